@@ -1,0 +1,412 @@
+"""Replay benchmark for the rationalizer (figures, not pass/fail).
+
+Generates a realistic coordination log (~90% heartbeats; claims and lost races, releases,
+AMO ClaimingMessages, restarts, a few ReleaseGroups with admin positions, invalid records;
+thousands of partitions across several groups), routes it to N coordination partitions and
+replays it through WorldState. In the same run, a naive baseline (JSON values folded into
+dicts, same rules) replays the same events for the ratio.
+
+    python bench/rationalizer.py [--records N] [--partitions-per-topic P] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import resource
+import struct
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rationalizer import (
+    ClaimingPartition,
+    ReleaseGroup,
+    WorldState,
+    coordination_partition,
+    encode,
+)
+from rationalizer.codec import (
+    T_CLAIMING_MESSAGES,
+    T_CLAIMING_PARTITION,
+    T_HEARTBEAT,
+    T_RELEASING_PARTITION,
+)
+
+HB_MS = 3000
+N_COORD = 8
+GROUPS = ("billing", "search-indexer", "audit", "email")
+TOPICS = ("orders", "payments", "clicks")
+CONSUMERS_PER_GROUP = 24
+_Q = struct.Struct(">q")
+TYPE_NAMES = {1: "hb", 2: "claim", 3: "release", 4: "claim_msgs"}
+
+
+def generate(n_records: int, parts_per_topic: int, seed: int):
+    """Return (binary, json) record lists per coordination partition, plus a mix summary."""
+    rng = random.Random(seed)
+    partitions = [(g, t, p) for g in GROUPS for t in TOPICS for p in range(parts_per_topic)]
+    coord = {
+        (t, p): coordination_partition(t, p, N_COORD)
+        for t in TOPICS
+        for p in range(parts_per_topic)
+    }
+    instance_of = {
+        (g, c): f"{g}-c{c}-i0-{rng.getrandbits(48):012x}"
+        for g in GROUPS
+        for c in range(CONSUMERS_PER_GROUP)
+    }
+    suffix_cache: dict[tuple, tuple[bytes, bytes]] = {}
+
+    def template(client: str, instance: str, g: str, t: str, p: int) -> tuple[bytes, bytes]:
+        k = (client, instance, g, t, p)
+        hit = suffix_cache.get(k)
+        if hit is None:
+            key, value = encode(
+                ClaimingPartition(
+                    client_id=client, instance_id=instance, group_id=g, topic=t, partition=p
+                )
+            )
+            hit = suffix_cache[k] = (key, value[2:])
+        return hit
+
+    binary: list[list] = [[] for _ in range(N_COORD)]
+    js: list[list] = [[] for _ in range(N_COORD)]
+    offsets = [0] * N_COORD
+    mix: dict[str, int] = {}
+
+    def emit(
+        cp: int, ts: int, typ: int, client: str, instance: str, g: str, t: str, p: int, n: int = 0
+    ):
+        key, suffix = template(client, instance, g, t, p)
+        if typ == T_CLAIMING_PARTITION:
+            value = b"\x01\x02" + suffix
+        else:
+            value = bytes((1, typ)) + _Q.pack(n) + suffix
+        off = offsets[cp]
+        offsets[cp] += 1
+        binary[cp].append((off, ts, key, value))
+        js[cp].append(
+            (
+                off,
+                ts,
+                key,
+                json.dumps(
+                    {
+                        "v": 1,
+                        "type": TYPE_NAMES[typ],
+                        "client_id": client,
+                        "instance_id": instance,
+                        "group_id": g,
+                        "topic": t,
+                        "partition": p,
+                        "n": n,
+                    }
+                ).encode(),
+            )
+        )
+        mix[TYPE_NAMES[typ]] = mix.get(TYPE_NAMES[typ], 0) + 1
+
+    def emit_raw(cp: int, ts: int, key, value, jvalue, kind: str):
+        off = offsets[cp]
+        offsets[cp] += 1
+        binary[cp].append((off, ts, key, value))
+        js[cp].append((off, ts, key, jvalue))
+        mix[kind] = mix.get(kind, 0) + 1
+
+    holder: dict[tuple, tuple[str, str] | None] = {}
+    position = dict.fromkeys(partitions, 0)
+    paused_until: dict[str, int] = {}
+    order = partitions[:]
+    rng.shuffle(order)
+    i = 0
+    total = 0
+    # log time advances so that each partition beats about every HB/3
+    step_us = max(1, (HB_MS * 1000 // 3) // len(partitions))
+    t_us = 0
+    while total < n_records:
+        t_us += step_us
+        ts = t_us // 1000
+        gtp = order[i % len(order)]
+        i += 1
+        g, t, p = gtp
+        cp = coord[(t, p)]
+        if paused_until.get(g, -1) > ts:
+            # the admin sets positions while the group is paused
+            emit(cp, ts, T_HEARTBEAT, "admin", "admin-1", g, t, p, position[gtp])
+            total += 1
+            continue
+        h = holder.get(gtp)
+        r = rng.random()
+        if h is None:
+            c = rng.randrange(CONSUMERS_PER_GROUP)
+            h = (f"{g}-c{c}", instance_of[(g, c)])
+            emit(cp, ts, T_CLAIMING_PARTITION, h[0], h[1], g, t, p)
+            holder[gtp] = h
+            total += 1
+            if rng.random() < 0.3:  # lost race
+                c2 = rng.randrange(CONSUMERS_PER_GROUP)
+                emit(cp, ts, T_CLAIMING_PARTITION, f"{g}-c{c2}", instance_of[(g, c2)], g, t, p)
+                total += 1
+            continue
+        position[gtp] += rng.randrange(1, 200)
+        if r < 0.02:  # AMO: claim messages, then the commit heartbeat
+            emit(cp, ts, T_CLAIMING_MESSAGES, h[0], h[1], g, t, p, position[gtp] + 50)
+            position[gtp] += 50
+            emit(cp, ts, T_HEARTBEAT, h[0], h[1], g, t, p, position[gtp])
+            total += 2
+        elif r < 0.025:  # clean release
+            emit(cp, ts, T_RELEASING_PARTITION, h[0], h[1], g, t, p, position[gtp])
+            holder[gtp] = None
+            total += 1
+        elif r < 0.027:  # a heartbeat from someone who does not hold it
+            c = rng.randrange(CONSUMERS_PER_GROUP)
+            emit(cp, ts, T_HEARTBEAT, f"{g}-stranger{c}", "zombie", g, t, p, position[gtp])
+            total += 1
+        elif r < 0.0275:  # restart recovery by a new instance of the holder's client
+            c = int(h[0].rsplit("-c", 1)[1])
+            inst = f"{g}-c{c}-i{rng.getrandbits(32):08x}"
+            instance_of[(g, c)] = inst
+            for other in partitions:
+                if holder.get(other) == h:
+                    holder[other] = (h[0], inst)
+            emit(cp, ts, T_HEARTBEAT, h[0], inst, g, t, p, position[gtp])
+            total += 1
+        elif r < 0.0285:  # invalid record
+            emit_raw(
+                cp,
+                ts,
+                b"garbage",
+                bytes(rng.getrandbits(8) for _ in range(20)),
+                b"{not json",
+                "invalid",
+            )
+            total += 1
+        elif r < 0.028505 and len(paused_until) < 4:  # rare: an admin resets a group
+            end = ts + 2000
+            key, value = encode(
+                ReleaseGroup(
+                    client_id="admin", instance_id="admin-1", group_id=g, msg_expire_time=end
+                )
+            )
+            jv = json.dumps(
+                {
+                    "v": 1,
+                    "type": "release_group",
+                    "client_id": "admin",
+                    "instance_id": "admin-1",
+                    "group_id": g,
+                    "n": end,
+                }
+            ).encode()
+            for c2 in range(N_COORD):
+                emit_raw(c2, ts, key, value, jv, "release_group")
+            total += N_COORD
+            paused_until[g] = end
+            for other in partitions:
+                if other[0] == g:
+                    holder[other] = None
+        else:
+            emit(cp, ts, T_HEARTBEAT, h[0], h[1], g, t, p, position[gtp])
+            total += 1
+    return binary, js, mix, len(partitions)
+
+
+class NaiveWorld:
+    """Baseline: JSON values folded into plain dicts, one call per record, same rules."""
+
+    def __init__(self, hb: int) -> None:
+        self.hb = hb
+        self.now = -(2**63)
+        self.parts: dict = {}
+        self.fenced: set = set()
+        self.paused: dict = {}
+        self.verdicts: dict = {}
+        self.skipped = 0
+
+    def apply(self, offset, ts, key, value):
+        self.now = max(self.now, ts)
+        now = self.now
+        try:
+            m = json.loads(value)
+            if m["v"] != 1:
+                raise ValueError
+        except ValueError:
+            self.skipped += 1
+            self.verdicts[offset] = "invalid"
+            return "invalid"
+        me = (m["client_id"], m["instance_id"])
+        g = m["group_id"]
+        if me in self.fenced:
+            v = "fenced"
+        elif m["type"] == "release_group":
+            for (pg, _, _), st in self.parts.items():
+                if pg == g:
+                    st["holder"] = None
+            self.paused[g] = (m["n"], me)
+            v = "ok"
+        else:
+            k = (g, m["topic"], m["partition"])
+            st = self.parts.get(k)
+            pause = self.paused.get(g)
+            typ = m["type"]
+            if pause and now < pause[0]:
+                if typ == "hb" and me == pause[1]:
+                    st = self.parts.setdefault(
+                        k, {"holder": None, "beat": now, "last": -1, "claimed": -1}
+                    )
+                    st["last"] = st["claimed"] = m["n"]
+                    v = "ok"
+                else:
+                    v = "paused"
+            elif typ == "claim":
+                if st is None:
+                    self.parts[k] = {"holder": me, "beat": now, "last": -1, "claimed": -1}
+                    v = "ok"
+                elif st["holder"] is None or now - st["beat"] > 2 * self.hb:
+                    st["holder"], st["beat"] = me, now
+                    v = "ok"
+                else:
+                    v = "still_owned"
+            elif st is None:
+                v = "not_holder"
+            elif typ == "hb":
+                if st["holder"] == me:
+                    st["beat"], st["last"] = now, m["n"]
+                    v = "ok"
+                elif st["holder"] and st["holder"][0] == me[0] and now - st["beat"] < self.hb:
+                    self.fenced.add(st["holder"])
+                    st["holder"], st["beat"], st["last"] = me, now, m["n"]
+                    v = "ok"
+                else:
+                    v = "not_holder"
+            elif st["holder"] != me:
+                v = "not_holder"
+            elif typ == "release":
+                st["holder"], st["last"], st["beat"] = None, m["n"], now
+                v = "ok"
+            elif m["n"] >= st["claimed"]:
+                st["claimed"], st["beat"] = m["n"], now
+                v = "ok"
+            else:
+                v = "regression"
+        self.verdicts[offset] = v
+        return v
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--partitions-per-topic", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    binary, js, mix, n_parts = generate(args.records, args.partitions_per_topic, args.seed)
+    n = sum(len(x) for x in binary)
+    print(
+        f"python {sys.version.split()[0]}; generated {n:,} records in {time.perf_counter() - t0:.1f}s"
+    )
+    print(
+        f"  {n_parts:,} partitions, {len(GROUPS)} groups x {CONSUMERS_PER_GROUP} consumers, {N_COORD} coordination partitions"
+    )
+    print(
+        "  mix: "
+        + ", ".join(
+            f"{k} {v:,} ({v / n:.2%})" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])
+        )
+    )
+
+    def replay_many():
+        worlds = [WorldState(HB_MS) for _ in range(N_COORD)]
+        t = time.perf_counter()
+        for w, recs in zip(worlds, binary, strict=True):
+            w.apply_many(recs)
+        return worlds, time.perf_counter() - t
+
+    def replay_single():
+        worlds = [WorldState(HB_MS) for _ in range(N_COORD)]
+        t = time.perf_counter()
+        for w, recs in zip(worlds, binary, strict=True):
+            apply = w.apply
+            for o, ts, k, v in recs:
+                apply(o, ts, k, v)
+        return worlds, time.perf_counter() - t
+
+    def replay_naive():
+        worlds = [NaiveWorld(HB_MS) for _ in range(N_COORD)]
+        t = time.perf_counter()
+        for w, recs in zip(worlds, js, strict=True):
+            apply = w.apply
+            for o, ts, k, v in recs:
+                apply(o, ts, k, v)
+        return worlds, time.perf_counter() - t
+
+    gc.collect()
+    best_many = min(replay_many()[1] for _ in range(3))
+    worlds, _ = replay_many()
+    best_single = min(replay_single()[1] for _ in range(2))
+    naive_worlds, best_naive = min((replay_naive() for _ in range(2)), key=lambda x: x[1])
+
+    rej: dict = {}
+    for w in worlds:
+        for reason, c in w.rejections().items():
+            rej[reason.value] = rej.get(reason.value, 0) + c
+    accepted = n - sum(rej.values())
+    print(
+        f"verdicts: accepted {accepted:,}; rejected "
+        + ", ".join(f"{k} {v:,}" for k, v in rej.items() if v)
+    )
+    naive_ok = sum(1 for w in naive_worlds for v in w.verdicts.values() if v == "ok")
+    print(f"  (naive baseline accepted {naive_ok:,})")
+
+    print(
+        f"WorldState.apply_many : {n / best_many:>12,.0f} records/s  ({best_many:.2f}s, best of 3)"
+    )
+    print(
+        f"WorldState.apply      : {n / best_single:>12,.0f} records/s  ({best_single:.2f}s, one call per record)"
+    )
+    print(f"naive JSON + dicts    : {n / best_naive:>12,.0f} records/s  ({best_naive:.2f}s)")
+    print(
+        f"ratio vs naive        : {best_naive / best_many:.1f}x (apply_many), {best_naive / best_single:.1f}x (apply)"
+    )
+
+    gc.collect()
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    traced = [WorldState(HB_MS) for _ in range(N_COORD)]
+    for w, recs in zip(traced, binary, strict=True):
+        w.apply_many(recs)
+    cur, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(
+        f"replay memory (tracemalloc, all {N_COORD} worlds): peak {(peak - base) / 2**20:.1f} MiB, retained {(cur - base) / 2**20:.1f} MiB"
+    )
+    print(
+        f"process max RSS (incl. the generated input): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
+
+    t = time.perf_counter()
+    snaps = [w.to_bytes() for w in worlds]
+    t_dump = time.perf_counter() - t
+    t = time.perf_counter()
+    restored = [WorldState.from_bytes(s) for s in snaps]
+    t_load = time.perf_counter() - t
+    assert [r.to_bytes() for r in restored] == snaps
+    size = sum(len(s) for s in snaps)
+    print(
+        f"snapshots: {size / 2**20:.2f} MiB total ({size / N_COORD / 1024:.0f} KiB per world, verdict window {worlds[0].verdict_window:,}); "
+        f"to_bytes {t_dump * 1000:.0f} ms, from_bytes {t_load * 1000:.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

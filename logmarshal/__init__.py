@@ -1,0 +1,48 @@
+"""logmarshal: consumers that share a log's partitions with no coordinator.
+
+The library API::
+
+    import logmarshal
+    cluster = logmarshal.connect(data_dir="data")           # embedded; no server needed
+    cluster.create_topic("events", partitions=4)
+    with logmarshal.Producer(cluster) as producer:
+        producer.send("events", b"hello", key=b"user-1").result()
+    cluster.fetch("events", 0, offset=0)
+"""
+
+from storage import NewRecord, TimestampType, TopicConfig
+
+from .clock import Clock, ManualClock, SystemClock
+from .cluster import Cluster, Message, ProduceResult, TopicDescription
+from .connect import connect
+from .consumer import Consumer
+from .embedded import EmbeddedCluster
+from .marshaler import COORDINATION_TOPIC, CoordinationTopicError, Marshaler, Written
+from .partitioners import Mmh3Partitioner, Murmur2Partitioner, RoundRobinPartitioner, murmur2
+from .producer import Producer, RecordMetadata
+
+__all__ = [
+    "COORDINATION_TOPIC",
+    "Clock",
+    "Cluster",
+    "Consumer",
+    "CoordinationTopicError",
+    "EmbeddedCluster",
+    "ManualClock",
+    "Marshaler",
+    "Message",
+    "Mmh3Partitioner",
+    "Murmur2Partitioner",
+    "NewRecord",
+    "ProduceResult",
+    "Producer",
+    "RecordMetadata",
+    "RoundRobinPartitioner",
+    "SystemClock",
+    "TimestampType",
+    "TopicConfig",
+    "TopicDescription",
+    "Written",
+    "connect",
+    "murmur2",
+]

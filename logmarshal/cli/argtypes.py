@@ -1,0 +1,35 @@
+"""argparse ``type=`` converters that reject bad values with a message naming them."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["config_pair", "non_negative", "positive"]
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def positive(text: str) -> int:
+    value = _whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    value = _whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"cannot be negative, got {value}")
+    return value
+
+
+def config_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()

@@ -1,0 +1,94 @@
+"""The ``logmarshal`` command: parsing, connection, and turning mistakes into one clear line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from storage.errors import StorageError
+
+from ..errors import LogmarshalError
+from . import demo, records, topic
+from .context import CliError, Context
+
+__all__ = ["build_parser", "main"]
+
+_EXIT_USER_ERROR = 1
+_EXIT_INTERRUPTED = 130
+
+
+def _common_options(defaults: bool) -> argparse.ArgumentParser:
+    """Options every command takes, before or after the command name.
+
+    The subcommands' copies default to SUPPRESS so they never overwrite a value given
+    before the command name.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    missing = None if defaults else argparse.SUPPRESS
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=missing,
+        help="embedded cluster directory (default: $LOGMARSHAL_DATA_DIR or ./data)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=False if defaults else argparse.SUPPRESS,
+        help="print machine-readable JSON instead of tables",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0 if defaults else argparse.SUPPRESS,
+        help="log more (repeat for debug output)",
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logmarshal",
+        description=(
+            "Coordinator-free consumer groups over a partitioned log. "
+            "Commands work on an embedded data directory."
+        ),
+        parents=[_common_options(defaults=True)],
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    common = _common_options(defaults=False)
+    topic.register(commands, common)
+    records.register(commands, common)
+    demo.register(commands, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    ctx = Context(data_dir=args.data_dir, as_json=args.json)
+    try:
+        return args.func(args, ctx) or 0
+    except (CliError, StorageError, LogmarshalError, ValueError, NotImplementedError) as exc:
+        print(f"logmarshal: error: {exc}", file=sys.stderr)
+        return _EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return _EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `logmarshal read ... | head`
+        return 0
+    except OSError as exc:
+        print(f"logmarshal: error: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
+        return _EXIT_USER_ERROR
+    finally:
+        ctx.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

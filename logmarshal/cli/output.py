@@ -1,0 +1,31 @@
+"""How the CLI prints: aligned tables for people, JSON for scripts (``--json``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+__all__ = ["emit", "print_table"]
+
+
+def print_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: TextIO | None = None
+) -> None:
+    """Left-aligned columns under a header line; nothing but the header for no rows."""
+    out = out or sys.stdout
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    header = [c.upper() for c in columns]
+    for line in [header, *cells]:
+        out.write("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() + "\n")
+
+
+def emit(as_json: bool, payload: Any, text: str | None = None, out: TextIO | None = None) -> None:
+    """Print ``payload`` as JSON, or ``text`` for people."""
+    out = out or sys.stdout
+    if as_json:
+        out.write(json.dumps(payload, sort_keys=True) + "\n")
+    elif text is not None:
+        out.write(text + "\n")

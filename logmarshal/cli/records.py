@@ -1,0 +1,162 @@
+"""``logmarshal produce`` and ``logmarshal read``: records in and out, no group involved."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from concurrent.futures import Future
+from typing import Any
+
+from ..cluster import Message
+from ..producer import Producer, RecordMetadata
+from .argtypes import non_negative, positive
+from .context import CliError, Context
+from .output import emit
+
+__all__ = ["register"]
+
+_FETCH_BYTES = 1 << 20
+
+
+def _start_offset(text: str) -> int | str:
+    if text in ("earliest", "latest"):
+        return text
+    value = non_negative(text)
+    return value
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    produce = commands.add_parser(
+        "produce",
+        parents=[common],
+        help="write lines from stdin to a topic, one record per line",
+        description=(
+            "Write each line of stdin as one record. With --key-separator, the text before "
+            "the first separator is the key and the rest the value; a line without it is an "
+            "error (lines before it are kept)."
+        ),
+    )
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
+    produce.add_argument("--partition", type=non_negative, help="write every record to this one")
+    produce.add_argument(
+        "--partitioner",
+        choices=["murmur2", "mmh3", "round_robin"],
+        default="murmur2",
+        help="how keys choose a partition (default: murmur2, as Kafka's Java client)",
+    )
+    produce.set_defaults(func=_produce)
+
+    read = commands.add_parser(
+        "read",
+        parents=[common],
+        help="print records of one partition from an offset (low level, no group)",
+    )
+    read.add_argument("topic")
+    read.add_argument("--partition", "-p", type=non_negative, default=0, help="default: 0")
+    read.add_argument(
+        "--offset",
+        "-o",
+        type=_start_offset,
+        default="earliest",
+        help="first offset to print, or earliest|latest (default: earliest)",
+    )
+    read.add_argument(
+        "--count", "-n", type=positive, help="stop after this many (default: up to the end)"
+    )
+    read.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --count, wait this long for records not written yet (default: 0)",
+    )
+    read.set_defaults(func=_read)
+
+
+def _produce(args: argparse.Namespace, ctx: Context) -> int:
+    futures: list[Future[RecordMetadata]] = []
+    problem: str | None = None
+    with Producer(ctx.cluster, partitioner=args.partitioner) as producer:
+        for number, raw in enumerate(sys.stdin.buffer, start=1):
+            line = raw.rstrip(b"\r\n")
+            key = None
+            if args.key_separator is not None:
+                key, sep, line = line.partition(args.key_separator.encode())
+                if not sep:
+                    problem = f"line {number} has no key separator {args.key_separator!r}"
+                    break
+            futures.append(
+                producer.send(args.topic, line, key=key, partition=args.partition)
+            )
+    offsets: dict[int, list[int]] = defaultdict(list)
+    for future in futures:
+        meta = future.result()
+        offsets[meta.partition].append(meta.offset)
+    ranges = {p: [min(o), max(o)] for p, o in sorted(offsets.items())}
+    where = ", ".join(f"partition {p} offsets {lo}..{hi}" for p, (lo, hi) in ranges.items())
+    emit(
+        ctx.as_json,
+        {"topic": args.topic, "records": len(futures), "offsets": ranges},
+        f"produced {len(futures)} record(s) to {args.topic!r}" + (f": {where}" if where else ""),
+    )
+    if problem:
+        raise CliError(f"{problem}; the {len(futures)} line(s) before it were written")
+    return 0
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", errors="backslashreplace")
+
+
+def _print_message(message: Message, as_json: bool) -> None:
+    payload = {
+        "partition": message.partition,
+        "offset": message.offset,
+        "timestamp": message.timestamp,
+        "key": _text(message.key),
+        "value": _text(message.value),
+        "headers": {k: _text(v) for k, v in message.headers},
+    }
+    if as_json:
+        emit(True, payload)
+        return
+    key = "" if message.key is None else f"{_text(message.key)}\t"
+    print(f"{message.offset}\t{key}{_text(message.value)}")
+
+
+def _read(args: argparse.Namespace, ctx: Context) -> int:
+    cluster = ctx.cluster
+    topic, partition = args.topic, args.partition
+    if not 0 <= partition < cluster.partitions(topic):
+        raise CliError(
+            f"topic {topic!r} has partitions 0..{cluster.partitions(topic) - 1}, not {partition}"
+        )
+    earliest = cluster.earliest_offset(topic, partition)
+    latest = cluster.latest_offset(topic, partition)
+    offset = {"earliest": earliest, "latest": latest}.get(args.offset, args.offset)
+    if not earliest <= offset <= latest:
+        raise CliError(
+            f"offset {offset} is outside {topic}/{partition}, which holds {earliest}..{latest - 1}"
+            f" (next offset {latest})"
+        )
+    if args.wait < 0:
+        raise CliError(f"--wait cannot be negative, got {args.wait}")
+    end = None if args.count else latest
+    printed = 0
+    while args.count is None or printed < args.count:
+        if end is not None and offset >= end:
+            break
+        batch = cluster.fetch(topic, partition, offset, max_bytes=_FETCH_BYTES, max_wait=args.wait)
+        if not batch:
+            break
+        for message in batch:
+            if args.count is not None and printed >= args.count:
+                break
+            _print_message(message, ctx.as_json)
+            printed += 1
+            offset = message.offset + 1
+    if args.count is not None and printed < args.count:
+        print(f"logmarshal: only {printed} record(s) available", file=sys.stderr)
+    return 0

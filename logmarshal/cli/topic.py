@@ -1,0 +1,133 @@
+"""``logmarshal topic create|list|describe|delete|add-partitions``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import attrs
+
+from .argtypes import config_pair, positive
+from .context import CliError, Context
+from .output import emit, print_table
+
+__all__ = ["register"]
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser("topic", help="create, list, describe and delete topics")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    create = verbs.add_parser(
+        "create",
+        parents=[common],
+        help="create a topic",
+        description=(
+            "Create a topic. Configs use Kafka's names: segment.bytes, segment.ms, "
+            "retention.ms, retention.bytes, flush.messages, flush.ms, "
+            "message.timestamp.type (CreateTime|LogAppendTime), max.message.bytes."
+        ),
+    )
+    create.add_argument("name")
+    create.add_argument("--partitions", "-p", type=positive, default=1, help="default: 1")
+    create.add_argument(
+        "--config",
+        "-c",
+        type=config_pair,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a topic config (repeatable)",
+    )
+    create.set_defaults(func=_create)
+
+    listing = verbs.add_parser("list", parents=[common], help="list topics")
+    listing.set_defaults(func=_list)
+
+    describe = verbs.add_parser(
+        "describe", parents=[common], help="partitions, offsets and config of a topic"
+    )
+    describe.add_argument("name")
+    describe.set_defaults(func=_describe)
+
+    delete = verbs.add_parser("delete", parents=[common], help="delete a topic and its data")
+    delete.add_argument("name")
+    delete.set_defaults(func=_delete)
+
+    grow = verbs.add_parser(
+        "add-partitions",
+        parents=[common],
+        help="raise a topic's partition count (it never shrinks)",
+    )
+    grow.add_argument("name")
+    grow.add_argument("--total", type=positive, required=True, help="the new partition count")
+    grow.set_defaults(func=_add_partitions)
+
+
+def _description_payload(description: Any) -> dict[str, Any]:
+    return {
+        "name": description.name,
+        "partitions": description.partitions,
+        "config": dict(description.config),
+        "offsets": [attrs.asdict(o) for o in description.offsets],
+    }
+
+
+def _create(args: argparse.Namespace, ctx: Context) -> int:
+    config = dict(args.config)
+    if len(config) != len(args.config):
+        raise CliError("a config is given twice")
+    created = ctx.cluster.create_topic(args.name, args.partitions, config or None)
+    emit(
+        ctx.as_json,
+        _description_payload(created),
+        f"created topic {created.name!r} with {created.partitions} partition(s)",
+    )
+    return 0
+
+
+def _list(args: argparse.Namespace, ctx: Context) -> int:
+    cluster = ctx.cluster
+    rows = []
+    for name in cluster.topics():
+        description = cluster.describe_topic(name)
+        rows.append(
+            {
+                "topic": name,
+                "partitions": description.partitions,
+                "records": sum(o.latest - o.earliest for o in description.offsets),
+            }
+        )
+    if ctx.as_json:
+        emit(True, rows)
+    else:
+        print_table(rows, ["topic", "partitions", "records"])
+    return 0
+
+
+def _describe(args: argparse.Namespace, ctx: Context) -> int:
+    description = ctx.cluster.describe_topic(args.name)
+    if ctx.as_json:
+        emit(True, _description_payload(description))
+        return 0
+    print(f"topic {description.name}: {description.partitions} partition(s)")
+    for name, value in sorted(description.config.items()):
+        print(f"  {name} = {value}")
+    print_table([attrs.asdict(o) for o in description.offsets], ["partition", "earliest", "latest"])
+    return 0
+
+
+def _delete(args: argparse.Namespace, ctx: Context) -> int:
+    ctx.cluster.delete_topic(args.name)
+    emit(ctx.as_json, {"deleted": args.name}, f"deleted topic {args.name!r}")
+    return 0
+
+
+def _add_partitions(args: argparse.Namespace, ctx: Context) -> int:
+    grown = ctx.cluster.add_partitions(args.name, args.total)
+    emit(
+        ctx.as_json,
+        _description_payload(grown),
+        f"topic {grown.name!r} now has {grown.partitions} partition(s)",
+    )
+    return 0

@@ -1,0 +1,124 @@
+"""The one small interface through which logmarshal talks to a log.
+
+Everything above it (producer, marshaler, consumers, admin, audit) is written against
+:class:`Cluster`, so the same code runs on the embedded data directory and, through the Kafka
+wire protocol, on logmarshal's broker or an Apache Kafka cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from storage import NewRecord, TopicConfig
+
+__all__ = [
+    "Cluster",
+    "Message",
+    "PartitionOffsets",
+    "ProduceResult",
+    "TopicDescription",
+]
+
+Header = tuple[str, bytes | None]
+
+
+@attrs.frozen
+class Message:
+    """One record read back from a partition."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+@attrs.frozen
+class ProduceResult:
+    """Where a produced batch landed: offsets ``base_offset..last_offset`` inclusive."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    log_append_time: int = -1  # -1 unless the topic uses LogAppendTime
+
+
+@attrs.frozen
+class PartitionOffsets:
+    partition: int
+    earliest: int
+    latest: int
+
+
+@attrs.frozen
+class TopicDescription:
+    name: str
+    partitions: int
+    config: Mapping[str, str]
+    offsets: tuple[PartitionOffsets, ...]
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    """A partitioned log: topics, produce, fetch, offsets.
+
+    Offsets follow Kafka: ``earliest_offset`` is the first offset still stored, and
+    ``latest_offset`` the next one to be written (so an empty partition has both equal).
+    Errors are those of :mod:`logmarshal.errors`.
+    """
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: TopicConfig | Mapping[str, str | int] | None = None,
+    ) -> TopicDescription: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def add_partitions(self, name: str, total: int) -> TopicDescription: ...
+
+    def topics(self) -> list[str]: ...
+
+    def describe_topic(self, name: str) -> TopicDescription: ...
+
+    def partitions(self, topic: str) -> int: ...
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[NewRecord],
+        *,
+        durable: bool = False,
+    ) -> ProduceResult:
+        """Append ``records`` as one batch; ``durable`` means on disk before returning."""
+        ...
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> list[Message]:
+        """Records from ``offset`` on; waits up to ``max_wait`` seconds while there are none."""
+        ...
+
+    def earliest_offset(self, topic: str, partition: int) -> int: ...
+
+    def latest_offset(self, topic: str, partition: int) -> int: ...
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        """The first offset whose timestamp is at or after ``timestamp_ms``, or None."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,193 @@
+"""The embedded cluster: a data directory opened in this process.
+
+It is the default for a single process and for the demo: no server to start, and the files
+are the very ones the broker serves, so a directory can later be put behind
+``logmarshal broker start`` unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+from storage import DataDir, NewRecord, TopicConfig, decode_records, encode_batch
+from storage.datadir import TopicInfo
+
+from .cluster import Message, PartitionOffsets, ProduceResult, TopicDescription
+from .errors import ClosedError
+
+__all__ = ["EmbeddedCluster"]
+
+log = logging.getLogger(__name__)
+
+
+def _as_config(config: TopicConfig | Mapping[str, str | int] | None) -> TopicConfig:
+    if config is None:
+        return TopicConfig()
+    if isinstance(config, TopicConfig):
+        return config
+    return TopicConfig.from_dict(config)
+
+
+def _describe(info: TopicInfo) -> TopicDescription:
+    return TopicDescription(
+        name=info.name,
+        partitions=info.partitions,
+        config=info.config.to_dict(),
+        offsets=tuple(
+            PartitionOffsets(p.partition, p.log_start_offset, p.log_end_offset)
+            for p in info.partition_info
+        ),
+    )
+
+
+class EmbeddedCluster:
+    """:class:`~logmarshal.cluster.Cluster` over a :class:`storage.DataDir`.
+
+    Owns the directory's lock until :meth:`close`. A background thread applies retention
+    every ``maintenance_interval`` seconds (0 disables it).
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], int] | None = None,
+        maintenance_interval: float = 30.0,
+    ) -> None:
+        self._dir = DataDir(data_dir, clock=clock)
+        self._closed = threading.Event()
+        self._maintenance: threading.Thread | None = None
+        if maintenance_interval > 0:
+            self._maintenance = threading.Thread(
+                target=self._maintain,
+                args=(maintenance_interval,),
+                name=f"logmarshal-maintenance:{self._dir.path}",
+                daemon=True,
+            )
+            self._maintenance.start()
+
+    @property
+    def data_dir(self) -> DataDir:
+        return self._dir
+
+    def _maintain(self, interval: float) -> None:
+        while not self._closed.wait(interval):
+            try:
+                removed = self._dir.enforce_retention()
+            except Exception:  # keep maintaining; a failed pass is retried next interval
+                log.exception("retention pass failed in %s", self._dir.path)
+            else:
+                if removed:
+                    log.info("retention removed %d segment(s) in %s", removed, self._dir.path)
+
+    def _check_open(self) -> None:
+        if self._closed.is_set():
+            raise ClosedError(f"the cluster at {self._dir.path} is closed")
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: TopicConfig | Mapping[str, str | int] | None = None,
+    ) -> TopicDescription:
+        self._check_open()
+        return _describe(self._dir.create_topic(name, partitions, _as_config(config)))
+
+    def delete_topic(self, name: str) -> None:
+        self._check_open()
+        self._dir.delete_topic(name)
+
+    def add_partitions(self, name: str, total: int) -> TopicDescription:
+        self._check_open()
+        return _describe(self._dir.add_partitions(name, total))
+
+    def topics(self) -> list[str]:
+        self._check_open()
+        return self._dir.topics()
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        self._check_open()
+        return _describe(self._dir.describe(name))
+
+    def topic_config(self, name: str) -> TopicConfig:
+        self._check_open()
+        return self._dir.describe(name).config
+
+    def partitions(self, topic: str) -> int:
+        self._check_open()
+        return self._dir.describe(topic).partitions
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[NewRecord],
+        *,
+        durable: bool = False,
+    ) -> ProduceResult:
+        self._check_open()
+        if not records:
+            raise ValueError("produce needs at least one record")
+        log_ = self._dir.partition(topic, partition)
+        info = log_.append(encode_batch(records), flush=durable)
+        return ProduceResult(
+            topic=topic,
+            partition=partition,
+            base_offset=info.base_offset,
+            last_offset=info.last_offset,
+            log_append_time=info.log_append_time,
+        )
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> list[Message]:
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        log_ = self._dir.partition(topic, partition)
+        data = log_.read(offset, max_bytes).data
+        if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
+            data = log_.read(offset, max_bytes).data
+        return [
+            Message(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
+            for r in decode_records(data)
+            if r.offset >= offset
+        ]
+
+    def earliest_offset(self, topic: str, partition: int) -> int:
+        self._check_open()
+        return self._dir.partition(topic, partition).log_start_offset
+
+    def latest_offset(self, topic: str, partition: int) -> int:
+        self._check_open()
+        return self._dir.partition(topic, partition).log_end_offset
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        self._check_open()
+        return self._dir.partition(topic, partition).offset_for_timestamp(timestamp_ms)
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._maintenance is not None:
+            self._maintenance.join()
+        self._dir.close()
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedCluster({str(self._dir.path)!r})"

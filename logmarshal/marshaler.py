@@ -1,0 +1,527 @@
+"""The Marshaler: one process's window onto a group's coordination log.
+
+It replays every ``__marshal`` partition into its own :class:`rationalizer.WorldState`
+(one tailing thread per partition, long-polling the log), writes this process's
+coordination messages durably, and answers "did my message win?" by waiting until the
+replay has reached the offset the write returned (read-your-writes) and reading that
+offset's verdict. Consumers build their claim, heartbeat and fencing logic on top of it.
+
+Decisions come only from the replay. The injected clock is for predictions (is a partition
+likely claimable yet?), so a wrong clock costs at most a rejected claim, never a double
+owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from rationalizer import (
+    Claim,
+    ClaimingMessages,
+    ClaimingPartition,
+    Heartbeat,
+    Message,
+    PartitionState,
+    ReleaseGroup,
+    ReleasingPartition,
+    Verdict,
+    WorldState,
+    coordination_partition,
+    encode,
+)
+from rationalizer.messages import valid_id
+from storage import NewRecord, TimestampType, TopicConfig
+
+from .clock import SYSTEM_CLOCK, Clock
+from .cluster import Cluster
+from .errors import ClosedError, LogmarshalError, OffsetOutOfRange, TopicExists
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+
+__all__ = [
+    "COORDINATION_TOPIC",
+    "CoordinationTopicError",
+    "Marshaler",
+    "Written",
+]
+
+log = logging.getLogger(__name__)
+
+COORDINATION_TOPIC = "__marshal"
+_TIMESTAMP_TYPE = "message.timestamp.type"
+_LOG_APPEND_TIME = "LogAppendTime"
+
+
+class CoordinationTopicError(LogmarshalError):
+    """``__marshal`` exists but cannot be coordinated on (e.g. it uses CreateTime)."""
+
+
+@attrs.frozen
+class Written:
+    """Where a coordination message landed: the offset whose verdict decides it."""
+
+    coordination_partition: int
+    offset: int
+
+
+def coordination_topic_config() -> TopicConfig:
+    """How the library creates ``__marshal``.
+
+    LogAppendTime because decisions use the log's clock, never a client's; every message
+    flushed because a claim that is acknowledged and then lost to a crash could let two
+    consumers believe they own a partition; retention forever because positions of idle
+    partitions live only in the log (there is no compaction or snapshot topic yet).
+    """
+    return TopicConfig(
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        flush_messages=1,
+        retention_ms=-1,
+    )
+
+
+class _Tail:
+    """One coordination partition: its WorldState and the thread that feeds it."""
+
+    def __init__(self, partition: int, world: WorldState) -> None:
+        self.partition = partition
+        self.world = world
+        self.cond = threading.Condition()
+        self.next_offset = 0  # the next log offset to apply
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+
+class Marshaler:
+    """Replays ``__marshal`` for ``group_id`` and writes this client's coordination messages.
+
+    ``heartbeat_interval`` (seconds) is the group's HB; every member must use the same value,
+    since freshness is judged with it. ``instance_id`` is random per Marshaler (per process
+    start) and drawn from ``rng``, so a restart of the same ``client_id`` is told apart from
+    the instance it replaces. ``fetch_wait`` bounds each long poll (and so how long
+    :meth:`close` may take).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        client_id: str,
+        group_id: str,
+        heartbeat_interval: float,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        coordination_partitions: int = 8,
+        rng: random.Random | None = None,
+        fetch_wait: float = 0.5,
+        fetch_max_bytes: int = 1 << 20,
+    ) -> None:
+        if not valid_id(client_id):
+            raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
+        if not valid_id(group_id):
+            raise ValueError(f"group_id must be a non-empty str, got {group_id!r}")
+        hb_ms = round(heartbeat_interval * 1000)
+        if hb_ms <= 0:
+            raise ValueError(f"heartbeat_interval must be positive, got {heartbeat_interval}")
+        if coordination_partitions < 1:
+            raise ValueError(
+                f"coordination_partitions must be at least 1, got {coordination_partitions}"
+            )
+        if fetch_wait <= 0:
+            raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
+        self._cluster = cluster
+        self._client_id = client_id
+        self._group_id = group_id
+        self._hb = hb_ms / 1000.0
+        self._hb_ms = hb_ms
+        self._clock = clock
+        self._rng = rng if rng is not None else random.SystemRandom()
+        self._instance_id = f"{self._rng.getrandbits(64):016x}"
+        self._fetch_wait = fetch_wait
+        self._fetch_max_bytes = fetch_max_bytes
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._consumers: list[Consumer] = []
+        self._n = self._ensure_topic(coordination_partitions)
+        self._tails = [_Tail(cp, WorldState(hb_ms)) for cp in range(self._n)]
+        for tail in self._tails:
+            tail.thread = threading.Thread(
+                target=self._tail,
+                args=(tail,),
+                name=f"logmarshal-tail:{group_id}:{client_id}:{tail.partition}",
+                daemon=True,
+            )
+            tail.thread.start()
+        log.info(
+            "marshaler %s/%s (instance %s) replaying %d coordination partitions, HB %.3f s",
+            group_id,
+            client_id,
+            self._instance_id,
+            self._n,
+            self._hb,
+        )
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    @property
+    def client_id(self) -> str:
+        return self._client_id
+
+    @property
+    def instance_id(self) -> str:
+        return self._instance_id
+
+    @property
+    def group_id(self) -> str:
+        return self._group_id
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """``(client_id, instance_id)``, the form WorldState reports holders in."""
+        return (self._client_id, self._instance_id)
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self._hb
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def coordination_partitions(self) -> int:
+        return self._n
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def now_ms(self) -> int:
+        """This client's *estimate* of log time, for predictions only."""
+        return round(self._clock.time() * 1000)
+
+    # -- the coordination topic -------------------------------------------------------------
+
+    def _ensure_topic(self, wanted: int) -> int:
+        """Create ``__marshal`` if missing; validate it otherwise. Returns its partition count."""
+        if COORDINATION_TOPIC not in self._cluster.topics():
+            try:
+                self._cluster.create_topic(COORDINATION_TOPIC, wanted, coordination_topic_config())
+            except TopicExists:  # another process won the race; validate theirs
+                pass
+            else:
+                log.info("created %s with %d partitions", COORDINATION_TOPIC, wanted)
+                return wanted
+        description = self._cluster.describe_topic(COORDINATION_TOPIC)
+        stamp = description.config.get(_TIMESTAMP_TYPE, "CreateTime")
+        if stamp != _LOG_APPEND_TIME:
+            raise CoordinationTopicError(
+                f"refusing to coordinate on {COORDINATION_TOPIC}: it uses "
+                f"{_TIMESTAMP_TYPE}={stamp}, but decisions need the log's own clock "
+                f"({_TIMESTAMP_TYPE}={_LOG_APPEND_TIME}); recreate the topic with it"
+            )
+        if description.partitions != wanted:
+            log.warning(
+                "%s has %d partitions (asked for %d); using %d: the count is fixed once created",
+                COORDINATION_TOPIC,
+                description.partitions,
+                wanted,
+                description.partitions,
+            )
+        return description.partitions
+
+    def coordination_partition(self, topic: str, partition: int) -> int:
+        return coordination_partition(topic, partition, self._n)
+
+    # -- replay -----------------------------------------------------------------------------
+
+    def _tail(self, tail: _Tail) -> None:
+        """Feed one WorldState from its partition until closed."""
+        cp = tail.partition
+        try:
+            offset = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
+        except Exception as exc:
+            log.exception("cannot start replaying %s/%d", COORDINATION_TOPIC, cp)
+            with tail.cond:
+                tail.error = exc
+                tail.cond.notify_all()
+            return
+        if offset > 0:
+            log.warning(
+                "%s/%d starts at offset %d: older coordination records are gone, so "
+                "positions they held are unknown",
+                COORDINATION_TOPIC,
+                cp,
+                offset,
+            )
+        with tail.cond:
+            tail.next_offset = offset
+        backoff = 0.05
+        while not self._closed.is_set():
+            try:
+                messages = self._cluster.fetch(
+                    COORDINATION_TOPIC,
+                    cp,
+                    offset,
+                    max_bytes=self._fetch_max_bytes,
+                    max_wait=self._fetch_wait,
+                )
+            except OffsetOutOfRange as exc:
+                log.error(
+                    "%s/%d: offset %d is out of range (%s); continuing from the earliest",
+                    COORDINATION_TOPIC,
+                    cp,
+                    offset,
+                    exc,
+                )
+                offset = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
+                continue
+            except ClosedError:
+                if not self._closed.is_set():
+                    log.error("the cluster closed under the marshaler; replay of %d stops", cp)
+                    with tail.cond:
+                        tail.error = ClosedError("the cluster was closed")
+                        tail.cond.notify_all()
+                return
+            except Exception:
+                log.exception("fetching %s/%d failed; retrying", COORDINATION_TOPIC, cp)
+                self._closed.wait(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            backoff = 0.05
+            if not messages:
+                continue
+            with tail.cond:
+                tail.world.apply_many((m.offset, m.timestamp, m.key, m.value) for m in messages)
+                offset = messages[-1].offset + 1
+                tail.next_offset = offset
+                tail.cond.notify_all()
+        with tail.cond:
+            tail.cond.notify_all()
+
+    def wait_applied(self, coord_partition: int, offset: int, timeout: float) -> bool:
+        """Wait until the replay of ``coord_partition`` has applied ``offset``.
+
+        False on timeout, after :meth:`close`, or if that partition's replay stopped.
+        """
+        tail = self._tails[coord_partition]
+        deadline = time.monotonic() + timeout
+        with tail.cond:
+            while tail.next_offset <= offset:
+                if self._closed.is_set() or tail.error is not None:
+                    return False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                tail.cond.wait(remaining)
+            return True
+
+    def wait_caught_up(self, timeout: float) -> bool:
+        """Wait until every partition is replayed up to its end as of this call."""
+        deadline = time.monotonic() + timeout
+        for tail in self._tails:
+            end = self._cluster.latest_offset(COORDINATION_TOPIC, tail.partition)
+            if not self.wait_applied(
+                tail.partition, end - 1, max(0.0, deadline - time.monotonic())
+            ):
+                return False
+        return True
+
+    def verdict(self, written: Written) -> Verdict | None:
+        """The verdict of a record already applied (None if not applied or too old)."""
+        tail = self._tails[written.coordination_partition]
+        with tail.cond:
+            return tail.world.verdict(written.offset)
+
+    def wait_verdict(self, written: Written, timeout: float) -> Verdict | None:
+        """Read-your-writes: the verdict of ``written`` once replay reaches it; None on timeout."""
+        if not self.wait_applied(written.coordination_partition, written.offset, timeout):
+            return None
+        return self.verdict(written)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def send(self, message: Message) -> Written:
+        """Write ``message`` durably to its coordination partition.
+
+        ReleaseGroup goes to every partition and is the admin's business; use the admin API.
+        """
+        if self._closed.is_set():
+            raise ClosedError("the marshaler is closed")
+        if isinstance(message, ReleaseGroup):
+            raise TypeError("ReleaseGroup is written to every coordination partition by the admin")
+        key, value = encode(message)
+        cp = self.coordination_partition(message.topic, message.partition)
+        result = self._cluster.produce(
+            COORDINATION_TOPIC,
+            cp,
+            [NewRecord(value=value, key=key, timestamp=self.now_ms())],
+            durable=True,
+        )
+        return Written(cp, result.base_offset)
+
+    def _ids(self) -> dict[str, str]:
+        return {
+            "client_id": self._client_id,
+            "instance_id": self._instance_id,
+            "group_id": self._group_id,
+        }
+
+    def claim_partition(self, topic: str, partition: int) -> Written:
+        return self.send(ClaimingPartition(**self._ids(), topic=topic, partition=partition))
+
+    def heartbeat(self, topic: str, partition: int, last_offset: int) -> Written:
+        return self.send(
+            Heartbeat(**self._ids(), topic=topic, partition=partition, last_offset=last_offset)
+        )
+
+    def release_partition(self, topic: str, partition: int, last_offset: int) -> Written:
+        return self.send(
+            ReleasingPartition(
+                **self._ids(), topic=topic, partition=partition, last_offset=last_offset
+            )
+        )
+
+    def claim_messages(self, topic: str, partition: int, proposed_last_offset: int) -> Written:
+        return self.send(
+            ClaimingMessages(
+                **self._ids(),
+                topic=topic,
+                partition=partition,
+                proposed_last_offset=proposed_last_offset,
+            )
+        )
+
+    # -- queries (as of what each partition's replay has applied) ---------------------------
+
+    def _tail_for(self, topic: str, partition: int) -> _Tail:
+        return self._tails[self.coordination_partition(topic, partition)]
+
+    def holder(self, topic: str, partition: int) -> tuple[str, str] | None:
+        tail = self._tail_for(topic, partition)
+        with tail.cond:
+            return tail.world.holder(self._group_id, topic, partition)
+
+    def is_holder(self, topic: str, partition: int) -> bool:
+        """True if the replay says this very instance holds the partition."""
+        return self.holder(topic, partition) == self.identity
+
+    def freshness(self, topic: str, partition: int, now_ms: int | None = None) -> str | None:
+        tail = self._tail_for(topic, partition)
+        now = self.now_ms() if now_ms is None else now_ms
+        with tail.cond:
+            return tail.world.freshness(self._group_id, topic, partition, now)
+
+    def claimable(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
+        """Prediction: would a claim written now be accepted (given nothing else before it)?"""
+        tail = self._tail_for(topic, partition)
+        now = self.now_ms() if now_ms is None else now_ms
+        with tail.cond:
+            return tail.world.claimable(self._group_id, topic, partition, now)
+
+    def resume_offset(self, topic: str, partition: int) -> int | None:
+        """``max(last_offset, claimed_through) + 1``; None if the group never mentioned it."""
+        tail = self._tail_for(topic, partition)
+        with tail.cond:
+            return tail.world.resume_offset(self._group_id, topic, partition)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        tail = self._tail_for(topic, partition)
+        with tail.cond:
+            return tail.world.partition_state(self._group_id, topic, partition)
+
+    def claims(self, client_id: str | None = None) -> list[Claim]:
+        """Partitions of the group held by any instance of ``client_id`` (default: ours)."""
+        client = self._client_id if client_id is None else client_id
+        out: list[Claim] = []
+        for tail in self._tails:
+            with tail.cond:
+                out.extend(tail.world.claims_of(self._group_id, client))
+        return sorted(out, key=lambda c: (c.topic, c.partition))
+
+    def partitions(self) -> list[PartitionState]:
+        """Every partition of the group the coordination log mentions."""
+        out: list[PartitionState] = []
+        for tail in self._tails:
+            with tail.cond:
+                out.extend(tail.world.partitions(self._group_id))
+        return sorted(out, key=lambda s: (s.topic, s.partition))
+
+    def paused_until(self) -> int | None:
+        """End (log ms) of the group's pause, latest over the partitions that have seen it."""
+        ends = []
+        for tail in self._tails:
+            with tail.cond:
+                end = tail.world.paused_until(self._group_id)
+            if end is not None:
+                ends.append(end)
+        return max(ends) if ends else None
+
+    def is_fenced(self) -> bool:
+        """True if some replay has fenced this instance (a newer one of our client took over)."""
+        for tail in self._tails:
+            with tail.cond:
+                if tail.world.is_fenced(self._client_id, self._instance_id):
+                    return True
+        return False
+
+    # -- consumers and lifetime -------------------------------------------------------------
+
+    def _register(self, consumer: Consumer, topics: Iterable[str]) -> None:
+        """One consumer per topic per marshaler: two would share (and fight over) its claims."""
+        wanted = set(topics)
+        with self._lock:
+            if self._closed.is_set():
+                raise ClosedError("the marshaler is closed")
+            for other in self._consumers:
+                overlap = wanted & set(other.topics)
+                if overlap:
+                    raise ValueError(
+                        f"this marshaler already has a consumer of {sorted(overlap)}; "
+                        "use another Marshaler (client_id) for a second consumer"
+                    )
+            self._consumers.append(consumer)
+
+    def _unregister(self, consumer: Consumer) -> None:
+        with self._lock:
+            if consumer in self._consumers:
+                self._consumers.remove(consumer)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Close this marshaler's consumers (releasing their claims), then stop replaying."""
+        with self._lock:
+            consumers = list(self._consumers)
+        for consumer in consumers:
+            consumer.close()
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for tail in self._tails:
+            with tail.cond:
+                tail.cond.notify_all()
+        for tail in self._tails:
+            if tail.thread is not None:
+                tail.thread.join(timeout)
+        log.info("marshaler %s/%s closed", self._group_id, self._client_id)
+
+    def __enter__(self) -> Marshaler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Marshaler(group={self._group_id!r}, client={self._client_id!r}, "
+            f"instance={self._instance_id!r})"
+        )

@@ -1,0 +1,47 @@
+"""The rationalizer: coordination messages, their codec and the deterministic replay.
+
+Pure: imports attrs and mmh3 only; no I/O, no clock, no threads. The same code runs in
+every consumer, the admin CLI and the Spark audit, which is what makes them agree.
+"""
+
+from .codec import DecodeError, decode, encode, record_key
+from .group_view import GroupView
+from .messages import (
+    PROTOCOL_VERSION,
+    ClaimingMessages,
+    ClaimingPartition,
+    Heartbeat,
+    Message,
+    ReleaseGroup,
+    ReleasingPartition,
+)
+from .partitioning import coordination_partition
+from .snapshot import SnapshotError
+from .verdict import Effect, Reason, Verdict
+from .world import FRESH, STALE, UNKNOWN, Claim, PartitionState, WorldState
+
+__all__ = [
+    "FRESH",
+    "PROTOCOL_VERSION",
+    "STALE",
+    "UNKNOWN",
+    "Claim",
+    "ClaimingMessages",
+    "ClaimingPartition",
+    "DecodeError",
+    "Effect",
+    "GroupView",
+    "Heartbeat",
+    "Message",
+    "PartitionState",
+    "Reason",
+    "ReleaseGroup",
+    "ReleasingPartition",
+    "SnapshotError",
+    "Verdict",
+    "WorldState",
+    "coordination_partition",
+    "decode",
+    "encode",
+    "record_key",
+]

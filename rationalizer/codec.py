@@ -1,0 +1,201 @@
+"""Binary codec for coordination records (layout: PROTOCOL.md, "Record value").
+
+Strict by design: exactly one byte string encodes a given message, so anything that is
+not the canonical encoding (overlong varints, trailing bytes, a key that disagrees with the
+value, ...) is a ``DecodeError``. That makes every replayer skip exactly the same records.
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+
+from .messages import (
+    MAX_ID_BYTES,
+    MAX_OFFSET,
+    MAX_PARTITION,
+    MAX_TOPIC_LENGTH,
+    ClaimingMessages,
+    ClaimingPartition,
+    Heartbeat,
+    Message,
+    ReleaseGroup,
+    ReleasingPartition,
+    valid_topic,
+)
+
+__all__ = [
+    "T_CLAIMING_MESSAGES",
+    "T_CLAIMING_PARTITION",
+    "T_HEARTBEAT",
+    "T_RELEASE_GROUP",
+    "T_RELEASING_PARTITION",
+    "VERSION_1",
+    "DecodeError",
+    "decode",
+    "encode",
+    "record_key",
+]
+
+VERSION_1 = 1
+
+T_HEARTBEAT = 1
+T_CLAIMING_PARTITION = 2
+T_RELEASING_PARTITION = 3
+T_CLAIMING_MESSAGES = 4
+T_RELEASE_GROUP = 5
+
+#: Byte offset where the identity strings start, per type (after version, type, [int64]).
+IDENT_START = {
+    T_HEARTBEAT: 10,
+    T_CLAIMING_PARTITION: 2,
+    T_RELEASING_PARTITION: 10,
+    T_CLAIMING_MESSAGES: 10,
+    T_RELEASE_GROUP: 10,
+}
+
+_I64 = Struct(">q")
+_HDR = Struct(">BB")
+
+
+class DecodeError(ValueError):
+    """The record is not a valid encoding of any known message (version 1)."""
+
+
+def record_key(group_id: str, topic: str | None = None, partition: int | None = None) -> bytes:
+    """Canonical record key: ``group/topic/partition`` or ``group`` for ReleaseGroup."""
+    if topic is None:
+        return group_id.encode("utf-8")
+    return f"{group_id}/{topic}/{partition}".encode()
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _str(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return _uvarint(len(b)) + b
+
+
+def encode(msg: Message) -> tuple[bytes, bytes]:
+    """Encode a message to its ``(key, value)`` record; the inverse of :func:`decode`."""
+    cls = type(msg)
+    ident = _str(msg.client_id) + _str(msg.instance_id) + _str(msg.group_id)
+    if cls is ReleaseGroup:
+        value = _HDR.pack(msg.version, T_RELEASE_GROUP) + _I64.pack(msg.msg_expire_time) + ident
+        return record_key(msg.group_id), value
+    tail = ident + _str(msg.topic) + _uvarint(msg.partition)
+    if cls is Heartbeat:
+        head = _HDR.pack(msg.version, T_HEARTBEAT) + _I64.pack(msg.last_offset)
+    elif cls is ClaimingPartition:
+        head = _HDR.pack(msg.version, T_CLAIMING_PARTITION)
+    elif cls is ReleasingPartition:
+        head = _HDR.pack(msg.version, T_RELEASING_PARTITION) + _I64.pack(msg.last_offset)
+    elif cls is ClaimingMessages:
+        head = _HDR.pack(msg.version, T_CLAIMING_MESSAGES) + _I64.pack(msg.proposed_last_offset)
+    else:
+        raise TypeError(f"not a coordination message: {msg!r}")
+    return record_key(msg.group_id, msg.topic, msg.partition), head + tail
+
+
+def _read_uvarint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
+    """Minimal (canonical) unsigned LEB128 no greater than ``limit``."""
+    n = 0
+    shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise DecodeError(f"truncated {what}")
+        b = buf[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if n > limit:
+            raise DecodeError(f"{what} out of range")
+        if b < 0x80:
+            if b == 0 and shift:
+                raise DecodeError(f"overlong varint in {what}")
+            return n, pos
+        shift += 7
+
+
+def _read_str(buf: bytes, pos: int, limit: int, what: str) -> tuple[str, int]:
+    n, pos = _read_uvarint(buf, pos, limit, what + " length")
+    if n == 0:
+        raise DecodeError(f"empty {what}")
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"truncated {what}")
+    try:
+        s = buf[pos:end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"{what} is not valid UTF-8") from exc
+    return s, end
+
+
+def decode_fields(
+    key: object, value: object
+) -> tuple[int, str, str, str, str | None, int | None, int | None, int]:
+    """Decode to a plain tuple, the fast form used by the world state.
+
+    Returns ``(type, client_id, instance_id, group_id, topic, partition, number, ident_start)``
+    where ``number`` is last_offset / proposed_last_offset / msg_expire_time (None for
+    ClaimingPartition) and ``value[ident_start:]`` is the identity part of the value.
+    Raises only :class:`DecodeError`.
+    """
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise DecodeError(f"value must be bytes, got {type(value).__name__}")
+    if not isinstance(key, bytes | bytearray | memoryview):
+        raise DecodeError(f"key must be bytes, got {type(key).__name__}")
+    buf = bytes(value)
+    if len(buf) < 2:
+        raise DecodeError("value shorter than its header")
+    version, typ = buf[0], buf[1]
+    if version != VERSION_1:
+        raise DecodeError(f"unknown version {version}")
+    start = IDENT_START.get(typ)
+    if start is None:
+        raise DecodeError(f"unknown message type {typ}")
+    number = None
+    if start == 10:
+        if len(buf) < 10:
+            raise DecodeError("truncated int64 field")
+        number = _I64.unpack_from(buf, 2)[0]
+        low = 0 if typ == T_RELEASE_GROUP else -1
+        if number < low:
+            raise DecodeError(f"int64 field {number} below {low}")
+    pos = start
+    client, pos = _read_str(buf, pos, MAX_ID_BYTES, "client_id")
+    instance, pos = _read_str(buf, pos, MAX_ID_BYTES, "instance_id")
+    group, pos = _read_str(buf, pos, MAX_ID_BYTES, "group_id")
+    topic = partition = None
+    if typ != T_RELEASE_GROUP:
+        topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
+        if not valid_topic(topic):
+            raise DecodeError(f"invalid topic name {topic!r}")
+        partition, pos = _read_uvarint(buf, pos, MAX_PARTITION, "partition")
+    if pos != len(buf):
+        raise DecodeError(f"{len(buf) - pos} trailing bytes")
+    if bytes(key) != record_key(group, topic, partition):
+        raise DecodeError("record key does not match the value")
+    assert number is None or number <= MAX_OFFSET
+    return typ, client, instance, group, topic, partition, number, start
+
+
+def decode(key: bytes, value: bytes) -> Message:
+    """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
+    typ, client, instance, group, topic, partition, number, _ = decode_fields(key, value)
+    ids = {"client_id": client, "instance_id": instance, "group_id": group}
+    if typ == T_RELEASE_GROUP:
+        return ReleaseGroup(**ids, msg_expire_time=number)  # type: ignore[arg-type]
+    if typ == T_CLAIMING_PARTITION:
+        return ClaimingPartition(**ids, topic=topic, partition=partition)  # type: ignore[arg-type]
+    if typ == T_HEARTBEAT:
+        return Heartbeat(**ids, topic=topic, partition=partition, last_offset=number)  # type: ignore[arg-type]
+    if typ == T_RELEASING_PARTITION:
+        return ReleasingPartition(**ids, topic=topic, partition=partition, last_offset=number)  # type: ignore[arg-type]
+    return ClaimingMessages(**ids, topic=topic, partition=partition, proposed_last_offset=number)  # type: ignore[arg-type]

@@ -1,0 +1,20 @@
+"""Which ``__marshal`` partition coordinates a data partition (ARCHITECTURE, normative)."""
+
+from __future__ import annotations
+
+import mmh3
+
+__all__ = ["coordination_partition"]
+
+
+def coordination_partition(topic: str, partition: int, n: int) -> int:
+    """``mmh3.hash(f"{topic}/{partition}".encode(), 0, signed=False) % n``.
+
+    Kafka topic names cannot contain '/', so the hashed key is unambiguous. Every replayer,
+    producer and the audit must agree on this, so it is spelled out byte for byte.
+    """
+    if type(n) is not int or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if type(partition) is not int or partition < 0:
+        raise ValueError(f"partition must be a non-negative int, got {partition!r}")
+    return mmh3.hash(f"{topic}/{partition}".encode(), 0, signed=False) % n

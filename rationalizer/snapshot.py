@@ -1,0 +1,308 @@
+"""Snapshot format of a WorldState (PROTOCOL.md, "Snapshots").
+
+Canonical: sorted collections, minimal varints, no optional padding, so equal states give
+equal bytes and ``from_bytes(b).to_bytes() == b``. Restore is strict (``SnapshotError``)
+because a wrongly restored world would silently disagree with every other replayer.
+Not pickle: a snapshot may come from another process or a Spark executor.
+"""
+
+from __future__ import annotations
+
+from array import array
+from itertools import pairwise
+from typing import TYPE_CHECKING
+
+from .codec import record_key
+from .messages import (
+    MAX_ID_BYTES,
+    MAX_OFFSET,
+    MAX_PARTITION,
+    MAX_TOPIC_LENGTH,
+    valid_id,
+    valid_topic,
+)
+from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
+
+if TYPE_CHECKING:
+    from .world import WorldState
+
+__all__ = ["MAGIC", "SNAPSHOT_VERSION", "SnapshotError", "dump", "load"]
+
+MAGIC = b"LMWS"
+SNAPSHOT_VERSION = 1
+
+# Stable codes: never reorder, only append.
+REASON_CODES: tuple[Reason, ...] = (
+    Reason.STILL_OWNED,
+    Reason.NOT_HOLDER,
+    Reason.FENCED,
+    Reason.GROUP_PAUSED,
+    Reason.OFFSET_REGRESSION,
+    Reason.INVALID_RECORD,
+)
+EFFECT_CODES: tuple[Effect, ...] = (
+    Effect.CLAIMED,
+    Effect.TOOK_OVER_STALE,
+    Effect.RESTART_TAKEOVER,
+    Effect.RENEWED,
+    Effect.RENEWED_LATE,
+    Effect.RELEASED,
+    Effect.MESSAGES_CLAIMED,
+    Effect.GROUP_PAUSED,
+    Effect.POSITION_SET,
+)
+_ACCEPTED_BASE = 0x10  # + effect code: shared accepted verdict
+_DETAILED_BASE = 0x20  # + effect code: accepted with previous_holder / voided
+_MAX_U64 = 2**64 - 1
+
+
+class SnapshotError(ValueError):
+    """The bytes are not a valid snapshot of this format version."""
+
+
+# ---------------------------------------------------------------------- writing
+
+
+def _uv(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _sv(out: bytearray, n: int) -> None:
+    _uv(out, 2 * n if n >= 0 else -2 * n - 1)
+
+
+def _s(out: bytearray, s: str) -> None:
+    b = s.encode("utf-8")
+    _uv(out, len(b))
+    out += b
+
+
+def _verdict(out: bytearray, v: Verdict) -> None:
+    if not v.accepted:
+        assert v.reason is not None
+        out.append(REASON_CODES.index(v.reason))
+        return
+    assert v.effect is not None
+    code = EFFECT_CODES.index(v.effect)
+    if v.previous_holder is None and not v.voided:
+        out.append(_ACCEPTED_BASE + code)
+        return
+    out.append(_DETAILED_BASE + code)
+    if v.previous_holder is None:
+        out.append(0)
+    else:
+        out.append(1)
+        _s(out, v.previous_holder[0])
+        _s(out, v.previous_holder[1])
+    _uv(out, len(v.voided))
+    for topic, partition, client, instance in v.voided:
+        _s(out, topic)
+        _uv(out, partition)
+        _s(out, client)
+        _s(out, instance)
+
+
+def dump(w: WorldState) -> bytes:
+    out = bytearray(MAGIC)
+    out.append(SNAPSHOT_VERSION)
+    _uv(out, w._hb)
+    _uv(out, w._window)
+    _uv(out, w._applied + 1)
+    _sv(out, w._now)
+    for r in REASON_CODES:
+        _uv(out, w._rejections[r])
+    fenced = sorted(w._fenced.values())
+    _uv(out, len(fenced))
+    for client, instance in fenced:
+        _s(out, client)
+        _s(out, instance)
+    pauses = sorted((g, p) for g, p in w._paused.items() if w._now < p[0])
+    _uv(out, len(pauses))
+    for group, (expires, (client, instance)) in pauses:
+        _s(out, group)
+        _sv(out, expires)
+        _s(out, client)
+        _s(out, instance)
+    parts = sorted(w._parts.values(), key=lambda p: (p.group, p.topic, p.partition))
+    _uv(out, len(parts))
+    for p in parts:
+        _s(out, p.group)
+        _s(out, p.topic)
+        _uv(out, p.partition)
+        if p.holder is None:
+            out.append(0)
+        else:
+            out.append(1)
+            _s(out, p.holder[0])
+            _s(out, p.holder[1])
+        _sv(out, p.beat)
+        _uv(out, p.last + 1)
+        _uv(out, p.claimed + 1)
+    woff = w._woff
+    _uv(out, len(woff))
+    prev = -1
+    for off in woff:
+        _uv(out, off - prev)
+        prev = off
+    for v in w._wv:
+        _verdict(out, v)
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------- reading
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def byte(self) -> int:
+        if self.pos >= len(self.buf):
+            raise SnapshotError("truncated snapshot")
+        b = self.buf[self.pos]
+        self.pos += 1
+        return b
+
+    def uv(self, limit: int = _MAX_U64) -> int:
+        n = shift = 0
+        while True:
+            b = self.byte()
+            n |= (b & 0x7F) << shift
+            if n > limit:
+                raise SnapshotError("number out of range")
+            if b < 0x80:
+                if b == 0 and shift:
+                    raise SnapshotError("overlong varint")
+                return n
+            shift += 7
+
+    def sv(self) -> int:
+        z = self.uv()
+        return z >> 1 if not z & 1 else -((z + 1) >> 1)
+
+    def s(self, limit: int) -> str:
+        n = self.uv(limit)
+        end = self.pos + n
+        if end > len(self.buf):
+            raise SnapshotError("truncated string")
+        try:
+            out = self.buf[self.pos : end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SnapshotError("invalid UTF-8") from exc
+        self.pos = end
+        return out
+
+    def ident(self) -> str:
+        s = self.s(MAX_ID_BYTES)
+        if not valid_id(s):
+            raise SnapshotError(f"invalid id {s!r}")
+        return s
+
+    def topic(self) -> str:
+        s = self.s(MAX_TOPIC_LENGTH)
+        if not valid_topic(s):
+            raise SnapshotError(f"invalid topic {s!r}")
+        return s
+
+    def flag(self) -> bool:
+        b = self.byte()
+        if b > 1:
+            raise SnapshotError(f"bad flag byte {b}")
+        return b == 1
+
+
+def _read_verdict(r: _Reader) -> Verdict:
+    code = r.byte()
+    if code < len(REASON_CODES):
+        return REJECTED[REASON_CODES[code]]
+    if _ACCEPTED_BASE <= code < _ACCEPTED_BASE + len(EFFECT_CODES):
+        return ACCEPTED[EFFECT_CODES[code - _ACCEPTED_BASE]]
+    if not _DETAILED_BASE <= code < _DETAILED_BASE + len(EFFECT_CODES):
+        raise SnapshotError(f"unknown verdict code {code}")
+    effect = EFFECT_CODES[code - _DETAILED_BASE]
+    prev = (r.ident(), r.ident()) if r.flag() else None
+    voided = tuple((r.topic(), r.uv(MAX_PARTITION), r.ident(), r.ident()) for _ in range(r.uv()))
+    if (prev is None and not voided) or list(voided) != sorted(voided):
+        raise SnapshotError("non-canonical verdict")
+    return Verdict(True, effect=effect, previous_holder=prev, voided=voided)
+
+
+def _sorted_strictly(items: list) -> bool:
+    return all(a < b for a, b in pairwise(items))
+
+
+def load(cls: type[WorldState], data: bytes) -> WorldState:
+    from .world import _Part, fence_key
+
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise SnapshotError("snapshot must be bytes")
+    buf = bytes(data)
+    if buf[:4] != MAGIC:
+        raise SnapshotError("not a WorldState snapshot (bad magic)")
+    r = _Reader(buf)
+    r.pos = 4
+    version = r.byte()
+    if version != SNAPSHOT_VERSION:
+        raise SnapshotError(f"unsupported snapshot version {version}")
+    try:
+        w = cls(r.uv(), verdict_window=r.uv())
+    except ValueError as exc:
+        raise SnapshotError(str(exc)) from exc
+    w._applied = r.uv(MAX_OFFSET + 1) - 1
+    w._now = r.sv()
+    if not -(2**63) <= w._now <= MAX_OFFSET:
+        raise SnapshotError("now out of range")
+    for reason in REASON_CODES:
+        w._rejections[reason] = r.uv()
+    fenced = [(r.ident(), r.ident()) for _ in range(r.uv())]
+    if not _sorted_strictly(fenced):
+        raise SnapshotError("fenced instances not strictly sorted")
+    w._fenced = {fence_key(c, i): (c, i) for c, i in fenced}
+    pauses = []
+    for _ in range(r.uv()):
+        group = r.ident()
+        expires = r.sv()
+        pauses.append((group, expires, (r.ident(), r.ident())))
+        if expires <= w._now:
+            raise SnapshotError("expired pause window in snapshot")
+    if not _sorted_strictly([p[0] for p in pauses]):
+        raise SnapshotError("pauses not strictly sorted")
+    w._paused = {g: (e, a) for g, e, a in pauses}
+    prev_key = None
+    for _ in range(r.uv()):
+        group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
+        holder = (r.ident(), r.ident()) if r.flag() else None
+        beat = r.sv()
+        last = r.uv(MAX_OFFSET + 1) - 1
+        claimed = r.uv(MAX_OFFSET + 1) - 1
+        sort_key = (group, topic, partition)
+        if prev_key is not None and not prev_key < sort_key:
+            raise SnapshotError("partitions not strictly sorted")
+        prev_key = sort_key
+        part = _Part(group, topic, partition, holder, beat, last, claimed)
+        w._parts[record_key(group, topic, partition)] = part
+        w._groups.setdefault(group, []).append(part)
+    n = r.uv(2 * w._window)
+    offsets = array("q")
+    prev = -1
+    for _ in range(n):
+        delta = r.uv()
+        if delta == 0:
+            raise SnapshotError("verdict offsets not increasing")
+        prev += delta
+        if prev > w._applied:
+            raise SnapshotError("verdict offset beyond applied_through")
+        offsets.append(prev)
+    if (offsets[-1] if n else -1) != w._applied:
+        raise SnapshotError("verdict offsets out of range")
+    w._woff = offsets
+    w._wv = [_read_verdict(r) for _ in range(n)]
+    if r.pos != len(buf):
+        raise SnapshotError(f"{len(buf) - r.pos} trailing bytes")
+    return w

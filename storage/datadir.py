@@ -1,0 +1,418 @@
+"""DataDir: the topics and partitions of one data directory, owned by one process at a time.
+
+Layout::
+
+    <path>/.lock                 flock'ed for as long as the DataDir is open
+    <path>/topics.json           topic names, partition counts and configs (atomic rewrite)
+    <path>/<topic>-<partition>/  one PartitionLog each
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+import attrs
+
+from storage.config import TopicConfig
+from storage.errors import (
+    DataDirLocked,
+    InvalidConfig,
+    InvalidTopicName,
+    StorageError,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
+from storage.log import PartitionLog, _fsync_dir
+
+__all__ = ["DataDir", "PartitionInfo", "TopicInfo", "validate_topic_name", "wall_clock_ms"]
+
+log = logging.getLogger(__name__)
+
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+_META_FILE = "topics.json"
+_LOCK_FILE = ".lock"
+_META_VERSION = 1
+_MAX_PARTITIONS = 100_000
+_FLUSHER_TICK_S = 0.1
+
+
+def wall_clock_ms() -> int:
+    """The default clock: epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def validate_topic_name(name: object) -> str:
+    """Kafka's rules: 1..249 of [a-zA-Z0-9._-], and not '.' or '..'."""
+    if not isinstance(name, str):
+        raise InvalidTopicName(f"topic name must be a string, got {type(name).__name__}")
+    if not name:
+        raise InvalidTopicName("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicName(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicName(f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters")
+    if not _LEGAL_NAME.match(name):
+        raise InvalidTopicName(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+    return name
+
+
+def _collision_key(name: str) -> str:
+    # Kafka refuses topics differing only by '.' versus '_' (their metric names collide).
+    return name.replace(".", "_")
+
+
+@attrs.frozen
+class PartitionInfo:
+    """A snapshot of one partition's extent on disk."""
+
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
+    segments: int
+
+
+@attrs.frozen
+class TopicInfo:
+    """A snapshot of a topic: its config and every partition's extent."""
+
+    name: str
+    partitions: int
+    config: TopicConfig
+    partition_info: tuple[PartitionInfo, ...]
+
+
+@attrs.define
+class _Topic:
+    config: TopicConfig
+    logs: list[PartitionLog]
+
+
+class DataDir:
+    """All topics of a data directory; opening it takes an exclusive lock and runs recovery."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], int] | None = None,
+        flush_interval_s: float = _FLUSHER_TICK_S,
+    ) -> None:
+        self.path = Path(path)
+        self._clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
+        self._lock = threading.RLock()
+        self._topics: dict[str, _Topic] = {}
+        self._closed = False
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self._acquire_lock()
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        try:
+            self._remove_deleted_leftovers()
+            self._load()
+        except BaseException:
+            self._close_all()
+            self._release_lock()
+            raise
+        self._flush_interval_s = flush_interval_s
+        self._start_flusher_if_needed()
+
+    # ------------------------------------------------------------------ lock
+
+    def _acquire_lock(self) -> int:
+        fd = os.open(self.path / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = ""
+            with contextlib.suppress(OSError):
+                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise DataDirLocked(self.path, f"held by pid {holder}" if holder else "") from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            fd, self._lock_fd = self._lock_fd, -1
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # ------------------------------------------------------------------ metadata
+
+    def _meta_path(self) -> Path:
+        return self.path / _META_FILE
+
+    def _load(self) -> None:
+        meta_path = self._meta_path()
+        if not meta_path.exists():
+            return
+        try:
+            meta = json.loads(meta_path.read_text("utf-8"))
+            topics = meta["topics"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StorageError(f"{meta_path} is unreadable: {exc}") from exc
+        for name, entry in sorted(topics.items()):
+            config = TopicConfig.from_dict(entry["config"])
+            count = int(entry["partitions"])
+            logs = [self._open_log(name, p, config) for p in range(count)]
+            self._topics[name] = _Topic(config, logs)
+
+    def _save(self) -> None:
+        """Write-temp, fsync, rename, fsync dir: the metadata is either old or new, never torn."""
+        meta = {
+            "version": _META_VERSION,
+            "topics": {
+                name: {"partitions": len(t.logs), "config": t.config.to_dict()}
+                for name, t in sorted(self._topics.items())
+            },
+        }
+        tmp = self.path / f"{_META_FILE}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._meta_path())
+        _fsync_dir(self.path)
+
+    def _partition_dir(self, name: str, partition: int) -> Path:
+        return self.path / f"{name}-{partition}"
+
+    def _open_log(self, name: str, partition: int, config: TopicConfig) -> PartitionLog:
+        return PartitionLog(
+            self._partition_dir(name, partition),
+            config,
+            self._clock,
+            topic=name,
+            partition=partition,
+        )
+
+    def _remove_deleted_leftovers(self) -> None:
+        for entry in self.path.iterdir():
+            if entry.is_dir() and entry.name.endswith("-delete"):
+                log.info("%s: removing leftover of a deleted topic %s", self.path, entry.name)
+                shutil.rmtree(entry, ignore_errors=True)
+        (self.path / f"{_META_FILE}.tmp").unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ topics
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"data directory {self.path} is closed")
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: TopicConfig | None = None
+    ) -> TopicInfo:
+        """Create a topic with empty partitions; metadata is durable when this returns."""
+        validate_topic_name(name)
+        _check_partition_count(partitions)
+        if config is None:
+            config = TopicConfig()
+        elif not isinstance(config, TopicConfig):
+            raise InvalidConfig(f"config must be a TopicConfig, got {type(config).__name__}")
+        with self._lock:
+            self._check_open()
+            if name in self._topics:
+                raise TopicExists(name)
+            for other in self._topics:
+                if _collision_key(other) == _collision_key(name):
+                    raise InvalidTopicName(
+                        f"topic {name!r} collides with existing topic {other!r} ('.' and '_' clash)"
+                    )
+            logs = []
+            try:
+                for p in range(partitions):
+                    pdir = self._partition_dir(name, p)
+                    if pdir.exists():  # orphan of a crash between mkdir and metadata write
+                        shutil.rmtree(pdir)
+                    logs.append(self._open_log(name, p, config))
+                self._topics[name] = _Topic(config, logs)
+                self._save()
+            except BaseException:
+                self._topics.pop(name, None)
+                for plog in logs:
+                    plog.close()
+                raise
+            return self._describe(name)
+
+    def topics(self) -> list[str]:
+        with self._lock:
+            return sorted(self._topics)
+
+    def describe(self, name: str) -> TopicInfo:
+        with self._lock:
+            self._check_open()
+            return self._describe(name)
+
+    def _describe(self, name: str) -> TopicInfo:
+        topic = self._topic(name)
+        infos = tuple(
+            PartitionInfo(
+                p, plog.log_start_offset, plog.log_end_offset, plog.size_bytes, plog.segment_count
+            )
+            for p, plog in enumerate(topic.logs)
+        )
+        return TopicInfo(name, len(topic.logs), topic.config, infos)
+
+    def _topic(self, name: str) -> _Topic:
+        try:
+            return self._topics[name]
+        except (KeyError, TypeError):
+            raise UnknownTopic(name) from None
+
+    def delete_topic(self, name: str) -> None:
+        """Forget the topic durably first, then remove its directories."""
+        with self._lock:
+            self._check_open()
+            topic = self._topic(name)
+            del self._topics[name]
+            self._save()
+            suffix = uuid.uuid4().hex
+            for p, plog in enumerate(topic.logs):
+                plog.close()
+                pdir = self._partition_dir(name, p)
+                doomed = self.path / f"{name}-{p}.{suffix}-delete"
+                try:
+                    os.replace(pdir, doomed)
+                except FileNotFoundError:
+                    continue
+                shutil.rmtree(doomed, ignore_errors=True)
+            _fsync_dir(self.path)
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        """Grow a topic to `total` partitions (Kafka never shrinks a topic)."""
+        _check_partition_count(total)
+        with self._lock:
+            self._check_open()
+            topic = self._topic(name)
+            current = len(topic.logs)
+            if total <= current:
+                raise InvalidConfig(
+                    f"topic {name!r} has {current} partitions; the count can only grow, got {total}"
+                )
+            added = []
+            try:
+                for p in range(current, total):
+                    pdir = self._partition_dir(name, p)
+                    if pdir.exists():
+                        shutil.rmtree(pdir)
+                    added.append(self._open_log(name, p, topic.config))
+                topic.logs.extend(added)
+                self._save()
+            except BaseException:
+                del topic.logs[current:]
+                for plog in added:
+                    plog.close()
+                raise
+            return self._describe(name)
+
+    def partition(self, name: str, partition: int) -> PartitionLog:
+        topic = self._topics.get(name) if isinstance(name, str) else None
+        if topic is None or self._closed:
+            if self._closed:
+                self._check_open()
+            raise UnknownTopic(name)
+        logs = topic.logs
+        if (
+            not isinstance(partition, int)
+            or isinstance(partition, bool)
+            or not 0 <= partition < len(logs)
+        ):
+            raise UnknownPartition(name, partition)
+        return logs[partition]
+
+    # ------------------------------------------------------------------ maintenance
+
+    def _all_logs(self) -> list[PartitionLog]:
+        with self._lock:
+            return [plog for t in self._topics.values() for plog in t.logs]
+
+    def enforce_retention(self) -> int:
+        """Apply every topic's retention; returns the number of segments deleted."""
+        return sum(plog.enforce_retention() for plog in self._all_logs())
+
+    def flush(self) -> None:
+        for plog in self._all_logs():
+            plog.flush()
+
+    def _start_flusher_if_needed(self) -> None:
+        """flush.ms must hold for a quiet log too, so a small thread checks due flushes."""
+        self._flusher = threading.Thread(
+            target=self._flush_loop, name=f"storage-flusher:{self.path.name}", daemon=True
+        )
+        self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(self._flush_interval_s):
+            for plog in self._all_logs():
+                if plog.config.flush_ms is None:
+                    continue
+                try:
+                    plog.flush_if_due()
+                except Exception:
+                    log.exception("%s: periodic flush failed", plog.directory)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _close_all(self) -> None:
+        for topic in self._topics.values():
+            for plog in topic.logs:
+                try:
+                    plog.close()
+                except Exception:
+                    log.exception("%s: close failed", plog.directory)
+
+    def close(self) -> None:
+        """Flush every partition and release the lock; safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        if self._flusher is not None and self._flusher is not threading.current_thread():
+            self._flusher.join()
+        with self._lock:
+            try:
+                self._close_all()
+            finally:
+                self._release_lock()
+
+    def __enter__(self) -> DataDir:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DataDir({str(self.path)!r})"
+
+
+def _check_partition_count(n: object) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= _MAX_PARTITIONS:
+        raise InvalidConfig(
+            f"partition count must be an integer in [1, {_MAX_PARTITIONS}], got {n!r}"
+        )

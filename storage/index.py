@@ -1,0 +1,176 @@
+"""Sparse offset and time indexes of one segment, with fixed-size binary entries.
+
+Both can always be rebuilt from the log, so they are written without fsync on the hot
+path and validated on open; an index that looks wrong is thrown away and rebuilt.
+
+* ``.index``: 8-byte entries ``(relative offset int32, position uint32)``, both strictly
+  increasing. An entry points at the start of the batch whose base offset it names.
+* ``.timeindex``: 12-byte entries ``(timestamp int64, relative offset int32)`` with
+  strictly increasing timestamps. An entry ``(T, r)`` means "every batch before relative
+  offset r has a max timestamp <= T", so a search for ts may skip to r when T < ts.
+  When a segment is sealed a last entry ``(segment max timestamp, relative next offset)``
+  is added, which is how a sealed segment's max timestamp survives restarts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+from array import array
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["OffsetIndex", "TimeIndex"]
+
+log = logging.getLogger(__name__)
+
+_OFFSET_ENTRY = struct.Struct(">iI")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class _IndexFile:
+    """Shared plumbing: in-memory arrays mirrored by an append-only file."""
+
+    entry: struct.Struct
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer: BinaryIO | None = None
+
+    def _read_entries(self) -> list[tuple[int, int]] | None:
+        """Entries on disk, or None if the file is missing or not a whole number of entries."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) % self.entry.size:
+            log.warning(
+                "%s: size %d is not a multiple of %d", self.path, len(data), self.entry.size
+            )
+            return None
+        return list(self.entry.iter_unpack(data))
+
+    def open_writer(self) -> None:
+        if self._writer is None:
+            self._writer = open(self.path, "ab")  # noqa: SIM115 - lives as long as the segment
+
+    def _write(self, a: int, b: int) -> None:
+        if self._writer is not None:
+            self._writer.write(self.entry.pack(a, b))
+
+    def rewrite(self, entries: list[tuple[int, int]]) -> None:
+        """Replace the file with exactly these entries (after a rebuild)."""
+        self.close_writer()
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(b"".join(self.entry.pack(a, b) for a, b in entries))
+        os.replace(tmp, self.path)
+
+    def flush(self, fsync: bool = False) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+            if fsync:
+                os.fsync(self._writer.fileno())
+
+    def close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+class OffsetIndex(_IndexFile):
+    """Maps a relative offset to the file position of the batch that starts there."""
+
+    entry = _OFFSET_ENTRY
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.rel = array("q")
+        self.pos = array("q")
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self.rel, self.pos, strict=True))
+
+    def load(self, log_size: int, rel_limit: int) -> bool:
+        """Load and validate; False (and nothing loaded) if the file cannot be trusted."""
+        entries = self._read_entries()
+        if entries is None:
+            return False
+        prev_rel, prev_pos = -1, -1
+        for rel, pos in entries:
+            if rel <= prev_rel or pos <= prev_pos or rel >= rel_limit or pos >= log_size:
+                log.warning(
+                    "%s: entry (%d, %d) is out of order or out of range", self.path, rel, pos
+                )
+                return False
+            prev_rel, prev_pos = rel, pos
+        self.rel = array("q", (e[0] for e in entries))
+        self.pos = array("q", (e[1] for e in entries))
+        return True
+
+    def append(self, rel: int, pos: int) -> None:
+        self.rel.append(rel)
+        self.pos.append(pos)
+        self._write(rel, pos)
+
+    def lookup(self, rel: int) -> int:
+        """Position of the last indexed batch starting at or before rel (0 if none)."""
+        i = bisect.bisect_right(self.rel, rel) - 1
+        return self.pos[i] if i >= 0 else 0
+
+    def clear(self) -> None:
+        self.rel = array("q")
+        self.pos = array("q")
+
+
+class TimeIndex(_IndexFile):
+    """Lets a timestamp search skip the part of a segment that is entirely older."""
+
+    entry = _TIME_ENTRY
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.ts = array("q")
+        self.rel = array("q")
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self.ts, self.rel, strict=True))
+
+    def load(self, rel_limit: int) -> bool:
+        """Load and validate; rel_limit is the segment's relative next offset."""
+        entries = self._read_entries()
+        if entries is None:
+            return False
+        prev_ts, prev_rel = None, -1
+        for ts, rel in entries:
+            if (prev_ts is not None and ts <= prev_ts) or rel < prev_rel or rel > rel_limit:
+                log.warning(
+                    "%s: entry (%d, %d) is out of order or out of range", self.path, ts, rel
+                )
+                return False
+            prev_ts, prev_rel = ts, rel
+        self.ts = array("q", (e[0] for e in entries))
+        self.rel = array("q", (e[1] for e in entries))
+        return True
+
+    @property
+    def last_timestamp(self) -> int | None:
+        return self.ts[-1] if self.ts else None
+
+    def maybe_append(self, ts: int, rel: int) -> None:
+        """Add (ts, rel) if ts is newer than the last entry (entries stay strictly increasing)."""
+        if not self.ts or ts > self.ts[-1]:
+            self.ts.append(ts)
+            self.rel.append(rel)
+            self._write(ts, rel)
+
+    def lookup(self, ts: int) -> int:
+        """A relative offset before which every batch is older than ts (0 if none known)."""
+        i = bisect.bisect_left(self.ts, ts) - 1
+        return self.rel[i] if i >= 0 else 0
+
+    def clear(self) -> None:
+        self.ts = array("q")
+        self.rel = array("q")

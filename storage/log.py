@@ -1,0 +1,479 @@
+"""PartitionLog: the durable, segmented log of one topic partition.
+
+Appends are bytes in: validate header and CRC of each batch, patch base offset (and
+LogAppendTime), one ``writev``. Reads return stored bytes; no record is decoded on
+either path. Appends are serialised by a lock; readers take an immutable snapshot of
+the segment list and the committed end, so they never block on (or see half of) a write.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import os
+import re
+import struct
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import attrs
+
+from storage.config import TopicConfig
+from storage.errors import (
+    CorruptRecordError,
+    OffsetOutOfRange,
+    RecordTooLarge,
+    StorageError,
+    UnsupportedCompression,
+)
+from storage.records import (
+    TimestampType,
+    _patched_header,
+    _validate_batches,
+    decode_batch,
+)
+from storage.segment import NO_TIMESTAMP, Segment
+
+__all__ = ["AppendInfo", "FetchData", "PartitionLog"]
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
+_LAST_DELTA = struct.Struct(">i")  # at byte 23
+_MAX_TS = struct.Struct(">q")  # at byte 35
+_MiB = 1024 * 1024
+_INT32_MAX = (1 << 31) - 1
+
+
+@attrs.frozen
+class AppendInfo:
+    """Where an append landed; log_append_time is -1 for CreateTime topics."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    record_count: int
+
+
+@attrs.frozen
+class FetchData:
+    """Whole stored batches plus the offsets a Fetch response reports."""
+
+    data: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+class _View(NamedTuple):
+    """What readers see: replaced atomically (one attribute store) after every append."""
+
+    segments: tuple[Segment, ...]
+    bases: tuple[int, ...]
+    log_end_offset: int
+    active_size: int
+
+
+class PartitionLog:
+    """A partition's segments on disk; thread-safe (appends serialised, reads concurrent)."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config: TopicConfig,
+        clock: Callable[[], int],
+        *,
+        topic: str = "",
+        partition: int = 0,
+    ) -> None:
+        self.directory = Path(directory)
+        self.config = config
+        self.topic = topic
+        self.partition = partition
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(threading.Lock())
+        self._closed = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._segments: list[Segment] = self._open_segments()
+        self._active.open_writers()
+        self._waiters = 0
+        self._publish(segments_changed=True)
+
+    # ------------------------------------------------------------------ opening
+
+    def _open_segments(self) -> list[Segment]:
+        """Open all segments, recover the newest, drop leftovers of interrupted operations."""
+        bases = set()
+        stray = []
+        for entry in self.directory.iterdir():
+            m = _SEGMENT_FILE.match(entry.name)
+            if m is None:
+                if entry.name.endswith((".tmp", ".deleted")):
+                    stray.append(entry)
+                continue
+            if m.group(2) == "log":
+                bases.add(int(m.group(1)))
+        for entry in self.directory.iterdir():
+            m = _SEGMENT_FILE.match(entry.name)
+            if m is not None and m.group(2) != "log" and int(m.group(1)) not in bases:
+                stray.append(entry)
+        for path in stray:
+            log.info("%s: removing leftover %s", self.directory, path.name)
+            path.unlink(missing_ok=True)
+
+        interval = self.config.index_interval_bytes
+        ordered = sorted(bases)
+        segments = [Segment(self.directory, b, interval) for b in ordered]
+        # Empty segments that are not the newest cannot hold anything; drop them.
+        kept = []
+        for i, seg in enumerate(segments):
+            if seg.size == 0 and i < len(segments) - 1:
+                log.warning("%s: removing empty old segment", seg.log_path)
+                seg.delete()
+                seg.close()
+            else:
+                kept.append(seg)
+        segments = kept
+        if not segments:
+            return [Segment(self.directory, 0, interval)]
+        for seg, nxt in itertools.pairwise(segments):
+            seg.load_sealed(nxt.base_offset)
+        newest = segments[-1]
+        newest.recover()
+        if newest.size:
+            first = newest.first_batch_max_timestamp
+            now = self._clock()
+            newest.roll_base_ms = first if first <= now else now
+        return segments
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def _active(self) -> Segment:
+        return self._segments[-1]
+
+    def _publish(self, segments_changed: bool = False) -> None:
+        """Swap in a new reader snapshot and wake long-polls (if anyone waits)."""
+        if segments_changed:
+            segs = tuple(self._segments)
+            self._segs, self._bases = segs, tuple(s.base_offset for s in segs)
+        active = self._segments[-1]
+        self._view = _View(self._segs, self._bases, active.next_offset, active.size)
+        if self._waiters:
+            with self._cond:
+                self._cond.notify_all()
+
+    @property
+    def log_start_offset(self) -> int:
+        """Earliest offset still stored."""
+        return self._view.bases[0]
+
+    @property
+    def log_end_offset(self) -> int:
+        """Next offset to be assigned (the high watermark: one node, nothing to replicate)."""
+        return self._view.log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        view = self._view
+        return sum(s.size for s in view.segments[:-1]) + view.active_size
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._view.segments)
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, batches: bytes | bytearray | memoryview, *, flush: bool = False) -> AppendInfo:
+        """Store one or more concatenated v2 batches; all are checked before any is written."""
+        mv = memoryview(batches).cast("B")
+        spans = _validate_batches(mv, self.config.max_message_bytes)
+        total = len(mv)
+        records = sum(span[2] for span in spans)
+        for span in spans:
+            if span[1] > self.config.segment_bytes:
+                raise RecordTooLarge(
+                    f"batch of {span[1]} bytes exceeds segment.bytes {self.config.segment_bytes}"
+                )
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"{self.directory} is closed")
+            now = self._clock()
+            self._maybe_roll(now, total, records)
+            seg = self._active
+            base = seg.next_offset
+            lat = now if self.config.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+            pieces: list[bytes | memoryview] = []
+            next_offset = base
+            for pos, size, count, _, _ in spans:
+                pieces.append(_patched_header(mv, pos, size, next_offset, lat))
+                pieces.append(mv[pos + 61 : pos + size])
+                next_offset += count
+            start = seg.size
+            seg.write(pieces, total)
+            if seg.roll_base_ms is None:
+                seg.roll_base_ms = now
+            offset = base
+            for pos, size, count, max_ts, _ in spans:
+                seg.note_batch(
+                    start + pos, offset, size, offset + count, max_ts if lat is None else lat
+                )
+                offset += count
+            self._unflushed_messages += records
+            fms = self.config.flush_ms
+            if (
+                flush
+                or (
+                    self.config.flush_messages is not None
+                    and self._unflushed_messages >= self.config.flush_messages
+                )
+                or (fms is not None and now - self._last_flush_ms >= fms)
+            ):
+                self._fsync(now)
+            # Published only after a due fsync: readers never see data a crash could take back
+            # from a topic that promises to flush.
+            self._publish()
+        return AppendInfo(base, next_offset - 1, -1 if lat is None else lat, records)
+
+    def _maybe_roll(self, now: int, incoming: int, records: int) -> None:
+        seg = self._active
+        if seg.size == 0:
+            return
+        cfg = self.config
+        if (
+            seg.size + incoming > cfg.segment_bytes
+            or (seg.roll_base_ms is not None and now - seg.roll_base_ms > cfg.segment_ms)
+            or seg.next_offset + records - seg.base_offset > _INT32_MAX
+            or seg.size + incoming > _INT32_MAX
+        ):
+            self._roll()
+
+    def _roll(self) -> None:
+        old = self._active
+        old.seal()
+        new = Segment(self.directory, old.next_offset, self.config.index_interval_bytes)
+        new.next_offset = old.next_offset
+        new.open_writers()
+        self._segments.append(new)
+        self._publish(segments_changed=True)
+        _fsync_dir(self.directory)
+        self._unflushed_messages = 0
+        log.debug("%s: rolled to segment %d", self.directory, new.base_offset)
+        self._delete_expired(self._clock())
+
+    def _fsync(self, now: int) -> None:
+        self._active.fsync()
+        self._unflushed_messages = 0
+        self._last_flush_ms = now
+
+    def flush(self) -> None:
+        """fsync the active segment (older ones were fsynced when they rolled)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._active.flush_indexes()
+            self._fsync(self._clock())
+
+    def flush_if_due(self) -> None:
+        """Honour flush.ms for a quiet log (called by the DataDir's flusher thread)."""
+        fms = self.config.flush_ms
+        if fms is None or self._unflushed_messages == 0:
+            return
+        with self._lock:
+            now = self._clock()
+            if not self._closed and self._unflushed_messages and now - self._last_flush_ms >= fms:
+                self._fsync(now)
+
+    # ------------------------------------------------------------------ retention
+
+    def enforce_retention(self) -> int:
+        """Delete whole segments past retention.ms or beyond retention.bytes; never the active one."""
+        with self._lock:
+            if self._closed:
+                return 0
+            return self._delete_expired(self._clock())
+
+    def _delete_expired(self, now: int) -> int:
+        cfg = self.config
+        total = sum(s.size for s in self._segments)
+        doomed = 0
+        for seg in self._segments[:-1]:
+            too_old = (
+                cfg.retention_ms >= 0
+                and seg.max_timestamp != NO_TIMESTAMP
+                and now - seg.max_timestamp > cfg.retention_ms
+            )
+            too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+            if not (too_old or too_big):
+                break
+            total -= seg.size
+            doomed += 1
+        if not doomed:
+            return 0
+        gone, self._segments = self._segments[:doomed], self._segments[doomed:]
+        self._publish(segments_changed=True)
+        for seg in gone:
+            log.info("%s: retention deletes segment %d", self.directory, seg.base_offset)
+            seg.delete()
+        return doomed
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, offset: int, max_bytes: int = _MiB) -> FetchData:
+        """Whole batches from the one containing offset; at least one batch, else up to max_bytes."""
+        view = self._view
+        start, end = view.bases[0], view.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRange(offset, start, end)
+        if offset == end:
+            return FetchData(b"", end, start)
+        i = bisect.bisect_right(view.bases, offset) - 1
+        last = len(view.segments) - 1
+        while i <= last:
+            seg = view.segments[i]
+            limit = view.active_size if i == last else seg.size
+            try:
+                data = _read_segment(seg, offset, max(max_bytes, 0), limit)
+            except OSError as exc:
+                raise StorageError(f"{self.directory}: read failed: {exc}") from exc
+            if data:
+                return FetchData(data, end, start)
+            i += 1
+        return FetchData(b"", end, start)
+
+    def wait_for(self, offset: int, timeout: float) -> bool:
+        """Long poll: True as soon as log_end_offset > offset, False on timeout or close."""
+        if self._view.log_end_offset > offset:
+            return True
+        with self._cond:
+            # Counted before the predicate is checked, so an append that publishes after
+            # the check is sure to see a waiter and notify.
+            self._waiters += 1
+            try:
+                self._cond.wait_for(
+                    lambda: self._view.log_end_offset > offset or self._closed, max(timeout, 0.0)
+                )
+            finally:
+                self._waiters -= 1
+        return self._view.log_end_offset > offset
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """First offset whose timestamp is >= timestamp_ms, or None (Kafka ListOffsets)."""
+        view = self._view
+        last = len(view.segments) - 1
+        for i, seg in enumerate(view.segments):
+            limit = view.active_size if i == last else seg.size
+            if seg.max_timestamp == NO_TIMESTAMP or seg.max_timestamp < timestamp_ms:
+                continue
+            pos = seg.position_of(seg.base_offset + seg.time_index.lookup(timestamp_ms))
+            found = _find_timestamp(seg, pos, limit, timestamp_ms)
+            if found is not None:
+                return found
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Flush and release files; waiting long-polls return False."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._active.flush_indexes()
+                self._active.fsync()
+            finally:
+                self._closed = True
+                for seg in self._segments:
+                    seg.close()
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _read_segment(seg: Segment, offset: int, max_bytes: int, limit: int) -> bytes:
+    """Bytes of the whole batches of seg from the one holding offset, within limit."""
+    pos = seg.position_of(offset)
+    window = min(max(64 * 1024, max_bytes + seg.index_interval_bytes + 1024), 8 * _MiB)
+    buf = b""
+    buf_start = pos
+
+    def header_at(p: int) -> tuple[int, int]:
+        nonlocal buf, buf_start
+        rel = p - buf_start
+        if rel < 0 or len(buf) - rel < 27:
+            buf = seg.read(p, min(window, limit - p))
+            buf_start, rel = p, 0
+            if len(buf) < 27:
+                raise StorageError(f"{seg.log_path}: short read at byte {p}")
+        base, length = _BATCH_HEAD.unpack_from(buf, rel)
+        (last_delta,) = _LAST_DELTA.unpack_from(buf, rel + 23)
+        return base + last_delta, length + 12
+
+    # find the batch holding offset
+    while True:
+        if pos >= limit:
+            return b""
+        last_offset, size = header_at(pos)
+        if last_offset >= offset:
+            break
+        pos += size
+    first = pos
+    end = pos + size
+    if limit - first <= max_bytes:
+        end = limit  # everything left fits: no need to walk the headers
+    else:
+        # Batch starts at index entries are known: jump to the last one that still fits,
+        # then walk at most index_interval_bytes of headers.
+        target = first + max_bytes
+        positions = seg.index.pos
+        i = bisect.bisect_right(positions, target) - 1
+        if i >= 0 and end < positions[i] < limit:
+            end = positions[i]
+    while end < limit:
+        _, size = header_at(end)
+        if end + size - first > max_bytes:
+            break
+        end += size
+    rel = first - buf_start
+    if rel >= 0 and end - buf_start <= len(buf):
+        return buf[rel : end - buf_start]
+    return seg.read(first, end - first)
+
+
+def _find_timestamp(seg: Segment, pos: int, limit: int, ts: int) -> int | None:
+    """Scan batch headers from pos for the first batch reaching ts; decode only that one."""
+    while pos < limit:
+        head = seg.read(pos, 61)
+        base, length = _BATCH_HEAD.unpack_from(head)
+        (max_ts,) = _MAX_TS.unpack_from(head, 35)
+        size = length + 12
+        if max_ts >= ts:
+            batch = seg.read(pos, size)
+            try:
+                header, records = decode_batch(batch)
+            except (UnsupportedCompression, CorruptRecordError):
+                return base
+            for rec in records:
+                if rec.timestamp >= ts:
+                    return rec.offset
+            return header.base_offset
+        pos += size
+    return None
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a file creation, rename or deletion in path durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,279 @@
+"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+
+A segment is append-only. Writes go straight to the file descriptor (``os.writev``),
+reads use ``os.pread`` so concurrent readers never share a file position. Only the
+newest (active) segment can be torn by a crash: older ones are fsynced when they roll.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from storage.index import OffsetIndex, TimeIndex
+from storage.records import BATCH_OVERHEAD, MAGIC, Compression, crc32c
+
+__all__ = ["NO_TIMESTAMP", "Segment", "scan_batches", "segment_name"]
+
+log = logging.getLogger(__name__)
+
+NO_TIMESTAMP = -(1 << 63)
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_SCAN_CHUNK = 4 * 1024 * 1024
+_IOV_MAX = 1024
+_INT32_MAX = (1 << 31) - 1
+
+# called as on_batch(position, base_offset, size, next_offset, max_timestamp)
+BatchCallback = Callable[[int, int, int, int, int], None]
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    """Kafka's file naming: base offset zero-padded to 20 digits."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def scan_batches(
+    fd: int, file_size: int, expected_base: int, on_batch: BatchCallback, *, verify: bool = True
+) -> tuple[int, str | None]:
+    """Walk the batches of a segment file from position 0.
+
+    Stops at the first batch that is short, has a wrong length, magic, record count or CRC,
+    or does not continue the offsets (base offsets sit outside the CRC, so continuity is
+    what catches damage there). Returns (bytes of valid prefix, reason it stopped or None).
+    """
+    pos = 0
+    buf = b""
+    buf_start = 0
+    expected = expected_base
+    while pos < file_size:
+        rel = pos - buf_start
+        if len(buf) - rel < BATCH_OVERHEAD:
+            if file_size - pos < BATCH_OVERHEAD:
+                return pos, f"partial batch header at byte {pos}"
+            buf = os.pread(fd, min(_SCAN_CHUNK, file_size - pos), pos)
+            buf_start, rel = pos, 0
+            if len(buf) < BATCH_OVERHEAD:
+                return pos, f"short read at byte {pos}"
+        (base, length, _, magic, crc, attrs_, last_delta, _, max_ts, _, _, _, count) = (
+            _HEADER.unpack_from(buf, rel)
+        )
+        size = length + 12
+        if magic != MAGIC:
+            return pos, f"bad magic {magic} at byte {pos}"
+        if length < BATCH_OVERHEAD - 12 or pos + size > file_size:
+            return pos, f"bad or torn batch length {length} at byte {pos}"
+        if attrs_ & 0x07 > Compression.ZSTD or count < 1 or last_delta != count - 1:
+            return pos, f"bad batch attributes or record count at byte {pos}"
+        if base != expected:
+            return pos, f"batch at byte {pos} has base offset {base}, expected {expected}"
+        if verify:
+            if rel + size > len(buf):
+                buf = os.pread(fd, max(min(_SCAN_CHUNK, file_size - pos), size), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < size:
+                    return pos, f"short read at byte {pos}"
+            if crc32c(memoryview(buf)[rel + 21 : rel + size]) != crc:
+                return pos, f"CRC mismatch in batch at byte {pos} (offset {base})"
+        expected = base + count
+        on_batch(pos, base, size, expected, max_ts)
+        pos += size
+    return pos, None
+
+
+class Segment:
+    """Files and in-memory bookkeeping of one segment."""
+
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+        self.base_offset = base_offset
+        self.log_path = directory / segment_name(base_offset, ".log")
+        self.index = OffsetIndex(directory / segment_name(base_offset, ".index"))
+        self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"))
+        self.index_interval_bytes = index_interval_bytes
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._closer = weakref.finalize(self, os.close, self.fd)
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.first_batch_max_timestamp = NO_TIMESTAMP
+        self.roll_base_ms: int | None = None  # when age-based rolling starts counting
+        self._bytes_since_index = 0
+
+    # ---------------------------------------------------------------- bookkeeping
+
+    def note_batch(self, pos: int, base: int, size: int, next_offset: int, max_ts: int) -> None:
+        """Update indexes and counters for a batch now stored at pos (Kafka's sparse rule)."""
+        if self._bytes_since_index > self.index_interval_bytes:
+            rel = base - self.base_offset
+            self.index.append(rel, pos)
+            if self.max_timestamp != NO_TIMESTAMP:
+                self.time_index.maybe_append(self.max_timestamp, rel)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+        if self.first_batch_max_timestamp == NO_TIMESTAMP and pos == 0:
+            self.first_batch_max_timestamp = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+        self.next_offset = next_offset
+
+    def _reset_bookkeeping(self) -> None:
+        self.index.clear()
+        self.time_index.clear()
+        self._bytes_since_index = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.first_batch_max_timestamp = NO_TIMESTAMP
+
+    # ---------------------------------------------------------------- open paths
+
+    def recover(self) -> int:
+        """Validate every batch (newest segment on open); truncate the tail at the first bad one.
+
+        Returns the number of bytes cut. The indexes are rebuilt from what survives.
+        """
+        self._reset_bookkeeping()
+        file_size = self.size
+        valid, reason = scan_batches(self.fd, file_size, self.base_offset, self.note_batch)
+        cut = file_size - valid
+        if cut:
+            log.warning("%s: truncating %d bytes at byte %d: %s", self.log_path, cut, valid, reason)
+            os.ftruncate(self.fd, valid)
+            os.fsync(self.fd)
+            self.size = valid
+        self._write_indexes()
+        return cut
+
+    def load_sealed(self, next_base: int) -> None:
+        """Open an older, fsynced segment: trust its indexes if they validate, else rebuild."""
+        rel_limit = next_base - self.base_offset
+        if (
+            self.size > 0
+            and self.index.load(self.size, rel_limit)
+            and self.time_index.load(rel_limit)
+            and self.time_index.rel
+            and self.time_index.rel[-1] == rel_limit
+            and self._index_tail_matches()
+        ):
+            self.next_offset = next_base
+            self.max_timestamp = self.time_index.ts[-1]
+            self.first_batch_max_timestamp = self._first_batch_max_ts()
+            return
+        log.warning("%s: index missing or inconsistent, rebuilding from the log", self.log_path)
+        self._reset_bookkeeping()
+        valid, reason = scan_batches(self.fd, self.size, self.base_offset, self.note_batch)
+        if reason is not None:
+            # An old segment is not truncated on disk: the bytes are kept for inspection.
+            log.error("%s: damaged sealed segment at byte %d: %s", self.log_path, valid, reason)
+            self.size = valid  # serve nothing from the damage on (file left for inspection)
+        if self.next_offset != next_base and reason is None:
+            log.warning(
+                "%s: ends at offset %d but the next segment starts at %d",
+                self.log_path,
+                self.next_offset,
+                next_base,
+            )
+        self._seal_time_index()
+        self._write_indexes()
+
+    def _index_tail_matches(self) -> bool:
+        """Spot-check: the last offset-index entry must point at a batch with that base offset."""
+        if not self.index.rel:
+            return True
+        pos = self.index.pos[-1]
+        raw = os.pread(self.fd, 8, pos)
+        return (
+            len(raw) == 8 and struct.unpack(">q", raw)[0] == self.base_offset + self.index.rel[-1]
+        )
+
+    def _first_batch_max_ts(self) -> int:
+        raw = os.pread(self.fd, BATCH_OVERHEAD, 0)
+        if len(raw) < BATCH_OVERHEAD:
+            return NO_TIMESTAMP
+        return _HEADER.unpack_from(raw)[8]
+
+    def _write_indexes(self) -> None:
+        self.index.rewrite(self.index.entries())
+        self.time_index.rewrite(self.time_index.entries())
+
+    # ---------------------------------------------------------------- writes
+
+    def open_writers(self) -> None:
+        self.index.open_writer()
+        self.time_index.open_writer()
+
+    def write(self, pieces: Sequence[bytes | memoryview], total: int) -> None:
+        """Append pieces with as few syscalls as possible; undo a partial write on error."""
+        start = self.size
+        try:
+            _writev_all(self.fd, list(pieces), total)
+        except BaseException:
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                log.exception("%s: could not undo a failed write", self.log_path)
+            raise
+        self.size = start + total
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+    def _seal_time_index(self) -> None:
+        if self.max_timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(self.max_timestamp, self.next_offset - self.base_offset)
+
+    def seal(self) -> None:
+        """Make this segment read-only history: final time entry, everything fsynced."""
+        self._seal_time_index()
+        self.index.flush(fsync=True)
+        self.time_index.flush(fsync=True)
+        self.index.close_writer()
+        self.time_index.close_writer()
+        os.fsync(self.fd)
+
+    def flush_indexes(self) -> None:
+        self.index.flush()
+        self.time_index.flush()
+
+    # ---------------------------------------------------------------- reads
+
+    def read(self, pos: int, n: int) -> bytes:
+        return os.pread(self.fd, n, pos)
+
+    def position_of(self, offset: int) -> int:
+        return self.index.lookup(offset - self.base_offset)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def delete(self) -> None:
+        """Remove the files. The descriptor stays open until no reader holds the segment."""
+        self.index.close_writer()
+        self.time_index.close_writer()
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self.index.close_writer()
+        self.time_index.close_writer()
+        self._closer()
+
+
+def _writev_all(fd: int, pieces: list[bytes | memoryview], total: int) -> None:
+    """os.writev until everything is written (handles short writes and IOV_MAX)."""
+    written = 0
+    i = 0
+    while written < total:
+        chunk = pieces[i : i + _IOV_MAX]
+        n = os.writev(fd, chunk)
+        written += n
+        # advance past fully written pieces, keep the rest of a partial one
+        while n > 0:
+            size = len(pieces[i])
+            if n >= size:
+                n -= size
+                i += 1
+            else:
+                pieces[i] = memoryview(pieces[i])[n:]
+                n = 0

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from logmarshal.cli.main import main
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch, capsys):
+    """Run the CLI in-process against a temporary data dir; returns (code, stdout, stderr)."""
+    monkeypatch.setenv("LOGMARSHAL_DATA_DIR", str(tmp_path / "data"))
+
+    def invoke(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+        try:
+            code = main(list(argv))
+        except SystemExit as exit_:  # argparse usage errors
+            code = exit_.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def test_topic_lifecycle(run) -> None:
+    assert run("topic", "create", "events", "--partitions", "3", "-c", "retention.ms=1000")[0] == 0
+    code, out, _ = run("topic", "list", "--json")
+    assert code == 0
+    assert json.loads(out) == [{"topic": "events", "partitions": 3, "records": 0}]
+    code, out, _ = run("--json", "topic", "describe", "events")
+    described = json.loads(out)
+    assert described["partitions"] == 3 and described["config"]["retention.ms"] == "1000"
+    assert run("topic", "add-partitions", "events", "--total", "5")[0] == 0
+    assert "5 partition(s)" in run("topic", "describe", "events")[1]
+    assert run("topic", "delete", "events")[0] == 0
+    assert "events" not in run("topic", "list")[1]
+
+
+def test_produce_then_read(run) -> None:
+    run("topic", "create", "t")
+    code, out, _ = run("produce", "t", "--key-separator", ":", stdin="a:1\nb:2\nc:3\n")
+    assert code == 0 and "produced 3 record(s)" in out
+    code, out, _ = run("read", "t", "--partition", "0", "--offset", "1", "--count", "2")
+    assert code == 0
+    assert out.splitlines() == ["1\tb\t2", "2\tc\t3"]
+    code, out, _ = run("read", "t", "--json")
+    assert [json.loads(line)["value"] for line in out.splitlines()] == ["1", "2", "3"]
+
+
+def test_produce_stops_at_a_line_without_separator_keeping_the_ones_before(run) -> None:
+    run("topic", "create", "t")
+    code, _, err = run("produce", "t", "--key-separator", ":", stdin="a:1\nno-separator\nc:3\n")
+    assert code == 1
+    assert "line 2 has no key separator" in err and "1 line(s) before it were written" in err
+    _, out, _ = run("read", "t")
+    assert out.splitlines() == ["0\ta\t1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["topic", "describe", "missing"], "missing"),
+        (["topic", "create", "bad name!"], "bad name!"),
+        (["read", "missing"], "missing"),
+        (["read", "t", "--partition", "7"], "partitions 0..0, not 7"),
+        (["read", "t", "--offset", "99"], "99"),
+        (["topic", "create", "t2", "-c", "no.such.config=1"], "no.such.config"),
+        (["topic", "add-partitions", "t", "--total", "1"], "t"),
+    ],
+)
+def test_user_mistakes_print_one_line_and_exit_non_zero(run, argv, message) -> None:
+    run("topic", "create", "t")
+    code, _, err = run(*argv)
+    assert code == 1
+    assert err.startswith("logmarshal: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["read", "t", "--offset", "-3"],
+        ["topic", "create", "t", "--partitions", "0"],
+        ["topic", "create", "t", "-c", "novalue"],
+        ["nonsense"],
+    ],
+)
+def test_bad_arguments_are_usage_errors(run, argv) -> None:
+    code, _, err = run(*argv)
+    assert code == 2 and "usage:" in err and "Traceback" not in err
+
+
+def test_second_process_on_a_locked_dir_gets_one_line(tmp_path) -> None:
+    from logmarshal import connect
+
+    with connect(tmp_path):
+        result = subprocess.run(
+            [sys.executable, "-m", "logmarshal", "--data-dir", str(tmp_path), "topic", "list"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert str(tmp_path) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_demo_runs_and_tallies_nothing_lost(run, tmp_path) -> None:
+    code, out, _ = run("demo", "--records", "500", "--json", "--data-dir", str(tmp_path / "demo"))
+    assert code == 0
+    tally = json.loads(out)
+    assert tally["produced"] == tally["read"] == 500
+    assert (tally["lost"], tally["repeated"], tally["misplaced"]) == (0, 0, 0)
+    # the kept directory holds the demo topic
+    code, out, _ = run("--data-dir", str(tmp_path / "demo"), "topic", "list", "--json")
+    assert json.loads(out)[0]["records"] == 500

@@ -1,0 +1,370 @@
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from logmarshal import EmbeddedCluster, Message, NewRecord
+from logmarshal.clock import ManualClock
+from logmarshal.consumer import Consumer
+from logmarshal.errors import ClosedError
+from logmarshal.marshaler import Marshaler
+from rationalizer import Effect
+
+TOPIC = "events"
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 5.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        time.sleep(0.01)
+
+
+def produce(cluster: EmbeddedCluster, partition: int, count: int) -> None:
+    cluster.produce(
+        TOPIC,
+        partition,
+        [NewRecord(value=b"%d-%d" % (partition, i), timestamp=0) for i in range(count)],
+    )
+
+
+def drain(
+    consumer: Consumer,
+    count: int,
+    *,
+    commit: bool = True,
+    timeout: float = 5.0,
+    max_records: int | None = None,
+) -> list[Message]:
+    """Poll until ``count`` messages were handed out (bounded by ``timeout``)."""
+    out: list[Message] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"got {len(out)} of {count} messages within {timeout} s")
+        for message in consumer.poll(0.05, max_records=max_records or count - len(out)):
+            out.append(message)
+            if commit:
+                consumer.commit(message)
+    return out
+
+
+class World:
+    """The test's cluster plus every Marshaler/Consumer it makes; teardown stops them all."""
+
+    def __init__(self, cluster: EmbeddedCluster, hb: float, clock=None) -> None:
+        self.cluster = cluster
+        self.hb = hb
+        self.clock = clock
+        self.marshalers: list[Marshaler] = []
+        self.consumers: list[Consumer] = []
+
+    def marshaler(self, client_id: str, cls: type[Marshaler] = Marshaler) -> Marshaler:
+        kwargs = {} if self.clock is None else {"clock": self.clock}
+        marshaler = cls(self.cluster, client_id, "g", self.hb, fetch_wait=0.05, **kwargs)
+        self.marshalers.append(marshaler)
+        return marshaler
+
+    def consumer(self, client_id: str | Marshaler, **kwargs) -> Consumer:
+        marshaler = client_id if isinstance(client_id, Marshaler) else self.marshaler(client_id)
+        consumer = Consumer(marshaler, TOPIC, **kwargs)
+        self.consumers.append(consumer)
+        return consumer
+
+    def close(self) -> None:
+        for consumer in self.consumers:
+            consumer.close()
+        for marshaler in self.marshalers:
+            marshaler.close()
+
+
+def _no_threads_left() -> None:
+    left = [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith(("logmarshal-tail", "logmarshal-consumer"))
+    ]
+    assert not left, left
+
+
+@pytest.fixture
+def realtime(cluster) -> Iterator[World]:
+    """Real clock, small HB: the background threads really run."""
+    world = World(cluster, hb=0.3)
+    yield world
+    world.close()
+    _no_threads_left()
+
+
+@pytest.fixture
+def manual(tmp_path) -> Iterator[World]:
+    """One ManualClock drives log-append time and every prediction; HB is 1 s of it."""
+    clock = ManualClock()
+    with EmbeddedCluster(tmp_path / "m", clock=clock.time_ms, maintenance_interval=0) as cluster:
+        world = World(cluster, hb=1.0, clock=clock)
+        yield world
+        world.close()
+    _no_threads_left()
+
+
+def holders(marshaler: Marshaler, partitions: int) -> dict[int, tuple[str, str] | None]:
+    return {p: marshaler.holder(TOPIC, p) for p in range(partitions)}
+
+
+# -- claiming ----------------------------------------------------------------------------------
+
+
+def test_two_consumers_split_the_partitions_with_one_holder_each(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 4)
+    a = realtime.consumer("a", max_claims=2)
+    b = realtime.consumer("b", max_claims=2)
+    wait_until(lambda: len(a.claims()) == 2 and len(b.claims()) == 2, what="both hold two")
+    assert set(a.claims()).isdisjoint(b.claims())
+    observer = realtime.marshaler("observer")
+    assert observer.wait_caught_up(5)
+    owners = holders(observer, 4)
+    for topic, p in a.claims():
+        assert owners[p] == a.marshaler.identity, (topic, p)
+    for topic, p in b.claims():
+        assert owners[p] == b.marshaler.identity, (topic, p)
+
+
+def test_a_consumer_on_an_empty_partition_waits_then_sees_new_messages(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    consumer = realtime.consumer("a")
+    wait_until(lambda: consumer.claims() == [(TOPIC, 0)], what="the claim")
+    assert consumer.poll(0.1) == []
+    produce(realtime.cluster, 0, 3)
+    assert [m.offset for m in drain(consumer, 3)] == [0, 1, 2]
+
+
+def test_poll_after_close_raises(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    consumer = realtime.consumer("a")
+    consumer.close()
+    with pytest.raises(ClosedError):
+        consumer.poll()
+    assert list(consumer) == []
+
+
+# -- at least once -----------------------------------------------------------------------------
+
+
+def test_clean_close_hands_off_exactly_at_the_committed_position(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 30)
+    first = realtime.consumer("a")
+    handled = drain(first, 12)
+    assert [m.offset for m in handled] == list(range(12))
+    first.close()  # flushes commits and releases at offset 11
+
+    second = realtime.consumer("b")
+    rest = drain(second, 18)
+    assert [m.offset for m in rest] == list(range(12, 30))  # 0 lost, 0 repeated
+    assert second.poll(0.1) == []
+
+
+def test_alo_survivor_takes_over_a_stale_claim_and_nothing_is_lost(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 2)
+    for p in range(2):
+        produce(manual.cluster, p, 40)
+    victim = manual.consumer("a", greedy=True)
+    wait_until(lambda: len(victim.claims()) == 2, what="the victim's claims")
+    handled: list[Message] = drain(victim, 30, max_records=10)
+    assert {m.partition for m in handled} == {0, 1}
+    # heartbeats (due within 0.8 HB) record the committed positions in the log
+    committed = {p: max(m.offset for m in handled if m.partition == p) for p in range(2)}
+    manual.clock.advance(0.9)
+    wait_until(
+        lambda: all(victim.marshaler.resume_offset(TOPIC, p) == committed[p] + 1 for p in range(2)),
+        what="the victim's heartbeats",
+    )
+    victim.close(release=False)  # an abrupt stop: nobody releases
+    victim.marshaler.close()
+
+    survivor = manual.consumer("b", greedy=True)
+    time.sleep(0.2)  # give its first claim pass the chance to (wrongly) claim
+    assert survivor.claims() == []  # still fresh: not claimable
+    manual.clock.advance(2.5)  # now stale by the log's clock, and a claim pass is due
+    wait_until(lambda: len(survivor.claims()) == 2, what="the takeover")
+    observer = survivor.marshaler
+    for p in range(2):
+        state = observer.partition_state(TOPIC, p)
+        assert state is not None and state.holder == observer.identity
+    rest = []
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        batch = survivor.poll(0.1)
+        if not batch and rest:
+            break
+        for m in batch:
+            survivor.commit(m)
+        rest += batch
+    # resumed right after each committed position: everything handled, nothing twice here
+    assert {(m.partition, m.offset) for m in handled + rest} == {
+        (p, o) for p in range(2) for o in range(40)
+    }
+    assert len(handled) + len(rest) == 80
+
+
+def test_out_of_order_commits_heartbeat_the_contiguous_offset(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 10)
+    consumer = manual.consumer("a")
+    messages = drain(consumer, 10, commit=False)
+    for i in (0, 1, 2, 5, 6, 9):
+        assert consumer.commit(messages[i])
+    assert not consumer.commit(messages[5])  # repeated: changes nothing
+    assert consumer.position(TOPIC, 0) == 2
+    manual.clock.advance(0.9)
+    wait_until(lambda: consumer.marshaler.resume_offset(TOPIC, 0) == 3, what="heartbeat 2")
+    for i in (4, 3):
+        consumer.commit(messages[i])
+    assert consumer.position(TOPIC, 0) == 6
+    manual.clock.advance(0.9)
+    wait_until(lambda: consumer.marshaler.resume_offset(TOPIC, 0) == 7, what="heartbeat 6")
+    consumer.close()  # the release carries the contiguous offset too
+    state = manual.marshalers[0].partition_state(TOPIC, 0)
+    assert state is not None and state.holder is None and state.last_offset == 6
+
+
+# -- at most once ------------------------------------------------------------------------------
+
+
+def test_amo_never_hands_a_message_out_twice_across_an_abrupt_stop(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 40)
+    first = manual.consumer("a", mode="amo", batch_size=5)
+    got_first = drain(first, 15, commit=False)
+    state = first.marshaler.partition_state(TOPIC, 0)
+    assert state is not None and state.claimed_through == 14  # reserved before handed out
+    first.close(release=False)
+    first.marshaler.close()
+
+    second = manual.consumer("b", mode="amo", batch_size=5)
+    manual.clock.advance(2.5)
+    got_second = drain(second, 25, commit=False)
+    assert second.poll(0.1) == []
+    first_offsets = [m.offset for m in got_first]
+    second_offsets = [m.offset for m in got_second]
+    assert set(first_offsets).isdisjoint(second_offsets)
+    assert sorted(first_offsets + second_offsets) == list(range(40))
+    assert not second.commit(got_second[0])  # AMO: handing out is committing
+
+
+def test_amo_clean_close_and_successor(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 20)
+    first = realtime.consumer("a", mode="amo", batch_size=4)
+    got = drain(first, 8, commit=False)
+    first.close()
+    second = realtime.consumer("b", mode="amo", batch_size=4)
+    got += drain(second, 12, commit=False)
+    assert [m.offset for m in got] == list(range(20))
+
+
+# -- fencing and recovery ----------------------------------------------------------------------
+
+
+def test_stops_handing_out_as_soon_as_the_replay_says_the_claim_is_lost(tmp_path) -> None:
+    log_clock = ManualClock()  # drives log-append time
+    client_clock = ManualClock()  # the consumer's predictions: frozen, so it never beats
+    with EmbeddedCluster(tmp_path / "d", clock=log_clock.time_ms, maintenance_interval=0) as cl:
+        cl.create_topic(TOPIC, 1)
+        produce(cl, 0, 50)
+        victim_m = Marshaler(cl, "a", "g", 1.0, clock=client_clock, fetch_wait=0.05)
+        intruder = Marshaler(cl, "x", "g", 1.0, clock=log_clock, fetch_wait=0.05)
+        victim = Consumer(victim_m, TOPIC)
+        try:
+            wait_until(lambda: victim.claims() == [(TOPIC, 0)], what="the claim")
+            handed = drain(victim, 5, commit=False)
+            log_clock.advance(2.5)  # the victim's claim is stale in log time
+            verdict = intruder.wait_verdict(intruder.claim_partition(TOPIC, 0), 5)
+            assert verdict is not None and verdict.effect is Effect.TOOK_OVER_STALE
+            wait_until(lambda: victim.claims() == [], what="the victim to notice")
+            assert victim.poll(0.1) == []
+            assert not victim.commit(handed[0])
+        finally:
+            victim.close()
+            intruder.close()
+            victim_m.close()
+    _no_threads_left()
+
+
+class _GatedMarshaler(Marshaler):
+    """Heartbeats block while the gate is shut: a consumer whose writes cannot get through."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.blocked = threading.Event()
+
+    def heartbeat(self, topic: str, partition: int, last_offset: int):
+        if not self.gate.is_set():
+            self.blocked.set()
+            self.gate.wait(10)
+        return super().heartbeat(topic, partition, last_offset)
+
+
+def test_self_fences_without_an_accepted_message_for_two_heartbeats(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 50)
+    marshaler = manual.marshaler("a", cls=_GatedMarshaler)
+    consumer = manual.consumer(marshaler)
+    try:
+        assert len(drain(consumer, 10, max_records=10)) == 10
+        marshaler.gate.clear()
+        manual.clock.advance(1.8)  # past 2*HB - margin (1.75 s) since the last accepted beat
+        assert marshaler.blocked.wait(5)  # its heartbeat is stuck
+        assert consumer.poll(0.2) == []  # 40 messages are there, but it must not hand out
+        assert consumer.claims() == [(TOPIC, 0)]  # it does not know it lost anything
+    finally:
+        marshaler.gate.set()
+    # the late heartbeat is accepted (nobody claimed meanwhile): handing out resumes
+    assert [m.offset for m in drain(consumer, 5)] == list(range(10, 15))
+
+
+def test_fast_reclaim_takes_back_fresh_claims_with_a_new_instance(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 20)
+    old = manual.consumer("a")
+    drain(old, 7)
+    manual.clock.advance(0.9)
+    wait_until(lambda: old.marshaler.resume_offset(TOPIC, 0) == 7, what="old's heartbeat")
+    old.close(release=False)  # a restart: claims left behind, still fresh
+    old.marshaler.close()
+
+    new = manual.consumer("a")  # same client_id, new instance
+    wait_until(lambda: new.claims() == [(TOPIC, 0)], what="the reclaim")
+    assert new.marshaler.instance_id != old.marshaler.instance_id
+    assert new.marshaler.holder(TOPIC, 0) == new.marshaler.identity
+    assert [m.offset for m in drain(new, 13)] == list(range(7, 20))
+
+
+def test_an_instance_fenced_by_a_restart_of_its_client_stops(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 20)
+    old = manual.consumer("a")  # still running: a paused process, not a dead one
+    drain(old, 3)
+    newer = manual.marshaler("a")  # the same client restarted elsewhere
+    verdict = newer.wait_verdict(newer.heartbeat(TOPIC, 0, 2), 5)
+    assert verdict is not None and verdict.effect is Effect.RESTART_TAKEOVER
+    wait_until(lambda: old.fenced and old.claims() == [], what="the old instance to stop")
+    assert old.poll(0.1) == []
+
+
+def test_a_position_beyond_the_log_end_is_reset_not_abandoned(realtime) -> None:
+    # Marshal #35: a stored offset past the end made the Go consumer drop the claim forever
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+    admin = realtime.marshaler("admin")
+    assert admin.wait_verdict(admin.claim_partition(TOPIC, 0), 5) is not None
+    assert admin.wait_verdict(admin.release_partition(TOPIC, 0, 99), 5) is not None
+    consumer = realtime.consumer("a", auto_offset_reset="earliest")
+    assert [m.offset for m in drain(consumer, 5)] == [0, 1, 2, 3, 4]
+    assert consumer.claims() == [(TOPIC, 0)]

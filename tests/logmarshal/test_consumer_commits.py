@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from logmarshal.commits import CommitTracker
+
+
+def test_in_order_commits_advance_the_position() -> None:
+    tracker = CommitTracker(-1)
+    for offset in range(3):
+        tracker.handed_out(offset)
+    assert tracker.position == -1
+    for offset in range(3):
+        assert tracker.commit(offset)
+        assert tracker.position == offset
+    assert tracker.outstanding == 0
+
+
+def test_a_gap_holds_the_position_back_until_filled() -> None:
+    tracker = CommitTracker(4)
+    for offset in (5, 6, 7, 8):
+        tracker.handed_out(offset)
+    tracker.commit(6)
+    tracker.commit(8)
+    assert tracker.position == 4
+    tracker.commit(5)
+    assert tracker.position == 6
+    tracker.commit(7)
+    assert tracker.position == 8
+
+
+def test_offsets_may_skip_as_in_compacted_topics() -> None:
+    tracker = CommitTracker(-1)
+    for offset in (0, 3, 10):
+        tracker.handed_out(offset)
+    tracker.commit(3)
+    tracker.commit(0)
+    assert tracker.position == 3
+    tracker.commit(10)
+    assert tracker.position == 10
+
+
+def test_unknown_and_repeated_commits_change_nothing() -> None:
+    tracker = CommitTracker(-1)
+    tracker.handed_out(0)
+    assert not tracker.commit(1)  # never handed out
+    assert tracker.commit(0)
+    assert not tracker.commit(0)  # repeated
+    assert tracker.position == 0
+
+
+def test_handed_out_offsets_must_increase() -> None:
+    tracker = CommitTracker(5)
+    with pytest.raises(ValueError, match="must increase"):
+        tracker.handed_out(5)
+
+
+@given(st.integers(1, 60).flatmap(lambda n: st.permutations(range(n))), st.data())
+def test_position_is_the_longest_committed_prefix(order: list[int], data) -> None:
+    tracker = CommitTracker(-1)
+    for offset in range(len(order)):
+        tracker.handed_out(offset)
+    stop = data.draw(st.integers(0, len(order)))
+    committed = set(order[:stop])
+    for offset in order[:stop]:
+        tracker.commit(offset)
+    expected = -1
+    while expected + 1 in committed:
+        expected += 1
+    assert tracker.position == expected
+    assert tracker.outstanding == len(order) - stop

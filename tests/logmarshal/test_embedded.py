@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from logmarshal import Cluster, EmbeddedCluster, NewRecord, connect
+from logmarshal.errors import (
+    ClosedError,
+    DataDirLocked,
+    InvalidTopicName,
+    OffsetOutOfRange,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
+
+
+def records(*values: bytes, timestamp: int = 1000) -> list[NewRecord]:
+    return [NewRecord(value=v, timestamp=timestamp + i) for i, v in enumerate(values)]
+
+
+def test_embedded_cluster_is_a_cluster(cluster) -> None:
+    assert isinstance(cluster, Cluster)
+
+
+def test_produce_and_fetch_round_trip(cluster) -> None:
+    cluster.create_topic("t", 2)
+    first = cluster.produce("t", 1, records(b"a", b"b", b"c"))
+    second = cluster.produce("t", 1, records(b"d"))
+    assert (first.base_offset, first.last_offset) == (0, 2)
+    assert (second.base_offset, second.last_offset) == (3, 3)
+    assert [m.value for m in cluster.fetch("t", 1, 0)] == [b"a", b"b", b"c", b"d"]
+    # from the middle of a batch: records before the asked offset are not returned
+    assert [m.offset for m in cluster.fetch("t", 1, 1)] == [1, 2, 3]
+    assert cluster.fetch("t", 1, 4) == []
+    assert (cluster.earliest_offset("t", 1), cluster.latest_offset("t", 1)) == (0, 4)
+    assert cluster.latest_offset("t", 0) == 0
+
+
+def test_fetch_long_polls_until_data_arrives(cluster) -> None:
+    cluster.create_topic("t", 1)
+    timer = threading.Timer(0.2, lambda: cluster.produce("t", 0, records(b"late")))
+    timer.start()
+    try:
+        started = time.monotonic()
+        got = cluster.fetch("t", 0, 0, max_wait=10)
+        waited = time.monotonic() - started
+    finally:
+        timer.join()
+    assert [m.value for m in got] == [b"late"]
+    assert waited < 9, "woken by the append, not by the timeout"
+
+
+def test_fetch_with_nothing_new_returns_empty_after_the_wait(cluster) -> None:
+    cluster.create_topic("t", 1)
+    assert cluster.fetch("t", 0, 0, max_wait=0.05) == []
+
+
+def test_out_of_range_and_bad_arguments(cluster) -> None:
+    cluster.create_topic("t", 1)
+    cluster.produce("t", 0, records(b"a"))
+    with pytest.raises(OffsetOutOfRange) as info:
+        cluster.fetch("t", 0, 5)
+    assert (info.value.log_start_offset, info.value.log_end_offset) == (0, 1)
+    with pytest.raises(ValueError, match="never negative"):
+        cluster.fetch("t", 0, -1)
+    with pytest.raises(UnknownTopic):
+        cluster.fetch("nope", 0, 0)
+    with pytest.raises(UnknownPartition):
+        cluster.produce("t", 1, records(b"a"))
+    with pytest.raises(ValueError, match="at least one record"):
+        cluster.produce("t", 0, [])
+    with pytest.raises(TopicExists):
+        cluster.create_topic("t", 1)
+    with pytest.raises(InvalidTopicName):
+        cluster.create_topic("bad/name", 1)
+
+
+def test_topics_describe_delete_and_grow(cluster) -> None:
+    cluster.create_topic("a", 1, {"retention.ms": "60000"})
+    cluster.create_topic("b", 2)
+    assert cluster.topics() == ["a", "b"]
+    description = cluster.describe_topic("a")
+    assert description.config["retention.ms"] == "60000"
+    grown = cluster.add_partitions("b", 4)
+    assert grown.partitions == 4 and cluster.partitions("b") == 4
+    assert [o.partition for o in grown.offsets] == [0, 1, 2, 3]
+    cluster.delete_topic("a")
+    assert cluster.topics() == ["b"]
+
+
+def test_offset_for_time(cluster) -> None:
+    cluster.create_topic("t", 1)
+    cluster.produce("t", 0, records(b"a", b"b", timestamp=1000))
+    cluster.produce("t", 0, records(b"c", timestamp=5000))
+    assert cluster.offset_for_time("t", 0, 0) == 0
+    assert cluster.offset_for_time("t", 0, 1001) == 1
+    assert cluster.offset_for_time("t", 0, 4000) == 2
+    assert cluster.offset_for_time("t", 0, 6000) is None
+
+
+def test_data_survives_reopening(tmp_path) -> None:
+    with connect(tmp_path) as cluster:
+        cluster.create_topic("t", 1)
+        cluster.produce("t", 0, records(b"kept"), durable=True)
+    with connect(tmp_path) as cluster:
+        assert [m.value for m in cluster.fetch("t", 0, 0)] == [b"kept"]
+
+
+def test_a_second_opener_is_refused(tmp_path) -> None:
+    with (
+        EmbeddedCluster(tmp_path, maintenance_interval=0),
+        pytest.raises(DataDirLocked, match=re.escape(str(tmp_path))),
+    ):
+        EmbeddedCluster(tmp_path, maintenance_interval=0)
+
+
+def test_closed_cluster_refuses_use(tmp_path) -> None:
+    cluster = EmbeddedCluster(tmp_path)
+    cluster.close()
+    cluster.close()
+    with pytest.raises(ClosedError):
+        cluster.topics()
+    with EmbeddedCluster(tmp_path, maintenance_interval=0):  # the lock was released
+        pass
+
+
+def test_connect_refuses_two_targets(tmp_path) -> None:
+    with pytest.raises(ValueError, match="either"):
+        connect(tmp_path, bootstrap="127.0.0.1:9092")

@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from logmarshal import EmbeddedCluster
+from logmarshal.clock import ManualClock
+from logmarshal.errors import ClosedError
+from logmarshal.marshaler import (
+    COORDINATION_TOPIC,
+    CoordinationTopicError,
+    Marshaler,
+)
+from rationalizer import Effect, Reason, coordination_partition
+
+HB = 1.0
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def make(cluster) -> Iterator[Callable[..., Marshaler]]:
+    """Marshalers on the test's cluster, all closed (threads joined) at teardown."""
+    made: list[Marshaler] = []
+
+    def factory(client_id: str = "a", **kwargs) -> Marshaler:
+        kwargs.setdefault("fetch_wait", 0.05)
+        marshaler = Marshaler(cluster, client_id, kwargs.pop("group_id", "g"), HB, **kwargs)
+        made.append(marshaler)
+        return marshaler
+
+    yield factory
+    for marshaler in made:
+        marshaler.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-tail")]
+
+
+def test_creates_the_coordination_topic_with_log_append_time(cluster, make) -> None:
+    marshaler = make(coordination_partitions=4)
+    description = cluster.describe_topic(COORDINATION_TOPIC)
+    assert description.partitions == 4 == marshaler.coordination_partitions
+    assert description.config["message.timestamp.type"] == "LogAppendTime"
+    assert description.config["flush.messages"] == "1"
+
+
+def test_an_existing_coordination_topic_keeps_its_partition_count(cluster, make) -> None:
+    make(coordination_partitions=4)
+    later = make("b", coordination_partitions=8)
+    assert later.coordination_partitions == 4
+    assert cluster.partitions(COORDINATION_TOPIC) == 4
+
+
+def test_refuses_a_create_time_coordination_topic(cluster) -> None:
+    cluster.create_topic(COORDINATION_TOPIC, 8)  # CreateTime, Kafka's default
+    with pytest.raises(CoordinationTopicError, match="LogAppendTime"):
+        Marshaler(cluster, "a", "g", HB)
+    assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-tail")]
+
+
+def test_read_your_writes_gives_the_verdict_of_our_own_record(make) -> None:
+    a, b = make("a"), make("b")
+    written = a.claim_partition("events", 3)
+    assert written.coordination_partition == coordination_partition("events", 3, 8)
+    verdict = a.wait_verdict(written, timeout=5)
+    assert verdict is not None and verdict.effect is Effect.CLAIMED
+    assert a.holder("events", 3) == a.identity
+    assert a.is_holder("events", 3)
+
+    lost = b.wait_verdict(b.claim_partition("events", 3), timeout=5)
+    assert lost is not None and not lost.accepted and lost.reason is Reason.STILL_OWNED
+
+    beat = a.wait_verdict(a.heartbeat("events", 3, 41), timeout=5)
+    assert beat is not None and beat.accepted
+    assert a.resume_offset("events", 3) == 42  # visible as soon as the verdict is
+    assert [(c.topic, c.partition) for c in a.claims()] == [("events", 3)]
+    assert b.claims() == [] and [c.partition for c in b.claims("a")] == [3]
+
+
+def test_instance_id_comes_from_the_injected_random_source(make) -> None:
+    expected = f"{random.Random(7).getrandbits(64):016x}"
+    assert make("a", rng=random.Random(7)).instance_id == expected
+    assert make("b").instance_id != make("c").instance_id
+
+
+def test_a_new_marshaler_replays_what_was_written_before(make) -> None:
+    first = make("a")
+    assert first.wait_verdict(first.claim_partition("events", 0), timeout=5) is not None
+    first.wait_verdict(first.heartbeat("events", 0, 9), timeout=5)
+    first.close()
+    second = make("b")
+    assert second.wait_caught_up(timeout=5)
+    assert second.holder("events", 0) == first.identity
+    assert second.resume_offset("events", 0) == 10
+
+
+def test_freshness_is_predicted_with_the_injected_clock(tmp_path, clock) -> None:
+    with EmbeddedCluster(tmp_path / "d", clock=clock.time_ms, maintenance_interval=0) as cluster:
+        marshaler = Marshaler(cluster, "a", "g", HB, clock=clock, fetch_wait=0.05)
+        try:
+            assert marshaler.wait_verdict(marshaler.claim_partition("t", 0), 5) is not None
+            assert marshaler.freshness("t", 0) == "fresh"
+            assert not marshaler.claimable("t", 0)
+            clock.advance(1.5 * HB)
+            assert marshaler.freshness("t", 0) == "unknown"
+            clock.advance(HB)
+            assert marshaler.freshness("t", 0) == "stale"
+            assert marshaler.claimable("t", 0)
+        finally:
+            marshaler.close()
+
+
+def test_close_stops_replay_and_writes(make) -> None:
+    marshaler = make()
+    marshaler.close()
+    assert marshaler.closed
+    assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-tail")]
+    with pytest.raises(ClosedError):
+        marshaler.claim_partition("events", 0)
+    assert not marshaler.wait_applied(0, 0, timeout=0.1)
+
+
+def test_rejects_bad_arguments(cluster) -> None:
+    with pytest.raises(ValueError, match="client_id"):
+        Marshaler(cluster, "", "g", HB)
+    with pytest.raises(ValueError, match="heartbeat_interval"):
+        Marshaler(cluster, "a", "g", 0)

@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import pytest
+
+from logmarshal import EmbeddedCluster, Producer, TimestampType, TopicConfig
+from logmarshal.errors import ClosedError, UnknownTopic
+from logmarshal.partitioners import Murmur2Partitioner
+from logmarshal.serializers import json_serializer, string_serializer
+
+
+class CountingCluster:
+    """Wraps a cluster to record every produce call (the batches the producer formed)."""
+
+    def __init__(self, inner: EmbeddedCluster) -> None:
+        self.inner = inner
+        self.batches: list[tuple[str, int, int]] = []
+        self.fail_with: Exception | None = None
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def produce(self, topic, partition, records, *, durable=False):
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.batches.append((topic, partition, len(records)))
+        return self.inner.produce(topic, partition, records, durable=durable)
+
+
+def read_all(cluster: EmbeddedCluster, topic: str, partition: int):
+    return cluster.fetch(topic, partition, cluster.earliest_offset(topic, partition))
+
+
+def test_send_returns_offsets_in_order_and_records_round_trip(cluster) -> None:
+    cluster.create_topic("t", 1)
+    with Producer(cluster, clock=lambda: 1_700_000_000_000) as producer:
+        futures = [
+            producer.send("t", f"v{i}".encode(), key=b"k", headers=[("h", b"x")]) for i in range(50)
+        ]
+    metas = [f.result(timeout=5) for f in futures]
+    assert [m.offset for m in metas] == list(range(50))
+    assert {m.timestamp for m in metas} == {1_700_000_000_000}
+    messages = read_all(cluster, "t", 0)
+    assert [m.value for m in messages] == [f"v{i}".encode() for i in range(50)]
+    assert all(m.key == b"k" and m.headers == (("h", b"x"),) for m in messages)
+
+
+def test_records_are_batched_by_size(cluster) -> None:
+    cluster.create_topic("t", 1)
+    counting = CountingCluster(cluster)
+    with Producer(counting, batch_size=1000, linger_ms=10_000) as producer:
+        for _ in range(100):
+            producer.send("t", b"x" * 80)
+    sizes = [n for _, _, n in counting.batches]
+    assert sum(sizes) == 100
+    assert len(sizes) < 20, "records of 100 B in batches of 1000 B: about 10 per batch"
+    assert max(sizes) > 1
+
+
+def test_linger_sends_a_partial_batch_without_flush(cluster) -> None:
+    cluster.create_topic("t", 1)
+    producer = Producer(cluster, batch_size=1 << 20, linger_ms=20)
+    try:
+        future = producer.send("t", b"lonely")
+        assert future.result(timeout=5).offset == 0  # no flush: linger alone sent it
+    finally:
+        producer.close()
+
+
+def test_keyed_records_follow_the_partitioner_and_keep_per_key_order(cluster) -> None:
+    cluster.create_topic("t", 5)
+    with Producer(cluster) as producer:
+        for i in range(200):
+            producer.send("t", str(i).encode(), key=f"key-{i % 7}".encode())
+    expected = Murmur2Partitioner()
+    per_key: dict[bytes, list[int]] = defaultdict(list)
+    for partition in range(5):
+        for m in read_all(cluster, "t", partition):
+            assert expected(m.key, 5) == partition
+            per_key[m.key].append(int(m.value))
+    assert sum(len(v) for v in per_key.values()) == 200
+    assert all(values == sorted(values) for values in per_key.values())
+
+
+def test_explicit_partition_and_custom_partitioner(cluster) -> None:
+    cluster.create_topic("t", 3)
+    with Producer(cluster, partitioner=lambda key, n: n - 1) as producer:
+        assert producer.send("t", b"a").result(5).partition == 2
+        assert producer.send("t", b"b", partition=0).result(5).partition == 0
+        with pytest.raises(ValueError, match=r"partitions 0\.\.2, not 3"):
+            producer.send("t", b"c", partition=3)
+
+
+def test_a_bad_partitioner_result_is_refused(cluster) -> None:
+    cluster.create_topic("t", 2)
+    with (
+        Producer(cluster, partitioner=lambda key, n: 5) as producer,
+        pytest.raises(ValueError, match="partitioner returned 5"),
+    ):
+        producer.send("t", b"a")
+
+
+def test_partition_growth_is_seen(cluster) -> None:
+    cluster.create_topic("t", 1)
+    with Producer(cluster) as producer:
+        producer.send("t", b"a").result(5)
+        cluster.add_partitions("t", 3)
+        assert producer.send("t", b"b", partition=2).result(5).partition == 2
+
+
+def test_serializers(cluster) -> None:
+    cluster.create_topic("t", 1)
+    with Producer(
+        cluster, key_serializer=string_serializer, value_serializer=json_serializer
+    ) as producer:
+        producer.send("t", {"n": 1, "s": "é"}, key="k").result(5)
+    (message,) = read_all(cluster, "t", 0)
+    assert message.key == b"k"
+    assert message.value == '{"n":1,"s":"é"}'.encode()
+
+
+def test_wrong_types_fail_at_send(cluster) -> None:
+    cluster.create_topic("t", 1)
+    with Producer(cluster) as producer:
+        with pytest.raises(TypeError, match="value must be bytes or None, got str"):
+            producer.send("t", "text")
+        with pytest.raises(TypeError, match="header names are str"):
+            producer.send("t", b"v", headers=[(b"h", b"v")])
+        with pytest.raises(TypeError, match="partition must be an int"):
+            producer.send("t", b"v", partition="0")  # type: ignore[arg-type]
+
+
+def test_unknown_topic_fails_at_send(cluster) -> None:
+    with Producer(cluster) as producer, pytest.raises(UnknownTopic):
+        producer.send("missing", b"v")
+
+
+def test_a_failed_append_fails_every_future_of_the_batch(cluster) -> None:
+    cluster.create_topic("t", 1)
+    counting = CountingCluster(cluster)
+    counting.fail_with = OSError("disk full")
+    with Producer(counting, linger_ms=10_000) as producer:
+        futures = [producer.send("t", b"x") for _ in range(3)]
+        producer.flush(5)
+    for future in futures:
+        with pytest.raises(OSError, match="disk full"):
+            future.result(0)
+    assert cluster.latest_offset("t", 0) == 0
+
+
+def test_send_after_close_is_refused(cluster) -> None:
+    cluster.create_topic("t", 1)
+    producer = Producer(cluster)
+    producer.close()
+    producer.close()  # idempotent
+    with pytest.raises(ClosedError):
+        producer.send("t", b"late")
+
+
+def test_log_append_time_topics_report_the_brokers_time(tmp_path) -> None:
+    with EmbeddedCluster(tmp_path, clock=lambda: 5_000, maintenance_interval=0) as cluster:
+        cluster.create_topic("t", 1, TopicConfig(timestamp_type=TimestampType.LOG_APPEND_TIME))
+        with Producer(cluster, durable=True) as producer:
+            meta = producer.send("t", b"v", timestamp=1).result(5)
+        assert meta.timestamp == 5_000
+        assert read_all(cluster, "t", 0)[0].timestamp == 5_000
+
+
+def test_concurrent_senders_lose_nothing(cluster) -> None:
+    cluster.create_topic("t", 3)
+    with Producer(cluster, linger_ms=1) as producer:
+        results: list = []
+
+        def work(worker: int) -> None:
+            results.extend(
+                producer.send("t", f"{worker}-{i}".encode(), key=str(worker).encode())
+                for i in range(300)
+            )
+
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert all(f.exception() is None for f in results)
+    values = [m.value for p in range(3) for m in read_all(cluster, "t", p)]
+    assert sorted(values) == sorted(f"{w}-{i}".encode() for w in range(4) for i in range(300))

@@ -1,0 +1,89 @@
+"""A deliberately plain re-statement of the transition rules, used as a test oracle."""
+
+from __future__ import annotations
+
+from rationalizer import (
+    ClaimingMessages,
+    ClaimingPartition,
+    Effect,
+    Heartbeat,
+    Reason,
+    ReleaseGroup,
+    ReleasingPartition,
+)
+
+
+class Model:
+    def __init__(self, hb: int) -> None:
+        self.hb = hb
+        self.now: int | None = None
+        self.parts: dict[tuple[str, str, int], dict] = {}
+        self.fenced: set[tuple[str, str]] = set()
+        self.paused: dict[str, tuple[int, tuple[str, str]]] = {}
+
+    def tick(self, ts: int) -> int:
+        self.now = ts if self.now is None else max(self.now, ts)
+        return self.now
+
+    def apply(self, ts: int, msg: object) -> tuple[bool, Reason | None, Effect | None]:
+        t = self.tick(ts)
+        if msg is None:
+            return False, Reason.INVALID_RECORD, None
+        me = (msg.client_id, msg.instance_id)
+        if me in self.fenced:
+            return False, Reason.FENCED, None
+        g = msg.group_id
+        if isinstance(msg, ReleaseGroup):
+            for (pg, _, _), st in self.parts.items():
+                if pg == g:
+                    st["holder"] = None
+            if msg.msg_expire_time > t:
+                self.paused[g] = (msg.msg_expire_time, me)
+            else:
+                self.paused.pop(g, None)
+            return True, None, Effect.GROUP_PAUSED
+        key = (g, msg.topic, msg.partition)
+        st = self.parts.get(key)
+        pause = self.paused.get(g)
+        if pause is not None and t < pause[0]:
+            if isinstance(msg, Heartbeat) and me == pause[1]:
+                if st is None:
+                    st = self.parts[key] = {"holder": None, "beat": t, "last": -1, "claimed": -1}
+                st["last"] = st["claimed"] = msg.last_offset
+                return True, None, Effect.POSITION_SET
+            return False, Reason.GROUP_PAUSED, None
+        holder = st["holder"] if st else None
+        age = t - st["beat"] if st else None
+        if isinstance(msg, ClaimingPartition):
+            if st is None:
+                self.parts[key] = {"holder": me, "beat": t, "last": -1, "claimed": -1}
+                return True, None, Effect.CLAIMED
+            if holder is None:
+                st.update(holder=me, beat=t)
+                return True, None, Effect.CLAIMED
+            if age > 2 * self.hb:
+                if holder[0] == me[0] and holder != me:
+                    self.fenced.add(holder)
+                st.update(holder=me, beat=t)
+                return True, None, Effect.TOOK_OVER_STALE
+            return False, Reason.STILL_OWNED, None
+        if isinstance(msg, Heartbeat):
+            if holder == me:
+                effect = Effect.RENEWED if age <= 2 * self.hb else Effect.RENEWED_LATE
+                st.update(beat=t, last=msg.last_offset)
+                return True, None, effect
+            if holder is not None and holder[0] == me[0] and age < self.hb:
+                self.fenced.add(holder)
+                st.update(holder=me, beat=t, last=msg.last_offset)
+                return True, None, Effect.RESTART_TAKEOVER
+            return False, Reason.NOT_HOLDER, None
+        if holder != me:
+            return False, Reason.NOT_HOLDER, None
+        if isinstance(msg, ReleasingPartition):
+            st.update(holder=None, beat=t, last=msg.last_offset)
+            return True, None, Effect.RELEASED
+        assert isinstance(msg, ClaimingMessages)
+        if msg.proposed_last_offset >= st["claimed"]:
+            st.update(claimed=msg.proposed_last_offset, beat=t)
+            return True, None, Effect.MESSAGES_CLAIMED
+        return False, Reason.OFFSET_REGRESSION, None

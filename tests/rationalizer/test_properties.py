@@ -1,0 +1,197 @@
+"""Property tests: oracle agreement, replay equivalence, robustness on arbitrary bytes."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from rationalizer import (
+    ClaimingMessages,
+    ClaimingPartition,
+    Heartbeat,
+    ReleaseGroup,
+    ReleasingPartition,
+    WorldState,
+    encode,
+)
+
+from .model import Model
+
+HB = 100
+GROUPS = ("g", "h")
+TOPIC = "t"
+PARTS = (0, 1, 2)
+WHO = (("a", "1"), ("a", "2"), ("b", "1"), ("c", "1"), ("adm", "x"))
+
+who = st.sampled_from(WHO)
+groups = st.sampled_from(GROUPS)
+parts = st.sampled_from(PARTS)
+small_offsets = st.integers(-1, 50)
+dts = st.integers(-30, 3 * HB)
+
+
+def _msg(kind: str, w: tuple[str, str], g: str, p: int, n: int):
+    ids = {"client_id": w[0], "instance_id": w[1], "group_id": g}
+    if kind == "claim":
+        return ClaimingPartition(**ids, topic=TOPIC, partition=p)
+    if kind == "beat":
+        return Heartbeat(**ids, topic=TOPIC, partition=p, last_offset=n)
+    if kind == "release":
+        return ReleasingPartition(**ids, topic=TOPIC, partition=p, last_offset=n)
+    if kind == "msgs":
+        return ClaimingMessages(**ids, topic=TOPIC, partition=p, proposed_last_offset=n)
+    return ReleaseGroup(**ids, msg_expire_time=max(0, n))
+
+
+kinds = st.sampled_from(["claim"] * 3 + ["beat"] * 5 + ["release", "msgs", "msgs", "group"])
+garbage = st.tuples(
+    st.one_of(st.none(), st.binary(max_size=20)), st.one_of(st.none(), st.binary(max_size=40))
+)
+
+
+@st.composite
+def logs(draw, max_size=80):
+    """A coordination log: list of (offset, ts, key, value, message-or-None)."""
+    out = []
+    t = 0
+    offset = 0
+    for _ in range(draw(st.integers(0, max_size))):
+        t += draw(dts)
+        offset += draw(st.sampled_from([1, 1, 1, 2, 7]))
+        if draw(st.integers(0, 15)) == 0:
+            key, value = draw(garbage)
+            out.append((offset, t, key, value, None))
+            continue
+        kind = draw(kinds)
+        n = draw(small_offsets)
+        if kind == "group":
+            n = t + draw(st.integers(-50, 4 * HB))
+        msg = _msg(kind, draw(who), draw(groups), draw(parts), n)
+        out.append((offset, t, *encode(msg), msg))
+    return out
+
+
+def _replay_all(records, window=8):
+    w = WorldState(HB, verdict_window=window)
+    return w, [w.apply(o, t, k, v) for o, t, k, v, _ in records]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.data())
+def test_replay_equivalence_one_by_one_chunked_and_snapshot(records, data):
+    w1, v1 = _replay_all(records)
+    # chunked
+    w2 = WorldState(HB, verdict_window=8)
+    v2: list = []
+    i = 0
+    while i < len(records):
+        n = data.draw(st.integers(1, 10))
+        v2 += w2.apply_many([r[:4] for r in records[i : i + n]])
+        i += n
+    assert v2 == v1
+    assert w2.to_bytes() == w1.to_bytes()
+    # snapshot at an arbitrary point, then the tail
+    cut = data.draw(st.integers(0, len(records)))
+    head, _ = _replay_all(records[:cut])
+    restored = WorldState.from_bytes(head.to_bytes())
+    assert restored.to_bytes() == head.to_bytes()
+    v3 = [restored.apply(*r[:4]) for r in records[cut:]]
+    assert v3 == v1[cut:]
+    assert restored.to_bytes() == w1.to_bytes()
+    for o, *_ in records:
+        assert restored.verdict(o) == w1.verdict(o)
+    # re-applying everything is a no-op returning recorded verdicts
+    before = w1.to_bytes()
+    again = w1.apply_many([r[:4] for r in records])
+    assert w1.to_bytes() == before
+    assert all(a is None or a == b for a, b in zip(again, v1, strict=True))
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(logs())
+def test_agrees_with_oracle_and_single_holder(records):
+    w = WorldState(HB)
+    m = Model(HB)
+    for o, t, k, v, msg in records:
+        got = w.apply(o, t, k, v)
+        want = m.apply(t, msg)
+        assert (got.accepted, got.reason, got.effect) == want, msg
+        for g in GROUPS:
+            for p in PARTS:
+                st_ = m.parts.get((g, TOPIC, p))
+                assert w.holder(g, TOPIC, p) == (st_["holder"] if st_ else None)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), garbage), max_size=20))
+def test_apply_never_raises_on_arbitrary_bytes(items):
+    w = WorldState(HB)
+    for i, (t, (k, v)) in enumerate(items):
+        verdict = w.apply(i, t, k, v)
+        assert verdict is not None
+    WorldState.from_bytes(w.to_bytes())
+
+
+class Replayers(RuleBasedStateMachine):
+    """Random protocol traffic against WorldState and the oracle (whose holder is a single value: at most
+    one per partition at every log time); the world is snapshotted and restored mid-way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = WorldState(HB, verdict_window=16)
+        self.m = Model(HB)
+        self.t = 0
+        self.offset = 0
+
+    def _apply(self, key, value, msg):
+        got = self.w.apply(self.offset, self.t, key, value)
+        want = self.m.apply(self.t, msg)
+        assert (got.accepted, got.reason, got.effect) == want
+        assert self.w.verdict(self.offset) == got
+        self.offset += 1
+        return got
+
+    @rule(dt=dts)
+    def advance(self, dt):
+        self.t += dt
+
+    @rule(kind=kinds, w=who, g=groups, p=parts, n=small_offsets, extra=st.integers(-50, 4 * HB))
+    def send(self, kind, w, g, p, n, extra):
+        if kind == "group":
+            n = self.t + extra
+        msg = _msg(kind, w, g, p, n)
+        self._apply(*encode(msg), msg)
+
+    @rule(kv=garbage)
+    def junk(self, kv):
+        assert self._apply(kv[0], kv[1], None).reason is not None
+
+    @precondition(lambda self: self.offset > 0)
+    @rule()
+    def snapshot_restore(self):
+        data = self.w.to_bytes()
+        self.w = WorldState.from_bytes(data)
+        assert self.w.to_bytes() == data
+
+    @invariant()
+    def one_holder_matching_oracle(self):
+        for g in GROUPS:
+            for p in PARTS:
+                st_ = self.m.parts.get((g, TOPIC, p))
+                holder = self.w.holder(g, TOPIC, p)
+                assert holder == (st_["holder"] if st_ else None)
+                if self.w.paused_until(g) is not None:
+                    assert holder is None
+                ro = self.w.resume_offset(g, TOPIC, p)
+                if st_:
+                    assert ro == max(st_["last"], st_["claimed"]) + 1
+
+
+Replayers.TestCase.settings = settings(
+    max_examples=150,
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestReplayers = Replayers.TestCase

@@ -1,0 +1,93 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rationalizer import Effect, SnapshotError, WorldState
+
+from .helpers import Log, beat, claim, claim_msgs, release_group
+
+
+def _busy_world() -> WorldState:
+    log = Log()
+    log.put(claim("a:1"), 0)
+    log.put(claim("b:1", p=1), 0)
+    log.put(claim_msgs("a:1", 30), 5)
+    log.put(beat("a:2", 9), 10)  # restart takeover, fences a:1
+    log.put(claim("c:1", p=1), 5000)  # stale takeover
+    log.put(release_group("adm:x", 9000, g="h"), 5001)
+    log.put(claim("z:9", g="h"), 5002)
+    log.raw(b"junk", b"\x07", 5003)
+    return log.w
+
+
+def test_round_trip_is_canonical_and_keeps_everything():
+    w = _busy_world()
+    b = w.to_bytes()
+    r = WorldState.from_bytes(b)
+    assert r.to_bytes() == b
+    assert r.applied_through == w.applied_through == 7
+    assert r.now == 5003
+    assert r.holder("g", "orders", 0) == ("a", "2")
+    assert r.is_fenced("a", "1")
+    assert r.paused_until("h") == 9000 and r.pause_admin("h") == ("adm", "x")
+    assert r.verdict(3).effect is Effect.RESTART_TAKEOVER and r.verdict(3).previous_holder == (
+        "a",
+        "1",
+    )
+    assert r.rejections() == w.rejections()
+    assert r.skipped == 1
+    assert r.resume_offset("g", "orders", 0) == 31
+    assert r.heartbeat_interval_ms == w.heartbeat_interval_ms
+
+
+def test_release_group_voided_list_survives():
+    log = Log()
+    log.put(claim("a:1"), 0)
+    log.put(release_group("adm:x", 100), 1)
+    r = WorldState.from_bytes(log.w.to_bytes())
+    assert r.verdict(1).voided == (("orders", 0, "a", "1"),)
+
+
+def test_expired_pause_is_not_in_snapshot():
+    log = Log()
+    log.put(release_group("adm:x", 100), 0)
+    log.put(claim("a:1", g="other"), 200)
+    assert log.w.paused_until("g") is None
+    fresh = Log()
+    fresh.put(release_group("adm:x", 100), 0)
+    fresh.put(claim("a:1", g="other"), 200)
+    assert log.w.to_bytes() == fresh.w.to_bytes()
+
+
+def test_empty_world():
+    w = WorldState(250, verdict_window=10)
+    r = WorldState.from_bytes(w.to_bytes())
+    assert r.to_bytes() == w.to_bytes() and r.verdict_window == 10
+
+
+@pytest.mark.parametrize("bad", [b"", b"LMWS", b"XXXX\x01", b"LMWS\x02", "LMWS", None])
+def test_rejects_garbage(bad):
+    with pytest.raises(SnapshotError):
+        WorldState.from_bytes(bad)
+
+
+def test_every_truncation_and_trailing_byte_rejected():
+    b = _busy_world().to_bytes()
+    for n in range(len(b)):
+        with pytest.raises(SnapshotError):
+            WorldState.from_bytes(b[:n])
+    with pytest.raises(SnapshotError):
+        WorldState.from_bytes(b + b"\x00")
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_corruption_raises_snapshot_error_or_loads_canonically(data):
+    b = bytearray(_busy_world().to_bytes())
+    i = data.draw(st.integers(0, len(b) - 1))
+    b[i] = data.draw(st.integers(0, 255))
+    try:
+        r = WorldState.from_bytes(bytes(b))
+    except SnapshotError:
+        return
+    assert r.to_bytes() == bytes(b)

@@ -1,0 +1,217 @@
+"""DataDir: topics, metadata persistence, names, configs and the single-owner lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from storage import (
+    DataDir,
+    DataDirLocked,
+    InvalidConfig,
+    InvalidTopicName,
+    StorageError,
+    TimestampType,
+    TopicConfig,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+    decode_records,
+)
+from tests.storage.conftest import FakeClock, batch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_topic_lifecycle_and_persistence(tmp_path: Path, clock: FakeClock) -> None:
+    cfg = TopicConfig(
+        timestamp_type=TimestampType.LOG_APPEND_TIME, flush_messages=1, segment_bytes=4096
+    )
+    with DataDir(tmp_path, clock=clock) as dd:
+        info = dd.create_topic("__marshal", 8, cfg)
+        assert info.partitions == 8 and info.config == cfg
+        dd.create_topic("events", 2)
+        assert dd.topics() == ["__marshal", "events"]
+        dd.partition("events", 1).append(batch([b"a", b"b"]))
+        with pytest.raises(TopicExists) as err:
+            dd.create_topic("events")
+        assert err.value.topic == "events"
+        info = dd.add_partitions("events", 4)
+        assert info.partitions == 4
+        assert [p.log_end_offset for p in info.partition_info] == [0, 2, 0, 0]
+        with pytest.raises(InvalidConfig):
+            dd.add_partitions("events", 4)
+        with pytest.raises(InvalidConfig):
+            dd.add_partitions("events", 2)
+        dd.create_topic("gone", 1)
+        dd.partition("gone", 0).append(batch([b"x"]))
+        dd.delete_topic("gone")
+        assert "gone" not in dd.topics()
+        with pytest.raises(UnknownTopic):
+            dd.describe("gone")
+        with pytest.raises(UnknownTopic):
+            dd.delete_topic("gone")
+    assert not any(p.name.startswith("gone") for p in tmp_path.iterdir())
+    with DataDir(tmp_path, clock=clock) as dd:
+        assert dd.topics() == ["__marshal", "events"]
+        assert dd.describe("__marshal").config == cfg
+        info = dd.describe("events")
+        assert info.partitions == 4
+        p1 = info.partition_info[1]
+        assert (p1.partition, p1.log_start_offset, p1.log_end_offset, p1.segments) == (1, 0, 2, 1)
+        assert p1.size_bytes > 0
+        assert [r.value for r in decode_records(dd.partition("events", 1).read(0).data)] == [
+            b"a",
+            b"b",
+        ]
+        # a deleted topic's name can be reused and starts empty
+        dd.create_topic("gone", 1)
+        assert dd.partition("gone", 0).log_end_offset == 0
+
+
+def test_partition_errors(datadir: DataDir) -> None:
+    datadir.create_topic("t", 2)
+    with pytest.raises(UnknownTopic) as err:
+        datadir.partition("nope", 0)
+    assert err.value.topic == "nope"
+    for bad in (-1, 2, 99):
+        with pytest.raises(UnknownPartition) as perr:
+            datadir.partition("t", bad)
+        assert (perr.value.topic, perr.value.partition) == ("t", bad)
+    with pytest.raises(InvalidConfig):
+        datadir.create_topic("zero", 0)
+    with pytest.raises(InvalidConfig):
+        datadir.create_topic("cfg", 1, {"segment.bytes": "1"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "a" * 250, "has space", "slash/x", "ümlaut", "a:b"]
+)
+def test_invalid_topic_names(datadir: DataDir, name: str) -> None:
+    with pytest.raises(InvalidTopicName):
+        datadir.create_topic(name)
+    assert datadir.topics() == []
+
+
+def test_valid_names_and_collisions(datadir: DataDir) -> None:
+    datadir.create_topic("a" * 249)
+    datadir.create_topic("Az09._-")
+    datadir.create_topic("my.topic")
+    with pytest.raises(InvalidTopicName, match="collides"):
+        datadir.create_topic("my_topic")
+
+
+def test_config_dict_round_trip() -> None:
+    cfg = TopicConfig(
+        segment_bytes=1000,
+        segment_ms=5,
+        retention_ms=-1,
+        retention_bytes=10,
+        flush_messages=1,
+        flush_ms=0,
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        max_message_bytes=500,
+        index_interval_bytes=0,
+    )
+    d = cfg.to_dict()
+    assert d["message.timestamp.type"] == "LogAppendTime"
+    assert d["retention.ms"] == "-1"
+    assert all(isinstance(v, str) for v in d.values())
+    assert TopicConfig.from_dict(d) == cfg
+    assert "flush.messages" not in TopicConfig().to_dict()
+    assert TopicConfig.from_dict({"segment.bytes": 2048}).segment_bytes == 2048
+    for bad in (
+        {"nope": "1"},
+        {"segment.bytes": "x"},
+        {"segment.bytes": "1"},
+        {"retention.ms": "-2"},
+        {"flush.messages": "0"},
+        {"message.timestamp.type": "WallTime"},
+    ):
+        with pytest.raises(InvalidConfig):
+            TopicConfig.from_dict(bad)
+    with pytest.raises(InvalidConfig):
+        TopicConfig(segment_bytes=True)
+
+
+def test_same_process_second_open_is_refused(tmp_path: Path) -> None:
+    with DataDir(tmp_path):
+        with pytest.raises(DataDirLocked) as err:
+            DataDir(tmp_path)
+        assert str(tmp_path) in str(err.value)
+    DataDir(tmp_path).close()  # released on close
+
+
+def test_second_process_is_refused_the_lock(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(REPO)!r})
+        from storage import DataDir, DataDirLocked
+        try:
+            DataDir({str(tmp_path)!r})
+        except DataDirLocked as exc:
+            print("LOCKED", exc.path)
+            sys.exit(3)
+        print("OPENED")
+        """
+    )
+    with DataDir(tmp_path):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 3, (out, err)
+        assert out.strip() == f"LOCKED {tmp_path}"
+    # once released, another process may open it
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0 and "OPENED" in proc.stdout, proc.stderr
+
+
+def test_closed_datadir(tmp_path: Path) -> None:
+    dd = DataDir(tmp_path)
+    dd.create_topic("t")
+    dd.close()
+    dd.close()
+    with pytest.raises(StorageError):
+        dd.create_topic("u")
+    with pytest.raises(StorageError):
+        dd.partition("t", 0)
+
+
+def test_flusher_thread_honours_flush_ms(tmp_path: Path, monkeypatch) -> None:
+    import os
+    import time
+
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    with DataDir(tmp_path, flush_interval_s=0.02) as dd:
+        dd.create_topic("t", 1, TopicConfig(flush_ms=50))
+        dd.partition("t", 0).append(batch([b"x"]))
+        calls.clear()
+        deadline = time.monotonic() + 5
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert calls
+
+
+def test_datadir_retention_and_flush(tmp_path: Path, clock: FakeClock) -> None:
+    with DataDir(tmp_path, clock=clock) as dd:
+        dd.create_topic("t", 2, TopicConfig(segment_bytes=200, retention_ms=1000))
+        for i in range(10):
+            for p in range(2):
+                dd.partition("t", p).append(batch([b"v%d" % i], ts=clock()))
+        dd.flush()
+        clock.advance(2000)
+        assert dd.enforce_retention() > 0
+        assert all(p.segments == 1 for p in dd.describe("t").partition_info)
