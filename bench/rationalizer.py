@@ -2,8 +2,10 @@
 
 Generates a realistic coordination log (~90% heartbeats; claims and lost races, releases,
 AMO ClaimingMessages, restarts, a few ReleaseGroups with admin positions, invalid records;
-thousands of partitions across several groups), routes it to N coordination partitions and
-replays it through WorldState. In the same run, a naive baseline (JSON values folded into
+thousands of partitions across several groups whose members use different heartbeat
+intervals; one group has an admin key, so its ReleaseGroup and admin position heartbeats are
+HMAC-tagged and verified), routes it to N coordination partitions and replays it through
+WorldState. In the same run, a naive baseline (JSON values folded into
 dicts, same rules) replays the same events for the ratio.
 
     python bench/rationalizer.py [--records N] [--partitions-per-topic P] [--seed S]
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
+import hmac
 import json
 import random
 import resource
@@ -25,11 +29,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rationalizer import (
-    ClaimingPartition,
+    Heartbeat,
     ReleaseGroup,
+    ReleasingPartition,
     WorldState,
     coordination_partition,
     encode,
+    sign,
 )
 from rationalizer.codec import (
     T_CLAIMING_MESSAGES,
@@ -38,12 +44,17 @@ from rationalizer.codec import (
     T_RELEASING_PARTITION,
 )
 
-HB_MS = 3000
+HB_MS = 3000  # the fastest lease; the log advances so every partition beats about every HB_MS/3
 N_COORD = 8
 GROUPS = ("billing", "search-indexer", "audit", "email")
+#: Each group's members declare their own lease (mixed HBs share every world).
+GROUP_HB_MS = {"billing": 3000, "search-indexer": 10_000, "audit": 3000, "email": 30_000}
+#: "billing" has an admin key: its admin records are tagged, and verified by every replay.
+ADMIN_KEYS = {"billing": b"bench-admin-key-0123456789abcdef"}
 TOPICS = ("orders", "payments", "clicks")
 CONSUMERS_PER_GROUP = 24
 _Q = struct.Struct(">q")
+_I = struct.Struct(">I")
 TYPE_NAMES = {1: "hb", 2: "claim", 3: "release", 4: "claim_msgs"}
 
 
@@ -64,15 +75,21 @@ def generate(n_records: int, parts_per_topic: int, seed: int):
     suffix_cache: dict[tuple, tuple[bytes, bytes]] = {}
 
     def template(client: str, instance: str, g: str, t: str, p: int) -> tuple[bytes, bytes]:
+        """(key, identity part: ids, topic, partition) of one sender and partition."""
         k = (client, instance, g, t, p)
         hit = suffix_cache.get(k)
         if hit is None:
             key, value = encode(
-                ClaimingPartition(
-                    client_id=client, instance_id=instance, group_id=g, topic=t, partition=p
+                ReleasingPartition(
+                    client_id=client,
+                    instance_id=instance,
+                    group_id=g,
+                    topic=t,
+                    partition=p,
+                    last_offset=0,
                 )
             )
-            hit = suffix_cache[k] = (key, value[2:])
+            hit = suffix_cache[k] = (key, value[10:])
         return hit
 
     binary: list[list] = [[] for _ in range(N_COORD)]
@@ -83,11 +100,30 @@ def generate(n_records: int, parts_per_topic: int, seed: int):
     def emit(
         cp: int, ts: int, typ: int, client: str, instance: str, g: str, t: str, p: int, n: int = 0
     ):
-        key, suffix = template(client, instance, g, t, p)
-        if typ == T_CLAIMING_PARTITION:
-            value = b"\x01\x02" + suffix
+        hbms = GROUP_HB_MS[g]
+        if typ == T_HEARTBEAT and client == "admin" and g in ADMIN_KEYS:
+            key, value = encode(
+                sign(
+                    Heartbeat(
+                        client_id=client,
+                        instance_id=instance,
+                        group_id=g,
+                        topic=t,
+                        partition=p,
+                        last_offset=n,
+                        heartbeat_interval_ms=hbms,
+                    ),
+                    ADMIN_KEYS[g],
+                )
+            )
         else:
-            value = bytes((1, typ)) + _Q.pack(n) + suffix
+            key, ident = template(client, instance, g, t, p)
+            if typ == T_CLAIMING_PARTITION:
+                value = b"\x01\x02" + _I.pack(hbms) + ident
+            elif typ == T_HEARTBEAT:
+                value = b"\x01\x01" + _Q.pack(n) + _I.pack(hbms) + b"\x00" + ident
+            else:
+                value = bytes((1, typ)) + _Q.pack(n) + ident
         off = offsets[cp]
         offsets[cp] += 1
         binary[cp].append((off, ts, key, value))
@@ -106,7 +142,9 @@ def generate(n_records: int, parts_per_topic: int, seed: int):
                         "topic": t,
                         "partition": p,
                         "n": n,
+                        "hb": hbms,
                     }
+                    | _json_tag(g, typ, client, n),
                 ).encode(),
             )
         )
@@ -189,11 +227,12 @@ def generate(n_records: int, parts_per_topic: int, seed: int):
             total += 1
         elif r < 0.028505 and len(paused_until) < 4:  # rare: an admin resets a group
             end = ts + 2000
-            key, value = encode(
-                ReleaseGroup(
-                    client_id="admin", instance_id="admin-1", group_id=g, msg_expire_time=end
-                )
+            rg = ReleaseGroup(
+                client_id="admin", instance_id="admin-1", group_id=g, msg_expire_time=end
             )
+            if g in ADMIN_KEYS:
+                rg = sign(rg, ADMIN_KEYS[g])
+            key, value = encode(rg)
             jv = json.dumps(
                 {
                     "v": 1,
@@ -203,6 +242,7 @@ def generate(n_records: int, parts_per_topic: int, seed: int):
                     "group_id": g,
                     "n": end,
                 }
+                | _json_tag(g, 5, "admin", end)
             ).encode()
             for c2 in range(N_COORD):
                 emit_raw(c2, ts, key, value, jv, "release_group")
@@ -217,11 +257,26 @@ def generate(n_records: int, parts_per_topic: int, seed: int):
     return binary, js, mix, len(partitions)
 
 
-class NaiveWorld:
-    """Baseline: JSON values folded into plain dicts, one call per record, same rules."""
+def _json_tag(g: str, typ: int, client: str, n: int) -> dict:
+    """The naive baseline's admin tag: HMAC-SHA256 over ``typ|client|n`` (as much work)."""
+    if g not in ADMIN_KEYS or client != "admin" or typ not in (1, 5):
+        return {}
+    return {"tag": hmac.new(ADMIN_KEYS[g], f"{typ}|{client}|{n}".encode(), "sha256").hexdigest()}
 
-    def __init__(self, hb: int) -> None:
-        self.hb = hb
+
+def _json_tag_ok(m: dict, typ: int) -> bool:
+    key = ADMIN_KEYS.get(m["group_id"])
+    if key is None:
+        return True
+    want = hmac.new(key, f"{typ}|{m['client_id']}|{m['n']}".encode(), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(want, m.get("tag", ""))
+
+
+class NaiveWorld:
+    """Baseline: JSON values folded into plain dicts, one call per record, same rules
+    (the holder's own heartbeat interval, HMAC-checked admin records of keyed groups)."""
+
+    def __init__(self) -> None:
         self.now = -(2**63)
         self.parts: dict = {}
         self.fenced: set = set()
@@ -245,11 +300,14 @@ class NaiveWorld:
         if me in self.fenced:
             v = "fenced"
         elif m["type"] == "release_group":
-            for (pg, _, _), st in self.parts.items():
-                if pg == g:
-                    st["holder"] = None
-            self.paused[g] = (m["n"], me)
-            v = "ok"
+            if not _json_tag_ok(m, 5) or (g in ADMIN_KEYS and m["n"] <= now):
+                v = "unauthenticated"
+            else:
+                for (pg, _, _), st in self.parts.items():
+                    if pg == g:
+                        st["holder"] = None
+                self.paused[g] = (m["n"], me)
+                v = "ok"
         else:
             k = (g, m["topic"], m["partition"])
             st = self.parts.get(k)
@@ -257,19 +315,28 @@ class NaiveWorld:
             typ = m["type"]
             if pause and now < pause[0]:
                 if typ == "hb" and me == pause[1]:
-                    st = self.parts.setdefault(
-                        k, {"holder": None, "beat": now, "last": -1, "claimed": -1}
-                    )
-                    st["last"] = st["claimed"] = m["n"]
-                    v = "ok"
+                    if _json_tag_ok(m, 1):
+                        st = self.parts.setdefault(
+                            k, {"holder": None, "beat": now, "last": -1, "claimed": -1, "hb": 0}
+                        )
+                        st["last"] = st["claimed"] = m["n"]
+                        v = "ok"
+                    else:
+                        v = "unauthenticated"
                 else:
                     v = "paused"
             elif typ == "claim":
                 if st is None:
-                    self.parts[k] = {"holder": me, "beat": now, "last": -1, "claimed": -1}
+                    self.parts[k] = {
+                        "holder": me,
+                        "beat": now,
+                        "last": -1,
+                        "claimed": -1,
+                        "hb": m["hb"],
+                    }
                     v = "ok"
-                elif st["holder"] is None or now - st["beat"] > 2 * self.hb:
-                    st["holder"], st["beat"] = me, now
+                elif st["holder"] is None or now - st["beat"] > 2 * st["hb"]:
+                    st["holder"], st["beat"], st["hb"] = me, now, m["hb"]
                     v = "ok"
                 else:
                     v = "still_owned"
@@ -277,11 +344,11 @@ class NaiveWorld:
                 v = "not_holder"
             elif typ == "hb":
                 if st["holder"] == me:
-                    st["beat"], st["last"] = now, m["n"]
+                    st["beat"], st["last"], st["hb"] = now, m["n"], m["hb"]
                     v = "ok"
-                elif st["holder"] and st["holder"][0] == me[0] and now - st["beat"] < self.hb:
+                elif st["holder"] and st["holder"][0] == me[0] and now - st["beat"] < st["hb"]:
                     self.fenced.add(st["holder"])
-                    st["holder"], st["beat"], st["last"] = me, now, m["n"]
+                    st["holder"], st["beat"], st["last"], st["hb"] = me, now, m["n"], m["hb"]
                     v = "ok"
                 else:
                     v = "not_holder"
@@ -325,14 +392,14 @@ def main() -> None:
     )
 
     def replay_many():
-        worlds = [WorldState(HB_MS) for _ in range(N_COORD)]
+        worlds = [WorldState(admin_keys=ADMIN_KEYS) for _ in range(N_COORD)]
         t = time.perf_counter()
         for w, recs in zip(worlds, binary, strict=True):
             w.apply_many(recs)
         return worlds, time.perf_counter() - t
 
     def replay_single():
-        worlds = [WorldState(HB_MS) for _ in range(N_COORD)]
+        worlds = [WorldState(admin_keys=ADMIN_KEYS) for _ in range(N_COORD)]
         t = time.perf_counter()
         for w, recs in zip(worlds, binary, strict=True):
             apply = w.apply
@@ -341,7 +408,7 @@ def main() -> None:
         return worlds, time.perf_counter() - t
 
     def replay_naive():
-        worlds = [NaiveWorld(HB_MS) for _ in range(N_COORD)]
+        worlds = [NaiveWorld() for _ in range(N_COORD)]
         t = time.perf_counter()
         for w, recs in zip(worlds, js, strict=True):
             apply = w.apply
@@ -382,7 +449,7 @@ def main() -> None:
     tracemalloc.start()
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
-    traced = [WorldState(HB_MS) for _ in range(N_COORD)]
+    traced = [WorldState(admin_keys=ADMIN_KEYS) for _ in range(N_COORD)]
     for w, recs in zip(traced, binary, strict=True):
         w.apply_many(recs)
     cur, peak = tracemalloc.get_traced_memory()
@@ -398,7 +465,7 @@ def main() -> None:
     snaps = [w.to_bytes() for w in worlds]
     t_dump = time.perf_counter() - t
     t = time.perf_counter()
-    restored = [WorldState.from_bytes(s) for s in snaps]
+    restored = [WorldState.from_bytes(s, admin_keys=ADMIN_KEYS) for s in snaps]
     t_load = time.perf_counter() - t
     assert [r.to_bytes() for r in restored] == snaps
     size = sum(len(s) for s in snaps)

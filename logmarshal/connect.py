@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .cluster import Cluster
 from .embedded import EmbeddedCluster
@@ -23,16 +24,19 @@ def connect(
     *,
     bootstrap: str | None = None,
     clock: Callable[[], int] | None = None,
+    client_config: Mapping[str, Any] | None = None,
 ) -> Cluster:
-    """Open a cluster: an embedded data directory, or (later) brokers at ``bootstrap``.
+    """Open a cluster: an embedded data directory, or Kafka brokers at ``bootstrap``.
 
+    ``bootstrap`` is ``"host:port,host:port"``: logmarshal's broker or Apache Kafka, spoken
+    to through confluent-kafka (``client_config`` adds librdkafka settings such as TLS).
     With neither argument the embedded directory of :func:`default_data_dir` is used.
+    ``clock`` applies to the embedded cluster only (brokers keep their own time).
     """
     if bootstrap is not None:
         if data_dir is not None:
             raise ValueError("give either data_dir or bootstrap, not both")
-        raise NotImplementedError(
-            "network connections (bootstrap=...) arrive with the broker; "
-            "use data_dir=... for the embedded cluster"
-        )
+        from .network import NetworkCluster  # confluent-kafka is loaded only when needed
+
+        return NetworkCluster(bootstrap, config=client_config)
     return EmbeddedCluster(data_dir if data_dir is not None else default_data_dir(), clock=clock)

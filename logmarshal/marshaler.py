@@ -17,7 +17,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -102,11 +102,14 @@ class _Tail:
 class Marshaler:
     """Replays ``__marshal`` for ``group_id`` and writes this client's coordination messages.
 
-    ``heartbeat_interval`` (seconds) is the group's HB; every member must use the same value,
-    since freshness is judged with it. ``instance_id`` is random per Marshaler (per process
-    start) and drawn from ``rng``, so a restart of the same ``client_id`` is told apart from
-    the instance it replaces. ``fetch_wait`` bounds each long poll (and so how long
-    :meth:`close` may take).
+    ``heartbeat_interval`` (seconds, at most one hour) is this member's HB, its lease: it is
+    written into every claim and heartbeat, and every replayer judges a holder's freshness
+    with the holder's own HB, so members may use different values. ``instance_id`` is random
+    per Marshaler (per process start) and drawn from ``rng``, so a restart of the same
+    ``client_id`` is told apart from the instance it replaces. ``fetch_wait`` bounds each long
+    poll (and so how long :meth:`close` may take). ``admin_keys`` (group id -> key bytes, read
+    from a file by the caller) makes the replay reject unauthenticated admin records of those
+    groups; every member and the audit must be given the same keys (PROTOCOL.md).
     """
 
     def __init__(
@@ -121,6 +124,7 @@ class Marshaler:
         rng: random.Random | None = None,
         fetch_wait: float = 0.5,
         fetch_max_bytes: int = 1 << 20,
+        admin_keys: Mapping[str, bytes] | None = None,
     ) -> None:
         if not valid_id(client_id):
             raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
@@ -149,7 +153,7 @@ class Marshaler:
         self._lock = threading.Lock()
         self._consumers: list[Consumer] = []
         self._n = self._ensure_topic(coordination_partitions)
-        self._tails = [_Tail(cp, WorldState(hb_ms)) for cp in range(self._n)]
+        self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(self._n)]
         for tail in self._tails:
             tail.thread = threading.Thread(
                 target=self._tail,
@@ -378,11 +382,21 @@ class Marshaler:
         }
 
     def claim_partition(self, topic: str, partition: int) -> Written:
-        return self.send(ClaimingPartition(**self._ids(), topic=topic, partition=partition))
+        return self.send(
+            ClaimingPartition(
+                **self._ids(), topic=topic, partition=partition, heartbeat_interval_ms=self._hb_ms
+            )
+        )
 
     def heartbeat(self, topic: str, partition: int, last_offset: int) -> Written:
         return self.send(
-            Heartbeat(**self._ids(), topic=topic, partition=partition, last_offset=last_offset)
+            Heartbeat(
+                **self._ids(),
+                topic=topic,
+                partition=partition,
+                last_offset=last_offset,
+                heartbeat_interval_ms=self._hb_ms,
+            )
         )
 
     def release_partition(self, topic: str, partition: int, last_offset: int) -> Written:

@@ -1,12 +1,15 @@
 """The rationalizer: coordination messages, their codec and the deterministic replay.
 
-Pure: imports attrs and mmh3 only; no I/O, no clock, no threads. The same code runs in
+Pure: imports attrs and mmh3 only (plus the stdlib's hmac/hashlib for authenticated admin
+records); no I/O, no clock, no threads. The same code runs in
 every consumer, the admin CLI and the Spark audit, which is what makes them agree.
 """
 
+from .auth import MIN_KEY_BYTES, sign, verify
 from .codec import DecodeError, decode, encode, record_key
 from .group_view import GroupView
 from .messages import (
+    MAX_HEARTBEAT_INTERVAL_MS,
     PROTOCOL_VERSION,
     ClaimingMessages,
     ClaimingPartition,
@@ -22,6 +25,8 @@ from .world import FRESH, STALE, UNKNOWN, Claim, PartitionState, WorldState
 
 __all__ = [
     "FRESH",
+    "MAX_HEARTBEAT_INTERVAL_MS",
+    "MIN_KEY_BYTES",
     "PROTOCOL_VERSION",
     "STALE",
     "UNKNOWN",
@@ -44,4 +49,6 @@ __all__ = [
     "decode",
     "encode",
     "record_key",
+    "sign",
+    "verify",
 ]

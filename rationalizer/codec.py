@@ -10,6 +10,8 @@ from __future__ import annotations
 from struct import Struct
 
 from .messages import (
+    AUTH_TAG_BYTES,
+    MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
     MAX_OFFSET,
     MAX_PARTITION,
@@ -44,17 +46,28 @@ T_RELEASING_PARTITION = 3
 T_CLAIMING_MESSAGES = 4
 T_RELEASE_GROUP = 5
 
-#: Byte offset where the identity strings start, per type (after version, type, [int64]).
+#: Header layout per type: every field that changes from one record of a sender to the next
+#: (int64, heartbeat interval, auth tag) is at a fixed position before the identity part
+#: (ids, topic, partition), which is constant for one sender and partition and identical for
+#: all four partition types — that is what the replayer caches.
+HAS_I64 = frozenset({T_HEARTBEAT, T_RELEASING_PARTITION, T_CLAIMING_MESSAGES, T_RELEASE_GROUP})
+HAS_HB = frozenset({T_HEARTBEAT, T_CLAIMING_PARTITION})
+HAS_TAG = frozenset({T_HEARTBEAT, T_RELEASE_GROUP})
+#: Where the auth tag field (length byte, then the tag) starts, per type that has one.
+TAG_POS = {T_HEARTBEAT: 14, T_RELEASE_GROUP: 10}
+#: Where the identity part starts for an untagged record (add AUTH_TAG_BYTES when tagged).
 IDENT_START = {
-    T_HEARTBEAT: 10,
-    T_CLAIMING_PARTITION: 2,
+    T_HEARTBEAT: 15,
+    T_CLAIMING_PARTITION: 6,
     T_RELEASING_PARTITION: 10,
     T_CLAIMING_MESSAGES: 10,
-    T_RELEASE_GROUP: 10,
+    T_RELEASE_GROUP: 11,
 }
 
 _I64 = Struct(">q")
+_U32 = Struct(">I")
 _HDR = Struct(">BB")
+_PARTITION_TYPES = (Heartbeat, ClaimingPartition, ReleasingPartition, ClaimingMessages)
 
 
 class DecodeError(ValueError):
@@ -82,25 +95,48 @@ def _str(s: str) -> bytes:
     return _uvarint(len(b)) + b
 
 
+def _tag(tag: bytes | None) -> bytes:
+    return b"\x00" if tag is None else bytes((AUTH_TAG_BYTES,)) + tag
+
+
 def encode(msg: Message) -> tuple[bytes, bytes]:
     """Encode a message to its ``(key, value)`` record; the inverse of :func:`decode`."""
     cls = type(msg)
     ident = _str(msg.client_id) + _str(msg.instance_id) + _str(msg.group_id)
     if cls is ReleaseGroup:
-        value = _HDR.pack(msg.version, T_RELEASE_GROUP) + _I64.pack(msg.msg_expire_time) + ident
+        value = (
+            _HDR.pack(msg.version, T_RELEASE_GROUP)
+            + _I64.pack(msg.msg_expire_time)
+            + _tag(msg.auth_tag)
+            + ident
+        )
         return record_key(msg.group_id), value
+    if cls not in _PARTITION_TYPES:
+        raise TypeError(f"not a coordination message: {msg!r}")
     tail = ident + _str(msg.topic) + _uvarint(msg.partition)
     if cls is Heartbeat:
-        head = _HDR.pack(msg.version, T_HEARTBEAT) + _I64.pack(msg.last_offset)
+        head = (
+            _HDR.pack(msg.version, T_HEARTBEAT)
+            + _I64.pack(msg.last_offset)
+            + _U32.pack(msg.heartbeat_interval_ms)
+            + _tag(msg.auth_tag)
+        )
     elif cls is ClaimingPartition:
-        head = _HDR.pack(msg.version, T_CLAIMING_PARTITION)
+        head = _HDR.pack(msg.version, T_CLAIMING_PARTITION) + _U32.pack(msg.heartbeat_interval_ms)
     elif cls is ReleasingPartition:
         head = _HDR.pack(msg.version, T_RELEASING_PARTITION) + _I64.pack(msg.last_offset)
-    elif cls is ClaimingMessages:
-        head = _HDR.pack(msg.version, T_CLAIMING_MESSAGES) + _I64.pack(msg.proposed_last_offset)
     else:
-        raise TypeError(f"not a coordination message: {msg!r}")
+        head = _HDR.pack(msg.version, T_CLAIMING_MESSAGES) + _I64.pack(msg.proposed_last_offset)
     return record_key(msg.group_id, msg.topic, msg.partition), head + tail
+
+
+def unsigned_value(value: bytes) -> bytes:
+    """The encoding a tag is computed over: ``value`` (a valid Heartbeat or ReleaseGroup
+    encoding) with its tag field emptied."""
+    pos = TAG_POS[value[1]]
+    if value[pos] == 0:
+        return bytes(value)
+    return bytes(value[:pos]) + b"\x00" + bytes(value[pos + 1 + AUTH_TAG_BYTES :])
 
 
 def _read_uvarint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
@@ -137,15 +173,19 @@ def _read_str(buf: bytes, pos: int, limit: int, what: str) -> tuple[str, int]:
     return s, end
 
 
-def decode_fields(
-    key: object, value: object
-) -> tuple[int, str, str, str, str | None, int | None, int | None, int]:
+Fields = tuple[
+    int, str, str, str, "str | None", "int | None", "int | None", int, "int | None", "bytes | None"
+]
+
+
+def decode_fields(key: object, value: object) -> Fields:
     """Decode to a plain tuple, the fast form used by the world state.
 
-    Returns ``(type, client_id, instance_id, group_id, topic, partition, number, ident_start)``
-    where ``number`` is last_offset / proposed_last_offset / msg_expire_time (None for
-    ClaimingPartition) and ``value[ident_start:]`` is the identity part of the value.
-    Raises only :class:`DecodeError`.
+    Returns ``(type, client_id, instance_id, group_id, topic, partition, number, ident_start,
+    heartbeat_interval_ms, auth_tag)`` where ``number`` is last_offset / proposed_last_offset /
+    msg_expire_time (None for ClaimingPartition), ``value[ident_start:]`` is the identity part
+    (ids, topic, partition) after the header, ``heartbeat_interval_ms`` is None for the types
+    without one and ``auth_tag`` is None when absent. Raises only :class:`DecodeError`.
     """
     if not isinstance(value, bytes | bytearray | memoryview):
         raise DecodeError(f"value must be bytes, got {type(value).__name__}")
@@ -157,18 +197,38 @@ def decode_fields(
     version, typ = buf[0], buf[1]
     if version != VERSION_1:
         raise DecodeError(f"unknown version {version}")
-    start = IDENT_START.get(typ)
-    if start is None:
+    if typ not in IDENT_START:
         raise DecodeError(f"unknown message type {typ}")
-    number = None
-    if start == 10:
-        if len(buf) < 10:
+    number = hb = tag = None
+    pos = 2
+    if typ in HAS_I64:
+        if len(buf) < pos + 8:
             raise DecodeError("truncated int64 field")
-        number = _I64.unpack_from(buf, 2)[0]
+        number = _I64.unpack_from(buf, pos)[0]
+        pos += 8
         low = 0 if typ == T_RELEASE_GROUP else -1
         if number < low:
             raise DecodeError(f"int64 field {number} below {low}")
-    pos = start
+    if typ in HAS_HB:
+        if len(buf) < pos + 4:
+            raise DecodeError("truncated heartbeat_interval_ms")
+        hb = _U32.unpack_from(buf, pos)[0]
+        pos += 4
+        if not 1 <= hb <= MAX_HEARTBEAT_INTERVAL_MS:
+            raise DecodeError(f"heartbeat_interval_ms {hb} out of range")
+    if typ in HAS_TAG:
+        if pos >= len(buf):
+            raise DecodeError("truncated auth_tag")
+        n = buf[pos]
+        pos += 1
+        if n == AUTH_TAG_BYTES:
+            if len(buf) < pos + AUTH_TAG_BYTES:
+                raise DecodeError("truncated auth_tag")
+            tag = buf[pos : pos + AUTH_TAG_BYTES]
+            pos += AUTH_TAG_BYTES
+        elif n != 0:
+            raise DecodeError(f"auth_tag length must be 0 or {AUTH_TAG_BYTES}, got {n}")
+    start = pos
     client, pos = _read_str(buf, pos, MAX_ID_BYTES, "client_id")
     instance, pos = _read_str(buf, pos, MAX_ID_BYTES, "instance_id")
     group, pos = _read_str(buf, pos, MAX_ID_BYTES, "group_id")
@@ -183,19 +243,31 @@ def decode_fields(
     if bytes(key) != record_key(group, topic, partition):
         raise DecodeError("record key does not match the value")
     assert number is None or number <= MAX_OFFSET
-    return typ, client, instance, group, topic, partition, number, start
+    return typ, client, instance, group, topic, partition, number, start, hb, tag
 
 
 def decode(key: bytes, value: bytes) -> Message:
     """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
-    typ, client, instance, group, topic, partition, number, _ = decode_fields(key, value)
+    typ, client, instance, group, topic, partition, number, _, hb, tag = decode_fields(key, value)
     ids = {"client_id": client, "instance_id": instance, "group_id": group}
     if typ == T_RELEASE_GROUP:
-        return ReleaseGroup(**ids, msg_expire_time=number)  # type: ignore[arg-type]
+        return ReleaseGroup(**ids, msg_expire_time=number, auth_tag=tag)  # type: ignore[arg-type]
     if typ == T_CLAIMING_PARTITION:
-        return ClaimingPartition(**ids, topic=topic, partition=partition)  # type: ignore[arg-type]
+        return ClaimingPartition(
+            **ids,
+            topic=topic,  # type: ignore[arg-type]
+            partition=partition,  # type: ignore[arg-type]
+            heartbeat_interval_ms=hb,  # type: ignore[arg-type]
+        )
     if typ == T_HEARTBEAT:
-        return Heartbeat(**ids, topic=topic, partition=partition, last_offset=number)  # type: ignore[arg-type]
+        return Heartbeat(
+            **ids,
+            topic=topic,  # type: ignore[arg-type]
+            partition=partition,  # type: ignore[arg-type]
+            last_offset=number,  # type: ignore[arg-type]
+            heartbeat_interval_ms=hb,  # type: ignore[arg-type]
+            auth_tag=tag,
+        )
     if typ == T_RELEASING_PARTITION:
         return ReleasingPartition(**ids, topic=topic, partition=partition, last_offset=number)  # type: ignore[arg-type]
     return ClaimingMessages(**ids, topic=topic, partition=partition, proposed_last_offset=number)  # type: ignore[arg-type]

@@ -12,6 +12,8 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "AUTH_TAG_BYTES",
+    "MAX_HEARTBEAT_INTERVAL_MS",
     "MAX_ID_BYTES",
     "MAX_OFFSET",
     "MAX_PARTITION",
@@ -39,6 +41,12 @@ MAX_TOPIC_LENGTH = 249
 MAX_PARTITION = 2**31 - 1
 #: Kafka offsets and timestamps are int64.
 MAX_OFFSET = 2**63 - 1
+#: A sender's lease (heartbeat interval) is at most one hour: a holder stays in the way of
+#: everybody else for up to 2*HB after its last message, so an unbounded value would let one
+#: misconfigured or hostile client lock a partition for days.
+MAX_HEARTBEAT_INTERVAL_MS = 3_600_000
+#: Length of an HMAC-SHA256 tag.
+AUTH_TAG_BYTES = 32
 
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]+\Z")
 
@@ -95,6 +103,21 @@ def _check_time(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> N
         raise ValueError(f"{attribute.name} must be an int in [0, {MAX_OFFSET}], got {value!r}")
 
 
+def _check_heartbeat_interval(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not _is_int(value) or not 1 <= value <= MAX_HEARTBEAT_INTERVAL_MS:  # type: ignore[operator]
+        raise ValueError(
+            f"{attribute.name} must be an int in [1, {MAX_HEARTBEAT_INTERVAL_MS}] (ms), "
+            f"got {value!r}"
+        )
+
+
+def _check_auth_tag(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (type(value) is not bytes or len(value) != AUTH_TAG_BYTES):
+        raise ValueError(
+            f"{attribute.name} must be None or {AUTH_TAG_BYTES} bytes (HMAC-SHA256), got {value!r}"
+        )
+
+
 def _check_version(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if not _is_int(value) or value not in SUPPORTED_VERSIONS:
         raise ValueError(
@@ -110,9 +133,22 @@ def _version() -> Any:
     return attrs.field(default=PROTOCOL_VERSION, kw_only=True, validator=_check_version)
 
 
+def _heartbeat_interval() -> Any:
+    return attrs.field(validator=_check_heartbeat_interval)
+
+
+def _auth_tag() -> Any:
+    return attrs.field(default=None, validator=_check_auth_tag)
+
+
 @attrs.frozen(kw_only=True)
 class Heartbeat:
-    """The holder is alive and has fully handled everything up to ``last_offset``."""
+    """The holder is alive and has fully handled everything up to ``last_offset``.
+
+    ``heartbeat_interval_ms`` is the sender's lease length (HB); an accepted heartbeat records
+    it on the partition and freshness of the holder is judged with it. ``auth_tag`` is only
+    used by a pausing admin of a group with an admin key (see :mod:`rationalizer.auth`).
+    """
 
     client_id: str = _id()
     instance_id: str = _id()
@@ -120,18 +156,24 @@ class Heartbeat:
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
     last_offset: int = attrs.field(validator=_check_offset)
+    heartbeat_interval_ms: int = _heartbeat_interval()
+    auth_tag: bytes | None = _auth_tag()
     version: int = _version()
 
 
 @attrs.frozen(kw_only=True)
 class ClaimingPartition:
-    """A bid for a partition; the earliest claim in log order on a claimable partition wins."""
+    """A bid for a partition; the earliest claim in log order on a claimable partition wins.
+
+    ``heartbeat_interval_ms`` is the claimant's lease length (HB), recorded on acceptance.
+    """
 
     client_id: str = _id()
     instance_id: str = _id()
     group_id: str = _id()
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
+    heartbeat_interval_ms: int = _heartbeat_interval()
     version: int = _version()
 
 
@@ -163,12 +205,17 @@ class ClaimingMessages:
 
 @attrs.frozen(kw_only=True)
 class ReleaseGroup:
-    """Admin: void every claim of the group and pause it until ``msg_expire_time`` (log ms)."""
+    """Admin: void every claim of the group and pause it until ``msg_expire_time`` (log ms).
+
+    ``auth_tag`` (HMAC-SHA256, see :mod:`rationalizer.auth`) is required by replayers that hold
+    an admin key for the group.
+    """
 
     client_id: str = _id()
     instance_id: str = _id()
     group_id: str = _id()
     msg_expire_time: int = attrs.field(validator=_check_time)
+    auth_tag: bytes | None = _auth_tag()
     version: int = _version()
 
 

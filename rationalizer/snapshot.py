@@ -9,11 +9,13 @@ Not pickle: a snapshot may come from another process or a Spark executor.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Mapping
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from .codec import record_key
 from .messages import (
+    MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
     MAX_OFFSET,
     MAX_PARTITION,
@@ -39,6 +41,7 @@ REASON_CODES: tuple[Reason, ...] = (
     Reason.GROUP_PAUSED,
     Reason.OFFSET_REGRESSION,
     Reason.INVALID_RECORD,
+    Reason.UNAUTHENTICATED,
 )
 EFFECT_CODES: tuple[Effect, ...] = (
     Effect.CLAIMED,
@@ -108,7 +111,6 @@ def _verdict(out: bytearray, v: Verdict) -> None:
 def dump(w: WorldState) -> bytes:
     out = bytearray(MAGIC)
     out.append(SNAPSHOT_VERSION)
-    _uv(out, w._hb)
     _uv(out, w._window)
     _uv(out, w._applied + 1)
     _sv(out, w._now)
@@ -138,6 +140,7 @@ def dump(w: WorldState) -> bytes:
             out.append(1)
             _s(out, p.holder[0])
             _s(out, p.holder[1])
+            _uv(out, p.hb)
         _sv(out, p.beat)
         _uv(out, p.last + 1)
         _uv(out, p.claimed + 1)
@@ -237,9 +240,13 @@ def _sorted_strictly(items: list) -> bool:
     return all(a < b for a, b in pairwise(items))
 
 
-def load(cls: type[WorldState], data: bytes) -> WorldState:
+def load(
+    cls: type[WorldState], data: bytes, admin_keys: Mapping[str, bytes] | None = None
+) -> WorldState:
+    from .auth import validate_admin_keys
     from .world import _Part, fence_key
 
+    keys = validate_admin_keys(admin_keys)  # configuration errors first: ValueError
     if not isinstance(data, bytes | bytearray | memoryview):
         raise SnapshotError("snapshot must be bytes")
     buf = bytes(data)
@@ -250,10 +257,10 @@ def load(cls: type[WorldState], data: bytes) -> WorldState:
     version = r.byte()
     if version != SNAPSHOT_VERSION:
         raise SnapshotError(f"unsupported snapshot version {version}")
-    try:
-        w = cls(r.uv(), verdict_window=r.uv())
-    except ValueError as exc:
-        raise SnapshotError(str(exc)) from exc
+    window = r.uv()
+    if window == 0:
+        raise SnapshotError("verdict window must be positive")
+    w = cls(verdict_window=window, admin_keys=keys)
     w._applied = r.uv(MAX_OFFSET + 1) - 1
     w._now = r.sv()
     if not -(2**63) <= w._now <= MAX_OFFSET:
@@ -277,7 +284,12 @@ def load(cls: type[WorldState], data: bytes) -> WorldState:
     prev_key = None
     for _ in range(r.uv()):
         group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
-        holder = (r.ident(), r.ident()) if r.flag() else None
+        holder = hb = None
+        if r.flag():
+            holder = (r.ident(), r.ident())
+            hb = r.uv(MAX_HEARTBEAT_INTERVAL_MS)
+            if hb == 0:
+                raise SnapshotError("heartbeat interval out of range")
         beat = r.sv()
         last = r.uv(MAX_OFFSET + 1) - 1
         claimed = r.uv(MAX_OFFSET + 1) - 1
@@ -285,7 +297,7 @@ def load(cls: type[WorldState], data: bytes) -> WorldState:
         if prev_key is not None and not prev_key < sort_key:
             raise SnapshotError("partitions not strictly sorted")
         prev_key = sort_key
-        part = _Part(group, topic, partition, holder, beat, last, claimed)
+        part = _Part(group, topic, partition, holder, beat, last, claimed, hb or 0)
         w._parts[record_key(group, topic, partition)] = part
         w._groups.setdefault(group, []).append(part)
     n = r.uv(2 * w._window)

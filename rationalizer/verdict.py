@@ -19,6 +19,9 @@ class Reason(enum.Enum):
     GROUP_PAUSED = "group_paused"  # group is inside a ReleaseGroup window
     OFFSET_REGRESSION = "offset_regression"  # ClaimingMessages below claimed_through
     INVALID_RECORD = "invalid_record"  # undecodable, unknown version or type
+    # group has an admin key: ReleaseGroup or pausing admin's heartbeat without a valid tag,
+    # or a tagged ReleaseGroup whose window had already ended at its log time (a replay)
+    UNAUTHENTICATED = "unauthenticated"
 
 
 class Effect(enum.Enum):

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from hmac import compare_digest
 from struct import Struct
 
 import attrs
 
+from .auth import tag_for_value, validate_admin_keys
 from .codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
@@ -28,10 +30,12 @@ from .codec import (
     T_RELEASING_PARTITION,
     VERSION_1,
     DecodeError,
+    _read_uvarint,
     decode_fields,
     record_key,
+    unsigned_value,
 )
-from .messages import MAX_OFFSET
+from .messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_OFFSET, MAX_PARTITION, valid_topic
 from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 __all__ = ["FRESH", "STALE", "UNKNOWN", "Claim", "PartitionState", "Record", "WorldState"]
@@ -48,7 +52,9 @@ DEFAULT_VERDICT_WINDOW = 65_536
 _CACHE_LIMIT = 1 << 17
 
 _I64 = Struct(">q")
-_NUMBERED_TYPES = frozenset({T_HEARTBEAT, T_RELEASING_PARTITION, T_CLAIMING_MESSAGES})
+_U32 = Struct(">I")
+_HB_HEAD = Struct(">qIB")  # Heartbeat: last_offset, heartbeat_interval_ms, tag length
+_NUMBERED_TYPES = frozenset({T_RELEASING_PARTITION, T_CLAIMING_MESSAGES})
 
 Record = tuple[int, int, "bytes | None", "bytes | None"]
 
@@ -64,6 +70,9 @@ _FENCED = REJECTED[Reason.FENCED]
 _PAUSED = REJECTED[Reason.GROUP_PAUSED]
 _REGRESSION = REJECTED[Reason.OFFSET_REGRESSION]
 _INVALID = REJECTED[Reason.INVALID_RECORD]
+_UNAUTHENTICATED = REJECTED[Reason.UNAUTHENTICATED]
+#: What the key cache answers for an unknown key: an entry no value can match.
+_NO_ENTRY: list = [None] * 10 + [-1, None, 0]
 
 
 def fence_key(client_id: str, instance_id: str) -> str:
@@ -72,9 +81,13 @@ def fence_key(client_id: str, instance_id: str) -> str:
 
 
 class _Part:
-    """Mutable state of one (group, topic, partition)."""
+    """Mutable state of one (group, topic, partition).
 
-    __slots__ = ("beat", "claimed", "group", "holder", "last", "partition", "topic")
+    ``hb`` is the holder's heartbeat interval as its last accepted ClaimingPartition or
+    Heartbeat declared it; 0 exactly when there is no holder.
+    """
+
+    __slots__ = ("beat", "claimed", "group", "hb", "holder", "last", "partition", "topic")
 
     def __init__(
         self,
@@ -85,6 +98,7 @@ class _Part:
         beat: int,
         last: int = -1,
         claimed: int = -1,
+        hb: int = 0,
     ) -> None:
         self.group = group
         self.topic = topic
@@ -93,6 +107,7 @@ class _Part:
         self.beat = beat
         self.last = last
         self.claimed = claimed
+        self.hb = hb
 
 
 @attrs.frozen
@@ -106,6 +121,8 @@ class PartitionState:
     last_beat: int
     last_offset: int
     claimed_through: int
+    #: The holder's heartbeat interval (its lease), None when nobody holds the partition.
+    heartbeat_interval_ms: int | None = None
 
     @property
     def resume_offset(self) -> int:
@@ -121,35 +138,56 @@ class Claim:
     client_id: str
     instance_id: str
     last_beat: int
+    #: The holder's heartbeat interval: the claim is fresh until ``last_beat + this``.
+    heartbeat_interval_ms: int
 
 
 class WorldState:
-    """Replay state of one coordination partition; see PROTOCOL.md for every rule."""
+    """Replay state of one coordination partition; see PROTOCOL.md for every rule.
+
+    There is no heartbeat interval here: every ClaimingPartition and Heartbeat carries its
+    sender's, and a holder's freshness is judged with the holder's own, so every replayer
+    reaches the same verdicts whatever its own configuration. ``admin_keys`` (group id ->
+    key) switches on authenticated admin for those groups; every replayer of a group must be
+    given the same keys (they are configuration, not state: snapshots do not contain them).
+    """
 
     def __init__(
-        self, heartbeat_interval_ms: int, *, verdict_window: int = DEFAULT_VERDICT_WINDOW
+        self,
+        *,
+        verdict_window: int = DEFAULT_VERDICT_WINDOW,
+        admin_keys: Mapping[str, bytes] | None = None,
     ) -> None:
-        if type(heartbeat_interval_ms) is not int or heartbeat_interval_ms <= 0:
-            raise ValueError(
-                f"heartbeat_interval_ms must be a positive int, got {heartbeat_interval_ms!r}"
-            )
         if type(verdict_window) is not int or verdict_window <= 0:
             raise ValueError(f"verdict_window must be a positive int, got {verdict_window!r}")
-        self._hb = heartbeat_interval_ms
+        self._keys = validate_admin_keys(admin_keys)
         self._window = verdict_window
         self._applied = -1
         self._now = NO_TIME
         self._parts: dict[bytes, _Part] = {}
         self._groups: dict[str, list[_Part]] = {}
         self._fenced: dict[str, tuple[str, str]] = {}
+        # fence key -> the RESTART_TAKEOVER verdict that fenced it (a restarted client takes
+        # over each of its partitions with the same verdict; shared, like the others)
+        self._takeovers: dict[str, Verdict] = {}
         # group -> (expires_at, admin). Entries whose window has passed may linger until the
         # group's next record removes them; they are invisible to queries and snapshots.
         self._paused: dict[str, tuple[int, tuple[str, str]]] = {}
         self._rejections: dict[Reason, int] = dict.fromkeys(Reason, 0)
         self._woff = array("q")
         self._wv: list[Verdict] = []
-        # identity bytes of a value -> [key, (client, instance), fence key, group, _Part|None]
+        # identity part of a value (ids, topic, partition: the same bytes for the four
+        # partition types) -> [key, (client, instance), fence key, group, _Part|None, topic,
+        # partition, admin_ok, len(identity), identity, len(last heartbeat), its bytes after
+        # the int64, its heartbeat interval]; admin_ok: the record may act as the pausing
+        # admin (the group has no key, or the record is validly tagged; tagged records are
+        # never cached). _kcache: record key -> the entry last used with it.
         self._pcache: dict[bytes, list] = {}
+        self._kcache: dict[bytes, list] = {}
+        # for _miss: the three ids (with their length bytes) -> ((client, instance), fence
+        # key, group, admin_ok); topic (with its length byte) -> topic
+        self._scache: dict[bytes, tuple] = {}
+        self._tcache: dict[bytes, str] = {}
 
     # ------------------------------------------------------------------ replay
 
@@ -163,181 +201,426 @@ class WorldState:
         Never raises because of ``key``/``value``; raises ValueError/TypeError for an
         offset or timestamp that is not an int64.
         """
-        return self.apply_many(((offset, timestamp_ms, key, value),))[0]
+        return self.apply_many([(offset, timestamp_ms, key, value)])[0]
 
     def apply_many(self, records: Iterable[Record]) -> list[Verdict | None]:
         """Apply ``(offset, timestamp_ms, key, value)`` records in order; same as ``apply`` each."""
-        hb = self._hb
-        hb2 = 2 * hb
         parts = self._parts
+        kcache = self._kcache
+        kget = kcache.get
         pcache = self._pcache
         fenced = self._fenced
+        takeovers = self._takeovers
         paused = self._paused
-        rej = self._rejections
-        woff = self._woff
-        wv = self._wv
-        window = self._window
-        wlimit = 2 * window
         unpack_i64 = _I64.unpack_from
-        applied = self._applied
+        unpack_u32 = _U32.unpack_from
+        unpack_hb = _HB_HEAD.unpack_from
+        max_hb = MAX_HEARTBEAT_INTERVAL_MS
+        nxt = self._applied + 1  # the next offset: applied_through + 1, always
         now = self._now
         out: list[Verdict | None] = []
         push = out.append
+        # Verdicts out[base:] of offsets seg..nxt-1 are not in the window yet: the window is
+        # extended per contiguous segment, not per record.
+        base = 0
+        seg = nxt
+        # rejections, counted where they are decided (accepted records pay nothing)
+        n_still = n_not = n_fenced = n_paused = n_regression = n_unauth = 0
         try:
             for offset, ts, key, value in records:
-                if offset <= applied:
-                    push(self.verdict(offset))
-                    continue
-                # Bad offsets/timestamps raise here, before anything changed.
+                if offset != nxt or offset.__class__ is not int:
+                    # re-delivery, a gap, or not an int: close the pending segment
+                    self._window_add(out, base, seg, nxt)
+                    base = len(out)
+                    if offset < nxt:
+                        push(self.verdict(offset))
+                        base += 1
+                        continue
+                    if offset.__class__ is not int or offset > MAX_OFFSET:
+                        raise ValueError(f"offset must be an int64, got {offset!r}")
+                    seg = offset
+                # Bad timestamps raise here, before anything changed.
                 if ts > now:
                     if ts.__class__ is not int or ts > MAX_OFFSET:
                         raise ValueError(f"timestamp_ms must be an int64, got {ts!r}")
-                    woff.append(offset)
                     now = ts
-                else:
-                    woff.append(offset)
-                applied = offset
-                v = None
-                ent = None
-                typ = num = 0
-                if value.__class__ is bytes and len(value) > 10 and value[0] == VERSION_1:
+                nxt = offset + 1
+                try:
+                    ent = kget(key, _NO_ENTRY)
+                except TypeError:  # unhashable key: the slow path will say why it is invalid
+                    ent = _NO_ENTRY
+                if (
+                    value.__class__ is bytes
+                    and len(value) == ent[10]
+                    and value.endswith(ent[11])
+                    and value[0] == VERSION_1 == value[1]
+                    and (num := unpack_i64(value, 2)[0]) >= -1
+                ):
+                    # Heartbeat lane: the same sender, partition and heartbeat interval as
+                    # this key's last heartbeat (everything after the int64 is identical, and
+                    # was validated then); only the position is new.
+                    part = ent[4]
+                    if (
+                        part is not None
+                        and part.holder is ent[1]
+                        and not paused
+                        and not (fenced and ent[2] in fenced)
+                    ):
+                        # the holder renews (rule 5, first case); judged with the lease it
+                        # declared last, then renewed with the one it declares now
+                        push(_RENEWED if now - part.beat <= 2 * part.hb else _RENEWED_LATE)
+                        part.beat = now
+                        part.last = num
+                        part.hb = ent[12]
+                        continue
+                    typ = T_HEARTBEAT
+                    hb = ent[12]
+                elif (
+                    value.__class__ is bytes
+                    and key.__class__ is bytes
+                    and len(value) >= 15
+                    and value[0] == VERSION_1
+                ):
+                    # Fast path: check the fixed-width header exactly as decode would, then
+                    # find the identity part (ids, topic, partition) accepted before for this
+                    # key: by the key (checked with endswith, no copy), else by its bytes,
+                    # else parse it (_miss, strict; the generic decoder if in doubt).
+                    if ent is _NO_ENTRY:
+                        ent = None
                     typ = value[1]
-                    if typ == T_CLAIMING_PARTITION:
-                        ent = pcache.get(value[2:])
+                    hl = 0
+                    if typ == T_HEARTBEAT:
+                        num, hb, tagged = unpack_hb(value, 2)
+                        if not tagged and num >= -1 and 0 < hb <= max_hb:
+                            hl = 15
+                    elif typ == T_CLAIMING_PARTITION:
+                        num = 0
+                        hb = unpack_u32(value, 2)[0]
+                        if 0 < hb <= max_hb:
+                            hl = 6
                     elif typ in _NUMBERED_TYPES:
-                        ent = pcache.get(value[10:])
-                        if ent is not None:
-                            num = unpack_i64(value, 2)[0]
-                            if num < -1:
-                                ent = None
-                if ent is None or ent[0] != key:
-                    ent, typ, num, v = self._slow(key, value, now)
-                if v is None:
-                    ident = ent[1]
-                    if fenced and ent[2] in fenced:
-                        v = _FENCED
-                    else:
-                        part = ent[4]
-                        if part is None:
-                            part = ent[4] = parts.get(ent[0])
-                        if paused:
-                            p = paused.get(ent[3])
-                            if p is not None:
-                                if now < p[0]:
-                                    if typ == T_HEARTBEAT and ident == p[1]:
-                                        if part is None:
-                                            part = self._new_part(ent, None, now)
-                                        part.last = part.claimed = num
-                                        v = _POSITION_SET
-                                    else:
-                                        v = _PAUSED
-                                else:
-                                    del paused[ent[3]]
-                        if v is not None:
-                            pass
-                        elif part is None:
-                            if typ == T_CLAIMING_PARTITION:
-                                self._new_part(ent, ident, now)
-                                v = _CLAIMED
-                            else:
-                                v = _NOT_HOLDER
-                        elif typ == T_HEARTBEAT:
-                            h = part.holder
-                            if h == ident:
-                                v = _RENEWED if now - part.beat <= hb2 else _RENEWED_LATE
-                                part.beat = now
-                                part.last = num
-                            elif h is not None and h[0] == ident[0] and now - part.beat < hb:
-                                fenced[fence_key(*h)] = h
-                                v = Verdict(True, effect=Effect.RESTART_TAKEOVER, previous_holder=h)
-                                part.holder = ident
-                                part.beat = now
-                                part.last = num
-                            else:
-                                v = _NOT_HOLDER
-                        elif typ == T_CLAIMING_PARTITION:
-                            h = part.holder
-                            if h is None:
-                                v = _CLAIMED
-                            elif now - part.beat > hb2:
-                                v = Verdict(True, effect=Effect.TOOK_OVER_STALE, previous_holder=h)
-                                if h[0] == ident[0] and h[1] != ident[1]:
-                                    # A newer instance of the same client: the old one is
-                                    # superseded, fence it (PROTOCOL.md, deviation D1).
-                                    fenced[fence_key(*h)] = h
-                            else:
-                                v = _STILL_OWNED
-                            if v.accepted:
-                                part.holder = ident
-                                part.beat = now
-                        elif part.holder != ident:
-                            v = _NOT_HOLDER
-                        elif typ == T_RELEASING_PARTITION:
-                            part.holder = None
-                            part.beat = now
-                            part.last = num
-                            v = _RELEASED
-                        elif num >= part.claimed:  # ClaimingMessages
-                            part.claimed = num
-                            part.beat = now
-                            v = _MESSAGES_CLAIMED
+                        hb = 0
+                        num = unpack_i64(value, 2)[0]
+                        if num >= -1:
+                            hl = 10
+                    if not hl:
+                        ent = None
+                    elif ent is None or ent[8] != len(value) - hl or not value.endswith(ent[9]):
+                        ent = pcache.get(value[hl:])
+                        if ent is None:
+                            ent = self._miss(key, value, hl)
+                        elif ent[0] == key:
+                            kcache[key] = ent
                         else:
-                            v = _REGRESSION
-                if not v.accepted:
-                    rej[v.reason] += 1
-                wv.append(v)
-                push(v)
-                if len(wv) > wlimit:
-                    cut = len(wv) - window
-                    del wv[:cut]
-                    del woff[:cut]
+                            ent = None
+                    if ent is not None and typ == T_HEARTBEAT:
+                        # open the lane for this sender's next heartbeats
+                        ent[10] = len(value)
+                        ent[11] = value[10:]
+                        ent[12] = hb
+                else:
+                    ent = None
+                if ent is None:
+                    ent, typ, num, hb, v = self._slow(key, value, now)
+                    if v is not None:  # decided there (invalid record, ReleaseGroup)
+                        push(v)
+                        continue
+                ident = ent[1]
+                if fenced and ent[2] in fenced:
+                    n_fenced += 1
+                    push(_FENCED)
+                    continue
+                part = ent[4]
+                if part is None:
+                    part = ent[4] = parts.get(ent[0])
+                if paused:
+                    p = paused.get(ent[3])
+                    if p is not None:
+                        if now < p[0]:
+                            if typ != T_HEARTBEAT or ident != p[1]:
+                                n_paused += 1
+                                push(_PAUSED)
+                            elif not ent[7]:
+                                n_unauth += 1
+                                push(_UNAUTHENTICATED)
+                            else:
+                                if part is None:
+                                    part = self._new_part(ent, None, now)
+                                part.last = part.claimed = num
+                                push(_POSITION_SET)
+                            continue
+                        del paused[ent[3]]
+                if typ == T_HEARTBEAT:
+                    if part is None:
+                        n_not += 1
+                        push(_NOT_HOLDER)
+                        continue
+                    h = part.holder
+                    if h == ident:
+                        # judged with the lease the holder declared last, then renewed with
+                        # the one it declares now
+                        push(_RENEWED if now - part.beat <= 2 * part.hb else _RENEWED_LATE)
+                        part.holder = ident  # the cached tuple itself, for the lane's `is`
+                        part.beat = now
+                        part.last = num
+                        part.hb = hb
+                    elif h is not None and h[0] == ident[0] and now - part.beat < part.hb:
+                        fk = fence_key(*h)
+                        fenced[fk] = h
+                        tv = takeovers.get(fk)
+                        if tv is None:
+                            tv = takeovers[fk] = Verdict(
+                                True, effect=Effect.RESTART_TAKEOVER, previous_holder=h
+                            )
+                        push(tv)
+                        part.holder = ident
+                        part.beat = now
+                        part.last = num
+                        part.hb = hb
+                    else:
+                        n_not += 1
+                        push(_NOT_HOLDER)
+                elif typ == T_CLAIMING_PARTITION:
+                    if part is None:
+                        self._new_part(ent, ident, now, hb)
+                        push(_CLAIMED)
+                        continue
+                    h = part.holder
+                    if h is None:
+                        push(_CLAIMED)
+                    elif now - part.beat > 2 * part.hb:
+                        push(Verdict(True, effect=Effect.TOOK_OVER_STALE, previous_holder=h))
+                        if h[0] == ident[0] and h[1] != ident[1]:
+                            # A newer instance of the same client: the old one is
+                            # superseded, fence it (PROTOCOL.md, deviation D1).
+                            fenced[fence_key(*h)] = h
+                    else:
+                        n_still += 1
+                        push(_STILL_OWNED)
+                        continue
+                    part.holder = ident
+                    part.beat = now
+                    part.hb = hb
+                elif part is None or part.holder != ident:
+                    n_not += 1
+                    push(_NOT_HOLDER)
+                elif typ == T_RELEASING_PARTITION:
+                    part.holder = None
+                    part.hb = 0
+                    part.beat = now
+                    part.last = num
+                    push(_RELEASED)
+                elif num >= part.claimed:  # ClaimingMessages
+                    part.claimed = num
+                    part.beat = now
+                    push(_MESSAGES_CLAIMED)
+                else:
+                    n_regression += 1
+                    push(_REGRESSION)
         finally:
-            self._applied = applied
+            self._window_add(out, base, seg, nxt)
+            self._applied = nxt - 1
             self._now = now
+            if n_still or n_not or n_fenced or n_paused or n_regression or n_unauth:
+                rej = self._rejections
+                rej[Reason.STILL_OWNED] += n_still
+                rej[Reason.NOT_HOLDER] += n_not
+                rej[Reason.FENCED] += n_fenced
+                rej[Reason.GROUP_PAUSED] += n_paused
+                rej[Reason.OFFSET_REGRESSION] += n_regression
+                rej[Reason.UNAUTHENTICATED] += n_unauth
         return out
+
+    def _window_add(self, out: list, base: int, first: int, end: int) -> None:
+        """Put the verdicts ``out[base:]`` of offsets ``first..end-1`` into the window.
+
+        The window keeps what adding them one at a time would: whenever it reaches 2W+1
+        verdicts it is cut to the last W. So its content depends only on how many records were
+        applied, never on how they were chunked (snapshots are canonical)."""
+        n = len(out) - base
+        if n <= 0:
+            return
+        # n == end - first unless an exception (KeyboardInterrupt...) hit between a record's
+        # offset bookkeeping and its verdict: that last record then has no verdict.
+        wv = self._wv
+        woff = self._woff
+        if n == 1:  # apply(): one record per call
+            wv.append(out[-1])
+            woff.append(first)
+        else:
+            wv.extend(out[base:] if base else out)
+            woff.extend(range(first, first + min(n, end - first)))
+        total = len(wv)
+        w = self._window
+        if total > 2 * w:
+            cut = total - (w + (total - (2 * w + 1)) % (w + 1))
+            del wv[:cut]
+            del woff[:cut]
+
+    def _miss(self, key: bytes, value: bytes, hl: int) -> list | None:
+        """Cache miss on a partition record whose header (``hl`` bytes) is valid: parse the
+        identity part for the common shape (every length in one byte), strictly; a known
+        sender (its three ids) comes from a cache. None when anything is unusual: the
+        generic decoder then decides (it accepts exactly what this accepts, and more)."""
+        try:
+            n = value[hl]
+            e1 = hl + 1 + n
+            m = value[e1]
+            e2 = e1 + 1 + m
+            o = value[e2]
+            e3 = e2 + 1 + o
+            t = value[e3]
+            e4 = e3 + 1 + t
+        except IndexError:
+            return None
+        if not (0 < n < 0x80 and 0 < m < 0x80 and 0 < o < 0x80 and 0 < t < 0x80):
+            return None
+        size = len(value)
+        if e4 + 1 == size:  # one-byte partition
+            partition = value[e4]
+            if partition >= 0x80:
+                return None
+        elif e4 + 1 < size:
+            try:
+                partition, end = _read_uvarint(value, e4, MAX_PARTITION, "partition")
+            except DecodeError:
+                return None
+            if end != size:
+                return None
+        else:
+            return None
+        scache = self._scache
+        sender = scache.get(value[hl:e3])
+        if sender is None:
+            try:
+                client = value[hl + 1 : e1].decode("utf-8")
+                instance = value[e1 + 1 : e2].decode("utf-8")
+                group = value[e2 + 1 : e3].decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            ident = (client, instance)
+            sender = (ident, fence_key(client, instance), group, group not in self._keys)
+            scache[value[hl:e3]] = sender
+        tcache = self._tcache
+        topic = tcache.get(value[e3:e4])
+        if topic is None:
+            try:
+                topic = value[e3 + 1 : e4].decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            if not valid_topic(topic):
+                return None
+            tcache[value[e3:e4]] = topic
+        ident, fkey, group, admin_ok = sender
+        canonical = record_key(group, topic, partition)
+        if canonical != key:
+            return None
+        ident_bytes = value[hl:]
+        ent = [
+            canonical,
+            ident,
+            fkey,
+            group,
+            self._parts.get(canonical),
+            topic,
+            partition,
+            admin_ok,
+            len(ident_bytes),
+            ident_bytes,
+            -1,
+            None,
+            0,
+        ]
+        self._cache(ident_bytes, canonical, ent)
+        return ent
+
+    def _cache(self, ident_bytes: bytes, key: bytes, ent: list) -> None:
+        pcache = self._pcache
+        if len(pcache) >= _CACHE_LIMIT:
+            pcache.clear()
+            self._kcache.clear()
+            self._scache.clear()
+            self._tcache.clear()
+        pcache[ident_bytes] = ent
+        self._kcache[key] = ent
 
     def _slow(
         self, key: object, value: object, now: int
-    ) -> tuple[list | None, int, int, Verdict | None]:
+    ) -> tuple[list | None, int, int, int, Verdict | None]:
         """Cache miss: strict decode; handles invalid records and ReleaseGroup completely."""
         try:
-            typ, client, instance, group, topic, partition, num, start = decode_fields(key, value)
+            fields = decode_fields(key, value)
         except DecodeError:
-            return None, 0, 0, _INVALID
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return None, 0, 0, 0, _INVALID
+        typ, client, instance, group, topic, partition, num, start, hb, tag = fields
         ident = (client, instance)
         fkey = fence_key(client, instance)
+        admin_key = self._keys.get(group)
+        if admin_key is None:
+            admin_ok = True
+        elif tag is None:
+            admin_ok = False
+        else:
+            unsigned = unsigned_value(bytes(value))  # type: ignore[arg-type]
+            admin_ok = compare_digest(tag_for_value(admin_key, unsigned), tag)
         if typ == T_RELEASE_GROUP:
             if fkey in self._fenced:
-                return None, typ, 0, _FENCED
+                self._rejections[Reason.FENCED] += 1
+                return None, typ, 0, 0, _FENCED
+            assert num is not None
+            if not admin_ok or (admin_key is not None and num <= now):
+                # Keyed group: forged, untagged, or a window already over at its log time
+                # (a replayed old record must not void every claim again).
+                self._rejections[Reason.UNAUTHENTICATED] += 1
+                return None, typ, 0, 0, _UNAUTHENTICATED
             voided = []
             for part in self._groups.get(group, ()):
                 if part.holder is not None:
                     voided.append((part.topic, part.partition, *part.holder))
                     part.holder = None
-            assert num is not None
+                    part.hb = 0
             if num > now:
                 self._paused[group] = (num, ident)
             else:  # a window already over replaces (ends) the current one
                 self._paused.pop(group, None)
             if not voided:
-                return None, typ, 0, ACCEPTED[Effect.GROUP_PAUSED]
+                return None, typ, 0, 0, ACCEPTED[Effect.GROUP_PAUSED]
             return (
                 None,
                 typ,
                 0,
+                0,
                 Verdict(True, effect=Effect.GROUP_PAUSED, voided=tuple(sorted(voided))),
             )
         canonical = record_key(group, topic, partition)
-        ent = [canonical, ident, fkey, group, self._parts.get(canonical), topic, partition]
-        if value.__class__ is bytes:
-            pcache = self._pcache
-            if len(pcache) >= _CACHE_LIMIT:
-                pcache.clear()
-            pcache[value[start:]] = ent  # type: ignore[index]
-        return ent, typ, -1 if num is None else num, None
+        ent = [
+            canonical,
+            ident,
+            fkey,
+            group,
+            self._parts.get(canonical),
+            topic,
+            partition,
+            admin_ok,
+            -1,
+            None,
+            -1,
+            None,
+            0,
+        ]
+        if tag is None and value.__class__ is bytes and key.__class__ is bytes:
+            ident_bytes = value[start:]  # type: ignore[index]
+            ent[8:10] = (len(ident_bytes), ident_bytes)
+            if typ == T_HEARTBEAT:
+                ent[10:] = (len(value), value[10:], hb)  # type: ignore[arg-type, index]
+            self._cache(ident_bytes, canonical, ent)
+        return ent, typ, -1 if num is None else num, hb or 0, None
 
-    def _new_part(self, ent: list, holder: tuple[str, str] | None, now: int) -> _Part:
-        part = _Part(ent[3], ent[5], ent[6], holder, now)
+    def _new_part(
+        self, ent: list, holder: tuple[str, str] | None, now: int, hb: int = 0
+    ) -> _Part:
+        part = _Part(ent[3], ent[5], ent[6], holder, now, hb=hb)
         self._parts[ent[0]] = part
         self._groups.setdefault(part.group, []).append(part)
         ent[4] = part
@@ -345,9 +628,9 @@ class WorldState:
 
     # ------------------------------------------------------------------ queries
 
-    @property
-    def heartbeat_interval_ms(self) -> int:
-        return self._hb
+    def has_admin_key(self, group: str) -> bool:
+        """True if this world authenticates the admin records of ``group``."""
+        return group in self._keys
 
     @property
     def verdict_window(self) -> int:
@@ -391,15 +674,15 @@ class WorldState:
         return None if part is None else part.holder
 
     def freshness(self, group: str, topic: str, partition: int, now_ms: int) -> str | None:
-        """ "fresh" / "unknown" / "stale" for the holder's last accepted message at ``now_ms``;
-        None if nobody holds the partition."""
+        """ "fresh" / "unknown" / "stale" for the holder's last accepted message at ``now_ms``,
+        judged with the holder's own heartbeat interval; None if nobody holds the partition."""
         part = self._part(group, topic, partition)
         if part is None or part.holder is None:
             return None
         age = now_ms - part.beat
-        if age < self._hb:
+        if age < part.hb:
             return FRESH
-        if age <= 2 * self._hb:
+        if age <= 2 * part.hb:
             return UNKNOWN
         return STALE
 
@@ -410,7 +693,7 @@ class WorldState:
         if p is not None and now_ms < p[0]:
             return False
         part = self._part(group, topic, partition)
-        return part is None or part.holder is None or now_ms - part.beat > 2 * self._hb
+        return part is None or part.holder is None or now_ms - part.beat > 2 * part.hb
 
     def resume_offset(self, group: str, topic: str, partition: int) -> int | None:
         """``max(last_offset, claimed_through) + 1``; None if the log never mentioned the
@@ -433,7 +716,7 @@ class WorldState:
         """Partitions of ``group`` held by any instance of ``client_id``, sorted."""
         return sorted(
             (
-                Claim(p.topic, p.partition, p.holder[0], p.holder[1], p.beat)
+                Claim(p.topic, p.partition, p.holder[0], p.holder[1], p.beat, p.hb)
                 for p in self._groups.get(group, ())
                 if p.holder is not None and p.holder[0] == client_id
             ),
@@ -468,12 +751,19 @@ class WorldState:
         return dump(self)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> WorldState:
-        """Restore a snapshot; raises ``SnapshotError`` on anything but a valid one."""
+    def from_bytes(
+        cls, data: bytes, *, admin_keys: Mapping[str, bytes] | None = None
+    ) -> WorldState:
+        """Restore a snapshot; raises ``SnapshotError`` on anything but a valid one.
+
+        Admin keys are configuration, not state: pass the same ``admin_keys`` the world was
+        replaying with (a ``ValueError`` for invalid keys, as in the constructor)."""
         from .snapshot import load
 
-        return load(cls, data)
+        return load(cls, data, admin_keys)
 
 
 def _export(p: _Part) -> PartitionState:
-    return PartitionState(p.group, p.topic, p.partition, p.holder, p.beat, p.last, p.claimed)
+    return PartitionState(
+        p.group, p.topic, p.partition, p.holder, p.beat, p.last, p.claimed, p.hb or None
+    )

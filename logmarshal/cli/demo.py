@@ -1,19 +1,27 @@
 """``logmarshal demo``: the main job a newcomer runs first, on the embedded cluster.
 
-It creates a topic, produces a keyed stream through the batching producer, reads every
-partition back and checks that nothing was lost, repeated or reordered, printing what happens.
+It produces a keyed stream, runs a group of consumers that share its partitions through the
+coordination log alone, kills one of them abruptly (no release, as a crash would), prints the
+failover as it happens, and ends with a tally: handled, lost, repeated. At-least-once mode:
+nothing may be lost; the few messages the dead member handled after its last heartbeat are
+handled again by its successor, and the tally says how many.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import tempfile
+import threading
 import time
 from collections import Counter
 from typing import Any
 
-from ..cluster import Cluster
+from ..cluster import Cluster, Message
 from ..connect import connect
+from ..consumer import Consumer
+from ..faults import FaultyCluster
+from ..marshaler import Marshaler
 from ..partitioners import Murmur2Partitioner
 from ..producer import Producer
 from .argtypes import positive
@@ -23,6 +31,7 @@ from .output import emit, print_table
 __all__ = ["register", "run_demo"]
 
 DEMO_TOPIC = "demo-events"
+DEMO_GROUP = "demo"
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -31,13 +40,19 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="run the demo on an embedded cluster (a fresh temporary directory by default)",
         description=(
-            f"Create topic {DEMO_TOPIC!r}, produce keyed records, read them back and tally. "
-            f"With --data-dir the directory is kept and {DEMO_TOPIC!r} in it is recreated."
+            f"Produce a keyed stream to {DEMO_TOPIC!r}, consume it with a group of consumers, "
+            "kill one abruptly, show the failover and tally handled / lost / repeated. With "
+            f"--data-dir the directory is kept (then inspect it with the other commands)."
         ),
     )
     demo.add_argument("--records", type=positive, default=10_000, help="default: 10000")
-    demo.add_argument("--partitions", type=positive, default=4, help="default: 4")
+    demo.add_argument("--partitions", type=positive, default=6, help="default: 6")
     demo.add_argument("--keys", type=positive, default=50, help="distinct keys (default: 50)")
+    demo.add_argument("--consumers", type=positive, default=3, help="group size (default: 3)")
+    demo.add_argument(
+        "--heartbeat", type=float, default=1.0, help="heartbeat interval HB, seconds (default: 1)"
+    )
+    demo.add_argument("--seed", type=int, default=None, help="which member dies, and when")
     demo.set_defaults(func=_demo)
 
 
@@ -53,66 +68,213 @@ def _run_in(data_dir: str, args: argparse.Namespace, ctx: Context, kept: bool) -
     say(f"embedded cluster in {data_dir}" + ("" if kept else " (temporary)"))
     cluster = connect(data_dir)
     try:
-        tally = run_demo(cluster, args.records, args.partitions, args.keys, say)
+        tally = run_demo(
+            cluster,
+            args.records,
+            args.partitions,
+            args.keys,
+            say,
+            consumers=args.consumers,
+            heartbeat=args.heartbeat,
+            seed=args.seed,
+        )
     finally:
         cluster.close()
     if ctx.as_json:
         emit(True, tally)
     else:
-        print_table(tally["partitions"], ["partition", "records", "end_offset"])
-    return 0 if tally["lost"] == 0 and tally["repeated"] == 0 and tally["misplaced"] == 0 else 1
+        print_table(tally["members"], ["member", "handled", "partitions_at_end", "state"])
+    return 0 if tally["lost"] == 0 and tally["misplaced"] == 0 else 1
+
+
+class _Member:
+    """One consumer of the group, with its own connection (so it can be killed alone)."""
+
+    def __init__(
+        self, cluster: Cluster, name: str, hb: float, say: Any, t0: float, done: threading.Event
+    ) -> None:
+        self.name = name
+        self.connection = FaultyCluster(cluster, name=name)
+        self.marshaler = Marshaler(self.connection, name, DEMO_GROUP, hb, fetch_wait=0.2)
+        self.consumer = Consumer(
+            self.marshaler,
+            DEMO_TOPIC,
+            batch_size=200,
+            on_assigned=lambda ps: (
+                done.is_set()
+                or say(
+                    f"  {time.monotonic() - t0:6.2f} s  {name} now owns "
+                    + ", ".join(f"p{p}" for _, p in ps)
+                )
+            ),
+        )
+        self.handled: Counter[tuple[int, int]] = Counter()
+        self.values: list[Message] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._work, name=f"demo-{name}", daemon=True)
+        self.thread.start()
+
+    def _work(self) -> None:
+        while not self.stop.is_set():
+            for message in self.consumer.poll(0.1):
+                if self.stop.is_set():
+                    return  # died mid-batch: the rest was never handled
+                self.handled[(message.partition, message.offset)] += 1
+                self.values.append(message)
+                self.consumer.commit(message)
+
+    def kill(self) -> None:
+        """Stop dead: no more handling, no release, no writes (its threads just end)."""
+        self.stop.set()
+        self.consumer.close(release=False)
+        self.marshaler.close()
+        self.connection.kill()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.consumer.close(release=not self.connection.killed)
+        self.marshaler.close()
 
 
 def run_demo(
-    cluster: Cluster, n_records: int, n_partitions: int, n_keys: int, say: Any = print
+    cluster: Cluster,
+    n_records: int,
+    n_partitions: int,
+    n_keys: int,
+    say: Any = print,
+    *,
+    consumers: int = 3,
+    heartbeat: float = 1.0,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """Produce ``n_records`` keyed records, read them back, and return the tally."""
-    if DEMO_TOPIC in cluster.topics():
-        cluster.delete_topic(DEMO_TOPIC)
+    """Produce, consume with a group, kill a member, and return the tally."""
+    rng = random.Random(seed)
+    for stale in (DEMO_TOPIC,):
+        if stale in cluster.topics():
+            cluster.delete_topic(stale)
     cluster.create_topic(DEMO_TOPIC, n_partitions)
-    say(f"created topic {DEMO_TOPIC!r} with {n_partitions} partitions")
+    say(
+        f"created topic {DEMO_TOPIC!r} with {n_partitions} partitions; group {DEMO_GROUP!r} of "
+        f"{consumers} consumers, heartbeat every {heartbeat:g} s"
+    )
+    t0 = time.monotonic()
+    done = threading.Event()  # quiet from here: the clean shutdown hands partitions around
+    members = [_Member(cluster, f"c{i}", heartbeat, say, t0, done) for i in range(consumers)]
+    observer = Marshaler(cluster, "demo-observer", DEMO_GROUP, heartbeat, fetch_wait=0.2)
+    alive = list(members)
+
+    def owned_by(group: list[_Member]) -> bool:
+        ids = {m.marshaler.identity for m in group}
+        return all(observer.holder(DEMO_TOPIC, p) in ids for p in range(n_partitions))
 
     started = time.perf_counter()
-    with Producer(cluster, linger_ms=2) as producer:
-        futures = [
-            producer.send(DEMO_TOPIC, f"event-{i}".encode(), key=f"user-{i % n_keys}".encode())
-            for i in range(n_records)
-        ]
-    produce_s = time.perf_counter() - started
-    say(f"produced {n_records} records in {produce_s:.2f} s ({n_records / produce_s:,.0f} msg/s)")
+    futures: list[Any] = []
+    try:
+        _wait(lambda: owned_by(members), 10 + 4 * heartbeat)
+        say(
+            f"  {time.monotonic() - t0:6.2f} s  every partition owned; producing {n_records} records"
+        )
+        produced = threading.Event()
 
-    started = time.perf_counter()
+        def produce() -> None:
+            with Producer(cluster, linger_ms=2) as producer:
+                chunks = 20
+                for c in range(chunks):
+                    for i in range(c * n_records // chunks, (c + 1) * n_records // chunks):
+                        futures.append(
+                            producer.send(
+                                DEMO_TOPIC,
+                                f"event-{i}".encode(),
+                                key=f"user-{i % n_keys}".encode(),
+                            )
+                        )
+                    time.sleep(2.5 * heartbeat / chunks)
+            produced.set()
+
+        producer_thread = threading.Thread(target=produce, name="demo-producer", daemon=True)
+        producer_thread.start()
+        time.sleep(rng.uniform(0.3, 0.8) * heartbeat)
+        victim = rng.choice(members)
+        lost_partitions = sorted(p for _, p in victim.consumer.claims())
+        killed_at = time.monotonic()
+        victim.kill()
+        alive.remove(victim)
+        say(
+            f"  {killed_at - t0:6.2f} s  killed {victim.name} (no release) while it held "
+            + ", ".join(f"p{p}" for p in lost_partitions)
+            + f"; its claims go stale after 2·HB = {2 * heartbeat:g} s"
+        )
+        _wait(lambda: owned_by(alive), 10 + 4 * heartbeat)
+        failover = time.monotonic() - killed_at
+        say(f"  {time.monotonic() - t0:6.2f} s  failover complete: {failover:.2f} s after the kill")
+        producer_thread.join(60)
+        produce_s = time.perf_counter() - started
+        ends = {p: cluster.latest_offset(DEMO_TOPIC, p) for p in range(n_partitions)}
+
+        def drained() -> bool:
+            for p, end in ends.items():
+                holder = next((m for m in alive if (DEMO_TOPIC, p) in m.consumer.claims()), None)
+                if holder is None or (holder.consumer.position(DEMO_TOPIC, p) or -1) < end - 1:
+                    return False
+            return True
+
+        _wait(drained, 30)
+        say(f"  {time.monotonic() - t0:6.2f} s  the survivors reached the end of every partition")
+    finally:
+        done.set()
+        rows = []
+        for m in members:
+            rows.append(
+                {
+                    "member": m.name,
+                    "handled": sum(m.handled.values()),
+                    "partitions_at_end": len(m.consumer.claims()),
+                    "state": "killed" if m.connection.killed else "alive",
+                }
+            )
+        for m in members:
+            m.close()
+        observer.close()
+
+    handled: Counter[tuple[int, int]] = Counter()
+    for m in members:
+        handled.update(m.handled)
     seen: Counter[int] = Counter()
     misplaced = 0
-    rows = []
     expected = Murmur2Partitioner()
-    for partition in range(n_partitions):
-        offset = cluster.earliest_offset(DEMO_TOPIC, partition)
-        end = cluster.latest_offset(DEMO_TOPIC, partition)
-        count = 0
-        while offset < end:
-            for message in cluster.fetch(DEMO_TOPIC, partition, offset):
-                seen[int(message.value.removeprefix(b"event-"))] += 1  # type: ignore[union-attr]
-                if expected(message.key, n_partitions) != partition:
-                    misplaced += 1
-                offset = message.offset + 1
-                count += 1
-        rows.append({"partition": partition, "records": count, "end_offset": end})
-    read_s = time.perf_counter() - started
-    say(f"read them back in {read_s:.2f} s ({n_records / read_s:,.0f} msg/s)")
-
+    for m in members:
+        for message in m.values:
+            seen[int(message.value.removeprefix(b"event-"))] += 1  # type: ignore[union-attr]
+            if expected(message.key, n_partitions) != message.partition:
+                misplaced += 1
     acknowledged = {i for i, f in enumerate(futures) if f.exception() is None}
     tally = {
         "produced": n_records,
         "acknowledged": len(acknowledged),
-        "read": sum(seen.values()),
+        "handled": len(seen),
         "lost": len(acknowledged - set(seen)),
         "repeated": sum(c - 1 for c in seen.values() if c > 1),
         "misplaced": misplaced,
-        "partitions": rows,
+        "failover_seconds": round(failover, 3),
+        "heartbeat_seconds": heartbeat,
+        "killed": victim.name,
+        "seconds": round(time.perf_counter() - started, 2),
+        "produce_seconds": round(produce_s, 2),
+        "members": rows,
     }
     say(
-        "tally: {produced} produced, {read} read, {lost} lost, {repeated} repeated, "
-        "{misplaced} on the wrong partition".format(**tally)
+        "tally: {produced} produced, {handled} handled, {lost} lost, {repeated} repeated "
+        "(handled again after the kill: at least once), {misplaced} on the wrong partition".format(
+            **tally
+        )
     )
     return tally
+
+
+def _wait(predicate: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the demo did not get there within {timeout:.0f} s")
+        time.sleep(0.02)

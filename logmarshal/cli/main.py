@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from storage.errors import StorageError
 
 from ..errors import LogmarshalError
-from . import demo, records, topic
+from . import audit, broker, coord, demo, group, records, topic
 from .context import CliError, Context
 
 __all__ = ["build_parser", "main"]
@@ -34,6 +34,12 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
         help="embedded cluster directory (default: $LOGMARSHAL_DATA_DIR or ./data)",
     )
     parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT,...",
+        default=missing,
+        help="use Kafka brokers (logmarshal's or Apache Kafka's) instead of a data directory",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         default=False if defaults else argparse.SUPPRESS,
@@ -54,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="logmarshal",
         description=(
             "Coordinator-free consumer groups over a partitioned log. "
-            "Commands work on an embedded data directory."
+            "Commands work on an embedded data directory, or on brokers with --bootstrap."
         ),
         parents=[_common_options(defaults=True)],
     )
@@ -63,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     topic.register(commands, common)
     records.register(commands, common)
     demo.register(commands, common)
+    broker.register(commands, common)
+    coord.register(commands, common)
+    group.register(commands, common)
+    audit.register(commands, common)
     return parser
 
 
@@ -73,7 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
         format="%(levelname)s %(name)s: %(message)s",
     )
-    ctx = Context(data_dir=args.data_dir, as_json=args.json)
+    try:
+        ctx = Context(data_dir=args.data_dir, as_json=args.json, bootstrap=args.bootstrap)
+    except CliError as exc:
+        print(f"logmarshal: error: {exc}", file=sys.stderr)
+        return _EXIT_USER_ERROR
     try:
         return args.func(args, ctx) or 0
     except (CliError, StorageError, LogmarshalError, ValueError, NotImplementedError) as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
@@ -11,11 +13,14 @@ from rationalizer import (
     Verdict,
     WorldState,
     encode,
+    sign,
 )
 
 HB = 1000
 G = "g"
 T = "orders"
+KEY = bytes(range(32))
+OTHER_KEY = bytes(range(1, 33))
 
 
 def ids(who: str) -> dict[str, str]:
@@ -24,12 +29,23 @@ def ids(who: str) -> dict[str, str]:
     return {"client_id": client, "instance_id": instance}
 
 
-def claim(who: str, p: int = 0, g: str = G, t: str = T) -> ClaimingPartition:
-    return ClaimingPartition(**ids(who), group_id=g, topic=t, partition=p)
+def claim(who: str, p: int = 0, g: str = G, t: str = T, hb: int = HB) -> ClaimingPartition:
+    return ClaimingPartition(**ids(who), group_id=g, topic=t, partition=p, heartbeat_interval_ms=hb)
 
 
-def beat(who: str, last: int, p: int = 0, g: str = G, t: str = T) -> Heartbeat:
-    return Heartbeat(**ids(who), group_id=g, topic=t, partition=p, last_offset=last)
+def beat(
+    who: str,
+    last: int,
+    p: int = 0,
+    g: str = G,
+    t: str = T,
+    hb: int = HB,
+    key: bytes | None = None,
+) -> Heartbeat:
+    msg = Heartbeat(
+        **ids(who), group_id=g, topic=t, partition=p, last_offset=last, heartbeat_interval_ms=hb
+    )
+    return msg if key is None else sign(msg, key)
 
 
 def release(who: str, last: int, p: int = 0, g: str = G, t: str = T) -> ReleasingPartition:
@@ -42,15 +58,16 @@ def claim_msgs(who: str, through: int, p: int = 0, g: str = G, t: str = T) -> Cl
     )
 
 
-def release_group(who: str, expires: int, g: str = G) -> ReleaseGroup:
-    return ReleaseGroup(**ids(who), group_id=g, msg_expire_time=expires)
+def release_group(who: str, expires: int, g: str = G, key: bytes | None = None) -> ReleaseGroup:
+    msg = ReleaseGroup(**ids(who), group_id=g, msg_expire_time=expires)
+    return msg if key is None else sign(msg, key)
 
 
 class Log:
     """A coordination partition being written and replayed in one go."""
 
-    def __init__(self, hb: int = HB) -> None:
-        self.w = WorldState(hb)
+    def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
+        self.w = WorldState(admin_keys=admin_keys)
         self.offset = 0
         self.records: list[tuple[int, int, bytes | None, bytes | None]] = []
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
@@ -10,12 +12,16 @@ from rationalizer import (
     Reason,
     ReleaseGroup,
     ReleasingPartition,
+    verify,
 )
 
 
 class Model:
-    def __init__(self, hb: int) -> None:
-        self.hb = hb
+    """Per partition: holder, beat, last, claimed and ``hb``, the holder's own heartbeat
+    interval (None without a holder); there is no reader HB anywhere."""
+
+    def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
+        self.keys = dict(admin_keys or {})
         self.now: int | None = None
         self.parts: dict[tuple[str, str, int], dict] = {}
         self.fenced: set[tuple[str, str]] = set()
@@ -24,6 +30,10 @@ class Model:
     def tick(self, ts: int) -> int:
         self.now = ts if self.now is None else max(self.now, ts)
         return self.now
+
+    def _authentic(self, msg) -> bool:
+        key = self.keys.get(msg.group_id)
+        return key is None or verify(msg, key)
 
     def apply(self, ts: int, msg: object) -> tuple[bool, Reason | None, Effect | None]:
         t = self.tick(ts)
@@ -34,9 +44,13 @@ class Model:
             return False, Reason.FENCED, None
         g = msg.group_id
         if isinstance(msg, ReleaseGroup):
+            if not self._authentic(msg):
+                return False, Reason.UNAUTHENTICATED, None
+            if g in self.keys and msg.msg_expire_time <= t:
+                return False, Reason.UNAUTHENTICATED, None
             for (pg, _, _), st in self.parts.items():
                 if pg == g:
-                    st["holder"] = None
+                    st.update(holder=None, hb=None)
             if msg.msg_expire_time > t:
                 self.paused[g] = (msg.msg_expire_time, me)
             else:
@@ -47,40 +61,50 @@ class Model:
         pause = self.paused.get(g)
         if pause is not None and t < pause[0]:
             if isinstance(msg, Heartbeat) and me == pause[1]:
+                if not self._authentic(msg):
+                    return False, Reason.UNAUTHENTICATED, None
                 if st is None:
-                    st = self.parts[key] = {"holder": None, "beat": t, "last": -1, "claimed": -1}
+                    st = self.parts[key] = {
+                        "holder": None,
+                        "hb": None,
+                        "beat": t,
+                        "last": -1,
+                        "claimed": -1,
+                    }
                 st["last"] = st["claimed"] = msg.last_offset
                 return True, None, Effect.POSITION_SET
             return False, Reason.GROUP_PAUSED, None
         holder = st["holder"] if st else None
         age = t - st["beat"] if st else None
+        hb = st["hb"] if st else None  # the holder's lease, judged before any update
         if isinstance(msg, ClaimingPartition):
+            new = {"holder": me, "beat": t, "hb": msg.heartbeat_interval_ms}
             if st is None:
-                self.parts[key] = {"holder": me, "beat": t, "last": -1, "claimed": -1}
+                self.parts[key] = {**new, "last": -1, "claimed": -1}
                 return True, None, Effect.CLAIMED
             if holder is None:
-                st.update(holder=me, beat=t)
+                st.update(new)
                 return True, None, Effect.CLAIMED
-            if age > 2 * self.hb:
+            if age > 2 * hb:
                 if holder[0] == me[0] and holder != me:
                     self.fenced.add(holder)
-                st.update(holder=me, beat=t)
+                st.update(new)
                 return True, None, Effect.TOOK_OVER_STALE
             return False, Reason.STILL_OWNED, None
         if isinstance(msg, Heartbeat):
             if holder == me:
-                effect = Effect.RENEWED if age <= 2 * self.hb else Effect.RENEWED_LATE
-                st.update(beat=t, last=msg.last_offset)
+                effect = Effect.RENEWED if age <= 2 * hb else Effect.RENEWED_LATE
+                st.update(beat=t, last=msg.last_offset, hb=msg.heartbeat_interval_ms)
                 return True, None, effect
-            if holder is not None and holder[0] == me[0] and age < self.hb:
+            if holder is not None and holder[0] == me[0] and age < hb:
                 self.fenced.add(holder)
-                st.update(holder=me, beat=t, last=msg.last_offset)
+                st.update(holder=me, beat=t, last=msg.last_offset, hb=msg.heartbeat_interval_ms)
                 return True, None, Effect.RESTART_TAKEOVER
             return False, Reason.NOT_HOLDER, None
         if holder != me:
             return False, Reason.NOT_HOLDER, None
         if isinstance(msg, ReleasingPartition):
-            st.update(holder=None, beat=t, last=msg.last_offset)
+            st.update(holder=None, hb=None, beat=t, last=msg.last_offset)
             return True, None, Effect.RELEASED
         assert isinstance(msg, ClaimingMessages)
         if msg.proposed_last_offset >= st["claimed"]:

@@ -6,7 +6,7 @@ N = 4
 
 
 def _cluster():
-    worlds = [WorldState(HB) for _ in range(N)]
+    worlds = [WorldState() for _ in range(N)]
     offsets = [0] * N
 
     def put(msg, t, topic=None, partition=None):
@@ -46,3 +46,13 @@ def test_pause_seen_by_some_worlds_only():
     assert view.paused_until("g") == 500 and not view.fully_paused("g")
     put(release_group("adm:x", 700), 1)
     assert view.paused_until("g") == 700 and view.fully_paused("g")
+
+
+def test_freshness_is_each_holders_own_lease_in_every_world():
+    view, put = _cluster()
+    put(claim("fast:1", p=0, hb=100), 0, "orders", 0)
+    put(claim("slow:1", p=1, hb=10_000), 0, "orders", 1)
+    assert view.freshness("g", "orders", 0, 500) == "stale"
+    assert view.freshness("g", "orders", 1, 500) == "fresh"
+    assert view.claimable_partitions("g", [("orders", 0), ("orders", 1)], 500) == [("orders", 0)]
+    assert [c.heartbeat_interval_ms for c in view.claims_of("g", "fast")] == [100]

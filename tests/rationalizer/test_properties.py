@@ -1,4 +1,9 @@
-"""Property tests: oracle agreement, replay equivalence, robustness on arbitrary bytes."""
+"""Property tests: oracle agreement, replay equivalence, robustness on arbitrary bytes.
+
+Every claim and heartbeat draws its own heartbeat interval, so holders with different
+leases share a world; group "h" has an admin key, "g" has none, and admin records come
+untagged, tagged with the key or tagged with another key.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +19,14 @@ from rationalizer import (
     ReleasingPartition,
     WorldState,
     encode,
+    sign,
 )
 
+from .helpers import KEY, OTHER_KEY
 from .model import Model
 
-HB = 100
+HB = 100  # a typical lease; the drawn ones range around it
+KEYS = {"h": KEY}
 GROUPS = ("g", "h")
 TOPIC = "t"
 PARTS = (0, 1, 2)
@@ -29,22 +37,36 @@ groups = st.sampled_from(GROUPS)
 parts = st.sampled_from(PARTS)
 small_offsets = st.integers(-1, 50)
 dts = st.integers(-30, 3 * HB)
+hbs = st.one_of(st.sampled_from([HB // 2, HB, 2 * HB]), st.integers(1, 4 * HB))
+auths = st.sampled_from([None, KEY, KEY, KEY, OTHER_KEY])
 
 
-def _msg(kind: str, w: tuple[str, str], g: str, p: int, n: int):
+def _msg(
+    kind: str, w: tuple[str, str], g: str, p: int, n: int, hb: int = HB, key: bytes | None = None
+):
+    if kind == "admin_beat":  # the admin setting a position (or trying to)
+        kind, w = "beat", WHO[-1]
+    elif kind == "admin_group":
+        kind, w = "group", WHO[-1]
     ids = {"client_id": w[0], "instance_id": w[1], "group_id": g}
     if kind == "claim":
-        return ClaimingPartition(**ids, topic=TOPIC, partition=p)
+        return ClaimingPartition(**ids, topic=TOPIC, partition=p, heartbeat_interval_ms=hb)
     if kind == "beat":
-        return Heartbeat(**ids, topic=TOPIC, partition=p, last_offset=n)
+        msg = Heartbeat(**ids, topic=TOPIC, partition=p, last_offset=n, heartbeat_interval_ms=hb)
+        return msg if key is None else sign(msg, key)
     if kind == "release":
         return ReleasingPartition(**ids, topic=TOPIC, partition=p, last_offset=n)
     if kind == "msgs":
         return ClaimingMessages(**ids, topic=TOPIC, partition=p, proposed_last_offset=n)
-    return ReleaseGroup(**ids, msg_expire_time=max(0, n))
+    msg = ReleaseGroup(**ids, msg_expire_time=max(0, n))
+    return msg if key is None else sign(msg, key)
 
 
-kinds = st.sampled_from(["claim"] * 3 + ["beat"] * 5 + ["release", "msgs", "msgs", "group"])
+kinds = st.sampled_from(
+    ["claim"] * 3
+    + ["beat"] * 5
+    + ["release", "msgs", "msgs", "group", "admin_group", "admin_beat", "admin_beat"]
+)
 garbage = st.tuples(
     st.one_of(st.none(), st.binary(max_size=20)), st.one_of(st.none(), st.binary(max_size=40))
 )
@@ -56,6 +78,7 @@ def logs(draw, max_size=80):
     out = []
     t = 0
     offset = 0
+    admin_g = None
     for _ in range(draw(st.integers(0, max_size))):
         t += draw(dts)
         offset += draw(st.sampled_from([1, 1, 1, 2, 7]))
@@ -65,15 +88,20 @@ def logs(draw, max_size=80):
             continue
         kind = draw(kinds)
         n = draw(small_offsets)
-        if kind == "group":
+        g = draw(groups)
+        if kind in ("group", "admin_group"):
             n = t + draw(st.integers(-50, 4 * HB))
-        msg = _msg(kind, draw(who), draw(groups), draw(parts), n)
+        if kind == "admin_group":
+            admin_g = g
+        elif kind == "admin_beat" and admin_g and draw(st.integers(0, 4)):
+            g = admin_g  # mostly into the group the admin paused
+        msg = _msg(kind, draw(who), g, draw(parts), n, draw(hbs), draw(auths))
         out.append((offset, t, *encode(msg), msg))
     return out
 
 
 def _replay_all(records, window=8):
-    w = WorldState(HB, verdict_window=window)
+    w = WorldState(verdict_window=window, admin_keys=KEYS)
     return w, [w.apply(o, t, k, v) for o, t, k, v, _ in records]
 
 
@@ -82,7 +110,7 @@ def _replay_all(records, window=8):
 def test_replay_equivalence_one_by_one_chunked_and_snapshot(records, data):
     w1, v1 = _replay_all(records)
     # chunked
-    w2 = WorldState(HB, verdict_window=8)
+    w2 = WorldState(verdict_window=8, admin_keys=KEYS)
     v2: list = []
     i = 0
     while i < len(records):
@@ -94,7 +122,7 @@ def test_replay_equivalence_one_by_one_chunked_and_snapshot(records, data):
     # snapshot at an arbitrary point, then the tail
     cut = data.draw(st.integers(0, len(records)))
     head, _ = _replay_all(records[:cut])
-    restored = WorldState.from_bytes(head.to_bytes())
+    restored = WorldState.from_bytes(head.to_bytes(), admin_keys=KEYS)
     assert restored.to_bytes() == head.to_bytes()
     v3 = [restored.apply(*r[:4]) for r in records[cut:]]
     assert v3 == v1[cut:]
@@ -111,8 +139,8 @@ def test_replay_equivalence_one_by_one_chunked_and_snapshot(records, data):
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(logs())
 def test_agrees_with_oracle_and_single_holder(records):
-    w = WorldState(HB)
-    m = Model(HB)
+    w = WorldState(admin_keys=KEYS)
+    m = Model(KEYS)
     for o, t, k, v, msg in records:
         got = w.apply(o, t, k, v)
         want = m.apply(t, msg)
@@ -121,16 +149,28 @@ def test_agrees_with_oracle_and_single_holder(records):
             for p in PARTS:
                 st_ = m.parts.get((g, TOPIC, p))
                 assert w.holder(g, TOPIC, p) == (st_["holder"] if st_ else None)
+                if st_:
+                    state = w.partition_state(g, TOPIC, p)
+                    assert state.heartbeat_interval_ms == st_["hb"]
 
 
 @settings(max_examples=300)
 @given(st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), garbage), max_size=20))
 def test_apply_never_raises_on_arbitrary_bytes(items):
-    w = WorldState(HB)
+    w = WorldState(admin_keys=KEYS)
     for i, (t, (k, v)) in enumerate(items):
         verdict = w.apply(i, t, k, v)
         assert verdict is not None
     WorldState.from_bytes(w.to_bytes())
+
+
+def _model_freshness(st_, at):
+    if st_["holder"] is None:
+        return None
+    age = at - st_["beat"]
+    if age < st_["hb"]:
+        return "fresh"
+    return "unknown" if age <= 2 * st_["hb"] else "stale"
 
 
 class Replayers(RuleBasedStateMachine):
@@ -139,10 +179,11 @@ class Replayers(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.w = WorldState(HB, verdict_window=16)
-        self.m = Model(HB)
+        self.w = WorldState(verdict_window=16, admin_keys=KEYS)
+        self.m = Model(KEYS)
         self.t = 0
         self.offset = 0
+        self.admin_g = None
 
     def _apply(self, key, value, msg):
         got = self.w.apply(self.offset, self.t, key, value)
@@ -156,11 +197,24 @@ class Replayers(RuleBasedStateMachine):
     def advance(self, dt):
         self.t += dt
 
-    @rule(kind=kinds, w=who, g=groups, p=parts, n=small_offsets, extra=st.integers(-50, 4 * HB))
-    def send(self, kind, w, g, p, n, extra):
-        if kind == "group":
+    @rule(
+        kind=kinds,
+        w=who,
+        g=groups,
+        p=parts,
+        n=small_offsets,
+        extra=st.integers(-50, 4 * HB),
+        hb=hbs,
+        key=auths,
+    )
+    def send(self, kind, w, g, p, n, extra, hb, key):
+        if kind in ("group", "admin_group"):
             n = self.t + extra
-        msg = _msg(kind, w, g, p, n)
+        if kind == "admin_group":
+            self.admin_g = g
+        elif kind == "admin_beat" and self.admin_g and n % 4:
+            g = self.admin_g  # mostly into the group the admin paused
+        msg = _msg(kind, w, g, p, n, hb, key)
         self._apply(*encode(msg), msg)
 
     @rule(kv=garbage)
@@ -171,7 +225,7 @@ class Replayers(RuleBasedStateMachine):
     @rule()
     def snapshot_restore(self):
         data = self.w.to_bytes()
-        self.w = WorldState.from_bytes(data)
+        self.w = WorldState.from_bytes(data, admin_keys=KEYS)
         assert self.w.to_bytes() == data
 
     @invariant()
@@ -186,6 +240,17 @@ class Replayers(RuleBasedStateMachine):
                 ro = self.w.resume_offset(g, TOPIC, p)
                 if st_:
                     assert ro == max(st_["last"], st_["claimed"]) + 1
+                    # freshness at any time is judged with the holder's own lease
+                    state = self.w.partition_state(g, TOPIC, p)
+                    assert state.heartbeat_interval_ms == st_["hb"]
+                    for dt in (0, 1, st_["hb"] or 0, 2 * (st_["hb"] or 0) + 1):
+                        at = max(self.t, self.w.now) + dt
+                        got = self.w.freshness(g, TOPIC, p, at)
+                        assert got == _model_freshness(st_, at)
+                        end = self.w.paused_until(g)
+                        assert self.w.claimable(g, TOPIC, p, at) == (
+                            (end is None or at >= end) and got in (None, "stale")
+                        )
 
 
 Replayers.TestCase.settings = settings(

@@ -2,19 +2,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rationalizer import Effect, SnapshotError, WorldState
+from rationalizer import Effect, Reason, SnapshotError, WorldState
 
-from .helpers import Log, beat, claim, claim_msgs, release_group
+from .helpers import KEY, Log, beat, claim, claim_msgs, release_group
+
+KEYS = {"h": KEY}
 
 
 def _busy_world() -> WorldState:
-    log = Log()
-    log.put(claim("a:1"), 0)
+    log = Log(admin_keys=KEYS)
+    log.put(claim("a:1", hb=300), 0)
     log.put(claim("b:1", p=1), 0)
     log.put(claim_msgs("a:1", 30), 5)
-    log.put(beat("a:2", 9), 10)  # restart takeover, fences a:1
-    log.put(claim("c:1", p=1), 5000)  # stale takeover
-    log.put(release_group("adm:x", 9000, g="h"), 5001)
+    log.put(beat("a:2", 9, hb=3_600_000), 10)  # restart takeover, fences a:1
+    log.put(claim("c:1", p=1, hb=77), 5000)  # stale takeover
+    log.put(release_group("adm:x", 9000, g="h"), 5001)  # unauthenticated
+    log.put(release_group("adm:x", 9000, g="h", key=KEY), 5001)
     log.put(claim("z:9", g="h"), 5002)
     log.raw(b"junk", b"\x07", 5003)
     return log.w
@@ -23,9 +26,9 @@ def _busy_world() -> WorldState:
 def test_round_trip_is_canonical_and_keeps_everything():
     w = _busy_world()
     b = w.to_bytes()
-    r = WorldState.from_bytes(b)
+    r = WorldState.from_bytes(b, admin_keys=KEYS)
     assert r.to_bytes() == b
-    assert r.applied_through == w.applied_through == 7
+    assert r.applied_through == w.applied_through == 8
     assert r.now == 5003
     assert r.holder("g", "orders", 0) == ("a", "2")
     assert r.is_fenced("a", "1")
@@ -34,10 +37,15 @@ def test_round_trip_is_canonical_and_keeps_everything():
         "a",
         "1",
     )
+    assert r.verdict(5).reason is Reason.UNAUTHENTICATED
     assert r.rejections() == w.rejections()
+    assert r.rejections()[Reason.UNAUTHENTICATED] == 1
     assert r.skipped == 1
     assert r.resume_offset("g", "orders", 0) == 31
-    assert r.heartbeat_interval_ms == w.heartbeat_interval_ms
+    assert r.partitions() == w.partitions()
+    assert [s.heartbeat_interval_ms for s in r.partitions("g")] == [3_600_000, 77]
+    assert r.has_admin_key("h")
+    assert KEY not in b
 
 
 def test_release_group_voided_list_survives():
@@ -60,7 +68,7 @@ def test_expired_pause_is_not_in_snapshot():
 
 
 def test_empty_world():
-    w = WorldState(250, verdict_window=10)
+    w = WorldState(verdict_window=10)
     r = WorldState.from_bytes(w.to_bytes())
     assert r.to_bytes() == w.to_bytes() and r.verdict_window == 10
 
@@ -91,3 +99,15 @@ def test_corruption_raises_snapshot_error_or_loads_canonically(data):
     except SnapshotError:
         return
     assert r.to_bytes() == bytes(b)
+
+
+def test_holder_interval_is_validated_on_restore():
+    log = Log()
+    log.put(claim("a:1", hb=5), 0)
+    b = log.w.to_bytes()
+    # the partition record ends: ..., holder ids, hb (0x05), beat (zigzag 0), last+1, claimed+1
+    i = b.rindex(b"\x05\x00\x00\x00")
+    assert WorldState.from_bytes(b).partition_state("g", "orders", 0).heartbeat_interval_ms == 5
+    for bad in (b"\x00", b"\x81\xdd\xdb\x01"):  # 0 and one hour + 1 ms
+        with pytest.raises(SnapshotError):
+            WorldState.from_bytes(b[:i] + bad + b[i + 1 :])

@@ -4,11 +4,11 @@ import pytest
 
 from rationalizer import FRESH, STALE, UNKNOWN, Effect, Reason, WorldState, encode
 
-from .helpers import HB, Log, beat, claim, claim_msgs, release, release_group
+from .helpers import HB, KEY, OTHER_KEY, Log, beat, claim, claim_msgs, release, release_group
 
 
 def test_initial_state():
-    w = WorldState(HB)
+    w = WorldState()
     assert w.applied_through == -1
     assert w.holder("g", "orders", 0) is None
     assert w.freshness("g", "orders", 0, 0) is None
@@ -19,10 +19,12 @@ def test_initial_state():
     assert w.skipped == 0
 
 
-@pytest.mark.parametrize("bad", [0, -5, 1.5, True])
-def test_heartbeat_interval_must_be_positive_int(bad):
-    with pytest.raises(ValueError):
-        WorldState(bad)
+def test_constructor_takes_no_heartbeat_interval():
+    with pytest.raises(TypeError):
+        WorldState(HB)  # type: ignore[misc]
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(ValueError):
+            WorldState(verdict_window=bad)
 
 
 # --- 1. ClaimingPartition -------------------------------------------------------------
@@ -404,7 +406,7 @@ def test_redelivered_offsets_are_ignored_and_return_recorded_verdict():
 
 
 def test_bad_offset_or_timestamp_arguments_raise_without_changing_state():
-    w = WorldState(HB)
+    w = WorldState()
     k, v = encode(claim("a:1"))
     before = w.to_bytes()
     for off, ts in ((1.5, 0), ("1", 0), (2**63, 0), (1, 1.5), (1, 2**63), (1, None)):
@@ -414,7 +416,7 @@ def test_bad_offset_or_timestamp_arguments_raise_without_changing_state():
 
 
 def test_verdict_window_keeps_the_recent_verdicts():
-    w = WorldState(HB, verdict_window=4)
+    w = WorldState(verdict_window=4)
     k, v = encode(beat("a:1", 1))
     for off in range(20):
         w.apply(off, off, k, v)
@@ -436,3 +438,188 @@ def test_claims_of_and_partitions():
     ]
     assert [s.partition for s in log.w.partitions("g")] == [1, 2, 3]
     assert len(log.w.partitions()) == 4
+
+
+# --- the holder's heartbeat interval (its lease) decides its freshness ---------------------
+
+
+def test_split_brain_example_every_reader_agrees():
+    """The PROTOCOL.md example: before HB was in the log, a reader configured with HB=1000
+    saw the holder stale at t=2500 and accepted b's claim, a reader with HB=3000 rejected it.
+    Now the holder's own HB (3000) decides, so there is one verdict, for every reader."""
+    log = Log()
+    log.put(claim("a:1", hb=3000), 0)
+    v = log.put(claim("b:1", hb=1000), 2500)
+    assert v.reason is Reason.STILL_OWNED
+    assert log.w.holder("g", "orders", 0) == ("a", "1")
+    assert log.w.freshness("g", "orders", 0, 2500) == FRESH  # 2500 < 3000
+    # and the other way round: a short lease is stale for every reader after 2*HB
+    log.put(claim("c:1", hb=200, p=1), 3000)
+    assert log.put(claim("d:1", hb=60_000, p=1), 3400).reason is Reason.STILL_OWNED
+    assert log.put(claim("d:1", hb=60_000, p=1), 3401).effect is Effect.TOOK_OVER_STALE
+
+
+def test_freshness_and_claimable_use_the_holders_interval():
+    log = Log()
+    log.put(claim("a:1", hb=500), 0)
+    log.put(claim("b:1", hb=5000, p=1), 0)
+    w = log.w
+    assert [w.freshness("g", "orders", p, 600) for p in (0, 1)] == [UNKNOWN, FRESH]
+    assert [w.freshness("g", "orders", p, 1001) for p in (0, 1)] == [STALE, FRESH]
+    assert [w.claimable("g", "orders", p, 1001) for p in (0, 1)] == [True, False]
+    assert w.freshness("g", "orders", 1, 10_001) == STALE
+    assert w.partition_state("g", "orders", 0).heartbeat_interval_ms == 500
+    assert [c.heartbeat_interval_ms for c in w.claims_of("g", "a")] == [500]
+
+
+def test_renewal_records_the_new_interval_after_judging_with_the_old():
+    log = Log()
+    log.put(claim("a:1", hb=100), 0)
+    # late by the old lease (age 250 > 2*100), although fresh by the new one
+    assert log.put(beat("a:1", 1, hb=1000), 250).effect is Effect.RENEWED_LATE
+    assert log.w.partition_state("g", "orders", 0).heartbeat_interval_ms == 1000
+    assert log.put(claim("b:1", hb=100), 250 + 2000).reason is Reason.STILL_OWNED
+    assert log.put(beat("a:1", 2, hb=50), 250 + 2000).effect is Effect.RENEWED
+    assert log.put(claim("b:1"), 250 + 2000 + 101).effect is Effect.TOOK_OVER_STALE
+    assert log.w.partition_state("g", "orders", 0).heartbeat_interval_ms == HB  # b's
+
+
+def test_restart_takeover_judged_with_old_lease_records_new():
+    log = Log()
+    log.put(claim("a:1", hb=5000), 0)
+    # fresh by a's lease of 5000 although the new instance configures 100
+    v = log.put(beat("a:2", 3, hb=100), 4999)
+    assert v.effect is Effect.RESTART_TAKEOVER
+    assert log.w.partition_state("g", "orders", 0).heartbeat_interval_ms == 100
+    assert log.w.freshness("g", "orders", 0, 4999 + 201) == STALE
+    log2 = Log()
+    log2.put(claim("a:1", hb=100), 0)
+    assert log2.put(beat("a:2", 3, hb=5000), 100).reason is Reason.NOT_HOLDER  # unknown
+
+
+def test_claiming_messages_keeps_release_clears_the_interval():
+    log = Log()
+    log.put(claim("a:1", hb=700), 0)
+    log.put(claim_msgs("a:1", 9), 1000)
+    st = log.w.partition_state("g", "orders", 0)
+    assert (st.last_beat, st.heartbeat_interval_ms) == (1000, 700)
+    log.put(release("a:1", 9), 1001)
+    assert log.w.partition_state("g", "orders", 0).heartbeat_interval_ms is None
+
+
+def test_release_group_clears_intervals_and_position_set_does_not_record_one():
+    log = Log()
+    log.put(claim("a:1", hb=700), 0)
+    log.put(release_group("adm:x", 100), 1)
+    log.put(beat("adm:x", 5, p=3, hb=9), 2)
+    for p in (0, 3):
+        st = log.w.partition_state("g", "orders", p)
+        assert st.holder is None and st.heartbeat_interval_ms is None
+    assert log.put(claim("b:1", hb=42), 100).effect is Effect.CLAIMED
+    assert log.w.partition_state("g", "orders", 0).heartbeat_interval_ms == 42
+
+
+# --- authenticated admin (groups with an admin key) -----------------------------------------
+
+
+def _keyed(**more) -> Log:
+    return Log(admin_keys={"g": KEY, **more})
+
+
+def test_keyed_group_accepts_only_tagged_release_group():
+    log = _keyed()
+    log.put(claim("a:1"), 0)
+    for rg in (
+        release_group("adm:x", 5000),  # untagged
+        release_group("adm:x", 5000, key=OTHER_KEY),  # wrong key
+    ):
+        v = log.put(rg, 10)
+        assert not v.accepted and v.reason is Reason.UNAUTHENTICATED
+    assert log.w.holder("g", "orders", 0) == ("a", "1")  # nothing changed
+    assert log.w.paused_until("g") is None
+    assert log.w.rejections()[Reason.UNAUTHENTICATED] == 2
+    v = log.put(release_group("adm:x", 5000, key=KEY), 10)
+    assert v.effect is Effect.GROUP_PAUSED and v.voided == (("orders", 0, "a", "1"),)
+    assert log.w.paused_until("g") == 5000
+
+
+def test_keyed_group_pause_admin_heartbeats_need_a_tag():
+    log = _keyed()
+    log.put(release_group("adm:x", 5000, key=KEY), 0)
+    assert log.put(beat("adm:x", 7), 1).reason is Reason.UNAUTHENTICATED
+    assert log.put(beat("adm:x", 7, key=OTHER_KEY), 2).reason is Reason.UNAUTHENTICATED
+    assert log.w.resume_offset("g", "orders", 0) is None
+    assert log.put(beat("adm:x", 7, key=KEY), 3).effect is Effect.POSITION_SET
+    assert log.w.resume_offset("g", "orders", 0) == 8
+    # the same untagged bytes again (cached identity): still rejected
+    assert log.put(beat("adm:x", 9), 4).reason is Reason.UNAUTHENTICATED
+    # someone else, tagged or not, is simply paused
+    assert log.put(beat("z:1", 9, key=KEY), 5).reason is Reason.GROUP_PAUSED
+    assert log.put(claim("z:1"), 5).reason is Reason.GROUP_PAUSED
+    assert log.w.resume_offset("g", "orders", 0) == 8
+
+
+def test_keyed_group_rejects_a_replayed_release_group_after_its_window():
+    log = _keyed()
+    old = release_group("adm:x", 5000, key=KEY)
+    assert log.put(old, 0).accepted
+    log.put(claim("a:1"), 5000)
+    # an attacker copies the tagged record and writes it again later
+    v = log.put(old, 6000)
+    assert v.reason is Reason.UNAUTHENTICATED
+    assert log.w.holder("g", "orders", 0) == ("a", "1")
+    # a fresh tagged record whose expiry is already past is refused the same way
+    assert log.put(release_group("adm:y", 6000, key=KEY), 6000).reason is Reason.UNAUTHENTICATED
+
+
+def test_keyed_group_a_new_window_replaces_the_current_one():
+    log = _keyed()
+    log.put(release_group("adm:x", 50_000, key=KEY), 0)
+    assert log.put(release_group("adm:x", 101, key=KEY), 100).accepted  # end it soon
+    assert log.put(claim("a:1"), 101).effect is Effect.CLAIMED
+
+
+def test_keyed_and_unkeyed_groups_side_by_side():
+    log = _keyed()
+    assert log.put(release_group("adm:x", 100, g="h"), 0).accepted  # h has no key
+    assert log.put(beat("adm:x", 3, g="h"), 1).effect is Effect.POSITION_SET
+    # a tag is ignored where there is no key, whoever made it
+    assert log.put(release_group("adm:x", 200, g="h", key=OTHER_KEY), 2).accepted
+    assert log.put(beat("adm:x", 4, g="h", key=OTHER_KEY), 3).effect is Effect.POSITION_SET
+    # an already-expired ReleaseGroup still ends an unkeyed group's pause
+    assert log.put(release_group("adm:x", 0, g="h"), 4).accepted
+    assert log.w.paused_until("h") is None
+
+
+def test_consumers_of_a_keyed_group_need_no_tag():
+    log = _keyed()
+    assert log.put(claim("a:1"), 0).effect is Effect.CLAIMED
+    assert log.put(beat("a:1", 3), 1).effect is Effect.RENEWED
+    assert log.put(beat("a:1", 4, key=OTHER_KEY), 2).effect is Effect.RENEWED  # ignored
+    assert log.put(claim_msgs("a:1", 9), 3).accepted
+    assert log.put(release("a:1", 9), 4).accepted
+
+
+def test_fenced_check_comes_first_even_for_tagged_records():
+    log = _keyed()
+    log.put(claim("adm:x"), 0)
+    log.put(beat("adm:y", 1), 1)  # restart takeover fences adm:x
+    assert log.put(release_group("adm:x", 5000, key=KEY), 2).reason is Reason.FENCED
+    assert log.put(release_group("adm:y", 5000, key=KEY), 2).accepted
+
+
+def test_keyed_verdicts_survive_snapshots_and_keys_are_not_stored():
+    log = _keyed()
+    log.put(release_group("adm:x", 5000), 0)
+    log.put(release_group("adm:x", 5000, key=KEY), 1)
+    data = log.w.to_bytes()
+    assert KEY not in data
+    r = WorldState.from_bytes(data, admin_keys={"g": KEY})
+    assert r.to_bytes() == data
+    assert r.verdict(0).reason is Reason.UNAUTHENTICATED
+    assert r.rejections()[Reason.UNAUTHENTICATED] == 1
+    k, v = encode(beat("adm:x", 7))
+    assert r.apply(2, 2, k, v).reason is Reason.UNAUTHENTICATED
+    # restored without the key, the same record is accepted: keys are configuration
+    unkeyed = WorldState.from_bytes(data)
+    assert unkeyed.apply(2, 2, k, v).effect is Effect.POSITION_SET

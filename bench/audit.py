@@ -1,0 +1,272 @@
+"""Audit benchmark (figures, not pass/fail): export, Spark on local[2], in-process replay.
+
+Synthesizes a valid coordination log of ``--records`` records into an embedded cluster's
+``__marshal`` (LogAppendTime, log clock injected): a fleet of groups heartbeating thousands
+of partitions, with lost races, AMO ClaimingMessages, clean releases and re-claims, holders
+that go silent and are taken over when stale, restarts that fence the old instance (which
+then writes once more), rare group resets and some junk. Every message is encoded with the
+rationalizer's codec; the rationalizer alone decides each verdict.
+
+Then it times: the export to Parquet, the Spark audit (local[2]; session start reported
+apart), the in-process audit (same fold, one process), and optionally the naive reference
+replay of ``--verify``.
+
+    python bench/audit.py [--records 1000000] [--keep DIR] [--skip-spark] [--verify]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import attrs
+
+from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal.audit.engine import load_tables, replay_config_for, run_inprocess
+from logmarshal.audit.export import export_coordination
+from logmarshal.marshaler import COORDINATION_TOPIC, coordination_topic_config
+from rationalizer import (
+    ClaimingMessages,
+    ClaimingPartition,
+    Heartbeat,
+    ReleaseGroup,
+    ReleasingPartition,
+    coordination_partition,
+    encode,
+)
+
+log = logging.getLogger("bench.audit")
+
+HB_MS = 3000
+N_COORD = 8
+GROUPS = ("billing", "search", "audit", "email")
+TOPICS = ("orders", "payments", "clicks")
+CLIENTS = 16
+TICK_MS = 100
+
+
+def _with_hb(cls: type, fields: dict[str, Any]) -> Any:
+    if "heartbeat_interval_ms" in attrs.fields_dict(cls):
+        fields["heartbeat_interval_ms"] = HB_MS
+    return cls(**fields)
+
+
+class Encoder:
+    """``encode`` with a cache: positions advance slowly, so most records repeat exactly."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple, tuple[bytes, bytes]] = {}
+
+    def __call__(self, kind: type, client: str, inst: str, g: str, t: str, p: int, n: int = 0):
+        k = (kind, client, inst, g, t, p, n)
+        hit = self._cache.get(k)
+        if hit is None:
+            ids = {"client_id": client, "instance_id": inst, "group_id": g}
+            if kind is ClaimingPartition:
+                msg = _with_hb(kind, {**ids, "topic": t, "partition": p})
+            elif kind is Heartbeat:
+                msg = _with_hb(kind, {**ids, "topic": t, "partition": p, "last_offset": n})
+            elif kind is ReleasingPartition:
+                msg = kind(**ids, topic=t, partition=p, last_offset=n)
+            else:
+                msg = kind(**ids, topic=t, partition=p, proposed_last_offset=n)
+            if len(self._cache) > 1_000_000:
+                self._cache.clear()
+            hit = self._cache[k] = encode(msg)
+        return hit
+
+
+def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: int) -> dict:
+    """Write about ``records`` coordination records; returns the event mix."""
+    rng = random.Random(seed)
+    enc = Encoder()
+    cluster.create_topic(COORDINATION_TOPIC, N_COORD, coordination_topic_config())
+    parts_per_topic = 100
+    partitions = [(g, t, p) for g in GROUPS for t in TOPICS for p in range(parts_per_topic)]
+    for t in TOPICS:
+        cluster.create_topic(t, parts_per_topic)
+    coord = {(t, p): coordination_partition(t, p, N_COORD) for _g, t, p in partitions}
+    instance = {(g, c): f"{rng.getrandbits(48):012x}" for g in GROUPS for c in range(CLIENTS)}
+    holder: dict[tuple, tuple[str, str] | None] = dict.fromkeys(partitions)
+    position = dict.fromkeys(partitions, 0)
+    silent_until = dict.fromkeys(partitions, 0)
+    zombies: list[tuple] = []
+    mix: dict[str, int] = {}
+    total = 0
+    now = 1_700_000_000_000
+    per_tick = max(1, len(partitions) * TICK_MS // (HB_MS // 3))  # each beats ~every HB/3
+    cursor = 0
+    while total < records:
+        now += TICK_MS
+        batches: list[list[NewRecord]] = [[] for _ in range(N_COORD)]
+
+        def put(cp: int, key: bytes, value: bytes, kind: str, batches=batches, now=now) -> None:
+            batches[cp].append(NewRecord(value=value, key=key, timestamp=now))
+            mix[kind] = mix.get(kind, 0) + 1
+
+        for _ in range(per_tick):
+            gtp = partitions[cursor % len(partitions)]
+            cursor += 1
+            g, t, p = gtp
+            cp = coord[(t, p)]
+            if now < silent_until[gtp]:
+                continue
+            h = holder[gtp]
+            if h is None:
+                c = rng.randrange(CLIENTS)
+                h = holder[gtp] = (f"{g}-c{c}", instance[(g, c)])
+                put(cp, *enc(ClaimingPartition, *h, g, t, p), "claim")
+                continue
+            r = rng.random()
+            if rng.random() < 0.1:  # most beats of a quiet partition repeat its position
+                position[gtp] += rng.randrange(1, 50)
+            pos = position[gtp]
+            if r < 0.002:  # the holder dies: silence, then a stale takeover
+                silent_until[gtp] = now + int(2.3 * HB_MS)
+                holder[gtp] = None
+            elif r < 0.004:  # clean release; re-claimed on the next turn
+                put(cp, *enc(ReleasingPartition, *h, g, t, p, pos), "release")
+                holder[gtp] = None
+            elif r < 0.0045:  # restart: a new instance takes its fresh claims back
+                c = int(h[0].rsplit("-c", 1)[1])
+                new = f"{rng.getrandbits(48):012x}"
+                instance[(g, c)] = new
+                for other in partitions:
+                    if holder[other] == h:
+                        holder[other] = (h[0], new)
+                put(cp, *enc(Heartbeat, h[0], new, g, t, p, pos), "restart")
+                zombies.append((cp, h, g, t, p, pos))
+            elif r < 0.05:  # a lost race, then the holder's heartbeat
+                c = rng.randrange(CLIENTS)
+                put(cp, *enc(ClaimingPartition, f"{g}-c{c}", instance[(g, c)], g, t, p), "race")
+                put(cp, *enc(Heartbeat, *h, g, t, p, pos), "heartbeat")
+            elif r < 0.07:  # AMO
+                position[gtp] += 10
+                put(cp, *enc(ClaimingMessages, *h, g, t, p, pos + 10), "claim_messages")
+                put(cp, *enc(Heartbeat, *h, g, t, p, pos + 10), "heartbeat")
+            elif r < 0.0702:
+                put(cp, b"junk", bytes(rng.getrandbits(8) for _ in range(12)), "junk")
+            elif r < 0.07021:  # an admin resets a group (written to every partition)
+                key, value = encode(
+                    ReleaseGroup(
+                        client_id="admin", instance_id="a1", group_id=g, msg_expire_time=now + 2000
+                    )
+                )
+                for c2 in range(N_COORD):
+                    put(c2, key, value, "release_group")
+                for other in partitions:
+                    if other[0] == g:
+                        holder[other] = None
+                        silent_until[other] = now + 2500
+            else:
+                put(cp, *enc(Heartbeat, *h, g, t, p, pos), "heartbeat")
+        while zombies and rng.random() < 0.5:  # fenced instances write once more
+            cp, h, g, t, p, pos = zombies.pop()
+            put(cp, *enc(Heartbeat, *h, g, t, p, pos), "zombie")
+        clock[0] = now
+        for cp, batch in enumerate(batches):
+            if batch:
+                cluster.produce(COORDINATION_TOPIC, cp, batch)
+                total += len(batch)
+    return {"partitions": len(partitions), "mix": mix, "records": total}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir)")
+    ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--verify", action="store_true", help="also time the naive reference replay")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    work = Path(args.keep or tempfile.mkdtemp(prefix="bench-audit-"))
+    work.mkdir(parents=True, exist_ok=True)
+    clock = [0]
+    try:
+        t0 = time.perf_counter()
+        with EmbeddedCluster(
+            work / "data", clock=lambda: clock[0], maintenance_interval=0
+        ) as cluster:
+            made = synthesize(cluster, clock, args.records, args.seed)
+            n = made["records"]
+            print(
+                f"python {sys.version.split()[0]}; synthesized {n:,} coordination records "
+                f"({made['partitions']:,} partitions, {N_COORD} coordination partitions) "
+                f"in {time.perf_counter() - t0:.1f}s"
+            )
+            mix = made["mix"]
+            print(
+                "  mix: "
+                + ", ".join(f"{k} {v:,}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1]))
+            )
+            t0 = time.perf_counter()
+            info = export_coordination(cluster, work / "export")
+            t_export = time.perf_counter() - t0
+        print(f"export to Parquet       : {t_export:7.2f}s  {n / t_export:>12,.0f} records/s")
+        config = replay_config_for(info, heartbeat_interval_ms=HB_MS)
+
+        t0 = time.perf_counter()
+        local = run_inprocess(info, work / "out-local", config)
+        t_local = time.perf_counter() - t0
+        print(f"in-process audit        : {t_local:7.2f}s  {n / t_local:>12,.0f} records/s")
+
+        if not args.skip_spark:
+            from logmarshal.audit.job import run_spark, spark_session
+
+            t0 = time.perf_counter()
+            spark = spark_session(args.master)
+            t_session = time.perf_counter() - t0
+            try:
+                t0 = time.perf_counter()
+                run_spark(spark, info, work / "out-spark", config)
+                t_spark = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                run_spark(spark, info, work / "out-spark2", config)
+                t_warm = time.perf_counter() - t0
+            finally:
+                spark.stop()
+            print(f"spark session start     : {t_session:7.2f}s")
+            print(
+                f"spark audit ({args.master}) : {t_spark:7.2f}s  {n / t_spark:>12,.0f} records/s"
+                f"  (second run in the same session {t_warm:.2f}s, {n / t_warm:,.0f} records/s)"
+            )
+            a = load_tables(work / "out-local")
+            b = load_tables(work / "out-spark")
+            same = all(
+                sorted(map(repr, a[k].to_pylist())) == sorted(map(repr, b[k].to_pylist()))
+                for k in a
+            )
+            print(f"spark tables == in-process tables: {same}")
+        if args.verify:
+            from logmarshal.audit.verify import compare, records_from_export, reference_replay
+
+            t0 = time.perf_counter()
+            ref = reference_replay(records_from_export(info), config)
+            t_ref = time.perf_counter() - t0
+            result = compare(load_tables(work / "out-local"), ref)
+            print(
+                f"naive reference replay  : {t_ref:7.2f}s  {n / t_ref:>12,.0f} records/s"
+                f"  (cross-check ok: {result.ok})"
+            )
+        print(f"tables: {local.rows}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+"""Read the whole coordination log of a cluster into replayed worlds, once.
+
+The admin never keeps a replay running: each command reads every ``__marshal`` partition to
+its end as of the call (with the audit's reader, :func:`~logmarshal.audit.verify.
+records_from_cluster`), folds it through one :class:`rationalizer.WorldState` per partition
+(the very rationalizer every consumer runs, so the admin sees what the group sees) and keeps
+besides the worlds only what they do not hold:
+
+- a short history of positions per partition (the last ``history`` accepted records that
+  carried one: holder heartbeats and releases, admin position heartbeats), for the
+  Burrow-style status of :mod:`.status`;
+- the heartbeat interval (lease) each partition's holders last declared, so a reset can
+  pause the group for at least twice the longest lease even when nobody holds a claim now.
+
+``on_record`` sees every record with its verdict, in log order per partition: that is how
+``coord dump`` prints verdicts and how a reset confirms its own records.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from struct import Struct
+
+import attrs
+
+from rationalizer import Effect, GroupView, PartitionState, Verdict, WorldState, decode
+from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, T_RELEASE_GROUP
+from rationalizer.messages import Message
+
+from ..audit.verify import records_from_cluster
+from ..cluster import Cluster
+from ..marshaler import COORDINATION_TOPIC
+from .keys import AdminKeys
+
+__all__ = [
+    "HISTORY",
+    "CoordRecord",
+    "CoordinationState",
+    "Sample",
+    "group_of_record",
+    "read_coordination",
+]
+
+log = logging.getLogger(__name__)
+
+#: Burrow evaluates a window of the last 10 offset commits per partition; so do we.
+HISTORY = 10
+
+_I64 = Struct(">q")
+_U32 = Struct(">I")
+_NO_TIME = -(2**63)
+
+#: accepted records that carry the partition's position (``last_offset``) at a fixed place
+_POSITION_EFFECTS = {
+    Effect.RENEWED: "heartbeat",
+    Effect.RENEWED_LATE: "heartbeat",
+    Effect.RESTART_TAKEOVER: "heartbeat",
+    Effect.RELEASED: "released",
+    Effect.POSITION_SET: "admin",
+}
+_CLAIM_EFFECTS = frozenset({Effect.CLAIMED, Effect.TOOK_OVER_STALE})
+
+PartitionKey = tuple[str, str, int]
+
+
+@attrs.frozen
+class Sample:
+    """One accepted record that set a partition's position, at its (clamped) log time.
+
+    ``position`` is the next offset the group would consume (``last_offset + 1``), the same
+    quantity as a Kafka committed offset, so lag is ``log_end - position``.
+    """
+
+    time_ms: int
+    position: int
+    source: str  # heartbeat | released | admin
+
+
+@attrs.frozen
+class CoordRecord:
+    """A coordination record as replay saw it; ``verdict`` None only for a re-delivery."""
+
+    coord_partition: int
+    offset: int
+    timestamp_ms: int
+    log_time_ms: int  # the clamped log time the rationalizer decided at
+    key: bytes | None
+    value: bytes | None
+    verdict: Verdict | None
+
+    def message(self) -> Message | None:
+        """The decoded message, or None for an invalid record."""
+        try:
+            return decode(self.key, self.value)  # type: ignore[arg-type]
+        except Exception:  # DecodeError; decode raises nothing else, but never fail a dump
+            return None
+
+
+def group_of_record(key: bytes | None, value: bytes | None) -> str | None:
+    """The group a record claims to be about, from its key (valid records only matter).
+
+    Keys are ``group/topic/partition`` (group ids may contain ``/``, topics cannot) or
+    ``group`` for ReleaseGroup; the decoder checks the key against the value, so for every
+    record that replay accepts this is exact.
+    """
+    if key is None or value is None or len(value) < 2:
+        return None
+    try:
+        if value[1] == T_RELEASE_GROUP:
+            return key.decode("utf-8")
+        parts = key.rsplit(b"/", 2)
+        return parts[0].decode("utf-8") if len(parts) == 3 else None
+    except (UnicodeDecodeError, AttributeError, TypeError):
+        return None
+
+
+def _partition_of_key(key: bytes) -> PartitionKey:
+    group, topic, partition = key.rsplit(b"/", 2)
+    return group.decode("utf-8"), topic.decode("utf-8"), int(partition)
+
+
+class CoordinationState:
+    """Every coordination partition replayed to the end it had when it was read."""
+
+    def __init__(
+        self,
+        worlds: Iterable[WorldState],
+        ends: Mapping[int, int],
+        history: Mapping[PartitionKey, Iterable[Sample]],
+        leases: Mapping[PartitionKey, int],
+        groups: Iterable[str],
+    ) -> None:
+        self.worlds = tuple(worlds)
+        self.view = GroupView(self.worlds) if self.worlds else None
+        self.ends = dict(ends)
+        self.history = {k: tuple(v) for k, v in history.items()}
+        self.leases = dict(leases)
+        self.groups = sorted(set(groups))
+
+    @property
+    def n(self) -> int:
+        """Number of coordination partitions (0 when ``__marshal`` does not exist)."""
+        return len(self.worlds)
+
+    @property
+    def log_time_ms(self) -> int | None:
+        """The latest log time any partition reached (None for an empty log)."""
+        times = [w.now for w in self.worlds if w.now != _NO_TIME]
+        return max(times) if times else None
+
+    def has_group(self, group: str) -> bool:
+        return group in self.groups
+
+    def partitions(self, group: str) -> list[PartitionState]:
+        """Partitions of ``group`` the log mentions, sorted by topic and partition."""
+        return [] if self.view is None else self.view.partitions(group)
+
+    def topics(self, group: str) -> list[str]:
+        return sorted({s.topic for s in self.partitions(group)})
+
+    def samples(self, group: str, topic: str, partition: int) -> tuple[Sample, ...]:
+        return self.history.get((group, topic, partition), ())
+
+    def lease_ms(self, group: str, topic: str, partition: int) -> int | None:
+        """The heartbeat interval the partition's holders declared last (None: never held)."""
+        return self.leases.get((group, topic, partition))
+
+    def hb_max_ms(self, group: str) -> int | None:
+        """The longest lease any holder of the group declared (a reset's pause is >= 2x it)."""
+        values = [hb for (g, _t, _p), hb in self.leases.items() if g == group]
+        values += [
+            s.heartbeat_interval_ms for s in self.partitions(group) if s.heartbeat_interval_ms
+        ]
+        return max(values) if values else None
+
+    def paused_until(self, group: str) -> int | None:
+        return None if self.view is None else self.view.paused_until(group)
+
+    def pause_admin(self, group: str) -> tuple[str, str] | None:
+        for world in self.worlds:
+            admin = world.pause_admin(group)
+            if admin is not None:
+                return admin
+        return None
+
+
+def read_coordination(
+    cluster: Cluster,
+    *,
+    admin_keys: AdminKeys | Mapping[str, bytes] | None = None,
+    history: int = HISTORY,
+    on_record: Callable[[CoordRecord], None] | None = None,
+    topic: str = COORDINATION_TOPIC,
+) -> CoordinationState:
+    """Replay all of ``topic`` (``__marshal``) as it is now.
+
+    ``admin_keys`` makes the replay authenticate admin records exactly as members given the
+    same keys do (an :class:`AdminKeys` wildcard is expanded to the groups of each
+    partition). Without ``__marshal`` the state is empty (no group ever coordinated).
+    """
+    if topic not in cluster.topics():
+        return CoordinationState((), {}, {}, {}, ())
+    worlds: dict[int, WorldState] = {}
+    ends: dict[int, int] = {}
+    samples: dict[PartitionKey, deque[Sample]] = {}
+    leases: dict[PartitionKey, int] = {}
+    groups: set[str] = set()
+    keyparts: dict[bytes, PartitionKey] = {}
+    for cp, records in records_from_cluster(cluster, topic):
+        here = {g for _o, _t, k, v in records if (g := group_of_record(k, v)) is not None}
+        groups |= here
+        if isinstance(admin_keys, AdminKeys):
+            keys: Mapping[str, bytes] = admin_keys.for_groups(here)
+        else:
+            keys = dict(admin_keys or {})
+        world = WorldState(admin_keys=keys)
+        verdicts = world.apply_many(records)
+        now = _NO_TIME
+        for (offset, ts, key, value), verdict in zip(records, verdicts, strict=True):
+            now = max(now, ts)
+            if on_record is not None:
+                on_record(CoordRecord(cp, offset, ts, now, key, value, verdict))
+            if verdict is None or not verdict.accepted:
+                continue
+            effect = verdict.effect
+            source = _POSITION_EFFECTS.get(effect)  # type: ignore[arg-type]
+            if source is None and effect not in _CLAIM_EFFECTS:
+                continue
+            assert key is not None and value is not None  # accepted records decode
+            pk = keyparts.get(key)
+            if pk is None:
+                pk = keyparts[key] = _partition_of_key(key)
+            if effect in _CLAIM_EFFECTS and value[1] == T_CLAIMING_PARTITION:
+                leases[pk] = _U32.unpack_from(value, 2)[0]
+                continue
+            last_offset = _I64.unpack_from(value, 2)[0]
+            if value[1] == T_HEARTBEAT and source == "heartbeat":
+                leases[pk] = _U32.unpack_from(value, 10)[0]
+            window = samples.get(pk)
+            if window is None:
+                window = samples[pk] = deque(maxlen=history)
+            window.append(Sample(now, last_offset + 1, source))  # type: ignore[arg-type]
+        worlds[cp] = world
+        ends[cp] = records[-1][0] + 1 if records else cluster.latest_offset(topic, cp)
+    log.debug("replayed %s: %d partitions, groups %s", topic, len(worlds), sorted(groups))
+    ordered = [worlds[cp] for cp in sorted(worlds)]
+    if sorted(worlds) != list(range(len(ordered))):
+        raise ValueError(f"{topic} partitions are not 0..N-1: {sorted(worlds)}")
+    return CoordinationState(ordered, ends, samples, leases, groups)

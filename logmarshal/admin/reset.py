@@ -1,0 +1,506 @@
+"""Moving a live group: the reset plan (pure) and its execution through ReleaseGroup.
+
+Kafka can only move the offsets of an *inactive* group, because its members would overwrite
+them. Here the log decides who may write a position, so the admin can move a live group:
+
+1. write ``ReleaseGroup(expiry E)`` to **every** coordination partition: every claim of the
+   group is void and, until E, only this admin's heartbeats change anything (PROTOCOL.md,
+   rule 2/3);
+2. write one admin Heartbeat per partition of the plan, ``last_offset = new - 1``: accepted
+   as ``POSITION_SET`` while the pause lasts;
+3. replay the log and check every one of those records got the expected verdict.
+
+Members see their claims voided in their own replay and drop them; from E on the partitions
+are unclaimed at the positions the admin set, and the members claim them again there.
+
+Why ``E >= now + 2·HB_max``: a member cut off from the log cannot see the ReleaseGroup, but it
+stops handing out messages by itself once nothing of its own was accepted for ``2·HB`` (its
+lease, self-fencing). A pause at least that long means no member can still be working from
+an old position when another one claims the partition at the new one.
+
+Positions follow Kafka: the *new offset* is the next offset the group will consume.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import random
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from rationalizer import (
+    MAX_HEARTBEAT_INTERVAL_MS,
+    Effect,
+    Heartbeat,
+    ReleaseGroup,
+    Verdict,
+    coordination_partition,
+    encode,
+    sign,
+)
+from rationalizer.messages import valid_id, valid_topic
+from storage import NewRecord
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..cluster import Cluster
+from ..errors import UnknownTopic
+from ..marshaler import COORDINATION_TOPIC
+from .errors import AdminError
+from .keys import AdminKeys
+from .reader import CoordinationState, CoordRecord, read_coordination
+
+__all__ = [
+    "DEFAULT_MIN_PAUSE_MS",
+    "AdminIdentity",
+    "Execution",
+    "Plan",
+    "PlanRow",
+    "Target",
+    "WrittenRecord",
+    "execute",
+    "lookup_time_offsets",
+    "min_pause_ms",
+    "new_admin",
+    "parse_plan_csv",
+    "parse_topic_scope",
+    "plan_reset",
+    "plan_to_csv",
+    "resolve_scope",
+]
+
+log = logging.getLogger(__name__)
+
+#: The default pause is never shorter than this, so members on a slow replay still see it.
+DEFAULT_MIN_PAUSE_MS = 5_000
+TARGET_KINDS = ("earliest", "latest", "current", "offset", "shift", "datetime", "file")
+
+TopicPartition = tuple[str, int]
+
+
+# --------------------------------------------------------------------------- identity
+
+
+@attrs.frozen
+class AdminIdentity:
+    """Who writes: ``client_id`` (default ``admin@<host>``) and a random ``instance_id``."""
+
+    client_id: str
+    instance_id: str
+
+
+def new_admin(client_id: str | None = None, rng: random.Random | None = None) -> AdminIdentity:
+    client = client_id or f"admin@{socket.gethostname() or 'localhost'}"
+    if not valid_id(client):
+        raise AdminError(f"invalid client id {client!r}")
+    rng = rng if rng is not None else random.SystemRandom()
+    return AdminIdentity(client, f"{rng.getrandbits(64):016x}")
+
+
+# --------------------------------------------------------------------------- scope
+
+
+def parse_topic_scope(text: str) -> tuple[str, tuple[int, ...] | None]:
+    """``T`` (every partition) or ``T:0,2,5``."""
+    topic, sep, rest = text.partition(":")
+    if not valid_topic(topic):
+        raise AdminError(f"invalid topic in --topic {text!r}")
+    if not sep:
+        return topic, None
+    try:
+        parts = tuple(int(p) for p in rest.split(","))
+    except ValueError:
+        raise AdminError(
+            f"malformed --topic {text!r}: expected TOPIC or TOPIC:P,P,... with partition numbers"
+        ) from None
+    if any(p < 0 for p in parts):
+        raise AdminError(f"malformed --topic {text!r}: partitions are never negative")
+    return topic, tuple(dict.fromkeys(parts))
+
+
+def resolve_scope(
+    cluster: Cluster,
+    state: CoordinationState,
+    group: str,
+    topics: Sequence[tuple[str, tuple[int, ...] | None]],
+    all_topics: bool,
+) -> list[TopicPartition]:
+    """The partitions a reset applies to; unknown topics and partitions are errors.
+
+    ``--all-topics`` means every topic the group has coordination state for, as
+    kafka-consumer-groups means every topic the group has committed offsets for.
+    """
+    if topics and all_topics:
+        raise AdminError("give either --topic or --all-topics, not both")
+    if not topics and not all_topics:
+        raise AdminError("no scope: give --topic TOPIC[:P,...] (repeatable) or --all-topics")
+    wanted = [(t, None) for t in state.topics(group)] if all_topics else list(topics)
+    if not wanted:
+        raise AdminError(f"group {group!r} has no topics in __marshal (use --topic)")
+    out: dict[TopicPartition, None] = {}
+    for topic, parts in wanted:
+        try:
+            n = cluster.partitions(topic)
+        except UnknownTopic:
+            raise AdminError(f"unknown topic {topic!r}") from None
+        if parts is None:
+            out.update(dict.fromkeys((topic, p) for p in range(n)))
+            continue
+        for p in parts:
+            if p >= n:
+                raise AdminError(f"topic {topic!r} has no partition {p} (it has {n})")
+            out[(topic, p)] = None
+    return sorted(out)
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@attrs.frozen
+class Target:
+    """What to reset to; exactly one kind. ``value``: offset, shift, epoch ms, or file rows."""
+
+    kind: str
+    value: int | Mapping[TopicPartition, int] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind not in TARGET_KINDS:
+            raise ValueError(f"unknown reset target {self.kind!r}")
+
+
+@attrs.frozen
+class PlanRow:
+    topic: str
+    partition: int
+    current: int | None  # the group's position now (None: it has none)
+    new: int
+
+
+@attrs.frozen
+class Plan:
+    group: str
+    rows: tuple[PlanRow, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def plan_reset(
+    group: str,
+    partitions: Sequence[TopicPartition],
+    current: Mapping[TopicPartition, int | None],
+    bounds: Mapping[TopicPartition, tuple[int, int]],
+    target: Target,
+    time_offsets: Mapping[TopicPartition, int | None] | None = None,
+) -> Plan:
+    """New positions for ``partitions`` (pure). Like kafka-consumer-groups:
+
+    - ``current`` without a position, and ``datetime`` with no record at or after the time,
+      go to the log end (with a warning);
+    - ``shift`` needs a position (error otherwise);
+    - every target outside ``[earliest, latest]`` is clamped to it, with a warning.
+
+    ``time_offsets`` are the time-index answers for a ``datetime`` target; ``file`` targets
+    carry their own rows and ignore ``partitions`` beyond checking them.
+    """
+    warnings: list[str] = []
+    rows = []
+    kind = target.kind
+    if kind == "file":
+        assert isinstance(target.value, Mapping)
+        partitions = sorted(target.value)
+    for key in partitions:
+        topic, partition = key
+        earliest, latest = bounds[key]
+        now = current.get(key)
+        if kind == "earliest":
+            new = earliest
+        elif kind == "latest":
+            new = latest
+        elif kind == "current":
+            if now is None:
+                warnings.append(
+                    f"{topic}/{partition}: the group has no position; using the log end {latest}"
+                )
+                new = latest
+            else:
+                new = now
+        elif kind == "offset":
+            new = target.value  # type: ignore[assignment]
+        elif kind == "shift":
+            if now is None:
+                raise AdminError(
+                    f"cannot shift {topic}/{partition}: the group has no position for it"
+                )
+            new = now + target.value  # type: ignore[operator]
+        elif kind == "datetime":
+            found = (time_offsets or {}).get(key)
+            if found is None:
+                warnings.append(
+                    f"{topic}/{partition}: no record at or after that time; using the log end "
+                    f"{latest}"
+                )
+                new = latest
+            else:
+                new = found
+        else:  # file
+            new = target.value[key]  # type: ignore[index]
+        if new < earliest:
+            warnings.append(
+                f"{topic}/{partition}: new offset {new} is before the earliest offset {earliest}; "
+                f"using {earliest}"
+            )
+            new = earliest
+        elif new > latest:
+            warnings.append(
+                f"{topic}/{partition}: new offset {new} is after the log end {latest}; "
+                f"using {latest}"
+            )
+            new = latest
+        rows.append(PlanRow(topic, partition, now, new))
+    return Plan(group, tuple(rows), tuple(warnings))
+
+
+def lookup_time_offsets(
+    cluster: Cluster, partitions: Iterable[TopicPartition], time_ms: int
+) -> dict[TopicPartition, int | None]:
+    """The time index: first offset stamped at or after ``time_ms`` per partition."""
+    return {(t, p): cluster.offset_for_time(t, p, time_ms) for t, p in partitions}
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def plan_to_csv(plan: Plan) -> str:
+    """``topic,partition,offset`` per row, no header: what kafka-consumer-groups --export
+    writes for one group, so either tool reads the other's file."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for row in plan.rows:
+        writer.writerow((row.topic, row.partition, row.new))
+    return out.getvalue()
+
+
+def parse_plan_csv(text: str, group: str, source: str = "CSV") -> dict[TopicPartition, int]:
+    """Read a plan: ``topic,partition,offset`` rows (kafka-consumer-groups' single-group
+    export), or ``group,topic,partition,offset`` rows (its multi-group export; rows of other
+    groups are skipped). An optional header line naming those columns is accepted."""
+    rows = [
+        (n, [c.strip() for c in cells])
+        for n, cells in enumerate(csv.reader(io.StringIO(text)), 1)
+        if cells and any(c.strip() for c in cells)
+    ]
+    if rows and [c.lower() for c in rows[0][1]] in (
+        ["topic", "partition", "offset"],
+        ["group", "topic", "partition", "offset"],
+    ):
+        rows = rows[1:]
+    if not rows:
+        raise AdminError(f"{source}: no rows (expected topic,partition,offset lines)")
+    width = len(rows[0][1])
+    out: dict[TopicPartition, int] = {}
+    for n, cells in rows:
+        where = f"{source}:{n}"
+        if len(cells) != width or width not in (3, 4):
+            raise AdminError(
+                f"{where}: expected topic,partition,offset (or group,topic,partition,offset), "
+                f"got {len(cells)} columns"
+            )
+        if width == 4:
+            if cells[0] != group:
+                continue
+            cells = cells[1:]
+        topic, partition_text, offset_text = cells
+        if not valid_topic(topic):
+            raise AdminError(f"{where}: invalid topic {topic!r}")
+        try:
+            partition, offset = int(partition_text), int(offset_text)
+        except ValueError:
+            raise AdminError(f"{where}: partition and offset must be whole numbers") from None
+        if partition < 0 or offset < 0:
+            raise AdminError(f"{where}: partition and offset cannot be negative")
+        if (topic, partition) in out:
+            raise AdminError(f"{where}: {topic}/{partition} appears twice")
+        out[(topic, partition)] = offset
+    if not out:
+        raise AdminError(f"{source}: no rows for group {group!r}")
+    return out
+
+
+# --------------------------------------------------------------------------- execution
+
+
+def min_pause_ms(state: CoordinationState, group: str) -> int:
+    """2·HB_max: the shortest pause that lets every old holder self-fence first."""
+    return 2 * (state.hb_max_ms(group) or 0)
+
+
+@attrs.frozen
+class WrittenRecord:
+    kind: str  # release_group | position
+    coord_partition: int
+    offset: int
+    log_append_time: int
+    topic: str | None = None
+    partition: int | None = None
+    verdict: Verdict | None = None
+
+    @property
+    def ok(self) -> bool:
+        v = self.verdict
+        want = Effect.GROUP_PAUSED if self.kind == "release_group" else Effect.POSITION_SET
+        return v is not None and v.accepted and v.effect is want
+
+    def describe_verdict(self) -> str:
+        v = self.verdict
+        if v is None:
+            return "no verdict (not replayed)"
+        if v.accepted:
+            return f"accepted ({v.effect.value if v.effect else '?'})"
+        return f"rejected ({v.reason.value if v.reason else '?'})"
+
+
+@attrs.frozen
+class Execution:
+    group: str
+    admin: AdminIdentity
+    pause_until_ms: int
+    pause_ms: int
+    rows: tuple[PlanRow, ...]
+    written: tuple[WrittenRecord, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(w.ok for w in self.written)
+
+    @property
+    def rejected(self) -> list[WrittenRecord]:
+        return [w for w in self.written if not w.ok]
+
+
+def execute(
+    cluster: Cluster,
+    state: CoordinationState,
+    plan: Plan,
+    *,
+    admin: AdminIdentity,
+    pause_ms: int | None = None,
+    admin_keys: AdminKeys | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Execution:
+    """Pause ``plan.group`` and set the plan's positions (module docstring); confirm by replay.
+
+    ``pause_ms`` defaults to ``max(2·HB_max, 5 s)``; a shorter one than 2·HB_max is refused.
+    An empty plan only pauses. With a key for the group in ``admin_keys`` every record is
+    tagged, and the confirming replay authenticates as members given the same key do.
+    """
+    group = plan.group
+    if state.n == 0:
+        raise AdminError("there is no __marshal topic: no group ever coordinated here")
+    floor = min_pause_ms(state, group)
+    if pause_ms is None:
+        pause_ms = max(floor, DEFAULT_MIN_PAUSE_MS)
+    elif pause_ms < floor:
+        raise AdminError(
+            f"a pause of {pause_ms} ms is too short for group {group!r}: its members' longest "
+            f"heartbeat interval is {floor // 2} ms, so the pause must be at least {floor} ms "
+            "(2·HB) for every old holder to stop before anyone claims again"
+        )
+    if pause_ms <= 0:
+        raise AdminError("the pause must be longer than 0 ms")
+    key = admin_keys.key_for(group) if admin_keys else None
+    expiry = round(clock.time() * 1000) + pause_ms
+    written = _release_everywhere(cluster, state.n, group, admin, expiry, key, clock)
+    # The expiry is log time; we computed it from our clock. If the log's clock is ahead of
+    # ours by more than the slack, the window would be shorter than 2·HB: move it out.
+    stamps = [w.log_append_time for w in written if w.log_append_time >= 0]
+    if stamps and expiry - max(stamps) < max(floor, 1):
+        corrected = max(stamps) + pause_ms
+        log.warning(
+            "the log's clock is %d ms ahead of ours; extending the pause to end at %d",
+            max(stamps) + pause_ms - expiry,
+            corrected,
+        )
+        expiry = corrected
+        written = _release_everywhere(cluster, state.n, group, admin, expiry, key, clock)
+    hb = min(max(state.hb_max_ms(group) or 1000, 1), MAX_HEARTBEAT_INTERVAL_MS)
+    for row in plan.rows:
+        msg = Heartbeat(
+            client_id=admin.client_id,
+            instance_id=admin.instance_id,
+            group_id=group,
+            topic=row.topic,
+            partition=row.partition,
+            last_offset=row.new - 1,
+            heartbeat_interval_ms=hb,
+        )
+        cp = coordination_partition(row.topic, row.partition, state.n)
+        w = _write(cluster, cp, sign(msg, key) if key else msg, clock)
+        written.append(
+            WrittenRecord("position", cp, w[0], w[1], topic=row.topic, partition=row.partition)
+        )
+    confirmed = _confirm(cluster, written, admin_keys)
+    result = Execution(group, admin, expiry, pause_ms, plan.rows, tuple(confirmed))
+    for w in result.rejected:
+        log.error(
+            "record %d of %s/%d: %s",
+            w.offset,
+            COORDINATION_TOPIC,
+            w.coord_partition,
+            w.describe_verdict(),
+        )
+    return result
+
+
+def _write(
+    cluster: Cluster, cp: int, msg: Heartbeat | ReleaseGroup, clock: Clock
+) -> tuple[int, int]:
+    key, value = encode(msg)
+    result = cluster.produce(
+        COORDINATION_TOPIC,
+        cp,
+        [NewRecord(value=value, key=key, timestamp=round(clock.time() * 1000))],
+        durable=True,
+    )
+    return result.base_offset, result.log_append_time
+
+
+def _release_everywhere(
+    cluster: Cluster,
+    n: int,
+    group: str,
+    admin: AdminIdentity,
+    expiry: int,
+    key: bytes | None,
+    clock: Clock,
+) -> list[WrittenRecord]:
+    msg = ReleaseGroup(
+        client_id=admin.client_id,
+        instance_id=admin.instance_id,
+        group_id=group,
+        msg_expire_time=expiry,
+    )
+    if key:
+        msg = sign(msg, key)
+    out = []
+    for cp in range(n):
+        offset, stamp = _write(cluster, cp, msg, clock)
+        out.append(WrittenRecord("release_group", cp, offset, stamp))
+    return out
+
+
+def _confirm(
+    cluster: Cluster, written: list[WrittenRecord], admin_keys: AdminKeys | None
+) -> list[WrittenRecord]:
+    """Replay the log and attach to each written record the verdict replay gave it."""
+    wanted = {(w.coord_partition, w.offset) for w in written}
+    verdicts: dict[tuple[int, int], Verdict | None] = {}
+
+    def collect(rec: CoordRecord) -> None:
+        k = (rec.coord_partition, rec.offset)
+        if k in wanted:
+            verdicts[k] = rec.verdict
+
+    read_coordination(cluster, admin_keys=admin_keys, history=1, on_record=collect)
+    return [attrs.evolve(w, verdict=verdicts.get((w.coord_partition, w.offset))) for w in written]

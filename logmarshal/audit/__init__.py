@@ -1,0 +1,16 @@
+"""Audit: replay the coordination log after the fact and explain every ownership change.
+
+Pipeline: :mod:`.export` copies ``__marshal`` to Parquet (pyarrow); :mod:`.job` (Spark) or
+:mod:`.engine` (in-process) runs the pure fold of :mod:`.replay` over it, which reads the
+verdicts of the consumers' own rationalizer; :mod:`.summary` and :mod:`.report` turn the
+tables into ``summary.json``, a printed table and ``report.html``; :mod:`.verify` checks the
+audit against a naive replay.
+
+Only :mod:`.replay` and :mod:`.schema` are importable without the ``spark`` extra; the other
+modules import pyarrow, pyspark and matplotlib when used and say how to install them.
+"""
+
+from .replay import PartitionAudit, ReplayConfig, audit_records, new_world
+from .schema import TABLES
+
+__all__ = ["TABLES", "PartitionAudit", "ReplayConfig", "audit_records", "new_world"]

@@ -1,0 +1,253 @@
+"""Export ``__marshal`` to Parquet, from any :class:`~logmarshal.cluster.Cluster`.
+
+Spark has no reader for Kafka's record batches, but it reads Parquet natively and in
+parallel, so the audit first copies the coordination log out: one file per coordination
+partition (``coordination/part-00003.parquet``), rows in offset order, columns
+``coord_partition, offset, timestamp_ms, key, value``. Next to it ``export.json`` records
+what was exported (offset ranges per partition, whether history was already truncated by
+retention) and the log-end offsets of the data topics, so the audit can report lag.
+
+The export is a consistent prefix of every coordination partition: each is read up to the
+log end seen when the export started, so records written meanwhile are left for next time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..cluster import Cluster
+from ..marshaler import COORDINATION_TOPIC
+from .deps import require
+
+__all__ = [
+    "COORDINATION_DIR",
+    "EXPORT_META",
+    "ExportInfo",
+    "ExportedPartition",
+    "export_coordination",
+    "iter_export",
+    "read_export_info",
+]
+
+log = logging.getLogger(__name__)
+
+EXPORT_META = "export.json"
+COORDINATION_DIR = "coordination"
+EXPORT_FORMAT = 1
+_ROW_GROUP = 256 * 1024
+_FETCH_BYTES = 8 << 20
+
+#: progress callback: (coordination partition, records done in it, records in it)
+Progress = Callable[[int, int, int], None]
+
+
+@attrs.frozen
+class ExportedPartition:
+    partition: int
+    earliest: int  # > 0: retention removed older records, history starts here
+    latest: int  # exclusive: the log end when the export started
+    records: int
+
+
+@attrs.frozen
+class ExportInfo:
+    """What ``export.json`` says about an export directory."""
+
+    path: str
+    topic: str
+    partitions: tuple[ExportedPartition, ...]
+    log_end: dict[tuple[str, int], int]
+    exported_at_ms: int
+    source: str
+    seconds: float = 0.0
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def coordination_path(self) -> str:
+        return os.path.join(self.path, COORDINATION_DIR)
+
+    @property
+    def truncated(self) -> list[int]:
+        """Coordination partitions whose oldest records retention already removed."""
+        return [p.partition for p in self.partitions if p.earliest > 0]
+
+
+def _schema() -> Any:
+    pa = require("pyarrow")
+    return pa.schema(
+        [
+            ("coord_partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp_ms", pa.int64()),
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+        ]
+    )
+
+
+def _data_log_ends(cluster: Cluster, topic: str) -> dict[tuple[str, int], int]:
+    ends: dict[tuple[str, int], int] = {}
+    for name in cluster.topics():
+        if name == topic:
+            continue
+        try:
+            for o in cluster.describe_topic(name).offsets:
+                ends[(name, o.partition)] = o.latest
+        except Exception:  # lag is a nicety: never fail an export over it
+            log.warning("cannot read log-end offsets of %s; no lag for it", name, exc_info=True)
+    return ends
+
+
+def export_coordination(
+    cluster: Cluster,
+    out_dir: str | os.PathLike[str],
+    *,
+    topic: str = COORDINATION_TOPIC,
+    progress: Progress | None = None,
+) -> ExportInfo:
+    """Copy every coordination partition of ``cluster`` to Parquet under ``out_dir``."""
+    pa = require("pyarrow")
+    pq = require("pyarrow.parquet")
+    started = time.perf_counter()
+    exported_at = int(time.time() * 1000)
+    if topic not in cluster.topics():
+        raise ValueError(f"there is no {topic} topic to audit: no consumer ever coordinated here")
+    description = cluster.describe_topic(topic)
+    root = Path(out_dir)
+    coord_dir = root / COORDINATION_DIR
+    coord_dir.mkdir(parents=True, exist_ok=True)
+    for stale in coord_dir.glob("part-*.parquet"):  # a re-export replaces, never mixes
+        stale.unlink()
+    schema = _schema()
+    exported = []
+    for po in description.offsets:
+        cp, start, end = po.partition, po.earliest, po.latest
+        done = 0
+        path = coord_dir / f"part-{cp:05d}.parquet"
+        with pq.ParquetWriter(path, schema, compression="snappy") as writer:
+            cols: tuple[list[int], list[int], list[Any], list[Any]] = ([], [], [], [])
+            offset = start
+            while offset < end:
+                messages = cluster.fetch(topic, cp, offset, max_bytes=_FETCH_BYTES)
+                if not messages:
+                    break  # retention raced us, or the log is shorter than it said
+                for m in messages:
+                    if m.offset >= end:
+                        break
+                    cols[0].append(m.offset)
+                    cols[1].append(m.timestamp)
+                    cols[2].append(m.key)
+                    cols[3].append(m.value)
+                offset = messages[-1].offset + 1
+                if len(cols[0]) >= _ROW_GROUP or offset >= end:
+                    done += _flush(pa, writer, schema, cp, cols)
+                    if progress is not None:
+                        progress(cp, done, end - start)
+            done += _flush(pa, writer, schema, cp, cols)
+        if progress is not None:
+            progress(cp, done, end - start)
+        exported.append(ExportedPartition(cp, start, end, done))
+        if start > 0:
+            log.warning(
+                "%s/%d starts at offset %d: retention removed older records, so the audit "
+                "starts from incomplete history there",
+                topic,
+                cp,
+                start,
+            )
+    info = ExportInfo(
+        path=str(root),
+        topic=topic,
+        partitions=tuple(exported),
+        log_end=_data_log_ends(cluster, topic),
+        exported_at_ms=exported_at,
+        source=repr(cluster),
+        seconds=time.perf_counter() - started,
+    )
+    _write_meta(info)
+    log.info("exported %d coordination records in %.2f s", info.records, info.seconds)
+    return info
+
+
+def _flush(pa: Any, writer: Any, schema: Any, cp: int, cols: tuple[list, ...]) -> int:
+    n = len(cols[0])
+    if not n:
+        return 0
+    batch = pa.record_batch(
+        [
+            pa.array([cp] * n, pa.int32()),
+            pa.array(cols[0], pa.int64()),
+            pa.array(cols[1], pa.int64()),
+            pa.array(cols[2], pa.binary()),
+            pa.array(cols[3], pa.binary()),
+        ],
+        schema=schema,
+    )
+    writer.write_batch(batch, row_group_size=_ROW_GROUP)
+    for c in cols:
+        c.clear()
+    return n
+
+
+def _write_meta(info: ExportInfo) -> None:
+    payload = {
+        "format": EXPORT_FORMAT,
+        "topic": info.topic,
+        "exported_at_ms": info.exported_at_ms,
+        "source": info.source,
+        "seconds": round(info.seconds, 3),
+        "partitions": [attrs.asdict(p) for p in info.partitions],
+        "log_end": [
+            {"topic": t, "partition": p, "latest": end}
+            for (t, p), end in sorted(info.log_end.items())
+        ],
+    }
+    path = Path(info.path) / EXPORT_META
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def read_export_info(path: str | os.PathLike[str]) -> ExportInfo:
+    """Read ``export.json`` of an export directory (raises ValueError if it is not one)."""
+    meta = Path(path) / EXPORT_META
+    try:
+        payload = json.loads(meta.read_text())
+    except FileNotFoundError:
+        raise ValueError(
+            f"{path} is not an audit export (no {EXPORT_META}); make one with "
+            "'logmarshal coord export --out DIR'"
+        ) from None
+    if payload.get("format") != EXPORT_FORMAT:
+        raise ValueError(f"{meta}: unknown export format {payload.get('format')!r}")
+    return ExportInfo(
+        path=str(path),
+        topic=payload["topic"],
+        partitions=tuple(ExportedPartition(**p) for p in payload["partitions"]),
+        log_end={(e["topic"], e["partition"]): e["latest"] for e in payload["log_end"]},
+        exported_at_ms=payload["exported_at_ms"],
+        source=payload["source"],
+        seconds=payload.get("seconds", 0.0),
+    )
+
+
+def iter_export(info: ExportInfo, batch_rows: int = 64 * 1024) -> Iterator[tuple[int, Any]]:
+    """``(coord_partition, pyarrow.RecordBatch)`` in offset order, partition by partition."""
+    pq = require("pyarrow.parquet")
+    for p in info.partitions:
+        path = Path(info.coordination_path) / f"part-{p.partition:05d}.parquet"
+        if not path.exists():
+            continue
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+            yield p.partition, batch

@@ -1,0 +1,225 @@
+"""The Spark driver of the audit; also the file ``spark-submit`` runs (absolute imports).
+
+Spark reads the exported Parquet natively, brings each coordination partition's records
+together in offset order (``repartition`` by partition + ``sortWithinPartitions``; the sort
+spills to disk, so no partition has to fit in memory), and runs the fold inside executors
+with ``mapInArrow``. The fold is :mod:`.replay`, i.e. the consumers' own rationalizer.
+
+On a cluster::
+
+    spark-submit --py-files logmarshal.zip logmarshal/audit/job.py \\
+        --input hdfs:///audit/export --out hdfs:///audit/out
+
+(the executors need ``attrs``, ``mmh3`` and ``pyarrow``; without ``--py-files`` the driver
+ships the ``rationalizer`` and ``logmarshal`` packages itself when the master is not local).
+Paths are read through Spark, but ``export.json`` is read by the driver with local file I/O.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from logmarshal.audit.arrow import fold_batches
+from logmarshal.audit.deps import require
+from logmarshal.audit.engine import AuditResult, replay_config_for
+from logmarshal.audit.export import ExportInfo, read_export_info
+from logmarshal.audit.replay import ReplayConfig
+from logmarshal.audit.schema import FLOAT, INT, STR, TABLES, TIME, UNION_COLUMNS, time_column_name
+
+__all__ = ["main", "run_spark", "spark_session"]
+
+log = logging.getLogger(__name__)
+
+#: Configuration measured to work on small machines (shared/notes/measured-facts.md).
+BASE_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+    "spark.driver.memory": "2g",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData",
+}
+
+
+def spark_session(
+    master: str | None = "local[2]",
+    *,
+    app_name: str = "logmarshal-audit",
+    console_progress: bool = False,
+    conf: dict[str, str] | None = None,
+) -> Any:
+    """A SparkSession configured for the audit (``master=None``: whatever spark-submit set).
+
+    Executors must run this very interpreter, or they import another rationalizer (or none).
+    """
+    require("pyarrow")
+    pyspark_sql = require("pyspark.sql")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = pyspark_sql.SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    settings = dict(BASE_CONF)
+    settings["spark.ui.showConsoleProgress"] = "true" if console_progress else "false"
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if not spark.sparkContext.master.startswith("local"):
+        _ship_code(spark)
+    return spark
+
+
+def _ship_code(spark: Any) -> None:
+    """Send our packages to the executors so they run the driver's rationalizer."""
+    import logmarshal
+    import rationalizer
+
+    root = Path(rationalizer.__file__).resolve().parent.parent
+    fd, name = tempfile.mkstemp(prefix="logmarshal-audit-", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in (rationalizer, logmarshal):
+            base = Path(package.__file__).resolve().parent
+            for path in base.rglob("*.py"):
+                zf.write(path, path.relative_to(root))
+        storage_dir = root / "storage"
+        for path in storage_dir.rglob("*.py"):
+            zf.write(path, path.relative_to(root))
+    spark.sparkContext.addPyFile(name)
+    log.info("shipped rationalizer/logmarshal/storage to the executors as %s", name)
+
+
+def _spark_type(types: Any, kind: str) -> Any:
+    return {
+        STR: types.StringType(),
+        INT: types.LongType(),
+        FLOAT: types.DoubleType(),
+        TIME: types.LongType(),
+    }[kind]
+
+
+def _union_struct(types: Any) -> Any:
+    return types.StructType(
+        [types.StructField(name, _spark_type(types, kind), True) for name, kind in UNION_COLUMNS]
+    )
+
+
+def _executor_fold(batches: Iterator[Any], config: ReplayConfig) -> Iterator[Any]:
+    """Runs in the executors (pickled by reference: module-level, no closure state)."""
+    return fold_batches(batches, config)
+
+
+def run_spark(
+    spark: Any,
+    info: ExportInfo,
+    out_dir: str | os.PathLike[str],
+    config: ReplayConfig,
+    *,
+    data_path: str | None = None,
+) -> AuditResult:
+    """Audit the export with Spark and write each table under ``out_dir``."""
+    functions = require("pyspark.sql.functions")
+    types = require("pyspark.sql.types")
+    storage_level = require("pyspark").StorageLevel
+    started = time.perf_counter()
+    source = data_path or info.coordination_path
+    tasks = max(1, len(info.partitions))
+    records = (
+        spark.read.parquet(source)
+        .repartition(tasks, "coord_partition")
+        .sortWithinPartitions("coord_partition", "offset")
+    )
+    union = records.mapInArrow(
+        functools.partial(_executor_fold, config=config), _union_struct(types)
+    )
+    union = union.persist(storage_level.MEMORY_AND_DISK)
+    try:
+        union.count()  # one replay; every table below reads the persisted result
+        rows = {}
+        for name, columns in TABLES.items():
+            selected = []
+            for column, kind in columns:
+                selected.append(functions.col(column))
+                if kind == TIME:
+                    selected.append(
+                        functions.expr(f"timestamp_millis(`{column}`)").alias(
+                            time_column_name(column)
+                        )
+                    )
+            table = union.where(functions.col("table") == name)
+            if name == "verdicts":  # one row per (group, outcome, reason), over partitions
+                keys = ["group", "outcome", "reason"]
+                table = (
+                    table.groupBy(*keys)
+                    .agg(functions.sum("records").alias("records"))
+                    .orderBy(*keys)
+                )
+            table = table.select(*selected)
+            path = os.path.join(os.fspath(out_dir), name)
+            table.coalesce(1).write.mode("overwrite").parquet(path)
+            rows[name] = spark.read.parquet(path).count()
+    finally:
+        union.unpersist()
+    return AuditResult(
+        os.fspath(out_dir), "spark", info.records, time.perf_counter() - started, rows
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit logmarshal/audit/job.py --input EXPORT --out DIR`` (or ``python -m``)."""
+    parser = argparse.ArgumentParser(
+        prog="logmarshal-audit-job",
+        description="Replay an exported coordination log on Spark and explain it.",
+    )
+    parser.add_argument("--input", required=True, help="export directory (coord export)")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--master", default=None, help="default: spark-submit's, else local[2]")
+    parser.add_argument("--since", type=int, default=None, help="log time, epoch ms")
+    parser.add_argument("--until", type=int, default=None, help="log time, epoch ms")
+    parser.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        default=None,
+        help="the group's HB, for coordination protocols that do not record it per holder",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from logmarshal.audit.summary import write_summary  # late: only the driver needs it
+
+    info = read_export_info(args.input)
+    config = replay_config_for(
+        info,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        since_ms=args.since,
+        until_ms=args.until,
+    )
+    master = args.master
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[2]"  # not under spark-submit, which would have set the master
+    spark = spark_session(master)
+    try:
+        result = run_spark(spark, info, args.out, config)
+    finally:
+        spark.stop()
+    write_summary(args.out, info, config, result)
+    log.info("audited %d records in %.1f s into %s", result.records, result.seconds, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,659 @@
+"""The audit's pure fold: one coordination partition's records in, explained history out.
+
+The same :class:`rationalizer.WorldState` the consumers run decides every record; this
+module only *reads* its verdicts (``effect``, ``previous_holder``, ``voided``) and turns
+them into ownership intervals, failovers, violations, heartbeat gaps and final positions.
+So the audit's conclusions are the runtime's conclusions by construction.
+
+Pure Python (rationalizer + attrs): it runs unchanged inside Spark executors and in-process.
+
+Speed: most records are heartbeats of the holder. For those the verdict alone says who sent
+it (the holder) and the key says which partition, so the hot path never decodes a record;
+only ownership changes and rejected records are decoded, with the public
+:func:`rationalizer.decode`. A data offset carried by a heartbeat is needed only when an
+ownership change asks for a position, so the fold keeps a reference to the record that set
+it and decodes it then.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from rationalizer import (
+    ClaimingMessages,
+    ClaimingPartition,
+    DecodeError,
+    Effect,
+    Heartbeat,
+    Message,
+    Reason,
+    ReleaseGroup,
+    ReleasingPartition,
+    Verdict,
+    WorldState,
+    decode,
+    record_key,
+)
+
+from .schema import TABLES
+
+__all__ = [
+    "AuditRows",
+    "PartitionAudit",
+    "ReplayConfig",
+    "audit_records",
+    "new_world",
+]
+
+#: ``now`` before any record (the rationalizer's convention: time is clamped from here).
+_NO_TIME = -(2**63)
+_DECODE_MEMO_LIMIT = 1 << 16
+
+_RENEWED = Effect.RENEWED
+_RENEWED_LATE = Effect.RENEWED_LATE
+_MESSAGES_CLAIMED = Effect.MESSAGES_CLAIMED
+
+_MESSAGE_TYPES: dict[type, str] = {
+    Heartbeat: "heartbeat",
+    ClaimingPartition: "claiming_partition",
+    ReleasingPartition: "releasing_partition",
+    ClaimingMessages: "claiming_messages",
+    ReleaseGroup: "release_group",
+}
+
+_START_CAUSE = {
+    Effect.CLAIMED: "claimed",
+    Effect.TOOK_OVER_STALE: "took_over_stale",
+    Effect.RESTART_TAKEOVER: "restart_takeover",
+}
+
+#: end reason of the previous claim -> cause of the failover to the next holder
+_FAILOVER_CAUSE = {
+    "released": "released",
+    "stale_taken": "stale_takeover",
+    "fenced_new_instance": "restart",
+    "group_reset": "group_reset",
+    "unexplained": "unexplained",
+}
+
+#: rejected records that show a client misbehaving (lost races are normal and not listed)
+_VIOLATION_KIND = {
+    Reason.FENCED: "write_from_fenced_instance",
+    Reason.GROUP_PAUSED: "write_during_pause",
+    Reason.OFFSET_REGRESSION: "offset_regression",
+    Reason.INVALID_RECORD: "invalid_record",
+}
+_NOT_HOLDER_KIND = {
+    "heartbeat": "heartbeat_without_claim",
+    "releasing_partition": "release_without_claim",
+    "claiming_messages": "claim_messages_without_claim",
+    "claiming_partition": "claim_without_right",
+}
+
+AuditRows = dict[str, list[tuple[Any, ...]]]
+
+
+@attrs.frozen
+class ReplayConfig:
+    """How to replay, the same for every coordination partition (pickled to executors).
+
+    ``heartbeat_interval_ms`` is the group's HB for rationalizers that take it from the
+    replayer; ``admin_keys`` is for rationalizers that authenticate admins (``--admin-key-file``).
+    ``since_ms``/``until_ms`` bound what is reported (replay always starts at the beginning
+    of the log, and stops after ``until_ms``). ``log_end`` maps data partitions to their
+    log-end offsets, for lag.
+    """
+
+    heartbeat_interval_ms: int | None = None
+    admin_keys: Any = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    log_end: Mapping[tuple[str, int], int] = attrs.field(factory=dict)
+
+
+def new_world(config: ReplayConfig) -> WorldState:
+    """The one place the audit builds a WorldState, whichever rationalizer API is installed.
+
+    Rationalizers that judge freshness by a world-wide HB take it as their first argument;
+    newer ones read each holder's HB from its messages and take ``admin_keys`` instead.
+    """
+    params = inspect.signature(WorldState.__init__).parameters
+    kwargs: dict[str, Any] = {}
+    if "admin_keys" in params:
+        if config.admin_keys is not None:
+            kwargs["admin_keys"] = config.admin_keys
+    elif config.admin_keys:
+        raise ValueError("this rationalizer does not authenticate admins; drop the admin keys")
+    if "heartbeat_interval_ms" in params:
+        if config.heartbeat_interval_ms is None:
+            raise ValueError(
+                "this coordination protocol judges freshness by the group's heartbeat "
+                "interval: give it (heartbeat_interval_ms / --heartbeat-interval)"
+            )
+        return WorldState(config.heartbeat_interval_ms, **kwargs)
+    return WorldState(**kwargs)
+
+
+class _Interval:
+    """One holder's claim on one partition, from the record that granted it to its end."""
+
+    __slots__ = (
+        "client",
+        "end_ms",
+        "end_offset",
+        "end_position",
+        "end_reason",
+        "hb_ms",
+        "instance",
+        "last_ms",
+        "max_gap",
+        "max_gap_end",
+        "msgs",
+        "start_cause",
+        "start_ms",
+        "start_offset",
+        "start_position",
+    )
+
+    def __init__(
+        self,
+        client: str,
+        instance: str,
+        start_ms: int,
+        start_offset: int,
+        start_cause: str,
+        start_position: int,
+        hb_ms: int | None,
+    ) -> None:
+        self.client = client
+        self.instance = instance
+        self.start_ms = start_ms
+        self.start_offset = start_offset
+        self.start_cause = start_cause
+        self.start_position = start_position
+        self.hb_ms = hb_ms
+        self.last_ms = start_ms
+        self.msgs = 1
+        self.max_gap: int | None = None
+        self.max_gap_end: int | None = None
+        self.end_ms: int | None = None
+        self.end_offset: int | None = None
+        self.end_reason = "open"
+        self.end_position: int | None = None
+
+
+class _Track:
+    """What the fold knows of one (group, topic, partition) of this coordination partition."""
+
+    __slots__ = (
+        "claimed_ref",
+        "ended",
+        "group",
+        "key",
+        "last_ref",
+        "lost",
+        "n_late",
+        "n_messages",
+        "n_renewed",
+        "open",
+        "partition",
+        "topic",
+    )
+
+    def __init__(self, key: bytes, group: str, topic: str, partition: int) -> None:
+        self.key = key
+        self.group = group
+        self.topic = topic
+        self.partition = partition
+        self.open: _Interval | None = None
+        #: the last claim that ended, until a successor starts (it makes the failover row)
+        self.ended: _Interval | None = None
+        #: values of the accepted records that last set last_offset / claimed_through
+        self.last_ref: bytes | None = None
+        self.claimed_ref: bytes | None = None
+        #: (client, instance) -> log time it lost this partition
+        self.lost: dict[tuple[str, str], int] = {}
+        self.n_renewed = 0
+        self.n_late = 0
+        self.n_messages = 0
+
+
+class PartitionAudit:
+    """Fold over one coordination partition; feed records in offset order, then finish."""
+
+    def __init__(self, coord_partition: int, config: ReplayConfig) -> None:
+        self.coord_partition = coord_partition
+        self._config = config
+        self._world = new_world(config)
+        self._since = _NO_TIME if config.since_ms is None else config.since_ms
+        self._until = config.until_ms
+        self._stopped = False
+        self._now = _NO_TIME
+        self._last_offset = -1
+        self._first_offset: int | None = None
+        self._first_ms: int | None = None
+        self._records = 0
+        self._tracks: dict[bytes, _Track] = {}
+        self._intervals: list[tuple[_Track, _Interval]] = []
+        self._counts: dict[tuple[str | None, str, str], int] = {}
+        self._failovers: list[tuple[Any, ...]] = []
+        self._violations: list[tuple[Any, ...]] = []
+        self._fenced_at: dict[tuple[str, str], int] = {}
+        self._memo: dict[tuple[bytes | None, bytes | None], Message | None] = {}
+
+    @property
+    def world(self) -> WorldState:
+        return self._world
+
+    # ------------------------------------------------------------------ feeding
+
+    def feed(
+        self,
+        offsets: Sequence[int],
+        timestamps: Sequence[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+    ) -> None:
+        """Apply the next records (ascending offsets; columns of equal length)."""
+        if self._stopped or not offsets:
+            return
+        n = len(offsets)
+        if self._until is not None:
+            now, until = self._now, self._until
+            for i, ts in enumerate(timestamps):
+                if ts > now:
+                    now = ts
+                if now > until:  # log time is clamped, so nothing later is in the window
+                    n = i
+                    self._stopped = True
+                    break
+            if n == 0:
+                return
+            if n < len(offsets):
+                offsets, timestamps, keys, values = (
+                    offsets[:n],
+                    timestamps[:n],
+                    keys[:n],
+                    values[:n],
+                )
+        verdicts = self._world.apply_many(zip(offsets, timestamps, keys, values, strict=True))
+        if self._first_offset is None:
+            self._first_offset = offsets[0]
+            self._first_ms = max(self._now, timestamps[0])
+        tracks = self._tracks
+        since = self._since
+        now = self._now
+        last_off = self._last_offset
+        records = 0
+        try:
+            for off, ts, key, value, v in zip(
+                offsets, timestamps, keys, values, verdicts, strict=True
+            ):
+                if off <= last_off:  # a re-delivery changes nothing
+                    continue
+                last_off = off
+                records += 1
+                if ts > now:
+                    now = ts
+                e = v.effect  # type: ignore[union-attr]
+                if e is _RENEWED or e is _MESSAGES_CLAIMED or e is _RENEWED_LATE:
+                    t = tracks[key]  # type: ignore[index]
+                    c = t.open
+                    gap = now - c.last_ms  # type: ignore[union-attr]
+                    if c.max_gap is None or gap > c.max_gap:  # type: ignore[union-attr]
+                        c.max_gap = gap  # type: ignore[union-attr]
+                        c.max_gap_end = now  # type: ignore[union-attr]
+                    c.last_ms = now  # type: ignore[union-attr]
+                    c.msgs += 1  # type: ignore[union-attr]
+                    if e is _MESSAGES_CLAIMED:
+                        t.claimed_ref = value
+                        if now >= since:
+                            t.n_messages += 1
+                    else:
+                        t.last_ref = value
+                        if now >= since:
+                            if e is _RENEWED:
+                                t.n_renewed += 1
+                            else:
+                                t.n_late += 1
+                else:
+                    self._rare(off, now, key, value, v)  # type: ignore[arg-type]
+        finally:
+            self._now = now
+            self._last_offset = last_off
+            self._records += records
+
+    # ------------------------------------------------------------------ rare records
+
+    def _decode(self, key: bytes | None, value: bytes | None) -> Message | None:
+        """Strict decode (None if invalid), memoised: lost races repeat identical records."""
+        memo = self._memo
+        k = (key, value)
+        try:
+            return memo[k]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable junk; decode says what it is
+            k = None
+        try:
+            msg = decode(key, value)  # type: ignore[arg-type]
+        except DecodeError:
+            msg = None
+        if k is not None:
+            if len(memo) >= _DECODE_MEMO_LIMIT:
+                memo.clear()
+            memo[k] = msg
+        return msg
+
+    def _track(self, key: bytes, msg: Message) -> _Track:
+        t = self._tracks.get(key)
+        if t is None:
+            t = self._tracks[key] = _Track(key, msg.group_id, msg.topic, msg.partition)  # type: ignore[union-attr]
+        return t
+
+    def _count(self, group: str | None, outcome: str, reason: str) -> None:
+        k = (group, outcome, reason)
+        self._counts[k] = self._counts.get(k, 0) + 1
+
+    def _number(self, key: bytes, value: bytes | None) -> int:
+        """The data offset an accepted record carried (it decoded once already)."""
+        if value is None:
+            return -1
+        msg = decode(key, value)
+        if isinstance(msg, ClaimingMessages):
+            return msg.proposed_last_offset
+        return msg.last_offset  # type: ignore[union-attr]
+
+    def _resume(self, t: _Track) -> int:
+        """``max(last_offset, claimed_through) + 1`` as the replay has it right now."""
+        return max(self._number(t.key, t.last_ref), self._number(t.key, t.claimed_ref)) + 1
+
+    def _end(self, t: _Track, reason: str, now: int, offset: int) -> _Interval | None:
+        c = t.open
+        if c is None:
+            return None
+        c.end_ms = now
+        c.end_offset = offset
+        c.end_reason = reason
+        c.end_position = self._resume(t)
+        t.open = None
+        t.ended = c
+        t.lost[(c.client, c.instance)] = now
+        return c
+
+    def _rare(self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict) -> None:
+        if not v.accepted:
+            self._reject(off, now, key, value, v)
+            return
+        e = v.effect
+        assert e is not None
+        counted = now >= self._since
+        if e in _START_CAUSE:
+            msg = self._decode(key, value)
+            assert msg is not None and key is not None, "an accepted record decodes"
+            t = self._track(key, msg)
+            new = (msg.client_id, msg.instance_id)
+            prev = v.previous_holder
+            if e is Effect.RESTART_TAKEOVER:
+                self._end(t, "fenced_new_instance", now, off)
+                assert prev is not None
+                self._fenced_at[prev] = now
+                t.last_ref = value
+            elif e is Effect.TOOK_OVER_STALE:
+                self._end(t, "stale_taken", now, off)
+                assert prev is not None
+                if prev[0] == new[0] and prev[1] != new[1]:  # PROTOCOL.md deviation D1
+                    self._fenced_at[prev] = now
+            elif t.open is not None:  # cannot happen if the fold mirrors the world
+                self._end(t, "unexplained", now, off)
+            c = _Interval(
+                new[0],
+                new[1],
+                now,
+                off,
+                _START_CAUSE[e],
+                self._resume(t),
+                _hb_of(msg, self._config),
+            )
+            t.open = c
+            self._intervals.append((t, c))
+            before = t.ended
+            t.ended = None
+            if before is not None and now >= self._since:
+                self._failovers.append(
+                    (
+                        t.group,
+                        t.topic,
+                        t.partition,
+                        self.coord_partition,
+                        before.client,
+                        before.instance,
+                        c.client,
+                        c.instance,
+                        _FAILOVER_CAUSE.get(before.end_reason, before.end_reason),
+                        before.last_ms,
+                        before.end_ms,
+                        now,
+                        now - before.last_ms,
+                        off,
+                        c.start_position,
+                        c.hb_ms,
+                    )
+                )
+            if counted:
+                self._count(t.group, "accepted", e.value)
+        elif e is Effect.RELEASED:
+            t = self._tracks[key]  # type: ignore[index]
+            c = t.open
+            assert c is not None
+            gap = now - c.last_ms
+            if c.max_gap is None or gap > c.max_gap:
+                c.max_gap, c.max_gap_end = gap, now
+            c.last_ms = now
+            c.msgs += 1
+            t.last_ref = value
+            self._end(t, "released", now, off)
+            if counted:
+                self._count(t.group, "accepted", e.value)
+        elif e is Effect.GROUP_PAUSED:
+            msg = self._decode(key, value)
+            assert msg is not None
+            group = msg.group_id
+            for topic, partition, _client, _instance in v.voided:
+                vt = self._tracks.get(record_key(group, topic, partition))
+                if vt is not None:
+                    self._end(vt, "group_reset", now, off)
+            if counted:
+                self._count(group, "accepted", e.value)
+        elif e is Effect.POSITION_SET:
+            t = self._tracks.get(key)  # type: ignore[arg-type]
+            if t is None:
+                msg = self._decode(key, value)
+                assert msg is not None and key is not None
+                t = self._track(key, msg)
+            t.last_ref = t.claimed_ref = value
+            if counted:
+                self._count(t.group, "accepted", e.value)
+        else:  # an effect this fold does not know yet: count it, change nothing
+            msg = self._decode(key, value)
+            if counted:
+                self._count(None if msg is None else msg.group_id, "accepted", e.value)
+
+    def _reject(
+        self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict
+    ) -> None:
+        if now < self._since:
+            return
+        reason = v.reason
+        assert reason is not None
+        msg = self._decode(key, value)
+        group = None if msg is None else msg.group_id
+        self._count(group, "rejected", reason.value)
+        if reason is Reason.STILL_OWNED:  # a lost race: normal
+            return
+        mtype = None if msg is None else _MESSAGE_TYPES.get(type(msg), type(msg).__name__)
+        if reason is Reason.NOT_HOLDER:
+            kind = _NOT_HOLDER_KIND.get(mtype or "", "not_holder")
+        else:
+            kind = _VIOLATION_KIND.get(reason, reason.value)
+        topic = getattr(msg, "topic", None)
+        partition = getattr(msg, "partition", None)
+        holder: tuple[str | None, str | None] = (None, None)
+        lost_at = None
+        ident = None if msg is None else (msg.client_id, msg.instance_id)
+        if msg is not None and topic is not None:
+            t = self._tracks.get(record_key(msg.group_id, topic, partition))
+            if t is not None:
+                if t.open is not None:
+                    holder = (t.open.client, t.open.instance)
+                lost_at = t.lost.get(ident)  # type: ignore[arg-type]
+        if reason is Reason.FENCED and ident is not None:
+            lost_at = self._fenced_at.get(ident, lost_at)
+        self._violations.append(
+            (
+                self.coord_partition,
+                off,
+                now,
+                group,
+                topic,
+                partition,
+                None if ident is None else ident[0],
+                None if ident is None else ident[1],
+                mtype,
+                reason.value,
+                kind,
+                holder[0],
+                holder[1],
+                lost_at,
+            )
+        )
+
+    # ------------------------------------------------------------------ results
+
+    def finish(self) -> AuditRows:
+        """Rows of every table for this coordination partition (see :mod:`.schema`)."""
+        world = self._world
+        now = self._now
+        since = self._since
+        cp = self.coord_partition
+        rows: AuditRows = {name: [] for name in TABLES}
+        own, gaps = rows["ownership"], rows["heartbeat_gaps"]
+        for t, c in self._intervals:
+            state = None
+            end_position = c.end_position
+            if c.end_ms is None:
+                state = world.freshness(t.group, t.topic, t.partition, now)
+                end_position = self._resume(t)
+            elif c.end_ms < since:
+                continue
+            own.append(
+                (
+                    t.group,
+                    t.topic,
+                    t.partition,
+                    cp,
+                    c.client,
+                    c.instance,
+                    c.start_ms,
+                    c.start_offset,
+                    c.start_cause,
+                    c.start_position,
+                    c.end_ms,
+                    c.end_offset,
+                    c.end_reason,
+                    end_position,
+                    c.last_ms,
+                    c.msgs,
+                    c.hb_ms,
+                    state,
+                )
+            )
+            gaps.append(
+                (
+                    t.group,
+                    t.topic,
+                    t.partition,
+                    cp,
+                    c.client,
+                    c.instance,
+                    c.start_ms,
+                    c.start_offset,
+                    c.msgs,
+                    c.max_gap,
+                    c.max_gap_end,
+                    c.hb_ms,
+                    None if c.max_gap is None or not c.hb_ms else c.max_gap / c.hb_ms,
+                )
+            )
+        rows["failovers"] = list(self._failovers)
+        rows["violations"] = list(self._violations)
+        counts = dict(self._counts)
+        for t in self._tracks.values():
+            for n, effect in (
+                (t.n_renewed, Effect.RENEWED),
+                (t.n_late, Effect.RENEWED_LATE),
+                (t.n_messages, Effect.MESSAGES_CLAIMED),
+            ):
+                if n:
+                    k = (t.group, "accepted", effect.value)
+                    counts[k] = counts.get(k, 0) + n
+        rows["verdicts"] = [
+            (g, o, r, n)
+            for (g, o, r), n in sorted(counts.items(), key=lambda kv: (kv[0][0] or "", kv[0][1:]))
+        ]
+        log_end = self._config.log_end
+        for s in world.partitions():
+            end = log_end.get((s.topic, s.partition))
+            holder = s.holder
+            rows["positions"].append(
+                (
+                    s.group_id,
+                    s.topic,
+                    s.partition,
+                    cp,
+                    None if holder is None else holder[0],
+                    None if holder is None else holder[1],
+                    world.freshness(s.group_id, s.topic, s.partition, now),
+                    s.last_offset,
+                    s.claimed_through,
+                    s.resume_offset,
+                    s.last_beat,
+                    end,
+                    None if end is None else end - s.resume_offset,
+                )
+            )
+        if self._records:
+            rows["coordination"].append(
+                (cp, self._records, self._first_offset, self._last_offset, self._first_ms, now)
+            )
+        return rows
+
+
+def _hb_of(msg: Message, config: ReplayConfig) -> int | None:
+    """The claim's HB: carried by the message when the protocol records it, else the group's."""
+    hb = getattr(msg, "heartbeat_interval_ms", None)
+    return hb if hb is not None else config.heartbeat_interval_ms
+
+
+def audit_records(
+    partitions: Mapping[int, Iterable[tuple[int, int, bytes | None, bytes | None]]],
+    config: ReplayConfig,
+) -> AuditRows:
+    """In-process audit of ``{coord_partition: [(offset, timestamp_ms, key, value), ...]}``.
+
+    Convenience for tests and small logs; the engines stream in batches instead.
+    """
+    out: AuditRows = {name: [] for name in TABLES}
+    for cp in sorted(partitions):
+        audit = PartitionAudit(cp, config)
+        records = sorted(partitions[cp], key=lambda r: r[0])
+        if records:
+            offsets, timestamps, keys, values = (list(col) for col in zip(*records, strict=True))
+            audit.feed(offsets, timestamps, keys, values)
+        for name, rows in audit.finish().items():
+            out[name].extend(rows)
+    return out

@@ -1,0 +1,150 @@
+"""The audit's output tables, declared once so every engine writes the same columns.
+
+Plain Python (no pyarrow/pyspark import): the pure fold fills rows in this column order,
+and the Arrow and Spark layers derive their schemas from it. Columns of kind ``TIME`` hold
+log-append milliseconds; writers add a ``<name>_time`` UTC timestamp next to each (minus the
+``_ms`` suffix) so people reading the Parquet see dates, while programs keep exact integers.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FLOAT",
+    "INT",
+    "STR",
+    "TABLES",
+    "TIME",
+    "UNION_COLUMNS",
+    "column_index",
+    "time_column_name",
+]
+
+STR = "str"
+INT = "int"
+FLOAT = "float"
+TIME = "time"
+
+#: table name -> ordered (column, kind). Rows produced by the fold follow this order.
+TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "ownership": (
+        ("group", STR),
+        ("topic", STR),
+        ("partition", INT),
+        ("coord_partition", INT),
+        ("client_id", STR),
+        ("instance_id", STR),
+        ("start_ms", TIME),
+        ("start_offset", INT),  # coordination-log offset of the record that started it
+        ("start_cause", STR),  # claimed | took_over_stale | restart_takeover
+        ("start_position", INT),  # data offset the holder resumed from
+        ("end_ms", TIME),  # null while still open
+        ("end_offset", INT),
+        ("end_reason", STR),  # released | stale_taken | fenced_new_instance | group_reset | open
+        ("end_position", INT),  # resume offset when it ended (or now, if open)
+        ("last_seen_ms", TIME),  # the holder's last accepted message
+        ("accepted_messages", INT),
+        ("hb_ms", INT),
+        ("state_at_end", STR),  # open claims: fresh | unknown | stale at the end of the log
+    ),
+    "failovers": (
+        ("group", STR),
+        ("topic", STR),
+        ("partition", INT),
+        ("coord_partition", INT),
+        ("from_client", STR),
+        ("from_instance", STR),
+        ("to_client", STR),
+        ("to_instance", STR),
+        ("cause", STR),  # released | stale_takeover | restart | group_reset
+        ("from_last_seen_ms", TIME),
+        ("from_end_ms", TIME),
+        ("to_start_ms", TIME),
+        ("gap_ms", INT),  # to_start - from_last_seen: nobody was making progress
+        ("offset", INT),  # coordination-log offset of the record that gave the new holder its claim
+        ("resume_position", INT),
+        ("hb_ms", INT),
+    ),
+    "verdicts": (
+        ("group", STR),  # null for records that do not decode
+        ("outcome", STR),  # accepted | rejected
+        ("reason", STR),  # the Effect of an accepted record, the Reason of a rejected one
+        ("records", INT),
+    ),
+    "violations": (
+        ("coord_partition", INT),
+        ("offset", INT),
+        ("time_ms", TIME),
+        ("group", STR),
+        ("topic", STR),
+        ("partition", INT),
+        ("client_id", STR),
+        ("instance_id", STR),
+        ("message_type", STR),
+        ("reason", STR),
+        ("kind", STR),
+        ("holder_client", STR),  # who held the partition at that moment, per the log
+        ("holder_instance", STR),
+        ("lost_at_ms", TIME),  # when the sender lost the right to write (claim end / fencing)
+    ),
+    "heartbeat_gaps": (
+        ("group", STR),
+        ("topic", STR),
+        ("partition", INT),
+        ("coord_partition", INT),
+        ("client_id", STR),
+        ("instance_id", STR),
+        ("start_ms", TIME),
+        ("start_offset", INT),
+        ("accepted_messages", INT),
+        ("max_gap_ms", INT),
+        ("max_gap_end_ms", TIME),
+        ("hb_ms", INT),
+        ("gap_over_hb", FLOAT),
+    ),
+    "positions": (
+        ("group", STR),
+        ("topic", STR),
+        ("partition", INT),
+        ("coord_partition", INT),
+        ("holder_client", STR),
+        ("holder_instance", STR),
+        ("freshness", STR),  # of the holder at the end of the log; null when unheld
+        ("last_offset", INT),
+        ("claimed_through", INT),
+        ("resume_offset", INT),
+        ("last_beat_ms", TIME),
+        ("log_end_offset", INT),  # null when the export could not read it
+        ("lag", INT),  # log_end_offset - resume_offset (negative: position beyond the end)
+    ),
+    "coordination": (
+        ("coord_partition", INT),
+        ("records", INT),
+        ("first_offset", INT),
+        ("last_offset", INT),
+        ("first_ms", TIME),
+        ("last_ms", TIME),
+    ),
+}
+
+
+def _union() -> tuple[tuple[str, str], ...]:
+    seen: dict[str, str] = {"table": STR}
+    for columns in TABLES.values():
+        for name, kind in columns:
+            # one kind per name across tables, so a single union schema can carry every row
+            assert seen.setdefault(name, kind) == kind, name
+    return tuple(seen.items())
+
+
+#: Every table's rows in one schema (the Spark UDF returns one schema): ``table`` + columns.
+UNION_COLUMNS: tuple[tuple[str, str], ...] = _union()
+
+
+def column_index(table: str, column: str) -> int:
+    """Position of ``column`` in ``table``'s rows."""
+    return [name for name, _ in TABLES[table]].index(column)
+
+
+def time_column_name(name: str) -> str:
+    """``start_ms`` -> ``start_time``: the timestamp column written next to a TIME column."""
+    return (name[:-3] if name.endswith("_ms") else name) + "_time"

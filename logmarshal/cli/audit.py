@@ -1,0 +1,264 @@
+"""``logmarshal audit``: replay the coordination log and explain every ownership change."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .context import CliError, Context
+from .coord import export_progress
+from .group import add_admin_key_option, admin_keys_from
+from .output import emit, print_table
+
+__all__ = ["parse_time", "register"]
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds, or ISO 8601 (UTC unless it says otherwise)."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected epoch milliseconds or an ISO 8601 time such as 2026-01-31T03:12:00Z, "
+            f"got {text!r}"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "audit",
+        parents=[common],
+        help="replay the coordination log (Spark) and explain every ownership change",
+        description=(
+            "Export __marshal to Parquet (from --data-dir or --bootstrap, or use an existing "
+            "export with --input), replay it with the consumers' rationalizer on Spark, and "
+            "write under --out the tables ownership, failovers, verdicts, violations, "
+            "heartbeat_gaps, positions (Parquet), summary.json and report.html."
+        ),
+    )
+    parser.add_argument("--input", metavar="EXPORT", help="an export made by 'coord export'")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--since", type=parse_time, metavar="T", help="report from log time T (ms or ISO 8601)"
+    )
+    parser.add_argument(
+        "--until", type=parse_time, metavar="T", help="stop the replay after log time T"
+    )
+    parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "local"),
+        default="spark",
+        help="spark (default), or local: the same replay in this process, for small logs",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="cross-check positions, holders and verdict counts against a plain replay",
+    )
+    parser.add_argument(
+        "--heartbeat-interval",
+        type=_seconds,
+        metavar="SECONDS",
+        help="the group's HB, for coordination logs whose protocol does not record it",
+    )
+    parser.add_argument("--no-report", action="store_true", help="skip report.html")
+    add_admin_key_option(parser)
+    parser.set_defaults(func=_audit)
+
+
+class _Phases:
+    """Progress on stderr: one line per phase with its duration (a counter on a terminal)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self._started = 0.0
+
+    def start(self, what: str) -> None:
+        self._started = time.perf_counter()
+        if not self.quiet:
+            sys.stderr.write(f"{what} ...\n")
+            sys.stderr.flush()
+
+    def done(self, what: str) -> float:
+        took = time.perf_counter() - self._started
+        if not self.quiet:
+            sys.stderr.write(f"{what} ({took:.1f} s)\n")
+            sys.stderr.flush()
+        return took
+
+    def counter(self, label: str) -> Any:
+        if not self.tty or self.quiet:
+            return None
+
+        def show(done: int, total: int) -> None:
+            sys.stderr.write(f"\r{label}: {done:,}/{total:,} records   ")
+            if done >= total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+        return show
+
+
+def _expand_keys(keys: Any, info: Any) -> dict[str, bytes] | None:
+    """Admin keys by group for the replay; a '*' key needs the export's groups first."""
+    if keys is None:
+        return None
+    groups: set[str] = set()
+    if keys.default is not None:
+        from ..admin.reader import group_of_record
+        from ..audit.export import iter_export
+
+        for _cp, batch in iter_export(info):
+            for k, v in zip(
+                batch.column("key").to_pylist(), batch.column("value").to_pylist(), strict=True
+            ):
+                group = group_of_record(k, v)
+                if group is not None:
+                    groups.add(group)
+    return keys.for_groups(groups)
+
+
+def _audit(args: argparse.Namespace, ctx: Context) -> int:
+    from ..audit.deps import MissingDependency, require
+
+    try:  # fail before any work, in one line, if the extra is missing
+        require("pyarrow")
+        if args.engine == "spark":
+            require("pyspark")
+        if not args.no_report:
+            require("matplotlib")
+    except MissingDependency as exc:
+        raise CliError(str(exc)) from None
+    from ..audit.engine import load_tables, replay_config_for, run_inprocess
+    from ..audit.export import export_coordination, read_export_info
+    from ..audit.report import summary_rows, write_report
+    from ..audit.summary import write_summary
+    from ..audit.verify import (
+        compare,
+        records_from_cluster,
+        records_from_export,
+        reference_replay,
+    )
+
+    explicit = getattr(ctx, "explicit_data_dir", None) or getattr(ctx, "bootstrap", None)
+    if args.input and explicit:
+        raise CliError("--input audits an export; do not also give --data-dir or --bootstrap")
+    if args.since is not None and args.until is not None and args.since > args.until:
+        raise CliError("--since is after --until")
+    keys = admin_keys_from(args)  # before any work: a bad key file is one line
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    phases = _Phases(quiet=ctx.as_json)
+    timings: dict[str, float] = {}
+
+    if args.input:
+        info = read_export_info(args.input)
+    else:
+        phases.start("exporting __marshal to Parquet")
+        info = export_coordination(ctx.cluster, out / "export", progress=export_progress())
+        timings["export"] = phases.done(f"exported {info.records:,} records to {out / 'export'}")
+    config = replay_config_for(
+        info,
+        heartbeat_interval_ms=None
+        if args.heartbeat_interval is None
+        else round(args.heartbeat_interval * 1000),
+        since_ms=args.since,
+        until_ms=args.until,
+        admin_keys=_expand_keys(keys, info),
+    )
+    if args.engine == "spark":
+        from ..audit.job import run_spark, spark_session
+
+        phases.start(f"starting Spark ({args.master})")
+        spark = spark_session(args.master, console_progress=phases.tty and not phases.quiet)
+        timings["spark_start"] = phases.done("Spark is up")
+        try:
+            phases.start("replaying on Spark")
+            result = run_spark(spark, info, out, config)
+        finally:
+            spark.stop()
+    else:
+        phases.start("replaying in this process")
+        result = run_inprocess(info, out, config, progress=phases.counter("replayed"))
+    timings["audit"] = phases.done(f"replayed {result.records:,} records")
+
+    tables = load_tables(out)
+    extra: dict[str, Any] = {"timings_seconds": {k: round(v, 3) for k, v in timings.items()}}
+    verified = None
+    if args.verify:
+        phases.start("cross-checking against a plain replay")
+        if args.input:
+            source = records_from_export(info)
+        else:
+            ends = {p.partition: p.latest for p in info.partitions}
+            source = records_from_cluster(ctx.cluster, info.topic, ends)
+        verified = compare(tables, reference_replay(source, config))
+        extra["verify"] = verified.as_dict()
+        phases.done("cross-check " + ("passed" if verified.ok else "FAILED"))
+    summary = write_summary(out, info, config, result, extra=extra, tables=tables)
+    if not args.no_report:
+        phases.start("writing report.html")
+        report = write_report(out, tables, summary)
+        phases.done(f"wrote {report}")
+
+    if ctx.as_json:
+        emit(True, summary)
+    else:
+        rows = summary_rows(summary)
+        print_table(
+            rows,
+            [
+                "group",
+                "partitions",
+                "held",
+                "claims",
+                "failovers",
+                "stale",
+                "restart",
+                "released",
+                "reset",
+                "violations",
+                "accepted",
+                "rejected",
+                "lag",
+            ],
+        )
+        gaps = summary["failovers"]["gap_ms"]
+        if gaps["count"]:
+            print(
+                f"failovers: {gaps['count']}, unowned gap p50 {gaps['p50']} ms, "
+                f"p95 {gaps['p95']} ms, max {gaps['max']} ms"
+            )
+        v = summary["violations"]
+        if v["count"]:
+            kinds = ", ".join(f"{k} {n}" for k, n in sorted(v["by_kind"].items()))
+            print(f"violations: {v['count']} ({kinds})")
+        print(f"tables, summary.json{'' if args.no_report else ', report.html'} in {out}")
+        if verified is not None:
+            print("cross-check: " + ("ok" if verified.ok else "FAILED"))
+            for line in verified.mismatches[:20]:
+                print("  " + line)
+    if verified is not None and not verified.ok:
+        return 1
+    return 0

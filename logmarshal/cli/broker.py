@@ -1,0 +1,103 @@
+"""``logmarshal broker start``: serve a data directory over the Kafka wire protocol."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from storage.broker import BrokerConfig, load_cluster_file, run_broker
+from storage.broker.cluster_file import parse_host_port
+from storage.broker.server import DEFAULT_MAX_FRAME
+
+from .argtypes import positive
+from .context import CliError, Context
+
+__all__ = ["register"]
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser("broker", help="run a broker that serves the log to Kafka clients")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    start = verbs.add_parser(
+        "start",
+        parents=[common],
+        help="serve --data-dir over the Kafka protocol until SIGTERM",
+        description=(
+            "Serve the data directory to Kafka clients (kcat, confluent-kafka, kafka-python, "
+            "logmarshal --bootstrap). Prints 'listening on HOST:PORT' once ready; SIGTERM or "
+            "Ctrl-C flushes every partition and exits 0."
+        ),
+    )
+    start.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="address to bind (default: 127.0.0.1:9092, or this broker's line of --cluster-file;"
+        " port 0 picks a free port)",
+    )
+    start.add_argument(
+        "--advertise",
+        metavar="HOST",
+        help="host name clients should reconnect to (default: the bound host)",
+    )
+    start.add_argument("--broker-id", type=int, default=0, help="this broker's id (default: 0)")
+    start.add_argument(
+        "--cluster-file",
+        metavar="FILE",
+        help="static cluster: one 'ID HOST:PORT' line per broker; partitions are spread over them",
+    )
+    start.add_argument(
+        "--max-frame-bytes",
+        type=positive,
+        default=DEFAULT_MAX_FRAME,
+        help=f"largest request accepted; bigger ones close the connection (default: {DEFAULT_MAX_FRAME})",
+    )
+    start.add_argument("--tls-cert", metavar="PEM", help="serve TLS with this certificate (chain)")
+    start.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
+    start.add_argument(
+        "--ready-file",
+        metavar="FILE",
+        help="write HOST:PORT here once listening (for scripts that start the broker)",
+    )
+    start.set_defaults(func=_start)
+
+
+def _start(args: argparse.Namespace, ctx: Context) -> int:
+    if ctx.bootstrap is not None:
+        raise CliError("a broker serves a data directory: use --data-dir, not --bootstrap")
+    host, port = "127.0.0.1", 9092
+    if args.cluster_file is not None:
+        try:
+            layout = load_cluster_file(args.cluster_file, args.broker_id)
+        except (OSError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+        host, port = layout.me.host, layout.me.port
+    if args.listen is not None:
+        try:
+            host, port = parse_host_port(args.listen)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise CliError("TLS needs both --tls-cert and --tls-key")
+    config = BrokerConfig(
+        data_dir=ctx.data_dir,
+        host=host,
+        port=port,
+        broker_id=args.broker_id,
+        cluster_file=args.cluster_file,
+        advertised_host=args.advertise,
+        max_frame_bytes=args.max_frame_bytes,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        ready_file=args.ready_file,
+    )
+
+    def ready(address: tuple[str, int]) -> None:
+        print(f"listening on {address[0]}:{address[1]}", flush=True)
+
+    try:
+        status = run_broker(config, on_ready=ready)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    print("broker stopped", file=sys.stderr)
+    return status

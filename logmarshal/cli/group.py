@@ -1,0 +1,487 @@
+"""``logmarshal group list|describe|reset|pause``: see and move consumer groups.
+
+The options of ``reset`` are those of ``kafka-consumer-groups --reset-offsets``; unlike
+Kafka, a *live* group can be moved (ReleaseGroup pauses it through the log alone). Every
+value is parsed here rather than by argparse so that every mistake is one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from ..admin import (
+    AdminKeys,
+    Target,
+    describe_group,
+    execute,
+    list_groups,
+    load_admin_keys,
+    new_admin,
+    parse_plan_csv,
+    plan_reset,
+    plan_to_csv,
+    read_coordination,
+)
+from ..admin.describe import require_group
+from ..admin.reset import lookup_time_offsets, parse_topic_scope, resolve_scope
+from ..admin.times import format_ms, parse_datetime_ms, parse_duration_ms, parse_span_ms
+from .context import CliError, Context
+from .output import emit, print_table
+
+__all__ = ["add_admin_key_option", "admin_keys_from", "register"]
+
+_TARGETS = (
+    ("to_earliest", "--to-earliest"),
+    ("to_latest", "--to-latest"),
+    ("to_current", "--to-current"),
+    ("to_offset", "--to-offset"),
+    ("shift_by", "--shift-by"),
+    ("to_datetime", "--to-datetime"),
+    ("by_duration", "--by-duration"),
+    ("from_file", "--from-file"),
+)
+
+
+def add_admin_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--admin-key-file",
+        metavar="FILE",
+        help=(
+            "admin keys (lines 'GROUP KEY', key in hex or base64, '*' for every group; the "
+            "file must not be readable by others): tag admin records and reject untagged ones"
+        ),
+    )
+
+
+def admin_keys_from(args: argparse.Namespace) -> AdminKeys | None:
+    path = getattr(args, "admin_key_file", None)
+    return None if path is None else load_admin_keys(path)
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "group", help="list, describe, reset and pause consumer groups (from __marshal)"
+    )
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    listing = verbs.add_parser(
+        "list",
+        parents=[common],
+        help="groups seen in __marshal",
+        description="Groups seen in __marshal: members (fresh holders), partitions owned "
+        "(held by a holder that is not stale) and known, and whether the group is paused.",
+    )
+    add_admin_key_option(listing)
+    listing.set_defaults(func=_list)
+
+    describe = verbs.add_parser(
+        "describe",
+        parents=[common],
+        help="holders, positions, lag and status per partition",
+        description=(
+            "Per partition: holder, freshness and heartbeat age, last offset, position (next "
+            "offset to consume), log end, lag, and a Burrow-style status over its last 10 "
+            "position records: OK; WARN (lag never decreases); STALL (position never moves "
+            "while lag > 0); STOP (no position record for 2 heartbeat intervals while lag > 0); "
+            "REWIND (the position went backwards). The group's status is its worst partition's."
+        ),
+    )
+    describe.add_argument("group")
+    add_admin_key_option(describe)
+    describe.set_defaults(func=_describe)
+
+    reset = verbs.add_parser(
+        "reset",
+        parents=[common],
+        help="move a group's positions, even while it consumes",
+        description=(
+            "Plan new positions like kafka-consumer-groups --reset-offsets and, with "
+            "--execute, apply them to a live group: ReleaseGroup pauses it on every "
+            "coordination partition, the admin's heartbeats set the positions, replay confirms "
+            "both, and after the pause the members claim again and resume exactly there. "
+            "Targets outside the log are clamped, with a warning. Without --execute nothing "
+            "is written."
+        ),
+    )
+    reset.add_argument("group")
+    reset.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC[:P,...]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    reset.add_argument(
+        "--all-topics", action="store_true", help="every topic the group has positions for"
+    )
+    reset.add_argument("--to-earliest", action="store_true", help="the earliest offset")
+    reset.add_argument("--to-latest", action="store_true", help="the log end")
+    reset.add_argument("--to-current", action="store_true", help="the current position")
+    reset.add_argument("--to-offset", metavar="N", help="offset N")
+    reset.add_argument("--shift-by", metavar="±N", help="the current position plus N")
+    reset.add_argument(
+        "--to-datetime",
+        metavar="TIME",
+        help="the first offset stamped at or after TIME (ISO 8601, e.g. "
+        "2026-11-21T10:00:00.000; a time without a zone is UTC)",
+    )
+    reset.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="the first offset stamped at or after now minus this ISO 8601 duration",
+    )
+    reset.add_argument(
+        "--from-file", metavar="CSV", help="rows topic,partition,offset (as --export writes)"
+    )
+    reset.add_argument("--dry-run", action="store_true", help="print the plan (the default)")
+    reset.add_argument("--execute", action="store_true", help="apply the plan")
+    reset.add_argument(
+        "--export", action="store_true", help="print the plan as CSV (what --from-file reads)"
+    )
+    reset.add_argument(
+        "--pause-for",
+        metavar="DURATION",
+        help="how long the group stays paused (30s, 5m, PT1M; default max(2·HB, 5 s), "
+        "never less than 2·HB of its members)",
+    )
+    reset.add_argument("--client-id", help="the admin's client id (default admin@HOST)")
+    add_admin_key_option(reset)
+    reset.set_defaults(func=_reset)
+
+    pause = verbs.add_parser(
+        "pause",
+        parents=[common],
+        help="void every claim of a group and pause it for a while",
+        description="Write ReleaseGroup to every coordination partition: members drop their "
+        "claims and claim again, at unchanged positions, once the pause is over.",
+    )
+    pause.add_argument("group")
+    pause.add_argument(
+        "--for",
+        dest="duration",
+        required=True,
+        metavar="DURATION",
+        help="30s, 5m, 1h30m or ISO 8601 (PT30S); at least 2·HB of the group's members",
+    )
+    pause.add_argument("--client-id", help="the admin's client id (default admin@HOST)")
+    add_admin_key_option(pause)
+    pause.set_defaults(func=_pause)
+
+
+def _now_ms() -> int:
+    return round(time.time() * 1000)
+
+
+def _warn(lines: Any) -> None:
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
+
+
+def _list(args: argparse.Namespace, ctx: Context) -> int:
+    state = read_coordination(ctx.cluster, admin_keys=admin_keys_from(args))
+    now = _now_ms()
+    groups = list_groups(state, now)
+    rows = [
+        {
+            "group": g.group,
+            "members": len(g.members),
+            "owned": g.owned,
+            "known": g.known,
+            "paused": "until " + format_ms(g.paused_until_ms) if g.paused else "no",
+        }
+        for g in groups
+    ]
+    if ctx.as_json:
+        emit(
+            True,
+            [
+                {
+                    "group": g.group,
+                    "members": [list(m) for m in g.members],
+                    "owned": g.owned,
+                    "known": g.known,
+                    "paused": g.paused,
+                    "paused_until_ms": g.paused_until_ms if g.paused else None,
+                }
+                for g in groups
+            ],
+        )
+    else:
+        print_table(rows, ["group", "members", "owned", "known", "paused"])
+    return 0
+
+
+def _dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _describe(args: argparse.Namespace, ctx: Context) -> int:
+    state = read_coordination(ctx.cluster, admin_keys=admin_keys_from(args))
+    d = describe_group(ctx.cluster, state, args.group, _now_ms())
+    if ctx.as_json:
+        emit(
+            True,
+            {
+                "group": d.group,
+                "status": d.status.value,
+                "paused": d.paused,
+                "paused_until_ms": d.paused_until_ms if d.paused else None,
+                "pause_admin": list(d.pause_admin) if d.paused and d.pause_admin else None,
+                "members": [list(m) for m in d.members],
+                "now_ms": d.now_ms,
+                "partitions": [
+                    {
+                        "topic": p.topic,
+                        "partition": p.partition,
+                        "coord_partition": p.coord_partition,
+                        "client_id": p.client_id,
+                        "instance_id": p.instance_id,
+                        "freshness": p.freshness,
+                        "heartbeat_age_ms": p.heartbeat_age_ms,
+                        "heartbeat_interval_ms": p.lease_ms,
+                        "last_offset": p.last_offset,
+                        "position": p.position,
+                        "earliest": p.earliest,
+                        "log_end": p.log_end,
+                        "lag": p.lag,
+                        "status": None if p.status is None else p.status.value,
+                    }
+                    for p in d.partitions
+                ],
+            },
+        )
+        return 0
+    paused = f"paused until {format_ms(d.paused_until_ms)}" if d.paused else "not paused"
+    if d.paused and d.pause_admin:
+        paused += f" by {d.pause_admin[0]}/{d.pause_admin[1]}"
+    print(f"group {d.group}: status {d.status.value}, {len(d.members)} member(s), {paused}")
+    rows = [
+        {
+            "topic": p.topic,
+            "partition": p.partition,
+            "client_id": _dash(p.client_id),
+            "instance_id": _dash(p.instance_id),
+            "fresh": _dash(p.freshness),
+            "hb_age_ms": _dash(p.heartbeat_age_ms),
+            "last_offset": _dash(p.last_offset),
+            "position": _dash(p.position),
+            "log_end": _dash(p.log_end),
+            "lag": _dash(p.lag),
+            "status": "-" if p.status is None else p.status.value,
+        }
+        for p in d.partitions
+    ]
+    print_table(
+        rows,
+        [
+            "topic",
+            "partition",
+            "client_id",
+            "instance_id",
+            "fresh",
+            "hb_age_ms",
+            "last_offset",
+            "position",
+            "log_end",
+            "lag",
+            "status",
+        ],
+    )
+    return 0
+
+
+def _target(args: argparse.Namespace, group: str) -> Target:
+    given = [flag for name, flag in _TARGETS if getattr(args, name) not in (None, False)]
+    if not given:
+        raise CliError("no target: give one of " + ", ".join(flag for _, flag in _TARGETS))
+    if len(given) > 1:
+        raise CliError(f"give exactly one target, not {' and '.join(given)}")
+    if args.to_earliest:
+        return Target("earliest")
+    if args.to_latest:
+        return Target("latest")
+    if args.to_current:
+        return Target("current")
+    if args.to_offset is not None:
+        try:
+            value = int(args.to_offset)
+        except ValueError:
+            raise CliError(
+                f"--to-offset: expected a whole number, got {args.to_offset!r}"
+            ) from None
+        if value < 0:
+            raise CliError(f"--to-offset: offsets are never negative, got {value}")
+        return Target("offset", value)
+    if args.shift_by is not None:
+        try:
+            return Target("shift", int(args.shift_by))
+        except ValueError:
+            raise CliError(f"--shift-by: expected a whole number, got {args.shift_by!r}") from None
+    if args.to_datetime is not None:
+        return Target("datetime", parse_datetime_ms(args.to_datetime))
+    if args.by_duration is not None:
+        return Target("datetime", _now_ms() - parse_duration_ms(args.by_duration))
+    try:
+        with open(args.from_file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise CliError(f"cannot read {args.from_file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{args.from_file} is not UTF-8 text") from None
+    return Target("file", parse_plan_csv(text, group, args.from_file))
+
+
+def _reset(args: argparse.Namespace, ctx: Context) -> int:
+    if args.dry_run and args.execute:
+        raise CliError("give either --dry-run or --execute, not both")
+    scopes = [parse_topic_scope(t) for t in args.topic]
+    pause_ms = None if args.pause_for is None else parse_span_ms(args.pause_for)
+    target = _target(args, args.group)
+    keys = admin_keys_from(args)
+    cluster = ctx.cluster
+    state = read_coordination(cluster, admin_keys=keys)
+    require_group(state, args.group)
+    if target.kind == "file":
+        assert isinstance(target.value, dict)
+        rows = target.value
+        file_scope = sorted({(t, None) for t, _ in rows})
+        known = set(resolve_scope(cluster, state, args.group, file_scope, False))
+        in_scope = known
+        if scopes or args.all_topics:
+            in_scope = set(resolve_scope(cluster, state, args.group, scopes, args.all_topics))
+        for t, p in rows:
+            if (t, p) not in known:
+                raise CliError(f"{args.from_file}: topic {t!r} has no partition {p}")
+        target = Target("file", {k: v for k, v in rows.items() if k in in_scope})
+        if not target.value:
+            raise CliError(f"{args.from_file}: no row is within the given --topic scope")
+        partitions = sorted(target.value)  # type: ignore[arg-type]
+    else:
+        partitions = resolve_scope(cluster, state, args.group, scopes, args.all_topics)
+    bounds = {
+        (t, p): (cluster.earliest_offset(t, p), cluster.latest_offset(t, p)) for t, p in partitions
+    }
+    current = {(t, p): _current(state, args.group, t, p) for t, p in partitions}
+    time_offsets = None
+    if target.kind == "datetime":
+        time_offsets = lookup_time_offsets(cluster, partitions, target.value)  # type: ignore[arg-type]
+    plan = plan_reset(args.group, partitions, current, bounds, target, time_offsets)
+    _warn(plan.warnings)
+    if not args.execute:
+        if args.export:
+            sys.stdout.write(plan_to_csv(plan))
+        elif ctx.as_json:
+            emit(True, _plan_payload(plan, executed=False))
+        else:
+            print_table(
+                [
+                    {
+                        "group": plan.group,
+                        "topic": r.topic,
+                        "partition": r.partition,
+                        "current_offset": _dash(r.current),
+                        "new_offset": r.new,
+                    }
+                    for r in plan.rows
+                ],
+                ["group", "topic", "partition", "current_offset", "new_offset"],
+            )
+            print("dry run: nothing was written (use --execute to apply)", file=sys.stderr)
+        return 0
+    admin = new_admin(args.client_id)
+    result = execute(cluster, state, plan, admin=admin, pause_ms=pause_ms, admin_keys=keys)
+    return _report_execution(ctx, result, export=args.export)
+
+
+def _current(state: Any, group: str, topic: str, partition: int) -> int | None:
+    """The group's position, or None when it has none (never consumed: the members' reset
+    policy would decide, as for a Kafka group without a committed offset)."""
+    assert state.view is not None
+    s = state.view.world_for(topic, partition).partition_state(group, topic, partition)
+    if s is None or (s.last_offset < 0 and s.claimed_through < 0):
+        return None
+    return s.resume_offset
+
+
+def _plan_payload(plan: Any, executed: bool) -> dict[str, Any]:
+    return {
+        "group": plan.group,
+        "executed": executed,
+        "warnings": list(plan.warnings),
+        "partitions": [
+            {"topic": r.topic, "partition": r.partition, "current": r.current, "new": r.new}
+            for r in plan.rows
+        ],
+    }
+
+
+def _report_execution(ctx: Context, result: Any, export: bool = False) -> int:
+    rejected = result.rejected
+    for w in rejected:
+        where = "" if w.topic is None else f" (position of {w.topic}/{w.partition})"
+        print(
+            f"logmarshal: error: {w.kind} record at __marshal/{w.coord_partition} offset "
+            f"{w.offset}{where} was {w.describe_verdict()}",
+            file=sys.stderr,
+        )
+    if ctx.as_json:
+        emit(
+            True,
+            {
+                "group": result.group,
+                "executed": True,
+                "ok": result.ok,
+                "admin": [result.admin.client_id, result.admin.instance_id],
+                "paused_until_ms": result.pause_until_ms,
+                "pause_ms": result.pause_ms,
+                "partitions": [
+                    {"topic": r.topic, "partition": r.partition, "old": r.current, "new": r.new}
+                    for r in result.rows
+                ],
+                "records": [
+                    {
+                        "kind": w.kind,
+                        "coord_partition": w.coord_partition,
+                        "offset": w.offset,
+                        "topic": w.topic,
+                        "partition": w.partition,
+                        "verdict": w.describe_verdict(),
+                    }
+                    for w in result.written
+                ],
+            },
+        )
+    elif export:
+        from ..admin import Plan
+
+        sys.stdout.write(plan_to_csv(Plan(result.group, result.rows)))
+    else:
+        for r in result.rows:
+            print(f"{r.topic}/{r.partition}: {_dash(r.current)} -> {r.new}")
+        print(
+            f"group {result.group} paused until {format_ms(result.pause_until_ms)} by "
+            f"{result.admin.client_id}/{result.admin.instance_id}; "
+            + (
+                f"{len(result.rows)} position(s) set, confirmed by replay"
+                if result.ok
+                else "NOT confirmed (see errors above)"
+            )
+        )
+    return 0 if result.ok else 1
+
+
+def _pause(args: argparse.Namespace, ctx: Context) -> int:
+    from ..admin import Plan
+
+    pause_ms = parse_span_ms(args.duration)
+    keys = admin_keys_from(args)
+    state = read_coordination(ctx.cluster, admin_keys=keys)
+    require_group(state, args.group)
+    admin = new_admin(args.client_id)
+    result = execute(
+        ctx.cluster, state, Plan(args.group, ()), admin=admin, pause_ms=pause_ms, admin_keys=keys
+    )
+    return _report_execution(ctx, result)

@@ -1,0 +1,589 @@
+"""The network cluster: the Kafka wire protocol through confluent-kafka (librdkafka).
+
+The same :class:`~logmarshal.cluster.Cluster` as the embedded one, against logmarshal's own
+broker or an Apache Kafka cluster. librdkafka is used the way Kafka intends: an AdminClient
+for topics and configs, a Producer (acks=all when ``durable``) whose delivery reports give
+the offsets, and for reads one assign-only Consumer per partition being read, so that
+independent readers (the marshaler's replay threads, a consumer's partitions) never move
+each other's positions. No group protocol is used: positions live in ``__marshal``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from storage import NewRecord, TopicConfig
+from storage.datadir import validate_topic_name
+
+from .cluster import Message, PartitionOffsets, ProduceResult, TopicDescription
+from .errors import (
+    ClosedError,
+    CorruptRecordError,
+    InvalidConfig,
+    InvalidTopicName,
+    LogmarshalError,
+    OffsetOutOfRange,
+    RecordTooLarge,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
+
+__all__ = ["NetworkCluster", "NetworkError"]
+
+log = logging.getLogger(__name__)
+
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# The topic configs logmarshal knows (and reports from describe_topic), by Kafka name.
+_KNOWN_CONFIGS = frozenset(
+    {*TopicConfig().to_dict(), "flush.messages", "flush.ms", "message.timestamp.type"}
+)
+_MAX_READERS = 64
+_EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
+
+
+class NetworkError(LogmarshalError):
+    """The brokers could not be reached, or answered with an error logmarshal cannot map."""
+
+
+def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -> Exception:
+    """A librdkafka error as the exception the embedded cluster raises for the same failure."""
+    if error is None:
+        return NetworkError("unknown error")
+    code = error.code()
+    text = error.str()
+    if code == KafkaError.TOPIC_ALREADY_EXISTS:
+        return TopicExists(topic)
+    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+        return UnknownTopic(topic) if partition < 0 else UnknownPartition(topic, partition)
+    if code == KafkaError._UNKNOWN_PARTITION:
+        return UnknownPartition(topic, partition)
+    if code == KafkaError.TOPIC_EXCEPTION:
+        return InvalidTopicName(text)
+    if code in (
+        KafkaError.INVALID_CONFIG,
+        KafkaError.INVALID_PARTITIONS,
+        KafkaError.INVALID_REPLICATION_FACTOR,
+    ):
+        return InvalidConfig(text)
+    if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
+        return RecordTooLarge(text)
+    if code in (KafkaError.CORRUPT_MESSAGE, KafkaError.INVALID_RECORD):
+        return CorruptRecordError(text)
+    return NetworkError(f"{text} (topic {topic!r}, partition {partition})")
+
+
+def _raise_from(exc: KafkaException, topic: str = "", partition: int = -1) -> Exception:
+    return _map_error(exc.args[0] if exc.args else None, topic, partition)
+
+
+class _PartitionReader:
+    """An assign-only consumer for one partition, with the records read ahead of the caller."""
+
+    def __init__(self, conf: dict[str, Any], topic: str, partition: int) -> None:
+        self.lock = threading.Lock()
+        self._conf = conf
+        self._topic = topic
+        self._partition = partition
+        self._consumer: Consumer | None = None
+        self._position: int | None = None  # next offset the consumer delivers
+        self._pending: collections.deque[Any] = collections.deque()
+        self.last_used = time.monotonic()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            with contextlib.suppress(KafkaException, RuntimeError):
+                self._consumer.close()
+            self._consumer = None
+
+    def _seek(self, offset: int) -> None:
+        if self._consumer is None:
+            self._consumer = Consumer(self._conf)
+        self._pending.clear()
+        self._consumer.assign([TopicPartition(self._topic, self._partition, offset)])
+        self._position = offset
+
+    def _take(self, messages: list[Any]) -> None:
+        for m in messages:
+            error = m.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                    self._out_of_range()
+                raise _map_error(error, self._topic, self._partition)
+            self._pending.append(m)
+
+    def _out_of_range(self) -> None:
+        assert self._consumer is not None
+        offset = self._position if self._position is not None else -1
+        tp = TopicPartition(self._topic, self._partition)
+        low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        self._position = None
+        raise OffsetOutOfRange(offset, low, high)
+
+    def fetch(self, offset: int, max_bytes: int, max_wait: float) -> list[Message]:
+        self.last_used = time.monotonic()
+        head = self._pending[0].offset() if self._pending else self._position
+        if head != offset:
+            self._seek(offset)
+        consumer = self._consumer
+        assert consumer is not None
+        want = max(1, min(10_000, max_bytes // 64))
+        if not self._pending:
+            self._take(consumer.consume(want, 0))
+        if not self._pending:
+            if max_wait > 0:
+                first = consumer.poll(max_wait)
+                if first is not None:
+                    self._take([first, *consumer.consume(want - 1, 0)])
+            if not self._pending:
+                self._wait_if_behind(consumer, offset, want)
+        out: list[Message] = []
+        size = 0
+        while self._pending:
+            m = self._pending[0]
+            value, key = m.value(), m.key()
+            n = (len(value) if value else 0) + (len(key) if key else 0)
+            if out and size + n > max_bytes:
+                break
+            self._pending.popleft()
+            size += n
+            if m.offset() < offset:
+                continue
+            out.append(
+                Message(
+                    self._topic,
+                    self._partition,
+                    m.offset(),
+                    m.timestamp()[1],
+                    key,
+                    value,
+                    tuple(m.headers() or ()),
+                )
+            )
+        if out:
+            self._position = out[-1].offset + 1
+        return out
+
+    def _wait_if_behind(self, consumer: Consumer, offset: int, want: int) -> None:
+        """Nothing arrived: if the broker holds records from ``offset``, wait for them.
+
+        The embedded cluster returns stored records even with ``max_wait=0``; librdkafka
+        fetches in the background, so without this a quick call could miss records.
+        """
+        tp = TopicPartition(self._topic, self._partition)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        except KafkaException as exc:
+            raise _raise_from(exc, self._topic, self._partition) from None
+        if not low <= offset <= high:
+            self._position = None
+            raise OffsetOutOfRange(offset, low, high)
+        deadline = time.monotonic() + _EMPTY_CHECK_WAIT
+        while offset < high and not self._pending and time.monotonic() < deadline:
+            first = consumer.poll(0.5)
+            if first is not None:
+                self._take([first, *consumer.consume(want - 1, 0)])
+
+
+class NetworkCluster:
+    """:class:`~logmarshal.cluster.Cluster` over Kafka brokers at ``bootstrap``.
+
+    ``config`` adds librdkafka settings (e.g. ``security.protocol``) to every client.
+    ``timeout`` bounds every administrative call.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        config: Mapping[str, Any] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if not bootstrap or not bootstrap.strip():
+            raise ValueError("bootstrap needs at least one HOST:PORT")
+        self.bootstrap = bootstrap
+        self._timeout = timeout
+        self._base: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "log.connection.close": False,
+            "log_level": 4,
+            **(config or {}),
+        }
+        self._closed = False
+        self._lock = threading.Lock()
+        self._admin = AdminClient(dict(self._base))
+        self._producers: dict[bool, Producer] = {}
+        self._produce_locks = {True: threading.Lock(), False: threading.Lock()}
+        self._readers: dict[tuple[str, int], _PartitionReader] = {}
+        self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
+        self._offsets_consumer: Consumer | None = None
+        # Fail early (and clearly) if nothing answers at bootstrap.
+        try:
+            self._admin.list_topics(timeout=min(timeout, 10.0))
+        except KafkaException as exc:
+            raise NetworkError(f"cannot reach brokers at {bootstrap}: {exc}") from None
+
+    # ------------------------------------------------------------------ clients
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the cluster at {self.bootstrap} is closed")
+
+    def _consumer_conf(self) -> dict[str, Any]:
+        return {
+            **self._base,
+            "group.id": self._group,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 200,
+            "fetch.error.backoff.ms": 50,
+            "queued.max.messages.kbytes": 16384,
+            "queued.min.messages": 10000,
+        }
+
+    def _producer(self, durable: bool) -> Producer:
+        with self._lock:
+            producer = self._producers.get(durable)
+            if producer is None:
+                producer = Producer(
+                    {
+                        **self._base,
+                        "acks": "all" if durable else "1",
+                        "linger.ms": 100,  # flush() sends at once; linger keeps one call one batch
+                        "batch.size": 16 * 1024 * 1024,
+                        "message.max.bytes": 16 * 1024 * 1024,
+                        "queue.buffering.max.kbytes": 1024 * 1024,
+                        "delivery.timeout.ms": int(self._timeout * 1000),
+                        "topic.metadata.propagation.max.ms": 5000,
+                        "enable.idempotence": False,
+                    }
+                )
+                self._producers[durable] = producer
+            return producer
+
+    def _offsets(self) -> Consumer:
+        with self._lock:
+            if self._offsets_consumer is None:
+                self._offsets_consumer = Consumer(self._consumer_conf())
+            return self._offsets_consumer
+
+    def _reader(self, topic: str, partition: int) -> _PartitionReader:
+        key = (topic, partition)
+        with self._lock:
+            reader = self._readers.get(key)
+            if reader is None:
+                if len(self._readers) >= _MAX_READERS:
+                    self._evict_idle_reader()
+                reader = _PartitionReader(self._consumer_conf(), topic, partition)
+                self._readers[key] = reader
+            return reader
+
+    def _evict_idle_reader(self) -> None:
+        for key, reader in sorted(self._readers.items(), key=lambda kv: kv[1].last_used):
+            if reader.lock.acquire(blocking=False):
+                try:
+                    reader.close()
+                finally:
+                    reader.lock.release()
+                del self._readers[key]
+                return
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: TopicConfig | Mapping[str, str | int] | None = None,
+    ) -> TopicDescription:
+        self._check_open()
+        validate_topic_name(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidConfig(f"partition count must be a positive integer, got {partitions!r}")
+        settings = _config_to_send(config)
+        topic = NewTopic(name, partitions, replication_factor=-1, config=settings)
+        future = self._admin.create_topics([topic], request_timeout=self._timeout)[name]
+        try:
+            future.result(self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, name) from None
+        deadline = time.monotonic() + self._timeout
+        while True:  # Kafka propagates new topics' metadata asynchronously
+            try:
+                return self.describe_topic(name)
+            except UnknownTopic:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def delete_topic(self, name: str) -> None:
+        self._check_open()
+        future = self._admin.delete_topics([name], request_timeout=self._timeout)[name]
+        try:
+            future.result(self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, name) from None
+        with self._lock:
+            doomed = [k for k in self._readers if k[0] == name]
+            readers = [self._readers.pop(k) for k in doomed]
+        for reader in readers:
+            with reader.lock:
+                reader.close()
+
+    def add_partitions(self, name: str, total: int) -> TopicDescription:
+        self._check_open()
+        current = self.partitions(name)
+        if isinstance(total, bool) or not isinstance(total, int) or total <= current:
+            raise InvalidConfig(
+                f"topic {name!r} has {current} partitions; the count can only grow, got {total}"
+            )
+        future = self._admin.create_partitions(
+            [NewPartitions(name, total)], request_timeout=self._timeout
+        )[name]
+        try:
+            future.result(self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, name) from None
+        deadline = time.monotonic() + self._timeout
+        while self.partitions(name) < total and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.describe_topic(name)
+
+    def topics(self) -> list[str]:
+        self._check_open()
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc) from None
+        return sorted(n for n in metadata.topics if n not in _INTERNAL_TOPICS)
+
+    def partitions(self, topic: str) -> int:
+        self._check_open()
+        try:
+            metadata = self._admin.list_topics(topic=topic, timeout=self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, topic) from None
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            if info is not None and info.error.code() not in (
+                KafkaError.UNKNOWN_TOPIC_OR_PART,
+                KafkaError._UNKNOWN_TOPIC,
+                KafkaError.LEADER_NOT_AVAILABLE,
+            ):
+                raise _map_error(info.error, topic)
+            raise UnknownTopic(topic)
+        if not info.partitions:
+            raise UnknownTopic(topic)
+        return len(info.partitions)
+
+    def topic_config(self, name: str) -> dict[str, str]:
+        """The topic's configs logmarshal knows, by Kafka name (defaults included)."""
+        self._check_open()
+        resource = ConfigResource("topic", name)
+        future = self._admin.describe_configs([resource], request_timeout=self._timeout)[resource]
+        try:
+            entries = future.result(self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, name) from None
+        return {
+            key: entry.value
+            for key, entry in entries.items()
+            if key in _KNOWN_CONFIGS and entry.value is not None
+        }
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        self._check_open()
+        count = self.partitions(name)
+        config = self.topic_config(name)
+        offsets = []
+        for p in range(count):
+            low, high = self._watermarks(name, p)
+            offsets.append(PartitionOffsets(p, low, high))
+        return TopicDescription(name, count, config, tuple(offsets))
+
+    # ------------------------------------------------------------------ records
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[NewRecord],
+        *,
+        durable: bool = False,
+    ) -> ProduceResult:
+        self._check_open()
+        if not records:
+            raise ValueError("produce needs at least one record")
+        producer = self._producer(durable)
+        reports: list[tuple[KafkaError | None, int, tuple[int, int]]] = []
+
+        def delivered(error: KafkaError | None, message: Any) -> None:
+            reports.append((error, message.offset(), message.timestamp()))
+
+        with self._produce_locks[durable]:
+            for rec in records:
+                while True:
+                    try:
+                        producer.produce(
+                            topic,
+                            value=rec.value,
+                            key=rec.key,
+                            partition=partition,
+                            timestamp=rec.timestamp,
+                            headers=list(rec.headers) if rec.headers else None,
+                            on_delivery=delivered,
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                    except KafkaException as exc:
+                        producer.flush(self._timeout)
+                        raise _raise_from(exc, topic, partition) from None
+            left = producer.flush(self._timeout)
+        if left or len(reports) != len(records):
+            raise NetworkError(
+                f"produce to {topic}/{partition}: no acknowledgement within {self._timeout} s"
+            )
+        for error, _, _ in reports:
+            if error is not None:
+                raise _map_error(error, topic, partition)
+        offsets = [offset for _, offset, _ in reports]
+        base, last = min(offsets), max(offsets)
+        if last - base + 1 != len(records):
+            # Another writer's batch landed between ours; the range no longer maps 1:1.
+            log.warning(
+                "produce to %s/%d: %d records landed at non-contiguous offsets %s",
+                topic,
+                partition,
+                len(records),
+                offsets,
+            )
+        ts_type, ts = reports[0][2]
+        log_append_time = ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else -1
+        return ProduceResult(topic, partition, base, last, log_append_time)
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> list[Message]:
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        reader = self._reader(topic, partition)
+        with reader.lock:
+            try:
+                return reader.fetch(offset, max_bytes, max_wait)
+            except KafkaException as exc:
+                raise _raise_from(exc, topic, partition) from None
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        for attempt in range(2):
+            try:
+                return self._offsets().get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self._timeout, cached=False
+                )
+            except KafkaException as exc:
+                error = _raise_from(exc, topic, partition)
+            if attempt or not isinstance(error, UnknownPartition | UnknownTopic):
+                break
+            if partition >= self.partitions(topic):
+                break
+            # The partition exists (it was just added): this consumer's metadata is stale.
+            self._reset_offsets_consumer()
+        raise error
+
+    def _reset_offsets_consumer(self) -> None:
+        with self._lock:
+            old, self._offsets_consumer = self._offsets_consumer, None
+        if old is not None:
+            old.close()
+
+    def earliest_offset(self, topic: str, partition: int) -> int:
+        self._check_open()
+        return self._watermarks(topic, partition)[0]
+
+    def latest_offset(self, topic: str, partition: int) -> int:
+        self._check_open()
+        return self._watermarks(topic, partition)[1]
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        self._check_open()
+        try:
+            (found,) = self._offsets().offsets_for_times(
+                [TopicPartition(topic, partition, timestamp_ms)], timeout=self._timeout
+            )
+        except KafkaException as exc:
+            raise _raise_from(exc, topic, partition) from None
+        if found.error is not None:
+            raise _map_error(found.error, topic, partition)
+        return None if found.offset < 0 else found.offset
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            readers = list(self._readers.values())
+            self._readers.clear()
+            producers = list(self._producers.values())
+            offsets, self._offsets_consumer = self._offsets_consumer, None
+        for producer in producers:
+            producer.flush(self._timeout)
+        for reader in readers:
+            with reader.lock:
+                reader.close()
+        if offsets is not None:
+            offsets.close()
+        self._admin = None  # librdkafka handles are destroyed with their last reference
+        producers.clear()
+
+    def __enter__(self) -> NetworkCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"NetworkCluster({self.bootstrap!r})"
+
+
+def _config_to_send(config: TopicConfig | Mapping[str, str | int] | None) -> dict[str, str]:
+    """Kafka-named settings that differ from logmarshal's defaults (validated the same way).
+
+    Defaults are left out so that, on Apache Kafka, the cluster's own defaults apply.
+    """
+    if config is None:
+        return {}
+    parsed = config if isinstance(config, TopicConfig) else TopicConfig.from_dict(config)
+    defaults = TopicConfig().to_dict()
+    if isinstance(config, TopicConfig):
+        return {k: v for k, v in parsed.to_dict().items() if defaults.get(k) != v}
+    return {k: str(v) for k, v in config.items()}

@@ -1,0 +1,671 @@
+"""One handler per Kafka API, over a :class:`storage.DataDir`.
+
+Handlers run on the broker's event loop. Reads (Fetch, ListOffsets, Metadata) are served
+inline from the page cache; appends that must reach the disk (acks=all, or a topic with a
+flush policy) and topic changes run in a worker thread so one fsync never stalls the other
+connections. Every failure a client can cause becomes a Kafka error code in the response;
+only a request that cannot be parsed at all closes its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kafka.protocol.admin.configs import DescribeConfigsResponse
+from kafka.protocol.admin.topics import (
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+)
+from kafka.protocol.consumer.offsets import ListOffsetsResponse
+from kafka.protocol.metadata.metadata import MetadataResponse
+from kafka.protocol.producer.produce import ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdResponse
+
+from storage.config import TopicConfig
+from storage.datadir import DataDir
+from storage.errors import (
+    InvalidConfig,
+    OffsetOutOfRange,
+    StorageError,
+    UnknownPartition,
+    UnknownTopic,
+)
+from storage.log import PartitionLog
+from storage.records import decode_batch
+
+from .cluster_file import ClusterLayout
+from .errors import ErrorCode, ProtocolError, error_code_for
+from .wire import (
+    SUPPORTED,
+    ApiKey,
+    FetchPartitionResult,
+    RequestHeader,
+    api_versions_response,
+    encode_fetch_response,
+    encode_response,
+)
+
+__all__ = ["Handlers"]
+
+log = logging.getLogger(__name__)
+
+_LATEST = -1
+_EARLIEST = -2
+_TOPIC_RESOURCE = 2
+_BROKER_RESOURCE = 4
+_SOURCE_TOPIC = 1
+_SOURCE_DEFAULT = 5
+_DEFAULT_PARTITIONS = 1
+_SYNC_STALE_S = 1.0
+
+Response = bytes | list[bytes] | None
+
+
+class _Waiters:
+    """Fetch long-polls waiting for appends, keyed by (topic, partition); loop-thread only."""
+
+    def __init__(self) -> None:
+        self._by_partition: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+
+    def register(self, keys: Iterable[tuple[str, int]]) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._by_partition.setdefault(key, set()).add(future)
+        return future
+
+    def unregister(self, keys: Iterable[tuple[str, int]], future: asyncio.Future[None]) -> None:
+        for key in keys:
+            waiting = self._by_partition.get(key)
+            if waiting is not None:
+                waiting.discard(future)
+                if not waiting:
+                    del self._by_partition[key]
+
+    def notify(self, key: tuple[str, int]) -> None:
+        for future in self._by_partition.pop(key, ()):
+            if not future.done():
+                future.set_result(None)
+
+
+class Handlers:
+    """The request handlers of one broker (one data directory, one place in the cluster)."""
+
+    def __init__(
+        self,
+        data_dir: DataDir,
+        layout: ClusterLayout,
+        *,
+        cluster_id: str = "logmarshal",
+        executor: ThreadPoolExecutor | None = None,
+        peer_client: Any = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.layout = layout
+        self.cluster_id = cluster_id
+        self._executor = executor or ThreadPoolExecutor(4, thread_name_prefix="broker-io")
+        self._waiters = _Waiters()
+        self._peer = peer_client
+        # Producer ids: unique per broker incarnation (time-based high bits, broker id, counter).
+        base = (int(time.time()) & 0x3FFFFFF) << 20 | (layout.self_id & 0xFF) << 12
+        self._producer_ids = itertools.count(base + (os.getpid() & 0xFFF))
+        self._last_sync = 0.0
+        self._sync_started = 0.0
+        self._sync_task: asyncio.Task[None] | None = None
+        self._table = {
+            ApiKey.PRODUCE: self.produce,
+            ApiKey.FETCH: self.fetch,
+            ApiKey.LIST_OFFSETS: self.list_offsets,
+            ApiKey.METADATA: self.metadata,
+            ApiKey.CREATE_TOPICS: self.create_topics,
+            ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            ApiKey.CREATE_PARTITIONS: self.create_partitions,
+        }
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def handle(self, header: RequestHeader, frame: memoryview) -> Response:
+        """Answer one request; ProtocolError means: close the connection."""
+        key, version = header.api_key, header.api_version
+        if key == ApiKey.API_VERSIONS:
+            spec = SUPPORTED[key]
+            ok = spec.min_version <= version <= spec.max_version
+            error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_VERSION
+            return api_versions_response(header.correlation_id, version, error)
+        spec = SUPPORTED.get(key)
+        if spec is None:
+            raise ProtocolError(f"unknown api key {key}")
+        if not spec.min_version <= version <= spec.max_version:
+            raise ProtocolError(
+                f"api key {key} version {version} is not supported "
+                f"({spec.min_version}-{spec.max_version})"
+            )
+        try:
+            request = spec.request.decode(frame[header.body_offset :], version=version)
+        except Exception as exc:  # any decoder failure is a malformed request
+            raise ProtocolError(f"api key {key} v{version} does not decode: {exc!r}") from None
+        result = await self._table[key](request, version)
+        if result is None or isinstance(result, bytes | list):
+            return _with_correlation(result, header.correlation_id)
+        return encode_response(header.correlation_id, spec, version, result)
+
+    # ------------------------------------------------------------------ topic knowledge
+
+    async def _know_topics(self, names: Iterable[str] | None) -> None:
+        """On a non-controller broker, pull topic metadata from the controller when needed.
+
+        ``names`` None means "all topics" (Metadata without a list): refreshed when older
+        than a second. A named topic unknown here waits for a refresh that started after
+        this request arrived (concurrent requests share one), so a topic just created on
+        the controller is always found.
+        """
+        if self._peer is None or self.layout.is_controller:
+            return
+        arrived = time.monotonic()
+        if names is None:
+            if arrived - self._last_sync <= _SYNC_STALE_S:
+                return
+        else:
+            known = set(self.data_dir.topics())
+            if all(n in known for n in names):
+                return
+        try:
+            while True:
+                task = self._sync_task
+                if task is None or (task.done() and self._sync_started < arrived):
+                    self._sync_started = time.monotonic()
+                    task = self._sync_task = asyncio.ensure_future(self._sync_from_controller())
+                await asyncio.wait_for(asyncio.shield(task), 5.0)
+                if self._sync_started >= arrived:
+                    return
+        except Exception as exc:
+            log.warning("cannot refresh topics from the controller: %s", exc)
+
+    async def _sync_from_controller(self) -> None:
+        try:
+            wanted = await self._peer.topics()
+            local = {n: self.data_dir.describe(n).partitions for n in self.data_dir.topics()}
+            missing = [n for n in wanted if n not in local]
+            configs = await self._peer.topic_configs(missing) if missing else {}
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(
+                self._executor, self._apply_topics, wanted, local, configs
+            )
+        finally:
+            self._last_sync = time.monotonic()
+
+    def _apply_topics(
+        self, wanted: dict[str, int], local: dict[str, int], configs: dict[str, dict[str, str]]
+    ) -> None:
+        for name, count in wanted.items():
+            try:
+                if name not in local:
+                    config = TopicConfig.from_dict(configs.get(name, {}))
+                    self.data_dir.create_topic(name, count, config)
+                    log.info("learned topic %s (%d partitions) from the controller", name, count)
+                elif count > local[name]:
+                    self.data_dir.add_partitions(name, count)
+            except StorageError as exc:
+                log.warning("cannot mirror topic %s: %s", name, exc)
+        for name in local:
+            if name not in wanted:
+                log.info("topic %s was deleted on the controller; deleting it here", name)
+                try:
+                    self.data_dir.delete_topic(name)
+                except StorageError as exc:
+                    log.warning("cannot delete topic %s: %s", name, exc)
+
+    # ------------------------------------------------------------------ produce
+
+    async def produce(self, request: Any, version: int) -> Any:
+        acks = request.acks
+        topics = request.topic_data
+        await self._know_topics(t.name for t in topics)
+        reject: ErrorCode | None = None
+        if acks not in (0, 1, -1):
+            reject = ErrorCode.INVALID_REQUIRED_ACKS
+        elif request.transactional_id is not None:
+            reject = ErrorCode.INVALID_REQUEST  # no transactions
+        work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]] = []
+        slow = acks == -1
+        for topic in topics:
+            for part in topic.partition_data:
+                plog, error = self._leader_log(topic.name, part.index)
+                if reject is not None:
+                    error = reject
+                elif error == ErrorCode.NONE and not part.records:
+                    error = ErrorCode.CORRUPT_MESSAGE
+                if plog is not None and (
+                    plog.config.flush_messages is not None or plog.config.flush_ms is not None
+                ):
+                    slow = True
+                work.append((topic.name, part.index, plog, part.records, error))
+        if slow:
+            loop = asyncio.get_running_loop()
+            results = await loop.run_in_executor(self._executor, _append_all, work, acks == -1)
+        else:
+            results = _append_all(work, False)
+        for (name, index, _, _, _), (error, _, _, _) in zip(work, results, strict=True):
+            if error == ErrorCode.NONE:
+                self._waiters.notify((name, index))
+        if acks == 0:
+            return None
+        r = ProduceResponse[version]
+        by_topic: dict[str, list[Any]] = {}
+        for (name, index, _, _, _), (error, base, append_time, start) in zip(
+            work, results, strict=True
+        ):
+            by_topic.setdefault(name, []).append(
+                r.TopicProduceResponse.PartitionProduceResponse(
+                    index=index,
+                    error_code=error,
+                    base_offset=base,
+                    log_append_time_ms=append_time,
+                    log_start_offset=start,
+                    record_errors=[],
+                    error_message=None if error == ErrorCode.NONE else error.name,
+                )
+            )
+        return r(
+            responses=[
+                r.TopicProduceResponse(name=name, partition_responses=parts)
+                for name, parts in by_topic.items()
+            ],
+            throttle_time_ms=0,
+        )
+
+    def _leader_log(self, topic: str, partition: int) -> tuple[PartitionLog | None, ErrorCode]:
+        try:
+            plog = self.data_dir.partition(topic, partition)
+        except (UnknownTopic, UnknownPartition):
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        except StorageError:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR
+        if not self.layout.leads(topic, partition):
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return plog, ErrorCode.NONE
+
+    # ------------------------------------------------------------------ fetch
+
+    async def fetch(self, request: Any, version: int) -> list[bytes]:
+        wanted = [(t.topic, p) for t in request.topics for p in t.partitions]
+        await self._know_topics({name for name, _ in wanted})
+        max_wait = max(request.max_wait_ms, 0) / 1000.0
+        deadline = time.monotonic() + max_wait
+        min_bytes = max(request.min_bytes, 0)
+        max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+        while True:
+            results, total, failed = self._read_fetch(wanted, max_bytes)
+            remaining = deadline - time.monotonic()
+            if failed or total >= min_bytes or remaining <= 0:
+                break
+            keys = [(name, p.partition) for name, p in wanted]
+            future = self._waiters.register(keys)
+            try:
+                await asyncio.wait_for(future, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                self._waiters.unregister(keys, future)
+        by_topic: dict[str, list[FetchPartitionResult]] = {}
+        for name, result in results:
+            by_topic.setdefault(name, []).append(result)
+        return encode_fetch_response(0, version, list(by_topic.items()))
+
+    def _read_fetch(
+        self, wanted: list[tuple[str, Any]], max_bytes: int
+    ) -> tuple[list[tuple[str, FetchPartitionResult]], int, bool]:
+        """One pass over the partitions; the first batch is always served (KIP-74)."""
+        results = []
+        total = 0
+        failed = False
+        budget = max_bytes
+        for name, p in wanted:
+            plog, error = self._leader_log(name, p.partition)
+            if plog is None:
+                results.append((name, FetchPartitionResult(p.partition, error, -1, -1, b"")))
+                failed = True
+                continue
+            limit = min(p.partition_max_bytes, budget) if total else p.partition_max_bytes
+            try:
+                data = plog.read(p.fetch_offset, max(limit, 0)).data if limit > 0 else b""
+            except OffsetOutOfRange as exc:
+                results.append(
+                    (
+                        name,
+                        FetchPartitionResult(
+                            p.partition,
+                            ErrorCode.OFFSET_OUT_OF_RANGE,
+                            exc.log_end_offset,
+                            exc.log_start_offset,
+                            b"",
+                        ),
+                    )
+                )
+                failed = True
+                continue
+            except StorageError as exc:
+                log.warning("fetch %s/%d failed: %s", name, p.partition, exc)
+                results.append(
+                    (name, FetchPartitionResult(p.partition, error_code_for(exc), -1, -1, b""))
+                )
+                failed = True
+                continue
+            total += len(data)
+            budget -= len(data)
+            results.append(
+                (
+                    name,
+                    FetchPartitionResult(
+                        p.partition, 0, plog.log_end_offset, plog.log_start_offset, data
+                    ),
+                )
+            )
+        return results, total, failed
+
+    # ------------------------------------------------------------------ list offsets
+
+    async def list_offsets(self, request: Any, version: int) -> Any:
+        await self._know_topics(t.name for t in request.topics)
+        r = ListOffsetsResponse[version]
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                error, ts, offset = self._offset_for(topic.name, p.partition_index, p.timestamp)
+                parts.append(
+                    r.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=error,
+                        timestamp=ts,
+                        offset=offset,
+                        leader_epoch=0 if error == ErrorCode.NONE else -1,
+                    )
+                )
+            topics.append(r.ListOffsetsTopicResponse(name=topic.name, partitions=parts))
+        return r(throttle_time_ms=0, topics=topics)
+
+    def _offset_for(self, topic: str, partition: int, timestamp: int) -> tuple[int, int, int]:
+        plog, error = self._leader_log(topic, partition)
+        if plog is None:
+            return error, -1, -1
+        if timestamp == _LATEST:
+            return ErrorCode.NONE, -1, plog.log_end_offset
+        if timestamp == _EARLIEST:
+            return ErrorCode.NONE, -1, plog.log_start_offset
+        if timestamp < 0:
+            return ErrorCode.INVALID_REQUEST, -1, -1
+        try:
+            offset = plog.offset_for_timestamp(timestamp)
+            if offset is None:
+                return ErrorCode.NONE, -1, -1
+            return ErrorCode.NONE, _timestamp_at(plog, offset, timestamp), offset
+        except StorageError as exc:
+            return error_code_for(exc), -1, -1
+
+    # ------------------------------------------------------------------ metadata
+
+    async def metadata(self, request: Any, version: int) -> Any:
+        requested = request.topics
+        names: list[str] | None
+        if requested is None or (version == 0 and not requested):
+            names = None
+        else:
+            names = [t.name for t in requested]
+        await self._know_topics(names)
+        r = MetadataResponse[version]
+        brokers = [
+            r.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=None)
+            for b in self.layout.sorted_brokers
+        ]
+        topics = []
+        for name in self.data_dir.topics() if names is None else names:
+            try:
+                count = self.data_dir.describe(name).partitions
+            except StorageError:
+                topics.append(
+                    r.MetadataResponseTopic(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        name=name,
+                        is_internal=False,
+                        partitions=[],
+                    )
+                )
+                continue
+            parts = []
+            for p in range(count):
+                leader = self.layout.leader(name, p)
+                parts.append(
+                    r.MetadataResponseTopic.MetadataResponsePartition(
+                        error_code=0,
+                        partition_index=p,
+                        leader_id=leader,
+                        leader_epoch=0,
+                        replica_nodes=[leader],
+                        isr_nodes=[leader],
+                        offline_replicas=[],
+                    )
+                )
+            topics.append(
+                r.MetadataResponseTopic(
+                    error_code=0, name=name, is_internal=False, partitions=parts
+                )
+            )
+        return r(
+            throttle_time_ms=0,
+            brokers=brokers,
+            cluster_id=self.cluster_id,
+            controller_id=self.layout.controller_id,
+            topics=topics,
+        )
+
+    # ------------------------------------------------------------------ topic admin
+
+    async def create_topics(self, request: Any, version: int) -> Any:
+        r = CreateTopicsResponse[version]
+        loop = asyncio.get_running_loop()
+        results = []
+        for topic in request.topics:
+            error, message = await loop.run_in_executor(
+                self._executor, self._create_one, topic, request.validate_only
+            )
+            results.append(
+                r.CreatableTopicResult(name=topic.name, error_code=error, error_message=message)
+            )
+        return r(throttle_time_ms=0, topics=results)
+
+    def _create_one(self, topic: Any, validate_only: bool) -> tuple[int, str | None]:
+        if not self.layout.is_controller:
+            return ErrorCode.NOT_CONTROLLER, "send CreateTopics to the controller"
+        if topic.assignments:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+        if topic.replication_factor not in (-1, 1):
+            return (
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "logmarshal keeps one copy of each partition: use replication factor 1 (or -1)",
+            )
+        count = _DEFAULT_PARTITIONS if topic.num_partitions == -1 else topic.num_partitions
+        try:
+            config = TopicConfig.from_dict({c.name: c.value for c in topic.configs})
+            if count < 1:
+                return ErrorCode.INVALID_PARTITIONS, f"partition count {count} must be >= 1"
+            if validate_only:
+                if topic.name in self.data_dir.topics():
+                    return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
+                return ErrorCode.NONE, None
+            self.data_dir.create_topic(topic.name, count, config)
+        except InvalidConfig as exc:
+            code = ErrorCode.INVALID_CONFIG if "config" in str(exc) else ErrorCode.INVALID_PARTITIONS
+            return code, str(exc)
+        except StorageError as exc:
+            return error_code_for(exc), str(exc)
+        log.info("created topic %s with %d partition(s)", topic.name, count)
+        return ErrorCode.NONE, None
+
+    async def delete_topics(self, request: Any, version: int) -> Any:
+        r = DeleteTopicsResponse[version]
+        loop = asyncio.get_running_loop()
+        results = []
+        for name in request.topic_names:
+            error = await loop.run_in_executor(self._executor, self._delete_one, name)
+            results.append(r.DeletableTopicResult(name=name, error_code=error))
+        return r(throttle_time_ms=0, responses=results)
+
+    def _delete_one(self, name: str) -> int:
+        if not self.layout.is_controller:
+            return ErrorCode.NOT_CONTROLLER
+        try:
+            self.data_dir.delete_topic(name)
+        except StorageError as exc:
+            return error_code_for(exc)
+        log.info("deleted topic %s", name)
+        return ErrorCode.NONE
+
+    async def create_partitions(self, request: Any, version: int) -> Any:
+        r = CreatePartitionsResponse[version]
+        loop = asyncio.get_running_loop()
+        results = []
+        for topic in request.topics:
+            error, message = await loop.run_in_executor(
+                self._executor, self._grow_one, topic, request.validate_only
+            )
+            results.append(
+                r.CreatePartitionsTopicResult(name=topic.name, error_code=error, error_message=message)
+            )
+        return r(throttle_time_ms=0, results=results)
+
+    def _grow_one(self, topic: Any, validate_only: bool) -> tuple[int, str | None]:
+        if not self.layout.is_controller:
+            return ErrorCode.NOT_CONTROLLER, "send CreatePartitions to the controller"
+        if topic.assignments:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+        try:
+            current = self.data_dir.describe(topic.name).partitions
+            if topic.count <= current:
+                return (
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"topic has {current} partitions; the count can only grow",
+                )
+            if not validate_only:
+                self.data_dir.add_partitions(topic.name, topic.count)
+        except InvalidConfig as exc:
+            return ErrorCode.INVALID_PARTITIONS, str(exc)
+        except StorageError as exc:
+            return error_code_for(exc), str(exc)
+        return ErrorCode.NONE, None
+
+    async def describe_configs(self, request: Any, version: int) -> Any:
+        r = DescribeConfigsResponse[version]
+        await self._know_topics(
+            res.resource_name for res in request.resources if res.resource_type == _TOPIC_RESOURCE
+        )
+        results = []
+        cfg_cls = r.DescribeConfigsResult.DescribeConfigsResourceResult
+        defaults = TopicConfig().to_dict()
+        for res in request.resources:
+            error, message, configs = ErrorCode.NONE, None, []
+            if res.resource_type == _TOPIC_RESOURCE:
+                try:
+                    values = self.data_dir.describe(res.resource_name).config.to_dict()
+                except StorageError as exc:
+                    error, message = error_code_for(exc), str(exc)
+                else:
+                    keys = res.configuration_keys
+                    for name, value in sorted(values.items()):
+                        if keys is not None and name not in keys:
+                            continue
+                        is_default = defaults.get(name) == value
+                        configs.append(
+                            cfg_cls(
+                                name=name,
+                                value=value,
+                                read_only=False,
+                                config_source=_SOURCE_DEFAULT if is_default else _SOURCE_TOPIC,
+                                is_default=is_default,
+                                is_sensitive=False,
+                                synonyms=[],
+                                config_type=0,
+                                documentation=None,
+                            )
+                        )
+            elif res.resource_type != _BROKER_RESOURCE:
+                error, message = ErrorCode.INVALID_REQUEST, "only topic and broker resources"
+            results.append(
+                r.DescribeConfigsResult(
+                    error_code=error,
+                    error_message=message,
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=configs,
+                )
+            )
+        return r(throttle_time_ms=0, results=results)
+
+    async def init_producer_id(self, request: Any, version: int) -> Any:
+        r = InitProducerIdResponse[version]
+        if request.transactional_id is not None:
+            return r(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+        return r(
+            throttle_time_ms=0,
+            error_code=0,
+            producer_id=next(self._producer_ids),
+            producer_epoch=0,
+        )
+
+
+def _with_correlation(result: bytes | list[bytes] | None, correlation_id: int) -> Response:
+    """Hand-built responses carry correlation id 0 in their frame head; set the real one."""
+    if result is None:
+        return None
+    if isinstance(result, list):
+        head = bytearray(result[0])
+        head[4:8] = correlation_id.to_bytes(4, "big", signed=True)
+        return [bytes(head), *result[1:]]
+    return result
+
+
+def _append_all(
+    work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]], flush: bool
+) -> list[tuple[int, int, int, int]]:
+    """Append each partition's batches; per partition: (error, base, append time, log start)."""
+    out = []
+    for name, index, plog, records, error in work:
+        if plog is None or error != ErrorCode.NONE:
+            out.append((error, -1, -1, -1))
+            continue
+        try:
+            info = plog.append(records, flush=flush)
+        except StorageError as exc:
+            code = error_code_for(exc)
+            log.info("produce to %s/%d refused (%s): %s", name, index, code.name, exc)
+            out.append((code, -1, -1, -1))
+            continue
+        out.append((ErrorCode.NONE, info.base_offset, info.log_append_time, plog.log_start_offset))
+    return out
+
+
+def _timestamp_at(plog: PartitionLog, offset: int, fallback: int) -> int:
+    """The timestamp of the record at ``offset`` (ListOffsets reports it)."""
+    try:
+        data = plog.read(offset, 1).data
+        _, records = decode_batch(data)
+    except Exception:
+        return fallback
+    for rec in records:
+        if rec.offset >= offset:
+            return rec.timestamp
+    return fallback
+
+
+def new_cluster_id() -> str:
+    return uuid.uuid4().hex[:22]

@@ -1,0 +1,75 @@
+"""A minimal async Kafka client one broker uses to ask the controller about topics.
+
+Only non-controller brokers use it: topics are created on the controller, and the others
+mirror names, partition counts and configs from it (on demand, when a client names a topic
+they do not know, and when a full Metadata request finds their copy over a second old).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import ssl
+import struct
+from typing import Any
+
+from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+
+from .cluster_file import BrokerAddress
+
+__all__ = ["PeerClient"]
+
+_TIMEOUT_S = 5.0
+_TOPIC_RESOURCE = 2
+
+
+class PeerClient:
+    """One request at a time over a fresh connection: topic changes are rare."""
+
+    def __init__(self, controller: BrokerAddress, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._controller = controller
+        self._ssl = ssl_context
+        self._correlation = itertools.count(1)
+
+    async def _call(self, request: Any, response_cls: Any, version: int) -> Any:
+        correlation_id = next(self._correlation)
+        request.with_header(correlation_id=correlation_id, client_id="logmarshal-broker")
+        payload = request.encode(header=True, framed=True)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(self._controller.host, self._controller.port, ssl=self._ssl),
+            _TIMEOUT_S,
+        )
+        try:
+            writer.write(payload)
+            await writer.drain()
+            (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), _TIMEOUT_S))
+            frame = await asyncio.wait_for(reader.readexactly(size), _TIMEOUT_S)
+        finally:
+            writer.close()
+        (got,) = struct.unpack_from(">i", frame, 0)
+        if got != correlation_id:
+            raise ConnectionError(f"controller answered correlation id {got}, expected {correlation_id}")
+        return response_cls[version].decode(memoryview(frame)[4:])
+
+    async def topics(self) -> dict[str, int]:
+        """Topic name -> partition count, as the controller knows them."""
+        response = await self._call(MetadataRequest[1](topics=None), MetadataResponse, 1)
+        return {t.name: len(t.partitions) for t in response.topics if t.error_code == 0}
+
+    async def topic_configs(self, names: list[str]) -> dict[str, dict[str, str]]:
+        request = DescribeConfigsRequest[1](
+            resources=[
+                DescribeConfigsRequest[1].DescribeConfigsResource(
+                    resource_type=_TOPIC_RESOURCE, resource_name=n, configuration_keys=None
+                )
+                for n in names
+            ],
+            include_synonyms=False,
+        )
+        response = await self._call(request, DescribeConfigsResponse, 1)
+        return {
+            r.resource_name: {c.name: c.value for c in r.configs if c.value is not None}
+            for r in response.results
+            if r.error_code == 0
+        }

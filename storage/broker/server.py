@@ -1,0 +1,328 @@
+"""The broker process: an asyncio server that serves a data directory over the Kafka protocol.
+
+Each connection is read one frame at a time and answered in order (as Kafka does: a
+connection has one request in progress). A connection that sends garbage, an oversized
+frame, a request it then never finishes, or that simply disconnects, is closed and
+forgotten; nothing a client sends can stop the server. SIGTERM (or SIGINT) stops accepting,
+closes connections, flushes every partition and releases the data directory.
+
+A parent process (a test, a scenario) learns that the broker is ready from the line
+``listening on HOST:PORT`` that the CLI prints, or from ``ready_file``, which is written
+(atomically, with ``HOST:PORT``) once the socket is bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import ssl
+import struct
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import attrs
+
+from storage.datadir import DataDir
+
+from .cluster_file import ClusterLayout, load_cluster_file
+from .errors import ProtocolError
+from .handlers import Handlers
+from .peer import PeerClient
+from .wire import MIN_REQUEST_SIZE, parse_request_header
+
+__all__ = ["BrokerConfig", "BrokerServer", "BrokerThread", "run_broker"]
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+
+@attrs.frozen
+class BrokerConfig:
+    """How to run one broker. ``port`` 0 picks a free port (see :attr:`BrokerServer.address`)."""
+
+    data_dir: str | os.PathLike[str]
+    host: str = "127.0.0.1"
+    port: int = 9092
+    broker_id: int = 0
+    cluster_file: str | os.PathLike[str] | None = None
+    advertised_host: str | None = None
+    max_frame_bytes: int = DEFAULT_MAX_FRAME
+    request_timeout: float = 30.0  # to receive the rest of a frame once its size arrived
+    idle_timeout: float = 600.0  # Kafka's connections.max.idle.ms
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None  # for the broker's own connections to the controller
+    ready_file: str | os.PathLike[str] | None = None
+    io_threads: int = 4
+
+
+class BrokerServer:
+    """One broker. ``await start()``, then ``await serve()`` until ``stop()`` is called."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._server: asyncio.Server | None = None
+        self._data_dir: DataDir | None = None
+        self._executor = ThreadPoolExecutor(config.io_threads, thread_name_prefix="broker-io")
+        self._connections: set[asyncio.Task[None]] = set()
+        self._stop: asyncio.Event | None = None
+        self.handlers: Handlers | None = None
+        self.address: tuple[str, int] | None = None
+
+    def _ssl_server_context(self) -> ssl.SSLContext | None:
+        cfg = self.config
+        if cfg.tls_cert is None and cfg.tls_key is None:
+            return None
+        if cfg.tls_cert is None:
+            raise ValueError("TLS needs a certificate (--tls-cert) as well as the key")
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+        return ctx
+
+    def _ssl_client_context(self) -> ssl.SSLContext | None:
+        cfg = self.config
+        if cfg.tls_cert is None:
+            return None
+        return ssl.create_default_context(cafile=cfg.tls_ca or cfg.tls_cert)
+
+    async def start(self) -> tuple[str, int]:
+        cfg = self.config
+        if cfg.max_frame_bytes < MIN_REQUEST_SIZE:
+            raise ValueError(f"max frame size must be at least {MIN_REQUEST_SIZE} bytes")
+        if cfg.cluster_file is not None:
+            layout = load_cluster_file(cfg.cluster_file, cfg.broker_id)
+        else:
+            layout = None
+        server_ssl = self._ssl_server_context()
+        self._stop = asyncio.Event()
+        self._data_dir = DataDir(cfg.data_dir)
+        try:
+            self._server = await asyncio.start_server(
+                self._serve_connection, cfg.host, cfg.port, ssl=server_ssl, reuse_address=True
+            )
+        except BaseException:
+            self._data_dir.close()
+            raise
+        sockname = self._server.sockets[0].getsockname()
+        port = sockname[1]
+        advertised = cfg.advertised_host or _advertisable(cfg.host)
+        if layout is None:
+            layout = ClusterLayout.single(cfg.broker_id, advertised, port)
+        elif cfg.port == 0:
+            layout = layout.with_self_address(advertised, port)
+        peer = None
+        if not layout.is_controller:
+            peer = PeerClient(layout.controller, self._ssl_client_context())
+        self.handlers = Handlers(
+            self._data_dir,
+            layout,
+            cluster_id=_cluster_id(Path(cfg.data_dir), layout),
+            executor=self._executor,
+            peer_client=peer,
+        )
+        self.address = (advertised, port)
+        if cfg.ready_file is not None:
+            ready = Path(cfg.ready_file)
+            tmp = ready.with_name(ready.name + ".tmp")
+            tmp.write_text(f"{advertised}:{port}\n", encoding="utf-8")
+            os.replace(tmp, ready)
+        log.info(
+            "broker %d listening on %s:%d (data %s)", layout.self_id, advertised, port, cfg.data_dir
+        )
+        return self.address
+
+    async def serve(self) -> None:
+        """Run until :meth:`stop`; then close connections and the data directory."""
+        assert self._stop is not None, "call start() first"
+        try:
+            await self._stop.wait()
+        finally:
+            await self.close()
+
+    def stop(self) -> None:
+        """Ask :meth:`serve` to return (call on the loop's thread, or via call_soon_threadsafe)."""
+        if self._stop is not None:
+            self._stop.set()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+            self._server = None
+        self._executor.shutdown(wait=True)
+        if self._data_dir is not None:
+            try:
+                self._data_dir.flush()
+            finally:
+                self._data_dir.close()
+                self._data_dir = None
+                log.info("broker stopped; data flushed")
+
+    # ------------------------------------------------------------------ connections
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        cfg = self.config
+        handlers = self.handlers
+        assert handlers is not None
+        try:
+            while True:
+                try:
+                    head = await asyncio.wait_for(reader.readexactly(4), cfg.idle_timeout)
+                except asyncio.IncompleteReadError as exc:
+                    if exc.partial:
+                        log.info("%s: disconnected in the middle of a frame size", peer)
+                    return
+                except TimeoutError:
+                    log.info("%s: idle for %.0f s; closing", peer, cfg.idle_timeout)
+                    return
+                (size,) = _SIZE.unpack(head)
+                if size < MIN_REQUEST_SIZE or size > cfg.max_frame_bytes:
+                    log.warning(
+                        "%s: frame size %d outside [%d, %d]; closing",
+                        peer,
+                        size,
+                        MIN_REQUEST_SIZE,
+                        cfg.max_frame_bytes,
+                    )
+                    return
+                try:
+                    frame = await asyncio.wait_for(reader.readexactly(size), cfg.request_timeout)
+                except asyncio.IncompleteReadError:
+                    log.info("%s: disconnected in the middle of a request", peer)
+                    return
+                except TimeoutError:
+                    log.warning("%s: request not finished within %.0f s; closing", peer, cfg.request_timeout)
+                    return
+                view = memoryview(frame)
+                try:
+                    header = parse_request_header(view)
+                    response = await handlers.handle(header, view)
+                except ProtocolError as exc:
+                    log.warning("%s: %s; closing the connection", peer, exc)
+                    return
+                if response is None:
+                    continue
+                if isinstance(response, list):
+                    writer.writelines(response)
+                else:
+                    writer.write(response)
+                await writer.drain()
+        except (ConnectionError, OSError) as exc:
+            log.info("%s: connection error: %s", peer, exc)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("%s: unexpected error; closing the connection", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+
+def _advertisable(host: str) -> str:
+    """The bind host, unless it is a wildcard: then this machine's name."""
+    if host in ("", "0.0.0.0", "::"):
+        return socket.getfqdn()
+    return host
+
+
+def _cluster_id(data_dir: Path, layout: ClusterLayout) -> str:
+    """A stable id: from the cluster file's brokers (multi-broker) or the directory (single)."""
+    import zlib
+
+    if len(layout.brokers) > 1:
+        text = ",".join(f"{b.node_id}@{b.host}:{b.port}" for b in layout.sorted_brokers)
+    else:
+        text = str(data_dir.resolve())
+    return f"logmarshal-{zlib.crc32(text.encode()):08x}"
+
+
+def run_broker(config: BrokerConfig, on_ready=None) -> int:
+    """Run a broker in this thread until SIGTERM/SIGINT; returns an exit status."""
+
+    async def main() -> None:
+        server = BrokerServer(config)
+        address = await server.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, server.stop)
+        if on_ready is not None:
+            on_ready(address)
+        await server.serve()
+
+    asyncio.run(main())
+    return 0
+
+
+class BrokerThread:
+    """A broker on its own event loop in a background thread (tests, embedding, benches).
+
+    Use as a context manager; ``address`` is ``(host, port)`` once entered.
+    """
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.server = BrokerServer(config)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="logmarshal-broker", daemon=True)
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self.address: tuple[str, int] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.address is not None
+        return f"{self.address[0]}:{self.address[1]}"
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self.address = self._loop.run_until_complete(self.server.start())
+        except BaseException as exc:
+            self._error = exc
+            self._started.set()
+            return
+        self._started.set()
+        try:
+            self._loop.run_until_complete(self.server.serve())
+        finally:
+            self._loop.close()
+
+    def start(self) -> BrokerThread:
+        self._thread.start()
+        if not self._started.wait(30):
+            raise TimeoutError("the broker did not start within 30 s")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self.server.stop)
+            self._thread.join(30)
+
+    def __enter__(self) -> BrokerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,100 @@
+"""Resetting a group while three members consume it (embedded cluster, one process)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
+
+from .members import TOPIC, Handled, Member, Producer, wait_for
+
+HB = 0.3
+PARTITIONS = 6
+NEW = 10
+
+
+def test_reset_a_live_group_resumes_exactly_at_the_new_positions(tmp_path) -> None:
+    with EmbeddedCluster(tmp_path / "data", maintenance_interval=0) as cluster:
+        cluster.create_topic(TOPIC, PARTITIONS)
+        now = int(time.time() * 1000)
+        for p in range(PARTITIONS):
+            cluster.produce(TOPIC, p, [NewRecord(value=b"m", timestamp=now)] * 200)
+        handled = Handled()
+        members: list[Member] = []
+        producer = None
+        try:
+            members = [Member(cluster, f"c{i}", handled, HB) for i in range(3)]
+            producer = Producer(cluster, PARTITIONS)
+            wait_for(
+                lambda: (
+                    len(handled.per_partition()) == PARTITIONS
+                    and all(len(v) >= 30 for v in handled.per_partition().values())
+                ),
+                15,
+                "every partition being consumed",
+            )
+            partitions = [(TOPIC, p) for p in range(PARTITIONS)]
+
+            def positions() -> dict:
+                view = read_coordination(cluster).view
+                return {(t, p): view and view.resume_offset("g", t, p) for t, p in partitions}
+
+            wait_for(
+                lambda: all((c or 0) > 2 * NEW for c in positions().values()),
+                15,
+                "every partition's position to pass the reset target",
+            )
+            state = read_coordination(cluster)
+            bounds = {
+                k: (cluster.earliest_offset(*k), cluster.latest_offset(*k)) for k in partitions
+            }
+            current = {
+                (t, p): state.view.resume_offset("g", t, p)
+                for t, p in partitions  # type: ignore[union-attr]
+            }
+            assert all(c is not None and c > NEW for c in current.values()), current
+            plan = plan_reset("g", partitions, current, bounds, Target("offset", NEW))
+            admin = new_admin("admin@test", rng=random.Random(7))
+            result = execute(cluster, state, plan, admin=admin, pause_ms=1500)
+            written_at = time.time()
+            assert result.ok, [w.describe_verdict() for w in result.rejected]
+            assert len([w for w in result.written if w.kind == "release_group"]) == 4
+            expiry = result.pause_until_ms / 1000
+
+            # nothing is handed out during the pause once members had 2·HB to notice it
+            wait_for(lambda: time.time() > expiry, 5, "the pause to end")
+            quiet = [r for r in handled.snapshot() if written_at + 2 * HB <= r[2] < expiry]
+            assert quiet == [], quiet[:5]
+
+            wait_for(
+                lambda: (
+                    len(handled.per_partition(since=expiry)) == PARTITIONS
+                    and all(len(v) >= 5 for v in handled.per_partition(since=expiry).values())
+                ),
+                10,
+                "every partition being consumed again after the pause",
+            )
+            after = handled.per_partition(since=expiry)
+            for p, offsets in sorted(after.items()):
+                assert offsets[0] == NEW, (p, offsets[:10])
+                seen = sorted(set(offsets))
+                assert seen == list(range(NEW, NEW + len(seen))), (p, seen[:20])
+
+            # no member is left believing it holds a partition the log gave someone else
+            time.sleep(2 * HB)
+            final = read_coordination(cluster)
+            owners: dict[int, str] = {}
+            for m in members:
+                for topic, p in m.consumer.claims():
+                    holder = final.view.holder("g", topic, p)  # type: ignore[union-attr]
+                    assert holder == m.marshaler.identity, (m.name, p, holder)
+                    assert p not in owners, (p, owners[p], m.name)
+                    owners[p] = m.name
+            assert sorted(owners) == list(range(PARTITIONS))
+        finally:
+            if producer is not None:
+                producer.close()
+            for m in members:
+                m.close()

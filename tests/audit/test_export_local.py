@@ -1,0 +1,147 @@
+"""Export from a cluster, the in-process engine, the cross-check and the CLI (no Spark)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from logmarshal.audit.engine import load_tables, replay_config_for, run_inprocess
+from logmarshal.audit.export import export_coordination, read_export_info
+from logmarshal.audit.verify import (
+    compare,
+    records_from_cluster,
+    records_from_export,
+    reference_replay,
+)
+from logmarshal.cli import audit as audit_cli
+from logmarshal.cli import coord as coord_cli
+from logmarshal.cli.context import Context
+
+from .logs import HB
+
+
+def test_export_reads_back_exactly_the_log(story_cluster, tmp_path) -> None:
+    cluster, script, _at = story_cluster
+    info = export_coordination(cluster, tmp_path / "export")
+    assert info.records == sum(len(r) for r in script.records.values())
+    again = read_export_info(tmp_path / "export")
+    assert again.partitions == info.partitions and again.log_end == info.log_end
+    assert again.log_end[("events", 0)] == 0
+    exported = dict(records_from_export(again))
+    assert exported == {cp: recs for cp, recs in script.records.items() if recs}
+    assert dict(records_from_cluster(cluster)) == script.records
+
+
+def test_read_export_info_explains_a_wrong_directory(tmp_path) -> None:
+    with pytest.raises(ValueError, match="not an audit export"):
+        read_export_info(tmp_path)
+
+
+def test_inprocess_audit_passes_the_cross_check(story_cluster, tmp_path) -> None:
+    cluster, _script, _at = story_cluster
+    info = export_coordination(cluster, tmp_path / "export")
+    config = replay_config_for(info, heartbeat_interval_ms=HB)
+    result = run_inprocess(info, tmp_path / "out", config)
+    assert result.rows["failovers"] == 4 and result.rows["violations"] == 5
+    tables = load_tables(tmp_path / "out")
+    check = compare(tables, reference_replay(records_from_cluster(cluster), config))
+    assert check.ok, check.mismatches
+    # a tampered table is caught
+    broken = dict(tables)
+    broken["positions"] = tables["positions"].slice(1)
+    assert not compare(broken, reference_replay(records_from_cluster(cluster), config)).ok
+
+
+def _parser() -> argparse.ArgumentParser:
+    from logmarshal.cli.main import _common_options
+
+    parser = argparse.ArgumentParser(prog="logmarshal")
+    commands = parser.add_subparsers(dest="command", required=True)
+    common = _common_options(defaults=False)
+    audit_cli.register(commands, common)
+    coord_cli.register(commands, common)
+    return parser
+
+
+def _run(argv: list[str], ctx: Context) -> int:
+    args = _parser().parse_args(argv)
+    return args.func(args, ctx)
+
+
+def test_cli_audit_local_engine_writes_tables_summary_and_report(
+    story_cluster, tmp_path, capsys
+) -> None:
+    cluster, _script, _at = story_cluster
+    ctx = Context(data_dir=str(tmp_path / "data"), as_json=False)
+    ctx._cluster = cluster  # the fixture already holds the directory's lock
+    out = tmp_path / "out"
+    code = _run(
+        ["audit", "--out", str(out), "--engine", "local", "--verify", "--heartbeat-interval", "1"],
+        ctx,
+    )
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "cross-check: ok" in printed and "violations: 5" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["failovers"]["by_cause"] == {
+        "stale_takeover": 1,
+        "released": 1,
+        "restart": 1,
+        "group_reset": 1,
+    }
+    assert summary["verify"]["ok"] is True
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 2
+    for table in (
+        "ownership",
+        "failovers",
+        "verdicts",
+        "violations",
+        "heartbeat_gaps",
+        "positions",
+    ):
+        assert list((out / table).glob("*.parquet")), table
+    assert (out / "export" / "export.json").exists()
+
+
+def test_cli_coord_export_then_audit_the_export(story_cluster, tmp_path, capsys) -> None:
+    cluster, _script, _at = story_cluster
+    ctx = Context(data_dir=str(tmp_path / "data"), as_json=False)
+    ctx._cluster = cluster
+    assert _run(["coord", "export", "--out", str(tmp_path / "exp")], ctx) == 0
+    assert "exported 29 coordination records" in capsys.readouterr().out
+    fresh = Context(data_dir=None, as_json=True)
+    code = _run(
+        [
+            "audit",
+            "--input",
+            str(tmp_path / "exp"),
+            "--out",
+            str(tmp_path / "out"),
+            "--engine",
+            "local",
+            "--no-report",
+            "--since",
+            "2023-11-14T22:13:24Z",
+            "--heartbeat-interval",
+            "1",
+        ],
+        fresh,
+    )
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["window"]["since_ms"] == 1_700_000_004_000
+    assert summary["failovers"]["by_cause"] == {"group_reset": 1}
+    assert fresh._cluster is None  # --input never opens a cluster
+
+
+def test_parse_time_accepts_ms_and_iso() -> None:
+    assert audit_cli.parse_time("1700000000000") == 1_700_000_000_000
+    assert audit_cli.parse_time("2023-11-14T22:13:20") == 1_700_000_000_000
+    assert audit_cli.parse_time("2023-11-14T23:13:20+01:00") == 1_700_000_000_000
+    with pytest.raises(argparse.ArgumentTypeError):
+        audit_cli.parse_time("yesterday")

@@ -1,0 +1,79 @@
+"""The Spark job: same tables as the in-process fold, and the cross-check holds."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from logmarshal import EmbeddedCluster
+from logmarshal.audit.engine import load_tables, replay_config_for, run_inprocess
+from logmarshal.audit.export import export_coordination
+from logmarshal.audit.verify import compare, records_from_cluster, reference_replay
+from logmarshal.cli.context import Context
+
+from .logs import HB, LogClock, Script, random_log
+from .test_export_local import _run
+
+pytestmark = pytest.mark.spark
+
+
+def same_rows(a, b) -> bool:
+    return sorted(map(repr, a.to_pylist())) == sorted(map(repr, b.to_pylist()))
+
+
+def test_spark_audit_equals_the_inprocess_audit(spark, story_cluster, tmp_path) -> None:
+    from logmarshal.audit.job import run_spark
+
+    cluster, _script, _at = story_cluster
+    info = export_coordination(cluster, tmp_path / "export")
+    config = replay_config_for(info, heartbeat_interval_ms=HB)
+    result = run_spark(spark, info, tmp_path / "spark", config)
+    run_inprocess(info, tmp_path / "local", config)
+    got, want = load_tables(tmp_path / "spark"), load_tables(tmp_path / "local")
+    for table in want:
+        assert same_rows(got[table], want[table]), table
+    assert result.rows["failovers"] == 4
+    failover = {f["cause"]: f for f in got["failovers"].to_pylist()}["stale_takeover"]
+    assert (failover["from_client"], failover["to_client"], failover["gap_ms"]) == ("a", "b", 2400)
+    check = compare(got, reference_replay(records_from_cluster(cluster), config))
+    assert check.ok, check.mismatches
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_spark_cross_check_on_random_logs(spark, tmp_path, seed: int) -> None:
+    from logmarshal.audit.job import run_spark
+
+    clock = LogClock()
+    with EmbeddedCluster(tmp_path / "data", clock=clock, maintenance_interval=0) as cluster:
+        script = Script(5, cluster=cluster, clock=clock)
+        random_log(random.Random(seed), script, 1500, partitions=12)
+        info = export_coordination(cluster, tmp_path / "export")
+        config = replay_config_for(info, heartbeat_interval_ms=HB)
+        run_spark(spark, info, tmp_path / "out", config)
+        check = compare(
+            load_tables(tmp_path / "out"), reference_replay(records_from_cluster(cluster), config)
+        )
+    assert check.ok, check.mismatches
+    assert check.verdict_records == sum(len(recs) for recs in script.records.values())
+
+
+def test_cli_audit_on_spark_with_verify(
+    spark, story_cluster, tmp_path, capsys, monkeypatch
+) -> None:
+    cluster, _script, _at = story_cluster
+    monkeypatch.setattr(spark, "stop", lambda: None)  # the CLI stops "its" (our shared) session
+    ctx = Context(data_dir=str(tmp_path / "data"), as_json=False)
+    ctx._cluster = cluster
+    out = tmp_path / "out"
+    code = _run(["audit", "--out", str(out), "--verify", "--heartbeat-interval", "1"], ctx)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "cross-check: ok" in captured.out
+    assert "replaying on Spark" in captured.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "spark" and summary["verify"]["ok"]
+    assert (out / "report.html").stat().st_size > 10_000

@@ -1,0 +1,140 @@
+"""Bad input affects only the connection that sent it; the broker keeps serving everyone."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+
+import pytest
+from kafka.protocol.consumer.fetch import FetchResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceResponse
+
+from storage import NewRecord, encode_batch
+from storage.broker.errors import ErrorCode
+
+from .helpers import RawClient, batch, fetch_request, produce_request
+
+
+def _still_serving(broker) -> None:
+    with RawClient(broker.address) as client:
+        response = client.call(MetadataRequest[1](topics=None), MetadataResponse)
+        assert {t.name for t in response.topics} == {"t", "lat"}
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_bytes_close_only_that_connection(broker, seed):
+    rng = random.Random(seed)
+    with RawClient(broker.address) as bystander, RawClient(broker.address) as attacker:
+        attacker.send_raw(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4096))))
+        # Whatever the garbage decodes to, the bystander is served meanwhile.
+        response = bystander.call(MetadataRequest[1](topics=None), MetadataResponse)
+        assert response.brokers[0].port == broker.address[1]
+    _still_serving(broker)
+
+
+def test_garbage_body_with_valid_frame_closes_connection(broker):
+    with RawClient(broker.address) as client:
+        # Produce v8: no transactional id, acks -1, then 1000 topics promised, one torn name.
+        body = struct.pack(">hhih", 0, 8, 1, 4) + b"test" + struct.pack(">hhii", -1, -1, 5000, 1000)
+        body += b"\x00\x05ab"
+        client.send_raw(_frame(body))
+        assert client.is_closed_by_peer()
+    _still_serving(broker)
+
+
+@pytest.mark.parametrize("size", [-1, 0, 3, (8 << 20) + 1, 0x7FFFFFFF])
+def test_bad_frame_sizes_close_connection(broker, size):
+    with RawClient(broker.address) as client:
+        client.send_raw(struct.pack(">i", size) + b"\x00" * 16)
+        assert client.is_closed_by_peer()
+    _still_serving(broker)
+
+
+def test_truncated_frame_then_disconnect(broker):
+    request = RawClient.request_bytes(RawClient.__new__(RawClient), ApiVersionsRequest[0](), 1)
+    for cut in (1, 3, 4, 7, len(request) - 1):
+        with RawClient(broker.address) as client:
+            client.send_raw(request[:cut])
+    _still_serving(broker)
+
+
+def test_half_sent_request_does_not_block_others(broker):
+    with RawClient(broker.address) as stuck:
+        stuck.send_raw(struct.pack(">i", 1000) + b"\x00\x03")  # promises 1000 bytes, sends 2
+        _still_serving(broker)
+
+
+def test_unknown_api_key_closes_connection(broker):
+    with RawClient(broker.address) as client:
+        client.send_raw(_frame(struct.pack(">hhih", 9999, 0, 7, -1)))
+        assert client.is_closed_by_peer()
+    _still_serving(broker)
+
+
+def test_unsupported_version_closes_connection(broker):
+    with RawClient(broker.address) as client:
+        client.send_raw(_frame(struct.pack(">hhih", 0, 99, 7, -1)))  # Produce v99
+        assert client.is_closed_by_peer()
+    _still_serving(broker)
+
+
+def test_unsupported_api_versions_version_gets_v0_error_body(broker):
+    with RawClient(broker.address) as client:
+        client.send_raw(_frame(struct.pack(">hhih", 18, 42, 7, -1) + b"\x00"))
+        frame = client.recv_frame()
+        correlation_id, error, count = struct.unpack_from(">ihi", frame, 0)
+        assert correlation_id == 7
+        assert error == ErrorCode.UNSUPPORTED_VERSION
+        keys = {struct.unpack_from(">hhh", frame, 10 + 6 * i)[0] for i in range(count)}
+        assert {0, 1, 2, 3, 18, 19, 22} <= keys
+
+
+def test_produce_to_unknown_topic_and_partition(broker):
+    with RawClient(broker.address) as client:
+        for topic, partition in (("nope", 0), ("t", 7)):
+            response = client.call(produce_request(topic, partition, batch()), ProduceResponse)
+            part = response.responses[0].partition_responses[0]
+            assert part.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_produce_corrupt_batch(broker):
+    data = bytearray(batch())
+    data[-1] ^= 0xFF  # breaks the CRC
+    with RawClient(broker.address) as client:
+        response = client.call(produce_request("t", 0, bytes(data)), ProduceResponse)
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
+        response = client.call(produce_request("t", 0, b"\x00" * 30), ProduceResponse)
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
+    _still_serving(broker)
+
+
+def test_produce_too_large(broker):
+    records = encode_batch([NewRecord(os.urandom(2 << 20), timestamp=1)])
+    with RawClient(broker.address) as client:
+        response = client.call(produce_request("t", 0, records), ProduceResponse)
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_bad_acks(broker):
+    with RawClient(broker.address) as client:
+        response = client.call(produce_request("t", 0, batch(), acks=5), ProduceResponse)
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+
+
+def test_fetch_out_of_range_and_unknown(broker):
+    with RawClient(broker.address) as client:
+        client.call(produce_request("t", 1, batch(3)), ProduceResponse)
+        response = client.call(fetch_request("t", 1, 10), FetchResponse)
+        part = response.responses[0].partitions[0]
+        assert part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert part.high_watermark == 3
+        response = client.call(fetch_request("nope", 0, 0), FetchResponse)
+        assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    _still_serving(broker)

@@ -1,0 +1,107 @@
+"""Several brokers from one static cluster file: placement, leaders, NOT_LEADER_OR_FOLLOWER."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceResponse
+
+from storage.broker import BrokerAddress, BrokerConfig, BrokerThread, format_cluster_file
+from storage.broker.errors import ErrorCode
+
+from .helpers import RawClient, batch, free_port, produce_request
+
+
+@pytest.fixture
+def two_brokers(tmp_path):
+    addresses = [BrokerAddress(i, "127.0.0.1", free_port()) for i in (1, 2)]
+    cluster_file = tmp_path / "cluster"
+    cluster_file.write_text(format_cluster_file(addresses))
+    with contextlib.ExitStack() as stack:
+        brokers = [
+            stack.enter_context(
+                BrokerThread(
+                    BrokerConfig(
+                        data_dir=tmp_path / f"b{a.node_id}",
+                        host=a.host,
+                        port=a.port,
+                        broker_id=a.node_id,
+                        cluster_file=cluster_file,
+                    )
+                )
+            )
+            for a in addresses
+        ]
+        yield brokers
+
+
+def test_partitions_spread_and_wrong_broker_refuses(two_brokers):
+    from logmarshal.network import NetworkCluster
+
+    bootstrap = ",".join(b.bootstrap for b in two_brokers)
+    with NetworkCluster(bootstrap) as cluster:
+        cluster.create_topic("spread", 4, {"message.timestamp.type": "LogAppendTime"})
+        for p in range(4):
+            result = cluster.produce("spread", p, _records(p), durable=True)
+            assert result.base_offset == 0
+        for p in range(4):
+            messages = cluster.fetch("spread", p, 0, max_wait=5)
+            assert [m.value for m in messages] == [b"%d-%d" % (p, i) for i in range(3)]
+        # The non-controller mirrors the topic's config from the controller.
+        assert cluster.describe_topic("spread").config["message.timestamp.type"] == "LogAppendTime"
+
+    with RawClient(two_brokers[1].address) as client:
+        meta = client.call(MetadataRequest[1](topics=None), MetadataResponse)
+        assert meta.controller_id == 1
+        assert {(b.node_id, b.port) for b in meta.brokers} == {
+            (1, two_brokers[0].address[1]),
+            (2, two_brokers[1].address[1]),
+        }
+        (topic,) = [t for t in meta.topics if t.name == "spread"]
+        leaders = {p.partition_index: p.leader_id for p in topic.partitions}
+        assert set(leaders.values()) == {1, 2}
+        for broker, node_id in zip(two_brokers, (1, 2), strict=True):
+            not_led = next(p for p, leader in leaders.items() if leader != node_id)
+            with RawClient(broker.address) as raw:
+                response = raw.call(produce_request("spread", not_led, batch()), ProduceResponse)
+                error = response.responses[0].partition_responses[0].error_code
+                assert error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_non_controller_refuses_create_and_learns_deletes(two_brokers):
+    from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsResponse
+
+    r = CreateTopicsRequest[4]
+    request = r(
+        topics=[r.CreatableTopic(name="x", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=1000,
+        validate_only=False,
+    )
+    with RawClient(two_brokers[1].address) as raw:
+        assert raw.call(request, CreateTopicsResponse).topics[0].error_code == ErrorCode.NOT_CONTROLLER
+    with RawClient(two_brokers[0].address) as raw:
+        assert raw.call(request, CreateTopicsResponse).topics[0].error_code == 0
+    from logmarshal.network import NetworkCluster
+
+    with NetworkCluster(two_brokers[1].bootstrap) as cluster:
+        assert "x" in cluster.topics()
+        cluster.delete_topic("x")
+    # The non-controller's copy is at most a second stale for a full Metadata request.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        with RawClient(two_brokers[1].address) as raw:
+            meta = raw.call(MetadataRequest[1](topics=None), MetadataResponse)
+        if "x" not in {t.name for t in meta.topics}:
+            break
+    else:
+        raise AssertionError("broker 2 still lists a topic deleted on the controller")
+
+
+def _records(p: int):
+    from storage import NewRecord
+
+    return [NewRecord(b"%d-%d" % (p, i), key=b"k", timestamp=1) for i in range(3)]
