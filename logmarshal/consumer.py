@@ -652,22 +652,38 @@ class Consumer:
             self._bump()
 
     def _start_position(self, topic: str, partition: int) -> tuple[int, NoPosition | None]:
-        """Where a new claim resumes: the group's position, or the reset policy without one.
+        """Where a new claim starts: the group's position if it has one inside the log, else
+        the reset policy, as Kafka applies ``auto.offset.reset`` to a group without a
+        committed offset and to one whose offset is out of range.
 
-        A position of -1 with nothing reserved means the group never handled a message of
-        the partition (a claim alone records that), so the reset policy applies, as for a
-        Kafka group without a committed offset.
+        A claim alone records no position (``has_position`` is false), whereas a position of
+        -1 *is* one: "resume at 0" (an admin reset to offset 0, or a holder that started at 0).
+        The caller's first heartbeat carries the result minus one, so the log records where
+        this claim really starts and a successor resumes there, whatever its own policy.
         """
         state = self._marshaler.partition_state(topic, partition)
-        if state is not None and (state.last_offset >= 0 or state.claimed_through >= 0):
-            return state.resume_offset, None
-        start = self._cluster.earliest_offset(topic, partition)
-        end = self._cluster.latest_offset(topic, partition)
+        position = state.resume_offset if state is not None and state.has_position else None
+        try:
+            start = self._cluster.earliest_offset(topic, partition)
+            end = self._cluster.latest_offset(topic, partition)
+        except (LogmarshalError, StorageError, OSError):
+            if position is None:
+                raise
+            return position, None  # the fetch loop applies the policy if it is out of range
+        if position is not None:
+            if start <= position <= end:
+                return position, None
+            if position > end and self._mode == "amo":
+                # AMO cannot move below what the log reserved: the fetch loop waits for the
+                # log to reach the position (_out_of_range)
+                return position, None
+            if self._reset == "error":
+                return position, NoPosition(topic, partition, position, start, end)
         if self._reset == "earliest":
             return start, None
         if self._reset == "latest":
             return end, None
-        # position 0 so our heartbeats keep recording "nothing handled" (-1) until seek()
+        # no position: offset 0, so our heartbeats record "nothing handled" (-1) until seek()
         return 0, NoPosition(topic, partition, -1, start, end)
 
     # -- fetching ---------------------------------------------------------------------------
@@ -1398,6 +1414,14 @@ class Consumer:
             if verdict is not None and verdict.accepted:
                 log.info("%s released %s/%d at %d", self._name(), topic, partition, position)
                 return True
+            if verdict is None and not self._replayed_to_end(topic, partition, deadline):
+                log.warning(
+                    "%s: release of %s/%d not confirmed; it will go stale",
+                    self._name(),
+                    topic,
+                    partition,
+                )
+                return False
             state = self._marshaler.partition_state(topic, partition)
             if state is not None and state.holder != me:
                 if state.holder is None and state.last_offset == position:
@@ -1419,6 +1443,23 @@ class Consumer:
                     partition,
                 )
                 return False
+
+    def _replayed_to_end(self, topic: str, partition: int, deadline: float) -> bool:
+        """Wait until the replay has applied the partition's coordination log as it is now.
+
+        A write whose answer was lost (or whose verdict came too late) may have landed all
+        the same. Writing the release again before the replay shows it would put a second
+        ReleasingPartition, from an instance that no longer holds the partition, in the log
+        (rejected, but a ``release_without_claim`` in the audit). False if that cannot be
+        known before ``deadline``: then nothing more is written.
+        """
+        cp = self._marshaler.coordination_partition(topic, partition)
+        try:
+            end = self._cluster.latest_offset(COORDINATION_TOPIC, cp)
+        except Exception as exc:
+            log.info("%s: no end offset of %s/%d: %s", self._name(), COORDINATION_TOPIC, cp, exc)
+            return False
+        return self._marshaler.wait_applied(cp, end - 1, max(0.0, deadline - time.monotonic()))
 
     def _release_untracked(self) -> None:
         """On close: claims the log gives this instance that we never took up (late verdicts)."""

@@ -37,7 +37,7 @@ from rationalizer import (
     encode,
 )
 from rationalizer.messages import valid_id
-from storage import NewRecord, TimestampType, TopicConfig
+from storage import NewRecord, StorageError, TimestampType, TopicConfig
 
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster import Cluster
@@ -288,7 +288,15 @@ class Marshaler:
                     offset,
                     exc,
                 )
-                offset = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
+                try:
+                    offset = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
+                except ClosedError:
+                    continue  # the loop condition or the next fetch decides
+                except Exception as again:
+                    # unanswered here must not end the thread: its world would stop forever
+                    log.warning("%s/%d: no earliest offset (%s)", COORDINATION_TOPIC, cp, again)
+                    self._closed.wait(backoff)
+                    backoff = min(backoff * 2, 1.0)
                 continue
             except ClosedError:
                 if not self._closed.is_set():
@@ -297,6 +305,19 @@ class Marshaler:
                         tail.error = ClosedError("the cluster was closed")
                         tail.cond.notify_all()
                 return
+            except (LogmarshalError, StorageError, OSError) as exc:
+                # the log is unreachable for now (a broker restarting): one line per retry,
+                # not a traceback; librdkafka reconnects and the replay resumes at ``offset``
+                log.warning(
+                    "fetching %s/%d failed (%s); retrying in %.2f s",
+                    COORDINATION_TOPIC,
+                    cp,
+                    exc,
+                    backoff,
+                )
+                self._closed.wait(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
             except Exception:
                 log.exception("fetching %s/%d failed; retrying", COORDINATION_TOPIC, cp)
                 self._closed.wait(backoff)
@@ -444,7 +465,7 @@ class Marshaler:
             return tail.world.claimable(self._group_id, topic, partition, now)
 
     def resume_offset(self, topic: str, partition: int) -> int | None:
-        """``max(last_offset, claimed_through) + 1``; None if the group never mentioned it."""
+        """``max(last_offset, claimed_through) + 1``; None while no accepted record set a position."""
         tail = self._tail_for(topic, partition)
         with tail.cond:
             return tail.world.resume_offset(self._group_id, topic, partition)

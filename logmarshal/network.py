@@ -85,7 +85,7 @@ def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -
         return InvalidConfig(text)
     if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
         return RecordTooLarge(text)
-    if code in (KafkaError.CORRUPT_MESSAGE, KafkaError.INVALID_RECORD):
+    if code in (KafkaError.INVALID_MSG, KafkaError.INVALID_RECORD):  # Kafka: CORRUPT_MESSAGE
         return CorruptRecordError(text)
     return NetworkError(f"{text} (topic {topic!r}, partition {partition})")
 

@@ -57,6 +57,9 @@ EFFECT_CODES: tuple[Effect, ...] = (
 _ACCEPTED_BASE = 0x10  # + effect code: shared accepted verdict
 _DETAILED_BASE = 0x20  # + effect code: accepted with previous_holder / voided
 _MAX_U64 = 2**64 - 1
+# per-partition flags byte
+_HELD = 0x01  # a holder follows (ids, heartbeat interval)
+_POSITIONED = 0x02  # a position was set: last_offset+1 and claimed_through+1 follow
 
 
 class SnapshotError(ValueError):
@@ -109,6 +112,8 @@ def _verdict(out: bytearray, v: Verdict) -> None:
 
 
 def dump(w: WorldState) -> bytes:
+    from .world import _NO_POSITION
+
     out = bytearray(MAGIC)
     out.append(SNAPSHOT_VERSION)
     _uv(out, w._window)
@@ -134,16 +139,16 @@ def dump(w: WorldState) -> bytes:
         _s(out, p.group)
         _s(out, p.topic)
         _uv(out, p.partition)
-        if p.holder is None:
-            out.append(0)
-        else:
-            out.append(1)
+        positioned = p.last != _NO_POSITION
+        out.append((_HELD if p.holder is not None else 0) | (_POSITIONED if positioned else 0))
+        if p.holder is not None:
             _s(out, p.holder[0])
             _s(out, p.holder[1])
             _uv(out, p.hb)
         _sv(out, p.beat)
-        _uv(out, p.last + 1)
-        _uv(out, p.claimed + 1)
+        if positioned:
+            _uv(out, p.last + 1)
+            _uv(out, p.claimed + 1)
     woff = w._woff
     _uv(out, len(woff))
     prev = -1
@@ -244,7 +249,7 @@ def load(
     cls: type[WorldState], data: bytes, admin_keys: Mapping[str, bytes] | None = None
 ) -> WorldState:
     from .auth import validate_admin_keys
-    from .world import _Part, fence_key
+    from .world import _NO_POSITION, _Part, fence_key
 
     keys = validate_admin_keys(admin_keys)  # configuration errors first: ValueError
     if not isinstance(data, bytes | bytearray | memoryview):
@@ -284,15 +289,20 @@ def load(
     prev_key = None
     for _ in range(r.uv()):
         group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
+        flags = r.byte()
+        if flags & ~(_HELD | _POSITIONED):
+            raise SnapshotError(f"bad partition flags {flags}")
         holder = hb = None
-        if r.flag():
+        if flags & _HELD:
             holder = (r.ident(), r.ident())
             hb = r.uv(MAX_HEARTBEAT_INTERVAL_MS)
             if hb == 0:
                 raise SnapshotError("heartbeat interval out of range")
         beat = r.sv()
-        last = r.uv(MAX_OFFSET + 1) - 1
-        claimed = r.uv(MAX_OFFSET + 1) - 1
+        last, claimed = _NO_POSITION, -1
+        if flags & _POSITIONED:
+            last = r.uv(MAX_OFFSET + 1) - 1
+            claimed = r.uv(MAX_OFFSET + 1) - 1
         sort_key = (group, topic, partition)
         if prev_key is not None and not prev_key < sort_key:
             raise SnapshotError("partitions not strictly sorted")

@@ -46,6 +46,8 @@ STALE = "stale"
 
 #: ``now`` before any record was applied.
 NO_TIME = -(2**63)
+#: ``_Part.last`` of a partition no record ever gave a position (a claim alone gives none).
+_NO_POSITION = -2
 MIN_TIMESTAMP = -(2**63)
 
 DEFAULT_VERDICT_WINDOW = 65_536
@@ -85,6 +87,11 @@ class _Part:
 
     ``hb`` is the holder's heartbeat interval as its last accepted ClaimingPartition or
     Heartbeat declared it; 0 exactly when there is no holder.
+
+    ``last`` is ``_NO_POSITION`` (-2) until an accepted record sets a position (Heartbeat,
+    ReleasingPartition, ClaimingMessages, admin POSITION_SET; never a claim), and -1..2^63-1
+    from then on. Keeping "has a position" in ``last`` costs the heartbeat paths nothing:
+    they store ``last`` anyway. While there is no position, ``claimed`` is -1.
     """
 
     __slots__ = ("beat", "claimed", "group", "hb", "holder", "last", "partition", "topic")
@@ -96,7 +103,7 @@ class _Part:
         partition: int,
         holder: tuple[str, str] | None,
         beat: int,
-        last: int = -1,
+        last: int = _NO_POSITION,
         claimed: int = -1,
         hb: int = 0,
     ) -> None:
@@ -123,9 +130,16 @@ class PartitionState:
     claimed_through: int
     #: The holder's heartbeat interval (its lease), None when nobody holds the partition.
     heartbeat_interval_ms: int | None = None
+    #: Whether an accepted record ever set a position (a Heartbeat, a ReleasingPartition, a
+    #: ClaimingMessages or an admin POSITION_SET; a claim alone sets none). Without one,
+    #: ``last_offset`` and ``claimed_through`` are -1 and the group has no position at all:
+    #: a consumer applies its reset policy, as Kafka does for a group without an offset.
+    has_position: bool = True
 
     @property
     def resume_offset(self) -> int:
+        """``max(last_offset, claimed_through) + 1``: 0 without a position, so check
+        :attr:`has_position` (``WorldState.resume_offset`` says None then)."""
         return max(self.last_offset, self.claimed_through) + 1
 
 
@@ -413,6 +427,8 @@ class WorldState:
                 elif num >= part.claimed:  # ClaimingMessages
                     part.claimed = num
                     part.beat = now
+                    if part.last == _NO_POSITION:  # a reservation is a position too
+                        part.last = -1
                     push(_MESSAGES_CLAIMED)
                 else:
                     n_regression += 1
@@ -696,11 +712,13 @@ class WorldState:
         return part is None or part.holder is None or now_ms - part.beat > 2 * part.hb
 
     def resume_offset(self, group: str, topic: str, partition: int) -> int | None:
-        """``max(last_offset, claimed_through) + 1``; None if the log never mentioned the
-        partition (the consumer then applies its own reset policy, like Kafka's
-        ``auto.offset.reset``)."""
+        """``max(last_offset, claimed_through) + 1``; None if no accepted record ever set a
+        position for the partition (a claim alone sets none): the consumer then applies its
+        own reset policy, like Kafka's ``auto.offset.reset``."""
         part = self._part(group, topic, partition)
-        return None if part is None else max(part.last, part.claimed) + 1
+        if part is None or part.last == _NO_POSITION:
+            return None
+        return max(part.last, part.claimed) + 1
 
     def partition_state(self, group: str, topic: str, partition: int) -> PartitionState | None:
         part = self._part(group, topic, partition)
@@ -764,6 +782,15 @@ class WorldState:
 
 
 def _export(p: _Part) -> PartitionState:
+    positioned = p.last != _NO_POSITION
     return PartitionState(
-        p.group, p.topic, p.partition, p.holder, p.beat, p.last, p.claimed, p.hb or None
+        p.group,
+        p.topic,
+        p.partition,
+        p.holder,
+        p.beat,
+        p.last if positioned else -1,
+        p.claimed,
+        p.hb or None,
+        positioned,
     )

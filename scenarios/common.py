@@ -1,9 +1,9 @@
 """What every scenario shares: the command line, a cluster, members with fault wrappers,
 a producer, an observer that reads ownership from the log, and the report.
 
-Until the broker exists, the members of a scenario run in one process on the embedded
-cluster; each gets its own :class:`~logmarshal.faults.FaultyCluster` (so one can be frozen
-or killed) and its own Marshaler, as separate processes would. Every random choice comes from
+Here the members of a scenario run in one process on the embedded cluster
+(``--processes`` runs the real-process version instead: :mod:`scenarios.processes`); each
+gets its own :class:`~logmarshal.faults.FaultyCluster` (so one can be frozen or killed) and its own Marshaler, as separate processes would. Every random choice comes from
 the seed: which member fails, when, and which writes and reads meet a fault.
 """
 
@@ -354,6 +354,11 @@ def parse_args(name: str, argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", default=None, help="keep the log here afterwards")
     parser.add_argument("--mode", choices=["alo", "amo"], default=None, help="default: by seed")
+    parser.add_argument(
+        "--processes",
+        action="store_true",
+        help="run it with a broker process and member processes (scenarios.processes)",
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser.parse_args(argv)
 
@@ -369,6 +374,14 @@ def main_for(name: str, run: Callable[..., Report], argv: list[str] | None = Non
         level=[logging.CRITICAL + 1, logging.WARNING, logging.INFO][min(args.verbose, 2)],
         format="%(relativeCreated)7.0f %(threadName)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.processes:
+        from .processes import SCENARIOS
+
+        if name not in SCENARIOS:
+            raise SystemExit(f"{name} has no real-process version ({', '.join(SCENARIOS)} do)")
+        if args.verbose:
+            os.environ["SCENARIO_SHOW_OUTPUT"] = "1"
+        run = SCENARIOS[name]
     report = run(args.seed, mode=mode_for(args.seed, args.mode), data_dir=args.data_dir)
     report.print()
     if args.data_dir:

@@ -45,9 +45,11 @@ __all__ = [
     "Header",
     "NewRecord",
     "Record",
+    "RecordColumns",
     "TimestampType",
     "assign_offsets",
     "decode_batch",
+    "decode_columns",
     "decode_records",
     "encode_batch",
     "iter_batches",
@@ -481,6 +483,122 @@ def decode_records(buf: Any) -> list[Record]:
     for _h, batch in iter_batches(buf):
         out.extend(decode_batch(batch)[1])
     return out
+
+
+#: offsets, timestamps, keys, values: one list per field, one entry per record
+RecordColumns = tuple[list[int], list[int], list[bytes | None], list[bytes | None]]
+
+
+class _NotPlain(Exception):
+    """This batch is not in the plain shape: let decode_batch decode it (or say what is
+    wrong with it)."""
+
+
+def decode_columns(buf: Any, out: RecordColumns | None = None) -> RecordColumns:
+    """Offset, timestamp, key and value of every record of the whole batches in ``buf``, as
+    four lists (appended to ``out`` if given, which is returned).
+
+    The same values as :func:`decode_records` (headers aside: they are not returned), and
+    the same errors (``CorruptRecordError``, ``UnsupportedCompression``), without a
+    ``Record`` per record: about three times faster, for bulk reads such as the audit's
+    export. Every CRC is checked. A batch in the common shape (uncompressed, no record
+    headers, lengths that add up) is parsed inline; anything else is decoded by
+    :func:`decode_batch`, which is the reference. A trailing partial batch is ignored, as
+    :func:`iter_batches` does. If a batch is bad, the error is raised with the records of
+    the batches before it already appended to ``out`` and none of its own.
+    """
+    if out is None:
+        out = ([], [], [], [])
+    offsets, timestamps, keys, values = out
+    read_varint = _read_varint
+    for h, batch in iter_batches(buf):
+        if crc32c(batch[_CRC_START:]) != h.crc or h.attributes & _CODEC_MASK:
+            _extend_columns(out, batch)  # raises on a bad CRC, decompresses
+            continue
+        data = bytes(batch[BATCH_OVERHEAD:])
+        n = len(data)
+        start = len(offsets)
+        base = h.base_offset
+        p = 0
+        try:
+            for _ in range(h.record_count):
+                # length, attributes (1 byte), timestamp delta, offset delta, key length,
+                # key, value length, value, header count (0): zigzag varints, decoded
+                # inline when they are one byte. decode_batch bounds each varint by its
+                # record; here a misfit shows at the end (p + 1 != end) or as an
+                # IndexError past the data, and decode_batch then says what is wrong.
+                b = data[p]
+                if b < 0x80:
+                    length = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    length, p = read_varint(data, p, n)
+                end = p + length
+                if length < 0 or end > n:
+                    raise _NotPlain
+                p += 1
+                b = data[p]
+                if b < 0x80:
+                    ts_delta = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    ts_delta, p = read_varint(data, p, n)
+                b = data[p]
+                if b < 0x80:
+                    off_delta = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    off_delta, p = read_varint(data, p, n)
+                b = data[p]
+                if b < 0x80:
+                    klen = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    klen, p = read_varint(data, p, n)
+                if klen < 0:
+                    key = None
+                else:
+                    key = data[p : p + klen]
+                    p += klen
+                b = data[p]
+                if b < 0x80:
+                    vlen = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    vlen, p = read_varint(data, p, n)
+                if vlen < 0:
+                    value = None
+                else:
+                    value = data[p : p + vlen]
+                    p += vlen
+                if p + 1 != end or data[p]:  # headers, or lengths that do not add up
+                    raise _NotPlain
+                p = end
+                offsets.append(base + off_delta)
+                timestamps.append(ts_delta)
+                keys.append(key)
+                values.append(value)
+            if p != n:
+                raise _NotPlain
+        except (_NotPlain, CorruptRecordError, IndexError):
+            for column in out:
+                del column[start:]
+            _extend_columns(out, batch)
+            continue
+        if h.attributes & _TIMESTAMP_TYPE_MASK:
+            timestamps[start:] = [h.max_timestamp] * (len(offsets) - start)
+        else:
+            first = h.first_timestamp
+            timestamps[start:] = [first + d for d in timestamps[start:]]
+    return out
+
+
+def _extend_columns(out: RecordColumns, batch: memoryview) -> None:
+    records = decode_batch(batch)[1]
+    out[0].extend([r.offset for r in records])
+    out[1].extend([r.timestamp for r in records])
+    out[2].extend([r.key for r in records])
+    out[3].extend([r.value for r in records])
 
 
 # --------------------------------------------------------------------------- broker side

@@ -174,10 +174,11 @@ def describe_group(
         if fresh == FRESH:
             members.add(holder)
         lease = state.lease_ms(group, topic, partition)
-        position = s.resume_offset if s is not None else None
+        # A partition only claimed, never consumed, has no position (and so no lag or status).
+        position = s.resume_offset if s is not None and s.has_position else None
         lag = None if position is None or latest is None else max(0, latest - position)
         status = None
-        if s is not None and latest is not None:
+        if position is not None and latest is not None:
             window = [
                 LagSample(
                     x.time_ms,
@@ -187,7 +188,7 @@ def describe_group(
                 for x in state.samples(group, topic, partition)
             ]
             stop_after = 2 * (lease or hb_max)
-            status = evaluate_partition(window, latest - position, now_ms, stop_after)  # type: ignore[operator]
+            status = evaluate_partition(window, latest - position, now_ms, stop_after)
         views.append(
             PartitionView(
                 topic=topic,

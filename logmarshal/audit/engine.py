@@ -24,7 +24,13 @@ from .export import ExportInfo, iter_export
 from .replay import ReplayConfig
 from .schema import TABLES
 
-__all__ = ["AuditResult", "load_tables", "replay_config_for", "run_inprocess"]
+__all__ = [
+    "AuditResult",
+    "admin_keys_for_export",
+    "load_tables",
+    "replay_config_for",
+    "run_inprocess",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +44,33 @@ class AuditResult:
     rows: dict[str, int]
 
 
+def admin_keys_for_export(keys: Any, info: ExportInfo) -> dict[str, bytes] | None:
+    """Admin keys by group for the replay; a '*' key needs the export's groups first."""
+    if keys is None:
+        return None
+    groups: set[str] = set()
+    if keys.default is not None:
+        from ..admin.reader import group_of_record  # late: admin imports the audit
+
+        for _cp, batch in iter_export(info):
+            for k, v in zip(
+                batch.column("key").to_pylist(), batch.column("value").to_pylist(), strict=True
+            ):
+                group = group_of_record(k, v)
+                if group is not None:
+                    groups.add(group)
+    return keys.for_groups(groups)
+
+
 def replay_config_for(
     info: ExportInfo,
     *,
-    heartbeat_interval_ms: int | None = None,
     admin_keys: Any = None,
     since_ms: int | None = None,
     until_ms: int | None = None,
 ) -> ReplayConfig:
     """The fold's configuration for an export (it brings the data topics' log ends)."""
     return ReplayConfig(
-        heartbeat_interval_ms=heartbeat_interval_ms,
         admin_keys=admin_keys,
         since_ms=since_ms,
         until_ms=until_ms,

@@ -29,9 +29,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from logmarshal.admin.keys import load_admin_keys
 from logmarshal.audit.arrow import fold_batches
 from logmarshal.audit.deps import require
-from logmarshal.audit.engine import AuditResult, replay_config_for
+from logmarshal.audit.engine import AuditResult, admin_keys_for_export, replay_config_for
 from logmarshal.audit.export import ExportInfo, read_export_info
 from logmarshal.audit.replay import ReplayConfig
 from logmarshal.audit.schema import FLOAT, INT, STR, TABLES, TIME, UNION_COLUMNS, time_column_name
@@ -192,19 +193,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--since", type=int, default=None, help="log time, epoch ms")
     parser.add_argument("--until", type=int, default=None, help="log time, epoch ms")
     parser.add_argument(
-        "--heartbeat-interval-ms",
-        type=int,
+        "--admin-key-file",
         default=None,
-        help="the group's HB, for coordination protocols that do not record it per holder",
+        help="admin keys of keyed groups (as for logmarshal audit); without them a keyed "
+        "group's verdicts would differ from its members'",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from logmarshal.audit.summary import write_summary  # late: only the driver needs it
 
     info = read_export_info(args.input)
+    keys = None if args.admin_key_file is None else load_admin_keys(args.admin_key_file)
     config = replay_config_for(
         info,
-        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        admin_keys=admin_keys_for_export(keys, info),
         since_ms=args.since,
         until_ms=args.until,
     )

@@ -17,7 +17,6 @@ it and decodes it then.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -101,14 +100,14 @@ AuditRows = dict[str, list[tuple[Any, ...]]]
 class ReplayConfig:
     """How to replay, the same for every coordination partition (pickled to executors).
 
-    ``heartbeat_interval_ms`` is the group's HB for rationalizers that take it from the
-    replayer; ``admin_keys`` is for rationalizers that authenticate admins (``--admin-key-file``).
+    ``admin_keys`` (group -> key) authenticates the admin records of those groups
+    (``--admin-key-file``), as every member of such a group does. There is no heartbeat
+    interval: each claim and heartbeat carries its holder's (PROTOCOL.md, D2).
     ``since_ms``/``until_ms`` bound what is reported (replay always starts at the beginning
     of the log, and stops after ``until_ms``). ``log_end`` maps data partitions to their
     log-end offsets, for lag.
     """
 
-    heartbeat_interval_ms: int | None = None
     admin_keys: Any = None
     since_ms: int | None = None
     until_ms: int | None = None
@@ -116,26 +115,8 @@ class ReplayConfig:
 
 
 def new_world(config: ReplayConfig) -> WorldState:
-    """The one place the audit builds a WorldState, whichever rationalizer API is installed.
-
-    Rationalizers that judge freshness by a world-wide HB take it as their first argument;
-    newer ones read each holder's HB from its messages and take ``admin_keys`` instead.
-    """
-    params = inspect.signature(WorldState.__init__).parameters
-    kwargs: dict[str, Any] = {}
-    if "admin_keys" in params:
-        if config.admin_keys is not None:
-            kwargs["admin_keys"] = config.admin_keys
-    elif config.admin_keys:
-        raise ValueError("this rationalizer does not authenticate admins; drop the admin keys")
-    if "heartbeat_interval_ms" in params:
-        if config.heartbeat_interval_ms is None:
-            raise ValueError(
-                "this coordination protocol judges freshness by the group's heartbeat "
-                "interval: give it (heartbeat_interval_ms / --heartbeat-interval)"
-            )
-        return WorldState(config.heartbeat_interval_ms, **kwargs)
-    return WorldState(**kwargs)
+    """The one place the audit builds a WorldState (the fold and the cross-check's reference)."""
+    return WorldState(admin_keys=config.admin_keys)
 
 
 class _Interval:
@@ -166,8 +147,8 @@ class _Interval:
         start_ms: int,
         start_offset: int,
         start_cause: str,
-        start_position: int,
-        hb_ms: int | None,
+        start_position: int | None,
+        hb_ms: int,
     ) -> None:
         self.client = client
         self.instance = instance
@@ -212,7 +193,8 @@ class _Track:
         self.open: _Interval | None = None
         #: the last claim that ended, until a successor starts (it makes the failover row)
         self.ended: _Interval | None = None
-        #: values of the accepted records that last set last_offset / claimed_through
+        #: values of the accepted records that last set last_offset / claimed_through; both
+        #: None exactly while the partition has no position (a claim alone sets none)
         self.last_ref: bytes | None = None
         self.claimed_ref: bytes | None = None
         #: (client, instance) -> log time it lost this partition
@@ -368,8 +350,11 @@ class PartitionAudit:
             return msg.proposed_last_offset
         return msg.last_offset  # type: ignore[union-attr]
 
-    def _resume(self, t: _Track) -> int:
-        """``max(last_offset, claimed_through) + 1`` as the replay has it right now."""
+    def _resume(self, t: _Track) -> int | None:
+        """``max(last_offset, claimed_through) + 1`` as the replay has it right now; None while
+        no accepted record set a position (``WorldState.resume_offset`` agrees)."""
+        if t.last_ref is None and t.claimed_ref is None:
+            return None
         return max(self._number(t.key, t.last_ref), self._number(t.key, t.claimed_ref)) + 1
 
     def _end(self, t: _Track, reason: str, now: int, offset: int) -> _Interval | None:
@@ -417,7 +402,7 @@ class PartitionAudit:
                 off,
                 _START_CAUSE[e],
                 self._resume(t),
-                _hb_of(msg, self._config),
+                msg.heartbeat_interval_ms,  # type: ignore[union-attr]
             )
             t.open = c
             self._intervals.append((t, c))
@@ -609,6 +594,7 @@ class PartitionAudit:
         for s in world.partitions():
             end = log_end.get((s.topic, s.partition))
             holder = s.holder
+            resume = s.resume_offset if s.has_position else None
             rows["positions"].append(
                 (
                     s.group_id,
@@ -620,10 +606,10 @@ class PartitionAudit:
                     world.freshness(s.group_id, s.topic, s.partition, now),
                     s.last_offset,
                     s.claimed_through,
-                    s.resume_offset,
+                    resume,
                     s.last_beat,
                     end,
-                    None if end is None else end - s.resume_offset,
+                    None if end is None or resume is None else end - resume,
                 )
             )
         if self._records:
@@ -631,12 +617,6 @@ class PartitionAudit:
                 (cp, self._records, self._first_offset, self._last_offset, self._first_ms, now)
             )
         return rows
-
-
-def _hb_of(msg: Message, config: ReplayConfig) -> int | None:
-    """The claim's HB: carried by the message when the protocol records it, else the group's."""
-    hb = getattr(msg, "heartbeat_interval_ms", None)
-    return hb if hb is not None else config.heartbeat_interval_ms
 
 
 def audit_records(

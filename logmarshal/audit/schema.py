@@ -36,11 +36,13 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("start_ms", TIME),
         ("start_offset", INT),  # coordination-log offset of the record that started it
         ("start_cause", STR),  # claimed | took_over_stale | restart_takeover
-        ("start_position", INT),  # data offset the holder resumed from
+        # data offset the holder resumed from; null when the group had no position (the
+        # holder applied its auto_offset_reset; its first heartbeat records where it started)
+        ("start_position", INT),
         ("end_ms", TIME),  # null while still open
         ("end_offset", INT),
         ("end_reason", STR),  # released | stale_taken | fenced_new_instance | group_reset | open
-        ("end_position", INT),  # resume offset when it ended (or now, if open)
+        ("end_position", INT),  # resume offset when it ended (or now, if open); null: none
         ("last_seen_ms", TIME),  # the holder's last accepted message
         ("accepted_messages", INT),
         ("hb_ms", INT),
@@ -61,7 +63,7 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("to_start_ms", TIME),
         ("gap_ms", INT),  # to_start - from_last_seen: nobody was making progress
         ("offset", INT),  # coordination-log offset of the record that gave the new holder its claim
-        ("resume_position", INT),
+        ("resume_position", INT),  # null when the group had no position
         ("hb_ms", INT),
     ),
     "verdicts": (
@@ -111,10 +113,12 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("freshness", STR),  # of the holder at the end of the log; null when unheld
         ("last_offset", INT),
         ("claimed_through", INT),
-        ("resume_offset", INT),
+        ("resume_offset", INT),  # null: no position yet (claimed only; -1/-1 above)
         ("last_beat_ms", TIME),
         ("log_end_offset", INT),  # null when the export could not read it
-        ("lag", INT),  # log_end_offset - resume_offset (negative: position beyond the end)
+        # log_end_offset - resume_offset (negative: position beyond the end); null without
+        # either
+        ("lag", INT),
     ),
     "coordination": (
         ("coord_partition", INT),

@@ -32,7 +32,8 @@ __all__ = [
 ]
 
 Record = tuple[int, int, "bytes | None", "bytes | None"]
-Position = tuple["tuple[str, str] | None", int, int, int]
+#: holder, last_offset, claimed_through, resume_offset (None: the group has no position)
+Position = tuple["tuple[str, str] | None", int, int, "int | None"]
 
 
 @attrs.frozen
@@ -130,7 +131,7 @@ def reference_replay(
                 s.holder,
                 s.last_offset,
                 s.claimed_through,
-                s.resume_offset,
+                world.resume_offset(s.group_id, s.topic, s.partition),
             )
     return Reference(positions, dict(counts), total)
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..audit.engine import admin_keys_for_export
 from .context import CliError, Context
 from .coord import export_progress
 from .group import add_admin_key_option, admin_keys_from
@@ -31,16 +32,6 @@ def parse_time(text: str) -> int:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return int(parsed.timestamp() * 1000)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -74,12 +65,6 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "--verify",
         action="store_true",
         help="cross-check positions, holders and verdict counts against a plain replay",
-    )
-    parser.add_argument(
-        "--heartbeat-interval",
-        type=_seconds,
-        metavar="SECONDS",
-        help="the group's HB, for coordination logs whose protocol does not record it",
     )
     parser.add_argument("--no-report", action="store_true", help="skip report.html")
     add_admin_key_option(parser)
@@ -120,23 +105,6 @@ class _Phases:
         return show
 
 
-def _expand_keys(keys: Any, info: Any) -> dict[str, bytes] | None:
-    """Admin keys by group for the replay; a '*' key needs the export's groups first."""
-    if keys is None:
-        return None
-    groups: set[str] = set()
-    if keys.default is not None:
-        from ..admin.reader import group_of_record
-        from ..audit.export import iter_export
-
-        for _cp, batch in iter_export(info):
-            for k, v in zip(
-                batch.column("key").to_pylist(), batch.column("value").to_pylist(), strict=True
-            ):
-                group = group_of_record(k, v)
-                if group is not None:
-                    groups.add(group)
-    return keys.for_groups(groups)
 
 
 def _audit(args: argparse.Namespace, ctx: Context) -> int:
@@ -180,12 +148,9 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
         timings["export"] = phases.done(f"exported {info.records:,} records to {out / 'export'}")
     config = replay_config_for(
         info,
-        heartbeat_interval_ms=None
-        if args.heartbeat_interval is None
-        else round(args.heartbeat_interval * 1000),
         since_ms=args.since,
         until_ms=args.until,
-        admin_keys=_expand_keys(keys, info),
+        admin_keys=admin_keys_for_export(keys, info),
     )
     if args.engine == "spark":
         from ..audit.job import run_spark, spark_session

@@ -401,7 +401,7 @@ def _current(state: Any, group: str, topic: str, partition: int) -> int | None:
     policy would decide, as for a Kafka group without a committed offset)."""
     assert state.view is not None
     s = state.view.world_for(topic, partition).partition_state(group, topic, partition)
-    if s is None or (s.last_offset < 0 and s.claimed_through < 0):
+    if s is None or not s.has_position:
         return None
     return s.resume_offset
 

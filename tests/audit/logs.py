@@ -10,8 +10,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import attrs
-
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.marshaler import COORDINATION_TOPIC, coordination_topic_config
 from rationalizer import (
@@ -29,13 +27,6 @@ GROUP = "g"
 TOPIC = "events"
 
 Record = tuple[int, int, bytes | None, bytes | None]
-
-
-def make(cls: type, hb: int = HB, **fields: Any) -> Any:
-    """Build a message, adding the holder's lease if this protocol version carries one."""
-    if "heartbeat_interval_ms" in attrs.fields_dict(cls):
-        fields["heartbeat_interval_ms"] = hb
-    return cls(**fields)
 
 
 class LogClock:
@@ -97,15 +88,20 @@ class Script:
         return {"client_id": client, "instance_id": instance, "group_id": group or self.group}
 
     def claim(self, who: str, p: int, t: int, *, group: str | None = None, hb: int = HB) -> int:
-        return self.put(
-            make(ClaimingPartition, hb, **self._ids(who, group), topic=self.topic, partition=p), t
+        msg = ClaimingPartition(
+            **self._ids(who, group), topic=self.topic, partition=p, heartbeat_interval_ms=hb
         )
+        return self.put(msg, t)
 
     def beat(
         self, who: str, p: int, last: int, t: int, *, group: str | None = None, hb: int = HB
     ) -> int:
-        msg = make(
-            Heartbeat, hb, **self._ids(who, group), topic=self.topic, partition=p, last_offset=last
+        msg = Heartbeat(
+            **self._ids(who, group),
+            topic=self.topic,
+            partition=p,
+            last_offset=last,
+            heartbeat_interval_ms=hb,
         )
         return self.put(msg, t)
 

@@ -21,8 +21,6 @@ from logmarshal.cli import audit as audit_cli
 from logmarshal.cli import coord as coord_cli
 from logmarshal.cli.context import Context
 
-from .logs import HB
-
 
 def test_export_reads_back_exactly_the_log(story_cluster, tmp_path) -> None:
     cluster, script, _at = story_cluster
@@ -36,6 +34,25 @@ def test_export_reads_back_exactly_the_log(story_cluster, tmp_path) -> None:
     assert dict(records_from_cluster(cluster)) == script.records
 
 
+class _Remote:
+    """Any other Cluster: the export goes through ``fetch`` (one Message per record)."""
+
+    def __init__(self, cluster) -> None:
+        self._cluster = cluster
+
+    def __getattr__(self, name):
+        return getattr(self._cluster, name)
+
+
+def test_export_through_fetch_equals_the_embedded_fast_path(story_cluster, tmp_path) -> None:
+    cluster, script, _at = story_cluster
+    fast = export_coordination(cluster, tmp_path / "fast")
+    slow = export_coordination(_Remote(cluster), tmp_path / "slow")
+    assert fast.partitions == slow.partitions
+    assert dict(records_from_export(fast)) == dict(records_from_export(slow))
+    assert dict(records_from_export(fast)) == {cp: r for cp, r in script.records.items() if r}
+
+
 def test_read_export_info_explains_a_wrong_directory(tmp_path) -> None:
     with pytest.raises(ValueError, match="not an audit export"):
         read_export_info(tmp_path)
@@ -44,7 +61,7 @@ def test_read_export_info_explains_a_wrong_directory(tmp_path) -> None:
 def test_inprocess_audit_passes_the_cross_check(story_cluster, tmp_path) -> None:
     cluster, _script, _at = story_cluster
     info = export_coordination(cluster, tmp_path / "export")
-    config = replay_config_for(info, heartbeat_interval_ms=HB)
+    config = replay_config_for(info)
     result = run_inprocess(info, tmp_path / "out", config)
     assert result.rows["failovers"] == 4 and result.rows["violations"] == 5
     tables = load_tables(tmp_path / "out")
@@ -80,7 +97,7 @@ def test_cli_audit_local_engine_writes_tables_summary_and_report(
     ctx._cluster = cluster  # the fixture already holds the directory's lock
     out = tmp_path / "out"
     code = _run(
-        ["audit", "--out", str(out), "--engine", "local", "--verify", "--heartbeat-interval", "1"],
+        ["audit", "--out", str(out), "--engine", "local", "--verify"],
         ctx,
     )
     printed = capsys.readouterr().out
@@ -127,8 +144,6 @@ def test_cli_coord_export_then_audit_the_export(story_cluster, tmp_path, capsys)
             "--no-report",
             "--since",
             "2023-11-14T22:13:24Z",
-            "--heartbeat-interval",
-            "1",
         ],
         fresh,
     )

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from logmarshal.audit import ReplayConfig, audit_records, new_world
 from logmarshal.audit.schema import TABLES
 
-from .logs import HB, Script, random_log, story
+from .logs import Script, random_log, story
 
 B = 1_700_000_000_000
-CONFIG = ReplayConfig(heartbeat_interval_ms=HB)
+CONFIG = ReplayConfig()
 
 
 def as_dicts(rows: dict, table: str) -> list[dict]:
@@ -136,12 +136,12 @@ def test_gaps_positions_and_verdict_counts(audited) -> None:
 def test_since_and_until_bound_the_report() -> None:
     script = Script()
     story(script)
-    rows = audit_records(script.records, ReplayConfig(heartbeat_interval_ms=HB, until_ms=B + 4000))
+    rows = audit_records(script.records, ReplayConfig(until_ms=B + 4000))
     own = as_dicts(rows, "ownership")
     assert {o["end_reason"] for o in own if o["client_id"] == "b"} == {"open"}
     assert not any(o["client_id"] == "f" for o in own)
     assert max(c["last_ms"] for c in as_dicts(rows, "coordination")) <= B + 4000
-    rows = audit_records(script.records, ReplayConfig(heartbeat_interval_ms=HB, since_ms=B + 4000))
+    rows = audit_records(script.records, ReplayConfig(since_ms=B + 4000))
     fail = as_dicts(rows, "failovers")
     assert [f["cause"] for f in fail] == ["group_reset"]
     assert all(v["time_ms"] >= B + 4000 for v in as_dicts(rows, "violations"))
@@ -174,3 +174,62 @@ def test_cross_check_on_random_logs(seed: int, steps: int, n: int) -> None:
     rows = audit_records(script.records, CONFIG)
     result = compare(_tables(rows), reference_replay(script.records.items(), CONFIG))
     assert result.ok, result.mismatches
+
+
+def _resume_after(records, group, topic, partition, upto: int):
+    """The world's resume offset after applying the records with offset < ``upto``."""
+    world = new_world(CONFIG)
+    world.apply_many([r for r in records if r[0] < upto])
+    return world.resume_offset(group, topic, partition)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32), steps=st.integers(0, 80), n=st.integers(1, 3))
+def test_ownership_positions_are_the_worlds_resume_offsets(seed: int, steps: int, n: int) -> None:
+    """start/end positions (None: no position) are what WorldState.resume_offset says then."""
+    script = Script(n)
+    random_log(random.Random(seed), script, steps)
+    rows = audit_records(script.records, CONFIG)
+    for o in as_dicts(rows, "ownership"):
+        recs = script.records[o["coord_partition"]]
+        where = (o["group"], o["topic"], o["partition"])
+        assert o["start_position"] == _resume_after(recs, *where, o["start_offset"] + 1), o
+        if o["end_offset"] is not None:
+            # a restart takeover ends the old claim before its heartbeat sets a position
+            end = o["end_offset"] + (o["end_reason"] != "fenced_new_instance")
+            assert o["end_position"] == _resume_after(recs, *where, end), o
+
+
+def test_a_claim_alone_is_no_position_and_minus_one_is_one() -> None:
+    """A claimed-only partition has no resume offset (nor lag); an admin reset to offset 0
+    (last_offset -1) and a holder's heartbeat of -1 are positions: resume at 0."""
+    script = Script(1)
+    script.claim("a:1", 0, 0)  # p0: claimed, never a heartbeat
+    script.claim("a:1", 1, 0)
+    script.beat("a:1", 1, -1, 10)  # p1: the holder starts at 0
+    script.claim("a:1", 2, 0)
+    script.beat("a:1", 2, 41, 10)
+    script.release_group("admin:x", 2000, 100)
+    script.beat("admin:x", 2, -1, 110)  # p2: reset to earliest
+    script.claim("b:1", 0, 2100)  # after the pause: p0 still has no position
+    script.claim("b:1", 2, 2100)
+    config = ReplayConfig(log_end={("events", p): 50 for p in range(3)})
+    rows = audit_records(script.records, config)
+    pos = {p["partition"]: p for p in as_dicts(rows, "positions")}
+    got = {
+        p: (r["last_offset"], r["claimed_through"], r["resume_offset"], r["lag"])
+        for p, r in pos.items()
+    }
+    assert got == {0: (-1, -1, None, None), 1: (-1, -1, 0, 50), 2: (-1, -1, 0, 50)}
+    own = {(o["partition"], o["client_id"]): o for o in as_dicts(rows, "ownership")}
+    assert own[(0, "a")]["start_position"] is None and own[(0, "a")]["end_position"] is None
+    assert own[(0, "b")]["start_position"] is None
+    assert own[(1, "a")]["start_position"] is None and own[(1, "a")]["end_position"] == 0
+    assert own[(2, "a")]["end_position"] == 42
+    assert own[(2, "b")]["start_position"] == 0
+    fail = {f["partition"]: f for f in as_dicts(rows, "failovers")}
+    assert fail[0]["resume_position"] is None and fail[2]["resume_position"] == 0
+    from logmarshal.audit.verify import compare, reference_replay
+
+    check = compare(_tables(rows), reference_replay(script.records.items(), config))
+    assert check.ok, check.mismatches

@@ -51,6 +51,10 @@ def test_failover_is_a_stale_takeover_from_the_stopped_member(tmp_path) -> None:
     assert all(f["gap_ms"] > 2 * f["hb_ms"] for f in stale)  # taken only once stale
     ended = [o for o in t["ownership"] if o["end_reason"] == "stale_taken"]
     assert {o["client_id"] for o in ended} == victims and len(ended) == len(stale)
+    # a release whose answer the fault wrapper lost is not written again once it landed
+    # (it used to be: a ReleasingPartition from a member that no longer held the partition)
+    again = [v for v in t["violations"] if v["kind"] == "release_without_claim"]
+    assert not again, again
 
 
 def test_handoff_is_a_release_and_a_claim(tmp_path) -> None:
@@ -83,3 +87,31 @@ def test_pause_the_frozen_member_loses_its_claims(tmp_path) -> None:
     for v in t["violations"]:
         if v["client_id"] in frozen and v["kind"] == "heartbeat_without_claim":
             assert v["lost_at_ms"] is not None and v["lost_at_ms"] <= v["time_ms"]
+
+
+def test_reset_voids_every_claim_and_resumes_at_the_new_offsets(tmp_path) -> None:
+    """The real-process reset scenario (broker + 3 consumer processes + the CLI's
+    ``group reset --execute``): the audit shows the reset ending every ownership open at
+    that moment, and every partition's next holder starting exactly at the new offset."""
+    from scenarios.processes import reset_target
+
+    t = audit_scenario("reset", tmp_path)
+    new = reset_target(1)
+    reset_ends = [o for o in t["ownership"] if o["end_reason"] == "group_reset"]
+    assert reset_ends, [o["end_reason"] for o in t["ownership"]]
+    partitions = {o["partition"] for o in t["ownership"]}
+    assert {o["partition"] for o in reset_ends} == partitions  # every partition was held
+    assert sum(1 for v in t["verdicts"] if v["reason"] == "group_paused") >= 1
+    positions_set = [v for v in t["verdicts"] if v["reason"] == "position_set"]
+    assert positions_set and sum(v["records"] for v in positions_set) == len(partitions)
+    for p in sorted(partitions):
+        ended = max(o["end_ms"] for o in reset_ends if o["partition"] == p)
+        after = sorted(
+            (o for o in t["ownership"] if o["partition"] == p and o["start_ms"] >= ended),
+            key=lambda o: o["start_offset"],
+        )
+        assert after, (p, "never claimed again after the reset")
+        assert after[0]["start_position"] == new, (p, after[0])
+    # the reset's failovers go from the voided holder to the next one, at the new offset
+    resets = [f for f in t["failovers"] if f["cause"] == "group_reset"]
+    assert resets and all(f["resume_position"] == new for f in resets), resets

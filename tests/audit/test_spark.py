@@ -15,7 +15,7 @@ from logmarshal.audit.export import export_coordination
 from logmarshal.audit.verify import compare, records_from_cluster, reference_replay
 from logmarshal.cli.context import Context
 
-from .logs import HB, LogClock, Script, random_log
+from .logs import LogClock, Script, random_log
 from .test_export_local import _run
 
 pytestmark = pytest.mark.spark
@@ -30,7 +30,7 @@ def test_spark_audit_equals_the_inprocess_audit(spark, story_cluster, tmp_path) 
 
     cluster, _script, _at = story_cluster
     info = export_coordination(cluster, tmp_path / "export")
-    config = replay_config_for(info, heartbeat_interval_ms=HB)
+    config = replay_config_for(info)
     result = run_spark(spark, info, tmp_path / "spark", config)
     run_inprocess(info, tmp_path / "local", config)
     got, want = load_tables(tmp_path / "spark"), load_tables(tmp_path / "local")
@@ -52,7 +52,7 @@ def test_spark_cross_check_on_random_logs(spark, tmp_path, seed: int) -> None:
         script = Script(5, cluster=cluster, clock=clock)
         random_log(random.Random(seed), script, 1500, partitions=12)
         info = export_coordination(cluster, tmp_path / "export")
-        config = replay_config_for(info, heartbeat_interval_ms=HB)
+        config = replay_config_for(info)
         run_spark(spark, info, tmp_path / "out", config)
         check = compare(
             load_tables(tmp_path / "out"), reference_replay(records_from_cluster(cluster), config)
@@ -69,7 +69,7 @@ def test_cli_audit_on_spark_with_verify(
     ctx = Context(data_dir=str(tmp_path / "data"), as_json=False)
     ctx._cluster = cluster
     out = tmp_path / "out"
-    code = _run(["audit", "--out", str(out), "--verify", "--heartbeat-interval", "1"], ctx)
+    code = _run(["audit", "--out", str(out), "--verify"], ctx)
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "cross-check: ok" in captured.out

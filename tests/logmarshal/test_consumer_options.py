@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
 from logmarshal.clock import ManualClock
 from logmarshal.consumer import Consumer, NoPosition
 from logmarshal.faults import FaultPlan, FaultyCluster
@@ -215,6 +216,71 @@ def test_latest_starts_a_new_group_at_the_end(realtime) -> None:
     assert consumer.poll(0.1) == []
     produce(realtime.cluster, 0, 2)
     assert [m.offset for m in drain(consumer, 2)] == [5, 6]
+
+
+def test_latest_records_where_it_starts_so_a_successor_resumes_there(realtime) -> None:
+    """A claim records no position; the first heartbeat after it carries the start chosen
+    by the reset policy minus one, so the log (not each member's policy) says where the group
+    is: on an empty log, "latest" is offset 0, and messages produced before the next member
+    claims are not skipped by that member's "latest"."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    first = realtime.consumer("a", auto_offset_reset="latest")
+    wait_until(lambda: first.claims() == [(TOPIC, 0)], what="the claim")
+    state = first.marshaler.partition_state(TOPIC, 0)
+    assert state.has_position and state.last_offset == -1
+    assert first.marshaler.resume_offset(TOPIC, 0) == 0
+    first.close()
+    produce(realtime.cluster, 0, 3)
+    second = realtime.consumer("b", auto_offset_reset="latest")
+    wait_until(lambda: second.claims() == [(TOPIC, 0)], what="the second claim")
+    assert [m.offset for m in drain(second, 3)] == [0, 1, 2]
+
+
+def test_a_claim_alone_is_no_position_for_latest(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+    other = realtime.marshaler("other")  # claims, then dies before its first heartbeat
+    assert other.wait_verdict(other.claim_partition(TOPIC, 0), 5).accepted
+    consumer = realtime.consumer("a", auto_offset_reset="latest")
+    wait_until(lambda: consumer.claims() == [(TOPIC, 0)], what="the stale takeover")
+    assert consumer.marshaler.resume_offset(TOPIC, 0) == 5
+    produce(realtime.cluster, 0, 1)
+    assert [m.offset for m in drain(consumer, 1)] == [5]
+
+
+def test_a_reset_to_earliest_is_honoured_under_latest(realtime) -> None:
+    """``group reset --to-earliest`` on a log starting at 0 writes last_offset = -1: a
+    position ("resume at 0"), not the absence of one, so "latest" must not apply."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+    first = realtime.consumer("a", auto_offset_reset="latest")
+    wait_until(lambda: first.claims() == [(TOPIC, 0)], what="the claim")
+    assert first.marshaler.resume_offset(TOPIC, 0) == 5
+    first.close()
+    state = read_coordination(realtime.cluster)
+    key = (TOPIC, 0)
+    plan = plan_reset("g", [key], {key: 5}, {key: (0, 5)}, Target("earliest"))
+    assert [(r.current, r.new) for r in plan.rows] == [(5, 0)]
+    result = execute(realtime.cluster, state, plan, admin=new_admin("admin@t"), pause_ms=700)
+    assert result.ok, [w.describe_verdict() for w in result.rejected]
+    consumer = realtime.consumer("b", auto_offset_reset="latest")
+    wait_until(lambda: consumer.claims() == [(TOPIC, 0)], timeout=10, what="the claim after")
+    assert [m.offset for m in drain(consumer, 5)] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(("policy", "start"), [("earliest", 0), ("latest", 5)])
+def test_a_position_beyond_the_log_applies_the_policy_at_once(realtime, policy, start) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+    admin = realtime.marshaler("admin")
+    assert admin.wait_verdict(admin.claim_partition(TOPIC, 0), 5) is not None
+    assert admin.wait_verdict(admin.release_partition(TOPIC, 0, 99), 5) is not None
+    consumer = realtime.consumer("a", auto_offset_reset=policy)
+    wait_until(lambda: consumer.claims() == [(TOPIC, 0)], what="the claim")
+    # the first heartbeat already carries the reset position
+    assert consumer.marshaler.partition_state(TOPIC, 0).last_offset == start - 1
+    produce(realtime.cluster, 0, 2)
+    assert [m.offset for m in drain(consumer, 7 - start)] == list(range(start, 7))
 
 
 def test_error_raises_without_a_position_until_seek(realtime) -> None:

@@ -17,8 +17,9 @@ from rationalizer import (
 
 
 class Model:
-    """Per partition: holder, beat, last, claimed and ``hb``, the holder's own heartbeat
-    interval (None without a holder); there is no reader HB anywhere."""
+    """Per partition: holder, beat, last, claimed, ``hb``, the holder's own heartbeat
+    interval (None without a holder; there is no reader HB anywhere), and ``pos``: whether
+    an accepted record ever set a position (every accepted record but a claim does)."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -34,6 +35,10 @@ class Model:
     def _authentic(self, msg) -> bool:
         key = self.keys.get(msg.group_id)
         return key is None or verify(msg, key)
+
+    def resume_offset(self, key: tuple[str, str, int]) -> int | None:
+        st = self.parts.get(key)
+        return max(st["last"], st["claimed"]) + 1 if st and st["pos"] else None
 
     def apply(self, ts: int, msg: object) -> tuple[bool, Reason | None, Effect | None]:
         t = self.tick(ts)
@@ -71,7 +76,7 @@ class Model:
                         "last": -1,
                         "claimed": -1,
                     }
-                st["last"] = st["claimed"] = msg.last_offset
+                st.update(last=msg.last_offset, claimed=msg.last_offset, pos=True)
                 return True, None, Effect.POSITION_SET
             return False, Reason.GROUP_PAUSED, None
         holder = st["holder"] if st else None
@@ -80,7 +85,7 @@ class Model:
         if isinstance(msg, ClaimingPartition):
             new = {"holder": me, "beat": t, "hb": msg.heartbeat_interval_ms}
             if st is None:
-                self.parts[key] = {**new, "last": -1, "claimed": -1}
+                self.parts[key] = {**new, "last": -1, "claimed": -1, "pos": False}
                 return True, None, Effect.CLAIMED
             if holder is None:
                 st.update(new)
@@ -94,20 +99,22 @@ class Model:
         if isinstance(msg, Heartbeat):
             if holder == me:
                 effect = Effect.RENEWED if age <= 2 * hb else Effect.RENEWED_LATE
-                st.update(beat=t, last=msg.last_offset, hb=msg.heartbeat_interval_ms)
+                st.update(beat=t, last=msg.last_offset, hb=msg.heartbeat_interval_ms, pos=True)
                 return True, None, effect
             if holder is not None and holder[0] == me[0] and age < hb:
                 self.fenced.add(holder)
-                st.update(holder=me, beat=t, last=msg.last_offset, hb=msg.heartbeat_interval_ms)
+                st.update(
+                    holder=me, beat=t, last=msg.last_offset, hb=msg.heartbeat_interval_ms, pos=True
+                )
                 return True, None, Effect.RESTART_TAKEOVER
             return False, Reason.NOT_HOLDER, None
         if holder != me:
             return False, Reason.NOT_HOLDER, None
         if isinstance(msg, ReleasingPartition):
-            st.update(holder=None, hb=None, beat=t, last=msg.last_offset)
+            st.update(holder=None, hb=None, beat=t, last=msg.last_offset, pos=True)
             return True, None, Effect.RELEASED
         assert isinstance(msg, ClaimingMessages)
         if msg.proposed_last_offset >= st["claimed"]:
-            st.update(claimed=msg.proposed_last_offset, beat=t)
+            st.update(claimed=msg.proposed_last_offset, beat=t, pos=True)
             return True, None, Effect.MESSAGES_CLAIMED
         return False, Reason.OFFSET_REGRESSION, None

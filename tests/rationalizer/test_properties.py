@@ -149,9 +149,15 @@ def test_agrees_with_oracle_and_single_holder(records):
             for p in PARTS:
                 st_ = m.parts.get((g, TOPIC, p))
                 assert w.holder(g, TOPIC, p) == (st_["holder"] if st_ else None)
+                assert w.resume_offset(g, TOPIC, p) == m.resume_offset((g, TOPIC, p))
                 if st_:
                     state = w.partition_state(g, TOPIC, p)
                     assert state.heartbeat_interval_ms == st_["hb"]
+                    assert state.has_position == st_["pos"]
+                    assert (state.last_offset, state.claimed_through) == (
+                        st_["last"],
+                        st_["claimed"],
+                    )
 
 
 @settings(max_examples=300)
@@ -238,11 +244,16 @@ class Replayers(RuleBasedStateMachine):
                 if self.w.paused_until(g) is not None:
                     assert holder is None
                 ro = self.w.resume_offset(g, TOPIC, p)
+                assert ro == self.m.resume_offset((g, TOPIC, p))
                 if st_:
-                    assert ro == max(st_["last"], st_["claimed"]) + 1
                     # freshness at any time is judged with the holder's own lease
                     state = self.w.partition_state(g, TOPIC, p)
                     assert state.heartbeat_interval_ms == st_["hb"]
+                    assert state.has_position == st_["pos"]
+                    assert (state.last_offset, state.claimed_through) == (
+                        st_["last"],
+                        st_["claimed"],
+                    )
                     for dt in (0, 1, st_["hb"] or 0, 2 * (st_["hb"] or 0) + 1):
                         at = max(self.t, self.w.now) + dt
                         got = self.w.freshness(g, TOPIC, p, at)

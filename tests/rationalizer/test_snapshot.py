@@ -4,7 +4,7 @@ from hypothesis import strategies as st
 
 from rationalizer import Effect, Reason, SnapshotError, WorldState
 
-from .helpers import KEY, Log, beat, claim, claim_msgs, release_group
+from .helpers import KEY, Log, beat, claim, claim_msgs, release, release_group
 
 KEYS = {"h": KEY}
 
@@ -104,10 +104,58 @@ def test_corruption_raises_snapshot_error_or_loads_canonically(data):
 def test_holder_interval_is_validated_on_restore():
     log = Log()
     log.put(claim("a:1", hb=5), 0)
+    log.put(beat("a:1", 0, hb=5), 0)
     b = log.w.to_bytes()
     # the partition record ends: ..., holder ids, hb (0x05), beat (zigzag 0), last+1, claimed+1
-    i = b.rindex(b"\x05\x00\x00\x00")
+    i = b.rindex(b"\x05\x00\x01\x00")
     assert WorldState.from_bytes(b).partition_state("g", "orders", 0).heartbeat_interval_ms == 5
     for bad in (b"\x00", b"\x81\xdd\xdb\x01"):  # 0 and one hour + 1 ms
         with pytest.raises(SnapshotError):
             WorldState.from_bytes(b[:i] + bad + b[i + 1 :])
+
+
+def _one_partition_world(*records) -> bytes:
+    log = Log()
+    for msg, t in records:
+        log.put(msg, t)
+    return log.w.to_bytes()
+
+
+def test_a_partition_without_a_position_round_trips_as_one():
+    b = _one_partition_world((claim("a:1", hb=5), 0))
+    r = WorldState.from_bytes(b)
+    assert r.to_bytes() == b
+    s = r.partition_state("g", "orders", 0)
+    assert not s.has_position and (s.last_offset, s.claimed_through) == (-1, -1)
+    assert r.resume_offset("g", "orders", 0) is None
+    # flags 0x01 (held, no position), ids, hb, beat, and no position fields: the window follows
+    i = b.index(b"\x01\x01a\x011\x05\x00")
+    assert b[i + 7 :].startswith(b"\x01\x01")  # one verdict, at offset 0 (delta 1)
+
+
+@pytest.mark.parametrize(
+    ("records", "flags", "resume"),
+    [
+        ([(claim("a:1"), 0), (release("a:1", -1), 1)], 0x02, 0),  # released before any message
+        ([(claim("a:1"), 0), (beat("a:1", -1), 1)], 0x03, 0),
+        ([(claim("a:1"), 0), (claim_msgs("a:1", 4), 1)], 0x03, 5),
+        ([(release_group("adm:x", 100), 0), (beat("adm:x", -1), 1)], 0x02, 0),  # POSITION_SET
+        ([(claim("a:1"), 0), (release_group("adm:x", 10), 1)], 0x00, None),  # voided: none
+    ],
+)
+def test_position_flag_round_trips(records, flags, resume):
+    b = _one_partition_world(*records)
+    r = WorldState.from_bytes(b)
+    assert r.to_bytes() == b
+    assert r.resume_offset("g", "orders", 0) == resume
+    assert r.partition_state("g", "orders", 0).has_position == (resume is not None)
+    i = b.index(b"\x01g\x06orders\x00") + 10  # group, topic, partition: then the flags byte
+    assert b[i] == flags
+
+
+@pytest.mark.parametrize("flags", [0x04, 0x07, 0x80, 0xFF])
+def test_unknown_partition_flags_are_rejected(flags):
+    b = _one_partition_world((claim("a:1"), 0), (beat("a:1", 3), 1))
+    i = b.index(b"\x01g\x06orders\x00") + 10
+    with pytest.raises(SnapshotError, match="flags"):
+        WorldState.from_bytes(b[:i] + bytes([flags]) + b[i + 1 :])

@@ -35,7 +35,7 @@ def test_claim_unheld_partition():
     v = log.put(claim("a:1"), 100)
     assert v.accepted and v.effect is Effect.CLAIMED and v.reason is None
     assert log.w.holder("g", "orders", 0) == ("a", "1")
-    assert log.w.resume_offset("g", "orders", 0) == 0
+    assert log.w.resume_offset("g", "orders", 0) is None  # a claim sets no position
     assert log.w.verdict(0) == v
     assert log.w.applied_through == 0
 
@@ -517,6 +517,109 @@ def test_release_group_clears_intervals_and_position_set_does_not_record_one():
         assert st.holder is None and st.heartbeat_interval_ms is None
     assert log.put(claim("b:1", hb=42), 100).effect is Effect.CLAIMED
     assert log.w.partition_state("g", "orders", 0).heartbeat_interval_ms == 42
+
+
+# --- positions: "none" is not "before offset 0" -----------------------------------------
+
+
+def _position(log: Log, p: int = 0) -> tuple[bool, int, int, int | None]:
+    st = log.w.partition_state("g", "orders", p)
+    return (
+        st.has_position,
+        st.last_offset,
+        st.claimed_through,
+        log.w.resume_offset("g", "orders", p),
+    )
+
+
+NO_POSITION = (False, -1, -1, None)
+
+
+def test_a_claim_alone_sets_no_position():
+    log = Log()
+    log.put(claim("a:1"), 0)
+    assert _position(log) == NO_POSITION
+    st = log.w.partition_state("g", "orders", 0)
+    assert st.resume_offset == 0  # the raw formula; has_position tells it apart from -1 + 1
+
+
+@pytest.mark.parametrize(
+    ("record", "effect", "want"),
+    [
+        (beat("a:1", -1), Effect.RENEWED, (True, -1, -1, 0)),
+        (beat("a:2", -1), Effect.RESTART_TAKEOVER, (True, -1, -1, 0)),
+        (release("a:1", -1), Effect.RELEASED, (True, -1, -1, 0)),
+        (claim_msgs("a:1", -1), Effect.MESSAGES_CLAIMED, (True, -1, -1, 0)),
+        (claim_msgs("a:1", 9), Effect.MESSAGES_CLAIMED, (True, -1, 9, 10)),
+        (beat("a:1", 4), Effect.RENEWED, (True, 4, -1, 5)),
+    ],
+)
+def test_every_accepted_holder_record_sets_a_position_even_minus_one(record, effect, want):
+    log = Log()
+    log.put(claim("a:1"), 0)
+    assert log.put(record, 10).effect is effect
+    assert _position(log) == want
+
+
+def test_the_heartbeat_lane_sets_a_position_too():
+    """b:1's heartbeat is rejected before its claim but opens the cached lane; the same bytes
+    after the claim take the lane, which must record the position as the slow path does."""
+    log = Log()
+    log.put(claim("a:1"), 0)
+    assert log.put(beat("b:1", -1), 1).reason is Reason.NOT_HOLDER
+    assert _position(log) == NO_POSITION
+    assert log.put(claim("b:1"), 1 + 2 * HB + 1).effect is Effect.TOOK_OVER_STALE
+    assert _position(log) == NO_POSITION
+    assert log.put(beat("b:1", -1), 2 * HB + 3).effect is Effect.RENEWED
+    assert _position(log) == (True, -1, -1, 0)
+
+
+def test_rejected_records_set_no_position():
+    log = Log()
+    log.put(claim("a:1"), 0)
+    for msg in (beat("b:1", 5), release("b:1", 5), claim_msgs("b:1", 5), claim("b:1")):
+        assert not log.put(msg, 1).accepted
+    log.put(release_group("adm:x", 100), 2)
+    for msg in (beat("a:1", 5), release("a:1", 5), claim_msgs("a:1", 5), beat("z:1", 5)):
+        assert log.put(msg, 3).reason is Reason.GROUP_PAUSED
+    assert _position(log) == NO_POSITION
+
+
+def test_group_reset_and_takeovers_keep_no_position_as_none():
+    log = Log()
+    log.put(claim("a:1"), 0)
+    log.put(release_group("adm:x", 100), 1)  # voids the claim, sets nothing
+    assert _position(log) == NO_POSITION
+    log.put(claim("b:1"), 100)
+    log.put(claim("c:1"), 100 + 2 * HB + 1)  # stale takeover
+    assert log.w.holder("g", "orders", 0) == ("c", "1")
+    assert _position(log) == NO_POSITION
+
+
+def test_admin_reset_to_minus_one_is_a_position_before_offset_0():
+    """``group reset --to-earliest`` on a log starting at 0 writes last_offset = -1: that
+    must read back as "resume at 0", not as "no position" (both for a partition the group
+    only ever claimed and for one it never mentioned)."""
+    log = Log()
+    log.put(claim("a:1"), 0)
+    log.put(beat("a:1", 70), 1)
+    log.put(claim("a:1", p=1), 1)
+    log.put(release_group("adm:x", 100), 2)
+    for p in (0, 1, 2):
+        assert log.put(beat("adm:x", -1, p=p), 3).effect is Effect.POSITION_SET
+        assert _position(log, p) == (True, -1, -1, 0)
+    log.put(claim("b:1"), 100)
+    assert _position(log) == (True, -1, -1, 0)  # claims keep it
+
+
+def test_a_position_once_set_is_never_lost():
+    log = Log()
+    log.put(claim("a:1"), 0)
+    log.put(release("a:1", -1), 1)
+    log.put(release_group("adm:x", 100), 2)
+    log.put(claim("b:1"), 200)
+    log.put(claim("c:1"), 200 + 2 * HB + 1)
+    assert _position(log) == (True, -1, -1, 0)
 
 
 # --- authenticated admin (groups with an admin key) -----------------------------------------

@@ -1,0 +1,567 @@
+"""Scenarios in real processes: a broker process, consumer and producer processes
+(:mod:`scenarios.member`), real signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM), and the checks.
+
+The orchestrator (this process) starts the broker on a free port of 127.0.0.1, creates the
+topic, produces, starts members, and watches the group through an *observer* Marshaler over
+the network, which replays ``__marshal`` as every member does. What each member handed out
+comes from its report file (see :mod:`scenarios.member`), written before the member could
+be killed. Every process started here is stopped when the scenario ends, whatever happens
+(each runs in its own process group; bounded waits, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+from logmarshal import NewRecord
+from logmarshal.marshaler import Marshaler
+from logmarshal.network import NetworkCluster
+
+from .common import Report, wait_for
+
+__all__ = ["Broker", "MemberProc", "Procs", "free_port", "procs"]
+
+GROUP = "scenario"
+TOPIC = "events"
+ROOT = Path(__file__).resolve().parents[1]
+
+log = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (for brokers whose address must be known ahead)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+class _Child:
+    """A child process in its own process group, with its output in a file."""
+
+    def __init__(self, name: str, argv: list[str], workdir: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.generation = 0
+
+    def spawn(self) -> None:
+        self.generation += 1
+        out = open(self.workdir / f"{self.name}.{self.generation}.out", "wb")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            out.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            _kill_group(self.proc, sig)
+
+    def kill(self) -> None:
+        """SIGKILL and reap (a stopped process dies too)."""
+        if self.proc is None:
+            return
+        _kill_group(self.proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+
+    def terminate(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM (after SIGCONT, in case it is stopped); SIGKILL if it does not exit."""
+        if self.proc is None:
+            return None
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not exit within %.0f s of SIGTERM; killing it", self.name, timeout)
+            self.kill()
+            return None
+
+    def output(self) -> str:
+        path = self.workdir / f"{self.name}.{self.generation}.out"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+class Broker(_Child):
+    """``logmarshal broker start`` on a data directory; restartable on the same port."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        data_dir: Path,
+        port: int = 0,
+        *,
+        broker_id: int | None = None,
+        cluster_file: Path | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.broker_id = broker_id
+        self.cluster_file = cluster_file
+        self.ready_file = workdir / f"broker{broker_id or 0}.ready"
+        super().__init__(f"broker{broker_id or 0}", [], workdir)
+
+    def start(self, timeout: float = 30.0) -> str:
+        """Start (or restart) it; returns ``HOST:PORT`` once it listens."""
+        with contextlib.suppress(FileNotFoundError):
+            self.ready_file.unlink()
+        self.argv = [
+            sys.executable,
+            "-m",
+            "logmarshal",
+            "--data-dir",
+            str(self.data_dir),
+            "broker",
+            "start",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--ready-file",
+            str(self.ready_file),
+        ]
+        if self.cluster_file is not None:
+            self.argv += [
+                "--cluster-file",
+                str(self.cluster_file),
+                "--broker-id",
+                str(self.broker_id),
+            ]
+        self.spawn()
+        ok = wait_for(lambda: self.ready_file.exists() or not self.alive, timeout)
+        if not ok or not self.ready_file.exists():
+            raise RuntimeError(f"{self.name} did not start: {self.output()[-2000:]}")
+        address = self.ready_file.read_text().strip()
+        self.port = int(address.rsplit(":", 1)[1])
+        return address
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@attrs.define
+class Handed:
+    partition: int
+    offset: int
+    poll_started: float
+    handed_at: float
+
+
+@attrs.define
+class MemberLog:
+    """What a member's report file says."""
+
+    instances: list[str] = attrs.field(factory=list)
+    handed: list[Handed] = attrs.field(factory=list)
+    claims: tuple[float, frozenset[int]] | None = None
+    fenced_at: float | None = None
+    exited: bool = False
+    acked: dict[tuple[int, int], str] = attrs.field(factory=dict)
+
+
+def read_log(path: Path) -> MemberLog:
+    out = MemberLog()
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        parts = line.split(" ")
+        if len(parts) < 2:
+            continue  # a line cut by a kill
+        kind = parts[0]
+        with contextlib.suppress(ValueError, IndexError):
+            if kind == "H" and len(parts) == 5:
+                out.handed.append(
+                    Handed(int(parts[1]), int(parts[2]), float(parts[3]), float(parts[4]))
+                )
+            elif kind == "I":
+                out.instances.append(parts[1])
+            elif kind == "C":
+                ps = (
+                    frozenset(int(p) for p in parts[2].split(",") if p)
+                    if len(parts) > 2
+                    else frozenset()
+                )
+                out.claims = (float(parts[1]), ps)
+            elif kind == "F":
+                out.fenced_at = float(parts[1])
+            elif kind == "X":
+                out.exited = True
+            elif kind == "A" and len(parts) == 4:
+                out.acked[(int(parts[1]), int(parts[2]))] = parts[3]
+    return out
+
+
+class MemberProc(_Child):
+    """A consumer (or producer) process of :mod:`scenarios.member`."""
+
+    def __init__(self, name: str, argv: list[str], workdir: Path, client_id: str) -> None:
+        super().__init__(name, argv, workdir)
+        self.client_id = client_id
+        self.report_path = workdir / f"{name}.report"
+        self.start_file = workdir / f"{name}.go"
+        self.argv = [*argv, "--report", str(self.report_path), "--start-file", str(self.start_file)]
+
+    @property
+    def imported(self) -> bool:
+        """It has imported everything and waits for :meth:`go`."""
+        return Path(str(self.start_file) + ".ready").exists()
+
+    def go(self) -> float:
+        """Let it connect (it has imported everything already)."""
+        self.start_file.touch()
+        return time.time()
+
+    def log(self) -> MemberLog:
+        return read_log(self.report_path)
+
+    @property
+    def instance_id(self) -> str | None:
+        instances = self.log().instances
+        return instances[-1] if instances else None
+
+    @property
+    def identity(self) -> tuple[str, str | None]:
+        return (self.client_id, self.instance_id)
+
+    def handled_set(self) -> list[tuple[int, int]]:
+        return [(h.partition, h.offset) for h in self.log().handed]
+
+    def believed(self) -> frozenset[int]:
+        claims = self.log().claims
+        return frozenset() if claims is None else claims[1]
+
+
+class Procs:
+    """One real-process scenario run: workdir, broker(s), members, observer, checks."""
+
+    def __init__(
+        self,
+        name: str,
+        seed: int,
+        *,
+        mode: str,
+        hb: float,
+        partitions: int,
+        data_dir: str | None = None,
+        brokers: int = 1,
+    ) -> None:
+        import random
+
+        self.name = name
+        self.seed = seed
+        self.rng = random.Random(f"processes/{name}/{seed}")
+        self.mode = mode
+        self.hb = hb
+        self.partitions = partitions
+        self.report = Report(name, seed, f"{mode}, processes")
+        # not TemporaryDirectory: its finalizer would remove a workdir kept for inspection
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"logmarshal-proc-{name}-"))
+        if data_dir is not None and os.path.isdir(data_dir) and os.listdir(data_dir):
+            raise SystemExit(f"--data-dir {data_dir} is not empty; give a new directory")
+        self.data_root = Path(data_dir) if data_dir is not None else self.workdir / "data"
+        self.brokers: list[Broker] = []
+        self.members: list[MemberProc] = []
+        self.cluster: NetworkCluster | None = None
+        self.observer: Marshaler | None = None
+        self.produced: dict[int, int] = dict.fromkeys(range(partitions), 0)
+        self._producing = threading.Event()
+        self._producer: threading.Thread | None = None
+        self._broker_count = brokers
+
+    # -- processes --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the broker(s); separate from ``__init__`` so a failed start is cleaned up."""
+        self._start_brokers(self._broker_count)
+
+    def _start_brokers(self, n: int) -> None:
+        if n == 1:
+            broker = Broker(self.workdir, self.data_root)
+            self.brokers.append(broker)
+            broker.start()
+        else:
+            ports = [free_port() for _ in range(n)]
+            cluster_file = self.workdir / "cluster.txt"
+            cluster_file.write_text(
+                "".join(f"{i + 1} 127.0.0.1:{port}\n" for i, port in enumerate(ports))
+            )
+            for i, port in enumerate(ports):
+                self.brokers.append(
+                    Broker(
+                        self.workdir,
+                        self.data_root / f"broker{i + 1}",
+                        port,
+                        broker_id=i + 1,
+                        cluster_file=cluster_file,
+                    )
+                )
+            for broker in self.brokers:
+                broker.start()
+        self.bootstrap = ",".join(b.address for b in self.brokers)
+
+    def connect(self, coordination_partitions: int = 8) -> None:
+        """The orchestrator's own connection, the topic, and the observer."""
+        # librdkafka's own log lines (connection refused while a broker is down) are noise here
+        self.cluster = NetworkCluster(self.bootstrap, timeout=15.0, config={"log_level": 2})
+        self.cluster.create_topic(TOPIC, self.partitions)
+        self.observer = Marshaler(
+            self.cluster,
+            "observer",
+            GROUP,
+            self.hb,
+            fetch_wait=0.1,
+            coordination_partitions=coordination_partitions,
+        )
+
+    def member(self, client_id: str, *, go: bool = True, **options: object) -> MemberProc:
+        """Start a consumer process; with ``go=False`` it waits for :meth:`MemberProc.go`."""
+        argv = [
+            sys.executable,
+            "-m",
+            "scenarios.member",
+            "consume",
+            "--bootstrap",
+            self.bootstrap,
+            "--client-id",
+            client_id,
+            "--mode",
+            self.mode,
+            "--hb",
+            str(self.hb),
+        ]
+        for key, value in options.items():
+            flag = "--" + key.replace("_", "-")
+            if value is True:
+                argv.append(flag)
+            elif value is not None and value is not False:
+                argv += [flag, str(value)]
+        count = sum(1 for m in self.members if m.client_id == client_id)
+        name = client_id if count == 0 else f"{client_id}.{count}"
+        member = MemberProc(name, argv, self.workdir, client_id)
+        self.members.append(member)
+        member.spawn()
+        if go:
+            member.go()
+        return member
+
+    def producer(self, per_partition: int, seconds: float, *, batch: int = 10) -> MemberProc:
+        """A producer process writing acks=all, logging every acknowledged offset."""
+        argv = [
+            sys.executable,
+            "-m",
+            "scenarios.member",
+            "produce",
+            "--bootstrap",
+            self.bootstrap,
+            "--partitions",
+            str(self.partitions),
+            "--per-partition",
+            str(per_partition),
+            "--seconds",
+            str(seconds),
+            "--batch",
+            str(batch),
+            "--seed",
+            str(self.seed),
+            "--timeout",
+            "30",
+        ]
+        member = MemberProc("producer", argv, self.workdir, "producer")
+        self.members.append(member)
+        member.spawn()
+        member.go()
+        return member
+
+    def joined(self, members: list[MemberProc], timeout: float = 20.0) -> bool:
+        return wait_for(lambda: all(m.instance_id for m in members), timeout, step=0.05)
+
+    # -- producing from the orchestrator ----------------------------------------------------
+
+    def produce(self, per_partition: int) -> None:
+        assert self.cluster is not None
+        for p in range(self.partitions):
+            now = int(time.time() * 1000)
+            self.cluster.produce(
+                TOPIC,
+                p,
+                [
+                    NewRecord(value=b"%d" % (self.produced[p] + i), timestamp=now)
+                    for i in range(per_partition)
+                ],
+            )
+            self.produced[p] += per_partition
+
+    def produce_in_background(self, per_partition: int, seconds: float, rounds: int = 20) -> None:
+        each = max(1, per_partition // rounds)
+
+        def run() -> None:
+            for _ in range(rounds):
+                if not self._producing.is_set():
+                    return
+                self.produce(each)
+                time.sleep(seconds / rounds)
+
+        self._producing.set()
+        self._producer = threading.Thread(target=run, name="scenario-producer", daemon=True)
+        self._producer.start()
+
+    def wait_produced(self) -> None:
+        if self._producer is not None:
+            self._producer.join(60)
+
+    # -- the group, as the log and the members see it ---------------------------------------
+
+    def holders(self) -> dict[int, tuple[str, str] | None]:
+        assert self.observer is not None
+        return {p: self.observer.holder(TOPIC, p) for p in range(self.partitions)}
+
+    def owned_by(self, members: list[MemberProc]) -> bool:
+        identities = {m.identity for m in members}
+        return all(h in identities for h in self.holders().values())
+
+    def members_together(self, client_ids: list[str], **options: object) -> list[MemberProc]:
+        """Start members and let them connect at the same moment (imports done first), so
+        that none finds every partition taken by the others before it joins."""
+        members = [self.member(c, go=False, **options) for c in client_ids]
+        wait_for(lambda: all(m.imported or not m.alive for m in members), 20, step=0.02)
+        for m in members:
+            m.go()
+        return members
+
+    def holding(self, members: list[MemberProc]) -> int:
+        """How many of ``members`` hold at least one partition, per the log."""
+        held = {h for h in self.holders().values() if h is not None}
+        return sum(1 for m in members if m.identity in held)
+
+    def all_offsets(self) -> set[tuple[int, int]]:
+        return {(p, o) for p, n in self.produced.items() for o in range(n)}
+
+    def drained(self, members: list[MemberProc]) -> bool:
+        last: dict[int, int] = {}
+        for m in members:
+            for p, o in m.handled_set():
+                last[p] = max(o, last.get(p, -1))
+        return all(last.get(p, -1) >= n - 1 for p, n in self.produced.items() if n)
+
+    def one_holder_each(self, members: list[MemberProc]) -> None:
+        """Each partition has exactly one holder in the log, a live member, and the members'
+        own views agree with it (nobody left believing it holds what the log gave away)."""
+        holders = self.holders()
+        live = [m for m in members if m.alive and not m.log().fenced_at]
+        identities = {m.identity: m for m in live}
+        unowned = [p for p, h in holders.items() if h not in identities]
+        self.report.check(
+            "every partition has exactly one holder, a live member",
+            not unowned,
+            f"not held by a live member: {unowned} ({holders})",
+        )
+
+        def agree() -> bool:
+            believed = Counter(p for m in live for p in m.believed())
+            return (
+                all(
+                    believed[p] == 1
+                    and holders[p] is not None
+                    and p in identities[holders[p]].believed()
+                    for p in range(self.partitions)
+                    if holders[p] in identities
+                )
+                and max(believed.values(), default=0) <= 1
+            )
+
+        ok = wait_for(agree, 2.0, step=0.05)
+        views = {m.name: sorted(m.believed()) for m in live}
+        self.report.check("each member's own claims match the log", ok, str(views))
+
+    def delivery(
+        self, members: list[MemberProc], offsets: set[tuple[int, int]] | None = None
+    ) -> None:
+        counts = Counter(o for m in members for o in m.handled_set())
+        wanted = self.all_offsets() if offsets is None else offsets
+        if self.mode == "amo":
+            twice = sorted(o for o, c in counts.items() if c > 1)
+            self.report.figures["lost (allowed in AMO)"] = len(wanted - set(counts))
+            self.report.check(
+                "AMO: no offset handed out twice",
+                not twice,
+                f"{len(twice)} repeated, e.g. {twice[:5]}",
+            )
+        else:
+            missing = sorted(wanted - set(counts))
+            self.report.figures["repeated (allowed in ALO)"] = sum(c - 1 for c in counts.values())
+            self.report.check(
+                "ALO: every produced offset handled at least once",
+                not missing,
+                f"{len(missing)} never handled, e.g. {missing[:5]}",
+            )
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop everything this run started (members first, then the observer, brokers)."""
+        self._producing.clear()
+        self.wait_produced()
+        for member in self.members:
+            member.kill()
+        if self.observer is not None:
+            with contextlib.suppress(Exception):
+                self.observer.close(timeout=5)
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()
+        for broker in self.brokers:
+            broker.terminate()  # flushed, lock released: the log can be audited afterwards
+        if os.environ.get("SCENARIO_KEEP_WORKDIR"):
+            print(f"workdir kept in {self.workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def failure_output(self) -> str:
+        """The tail of every child's output, for a failed run."""
+        return "\n".join(
+            f"--- {child.name}\n{child.output()[-3000:]}"
+            for child in [*self.brokers, *self.members]
+        )
+
+
+@contextlib.contextmanager
+def procs(name: str, seed: int, **options: object) -> Iterator[Procs]:
+    p = Procs(name, seed, **options)  # type: ignore[arg-type]
+    try:
+        p.start()
+        yield p
+    finally:
+        if not p.report.ok and os.environ.get("SCENARIO_SHOW_OUTPUT"):
+            print(p.failure_output(), file=sys.stderr)
+        p.close()
