@@ -7,39 +7,18 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal import NewRecord
 from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
-from logmarshal.clock import ManualClock
 from logmarshal.consumer import Consumer, NoPosition
 from logmarshal.faults import FaultPlan, FaultyCluster
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.retry import HandlerFailed, RetryPolicy
 from rationalizer import Effect, ReleaseGroup, encode
 
-from .test_consumer import TOPIC, World, _no_threads_left, drain, produce, wait_until
-
-
-@pytest.fixture
-def realtime(cluster) -> Iterator[World]:
-    world = World(cluster, hb=0.3)
-    yield world
-    world.close()
-    _no_threads_left()
-
-
-@pytest.fixture
-def manual(tmp_path) -> Iterator[World]:
-    clock = ManualClock()
-    with EmbeddedCluster(tmp_path / "m", clock=clock.time_ms, maintenance_interval=0) as cluster:
-        world = World(cluster, hb=1.0, clock=clock)
-        yield world
-        world.close()
-    _no_threads_left()
-
+from .consumer_world import TOPIC, World, drain, no_threads_left, produce, wait_until
 
 # -- verdicts that come too late ---------------------------------------------------------------
 
@@ -84,7 +63,7 @@ def test_a_claim_whose_answer_was_lost_is_found_and_adopted(cluster) -> None:
         consumer.close()
         marshaler.close()
     assert faulty.injected()["drop"] >= 1
-    _no_threads_left()
+    no_threads_left()
 
 
 # -- ReleaseGroup ------------------------------------------------------------------------------
@@ -455,7 +434,7 @@ def test_amo_under_lost_answers_never_hands_a_message_out_twice(cluster) -> None
     offsets = [m.offset for m in got]
     assert offsets == sorted(set(offsets)) == list(range(60))
     assert faulty.injected()["drop"] > 0
-    _no_threads_left()
+    no_threads_left()
 
 
 def test_rejects_bad_options(realtime) -> None:
