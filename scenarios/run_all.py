@@ -41,7 +41,7 @@ PROCESS_FIGURES = {
     "pause": "stopped seconds",
     "broker-crash": "first hand-out after the restart (s)",
     "reset": "first hand-out after the expiry (s)",
-    "multi-broker": "partitions cut off",
+    "multi-broker": "d's last hand-out after the kill (s)",
 }
 
 

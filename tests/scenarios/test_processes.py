@@ -1,0 +1,61 @@
+"""The real-process scenarios (a broker process, member processes, real signals), one seed
+each, alternating the modes; ``python -m scenarios.run_all --processes --seeds 20`` runs many.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+
+from scenarios.common import mode_for
+from scenarios.processes import SCENARIOS
+
+SEEDS = {
+    "failover": 0,
+    "pause": 1,
+    "handoff": 2,
+    "restart": 3,
+    "broker-crash": 4,
+    "reset": 5,
+    "multi-broker": 7,
+}
+
+
+def _children() -> set[int]:
+    """Live processes whose parent is this test process (none may be left behind)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, ppid = fields[0], int(fields[1])
+        if ppid == os.getpid() and state != "Z":
+            out.add(int(entry))
+    return out
+
+
+@pytest.mark.scenario
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_real_process_scenario_passes(name: str) -> None:
+    seed = SEEDS[name]
+    os.environ["SCENARIO_SHOW_OUTPUT"] = "1"  # a failure prints the children's output
+    try:
+        report = SCENARIOS[name](seed, mode=mode_for(seed, None))
+    finally:
+        os.environ.pop("SCENARIO_SHOW_OUTPUT", None)
+    failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+    assert report.ok, failed
+    left = _children()
+    for pid in left:  # do not leave them behind even if the check below fails
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes left running: {left}"
