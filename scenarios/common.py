@@ -20,6 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import attrs
 
@@ -206,49 +207,23 @@ class Member:
         self.fault.close()
 
 
-class Harness:
-    """A cluster, a topic, a producer thread, an observer, and the members."""
+class NumberedStream:
+    """A scenario's data: records numbered per partition (value = offset), produced to TOPIC.
 
-    def __init__(
-        self,
-        name: str,
-        seed: int,
-        *,
-        mode: str,
-        hb: float,
-        partitions: int,
-        data_dir: str | None,
-    ) -> None:
-        self.name = name
-        self.seed = seed
-        self.rng = random.Random(f"{name}/{seed}")
-        self.mode = mode
-        self.hb = hb
-        self.partitions = partitions
-        self.report = Report(name, seed, mode)
-        self._tmp = None
-        if data_dir is not None and os.path.isdir(data_dir) and os.listdir(data_dir):
-            raise SystemExit(f"--data-dir {data_dir} is not empty; give a new directory")
-        if data_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix=f"logmarshal-{name}-")
-            data_dir = self._tmp.name
-        self.data_dir = data_dir
-        self.cluster = EmbeddedCluster(data_dir, maintenance_interval=0)
-        self.cluster.create_topic(TOPIC, partitions)
-        self.instances: Counter[str] = Counter()
-        self.members: list[Member] = []
-        self.produced: dict[int, int] = dict.fromkeys(range(partitions), 0)
+    Shared by the in-process and the real-process harnesses; a subclass provides
+    ``self.cluster`` and ``self.partitions`` and calls :meth:`_init_stream`.
+    """
+
+    cluster: Any
+    partitions: int
+
+    def _init_stream(self) -> None:
+        self.produced: dict[int, int] = dict.fromkeys(range(self.partitions), 0)
         self._producer: threading.Thread | None = None
         self._producing = threading.Event()
-        self.observer = Marshaler(self.cluster, "observer", GROUP, hb, fetch_wait=0.1)
-
-    def member(self, client_id: str, **options: object) -> Member:
-        plan = options.pop("plan", light_faults(self.seed))
-        member = Member(self, client_id, plan=plan, **options)  # type: ignore[arg-type]
-        self.members.append(member)
-        return member
 
     def produce(self, per_partition: int) -> None:
+        """The next ``per_partition`` numbers to every partition, one batch each."""
         for p in range(self.partitions):
             now = int(time.time() * 1000)
             self.cluster.produce(
@@ -282,6 +257,48 @@ class Harness:
 
     def all_offsets(self) -> set[tuple[int, int]]:
         return {(p, o) for p, n in self.produced.items() for o in range(n)}
+
+
+
+class Harness(NumberedStream):
+    """A cluster, a topic, a producer thread, an observer, and the members."""
+
+    def __init__(
+        self,
+        name: str,
+        seed: int,
+        *,
+        mode: str,
+        hb: float,
+        partitions: int,
+        data_dir: str | None,
+    ) -> None:
+        self.name = name
+        self.seed = seed
+        self.rng = random.Random(f"{name}/{seed}")
+        self.mode = mode
+        self.hb = hb
+        self.partitions = partitions
+        self.report = Report(name, seed, mode)
+        self._tmp = None
+        if data_dir is not None and os.path.isdir(data_dir) and os.listdir(data_dir):
+            raise SystemExit(f"--data-dir {data_dir} is not empty; give a new directory")
+        if data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"logmarshal-{name}-")
+            data_dir = self._tmp.name
+        self.data_dir = data_dir
+        self.cluster = EmbeddedCluster(data_dir, maintenance_interval=0)
+        self.cluster.create_topic(TOPIC, partitions)
+        self.instances: Counter[str] = Counter()
+        self.members: list[Member] = []
+        self._init_stream()
+        self.observer = Marshaler(self.cluster, "observer", GROUP, hb, fetch_wait=0.1)
+
+    def member(self, client_id: str, **options: object) -> Member:
+        plan = options.pop("plan", light_faults(self.seed))
+        member = Member(self, client_id, plan=plan, **options)  # type: ignore[arg-type]
+        self.members.append(member)
+        return member
 
     def holders(self) -> dict[int, tuple[str, str] | None]:
         return {p: self.observer.holder(TOPIC, p) for p in range(self.partitions)}

@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -28,11 +27,10 @@ from pathlib import Path
 
 import attrs
 
-from logmarshal import NewRecord
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
 
-from .common import Report, wait_for
+from .common import NumberedStream, Report, wait_for
 
 __all__ = ["Broker", "MemberProc", "Procs", "free_port", "procs"]
 
@@ -262,7 +260,7 @@ class MemberProc(_Child):
         return frozenset() if claims is None else claims[1]
 
 
-class Procs:
+class Procs(NumberedStream):
     """One real-process scenario run: workdir, broker(s), members, observer, checks."""
 
     def __init__(
@@ -294,9 +292,7 @@ class Procs:
         self.members: list[MemberProc] = []
         self.cluster: NetworkCluster | None = None
         self.observer: Marshaler | None = None
-        self.produced: dict[int, int] = dict.fromkeys(range(partitions), 0)
-        self._producing = threading.Event()
-        self._producer: threading.Thread | None = None
+        self._init_stream()
         self._broker_count = brokers
 
     # -- processes --------------------------------------------------------------------------
@@ -405,40 +401,6 @@ class Procs:
 
     def joined(self, members: list[MemberProc], timeout: float = 20.0) -> bool:
         return wait_for(lambda: all(m.instance_id for m in members), timeout, step=0.05)
-
-    # -- producing from the orchestrator ----------------------------------------------------
-
-    def produce(self, per_partition: int) -> None:
-        assert self.cluster is not None
-        for p in range(self.partitions):
-            now = int(time.time() * 1000)
-            self.cluster.produce(
-                TOPIC,
-                p,
-                [
-                    NewRecord(value=b"%d" % (self.produced[p] + i), timestamp=now)
-                    for i in range(per_partition)
-                ],
-            )
-            self.produced[p] += per_partition
-
-    def produce_in_background(self, per_partition: int, seconds: float, rounds: int = 20) -> None:
-        each = max(1, per_partition // rounds)
-
-        def run() -> None:
-            for _ in range(rounds):
-                if not self._producing.is_set():
-                    return
-                self.produce(each)
-                time.sleep(seconds / rounds)
-
-        self._producing.set()
-        self._producer = threading.Thread(target=run, name="scenario-producer", daemon=True)
-        self._producer.start()
-
-    def wait_produced(self) -> None:
-        if self._producer is not None:
-            self._producer.join(60)
 
     # -- the group, as the log and the members see it ---------------------------------------
 

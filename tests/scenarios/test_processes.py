@@ -47,6 +47,7 @@ def _children() -> set[int]:
 @pytest.mark.parametrize("name", sorted(SEEDS))
 def test_real_process_scenario_passes(name: str) -> None:
     seed = SEEDS[name]
+    before = _children()  # e.g. a Spark JVM another test module's session fixture keeps
     os.environ["SCENARIO_SHOW_OUTPUT"] = "1"  # a failure prints the children's output
     try:
         report = SCENARIOS[name](seed, mode=mode_for(seed, None))
@@ -54,7 +55,7 @@ def test_real_process_scenario_passes(name: str) -> None:
         os.environ.pop("SCENARIO_SHOW_OUTPUT", None)
     failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
     assert report.ok, failed
-    left = _children()
+    left = _children() - before
     for pid in left:  # do not leave them behind even if the check below fails
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
