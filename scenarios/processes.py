@@ -57,11 +57,9 @@ def failover(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
     with procs("failover", seed, mode=mode, hb=hb, partitions=8, data_dir=data_dir) as h:
         report = h.report
         h.connect()
-        h.produce(20)
-        members = h.members_together([f"c{i}" for i in range(3)])
-        if not report.check("the members start", h.joined(members)):
+        members = h.start_group(3, first=20, per_partition=100, seconds=2.0)
+        if members is None:
             return report
-        h.produce_in_background(per_partition=100, seconds=2.0)
         # Non-greedy members take one partition per pass: one that starts late on a loaded
         # machine may find nothing left (there is no rebalancing), which is fine here.
         ok = wait_for(lambda: h.owned_by(members) and h.holding(members) >= 2, 15)
@@ -98,11 +96,9 @@ def pause(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
     with procs("pause", seed, mode=mode, hb=hb, partitions=8, data_dir=data_dir) as h:
         report = h.report
         h.connect()
-        h.produce(20)
-        members = h.members_together([f"c{i}" for i in range(3)])
-        if not report.check("the members start", h.joined(members)):
+        members = h.start_group(3, first=20, per_partition=120, seconds=3.0)
+        if members is None:
             return report
-        h.produce_in_background(per_partition=120, seconds=3.0)
         ok = wait_for(lambda: h.owned_by(members) and h.holding(members) >= 2, 15)
         if not report.check("all partitions owned, two members or more holding some", ok):
             return report
@@ -393,11 +389,9 @@ def reset(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
     with procs("reset", seed, mode=mode, hb=hb, partitions=partitions, data_dir=data_dir) as h:
         report = h.report
         h.connect()
-        h.produce(100)
-        members = h.members_together([f"c{i}" for i in range(3)])
-        if not report.check("the members start", h.joined(members)):
+        members = h.start_group(3, first=100, per_partition=200, seconds=6.0)
+        if members is None:
             return report
-        h.produce_in_background(per_partition=200, seconds=6.0)
 
         threshold = 2 * new + h.rng.randint(0, 20)
 

@@ -421,13 +421,23 @@ class Procs(NumberedStream):
             m.go()
         return members
 
+    def start_group(
+        self, size: int, *, first: int, per_partition: int, seconds: float
+    ) -> list[MemberProc] | None:
+        """Produce ``first`` records per partition, start ``size`` members together, and once
+        they joined keep a stream flowing; None (after a failed check) if they did not start."""
+        self.produce(first)
+        members = self.members_together([f"c{i}" for i in range(size)])
+        if not self.report.check("the members start", self.joined(members)):
+            return None
+        self.produce_in_background(per_partition=per_partition, seconds=seconds)
+        return members
+
     def holding(self, members: list[MemberProc]) -> int:
         """How many of ``members`` hold at least one partition, per the log."""
         held = {h for h in self.holders().values() if h is not None}
         return sum(1 for m in members if m.identity in held)
 
-    def all_offsets(self) -> set[tuple[int, int]]:
-        return {(p, o) for p, n in self.produced.items() for o in range(n)}
 
     def drained(self, members: list[MemberProc]) -> bool:
         last: dict[int, int] = {}
