@@ -112,8 +112,10 @@ class DataDir:
         *,
         clock: Callable[[], int] | None = None,
         flush_interval_s: float = _FLUSHER_TICK_S,
+        validate_records: bool = True,
     ) -> None:
         self.path = Path(path)
+        self._validate_records = validate_records
         self._clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
@@ -204,6 +206,7 @@ class DataDir:
             self._clock,
             topic=name,
             partition=partition,
+            validate_records=self._validate_records,
         )
 
     def _remove_deleted_leftovers(self) -> None:

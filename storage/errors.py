@@ -17,6 +17,11 @@ class CorruptRecordError(StorageError):
     """A record batch is malformed: bad length, magic, CRC, varint or record layout."""
 
 
+class InvalidRecord(CorruptRecordError):
+    """Records that parse but break a rule (offset deltas, timestamps, transactional or control
+    batches from a plain producer): Kafka's INVALID_RECORD rather than CORRUPT_MESSAGE."""
+
+
 class UnsupportedCompression(StorageError):
     """A batch uses a compression codec this process cannot (de)compress."""
 

@@ -36,6 +36,7 @@ from storage.records import (
     decode_batch,
 )
 from storage.segment import NO_TIMESTAMP, Segment
+from storage.validation import validate_batches
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog"]
 
@@ -88,8 +89,11 @@ class PartitionLog:
         *,
         topic: str = "",
         partition: int = 0,
+        validate_records: bool = True,
     ) -> None:
         self.directory = Path(directory)
+        #: walk every record of an append (storage.validation); off only to measure its cost
+        self.validate_records = validate_records
         self.config = config
         self.topic = topic
         self.partition = partition
@@ -194,6 +198,8 @@ class PartitionLog:
         """Store one or more concatenated v2 batches; all are checked before any is written."""
         mv = memoryview(batches).cast("B")
         spans = _validate_batches(mv, self.config.max_message_bytes)
+        if self.validate_records:
+            validate_batches(mv, spans)
         total = len(mv)
         records = sum(span[2] for span in spans)
         for span in spans:

@@ -27,16 +27,15 @@ encoded base-128, as in protobuf.
 from __future__ import annotations
 
 import enum
-import gzip
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
 import crc32c as _crc32c
 
-from storage.errors import CorruptRecordError, RecordTooLarge, UnsupportedCompression
+from storage import compression as _compression
+from storage.errors import CorruptRecordError, RecordTooLarge
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -301,10 +300,8 @@ def encode_batch(
     first_ts = records[0].timestamp
     max_ts = max(rec.timestamp for rec in records)
     payload: bytes | bytearray = _encode_records(records, first_ts)
-    if compression is Compression.GZIP:
-        payload = gzip.compress(bytes(payload))
-    elif compression is not Compression.NONE:
-        raise UnsupportedCompression(f"cannot encode {compression.name} batches")
+    if compression is not Compression.NONE:
+        payload = _compression.compress(compression, payload)
     attributes = int(compression)
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_MASK
@@ -370,12 +367,7 @@ def _decompress(h: BatchHeader, data: memoryview) -> bytes | memoryview:
     codec = h.attributes & _CODEC_MASK
     if codec == Compression.NONE:
         return data
-    if codec == Compression.GZIP:
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise CorruptRecordError(f"gzip records do not decompress: {exc}") from exc
-    raise UnsupportedCompression(f"cannot decompress {Compression(codec).name} batches")
+    return _compression.decompress(codec, data)
 
 
 def decode_batch(buf: Any, pos: int = 0) -> tuple[BatchHeader, list[Record]]:

@@ -59,6 +59,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write HOST:PORT here once listening (for scripts that start the broker)",
     )
+    start.add_argument(
+        "--no-record-validation",
+        dest="validate_records",
+        action="store_false",
+        help="store producer batches after the batch checks only, without walking each record"
+        " (for measuring what validation costs; a corrupt record can then poison a partition)",
+    )
     start.set_defaults(func=_start)
 
 
@@ -90,6 +97,7 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         ready_file=args.ready_file,
+        validate_records=args.validate_records,
     )
 
     def ready(address: tuple[str, int]) -> None:

@@ -11,6 +11,7 @@ import enum
 from storage.errors import (
     CorruptRecordError,
     InvalidConfig,
+    InvalidRecord,
     InvalidTopicName,
     OffsetOutOfRange,
     RecordTooLarge,
@@ -47,6 +48,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUEST = 42
     KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
+    INVALID_RECORD = 87
 
 
 class ProtocolError(Exception):
@@ -59,6 +61,8 @@ def error_code_for(exc: BaseException) -> ErrorCode:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if isinstance(exc, OffsetOutOfRange):
         return ErrorCode.OFFSET_OUT_OF_RANGE
+    if isinstance(exc, InvalidRecord):
+        return ErrorCode.INVALID_RECORD
     if isinstance(exc, CorruptRecordError):
         return ErrorCode.CORRUPT_MESSAGE
     if isinstance(exc, RecordTooLarge):

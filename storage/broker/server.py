@@ -61,6 +61,7 @@ class BrokerConfig:
     tls_ca: str | None = None  # for the broker's own connections to the controller
     ready_file: str | os.PathLike[str] | None = None
     io_threads: int = 4
+    validate_records: bool = True  # off only to measure what record validation costs
 
 
 class BrokerServer:
@@ -102,7 +103,7 @@ class BrokerServer:
             layout = None
         server_ssl = self._ssl_server_context()
         self._stop = asyncio.Event()
-        self._data_dir = DataDir(cfg.data_dir)
+        self._data_dir = DataDir(cfg.data_dir, validate_records=cfg.validate_records)
         try:
             self._server = await asyncio.start_server(
                 self._serve_connection, cfg.host, cfg.port, ssl=server_ssl, reuse_address=True

@@ -1,0 +1,156 @@
+"""Bounded (de)compression of a v2 batch's records section, for Kafka's four codecs.
+
+Decompression never produces more than ``limit`` bytes: a small hostile payload that would
+inflate to gigabytes (a zip bomb) is refused with :class:`CorruptRecordError` after at most
+``limit + 1`` bytes were produced, never by exhausting memory. Codecs as Kafka frames them:
+gzip (RFC 1952), snappy (raw, or the xerial framing the Java client writes), lz4 (LZ4 frame
+format), zstd (zstd frame).
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from typing import Any
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from storage.errors import CorruptRecordError, UnsupportedCompression
+
+__all__ = ["DEFAULT_MAX_DECOMPRESSED", "compress", "decompress"]
+
+#: the default ceiling for one batch's decompressed records (Kafka has no such bound; the
+#: broker needs one so that a 1 MiB batch cannot ask for gigabytes)
+DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+_NONE, _GZIP, _SNAPPY, _LZ4, _ZSTD = range(5)
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = 16  # magic, int32 version, int32 compatible version
+_INT32 = struct.Struct(">i")
+_CHUNK = 256 * 1024
+
+
+def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
+    """The records section compressed as a Kafka producer would (used by tests and tools)."""
+    raw = bytes(data)
+    if codec == _GZIP:
+        return gzip.compress(raw)
+    if codec == _SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(raw))
+    if codec == _LZ4:
+        return lz4.frame.compress(raw)
+    if codec == _ZSTD:
+        return zstandard.ZstdCompressor().compress(raw)
+    raise UnsupportedCompression(f"cannot compress with codec {codec}")
+
+
+def decompress(codec: int, data: Any, limit: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
+    """The decompressed records section; CorruptRecordError if it is not valid or exceeds limit."""
+    try:
+        if codec == _GZIP:
+            return _gzip(data, limit)
+        if codec == _SNAPPY:
+            return _snappy(bytes(data), limit)
+        if codec == _LZ4:
+            return _lz4(data, limit)
+        if codec == _ZSTD:
+            return _zstd(data, limit)
+    except CorruptRecordError:
+        raise
+    except (OSError, EOFError, ValueError, RuntimeError, zlib.error, zstandard.ZstdError) as exc:
+        raise CorruptRecordError(f"{_NAMES.get(codec, codec)} records do not decompress: {exc}") from exc
+    raise UnsupportedCompression(f"unknown compression codec {codec}")
+
+
+_NAMES = {_GZIP: "gzip", _SNAPPY: "snappy", _LZ4: "lz4", _ZSTD: "zstd"}
+
+
+def _too_big(name: str, limit: int) -> CorruptRecordError:
+    return CorruptRecordError(f"{name} records decompress to more than {limit} bytes")
+
+
+def _gzip(data: Any, limit: int) -> bytes:
+    # wbits 16+MAX_WBITS: a gzip header; several concatenated members are allowed (as gzip is)
+    out = bytearray()
+    rest = bytes(data)
+    while True:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        chunk = d.decompress(rest, limit + 1 - len(out))
+        out += chunk
+        if len(out) > limit:
+            raise _too_big("gzip", limit)
+        if d.unconsumed_tail:
+            raise _too_big("gzip", limit)
+        if not d.eof:
+            raise CorruptRecordError("gzip records are truncated")
+        rest = d.unused_data
+        if not rest:
+            return bytes(out)
+
+
+def _snappy_raw_length(block: bytes) -> int:
+    """The uncompressed length a raw snappy block declares (its leading varint)."""
+    result = shift = 0
+    for i, b in enumerate(block[:5]):
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result
+        shift += 7
+        if i == 4:
+            break
+    raise CorruptRecordError("snappy block has no valid length prefix")
+
+
+def _snappy(data: bytes, limit: int) -> bytes:
+    if not data.startswith(_XERIAL_MAGIC):
+        if _snappy_raw_length(data) > limit:
+            raise _too_big("snappy", limit)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = bytearray()
+    pos = _XERIAL_HEADER
+    if len(data) < pos:
+        raise CorruptRecordError("snappy (xerial) header is truncated")
+    while pos < len(data):
+        if len(data) - pos < 4:
+            raise CorruptRecordError("snappy (xerial) block length is truncated")
+        (size,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise CorruptRecordError("snappy (xerial) block runs past the payload")
+        block = data[pos : pos + size]
+        pos += size
+        if len(out) + _snappy_raw_length(block) > limit:
+            raise _too_big("snappy", limit)
+        out += cramjam.snappy.decompress_raw(block)
+    return bytes(out)
+
+
+def _lz4(data: Any, limit: int) -> bytes:
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(bytes(data), max_length=limit + 1)
+    if len(out) > limit or (not d.eof and d.needs_input is False):
+        raise _too_big("lz4", limit)
+    if not d.eof:
+        raise CorruptRecordError("lz4 records are truncated")
+    if d.unused_data:
+        raise CorruptRecordError("bytes follow the lz4 frame")
+    return out
+
+
+def _zstd(data: Any, limit: int) -> bytes:
+    reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+    out = bytearray()
+    while True:
+        chunk = reader.read(min(_CHUNK, limit + 1 - len(out)))
+        if not chunk:
+            break
+        out += chunk
+        if len(out) > limit:
+            raise _too_big("zstd", limit)
+    if not out and data:
+        # an empty result from a non-empty payload: make sure it was a valid (empty) frame
+        zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
+    return bytes(out)

@@ -1,0 +1,168 @@
+"""Record-level validation of producer batches before they are stored (Kafka's magic-2 rules).
+
+The batch checks in :mod:`storage.records` (length, magic, CRC, counts) vouch that the bytes
+arrived as the producer sent them, not that the producer sent well-formed records. A batch
+with a valid CRC over corrupt records would be stored and then stop every reader of the
+partition, so every record is walked once here: lengths and varints, key / value / header
+lengths and counts, offset deltas 0, 1, 2, ... ending at lastOffsetDelta, timestamps that fit
+and agree with maxTimestamp, and compressed payloads that decompress within a bound. Batches
+marked transactional or control are refused: this broker has no transactions, so only a
+transaction coordinator could legitimately write them.
+
+Two error kinds, as Kafka answers: :class:`CorruptRecordError` (CORRUPT_MESSAGE) when the
+bytes do not parse, :class:`InvalidRecord` (INVALID_RECORD) when they parse but break a rule.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from storage.compression import DEFAULT_MAX_DECOMPRESSED, decompress
+from storage.errors import CorruptRecordError, InvalidRecord
+
+__all__ = ["validate_batch", "validate_batches"]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OVERHEAD = 61
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08
+_TRANSACTIONAL_MASK = 0x10
+_CONTROL_MASK = 0x20
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+
+def validate_batches(
+    mv: memoryview,
+    spans: list[tuple[int, int, int, int, int]],
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> None:
+    """Validate every batch of an append (spans as returned by ``records._validate_batches``)."""
+    for pos, size, _count, _max_ts, _attrs in spans:
+        try:
+            validate_batch(mv[pos : pos + size], max_decompressed)
+        except CorruptRecordError as exc:
+            raise type(exc)(f"batch at byte {pos}: {exc}") from None
+
+
+def validate_batch(batch: Any, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> None:
+    """Raise CorruptRecordError / InvalidRecord unless every record of this batch is well formed.
+
+    ``batch`` is one whole batch whose header and CRC were already checked.
+    """
+    (_, _, _, _, _, attributes, last_delta, first_ts, max_ts, _, _, _, count) = _HEADER.unpack_from(
+        batch, 0
+    )
+    if attributes & _CONTROL_MASK:
+        raise InvalidRecord("control batches are written by the broker, not by producers")
+    if attributes & _TRANSACTIONAL_MASK:
+        raise InvalidRecord("transactional batches need a transactional producer (not supported)")
+    codec = attributes & _CODEC_MASK
+    payload = memoryview(batch)[_OVERHEAD:]
+    data = payload if codec == 0 else decompress(codec, payload, max_decompressed)
+    seen_max = _walk(data, count, first_ts)
+    if last_delta != count - 1:
+        raise InvalidRecord(f"lastOffsetDelta {last_delta} does not match {count} records")
+    if not attributes & _TIMESTAMP_TYPE_MASK and seen_max != max_ts:
+        raise InvalidRecord(f"maxTimestamp {max_ts} is not the records' maximum {seen_max}")
+
+
+def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    """One zigzag varint (at most 10 bytes) inside [pos, end)."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("varint runs past the end of its record")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint is longer than 10 bytes")
+
+
+def _walk(data: Any, count: int, first_ts: int) -> int:
+    """Check each record's layout and offset delta; returns the largest record timestamp."""
+    n = len(data)
+    p = 0
+    max_delta = _INT64_MIN
+    min_delta = _INT64_MAX
+    for expected in range(count):
+        if p >= n:
+            raise CorruptRecordError(f"the batch declares {count} records but holds {expected}")
+        b = data[p]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            length, p = _varint(data, p, n)
+        end = p + length
+        if length < 6 or end > n:  # attributes + 5 one-byte varints is the smallest record
+            raise CorruptRecordError(
+                f"record {expected} has length {length} (bytes left in the batch: {n - p})"
+            )
+        p += 1  # record attributes (unused in v2)
+        b = data[p]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            ts_delta, p = _varint(data, p, end)
+        if ts_delta > max_delta:
+            max_delta = ts_delta
+        if ts_delta < min_delta:
+            min_delta = ts_delta
+        b = data[p] if p < end else 0x80
+        if b < 0x80:
+            off_delta = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            off_delta, p = _varint(data, p, end)
+        if off_delta != expected:
+            raise InvalidRecord(
+                f"record {expected} has offsetDelta {off_delta}; deltas must be 0, 1, 2, ..."
+            )
+        for what in ("key", "value"):
+            b = data[p] if p < end else 0x80
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                size, p = _varint(data, p, end)
+            if size < -1 or p + size > end:
+                raise CorruptRecordError(f"record {expected} has {what} length {size}")
+            if size > 0:
+                p += size
+        hcount, p = _varint(data, p, end)
+        if hcount < 0 or hcount > end - p:
+            raise CorruptRecordError(f"record {expected} has header count {hcount}")
+        for _ in range(hcount):
+            hklen, p = _varint(data, p, end)
+            if hklen < 0 or p + hklen > end:
+                raise CorruptRecordError(f"record {expected} has header key length {hklen}")
+            try:
+                bytes(data[p : p + hklen]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise CorruptRecordError(f"record {expected} has a header key that is not UTF-8") from None
+            p += hklen
+            hvlen, p = _varint(data, p, end)
+            if hvlen < -1 or p + hvlen > end:
+                raise CorruptRecordError(f"record {expected} has header value length {hvlen}")
+            if hvlen > 0:
+                p += hvlen
+        if p != end:
+            raise CorruptRecordError(
+                f"record {expected} declares {length} bytes but its fields take {length - end + p}"
+            )
+    if p != n:
+        raise CorruptRecordError(f"{n - p} bytes follow the last of {count} records")
+    if count == 0:
+        return first_ts
+    top = first_ts + max_delta
+    if first_ts + min_delta < _INT64_MIN or top > _INT64_MAX:
+        raise InvalidRecord("a record timestamp does not fit in int64")
+    return top
