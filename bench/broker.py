@@ -6,6 +6,8 @@ Run ``python bench/broker.py [--quick]``. Figures, not pass/fail. In the same ru
   (acks=1, and acks=all = flushed to disk before each answer) and drained by an assign-only
   Consumer, for 100 B and 1 KiB values;
 * the raw storage path (PartitionLog append of pre-encoded batches / read), the ceiling;
+* with ``--validation``: produce throughput with record-level validation on and off
+  (kcat as the client, two brokers taking turns), and the storage append path alone;
 * Redis Streams on loopback (Debian's redis-server, no persistence): XADD pipelined 1,000 at a
   time, and XREADGROUP COUNT 1000 - the baseline a user would otherwise pick. Skipped, saying
   so, when redis-server is not installed.
@@ -53,11 +55,11 @@ def _row(name: str, n: int, size: int, seconds: float) -> tuple[str, float, floa
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, *extra: str) -> None:
         ready = Path(data_dir) / "ready"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "logmarshal", "--data-dir", data_dir, "broker", "start",
-             "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
+             "--listen", "127.0.0.1:0", "--ready-file", str(ready), *extra],
             stdout=subprocess.DEVNULL,
             cwd=Path(__file__).resolve().parents[1],
         )
@@ -252,10 +254,93 @@ def bench_redis(n: int, size: int) -> tuple[float, float] | None:
 # ---------------------------------------------------------------------------------- main
 
 
+# ------------------------------------------------------------------- record validation
+
+
+def _kcat_produce(kcat: str, bootstrap: str, topic: str, lines: str, codec: str) -> float:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replication_factor=1)])[topic].result(10)
+    start = time.perf_counter()
+    subprocess.run(
+        [kcat, "-b", bootstrap, "-P", "-t", topic, "-p", "0", "-l", lines, "-z", codec,
+         "-X", "linger.ms=5", "-X", "batch.num.messages=10000",
+         "-X", "queue.buffering.max.messages=1000000"],
+        check=True, timeout=600,
+    )
+    return time.perf_counter() - start
+
+
+def bench_validation(n: int, rounds: int) -> None:
+    """Produce throughput with record validation on and off, kcat as the client, same run.
+
+    Two brokers (one started with --no-record-validation) take turns, ``rounds`` times each;
+    the median is printed. Then the storage path alone (PartitionLog.append of 100-record
+    batches), where the validation's share is not diluted by the network.
+    """
+    import statistics
+
+    from storage import PartitionLog, TopicConfig
+
+    kcat = shutil.which("kcat")
+    size = 100
+    print(f"\nrecord validation: {n:,} records of {size} B, median of {rounds}")
+    with tempfile.TemporaryDirectory(prefix="bench-validate-") as tmp:
+        if kcat is None:
+            print("  kcat runs skipped: kcat is not installed (apt-get install kcat)")
+        else:
+            lines = os.path.join(tmp, "lines")
+            with open(lines, "w") as f:
+                for i in range(n):
+                    f.write(f"{i:0{size - 1}d}\n")
+            on = BrokerProcess(os.path.join(tmp, "on"))
+            off = BrokerProcess(os.path.join(tmp, "off"), "--no-record-validation")
+            try:
+                for codec in ("none", "zstd"):
+                    times: dict[str, list[float]] = {"on": [], "off": []}
+                    for r in range(rounds):
+                        for name, broker in (("off", off), ("on", on)):
+                            topic = f"v-{codec}-{r}"
+                            times[name].append(_kcat_produce(kcat, broker.bootstrap, topic, lines, codec))
+                    for name in ("off", "on"):
+                        label = f"kcat produce, codec {codec}, validation {name}"
+                        _row(label, n, size, statistics.median(times[name]))
+            finally:
+                on.stop()
+                off.stop()
+        per_batch = 100
+        batches = [
+            encode_batch([NewRecord(b"x" * size, key=b"k%d" % i, timestamp=1) for i in range(per_batch)])
+        ] * (n // per_batch)
+        for validate in (False, True):
+            times_s = []
+            for r in range(rounds):
+                plog = PartitionLog(
+                    os.path.join(tmp, f"s-{validate}-{r}"), TopicConfig(), lambda: 0,
+                    validate_records=validate,
+                )
+                start = time.perf_counter()
+                for b in batches:
+                    plog.append(b)
+                times_s.append(time.perf_counter() - start)
+                plog.close()
+            _row(f"storage append, {per_batch}-record batches, validation {'on' if validate else 'off'}",
+                 len(batches) * per_batch, size, statistics.median(times_s))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer records (smoke run)")
+    parser.add_argument(
+        "--validation", action="store_true",
+        help="only measure record validation's cost (kcat produce, validation on vs off)",
+    )
     args = parser.parse_args()
+    if args.validation:
+        print(f"bench/broker.py --validation  python {sys.version.split()[0]}  cores {os.cpu_count()}")
+        bench_validation(200_000 if args.quick else 2_000_000, 3 if args.quick else 5)
+        return
     sizes = {100: 2_000_000, 1024: 500_000}
     if args.quick:
         sizes = {100: 200_000, 1024: 50_000}
