@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import resource
 import shutil
 import threading
 import time
@@ -31,6 +32,7 @@ from storage.errors import (
     DataDirLocked,
     InvalidConfig,
     InvalidTopicName,
+    LimitExceeded,
     StorageError,
     TopicExists,
     UnknownPartition,
@@ -48,6 +50,25 @@ _META_FILE = "topics.json"
 _LOCK_FILE = ".lock"
 _META_VERSION = 1
 _MAX_PARTITIONS = 100_000
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+#: a topic's partition count is refused above this (Kafka has no such limit; one request
+#: must not be able to ask for tens of thousands of directories)
+DEFAULT_MAX_PARTITIONS_PER_TOPIC = 4096
+#: file descriptors an open partition may hold: its active segment's log and two index
+#: writers, plus one per older segment (counted as one more)
+_FDS_PER_PARTITION = 4
+_FD_RESERVE = 1024  # for sockets, the metadata file and everything else
+
+
+def default_partition_budget() -> int:
+    """How many partitions this process can keep open within its open-file limit."""
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        soft = 4096
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(16, (soft - _FD_RESERVE) // _FDS_PER_PARTITION)
 _FLUSHER_TICK_S = 0.1
 
 
@@ -113,9 +134,14 @@ class DataDir:
         clock: Callable[[], int] | None = None,
         flush_interval_s: float = _FLUSHER_TICK_S,
         validate_records: bool = True,
+        max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC,
+        max_partitions: int | None = None,
     ) -> None:
         self.path = Path(path)
         self._validate_records = validate_records
+        #: bounds on what one call can create (INVALID_PARTITIONS / POLICY_VIOLATION)
+        self.max_partitions_per_topic = max_partitions_per_topic
+        self.max_partitions = default_partition_budget() if max_partitions is None else max_partitions
         self._clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
@@ -178,6 +204,28 @@ class DataDir:
             count = int(entry["partitions"])
             logs = [self._open_log(name, p, config) for p in range(count)]
             self._topics[name] = _Topic(config, logs)
+        self._remove_orphan_partitions()
+
+    def _remove_orphan_partitions(self) -> None:
+        """Remove partition directories the metadata does not know: what a crash in the middle
+        of creating a topic or adding partitions left behind (metadata is written last).
+
+        Only directories whose logs are all empty are removed; one holding data is left,
+        with an error in the log, for an operator to look at.
+        """
+        for entry in self.path.iterdir():
+            m = _PARTITION_DIR.match(entry.name)
+            if m is None or not entry.is_dir():
+                continue
+            name, p = m.group(1), int(m.group(2))
+            topic = self._topics.get(name)
+            if topic is not None and p < len(topic.logs):
+                continue
+            if any(f.stat().st_size for f in entry.glob("*.log")):
+                log.error("%s: %s is not in the metadata but holds data; left alone", self.path, entry.name)
+                continue
+            log.info("%s: removing %s, left by an interrupted creation", self.path, entry.name)
+            shutil.rmtree(entry, ignore_errors=True)
 
     def _save(self) -> None:
         """Write-temp, fsync, rename, fsync dir: the metadata is either old or new, never torn."""
@@ -228,6 +276,7 @@ class DataDir:
         """Create a topic with empty partitions; metadata is durable when this returns."""
         validate_topic_name(name)
         _check_partition_count(partitions)
+        self._check_per_topic(partitions)
         if config is None:
             config = TopicConfig()
         elif not isinstance(config, TopicConfig):
@@ -241,6 +290,7 @@ class DataDir:
                     raise InvalidTopicName(
                         f"topic {name!r} collides with existing topic {other!r} ('.' and '_' clash)"
                     )
+            self._check_budget(partitions)
             logs = []
             try:
                 for p in range(partitions):
@@ -252,8 +302,7 @@ class DataDir:
                 self._save()
             except BaseException:
                 self._topics.pop(name, None)
-                for plog in logs:
-                    plog.close()
+                self._discard(name, logs, 0)
                 raise
             return self._describe(name)
 
@@ -304,6 +353,7 @@ class DataDir:
     def add_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to `total` partitions (Kafka never shrinks a topic)."""
         _check_partition_count(total)
+        self._check_per_topic(total)
         with self._lock:
             self._check_open()
             topic = self._topic(name)
@@ -312,6 +362,7 @@ class DataDir:
                 raise InvalidConfig(
                     f"topic {name!r} has {current} partitions; the count can only grow, got {total}"
                 )
+            self._check_budget(total - current)
             added = []
             try:
                 for p in range(current, total):
@@ -323,10 +374,33 @@ class DataDir:
                 self._save()
             except BaseException:
                 del topic.logs[current:]
-                for plog in added:
-                    plog.close()
+                self._discard(name, added, current)
                 raise
             return self._describe(name)
+
+    def _check_per_topic(self, count: int) -> None:
+        if count > self.max_partitions_per_topic:
+            raise InvalidConfig(
+                f"{count} partitions is more than the {self.max_partitions_per_topic} a topic may have"
+            )
+
+    def _check_budget(self, more: int) -> None:
+        have = sum(len(t.logs) for t in self._topics.values())
+        if have + more > self.max_partitions:
+            raise LimitExceeded(
+                f"{more} more partition(s) would exceed this broker's budget of "
+                f"{self.max_partitions} open partitions ({have} exist; bounded by the open-file "
+                "limit, ulimit -n)"
+            )
+
+    def _discard(self, name: str, logs: list[PartitionLog], first: int) -> None:
+        """Undo a creation that failed half way: close and remove the new partitions' dirs."""
+        for plog in logs:
+            plog.close()
+        for p in range(first, first + len(logs) + 1):
+            pdir = self._partition_dir(name, p)
+            if pdir.exists():
+                shutil.rmtree(pdir, ignore_errors=True)
 
     def partition(self, name: str, partition: int) -> PartitionLog:
         topic = self._topics.get(name) if isinstance(name, str) else None

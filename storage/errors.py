@@ -88,6 +88,10 @@ class InvalidConfig(StorageError):
     """A topic configuration value (or a partition count) is not acceptable."""
 
 
+class LimitExceeded(StorageError):
+    """A request would take the data directory past a resource budget (partitions, files)."""
+
+
 class DataDirLocked(StorageError):
     """Another process (or another DataDir in this one) already owns the data directory."""
 

@@ -13,6 +13,7 @@ from storage.errors import (
     InvalidConfig,
     InvalidRecord,
     InvalidTopicName,
+    LimitExceeded,
     OffsetOutOfRange,
     RecordTooLarge,
     StorageError,
@@ -46,6 +47,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
     KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
@@ -73,6 +75,8 @@ def error_code_for(exc: BaseException) -> ErrorCode:
         return ErrorCode.TOPIC_ALREADY_EXISTS
     if isinstance(exc, InvalidTopicName):
         return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if isinstance(exc, LimitExceeded):
+        return ErrorCode.POLICY_VIOLATION
     if isinstance(exc, InvalidConfig):
         return ErrorCode.INVALID_CONFIG
     if isinstance(exc, StorageError):

@@ -44,6 +44,7 @@ from storage.records import decode_batch
 
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode, ProtocolError, error_code_for
+from .nulls import null_violation
 from .wire import (
     SUPPORTED,
     ApiKey,
@@ -154,6 +155,9 @@ class Handlers:
             request = spec.request.decode(frame[header.body_offset :], version=version)
         except Exception as exc:  # any decoder failure is a malformed request
             raise ProtocolError(f"api key {key} v{version} does not decode: {exc!r}") from None
+        null_field = null_violation(request, version)
+        if null_field is not None:
+            raise ProtocolError(f"api key {key} v{version}: {null_field} is null but not nullable")
         result = await self._table[key](request, version)
         if result is None or isinstance(result, bytes | list):
             return _with_correlation(result, header.correlation_id)
@@ -475,6 +479,17 @@ class Handlers:
         r = CreateTopicsResponse[version]
         loop = asyncio.get_running_loop()
         results = []
+        if len(request.topics) > MAX_TOPICS_PER_REQUEST:
+            message = f"at most {MAX_TOPICS_PER_REQUEST} topics per request; nothing was created"
+            return r(
+                throttle_time_ms=0,
+                topics=[
+                    r.CreatableTopicResult(
+                        name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message
+                    )
+                    for t in request.topics
+                ],
+            )
         for topic in request.topics:
             error, message = await loop.run_in_executor(
                 self._executor, self._create_one, topic, request.validate_only
@@ -535,6 +550,17 @@ class Handlers:
         r = CreatePartitionsResponse[version]
         loop = asyncio.get_running_loop()
         results = []
+        if len(request.topics) > MAX_TOPICS_PER_REQUEST:
+            message = f"at most {MAX_TOPICS_PER_REQUEST} topics per request; nothing was changed"
+            return r(
+                throttle_time_ms=0,
+                results=[
+                    r.CreatePartitionsTopicResult(
+                        name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message
+                    )
+                    for t in request.topics
+                ],
+            )
         for topic in request.topics:
             error, message = await loop.run_in_executor(
                 self._executor, self._grow_one, topic, request.validate_only
@@ -621,6 +647,10 @@ class Handlers:
             producer_id=next(self._producer_ids),
             producer_epoch=0,
         )
+
+
+#: CreateTopics / CreatePartitions naming more topics are refused whole (POLICY_VIOLATION)
+MAX_TOPICS_PER_REQUEST = 100
 
 
 def _with_correlation(result: bytes | list[bytes] | None, correlation_id: int) -> Response:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import attrs
 
-from storage.datadir import DataDir
+from storage.datadir import DEFAULT_MAX_PARTITIONS_PER_TOPIC, DataDir
 
 from .cluster_file import ClusterLayout, load_cluster_file
 from .errors import ProtocolError
@@ -62,6 +62,8 @@ class BrokerConfig:
     ready_file: str | os.PathLike[str] | None = None
     io_threads: int = 4
     validate_records: bool = True  # off only to measure what record validation costs
+    max_partitions: int | None = None  # budget of open partitions (None: from ulimit -n)
+    max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
 
 
 class BrokerServer:
@@ -103,7 +105,12 @@ class BrokerServer:
             layout = None
         server_ssl = self._ssl_server_context()
         self._stop = asyncio.Event()
-        self._data_dir = DataDir(cfg.data_dir, validate_records=cfg.validate_records)
+        self._data_dir = DataDir(
+            cfg.data_dir,
+            validate_records=cfg.validate_records,
+            max_partitions=cfg.max_partitions,
+            max_partitions_per_topic=cfg.max_partitions_per_topic,
+        )
         try:
             self._server = await asyncio.start_server(
                 self._serve_connection, cfg.host, cfg.port, ssl=server_ssl, reuse_address=True
