@@ -12,8 +12,9 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from storage import DataDir, NewRecord, TopicConfig, decode_records, encode_batch
+from storage import DataDir, NewRecord, TopicConfig, encode_batch
 from storage.datadir import TopicInfo
+from storage.records import decode_readable
 
 from .cluster import Message, PartitionOffsets, ProduceResult, TopicDescription
 from .errors import ClosedError
@@ -157,11 +158,15 @@ class EmbeddedCluster:
         data = log_.read(offset, max_bytes).data
         if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
             data = log_.read(offset, max_bytes).data
-        return [
+        records, damage = decode_readable(data)
+        out = [
             Message(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
-            for r in decode_records(data)
+            for r in records
             if r.offset >= offset
         ]
+        if damage is not None and not out:
+            raise damage  # CorruptBatch: the caller may skip to damage.next_offset
+        return out
 
     def earliest_offset(self, topic: str, partition: int) -> int:
         self._check_open()

@@ -37,7 +37,7 @@ from rationalizer import (
     encode,
 )
 from rationalizer.messages import valid_id
-from storage import NewRecord, StorageError, TimestampType, TopicConfig
+from storage import CorruptBatch, NewRecord, StorageError, TimestampType, TopicConfig
 
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster import Cluster
@@ -97,6 +97,7 @@ class _Tail:
         self.next_offset = 0  # the next log offset to apply
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
+        self.skipped_batches = 0  # corrupt stored batches the replay skipped
 
 
 class Marshaler:
@@ -298,6 +299,22 @@ class Marshaler:
                     self._closed.wait(backoff)
                     backoff = min(backoff * 2, 1.0)
                 continue
+            except CorruptBatch as exc:
+                if exc.next_offset is None or exc.next_offset <= offset:
+                    log.error("%s/%d: %s; cannot tell where it ends, retrying",
+                              COORDINATION_TOPIC, cp, exc)
+                    self._closed.wait(backoff)
+                    backoff = min(backoff * 2, 1.0)
+                    continue
+                # as the rationalizer does for a bad record: count it, skip it, keep going
+                log.error("%s/%d: %s; skipped (its coordination messages are lost)",
+                          COORDINATION_TOPIC, cp, exc)
+                offset = exc.next_offset
+                with tail.cond:
+                    tail.skipped_batches += 1
+                    tail.next_offset = offset
+                    tail.cond.notify_all()
+                continue
             except ClosedError:
                 if not self._closed.is_set():
                     log.error("the cluster closed under the marshaler; replay of %d stops", cp)
@@ -491,6 +508,11 @@ class Marshaler:
             with tail.cond:
                 out.extend(tail.world.partitions(self._group_id))
         return sorted(out, key=lambda s: (s.topic, s.partition))
+
+    @property
+    def skipped_batches(self) -> int:
+        """Corrupt stored coordination batches the replay skipped (each logged as an error)."""
+        return sum(tail.skipped_batches for tail in self._tails)
 
     def paused_until(self) -> int | None:
         """End (log ms) of the group's pause, latest over the partitions that have seen it."""

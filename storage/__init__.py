@@ -6,6 +6,7 @@ Everything public is re-exported here; see the per-module docstrings for the why
 from storage.config import TopicConfig
 from storage.datadir import DataDir, PartitionInfo, TopicInfo
 from storage.errors import (
+    CorruptBatch,
     CorruptRecordError,
     DataDirLocked,
     InvalidConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "AppendInfo",
     "BatchHeader",
     "Compression",
+    "CorruptBatch",
     "CorruptRecordError",
     "DataDir",
     "DataDirLocked",

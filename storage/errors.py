@@ -17,6 +17,22 @@ class CorruptRecordError(StorageError):
     """A record batch is malformed: bad length, magic, CRC, varint or record layout."""
 
 
+class CorruptBatch(CorruptRecordError):
+    """A stored batch cannot be decoded. ``offset`` is its first offset; ``next_offset`` the
+    offset after it (None if even its header is unreadable), where a reader may resume to
+    skip it."""
+
+    def __init__(self, reason: str, offset: int, next_offset: int | None) -> None:
+        where = f"offsets {offset}..{next_offset - 1}" if next_offset is not None else f"offset {offset}"
+        super().__init__(f"stored batch at {where} is corrupt: {reason}")
+        self.reason = reason
+        self.offset = offset
+        self.next_offset = next_offset
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.offset, self.next_offset))
+
+
 class InvalidRecord(CorruptRecordError):
     """Records that parse but break a rule (offset deltas, timestamps, transactional or control
     batches from a plain producer): Kafka's INVALID_RECORD rather than CORRUPT_MESSAGE."""

@@ -35,7 +35,7 @@ import attrs
 import crc32c as _crc32c
 
 from storage import compression as _compression
-from storage.errors import CorruptRecordError, RecordTooLarge
+from storage.errors import CorruptBatch, CorruptRecordError, RecordTooLarge
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -49,6 +49,7 @@ __all__ = [
     "assign_offsets",
     "decode_batch",
     "decode_columns",
+    "decode_readable",
     "decode_records",
     "encode_batch",
     "iter_batches",
@@ -467,6 +468,31 @@ def iter_batches(buf: Any) -> Iterator[tuple[BatchHeader, memoryview]]:
         h = read_header(mv, pos)
         yield h, mv[pos:end]
         pos = end
+
+
+def decode_readable(buf: Any) -> tuple[list[Record], CorruptBatch | None]:
+    """The records of the whole batches in buf up to the first one that does not decode, and
+    that batch's error (None if all decode): a reader keeps what precedes damage and can
+    resume at ``error.next_offset`` to skip it."""
+    out: list[Record] = []
+    mv = memoryview(buf).cast("B")
+    pos = 0
+    n = len(mv)
+    while n - pos >= _LOG_OVERHEAD:
+        base, _ = _OFFSET_AND_LENGTH.unpack_from(mv, pos)
+        try:
+            h = read_header(mv, pos)
+        except CorruptRecordError as exc:
+            return out, CorruptBatch(str(exc), base, None)
+        end = pos + h.size
+        if end > n:
+            break
+        try:
+            out.extend(decode_batch(mv[pos:end])[1])
+        except CorruptRecordError as exc:
+            return out, CorruptBatch(str(exc), h.base_offset, h.next_offset)
+        pos = end
+    return out, None
 
 
 def decode_records(buf: Any) -> list[Record]:

@@ -131,3 +131,22 @@ def test_closed_cluster_refuses_use(tmp_path) -> None:
 def test_connect_refuses_two_targets(tmp_path) -> None:
     with pytest.raises(ValueError, match="either"):
         connect(tmp_path, bootstrap="127.0.0.1:9092")
+
+
+def test_embedded_fetch_raises_corrupt_batch_with_the_offset_to_resume(tmp_path) -> None:
+    """Issue 15: a stored corrupt batch is an error that says where to resume."""
+    from storage import CorruptBatch
+    from tests.storage.corruptions import CORRUPTIONS, good
+
+    with EmbeddedCluster(tmp_path / "c", maintenance_interval=0) as cluster:
+        cluster.create_topic("t", 1)
+        plog = cluster._dir.partition("t", 0)
+        plog.validate_records = False
+        plog.append(good(1))
+        plog.append(CORRUPTIONS["header count -7"][0]())
+        plog.append(good(1))
+        assert [m.offset for m in cluster.fetch("t", 0, 0)] == [0]
+        with pytest.raises(CorruptBatch) as info:
+            cluster.fetch("t", 0, 1)
+        assert info.value.next_offset == 2
+        assert [m.offset for m in cluster.fetch("t", 0, 2)] == [2]

@@ -130,3 +130,26 @@ def test_rejects_bad_arguments(cluster) -> None:
         Marshaler(cluster, "", "g", HB)
     with pytest.raises(ValueError, match="heartbeat_interval"):
         Marshaler(cluster, "a", "g", 0)
+
+
+def test_replay_skips_a_corrupt_stored_batch_and_keeps_going(cluster, make, caplog) -> None:
+    """Issue 15: a corrupt batch in ``__marshal`` (disk damage behind a valid CRC, an older
+    writer) is counted, logged and skipped; the records after it are still applied."""
+    from tests.storage.corruptions import CORRUPTIONS
+
+    first = make("a")
+    assert first.wait_verdict(first.claim_partition("events", 0), timeout=5) is not None
+    cp = first.coordination_partition("events", 0)
+    plog = cluster._dir.partition(COORDINATION_TOPIC, cp)
+    plog.validate_records = False  # store what a validating broker would refuse
+    try:
+        plog.append(CORRUPTIONS["record length beyond the batch"][0]())
+    finally:
+        plog.validate_records = True
+    first.wait_verdict(first.heartbeat("events", 0, 9), timeout=5)
+    second = make("b")
+    assert second.wait_caught_up(timeout=5)
+    assert second.resume_offset("events", 0) == 10  # the heartbeat after the damage counted
+    assert second.holder("events", 0) == first.identity
+    assert second.skipped_batches == 1
+    assert "is corrupt" in caplog.text and "skipped" in caplog.text

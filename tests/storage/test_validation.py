@@ -118,3 +118,22 @@ def test_validation_and_decoding_agree_on_mutated_records(data) -> None:
             decode_batch(buf)
         return
     decode_batch(buf)  # accepted means readable
+
+
+def test_a_stored_corrupt_batch_is_an_error_readers_can_skip(tmp_path, clock) -> None:
+    """Damage behind a valid CRC: records before it are returned, then CorruptBatch names the
+    offsets to skip to; the records after it are readable from there."""
+    from storage import CorruptBatch
+    from storage.records import decode_readable
+
+    plog = _log(tmp_path, clock, validate=False)
+    plog.append(good(2))
+    plog.append(CORRUPTIONS["value length 10^9"][0]())
+    plog.append(good(3))
+    records, damage = decode_readable(plog.read(0).data)
+    assert [r.offset for r in records] == [0, 1]
+    assert isinstance(damage, CorruptBatch) and (damage.offset, damage.next_offset) == (2, 3)
+    records, damage = decode_readable(plog.read(damage.next_offset).data)
+    assert [r.offset for r in records] == [3, 4, 5] and damage is None
+    plog.close()
+
