@@ -84,6 +84,13 @@ class Cluster(Protocol):
 
     def add_partitions(self, name: str, total: int) -> TopicDescription: ...
 
+    def alter_topic_config(
+        self, name: str, changes: Mapping[str, str | int | None]
+    ) -> TopicDescription:
+        """Set Kafka-named topic configs (None resets one to its default); durable and in
+        force when this returns. Internal topics (``__...``) keep their timestamp type."""
+        ...
+
     def topics(self) -> list[str]: ...
 
     def describe_topic(self, name: str) -> TopicDescription: ...

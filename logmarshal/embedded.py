@@ -105,6 +105,13 @@ class EmbeddedCluster:
         self._check_open()
         return _describe(self._dir.add_partitions(name, total))
 
+    def alter_topic_config(
+        self, name: str, changes: Mapping[str, str | int | None]
+    ) -> TopicDescription:
+        self._check_open()
+        config = self._dir.describe(name).config.with_changes(changes)
+        return _describe(self._dir.alter_config(name, config))
+
     def topics(self) -> list[str]:
         self._check_open()
         return self._dir.topics()

@@ -27,9 +27,16 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
-from storage import NewRecord, TopicConfig
+from storage import NewRecord, PolicyViolation, TopicConfig
 from storage.datadir import validate_topic_name
 
 from .cluster import Message, PartitionOffsets, ProduceResult, TopicDescription
@@ -83,6 +90,8 @@ def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -
         KafkaError.INVALID_REPLICATION_FACTOR,
     ):
         return InvalidConfig(text)
+    if code == KafkaError.POLICY_VIOLATION:
+        return PolicyViolation(text)
     if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
         return RecordTooLarge(text)
     if code in (KafkaError.INVALID_MSG, KafkaError.INVALID_RECORD):  # Kafka: CORRUPT_MESSAGE
@@ -368,6 +377,32 @@ class NetworkCluster:
         deadline = time.monotonic() + self._timeout
         while self.partitions(name) < total and time.monotonic() < deadline:
             time.sleep(0.1)
+        return self.describe_topic(name)
+
+    def alter_topic_config(
+        self, name: str, changes: Mapping[str, str | int | None]
+    ) -> TopicDescription:
+        """IncrementalAlterConfigs: SET each value, DELETE (reset) each None."""
+        self._check_open()
+        TopicConfig().with_changes(changes)  # refuse unknown names and bad values here too
+        entries = [
+            ConfigEntry(
+                key,
+                None if value is None else str(value),
+                incremental_operation=(
+                    AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
+                ),
+            )
+            for key, value in changes.items()
+        ]
+        resource = ConfigResource("topic", name, incremental_configs=entries)
+        future = self._admin.incremental_alter_configs([resource], request_timeout=self._timeout)[
+            resource
+        ]
+        try:
+            future.result(self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, name) from None
         return self.describe_topic(name)
 
     def topics(self) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,7 +11,9 @@ import attrs
 from storage.errors import InvalidConfig
 from storage.records import TimestampType
 
-__all__ = ["TopicConfig"]
+__all__ = ["REPLICATION_ONLY_CONFIGS", "TopicConfig"]
+
+log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 _DAY_MS = 24 * 60 * 60 * 1000
@@ -50,6 +53,57 @@ def _timestamp_type(value: Any) -> TimestampType:
     raise InvalidConfig(f"invalid timestamp type {value!r}")
 
 
+_POLICIES = frozenset({"delete", "compact"})
+_CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+#: Kafka topic configs about replicas, leaders or tiered storage: a single-copy log has nothing
+#: for them to change, so they are accepted (logged, kept, reported) rather than refused, and
+#: tools that always send them (min.insync.replicas=1 is common) keep working.
+REPLICATION_ONLY_CONFIGS = frozenset(
+    {
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        "message.downconversion.enable",
+        "preallocate",
+        "remote.storage.enable",
+        "local.retention.ms",
+        "local.retention.bytes",
+        "file.delete.delay.ms",
+    }
+)
+
+
+def _cleanup_policy(value: Any) -> str:
+    """'delete', 'compact' or both ('compact,delete' in any order, as Kafka accepts)."""
+    if isinstance(value, str):
+        parts = {p.strip() for p in value.split(",")}
+        if parts and parts <= _POLICIES:
+            return ",".join(sorted(parts))
+    raise InvalidConfig(f"cleanup.policy must be delete, compact or compact,delete, got {value!r}")
+
+
+def _compression_type(value: Any) -> str:
+    if isinstance(value, str) and value in _CODECS:
+        return value
+    raise InvalidConfig(f"compression.type must be one of {', '.join(_CODECS)}, got {value!r}")
+
+
+def _ratio(value: Any) -> float:
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise InvalidConfig(f"min.cleanable.dirty.ratio must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not 0.0 <= ratio <= 1.0:
+        raise InvalidConfig(f"min.cleanable.dirty.ratio must be in [0, 1], got {value!r}")
+    return ratio
+
+
+def _noted(value: Any) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in dict(value).items()))
+
+
 _TS_NAMES = {
     "CreateTime": TimestampType.CREATE_TIME,
     "LogAppendTime": TimestampType.LOG_APPEND_TIME,
@@ -76,6 +130,27 @@ class TopicConfig:
     )
     max_message_bytes: int = attrs.field(default=MiB + 12, validator=_int_in(0, _INT32_MAX))
     index_interval_bytes: int = attrs.field(default=4096, validator=_int_in(0, _INT32_MAX))
+    #: "delete" (retention removes old segments), "compact" (the cleaner keeps the latest
+    #: record per key), or both
+    cleanup_policy: str = attrs.field(default="delete", converter=_cleanup_policy)
+    #: "producer" stores batches as sent; a codec (or "uncompressed") re-encodes on append
+    compression_type: str = attrs.field(default="producer", converter=_compression_type)
+    min_compaction_lag_ms: int = attrs.field(default=0, validator=_int_in(0))
+    max_compaction_lag_ms: int = attrs.field(default=_INT64_MAX, validator=_int_in(1))
+    delete_retention_ms: int = attrs.field(default=_DAY_MS, validator=_int_in(0))
+    min_cleanable_dirty_ratio: float = attrs.field(default=0.5, converter=_ratio)
+    segment_index_bytes: int = attrs.field(default=10 * MiB, validator=_int_in(8, _INT32_MAX))
+    segment_jitter_ms: int = attrs.field(default=0, validator=_int_in(0))
+    #: replication-only settings, kept as given (see REPLICATION_ONLY_CONFIGS)
+    noted: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_noted)
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
 
     def to_dict(self) -> dict[str, str]:
         """Kafka-named string values; unset flush settings are left out."""
@@ -85,18 +160,23 @@ class TopicConfig:
             if value is None:
                 continue
             out[kafka_name] = _TS_TO_NAME[value] if attr_name == "timestamp_type" else str(value)
+        out.update(self.noted)
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, str | int]) -> TopicConfig:
         """Parse Kafka-named settings; unknown keys and bad values raise InvalidConfig."""
         kwargs: dict[str, Any] = {}
+        noted: dict[str, str] = {}
         for key, raw in d.items():
             attr_name = _BY_KAFKA_NAME.get(key)
             if attr_name is None:
+                if key in REPLICATION_ONLY_CONFIGS:
+                    noted[key] = str(raw)
+                    continue
                 raise InvalidConfig(f"unknown topic config {key!r}")
-            if attr_name == "timestamp_type":
-                kwargs[attr_name] = _timestamp_type(raw)
+            if attr_name in _STRING_VALUED:
+                kwargs[attr_name] = raw
                 continue
             if isinstance(raw, bool) or not isinstance(raw, int | str):
                 raise InvalidConfig(f"{key} must be an integer, got {raw!r}")
@@ -104,7 +184,29 @@ class TopicConfig:
                 kwargs[attr_name] = int(raw)
             except ValueError:
                 raise InvalidConfig(f"{key} must be an integer, got {raw!r}") from None
+        if noted:
+            kwargs["noted"] = noted
         return cls(**kwargs)
+
+    def with_changes(self, changes: Mapping[str, str | int | None]) -> TopicConfig:
+        """A copy with Kafka-named settings set (a value) or reset to the default (None),
+        validated as a whole; what AlterConfigs and IncrementalAlterConfigs apply."""
+        current = self.to_dict()
+        for key, value in changes.items():
+            if key not in _BY_KAFKA_NAME and key not in REPLICATION_ONLY_CONFIGS:
+                raise InvalidConfig(f"unknown topic config {key!r}")
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value  # type: ignore[assignment]
+        return TopicConfig.from_dict(current)
+
+    def log_notes(self, topic: str) -> None:
+        """One line per replication-only setting: accepted, but it changes nothing here."""
+        for key, value in self.noted:
+            log.info(
+                "topic %s: %s=%s accepted; it has no effect on a single-copy log", topic, key, value
+            )
 
 
 _NAMES = {
@@ -117,5 +219,16 @@ _NAMES = {
     "timestamp_type": "message.timestamp.type",
     "max_message_bytes": "max.message.bytes",
     "index_interval_bytes": "index.interval.bytes",
+    "cleanup_policy": "cleanup.policy",
+    "compression_type": "compression.type",
+    "min_compaction_lag_ms": "min.compaction.lag.ms",
+    "max_compaction_lag_ms": "max.compaction.lag.ms",
+    "delete_retention_ms": "delete.retention.ms",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
+    "segment_index_bytes": "segment.index.bytes",
+    "segment_jitter_ms": "segment.jitter.ms",
 }
+_STRING_VALUED = frozenset(
+    {"timestamp_type", "cleanup_policy", "compression_type", "min_cleanable_dirty_ratio"}
+)
 _BY_KAFKA_NAME = {v: k for k, v in _NAMES.items()}

@@ -33,6 +33,7 @@ from storage.errors import (
     InvalidConfig,
     InvalidTopicName,
     LimitExceeded,
+    PolicyViolation,
     StorageError,
     TopicExists,
     UnknownPartition,
@@ -300,6 +301,7 @@ class DataDir:
                     logs.append(self._open_log(name, p, config))
                 self._topics[name] = _Topic(config, logs)
                 self._save()
+                config.log_notes(name)
             except BaseException:
                 self._topics.pop(name, None)
                 self._discard(name, logs, 0)
@@ -349,6 +351,34 @@ class DataDir:
                     continue
                 shutil.rmtree(doomed, ignore_errors=True)
             _fsync_dir(self.path)
+
+    def alter_config(self, name: str, config: TopicConfig) -> TopicInfo:
+        """Replace a topic's config: durable when this returns, in force for the next append,
+        roll, retention pass or cleaning of every partition."""
+        if not isinstance(config, TopicConfig):
+            raise InvalidConfig(f"config must be a TopicConfig, got {type(config).__name__}")
+        with self._lock:
+            self._check_open()
+            topic = self._topic(name)
+            old = topic.config
+            _check_alter(name, old, config)
+            topic.config = config
+            try:
+                self._save()
+            except BaseException:
+                topic.config = old
+                raise
+            for plog in topic.logs:
+                plog.config = config
+            config.log_notes(name)
+            log.info("topic %s: config changed to %s", name, config.to_dict())
+            return self._describe(name)
+
+    def check_alter(self, name: str, config: TopicConfig) -> None:
+        """Raise what :meth:`alter_config` would raise, changing nothing (validate_only)."""
+        with self._lock:
+            self._check_open()
+            _check_alter(name, self._topic(name).config, config)
 
     def add_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to `total` partitions (Kafka never shrinks a topic)."""
@@ -486,6 +516,15 @@ class DataDir:
 
     def __repr__(self) -> str:
         return f"DataDir({str(self.path)!r})"
+
+
+def _check_alter(name: str, old: TopicConfig, new: TopicConfig) -> None:
+    """Internal topics (names starting with ``__``) keep their timestamp type: their readers
+    rely on whose clock stamped the records (LogAppendTime: the broker's)."""
+    if name.startswith("__") and new.timestamp_type != old.timestamp_type:
+        raise PolicyViolation(
+            f"{name} is an internal topic: its message.timestamp.type cannot change"
+        )
 
 
 def _check_partition_count(n: object) -> None:

@@ -104,7 +104,11 @@ class InvalidConfig(StorageError):
     """A topic configuration value (or a partition count) is not acceptable."""
 
 
-class LimitExceeded(StorageError):
+class PolicyViolation(StorageError):
+    """A valid request the data directory's rules do not allow (Kafka's POLICY_VIOLATION)."""
+
+
+class LimitExceeded(PolicyViolation):
     """A request would take the data directory past a resource budget (partitions, files)."""
 
 

@@ -29,6 +29,7 @@ from storage.errors import (
     StorageError,
     UnsupportedCompression,
 )
+from storage.recompression import CODEC_IDS, recompress
 from storage.records import (
     TimestampType,
     _patched_header,
@@ -200,6 +201,12 @@ class PartitionLog:
         spans = _validate_batches(mv, self.config.max_message_bytes)
         if self.validate_records:
             validate_batches(mv, spans)
+        target = CODEC_IDS.get(self.config.compression_type)
+        if target is not None and any(span[4] & 0x07 != target for span in spans):
+            mv = memoryview(
+                b"".join(recompress(mv[pos : pos + size], target) for pos, size, *_ in spans)
+            )
+            spans = _validate_batches(mv)
         total = len(mv)
         records = sum(span[2] for span in spans)
         for span in spans:
@@ -254,7 +261,11 @@ class PartitionLog:
         cfg = self.config
         if (
             seg.size + incoming > cfg.segment_bytes
-            or (seg.roll_base_ms is not None and now - seg.roll_base_ms > cfg.segment_ms)
+            or (
+                seg.roll_base_ms is not None
+                and now - seg.roll_base_ms > cfg.segment_ms - _jitter(seg.base_offset, cfg)
+            )
+            or len(seg.index.rel) * _INDEX_ENTRY_BYTES >= cfg.segment_index_bytes
             or seg.next_offset + records - seg.base_offset > _INT32_MAX
             or seg.size + incoming > _INT32_MAX
         ):
@@ -307,6 +318,8 @@ class PartitionLog:
 
     def _delete_expired(self, now: int) -> int:
         cfg = self.config
+        if not cfg.delete:
+            return 0  # cleanup.policy=compact: the cleaner, not retention, bounds the log
         total = sum(s.size for s in self._segments)
         doomed = 0
         for seg in self._segments[:-1]:
@@ -403,6 +416,17 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+_INDEX_ENTRY_BYTES = 8  # Kafka's offset index entry: relative offset and position, int32 each
+
+
+def _jitter(base_offset: int, cfg: TopicConfig) -> int:
+    """segment.jitter.ms: how much earlier this segment rolls, fixed per segment (so that the
+    partitions of a topic do not all roll at once) and reproducible (no hidden randomness)."""
+    if cfg.segment_jitter_ms <= 0:
+        return 0
+    return (base_offset * 2654435761) % min(cfg.segment_jitter_ms, cfg.segment_ms)
 
 
 def _read_segment(seg: Segment, offset: int, max_bytes: int, limit: int) -> bytes:

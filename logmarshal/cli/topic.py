@@ -63,6 +63,24 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     grow.add_argument("--total", type=positive, required=True, help="the new partition count")
     grow.set_defaults(func=_add_partitions)
 
+    alter = verbs.add_parser(
+        "alter",
+        parents=[common],
+        help="change a topic's configs (retention, segments, flush, cleanup, ...)",
+        description=(
+            "Set Kafka-named topic configs with --set NAME=VALUE and reset them to the default "
+            "with --delete NAME; durable when the command returns. Unknown names and bad values "
+            "are refused (INVALID_CONFIG) and nothing changes. Internal topics (__marshal) keep "
+            "their message.timestamp.type."
+        ),
+    )
+    alter.add_argument("name")
+    alter.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
+    )
+    alter.add_argument("--delete", action="append", default=[], metavar="NAME", help="repeatable")
+    alter.set_defaults(func=_alter)
+
 
 def _description_payload(description: Any) -> dict[str, Any]:
     return {
@@ -120,6 +138,27 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
 def _delete(args: argparse.Namespace, ctx: Context) -> int:
     ctx.cluster.delete_topic(args.name)
     emit(ctx.as_json, {"deleted": args.name}, f"deleted topic {args.name!r}")
+    return 0
+
+
+def _alter(args: argparse.Namespace, ctx: Context) -> int:
+    changes: dict[str, str | None] = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise CliError(f"--set takes NAME=VALUE, got {item!r}")
+        changes[name.strip()] = value.strip()
+    for name in args.delete:
+        changes[name.strip()] = None
+    if not changes:
+        raise CliError("nothing to change: give --set NAME=VALUE or --delete NAME")
+    altered = ctx.cluster.alter_topic_config(args.name, changes)
+    emit(
+        ctx.as_json,
+        _description_payload(altered),
+        f"topic {altered.name!r}: "
+        + ", ".join(f"{k}={altered.config.get(k, '(default)')}" for k in sorted(changes)),
+    )
     return 0
 
 

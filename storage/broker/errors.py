@@ -13,8 +13,8 @@ from storage.errors import (
     InvalidConfig,
     InvalidRecord,
     InvalidTopicName,
-    LimitExceeded,
     OffsetOutOfRange,
+    PolicyViolation,
     RecordTooLarge,
     StorageError,
     TopicExists,
@@ -75,7 +75,7 @@ def error_code_for(exc: BaseException) -> ErrorCode:
         return ErrorCode.TOPIC_ALREADY_EXISTS
     if isinstance(exc, InvalidTopicName):
         return ErrorCode.INVALID_TOPIC_EXCEPTION
-    if isinstance(exc, LimitExceeded):
+    if isinstance(exc, PolicyViolation):
         return ErrorCode.POLICY_VIOLATION
     if isinstance(exc, InvalidConfig):
         return ErrorCode.INVALID_CONFIG

@@ -19,7 +19,11 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kafka.protocol.admin.configs import DescribeConfigsResponse
+from kafka.protocol.admin.configs import (
+    AlterConfigsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.admin.topics import (
     CreatePartitionsResponse,
     CreateTopicsResponse,
@@ -42,6 +46,7 @@ from storage.errors import (
 from storage.log import PartitionLog
 from storage.records import decode_batch
 
+from .alter import alter_topic_config
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode, ProtocolError, error_code_for
 from .nulls import null_violation
@@ -131,6 +136,8 @@ class Handlers:
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.CREATE_PARTITIONS: self.create_partitions,
+            ApiKey.ALTER_CONFIGS: self.alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -636,6 +643,50 @@ class Handlers:
                 )
             )
         return r(throttle_time_ms=0, results=results)
+
+    async def alter_configs(self, request: Any, version: int) -> Any:
+        """AlterConfigs: each topic's whole config is replaced (unnamed settings reset)."""
+        return await self._alter(request, version, AlterConfigsResponse, incremental=False)
+
+    async def incremental_alter_configs(self, request: Any, version: int) -> Any:
+        """IncrementalAlterConfigs: SET / DELETE (reset) / APPEND / SUBTRACT per setting."""
+        return await self._alter(request, version, IncrementalAlterConfigsResponse, incremental=True)
+
+    async def _alter(self, request: Any, version: int, response: Any, *, incremental: bool) -> Any:
+        r = response[version]
+        loop = asyncio.get_running_loop()
+        results = []
+        for res in request.resources:
+            error, message = await loop.run_in_executor(
+                self._executor, self._alter_one, res, request.validate_only, incremental
+            )
+            results.append(
+                r.AlterConfigsResourceResponse(
+                    error_code=error,
+                    error_message=message,
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                )
+            )
+        return r(throttle_time_ms=0, responses=results)
+
+    def _alter_one(self, res: Any, validate_only: bool, incremental: bool) -> tuple[int, str | None]:
+        if res.resource_type != _TOPIC_RESOURCE:
+            return ErrorCode.INVALID_REQUEST, "only topic configs can be altered on this broker"
+        if not self.layout.is_controller:
+            return ErrorCode.NOT_CONTROLLER, "send config changes to the controller"
+        try:
+            current = self.data_dir.describe(res.resource_name).config
+            config = alter_topic_config(current, res.configs, incremental=incremental)
+            if validate_only:
+                self.data_dir.check_alter(res.resource_name, config)
+            else:
+                self.data_dir.alter_config(res.resource_name, config)
+        except InvalidConfig as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        except StorageError as exc:
+            return error_code_for(exc), str(exc)
+        return ErrorCode.NONE, None
 
     async def init_producer_id(self, request: Any, version: int) -> Any:
         r = InitProducerIdResponse[version]

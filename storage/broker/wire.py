@@ -16,7 +16,14 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.admin.topics import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -59,7 +66,9 @@ class ApiKey:
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 class ApiSpec(NamedTuple):
@@ -89,6 +98,14 @@ SUPPORTED: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 1, InitProducerIdRequest, InitProducerIdResponse),
         ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 3, DescribeConfigsRequest, DescribeConfigsResponse),
         ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 1, CreatePartitionsRequest, CreatePartitionsResponse),
+        ApiSpec(ApiKey.ALTER_CONFIGS, 0, 1, AlterConfigsRequest, AlterConfigsResponse),
+        ApiSpec(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            0,
+            0,
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+        ),
     )
 }
 API_VERSIONS = ApiKey.API_VERSIONS
