@@ -137,9 +137,12 @@ class DataDir:
         validate_records: bool = True,
         max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC,
         max_partitions: int | None = None,
+        clean_interval_s: float = 15.0,
     ) -> None:
         self.path = Path(path)
         self._validate_records = validate_records
+        #: how often the flusher thread runs the cleaner (0: only when clean() is called)
+        self.clean_interval_s = clean_interval_s
         #: bounds on what one call can create (INVALID_PARTITIONS / POLICY_VIOLATION)
         self.max_partitions_per_topic = max_partitions_per_topic
         self.max_partitions = default_partition_budget() if max_partitions is None else max_partitions
@@ -457,6 +460,16 @@ class DataDir:
         """Apply every topic's retention; returns the number of segments deleted."""
         return sum(plog.enforce_retention() for plog in self._all_logs())
 
+    def clean(self) -> int:
+        """Compact every compacted topic's closed segments; returns records removed."""
+        removed = 0
+        for plog in self._all_logs():
+            try:
+                removed += plog.clean()
+            except Exception:
+                log.exception("%s: compaction failed; the log is left as it was", plog.directory)
+        return removed
+
     def flush(self) -> None:
         for plog in self._all_logs():
             plog.flush()
@@ -469,7 +482,11 @@ class DataDir:
         self._flusher.start()
 
     def _flush_loop(self) -> None:
+        last_clean = time.monotonic()
         while not self._stop.wait(self._flush_interval_s):
+            if self.clean_interval_s > 0 and time.monotonic() - last_clean >= self.clean_interval_s:
+                self.clean()
+                last_clean = time.monotonic()
             for plog in self._all_logs():
                 if plog.config.flush_ms is None:
                     continue

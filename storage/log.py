@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import attrs
 
+from storage.compaction import CLEANED_SUFFIX, latest_offsets, rewrite
 from storage.config import TopicConfig
 from storage.errors import (
     CorruptRecordError,
@@ -108,6 +109,7 @@ class PartitionLog:
         self._segments: list[Segment] = self._open_segments()
         self._active.open_writers()
         self._waiters = 0
+        self._needs_cleaning = True  # a compacted log is cleaned once after opening
         self._publish(segments_changed=True)
 
     # ------------------------------------------------------------------ opening
@@ -119,7 +121,7 @@ class PartitionLog:
         for entry in self.directory.iterdir():
             m = _SEGMENT_FILE.match(entry.name)
             if m is None:
-                if entry.name.endswith((".tmp", ".deleted")):
+                if entry.name.endswith((".tmp", ".deleted", CLEANED_SUFFIX)):
                     stray.append(entry)
                 continue
             if m.group(2) == "log":
@@ -200,7 +202,7 @@ class PartitionLog:
         mv = memoryview(batches).cast("B")
         spans = _validate_batches(mv, self.config.max_message_bytes)
         if self.validate_records:
-            validate_batches(mv, spans)
+            validate_batches(mv, spans, require_keys=self.config.compact)
         target = CODEC_IDS.get(self.config.compression_type)
         if target is not None and any(span[4] & 0x07 != target for span in spans):
             mv = memoryview(
@@ -272,6 +274,7 @@ class PartitionLog:
             self._roll()
 
     def _roll(self) -> None:
+        self._needs_cleaning = True
         old = self._active
         old.seal()
         new = Segment(self.directory, old.next_offset, self.config.index_interval_bytes)
@@ -341,6 +344,80 @@ class PartitionLog:
             log.info("%s: retention deletes segment %d", self.directory, seg.base_offset)
             seg.delete()
         return doomed
+
+    # ------------------------------------------------------------------ compaction
+
+    def clean(self) -> int:
+        """Compact the closed segments (cleanup.policy=compact); returns records removed.
+
+        See :mod:`storage.compaction`. Segments are read and rewritten outside the lock;
+        each swap (one atomic rename per segment) happens under it, so appends wait only
+        for the renames.
+        """
+        cfg = self.config
+        if not cfg.compact or self._closed or not self._needs_cleaning:
+            return 0
+        now = self._clock()
+        with self._lock:
+            closed = self._segments[:-1]
+            bases = [s.base_offset for s in self._segments]
+        cleanable = []
+        for seg in closed:
+            if seg.max_timestamp != NO_TIMESTAMP and now - seg.max_timestamp < cfg.min_compaction_lag_ms:
+                break
+            cleanable.append(seg)
+        if not cleanable:
+            return 0
+        datas = [seg.read(0, seg.size) for seg in cleanable]
+        latest = latest_offsets(datas)
+        removed_total = 0
+        tombstones_left = 0
+        for i, (seg, data) in enumerate(zip(cleanable, datas, strict=True)):
+            drop = (
+                seg.max_timestamp != NO_TIMESTAMP
+                and now - seg.max_timestamp > cfg.delete_retention_ms
+            )
+            new, _kept, removed, tombstones = rewrite(data, latest, drop_tombstones=drop)
+            tombstones_left += tombstones
+            if removed:
+                self._swap_cleaned(seg, new, bases[i + 1])
+                removed_total += removed
+        # clean again when segments roll, or when kept tombstones may have expired
+        self._needs_cleaning = tombstones_left > 0 or len(cleanable) < len(closed)
+        if removed_total:
+            log.info("%s: compaction removed %d record(s)", self.directory, removed_total)
+        return removed_total
+
+    def _swap_cleaned(self, seg: Segment, data: bytes, next_base: int) -> None:
+        tmp = seg.log_path.with_name(seg.log_path.name + CLEANED_SUFFIX)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with self._lock:
+            if self._closed or seg not in self._segments[:-1]:
+                tmp.unlink(missing_ok=True)  # retention deleted it meanwhile
+                return
+            i = self._segments.index(seg)
+            # indexes first: a crash after this leaves them to be rebuilt from the log
+            seg.index.path.unlink(missing_ok=True)
+            seg.time_index.path.unlink(missing_ok=True)
+            if not data:
+                tmp.unlink(missing_ok=True)
+                seg.log_path.unlink(missing_ok=True)
+                del self._segments[i]
+            else:
+                os.replace(tmp, seg.log_path)
+                new = Segment(self.directory, seg.base_offset, self.config.index_interval_bytes)
+                new.load_sealed(next_base)
+                self._segments[i] = new
+            _fsync_dir(self.directory)
+            self._publish(segments_changed=True)
+        # the old Segment's descriptor closes when the last reader holding it lets go
 
     # ------------------------------------------------------------------ reads
 

@@ -37,13 +37,20 @@ def segment_name(base_offset: int, suffix: str) -> str:
 
 
 def scan_batches(
-    fd: int, file_size: int, expected_base: int, on_batch: BatchCallback, *, verify: bool = True
+    fd: int,
+    file_size: int,
+    expected_base: int,
+    on_batch: BatchCallback,
+    *,
+    verify: bool = True,
+    allow_gaps: bool = False,
 ) -> tuple[int, str | None]:
     """Walk the batches of a segment file from position 0.
 
     Stops at the first batch that is short, has a wrong length, magic, record count or CRC,
     or does not continue the offsets (base offsets sit outside the CRC, so continuity is
-    what catches damage there). Returns (bytes of valid prefix, reason it stopped or None).
+    what catches damage there; ``allow_gaps`` accepts a forward jump, which compaction
+    leaves in sealed segments). Returns (bytes of valid prefix, reason it stopped or None).
     """
     pos = 0
     buf = b""
@@ -68,7 +75,7 @@ def scan_batches(
             return pos, f"bad or torn batch length {length} at byte {pos}"
         if attrs_ & 0x07 > Compression.ZSTD or count < 1 or last_delta != count - 1:
             return pos, f"bad batch attributes or record count at byte {pos}"
-        if base != expected:
+        if base < expected or (base != expected and not allow_gaps):
             return pos, f"batch at byte {pos} has base offset {base}, expected {expected}"
         if verify:
             if rel + size > len(buf):
@@ -163,11 +170,15 @@ class Segment:
             return
         log.warning("%s: index missing or inconsistent, rebuilding from the log", self.log_path)
         self._reset_bookkeeping()
-        valid, reason = scan_batches(self.fd, self.size, self.base_offset, self.note_batch)
+        valid, reason = scan_batches(
+            self.fd, self.size, self.base_offset, self.note_batch, allow_gaps=True
+        )
         if reason is not None:
             # An old segment is not truncated on disk: the bytes are kept for inspection.
             log.error("%s: damaged sealed segment at byte %d: %s", self.log_path, valid, reason)
             self.size = valid  # serve nothing from the damage on (file left for inspection)
+        if reason is None and self.next_offset < next_base:
+            self.next_offset = next_base  # compaction removed the segment's last offsets
         if self.next_offset != next_base and reason is None:
             log.warning(
                 "%s: ends at offset %d but the next segment starts at %d",

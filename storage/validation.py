@@ -37,16 +37,23 @@ def validate_batches(
     mv: memoryview,
     spans: list[tuple[int, int, int, int, int]],
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    *,
+    require_keys: bool = False,
 ) -> None:
-    """Validate every batch of an append (spans as returned by ``records._validate_batches``)."""
+    """Validate every batch of an append (spans as returned by ``records._validate_batches``).
+
+    ``require_keys``: refuse records without a key (a compacted topic, as Kafka does).
+    """
     for pos, size, _count, _max_ts, _attrs in spans:
         try:
-            validate_batch(mv[pos : pos + size], max_decompressed)
+            validate_batch(mv[pos : pos + size], max_decompressed, require_keys=require_keys)
         except CorruptRecordError as exc:
             raise type(exc)(f"batch at byte {pos}: {exc}") from None
 
 
-def validate_batch(batch: Any, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> None:
+def validate_batch(
+    batch: Any, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED, *, require_keys: bool = False
+) -> None:
     """Raise CorruptRecordError / InvalidRecord unless every record of this batch is well formed.
 
     ``batch`` is one whole batch whose header and CRC were already checked.
@@ -61,7 +68,7 @@ def validate_batch(batch: Any, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED)
     codec = attributes & _CODEC_MASK
     payload = memoryview(batch)[_OVERHEAD:]
     data = payload if codec == 0 else decompress(codec, payload, max_decompressed)
-    seen_max = _walk(data, count, first_ts)
+    seen_max = _walk(data, count, first_ts, require_keys)
     if last_delta != count - 1:
         raise InvalidRecord(f"lastOffsetDelta {last_delta} does not match {count} records")
     if not attributes & _TIMESTAMP_TYPE_MASK and seen_max != max_ts:
@@ -85,7 +92,7 @@ def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
             raise CorruptRecordError("varint is longer than 10 bytes")
 
 
-def _walk(data: Any, count: int, first_ts: int) -> int:
+def _walk(data: Any, count: int, first_ts: int, require_keys: bool = False) -> int:
     """Check each record's layout and offset delta; returns the largest record timestamp.
 
     The hot loop of a produce: varints of one or two bytes (every field of a record under
@@ -154,6 +161,8 @@ def _walk(data: Any, count: int, first_ts: int) -> int:
             raise CorruptRecordError(f"record {expected} has key length {size}")
         if size > 0:
             p += size
+        elif size < 0 and require_keys:
+            raise InvalidRecord(f"record {expected} has no key: a compacted topic needs one")
         # value
         b = data[p] if p < end else 0x80
         if b < 0x80:
