@@ -191,3 +191,44 @@ def test_null_array_closes_as_malformed_not_unexpected(broker, caplog) -> None:
             assert _create(client, ["after"]) == [0]
     assert "topics is null" in caplog.text
     assert "unexpected" not in caplog.text
+
+
+def _rss_mib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+def test_buffers_of_a_closed_connection_are_given_back(tmp_path) -> None:
+    """Issue 15: a connection that declared a 100 MiB frame, sent 20 MiB and left used to
+    leave the broker 20 MiB bigger each time."""
+    import socket
+    import struct
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logmarshal", "--data-dir", str(tmp_path / "d"), "broker", "start",
+         "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    try:
+        assert proc.stdout is not None and b"listening" in proc.stdout.readline()
+        with RawClient(("127.0.0.1", port)) as client:  # warm up the request path
+            assert _create(client, ["warm"]) == [0]
+        before = _rss_mib(proc.pid)
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(struct.pack(">i", 100 << 20) + b"\0" * 10 + b"x" * (20 << 20))
+                time.sleep(0.3)  # let the broker take the bytes in before the peer leaves
+        deadline = time.monotonic() + 10
+        while _rss_mib(proc.pid) > before + 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _rss_mib(proc.pid) <= before + 10  # not +60 MiB
+        with RawClient(("127.0.0.1", port)) as client:
+            assert _create(client, ["after"]) == [0]
+    finally:
+        proc.terminate()
+        proc.wait(30)
