@@ -38,6 +38,7 @@ class _IndexFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._writer: BinaryIO | None = None
+        self._writable = False
 
     def _read_entries(self) -> list[tuple[int, int]] | None:
         """Entries on disk, or None if the file is missing or not a whole number of entries."""
@@ -53,16 +54,22 @@ class _IndexFile:
         return list(self.entry.iter_unpack(data))
 
     def open_writer(self) -> None:
-        if self._writer is None:
-            self._writer = open(self.path, "ab")  # noqa: SIM115 - lives as long as the segment
+        """Allow appends. The file is opened at the first entry, not here: a partition that
+        is never written holds no index descriptors (the open-file budget counts on it)."""
+        self._writable = True
 
     def _write(self, a: int, b: int) -> None:
-        if self._writer is not None:
-            self._writer.write(self.entry.pack(a, b))
+        if not self._writable:
+            return
+        if self._writer is None:
+            self._writer = open(self.path, "ab")  # noqa: SIM115 - lives as long as the segment
+        self._writer.write(self.entry.pack(a, b))
 
     def rewrite(self, entries: list[tuple[int, int]]) -> None:
         """Replace the file with exactly these entries (after a rebuild)."""
+        writable = self._writable
         self.close_writer()
+        self._writable = writable
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as f:
             f.write(b"".join(self.entry.pack(a, b) for a, b in entries))
@@ -73,8 +80,15 @@ class _IndexFile:
             self._writer.flush()
             if fsync:
                 os.fsync(self._writer.fileno())
+        elif fsync and self._writable and self.path.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close_writer(self) -> None:
+        self._writable = False
         if self._writer is not None:
             self._writer.close()
             self._writer = None

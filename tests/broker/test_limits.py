@@ -232,3 +232,13 @@ def test_buffers_of_a_closed_connection_are_given_back(tmp_path) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+def test_an_idle_partition_holds_one_descriptor(tmp_path) -> None:
+    """Index files are opened at their first entry: 100 never-written partitions hold 100
+    descriptors (their log files), not 300."""
+    with DataDir(tmp_path / "d") as d:
+        before = len(os.listdir("/proc/self/fd"))
+        d.create_topic("idle", 100)
+        assert len(os.listdir("/proc/self/fd")) - before <= 100
