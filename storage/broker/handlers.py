@@ -206,8 +206,9 @@ class Handlers:
         try:
             wanted = await self._peer.topics()
             local = {n: self.data_dir.describe(n).partitions for n in self.data_dir.topics()}
-            missing = [n for n in wanted if n not in local]
-            configs = await self._peer.topic_configs(missing) if missing else {}
+            # every topic's config, not only the missing ones': changes made on the
+            # controller (AlterConfigs) reach this broker's logs too
+            configs = await self._peer.topic_configs(list(wanted)) if wanted else {}
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(
                 self._executor, self._apply_topics, wanted, local, configs
@@ -226,6 +227,11 @@ class Handlers:
                     log.info("learned topic %s (%d partitions) from the controller", name, count)
                 elif count > local[name]:
                     self.data_dir.add_partitions(name, count)
+                if name in local and name in configs:
+                    config = TopicConfig.from_dict(configs[name])
+                    if config != self.data_dir.describe(name).config:
+                        self.data_dir.alter_config(name, config)
+                        log.info("mirrored a config change of topic %s from the controller", name)
             except StorageError as exc:
                 log.warning("cannot mirror topic %s: %s", name, exc)
         for name in local:
@@ -602,6 +608,7 @@ class Handlers:
         await self._know_topics(
             res.resource_name for res in request.resources if res.resource_type == _TOPIC_RESOURCE
         )
+        await self._know_topics(None)  # configs altered on the controller: at most 1 s stale
         results = []
         cfg_cls = r.DescribeConfigsResult.DescribeConfigsResourceResult
         defaults = TopicConfig().to_dict()

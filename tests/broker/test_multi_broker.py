@@ -105,3 +105,28 @@ def _records(p: int):
     from storage import NewRecord
 
     return [NewRecord(b"%d-%d" % (p, i), key=b"k", timestamp=1) for i in range(3)]
+
+
+def test_config_changes_on_the_controller_reach_the_other_broker(two_brokers):
+    from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
+
+    from logmarshal.network import NetworkCluster
+
+    with NetworkCluster(two_brokers[0].bootstrap) as cluster:
+        cluster.create_topic("conf", 2)
+        cluster.alter_topic_config("conf", {"retention.ms": "4242"})
+    r = DescribeConfigsRequest[1]
+    request = r(resources=[r.DescribeConfigsResource(resource_type=2, resource_name="conf",
+                                                     configuration_keys=["retention.ms"])],
+                include_synonyms=False)
+    data_dir = two_brokers[1].server._data_dir
+    deadline = time.monotonic() + 10
+    seen = None
+    while time.monotonic() < deadline:
+        with RawClient(two_brokers[1].address) as raw:  # the non-controller itself
+            seen = raw.call(request, DescribeConfigsResponse).results[0].configs[0].value
+        if seen == "4242":
+            break
+        time.sleep(0.3)
+    assert seen == "4242"
+    assert all(data_dir.partition("conf", p).config.retention_ms == 4242 for p in range(2))
