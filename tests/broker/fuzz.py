@@ -1,7 +1,9 @@
 """A seeded fuzzer for the broker: mutated frames of every served API, over real sockets.
 
-The seed frames are what kafka-python's protocol classes (the encoder its client sends with)
-produce for each served API and version, with a real record batch in Produce. Each iteration
+The seed frames are the requests kcat, confluent-kafka and kafka-python were recorded sending
+(``captured_frames.bin``, made by ``python3 -m tests.broker.capture``), plus what
+kafka-python's protocol classes encode for each served API at its lowest and highest version
+(a real record batch in Produce). Each iteration
 mutates one (byte flips, an int32 set to -1 / 0x7fffffff / a random value, truncation,
 insertion, duplication, a header byte changed), sends it, and reads an answer for a moment.
 Afterwards the broker must still answer a produce and a fetch, and its log must hold no
@@ -46,7 +48,7 @@ from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.wire import SUPPORTED
 from tests.broker.helpers import fetch_request, produce_request
 
-__all__ = ["FuzzReport", "run_fuzz", "seed_frames"]
+__all__ = ["FuzzReport", "captured_frames", "run_fuzz", "seed_frames"]
 
 
 def _encode(request: Any, correlation_id: int = 1) -> bytes:
@@ -95,13 +97,28 @@ def _requests(version_of: dict[int, int]) -> list[Any]:
     return out
 
 
+CAPTURED = Path(__file__).with_name("captured_frames.bin")
+
+
+def captured_frames() -> list[bytes]:
+    """Frames kcat, confluent-kafka and kafka-python sent (recorded by tests.broker.capture)."""
+    data = CAPTURED.read_bytes() if CAPTURED.exists() else b""
+    frames, pos = [], 0
+    while pos + 4 <= len(data):
+        (n,) = struct.unpack_from(">i", data, pos)
+        frames.append(data[pos + 4 : pos + 4 + n])
+        pos += 4 + n
+    return frames
+
+
 def seed_frames() -> list[bytes]:
-    """Valid frames (size prefix included) of every served API at its lowest and highest version."""
+    """Valid frames (size prefix included): every served API at its lowest and highest version
+    as kafka-python encodes it, plus the frames real clients were recorded sending."""
     frames = []
     for pick in (min, max):
         versions = {key: pick(spec.min_version, spec.max_version) for key, spec in SUPPORTED.items()}
         frames.extend(_encode(req) for req in _requests(versions))
-    return frames
+    return frames + captured_frames()
 
 
 def mutate(frame: bytes, rng: random.Random) -> bytes:
