@@ -20,6 +20,7 @@ from storage.errors import (
     UnknownTopic,
     UnsupportedCompression,
 )
+from storage.producers import InvalidProducerEpoch, OutOfOrderSequence
 
 __all__ = ["ErrorCode", "ProtocolError", "error_code_for"]
 
@@ -45,6 +46,9 @@ class ErrorCode(enum.IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
 
@@ -69,6 +73,10 @@ def error_code_for(exc: BaseException) -> ErrorCode:
         return ErrorCode.TOPIC_ALREADY_EXISTS
     if isinstance(exc, InvalidTopicName):
         return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if isinstance(exc, OutOfOrderSequence):
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    if isinstance(exc, InvalidProducerEpoch):
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     if isinstance(exc, InvalidConfig):
         return ErrorCode.INVALID_CONFIG
     if isinstance(exc, StorageError):

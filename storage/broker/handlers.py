@@ -10,9 +10,7 @@ only a request that cannot be parsed at all closes its connection.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import os
 import time
 import uuid
 from collections.abc import Iterable
@@ -44,6 +42,7 @@ from storage.records import decode_batch
 
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode, ProtocolError, error_code_for
+from .idempotence import Idempotence, ProducerIdAllocator, has_producer_id
 from .wire import (
     SUPPORTED,
     ApiKey,
@@ -114,9 +113,9 @@ class Handlers:
         self._executor = executor or ThreadPoolExecutor(4, thread_name_prefix="broker-io")
         self._waiters = _Waiters()
         self._peer = peer_client
-        # Producer ids: unique per broker incarnation (time-based high bits, broker id, counter).
-        base = (int(time.time()) & 0x3FFFFFF) << 20 | (layout.self_id & 0xFF) << 12
-        self._producer_ids = itertools.count(base + (os.getpid() & 0xFFF))
+        # Producer ids are never reused (persisted blocks); sequences are checked per partition.
+        self._producer_ids = ProducerIdAllocator(data_dir.path, layout.self_id)
+        self._idempotence = Idempotence()
         self._last_sync = 0.0
         self._sync_started = 0.0
         self._sync_task: asyncio.Task[None] | None = None
@@ -249,12 +248,20 @@ class Handlers:
                     plog.config.flush_messages is not None or plog.config.flush_ms is not None
                 ):
                     slow = True
+                if (
+                    plog is not None
+                    and has_producer_id(part.records)
+                    and self._idempotence.needs_load(plog)
+                ):
+                    slow = True  # the first idempotent append reads the partition's headers
                 work.append((topic.name, part.index, plog, part.records, error))
         if slow:
             loop = asyncio.get_running_loop()
-            results = await loop.run_in_executor(self._executor, _append_all, work, acks == -1)
+            results = await loop.run_in_executor(
+                self._executor, _append_all, work, acks == -1, self._idempotence
+            )
         else:
-            results = _append_all(work, False)
+            results = _append_all(work, False, self._idempotence)
         for (name, index, _, _, _), (error, _, _, _) in zip(work, results, strict=True):
             if error == ErrorCode.NONE:
                 self._waiters.notify((name, index))
@@ -615,12 +622,18 @@ class Handlers:
         r = InitProducerIdResponse[version]
         if request.transactional_id is not None:
             return r(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
-        return r(
-            throttle_time_ms=0,
-            error_code=0,
-            producer_id=next(self._producer_ids),
-            producer_epoch=0,
-        )
+        loop = asyncio.get_running_loop()
+        try:
+            producer_id = await loop.run_in_executor(self._executor, self._producer_ids.next_id)
+        except (OSError, StorageError) as exc:
+            log.error("cannot reserve producer ids: %s", exc)
+            return r(
+                throttle_time_ms=0,
+                error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        return r(throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)
 
 
 def _with_correlation(result: bytes | list[bytes] | None, correlation_id: int) -> Response:
@@ -635,16 +648,36 @@ def _with_correlation(result: bytes | list[bytes] | None, correlation_id: int) -
 
 
 def _append_all(
-    work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]], flush: bool
+    work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]],
+    flush: bool,
+    idempotence: Idempotence | None = None,
 ) -> list[tuple[int, int, int, int]]:
-    """Append each partition's batches; per partition: (error, base, append time, log start)."""
+    """Append each partition's batches; per partition: (error, base, append time, log start).
+
+    Batches of idempotent producers go through ``idempotence``: a retry of a stored batch
+    is answered with the original offsets (and not stored again).
+    """
     out = []
     for name, index, plog, records, error in work:
         if plog is None or error != ErrorCode.NONE:
             out.append((error, -1, -1, -1))
             continue
         try:
-            info = plog.append(records, flush=flush)
+            if idempotence is not None and has_producer_id(records):
+                info, original = idempotence.append(plog, records, flush=flush)
+                if original is not None:
+                    log.info(
+                        "produce to %s/%d: retried batch (offsets %d-%d) not stored again",
+                        name, index, original.first_offset, original.last_offset,
+                    )
+                    out.append(
+                        (ErrorCode.NONE, original.first_offset, original.append_time,
+                         plog.log_start_offset)
+                    )
+                    continue
+                assert info is not None
+            else:
+                info = plog.append(records, flush=flush)
         except StorageError as exc:
             code = error_code_for(exc)
             log.info("produce to %s/%d refused (%s): %s", name, index, code.name, exc)
