@@ -10,6 +10,7 @@ from storage.broker import BrokerConfig, load_cluster_file, run_broker
 from storage.broker.cluster_file import parse_host_port
 from storage.broker.server import DEFAULT_MAX_FRAME
 
+from ..broker_groups import MarshalGroupView
 from .argtypes import positive
 from .context import CliError, Context
 
@@ -90,6 +91,7 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         ready_file=args.ready_file,
+        group_view=MarshalGroupView,  # Kafka's tools see Marshal groups (read-only)
     )
 
     def ready(address: tuple[str, int]) -> None:

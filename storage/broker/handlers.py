@@ -42,6 +42,7 @@ from storage.records import decode_batch
 
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode, ProtocolError, error_code_for
+from .groups import GroupHandlers, GroupViewProvider
 from .idempotence import Idempotence, ProducerIdAllocator, has_producer_id
 from .wire import (
     SUPPORTED,
@@ -106,6 +107,7 @@ class Handlers:
         cluster_id: str = "logmarshal",
         executor: ThreadPoolExecutor | None = None,
         peer_client: Any = None,
+        group_view: GroupViewProvider | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.layout = layout
@@ -130,6 +132,19 @@ class Handlers:
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.CREATE_PARTITIONS: self.create_partitions,
         }
+        # Group APIs also see the client id (to explain a refused classic consumer).
+        self.groups = GroupHandlers(layout, group_view, self._executor)
+        self._group_table = {
+            ApiKey.FIND_COORDINATOR: self.groups.find_coordinator,
+            ApiKey.LIST_GROUPS: self.groups.list_groups,
+            ApiKey.DESCRIBE_GROUPS: self.groups.describe_groups,
+            ApiKey.OFFSET_FETCH: self.groups.offset_fetch,
+            ApiKey.JOIN_GROUP: self.groups.join_group,
+            ApiKey.SYNC_GROUP: self.groups.sync_group,
+            ApiKey.HEARTBEAT: self.groups.heartbeat,
+            ApiKey.LEAVE_GROUP: self.groups.leave_group,
+            ApiKey.OFFSET_COMMIT: self.groups.offset_commit,
+        }
 
     # ------------------------------------------------------------------ dispatch
 
@@ -153,7 +168,10 @@ class Handlers:
             request = spec.request.decode(frame[header.body_offset :], version=version)
         except Exception as exc:  # any decoder failure is a malformed request
             raise ProtocolError(f"api key {key} v{version} does not decode: {exc!r}") from None
-        result = await self._table[key](request, version)
+        if key in self._group_table:
+            result = await self._group_table[key](request, version, header.client_id)
+        else:
+            result = await self._table[key](request, version)
         if result is None or isinstance(result, bytes | list):
             return _with_correlation(result, header.correlation_id)
         return encode_response(header.correlation_id, spec, version, result)

@@ -22,6 +22,7 @@ import socket
 import ssl
 import struct
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from storage.datadir import DataDir
 
 from .cluster_file import ClusterLayout, load_cluster_file
 from .errors import ProtocolError
+from .groups import GroupViewProvider
 from .handlers import Handlers
 from .peer import PeerClient
 from .wire import MIN_REQUEST_SIZE, parse_request_header
@@ -61,6 +63,11 @@ class BrokerConfig:
     tls_ca: str | None = None  # for the broker's own connections to the controller
     ready_file: str | os.PathLike[str] | None = None
     io_threads: int = 4
+    # Builds the group view (Kafka's group APIs, read-only) once the data directory is open;
+    # ``logmarshal broker start`` passes one that replays __marshal.
+    group_view: Callable[[DataDir], GroupViewProvider] | None = attrs.field(
+        default=None, eq=False
+    )
 
 
 class BrokerServer:
@@ -126,6 +133,7 @@ class BrokerServer:
             cluster_id=_cluster_id(Path(cfg.data_dir), layout),
             executor=self._executor,
             peer_client=peer,
+            group_view=cfg.group_view(self._data_dir) if cfg.group_view is not None else None,
         )
         self.address = (advertised, port)
         if cfg.ready_file is not None:
