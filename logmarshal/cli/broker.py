@@ -60,6 +60,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write HOST:PORT here once listening (for scripts that start the broker)",
     )
+    start.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://LISTEN-HOST:PORT/metrics (requests by API and "
+        "error, bytes, produce/fetch latency, partition sizes)",
+    )
     start.set_defaults(func=_start)
 
 
@@ -91,8 +98,12 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         ready_file=args.ready_file,
+        metrics_port=args.metrics_port,
         group_view=MarshalGroupView,  # Kafka's tools see Marshal groups (read-only)
     )
+
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise CliError(f"--metrics-port {args.metrics_port} is not a port")
 
     def ready(address: tuple[str, int]) -> None:
         print(f"listening on {address[0]}:{address[1]}", flush=True)

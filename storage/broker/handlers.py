@@ -44,6 +44,7 @@ from .cluster_file import ClusterLayout
 from .errors import ErrorCode, ProtocolError, error_code_for
 from .groups import GroupHandlers, GroupViewProvider
 from .idempotence import Idempotence, ProducerIdAllocator, has_producer_id
+from .metrics import BrokerMetrics, first_error
 from .wire import (
     SUPPORTED,
     ApiKey,
@@ -121,6 +122,10 @@ class Handlers:
         self._last_sync = 0.0
         self._sync_started = 0.0
         self._sync_task: asyncio.Task[None] | None = None
+        # Prometheus series (set by the server with --metrics-port); per request, the first
+        # error code of its answer, keyed by the frame being answered.
+        self.metrics: BrokerMetrics | None = None
+        self._last_error: dict[int, int] = {}
         self._table = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -150,6 +155,23 @@ class Handlers:
 
     async def handle(self, header: RequestHeader, frame: memoryview) -> Response:
         """Answer one request; ProtocolError means: close the connection."""
+        if self.metrics is None:
+            return await self._handle(header, frame)
+        started = time.perf_counter()
+        response = await self._handle(header, frame)
+        elapsed = time.perf_counter() - started
+        if response is None:
+            size = 0
+        elif isinstance(response, list):
+            size = sum(len(part) for part in response)
+        else:
+            size = len(response)
+        self.metrics.observe(
+            header.api_key, self._last_error.pop(id(frame), 0), elapsed, len(frame) + 4, size
+        )
+        return response
+
+    async def _handle(self, header: RequestHeader, frame: memoryview) -> Response:
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
             spec = SUPPORTED[key]
@@ -172,6 +194,9 @@ class Handlers:
             result = await self._group_table[key](request, version, header.client_id)
         else:
             result = await self._table[key](request, version)
+        if self.metrics is not None:
+            error = getattr(result, "error", None)  # hand-encoded answers carry it
+            self._last_error[id(frame)] = first_error(result) if error is None else error
         if result is None or isinstance(result, bytes | list):
             return _with_correlation(result, header.correlation_id)
         return encode_response(header.correlation_id, spec, version, result)
@@ -345,7 +370,9 @@ class Handlers:
         by_topic: dict[str, list[FetchPartitionResult]] = {}
         for name, result in results:
             by_topic.setdefault(name, []).append(result)
-        return encode_fetch_response(0, version, list(by_topic.items()))
+        frames = _Frames(encode_fetch_response(0, version, list(by_topic.items())))
+        frames.error = next((r.error for _, r in results if r.error), 0)
+        return frames
 
     def _read_fetch(
         self, wanted: list[tuple[str, Any]], max_bytes: int
@@ -652,6 +679,12 @@ class Handlers:
                 producer_epoch=-1,
             )
         return r(throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)
+
+
+class _Frames(list):
+    """A hand-encoded answer (buffers) that remembers its first error code, for metrics."""
+
+    error: int = 0
 
 
 def _with_correlation(result: bytes | list[bytes] | None, correlation_id: int) -> Response:

@@ -34,6 +34,7 @@ from .cluster_file import ClusterLayout, load_cluster_file
 from .errors import ProtocolError
 from .groups import GroupViewProvider
 from .handlers import Handlers
+from .metrics import BrokerMetrics
 from .peer import PeerClient
 from .wire import MIN_REQUEST_SIZE, parse_request_header
 
@@ -63,6 +64,7 @@ class BrokerConfig:
     tls_ca: str | None = None  # for the broker's own connections to the controller
     ready_file: str | os.PathLike[str] | None = None
     io_threads: int = 4
+    metrics_port: int | None = None  # serve Prometheus /metrics here (0: a free port)
     # Builds the group view (Kafka's group APIs, read-only) once the data directory is open;
     # ``logmarshal broker start`` passes one that replays __marshal.
     group_view: Callable[[DataDir], GroupViewProvider] | None = attrs.field(
@@ -81,6 +83,8 @@ class BrokerServer:
         self._connections: set[asyncio.Task[None]] = set()
         self._stop: asyncio.Event | None = None
         self.handlers: Handlers | None = None
+        self.metrics: BrokerMetrics | None = None
+        self.metrics_address: tuple[str, int] | None = None
         self.address: tuple[str, int] | None = None
 
     def _ssl_server_context(self) -> ssl.SSLContext | None:
@@ -136,6 +140,14 @@ class BrokerServer:
             group_view=cfg.group_view(self._data_dir) if cfg.group_view is not None else None,
         )
         self.address = (advertised, port)
+        if cfg.metrics_port is not None:
+            self.metrics = BrokerMetrics(self._data_dir)
+            self.handlers.metrics = self.metrics
+            try:
+                self.metrics_address = self.metrics.serve(cfg.host, cfg.metrics_port)
+            except OSError:
+                await self.close()
+                raise
         if cfg.ready_file is not None:
             ready = Path(cfg.ready_file)
             tmp = ready.with_name(ready.name + ".tmp")
@@ -171,6 +183,8 @@ class BrokerServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
             self._server = None
         self._executor.shutdown(wait=True)
+        if self.metrics is not None:
+            self.metrics.close()
         if self._data_dir is not None:
             try:
                 self._data_dir.flush()
