@@ -23,7 +23,7 @@ import time
 import weakref
 from pathlib import Path
 
-from storage.errors import StorageError
+from storage.errors import OffsetOutOfRange, StorageError
 from storage.log import AppendInfo, PartitionLog
 from storage.producers import ProducerStates, RetainedBatch, batch_identities
 from storage.records import _validate_batches
@@ -134,7 +134,14 @@ class Idempotence:
         offset = plog.log_start_offset
         end = plog.log_end_offset
         while offset < end:
-            following = states.replay(plog.read(offset, _SCAN_BYTES).data)
+            try:
+                data = plog.read(offset, _SCAN_BYTES).data
+            except OffsetOutOfRange as exc:  # retention moved the start while we read
+                if exc.log_start_offset <= offset:
+                    raise
+                offset = exc.log_start_offset
+                continue
+            following = states.replay(data)
             if following <= offset:
                 break
             offset = following
