@@ -115,11 +115,12 @@ def batch_identities(buf: Any) -> Iterator[BatchIdentity]:
 
 
 class _Producer:
-    __slots__ = ("batches", "epoch")
+    __slots__ = ("batches", "epoch", "last_ms")
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.batches: deque[RetainedBatch] = deque(maxlen=RETAINED_BATCHES)
+        self.last_ms = 0  # when its last batch was stored (for expiry)
 
 
 class ProducerStates:
@@ -197,8 +198,13 @@ class ProducerStates:
                 f"{0 if last == _INT32_MAX else last + 1}, got {b.base_sequence}"
             )
 
-    def record(self, b: BatchIdentity, first_offset: int, append_time: int) -> None:
-        """Remember a stored batch (after an append, or while replaying stored headers)."""
+    def record(
+        self, b: BatchIdentity, first_offset: int, append_time: int, now_ms: int | None = None
+    ) -> None:
+        """Remember a stored batch (after an append, or while replaying stored headers).
+
+        ``now_ms`` is when it was stored; on replay the batch's max timestamp (Kafka's rule).
+        """
         if b.producer_id < 0 or b.base_sequence < 0:
             return
         entry = self._producers.get(b.producer_id)
@@ -206,6 +212,7 @@ class ProducerStates:
             entry = self._producers[b.producer_id] = _Producer(b.producer_epoch)
         elif b.producer_epoch < entry.epoch:
             return  # cannot happen for batches the broker accepted; ignore on replay
+        entry.last_ms = b.max_timestamp if now_ms is None else now_ms
         entry.batches.append(
             RetainedBatch(
                 b.base_sequence,
@@ -215,6 +222,17 @@ class ProducerStates:
                 append_time,
             )
         )
+
+    def expire(self, now_ms: int, max_age_ms: int) -> int:
+        """Forget producers idle for ``max_age_ms`` (Kafka's producer.id.expiration.ms).
+
+        A forgotten producer that comes back is treated as new (any sequence accepted), as in
+        Kafka; returns how many were forgotten.
+        """
+        idle = [pid for pid, e in self._producers.items() if now_ms - e.last_ms >= max_age_ms]
+        for pid in idle:
+            del self._producers[pid]
+        return len(idle)
 
     def replay(self, stored: Any) -> int:
         """Feed the state from stored batches (offsets assigned); returns the next offset.

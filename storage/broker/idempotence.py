@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 from storage.errors import OffsetOutOfRange, StorageError
@@ -37,6 +38,9 @@ _BROKER_BITS = 10
 _BLOCK = 1000
 _SCAN_BYTES = 8 * 1024 * 1024
 _PRODUCER_ID_AT = 43
+#: Kafka's producer.id.expiration.ms: a producer idle this long on a partition is forgotten.
+PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000
+_EXPIRY_CHECK_MS = 60_000
 
 
 def has_producer_id(records: bytes | memoryview | None) -> bool:
@@ -91,17 +95,29 @@ class ProducerIdAllocator:
 
 
 class _PartitionState:
-    __slots__ = ("lock", "states")
+    __slots__ = ("expired_at", "lock", "states")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.states = ProducerStates()
+        self.expired_at = 0
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class Idempotence:
     """Producer states of every partition of a broker, keyed by the open log object."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] = _wall_ms,
+        expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        self._clock = clock
+        self._expiration_ms = expiration_ms
         self._lock = threading.Lock()
         self._by_log: weakref.WeakKeyDictionary[PartitionLog, _PartitionState] = (
             weakref.WeakKeyDictionary()
@@ -170,8 +186,14 @@ class Idempotence:
                 _validate_batches(memoryview(records).cast("B"), plog.config.max_message_bytes)
                 return None, duplicate.batch
             info = plog.append(records, flush=flush)
+            now = self._clock()
             offset = info.base_offset
             for b in batches:
-                state.states.record(b, offset, info.log_append_time)
+                state.states.record(b, offset, info.log_append_time, now)
                 offset += b.last_offset_delta + 1
+            if now - state.expired_at >= _EXPIRY_CHECK_MS:
+                state.expired_at = now
+                gone = state.states.expire(now, self._expiration_ms)
+                if gone:
+                    log.info("%s/%d: forgot %d idle producers", plog.topic, plog.partition, gone)
             return info, None

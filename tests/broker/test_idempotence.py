@@ -150,3 +150,18 @@ def test_retries_still_dedupe_after_sigkill_and_restart(tmp_path):
     finally:
         _stop(proc, signal.SIGTERM)
     assert stored_values(data, "s") == [str(i).encode() for i in range(33)]
+
+
+def test_idle_producer_state_is_forgotten_after_the_expiration(tmp_path):
+    from storage.broker.idempotence import Idempotence
+
+    now = [1_000_000]
+    idem = Idempotence(clock=lambda: now[0], expiration_ms=10_000)
+    with DataDir(tmp_path / "d") as d:
+        d.create_topic("x", 1)
+        plog = d.partition("x", 0)
+        assert idem.append(plog, idem_batch(7, 0, 0), flush=False)[0] is not None
+        now[0] += 70_000
+        assert idem.append(plog, idem_batch(8, 0, 0), flush=False)[0] is not None
+        assert idem.states(plog).epoch_of(7) is None  # idle 70 s > 10 s: forgotten
+        assert idem.states(plog).epoch_of(8) == 0

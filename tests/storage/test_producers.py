@@ -99,3 +99,12 @@ def test_replay_rebuilds_from_stored_headers():
     assert s.check([ident(5, 1, 6, n=2)]) is None
     ids = list(batch_identities(data))
     assert [b.producer_id for b in ids] == [5, 5, 5, -1]
+
+
+def test_idle_producers_expire_and_then_start_anywhere():
+    s = ProducerStates()
+    s.record(ident(1, 0, 0), 0, -1, now_ms=1_000)
+    s.record(ident(2, 0, 0), 3, -1, now_ms=5_000)
+    assert s.expire(now_ms=10_000, max_age_ms=6_000) == 1
+    assert s.epoch_of(1) is None and s.epoch_of(2) == 0
+    assert s.check([ident(1, 0, 30)]) is None  # forgotten: treated as new, like Kafka
