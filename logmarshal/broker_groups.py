@@ -57,20 +57,23 @@ class MarshalGroupView:
         self._worlds: list[WorldState] = []
         self._next: list[int] = []
 
-    def refresh(self) -> list[WorldState]:
+    def refresh(self) -> None:
         """Apply what was appended to each coordination partition since the last call."""
         with self._lock:
-            try:
-                count = self._dir.describe(self._topic).partitions
-            except UnknownTopic:
-                self._worlds, self._next = [], []
-                return []
-            while len(self._worlds) < count:
-                self._worlds.append(WorldState())
-                self._next.append(0)
-            for cp in range(count):
-                self._catch_up(cp)
-            return list(self._worlds)
+            self._refresh()
+
+    def _refresh(self) -> list[WorldState]:
+        try:
+            count = self._dir.describe(self._topic).partitions
+        except UnknownTopic:
+            self._worlds, self._next = [], []
+            return []
+        while len(self._worlds) < count:
+            self._worlds.append(WorldState())
+            self._next.append(0)
+        for cp in range(count):
+            self._catch_up(cp)
+        return list(self._worlds)
 
     def _catch_up(self, cp: int) -> None:
         plog = self._dir.partition(self._topic, cp)
@@ -101,25 +104,26 @@ class MarshalGroupView:
 
     def group_ids(self) -> list[str]:
         groups: set[str] = set()
-        for world in self.refresh():
-            groups.update(s.group_id for s in world.partitions())
+        with self._lock:  # worlds are read while no other thread applies records
+            for world in self._refresh():
+                groups.update(s.group_id for s in world.partitions())
         return sorted(groups)
 
     def group(self, group_id: str) -> GroupSnapshot | None:
-        worlds = self.refresh()
         now = self._clock()
-        states = [(w, s) for w in worlds for s in w.partitions(group_id)]
-        if not states:
-            return None
         positions = {}
         held: dict[tuple[str, str], dict[str, list[int]]] = {}
-        for world, s in states:
-            if s.has_position:
-                positions[(s.topic, s.partition)] = s.resume_offset
-            if s.holder is None:
-                continue
-            if world.freshness(group_id, s.topic, s.partition, now) == FRESH:
-                held.setdefault(s.holder, {}).setdefault(s.topic, []).append(s.partition)
+        with self._lock:  # worlds are read while no other thread applies records
+            states = [(w, s) for w in self._refresh() for s in w.partitions(group_id)]
+            for world, s in states:
+                if s.has_position:
+                    positions[(s.topic, s.partition)] = s.resume_offset
+                if s.holder is not None and (
+                    world.freshness(group_id, s.topic, s.partition, now) == FRESH
+                ):
+                    held.setdefault(s.holder, {}).setdefault(s.topic, []).append(s.partition)
+        if not states:
+            return None
         members = tuple(
             GroupMember(
                 member_id=f"{client_id}/{instance_id}",
