@@ -14,6 +14,10 @@ What Kafka's tools are told:
   judge), each described with the partitions it holds;
 - its committed offset for a partition is the position a consumer would resume at
   (``max(last_offset, claimed_through) + 1``), only where a position was ever set.
+
+On a cluster of several brokers each broker leads only some ``__marshal`` partitions: the
+others are read over the Kafka protocol from the brokers that lead them (a confluent-kafka
+connection opened on first use), so every broker can answer for every group.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from collections.abc import Callable
 
 from rationalizer import FRESH, WorldState
 from storage import DataDir, UnknownTopic, decode_records
+from storage.broker.cluster_file import ClusterLayout
 from storage.broker.groups import GroupMember, GroupSnapshot
 
+from .cluster import Cluster
 from .marshaler import COORDINATION_TOPIC
 
 __all__ = ["MarshalGroupView"]
@@ -46,16 +52,40 @@ class MarshalGroupView:
     def __init__(
         self,
         data_dir: DataDir,
+        layout: ClusterLayout | None = None,
         *,
         clock: Callable[[], int] = _wall_ms,
         topic: str = COORDINATION_TOPIC,
+        connect_remote: Callable[[str], Cluster] | None = None,
     ) -> None:
         self._dir = data_dir
+        self._layout = layout if layout is not None and len(layout.brokers) > 1 else None
         self._clock = clock
         self._topic = topic
+        self._connect_remote = connect_remote
+        self._remote: Cluster | None = None
         self._lock = threading.Lock()
         self._worlds: list[WorldState] = []
         self._next: list[int] = []
+
+    def _peers(self) -> Cluster:
+        """The whole cluster over the network (for partitions other brokers lead)."""
+        if self._remote is None:
+            assert self._layout is not None
+            bootstrap = ",".join(f"{b.host}:{b.port}" for b in self._layout.sorted_brokers)
+            if self._connect_remote is None:
+                from .connect import connect
+
+                self._remote = connect(bootstrap=bootstrap)
+            else:
+                self._remote = self._connect_remote(bootstrap)
+        return self._remote
+
+    def close(self) -> None:
+        with self._lock:
+            if self._remote is not None:
+                self._remote.close()
+                self._remote = None
 
     def refresh(self) -> None:
         """Apply what was appended to each coordination partition since the last call."""
@@ -64,7 +94,10 @@ class MarshalGroupView:
 
     def _refresh(self) -> list[WorldState]:
         try:
-            count = self._dir.describe(self._topic).partitions
+            if self._layout is None:
+                count = self._dir.describe(self._topic).partitions
+            else:
+                count = self._peers().partitions(self._topic)
         except UnknownTopic:
             self._worlds, self._next = [], []
             return []
@@ -76,6 +109,9 @@ class MarshalGroupView:
         return list(self._worlds)
 
     def _catch_up(self, cp: int) -> None:
+        if self._layout is not None and not self._layout.leads(self._topic, cp):
+            self._catch_up_remote(cp)
+            return
         plog = self._dir.partition(self._topic, cp)
         start = plog.log_start_offset
         if self._next[cp] < start:
@@ -99,6 +135,22 @@ class MarshalGroupView:
                 break
             world.apply_many(batch)
             self._next[cp] = records[-1].offset + 1
+
+    def _catch_up_remote(self, cp: int) -> None:
+        peers = self._peers()
+        start = peers.earliest_offset(self._topic, cp)
+        if self._next[cp] < start:
+            self._worlds[cp] = WorldState()
+            self._next[cp] = start
+        end = peers.latest_offset(self._topic, cp)
+        while self._next[cp] < end:
+            messages = peers.fetch(self._topic, cp, self._next[cp], max_bytes=_READ_BYTES)
+            if not messages:
+                break
+            self._worlds[cp].apply_many(
+                (m.offset, m.timestamp, m.key, m.value) for m in messages
+            )
+            self._next[cp] = messages[-1].offset + 1
 
     # ------------------------------------------------------------------ GroupViewProvider
 

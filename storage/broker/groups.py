@@ -94,7 +94,11 @@ class GroupSnapshot:
 
 
 class GroupViewProvider(Protocol):
-    """What the broker needs to know about groups; called from worker threads."""
+    """What the broker needs to know about groups; called from worker threads.
+
+    It must see every coordination partition, also those other brokers lead: every broker
+    answers FindCoordinator with itself. An optional ``close()`` is called at shutdown.
+    """
 
     def group_ids(self) -> list[str]: ...
 
@@ -228,12 +232,6 @@ class GroupHandlers:
             error, message = (
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "logmarshal's broker has no transactions",
-            )
-        elif len(self.layout.brokers) > 1:
-            error, message = (
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "group views are served by a single broker only; use `logmarshal group "
-                "describe` on a multi-broker cluster",
             )
         elif self._was_refused(client, request.key):
             error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, CLASSIC_REFUSED

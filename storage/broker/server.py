@@ -67,7 +67,7 @@ class BrokerConfig:
     metrics_port: int | None = None  # serve Prometheus /metrics here (0: a free port)
     # Builds the group view (Kafka's group APIs, read-only) once the data directory is open;
     # ``logmarshal broker start`` passes one that replays __marshal.
-    group_view: Callable[[DataDir], GroupViewProvider] | None = attrs.field(
+    group_view: Callable[[DataDir, ClusterLayout], GroupViewProvider] | None = attrs.field(
         default=None, eq=False
     )
 
@@ -83,6 +83,7 @@ class BrokerServer:
         self._connections: set[asyncio.Task[None]] = set()
         self._stop: asyncio.Event | None = None
         self.handlers: Handlers | None = None
+        self._group_view: GroupViewProvider | None = None
         self.metrics: BrokerMetrics | None = None
         self.metrics_address: tuple[str, int] | None = None
         self.address: tuple[str, int] | None = None
@@ -128,6 +129,8 @@ class BrokerServer:
             layout = ClusterLayout.single(cfg.broker_id, advertised, port)
         elif cfg.port == 0:
             layout = layout.with_self_address(advertised, port)
+        if cfg.group_view is not None:
+            self._group_view = cfg.group_view(self._data_dir, layout)
         peer = None
         if not layout.is_controller:
             peer = PeerClient(layout.controller, self._ssl_client_context())
@@ -137,7 +140,7 @@ class BrokerServer:
             cluster_id=_cluster_id(Path(cfg.data_dir), layout),
             executor=self._executor,
             peer_client=peer,
-            group_view=cfg.group_view(self._data_dir) if cfg.group_view is not None else None,
+            group_view=self._group_view,
         )
         self.address = (advertised, port)
         if cfg.metrics_port is not None:
@@ -183,6 +186,12 @@ class BrokerServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
             self._server = None
         self._executor.shutdown(wait=True)
+        close_view = getattr(self._group_view, "close", None)
+        if close_view is not None:
+            try:
+                close_view()
+            except Exception:
+                log.exception("closing the group view failed")
         if self.metrics is not None:
             self.metrics.close()
         if self._data_dir is not None:

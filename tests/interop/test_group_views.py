@@ -207,3 +207,41 @@ def test_kafka_python_group_consumer_is_refused_at_once(group_broker):
             consumer.poll(10_000)
     finally:
         consumer.close()
+
+
+def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
+    import contextlib
+
+    from storage.broker import BrokerAddress, format_cluster_file
+
+    from ..broker.helpers import free_port
+
+    addresses = [BrokerAddress(i, "127.0.0.1", free_port()) for i in (1, 2)]
+    cluster_file = tmp_path / "cluster"
+    cluster_file.write_text(format_cluster_file(addresses))
+    with contextlib.ExitStack() as stack:
+        brokers = [
+            stack.enter_context(BrokerThread(BrokerConfig(
+                data_dir=tmp_path / f"b{a.node_id}", host=a.host, port=a.port,
+                broker_id=a.node_id, cluster_file=cluster_file, group_view=MarshalGroupView,
+            )))
+            for a in addresses
+        ]
+        bootstrap = ",".join(b.bootstrap for b in brokers)
+        cluster = stack.enter_context(contextlib.closing(logmarshal.connect(bootstrap=bootstrap)))
+        cluster.create_topic(TOPIC, partitions=6)
+        marshaler = logmarshal.Marshaler(cluster, "w", GROUP, 30.0, coordination_partitions=4)
+        stack.callback(marshaler.close)
+        for p in range(6):
+            assert marshaler.wait_verdict(marshaler.claim_partition(TOPIC, p), 10).accepted
+            assert marshaler.wait_verdict(marshaler.heartbeat(TOPIC, p, 10 * p), 10).accepted
+        leaders = {brokers[0].server.handlers.layout.leader("__marshal", cp) for cp in range(4)}
+        assert leaders == {1, 2}  # the coordination log really is spread
+        expected = {(TOPIC, p): 10 * p + 1 for p in range(6)}
+        for broker in brokers:
+            snap = broker.server.handlers.groups.provider.group(GROUP)
+            assert dict(snap.positions) == expected
+            (member,) = snap.members
+            assert member.assignment == ((TOPIC, tuple(range(6))),)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert _confluent_offsets(admin) == expected
