@@ -5,7 +5,7 @@
 DescribeGroups and OffsetFetch from it. It keeps one :class:`rationalizer.WorldState` per
 coordination partition and, on each query, applies the records appended since the last one,
 read straight from the broker's data directory: the same rationalizer every consumer runs,
-so kcat, Burrow and the admin clients see what the group sees.
+so kafka-consumer-groups and the admin clients see what the group sees.
 
 What Kafka's tools are told:
 

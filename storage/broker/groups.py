@@ -2,8 +2,8 @@
 
 The broker does not run Kafka's classic consumer groups: logmarshal's groups coordinate in
 ``__marshal``, and ``storage`` knows nothing of coordination. What operators' tools need
-(FindCoordinator, ListGroups, DescribeGroups, OffsetFetch: kcat, kafka-consumer-groups,
-Burrow, the admin clients) is answered from a :class:`GroupViewProvider`, which
+(FindCoordinator, ListGroups, DescribeGroups, OffsetFetch: kafka-consumer-groups,
+the admin clients, kcat with a consumer's committed()) is answered from a :class:`GroupViewProvider`, which
 ``logmarshal broker start`` implements by replaying ``__marshal`` with the consumers' own
 rationalizer. Without a provider the broker knows no group.
 
