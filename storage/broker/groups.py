@@ -2,9 +2,9 @@
 
 The broker does not run Kafka's classic consumer groups: logmarshal's groups coordinate in
 ``__marshal``, and ``storage`` knows nothing of coordination. What operators' tools need
-(FindCoordinator, ListGroups, DescribeGroups, OffsetFetch: kafka-consumer-groups,
-the admin clients, kcat with a consumer's committed()) is answered from a :class:`GroupViewProvider`, which
-``logmarshal broker start`` implements by replaying ``__marshal`` with the consumers' own
+(FindCoordinator, ListGroups, DescribeGroups, OffsetFetch: kafka-consumer-groups, the
+admin clients, a consumer's ``committed()``) is answered from a
+:class:`GroupViewProvider`, which ``logmarshal broker start`` implements by replaying ``__marshal`` with the consumers' own
 rationalizer. Without a provider the broker knows no group.
 
 A client that tries classic group consumption is refused at once, never left waiting:
