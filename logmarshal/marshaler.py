@@ -45,6 +45,7 @@ from .errors import ClosedError, LogmarshalError, OffsetOutOfRange, TopicExists
 
 if TYPE_CHECKING:
     from .consumer import Consumer
+    from .metrics import MarshalerMetrics
 
 __all__ = [
     "COORDINATION_TOPIC",
@@ -126,6 +127,7 @@ class Marshaler:
         fetch_wait: float = 0.5,
         fetch_max_bytes: int = 1 << 20,
         admin_keys: Mapping[str, bytes] | None = None,
+        metrics: MarshalerMetrics | None = None,
     ) -> None:
         if not valid_id(client_id):
             raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
@@ -153,6 +155,7 @@ class Marshaler:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._consumers: list[Consumer] = []
+        self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
         self._n = self._ensure_topic(coordination_partitions)
         self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(self._n)]
         for tail in self._tails:
@@ -163,6 +166,8 @@ class Marshaler:
                 daemon=True,
             )
             tail.thread.start()
+        if metrics is not None:
+            metrics.watch(self)
         log.info(
             "marshaler %s/%s (instance %s) replaying %d coordination partitions, HB %.3f s",
             group_id,
@@ -344,10 +349,14 @@ class Marshaler:
             if not messages:
                 continue
             with tail.cond:
-                tail.world.apply_many((m.offset, m.timestamp, m.key, m.value) for m in messages)
+                verdicts = tail.world.apply_many(
+                    (m.offset, m.timestamp, m.key, m.value) for m in messages
+                )
                 offset = messages[-1].offset + 1
                 tail.next_offset = offset
                 tail.cond.notify_all()
+            if self._metrics is not None:
+                self._metrics.count_verdicts(self, cp, verdicts)
         with tail.cond:
             tail.cond.notify_all()
 
@@ -549,6 +558,14 @@ class Marshaler:
                     )
             self._consumers.append(consumer)
 
+    def replay_offsets(self) -> dict[int, int]:
+        """Per coordination partition, the next offset the replay will apply (for metrics)."""
+        return {tail.partition: tail.next_offset for tail in self._tails}
+
+    def log_end_offset(self, coord_partition: int) -> int:
+        """The coordination partition's end now (the replay lags it by the difference)."""
+        return self._cluster.latest_offset(COORDINATION_TOPIC, coord_partition)
+
     def _unregister(self, consumer: Consumer) -> None:
         with self._lock:
             if consumer in self._consumers:
@@ -563,6 +580,8 @@ class Marshaler:
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._metrics is not None:
+            self._metrics.unwatch(self)
         for tail in self._tails:
             with tail.cond:
                 tail.cond.notify_all()

@@ -10,6 +10,7 @@ from storage.broker import BrokerConfig, load_cluster_file, run_broker
 from storage.broker.cluster_file import parse_host_port
 from storage.broker.server import DEFAULT_MAX_FRAME
 
+from ..broker_groups import MarshalGroupView
 from .argtypes import positive
 from .context import CliError, Context
 
@@ -66,6 +67,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="store producer batches after the batch checks only, without walking each record"
         " (for measuring what validation costs; a corrupt record can then poison a partition)",
     )
+    start.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://LISTEN-HOST:PORT/metrics (requests by API and "
+        "error, bytes, produce/fetch latency, partition sizes)",
+    )
     start.set_defaults(func=_start)
 
 
@@ -98,7 +106,12 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
         tls_key=args.tls_key,
         ready_file=args.ready_file,
         validate_records=args.validate_records,
+        metrics_port=args.metrics_port,
+        group_view=MarshalGroupView,  # Kafka's tools see Marshal groups (read-only)
     )
+
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise CliError(f"--metrics-port {args.metrics_port} is not a port")
 
     def ready(address: tuple[str, int]) -> None:
         print(f"listening on {address[0]}:{address[1]}", flush=True)

@@ -170,6 +170,33 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     add_admin_key_option(pause)
     pause.set_defaults(func=_pause)
 
+    mirror = verbs.add_parser(
+        "mirror-offsets",
+        parents=[common],
+        help="copy a group's positions into Kafka's committed offsets (Apache Kafka)",
+        description=(
+            "Replay __marshal and commit each partition's position (the next offset to consume) "
+            "as the Kafka committed offset of a group of the same name, so kafka-consumer-groups, "
+            "Burrow and admin clients show the lag. Read-only for logmarshal: the committed "
+            "offsets are never read back; __marshal stays the source of truth. Needs "
+            "--bootstrap. logmarshal's own broker needs no mirror (it serves the positions "
+            "itself) and refuses the commit."
+        ),
+    )
+    mirror.add_argument("group")
+    mirror.add_argument(
+        "--kafka-group", metavar="NAME", help="commit under this Kafka group id (default: GROUP)"
+    )
+    mirror.add_argument(
+        "--interval",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep mirroring, every SECONDS (default: once, then exit)",
+    )
+    add_admin_key_option(mirror)
+    mirror.set_defaults(func=_mirror)
+
 
 def _now_ms() -> int:
     return round(time.time() * 1000)
@@ -485,3 +512,39 @@ def _pause(args: argparse.Namespace, ctx: Context) -> int:
         ctx.cluster, state, Plan(args.group, ()), admin=admin, pause_ms=pause_ms, admin_keys=keys
     )
     return _report_execution(ctx, result)
+
+
+def _mirror(args: argparse.Namespace, ctx: Context) -> int:
+    from ..admin.mirror import KafkaOffsetSink, MirrorError, changed_positions, positions
+
+    if ctx.bootstrap is None:
+        raise CliError(
+            "mirror-offsets writes Kafka committed offsets: use --bootstrap (an embedded data "
+            "directory has no Kafka groups to mirror into)"
+        )
+    if args.interval < 0:
+        raise CliError("--interval must be >= 0")
+    target = args.kafka_group or args.group
+    sink = KafkaOffsetSink(ctx.bootstrap)
+    keys = admin_keys_from(args)
+    mirrored: dict[tuple[str, int], int] = {}
+    while True:
+        state = read_coordination(ctx.cluster, admin_keys=keys)
+        changed = changed_positions(positions(state, args.group), mirrored)
+        if changed:
+            try:
+                sink.commit(target, changed)
+            except MirrorError as exc:
+                raise CliError(str(exc)) from None
+            mirrored.update(changed)
+        emit(
+            ctx.as_json,
+            {"group": args.group, "kafka_group": target, "committed": len(changed),
+             "partitions": len(mirrored)},
+            f"{target}: committed {len(changed)} position(s), "
+            f"{len(mirrored)} partition(s) mirrored",
+        )
+        sys.stdout.flush()
+        if args.interval == 0:
+            return 0
+        time.sleep(args.interval)

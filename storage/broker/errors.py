@@ -22,6 +22,7 @@ from storage.errors import (
     UnknownTopic,
     UnsupportedCompression,
 )
+from storage.producers import InvalidProducerEpoch, OutOfOrderSequence
 
 __all__ = ["ErrorCode", "ProtocolError", "error_code_for"]
 
@@ -36,9 +37,12 @@ class ErrorCode(enum.IntEnum):
     UNKNOWN_TOPIC_OR_PARTITION = 3
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
     MESSAGE_TOO_LARGE = 10
     INVALID_TOPIC_EXCEPTION = 17
     INVALID_REQUIRED_ACKS = 21
+    GROUP_AUTHORIZATION_FAILED = 30
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -48,6 +52,8 @@ class ErrorCode(enum.IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
@@ -77,6 +83,10 @@ def error_code_for(exc: BaseException) -> ErrorCode:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
     if isinstance(exc, PolicyViolation):
         return ErrorCode.POLICY_VIOLATION
+    if isinstance(exc, OutOfOrderSequence):
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    if isinstance(exc, InvalidProducerEpoch):
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     if isinstance(exc, InvalidConfig):
         return ErrorCode.INVALID_CONFIG
     if isinstance(exc, StorageError):

@@ -10,9 +10,7 @@ only a request that cannot be parsed at all closes its connection.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import os
 import time
 import uuid
 from collections.abc import Iterable
@@ -49,6 +47,9 @@ from storage.records import decode_batch
 from .alter import alter_topic_config
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode, ProtocolError, error_code_for
+from .groups import GroupHandlers, GroupViewProvider
+from .idempotence import Idempotence, ProducerIdAllocator, has_producer_id
+from .metrics import BrokerMetrics, first_error
 from .nulls import null_violation
 from .wire import (
     SUPPORTED,
@@ -113,6 +114,7 @@ class Handlers:
         cluster_id: str = "logmarshal",
         executor: ThreadPoolExecutor | None = None,
         peer_client: Any = None,
+        group_view: GroupViewProvider | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.layout = layout
@@ -120,12 +122,16 @@ class Handlers:
         self._executor = executor or ThreadPoolExecutor(4, thread_name_prefix="broker-io")
         self._waiters = _Waiters()
         self._peer = peer_client
-        # Producer ids: unique per broker incarnation (time-based high bits, broker id, counter).
-        base = (int(time.time()) & 0x3FFFFFF) << 20 | (layout.self_id & 0xFF) << 12
-        self._producer_ids = itertools.count(base + (os.getpid() & 0xFFF))
+        # Producer ids are never reused (persisted blocks); sequences are checked per partition.
+        self._producer_ids = ProducerIdAllocator(data_dir.path, layout.self_id)
+        self._idempotence = Idempotence()
         self._last_sync = 0.0
         self._sync_started = 0.0
         self._sync_task: asyncio.Task[None] | None = None
+        # Prometheus series (set by the server with --metrics-port); per request, the first
+        # error code of its answer, keyed by the frame being answered.
+        self.metrics: BrokerMetrics | None = None
+        self._last_error: dict[int, int] = {}
         self._table = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -139,11 +145,41 @@ class Handlers:
             ApiKey.ALTER_CONFIGS: self.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
         }
+        # Group APIs also see the client id (to explain a refused classic consumer).
+        self.groups = GroupHandlers(layout, group_view, self._executor)
+        self._group_table = {
+            ApiKey.FIND_COORDINATOR: self.groups.find_coordinator,
+            ApiKey.LIST_GROUPS: self.groups.list_groups,
+            ApiKey.DESCRIBE_GROUPS: self.groups.describe_groups,
+            ApiKey.OFFSET_FETCH: self.groups.offset_fetch,
+            ApiKey.JOIN_GROUP: self.groups.join_group,
+            ApiKey.SYNC_GROUP: self.groups.sync_group,
+            ApiKey.HEARTBEAT: self.groups.heartbeat,
+            ApiKey.LEAVE_GROUP: self.groups.leave_group,
+            ApiKey.OFFSET_COMMIT: self.groups.offset_commit,
+        }
 
     # ------------------------------------------------------------------ dispatch
 
     async def handle(self, header: RequestHeader, frame: memoryview) -> Response:
         """Answer one request; ProtocolError means: close the connection."""
+        if self.metrics is None:
+            return await self._handle(header, frame)
+        started = time.perf_counter()
+        response = await self._handle(header, frame)
+        elapsed = time.perf_counter() - started
+        if response is None:
+            size = 0
+        elif isinstance(response, list):
+            size = sum(len(part) for part in response)
+        else:
+            size = len(response)
+        self.metrics.observe(
+            header.api_key, self._last_error.pop(id(frame), 0), elapsed, len(frame) + 4, size
+        )
+        return response
+
+    async def _handle(self, header: RequestHeader, frame: memoryview) -> Response:
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
             spec = SUPPORTED[key]
@@ -165,7 +201,13 @@ class Handlers:
         null_field = null_violation(request, version)
         if null_field is not None:
             raise ProtocolError(f"api key {key} v{version}: {null_field} is null but not nullable")
-        result = await self._table[key](request, version)
+        if key in self._group_table:
+            result = await self._group_table[key](request, version, header.client_id)
+        else:
+            result = await self._table[key](request, version)
+        if self.metrics is not None:
+            error = getattr(result, "error", None)  # hand-encoded answers carry it
+            self._last_error[id(frame)] = first_error(result) if error is None else error
         if result is None or isinstance(result, bytes | list):
             return _with_correlation(result, header.correlation_id)
         return encode_response(header.correlation_id, spec, version, result)
@@ -266,12 +308,20 @@ class Handlers:
                     plog.config.flush_messages is not None or plog.config.flush_ms is not None
                 ):
                     slow = True
+                if (
+                    plog is not None
+                    and has_producer_id(part.records)
+                    and self._idempotence.needs_load(plog)
+                ):
+                    slow = True  # the first idempotent append reads the partition's headers
                 work.append((topic.name, part.index, plog, part.records, error))
         if slow:
             loop = asyncio.get_running_loop()
-            results = await loop.run_in_executor(self._executor, _append_all, work, acks == -1)
+            results = await loop.run_in_executor(
+                self._executor, _append_all, work, acks == -1, self._idempotence
+            )
         else:
-            results = _append_all(work, False)
+            results = _append_all(work, False, self._idempotence)
         for (name, index, _, _, _), (error, _, _, _) in zip(work, results, strict=True):
             if error == ErrorCode.NONE:
                 self._waiters.notify((name, index))
@@ -337,7 +387,9 @@ class Handlers:
         by_topic: dict[str, list[FetchPartitionResult]] = {}
         for name, result in results:
             by_topic.setdefault(name, []).append(result)
-        return encode_fetch_response(0, version, list(by_topic.items()))
+        frames = _Frames(encode_fetch_response(0, version, list(by_topic.items())))
+        frames.error = next((r.error for _, r in results if r.error), 0)
+        return frames
 
     def _read_fetch(
         self, wanted: list[tuple[str, Any]], max_bytes: int
@@ -699,12 +751,24 @@ class Handlers:
         r = InitProducerIdResponse[version]
         if request.transactional_id is not None:
             return r(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
-        return r(
-            throttle_time_ms=0,
-            error_code=0,
-            producer_id=next(self._producer_ids),
-            producer_epoch=0,
-        )
+        loop = asyncio.get_running_loop()
+        try:
+            producer_id = await loop.run_in_executor(self._executor, self._producer_ids.next_id)
+        except (OSError, StorageError) as exc:
+            log.error("cannot reserve producer ids: %s", exc)
+            return r(
+                throttle_time_ms=0,
+                error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        return r(throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)
+
+
+class _Frames(list):
+    """A hand-encoded answer (buffers) that remembers its first error code, for metrics."""
+
+    error: int = 0
 
 
 #: CreateTopics / CreatePartitions naming more topics are refused whole (POLICY_VIOLATION)
@@ -723,16 +787,36 @@ def _with_correlation(result: bytes | list[bytes] | None, correlation_id: int) -
 
 
 def _append_all(
-    work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]], flush: bool
+    work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]],
+    flush: bool,
+    idempotence: Idempotence | None = None,
 ) -> list[tuple[int, int, int, int]]:
-    """Append each partition's batches; per partition: (error, base, append time, log start)."""
+    """Append each partition's batches; per partition: (error, base, append time, log start).
+
+    Batches of idempotent producers go through ``idempotence``: a retry of a stored batch
+    is answered with the original offsets (and not stored again).
+    """
     out = []
     for name, index, plog, records, error in work:
         if plog is None or error != ErrorCode.NONE:
             out.append((error, -1, -1, -1))
             continue
         try:
-            info = plog.append(records, flush=flush)
+            if idempotence is not None and has_producer_id(records):
+                info, original = idempotence.append(plog, records, flush=flush)
+                if original is not None:
+                    log.info(
+                        "produce to %s/%d: retried batch (offsets %d-%d) not stored again",
+                        name, index, original.first_offset, original.last_offset,
+                    )
+                    out.append(
+                        (ErrorCode.NONE, original.first_offset, original.append_time,
+                         plog.log_start_offset)
+                    )
+                    continue
+                assert info is not None
+            else:
+                info = plog.append(records, flush=flush)
         except StorageError as exc:
             code = error_code_for(exc)
             log.info("produce to %s/%d refused (%s): %s", name, index, code.name, exc)

@@ -24,6 +24,7 @@ import socket
 import ssl
 import struct
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,7 +34,9 @@ from storage.datadir import DEFAULT_MAX_PARTITIONS_PER_TOPIC, DataDir
 
 from .cluster_file import ClusterLayout, load_cluster_file
 from .errors import ProtocolError
+from .groups import GroupViewProvider
 from .handlers import Handlers
+from .metrics import BrokerMetrics
 from .peer import PeerClient
 from .wire import MIN_REQUEST_SIZE, parse_request_header
 
@@ -66,6 +69,12 @@ class BrokerConfig:
     validate_records: bool = True  # off only to measure what record validation costs
     max_partitions: int | None = None  # budget of open partitions (None: from ulimit -n)
     max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
+    metrics_port: int | None = None  # serve Prometheus /metrics here (0: a free port)
+    # Builds the group view (Kafka's group APIs, read-only) once the data directory is open;
+    # ``logmarshal broker start`` passes one that replays __marshal.
+    group_view: Callable[[DataDir, ClusterLayout], GroupViewProvider] | None = attrs.field(
+        default=None, eq=False
+    )
 
 
 #: frames above this are read into one buffer of their declared size (not grown chunk by
@@ -109,6 +118,9 @@ class BrokerServer:
         self._connections: set[asyncio.Task[None]] = set()
         self._stop: asyncio.Event | None = None
         self.handlers: Handlers | None = None
+        self._group_view: GroupViewProvider | None = None
+        self.metrics: BrokerMetrics | None = None
+        self.metrics_address: tuple[str, int] | None = None
         self.address: tuple[str, int] | None = None
 
     def _ssl_server_context(self) -> ssl.SSLContext | None:
@@ -157,6 +169,8 @@ class BrokerServer:
             layout = ClusterLayout.single(cfg.broker_id, advertised, port)
         elif cfg.port == 0:
             layout = layout.with_self_address(advertised, port)
+        if cfg.group_view is not None:
+            self._group_view = cfg.group_view(self._data_dir, layout)
         peer = None
         if not layout.is_controller:
             peer = PeerClient(layout.controller, self._ssl_client_context())
@@ -166,8 +180,17 @@ class BrokerServer:
             cluster_id=_cluster_id(Path(cfg.data_dir), layout),
             executor=self._executor,
             peer_client=peer,
+            group_view=self._group_view,
         )
         self.address = (advertised, port)
+        if cfg.metrics_port is not None:
+            self.metrics = BrokerMetrics(self._data_dir)
+            self.handlers.metrics = self.metrics
+            try:
+                self.metrics_address = self.metrics.serve(cfg.host, cfg.metrics_port)
+            except OSError:
+                await self.close()
+                raise
         if cfg.ready_file is not None:
             ready = Path(cfg.ready_file)
             tmp = ready.with_name(ready.name + ".tmp")
@@ -203,6 +226,14 @@ class BrokerServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
             self._server = None
         self._executor.shutdown(wait=True)
+        close_view = getattr(self._group_view, "close", None)
+        if close_view is not None:
+            try:
+                close_view()
+            except Exception:
+                log.exception("closing the group view failed")
+        if self.metrics is not None:
+            self.metrics.close()
         if self._data_dir is not None:
             try:
                 self._data_dir.flush()

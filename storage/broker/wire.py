@@ -24,6 +24,12 @@ from kafka.protocol.admin.configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from kafka.protocol.admin.groups import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.admin.topics import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -33,8 +39,26 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsResponse,
 )
 from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
@@ -61,6 +85,15 @@ class ApiKey:
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -106,6 +139,16 @@ SUPPORTED: dict[int, ApiSpec] = {
             IncrementalAlterConfigsRequest,
             IncrementalAlterConfigsResponse,
         ),
+        # Group APIs (storage.broker.groups): read-only views, classic consumption refused.
+        ApiSpec(ApiKey.OFFSET_COMMIT, 2, 7, OffsetCommitRequest, OffsetCommitResponse),
+        ApiSpec(ApiKey.OFFSET_FETCH, 1, 5, OffsetFetchRequest, OffsetFetchResponse),
+        ApiSpec(ApiKey.FIND_COORDINATOR, 0, 2, FindCoordinatorRequest, FindCoordinatorResponse),
+        ApiSpec(ApiKey.JOIN_GROUP, 0, 5, JoinGroupRequest, JoinGroupResponse),
+        ApiSpec(ApiKey.HEARTBEAT, 0, 3, HeartbeatRequest, HeartbeatResponse),
+        ApiSpec(ApiKey.LEAVE_GROUP, 0, 3, LeaveGroupRequest, LeaveGroupResponse),
+        ApiSpec(ApiKey.SYNC_GROUP, 0, 3, SyncGroupRequest, SyncGroupResponse),
+        ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 4, DescribeGroupsRequest, DescribeGroupsResponse),
+        ApiSpec(ApiKey.LIST_GROUPS, 0, 2, ListGroupsRequest, ListGroupsResponse),
     )
 }
 API_VERSIONS = ApiKey.API_VERSIONS

@@ -33,13 +33,23 @@ from kafka.protocol.admin.configs import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
+from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.topics import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
 )
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
@@ -94,6 +104,36 @@ def _requests(version_of: dict[int, int]) -> list[Any]:
     out.append(r(resources=[res(resource_type=2, resource_name="t", configs=[
         res.AlterableConfig(name="segment.ms", config_operation=0, value="600000")])],
         validate_only=False))
+    out.extend(_group_requests(v))
+    return out
+
+
+def _group_requests(v: dict[int, int]) -> list[Any]:
+    """The group APIs: the read-only views and the classic-consumption calls refused."""
+    out = []
+    r = OffsetCommitRequest[v[8]]
+    t = r.OffsetCommitRequestTopic
+    out.append(r(group_id="g", member_id="m", topics=[t(name="t", partitions=[
+        t.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                       committed_metadata=None)])]))
+    r = OffsetFetchRequest[v[9]]
+    out.append(r(group_id="g", topics=[r.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]))
+    out.append(FindCoordinatorRequest[v[10]](key="g"))
+    r = JoinGroupRequest[v[11]]
+    out.append(r(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                 protocol_type="consumer",
+                 protocols=[r.JoinGroupRequestProtocol(name="range", metadata=b"x")]))
+    out.append(HeartbeatRequest[v[12]](group_id="g", generation_id=1, member_id="m"))
+    r = LeaveGroupRequest[v[13]]
+    if v[13] >= 3:
+        out.append(r(group_id="g", members=[r.MemberIdentity(member_id="m")]))
+    else:
+        out.append(r(group_id="g", member_id="m"))
+    r = SyncGroupRequest[v[14]]
+    out.append(r(group_id="g", generation_id=1, member_id="m",
+                 assignments=[r.SyncGroupRequestAssignment(member_id="m", assignment=b"")]))
+    out.append(DescribeGroupsRequest[v[15]](groups=["g"]))
+    out.append(ListGroupsRequest[v[16]]())
     return out
 
 

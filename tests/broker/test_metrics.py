@@ -1,0 +1,90 @@
+"""The broker's Prometheus endpoint: series move with the traffic of a small scenario."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from kafka.protocol.producer.produce import ProduceResponse
+from prometheus_client.parser import text_string_to_metric_families
+
+from storage import DataDir
+from storage.broker import BrokerConfig, BrokerThread
+
+from .helpers import RawClient, batch, fetch_request, produce_request
+
+
+def scrape(address: tuple[str, int]) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(f"http://{address[0]}:{address[1]}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_scrape_shows_requests_errors_bytes_latency_and_sizes(tmp_path):
+    data = tmp_path / "d"
+    with DataDir(data) as d:
+        d.create_topic("t", 2)
+    config = BrokerConfig(data_dir=data, port=0, metrics_port=0)
+    with BrokerThread(config) as broker:
+        address = broker.server.metrics_address
+        before = scrape(address)
+        assert before[("logmarshal_broker_partition_size_bytes",
+                       (("partition", "0"), ("topic", "t")))] == 0
+        with RawClient(broker.address) as c:
+            for _ in range(3):
+                c.call(produce_request("t", 0, batch(5)), ProduceResponse)
+            c.call(produce_request("nope", 0, batch(1)), ProduceResponse)
+            from kafka.protocol.consumer.fetch import FetchResponse
+
+            c.call(fetch_request("t", 0, 0), FetchResponse)
+            c.call(fetch_request("t", 0, 999), FetchResponse)
+        after = scrape(address)
+
+    def v(name, **labels):
+        return after.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    assert v("logmarshal_broker_requests_total", api="produce", error="NONE") == 3
+    assert v("logmarshal_broker_requests_total", api="produce",
+             error="UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert v("logmarshal_broker_requests_total", api="fetch", error="NONE") == 1
+    assert v("logmarshal_broker_requests_total", api="fetch", error="OFFSET_OUT_OF_RANGE") == 1
+    assert v("logmarshal_broker_produce_latency_seconds_count") == 4
+    assert v("logmarshal_broker_fetch_latency_seconds_count") == 2
+    assert v("logmarshal_broker_request_bytes_total") > 3 * len(batch(5))
+    assert v("logmarshal_broker_response_bytes_total") > 3 * len(batch(5))  # the fetch
+    size = v("logmarshal_broker_partition_size_bytes", topic="t", partition="0")
+    assert size >= 3 * len(batch(5))
+    assert v("logmarshal_broker_log_end_offset", topic="t", partition="0") == 15
+    assert v("logmarshal_broker_log_end_offset", topic="t", partition="1") == 0
+
+
+def test_broker_start_metrics_port(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from .helpers import free_port
+
+    port = free_port()
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logmarshal", "--data-dir", str(tmp_path / "d"), "broker", "start",
+         "--listen", "127.0.0.1:0", "--ready-file", str(ready), "--metrics-port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert proc.stdout.readline().startswith("listening on")
+        host, broker_port = ready.read_text().strip().rsplit(":", 1)
+        first = scrape(("127.0.0.1", port))
+        with RawClient((host, int(broker_port))) as c:
+            c.call(produce_request("missing", 0, batch(1)), ProduceResponse)
+        second = scrape(("127.0.0.1", port))
+        key = ("logmarshal_broker_requests_total",
+               (("api", "produce"), ("error", "UNKNOWN_TOPIC_OR_PARTITION")))
+        assert first.get(key, 0) == 0 and second[key] == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)

@@ -1,0 +1,68 @@
+"""MarshalGroupView: __marshal replayed in place for the broker's group APIs."""
+
+from __future__ import annotations
+
+from logmarshal.broker_groups import MarshalGroupView
+from logmarshal.marshaler import COORDINATION_TOPIC
+from rationalizer import ClaimingPartition, Heartbeat, coordination_partition, encode
+from storage import DataDir, NewRecord, TopicConfig, encode_batch
+
+N_COORD = 4
+
+
+def claim(client, instance, group, p, hb=1_000):
+    return ClaimingPartition(client_id=client, instance_id=instance, group_id=group, topic="t",
+                             partition=p, heartbeat_interval_ms=hb)
+
+
+def beat(client, instance, group, p, last, hb=1_000):
+    return Heartbeat(client_id=client, instance_id=instance, group_id=group, topic="t",
+                     partition=p, last_offset=last, heartbeat_interval_ms=hb)
+
+
+class Clock:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def write(d: DataDir, message, timestamp_ms: int) -> None:
+    key, value = encode(message)
+    cp = coordination_partition(message.topic, message.partition, N_COORD)
+    d.partition(COORDINATION_TOPIC, cp).append(
+        encode_batch([NewRecord(value, key=key, timestamp=timestamp_ms)])
+    )
+
+
+def test_groups_members_and_positions_follow_the_log(tmp_path):
+    clock = Clock(0)
+    with DataDir(tmp_path / "d", clock=clock) as d:
+        view = MarshalGroupView(d, clock=clock)
+        assert view.group_ids() == [] and view.group("g") is None  # no __marshal yet
+        d.create_topic(COORDINATION_TOPIC, N_COORD, TopicConfig(timestamp_type="LogAppendTime"))
+        clock.ms = 1_000
+        for p in (0, 1):
+            write(d, claim("c1", "i1", "g", p), 1_000)
+        write(d, beat("c1", "i1", "g", 0, 41), 1_000)
+        write(d, claim("c2", "i9", "h", 0), 1_000)
+        assert view.group_ids() == ["g", "h"]
+        snap = view.group("g")
+        assert snap is not None and snap.state == "Stable"
+        (member,) = snap.members
+        assert (member.client_id, member.member_id) == ("c1", "c1/i1")
+        assert member.assignment == (("t", (0, 1)),)
+        # only partition 0 has a position (a claim alone sets none)
+        assert dict(snap.positions) == {("t", 0): 42}
+        assert snap.topics == ("t",)
+        # incremental: a later heartbeat moves the position
+        clock.ms = 1_500
+        write(d, beat("c1", "i1", "g", 0, 99), 1_500)
+        assert dict(view.group("g").positions) == {("t", 0): 100}
+        # once the holder is no longer fresh it is no member; positions remain
+        clock.ms = 5_000
+        snap = view.group("g")
+        assert snap.members == () and snap.state == "Empty"
+        assert dict(snap.positions) == {("t", 0): 100}
+        assert view.group("nope") is None
