@@ -12,19 +12,30 @@ apart), the in-process audit (same fold, one process) and the part of it that is
 rationalizer's replay alone (WorldState.apply_many over the exported columns), and
 optionally the naive reference replay of ``--verify``.
 
-    python bench/audit.py [--records 1000000] [--keep DIR] [--skip-spark] [--verify]
+Then, unless ``--skip-cluster``, it starts a Spark standalone cluster (master + worker on
+127.0.0.1, from pyspark's scripts) and times ``spark-submit logmarshal/audit/job.py`` on it,
+the path a user takes on a real cluster. A sampler reads every Spark-related process's
+resident memory (driver JVM, executor JVM, Python workers, this driver) each 0.2 s and prints
+each role's peak per phase.
+
+    python bench/audit.py [--records 1000000,10000000] [--keep DIR] [--skip-spark]
+                          [--skip-cluster] [--verify]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -44,6 +55,71 @@ from rationalizer import (
 )
 
 log = logging.getLogger("bench.audit")
+
+
+def _role(cmdline: bytes, me: int, pid: int) -> str | None:
+    """Which part of a Spark run a process is, from its command line."""
+    if pid == me:
+        return "this process"
+    if b"CoarseGrainedExecutorBackend" in cmdline:
+        return "executor JVM"
+    if b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline:
+        return "python workers"
+    if b"SparkSubmit" in cmdline or (b"java" in cmdline and b"pyspark-shell" in cmdline):
+        return "driver JVM"
+    if b"job.py" in cmdline and b"python" in cmdline:
+        return "python driver"
+    return None
+
+
+class MemorySampler:
+    """Peak resident memory (MiB) per role, summed over that role's processes, per phase."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        me = os.getpid()
+        now: dict[str, float] = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+                status = Path(f"/proc/{name}/status").read_text()
+            except OSError:
+                continue
+            role = _role(cmdline, me, int(name))
+            if role is None:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmRSS:"):
+                    now[role] = now.get(role, 0.0) + int(line.split()[1]) / 1024
+        for role, mib in now.items():
+            self.peaks[role] = max(self.peaks.get(role, 0.0), mib)
+
+    def __enter__(self) -> MemorySampler:
+        def run() -> None:
+            while not self._stop.wait(self.interval):
+                self._sample()
+
+        self._sample()
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def line(self) -> str:
+        order = ("this process", "python driver", "driver JVM", "executor JVM", "python workers")
+        return ", ".join(f"{r} {self.peaks[r]:,.0f}" for r in order if r in self.peaks)
+
 
 HB_MS = 3000
 N_COORD = 8
@@ -173,57 +249,72 @@ def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: i
     return {"partitions": len(partitions), "mix": mix, "records": total}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def _same(a_dir: Path, b_dir: Path) -> bool:
+    a, b = load_tables(a_dir), load_tables(b_dir)
+    return all(
+        sorted(map(repr, a[k].to_pylist())) == sorted(map(repr, b[k].to_pylist())) for k in a
     )
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir)")
-    ap.add_argument("--skip-spark", action="store_true")
-    ap.add_argument("--verify", action="store_true", help="also time the naive reference replay")
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.WARNING)
 
-    work = Path(args.keep or tempfile.mkdtemp(prefix="bench-audit-"))
-    work.mkdir(parents=True, exist_ok=True)
+
+def _fold_only(spark: Any, info: Any, config: Any, *, shuffle: bool) -> float:
+    """Seconds to read the export and fold it on Spark (no table writes): this layout's
+    one task per file against the previous repartition-and-sort, in the same session."""
+    import functools
+
+    from pyspark.sql import types
+    from pyspark.sql.types import StructType
+
+    from logmarshal.audit.job import _executor_fold, _union_struct, whole_file_splits
+
+    t0 = time.perf_counter()
+    with whole_file_splits(spark):
+        records = spark.read.parquet(info.coordination_path)
+        if shuffle:
+            records = records.repartition(len(info.partitions), "coord_partition")
+            records = records.sortWithinPartitions("coord_partition", "offset")
+        struct: StructType = _union_struct(types)
+        records.mapInArrow(functools.partial(_executor_fold, config=config), struct).count()
+    return time.perf_counter() - t0
+
+
+def bench_one(records: int, args: argparse.Namespace, work: Path) -> None:
+    """Synthesize ``records`` coordination records and time every audit path over them."""
     clock = [0]
-    try:
+    t0 = time.perf_counter()
+    with EmbeddedCluster(work / "data", clock=lambda: clock[0], maintenance_interval=0) as cluster:
+        made = synthesize(cluster, clock, records, args.seed)
+        n = made["records"]
+        print(
+            f"\n== {n:,} coordination records ({made['partitions']:,} partitions, {N_COORD} "
+            f"coordination partitions), synthesized in {time.perf_counter() - t0:.1f}s; "
+            f"python {sys.version.split()[0]}, {os.cpu_count()} cores"
+        )
+        mix = made["mix"]
+        print(
+            "  mix: "
+            + ", ".join(f"{k} {v:,}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1]))
+        )
         t0 = time.perf_counter()
-        with EmbeddedCluster(
-            work / "data", clock=lambda: clock[0], maintenance_interval=0
-        ) as cluster:
-            made = synthesize(cluster, clock, args.records, args.seed)
-            n = made["records"]
-            print(
-                f"python {sys.version.split()[0]}; synthesized {n:,} coordination records "
-                f"({made['partitions']:,} partitions, {N_COORD} coordination partitions) "
-                f"in {time.perf_counter() - t0:.1f}s"
-            )
-            mix = made["mix"]
-            print(
-                "  mix: "
-                + ", ".join(f"{k} {v:,}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1]))
-            )
-            t0 = time.perf_counter()
-            info = export_coordination(cluster, work / "export")
-            t_export = time.perf_counter() - t0
-        print(f"export to Parquet       : {t_export:7.2f}s  {n / t_export:>12,.0f} records/s")
-        config = replay_config_for(info)
+        info = export_coordination(cluster, work / "export")
+        t_export = time.perf_counter() - t0
+    print(f"export to Parquet       : {t_export:7.2f}s  {n / t_export:>12,.0f} records/s")
+    config = replay_config_for(info)
 
+    with MemorySampler() as mem:
         t0 = time.perf_counter()
         local = run_inprocess(info, work / "out-local", config)
         t_local = time.perf_counter() - t0
-        print(f"in-process audit        : {t_local:7.2f}s  {n / t_local:>12,.0f} records/s")
+    print(f"in-process audit        : {t_local:7.2f}s  {n / t_local:>12,.0f} records/s")
+    print(f"  peak MiB: {mem.line()}")
+    if records <= 2_000_000:  # the fold alone, over columns held in memory
         columns: dict[int, list] = {}
         for cp, batch in iter_export(info):
             names = ("offset", "timestamp_ms", "key", "value")
             rows = zip(*(batch.column(c).to_pylist() for c in names), strict=True)
             columns.setdefault(cp, []).extend(rows)
         t0 = time.perf_counter()
-        for records in columns.values():
-            new_world(config).apply_many(records)
+        for recs in columns.values():
+            new_world(config).apply_many(recs)
         t_world = time.perf_counter() - t0
         del columns
         print(
@@ -231,9 +322,10 @@ def main() -> None:
             f"  ({t_world / n * 1e6:.2f} us/record; the fold, Parquet and Arrow are the rest)"
         )
 
-        if not args.skip_spark:
-            from logmarshal.audit.job import run_spark, spark_session
+    if not args.skip_spark:
+        from logmarshal.audit.job import run_spark, spark_session
 
+        with MemorySampler() as mem:
             t0 = time.perf_counter()
             spark = spark_session(args.master)
             t_session = time.perf_counter() - t0
@@ -241,38 +333,102 @@ def main() -> None:
                 t0 = time.perf_counter()
                 run_spark(spark, info, work / "out-spark", config)
                 t_spark = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                run_spark(spark, info, work / "out-spark2", config)
-                t_warm = time.perf_counter() - t0
+                folds = {
+                    "one task per file": _fold_only(spark, info, config, shuffle=False),
+                    "repartition + sort (before)": _fold_only(spark, info, config, shuffle=True),
+                }
             finally:
                 spark.stop()
-            print(f"spark session start     : {t_session:7.2f}s")
-            print(
-                f"spark audit ({args.master}) : {t_spark:7.2f}s  {n / t_spark:>12,.0f} records/s"
-                f"  (second run in the same session {t_warm:.2f}s, {n / t_warm:,.0f} records/s)"
-            )
-            a = load_tables(work / "out-local")
-            b = load_tables(work / "out-spark")
-            same = all(
-                sorted(map(repr, a[k].to_pylist())) == sorted(map(repr, b[k].to_pylist()))
-                for k in a
-            )
-            print(f"spark tables == in-process tables: {same}")
-        if args.verify:
-            from logmarshal.audit.verify import compare, records_from_export, reference_replay
+        print(f"spark session start     : {t_session:7.2f}s")
+        print(f"spark audit ({args.master}) : {t_spark:7.2f}s  {n / t_spark:>12,.0f} records/s")
+        print(
+            f"  peak MiB: {mem.line()} (local mode: this process is the driver, executors run inside the driver JVM)"
+        )
+        print(f"  tables == in-process tables: {_same(work / 'out-local', work / 'out-spark')}")
+        for name, seconds in folds.items():
+            print(f"  the fold alone, {name:27}: {seconds:6.2f}s  {n / seconds:>10,.0f} records/s")
 
-            t0 = time.perf_counter()
-            ref = reference_replay(records_from_export(info), config)
-            t_ref = time.perf_counter() - t0
-            result = compare(load_tables(work / "out-local"), ref)
-            print(
-                f"naive reference replay  : {t_ref:7.2f}s  {n / t_ref:>12,.0f} records/s"
-                f"  (cross-check ok: {result.ok})"
-            )
-        print(f"tables: {local.rows}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    if not args.skip_cluster:
+        from logmarshal.audit import job
+        from logmarshal.audit.standalone import spark_bin, spark_env, standalone_cluster
+
+        t0 = time.perf_counter()
+        with standalone_cluster(work / "standalone", cores=2, memory="2g") as master:
+            t_up = time.perf_counter() - t0
+            with MemorySampler() as mem:
+                t0 = time.perf_counter()
+                subprocess.run(
+                    [
+                        spark_bin("spark-submit"),
+                        "--master",
+                        master,
+                        "--conf",
+                        "spark.executor.memory=2g",
+                        "--conf",
+                        "spark.ui.enabled=false",
+                        job.__file__,
+                        "--input",
+                        info.path,
+                        "--out",
+                        str(work / "out-cluster"),
+                        "--no-report",
+                    ],
+                    env=spark_env(work / "standalone" / "logs"),
+                    check=True,
+                    capture_output=True,
+                )
+                t_submit = time.perf_counter() - t0
+        print(f"standalone cluster up   : {t_up:7.2f}s  (master + worker JVMs on 127.0.0.1)")
+        print(
+            f"spark-submit to cluster : {t_submit:7.2f}s  {n / t_submit:>12,.0f} records/s"
+            "  (includes the driver's JVM and session start)"
+        )
+        print(f"  peak MiB: {mem.line()}")
+        print(f"  tables == in-process tables: {_same(work / 'out-local', work / 'out-cluster')}")
+
+    if args.verify:
+        from logmarshal.audit.verify import compare, records_from_export, reference_replay
+
+        t0 = time.perf_counter()
+        ref = reference_replay(records_from_export(info), config)
+        t_ref = time.perf_counter() - t0
+        result = compare(load_tables(work / "out-local"), ref)
+        print(
+            f"naive reference replay  : {t_ref:7.2f}s  {n / t_ref:>12,.0f} records/s"
+            f"  (cross-check ok: {result.ok})"
+        )
+    print(f"tables: {local.rows}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--records",
+        default="1000000",
+        help="comma-separated sizes, each benchmarked in turn (e.g. 1000000,10000000)",
+    )
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir)")
+    ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--skip-cluster", action="store_true", help="no standalone-cluster run")
+    ap.add_argument("--verify", action="store_true", help="also time the naive reference replay")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    sizes = [int(s.replace("_", "")) for s in args.records.split(",") if s.strip()]
+
+    for size in sizes:
+        work = Path(args.keep or tempfile.mkdtemp(prefix="bench-audit-")) / str(size)
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        try:
+            bench_one(size, args, work)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":

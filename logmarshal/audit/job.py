@@ -1,9 +1,9 @@
 """The Spark driver of the audit; also the file ``spark-submit`` runs (absolute imports).
 
-Spark reads the exported Parquet natively, brings each coordination partition's records
-together in offset order (``repartition`` by partition + ``sortWithinPartitions``; the sort
-spills to disk, so no partition has to fit in memory), and runs the fold inside executors
-with ``mapInArrow``. The fold is :mod:`.replay`, i.e. the consumers' own rationalizer.
+Spark reads the exported Parquet natively, one task per coordination partition's file, whose
+rows the export wrote in offset order, so no shuffle or sort is needed to bring a partition's
+records together (:data:`WHOLE_FILE_SPLITS`); it runs the fold inside executors with
+``mapInArrow``, streaming, so no partition has to fit in memory. The fold is :mod:`.replay`, i.e. the consumers' own rationalizer.
 
 On a cluster::
 
@@ -18,6 +18,7 @@ Paths are read through Spark, but ``export.json`` is read by the driver with loc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import logging
 import os
@@ -105,6 +106,33 @@ def _ship_code(spark: Any) -> None:
     log.info("shipped rationalizer/logmarshal/storage to the executors as %s", name)
 
 
+#: The export is one Parquet file per coordination partition, rows in offset order
+#: (:mod:`.export`). With these, Spark's file source makes each file one input partition,
+#: never split (maxSplitBytes = min(maxPartitionBytes, max(openCost, bytes per core))) and
+#: never packed with another (each file costs openCost), so a task reads one coordination
+#: partition whole and in order: no shuffle, no sort. The fold still checks the order.
+WHOLE_FILE_SPLITS = {
+    "spark.sql.files.maxPartitionBytes": str(1 << 50),
+    "spark.sql.files.openCostInBytes": str(1 << 50),
+}
+
+
+@contextlib.contextmanager
+def whole_file_splits(spark: Any) -> Iterator[None]:
+    """Plan file reads with :data:`WHOLE_FILE_SPLITS` inside the block (then restore)."""
+    saved = {key: spark.conf.get(key, None) for key in WHOLE_FILE_SPLITS}
+    for key, value in WHOLE_FILE_SPLITS.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def _spark_type(types: Any, kind: str) -> Any:
     return {
         STR: types.StringType(),
@@ -134,23 +162,30 @@ def run_spark(
     data_path: str | None = None,
 ) -> AuditResult:
     """Audit the export with Spark and write each table under ``out_dir``."""
+    started = time.perf_counter()
+    source = data_path or info.coordination_path
+    with whole_file_splits(spark):  # read at planning time, i.e. by every action below
+        rows = _fold_and_write(spark, source, out_dir, config)
+    return AuditResult(
+        os.fspath(out_dir), "spark", info.records, time.perf_counter() - started, rows
+    )
+
+
+def _fold_and_write(
+    spark: Any, source: str, out_dir: str | os.PathLike[str], config: ReplayConfig
+) -> dict[str, int]:
+    """Fold every coordination partition in its own task; write the tables; count rows."""
     functions = require("pyspark.sql.functions")
     types = require("pyspark.sql.types")
     storage_level = require("pyspark").StorageLevel
-    started = time.perf_counter()
-    source = data_path or info.coordination_path
-    tasks = max(1, len(info.partitions))
-    records = (
-        spark.read.parquet(source)
-        .repartition(tasks, "coord_partition")
-        .sortWithinPartitions("coord_partition", "offset")
-    )
+    records = spark.read.parquet(source)
     union = records.mapInArrow(
         functools.partial(_executor_fold, config=config), _union_struct(types)
     )
     union = union.persist(storage_level.MEMORY_AND_DISK)
     try:
-        union.count()  # one replay; every table below reads the persisted result
+        # one replay (it fills the cache every table below reads) that also counts the rows
+        counts = {r["table"]: r["count"] for r in union.groupBy("table").count().collect()}
         rows = {}
         for name, columns in TABLES.items():
             selected = []
@@ -173,12 +208,10 @@ def run_spark(
             table = table.select(*selected)
             path = os.path.join(os.fspath(out_dir), name)
             table.coalesce(1).write.mode("overwrite").parquet(path)
-            rows[name] = spark.read.parquet(path).count()
+            rows[name] = table.count() if name == "verdicts" else counts.get(name, 0)
     finally:
         union.unpersist()
-    return AuditResult(
-        os.fspath(out_dir), "spark", info.records, time.perf_counter() - started, rows
-    )
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,6 +226,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--since", type=int, default=None, help="log time, epoch ms")
     parser.add_argument("--until", type=int, default=None, help="log time, epoch ms")
     parser.add_argument(
+        "--no-report", action="store_true", help="write summary.json but not report.html"
+    )
+    parser.add_argument(
+        "--local-out",
+        default=None,
+        help="where summary.json and report.html go when --out is not a local path "
+        "(hdfs://, s3a://...); default ./audit-report",
+    )
+    parser.add_argument(
         "--admin-key-file",
         default=None,
         help="admin keys of keyed groups (as for logmarshal audit); without them a keyed "
@@ -200,7 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from logmarshal.audit.summary import write_summary  # late: only the driver needs it
+    from logmarshal.audit.outputs import (  # late: only the driver needs them
+        is_local_path,
+        spark_tables,
+        write_outputs,
+    )
 
     info = read_export_info(args.input)
     keys = None if args.admin_key_file is None else load_admin_keys(args.admin_key_file)
@@ -213,12 +259,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     master = args.master
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[2]"  # not under spark-submit, which would have set the master
+    local = is_local_path(args.out)
     spark = spark_session(master)
     try:
         result = run_spark(spark, info, args.out, config)
+        tables = None if local else spark_tables(spark, args.out)
     finally:
         spark.stop()
-    write_summary(args.out, info, config, result)
+    local_dir = None if local else (args.local_out or "audit-report")
+    write_outputs(
+        args.out,
+        info,
+        config,
+        result,
+        tables=tables,
+        report=not args.no_report,
+        local_dir=local_dir,
+    )
     log.info("audited %d records in %.1f s into %s", result.records, result.seconds, args.out)
     return 0
 

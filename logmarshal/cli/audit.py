@@ -120,8 +120,8 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
         raise CliError(str(exc)) from None
     from ..audit.engine import load_tables, replay_config_for, run_inprocess
     from ..audit.export import export_coordination, read_export_info
-    from ..audit.report import summary_rows, write_report
-    from ..audit.summary import write_summary
+    from ..audit.outputs import write_outputs
+    from ..audit.report import summary_rows
     from ..audit.verify import (
         compare,
         records_from_cluster,
@@ -181,10 +181,12 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
         verified = compare(tables, reference_replay(source, config))
         extra["verify"] = verified.as_dict()
         phases.done("cross-check " + ("passed" if verified.ok else "FAILED"))
-    summary = write_summary(out, info, config, result, extra=extra, tables=tables)
     if not args.no_report:
-        phases.start("writing report.html")
-        report = write_report(out, tables, summary)
+        phases.start("writing summary.json and report.html")
+    summary, report = write_outputs(
+        out, info, config, result, tables=tables, extra=extra, report=not args.no_report
+    )
+    if report is not None:
         phases.done(f"wrote {report}")
 
     if ctx.as_json:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
@@ -16,6 +15,7 @@ from logmarshal.audit.verify import compare, records_from_cluster, reference_rep
 from logmarshal.cli.context import Context
 
 from .logs import LogClock, Script, random_log
+from .reports import assert_outputs
 from .test_export_local import _run
 
 pytestmark = pytest.mark.spark
@@ -74,6 +74,5 @@ def test_cli_audit_on_spark_with_verify(
     assert code == 0, captured.err
     assert "cross-check: ok" in captured.out
     assert "replaying on Spark" in captured.err
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["engine"] == "spark" and summary["verify"]["ok"]
-    assert (out / "report.html").stat().st_size > 10_000
+    summary = assert_outputs(out, "spark")
+    assert summary["verify"]["ok"]
