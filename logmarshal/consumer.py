@@ -477,7 +477,12 @@ class Consumer:
                 claim.active = False
                 claim.buffer.clear()
                 claim.space.notify_all()
-        if release:
+        if release and self._fenced:
+            # A fenced instance stops altogether: its records are rejected where it is fenced
+            # (writing releases there would only grow the log), and the newer instance of our
+            # client_id takes back the claims it still has elsewhere (restart recovery).
+            log.info("%s is fenced: closing without writing releases", self._name())
+        elif release:
             for claim in claims:
                 self._release(claim)
             self._release_untracked()
@@ -1414,6 +1419,19 @@ class Consumer:
             if verdict is not None and verdict.accepted:
                 log.info("%s released %s/%d at %d", self._name(), topic, partition, position)
                 return True
+            if verdict is not None:
+                # A rejection is final: the same record would be rejected again (fenced,
+                # paused group, not the holder). Writing it again only grows the log.
+                log.warning(
+                    "%s: release of %s/%d rejected (%s)",
+                    self._name(),
+                    topic,
+                    partition,
+                    _reason(verdict),
+                )
+                if verdict.reason is Reason.FENCED:
+                    self._become_fenced()
+                return False
             if verdict is None and not self._replayed_to_end(topic, partition, deadline):
                 log.warning(
                     "%s: release of %s/%d not confirmed; it will go stale",
