@@ -122,6 +122,12 @@ class _Claim:
     def key(self) -> TopicPartition:
         return (self.topic, self.partition)
 
+    @property
+    def unpositioned(self) -> bool:
+        """The group has no position here and our policy is "error": until ``seek()`` we
+        write nothing that carries one (every Heartbeat and ReleasingPartition does)."""
+        return isinstance(self.error, NoPosition) and self.error.offset < 0
+
 
 class Consumer:
     """Consumes ``topics`` (names, or a compiled regex matched in full against the cluster's
@@ -340,8 +346,11 @@ class Consumer:
                     f"AMO cannot seek {topic}/{partition} to {offset}: offsets up to "
                     f"{claim.claimed_through} are already reserved"
                 )
+            had_position = not claim.unpositioned
             self._move(claim, offset)
             claim.error = None
+            if not had_position:  # the log learns the position with the next heartbeat
+                claim.next_heartbeat = self._clock.monotonic()
             claim.space.notify_all()
 
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[Message]:
@@ -1082,6 +1091,9 @@ class Consumer:
             if not self._current(claim):
                 return
             with self._cond:
+                if claim.unpositioned:
+                    claim.next_heartbeat = self._clock.monotonic() + self._tick
+                    return
                 position = self._position(claim)
             sent = self._clock.monotonic()
             verdict = self._write_and_wait(
@@ -1262,9 +1274,17 @@ class Consumer:
         resume, error = self._start_position(topic, partition)
         last_offset = resume - 1
         beat_sent = self._clock.monotonic()
-        verdict = self._write_and_wait(
-            lambda: self._marshaler.heartbeat(topic, partition, last_offset)
-        )
+        if isinstance(error, NoPosition) and error.offset < 0:
+            # No position and policy "error": a heartbeat would record one (-1, "resume at
+            # 0") for every member after us. Hold the claim unrenewed until seek(); without
+            # a claim of ours to hold (restart recovery), leave the partition alone.
+            if claim_sent is None:
+                return False
+            verdict = None
+        else:
+            verdict = self._write_and_wait(
+                lambda: self._marshaler.heartbeat(topic, partition, last_offset)
+            )
         if verdict is not None and not verdict.accepted:
             log.warning(
                 "%s: heartbeat after %s %s/%d rejected (%s)",
@@ -1288,7 +1308,9 @@ class Consumer:
             next_fetch=resume,
             tracker=CommitTracker(last_offset),
             last_ok=beat_sent if verdict is not None else claim_sent,  # type: ignore[arg-type]
-            next_heartbeat=beat_sent + self._jitter() if verdict is not None else now,
+            next_heartbeat=(
+                beat_sent + self._jitter() if verdict is not None or error is not None else now
+            ),
             claimed_through=last_offset,
             confirmed_through=last_offset,
             handed_through=last_offset,
@@ -1325,7 +1347,7 @@ class Consumer:
                 continue
             if self._wanted() == 0:  # the pass went on claiming while this verdict was unknown
                 state = self._marshaler.partition_state(claim.topic, claim.partition)
-                if state is not None:
+                if state is not None and state.has_position:  # else: releasing would set one
                     self._release_at(claim.topic, claim.partition, state.resume_offset - 1)
                 continue
             self._adopt(claim.topic, claim.partition, "found our claim of")
@@ -1406,6 +1428,14 @@ class Consumer:
         """Write ReleasingPartition with the final position until the log has it (bounded)."""
         with claim.io_lock:
             with self._cond:
+                if claim.unpositioned:
+                    log.info(
+                        "%s: %s/%d has no position; not releasing it (that would set one)",
+                        self._name(),
+                        claim.topic,
+                        claim.partition,
+                    )
+                    return
                 position = self._position(claim)
             self._release_at(claim.topic, claim.partition, position)
 
@@ -1486,7 +1516,7 @@ class Consumer:
             if (claim.client_id, claim.instance_id) != me or not self._wants_topic(claim.topic):
                 continue
             state = self._marshaler.partition_state(claim.topic, claim.partition)
-            if state is not None:
+            if state is not None and state.has_position:  # else: releasing would set one
                 self._release_at(claim.topic, claim.partition, state.resume_offset - 1)
 
 

@@ -40,3 +40,51 @@ def test_a_fenced_instance_writes_no_release_on_close(manual) -> None:
     old.close()
     written = manual.cluster.latest_offset(COORDINATION_TOPIC, cp) - before
     assert written == 0, f"a fenced instance wrote {written} records on close"
+
+
+def test_no_position_under_error_policy_writes_no_position(manual) -> None:
+    """auto_offset_reset="error" raised NoPosition, but its claim heartbeat had already
+    written position -1, so the next member (with "latest") started at 0 and got old data."""
+    import pytest
+
+    from logmarshal.consumer import NoPosition
+
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 50)
+    strict = manual.consumer("strict", auto_offset_reset="error")
+    wait_until(lambda: strict.claims() == [(TOPIC, 0)], what="the claim")
+    with pytest.raises(NoPosition):
+        strict.poll(0.5)
+    manual.clock.advance(1.5)  # heartbeat time comes and goes: still nothing to report
+    with pytest.raises(NoPosition):
+        strict.poll(0.5)
+    state = strict.marshaler.partition_state(TOPIC, 0)
+    assert state is not None and not state.has_position, "no position became a position"
+    strict.close()  # a release would be a position too
+    state = strict.marshaler.partition_state(TOPIC, 0)
+    assert not state.has_position
+
+    manual.clock.advance(2.5)  # the unrenewed claim lapses
+    latest = manual.consumer("latest", auto_offset_reset="latest")
+    wait_until(lambda: latest.claims() == [(TOPIC, 0)], what="the next member's claim")
+    produce(manual.cluster, 0, 3)
+    assert [m.offset for m in drain(latest, 3)] == [50, 51, 52]
+
+
+def test_seek_gives_an_unpositioned_claim_its_position(manual) -> None:
+    import pytest
+
+    from logmarshal.consumer import NoPosition
+
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 10)
+    strict = manual.consumer("strict", auto_offset_reset="error")
+    wait_until(lambda: strict.claims() == [(TOPIC, 0)], what="the claim")
+    with pytest.raises(NoPosition):
+        strict.poll(0.5)
+    strict.seek(TOPIC, 0, 4)
+    assert [m.offset for m in drain(strict, 6)] == [4, 5, 6, 7, 8, 9]
+    manual.clock.advance(0.9)
+    wait_until(
+        lambda: strict.marshaler.resume_offset(TOPIC, 0) == 10, what="the position heartbeat"
+    )
