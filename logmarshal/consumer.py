@@ -1299,6 +1299,23 @@ class Consumer:
             return False
         if verdict is None and claim_sent is None:
             return False  # not known to be ours yet; the next pass looks again
+        if verdict is not None and self._mode == "amo":
+            # The position was read before our heartbeat landed. In between, a previous
+            # instance of our client (not fenced until that heartbeat) may have reserved more;
+            # the replay, now past our heartbeat, shows every such reservation, and nobody
+            # else's record is accepted after it. Start beyond all of them: never hand out
+            # what another instance may have handed out already.
+            state = self._marshaler.partition_state(topic, partition)
+            if state is not None and state.has_position and state.claimed_through >= resume:
+                log.warning(
+                    "%s: %s/%d was reserved through %d meanwhile; resuming after it",
+                    self._name(),
+                    topic,
+                    partition,
+                    state.claimed_through,
+                )
+                resume = state.claimed_through + 1
+                last_offset = resume - 1
         now = self._clock.monotonic()
         with self._cond:
             space = threading.Condition(self._lock)
