@@ -863,9 +863,18 @@ class Consumer:
                 return batch
         return []
 
+    def _lease_holds(self, claim: _Claim) -> bool:
+        """Under _cond: our claim cannot have lapsed yet (by our own lease, no I/O).
+
+        Checked again at the moment of handing out: a process stopped (SIGSTOP, a long GC)
+        between :meth:`_may_hand_out` and the hand-out would otherwise give out messages
+        it fetched before, after another member may have taken the partition over.
+        """
+        return self._clock.monotonic() - claim.last_ok < self._fence_after
+
     def _take_alo(self, claim: _Claim, limit: int) -> list[Message]:
         with self._cond:
-            if self._claims.get(claim.key) is not claim:
+            if self._claims.get(claim.key) is not claim or not self._lease_holds(claim):
                 return []
             out = []
             while claim.buffer and len(out) < limit:
@@ -922,7 +931,7 @@ class Consumer:
         if not self._may_hand_out(claim):
             return []
         with self._cond:
-            if self._claims.get(claim.key) is not claim:
+            if self._claims.get(claim.key) is not claim or not self._lease_holds(claim):
                 return []
             out = []
             while (
