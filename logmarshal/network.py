@@ -47,7 +47,7 @@ from .errors import (
     CorruptRecordError,
     InvalidConfig,
     InvalidTopicName,
-    LogmarshalError,
+    NetworkError,
     OffsetOutOfRange,
     RecordTooLarge,
     TopicExists,
@@ -66,10 +66,6 @@ _KNOWN_CONFIGS = frozenset(
 )
 _MAX_READERS = 64
 _EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
-
-
-class NetworkError(LogmarshalError):
-    """The brokers could not be reached, or answered with an error logmarshal cannot map."""
 
 
 def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -> Exception:
