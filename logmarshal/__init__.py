@@ -15,33 +15,53 @@ from storage import NewRecord, TimestampType, TopicConfig
 from .clock import Clock, ManualClock, SystemClock
 from .cluster import Cluster, Message, ProduceResult, TopicDescription
 from .connect import connect
-from .consumer import Consumer
+from .consumer import Consumer, NoPosition
 from .embedded import EmbeddedCluster
+from .errors import (
+    ClosedError,
+    LogmarshalError,
+    NetworkError,
+    OffsetOutOfRange,
+    StorageError,
+    UnknownPartition,
+    UnknownTopic,
+)
 from .marshaler import COORDINATION_TOPIC, CoordinationTopicError, Marshaler, Written
 from .partitioners import Mmh3Partitioner, Murmur2Partitioner, RoundRobinPartitioner, murmur2
 from .producer import Producer, RecordMetadata
+from .retry import HandlerFailed, RetryPolicy
 
 __all__ = [
     "COORDINATION_TOPIC",
     "Clock",
+    "ClosedError",
     "Cluster",
     "Consumer",
     "CoordinationTopicError",
     "EmbeddedCluster",
+    "HandlerFailed",
+    "LogmarshalError",
     "ManualClock",
     "Marshaler",
     "Message",
     "Mmh3Partitioner",
     "Murmur2Partitioner",
+    "NetworkError",
     "NewRecord",
+    "NoPosition",
+    "OffsetOutOfRange",
     "ProduceResult",
     "Producer",
     "RecordMetadata",
+    "RetryPolicy",
     "RoundRobinPartitioner",
+    "StorageError",
     "SystemClock",
     "TimestampType",
     "TopicConfig",
     "TopicDescription",
+    "UnknownPartition",
+    "UnknownTopic",
     "Written",
     "connect",
     "murmur2",

@@ -40,13 +40,27 @@ class Message:
 
 @attrs.frozen
 class ProduceResult:
-    """Where a produced batch landed: offsets ``base_offset..last_offset`` inclusive."""
+    """Where produced records landed: ``base_offset..last_offset`` (lowest and highest).
+
+    The records are in order but not always contiguous: a client library may send one call's
+    records in several batches, and another writer's batch can land between them.
+    :attr:`offsets` has each record's own offset.
+    """
 
     topic: str
     partition: int
     base_offset: int
     last_offset: int
     log_append_time: int = -1  # -1 unless the topic uses LogAppendTime
+    #: each record's offset, in order; empty means the contiguous base_offset..last_offset
+    record_offsets: tuple[int, ...] = ()
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        """The offset of every record of the call, in the order they were given."""
+        if self.record_offsets:
+            return self.record_offsets
+        return tuple(range(self.base_offset, self.last_offset + 1))
 
 
 @attrs.frozen

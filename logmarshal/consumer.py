@@ -122,6 +122,12 @@ class _Claim:
     def key(self) -> TopicPartition:
         return (self.topic, self.partition)
 
+    @property
+    def unpositioned(self) -> bool:
+        """The group has no position here and our policy is "error": until ``seek()`` we
+        write nothing that carries one (every Heartbeat and ReleasingPartition does)."""
+        return isinstance(self.error, NoPosition) and self.error.offset < 0
+
 
 class Consumer:
     """Consumes ``topics`` (names, or a compiled regex matched in full against the cluster's
@@ -340,8 +346,11 @@ class Consumer:
                     f"AMO cannot seek {topic}/{partition} to {offset}: offsets up to "
                     f"{claim.claimed_through} are already reserved"
                 )
+            had_position = not claim.unpositioned
             self._move(claim, offset)
             claim.error = None
+            if not had_position:  # the log learns the position with the next heartbeat
+                claim.next_heartbeat = self._clock.monotonic()
             claim.space.notify_all()
 
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[Message]:
@@ -477,7 +486,12 @@ class Consumer:
                 claim.active = False
                 claim.buffer.clear()
                 claim.space.notify_all()
-        if release:
+        if release and self._fenced:
+            # A fenced instance stops altogether: its records are rejected where it is fenced
+            # (writing releases there would only grow the log), and the newer instance of our
+            # client_id takes back the claims it still has elsewhere (restart recovery).
+            log.info("%s is fenced: closing without writing releases", self._name())
+        elif release:
             for claim in claims:
                 self._release(claim)
             self._release_untracked()
@@ -849,9 +863,18 @@ class Consumer:
                 return batch
         return []
 
+    def _lease_holds(self, claim: _Claim) -> bool:
+        """Under _cond: our claim cannot have lapsed yet (by our own lease, no I/O).
+
+        Checked again at the moment of handing out: a process stopped (SIGSTOP, a long GC)
+        between :meth:`_may_hand_out` and the hand-out would otherwise give out messages
+        it fetched before, after another member may have taken the partition over.
+        """
+        return self._clock.monotonic() - claim.last_ok < self._fence_after
+
     def _take_alo(self, claim: _Claim, limit: int) -> list[Message]:
         with self._cond:
-            if self._claims.get(claim.key) is not claim:
+            if self._claims.get(claim.key) is not claim or not self._lease_holds(claim):
                 return []
             out = []
             while claim.buffer and len(out) < limit:
@@ -908,7 +931,7 @@ class Consumer:
         if not self._may_hand_out(claim):
             return []
         with self._cond:
-            if self._claims.get(claim.key) is not claim:
+            if self._claims.get(claim.key) is not claim or not self._lease_holds(claim):
                 return []
             out = []
             while (
@@ -1077,6 +1100,9 @@ class Consumer:
             if not self._current(claim):
                 return
             with self._cond:
+                if claim.unpositioned:
+                    claim.next_heartbeat = self._clock.monotonic() + self._tick
+                    return
                 position = self._position(claim)
             sent = self._clock.monotonic()
             verdict = self._write_and_wait(
@@ -1257,9 +1283,17 @@ class Consumer:
         resume, error = self._start_position(topic, partition)
         last_offset = resume - 1
         beat_sent = self._clock.monotonic()
-        verdict = self._write_and_wait(
-            lambda: self._marshaler.heartbeat(topic, partition, last_offset)
-        )
+        if isinstance(error, NoPosition) and error.offset < 0:
+            # No position and policy "error": a heartbeat would record one (-1, "resume at
+            # 0") for every member after us. Hold the claim unrenewed until seek(); without
+            # a claim of ours to hold (restart recovery), leave the partition alone.
+            if claim_sent is None:
+                return False
+            verdict = None
+        else:
+            verdict = self._write_and_wait(
+                lambda: self._marshaler.heartbeat(topic, partition, last_offset)
+            )
         if verdict is not None and not verdict.accepted:
             log.warning(
                 "%s: heartbeat after %s %s/%d rejected (%s)",
@@ -1274,6 +1308,23 @@ class Consumer:
             return False
         if verdict is None and claim_sent is None:
             return False  # not known to be ours yet; the next pass looks again
+        if verdict is not None and self._mode == "amo":
+            # The position was read before our heartbeat landed. In between, a previous
+            # instance of our client (not fenced until that heartbeat) may have reserved more;
+            # the replay, now past our heartbeat, shows every such reservation, and nobody
+            # else's record is accepted after it. Start beyond all of them: never hand out
+            # what another instance may have handed out already.
+            state = self._marshaler.partition_state(topic, partition)
+            if state is not None and state.has_position and state.claimed_through >= resume:
+                log.warning(
+                    "%s: %s/%d was reserved through %d meanwhile; resuming after it",
+                    self._name(),
+                    topic,
+                    partition,
+                    state.claimed_through,
+                )
+                resume = state.claimed_through + 1
+                last_offset = resume - 1
         now = self._clock.monotonic()
         with self._cond:
             space = threading.Condition(self._lock)
@@ -1283,7 +1334,9 @@ class Consumer:
             next_fetch=resume,
             tracker=CommitTracker(last_offset),
             last_ok=beat_sent if verdict is not None else claim_sent,  # type: ignore[arg-type]
-            next_heartbeat=beat_sent + self._jitter() if verdict is not None else now,
+            next_heartbeat=(
+                beat_sent + self._jitter() if verdict is not None or error is not None else now
+            ),
             claimed_through=last_offset,
             confirmed_through=last_offset,
             handed_through=last_offset,
@@ -1320,7 +1373,7 @@ class Consumer:
                 continue
             if self._wanted() == 0:  # the pass went on claiming while this verdict was unknown
                 state = self._marshaler.partition_state(claim.topic, claim.partition)
-                if state is not None:
+                if state is not None and state.has_position:  # else: releasing would set one
                     self._release_at(claim.topic, claim.partition, state.resume_offset - 1)
                 continue
             self._adopt(claim.topic, claim.partition, "found our claim of")
@@ -1401,6 +1454,14 @@ class Consumer:
         """Write ReleasingPartition with the final position until the log has it (bounded)."""
         with claim.io_lock:
             with self._cond:
+                if claim.unpositioned:
+                    log.info(
+                        "%s: %s/%d has no position; not releasing it (that would set one)",
+                        self._name(),
+                        claim.topic,
+                        claim.partition,
+                    )
+                    return
                 position = self._position(claim)
             self._release_at(claim.topic, claim.partition, position)
 
@@ -1414,6 +1475,19 @@ class Consumer:
             if verdict is not None and verdict.accepted:
                 log.info("%s released %s/%d at %d", self._name(), topic, partition, position)
                 return True
+            if verdict is not None:
+                # A rejection is final: the same record would be rejected again (fenced,
+                # paused group, not the holder). Writing it again only grows the log.
+                log.warning(
+                    "%s: release of %s/%d rejected (%s)",
+                    self._name(),
+                    topic,
+                    partition,
+                    _reason(verdict),
+                )
+                if verdict.reason is Reason.FENCED:
+                    self._become_fenced()
+                return False
             if verdict is None and not self._replayed_to_end(topic, partition, deadline):
                 log.warning(
                     "%s: release of %s/%d not confirmed; it will go stale",
@@ -1468,7 +1542,7 @@ class Consumer:
             if (claim.client_id, claim.instance_id) != me or not self._wants_topic(claim.topic):
                 continue
             state = self._marshaler.partition_state(claim.topic, claim.partition)
-            if state is not None:
+            if state is not None and state.has_position:  # else: releasing would set one
                 self._release_at(claim.topic, claim.partition, state.resume_offset - 1)
 
 

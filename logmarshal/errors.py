@@ -26,6 +26,7 @@ __all__ = [
     "InvalidConfig",
     "InvalidTopicName",
     "LogmarshalError",
+    "NetworkError",
     "OffsetOutOfRange",
     "RecordTooLarge",
     "StorageError",
@@ -41,3 +42,7 @@ class LogmarshalError(Exception):
 
 class ClosedError(LogmarshalError):
     """The object was used after ``close()``."""
+
+
+class NetworkError(LogmarshalError):
+    """The brokers could not be reached, or answered with an error logmarshal cannot map."""

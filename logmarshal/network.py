@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
+import itertools
 import logging
 import threading
 import time
@@ -45,7 +47,7 @@ from .errors import (
     CorruptRecordError,
     InvalidConfig,
     InvalidTopicName,
-    LogmarshalError,
+    NetworkError,
     OffsetOutOfRange,
     RecordTooLarge,
     TopicExists,
@@ -64,10 +66,6 @@ _KNOWN_CONFIGS = frozenset(
 )
 _MAX_READERS = 64
 _EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
-
-
-class NetworkError(LogmarshalError):
-    """The brokers could not be reached, or answered with an error logmarshal cannot map."""
 
 
 def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -> Exception:
@@ -241,7 +239,6 @@ class NetworkCluster:
         self._lock = threading.Lock()
         self._admin = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
-        self._produce_locks = {True: threading.Lock(), False: threading.Lock()}
         self._readers: dict[tuple[str, int], _PartitionReader] = {}
         self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
         self._offsets_consumer: Consumer | None = None
@@ -279,7 +276,9 @@ class NetworkCluster:
                     {
                         **self._base,
                         "acks": "all" if durable else "1",
-                        "linger.ms": 100,  # flush() sends at once; linger keeps one call one batch
+                        # produce() waits for its own delivery reports, not flush(): a short
+                        # linger sends a call's records at once (in one or several batches)
+                        "linger.ms": 1,
                         "batch.size": 16 * 1024 * 1024,
                         "message.max.bytes": 16 * 1024 * 1024,
                         "queue.buffering.max.kbytes": 1024 * 1024,
@@ -471,52 +470,63 @@ class NetworkCluster:
         if not records:
             raise ValueError("produce needs at least one record")
         producer = self._producer(durable)
-        reports: list[tuple[KafkaError | None, int, tuple[int, int]]] = []
+        # each record's delivery report, by the record's index (reports may come in any
+        # order, and from another caller's poll)
+        reports: dict[int, tuple[KafkaError | None, int, tuple[int, int]]] = {}
 
-        def delivered(error: KafkaError | None, message: Any) -> None:
-            reports.append((error, message.offset(), message.timestamp()))
+        def delivered(index: int, error: KafkaError | None, message: Any) -> None:
+            reports[index] = (error, message.offset(), message.timestamp())
 
-        with self._produce_locks[durable]:
-            for rec in records:
-                while True:
-                    try:
-                        producer.produce(
-                            topic,
-                            value=rec.value,
-                            key=rec.key,
-                            partition=partition,
-                            timestamp=rec.timestamp,
-                            headers=list(rec.headers) if rec.headers else None,
-                            on_delivery=delivered,
-                        )
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-                    except KafkaException as exc:
-                        producer.flush(self._timeout)
-                        raise _raise_from(exc, topic, partition) from None
-            left = producer.flush(self._timeout)
-        if left or len(reports) != len(records):
+        # No lock across calls and no flush(): flush waits for *every* message in flight,
+        # so a call to a dead broker would hold up writes to live ones (a consumer's
+        # heartbeats to a live coordination partition). Each call waits for its own
+        # delivery reports only; librdkafka keeps each partition's records in order.
+        deadline = time.monotonic() + self._timeout
+        for index, rec in enumerate(records):
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        value=rec.value,
+                        key=rec.key,
+                        partition=partition,
+                        timestamp=rec.timestamp,
+                        headers=list(rec.headers) if rec.headers else None,
+                        on_delivery=functools.partial(delivered, index),
+                    )
+                    break
+                except BufferError:  # the local queue is full: serve callbacks, try again
+                    producer.poll(0.05)
+                    if time.monotonic() >= deadline:
+                        raise NetworkError(
+                            f"produce to {topic}/{partition}: the client's queue stayed full "
+                            f"for {self._timeout} s"
+                        ) from None
+                except KafkaException as exc:
+                    raise _raise_from(exc, topic, partition) from None
+        while len(reports) < len(records) and time.monotonic() < deadline:
+            producer.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+        if len(reports) < len(records):
             raise NetworkError(
                 f"produce to {topic}/{partition}: no acknowledgement within {self._timeout} s"
             )
-        for error, _, _ in reports:
+        for error, _, _ in reports.values():
             if error is not None:
                 raise _map_error(error, topic, partition)
-        offsets = [offset for _, offset, _ in reports]
-        base, last = min(offsets), max(offsets)
-        if last - base + 1 != len(records):
-            # Another writer's batch landed between ours; the range no longer maps 1:1.
-            log.warning(
-                "produce to %s/%d: %d records landed at non-contiguous offsets %s",
-                topic,
-                partition,
-                len(records),
-                offsets,
-            )
+        # each record's own offset: one call's records may span several batches, with
+        # another writer's in between
+        offsets = tuple(reports[i][1] for i in range(len(records)))
         ts_type, ts = reports[0][2]
         log_append_time = ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else -1
-        return ProduceResult(topic, partition, base, last, log_append_time)
+        contiguous = all(b == a + 1 for a, b in itertools.pairwise(offsets))
+        return ProduceResult(
+            topic,
+            partition,
+            min(offsets),
+            max(offsets),
+            log_append_time,
+            record_offsets=() if contiguous else offsets,
+        )
 
     def fetch(
         self,

@@ -276,6 +276,8 @@ class Producer:
             for future in pending.futures:
                 future.set_exception(exc)
             return
-        for i, (record, future) in enumerate(zip(pending.records, pending.futures, strict=True)):
+        for offset, record, future in zip(
+            result.offsets, pending.records, pending.futures, strict=True
+        ):
             timestamp = result.log_append_time if result.log_append_time >= 0 else record.timestamp
-            future.set_result(RecordMetadata(topic, partition, result.base_offset + i, timestamp))
+            future.set_result(RecordMetadata(topic, partition, offset, timestamp))

@@ -38,6 +38,8 @@ from .codec import (
 from .messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_OFFSET, MAX_PARTITION, valid_topic
 from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
+MIN_INT64 = -(2**63)
+
 __all__ = ["FRESH", "STALE", "UNKNOWN", "Claim", "PartitionState", "Record", "WorldState"]
 
 FRESH = "fresh"
@@ -253,11 +255,16 @@ class WorldState:
                     if offset.__class__ is not int or offset > MAX_OFFSET:
                         raise ValueError(f"offset must be an int64, got {offset!r}")
                     seg = offset
-                # Bad timestamps raise here, before anything changed.
+                # Bad timestamps raise here, before anything changed, also the ones that do not
+                # move time forward (a float, a bool or a huge negative int never applies).
+                if ts.__class__ is not int:
+                    raise ValueError(f"timestamp_ms must be an int64, got {ts!r}")
                 if ts > now:
-                    if ts.__class__ is not int or ts > MAX_OFFSET:
+                    if ts > MAX_OFFSET:
                         raise ValueError(f"timestamp_ms must be an int64, got {ts!r}")
                     now = ts
+                elif ts < MIN_INT64:
+                    raise ValueError(f"timestamp_ms must be an int64, got {ts!r}")
                 nxt = offset + 1
                 try:
                     ent = kget(key, _NO_ENTRY)

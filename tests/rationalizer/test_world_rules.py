@@ -415,6 +415,22 @@ def test_bad_offset_or_timestamp_arguments_raise_without_changing_state():
         assert w.to_bytes() == before
 
 
+def test_bad_timestamps_raise_also_when_they_do_not_move_time_forward():
+    """Issue 10: 1.5, True and -2**70 were accepted once log time was past them."""
+    w = WorldState()
+    k, v = encode(claim("a:1"))
+    w.apply(0, 1_000, k, v)
+    before = w.to_bytes()
+    for ts in (1.5, True, False, -(2**70), -(2**63) - 1, 500.0):
+        with pytest.raises((TypeError, ValueError, OverflowError)):
+            w.apply(1, ts, k, v)
+        with pytest.raises((TypeError, ValueError, OverflowError)):
+            w.apply_many([(1, ts, k, v)])
+        assert w.to_bytes() == before and w.applied_through == 0
+    assert w.apply(1, -(2**63), k, v) is not None  # the smallest int64 is a timestamp
+    assert w.now == 1_000  # and it does not move log time backwards
+
+
 def test_verdict_window_keeps_the_recent_verdicts():
     w = WorldState(verdict_window=4)
     k, v = encode(beat("a:1", 1))

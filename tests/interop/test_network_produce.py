@@ -1,0 +1,117 @@
+"""Issue 10: NetworkCluster.produce held one lock and flush()ed, so a write to an unreachable
+broker stopped writes to live ones (a consumer's heartbeats); and it assumed one call's
+records land at contiguous offsets, which librdkafka does not promise.
+
+librdkafka is replaced by a double that never answers for partition 1 (its leader is gone)
+and answers partition 0 at once, so the interleaving is forced, not hoped for.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from logmarshal import NewRecord, Producer
+from logmarshal.errors import LogmarshalError
+from logmarshal.network import NetworkCluster
+
+DEAD = 1
+
+
+class _Message:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (2, 1_700_000_000_000)  # LogAppendTime
+
+
+class OneDeadLeader:
+    """A stand-in for confluent_kafka.Producer: partition 1's leader never answers."""
+
+    def __init__(self, offsets: list[int] | None = None) -> None:
+        self._pending: list[tuple[int, Any]] = []
+        self._lock = threading.Lock()
+        self._offsets = offsets
+        self._next = 0
+
+    def produce(
+        self, topic, value=None, key=None, partition=0, timestamp=0, headers=None, on_delivery=None
+    ) -> None:
+        with self._lock:
+            self._pending.append((partition, on_delivery))
+
+    def _serve(self) -> int:
+        with self._lock:
+            ready = [(p, cb) for p, cb in self._pending if p != DEAD]
+            self._pending = [(p, cb) for p, cb in self._pending if p == DEAD]
+        for _p, callback in ready:
+            if self._offsets is not None:
+                offset = self._offsets.pop(0)
+            else:
+                offset, self._next = self._next, self._next + 1
+            callback(None, _Message(offset))
+        return len(ready)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        served = self._serve()
+        if not served and timeout:
+            threading.Event().wait(min(timeout, 0.01))
+        return served
+
+    def flush(self, timeout: float = -1) -> int:
+        self._serve()
+        with self._lock:
+            left = len(self._pending)
+        if left:
+            threading.Event().wait(timeout)
+        return left
+
+
+@pytest.fixture
+def network(broker):
+    with NetworkCluster(broker.bootstrap, timeout=3.0) as cluster:
+        yield cluster
+
+
+def test_a_dead_leader_does_not_hold_up_writes_to_a_live_one(network, monkeypatch) -> None:
+    monkeypatch.setattr(network, "_producer", lambda durable: OneDeadLeader())
+    failed: list[BaseException] = []
+
+    def write_to_the_dead_leader() -> None:
+        try:
+            network.produce("t", DEAD, [NewRecord(b"stuck", timestamp=0)])
+        except LogmarshalError as exc:
+            failed.append(exc)
+
+    stuck = threading.Thread(target=write_to_the_dead_leader)
+    stuck.start()
+    try:
+        result = network.produce(
+            "t", 0, [NewRecord(b"a", timestamp=0), NewRecord(b"b", timestamp=0)]
+        )
+        assert stuck.is_alive(), "the live write waited for the dead one"
+        assert result.offsets == (0, 1)
+    finally:
+        stuck.join(10)
+    assert failed and "no acknowledgement" in str(failed[0])
+
+
+def test_records_of_one_call_keep_their_own_offsets(network, monkeypatch) -> None:
+    monkeypatch.setattr(network, "_producer", lambda durable: OneDeadLeader([5, 6, 9]))
+    result = network.produce("t", 0, [NewRecord(b"%d" % i, timestamp=0) for i in range(3)])
+    assert (result.base_offset, result.last_offset, result.offsets) == (5, 9, (5, 6, 9))
+
+
+def test_the_batching_producer_reports_each_records_offset(network, monkeypatch) -> None:
+    network.create_topic("t", 1)  # the Producer asks the cluster for the topic's partitions
+    monkeypatch.setattr(network, "_producer", lambda durable: OneDeadLeader([3, 7]))
+    with Producer(network, linger_ms=10_000) as producer:
+        futures = [producer.send("t", b"x", partition=0), producer.send("t", b"y", partition=0)]
+        producer.flush()
+        assert [f.result(5).offset for f in futures] == [3, 7]

@@ -1,0 +1,68 @@
+"""Issue 10: AMO restart recovery handed the same messages out twice.
+
+The new instance read its resume position from the replay *before* its RESTART_TAKEOVER
+heartbeat landed; the old instance, fresh and not fenced yet, reserved and handed out a batch
+in that window; the new instance then reserved the same range again (a ClaimingMessages equal
+to ``claimed_through`` is accepted) and handed it out again. Forced here: the new instance's
+takeover heartbeat waits until the old instance has handed out its next batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from logmarshal.consumer import Consumer
+from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
+from rationalizer import Heartbeat, decode
+
+from .consumer_world import TOPIC, drain, produce, wait_until
+
+
+class BeforeFirstHeartbeat:
+    """The shared cluster, except that ``hook`` runs once, just before this member's first
+    Heartbeat reaches the log (the restart's takeover)."""
+
+    def __init__(self, cluster: Any, hook: Any) -> None:
+        self._cluster = cluster
+        self._hook = hook
+        self._done = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+    def produce(self, topic: str, partition: int, records: Any, **kw: Any) -> Any:
+        if (
+            topic == COORDINATION_TOPIC
+            and not self._done.is_set()
+            and isinstance(decode(records[0].key, records[0].value), Heartbeat)
+        ):
+            self._done.set()
+            self._hook()
+        return self._cluster.produce(topic, partition, records, **kw)
+
+
+def test_amo_restart_recovery_never_hands_out_what_the_old_instance_did(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 300)
+    old = manual.consumer("a", mode="amo", batch_size=100)
+    first = drain(old, 100, commit=False, max_records=100)
+    assert [m.offset for m in first] == list(range(100))
+
+    in_window: list[int] = []
+
+    def old_instance_hands_out_a_batch() -> None:  # between the new one's read and its write
+        in_window.extend(m.offset for m in drain(old, 100, commit=False, max_records=100))
+
+    wrapped = BeforeFirstHeartbeat(manual.cluster, old_instance_hands_out_a_batch)
+    marshaler = Marshaler(wrapped, "a", "g", manual.hb, fetch_wait=0.05, clock=manual.clock)
+    manual.marshalers.append(marshaler)
+    new = Consumer(marshaler, TOPIC, mode="amo", batch_size=100)
+    manual.consumers.append(new)
+    wait_until(lambda: new.claims() == [(TOPIC, 0)], what="the restart's takeover")
+    assert in_window == list(range(100, 200))
+    wait_until(lambda: old.fenced, what="the old instance to be fenced")
+    rest = [m.offset for m in drain(new, 100, commit=False)]
+    assert rest == list(range(200, 300))
+    handed = [m.offset for m in first] + in_window + rest
+    assert len(handed) == len(set(handed)), "an offset was handed out twice"
