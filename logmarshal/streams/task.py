@@ -1,0 +1,325 @@
+"""A task: one sub-topology on partition p of its source topics, with its stores.
+
+Pure of Marshal: the runner feeds it messages and asks it to commit. ``commit`` flushes the
+sinks, then writes every dirty store to its changelog in one batch per store whose records
+carry the input positions the state reflects; only then may the runner commit the inputs
+to the consumer (which heartbeats them). Restoring reads the changelogs back; the task then
+resumes from the positions its state reflects, skipping store writes for input a store
+already reflects, so each input record updates each store exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from storage import NewRecord
+
+from ..cluster import Cluster, Message
+from .processor import Processor, PunctuationType, StreamRecord
+from .stores import KeyValueStore
+from .topology import SubTopology, Topology, TopologyError
+
+__all__ = ["POSITIONS_HEADER", "Task", "changelog_topic"]
+
+log = logging.getLogger(__name__)
+
+#: header on changelog records: JSON {topic: next input offset} the state reflects
+POSITIONS_HEADER = "lm-positions"
+
+SinkSend = Callable[[str, bytes | None, bytes | None, int, int, tuple], None]
+
+
+def changelog_topic(application_id: str, store: str) -> str:
+    return f"{application_id}-{store}-changelog"
+
+
+@attrs.define
+class _Punctuation:
+    interval_ms: int
+    kind: PunctuationType
+    fn: Callable[[int], None]
+    node: str
+    due: int | None  # None: stream time not known yet
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _GuardedStore:
+    """The store as a processor sees it: writes are dropped for input records the store's
+    restored state already reflects (a crash left it ahead of another store)."""
+
+    def __init__(self, store: KeyValueStore, task: Task) -> None:
+        self._store = store
+        self._task = task
+
+    def put(self, key: Any, value: Any) -> None:
+        if not self._task._store_reflects_current(self._store.name):
+            self._store.put(key, value)
+
+    def delete(self, key: Any) -> None:
+        self.put(key, None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class _Context:
+    """The ProcessorContext of one node in one task."""
+
+    def __init__(self, task: Task, node: str) -> None:
+        self._task = task
+        self._node = node
+
+    application_id = property(lambda self: self._task.application_id)
+    task_id = property(lambda self: self._task.task_id)
+    topic = property(lambda self: self._task.current.topic if self._task.current else None)
+    partition = property(lambda self: self._task.current.partition if self._task.current else -1)
+    offset = property(lambda self: self._task.current.offset if self._task.current else -1)
+    timestamp = property(lambda self: self._task.current_timestamp)
+    headers = property(lambda self: self._task.current.headers if self._task.current else ())
+
+    def forward(self, key: Any, value: Any, to: str | None = None) -> None:
+        self._task._forward(self._node, key, value, to)
+
+    def schedule(
+        self, interval_ms: int, kind: PunctuationType, punctuator: Callable[[int], None]
+    ) -> _Punctuation:
+        if not isinstance(interval_ms, int) or interval_ms < 1:
+            raise ValueError(f"a punctuation interval is a positive int (ms), got {interval_ms!r}")
+        if not isinstance(kind, PunctuationType):
+            raise ValueError(f"kind must be STREAM_TIME or WALL_CLOCK_TIME, got {kind!r}")
+        return self._task._schedule(self._node, interval_ms, kind, punctuator)
+
+    def commit(self) -> None:
+        self._task.commit_requested = True
+
+    def get_state_store(self, name: str) -> Any:
+        if name not in self._task.topology.store_users or self._node not in (
+            self._task.topology.store_users[name]
+        ):
+            raise TopologyError(f"processor {self._node!r} is not connected to store {name!r}")
+        return _GuardedStore(self._task.stores[name], self._task)
+
+
+class Task:
+    def __init__(
+        self,
+        application_id: str,
+        topology: Topology,
+        sub: SubTopology,
+        partition: int,
+        stores: dict[str, KeyValueStore],
+        send: SinkSend,
+        partitions_of: Callable[[str], int],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.application_id = application_id
+        self.topology = topology
+        self.sub = sub
+        self.partition = partition
+        self.task_id = f"{sub.index}_{partition}"
+        self.stores = stores
+        self._send = send
+        self._partitions_of = partitions_of
+        self._now_ms = now_ms
+        self.current: StreamRecord | None = None
+        self.current_timestamp = -1
+        self.stream_time = -1
+        #: next input offset per source topic the state (after this task's work) reflects
+        self.positions: dict[str, int] = {}
+        #: per store: positions its restored state reflects (writes skipped below them)
+        self.store_positions: dict[str, dict[str, int]] = {}
+        self.commit_requested = False
+        self._punctuations: list[_Punctuation] = []
+        self._source_of = {
+            t: name
+            for name in sub.nodes
+            if name in topology.sources
+            for t in topology.resolve_sources(None).get(name, ()) or sub.source_topics
+        }
+        self._processors: dict[str, Processor] = {}
+        for name in sub.nodes:
+            if name in topology.processors:
+                self._processors[name] = topology.processors[name].factory()
+        for name, proc in self._processors.items():
+            proc.init(_Context(self, name))
+
+    # -- processing -----------------------------------------------------------------------
+
+    def _source_for(self, topic: str) -> str:
+        name = self._source_of.get(topic)
+        if name is None:
+            for src in self.sub.nodes:
+                node = self.topology.sources.get(src)
+                if node and (topic in node.topics or (node.pattern and node.pattern.fullmatch(topic))):
+                    self._source_of[topic] = name = src
+                    break
+        if name is None:
+            raise TopologyError(f"task {self.task_id}: no source reads topic {topic!r}")
+        return name
+
+    def process(self, message: Message) -> None:
+        """Run one input message through the sub-topology."""
+        source = self.topology.sources[self._source_for(message.topic)]
+        record = StreamRecord(
+            key=source.key_deserializer(message.key),
+            value=source.value_deserializer(message.value),
+            timestamp=message.timestamp,
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            headers=message.headers,
+        )
+        self.current = record
+        self.current_timestamp = record.timestamp
+        try:
+            for child in self.topology.children_of(source.name):
+                self._deliver(child, record)
+        finally:
+            self.current = None
+        self.positions[message.topic] = message.offset + 1
+        if record.timestamp > self.stream_time:
+            self.stream_time = record.timestamp
+            self._punctuate(PunctuationType.STREAM_TIME, self.stream_time)
+
+    def _store_reflects_current(self, store: str) -> bool:
+        cur = self.current
+        if cur is None or cur.topic is None:
+            return False
+        done = self.store_positions.get(store, {}).get(cur.topic)
+        return done is not None and cur.offset < done
+
+    def _forward(self, node: str, key: Any, value: Any, to: str | None) -> None:
+        children = self.topology.children_of(node)
+        if to is not None:
+            if to not in children:
+                raise TopologyError(f"{node!r} forwards to {to!r}, which is not its child")
+            children = [to]
+        base = self.current
+        record = StreamRecord(
+            key, value, self.current_timestamp,
+            *( (base.topic, base.partition, base.offset, base.headers) if base else ()),
+        )
+        for child in children:
+            self._deliver(child, record)
+
+    def _deliver(self, name: str, record: StreamRecord) -> None:
+        proc = self._processors.get(name)
+        if proc is not None:
+            proc.process(record)
+            return
+        sink = self.topology.sinks[name]
+        key = sink.key_serializer(record.key)
+        value = sink.value_serializer(record.value)
+        partition = -1
+        if sink.partitioner is not None:
+            n = self._partitions_of(sink.topic)
+            partition = sink.partitioner(record.key, record.value, n)
+            if not isinstance(partition, int) or not 0 <= partition < n:
+                raise TopologyError(
+                    f"sink {name!r}: partitioner returned {partition!r} for {n} partitions"
+                )
+        ts = record.timestamp if record.timestamp >= 0 else self._now_ms()
+        self._send(sink.topic, key, value, partition, ts, record.headers)
+
+    # -- punctuation ----------------------------------------------------------------------
+
+    def _schedule(
+        self, node: str, interval_ms: int, kind: PunctuationType, fn: Callable[[int], None]
+    ) -> _Punctuation:
+        if kind is PunctuationType.WALL_CLOCK_TIME:
+            due: int | None = self._now_ms() + interval_ms
+        else:
+            due = None if self.stream_time < 0 else self.stream_time + interval_ms
+        p = _Punctuation(interval_ms, kind, fn, node, due)
+        self._punctuations.append(p)
+        return p
+
+    def _punctuate(self, kind: PunctuationType, now: int) -> int:
+        fired = 0
+        for p in list(self._punctuations):
+            if p.cancelled or p.kind is not kind:
+                continue
+            if p.due is None:
+                p.due = now + p.interval_ms
+                continue
+            if now >= p.due:
+                self.current_timestamp = now
+                p.fn(now)
+                fired += 1
+                # once per call, however many intervals passed; the next is aligned
+                p.due += p.interval_ms * ((now - p.due) // p.interval_ms + 1)
+        self._punctuations = [p for p in self._punctuations if not p.cancelled]
+        return fired
+
+    def punctuate_wall_clock(self) -> int:
+        """Fire wall-clock punctuators that are due on the injected clock."""
+        return self._punctuate(PunctuationType.WALL_CLOCK_TIME, self._now_ms())
+
+    # -- state ----------------------------------------------------------------------------
+
+    def write_changelogs(self, cluster: Cluster, durable: bool = True) -> int:
+        """Write each dirty store as one batch (atomic in the log) to its changelog, every
+        record carrying the task's positions. Returns the number of records written."""
+        header = ((POSITIONS_HEADER, json.dumps(self.positions, sort_keys=True).encode()),)
+        ts = self._now_ms()
+        written = 0
+        for name in sorted(self.stores):
+            dirty = self.stores[name].take_dirty()
+            if not dirty:
+                continue
+            records = [NewRecord(v, key=k, headers=header, timestamp=ts) for k, v in dirty.items()]
+            cluster.produce(
+                changelog_topic(self.application_id, name), self.partition, records,
+                durable=durable,
+            )
+            self.stores[name].flush()
+            written += len(records)
+        return written
+
+    def restore(self, cluster: Cluster) -> dict[str, int]:
+        """Rebuild every store from its changelog partition (last record per key wins, so
+        a compacted changelog restores the same). Returns the positions to resume from
+        (topic -> next offset); empty when no store has been written."""
+        for name, store in self.stores.items():
+            store.clear()
+            topic = changelog_topic(self.application_id, name)
+            offset = cluster.earliest_offset(topic, self.partition)
+            end = cluster.latest_offset(topic, self.partition)
+            last: dict[str, int] | None = None
+            while offset < end:
+                batch = cluster.fetch(topic, self.partition, offset)
+                if not batch:
+                    break
+                for m in batch:
+                    if m.key is not None:
+                        store.restore(m.key, m.value)
+                    for hk, hv in m.headers:
+                        if hk == POSITIONS_HEADER and hv is not None:
+                            last = {str(t): int(o) for t, o in json.loads(hv).items()}
+                    offset = m.offset + 1
+            store.flush()
+            if last is not None:
+                self.store_positions[name] = last
+        resume: dict[str, int] = {}
+        for pos in self.store_positions.values():
+            for t, o in pos.items():
+                resume[t] = min(resume.get(t, o), o)
+        self.positions.update(resume)
+        return resume
+
+    def close(self) -> None:
+        for proc in self._processors.values():
+            try:
+                proc.close()
+            except Exception:  # a failing close must not keep the stores open
+                log.exception("task %s: processor close failed", self.task_id)
+        for store in self.stores.values():
+            store.close()
