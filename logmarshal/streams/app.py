@@ -23,8 +23,8 @@ from typing import Any
 
 from ..cluster import Cluster, Message
 from ..consumer import Consumer
-from ..errors import UnknownTopic
 from ..marshaler import Marshaler
+from storage import InvalidConfig
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
 from .stores import InMemoryStore, KeyValueStore, SqliteStore
@@ -66,6 +66,7 @@ class App:
         self.commit_interval = commit_interval
         self.retry = retry if retry is not None else RetryPolicy(max_attempts=1)
         self._rng = random.Random()
+        self._create_repartition_topics()
         self._subs = topology.check_copartitioned(cluster)
         self._sub_of_topic: dict[str, SubTopology] = {}
         for sub in self._subs:
@@ -99,6 +100,20 @@ class App:
 
     # -- setup ----------------------------------------------------------------------------
 
+    def _create_repartition_topics(self) -> None:
+        """DSL repartition topics get as many partitions as the widest source topic."""
+        existing = set(self.cluster.topics())
+        missing = sorted(self.topology.internal_topics - existing)
+        if not missing:
+            return
+        widths = []
+        for node in self.topology.sources.values():
+            for t in node.topics:
+                if t in existing and t not in self.topology.internal_topics:
+                    widths.append(self.cluster.partitions(t))
+        for topic in missing:
+            self.cluster.create_topic(topic, max(widths, default=1))
+
     def _ensure_internal_topics(self) -> None:
         existing = set(self.cluster.topics())
         for sub in self._subs:
@@ -114,7 +129,7 @@ class App:
                     continue
                 try:
                     self.cluster.create_topic(topic, n, {"cleanup.policy": "compact"})
-                except (ValueError, TypeError, KeyError) as exc:
+                except InvalidConfig as exc:  # no broker-side compaction on this branch yet
                     log.info("changelog %s: compaction not accepted (%s); created uncompacted",
                              topic, exc)
                     self.cluster.create_topic(topic, n)
@@ -231,9 +246,9 @@ class App:
                 if self.consumer.closed:
                     break
             self.commit()
-        finally:
-            if max_records is not None:
-                pass
+        except BaseException:
+            self._stop.set()
+            raise
         return handled
 
     def close(self) -> None:
@@ -259,5 +274,3 @@ class App:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-_ = UnknownTopic
