@@ -21,10 +21,11 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
+from storage import InvalidConfig
+
 from ..cluster import Cluster, Message
 from ..consumer import Consumer
 from ..marshaler import Marshaler
-from storage import InvalidConfig
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
 from .stores import InMemoryStore, KeyValueStore, SqliteStore
@@ -221,7 +222,7 @@ class App:
         for task in self.tasks.values():
             task.write_changelogs(self.cluster)
             task.commit_requested = False
-        for key, messages in self._uncommitted.items():
+        for _key, messages in self._uncommitted.items():
             for m in messages:
                 self.consumer.commit(m)
             messages.clear()

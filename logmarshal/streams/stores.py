@@ -47,6 +47,10 @@ def _k(key: Any) -> bytes:
     return data
 
 
+def _hashable(obj: Any) -> Any:
+    return tuple(_hashable(x) for x in obj) if isinstance(obj, list) else obj
+
+
 class KeyValueStore:
     """Common behaviour: JSON encoding and the dirty set the changelog is written from."""
 
@@ -79,7 +83,8 @@ class KeyValueStore:
         self.put(key, None)
 
     def all(self) -> dict[Any, Any]:
-        return {json_deserializer(k): json_deserializer(v) for k, v in self._items()}
+        """Every entry; list keys (windowed ``[key, start]``) come back as tuples."""
+        return {_hashable(json_deserializer(k)): json_deserializer(v) for k, v in self._items()}
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (not marked dirty)."""

@@ -193,7 +193,7 @@ class Topology:
             path.append(name)
             for parent in self.parents_of(name):
                 if state.get(parent) == 1:
-                    return path[path.index(parent):] + [parent]
+                    return [*path[path.index(parent):], parent]
                 if state.get(parent) is None:
                     found = visit(parent)
                     if found:
