@@ -24,7 +24,7 @@ from .processor import Processor, PunctuationType, StreamRecord
 from .stores import KeyValueStore
 from .topology import SubTopology, Topology, TopologyError
 
-__all__ = ["POSITIONS_HEADER", "Task", "changelog_topic"]
+__all__ = ["POSITIONS_HEADER", "Task", "changelog_topic", "read_changelog"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,40 @@ SinkSend = Callable[[str, bytes | None, bytes | None, int, int, tuple], None]
 
 def changelog_topic(application_id: str, store: str) -> str:
     return f"{application_id}-{store}-changelog"
+
+
+def _replay(
+    cluster: Cluster, topic: str, partition: int, apply: Callable[[bytes, bytes | None], None]
+) -> dict[str, int] | None:
+    """Apply every keyed record of a changelog partition in order; return the positions
+    the last record carries (None for an empty changelog)."""
+    offset = cluster.earliest_offset(topic, partition)
+    end = cluster.latest_offset(topic, partition)
+    last: dict[str, int] | None = None
+    while offset < end:
+        batch = cluster.fetch(topic, partition, offset)
+        if not batch:
+            break
+        for m in batch:
+            if m.key is not None:
+                apply(m.key, m.value)
+            for hk, hv in m.headers:
+                if hk == POSITIONS_HEADER and hv is not None:
+                    last = {str(t): int(o) for t, o in json.loads(hv).items()}
+            offset = m.offset + 1
+    return last
+
+
+def read_changelog(
+    cluster: Cluster, application_id: str, store: str, partition: int
+) -> tuple[dict[Any, Any], dict[str, int] | None]:
+    """The table a store's changelog partition restores to, and the input positions it
+    reflects: what a task would start from (for tests, tools and the demo)."""
+    from .stores import InMemoryStore
+
+    mem = InMemoryStore(store)
+    positions = _replay(cluster, changelog_topic(application_id, store), partition, mem.restore)
+    return mem.all(), positions
 
 
 @attrs.define
@@ -291,20 +325,7 @@ class Task:
         for name, store in self.stores.items():
             store.clear()
             topic = changelog_topic(self.application_id, name)
-            offset = cluster.earliest_offset(topic, self.partition)
-            end = cluster.latest_offset(topic, self.partition)
-            last: dict[str, int] | None = None
-            while offset < end:
-                batch = cluster.fetch(topic, self.partition, offset)
-                if not batch:
-                    break
-                for m in batch:
-                    if m.key is not None:
-                        store.restore(m.key, m.value)
-                    for hk, hv in m.headers:
-                        if hk == POSITIONS_HEADER and hv is not None:
-                            last = {str(t): int(o) for t, o in json.loads(hv).items()}
-                    offset = m.offset + 1
+            last = _replay(cluster, topic, self.partition, store.restore)
             store.flush()
             if last is not None:
                 self.store_positions[name] = last
