@@ -252,6 +252,10 @@ class App:
             raise
         return handled
 
+    def stop(self) -> None:
+        """Make :meth:`run` return after its current batch (safe from a signal handler)."""
+        self._stop.set()
+
     def close(self) -> None:
         if self._closed:
             return

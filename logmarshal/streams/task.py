@@ -172,12 +172,7 @@ class Task:
         self.store_positions: dict[str, dict[str, int]] = {}
         self.commit_requested = False
         self._punctuations: list[_Punctuation] = []
-        self._source_of = {
-            t: name
-            for name in sub.nodes
-            if name in topology.sources
-            for t in topology.resolve_sources(None).get(name, ()) or sub.source_topics
-        }
+        self._source_of: dict[str, str] = {}  # topic -> source node, filled on first use
         self._processors: dict[str, Processor] = {}
         for name in sub.nodes:
             if name in topology.processors:
