@@ -21,15 +21,20 @@ Serializer = Callable[[Any], bytes | None]
 Deserializer = Callable[[bytes | None], Any]
 
 
+# one immutable encoder/decoder: json.dumps builds a new encoder per call with these options
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode
+_DECODE = json.JSONDecoder().decode
+
+
 def json_serializer(obj: Any) -> bytes | None:
     """Compact UTF-8 JSON; None stays None (a null key, or a delete in a changelog)."""
     if obj is None:
         return None
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
+    return _ENCODE(obj).encode()
 
 
 def json_deserializer(data: bytes | None) -> Any:
-    return None if data is None else json.loads(data)
+    return None if data is None else _DECODE(data.decode())
 
 
 def string_serializer(obj: str | None) -> bytes | None:
