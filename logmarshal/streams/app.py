@@ -148,7 +148,7 @@ class App:
     def _assigned(self, partitions: list[tuple[str, int]]) -> None:
         for topic, p in partitions:
             sub = self._sub_of_topic.get(topic)
-            if sub is None:
+            if sub is None or (topic, p) in self.tasks:
                 continue
             stores = {s: self._make_store(s, p, sub) for s in sub.stores}
             task = Task(self.application_id, self.topology, sub, p, stores, self._send,
@@ -190,6 +190,15 @@ class App:
         key = (message.topic, message.partition)
         task = self.tasks.get(key)
         if task is None:
+            if key not in self.consumer.claims():
+                return  # revoked meanwhile: whoever holds it now processes it
+            # handed out before on_assigned was delivered: set the task up now
+            self._assigned([key])
+            task = self.tasks[key]
+        if message.offset < task.positions.get(message.topic, 0):
+            # the state already reflects it (a stale batch from before the seek to where
+            # the restored state ends): processing it again would count it twice
+            self._uncommitted[key].append(message)
             return
         attempts = 0
         while True:
