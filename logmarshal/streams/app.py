@@ -90,6 +90,8 @@ class App:
         self._uncommitted: dict[tuple[str, int], list[Message]] = {}
         self._stop = threading.Event()
         self._closed = False
+        self._running = threading.Event()
+        self._run_exited = threading.Event()
         self.consumer = Consumer(
             self.marshaler,
             sorted(self._sub_of_topic),
@@ -240,9 +242,12 @@ class App:
         """Process until :meth:`close` (from another thread) or ``max_records``."""
         handled = 0
         next_commit = time.monotonic() + self.commit_interval
+        self._run_exited.clear()
+        self._running.set()
         try:
             while not self._stop.is_set() and (max_records is None or handled < max_records):
-                batch = self.consumer.poll(poll_timeout)
+                limit = None if max_records is None else max_records - handled
+                batch = self.consumer.poll(poll_timeout, max_records=limit)
                 for message in batch:
                     self.process(message)
                     handled += 1
@@ -259,6 +264,9 @@ class App:
         except BaseException:
             self._stop.set()
             raise
+        finally:
+            self._running.clear()
+            self._run_exited.set()
         return handled
 
     def stop(self) -> None:
@@ -270,6 +278,10 @@ class App:
             return
         self._closed = True
         self._stop.set()
+        if self._running.is_set():
+            # run() is in another thread: the stores are its alone until it has returned
+            # (after its own final commit); committing under it could write half a record
+            self._run_exited.wait(30)
         try:
             self.commit()
         except Exception:
