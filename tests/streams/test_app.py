@@ -175,3 +175,34 @@ def test_sigkilled_member_leaves_exact_counts(tmp_path):
             for p in (0, 1) for w, c in truth[p].items() for n in range(1, c + 1)
         }
         assert expected <= seen
+
+
+def test_two_running_members_share_tasks_and_one_leaves(cluster, tmp_path):
+    setup_topics(cluster)
+    truth = produce_lines(cluster, 0, 2000)
+    apps = [App(cluster, "wc", topology(delay=0.001), client_id=c, heartbeat_interval=0.3,
+                state_dir=tmp_path / c, commit_interval=0.05) for c in ("a", "b")]
+    threads = [threading.Thread(target=a.run, daemon=True) for a in apps]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(len(a.tasks) == 1 for a in apps):
+            time.sleep(0.02)
+        assert [len(a.tasks) for a in apps] == [1, 1]  # one task each, processing meanwhile
+        (a_task,) = apps[0].tasks
+        assert store_total(apps[0]) < sum(truth[a_task[1]].values())
+        apps[0].close()  # leaves mid-stream: its task moves to b, restored from the changelog
+        threads[0].join(10)
+        total = sum(sum(c.values()) for c in truth.values())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            len(apps[1].tasks) == 2 and store_total(apps[1]) >= total
+        ):
+            time.sleep(0.02)
+    finally:
+        for a in apps:
+            a.close()
+        for t in threads:
+            t.join(10)
+    assert tables(cluster) == truth
