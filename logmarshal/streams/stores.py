@@ -9,6 +9,7 @@ maintained embedded store, and fast enough for point reads and batched upserts (
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -97,8 +98,14 @@ class KeyValueStore:
     def clear(self) -> None:
         raise NotImplementedError
 
-    def flush(self) -> None:
-        """Make restored and put data durable locally (no-op in memory)."""
+    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None) -> None:
+        """The local data now equals the changelog through ``changelog_offset``, reflecting
+        input ``positions``: make it durable locally (no-op in memory)."""
+
+    def local_checkpoint(self) -> tuple[int, dict[str, int] | None] | None:
+        """(changelog offset, positions) the local data equals, or None: restore from the
+        start of the changelog."""
+        return None
 
     def close(self) -> None:
         pass
@@ -128,7 +135,9 @@ class InMemoryStore(KeyValueStore):
 
 class SqliteStore(KeyValueStore):
     """One SQLite file per task and store; WAL journal, synchronous=NORMAL: the changelog,
-    not the local file, is the durable copy, so losing the last local writes is harmless."""
+    not the local file, is the durable copy, so losing the last local writes is harmless.
+    Each changelog write commits the local transaction with the changelog offset it
+    matches, so a later restore on this machine replays only the changelog after it."""
 
     def __init__(self, name: str, path: str | os.PathLike[str]) -> None:
         super().__init__(name)
@@ -137,6 +146,8 @@ class SqliteStore(KeyValueStore):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
+        self._db.commit()
 
     def _get(self, key: bytes) -> bytes | None:
         row = self._db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
@@ -154,12 +165,24 @@ class SqliteStore(KeyValueStore):
 
     def clear(self) -> None:
         self._db.execute("DELETE FROM kv")
+        self._db.execute("DELETE FROM meta")
         self._db.commit()
         self.dirty.clear()
 
-    def flush(self) -> None:
+    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None) -> None:
+        """Commit the local transaction together with the changelog offset it matches:
+        writes not yet in the changelog stay uncommitted, so the file never runs ahead."""
+        meta = json.dumps({"offset": changelog_offset, "positions": positions})
+        self._db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('checkpoint', ?)", (meta,))
         self._db.commit()
 
+    def local_checkpoint(self) -> tuple[int, dict[str, int] | None] | None:
+        row = self._db.execute("SELECT v FROM meta WHERE k = 'checkpoint'").fetchone()
+        if row is None:
+            return None
+        meta = json.loads(row[0])
+        return int(meta["offset"]), meta["positions"]
+
     def close(self) -> None:
-        self._db.commit()
+        self._db.rollback()  # what the changelog does not have must not survive locally
         self._db.close()

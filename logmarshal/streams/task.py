@@ -39,13 +39,13 @@ def changelog_topic(application_id: str, store: str) -> str:
 
 
 def _replay(
-    cluster: Cluster, topic: str, partition: int, apply: Callable[[bytes, bytes | None], None]
+    cluster: Cluster, topic: str, partition: int, apply: Callable[[bytes, bytes | None], None],
+    start: int | None = None, last: dict[str, int] | None = None,
 ) -> dict[str, int] | None:
-    """Apply every keyed record of a changelog partition in order; return the positions
-    the last record carries (None for an empty changelog)."""
-    offset = cluster.earliest_offset(topic, partition)
+    """Apply every keyed record of a changelog partition from ``start`` (default: its
+    beginning) in order; return the positions the last record carries (``last`` if none)."""
+    offset = cluster.earliest_offset(topic, partition) if start is None else start
     end = cluster.latest_offset(topic, partition)
-    last: dict[str, int] | None = None
     while offset < end:
         batch = cluster.fetch(topic, partition, offset)
         if not batch:
@@ -171,6 +171,8 @@ class Task:
         #: per store: positions its restored state reflects (writes skipped below them)
         self.store_positions: dict[str, dict[str, int]] = {}
         self.commit_requested = False
+        #: changelog records applied by the last restore (fewer when a local file is reused)
+        self.restored_records = 0
         self._punctuations: list[_Punctuation] = []
         self._source_of: dict[str, str] = {}  # topic -> source node, filled on first use
         self._processors: dict[str, Processor] = {}
@@ -305,11 +307,11 @@ class Task:
             if not dirty:
                 continue
             records = [NewRecord(v, key=k, headers=header, timestamp=ts) for k, v in dirty.items()]
-            cluster.produce(
+            result = cluster.produce(
                 changelog_topic(self.application_id, name), self.partition, records,
                 durable=durable,
             )
-            self.stores[name].flush()
+            self.stores[name].checkpoint(result.last_offset, dict(self.positions))
             written += len(records)
         return written
 
@@ -317,11 +319,29 @@ class Task:
         """Rebuild every store from its changelog partition (last record per key wins, so
         a compacted changelog restores the same). Returns the positions to resume from
         (topic -> next offset); empty when no store has been written."""
+        self.restored_records = 0
+
+        def counting(apply: Callable[[bytes, bytes | None], None]
+                     ) -> Callable[[bytes, bytes | None], None]:
+            def inner(key: bytes, value: bytes | None) -> None:
+                self.restored_records += 1
+                apply(key, value)
+            return inner
+
         for name, store in self.stores.items():
-            store.clear()
             topic = changelog_topic(self.application_id, name)
-            last = _replay(cluster, topic, self.partition, store.restore)
-            store.flush()
+            earliest = cluster.earliest_offset(topic, self.partition)
+            end = cluster.latest_offset(topic, self.partition)
+            local = store.local_checkpoint()
+            if local is not None and earliest <= local[0] < end:
+                # the local file equals the changelog through local[0]: replay the rest
+                last = _replay(cluster, topic, self.partition, counting(store.restore),
+                               start=local[0] + 1, last=local[1])
+            else:
+                store.clear()
+                last = _replay(cluster, topic, self.partition, counting(store.restore))
+            if end > earliest:
+                store.checkpoint(end - 1, last)
             if last is not None:
                 self.store_positions[name] = last
         resume: dict[str, int] = {}

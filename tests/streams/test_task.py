@@ -84,3 +84,30 @@ def test_restore_takes_the_last_record_per_key_and_deletes(cluster, tmp_path):
     again.restore(cluster)
     assert again.stores["a"].all() == {} and again.stores["b"].all() == {"y": 1}
     again.close()
+
+
+def test_a_current_local_sqlite_file_replays_only_the_changelog_tail(cluster, tmp_path):
+    cluster.create_topic("app-a-changelog", 1)
+    cluster.create_topic("app-b-changelog", 1)
+    first = make_task(tmp_path, "here")
+    for o in range(30):
+        first.process(msg(o))
+        first.write_changelogs(cluster)  # one key changes per input: 30 records per store
+    first.process(msg(30))  # processed but never written to the changelog: must not survive
+    first.close()
+    # the task ran elsewhere meanwhile (another machine, empty local state) and went on
+    elsewhere = make_task(tmp_path, "elsewhere")
+    assert elsewhere.restore(cluster) == {"in": 30}
+    assert elsewhere.restored_records == 60
+    for o in range(30, 40):
+        elsewhere.process(msg(o))
+    elsewhere.write_changelogs(cluster)
+    elsewhere.close()
+    back = make_task(tmp_path, "here")
+    assert back.restore(cluster) == {"in": 40}
+    truth = {"x": sum(1 for o in range(40) if o % 3), "y": sum(1 for o in range(40) if not o % 3)}
+    assert back.stores["b"].all() == truth and back.stores["a"].all() == truth
+    # store a (memory) replays its whole changelog (30 + 2 records); store b (sqlite) only
+    # the 2 records written elsewhere after its local checkpoint
+    assert back.restored_records == 32 + 2
+    back.close()
