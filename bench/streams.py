@@ -25,7 +25,7 @@ if sys.path[1:2] == [str(Path(__file__).resolve().parent)]:
 from logmarshal import Consumer, EmbeddedCluster, Marshaler
 from logmarshal.streams import App, InMemoryStore, SqliteStore
 from logmarshal.streams.examples import word_count
-from logmarshal.streams.task import POSITIONS_HEADER, Task, changelog_topic
+from logmarshal.streams.task import COMMIT_KEY, Task, changelog_topic
 from storage import NewRecord
 
 TEXT = ["the quick brown fox", "jumps over the lazy dog", "streams of records", "a b c d e f"]
@@ -84,13 +84,13 @@ def restore_time(cluster: EmbeddedCluster, size: int, kind: str, tmp: str,
     if again:
         return _restore(cluster, app_id, kind, tmp)
     cluster.create_topic(topic, 1)
-    header = ((POSITIONS_HEADER, b'{"lines":1}'),)
     now = int(time.time() * 1000)
     keys = max(1, size // 4)  # every key written four times: what a compaction would shrink
     for k in range(0, size, 1000):
         cluster.produce(topic, 0, [
-            NewRecord(str(i).encode(), key=f'"k{i % keys}"'.encode(), headers=header,
-                      timestamp=now) for i in range(k, min(size, k + 1000))])
+            NewRecord(str(i).encode(), key=f'"k{i % keys}"'.encode(), timestamp=now)
+            for i in range(k, min(size, k + 1000))])
+    cluster.produce(topic, 0, [NewRecord(b'{"lines":1}', key=COMMIT_KEY, timestamp=now)])
     return _restore(cluster, app_id, kind, tmp)
 
 

@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 
 #: header on changelog records: JSON {topic: next input offset} the state reflects
 POSITIONS_HEADER = "lm-positions"
+#: key of the record that ends each commit in a changelog (value: the positions as JSON);
+#: not valid JSON, so no store key can equal it
+COMMIT_KEY = b"\x00logmarshal-commit"
+#: changelog records are produced in batches of at most this many key+value bytes
+CHANGELOG_BATCH_BYTES = 256 * 1024
 
 SinkSend = Callable[[str, bytes | None, bytes | None, int, int, tuple], None]
 
@@ -38,26 +43,47 @@ def changelog_topic(application_id: str, store: str) -> str:
     return f"{application_id}-{store}-changelog"
 
 
+@attrs.frozen
+class Replayed:
+    """What a changelog replay found: the positions the last commit marker carries, that
+    marker's offset, and the keys written after it by a commit that never finished."""
+
+    positions: dict[str, int] | None
+    marker_offset: int | None
+    uncommitted: frozenset[bytes]
+
+
 def _replay(
     cluster: Cluster, topic: str, partition: int, apply: Callable[[bytes, bytes | None], None],
     start: int | None = None, last: dict[str, int] | None = None,
-) -> dict[str, int] | None:
-    """Apply every keyed record of a changelog partition from ``start`` (default: its
-    beginning) in order; return the positions the last record carries (``last`` if none)."""
+) -> Replayed:
+    """Apply the records of a changelog partition from ``start`` (default: its beginning)
+    up to its last commit marker, in order; records after that marker belong to a commit
+    cut short by a crash and are not applied. Under compaction the rule still holds: the
+    next writer rewrites those keys (see :meth:`Task.restore`), so for every key the last
+    record before the last marker is the committed value."""
     offset = cluster.earliest_offset(topic, partition) if start is None else start
     end = cluster.latest_offset(topic, partition)
+    pending: list[tuple[bytes, bytes | None]] = []
+    marker: int | None = None
     while offset < end:
         batch = cluster.fetch(topic, partition, offset)
         if not batch:
             break
         for m in batch:
-            if m.key is not None:
-                apply(m.key, m.value)
-            for hk, hv in m.headers:
-                if hk == POSITIONS_HEADER and hv is not None:
-                    last = {str(t): int(o) for t, o in json.loads(hv).items()}
+            if m.key == COMMIT_KEY:
+                for k, v in pending:
+                    apply(k, v)
+                pending.clear()
+                last = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}
+                marker = m.offset
+            elif m.key is not None:
+                pending.append((m.key, m.value))
             offset = m.offset + 1
-    return last
+    if pending:
+        log.warning("%s/%d: %d changelog record(s) after the last commit marker (a commit "
+                    "cut short) ignored", topic, partition, len(pending))
+    return Replayed(last, marker, frozenset(k for k, _ in pending))
 
 
 def read_changelog(
@@ -68,8 +94,8 @@ def read_changelog(
     from .stores import InMemoryStore
 
     mem = InMemoryStore(store)
-    positions = _replay(cluster, changelog_topic(application_id, store), partition, mem.restore)
-    return mem.all(), positions
+    found = _replay(cluster, changelog_topic(application_id, store), partition, mem.restore)
+    return mem.all(), found.positions
 
 
 @attrs.define
@@ -297,22 +323,30 @@ class Task:
     # -- state ----------------------------------------------------------------------------
 
     def write_changelogs(self, cluster: Cluster, durable: bool = True) -> int:
-        """Write each dirty store as one batch (atomic in the log) to its changelog, every
-        record carrying the task's positions. Returns the number of records written."""
-        header = ((POSITIONS_HEADER, json.dumps(self.positions, sort_keys=True).encode()),)
+        """Write each dirty store to its changelog, in batches of bounded size, ending with
+        a commit marker that carries the task's positions: a restore applies a commit only
+        once it sees its marker. Returns the number of data records written."""
+        positions = json.dumps(self.positions, sort_keys=True).encode()
+        header = ((POSITIONS_HEADER, positions),)
         ts = self._now_ms()
         written = 0
         for name in sorted(self.stores):
             dirty = self.stores[name].take_dirty()
             if not dirty:
                 continue
-            records = [NewRecord(v, key=k, headers=header, timestamp=ts) for k, v in dirty.items()]
-            result = cluster.produce(
-                changelog_topic(self.application_id, name), self.partition, records,
-                durable=durable,
-            )
+            topic = changelog_topic(self.application_id, name)
+            batch: list[NewRecord] = []
+            size = 0
+            for k, v in dirty.items():
+                if batch and size + len(k) + len(v or b"") > CHANGELOG_BATCH_BYTES:
+                    cluster.produce(topic, self.partition, batch, durable=durable)
+                    batch, size = [], 0
+                batch.append(NewRecord(v, key=k, timestamp=ts))
+                size += len(k) + len(v or b"")
+            batch.append(NewRecord(positions, key=COMMIT_KEY, headers=header, timestamp=ts))
+            result = cluster.produce(topic, self.partition, batch, durable=durable)
             self.stores[name].checkpoint(result.last_offset, dict(self.positions))
-            written += len(records)
+            written += len(dirty)
         return written
 
     def restore(self, cluster: Cluster) -> dict[str, int]:
@@ -335,13 +369,19 @@ class Task:
             local = store.local_checkpoint()
             if local is not None and earliest <= local[0] < end:
                 # the local file equals the changelog through local[0]: replay the rest
-                last = _replay(cluster, topic, self.partition, counting(store.restore),
-                               start=local[0] + 1, last=local[1])
+                found = _replay(cluster, topic, self.partition, counting(store.restore),
+                                start=local[0] + 1, last=local[1])
             else:
                 store.clear()
-                last = _replay(cluster, topic, self.partition, counting(store.restore))
-            if end > earliest:
-                store.checkpoint(end - 1, last)
+                found = _replay(cluster, topic, self.partition, counting(store.restore))
+            last = found.positions
+            if found.marker_offset is not None:
+                store.checkpoint(found.marker_offset, last)
+            for key in found.uncommitted:
+                # rewrite what a cut-short commit left after the last marker, so that for
+                # every key the last record before the next marker is the committed value
+                # (compaction may keep the cut-short record and drop the committed one)
+                store.dirty[key] = store._get(key)
             if last is not None:
                 self.store_positions[name] = last
         resume: dict[str, int] = {}

@@ -111,3 +111,37 @@ def test_a_current_local_sqlite_file_replays_only_the_changelog_tail(cluster, tm
     # the 2 records written elsewhere after its local checkpoint
     assert back.restored_records == 32 + 2
     back.close()
+
+
+def test_a_large_commit_spans_batches_and_a_cut_short_commit_is_not_applied(cluster, tmp_path):
+    from storage import NewRecord
+
+    cluster.create_topic("app-a-changelog", 1)
+    cluster.create_topic("app-b-changelog", 1)
+    task = make_task(tmp_path, "first")
+    big = "v" * 2000
+    for i in range(700):  # 700 distinct keys of 2 kB: 1.4 MB in one commit, over 1 MiB
+        task.stores["a"].put(f"k{i}", big)
+    task.positions["in"] = 7
+    assert task.write_changelogs(cluster) == 700
+    task.close()
+    table, positions = read_changelog(cluster, "app", "a", 0)
+    assert len(table) == 700 and positions == {"in": 7}
+    # a writer crashes in the middle of its next commit: data records, no marker
+    cluster.produce("app-a-changelog", 0, [
+        NewRecord(b"999", key=b'"k1"', timestamp=NOW), NewRecord(b"1", key=b'"new"', timestamp=NOW)
+    ])
+    assert read_changelog(cluster, "app", "a", 0) == (table, {"in": 7})
+    again = make_task(tmp_path, "second")
+    assert again.restore(cluster) == {"in": 7}
+    assert again.stores["a"].get("k1") == big and again.stores["a"].get("new") is None
+    # its first commit rewrites the cut-short keys with their committed values (a
+    # compaction could otherwise keep "999" for k1 and drop the committed record)
+    again.write_changelogs(cluster)
+    records = cluster.fetch("app-a-changelog", 0, cluster.latest_offset("app-a-changelog", 0) - 3)
+    assert [(m.key, m.value) for m in records][-3:-1] in (
+        [(b'"k1"', f'"{big}"'.encode()), (b'"new"', None)],
+        [(b'"new"', None), (b'"k1"', f'"{big}"'.encode())],
+    )
+    assert read_changelog(cluster, "app", "a", 0) == (table, {"in": 7})
+    again.close()
