@@ -249,7 +249,17 @@ class App:
         pending, self._pending = self._pending, []
         for fut in pending:
             fut.result()  # a failed sink write raises before anything is committed
-        for task in self.tasks.values():
+        held = set(self.consumer.claims())
+        fenced = self.consumer.fenced
+        for key, task in list(self.tasks.items()):
+            if fenced or key not in held:
+                # lost meanwhile (the log gave it to another member): our state is stale;
+                # writing it would overwrite the new owner's. This narrows the window; only
+                # a task claim whose heartbeat validates the changelog closes it (README).
+                log.warning("task %s no longer held: its uncommitted state is dropped",
+                            task.task_id)
+                self._revoked([key])
+                continue
             task.write_changelogs(self.cluster)
             task.commit_requested = False
         for _key, messages in self._uncommitted.items():
