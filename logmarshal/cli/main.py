@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from storage.errors import StorageError
 
 from ..errors import LogmarshalError
-from . import audit, broker, coord, demo, group, records, topic
+from . import audit, broker, coord, demo, group, records, streams, topic
 from .context import CliError, Context
 
 __all__ = ["build_parser", "main"]
@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     coord.register(commands, common)
     group.register(commands, common)
     audit.register(commands, common)
+    streams.register(commands, common)
     return parser
 
 

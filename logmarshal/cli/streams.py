@@ -1,0 +1,157 @@
+"""``logmarshal streams``: run a topology as a member of its application, describe one,
+or run the streams demo (KIP-28 word count with a member crash, then a windowed count)."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+import signal
+import tempfile
+import threading
+import time
+from typing import Any
+
+from storage import NewRecord
+
+from ..connect import connect
+from ..streams import App, Topology
+from ..streams.examples import windowed_count, word_count
+from ..streams.task import read_changelog
+from .context import CliError, Context
+
+__all__ = ["load_topology", "register"]
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    streams = commands.add_parser("streams", parents=[common], help="KIP-28 stream processing")
+    sub = streams.add_subparsers(dest="streams_command", metavar="SUBCOMMAND", required=True)
+    run = sub.add_parser("run", parents=[common], help="run MODULE:TOPOLOGY until interrupted")
+    run.add_argument("topology", help="module:attribute, a Topology or a function returning one")
+    run.add_argument("--application-id", required=True, help="group id and changelog prefix")
+    run.add_argument("--client-id", default=None, help="default: <application-id>-<pid>")
+    run.add_argument("--state-dir", default="streams-state", help="persistent stores' directory")
+    run.add_argument("--heartbeat", type=float, default=1.0, help="HB seconds (default: 1)")
+    run.set_defaults(func=_run)
+    describe = sub.add_parser("describe", parents=[common], help="print a topology")
+    describe.add_argument("topology", help="module:attribute")
+    describe.set_defaults(func=_describe)
+    demo = sub.add_parser("demo", parents=[common], help="word count with a crash, windowed count")
+    demo.add_argument("--lines", type=int, default=2000, help="default: 2000")
+    demo.set_defaults(func=_demo)
+
+
+def load_topology(spec: str) -> Topology:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise CliError(f"expected module:attribute, got {spec!r}")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise CliError(f"cannot load {spec}: {exc}") from None
+    topology = obj() if callable(obj) and not isinstance(obj, Topology) else obj
+    if not isinstance(topology, Topology):
+        raise CliError(f"{spec} is not a Topology (got {type(topology).__name__})")
+    return topology
+
+
+def _describe(args: argparse.Namespace, ctx: Context) -> int:
+    print(load_topology(args.topology).describe())
+    return 0
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    app = App(ctx.cluster, args.application_id, load_topology(args.topology),
+              client_id=args.client_id, heartbeat_interval=args.heartbeat,
+              state_dir=args.state_dir)
+    previous = signal.signal(signal.SIGTERM, lambda *_: app.stop())
+    try:
+        app.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        app.close()
+    return 0
+
+
+TEXT = ("all streams lead to the log", "the log is the truth", "streams of records flow",
+        "the processor counts the words", "state lives in the changelog")
+
+
+def _demo(args: argparse.Namespace, ctx: Context) -> int:
+    with tempfile.TemporaryDirectory(prefix="logmarshal-streams-demo-") as tmp:
+        cluster = connect(f"{tmp}/data")
+        try:
+            return _demo_on(cluster, tmp, args.lines)
+        finally:
+            cluster.close()
+
+
+def _demo_on(cluster: Any, tmp: str, n: int) -> int:
+    cluster.create_topic("lines", 2)
+    cluster.create_topic("word-counts", 2)
+    now = int(time.time() * 1000)
+    truth = collections.Counter()
+    for p in (0, 1):
+        batch = []
+        for i in range(p, n, 2):
+            line = TEXT[i % len(TEXT)]
+            truth.update(line.split())
+            batch.append(NewRecord(line.encode(), timestamp=now + i))
+        cluster.produce("lines", p, batch)
+    print(f"produced {n} lines to 'lines' (2 partitions); word-count topology:")
+    topo = word_count(store_kind="sqlite")
+    print(topo.describe())
+    first = App(cluster, "wordcount", topo, client_id="member-1", heartbeat_interval=0.5,
+                state_dir=f"{tmp}/m1", commit_interval=0.05)
+    t = threading.Thread(target=first.run, kwargs={"max_records": n // 3})
+    t.start()
+    t.join()
+    # a crash: no final commit, no release; the changelog and the heartbeats stay as they were
+    first.consumer.close(release=False)
+    first.producer.close()
+    first.marshaler.close()
+    print(f"member-1 processed {n // 3} lines and crashed; member-2 takes over after 2·HB")
+    second = App(cluster, "wordcount", word_count(store_kind="sqlite"), client_id="member-2",
+                 heartbeat_interval=0.5, state_dir=f"{tmp}/m2", commit_interval=0.05)
+    stop_at = time.monotonic() + 30
+    runner = threading.Thread(target=second.run)
+    runner.start()
+    while time.monotonic() < stop_at:
+        counts = _counts(cluster, "wordcount", "counts")
+        if counts == truth:
+            break
+        time.sleep(0.1)
+    second.close()
+    runner.join()
+    counts = _counts(cluster, "wordcount", "counts")
+    print(f"{'word':<12}{'count':>7}{'true':>7}")
+    for word in sorted(truth):
+        print(f"{word:<12}{counts.get(word, 0):>7}{truth[word]:>7}")
+    exact = counts == truth
+    print("exactly the true counts in the store:", "yes" if exact else "NO")
+
+    cluster.create_topic("clicks", 1)
+    cluster.create_topic("clicks-per-minute", 1)
+    minute = now - now % 60_000
+    clicks = [("ann", minute + s * 1000) for s in (1, 20, 59, 61, 130)] + [
+        ("bob", minute + s * 1000) for s in (5, 65, 66)]
+    cluster.produce("clicks", 0, [NewRecord(b'"click"', key=f'"{u}"'.encode(), timestamp=ts)
+                                  for u, ts in clicks])
+    app = App(cluster, "clicks", windowed_count(), client_id="w1", heartbeat_interval=0.5,
+              state_dir=f"{tmp}/w", commit_interval=0.05)
+    app.run(max_records=len(clicks))
+    app.close()
+    table, _ = read_changelog(cluster, "clicks", "clicks-per-window", 0)
+    print("clicks per user per tumbling minute of event time:")
+    for (user, start), count in sorted(table.items()):
+        print(f"  {user:<5} minute +{(start - minute) // 60_000}: {count}")
+    return 0 if exact else 1
+
+
+def _counts(cluster: Any, app: str, store: str) -> collections.Counter:
+    total: collections.Counter = collections.Counter()
+    for p in range(cluster.partitions(f"{app}-{store}-changelog")):
+        total.update(read_changelog(cluster, app, store, p)[0])
+    return total

@@ -1,0 +1,208 @@
+"""The runner on an embedded cluster: restore after a task moves, exactly-once state
+across a crash between changelog and heartbeat, and a SIGKILLed member process."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from logmarshal import EmbeddedCluster
+from logmarshal.streams import App
+from logmarshal.streams.task import read_changelog
+from storage import NewRecord
+
+from .member import topology
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS = ["alpha", "beta", "gamma", "delta", "eps"]
+BASE_MS = int(time.time() * 1000)  # recent timestamps: retention must not delete the input
+
+
+def produce_lines(cluster, start: int, n: int) -> dict[int, collections.Counter]:
+    """Line i goes to partition i % 2 and holds words chosen by i; returns per-partition truth."""
+    truth = {0: collections.Counter(), 1: collections.Counter()}
+    for p in (0, 1):
+        batch = []
+        for i in range(start, start + n):
+            if i % 2 != p:
+                continue
+            line = " ".join(WORDS[(i * j) % 5] for j in range(1, 1 + i % 4))
+            truth[p].update(line.split())
+            batch.append(NewRecord(line.encode(), timestamp=BASE_MS + i))
+        for k in range(0, len(batch), 200):
+            cluster.produce("lines", p, batch[k:k + 200])
+    return truth
+
+
+def merge(a, b):
+    return {p: a[p] + b[p] for p in (0, 1)}
+
+
+def setup_topics(cluster) -> None:
+    cluster.create_topic("lines", 2)
+    cluster.create_topic("counts-out", 2)
+
+
+def run_until(app: App, done, timeout: float = 30.0) -> None:
+    t = threading.Thread(target=app.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and not done():
+            time.sleep(0.02)
+    finally:
+        app.close()
+        t.join(10)
+    assert not t.is_alive()
+
+
+def tables(cluster):
+    return {p: collections.Counter(read_changelog(cluster, "wc", "counts", p)[0]) for p in (0, 1)}
+
+
+def store_total(app: App) -> int:
+    return sum(sum(t.stores["counts"].all().values()) for t in list(app.tasks.values()))
+
+
+def test_state_restored_after_the_task_moves(cluster, tmp_path):
+    setup_topics(cluster)
+    truth = produce_lines(cluster, 0, 300)
+    a = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
+            state_dir=tmp_path / "a", commit_interval=0.05)
+    total = sum(sum(c.values()) for c in truth.values())
+    run_until(a, lambda: store_total(a) >= total)
+    assert tables(cluster) == truth
+    more = produce_lines(cluster, 300, 200)
+    truth = merge(truth, more)
+    total = sum(sum(c.values()) for c in truth.values())
+    # another member, empty local state (another machine): must restore, then continue
+    b = App(cluster, "wc", topology(), client_id="b", heartbeat_interval=0.3,
+            state_dir=tmp_path / "b", commit_interval=0.05)
+    restored = []
+    original = b._assigned
+
+    def watch(parts):
+        original(parts)
+        restored.extend((tp, sum(b.tasks[tp].stores["counts"].all().values())) for tp in parts)
+
+    b.consumer._on_assigned = watch  # observe the restore before processing starts
+    run_until(b, lambda: store_total(b) >= total)
+    assert sorted(restored) == [(("lines", 0), sum(truth[0].values()) - sum(more[0].values())),
+                                (("lines", 1), sum(truth[1].values()) - sum(more[1].values()))]
+    assert tables(cluster) == truth
+
+
+def test_crash_between_changelog_and_heartbeat_updates_state_once(cluster, tmp_path):
+    setup_topics(cluster)
+    truth = produce_lines(cluster, 0, 200)
+    total = sum(sum(c.values()) for c in truth.values())
+    a = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
+            state_dir=tmp_path / "a", commit_interval=3600)
+    deadline = time.monotonic() + 20
+    while store_total(a) < total and time.monotonic() < deadline:
+        for m in a.consumer.poll(0.1):
+            a.process(m)
+    assert store_total(a) == total
+    # the first two steps of a commit, then "crash": heartbeats never carry these inputs
+    a.producer.flush()
+    for task in a.tasks.values():
+        task.write_changelogs(cluster)
+    assert all(a.consumer.position("lines", p) in (None, -1) for p in (0, 1))
+    a.consumer.close(release=False)
+    a.producer.close()
+    a.marshaler.close()
+    b = App(cluster, "wc", topology(), client_id="b", heartbeat_interval=0.3,
+            state_dir=tmp_path / "b", commit_interval=0.05)
+    more = produce_lines(cluster, 200, 50)
+    truth = merge(truth, more)
+    total = sum(sum(c.values()) for c in truth.values())
+    run_until(b, lambda: store_total(b) >= total and len(b.tasks) == 2)
+    assert tables(cluster) == truth  # had b re-read from the heartbeats, counts would double
+
+
+@pytest.mark.slow
+def test_sigkilled_member_leaves_exact_counts(tmp_path):
+    data = tmp_path / "data"
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        setup_topics(cluster)
+        truth = produce_lines(cluster, 0, 3000)
+    total = sum(sum(c.values()) for c in truth.values())
+    out = open(tmp_path / "member.out", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.streams.member", str(data), "m1", str(tmp_path / "s1")],
+        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (tmp_path / "member.out").read_text().count("committed") >= 10:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, (tmp_path / "member.out").read_text()[-2000:]
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        out.close()
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        partial = tables(cluster)
+        done = sum(sum(c.values()) for c in partial.values())
+        assert 0 < done < total, "the kill must land mid-stream"
+        b = App(cluster, "wc", topology(), client_id="m2", heartbeat_interval=0.3,
+                state_dir=tmp_path / "s2", commit_interval=0.05)
+        run_until(b, lambda: store_total(b) >= total and len(b.tasks) == 2, timeout=60)
+        assert tables(cluster) == truth
+        seen = set()
+        for p in (0, 1):
+            offset = cluster.earliest_offset("counts-out", p)
+            assert offset == 0
+            while batch := cluster.fetch("counts-out", p, offset):
+                for m in batch:
+                    seen.add((m.key, m.value))
+                offset = batch[-1].offset + 1
+        expected = {
+            (f'"{w}"'.encode(), f"[{p},{n}]".encode())
+            for p in (0, 1) for w, c in truth[p].items() for n in range(1, c + 1)
+        }
+        assert expected <= seen
+
+
+def test_two_running_members_share_tasks_and_one_leaves(cluster, tmp_path):
+    setup_topics(cluster)
+    truth = produce_lines(cluster, 0, 2000)
+    apps = [App(cluster, "wc", topology(delay=0.001), client_id=c, heartbeat_interval=0.3,
+                state_dir=tmp_path / c, commit_interval=0.05) for c in ("a", "b")]
+    threads = [threading.Thread(target=a.run, daemon=True) for a in apps]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(len(a.tasks) == 1 for a in apps):
+            time.sleep(0.02)
+        assert [len(a.tasks) for a in apps] == [1, 1]  # one task each, processing meanwhile
+        (a_task,) = apps[0].tasks
+        assert store_total(apps[0]) < sum(truth[a_task[1]].values())
+        apps[0].close()  # leaves mid-stream: its task moves to b, restored from the changelog
+        threads[0].join(10)
+        total = sum(sum(c.values()) for c in truth.values())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            len(apps[1].tasks) == 2 and store_total(apps[1]) >= total
+        ):
+            time.sleep(0.02)
+    finally:
+        for a in apps:
+            a.close()
+        for t in threads:
+            t.join(10)
+    assert tables(cluster) == truth

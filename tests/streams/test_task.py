@@ -1,0 +1,147 @@
+"""Task-level state rules on an embedded cluster: changelog positions, restore, and the
+guard that keeps a store restored ahead of another from counting input twice."""
+
+from __future__ import annotations
+
+import time
+
+from logmarshal.cluster import Message
+from logmarshal.streams import Processor, SqliteStore, StoreSpec, Topology
+from logmarshal.streams.stores import InMemoryStore
+from logmarshal.streams.task import Task, read_changelog
+
+NOW = int(time.time() * 1000)
+
+
+class TwoCounters(Processor):
+    def init(self, context):
+        super().init(context)
+        self.a = context.get_state_store("a")
+        self.b = context.get_state_store("b")
+
+    def process(self, record):
+        for store in (self.a, self.b):
+            store.put(record.value, (store.get(record.value) or 0) + 1)
+
+
+def topology() -> Topology:
+    t = Topology().add_source("s", "in").add_processor("p", TwoCounters, "s")
+    return t.add_state_store(StoreSpec("a"), "p").add_state_store(StoreSpec("b", "sqlite"), "p")
+
+
+def make_task(tmp_path, name: str) -> Task:
+    topo = topology()
+    (sub,) = topo.subtopologies()
+    stores = {"a": InMemoryStore("a"), "b": SqliteStore("b", tmp_path / name / "b.sqlite")}
+    return Task("app", topo, sub, 0, stores, lambda *a: None, lambda _t: 1, lambda: NOW)
+
+
+def msg(offset: int) -> Message:
+    return Message("in", 0, offset, NOW, None, b'"x"' if offset % 3 else b'"y"')
+
+
+def test_crash_between_two_stores_changelogs_counts_each_input_once(cluster, tmp_path):
+    cluster.create_topic("app-a-changelog", 1)
+    cluster.create_topic("app-b-changelog", 1)
+    task = make_task(tmp_path, "first")
+    for o in range(10):
+        task.process(msg(o))
+    assert task.write_changelogs(cluster) == 4  # two keys in each of two stores
+    for o in range(10, 20):
+        task.process(msg(o))
+    # crash after store a's changelog batch, before store b's
+    stores = task.stores
+    task.stores = {"a": stores["a"]}
+    task.write_changelogs(cluster)
+    task.stores = stores
+    task.close()
+    assert read_changelog(cluster, "app", "a", 0) == ({"x": 13, "y": 7}, {"in": 20})
+    assert read_changelog(cluster, "app", "b", 0) == ({"x": 6, "y": 4}, {"in": 10})
+
+    again = make_task(tmp_path, "second")
+    assert again.restore(cluster) == {"in": 10}  # the store furthest behind decides
+    for o in range(10, 25):
+        again.process(msg(o))
+    again.write_changelogs(cluster)
+    truth = {"x": sum(1 for o in range(25) if o % 3), "y": sum(1 for o in range(25) if not o % 3)}
+    assert again.stores["a"].all() == truth  # inputs 10..19 were not counted again in a
+    assert again.stores["b"].all() == truth
+    assert read_changelog(cluster, "app", "a", 0) == (truth, {"in": 25})
+    assert read_changelog(cluster, "app", "b", 0) == (truth, {"in": 25})
+    again.close()
+
+
+def test_restore_takes_the_last_record_per_key_and_deletes(cluster, tmp_path):
+    cluster.create_topic("app-a-changelog", 1)
+    cluster.create_topic("app-b-changelog", 1)
+    task = make_task(tmp_path, "first")
+    task.process(msg(0))
+    task.write_changelogs(cluster)
+    task.stores["a"].delete("y")
+    task.write_changelogs(cluster)
+    task.close()
+    again = make_task(tmp_path, "second")
+    again.restore(cluster)
+    assert again.stores["a"].all() == {} and again.stores["b"].all() == {"y": 1}
+    again.close()
+
+
+def test_a_current_local_sqlite_file_replays_only_the_changelog_tail(cluster, tmp_path):
+    cluster.create_topic("app-a-changelog", 1)
+    cluster.create_topic("app-b-changelog", 1)
+    first = make_task(tmp_path, "here")
+    for o in range(30):
+        first.process(msg(o))
+        first.write_changelogs(cluster)  # one key changes per input: 30 records per store
+    first.process(msg(30))  # processed but never written to the changelog: must not survive
+    first.close()
+    # the task ran elsewhere meanwhile (another machine, empty local state) and went on
+    elsewhere = make_task(tmp_path, "elsewhere")
+    assert elsewhere.restore(cluster) == {"in": 30}
+    assert elsewhere.restored_records == 60
+    for o in range(30, 40):
+        elsewhere.process(msg(o))
+    elsewhere.write_changelogs(cluster)
+    elsewhere.close()
+    back = make_task(tmp_path, "here")
+    assert back.restore(cluster) == {"in": 40}
+    truth = {"x": sum(1 for o in range(40) if o % 3), "y": sum(1 for o in range(40) if not o % 3)}
+    assert back.stores["b"].all() == truth and back.stores["a"].all() == truth
+    # store a (memory) replays its whole changelog (30 + 2 records); store b (sqlite) only
+    # the 2 records written elsewhere after its local checkpoint
+    assert back.restored_records == 32 + 2
+    back.close()
+
+
+def test_a_large_commit_spans_batches_and_a_cut_short_commit_is_not_applied(cluster, tmp_path):
+    from storage import NewRecord
+
+    cluster.create_topic("app-a-changelog", 1)
+    cluster.create_topic("app-b-changelog", 1)
+    task = make_task(tmp_path, "first")
+    big = "v" * 2000
+    for i in range(700):  # 700 distinct keys of 2 kB: 1.4 MB in one commit, over 1 MiB
+        task.stores["a"].put(f"k{i}", big)
+    task.positions["in"] = 7
+    assert task.write_changelogs(cluster) == 700
+    task.close()
+    table, positions = read_changelog(cluster, "app", "a", 0)
+    assert len(table) == 700 and positions == {"in": 7}
+    # a writer crashes in the middle of its next commit: data records, no marker
+    cluster.produce("app-a-changelog", 0, [
+        NewRecord(b"999", key=b'"k1"', timestamp=NOW), NewRecord(b"1", key=b'"new"', timestamp=NOW)
+    ])
+    assert read_changelog(cluster, "app", "a", 0) == (table, {"in": 7})
+    again = make_task(tmp_path, "second")
+    assert again.restore(cluster) == {"in": 7}
+    assert again.stores["a"].get("k1") == big and again.stores["a"].get("new") is None
+    # its first commit rewrites the cut-short keys with their committed values (a
+    # compaction could otherwise keep "999" for k1 and drop the committed record)
+    again.write_changelogs(cluster)
+    records = cluster.fetch("app-a-changelog", 0, cluster.latest_offset("app-a-changelog", 0) - 3)
+    assert [(m.key, m.value) for m in records][-3:-1] in (
+        [(b'"k1"', f'"{big}"'.encode()), (b'"new"', None)],
+        [(b'"new"', None), (b'"k1"', f'"{big}"'.encode())],
+    )
+    assert read_changelog(cluster, "app", "a", 0) == (table, {"in": 7})
+    again.close()
