@@ -12,10 +12,10 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from storage import DataDir, NewRecord, TopicConfig, decode_records, encode_batch
+from storage import DataDir, NewRecord, TopicConfig, decode_columns, decode_records, encode_batch
 from storage.datadir import TopicInfo
 
-from .cluster import Message, PartitionOffsets, ProduceResult, TopicDescription
+from .cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
 from .errors import ClosedError
 
 __all__ = ["EmbeddedCluster"]
@@ -162,6 +162,39 @@ class EmbeddedCluster:
             for r in decode_records(data)
             if r.offset >= offset
         ]
+
+    def fetch_columns(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> Columns:
+        """:class:`~logmarshal.cluster.ColumnFetcher`: stored batches parsed straight into
+        columns, about three times cheaper than a ``Message`` per record."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        log_ = self._dir.partition(topic, partition)
+        data = log_.read(offset, max_bytes).data
+        if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
+            data = log_.read(offset, max_bytes).data
+        cols: Columns = decode_columns(data)
+        first = 0
+        offsets = cols[0]
+        while first < len(offsets) and offsets[first] < offset:  # the batch holding offset
+            first += 1
+        if first:
+            for c in cols:
+                del c[:first]
+        return cols
+
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        """:class:`~logmarshal.cluster.RecordDeleter`: whole segments below each offset go."""
+        self._check_open()
+        return {p: self._dir.partition(topic, p).delete_before(o) for p, o in before.items()}
 
     def earliest_offset(self, topic: str, partition: int) -> int:
         self._check_open()

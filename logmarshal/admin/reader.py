@@ -1,8 +1,8 @@
 """Read the whole coordination log of a cluster into replayed worlds, once.
 
 The admin never keeps a replay running: each command reads every ``__marshal`` partition to
-its end as of the call (with the audit's reader, :func:`~logmarshal.audit.verify.
-records_from_cluster`), folds it through one :class:`rationalizer.WorldState` per partition
+its end as of the call (with :func:`~logmarshal.coordlog.records_from_cluster`, the one
+reader of the coordination log), folds it through one :class:`rationalizer.WorldState` per partition
 (the very rationalizer every consumer runs, so the admin sees what the group sees) and keeps
 besides the worlds only what they do not hold:
 
@@ -26,12 +26,11 @@ from struct import Struct
 import attrs
 
 from rationalizer import Effect, GroupView, PartitionState, Verdict, WorldState, decode
-from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, T_RELEASE_GROUP
+from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT
 from rationalizer.messages import Message
 
-from ..audit.verify import records_from_cluster
 from ..cluster import Cluster
-from ..marshaler import COORDINATION_TOPIC
+from ..coordlog import COORDINATION_TOPIC, group_of_record, records_from_cluster
 from .keys import AdminKeys
 
 __all__ = [
@@ -96,24 +95,6 @@ class CoordRecord:
             return decode(self.key, self.value)  # type: ignore[arg-type]
         except Exception:  # DecodeError; decode raises nothing else, but never fail a dump
             return None
-
-
-def group_of_record(key: bytes | None, value: bytes | None) -> str | None:
-    """The group a record claims to be about, from its key (valid records only matter).
-
-    Keys are ``group/topic/partition`` (group ids may contain ``/``, topics cannot) or
-    ``group`` for ReleaseGroup; the decoder checks the key against the value, so for every
-    record that replay accepts this is exact.
-    """
-    if key is None or value is None or len(value) < 2:
-        return None
-    try:
-        if value[1] == T_RELEASE_GROUP:
-            return key.decode("utf-8")
-        parts = key.rsplit(b"/", 2)
-        return parts[0].decode("utf-8") if len(parts) == 3 else None
-    except (UnicodeDecodeError, AttributeError, TypeError):
-        return None
 
 
 def _partition_of_key(key: bytes) -> PartitionKey:

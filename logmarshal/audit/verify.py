@@ -17,8 +17,7 @@ import attrs
 
 from rationalizer import DecodeError, decode
 
-from ..cluster import Cluster
-from ..marshaler import COORDINATION_TOPIC
+from ..coordlog import records_from_cluster
 from .export import ExportInfo, iter_export
 from .replay import ReplayConfig, new_world
 
@@ -58,23 +57,6 @@ class VerifyResult:
             "mismatches": list(self.mismatches[:50]),
             "mismatch_count": len(self.mismatches),
         }
-
-
-def records_from_cluster(
-    cluster: Cluster, topic: str = COORDINATION_TOPIC, ends: dict[int, int] | None = None
-) -> Iterator[tuple[int, list[Record]]]:
-    """Each coordination partition's records read from the cluster (up to ``ends`` if given)."""
-    for po in cluster.describe_topic(topic).offsets:
-        end = po.latest if ends is None else ends.get(po.partition, po.latest)
-        out: list[Record] = []
-        offset = po.earliest
-        while offset < end:
-            messages = cluster.fetch(topic, po.partition, offset, max_bytes=8 << 20)
-            if not messages:
-                break
-            out.extend((m.offset, m.timestamp, m.key, m.value) for m in messages if m.offset < end)
-            offset = messages[-1].offset + 1
-        yield po.partition, out
 
 
 def records_from_export(info: ExportInfo) -> Iterator[tuple[int, list[Record]]]:
