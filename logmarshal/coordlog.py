@@ -330,9 +330,7 @@ def truncation_bounds(
             snap = parse_snapshot_record(key, value)
             if fingerprint(snap.keyed_groups) == mine:
                 restore_snapshot(snap, cp, keys)
-            elif (
-                hashlib.sha256(snap.world).digest() != snap.digest or snap.coord_partition != cp
-            ):
+            elif hashlib.sha256(snap.world).digest() != snap.digest or snap.coord_partition != cp:
                 continue
         except SnapshotError:
             continue
@@ -358,7 +356,9 @@ def truncate(
     records (it has no :class:`~logmarshal.cluster.RecordDeleter`) or nothing may go."""
     if not isinstance(cluster, RecordDeleter):
         return None
-    marshal_before, snapshots_before = truncation_bounds(cp, read_snapshots(cluster, cp), admin_keys)
+    marshal_before, snapshots_before = truncation_bounds(
+        cp, read_snapshots(cluster, cp), admin_keys
+    )
     if marshal_before <= 0:
         return None
     m = cluster.delete_records(COORDINATION_TOPIC, {cp: marshal_before})[cp]

@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from logmarshal import EmbeddedCluster, NewRecord
-from logmarshal import coordlog
+from logmarshal import EmbeddedCluster, NewRecord, coordlog
 from logmarshal.cluster import ColumnFetcher, RecordDeleter
 from logmarshal.errors import OffsetOutOfRange
 
@@ -97,7 +96,11 @@ def test_admin_does_not_import_the_audit() -> None:
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     out = subprocess.run(
-        [sys.executable, "-c", "import sys, logmarshal.admin; print('logmarshal.audit' in sys.modules)"],
+        [
+            sys.executable,
+            "-c",
+            "import sys, logmarshal.admin; print('logmarshal.audit' in sys.modules)",
+        ],
         check=True,
         capture_output=True,
         text=True,
