@@ -291,11 +291,20 @@ def load_snapshot(
 
 
 def publish_snapshot(
-    cluster: Cluster, cp: int, world: WorldState, admin_keys: Mapping[str, bytes] | None = None
+    cluster: Cluster,
+    cp: int,
+    world: WorldState,
+    admin_keys: Mapping[str, bytes] | None = None,
+    *,
+    timestamp_ms: int = 0,
 ) -> int:
-    """Write ``world`` (replayed with ``admin_keys``) as a snapshot of ``cp``; its offset."""
+    """Write ``world`` (replayed with ``admin_keys``) as a snapshot of ``cp``; its offset.
+
+    ``timestamp_ms`` is informational (the writer's clock): readers order snapshots by the
+    offset they cover, never by time."""
     key, value = encode_snapshot_record(world, cp, admin_keys)
-    result = cluster.produce(SNAPSHOT_TOPIC, cp, [NewRecord(value=value, key=key)], durable=True)
+    record = NewRecord(value=value, key=key, timestamp=timestamp_ms)
+    result = cluster.produce(SNAPSHOT_TOPIC, cp, [record], durable=True)
     log.info(
         "published a snapshot of %s/%d covering %d (%d bytes) at %s/%d@%d",
         COORDINATION_TOPIC,

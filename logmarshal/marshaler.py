@@ -395,7 +395,9 @@ class Marshaler:
         read without the lock. A failure costs this snapshot only; the next point retries."""
         cp = tail.partition
         try:
-            coordlog.publish_snapshot(self._cluster, cp, tail.world, self._admin_keys)
+            coordlog.publish_snapshot(
+                self._cluster, cp, tail.world, self._admin_keys, timestamp_ms=self.now_ms()
+            )
             if self._truncate:
                 coordlog.truncate(self._cluster, cp, self._admin_keys)
         except ClosedError:
