@@ -351,6 +351,24 @@ class NetworkCluster:
             with reader.lock:
                 reader.close()
 
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        """:class:`~logmarshal.cluster.RecordDeleter` through Kafka's DeleteRecords
+        (``AdminClient.delete_records``), so it works on Apache Kafka too; returns each
+        partition's low watermark as the broker reports it."""
+        self._check_open()
+        wanted = [TopicPartition(topic, p, o) for p, o in before.items()]
+        if not wanted:
+            return {}
+        futures = self._admin.delete_records(wanted, request_timeout=self._timeout)
+        out = {}
+        for tp, future in futures.items():
+            try:
+                result = future.result(self._timeout)
+            except KafkaException as exc:
+                raise _raise_from(exc, topic, tp.partition) from None
+            out[tp.partition] = result.low_watermark
+        return out
+
     def add_partitions(self, name: str, total: int) -> TopicDescription:
         self._check_open()
         current = self.partitions(name)
