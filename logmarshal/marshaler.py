@@ -106,6 +106,13 @@ class Marshaler:
     poll (and so how long :meth:`close` may take). ``admin_keys`` (group id -> key bytes, read
     from a file by the caller) makes the replay reject unauthenticated admin records of those
     groups; every member and the audit must be given the same keys (PROTOCOL.md).
+
+    Bounded log (PROTOCOL.md, "Bounded coordination log"): a cold start restores each
+    partition's newest valid published snapshot and replays only the tail
+    (``restore_snapshots``); this marshaler publishes a snapshot when its own record lands on
+    a snapshot point (every ``snapshot_records`` records, or the first record of each
+    ``snapshot_interval`` seconds of log time; None disables either) and then, if
+    ``truncate``, deletes what the two newest snapshots of every key configuration cover.
     """
 
     def __init__(
@@ -124,6 +131,7 @@ class Marshaler:
         snapshot_records: int | None = DEFAULT_SNAPSHOT_RECORDS,
         snapshot_interval: float | None = DEFAULT_SNAPSHOT_INTERVAL,
         truncate: bool = True,
+        restore_snapshots: bool = True,
     ) -> None:
         if not valid_id(client_id):
             raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
@@ -146,6 +154,7 @@ class Marshaler:
         self._snapshot_records = snapshot_records
         self._snapshot_ms = None if snapshot_interval is None else round(snapshot_interval * 1000)
         self._truncate = truncate
+        self._restore = restore_snapshots
         self._cluster = cluster
         self._client_id = client_id
         self._group_id = group_id
@@ -236,7 +245,11 @@ class Marshaler:
         Returns the next offset to fetch."""
         cp = tail.partition
         earliest = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
-        restored = coordlog.load_snapshot(self._cluster, cp, self._admin_keys, earliest=earliest)
+        restored = None
+        if self._restore:
+            restored = coordlog.load_snapshot(
+                self._cluster, cp, self._admin_keys, earliest=earliest
+            )
         if restored is not None:
             with tail.cond:
                 tail.world = restored.world
