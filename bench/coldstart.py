@@ -39,9 +39,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from logmarshal import EmbeddedCluster, Marshaler, NewRecord, coordlog  # noqa: E402
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC  # noqa: E402
-from rationalizer import (  # noqa: E402
+from logmarshal import EmbeddedCluster, Marshaler, NewRecord, coordlog
+from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from rationalizer import (
     ClaimingPartition,
     Heartbeat,
     WorldState,
