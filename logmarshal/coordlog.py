@@ -241,7 +241,7 @@ def read_snapshots(cluster: Cluster, cp: int) -> list[tuple[int, bytes | None, b
 
 
 def load_snapshot(
-    cluster: Cluster,
+    cluster: Cluster | None,
     cp: int,
     admin_keys: Mapping[str, bytes] | None = None,
     *,
@@ -252,12 +252,19 @@ def load_snapshot(
     still stored (``covered + 1 >= earliest`` of ``__marshal``), or None (replay the log).
 
     Each refused snapshot (digest, tag, decode, gap) is one warning; snapshots published
-    under another key configuration are for other replayers and skipped silently."""
+    under another key configuration are for other replayers and skipped silently.
+    ``cluster`` may be None when ``earliest`` and ``snapshots`` are given (the audit)."""
     keys = dict(admin_keys or {})
     mine = snapshot_key(cp, keys)
+    if cluster is None and (earliest is None or snapshots is None):
+        raise ValueError("without a cluster, give earliest and snapshots")
     if earliest is None:
+        assert cluster is not None
         earliest = cluster.earliest_offset(COORDINATION_TOPIC, cp)
-    records = read_snapshots(cluster, cp) if snapshots is None else snapshots
+    if snapshots is None:
+        assert cluster is not None
+        snapshots = read_snapshots(cluster, cp)
+    records = snapshots
     candidates: list[tuple[int, int, PublishedSnapshot]] = []
     for offset, key, value in records:
         if key != mine:

@@ -70,11 +70,15 @@ def replay_config_for(
     until_ms: int | None = None,
 ) -> ReplayConfig:
     """The fold's configuration for an export (it brings the data topics' log ends)."""
+    from .genesis import choose_genesis
+
+    starts = {p.partition: p.earliest for p in info.partitions}
     return ReplayConfig(
         admin_keys=admin_keys,
         since_ms=since_ms,
         until_ms=until_ms,
         log_end=dict(info.log_end),
+        genesis=choose_genesis(info.path, starts, admin_keys),
     )
 
 

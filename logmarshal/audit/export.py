@@ -31,7 +31,7 @@ import attrs
 from storage import RecordColumns
 
 from ..cluster import Cluster
-from ..coordlog import COORDINATION_TOPIC, fetch_columns
+from ..coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, fetch_columns
 from .deps import require
 
 __all__ = [
@@ -106,7 +106,7 @@ def _schema() -> Any:
 def _data_log_ends(cluster: Cluster, topic: str) -> dict[tuple[str, int], int]:
     ends: dict[tuple[str, int], int] = {}
     for name in cluster.topics():
-        if name == topic:
+        if name in (topic, SNAPSHOT_TOPIC):
             continue
         try:
             for o in cluster.describe_topic(name).offsets:
@@ -173,6 +173,9 @@ def export_coordination(
                 cp,
                 start,
             )
+    from .genesis import export_snapshots  # snapshots beside the export: the audit's genesis
+
+    export_snapshots(cluster, root, len(description.offsets))
     info = ExportInfo(
         path=str(root),
         topic=topic,
