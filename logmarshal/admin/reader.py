@@ -30,7 +30,14 @@ from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT
 from rationalizer.messages import Message
 
 from ..cluster import Cluster
-from ..coordlog import COORDINATION_TOPIC, group_of_record, records_from_cluster
+from ..coordlog import (
+    COORDINATION_TOPIC,
+    Restored,
+    group_of_record,
+    iter_columns,
+    load_snapshot,
+    read_snapshots,
+)
 from .keys import AdminKeys
 
 __all__ = [
@@ -167,6 +174,38 @@ class CoordinationState:
         return None
 
 
+def _restore(
+    cluster: Cluster, cp: int, earliest: int, admin_keys: AdminKeys | Mapping[str, bytes] | None
+) -> Restored | None:
+    """The newest valid published snapshot of ``cp`` (PROTOCOL.md, "Bounded coordination
+    log"), restored with the keys its members use: given keys as they are; with an
+    :class:`AdminKeys` (possibly a wildcard) the keys of exactly the groups a snapshot was
+    published for, as the members of those groups hold them."""
+    if not isinstance(admin_keys, AdminKeys):
+        return load_snapshot(cluster, cp, dict(admin_keys or {}), earliest=earliest)
+    from rationalizer import SnapshotError
+    from rationalizer.snapshot_record import parse_snapshot_record
+
+    snapshots = read_snapshots(cluster, cp)
+    configs: list[tuple[str, ...]] = []
+    for _offset, key, value in snapshots:
+        try:
+            names = parse_snapshot_record(key, value).keyed_groups
+        except SnapshotError:
+            continue
+        if names not in configs:
+            configs.append(names)
+    best = None
+    for names in configs:
+        keys = admin_keys.for_groups(names)
+        if sorted(keys) != list(names):
+            continue  # we lack a key of one of its groups
+        found = load_snapshot(cluster, cp, keys, earliest=earliest, snapshots=snapshots)
+        if found is not None and (best is None or found.covered > best.covered):
+            best = found
+    return best
+
+
 def read_coordination(
     cluster: Cluster,
     *,
@@ -189,16 +228,33 @@ def read_coordination(
     leases: dict[PartitionKey, int] = {}
     groups: set[str] = set()
     keyparts: dict[bytes, PartitionKey] = {}
-    for cp, records in records_from_cluster(cluster, topic):
+    for po in cluster.describe_topic(topic).offsets:
+        cp = po.partition
+        restored = (
+            _restore(cluster, cp, po.earliest, admin_keys) if topic == COORDINATION_TOPIC else None
+        )
+        start = po.earliest if restored is None else restored.covered + 1
+        records = [
+            r
+            for cols in iter_columns(cluster, cp, start, po.latest, topic)
+            for r in zip(*cols, strict=True)
+        ]
         here = {g for _o, _t, k, v in records if (g := group_of_record(k, v)) is not None}
-        groups |= here
-        if isinstance(admin_keys, AdminKeys):
-            keys: Mapping[str, bytes] = admin_keys.for_groups(here)
+        if restored is not None:
+            world = restored.world
+            for s in world.partitions():
+                here.add(s.group_id)
+                if s.heartbeat_interval_ms:
+                    leases[(s.group_id, s.topic, s.partition)] = s.heartbeat_interval_ms
         else:
-            keys = dict(admin_keys or {})
-        world = WorldState(admin_keys=keys)
+            if isinstance(admin_keys, AdminKeys):
+                keys: Mapping[str, bytes] = admin_keys.for_groups(here)
+            else:
+                keys = dict(admin_keys or {})
+            world = WorldState(admin_keys=keys)
+        groups |= here
+        now = world.now  # the log time the snapshot (or nothing) leaves off at
         verdicts = world.apply_many(records)
-        now = _NO_TIME
         for (offset, ts, key, value), verdict in zip(records, verdicts, strict=True):
             now = max(now, ts)
             if on_record is not None:
