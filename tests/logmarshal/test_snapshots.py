@@ -228,3 +228,40 @@ def test_cold_start_after_truncation_equals_full_replay(records, data) -> None:
             got += world.apply_many(zip(*cols, strict=True))
         assert got == verdicts[start:]
         assert world.to_bytes() == full.to_bytes()
+
+
+def test_a_snapshot_every_interval_of_log_time(tmp_path) -> None:
+    from logmarshal.clock import ManualClock
+
+    clock = ManualClock(start=1_700_000_000.25)
+    with EmbeddedCluster(tmp_path / "t", clock=clock.time_ms, maintenance_interval=0) as c:
+        _coordination_topic(c, 1)
+        m = Marshaler(
+            c,
+            "a",
+            "g",
+            10.0,
+            clock=clock,
+            coordination_partitions=1,
+            fetch_wait=0.05,
+            snapshot_records=None,
+            snapshot_interval=1.0,
+            truncate=False,
+        )
+        try:
+            assert m.wait_verdict(m.claim_partition("events", 0), 5).accepted
+            for i in range(12):  # 0.3 s of log time apart: a new second every 3 or 4 beats
+                clock.advance(0.3)
+                assert m.wait_verdict(m.heartbeat("events", 0, i), 5).accepted
+            assert m.wait_caught_up(5)
+            _eventually(lambda: c.latest_offset(SNAPSHOT_TOPIC, 0) >= 3)
+            # the log time went from .25 to 3.85: seconds 1, 2 and 3 began, one snapshot each
+            assert c.latest_offset(SNAPSHOT_TOPIC, 0) == 3
+            covered = [
+                coordlog.load_snapshot(c, 0, snapshots=[s]).covered
+                for s in coordlog.read_snapshots(c, 0)
+            ]
+            # offset k is at .25 + 0.3 k s: the first records of seconds 1, 2, 3 are 3, 6, 10
+            assert covered == [3, 6, 10]
+        finally:
+            m.close()
