@@ -76,14 +76,14 @@ def coordination_topic_config() -> TopicConfig:
     flushed because a claim that is acknowledged and then lost to a crash could let two
     consumers believe they own a partition; no time or size retention because positions of
     idle partitions live only in the log (truncation is DeleteRecords, bounded by published
-    snapshots); 8 MiB segments so that truncation, which removes whole segments on our
-    storage, can follow the snapshots closely (about 100 k records a segment).
+    snapshots); 4 MiB segments so that truncation, which removes whole segments on our
+    storage, can follow the snapshots closely (about 60 k records a segment).
     """
     return TopicConfig(
         timestamp_type=TimestampType.LOG_APPEND_TIME,
         flush_messages=1,
         retention_ms=-1,
-        segment_bytes=8 << 20,
+        segment_bytes=4 << 20,
     )
 
 

@@ -67,8 +67,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Publish a snapshot of a coordination partition every this many records (the writer of
-#: each multiple of it does). A cold start replays at most about twice this plus a segment.
-DEFAULT_SNAPSHOT_RECORDS = 100_000
+#: each multiple of it does). A cold start replays on average half of it per coordination
+#: partition (bench/coldstart.py: 25,000 keeps a 2,000-partition group's cold start well
+#: under a second); the writer pays one dump (~30 ms for such a world) per point.
+DEFAULT_SNAPSHOT_RECORDS = 25_000
 #: ... and at least every this many seconds of log time while records arrive.
 DEFAULT_SNAPSHOT_INTERVAL = 3600.0
 
