@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from rationalizer import DecodeError, decode
+from rationalizer import DecodeError, WorldState, decode
 
 from ..coordlog import records_from_cluster
 from .export import ExportInfo, iter_export
@@ -83,9 +83,14 @@ def reference_replay(
     since = config.since_ms
     until = config.until_ms
     total = 0
-    for _cp, records in partitions:
+    for cp, records in partitions:
         world = new_world(config)
         now = None
+        if cp in config.genesis:  # the replay starts from the same snapshot as the audit
+            covered, data = config.genesis[cp]
+            world = WorldState.from_bytes(data, admin_keys=config.admin_keys)
+            now = world.now
+            records = [r for r in records if r[0] > covered]
         kept: list[Record] = []
         times: list[int] = []
         for rec in records:

@@ -80,6 +80,13 @@ def test_audit_after_truncation_starts_from_the_snapshot(tmp_path, monkeypatch) 
     cut = run_inprocess(cut_export, tmp_path / "cut-out", cut_config)
     full = run_inprocess(full_export, tmp_path / "full-out", full_config)
     assert cut.records < full.records
+    from logmarshal.audit.verify import compare, records_from_export, reference_replay
+
+    check = compare(
+        load_tables(tmp_path / "cut-out"),
+        reference_replay(records_from_export(cut_export), cut_config),
+    )
+    assert check.ok, check.mismatches
     a, b = load_tables(tmp_path / "cut-out"), load_tables(tmp_path / "full-out")
     for name in ("positions", "verdicts", "failovers"):
         assert _rows(a, name) == _rows(b, name), name
