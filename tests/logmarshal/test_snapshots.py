@@ -69,6 +69,11 @@ def test_members_snapshot_and_truncate_and_a_late_member_agrees(cluster, caplog)
     members = _members(cluster, "a", "b", snapshot_records=25, snapshot_interval=None)
     late: list[Marshaler] = []
     try:
+        # an idle partition: handled once, released, never written again
+        a = members[0]
+        assert a.wait_verdict(a.claim_partition("idle", 1), 5).accepted
+        assert a.wait_verdict(a.release_partition("idle", 1, 7), 5).accepted
+        idle_cp = a.coordination_partition("idle", 1)
         _traffic(members, 40)
         for m in members:
             assert m.wait_caught_up(10)
@@ -103,6 +108,9 @@ def test_members_snapshot_and_truncate_and_a_late_member_agrees(cluster, caplog)
         assert _worlds(late[0]) == _worlds(members[0]) == _worlds(members[1])
         assert late[0].partitions() == members[0].partitions()
         assert late[0].resume_offset("events", 12) == 40
+        # the idle partition's records are gone, its position is not
+        assert idle_cp in busy and cluster.earliest_offset(COORDINATION_TOPIC, idle_cp) > 1
+        assert late[0].resume_offset("idle", 1) == 8
         # and it keeps working with the others: a claim race it loses, a release it sees
         lost = late[0].wait_verdict(late[0].claim_partition("events", 0), 5)
         assert lost is not None and not lost.accepted
