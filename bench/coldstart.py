@@ -19,7 +19,7 @@ At each size it measures, side by side in the same run:
 At the end it really truncates and starts one more member on the truncated log.
 
     python bench/coldstart.py [--sizes 1000000,10000000,30000000] [--partitions 2000]
-                              [--snapshot-records 100000] [--keep DIR] [--network]
+                              [--snapshot-records 25000] [--keep DIR] [--network]
 
 ``--network`` also serves the final directory with a broker and times the cold start of a
 Marshaler over the Kafka protocol (NetworkCluster), with and without snapshots.
@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from logmarshal import EmbeddedCluster, Marshaler, NewRecord, coordlog
 from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal.marshaler import DEFAULT_SNAPSHOT_RECORDS
 from rationalizer import (
     ClaimingPartition,
     Heartbeat,
@@ -237,7 +238,7 @@ def main() -> None:
     )
     ap.add_argument("--sizes", default="1000000,10000000,30000000")
     ap.add_argument("--partitions", type=int, default=2000)
-    ap.add_argument("--snapshot-records", type=int, default=100_000)
+    ap.add_argument("--snapshot-records", type=int, default=DEFAULT_SNAPSHOT_RECORDS)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir)")
     ap.add_argument("--network", action="store_true", help="also cold-start over the network")
