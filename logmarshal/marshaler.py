@@ -74,6 +74,7 @@ DEFAULT_SNAPSHOT_RECORDS = 25_000
 #: ... and at least every this many seconds of log time while records arrive.
 DEFAULT_SNAPSHOT_INTERVAL = 3600.0
 
+
 @attrs.frozen
 class Written:
     """Where a coordination message landed: the offset whose verdict decides it."""
@@ -278,14 +279,30 @@ class Marshaler:
     def _tail(self, tail: _Tail) -> None:
         """Feed one WorldState from its partition until closed."""
         cp = tail.partition
-        try:
-            offset = self._start(tail)
-        except Exception as exc:
-            log.exception("cannot start replaying %s/%d", COORDINATION_TOPIC, cp)
-            with tail.cond:
-                tail.error = exc
-                tail.cond.notify_all()
-            return
+        backoff = 0.05
+        while True:
+            try:
+                offset = self._start(tail)
+                break
+            except (LogmarshalError, StorageError, OSError) as exc:
+                # the log (or the snapshot topic) is unreachable for now: never fall back to
+                # a replay that would miss what a snapshot holds, retry instead
+                if self._closed.is_set() or isinstance(exc, ClosedError):
+                    with tail.cond:
+                        tail.error = exc
+                        tail.cond.notify_all()
+                    return
+                log.warning(
+                    "cannot start replaying %s/%d (%s); retrying", COORDINATION_TOPIC, cp, exc
+                )
+                self._closed.wait(backoff)
+                backoff = min(backoff * 2, 1.0)
+            except Exception as exc:
+                log.exception("cannot start replaying %s/%d", COORDINATION_TOPIC, cp)
+                with tail.cond:
+                    tail.error = exc
+                    tail.cond.notify_all()
+                return
         backoff = 0.05
         while not self._closed.is_set():
             try:
