@@ -220,3 +220,12 @@ def test_snapshot_plus_tail_equals_full_replay(records, data) -> None:
 def _rekeyed(w: WorldState, keys) -> WorldState:
     """The same bytes restored under other keys (what a replayer so configured publishes)."""
     return WorldState.from_bytes(w.to_bytes(), admin_keys=keys)
+
+
+def test_protocol_md_lists_these_golden_vectors() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "PROTOCOL.md").read_text(encoding="utf-8")
+    section = text.split("### Snapshot record golden vectors", 1)[1].split("\n## ", 1)[0]
+    for _what, _cp, _keys, _msgs, key, value in GOLDEN:
+        assert f"| `{key.decode()}` | `{value}` |" in section
