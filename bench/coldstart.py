@@ -130,13 +130,18 @@ class History:
             )
             base = res.base_offset
             w = self.worlds[cp]
-            w.apply_many(
-                (base + i, res.log_append_time, k, v) for i, (k, v) in enumerate(batch)
-            )
+            w.apply_many((base + i, res.log_append_time, k, v) for i, (k, v) in enumerate(batch))
             before, after = base // self.every, (res.last_offset + 1) // self.every
             if after > before:  # a snapshot point inside: its writer publishes
                 coordlog.publish_snapshot(self.cluster, cp, w, timestamp_ms=now)
                 self.snapshots += 1
+                # ... and truncates the snapshot topic as a member does (``__marshal`` is
+                # kept whole here, so that the full replay can be measured too)
+                _, snaps_before = coordlog.truncation_bounds(
+                    cp, coordlog.read_snapshots(self.cluster, cp)
+                )
+                if snaps_before:
+                    self.cluster.delete_records(SNAPSHOT_TOPIC, {cp: snaps_before})
             self.written[cp] += len(batch)
             self.total += len(batch)
 
@@ -174,7 +179,7 @@ def _kept_bytes(cluster: EmbeddedCluster) -> tuple[int, int, int]:
     return total, keep, snaps
 
 
-def _cold_start(cluster, restore: bool, timeout: float = 3600.0) -> float:
+def _cold_start(cluster, restore: bool, timeout: float = 3600.0, check: bool = True) -> float:
     t0 = time.perf_counter()
     m = Marshaler(
         cluster,
@@ -191,7 +196,8 @@ def _cold_start(cluster, restore: bool, timeout: float = 3600.0) -> float:
         if not m.wait_caught_up(timeout):
             raise RuntimeError("the new member did not catch up")
         took = time.perf_counter() - t0
-        assert len(m.partitions()) == len(cluster_partitions_cache), "member disagrees"
+        if check:  # every partition of the group known, with its holder
+            assert len(m.partitions()) == len(cluster_partitions_cache), "member disagrees"
     finally:
         m.close()
     return took
@@ -216,7 +222,7 @@ def _apply_many_rate(cluster: EmbeddedCluster, limit: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _network(path: Path, total: int) -> None:
+def _network(path: Path, baseline: float) -> None:
     from logmarshal import connect
     from storage.broker import BrokerConfig, BrokerThread
 
@@ -224,11 +230,16 @@ def _network(path: Path, total: int) -> None:
         BrokerThread(BrokerConfig(data_dir=path, port=0)) as broker,
         connect(bootstrap=broker.bootstrap) as net,
     ):
-        full = _cold_start(net, restore=False)
+        stored = sum(
+            net.latest_offset(COORDINATION_TOPIC, cp) - net.earliest_offset(COORDINATION_TOPIC, cp)
+            for cp in range(N_COORD)
+        )
+        full = _cold_start(net, restore=False, check=False)  # truncated: positions lost
         snap = _cold_start(net, restore=True)
         print(
-            f"network (broker on 127.0.0.1): full replay {full:8.2f} s "
-            f"({total / full / 1e3:6.0f} k records/s); from snapshots {snap:6.2f} s"
+            f"network (broker on 127.0.0.1, truncated log): replay of the {stored:,} stored "
+            f"records {full:.2f} s ({stored / full:,.0f} records/s, "
+            f"{stored / full / baseline:.2f} of apply_many); from snapshots {snap:.2f} s"
         )
 
 
@@ -265,12 +276,12 @@ def main() -> None:
                 f"{'rate/s':>9} {'ratio':>6} {'snapshot+tail':>14} "
                 f"{'__marshal MB':>13} {'kept MB':>8} {'snapshots MB':>13}"
             )
-            baseline = None
+            baseline = 0.0
             for size in sizes:
                 t0 = time.perf_counter()
                 history.grow(size)
                 gen = time.perf_counter() - t0
-                if baseline is None:
+                if not baseline:
                     baseline = _apply_many_rate(cluster, min(args.baseline_records, size))
                 full = _cold_start(cluster, restore=False)
                 snap = _cold_start(cluster, restore=True)
@@ -292,9 +303,8 @@ def main() -> None:
                 f"truncated in {cut:.2f} s: __marshal {total / 1e6:.1f} MB, snapshots "
                 f"{snaps / 1e6:.1f} MB; a new member starts in {after:.2f} s"
             )
-            final = history.total
         if args.network:
-            _network(work / "data", final)
+            _network(work / "data", baseline)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
