@@ -340,24 +340,37 @@ def truncation_bounds(
     """
     keys = dict(admin_keys or {})
     mine = fingerprint(keys)
-    by_config: dict[str, list[tuple[int, int]]] = {}
+    by_config: dict[str, list[tuple[int, int, PublishedSnapshot]]] = {}
     for offset, key, value in snapshots:
         try:
             snap = parse_snapshot_record(key, value)
-            if fingerprint(snap.keyed_groups) == mine:
-                restore_snapshot(snap, cp, keys)
-            elif hashlib.sha256(snap.world).digest() != snap.digest or snap.coord_partition != cp:
-                continue
         except SnapshotError:
             continue
-        by_config.setdefault(fingerprint(snap.keyed_groups), []).append((snap.covered, offset))
+        if snap.coord_partition == cp:
+            by_config.setdefault(fingerprint(snap.keyed_groups), []).append(
+                (snap.covered, offset, snap)
+            )
     if not by_config:
         return 0, 0
     marshal_before = snapshots_before = None
-    for found in by_config.values():
-        if len(found) < KEEP_SNAPSHOTS:
+    for config, found in by_config.items():
+        # newest first, checked only until KEEP_SNAPSHOTS pass: a full restore is the
+        # expensive part, and older snapshots do not move the bound
+        valid: list[tuple[int, int]] = []
+        for covered, offset, snap in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
+            if config == mine:
+                try:
+                    restore_snapshot(snap, cp, keys)
+                except SnapshotError:
+                    continue
+            elif hashlib.sha256(snap.world).digest() != snap.digest:
+                continue
+            valid.append((covered, offset))
+            if len(valid) == KEEP_SNAPSHOTS:
+                break
+        if len(valid) < KEEP_SNAPSHOTS:
             return 0, 0
-        covered, offset = sorted(found)[-KEEP_SNAPSHOTS]
+        covered, offset = valid[-1]
         marshal_before = covered + 1 if marshal_before is None else min(marshal_before, covered + 1)
         snapshots_before = offset if snapshots_before is None else min(snapshots_before, offset)
     assert marshal_before is not None and snapshots_before is not None
