@@ -172,8 +172,6 @@ class Marshaler:
         self._lock = threading.Lock()
         self._consumers: list[Consumer] = []
         self._n = ensure_coordination_topic(cluster, coordination_partitions)
-        if snapshot_records is not None or snapshot_interval is not None:
-            coordlog.ensure_snapshot_topic(cluster, self._n)
         self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(self._n)]
         for tail in self._tails:
             tail.thread = threading.Thread(
@@ -427,6 +425,9 @@ class Marshaler:
         read without the lock. A failure costs this snapshot only; the next point retries."""
         cp = tail.partition
         try:
+            # created on first use, so a group that never reaches a snapshot point (the demo,
+            # tests) has no extra topic
+            coordlog.ensure_snapshot_topic(self._cluster, self._n)
             coordlog.publish_snapshot(
                 self._cluster, cp, tail.world, self._admin_keys, timestamp_ms=self.now_ms()
             )
