@@ -16,9 +16,11 @@ from storage import NewRecord, TopicConfig
 
 __all__ = [
     "Cluster",
+    "ColumnFetcher",
     "Message",
     "PartitionOffsets",
     "ProduceResult",
+    "RecordDeleter",
     "TopicDescription",
 ]
 
@@ -143,3 +145,41 @@ class Cluster(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# -- optional capabilities ------------------------------------------------------------------
+# A Cluster may offer more than the interface above. Callers test for a capability with
+# ``isinstance(cluster, ColumnFetcher)`` (the protocols are runtime-checkable) and fall back
+# to the plain interface otherwise, so wrappers (fault injection) and other implementations
+# keep working without it.
+
+#: offsets, timestamps, keys, values of consecutive records
+Columns = tuple[list[int], list[int], list["bytes | None"], list["bytes | None"]]
+
+
+@runtime_checkable
+class ColumnFetcher(Protocol):
+    """Bulk reads without a ``Message`` per record: what replay and export need."""
+
+    def fetch_columns(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> Columns:
+        """The records from ``offset`` on as four lists, as :meth:`Cluster.fetch` would."""
+        ...
+
+
+@runtime_checkable
+class RecordDeleter(Protocol):
+    """Kafka's DeleteRecords: advance partitions' log start offsets."""
+
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        """Delete records below ``before[partition]``; returns each partition's new earliest
+        offset (its low watermark), which may be lower than asked when only whole
+        segments can go, never higher."""
+        ...

@@ -12,11 +12,12 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from storage import DataDir, NewRecord, TopicConfig, encode_batch
+from storage import DataDir, NewRecord, TopicConfig, decode_columns, encode_batch
 from storage.datadir import TopicInfo
+from storage.errors import CorruptRecordError
 from storage.records import decode_readable
 
-from .cluster import Message, PartitionOffsets, ProduceResult, TopicDescription
+from .cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
 from .errors import ClosedError
 
 __all__ = ["EmbeddedCluster"]
@@ -174,6 +175,51 @@ class EmbeddedCluster:
         if damage is not None and not out:
             raise damage  # CorruptBatch: the caller may skip to damage.next_offset
         return out
+
+    def fetch_columns(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> Columns:
+        """:class:`~logmarshal.cluster.ColumnFetcher`: stored batches parsed straight into
+        columns, about three times cheaper than a ``Message`` per record."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        log_ = self._dir.partition(topic, partition)
+        data = log_.read(offset, max_bytes).data
+        if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
+            data = log_.read(offset, max_bytes).data
+        try:
+            cols: Columns = decode_columns(data)
+        except CorruptRecordError:
+            # a damaged stored batch: the records before it, then CorruptBatch to skip it
+            records, damage = decode_readable(data)
+            cols = ([], [], [], [])
+            for r in records:
+                cols[0].append(r.offset)
+                cols[1].append(r.timestamp)
+                cols[2].append(r.key)
+                cols[3].append(r.value)
+            if damage is not None and not any(o >= offset for o in cols[0]):
+                raise damage from None
+        first = 0
+        offsets = cols[0]
+        while first < len(offsets) and offsets[first] < offset:  # the batch holding offset
+            first += 1
+        if first:
+            for c in cols:
+                del c[:first]
+        return cols
+
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        """:class:`~logmarshal.cluster.RecordDeleter`: whole segments below each offset go."""
+        self._check_open()
+        return {p: self._dir.partition(topic, p).delete_before(o) for p, o in before.items()}
 
     def earliest_offset(self, topic: str, partition: int) -> int:
         self._check_open()

@@ -37,11 +37,19 @@ from rationalizer import (
     encode,
 )
 from rationalizer.messages import valid_id
-from storage import CorruptBatch, NewRecord, StorageError, TimestampType, TopicConfig
+from rationalizer.world import NO_TIME
+from storage import CorruptBatch, NewRecord, StorageError
 
+from . import coordlog
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster import Cluster
-from .errors import ClosedError, LogmarshalError, OffsetOutOfRange, TopicExists
+from .coordlog import (
+    COORDINATION_TOPIC,
+    CoordinationTopicError,
+    coordination_topic_config,
+    ensure_coordination_topic,
+)
+from .errors import ClosedError, LogmarshalError, OffsetOutOfRange
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -49,20 +57,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COORDINATION_TOPIC",
+    "DEFAULT_SNAPSHOT_INTERVAL",
+    "DEFAULT_SNAPSHOT_RECORDS",
     "CoordinationTopicError",
     "Marshaler",
     "Written",
+    "coordination_topic_config",
 ]
 
 log = logging.getLogger(__name__)
 
-COORDINATION_TOPIC = "__marshal"
-_TIMESTAMP_TYPE = "message.timestamp.type"
-_LOG_APPEND_TIME = "LogAppendTime"
-
-
-class CoordinationTopicError(LogmarshalError):
-    """``__marshal`` exists but cannot be coordinated on (e.g. it uses CreateTime)."""
+#: Publish a snapshot of a coordination partition every this many records (the writer of
+#: each multiple of it does). A cold start replays on average half of it per coordination
+#: partition (bench/coldstart.py: 25,000 keeps a 2,000-partition group's cold start well
+#: under a second); the writer pays one dump (~30 ms for such a world) per point.
+DEFAULT_SNAPSHOT_RECORDS = 25_000
+#: ... and at least every this many seconds of log time while records arrive.
+DEFAULT_SNAPSHOT_INTERVAL = 3600.0
 
 
 @attrs.frozen
@@ -71,21 +82,6 @@ class Written:
 
     coordination_partition: int
     offset: int
-
-
-def coordination_topic_config() -> TopicConfig:
-    """How the library creates ``__marshal``.
-
-    LogAppendTime because decisions use the log's clock, never a client's; every message
-    flushed because a claim that is acknowledged and then lost to a crash could let two
-    consumers believe they own a partition; retention forever because positions of idle
-    partitions live only in the log (there is no compaction or snapshot topic yet).
-    """
-    return TopicConfig(
-        timestamp_type=TimestampType.LOG_APPEND_TIME,
-        flush_messages=1,
-        retention_ms=-1,
-    )
 
 
 class _Tail:
@@ -99,6 +95,9 @@ class _Tail:
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
         self.skipped_batches = 0  # corrupt stored batches the replay skipped
+        # offsets of this marshaler's own records not applied yet: the writer of a record at
+        # a snapshot point publishes the snapshot (PROTOCOL.md, "Who publishes")
+        self.own: set[int] = set()
 
 
 class Marshaler:
@@ -112,6 +111,13 @@ class Marshaler:
     poll (and so how long :meth:`close` may take). ``admin_keys`` (group id -> key bytes, read
     from a file by the caller) makes the replay reject unauthenticated admin records of those
     groups; every member and the audit must be given the same keys (PROTOCOL.md).
+
+    Bounded log (PROTOCOL.md, "Bounded coordination log"): a cold start restores each
+    partition's newest valid published snapshot and replays only the tail
+    (``restore_snapshots``); this marshaler publishes a snapshot when its own record lands on
+    a snapshot point (every ``snapshot_records`` records, or the first record of each
+    ``snapshot_interval`` seconds of log time; None disables either) and then, if
+    ``truncate``, deletes what the two newest snapshots of every key configuration cover.
     """
 
     def __init__(
@@ -128,6 +134,10 @@ class Marshaler:
         fetch_max_bytes: int = 1 << 20,
         admin_keys: Mapping[str, bytes] | None = None,
         metrics: MarshalerMetrics | None = None,
+        snapshot_records: int | None = DEFAULT_SNAPSHOT_RECORDS,
+        snapshot_interval: float | None = DEFAULT_SNAPSHOT_INTERVAL,
+        truncate: bool = True,
+        restore_snapshots: bool = True,
     ) -> None:
         if not valid_id(client_id):
             raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
@@ -142,6 +152,15 @@ class Marshaler:
             )
         if fetch_wait <= 0:
             raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
+        if snapshot_records is not None and snapshot_records < 1:
+            raise ValueError(f"snapshot_records must be positive, got {snapshot_records}")
+        if snapshot_interval is not None and snapshot_interval <= 0:
+            raise ValueError(f"snapshot_interval must be positive, got {snapshot_interval}")
+        self._admin_keys = dict(admin_keys or {})
+        self._snapshot_records = snapshot_records
+        self._snapshot_ms = None if snapshot_interval is None else round(snapshot_interval * 1000)
+        self._truncate = truncate
+        self._restore = restore_snapshots
         self._cluster = cluster
         self._client_id = client_id
         self._group_id = group_id
@@ -156,7 +175,7 @@ class Marshaler:
         self._lock = threading.Lock()
         self._consumers: list[Consumer] = []
         self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
-        self._n = self._ensure_topic(coordination_partitions)
+        self._n = ensure_coordination_topic(cluster, coordination_partitions)
         self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(self._n)]
         for tail in self._tails:
             tail.thread = threading.Thread(
@@ -222,64 +241,77 @@ class Marshaler:
 
     # -- the coordination topic -------------------------------------------------------------
 
-    def _ensure_topic(self, wanted: int) -> int:
-        """Create ``__marshal`` if missing; validate it otherwise. Returns its partition count."""
-        if COORDINATION_TOPIC not in self._cluster.topics():
-            try:
-                self._cluster.create_topic(COORDINATION_TOPIC, wanted, coordination_topic_config())
-            except TopicExists:  # another process won the race; validate theirs
-                pass
-            else:
-                log.info("created %s with %d partitions", COORDINATION_TOPIC, wanted)
-                return wanted
-        description = self._cluster.describe_topic(COORDINATION_TOPIC)
-        stamp = description.config.get(_TIMESTAMP_TYPE, "CreateTime")
-        if stamp != _LOG_APPEND_TIME:
-            raise CoordinationTopicError(
-                f"refusing to coordinate on {COORDINATION_TOPIC}: it uses "
-                f"{_TIMESTAMP_TYPE}={stamp}, but decisions need the log's own clock "
-                f"({_TIMESTAMP_TYPE}={_LOG_APPEND_TIME}); recreate the topic with it"
-            )
-        if description.partitions != wanted:
-            log.warning(
-                "%s has %d partitions (asked for %d); using %d: the count is fixed once created",
-                COORDINATION_TOPIC,
-                description.partitions,
-                wanted,
-                description.partitions,
-            )
-        return description.partitions
-
     def coordination_partition(self, topic: str, partition: int) -> int:
         return coordination_partition(topic, partition, self._n)
 
     # -- replay -----------------------------------------------------------------------------
 
+    def _start(self, tail: _Tail) -> int:
+        """Cold start of one partition: the newest valid snapshot, else the log's start.
+
+        Returns the next offset to fetch."""
+        cp = tail.partition
+        earliest = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
+        restored = None
+        if self._restore:
+            restored = coordlog.load_snapshot(
+                self._cluster, cp, self._admin_keys, earliest=earliest
+            )
+        if restored is not None:
+            with tail.cond:
+                tail.world = restored.world
+                tail.next_offset = restored.covered + 1
+            log.info(
+                "%s/%d: starting from the snapshot covering %d",
+                COORDINATION_TOPIC,
+                cp,
+                restored.covered,
+            )
+            return restored.covered + 1
+        if earliest > 0:
+            log.warning(
+                "%s/%d starts at offset %d and no valid snapshot covers what is gone: "
+                "positions older records held are unknown",
+                COORDINATION_TOPIC,
+                cp,
+                earliest,
+            )
+        with tail.cond:
+            tail.next_offset = earliest
+        return earliest
+
     def _tail(self, tail: _Tail) -> None:
         """Feed one WorldState from its partition until closed."""
         cp = tail.partition
-        try:
-            offset = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
-        except Exception as exc:
-            log.exception("cannot start replaying %s/%d", COORDINATION_TOPIC, cp)
-            with tail.cond:
-                tail.error = exc
-                tail.cond.notify_all()
-            return
-        if offset > 0:
-            log.warning(
-                "%s/%d starts at offset %d: older coordination records are gone, so "
-                "positions they held are unknown",
-                COORDINATION_TOPIC,
-                cp,
-                offset,
-            )
-        with tail.cond:
-            tail.next_offset = offset
+        backoff = 0.05
+        while True:
+            try:
+                offset = self._start(tail)
+                break
+            except (LogmarshalError, StorageError, OSError) as exc:
+                # the log (or the snapshot topic) is unreachable for now: never fall back to
+                # a replay that would miss what a snapshot holds, retry instead
+                if self._closed.is_set() or isinstance(exc, ClosedError):
+                    with tail.cond:
+                        tail.error = exc
+                        tail.cond.notify_all()
+                    return
+                log.warning(
+                    "cannot start replaying %s/%d (%s); retrying", COORDINATION_TOPIC, cp, exc
+                )
+                self._closed.wait(backoff)
+                backoff = min(backoff * 2, 1.0)
+            except Exception as exc:
+                log.exception("cannot start replaying %s/%d", COORDINATION_TOPIC, cp)
+                with tail.cond:
+                    tail.error = exc
+                    tail.cond.notify_all()
+                return
         backoff = 0.05
         while not self._closed.is_set():
             try:
-                messages = self._cluster.fetch(
+                cols = coordlog.fetch_columns(
+                    self._cluster,
                     COORDINATION_TOPIC,
                     cp,
                     offset,
@@ -288,14 +320,15 @@ class Marshaler:
                 )
             except OffsetOutOfRange as exc:
                 log.error(
-                    "%s/%d: offset %d is out of range (%s); continuing from the earliest",
+                    "%s/%d: offset %d is out of range (%s); restarting from a snapshot or "
+                    "the earliest",
                     COORDINATION_TOPIC,
                     cp,
                     offset,
                     exc,
                 )
                 try:
-                    offset = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
+                    offset = self._recover(tail, offset)
                 except ClosedError:
                     continue  # the loop condition or the next fetch decides
                 except Exception as again:
@@ -346,19 +379,90 @@ class Marshaler:
                 backoff = min(backoff * 2, 1.0)
                 continue
             backoff = 0.05
-            if not messages:
+            offsets = cols[0]
+            if not offsets:
                 continue
+            before = tail.world.now
             with tail.cond:
                 verdicts = tail.world.apply_many(
-                    (m.offset, m.timestamp, m.key, m.value) for m in messages
+                    zip(offsets, cols[1], cols[2], cols[3], strict=True)
                 )
-                offset = messages[-1].offset + 1
+                offset = offsets[-1] + 1
                 tail.next_offset = offset
+                mine = [o for o in tail.own if o < offset] if tail.own else None
+                if mine:
+                    tail.own.difference_update(mine)
                 tail.cond.notify_all()
             if self._metrics is not None:
                 self._metrics.count_verdicts(self, cp, verdicts)
+            if mine and self._snapshot_due(mine, offsets, cols[1], before):
+                self._snapshot(tail)
         with tail.cond:
             tail.cond.notify_all()
+
+    def _recover(self, tail: _Tail, offset: int) -> int:
+        """After OffsetOutOfRange (the log was truncated past us): a snapshot that reaches at
+        least where we are, else the earliest offset (positions may be lost: warned)."""
+        cp = tail.partition
+        earliest = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
+        restored = coordlog.load_snapshot(self._cluster, cp, self._admin_keys, earliest=earliest)
+        if restored is not None and restored.covered + 1 >= offset:
+            with tail.cond:
+                tail.world = restored.world
+                tail.next_offset = restored.covered + 1
+                tail.cond.notify_all()
+            return restored.covered + 1
+        log.warning(
+            "%s/%d: continuing at %d; records %d..%d were deleted before this replay saw them",
+            COORDINATION_TOPIC,
+            cp,
+            earliest,
+            offset,
+            earliest - 1,
+        )
+        return earliest
+
+    def _snapshot_due(
+        self, mine: list[int], offsets: list[int], timestamps: list[int], before: int
+    ) -> bool:
+        """Did one of our records land on a snapshot point? A multiple of
+        ``snapshot_records``, or the first record of a new ``snapshot_interval`` of log time
+        (clamped, as replay sees it)."""
+        n = self._snapshot_records
+        if n is not None and any(o > 0 and o % n == 0 for o in mine):
+            return True
+        t = self._snapshot_ms
+        if t is None:
+            return False
+        wanted = set(mine)
+        now = before
+        for o, ts in zip(offsets, timestamps, strict=True):
+            prev = now
+            if ts > now:
+                now = ts
+            if o in wanted and prev != NO_TIME and now // t > prev // t:
+                return True
+        return False
+
+    def _snapshot(self, tail: _Tail) -> None:
+        """Publish the world of ``tail`` and truncate what the kept snapshots cover.
+
+        Runs on the tail's own thread, the only one that changes its world, so the world is
+        read without the lock. A failure costs this snapshot only; the next point retries."""
+        cp = tail.partition
+        try:
+            # created on first use, so a group that never reaches a snapshot point (the demo,
+            # tests) has no extra topic
+            coordlog.ensure_snapshot_topic(self._cluster, self._n)
+            coordlog.publish_snapshot(
+                self._cluster, cp, tail.world, self._admin_keys, timestamp_ms=self.now_ms()
+            )
+            if self._truncate:
+                coordlog.truncate(self._cluster, cp, self._admin_keys)
+        except ClosedError:
+            return
+        except Exception as exc:
+            log.warning("%s/%d: snapshot or truncation failed: %s", COORDINATION_TOPIC, cp, exc)
 
     def wait_applied(self, coord_partition: int, offset: int, timeout: float) -> bool:
         """Wait until the replay of ``coord_partition`` has applied ``offset``.
@@ -419,6 +523,12 @@ class Marshaler:
             [NewRecord(value=value, key=key, timestamp=self.now_ms())],
             durable=True,
         )
+        if self._snapshot_records is not None or self._snapshot_ms is not None:
+            tail = self._tails[cp]
+            with tail.cond:
+                # even if the replay already passed it (it raced this answer): the next batch
+                # then publishes, covering a little more
+                tail.own.add(result.base_offset)
         return Written(cp, result.base_offset)
 
     def _ids(self) -> dict[str, str]:

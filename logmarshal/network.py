@@ -41,7 +41,7 @@ from confluent_kafka.admin import (
 from storage import NewRecord, PolicyViolation, TopicConfig
 from storage.datadir import validate_topic_name
 
-from .cluster import Message, PartitionOffsets, ProduceResult, TopicDescription
+from .cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
 from .errors import (
     ClosedError,
     CorruptRecordError,
@@ -146,7 +146,8 @@ class _PartitionReader:
         self._position = None
         raise OffsetOutOfRange(offset, low, high)
 
-    def fetch(self, offset: int, max_bytes: int, max_wait: float) -> list[Message]:
+    def _raw(self, offset: int, max_bytes: int, max_wait: float) -> list[Any]:
+        """librdkafka's messages from ``offset`` on (up to about ``max_bytes``)."""
         self.last_used = time.monotonic()
         head = self._pending[0].offset() if self._pending else self._position
         if head != offset:
@@ -163,7 +164,7 @@ class _PartitionReader:
                     self._take([first, *consumer.consume(want - 1, 0)])
             if not self._pending:
                 self._wait_if_behind(consumer, offset, want)
-        out: list[Message] = []
+        out: list[Any] = []
         size = 0
         while self._pending:
             m = self._pending[0]
@@ -175,20 +176,29 @@ class _PartitionReader:
             size += n
             if m.offset() < offset:
                 continue
-            out.append(
-                Message(
-                    self._topic,
-                    self._partition,
-                    m.offset(),
-                    m.timestamp()[1],
-                    key,
-                    value,
-                    tuple(m.headers() or ()),
-                )
-            )
+            out.append(m)
         if out:
-            self._position = out[-1].offset + 1
+            self._position = out[-1].offset() + 1
         return out
+
+    def fetch(self, offset: int, max_bytes: int, max_wait: float) -> list[Message]:
+        t, p = self._topic, self._partition
+        return [
+            Message(
+                t, p, m.offset(), m.timestamp()[1], m.key(), m.value(), tuple(m.headers() or ())
+            )
+            for m in self._raw(offset, max_bytes, max_wait)
+        ]
+
+    def fetch_columns(self, offset: int, max_bytes: int, max_wait: float) -> Columns:
+        """The same records as four lists, without a ``Message`` per record."""
+        raw = self._raw(offset, max_bytes, max_wait)
+        return (
+            [m.offset() for m in raw],
+            [m.timestamp()[1] for m in raw],
+            [m.key() for m in raw],
+            [m.value() for m in raw],
+        )
 
     def _wait_if_behind(self, consumer: Consumer, offset: int, want: int) -> None:
         """Nothing arrived: if the broker holds records from ``offset``, wait for them.
@@ -358,6 +368,24 @@ class NetworkCluster:
         for reader in readers:
             with reader.lock:
                 reader.close()
+
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        """:class:`~logmarshal.cluster.RecordDeleter` through Kafka's DeleteRecords
+        (``AdminClient.delete_records``), so it works on Apache Kafka too; returns each
+        partition's low watermark as the broker reports it."""
+        self._check_open()
+        wanted = [TopicPartition(topic, p, o) for p, o in before.items()]
+        if not wanted:
+            return {}
+        futures = self._admin.delete_records(wanted, request_timeout=self._timeout)
+        out = {}
+        for tp, future in futures.items():
+            try:
+                result = future.result(self._timeout)
+            except KafkaException as exc:
+                raise _raise_from(exc, topic, tp.partition) from None
+            out[tp.partition] = result.low_watermark
+        return out
 
     def add_partitions(self, name: str, total: int) -> TopicDescription:
         self._check_open()
@@ -544,6 +572,26 @@ class NetworkCluster:
         with reader.lock:
             try:
                 return reader.fetch(offset, max_bytes, max_wait)
+            except KafkaException as exc:
+                raise _raise_from(exc, topic, partition) from None
+
+    def fetch_columns(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> Columns:
+        """:class:`~logmarshal.cluster.ColumnFetcher`: what :meth:`fetch` returns, as columns."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        reader = self._reader(topic, partition)
+        with reader.lock:
+            try:
+                return reader.fetch_columns(offset, max_bytes, max_wait)
             except KafkaException as exc:
                 raise _raise_from(exc, topic, partition) from None
 

@@ -8,6 +8,7 @@ Not pickle: a snapshot may come from another process or a Spark executor.
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Mapping
 from itertools import pairwise
@@ -241,6 +242,43 @@ def _read_verdict(r: _Reader) -> Verdict:
     return Verdict(True, effect=effect, previous_holder=prev, voided=voided)
 
 
+#: verdict code -> the shared verdict it stands for (None: detailed or invalid: slow path)
+_SIMPLE: tuple[Verdict | None, ...] = tuple(
+    REJECTED[REASON_CODES[c]]
+    if c < len(REASON_CODES)
+    else ACCEPTED[EFFECT_CODES[c - _ACCEPTED_BASE]]
+    if _ACCEPTED_BASE <= c < _ACCEPTED_BASE + len(EFFECT_CODES)
+    else None
+    for c in range(256)
+)
+
+
+_SIMPLE_RUN = re.compile(
+    b"[%s]+" % b"".join(re.escape(bytes([c])) for c in range(256) if _SIMPLE[c] is not None)
+)
+
+
+def _read_verdicts(r: _Reader, n: int) -> list[Verdict]:
+    """``n`` verdicts; runs of one-byte shared ones by table lookup in C (restoring a full
+    window of 65,536+ verdicts is most of a snapshot's restore time)."""
+    out: list[Verdict] = []
+    buf = r.buf
+    simple = _SIMPLE
+    run = _SIMPLE_RUN.match
+    pos = r.pos
+    while len(out) < n:
+        m = run(buf, pos, pos + n - len(out))
+        if m is not None:
+            out.extend(map(simple.__getitem__, buf[pos : m.end()]))
+            pos = m.end()
+            continue
+        r.pos = pos
+        out.append(_read_verdict(r))  # detailed, invalid or truncated: the strict reader
+        pos = r.pos
+    r.pos = pos
+    return out
+
+
 def _sorted_strictly(items: list) -> bool:
     return all(a < b for a, b in pairwise(items))
 
@@ -313,18 +351,32 @@ def load(
     n = r.uv(2 * w._window)
     offsets = array("q")
     prev = -1
-    for _ in range(n):
+    i = 0
+    while i < n:
         delta = r.uv()
         if delta == 0:
             raise SnapshotError("verdict offsets not increasing")
         prev += delta
+        i += 1
+        # fast path: a run of consecutive offsets is a run of 0x01 bytes
+        run = min(n - i, len(buf) - r.pos)
+        if run and buf[r.pos] == 1:
+            k = 0
+            while k < run and buf[r.pos + k] == 1:
+                k += 1
+            offsets.append(prev)
+            offsets.extend(range(prev + 1, prev + 1 + k))
+            prev += k
+            r.pos += k
+            i += k
+        else:
+            offsets.append(prev)
         if prev > w._applied:
             raise SnapshotError("verdict offset beyond applied_through")
-        offsets.append(prev)
     if (offsets[-1] if n else -1) != w._applied:
         raise SnapshotError("verdict offsets out of range")
     w._woff = offsets
-    w._wv = [_read_verdict(r) for _ in range(n)]
+    w._wv = _read_verdicts(r, n)
     if r.pos != len(buf):
         raise SnapshotError(f"{len(buf) - r.pos} trailing bytes")
     return w

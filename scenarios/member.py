@@ -39,7 +39,7 @@ from typing import IO
 
 from logmarshal import NewRecord
 from logmarshal.consumer import Consumer
-from logmarshal.marshaler import Marshaler
+from logmarshal.marshaler import DEFAULT_SNAPSHOT_RECORDS, Marshaler
 from logmarshal.network import NetworkCluster
 
 GROUP = "scenario"
@@ -83,6 +83,7 @@ def _consume(args: argparse.Namespace, report: _Report, stop: threading.Event) -
         args.hb,
         fetch_wait=0.1,
         coordination_partitions=args.coordination_partitions,
+        snapshot_records=args.snapshot_records or DEFAULT_SNAPSHOT_RECORDS,
     )
     consumer = Consumer(
         marshaler,
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--greedy", action="store_true")
     parser.add_argument("--max-claims", type=int)
     parser.add_argument("--coordination-partitions", type=int, default=8)
+    parser.add_argument("--snapshot-records", type=int, help="publish snapshots this often")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--per-partition", type=int, default=100)
     parser.add_argument("--batch", type=int, default=10)

@@ -319,6 +319,31 @@ class PartitionLog:
                 return 0
             return self._delete_expired(self._clock())
 
+    def delete_before(self, offset: int) -> int:
+        """DeleteRecords: remove every whole segment all of whose records are below
+        ``offset`` (never the active one); returns the new log start offset, which is at
+        most ``offset``. Raises OffsetOutOfRange beyond the log end, like Kafka."""
+        if type(offset) is not int or offset < 0:
+            raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"{self.directory}: log is closed")
+            end = self._active.next_offset
+            if offset > end:
+                raise OffsetOutOfRange(offset, self._segments[0].base_offset, end)
+            doomed = 0
+            for nxt in self._segments[1:]:
+                if nxt.base_offset > offset:
+                    break
+                doomed += 1
+            if doomed:
+                gone, self._segments = self._segments[:doomed], self._segments[doomed:]
+                self._publish(segments_changed=True)
+                for seg in gone:
+                    log.info("%s: delete-records removes segment %d", self.directory, seg.base_offset)
+                    seg.delete()
+            return self._segments[0].base_offset
+
     def _delete_expired(self, now: int) -> int:
         cfg = self.config
         if not cfg.delete:

@@ -1,8 +1,8 @@
 """Read the whole coordination log of a cluster into replayed worlds, once.
 
 The admin never keeps a replay running: each command reads every ``__marshal`` partition to
-its end as of the call (with the audit's reader, :func:`~logmarshal.audit.verify.
-records_from_cluster`), folds it through one :class:`rationalizer.WorldState` per partition
+its end as of the call (with :func:`~logmarshal.coordlog.records_from_cluster`, the one
+reader of the coordination log), folds it through one :class:`rationalizer.WorldState` per partition
 (the very rationalizer every consumer runs, so the admin sees what the group sees) and keeps
 besides the worlds only what they do not hold:
 
@@ -26,12 +26,18 @@ from struct import Struct
 import attrs
 
 from rationalizer import Effect, GroupView, PartitionState, Verdict, WorldState, decode
-from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, T_RELEASE_GROUP
+from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT
 from rationalizer.messages import Message
 
-from ..audit.verify import records_from_cluster
 from ..cluster import Cluster
-from ..marshaler import COORDINATION_TOPIC
+from ..coordlog import (
+    COORDINATION_TOPIC,
+    Restored,
+    group_of_record,
+    iter_columns,
+    load_snapshot,
+    read_snapshots,
+)
 from .keys import AdminKeys
 
 __all__ = [
@@ -96,24 +102,6 @@ class CoordRecord:
             return decode(self.key, self.value)  # type: ignore[arg-type]
         except Exception:  # DecodeError; decode raises nothing else, but never fail a dump
             return None
-
-
-def group_of_record(key: bytes | None, value: bytes | None) -> str | None:
-    """The group a record claims to be about, from its key (valid records only matter).
-
-    Keys are ``group/topic/partition`` (group ids may contain ``/``, topics cannot) or
-    ``group`` for ReleaseGroup; the decoder checks the key against the value, so for every
-    record that replay accepts this is exact.
-    """
-    if key is None or value is None or len(value) < 2:
-        return None
-    try:
-        if value[1] == T_RELEASE_GROUP:
-            return key.decode("utf-8")
-        parts = key.rsplit(b"/", 2)
-        return parts[0].decode("utf-8") if len(parts) == 3 else None
-    except (UnicodeDecodeError, AttributeError, TypeError):
-        return None
 
 
 def _partition_of_key(key: bytes) -> PartitionKey:
@@ -186,6 +174,38 @@ class CoordinationState:
         return None
 
 
+def _restore(
+    cluster: Cluster, cp: int, earliest: int, admin_keys: AdminKeys | Mapping[str, bytes] | None
+) -> Restored | None:
+    """The newest valid published snapshot of ``cp`` (PROTOCOL.md, "Bounded coordination
+    log"), restored with the keys its members use: given keys as they are; with an
+    :class:`AdminKeys` (possibly a wildcard) the keys of exactly the groups a snapshot was
+    published for, as the members of those groups hold them."""
+    if not isinstance(admin_keys, AdminKeys):
+        return load_snapshot(cluster, cp, dict(admin_keys or {}), earliest=earliest)
+    from rationalizer import SnapshotError
+    from rationalizer.snapshot_record import parse_snapshot_record
+
+    snapshots = read_snapshots(cluster, cp)
+    configs: list[tuple[str, ...]] = []
+    for _offset, key, value in snapshots:
+        try:
+            names = parse_snapshot_record(key, value).keyed_groups
+        except SnapshotError:
+            continue
+        if names not in configs:
+            configs.append(names)
+    best = None
+    for names in configs:
+        keys = admin_keys.for_groups(names)
+        if sorted(keys) != list(names):
+            continue  # we lack a key of one of its groups
+        found = load_snapshot(cluster, cp, keys, earliest=earliest, snapshots=snapshots)
+        if found is not None and (best is None or found.covered > best.covered):
+            best = found
+    return best
+
+
 def read_coordination(
     cluster: Cluster,
     *,
@@ -208,16 +228,33 @@ def read_coordination(
     leases: dict[PartitionKey, int] = {}
     groups: set[str] = set()
     keyparts: dict[bytes, PartitionKey] = {}
-    for cp, records in records_from_cluster(cluster, topic):
+    for po in cluster.describe_topic(topic).offsets:
+        cp = po.partition
+        restored = (
+            _restore(cluster, cp, po.earliest, admin_keys) if topic == COORDINATION_TOPIC else None
+        )
+        start = po.earliest if restored is None else restored.covered + 1
+        records = [
+            r
+            for cols in iter_columns(cluster, cp, start, po.latest, topic)
+            for r in zip(*cols, strict=True)
+        ]
         here = {g for _o, _t, k, v in records if (g := group_of_record(k, v)) is not None}
-        groups |= here
-        if isinstance(admin_keys, AdminKeys):
-            keys: Mapping[str, bytes] = admin_keys.for_groups(here)
+        if restored is not None:
+            world = restored.world
+            for s in world.partitions():
+                here.add(s.group_id)
+                if s.heartbeat_interval_ms:
+                    leases[(s.group_id, s.topic, s.partition)] = s.heartbeat_interval_ms
         else:
-            keys = dict(admin_keys or {})
-        world = WorldState(admin_keys=keys)
+            if isinstance(admin_keys, AdminKeys):
+                keys: Mapping[str, bytes] = admin_keys.for_groups(here)
+            else:
+                keys = dict(admin_keys or {})
+            world = WorldState(admin_keys=keys)
+        groups |= here
+        now = world.now  # the log time the snapshot (or nothing) leaves off at
         verdicts = world.apply_many(records)
-        now = _NO_TIME
         for (offset, ts, key, value), verdict in zip(records, verdicts, strict=True):
             now = max(now, ts)
             if on_record is not None:

@@ -47,8 +47,8 @@ from storage import NewRecord
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cluster import Cluster
+from ..coordlog import COORDINATION_TOPIC
 from ..errors import UnknownTopic
-from ..marshaler import COORDINATION_TOPIC
 from .errors import AdminError
 from .keys import AdminKeys
 from .reader import CoordinationState, CoordRecord, read_coordination

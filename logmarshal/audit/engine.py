@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from ..coordlog import group_of_record
 from .arrow import final_schema, fold_batches, split_union, union_schema
 from .deps import require
 from .export import ExportInfo, iter_export
@@ -50,7 +51,6 @@ def admin_keys_for_export(keys: Any, info: ExportInfo) -> dict[str, bytes] | Non
         return None
     groups: set[str] = set()
     if keys.default is not None:
-        from ..admin.reader import group_of_record  # late: admin imports the audit
 
         for _cp, batch in iter_export(info):
             for k, v in zip(
@@ -70,11 +70,15 @@ def replay_config_for(
     until_ms: int | None = None,
 ) -> ReplayConfig:
     """The fold's configuration for an export (it brings the data topics' log ends)."""
+    from .genesis import choose_genesis
+
+    starts = {p.partition: p.earliest for p in info.partitions}
     return ReplayConfig(
         admin_keys=admin_keys,
         since_ms=since_ms,
         until_ms=until_ms,
         log_end=dict(info.log_end),
+        genesis=choose_genesis(info.path, starts, admin_keys),
     )
 
 

@@ -10,10 +10,10 @@ retention) and the log-end offsets of the data topics, so the audit can report l
 The export is a consistent prefix of every coordination partition: each is read up to the
 log end seen when the export started, so records written meanwhile are left for next time.
 
-Speed: from an :class:`~logmarshal.embedded.EmbeddedCluster` the export reads the stored
-record batches and parses them straight into columns (:func:`storage.decode_columns`),
-instead of building a ``Message`` (and a storage ``Record``) per record through
-``Cluster.fetch``: that is about three times faster. Other clusters go through ``fetch``.
+Speed: the export reads through :func:`logmarshal.coordlog.fetch_columns`, which uses a
+cluster's :class:`~logmarshal.cluster.ColumnFetcher` capability when it has one (the
+embedded cluster parses stored batches straight into columns, about three times faster than
+a ``Message`` per record) and ``Cluster.fetch`` otherwise.
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ from typing import Any
 
 import attrs
 
-from storage import RecordColumns, decode_columns
+from storage import RecordColumns
 
 from ..cluster import Cluster
-from ..embedded import EmbeddedCluster
-from ..marshaler import COORDINATION_TOPIC
+from ..coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, fetch_columns
 from .deps import require
 
 __all__ = [
@@ -107,7 +106,7 @@ def _schema() -> Any:
 def _data_log_ends(cluster: Cluster, topic: str) -> dict[tuple[str, int], int]:
     ends: dict[tuple[str, int], int] = {}
     for name in cluster.topics():
-        if name == topic:
+        if name in (topic, SNAPSHOT_TOPIC):
             continue
         try:
             for o in cluster.describe_topic(name).offsets:
@@ -174,6 +173,9 @@ def export_coordination(
                 cp,
                 start,
             )
+    from .genesis import export_snapshots  # snapshots beside the export: the audit's genesis
+
+    export_snapshots(cluster, root, len(description.offsets))
     info = ExportInfo(
         path=str(root),
         topic=topic,
@@ -191,22 +193,9 @@ def export_coordination(
 def _read_into(cluster: Cluster, topic: str, cp: int, offset: int, cols: RecordColumns) -> None:
     """Append the records from ``offset`` on (one fetch's worth, at least one if any) to
     ``cols``."""
-    if isinstance(cluster, EmbeddedCluster):
-        data = cluster.data_dir.partition(topic, cp).read(offset, _FETCH_BYTES).data
-        n = len(cols[0])
-        decode_columns(data, cols)
-        first = n
-        while first < len(cols[0]) and cols[0][first] < offset:  # the batch holding offset
-            first += 1
-        if first > n:
-            for c in cols:
-                del c[n:first]
-        return
-    for m in cluster.fetch(topic, cp, offset, max_bytes=_FETCH_BYTES):
-        cols[0].append(m.offset)
-        cols[1].append(m.timestamp)
-        cols[2].append(m.key)
-        cols[3].append(m.value)
+    got = fetch_columns(cluster, topic, cp, offset, max_bytes=_FETCH_BYTES)
+    for mine, theirs in zip(cols, got, strict=True):
+        mine.extend(theirs)
 
 
 def _flush(pa: Any, writer: Any, schema: Any, cp: int, cols: tuple[list, ...]) -> int:

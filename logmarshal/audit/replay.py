@@ -35,6 +35,7 @@ from rationalizer import (
     Verdict,
     WorldState,
     decode,
+    encode,
     record_key,
 )
 
@@ -112,6 +113,9 @@ class ReplayConfig:
     since_ms: int | None = None
     until_ms: int | None = None
     log_end: Mapping[tuple[str, int], int] = attrs.field(factory=dict)
+    #: coordination partition -> (covered offset, world bytes) of the verified snapshot the
+    #: replay starts from when the log was truncated (see :mod:`.genesis`)
+    genesis: Mapping[int, tuple[int, bytes]] = attrs.field(factory=dict)
 
 
 def new_world(config: ReplayConfig) -> WorldState:
@@ -226,10 +230,48 @@ class PartitionAudit:
         self._violations: list[tuple[Any, ...]] = []
         self._fenced_at: dict[tuple[str, str], int] = {}
         self._memo: dict[tuple[bytes | None, bytes | None], Message | None] = {}
+        self.genesis: int | None = None  # the offset the starting snapshot covers
+        if coord_partition in config.genesis:
+            self._start_from(*config.genesis[coord_partition])
 
     @property
     def world(self) -> WorldState:
         return self._world
+
+    def _start_from(self, covered: int, data: bytes) -> None:
+        """Start from a snapshot: its world, and for each partition it knows a track whose
+        position is the world's and, if held, an interval opened at the holder's last
+        accepted message with cause ``snapshot`` (its real start is before the history)."""
+        world = WorldState.from_bytes(data, admin_keys=self._config.admin_keys)
+        self._world = world
+        self.genesis = covered
+        self._last_offset = covered
+        self._now = world.now
+        for s in world.partitions():
+            key = record_key(s.group_id, s.topic, s.partition)
+            t = self._tracks[key] = _Track(key, s.group_id, s.topic, s.partition)
+            holder = s.holder or ("snapshot", "genesis")
+            if s.has_position:
+                ids = {"client_id": holder[0], "instance_id": holder[1], "group_id": s.group_id}
+                where = {"topic": s.topic, "partition": s.partition}
+                t.last_ref = encode(
+                    Heartbeat(**ids, **where, last_offset=s.last_offset, heartbeat_interval_ms=1)
+                )[1]
+                t.claimed_ref = encode(
+                    ClaimingMessages(**ids, **where, proposed_last_offset=s.claimed_through)
+                )[1]
+            if s.holder is not None:
+                c = _Interval(
+                    s.holder[0],
+                    s.holder[1],
+                    s.last_beat,
+                    covered,
+                    "snapshot",
+                    self._resume(t),
+                    s.heartbeat_interval_ms or 0,
+                )
+                t.open = c
+                self._intervals.append((t, c))
 
     # ------------------------------------------------------------------ feeding
 
@@ -264,8 +306,11 @@ class PartitionAudit:
                 )
         verdicts = self._world.apply_many(zip(offsets, timestamps, keys, values, strict=True))
         if self._first_offset is None:
-            self._first_offset = offsets[0]
-            self._first_ms = max(self._now, timestamps[0])
+            for o, ts in zip(offsets, timestamps, strict=True):
+                if o > self._last_offset:  # after a genesis snapshot, what it did not cover
+                    self._first_offset = o
+                    self._first_ms = max(self._now, ts)
+                    break
         tracks = self._tracks
         since = self._since
         now = self._now

@@ -216,10 +216,20 @@ def write_report(
         f"{_fmt_time(summary['log_time']['first_ms'])} to "
         f"{_fmt_time(summary['log_time']['last_ms'])} UTC.</p>",
     ]
-    if summary.get("truncated_history"):
+    genesis = summary.get("snapshot_genesis") or {}
+    if genesis:
+        where = ", ".join(f"{cp} (covering offset {off})" for cp, off in genesis.items())
         parts.append(
-            "<p><b>Warning:</b> retention removed the oldest records of coordination "
-            f"partitions {summary['truncated_history']}; their history starts late.</p>"
+            "<p><b>Starts from snapshots:</b> the coordination log was truncated behind "
+            f"published snapshots; the replay of partitions {html.escape(where)} starts from "
+            "that snapshot (its genesis): claims open then show start cause "
+            "<i>snapshot</i>, and counts cover only the records after it.</p>"
+        )
+    late = [cp for cp in summary.get("truncated_history") or [] if str(cp) not in genesis]
+    if late:
+        parts.append(
+            "<p><b>Warning:</b> the oldest records of coordination partitions "
+            f"{late} are gone and no valid snapshot covers them; their history starts late.</p>"
         )
     if "verify" in summary:
         ok = summary["verify"]["ok"]

@@ -98,6 +98,8 @@ def build_summary(
         "export": info.path,
         "exported_at_ms": info.exported_at_ms,
         "truncated_history": info.truncated,
+        # coordination partition -> offset covered by the snapshot its replay started from
+        "snapshot_genesis": {str(cp): g[0] for cp, g in sorted(config.genesis.items())},
         "window": {"since_ms": config.since_ms, "until_ms": config.until_ms},
         "engine": result.engine,
         "records": result.records,

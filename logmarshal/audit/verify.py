@@ -15,10 +15,9 @@ from typing import Any
 
 import attrs
 
-from rationalizer import DecodeError, decode
+from rationalizer import DecodeError, WorldState, decode
 
-from ..cluster import Cluster
-from ..marshaler import COORDINATION_TOPIC
+from ..coordlog import records_from_cluster
 from .export import ExportInfo, iter_export
 from .replay import ReplayConfig, new_world
 
@@ -60,23 +59,6 @@ class VerifyResult:
         }
 
 
-def records_from_cluster(
-    cluster: Cluster, topic: str = COORDINATION_TOPIC, ends: dict[int, int] | None = None
-) -> Iterator[tuple[int, list[Record]]]:
-    """Each coordination partition's records read from the cluster (up to ``ends`` if given)."""
-    for po in cluster.describe_topic(topic).offsets:
-        end = po.latest if ends is None else ends.get(po.partition, po.latest)
-        out: list[Record] = []
-        offset = po.earliest
-        while offset < end:
-            messages = cluster.fetch(topic, po.partition, offset, max_bytes=8 << 20)
-            if not messages:
-                break
-            out.extend((m.offset, m.timestamp, m.key, m.value) for m in messages if m.offset < end)
-            offset = messages[-1].offset + 1
-        yield po.partition, out
-
-
 def records_from_export(info: ExportInfo) -> Iterator[tuple[int, list[Record]]]:
     current: int | None = None
     out: list[Record] = []
@@ -101,9 +83,14 @@ def reference_replay(
     since = config.since_ms
     until = config.until_ms
     total = 0
-    for _cp, records in partitions:
+    for cp, records in partitions:
         world = new_world(config)
         now = None
+        if cp in config.genesis:  # the replay starts from the same snapshot as the audit
+            covered, data = config.genesis[cp]
+            world = WorldState.from_bytes(data, admin_keys=config.admin_keys)
+            now = world.now
+            records = [r for r in records if r[0] > covered]
         kept: list[Record] = []
         times: list[int] = []
         for rec in records:

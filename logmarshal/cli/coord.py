@@ -166,8 +166,8 @@ def dump_row(rec: Any) -> dict[str, Any]:
 
 def _dump(args: argparse.Namespace, ctx: Context) -> int:
     from ..admin import read_coordination
-    from ..admin.reader import group_of_record
     from ..admin.times import parse_datetime_ms
+    from ..coordlog import group_of_record
 
     since = None if args.since is None else parse_datetime_ms(args.since)
     keys = admin_keys_from(args)

@@ -25,6 +25,7 @@ from kafka.protocol.admin.configs import (
 from kafka.protocol.admin.topics import (
     CreatePartitionsResponse,
     CreateTopicsResponse,
+    DeleteRecordsResponse,
     DeleteTopicsResponse,
 )
 from kafka.protocol.consumer.offsets import ListOffsetsResponse
@@ -144,6 +145,7 @@ class Handlers:
             ApiKey.CREATE_PARTITIONS: self.create_partitions,
             ApiKey.ALTER_CONFIGS: self.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.DELETE_RECORDS: self.delete_records,
         }
         # Group APIs also see the client id (to explain a refused classic consumer).
         self.groups = GroupHandlers(layout, group_view, self._executor)
@@ -441,6 +443,49 @@ class Handlers:
                 )
             )
         return results, total, failed
+
+    # ------------------------------------------------------------------ delete records
+
+    async def delete_records(self, request: Any, version: int) -> Any:
+        """DeleteRecords (API key 21): advance log start offsets, as Kafka's AdminClient
+        ``delete_records`` asks. Our log removes whole segments below the offset, so the
+        low watermark returned may be below the one asked for (never above); ``-1`` means
+        the high watermark, as in Kafka."""
+        await self._know_topics(t.name for t in request.topics)
+        r = DeleteRecordsResponse[version]
+        loop = asyncio.get_running_loop()
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                error, low = await loop.run_in_executor(
+                    self._executor, self._delete_before, topic.name, p.partition_index, p.offset
+                )
+                parts.append(
+                    r.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
+                        partition_index=p.partition_index, low_watermark=low, error_code=error
+                    )
+                )
+            topics.append(r.DeleteRecordsTopicResult(name=topic.name, partitions=parts))
+        return r(throttle_time_ms=0, topics=topics)
+
+    def _delete_before(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
+        plog, error = self._leader_log(topic, partition)
+        if plog is None:
+            return error, -1
+        if offset == -1:
+            offset = plog.log_end_offset
+        if offset < 0:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        try:
+            low = plog.delete_before(offset)
+        except OffsetOutOfRange:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        except StorageError as exc:
+            log.warning("delete-records %s/%d failed: %s", topic, partition, exc)
+            return error_code_for(exc), -1
+        log.info("delete-records %s/%d before %d: log starts at %d", topic, partition, offset, low)
+        return ErrorCode.NONE, low
 
     # ------------------------------------------------------------------ list offsets
 

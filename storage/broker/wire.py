@@ -35,6 +35,8 @@ from kafka.protocol.admin.topics import (
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
@@ -97,6 +99,7 @@ class ApiKey:
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -128,6 +131,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.API_VERSIONS, 0, 3, ApiVersionsRequest, None),
         ApiSpec(ApiKey.CREATE_TOPICS, 2, 4, CreateTopicsRequest, CreateTopicsResponse),
         ApiSpec(ApiKey.DELETE_TOPICS, 1, 3, DeleteTopicsRequest, DeleteTopicsResponse),
+        ApiSpec(ApiKey.DELETE_RECORDS, 0, 1, DeleteRecordsRequest, DeleteRecordsResponse),
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 1, InitProducerIdRequest, InitProducerIdResponse),
         ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 3, DescribeConfigsRequest, DescribeConfigsResponse),
         ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 1, CreatePartitionsRequest, CreatePartitionsResponse),

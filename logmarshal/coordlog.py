@@ -1,0 +1,406 @@
+"""The coordination log: ``__marshal``, its snapshot topic, and how to read both.
+
+The one home for everything that touches the coordination log's storage: the topic names
+and configurations, creating and validating them, reading records (fast when the cluster
+offers :class:`~logmarshal.cluster.ColumnFetcher`), and published snapshots: writing them,
+finding the newest valid one, and truncating what every configuration's snapshots cover
+(PROTOCOL.md, "Bounded coordination log"). The Marshaler, the admin and the audit all read
+``__marshal`` through here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator, Mapping
+
+import attrs
+
+from rationalizer import SnapshotError, WorldState
+from rationalizer.codec import T_RELEASE_GROUP
+from rationalizer.snapshot_record import (
+    PublishedSnapshot,
+    encode_snapshot_record,
+    fingerprint,
+    parse_snapshot_record,
+    restore_snapshot,
+    snapshot_key,
+)
+from storage import NewRecord, TimestampType, TopicConfig
+
+from .cluster import Cluster, ColumnFetcher, Columns, RecordDeleter
+from .errors import LogmarshalError, TopicExists
+
+__all__ = [
+    "COORDINATION_TOPIC",
+    "SNAPSHOT_TOPIC",
+    "CoordinationTopicError",
+    "Restored",
+    "coordination_topic_config",
+    "ensure_coordination_topic",
+    "ensure_snapshot_topic",
+    "fetch_columns",
+    "group_of_record",
+    "iter_columns",
+    "load_snapshot",
+    "publish_snapshot",
+    "read_snapshots",
+    "records_from_cluster",
+    "snapshot_topic_config",
+    "truncate",
+    "truncation_bounds",
+]
+
+log = logging.getLogger(__name__)
+
+COORDINATION_TOPIC = "__marshal"
+#: Published snapshots, partition ``cp`` holding those of ``__marshal`` partition ``cp``.
+SNAPSHOT_TOPIC = "__marshal_snapshots"
+_TIMESTAMP_TYPE = "message.timestamp.type"
+_LOG_APPEND_TIME = "LogAppendTime"
+_READ_BYTES = 8 << 20
+#: snapshots kept per key configuration: the newest, and one to fall back on
+KEEP_SNAPSHOTS = 2
+
+Record = tuple[int, int, "bytes | None", "bytes | None"]
+
+
+class CoordinationTopicError(LogmarshalError):
+    """``__marshal`` exists but cannot be coordinated on (e.g. it uses CreateTime)."""
+
+
+def coordination_topic_config() -> TopicConfig:
+    """How the library creates ``__marshal``.
+
+    LogAppendTime because decisions use the log's clock, never a client's; every message
+    flushed because a claim that is acknowledged and then lost to a crash could let two
+    consumers believe they own a partition; no time or size retention because positions of
+    idle partitions live only in the log (truncation is DeleteRecords, bounded by published
+    snapshots); 4 MiB segments so that truncation, which removes whole segments on our
+    storage, can follow the snapshots closely (about 60 k records a segment).
+    """
+    return TopicConfig(
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        flush_messages=1,
+        retention_ms=-1,
+        segment_bytes=4 << 20,
+    )
+
+
+def snapshot_topic_config() -> TopicConfig:
+    """How the library creates ``__marshal_snapshots``: kept until truncated by the writers
+    (never by time: an idle group's only snapshot must survive), small segments so truncation
+    frees space soon, room for big worlds (a 2,000-partition world is a few hundred KiB)."""
+    return TopicConfig(
+        flush_messages=1,
+        retention_ms=-1,
+        segment_bytes=4 << 20,
+        max_message_bytes=64 << 20,
+    )
+
+
+def ensure_coordination_topic(cluster: Cluster, wanted: int) -> int:
+    """Create ``__marshal`` if missing; validate it otherwise. Returns its partition count."""
+    if COORDINATION_TOPIC not in cluster.topics():
+        try:
+            cluster.create_topic(COORDINATION_TOPIC, wanted, coordination_topic_config())
+        except TopicExists:  # another process won the race; validate theirs
+            pass
+        else:
+            log.info("created %s with %d partitions", COORDINATION_TOPIC, wanted)
+            return wanted
+    description = cluster.describe_topic(COORDINATION_TOPIC)
+    stamp = description.config.get(_TIMESTAMP_TYPE, "CreateTime")
+    if stamp != _LOG_APPEND_TIME:
+        raise CoordinationTopicError(
+            f"refusing to coordinate on {COORDINATION_TOPIC}: it uses "
+            f"{_TIMESTAMP_TYPE}={stamp}, but decisions need the log's own clock "
+            f"({_TIMESTAMP_TYPE}={_LOG_APPEND_TIME}); recreate the topic with it"
+        )
+    if description.partitions != wanted:
+        log.warning(
+            "%s has %d partitions (asked for %d); using %d: the count is fixed once created",
+            COORDINATION_TOPIC,
+            description.partitions,
+            wanted,
+            description.partitions,
+        )
+    return description.partitions
+
+
+def ensure_snapshot_topic(cluster: Cluster, partitions: int) -> None:
+    """Create ``__marshal_snapshots`` with as many partitions as ``__marshal`` if missing."""
+    if SNAPSHOT_TOPIC in cluster.topics():
+        return
+    try:
+        cluster.create_topic(SNAPSHOT_TOPIC, partitions, snapshot_topic_config())
+    except TopicExists:
+        return
+    log.info("created %s with %d partitions", SNAPSHOT_TOPIC, partitions)
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def fetch_columns(
+    cluster: Cluster,
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    max_bytes: int = _READ_BYTES,
+    max_wait: float = 0.0,
+) -> Columns:
+    """Records from ``offset`` on as columns, through the cluster's bulk read if it has one."""
+    if isinstance(cluster, ColumnFetcher):
+        return cluster.fetch_columns(
+            topic, partition, offset, max_bytes=max_bytes, max_wait=max_wait
+        )
+    cols: Columns = ([], [], [], [])
+    for m in cluster.fetch(topic, partition, offset, max_bytes=max_bytes, max_wait=max_wait):
+        cols[0].append(m.offset)
+        cols[1].append(m.timestamp)
+        cols[2].append(m.key)
+        cols[3].append(m.value)
+    return cols
+
+
+def iter_columns(
+    cluster: Cluster, partition: int, start: int, end: int, topic: str = COORDINATION_TOPIC
+) -> Iterator[Columns]:
+    """Chunks of the records ``start <= offset < end`` of one partition, in order."""
+    offset = start
+    while offset < end:
+        cols = fetch_columns(cluster, topic, partition, offset)
+        if not cols[0]:
+            return  # truncated under us, or shorter than it said
+        nxt = cols[0][-1] + 1
+        if nxt > end:
+            keep = len(cols[0])
+            while keep and cols[0][keep - 1] >= end:
+                keep -= 1
+            for c in cols:
+                del c[keep:]
+        if cols[0]:
+            yield cols
+        offset = nxt
+
+
+def records_from_cluster(
+    cluster: Cluster, topic: str = COORDINATION_TOPIC, ends: dict[int, int] | None = None
+) -> Iterator[tuple[int, list[Record]]]:
+    """Each coordination partition's records read from the cluster (up to ``ends`` if given)."""
+    for po in cluster.describe_topic(topic).offsets:
+        end = po.latest if ends is None else ends.get(po.partition, po.latest)
+        out: list[Record] = []
+        for cols in iter_columns(cluster, po.partition, po.earliest, end, topic):
+            out.extend(zip(*cols, strict=True))
+        yield po.partition, out
+
+
+def group_of_record(key: bytes | None, value: bytes | None) -> str | None:
+    """The group a record claims to be about, from its key (valid records only matter).
+
+    Keys are ``group/topic/partition`` (group ids may contain ``/``, topics cannot) or
+    ``group`` for ReleaseGroup; the decoder checks the key against the value, so for every
+    record that replay accepts this is exact.
+    """
+    if key is None or value is None or len(value) < 2:
+        return None
+    try:
+        if value[1] == T_RELEASE_GROUP:
+            return key.decode("utf-8")
+        parts = key.rsplit(b"/", 2)
+        return parts[0].decode("utf-8") if len(parts) == 3 else None
+    except (UnicodeDecodeError, AttributeError, TypeError):
+        return None
+
+
+# ---------------------------------------------------------------------------- snapshots
+
+
+@attrs.frozen
+class Restored:
+    """A world restored from a published snapshot (record ``offset`` of the snapshot topic)."""
+
+    world: WorldState
+    offset: int
+    covered: int
+
+
+def read_snapshots(cluster: Cluster, cp: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    """``(offset, key, value)`` of every snapshot record still stored for ``cp``."""
+    if SNAPSHOT_TOPIC not in cluster.topics():
+        return []
+    start = cluster.earliest_offset(SNAPSHOT_TOPIC, cp)
+    end = cluster.latest_offset(SNAPSHOT_TOPIC, cp)
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    for cols in iter_columns(cluster, cp, start, end, SNAPSHOT_TOPIC):
+        out.extend(zip(cols[0], cols[2], cols[3], strict=True))
+    return out
+
+
+def load_snapshot(
+    cluster: Cluster | None,
+    cp: int,
+    admin_keys: Mapping[str, bytes] | None = None,
+    *,
+    earliest: int | None = None,
+    snapshots: list[tuple[int, bytes | None, bytes | None]] | None = None,
+) -> Restored | None:
+    """The newest valid snapshot of ``cp`` for a replayer with ``admin_keys`` whose tail is
+    still stored (``covered + 1 >= earliest`` of ``__marshal``), or None (replay the log).
+
+    Each refused snapshot (digest, tag, decode, gap) is one warning; snapshots published
+    under another key configuration are for other replayers and skipped silently.
+    ``cluster`` may be None when ``earliest`` and ``snapshots`` are given (the audit)."""
+    keys = dict(admin_keys or {})
+    mine = snapshot_key(cp, keys)
+    if cluster is None and (earliest is None or snapshots is None):
+        raise ValueError("without a cluster, give earliest and snapshots")
+    if earliest is None:
+        assert cluster is not None
+        earliest = cluster.earliest_offset(COORDINATION_TOPIC, cp)
+    if snapshots is None:
+        assert cluster is not None
+        snapshots = read_snapshots(cluster, cp)
+    records = snapshots
+    candidates: list[tuple[int, int, PublishedSnapshot]] = []
+    for offset, key, value in records:
+        if key != mine:
+            continue
+        try:
+            snap = parse_snapshot_record(key, value)
+        except SnapshotError as exc:
+            log.warning("%s/%d@%d: ignoring snapshot: %s", SNAPSHOT_TOPIC, cp, offset, exc)
+            continue
+        candidates.append((snap.covered, offset, snap))
+    for covered, offset, snap in sorted(candidates, key=lambda c: (c[0], c[1]), reverse=True):
+        if covered + 1 < earliest:
+            log.warning(
+                "%s/%d@%d: ignoring snapshot covering %d: %s/%d starts at %d",
+                SNAPSHOT_TOPIC,
+                cp,
+                offset,
+                covered,
+                COORDINATION_TOPIC,
+                cp,
+                earliest,
+            )
+            continue
+        try:
+            world = restore_snapshot(snap, cp, keys)
+        except SnapshotError as exc:
+            log.warning("%s/%d@%d: ignoring snapshot: %s", SNAPSHOT_TOPIC, cp, offset, exc)
+            continue
+        return Restored(world, offset, covered)
+    return None
+
+
+def publish_snapshot(
+    cluster: Cluster,
+    cp: int,
+    world: WorldState,
+    admin_keys: Mapping[str, bytes] | None = None,
+    *,
+    timestamp_ms: int = 0,
+) -> int:
+    """Write ``world`` (replayed with ``admin_keys``) as a snapshot of ``cp``; its offset.
+
+    ``timestamp_ms`` is informational (the writer's clock): readers order snapshots by the
+    offset they cover, never by time."""
+    key, value = encode_snapshot_record(world, cp, admin_keys)
+    record = NewRecord(value=value, key=key, timestamp=timestamp_ms)
+    result = cluster.produce(SNAPSHOT_TOPIC, cp, [record], durable=True)
+    log.info(
+        "published a snapshot of %s/%d covering %d (%d bytes) at %s/%d@%d",
+        COORDINATION_TOPIC,
+        cp,
+        world.applied_through,
+        len(value),
+        SNAPSHOT_TOPIC,
+        cp,
+        result.base_offset,
+    )
+    return result.base_offset
+
+
+def truncation_bounds(
+    cp: int,
+    snapshots: list[tuple[int, bytes | None, bytes | None]],
+    admin_keys: Mapping[str, bytes] | None = None,
+) -> tuple[int, int]:
+    """``(marshal_before, snapshots_before)``: how far ``__marshal`` and the snapshot topic of
+    ``cp`` may be truncated so that every key configuration that published keeps its
+    :data:`KEEP_SNAPSHOTS` newest snapshots and the tails they need. (0, 0) while any
+    configuration has fewer.
+
+    Our own configuration's snapshots count only if they fully verify; another
+    configuration's (whose keys we do not hold) only if their digest matches.
+    """
+    keys = dict(admin_keys or {})
+    mine = fingerprint(keys)
+    by_config: dict[str, list[tuple[int, int, PublishedSnapshot]]] = {}
+    for offset, key, value in snapshots:
+        try:
+            snap = parse_snapshot_record(key, value)
+        except SnapshotError:
+            continue
+        if snap.coord_partition == cp:
+            by_config.setdefault(fingerprint(snap.keyed_groups), []).append(
+                (snap.covered, offset, snap)
+            )
+    if not by_config:
+        return 0, 0
+    marshal_before = snapshots_before = None
+    for config, found in by_config.items():
+        # newest first, checked only until KEEP_SNAPSHOTS pass: a full restore is the
+        # expensive part, and older snapshots do not move the bound
+        valid: list[tuple[int, int]] = []
+        for covered, offset, snap in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
+            if config == mine:
+                try:
+                    restore_snapshot(snap, cp, keys)
+                except SnapshotError:
+                    continue
+            elif hashlib.sha256(snap.world).digest() != snap.digest:
+                continue
+            valid.append((covered, offset))
+            if len(valid) == KEEP_SNAPSHOTS:
+                break
+        if len(valid) < KEEP_SNAPSHOTS:
+            return 0, 0
+        covered, offset = valid[-1]
+        marshal_before = covered + 1 if marshal_before is None else min(marshal_before, covered + 1)
+        snapshots_before = offset if snapshots_before is None else min(snapshots_before, offset)
+    assert marshal_before is not None and snapshots_before is not None
+    return marshal_before, snapshots_before
+
+
+def truncate(
+    cluster: Cluster, cp: int, admin_keys: Mapping[str, bytes] | None = None
+) -> tuple[int, int] | None:
+    """Delete what the kept snapshots of ``cp`` make unnecessary (both topics); returns the
+    new earliest offsets ``(__marshal, snapshots)``, or None when the cluster cannot delete
+    records (it has no :class:`~logmarshal.cluster.RecordDeleter`) or nothing may go."""
+    if not isinstance(cluster, RecordDeleter):
+        return None
+    marshal_before, snapshots_before = truncation_bounds(
+        cp, read_snapshots(cluster, cp), admin_keys
+    )
+    if marshal_before <= 0:
+        return None
+    m = cluster.delete_records(COORDINATION_TOPIC, {cp: marshal_before})[cp]
+    s = cluster.delete_records(SNAPSHOT_TOPIC, {cp: snapshots_before})[cp]
+    log.info(
+        "truncated %s/%d before %d (now starts at %d) and %s/%d before %d (now %d)",
+        COORDINATION_TOPIC,
+        cp,
+        marshal_before,
+        m,
+        SNAPSHOT_TOPIC,
+        cp,
+        snapshots_before,
+        s,
+    )
+    return m, s

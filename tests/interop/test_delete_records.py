@@ -1,0 +1,111 @@
+"""DeleteRecords (Kafka API key 21) against our broker, with confluent-kafka's and
+kafka-python's admin clients and with NetworkCluster (which the Marshaler truncates with)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from logmarshal import Marshaler, connect
+from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from storage import NewRecord
+
+SMALL = {"segment.bytes": "2048", "retention.ms": "-1"}
+
+
+@pytest.fixture
+def cluster(broker):
+    with connect(bootstrap=broker.bootstrap) as opened:
+        yield opened
+
+
+@pytest.fixture
+def filled(cluster, broker):
+    """The network cluster, and a way to fill a topic and see its segments on disk."""
+
+    def fill(topic: str, n: int) -> list[int]:
+        """``n`` records in partition 1 (of 2), one batch each; the segment bases on disk."""
+        cluster.create_topic(topic, 2, SMALL)
+        for i in range(n):
+            cluster.produce(topic, 1, [NewRecord(b"v%03d" % i, key=b"k", timestamp=1000 + i)])
+        where = Path(broker.config.data_dir) / f"{topic}-1"
+        return sorted(int(p.stem) for p in where.glob("*.log"))
+
+    return cluster, fill
+
+
+def test_confluent_admin_client_delete_records(filled, broker) -> None:
+    filled, fill = filled
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    bases = fill("events", 200)
+    assert len(bases) >= 3
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    target = bases[2] + 1
+    futures = admin.delete_records([TopicPartition("events", 1, target)], request_timeout=10)
+    (result,) = [f.result(10) for f in futures.values()]
+    assert result.low_watermark == bases[2]  # whole segments: at most what was asked
+    assert filled.earliest_offset("events", 1) == bases[2]
+    assert [m.offset for m in filled.fetch("events", 1, bases[2])][:1] == [bases[2]]
+    assert filled.latest_offset("events", 1) == 200  # nothing after it was touched
+    # beyond the high watermark, and an unknown partition: errors, nothing deleted
+    for tp in (TopicPartition("events", 1, 500), TopicPartition("events", 9, 1)):
+        (future,) = admin.delete_records([tp], request_timeout=10).values()
+        with pytest.raises(Exception):  # noqa: B017 - librdkafka's KafkaException
+            future.result(10)
+    assert filled.earliest_offset("events", 1) == bases[2]
+    # OFFSET_END (-1): everything up to the active segment
+    (future,) = admin.delete_records([TopicPartition("events", 1, -1)], request_timeout=10).values()
+    assert future.result(10).low_watermark == bases[-1]
+
+
+def test_kafka_python_admin_client_delete_records(filled, broker) -> None:
+    filled, fill = filled
+    from kafka import KafkaAdminClient, TopicPartition
+
+    bases = fill("events", 200)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    try:
+        result = admin.delete_records({TopicPartition("events", 1): bases[1] + 5})
+        (meta,) = result.values()
+        low = meta["low_watermark"] if isinstance(meta, dict) else meta.low_watermark
+        assert low == bases[1]
+        assert filled.earliest_offset("events", 1) == bases[1]
+        assert filled.earliest_offset("events", 0) == 0
+    finally:
+        admin.close()
+
+
+def test_network_cluster_delete_records_and_a_marshaler_restores_over_the_network(
+    filled,
+) -> None:
+    filled, fill = filled
+    bases = fill("events", 120)
+    assert filled.delete_records("events", {1: bases[1]}) == {1: bases[1]}
+    # a coordination log truncated behind snapshots, over the wire, end to end
+    filled.create_topic(COORDINATION_TOPIC, 1, {**SMALL, "message.timestamp.type": "LogAppendTime"})
+    filled.create_topic(SNAPSHOT_TOPIC, 1, SMALL)
+    kw = {"coordination_partitions": 1, "fetch_wait": 0.05, "snapshot_interval": None}
+    first = Marshaler(filled, "a", "g", 1.0, snapshot_records=15, **kw)
+    late = None
+    try:
+        assert first.wait_verdict(first.claim_partition("orders", 0), 10).accepted
+        for i in range(60):
+            assert first.wait_verdict(first.heartbeat("orders", 0, i), 10).accepted
+        assert first.wait_caught_up(10)
+        deadline = time.monotonic() + 10
+        while filled.earliest_offset(COORDINATION_TOPIC, 0) == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        late = Marshaler(filled, "b", "g", 1.0, snapshot_records=None, **kw)
+        assert late.wait_caught_up(10)
+        assert late.resume_offset("orders", 0) == 60
+        assert late.holder("orders", 0) == first.identity
+        assert late.partitions() == first.partitions()
+    finally:
+        first.close()
+        if late is not None:
+            late.close()

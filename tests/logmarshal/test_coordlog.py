@@ -1,0 +1,109 @@
+"""The coordination log's one module: reading, capabilities, truncation on the embedded log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from logmarshal import EmbeddedCluster, NewRecord, coordlog
+from logmarshal.cluster import ColumnFetcher, RecordDeleter
+from logmarshal.errors import OffsetOutOfRange
+
+
+class _Plain:
+    """A cluster without the optional capabilities (as a wrapper or another library)."""
+
+    def __init__(self, inner: EmbeddedCluster) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str):
+        if name in ("fetch_columns", "delete_records"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def _fill(cluster: EmbeddedCluster, topic: str, n: int, batch: int = 7) -> None:
+    cluster.create_topic(topic, 2, {"segment.bytes": 2048, "retention.ms": -1})
+    done = 0
+    while done < n:
+        k = min(batch, n - done)
+        cluster.produce(
+            topic,
+            1,
+            [NewRecord(value=b"v%d" % (done + i), key=b"k", timestamp=done + i) for i in range(k)],
+        )
+        done += k
+
+
+def test_capabilities_are_optional(cluster) -> None:
+    assert isinstance(cluster, ColumnFetcher) and isinstance(cluster, RecordDeleter)
+    plain = _Plain(cluster)
+    assert not isinstance(plain, ColumnFetcher) and not isinstance(plain, RecordDeleter)
+    _fill(cluster, "t", 100)
+    for start in (0, 3, 50, 99, 100):
+        fast = coordlog.fetch_columns(cluster, "t", 1, start)
+        slow = coordlog.fetch_columns(plain, "t", 1, start)
+        assert fast == slow
+        assert fast[0] == list(range(start, 100))[: len(fast[0])]
+        assert (fast[0][0] if fast[0] else start) == start
+    chunks = list(coordlog.iter_columns(plain, 1, 10, 60, "t"))
+    assert [o for c in chunks for o in c[0]] == list(range(10, 60))
+    assert coordlog.truncate(plain, 1) is None  # cannot delete: says so, deletes nothing
+
+
+def test_delete_records_removes_whole_segments_only(cluster) -> None:
+    _fill(cluster, "t", 300)
+    data = cluster.data_dir.partition("t", 1)
+    bases = [s.base_offset for s in data._segments]
+    assert len(bases) > 3
+    target = bases[2] + 1  # inside the third segment
+    new = cluster.delete_records("t", {1: target})
+    assert new == {1: bases[2]}  # never beyond what was asked
+    assert cluster.earliest_offset("t", 1) == bases[2]
+    assert cluster.fetch("t", 1, bases[2])[0].offset == bases[2]
+    with pytest.raises(OffsetOutOfRange):
+        cluster.fetch("t", 1, 0)
+    # the active segment stays: asking for the end keeps its records
+    assert cluster.delete_records("t", {1: 300})[1] == bases[-1]
+    assert cluster.latest_offset("t", 1) == 300
+    with pytest.raises(OffsetOutOfRange):
+        cluster.delete_records("t", {1: 301})
+    with pytest.raises(ValueError):
+        cluster.delete_records("t", {1: -1})
+
+
+def test_truncation_survives_a_reopen(tmp_path) -> None:
+    with EmbeddedCluster(tmp_path / "d", maintenance_interval=0) as c:
+        _fill(c, "t", 300)
+        start = c.delete_records("t", {1: 200})[1]
+        assert 0 < start <= 200
+    with EmbeddedCluster(tmp_path / "d", maintenance_interval=0) as c:
+        assert c.earliest_offset("t", 1) == start
+        assert c.latest_offset("t", 1) == 300
+
+
+def test_admin_does_not_import_the_audit() -> None:
+    code = (
+        "import sys, logmarshal.admin, logmarshal.audit.verify;"
+        "import logmarshal.admin.reader as r;"
+        "assert 'logmarshal.audit' not in r.__dict__;"
+        "from logmarshal import coordlog;"
+        "assert r.iter_columns is coordlog.iter_columns;"
+        "import logmarshal.audit.verify as v;"
+        "assert v.records_from_cluster is coordlog.records_from_cluster"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, logmarshal.admin; print('logmarshal.audit' in sys.modules)",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.stdout.strip() == "False"

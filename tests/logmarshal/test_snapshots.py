@@ -1,0 +1,275 @@
+"""Snapshots in the log on a real (embedded) cluster: Marshalers publish them and truncate,
+a member started afterwards restores the newest valid one and agrees with everybody, and a
+cold start from snapshot + tail equals a full replay on random logs truncated by the real
+truncation rule."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from logmarshal import EmbeddedCluster, NewRecord, coordlog
+from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal.marshaler import Marshaler
+from rationalizer import WorldState
+from rationalizer.snapshot_record import encode_snapshot_record
+from tests.rationalizer.helpers import KEY, OTHER_KEY
+from tests.rationalizer.test_properties import KEYS, logs
+
+SMALL_SEGMENTS = {"segment.bytes": 2048, "retention.ms": -1, "flush.messages": 1}
+
+
+def _coordination_topic(cluster, n: int) -> None:
+    cluster.create_topic(
+        COORDINATION_TOPIC, n, {**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"}
+    )
+    cluster.create_topic(SNAPSHOT_TOPIC, n, {**SMALL_SEGMENTS, "max.message.bytes": 1 << 20})
+
+
+def _eventually(check, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def _worlds(m: Marshaler) -> list[bytes]:
+    out = []
+    for tail in m._tails:
+        with tail.cond:
+            out.append(tail.world.to_bytes())
+    return out
+
+
+def _members(cluster, *names: str, **kw) -> list[Marshaler]:
+    kw.setdefault("fetch_wait", 0.05)
+    kw.setdefault("coordination_partitions", 2)
+    return [Marshaler(cluster, n, "g", 1.0, **kw) for n in names]
+
+
+def _traffic(members: list[Marshaler], beats: int) -> None:
+    for i, m in enumerate(members):
+        for p in range(3):
+            v = m.wait_verdict(m.claim_partition("events", 10 * i + p), 5)
+            assert v is not None and v.accepted
+    for n in range(beats):
+        for i, m in enumerate(members):
+            for p in range(3):
+                v = m.wait_verdict(m.heartbeat("events", 10 * i + p, n), 5)
+                assert v is not None and v.accepted
+
+
+def test_members_snapshot_and_truncate_and_a_late_member_agrees(cluster, caplog) -> None:
+    _coordination_topic(cluster, 2)
+    members = _members(cluster, "a", "b", snapshot_records=25, snapshot_interval=None)
+    late: list[Marshaler] = []
+    try:
+        # an idle partition: handled once, released, never written again
+        a = members[0]
+        assert a.wait_verdict(a.claim_partition("idle", 1), 5).accepted
+        assert a.wait_verdict(a.release_partition("idle", 1, 7), 5).accepted
+        idle_cp = a.coordination_partition("idle", 1)
+        _traffic(members, 40)
+        for m in members:
+            assert m.wait_caught_up(10)
+
+        busy = [cp for cp in range(2) if cluster.latest_offset(COORDINATION_TOPIC, cp) > 100]
+        assert busy
+
+        def truncated() -> bool:
+            return all(
+                cluster.earliest_offset(COORDINATION_TOPIC, cp) > 0
+                and cluster.earliest_offset(SNAPSHOT_TOPIC, cp) > 0
+                for cp in busy
+            )
+
+        _eventually(truncated)
+        # the snapshot topic is truncated too: few snapshots are kept
+        kept = [len(coordlog.read_snapshots(cluster, cp)) for cp in busy]
+        assert all(2 <= k <= 6 for k in kept), kept
+        # a corrupt newest snapshot is ignored with one warning: the older one serves
+        cp = busy[0]
+        world = WorldState.from_bytes(_worlds(members[0])[cp])
+        key, value = encode_snapshot_record(world, cp)
+        bad = value[:-3] + bytes([value[-3] ^ 1]) + value[-2:]
+        cluster.produce(SNAPSHOT_TOPIC, cp, [NewRecord(value=bad, key=key, timestamp=0)])
+        caplog.set_level(logging.WARNING, logger="logmarshal.coordlog")
+        late = _members(cluster, "c", snapshot_records=None, snapshot_interval=None)
+        assert late[0].wait_caught_up(10)
+        warnings = [r for r in caplog.records if "ignoring snapshot" in r.getMessage()]
+        assert len(warnings) == 1 and "digest" in warnings[0].getMessage()
+        for m in members:
+            assert m.wait_caught_up(10)
+        assert _worlds(late[0]) == _worlds(members[0]) == _worlds(members[1])
+        assert late[0].partitions() == members[0].partitions()
+        assert late[0].resume_offset("events", 12) == 40
+        # the idle partition's records are gone, its position is not
+        assert idle_cp in busy and cluster.earliest_offset(COORDINATION_TOPIC, idle_cp) > 1
+        assert late[0].resume_offset("idle", 1) == 8
+        # and it keeps working with the others: a claim race it loses, a release it sees
+        lost = late[0].wait_verdict(late[0].claim_partition("events", 0), 5)
+        assert lost is not None and not lost.accepted
+        members[0].wait_verdict(members[0].release_partition("events", 0, 99), 5)
+        assert late[0].wait_caught_up(5)
+        assert late[0].holder("events", 0) is None
+        assert late[0].resume_offset("events", 0) == 100
+    finally:
+        for m in members + late:
+            m.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-tail")]
+
+
+def test_only_the_writer_of_a_snapshot_point_publishes(cluster) -> None:
+    _coordination_topic(cluster, 1)
+    members = _members(
+        cluster,
+        "a",
+        "b",
+        coordination_partitions=1,
+        snapshot_records=10,
+        snapshot_interval=None,
+        truncate=False,
+    )
+    try:
+        _traffic(members, 10)  # 6 claims + 60 heartbeats: offsets 0..65
+        for m in members:
+            assert m.wait_caught_up(10)
+        _eventually(lambda: cluster.latest_offset(SNAPSHOT_TOPIC, 0) == 6)
+        covered = sorted(
+            coordlog.load_snapshot(cluster, 0, snapshots=[s]).covered
+            for s in coordlog.read_snapshots(cluster, 0)
+        )
+        # one snapshot per multiple of 10, each covering at least that offset
+        assert len(covered) == 6
+        assert all(c >= 10 * (i + 1) for i, c in enumerate(covered))
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_a_group_with_a_key_restores_only_its_own_snapshots(cluster, caplog) -> None:
+    _coordination_topic(cluster, 1)
+    keys = {"g": KEY}
+    members = _members(
+        cluster,
+        "a",
+        coordination_partitions=1,
+        snapshot_records=10,
+        snapshot_interval=None,
+        admin_keys=keys,
+    )
+    late: list[Marshaler] = []
+    try:
+        _traffic(members, 30)
+        assert members[0].wait_caught_up(10)
+        _eventually(lambda: cluster.earliest_offset(COORDINATION_TOPIC, 0) > 0)
+        # newer snapshots by a replayer without the key, and one with a wrong key
+        w = WorldState.from_bytes(_worlds(members[0])[0])
+        for k, v in (
+            encode_snapshot_record(w, 0),
+            encode_snapshot_record(
+                WorldState.from_bytes(w.to_bytes(), admin_keys={"g": OTHER_KEY}),
+                0,
+                {"g": OTHER_KEY},
+            ),
+        ):
+            cluster.produce(SNAPSHOT_TOPIC, 0, [NewRecord(value=v, key=k, timestamp=0)])
+        caplog.set_level(logging.WARNING, logger="logmarshal.coordlog")
+        late = _members(
+            cluster, "c", coordination_partitions=1, snapshot_records=None, admin_keys=keys
+        )
+        assert late[0].wait_caught_up(10)
+        assert _worlds(late[0]) == _worlds(members[0])
+        refused = [r.getMessage() for r in caplog.records if "ignoring snapshot" in r.getMessage()]
+        assert len(refused) == 1 and "tag" in refused[0]  # the unkeyed one is not even a candidate
+    finally:
+        for m in members + late:
+            m.close()
+
+
+# ------------------------------------------------------------------------ property
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(max_size=120), st.data())
+def test_cold_start_after_truncation_equals_full_replay(records, data) -> None:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        EmbeddedCluster(tmp, maintenance_interval=0) as cluster,
+    ):
+        cluster.create_topic(COORDINATION_TOPIC, 1, {**SMALL_SEGMENTS, "segment.bytes": 200})
+        coordlog.ensure_snapshot_topic(cluster, 1)
+        full = WorldState(verdict_window=8, admin_keys=KEYS)
+        live = WorldState(verdict_window=8, admin_keys=KEYS)
+        verdicts = []
+        cuts = set(data.draw(st.lists(st.integers(0, len(records)), max_size=5)))
+        for i, (_o, ts, key, value, _m) in enumerate([*records, None][: len(records)]):
+            if i in cuts:
+                coordlog.publish_snapshot(cluster, 0, live, KEYS)
+                if data.draw(st.booleans()):
+                    coordlog.truncate(cluster, 0, KEYS)
+                if data.draw(st.integers(0, 3)) == 0:  # a forged one on top
+                    forged = WorldState.from_bytes(live.to_bytes(), admin_keys={"h": OTHER_KEY})
+                    k, v = encode_snapshot_record(forged, 0, {"h": OTHER_KEY})
+                    cluster.produce(SNAPSHOT_TOPIC, 0, [NewRecord(value=v, key=k, timestamp=0)])
+            offset = cluster.produce(
+                COORDINATION_TOPIC, 0, [NewRecord(value=value, key=key, timestamp=ts)]
+            ).base_offset
+            verdicts.append(full.apply(offset, ts, key, value))
+            live.apply(offset, ts, key, value)
+        earliest = cluster.earliest_offset(COORDINATION_TOPIC, 0)
+        restored = coordlog.load_snapshot(cluster, 0, KEYS)
+        if restored is None:
+            assert earliest == 0  # truncation never goes beyond a valid snapshot
+            world, start = WorldState(verdict_window=8, admin_keys=KEYS), 0
+        else:
+            world, start = restored.world, restored.covered + 1
+        assert start >= earliest
+        end = cluster.latest_offset(COORDINATION_TOPIC, 0)
+        got = []
+        for cols in coordlog.iter_columns(cluster, 0, start, end):
+            got += world.apply_many(zip(*cols, strict=True))
+        assert got == verdicts[start:]
+        assert world.to_bytes() == full.to_bytes()
+
+
+def test_a_snapshot_every_interval_of_log_time(tmp_path) -> None:
+    from logmarshal.clock import ManualClock
+
+    clock = ManualClock(start=1_700_000_000.25)
+    with EmbeddedCluster(tmp_path / "t", clock=clock.time_ms, maintenance_interval=0) as c:
+        _coordination_topic(c, 1)
+        m = Marshaler(
+            c,
+            "a",
+            "g",
+            10.0,
+            clock=clock,
+            coordination_partitions=1,
+            fetch_wait=0.05,
+            snapshot_records=None,
+            snapshot_interval=1.0,
+            truncate=False,
+        )
+        try:
+            assert m.wait_verdict(m.claim_partition("events", 0), 5).accepted
+            for i in range(12):  # 0.3 s of log time apart: a new second every 3 or 4 beats
+                clock.advance(0.3)
+                assert m.wait_verdict(m.heartbeat("events", 0, i), 5).accepted
+            assert m.wait_caught_up(5)
+            _eventually(lambda: c.latest_offset(SNAPSHOT_TOPIC, 0) >= 3)
+            # the log time went from .25 to 3.85: seconds 1, 2 and 3 began, one snapshot each
+            assert c.latest_offset(SNAPSHOT_TOPIC, 0) == 3
+            covered = [
+                coordlog.load_snapshot(c, 0, snapshots=[s]).covered
+                for s in coordlog.read_snapshots(c, 0)
+            ]
+            # offset k is at .25 + 0.3 k s: the first records of seconds 1, 2, 3 are 3, 6, 10
+            assert covered == [3, 6, 10]
+        finally:
+            m.close()
