@@ -1372,9 +1372,7 @@ class Consumer:
             if not self._wants_topic(claim.topic):
                 continue
             if self._wanted() == 0:  # the pass went on claiming while this verdict was unknown
-                state = self._marshaler.partition_state(claim.topic, claim.partition)
-                if state is not None and state.has_position:  # else: releasing would set one
-                    self._release_at(claim.topic, claim.partition, state.resume_offset - 1)
+                self._release_orphan(claim.topic, claim.partition)
                 continue
             self._adopt(claim.topic, claim.partition, "found our claim of")
 
@@ -1541,9 +1539,32 @@ class Consumer:
         for claim in self._marshaler.claims():
             if (claim.client_id, claim.instance_id) != me or not self._wants_topic(claim.topic):
                 continue
-            state = self._marshaler.partition_state(claim.topic, claim.partition)
-            if state is not None and state.has_position:  # else: releasing would set one
-                self._release_at(claim.topic, claim.partition, state.resume_offset - 1)
+            self._release_orphan(claim.topic, claim.partition)
+
+    def _release_orphan(self, topic: str, partition: int) -> None:
+        """Give back a claim of ours we never took up, at the position a successor should
+        resume from: the group's, else where our reset policy would have started (what our
+        first heartbeat would have recorded). Under "error" with no position there is none
+        to write: the claim is left to lapse, and "no position" stays so."""
+        state = self._marshaler.partition_state(topic, partition)
+        if state is None:
+            return
+        if state.has_position:
+            self._release_at(topic, partition, state.resume_offset - 1)
+            return
+        try:
+            resume, error = self._start_position(topic, partition)
+        except (LogmarshalError, StorageError, OSError) as exc:
+            log.info(
+                "%s: no start position for %s/%d (%s); left to lapse",
+                self._name(),
+                topic,
+                partition,
+                exc,
+            )
+            return
+        if not (isinstance(error, NoPosition) and error.offset < 0):
+            self._release_at(topic, partition, resume - 1)
 
 
 def _reason(verdict: Verdict) -> str:
