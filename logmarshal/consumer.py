@@ -542,13 +542,13 @@ class Consumer:
         except Exception:
             log.debug("%s: cannot list topics", self._name(), exc_info=True)
             return self._topics
-        return tuple(
-            sorted(t for t in names if t != COORDINATION_TOPIC and self._pattern.fullmatch(t))
-        )
+        return tuple(sorted(t for t in names if self._wants_topic(t)))
 
     def _wants_topic(self, topic: str) -> bool:
         if self._pattern is not None:
-            return topic != COORDINATION_TOPIC and self._pattern.fullmatch(topic) is not None
+            # internal topics (``__marshal``, ``__marshal_snapshots``) never match a pattern,
+            # as Kafka's exclude.internal.topics does for ``__consumer_offsets``
+            return not topic.startswith("__") and self._pattern.fullmatch(topic) is not None
         return topic in self._topics
 
     def _position(self, claim: _Claim) -> int:

@@ -134,6 +134,17 @@ def test_a_topic_regex_picks_up_matching_topics_as_they_appear(realtime) -> None
     assert COORDINATION_TOPIC not in consumer.topics
 
 
+def test_a_match_all_pattern_leaves_internal_topics_alone(realtime) -> None:
+    cluster = realtime.cluster
+    cluster.create_topic("orders", 1)
+    cluster.create_topic("__marshal_snapshots", 1)  # what the Marshaler's snapshots use
+    marshaler = realtime.marshaler("a")
+    consumer = Consumer(marshaler, re.compile(r".*"), greedy=True)
+    realtime.consumers.append(consumer)
+    wait_until(lambda: consumer.claims() == [("orders", 0)], what="the data topic")
+    assert consumer.topics == ("orders",)
+
+
 def test_claim_entire_topic_gives_each_member_whole_topics(realtime) -> None:
     for name in ("t1", "t2"):
         realtime.cluster.create_topic(name, 3)
