@@ -37,6 +37,7 @@ from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.topics import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
 )
 from kafka.protocol.consumer.group import (
@@ -104,6 +105,10 @@ def _requests(version_of: dict[int, int]) -> list[Any]:
     out.append(r(resources=[res(resource_type=2, resource_name="t", configs=[
         res.AlterableConfig(name="segment.ms", config_operation=0, value="600000")])],
         validate_only=False))
+    r = DeleteRecordsRequest[v[21]]
+    t = r.DeleteRecordsTopic
+    out.append(r(topics=[t(name="t", partitions=[t.DeleteRecordsPartition(
+        partition_index=0, offset=1)])], timeout_ms=1000))
     out.extend(_group_requests(v))
     return out
 
