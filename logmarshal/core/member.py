@@ -101,9 +101,9 @@ class MemberCore:
         held = self._held.get((topic, partition))
         if held is None or self._fenced or self._closing:
             return False
-        if self._world(topic, partition).holder(self.options.group_id, topic, partition) != self.me:
+        if not held.lease.may_hand_out(now):
             return False
-        return held.lease.may_hand_out(now)
+        return self._worlds[held.cp].holder(self.options.group_id, topic, partition) == self.me
 
     def lease_expiry(self, topic: str, partition: int) -> int | None:
         held = self._held.get((topic, partition))
@@ -408,6 +408,6 @@ class MemberCore:
             )
             held.next_heartbeat = now + o.heartbeat_ms // 2
         if ours:
-            records = self._delivery.take(held, o.batch)
+            records = self._delivery.take(held, len(held.buffer))
             if records:
                 out.append(HandOut(held.topic, held.partition, tuple(records)))
