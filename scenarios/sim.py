@@ -379,6 +379,7 @@ class Sim:
         if done:
             self.end_ms = self.now
         else:
+            self.keep_a_consumer()
             self.at(self.now + HB, self.settled)
 
     def settle(self) -> None:
@@ -387,7 +388,12 @@ class Sim:
         for inst in self.instances:
             if inst.state == "frozen":
                 self.thaw(inst)
-        if not any(i.state == "alive" and not i.core.fenced for i in self.live()):
+        self.keep_a_consumer()
+
+    def keep_a_consumer(self) -> None:
+        if not any(
+            i.state == "alive" and not i.core.fenced and not i.core.closing for i in self.live()
+        ):
             self.join()
 
 

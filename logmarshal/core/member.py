@@ -90,6 +90,10 @@ class MemberCore:
         return self._fenced
 
     @property
+    def closing(self) -> bool:
+        return self._closing
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
