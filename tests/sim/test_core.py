@@ -241,3 +241,30 @@ def test_release_with_unknown_outcome_is_retried_a_bounded_number_of_times():
         out += core.step(6 + i, Tick())
     assert writes == 3
     assert core.closed
+
+
+def test_thawed_alo_member_hands_out_nothing_before_its_replay_catches_up():
+    """Issue 10: a thawed ALO zombie handed out already-fetched messages; the lease, judged
+    with the time the events arrive at, stops it before any replay says anything."""
+    world, log = WorldState(), Log()
+    core = MemberCore(options(mode="alo"), [world])
+    out = land_all(core, world, log, 0, start(core, world, log))
+    fetch = next(a for a in out + core.step(1, Tick()) if isinstance(a, Fetch))
+    thawed_at = 3 * HB  # frozen past 2·HB with the fetch answer pending
+    out = core.step(thawed_at, Fetched(fetch.token, "t", 0, ((0, b"a"), (1, b"b"))))
+    assert not any(isinstance(a, HandOut) for a in out)
+    assert any(isinstance(a, Write) and a.kind == "heartbeat" for a in out)
+
+
+def test_a_claim_whose_answer_was_lost_is_adopted_with_a_lapsed_lease():
+    world, log = WorldState(), Log()
+    core = MemberCore(options(mode="alo", claim_every_ms=50), [world])
+    out = core.step(0, Replayed(0, -1, at_end=True))
+    claim = next(a for a in out if isinstance(a, Write) and a.kind == "claim")
+    log.append(0, claim.key, claim.value)  # it landed ...
+    assert not core.step(1, WriteFailed(claim.token))  # ... but reported failure
+    out = core.step(60, Replayed(0, log.replay(world), at_end=True))
+    assert core.held() == [("t", 0)]
+    assert not core.may_hand_out("t", 0, 60)  # we do not know when the log renewed it
+    land_all(core, world, log, 61, out + core.step(61, Tick()))  # its heartbeat is accepted
+    assert core.may_hand_out("t", 0, 62)
