@@ -268,3 +268,22 @@ def test_a_claim_whose_answer_was_lost_is_adopted_with_a_lapsed_lease():
     assert not core.may_hand_out("t", 0, 60)  # we do not know when the log renewed it
     land_all(core, world, log, 61, out + core.step(61, Tick()))  # its heartbeat is accepted
     assert core.may_hand_out("t", 0, 62)
+
+
+def test_the_core_imports_no_clock_threads_randomness_or_io():
+    import ast
+    import pathlib
+
+    import logmarshal.core
+
+    banned = {"time", "threading", "random", "socket", "os", "asyncio", "storage", "datetime"}
+    for path in pathlib.Path(logmarshal.core.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            for name in names:
+                assert name.split(".")[0] not in banned, f"{path.name} imports {name}"
