@@ -7,9 +7,9 @@ import pytest
 from scenarios.sim import main, run_seed
 from scenarios.sim_checks import Checks
 
-#: seeds on which the simulator found issue 10's AMO double delivery on its own, with the
-#: restart fix off (``--without-restart-fix``); with the fix they must pass
-ISSUE_10_SEEDS = (24, 63)
+#: seeds on which the simulator found issue 10's AMO double delivery on its own with the
+#: restart fix off (``--without-restart-fix``; 16 of seeds 0..999 did); with the fix they pass
+ISSUE_10_SEEDS = (24, 63, 518)
 
 
 def test_a_few_hundred_seeds_hold_every_invariant():
