@@ -1,0 +1,84 @@
+"""What a member core is configured with: frozen and validated once, never a mode flag soup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS, valid_id, valid_topic
+
+__all__ = ["CoreOptions"]
+
+
+def _ident(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not valid_id(value):
+        raise ValueError(f"{attribute.name} must be a non-empty id string, got {value!r}")
+
+
+def _positive(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not int or value <= 0:
+        raise ValueError(f"{attribute.name} must be a positive int, got {value!r}")
+
+
+def _topics(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple) or not value:
+        raise ValueError(f"{attribute.name} must be a non-empty tuple of (topic, partitions)")
+    for item in value:
+        ok = (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and valid_topic(item[0])
+            and type(item[1]) is int
+            and item[1] > 0
+        )
+        if not ok:
+            raise ValueError(f"{attribute.name}: bad entry {item!r}")
+
+
+def _heartbeat(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not int or not 1 <= value <= MAX_HEARTBEAT_INTERVAL_MS:
+        raise ValueError(f"{attribute.name} must be an int in [1, {MAX_HEARTBEAT_INTERVAL_MS}] ms")
+
+
+@attrs.frozen(kw_only=True)
+class CoreOptions:
+    """One member's configuration. Times are milliseconds of the injected clock.
+
+    ``fence_margin_ms`` (default HB/4): the member stops handing out a partition when none
+    of its messages for it was accepted for ``2·HB - fence_margin_ms`` after it was *sent*.
+    ``topics`` pairs each subscribed topic with its partition count.
+    """
+
+    group_id: str = attrs.field(validator=_ident)
+    client_id: str = attrs.field(validator=_ident)
+    instance_id: str = attrs.field(validator=_ident)
+    topics: tuple[tuple[str, int], ...] = attrs.field(validator=_topics)
+    coordination_partitions: int = attrs.field(validator=_positive)
+    mode: str = attrs.field(validator=attrs.validators.in_(("alo", "amo")))
+    heartbeat_ms: int = attrs.field(validator=_heartbeat)
+    fence_margin_ms: int | None = None
+    max_claims: int = attrs.field(default=1 << 30, validator=_positive)
+    batch: int = attrs.field(default=50, validator=_positive)
+    #: how often a member looks for claimable partitions
+    claim_every_ms: int = attrs.field(default=0)
+    #: how many times a graceful close writes a ReleasingPartition whose outcome is unknown
+    release_attempts: int = attrs.field(default=3, validator=_positive)
+    #: what to do when the group has no position: "earliest" (offset 0) or "latest"
+    reset: str = attrs.field(default="earliest", validator=attrs.validators.in_(("earliest",)))
+
+    def __attrs_post_init__(self) -> None:
+        margin = self.margin_ms
+        if not 0 <= margin < 2 * self.heartbeat_ms:
+            raise ValueError(f"fence_margin_ms must be in [0, 2*HB), got {margin}")
+        if type(self.claim_every_ms) is not int or self.claim_every_ms < 0:
+            raise ValueError("claim_every_ms must be an int >= 0")
+
+    @property
+    def margin_ms(self) -> int:
+        return self.heartbeat_ms // 4 if self.fence_margin_ms is None else self.fence_margin_ms
+
+    @property
+    def fence_after_ms(self) -> int:
+        """Age (from sending our newest accepted message) at which we stop handing out."""
+        return 2 * self.heartbeat_ms - self.margin_ms

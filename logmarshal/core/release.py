@@ -1,0 +1,43 @@
+"""The release protocol of a graceful close, bounded.
+
+Each held partition gets a ReleasingPartition with its exact position. A rejection is an
+answer (we no longer held it: nothing to release); only an unknown outcome is retried, at
+most ``attempts`` times. A fenced instance writes nothing (issue 10: a fenced close rewrote
+ReleasingPartition thousands of times a second).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["Releases"]
+
+
+@attrs.define
+class Releases:
+    attempts: int
+    #: (topic, partition) -> [position, cp, attempts made]
+    pending: dict[tuple[str, int], list[int]] = attrs.field(factory=dict)
+
+    def add(self, key: tuple[str, int], position: int, cp: int) -> None:
+        self.pending[key] = [position, cp, 0]
+
+    def due(self, in_flight: set[tuple[str, int]]) -> list[tuple[tuple[str, int], int, int]]:
+        """Releases to (re)write now: ``(key, position, cp)``; counts the attempt."""
+        out = []
+        for key, entry in list(self.pending.items()):
+            if key in in_flight:
+                continue
+            if entry[2] >= self.attempts:
+                del self.pending[key]  # given up: the claim lapses after 2·HB instead
+                continue
+            entry[2] += 1
+            out.append((key, entry[0], entry[1]))
+        return out
+
+    def answered(self, key: tuple[str, int]) -> None:
+        self.pending.pop(key, None)
+
+    @property
+    def done(self) -> bool:
+        return not self.pending

@@ -1,0 +1,102 @@
+"""The simulator's invariants (ARCHITECTURE, "Deterministic simulation"), judged from the
+simulated log and the hand-outs, not from what the cores believe about themselves."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import attrs
+
+from rationalizer import Effect, Verdict, WorldState
+
+__all__ = ["Checks"]
+
+Key = tuple[str, int]
+_RENEWS = frozenset(
+    {
+        Effect.CLAIMED,
+        Effect.TOOK_OVER_STALE,
+        Effect.RESTART_TAKEOVER,
+        Effect.RENEWED,
+        Effect.RENEWED_LATE,
+        Effect.MESSAGES_CLAIMED,
+    }
+)
+
+
+@attrs.define
+class Checks:
+    mode: str
+    fence_after_ms: int
+    violations: list[str] = attrs.field(factory=list)
+    #: (topic, partition) -> offset -> hand-outs (instance, time)
+    handed: dict[Key, dict[int, list[tuple[tuple[str, str], int]]]] = attrs.field(
+        factory=lambda: defaultdict(dict)
+    )
+    #: (instance, topic, partition) -> log times of its accepted records, in order
+    accepted_at: dict[tuple[tuple[str, str], str, int], list[int]] = attrs.field(
+        factory=lambda: defaultdict(list)
+    )
+    #: (topic, partition) -> highest max(last_offset, claimed_through) seen in the log
+    positions: dict[Key, int] = attrs.field(factory=dict)
+    #: positions a restart takeover moved back (not a violation, counted for the summary)
+    takeover_rewinds: int = 0
+
+    def fail(self, now: int, what: str) -> None:
+        self.violations.append(f"t={now}: {what}")
+
+    def landed(self, world: WorldState, msg: object, verdict: Verdict | None, ts: int) -> None:
+        """Called after the oracle world applied one record ``msg`` at log time ``ts``."""
+        if verdict is None or not verdict.accepted or not hasattr(msg, "partition"):
+            return
+        me = (msg.client_id, msg.instance_id)  # type: ignore[attr-defined]
+        topic, part = msg.topic, msg.partition  # type: ignore[attr-defined]
+        if verdict.effect in _RENEWS:
+            self.accepted_at[(me, topic, part)].append(ts)
+        state = world.partition_state(msg.group_id, topic, part)  # type: ignore[attr-defined]
+        if state is not None and state.has_position:
+            key = (topic, part)
+            pos = max(state.last_offset, state.claimed_through)
+            before = self.positions.get(key, -1)
+            if pos < before and verdict.effect is Effect.RESTART_TAKEOVER:
+                # D1: the takeover heartbeat carries the position the new instance read; an
+                # ALO predecessor's later progress is handed out again (allowed by ALO)
+                self.takeover_rewinds += 1
+            elif pos < before:
+                self.fail(ts, f"position of {key} moved back to {pos} without an admin reset")
+            self.positions[key] = pos
+
+    def handed_out(self, now: int, me: tuple[str, str], key: Key, offsets: list[int]) -> None:
+        times = self.accepted_at.get((me, key[0], key[1]), [])
+        last = max((t for t in times if t <= now), default=None)
+        if last is None or now >= last + self.fence_after_ms:
+            self.fail(
+                now,
+                f"{me} handed out {key} {offsets[0]}..{offsets[-1]} after its lease "
+                f"(last accepted record at {last})",
+            )
+        seen = self.handed[key]
+        for off in offsets:
+            earlier = seen.setdefault(off, [])
+            if earlier and self.mode == "amo":
+                self.fail(
+                    now,
+                    f"AMO: {key} offset {off} handed out twice: by {earlier[0][0]} at "
+                    f"{earlier[0][1]} and by {me}",
+                )
+            earlier.append((me, now))
+
+    def holders(self, now: int, key: Key, clients: set[str]) -> None:
+        if len(clients) > 1:
+            self.fail(now, f"{key} may be handed out by {sorted(clients)} at once")
+
+    def complete(self, now: int, produced: dict[Key, int]) -> None:
+        """ALO, after the group settled: every produced offset was handed out."""
+        if self.mode != "alo":
+            return
+        for key, n in produced.items():
+            missing = [o for o in range(n) if o not in self.handed[key]]
+            if missing:
+                self.fail(
+                    now, f"ALO: {key} never handed out {len(missing)} offsets, first {missing[0]}"
+                )
