@@ -150,6 +150,19 @@ class EmbeddedCluster:
             log_append_time=info.log_append_time,
         )
 
+    def _read(
+        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait: float
+    ) -> bytes:
+        """Stored batches from ``offset`` on, waiting up to ``max_wait`` s for some."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        log_ = self._dir.partition(topic, partition)
+        data = log_.read(offset, max_bytes).data
+        if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
+            data = log_.read(offset, max_bytes).data
+        return data
+
     def fetch(
         self,
         topic: str,
@@ -159,13 +172,7 @@ class EmbeddedCluster:
         max_bytes: int = 1 << 20,
         max_wait: float = 0.0,
     ) -> list[Message]:
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"offsets are never negative, got {offset}")
-        log_ = self._dir.partition(topic, partition)
-        data = log_.read(offset, max_bytes).data
-        if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
-            data = log_.read(offset, max_bytes).data
+        data = self._read(topic, partition, offset, max_bytes, max_wait)
         records, damage = decode_readable(data)
         out = [
             Message(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
@@ -187,13 +194,7 @@ class EmbeddedCluster:
     ) -> Columns:
         """:class:`~logmarshal.cluster.ColumnFetcher`: stored batches parsed straight into
         columns, about three times cheaper than a ``Message`` per record."""
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"offsets are never negative, got {offset}")
-        log_ = self._dir.partition(topic, partition)
-        data = log_.read(offset, max_bytes).data
-        if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
-            data = log_.read(offset, max_bytes).data
+        data = self._read(topic, partition, offset, max_bytes, max_wait)
         try:
             cols: Columns = decode_columns(data)
         except CorruptRecordError:
