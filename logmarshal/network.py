@@ -565,15 +565,9 @@ class NetworkCluster:
         max_bytes: int = 1 << 20,
         max_wait: float = 0.0,
     ) -> list[Message]:
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"offsets are never negative, got {offset}")
-        reader = self._reader(topic, partition)
-        with reader.lock:
-            try:
-                return reader.fetch(offset, max_bytes, max_wait)
-            except KafkaException as exc:
-                raise _raise_from(exc, topic, partition) from None
+        return self._read(
+            topic, partition, offset, lambda reader: reader.fetch(offset, max_bytes, max_wait)
+        )
 
     def fetch_columns(
         self,
@@ -585,13 +579,23 @@ class NetworkCluster:
         max_wait: float = 0.0,
     ) -> Columns:
         """:class:`~logmarshal.cluster.ColumnFetcher`: what :meth:`fetch` returns, as columns."""
+        return self._read(
+            topic,
+            partition,
+            offset,
+            lambda reader: reader.fetch_columns(offset, max_bytes, max_wait),
+        )
+
+    def _read(self, topic: str, partition: int, offset: int, read: Any) -> Any:
+        """Run ``read(reader)`` on the partition's reader, its errors mapped as the embedded
+        cluster raises them (one place for what fetch and fetch_columns share)."""
         self._check_open()
         if offset < 0:
             raise ValueError(f"offsets are never negative, got {offset}")
         reader = self._reader(topic, partition)
         with reader.lock:
             try:
-                return reader.fetch_columns(offset, max_bytes, max_wait)
+                return read(reader)
             except KafkaException as exc:
                 raise _raise_from(exc, topic, partition) from None
 
