@@ -1,16 +1,29 @@
-"""Consumer benchmarks: failover, claiming, handoff, ALO vs AMO throughput.
+"""Consumer benchmarks: failover, claiming, handoff, ALO vs AMO throughput; over the network.
 
     python3 bench/consumer.py [--quick]
+    python3 bench/consumer.py --network [--count N] [--baseline-ref REF]
 
 Figures, not pass/fail. Goals (ISSUE): failover <= 2·HB + 0.2 s; idle 64-partition topic
 owned in <= 0.5 s greedy; handoff <= 50 ms; AMO throughput >= half of ALO at batch 500.
-Everything runs on the embedded cluster in a temporary directory on this machine.
+Without ``--network`` everything runs on the embedded cluster in a temporary directory.
+
+``--network`` starts ``logmarshal broker start`` on 127.0.0.1, writes ``--count`` records of
+100 B to a 4-partition topic and reads them all back, each reader in a fresh process, in
+the same run: kcat, a raw confluent-kafka consume loop (librdkafka's defaults, and tuned),
+and logmarshal's ``Consumer`` (ALO batch 500 committing each batch or each message, AMO).
+``--baseline-ref`` also runs the Consumer of that git commit (e.g. the one before a change)
+on the same data. Goal (issue 12): the Consumer >= 0.5 M msg/s over the network.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -18,13 +31,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# a --network worker given --code runs another commit's logmarshal (the baseline)
+sys.path.insert(
+    0,
+    sys.argv[sys.argv.index("--code") + 1]
+    if "--code" in sys.argv
+    else str(Path(__file__).resolve().parent.parent),
+)
 
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.consumer import Consumer
 from logmarshal.marshaler import Marshaler
 
 TOPIC = "bench"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _wait(predicate: Callable[[], object], timeout: float) -> float:
@@ -142,11 +162,184 @@ def throughput(mode: str, batch: int, count: int, hb: float) -> float:
         return rate
 
 
+# -- over the network -----------------------------------------------------------------------
+
+NET_PARTITIONS = 4
+#: librdkafka waits fetch.queue.backoff.ms (default 1 s) after a partition's queue passed
+#: queued.min.messages: a reader that keeps up then reads about one queue a second
+TUNED = {"fetch.queue.backoff.ms": 10}
+READERS = ("kcat", "raw-default", "raw-tuned", "alo-batch", "alo-each", "amo")
+
+
+def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
+    """Read ``count`` records of the bench topic once; runs in a fresh process."""
+    latencies: list[float] = []
+    start = cpu = 0.0
+    got = 0
+    if kind.startswith("raw"):
+        from confluent_kafka import Consumer as KafkaConsumer
+        from confluent_kafka import TopicPartition
+
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-raw",  # required, unused: assign() and no commits
+            "enable.auto.commit": False,
+            "log_level": 3,
+        }
+        if kind == "raw-tuned":
+            conf.update(TUNED)
+        raw = KafkaConsumer(conf)
+        raw.assign([TopicPartition(TOPIC, p, 0) for p in range(NET_PARTITIONS)])
+        start, cpu = time.perf_counter(), time.process_time()
+        while got < count:
+            t = time.perf_counter()
+            for message in raw.consume(500, 1.0):
+                if message.error() is None:
+                    message.value()
+                    got += 1
+            latencies.append(time.perf_counter() - t)
+        raw.close()
+    else:
+        import logmarshal
+        from logmarshal.consumer import Consumer
+        from logmarshal.marshaler import Marshaler
+
+        cluster = logmarshal.connect(bootstrap=bootstrap)
+        m = Marshaler(cluster, "bench", f"bench-{kind}-{os.getpid()}", 2.0)
+        m.wait_caught_up(30)
+        mode = "amo" if kind == "amo" else "alo"
+        consumer = Consumer(m, TOPIC, mode=mode, batch_size=500, greedy=True)  # type: ignore[arg-type]
+        each = kind == "alo-each"
+        while got < count:
+            t = time.perf_counter()
+            batch = consumer.poll(1.0)
+            if batch and not start:
+                start, cpu = t, time.process_time()
+            elif start:
+                latencies.append(time.perf_counter() - t)
+            if mode == "alo" and batch:
+                if each:
+                    for message in batch:
+                        consumer.commit(message)
+                else:
+                    consumer.commit(*batch)
+            got += len(batch)
+        consumer.close()
+        m.close()
+        cluster.close()
+    elapsed = time.perf_counter() - start
+    return {
+        "rate": got / elapsed,
+        "cpu": time.process_time() - cpu,
+        "p50_ms": _pct(latencies, 0.5) * 1000 if latencies else 0.0,
+        "p99_ms": _pct(latencies, 0.99) * 1000 if latencies else 0.0,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _run_reader(kind: str, bootstrap: str, count: int, code: Path | None = None) -> dict:
+    if kind == "kcat":
+        argv = ["kcat", "-b", bootstrap, "-C", "-t", TOPIC, "-o", "beginning", "-e", "-q"]
+        start = time.perf_counter()
+        out = subprocess.run([*argv, "-f", "%o\n"], capture_output=True, timeout=600)
+        elapsed = time.perf_counter() - start
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        return {"rate": out.stdout.count(b"\n") / elapsed, "rss_mb": rss}
+    argv = [sys.executable, __file__, "--network-worker", kind, bootstrap, str(count)]
+    if code is not None:
+        argv += ["--code", str(code)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def network(count: int, baseline_ref: str | None) -> None:
+    from confluent_kafka import Producer
+
+    import logmarshal
+
+    data = tempfile.mkdtemp(prefix="bench-net-")
+    baseline: Path | None = None
+    bootstrap = f"127.0.0.1:{_free_port()}"
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "logmarshal", "--data-dir", data, "broker", "start",
+         "--listen", bootstrap],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert broker.stdout is not None
+        print(broker.stdout.readline().strip())
+        if baseline_ref:
+            baseline = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", baseline_ref], capture_output=True, check=True
+            )
+            subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive.stdout, check=True)
+        with logmarshal.connect(bootstrap=bootstrap) as cluster:
+            cluster.create_topic(TOPIC, NET_PARTITIONS)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                             "batch.num.messages": 10_000, "log_level": 3})
+        value = b"x" * 100
+        for i in range(count):
+            while True:
+                try:
+                    producer.produce(TOPIC, value, partition=i % NET_PARTITIONS)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        producer.flush()
+        print(f"{count:,} records of 100 B in {NET_PARTITIONS} partitions; each reader reads "
+              "them all in a fresh process (poll/consume call latency; peak RSS)")
+        rows = [(kind, None) for kind in READERS]
+        if baseline is not None:
+            rows += [(kind, baseline) for kind in ("alo-each", "amo")]  # commit(*batch) is new
+        for kind, code in rows:
+            if kind == "kcat" and shutil.which("kcat") is None:
+                print(f"  {'kcat':<28} not installed")
+                continue
+            r = _run_reader(kind, bootstrap, count, code)
+            label = kind if code is None else f"{kind} @ {baseline_ref}"
+            extra = (
+                f"  cpu {r['cpu']:5.2f} s  call p50 {r['p50_ms']:6.2f} ms  "
+                f"p99 {r['p99_ms']:6.2f} ms" if "cpu" in r else ""
+            )
+            print(f"  {label:<28} {r['rate']:>11,.0f} msg/s  rss {r['rss_mb']:6.0f} MB{extra}")
+        print("(alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500); "
+              f"raw-tuned: {TUNED}, which NetworkCluster also sets)")
+    finally:
+        broker.terminate()
+        broker.wait(30)
+        shutil.rmtree(data, ignore_errors=True)
+        if baseline is not None:
+            shutil.rmtree(baseline, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--network-worker"]:
+        print(json.dumps(_worker(argv[1], argv[2], int(argv[3]))))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     parser.add_argument("--hb", type=float, default=0.5, help="heartbeat interval (default 0.5)")
+    parser.add_argument("--network", action="store_true",
+                        help="read over the network: Consumer vs kcat vs raw confluent-kafka")
+    parser.add_argument("--count", type=int, default=1_000_000,
+                        help="records for --network (default 1,000,000)")
+    parser.add_argument("--baseline-ref", help="with --network: also run this commit's Consumer")
     args = parser.parse_args(argv)
+    if args.network:
+        network(args.count, args.baseline_ref)
+        return 0
     hb = args.hb
     runs = 5 if args.quick else 20
     print(f"consumer benchmarks, HB = {hb} s, embedded cluster, {runs} runs where repeated")

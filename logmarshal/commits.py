@@ -9,6 +9,7 @@ repeats from that message rather than skipping it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Sequence
 
 __all__ = ["CommitTracker"]
 
@@ -48,6 +49,36 @@ class CommitTracker:
         self._last_handed = offset
         self._order.append(offset)
         self._outstanding.add(offset)
+
+    def handed_out_many(self, offsets: Sequence[int]) -> None:
+        """:meth:`handed_out` for a batch the caller keeps in increasing order (its buffer
+        is), in bulk: the hot path checks only where the batch starts and ends."""
+        if not offsets:
+            return
+        if offsets[0] <= self._last_handed or offsets[-1] < offsets[0]:
+            raise ValueError(
+                f"offsets {offsets[0]}..{offsets[-1]} handed out after {self._last_handed}: "
+                "offsets must increase"
+            )
+        self._last_handed = offsets[-1]
+        self._order.extend(offsets)
+        self._outstanding.update(offsets)
+
+    def commit_many(self, offsets: Iterable[int]) -> int:
+        """:meth:`commit` for many offsets; returns how many were outstanding."""
+        outstanding = self._outstanding
+        before = len(outstanding)
+        outstanding.difference_update(offsets)
+        done = before - len(outstanding)
+        if done:
+            order = self._order
+            if not outstanding:  # everything handed out is committed: the usual case
+                self._position = order[-1]
+                order.clear()
+            else:
+                while order[0] not in outstanding:
+                    self._position = order.popleft()
+        return done
 
     def commit(self, offset: int) -> bool:
         """Mark ``offset`` handled; False if it was not outstanding (unknown or repeated)."""

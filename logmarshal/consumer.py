@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import operator
 import random
 import re
 import threading
@@ -71,6 +72,11 @@ PartitionsCallback = Callable[[list[TopicPartition]], None]
 HEARTBEAT_JITTER = (0.5, 0.8)
 
 _Writer = Callable[[], Written]
+
+
+#: a Message's (topic, partition) and offset, as C-speed getters for the per-batch hot path
+_TOPIC_PARTITION = operator.itemgetter(0, 1)
+_OFFSET = operator.itemgetter(2)
 
 
 class NoPosition(OffsetOutOfRange):
@@ -364,16 +370,14 @@ class Consumer:
         limit = self._batch_size if max_records is None else max_records
         if limit < 1:
             raise ValueError(f"max_records must be at least 1, got {limit}")
-        with self._cond:
-            if self._closed:
-                raise ClosedError("poll() on a closed consumer")
+        if self._closed:  # a flag only ever set: reading it needs no lock
+            raise ClosedError("poll() on a closed consumer")
         deadline = time.monotonic() + timeout  # real time: a ManualClock must not hang poll
         with self._poll_lock:
             while True:
-                self._deliver_events()
-                with self._cond:
-                    version = self._version
-                batch = self._poll_once(limit)
+                if self._events:  # peeked without the lock: one queued later waits a turn
+                    self._deliver_events()
+                batch, version = self._poll_once(limit)
                 if batch:
                     return batch
                 with self._cond:
@@ -410,19 +414,32 @@ class Consumer:
                 return
             yield from batch
 
-    def commit(self, message: Message) -> bool:
-        """ALO: ``message`` is fully handled. Any order; thread-safe.
+    def commit(self, *messages: Message) -> bool:
+        """ALO: these messages are fully handled. Any order; thread-safe.
 
-        Returns False when it changes nothing: AMO mode (handing out *is* committing), a
-        partition no longer held, or an offset not outstanding.
+        ``commit(message)`` for one, ``commit(*batch)`` for a polled batch at once (one
+        lock for all of them). Returns False when it changes nothing: AMO mode (handing out
+        *is* committing), partitions no longer held, or offsets not outstanding.
         """
-        if self._mode == "amo":
+        if self._mode == "amo" or not messages:
             return False
         with self._cond:
-            claim = self._claims.get((message.topic, message.partition))
-            if claim is None:
-                return False
-            return claim.tracker.commit(message.offset)
+            if len(messages) == 1:
+                message = messages[0]
+                claim = self._claims.get((message.topic, message.partition))
+                return claim is not None and claim.tracker.commit(message.offset)
+            keys = set(map(_TOPIC_PARTITION, messages))  # C-speed: a batch is one partition
+            done = 0
+            for key in keys:
+                claim = self._claims.get(key)
+                if claim is not None:
+                    offsets = (
+                        map(_OFFSET, messages)
+                        if len(keys) == 1
+                        else [m.offset for m in messages if (m.topic, m.partition) == key]
+                    )
+                    done += claim.tracker.commit_many(offsets)
+            return done > 0
 
     def run(
         self,
@@ -763,7 +780,11 @@ class Consumer:
             with self._cond:
                 if not claim.active or claim.next_fetch != offset:
                     continue  # dropped or moved while we fetched
-                fresh = [m for m in messages if m.offset >= offset]
+                fresh = (
+                    messages
+                    if messages[0].offset >= offset  # offsets increase: the usual case
+                    else [m for m in messages if m.offset >= offset]
+                )
                 if fresh:
                     claim.buffer.extend(fresh)
                     claim.next_fetch = fresh[-1].offset + 1
@@ -833,23 +854,22 @@ class Consumer:
 
     # -- poll -------------------------------------------------------------------------------
 
-    def _poll_once(self, limit: int) -> list[Message]:
+    def _poll_once(self, limit: int) -> tuple[list[Message], int]:
+        """One turn over the partitions with something to hand out; also the version the
+        turn saw (few lock round trips: with fetch threads busy, each one can wait for the
+        GIL)."""
         with self._cond:
-            keys = [
-                key
+            version = self._version
+            ready = [
+                (claim, claim.error)
                 for key, claim in sorted(self._claims.items())
                 if key not in self._paused and (claim.buffer or claim.error is not None)
             ]
-            if not keys:
-                return []
-            start = self._cursor % len(keys)
+            if not ready:
+                return [], version
+            start = self._cursor % len(ready)
             self._cursor += 1
-        for key in keys[start:] + keys[:start]:
-            with self._cond:
-                claim = self._claims.get(key)
-                error = None if claim is None else claim.error
-            if claim is None:
-                continue
+        for claim, error in ready[start:] + ready[:start]:
             if error is not None:
                 raise error
             if not self._may_hand_out(claim):
@@ -860,8 +880,8 @@ class Consumer:
                 else self._take_amo(claim, limit)
             )
             if batch:
-                return batch
-        return []
+                return batch, version
+        return [], version
 
     def _lease_holds(self, claim: _Claim) -> bool:
         """Under _cond: our claim cannot have lapsed yet (by our own lease, no I/O).
@@ -876,11 +896,13 @@ class Consumer:
         with self._cond:
             if self._claims.get(claim.key) is not claim or not self._lease_holds(claim):
                 return []
-            out = []
-            while claim.buffer and len(out) < limit:
-                message = claim.buffer.popleft()
-                claim.tracker.handed_out(message.offset)
-                out.append(message)
+            buffer = claim.buffer
+            if len(buffer) <= limit:  # in bulk: this is the hot path of every ALO consumer
+                out = list(buffer)
+                buffer.clear()
+            else:
+                out = [buffer.popleft() for _ in range(limit)]
+            claim.tracker.handed_out_many(list(map(_OFFSET, out)))
             if out:
                 claim.handed_through = out[-1].offset
                 claim.space.notify_all()
