@@ -215,6 +215,7 @@ class Consumer:
         self._marshaler = marshaler
         self._cluster = marshaler.cluster
         self._clock = marshaler.clock
+        self._metrics = marshaler.metrics  # its Prometheus series, if the Marshaler has them
         self._rng = rng if rng is not None else random.Random()
         self._mode: Mode = mode
         self._batch_size = batch_size
@@ -259,6 +260,8 @@ class Consumer:
         if self._pattern is not None:
             self._topics = self._match_topics()
         marshaler._register(self, self._topics)
+        if self._metrics is not None:
+            self._metrics.watch_consumer(self)
         self._thread = threading.Thread(
             target=self._run,
             name=f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}",
@@ -302,6 +305,15 @@ class Consumer:
         with self._cond:
             claim = self._claims.get((topic, partition))
             return None if claim is None else self._position(claim)
+
+    def uncommitted(self) -> dict[TopicPartition, int]:
+        """Per held partition: messages handed out and not committed yet (always 0 in AMO,
+        where handing out is committing)."""
+        with self._cond:
+            return {
+                key: (claim.tracker.outstanding if self._mode == "alo" else 0)
+                for key, claim in sorted(self._claims.items())
+            }
 
     def lag(self) -> dict[TopicPartition, int]:
         """Per held partition: messages in the log after the position heartbeats carry
@@ -379,6 +391,8 @@ class Consumer:
                     self._deliver_events()
                 batch, version = self._poll_once(limit)
                 if batch:
+                    if self._metrics is not None:
+                        self._metrics.handed_out(self, batch[0].topic, len(batch))
                     return batch
                 with self._cond:
                     if self._closed:
@@ -427,7 +441,10 @@ class Consumer:
             if len(messages) == 1:
                 message = messages[0]
                 claim = self._claims.get((message.topic, message.partition))
-                return claim is not None and claim.tracker.commit(message.offset)
+                done = int(claim is not None and claim.tracker.commit(message.offset))
+                if done and self._metrics is not None:
+                    self._metrics.committed(self, message.topic, 1)
+                return bool(done)
             keys = set(map(_TOPIC_PARTITION, messages))  # C-speed: a batch is one partition
             done = 0
             for key in keys:
@@ -438,7 +455,10 @@ class Consumer:
                         if len(keys) == 1
                         else [m.offset for m in messages if (m.topic, m.partition) == key]
                     )
-                    done += claim.tracker.commit_many(offsets)
+                    n = claim.tracker.commit_many(offsets)
+                    if n and self._metrics is not None:
+                        self._metrics.committed(self, key[0], n)
+                    done += n
             return done > 0
 
     def run(
@@ -511,11 +531,15 @@ class Consumer:
         elif release:
             for claim in claims:
                 self._release(claim)
+                if self._metrics is not None:
+                    self._metrics.revoked(self, "released")
             self._release_untracked()
         for fetcher in list(self._fetchers):
             if fetcher is not threading.current_thread():
                 fetcher.join(timeout if timeout is not None else self._fetch_wait + 5)
         self._marshaler._unregister(self)
+        if self._metrics is not None:
+            self._metrics.unwatch_consumer(self)
         log.info(
             "consumer %s closed (%d claims %s)",
             self._name(),
@@ -635,6 +659,8 @@ class Consumer:
                 claim.space.notify_all()
                 self._event("revoked", claim.key)
                 self._bump()
+                if self._metrics is not None:
+                    self._metrics.revoked(self, "fenced" if self._fenced else "lost")
 
     def _become_fenced(self) -> None:
         with self._cond:
@@ -1280,6 +1306,8 @@ class Consumer:
 
     def _try_claim(self, topic: str, partition: int) -> bool:
         """Claim, read the verdict, heartbeat at once, start at the resume offset."""
+        previous = self._marshaler.holder(topic, partition)  # a stale one stays until replaced
+        taken_over = previous is not None and previous != self._marshaler.identity
         sent = self._clock.monotonic()
         verdict = self._write_and_wait(lambda: self._marshaler.claim_partition(topic, partition))
         if verdict is None or not verdict.accepted:
@@ -1293,14 +1321,25 @@ class Consumer:
             # a lost race never touches positions (Marshal #95); an unknown verdict that
             # turns out accepted is adopted by the next pass (_adopt_orphans)
             return False
-        return self._adopt(topic, partition, "claimed", claim_sent=sent)
+        how = f"took over (from {previous[0]}/{previous[1]})" if taken_over else "claimed"
+        return self._adopt(
+            topic, partition, how, claim_sent=sent, kind="failover" if taken_over else "claimed"
+        )
 
-    def _adopt(self, topic: str, partition: int, how: str, claim_sent: float | None = None) -> bool:
+    def _adopt(
+        self,
+        topic: str,
+        partition: int,
+        how: str,
+        claim_sent: float | None = None,
+        kind: str = "claimed",
+    ) -> bool:
         """We hold ``(topic, partition)`` in the log: heartbeat at once and start handing out.
 
         ``claim_sent`` is when the claim we know was accepted was sent; with it, a heartbeat
         whose verdict does not come in time still leaves the claim tracked (confirmed by the
-        heartbeats that follow) rather than forgotten while the log says we hold it.
+        heartbeats that follow) rather than forgotten while the log says we hold it. ``kind``
+        names the assignment in metrics (claimed, failover, recovered, took_back).
         """
         resume, error = self._start_position(topic, partition)
         last_offset = resume - 1
@@ -1376,6 +1415,8 @@ class Consumer:
             self._release(claim)
             return False
         self._start_fetcher(claim)
+        if self._metrics is not None:
+            self._metrics.assigned(self, kind)
         log.info("%s %s %s/%d, resuming at %d", self._name(), how, topic, partition, resume)
         return True
 
@@ -1396,7 +1437,7 @@ class Consumer:
             if self._wanted() == 0:  # the pass went on claiming while this verdict was unknown
                 self._release_orphan(claim.topic, claim.partition)
                 continue
-            self._adopt(claim.topic, claim.partition, "found our claim of")
+            self._adopt(claim.topic, claim.partition, "found our claim of", kind="recovered")
 
     def _reclaim(self) -> None:
         """Restart recovery: take back our client_id's still-fresh claims with this instance."""
@@ -1409,7 +1450,9 @@ class Consumer:
                 continue
             if self._marshaler.freshness(old.topic, old.partition, now_ms) != FRESH:
                 continue
-            if self._adopt(old.topic, old.partition, f"took back (from {old.instance_id})"):
+            if self._adopt(
+                old.topic, old.partition, f"took back (from {old.instance_id})", kind="took_back"
+            ):
                 continue
             log.info("%s: could not take back %s/%d", self._name(), old.topic, old.partition)
 
@@ -1467,6 +1510,8 @@ class Consumer:
             self._cooldown[claim.key] = self._clock.monotonic() + self._cooldown_s
             self._event("revoked", claim.key)
             self._bump()
+        if self._metrics is not None:
+            self._metrics.revoked(self, "gave_up")
         log.info("%s releases %s/%d: %s", self._name(), claim.topic, claim.partition, why)
         self._release(claim)
 

@@ -668,6 +668,11 @@ class Marshaler:
                     )
             self._consumers.append(consumer)
 
+    @property
+    def metrics(self) -> MarshalerMetrics | None:
+        """The Prometheus series this Marshaler (and its Consumers) report to, if any."""
+        return self._metrics
+
     def replay_offsets(self) -> dict[int, int]:
         """Per coordination partition, the next offset the replay will apply (for metrics)."""
         return {tail.partition: tail.next_offset for tail in self._tails}

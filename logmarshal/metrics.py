@@ -1,4 +1,4 @@
-"""Prometheus metrics of Marshalers, on a registry the application serves.
+"""Prometheus metrics of Marshalers and their Consumers, on a registry the application serves.
 
 ::
 
@@ -16,6 +16,20 @@ Series (labels ``group`` and ``client_id`` name the Marshaler; one registry may 
 - ``logmarshal_marshaler_log_end_offset`` and ``logmarshal_marshaler_replay_lag``
   (log end minus replay offset), read from the cluster at scrape time;
 - ``logmarshal_marshaler_claims_held``: partitions this client holds by the replay.
+
+A :class:`~logmarshal.Consumer` on such a Marshaler adds its own series (same labels):
+
+- ``logmarshal_consumer_messages_total{topic, mode}``: messages handed out to the application;
+- ``logmarshal_consumer_committed_total{topic}``: ALO messages committed;
+- ``logmarshal_consumer_assignments_total{how}``: partitions taken: ``claimed`` (free),
+  ``failover`` (from another member gone stale), ``recovered`` (our own claim found after a
+  restart), ``took_back`` (restart takeover from our previous instance);
+- ``logmarshal_consumer_revocations_total{why}``: partitions given up: ``released`` (close),
+  ``gave_up`` (release-if-behind), ``lost`` (the replay shows another holder, or a rejected
+  heartbeat), ``fenced`` (a newer instance of this client_id took over);
+- ``logmarshal_consumer_claims_held``, and per held partition ``logmarshal_consumer_commit_lag``
+  (handed out, not yet committed) and ``logmarshal_consumer_lag`` (log end minus the position
+  heartbeats carry; read from the cluster at scrape time).
 
 Nothing here is module-level state: each :class:`MarshalerMetrics` has its own registry
 unless given one (pass ``prometheus_client.REGISTRY`` to add to the default one).
@@ -37,6 +51,7 @@ from prometheus_client.registry import Collector
 if TYPE_CHECKING:
     from rationalizer import Verdict
 
+    from .consumer import Consumer
     from .marshaler import Marshaler
 
 __all__ = ["MarshalerMetrics"]
@@ -83,6 +98,36 @@ class _Gauges(Collector):
         yield end
         yield lag
         yield claims
+        yield from _consumer_gauges(self._owner.consumers())
+
+
+def _consumer_gauges(consumers: Iterable[Consumer]) -> Iterator[GaugeMetricFamily]:
+    who = ["group", "client_id"]
+    held = GaugeMetricFamily(
+        "logmarshal_consumer_claims_held", "Partitions this consumer hands out", labels=who
+    )
+    labels = [*who, "topic", "partition"]
+    pending = GaugeMetricFamily(
+        "logmarshal_consumer_commit_lag",
+        "Messages handed out and not committed yet (ALO)",
+        labels=labels,
+    )
+    lag = GaugeMetricFamily(
+        "logmarshal_consumer_lag",
+        "Messages in the log after the position heartbeats carry",
+        labels=labels,
+    )
+    for consumer in consumers:
+        marshaler = consumer.marshaler
+        ids = [marshaler.group_id, marshaler.client_id]
+        held.add_metric(ids, len(consumer.claims()))
+        for (topic, partition), n in consumer.uncommitted().items():
+            pending.add_metric([*ids, topic, str(partition)], n)
+        for (topic, partition), n in consumer.lag().items():
+            lag.add_metric([*ids, topic, str(partition)], n)
+    yield held
+    yield pending
+    yield lag
 
 
 class MarshalerMetrics:
@@ -96,8 +141,34 @@ class MarshalerMetrics:
             ["group", "client_id", "coordination_partition", "outcome", "reason"],
             registry=self.registry,
         )
+        who = ["group", "client_id"]
+        self._handed_out = Counter(
+            "logmarshal_consumer_messages",
+            "Messages handed out to the application",
+            [*who, "topic", "mode"],
+            registry=self.registry,
+        )
+        self._committed = Counter(
+            "logmarshal_consumer_committed",
+            "ALO messages committed by the application",
+            [*who, "topic"],
+            registry=self.registry,
+        )
+        self._assignments = Counter(
+            "logmarshal_consumer_assignments",
+            "Partitions a consumer took: claimed, failover, recovered, took_back",
+            [*who, "how"],
+            registry=self.registry,
+        )
+        self._revocations = Counter(
+            "logmarshal_consumer_revocations",
+            "Partitions a consumer stopped handing out: released, gave_up, lost, fenced",
+            [*who, "why"],
+            registry=self.registry,
+        )
         self._lock = threading.Lock()
         self._watched: weakref.WeakSet[Marshaler] = weakref.WeakSet()
+        self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         self.registry.register(_Gauges(self))
 
     def watch(self, marshaler: Marshaler) -> None:
@@ -111,6 +182,36 @@ class MarshalerMetrics:
     def watched(self) -> list[Marshaler]:
         with self._lock:
             return [m for m in self._watched if not m.closed]
+
+    def watch_consumer(self, consumer: Consumer) -> None:
+        with self._lock:
+            self._consumers.add(consumer)
+
+    def unwatch_consumer(self, consumer: Consumer) -> None:
+        with self._lock:
+            self._consumers.discard(consumer)
+
+    def consumers(self) -> list[Consumer]:
+        with self._lock:
+            return [c for c in self._consumers if not c.closed]
+
+    # Consumer events: called once per batch or per claim change, never per message.
+
+    def handed_out(self, consumer: Consumer, topic: str, count: int) -> None:
+        m = consumer.marshaler
+        self._handed_out.labels(m.group_id, m.client_id, topic, consumer.mode).inc(count)
+
+    def committed(self, consumer: Consumer, topic: str, count: int) -> None:
+        m = consumer.marshaler
+        self._committed.labels(m.group_id, m.client_id, topic).inc(count)
+
+    def assigned(self, consumer: Consumer, how: str) -> None:
+        m = consumer.marshaler
+        self._assignments.labels(m.group_id, m.client_id, how).inc()
+
+    def revoked(self, consumer: Consumer, why: str) -> None:
+        m = consumer.marshaler
+        self._revocations.labels(m.group_id, m.client_id, why).inc()
 
     def count_verdicts(
         self, marshaler: Marshaler, coord_partition: int, verdicts: Iterable[Verdict | None]
