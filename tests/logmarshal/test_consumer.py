@@ -265,3 +265,18 @@ def test_a_position_beyond_the_log_end_is_reset_not_abandoned(realtime) -> None:
     consumer = realtime.consumer("a", auto_offset_reset="earliest")
     assert [m.offset for m in drain(consumer, 5)] == [0, 1, 2, 3, 4]
     assert consumer.claims() == [(TOPIC, 0)]
+
+
+def test_commit_of_a_whole_batch_moves_the_heartbeated_position(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 20)
+    consumer = manual.consumer("a")
+    wait_until(lambda: consumer.claims(), what="the claim")
+    batch = drain(consumer, 12, commit=False, max_records=12)
+    assert consumer.uncommitted() == {(TOPIC, 0): 12}
+    assert consumer.commit(*batch[5:]) is True  # out of order: held back by 0..4
+    assert consumer.position(TOPIC, 0) == -1
+    assert consumer.commit(*batch[:5], *batch[:5]) is True  # repeats count once
+    assert consumer.position(TOPIC, 0) == 11 and consumer.uncommitted() == {(TOPIC, 0): 0}
+    assert consumer.commit(*batch) is False  # nothing outstanding any more
+    assert consumer.commit() is False

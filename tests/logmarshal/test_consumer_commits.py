@@ -71,3 +71,37 @@ def test_position_is_the_longest_committed_prefix(order: list[int], data) -> Non
         expected += 1
     assert tracker.position == expected
     assert tracker.outstanding == len(order) - stop
+
+
+@given(
+    offsets=st.lists(st.integers(0, 400), min_size=1, max_size=60, unique=True).map(sorted),
+    data=st.data(),
+)
+def test_bulk_hand_out_and_commit_equal_one_at_a_time(offsets: list[int], data) -> None:
+    """handed_out_many / commit_many (the consumer's hot path) keep the same books as the
+    per-offset calls, for any split into batches and any commit order."""
+    bulk, single = CommitTracker(-1), CommitTracker(-1)
+    cut = data.draw(st.integers(0, len(offsets)))
+    for part in (offsets[:cut], offsets[cut:]):
+        bulk.handed_out_many(part)
+        for o in part:
+            single.handed_out(o)
+    pending = [*offsets, 999]  # one never handed out: counted by neither
+    while pending:
+        n = data.draw(st.integers(1, len(pending)))
+        batch = data.draw(st.permutations(pending))[:n]
+        pending = [o for o in pending if o not in batch]
+        done = bulk.commit_many(batch)
+        assert done == sum(single.commit(o) for o in batch)
+        assert (bulk.position, bulk.outstanding) == (single.position, single.outstanding)
+    assert bulk.position == offsets[-1]
+
+
+def test_bulk_hand_out_refuses_offsets_that_do_not_increase() -> None:
+    tracker = CommitTracker(9)
+    with pytest.raises(ValueError, match="must increase"):
+        tracker.handed_out_many([9, 10])
+    tracker.handed_out_many([10, 12])
+    with pytest.raises(ValueError, match="must increase"):
+        tracker.handed_out_many([12])
+    assert tracker.commit_many([12, 10]) == 2 and tracker.position == 12
