@@ -20,6 +20,7 @@ from storage.errors import (
 )
 
 __all__ = [
+    "RETRIABLE",
     "ClosedError",
     "CorruptRecordError",
     "DataDirLocked",
@@ -27,8 +28,10 @@ __all__ = [
     "InvalidTopicName",
     "LogmarshalError",
     "NetworkError",
+    "NoPosition",
     "OffsetOutOfRange",
     "RecordTooLarge",
+    "RetriableError",
     "StorageError",
     "TopicExists",
     "UnknownPartition",
@@ -44,5 +47,33 @@ class ClosedError(LogmarshalError):
     """The object was used after ``close()``."""
 
 
-class NetworkError(LogmarshalError):
+class RetriableError(LogmarshalError):
+    """The log could not be reached or did not answer for now: the same call may succeed
+    later (a broker restarting, a dropped connection)."""
+
+
+class NetworkError(RetriableError):
     """The brokers could not be reached, or answered with an error logmarshal cannot map."""
+
+
+#: What a background loop (replay, coordination, fetch) retries with a backoff rather than
+#: stop on: our transient errors, the log's own errors, and the operating system's.
+RETRIABLE: tuple[type[BaseException], ...] = (RetriableError, StorageError, OSError)
+
+
+class NoPosition(OffsetOutOfRange):
+    """``auto_offset_reset="error"`` and the group has no usable position for a partition."""
+
+    def __init__(self, topic: str, partition: int, offset: int, start: int, end: int) -> None:
+        super().__init__(offset, start, end)
+        self.topic = topic
+        self.partition = partition
+        self.args = (
+            f"{topic}/{partition}: "
+            + (
+                "the group has no position"
+                if offset < 0
+                else f"position {offset} is outside the log ({start}..{end})"
+            )
+            + ' and auto_offset_reset="error"; seek() it or set the position with the admin',
+        )

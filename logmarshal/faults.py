@@ -23,14 +23,14 @@ import attrs
 from storage import NewRecord, TopicConfig
 
 from .cluster import Cluster, Message, ProduceResult, TopicDescription
-from .errors import LogmarshalError
+from .errors import RetriableError
 
 __all__ = ["FaultEvent", "FaultPlan", "FaultyCluster", "InjectedFault"]
 
 log = logging.getLogger(__name__)
 
 
-class InjectedFault(LogmarshalError):
+class InjectedFault(RetriableError):
     """A failure the wrapper made up (a lost request or response, a dead member)."""
 
 

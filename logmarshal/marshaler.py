@@ -13,11 +13,12 @@ owner.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -38,7 +39,7 @@ from rationalizer import (
 )
 from rationalizer.messages import valid_id
 from rationalizer.world import NO_TIME
-from storage import CorruptBatch, NewRecord, StorageError
+from storage import CorruptBatch, NewRecord
 
 from . import coordlog
 from .clock import SYSTEM_CLOCK, Clock
@@ -49,7 +50,7 @@ from .coordlog import (
     coordination_topic_config,
     ensure_coordination_topic,
 )
-from .errors import ClosedError, LogmarshalError, OffsetOutOfRange
+from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -82,6 +83,19 @@ class Written:
 
     coordination_partition: int
     offset: int
+
+
+class _Worlds(Sequence[WorldState]):
+    """A live view of the tails' worlds (a restored snapshot replaces a tail's world)."""
+
+    def __init__(self, tails: list[_Tail]) -> None:
+        self._tails = tails
+
+    def __len__(self) -> int:
+        return len(self._tails)
+
+    def __getitem__(self, index: int) -> WorldState:  # type: ignore[override]
+        return self._tails[index].world
 
 
 class _Tail:
@@ -174,6 +188,7 @@ class Marshaler:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._consumers: list[Consumer] = []
+        self._listeners: tuple[Callable[[int, int], None], ...] = ()
         self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
         self._n = ensure_coordination_topic(cluster, coordination_partitions)
         self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(self._n)]
@@ -288,7 +303,7 @@ class Marshaler:
             try:
                 offset = self._start(tail)
                 break
-            except (LogmarshalError, StorageError, OSError) as exc:
+            except (*RETRIABLE, ClosedError) as exc:
                 # the log (or the snapshot topic) is unreachable for now: never fall back to
                 # a replay that would miss what a snapshot holds, retry instead
                 if self._closed.is_set() or isinstance(exc, ClosedError):
@@ -360,7 +375,7 @@ class Marshaler:
                         tail.error = ClosedError("the cluster was closed")
                         tail.cond.notify_all()
                 return
-            except (LogmarshalError, StorageError, OSError) as exc:
+            except RETRIABLE as exc:
                 # the log is unreachable for now (a broker restarting): one line per retry,
                 # not a traceback; librdkafka reconnects and the replay resumes at ``offset``
                 log.warning(
@@ -393,6 +408,7 @@ class Marshaler:
                 if mine:
                     tail.own.difference_update(mine)
                 tail.cond.notify_all()
+            self._replayed(cp)  # outside the replay's lock: listeners take their own
             if self._metrics is not None:
                 self._metrics.count_verdicts(self, cp, verdicts)
             if mine and self._snapshot_due(mine, offsets, cols[1], before):
@@ -516,7 +532,15 @@ class Marshaler:
         if isinstance(message, ReleaseGroup):
             raise TypeError("ReleaseGroup is written to every coordination partition by the admin")
         key, value = encode(message)
-        cp = self.coordination_partition(message.topic, message.partition)
+        return self.send_encoded(
+            self.coordination_partition(message.topic, message.partition), key, value
+        )
+
+    def send_encoded(self, cp: int, key: bytes, value: bytes) -> Written:
+        """Write an encoded coordination record durably to partition ``cp`` (a consumer
+        core's Write action: it encoded the message itself)."""
+        if self._closed.is_set():
+            raise ClosedError("the marshaler is closed")
         result = self._cluster.produce(
             COORDINATION_TOPIC,
             cp,
@@ -652,6 +676,37 @@ class Marshaler:
         return False
 
     # -- consumers and lifetime -------------------------------------------------------------
+
+    def worlds(self) -> Sequence[WorldState]:
+        """The replayed worlds, one per coordination partition, for a consumer core to read
+        while it holds :meth:`replay_paused` (a tail thread may otherwise be applying)."""
+        return _Worlds(self._tails)
+
+    @contextlib.contextmanager
+    def replay_paused(self) -> Iterator[None]:
+        """Hold every partition's replay still (their locks, in partition order)."""
+        with contextlib.ExitStack() as stack:
+            for tail in self._tails:
+                stack.enter_context(tail.cond)
+            yield
+
+    def add_listener(self, listener: Callable[[int, int], None]) -> None:
+        """Call ``listener(cp, applied_through)`` from the replay thread after each batch of
+        coordination partition ``cp`` is applied (outside the replay's lock)."""
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+
+    def remove_listener(self, listener: Callable[[int, int], None]) -> None:
+        with self._lock:
+            self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+    def _replayed(self, cp: int) -> None:
+        applied = self._tails[cp].next_offset - 1
+        for listener in self._listeners:
+            try:
+                listener(cp, applied)
+            except Exception:
+                log.exception("a replay listener failed")
 
     def _register(self, consumer: Consumer, topics: Iterable[str]) -> None:
         """One consumer per topic per marshaler: two would share (and fight over) its claims."""

@@ -426,10 +426,13 @@ class WorldState:
                     n_not += 1
                     push(_NOT_HOLDER)
                 elif typ == T_RELEASING_PARTITION:
+                    # the holder's final position: reservations beyond it were never handed
+                    # out and are given back (PROTOCOL.md rule 6)
                     part.holder = None
                     part.hb = 0
                     part.beat = now
                     part.last = num
+                    part.claimed = num
                     push(_RELEASED)
                 elif num >= part.claimed:  # ClaimingMessages
                     part.claimed = num

@@ -26,13 +26,16 @@ from collections.abc import Callable
 import attrs
 
 from logmarshal.core import (
+    Bounds,
     Close,
     Closed,
     CoreOptions,
     Fetch,
     Fetched,
     HandOut,
+    LookUp,
     MemberCore,
+    Poll,
     Replayed,
     Revoke,
     Tick,
@@ -208,6 +211,8 @@ class Sim:
     def tick(self, inst: _Instance) -> None:
         def run() -> None:
             self.step(inst, Tick())
+            for _ in inst.core.held():  # user code polls: one partition's batch each time
+                self.step(inst, Poll(self.rng.choice((1, 10, 100))))
             if inst.state != "dead" and not inst.core.closed:
                 self.at(self.now + self.rng.randint(HB // 10, HB // 4), lambda: self.tick(inst))
 
@@ -269,11 +274,19 @@ class Sim:
             self.at(
                 self.now + rng.randint(0, self.max_delay), lambda: self.fetch(inst, action, False)
             )
+        elif isinstance(action, LookUp):
+            key = (action.topic, action.partition)
+            bounds = Bounds(action.token, action.topic, action.partition, 0, self.produced[key])
+            self.at(
+                self.now + rng.randint(0, self.max_delay),
+                lambda: self.on(inst, lambda: self.step(inst, bounds)),
+            )
         elif isinstance(action, HandOut):
             offsets = [o for o, _ in action.records]
             key = (action.topic, action.partition)
             self.note(f"{inst.me} HANDS OUT {key} {offsets[0]}..{offsets[-1]}")
             self.checks.handed_out(self.now, inst.me, key, offsets)
+            inst.core.commit(action.topic, action.partition, offsets)  # ALO: handled at once
         elif isinstance(action, Revoke):
             self.note(
                 f"{inst.me} revokes {action.topic}/{action.partition} lost={action.lost}: {action.why}"

@@ -58,7 +58,14 @@ class Checks:
             key = (topic, part)
             pos = max(state.last_offset, state.claimed_through)
             before = self.positions.get(key, -1)
-            if pos < before and verdict.effect is Effect.RESTART_TAKEOVER:
+            if verdict.effect is Effect.RELEASED and self.mode == "amo":
+                # rule 6: a release gives back reservations never handed out; it must never
+                # give back an offset that anyone handed out
+                seen = self.handed.get(key, {})
+                top = max(seen, default=-1)
+                if pos < top:
+                    self.fail(ts, f"{key} released at {pos} below offset {top}, handed out")
+            elif pos < before and verdict.effect is Effect.RESTART_TAKEOVER:
                 # D1: the takeover heartbeat carries the position the new instance read; an
                 # ALO predecessor's later progress is handed out again (allowed by ALO)
                 self.takeover_rewinds += 1

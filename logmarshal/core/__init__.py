@@ -1,20 +1,35 @@
 """The consumer's decisions without threads, I/O or a clock (ARCHITECTURE, "Consumer core").
 
 A :class:`MemberCore` is fed events (time is T, replay reached offset O, a write returned O or
-failed, a fetch returned records) and answers with actions (write this record, fetch from
-there, hand out these messages, stop handing out that partition). The deterministic
-simulator (``scenarios.sim``) drives it from a seeded scheduler; a threaded edge can drive
-it the same way.
+failed, a fetch returned records, user code polls) and answers with actions (write this
+record, fetch from there, hand out these records, stop handing out that partition). The
+deterministic simulator (``scenarios.sim``) drives it from a seeded scheduler; the threaded
+:class:`logmarshal.Consumer` drives it from its threads.
 """
 
-from .actions import Action, Closed, Fetch, HandOut, Revoke, Write
-from .events import Close, Event, Fetched, Replayed, Tick, WriteFailed, Written
+from .actions import Action, Assigned, Closed, Fetch, HandOut, LookUp, NoStart, Revoke, Write
+from .events import (
+    Bounds,
+    Close,
+    Event,
+    Fetched,
+    LogEnds,
+    OutOfRange,
+    Poll,
+    Replayed,
+    Tick,
+    Topics,
+    WriteFailed,
+    Written,
+)
 from .lease import Lease
 from .member import MemberCore
 from .options import CoreOptions
 
 __all__ = [
     "Action",
+    "Assigned",
+    "Bounds",
     "Close",
     "Closed",
     "CoreOptions",
@@ -23,10 +38,16 @@ __all__ = [
     "Fetched",
     "HandOut",
     "Lease",
+    "LogEnds",
+    "LookUp",
     "MemberCore",
+    "NoStart",
+    "OutOfRange",
+    "Poll",
     "Replayed",
     "Revoke",
     "Tick",
+    "Topics",
     "Write",
     "WriteFailed",
     "Written",

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import attrs
 
-__all__ = ["Action", "Closed", "Fetch", "HandOut", "Revoke", "Write"]
+__all__ = [
+    "Action",
+    "Assigned",
+    "Closed",
+    "Fetch",
+    "HandOut",
+    "LookUp",
+    "NoStart",
+    "Revoke",
+    "Write",
+]
 
 
 @attrs.frozen
@@ -31,12 +44,46 @@ class Fetch:
 
 
 @attrs.frozen
+class LookUp:
+    """Find where (topic, partition)'s log starts and ends; answer with ``Bounds(token, ...)``
+    (the group has no position there and the reset policy needs one of them)."""
+
+    token: int
+    topic: str
+    partition: int
+
+
+@attrs.frozen
 class HandOut:
-    """Give these ``(offset, value)`` records of (topic, partition) to user code."""
+    """Give these records of (topic, partition) to user code (the answer to a ``Poll``)."""
 
     topic: str
     partition: int
-    records: tuple[tuple[int, bytes], ...]
+    records: Sequence[Any]
+
+
+@attrs.frozen
+class Assigned:
+    """We hold (topic, partition) and resume at ``start`` (None: not known yet). ``how``:
+    claimed, failover (took over a stale holder), recovered (a claim of ours whose answer we
+    missed) or took_back (restart recovery)."""
+
+    topic: str
+    partition: int
+    how: str
+    start: int | None
+
+
+@attrs.frozen
+class NoStart:
+    """Under ``reset="error"``: (topic, partition) has no usable position (``offset`` -1: none
+    at all; else outside the log ``[start, end]``). Nothing of it is handed out until seek."""
+
+    topic: str
+    partition: int
+    offset: int
+    start: int
+    end: int
 
 
 @attrs.frozen
@@ -55,4 +102,4 @@ class Closed:
     """A graceful close finished: every release was resolved (accepted, rejected or given up)."""
 
 
-Action = Write | Fetch | HandOut | Revoke | Closed
+Action = Write | Fetch | LookUp | HandOut | Assigned | NoStart | Revoke | Closed

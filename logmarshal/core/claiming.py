@@ -1,34 +1,21 @@
-"""Which partition a member bids for next."""
+"""Which partitions a member may bid for, read from the replay."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from rationalizer import WorldState
 
-import mmh3
-
-from rationalizer import WorldState, coordination_partition
-
-__all__ = ["next_claim"]
+__all__ = ["claimable_now", "stale_at"]
 
 
-def next_claim(
-    worlds: Sequence[WorldState],
-    group: str,
-    client_id: str,
-    topics: Sequence[tuple[str, int]],
-    busy: Collection[tuple[str, int]],
-    now_ms: int,
-) -> tuple[str, int] | None:
-    """The first partition, in an order that starts at a point given by our client_id (so
-    members do not all race for the same one), that the replay says is claimable at
-    ``now_ms`` and that we neither hold nor are already bidding for."""
-    all_parts = [(t, p) for t, n in topics for p in range(n)]
-    start = mmh3.hash(client_id.encode(), 0, signed=False) % len(all_parts)
-    for i in range(len(all_parts)):
-        topic, p = all_parts[(start + i) % len(all_parts)]
-        if (topic, p) in busy:
-            continue
-        world = worlds[coordination_partition(topic, p, len(worlds))]
-        if world.claimable(group, topic, p, now_ms):
-            return topic, p
-    return None
+def claimable_now(world: WorldState, group: str, key: tuple[str, int], wall_ms: int) -> bool:
+    """Would our claim be accepted if the log stamped it ``wall_ms`` (our estimate)?"""
+    return world.claimable(group, key[0], key[1], wall_ms)
+
+
+def stale_at(world: WorldState, group: str, key: tuple[str, int]) -> int | None:
+    """Log time from which ``key``'s holder is stale (claimable by others); None if held by
+    nobody or unknown."""
+    state = world.partition_state(group, key[0], key[1])
+    if state is None or state.holder is None or not state.heartbeat_interval_ms:
+        return None
+    return state.last_beat + 2 * state.heartbeat_interval_ms + 1

@@ -1,46 +1,73 @@
 """ALO and AMO as two delivery strategies (instead of branches on a mode).
 
-Each answers three questions for a held partition: which position its heartbeat carries,
-whether a reservation must be written before anything is handed out, and which buffered
-records may be handed out once the lease and the replay allow it.
+Each answers four questions for a held partition: which position its heartbeats carry, which
+its release carries, whether a reservation must be written before anything is handed out,
+and which buffered records may be handed out once the lease and the replay allow it.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from ..commits import CommitTracker
 from .held import Held
 
 __all__ = ["AtLeastOnce", "AtMostOnce", "Delivery", "delivery_for"]
 
+OffsetOf = Callable[[Any], int]
+
 
 class Delivery(Protocol):
     def position(self, held: Held) -> int:
-        """``last_offset`` our heartbeats and release carry."""
+        """``last_offset`` our heartbeats carry."""
 
-    def to_reserve(self, held: Held, batch: int) -> int | None:
+    def release_position(self, held: Held) -> int:
+        """``last_offset`` our ReleasingPartition carries."""
+
+    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
         """Offset a ClaimingMessages must reserve through before handing out, or None."""
 
-    def take(self, held: Held, limit: int) -> list[tuple[int, bytes]]:
+    def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
         """Pop what may be handed out now (the caller checked lease and replay)."""
+
+    def start(self, held: Held, last_offset: int) -> None:
+        """(Re)start the books at ``last_offset`` (adopted, or moved by seek or reset)."""
+
+
+def _pop(held: Held, limit: int) -> list[Any]:
+    buffer = held.buffer
+    if len(buffer) <= limit:  # in bulk: the hot path of every consumer
+        out = list(buffer)
+        buffer.clear()
+        return out
+    return [buffer.popleft() for _ in range(limit)]
 
 
 class AtLeastOnce:
-    """Hand out what was fetched; heartbeats carry what was handed out (and handled)."""
+    """Hand out what was fetched; heartbeats carry the contiguous committed position."""
 
     def position(self, held: Held) -> int:
-        return held.handed_through
+        assert held.tracker is not None
+        return held.tracker.position
 
-    def to_reserve(self, held: Held, batch: int) -> int | None:
+    def release_position(self, held: Held) -> int:
+        return self.position(held)
+
+    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
         return None
 
-    def take(self, held: Held, limit: int) -> list[tuple[int, bytes]]:
-        out = []
-        while held.buffer and len(out) < limit:
-            out.append(held.buffer.popleft())
+    def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
+        out = _pop(held, limit)
         if out:
-            held.handed_through = out[-1][0]
+            assert held.tracker is not None
+            held.tracker.handed_out_many(list(map(offset_of, out)))
+            held.handed_through = offset_of(out[-1])
         return out
+
+    def start(self, held: Held, last_offset: int) -> None:
+        held.tracker = CommitTracker(last_offset)
+        held.handed_through = last_offset
 
 
 class AtMostOnce:
@@ -51,23 +78,35 @@ class AtMostOnce:
         # reserved offsets count as consumed: a successor resumes after them anyway
         return held.claimed_through
 
-    def to_reserve(self, held: Held, batch: int) -> int | None:
+    def release_position(self, held: Held) -> int:
+        # a graceful release gives back what was reserved but never handed out (the log
+        # lowers claimed_through to it: PROTOCOL.md rule 6), so a clean close loses nothing
+        return held.handed_through
+
+    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
         if held.reserve_token is not None or held.confirmed_through < held.claimed_through:
             return None  # one reservation at a time, and only once the last is confirmed
-        if any(off <= held.confirmed_through for off, _ in held.buffer):
-            return None  # hand out the confirmed batch first
-        fresh = [off for off, _ in held.buffer if off > held.claimed_through]
-        if not fresh:
-            return None
-        return fresh[min(batch, len(fresh)) - 1]
+        buffer = held.buffer
+        if not buffer or offset_of(buffer[0]) <= held.confirmed_through:
+            return None  # nothing new, or hand out the confirmed batch first
+        return offset_of(buffer[min(batch, len(buffer)) - 1])
 
-    def take(self, held: Held, limit: int) -> list[tuple[int, bytes]]:
-        out = []
-        while held.buffer and len(out) < limit and held.buffer[0][0] <= held.confirmed_through:
-            out.append(held.buffer.popleft())
+    def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
+        buffer = held.buffer
+        if not buffer or offset_of(buffer[-1]) > held.confirmed_through:
+            out = []
+            while buffer and len(out) < limit and offset_of(buffer[0]) <= held.confirmed_through:
+                out.append(buffer.popleft())
+        else:
+            out = _pop(held, limit)
         if out:
-            held.handed_through = out[-1][0]
+            held.handed_through = offset_of(out[-1])
         return out
+
+    def start(self, held: Held, last_offset: int) -> None:
+        held.handed_through = last_offset
+        held.claimed_through = max(held.claimed_through, last_offset)
+        held.confirmed_through = max(held.confirmed_through, last_offset)
 
 
 def delivery_for(mode: str) -> Delivery:

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import attrs
 
-__all__ = ["Close", "Event", "Fetched", "Replayed", "Tick", "WriteFailed", "Written"]
+__all__ = [
+    "Bounds",
+    "Close",
+    "Event",
+    "Fetched",
+    "LogEnds",
+    "OutOfRange",
+    "Poll",
+    "Replayed",
+    "Tick",
+    "Topics",
+    "WriteFailed",
+    "Written",
+]
 
 
 @attrs.frozen
@@ -39,17 +55,77 @@ class WriteFailed:
 
 @attrs.frozen
 class Fetched:
-    """A fetch ``token`` of (topic, partition) returned these ``(offset, value)`` records."""
+    """A fetch ``token`` of (topic, partition) returned these records, in offset order
+    (opaque to the core but for their offset, read with the core's ``offset_of``)."""
 
     token: int
     topic: str
     partition: int
-    records: tuple[tuple[int, bytes], ...]
+    records: Sequence[Any]
+
+
+@attrs.frozen
+class OutOfRange:
+    """A fetch ``token`` was refused: its offset is outside the log ``[start, end]``."""
+
+    token: int
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@attrs.frozen
+class Bounds:
+    """The answer to ``LookUp(token)``: the partition's log spans ``[start, end]``."""
+
+    token: int
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@attrs.frozen
+class Poll:
+    """User code asks for up to ``max_records`` records of one partition."""
+
+    max_records: int
+
+
+@attrs.frozen
+class Topics:
+    """The subscription as the edge sees it now: ``(topic, partition count)`` pairs (a
+    pattern matched afresh, partitions added)."""
+
+    topics: tuple[tuple[str, int], ...]
+
+
+@attrs.frozen
+class LogEnds:
+    """Log end offsets of held partitions (for ``release_if_behind``)."""
+
+    ends: tuple[tuple[tuple[str, int], int], ...]
 
 
 @attrs.frozen
 class Close:
-    """The user asked for a graceful close: release every partition."""
+    """The user asked to close: with ``release``, release every partition (graceful);
+    without, just stop (the claims lapse, or a restart takes them back)."""
+
+    release: bool = True
 
 
-Event = Tick | Replayed | Written | WriteFailed | Fetched | Close
+Event = (
+    Tick
+    | Replayed
+    | Written
+    | WriteFailed
+    | Fetched
+    | OutOfRange
+    | Bounds
+    | Poll
+    | Topics
+    | LogEnds
+    | Close
+)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import attrs
 
+from ..commits import CommitTracker
 from .lease import Lease
 
 __all__ = ["Held"]
@@ -17,20 +19,40 @@ class Held:
     partition: int
     cp: int
     lease: Lease
-    #: next data offset to fetch
-    next_fetch: int
-    #: last offset handed to user code (ALO: treated as handled, so it is the position)
+    #: next data offset to fetch; None while the start is being looked up (no position)
+    next_fetch: int | None
+    #: last offset handed to user code
     handed_through: int
     #: AMO: last offset reserved by an accepted ClaimingMessages
     claimed_through: int
     #: AMO: last offset an accepted heartbeat carried after its reservation
     confirmed_through: int
-    buffer: deque[tuple[int, bytes]] = attrs.field(factory=deque)
+    #: ALO: what user code committed; its contiguous position is what heartbeats carry
+    tracker: CommitTracker | None = None
+    buffer: deque[Any] = attrs.field(factory=deque)
     fetch_token: int | None = None
     heartbeat_token: int | None = None
     reserve_token: int | None = None
+    lookup_token: int | None = None
     next_heartbeat: int = 0
+    #: reset="error" and no usable position: (offset, start, end); nothing is handed out,
+    #: and with no position at all (offset -1) nothing carrying one is written, until seek
+    no_start: tuple[int, int, int] | None = None
+    #: the group's resume offset when we adopted it (None: no position); where we start
+    #: once the log's span is known
+    group_start: int | None = None
+    #: how we came to hold it (Assigned.how)
+    how: str = "claimed"
+    #: told the edge (Assigned): once the log has our first heartbeat with its position
+    announced: bool = False
+    #: release_if_behind: the lag seen last time
+    lag_sample: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.partition)
+
+    @property
+    def unpositioned(self) -> bool:
+        """We hold it but know no position to write (start unknown, or none under "error")."""
+        return self.next_fetch is None or (self.no_start is not None and self.no_start[0] < 0)

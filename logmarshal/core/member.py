@@ -1,17 +1,24 @@
 """One member's decision core: events in, actions out, no I/O and no clock.
 
 The edge owns the replay (one ``WorldState`` per coordination partition, fed in log order)
-and hands the core read access to it; every event carries ``now`` (the edge's clock), which
-the core uses only to predict (is a heartbeat due? may the claim have lapsed?), never to
-decide ownership: that comes from verdicts in the replay.
+and hands the core read access to it; every event carries ``now`` (the edge's monotonic
+clock, in ms, for ages and schedules) and ``wall`` (its estimate of log time, for predicting
+what the log will decide: is a partition claimable yet?). Neither decides ownership: that
+comes from verdicts in the replay.
+
+The same core runs in production threads (``logmarshal.consumer``) and in the deterministic
+simulator (``scenarios.sim``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import attrs
+import mmh3
 
 from rationalizer import (
     ClaimingMessages,
@@ -24,11 +31,25 @@ from rationalizer import (
     coordination_partition,
     encode,
 )
+from rationalizer.world import FRESH
 
-from .actions import Action, Closed, Fetch, HandOut, Revoke, Write
-from .claiming import next_claim
+from .actions import Action, Assigned, Closed, Fetch, HandOut, LookUp, NoStart, Revoke, Write
+from .claiming import claimable_now, stale_at
 from .delivery import delivery_for
-from .events import Close, Event, Fetched, Replayed, Tick, WriteFailed, Written
+from .events import (
+    Bounds,
+    Close,
+    Event,
+    Fetched,
+    LogEnds,
+    OutOfRange,
+    Poll,
+    Replayed,
+    Tick,
+    Topics,
+    WriteFailed,
+    Written,
+)
 from .held import Held
 from .lease import Lease
 from .options import CoreOptions
@@ -38,6 +59,12 @@ from .release import Releases
 __all__ = ["MemberCore"]
 
 log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+#: Heartbeats are sent after this fraction of HB (spread per partition, no randomness), so
+#: the holder always looks fresh (< HB) to others and heartbeats do not march in step.
+HEARTBEAT_SPREAD = (0.5, 0.8)
 
 
 @attrs.define
@@ -49,34 +76,45 @@ class _Pending:
     sent: int
     value: int = -1  # the offset the record carries (position or reservation)
     offset: int | None = None  # where it landed, once known
+    how: str = "claimed"  # claim: claimed or failover
 
 
 class MemberCore:
-    """Decisions of one consumer instance. Call :meth:`step` with every event."""
+    """Decisions of one consumer instance. Call :meth:`step` with every event.
+
+    ``offset_of`` reads a fetched record's offset (records are otherwise opaque here).
+    """
 
     def __init__(
         self,
         options: CoreOptions,
         worlds: Sequence[WorldState],
         *,
+        offset_of: Callable[[Any], int] = operator.itemgetter(0),
         _reread_after_takeover: bool = True,
     ) -> None:
         if len(worlds) != options.coordination_partitions:
             raise ValueError("one WorldState per coordination partition is needed")
         self.options = options
         self._worlds = worlds
+        self._offset_of = offset_of
         self._delivery = delivery_for(options.mode)
         # private: False reproduces issue 10's AMO restart bug (the simulator's experiment)
         self._reread = _reread_after_takeover
-        self._held: dict[tuple[str, int], Held] = {}
+        self._topics: tuple[tuple[str, int], ...] = options.topics
+        self._held: dict[Key, Held] = {}
         self._pending: dict[int, _Pending] = {}
         self._caught_up: set[int] = set()
-        self._recovered = False
+        self._recovered = not options.fast_reclaim
         self._next_claim = 0
+        self._replay_moved = False
         self._token = 0
+        self._cursor = 0
         self._closing = False
         self._closed = False
         self._fenced = False
+        self._paused: set[Key] = set()
+        self._cooldown: dict[Key, int] = {}
         self._releases = Releases(options.release_attempts)
 
     # -- queries -----------------------------------------------------------------------------
@@ -97,8 +135,49 @@ class MemberCore:
     def closed(self) -> bool:
         return self._closed
 
-    def held(self) -> list[tuple[str, int]]:
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(t for t, _ in self._topics)
+
+    def held(self) -> list[Key]:
         return sorted(self._held)
+
+    def assigned(self) -> list[Key]:
+        """What we hold and have announced (``Assigned``): the log has its position."""
+        return sorted(key for key, h in self._held.items() if h.announced)
+
+    def paused(self) -> list[Key]:
+        return sorted(self._paused)
+
+    def position(self, topic: str, partition: int) -> int | None:
+        """The ``last_offset`` our next heartbeat would carry; None if not held."""
+        held = self._held.get((topic, partition))
+        return None if held is None else self._delivery.position(held)
+
+    def handed_through(self, topic: str, partition: int) -> int | None:
+        held = self._held.get((topic, partition))
+        return None if held is None else held.handed_through
+
+    def uncommitted(self) -> dict[Key, int]:
+        return {
+            key: (h.tracker.outstanding if h.tracker is not None else 0)
+            for key, h in sorted(self._held.items())
+        }
+
+    def has_ready(self) -> bool:
+        """Could a Poll hand something out (or report a missing start) right now?"""
+        return any(
+            (h.buffer or h.no_start is not None) and key not in self._paused
+            for key, h in self._held.items()
+        )
+
+    def reserved_waiting(self) -> bool:
+        """AMO: a held partition has reserved records not handed out yet (a poll that gives
+        up now could leave them to a close, which gives them back)."""
+        return self.options.mode == "amo" and any(
+            h.claimed_through > h.handed_through and h.buffer and key not in self._paused
+            for key, h in self._held.items()
+        )
 
     def may_hand_out(self, topic: str, partition: int, now: int) -> bool:
         """Self-fencing: the replay says we hold it and our lease cannot have lapsed."""
@@ -113,12 +192,61 @@ class MemberCore:
         held = self._held.get((topic, partition))
         return None if held is None else held.lease.expires_at()
 
+    # -- synchronous commands from user code -------------------------------------------------
+
+    def commit(self, topic: str, partition: int, offsets: Iterable[int]) -> int:
+        """ALO: these offsets are handled; returns how many were outstanding."""
+        held = self._held.get((topic, partition))
+        if held is None or held.tracker is None:
+            return 0
+        return held.tracker.commit_many(offsets)
+
+    def pause(self, keys: Iterable[Key]) -> None:
+        self._paused.update(keys)
+
+    def resume(self, keys: Iterable[Key]) -> None:
+        self._paused.difference_update(keys)
+
+    def seek(self, now: int, topic: str, partition: int, offset: int) -> None:
+        """Move a held partition to ``offset`` (and clear a missing start)."""
+        held = self._held.get((topic, partition))
+        if held is None:
+            raise ValueError(f"{topic}/{partition} is not held by this consumer")
+        if offset < 0:
+            raise ValueError(f"cannot seek to a negative offset, got {offset}")
+        if self.options.mode == "amo" and offset <= held.claimed_through:
+            raise ValueError(
+                f"AMO cannot seek {topic}/{partition} to {offset}: offsets up to "
+                f"{held.claimed_through} are already reserved"
+            )
+        had_position = not held.unpositioned
+        held.no_start = None
+        self._move(held, offset)
+        if not had_position:  # the log learns the position with the next heartbeat
+            held.next_heartbeat = now
+
+    def give_up(self, now: int, topic: str, partition: int, why: str) -> list[Action]:
+        """Release a held partition while running (left to others for the cooldown)."""
+        out: list[Action] = []
+        held = self._held.get((topic, partition))
+        if held is not None and not self._closing and not self._fenced:
+            self._give_up(now, held, why, out)
+            self._write_releases(now, out)
+        return out
+
+    def buffered(self, topic: str, partition: int) -> int:
+        """Records fetched and not handed out yet."""
+        held = self._held.get((topic, partition))
+        return 0 if held is None else len(held.buffer)
+
     # -- the step ----------------------------------------------------------------------------
 
-    def step(self, now: int, event: Event) -> list[Action]:
+    def step(self, now: int, event: Event, *, wall: int | None = None) -> list[Action]:
+        """Apply ``event`` at ``now`` (``wall``: the estimate of log time, default ``now``)."""
         out: list[Action] = []
         if self._closed:
             return out
+        wall = now if wall is None else wall
         if isinstance(event, Written):
             p = self._pending.get(event.token)
             if p is not None:
@@ -131,27 +259,35 @@ class MemberCore:
         elif isinstance(event, Replayed):
             if event.at_end:
                 self._caught_up.add(event.cp)
+            self._replay_moved = True
             self._resolve_landed(now, out)
             self._check_replay(event.cp, out)
         elif isinstance(event, Fetched):
-            held = self._held.get((event.topic, event.partition))
-            if held is not None and held.fetch_token == event.token:
-                held.fetch_token = None
-                for off, value in event.records:
-                    if off == held.next_fetch:
-                        held.buffer.append((off, value))
-                        held.next_fetch = off + 1
+            self._on_fetched(event)
+        elif isinstance(event, OutOfRange):
+            self._on_out_of_range(now, event, out)
+        elif isinstance(event, Bounds):
+            self._on_bounds(now, event, out)
+        elif isinstance(event, Topics):
+            self._topics = event.topics
+        elif isinstance(event, LogEnds):
+            self._behind(now, dict(event.ends), out)
         elif isinstance(event, Close):
-            self._start_close(now, out)
-        elif not isinstance(event, Tick):
+            self._start_close(event.release, out)
+        elif not isinstance(event, Tick | Poll):
             raise TypeError(f"not an event: {event!r}")
-        self._act(now, out)
+        self._act(now, wall, out)
+        if isinstance(event, Poll) and not self._closing:
+            self._hand_out(now, event.max_records, out)
         return out
 
     # -- verdicts ----------------------------------------------------------------------------
 
     def _world(self, topic: str, partition: int) -> WorldState:
-        return self._worlds[coordination_partition(topic, partition, len(self._worlds))]
+        return self._worlds[self._cp(topic, partition)]
+
+    def _cp(self, topic: str, partition: int) -> int:
+        return coordination_partition(topic, partition, len(self._worlds))
 
     def _resolve_landed(self, now: int, out: list[Action]) -> None:
         for token, p in list(self._pending.items()):
@@ -175,10 +311,14 @@ class MemberCore:
             return
         if p.kind == "release":
             self._releases.answered(key)
+            if v.accepted:
+                log.info("%s released %s/%d at %d", self.me, p.topic, p.partition, p.value)
+            else:
+                log.warning("%s: release of %s/%d rejected (%s)", self.me, *key, _why(v))
             return
         if p.kind == "claim":
             if v.accepted and held is None and not self._closing and not self._fenced:
-                self._adopt(p.topic, p.partition, p.sent, None, out)
+                self._adopt(p.topic, p.partition, p.sent, None, p.how, out)
             return
         if p.kind == "takeover":
             if v.accepted and held is None and not self._closing and not self._fenced:
@@ -190,22 +330,23 @@ class MemberCore:
                     p.value + 1,
                     reread=self._reread,
                 )
-                self._adopt(p.topic, p.partition, p.sent, resume, out)
+                self._adopt(p.topic, p.partition, p.sent, resume, "took_back", out)
             return
         if held is None:
             return
         if p.kind == "heartbeat":
             held.heartbeat_token = None
             if not v.accepted:
-                self._lose(held, f"heartbeat rejected ({v.reason.value})", out)  # type: ignore[union-attr]
+                self._lose(held, f"heartbeat rejected ({_why(v)})", out)
                 return
             held.lease.renewed(p.sent)
             if p.value > held.confirmed_through:
                 held.confirmed_through = min(p.value, held.claimed_through)
+            self._announce(held, out)
         elif p.kind == "reserve":
             held.reserve_token = None
             if not v.accepted:
-                self._lose(held, f"ClaimingMessages rejected ({v.reason.value})", out)  # type: ignore[union-attr]
+                self._lose(held, f"ClaimingMessages rejected ({_why(v)})", out)
                 return
             held.lease.renewed(p.sent)
             held.claimed_through = max(held.claimed_through, p.value)
@@ -215,7 +356,10 @@ class MemberCore:
         """A write whose outcome we will not learn: retry what needs retrying."""
         held = self._held.get((p.topic, p.partition))
         if p.kind == "release":
-            return  # Releases.due retries (bounded)
+            # it may have landed: look at the replay before writing it again (bounded), so a
+            # lost answer does not put a second, rejected release in the log
+            self._releases.unknown((p.topic, p.partition), now + self.options.heartbeat_ms // 2)
+            return
         if held is None:
             return  # a claim or takeover that landed anyway is adopted by the next pass
         if p.kind == "heartbeat" and held.heartbeat_token is not None:
@@ -235,53 +379,207 @@ class MemberCore:
                 if holder != self.me:
                     self._lose(held, f"the replay shows holder {holder}", out)
 
+    # -- fetch answers -----------------------------------------------------------------------
+
+    def _on_fetched(self, event: Fetched) -> None:
+        held = self._held.get((event.topic, event.partition))
+        if held is None or held.fetch_token != event.token:
+            return  # dropped or moved while it was fetched
+        held.fetch_token = None
+        records = event.records
+        if not records or held.next_fetch is None:
+            return
+        offset_of = self._offset_of
+        start = held.next_fetch
+        if offset_of(records[0]) < start:  # the log may answer from before the offset asked
+            records = [r for r in records if offset_of(r) >= start]
+            if not records:
+                return
+        held.buffer.extend(records)
+        held.next_fetch = offset_of(records[-1]) + 1
+
+    def _on_out_of_range(self, now: int, event: OutOfRange, out: list[Action]) -> None:
+        """Apply the reset policy to a position outside the log (never abandon the claim)."""
+        held = self._held.get((event.topic, event.partition))
+        if held is None or held.fetch_token != event.token or held.next_fetch is None:
+            return
+        held.fetch_token = None
+        offset = held.next_fetch
+        reset = self.options.reset
+        if reset == "error":
+            held.no_start = (offset, event.start, event.end)
+            if position is None:  # nothing to heartbeat until seek(): announce it now
+                held.next_fetch = start
+                self._announce(held, out)
+            return
+        target = event.start if reset == "earliest" else event.end
+        if self.options.mode == "amo" and target <= held.claimed_through:
+            # the log refuses reservations below claimed_through: wait for the log to grow
+            log.error(
+                "%s: %s/%d position %d is beyond the log end %d; AMO waits for the log to reach "
+                "it (set the position with the admin to move back)",
+                self.me,
+                held.topic,
+                held.partition,
+                offset,
+                event.end,
+            )
+            return
+        log.warning(
+            "%s: %s/%d position %d is outside the log (%d..%d); resetting to the %s offset %d",
+            self.me,
+            held.topic,
+            held.partition,
+            offset,
+            event.start,
+            event.end,
+            reset,
+            target,
+        )
+        self._move(held, target)
+
+    def _on_bounds(self, now: int, event: Bounds, out: list[Action]) -> None:
+        """The log's span for a new claim: start at the group's position if it is inside the
+        log, else where the reset policy says (as Kafka applies ``auto.offset.reset`` to a
+        group without a committed offset and to one whose offset is out of range)."""
+        held = self._held.get((event.topic, event.partition))
+        if held is None or held.lookup_token != event.token:
+            return
+        held.lookup_token = None
+        position, reset = held.group_start, self.options.reset
+        start: int
+        if position is not None and (
+            event.start <= position <= event.end
+            or (position > event.end and self.options.mode == "amo")
+        ):
+            # inside the log; AMO cannot move below what the log reserved: past the end it
+            # waits for the log to reach the position
+            start = position
+        elif reset == "error":
+            offset = -1 if position is None else position
+            start = 0 if position is None else position
+            held.no_start = (offset, event.start, event.end)
+            if position is None:  # nothing to heartbeat until seek(): announce it now
+                held.next_fetch = start
+                self._announce(held, out)
+        else:
+            start = event.start if reset == "earliest" else event.end
+        held.claimed_through = held.confirmed_through = start - 1
+        self._delivery.start(held, start - 1)
+        held.next_fetch = start
+        held.next_heartbeat = now  # the log learns where this claim really starts
+
+    def _move(self, held: Held, offset: int) -> None:
+        """Jump a held partition to ``offset``; nothing before it will be handed out."""
+        if held.next_fetch is None or offset < held.next_fetch or self.options.mode == "amo":
+            self._delivery.start(held, offset - 1)
+        held.buffer.clear()
+        held.next_fetch = offset
+        held.fetch_token = None  # an answer to a fetch from the old offset is ignored
+
     # -- state changes -----------------------------------------------------------------------
 
     def _adopt(
-        self, topic: str, partition: int, sent: int, resume: int | None, out: list[Action]
+        self,
+        topic: str,
+        partition: int,
+        sent: int,
+        resume: int | None,
+        how: str,
+        out: list[Action],
     ) -> None:
         """We hold it in the log: start at the group's position (read now, after our claim's
         verdict), heartbeat it at once and fetch."""
-        world = self._world(topic, partition)
-        group = self.options.group_id
         if resume is None:
-            r = world.resume_offset(group, topic, partition)
-            resume = 0 if r is None else r  # no position: reset policy "earliest"
+            resume = self._world(topic, partition).resume_offset(
+                self.options.group_id, topic, partition
+            )
         held = Held(
             topic=topic,
             partition=partition,
-            cp=coordination_partition(topic, partition, len(self._worlds)),
+            cp=self._cp(topic, partition),
             lease=Lease(self.options.fence_after_ms, sent),
-            next_fetch=resume,
-            handed_through=resume - 1,
-            claimed_through=resume - 1,
-            confirmed_through=resume - 1,
+            next_fetch=None,
+            handed_through=-1,
+            claimed_through=-1,
+            confirmed_through=-1,
             next_heartbeat=0,
+            group_start=resume,
         )
+        # where to start depends on the log's span (no position, or one outside the log):
+        # the first heartbeat waits for it, so it carries where this claim really starts
+        self._token += 1
+        held.lookup_token = self._token
+        out.append(LookUp(self._token, topic, partition))
+        held.how = how
         self._held[held.key] = held
-        log.debug("%s adopted %s/%d at %d", self.me, topic, partition, resume)
+        log.debug("%s adopted %s/%d at %s (%s)", self.me, topic, partition, resume, how)
+
+    def _announce(self, held: Held, out: list[Action]) -> None:
+        if not held.announced:
+            held.announced = True
+            out.append(Assigned(held.topic, held.partition, held.how, held.next_fetch))
 
     def _lose(self, held: Held, why: str, out: list[Action]) -> None:
         del self._held[held.key]
         out.append(Revoke(held.topic, held.partition, lost=True, why=why))
 
+    def _give_up(self, now: int, held: Held, why: str, out: list[Action]) -> None:
+        """Release one partition while running; leave it to others for the cooldown."""
+        del self._held[held.key]
+        self._cooldown[held.key] = now + self.options.reclaim_cooldown_ms
+        out.append(Revoke(held.topic, held.partition, lost=False, why=why))
+        log.info("%s releases %s/%d: %s", self.me, held.topic, held.partition, why)
+        self._queue_release(held)
+
+    def _queue_release(self, held: Held) -> None:
+        if held.unpositioned:
+            # a release would record a position the group does not have: let it lapse
+            log.info("%s: %s/%d has no position; not releasing it", self.me, *held.key)
+            return
+        self._releases.add(held.key, self._delivery.release_position(held), held.cp)
+
     def _become_fenced(self, out: list[Action]) -> None:
         if self._fenced:
             return
         self._fenced = True
+        log.error("%s was fenced by a newer instance of its client_id; it stops", self.me)
         for held in list(self._held.values()):
             self._lose(held, "this instance is fenced", out)
         self._releases.pending.clear()
 
-    def _start_close(self, now: int, out: list[Action]) -> None:
+    def _start_close(self, release: bool, out: list[Action]) -> None:
         if self._closing:
             return
         self._closing = True
         for held in list(self._held.values()):
-            if not self._fenced:
-                self._releases.add(held.key, self._delivery.position(held), held.cp)
             del self._held[held.key]
             out.append(Revoke(held.topic, held.partition, lost=False, why="closing"))
+            if release and not self._fenced:
+                self._queue_release(held)
+        if release and not self._fenced:
+            self._release_orphans()
+        else:
+            self._releases.pending.clear()
+
+    def _release_orphans(self) -> None:
+        """On close: claims the log gives this instance that we never took up (a verdict we
+        missed): give them back at the group's position (none: they lapse)."""
+        world_claims = (
+            (cp, c)
+            for cp, world in enumerate(self._worlds)
+            for c in world.claims_of(self.options.group_id, self.options.client_id)
+        )
+        subscribed = set(self.topics)
+        for cp, c in world_claims:
+            key = (c.topic, c.partition)
+            if c.instance_id != self.options.instance_id or key in self._releases.pending:
+                continue
+            if c.topic not in subscribed:
+                continue
+            r = self._worlds[cp].resume_offset(self.options.group_id, *key)
+            if r is not None:
+                self._releases.add(key, r - 1, cp)
 
     # -- what to do now ----------------------------------------------------------------------
 
@@ -296,99 +594,276 @@ class MemberCore:
         o = self.options
         return {"client_id": o.client_id, "instance_id": o.instance_id, "group_id": o.group_id}
 
-    def _act(self, now: int, out: list[Action]) -> None:
+    def _act(self, now: int, wall: int, out: list[Action]) -> None:
+        self._write_releases(now, out)
         if self._closing:
-            in_flight = {
-                (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
-            }
-            for key, position, cp in self._releases.due(in_flight):
-                msg = ReleasingPartition(
-                    **self._ids(), topic=key[0], partition=key[1], last_offset=position
-                )
-                self._write(out, _Pending("release", key[0], key[1], cp, now, position), msg)
-            if self._releases.done and not any(p.kind == "release" for p in self._pending.values()):
+            if self._releases.done and not any(
+                p.kind == "release" for p in self._pending.values()
+            ):
                 self._closed = True
                 out.append(Closed())
             return
         if self._fenced:
             return
-        hb = self.options.heartbeat_ms
         for held in list(self._held.values()):
             self._act_held(now, held, out)
         if len(self._caught_up) < len(self._worlds):
             return  # never claim before the start-up replay is complete
-        busy = set(self._held) | {(p.topic, p.partition) for p in self._pending.values()}
+        busy = self._busy()
         if not self._recovered:
             self._recovered = True
-            self._recover(now, busy, out)
-        if now < self._next_claim:
+            self._recover(wall, now, busy, out)
+        released = self._replay_moved and self._released_nearby(now, wall)
+        self._replay_moved = False
+        if now < self._next_claim and not released:
             return
         self._next_claim = now + self.options.claim_every_ms
         self._adopt_orphans(now, busy, out)
-        wanted = self.options.max_claims - len(busy)
-        if wanted <= 0 or any(p.kind == "claim" for p in self._pending.values()):
-            return
-        choice = next_claim(
-            self._worlds,
-            self.options.group_id,
-            self.options.client_id,
-            self.options.topics,
-            busy,
-            now,
-        )
-        if choice is not None:
-            topic, part = choice
-            cp = coordination_partition(topic, part, len(self._worlds))
-            msg = ClaimingPartition(
-                **self._ids(), topic=topic, partition=part, heartbeat_interval_ms=hb
-            )
-            self._write(out, _Pending("claim", topic, part, cp, now), msg)
+        if self.options.entire_topic:
+            self._claim_topics(now, wall, out)
+        else:
+            self._claim_pass(now, wall, released, out)
 
-    def _recover(self, now: int, busy: set[tuple[str, int]], out: list[Action]) -> None:
+    def _busy(self) -> set[Key]:
+        return set(self._held) | {
+            (p.topic, p.partition) for p in self._pending.values() if p.kind != "release"
+        }
+
+    def _write_releases(self, now: int, out: list[Action]) -> None:
+        in_flight = {(p.topic, p.partition) for p in self._pending.values() if p.kind == "release"}
+        group = self.options.group_id
+        for key, entry in list(self._releases.pending.items()):
+            if entry[2] and self._worlds[entry[1]].holder(group, *key) != self.me:
+                self._releases.answered(key)  # an earlier attempt landed (or it is not ours)
+        for key, position, cp in self._releases.due(in_flight, now):
+            msg = ReleasingPartition(
+                **self._ids(), topic=key[0], partition=key[1], last_offset=position
+            )
+            self._write(out, _Pending("release", key[0], key[1], cp, now, position), msg)
+
+    def _wanted(self) -> int:
+        """How many more partitions (topics, with entire_topic) we may bid for."""
+        if self.options.entire_topic:
+            held = len({t for t, p in self._busy() if p == 0})
+        else:
+            held = len(self._busy())
+        return max(0, self.options.max_claims - held)
+
+    def _cooling(self, key: Key, now: int) -> bool:
+        until = self._cooldown.get(key)
+        if until is None:
+            return False
+        if now >= until:
+            del self._cooldown[key]
+            return False
+        return True
+
+    def _candidates(self, keys: list[Key], now: int, wall: int) -> list[Key]:
+        """Those of ``keys`` claimable now, in an order that starts at a point given by our
+        client_id (so members do not all race for the same one); schedules the next pass for
+        when the soonest other one goes stale, so a dead member's partitions are taken as
+        soon as the log allows."""
+        group = self.options.group_id
+        out = []
+        soonest: int | None = None
+        for key in keys:
+            if self._cooling(key, now):
+                continue
+            world = self._world(*key)
+            if claimable_now(world, group, key, wall):
+                out.append(key)
+                continue
+            at = stale_at(world, group, key)
+            if at is not None:
+                soonest = at if soonest is None else min(soonest, at)
+        if soonest is not None:
+            self._next_claim = min(self._next_claim, now + max(0, soonest - wall))
+        if out:
+            start = mmh3.hash(self.options.client_id.encode(), 0, signed=False) % len(out)
+            out = out[start:] + out[:start]
+        return out
+
+    def _group_paused(self, now: int, wall: int) -> bool:
+        """Inside a ReleaseGroup window (by our estimate of log time)? Try at its end."""
+        ends = [w.paused_until(self.options.group_id) for w in self._worlds]
+        until = max((e for e in ends if e is not None), default=None)
+        if until is not None and wall < until:
+            self._next_claim = min(self._next_claim, now + (until - wall) + 1)
+            return True
+        return False
+
+    def _claim_pass(self, now: int, wall: int, take_all: bool, out: list[Action]) -> None:
+        wanted = self._wanted()
+        if wanted <= 0 or self._group_paused(now, wall):
+            return
+        in_flight = sum(p.kind == "claim" for p in self._pending.values())
+        limit = wanted if self.options.greedy or take_all else max(0, 1 - in_flight)
+        if limit <= 0:
+            return
+        busy = self._busy()
+        keys = [(t, p) for t, n in self._topics for p in range(n) if (t, p) not in busy]
+        for key in self._candidates(keys, now, wall)[:limit]:
+            self._claim(now, wall, key, out)
+
+    def _claim_topics(self, now: int, wall: int, out: list[Action]) -> None:
+        """entire_topic: win partition 0, then claim the rest of the topic; give up the rest
+        of a topic whose partition 0 is no longer ours."""
+        held_zero = {t for t, p in self._held if p == 0}
+        for held in list(self._held.values()):
+            if held.topic not in held_zero:
+                self._give_up(now, held, "partition 0 of its topic is no longer ours", out)
+        if self._group_paused(now, wall):
+            return
+        busy = self._busy()
+        wanted = self._wanted()
+        if wanted > 0 and not any(
+            p.kind == "claim" and p.partition == 0 for p in self._pending.values()
+        ):
+            zeros = [(t, 0) for t, n in self._topics if n > 0 and (t, 0) not in busy]
+            for key in self._candidates(zeros, now, wall)[:wanted]:
+                self._claim(now, wall, key, out)
+        counts = dict(self._topics)
+        for topic in sorted(held_zero):
+            rest = [(topic, p) for p in range(1, counts.get(topic, 0)) if (topic, p) not in busy]
+            for key in self._candidates(rest, now, wall):
+                self._claim(now, wall, key, out)
+
+    def _claim(self, now: int, wall: int, key: Key, out: list[Action]) -> None:
+        topic, part = key
+        world = self._world(topic, part)
+        previous = world.holder(self.options.group_id, topic, part)
+        how = "failover" if previous is not None and previous != self.me else "claimed"
+        msg = ClaimingPartition(
+            **self._ids(),
+            topic=topic,
+            partition=part,
+            heartbeat_interval_ms=self.options.heartbeat_ms,
+        )
+        self._write(out, _Pending("claim", topic, part, self._cp(topic, part), now, how=how), msg)
+
+    def _released_nearby(self, now: int, wall: int) -> bool:
+        """Has someone released a partition we could take? Then a pass runs at once and
+        takes all of them: a clean handoff costs one replay round trip, not a pass."""
+        if self.options.entire_topic or self._wanted() == 0:
+            return False
+        group = self.options.group_id
+        busy = self._busy()
+        subscribed = set(self.topics)
+        for world in self._worlds:
+            for state in world.partitions(group):
+                key = (state.topic, state.partition)
+                if (
+                    state.holder is None
+                    and state.topic in subscribed
+                    and key not in busy
+                    and not self._cooling(key, now)
+                    and world.claimable(group, state.topic, state.partition, wall)
+                ):
+                    return True
+        return False
+
+    def _recover(self, wall: int, now: int, busy: set[Key], out: list[Action]) -> None:
         """Restart recovery: heartbeat our client_id's fresh claims with this instance."""
         o = self.options
-        subscribed = {t for t, _ in o.topics}
+        subscribed = set(self.topics)
         for world_index, world in enumerate(self._worlds):
-            for c in takeover_candidates(world, o.group_id, o.client_id, o.instance_id, now):
-                if c.topic not in subscribed or (c.topic, c.partition) in busy:
+            for c in takeover_candidates(world, o.group_id, o.client_id, o.instance_id, wall):
+                key = (c.topic, c.partition)
+                if c.topic not in subscribed or key in busy or self._wanted() <= 0:
                     continue
                 r = world.resume_offset(o.group_id, c.topic, c.partition)
-                last = -1 if r is None else r - 1
+                if r is None:
+                    continue  # no position to carry: the claim lapses, then anyone claims it
                 msg = Heartbeat(
                     **self._ids(),
                     topic=c.topic,
                     partition=c.partition,
-                    last_offset=last,
+                    last_offset=r - 1,
                     heartbeat_interval_ms=o.heartbeat_ms,
                 )
-                p = _Pending("takeover", c.topic, c.partition, world_index, now, last)
+                p = _Pending("takeover", c.topic, c.partition, world_index, now, r - 1)
                 self._write(out, p, msg)
-                busy.add((c.topic, c.partition))
+                busy.add(key)
 
-    def _adopt_orphans(self, now: int, busy: set[tuple[str, int]], out: list[Action]) -> None:
+    def _adopt_orphans(self, now: int, busy: set[Key], out: list[Action]) -> None:
         """Claims the replay says this instance holds but we do not track (an accepted claim
-        whose answer was lost): take them up."""
-        subscribed = {t for t, _ in self.options.topics}
+        whose answer was lost): take them up; beyond max_claims, give them back."""
+        subscribed = set(self.topics)
+        releasing = set(self._releases.pending) | {
+            (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
+        }
         for world in self._worlds:
             for c in world.claims_of(self.options.group_id, self.options.client_id):
                 key = (c.topic, c.partition)
                 if c.instance_id != self.options.instance_id or key in busy:
                     continue
-                if c.topic in subscribed:
-                    # we do not know when we sent what the log accepted: start with a lapsed
-                    # lease, so nothing is handed out before our next heartbeat is accepted
-                    self._adopt(c.topic, c.partition, now - self.options.fence_after_ms, None, out)
-                    busy.add(key)
+                if c.topic not in subscribed or key in releasing or self._cooling(key, now):
+                    continue  # one we are giving back: the replay has not shown it yet
+                busy.add(key)
+                if self._wanted() <= 0:
+                    # the pass went on claiming while this verdict was unknown: give it back
+                    # at the group's position (none: it lapses, and "no position" stays so)
+                    r = world.resume_offset(self.options.group_id, *key)
+                    if r is not None and key not in self._releases.pending:
+                        self._releases.add(key, r - 1, self._cp(*key))
+                    continue
+                # we do not know when we sent what the log accepted: start with a lapsed
+                # lease, so nothing is handed out before our next heartbeat is accepted
+                self._adopt(
+                    c.topic, c.partition, now - self.options.fence_after_ms, None, "recovered", out
+                )
+
+    def _behind(self, now: int, ends: dict[Key, int], out: list[Action]) -> None:
+        """release_if_behind: give up the partition furthest behind, if it is not catching up
+        and someone else is alive to take it (never release into the void:
+        zorkian/marshal#41)."""
+        limit = self.options.release_if_behind
+        if limit is None or self.options.entire_topic or self._closing or self._fenced:
+            return
+        behind: list[tuple[int, Held]] = []
+        for key, end in ends.items():
+            held = self._held.get(key)
+            if held is None or key in self._paused:
+                continue
+            lag = end - held.handed_through - 1
+            previous, held.lag_sample = held.lag_sample, lag
+            if lag > limit and previous is not None and lag >= previous:
+                behind.append((lag, held))
+        if not behind or not self._other_fresh_member(now):
+            return
+        lag, held = max(behind, key=lambda item: item[0])
+        self._give_up(now, held, f"{lag} messages behind and not catching up", out)
+
+    def _other_fresh_member(self, wall: int) -> bool:
+        group, me = self.options.group_id, self.options.client_id
+        return any(
+            state.holder is not None
+            and state.holder[0] != me
+            and world.freshness(group, state.topic, state.partition, wall) == FRESH
+            for world in self._worlds
+            for state in world.partitions(group)
+        )
+
+    def _heartbeat_gap(self, held: Held) -> int:
+        low, high = HEARTBEAT_SPREAD
+        spread = mmh3.hash(f"{held.topic}/{held.partition}".encode(), 1, signed=False) % 1000
+        return int(self.options.heartbeat_ms * (low + (high - low) * spread / 1000))
 
     def _act_held(self, now: int, held: Held, out: list[Action]) -> None:
         o = self.options
-        if held.fetch_token is None and len(held.buffer) < o.batch:
+        if (
+            held.fetch_token is None
+            and held.next_fetch is not None
+            and held.no_start is None
+            and len(held.buffer) < o.prefetch_records
+        ):
             self._token += 1
             held.fetch_token = self._token
             out.append(Fetch(self._token, held.topic, held.partition, held.next_fetch))
-        ours = self.may_hand_out(held.topic, held.partition, now)
-        last = self._delivery.to_reserve(held, o.batch)
-        if last is not None and ours:
+        if held.unpositioned:
+            return  # nothing carrying a position may be written yet
+        last = self._delivery.to_reserve(held, o.batch, self._offset_of)
+        if last is not None and self.may_hand_out(held.topic, held.partition, now):
             msg = ClaimingMessages(
                 **self._ids(),
                 topic=held.topic,
@@ -410,8 +885,33 @@ class MemberCore:
             held.heartbeat_token = self._write(
                 out, _Pending("heartbeat", held.topic, held.partition, held.cp, now, position), msg
             )
-            held.next_heartbeat = now + o.heartbeat_ms // 2
-        if ours:
-            records = self._delivery.take(held, len(held.buffer))
+            held.next_heartbeat = now + self._heartbeat_gap(held)
+
+    def _hand_out(self, now: int, limit: int, out: list[Action]) -> None:
+        """A poll: one partition's records, round robin over those with something to give."""
+        ready = [
+            h
+            for key, h in sorted(self._held.items())
+            if key not in self._paused
+            and h.announced  # the log has our position: nothing before our first heartbeat
+            and (h.buffer or h.no_start is not None)
+        ]
+        if not ready:
+            return
+        start = self._cursor % len(ready)
+        self._cursor += 1
+        for held in ready[start:] + ready[:start]:
+            if held.no_start is not None:
+                out.append(NoStart(held.topic, held.partition, *held.no_start))
+                return
+            if not self.may_hand_out(held.topic, held.partition, now):
+                continue
+            records = self._delivery.take(held, limit, self._offset_of)
             if records:
-                out.append(HandOut(held.topic, held.partition, tuple(records)))
+                out.append(HandOut(held.topic, held.partition, records))
+                return
+
+
+def _why(verdict: Verdict) -> str:
+    reason = verdict.reason
+    return reason.value if reason is not None else "accepted"

@@ -22,15 +22,15 @@ def _positive(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> Non
 
 
 def _topics(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, tuple) or not value:
-        raise ValueError(f"{attribute.name} must be a non-empty tuple of (topic, partitions)")
+    if not isinstance(value, tuple):
+        raise ValueError(f"{attribute.name} must be a tuple of (topic, partitions)")
     for item in value:
         ok = (
             isinstance(item, tuple)
             and len(item) == 2
             and valid_topic(item[0])
             and type(item[1]) is int
-            and item[1] > 0
+            and item[1] >= 0
         )
         if not ok:
             raise ValueError(f"{attribute.name}: bad entry {item!r}")
@@ -47,7 +47,8 @@ class CoreOptions:
 
     ``fence_margin_ms`` (default HB/4): the member stops handing out a partition when none
     of its messages for it was accepted for ``2·HB - fence_margin_ms`` after it was *sent*.
-    ``topics`` pairs each subscribed topic with its partition count.
+    ``topics`` pairs each subscribed topic with its partition count as first known (0: not
+    known yet); the edge reports changes with a ``Topics`` event (patterns, growth).
     """
 
     group_id: str = attrs.field(validator=_ident)
@@ -64,8 +65,22 @@ class CoreOptions:
     claim_every_ms: int = attrs.field(default=0)
     #: how many times a graceful close writes a ReleasingPartition whose outcome is unknown
     release_attempts: int = attrs.field(default=3, validator=_positive)
-    #: what to do when the group has no position: "earliest" (offset 0) or "latest"
-    reset: str = attrs.field(default="earliest", validator=attrs.validators.in_(("earliest",)))
+    #: where to start without a usable position: "earliest", "latest" or "error"
+    reset: str = attrs.field(
+        default="earliest", validator=attrs.validators.in_(("earliest", "latest", "error"))
+    )
+    #: a claim pass takes as many partitions as allowed, not one
+    greedy: bool = False
+    #: partition 0 stands for its topic: whoever holds it claims the whole topic
+    entire_topic: bool = False
+    #: give up the partition furthest behind when its lag exceeds this and is not shrinking
+    release_if_behind: int | None = None
+    #: how long a partition this member gave up while running is left to others
+    cooldown_ms: int | None = None
+    #: take back fresh claims of a previous instance of our client_id (restart recovery)
+    fast_reclaim: bool = True
+    #: fetch more while fewer than this many records are buffered (default: ``batch``)
+    prefetch: int | None = None
 
     def __attrs_post_init__(self) -> None:
         margin = self.margin_ms
@@ -73,10 +88,24 @@ class CoreOptions:
             raise ValueError(f"fence_margin_ms must be in [0, 2*HB), got {margin}")
         if type(self.claim_every_ms) is not int or self.claim_every_ms < 0:
             raise ValueError("claim_every_ms must be an int >= 0")
+        if self.release_if_behind is not None and self.release_if_behind < 0:
+            raise ValueError("release_if_behind must be >= 0 (or None)")
+        if self.cooldown_ms is not None and self.cooldown_ms < 0:
+            raise ValueError("cooldown_ms must be >= 0 (or None)")
+        if self.prefetch is not None and self.prefetch < 1:
+            raise ValueError("prefetch must be >= 1 (or None)")
 
     @property
     def margin_ms(self) -> int:
         return self.heartbeat_ms // 4 if self.fence_margin_ms is None else self.fence_margin_ms
+
+    @property
+    def reclaim_cooldown_ms(self) -> int:
+        return 2 * self.heartbeat_ms if self.cooldown_ms is None else self.cooldown_ms
+
+    @property
+    def prefetch_records(self) -> int:
+        return self.batch if self.prefetch is None else self.prefetch
 
     @property
     def fence_after_ms(self) -> int:

@@ -16,17 +16,26 @@ __all__ = ["Releases"]
 @attrs.define
 class Releases:
     attempts: int
-    #: (topic, partition) -> [position, cp, attempts made]
+    #: (topic, partition) -> [position, cp, attempts made, not before]
     pending: dict[tuple[str, int], list[int]] = attrs.field(factory=dict)
 
     def add(self, key: tuple[str, int], position: int, cp: int) -> None:
-        self.pending[key] = [position, cp, 0]
+        self.pending[key] = [position, cp, 0, 0]
 
-    def due(self, in_flight: set[tuple[str, int]]) -> list[tuple[tuple[str, int], int, int]]:
+    def unknown(self, key: tuple[str, int], retry_at: int) -> None:
+        """The last attempt's outcome is unknown: it may have landed. Look again at
+        ``retry_at``, when the replay will have shown it if it did."""
+        entry = self.pending.get(key)
+        if entry is not None:
+            entry[3] = retry_at
+
+    def due(
+        self, in_flight: set[tuple[str, int]], now: int
+    ) -> list[tuple[tuple[str, int], int, int]]:
         """Releases to (re)write now: ``(key, position, cp)``; counts the attempt."""
         out = []
         for key, entry in list(self.pending.items()):
-            if key in in_flight:
+            if key in in_flight or now < entry[3]:
                 continue
             if entry[2] >= self.attempts:
                 del self.pending[key]  # given up: the claim lapses after 2·HB instead

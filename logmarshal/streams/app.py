@@ -13,7 +13,6 @@ then changelogs written, then the inputs committed to the consumer (which heartb
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -22,11 +21,11 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from storage import InvalidConfig, NewRecord
+from storage import InvalidConfig
 
 from ..cluster import Cluster, Message
 from ..consumer import Consumer
-from ..errors import TopicExists, UnknownTopic
+from ..consumer.handler import dead_letter
 from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
@@ -216,32 +215,12 @@ class App:
                     continue
                 if self.retry.dead_letter_topic is None:
                     raise HandlerFailed(message, attempts, exc) from exc
-                self._dead_letter(message, exc, self.retry.dead_letter_topic)
+                dead_letter(
+                    self.cluster, message, exc, self.retry.dead_letter_topic, self._now_ms()
+                )
                 task.positions[message.topic] = message.offset + 1
                 break
         self._uncommitted[key].append(message)
-
-    def _dead_letter(self, message: Message, exc: BaseException, topic: str) -> None:
-        """As the consumer does: the record with the consumer's dead-letter headers, to
-        the same partition (mod the count) of ``topic``, created like its source."""
-        try:
-            count = self.cluster.partitions(topic)
-        except UnknownTopic:
-            with contextlib.suppress(TopicExists):
-                self.cluster.create_topic(topic, self.cluster.partitions(message.topic))
-            count = self.cluster.partitions(topic)
-        headers = (
-            *message.headers,
-            ("logmarshal.topic", message.topic.encode()),
-            ("logmarshal.partition", str(message.partition).encode()),
-            ("logmarshal.offset", str(message.offset).encode()),
-            ("logmarshal.error", repr(exc).encode()[:1000]),
-        )
-        self.cluster.produce(topic, message.partition % count, [
-            NewRecord(message.value, key=message.key, headers=headers, timestamp=self._now_ms())
-        ], durable=True)
-        log.warning("%s/%d@%d dead-lettered to %s after %r", message.topic, message.partition,
-                    message.offset, topic, exc)
 
     def commit(self) -> None:
         """Sinks flushed, then changelogs, then the inputs committed (heartbeated)."""

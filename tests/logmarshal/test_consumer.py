@@ -10,7 +10,7 @@ from logmarshal.clock import ManualClock
 from logmarshal.consumer import Consumer
 from logmarshal.errors import ClosedError
 from logmarshal.marshaler import Marshaler
-from rationalizer import Effect
+from rationalizer import Effect, Heartbeat, decode
 
 from .consumer_world import TOPIC, drain, holders, no_threads_left, produce, wait_until
 
@@ -201,11 +201,11 @@ class _GatedMarshaler(Marshaler):
         self.gate.set()
         self.blocked = threading.Event()
 
-    def heartbeat(self, topic: str, partition: int, last_offset: int):
-        if not self.gate.is_set():
+    def send_encoded(self, cp: int, key: bytes, value: bytes):
+        if isinstance(decode(key, value), Heartbeat) and not self.gate.is_set():
             self.blocked.set()
             self.gate.wait(10)
-        return super().heartbeat(topic, partition, last_offset)
+        return super().send_encoded(cp, key, value)
 
 
 def test_self_fences_without_an_accepted_message_for_two_heartbeats(manual) -> None:

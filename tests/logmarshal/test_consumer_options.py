@@ -16,7 +16,7 @@ from logmarshal.consumer import Consumer, NoPosition
 from logmarshal.faults import FaultPlan, FaultyCluster
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.retry import HandlerFailed, RetryPolicy
-from rationalizer import Effect, ReleaseGroup, encode
+from rationalizer import Effect, Heartbeat, ReleaseGroup, decode, encode
 
 from .consumer_world import TOPIC, World, drain, no_threads_left, produce, wait_until
 
@@ -30,11 +30,11 @@ class _LostHeartbeat(Marshaler):
         super().__init__(*args, **kwargs)
         self.failures = 1
 
-    def heartbeat(self, topic: str, partition: int, last_offset: int):
-        if self.failures:
+    def send_encoded(self, cp: int, key: bytes, value: bytes):
+        if isinstance(decode(key, value), Heartbeat) and self.failures:
             self.failures -= 1
             raise OSError("connection reset")
-        return super().heartbeat(topic, partition, last_offset)
+        return super().send_encoded(cp, key, value)
 
 
 def test_a_claim_whose_first_heartbeat_got_no_verdict_is_kept_and_confirmed(realtime) -> None:
@@ -187,8 +187,7 @@ def test_a_released_partition_is_not_reclaimed_during_the_cooldown(realtime) -> 
     realtime.cluster.create_topic(TOPIC, 1)
     consumer = realtime.consumer("a", reclaim_cooldown=1.0)
     wait_until(lambda: consumer.claims() == [(TOPIC, 0)], what="the claim")
-    claim = consumer._claims[(TOPIC, 0)]
-    consumer._give_up(claim, "test")
+    consumer._give_up((TOPIC, 0), "test")
     assert consumer.claims() == []
     time.sleep(0.5)
     assert consumer.claims() == []  # claimable, but cooling down

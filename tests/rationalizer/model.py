@@ -111,7 +111,9 @@ class Model:
         if holder != me:
             return False, Reason.NOT_HOLDER, None
         if isinstance(msg, ReleasingPartition):
-            st.update(holder=None, hb=None, beat=t, last=msg.last_offset, pos=True)
+            st.update(
+                holder=None, hb=None, beat=t, last=msg.last_offset, claimed=msg.last_offset, pos=True
+            )
             return True, None, Effect.RELEASED
         assert isinstance(msg, ClaimingMessages)
         if msg.proposed_last_offset >= st["claimed"]:

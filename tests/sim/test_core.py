@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import operator
 from collections import deque
 
 import pytest
 
 from logmarshal.core import (
+    Bounds,
     Close,
     Closed,
     CoreOptions,
@@ -14,7 +16,9 @@ from logmarshal.core import (
     Fetched,
     HandOut,
     Lease,
+    LookUp,
     MemberCore,
+    Poll,
     Replayed,
     Revoke,
     Tick,
@@ -28,6 +32,7 @@ from logmarshal.core.recovery import resume_after_takeover
 from rationalizer import ClaimingMessages, ClaimingPartition, Heartbeat, WorldState, encode
 
 HB = 100
+FIRST = operator.itemgetter(0)
 
 
 def options(**kw):
@@ -62,17 +67,24 @@ class Log:
 
 
 def land_all(core, world, log, now, actions):
-    """Append every Write, answer it, replay; return the other actions and new ones."""
+    """Append every Write, answer it and every LookUp (the data log spans 0..100), replay,
+    and again for what that caused; return the other actions."""
     out = []
-    for a in actions:
-        if isinstance(a, Write):
-            off = log.append(now, a.key, a.value)
-            out += core.step(now, Written(a.token, off))
-        else:
-            out.append(a)
-    end = log.replay(world)
-    out += core.step(now, Replayed(0, end, at_end=True))
-    return out
+    while True:
+        more = []
+        for a in actions:
+            if isinstance(a, Write):
+                off = log.append(now, a.key, a.value)
+                more += core.step(now, Written(a.token, off))
+            elif isinstance(a, LookUp):
+                more += core.step(now, Bounds(a.token, a.topic, a.partition, 0, 100))
+            else:
+                out.append(a)
+        end = log.replay(world)
+        more += core.step(now, Replayed(0, end, at_end=True))
+        if not any(isinstance(a, Write | LookUp) for a in more):
+            return out + more
+        actions = more
 
 
 # -- options and lease ------------------------------------------------------------------------
@@ -122,16 +134,16 @@ def held(**kw):
 
 def test_amo_reserves_one_batch_beyond_what_is_reserved():
     h = held(buffer=deque((o, b"") for o in range(12)))
-    assert AtMostOnce().to_reserve(h, 5) == 4
+    assert AtMostOnce().to_reserve(h, 5, FIRST) == 4
     h.claimed_through = 4  # reserved, not yet confirmed: nothing new, nothing handed out
-    assert AtMostOnce().to_reserve(h, 5) is None
-    assert AtMostOnce().take(h, 100) == []
+    assert AtMostOnce().to_reserve(h, 5, FIRST) is None
+    assert AtMostOnce().take(h, 100, FIRST) == []
     h.confirmed_through = 4
-    assert AtMostOnce().to_reserve(h, 5) is None  # hand out the confirmed batch first
-    assert [o for o, _ in AtMostOnce().take(h, 100)] == [0, 1, 2, 3, 4]
-    assert AtMostOnce().to_reserve(h, 5) == 9
+    assert AtMostOnce().to_reserve(h, 5, FIRST) is None  # hand out the confirmed batch first
+    assert [o for o, _ in AtMostOnce().take(h, 100, FIRST)] == [0, 1, 2, 3, 4]
+    assert AtMostOnce().to_reserve(h, 5, FIRST) == 9
     h.reserve_token = 7
-    assert AtMostOnce().to_reserve(h, 5) is None  # one reservation in flight at a time
+    assert AtMostOnce().to_reserve(h, 5, FIRST) is None  # one reservation in flight at a time
 
 
 def test_amo_heartbeat_carries_the_reservation():
@@ -192,7 +204,7 @@ def test_amo_claim_reserve_confirm_then_hand_out():
     assert [w.kind for w in writes if w.kind == "reserve"] == ["reserve"]
     out = land_all(core, world, log, 3, out)  # reservation accepted -> confirming heartbeat
     out = land_all(core, world, log, 4, out + core.step(4, Tick()))
-    handed = [a for a in out + core.step(5, Tick()) if isinstance(a, HandOut)]
+    handed = [a for a in out + core.step(5, Poll(100)) if isinstance(a, HandOut)]
     assert [o for h in handed for o, _ in h.records] == [0, 1, 2, 3, 4]
     assert world.partition_state("g", "t", 0).claimed_through == 4
 
@@ -204,7 +216,7 @@ def test_lapsed_lease_stops_hand_out_until_a_heartbeat_is_accepted():
     assert core.may_hand_out("t", 0, 10)
     lapse = options().fence_after_ms
     assert not core.may_hand_out("t", 0, lapse)  # nothing accepted since the claim at 0
-    out = core.step(lapse, Tick())
+    out = core.step(lapse, Poll(100))
     assert not any(isinstance(a, HandOut) for a in out)
     land_all(core, world, log, lapse, out)  # the heartbeat sent at `lapse` is accepted
     assert core.may_hand_out("t", 0, lapse + 1)
@@ -236,9 +248,10 @@ def test_release_with_unknown_outcome_is_retried_a_bounded_number_of_times():
         releases = [a for a in out if isinstance(a, Write) and a.kind == "release"]
         writes += len(releases)
         out = []
+        now = 6 + i * HB  # a release whose outcome is unknown is looked at again HB/2 later
         for r in releases:
-            out += core.step(6 + i, WriteFailed(r.token))
-        out += core.step(6 + i, Tick())
+            out += core.step(now, WriteFailed(r.token))
+        out += core.step(now + HB // 2, Tick())
     assert writes == 3
     assert core.closed
 
@@ -252,6 +265,7 @@ def test_thawed_alo_member_hands_out_nothing_before_its_replay_catches_up():
     fetch = next(a for a in out + core.step(1, Tick()) if isinstance(a, Fetch))
     thawed_at = 3 * HB  # frozen past 2·HB with the fetch answer pending
     out = core.step(thawed_at, Fetched(fetch.token, "t", 0, ((0, b"a"), (1, b"b"))))
+    out += core.step(thawed_at, Poll(100))
     assert not any(isinstance(a, HandOut) for a in out)
     assert any(isinstance(a, Write) and a.kind == "heartbeat" for a in out)
 

@@ -1,0 +1,13 @@
+"""The threaded consumer: the edge that carries a :class:`logmarshal.core.MemberCore`'s
+decisions out with threads, the log and the clock.
+
+- :mod:`.consumer`: the public :class:`Consumer` and the glue (one lock around the core).
+- :mod:`.writer`: coordination writes, one thread per coordination partition.
+- :mod:`.fetcher`: one long-polling thread per held partition.
+- :mod:`.handler`: ``Consumer.run``: retries and the dead-letter topic, on poll and commit.
+"""
+
+from ..errors import NoPosition
+from .consumer import Consumer
+
+__all__ = ["Consumer", "NoPosition"]

@@ -1,0 +1,704 @@
+"""Consumer: claims partitions through the coordination log and hands out their messages.
+
+Every decision is made by a :class:`logmarshal.core.MemberCore` (no I/O, no clock), the same
+core the deterministic simulator runs. This module is its edge: it feeds the core events
+(the replay moved, a write landed, a fetch returned, the user polls, time passed) under one
+lock, and carries its actions out without blocking:
+
+- coordination writes go to :class:`.writer.CoordinationWriter` (a thread per coordination
+  partition), their answers come back as events;
+- fetches go to a :class:`.fetcher.PartitionFetcher` per held partition;
+- the Marshaler's replay threads report progress as events;
+- a *driver* thread ticks the core (heartbeats, claim passes, lease expiry) and does the
+  edge's own look-ups: which topics match, how many partitions they have, how far behind
+  a held partition is;
+- ``poll`` (the caller's thread, like Kafka's consumer) asks the core for a batch of one
+  partition, and runs the ``on_assigned`` / ``on_revoked`` callbacks.
+
+Two modes: ``"alo"`` (at least once: ``commit`` marks messages handled, in any order;
+heartbeats carry the highest *contiguous* committed offset) and ``"amo"`` (at most once: a
+batch is reserved with ClaimingMessages and confirmed by a heartbeat before the user sees
+it). The clock only predicts; ownership is read from the replay.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import random
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Literal
+
+from ..cluster import Message
+from ..core import (
+    Action,
+    Assigned,
+    Close,
+    Closed,
+    CoreOptions,
+    Event,
+    Fetch,
+    HandOut,
+    LogEnds,
+    LookUp,
+    MemberCore,
+    NoStart,
+    Poll,
+    Replayed,
+    Revoke,
+    Tick,
+    Topics,
+    Write,
+)
+from ..errors import ClosedError, NoPosition, UnknownTopic
+from ..marshaler import Marshaler
+from ..retry import RetryPolicy
+from .fetcher import PartitionFetcher
+from .handler import run_handler
+from .writer import CoordinationWriter
+
+__all__ = ["Consumer", "NoPosition"]
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["alo", "amo"]
+OffsetReset = Literal["earliest", "latest", "error"]
+TopicPartition = tuple[str, int]
+PartitionsCallback = Callable[[list[TopicPartition]], None]
+
+#: a Message's (topic, partition) and offset, as C-speed getters for the per-batch hot path
+_TOPIC_PARTITION = operator.itemgetter(0, 1)
+_OFFSET = operator.itemgetter(2)
+
+
+class Consumer:
+    """Consumes ``topics`` (names, or a compiled regex matched in full against the cluster's
+    topics on every claim pass) as member ``marshaler.client_id`` of ``marshaler.group_id``.
+
+    - ``batch_size``: the most messages one ``poll`` returns by default (and in AMO the most
+      reserved at once, so at most that many are lost to a crash).
+    - ``max_claims``: cap on partitions held (topics, with ``claim_entire_topic``).
+    - ``greedy``: a claim pass takes as many partitions as allowed, not one.
+    - ``claim_entire_topic``: partition 0 stands for its topic; whoever wins it claims every
+      partition of the topic, the others leave the topic alone.
+    - ``release_if_behind``: release the partition furthest behind when its lag (messages
+      not handed out yet) exceeds this and is not shrinking, but only while another fresh
+      member exists that could take it over; None disables.
+    - ``reclaim_cooldown`` (default 2·HB): how long a partition this consumer released while
+      running is left for others before it may claim it again.
+    - ``auto_offset_reset``: where to start without a usable position (the group never
+      consumed the partition, or its position is outside the log): "earliest", "latest",
+      or "error" (``poll`` raises :class:`NoPosition` until :meth:`seek`).
+    - ``retry``: what :meth:`run` does when the handler raises.
+    - ``fast_reclaim``: take back claims still fresh from a previous instance of our
+      client_id (restart recovery).
+    - ``fence_margin`` (default HB/4): we stop handing out when nothing of ours was accepted
+      for ``2·HB - fence_margin``.
+    - ``on_assigned`` / ``on_revoked``: called in the thread that polls (or closes) with the
+      partitions gained / lost. A revocation is reported after the fact (the log decided it),
+      except on ``close()``, where it comes before the release so work in flight can commit.
+    """
+
+    def __init__(
+        self,
+        marshaler: Marshaler,
+        topics: str | Iterable[str] | re.Pattern[str],
+        *,
+        mode: Mode = "alo",
+        batch_size: int = 100,
+        max_claims: int | None = None,
+        greedy: bool = False,
+        claim_entire_topic: bool = False,
+        release_if_behind: int | None = None,
+        reclaim_cooldown: float | None = None,
+        auto_offset_reset: OffsetReset = "earliest",
+        retry: RetryPolicy | None = None,
+        fast_reclaim: bool = True,
+        on_assigned: PartitionsCallback | None = None,
+        on_revoked: PartitionsCallback | None = None,
+        claim_interval: float | None = None,
+        fence_margin: float | None = None,
+        fetch_max_bytes: int = 1 << 20,
+        fetch_wait: float = 0.2,
+        prefetch: int | None = None,
+        verdict_timeout: float | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._pattern: re.Pattern[str] | None = None
+        if isinstance(topics, re.Pattern):
+            self._pattern = topics
+            self._topics: tuple[str, ...] = ()
+        else:
+            self._topics = (topics,) if isinstance(topics, str) else tuple(dict.fromkeys(topics))
+            if not self._topics:
+                raise ValueError("a consumer needs at least one topic (or a pattern)")
+        if mode not in ("alo", "amo"):
+            raise ValueError(f'mode must be "alo" or "amo", got {mode!r}')
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if max_claims is not None and max_claims < 1:
+            raise ValueError(f"max_claims must be at least 1 (or None), got {max_claims}")
+        if auto_offset_reset not in ("earliest", "latest", "error"):
+            raise ValueError(
+                'auto_offset_reset must be "earliest", "latest" or "error", '
+                f"got {auto_offset_reset!r}"
+            )
+        if release_if_behind is not None and release_if_behind < 0:
+            raise ValueError(f"release_if_behind must be >= 0 (or None), got {release_if_behind}")
+        if fetch_wait <= 0:
+            raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
+        hb = marshaler.heartbeat_interval
+        margin = hb / 4 if fence_margin is None else fence_margin
+        if not 0 <= margin < 2 * hb:
+            raise ValueError(f"fence_margin must be in [0, 2*HB), got {margin}")
+        self._marshaler = marshaler
+        self._cluster = marshaler.cluster
+        self._clock = marshaler.clock
+        self._metrics = marshaler.metrics  # its Prometheus series, if the Marshaler has them
+        self._rng = rng if rng is not None else random.Random()
+        self._mode: Mode = mode
+        self._batch_size = batch_size
+        self._hb = hb
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._on_assigned = on_assigned
+        self._on_revoked = on_revoked
+        self._fetch_max_bytes = fetch_max_bytes
+        self._fetch_wait = fetch_wait
+        self._verdict_timeout = max(hb, 1.0) if verdict_timeout is None else verdict_timeout
+        self._tick = min(0.02, hb / 10)  # how soon a due heartbeat or a release is acted on
+        self._claim_interval = hb / 4 if claim_interval is None else claim_interval
+        if self._pattern is not None:
+            self._topics = self._match_topics()
+        self._subscribed = self._subscription()
+        self._core = MemberCore(
+            CoreOptions(
+                group_id=marshaler.group_id,
+                client_id=marshaler.client_id,
+                instance_id=marshaler.instance_id,
+                topics=self._subscribed,
+                coordination_partitions=marshaler.coordination_partitions,
+                mode=mode,
+                heartbeat_ms=round(hb * 1000),
+                fence_margin_ms=round(margin * 1000),
+                max_claims=max_claims if max_claims is not None else 1 << 30,
+                batch=batch_size,
+                claim_every_ms=round(self._claim_interval * 1000),
+                reset=auto_offset_reset,
+                greedy=greedy,
+                entire_topic=claim_entire_topic,
+                release_if_behind=release_if_behind,
+                cooldown_ms=None if reclaim_cooldown is None else round(reclaim_cooldown * 1000),
+                fast_reclaim=fast_reclaim,
+                prefetch=max(2 * batch_size, 500) if prefetch is None else max(1, prefetch),
+            ),
+            marshaler.worlds(),
+            offset_of=_OFFSET,
+        )
+        self._behind = release_if_behind is not None
+
+        self._lock = threading.Lock()  # the core and everything below
+        self._cond = threading.Condition(self._lock)  # "something may be ready to hand out"
+        self._poll_lock = threading.Lock()
+        self._events: deque[tuple[str, TopicPartition]] = deque()
+        self._no_start: NoPosition | None = None
+        self._fetchers: dict[TopicPartition, PartitionFetcher] = {}
+        self._old_fetchers: list[PartitionFetcher] = []
+        self._closed = False
+        self._finished = threading.Event()  # the core closed (all releases answered)
+        self._stop = threading.Event()
+        name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
+        self._name_prefix = name
+        self._writer = CoordinationWriter(marshaler, self._feed, name)
+        marshaler._register(self, self._topics)
+        if self._metrics is not None:
+            self._metrics.watch_consumer(self)
+        marshaler.add_listener(self._replayed)
+        self._thread = threading.Thread(target=self._drive, name=name, daemon=True)
+        self._thread.start()
+
+    # -- public API -------------------------------------------------------------------------
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics consumed (for a pattern: those it matched at the last claim pass)."""
+        return self._topics
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    @property
+    def marshaler(self) -> Marshaler:
+        return self._marshaler
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def fenced(self) -> bool:
+        """True once a newer instance of our client_id took over: this one has stopped."""
+        with self._lock:
+            return self._core.fenced
+
+    def claims(self) -> list[TopicPartition]:
+        """The partitions this consumer holds, sorted (from the moment the log has its
+        position, as our first heartbeat carried it)."""
+        with self._lock:
+            return self._core.assigned()
+
+    def position(self, topic: str, partition: int) -> int | None:
+        """The ``last_offset`` the next heartbeat would carry; None if not held."""
+        with self._lock:
+            return self._core.position(topic, partition)
+
+    def uncommitted(self) -> dict[TopicPartition, int]:
+        """Per held partition: messages handed out and not committed yet (always 0 in AMO,
+        where handing out is committing)."""
+        with self._lock:
+            return self._core.uncommitted()
+
+    def lag(self) -> dict[TopicPartition, int]:
+        """Per held partition: messages in the log after the position heartbeats carry
+        (Kafka's consumer-group lag: log end minus the committed next offset)."""
+        with self._lock:
+            positions = {
+                key: self._core.position(*key) for key in self._core.held()
+            }
+        out = {}
+        for (topic, partition), position in sorted(positions.items()):
+            if position is None:
+                continue
+            try:
+                end = self._cluster.latest_offset(topic, partition)
+            except Exception:  # a partition we cannot see right now has no known lag
+                log.debug("%s: no lag for %s/%d", self._name(), topic, partition, exc_info=True)
+                continue
+            out[(topic, partition)] = max(0, end - position - 1)
+        return out
+
+    def pause(self, *partitions: int | TopicPartition) -> None:
+        """Stop handing out these partitions (they stay claimed and heartbeated)."""
+        keys = self._keys(partitions)
+        with self._cond:
+            self._core.pause(keys)
+            self._cond.notify_all()
+
+    def resume(self, *partitions: int | TopicPartition) -> None:
+        """Hand out these partitions again."""
+        keys = self._keys(partitions)
+        with self._cond:
+            self._core.resume(keys)
+            self._cond.notify_all()
+
+    def paused(self) -> list[TopicPartition]:
+        with self._lock:
+            return self._core.paused()
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Move a held partition to ``offset`` (and clear a :class:`NoPosition` error).
+
+        AMO can only move forward: the log refuses reservations below what it has reserved.
+        """
+        with self._cond:
+            self._core.seek(self._now(), topic, partition, offset)
+            self._step(Tick())
+            self._cond.notify_all()
+
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[Message]:
+        """Up to ``max_records`` (default ``batch_size``) messages of one partition, in order.
+
+        Waits up to ``timeout`` seconds for some. Returns [] when there are none, or when
+        the consumer is closed meanwhile. Raises :class:`NoPosition` for a partition left
+        without a position under ``auto_offset_reset="error"``. Not for concurrent use from
+        several threads (``commit`` is).
+        """
+        limit = self._batch_size if max_records is None else max_records
+        if limit < 1:
+            raise ValueError(f"max_records must be at least 1, got {limit}")
+        if self._closed:  # a flag only ever set: reading it needs no lock
+            raise ClosedError("poll() on a closed consumer")
+        # real time, not the injected clock: a ManualClock must not hang a poll
+        deadline = time.monotonic() + timeout
+        extended = False
+        with self._poll_lock:
+            while True:
+                if self._events:  # peeked without the lock: one queued later waits a turn
+                    self._deliver_events()
+                with self._cond:
+                    if self._closed:
+                        return []
+                    self._no_start = None
+                    batch = self._step(Poll(limit))
+                    if batch:
+                        if self._metrics is not None:
+                            self._metrics.handed_out(self, batch[0].topic, len(batch))
+                        return batch
+                    if self._no_start is not None:
+                        raise self._no_start
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 and not extended and self._core.reserved_waiting():
+                        # AMO: a batch is reserved but not confirmed yet; give it a verdict's
+                        # time rather than leave it reserved and unhanded
+                        extended = True
+                        deadline += self._verdict_timeout
+                        remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return []
+                    # woken by every event; the cap only bounds a missed wake-up
+                    self._cond.wait(min(remaining, self._hb))
+
+    def __iter__(self) -> Iterator[Message]:
+        """Messages until the consumer is closed (ALO: remember to ``commit`` each)."""
+        while not self._closed:
+            try:
+                batch = self.poll(timeout=0.5)
+            except ClosedError:
+                return
+            yield from batch
+
+    def commit(self, *messages: Message) -> bool:
+        """ALO: these messages are fully handled. Any order; thread-safe.
+
+        ``commit(message)`` for one, ``commit(*batch)`` for a polled batch at once (one
+        lock for all of them). Returns False when it changes nothing: AMO mode (handing out
+        *is* committing), partitions no longer held, or offsets not outstanding.
+        """
+        if self._mode == "amo" or not messages:
+            return False
+        keys = set(map(_TOPIC_PARTITION, messages))  # C-speed: a batch is one partition
+        done = 0
+        with self._lock:
+            for key in keys:
+                offsets = (
+                    map(_OFFSET, messages)
+                    if len(keys) == 1
+                    else [m.offset for m in messages if (m.topic, m.partition) == key]
+                )
+                n = self._core.commit(key[0], key[1], offsets)
+                if n and self._metrics is not None:
+                    self._metrics.committed(self, key[0], n)
+                done += n
+        return done > 0
+
+    def run(
+        self,
+        handler: Callable[[Message], object],
+        *,
+        stop: threading.Event | None = None,
+        max_messages: int | None = None,
+        poll_timeout: float = 0.2,
+    ) -> int:
+        """Call ``handler`` on every message, committing each after it returns.
+
+        A failing message is retried per the ``retry`` policy, in place (the partition's
+        later messages wait). When its attempts are used up it goes to the dead-letter topic
+        if one is configured; otherwise the consumer closes (releasing its claims, the failed
+        message uncommitted) and :class:`HandlerFailed` is raised. Returns the number of
+        messages handled once ``stop`` is set, ``max_messages`` were handled or the consumer
+        was closed.
+        """
+        return run_handler(
+            self,
+            handler,
+            self._retry,
+            self._rng,
+            stop=stop,
+            max_messages=max_messages,
+            poll_timeout=poll_timeout,
+            batch_size=self._batch_size,
+            closing=self._stop,
+        )
+
+    def close(self, *, release: bool = True, timeout: float | None = None) -> None:
+        """Stop; with ``release``, write each claim's final position and give it up.
+
+        ``release=False`` leaves the claims to go stale (or to be taken back by a restart of
+        this client_id with ``fast_reclaim``), as a crash would.
+        """
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+        self._stop.set()
+        in_driver = threading.current_thread() is self._thread
+        if not in_driver:
+            self._thread.join(timeout)
+        with self._cond:
+            held = self._core.assigned()
+        if release and not in_driver:
+            self._deliver_events(closing=True)
+            if held and self._on_revoked is not None:
+                self._callback(self._on_revoked, held)  # before the release: commits count
+        with self._cond:
+            fenced = self._core.fenced
+            self._step(Close(release=release))
+        if release and fenced:
+            # A fenced instance stops altogether: its records are rejected where it is fenced
+            # (writing releases there would only grow the log), and the newer instance of our
+            # client_id takes back the claims it still has elsewhere (restart recovery).
+            log.info("%s is fenced: closing without writing releases", self._name())
+        limit = self._verdict_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while not self._finished.wait(min(self._tick, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                log.warning("%s: releases not confirmed in time; they will go stale", self._name())
+                break
+            with self._cond:  # releases whose outcome is unknown are written again (bounded)
+                self._step(Tick())
+        self._marshaler.remove_listener(self._replayed)
+        self._writer.stop(timeout if timeout is not None else self._fetch_wait + 5)
+        with self._cond:
+            fetchers = list(self._fetchers.values()) + self._old_fetchers
+            self._fetchers.clear()
+        for fetcher in fetchers:
+            fetcher.stop()
+        for fetcher in fetchers:
+            if fetcher.thread is not threading.current_thread():
+                fetcher.thread.join(timeout if timeout is not None else self._fetch_wait + 5)
+        self._marshaler._unregister(self)
+        if self._metrics is not None:
+            self._metrics.unwatch_consumer(self)
+        log.info(
+            "consumer %s closed (%d claims %s)",
+            self._name(),
+            len(held),
+            "released" if release and not fenced else "abandoned",
+        )
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        what = self._pattern.pattern if self._pattern is not None else list(self._topics)
+        return f"Consumer({self._name()}, topics={what!r}, mode={self._mode!r})"
+
+    # -- the edge: events in ----------------------------------------------------------------
+
+    def _now(self) -> int:
+        return round(self._clock.monotonic() * 1000)
+
+    def _wall(self) -> int:
+        return self._marshaler.now_ms()
+
+    def _step(self, event: Event) -> list[Message]:
+        """Under the lock: step the core (the replay held still while it reads the worlds)
+        and carry its actions out; returns what a HandOut gives the caller."""
+        with self._marshaler.replay_paused():
+            actions = self._core.step(self._now(), event, wall=self._wall())
+        return self._carry(actions)
+
+    def _feed(self, event: Event) -> None:
+        """Step the core with an event from another thread (writer, fetcher, replay)."""
+        with self._cond:
+            self._step(event)
+            self._cond.notify_all()
+
+    def _replayed(self, cp: int, applied: int) -> None:
+        self._feed(Replayed(cp, applied))
+
+    def _drive(self) -> None:
+        """The driver thread: start-up replay, then ticks and the edge's own look-ups."""
+        try:
+            while not self._stop.is_set():
+                if self._marshaler.wait_caught_up(timeout=self._tick * 4):
+                    break
+            else:
+                return
+            worlds = self._marshaler.worlds()
+            with self._marshaler.replay_paused():
+                applied = [worlds[cp].applied_through for cp in range(len(worlds))]
+            for cp, offset in enumerate(applied):
+                self._feed(Replayed(cp, offset, at_end=True))
+            next_topics = next_behind = time.monotonic()
+            while not self._stop.wait(self._tick):
+                now = time.monotonic()
+                try:
+                    if now >= next_topics:
+                        next_topics = now + self._claim_interval
+                        self._refresh_topics()
+                    if self._behind and now >= next_behind:
+                        next_behind = now + self._hb
+                        self._report_log_ends()
+                    self._feed(Tick())
+                except Exception:
+                    log.exception("%s: a coordination pass failed; retrying", self._name())
+        except Exception:
+            log.exception("%s: the driver thread stopped", self._name())
+
+    def _subscription(self) -> tuple[tuple[str, int], ...]:
+        out = []
+        for topic in self._topics:
+            try:
+                out.append((topic, self._cluster.partitions(topic)))
+            except UnknownTopic:
+                log.debug("%s: topic %s does not exist (yet)", self._name(), topic)
+                out.append((topic, 0))
+        return tuple(out)
+
+    def _refresh_topics(self) -> None:
+        """Patterns matched afresh and partition counts read again: growth is seen."""
+        if self._pattern is not None:
+            self._topics = self._match_topics()
+        subscription = self._subscription()
+        with self._cond:
+            if subscription != self._subscribed:
+                self._subscribed = subscription
+                self._step(Topics(subscription))
+
+    def _report_log_ends(self) -> None:
+        with self._lock:
+            held = self._core.held()
+        ends = []
+        for key in held:
+            try:
+                ends.append((key, self._cluster.latest_offset(*key)))
+            except Exception:
+                continue
+        self._feed(LogEnds(tuple(ends)))
+
+    # -- the edge: actions out --------------------------------------------------------------
+
+    def _carry(self, actions: list[Action]) -> list[Message]:
+        """Under the lock: carry out the core's actions without blocking; returns what a
+        HandOut gives the caller."""
+        handed: list[Message] = []
+        for action in actions:
+            if isinstance(action, Write):
+                self._writer.write(action.token, action.cp, action.key, action.value)
+            elif isinstance(action, Fetch | LookUp):
+                self._fetcher(action.topic, action.partition).request(action)
+            elif isinstance(action, HandOut):
+                handed = list(action.records)
+            elif isinstance(action, Assigned):
+                self._assigned(action)
+            elif isinstance(action, Revoke):
+                self._revoked(action)
+            elif isinstance(action, NoStart):
+                self._no_start = NoPosition(
+                    action.topic, action.partition, action.offset, action.start, action.end
+                )
+            elif isinstance(action, Closed):
+                self._finished.set()
+        return handed
+
+    def _fetcher(self, topic: str, partition: int) -> PartitionFetcher:
+        key = (topic, partition)
+        fetcher = self._fetchers.get(key)
+        if fetcher is None:
+            fetcher = self._fetchers[key] = PartitionFetcher(
+                self._cluster,
+                topic,
+                partition,
+                self._feed,
+                max_bytes=self._fetch_max_bytes,
+                max_wait=self._fetch_wait,
+                name=f"logmarshal-consumer-fetch:{self._marshaler.client_id}:{topic}/{partition}",
+            )
+        return fetcher
+
+    def _assigned(self, action: Assigned) -> None:
+        key = (action.topic, action.partition)
+        self._event("assigned", key)
+        if self._metrics is not None:
+            self._metrics.assigned(self, action.how)
+        log.info(
+            "%s %s %s/%d, resuming at %s",
+            self._name(),
+            action.how,
+            action.topic,
+            action.partition,
+            "the reset policy's offset" if action.start is None else action.start,
+        )
+
+    def _revoked(self, action: Revoke) -> None:
+        key = (action.topic, action.partition)
+        fetcher = self._fetchers.pop(key, None)
+        if fetcher is not None:
+            fetcher.stop()
+            self._old_fetchers = [f for f in self._old_fetchers if f.thread.is_alive()]
+            self._old_fetchers.append(fetcher)
+        if self._core.closing and not action.lost:
+            why = "released"
+        elif action.lost:
+            why = "fenced" if self._core.fenced else "lost"
+        else:
+            why = "gave_up"
+        if not self._core.closing:
+            self._event("revoked", key)
+        if action.lost:
+            log.warning("%s lost %s/%d: %s", self._name(), action.topic, action.partition, action.why)
+        if self._metrics is not None:
+            self._metrics.revoked(self, why)
+
+    def _give_up(self, key: TopicPartition, why: str) -> None:
+        """Release one held partition while running (release_if_behind's move; tests)."""
+        with self._cond:
+            self._carry(self._core.give_up(self._now(), key[0], key[1], why))
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _name(self) -> str:
+        m = self._marshaler
+        return f"{m.group_id}/{m.client_id}/{m.instance_id}"
+
+    def _keys(self, partitions: Iterable[int | TopicPartition]) -> list[TopicPartition]:
+        out = []
+        for item in partitions:
+            if isinstance(item, tuple):
+                out.append((str(item[0]), int(item[1])))
+            elif self._pattern is None and len(self._topics) == 1:
+                out.append((self._topics[0], int(item)))
+            else:
+                raise ValueError(
+                    "this consumer reads several topics: name partitions as (topic, partition)"
+                )
+        return out
+
+    def _match_topics(self) -> tuple[str, ...]:
+        assert self._pattern is not None
+        try:
+            names = self._cluster.topics()
+        except Exception:
+            log.debug("%s: cannot list topics", self._name(), exc_info=True)
+            return self._topics
+        # internal topics (``__marshal``, ``__marshal_snapshots``) never match a pattern, as
+        # Kafka's exclude.internal.topics does for ``__consumer_offsets``
+        return tuple(
+            sorted(
+                t for t in names if not t.startswith("__") and self._pattern.fullmatch(t)
+            )
+        )
+
+    def _callback(self, callback: PartitionsCallback, keys: list[TopicPartition]) -> None:
+        try:
+            callback(keys)
+        except Exception:
+            log.exception("%s: partition callback %r failed", self._name(), callback)
+
+    def _deliver_events(self, closing: bool = False) -> None:
+        """Run queued on_assigned / on_revoked callbacks in the calling thread."""
+        while True:
+            with self._cond:
+                if not self._events:
+                    return
+                kind, key = self._events.popleft()
+                keys = [key]
+                while self._events and self._events[0][0] == kind:
+                    keys.append(self._events.popleft()[1])
+            callback = self._on_assigned if kind == "assigned" else self._on_revoked
+            if callback is not None and not (closing and kind == "assigned"):
+                self._callback(callback, sorted(keys))
+
+    def _event(self, kind: str, key: TopicPartition) -> None:
+        """Under the lock."""
+        if (self._on_assigned if kind == "assigned" else self._on_revoked) is not None:
+            self._events.append((kind, key))

@@ -1,0 +1,151 @@
+"""``Consumer.run``: a handler called on every message, with retries and a dead-letter
+topic, built only on the consumer's public ``poll``, ``commit`` and ``claims``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from storage import NewRecord
+
+from ..cluster import Cluster, Message
+from ..errors import ClosedError, TopicExists, UnknownTopic
+from ..retry import HandlerFailed, RetryPolicy
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+
+__all__ = ["dead_letter", "run_handler"]
+
+log = logging.getLogger(__name__)
+
+
+def run_handler(
+    consumer: Consumer,
+    handler: Callable[[Message], object],
+    policy: RetryPolicy,
+    rng: random.Random,
+    *,
+    stop: threading.Event | None,
+    max_messages: int | None,
+    poll_timeout: float,
+    batch_size: int,
+    closing: threading.Event,
+) -> int:
+    """See :meth:`Consumer.run`."""
+    handled = 0
+    while max_messages is None or handled < max_messages:
+        if stop is not None and stop.is_set():
+            break
+        try:
+            wanted = batch_size if max_messages is None else max_messages - handled
+            batch = consumer.poll(poll_timeout, max_records=min(batch_size, wanted))
+        except ClosedError:
+            break
+        for message in batch:
+            if consumer.mode == "alo" and not _holds(consumer, message):
+                break  # lost meanwhile: whoever took over handles the rest
+            if not _handle(consumer, handler, message, policy, rng, stop, closing):
+                break
+            handled += 1
+    return handled
+
+
+def _holds(consumer: Consumer, message: Message) -> bool:
+    return (message.topic, message.partition) in consumer.claims()
+
+
+def _handle(
+    consumer: Consumer,
+    handler: Callable[[Message], object],
+    message: Message,
+    policy: RetryPolicy,
+    rng: random.Random,
+    stop: threading.Event | None,
+    closing: threading.Event,
+) -> bool:
+    """Run the handler on one message with the retry policy; False: stop this batch."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            handler(message)
+        except Exception as exc:
+            if attempt >= policy.max_attempts:
+                if policy.dead_letter_topic is not None:
+                    marshaler = consumer.marshaler
+                    dead_letter(
+                        marshaler.cluster,
+                        message,
+                        exc,
+                        policy.dead_letter_topic,
+                        marshaler.now_ms(),
+                    )
+                    consumer.commit(message)
+                    return True
+                consumer.close()
+                raise HandlerFailed(message, attempt, exc) from exc
+            delay = policy.delay(attempt, rng)
+            log.warning(
+                "%r: handler failed on %s/%d@%d (attempt %d of %d): %r; retrying in %.3f s",
+                consumer,
+                message.topic,
+                message.partition,
+                message.offset,
+                attempt,
+                policy.max_attempts,
+                exc,
+                delay,
+            )
+            if closing.wait(delay) or (stop is not None and stop.is_set()):
+                return False
+            if consumer.mode == "alo" and not _holds(consumer, message):
+                return False  # lost during the backoff: the new holder retries it
+            continue
+        consumer.commit(message)
+        return True
+
+
+def dead_letter(
+    cluster: Cluster, message: Message, exc: BaseException, topic: str, timestamp_ms: int
+) -> None:
+    """Send a message its handler gave up on to ``topic`` (created like its source, same
+    partition modulo its count), with where it came from and why in its headers."""
+    try:
+        count = cluster.partitions(topic)
+    except UnknownTopic:
+        with contextlib.suppress(TopicExists):  # another member created it first
+            cluster.create_topic(topic, cluster.partitions(message.topic))
+        count = cluster.partitions(topic)
+    headers = (
+        *message.headers,
+        ("logmarshal.topic", message.topic.encode()),
+        ("logmarshal.partition", str(message.partition).encode()),
+        ("logmarshal.offset", str(message.offset).encode()),
+        ("logmarshal.error", repr(exc).encode()[:1000]),
+    )
+    cluster.produce(
+        topic,
+        message.partition % count,
+        [
+            NewRecord(
+                value=message.value,
+                key=message.key,
+                headers=headers,
+                timestamp=timestamp_ms,
+            )
+        ],
+        durable=True,
+    )
+    log.warning(
+        "%s/%d@%d dead-lettered to %s after %r",
+        message.topic,
+        message.partition,
+        message.offset,
+        topic,
+        exc,
+    )
