@@ -407,10 +407,7 @@ class MemberCore:
         offset = held.next_fetch
         reset = self.options.reset
         if reset == "error":
-            held.no_start = (offset, event.start, event.end)
-            if position is None:  # nothing to heartbeat until seek(): announce it now
-                held.next_fetch = start
-                self._announce(held, out)
+            held.no_start = (offset, event.start, event.end)  # a poll raises until seek()
             return
         target = event.start if reset == "earliest" else event.end
         if self.options.mode == "amo" and target <= held.claimed_through:
