@@ -1,11 +1,13 @@
 """Consumer benchmarks: failover, claiming, handoff, ALO vs AMO throughput; over the network.
 
-    python3 bench/consumer.py [--quick]
+    python3 bench/consumer.py [--quick] [--baseline-ref REF]
     python3 bench/consumer.py --network [--count N] [--baseline-ref REF]
 
 Figures, not pass/fail. Goals (ISSUE): failover <= 2·HB + 0.2 s; idle 64-partition topic
 owned in <= 0.5 s greedy; handoff <= 50 ms; AMO throughput >= half of ALO at batch 500.
-Without ``--network`` everything runs on the embedded cluster in a temporary directory.
+Without ``--network`` everything runs on the embedded cluster in a temporary directory;
+``--baseline-ref`` runs the same figures with the Consumer of that commit too, each
+implementation in a fresh process, and prints them side by side.
 
 ``--network`` starts ``logmarshal broker start`` on 127.0.0.1, writes ``--count`` records of
 100 B to a 4-partition topic and reads them all back, each reader in a fresh process, in
@@ -279,11 +281,7 @@ def network(count: int, baseline_ref: str | None) -> None:
         assert broker.stdout is not None
         print(broker.stdout.readline().strip())
         if baseline_ref:
-            baseline = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", baseline_ref], capture_output=True, check=True
-            )
-            subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive.stdout, check=True)
+            baseline = _extract(baseline_ref)
         with logmarshal.connect(bootstrap=bootstrap) as cluster:
             cluster.create_topic(TOPIC, NET_PARTITIONS)
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
@@ -335,48 +333,92 @@ def main(argv: list[str] | None = None) -> int:
                         help="read over the network: Consumer vs kcat vs raw confluent-kafka")
     parser.add_argument("--count", type=int, default=1_000_000,
                         help="records for --network (default 1,000,000)")
-    parser.add_argument("--baseline-ref", help="with --network: also run this commit's Consumer")
+    parser.add_argument(
+        "--baseline-ref", help="also run this commit's Consumer, side by side in the same run"
+    )
+    parser.add_argument("--embedded-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.network:
         network(args.count, args.baseline_ref)
         return 0
-    hb = args.hb
+    if args.embedded_worker:
+        print(json.dumps(embedded_figures(args.hb, args.quick)))
+        return 0
+    codes: list[tuple[str, Path | None]] = [("this commit", None)]
+    baseline: Path | None = None
+    if args.baseline_ref:
+        baseline = _extract(args.baseline_ref)
+        codes.append((f"@ {args.baseline_ref}", baseline))
     runs = 5 if args.quick else 20
-    print(f"consumer benchmarks, HB = {hb} s, embedded cluster, {runs} runs where repeated")
+    print(
+        f"consumer benchmarks, HB = {args.hb} s, embedded cluster, {runs} runs where repeated; "
+        "each column measured in a fresh process, one after the other"
+    )
+    try:
+        figures = [_embedded_run(code, args.hb, args.quick) for _, code in codes]
+    finally:
+        if baseline is not None:
+            shutil.rmtree(baseline, ignore_errors=True)
+    _print_embedded([label for label, _ in codes], figures, args.hb)
+    return 0
 
+
+def embedded_figures(hb: float, quick: bool) -> dict[str, float]:
+    """Every embedded figure of one Consumer implementation, in this process."""
+    runs = 5 if quick else 20
+    out: dict[str, float] = {}
     times = failover(runs, hb)
-    print(
-        f"failover after an abrupt stop: p50 {statistics.median(times):.3f} s, "
-        f"p99 {_pct(times, 0.99):.3f} s (goal <= 2·HB + 0.2 = {2 * hb + 0.2:.1f} s)"
-    )
-    greedy = own_idle(64, True, hb)
-    print(f"own an idle 64-partition topic, greedy: {greedy:.3f} s (goal <= 0.5 s)")
-    lazy = own_idle(64, False, hb)
-    print(
-        f"own an idle 64-partition topic, one claim per pass: {lazy:.3f} s "
-        f"(passes every HB/4 ± 50%, by design)"
-    )
+    out["failover p50 s"] = statistics.median(times)
+    out["failover p99 s"] = _pct(times, 0.99)
+    out["own 64 idle, greedy s"] = own_idle(64, True, hb)
+    out["own 64 idle, one per pass s"] = own_idle(64, False, hb)
     times = handoff(runs, hb)
-    print(
-        f"graceful handoff (close to successor's next message): p50 "
-        f"{statistics.median(times) * 1000:.1f} ms, p99 {_pct(times, 0.99) * 1000:.1f} ms "
-        f"(goal <= 50 ms)"
-    )
-    print("throughput, one partition, messages of 100 B:")
-    rates = {}
+    out["handoff p50 ms"] = statistics.median(times) * 1000
+    out["handoff p99 ms"] = _pct(times, 0.99) * 1000
     for batch in (1, 100, 500):
         count = 2_000 if batch == 1 else 50_000
-        if args.quick:
+        if quick:
             count //= 4
         for mode in ("alo", "amo"):
-            rates[(mode, batch)] = throughput(mode, batch, count, hb)
-        print(
-            f"  batch {batch:>3}: ALO {rates[('alo', batch)]:>9,.0f} msg/s   "
-            f"AMO {rates[('amo', batch)]:>9,.0f} msg/s   "
-            f"AMO/ALO {rates[('amo', batch)] / rates[('alo', batch)]:.2f}"
+            out[f"{mode.upper()} batch {batch} msg/s"] = throughput(mode, batch, count, hb)
+    return out
+
+
+def _extract(ref: str) -> Path:
+    """The tree of commit ``ref`` in a temporary directory (its code, not its tests)."""
+    target = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
+
+
+def _embedded_run(code: Path | None, hb: float, quick: bool) -> dict[str, float]:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--embedded-worker", "--hb", str(hb)]
+    if quick:
+        argv.append("--quick")
+    if code is not None:
+        argv += ["--code", str(code)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _print_embedded(labels: list[str], figures: list[dict[str, float]], hb: float) -> None:
+    width = max(len(k) for k in figures[0]) + 2
+    print("".ljust(width) + "".join(f"{label:>16}" for label in labels))
+    for key in figures[0]:
+        cells = "".join(
+            f"{f.get(key, float('nan')):>16,.3f}" if key.endswith(" s") or key.endswith(" ms")
+            else f"{f.get(key, float('nan')):>16,.0f}"
+            for f in figures
         )
-    print("(goal: AMO >= 0.5 x ALO at batch 500)")
-    return 0
+        print(key.ljust(width) + cells)
+    print(
+        f"goals: failover <= 2·HB + 0.2 = {2 * hb + 0.2:.1f} s; own 64 idle greedy <= 0.5 s; "
+        "handoff <= 50 ms; AMO >= 0.5 x ALO at batch 500"
+    )
 
 
 if __name__ == "__main__":
