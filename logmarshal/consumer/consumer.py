@@ -101,6 +101,9 @@ class Consumer:
     - ``on_assigned`` / ``on_revoked``: called in the thread that polls (or closes) with the
       partitions gained / lost. A revocation is reported after the fact (the log decided it),
       except on ``close()``, where it comes before the release so work in flight can commit.
+    - ``on_lost`` (as confluent-kafka's): partitions taken from us (another member's claim,
+      a fence, a lapsed lease) go here instead of ``on_revoked``, which then reports only
+      what we gave up ourselves: work in flight on a lost partition must not be committed.
     """
 
     def __init__(
@@ -120,6 +123,7 @@ class Consumer:
         fast_reclaim: bool = True,
         on_assigned: PartitionsCallback | None = None,
         on_revoked: PartitionsCallback | None = None,
+        on_lost: PartitionsCallback | None = None,
         claim_interval: float | None = None,
         fence_margin: float | None = None,
         fetch_max_bytes: int = 1 << 20,
@@ -166,6 +170,7 @@ class Consumer:
         self._retry = retry if retry is not None else RetryPolicy()
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
+        self._on_lost = on_lost
         self._fetch_max_bytes = fetch_max_bytes
         self._fetch_wait = fetch_wait
         self._verdict_timeout = max(hb, 1.0) if verdict_timeout is None else verdict_timeout
@@ -633,7 +638,7 @@ class Consumer:
         else:
             why = "gave_up"
         if not self._core.closing:
-            self._event("revoked", key)
+            self._event("lost" if action.lost and self._on_lost is not None else "revoked", key)
         if action.lost:
             log.warning("%s lost %s/%d: %s", self._name(), action.topic, action.partition, action.why)
         if self._metrics is not None:
@@ -694,11 +699,15 @@ class Consumer:
                 keys = [key]
                 while self._events and self._events[0][0] == kind:
                     keys.append(self._events.popleft()[1])
-            callback = self._on_assigned if kind == "assigned" else self._on_revoked
+            callback = self._callbacks[kind]
             if callback is not None and not (closing and kind == "assigned"):
                 self._callback(callback, sorted(keys))
 
+    @property
+    def _callbacks(self) -> dict[str, PartitionsCallback | None]:
+        return {"assigned": self._on_assigned, "revoked": self._on_revoked, "lost": self._on_lost}
+
     def _event(self, kind: str, key: TopicPartition) -> None:
         """Under the lock."""
-        if (self._on_assigned if kind == "assigned" else self._on_revoked) is not None:
+        if self._callbacks[kind] is not None:
             self._events.append((kind, key))

@@ -280,3 +280,30 @@ def test_commit_of_a_whole_batch_moves_the_heartbeated_position(manual) -> None:
     assert consumer.position(TOPIC, 0) == 11 and consumer.uncommitted() == {(TOPIC, 0): 0}
     assert consumer.commit(*batch) is False  # nothing outstanding any more
     assert consumer.commit() is False
+
+
+def test_lost_partitions_go_to_on_lost_not_on_revoked(manual) -> None:
+    """Assigned / revoked / lost are kept apart (as confluent-kafka's on_lost): a partition
+    another member took over while our heartbeats could not get through is lost, not given
+    up."""
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 5)
+    seen: dict[str, list] = {"assigned": [], "revoked": [], "lost": []}
+    marshaler = manual.marshaler("a", cls=_GatedMarshaler)
+    a = manual.consumer(
+        marshaler,
+        on_assigned=seen["assigned"].extend,
+        on_revoked=seen["revoked"].extend,
+        on_lost=seen["lost"].extend,
+    )
+    assert [m.offset for m in drain(a, 5)] == list(range(5))
+    assert seen["assigned"] == [(TOPIC, 0)]
+    marshaler.gate.clear()  # a's heartbeats hang: its claim goes stale in the log
+    manual.clock.advance(2 * manual.hb + 0.1)
+    b = manual.consumer("b")
+    wait_until(lambda: b.claims() == [(TOPIC, 0)], what="b's takeover")
+    wait_until(lambda: a.claims() == [], what="a's replay showing b")
+    a.poll(0)  # callbacks run in the polling thread
+    assert seen["lost"] == [(TOPIC, 0)]
+    assert seen["revoked"] == []
+    marshaler.gate.set()

@@ -19,3 +19,15 @@ def test_public_errors_are_exported_once() -> None:
     assert issubclass(logmarshal.NoPosition, logmarshal.OffsetOutOfRange)
     assert issubclass(logmarshal.OffsetOutOfRange, logmarshal.StorageError)
     assert set(logmarshal.__all__) >= {"NoPosition", "HandlerFailed", "ClosedError", "NetworkError"}
+
+
+def test_retriable_errors_have_one_home() -> None:
+    """The loops that retry (replay, fetch) catch ``errors.RETRIABLE``: transient errors of
+    our own, the log's, the OS's; a closed object is not one of them."""
+    from logmarshal.faults import InjectedFault
+
+    assert issubclass(logmarshal.NetworkError, logmarshal.RetriableError)
+    assert issubclass(InjectedFault, logmarshal.RetriableError)
+    for exc in (logmarshal.NetworkError("x"), OSError("x"), logmarshal.UnknownTopic("t")):
+        assert isinstance(exc, errors.RETRIABLE)
+    assert not isinstance(logmarshal.ClosedError("x"), errors.RETRIABLE)

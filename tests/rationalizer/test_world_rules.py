@@ -213,6 +213,23 @@ def test_release_by_holder():
     assert log.put(beat("a:1", 5), 12).reason is Reason.NOT_HOLDER
 
 
+def test_release_gives_back_reservations_beyond_its_position():
+    """Rule 6 (issue 10): an AMO holder closing with a reserved batch it never handed out
+    releases at what it did hand out; the next holder resumes right after it."""
+    log = Log()
+    log.put(claim("a:1"), 0)
+    log.put(beat("a:1", 9), 1)
+    assert log.put(claim_msgs("a:1", 19), 2).accepted  # reserved 10..19, never handed out
+    assert log.w.resume_offset("g", "orders", 0) == 20
+    assert log.put(release("a:1", 9), 3).effect is Effect.RELEASED
+    state = log.w.partition_state("g", "orders", 0)
+    assert (state.last_offset, state.claimed_through) == (9, 9)
+    assert log.w.resume_offset("g", "orders", 0) == 10
+    log.put(claim("b:1"), 4)
+    assert log.put(claim_msgs("b:1", 8), 5).reason is Reason.OFFSET_REGRESSION
+    assert log.put(claim_msgs("b:1", 14), 6).accepted
+
+
 def test_release_by_non_holder_rejected():
     log = Log()
     assert log.put(release("a:1", 5), 0).reason is Reason.NOT_HOLDER

@@ -301,3 +301,28 @@ def test_the_core_imports_no_clock_threads_randomness_or_io():
                 names = [node.module or ""]
             for name in names:
                 assert name.split(".")[0] not in banned, f"{path.name} imports {name}"
+
+
+def test_amo_graceful_close_gives_back_a_reservation_never_handed_out():
+    """Issue 10: an AMO member closing with a reserved batch whose confirming heartbeat got
+    no verdict released at its reservation, so the batch was lost to a clean close. The
+    release now carries what was handed out, and the log gives the rest back (rule 6)."""
+    world, log = WorldState(), Log()
+    core = MemberCore(options(), [world])
+    out = start(core, world, log)
+    out = land_all(core, world, log, 1, out + core.step(1, Tick()))
+    fetch = next(a for a in out if isinstance(a, Fetch))
+    out = core.step(2, Fetched(fetch.token, "t", 0, tuple((o, b"x") for o in range(8))))
+    [reserve] = [a for a in out if isinstance(a, Write) and a.kind == "reserve"]
+    off = log.append(3, reserve.key, reserve.value)
+    out = core.step(3, Written(reserve.token, off))
+    out += core.step(3, Replayed(0, log.replay(world), at_end=True))  # reserved 0..4
+    assert world.partition_state("g", "t", 0).claimed_through == 4
+    [confirm] = [a for a in out if isinstance(a, Write) and a.kind == "heartbeat"]
+    out = core.step(4, WriteFailed(confirm.token))  # it never landed: no verdict
+    assert not any(isinstance(a, HandOut) for a in out + core.step(4, Poll(100)))
+    out = land_all(core, world, log, 5, core.step(5, Close()))
+    assert core.closed
+    state = world.partition_state("g", "t", 0)
+    assert state.holder is None and state.claimed_through == -1
+    assert world.resume_offset("g", "t", 0) == 0  # the successor hands out 0..4: not lost
