@@ -81,12 +81,13 @@ def failover(runs: int, hb: float) -> list[float]:
         with tempfile.TemporaryDirectory() as d, EmbeddedCluster(d, maintenance_interval=0) as c:
             c.create_topic(TOPIC, 4)
             ms = [Marshaler(c, f"m{i}", "g", hb, fetch_wait=0.1) for i in range(2)]
-            cs = [Consumer(m, TOPIC, max_claims=2, greedy=True) for m in ms]
+            cs = [Consumer(ms[0], TOPIC, max_claims=2, greedy=True)]
+            _wait(lambda cs=cs: len(cs[0].claims()) == 2, 10)
+            cs.append(Consumer(ms[1], TOPIC, greedy=True))  # takes the other two, then all
             _wait(lambda cs=cs: all(len(x.claims()) == 2 for x in cs), 10)
             time.sleep((run % 5) / 5 * hb)  # stop at different points of the heartbeat cycle
             cs[0].close(release=False)
             ms[0].close()
-            cs[1]._max_claims = None  # the survivor may now take everything
             out.append(_wait(lambda cs=cs: len(cs[1].claims()) == 4, 10 + 4 * hb))
             cs[1].close()
             ms[1].close()

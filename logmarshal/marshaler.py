@@ -682,13 +682,22 @@ class Marshaler:
         while it holds :meth:`replay_paused` (a tail thread may otherwise be applying)."""
         return _Worlds(self._tails)
 
+    def replay_locks(self) -> Sequence[threading.Condition]:
+        """The replay's locks, one per coordination partition: holding all of them (in this
+        order) holds every replay still, so a consumer core can read the worlds."""
+        return tuple(tail.cond for tail in self._tails)
+
     @contextlib.contextmanager
     def replay_paused(self) -> Iterator[None]:
         """Hold every partition's replay still (their locks, in partition order)."""
-        with contextlib.ExitStack() as stack:
-            for tail in self._tails:
-                stack.enter_context(tail.cond)
+        locks = self.replay_locks()
+        for lock in locks:
+            lock.acquire()
+        try:
             yield
+        finally:
+            for lock in reversed(locks):
+                lock.release()
 
     def add_listener(self, listener: Callable[[int, int], None]) -> None:
         """Call ``listener(cp, applied_through)`` from the replay thread after each batch of

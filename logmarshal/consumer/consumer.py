@@ -204,6 +204,8 @@ class Consumer:
             offset_of=_OFFSET,
         )
         self._behind = release_if_behind is not None
+        self._replay_locks = marshaler.replay_locks()
+        self._polls: dict[int, Poll] = {}
 
         self._lock = threading.Lock()  # the core and everything below
         self._cond = threading.Condition(self._lock)  # "something may be ready to hand out"
@@ -338,7 +340,7 @@ class Consumer:
                     if self._closed:
                         return []
                     self._no_start = None
-                    batch = self._step(Poll(limit))
+                    batch = self._step(self._polls.get(limit) or self._poll_event(limit))
                     if batch:
                         if self._metrics is not None:
                             self._metrics.handed_out(self, batch[0].topic, len(batch))
@@ -375,6 +377,13 @@ class Consumer:
         """
         if self._mode == "amo" or not messages:
             return False
+        if len(messages) == 1:
+            message = messages[0]
+            with self._lock:
+                done = self._core.commit_one(message.topic, message.partition, message.offset)
+            if done and self._metrics is not None:
+                self._metrics.committed(self, message.topic, 1)
+            return done
         keys = set(map(_TOPIC_PARTITION, messages))  # C-speed: a batch is one partition
         done = 0
         with self._lock:
@@ -497,9 +506,24 @@ class Consumer:
     def _step(self, event: Event) -> list[Message]:
         """Under the lock: step the core (the replay held still while it reads the worlds)
         and carry its actions out; returns what a HandOut gives the caller."""
-        with self._marshaler.replay_paused():
-            actions = self._core.step(self._now(), event, wall=self._wall())
-        return self._carry(actions)
+        if type(event) is Poll:
+            # the hot path reads one holder of one world: a single dict look-up, atomic under
+            # the GIL, so the replay need not be held still for it
+            actions = self._core.step(self._now(), event)
+        else:
+            locks = self._replay_locks
+            for lock in locks:
+                lock.acquire()
+            try:
+                actions = self._core.step(self._now(), event, wall=self._wall())
+            finally:
+                for lock in locks:
+                    lock.release()
+        return self._carry(actions) if actions else []
+
+    def _poll_event(self, limit: int) -> Poll:
+        poll = self._polls[limit] = Poll(limit)
+        return poll
 
     def _feed(self, event: Event) -> None:
         """Step the core with an event from another thread (writer, fetcher, replay)."""

@@ -75,8 +75,10 @@ class AtMostOnce:
     loses at most the reserved batch, nothing is handed out twice."""
 
     def position(self, held: Held) -> int:
-        # reserved offsets count as consumed: a successor resumes after them anyway
-        return held.claimed_through
+        # reserved offsets count as consumed: a successor resumes after them anyway; and
+        # never below what a heartbeat of ours already recorded (one that went right behind
+        # a reservation whose write failed): positions do not move back
+        return max(held.claimed_through, held.beaten_through)
 
     def release_position(self, held: Held) -> int:
         # a graceful release gives back what was reserved but never handed out (the log
@@ -84,6 +86,8 @@ class AtMostOnce:
         return held.handed_through
 
     def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
+        if not held.demand:
+            return None  # reserved only when a poll asks: a crash loses no more than that
         if held.reserve_token is not None or held.confirmed_through < held.claimed_through:
             return None  # one reservation at a time, and only once the last is confirmed
         buffer = held.buffer

@@ -27,6 +27,11 @@ class Held:
     claimed_through: int
     #: AMO: last offset an accepted heartbeat carried after its reservation
     confirmed_through: int
+    #: AMO: a poll found nothing confirmed to hand out here: reserve the next batch (only
+    #: on demand, so a crash loses at most a batch somebody asked for)
+    demand: bool = False
+    #: the highest last_offset a heartbeat of ours carried (it may have landed)
+    beaten_through: int = -1
     #: ALO: what user code committed; its contiguous position is what heartbeats carry
     tracker: CommitTracker | None = None
     buffer: deque[Any] = attrs.field(factory=deque)

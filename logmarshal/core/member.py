@@ -201,6 +201,11 @@ class MemberCore:
             return 0
         return held.tracker.commit_many(offsets)
 
+    def commit_one(self, topic: str, partition: int, offset: int) -> bool:
+        """:meth:`commit` of one offset (the per-message hot path)."""
+        held = self._held.get((topic, partition))
+        return held is not None and held.tracker is not None and held.tracker.commit(offset)
+
     def pause(self, keys: Iterable[Key]) -> None:
         self._paused.update(keys)
 
@@ -246,6 +251,13 @@ class MemberCore:
         out: list[Action] = []
         if self._closed:
             return out
+        if type(event) is Poll:
+            # the hot path: hand out, then only what that partition needs next (a fetch, the
+            # next reservation); heartbeats and claims are left to the other events' passes
+            held = self._hand_out(now, event.max_records, out)
+            if held is not None:
+                self._act_held(now, held, out)
+            return out
         wall = now if wall is None else wall
         if isinstance(event, Written):
             p = self._pending.get(event.token)
@@ -274,11 +286,9 @@ class MemberCore:
             self._behind(now, dict(event.ends), out)
         elif isinstance(event, Close):
             self._start_close(event.release, out)
-        elif not isinstance(event, Tick | Poll):
+        elif not isinstance(event, Tick):
             raise TypeError(f"not an event: {event!r}")
         self._act(now, wall, out)
-        if isinstance(event, Poll) and not self._closing:
-            self._hand_out(now, event.max_records, out)
         return out
 
     # -- verdicts ----------------------------------------------------------------------------
@@ -350,7 +360,8 @@ class MemberCore:
                 return
             held.lease.renewed(p.sent)
             held.claimed_through = max(held.claimed_through, p.value)
-            held.next_heartbeat = now  # confirm at once
+            if held.heartbeat_token is None and held.confirmed_through < held.claimed_through:
+                held.next_heartbeat = now  # the heartbeat behind it got no answer: confirm
 
     def _on_unknown(self, now: int, p: _Pending, out: list[Action]) -> None:
         """A write whose outcome we will not learn: retry what needs retrying."""
@@ -870,43 +881,66 @@ class MemberCore:
             held.reserve_token = self._write(
                 out, _Pending("reserve", held.topic, held.partition, held.cp, now, last), msg
             )
+            held.demand = False
+            if held.heartbeat_token is None:
+                # the confirming heartbeat goes right behind the reservation (same partition,
+                # in order): it counts only once the reservation before it was accepted, so
+                # waiting for that verdict first would only cost a round trip
+                self._heartbeat(now, held, last, out)
         if held.heartbeat_token is None and now >= held.next_heartbeat:
-            position = self._delivery.position(held)
-            msg = Heartbeat(
-                **self._ids(),
-                topic=held.topic,
-                partition=held.partition,
-                last_offset=position,
-                heartbeat_interval_ms=o.heartbeat_ms,
-            )
-            held.heartbeat_token = self._write(
-                out, _Pending("heartbeat", held.topic, held.partition, held.cp, now, position), msg
-            )
-            held.next_heartbeat = now + self._heartbeat_gap(held)
+            self._heartbeat(now, held, self._delivery.position(held), out)
 
-    def _hand_out(self, now: int, limit: int, out: list[Action]) -> None:
-        """A poll: one partition's records, round robin over those with something to give."""
+    def _heartbeat(self, now: int, held: Held, position: int, out: list[Action]) -> None:
+        msg = Heartbeat(
+            **self._ids(),
+            topic=held.topic,
+            partition=held.partition,
+            last_offset=position,
+            heartbeat_interval_ms=self.options.heartbeat_ms,
+        )
+        held.heartbeat_token = self._write(
+            out, _Pending("heartbeat", held.topic, held.partition, held.cp, now, position), msg
+        )
+        held.next_heartbeat = now + self._heartbeat_gap(held)
+        # it may land whatever we hear back: later heartbeats never carry less
+        held.beaten_through = max(held.beaten_through, position)
+
+    def _hand_out(self, now: int, limit: int, out: list[Action]) -> Held | None:
+        """A poll: one partition's records, round robin over those with something to give;
+        returns the partition handed out."""
+        if self._closing or self._fenced:
+            return None
+        paused = self._paused
         ready = [
             h
-            for key, h in sorted(self._held.items())
-            if key not in self._paused
+            for h in self._held.values()  # in the order we took them: deterministic
+            if (h.buffer or h.no_start is not None)
             and h.announced  # the log has our position: nothing before our first heartbeat
-            and (h.buffer or h.no_start is not None)
+            and (not paused or h.key not in paused)
         ]
         if not ready:
-            return
+            return None
         start = self._cursor % len(ready)
         self._cursor += 1
         for held in ready[start:] + ready[:start]:
             if held.no_start is not None:
                 out.append(NoStart(held.topic, held.partition, *held.no_start))
-                return
+                return None
             if not self.may_hand_out(held.topic, held.partition, now):
                 continue
             records = self._delivery.take(held, limit, self._offset_of)
             if records:
                 out.append(HandOut(held.topic, held.partition, records))
-                return
+                return held
+            if (
+                self.options.mode == "amo"
+                and held.buffer
+                and held.reserve_token is None
+                and held.confirmed_through >= held.claimed_through
+            ):
+                held.demand = True  # nothing reserved for this poll yet: reserve a batch now
+                self._act_held(now, held, out)
+        return None
 
 
 def _why(verdict: Verdict) -> str:

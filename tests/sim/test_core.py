@@ -134,6 +134,8 @@ def held(**kw):
 
 def test_amo_reserves_one_batch_beyond_what_is_reserved():
     h = held(buffer=deque((o, b"") for o in range(12)))
+    assert AtMostOnce().to_reserve(h, 5, FIRST) is None  # nobody asked: nothing to lose
+    h.demand = True  # a poll found nothing confirmed
     assert AtMostOnce().to_reserve(h, 5, FIRST) == 4
     h.claimed_through = 4  # reserved, not yet confirmed: nothing new, nothing handed out
     assert AtMostOnce().to_reserve(h, 5, FIRST) is None
@@ -199,10 +201,12 @@ def test_amo_claim_reserve_confirm_then_hand_out():
     assert fetch.offset == 0
     records = tuple((o, b"x") for o in range(8))
     out = core.step(2, Fetched(fetch.token, "t", 0, records))
+    assert not any(isinstance(a, Write) and a.kind == "reserve" for a in out)  # not asked yet
+    out += core.step(2, Poll(100))
     assert not any(isinstance(a, HandOut) for a in out)  # nothing before the reservation
     writes = [a for a in out if isinstance(a, Write)]
     assert [w.kind for w in writes if w.kind == "reserve"] == ["reserve"]
-    out = land_all(core, world, log, 3, out)  # reservation accepted -> confirming heartbeat
+    out = land_all(core, world, log, 3, out)  # the reservation and its confirming heartbeat
     out = land_all(core, world, log, 4, out + core.step(4, Tick()))
     handed = [a for a in out + core.step(5, Poll(100)) if isinstance(a, HandOut)]
     assert [o for h in handed for o, _ in h.records] == [0, 1, 2, 3, 4]
@@ -313,12 +317,13 @@ def test_amo_graceful_close_gives_back_a_reservation_never_handed_out():
     out = land_all(core, world, log, 1, out + core.step(1, Tick()))
     fetch = next(a for a in out if isinstance(a, Fetch))
     out = core.step(2, Fetched(fetch.token, "t", 0, tuple((o, b"x") for o in range(8))))
+    out += core.step(2, Poll(5))  # a poll asks: the first 5 are reserved
     [reserve] = [a for a in out if isinstance(a, Write) and a.kind == "reserve"]
+    [confirm] = [a for a in out if isinstance(a, Write) and a.kind == "heartbeat"]
     off = log.append(3, reserve.key, reserve.value)
     out = core.step(3, Written(reserve.token, off))
     out += core.step(3, Replayed(0, log.replay(world), at_end=True))  # reserved 0..4
     assert world.partition_state("g", "t", 0).claimed_through == 4
-    [confirm] = [a for a in out if isinstance(a, Write) and a.kind == "heartbeat"]
     out = core.step(4, WriteFailed(confirm.token))  # it never landed: no verdict
     assert not any(isinstance(a, HandOut) for a in out + core.step(4, Poll(100)))
     out = land_all(core, world, log, 5, core.step(5, Close()))
