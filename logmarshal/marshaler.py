@@ -537,23 +537,30 @@ class Marshaler:
         )
 
     def send_encoded(self, cp: int, key: bytes, value: bytes) -> Written:
-        """Write an encoded coordination record durably to partition ``cp`` (a consumer
-        core's Write action: it encoded the message itself)."""
+        """Write an encoded coordination record durably to partition ``cp``."""
+        return self.send_encoded_many(cp, [(key, value)])[0]
+
+    def send_encoded_many(self, cp: int, records: Sequence[tuple[bytes, bytes]]) -> list[Written]:
+        """Write encoded ``(key, value)`` coordination records durably to partition ``cp``, in
+        order, in one call (one flush): a consumer core's Write actions, which encoded the
+        messages themselves (an AMO reservation and the heartbeat right behind it)."""
         if self._closed.is_set():
             raise ClosedError("the marshaler is closed")
+        now = self.now_ms()
         result = self._cluster.produce(
             COORDINATION_TOPIC,
             cp,
-            [NewRecord(value=value, key=key, timestamp=self.now_ms())],
+            [NewRecord(value=value, key=key, timestamp=now) for key, value in records],
             durable=True,
         )
+        offsets = result.offsets
         if self._snapshot_records is not None or self._snapshot_ms is not None:
             tail = self._tails[cp]
             with tail.cond:
-                # even if the replay already passed it (it raced this answer): the next batch
-                # then publishes, covering a little more
-                tail.own.add(result.base_offset)
-        return Written(cp, result.base_offset)
+                # even if the replay already passed them (it raced this answer): the next
+                # batch then publishes, covering a little more
+                tail.own.update(offsets)
+        return [Written(cp, offset) for offset in offsets]
 
     def _ids(self) -> dict[str, str]:
         return {

@@ -21,6 +21,8 @@ __all__ = ["CoordinationWriter"]
 log = logging.getLogger(__name__)
 
 _STOP = None
+#: the most records one write carries
+MAX_BATCH = 64
 
 
 class CoordinationWriter:
@@ -54,19 +56,28 @@ class CoordinationWriter:
     def _run(self, cp: int, q: queue.SimpleQueue[tuple[int, bytes, bytes] | None]) -> None:
         while True:
             item = q.get()
+            batch: list[tuple[int, bytes, bytes]] = []
+            while item is not _STOP:
+                batch.append(item)
+                if len(batch) >= MAX_BATCH or q.empty():
+                    break
+                item = q.get()
+            if batch:
+                self._send(cp, batch)
             if item is _STOP:
                 return
-            token, key, value = item
-            try:
-                written = self._marshaler.send_encoded(cp, key, value)
-            except ClosedError:
-                self._answer(WriteFailed(token))
-                continue
-            except Exception as exc:
-                log.info("%s: coordination write to %d failed: %s", self._name, cp, exc)
-                self._answer(WriteFailed(token))
-                continue
-            self._answer(Written(token, written.offset))
+
+    def _send(self, cp: int, batch: list[tuple[int, bytes, bytes]]) -> None:
+        """What queued up meanwhile goes in one call: in order, one flush."""
+        try:
+            written = self._marshaler.send_encoded_many(cp, [(k, v) for _, k, v in batch])
+        except ClosedError:
+            written = None
+        except Exception as exc:
+            log.info("%s: coordination write to %d failed: %s", self._name, cp, exc)
+            written = None
+        for i, (token, _, _) in enumerate(batch):
+            self._answer(WriteFailed(token) if written is None else Written(token, written[i].offset))
 
     def stop(self, timeout: float | None) -> None:
         """Stop after the writes queued so far."""

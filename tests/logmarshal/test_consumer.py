@@ -201,11 +201,11 @@ class _GatedMarshaler(Marshaler):
         self.gate.set()
         self.blocked = threading.Event()
 
-    def send_encoded(self, cp: int, key: bytes, value: bytes):
-        if isinstance(decode(key, value), Heartbeat) and not self.gate.is_set():
+    def send_encoded_many(self, cp: int, records):
+        if any(isinstance(decode(*r), Heartbeat) for r in records) and not self.gate.is_set():
             self.blocked.set()
             self.gate.wait(10)
-        return super().send_encoded(cp, key, value)
+        return super().send_encoded_many(cp, records)
 
 
 def test_self_fences_without_an_accepted_message_for_two_heartbeats(manual) -> None:

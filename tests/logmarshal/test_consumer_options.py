@@ -30,11 +30,11 @@ class _LostHeartbeat(Marshaler):
         super().__init__(*args, **kwargs)
         self.failures = 1
 
-    def send_encoded(self, cp: int, key: bytes, value: bytes):
-        if isinstance(decode(key, value), Heartbeat) and self.failures:
+    def send_encoded_many(self, cp: int, records):
+        if any(isinstance(decode(*r), Heartbeat) for r in records) and self.failures:
             self.failures -= 1
             raise OSError("connection reset")
-        return super().send_encoded(cp, key, value)
+        return super().send_encoded_many(cp, records)
 
 
 def test_a_claim_whose_first_heartbeat_got_no_verdict_is_kept_and_confirmed(realtime) -> None:
