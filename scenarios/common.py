@@ -92,6 +92,13 @@ def wait_until(predicate: Callable[[], object], timeout: float, step: float = 0.
     return True
 
 
+def new_dir(data_dir: str | None) -> str | None:
+    """``--data-dir``: it must be new or empty (a scenario's log is checked from scratch)."""
+    if data_dir is not None and os.path.isdir(data_dir) and os.listdir(data_dir):
+        raise SystemExit(f"--data-dir {data_dir} is not empty; give a new directory")
+    return data_dir
+
+
 def mode_for(seed: int, mode: str | None) -> str:
     """Seeds alternate between the modes unless one is asked for."""
     return mode if mode is not None else ("alo" if seed % 2 == 0 else "amo")

@@ -19,19 +19,13 @@ __all__ = ["SCENARIO", "main", "run"]
 
 def body(stage: Stage) -> None:
     hb, rng, report = stage.hb, stage.rng, stage.report
-    stage.produce(20)
-    members = stage.start_group(["c0", "c1", "c2"])
-    # Non-greedy members take one partition per pass: one that starts late on a loaded
-    # machine may find nothing left (there is no rebalancing), which is fine here.
-    ok = stage.wait_until(lambda: stage.owned_by(members), 15)
-    if not report.check("all partitions owned before the stop", ok):
+    members = stage.group_owning_all(["c0", "c1", "c2"], first=20)
+    if members is None:
         return
-    report.figures["members holding some"] = stage.holding(members)
     # the stream goes on well after the stop, so the survivors have an end to reach
     stage.produce_in_background(per_partition=100, seconds=4 * hb)
     stage.sleep(rng.uniform(0.2, 1.2) * hb)
-    victim = rng.choice([m for m in members if stage.held_by(m)])
-    survivors = [m for m in members if m is not victim]
+    victim, survivors = stage.pick_holder(members)
     moved = len(stage.held_by(victim))
     report.figures["partitions taken over"] = moved
     bound, formula = stage.failover_bound(moved)

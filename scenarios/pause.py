@@ -20,17 +20,13 @@ __all__ = ["SCENARIO", "main", "run"]
 
 def body(stage: Stage) -> None:
     hb, rng, report = stage.hb, stage.rng, stage.report
-    stage.produce(20)
-    members = stage.start_group(["c0", "c1", "c2"])
-    ok = stage.wait_until(lambda: stage.owned_by(members), 15)
-    if not report.check("all partitions owned", ok):
+    members = stage.group_owning_all(["c0", "c1", "c2"], first=20)
+    if members is None:
         return
-    report.figures["members holding some"] = stage.holding(members)
     # the stream goes on well after the thaw, so everyone has an end to reach
     stage.produce_in_background(per_partition=120, seconds=6 * hb)
     stage.sleep(rng.uniform(0.1, 0.8) * hb)
-    frozen = rng.choice([m for m in members if stage.held_by(m)])
-    others = [m for m in members if m is not frozen]
+    frozen, others = stage.pick_holder(members)
     worker_too = rng.random() < 0.5 if stage.partial_freeze else True
     report.figures["worker frozen too (SIGSTOP-like)"] = float(worker_too)
     taken = stage.held_by(frozen)

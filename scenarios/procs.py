@@ -29,7 +29,7 @@ import attrs
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
 
-from .common import GROUP, TOPIC, NumberedStream, Report, wait_until
+from .common import GROUP, TOPIC, NumberedStream, new_dir, wait_until
 from .stages.base import GroupChecks, Handed
 
 __all__ = ["GROUP", "ROOT", "TOPIC", "Broker", "MemberProc", "Procs", "free_port", "procs"]
@@ -264,19 +264,18 @@ class Procs(NumberedStream, GroupChecks):
         data_dir: str | None = None,
         brokers: int = 1,
     ) -> None:
-        import random
-
-        self.name = name
-        self.seed = seed
-        self.rng = random.Random(f"processes/{name}/{seed}")
-        self.mode = mode
-        self.hb = hb
-        self.partitions = partitions
-        self.report = Report(name, seed, f"{mode}, processes")
+        self._begin(
+            name,
+            seed,
+            mode=mode,
+            hb=hb,
+            partitions=partitions,
+            where="processes",
+            rng_key=f"processes/{name}/{seed}",
+        )
+        data_dir = new_dir(data_dir)
         # not TemporaryDirectory: its finalizer would remove a workdir kept for inspection
         self.workdir = Path(tempfile.mkdtemp(prefix=f"logmarshal-proc-{name}-"))
-        if data_dir is not None and os.path.isdir(data_dir) and os.listdir(data_dir):
-            raise SystemExit(f"--data-dir {data_dir} is not empty; give a new directory")
         self.data_root = Path(data_dir) if data_dir is not None else self.workdir / "data"
         self.brokers: list[Broker] = []
         self.members: list[MemberProc] = []

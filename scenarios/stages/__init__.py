@@ -14,34 +14,32 @@ member handed to user code; :class:`Scenario` bodies are written once against it
 
 from __future__ import annotations
 
-from typing import Any
-
-from .base import GroupChecks, Handed, Member, Scenario, Stage, StageError
+from .base import GroupChecks, Handed, Member, Scenario, Setup, Stage, StageError
 
 __all__ = [
     "GroupChecks",
     "Handed",
     "Member",
     "Scenario",
+    "Setup",
     "Stage",
     "StageError",
     "make_stage",
 ]
 
 
-def make_stage(kind: str, name: str, seed: int, **options: Any) -> Stage:
-    """A stage of ``kind`` (``sim``, ``threads`` or ``processes``) for one scenario run;
-    ``options``: ``mode``, ``hb``, ``partitions``, ``faults``, ``data_dir``."""
+def make_stage(kind: str, setup: Setup) -> Stage:
+    """A stage of ``kind`` (``sim``, ``threads`` or ``processes``) for one scenario run."""
     if kind == "sim":
         from .sim import SimStage
 
-        return SimStage(name, seed, **options)
+        return SimStage(setup)
     if kind == "threads":
         from .threads import ThreadStage
 
-        return ThreadStage(name, seed, **options)
+        return ThreadStage(setup)
     if kind == "processes":
         from .processes import ProcessStage
 
-        return ProcessStage(name, seed, **options)
+        return ProcessStage(setup)
     raise ValueError(f"no stage {kind!r} (sim, threads, processes)")

@@ -13,7 +13,7 @@ import attrs
 
 from ..common import Report, mode_for
 
-__all__ = ["GroupChecks", "Handed", "Member", "Scenario", "Stage", "StageError"]
+__all__ = ["GroupChecks", "Handed", "Member", "Scenario", "Setup", "Stage", "StageError"]
 
 Identity = tuple[str, Any]
 
@@ -31,6 +31,22 @@ class Handed:
     offset: int
     poll_started: float
     handed_at: float
+
+
+@attrs.frozen
+class Setup:
+    """One run of a scenario, as every stage is given it."""
+
+    name: str
+    seed: int
+    mode: str
+    #: heartbeat interval on the real stages, seconds (the simulator has its own)
+    hb: float
+    partitions: int
+    #: "light": some slow, lost and failed calls; "delays": slow calls only
+    faults: str = "light"
+    #: keep the log here (real stages)
+    data_dir: str | None = None
 
 
 @attrs.define(eq=False)
@@ -65,6 +81,27 @@ class GroupChecks:
     fenced_at: Callable[[Any], float | None]
     delivered: Callable[[Any], list[Handed]]
     wait_until: Callable[[Callable[[], object], float], bool]
+
+    def _begin(
+        self,
+        name: str,
+        seed: int,
+        *,
+        mode: str,
+        hb: float,
+        partitions: int,
+        where: str,
+        rng_key: str | None = None,
+    ) -> None:
+        """What a run is: its name and seed, the seeded choices of the scenario (``rng``),
+        mode, heartbeat, partitions, and the report (mode ``"<mode>, <where>"``)."""
+        self.name = name
+        self.seed = seed
+        self.rng = random.Random(rng_key or f"{name}/{seed}")
+        self.mode = mode
+        self.hb = hb
+        self.partitions = partitions
+        self.report = Report(name, seed, f"{mode}, {where}")
 
     def all_offsets(self) -> set[tuple[int, int]]:
         return {(p, o) for p, n in self.produced.items() for o in range(n)}
@@ -159,15 +196,16 @@ class Stage(GroupChecks, abc.ABC):
     #: can freeze a member's I/O while its worker keeps polling (a network partition)
     partial_freeze: bool = False
 
-    def __init__(self, name: str, seed: int, *, mode: str, hb: float, partitions: int) -> None:
-        self.name = name
-        self.seed = seed
-        #: the scenario's own choices; the same seed chooses the same on every stage
-        self.rng = random.Random(f"{name}/{seed}")
-        self.mode = mode
-        self.hb = hb
-        self.partitions = partitions
-        self.report = Report(name, seed, f"{mode}, {self.kind}")
+    def __init__(self, setup: Setup, hb: float | None = None) -> None:
+        # the scenario's seeded choices (rng) are the same on every stage
+        self._begin(
+            setup.name,
+            setup.seed,
+            mode=setup.mode,
+            hb=setup.hb if hb is None else hb,
+            partitions=setup.partitions,
+            where=self.kind,
+        )
         self.members: list[Member] = []
         self._counts: Counter[str] = Counter()
 
@@ -192,6 +230,25 @@ class Stage(GroupChecks, abc.ABC):
     def start_group(self, client_ids: list[str], **options: Any) -> list[Member]:
         """Start members together, so that none finds everything taken before it joins."""
         return [self.start(c, **options) for c in client_ids]
+
+    def group_owning_all(self, client_ids: list[str], *, first: int) -> list[Member] | None:
+        """``first`` records to every partition, then members started together, once they
+        own every partition; None (after a failed check) if they do not. Non-greedy members
+        take one partition per pass: one that starts late on a loaded machine may find
+        nothing left (there is no rebalancing), which is fine."""
+        self.produce(first)
+        members = self.start_group(client_ids)
+        ok = self.wait_until(lambda: self.owned_by(members), 15)
+        if not self.report.check("the members own every partition", ok):
+            return None
+        self.report.figures["members holding some"] = self.holding(members)
+        return members
+
+    def pick_holder(self, members: list[Member]) -> tuple[Member, list[Member]]:
+        """One of ``members`` that holds a partition per the log, chosen by the seed, and
+        the others."""
+        chosen = self.rng.choice([m for m in members if self.held_by(m)])
+        return chosen, [m for m in members if m is not chosen]
 
     @abc.abstractmethod
     def kill(self, member: Member) -> None:
@@ -307,13 +364,15 @@ class Scenario:
 
         made = make_stage(
             stage,
-            self.name,
-            seed,
-            mode=mode_for(seed, mode),
-            hb=self.hb,
-            partitions=self.partitions,
-            faults=self.faults,
-            data_dir=data_dir,
+            Setup(
+                self.name,
+                seed,
+                mode_for(seed, mode),
+                self.hb,
+                self.partitions,
+                faults=self.faults,
+                data_dir=data_dir,
+            ),
         )
         try:
             self.body(made)

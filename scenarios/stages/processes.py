@@ -19,7 +19,7 @@ from typing import Any
 
 from ..common import wait_until
 from ..procs import MemberProc, Procs
-from .base import Handed, Member, Stage, StageError
+from .base import Handed, Member, Setup, Stage, StageError
 
 __all__ = ["ProcessStage"]
 
@@ -27,19 +27,17 @@ __all__ = ["ProcessStage"]
 class ProcessStage(Stage):
     kind = "processes"
 
-    def __init__(
-        self,
-        name: str,
-        seed: int,
-        *,
-        mode: str,
-        hb: float,
-        partitions: int,
-        faults: str = "light",  # the real network and processes are the faults here
-        data_dir: str | None = None,
-    ) -> None:
-        Stage.__init__(self, name, seed, mode=mode, hb=hb, partitions=partitions)
-        self.procs = Procs(name, seed, mode=mode, hb=hb, partitions=partitions, data_dir=data_dir)
+    def __init__(self, setup: Setup) -> None:
+        # the real network and processes are the faults here (setup.faults is not used)
+        Stage.__init__(self, setup)
+        self.procs = Procs(
+            setup.name,
+            setup.seed,
+            mode=setup.mode,
+            hb=setup.hb,
+            partitions=setup.partitions,
+            data_dir=setup.data_dir,
+        )
         self.procs.report = self.report
         try:
             self.procs.start()

@@ -22,7 +22,7 @@ from rationalizer import coordination_partition
 
 from ..sim import GROUP, HB, TOPIC, Sim, _Instance
 from ..sim_checks import Checks
-from .base import Handed, Member, Stage
+from .base import Handed, Member, Setup, Stage
 
 __all__ = ["SimStage"]
 
@@ -81,21 +81,13 @@ class _ScriptedSim(Sim):
 class SimStage(Stage):
     kind = "sim"
 
-    def __init__(
-        self,
-        name: str,
-        seed: int,
-        *,
-        mode: str,
-        hb: float,  # the simulator keeps its own (scenarios.sim.HB)
-        partitions: int,
-        faults: str = "light",
-        data_dir: str | None = None,
-    ) -> None:
-        if data_dir is not None:
+    def __init__(self, setup: Setup) -> None:
+        if setup.data_dir is not None:
             raise SystemExit("--data-dir: the simulator keeps its log in memory")
-        Stage.__init__(self, name, seed, mode=mode, hb=HB / 1000, partitions=partitions)
-        self.sim = _ScriptedSim(seed, mode=mode, partitions=partitions, faults=faults)
+        Stage.__init__(self, setup, hb=HB / 1000)  # the simulator keeps its own HB
+        self.sim = _ScriptedSim(
+            setup.seed, mode=setup.mode, partitions=setup.partitions, faults=setup.faults
+        )
         self._background_until = 0
 
     @property

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import random
 import tempfile
 import threading
@@ -24,8 +23,8 @@ from logmarshal.consumer import Consumer
 from logmarshal.faults import FaultPlan, FaultyCluster
 from logmarshal.marshaler import Marshaler
 
-from ..common import GROUP, TOPIC, NumberedStream, wait_until
-from .base import Handed, Member, Stage, StageError
+from ..common import GROUP, TOPIC, NumberedStream, new_dir, wait_until
+from .base import Handed, Member, Setup, Stage, StageError
 
 __all__ = ["ThreadMember", "ThreadStage", "light_faults"]
 
@@ -182,22 +181,12 @@ class ThreadStage(NumberedStream, Stage):
     kind = "threads"
     partial_freeze = True
 
-    def __init__(
-        self,
-        name: str,
-        seed: int,
-        *,
-        mode: str,
-        hb: float,
-        partitions: int,
-        faults: str = "light",
-        data_dir: str | None = None,
-    ) -> None:
-        Stage.__init__(self, name, seed, mode=mode, hb=hb, partitions=partitions)
-        self._plan = light_faults(seed) if faults == "light" else DELAYS_ONLY
+    def __init__(self, setup: Setup) -> None:
+        Stage.__init__(self, setup)
+        seed, name, partitions = setup.seed, setup.name, setup.partitions
+        self._plan = light_faults(seed) if setup.faults == "light" else DELAYS_ONLY
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if data_dir is not None and os.path.isdir(data_dir) and os.listdir(data_dir):
-            raise SystemExit(f"--data-dir {data_dir} is not empty; give a new directory")
+        data_dir = new_dir(setup.data_dir)
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"logmarshal-{name}-")
             data_dir = self._tmp.name
@@ -205,7 +194,7 @@ class ThreadStage(NumberedStream, Stage):
         self.cluster = EmbeddedCluster(data_dir, maintenance_interval=0)
         self.cluster.create_topic(TOPIC, partitions)
         self._init_stream()
-        self.observer = Marshaler(self.cluster, "observer", GROUP, hb, fetch_wait=0.1)
+        self.observer = Marshaler(self.cluster, "observer", GROUP, self.hb, fetch_wait=0.1)
         self._instances = 0
         self._lock = threading.Lock()
 
