@@ -31,8 +31,11 @@ class _ScriptedSim(Sim):
     """A :class:`Sim` without its random members, load and faults: the stage's script
     supplies them. Only the write faults remain (``light``), for the whole run."""
 
+    #: False puts issue 10's AMO restart bug back (``scenarios.sim --without-restart-fix``)
+    fix = True
+
     def __init__(self, seed: int, *, mode: str, partitions: int, faults: str) -> None:
-        super().__init__(seed)
+        super().__init__(seed, fix=self.fix)
         self.mode = mode
         self.partitions = partitions
         self.produced = {(TOPIC, p): 0 for p in range(partitions)}

@@ -80,3 +80,18 @@ def test_processes_is_the_processes_stage() -> None:
     assert parse_args("failover", ["--processes"]).stage == "processes"
     assert parse_args("failover", []).stage == "threads"
     assert parse_args("failover", ["--stage", "sim"]).stage == "sim"
+
+
+def test_the_restart_scenario_finds_issue_10_in_the_simulator(monkeypatch) -> None:
+    """The checks can fail: with issue 10's AMO restart fix taken out of the core, the restart
+    scenario on the simulator sees the zombie's batch handed out again (seed 27 of the odd,
+    AMO, seeds 1..79 does), and passes with the fix."""
+    from scenarios.restart import run
+    from scenarios.stages import sim
+
+    monkeypatch.setattr(sim._ScriptedSim, "fix", False)
+    failed = {c.name for c in run(27, stage="sim").checks if not c.ok}
+    assert "AMO: no offset handed out twice" in failed
+    assert "the simulator's invariants held at every step" in failed
+    monkeypatch.undo()
+    assert run(27, stage="sim").ok
