@@ -242,9 +242,6 @@ class MemberProc(_Child):
     def identity(self) -> tuple[str, str | None]:
         return (self.client_id, self.instance_id)
 
-    def handled_set(self) -> list[tuple[int, int]]:
-        return [(h.partition, h.offset) for h in self.log().handed]
-
     def believed(self) -> frozenset[int]:
         claims = self.log().claims
         return frozenset() if claims is None else claims[1]
