@@ -36,7 +36,8 @@ def body(stage: Stage) -> None:
     report.check("the successor owns every partition after the close", handed, f"{took:.3f} s")
     stage.wait_produced()
     report.check(
-        "the successor reaches the end", stage.wait_until(lambda: stage.drained([successor]), 20)
+        "the successor reaches the end",
+        stage.wait_until(lambda: stage.drained([successor], lost_ok=False), 20),
     )
     counts = Counter(stage.handed([first, successor]))
     lost = stage.all_offsets() - set(counts)

@@ -124,16 +124,17 @@ class GroupChecks:
     def handed(self, members: list[Any]) -> list[tuple[int, int]]:
         return [(x.partition, x.offset) for m in members for x in self.delivered(m)]
 
-    def drained(self, members: list[Any]) -> bool:
+    def drained(self, members: list[Any], *, lost_ok: bool | None = None) -> bool:
         """The last produced record of every partition was handed out by one of ``members``
         (a position alone is not enough: in AMO it moves when a batch is reserved, just
-        before it is handed out), or, in AMO, reserved in the log and lost, as AMO allows
-        (a reservation whose outcome its writer never learned)."""
+        before it is handed out), or, with ``lost_ok`` (default: in AMO), reserved in the
+        log and lost, as AMO allows (a reservation whose outcome its writer never learned;
+        then the end may be seen a moment before a pending hand-out)."""
         last: dict[int, int] = {}
         for p, o in self.handed(members):
             last[p] = max(o, last.get(p, -1))
         behind = [p for p, n in self.produced.items() if n and last.get(p, -1) < n - 1]
-        if not behind or self.mode != "amo":
+        if not behind or not (self.mode == "amo" if lost_ok is None else lost_ok):
             return not behind
         positions = self.positions()
         return all((positions[p] or 0) >= self.produced[p] for p in behind)
@@ -163,7 +164,7 @@ class GroupChecks:
         """Each partition is held by a live, unfenced member, and the members' own views
         agree with the log (nobody left believing it holds what the log gave away)."""
         holders = self.holders()
-        live = {self.identity(m): m for m in members if self.alive(m) and not self.fenced_at(m)}
+        live = {self.identity(m): m for m in members if self.alive(m) and self.fenced_at(m) is None}
         unowned = [p for p, h in holders.items() if h not in live]
         self.report.check(
             "every partition has exactly one holder, a live member",
@@ -228,7 +229,8 @@ class Stage(GroupChecks, abc.ABC):
         this returns. Raises :class:`StageError` if it does not start."""
 
     def start_group(self, client_ids: list[str], **options: Any) -> list[Member]:
-        """Start members together, so that none finds everything taken before it joins."""
+        """Start members (together where the stage can: then none finds everything taken
+        before the others join)."""
         return [self.start(c, **options) for c in client_ids]
 
     def group_owning_all(self, client_ids: list[str], *, first: int) -> list[Member] | None:
