@@ -30,6 +30,7 @@ __all__ = [
     "Report",
     "main_for",
     "mode_for",
+    "new_dir",
     "wait_until",
 ]
 
