@@ -3,14 +3,10 @@
     python -m scenarios.processes failover --seed 7 [--mode amo] [--data-dir D]
     python -m scenarios.failover --processes --seed 7          # the same
 
-- ``failover``: 3 consumers on 8 partitions; one is SIGKILLed. The survivors own every
-  partition within 2·HB + margin; ALO nothing lost, AMO nothing twice.
-- ``pause``: one of 3 consumers is SIGSTOPped beyond 2·HB, until the others own its
-  partitions, then SIGCONTed: no poll it starts afterwards hands out a partition it lost.
-- ``handoff``: one consumer holds everything; SIGTERM closes it cleanly (commits flushed,
-  claims released) and a waiting successor resumes exactly there: 0 lost, 0 repeated.
-- ``restart``: consumer "a" hangs (SIGSTOP) and a new process of client "a" starts; it takes
-  a's partitions (restart recovery, or stale takeover), and the old one, SIGCONTed, is fenced.
+``failover``, ``pause``, ``handoff`` and ``restart`` are written once for every stage
+(:mod:`scenarios.stages`); here they run on :class:`~scenarios.stages.processes.ProcessStage`
+(SIGKILL, SIGSTOP/SIGCONT, SIGTERM). These need real processes and a real broker:
+
 - ``broker-crash``: a producer writes acks=all while 2 consumers consume; the broker is
   SIGKILLed mid-load, a torn write is appended to a partition's last segment, and the broker
   restarts on the same data and port. Every acknowledged record is still there with its
@@ -26,10 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import re
-import signal
 import struct
 import subprocess
 import sys
@@ -38,204 +31,16 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from logmarshal import NewRecord
 from rationalizer import coordination_partition
 
-from .common import Report, mode_for, wait_for
+from . import failover, handoff, pause, restart
+from .common import Report, configure_logging, mode_for, wait_until
 from .procs import GROUP, ROOT, TOPIC, MemberProc, procs
 
 __all__ = ["SCENARIOS", "main", "run"]
-
-
-# -- failover ---------------------------------------------------------------------------------
-
-
-def failover(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
-    hb = 0.5
-    margin = 0.5  # claim pass, a durable write and the observer's replay on a loaded 2-core box
-    with procs("failover", seed, mode=mode, hb=hb, partitions=8, data_dir=data_dir) as h:
-        report = h.report
-        h.connect()
-        members = h.start_group(3, first=20, per_partition=100, seconds=2.0)
-        if members is None:
-            return report
-        # Non-greedy members take one partition per pass: one that starts late on a loaded
-        # machine may find nothing left (there is no rebalancing), which is fine here.
-        ok = wait_for(lambda: h.owned_by(members) and h.holding(members) >= 2, 15)
-        if not report.check("all 8 owned, two members or more holding some, before the kill", ok):
-            return report
-        time.sleep(h.rng.uniform(0.1, 0.6))
-        victim = h.rng.choice([m for m in members if h.holding([m])])
-        survivors = [m for m in members if m is not victim]
-        report.figures["partitions taken over"] = sum(
-            1 for holder in h.holders().values() if holder == victim.identity
-        )
-        stopped = time.monotonic()
-        victim.kill()
-        owned = wait_for(lambda: h.owned_by(survivors), 2 * hb + margin + 10)
-        took = time.monotonic() - stopped
-        report.figures["failover seconds"] = took
-        report.check(
-            f"survivors own all 8 within 2·HB + margin ({2 * hb + margin:.2f} s)",
-            owned and took <= 2 * hb + margin,
-            f"{took:.3f} s after SIGKILL of {victim.name}",
-        )
-        h.wait_produced()
-        report.check("survivors reach the end", wait_for(lambda: h.drained(survivors), 20))
-        h.one_holder_each(survivors)
-        h.delivery(members)
-        return report
-
-
-# -- pause ------------------------------------------------------------------------------------
-
-
-def pause(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
-    hb = 0.5
-    with procs("pause", seed, mode=mode, hb=hb, partitions=8, data_dir=data_dir) as h:
-        report = h.report
-        h.connect()
-        members = h.start_group(3, first=20, per_partition=120, seconds=3.0)
-        if members is None:
-            return report
-        ok = wait_for(lambda: h.owned_by(members) and h.holding(members) >= 2, 15)
-        if not report.check("all partitions owned, two members or more holding some", ok):
-            return report
-        time.sleep(h.rng.uniform(0.05, 0.4))
-        frozen = h.rng.choice([m for m in members if h.holding([m])])
-        others = [m for m in members if m is not frozen]
-        taken = {p for p, holder in h.holders().items() if holder == frozen.identity}
-        frozen_at = time.time()
-        frozen.signal(signal.SIGSTOP)
-        moved = wait_for(lambda: h.owned_by(others), 2 * hb + 10)
-        report.check("the others own everything while it is stopped", moved)
-        # beyond 2·HB whatever happened: the others may take over sooner (the lease runs
-        # from its last heartbeat, before the stop)
-        time.sleep(max(0.0, frozen_at + 2 * hb + h.rng.uniform(0.05, 0.5) - time.time()))
-        thawed_at = time.time()
-        report.figures["stopped seconds"] = thawed_at - frozen_at
-        report.check(
-            "it was stopped beyond 2·HB",
-            thawed_at - frozen_at > 2 * hb,
-            f"{thawed_at - frozen_at:.3f} s",
-        )
-        frozen.signal(signal.SIGCONT)
-        h.wait_produced()
-        report.check("the group reaches the end", wait_for(lambda: h.drained(members), 20))
-        # A poll that was under way when SIGSTOP hit may finish after SIGCONT (a process
-        # cannot fence itself between a check and a return); every poll started after the
-        # stop must respect self-fencing.
-        lost = {p for p in taken if h.observer.holder(TOPIC, p) != frozen.identity}  # type: ignore[union-attr]
-        late = [
-            (x.partition, x.offset)
-            for x in frozen.log().handed
-            if x.poll_started > frozen_at and x.partition in lost
-        ]
-        report.check(
-            "the resumed member hands out nothing of the partitions it lost",
-            not late,
-            f"{len(late)} handed out late, e.g. {late[:5]}",
-        )
-        h.one_holder_each(members)
-        h.delivery(members)
-        return report
-
-
-# -- handoff ----------------------------------------------------------------------------------
-
-
-def handoff(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
-    hb = 0.5
-    with procs("handoff", seed, mode=mode, hb=hb, partitions=4, data_dir=data_dir) as h:
-        report = h.report
-        h.connect()
-        h.produce(50)
-        first = h.member("first", greedy=True)
-        successor = h.member("successor", go=False)
-        ok = h.joined([first]) and wait_for(lambda: h.owned_by([first]), 15)
-        if not report.check("the first member owns every partition", ok):
-            return report
-        successor.go()
-        if not report.check("the successor starts", h.joined([successor])):
-            return report
-        h.produce_in_background(per_partition=150, seconds=1.5)
-        time.sleep(h.rng.uniform(0.05, 0.8))
-        closed_at = time.monotonic()
-        code = first.terminate()
-        report.check(
-            "the first member exits cleanly on SIGTERM",
-            code == 0 and first.log().exited,
-            f"exit code {code}",
-        )
-        handed = wait_for(lambda: h.owned_by([successor]), 10)
-        took = time.monotonic() - closed_at
-        report.figures["handoff seconds (SIGTERM to successor owning all)"] = took
-        report.check("the successor owns every partition", handed, f"{took:.3f} s")
-        h.wait_produced()
-        report.check("the successor reaches the end", wait_for(lambda: h.drained([successor]), 20))
-        counts = Counter(o for m in (first, successor) for o in m.handled_set())
-        lost = h.all_offsets() - set(counts)
-        repeated = sorted(o for o, c in counts.items() if c > 1)
-        report.check("0 lost", not lost, f"{len(lost)} lost, e.g. {sorted(lost)[:5]}")
-        report.check("0 repeated", not repeated, f"{len(repeated)} repeated, e.g. {repeated[:5]}")
-        return report
-
-
-# -- restart ----------------------------------------------------------------------------------
-
-
-def restart(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
-    hb = 1.0
-    with procs("restart", seed, mode=mode, hb=hb, partitions=8, data_dir=data_dir) as h:
-        report = h.report
-        h.connect()
-        h.produce(20)
-        a = h.member("a", max_claims=4, greedy=True)
-        a2 = h.member("a", max_claims=4, greedy=True, go=False)
-        ok = h.joined([a]) and wait_for(
-            lambda: sum(1 for x in h.holders().values() if x == a.identity) == 4, 15
-        )
-        if not report.check("a holds 4", ok):
-            return report
-        b = h.member("b", max_claims=4, greedy=True)
-        if not report.check(
-            "a and b own all 8", h.joined([b]) and wait_for(lambda: h.owned_by([a, b]), 15)
-        ):
-            return report
-        h.produce_in_background(per_partition=100, seconds=2.5)
-        time.sleep(h.rng.uniform(0.05, 0.4))
-        a_partitions = {p for p, x in h.holders().items() if x == a.identity}
-        restarted_at = time.monotonic()
-        a.signal(signal.SIGSTOP)  # a hung process; its successor starts at once
-        a2.go()
-        took = h.joined([a2]) and wait_for(
-            lambda: {p for p, x in h.holders().items() if x == a2.identity} == a_partitions,
-            2 * hb + 10,
-        )
-        report.figures["restart takeover seconds"] = time.monotonic() - restarted_at
-        report.check("the new instance holds all of a's partitions", took and h.owned_by([a2, b]))
-        thawed_at = time.time()
-        a.signal(signal.SIGCONT)
-        fenced = wait_for(lambda: a.log().fenced_at is not None and not a.believed(), 10, step=0.05)
-        report.check("the old instance is fenced and holds nothing", fenced)
-        h.wait_produced()
-        report.check("the group reaches the end", wait_for(lambda: h.drained([a2, b]), 20))
-        zombie = a.log()
-        since = thawed_at if mode == "amo" else (zombie.fenced_at or thawed_at)
-        late = [(x.partition, x.offset) for x in zombie.handed if x.poll_started > since]
-        report.figures["handed out by the zombie after SIGCONT"] = sum(
-            1 for x in zombie.handed if x.handed_at > thawed_at
-        )
-        report.check(
-            "the fenced instance hands out nothing "
-            + ("after SIGCONT" if mode == "amo" else "once it knows it is fenced"),
-            not late,
-            f"{len(late)} e.g. {late[:5]}",
-        )
-        h.one_holder_each([a2, b])
-        h.delivery([a, a2, b])
-        return report
 
 
 # -- broker crash -----------------------------------------------------------------------------
@@ -294,7 +99,7 @@ def broker_crash(seed: int, *, mode: str, data_dir: str | None = None) -> Report
             return report
         producer = h.producer(per_partition=300, seconds=3.0)
         kill_after = h.rng.randint(100, 500)  # acknowledged records
-        wait_for(lambda: len(producer.log().acked) >= kill_after, 20, step=0.02)
+        wait_until(lambda: len(producer.log().acked) >= kill_after, 20, step=0.02)
         broker = h.brokers[0]
         acked_before = len(producer.log().acked)
         broker.kill()
@@ -320,7 +125,7 @@ def broker_crash(seed: int, *, mode: str, data_dir: str | None = None) -> Report
             end_now == valid_end,
             f"log end {end_now}, last complete batch ends at {valid_end}",
         )
-        done = wait_for(lambda: producer.log().exited, 60, step=0.05)
+        done = wait_until(lambda: producer.log().exited, 60, step=0.05)
         report.check("the producer finishes (it rides out the outage)", done)
         acked = producer.log().acked
         # read everything back and compare with what was acknowledged
@@ -354,7 +159,7 @@ def broker_crash(seed: int, *, mode: str, data_dir: str | None = None) -> Report
         )
         report.figures["records stored but never acknowledged"] = len(served) - len(acked)
         h.produced = ends
-        drained = wait_for(lambda: h.drained(consumers), 30)
+        drained = wait_until(lambda: h.drained(consumers), 30)
         report.check("the consumers resume and reach the end", drained)
         report.figures["recovery seconds (kill to drained)"] = time.monotonic() - killed_at
         report.figures["first hand-out after the restart (s)"] = (
@@ -402,7 +207,7 @@ def reset(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
             )
 
         if not report.check(
-            "every partition is consumed past the target", wait_for(progressed, 20)
+            "every partition is consumed past the target", wait_until(progressed, 20)
         ):
             return report
         pause_for = 2 * hb + h.rng.uniform(0.2, 1.0)
@@ -437,7 +242,7 @@ def reset(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
             return report
         expiry = result["paused_until_ms"] / 1000
         report.figures["pause seconds"] = result["pause_ms"] / 1000
-        wait_for(lambda: time.time() > expiry, 10)
+        wait_until(lambda: time.time() > expiry, 10)
         quiet = [
             (m.name, x.partition, x.offset)
             for m in members
@@ -454,7 +259,7 @@ def reset(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
                         out.setdefault(x.partition, []).append(x.offset)
             return {p: sorted(v) for p, v in out.items()}
 
-        resumed = wait_for(
+        resumed = wait_until(
             lambda: len(after()) == partitions and all(len(v) >= 5 for v in after().values()), 15
         )
         report.check("every partition is consumed again after the pause", resumed)
@@ -552,7 +357,7 @@ def multi_broker(seed: int, *, mode: str, data_dir: str | None = None) -> Report
                 for p in range(partitions)
             )
 
-        ok = wait_for(lambda: held_by(k, kept) and held_by(d, cut), 15)
+        ok = wait_until(lambda: held_by(k, kept) and held_by(d, cut), 15)
         if not report.check("k holds every partition of its topic, d of its own", ok):
             return report
         time.sleep(h.rng.uniform(0.1, 0.5))
@@ -570,7 +375,7 @@ def multi_broker(seed: int, *, mode: str, data_dir: str | None = None) -> Report
                 last[x.partition] = max(last[x.partition], x.offset)
             return all(last[p] >= produced[kept][p] - 1 for p in range(partitions))
 
-        report.check(f"k keeps going: it reaches the end of {kept}", wait_for(drained, 15))
+        report.check(f"k keeps going: it reaches the end of {kept}", wait_until(drained, 15))
         late = [
             (x.partition, x.offset) for x in d.log().handed if x.poll_started > killed_at + 2 * hb
         ]
@@ -596,11 +401,20 @@ def multi_broker(seed: int, *, mode: str, data_dir: str | None = None) -> Report
         return report
 
 
+def _on_processes(module: Any) -> Callable[..., Report]:
+    def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
+        return module.run(seed, mode=mode, stage="processes", data_dir=data_dir)
+
+    return run
+
+
+#: every scenario that runs in real processes: those written once for every stage, and
+#: those only real processes can play (a broker's crash, several brokers, the admin CLI)
 SCENARIOS: dict[str, Callable[..., Report]] = {
-    "failover": failover,
-    "pause": pause,
-    "handoff": handoff,
-    "restart": restart,
+    "failover": _on_processes(failover),
+    "pause": _on_processes(pause),
+    "handoff": _on_processes(handoff),
+    "restart": _on_processes(restart),
     "broker-crash": broker_crash,
     "reset": reset,
     "multi-broker": multi_broker,
@@ -621,12 +435,7 @@ def main(argv: list[str] | None = None, name: str | None = None) -> int:
     parser.add_argument("--mode", choices=["alo", "amo"], default=None, help="default: by seed")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=[logging.CRITICAL + 1, logging.WARNING, logging.INFO][min(args.verbose, 2)],
-        format="%(relativeCreated)7.0f %(threadName)s %(levelname)s %(name)s: %(message)s",
-    )
-    if args.verbose:
-        os.environ["SCENARIO_SHOW_OUTPUT"] = "1"
+    configure_logging(args.verbose)
     report = run(name or args.scenario, args.seed, mode=args.mode, data_dir=args.data_dir)
     report.print()
     if args.data_dir:

@@ -21,8 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -30,12 +29,11 @@ import attrs
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
 
-from .common import NumberedStream, Report, wait_for
+from .common import GROUP, TOPIC, NumberedStream, new_dir, wait_until
+from .stages.base import GroupChecks, Handed
 
-__all__ = ["Broker", "MemberProc", "Procs", "free_port", "procs"]
+__all__ = ["GROUP", "ROOT", "TOPIC", "Broker", "MemberProc", "Procs", "free_port", "procs"]
 
-GROUP = "scenario"
-TOPIC = "events"
 ROOT = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger(__name__)
@@ -156,7 +154,7 @@ class Broker(_Child):
                 str(self.broker_id),
             ]
         self.spawn()
-        ok = wait_for(lambda: self.ready_file.exists() or not self.alive, timeout)
+        ok = wait_until(lambda: self.ready_file.exists() or not self.alive, timeout)
         if not ok or not self.ready_file.exists():
             raise RuntimeError(f"{self.name} did not start: {self.output()[-2000:]}")
         address = self.ready_file.read_text().strip()
@@ -166,14 +164,6 @@ class Broker(_Child):
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-
-@attrs.define
-class Handed:
-    partition: int
-    offset: int
-    poll_started: float
-    handed_at: float
 
 
 @attrs.define
@@ -252,15 +242,12 @@ class MemberProc(_Child):
     def identity(self) -> tuple[str, str | None]:
         return (self.client_id, self.instance_id)
 
-    def handled_set(self) -> list[tuple[int, int]]:
-        return [(h.partition, h.offset) for h in self.log().handed]
-
     def believed(self) -> frozenset[int]:
         claims = self.log().claims
         return frozenset() if claims is None else claims[1]
 
 
-class Procs(NumberedStream):
+class Procs(NumberedStream, GroupChecks):
     """One real-process scenario run: workdir, broker(s), members, observer, checks."""
 
     def __init__(
@@ -274,19 +261,18 @@ class Procs(NumberedStream):
         data_dir: str | None = None,
         brokers: int = 1,
     ) -> None:
-        import random
-
-        self.name = name
-        self.seed = seed
-        self.rng = random.Random(f"processes/{name}/{seed}")
-        self.mode = mode
-        self.hb = hb
-        self.partitions = partitions
-        self.report = Report(name, seed, f"{mode}, processes")
+        self._begin(
+            name,
+            seed,
+            mode=mode,
+            hb=hb,
+            partitions=partitions,
+            where="processes",
+            rng_key=f"processes/{name}/{seed}",
+        )
+        data_dir = new_dir(data_dir)
         # not TemporaryDirectory: its finalizer would remove a workdir kept for inspection
         self.workdir = Path(tempfile.mkdtemp(prefix=f"logmarshal-proc-{name}-"))
-        if data_dir is not None and os.path.isdir(data_dir) and os.listdir(data_dir):
-            raise SystemExit(f"--data-dir {data_dir} is not empty; give a new directory")
         self.data_root = Path(data_dir) if data_dir is not None else self.workdir / "data"
         self.brokers: list[Broker] = []
         self.members: list[MemberProc] = []
@@ -400,7 +386,7 @@ class Procs(NumberedStream):
         return member
 
     def joined(self, members: list[MemberProc], timeout: float = 20.0) -> bool:
-        return wait_for(lambda: all(m.instance_id for m in members), timeout, step=0.05)
+        return wait_until(lambda: all(m.instance_id for m in members), timeout, step=0.05)
 
     # -- the group, as the log and the members see it ---------------------------------------
 
@@ -408,15 +394,11 @@ class Procs(NumberedStream):
         assert self.observer is not None
         return {p: self.observer.holder(TOPIC, p) for p in range(self.partitions)}
 
-    def owned_by(self, members: list[MemberProc]) -> bool:
-        identities = {m.identity for m in members}
-        return all(h in identities for h in self.holders().values())
-
     def members_together(self, client_ids: list[str], **options: object) -> list[MemberProc]:
         """Start members and let them connect at the same moment (imports done first), so
         that none finds every partition taken by the others before it joins."""
         members = [self.member(c, go=False, **options) for c in client_ids]
-        wait_for(lambda: all(m.imported or not m.alive for m in members), 20, step=0.02)
+        wait_until(lambda: all(m.imported or not m.alive for m in members), 20, step=0.02)
         for m in members:
             m.go()
         return members
@@ -433,70 +415,29 @@ class Procs(NumberedStream):
         self.produce_in_background(per_partition=per_partition, seconds=seconds)
         return members
 
-    def holding(self, members: list[MemberProc]) -> int:
-        """How many of ``members`` hold at least one partition, per the log."""
-        held = {h for h in self.holders().values() if h is not None}
-        return sum(1 for m in members if m.identity in held)
+    # the primitives of GroupChecks (owned_by, drained, delivery, one_holder_each, ...)
 
+    def positions(self) -> dict[int, int | None]:
+        assert self.observer is not None
+        return {p: self.observer.resume_offset(TOPIC, p) for p in range(self.partitions)}
 
-    def drained(self, members: list[MemberProc]) -> bool:
-        last: dict[int, int] = {}
-        for m in members:
-            for p, o in m.handled_set():
-                last[p] = max(o, last.get(p, -1))
-        return all(last.get(p, -1) >= n - 1 for p, n in self.produced.items() if n)
+    def identity(self, member: MemberProc) -> tuple[str, str | None]:
+        return member.identity
 
-    def one_holder_each(self, members: list[MemberProc]) -> None:
-        """Each partition has exactly one holder in the log, a live member, and the members'
-        own views agree with it (nobody left believing it holds what the log gave away)."""
-        holders = self.holders()
-        live = [m for m in members if m.alive and not m.log().fenced_at]
-        identities = {m.identity: m for m in live}
-        unowned = [p for p, h in holders.items() if h not in identities]
-        self.report.check(
-            "every partition has exactly one holder, a live member",
-            not unowned,
-            f"not held by a live member: {unowned} ({holders})",
-        )
+    def believed(self, member: MemberProc) -> frozenset[int]:
+        return member.believed()
 
-        def agree() -> bool:
-            believed = Counter(p for m in live for p in m.believed())
-            return (
-                all(
-                    believed[p] == 1
-                    and holders[p] is not None
-                    and p in identities[holders[p]].believed()
-                    for p in range(self.partitions)
-                    if holders[p] in identities
-                )
-                and max(believed.values(), default=0) <= 1
-            )
+    def alive(self, member: MemberProc) -> bool:
+        return member.alive
 
-        ok = wait_for(agree, 2.0, step=0.05)
-        views = {m.name: sorted(m.believed()) for m in live}
-        self.report.check("each member's own claims match the log", ok, str(views))
+    def fenced_at(self, member: MemberProc) -> float | None:
+        return member.log().fenced_at
 
-    def delivery(
-        self, members: list[MemberProc], offsets: set[tuple[int, int]] | None = None
-    ) -> None:
-        counts = Counter(o for m in members for o in m.handled_set())
-        wanted = self.all_offsets() if offsets is None else offsets
-        if self.mode == "amo":
-            twice = sorted(o for o, c in counts.items() if c > 1)
-            self.report.figures["lost (allowed in AMO)"] = len(wanted - set(counts))
-            self.report.check(
-                "AMO: no offset handed out twice",
-                not twice,
-                f"{len(twice)} repeated, e.g. {twice[:5]}",
-            )
-        else:
-            missing = sorted(wanted - set(counts))
-            self.report.figures["repeated (allowed in ALO)"] = sum(c - 1 for c in counts.values())
-            self.report.check(
-                "ALO: every produced offset handled at least once",
-                not missing,
-                f"{len(missing)} never handled, e.g. {missing[:5]}",
-            )
+    def delivered(self, member: MemberProc) -> list[Handed]:
+        return member.log().handed
+
+    def wait_until(self, predicate: Callable[[], object], timeout: float) -> bool:
+        return wait_until(predicate, timeout, step=0.02)
 
     # -- the end ----------------------------------------------------------------------------
 

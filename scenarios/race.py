@@ -7,73 +7,60 @@ view (the claims it hands out) agrees with the log, so no partition is believed 
 from __future__ import annotations
 
 import sys
-import threading
 from collections import Counter
 
-from .common import TOPIC, Report, harness, main_for, wait_for
+from .common import main_for
+from .stages import Scenario, Stage
 
-HB = 0.5
-PARTITIONS = 64
+__all__ = ["SCENARIO", "main", "run"]
+
 MEMBERS = 10
 
 
-def run(seed: int, *, mode: str = "alo", data_dir: str | None = None) -> Report:
-    with harness("race", seed, mode=mode, hb=HB, partitions=PARTITIONS, data_dir=data_dir) as h:
-        report = h.report
-        h.produce(2)
-        greedy = h.rng.random() < 0.5
-        report.figures["greedy"] = float(greedy)
-        start = threading.Barrier(MEMBERS)
-        members = []
+def body(stage: Stage) -> None:
+    report = stage.report
+    stage.produce(2)
+    greedy = stage.rng.random() < 0.5
+    report.figures["greedy"] = float(greedy)
+    members = stage.start_group([f"m{i}" for i in range(MEMBERS)], greedy=greedy)
 
-        def make(i: int) -> None:
-            start.wait(10)
-            members.append(h.member(f"m{i}", greedy=greedy))
+    def believed() -> Counter[int]:
+        return Counter(p for m in members for p in stage.believed(m))
 
-        threads = [threading.Thread(target=make, args=(i,)) for i in range(MEMBERS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-
-        def settled() -> bool:
-            believed = Counter(key for m in members for key in m.consumer.claims())
-            return (
-                len(members) == MEMBERS
-                and h.owned_by(members)
-                and len(believed) == PARTITIONS
-                and max(believed.values()) == 1
-            )
-
-        ok = wait_for(settled, 20)
-        holders = h.holders()
-        report.check(
-            f"all {PARTITIONS} partitions owned by the members",
-            all(holders.values()),
-            f"{sum(1 for v in holders.values() if v is None)} unowned",
+    def settled() -> bool:
+        views = believed()
+        return (
+            stage.owned_by(members) and len(views) == stage.partitions and max(views.values()) == 1
         )
-        believed = Counter(key for m in members for key in m.consumer.claims())
-        report.check(
-            "no partition believed held by two members",
-            max(believed.values(), default=0) <= 1,
-            str({k: v for k, v in believed.items() if v > 1}),
-        )
-        mismatch = [
-            (m.client_id, key)
-            for m in members
-            for key in m.consumer.claims()
-            if holders[key[1]] != m.marshaler.identity
-        ]
-        report.check("every member's view matches the log", ok and not mismatch, str(mismatch[:5]))
-        report.figures["claims per member (max)"] = max(
-            (len(m.consumer.claims()) for m in members), default=0
-        )
-        assert all(k[0] == TOPIC for k in believed)
-        return report
+
+    ok = stage.wait_until(settled, 20)
+    holders = stage.holders()
+    report.check(
+        f"all {stage.partitions} partitions owned by the members",
+        all(holders.values()),
+        f"{sum(1 for v in holders.values() if v is None)} unowned",
+    )
+    views = believed()
+    report.check(
+        "no partition believed held by two members",
+        max(views.values(), default=0) <= 1,
+        str({k: v for k, v in views.items() if v > 1}),
+    )
+    mismatch = [
+        (m.name, p) for m in members for p in stage.believed(m) if holders[p] != stage.identity(m)
+    ]
+    report.check("every member's view matches the log", ok and not mismatch, str(mismatch[:5]))
+    report.figures["claims per member (max)"] = max(
+        (len(stage.believed(m)) for m in members), default=0
+    )
+
+
+SCENARIO = Scenario("race", body, partitions=64, hb=0.5)
+run = SCENARIO.run
 
 
 def main(argv: list[str] | None = None) -> int:
-    return main_for("race", run, argv)
+    return main_for(SCENARIO, argv)
 
 
 if __name__ == "__main__":

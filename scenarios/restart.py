@@ -1,81 +1,80 @@
-"""restart: a stable client_id restarts within HB; its partitions resume under the new
-instance; the old instance is fenced.
+"""restart: a stable client_id restarts while its old instance hangs; its partitions resume
+under the new instance; the old instance is fenced.
 
 Member "a" (4 of 8 partitions) and member "b" (the other 4, capped at 4 so it leaves a's
 alone). "a" freezes (a zombie: its process hangs) and a new instance of client "a" starts at
 once. Checks: the new instance holds all of a's partitions (restart recovery takes the
 fresh ones, the rest once stale), resumed at the committed positions; when the zombie is
 thawed it finds itself fenced and hands out nothing more; ALO: nothing lost; AMO: nothing
-twice. (ALO: until its replay shows the takeover, the thawed zombie may still hand
-out messages it had buffered; they are repeats, which ALO allows.)
+twice. (ALO: until its replay shows the takeover, the thawed zombie may still hand out
+messages it had buffered; they are repeats, which ALO allows.)
 """
 
 from __future__ import annotations
 
 import sys
-import time
 
-from .common import Report, harness, main_for, wait_for
+from .common import main_for
+from .stages import Scenario, Stage
 
-HB = 0.8
-PARTITIONS = 8
+__all__ = ["SCENARIO", "main", "run"]
 
 
-def run(seed: int, *, mode: str = "alo", data_dir: str | None = None) -> Report:
-    with harness("restart", seed, mode=mode, hb=HB, partitions=PARTITIONS, data_dir=data_dir) as h:
-        report = h.report
-        h.produce(20)
-        a = h.member("a", max_claims=4, greedy=True)
-        if not report.check("a holds 4", wait_for(lambda: len(a.consumer.claims()) == 4, 10)):
-            return report
-        b = h.member("b", max_claims=4, greedy=True)
-        ok = wait_for(lambda: h.owned_by([a, b]), 10)
-        if not report.check("a and b own all 8", ok):
-            return report
-        h.produce_in_background(per_partition=100, seconds=2.0)
-        time.sleep(h.rng.uniform(0.05, 0.4))
-        a_partitions = set(a.consumer.claims())
-        restarted_at = time.monotonic()
-        a.freeze()
-        a2 = h.member("a", max_claims=4, greedy=True)
-        # a2's own replay and the harness's observer each see the takeover a little apart:
-        # wait for both rather than read the observer the instant a2 sees it
-        took = wait_for(
-            lambda: set(a2.consumer.claims()) == a_partitions and h.owned_by([a2, b]),
-            2 * HB + 5,
-        )
-        report.figures["restart takeover seconds"] = time.monotonic() - restarted_at
-        report.check(
-            "the new instance holds all of a's partitions",
-            took and h.owned_by([a2, b]),
-            f"{sorted(a2.consumer.claims())} vs {sorted(a_partitions)}",
-        )
-        thawed_at = time.monotonic()
-        a.thaw()
-        fenced = wait_for(lambda: a.consumer.fenced and not a.consumer.claims(), 5, step=0.001)
-        fenced_at = time.monotonic()
-        report.check("the old instance is fenced and holds nothing", fenced)
-        h.wait_produced()
-        report.check("the group reaches the end", wait_for(lambda: h.drained([a2, b]), 15))
-        # AMO: its reservations are refused, so nothing at all after the thaw. ALO: until its
-        # replay shows the takeover it may hand out what it had buffered (repeats, which ALO
-        # allows, as a Kafka zombie does); once it knows, nothing.
-        late = a.handed_out_after(thawed_at if mode == "amo" else fenced_at)
-        report.figures["handed out by the zombie after the thaw"] = len(
-            a.handed_out_after(thawed_at)
-        )
-        report.check(
-            "the fenced instance hands out nothing "
-            + ("after the thaw" if mode == "amo" else "once it knows it is fenced"),
-            not late,
-            f"{len(late)} e.g. {late[:5]}",
-        )
-        h.delivery([a, a2, b])
-        return report
+def body(stage: Stage) -> None:
+    hb, rng, report = stage.hb, stage.rng, stage.report
+    stage.produce(20)
+    a = stage.start("a", max_claims=4, greedy=True)
+    if not report.check("a holds 4", stage.wait_until(lambda: len(stage.held_by(a)) == 4, 15)):
+        return
+    b = stage.start("b", max_claims=4, greedy=True)
+    if not report.check("a and b own all", stage.wait_until(lambda: stage.owned_by([a, b]), 15)):
+        return
+    stage.produce_in_background(per_partition=100, seconds=2.5 * hb)
+    stage.sleep(rng.uniform(0.05, 0.4) * hb)
+    a_partitions = stage.held_by(a)
+    restarted_at = stage.now()
+    a2 = stage.restart(a, old="freeze")  # a hung process; its successor starts at once
+    # the new instance's own view and the log's replay each see the takeover a little apart
+    took = stage.wait_until(
+        lambda: stage.held_by(a2) == a_partitions == stage.believed(a2), 2 * hb + 10
+    )
+    report.figures["restart takeover seconds"] = stage.now() - restarted_at
+    report.check(
+        "the new instance holds all of a's partitions",
+        took and stage.owned_by([a2, b]),
+        f"{sorted(stage.held_by(a2))} vs {sorted(a_partitions)}",
+    )
+    thawed_at = stage.now()
+    stage.thaw(a)
+    fenced = stage.wait_until(lambda: stage.fenced_at(a) is not None and not stage.believed(a), 10)
+    report.check("the old instance is fenced and holds nothing", fenced)
+    stage.wait_produced()
+    report.check("the group reaches the end", stage.wait_until(lambda: stage.drained([a2, b]), 20))
+    # AMO: its reservations are refused, so nothing at all after the thaw. ALO: until its
+    # replay shows the takeover it may hand out what it had buffered (repeats, which ALO
+    # allows, as a Kafka zombie does); once it knows, nothing.
+    zombie = stage.delivered(a)
+    since = thawed_at if stage.mode == "amo" else (stage.fenced_at(a) or thawed_at)
+    late = [(x.partition, x.offset) for x in zombie if x.poll_started > since]
+    report.figures["handed out by the zombie after the thaw"] = sum(
+        1 for x in zombie if x.handed_at > thawed_at
+    )
+    report.check(
+        "the fenced instance hands out nothing "
+        + ("after the thaw" if stage.mode == "amo" else "once it knows it is fenced"),
+        not late,
+        f"{len(late)} e.g. {late[:5]}",
+    )
+    stage.one_holder_each([a2, b])
+    stage.delivery([a, a2, b])
+
+
+SCENARIO = Scenario("restart", body, partitions=8, hb=1.0)
+run = SCENARIO.run
 
 
 def main(argv: list[str] | None = None) -> int:
-    return main_for("restart", run, argv)
+    return main_for(SCENARIO, argv)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
-"""Run every scenario for many seeds and print a summary table.
+"""Run every scenario for many seeds on one stage and print a summary table.
 
-    python -m scenarios.run_all --seeds 100 [--jobs 2] [--only failover,race]
-    python -m scenarios.run_all --processes --seeds 20 [--jobs 1] [--only reset,broker-crash]
+    python -m scenarios.run_all --seeds 100 [--stage sim|threads|processes] [--jobs 2]
+    python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash]
 
-Each run happens in a fresh process (members share nothing but the data directory, as real
-processes would); with ``--processes`` each run starts its own broker and member processes
-(:mod:`scenarios.processes`). A failing seed is printed with the command that replays it.
+``failover``, ``pause``, ``handoff``, ``restart`` and ``race`` are written once
+(:mod:`scenarios.stages`) and run on the simulator (``--stage sim``: simulated time, a seed
+replays exactly), on members in threads of one process (``threads``, the default) or on
+real processes with a broker (``processes``; ``--processes`` is the same); the real-process
+stage adds ``broker-crash``, ``reset`` and ``multi-broker``. Each run happens in a fresh
+process. A failing seed is printed with the command that replays it.
 """
 
 from __future__ import annotations
@@ -17,28 +20,29 @@ import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-SCENARIOS = ("failover", "handoff", "race", "pause", "restart")
-PROCESS_SCENARIOS = (
-    "failover",
-    "pause",
-    "handoff",
-    "restart",
-    "broker-crash",
-    "reset",
-    "multi-broker",
-)
+from .common import STAGES
+
+#: written once, runnable on every stage
+STAGED = ("failover", "handoff", "race", "pause", "restart")
+DEFAULT = {
+    "sim": STAGED,
+    "threads": STAGED,
+    "processes": (
+        "failover",
+        "pause",
+        "handoff",
+        "restart",
+        "broker-crash",
+        "reset",
+        "multi-broker",
+    ),
+}
 FIGURES = {
     "failover": "failover seconds",
-    "handoff": "handoff seconds (close to successor owning all)",
+    "handoff": "handoff seconds",
     "restart": "restart takeover seconds",
     "pause": "frozen seconds",
     "race": "claims per member (max)",
-}
-PROCESS_FIGURES = {
-    "failover": "failover seconds",
-    "handoff": "handoff seconds (SIGTERM to successor owning all)",
-    "restart": "restart takeover seconds",
-    "pause": "stopped seconds",
     "broker-crash": "first hand-out after the restart (s)",
     "reset": "first hand-out after the expiry (s)",
     "multi-broker": "d's last hand-out after the kill (s)",
@@ -46,7 +50,7 @@ PROCESS_FIGURES = {
 
 
 def _one(
-    name: str, seed: int, processes: bool = False
+    name: str, seed: int, stage: str = "threads"
 ) -> tuple[str, int, str, bool, float, list[str], dict[str, float]]:
     import logging
 
@@ -54,18 +58,18 @@ def _one(
     from .common import mode_for
 
     mode = mode_for(seed, None)
-    if processes:
-        from .processes import SCENARIOS as real
-
-        run = real[name]
-    else:
-        run = importlib.import_module(f"scenarios.{name}").run
     started = time.monotonic()
     try:
-        report = run(seed, mode=mode)
+        if name in STAGED:
+            module = importlib.import_module(f"scenarios.{name}")
+            report = module.run(seed, mode=mode, stage=stage)
+        else:
+            from .processes import SCENARIOS as real
+
+            report = real[name](seed, mode=mode)
     except Exception as exc:  # a crash is a failure too
         return name, seed, mode, False, time.monotonic() - started, [repr(exc)], {}
-    failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+    failed = report.failures()
     return name, seed, mode, report.ok, time.monotonic() - started, failed, report.figures
 
 
@@ -73,31 +77,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scenarios.run_all")
     parser.add_argument("--seeds", type=int, default=100, help="seeds 0..N-1 (default 100)")
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=None, help="default 2 (1 with --processes)")
+    parser.add_argument("--jobs", type=int, default=None, help="default 2 (1 for processes)")
     parser.add_argument("--only", default=None)
-    parser.add_argument(
-        "--processes", action="store_true", help="the real-process scenarios (broker + members)"
-    )
+    parser.add_argument("--stage", choices=STAGES, default="threads", help="default: threads")
+    parser.add_argument("--processes", action="store_true", help="the same as --stage processes")
     args = parser.parse_args(argv)
-    default = PROCESS_SCENARIOS if args.processes else SCENARIOS
-    names = [n for n in (args.only or ",".join(default)).split(",") if n]
-    jobs = args.jobs or (1 if args.processes else 2)
-    figure_names = PROCESS_FIGURES if args.processes else FIGURES
+    stage = "processes" if args.processes else args.stage
+    names = [n for n in (args.only or ",".join(DEFAULT[stage])).split(",") if n]
+    allowed = set(STAGED) | (set(DEFAULT["processes"]) if stage == "processes" else set())
+    if set(names) - allowed:
+        parser.error(f"not on the {stage} stage: {', '.join(sorted(set(names) - allowed))}")
+    jobs = args.jobs or (1 if stage == "processes" else 2)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     results: dict[str, list[tuple[int, str, bool, float, list[str], dict[str, float]]]]
     results = defaultdict(list)
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
-        futures = [
-            pool.submit(_one, name, seed, args.processes) for name in names for seed in seeds
-        ]
+        futures = [pool.submit(_one, name, seed, stage) for name in names for seed in seeds]
         for future in as_completed(futures):
             name, seed, mode, ok, took, failed, figures = future.result()
             results[name].append((seed, mode, ok, took, failed, figures))
             if not ok:
                 print(f"FAIL {name} seed {seed} ({mode}): {'; '.join(failed)}", flush=True)
                 module = name.replace("-", "_")
-                extra = " --processes" if args.processes and name in SCENARIOS else ""
+                extra = f" --stage {stage}" if name in STAGED else ""
                 print(
                     f"     replay: python -m scenarios.{module}{extra} --seed {seed} -v",
                     flush=True,
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         failures += len(rows) - passed
         alo = sum(1 for r in rows if r[1] == "alo")
         durations = [r[3] for r in rows]
-        figure = figure_names[name]
+        figure = FIGURES[name]
         values = sorted(r[5][figure] for r in rows if figure in r[5])
         shown = f"{values[len(values) // 2]:.3f} / {values[-1]:.3f}" if values else "-"
         print(
@@ -122,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(rows) - alo:>4} {sum(durations) / max(1, len(rows)):>7.2f} "
             f"{max(durations, default=0):>6.2f}  {figure}: {shown}"
         )
-    print(f"total {time.monotonic() - started:.0f} s, {failures} failing run(s)")
+    print(
+        f"total {time.monotonic() - started:.0f} s, {failures} failing run(s) on the {stage} stage"
+    )
     return 1 if failures else 0
 
 

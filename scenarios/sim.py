@@ -161,7 +161,9 @@ class Sim:
 
     # -- members -----------------------------------------------------------------------------
 
-    def join(self, client_id: str | None = None) -> _Instance:
+    def join(self, client_id: str | None = None, **core_options: object) -> _Instance:
+        """A new member instance (of a new client unless ``client_id`` is given); the
+        scripted stage (:mod:`scenarios.stages.sim`) passes more ``CoreOptions``."""
         if client_id is None:
             self._clients += 1
             client_id = f"c{self._clients}"
@@ -175,8 +177,9 @@ class Sim:
             coordination_partitions=self.ncoord,
             mode=self.mode,
             heartbeat_ms=HB,
-            batch=self.rng.choice((1, 5, 20)),
+            batch=core_options.pop("batch", self.rng.choice((1, 5, 20))),
             claim_every_ms=HB // 2,
+            **core_options,  # type: ignore[arg-type]
         )
         core = MemberCore(options, worlds, _reread_after_takeover=self.fix)
         inst = _Instance(client_id, options.instance_id, core, worlds)

@@ -24,7 +24,7 @@ import time
 from logmarshal import Marshaler, coordlog
 from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 
-from .common import Report, mode_for, wait_for
+from .common import Report, mode_for, wait_until
 from .procs import GROUP, ROOT, TOPIC, procs
 
 __all__ = ["main", "run"]
@@ -81,7 +81,7 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
                 cluster.earliest_offset(COORDINATION_TOPIC, cp) > 0 for cp in busy
             )
 
-        ok = wait_for(truncated, 40)
+        ok = wait_until(truncated, 40)
         ends = [
             (
                 cluster.earliest_offset(COORDINATION_TOPIC, cp),
@@ -128,7 +128,7 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
             ):
                 return report
             expiry = result["paused_until_ms"] / 1000
-            wait_for(lambda: time.time() > expiry, 10)
+            wait_until(lambda: time.time() > expiry, 10)
 
             def after() -> dict[int, list[int]]:
                 got: dict[int, list[int]] = {}
@@ -140,7 +140,7 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
 
             report.check(
                 "every partition is consumed again after the reset",
-                wait_for(lambda: len(after()) == partitions, 15),
+                wait_until(lambda: len(after()) == partitions, 15),
             )
             wrong = {
                 p: offs[:8]

@@ -19,8 +19,10 @@ from logmarshal.admin import (
 from logmarshal.admin.reader import CoordRecord
 from logmarshal.cli.main import main
 from rationalizer import Effect, Reason
+from scenarios.common import wait_until
+from scenarios.stages.threads import ThreadMember
 
-from .members import TOPIC, Handled, Member, Producer, wait_for
+from .members import TOPIC, Producer, member
 
 KEY = bytes(range(1, 33))
 HB = 0.3
@@ -44,13 +46,11 @@ def test_forged_release_group_changes_nothing_for_keyed_members(tmp_path) -> Non
         now = int(time.time() * 1000)
         for p in range(3):
             cluster.produce(TOPIC, p, [NewRecord(value=b"m", timestamp=now)] * 100)
-        handled = Handled()
-        members: list[Member] = []
+        members: list[ThreadMember] = []
         producer = None
         try:
             members = [
-                Member(cluster, f"c{i}", handled, HB, admin_keys=keys.for_group("g"))
-                for i in range(2)
+                member(cluster, f"c{i}", HB, admin_keys=keys.for_group("g")) for i in range(2)
             ]
             producer = Producer(cluster, 3)
             parts = [(TOPIC, p) for p in range(3)]
@@ -59,8 +59,8 @@ def test_forged_release_group_changes_nothing_for_keyed_members(tmp_path) -> Non
                 view = read_coordination(cluster, admin_keys=keys).view
                 return {k: view and view.resume_offset("g", *k) for k in parts}
 
-            wait_for(lambda: all((c or 0) > 20 for c in positions().values()), 15, "progress")
-            claims = {m.name: sorted(m.consumer.claims()) for m in members}
+            assert wait_until(lambda: all((c or 0) > 20 for c in positions().values()), 15)
+            claims = {m.client_id: sorted(m.consumer.claims()) for m in members}
             assert sorted(k for v in claims.values() for k in v) == parts
 
             # a process without the key pauses and rewinds the group to 0
@@ -91,8 +91,13 @@ def test_forged_release_group_changes_nothing_for_keyed_members(tmp_path) -> Non
             time.sleep(1.5)  # longer than the forged pause
             state = read_coordination(cluster, admin_keys=keys)
             assert state.paused_until("g") is None
-            assert {m.name: sorted(m.consumer.claims()) for m in members} == claims
-            rewound = [r for r in handled.snapshot() if r[2] > forged_at and r[1] < 20]
+            assert {m.client_id: sorted(m.consumer.claims()) for m in members} == claims
+            rewound = [
+                (x.partition, x.offset)
+                for m in members
+                for x in m.handed()
+                if x.handed_at > forged_at and x.offset < 20
+            ]
             assert rewound == [], rewound[:5]
             assert all((c or 0) > 20 for c in positions().values())
 
@@ -111,7 +116,9 @@ def test_forged_release_group_changes_nothing_for_keyed_members(tmp_path) -> Non
                 Effect.GROUP_PAUSED,
                 Effect.POSITION_SET,
             }
-            wait_for(lambda: not any(m.consumer.claims() for m in members), 2, "claims dropped")
+            assert wait_until(lambda: not any(m.consumer.claims() for m in members), 2), (
+                "claims dropped"
+            )
         finally:
             if producer is not None:
                 producer.close()
@@ -123,8 +130,8 @@ def test_cli_tags_with_the_key_file_and_dump_shows_unauthenticated(tmp_path, cap
     data = tmp_path / "data"
     with EmbeddedCluster(data, maintenance_interval=0) as cluster:
         cluster.create_topic(TOPIC, 1)
-        m = Member(cluster, "c0", Handled(), HB, admin_keys={"g": KEY})
-        wait_for(lambda: m.consumer.claims(), 5, "a claim")
+        m = member(cluster, "c0", HB, admin_keys={"g": KEY})
+        assert wait_until(lambda: m.consumer.claims(), 5), "a claim"
         m.close()
     key_file = tmp_path / "admin.keys"
     key_file.write_text(f"# admin keys\ng\t{KEY.hex()}\n")

@@ -7,8 +7,10 @@ import time
 
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
+from scenarios.common import wait_until
+from scenarios.stages.threads import ThreadMember
 
-from .members import TOPIC, Handled, Member, Producer, wait_for
+from .members import TOPIC, Producer, handed, member
 
 HB = 0.3
 PARTITIONS = 6
@@ -21,30 +23,26 @@ def test_reset_a_live_group_resumes_exactly_at_the_new_positions(tmp_path) -> No
         now = int(time.time() * 1000)
         for p in range(PARTITIONS):
             cluster.produce(TOPIC, p, [NewRecord(value=b"m", timestamp=now)] * 200)
-        handled = Handled()
-        members: list[Member] = []
+        members: list[ThreadMember] = []
         producer = None
         try:
-            members = [Member(cluster, f"c{i}", handled, HB) for i in range(3)]
+            members = [member(cluster, f"c{i}", HB) for i in range(3)]
             producer = Producer(cluster, PARTITIONS)
-            wait_for(
+            assert wait_until(
                 lambda: (
-                    len(handled.per_partition()) == PARTITIONS
-                    and all(len(v) >= 30 for v in handled.per_partition().values())
+                    len(handed(members)) == PARTITIONS
+                    and all(len(v) >= 30 for v in handed(members).values())
                 ),
                 15,
-                "every partition being consumed",
-            )
+            ), "every partition being consumed"
             partitions = [(TOPIC, p) for p in range(PARTITIONS)]
 
             def positions() -> dict:
                 view = read_coordination(cluster).view
                 return {(t, p): view and view.resume_offset("g", t, p) for t, p in partitions}
 
-            wait_for(
-                lambda: all((c or 0) > 2 * NEW for c in positions().values()),
-                15,
-                "every partition's position to pass the reset target",
+            assert wait_until(lambda: all((c or 0) > 2 * NEW for c in positions().values()), 15), (
+                "every partition's position to pass the reset target"
             )
             state = read_coordination(cluster)
             bounds = {
@@ -64,19 +62,23 @@ def test_reset_a_live_group_resumes_exactly_at_the_new_positions(tmp_path) -> No
             expiry = result.pause_until_ms / 1000
 
             # nothing is handed out during the pause once members had 2·HB to notice it
-            wait_for(lambda: time.time() > expiry, 5, "the pause to end")
-            quiet = [r for r in handled.snapshot() if written_at + 2 * HB <= r[2] < expiry]
+            assert wait_until(lambda: time.time() > expiry, 5), "the pause to end"
+            quiet = [
+                (x.partition, x.offset)
+                for m in members
+                for x in m.handed()
+                if written_at + 2 * HB <= x.handed_at < expiry
+            ]
             assert quiet == [], quiet[:5]
 
-            wait_for(
+            assert wait_until(
                 lambda: (
-                    len(handled.per_partition(since=expiry)) == PARTITIONS
-                    and all(len(v) >= 5 for v in handled.per_partition(since=expiry).values())
+                    len(handed(members, since=expiry)) == PARTITIONS
+                    and all(len(v) >= 5 for v in handed(members, since=expiry).values())
                 ),
                 10,
-                "every partition being consumed again after the pause",
-            )
-            after = handled.per_partition(since=expiry)
+            ), "every partition being consumed again after the pause"
+            after = handed(members, since=expiry)
             for p, offsets in sorted(after.items()):
                 assert offsets[0] == NEW, (p, offsets[:10])
                 seen = sorted(set(offsets))
@@ -89,9 +91,9 @@ def test_reset_a_live_group_resumes_exactly_at_the_new_positions(tmp_path) -> No
             for m in members:
                 for topic, p in m.consumer.claims():
                     holder = final.view.holder("g", topic, p)  # type: ignore[union-attr]
-                    assert holder == m.marshaler.identity, (m.name, p, holder)
-                    assert p not in owners, (p, owners[p], m.name)
-                    owners[p] = m.name
+                    assert holder == m.marshaler.identity, (m.client_id, p, holder)
+                    assert p not in owners, (p, owners[p], m.client_id)
+                    owners[p] = m.client_id
             assert sorted(owners) == list(range(PARTITIONS))
         finally:
             if producer is not None:
