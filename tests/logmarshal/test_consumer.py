@@ -307,3 +307,49 @@ def test_lost_partitions_go_to_on_lost_not_on_revoked(manual) -> None:
     assert seen["lost"] == [(TOPIC, 0)]
     assert seen["revoked"] == []
     marshaler.gate.set()
+
+
+class _DeadCoordinationPartition(Marshaler):
+    """Writes to one coordination partition hang while the gate is shut (its broker died)."""
+
+    def __init__(self, *args, dead_cp: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.dead_cp = dead_cp
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def send_encoded_many(self, cp: int, records):
+        if cp == self.dead_cp and not self.gate.is_set():
+            self.gate.wait(10)
+        return super().send_encoded_many(cp, records)
+
+
+def test_a_dead_coordination_partition_stops_only_its_own_claims(manual) -> None:
+    """Issue 10: claims coordinated on a dead and a live broker stopped everything (one
+    manager thread blocked heartbeating the unreachable one). Partitions 0 and 1 of the topic
+    are coordinated on __marshal partitions 0 and 6: with 0 unreachable, partition 1 keeps
+    heartbeating and handing out; partition 0 stops at its lease."""
+    manual.cluster.create_topic(TOPIC, 2)
+    produce(manual.cluster, 0, 5)
+    produce(manual.cluster, 1, 5)
+    marshaler = manual.marshaler(
+        "a", cls=lambda *a, **k: _DeadCoordinationPartition(*a, dead_cp=0, **k)
+    )
+    consumer = manual.consumer(marshaler, greedy=True)
+    try:
+        assert len(drain(consumer, 10)) == 10
+        marshaler.gate.clear()
+        for _ in range(8):  # 2.4 s of log time: past 2·HB since partition 0's last beat
+            manual.clock.advance(0.3)
+            wait_until(
+                lambda: marshaler.partition_state(TOPIC, 1).last_beat
+                >= manual.clock.time_ms() - 1000,
+                what="partition 1 heartbeated within the last HB",
+            )
+        produce(manual.cluster, 0, 5)
+        produce(manual.cluster, 1, 5)
+        got = drain(consumer, 5)
+        assert {(m.partition, m.offset) for m in got} == {(1, o) for o in range(5, 10)}
+        assert consumer.poll(0.2) == []  # partition 0's lease lapsed: nothing of it
+    finally:
+        marshaler.gate.set()
