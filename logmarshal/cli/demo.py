@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from ..cluster import Cluster, Message
@@ -63,8 +64,19 @@ def _demo(args: argparse.Namespace, ctx: Context) -> int:
     return _run_in(args.data_dir, args, ctx, kept=True)
 
 
+def _lines() -> Callable[[str], None]:
+    """print, one whole line at a time: members report from their own threads."""
+    lock = threading.Lock()
+
+    def say(text: str) -> None:
+        with lock:
+            print(text, flush=True)
+
+    return say
+
+
 def _run_in(data_dir: str, args: argparse.Namespace, ctx: Context, kept: bool) -> int:
-    say = (lambda _text: None) if ctx.as_json else print
+    say = (lambda _text: None) if ctx.as_json else _lines()
     say(f"embedded cluster in {data_dir}" + ("" if kept else " (temporary)"))
     cluster = connect(data_dir)
     try:
