@@ -485,7 +485,8 @@ class PartitionAudit:
                 c.max_gap, c.max_gap_end = gap, now
             c.last_ms = now
             c.msgs += 1
-            t.last_ref = value
+            # the release sets both: reservations beyond it are given back (PROTOCOL rule 6)
+            t.last_ref = t.claimed_ref = value
             self._end(t, "released", now, off)
             if counted:
                 self._count(t.group, "accepted", e.value)
