@@ -206,6 +206,7 @@ class Consumer:
         self._behind = release_if_behind is not None
         self._replay_locks = marshaler.replay_locks()
         self._polls: dict[int, Poll] = {}
+        self._ticks = 0  # driver passes so far (tests wait for some instead of sleeping)
 
         self._lock = threading.Lock()  # the core and everything below
         self._cond = threading.Condition(self._lock)  # "something may be ready to hand out"
@@ -558,6 +559,7 @@ class Consumer:
                         next_behind = now + self._hb
                         self._report_log_ends()
                     self._feed(Tick())
+                    self._ticks += 1
                 except Exception:
                     log.exception("%s: a coordination pass failed; retrying", self._name())
         except Exception:

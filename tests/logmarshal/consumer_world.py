@@ -29,6 +29,13 @@ def produce(cluster: EmbeddedCluster, partition: int, count: int) -> None:
     )
 
 
+def wait_passes(consumer: Consumer, passes: int = 3) -> None:
+    """Until the consumer's driver has stepped its core ``passes`` more times: what it would
+    decide at the current (manual) time, it has decided by then."""
+    target = consumer._ticks + passes
+    wait_until(lambda: consumer._ticks >= target, what=f"{passes} driver passes")
+
+
 def drain(
     consumer: Consumer,
     count: int,

@@ -12,7 +12,15 @@ from logmarshal.errors import ClosedError
 from logmarshal.marshaler import Marshaler
 from rationalizer import Effect, Heartbeat, decode
 
-from .consumer_world import TOPIC, drain, holders, no_threads_left, produce, wait_until
+from .consumer_world import (
+    TOPIC,
+    drain,
+    holders,
+    no_threads_left,
+    produce,
+    wait_passes,
+    wait_until,
+)
 
 
 def test_two_consumers_split_the_partitions_with_one_holder_each(realtime) -> None:
@@ -84,7 +92,7 @@ def test_alo_survivor_takes_over_a_stale_claim_and_nothing_is_lost(manual) -> No
     victim.marshaler.close()
 
     survivor = manual.consumer("b", greedy=True)
-    time.sleep(0.2)  # give its first claim pass the chance to (wrongly) claim
+    wait_passes(survivor)  # its claim passes had the chance to (wrongly) claim
     assert survivor.claims() == []  # still fresh: not claimable
     manual.clock.advance(2.5)  # now stale by the log's clock, and a claim pass is due
     wait_until(lambda: len(survivor.claims()) == 2, what="the takeover")

@@ -18,7 +18,15 @@ from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.retry import HandlerFailed, RetryPolicy
 from rationalizer import Effect, Heartbeat, ReleaseGroup, decode, encode
 
-from .consumer_world import TOPIC, World, drain, no_threads_left, produce, wait_until
+from .consumer_world import (
+    TOPIC,
+    World,
+    drain,
+    no_threads_left,
+    produce,
+    wait_passes,
+    wait_until,
+)
 
 # -- verdicts that come too late ---------------------------------------------------------------
 
@@ -100,7 +108,7 @@ def test_release_group_drops_claims_waits_and_resumes_from_the_admins_position(m
     assert consumer.poll(0.1) == []  # revocation delivered here, in the polling thread
     assert revoked == [[(TOPIC, 0)]]
     manual.clock.advance(1.0)
-    time.sleep(0.2)
+    wait_passes(consumer)
     assert consumer.claims() == []  # still paused: no claim is even tried
     manual.clock.advance(2.5)
     wait_until(lambda: consumer.claims() == [(TOPIC, 0)], what="the claim after the pause")

@@ -331,3 +331,48 @@ def test_amo_graceful_close_gives_back_a_reservation_never_handed_out():
     state = world.partition_state("g", "t", 0)
     assert state.holder is None and state.claimed_through == -1
     assert world.resume_offset("g", "t", 0) == 0  # the successor hands out 0..4: not lost
+
+
+# -- claim passes: decided on the core, no sleeps -------------------------------------------------
+
+
+def _claims(actions):
+    return [a for a in actions if isinstance(a, Write) and a.kind == "claim"]
+
+
+def test_a_partition_given_up_is_left_alone_for_the_cooldown():
+    world, log = WorldState(), Log()
+    core = MemberCore(options(mode="alo", claim_every_ms=10, cooldown_ms=500), [world])
+    land_all(core, world, log, 0, start(core, world, log))
+    assert core.assigned() == [("t", 0)]
+    land_all(core, world, log, 100, core.give_up(100, "t", 0, "test"))  # released in the log
+    assert world.holder("g", "t", 0) is None and core.held() == []
+    for now in range(110, 600, 10):  # claimable all along, but cooling down
+        assert _claims(core.step(now, Tick())) == [], now
+    assert len(_claims(core.step(600, Tick()))) == 1
+
+
+def test_no_claim_is_tried_while_the_group_is_paused():
+    from rationalizer import ReleaseGroup
+
+    world, log = WorldState(), Log()
+    log.append(0, *encode(ReleaseGroup(client_id="adm", instance_id="x", group_id="g",
+                                       msg_expire_time=1000)))
+    core = MemberCore(options(mode="alo", claim_every_ms=10), [world])
+    out = core.step(0, Replayed(0, log.replay(world), at_end=True))
+    for now in range(0, 1000, 10):
+        assert _claims(out) == [], now
+        out = core.step(now, Tick())
+    assert len(_claims(core.step(1001, Tick()))) == 1  # from the end of the pause
+
+
+def test_a_fresh_holders_partition_is_claimed_only_once_stale():
+    world, log = WorldState(), Log()
+    other = MemberCore(options(mode="alo", client_id="c2", instance_id="j1"), [world])
+    land_all(other, world, log, 0, start(other, world, log))  # c2 holds it, beat at 0
+    core = MemberCore(options(mode="alo", claim_every_ms=10), [world])
+    out = core.step(0, Replayed(0, log.replay(world), at_end=True))
+    for now in range(0, 2 * HB + 1, 10):
+        assert _claims(out) == [], now  # fresh, then unknown: not claimable
+        out = core.step(now, Tick())
+    assert len(_claims(core.step(2 * HB + 1, Tick()))) == 1  # stale by the log's clock
