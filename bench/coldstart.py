@@ -223,7 +223,6 @@ def _cold_start(cluster, restore: bool, timeout: float = 3600.0, check: bool = T
         snapshot_records=None,
         snapshot_interval=None,
         restore_snapshots=restore,
-        fetch_max_bytes=8 << 20,
     )
     try:
         if not m.wait_caught_up(timeout):
@@ -262,13 +261,13 @@ def _median(runs: list[float]) -> float:
     return statistics.median(runs)
 
 
-def _catch_up(cluster, repeat: int, python_decoder: bool = False) -> float:
-    """Median seconds of a new member's full replay (no snapshots), ``repeat`` runs."""
+def _catch_up(cluster, python_decoder: bool = False) -> float:
+    """Seconds of a new member's full replay (no snapshots)."""
     saved = storage.records._fast
     if python_decoder:
         storage.records._fast = None  # decode_columns falls back to its Python reference
     try:
-        return _median([_cold_start(cluster, restore=False) for _ in range(repeat)])
+        return _cold_start(cluster, restore=False)
     finally:
         storage.records._fast = saved
 
@@ -377,12 +376,18 @@ def main() -> None:
                 history.grow(size)
                 gen = time.perf_counter() - t0
                 limit = min(args.baseline_records, size)
-                baseline = _median([_apply_many_rate(cluster, limit) for _ in range(args.repeat)])
-                full = _catch_up(cluster, args.repeat)
+                # baseline and catch-up alternate, so both see the same load on this machine
+                rates, fulls, slows = [], [], []
+                for _ in range(args.repeat):
+                    rates.append(_apply_many_rate(cluster, limit))
+                    fulls.append(_catch_up(cluster))
+                    if args.python_decoder_too:
+                        slows.append(_catch_up(cluster, python_decoder=True))
+                baseline, full = _median(rates), _median(fulls)
                 rate = history.total / full
                 python_cols = ""
                 if args.python_decoder_too:
-                    slow = history.total / _catch_up(cluster, args.repeat, python_decoder=True)
+                    slow = history.total / _median(slows)
                     python_cols = f" {slow:>14,.0f} {slow / baseline:>8.2f}"
                 snap = _cold_start(cluster, restore=True)
                 total, keep, snaps = _kept_bytes(cluster)

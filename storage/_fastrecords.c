@@ -40,9 +40,15 @@ static PyObject *key_cache[KEY_CACHE_SIZE];
 
 static PyObject *key_bytes(const unsigned char *k, Py_ssize_t len) {
     if (len > KEY_CACHE_MAX_LEN) return PyBytes_FromStringAndSize((const char *)k, len);
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (Py_ssize_t i = 0; i < len; i++) h = (h ^ k[i]) * 16777619u;
-    PyObject **slot = &key_cache[(h ^ (h >> 13)) & (KEY_CACHE_SIZE - 1)];
+    /* the slot: a hash of the length and the first and last (up to) 8 bytes; a collision
+     * only costs a new object, every hit is compared in full */
+    uint64_t head = 0, tail = 0;
+    Py_ssize_t w = len < 8 ? len : 8;
+    memcpy(&head, k, (size_t)w);
+    memcpy(&tail, k + len - w, (size_t)w);
+    uint64_t h = (head * 0x9E3779B97F4A7C15ull) ^ (tail * 0xC2B2AE3D27D4EB4Full) ^ (uint64_t)len;
+    h ^= h >> 29;
+    PyObject **slot = &key_cache[(h * 0x94D049BB133111EBull >> 51) & (KEY_CACHE_SIZE - 1)];
     PyObject *hit = *slot;
     if (hit != NULL && PyBytes_GET_SIZE(hit) == len && memcmp(PyBytes_AS_STRING(hit), k, len) == 0) {
         Py_INCREF(hit);
@@ -72,8 +78,13 @@ static int varint(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, int max
     return 0;
 }
 
-/* Append the records of one plain batch (header at d, `size` bytes); 0 if it is not plain.
- * Nothing is appended unless the whole batch is. */
+/* Drop what was appended to the columns since their lengths were `marks`. */
+static void roll_back(PyObject *cols[4], const Py_ssize_t marks[4]) {
+    for (int c = 0; c < 4; c++) PyList_SetSlice(cols[c], marks[c], PY_SSIZE_T_MAX, NULL);
+}
+
+/* Append the records of one plain batch (header at d, `size` bytes); 0 if it is not plain,
+ * and then nothing of it stays appended. One pass: parse, append, roll back on a misfit. */
 static int plain_batch(const unsigned char *d, Py_ssize_t size, PyObject *crc_fn,
                        PyObject *cols[4], int *error) {
     int16_t attributes = (int16_t)(((unsigned)d[21] << 8) | d[22]);
@@ -96,58 +107,47 @@ static int plain_batch(const unsigned char *d, Py_ssize_t size, PyObject *crc_fn
     int log_append = attributes & 0x08;
     const unsigned char *r = d + BATCH_OVERHEAD;
     Py_ssize_t n = size - BATCH_OVERHEAD;
-    /* validate and locate first, so that a misfit leaves the columns untouched */
-    Py_ssize_t p = 0;
-    for (int32_t i = 0; i < record_count; i++) {
-        int64_t length, ts_delta, off_delta, klen, vlen, sum;
-        if (!varint(r, &p, n, 5, &length) || length < 1 || length > n - p) return 0;
-        Py_ssize_t rec_end = p + (Py_ssize_t)length;
-        p += 1; /* record attributes */
-        if (!varint(r, &p, rec_end, 9, &ts_delta) || !varint(r, &p, rec_end, 5, &off_delta))
-            return 0;
-        if (__builtin_add_overflow(base, off_delta, &sum)) return 0;
-        if (!log_append && __builtin_add_overflow(first_ts, ts_delta, &sum)) return 0;
-        if (!varint(r, &p, rec_end, 5, &klen)) return 0;
-        if (klen >= 0) {
-            if (klen > rec_end - p) return 0;
-            p += (Py_ssize_t)klen;
-        }
-        if (!varint(r, &p, rec_end, 5, &vlen)) return 0;
-        if (vlen >= 0) {
-            if (vlen > rec_end - p) return 0;
-            p += (Py_ssize_t)vlen;
-        }
-        if (p + 1 != rec_end || r[p] != 0) return 0; /* record headers: not plain */
-        p = rec_end;
-    }
-    if (p != n) return 0;
-
+    Py_ssize_t marks[4];
+    for (int c = 0; c < 4; c++) marks[c] = PyList_GET_SIZE(cols[c]);
     PyObject *stamp = NULL;
     if (log_append && record_count) {
         stamp = PyLong_FromLongLong(be64(d + 35));
         if (stamp == NULL) { *error = 1; return 0; }
     }
-    p = 0;
+    int plain = 1;
+    Py_ssize_t p = 0;
     for (int32_t i = 0; i < record_count; i++) {
-        int64_t length = 0, ts_delta = 0, off_delta = 0, klen = 0, vlen = 0;
-        PyObject *item[4];
-        varint(r, &p, n, 5, &length);
+        int64_t length, ts_delta, off_delta, klen, vlen, offset, ts = 0;
+        if (!varint(r, &p, n, 5, &length) || length < 1 || length > n - p) { plain = 0; break; }
         Py_ssize_t rec_end = p + (Py_ssize_t)length;
-        p += 1;
-        varint(r, &p, rec_end, 9, &ts_delta);
-        varint(r, &p, rec_end, 5, &off_delta);
-        varint(r, &p, rec_end, 5, &klen);
+        p += 1; /* record attributes */
+        if (!varint(r, &p, rec_end, 9, &ts_delta) || !varint(r, &p, rec_end, 5, &off_delta) ||
+            __builtin_add_overflow(base, off_delta, &offset) ||
+            (!log_append && __builtin_add_overflow(first_ts, ts_delta, &ts)) ||
+            !varint(r, &p, rec_end, 5, &klen)) {
+            plain = 0;
+            break;
+        }
         const unsigned char *k = r + p;
-        if (klen >= 0) p += (Py_ssize_t)klen;
-        varint(r, &p, rec_end, 5, &vlen);
+        if (klen >= 0) {
+            if (klen > rec_end - p) { plain = 0; break; }
+            p += (Py_ssize_t)klen;
+        }
+        if (!varint(r, &p, rec_end, 5, &vlen)) { plain = 0; break; }
         const unsigned char *v = r + p;
+        if (vlen >= 0) {
+            if (vlen > rec_end - p) { plain = 0; break; }
+            p += (Py_ssize_t)vlen;
+        }
+        if (p + 1 != rec_end || r[p] != 0) { plain = 0; break; } /* record headers */
         p = rec_end;
-        item[0] = PyLong_FromLongLong(base + off_delta);
+        PyObject *item[4];
+        item[0] = PyLong_FromLongLong(offset);
         if (stamp != NULL) {
             Py_INCREF(stamp);
             item[1] = stamp;
         } else {
-            item[1] = PyLong_FromLongLong(first_ts + ts_delta);
+            item[1] = PyLong_FromLongLong(ts);
         }
         if (klen < 0) {
             Py_INCREF(Py_None);
@@ -161,19 +161,21 @@ static int plain_batch(const unsigned char *d, Py_ssize_t size, PyObject *crc_fn
         } else {
             item[3] = PyBytes_FromStringAndSize((const char *)v, (Py_ssize_t)vlen);
         }
-        int failed = 0;
         for (int c = 0; c < 4; c++) {
-            if (item[c] == NULL || (!failed && PyList_Append(cols[c], item[c]) < 0)) failed = 1;
+            if (item[c] == NULL || (!*error && PyList_Append(cols[c], item[c]) < 0)) *error = 1;
             Py_XDECREF(item[c]);
         }
-        if (failed) {
-            Py_XDECREF(stamp);
-            *error = 1;
-            return 0;
-        }
+        if (*error) { plain = 0; break; }
     }
+    if (plain && p != n) plain = 0;
     Py_XDECREF(stamp);
-    return 1;
+    if (!plain) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb); /* keep a pending error across the roll-back */
+        roll_back(cols, marks);
+        PyErr_Restore(type, value, tb);
+    }
+    return plain;
 }
 
 static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
