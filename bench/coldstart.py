@@ -234,7 +234,11 @@ def _cold_start(cluster, restore: bool, timeout: float = 3600.0, check: bool = T
     )
     try:
         if not m.wait_caught_up(timeout):
-            raise RuntimeError("the new member did not catch up")
+            ends = [cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(N_COORD)]
+            raise RuntimeError(
+                f"the new member did not catch up in {timeout} s: replayed to "
+                f"{m.replay_offsets()}, log ends {ends}"
+            )
         took = time.perf_counter() - t0
         last_cpu[0] = time.process_time() - c0
         if check:  # every partition of the group known, with its holder
@@ -311,9 +315,9 @@ def _network(path: Path, baseline: float, repeat: int) -> None:
                 - net.earliest_offset(COORDINATION_TOPIC, cp)
                 for cp in range(N_COORD)
             )
-            runs = [_cold_start(net, restore=False) for _ in range(repeat)]
+            runs = [_cold_start(net, restore=False, timeout=600) for _ in range(repeat)]
             full = _median(runs)
-            snap = _cold_start(net, restore=True)
+            snap = _cold_start(net, restore=True, timeout=600)
     finally:
         broker.terminate()
         broker.wait(30)
