@@ -18,6 +18,8 @@ from storage import Compression, CorruptRecordError, NewRecord, TimestampType, e
 from storage import records as records_module
 from storage.records import decode_columns, decode_columns_python
 
+from .corruptions import CORRUPTIONS, good
+
 fast = records_module._fast
 pytestmark = pytest.mark.skipif(
     fast is None, reason="storage._fastrecords was not built (no C compiler at install)"
@@ -150,3 +152,32 @@ def test_a_bad_batch_after_good_ones_raises_the_reference_error() -> None:
     got = _outcome(decode_columns, data)
     assert got == _outcome(decode_columns_python, data)
     assert got[1] is CorruptRecordError and got[0][0] == [0, 1]
+
+
+@pytest.mark.parametrize("name", sorted(CORRUPTIONS))
+def test_the_replay_read_skips_damage_alike_with_either_decoder(tmp_path, monkeypatch, name):
+    """The embedded cluster's column read (what the Marshaler's tail uses) over a damaged
+    stored batch between good ones: the same records, the same CorruptBatch and resume
+    offset, whichever decoder runs."""
+    from logmarshal import EmbeddedCluster
+
+    def reads() -> list:
+        out = []
+        for offset in range(4):
+            try:
+                out.append(cluster.fetch_columns("t", 0, offset))
+            except Exception as exc:  # the error and where to resume are what is compared
+                out.append((type(exc), str(exc), getattr(exc, "next_offset", None)))
+        return out
+
+    with EmbeddedCluster(tmp_path / "c", maintenance_interval=0) as cluster:
+        cluster.create_topic("t", 1)
+        plog = cluster._dir.partition("t", 0)
+        plog.validate_records = False
+        plog.append(good(1))
+        plog.append(CORRUPTIONS[name][0]())
+        plog.append(good(2))
+        fast_reads = reads()
+        monkeypatch.setattr(records_module, "_fast", None)
+        assert reads() == fast_reads
+    assert fast_reads[0][0][0] == 0  # the good batch before the damage is read
