@@ -10,9 +10,16 @@ one WorldState per coordination partition replays every batch, and at each snaps
 truncated while growing, so both cold starts can be measured on the same log.
 
 At each size it measures, side by side in the same run:
-- ``apply_many`` alone: the fold over records already in memory (the baseline for the tail);
-- a new Marshaler with ``restore_snapshots=False``: the whole history replayed
-  (fetch -> decode -> apply), and its rate as a fraction of ``apply_many``'s;
+- ``apply_many`` alone (the baseline for the tail): a fresh ``WorldState`` per coordination
+  partition fed the first ``--baseline-records`` records as ``(offset, timestamp, key,
+  value)`` tuples already read and decoded into memory. That is the rationalizer's own work
+  (its codec, which runs inside ``apply_many``, and the fold), without storage reads or
+  record-batch decoding;
+- the catch-up (tail) path: a new Marshaler with ``restore_snapshots=False`` replaying the
+  whole history (its threads read ``__marshal``, decode the record batches, apply), timed
+  from construction until ``wait_caught_up``, and its rate as a fraction of
+  ``apply_many``'s; once with the C batch decoder (``storage._fastrecords``) and once with
+  the Python one it falls back to (``--python-decoder-too``);
 - a new Marshaler restoring the newest snapshot and replaying the tail;
 - ``__marshal`` bytes on disk, and what truncation keeps (the segments at or after the
   bound ``coordlog.truncation_bounds`` gives), i.e. the steady-state size with snapshots.
@@ -20,9 +27,15 @@ At the end it really truncates and starts one more member on the truncated log.
 
     python bench/coldstart.py [--sizes 1000000,10000000,30000000] [--partitions 2000]
                               [--snapshot-records 25000] [--keep DIR] [--network]
+                              [--one-record-batches] [--repeat 3] [--python-decoder-too]
 
-``--network`` also serves the final directory with a broker and times the cold start of a
-Marshaler over the Kafka protocol (NetworkCluster), with and without snapshots.
+Rates are the median of ``--repeat`` runs (this machine is shared: single runs vary).
+``--one-record-batches`` stores every record as its own batch, as Marshalers write them
+(the default stores one batch per coordination partition per tick, about 25 records).
+
+``--network`` then serves the whole history with ``logmarshal broker start`` (another
+process) and times the catch-up of a Marshaler over the Kafka protocol (NetworkCluster,
+librdkafka) against the same ``apply_many`` rate, and its cold start from snapshots.
 """
 
 from __future__ import annotations
@@ -31,14 +44,20 @@ import argparse
 import logging
 import random
 import shutil
+import socket
+import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import attrs
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import storage.records
 from logmarshal import EmbeddedCluster, Marshaler, NewRecord, coordlog
 from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.marshaler import DEFAULT_SNAPSHOT_RECORDS
@@ -49,8 +68,11 @@ from rationalizer import (
     coordination_partition,
     encode,
 )
+from storage import TimestampType, encode_batch
 
 log = logging.getLogger("bench.coldstart")
+
+ROOT = Path(__file__).resolve().parents[1]
 
 N_COORD = 8
 HB_MS = 5000
@@ -64,9 +86,16 @@ class History:
     """The synthetic history, grown in steps; also the members' snapshot publisher."""
 
     def __init__(
-        self, cluster: EmbeddedCluster, clock: list[int], partitions: int, every: int, seed: int
+        self,
+        cluster: EmbeddedCluster,
+        clock: list[int],
+        partitions: int,
+        every: int,
+        seed: int,
+        one_record_batches: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.one_record_batches = one_record_batches
         self.clock = clock
         self.every = every
         self.rng = random.Random(seed)
@@ -123,11 +152,7 @@ class History:
         for cp, batch in enumerate(batches):
             if not batch:
                 continue
-            res = self.cluster.produce(
-                COORDINATION_TOPIC,
-                cp,
-                [NewRecord(value=v, key=k, timestamp=now) for k, v in batch],
-            )
+            res = self._append(cp, batch, now)
             base = res.base_offset
             w = self.worlds[cp]
             w.apply_many((base + i, res.log_append_time, k, v) for i, (k, v) in enumerate(batch))
@@ -144,6 +169,19 @@ class History:
                     self.cluster.delete_records(SNAPSHOT_TOPIC, {cp: snaps_before})
             self.written[cp] += len(batch)
             self.total += len(batch)
+
+    def _append(self, cp: int, batch: list[tuple[bytes, bytes]], now: int):
+        """One batch (as ``produce`` writes), or one batch per record (as Marshalers do)."""
+        records = [NewRecord(value=v, key=k, timestamp=now) for k, v in batch]
+        if not self.one_record_batches:
+            return self.cluster.produce(COORDINATION_TOPIC, cp, records)
+        log_ = self.cluster.data_dir.partition(COORDINATION_TOPIC, cp)
+        first = None
+        for r in records:  # one append a batch, as each produce of a Marshaler is
+            info = log_.append(encode_batch([r], timestamp_type=TimestampType.LOG_APPEND_TIME))
+            first = first or info
+        assert first is not None
+        return attrs.evolve(first, last_offset=info.last_offset)
 
     def grow(self, until: int) -> None:
         rng = self.rng
@@ -180,6 +218,9 @@ def _kept_bytes(cluster: EmbeddedCluster) -> tuple[int, int, int]:
 
 
 def _cold_start(cluster, restore: bool, timeout: float = 3600.0, check: bool = True) -> float:
+    """Wall seconds from a new member's construction until it caught up; its process CPU
+    seconds go to ``last_cpu`` (on the embedded cluster all of the work is in this process)."""
+    c0 = time.process_time()
     t0 = time.perf_counter()
     m = Marshaler(
         cluster,
@@ -190,12 +231,16 @@ def _cold_start(cluster, restore: bool, timeout: float = 3600.0, check: bool = T
         snapshot_records=None,
         snapshot_interval=None,
         restore_snapshots=restore,
-        fetch_max_bytes=8 << 20,
     )
     try:
         if not m.wait_caught_up(timeout):
-            raise RuntimeError("the new member did not catch up")
+            ends = [cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(N_COORD)]
+            raise RuntimeError(
+                f"the new member did not catch up in {timeout} s: replayed to "
+                f"{m.replay_offsets()}, log ends {ends}"
+            )
         took = time.perf_counter() - t0
+        last_cpu[0] = time.process_time() - c0
         if check:  # every partition of the group known, with its holder
             assert len(m.partitions()) == len(cluster_partitions_cache), "member disagrees"
     finally:
@@ -204,10 +249,14 @@ def _cold_start(cluster, restore: bool, timeout: float = 3600.0, check: bool = T
 
 
 cluster_partitions_cache: list[int] = []
+last_cpu = [0.0]
 
 
 def _apply_many_rate(cluster: EmbeddedCluster, limit: int) -> float:
-    """Records/s of ``apply_many`` alone over up to ``limit`` records already in memory."""
+    """Records/s of ``apply_many`` alone over up to ``limit`` records already in memory.
+
+    The tuples are what the catch-up path hands ``apply_many``: read with the same decoder,
+    so the same objects (a repeated key is one bytes object in both)."""
     cols = []
     per = limit // N_COORD
     for cp in range(N_COORD):
@@ -216,31 +265,68 @@ def _apply_many_rate(cluster: EmbeddedCluster, limit: int) -> float:
             got.extend(zip(*chunk, strict=True))
         cols.append(got)
     n = sum(len(c) for c in cols)
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for records in cols:
         WorldState().apply_many(records)
-    return n / (time.perf_counter() - t0)
+    took = time.perf_counter() - t0
+    last_cpu[0] = time.process_time() - c0
+    return n / took
 
 
-def _network(path: Path, baseline: float) -> None:
+def _median(runs: list[float]) -> float:
+    return statistics.median(runs)
+
+
+def _catch_up(cluster, python_decoder: bool = False) -> float:
+    """Seconds of a new member's full replay (no snapshots)."""
+    saved = storage.records._fast
+    if python_decoder:
+        storage.records._fast = None  # decode_columns falls back to its Python reference
+    try:
+        return _cold_start(cluster, restore=False)
+    finally:
+        storage.records._fast = saved
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _network(path: Path, baseline: float, repeat: int) -> None:
+    """Serve ``path`` with ``logmarshal broker start`` (its own process) and time the
+    catch-up of a Marshaler over the Kafka protocol (NetworkCluster, librdkafka)."""
     from logmarshal import connect
-    from storage.broker import BrokerConfig, BrokerThread
 
-    with (
-        BrokerThread(BrokerConfig(data_dir=path, port=0)) as broker,
-        connect(bootstrap=broker.bootstrap) as net,
-    ):
-        stored = sum(
-            net.latest_offset(COORDINATION_TOPIC, cp) - net.earliest_offset(COORDINATION_TOPIC, cp)
-            for cp in range(N_COORD)
-        )
-        full = _cold_start(net, restore=False, check=False)  # truncated: positions lost
-        snap = _cold_start(net, restore=True)
-        print(
-            f"network (broker on 127.0.0.1, truncated log): replay of the {stored:,} stored "
-            f"records {full:.2f} s ({stored / full:,.0f} records/s, "
-            f"{stored / full / baseline:.2f} of apply_many); from snapshots {snap:.2f} s"
-        )
+    bootstrap = f"127.0.0.1:{_free_port()}"
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "logmarshal", "--data-dir", str(path), "broker", "start",
+         "--listen", bootstrap],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert broker.stdout is not None
+        broker.stdout.readline()  # "listening on ..."
+        with connect(bootstrap=bootstrap) as net:
+            stored = sum(
+                net.latest_offset(COORDINATION_TOPIC, cp)
+                - net.earliest_offset(COORDINATION_TOPIC, cp)
+                for cp in range(N_COORD)
+            )
+            runs = [_cold_start(net, restore=False, timeout=600) for _ in range(repeat)]
+            full = _median(runs)
+            snap = _cold_start(net, restore=True, timeout=600)
+    finally:
+        broker.terminate()
+        broker.wait(30)
+    print(
+        f"network (logmarshal broker start on 127.0.0.1): catch-up over the "
+        f"{stored:,} stored records {full:.2f} s, {stored / full:,.0f} records/s against "
+        f"apply_many's {baseline:,.0f}: ratio {stored / full / baseline:.2f}; "
+        f"from snapshots {snap:.2f} s"
+    )
 
 
 def main() -> None:
@@ -254,6 +340,15 @@ def main() -> None:
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir)")
     ap.add_argument("--network", action="store_true", help="also cold-start over the network")
     ap.add_argument("--baseline-records", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per rate (median)")
+    ap.add_argument(
+        "--one-record-batches", action="store_true", help="store each record as its own batch"
+    )
+    ap.add_argument(
+        "--python-decoder-too",
+        action="store_true",
+        help="also time the catch-up with the Python batch decoder (the fallback)",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -264,16 +359,34 @@ def main() -> None:
     print(
         f"python {sys.version.split()[0]}; one group of {args.partitions:,} partitions, "
         f"{N_COORD} coordination partitions, a snapshot every {args.snapshot_records:,} "
-        "records of a coordination partition"
+        f"records of a coordination partition; "
+        f"{'one record' if args.one_record_batches else 'one tick of a partition'} a batch; "
+        f"C batch decoder {'built' if storage.records.FAST_DECODER else 'NOT built'}; "
+        f"median of {args.repeat}"
+    )
+    print(
+        "apply_many/s: the rationalizer alone over decoded (offset, timestamp, key, value) "
+        f"tuples in memory (the first {args.baseline_records:,} records); catch-up: a new "
+        "member replaying everything (read, batch decode, apply); ratio = catch-up/apply_many "
+        "in wall time, cpu ratio: the same in CPU seconds of this process (less sensitive to "
+        "other jobs on the machine)"
     )
     try:
         with EmbeddedCluster(
             work / "data", clock=lambda: clock[0], maintenance_interval=0
         ) as cluster:
-            history = History(cluster, clock, args.partitions, args.snapshot_records, args.seed)
+            history = History(
+                cluster,
+                clock,
+                args.partitions,
+                args.snapshot_records,
+                args.seed,
+                args.one_record_batches,
+            )
+            python_head = f" {'py catch-up/s':>14} {'py ratio':>8}" if args.python_decoder_too else ""
             print(
-                f"{'records':>11} {'gen s':>7} {'apply_many/s':>13} {'full replay':>12} "
-                f"{'rate/s':>9} {'ratio':>6} {'snapshot+tail':>14} "
+                f"{'records':>11} {'gen s':>7} {'apply_many/s':>13} {'catch-up':>10} "
+                f"{'catch-up/s':>11} {'ratio':>6} {'cpu ratio':>9}{python_head} {'snapshot+tail':>14} "
                 f"{'__marshal MB':>13} {'kept MB':>8} {'snapshots MB':>13}"
             )
             baseline = 0.0
@@ -281,18 +394,36 @@ def main() -> None:
                 t0 = time.perf_counter()
                 history.grow(size)
                 gen = time.perf_counter() - t0
-                if not baseline:
-                    baseline = _apply_many_rate(cluster, min(args.baseline_records, size))
-                full = _cold_start(cluster, restore=False)
+                limit = min(args.baseline_records, size)
+                # baseline and catch-up alternate, so both see the same load on this machine
+                rates, fulls, slows, cpu_ratios = [], [], [], []
+                for _ in range(args.repeat):
+                    rates.append(_apply_many_rate(cluster, limit))
+                    base_cpu_rate = limit / last_cpu[0]
+                    fulls.append(_catch_up(cluster))
+                    cpu_ratios.append(history.total / last_cpu[0] / base_cpu_rate)
+                    if args.python_decoder_too:
+                        slows.append(_catch_up(cluster, python_decoder=True))
+                baseline, full = _median(rates), _median(fulls)
+                rate = history.total / full
+                python_cols = ""
+                if args.python_decoder_too:
+                    slow = history.total / _median(slows)
+                    python_cols = f" {slow:>14,.0f} {slow / baseline:>8.2f}"
                 snap = _cold_start(cluster, restore=True)
                 total, keep, snaps = _kept_bytes(cluster)
-                rate = history.total / full
                 print(
-                    f"{history.total:>11,} {gen:>7.1f} {baseline:>13,.0f} {full:>10.2f} s "
-                    f"{rate:>9,.0f} {rate / baseline:>6.2f} {snap:>12.2f} s "
+                    f"{history.total:>11,} {gen:>7.1f} {baseline:>13,.0f} {full:>8.2f} s "
+                    f"{rate:>11,.0f} {rate / baseline:>6.2f} {_median(cpu_ratios):>9.2f}"
+                    f"{python_cols} {snap:>12.2f} s "
                     f"{total / 1e6:>13.1f} {keep / 1e6:>8.1f} {snaps / 1e6:>13.1f}",
                     flush=True,
                 )
+        if args.network:  # the whole history, served by a broker process
+            _network(work / "data", baseline, args.repeat)
+        with EmbeddedCluster(
+            work / "data", clock=lambda: clock[0], maintenance_interval=0
+        ) as cluster:
             t0 = time.perf_counter()
             for cp in range(N_COORD):
                 coordlog.truncate(cluster, cp)
@@ -303,8 +434,6 @@ def main() -> None:
                 f"truncated in {cut:.2f} s: __marshal {total / 1e6:.1f} MB, snapshots "
                 f"{snaps / 1e6:.1f} MB; a new member starts in {after:.2f} s"
             )
-        if args.network:
-            _network(work / "data", baseline)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

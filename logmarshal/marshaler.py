@@ -276,6 +276,9 @@ class Marshaler:
             with tail.cond:
                 tail.world = restored.world
                 tail.next_offset = restored.covered + 1
+                # a waiter must not sleep until its timeout when the snapshot covers the
+                # whole log (no record follows to wake it)
+                tail.cond.notify_all()
             log.info(
                 "%s/%d: starting from the snapshot covering %d",
                 COORDINATION_TOPIC,
@@ -293,6 +296,7 @@ class Marshaler:
             )
         with tail.cond:
             tail.next_offset = earliest
+            tail.cond.notify_all()
         return earliest
 
     def _tail(self, tail: _Tail) -> None:

@@ -13,7 +13,7 @@ pytest.importorskip("pyarrow")
 from logmarshal import EmbeddedCluster, coordlog
 from logmarshal.audit import summary as summary_mod
 from logmarshal.audit.engine import load_tables, replay_config_for, run_inprocess
-from logmarshal.audit.export import export_coordination
+from logmarshal.audit.export import ExportInfo, export_coordination
 from logmarshal.audit.genesis import read_exported_snapshots
 from logmarshal.coordlog import COORDINATION_TOPIC
 from rationalizer import WorldState
@@ -39,7 +39,9 @@ def _publish(cluster, script) -> list[WorldState]:
     return worlds
 
 
-def test_audit_after_truncation_starts_from_the_snapshot(tmp_path, monkeypatch) -> None:
+def truncated_log(tmp_path, monkeypatch) -> tuple[ExportInfo, ExportInfo, list[WorldState]]:
+    """A random log with two published snapshots, exported whole, then truncated behind the
+    older snapshot and exported again: ``(full export, truncated export, newest worlds)``."""
     monkeypatch.setattr(
         logs,
         "coordination_topic_config",
@@ -67,6 +69,11 @@ def test_audit_after_truncation_starts_from_the_snapshot(tmp_path, monkeypatch) 
             assert coordlog.truncate(cluster, cp) is not None
         assert all(cluster.earliest_offset(COORDINATION_TOPIC, cp) > 0 for cp in range(N))
         cut_export = export_coordination(cluster, tmp_path / "cut")
+    return full_export, cut_export, genesis
+
+
+def test_audit_after_truncation_starts_from_the_snapshot(tmp_path, monkeypatch) -> None:
+    full_export, cut_export, genesis = truncated_log(tmp_path, monkeypatch)
     assert cut_export.truncated == list(range(N))
     assert all(len(v) == 2 for v in read_exported_snapshots(tmp_path / "cut").values())
 

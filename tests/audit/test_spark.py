@@ -11,7 +11,12 @@ pytest.importorskip("pyarrow")
 from logmarshal import EmbeddedCluster
 from logmarshal.audit.engine import load_tables, replay_config_for, run_inprocess
 from logmarshal.audit.export import export_coordination
-from logmarshal.audit.verify import compare, records_from_cluster, reference_replay
+from logmarshal.audit.verify import (
+    compare,
+    records_from_cluster,
+    records_from_export,
+    reference_replay,
+)
 from logmarshal.cli.context import Context
 
 from .logs import LogClock, Script, random_log
@@ -76,3 +81,38 @@ def test_cli_audit_on_spark_with_verify(
     assert "replaying on Spark" in captured.err
     summary = assert_outputs(out, "spark")
     assert summary["verify"]["ok"]
+
+
+def test_spark_audit_of_a_truncated_log_starts_from_the_snapshot(
+    spark, tmp_path, monkeypatch
+) -> None:
+    """The genesis (a snapshot's world) travels to Spark's executors with the replay
+    configuration: on Spark the truncated log's audit gives the in-process tables, claims
+    open at the snapshot included, and on the window after it the full history's."""
+    from logmarshal.audit.job import run_spark
+
+    from .test_genesis import truncated_log
+
+    full_export, cut_export, genesis = truncated_log(tmp_path, monkeypatch)
+    assert cut_export.truncated == [0]
+    since = max(w.now for w in genesis) + 1
+    config = replay_config_for(cut_export, since_ms=since)
+    assert {cp: g[0] for cp, g in config.genesis.items()} == {
+        cp: w.applied_through for cp, w in enumerate(genesis)
+    }
+    result = run_spark(spark, cut_export, tmp_path / "spark", config)
+    run_inprocess(cut_export, tmp_path / "local", config)
+    got, want = load_tables(tmp_path / "spark"), load_tables(tmp_path / "local")
+    for table in want:
+        assert same_rows(got[table], want[table]), table
+    assert result.records == cut_export.records
+    starts = [o["start_cause"] for o in got["ownership"].to_pylist()]
+    assert "snapshot" in starts  # claims open at the genesis start from it
+    # ... and the window after the snapshot is the full history's (positions, verdicts)
+    full_config = replay_config_for(full_export, since_ms=since)
+    run_inprocess(full_export, tmp_path / "full", full_config)
+    full = load_tables(tmp_path / "full")
+    for table in ("positions", "verdicts", "failovers"):
+        assert same_rows(got[table], full[table]), table
+    check = compare(got, reference_replay(records_from_export(cut_export), config))
+    assert check.ok, check.mismatches

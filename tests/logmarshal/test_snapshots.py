@@ -273,3 +273,53 @@ def test_a_snapshot_every_interval_of_log_time(tmp_path) -> None:
             assert covered == [3, 6, 10]
         finally:
             m.close()
+
+
+class _SlowSnapshots:
+    """A cluster whose snapshot-topic reads wait for ``release``: the cold start is still
+    restoring while the test waits for it."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.release = threading.Event()
+
+    def fetch_columns(self, topic, *args, **kwargs):
+        if topic == SNAPSHOT_TOPIC:
+            self.release.wait()
+        return self._inner.fetch_columns(topic, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_a_waiter_wakes_when_a_snapshot_covering_the_whole_log_is_restored(cluster) -> None:
+    """Nothing follows the snapshot, so no applied record wakes a waiter: the restore must
+    (over the network this cost a new member its whole wait_caught_up timeout)."""
+    _coordination_topic(cluster, 1)
+    (writer,) = _members(cluster, "a", coordination_partitions=1, truncate=False)
+    try:
+        _traffic([writer], 3)
+        assert writer.wait_caught_up(10)
+        with writer._tails[0].cond:
+            world = writer._tails[0].world
+            covered = world.applied_through
+            coordlog.publish_snapshot(cluster, 0, world)
+    finally:
+        writer.close()
+    assert cluster.latest_offset(COORDINATION_TOPIC, 0) == covered + 1
+    slow = _SlowSnapshots(cluster)
+    late = Marshaler(slow, "late", "g", 1.0, coordination_partitions=1, fetch_wait=0.05)
+    try:
+        tail = late._tails[0]
+        done = threading.Event()
+        waiter = threading.Thread(
+            target=lambda: late.wait_applied(0, covered, 3600) and done.set(), daemon=True
+        )
+        waiter.start()
+        _eventually(lambda: len(tail.cond._waiters) > 0)  # it sleeps on the condition
+        slow.release.set()
+        assert done.wait(30), "the waiter slept through the restore"
+        assert late.resume_offset("events", 0) == 3
+    finally:
+        slow.release.set()
+        late.close()

@@ -1,0 +1,230 @@
+/* Plain RecordBatch v2 batches straight into four columns (storage.records.decode_columns).
+ *
+ * Why C: a coordination log is replayed by every member at every cold start, and decoding
+ * a stored record in Python costs more than folding it (bench/coldstart.py). This parses
+ * only the common shape -- uncompressed, CRC correct, no record headers, every length
+ * consistent -- and stops at the first batch that is anything else, returning its byte
+ * position: the caller decodes that batch with the Python decoder (the reference, which
+ * also raises the errors) and calls again after it. So the results and errors are the
+ * Python decoder's by construction; tests/storage/test_fastrecords.py checks it. The CRC32C
+ * itself is the caller's function (the crc32c package), called once per batch.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define BATCH_OVERHEAD 61
+#define LOG_OVERHEAD 12
+#define MIN_BATCH_LENGTH (BATCH_OVERHEAD - LOG_OVERHEAD)
+#define CRC_START 21
+
+static int64_t be64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static int32_t be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+                     ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+/* Record keys repeat (a coordination key names one partition of one group): the same
+ * bytes object is handed out again for the same key, which saves its allocation here and
+ * its hashing in the replay's dict lookups. A direct-mapped cache of short keys; bytes are
+ * immutable, so sharing one is invisible to the caller. Guarded by the GIL. */
+#define KEY_CACHE_SIZE 8192
+#define KEY_CACHE_MAX_LEN 128
+static PyObject *key_cache[KEY_CACHE_SIZE];
+
+static PyObject *key_bytes(const unsigned char *k, Py_ssize_t len) {
+    if (len > KEY_CACHE_MAX_LEN) return PyBytes_FromStringAndSize((const char *)k, len);
+    /* the slot: a hash of the length and the first and last (up to) 8 bytes; a collision
+     * only costs a new object, every hit is compared in full */
+    uint64_t head = 0, tail = 0;
+    Py_ssize_t w = len < 8 ? len : 8;
+    memcpy(&head, k, (size_t)w);
+    memcpy(&tail, k + len - w, (size_t)w);
+    uint64_t h = (head * 0x9E3779B97F4A7C15ull) ^ (tail * 0xC2B2AE3D27D4EB4Full) ^ (uint64_t)len;
+    h ^= h >> 29;
+    PyObject **slot = &key_cache[(h * 0x94D049BB133111EBull >> 51) & (KEY_CACHE_SIZE - 1)];
+    PyObject *hit = *slot;
+    if (hit != NULL && PyBytes_GET_SIZE(hit) == len && memcmp(PyBytes_AS_STRING(hit), k, len) == 0) {
+        Py_INCREF(hit);
+        return hit;
+    }
+    PyObject *fresh = PyBytes_FromStringAndSize((const char *)k, len);
+    if (fresh == NULL) return NULL;
+    Py_INCREF(fresh);
+    Py_XSETREF(*slot, fresh);
+    return fresh;
+}
+
+/* One zigzag varint of at most `max_bytes` bytes below `end`; 0 when it is not in that
+ * shape (the caller then leaves the batch to Python). */
+static int varint(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, int max_bytes,
+                  int64_t *out) {
+    uint64_t u = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (*p >= end) return 0;
+        unsigned char b = d[(*p)++];
+        u |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Drop what was appended to the columns since their lengths were `marks`. */
+static void roll_back(PyObject *cols[4], const Py_ssize_t marks[4]) {
+    for (int c = 0; c < 4; c++) PyList_SetSlice(cols[c], marks[c], PY_SSIZE_T_MAX, NULL);
+}
+
+/* Append the records of one plain batch (header at d, `size` bytes); 0 if it is not plain,
+ * and then nothing of it stays appended. One pass: parse, append, roll back on a misfit. */
+static int plain_batch(const unsigned char *d, Py_ssize_t size, PyObject *crc_fn,
+                       PyObject *cols[4], int *error) {
+    int16_t attributes = (int16_t)(((unsigned)d[21] << 8) | d[22]);
+    int32_t record_count = be32(d + 57);
+    if (d[16] != 2 || (attributes & 0x07) || record_count < 0 || be32(d + 23) < -1)
+        return 0;
+    /* the CRC first: a damaged batch is never parsed here */
+    PyObject *mv = PyMemoryView_FromMemory((char *)d + CRC_START, size - CRC_START, PyBUF_READ);
+    if (mv == NULL) { *error = 1; return 0; }
+    PyObject *crc = PyObject_CallOneArg(crc_fn, mv);
+    Py_DECREF(mv);
+    if (crc == NULL) { *error = 1; return 0; }
+    unsigned long got = PyLong_AsUnsignedLong(crc);
+    Py_DECREF(crc);
+    if (got == (unsigned long)-1 && PyErr_Occurred()) { *error = 1; return 0; }
+    if (got != (uint32_t)be32(d + 17)) return 0;
+
+    int64_t base = be64(d);
+    int64_t first_ts = be64(d + 27);
+    int log_append = attributes & 0x08;
+    const unsigned char *r = d + BATCH_OVERHEAD;
+    Py_ssize_t n = size - BATCH_OVERHEAD;
+    Py_ssize_t marks[4];
+    for (int c = 0; c < 4; c++) marks[c] = PyList_GET_SIZE(cols[c]);
+    PyObject *stamp = NULL;
+    if (log_append && record_count) {
+        stamp = PyLong_FromLongLong(be64(d + 35));
+        if (stamp == NULL) { *error = 1; return 0; }
+    }
+    int plain = 1;
+    Py_ssize_t p = 0;
+    for (int32_t i = 0; i < record_count; i++) {
+        int64_t length, ts_delta, off_delta, klen, vlen, offset, ts = 0;
+        if (!varint(r, &p, n, 5, &length) || length < 1 || length > n - p) { plain = 0; break; }
+        Py_ssize_t rec_end = p + (Py_ssize_t)length;
+        p += 1; /* record attributes */
+        if (!varint(r, &p, rec_end, 9, &ts_delta) || !varint(r, &p, rec_end, 5, &off_delta) ||
+            __builtin_add_overflow(base, off_delta, &offset) ||
+            (!log_append && __builtin_add_overflow(first_ts, ts_delta, &ts)) ||
+            !varint(r, &p, rec_end, 5, &klen)) {
+            plain = 0;
+            break;
+        }
+        const unsigned char *k = r + p;
+        if (klen >= 0) {
+            if (klen > rec_end - p) { plain = 0; break; }
+            p += (Py_ssize_t)klen;
+        }
+        if (!varint(r, &p, rec_end, 5, &vlen)) { plain = 0; break; }
+        const unsigned char *v = r + p;
+        if (vlen >= 0) {
+            if (vlen > rec_end - p) { plain = 0; break; }
+            p += (Py_ssize_t)vlen;
+        }
+        if (p + 1 != rec_end || r[p] != 0) { plain = 0; break; } /* record headers */
+        p = rec_end;
+        PyObject *item[4];
+        item[0] = PyLong_FromLongLong(offset);
+        if (stamp != NULL) {
+            Py_INCREF(stamp);
+            item[1] = stamp;
+        } else {
+            item[1] = PyLong_FromLongLong(ts);
+        }
+        if (klen < 0) {
+            Py_INCREF(Py_None);
+            item[2] = Py_None;
+        } else {
+            item[2] = key_bytes(k, (Py_ssize_t)klen);
+        }
+        if (vlen < 0) {
+            Py_INCREF(Py_None);
+            item[3] = Py_None;
+        } else {
+            item[3] = PyBytes_FromStringAndSize((const char *)v, (Py_ssize_t)vlen);
+        }
+        for (int c = 0; c < 4; c++) {
+            if (item[c] == NULL || (!*error && PyList_Append(cols[c], item[c]) < 0)) *error = 1;
+            Py_XDECREF(item[c]);
+        }
+        if (*error) { plain = 0; break; }
+    }
+    if (plain && p != n) plain = 0;
+    Py_XDECREF(stamp);
+    if (!plain) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb); /* keep a pending error across the roll-back */
+        roll_back(cols, marks);
+        PyErr_Restore(type, value, tb);
+    }
+    return plain;
+}
+
+static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode_plain(buf, pos, crc32c, offsets, timestamps, keys, values)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) return NULL;
+    PyObject *cols[4];
+    for (int c = 0; c < 4; c++) {
+        cols[c] = args[3 + c];
+        if (!PyList_CheckExact(cols[c])) {
+            PyErr_SetString(PyExc_TypeError, "the columns must be lists");
+            return NULL;
+        }
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t n = view.len;
+    if (pos < 0) pos = 0;
+    int error = 0;
+    /* Plain batches one after another; stop before anything else (a short or partial
+     * batch, a bad length or header, a bad CRC, compression, headers, a misfit). */
+    while (n - pos >= LOG_OVERHEAD) {
+        int32_t length = be32(buf + pos + 8);
+        if (length < MIN_BATCH_LENGTH || length > n - pos - LOG_OVERHEAD) break;
+        Py_ssize_t size = (Py_ssize_t)length + LOG_OVERHEAD;
+        if (!plain_batch(buf + pos, size, args[2], cols, &error)) break;
+        pos += size;
+    }
+    PyBuffer_Release(&view);
+    if (error) return NULL;
+    return PyLong_FromSsize_t(pos);
+}
+
+static PyMethodDef methods[] = {
+    {"decode_plain", (PyCFunction)(void (*)(void))decode_plain, METH_FASTCALL,
+     "decode_plain(buf, pos, crc32c, offsets, timestamps, keys, values) -> position\n\n"
+     "Append the records of the plain batches from byte pos on; return where it stopped."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "storage._fastrecords",
+    "Plain RecordBatch v2 batches into columns (see storage.records.decode_columns).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__fastrecords(void) { return PyModule_Create(&module); }
