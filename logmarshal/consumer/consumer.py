@@ -204,7 +204,6 @@ class Consumer:
             offset_of=_OFFSET,
         )
         self._behind = release_if_behind is not None
-        self._replay_locks = marshaler.replay_locks()
         self._polls: dict[int, Poll] = {}
         self._ticks = 0  # driver passes so far (tests wait for some instead of sleeping)
 
@@ -512,14 +511,8 @@ class Consumer:
             # the GIL, so the replay need not be held still for it
             actions = self._core.step(self._now(), event)
         else:
-            locks = self._replay_locks
-            for lock in locks:
-                lock.acquire()
-            try:
+            with self._marshaler.replay_paused():
                 actions = self._core.step(self._now(), event, wall=self._wall())
-            finally:
-                for lock in locks:
-                    lock.release()
         return self._carry(actions) if actions else []
 
     def _poll_event(self, limit: int) -> Poll:

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from rationalizer import WorldState
 
-__all__ = ["claimable_now", "stale_at"]
-
-
-def claimable_now(world: WorldState, group: str, key: tuple[str, int], wall_ms: int) -> bool:
-    """Would our claim be accepted if the log stamped it ``wall_ms`` (our estimate)?"""
-    return world.claimable(group, key[0], key[1], wall_ms)
+__all__ = ["stale_at"]
 
 
 def stale_at(world: WorldState, group: str, key: tuple[str, int]) -> int | None:

@@ -34,7 +34,7 @@ from rationalizer import (
 from rationalizer.world import FRESH
 
 from .actions import Action, Assigned, Closed, Fetch, HandOut, LookUp, NoStart, Revoke, Write
-from .claiming import claimable_now, stale_at
+from .claiming import stale_at
 from .delivery import delivery_for
 from .events import (
     Bounds,
@@ -467,15 +467,14 @@ class MemberCore:
             offset = -1 if position is None else position
             start = 0 if position is None else position
             held.no_start = (offset, event.start, event.end)
-            if position is None:  # nothing to heartbeat until seek(): announce it now
-                held.next_fetch = start
-                self._announce(held, out)
         else:
             start = event.start if reset == "earliest" else event.end
         held.claimed_through = held.confirmed_through = start - 1
         self._delivery.start(held, start - 1)
         held.next_fetch = start
         held.next_heartbeat = now  # the log learns where this claim really starts
+        if held.unpositioned:  # no position under "error": nothing to heartbeat until seek()
+            self._announce(held, out)
 
     def _move(self, held: Held, offset: int) -> None:
         """Jump a held partition to ``offset``; nothing before it will be handed out."""
@@ -678,7 +677,7 @@ class MemberCore:
             if self._cooling(key, now):
                 continue
             world = self._world(*key)
-            if claimable_now(world, group, key, wall):
+            if world.claimable(group, key[0], key[1], wall):
                 out.append(key)
                 continue
             at = stale_at(world, group, key)
