@@ -21,17 +21,20 @@ from struct import Struct
 
 import attrs
 
+from . import membership
 from .auth import tag_for_value, validate_admin_keys
 from .codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
+    T_LEAVING_GROUP,
     T_RELEASE_GROUP,
     T_RELEASING_PARTITION,
     VERSION_1,
     DecodeError,
     _read_uvarint,
     decode_fields,
+    decode_member_fields,
     record_key,
     unsigned_value,
 )
@@ -190,6 +193,9 @@ class WorldState:
         # group's next record removes them; they are invisible to queries and snapshots.
         self._paused: dict[str, tuple[int, tuple[str, str]]] = {}
         self._rejections: dict[Reason, int] = dict.fromkeys(Reason, 0)
+        # group -> client_id -> its membership (version 2); stale entries linger until the
+        # group's next membership record drops them and are invisible to ``members``
+        self._members: dict[str, dict[str, membership.MemberState]] = {}
         self._woff = array("q")
         self._wv: list[Verdict] = []
         # identity part of a value (ids, topic, partition: the same bytes for the four
@@ -573,7 +579,10 @@ class WorldState:
     def _slow(
         self, key: object, value: object, now: int
     ) -> tuple[list | None, int, int, int, Verdict | None]:
-        """Cache miss: strict decode; handles invalid records and ReleaseGroup completely."""
+        """Cache miss: strict decode; handles invalid records, ReleaseGroup and the version 2
+        membership records completely."""
+        if value.__class__ is bytes and value[:1] == b"\x02":  # type: ignore[index]
+            return None, 0, 0, 0, self._membership(key, value, now)
         try:
             fields = decode_fields(key, value)
         except DecodeError:
@@ -642,6 +651,28 @@ class WorldState:
                 ent[10:] = (len(value), value[10:], hb)  # type: ignore[arg-type, index]
             self._cache(ident_bytes, canonical, ent)
         return ent, typ, -1 if num is None else num, hb or 0, None
+
+    def _membership(self, key: object, value: object, now: int) -> Verdict:
+        """A version 2 record: rule 1 (fenced), then rule 8 (announce) or 9 (leave); group
+        pauses do not apply (membership is not ownership)."""
+        try:
+            typ, client, instance, group, topics, hb, weight, cap, entire = decode_member_fields(
+                key, value
+            )
+        except DecodeError:
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return _INVALID
+        if self._fenced and fence_key(client, instance) in self._fenced:
+            self._rejections[Reason.FENCED] += 1
+            return _FENCED
+        if typ == T_LEAVING_GROUP:
+            v = membership.leave(self._members, now, client, instance, group)
+            if not v.accepted:
+                self._rejections[Reason.NOT_HOLDER] += 1
+            return v
+        return membership.announce(
+            self._members, now, client, instance, group, topics, hb, weight, cap, entire
+        )
 
     def _new_part(
         self, ent: list, holder: tuple[str, str] | None, now: int, hb: int = 0
@@ -760,6 +791,23 @@ class WorldState:
         """The admin whose ReleaseGroup pauses ``group`` at ``now``, else None."""
         p = self._paused.get(group)
         return p[1] if p is not None and self._now < p[0] else None
+
+    def members(self, group: str, now_ms: int | None = None) -> list[membership.Member]:
+        """The live members of ``group`` at log time ``now_ms`` (default: the world's
+        ``now``), sorted by client_id. Only the group's membership partition has any."""
+        at = self._now if now_ms is None else now_ms
+        entries = self._members.get(group)
+        if not entries:
+            return []
+        return [
+            membership.export(group, client, m)
+            for client, m in sorted(entries.items())
+            if not m.stale(at)
+        ]
+
+    def member_groups(self) -> list[str]:
+        """Groups with membership state in this world, sorted."""
+        return sorted(self._members)
 
     def is_fenced(self, client_id: str, instance_id: str) -> bool:
         return fence_key(client_id, instance_id) in self._fenced

@@ -116,8 +116,9 @@ class SimStage(Stage):
         # the real stages' Consumers hand out batches of up to 20 too; "greedy" has no
         # core option (the core claims one partition per pass)
         core_options: dict[str, Any] = {"batch": member.options.get("batch_size", 20)}
-        if "max_claims" in member.options:
-            core_options["max_claims"] = member.options["max_claims"]
+        for name in ("max_claims", "rebalance"):
+            if name in member.options:
+                core_options[name] = member.options[name]
         inst = self.sim.join(member.client_id, **core_options)
         new = Member(self._name(member.client_id), member.client_id, member.options, inst)
         self.members.append(new)
