@@ -173,6 +173,11 @@ def _check_member_topics(_inst: Any, attribute: attrs.Attribute[Any], value: obj
         )
 
 
+def _check_bool(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not bool:
+        raise ValueError(f"{attribute.name} must be a bool, got {value!r}")
+
+
 def _id() -> Any:
     return attrs.field(validator=_check_id)
 
@@ -289,7 +294,7 @@ class AnnouncingMember:
     heartbeat_interval_ms: int = _heartbeat_interval()
     weight: int = attrs.field(default=1, validator=_check_weight)
     max_claims: int = attrs.field(default=0, validator=_check_max_claims)
-    entire_topic: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    entire_topic: bool = attrs.field(default=False, validator=_check_bool)
     version: int = _version_2()
 
 

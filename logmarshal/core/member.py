@@ -761,6 +761,12 @@ class MemberCore:
             return
         busy = self._busy()
         wanted = sorted(k for k in keep if k not in busy)
+        if self.options.entire_topic:
+            # max_claims counts topics: it limits the partitions 0, not the rest of a topic
+            rest = [k for k in wanted if k[1] > 0]
+            wanted = [k for k in wanted if k[1] == 0]
+            for key in self._candidates(rest, now, wall):
+                self._claim(now, wall, key, out)
         if wanted:
             for key in self._candidates(wanted, now, wall)[: self._wanted()]:
                 self._claim(now, wall, key, out)
@@ -778,7 +784,9 @@ class MemberCore:
 
     def _busy(self) -> set[Key]:
         return set(self._held) | {
-            (p.topic, p.partition) for p in self._pending.values() if p.kind != "release"
+            (p.topic, p.partition)
+            for p in self._pending.values()
+            if p.kind not in ("release", "announce", "leave")
         }
 
     def _write_releases(self, now: int, out: list[Action]) -> None:

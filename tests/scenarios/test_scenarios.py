@@ -11,9 +11,9 @@ import pytest
 
 from scenarios.common import mode_for, parse_args
 
-STAGED = ("failover", "handoff", "pause", "restart", "race")
+STAGED = ("failover", "handoff", "pause", "restart", "race", "rebalance")
 #: the other parity than test_processes' seeds, so each scenario meets both modes
-THREAD_SEEDS = {"failover": 1, "pause": 0, "handoff": 3, "restart": 2, "race": 4}
+THREAD_SEEDS = {"failover": 1, "pause": 0, "handoff": 3, "restart": 2, "race": 4, "rebalance": 5}
 SIM_SEEDS = (0, 1, 2)
 def _passes(name: str, seed: int, stage: str) -> None:
     report = importlib.import_module(f"scenarios.{name}").run(
