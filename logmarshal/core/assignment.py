@@ -68,6 +68,8 @@ def balanced(
     3. While moving one unit from a member ``a`` to an eligible ``b`` with room lowers
        ``sum(load^2 · weight)`` (for equal weights: ``a`` holds at least two more than
        ``b``), move the highest unit of the most loaded member to the least loaded one.
+    4. If 3 made room (under ``max_claims``) for units step 2 could not place, place them
+       and balance again.
     Every step is ordered, so the result depends on nothing but the arguments.
     """
     by_id = {m.client_id: m for m in members}
@@ -87,14 +89,23 @@ def balanced(
     def load_after(c: str) -> tuple[float, str]:
         return ((len(owned[c]) + 1) / weight[c], c)
 
-    for unit in free:
-        room = [c for c in ids if len(owned[c]) < cap[c] and _eligible(by_id[c], unit, subs[c])]
-        if room:
-            insort(owned[min(room, key=load_after)], unit)
-
-    while _move_one(ids, owned, weight, cap, by_id, subs):
-        pass
-    return owned
+    while True:
+        left = []
+        for unit in free:
+            room = [
+                c for c in ids if len(owned[c]) < cap[c] and _eligible(by_id[c], unit, subs[c])
+            ]
+            if room:
+                insort(owned[min(room, key=load_after)], unit)
+            else:
+                left.append(unit)
+        while _move_one(ids, owned, weight, cap, by_id, subs):
+            pass
+        if len(left) == len(free):
+            return owned
+        # balancing may have made room (under max_claims) for a unit only a full member
+        # could take: place what is left again
+        free = left
 
 
 def _move_one(
