@@ -756,7 +756,7 @@ class MemberCore:
         if now < self._next_claim and not moved:
             return  # nothing new in the log, and no pass due
         self._next_claim = now + self.options.claim_every_ms
-        self._adopt_orphans(now, busy, out)
+        self._adopt_orphans(now, busy, out, keep)
         if self._group_paused(now, wall):
             return
         busy = self._busy()
@@ -775,6 +775,8 @@ class MemberCore:
         """The target gives ``held`` to another member: release it at its exact position.
         ALO first stops handing it out and waits (up to ``drain_ms``) for the commits of
         what it handed out, so the next holder repeats nothing."""
+        if held.unpositioned and held.no_start is None:
+            return  # its start is being looked up: release it once the log has a position
         if self.options.mode == "alo" and held.tracker is not None and held.tracker.outstanding:
             since = self._draining.setdefault(held.key, now)
             if now - since < self.options.drain_ms:
@@ -945,9 +947,12 @@ class MemberCore:
                 self._write(out, p, msg)
                 busy.add(key)
 
-    def _adopt_orphans(self, now: int, busy: set[Key], out: list[Action]) -> None:
+    def _adopt_orphans(
+        self, now: int, busy: set[Key], out: list[Action], keep: set[Key] | None = None
+    ) -> None:
         """Claims the replay says this instance holds but we do not track (an accepted claim
-        whose answer was lost): take them up; beyond max_claims, give them back."""
+        whose answer was lost): take them up; beyond max_claims or outside our target
+        (``keep``), give them back."""
         subscribed = set(self.topics)
         releasing = set(self._releases.pending) | {
             (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
@@ -960,7 +965,7 @@ class MemberCore:
                 if c.topic not in subscribed or key in releasing or self._cooling(key, now):
                     continue  # one we are giving back: the replay has not shown it yet
                 busy.add(key)
-                if self._wanted() <= 0:
+                if self._wanted() <= 0 or (keep is not None and key not in keep):
                     # the pass went on claiming while this verdict was unknown: give it back
                     # at the group's position (none: it lapses, and "no position" stays so)
                     r = world.resume_offset(self.options.group_id, *key)
