@@ -139,3 +139,14 @@ def test_in_steady_state_nothing_moves(manual) -> None:
         wait_passes(a)
         wait_passes(b)
         assert (a.claims(), b.claims()) == settled
+
+
+def test_a_new_topic_matching_the_pattern_is_spread_over_the_members(realtime) -> None:
+    cluster = realtime.cluster
+    cluster.create_topic("orders-eu", 2)
+    a = Consumer(realtime.marshaler("a"), re.compile(r"orders-.*"))
+    b = Consumer(realtime.marshaler("b"), re.compile(r"orders-.*"))
+    realtime.consumers += [a, b]
+    wait_until(lambda: counts(a, b) == [1, 1], timeout=10, what="1 + 1")
+    cluster.create_topic("orders-us", 4)
+    wait_until(lambda: counts(a, b) == [3, 3], timeout=10, what="3 + 3 with the new topic")
