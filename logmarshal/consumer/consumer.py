@@ -275,6 +275,13 @@ class Consumer:
         with self._lock:
             return self._core.position(topic, partition)
 
+    def epoch(self, topic: str, partition: int) -> int | None:
+        """The fencing epoch of our claim on the partition (None if not held): higher for
+        every later holder, so what we write under it can be told from a successor's work
+        (the streams layer tags changelog commits with it)."""
+        with self._lock:
+            return self._core.epoch(topic, partition)
+
     def uncommitted(self) -> dict[TopicPartition, int]:
         """Per held partition: messages handed out and not committed yet (always 0 in AMO,
         where handing out is committing)."""

@@ -203,6 +203,14 @@ class MemberCore:
             return False
         return self._worlds[held.cp].holder(self.options.group_id, topic, partition) == self.me
 
+    def epoch(self, topic: str, partition: int) -> int | None:
+        """Our claim's fencing epoch: an offset of its coordination partition between where
+        the claim (or restart takeover) landed and where the replay showed us holding it.
+        Every later holder's epoch is higher, so state written under it can be fenced (the
+        streams layer tags its changelog commits with it). None if not held."""
+        held = self._held.get((topic, partition))
+        return None if held is None else held.epoch
+
     def lease_expiry(self, topic: str, partition: int) -> int | None:
         held = self._held.get((topic, partition))
         return None if held is None else held.lease.expires_at()
@@ -349,7 +357,7 @@ class MemberCore:
             return
         if p.kind == "claim":
             if v.accepted and held is None and not self._closing and not self._fenced:
-                self._adopt(p.topic, p.partition, p.sent, None, p.how, out)
+                self._adopt(p.topic, p.partition, p.sent, None, p.how, out, p.offset)
             return
         if p.kind == "takeover":
             if v.accepted and held is None and not self._closing and not self._fenced:
@@ -361,7 +369,7 @@ class MemberCore:
                     p.value + 1,
                     reread=self._reread,
                 )
-                self._adopt(p.topic, p.partition, p.sent, resume, "took_back", out)
+                self._adopt(p.topic, p.partition, p.sent, resume, "took_back", out, p.offset)
             return
         if held is None:
             return
@@ -522,9 +530,12 @@ class MemberCore:
         resume: int | None,
         how: str,
         out: list[Action],
+        epoch: int | None = None,
     ) -> None:
         """We hold it in the log: start at the group's position (read now, after our claim's
-        verdict), heartbeat it at once and fetch."""
+        verdict), heartbeat it at once and fetch. ``epoch``: where our claim landed in its
+        coordination partition (default: how far the replay is, which lies between that
+        and any later holder's claim)."""
         if resume is None:
             resume = self._world(topic, partition).resume_offset(
                 self.options.group_id, topic, partition
@@ -540,6 +551,9 @@ class MemberCore:
             confirmed_through=-1,
             next_heartbeat=0,
             group_start=resume,
+            epoch=self._worlds[self._cp(topic, partition)].applied_through
+            if epoch is None
+            else epoch,
         )
         # where to start depends on the log's span (no position, or one outside the log):
         # the first heartbeat waits for it, so it carries where this claim really starts
