@@ -571,6 +571,7 @@ class MemberCore:
 
     def _lose(self, held: Held, why: str, out: list[Action]) -> None:
         del self._held[held.key]
+        self._draining.pop(held.key, None)
         out.append(Revoke(held.topic, held.partition, lost=True, why=why))
 
     def _give_up(
