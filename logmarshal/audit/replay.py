@@ -271,11 +271,24 @@ class PartitionAudit:
         self.genesis = covered
         self._last_offset = covered
         self._now = world.now
-        for group in world.member_groups():  # members before the genesis: no event rows
+        for group in world.member_groups():
+            live = world.members(group)
             self._members[group] = {
                 m.client_id: _Membership(m.instance_id, m.last, m.heartbeat_interval_ms, m.topics)
-                for m in world.members(group)
+                for m in live
             }
+            # their joins are before the history: dated, without a record
+            for m in sorted(live, key=lambda m: (m.since, m.client_id)):
+                self._member_event(
+                    group,
+                    m.since,
+                    None,
+                    m.client_id,
+                    m.instance_id,
+                    "joined",
+                    "before the snapshot",
+                    m.heartbeat_interval_ms,
+                )
         for s in world.partitions():
             key = record_key(s.group_id, s.topic, s.partition)
             t = self._tracks[key] = _Track(key, s.group_id, s.topic, s.partition)
