@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from logmarshal.core import Close, HandOut
-from rationalizer import coordination_partition
+from rationalizer import coordination_partition, membership_partition
 
 from ..sim import GROUP, HB, TOPIC, Sim, _Instance
 from ..sim_checks import Checks
@@ -165,6 +165,10 @@ class SimStage(Stage):
 
     def _world(self, p: int) -> Any:
         return self.sim.oracle[coordination_partition(TOPIC, p, self.sim.ncoord)]
+
+    def announced(self) -> set[str]:
+        world = self.sim.oracle[membership_partition(GROUP, self.sim.ncoord)]
+        return {m.client_id for m in world.members(GROUP, self.sim.now)}
 
     def positions(self) -> dict[int, int | None]:
         return {p: self._world(p).resume_offset(GROUP, TOPIC, p) for p in range(self.partitions)}
