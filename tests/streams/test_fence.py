@@ -237,7 +237,7 @@ def test_app_commit_drops_a_task_whose_claim_epoch_changed(cluster, tmp_path):
     from logmarshal.streams import App
 
     from .member import topology as word_count
-    from .test_app import produce_lines, setup_topics, store_total
+    from .test_app import produce_lines, setup_topics
 
     setup_topics(cluster)
     produce_lines(cluster, 0, 200)
@@ -245,7 +245,9 @@ def test_app_commit_drops_a_task_whose_claim_epoch_changed(cluster, tmp_path):
               state_dir=tmp_path / "a", commit_interval=3600)
     try:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not (len(app.tasks) == 2 and store_total(app)):
+        while time.monotonic() < deadline and not (
+            len(app.tasks) == 2 and all(t.stores["counts"].dirty for t in app.tasks.values())
+        ):
             for m in app.consumer.poll(0.1):
                 app.process(m)
         assert len(app.tasks) == 2
