@@ -196,6 +196,9 @@ class WorldState:
         # group -> client_id -> its membership (version 2); stale entries linger until the
         # group's next membership record drops them and are invisible to ``members``
         self._members: dict[str, dict[str, membership.MemberState]] = {}
+        # bumped whenever a holder or a member's share-relevant state changes (not by
+        # renewals): lets a member recompute its target only when it may have changed
+        self._epoch = 0
         self._woff = array("q")
         self._wv: list[Verdict] = []
         # identity part of a value (ids, topic, partition: the same bytes for the four
@@ -400,6 +403,7 @@ class WorldState:
                                 True, effect=Effect.RESTART_TAKEOVER, previous_holder=h
                             )
                         push(tv)
+                        self._epoch += 1
                         part.holder = ident
                         part.beat = now
                         part.last = num
@@ -411,6 +415,7 @@ class WorldState:
                     if part is None:
                         self._new_part(ent, ident, now, hb)
                         push(_CLAIMED)
+                        self._epoch += 1
                         continue
                     h = part.holder
                     if h is None:
@@ -425,6 +430,7 @@ class WorldState:
                         n_still += 1
                         push(_STILL_OWNED)
                         continue
+                    self._epoch += 1
                     part.holder = ident
                     part.beat = now
                     part.hb = hb
@@ -440,6 +446,7 @@ class WorldState:
                     part.last = num
                     part.claimed = num
                     push(_RELEASED)
+                    self._epoch += 1
                 elif num >= part.claimed:  # ClaimingMessages
                     part.claimed = num
                     part.beat = now
@@ -613,6 +620,7 @@ class WorldState:
             for part in self._groups.get(group, ()):
                 if part.holder is not None:
                     voided.append((part.topic, part.partition, *part.holder))
+                    self._epoch += 1
                     part.holder = None
                     part.hb = 0
             if num > now:
@@ -666,13 +674,16 @@ class WorldState:
             self._rejections[Reason.FENCED] += 1
             return _FENCED
         if typ == T_LEAVING_GROUP:
-            v = membership.leave(self._members, now, client, instance, group)
+            v, changed = membership.leave(self._members, now, client, instance, group)
             if not v.accepted:
                 self._rejections[Reason.NOT_HOLDER] += 1
-            return v
-        return membership.announce(
-            self._members, now, client, instance, group, topics, hb, weight, cap, entire
-        )
+        else:
+            v, changed = membership.announce(
+                self._members, now, client, instance, group, topics, hb, weight, cap, entire
+            )
+        if changed:
+            self._epoch += 1
+        return v
 
     def _new_part(
         self, ent: list, holder: tuple[str, str] | None, now: int, hb: int = 0
@@ -804,6 +815,14 @@ class WorldState:
             for client, m in sorted(entries.items())
             if not m.stale(at)
         ]
+
+    @property
+    def ownership_epoch(self) -> int:
+        """A counter that moves whenever a holder changes (claim, takeover, release, void)
+        or a membership changes in a way the target depends on (join, leave, expiry, new
+        subscription, weight or cap, a member starting to count). Renewals leave it alone.
+        Not part of the state's meaning: a restored snapshot starts it anew."""
+        return self._epoch
 
     def member_groups(self) -> list[str]:
         """Groups with membership state in this world, sorted."""

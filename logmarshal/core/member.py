@@ -728,27 +728,27 @@ class MemberCore:
 
     def target(self, wall: int) -> frozenset[assignment.Unit]:
         """Our share of the group's target at log time ``wall`` (a unit is a partition, or
-        ``(topic, WHOLE_TOPIC)`` with entire_topic). Recomputed only when the members or
-        the holders change."""
+        ``(topic, WHOLE_TOPIC)`` with entire_topic). Recomputed only when a holder or a
+        member changed in the log (the worlds' ownership epochs), our subscription changed,
+        or a member's announcement went stale."""
+        key = (tuple(w.ownership_epoch for w in self._worlds), self._topics)
+        if self._target is not None and key == self._target_key and wall < self._target_until:
+            return self._target
         group = self.options.group_id
         live = self._worlds[self._home].members(group, wall)
-        members = [m for m in live if m.counted(wall) and m.client_id != self.options.client_id]
+        others = [m for m in live if m.client_id != self.options.client_id]
+        members = [m for m in others if m.counted(wall)]
         members.append(self._myself(wall))
-        units = assignment.units_of(members)
         holders: dict[assignment.Unit, str] = {}
-        for topic, partition in units:
+        for topic, partition in assignment.units_of(members):
             p = 0 if partition == assignment.WHOLE_TOPIC else partition
             h = self._world(topic, p).holder(group, topic, p)
             if h is not None:
                 holders[(topic, partition)] = h[0]
-        key = (
-            tuple((m.client_id, m.weight, m.max_claims, m.entire_topic, m.topics) for m in members),
-            tuple(sorted(holders.items())),
-        )
-        if key != self._target_key or self._target is None:
-            self._target_key = key
-            full = assignment.target(self.options.rebalance, members, holders)
-            self._target = full.get(self.options.client_id, frozenset())
+        full = assignment.target(self.options.rebalance, members, holders)
+        self._target = full.get(self.options.client_id, frozenset())
+        self._target_key = key
+        self._target_until = min((m.expires_at() for m in others), default=1 << 62)
         return self._target
 
     def _rebalance(self, now: int, wall: int, busy: set[Key], out: list[Action]) -> None:
