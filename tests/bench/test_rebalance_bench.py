@@ -34,7 +34,7 @@ def test_quick_rebalance_bench_prints_both_strategies() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "2 members x 4 partitions" in out, out
-    join = next(line for line in out.splitlines() if line.startswith("join -> balanced"))
+    join = next(line for line in out.splitlines() if line.startswith("join -> balanced p50"))
     # "balanced" first (a time), then "none" (never balanced after a join)
     assert re.search(r"p99 s\s+\d+\.\d+ /\s+\d+\.\d+\s+not balanced in 5 s$", join), join
     assert re.search(r"none: after a join \(not balanced in 5 s\): m00=4 m01=0", out), out
