@@ -699,12 +699,12 @@ class MemberCore:
         )
 
     def _announce_member(self, now: int, out: list[Action]) -> None:
-        """Keep our membership fresh (every third of HB) and say at once what changed."""
-        if self._announcing is not None:
-            return
+        """Keep our membership fresh (every third of HB) and say at once what changed. The
+        schedule does not wait for the last announcement's verdict: a replay that lags under
+        load must not let our membership lapse (only a fence in its answer matters)."""
         msg = self._announcement()
         changed = self._announced != (msg.topics, msg.weight, msg.max_claims)
-        if now < self._next_announce and not changed:
+        if now < self._next_announce and (not changed or self._announcing is not None):
             return
         self._announced = (msg.topics, msg.weight, msg.max_claims)
         self._next_announce = now + self.options.announce_every_ms
