@@ -774,7 +774,7 @@ class MemberCore:
         self._adopt_orphans(now, busy, out, keep)
         if self._group_paused(now, wall):
             return
-        busy = self._busy()
+        busy = self._busy() | self._releasing()
         wanted = sorted(k for k in keep if k not in busy)
         if self.options.entire_topic:
             # max_claims counts topics: it limits the partitions 0, not the rest of a topic
@@ -798,6 +798,14 @@ class MemberCore:
                 return
         self._draining.pop(held.key, None)
         self._give_up(now, held, "rebalance: the target moves it", out, cooldown=False)
+
+    def _releasing(self) -> set[Key]:
+        """Partitions whose release is queued or in flight: never claimed again until it is
+        answered or given up, or a late release could land on top of the new claim (it is
+        ours too) and move its position back."""
+        return set(self._releases.pending) | {
+            (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
+        }
 
     def _busy(self) -> set[Key]:
         return set(self._held) | {
@@ -877,7 +885,7 @@ class MemberCore:
         limit = wanted if self.options.greedy or take_all else max(0, 1 - in_flight)
         if limit <= 0:
             return
-        busy = self._busy()
+        busy = self._busy() | self._releasing()
         keys = [(t, p) for t, n in self._topics for p in range(n) if (t, p) not in busy]
         for key in self._candidates(keys, now, wall)[:limit]:
             self._claim(now, wall, key, out)
@@ -891,7 +899,7 @@ class MemberCore:
                 self._give_up(now, held, "partition 0 of its topic is no longer ours", out)
         if self._group_paused(now, wall):
             return
-        busy = self._busy()
+        busy = self._busy() | self._releasing()
         wanted = self._wanted()
         if wanted > 0 and not any(
             p.kind == "claim" and p.partition == 0 for p in self._pending.values()
@@ -969,9 +977,7 @@ class MemberCore:
         whose answer was lost): take them up; beyond max_claims or outside our target
         (``keep``), give them back."""
         subscribed = set(self.topics)
-        releasing = set(self._releases.pending) | {
-            (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
-        }
+        releasing = self._releasing()
         for world in self._worlds:
             for c in world.claims_of(self.options.group_id, self.options.client_id):
                 key = (c.topic, c.partition)

@@ -13,6 +13,7 @@ from logmarshal.core import (
     Revoke,
     Tick,
     Write,
+    WriteFailed,
 )
 from rationalizer import AnnouncingMember, LeavingGroup, WorldState, decode, encode
 from rationalizer.membership import settle_ms
@@ -146,3 +147,31 @@ def test_none_never_moves_anything():
     out += core.step(t + 2 + core.options.announce_every_ms, Tick())
     assert revoked(out) == [] and len(core.held()) == 4
     assert any(isinstance(a, Write) and a.kind == "announce" for a in out)  # for the tools
+
+
+def test_a_partition_is_not_claimed_back_while_its_release_is_unanswered():
+    """Seed 852: a release whose answer was lost was retried after the member had claimed
+    the partition back; the late release (ours too) moved the new claim's position back."""
+    world, log = WorldState(), Log()
+    core = alo_core(world)
+    running(core, world, log)
+    t = settled_member("b", 10, log)
+    out = core.step(t + 1, Replayed(0, log.replay(world), at_end=True))
+    moved = revoked(out)
+    out = core.step(t + 1, Tick())
+    lost = [a for a in out if isinstance(a, Write) and a.kind == "release"]
+    assert len(lost) == 2
+    for w in lost:  # the answers are lost; the releases did not land
+        core.step(t + 2, WriteFailed(w.token))
+    log.append(t + 3, *encode(LeavingGroup(client_id="b", instance_id="x", group_id="g")))
+    out = core.step(t + 4, Replayed(0, log.replay(world), at_end=True))
+    claims = [a for a in out if isinstance(a, Write) and a.kind == "claim"]
+    assert claims == []  # the target gives them back, but their releases are unanswered
+    # the releases are looked at again and written once more; answered, the claims follow
+    out = core.step(t + 4 + HB, Tick())
+    retried = [a for a in out if isinstance(a, Write) and a.kind == "release"]
+    assert sorted((decode(a.key, a.value).topic, decode(a.key, a.value).partition)
+                  for a in retried) == moved  # fmt: skip
+    out = land_all(core, world, log, t + 5 + HB, out)
+    out += land_all(core, world, log, t + 6 + HB, core.step(t + 6 + HB, Tick()))
+    assert core.held() == [("t", p) for p in range(4)]
