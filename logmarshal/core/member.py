@@ -131,6 +131,7 @@ class MemberCore:
         self._target_key: tuple | None = None
         self._target_until = 0  # wall time at which a member's status changes
         self._draining: dict[Key, int] = {}  # ALO: moving away, since when
+        self._released_epochs: tuple[int, ...] = ()  # "none": the worlds last looked at
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -931,6 +932,10 @@ class MemberCore:
         takes all of them: a clean handoff costs one replay round trip, not a pass."""
         if self.options.entire_topic or self._wanted() == 0:
             return False
+        epochs = tuple(w.ownership_epoch for w in self._worlds)
+        if epochs == self._released_epochs:
+            return False  # no holder changed since we last looked: nothing newly released
+        self._released_epochs = epochs
         group = self.options.group_id
         busy = self._busy()
         subscribed = set(self.topics)
