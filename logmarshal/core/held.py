@@ -54,6 +54,10 @@ class Held:
     lag_sample: int | None = None
     #: fencing epoch of this claim (MemberCore.epoch)
     epoch: int = -1
+    #: taken back from an earlier instance of our client (restart recovery): that instance
+    #: may hand out until its lease ends, so a release waits until then (else the next
+    #: holder and the zombie would overlap)
+    release_after: int = 0
 
     @property
     def key(self) -> tuple[str, int]:

@@ -371,6 +371,9 @@ class MemberCore:
                     reread=self._reread,
                 )
                 self._adopt(p.topic, p.partition, p.sent, resume, "took_back", out, p.offset)
+                # the instance we took it from may not know yet: its lease runs at most
+                # fence_after from a message it sent before our takeover landed
+                self._held[key].release_after = now + self.options.fence_after_ms
             return
         if held is None:
             return
@@ -591,7 +594,9 @@ class MemberCore:
             # a release would record a position the group does not have: let it lapse
             log.info("%s: %s/%d has no position; not releasing it", self.me, *held.key)
             return
-        self._releases.add(held.key, self._delivery.release_position(held), held.cp)
+        self._releases.add(
+            held.key, self._delivery.release_position(held), held.cp, held.release_after
+        )
 
     def _become_fenced(self, out: list[Action]) -> None:
         if self._fenced:

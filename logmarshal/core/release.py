@@ -19,8 +19,8 @@ class Releases:
     #: (topic, partition) -> [position, cp, attempts made, not before]
     pending: dict[tuple[str, int], list[int]] = attrs.field(factory=dict)
 
-    def add(self, key: tuple[str, int], position: int, cp: int) -> None:
-        self.pending[key] = [position, cp, 0, 0]
+    def add(self, key: tuple[str, int], position: int, cp: int, not_before: int = 0) -> None:
+        self.pending[key] = [position, cp, 0, not_before]
 
     def unknown(self, key: tuple[str, int], retry_at: int) -> None:
         """The last attempt's outcome is unknown: it may have landed. Look again at
