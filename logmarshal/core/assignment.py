@@ -99,9 +99,10 @@ def balanced(
                 insort(owned[min(room, key=load_after)], unit)
             else:
                 left.append(unit)
+        moved = False
         while _move_one(ids, owned, weight, cap, by_id, subs):
-            pass
-        if len(left) == len(free):
+            moved = True
+        if not left or (len(left) == len(free) and not moved):
             return owned
         # balancing may have made room (under max_claims) for a unit only a full member
         # could take: place what is left again

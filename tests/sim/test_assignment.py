@@ -106,6 +106,16 @@ def test_mixed_subscriptions_weights_and_caps(specs, seed):
     assert target("balanced", members, holders_of(result)) == result
 
 
+def test_a_capped_member_takes_what_only_it_can_read_once_balancing_made_room():
+    """Found by the property above: m1 (cap 2) held a3 and b1; balancing gave b1 to m0,
+    and the free a-partitions only m1 reads were left out although m1 had room again."""
+    members = [member("m0", (("b", 3),), weight=2), member("m1", (("a", 5), ("b", 3)), cap=2)]
+    current = {("a", 3): "m1", ("b", 1): "m1", ("b", 0): "m0", ("b", 2): "m0"}
+    result = target("balanced", members, current)
+    assert len(result["m1"]) == 2 and ("a", 3) in result["m1"]
+    assert target("balanced", members, holders_of(result)) == result
+
+
 def test_weights_share_in_proportion():
     result = target("balanced", [member("a", weight=3), member("b")], {})
     assert sizes(result) == {"a": 18, "b": 6}
