@@ -11,7 +11,8 @@ What Kafka's tools are told:
 
 - a group is every group the coordination log has partition state for;
 - its members are its **fresh** holders (by the wall clock, the way the admin CLI and Burrow
-  judge), each described with the partitions it holds;
+  judge), each described with the partitions it holds, and its live announced members
+  (protocol version 2), also those that hold nothing yet;
 - its committed offset for a partition is the position a consumer would resume at
   (``max(last_offset, claimed_through) + 1``), only where a position was ever set.
 
@@ -159,6 +160,7 @@ class MarshalGroupView:
         with self._lock:  # worlds are read while no other thread applies records
             for world in self._refresh():
                 groups.update(s.group_id for s in world.partitions())
+                groups.update(world.member_groups())
         return sorted(groups)
 
     def group(self, group_id: str) -> GroupSnapshot | None:
@@ -166,7 +168,11 @@ class MarshalGroupView:
         positions = {}
         held: dict[tuple[str, str], dict[str, list[int]]] = {}
         with self._lock:  # worlds are read while no other thread applies records
-            states = [(w, s) for w in self._refresh() for s in w.partitions(group_id)]
+            worlds = self._refresh()
+            states = [(w, s) for w in worlds for s in w.partitions(group_id)]
+            announced = [m for w in worlds for m in w.members(group_id, now)]
+            for m in announced:
+                held.setdefault((m.client_id, m.instance_id), {})
             for world, s in states:
                 if s.has_position:
                     positions[(s.topic, s.partition)] = s.resume_offset
@@ -174,7 +180,7 @@ class MarshalGroupView:
                     world.freshness(group_id, s.topic, s.partition, now) == FRESH
                 ):
                     held.setdefault(s.holder, {}).setdefault(s.topic, []).append(s.partition)
-        if not states:
+        if not states and not announced:
             return None
         members = tuple(
             GroupMember(

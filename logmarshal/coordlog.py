@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 import attrs
 
 from rationalizer import SnapshotError, WorldState
-from rationalizer.codec import T_RELEASE_GROUP
+from rationalizer.codec import T_RELEASE_GROUP, VERSION_2
 from rationalizer.snapshot_record import (
     PublishedSnapshot,
     encode_snapshot_record,
@@ -208,7 +208,8 @@ def group_of_record(key: bytes | None, value: bytes | None) -> str | None:
     if key is None or value is None or len(value) < 2:
         return None
     try:
-        if value[1] == T_RELEASE_GROUP:
+        if value[1] == T_RELEASE_GROUP or value[0] == VERSION_2:
+            # ReleaseGroup and the version 2 membership records are keyed by the group
             return key.decode("utf-8")
         parts = key.rsplit(b"/", 2)
         return parts[0].decode("utf-8") if len(parts) == 3 else None

@@ -11,14 +11,16 @@ from .group_view import GroupView
 from .messages import (
     MAX_HEARTBEAT_INTERVAL_MS,
     PROTOCOL_VERSION,
+    AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    LeavingGroup,
     Message,
     ReleaseGroup,
     ReleasingPartition,
 )
-from .partitioning import coordination_partition
+from .partitioning import coordination_partition, membership_partition
 from .snapshot import SnapshotError
 from .verdict import Effect, Reason, Verdict
 from .world import FRESH, STALE, UNKNOWN, Claim, PartitionState, WorldState
@@ -30,6 +32,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "STALE",
     "UNKNOWN",
+    "AnnouncingMember",
     "Claim",
     "ClaimingMessages",
     "ClaimingPartition",
@@ -37,6 +40,7 @@ __all__ = [
     "Effect",
     "GroupView",
     "Heartbeat",
+    "LeavingGroup",
     "Message",
     "PartitionState",
     "Reason",
@@ -48,6 +52,7 @@ __all__ = [
     "coordination_partition",
     "decode",
     "encode",
+    "membership_partition",
     "record_key",
     "sign",
     "verify",

@@ -13,12 +13,16 @@ from .messages import (
     AUTH_TAG_BYTES,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
+    MAX_MEMBER_TOPICS,
     MAX_OFFSET,
     MAX_PARTITION,
     MAX_TOPIC_LENGTH,
+    MAX_WEIGHT,
+    AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    LeavingGroup,
     Message,
     ReleaseGroup,
     ReleasingPartition,
@@ -26,25 +30,33 @@ from .messages import (
 )
 
 __all__ = [
+    "T_ANNOUNCING_MEMBER",
     "T_CLAIMING_MESSAGES",
     "T_CLAIMING_PARTITION",
     "T_HEARTBEAT",
+    "T_LEAVING_GROUP",
     "T_RELEASE_GROUP",
     "T_RELEASING_PARTITION",
     "VERSION_1",
+    "VERSION_2",
     "DecodeError",
+    "MemberFields",
     "decode",
+    "decode_member_fields",
     "encode",
     "record_key",
 ]
 
 VERSION_1 = 1
+VERSION_2 = 2
 
 T_HEARTBEAT = 1
 T_CLAIMING_PARTITION = 2
 T_RELEASING_PARTITION = 3
 T_CLAIMING_MESSAGES = 4
 T_RELEASE_GROUP = 5
+T_ANNOUNCING_MEMBER = 6  # version 2
+T_LEAVING_GROUP = 7  # version 2
 
 #: Header layout per type: every field that changes from one record of a sender to the next
 #: (int64, heartbeat interval, auth tag) is at a fixed position before the identity part
@@ -67,11 +79,13 @@ IDENT_START = {
 _I64 = Struct(">q")
 _U32 = Struct(">I")
 _HDR = Struct(">BB")
+_ANNOUNCE_HEAD = Struct(">IHIB")  # heartbeat_interval_ms, weight, max_claims, flags
+_ENTIRE_TOPIC = 0x01
 _PARTITION_TYPES = (Heartbeat, ClaimingPartition, ReleasingPartition, ClaimingMessages)
 
 
 class DecodeError(ValueError):
-    """The record is not a valid encoding of any known message (version 1)."""
+    """The record is not a valid encoding of any known message (versions 1 and 2)."""
 
 
 def record_key(group_id: str, topic: str | None = None, partition: int | None = None) -> bytes:
@@ -103,6 +117,17 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
     """Encode a message to its ``(key, value)`` record; the inverse of :func:`decode`."""
     cls = type(msg)
     ident = _str(msg.client_id) + _str(msg.instance_id) + _str(msg.group_id)
+    if cls is AnnouncingMember:
+        flags = _ENTIRE_TOPIC if msg.entire_topic else 0
+        head = _HDR.pack(VERSION_2, T_ANNOUNCING_MEMBER) + _ANNOUNCE_HEAD.pack(
+            msg.heartbeat_interval_ms, msg.weight, msg.max_claims, flags
+        )
+        topics = _uvarint(len(msg.topics)) + b"".join(
+            _str(topic) + _uvarint(count) for topic, count in msg.topics
+        )
+        return record_key(msg.group_id), head + ident + topics
+    if cls is LeavingGroup:
+        return record_key(msg.group_id), _HDR.pack(VERSION_2, T_LEAVING_GROUP) + ident
     if cls is ReleaseGroup:
         value = (
             _HDR.pack(msg.version, T_RELEASE_GROUP)
@@ -246,8 +271,82 @@ def decode_fields(key: object, value: object) -> Fields:
     return typ, client, instance, group, topic, partition, number, start, hb, tag
 
 
+#: ``(type, client_id, instance_id, group_id, topics, heartbeat_interval_ms, weight,
+#: max_claims, entire_topic)``; for LeavingGroup the last five are ``(), 0, 0, 0, False``.
+MemberFields = tuple[int, str, str, str, tuple[tuple[str, int], ...], int, int, int, bool]
+
+
+def decode_member_fields(key: object, value: object) -> MemberFields:
+    """Decode a version 2 membership record (AnnouncingMember, LeavingGroup) strictly, to a
+    plain tuple (:data:`MemberFields`). Raises only :class:`DecodeError`."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise DecodeError(f"value must be bytes, got {type(value).__name__}")
+    if not isinstance(key, bytes | bytearray | memoryview):
+        raise DecodeError(f"key must be bytes, got {type(key).__name__}")
+    buf = bytes(value)
+    if len(buf) < 2:
+        raise DecodeError("value shorter than its header")
+    if buf[0] != VERSION_2:
+        raise DecodeError(f"not a version 2 record (version {buf[0]})")
+    typ = buf[1]
+    if typ not in (T_ANNOUNCING_MEMBER, T_LEAVING_GROUP):
+        raise DecodeError(f"unknown version 2 message type {typ}")
+    pos = 2
+    hb = weight = max_claims = 0
+    entire = False
+    if typ == T_ANNOUNCING_MEMBER:
+        if len(buf) < pos + _ANNOUNCE_HEAD.size:
+            raise DecodeError("truncated announcement header")
+        hb, weight, max_claims, flags = _ANNOUNCE_HEAD.unpack_from(buf, pos)
+        pos += _ANNOUNCE_HEAD.size
+        if not 1 <= hb <= MAX_HEARTBEAT_INTERVAL_MS:
+            raise DecodeError(f"heartbeat_interval_ms {hb} out of range")
+        if not 1 <= weight <= MAX_WEIGHT:
+            raise DecodeError(f"weight {weight} out of range")
+        if max_claims > MAX_PARTITION:
+            raise DecodeError(f"max_claims {max_claims} out of range")
+        if flags & ~_ENTIRE_TOPIC:
+            raise DecodeError(f"unknown announcement flags {flags:#x}")
+        entire = bool(flags & _ENTIRE_TOPIC)
+    client, pos = _read_str(buf, pos, MAX_ID_BYTES, "client_id")
+    instance, pos = _read_str(buf, pos, MAX_ID_BYTES, "instance_id")
+    group, pos = _read_str(buf, pos, MAX_ID_BYTES, "group_id")
+    topics: list[tuple[str, int]] = []
+    if typ == T_ANNOUNCING_MEMBER:
+        n, pos = _read_uvarint(buf, pos, MAX_MEMBER_TOPICS, "topic count")
+        for _ in range(n):
+            topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
+            if not valid_topic(topic):
+                raise DecodeError(f"invalid topic name {topic!r}")
+            if topics and topics[-1][0] >= topic:
+                raise DecodeError("announced topics are not sorted and unique")
+            count, pos = _read_uvarint(buf, pos, MAX_PARTITION + 1, "partition count")
+            topics.append((topic, count))
+    if pos != len(buf):
+        raise DecodeError(f"{len(buf) - pos} trailing bytes")
+    if bytes(key) != record_key(group):
+        raise DecodeError("record key does not match the value")
+    return typ, client, instance, group, tuple(topics), hb, weight, max_claims, entire
+
+
 def decode(key: bytes, value: bytes) -> Message:
     """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
+    if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x02":
+        typ, client, instance, group, topics, hb, weight, cap, entire = decode_member_fields(
+            key, value
+        )
+        if typ == T_LEAVING_GROUP:
+            return LeavingGroup(client_id=client, instance_id=instance, group_id=group)
+        return AnnouncingMember(
+            client_id=client,
+            instance_id=instance,
+            group_id=group,
+            topics=topics,
+            heartbeat_interval_ms=hb,
+            weight=weight,
+            max_claims=cap,
+            entire_topic=entire,
+        )
     typ, client, instance, group, topic, partition, number, _, hb, tag = decode_fields(key, value)
     ids = {"client_id": client, "instance_id": instance, "group_id": group}
     if typ == T_RELEASE_GROUP:

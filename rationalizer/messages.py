@@ -15,14 +15,18 @@ __all__ = [
     "AUTH_TAG_BYTES",
     "MAX_HEARTBEAT_INTERVAL_MS",
     "MAX_ID_BYTES",
+    "MAX_MEMBER_TOPICS",
     "MAX_OFFSET",
     "MAX_PARTITION",
     "MAX_TOPIC_LENGTH",
+    "MAX_WEIGHT",
     "PROTOCOL_VERSION",
     "SUPPORTED_VERSIONS",
+    "AnnouncingMember",
     "ClaimingMessages",
     "ClaimingPartition",
     "Heartbeat",
+    "LeavingGroup",
     "Message",
     "ReleaseGroup",
     "ReleasingPartition",
@@ -30,8 +34,11 @@ __all__ = [
     "valid_topic",
 ]
 
-PROTOCOL_VERSION = 1
-SUPPORTED_VERSIONS = frozenset({1})
+#: The newest protocol version this code speaks. Byte 0 of a record is the version that
+#: introduced its type: the five partition and group types are version 1 and are still
+#: written so; the membership types (``AnnouncingMember``, ``LeavingGroup``) are version 2.
+PROTOCOL_VERSION = 2
+SUPPORTED_VERSIONS = frozenset({1, 2})
 
 #: Ids are bounded so a hostile record cannot make every replayer allocate megabytes.
 MAX_ID_BYTES = 1024
@@ -45,6 +52,10 @@ MAX_OFFSET = 2**63 - 1
 #: everybody else for up to 2*HB after its last message, so an unbounded value would let one
 #: misconfigured or hostile client lock a partition for days.
 MAX_HEARTBEAT_INTERVAL_MS = 3_600_000
+#: How many topics one announcement may list (it is replayed by every member).
+MAX_MEMBER_TOPICS = 10_000
+#: A member's relative capacity in the balanced target.
+MAX_WEIGHT = 1000
 #: Length of an HMAC-SHA256 tag.
 AUTH_TAG_BYTES = 32
 
@@ -119,10 +130,52 @@ def _check_auth_tag(_inst: Any, attribute: attrs.Attribute[Any], value: object) 
 
 
 def _check_version(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or value not in SUPPORTED_VERSIONS:
+    if not _is_int(value) or value != 1:
+        raise ValueError(f"{attribute.name} of a version 1 message type must be 1, got {value!r}")
+
+
+def _check_version_2(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not _is_int(value) or value != 2:
+        raise ValueError(f"{attribute.name} of a membership message must be 2, got {value!r}")
+
+
+def _check_weight(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not _is_int(value) or not 1 <= value <= MAX_WEIGHT:  # type: ignore[operator]
+        raise ValueError(f"{attribute.name} must be an int in [1, {MAX_WEIGHT}], got {value!r}")
+
+
+def _check_max_claims(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not _is_int(value) or not 0 <= value <= MAX_PARTITION:  # type: ignore[operator]
         raise ValueError(
-            f"{attribute.name} must be one of {sorted(SUPPORTED_VERSIONS)}, got {value!r}"
+            f"{attribute.name} must be an int in [0, {MAX_PARTITION}] (0: no limit), got {value!r}"
         )
+
+
+def _check_member_topics(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    ok = type(value) is tuple and len(value) <= MAX_MEMBER_TOPICS
+    previous = None
+    for item in value if ok else ():  # type: ignore[union-attr]
+        if not (
+            type(item) is tuple
+            and len(item) == 2
+            and valid_topic(item[0])
+            and _is_int(item[1])
+            and 0 <= item[1] <= MAX_PARTITION + 1
+            and (previous is None or previous < item[0])
+        ):
+            ok = False
+            break
+        previous = item[0]
+    if not ok:
+        raise ValueError(
+            f"{attribute.name} must be a tuple of at most {MAX_MEMBER_TOPICS} (topic, "
+            f"partition count) pairs sorted by topic without repeats, got {value!r}"
+        )
+
+
+def _check_bool(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not bool:
+        raise ValueError(f"{attribute.name} must be a bool, got {value!r}")
 
 
 def _id() -> Any:
@@ -130,7 +183,11 @@ def _id() -> Any:
 
 
 def _version() -> Any:
-    return attrs.field(default=PROTOCOL_VERSION, kw_only=True, validator=_check_version)
+    return attrs.field(default=1, kw_only=True, validator=_check_version)
+
+
+def _version_2() -> Any:
+    return attrs.field(default=2, kw_only=True, validator=_check_version_2)
 
 
 def _heartbeat_interval() -> Any:
@@ -219,4 +276,44 @@ class ReleaseGroup:
     version: int = _version()
 
 
-Message = Heartbeat | ClaimingPartition | ReleasingPartition | ClaimingMessages | ReleaseGroup
+@attrs.frozen(kw_only=True)
+class AnnouncingMember:
+    """Version 2: "I am a member of this group, subscribed to these topics" (PROTOCOL.md,
+    "Membership"). Sent while the member runs, whatever it holds, every third of its
+    ``heartbeat_interval_ms``; it is a member while its last announcement is not stale.
+
+    ``topics`` pairs every subscribed topic with the partition count the member sees, so the
+    whole target can be computed from the log alone; ``weight``, ``max_claims`` (0: no limit)
+    and ``entire_topic`` are what the balanced target needs to know of the member.
+    """
+
+    client_id: str = _id()
+    instance_id: str = _id()
+    group_id: str = _id()
+    topics: tuple[tuple[str, int], ...] = attrs.field(validator=_check_member_topics)
+    heartbeat_interval_ms: int = _heartbeat_interval()
+    weight: int = attrs.field(default=1, validator=_check_weight)
+    max_claims: int = attrs.field(default=0, validator=_check_max_claims)
+    entire_topic: bool = attrs.field(default=False, validator=_check_bool)
+    version: int = _version_2()
+
+
+@attrs.frozen(kw_only=True)
+class LeavingGroup:
+    """Version 2: the member leaves gracefully (after releasing what it held)."""
+
+    client_id: str = _id()
+    instance_id: str = _id()
+    group_id: str = _id()
+    version: int = _version_2()
+
+
+Message = (
+    Heartbeat
+    | ClaimingPartition
+    | ReleasingPartition
+    | ClaimingMessages
+    | ReleaseGroup
+    | AnnouncingMember
+    | LeavingGroup
+)

@@ -9,6 +9,8 @@
     rule 5  Heartbeat                   heartbeat (renewal and restart takeover)
     rule 6  ReleasingPartition          release
     rule 7  ClaimingMessages            claim_messages
+    rule 8  AnnouncingMember            membership.announce (version 2 membership)
+    rule 9  LeavingGroup                membership.leave
 
 A rule function judges one record that reached it (no earlier rule fired), changes the
 state it concerns when the record is accepted (a ``world._Part``, the fenced instances, the

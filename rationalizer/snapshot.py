@@ -18,9 +18,11 @@ from .codec import record_key
 from .messages import (
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
+    MAX_MEMBER_TOPICS,
     MAX_OFFSET,
     MAX_PARTITION,
     MAX_TOPIC_LENGTH,
+    MAX_WEIGHT,
     valid_id,
     valid_topic,
 )
@@ -32,7 +34,11 @@ if TYPE_CHECKING:
 __all__ = ["MAGIC", "SNAPSHOT_VERSION", "SnapshotError", "dump", "load"]
 
 MAGIC = b"LMWS"
-SNAPSHOT_VERSION = 1
+#: Version 2 adds the membership section; a world without membership state is written as
+#: version 1, byte for byte as before (so version 1 snapshots stay canonical).
+SNAPSHOT_VERSION = 2
+_SNAPSHOT_V1 = 1
+_ENTIRE_TOPIC = 0x01  # member flags byte
 
 # Stable codes: never reorder, only append.
 REASON_CODES: tuple[Reason, ...] = (
@@ -54,6 +60,9 @@ EFFECT_CODES: tuple[Effect, ...] = (
     Effect.MESSAGES_CLAIMED,
     Effect.GROUP_PAUSED,
     Effect.POSITION_SET,
+    Effect.JOINED,
+    Effect.ANNOUNCED,
+    Effect.LEFT,
 )
 _ACCEPTED_BASE = 0x10  # + effect code: shared accepted verdict
 _DETAILED_BASE = 0x20  # + effect code: accepted with previous_holder / voided
@@ -115,8 +124,11 @@ def _verdict(out: bytearray, v: Verdict) -> None:
 def dump(w: WorldState) -> bytes:
     from .world import _NO_POSITION
 
+    members = sorted(
+        (group, client, m) for group, entries in w._members.items() for client, m in entries.items()
+    )
     out = bytearray(MAGIC)
-    out.append(SNAPSHOT_VERSION)
+    out.append(SNAPSHOT_VERSION if members else _SNAPSHOT_V1)
     _uv(out, w._window)
     _uv(out, w._applied + 1)
     _sv(out, w._now)
@@ -150,6 +162,22 @@ def dump(w: WorldState) -> bytes:
         if positioned:
             _uv(out, p.last + 1)
             _uv(out, p.claimed + 1)
+    if members:
+        _uv(out, len(members))
+        for group, client, m in members:
+            _s(out, group)
+            _s(out, client)
+            _s(out, m.instance)
+            _sv(out, m.since)
+            _sv(out, m.last)
+            _uv(out, m.hb)
+            _uv(out, m.weight)
+            _uv(out, m.max_claims)
+            out.append(_ENTIRE_TOPIC if m.entire_topic else 0)
+            _uv(out, len(m.topics))
+            for topic, count in m.topics:
+                _s(out, topic)
+                _uv(out, count)
     woff = w._woff
     _uv(out, len(woff))
     prev = -1
@@ -283,6 +311,32 @@ def _sorted_strictly(items: list) -> bool:
     return all(a < b for a, b in pairwise(items))
 
 
+def _read_members(r: _Reader, w: WorldState) -> None:
+    from .membership import MemberState
+
+    count = r.uv()
+    if count == 0:
+        raise SnapshotError("a version 2 snapshot without members (version 1 has none)")
+    prev = None
+    for _ in range(count):
+        group, client, instance = r.ident(), r.ident(), r.ident()
+        since, last = r.sv(), r.sv()
+        hb = r.uv(MAX_HEARTBEAT_INTERVAL_MS)
+        weight = r.uv(MAX_WEIGHT)
+        max_claims = r.uv(MAX_PARTITION)
+        flags = r.byte()
+        if hb == 0 or weight == 0 or flags & ~_ENTIRE_TOPIC or not since <= last:
+            raise SnapshotError("invalid member entry")
+        topics = tuple((r.topic(), r.uv(MAX_PARTITION + 1)) for _ in range(r.uv(MAX_MEMBER_TOPICS)))
+        if not _sorted_strictly([t for t, _ in topics]):
+            raise SnapshotError("member topics not strictly sorted")
+        if prev is not None and not prev < (group, client):
+            raise SnapshotError("members not strictly sorted")
+        prev = (group, client)
+        entry = MemberState(instance, since, last, hb, weight, max_claims, bool(flags), topics)
+        w._members.setdefault(group, {})[client] = entry
+
+
 def load(
     cls: type[WorldState], data: bytes, admin_keys: Mapping[str, bytes] | None = None
 ) -> WorldState:
@@ -298,7 +352,7 @@ def load(
     r = _Reader(buf)
     r.pos = 4
     version = r.byte()
-    if version != SNAPSHOT_VERSION:
+    if version not in (_SNAPSHOT_V1, SNAPSHOT_VERSION):
         raise SnapshotError(f"unsupported snapshot version {version}")
     window = r.uv()
     if window == 0:
@@ -348,6 +402,8 @@ def load(
         part = _Part(group, topic, partition, holder, beat, last, claimed, hb or 0)
         w._parts[record_key(group, topic, partition)] = part
         w._groups.setdefault(group, []).append(part)
+    if version == SNAPSHOT_VERSION:
+        _read_members(r, w)
     n = r.uv(2 * w._window)
     offsets = array("q")
     prev = -1

@@ -36,6 +36,9 @@ class Effect(enum.Enum):
     MESSAGES_CLAIMED = "messages_claimed"
     GROUP_PAUSED = "group_paused"  # ReleaseGroup: claims voided (voided), group paused
     POSITION_SET = "position_set"  # pausing admin's heartbeat set the position
+    JOINED = "joined"  # v2: a client_id became a member of the group
+    ANNOUNCED = "announced"  # v2: a member renewed its announcement
+    LEFT = "left"  # v2: a member left the group gracefully
 
 
 @attrs.frozen(slots=True)

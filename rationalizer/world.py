@@ -25,17 +25,20 @@ from struct import Struct
 
 import attrs
 
+from . import membership
 from .auth import tag_for_value, validate_admin_keys
 from .codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
+    T_LEAVING_GROUP,
     T_RELEASE_GROUP,
     T_RELEASING_PARTITION,
     VERSION_1,
     DecodeError,
     _read_uvarint,
     decode_fields,
+    decode_member_fields,
     record_key,
     unsigned_value,
 )
@@ -182,6 +185,9 @@ class WorldState:
         # group's next record removes them; they are invisible to queries and snapshots.
         self._paused: dict[str, tuple[int, tuple[str, str]]] = {}
         self._rejections: dict[Reason, int] = dict.fromkeys(Reason, 0)
+        # group -> client_id -> its membership (version 2); stale entries linger until the
+        # group's next membership record drops them and are invisible to ``members``
+        self._members: dict[str, dict[str, membership.MemberState]] = {}
         self._woff = array("q")
         self._wv: list[Verdict] = []
         # identity part of a value (ids, topic, partition: the same bytes for the four
@@ -502,7 +508,10 @@ class WorldState:
         self, key: object, value: object, now: int
     ) -> tuple[list | None, int, int, int, Verdict | None]:
         """Cache miss: strict decode. Decides rule 0 here (a record that does not decode is
-        INVALID_RECORD) and a ReleaseGroup completely (``_release_group``: rules 1 and 2)."""
+        INVALID_RECORD), a ReleaseGroup completely (``_release_group``: rules 1 and 2) and the
+        version 2 membership records (``_membership``: rules 0, 1, 8 and 9)."""
+        if value.__class__ is bytes and value[:1] == b"\x02":  # type: ignore[index]
+            return None, 0, 0, 0, self._membership(key, value, now)
         try:
             fields = decode_fields(key, value)
         except DecodeError:
@@ -573,6 +582,29 @@ class WorldState:
         if not v.accepted:
             self._rejections[v.reason] += 1
         return v
+
+    def _membership(self, key: object, value: object, now: int) -> Verdict:
+        """A version 2 record: rule 1 (fenced), then rule 8 (announce) or 9 (leave); group
+        pauses do not apply (membership is not ownership)."""
+        try:
+            typ, client, instance, group, topics, hb, weight, cap, entire = decode_member_fields(
+                key, value
+            )
+        except DecodeError:
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return _INVALID
+        v = rule_fenced(self._fenced, fence_key(client, instance))
+        if v is not None:
+            self._rejections[Reason.FENCED] += 1
+            return v
+        if typ == T_LEAVING_GROUP:
+            v = membership.leave(self._members, now, client, instance, group)
+            if not v.accepted:
+                self._rejections[Reason.NOT_HOLDER] += 1
+            return v
+        return membership.announce(
+            self._members, now, client, instance, group, topics, hb, weight, cap, entire
+        )
 
     def _new_part(
         self, ent: list, holder: tuple[str, str] | None, now: int, hb: int = 0
@@ -690,6 +722,23 @@ class WorldState:
         """The admin whose ReleaseGroup pauses ``group`` at ``now``, else None."""
         p = self._paused.get(group)
         return p[1] if p is not None and self._now < p[0] else None
+
+    def members(self, group: str, now_ms: int | None = None) -> list[membership.Member]:
+        """The live members of ``group`` at log time ``now_ms`` (default: the world's
+        ``now``), sorted by client_id. Only the group's membership partition has any."""
+        at = self._now if now_ms is None else now_ms
+        entries = self._members.get(group)
+        if not entries:
+            return []
+        return [
+            membership.export(group, client, m)
+            for client, m in sorted(entries.items())
+            if not m.stale(at)
+        ]
+
+    def member_groups(self) -> list[str]:
+        """Groups with membership state in this world, sorted."""
+        return sorted(self._members)
 
     def is_fenced(self, client_id: str, instance_id: str) -> bool:
         return fence_key(client_id, instance_id) in self._fenced

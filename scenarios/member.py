@@ -93,6 +93,7 @@ def _consume(args: argparse.Namespace, report: _Report, stop: threading.Event) -
         fetch_wait=0.1,
         greedy=args.greedy,
         max_claims=args.max_claims,
+        rebalance=args.rebalance,
         rng=random.Random(f"{args.client_id}/{marshaler.instance_id}"),
     )
     report.write([f"I {marshaler.instance_id} {time.time():.6f}"])
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=20)
     parser.add_argument("--greedy", action="store_true")
     parser.add_argument("--max-claims", type=int)
+    parser.add_argument("--rebalance", choices=["balanced", "none"], default="balanced")
     parser.add_argument("--coordination-partitions", type=int, default=8)
     parser.add_argument("--snapshot-records", type=int, help="publish snapshots this often")
     parser.add_argument("--partitions", type=int, default=4)

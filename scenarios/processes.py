@@ -36,7 +36,7 @@ from typing import Any
 from logmarshal import NewRecord
 from rationalizer import coordination_partition
 
-from . import failover, handoff, pause, restart
+from . import failover, handoff, pause, rebalance, restart
 from .common import Report, configure_logging, mode_for, wait_until
 from .procs import GROUP, ROOT, TOPIC, MemberProc, procs
 
@@ -415,6 +415,7 @@ SCENARIOS: dict[str, Callable[..., Report]] = {
     "pause": _on_processes(pause),
     "handoff": _on_processes(handoff),
     "restart": _on_processes(restart),
+    "rebalance": _on_processes(rebalance),
     "broker-crash": broker_crash,
     "reset": reset,
     "multi-broker": multi_broker,

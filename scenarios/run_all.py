@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from .common import STAGES
 
 #: written once, runnable on every stage
-STAGED = ("failover", "handoff", "race", "pause", "restart")
+STAGED = ("failover", "handoff", "race", "pause", "restart", "rebalance")
 DEFAULT = {
     "sim": STAGED,
     "threads": STAGED,
@@ -32,6 +32,7 @@ DEFAULT = {
         "pause",
         "handoff",
         "restart",
+        "rebalance",
         "broker-crash",
         "reset",
         "multi-broker",
@@ -43,6 +44,7 @@ FIGURES = {
     "restart": "restart takeover seconds",
     "pause": "frozen seconds",
     "race": "claims per member (max)",
+    "rebalance": "balanced after a SIGKILL (3 -> 2) (s)",
     "broker-crash": "first hand-out after the restart (s)",
     "reset": "first hand-out after the expiry (s)",
     "multi-broker": "d's last hand-out after the kill (s)",

@@ -43,7 +43,7 @@ from logmarshal.core import (
     WriteFailed,
     Written,
 )
-from rationalizer import WorldState, decode
+from rationalizer import WorldState, coordination_partition, decode
 
 from .sim_checks import Checks
 
@@ -54,6 +54,13 @@ log = logging.getLogger(__name__)
 GROUP = "g"
 TOPIC = "t"
 HB = 100  # ms
+#: after the faults stop, the group must be balanced within this many HB (a member killed
+#: late is rejoined up to 3·HB later, its lapsed partitions move 2·HB after that) ...
+BALANCED_AFTER = 10
+#: ... and then stay still (no partition moves) for this many HB
+STEADY = 20
+
+Key = tuple[str, int]
 
 
 @attrs.define
@@ -88,7 +95,9 @@ class Sim:
     """One seeded run. Everything random comes from ``self.rng``; ties in time are broken by
     insertion order, so a seed replays exactly."""
 
-    def __init__(self, seed: int, *, fix: bool = True, trace: bool = False) -> None:
+    def __init__(
+        self, seed: int, *, fix: bool = True, trace: bool = False, rebalance: str | None = None
+    ) -> None:
         rng = self.rng = random.Random(seed)
         self.seed = seed
         self.fix = fix
@@ -118,6 +127,11 @@ class Sim:
         self.p_fail = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.p_lost_answer = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.max_delay = rng.choice((2, 10, 40))
+        #: the group's strategy (issue 13); "balanced" runs also check the target is reached
+        #: after the faults and that nothing moves in the steady state after it
+        self.rebalance = rebalance or rng.choice(("balanced", "balanced", "none"))
+        self.balanced_ms = self.fault_ms + BALANCED_AFTER * HB
+        self._steady: dict[Key, str | None] | None = None
 
     # -- scheduling --------------------------------------------------------------------------
 
@@ -140,6 +154,9 @@ class Sim:
             self.at(self.rng.randint(1, 4) * HB, self.fault)
         self.at(self.fault_ms, self.settle)
         self.at(self.fault_ms + 2 * HB, self.settled)
+        if self.rebalance != "none":
+            self.at(self.balanced_ms, self.check_balanced)
+            self.at(self.balanced_ms + STEADY * HB, self.check_steady)
         while self._queue and not self.checks.violations:
             t, _, fn = heapq.heappop(self._queue)
             if t > self.end_ms:
@@ -179,6 +196,7 @@ class Sim:
             heartbeat_ms=HB,
             batch=core_options.pop("batch", self.rng.choice((1, 5, 20))),
             claim_every_ms=HB // 2,
+            rebalance=core_options.pop("rebalance", self.rebalance),
             **core_options,  # type: ignore[arg-type]
         )
         core = MemberCore(options, worlds, _reread_after_takeover=self.fix)
@@ -392,11 +410,54 @@ class Sim:
             done = all(positions.get(k, -1) >= n - 1 for k, n in self.produced.items())
         else:
             done = all(len(handed[k]) >= n for k, n in self.produced.items())
-        if done:
+        if done and self.rebalance != "none" and self.now < self.balanced_ms + STEADY * HB:
+            self.at(self.now + HB, self.settled)  # the steady-state check is still to come
+        elif done:
             self.end_ms = self.now
         else:
             self.keep_a_consumer()
             self.at(self.now + HB, self.settled)
+
+    def oracle_holders(self) -> dict[Key, str | None]:
+        """Partition -> client_id holding it, per the simulated log."""
+        out: dict[Key, str | None] = {}
+        for p in range(self.partitions):
+            key = (TOPIC, p)
+            world = self.oracle[coordination_partition(TOPIC, p, self.ncoord)]
+            holder = world.holder(GROUP, TOPIC, p)
+            out[key] = None if holder is None else holder[0]
+        return out
+
+    def check_balanced(self) -> None:
+        """BALANCED_AFTER·HB after the faults: every partition held by a running member,
+        each running member holding floor(P/n) or ceil(P/n)."""
+        members = {
+            i.client_id
+            for i in self.live()
+            if i.state == "alive" and not i.core.fenced and not i.core.closing
+        }
+        holders = self.oracle_holders()
+        counts = {c: sum(1 for h in holders.values() if h == c) for c in members}
+        low, high = self.partitions // len(members), -(-self.partitions // len(members))
+        stray = {k: h for k, h in holders.items() if h not in members}
+        uneven = {c: n for c, n in counts.items() if not low <= n <= high}
+        self.note(f"BALANCE CHECK {counts} {stray or ''}")
+        if stray or uneven:
+            self.checks.fail(
+                self.now,
+                f"not balanced {BALANCED_AFTER}·HB after the faults: {counts} "
+                f"(each {low}..{high}), not held by a running member: {stray}",
+            )
+        self._steady = holders
+
+    def check_steady(self) -> None:
+        """Nothing moved in the steady state after the balance check."""
+        if self._steady is None:
+            return
+        now = self.oracle_holders()
+        moved = {k: (self._steady[k], h) for k, h in now.items() if self._steady[k] != h}
+        if moved:
+            self.checks.fail(self.now, f"partitions moved in the steady state: {moved}")
 
     def settle(self) -> None:
         """Faults stop: thaw everyone, and make sure somebody is there to consume."""
@@ -432,8 +493,10 @@ def _verdict(v: object) -> str:
     return f"rejected {v.reason.value}"  # type: ignore[attr-defined]
 
 
-def run_seed(seed: int, *, fix: bool = True, trace: bool = False) -> Result:
-    return Sim(seed, fix=fix, trace=trace).run()
+def run_seed(
+    seed: int, *, fix: bool = True, trace: bool = False, rebalance: str | None = None
+) -> Result:
+    return Sim(seed, fix=fix, trace=trace, rebalance=rebalance).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,10 +512,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="experiment: resume a restart takeover where it was read before (issue 10's bug)",
     )
+    parser.add_argument(
+        "--rebalance",
+        choices=("balanced", "none"),
+        help="every seed with this strategy (default: the seed chooses, 2 in 3 balanced)",
+    )
     args = parser.parse_args(argv)
     fix = not args.without_restart_fix
     if args.seed is not None:
-        result = run_seed(args.seed, fix=fix, trace=args.trace)
+        result = run_seed(args.seed, fix=fix, trace=args.trace, rebalance=args.rebalance)
         if args.trace:
             print("\n".join(result.trace))
         _report(result)
@@ -462,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     sim_ms = 0
     t0 = time.perf_counter()
     for seed in seeds:
-        result = run_seed(seed, fix=fix)
+        result = run_seed(seed, fix=fix, rebalance=args.rebalance)
         sim_ms += result.sim_ms
         if result.violations:
             failed.append(result)
@@ -476,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         _report(result)
     if failed:
         first = failed[0]
-        again = run_seed(first.seed, fix=fix, trace=True)
+        again = run_seed(first.seed, fix=fix, trace=True, rebalance=args.rebalance)
         print(f"\ntrace of seed {first.seed} (replayed):")
         print("\n".join(again.trace[-80:]))
     return 1 if failed else 0

@@ -1,5 +1,13 @@
 """What a group is doing: members, holders, positions, lag and a Burrow-style status.
 
+Members (issue 13) are the group's live announced members (``AnnouncingMember``, read from
+the group's membership partition at the admin's ``now_ms``) plus fresh holders that never
+announced (protocol version 1 clients, ``rebalance="none"``). For announced members the
+*target* is the one every member computes (:func:`logmarshal.core.assignment.target`,
+"balanced", over the counted members and the current holders), so ``describe`` shows what
+the group is converging to and how far it still is: ``balanced`` when every unit of the
+target is held by its target owner.
+
 Everything here is an observation at the admin's clock (``now_ms``), the way Burrow judges
 consumers by its own clock: freshness and heartbeat ages are predictions, only the
 coordination log decides. Log ends and the time index come from the cluster; the group's
@@ -13,17 +21,22 @@ import logging
 import attrs
 
 from rationalizer import FRESH, STALE, coordination_partition
+from rationalizer.membership import Member
 
 from ..cluster import Cluster
+from ..core import assignment
 from ..errors import UnknownTopic
 from .errors import AdminError
 from .reader import CoordinationState
 from .status import LagSample, Status, evaluate_partition, worst
 
 __all__ = [
+    "Balance",
     "GroupDescription",
     "GroupSummary",
+    "MemberView",
     "PartitionView",
+    "balance",
     "describe_group",
     "list_groups",
     "require_group",
@@ -52,6 +65,69 @@ class PartitionView:
     status: Status | None  # None for a partition the group never consumed
 
 
+Unit = assignment.Unit
+
+
+@attrs.frozen
+class MemberView:
+    """One member of a group: an announced member (version 2), or a fresh holder that never
+    announced (``announced`` False: only ``current`` is known of it)."""
+
+    client_id: str
+    instance_id: str
+    announced: bool
+    since_ms: int | None  # log time of the announcement that made it a member
+    last_seen_ms: int | None  # log time of its last announcement
+    heartbeat_interval_ms: int | None
+    weight: int | None
+    max_claims: int | None  # 0: no limit
+    entire_topic: bool | None
+    topics: tuple[tuple[str, int], ...]  # (topic, partition count) as it announced them
+    counted: bool  # has a share of the target (live and settled)
+    #: units the target gives it: (topic, partition), or (topic, -1) for a whole topic
+    target: tuple[Unit, ...]
+    current: tuple[tuple[str, int], ...]  # partitions it holds now (any instance)
+
+
+@attrs.frozen
+class Balance:
+    """The group's target against its holders. ``balanced`` is None without counted members
+    (nothing to compare: no member announced, or none has settled yet)."""
+
+    target: dict[str, frozenset[Unit]]
+    #: units of the target held by someone else than their target owner (or by nobody)
+    to_move: tuple[Unit, ...]
+
+    @property
+    def balanced(self) -> bool | None:
+        if not self.target:
+            return None
+        return not self.to_move
+
+
+def balance(
+    members: list[Member], holders: dict[tuple[str, int], str], now_ms: int
+) -> Balance:
+    """The target of the members counted at ``now_ms`` (``assignment.target("balanced")``,
+    with the current ``holders``: (topic, partition) -> client_id, as every member computes
+    it) and the units not yet where the target puts them. A whole-topic unit is held by the
+    holder of its partition 0."""
+    counted = [m for m in members if m.counted(now_ms)]
+    if not counted:
+        return Balance({}, ())
+    unit_holders: dict[Unit, str] = {}
+    for topic, partition in assignment.units_of(counted):
+        p = 0 if partition == assignment.WHOLE_TOPIC else partition
+        h = holders.get((topic, p))
+        if h is not None:
+            unit_holders[(topic, partition)] = h
+    target = assignment.target("balanced", counted, unit_holders)
+    to_move = sorted(
+        u for client, units in target.items() for u in units if unit_holders.get(u) != client
+    )
+    return Balance(target, tuple(to_move))
+
+
 @attrs.frozen
 class GroupDescription:
     group: str
@@ -59,8 +135,13 @@ class GroupDescription:
     status: Status
     paused_until_ms: int | None
     pause_admin: tuple[str, str] | None
-    members: tuple[tuple[str, str], ...]  # fresh holders
+    #: announced live members and fresh holders that never announced, (client, instance)
+    members: tuple[tuple[str, str], ...]
     partitions: tuple[PartitionView, ...]
+    member_views: tuple[MemberView, ...] = ()
+    #: None: no counted member, so no target to compare with
+    balanced: bool | None = None
+    to_move: tuple[Unit, ...] = ()
 
     @property
     def paused(self) -> bool:
@@ -70,6 +151,7 @@ class GroupDescription:
 @attrs.frozen
 class GroupSummary:
     group: str
+    #: announced live members and fresh holders that never announced, (client, instance)
     members: tuple[tuple[str, str], ...]
     owned: int  # partitions held by a holder that is not stale
     known: int  # partitions the log has state for
@@ -87,11 +169,21 @@ def require_group(state: CoordinationState, group: str) -> None:
     raise AdminError(f"unknown group {group!r} (groups in __marshal: {known})")
 
 
+def _with_announced(
+    holders: set[tuple[str, str]], announced: list[Member]
+) -> tuple[tuple[str, str], ...]:
+    """Announced members, plus the holders whose client_id never announced."""
+    names = {m.client_id for m in announced}
+    out = {(m.client_id, m.instance_id) for m in announced}
+    out |= {h for h in holders if h[0] not in names}
+    return tuple(sorted(out))
+
+
 def list_groups(state: CoordinationState, now_ms: int) -> list[GroupSummary]:
     out = []
     for group in state.groups:
         parts = state.partitions(group)
-        members = set()
+        members: set[tuple[str, str]] = set()
         owned = 0
         assert state.view is not None
         for s in parts:
@@ -106,7 +198,7 @@ def list_groups(state: CoordinationState, now_ms: int) -> list[GroupSummary]:
         out.append(
             GroupSummary(
                 group,
-                tuple(sorted(members)),
+                _with_announced(members, state.members(group, now_ms)),
                 owned,
                 len(parts),
                 until,
@@ -157,7 +249,9 @@ def describe_group(
     ends = _LogEnds(cluster)
     known = {(s.topic, s.partition): s for s in state.partitions(group)}
     keys = set(known)
-    for topic in state.topics(group):
+    announced = state.members(group, now_ms)
+    subscribed = {t for m in announced for t, _ in m.topics}
+    for topic in sorted(set(state.topics(group)) | subscribed):
         try:
             keys.update((topic, p) for p in range(cluster.partitions(topic)))
         except UnknownTopic:
@@ -207,12 +301,61 @@ def describe_group(
                 status=status,
             )
         )
+    holders = {
+        (s.topic, s.partition): s.holder[0] for s in known.values() if s.holder is not None
+    }
+    bal = balance(announced, holders, now_ms)
+    held: dict[str, list[tuple[str, int]]] = {}
+    for (topic, partition), client in sorted(holders.items()):
+        held.setdefault(client, []).append((topic, partition))
+    member_views = [
+        MemberView(
+            client_id=m.client_id,
+            instance_id=m.instance_id,
+            announced=True,
+            since_ms=m.since,
+            last_seen_ms=m.last,
+            heartbeat_interval_ms=m.heartbeat_interval_ms,
+            weight=m.weight,
+            max_claims=m.max_claims,
+            entire_topic=m.entire_topic,
+            topics=m.topics,
+            counted=m.counted(now_ms),
+            target=tuple(sorted(bal.target.get(m.client_id, ()))),
+            current=tuple(held.get(m.client_id, ())),
+        )
+        for m in announced
+    ]
+    names = {m.client_id for m in announced}
+    for client, instance in sorted(members):  # type: ignore[type-var]
+        if client in names:
+            continue
+        member_views.append(
+            MemberView(
+                client_id=client,
+                instance_id=instance,
+                announced=False,
+                since_ms=None,
+                last_seen_ms=None,
+                heartbeat_interval_ms=None,
+                weight=None,
+                max_claims=None,
+                entire_topic=None,
+                topics=(),
+                counted=False,
+                target=(),
+                current=tuple(held.get(client, ())),
+            )
+        )
     return GroupDescription(
         group=group,
         now_ms=now_ms,
         status=worst(v.status for v in views if v.status is not None),
         paused_until_ms=state.paused_until(group),
         pause_admin=state.pause_admin(group),
-        members=tuple(sorted(members)),  # type: ignore[arg-type]
+        members=_with_announced(members, announced),  # type: ignore[arg-type]
         partitions=tuple(views),
+        member_views=tuple(member_views),
+        balanced=bal.balanced,
+        to_move=bal.to_move,
     )

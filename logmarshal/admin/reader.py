@@ -25,8 +25,17 @@ from struct import Struct
 
 import attrs
 
-from rationalizer import Effect, GroupView, PartitionState, Verdict, WorldState, decode
+from rationalizer import (
+    Effect,
+    GroupView,
+    PartitionState,
+    Verdict,
+    WorldState,
+    decode,
+    membership_partition,
+)
 from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT
+from rationalizer.membership import Member
 from rationalizer.messages import Message
 
 from ..cluster import Cluster
@@ -166,6 +175,14 @@ class CoordinationState:
     def paused_until(self, group: str) -> int | None:
         return None if self.view is None else self.view.paused_until(group)
 
+    def members(self, group: str, now_ms: int | None = None) -> list[Member]:
+        """The group's live announced members (protocol version 2) at ``now_ms`` (default:
+        the log time its membership partition reached), sorted by client_id."""
+        if not self.worlds:
+            return []
+        world = self.worlds[membership_partition(group, len(self.worlds))]
+        return world.members(group, now_ms)
+
     def pause_admin(self, group: str) -> tuple[str, str] | None:
         for world in self.worlds:
             admin = world.pause_admin(group)
@@ -242,6 +259,7 @@ def read_coordination(
         here = {g for _o, _t, k, v in records if (g := group_of_record(k, v)) is not None}
         if restored is not None:
             world = restored.world
+            here.update(world.member_groups())  # groups known only by their members
             for s in world.partitions():
                 here.add(s.group_id)
                 if s.heartbeat_interval_ms:

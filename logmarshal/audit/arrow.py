@@ -23,6 +23,7 @@ __all__ = [
     "fold_batches",
     "rows_to_union",
     "split_union",
+    "table_from_rows",
     "union_schema",
 ]
 
@@ -144,3 +145,18 @@ def split_union(union: Any) -> dict[str, Any]:
                 arrays.append(col.cast(pa.timestamp("ms", tz="UTC")))
         out[table] = pa.Table.from_arrays(arrays, schema=final_schema(table))
     return out
+
+
+def table_from_rows(table: str, rows: list[tuple[Any, ...]]) -> Any:
+    """Rows of ``table`` (column order of :data:`.schema.TABLES`) as a pyarrow Table in its
+    final schema (with the ``*_time`` columns)."""
+    pa = require("pyarrow")
+    columns = TABLES[table]
+    values = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+    arrays = []
+    for (_name, kind), col in zip(columns, values, strict=True):
+        arr = pa.array(list(col), _arrow_type(pa, kind))
+        arrays.append(arr)
+        if kind == TIME:
+            arrays.append(arr.cast(pa.timestamp("ms", tz="UTC")))
+    return pa.Table.from_arrays(arrays, schema=final_schema(table))

@@ -22,6 +22,7 @@ from ..coordlog import group_of_record
 from .arrow import final_schema, fold_batches, split_union, union_schema
 from .deps import require
 from .export import ExportInfo, iter_export
+from .moves import moves_table
 from .replay import ReplayConfig
 from .schema import TABLES
 
@@ -112,6 +113,7 @@ def run_inprocess(
 
     union = pa.Table.from_batches(list(fold_batches(batches(), config)), schema=union_schema())
     tables = split_union(union)
+    tables["moves"] = moves_table(tables, config.since_ms)
     root = Path(out_dir)
     rows = {}
     for name, table in tables.items():

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -36,7 +37,16 @@ from logmarshal.audit.deps import require
 from logmarshal.audit.engine import AuditResult, admin_keys_for_export, replay_config_for
 from logmarshal.audit.export import ExportInfo, read_export_info
 from logmarshal.audit.replay import ReplayConfig
-from logmarshal.audit.schema import FLOAT, INT, STR, TABLES, TIME, UNION_COLUMNS, time_column_name
+from logmarshal.audit.schema import (
+    DERIVED_TABLES,
+    FLOAT,
+    INT,
+    STR,
+    TABLES,
+    TIME,
+    UNION_COLUMNS,
+    time_column_name,
+)
 
 __all__ = ["main", "run_spark", "spark_session"]
 
@@ -188,6 +198,8 @@ def _fold_and_write(
         counts = {r["table"]: r["count"] for r in union.groupBy("table").count().collect()}
         rows = {}
         for name, columns in TABLES.items():
+            if name in DERIVED_TABLES:
+                continue
             selected = []
             for column, kind in columns:
                 selected.append(functions.col(column))
@@ -211,7 +223,50 @@ def _fold_and_write(
             rows[name] = table.count() if name == "verdicts" else counts.get(name, 0)
     finally:
         union.unpersist()
+    rows.update(_write_derived(spark, out_dir, config))
     return rows
+
+
+def _write_derived(
+    spark: Any, out_dir: str | os.PathLike[str], config: ReplayConfig
+) -> dict[str, int]:
+    """The tables the driver derives from the folded ones (:data:`DERIVED_TABLES`), computed
+    by the same code as in-process (:func:`.moves.moves_table`) from what Spark wrote."""
+    from logmarshal.audit.arrow import final_schema
+    from logmarshal.audit.moves import moves_table
+    from logmarshal.audit.outputs import is_local_path
+
+    base = os.fspath(out_dir).rstrip("/")
+    folded = {}
+    for name in ("ownership", "membership"):
+        schema = final_schema(name)
+        folded[name] = spark.read.parquet(f"{base}/{name}").toArrow().select(schema.names).cast(
+            schema
+        )
+    moves = moves_table(folded, config.since_ms)
+    path = f"{base}/moves"
+    if is_local_path(base):
+        pq = require("pyarrow.parquet")
+        local = Path(path[5:] if path.startswith("file:") else path)
+        if local.exists():
+            shutil.rmtree(local)
+        local.mkdir(parents=True)
+        pq.write_table(moves, local / "part-00000.parquet")
+    else:
+        frame = spark.createDataFrame(moves) if moves.num_rows else None
+        if frame is None:
+            frame = spark.createDataFrame([], _final_struct(require("pyspark.sql.types"), "moves"))
+        frame.coalesce(1).write.mode("overwrite").parquet(path)
+    return {"moves": moves.num_rows}
+
+
+def _final_struct(types: Any, table: str) -> Any:
+    fields = []
+    for column, kind in TABLES[table]:
+        fields.append(types.StructField(column, _spark_type(types, kind), True))
+        if kind == TIME:
+            fields.append(types.StructField(time_column_name(column), types.TimestampType(), True))
+    return types.StructType(fields)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,11 +23,13 @@ from typing import Any
 import attrs
 
 from rationalizer import (
+    AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     DecodeError,
     Effect,
     Heartbeat,
+    LeavingGroup,
     Message,
     Reason,
     ReleaseGroup,
@@ -63,6 +65,8 @@ _MESSAGE_TYPES: dict[type, str] = {
     ReleasingPartition: "releasing_partition",
     ClaimingMessages: "claiming_messages",
     ReleaseGroup: "release_group",
+    AnnouncingMember: "announcing_member",
+    LeavingGroup: "leaving_group",
 }
 
 _START_CAUSE = {
@@ -92,7 +96,10 @@ _NOT_HOLDER_KIND = {
     "releasing_partition": "release_without_claim",
     "claiming_messages": "claim_messages_without_claim",
     "claiming_partition": "claim_without_right",
+    "leaving_group": "leave_without_membership",
 }
+
+_MEMBERSHIP_EFFECTS = frozenset({Effect.JOINED, Effect.ANNOUNCED, Effect.LEFT})
 
 AuditRows = dict[str, list[tuple[Any, ...]]]
 
@@ -171,6 +178,20 @@ class _Interval:
         self.end_position: int | None = None
 
 
+class _Membership:
+    """One live member as the fold tracks it (the world keeps the same, privately)."""
+
+    __slots__ = ("hb", "instance", "last", "topics")
+
+    def __init__(
+        self, instance: str, last: int, hb: int, topics: tuple[tuple[str, int], ...]
+    ) -> None:
+        self.instance = instance
+        self.last = last
+        self.hb = hb
+        self.topics = topics
+
+
 class _Track:
     """What the fold knows of one (group, topic, partition) of this coordination partition."""
 
@@ -230,6 +251,9 @@ class PartitionAudit:
         self._violations: list[tuple[Any, ...]] = []
         self._fenced_at: dict[tuple[str, str], int] = {}
         self._memo: dict[tuple[bytes | None, bytes | None], Message | None] = {}
+        #: group -> client_id -> its membership as this fold tracks it (mirrors the world's)
+        self._members: dict[str, dict[str, _Membership]] = {}
+        self._member_events: list[tuple[Any, ...]] = []
         self.genesis: int | None = None  # the offset the starting snapshot covers
         if coord_partition in config.genesis:
             self._start_from(*config.genesis[coord_partition])
@@ -247,6 +271,24 @@ class PartitionAudit:
         self.genesis = covered
         self._last_offset = covered
         self._now = world.now
+        for group in world.member_groups():
+            live = world.members(group)
+            self._members[group] = {
+                m.client_id: _Membership(m.instance_id, m.last, m.heartbeat_interval_ms, m.topics)
+                for m in live
+            }
+            # their joins are before the history: dated, without a record
+            for m in sorted(live, key=lambda m: (m.since, m.client_id)):
+                self._member_event(
+                    group,
+                    m.since,
+                    None,
+                    m.client_id,
+                    m.instance_id,
+                    "joined",
+                    "before the snapshot",
+                    m.heartbeat_interval_ms,
+                )
         for s in world.partitions():
             key = record_key(s.group_id, s.topic, s.partition)
             t = self._tracks[key] = _Track(key, s.group_id, s.topic, s.partition)
@@ -509,10 +551,76 @@ class PartitionAudit:
             t.last_ref = t.claimed_ref = value
             if counted:
                 self._count(t.group, "accepted", e.value)
+        elif e in _MEMBERSHIP_EFFECTS:
+            msg = self._decode(key, value)
+            assert msg is not None, "an accepted record decodes"
+            self._membership(off, now, msg, e)
+            if counted:
+                self._count(msg.group_id, "accepted", e.value)
         else:  # an effect this fold does not know yet: count it, change nothing
             msg = self._decode(key, value)
             if counted:
                 self._count(None if msg is None else msg.group_id, "accepted", e.value)
+
+    # ------------------------------------------------------------------ membership
+
+    def _expire(self, group: str, members: dict[str, _Membership], now: int) -> None:
+        """Members of ``group`` stale at ``now`` leave the fold's view, as they leave the
+        world's; the event is dated at the first log time each was stale."""
+        for client in sorted(c for c, m in members.items() if now - m.last > 2 * m.hb):
+            m = members.pop(client)
+            self._member_event(
+                group, m.last + 2 * m.hb + 1, None, client, m.instance, "expired", None, m.hb
+            )
+
+    def _member_event(
+        self,
+        group: str,
+        time_ms: int,
+        offset: int | None,
+        client: str,
+        instance: str,
+        event: str,
+        detail: str | None,
+        hb: int,
+    ) -> None:
+        self._member_events.append(
+            (group, self.coord_partition, time_ms, offset, client, instance, event, detail, hb)
+        )
+
+    def _membership(self, off: int, now: int, msg: Message, e: Effect) -> None:
+        """An accepted AnnouncingMember (JOINED, ANNOUNCED) or LeavingGroup (LEFT)."""
+        group = msg.group_id
+        members = self._members.setdefault(group, {})
+        self._expire(group, members, now)
+        client, instance = msg.client_id, msg.instance_id
+        if e is Effect.LEFT:
+            m = members.pop(client, None)
+            self._member_event(
+                group, now, off, client, instance, "left", None, 0 if m is None else m.hb
+            )
+            if not members:
+                del self._members[group]
+            return
+        assert isinstance(msg, AnnouncingMember)
+        hb = msg.heartbeat_interval_ms
+        before: dict[str, int] = {}
+        for m in members.values():
+            for topic, count in m.topics:
+                before[topic] = max(before.get(topic, 0), count)
+        if e is Effect.JOINED or client not in members:
+            members[client] = _Membership(instance, now, hb, msg.topics)
+            self._member_event(group, now, off, client, instance, "joined", None, hb)
+        else:
+            m = members[client]
+            m.instance, m.last, m.hb, m.topics = instance, now, hb, msg.topics
+        for topic, count in msg.topics:
+            old = before.get(topic, 0)
+            if 0 < old < count:
+                self._member_event(
+                    group, now, off, client, instance, "partitions_added",
+                    f"{topic} {old}->{count}", hb,
+                )
 
     def _reject(
         self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict
@@ -658,6 +766,16 @@ class PartitionAudit:
                     None if end is None or resume is None else end - resume,
                 )
             )
+        events = list(self._member_events)
+        for group, members in sorted(self._members.items()):
+            # what expired by the end of the replay (the partition's own log time)
+            for client in sorted(c for c, m in members.items() if now - m.last > 2 * m.hb):
+                m = members[client]
+                events.append(
+                    (group, cp, m.last + 2 * m.hb + 1, None, client, m.instance, "expired",
+                     None, m.hb)
+                )
+        rows["membership"] = events
         if self._records:
             rows["coordination"].append(
                 (cp, self._records, self._first_offset, self._last_offset, self._first_ms, now)

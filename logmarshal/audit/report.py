@@ -29,9 +29,23 @@ TABLE_ROWS = 200
 
 _MARKERS = {
     "stale_takeover": ("v", "tab:red"),
+    "failover": ("v", "tab:red"),
     "restart": ("D", "tab:purple"),
     "released": ("o", "tab:green"),
+    "handoff": ("o", "tab:green"),
+    "closed": ("o", "tab:olive"),
+    "rebalance": ("^", "tab:blue"),
     "group_reset": ("s", "tab:orange"),
+    "admin_reset": ("s", "tab:orange"),
+    "claim": (".", "tab:gray"),
+}
+_LABELS = {
+    "stale_takeover": "failover: stale_takeover",
+    "restart": "restart",
+    "released": "failover: released",
+    "group_reset": "failover: group_reset",
+    "failover": "failover: holder stale",
+    "admin_reset": "admin reset",
 }
 
 
@@ -57,6 +71,10 @@ def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "restart": failovers.get("restart", 0),
                 "released": failovers.get("released", 0),
                 "reset": failovers.get("group_reset", 0),
+                "rebalance": sum(
+                    sides["took"].get("rebalance", 0)
+                    for sides in g.get("moves_by_member", {}).values()
+                ),
                 "violations": sum(g["violations"].values()),
                 "accepted": g["accepted"],
                 "rejected": g["rejected"],
@@ -73,8 +91,11 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _timeline(own: list[dict], fail: list[dict], end_ms: int | None) -> tuple[str | None, str]:
+def _timeline(
+    own: list[dict], fail: list[dict], end_ms: int | None, moves: list[dict] | None = None
+) -> tuple[str | None, str]:
     plt = require("matplotlib.pyplot")
+    moves = moves or []
     if not own:
         return None, "no claims in the audited window"
     changes: dict[tuple, int] = {}
@@ -102,19 +123,18 @@ def _timeline(own: list[dict], fail: list[dict], end_ms: int | None) -> tuple[st
             edgecolor="white",
             linewidth=0.3,
         )
+    # every claim marked with the cause of the move (the moves table); without one (an old
+    # output) the failovers' causes
+    marks = [
+        (m["time_ms"], (m["group"], m["topic"], m["partition"]), m["cause_kind"])
+        for m in moves
+        if m["action"] == "took"
+    ] or [(f["to_start_ms"], (f["group"], f["topic"], f["partition"]), f["cause"]) for f in fail]
     for cause, (marker, c) in _MARKERS.items():
-        xs = [
-            (f["to_start_ms"] - start) / 1000
-            for f in fail
-            if f["cause"] == cause and (f["group"], f["topic"], f["partition"]) in row
-        ]
-        ys = [
-            row[(f["group"], f["topic"], f["partition"])]
-            for f in fail
-            if f["cause"] == cause and (f["group"], f["topic"], f["partition"]) in row
-        ]
+        xs = [(t - start) / 1000 for t, k, kind in marks if kind == cause and k in row]
+        ys = [row[k] for t, k, kind in marks if kind == cause and k in row]
         if xs:
-            ax.scatter(xs, ys, marker=marker, color=c, s=28, zorder=3, label=f"failover: {cause}")
+            ax.scatter(xs, ys, marker=marker, color=c, s=28, zorder=3, label=_LABELS.get(cause, cause))
     ax.set_yticks(range(len(chosen)))
     ax.set_yticklabels([f"{g}:{t}/{p}" if multi_group else f"{t}/{p}" for g, t, p in chosen])
     ax.invert_yaxis()
@@ -130,7 +150,7 @@ def _timeline(own: list[dict], fail: list[dict], end_ms: int | None) -> tuple[st
         fontsize=7,
     )
     ax.add_artist(legend1)
-    if fail:
+    if marks:
         ax.legend(loc="lower left", bbox_to_anchor=(1.01, 0), fontsize=7)
     note = (
         f"{len(chosen)} of {len(changes)} partitions (most ownership changes first)"
@@ -192,6 +212,17 @@ def _html_table(rows: list[dict], columns: list[str]) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
 
 
+def _member_moves(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    def text(counts: dict[str, int]) -> str:
+        return ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "-"
+
+    return [
+        {"group": group, "client_id": client, "took": text(m["took"]), "gave_up": text(m["gave_up"])}
+        for group, g in sorted(summary["groups"].items())
+        for client, m in sorted(g.get("moves_by_member", {}).items())
+    ]
+
+
 def write_report(
     out_dir: str | os.PathLike[str], tables: dict[str, Any], summary: dict[str, Any]
 ) -> Path:
@@ -201,7 +232,9 @@ def write_report(
     fail = sorted(tables["failovers"].to_pylist(), key=lambda f: f["to_start_ms"])
     gaps = tables["heartbeat_gaps"].to_pylist()
     viol = sorted(tables["violations"].to_pylist(), key=lambda v: v["time_ms"])
-    timeline, note = _timeline(own, fail, summary["log_time"]["last_ms"])
+    moves = tables["moves"].to_pylist() if "moves" in tables else []
+    membership = tables["membership"].to_pylist() if "membership" in tables else []
+    timeline, note = _timeline(own, fail, summary["log_time"]["last_ms"], moves)
     hist = _histograms(gaps, fail)
     rows = summary_rows(summary)
     parts = [
@@ -263,6 +296,29 @@ def write_report(
                 "gap_ms",
                 "resume_position",
             ],
+        ),
+        f"<h2>Moves ({len(moves)})</h2>",
+        "<p>Every partition a client took or gave up, and why: the cause the rationalizer "
+        "decided (stale takeover, restart, admin reset), a clean close, or the membership "
+        "change of the group that triggered the rebalance.</p>",
+        _html_table(
+            moves,
+            [
+                "time_ms",
+                "group",
+                "topic",
+                "partition",
+                "client_id",
+                "action",
+                "counterpart",
+                "cause",
+            ],
+        ),
+        _html_table(_member_moves(summary), ["group", "client_id", "took", "gave_up"]),
+        f"<h2>Membership changes ({len(membership)})</h2>",
+        _html_table(
+            sorted(membership, key=lambda e: (e["time_ms"], e["group"])),
+            ["time_ms", "group", "client_id", "instance_id", "event", "detail", "hb_ms"],
         ),
         f"<h2>Violations ({len(viol)})</h2>",
         _html_table(

@@ -9,6 +9,7 @@ log-append milliseconds; writers add a ``<name>_time`` UTC timestamp next to eac
 from __future__ import annotations
 
 __all__ = [
+    "DERIVED_TABLES",
     "FLOAT",
     "INT",
     "STR",
@@ -120,6 +121,43 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         # either
         ("lag", INT),
     ),
+    # membership changes (protocol version 2) folded from each group's membership partition:
+    # joined | left (LeavingGroup) | expired (last announcement older than 2·HB; time_ms is
+    # the first log time it is stale, offset null) | partitions_added (an announcement with
+    # a larger partition count than any live member's; detail "topic old->new"). Listed
+    # from the start of the replay whatever the window, so moves early in it are explained.
+    "membership": (
+        ("group", STR),
+        ("coord_partition", INT),
+        ("time_ms", TIME),
+        ("offset", INT),
+        ("client_id", STR),
+        ("instance_id", STR),
+        ("event", STR),
+        ("detail", STR),
+        ("hb_ms", INT),
+    ),
+    # every ownership change named by its cause (derived by the driver from ownership and
+    # membership, :mod:`.moves`; the rule is written there): one row per partition a client
+    # took or gave up
+    "moves": (
+        ("group", STR),
+        ("topic", STR),
+        ("partition", INT),
+        ("coord_partition", INT),
+        ("time_ms", TIME),
+        ("offset", INT),  # coordination-log offset of the claim / release (or voiding) record
+        ("client_id", STR),
+        ("instance_id", STR),
+        ("action", STR),  # took | gave_up
+        ("counterpart", STR),  # the previous holder (took) / the next one (gave_up)
+        # rebalance | failover | restart | admin_reset | closed | claim | handoff | release |
+        # unexplained
+        ("cause_kind", STR),
+        ("cause", STR),  # e.g. "rebalance: member joined (c3)", "failover: holder stale"
+        ("trigger_client", STR),  # the member whose membership change caused a rebalance
+        ("trigger_ms", TIME),
+    ),
     "coordination": (
         ("coord_partition", INT),
         ("records", INT),
@@ -129,6 +167,10 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("last_ms", TIME),
     ),
 }
+
+
+#: Tables the driver derives from the folded ones (never produced by the fold itself).
+DERIVED_TABLES: tuple[str, ...] = ("moves",)
 
 
 def _union() -> tuple[tuple[str, str], ...]:

@@ -47,6 +47,8 @@ def build_summary(
     gaps = tables["heartbeat_gaps"].to_pylist()
     pos = tables["positions"].to_pylist()
     coord = tables["coordination"].to_pylist()
+    moves = tables["moves"].to_pylist() if "moves" in tables else []
+    members = tables["membership"].to_pylist() if "membership" in tables else []
 
     by_reason: Counter[str] = Counter()
     accepted = rejected = 0
@@ -71,6 +73,10 @@ def build_summary(
                 "accepted": 0,
                 "rejected": 0,
                 "lag": 0,
+                "membership": Counter(),
+                "moves": Counter(),
+                # client -> {"took": {cause_kind: n}, "gave_up": {cause_kind: n}}
+                "moves_by_member": {},
             },
         )
 
@@ -87,9 +93,19 @@ def build_summary(
         group(v["group"])["violations"][v["kind"]] += 1
     for v in verd:
         group(v["group"])[v["outcome"]] += v["records"]
+    for e in members:
+        group(e["group"])["membership"][e["event"]] += 1
+    for m in moves:
+        g = group(m["group"])
+        g["moves"][m["cause"]] += 1
+        per = g["moves_by_member"].setdefault(m["client_id"], {"took": {}, "gave_up": {}})
+        side = per[m["action"]]
+        side[m["cause_kind"]] = side.get(m["cause_kind"], 0) + 1
     for g in groups.values():
         g["failovers"] = dict(g["failovers"])
         g["violations"] = dict(g["violations"])
+        g["membership"] = dict(g["membership"])
+        g["moves"] = dict(g["moves"])
 
     ratios = [g["gap_over_hb"] for g in gaps if g["gap_over_hb"] is not None]
     offenders = Counter((v["client_id"] or "(undecodable)", v["kind"]) for v in viol)
@@ -122,6 +138,12 @@ def build_summary(
                 cause: _quantiles([f["gap_ms"] for f in fail if f["cause"] == cause])
                 for cause in sorted({f["cause"] for f in fail})
             },
+        },
+        "membership": {"changes": len(members), "by_event": dict(Counter(e["event"] for e in members))},
+        "moves": {
+            "count": len(moves),
+            "by_kind": dict(Counter(m["cause_kind"] for m in moves)),
+            "by_cause": dict(Counter(m["cause"] for m in moves)),
         },
         "violations": {
             "count": len(viol),

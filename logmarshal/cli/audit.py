@@ -205,6 +205,7 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
                 "restart",
                 "released",
                 "reset",
+                "rebalance",
                 "violations",
                 "accepted",
                 "rejected",
@@ -217,6 +218,17 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
                 f"failovers: {gaps['count']}, unowned gap p50 {gaps['p50']} ms, "
                 f"p95 {gaps['p95']} ms, max {gaps['max']} ms"
             )
+        moves = summary.get("moves", {})
+        if moves.get("count"):
+            causes = ", ".join(
+                f"{c} {n}" for c, n in sorted(moves["by_cause"].items(), key=lambda x: (-x[1], x[0]))
+            )
+            print(f"moves: {moves['count']} ({causes})")
+            for group, g in sorted(summary["groups"].items()):
+                for client, m in sorted(g.get("moves_by_member", {}).items()):
+                    took = ", ".join(f"{k} {n}" for k, n in sorted(m["took"].items())) or "-"
+                    gave = ", ".join(f"{k} {n}" for k, n in sorted(m["gave_up"].items())) or "-"
+                    print(f"  {group}/{client}: took {took}; gave up {gave}")
         v = summary["violations"]
         if v["count"]:
             kinds = ", ".join(f"{k} {n}" for k, n in sorted(v["by_kind"].items()))

@@ -8,7 +8,14 @@ import json
 import sys
 from typing import Any
 
-from rationalizer import ClaimingMessages, ClaimingPartition, Heartbeat, ReleaseGroup
+from rationalizer import (
+    AnnouncingMember,
+    ClaimingMessages,
+    ClaimingPartition,
+    Heartbeat,
+    LeavingGroup,
+    ReleaseGroup,
+)
 
 from .context import CliError, Context
 from .group import add_admin_key_option, admin_keys_from
@@ -21,6 +28,8 @@ _TYPES = {
     ClaimingPartition: "claiming_partition",
     ClaimingMessages: "claiming_messages",
     ReleaseGroup: "release_group",
+    AnnouncingMember: "announcing_member",
+    LeavingGroup: "leaving_group",
 }
 _DUMP_COLUMNS = [
     "cp",

@@ -2,9 +2,12 @@
 
 It produces a keyed stream, runs a group of consumers that share its partitions through the
 coordination log alone, kills one of them abruptly (no release, as a crash would), prints the
-failover as it happens, and ends with a tally: handled, lost, repeated. At-least-once mode:
+failover as it happens, then starts a new member and prints how the group rebalances to give
+it its share (issue 13: members announce themselves in the log; over-share members release
+exactly what moves). It ends with a tally: handled, lost, repeated. At-least-once mode:
 nothing may be lost; the few messages the dead member handled after its last heartbeat are
-handled again by its successor, and the tally says how many.
+handled again by its successor, and the tally says how many (a rebalancing move repeats
+nothing).
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="run the demo on an embedded cluster (a fresh temporary directory by default)",
         description=(
             f"Produce a keyed stream to {DEMO_TOPIC!r}, consume it with a group of consumers, "
-            "kill one abruptly, show the failover and tally handled / lost / repeated. With "
+            "kill one abruptly, show the failover, add a member and show the group rebalance, "
+            "and tally handled / lost / repeated. With "
             f"--data-dir the directory is kept (then inspect it with the other commands)."
         ),
     )
@@ -119,6 +123,14 @@ class _Member:
                     + ", ".join(f"p{p}" for _, p in ps)
                 )
             ),
+            on_revoked=lambda ps: (
+                done.is_set()
+                or say(
+                    f"  {time.monotonic() - t0:6.2f} s  {name} hands over "
+                    + ", ".join(f"p{p}" for _, p in ps)
+                    + " (rebalance)"
+                )
+            ),
         )
         self.handled: Counter[tuple[int, int]] = Counter()
         self.values: list[Message] = []
@@ -180,12 +192,21 @@ def run_demo(
         ids = {m.marshaler.identity for m in group}
         return all(observer.holder(DEMO_TOPIC, p) in ids for p in range(n_partitions))
 
+    def fair(group: list[_Member]) -> bool:
+        """Every partition held by one of ``group``, each holding its share (within one)."""
+        if not owned_by(group):
+            return False
+        held = Counter(observer.holder(DEMO_TOPIC, p) for p in range(n_partitions))
+        low, high = n_partitions // len(group), -(-n_partitions // len(group))
+        return all(low <= held[m.marshaler.identity] <= high for m in group)
+
     started = time.perf_counter()
     futures: list[Any] = []
     try:
-        _wait(lambda: owned_by(members), 10 + 4 * heartbeat)
+        _wait(lambda: fair(members), 10 + 4 * heartbeat)
         say(
-            f"  {time.monotonic() - t0:6.2f} s  every partition owned; producing {n_records} records"
+            f"  {time.monotonic() - t0:6.2f} s  every partition owned, each member its share; "
+            f"producing {n_records} records"
         )
         produced = threading.Event()
 
@@ -201,7 +222,7 @@ def run_demo(
                                 key=f"user-{i % n_keys}".encode(),
                             )
                         )
-                    time.sleep(2.5 * heartbeat / chunks)
+                    time.sleep(5 * heartbeat / chunks)  # still flowing at the join
             produced.set()
 
         producer_thread = threading.Thread(target=produce, name="demo-producer", daemon=True)
@@ -220,6 +241,19 @@ def run_demo(
         _wait(lambda: owned_by(alive), 10 + 4 * heartbeat)
         failover = time.monotonic() - killed_at
         say(f"  {time.monotonic() - t0:6.2f} s  failover complete: {failover:.2f} s after the kill")
+        joiner = _Member(cluster, f"c{consumers}", heartbeat, say, t0, done)
+        members.append(joiner)
+        alive.append(joiner)
+        joined_at = time.monotonic()
+        say(f"  {joined_at - t0:6.2f} s  {joiner.name} joins the group")
+        _wait(lambda: fair(alive), 10 + 4 * heartbeat)
+        rebalanced = time.monotonic() - joined_at
+        held = Counter(observer.holder(DEMO_TOPIC, p) for p in range(n_partitions))
+        shares = ", ".join(f"{m.name} {held[m.marshaler.identity]}" for m in alive)
+        say(
+            f"  {time.monotonic() - t0:6.2f} s  rebalanced {rebalanced:.2f} s after the join: "
+            f"{shares}"
+        )
         producer_thread.join(60)
         produce_s = time.perf_counter() - started
         ends = {p: cluster.latest_offset(DEMO_TOPIC, p) for p in range(n_partitions)}
@@ -269,8 +303,10 @@ def run_demo(
         "repeated": sum(c - 1 for c in seen.values() if c > 1),
         "misplaced": misplaced,
         "failover_seconds": round(failover, 3),
+        "rebalance_seconds": round(rebalanced, 3),
         "heartbeat_seconds": heartbeat,
         "killed": victim.name,
+        "joined": joiner.name,
         "seconds": round(time.perf_counter() - started, 2),
         "produce_seconds": round(produce_s, 2),
         "members": rows,

@@ -71,7 +71,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "list",
         parents=[common],
         help="groups seen in __marshal",
-        description="Groups seen in __marshal: members (fresh holders), partitions owned "
+        description="Groups seen in __marshal: members (live announced members, plus fresh "
+        "holders that never announced), partitions owned "
         "(held by a holder that is not stale) and known, and whether the group is paused.",
     )
     add_admin_key_option(listing)
@@ -82,6 +83,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="holders, positions, lag and status per partition",
         description=(
+            "Per member (announced members and holders that never announced): instance, "
+            "since / last seen, weight, subscribed topics, its target partitions (the "
+            "balanced assignment every member computes) and the partitions it holds; whether "
+            "the group is balanced (every partition held by its target owner). "
             "Per partition: holder, freshness and heartbeat age, last offset, position (next "
             "offset to consume), log end, lag, and a Burrow-style status over its last 10 "
             "position records: OK; WARN (lag never decreases); STALL (position never moves "
@@ -245,6 +250,76 @@ def _dash(value: object) -> str:
     return "-" if value is None else str(value)
 
 
+def _units_text(units: Any) -> str:
+    """``events/0,1,2 other/*``: units grouped by topic (``*``: the whole topic)."""
+    by_topic: dict[str, list[str]] = {}
+    for topic, partition in sorted(units):
+        by_topic.setdefault(topic, []).append("*" if partition < 0 else str(partition))
+    return " ".join(f"{t}/{','.join(ps)}" for t, ps in by_topic.items()) or "-"
+
+
+def _age(now_ms: int, ms: int | None) -> str:
+    return "-" if ms is None else f"{(now_ms - ms) / 1000:.1f}s ago"
+
+
+def _balanced_text(d: Any) -> str:
+    if d.balanced is None:
+        return "n/a (no announced member has a share yet)"
+    if d.balanced:
+        return "yes"
+    n = len(d.to_move)
+    return f"no ({n} partition{'' if n == 1 else 's'} to move)"
+
+
+def _member_row(m: Any, now_ms: int) -> dict[str, Any]:
+    if not m.announced:
+        return {
+            "member": m.client_id,
+            "instance": m.instance_id,
+            "since": "-",
+            "last_seen": "-",
+            "weight": "-",
+            "topics": "(not announced)",
+            "target": "-",
+            "current": _units_text(m.current),
+        }
+    return {
+        "member": m.client_id,
+        "instance": m.instance_id,
+        "since": _age(now_ms, m.since_ms),
+        "last_seen": _age(now_ms, m.last_seen_ms),
+        "weight": m.weight,
+        "topics": " ".join(f"{t}({n})" for t, n in m.topics) or "-",
+        "target": _units_text(m.target) + ("" if m.counted else " (settling)"),
+        "current": _units_text(m.current),
+    }
+
+
+def _unit_json(unit: Any) -> dict[str, Any]:
+    topic, partition = unit
+    return {"topic": topic, "partition": None if partition < 0 else partition}
+
+
+def _member_json(m: Any, now_ms: int) -> dict[str, Any]:
+    return {
+        "client_id": m.client_id,
+        "instance_id": m.instance_id,
+        "announced": m.announced,
+        "since_ms": m.since_ms,
+        "last_seen_ms": m.last_seen_ms,
+        "age_ms": None if m.since_ms is None else now_ms - m.since_ms,
+        "last_seen_age_ms": None if m.last_seen_ms is None else now_ms - m.last_seen_ms,
+        "heartbeat_interval_ms": m.heartbeat_interval_ms,
+        "weight": m.weight,
+        "max_claims": m.max_claims,
+        "entire_topic": m.entire_topic,
+        "topics": [{"topic": t, "partitions": n} for t, n in m.topics],
+        "counted": m.counted,
+        "target": [_unit_json(u) for u in m.target],
+        "current": [_unit_json(u) for u in m.current],
+    }
+
+
 def _describe(args: argparse.Namespace, ctx: Context) -> int:
     state = read_coordination(ctx.cluster, admin_keys=admin_keys_from(args))
     d = describe_group(ctx.cluster, state, args.group, _now_ms())
@@ -257,7 +332,9 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
                 "paused": d.paused,
                 "paused_until_ms": d.paused_until_ms if d.paused else None,
                 "pause_admin": list(d.pause_admin) if d.paused and d.pause_admin else None,
-                "members": [list(m) for m in d.members],
+                "members": [_member_json(m, d.now_ms) for m in d.member_views],
+                "balanced": d.balanced,
+                "to_move": [_unit_json(u) for u in d.to_move],
                 "now_ms": d.now_ms,
                 "partitions": [
                     {
@@ -284,7 +361,16 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
     paused = f"paused until {format_ms(d.paused_until_ms)}" if d.paused else "not paused"
     if d.paused and d.pause_admin:
         paused += f" by {d.pause_admin[0]}/{d.pause_admin[1]}"
-    print(f"group {d.group}: status {d.status.value}, {len(d.members)} member(s), {paused}")
+    print(
+        f"group {d.group}: status {d.status.value}, {len(d.members)} member(s), {paused}, "
+        f"balanced: {_balanced_text(d)}"
+    )
+    if d.member_views:
+        print_table(
+            [_member_row(m, d.now_ms) for m in d.member_views],
+            ["member", "instance", "since", "last_seen", "weight", "topics", "target", "current"],
+        )
+        print()
     rows = [
         {
             "topic": p.topic,

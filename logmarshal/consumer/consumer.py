@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from ..cluster import Message
 from ..core import (
@@ -81,13 +81,21 @@ class Consumer:
 
     - ``batch_size``: the most messages one ``poll`` returns by default (and in AMO the most
       reserved at once, so at most that many are lost to a crash).
+    - ``rebalance``: how the group shares its partitions. ``"balanced"`` (default): every
+      member announces itself in the log and all compute the same sticky, balanced target
+      from it; a member over its share releases exactly the partitions that move, one under
+      it claims them (``weight`` sets this member's relative share). ``"none"``: claim
+      whatever is claimable, as Go Marshal does (a member that joins late waits for
+      partitions to be released). Or a callable, see ``logmarshal.core.assignment.Strategy``.
+      Every member of a group should use the same strategy.
     - ``max_claims``: cap on partitions held (topics, with ``claim_entire_topic``).
-    - ``greedy``: a claim pass takes as many partitions as allowed, not one.
+    - ``greedy``: (``rebalance="none"``) a claim pass takes as many partitions as allowed,
+      not one.
     - ``claim_entire_topic``: partition 0 stands for its topic; whoever wins it claims every
       partition of the topic, the others leave the topic alone.
-    - ``release_if_behind``: release the partition furthest behind when its lag (messages
-      not handed out yet) exceeds this and is not shrinking, but only while another fresh
-      member exists that could take it over; None disables.
+    - ``release_if_behind``: (``rebalance="none"`` only) release the partition furthest
+      behind when its lag (messages not handed out yet) exceeds this and is not shrinking,
+      but only while another fresh member exists that could take it over; None disables.
     - ``reclaim_cooldown`` (default 2·HB): how long a partition this consumer released while
       running is left for others before it may claim it again.
     - ``auto_offset_reset``: where to start without a usable position (the group never
@@ -113,6 +121,8 @@ class Consumer:
         *,
         mode: Mode = "alo",
         batch_size: int = 100,
+        rebalance: str | Callable[..., Any] = "balanced",
+        weight: int = 1,
         max_claims: int | None = None,
         greedy: bool = False,
         claim_entire_topic: bool = False,
@@ -199,6 +209,8 @@ class Consumer:
                 cooldown_ms=None if reclaim_cooldown is None else round(reclaim_cooldown * 1000),
                 fast_reclaim=fast_reclaim,
                 prefetch=max(2 * batch_size, 500) if prefetch is None else max(1, prefetch),
+                rebalance=rebalance,
+                weight=weight,
             ),
             marshaler.worlds(),
             offset_of=_OFFSET,
@@ -262,6 +274,13 @@ class Consumer:
         """The ``last_offset`` the next heartbeat would carry; None if not held."""
         with self._lock:
             return self._core.position(topic, partition)
+
+    def epoch(self, topic: str, partition: int) -> int | None:
+        """The fencing epoch of our claim on the partition (None if not held): higher for
+        every later holder, so what we write under it can be told from a successor's work
+        (the streams layer tags changelog commits with it)."""
+        with self._lock:
+            return self._core.epoch(topic, partition)
 
     def uncommitted(self) -> dict[TopicPartition, int]:
         """Per held partition: messages handed out and not committed yet (always 0 in AMO,

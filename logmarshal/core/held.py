@@ -52,6 +52,8 @@ class Held:
     announced: bool = False
     #: release_if_behind: the lag seen last time
     lag_sample: int | None = None
+    #: fencing epoch of this claim (MemberCore.epoch)
+    epoch: int = -1
 
     @property
     def key(self) -> tuple[str, int]:

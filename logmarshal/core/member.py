@@ -21,18 +21,23 @@ import attrs
 import mmh3
 
 from rationalizer import (
+    AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    LeavingGroup,
     Reason,
     ReleasingPartition,
     Verdict,
     WorldState,
     coordination_partition,
     encode,
+    membership_partition,
 )
+from rationalizer.membership import Member
 from rationalizer.world import FRESH
 
+from . import assignment
 from .actions import Action, Assigned, Closed, Fetch, HandOut, LookUp, NoStart, Revoke, Write
 from .claiming import stale_at
 from .delivery import delivery_for
@@ -69,7 +74,7 @@ HEARTBEAT_SPREAD = (0.5, 0.8)
 
 @attrs.define
 class _Pending:
-    kind: str  # claim | takeover | heartbeat | reserve | release
+    kind: str  # claim | takeover | heartbeat | reserve | release | announce | leave
     topic: str
     partition: int
     cp: int
@@ -116,6 +121,16 @@ class MemberCore:
         self._paused: set[Key] = set()
         self._cooldown: dict[Key, int] = {}
         self._releases = Releases(options.release_attempts)
+        # membership and the target (rebalance != "none")
+        self._home = membership_partition(options.group_id, options.coordination_partitions)
+        self._next_announce = 0
+        self._announcing: int | None = None  # token of the announcement in flight
+        self._announced: tuple | None = None  # what we announced last
+        self._leaving = False  # LeavingGroup written (on close)
+        self._target: frozenset[assignment.Unit] | None = None
+        self._target_key: tuple | None = None
+        self._target_until = 0  # wall time at which a member's status changes
+        self._draining: dict[Key, int] = {}  # ALO: moving away, since when
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -187,6 +202,14 @@ class MemberCore:
         if not held.lease.may_hand_out(now):
             return False
         return self._worlds[held.cp].holder(self.options.group_id, topic, partition) == self.me
+
+    def epoch(self, topic: str, partition: int) -> int | None:
+        """Our claim's fencing epoch: an offset of its coordination partition between where
+        the claim (or restart takeover) landed and where the replay showed us holding it.
+        Every later holder's epoch is higher, so state written under it can be fenced (the
+        streams layer tags its changelog commits with it). None if not held."""
+        held = self._held.get((topic, partition))
+        return None if held is None else held.epoch
 
     def lease_expiry(self, topic: str, partition: int) -> int | None:
         held = self._held.get((topic, partition))
@@ -319,6 +342,12 @@ class MemberCore:
         if not v.accepted and v.reason is Reason.FENCED:
             self._become_fenced(out)
             return
+        if p.kind == "announce":
+            self._announcing = None
+            return
+        if p.kind == "leave":
+            self._leaving = False
+            return
         if p.kind == "release":
             self._releases.answered(key)
             if v.accepted:
@@ -328,7 +357,7 @@ class MemberCore:
             return
         if p.kind == "claim":
             if v.accepted and held is None and not self._closing and not self._fenced:
-                self._adopt(p.topic, p.partition, p.sent, None, p.how, out)
+                self._adopt(p.topic, p.partition, p.sent, None, p.how, out, p.offset)
             return
         if p.kind == "takeover":
             if v.accepted and held is None and not self._closing and not self._fenced:
@@ -340,7 +369,7 @@ class MemberCore:
                     p.value + 1,
                     reread=self._reread,
                 )
-                self._adopt(p.topic, p.partition, p.sent, resume, "took_back", out)
+                self._adopt(p.topic, p.partition, p.sent, resume, "took_back", out, p.offset)
             return
         if held is None:
             return
@@ -366,6 +395,13 @@ class MemberCore:
     def _on_unknown(self, now: int, p: _Pending, out: list[Action]) -> None:
         """A write whose outcome we will not learn: retry what needs retrying."""
         held = self._held.get((p.topic, p.partition))
+        if p.kind == "announce":
+            self._announcing = None
+            self._next_announce = now  # say it again soon: it keeps us a member
+            return
+        if p.kind == "leave":
+            self._leaving = False  # our membership lapses by itself
+            return
         if p.kind == "release":
             # it may have landed: look at the replay before writing it again (bounded), so a
             # lost answer does not put a second, rejected release in the log
@@ -494,9 +530,12 @@ class MemberCore:
         resume: int | None,
         how: str,
         out: list[Action],
+        epoch: int | None = None,
     ) -> None:
         """We hold it in the log: start at the group's position (read now, after our claim's
-        verdict), heartbeat it at once and fetch."""
+        verdict), heartbeat it at once and fetch. ``epoch``: where our claim landed in its
+        coordination partition (default: how far the replay is, which lies between that
+        and any later holder's claim)."""
         if resume is None:
             resume = self._world(topic, partition).resume_offset(
                 self.options.group_id, topic, partition
@@ -512,6 +551,9 @@ class MemberCore:
             confirmed_through=-1,
             next_heartbeat=0,
             group_start=resume,
+            epoch=self._worlds[self._cp(topic, partition)].applied_through
+            if epoch is None
+            else epoch,
         )
         # where to start depends on the log's span (no position, or one outside the log):
         # the first heartbeat waits for it, so it carries where this claim really starts
@@ -529,12 +571,16 @@ class MemberCore:
 
     def _lose(self, held: Held, why: str, out: list[Action]) -> None:
         del self._held[held.key]
+        self._draining.pop(held.key, None)
         out.append(Revoke(held.topic, held.partition, lost=True, why=why))
 
-    def _give_up(self, now: int, held: Held, why: str, out: list[Action]) -> None:
+    def _give_up(
+        self, now: int, held: Held, why: str, out: list[Action], *, cooldown: bool = True
+    ) -> None:
         """Release one partition while running; leave it to others for the cooldown."""
         del self._held[held.key]
-        self._cooldown[held.key] = now + self.options.reclaim_cooldown_ms
+        if cooldown:
+            self._cooldown[held.key] = now + self.options.reclaim_cooldown_ms
         out.append(Revoke(held.topic, held.partition, lost=False, why=why))
         log.info("%s releases %s/%d: %s", self.me, held.topic, held.partition, why)
         self._queue_release(held)
@@ -566,6 +612,10 @@ class MemberCore:
                 self._queue_release(held)
         if release and not self._fenced:
             self._release_orphans()
+            if self._announced is not None:
+                msg = LeavingGroup(**self._ids())
+                self._write(out, _Pending("leave", "", -1, self._home, 0), msg)
+                self._leaving = True
         else:
             self._releases.pending.clear()
 
@@ -605,7 +655,7 @@ class MemberCore:
         self._write_releases(now, out)
         if self._closing:
             if self._releases.done and not any(
-                p.kind == "release" for p in self._pending.values()
+                p.kind in ("release", "leave") for p in self._pending.values()
             ):
                 self._closed = True
                 out.append(Closed())
@@ -620,6 +670,10 @@ class MemberCore:
         if not self._recovered:
             self._recovered = True
             self._recover(wall, now, busy, out)
+        self._announce_member(now, out)
+        if self.options.rebalance != "none":
+            self._rebalance(now, wall, busy, out)
+            return
         released = self._replay_moved and self._released_nearby(now, wall)
         self._replay_moved = False
         if now < self._next_claim and not released:
@@ -631,9 +685,125 @@ class MemberCore:
         else:
             self._claim_pass(now, wall, released, out)
 
+    # -- membership and the target (issue 13) ------------------------------------------------
+
+    def _announcement(self) -> AnnouncingMember:
+        o = self.options
+        return AnnouncingMember(
+            **self._ids(),
+            topics=tuple(sorted(self._topics)),
+            heartbeat_interval_ms=o.heartbeat_ms,
+            weight=o.weight,
+            max_claims=0 if o.max_claims >= 1 << 30 else o.max_claims,
+            entire_topic=o.entire_topic,
+        )
+
+    def _announce_member(self, now: int, out: list[Action]) -> None:
+        """Keep our membership fresh (every third of HB) and say at once what changed."""
+        if self._announcing is not None:
+            return
+        msg = self._announcement()
+        changed = self._announced != (msg.topics, msg.weight, msg.max_claims)
+        if now < self._next_announce and not changed:
+            return
+        self._announced = (msg.topics, msg.weight, msg.max_claims)
+        self._next_announce = now + self.options.announce_every_ms
+        self._announcing = self._write(out, _Pending("announce", "", -1, self._home, now), msg)
+
+    def _myself(self, wall: int) -> Member:
+        """Our own membership as the others will see it: we count ourselves at once."""
+        msg = self._announcement()
+        return Member(
+            self.options.group_id,
+            self.options.client_id,
+            self.options.instance_id,
+            wall,
+            wall,
+            msg.heartbeat_interval_ms,
+            msg.weight,
+            msg.max_claims,
+            msg.entire_topic,
+            msg.topics,
+        )
+
+    def target(self, wall: int) -> frozenset[assignment.Unit]:
+        """Our share of the group's target at log time ``wall`` (a unit is a partition, or
+        ``(topic, WHOLE_TOPIC)`` with entire_topic). Recomputed only when the members or
+        the holders change."""
+        group = self.options.group_id
+        live = self._worlds[self._home].members(group, wall)
+        members = [m for m in live if m.counted(wall) and m.client_id != self.options.client_id]
+        members.append(self._myself(wall))
+        units = assignment.units_of(members)
+        holders: dict[assignment.Unit, str] = {}
+        for topic, partition in units:
+            p = 0 if partition == assignment.WHOLE_TOPIC else partition
+            h = self._world(topic, p).holder(group, topic, p)
+            if h is not None:
+                holders[(topic, partition)] = h[0]
+        key = (
+            tuple((m.client_id, m.weight, m.max_claims, m.entire_topic, m.topics) for m in members),
+            tuple(sorted(holders.items())),
+        )
+        if key != self._target_key or self._target is None:
+            self._target_key = key
+            full = assignment.target(self.options.rebalance, members, holders)
+            self._target = full.get(self.options.client_id, frozenset())
+        return self._target
+
+    def _rebalance(self, now: int, wall: int, busy: set[Key], out: list[Action]) -> None:
+        """Give up what the target moves away (exactly that), claim what it gives us."""
+        mine = self.target(wall)
+        if self.options.entire_topic:
+            # a topic is ours through its partition 0; the rest follows once we hold that
+            topics = {t for t, _ in mine}
+            zeros = {t for t, p in self._held if p == 0 and t in topics}
+            keep = {(t, p) for t, n in self._topics if t in topics for p in range(n)}
+            keep = {k for k in keep if k[1] == 0 or k[0] in zeros}
+        else:
+            keep = set(mine)
+        for held in list(self._held.values()):
+            if held.key in keep:
+                self._draining.pop(held.key, None)
+            else:
+                self._move_away(now, held, out)
+        moved, self._replay_moved = self._replay_moved, False
+        if now < self._next_claim and not moved:
+            return  # nothing new in the log, and no pass due
+        self._next_claim = now + self.options.claim_every_ms
+        self._adopt_orphans(now, busy, out, keep)
+        if self._group_paused(now, wall):
+            return
+        busy = self._busy()
+        wanted = sorted(k for k in keep if k not in busy)
+        if self.options.entire_topic:
+            # max_claims counts topics: it limits the partitions 0, not the rest of a topic
+            rest = [k for k in wanted if k[1] > 0]
+            wanted = [k for k in wanted if k[1] == 0]
+            for key in self._candidates(rest, now, wall):
+                self._claim(now, wall, key, out)
+        if wanted:
+            for key in self._candidates(wanted, now, wall)[: self._wanted()]:
+                self._claim(now, wall, key, out)
+
+    def _move_away(self, now: int, held: Held, out: list[Action]) -> None:
+        """The target gives ``held`` to another member: release it at its exact position.
+        ALO first stops handing it out and waits (up to ``drain_ms``) for the commits of
+        what it handed out, so the next holder repeats nothing."""
+        if held.unpositioned and held.no_start is None:
+            return  # its start is being looked up: release it once the log has a position
+        if self.options.mode == "alo" and held.tracker is not None and held.tracker.outstanding:
+            since = self._draining.setdefault(held.key, now)
+            if now - since < self.options.drain_ms:
+                return
+        self._draining.pop(held.key, None)
+        self._give_up(now, held, "rebalance: the target moves it", out, cooldown=False)
+
     def _busy(self) -> set[Key]:
         return set(self._held) | {
-            (p.topic, p.partition) for p in self._pending.values() if p.kind != "release"
+            (p.topic, p.partition)
+            for p in self._pending.values()
+            if p.kind not in ("release", "announce", "leave")
         }
 
     def _write_releases(self, now: int, out: list[Action]) -> None:
@@ -792,9 +962,12 @@ class MemberCore:
                 self._write(out, p, msg)
                 busy.add(key)
 
-    def _adopt_orphans(self, now: int, busy: set[Key], out: list[Action]) -> None:
+    def _adopt_orphans(
+        self, now: int, busy: set[Key], out: list[Action], keep: set[Key] | None = None
+    ) -> None:
         """Claims the replay says this instance holds but we do not track (an accepted claim
-        whose answer was lost): take them up; beyond max_claims, give them back."""
+        whose answer was lost): take them up; beyond max_claims or outside our target
+        (``keep``), give them back."""
         subscribed = set(self.topics)
         releasing = set(self._releases.pending) | {
             (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
@@ -807,7 +980,7 @@ class MemberCore:
                 if c.topic not in subscribed or key in releasing or self._cooling(key, now):
                     continue  # one we are giving back: the replay has not shown it yet
                 busy.add(key)
-                if self._wanted() <= 0:
+                if self._wanted() <= 0 or (keep is not None and key not in keep):
                     # the pass went on claiming while this verdict was unknown: give it back
                     # at the group's position (none: it lapses, and "no position" stays so)
                     r = world.resume_offset(self.options.group_id, *key)
@@ -916,6 +1089,7 @@ class MemberCore:
             if (h.buffer or h.no_start is not None)
             and h.announced  # the log has our position: nothing before our first heartbeat
             and (not paused or h.key not in paused)
+            and (not self._draining or h.key not in self._draining)
         ]
         if not ready:
             return None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS, valid_id, valid_topic
+from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_WEIGHT, valid_id, valid_topic
 
 __all__ = ["CoreOptions"]
 
@@ -34,6 +35,18 @@ def _topics(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         )
         if not ok:
             raise ValueError(f"{attribute.name}: bad entry {item!r}")
+
+
+def _strategy(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value not in ("balanced", "none") and not callable(value):
+        raise ValueError(
+            f'{attribute.name} must be "balanced", "none" or a callable, got {value!r}'
+        )
+
+
+def _weight(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not int or not 1 <= value <= MAX_WEIGHT:
+        raise ValueError(f"{attribute.name} must be an int in [1, {MAX_WEIGHT}], got {value!r}")
 
 
 def _heartbeat(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -81,6 +94,12 @@ class CoreOptions:
     fast_reclaim: bool = True
     #: fetch more while fewer than this many records are buffered (default: ``batch``)
     prefetch: int | None = None
+    #: how the group shares its partitions: "balanced" (the sticky balanced target every
+    #: member computes from the log), "none" (claim whatever is claimable, as Go Marshal
+    #: does) or a callable (``logmarshal.core.assignment.Strategy``)
+    rebalance: str | Callable[..., Any] = attrs.field(default="balanced", validator=_strategy)
+    #: this member's relative share under "balanced"
+    weight: int = attrs.field(default=1, validator=_weight)
 
     def __attrs_post_init__(self) -> None:
         margin = self.margin_ms
@@ -94,6 +113,23 @@ class CoreOptions:
             raise ValueError("cooldown_ms must be >= 0 (or None)")
         if self.prefetch is not None and self.prefetch < 1:
             raise ValueError("prefetch must be >= 1 (or None)")
+        if self.release_if_behind is not None and self.rebalance != "none":
+            raise ValueError(
+                'release_if_behind needs rebalance="none": under a target, the partition it '
+                "gives up is the one the target gives back to it"
+            )
+
+    @property
+    def announce_every_ms(self) -> int:
+        """How often the member announces itself: a third of HB, so it stays a member
+        (2·HB) through a lost announcement or two."""
+        return max(1, self.heartbeat_ms // 3)
+
+    @property
+    def drain_ms(self) -> int:
+        """ALO: how long a partition the target moves away waits for the commits of what was
+        handed out before it is released anyway (the rest is then delivered again)."""
+        return max(1, self.heartbeat_ms // 2)
 
     @property
     def margin_ms(self) -> int:

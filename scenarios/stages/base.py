@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -13,9 +14,28 @@ import attrs
 
 from ..common import Report, mode_for
 
-__all__ = ["GroupChecks", "Handed", "Member", "Scenario", "Setup", "Stage", "StageError"]
+__all__ = [
+    "GroupChecks",
+    "Handed",
+    "Member",
+    "Scenario",
+    "Setup",
+    "Stage",
+    "StageError",
+    "members_in_log",
+]
 
 Identity = tuple[str, Any]
+
+
+def members_in_log(marshaler: Any, group: str) -> set[str]:
+    """Live members of ``group`` in an observer Marshaler's replay, at the wall clock."""
+    from rationalizer import membership_partition
+
+    n = marshaler.coordination_partitions
+    with marshaler.replay_paused():
+        world = marshaler.worlds()[membership_partition(group, n)]
+        return {m.client_id for m in world.members(group, int(time.time() * 1000))}
 
 
 class StageError(Exception):
@@ -304,6 +324,10 @@ class Stage(GroupChecks, abc.ABC):
     @abc.abstractmethod
     def holders(self) -> dict[int, Identity | None]:
         """Partition -> (client_id, instance_id) holding it, from a replay of the log."""
+
+    @abc.abstractmethod
+    def announced(self) -> set[str]:
+        """The client_ids the log has as live members of the group (protocol version 2)."""
 
     @abc.abstractmethod
     def positions(self) -> dict[int, int | None]:

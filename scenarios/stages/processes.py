@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..common import wait_until
+from ..common import GROUP, wait_until
 from ..procs import MemberProc, Procs
-from .base import Handed, Member, Setup, Stage, StageError
+from .base import Handed, Member, Setup, Stage, StageError, members_in_log
 
 __all__ = ["ProcessStage"]
 
@@ -108,6 +108,9 @@ class ProcessStage(Stage):
 
     def holders(self) -> dict[int, tuple[str, str] | None]:
         return self.procs.holders()
+
+    def announced(self) -> set[str]:
+        return members_in_log(self.procs.observer, GROUP)
 
     def positions(self) -> dict[int, int | None]:
         return self.procs.positions()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from logmarshal.core import Close, HandOut
-from rationalizer import coordination_partition
+from rationalizer import coordination_partition, membership_partition
 
 from ..sim import GROUP, HB, TOPIC, Sim, _Instance
 from ..sim_checks import Checks
@@ -116,8 +116,9 @@ class SimStage(Stage):
         # the real stages' Consumers hand out batches of up to 20 too; "greedy" has no
         # core option (the core claims one partition per pass)
         core_options: dict[str, Any] = {"batch": member.options.get("batch_size", 20)}
-        if "max_claims" in member.options:
-            core_options["max_claims"] = member.options["max_claims"]
+        for name in ("max_claims", "rebalance"):
+            if name in member.options:
+                core_options[name] = member.options[name]
         inst = self.sim.join(member.client_id, **core_options)
         new = Member(self._name(member.client_id), member.client_id, member.options, inst)
         self.members.append(new)
@@ -164,6 +165,10 @@ class SimStage(Stage):
 
     def _world(self, p: int) -> Any:
         return self.sim.oracle[coordination_partition(TOPIC, p, self.sim.ncoord)]
+
+    def announced(self) -> set[str]:
+        world = self.sim.oracle[membership_partition(GROUP, self.sim.ncoord)]
+        return {m.client_id for m in world.members(GROUP, self.sim.now)}
 
     def positions(self) -> dict[int, int | None]:
         return {p: self._world(p).resume_offset(GROUP, TOPIC, p) for p in range(self.partitions)}

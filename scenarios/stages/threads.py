@@ -24,7 +24,7 @@ from logmarshal.faults import FaultPlan, FaultyCluster
 from logmarshal.marshaler import Marshaler
 
 from ..common import GROUP, TOPIC, NumberedStream, new_dir, wait_until
-from .base import Handed, Member, Setup, Stage, StageError
+from .base import Handed, Member, Setup, Stage, StageError, members_in_log
 
 __all__ = ["ThreadMember", "ThreadStage", "light_faults"]
 
@@ -265,6 +265,9 @@ class ThreadStage(NumberedStream, Stage):
 
     def holders(self) -> dict[int, tuple[str, str] | None]:
         return {p: self.observer.holder(TOPIC, p) for p in range(self.partitions)}
+
+    def announced(self) -> set[str]:
+        return members_in_log(self.observer, GROUP)
 
     def positions(self) -> dict[int, int | None]:
         return {p: self.observer.resume_offset(TOPIC, p) for p in range(self.partitions)}

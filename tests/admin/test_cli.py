@@ -235,3 +235,60 @@ def test_coord_dump(data, capsys) -> None:
     assert {json.loads(line)["type"] for line in out.splitlines()} == {"release_group"}
     rc, out, _ = run(data, capsys, "coord", "dump", "--group", "nobody")
     assert rc == 0 and out.splitlines()[0].split()[:3] == ["CP", "OFFSET", "LOG_TIME"]
+
+
+def test_describe_and_list_show_announced_members_and_balance(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """Members that announced (protocol version 2) with their target and holdings, also one
+    that holds nothing; "balanced: no (1 partition to move)" until the move is done."""
+    from logmarshal.cli import group as group_cli
+    from tests.audit.logs import RebalanceStory
+
+    base = 1_700_000_000_000
+    path = tmp_path / "data"
+    clock = LogClock(base)
+    with EmbeddedCluster(path, clock=clock, maintenance_interval=0) as cluster:
+        cluster.create_topic("events", 3)
+        story = RebalanceStory(Script(cluster=cluster, clock=clock, base_ms=base))
+        story.run(2405)
+    data = {"dir": str(path)}
+    monkeypatch.setattr(group_cli, "_now_ms", lambda: base + 2405)
+    rc, out, err = run(data, capsys, "group", "describe", "g")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0].endswith("3 member(s), not paused, balanced: no (1 partition to move)")
+    table = {line.split()[0]: line.split() for line in lines[2:5]}
+    assert lines[1].split() == [
+        "MEMBER", "INSTANCE", "SINCE", "LAST_SEEN", "WEIGHT", "TOPICS", "TARGET", "CURRENT"
+    ]
+    assert table["a"][1:] == ["1", "2.4s", "ago", "0.0s", "ago", "1", "events(3)", "events/0",
+                              "events/0,1"]
+    assert table["b"][-2:] == ["events/1", "-"]  # b holds nothing yet
+    assert table["c"][-2:] == ["events/2", "events/2"]
+    rc, out, _ = run(data, capsys, "--json", "group", "describe", "g")
+    d = json.loads(out)
+    assert d["balanced"] is False and d["to_move"] == [{"topic": "events", "partition": 1}]
+    b = next(m for m in d["members"] if m["client_id"] == "b")
+    assert (b["announced"], b["counted"], b["since_ms"], b["age_ms"], b["current"]) == (
+        True,
+        True,
+        base + 2000,
+        405,
+        [],
+    )
+    assert b["target"] == [{"topic": "events", "partition": 1}]
+    assert b["topics"] == [{"topic": "events", "partitions": 3}]
+    rc, out, _ = run(data, capsys, "--json", "group", "list")
+    (listed,) = json.loads(out)
+    assert listed["members"] == [["a", "1"], ["b", "1"], ["c", "1"]]
+    assert (listed["owned"], listed["known"]) == (3, 3)
+
+    with EmbeddedCluster(path, clock=clock, maintenance_interval=0) as cluster:
+        story.s.cluster = cluster
+        story.run(2700)
+    monkeypatch.setattr(group_cli, "_now_ms", lambda: base + 2700)
+    rc, out, _ = run(data, capsys, "group", "describe", "g")
+    assert out.splitlines()[0].endswith("balanced: yes")
+    rc, out, _ = run(data, capsys, "group", "list")
+    assert out.splitlines()[1].split()[:2] == ["g", "3"]

@@ -79,3 +79,92 @@ def test_lag_uses_the_time_index_and_pause_is_reported(scripted) -> None:
     assert d.paused and d.paused_until_ms == BASE + 5000 and d.pause_admin == ("admin", "x")
     assert d.partitions[0].client_id is None and d.partitions[0].position == 10
     assert d.partitions[0].status is Status.REWIND
+
+
+def test_members_target_and_balance_follow_the_rebalancing(scripted) -> None:
+    """Announced members (protocol version 2) are listed with their target and what they
+    hold, also while they hold nothing; balance is the target against the holders."""
+    from tests.audit.logs import RebalanceStory
+
+    cluster, s = scripted
+    story = RebalanceStory(s)
+
+    # c has just joined: it is a member, but has no share of the target yet
+    story.run(1010)
+    d = describe_group(cluster, read_coordination(cluster), "g", BASE + 1010)
+    views = {m.client_id: m for m in d.member_views}
+    assert sorted(views) == ["a", "c"] and d.members == (("a", "1"), ("c", "1"))
+    a, c = views["a"], views["c"]
+    assert (a.counted, c.counted) == (True, False)
+    assert (c.since_ms, c.last_seen_ms, c.current, c.target) == (BASE + 1000, BASE + 1000, (), ())
+    assert a.target == (("events", 0), ("events", 1), ("events", 2)) == a.current
+    assert (c.topics, c.weight, c.heartbeat_interval_ms, c.announced) == (
+        (("events", 3),),
+        1,
+        1000,
+        True,
+    )
+    assert d.balanced is True and d.to_move == ()
+
+    # b has settled (counted at 2400), a still holds what is now b's share
+    story.run(2405)
+    d = describe_group(cluster, read_coordination(cluster), "g", BASE + 2405)
+    views = {m.client_id: m for m in d.member_views}
+    assert {k: (v.target, v.current) for k, v in views.items()} == {
+        "a": ((("events", 0),), (("events", 0), ("events", 1))),
+        "b": ((("events", 1),), ()),
+        "c": ((("events", 2),), (("events", 2),)),
+    }
+    assert d.balanced is False and d.to_move == (("events", 1),)
+    summaries = {g.group: g for g in list_groups(read_coordination(cluster), BASE + 2405)}
+    assert len(summaries["g"].members) == 3  # b holds nothing and is counted all the same
+
+    # a protocol version 1 holder in another group: a member as before, not announced
+    s.claim("old:1", 0, 2405, group="legacy")
+    s.beat("old:1", 0, 5, 2405, group="legacy")
+    story.run(2700)
+    state = read_coordination(cluster)
+    d = describe_group(cluster, state, "g", BASE + 2700)
+    assert d.balanced is True and [m.current for m in d.member_views] == [
+        (("events", 0),),
+        (("events", 1),),
+        (("events", 2),),
+    ]
+    legacy = describe_group(cluster, state, "legacy", BASE + 2700)
+    assert [(m.client_id, m.announced, m.current) for m in legacy.member_views] == [
+        ("old", False, (("events", 0),))
+    ]
+    assert legacy.balanced is None and legacy.members == (("old", "1"),)
+
+    # c left, b crashed (its membership expired at 5301, a took its partition over), the
+    # topic grew to 4 partitions: a alone, holding all four
+    story.run(5300)  # b's last announcement was at 3300: still a member at 5300 ...
+    assert [m.client_id for m in read_coordination(cluster).members("g", BASE + 5300)] == [
+        "a",
+        "b",
+    ]
+    story.run(story.END)  # ... and gone from 5301 on
+    state = read_coordination(cluster)
+    d = describe_group(cluster, state, "g", BASE + story.END)
+    assert [(m.client_id, m.current) for m in d.member_views] == [
+        ("a", tuple(("events", p) for p in range(4)))
+    ]
+    assert d.member_views[0].target == d.member_views[0].current and d.balanced is True
+    assert [p.partition for p in d.partitions] == [0, 1, 2, 3]
+    counts = {g.group: len(g.members) for g in list_groups(state, BASE + story.END)}
+    assert counts == {"g": 1, "legacy": 0}  # old:1 stopped beating long ago: not fresh
+
+
+def test_a_group_known_only_by_its_members_is_listed(scripted) -> None:
+    cluster, s = scripted
+    s.announce("x:1", 0, group="idle")
+    s.announce("x:1", 300, group="idle")
+    state = read_coordination(cluster)
+    assert "idle" in state.groups
+    d = describe_group(cluster, state, "idle", BASE + 400)
+    (x,) = d.member_views
+    # it subscribes to events (3 partitions): its target is all three, it holds none
+    assert (x.client_id, x.counted, len(x.target), x.current) == ("x", True, 3, ())
+    assert d.balanced is False and len(d.to_move) == 3
+    assert [p.partition for p in d.partitions] == [0, 1, 2]
+    assert [(g.group, len(g.members)) for g in list_groups(state, BASE + 400)] == [("idle", 1)]

@@ -8,18 +8,21 @@ reads back exactly what the script says.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, ClassVar
 
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.marshaler import COORDINATION_TOPIC, coordination_topic_config
 from rationalizer import (
+    AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    LeavingGroup,
     ReleaseGroup,
     ReleasingPartition,
     coordination_partition,
     encode,
+    membership_partition,
 )
 
 HB = 1000
@@ -119,6 +122,32 @@ class Script:
         )
         return self.put(msg, t)
 
+    def announce(
+        self,
+        who: str,
+        t: int,
+        *,
+        topics: tuple[tuple[str, int], ...] | None = None,
+        group: str | None = None,
+        hb: int = HB,
+        weight: int = 1,
+    ) -> int:
+        """AnnouncingMember (version 2) to the group's membership partition."""
+        ids = self._ids(who, group)
+        msg = AnnouncingMember(
+            **ids,
+            topics=topics if topics is not None else ((self.topic, 3),),
+            heartbeat_interval_ms=hb,
+            weight=weight,
+        )
+        key, value = encode(msg)
+        return self.raw(membership_partition(ids["group_id"], self.n), t, key, value)
+
+    def leave(self, who: str, t: int, *, group: str | None = None) -> int:
+        ids = self._ids(who, group)
+        key, value = encode(LeavingGroup(**ids))
+        return self.raw(membership_partition(ids["group_id"], self.n), t, key, value)
+
     def release_group(self, who: str, expires: int, t: int, *, group: str | None = None) -> None:
         key, value = encode(
             ReleaseGroup(**self._ids(who, group), msg_expire_time=self.base + expires)
@@ -197,3 +226,85 @@ def random_log(rng: random.Random, script: Script, steps: int, partitions: int =
             )
         else:  # another group on the same coordination partitions
             script.claim(who, p, t, group="other")
+
+
+class RebalanceStory:
+    """A group that rebalances through the log (protocol version 2), at exact log times,
+    HB = 1 s, members announcing every 300 ms and holders beating every 300 ms:
+
+    - 0: a joins (counted at 300) and claims partitions 0, 1, 2 at 310;
+    - 1000: c joins (counted at 1500); a gives partition 2 up at 1510, c claims it at 1520;
+    - 2000: b joins (counted at 2400); a gives partition 1 up at 2410, b claims it at 2420;
+    - 3000: c releases partition 2, says LeavingGroup at 3010; a claims it at 3020;
+    - 3300: b crashes (last announcement and heartbeat); its membership expires at 5301,
+      a takes partition 1 over (stale) at 5400;
+    - 6000: a announces 4 partitions (the topic grew) and claims partition 3 at 6010.
+
+    ``run(until)`` writes everything up to log time ``until`` (call it with growing times),
+    so a test can look at the log half way.
+    """
+
+    CHANGES: ClassVar[dict[int, list[tuple[str, str, int | None]]]] = {
+        310: [("claim", "a:1", 0), ("claim", "a:1", 1), ("claim", "a:1", 2)],
+        1510: [("release", "a:1", 2)],
+        1520: [("claim", "c:1", 2)],
+        2410: [("release", "a:1", 1)],
+        2420: [("claim", "b:1", 1)],
+        3000: [("release", "c:1", 2)],
+        3010: [("leave", "c:1", None)],
+        3020: [("claim", "a:1", 2)],
+        5400: [("claim", "a:1", 1)],
+        6010: [("claim", "a:1", 3)],
+    }
+    JOIN: ClassVar[dict[str, int]] = {"a:1": 0, "c:1": 1000, "b:1": 2000}
+    GONE: ClassVar[dict[str, int]] = {"c:1": 3010, "b:1": 3300}  # last announcement/heartbeat at or before this
+    END = 6600
+
+    def __init__(self, script: Script) -> None:
+        self.s = script
+        self.t = -1
+        self.held: dict[int, str] = {}
+        self.position = 0
+
+    def _topics(self, t: int) -> tuple[tuple[str, int], ...]:
+        return ((self.s.topic, 4 if t >= 6000 else 3),)
+
+    def _events(self) -> list[tuple[int, int, str, str, int | None]]:
+        out: list[tuple[int, int, str, str, int | None]] = []
+        for who, join in self.JOIN.items():
+            gone = self.GONE.get(who, self.END)
+            for t in [join, *range(join - join % 300 + 300, gone + 1, 300)]:
+                if t <= gone and (who != "c:1" or t < 3000):
+                    out.append((t, 0, "announce", who, None))
+        out.append((6000, 0, "announce", "a:1", None))
+        for t in range(300, self.END + 1, 300):
+            out.append((t, 1, "beat", "", None))
+        for t, actions in self.CHANGES.items():
+            for i, (what, who, p) in enumerate(actions):
+                out.append((t, 2 + i, what, who, p))
+        return sorted(set(out), key=lambda e: (e[0], e[1], e[3], e[4] or 0))
+
+    def run(self, until: int) -> None:
+        s = self.s
+        for t, _order, what, who, p in self._events():
+            if t <= self.t or t > until:
+                continue
+            if what == "announce":
+                s.announce(who, t, topics=self._topics(t))
+            elif what == "beat":
+                for part, holder in sorted(self.held.items()):
+                    if t <= self.GONE.get(holder, self.END):
+                        self.position += 1
+                        s.beat(holder, part, self.position, t)
+            elif what == "claim":
+                assert p is not None
+                s.claim(who, p, t)
+                self.held[p] = who
+            elif what == "release":
+                assert p is not None
+                self.position += 1
+                s.release(who, p, self.position, t)
+                del self.held[p]
+            else:
+                s.leave(who, t)
+        self.t = until

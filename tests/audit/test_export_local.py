@@ -161,3 +161,39 @@ def test_parse_time_accepts_ms_and_iso() -> None:
     assert audit_cli.parse_time("2023-11-14T23:13:20+01:00") == 1_700_000_000_000
     with pytest.raises(argparse.ArgumentTypeError):
         audit_cli.parse_time("yesterday")
+
+
+def test_cli_audit_of_a_rebalancing_log_counts_moves_per_member(
+    rebalance_cluster, tmp_path, capsys
+) -> None:
+    cluster, _script = rebalance_cluster
+    ctx = Context(data_dir=str(tmp_path / "data"), as_json=False)
+    ctx._cluster = cluster
+    out = tmp_path / "out"
+    assert _run(["audit", "--out", str(out), "--engine", "local", "--verify"], ctx) == 0
+    printed = capsys.readouterr().out
+    assert "cross-check: ok" in printed
+    assert "  g/a: took failover 1, rebalance 5; gave up rebalance 2" in printed
+    summary = assert_outputs(out, "in-process")
+    g = summary["groups"]["g"]
+    assert g["moves_by_member"] == {
+        "a": {"took": {"rebalance": 5, "failover": 1}, "gave_up": {"rebalance": 2}},
+        "b": {"took": {"rebalance": 1}, "gave_up": {"failover": 1}},
+        "c": {"took": {"rebalance": 1}, "gave_up": {"closed": 1}},
+    }
+    assert g["membership"] == {"joined": 3, "left": 1, "expired": 1, "partitions_added": 1}
+    assert g["moves"]["rebalance: member left (c)"] == 1
+    legacy = summary["groups"]["legacy"]["moves_by_member"]
+    assert legacy == {
+        "old": {"took": {"claim": 1}, "gave_up": {"release": 1}},
+        "new": {"took": {"handoff": 1}, "gave_up": {}},
+    }
+    assert summary["moves"]["count"] == 12 + 3
+    html = (out / "report.html").read_text()
+    assert "<h2>Moves (15)</h2>" in html and "rebalance: member joined (b)" in html
+    assert "<h2>Membership changes (6)</h2>" in html
+    moves = load_tables(out)["moves"].to_pylist()
+    assert {(m["client_id"], m["action"], m["cause"]) for m in moves if m["partition"] == 2} >= {
+        ("c", "gave_up", "closed"),
+        ("a", "took", "rebalance: member left (c)"),
+    }

@@ -233,3 +233,126 @@ def test_a_claim_alone_is_no_position_and_minus_one_is_one() -> None:
 
     check = compare(_tables(rows), reference_replay(script.records.items(), config))
     assert check.ok, check.mismatches
+
+
+# ---------------------------------------------------------------- rebalancing (issue 13)
+
+#: (partition, offset into the story ms, client, action) -> cause, for RebalanceStory
+REBALANCE_MOVES = {
+    (0, 310, "a", "took"): "rebalance: member joined (a)",
+    (1, 310, "a", "took"): "rebalance: member joined (a)",
+    (2, 310, "a", "took"): "rebalance: member joined (a)",
+    (2, 1510, "a", "gave_up"): "rebalance: member joined (c)",
+    (2, 1520, "c", "took"): "rebalance: member joined (c)",
+    (1, 2410, "a", "gave_up"): "rebalance: member joined (b)",
+    (1, 2420, "b", "took"): "rebalance: member joined (b)",
+    (2, 3000, "c", "gave_up"): "closed",
+    (2, 3020, "a", "took"): "rebalance: member left (c)",
+    (1, 5400, "b", "gave_up"): "failover: holder stale",
+    (1, 5400, "a", "took"): "failover: holder stale",
+    (3, 6010, "a", "took"): "rebalance: partitions added (events 3->4)",
+}
+
+
+def _moves(rows: dict, since: int | None = None) -> dict:
+    from logmarshal.audit.moves import derive_moves
+
+    names = [c for c, _ in TABLES["moves"]]
+    out = {}
+    for r in derive_moves(as_dicts(rows, "ownership"), as_dicts(rows, "membership"), since):
+        m = dict(zip(names, r, strict=True))
+        if m["group"] == "g":
+            out[(m["partition"], m["time_ms"] - B, m["client_id"], m["action"])] = m["cause"]
+    return out
+
+
+def test_a_rebalancing_log_names_the_cause_of_every_move() -> None:
+    from .logs import RebalanceStory
+
+    script = Script()
+    story = RebalanceStory(script)
+    story.run(story.END)
+    rows = audit_records(script.records, CONFIG)
+    events = [
+        (e["time_ms"] - B, e["client_id"], e["event"], e["detail"])
+        for e in as_dicts(rows, "membership")
+    ]
+    assert events == [
+        (0, "a", "joined", None),
+        (1000, "c", "joined", None),
+        (2000, "b", "joined", None),
+        (3010, "c", "left", None),
+        (5301, "b", "expired", None),  # last announcement 3300 + 2·HB + 1
+        (6000, "a", "partitions_added", "events 3->4"),
+    ]
+    assert _moves(rows) == REBALANCE_MOVES
+    counts = {(g, o, r): n for g, o, r, n in rows["verdicts"]}
+    assert counts[("g", "accepted", "joined")] == 3
+    assert counts[("g", "accepted", "left")] == 1
+    assert counts[("g", "accepted", "announced")] > 20
+    # the same tables whatever the chunking (membership expiry is dated, not observed)
+    from logmarshal.audit.replay import PartitionAudit
+
+    for cp, records in script.records.items():
+        audit = PartitionAudit(cp, CONFIG)
+        for r in records:
+            audit.feed([r[0]], [r[1]], [r[2]], [r[3]])
+        one = audit.finish()
+        whole = audit_records({cp: records}, CONFIG)
+        assert one["membership"] == whole["membership"] and one["ownership"] == whole["ownership"]
+
+
+def test_a_leave_from_a_non_member_is_a_violation_and_v2_junk_is_counted() -> None:
+    script = Script()
+    script.announce("a:1", 0)
+    script.leave("z:1", 100)  # never a member
+    script.raw(script.cp(0), 200, b"g", b"\x02\x06garbage")
+    rows = audit_records(script.records, CONFIG)
+    viol = as_dicts(rows, "violations")
+    assert sorted((v["client_id"] or "", v["message_type"] or "", v["kind"]) for v in viol) == [
+        ("", "", "invalid_record"),
+        ("z", "leaving_group", "leave_without_membership"),
+    ]
+    assert [e["event"] for e in as_dicts(rows, "membership")] == ["joined"]
+
+
+def test_an_audit_from_a_snapshot_still_sees_the_members() -> None:
+    """Membership is in the world snapshot (format version 2): an audit starting there
+    knows the members (their joins are dated at ``since``), expires them and explains the
+    moves after it as the full history does."""
+    from rationalizer import WorldState
+
+    from .logs import RebalanceStory
+
+    script = Script()
+    story = RebalanceStory(script)
+    story.run(2200)  # a, c and b have joined
+    genesis = {}
+    for cp, records in script.records.items():
+        w = WorldState()
+        w.apply_many(records)
+        if records:
+            genesis[cp] = (records[-1][0], w.to_bytes())
+    story.run(story.END)
+    tail = {
+        cp: [r for r in recs if cp not in genesis or r[0] > genesis[cp][0]]
+        for cp, recs in script.records.items()
+    }
+    since = B + 2201
+    rows = audit_records(tail, ReplayConfig(genesis=genesis, since_ms=since))
+    events = [
+        (e["time_ms"] - B, e["client_id"], e["event"], e["offset"] is None)
+        for e in as_dicts(rows, "membership")
+    ]
+    assert events == [
+        (0, "a", "joined", True),
+        (1000, "c", "joined", True),
+        (2000, "b", "joined", True),
+        (3010, "c", "left", False),
+        (5301, "b", "expired", True),
+        (6000, "a", "partitions_added", False),
+    ]
+    after = {k: v for k, v in REBALANCE_MOVES.items() if k[1] >= 2201}
+    assert _moves(rows, since) == after
+    full = audit_records(script.records, ReplayConfig(since_ms=since))
+    assert _moves(full, since) == after

@@ -116,3 +116,27 @@ def test_spark_audit_of_a_truncated_log_starts_from_the_snapshot(
         assert same_rows(got[table], full[table]), table
     check = compare(got, reference_replay(records_from_export(cut_export), config))
     assert check.ok, check.mismatches
+
+
+def test_spark_audit_of_a_rebalancing_log_equals_the_inprocess_audit(
+    spark, rebalance_cluster, tmp_path
+) -> None:
+    """Membership records (protocol version 2) and the moves they cause: the membership
+    table comes out of the executors' folds, the moves table from the driver, and both are
+    the in-process engine's."""
+    from logmarshal.audit.job import run_spark
+
+    cluster, _script = rebalance_cluster
+    info = export_coordination(cluster, tmp_path / "export")
+    config = replay_config_for(info)
+    result = run_spark(spark, info, tmp_path / "spark", config)
+    run_inprocess(info, tmp_path / "local", config)
+    got, want = load_tables(tmp_path / "spark"), load_tables(tmp_path / "local")
+    for table in want:
+        assert same_rows(got[table], want[table]), table
+    assert result.rows["moves"] == 15 and got["membership"].num_rows == 6
+    causes = {(m["client_id"], m["action"], m["cause"]) for m in got["moves"].to_pylist()}
+    assert ("a", "took", "rebalance: partitions added (events 3->4)") in causes
+    assert ("b", "gave_up", "failover: holder stale") in causes
+    check = compare(got, reference_replay(records_from_cluster(cluster), config))
+    assert check.ok, check.mismatches

@@ -66,3 +66,26 @@ def test_groups_members_and_positions_follow_the_log(tmp_path):
         assert snap.members == () and snap.state == "Empty"
         assert dict(snap.positions) == {("t", 0): 100}
         assert view.group("nope") is None
+
+
+def test_announced_members_are_members_even_holding_nothing(tmp_path):
+    from rationalizer import AnnouncingMember, membership_partition
+
+    clock = Clock(1_000)
+    with DataDir(tmp_path / "d", clock=clock) as d:
+        d.create_topic(COORDINATION_TOPIC, N_COORD, TopicConfig(timestamp_type="LogAppendTime"))
+        view = MarshalGroupView(d, clock=clock)
+        write(d, claim("c1", "i1", "g", 0), 1_000)
+        idle = AnnouncingMember(client_id="c2", instance_id="i2", group_id="g",
+                                topics=(("t", 2),), heartbeat_interval_ms=1_000)
+        key, value = encode(idle)
+        d.partition(COORDINATION_TOPIC, membership_partition("g", N_COORD)).append(
+            encode_batch([NewRecord(value, key=key, timestamp=1_000)])
+        )
+        snap = view.group("g")
+        assert [(m.member_id, m.assignment) for m in snap.members] == [
+            ("c1/i1", (("t", (0,)),)),
+            ("c2/i2", ()),
+        ]
+        clock.ms = 3_001  # the announcement is stale after 2·HB: no longer a member
+        assert [m.member_id for m in view.group("g").members] == []

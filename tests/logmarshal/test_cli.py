@@ -117,6 +117,12 @@ def test_demo_runs_and_tallies_nothing_lost(run, tmp_path) -> None:
     assert (tally["lost"], tally["misplaced"]) == (0, 0)  # a killed member: repeats allowed
     assert tally["killed"] in {m["member"] for m in tally["members"]}
     assert 0 < tally["failover_seconds"] < 10
+    # a member joins after the failover and gets its share: 6 partitions, 3 running members
+    assert tally["joined"] not in {tally["killed"]}
+    at_end = {m["member"]: m["partitions_at_end"] for m in tally["members"]}
+    assert at_end[tally["joined"]] == 2 and at_end[tally["killed"]] == 0
+    assert sorted(at_end.values()) == [0, 2, 2, 2]
+    assert 0 < tally["rebalance_seconds"] < 10
     # the kept directory holds the demo topic
     code, out, _ = run("--data-dir", str(tmp_path / "demo"), "topic", "list", "--json")
     assert {t["topic"]: t for t in json.loads(out)}["demo-events"]["records"] == 500

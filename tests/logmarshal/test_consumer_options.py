@@ -177,18 +177,26 @@ def test_claim_entire_topic_gives_each_member_whole_topics(realtime) -> None:
 
 def test_release_if_behind_only_with_another_fresh_member_and_then_cools_down(realtime) -> None:
     realtime.cluster.create_topic(TOPIC, 3)
-    slow = realtime.consumer("slow", greedy=True, max_claims=2, release_if_behind=10)
+    slow = realtime.consumer(
+        "slow", greedy=True, max_claims=2, release_if_behind=10, rebalance="none"
+    )
     wait_until(lambda: len(slow.claims()) == 2, what="the slow member's claims")
     for _, p in slow.claims():
         produce(realtime.cluster, p, 50)  # never polled: it falls behind and stays behind
     time.sleep(realtime.hb * 3)
     assert len(slow.claims()) == 2  # nobody else is alive: it keeps them (zorkian#41)
-    helper = realtime.consumer("helper")
+    helper = realtime.consumer("helper", rebalance="none")
     wait_until(lambda: len(slow.claims()) == 1, timeout=5, what="a release")
     released = ({(TOPIC, p) for p in range(3)} - set(slow.claims())) - {(TOPIC, 2)}
     wait_until(lambda: len(helper.claims()) >= 2, what="the helper taking it over")
     assert set(helper.claims()) >= released
     assert slow.position(TOPIC, next(iter(released))[1]) is None  # not reclaimed (cooldown)
+
+
+def test_release_if_behind_is_refused_under_a_target(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    with pytest.raises(ValueError, match='release_if_behind needs rebalance="none"'):
+        Consumer(realtime.marshaler("a"), TOPIC, release_if_behind=10)
 
 
 def test_a_released_partition_is_not_reclaimed_during_the_cooldown(realtime) -> None:

@@ -20,6 +20,7 @@ SEEDS = {
     "pause": 1,
     "handoff": 2,
     "restart": 3,
+    "rebalance": 6,
     "broker-crash": 4,
     "reset": 5,
     "multi-broker": 7,

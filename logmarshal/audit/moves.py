@@ -1,0 +1,218 @@
+"""Why each partition moved: the ``moves`` table, derived from ``ownership`` and ``membership``.
+
+The fold runs per coordination partition, but a group's membership lives in one partition
+(``membership_partition``) while its data partitions are spread over all of them, so a move
+cannot be explained inside one fold. The driver explains it afterwards, from the two small
+tables every engine wrote, with this one function: the in-process and the Spark paths
+therefore give the same ``moves`` table by construction.
+
+Every claim that starts an ownership interval is a *took* row, every end of one a *gave_up*
+row. The cause, in this order:
+
+1. What the rationalizer decided says it all: a stale takeover is ``failover: holder
+   stale`` (both sides), a restart takeover ``restart``, a ReleaseGroup voiding the claim
+   ``admin reset`` (and so is the first claim of the partition after the pause).
+2. A release followed within ``W`` by the releasing member's own LeavingGroup is
+   ``closed`` (the member shut down cleanly).
+3. Otherwise a claim or release at log time ``t`` is a **rebalance**, attributed to the
+   most recent membership change of its group (joined, left, expired, partitions added;
+   see the ``membership`` table) at a time ``e`` with ``t - W <= e <= t``, where
+   ``W = CAUSE_WINDOW_HB`` times the mover's heartbeat interval (a member announces every
+   HB/3 and counts after HB/4; the over-share member drains and releases, the under-share
+   one replays and claims: all within about 2·HB). Changes of the mover or of its
+   counterpart (the previous holder for a claim, the next one for a release) are preferred
+   over other members' changes in the window, so when several members join at once each
+   move names the one it went to.
+4. A claim right after a release that was a rebalance (or a ``closed`` release) with no
+   change of its own in the window inherits the release's cause (one move, two records);
+   after a ``closed`` release it is ``rebalance: member left (X)``.
+5. Otherwise: ``claim`` (nobody held it before: first claim, old clients), ``handoff``
+   (a claim after a plain release) or ``release`` (a plain release: a protocol version 1
+   client, or ``rebalance="none"``).
+
+Claims open at a snapshot genesis started before the history and are not moves.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .schema import TABLES
+
+__all__ = ["CAUSE_WINDOW_HB", "derive_moves", "event_text"]
+
+#: a move is attributed to a membership change at most this many mover's HB before it
+CAUSE_WINDOW_HB = 3
+
+_FIXED_END = {
+    "stale_taken": ("failover", "failover: holder stale"),
+    "fenced_new_instance": ("restart", "restart"),
+    "group_reset": ("admin_reset", "admin reset"),
+    "unexplained": ("unexplained", "unexplained"),
+}
+_FIXED_START = {
+    "took_over_stale": ("failover", "failover: holder stale"),
+    "restart_takeover": ("restart", "restart"),
+}
+
+
+def event_text(event: Mapping[str, Any]) -> str:
+    """``member joined (c3)``, ``member left (c2)`` (LeavingGroup or expiry), ``partitions
+    added (events 4->6)``."""
+    kind = event["event"]
+    if kind == "joined":
+        return f"member joined ({event['client_id']})"
+    if kind in ("left", "expired"):
+        return f"member left ({event['client_id']})"
+    return f"partitions added ({event['detail']})"
+
+
+class _Events:
+    """One group's membership changes in log order, for window look-ups."""
+
+    def __init__(self, events: list[Mapping[str, Any]]) -> None:
+        self.events = sorted(
+            events, key=lambda e: (e["time_ms"], -1 if e["offset"] is None else e["offset"])
+        )
+        self.times = [e["time_ms"] for e in self.events]
+
+    def cause(
+        self, t: int, window: int, involved: set[str | None]
+    ) -> Mapping[str, Any] | None:
+        """The latest change in ``[t - window, t]``, one of ``involved`` members' if any."""
+        hi = bisect_right(self.times, t)
+        best = None
+        for i in range(hi - 1, -1, -1):
+            e = self.events[i]
+            if e["time_ms"] < t - window:
+                break
+            if e["client_id"] in involved:
+                return e
+            if best is None:
+                best = e
+        return best
+
+    def left_after(self, client: str, t: int, window: int) -> Mapping[str, Any] | None:
+        """``client``'s own LeavingGroup in ``[t, t + window]``."""
+        i = bisect_right(self.times, t - 1)
+        while i < len(self.events) and self.events[i]["time_ms"] <= t + window:
+            e = self.events[i]
+            if e["event"] == "left" and e["client_id"] == client:
+                return e
+            i += 1
+        return None
+
+
+def derive_moves(
+    ownership: Iterable[Mapping[str, Any]],
+    membership: Iterable[Mapping[str, Any]],
+    since_ms: int | None = None,
+) -> list[tuple[Any, ...]]:
+    """Rows of the ``moves`` table (column order of :data:`.schema.TABLES`), sorted by
+    group, topic, partition, time and offset. ``since_ms`` drops moves before it."""
+    by_group: dict[str, list[Mapping[str, Any]]] = {}
+    for e in membership:
+        by_group.setdefault(e["group"], []).append(e)
+    events = {g: _Events(es) for g, es in by_group.items()}
+    no_events = _Events([])
+    parts: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {}
+    for o in ownership:
+        parts.setdefault((o["group"], o["topic"], o["partition"]), []).append(o)
+    rows: list[tuple[Any, ...]] = []
+    width = len(TABLES["moves"])
+    for (group, topic, partition), intervals in sorted(parts.items()):
+        intervals.sort(key=lambda o: (o["start_offset"], o["start_ms"]))
+        ev = events.get(group, no_events)
+        prev_release: tuple[str, str, Mapping[str, Any] | None] | None = None
+        for i, o in enumerate(intervals):
+            before = intervals[i - 1] if i else None
+            after = intervals[i + 1] if i + 1 < len(intervals) else None
+            window = CAUSE_WINDOW_HB * (o["hb_ms"] or 0)
+            base = (group, topic, partition, o["coord_partition"])
+            # ---- took
+            if o["start_cause"] != "snapshot":
+                counterpart = None if before is None else before["client_id"]
+                trigger = None
+                if o["start_cause"] in _FIXED_START:
+                    kind, text = _FIXED_START[o["start_cause"]]
+                elif before is not None and before["end_reason"] == "group_reset":
+                    kind, text = "admin_reset", "admin reset"
+                else:
+                    trigger = ev.cause(o["start_ms"], window, {o["client_id"], counterpart})
+                    if trigger is not None:
+                        kind, text = "rebalance", "rebalance: " + event_text(trigger)
+                    elif prev_release is not None:
+                        kind, text, trigger = prev_release
+                    elif before is not None and before["end_reason"] == "released":
+                        kind, text = "handoff", "handoff"
+                    else:
+                        kind, text = "claim", "claim"
+                rows.append(
+                    (
+                        *base,
+                        o["start_ms"],
+                        o["start_offset"],
+                        o["client_id"],
+                        o["instance_id"],
+                        "took",
+                        counterpart,
+                        kind,
+                        text,
+                        None if trigger is None else trigger["client_id"],
+                        None if trigger is None else trigger["time_ms"],
+                    )
+                )
+            prev_release = None
+            # ---- gave up
+            end = o["end_reason"]
+            if end == "open" or o["end_ms"] is None:
+                continue
+            counterpart = None if after is None else after["client_id"]
+            trigger = None
+            if end in _FIXED_END:
+                kind, text = _FIXED_END[end]
+            else:  # released
+                left = ev.left_after(o["client_id"], o["end_ms"], window)
+                if left is not None:
+                    kind, text, trigger = "closed", "closed", left
+                    # the next claim, if nothing newer explains it: the member left
+                    prev_release = ("rebalance", "rebalance: " + event_text(left), left)
+                else:
+                    trigger = ev.cause(o["end_ms"], window, {o["client_id"], counterpart})
+                    if trigger is not None:
+                        kind, text = "rebalance", "rebalance: " + event_text(trigger)
+                        prev_release = (kind, text, trigger)
+                    else:
+                        kind, text = "release", "release"
+            rows.append(
+                (
+                    *base,
+                    o["end_ms"],
+                    o["end_offset"],
+                    o["client_id"],
+                    o["instance_id"],
+                    "gave_up",
+                    counterpart,
+                    kind,
+                    text,
+                    None if trigger is None else trigger["client_id"],
+                    None if trigger is None else trigger["time_ms"],
+                )
+            )
+    assert all(len(r) == width for r in rows)
+    if since_ms is not None:
+        rows = [r for r in rows if r[4] >= since_ms]
+    rows.sort(key=lambda r: (r[0], r[1], r[2], r[4], r[5], r[8] != "gave_up"))
+    return rows
+
+
+def moves_table(tables: Mapping[str, Any], since_ms: int | None = None) -> Any:
+    """The ``moves`` table (pyarrow, final schema) from the folded tables (pyarrow)."""
+    from .arrow import table_from_rows
+
+    rows = derive_moves(
+        tables["ownership"].to_pylist(), tables["membership"].to_pylist(), since_ms
+    )
+    return table_from_rows("moves", rows)

@@ -1,0 +1,164 @@
+"""The target assignment: which member *should* hold which partition (issue 13).
+
+Every member computes it from the same replayed log (the group's live members and their
+announcements, the current holders), so they all derive the same target without talking
+to each other. It is only advice: a member claims what the target gives it and releases
+what the target moves away, but claims, heartbeats and fencing still decide ownership, so a
+target computed from a late view costs time, never safety.
+
+``balanced`` is sticky (a unit stays with its holder while the holder is within its
+share), balanced to within one unit per member (by weight, with ``max_claims`` as a cap),
+and moves as few units as it can. It is a pure function of its arguments.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from rationalizer.membership import Member
+
+__all__ = ["WHOLE_TOPIC", "Strategy", "Unit", "balanced", "target", "units_of"]
+
+#: A unit is ``(topic, partition)``, or ``(topic, WHOLE_TOPIC)`` for a topic assigned whole
+#: (every member subscribed to it announced ``entire_topic``).
+Unit = tuple[str, int]
+WHOLE_TOPIC = -1
+
+#: ``strategy(members, units, holders) -> {client_id: units}``: members are the counted
+#: members sorted by client_id, units sorted, holders maps a unit to its holder's client_id.
+Strategy = Callable[
+    [Sequence[Member], Sequence[Unit], Mapping[Unit, str]], Mapping[str, Iterable[Unit]]
+]
+
+
+def units_of(members: Sequence[Member]) -> list[Unit]:
+    """Every unit the members subscribe to, sorted. A topic's partition count is the largest
+    any member announced (counts only grow); a topic is one unit when all its subscribers
+    announce ``entire_topic``."""
+    counts: dict[str, int] = {}
+    whole: dict[str, bool] = {}
+    for m in members:
+        for topic, count in m.topics:
+            counts[topic] = max(counts.get(topic, 0), count)
+            whole[topic] = whole.get(topic, True) and m.entire_topic
+    units: list[Unit] = []
+    for topic in sorted(counts):
+        if whole[topic]:
+            if counts[topic] > 0:
+                units.append((topic, WHOLE_TOPIC))
+        else:
+            units.extend((topic, p) for p in range(counts[topic]))
+    return units
+
+
+def _eligible(m: Member, unit: Unit, subscribed: frozenset[str]) -> bool:
+    return unit[0] in subscribed and (unit[1] == WHOLE_TOPIC) == m.entire_topic
+
+
+def balanced(
+    members: Sequence[Member], units: Sequence[Unit], holders: Mapping[Unit, str]
+) -> dict[str, list[Unit]]:
+    """The sticky balanced target: ``{client_id: sorted units}`` for every member.
+
+    1. Each unit stays with its holder if the holder is a member that may take it (it
+       subscribes, and is under its ``max_claims``).
+    2. Each other unit goes to the eligible member with room that would be least loaded
+       after taking it (load = units / weight; ties by client_id).
+    3. While moving one unit from a member ``a`` to an eligible ``b`` with room lowers
+       ``sum(load^2 · weight)`` (for equal weights: ``a`` holds at least two more than
+       ``b``), move the highest unit of the most loaded member to the least loaded one.
+    4. If 3 made room (under ``max_claims``) for units step 2 could not place, place them
+       and balance again.
+    Every step is ordered, so the result depends on nothing but the arguments.
+    """
+    by_id = {m.client_id: m for m in members}
+    ids = sorted(by_id)
+    subs = {c: by_id[c].subscribed for c in ids}
+    weight = {c: by_id[c].weight for c in ids}
+    cap = {c: by_id[c].max_claims or len(units) + 1 for c in ids}
+    owned: dict[str, list[Unit]] = {c: [] for c in ids}
+    free: list[Unit] = []
+    for unit in units:
+        h = holders.get(unit)
+        if h in by_id and _eligible(by_id[h], unit, subs[h]) and len(owned[h]) < cap[h]:
+            owned[h].append(unit)
+        else:
+            free.append(unit)
+
+    def load_after(c: str) -> tuple[float, str]:
+        return ((len(owned[c]) + 1) / weight[c], c)
+
+    while True:
+        left = []
+        for unit in free:
+            room = [
+                c for c in ids if len(owned[c]) < cap[c] and _eligible(by_id[c], unit, subs[c])
+            ]
+            if room:
+                insort(owned[min(room, key=load_after)], unit)
+            else:
+                left.append(unit)
+        while _move_one(ids, owned, weight, cap, by_id, subs):
+            pass
+        if len(left) == len(free):
+            return owned
+        # balancing may have made room (under max_claims) for a unit only a full member
+        # could take: place what is left again
+        free = left
+
+
+def _move_one(
+    ids: list[str],
+    owned: dict[str, list[Unit]],
+    weight: dict[str, int],
+    cap: dict[str, int],
+    by_id: dict[str, Member],
+    subs: dict[str, frozenset[str]],
+) -> bool:
+    ranked = sorted(ids, key=lambda c: (len(owned[c]) / weight[c], c))
+    for a in reversed(ranked):
+        na = len(owned[a])
+        if na == 0:
+            return False
+        for b in ranked:
+            nb = len(owned[b])
+            if b == a or nb >= cap[b]:
+                continue
+            # the move lowers sum(n^2/w): (2·nb + 1)/wb < (2·na - 1)/wa
+            if (2 * nb + 1) * weight[a] >= (2 * na - 1) * weight[b]:
+                continue
+            for i in range(na - 1, -1, -1):
+                unit = owned[a][i]
+                if _eligible(by_id[b], unit, subs[b]):
+                    del owned[a][i]
+                    insort(owned[b], unit)
+                    return True
+    return False
+
+
+def target(
+    strategy: Strategy | str,
+    members: Sequence[Member],
+    holders: Mapping[Unit, str],
+) -> dict[str, frozenset[Unit]]:
+    """The target of every member under ``strategy`` ("balanced" or a callable); units no
+    member may take are in nobody's target."""
+    members = sorted(members, key=lambda m: m.client_id)
+    units = units_of(members)
+    if strategy == "balanced":
+        result: Mapping[str, Iterable[Unit]] = balanced(members, units, holders)
+    elif callable(strategy):
+        result = strategy(members, units, holders)
+    else:
+        raise ValueError(f"unknown rebalance strategy {strategy!r}")
+    known = set(units)
+    out: dict[str, frozenset[Unit]] = {m.client_id: frozenset() for m in members}
+    taken: set[Unit] = set()
+    for client in sorted(result):
+        if client not in out:
+            continue  # a callable may name members that are not counted: ignore them
+        mine = frozenset(u for u in result[client] if u in known and u not in taken)
+        taken |= mine
+        out[client] = mine
+    return out

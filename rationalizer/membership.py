@@ -1,0 +1,183 @@
+"""Group membership (protocol version 2): who is in a group, folded from the log.
+
+A member announces itself (``AnnouncingMember``) every third of its heartbeat interval while
+it runs, whatever it holds, and says ``LeavingGroup`` when it closes. Membership records of a
+group all live in one coordination partition (``membership_partition``), so one world folds
+a group's whole membership in one order and every replayer sees the same members.
+
+Membership never changes ownership: claims, heartbeats and fencing still decide who holds a
+partition. It only feeds the *target* each member computes (``logmarshal.core.assignment``),
+so a late or wrong membership view can cost time, never safety.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
+
+__all__ = ["Member", "MemberState", "announce", "export", "leave", "settle_ms"]
+
+_JOINED = ACCEPTED[Effect.JOINED]
+_ANNOUNCED = ACCEPTED[Effect.ANNOUNCED]
+_LEFT = ACCEPTED[Effect.LEFT]
+_NOT_MEMBER = REJECTED[Reason.NOT_HOLDER]
+
+
+def settle_ms(heartbeat_interval_ms: int) -> int:
+    """How long a member must have been seen before it counts in the target: a quarter of
+    its heartbeat interval, i.e. it announced at least twice (every third of HB). A process
+    that announces once and dies at once never pulls partitions away from anyone."""
+    return heartbeat_interval_ms // 4
+
+
+class MemberState:
+    """Mutable membership entry of one client_id in one group (inside a WorldState)."""
+
+    __slots__ = (
+        "entire_topic",
+        "hb",
+        "instance",
+        "last",
+        "max_claims",
+        "since",
+        "topics",
+        "weight",
+    )
+
+    def __init__(
+        self,
+        instance: str,
+        since: int,
+        last: int,
+        hb: int,
+        weight: int,
+        max_claims: int,
+        entire_topic: bool,
+        topics: tuple[tuple[str, int], ...],
+    ) -> None:
+        self.instance = instance
+        self.since = since
+        self.last = last
+        self.hb = hb
+        self.weight = weight
+        self.max_claims = max_claims
+        self.entire_topic = entire_topic
+        self.topics = topics
+
+    def stale(self, now: int) -> bool:
+        """Older than twice its own heartbeat interval: gone (the claims' staleness rule)."""
+        return now - self.last > 2 * self.hb
+
+
+@attrs.frozen
+class Member:
+    """Read-only view of one member of a group at log time ``now``."""
+
+    group_id: str
+    client_id: str
+    instance_id: str
+    #: log time of the announcement that made it a member (kept across restarts of the
+    #: same client_id, renewed after it went stale or left)
+    since: int
+    #: log time of its last accepted announcement
+    last: int
+    heartbeat_interval_ms: int
+    weight: int
+    #: 0: no limit
+    max_claims: int
+    entire_topic: bool
+    topics: tuple[tuple[str, int], ...]
+
+    def live(self, now: int) -> bool:
+        """Not stale at ``now``: its last announcement is at most 2·HB old."""
+        return now - self.last <= 2 * self.heartbeat_interval_ms
+
+    def counted(self, now: int) -> bool:
+        """Live, and seen for :func:`settle_ms` already: it has a share of the target."""
+        return self.live(now) and self.last - self.since >= settle_ms(self.heartbeat_interval_ms)
+
+    def expires_at(self) -> int:
+        """First log time at which it is stale."""
+        return self.last + 2 * self.heartbeat_interval_ms + 1
+
+    @property
+    def subscribed(self) -> frozenset[str]:
+        return frozenset(t for t, _ in self.topics)
+
+
+def _purge(members: dict[str, MemberState], now: int) -> None:
+    for client in [c for c, m in members.items() if m.stale(now)]:
+        del members[client]
+
+
+def announce(
+    groups: dict[str, dict[str, MemberState]],
+    now: int,
+    client: str,
+    instance: str,
+    group: str,
+    topics: tuple[tuple[str, int], ...],
+    hb: int,
+    weight: int,
+    max_claims: int,
+    entire_topic: bool,
+) -> Verdict:
+    """PROTOCOL.md rule 8, AnnouncingMember: always accepted (a fenced sender was refused by
+    rule 1 before). A client_id that is not a live member ``JOINED`` (``since = now``); a
+    live member is ``ANNOUNCED`` and keeps its ``since``, also under a new instance_id (a
+    restart does not rejoin). Stale members of the group are dropped first."""
+    members = groups.get(group)
+    if members is None:
+        members = groups[group] = {}
+    else:
+        _purge(members, now)
+    m = members.get(client)
+    if m is None:
+        members[client] = MemberState(
+            instance, now, now, hb, weight, max_claims, entire_topic, topics
+        )
+        return _JOINED
+    m.instance = instance
+    m.last = now
+    m.hb = hb
+    m.weight = weight
+    m.max_claims = max_claims
+    m.entire_topic = entire_topic
+    if m.topics != topics:
+        m.topics = topics
+    return _ANNOUNCED
+
+
+def leave(
+    groups: dict[str, dict[str, MemberState]], now: int, client: str, instance: str, group: str
+) -> Verdict:
+    """PROTOCOL.md rule 9, LeavingGroup: from the instance the membership names → ``LEFT``,
+    the member is gone at once; from anyone else → ``NOT_HOLDER`` (it is not the member)."""
+    members = groups.get(group)
+    if members is not None:
+        _purge(members, now)
+        m = members.get(client)
+        if m is not None and m.instance == instance:
+            del members[client]
+            if not members:
+                del groups[group]
+            return _LEFT
+        if not members:
+            del groups[group]
+    return _NOT_MEMBER
+
+
+def export(group: str, client: str, m: MemberState) -> Member:
+    return Member(
+        group,
+        client,
+        m.instance,
+        m.since,
+        m.last,
+        m.hb,
+        m.weight,
+        m.max_claims,
+        m.entire_topic,
+        m.topics,
+    )
