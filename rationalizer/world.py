@@ -289,8 +289,10 @@ class WorldState:
                         # fenced sender or any pause window takes the general path below,
                         # where the rules decide), so straight to rule 5, which renews (the
                         # sender holds the partition: never rejected, nothing to count).
-                        # This call is the lane's only cost over the inlined renewal it
-                        # replaces (bench/rationalizer.py --baseline-ref: about 10%).
+                        # This call (and freshness() inside it) is what the lane pays for
+                        # having rule 5 in one place: about 14% of apply_many's instructions
+                        # on bench/rationalizer.py's log (~8% the call, ~3% freshness(), the
+                        # rest the general path's calls); --baseline-ref REF measures it.
                         push(rule_heartbeat(part, ent[1], now, num, ent[12], fenced, takeovers))
                         continue
                     typ = T_HEARTBEAT
