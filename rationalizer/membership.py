@@ -107,9 +107,11 @@ class Member:
         return frozenset(t for t, _ in self.topics)
 
 
-def _purge(members: dict[str, MemberState], now: int) -> None:
-    for client in [c for c, m in members.items() if m.stale(now)]:
+def _purge(members: dict[str, MemberState], now: int) -> bool:
+    stale = [c for c, m in members.items() if m.stale(now)]
+    for client in stale:
         del members[client]
+    return bool(stale)
 
 
 def announce(
@@ -123,50 +125,60 @@ def announce(
     weight: int,
     max_claims: int,
     entire_topic: bool,
-) -> Verdict:
+) -> tuple[Verdict, bool]:
     """PROTOCOL.md rule 8, AnnouncingMember: always accepted (a fenced sender was refused by
     rule 1 before). A client_id that is not a live member ``JOINED`` (``since = now``); a
     live member is ``ANNOUNCED`` and keeps its ``since``, also under a new instance_id (a
-    restart does not rejoin). Stale members of the group are dropped first."""
+    restart does not rejoin). Stale members of the group are dropped first. The flag says
+    whether anything a target depends on changed (not a plain renewal)."""
     members = groups.get(group)
     if members is None:
         members = groups[group] = {}
+        purged = False
     else:
-        _purge(members, now)
+        purged = _purge(members, now)
     m = members.get(client)
     if m is None:
         members[client] = MemberState(
             instance, now, now, hb, weight, max_claims, entire_topic, topics
         )
-        return _JOINED
+        return _JOINED, True
+    settle = settle_ms(m.hb)
+    changed = (
+        purged
+        or (m.last - m.since < settle <= now - m.since)  # it starts to count
+        or (m.weight, m.max_claims, m.entire_topic, m.hb) != (weight, max_claims, entire_topic, hb)
+        or m.topics != topics
+        or m.instance != instance
+    )
     m.instance = instance
     m.last = now
     m.hb = hb
     m.weight = weight
     m.max_claims = max_claims
     m.entire_topic = entire_topic
-    if m.topics != topics:
-        m.topics = topics
-    return _ANNOUNCED
+    m.topics = topics
+    return _ANNOUNCED, changed
 
 
 def leave(
     groups: dict[str, dict[str, MemberState]], now: int, client: str, instance: str, group: str
-) -> Verdict:
+) -> tuple[Verdict, bool]:
     """PROTOCOL.md rule 9, LeavingGroup: from the instance the membership names → ``LEFT``,
     the member is gone at once; from anyone else → ``NOT_HOLDER`` (it is not the member)."""
     members = groups.get(group)
+    purged = False
     if members is not None:
-        _purge(members, now)
+        purged = _purge(members, now)
         m = members.get(client)
         if m is not None and m.instance == instance:
             del members[client]
             if not members:
                 del groups[group]
-            return _LEFT
+            return _LEFT, True
         if not members:
             del groups[group]
-    return _NOT_MEMBER
+    return _NOT_MEMBER, purged
 
 
 def export(group: str, client: str, m: MemberState) -> Member:

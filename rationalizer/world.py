@@ -54,7 +54,7 @@ from .rules import heartbeat as rule_heartbeat
 from .rules import paused as rule_paused
 from .rules import release as rule_release
 from .rules import release_group as rule_release_group
-from .verdict import REJECTED, Reason, Verdict
+from .verdict import REJECTED, Effect, Reason, Verdict
 
 MIN_INT64 = -(2**63)
 
@@ -75,6 +75,7 @@ _NUMBERED_TYPES = frozenset({T_RELEASING_PARTITION, T_CLAIMING_MESSAGES})
 Record = tuple[int, int, "bytes | None", "bytes | None"]
 
 _INVALID = REJECTED[Reason.INVALID_RECORD]
+_RESTART_TAKEOVER = Effect.RESTART_TAKEOVER
 #: What the key cache answers for an unknown key: an entry no value can match.
 _NO_ENTRY: list = [None] * 10 + [-1, None, 0]
 
@@ -188,6 +189,9 @@ class WorldState:
         # group -> client_id -> its membership (version 2); stale entries linger until the
         # group's next membership record drops them and are invisible to ``members``
         self._members: dict[str, dict[str, membership.MemberState]] = {}
+        # bumped whenever a holder or a member's share-relevant state changes (not by
+        # renewals): lets a member recompute its target only when it may have changed
+        self._epoch = 0
         self._woff = array("q")
         self._wv: list[Verdict] = []
         # identity part of a value (ids, topic, partition: the same bytes for the four
@@ -374,12 +378,19 @@ class WorldState:
                             rejections[v.reason] += 1
                         push(v)
                         continue
+                # (ownership_epoch moves with every change of holder, not with renewals)
                 if typ == T_HEARTBEAT:
                     v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers)
+                    if v.effect is _RESTART_TAKEOVER:
+                        self._epoch += 1
                 elif typ == T_CLAIMING_PARTITION:
                     v = rule_claim(part, partial(new_part, ent, None, now), ident, now, hb, fenced)
+                    if v.accepted:
+                        self._epoch += 1
                 elif typ == T_RELEASING_PARTITION:
                     v = rule_release(part, ident, now, num)
+                    if v.accepted:
+                        self._epoch += 1
                 elif typ == T_CLAIMING_MESSAGES:
                     v = rule_claim_messages(part, ident, now, num)
                 else:  # the fast path and _slow only hand the four partition types here
@@ -583,6 +594,7 @@ class WorldState:
             )
         if not v.accepted:
             self._rejections[v.reason] += 1
+        self._epoch += len(v.voided)  # one per holder voided
         return v
 
     def _membership(self, key: object, value: object, now: int) -> Verdict:
@@ -600,13 +612,16 @@ class WorldState:
             self._rejections[Reason.FENCED] += 1
             return v
         if typ == T_LEAVING_GROUP:
-            v = membership.leave(self._members, now, client, instance, group)
+            v, changed = membership.leave(self._members, now, client, instance, group)
             if not v.accepted:
                 self._rejections[Reason.NOT_HOLDER] += 1
-            return v
-        return membership.announce(
-            self._members, now, client, instance, group, topics, hb, weight, cap, entire
-        )
+        else:
+            v, changed = membership.announce(
+                self._members, now, client, instance, group, topics, hb, weight, cap, entire
+            )
+        if changed:
+            self._epoch += 1
+        return v
 
     def _new_part(
         self, ent: list, holder: tuple[str, str] | None, now: int, hb: int = 0
@@ -737,6 +752,14 @@ class WorldState:
             for client, m in sorted(entries.items())
             if not m.stale(at)
         ]
+
+    @property
+    def ownership_epoch(self) -> int:
+        """A counter that moves whenever a holder changes (claim, takeover, release, void)
+        or a membership changes in a way the target depends on (join, leave, expiry, new
+        subscription, weight or cap, a member starting to count). Renewals leave it alone.
+        Not part of the state's meaning: a restored snapshot starts it anew."""
+        return self._epoch
 
     def member_groups(self) -> list[str]:
         """Groups with membership state in this world, sorted."""

@@ -502,5 +502,10 @@ def _confirm(
         if k in wanted:
             verdicts[k] = rec.verdict
 
-    read_coordination(cluster, admin_keys=admin_keys, history=1, on_record=collect)
+    state = read_coordination(cluster, admin_keys=admin_keys, history=1, on_record=collect)
+    for cp, offset in wanted - set(verdicts):
+        # a member published a snapshot covering our record before we read: the replay
+        # started after it, but the snapshot's world keeps recent verdicts (its window)
+        if cp < state.n:
+            verdicts[(cp, offset)] = state.worlds[cp].verdict(offset)
     return [attrs.evolve(w, verdict=verdicts.get((w.coord_partition, w.offset))) for w in written]

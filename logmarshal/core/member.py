@@ -699,12 +699,12 @@ class MemberCore:
         )
 
     def _announce_member(self, now: int, out: list[Action]) -> None:
-        """Keep our membership fresh (every third of HB) and say at once what changed."""
-        if self._announcing is not None:
-            return
+        """Keep our membership fresh (every third of HB) and say at once what changed. The
+        schedule does not wait for the last announcement's verdict: a replay that lags under
+        load must not let our membership lapse (only a fence in its answer matters)."""
         msg = self._announcement()
         changed = self._announced != (msg.topics, msg.weight, msg.max_claims)
-        if now < self._next_announce and not changed:
+        if now < self._next_announce and (not changed or self._announcing is not None):
             return
         self._announced = (msg.topics, msg.weight, msg.max_claims)
         self._next_announce = now + self.options.announce_every_ms
@@ -728,27 +728,27 @@ class MemberCore:
 
     def target(self, wall: int) -> frozenset[assignment.Unit]:
         """Our share of the group's target at log time ``wall`` (a unit is a partition, or
-        ``(topic, WHOLE_TOPIC)`` with entire_topic). Recomputed only when the members or
-        the holders change."""
+        ``(topic, WHOLE_TOPIC)`` with entire_topic). Recomputed only when a holder or a
+        member changed in the log (the worlds' ownership epochs), our subscription changed,
+        or a member's announcement went stale."""
+        key = (tuple(w.ownership_epoch for w in self._worlds), self._topics)
+        if self._target is not None and key == self._target_key and wall < self._target_until:
+            return self._target
         group = self.options.group_id
         live = self._worlds[self._home].members(group, wall)
-        members = [m for m in live if m.counted(wall) and m.client_id != self.options.client_id]
+        others = [m for m in live if m.client_id != self.options.client_id]
+        members = [m for m in others if m.counted(wall)]
         members.append(self._myself(wall))
-        units = assignment.units_of(members)
         holders: dict[assignment.Unit, str] = {}
-        for topic, partition in units:
+        for topic, partition in assignment.units_of(members):
             p = 0 if partition == assignment.WHOLE_TOPIC else partition
             h = self._world(topic, p).holder(group, topic, p)
             if h is not None:
                 holders[(topic, partition)] = h[0]
-        key = (
-            tuple((m.client_id, m.weight, m.max_claims, m.entire_topic, m.topics) for m in members),
-            tuple(sorted(holders.items())),
-        )
-        if key != self._target_key or self._target is None:
-            self._target_key = key
-            full = assignment.target(self.options.rebalance, members, holders)
-            self._target = full.get(self.options.client_id, frozenset())
+        full = assignment.target(self.options.rebalance, members, holders)
+        self._target = full.get(self.options.client_id, frozenset())
+        self._target_key = key
+        self._target_until = min((m.expires_at() for m in others), default=1 << 62)
         return self._target
 
     def _rebalance(self, now: int, wall: int, busy: set[Key], out: list[Action]) -> None:
@@ -774,7 +774,7 @@ class MemberCore:
         self._adopt_orphans(now, busy, out, keep)
         if self._group_paused(now, wall):
             return
-        busy = self._busy()
+        busy = self._busy() | self._releasing()
         wanted = sorted(k for k in keep if k not in busy)
         if self.options.entire_topic:
             # max_claims counts topics: it limits the partitions 0, not the rest of a topic
@@ -798,6 +798,14 @@ class MemberCore:
                 return
         self._draining.pop(held.key, None)
         self._give_up(now, held, "rebalance: the target moves it", out, cooldown=False)
+
+    def _releasing(self) -> set[Key]:
+        """Partitions whose release is queued or in flight: never claimed again until it is
+        answered or given up, or a late release could land on top of the new claim (it is
+        ours too) and move its position back."""
+        return set(self._releases.pending) | {
+            (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
+        }
 
     def _busy(self) -> set[Key]:
         return set(self._held) | {
@@ -877,7 +885,7 @@ class MemberCore:
         limit = wanted if self.options.greedy or take_all else max(0, 1 - in_flight)
         if limit <= 0:
             return
-        busy = self._busy()
+        busy = self._busy() | self._releasing()
         keys = [(t, p) for t, n in self._topics for p in range(n) if (t, p) not in busy]
         for key in self._candidates(keys, now, wall)[:limit]:
             self._claim(now, wall, key, out)
@@ -891,7 +899,7 @@ class MemberCore:
                 self._give_up(now, held, "partition 0 of its topic is no longer ours", out)
         if self._group_paused(now, wall):
             return
-        busy = self._busy()
+        busy = self._busy() | self._releasing()
         wanted = self._wanted()
         if wanted > 0 and not any(
             p.kind == "claim" and p.partition == 0 for p in self._pending.values()
@@ -969,9 +977,7 @@ class MemberCore:
         whose answer was lost): take them up; beyond max_claims or outside our target
         (``keep``), give them back."""
         subscribed = set(self.topics)
-        releasing = set(self._releases.pending) | {
-            (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
-        }
+        releasing = self._releasing()
         for world in self._worlds:
             for c in world.claims_of(self.options.group_id, self.options.client_id):
                 key = (c.topic, c.partition)

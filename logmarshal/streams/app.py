@@ -30,7 +30,7 @@ from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
 from .stores import InMemoryStore, KeyValueStore, SqliteStore
-from .task import Task, changelog_topic
+from .task import Fenced, Task, changelog_topic
 from .topology import SubTopology, Topology, TopologyError
 
 __all__ = ["App"]
@@ -153,11 +153,20 @@ class App:
             sub = self._sub_of_topic.get(topic)
             if sub is None or (topic, p) in self.tasks:
                 continue
+            epoch = self.consumer.epoch(topic, p)
+            if epoch is None:
+                log.info("%s/%d assigned but no longer held: no task", topic, p)
+                continue
             stores = {s: self._make_store(s, p, sub) for s in sub.stores}
             task = Task(self.application_id, self.topology, sub, p, stores, self._send,
-                        self.cluster.partitions, self._now_ms)
+                        self.cluster.partitions, self._now_ms, epoch=epoch)
             started = time.monotonic()
-            resume = task.restore(self.cluster)
+            try:
+                resume = task.restore(self.cluster)  # and fences the changelogs with epoch
+            except Fenced as exc:
+                log.warning("task %s not set up: %s", task.task_id, exc)
+                task.close()
+                continue
             self.tasks[(topic, p)] = task
             self._uncommitted[(topic, p)] = []
             held = self.consumer.position(topic, p)
@@ -197,7 +206,9 @@ class App:
                 return  # revoked meanwhile: whoever holds it now processes it
             # handed out before on_assigned was delivered: set the task up now
             self._assigned([key])
-            task = self.tasks[key]
+            task = self.tasks.get(key)
+            if task is None:
+                return  # fenced meanwhile: not ours to process
         if message.offset < task.positions.get(message.topic, 0):
             # the state already reflects it (a stale batch from before the seek to where
             # the restored state ends): processing it again would count it twice
@@ -231,15 +242,22 @@ class App:
         held = set(self.consumer.claims())
         fenced = self.consumer.fenced
         for key, task in list(self.tasks.items()):
-            if fenced or key not in held:
-                # lost meanwhile (the log gave it to another member): our state is stale;
-                # writing it would overwrite the new owner's. This narrows the window; only
-                # a task claim whose heartbeat validates the changelog closes it (README).
-                log.warning("task %s no longer held: its uncommitted state is dropped",
-                            task.task_id)
+            if fenced or key not in held or self.consumer.epoch(*key) != task.epoch:
+                # lost meanwhile (the log gave it to another member; or lost and won again,
+                # under a new epoch: a new task must restore what happened in between). Not
+                # writing is only an optimisation: a commit this stale would not be valid
+                # anyway, the new owner's fence marker invalidates it for every restore.
+                log.warning("task %s no longer held under epoch %d: its uncommitted state "
+                            "is dropped", task.task_id, task.epoch)
                 self._revoked([key])
                 continue
-            task.write_changelogs(self.cluster)
+            try:
+                task.write_changelogs(self.cluster)
+            except Fenced as exc:
+                log.warning("task %s fenced: %s; its uncommitted state is dropped",
+                            task.task_id, exc)
+                self._revoked([key])
+                continue
             task.commit_requested = False
         for _key, messages in self._uncommitted.items():
             for m in messages:

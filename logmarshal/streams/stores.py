@@ -98,13 +98,17 @@ class KeyValueStore:
     def clear(self) -> None:
         raise NotImplementedError
 
-    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None) -> None:
-        """The local data now equals the changelog through ``changelog_offset``, reflecting
-        input ``positions``: make it durable locally (no-op in memory)."""
+    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None,
+                   epoch: int | None = None) -> None:
+        """The local data now equals the valid state of the changelog through
+        ``changelog_offset``, reflecting input ``positions``, as judged by a task of fencing
+        ``epoch`` that accounted for every record up to there: make it durable locally
+        (no-op in memory)."""
 
-    def local_checkpoint(self) -> tuple[int, dict[str, int] | None] | None:
-        """(changelog offset, positions) the local data equals, or None: restore from the
-        start of the changelog."""
+    def local_checkpoint(self) -> tuple[int, dict[str, int] | None, int | None] | None:
+        """(changelog offset, positions, epoch) the local data equals, or None: restore
+        from the start of the changelog (also when the epoch is None: a file written before
+        fencing, which cannot be checked against the changelog's fences)."""
         return None
 
     def close(self) -> None:
@@ -169,19 +173,20 @@ class SqliteStore(KeyValueStore):
         self._db.commit()
         self.dirty.clear()
 
-    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None) -> None:
+    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None,
+                   epoch: int | None = None) -> None:
         """Commit the local transaction together with the changelog offset it matches:
         writes not yet in the changelog stay uncommitted, so the file never runs ahead."""
-        meta = json.dumps({"offset": changelog_offset, "positions": positions})
+        meta = json.dumps({"offset": changelog_offset, "positions": positions, "epoch": epoch})
         self._db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('checkpoint', ?)", (meta,))
         self._db.commit()
 
-    def local_checkpoint(self) -> tuple[int, dict[str, int] | None] | None:
+    def local_checkpoint(self) -> tuple[int, dict[str, int] | None, int | None] | None:
         row = self._db.execute("SELECT v FROM meta WHERE k = 'checkpoint'").fetchone()
         if row is None:
             return None
         meta = json.loads(row[0])
-        return int(meta["offset"]), meta["positions"]
+        return int(meta["offset"]), meta["positions"], meta.get("epoch")
 
     def close(self) -> None:
         self._db.rollback()  # what the changelog does not have must not survive locally

@@ -6,10 +6,18 @@ carry the input positions the state reflects; only then may the runner commit th
 to the consumer (which heartbeats them). Restoring reads the changelogs back; the task then
 resumes from the positions its state reflects, skipping store writes for input a store
 already reflects, so each input record updates each store exactly once.
+
+Fencing: every changelog record carries the epoch of the claim it was written under (the
+runner's ``Consumer.epoch``; later holders have higher ones). A task that takes over writes
+a fence marker (its epoch, and the changelog offset its restore read up to) before it
+processes; a restore applies only the commits that no fence invalidates
+(:func:`valid_commits`), so a stalled former owner that appends a commit after losing the
+task cannot change the state a later restore sees.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 from collections.abc import Callable
@@ -24,7 +32,10 @@ from .processor import Processor, PunctuationType, StreamRecord
 from .stores import KeyValueStore
 from .topology import SubTopology, Topology, TopologyError
 
-__all__ = ["POSITIONS_HEADER", "Task", "changelog_topic", "read_changelog"]
+__all__ = [
+    "COMMIT_KEY", "EPOCH_HEADER", "FENCE_KEY", "POSITIONS_HEADER", "Fenced", "Task",
+    "changelog_topic", "read_changelog", "valid_commits",
+]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +44,14 @@ POSITIONS_HEADER = "lm-positions"
 #: key of the record that ends each commit in a changelog (value: the positions as JSON);
 #: not valid JSON, so no store key can equal it
 COMMIT_KEY = b"\x00logmarshal-commit"
+#: key of the record a task writes when it takes over (after its restore, before it
+#: processes): value JSON {"epoch": e, "base": b}, "my state is exactly the valid commits
+#: below offset b; no commit of a lower epoch at or after b is valid"
+FENCE_KEY = b"\x00logmarshal-fence"
+#: header on every changelog record a task writes: its claim's fencing epoch, decimal ASCII
+EPOCH_HEADER = "lm-epoch"
+#: the epoch of records without the header (written before epochs) and of unfenced tasks
+NO_EPOCH = -1
 #: changelog records are produced in batches of at most this many key+value bytes
 CHANGELOG_BATCH_BYTES = 256 * 1024
 
@@ -43,47 +62,172 @@ def changelog_topic(application_id: str, store: str) -> str:
     return f"{application_id}-{store}-changelog"
 
 
+class Fenced(Exception):
+    """A newer owner of the task has fenced this task's epoch in a changelog: what this task
+    writes is not valid state any more; the runner drops the task."""
+
+
+def _epoch_of(headers: tuple) -> int:
+    """The ``lm-epoch`` header of a changelog record; -1 for records written before epochs
+    (or without one), which then behave as before: valid unless a fence says otherwise."""
+    for name, value in headers:
+        if name == EPOCH_HEADER:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return NO_EPOCH
+    return NO_EPOCH
+
+
+#: (offset, epoch, positions) of a commit marker; (offset, epoch, base) of a fence marker
+_Commit = tuple[int, int, dict[str, int]]
+_Fence = tuple[int, int, int]
+
+
+def _effective(fences: list[_Fence], seed: int) -> list[_Fence]:
+    """The fences that count: each one's epoch above every fence before it (and ``seed``).
+    A fence landing after a newer owner's (its writer stalled between restore and fence) is
+    stale: the newer owner judged the log before it with no less knowledge."""
+    out: list[_Fence] = []
+    top = seed
+    for fence in fences:
+        if fence[1] > top:
+            out.append(fence)
+            top = fence[1]
+    return out
+
+
+def valid_commits(commits: list[_Commit], fences: list[_Fence], seed: int = NO_EPOCH) -> set[int]:
+    """Offsets of the commit markers that are valid state: a commit (offset m, epoch e) is
+    valid iff (a) no effective fence before it has a higher epoch (a newer owner had already
+    fenced e) and (b) every effective fence after it with a higher epoch has a base above m
+    (that owner restored a state that included it). ``seed``: the epoch fenced before the
+    range (a local checkpoint's)."""
+    eff = _effective(fences, seed)
+    offsets = [f[0] for f in eff]
+    epochs = [f[1] for f in eff]  # strictly increasing
+    suffix_min = [0] * (len(eff) + 1)
+    suffix_min[len(eff)] = 1 << 62
+    for i in range(len(eff) - 1, -1, -1):
+        suffix_min[i] = min(eff[i][2], suffix_min[i + 1])
+    out = set()
+    for offset, epoch, _ in commits:
+        i = bisect.bisect_left(offsets, offset)
+        if epoch < (epochs[i - 1] if i else seed):
+            continue  # (a)
+        if suffix_min[max(i, bisect.bisect_right(epochs, epoch))] <= offset:
+            continue  # (b)
+        out.add(offset)
+    return out
+
+
 @attrs.frozen
 class Replayed:
-    """What a changelog replay found: the positions the last commit marker carries, that
-    marker's offset, and the keys written after it by a commit that never finished."""
+    """What one pass over a changelog range found: its markers, the commits it applied, the
+    positions the last applied commit carries, and the keys whose last record in the range
+    belongs to no applied commit (a cut-short or stale commit: rewritten by the next commit,
+    so that compaction cannot leave them as a key's only record)."""
 
+    commits: list[_Commit]
+    fences: list[_Fence]
+    applied: list[int]
     positions: dict[str, int] | None
-    marker_offset: int | None
     uncommitted: frozenset[bytes]
 
 
 def _replay(
     cluster: Cluster, topic: str, partition: int, apply: Callable[[bytes, bytes | None], None],
-    start: int | None = None, last: dict[str, int] | None = None,
+    start: int, end: int, *, seed: int = NO_EPOCH, only: set[int] | None = None,
+    last: dict[str, int] | None = None,
 ) -> Replayed:
-    """Apply the records of a changelog partition from ``start`` (default: its beginning)
-    up to its last commit marker, in order; records after that marker belong to a commit
-    cut short by a crash and are not applied. Under compaction the rule still holds: the
-    next writer rewrites those keys (see :meth:`Task.restore`), so for every key the last
-    record before the last marker is the committed value."""
-    offset = cluster.earliest_offset(topic, partition) if start is None else start
-    end = cluster.latest_offset(topic, partition)
-    pending: list[tuple[bytes, bytes | None]] = []
-    marker: int | None = None
+    """Apply the commits of changelog range ``[start, end)`` in order. A data record belongs
+    to the next commit marker of its epoch; the records of an epoch that no marker follows
+    (a commit cut short by a crash) are never applied. With ``only``, exactly the commits at
+    those offsets are applied; without, every commit that no fence seen so far invalidates
+    (rule (a) of :func:`valid_commits`; the caller checks rule (b) and replays again with
+    ``only`` when it removes a commit, which only a stale writer's race makes happen)."""
+    pending: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+    commits: list[_Commit] = []
+    fences: list[_Fence] = []
+    applied: list[int] = []
+    latest: dict[bytes, tuple[int, bool]] = {}
+    top = seed
+
+    def settle(records: list[tuple[int, bytes, bytes | None]], ok: bool) -> None:
+        for off, key, value in records:
+            if ok:
+                apply(key, value)
+            prev = latest.get(key)
+            if prev is None or prev[0] < off:
+                latest[key] = (off, ok)
+
+    offset = start
     while offset < end:
         batch = cluster.fetch(topic, partition, offset)
         if not batch:
             break
         for m in batch:
+            if m.offset >= end:
+                offset = end
+                break
+            epoch = _epoch_of(m.headers)
             if m.key == COMMIT_KEY:
-                for k, v in pending:
-                    apply(k, v)
-                pending.clear()
-                last = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}
-                marker = m.offset
+                ok = m.offset in only if only is not None else epoch >= top
+                settle(pending.pop(epoch, []), ok)
+                positions = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}
+                commits.append((m.offset, epoch, positions))
+                if ok:
+                    applied.append(m.offset)
+                    last = positions
+            elif m.key == FENCE_KEY:
+                fences.append((m.offset, epoch, int(json.loads(m.value or b"{}")["base"])))
+                top = max(top, epoch)
             elif m.key is not None:
-                pending.append((m.key, m.value))
+                pending.setdefault(epoch, []).append((m.offset, m.key, m.value))
             offset = m.offset + 1
-    if pending:
-        log.warning("%s/%d: %d changelog record(s) after the last commit marker (a commit "
-                    "cut short) ignored", topic, partition, len(pending))
-    return Replayed(last, marker, frozenset(k for k, _ in pending))
+    left = sum(len(r) for r in pending.values())
+    if left:
+        log.warning("%s/%d: %d changelog record(s) of no commit marker (a commit cut short) "
+                    "ignored", topic, partition, left)
+    for records in pending.values():
+        settle(records, False)
+    uncommitted = frozenset(k for k, (_, ok) in latest.items() if not ok)
+    return Replayed(commits, fences, applied, last, uncommitted)
+
+
+def _restore_store(
+    cluster: Cluster, topic: str, partition: int, store: KeyValueStore,
+    apply: Callable[[bytes, bytes | None], None], *, use_local: bool = True,
+) -> tuple[Replayed, int]:
+    """Rebuild ``store`` to the valid commits of its changelog partition below the offset
+    returned with the replay (the log end when it started)."""
+    earliest = cluster.earliest_offset(topic, partition)
+    end = cluster.latest_offset(topic, partition)
+    local = store.local_checkpoint() if use_local else None
+    if local is not None and local[2] is not None and earliest <= local[0] < end:
+        # the local file equals the valid state through local[0], judged by an owner of
+        # epoch local[2] that had seen every record up to there: replay the rest, unless a
+        # newer owner's fence reaches back into it (its restore did not see all of it)
+        at, positions, epoch = local
+        found = _replay(cluster, topic, partition, apply, at + 1, end, seed=epoch,
+                        last=positions)
+        reaches_back = any(base <= at for _, _, base in _effective(found.fences, epoch))
+        if not reaches_back and valid_commits(found.commits, found.fences, epoch) == set(
+            found.applied
+        ):
+            return found, end
+        log.info("%s/%d: the local state is not current with the changelog's fences; "
+                 "full replay", topic, partition)
+    store.clear()
+    earliest = cluster.earliest_offset(topic, partition)
+    found = _replay(cluster, topic, partition, apply, earliest, end)
+    valid = valid_commits(found.commits, found.fences)
+    if valid != set(found.applied):
+        log.warning("%s/%d: %d stale commit(s) (written after their writer was fenced) are "
+                    "not applied", topic, partition, len(found.applied) - len(valid))
+        store.clear()
+        found = _replay(cluster, topic, partition, apply, earliest, end, only=valid)
+    return found, end
 
 
 def read_changelog(
@@ -94,7 +238,9 @@ def read_changelog(
     from .stores import InMemoryStore
 
     mem = InMemoryStore(store)
-    found = _replay(cluster, changelog_topic(application_id, store), partition, mem.restore)
+    found, _ = _restore_store(
+        cluster, changelog_topic(application_id, store), partition, mem, mem.restore
+    )
     return mem.all(), found.positions
 
 
@@ -179,8 +325,11 @@ class Task:
         send: SinkSend,
         partitions_of: Callable[[str], int],
         now_ms: Callable[[], int],
+        epoch: int = NO_EPOCH,
     ) -> None:
         self.application_id = application_id
+        #: the fencing epoch of the claim this task runs under (tags its changelog records)
+        self.epoch = epoch
         self.topology = topology
         self.sub = sub
         self.partition = partition
@@ -199,6 +348,9 @@ class Task:
         self.commit_requested = False
         #: changelog records applied by the last restore (fewer when a local file is reused)
         self.restored_records = 0
+        #: per store: the next changelog offset not yet accounted for (set by restore): every
+        #: record before it is one this task read, wrote, or inspected in a gap
+        self._chain: dict[str, int] = {}
         self._punctuations: list[_Punctuation] = []
         self._source_of: dict[str, str] = {}  # topic -> source node, filled on first use
         self._processors: dict[str, Processor] = {}
@@ -322,38 +474,107 @@ class Task:
 
     # -- state ----------------------------------------------------------------------------
 
+    def _epoch_header(self) -> tuple[str, bytes]:
+        return (EPOCH_HEADER, str(self.epoch).encode())
+
+    def _append(self, cluster: Cluster, name: str, records: list[NewRecord],
+                durable: bool) -> tuple[int, bool]:
+        """Produce to store ``name``'s changelog partition and account for every record
+        between the last one we accounted for and ours (another writer's): a record of a
+        higher epoch means a newer owner has the task (:class:`Fenced`); a lower epoch's
+        data record (a stale or cut-short commit, invalid) gets its key rewritten by our
+        next commit. Returns our last offset and whether a foreign fence marker was among
+        the others' records."""
+        topic = changelog_topic(self.application_id, name)
+        result = cluster.produce(topic, self.partition, records, durable=durable)
+        foreign_fence = False
+        for offset in result.offsets:
+            if offset > self._chain[name]:
+                foreign_fence |= self._inspect_gap(cluster, name, self._chain[name], offset)
+            self._chain[name] = max(self._chain[name], offset + 1)
+        return result.last_offset, foreign_fence
+
+    def _inspect_gap(self, cluster: Cluster, name: str, start: int, stop: int) -> bool:
+        topic = changelog_topic(self.application_id, name)
+        store = self.stores[name]
+        fence = False
+        offset = start
+        while offset < stop:
+            batch = cluster.fetch(topic, self.partition, offset)
+            if not batch:
+                break
+            for m in batch:
+                if m.offset >= stop:
+                    return fence
+                epoch = _epoch_of(m.headers)
+                if epoch > self.epoch:
+                    raise Fenced(
+                        f"task {self.task_id}: {topic}/{self.partition} has a record of epoch "
+                        f"{epoch} at {m.offset}, above ours ({self.epoch}): a newer owner"
+                    )
+                if m.key == FENCE_KEY:
+                    fence = True
+                elif m.key is not None and m.key != COMMIT_KEY and m.key not in store.dirty:
+                    store.dirty[m.key] = store._get(m.key)
+                offset = m.offset + 1
+        return fence
+
     def write_changelogs(self, cluster: Cluster, durable: bool = True) -> int:
         """Write each dirty store to its changelog, in batches of bounded size, ending with
         a commit marker that carries the task's positions: a restore applies a commit only
-        once it sees its marker. Returns the number of data records written."""
+        once it sees its marker, and only if no fence invalidates it. Every record carries
+        the task's epoch. Raises :class:`Fenced` when another writer's record of a higher
+        epoch is found among ours. Returns the number of data records written."""
+        if not self._chain and self.stores:
+            raise RuntimeError(f"task {self.task_id}: restore (and fence) before writing")
         positions = json.dumps(self.positions, sort_keys=True).encode()
-        header = ((POSITIONS_HEADER, positions),)
+        epoch = self._epoch_header()
+        header = ((POSITIONS_HEADER, positions), epoch)
         ts = self._now_ms()
         written = 0
         for name in sorted(self.stores):
             dirty = self.stores[name].take_dirty()
             if not dirty:
                 continue
-            topic = changelog_topic(self.application_id, name)
             batch: list[NewRecord] = []
             size = 0
             for k, v in dirty.items():
                 if batch and size + len(k) + len(v or b"") > CHANGELOG_BATCH_BYTES:
-                    cluster.produce(topic, self.partition, batch, durable=durable)
+                    self._append(cluster, name, batch, durable)
                     batch, size = [], 0
-                batch.append(NewRecord(v, key=k, timestamp=ts))
+                batch.append(NewRecord(v, key=k, headers=(epoch,), timestamp=ts))
                 size += len(k) + len(v or b"")
             batch.append(NewRecord(positions, key=COMMIT_KEY, headers=header, timestamp=ts))
-            result = cluster.produce(topic, self.partition, batch, durable=durable)
-            self.stores[name].checkpoint(result.last_offset, dict(self.positions))
+            marker, _ = self._append(cluster, name, batch, durable)
+            self.stores[name].checkpoint(marker, dict(self.positions), self.epoch)
             written += len(dirty)
         return written
 
-    def restore(self, cluster: Cluster) -> dict[str, int]:
-        """Rebuild every store from its changelog partition (last record per key wins, so
-        a compacted changelog restores the same). Returns the positions to resume from
-        (topic -> next offset); empty when no store has been written."""
+    def restore(self, cluster: Cluster, *, attempts: int = 3) -> dict[str, int]:
+        """Rebuild every store from the valid commits of its changelog partition (last
+        record per key wins, so a compacted changelog restores the same), then fence: write
+        a fence marker (our epoch, the offset the restore read up to) to each changelog.
+        Returns the positions to resume from (topic -> next offset); empty when no store has
+        been written. Raises :class:`Fenced` if a newer owner's records are found."""
+        for attempt in range(1, attempts + 1):
+            if self._restore_once(cluster, use_local=attempt == 1):
+                break
+            log.info("task %s: another fence landed between our restore and our fence; "
+                     "restoring again (attempt %d)", self.task_id, attempt + 1)
+        else:
+            raise Fenced(f"task {self.task_id}: could not fence its changelogs in "
+                         f"{attempts} attempts")
+        resume: dict[str, int] = {}
+        for pos in self.store_positions.values():
+            for t, o in pos.items():
+                resume[t] = min(resume.get(t, o), o)
+        self.positions.update(resume)
+        return resume
+
+    def _restore_once(self, cluster: Cluster, use_local: bool) -> bool:
         self.restored_records = 0
+        self.store_positions = {}
+        self._chain = {}
 
         def counting(apply: Callable[[bytes, bytes | None], None]
                      ) -> Callable[[bytes, bytes | None], None]:
@@ -362,34 +583,31 @@ class Task:
                 apply(key, value)
             return inner
 
-        for name, store in self.stores.items():
+        clean = True
+        for name, store in sorted(self.stores.items()):
             topic = changelog_topic(self.application_id, name)
-            earliest = cluster.earliest_offset(topic, self.partition)
-            end = cluster.latest_offset(topic, self.partition)
-            local = store.local_checkpoint()
-            if local is not None and earliest <= local[0] < end:
-                # the local file equals the changelog through local[0]: replay the rest
-                found = _replay(cluster, topic, self.partition, counting(store.restore),
-                                start=local[0] + 1, last=local[1])
-            else:
-                store.clear()
-                found = _replay(cluster, topic, self.partition, counting(store.restore))
-            last = found.positions
-            if found.marker_offset is not None:
-                store.checkpoint(found.marker_offset, last)
+            found, end = _restore_store(cluster, topic, self.partition, store,
+                                        counting(store.restore), use_local=use_local)
             for key in found.uncommitted:
-                # rewrite what a cut-short commit left after the last marker, so that for
-                # every key the last record before the next marker is the committed value
-                # (compaction may keep the cut-short record and drop the committed one)
+                # rewrite what a cut-short or stale commit left as a key's last record, so
+                # that for every key the last record is a valid commit's (compaction may
+                # keep the invalid record and drop the committed one)
                 store.dirty[key] = store._get(key)
-            if last is not None:
-                self.store_positions[name] = last
-        resume: dict[str, int] = {}
-        for pos in self.store_positions.values():
-            for t, o in pos.items():
-                resume[t] = min(resume.get(t, o), o)
-        self.positions.update(resume)
-        return resume
+            if found.positions is not None:
+                self.store_positions[name] = found.positions
+            self._chain[name] = end
+            fence = json.dumps({"epoch": self.epoch, "base": end}).encode()
+            at, foreign_fence = self._append(cluster, name, [NewRecord(
+                fence, key=FENCE_KEY, headers=(self._epoch_header(),), timestamp=self._now_ms()
+            )], durable=True)
+            if foreign_fence:
+                # a fence of a lower epoch may still be effective there and invalidate part
+                # of what we restored: read it all again (it precedes our fence now)
+                clean = False
+                continue
+            # the store now equals the valid state through our fence marker
+            store.checkpoint(at, found.positions, self.epoch)
+        return clean
 
     def close(self) -> None:
         for proc in self._processors.values():

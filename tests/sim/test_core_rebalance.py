@@ -13,6 +13,7 @@ from logmarshal.core import (
     Revoke,
     Tick,
     Write,
+    WriteFailed,
 )
 from rationalizer import AnnouncingMember, LeavingGroup, WorldState, decode, encode
 from rationalizer.membership import settle_ms
@@ -146,3 +147,32 @@ def test_none_never_moves_anything():
     out += core.step(t + 2 + core.options.announce_every_ms, Tick())
     assert revoked(out) == [] and len(core.held()) == 4
     assert any(isinstance(a, Write) and a.kind == "announce" for a in out)  # for the tools
+
+
+def test_a_partition_is_not_claimed_back_while_its_release_is_unanswered():
+    """Seed 852: a release whose answer was lost was retried after the member had claimed
+    the partition back; the late release (ours too) moved the new claim's position back."""
+    world, log = WorldState(), Log()
+    core = alo_core(world)
+    running(core, world, log)
+    t = settled_member("b", 10, log)
+    out = core.step(t + 1, Replayed(0, log.replay(world), at_end=True))
+    moved = revoked(out)
+    out = core.step(t + 1, Tick())
+    lost = [a for a in out if isinstance(a, Write) and a.kind == "release"]
+    assert len(lost) == 2
+    for w in lost:  # the answers are lost; the releases did not land
+        core.step(t + 2, WriteFailed(w.token))
+    # b leaves when our own claims on them have gone stale (nothing renews them now):
+    # the target gives them back and the log would accept our claims
+    late = t + 3 * HB
+    log.append(late, *encode(LeavingGroup(client_id="b", instance_id="x", group_id="g")))
+    out = core.step(late, Replayed(0, log.replay(world), at_end=True))
+    assert all(world.claimable("g", *key, late) for key in moved)
+    retried = [a for a in out if isinstance(a, Write) and a.kind == "release"]
+    claims = [a for a in out if isinstance(a, Write) and a.kind == "claim"]
+    assert len(retried) == 2  # the releases are written again first ...
+    assert claims == []  # ... and nothing is claimed back before they are answered
+    out = land_all(core, world, log, late + 1, out)
+    out += land_all(core, world, log, late + 2, core.step(late + 2, Tick()))
+    assert core.held() == [("t", p) for p in range(4)]

@@ -1,14 +1,19 @@
-"""A word-count member process for the SIGKILL test:
-``python -m tests.streams.member DATA_DIR CLIENT_ID STATE_DIR``. Prints one line per commit."""
+"""A word-count member process for the SIGKILL and SIGSTOP tests:
+``python -m tests.streams.member DATA_DIR|bootstrap=HOST:PORT CLIENT_ID STATE_DIR``. Prints
+one line per commit: ``committed N`` with N the tasks it runs. With ``LM_STALE_WRITER=1`` in
+the environment it writes every task's changelog before the runner checks that it still
+holds the task (a stall between that check and the write, made as wide as it gets)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
-from logmarshal import EmbeddedCluster
+from logmarshal import EmbeddedCluster, connect
 from logmarshal.streams import App, Processor, StoreSpec, Topology
 from logmarshal.streams.serde import string_deserializer
+from logmarshal.streams.task import Fenced
 
 
 class CountEveryUpdate(Processor):
@@ -40,14 +45,25 @@ def topology(delay: float = 0.0) -> Topology:
 
 def main() -> None:
     data_dir, client_id, state_dir = sys.argv[1:4]
-    with EmbeddedCluster(data_dir, maintenance_interval=0) as cluster:
+    if data_dir.startswith("bootstrap="):
+        cluster = connect(bootstrap=data_dir.removeprefix("bootstrap="))
+    else:
+        cluster = EmbeddedCluster(data_dir, maintenance_interval=0)
+    with cluster:
         app = App(cluster, "wc", topology(delay=0.0005), client_id=client_id,
                   heartbeat_interval=0.3, state_dir=state_dir, commit_interval=0.05)
         original = app.commit
 
         def commit() -> None:
+            if os.environ.get("LM_STALE_WRITER") == "1":
+                app.producer.flush()
+                for task in list(app.tasks.values()):
+                    try:
+                        task.write_changelogs(app.cluster)
+                    except Fenced:
+                        print(f"stale commit written by task {task.task_id}", flush=True)
             original()
-            print("committed", flush=True)
+            print(f"committed {len(app.tasks)}", flush=True)
 
         app.commit = commit  # type: ignore[method-assign]
         app.run()

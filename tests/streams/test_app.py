@@ -4,6 +4,7 @@ across a crash between changelog and heartbeat, and a SIGKILLed member process."
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from logmarshal import EmbeddedCluster
 from logmarshal.streams import App
-from logmarshal.streams.task import read_changelog
+from logmarshal.streams.task import _replay, read_changelog, valid_commits
 from storage import NewRecord
 
 from .member import topology
@@ -206,3 +207,102 @@ def test_two_running_members_share_tasks_and_one_leaves(cluster, tmp_path):
         for t in threads:
             t.join(10)
     assert tables(cluster) == truth
+
+
+def _spawn(argv: list[str], out_path: Path, **env: str) -> subprocess.Popen:
+    out = open(out_path, "wb")  # noqa: SIM115
+    try:
+        return subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    finally:
+        out.close()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGCONT)
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def _commits(path: Path, tasks: int | None = None) -> int:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return sum(1 for line in lines if line.startswith("committed")
+               and (tasks is None or line == f"committed {tasks}"))
+
+
+@pytest.mark.slow
+def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
+    """m1 is frozen (SIGSTOP) mid-stream beyond 2·HB while m2 takes its tasks over, then
+    thawed: whatever it appends to the changelogs when it wakes is fenced; the stores end
+    with exactly the true counts. Real processes: a broker, two members; m1 writes its
+    changelogs before checking it still holds its tasks, so that it does append stale
+    commits."""
+    from logmarshal import connect
+
+    data = tmp_path / "data"
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        setup_topics(cluster)
+        cluster.create_topic("wc-counts-changelog", 2)
+        truth = produce_lines(cluster, 0, 4000)
+    total = sum(sum(c.values()) for c in truth.values())
+    ready = tmp_path / "broker.ready"
+    procs = [_spawn([sys.executable, "-m", "logmarshal", "--data-dir", str(data), "broker",
+                     "start", "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
+                    tmp_path / "broker.out")]
+    hb = 0.3
+
+    def wait(cond, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            assert all(p.poll() is None for p in procs), [
+                (tmp_path / f).read_text()[-2000:] for f in ("broker.out", "m1.out", "m2.out")
+                if (tmp_path / f).exists()]
+            time.sleep(0.02)
+        return False
+
+    def counted(cluster) -> int:
+        return sum(sum(read_changelog(cluster, "wc", "counts", p)[0].values()) for p in (0, 1))
+
+    try:
+        assert wait(ready.exists, 30)
+        time.sleep(0.05)
+        bootstrap = ready.read_text().strip()
+        member = [sys.executable, "-m", "tests.streams.member", f"bootstrap={bootstrap}"]
+        procs.append(_spawn([*member, "m1", str(tmp_path / "s1")], tmp_path / "m1.out",
+                            LM_STALE_WRITER="1"))
+        assert wait(lambda: _commits(tmp_path / "m1.out", 2) >= 10, 60)
+        frozen_at = time.monotonic()
+        os.killpg(procs[1].pid, signal.SIGSTOP)
+        procs.append(_spawn([*member, "m2", str(tmp_path / "s2")], tmp_path / "m2.out"))
+        # m2 takes both tasks over (m1's leases run out) and commits under them
+        assert wait(lambda: _commits(tmp_path / "m2.out", 2) >= 3, 60)
+        time.sleep(max(0.0, frozen_at + 2 * hb + 0.2 - time.monotonic()))
+        assert time.monotonic() - frozen_at > 2 * hb
+        os.killpg(procs[1].pid, signal.SIGCONT)
+        with connect(bootstrap=bootstrap) as cluster:
+            assert counted(cluster) < total, "the freeze must land mid-stream"
+            assert wait(lambda: counted(cluster) >= total, 90), counted(cluster)
+            time.sleep(4 * hb)  # anything the thawed member still appends lands now
+    finally:
+        for proc in reversed(procs[1:]):
+            _stop(proc)
+        if procs[0].poll() is None:
+            procs[0].terminate()
+            try:
+                procs[0].wait(20)
+            except subprocess.TimeoutExpired:
+                _stop(procs[0])
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        assert tables(cluster) == truth
+        stale = 0
+        for p in (0, 1):
+            found = _replay(cluster, "wc-counts-changelog", p, lambda k, v: None, 0,
+                            cluster.latest_offset("wc-counts-changelog", p))
+            stale += len(found.commits) - len(valid_commits(found.commits, found.fences))
+    assert stale == (tmp_path / "m1.out").read_text().count("stale commit written")
+    assert stale >= 1, "the thawed member must have appended a stale commit"

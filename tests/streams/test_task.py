@@ -44,6 +44,7 @@ def test_crash_between_two_stores_changelogs_counts_each_input_once(cluster, tmp
     cluster.create_topic("app-a-changelog", 1)
     cluster.create_topic("app-b-changelog", 1)
     task = make_task(tmp_path, "first")
+    task.restore(cluster)  # nothing to restore; fences the empty changelogs
     for o in range(10):
         task.process(msg(o))
     assert task.write_changelogs(cluster) == 4  # two keys in each of two stores
@@ -75,6 +76,7 @@ def test_restore_takes_the_last_record_per_key_and_deletes(cluster, tmp_path):
     cluster.create_topic("app-a-changelog", 1)
     cluster.create_topic("app-b-changelog", 1)
     task = make_task(tmp_path, "first")
+    task.restore(cluster)
     task.process(msg(0))
     task.write_changelogs(cluster)
     task.stores["a"].delete("y")
@@ -90,6 +92,7 @@ def test_a_current_local_sqlite_file_replays_only_the_changelog_tail(cluster, tm
     cluster.create_topic("app-a-changelog", 1)
     cluster.create_topic("app-b-changelog", 1)
     first = make_task(tmp_path, "here")
+    first.restore(cluster)
     for o in range(30):
         first.process(msg(o))
         first.write_changelogs(cluster)  # one key changes per input: 30 records per store
@@ -119,6 +122,7 @@ def test_a_large_commit_spans_batches_and_a_cut_short_commit_is_not_applied(clus
     cluster.create_topic("app-a-changelog", 1)
     cluster.create_topic("app-b-changelog", 1)
     task = make_task(tmp_path, "first")
+    task.restore(cluster)
     big = "v" * 2000
     for i in range(700):  # 700 distinct keys of 2 kB: 1.4 MB in one commit, over 1 MiB
         task.stores["a"].put(f"k{i}", big)

@@ -1,0 +1,41 @@
+"""Smoke test of bench/rebalance.py in its quickest form (figures are never asserted)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_rebalance_bench_prints_both_strategies() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "rebalance.py"),
+            "--quick",
+            "--members", "2",
+            "--partitions", "4",
+            "--rounds", "1",
+            "--hb", "0.5",
+            "--timeout", "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "2 members x 4 partitions" in out, out
+    join = next(line for line in out.splitlines() if line.startswith("join -> balanced p50"))
+    # "balanced" first (a time), then "none" (never balanced after a join)
+    assert re.search(r"p99 s\s+\d+\.\d+ /\s+\d+\.\d+\s+not balanced in 5 s$", join), join
+    assert re.search(r"none: after a join \(not balanced in 5 s\): m00=4 m01=0", out), out
+    assert re.search(r"repeated per move, join\s+0\.00 \(0/\d+\)", out), out
