@@ -9,6 +9,12 @@ WorldState. In the same run, a naive baseline (JSON values folded into
 dicts, same rules) replays the same events for the ratio.
 
     python bench/rationalizer.py [--records N] [--partitions-per-topic P] [--seed S]
+                                 [--baseline-ref REF]
+
+``--baseline-ref REF`` (e.g. ``main``) also loads ``rationalizer/`` as it is at git ref REF
+(``git archive``, imported as the package ``rationalizer_baseline``), replays the same
+generated log through both in the same run (alternating, best of each), checks that both
+reach the same verdicts and snapshot bytes, and prints both rates and their ratio.
 """
 
 from __future__ import annotations
@@ -17,11 +23,16 @@ import argparse
 import gc
 import hashlib
 import hmac
+import importlib.util
+import io
 import json
 import random
 import resource
 import struct
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -366,6 +377,81 @@ class NaiveWorld:
         return v
 
 
+def load_baseline(ref: str, into: Path):
+    """Import ``rationalizer/`` as it is at git ``ref`` under the name ``rationalizer_baseline``."""
+    repo = Path(__file__).resolve().parents[1]
+    tar = subprocess.run(
+        ["git", "-C", str(repo), "archive", ref, "rationalizer"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        tf.extractall(into, filter="data")
+    pkg = into / "rationalizer"
+    name = "rationalizer_baseline"
+    spec = importlib.util.spec_from_file_location(
+        name, pkg / "__init__.py", submodule_search_locations=[str(pkg)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _verdict_tuple(v) -> tuple | None:
+    """A verdict as plain data (the two packages' Verdict classes are distinct)."""
+    if v is None:
+        return None
+    return (
+        v.accepted,
+        v.reason and v.reason.value,
+        v.effect and v.effect.value,
+        v.previous_holder,
+        v.voided,
+    )
+
+
+def compare_baseline(ref: str, world_cls, binary: list, n: int) -> None:
+    """Replay ``binary`` with the current ``world_cls`` and with ``rationalizer/`` at ``ref``,
+    alternating (so both see the same machine state), and print both rates side by side."""
+    with tempfile.TemporaryDirectory() as tmp:  # kept: the package imports lazily too
+        base = load_baseline(ref, Path(tmp))
+        _compare(ref, base, world_cls, binary, n)
+
+
+def _compare(ref: str, base, world_cls, binary: list, n: int) -> None:
+    base_cls = base.WorldState
+
+    def run(cls):
+        worlds = [cls(admin_keys=ADMIN_KEYS) for _ in range(N_COORD)]
+        t = time.perf_counter()
+        outs = [w.apply_many(recs) for w, recs in zip(worlds, binary, strict=True)]
+        return worlds, outs, time.perf_counter() - t
+
+    new_worlds, new_out, _ = run(world_cls)
+    base_worlds, base_out, _ = run(base_cls)
+    same_bytes = [a.to_bytes() for a in new_worlds] == [b.to_bytes() for b in base_worlds]
+    same_verdicts = all(
+        list(map(_verdict_tuple, a)) == list(map(_verdict_tuple, b))
+        for a, b in zip(new_out, base_out, strict=True)
+    )
+    del new_worlds, new_out, base_worlds, base_out
+    best = {world_cls: float("inf"), base_cls: float("inf")}
+    for _ in range(5):
+        for cls in (base_cls, world_cls):
+            gc.collect()
+            best[cls] = min(best[cls], run(cls)[2])
+    t_new, t_base = best[world_cls], best[base_cls]
+    print(f"baseline {ref} ({base.__name__}, loaded from git archive), same log, same run:")
+    print(f"  apply_many this tree   : {n / t_new:>12,.0f} records/s  ({t_new:.2f}s, best of 5)")
+    print(f"  apply_many {ref:<12.12}: {n / t_base:>12,.0f} records/s  ({t_base:.2f}s, best of 5)")
+    print(f"  ratio this tree / {ref}: {t_base / t_new:.3f}")
+    print(f"  identical verdicts: {same_verdicts}; identical snapshot bytes: {same_bytes}")
+    if not (same_verdicts and same_bytes):
+        raise SystemExit(f"this tree and {ref} disagree on the same log")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -373,6 +459,12 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions-per-topic", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--baseline-ref",
+        metavar="REF",
+        default=None,
+        help="also replay with rationalizer/ at this git ref, same log, same run (e.g. main)",
+    )
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -415,6 +507,9 @@ def main() -> None:
             for o, ts, k, v in recs:
                 apply(o, ts, k, v)
         return worlds, time.perf_counter() - t
+
+    if args.baseline_ref is not None:
+        compare_baseline(args.baseline_ref, WorldState, binary, n)
 
     gc.collect()
     best_many = min(replay_many()[1] for _ in range(3))

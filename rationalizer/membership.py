@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import attrs
 
+from .rules import STALE, freshness, stale_from
 from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 __all__ = ["Member", "MemberState", "announce", "export", "leave", "settle_ms"]
@@ -67,7 +68,7 @@ class MemberState:
 
     def stale(self, now: int) -> bool:
         """Older than twice its own heartbeat interval: gone (the claims' staleness rule)."""
-        return now - self.last > 2 * self.hb
+        return freshness(now - self.last, self.hb) is STALE
 
 
 @attrs.frozen
@@ -91,7 +92,7 @@ class Member:
 
     def live(self, now: int) -> bool:
         """Not stale at ``now``: its last announcement is at most 2·HB old."""
-        return now - self.last <= 2 * self.heartbeat_interval_ms
+        return freshness(now - self.last, self.heartbeat_interval_ms) is not STALE
 
     def counted(self, now: int) -> bool:
         """Live, and seen for :func:`settle_ms` already: it has a share of the target."""
@@ -99,7 +100,7 @@ class Member:
 
     def expires_at(self) -> int:
         """First log time at which it is stale."""
-        return self.last + 2 * self.heartbeat_interval_ms + 1
+        return stale_from(self.last, self.heartbeat_interval_ms)
 
     @property
     def subscribed(self) -> frozenset[str]:

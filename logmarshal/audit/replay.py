@@ -40,6 +40,7 @@ from rationalizer import (
     encode,
     record_key,
 )
+from rationalizer.rules import STALE, freshness, stale_from
 
 from .schema import TABLES
 
@@ -190,6 +191,11 @@ class _Membership:
         self.last = last
         self.hb = hb
         self.topics = topics
+
+
+def _stale(m: _Membership, now: int) -> bool:
+    """The member's last announcement is stale at ``now`` by its own heartbeat interval."""
+    return freshness(now - m.last, m.hb) is STALE
 
 
 class _Track:
@@ -567,10 +573,10 @@ class PartitionAudit:
     def _expire(self, group: str, members: dict[str, _Membership], now: int) -> None:
         """Members of ``group`` stale at ``now`` leave the fold's view, as they leave the
         world's; the event is dated at the first log time each was stale."""
-        for client in sorted(c for c, m in members.items() if now - m.last > 2 * m.hb):
+        for client in sorted(c for c, m in members.items() if _stale(m, now)):
             m = members.pop(client)
             self._member_event(
-                group, m.last + 2 * m.hb + 1, None, client, m.instance, "expired", None, m.hb
+                group, stale_from(m.last, m.hb), None, client, m.instance, "expired", None, m.hb
             )
 
     def _member_event(
@@ -769,10 +775,10 @@ class PartitionAudit:
         events = list(self._member_events)
         for group, members in sorted(self._members.items()):
             # what expired by the end of the replay (the partition's own log time)
-            for client in sorted(c for c, m in members.items() if now - m.last > 2 * m.hb):
+            for client in sorted(c for c, m in members.items() if _stale(m, now)):
                 m = members[client]
                 events.append(
-                    (group, cp, m.last + 2 * m.hb + 1, None, client, m.instance, "expired",
+                    (group, cp, stale_from(m.last, m.hb), None, client, m.instance, "expired",
                      None, m.hb)
                 )
         rows["membership"] = events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rationalizer import WorldState
+from rationalizer.rules import stale_from
 
 __all__ = ["stale_at"]
 
@@ -13,4 +14,4 @@ def stale_at(world: WorldState, group: str, key: tuple[str, int]) -> int | None:
     state = world.partition_state(group, key[0], key[1])
     if state is None or state.holder is None or not state.heartbeat_interval_ms:
         return None
-    return state.last_beat + 2 * state.heartbeat_interval_ms + 1
+    return stale_from(state.last_beat, state.heartbeat_interval_ms)

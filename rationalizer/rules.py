@@ -1,0 +1,292 @@
+"""The rules of PROTOCOL.md ("Time and freshness", "Transitions and verdicts"), one function each.
+
+    fresh / unknown / stale             freshness (stale_from is its inverse)
+    rule 0  record does not decode      WorldState._slow (world.py; codec.decode_fields)
+    rule 1  sender fenced               fenced
+    rule 2  ReleaseGroup                release_group
+    rule 3  group paused                paused
+    rule 4  ClaimingPartition           claim
+    rule 5  Heartbeat                   heartbeat (renewal and restart takeover)
+    rule 6  ReleasingPartition          release
+    rule 7  ClaimingMessages            claim_messages
+    rule 8  AnnouncingMember            membership.announce (version 2 membership)
+    rule 9  LeavingGroup                membership.leave
+
+A rule function judges one record that reached it (no earlier rule fired), changes the
+state it concerns when the record is accepted (a ``world._Part``, the fenced instances, the
+pause windows) and returns the verdict; a rejected record changes nothing. Rule functions
+neither decode, look anything up nor count rejections: ``WorldState.apply_many`` does that
+(with its identity caches and its heartbeat lane) and dispatches here in the rules' order.
+The queries (``WorldState.freshness``, ``claimable``, ``logmarshal.core.claiming.stale_at``)
+classify with the same :func:`freshness`.
+
+Verdicts are the shared instances of ``verdict.ACCEPTED`` / ``REJECTED`` wherever possible:
+replay allocates none for a heartbeat or a rejection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from .codec import T_HEARTBEAT
+from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
+
+if TYPE_CHECKING:
+    from .world import _Part
+
+__all__ = [
+    "FRESH",
+    "STALE",
+    "UNKNOWN",
+    "claim",
+    "claim_messages",
+    "fence_key",
+    "fenced",
+    "freshness",
+    "heartbeat",
+    "paused",
+    "release",
+    "release_group",
+    "stale_from",
+]
+
+FRESH = "fresh"
+UNKNOWN = "unknown"
+STALE = "stale"
+
+#: ``_Part.last`` of a partition no record ever gave a position (a claim alone gives none).
+_NO_POSITION = -2
+
+Sender = tuple[str, str]
+
+_CLAIMED = ACCEPTED[Effect.CLAIMED]
+_RENEWED = ACCEPTED[Effect.RENEWED]
+_RENEWED_LATE = ACCEPTED[Effect.RENEWED_LATE]
+_RELEASED = ACCEPTED[Effect.RELEASED]
+_MESSAGES_CLAIMED = ACCEPTED[Effect.MESSAGES_CLAIMED]
+_POSITION_SET = ACCEPTED[Effect.POSITION_SET]
+_GROUP_PAUSED = ACCEPTED[Effect.GROUP_PAUSED]
+_STILL_OWNED = REJECTED[Reason.STILL_OWNED]
+_NOT_HOLDER = REJECTED[Reason.NOT_HOLDER]
+_FENCED = REJECTED[Reason.FENCED]
+_PAUSED = REJECTED[Reason.GROUP_PAUSED]
+_REGRESSION = REJECTED[Reason.OFFSET_REGRESSION]
+_UNAUTHENTICATED = REJECTED[Reason.UNAUTHENTICATED]
+
+
+def fence_key(client_id: str, instance_id: str) -> str:
+    """Injective string form of an instance (str hashes are cached, tuples' are not)."""
+    return f"{len(client_id)}:{client_id}{instance_id}"
+
+
+# ---------------------------------------------------------------------- time and freshness
+
+
+def freshness(age: int, hb: int) -> str:
+    """PROTOCOL.md "Time and freshness": a claim whose holder's last accepted message is
+    ``age`` ms old, judged with the holder's own heartbeat interval ``hb``, is FRESH if
+    ``age < hb``, UNKNOWN if ``hb <= age <= 2·hb``, STALE if ``age > 2·hb``.
+
+    The one classifier: every rule and query that asks how fresh a holder is asks here."""
+    if age < hb:
+        return FRESH
+    if age <= 2 * hb:
+        return UNKNOWN
+    return STALE
+
+
+def stale_from(beat: int, hb: int) -> int:
+    """The first log time at which :func:`freshness` calls a claim renewed at ``beat`` with
+    lease ``hb`` STALE (so claimable by others): ``freshness(t - beat, hb) is STALE`` exactly
+    when ``t >= stale_from(beat, hb)``. Its inverse, kept beside it (tested against it)."""
+    return beat + 2 * hb + 1
+
+
+# ---------------------------------------------------------------------- transitions
+
+
+def fenced(instances: dict[str, Sender], fkey: str) -> Verdict | None:
+    """Rule 1: a record whose sender (its ``fence_key``) is fenced in this world is
+    rejected FENCED, whatever it is; None if the sender is not fenced."""
+    return _FENCED if fkey in instances else None
+
+
+def release_group(
+    parts: Iterable[_Part],
+    pauses: dict[str, tuple[int, Sender]],
+    group: str,
+    sender: Sender,
+    expiry: int,
+    now: int,
+    keyed: bool,
+    authentic: bool,
+) -> Verdict:
+    """Rule 2: ReleaseGroup of ``group`` from ``sender`` expiring at ``expiry``; ``parts``
+    are the group's partitions in this world, ``pauses`` the world's pause windows.
+
+    A keyed group (``keyed``: it has an admin key) needs a valid tag (``authentic``; always
+    true without a key) and ``expiry > now``, else UNAUTHENTICATED. Accepted: every holder of
+    the group is voided (listed, sorted, in the verdict), positions are kept; the group is
+    paused until ``expiry`` by ``sender``, or, if ``expiry <= now``, its pause ends."""
+    if not authentic or (keyed and expiry <= now):
+        # forged, untagged, or a window already over at its log time (a replayed old
+        # record must not void every claim again)
+        return _UNAUTHENTICATED
+    voided = []
+    for part in parts:
+        if part.holder is not None:
+            voided.append((part.topic, part.partition, *part.holder))
+            part.holder = None
+            part.hb = 0
+    if expiry > now:
+        pauses[group] = (expiry, sender)
+    else:  # a window already over replaces (ends) the current one
+        pauses.pop(group, None)
+    if not voided:
+        return _GROUP_PAUSED
+    return Verdict(True, effect=Effect.GROUP_PAUSED, voided=tuple(sorted(voided)))
+
+
+def paused(
+    pauses: dict[str, tuple[int, Sender]],
+    group: str,
+    now: int,
+    part: _Part | None,
+    create: Callable[[], _Part],
+    sender: Sender,
+    typ: int,
+    authentic: bool,
+    position: int,
+) -> Verdict | None:
+    """Rule 3: a partition record (of type ``typ``) of a group paused at ``now``; None if
+    the group is not paused (the rules after this one decide).
+
+    Only a Heartbeat from the pause admin is accepted: POSITION_SET, ``last_offset :=
+    claimed_through := position``, the holder stays none, its heartbeat interval is ignored,
+    and state is created (``create()``, unheld and without position) for a partition never
+    seen. With an admin key it needs a valid tag (``authentic``), else UNAUTHENTICATED.
+    Anything else is GROUP_PAUSED. A window that is over is forgotten here."""
+    window = pauses.get(group)
+    if window is None:
+        return None
+    if now >= window[0]:
+        del pauses[group]  # over: queries and snapshots ignore it already
+        return None
+    if typ != T_HEARTBEAT or sender != window[1]:
+        return _PAUSED
+    if not authentic:
+        return _UNAUTHENTICATED
+    if part is None:
+        part = create()
+    part.last = part.claimed = position
+    return _POSITION_SET
+
+
+def claim(
+    part: _Part | None,
+    create: Callable[[], _Part],
+    sender: Sender,
+    now: int,
+    hb: int,
+    fenced: dict[str, Sender],
+) -> Verdict:
+    """Rule 4: ClaimingPartition from ``sender`` declaring the lease ``hb``.
+
+    Claimable — no state (``create()`` makes it), no holder, or a holder STALE by its own
+    lease — → accepted: ``sender`` holds it from ``now`` with lease ``hb``; CLAIMED, or
+    TOOK_OVER_STALE naming the previous holder, which is fenced if it is another instance of
+    the same client (deviation D1). Otherwise (holder fresh or unknown, ``sender`` itself
+    included) STILL_OWNED. Positions are not touched."""
+    if part is None:
+        part = create()
+        v = _CLAIMED
+    else:
+        h = part.holder
+        if h is None:
+            v = _CLAIMED
+        elif freshness(now - part.beat, part.hb) is STALE:
+            v = Verdict(True, effect=Effect.TOOK_OVER_STALE, previous_holder=h)
+            if h[0] == sender[0] and h[1] != sender[1]:
+                # a newer instance of the same client: the old one is superseded (D1)
+                fenced[fence_key(*h)] = h
+        else:
+            return _STILL_OWNED
+    part.holder = sender
+    part.beat = now
+    part.hb = hb
+    return v
+
+
+def heartbeat(
+    part: _Part | None,
+    sender: Sender,
+    now: int,
+    last_offset: int,
+    hb: int,
+    fenced: dict[str, Sender],
+    takeovers: dict[str, Verdict],
+) -> Verdict:
+    """Rule 5: Heartbeat from ``sender`` at ``last_offset`` declaring the lease ``hb``.
+
+    - ``sender`` holds the partition: RENEWED, or RENEWED_LATE if the claim was STALE by the
+      lease recorded before (a late heartbeat renews a claim nobody took);
+    - the holder is another instance of ``sender``'s client and FRESH: restart recovery,
+      RESTART_TAKEOVER, ``sender`` holds it and the old instance is fenced (``takeovers``
+      keeps one shared verdict per fenced instance: a restarted client takes over each of
+      its partitions with it);
+    - otherwise NOT_HOLDER.
+
+    Accepted: ``last_beat = now``, ``last_offset`` set, lease := ``hb``."""
+    if part is None:
+        return _NOT_HOLDER
+    h = part.holder
+    if h == sender:
+        # judged with the lease the holder declared last, renewed with the one it declares now
+        v = _RENEWED_LATE if freshness(now - part.beat, part.hb) is STALE else _RENEWED
+    elif h is not None and h[0] == sender[0] and freshness(now - part.beat, part.hb) is FRESH:
+        fk = fence_key(*h)
+        fenced[fk] = h
+        v = takeovers.get(fk)
+        if v is None:
+            v = takeovers[fk] = Verdict(True, effect=Effect.RESTART_TAKEOVER, previous_holder=h)
+    else:
+        return _NOT_HOLDER
+    part.holder = sender  # (on renewal: the replay's cached tuple itself, for its `is` test)
+    part.beat = now
+    part.last = last_offset
+    part.hb = hb
+    return v
+
+
+def release(part: _Part | None, sender: Sender, now: int, last_offset: int) -> Verdict:
+    """Rule 6: ReleasingPartition from ``sender`` at ``last_offset``.
+
+    From the holder: RELEASED, no holder (and no lease), ``last_beat = now``, ``last_offset
+    := claimed_through := last_offset`` — the holder's final position: reservations beyond
+    it were never handed out and are given back. From anyone else NOT_HOLDER."""
+    if part is None or part.holder != sender:
+        return _NOT_HOLDER
+    part.holder = None
+    part.hb = 0
+    part.beat = now
+    part.last = last_offset
+    part.claimed = last_offset
+    return _RELEASED
+
+
+def claim_messages(part: _Part | None, sender: Sender, now: int, proposed: int) -> Verdict:
+    """Rule 7: ClaimingMessages from ``sender`` reserving through ``proposed``.
+
+    From the holder: ``proposed >= claimed_through`` → MESSAGES_CLAIMED, ``claimed_through
+    := proposed``, ``last_beat = now`` (a reservation is a position: ``last_offset`` becomes
+    -1 if there was none); else OFFSET_REGRESSION. From anyone else NOT_HOLDER."""
+    if part is None or part.holder != sender:
+        return _NOT_HOLDER
+    if proposed < part.claimed:
+        return _REGRESSION
+    part.claimed = proposed
+    part.beat = now
+    if part.last == _NO_POSITION:
+        part.last = -1
+    return _MESSAGES_CLAIMED
