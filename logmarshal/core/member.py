@@ -35,7 +35,7 @@ from rationalizer import (
     membership_partition,
 )
 from rationalizer.membership import Member
-from rationalizer.world import FRESH
+from rationalizer.world import FRESH, NO_TIME
 
 from . import assignment
 from .actions import Action, Assigned, Closed, Fetch, HandOut, LookUp, NoStart, Revoke, Write
@@ -737,14 +737,19 @@ class MemberCore:
         ``(topic, WHOLE_TOPIC)`` with entire_topic). Recomputed only when a holder or a
         member changed in the log (the worlds' ownership epochs), our subscription changed,
         or a member's announcement went stale."""
+        home = self._worlds[self._home]
+        # members are judged at the log time our replay of their partition reached, not by
+        # our clock: a replay that lags under load must not make live members look stale
+        # (every member announces there every HB/3, so that time keeps up with the log)
+        at = min(wall, home.now) if home.now > NO_TIME else wall
         key = (tuple(w.ownership_epoch for w in self._worlds), self._topics)
-        if self._target is not None and key == self._target_key and wall < self._target_until:
+        if self._target is not None and key == self._target_key and at < self._target_until:
             return self._target
         group = self.options.group_id
-        live = self._worlds[self._home].members(group, wall)
+        live = home.members(group, at)
         others = [m for m in live if m.client_id != self.options.client_id]
-        members = [m for m in others if m.counted(wall)]
-        members.append(self._myself(wall))
+        members = [m for m in others if m.counted(at)]
+        members.append(self._myself(at))
         holders: dict[assignment.Unit, str] = {}
         for topic, partition in assignment.units_of(members):
             p = 0 if partition == assignment.WHOLE_TOPIC else partition
