@@ -4,6 +4,7 @@
                                [--partitions 24,256] [--rate 2] [--timeout S]
                                [--coordination-partitions 8] [--fetch-wait 0.5]
                                [--strategies balanced,none] [--none-not-greedy] [--profile]
+    python3 bench/rebalance.py --processes --members 16 --partitions 24   # one process each
 
 Issue 13 acceptance, figures only (timings are never pass/fail). Real Consumers (ALO, the
 handler commits each message after handling it) run in threads of this process, each with
@@ -44,6 +45,7 @@ import cProfile
 import io
 import logging
 import math
+import os
 import pstats
 import random
 import statistics
@@ -465,6 +467,79 @@ def profile(args: argparse.Namespace, n: int, partitions: int) -> None:
     print(stream.getvalue())
 
 
+def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: str) -> str:
+    """The same join and crash with one process per member over logmarshal's broker on
+    127.0.0.1 (``scenarios.procs``): no GIL shared by the members. A join is timed from the
+    joiner's first announcement in the log (a process's imports and start-up replay are not
+    the protocol's latency) and, in brackets, from its start."""
+    from scenarios.common import GROUP
+    from scenarios.procs import procs
+    from scenarios.stages.base import members_in_log
+
+    out: list[str] = []
+    with procs("bench-rebalance", 0, mode="alo", hb=args.hb, partitions=partitions) as p:
+        p.connect()
+        p.produce(5)
+        stream = p.producer(per_partition=10**6, seconds=10**6 / max(args.rate, 0.1))
+        opts: dict[str, Any] = {"rebalance": strategy}
+        if strategy == "none" and args.none_greedy:
+            opts["greedy"] = True
+        members = p.members_together([f"m{i:02d}" for i in range(n - 1)], **opts)
+
+        def fair(group: list[Any]) -> bool:
+            ids = {m.identity for m in group}
+            counts = Counter(p.holders().values())
+            lo, hi = partitions // len(group), -(-partitions // len(group))
+            return set(counts) <= ids and all(lo <= counts[i] <= hi for i in ids)
+
+        ok = p.wait_until(lambda: all(h is not None for h in p.holders().values()), 60)
+        if ok and strategy != "none":
+            ok = p.wait_until(lambda: fair(members), 60)
+        if not ok:
+            counts = Counter(p.holders().values())
+            seen = len(members_in_log(p.observer, GROUP))
+            stream.kill()
+            return (
+                f"{strategy}: setup did not settle in 60 s: {seen} members in the log, "
+                f"holdings {sorted(counts.values())}, unheld {counts.get(None, 0)}, "
+                f"load average {os.getloadavg()[0]:.1f}"
+            )
+        for r in range(args.rounds):
+            started = time.monotonic()
+            joiner = p.member(f"j{r}", **opts)
+            members.append(joiner)
+            p.wait_until(lambda j=joiner: j.client_id in members_in_log(p.observer, GROUP), 30)
+            announced = time.monotonic()
+            balanced = p.wait_until(lambda: fair(members), args.timeout)
+            done = time.monotonic()
+            if balanced:
+                out.append(
+                    f"{strategy}: join -> balanced {done - announced:.2f} s "
+                    f"(from the process start {done - started:.2f} s)"
+                )
+            else:
+                counts = Counter(p.holders().values())
+                out.append(
+                    f"{strategy}: join -> not balanced in {args.timeout:g} s (joiner holds "
+                    f"{counts[joiner.identity]})"
+                )
+            if strategy == "none":
+                continue
+            victim = max(members, key=lambda m: sum(1 for h in p.holders().values()
+                                                    if h == m.identity))
+            killed = time.monotonic()
+            victim.kill()
+            members.remove(victim)
+            balanced = p.wait_until(lambda: fair(members), args.timeout + 2 * args.hb)
+            took = time.monotonic() - killed
+            out.append(
+                f"{strategy}: crash -> balanced {took:.2f} s" if balanced
+                else f"{strategy}: crash -> not balanced in {took:.2f} s"
+            )
+        stream.kill()
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -486,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--none-not-greedy", dest="none_greedy", action="store_false",
                         help='"none" claims one partition per pass (default: greedy)')
+    parser.add_argument("--processes", action="store_true",
+                        help="one process per member over logmarshal's broker instead of "
+                        "threads (joins and crashes timed on real processes)")
     parser.add_argument("--profile", action="store_true",
                         help="profile the largest cell ('balanced') instead")
     args = parser.parse_args(argv)
@@ -501,6 +579,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.CRITICAL)  # killed members log their failing calls
     if args.profile:
         profile(args, max(members), max(partitions))
+        return 0
+    if args.processes:
+        print(f"rebalance benchmark on processes: HB = {args.hb} s, one process per member, "
+              f"logmarshal's broker on 127.0.0.1, {args.rate:g} msg/s per partition")
+        for n in members:
+            for p in partitions:
+                print(f"\n{n} members x {p} partitions (rounds: {args.rounds})")
+                for strategy in strategies:
+                    print(run_processes(args, n, p, strategy))
+                    sys.stdout.flush()
         return 0
     print(
         f"rebalance benchmark: HB = {args.hb} s, {args.rate:g} msg/s into every partition, "
