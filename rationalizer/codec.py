@@ -198,6 +198,19 @@ def _read_str(buf: bytes, pos: int, limit: int, what: str) -> tuple[str, int]:
     return s, end
 
 
+def _record_bytes(key: object, value: object) -> bytes:
+    """The value as bytes, once key and value are byte strings and the value holds at least
+    a version and a type byte."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise DecodeError(f"value must be bytes, got {type(value).__name__}")
+    if not isinstance(key, bytes | bytearray | memoryview):
+        raise DecodeError(f"key must be bytes, got {type(key).__name__}")
+    buf = bytes(value)
+    if len(buf) < 2:
+        raise DecodeError("value shorter than its header")
+    return buf
+
+
 Fields = tuple[
     int, str, str, str, "str | None", "int | None", "int | None", int, "int | None", "bytes | None"
 ]
@@ -212,13 +225,7 @@ def decode_fields(key: object, value: object) -> Fields:
     (ids, topic, partition) after the header, ``heartbeat_interval_ms`` is None for the types
     without one and ``auth_tag`` is None when absent. Raises only :class:`DecodeError`.
     """
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise DecodeError(f"value must be bytes, got {type(value).__name__}")
-    if not isinstance(key, bytes | bytearray | memoryview):
-        raise DecodeError(f"key must be bytes, got {type(key).__name__}")
-    buf = bytes(value)
-    if len(buf) < 2:
-        raise DecodeError("value shorter than its header")
+    buf = _record_bytes(key, value)
     version, typ = buf[0], buf[1]
     if version != VERSION_1:
         raise DecodeError(f"unknown version {version}")
@@ -279,13 +286,7 @@ MemberFields = tuple[int, str, str, str, tuple[tuple[str, int], ...], int, int, 
 def decode_member_fields(key: object, value: object) -> MemberFields:
     """Decode a version 2 membership record (AnnouncingMember, LeavingGroup) strictly, to a
     plain tuple (:data:`MemberFields`). Raises only :class:`DecodeError`."""
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise DecodeError(f"value must be bytes, got {type(value).__name__}")
-    if not isinstance(key, bytes | bytearray | memoryview):
-        raise DecodeError(f"key must be bytes, got {type(key).__name__}")
-    buf = bytes(value)
-    if len(buf) < 2:
-        raise DecodeError("value shorter than its header")
+    buf = _record_bytes(key, value)
     if buf[0] != VERSION_2:
         raise DecodeError(f"not a version 2 record (version {buf[0]})")
     typ = buf[1]
