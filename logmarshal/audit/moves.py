@@ -105,6 +105,32 @@ class _Events:
         return None
 
 
+def _row(
+    base: tuple[Any, ...],
+    o: Mapping[str, Any],
+    edge: str,
+    direction: str,
+    counterpart: str | None,
+    kind: str,
+    text: str,
+    trigger: Mapping[str, Any] | None,
+) -> tuple[Any, ...]:
+    """One ``moves`` row at the ``edge`` ("start" or "end") of ownership interval ``o``."""
+    return (
+        *base,
+        o[f"{edge}_ms"],
+        o[f"{edge}_offset"],
+        o["client_id"],
+        o["instance_id"],
+        direction,
+        counterpart,
+        kind,
+        text,
+        None if trigger is None else trigger["client_id"],
+        None if trigger is None else trigger["time_ms"],
+    )
+
+
 def derive_moves(
     ownership: Iterable[Mapping[str, Any]],
     membership: Iterable[Mapping[str, Any]],
@@ -150,19 +176,7 @@ def derive_moves(
                     else:
                         kind, text = "claim", "claim"
                 rows.append(
-                    (
-                        *base,
-                        o["start_ms"],
-                        o["start_offset"],
-                        o["client_id"],
-                        o["instance_id"],
-                        "took",
-                        counterpart,
-                        kind,
-                        text,
-                        None if trigger is None else trigger["client_id"],
-                        None if trigger is None else trigger["time_ms"],
-                    )
+                    _row(base, o, "start", "took", counterpart, kind, text, trigger)
                 )
             prev_release = None
             # ---- gave up
@@ -186,21 +200,7 @@ def derive_moves(
                         prev_release = (kind, text, trigger)
                     else:
                         kind, text = "release", "release"
-            rows.append(
-                (
-                    *base,
-                    o["end_ms"],
-                    o["end_offset"],
-                    o["client_id"],
-                    o["instance_id"],
-                    "gave_up",
-                    counterpart,
-                    kind,
-                    text,
-                    None if trigger is None else trigger["client_id"],
-                    None if trigger is None else trigger["time_ms"],
-                )
-            )
+            rows.append(_row(base, o, "end", "gave_up", counterpart, kind, text, trigger))
     assert all(len(r) == width for r in rows)
     if since_ms is not None:
         rows = [r for r in rows if r[4] >= since_ms]
