@@ -785,7 +785,7 @@ class MemberCore:
         self._adopt_orphans(now, busy, out, keep)
         if self._group_paused(now, wall):
             return
-        busy = self._busy() | self._releasing()
+        busy = self._not_to_claim()
         wanted = sorted(k for k in keep if k not in busy)
         if self.options.entire_topic:
             # max_claims counts topics: it limits the partitions 0, not the rest of a topic
@@ -817,6 +817,10 @@ class MemberCore:
         return set(self._releases.pending) | {
             (p.topic, p.partition) for p in self._pending.values() if p.kind == "release"
         }
+
+    def _not_to_claim(self) -> set[Key]:
+        """What a claim pass leaves alone: held, being claimed, or being released."""
+        return self._busy() | self._releasing()
 
     def _busy(self) -> set[Key]:
         return set(self._held) | {
@@ -896,7 +900,7 @@ class MemberCore:
         limit = wanted if self.options.greedy or take_all else max(0, 1 - in_flight)
         if limit <= 0:
             return
-        busy = self._busy() | self._releasing()
+        busy = self._not_to_claim()
         keys = [(t, p) for t, n in self._topics for p in range(n) if (t, p) not in busy]
         for key in self._candidates(keys, now, wall)[:limit]:
             self._claim(now, wall, key, out)
@@ -910,7 +914,7 @@ class MemberCore:
                 self._give_up(now, held, "partition 0 of its topic is no longer ours", out)
         if self._group_paused(now, wall):
             return
-        busy = self._busy() | self._releasing()
+        busy = self._not_to_claim()
         wanted = self._wanted()
         if wanted > 0 and not any(
             p.kind == "claim" and p.partition == 0 for p in self._pending.values()
