@@ -11,6 +11,10 @@ choice). Faults: kill, freeze past 2·HB and thaw, restart under the same client
 instance sometimes lingers as a zombie), joins and graceful leaves, delayed / dropped /
 duplicated writes, writes that land but report failure, lost answers. After the faults stop
 the group settles and the invariants of :mod:`scenarios.sim_checks` are judged.
+
+Half the ALO seeds claim *tasks* (issue 14) instead of partitions: partition p of the task
+``t`` is one claim under which partition p of the source topics ``a`` and ``b`` is read, and
+its heartbeats and releases carry both positions.
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ __all__ = ["Result", "run_seed"]
 log = logging.getLogger(__name__)
 
 GROUP = "g"
+#: the claim unit's name: the topic, or (tasks) the task whose sources are TASK_SOURCES
 TOPIC = "t"
+TASK_SOURCES = ("a", "b")
 HB = 100  # ms
 #: after the faults stop, the group must be balanced within this many HB (a member killed
 #: late is rejoined up to 3·HB later, its lapsed partitions move 2·HB after that) ...
@@ -84,7 +90,7 @@ class _Instance:
 @attrs.frozen
 class Result:
     seed: int
-    mode: str
+    mode: str  # alo | amo, "+tasks" when the seed claims tasks
     violations: tuple[str, ...]
     sim_ms: int
     steps: int
@@ -96,7 +102,13 @@ class Sim:
     insertion order, so a seed replays exactly."""
 
     def __init__(
-        self, seed: int, *, fix: bool = True, trace: bool = False, rebalance: str | None = None
+        self,
+        seed: int,
+        *,
+        fix: bool = True,
+        trace: bool = False,
+        rebalance: str | None = None,
+        units: str | None = None,
     ) -> None:
         rng = self.rng = random.Random(seed)
         self.seed = seed
@@ -115,12 +127,23 @@ class Sim:
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self.log: list[list[tuple[int, bytes, bytes]]] = [[] for _ in range(self.ncoord)]
         self.oracle = [WorldState() for _ in range(self.ncoord)]
-        self.produced = {(TOPIC, p): 0 for p in range(self.partitions)}
+        #: what the members claim: partitions of TOPIC, or tasks (ALO only; drawn from a
+        #: generator of its own, so the partition seeds replay as before tasks existed)
+        if units is None:
+            units = "partitions"
+            if self.mode == "alo" and random.Random(f"tasks-{seed}").random() < 0.5:
+                units = "tasks"
+        if units == "tasks":
+            self.mode = "alo"
+        self.sources = TASK_SOURCES if units == "tasks" else (TOPIC,)
+        self.produced = {(s, p): 0 for s in self.sources for p in range(self.partitions)}
         self.instances: list[_Instance] = []
         self._clients = 0
         self._instances = 0
         margin = HB // 4
-        self.checks = Checks(self.mode, 2 * HB - margin)
+        self.checks = Checks(
+            self.mode, 2 * HB - margin, {s: TOPIC for s in self.sources if s != TOPIC}
+        )
         self.faults = rng.random() < 0.9
         self.p_drop = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.p_dup = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
@@ -169,7 +192,7 @@ class Sim:
             self.checks.complete(self.now, self.produced)
         return Result(
             self.seed,
-            self.mode,
+            self.mode + ("+tasks" if self.sources != (TOPIC,) else ""),
             tuple(self.checks.violations),
             self.now,
             self.steps,
@@ -197,6 +220,7 @@ class Sim:
             batch=core_options.pop("batch", self.rng.choice((1, 5, 20))),
             claim_every_ms=HB // 2,
             rebalance=core_options.pop("rebalance", self.rebalance),
+            tasks=((TOPIC, self.sources),) if self.sources != (TOPIC,) else (),
             **core_options,  # type: ignore[arg-type]
         )
         core = MemberCore(options, worlds, _reread_after_takeover=self.fix)
@@ -232,7 +256,7 @@ class Sim:
     def tick(self, inst: _Instance) -> None:
         def run() -> None:
             self.step(inst, Tick())
-            for _ in inst.core.held():  # user code polls: one partition's batch each time
+            for _ in inst.core.uncommitted():  # user code polls: one partition's batch each time
                 self.step(inst, Poll(self.rng.choice((1, 10, 100))))
             if inst.state != "dead" and not inst.core.closed:
                 self.at(self.now + self.rng.randint(HB // 10, HB // 4), lambda: self.tick(inst))
@@ -356,7 +380,8 @@ class Sim:
         if not self.in_faults():
             return
         p = self.rng.randrange(self.partitions)
-        self.produced[(TOPIC, p)] += self.rng.randint(1, 5)
+        source = self.sources[0] if len(self.sources) == 1 else self.rng.choice(self.sources)
+        self.produced[(source, p)] += self.rng.randint(1, 5)
         self.at(self.now + self.rng.randint(1, 20), self.produce)
 
     def fault(self) -> None:
@@ -479,7 +504,7 @@ def _short(msg: object) -> str:
     fields = [f"{msg.client_id}:{msg.instance_id}"]  # type: ignore[attr-defined]
     if hasattr(msg, "partition"):
         fields.append(f"{msg.topic}/{msg.partition}")  # type: ignore[attr-defined]
-    for attr in ("last_offset", "proposed_last_offset"):
+    for attr in ("last_offset", "proposed_last_offset", "positions"):
         if hasattr(msg, attr):
             fields.append(str(getattr(msg, attr)))
     return f"{name} {' '.join(fields)}"
@@ -494,9 +519,14 @@ def _verdict(v: object) -> str:
 
 
 def run_seed(
-    seed: int, *, fix: bool = True, trace: bool = False, rebalance: str | None = None
+    seed: int,
+    *,
+    fix: bool = True,
+    trace: bool = False,
+    rebalance: str | None = None,
+    units: str | None = None,
 ) -> Result:
-    return Sim(seed, fix=fix, trace=trace, rebalance=rebalance).run()
+    return Sim(seed, fix=fix, trace=trace, rebalance=rebalance, units=units).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -517,26 +547,33 @@ def main(argv: list[str] | None = None) -> int:
         choices=("balanced", "none"),
         help="every seed with this strategy (default: the seed chooses, 2 in 3 balanced)",
     )
+    parser.add_argument(
+        "--units",
+        choices=("partitions", "tasks"),
+        help="every seed claims these (tasks: ALO); default: half the ALO seeds claim tasks",
+    )
     args = parser.parse_args(argv)
     fix = not args.without_restart_fix
+    opts = {"rebalance": args.rebalance, "units": args.units}
     if args.seed is not None:
-        result = run_seed(args.seed, fix=fix, trace=args.trace, rebalance=args.rebalance)
+        result = run_seed(args.seed, fix=fix, trace=args.trace, **opts)
         if args.trace:
             print("\n".join(result.trace))
         _report(result)
         return 1 if result.violations else 0
     seeds = range(args.first, args.first + args.seeds)
     failed: list[Result] = []
-    sim_ms = 0
+    sim_ms = tasks = 0
     t0 = time.perf_counter()
     for seed in seeds:
-        result = run_seed(seed, fix=fix, rebalance=args.rebalance)
+        result = run_seed(seed, fix=fix, **opts)
         sim_ms += result.sim_ms
+        tasks += result.mode.endswith("+tasks")
         if result.violations:
             failed.append(result)
     real = time.perf_counter() - t0
     print(
-        f"seeds run: {len(seeds)}  violations: {len(failed)} seeds  "
+        f"seeds run: {len(seeds)} ({tasks} claiming tasks)  violations: {len(failed)} seeds  "
         f"{len(seeds) / real:.1f} seeds/s  simulated/real time: {sim_ms / 1000 / real:.0f}x  "
         f"({real:.1f} s)"
     )
@@ -544,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         _report(result)
     if failed:
         first = failed[0]
-        again = run_seed(first.seed, fix=fix, trace=True, rebalance=args.rebalance)
+        again = run_seed(first.seed, fix=fix, trace=True, **opts)
         print(f"\ntrace of seed {first.seed} (replayed):")
         print("\n".join(again.trace[-80:]))
     return 1 if failed else 0

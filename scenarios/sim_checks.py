@@ -28,6 +28,8 @@ _RENEWS = frozenset(
 class Checks:
     mode: str
     fence_after_ms: int
+    #: tasks: source topic -> the task it is read under (its records' claim is the task's)
+    task_of: dict[str, str] = attrs.field(factory=dict)
     violations: list[str] = attrs.field(factory=list)
     #: (topic, partition) -> offset -> hand-outs (instance, time)
     handed: dict[Key, dict[int, list[tuple[tuple[str, str], int]]]] = attrs.field(
@@ -54,9 +56,15 @@ class Checks:
         if verdict.effect in _RENEWS:
             self.accepted_at[(me, topic, part)].append(ts)
         state = world.partition_state(msg.group_id, topic, part)  # type: ignore[attr-defined]
-        if state is not None and state.has_position:
-            key = (topic, part)
-            pos = max(state.last_offset, state.claimed_through)
+        if state is None or not state.has_position:
+            return
+        if state.positions is not None:  # a task: each source's position
+            positions = [((s, part), o) for s, o in state.positions]
+        elif topic in self.task_of.values():
+            return  # a task's record without a vector: none of ours write one
+        else:
+            positions = [((topic, part), max(state.last_offset, state.claimed_through))]
+        for key, pos in positions:
             before = self.positions.get(key, -1)
             if verdict.effect is Effect.RELEASED and self.mode == "amo":
                 # rule 6: a release gives back reservations never handed out; it must never
@@ -74,7 +82,8 @@ class Checks:
             self.positions[key] = pos
 
     def handed_out(self, now: int, me: tuple[str, str], key: Key, offsets: list[int]) -> None:
-        times = self.accepted_at.get((me, key[0], key[1]), [])
+        claim = self.task_of.get(key[0], key[0])  # a task's source is handed out under it
+        times = self.accepted_at.get((me, claim, key[1]), [])
         last = max((t for t in times if t <= now), default=None)
         if last is None or now >= last + self.fence_after_ms:
             self.fail(

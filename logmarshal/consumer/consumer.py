@@ -30,7 +30,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from ..cluster import Message
@@ -89,6 +89,11 @@ class Consumer:
       partitions to be released). Or a callable, see ``logmarshal.core.assignment.Strategy``.
       Every member of a group should use the same strategy.
     - ``max_claims``: cap on partitions held (topics, with ``claim_entire_topic``).
+    - ``tasks``: ``{task name: source topics}`` (ALO only). Partition p of a task is one
+      claim (one coordination key, ``task name/p``) under which partition p of every source
+      is read; its heartbeats carry every source's position, and the target moves it as a
+      unit. Messages are those of the source partitions; ``claims()`` names the tasks. The
+      streams runner claims its co-partitioned sources this way.
     - ``greedy``: (``rebalance="none"``) a claim pass takes as many partitions as allowed,
       not one.
     - ``claim_entire_topic``: partition 0 stands for its topic; whoever wins it claims every
@@ -141,15 +146,21 @@ class Consumer:
         prefetch: int | None = None,
         verdict_timeout: float | None = None,
         rng: random.Random | None = None,
+        tasks: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         self._pattern: re.Pattern[str] | None = None
+        #: tasks: task name -> its source topics (sorted)
+        self._tasks = {
+            name: tuple(sorted(set([sources] if isinstance(sources, str) else sources)))
+            for name, sources in (tasks or {}).items()
+        }
         if isinstance(topics, re.Pattern):
             self._pattern = topics
             self._topics: tuple[str, ...] = ()
         else:
             self._topics = (topics,) if isinstance(topics, str) else tuple(dict.fromkeys(topics))
-            if not self._topics:
-                raise ValueError("a consumer needs at least one topic (or a pattern)")
+            if not self._topics and not self._tasks:
+                raise ValueError("a consumer needs at least one topic (or a pattern, or tasks)")
         if mode not in ("alo", "amo"):
             raise ValueError(f'mode must be "alo" or "amo", got {mode!r}')
         if batch_size < 1:
@@ -211,6 +222,7 @@ class Consumer:
                 prefetch=max(2 * batch_size, 500) if prefetch is None else max(1, prefetch),
                 rebalance=rebalance,
                 weight=weight,
+                tasks=tuple(sorted(self._tasks.items())),
             ),
             marshaler.worlds(),
             offset_of=_OFFSET,
@@ -232,7 +244,9 @@ class Consumer:
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
         self._writer = CoordinationWriter(marshaler, self._feed, name)
-        marshaler._register(self, self._topics)
+        marshaler._register(
+            self, (*self._topics, *(t for srcs in self._tasks.values() for t in srcs))
+        )
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
         marshaler.add_listener(self._replayed)
@@ -292,8 +306,8 @@ class Consumer:
         """Per held partition: messages in the log after the position heartbeats carry
         (Kafka's consumer-group lag: log end minus the committed next offset)."""
         with self._lock:
-            positions = {
-                key: self._core.position(*key) for key in self._core.held()
+            positions = {  # per partition read (a task: each of its sources)
+                key: self._core.position(*key) for key in self._core.uncommitted()
             }
         out = {}
         for (topic, partition), position in sorted(positions.items()):
@@ -578,13 +592,18 @@ class Consumer:
             log.exception("%s: the driver thread stopped", self._name())
 
     def _subscription(self) -> tuple[tuple[str, int], ...]:
-        out = []
-        for topic in self._topics:
+        """(topic, partitions) of what we claim; a task has as many as its sources (the
+        fewest, if they differ: partition p is a task only if every source has one)."""
+        counts = {}
+        for topic in (*self._topics, *(t for srcs in self._tasks.values() for t in srcs)):
             try:
-                out.append((topic, self._cluster.partitions(topic)))
+                counts[topic] = self._cluster.partitions(topic)
             except UnknownTopic:
                 log.debug("%s: topic %s does not exist (yet)", self._name(), topic)
-                out.append((topic, 0))
+                counts[topic] = 0
+        out = [(topic, counts[topic]) for topic in self._topics]
+        for name, sources in sorted(self._tasks.items()):
+            out.append((name, min(counts[t] for t in sources)))
         return tuple(out)
 
     def _refresh_topics(self) -> None:
@@ -664,11 +683,12 @@ class Consumer:
 
     def _revoked(self, action: Revoke) -> None:
         key = (action.topic, action.partition)
-        fetcher = self._fetchers.pop(key, None)
-        if fetcher is not None:
-            fetcher.stop()
-            self._old_fetchers = [f for f in self._old_fetchers if f.thread.is_alive()]
-            self._old_fetchers.append(fetcher)
+        for read in action.sources or (key,):
+            fetcher = self._fetchers.pop(read, None)
+            if fetcher is not None:
+                fetcher.stop()
+                self._old_fetchers = [f for f in self._old_fetchers if f.thread.is_alive()]
+                self._old_fetchers.append(fetcher)
         if self._core.closing and not action.lost:
             why = "released"
         elif action.lost:

@@ -95,6 +95,8 @@ class Revoke:
     partition: int
     lost: bool
     why: str
+    #: a task's claim: the source partitions it read (their fetches stop too)
+    sources: tuple[tuple[str, int], ...] = ()
 
 
 @attrs.frozen

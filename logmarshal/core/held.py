@@ -58,6 +58,16 @@ class Held:
     #: may hand out until its lease ends, so a release waits until then (else the next
     #: holder and the zombie would overlap)
     release_after: int = 0
+    #: a task's claim (issue 14): the partitions read under it, one Held each for fetching
+    #: and commits (their claim fields are unused); empty for a partition's claim
+    sources: tuple[Held, ...] = attrs.field(default=(), repr=False, eq=False)
+    #: on a task's source: the task's claim
+    task: Held | None = attrs.field(default=None, repr=False, eq=False)
+
+    @property
+    def reads(self) -> tuple[Held, ...]:
+        """What is fetched and handed out under this claim: itself, or a task's sources."""
+        return self.sources or (self,)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -65,5 +75,8 @@ class Held:
 
     @property
     def unpositioned(self) -> bool:
-        """We hold it but know no position to write (start unknown, or none under "error")."""
+        """We hold it but know no position to write (start unknown, or none under "error");
+        a task: one of its sources."""
+        if self.sources:
+            return any(s.unpositioned for s in self.sources)
         return self.next_fetch is None or (self.no_start is not None and self.no_start[0] < 0)

@@ -25,9 +25,11 @@ from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    HeartbeatingTask,
     LeavingGroup,
     Reason,
     ReleasingPartition,
+    ReleasingTask,
     Verdict,
     WorldState,
     coordination_partition,
@@ -58,8 +60,8 @@ from .events import (
 from .held import Held
 from .lease import Lease
 from .options import CoreOptions
-from .recovery import resume_after_takeover, takeover_candidates
-from .release import Releases
+from .recovery import resume_after_takeover, resume_task_after_takeover, takeover_candidates
+from .release import Position, Releases
 
 __all__ = ["MemberCore"]
 
@@ -82,6 +84,8 @@ class _Pending:
     value: int = -1  # the offset the record carries (position or reservation)
     offset: int | None = None  # where it landed, once known
     how: str = "claimed"  # claim: claimed or failover
+    #: a task's takeover: the positions it carries (topic, last_offset)
+    positions: tuple[tuple[str, int], ...] = ()
 
 
 class MemberCore:
@@ -108,6 +112,10 @@ class MemberCore:
         self._reread = _reread_after_takeover
         self._topics: tuple[tuple[str, int], ...] = options.topics
         self._held: dict[Key, Held] = {}
+        #: tasks (issue 14): task topic -> its source topics; a held task's source
+        #: partitions by key (what fetches, hand-outs and commits name)
+        self._tasks: dict[str, tuple[str, ...]] = dict(options.tasks)
+        self._sources: dict[Key, Held] = {}
         self._pending: dict[int, _Pending] = {}
         self._caught_up: set[int] = set()
         self._recovered = not options.fast_reclaim
@@ -166,25 +174,28 @@ class MemberCore:
         return sorted(self._paused)
 
     def position(self, topic: str, partition: int) -> int | None:
-        """The ``last_offset`` our next heartbeat would carry; None if not held."""
-        held = self._held.get((topic, partition))
-        return None if held is None else self._delivery.position(held)
+        """The ``last_offset`` our next heartbeat would carry (a task's source: its own part
+        of it; a task: the sum its vector stands for); None if not held."""
+        held = self._read(topic, partition)
+        return None if held is None else self._position(held)
 
     def handed_through(self, topic: str, partition: int) -> int | None:
-        held = self._held.get((topic, partition))
+        held = self._read(topic, partition)
         return None if held is None else held.handed_through
 
     def uncommitted(self) -> dict[Key, int]:
         return {
-            key: (h.tracker.outstanding if h.tracker is not None else 0)
-            for key, h in sorted(self._held.items())
+            s.key: (s.tracker.outstanding if s.tracker is not None else 0)
+            for _, h in sorted(self._held.items())
+            for s in h.reads
         }
 
     def has_ready(self) -> bool:
         """Could a Poll hand something out (or report a missing start) right now?"""
         return any(
-            (h.buffer or h.no_start is not None) and key not in self._paused
-            for key, h in self._held.items()
+            (s.buffer or s.no_start is not None) and s.key not in self._paused
+            for h in self._held.values()
+            for s in h.reads
         )
 
     def reserved_waiting(self) -> bool:
@@ -196,38 +207,41 @@ class MemberCore:
         )
 
     def may_hand_out(self, topic: str, partition: int, now: int) -> bool:
-        """Self-fencing: the replay says we hold it and our lease cannot have lapsed."""
-        held = self._held.get((topic, partition))
+        """Self-fencing: the replay says we hold it (a task's source: its task) and our
+        lease cannot have lapsed."""
+        held = self._claim_of(topic, partition)
         if held is None or self._fenced or self._closing:
             return False
         if not held.lease.may_hand_out(now):
             return False
-        return self._worlds[held.cp].holder(self.options.group_id, topic, partition) == self.me
+        group = self.options.group_id
+        return self._worlds[held.cp].holder(group, held.topic, held.partition) == self.me
 
     def epoch(self, topic: str, partition: int) -> int | None:
         """Our claim's fencing epoch: an offset of its coordination partition between where
         the claim (or restart takeover) landed and where the replay showed us holding it.
         Every later holder's epoch is higher, so state written under it can be fenced (the
-        streams layer tags its changelog commits with it). None if not held."""
-        held = self._held.get((topic, partition))
+        streams layer tags its changelog commits with it). A task's source answers for its
+        task. None if not held."""
+        held = self._claim_of(topic, partition)
         return None if held is None else held.epoch
 
     def lease_expiry(self, topic: str, partition: int) -> int | None:
-        held = self._held.get((topic, partition))
+        held = self._claim_of(topic, partition)
         return None if held is None else held.lease.expires_at()
 
     # -- synchronous commands from user code -------------------------------------------------
 
     def commit(self, topic: str, partition: int, offsets: Iterable[int]) -> int:
         """ALO: these offsets are handled; returns how many were outstanding."""
-        held = self._held.get((topic, partition))
+        held = self._read(topic, partition)
         if held is None or held.tracker is None:
             return 0
         return held.tracker.commit_many(offsets)
 
     def commit_one(self, topic: str, partition: int, offset: int) -> bool:
         """:meth:`commit` of one offset (the per-message hot path)."""
-        held = self._held.get((topic, partition))
+        held = self._read(topic, partition)
         return held is not None and held.tracker is not None and held.tracker.commit(offset)
 
     def pause(self, keys: Iterable[Key]) -> None:
@@ -237,10 +251,14 @@ class MemberCore:
         self._paused.difference_update(keys)
 
     def seek(self, now: int, topic: str, partition: int, offset: int) -> None:
-        """Move a held partition to ``offset`` (and clear a missing start)."""
-        held = self._held.get((topic, partition))
+        """Move a held partition (or a held task's source) to ``offset`` (and clear a
+        missing start)."""
+        held = self._read(topic, partition)
         if held is None:
             raise ValueError(f"{topic}/{partition} is not held by this consumer")
+        if held.sources:
+            raise ValueError(f"{topic}/{partition} is a task: seek one of its source partitions")
+        claim = held.task or held
         if offset < 0:
             raise ValueError(f"cannot seek to a negative offset, got {offset}")
         if self.options.mode == "amo" and offset <= held.claimed_through:
@@ -248,16 +266,16 @@ class MemberCore:
                 f"AMO cannot seek {topic}/{partition} to {offset}: offsets up to "
                 f"{held.claimed_through} are already reserved"
             )
-        had_position = not held.unpositioned
+        had_position = not claim.unpositioned
         held.no_start = None
         self._move(held, offset)
         if not had_position:  # the log learns the position with the next heartbeat
-            held.next_heartbeat = now
+            claim.next_heartbeat = now
 
     def give_up(self, now: int, topic: str, partition: int, why: str) -> list[Action]:
         """Release a held partition while running (left to others for the cooldown)."""
         out: list[Action] = []
-        held = self._held.get((topic, partition))
+        held = self._claim_of(topic, partition)
         if held is not None and not self._closing and not self._fenced:
             self._give_up(now, held, why, out)
             self._write_releases(now, out)
@@ -265,8 +283,34 @@ class MemberCore:
 
     def buffered(self, topic: str, partition: int) -> int:
         """Records fetched and not handed out yet."""
-        held = self._held.get((topic, partition))
-        return 0 if held is None else len(held.buffer)
+        held = self._read(topic, partition)
+        return 0 if held is None else sum(len(s.buffer) for s in held.reads)
+
+    def _read(self, topic: str, partition: int) -> Held | None:
+        """What reads (topic, partition): a held partition, a held task's source partition
+        (or, named by its own key, a held task)."""
+        key = (topic, partition)
+        held = self._sources.get(key)
+        return held if held is not None else self._held.get(key)
+
+    def _claim_of(self, topic: str, partition: int) -> Held | None:
+        """The claim (topic, partition) is read under: its own, or its task's."""
+        held = self._read(topic, partition)
+        if held is None or held.task is None:
+            return held
+        return held.task
+
+    def _position(self, held: Held) -> int:
+        """Our heartbeat's ``last_offset``; a task's: the sum its vector stands for (the
+        input records consumed, minus one; PROTOCOL.md "Tasks")."""
+        if held.sources:
+            return sum(self._delivery.position(s) + 1 for s in held.sources) - 1
+        return self._delivery.position(held)
+
+    def _vector(self, held: Held, release: bool = False) -> tuple[tuple[str, int], ...]:
+        """A task's positions, per source topic (sorted: the options keep sources so)."""
+        at = self._delivery.release_position if release else self._delivery.position
+        return tuple((s.topic, at(s)) for s in held.sources)
 
     # -- the step ----------------------------------------------------------------------------
 
@@ -362,14 +406,25 @@ class MemberCore:
             return
         if p.kind == "takeover":
             if v.accepted and held is None and not self._closing and not self._fenced:
-                resume = resume_after_takeover(
-                    self._worlds[p.cp],
-                    self.options.group_id,
-                    p.topic,
-                    p.partition,
-                    p.value + 1,
-                    reread=self._reread,
-                )
+                resume: int | dict[str, int]
+                if p.topic in self._tasks:
+                    resume = resume_task_after_takeover(
+                        self._worlds[p.cp],
+                        self.options.group_id,
+                        p.topic,
+                        p.partition,
+                        {t: o + 1 for t, o in p.positions},
+                        reread=self._reread,
+                    )
+                else:
+                    resume = resume_after_takeover(
+                        self._worlds[p.cp],
+                        self.options.group_id,
+                        p.topic,
+                        p.partition,
+                        p.value + 1,
+                        reread=self._reread,
+                    )
                 self._adopt(p.topic, p.partition, p.sent, resume, "took_back", out, p.offset)
                 # the instance we took it from may not know yet: its lease runs at most
                 # fence_after from a message it sent before our takeover landed
@@ -433,7 +488,7 @@ class MemberCore:
     # -- fetch answers -----------------------------------------------------------------------
 
     def _on_fetched(self, event: Fetched) -> None:
-        held = self._held.get((event.topic, event.partition))
+        held = self._read(event.topic, event.partition)
         if held is None or held.fetch_token != event.token:
             return  # dropped or moved while it was fetched
         held.fetch_token = None
@@ -451,7 +506,7 @@ class MemberCore:
 
     def _on_out_of_range(self, now: int, event: OutOfRange, out: list[Action]) -> None:
         """Apply the reset policy to a position outside the log (never abandon the claim)."""
-        held = self._held.get((event.topic, event.partition))
+        held = self._read(event.topic, event.partition)
         if held is None or held.fetch_token != event.token or held.next_fetch is None:
             return
         held.fetch_token = None
@@ -490,7 +545,7 @@ class MemberCore:
         """The log's span for a new claim: start at the group's position if it is inside the
         log, else where the reset policy says (as Kafka applies ``auto.offset.reset`` to a
         group without a committed offset and to one whose offset is out of range)."""
-        held = self._held.get((event.topic, event.partition))
+        held = self._read(event.topic, event.partition)
         if held is None or held.lookup_token != event.token:
             return
         held.lookup_token = None
@@ -512,9 +567,11 @@ class MemberCore:
         held.claimed_through = held.confirmed_through = start - 1
         self._delivery.start(held, start - 1)
         held.next_fetch = start
-        held.next_heartbeat = now  # the log learns where this claim really starts
-        if held.unpositioned:  # no position under "error": nothing to heartbeat until seek()
-            self._announce(held, out)
+        claim = held.task or held
+        claim.next_heartbeat = now  # the log learns where this claim really starts
+        if claim.unpositioned and all(s.lookup_token is None for s in claim.reads):
+            # no position under "error": nothing to heartbeat until seek()
+            self._announce(claim, out)
 
     def _move(self, held: Held, offset: int) -> None:
         """Jump a held partition to ``offset``; nothing before it will be handed out."""
@@ -531,7 +588,7 @@ class MemberCore:
         topic: str,
         partition: int,
         sent: int,
-        resume: int | None,
+        resume: int | dict[str, int] | None,
         how: str,
         out: list[Action],
         epoch: int | None = None,
@@ -539,11 +596,19 @@ class MemberCore:
         """We hold it in the log: start at the group's position (read now, after our claim's
         verdict), heartbeat it at once and fetch. ``epoch``: where our claim landed in its
         coordination partition (default: how far the replay is, which lies between that
-        and any later holder's claim)."""
-        if resume is None:
+        and any later holder's claim). A task starts each source at its position in the
+        task's vector (``resume``: a takeover's)."""
+        sources = self._tasks.get(topic)
+        if sources is not None:
+            vector = resume if isinstance(resume, dict) else self._world(
+                topic, partition
+            ).resume_positions(self.options.group_id, topic, partition)
+            resume = None
+        elif resume is None:
             resume = self._world(topic, partition).resume_offset(
                 self.options.group_id, topic, partition
             )
+        assert not isinstance(resume, dict)
         held = Held(
             topic=topic,
             partition=partition,
@@ -559,33 +624,59 @@ class MemberCore:
             if epoch is None
             else epoch,
         )
-        # where to start depends on the log's span (no position, or one outside the log):
-        # the first heartbeat waits for it, so it carries where this claim really starts
-        self._token += 1
-        held.lookup_token = self._token
-        out.append(LookUp(self._token, topic, partition))
         held.how = how
         self._held[held.key] = held
-        log.debug("%s adopted %s/%d at %s (%s)", self.me, topic, partition, resume, how)
+        if sources is not None:
+            held.sources = tuple(
+                Held(
+                    topic=source,
+                    partition=partition,
+                    cp=held.cp,
+                    lease=held.lease,
+                    next_fetch=None,
+                    handed_through=-1,
+                    claimed_through=-1,
+                    confirmed_through=-1,
+                    group_start=(vector or {}).get(source),
+                    task=held,
+                )
+                for source in sources
+            )
+        for read in held.reads:
+            # where to start depends on the log's span (no position, or one outside the
+            # log): the first heartbeat waits for it, so it carries where it really starts
+            self._token += 1
+            read.lookup_token = self._token
+            out.append(LookUp(self._token, read.topic, read.partition))
+            if read is not held:
+                self._sources[read.key] = read
+        log.debug("%s adopted %s/%d at %s (%s)", self.me, topic, partition,
+                  resume if sources is None else vector, how)
 
     def _announce(self, held: Held, out: list[Action]) -> None:
         if not held.announced:
             held.announced = True
             out.append(Assigned(held.topic, held.partition, held.how, held.next_fetch))
 
-    def _lose(self, held: Held, why: str, out: list[Action]) -> None:
+    def _drop(self, held: Held, lost: bool, why: str, out: list[Action]) -> None:
+        """No longer ours: forget it (and a task's sources), tell the edge to stop."""
         del self._held[held.key]
+        for source in held.sources:
+            self._sources.pop(source.key, None)
+        keys = tuple(s.key for s in held.sources)
+        out.append(Revoke(held.topic, held.partition, lost=lost, why=why, sources=keys))
+
+    def _lose(self, held: Held, why: str, out: list[Action]) -> None:
+        self._drop(held, True, why, out)
         self._draining.pop(held.key, None)
-        out.append(Revoke(held.topic, held.partition, lost=True, why=why))
 
     def _give_up(
         self, now: int, held: Held, why: str, out: list[Action], *, cooldown: bool = True
     ) -> None:
         """Release one partition while running; leave it to others for the cooldown."""
-        del self._held[held.key]
+        self._drop(held, False, why, out)
         if cooldown:
             self._cooldown[held.key] = now + self.options.reclaim_cooldown_ms
-        out.append(Revoke(held.topic, held.partition, lost=False, why=why))
         log.info("%s releases %s/%d: %s", self.me, held.topic, held.partition, why)
         self._queue_release(held)
 
@@ -594,9 +685,12 @@ class MemberCore:
             # a release would record a position the group does not have: let it lapse
             log.info("%s: %s/%d has no position; not releasing it", self.me, *held.key)
             return
-        self._releases.add(
-            held.key, self._delivery.release_position(held), held.cp, held.release_after
+        position: Position = (
+            self._vector(held, release=True)
+            if held.sources
+            else self._delivery.release_position(held)
         )
+        self._releases.add(held.key, position, held.cp, held.release_after)
 
     def _become_fenced(self, out: list[Action]) -> None:
         if self._fenced:
@@ -612,8 +706,7 @@ class MemberCore:
             return
         self._closing = True
         for held in list(self._held.values()):
-            del self._held[held.key]
-            out.append(Revoke(held.topic, held.partition, lost=False, why="closing"))
+            self._drop(held, False, "closing", out)
             if release and not self._fenced:
                 self._queue_release(held)
         if release and not self._fenced:
@@ -640,9 +733,18 @@ class MemberCore:
                 continue
             if c.topic not in subscribed:
                 continue
-            r = self._worlds[cp].resume_offset(self.options.group_id, *key)
-            if r is not None:
-                self._releases.add(key, r - 1, cp)
+            position = self._group_position(self._worlds[cp], key)
+            if position is not None:
+                self._releases.add(key, position, cp)
+
+    def _group_position(self, world: WorldState, key: Key) -> Position | None:
+        """What a record carrying the group's position for ``key`` carries: ``last_offset``,
+        or a task's vector; None without a position."""
+        if key[0] in self._tasks:
+            vector = world.resume_positions(self.options.group_id, *key)
+            return None if vector is None else tuple((t, o - 1) for t, o in sorted(vector.items()))
+        r = world.resume_offset(self.options.group_id, *key)
+        return None if r is None else r - 1
 
     # -- what to do now ----------------------------------------------------------------------
 
@@ -801,9 +903,12 @@ class MemberCore:
         """The target gives ``held`` to another member: release it at its exact position.
         ALO first stops handing it out and waits (up to ``drain_ms``) for the commits of
         what it handed out, so the next holder repeats nothing."""
-        if held.unpositioned and held.no_start is None:
+        reads = held.reads
+        if any(s.unpositioned and s.no_start is None for s in reads):
             return  # its start is being looked up: release it once the log has a position
-        if self.options.mode == "alo" and held.tracker is not None and held.tracker.outstanding:
+        if self.options.mode == "alo" and any(
+            s.tracker is not None and s.tracker.outstanding for s in reads
+        ):
             since = self._draining.setdefault(held.key, now)
             if now - since < self.options.drain_ms:
                 return
@@ -836,10 +941,16 @@ class MemberCore:
             if entry[2] and self._worlds[entry[1]].holder(group, *key) != self.me:
                 self._releases.answered(key)  # an earlier attempt landed (or it is not ours)
         for key, position, cp in self._releases.due(in_flight, now):
-            msg = ReleasingPartition(
-                **self._ids(), topic=key[0], partition=key[1], last_offset=position
-            )
-            self._write(out, _Pending("release", key[0], key[1], cp, now, position), msg)
+            msg: ReleasingPartition | ReleasingTask
+            if isinstance(position, tuple):
+                msg = ReleasingTask(**self._ids(), topic=key[0], partition=key[1], positions=position)
+                value = sum(o + 1 for _, o in position) - 1
+            else:
+                msg = ReleasingPartition(
+                    **self._ids(), topic=key[0], partition=key[1], last_offset=position
+                )
+                value = position
+            self._write(out, _Pending("release", key[0], key[1], cp, now, value), msg)
 
     def _wanted(self) -> int:
         """How many more partitions (topics, with entire_topic) we may bid for."""
@@ -975,17 +1086,29 @@ class MemberCore:
                 key = (c.topic, c.partition)
                 if c.topic not in subscribed or key in busy or self._wanted() <= 0:
                     continue
-                r = world.resume_offset(o.group_id, c.topic, c.partition)
-                if r is None:
+                position = self._group_position(world, key)
+                if position is None:
                     continue  # no position to carry: the claim lapses, then anyone claims it
-                msg = Heartbeat(
-                    **self._ids(),
-                    topic=c.topic,
-                    partition=c.partition,
-                    last_offset=r - 1,
-                    heartbeat_interval_ms=o.heartbeat_ms,
-                )
-                p = _Pending("takeover", c.topic, c.partition, world_index, now, r - 1)
+                msg: Heartbeat | HeartbeatingTask
+                if isinstance(position, tuple):
+                    msg = HeartbeatingTask(
+                        **self._ids(),
+                        topic=c.topic,
+                        partition=c.partition,
+                        positions=position,
+                        heartbeat_interval_ms=o.heartbeat_ms,
+                    )
+                    p = _Pending("takeover", c.topic, c.partition, world_index, now,
+                                 sum(x + 1 for _, x in position) - 1, positions=position)
+                else:
+                    msg = Heartbeat(
+                        **self._ids(),
+                        topic=c.topic,
+                        partition=c.partition,
+                        last_offset=position,
+                        heartbeat_interval_ms=o.heartbeat_ms,
+                    )
+                    p = _Pending("takeover", c.topic, c.partition, world_index, now, position)
                 self._write(out, p, msg)
                 busy.add(key)
 
@@ -1008,9 +1131,9 @@ class MemberCore:
                 if self._wanted() <= 0 or (keep is not None and key not in keep):
                     # the pass went on claiming while this verdict was unknown: give it back
                     # at the group's position (none: it lapses, and "no position" stays so)
-                    r = world.resume_offset(self.options.group_id, *key)
-                    if r is not None and key not in self._releases.pending:
-                        self._releases.add(key, r - 1, self._cp(*key))
+                    position = self._group_position(world, key)
+                    if position is not None and key not in self._releases.pending:
+                        self._releases.add(key, position, self._cp(*key))
                     continue
                 # we do not know when we sent what the log accepted: start with a lapsed
                 # lease, so nothing is handed out before our next heartbeat is accepted
@@ -1056,17 +1179,22 @@ class MemberCore:
 
     def _act_held(self, now: int, held: Held, out: list[Action]) -> None:
         o = self.options
-        if (
-            held.fetch_token is None
-            and held.next_fetch is not None
-            and held.no_start is None
-            and len(held.buffer) < o.prefetch_records
-        ):
-            self._token += 1
-            held.fetch_token = self._token
-            out.append(Fetch(self._token, held.topic, held.partition, held.next_fetch))
+        for read in held.reads:
+            if (
+                read.fetch_token is None
+                and read.next_fetch is not None
+                and read.no_start is None
+                and len(read.buffer) < o.prefetch_records
+            ):
+                self._token += 1
+                read.fetch_token = self._token
+                out.append(Fetch(self._token, read.topic, read.partition, read.next_fetch))
         if held.unpositioned:
             return  # nothing carrying a position may be written yet
+        if held.sources:  # a task (ALO): no reservations
+            if held.heartbeat_token is None and now >= held.next_heartbeat:
+                self._heartbeat(now, held, self._position(held), out)
+            return
         last = self._delivery.to_reserve(held, o.batch, self._offset_of)
         if last is not None and self.may_hand_out(held.topic, held.partition, now):
             msg = ClaimingMessages(
@@ -1088,13 +1216,23 @@ class MemberCore:
             self._heartbeat(now, held, self._delivery.position(held), out)
 
     def _heartbeat(self, now: int, held: Held, position: int, out: list[Action]) -> None:
-        msg = Heartbeat(
-            **self._ids(),
-            topic=held.topic,
-            partition=held.partition,
-            last_offset=position,
-            heartbeat_interval_ms=self.options.heartbeat_ms,
-        )
+        msg: Heartbeat | HeartbeatingTask
+        if held.sources:
+            msg = HeartbeatingTask(
+                **self._ids(),
+                topic=held.topic,
+                partition=held.partition,
+                positions=self._vector(held),
+                heartbeat_interval_ms=self.options.heartbeat_ms,
+            )
+        else:
+            msg = Heartbeat(
+                **self._ids(),
+                topic=held.topic,
+                partition=held.partition,
+                last_offset=position,
+                heartbeat_interval_ms=self.options.heartbeat_ms,
+            )
         held.heartbeat_token = self._write(
             out, _Pending("heartbeat", held.topic, held.partition, held.cp, now, position), msg
         )
@@ -1108,13 +1246,15 @@ class MemberCore:
         if self._closing or self._fenced:
             return None
         paused = self._paused
+        draining = self._draining
         ready = [
-            h
+            read
             for h in self._held.values()  # in the order we took them: deterministic
-            if (h.buffer or h.no_start is not None)
-            and h.announced  # the log has our position: nothing before our first heartbeat
-            and (not paused or h.key not in paused)
-            and (not self._draining or h.key not in self._draining)
+            if h.announced  # the log has our position: nothing before our first heartbeat
+            and (not draining or h.key not in draining)
+            for read in h.reads
+            if (read.buffer or read.no_start is not None)
+            and (not paused or read.key not in paused)
         ]
         if not ready:
             return None
@@ -1124,12 +1264,13 @@ class MemberCore:
             if held.no_start is not None:
                 out.append(NoStart(held.topic, held.partition, *held.no_start))
                 return None
-            if not self.may_hand_out(held.topic, held.partition, now):
+            claim = held.task or held
+            if not self.may_hand_out(claim.topic, claim.partition, now):
                 continue
             records = self._delivery.take(held, limit, self._offset_of)
             if records:
                 out.append(HandOut(held.topic, held.partition, records))
-                return held
+                return claim
             if (
                 self.options.mode == "amo"
                 and held.buffer

@@ -9,6 +9,9 @@ import attrs
 
 from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_WEIGHT, valid_id, valid_topic
 
+#: sources of one task: a HeartbeatingTask carries at most this many positions
+MAX_TASK_SOURCES = 64
+
 __all__ = ["CoreOptions"]
 
 
@@ -35,6 +38,34 @@ def _topics(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         )
         if not ok:
             raise ValueError(f"{attribute.name}: bad entry {item!r}")
+
+
+def _tasks(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple):
+        raise ValueError(f"{attribute.name} must be a tuple of (task topic, source topics)")
+    seen: set[str] = set()
+    for item in value:
+        ok = (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and valid_topic(item[0])
+            and isinstance(item[1], tuple)
+            and 1 <= len(item[1]) <= MAX_TASK_SOURCES
+            and all(valid_topic(t) for t in item[1])
+            and list(item[1]) == sorted(set(item[1]))
+        )
+        if not ok:
+            raise ValueError(
+                f"{attribute.name}: bad entry {item!r} (a task topic and its source topics, "
+                f"sorted, unique, 1..{MAX_TASK_SOURCES})"
+            )
+        names = {item[0], *item[1]}
+        if names & seen or item[0] in item[1]:
+            raise ValueError(
+                f"{attribute.name}: {sorted(names & seen) or item[0]} named twice (a topic is "
+                "read by one task, and a task's name is not a source)"
+            )
+        seen |= names
 
 
 def _strategy(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -100,6 +131,12 @@ class CoreOptions:
     rebalance: str | Callable[..., Any] = attrs.field(default="balanced", validator=_strategy)
     #: this member's relative share under "balanced"
     weight: int = attrs.field(default=1, validator=_weight)
+    #: tasks (issue 14): ``(task topic, source topics)``. Partition p of a task topic is one
+    #: claim (HeartbeatingTask carries every source's position) under which partition p of
+    #: each source topic is fetched and handed out. The task topic is a name in
+    #: ``__marshal`` only; it is subscribed like a topic in ``topics`` (with the sources'
+    #: partition count), so claiming and the target treat a task as a partition.
+    tasks: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), validator=_tasks)
 
     def __attrs_post_init__(self) -> None:
         margin = self.margin_ms
@@ -113,6 +150,18 @@ class CoreOptions:
             raise ValueError("cooldown_ms must be >= 0 (or None)")
         if self.prefetch is not None and self.prefetch < 1:
             raise ValueError("prefetch must be >= 1 (or None)")
+        if self.tasks:
+            if self.mode != "alo":
+                raise ValueError("tasks are consumed at least once (mode alo), not at most once")
+            if self.entire_topic:
+                raise ValueError("tasks cannot be claimed with entire_topic")
+            plain = {t for t, _ in self.topics} - {t for t, _ in self.tasks}
+            sources = {s for _, srcs in self.tasks for s in srcs}
+            if plain & sources:
+                raise ValueError(
+                    f"{sorted(plain & sources)} is both subscribed and a task's source: "
+                    "a topic is read either as partitions or under tasks"
+                )
         if self.release_if_behind is not None and self.rebalance != "none":
             raise ValueError(
                 'release_if_behind needs rebalance="none": under a target, the partition it '

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rationalizer import FRESH, Claim, WorldState
 
-__all__ = ["resume_after_takeover", "takeover_candidates"]
+__all__ = ["resume_after_takeover", "resume_task_after_takeover", "takeover_candidates"]
 
 
 def takeover_candidates(
@@ -40,3 +40,19 @@ def resume_after_takeover(
         return read_before
     now = world.resume_offset(group, topic, partition)
     return read_before if now is None else max(now, read_before)
+
+
+def resume_task_after_takeover(
+    world: WorldState,
+    group: str,
+    topic: str,
+    partition: int,
+    read_before: dict[str, int],
+    *,
+    reread: bool,
+) -> dict[str, int]:
+    """:func:`resume_after_takeover` of a task: per source, the later of the two readings."""
+    if not reread:
+        return dict(read_before)
+    now = world.resume_positions(group, topic, partition) or {}
+    return {t: max(read_before.get(t, o), o) for t, o in {**read_before, **now}.items()}

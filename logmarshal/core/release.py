@@ -1,6 +1,7 @@
 """The release protocol of a graceful close, bounded.
 
-Each held partition gets a ReleasingPartition with its exact position. A rejection is an
+Each held partition gets a ReleasingPartition with its exact position (a task: a
+ReleasingTask with its sources' positions). A rejection is an
 answer (we no longer held it: nothing to release); only an unknown outcome is retried, at
 most ``attempts`` times. A fenced instance writes nothing (issue 10: a fenced close rewrote
 ReleasingPartition thousands of times a second).
@@ -10,16 +11,19 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["Releases"]
+__all__ = ["Position", "Releases"]
+
+#: what a release carries: ``last_offset``, or a task's (source topic, last_offset) vector
+Position = int | tuple[tuple[str, int], ...]
 
 
 @attrs.define
 class Releases:
     attempts: int
     #: (topic, partition) -> [position, cp, attempts made, not before]
-    pending: dict[tuple[str, int], list[int]] = attrs.field(factory=dict)
+    pending: dict[tuple[str, int], list] = attrs.field(factory=dict)
 
-    def add(self, key: tuple[str, int], position: int, cp: int, not_before: int = 0) -> None:
+    def add(self, key: tuple[str, int], position: Position, cp: int, not_before: int = 0) -> None:
         self.pending[key] = [position, cp, 0, not_before]
 
     def unknown(self, key: tuple[str, int], retry_at: int) -> None:
@@ -31,7 +35,7 @@ class Releases:
 
     def due(
         self, in_flight: set[tuple[str, int]], now: int
-    ) -> list[tuple[tuple[str, int], int, int]]:
+    ) -> list[tuple[tuple[str, int], Position, int]]:
         """Releases to (re)write now: ``(key, position, cp)``; counts the attempt."""
         out = []
         for key, entry in list(self.pending.items()):

@@ -1,8 +1,11 @@
-"""The runner: a topology's tasks on partitions claimed through Marshal.
+"""The runner: a topology's tasks, each one claim through Marshal.
 
-One :class:`~logmarshal.Consumer` over every source topic claims partitions; a task is
-created (and its stores restored from their changelogs, and the claim moved to where the
-restored state ends) when partition p of its sub-topology's source topic is assigned, and
+Task p of sub-topology i is partition p of every source topic of that sub-topology, claimed
+as one unit under the coordination key ``<application_id>.task.<i>/p`` (PROTOCOL.md,
+"Tasks"): one :class:`~logmarshal.Consumer` claims tasks (``tasks=``), reads their source
+partitions under the claim, and heartbeats every source's position in one record; the group's
+target moves a task like a partition. A task is created (its stores restored from their
+changelogs, its sources moved to where the restored state ends) when it is assigned, and
 dropped when it is revoked. One processing thread (the caller's, in :meth:`App.run`):
 records of a task must be processed in order and the stores are not thread-safe, and the
 embedded cluster's I/O is already off this thread in the consumer's fetchers.
@@ -33,9 +36,23 @@ from .stores import InMemoryStore, KeyValueStore, SqliteStore
 from .task import Fenced, Task, changelog_topic
 from .topology import SubTopology, Topology, TopologyError
 
-__all__ = ["App"]
+__all__ = ["CHANGELOG_CONFIG", "App", "task_name"]
 
 log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+
+#: how changelog topics are created: compacted, and never a record younger than an hour
+#: superseding an older one: a stale or cut-short commit's record is rewritten by the task's
+#: next owner when it restores and commits, and until then the valid record it supersedes
+#: must survive the cleaner (``tests/streams/test_fence.py``, the compaction tests)
+CHANGELOG_CONFIG = (("cleanup.policy", "compact"), ("min.compaction.lag.ms", str(3_600_000)))
+
+
+def task_name(application_id: str, sub: SubTopology) -> str:
+    """The coordination topic of a sub-topology's tasks: a name in ``__marshal`` only."""
+    return f"{application_id}.task.{sub.index}"
 
 
 class App:
@@ -70,15 +87,11 @@ class App:
         self._rng = random.Random()
         self._create_repartition_topics()
         self._subs = topology.check_copartitioned(cluster)
-        self._sub_of_topic: dict[str, SubTopology] = {}
-        for sub in self._subs:
-            if len(sub.source_topics) > 1:
-                raise TopologyError(
-                    f"sub-topology {sub.index} reads {len(sub.source_topics)} topics "
-                    f"{list(sub.source_topics)}: claiming partition p of several topics as one "
-                    "task needs the task-claim protocol addition, not built yet"
-                )
-            self._sub_of_topic[sub.lead_topic] = sub
+        #: task name -> its sub-topology; source topic -> its task name
+        self._sub_of_task = {task_name(application_id, sub): sub for sub in self._subs}
+        self._task_of_topic = {
+            topic: name for name, sub in self._sub_of_task.items() for topic in sub.source_topics
+        }
         self._ensure_internal_topics()
         self._owns_marshaler = marshaler is None
         self.marshaler = marshaler or Marshaler(
@@ -87,15 +100,17 @@ class App:
         )
         self.producer = Producer(cluster, linger_ms=2.0)
         self._pending: list[Future[Any]] = []
-        self.tasks: dict[tuple[str, int], Task] = {}
-        self._uncommitted: dict[tuple[str, int], list[Message]] = {}
+        #: by task key (task name, partition)
+        self.tasks: dict[Key, Task] = {}
+        self._uncommitted: dict[Key, list[Message]] = {}
         self._stop = threading.Event()
         self._closed = False
         self._running = threading.Event()
         self._run_exited = threading.Event()
         self.consumer = Consumer(
             self.marshaler,
-            sorted(self._sub_of_topic),
+            (),
+            tasks={name: sub.source_topics for name, sub in self._sub_of_task.items()},
             mode="alo",
             on_assigned=self._assigned,
             on_revoked=self._revoked,
@@ -132,7 +147,7 @@ class App:
                         )
                     continue
                 try:
-                    self.cluster.create_topic(topic, n, {"cleanup.policy": "compact"})
+                    self.cluster.create_topic(topic, n, dict(CHANGELOG_CONFIG))
                 except InvalidConfig as exc:  # no broker-side compaction on this branch yet
                     log.info("changelog %s: compaction not accepted (%s); created uncompacted",
                              topic, exc)
@@ -148,14 +163,14 @@ class App:
 
     # -- assignment -----------------------------------------------------------------------
 
-    def _assigned(self, partitions: list[tuple[str, int]]) -> None:
-        for topic, p in partitions:
-            sub = self._sub_of_topic.get(topic)
-            if sub is None or (topic, p) in self.tasks:
+    def _assigned(self, keys: list[Key]) -> None:
+        for name, p in keys:
+            sub = self._sub_of_task.get(name)
+            if sub is None or (name, p) in self.tasks:
                 continue
-            epoch = self.consumer.epoch(topic, p)
+            epoch = self.consumer.epoch(name, p)
             if epoch is None:
-                log.info("%s/%d assigned but no longer held: no task", topic, p)
+                log.info("task %s/%d assigned but no longer held: not set up", name, p)
                 continue
             stores = {s: self._make_store(s, p, sub) for s in sub.stores}
             task = Task(self.application_id, self.topology, sub, p, stores, self._send,
@@ -167,20 +182,23 @@ class App:
                 log.warning("task %s not set up: %s", task.task_id, exc)
                 task.close()
                 continue
-            self.tasks[(topic, p)] = task
-            self._uncommitted[(topic, p)] = []
-            held = self.consumer.position(topic, p)
-            want = resume.get(topic)
-            if want is not None and (held is None or held + 1 < want or
-                                     max(resume.values()) > held + 1):
-                # the state reflects input the heartbeats do not (crash between changelog
-                # and heartbeat): resume where the state ends
-                self.consumer.seek(topic, p, want)
-            log.info("task %s restored in %.3fs, resuming %s/%d at %s (heartbeat %s)",
-                     task.task_id, time.monotonic() - started, topic, p, want, held)
+            self.tasks[(name, p)] = task
+            self._uncommitted[(name, p)] = []
+            starts = {}
+            for topic in sub.source_topics:
+                held = self.consumer.position(topic, p)
+                want = resume.get(topic)
+                if want is not None and (held is None or held + 1 < want):
+                    # the state reflects input the heartbeats do not (a crash between the
+                    # changelog and the heartbeat): resume where the state ends
+                    self.consumer.seek(topic, p, want)
+                    held = want - 1
+                starts[topic] = None if held is None else held + 1
+            log.info("task %s restored in %.3fs, resuming at %s",
+                     task.task_id, time.monotonic() - started, starts)
 
-    def _revoked(self, partitions: list[tuple[str, int]]) -> None:
-        for key in partitions:
+    def _revoked(self, keys: list[Key]) -> None:
+        for key in keys:
             task = self.tasks.pop(key, None)
             self._uncommitted.pop(key, None)
             if task is not None:
@@ -199,7 +217,7 @@ class App:
         ))
 
     def process(self, message: Message) -> None:
-        key = (message.topic, message.partition)
+        key = (self._task_of_topic[message.topic], message.partition)
         task = self.tasks.get(key)
         if task is None:
             if key not in self.consumer.claims():

@@ -13,6 +13,14 @@ a fence marker (its epoch, and the changelog offset its restore read up to) befo
 processes; a restore applies only the commits that no fence invalidates
 (:func:`valid_commits`), so a stalled former owner that appends a commit after losing the
 task cannot change the state a later restore sees.
+
+Compaction: changelogs are compacted (the latest record per key survives), so markers are
+keyed per epoch (``COMMIT_KEY/<epoch>``, ``FENCE_KEY/<epoch>``): each epoch's last commit
+marker and its fence survive. A fence also records its writer's verdict on the epochs before
+it (``through``: each one's last valid commit marker) and the positions its restored state
+reflects, because compaction may remove the valid markers a stale writer's later marker of
+the same epoch supersedes. A restore judges every epoch by one bound (:func:`epoch_bounds`):
+an epoch's valid commits are always a prefix of its commits.
 """
 
 from __future__ import annotations
@@ -34,19 +42,24 @@ from .topology import SubTopology, Topology, TopologyError
 
 __all__ = [
     "COMMIT_KEY", "EPOCH_HEADER", "FENCE_KEY", "POSITIONS_HEADER", "Fenced", "Task",
-    "changelog_topic", "read_changelog", "valid_commits",
+    "changelog_topic", "epoch_bounds", "marker_key", "marker_of", "read_changelog",
+    "valid_commits",
 ]
 
 log = logging.getLogger(__name__)
 
 #: header on changelog records: JSON {topic: next input offset} the state reflects
 POSITIONS_HEADER = "lm-positions"
-#: key of the record that ends each commit in a changelog (value: the positions as JSON);
-#: not valid JSON, so no store key can equal it
+#: key prefix of the record that ends each commit in a changelog (value: the positions as
+#: JSON); the key is ``marker_key(COMMIT_KEY, epoch)``. Not valid JSON, so no store key can
+#: equal it. (A key equal to the prefix alone, written before keys had the epoch, is read as
+#: a marker too.)
 COMMIT_KEY = b"\x00logmarshal-commit"
-#: key of the record a task writes when it takes over (after its restore, before it
-#: processes): value JSON {"epoch": e, "base": b}, "my state is exactly the valid commits
-#: below offset b; no commit of a lower epoch at or after b is valid"
+#: key prefix of the record a task writes when it takes over (after its restore, before it
+#: processes): value JSON {"epoch": e, "base": b, "through": {epoch: offset}, "positions":
+#: {topic: offset}}: "my state is exactly the valid commits below offset b, which reflect
+#: input ``positions``; of each lower epoch, the commits through ``through[epoch]`` (none if
+#: absent) are valid, and no commit of a lower epoch at or after b is"
 FENCE_KEY = b"\x00logmarshal-fence"
 #: header on every changelog record a task writes: its claim's fencing epoch, decimal ASCII
 EPOCH_HEADER = "lm-epoch"
@@ -60,6 +73,21 @@ SinkSend = Callable[[str, bytes | None, bytes | None, int, int, tuple], None]
 
 def changelog_topic(application_id: str, store: str) -> str:
     return f"{application_id}-{store}-changelog"
+
+
+def marker_key(prefix: bytes, epoch: int) -> bytes:
+    """A commit or fence marker's key: one per epoch, so compaction keeps each epoch's last."""
+    return prefix + b"/" + str(epoch).encode()
+
+
+def marker_of(key: bytes | None) -> bytes | None:
+    """COMMIT_KEY or FENCE_KEY if ``key`` is such a marker's, else None (a store key)."""
+    if not key or key[0] != 0:
+        return None
+    for prefix in (COMMIT_KEY, FENCE_KEY):
+        if key == prefix or (key.startswith(prefix) and key[len(prefix):len(prefix) + 1] == b"/"):
+            return prefix
+    return None
 
 
 class Fenced(Exception):
@@ -79,9 +107,10 @@ def _epoch_of(headers: tuple) -> int:
     return NO_EPOCH
 
 
-#: (offset, epoch, positions) of a commit marker; (offset, epoch, base) of a fence marker
+#: (offset, epoch, positions) of a commit marker; (offset, epoch, base, through, positions)
+#: of a fence marker (the last two None in a fence written before they existed)
 _Commit = tuple[int, int, dict[str, int]]
-_Fence = tuple[int, int, int]
+_Fence = tuple[int, int, int, "dict[int, int] | None", "dict[str, int] | None"]
 
 
 def _effective(fences: list[_Fence], seed: int) -> list[_Fence]:
@@ -121,42 +150,98 @@ def valid_commits(commits: list[_Commit], fences: list[_Fence], seed: int = NO_E
     return out
 
 
+def epoch_bounds(commits: list[_Commit], fences: list[_Fence], seed: int = NO_EPOCH
+                 ) -> dict[int, int]:
+    """Per epoch with a commit marker: the offset below which its commits are valid state.
+    The first effective fence of a higher epoch judged the epoch when it restored; if it
+    recorded that verdict (``through``) it is the bound, since compaction may since have
+    removed the markers it judged. Otherwise the markers decide (:func:`valid_commits`).
+    One bound per epoch suffices: an epoch's valid commits are a prefix of its commits (an
+    invalid one has a newer owner's fence before it, or a newer fence based at or before it,
+    and so does every later commit of the epoch)."""
+    eff = _effective(fences, seed)
+    valid = valid_commits(commits, fences, seed)
+    bounds: dict[int, int] = {}
+    for epoch in {c[1] for c in commits}:
+        judge = next((f for f in eff if f[1] > epoch), None)
+        # the judge's verdict: its epoch's latest recorded one (a fence written again, after
+        # a restore redone because another fence landed in between, supersedes the first)
+        verdicts = [] if judge is None else [
+            f[3] for f in fences if f[1] == judge[1] and f[0] >= judge[0] and f[3] is not None
+        ]
+        if verdicts:
+            bounds[epoch] = verdicts[-1].get(epoch, -1) + 1
+        else:
+            bounds[epoch] = 1 + max(
+                (o for o, e, _ in commits if e == epoch and o in valid), default=-1
+            )
+    return bounds
+
+
 @attrs.frozen
 class Replayed:
-    """What one pass over a changelog range found: its markers, the commits it applied, the
-    positions the last applied commit carries, and the keys whose last record in the range
-    belongs to no applied commit (a cut-short or stale commit: rewritten by the next commit,
-    so that compaction cannot leave them as a key's only record)."""
+    """What one pass over a changelog range found: its markers, the commit markers it
+    applied, the positions the applied state reflects, the keys whose last record in the
+    range belongs to no applied commit (a cut-short or stale commit: rewritten by the next
+    commit, so that compaction cannot leave them as a key's only record), and per epoch the
+    highest offset applied and the lowest dropped (to check the pass against the epochs'
+    bounds, :func:`epoch_bounds`)."""
 
     commits: list[_Commit]
     fences: list[_Fence]
     applied: list[int]
     positions: dict[str, int] | None
     uncommitted: frozenset[bytes]
+    applied_max: dict[int, int] = attrs.field(factory=dict)
+    dropped_min: dict[int, int] = attrs.field(factory=dict)
+
+    def agrees(self, bounds: dict[int, int]) -> bool:
+        """Did this pass apply exactly the records below their epoch's bound?"""
+        return all(o < bounds.get(e, 0) for e, o in self.applied_max.items()) and all(
+            o >= bounds.get(e, 0) for e, o in self.dropped_min.items()
+        )
+
+
+def _fence_fields(value: bytes | None) -> tuple[int, dict[int, int] | None, dict[str, int] | None]:
+    body = json.loads(value or b"{}")
+    through = body.get("through")
+    positions = body.get("positions")
+    return (
+        int(body["base"]),
+        None if through is None else {int(e): int(o) for e, o in through.items()},
+        None if positions is None else {str(t): int(o) for t, o in positions.items()},
+    )
 
 
 def _replay(
     cluster: Cluster, topic: str, partition: int, apply: Callable[[bytes, bytes | None], None],
-    start: int, end: int, *, seed: int = NO_EPOCH, only: set[int] | None = None,
+    start: int, end: int, *, seed: int = NO_EPOCH, bounds: dict[int, int] | None = None,
     last: dict[str, int] | None = None,
 ) -> Replayed:
     """Apply the commits of changelog range ``[start, end)`` in order. A data record belongs
     to the next commit marker of its epoch; the records of an epoch that no marker follows
-    (a commit cut short by a crash) are never applied. With ``only``, exactly the commits at
-    those offsets are applied; without, every commit that no fence seen so far invalidates
-    (rule (a) of :func:`valid_commits`; the caller checks rule (b) and replays again with
-    ``only`` when it removes a commit, which only a stale writer's race makes happen)."""
+    (a commit cut short by a crash) are never applied. With ``bounds``, exactly the records
+    below their epoch's bound are applied; without, every commit that no fence seen so far
+    invalidates (rule (a) of :func:`valid_commits`; the caller checks the pass against
+    :func:`epoch_bounds` and replays again with them when they differ, which only a stale
+    writer's race, or compaction after one, makes happen)."""
     pending: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
     commits: list[_Commit] = []
     fences: list[_Fence] = []
     applied: list[int] = []
+    applied_max: dict[int, int] = {}
+    dropped_min: dict[int, int] = {}
     latest: dict[bytes, tuple[int, bool]] = {}
     top = seed
 
-    def settle(records: list[tuple[int, bytes, bytes | None]], ok: bool) -> None:
+    def settle(epoch: int, records: list[tuple[int, bytes, bytes | None]], below: int) -> None:
         for off, key, value in records:
+            ok = off < below
             if ok:
                 apply(key, value)
+                applied_max[epoch] = max(applied_max.get(epoch, -1), off)
+            elif below >= 0:  # a cut-short commit's (below -1) is never valid: not a drop
+                dropped_min[epoch] = min(dropped_min.get(epoch, off), off)
             prev = latest.get(key)
             if prev is None or prev[0] < off:
                 latest[key] = (off, ok)
@@ -171,17 +256,33 @@ def _replay(
                 offset = end
                 break
             epoch = _epoch_of(m.headers)
-            if m.key == COMMIT_KEY:
-                ok = m.offset in only if only is not None else epoch >= top
-                settle(pending.pop(epoch, []), ok)
+            kind = marker_of(m.key)
+            if kind is COMMIT_KEY:
+                if bounds is not None:
+                    below = bounds.get(epoch, 0)
+                else:
+                    below = m.offset + 1 if epoch >= top else 0
+                settle(epoch, pending.pop(epoch, []), below)
                 positions = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}
                 commits.append((m.offset, epoch, positions))
-                if ok:
+                if m.offset < below:
                     applied.append(m.offset)
+                    applied_max[epoch] = max(applied_max.get(epoch, -1), m.offset)
                     last = positions
-            elif m.key == FENCE_KEY:
-                fences.append((m.offset, epoch, int(json.loads(m.value or b"{}")["base"])))
-                top = max(top, epoch)
+                else:
+                    dropped_min[epoch] = min(dropped_min.get(epoch, m.offset), m.offset)
+            elif kind is FENCE_KEY:
+                base, through, fenced_at = _fence_fields(m.value)
+                if any(base <= f[0] for f in fences):
+                    # another fence landed between its writer's restore and it: the writer
+                    # did not see it, so its verdict does not count (it restores again)
+                    through = fenced_at = None
+                fences.append((m.offset, epoch, base, through, fenced_at))
+                if epoch >= top:
+                    # effective (or its writer's again): its restored state is the state here
+                    if fenced_at is not None:
+                        last = fenced_at
+                    top = epoch
             elif m.key is not None:
                 pending.setdefault(epoch, []).append((m.offset, m.key, m.value))
             offset = m.offset + 1
@@ -189,18 +290,19 @@ def _replay(
     if left:
         log.warning("%s/%d: %d changelog record(s) of no commit marker (a commit cut short) "
                     "ignored", topic, partition, left)
-    for records in pending.values():
-        settle(records, False)
+    for epoch, records in pending.items():
+        settle(epoch, records, -1)
     uncommitted = frozenset(k for k, (_, ok) in latest.items() if not ok)
-    return Replayed(commits, fences, applied, last, uncommitted)
+    return Replayed(commits, fences, applied, last, uncommitted, applied_max, dropped_min)
 
 
 def _restore_store(
     cluster: Cluster, topic: str, partition: int, store: KeyValueStore,
     apply: Callable[[bytes, bytes | None], None], *, use_local: bool = True,
-) -> tuple[Replayed, int]:
+) -> tuple[Replayed, int, dict[int, int]]:
     """Rebuild ``store`` to the valid commits of its changelog partition below the offset
-    returned with the replay (the log end when it started)."""
+    returned with the replay (the log end when it started). Also returns the verdict a fence
+    written after this restore records (``through``: epoch -> last valid commit offset)."""
     earliest = cluster.earliest_offset(topic, partition)
     end = cluster.latest_offset(topic, partition)
     local = store.local_checkpoint() if use_local else None
@@ -211,23 +313,25 @@ def _restore_store(
         at, positions, epoch = local
         found = _replay(cluster, topic, partition, apply, at + 1, end, seed=epoch,
                         last=positions)
-        reaches_back = any(base <= at for _, _, base in _effective(found.fences, epoch))
-        if not reaches_back and valid_commits(found.commits, found.fences, epoch) == set(
-            found.applied
-        ):
-            return found, end
+        reaches_back = any(f[2] <= at for f in _effective(found.fences, epoch))
+        bounds = epoch_bounds(found.commits, found.fences, epoch)
+        if not reaches_back and found.agrees(bounds):
+            through = {e: b - 1 for e, b in bounds.items() if b > 0}
+            # the local epoch's commits before the tail were valid (the owner judged them)
+            through[epoch] = max(through.get(epoch, at), at)
+            return found, end, through
         log.info("%s/%d: the local state is not current with the changelog's fences; "
                  "full replay", topic, partition)
     store.clear()
     earliest = cluster.earliest_offset(topic, partition)
     found = _replay(cluster, topic, partition, apply, earliest, end)
-    valid = valid_commits(found.commits, found.fences)
-    if valid != set(found.applied):
-        log.warning("%s/%d: %d stale commit(s) (written after their writer was fenced) are "
-                    "not applied", topic, partition, len(found.applied) - len(valid))
+    bounds = epoch_bounds(found.commits, found.fences)
+    if not found.agrees(bounds):
+        log.warning("%s/%d: stale commits (written after their writer was fenced) are not "
+                    "applied", topic, partition)
         store.clear()
-        found = _replay(cluster, topic, partition, apply, earliest, end, only=valid)
-    return found, end
+        found = _replay(cluster, topic, partition, apply, earliest, end, bounds=bounds)
+    return found, end, {e: b - 1 for e, b in bounds.items() if b > 0}
 
 
 def read_changelog(
@@ -238,7 +342,7 @@ def read_changelog(
     from .stores import InMemoryStore
 
     mem = InMemoryStore(store)
-    found, _ = _restore_store(
+    found, _, _ = _restore_store(
         cluster, changelog_topic(application_id, store), partition, mem, mem.restore
     )
     return mem.all(), found.positions
@@ -512,9 +616,10 @@ class Task:
                         f"task {self.task_id}: {topic}/{self.partition} has a record of epoch "
                         f"{epoch} at {m.offset}, above ours ({self.epoch}): a newer owner"
                     )
-                if m.key == FENCE_KEY:
+                kind = marker_of(m.key)
+                if kind is FENCE_KEY:
                     fence = True
-                elif m.key is not None and m.key != COMMIT_KEY and m.key not in store.dirty:
+                elif m.key is not None and kind is None and m.key not in store.dirty:
                     store.dirty[m.key] = store._get(m.key)
                 offset = m.offset + 1
         return fence
@@ -544,7 +649,8 @@ class Task:
                     batch, size = [], 0
                 batch.append(NewRecord(v, key=k, headers=(epoch,), timestamp=ts))
                 size += len(k) + len(v or b"")
-            batch.append(NewRecord(positions, key=COMMIT_KEY, headers=header, timestamp=ts))
+            batch.append(NewRecord(positions, key=marker_key(COMMIT_KEY, self.epoch),
+                                   headers=header, timestamp=ts))
             marker, _ = self._append(cluster, name, batch, durable)
             self.stores[name].checkpoint(marker, dict(self.positions), self.epoch)
             written += len(dirty)
@@ -586,8 +692,8 @@ class Task:
         clean = True
         for name, store in sorted(self.stores.items()):
             topic = changelog_topic(self.application_id, name)
-            found, end = _restore_store(cluster, topic, self.partition, store,
-                                        counting(store.restore), use_local=use_local)
+            found, end, through = _restore_store(cluster, topic, self.partition, store,
+                                                 counting(store.restore), use_local=use_local)
             for key in found.uncommitted:
                 # rewrite what a cut-short or stale commit left as a key's last record, so
                 # that for every key the last record is a valid commit's (compaction may
@@ -596,9 +702,14 @@ class Task:
             if found.positions is not None:
                 self.store_positions[name] = found.positions
             self._chain[name] = end
-            fence = json.dumps({"epoch": self.epoch, "base": end}).encode()
+            fence = json.dumps({
+                "epoch": self.epoch, "base": end,
+                "through": {str(e): o for e, o in sorted(through.items()) if e < self.epoch},
+                "positions": found.positions,
+            }, sort_keys=True).encode()
             at, foreign_fence = self._append(cluster, name, [NewRecord(
-                fence, key=FENCE_KEY, headers=(self._epoch_header(),), timestamp=self._now_ms()
+                fence, key=marker_key(FENCE_KEY, self.epoch), headers=(self._epoch_header(),),
+                timestamp=self._now_ms(),
             )], durable=True)
             if foreign_fence:
                 # a fence of a lower epoch may still be effective there and invalidate part

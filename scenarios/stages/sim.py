@@ -35,7 +35,7 @@ class _ScriptedSim(Sim):
     fix = True
 
     def __init__(self, seed: int, *, mode: str, partitions: int, faults: str) -> None:
-        super().__init__(seed, fix=self.fix)
+        super().__init__(seed, fix=self.fix, units="partitions")
         self.mode = mode
         self.partitions = partitions
         self.produced = {(TOPIC, p): 0 for p in range(partitions)}

@@ -2,7 +2,9 @@
 ``python -m tests.streams.member DATA_DIR|bootstrap=HOST:PORT CLIENT_ID STATE_DIR``. Prints
 one line per commit: ``committed N`` with N the tasks it runs. With ``LM_STALE_WRITER=1`` in
 the environment it writes every task's changelog before the runner checks that it still
-holds the task (a stall between that check and the write, made as wide as it gets)."""
+holds the task (a stall between that check and the write, made as wide as it gets). With
+``LM_SOURCES=lines,more-lines`` it counts the words of several co-partitioned topics in one
+task (one claim, both topics' positions in its heartbeats)."""
 
 from __future__ import annotations
 
@@ -34,10 +36,13 @@ class CountEveryUpdate(Processor):
             self.context.forward(word, [self.context.partition, n])
 
 
-def topology(delay: float = 0.0) -> Topology:
+def topology(delay: float = 0.0, sources: tuple[str, ...] = ("lines",)) -> Topology:
+    """Word count over ``sources`` (co-partitioned: partition p of each is one task)."""
     CountEveryUpdate.delay = delay
-    t = Topology().add_source("lines", "lines", value_deserializer=string_deserializer)
-    t.add_processor("count", CountEveryUpdate, "lines")
+    t = Topology()
+    for topic in sources:
+        t.add_source(topic, topic, value_deserializer=string_deserializer)
+    t.add_processor("count", CountEveryUpdate, list(sources))
     t.add_state_store(StoreSpec("counts", "sqlite"), "count")
     t.add_sink("out", "counts-out", "count")
     return t
@@ -50,7 +55,8 @@ def main() -> None:
     else:
         cluster = EmbeddedCluster(data_dir, maintenance_interval=0)
     with cluster:
-        app = App(cluster, "wc", topology(delay=0.0005), client_id=client_id,
+        sources = tuple(os.environ.get("LM_SOURCES", "lines").split(","))
+        app = App(cluster, "wc", topology(delay=0.0005, sources=sources), client_id=client_id,
                   heartbeat_interval=0.3, state_dir=state_dir, commit_interval=0.05)
         original = app.commit
 

@@ -27,7 +27,8 @@ WORDS = ["alpha", "beta", "gamma", "delta", "eps"]
 BASE_MS = int(time.time() * 1000)  # recent timestamps: retention must not delete the input
 
 
-def produce_lines(cluster, start: int, n: int) -> dict[int, collections.Counter]:
+def produce_lines(cluster, start: int, n: int, topic: str = "lines"
+                  ) -> dict[int, collections.Counter]:
     """Line i goes to partition i % 2 and holds words chosen by i; returns per-partition truth."""
     truth = {0: collections.Counter(), 1: collections.Counter()}
     for p in (0, 1):
@@ -39,7 +40,7 @@ def produce_lines(cluster, start: int, n: int) -> dict[int, collections.Counter]
             truth[p].update(line.split())
             batch.append(NewRecord(line.encode(), timestamp=BASE_MS + i))
         for k in range(0, len(batch), 200):
-            cluster.produce("lines", p, batch[k:k + 200])
+            cluster.produce(topic, p, batch[k:k + 200])
     return truth
 
 
@@ -96,8 +97,8 @@ def test_state_restored_after_the_task_moves(cluster, tmp_path):
 
     b.consumer._on_assigned = watch  # observe the restore before processing starts
     run_until(b, lambda: store_total(b) >= total)
-    assert sorted(restored) == [(("lines", 0), sum(truth[0].values()) - sum(more[0].values())),
-                                (("lines", 1), sum(truth[1].values()) - sum(more[1].values()))]
+    assert sorted(restored) == [(("wc.task.0", 0), sum(truth[0].values()) - sum(more[0].values())),
+                                (("wc.task.0", 1), sum(truth[1].values()) - sum(more[1].values()))]
     assert tables(cluster) == truth
 
 
@@ -129,18 +130,43 @@ def test_crash_between_changelog_and_heartbeat_updates_state_once(cluster, tmp_p
     assert tables(cluster) == truth  # had b re-read from the heartbeats, counts would double
 
 
+def task_records(cluster) -> list:
+    """Every HeartbeatingTask and ReleasingTask in ``__marshal``."""
+    from rationalizer import HeartbeatingTask, ReleasingTask, decode
+
+    out = []
+    for p in range(cluster.partitions("__marshal")):
+        offset = cluster.earliest_offset("__marshal", p)
+        while batch := cluster.fetch("__marshal", p, offset):
+            for m in batch:
+                try:
+                    msg = decode(m.key, m.value)
+                except ValueError:
+                    continue
+                if isinstance(msg, HeartbeatingTask | ReleasingTask):
+                    out.append(msg)
+            offset = batch[-1].offset + 1
+    return out
+
+
 @pytest.mark.slow
-def test_sigkilled_member_leaves_exact_counts(tmp_path):
+@pytest.mark.parametrize("sources", [("lines",), ("lines", "more-lines")])
+def test_sigkilled_member_leaves_exact_counts(tmp_path, sources):
+    """The exactly-once state promise, with one source topic per task and with two
+    co-partitioned ones (one claim per task, both positions in its heartbeats)."""
     data = tmp_path / "data"
     with EmbeddedCluster(data, maintenance_interval=0) as cluster:
         setup_topics(cluster)
         truth = produce_lines(cluster, 0, 3000)
+        if len(sources) > 1:
+            cluster.create_topic("more-lines", 2)
+            truth = merge(truth, produce_lines(cluster, 3000, 1500, "more-lines"))
     total = sum(sum(c.values()) for c in truth.values())
     out = open(tmp_path / "member.out", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.streams.member", str(data), "m1", str(tmp_path / "s1")],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "LM_SOURCES": ",".join(sources)},
     )
     try:
         deadline = time.monotonic() + 30
@@ -159,10 +185,16 @@ def test_sigkilled_member_leaves_exact_counts(tmp_path):
         partial = tables(cluster)
         done = sum(sum(c.values()) for c in partial.values())
         assert 0 < done < total, "the kill must land mid-stream"
-        b = App(cluster, "wc", topology(), client_id="m2", heartbeat_interval=0.3,
+        b = App(cluster, "wc", topology(sources=sources), client_id="m2", heartbeat_interval=0.3,
                 state_dir=tmp_path / "s2", commit_interval=0.05)
         run_until(b, lambda: store_total(b) >= total and len(b.tasks) == 2, timeout=60)
         assert tables(cluster) == truth
+        # each task was one claim whose heartbeats carried every source's position
+        beats = task_records(cluster)
+        assert {(m.client_id, m.topic, m.partition) for m in beats} == {
+            (c, "wc.task.0", p) for c in ("m1", "m2") for p in (0, 1)
+        }
+        assert {tuple(t for t, _ in m.positions) for m in beats} == {tuple(sorted(sources))}
         seen = set()
         for p in (0, 1):
             offset = cluster.earliest_offset("counts-out", p)
@@ -306,3 +338,56 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
             stale += len(found.commits) - len(valid_commits(found.commits, found.fences))
     assert stale == (tmp_path / "m1.out").read_text().count("stale commit written")
     assert stale >= 1, "the thawed member must have appended a stale commit"
+
+
+def test_a_task_of_two_topics_is_one_claim_and_moves_as_a_unit(cluster, tmp_path):
+    """Partition p of two co-partitioned topics is one task: one claim, heartbeated with both
+    positions; when a member joins, the target moves a whole task to it (released with both
+    positions), and the newcomer restores it and resumes both topics where its state ends."""
+    from rationalizer import ReleasingTask
+
+    setup_topics(cluster)
+    cluster.create_topic("more-lines", 2)
+    sources = ("lines", "more-lines")
+    truth = merge(produce_lines(cluster, 0, 400), produce_lines(cluster, 400, 300, "more-lines"))
+    a = App(cluster, "wc", topology(sources=sources), client_id="a", heartbeat_interval=0.3,
+            state_dir=tmp_path / "a", commit_interval=0.05)
+    b = None
+    threads = [threading.Thread(target=a.run, daemon=True)]
+    threads[0].start()
+    try:
+        total = sum(sum(c.values()) for c in truth.values())
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and store_total(a) < total:
+            time.sleep(0.02)
+        assert a.consumer.claims() == [("wc.task.0", 0), ("wc.task.0", 1)]
+        assert sorted(a.consumer.lag()) == [(t, p) for t in sources for p in (0, 1)]
+        b = App(cluster, "wc", topology(sources=sources), client_id="b", heartbeat_interval=0.3,
+                state_dir=tmp_path / "b", commit_interval=0.05)
+        threads.append(threading.Thread(target=b.run, daemon=True))
+        threads[1].start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (len(a.tasks) == len(b.tasks) == 1):
+            time.sleep(0.02)
+        assert len(a.tasks) == len(b.tasks) == 1
+        ((name, moved),) = b.tasks
+        released = [m for m in task_records(cluster)
+                    if isinstance(m, ReleasingTask) and m.client_id == "a"]
+        assert [(m.topic, m.partition) for m in released] == [(name, moved)]
+        assert dict(released[0].positions) == {
+            t: cluster.latest_offset(t, moved) - 1 for t in sources
+        }  # a had handled both topics of the moved task to their ends
+        more = merge(produce_lines(cluster, 700, 200), produce_lines(cluster, 900, 200,
+                                                                      "more-lines"))
+        truth = merge(truth, more)
+        total = sum(sum(c.values()) for c in truth.values())
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and store_total(a) + store_total(b) < total:
+            time.sleep(0.02)
+    finally:
+        for app in (a, b):
+            if app is not None:
+                app.close()
+        for t in threads:
+            t.join(10)
+    assert tables(cluster) == truth  # exactly once per input record, across the move

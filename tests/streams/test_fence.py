@@ -8,6 +8,8 @@ import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from logmarshal.cluster import Message
 from logmarshal.streams import Processor, SqliteStore, StoreSpec, Topology
@@ -17,6 +19,8 @@ from logmarshal.streams.task import (
     FENCE_KEY,
     Fenced,
     Task,
+    marker_key,
+    marker_of,
     read_changelog,
     valid_commits,
 )
@@ -103,7 +107,7 @@ def test_a_stale_commit_between_the_new_owners_restore_and_fence_is_not_restored
     raced = []
 
     def racing(topic, partition, records, **kw):
-        if records[0].key == FENCE_KEY and not raced:
+        if marker_of(records[0].key) is FENCE_KEY and not raced:
             raced.append(a.write_changelogs(cluster))  # nothing of B's in the log yet
         return produce(topic, partition, records, **kw)
 
@@ -112,7 +116,9 @@ def test_a_stale_commit_between_the_new_owners_restore_and_fence_is_not_restored
     monkeypatch.setattr(cluster, "produce", produce)
     assert raced == [1]
     records = cluster.fetch(TOPIC, 0, cluster.earliest_offset(TOPIC, 0))
-    assert [m.key for m in records][-3:] == [b'"a"', COMMIT_KEY, FENCE_KEY]
+    assert [m.key for m in records][-3:] == [
+        b'"a"', marker_key(COMMIT_KEY, 5), marker_key(FENCE_KEY, 9)
+    ]
     assert b.stores["n"].all() == {"a": 15}
     assert b"\"a\"" in b.stores["n"].dirty  # the stale record's key is rewritten by B
     # before B commits anything, a restore already leaves the stale commit out
@@ -193,7 +199,7 @@ def test_a_fence_landing_between_our_restore_and_our_fence_restores_again(
     calls = []
 
     def racing(topic, partition, records, **kw):
-        if records[0].key == FENCE_KEY and not calls:
+        if marker_of(records[0].key) is FENCE_KEY and not calls:
             # a stalled owner of epoch 7 fences (its restore read up to offset 0) just now
             calls.append(produce(topic, partition, [NewRecord(
                 json.dumps({"epoch": 7, "base": 0}).encode(), key=FENCE_KEY,
@@ -218,7 +224,7 @@ def test_a_record_of_a_newer_epoch_before_our_fence_means_we_are_fenced(changelo
     produce = cluster.produce
 
     def racing(topic, partition, records, **kw):
-        if records[0].key == FENCE_KEY and records[0].headers[0][1] == b"6":
+        if marker_of(records[0].key) is FENCE_KEY and records[0].headers[0][1] == b"6":
             monkeypatch.setattr(cluster, "produce", produce)
             new.restore(cluster)  # the newer owner restores and fences first
         return produce(topic, partition, records, **kw)
@@ -258,7 +264,7 @@ def test_app_commit_drops_a_task_whose_claim_epoch_changed(cluster, tmp_path):
         # partition 0 was lost and won again meanwhile: a new claim, a new epoch
         app.consumer.epoch = lambda t, p: held(t, p) + (p == 0)
         app.commit()
-        assert list(app.tasks) == [("lines", 1)]
+        assert list(app.tasks) == [("wc.task.0", 1)]
         assert cluster.latest_offset("wc-counts-changelog", 0) == ends[0]  # nothing written
         assert cluster.latest_offset("wc-counts-changelog", 1) > ends[1]
         app.consumer.epoch = lambda t, p: None  # not held at all any more
@@ -266,3 +272,136 @@ def test_app_commit_drops_a_task_whose_claim_epoch_changed(cluster, tmp_path):
         assert app.tasks == {}
     finally:
         app.close()
+
+
+# -- compaction: the changelog keeps the latest record per key -------------------------------
+
+
+class Compacted:
+    """A cluster as a restore sees a changelog after the cleaner compacted all of it: the
+    latest record of every key survives, at its offset (the worst case: Kafka's cleaner only
+    ever removes what this removes). Writes go to the real log."""
+
+    def __init__(self, cluster) -> None:
+        self._cluster = cluster
+
+    def __getattr__(self, name):
+        return getattr(self._cluster, name)
+
+    def fetch(self, topic, partition, offset, *args, **kw):
+        records, at = [], self._cluster.earliest_offset(topic, partition)
+        while batch := self._cluster.fetch(topic, partition, at):
+            records.extend(batch)
+            at = batch[-1].offset + 1
+        last = {m.key: m.offset for m in records if m.key is not None}
+        return [m for m in records
+                if m.offset >= offset and (m.key is None or last[m.key] == m.offset)]
+
+
+VALUES = [b'"a"', b'"b"', b'"c"', b'"d"']
+
+
+def value_at(offset: int) -> bytes:
+    return VALUES[(offset * 7 + offset // 3) % len(VALUES)]
+
+
+def feed_values(task: Task, start: int, stop: int) -> None:
+    for o in range(start, stop):
+        task.process(Message("in", 0, o, NOW, None, value_at(o)))
+
+
+def truth(stop: int) -> dict:
+    counts: dict = {}
+    for o in range(stop):
+        key = json.loads(value_at(o))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_a_compacted_changelog_keeps_a_stale_writers_earlier_valid_commit(cluster, tmp_path):
+    """A commits b=... (valid), B takes over, A (stalled) appends a stale commit of a: the
+    cleaner then keeps A's stale commit marker and drops A's valid one (same epoch). B's
+    fence recorded that A's commits were valid through the first: b survives the cleaner."""
+    cluster.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": 1024,
+                                   "min.compaction.lag.ms": 0})
+    a = make_task(tmp_path, "machine-a", epoch=5)
+    a.restore(cluster)
+    feed_values(a, 0, 12)
+    a.write_changelogs(cluster)
+    b = make_task(tmp_path, "machine-b", epoch=9)
+    assert b.restore(cluster) == {"in": 12}
+    feed_values(a, 12, 13)  # a stale update of one key, landing after B's fence
+    with pytest.raises(Fenced):
+        a.write_changelogs(cluster)
+    a.close()
+    for chunk in range(13, 60, 4):  # B commits on, rolling segments (it rewrites A's key)
+        feed(b, 0, 0)
+        for o in range(chunk, chunk + 4):
+            b.process(Message("in", 0, o, NOW, None, b'"zz"' if o % 2 else value_at(12)))
+        b.write_changelogs(cluster)
+    b.close()
+    before = read_changelog(cluster, "app", "n", 0)
+    removed = cluster.data_dir.clean()
+    assert removed > 0
+    assert read_changelog(cluster, "app", "n", 0) == before
+    table, positions = before
+    assert positions == {"in": 61} and table["b"] == truth(12)["b"]
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(["commit", "takeover", "stale", "cut"]),
+                                st.integers(1, 5)), min_size=1, max_size=12))
+def test_restore_from_a_compacted_changelog_equals_restore_from_the_whole(steps, tmp_path_factory):
+    """Random owners, takeovers, stale commits of fenced owners and commits cut short, then
+    the next owner's restore and commit: the state restored from the fully compacted
+    changelog is the one restored from the whole changelog, and it is exactly the input
+    below the positions it reflects."""
+    tmp = tmp_path_factory.mktemp("compaction")
+    from logmarshal import EmbeddedCluster
+
+    with EmbeddedCluster(tmp / "data", maintenance_interval=0) as cluster:
+        cluster.create_topic(TOPIC, 1)
+        epoch = 1
+        owner = make_task(tmp, f"m{epoch}", epoch=epoch)
+        at = owner.restore(cluster).get("in", 0)
+        zombies: list[tuple[Task, int]] = []
+        for kind, n in steps:
+            if kind == "commit" and owner is not None:
+                feed_values(owner, at, at + n)
+                at += n
+                owner.write_changelogs(cluster)
+            elif kind == "takeover":
+                if owner is not None:
+                    zombies.append((owner, at))
+                epoch += 1 + n
+                owner = make_task(tmp, f"m{epoch}", epoch=epoch)
+                at = owner.restore(cluster).get("in", 0)
+            elif kind == "stale" and zombies:
+                stale, its_at = zombies[n % len(zombies)]
+                feed_values(stale, its_at, its_at + n)
+                try:
+                    stale.write_changelogs(cluster)
+                except Fenced:
+                    pass
+            elif kind == "cut" and owner is not None:
+                feed_values(owner, at, at + n)
+                header = ((EPOCH_HEADER, str(epoch).encode()),)
+                cluster.produce(TOPIC, 0, [NewRecord(v, key=k, headers=header, timestamp=NOW)
+                                           for k, v in owner.stores["n"].take_dirty().items()])
+                owner.close()
+                owner = None  # crashed mid-commit
+        # the next owner restores and commits (rewriting what a stale or cut-short commit
+        # left as a key's last record) before the cleaner reaches those records: that is what
+        # the changelogs' min.compaction.lag.ms buys (App: CHANGELOG_CONFIG)
+        last = make_task(tmp, "last", epoch=epoch + 100)
+        last.restore(cluster)
+        last.write_changelogs(cluster)
+        for task in [t for t, _ in zombies] + [t for t in (owner, last) if t is not None]:
+            task.close()
+        whole = read_changelog(cluster, "app", "n", 0)
+        assert read_changelog(Compacted(cluster), "app", "n", 0) == whole
+        table, positions = whole
+        assert {json.loads(k) if isinstance(k, bytes) else k: v for k, v in table.items()} == (
+            truth((positions or {}).get("in", 0))
+        )
