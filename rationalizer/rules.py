@@ -6,9 +6,10 @@
     rule 2  ReleaseGroup                release_group
     rule 3  group paused                paused
     rule 4  ClaimingPartition           claim
-    rule 5  Heartbeat, HeartbeatingTask heartbeat (renewal and restart takeover)
-    rule 6  ReleasingPartition,         release
-            ReleasingTask
+    rule 5  Heartbeat                   heartbeat (renewal and restart takeover)
+            HeartbeatingTask            heartbeat (version 3 tasks: with a position vector)
+    rule 6  ReleasingPartition          release
+            ReleasingTask               release (version 3 tasks: with a position vector)
     rule 7  ClaimingMessages            claim_messages
     rule 8  AnnouncingMember            membership.announce (version 2 membership)
     rule 9  LeavingGroup                membership.leave
