@@ -10,15 +10,18 @@ from .codec import DecodeError, decode, encode, record_key
 from .group_view import GroupView
 from .messages import (
     MAX_HEARTBEAT_INTERVAL_MS,
+    MAX_TASK_SOURCES,
     PROTOCOL_VERSION,
     AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    HeartbeatingTask,
     LeavingGroup,
     Message,
     ReleaseGroup,
     ReleasingPartition,
+    ReleasingTask,
 )
 from .partitioning import coordination_partition, membership_partition
 from .snapshot import SnapshotError
@@ -28,6 +31,7 @@ from .world import FRESH, STALE, UNKNOWN, Claim, PartitionState, WorldState
 __all__ = [
     "FRESH",
     "MAX_HEARTBEAT_INTERVAL_MS",
+    "MAX_TASK_SOURCES",
     "MIN_KEY_BYTES",
     "PROTOCOL_VERSION",
     "STALE",
@@ -40,12 +44,14 @@ __all__ = [
     "Effect",
     "GroupView",
     "Heartbeat",
+    "HeartbeatingTask",
     "LeavingGroup",
     "Message",
     "PartitionState",
     "Reason",
     "ReleaseGroup",
     "ReleasingPartition",
+    "ReleasingTask",
     "SnapshotError",
     "Verdict",
     "WorldState",

@@ -16,16 +16,21 @@ from .messages import (
     MAX_MEMBER_TOPICS,
     MAX_OFFSET,
     MAX_PARTITION,
+    MAX_TASK_SOURCES,
     MAX_TOPIC_LENGTH,
     MAX_WEIGHT,
     AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    HeartbeatingTask,
     LeavingGroup,
     Message,
+    Positions,
     ReleaseGroup,
     ReleasingPartition,
+    ReleasingTask,
+    task_last_offset,
     valid_topic,
 )
 
@@ -34,21 +39,27 @@ __all__ = [
     "T_CLAIMING_MESSAGES",
     "T_CLAIMING_PARTITION",
     "T_HEARTBEAT",
+    "T_HEARTBEATING_TASK",
     "T_LEAVING_GROUP",
     "T_RELEASE_GROUP",
     "T_RELEASING_PARTITION",
+    "T_RELEASING_TASK",
     "VERSION_1",
     "VERSION_2",
+    "VERSION_3",
     "DecodeError",
     "MemberFields",
+    "TaskFields",
     "decode",
     "decode_member_fields",
+    "decode_task_fields",
     "encode",
     "record_key",
 ]
 
 VERSION_1 = 1
 VERSION_2 = 2
+VERSION_3 = 3
 
 T_HEARTBEAT = 1
 T_CLAIMING_PARTITION = 2
@@ -57,6 +68,8 @@ T_CLAIMING_MESSAGES = 4
 T_RELEASE_GROUP = 5
 T_ANNOUNCING_MEMBER = 6  # version 2
 T_LEAVING_GROUP = 7  # version 2
+T_HEARTBEATING_TASK = 8  # version 3
+T_RELEASING_TASK = 9  # version 3
 
 #: Header layout per type: every field that changes from one record of a sender to the next
 #: (int64, heartbeat interval, auth tag) is at a fixed position before the identity part
@@ -85,7 +98,7 @@ _PARTITION_TYPES = (Heartbeat, ClaimingPartition, ReleasingPartition, ClaimingMe
 
 
 class DecodeError(ValueError):
-    """The record is not a valid encoding of any known message (versions 1 and 2)."""
+    """The record is not a valid encoding of any known message (versions 1 to 3)."""
 
 
 def record_key(group_id: str, topic: str | None = None, partition: int | None = None) -> bytes:
@@ -128,6 +141,16 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
         return record_key(msg.group_id), head + ident + topics
     if cls is LeavingGroup:
         return record_key(msg.group_id), _HDR.pack(VERSION_2, T_LEAVING_GROUP) + ident
+    if cls is HeartbeatingTask or cls is ReleasingTask:
+        if cls is HeartbeatingTask:
+            head = _HDR.pack(VERSION_3, T_HEARTBEATING_TASK) + _U32.pack(msg.heartbeat_interval_ms)
+        else:
+            head = _HDR.pack(VERSION_3, T_RELEASING_TASK)
+        vector = _uvarint(len(msg.positions)) + b"".join(
+            _str(topic) + _uvarint(offset + 1) for topic, offset in msg.positions
+        )
+        tail = ident + _str(msg.topic) + _uvarint(msg.partition)
+        return record_key(msg.group_id, msg.topic, msg.partition), head + vector + tail
     if cls is ReleaseGroup:
         value = (
             _HDR.pack(msg.version, T_RELEASE_GROUP)
@@ -330,8 +353,78 @@ def decode_member_fields(key: object, value: object) -> MemberFields:
     return typ, client, instance, group, tuple(topics), hb, weight, max_claims, entire
 
 
+#: ``(type, client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms,
+#: positions, ident_start)``: ``heartbeat_interval_ms`` is 0 for ReleasingTask and
+#: ``value[ident_start:]`` is the identity part (ids, topic, partition), byte for byte that of
+#: the version 1 partition types.
+TaskFields = tuple[int, str, str, str, str, int, int, Positions, int]
+
+
+def decode_task_fields(key: object, value: object) -> TaskFields:
+    """Decode a version 3 task record (HeartbeatingTask, ReleasingTask) strictly, to a plain
+    tuple (:data:`TaskFields`). Raises only :class:`DecodeError`."""
+    buf = _record_bytes(key, value)
+    if buf[0] != VERSION_3:
+        raise DecodeError(f"not a version 3 record (version {buf[0]})")
+    typ = buf[1]
+    if typ not in (T_HEARTBEATING_TASK, T_RELEASING_TASK):
+        raise DecodeError(f"unknown version 3 message type {typ}")
+    pos = 2
+    hb = 0
+    if typ == T_HEARTBEATING_TASK:
+        if len(buf) < pos + 4:
+            raise DecodeError("truncated heartbeat_interval_ms")
+        hb = _U32.unpack_from(buf, pos)[0]
+        pos += 4
+        if not 1 <= hb <= MAX_HEARTBEAT_INTERVAL_MS:
+            raise DecodeError(f"heartbeat_interval_ms {hb} out of range")
+    n, pos = _read_uvarint(buf, pos, MAX_TASK_SOURCES, "source count")
+    if n == 0:
+        raise DecodeError("a task without sources")
+    positions: list[tuple[str, int]] = []
+    for _ in range(n):
+        topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "source topic")
+        if not valid_topic(topic):
+            raise DecodeError(f"invalid source topic name {topic!r}")
+        if positions and positions[-1][0] >= topic:
+            raise DecodeError("source topics are not sorted and unique")
+        next_offset, pos = _read_uvarint(buf, pos, MAX_OFFSET + 1, "source position")
+        positions.append((topic, next_offset - 1))
+    vector = tuple(positions)
+    if task_last_offset(vector) > MAX_OFFSET:
+        raise DecodeError("the task's positions add up beyond 2^63 - 1")
+    start = pos
+    client, pos = _read_str(buf, pos, MAX_ID_BYTES, "client_id")
+    instance, pos = _read_str(buf, pos, MAX_ID_BYTES, "instance_id")
+    group, pos = _read_str(buf, pos, MAX_ID_BYTES, "group_id")
+    topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
+    if not valid_topic(topic):
+        raise DecodeError(f"invalid topic name {topic!r}")
+    partition, pos = _read_uvarint(buf, pos, MAX_PARTITION, "partition")
+    if pos != len(buf):
+        raise DecodeError(f"{len(buf) - pos} trailing bytes")
+    if bytes(key) != record_key(group, topic, partition):
+        raise DecodeError("record key does not match the value")
+    return typ, client, instance, group, topic, partition, hb, vector, start
+
+
 def decode(key: bytes, value: bytes) -> Message:
     """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
+    if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x03":
+        typ, client, instance, group, topic, partition, hb, vector, _ = decode_task_fields(
+            key, value
+        )
+        task = {
+            "client_id": client,
+            "instance_id": instance,
+            "group_id": group,
+            "topic": topic,
+            "partition": partition,
+            "positions": vector,
+        }
+        if typ == T_HEARTBEATING_TASK:
+            return HeartbeatingTask(**task, heartbeat_interval_ms=hb)  # type: ignore[arg-type]
+        return ReleasingTask(**task)  # type: ignore[arg-type]
     if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x02":
         typ, client, instance, group, topics, hb, weight, cap, entire = decode_member_fields(
             key, value

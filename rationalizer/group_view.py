@@ -43,6 +43,10 @@ class GroupView:
     def resume_offset(self, group: str, topic: str, partition: int) -> int | None:
         return self.world_for(topic, partition).resume_offset(group, topic, partition)
 
+    def resume_positions(self, group: str, topic: str, partition: int) -> dict[str, int] | None:
+        """A task's ``{source topic: next offset}`` (see ``WorldState.resume_positions``)."""
+        return self.world_for(topic, partition).resume_positions(group, topic, partition)
+
     def claims_of(self, group: str, client_id: str) -> list[Claim]:
         """Claims of every instance of ``client_id`` in ``group`` across all worlds."""
         out = [c for w in self._worlds for c in w.claims_of(group, client_id)]

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_MEMBER_TOPICS",
     "MAX_OFFSET",
     "MAX_PARTITION",
+    "MAX_TASK_SOURCES",
     "MAX_TOPIC_LENGTH",
     "MAX_WEIGHT",
     "PROTOCOL_VERSION",
@@ -26,19 +27,25 @@ __all__ = [
     "ClaimingMessages",
     "ClaimingPartition",
     "Heartbeat",
+    "HeartbeatingTask",
     "LeavingGroup",
     "Message",
+    "Positions",
     "ReleaseGroup",
     "ReleasingPartition",
+    "ReleasingTask",
+    "task_last_offset",
     "valid_id",
+    "valid_positions",
     "valid_topic",
 ]
 
 #: The newest protocol version this code speaks. Byte 0 of a record is the version that
 #: introduced its type: the five partition and group types are version 1 and are still
-#: written so; the membership types (``AnnouncingMember``, ``LeavingGroup``) are version 2.
-PROTOCOL_VERSION = 2
-SUPPORTED_VERSIONS = frozenset({1, 2})
+#: written so; the membership types (``AnnouncingMember``, ``LeavingGroup``) are version 2;
+#: the task types (``HeartbeatingTask``, ``ReleasingTask``) are version 3.
+PROTOCOL_VERSION = 3
+SUPPORTED_VERSIONS = frozenset({1, 2, 3})
 
 #: Ids are bounded so a hostile record cannot make every replayer allocate megabytes.
 MAX_ID_BYTES = 1024
@@ -58,6 +65,11 @@ MAX_MEMBER_TOPICS = 10_000
 MAX_WEIGHT = 1000
 #: Length of an HMAC-SHA256 tag.
 AUTH_TAG_BYTES = 32
+#: How many source topics one task's position vector may have (it is in every heartbeat).
+MAX_TASK_SOURCES = 64
+
+#: A task's position vector: ``(source topic, last_offset)`` pairs, sorted by topic.
+Positions = tuple[tuple[str, int], ...]
 
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]+\Z")
 
@@ -84,6 +96,35 @@ def valid_topic(value: object) -> bool:
 
 def _is_int(value: object) -> bool:
     return type(value) is int  # bool and int subclasses are refused on purpose
+
+
+def task_last_offset(positions: Positions) -> int:
+    """The scalar ``last_offset`` a task's position vector stands for in the world:
+    ``sum(last_offset + 1) - 1`` over its sources, i.e. the number of input records the task
+    consumed, minus one. It is monotone when every source's position is, so lag tools and
+    ``resume_offset`` stay meaningful for a task's key (PROTOCOL.md, "Tasks")."""
+    return sum(offset for _, offset in positions) + len(positions) - 1
+
+
+def valid_positions(value: object) -> bool:
+    """True for a task position vector: a tuple of 1..MAX_TASK_SOURCES ``(topic,
+    last_offset)`` pairs, topics valid and strictly ascending, each offset in -1..2^63-1, and
+    the scalar (:func:`task_last_offset`) at most 2^63-1 as well."""
+    if type(value) is not tuple or not 1 <= len(value) <= MAX_TASK_SOURCES:
+        return False
+    previous = None
+    for item in value:
+        if not (
+            type(item) is tuple
+            and len(item) == 2
+            and valid_topic(item[0])
+            and _is_int(item[1])
+            and -1 <= item[1] <= MAX_OFFSET
+            and (previous is None or previous < item[0])
+        ):
+            return False
+        previous = item[0]
+    return task_last_offset(value) <= MAX_OFFSET  # type: ignore[arg-type]
 
 
 def _check_id(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -173,6 +214,20 @@ def _check_member_topics(_inst: Any, attribute: attrs.Attribute[Any], value: obj
         )
 
 
+def _check_positions(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not valid_positions(value):
+        raise ValueError(
+            f"{attribute.name} must be a tuple of 1..{MAX_TASK_SOURCES} (source topic, "
+            f"last_offset) pairs sorted by topic without repeats, each last_offset in "
+            f"[-1, {MAX_OFFSET}] and their sum of (last_offset + 1) at most 2^63, got {value!r}"
+        )
+
+
+def _check_version_3(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not _is_int(value) or value != 3:
+        raise ValueError(f"{attribute.name} of a task message must be 3, got {value!r}")
+
+
 def _check_bool(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not bool:
         raise ValueError(f"{attribute.name} must be a bool, got {value!r}")
@@ -188,6 +243,10 @@ def _version() -> Any:
 
 def _version_2() -> Any:
     return attrs.field(default=2, kw_only=True, validator=_check_version_2)
+
+
+def _version_3() -> Any:
+    return attrs.field(default=3, kw_only=True, validator=_check_version_3)
 
 
 def _heartbeat_interval() -> Any:
@@ -308,6 +367,54 @@ class LeavingGroup:
     version: int = _version_2()
 
 
+@attrs.frozen(kw_only=True)
+class HeartbeatingTask:
+    """Version 3: the holder of a *task* is alive and has fully handled every source up to
+    its position (PROTOCOL.md, "Tasks").
+
+    A task is partition ``partition`` of several co-partitioned source topics, claimed as
+    one unit with an ordinary ``ClaimingPartition`` on the key ``group/topic/partition``,
+    where ``topic`` is the task's name (e.g. ``"wordcount.task.0"``). ``positions`` pairs
+    every source topic with its ``last_offset``, sorted by topic. Judged by rule 5 exactly
+    like a :class:`Heartbeat` (no auth tag: only the admin's plain Heartbeat sets positions
+    during a pause); when accepted the world records the vector and, as the key's scalar
+    ``last_offset``, :attr:`last_offset`.
+    """
+
+    client_id: str = _id()
+    instance_id: str = _id()
+    group_id: str = _id()
+    topic: str = attrs.field(validator=_check_topic)
+    partition: int = attrs.field(validator=_check_partition)
+    heartbeat_interval_ms: int = _heartbeat_interval()
+    positions: Positions = attrs.field(validator=_check_positions)
+    version: int = _version_3()
+
+    @property
+    def last_offset(self) -> int:
+        """The scalar position the world records for the key (:func:`task_last_offset`)."""
+        return task_last_offset(self.positions)
+
+
+@attrs.frozen(kw_only=True)
+class ReleasingTask:
+    """Version 3: the holder gives a task up cleanly, recording every source's final
+    position. Judged by rule 6 exactly like a :class:`ReleasingPartition`."""
+
+    client_id: str = _id()
+    instance_id: str = _id()
+    group_id: str = _id()
+    topic: str = attrs.field(validator=_check_topic)
+    partition: int = attrs.field(validator=_check_partition)
+    positions: Positions = attrs.field(validator=_check_positions)
+    version: int = _version_3()
+
+    @property
+    def last_offset(self) -> int:
+        """The scalar position the world records for the key (:func:`task_last_offset`)."""
+        return task_last_offset(self.positions)
+
+
 Message = (
     Heartbeat
     | ClaimingPartition
@@ -316,4 +423,6 @@ Message = (
     | ReleaseGroup
     | AnnouncingMember
     | LeavingGroup
+    | HeartbeatingTask
+    | ReleasingTask
 )

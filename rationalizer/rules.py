@@ -7,7 +7,9 @@
     rule 3  group paused                paused
     rule 4  ClaimingPartition           claim
     rule 5  Heartbeat                   heartbeat (renewal and restart takeover)
+            HeartbeatingTask            heartbeat (version 3 tasks: with a position vector)
     rule 6  ReleasingPartition          release
+            ReleasingTask               release (version 3 tasks: with a position vector)
     rule 7  ClaimingMessages            claim_messages
     rule 8  AnnouncingMember            membership.announce (version 2 membership)
     rule 9  LeavingGroup                membership.leave
@@ -33,6 +35,7 @@ from .codec import T_HEARTBEAT
 from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 if TYPE_CHECKING:
+    from .messages import Positions
     from .world import _Part
 
 __all__ = [
@@ -166,7 +169,8 @@ def paused(
     claimed_through := position``, the holder stays none, its heartbeat interval is ignored,
     and state is created (``create()``, unheld and without position) for a partition never
     seen. With an admin key it needs a valid tag (``authentic``), else UNAUTHENTICATED.
-    Anything else is GROUP_PAUSED. A window that is over is forgotten here."""
+    Anything else (task records included) is GROUP_PAUSED. A window that is over is
+    forgotten here. POSITION_SET clears a task's position vector (``positions``)."""
     window = pauses.get(group)
     if window is None:
         return None
@@ -180,6 +184,7 @@ def paused(
     if part is None:
         part = create()
     part.last = part.claimed = position
+    part.positions = None
     return _POSITION_SET
 
 
@@ -226,8 +231,11 @@ def heartbeat(
     hb: int,
     fenced: dict[str, Sender],
     takeovers: dict[str, Verdict],
+    positions: Positions | None = None,
 ) -> Verdict:
-    """Rule 5: Heartbeat from ``sender`` at ``last_offset`` declaring the lease ``hb``.
+    """Rule 5: Heartbeat from ``sender`` at ``last_offset`` declaring the lease ``hb``; a
+    HeartbeatingTask is judged here the same way, with its ``positions`` vector and
+    ``last_offset`` = the vector's scalar (``messages.task_last_offset``).
 
     - ``sender`` holds the partition: RENEWED, or RENEWED_LATE if the claim was STALE by the
       lease recorded before (a late heartbeat renews a claim nobody took);
@@ -237,7 +245,8 @@ def heartbeat(
       its partitions with it);
     - otherwise NOT_HOLDER.
 
-    Accepted: ``last_beat = now``, ``last_offset`` set, lease := ``hb``."""
+    Accepted: ``last_beat = now``, ``last_offset`` set, lease := ``hb``, ``positions`` set
+    (None for a plain Heartbeat: the vector no longer describes the position)."""
     if part is None:
         return _NOT_HOLDER
     h = part.holder
@@ -256,15 +265,24 @@ def heartbeat(
     part.beat = now
     part.last = last_offset
     part.hb = hb
+    part.positions = positions
     return v
 
 
-def release(part: _Part | None, sender: Sender, now: int, last_offset: int) -> Verdict:
-    """Rule 6: ReleasingPartition from ``sender`` at ``last_offset``.
+def release(
+    part: _Part | None,
+    sender: Sender,
+    now: int,
+    last_offset: int,
+    positions: Positions | None = None,
+) -> Verdict:
+    """Rule 6: ReleasingPartition from ``sender`` at ``last_offset``; a ReleasingTask is
+    judged here the same way, with its ``positions`` and their scalar as ``last_offset``.
 
     From the holder: RELEASED, no holder (and no lease), ``last_beat = now``, ``last_offset
     := claimed_through := last_offset`` — the holder's final position: reservations beyond
-    it were never handed out and are given back. From anyone else NOT_HOLDER."""
+    it were never handed out and are given back — and ``positions`` set (None for a
+    ReleasingPartition). From anyone else NOT_HOLDER."""
     if part is None or part.holder != sender:
         return _NOT_HOLDER
     part.holder = None
@@ -272,6 +290,7 @@ def release(part: _Part | None, sender: Sender, now: int, last_offset: int) -> V
     part.beat = now
     part.last = last_offset
     part.claimed = last_offset
+    part.positions = positions
     return _RELEASED
 
 
@@ -280,13 +299,15 @@ def claim_messages(part: _Part | None, sender: Sender, now: int, proposed: int) 
 
     From the holder: ``proposed >= claimed_through`` → MESSAGES_CLAIMED, ``claimed_through
     := proposed``, ``last_beat = now`` (a reservation is a position: ``last_offset`` becomes
-    -1 if there was none); else OFFSET_REGRESSION. From anyone else NOT_HOLDER."""
+    -1 if there was none; a task's position vector is cleared: it no longer describes the
+    position); else OFFSET_REGRESSION. From anyone else NOT_HOLDER."""
     if part is None or part.holder != sender:
         return _NOT_HOLDER
     if proposed < part.claimed:
         return _REGRESSION
     part.claimed = proposed
     part.beat = now
+    part.positions = None
     if part.last == _NO_POSITION:
         part.last = -1
     return _MESSAGES_CLAIMED

@@ -21,8 +21,10 @@ from .messages import (
     MAX_MEMBER_TOPICS,
     MAX_OFFSET,
     MAX_PARTITION,
+    MAX_TASK_SOURCES,
     MAX_TOPIC_LENGTH,
     MAX_WEIGHT,
+    task_last_offset,
     valid_id,
     valid_topic,
 )
@@ -34,10 +36,13 @@ if TYPE_CHECKING:
 __all__ = ["MAGIC", "SNAPSHOT_VERSION", "SnapshotError", "dump", "load"]
 
 MAGIC = b"LMWS"
-#: Version 2 adds the membership section; a world without membership state is written as
-#: version 1, byte for byte as before (so version 1 snapshots stay canonical).
-SNAPSHOT_VERSION = 2
+#: Version 2 adds the membership section, version 3 the task positions section. A world is
+#: written in the oldest version that can hold it: without task position vectors as version
+#: 2 if it has membership state, else as version 1, byte for byte as before (so version 1
+#: and 2 snapshots stay canonical).
+SNAPSHOT_VERSION = 3
 _SNAPSHOT_V1 = 1
+_SNAPSHOT_V2 = 2
 _ENTIRE_TOPIC = 0x01  # member flags byte
 
 # Stable codes: never reorder, only append.
@@ -127,8 +132,13 @@ def dump(w: WorldState) -> bytes:
     members = sorted(
         (group, client, m) for group, entries in w._members.items() for client, m in entries.items()
     )
+    parts = sorted(w._parts.values(), key=lambda p: (p.group, p.topic, p.partition))
+    tasks = [p for p in parts if p.positions is not None]
     out = bytearray(MAGIC)
-    out.append(SNAPSHOT_VERSION if members else _SNAPSHOT_V1)
+    if tasks:
+        out.append(SNAPSHOT_VERSION)
+    else:
+        out.append(_SNAPSHOT_V2 if members else _SNAPSHOT_V1)
     _uv(out, w._window)
     _uv(out, w._applied + 1)
     _sv(out, w._now)
@@ -146,7 +156,6 @@ def dump(w: WorldState) -> bytes:
         _sv(out, expires)
         _s(out, client)
         _s(out, instance)
-    parts = sorted(w._parts.values(), key=lambda p: (p.group, p.topic, p.partition))
     _uv(out, len(parts))
     for p in parts:
         _s(out, p.group)
@@ -162,7 +171,7 @@ def dump(w: WorldState) -> bytes:
         if positioned:
             _uv(out, p.last + 1)
             _uv(out, p.claimed + 1)
-    if members:
+    if members or tasks:  # version 3: the count may be 0
         _uv(out, len(members))
         for group, client, m in members:
             _s(out, group)
@@ -178,6 +187,16 @@ def dump(w: WorldState) -> bytes:
             for topic, count in m.topics:
                 _s(out, topic)
                 _uv(out, count)
+    if tasks:
+        _uv(out, len(tasks))
+        for p in tasks:
+            _s(out, p.group)
+            _s(out, p.topic)
+            _uv(out, p.partition)
+            _uv(out, len(p.positions))
+            for topic, offset in p.positions:
+                _s(out, topic)
+                _uv(out, offset + 1)
     woff = w._woff
     _uv(out, len(woff))
     prev = -1
@@ -311,11 +330,11 @@ def _sorted_strictly(items: list) -> bool:
     return all(a < b for a, b in pairwise(items))
 
 
-def _read_members(r: _Reader, w: WorldState) -> None:
+def _read_members(r: _Reader, w: WorldState, version: int) -> None:
     from .membership import MemberState
 
     count = r.uv()
-    if count == 0:
+    if count == 0 and version == _SNAPSHOT_V2:
         raise SnapshotError("a version 2 snapshot without members (version 1 has none)")
     prev = None
     for _ in range(count):
@@ -337,6 +356,30 @@ def _read_members(r: _Reader, w: WorldState) -> None:
         w._members.setdefault(group, {})[client] = entry
 
 
+def _read_positions(r: _Reader, w: WorldState) -> None:
+    """The version 3 section: the position vector of every task key that has one."""
+    count = r.uv()
+    if count == 0:
+        raise SnapshotError("a version 3 snapshot without task positions (older ones have none)")
+    prev = None
+    for _ in range(count):
+        group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
+        if prev is not None and not prev < (group, topic, partition):
+            raise SnapshotError("task positions not strictly sorted")
+        prev = (group, topic, partition)
+        n = r.uv(MAX_TASK_SOURCES)
+        if n == 0:
+            raise SnapshotError("task position vector without sources")
+        vector = tuple((r.topic(), r.uv(MAX_OFFSET + 1) - 1) for _ in range(n))
+        if not _sorted_strictly([t for t, _ in vector]):
+            raise SnapshotError("task sources not strictly sorted")
+        part = w._parts.get(record_key(group, topic, partition))
+        # the partition's scalar is the vector's: both were set by the same record
+        if part is None or part.last != task_last_offset(vector):
+            raise SnapshotError("task positions that do not match their partition")
+        part.positions = vector
+
+
 def load(
     cls: type[WorldState], data: bytes, admin_keys: Mapping[str, bytes] | None = None
 ) -> WorldState:
@@ -352,7 +395,7 @@ def load(
     r = _Reader(buf)
     r.pos = 4
     version = r.byte()
-    if version not in (_SNAPSHOT_V1, SNAPSHOT_VERSION):
+    if version not in (_SNAPSHOT_V1, _SNAPSHOT_V2, SNAPSHOT_VERSION):
         raise SnapshotError(f"unsupported snapshot version {version}")
     window = r.uv()
     if window == 0:
@@ -402,8 +445,10 @@ def load(
         part = _Part(group, topic, partition, holder, beat, last, claimed, hb or 0)
         w._parts[record_key(group, topic, partition)] = part
         w._groups.setdefault(group, []).append(part)
+    if version >= _SNAPSHOT_V2:
+        _read_members(r, w, version)
     if version == SNAPSHOT_VERSION:
-        _read_members(r, w)
+        _read_positions(r, w)
     n = r.uv(2 * w._window)
     offsets = array("q")
     prev = -1

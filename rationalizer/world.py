@@ -31,18 +31,28 @@ from .codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
+    T_HEARTBEATING_TASK,
     T_LEAVING_GROUP,
     T_RELEASE_GROUP,
     T_RELEASING_PARTITION,
+    T_RELEASING_TASK,
     VERSION_1,
     DecodeError,
     _read_uvarint,
     decode_fields,
     decode_member_fields,
+    decode_task_fields,
     record_key,
     unsigned_value,
 )
-from .messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_OFFSET, MAX_PARTITION, valid_topic
+from .messages import (
+    MAX_HEARTBEAT_INTERVAL_MS,
+    MAX_OFFSET,
+    MAX_PARTITION,
+    Positions,
+    task_last_offset,
+    valid_topic,
+)
 
 # The rules of PROTOCOL.md, one function each; see the table in rules.py.
 from .rules import _NO_POSITION, FRESH, STALE, UNKNOWN, fence_key
@@ -90,9 +100,23 @@ class _Part:
     ReleasingPartition, ClaimingMessages, admin POSITION_SET; never a claim), and -1..2^63-1
     from then on. Keeping "has a position" in ``last`` costs the heartbeat paths nothing:
     they store ``last`` anyway. While there is no position, ``claimed`` is -1.
+
+    ``positions`` is a task's position vector (version 3: HeartbeatingTask, ReleasingTask
+    set it, and ``last`` to its scalar ``task_last_offset``); None otherwise: every other
+    record that sets a position clears it, a claim or a ReleaseGroup keeps it.
     """
 
-    __slots__ = ("beat", "claimed", "group", "hb", "holder", "last", "partition", "topic")
+    __slots__ = (
+        "beat",
+        "claimed",
+        "group",
+        "hb",
+        "holder",
+        "last",
+        "partition",
+        "positions",
+        "topic",
+    )
 
     def __init__(
         self,
@@ -104,6 +128,7 @@ class _Part:
         last: int = _NO_POSITION,
         claimed: int = -1,
         hb: int = 0,
+        positions: Positions | None = None,
     ) -> None:
         self.group = group
         self.topic = topic
@@ -113,6 +138,7 @@ class _Part:
         self.last = last
         self.claimed = claimed
         self.hb = hb
+        self.positions = positions
 
 
 @attrs.frozen
@@ -133,6 +159,11 @@ class PartitionState:
     #: ``last_offset`` and ``claimed_through`` are -1 and the group has no position at all:
     #: a consumer applies its reset policy, as Kafka does for a group without an offset.
     has_position: bool = True
+    #: A task's position vector, ``(source topic, last_offset)`` sorted by topic, as its
+    #: holder's last accepted HeartbeatingTask or ReleasingTask gave it (``last_offset`` is
+    #: then its scalar, ``sum(last_offset + 1) - 1``); None when the last accepted record
+    #: that set a position was not a task record (or none ever did).
+    positions: Positions | None = None
 
     @property
     def resume_offset(self) -> int:
@@ -347,7 +378,7 @@ class WorldState:
                 else:
                     ent = None
                 if ent is None:
-                    ent, typ, num, hb, v = self._slow(key, value, now)
+                    ent, typ, num, hb, v, vector = self._slow(key, value, now)
                     if v is not None:  # decided there (invalid record, ReleaseGroup)
                         push(v)
                         continue
@@ -393,7 +424,17 @@ class WorldState:
                         self._epoch += 1
                 elif typ == T_CLAIMING_MESSAGES:
                     v = rule_claim_messages(part, ident, now, num)
-                else:  # the fast path and _slow only hand the four partition types here
+                # version 3 tasks (only _slow hands them here, with their vector): rules 5
+                # and 6 as for a Heartbeat and a ReleasingPartition, num their scalar
+                elif typ == T_HEARTBEATING_TASK:
+                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, vector)
+                    if v.effect is _RESTART_TAKEOVER:
+                        self._epoch += 1
+                elif typ == T_RELEASING_TASK:
+                    v = rule_release(part, ident, now, num, vector)
+                    if v.accepted:
+                        self._epoch += 1
+                else:  # the fast path and _slow only hand the six partition types here
                     raise AssertionError(f"record type {typ}")
                 if not v.accepted:
                     rejections[v.reason] += 1
@@ -519,17 +560,21 @@ class WorldState:
 
     def _slow(
         self, key: object, value: object, now: int
-    ) -> tuple[list | None, int, int, int, Verdict | None]:
+    ) -> tuple[list | None, int, int, int, Verdict | None, Positions | None]:
         """Cache miss: strict decode. Decides rule 0 here (a record that does not decode is
         INVALID_RECORD), a ReleaseGroup completely (``_release_group``: rules 1 and 2) and the
-        version 2 membership records (``_membership``: rules 0, 1, 8 and 9)."""
+        version 2 membership records (``_membership``: rules 0, 1, 8 and 9). Version 3 task
+        records are decoded here (``_task``) and judged like the partition types; the last
+        item is their position vector (None for the other types)."""
         if value.__class__ is bytes and value[:1] == b"\x02":  # type: ignore[index]
-            return None, 0, 0, 0, self._membership(key, value, now)
+            return None, 0, 0, 0, self._membership(key, value, now), None
+        if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x03":
+            return self._task(key, value)
         try:
             fields = decode_fields(key, value)
         except DecodeError:
             self._rejections[Reason.INVALID_RECORD] += 1
-            return None, 0, 0, 0, _INVALID
+            return None, 0, 0, 0, _INVALID, None
         typ, client, instance, group, topic, partition, num, start, hb, tag = fields
         ident = (client, instance)
         fkey = fence_key(client, instance)
@@ -544,7 +589,7 @@ class WorldState:
         if typ == T_RELEASE_GROUP:
             assert num is not None
             v = self._release_group(fkey, ident, group, num, now, admin_key is not None, admin_ok)
-            return None, typ, 0, 0, v
+            return None, typ, 0, 0, v, None
         canonical = record_key(group, topic, partition)
         ent = [
             canonical,
@@ -567,7 +612,45 @@ class WorldState:
             if typ == T_HEARTBEAT:
                 ent[10:] = (len(value), value[10:], hb)  # type: ignore[arg-type, index]
             self._cache(ident_bytes, canonical, ent)
-        return ent, typ, -1 if num is None else num, hb or 0, None
+        return ent, typ, -1 if num is None else num, hb or 0, None, None
+
+    def _task(
+        self, key: object, value: bytes | bytearray | memoryview
+    ) -> tuple[list | None, int, int, int, Verdict | None, Positions | None]:
+        """A version 3 record (HeartbeatingTask, ReleasingTask): strict decode (rule 0), then
+        the identity entry of its key — the identity part is byte for byte that of the
+        version 1 partition types, so it shares their cache entry — for ``apply_many`` to
+        judge it by rules 1, 3 and 5 or 6 with its vector and the vector's scalar."""
+        try:
+            typ, client, instance, group, topic, partition, hb, vector, start = (
+                decode_task_fields(key, value)
+            )
+        except DecodeError:
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return None, 0, 0, 0, _INVALID, None
+        canonical = record_key(group, topic, partition)
+        cacheable = value.__class__ is bytes and key.__class__ is bytes
+        ident_bytes = bytes(value[start:])
+        ent = self._pcache.get(ident_bytes) if cacheable else None
+        if ent is None:
+            ent = [
+                canonical,
+                (client, instance),
+                fence_key(client, instance),
+                group,
+                self._parts.get(canonical),
+                topic,
+                partition,
+                group not in self._keys,  # untagged: the pausing admin only without a key
+                len(ident_bytes),
+                ident_bytes,
+                -1,
+                None,
+                0,
+            ]
+            if cacheable:
+                self._cache(ident_bytes, canonical, ent)
+        return ent, typ, task_last_offset(vector), hb, None, vector
 
     def _release_group(
         self,
@@ -709,6 +792,17 @@ class WorldState:
             return None
         return max(part.last, part.claimed) + 1
 
+    def resume_positions(self, group: str, topic: str, partition: int) -> dict[str, int] | None:
+        """For a task's key (version 3): ``{source topic: next offset to read}``
+        (``last_offset + 1`` of each source) as the last accepted HeartbeatingTask or
+        ReleasingTask gave them; None if the key has no position vector (never a task record,
+        or a later Heartbeat, ReleasingPartition, ClaimingMessages or admin POSITION_SET
+        replaced it: then only :meth:`resume_offset` describes the position)."""
+        part = self._part(group, topic, partition)
+        if part is None or part.positions is None:
+            return None
+        return {source: offset + 1 for source, offset in part.positions}
+
     def partition_state(self, group: str, topic: str, partition: int) -> PartitionState | None:
         part = self._part(group, topic, partition)
         return None if part is None else _export(part)
@@ -807,4 +901,5 @@ def _export(p: _Part) -> PartitionState:
         p.claimed,
         p.hb or None,
         positioned,
+        p.positions,
     )

@@ -63,6 +63,9 @@ class PartitionView:
     log_end: int | None
     lag: int | None
     status: Status | None  # None for a partition the group never consumed
+    #: a task's (version 3) last_offset per source topic, whose scalar is ``last_offset``;
+    #: None for anything but a task key whose last position record was a task record
+    positions: tuple[tuple[str, int], ...] | None = None
 
 
 Unit = assignment.Unit
@@ -299,6 +302,7 @@ def describe_group(
                 log_end=latest,
                 lag=lag,
                 status=status,
+                positions=s.positions if s is not None else None,
             )
         )
     holders = {

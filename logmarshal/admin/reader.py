@@ -34,7 +34,7 @@ from rationalizer import (
     decode,
     membership_partition,
 )
-from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT
+from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3
 from rationalizer.membership import Member
 from rationalizer.messages import Message
 
@@ -67,7 +67,8 @@ _I64 = Struct(">q")
 _U32 = Struct(">I")
 _NO_TIME = -(2**63)
 
-#: accepted records that carry the partition's position (``last_offset``) at a fixed place
+#: accepted records that carry the partition's position: ``last_offset`` at a fixed place,
+#: or (a task's records, version 3) a position vector whose scalar is the key's last_offset
 _POSITION_EFFECTS = {
     Effect.RENEWED: "heartbeat",
     Effect.RENEWED_LATE: "heartbeat",
@@ -290,9 +291,15 @@ def read_coordination(
             if effect in _CLAIM_EFFECTS and value[1] == T_CLAIMING_PARTITION:
                 leases[pk] = _U32.unpack_from(value, 2)[0]
                 continue
-            last_offset = _I64.unpack_from(value, 2)[0]
-            if value[1] == T_HEARTBEAT and source == "heartbeat":
-                leases[pk] = _U32.unpack_from(value, 10)[0]
+            if value[0] == VERSION_3:  # a task's heartbeat or release: decode it
+                task = decode(key, value)
+                last_offset = task.last_offset  # type: ignore[union-attr]
+                if source == "heartbeat":
+                    leases[pk] = task.heartbeat_interval_ms  # type: ignore[union-attr]
+            else:
+                last_offset = _I64.unpack_from(value, 2)[0]
+                if value[1] == T_HEARTBEAT and source == "heartbeat":
+                    leases[pk] = _U32.unpack_from(value, 10)[0]
             window = samples.get(pk)
             if window is None:
                 window = samples[pk] = deque(maxlen=history)

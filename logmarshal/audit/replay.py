@@ -12,7 +12,9 @@ it (the holder) and the key says which partition, so the hot path never decodes 
 only ownership changes and rejected records are decoded, with the public
 :func:`rationalizer.decode`. A data offset carried by a heartbeat is needed only when an
 ownership change asks for a position, so the fold keeps a reference to the record that set
-it and decodes it then.
+it and decodes it then. A task's records (version 3: HeartbeatingTask, ReleasingTask) have
+the verdicts of a heartbeat and a release of the task's key, so they are folded as such;
+their data offset is the scalar of their position vector, as in the world.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from rationalizer import (
     DecodeError,
     Effect,
     Heartbeat,
+    HeartbeatingTask,
     LeavingGroup,
     Message,
     Reason,
     ReleaseGroup,
     ReleasingPartition,
+    ReleasingTask,
     Verdict,
     WorldState,
     decode,
@@ -68,6 +72,8 @@ _MESSAGE_TYPES: dict[type, str] = {
     ReleaseGroup: "release_group",
     AnnouncingMember: "announcing_member",
     LeavingGroup: "leaving_group",
+    HeartbeatingTask: "heartbeating_task",
+    ReleasingTask: "releasing_task",
 }
 
 _START_CAUSE = {
@@ -98,6 +104,9 @@ _NOT_HOLDER_KIND = {
     "claiming_messages": "claim_messages_without_claim",
     "claiming_partition": "claim_without_right",
     "leaving_group": "leave_without_membership",
+    # a task's heartbeat and release are a heartbeat and a release of the task's key
+    "heartbeating_task": "heartbeat_without_claim",
+    "releasing_task": "release_without_claim",
 }
 
 _MEMBERSHIP_EFFECTS = frozenset({Effect.JOINED, Effect.ANNOUNCED, Effect.LEFT})
@@ -435,7 +444,8 @@ class PartitionAudit:
         self._counts[k] = self._counts.get(k, 0) + 1
 
     def _number(self, key: bytes, value: bytes | None) -> int:
-        """The data offset an accepted record carried (it decoded once already)."""
+        """The data offset an accepted record carried (it decoded once already): for a task
+        record (version 3) the scalar of its vector, which is what the world records."""
         if value is None:
             return -1
         msg = decode(key, value)

@@ -13,8 +13,11 @@ from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    HeartbeatingTask,
     LeavingGroup,
     ReleaseGroup,
+    ReleasingPartition,
+    ReleasingTask,
 )
 
 from .context import CliError, Context
@@ -26,10 +29,13 @@ __all__ = ["dump_row", "export_progress", "register"]
 _TYPES = {
     Heartbeat: "heartbeat",
     ClaimingPartition: "claiming_partition",
+    ReleasingPartition: "releasing_partition",
     ClaimingMessages: "claiming_messages",
     ReleaseGroup: "release_group",
     AnnouncingMember: "announcing_member",
     LeavingGroup: "leaving_group",
+    HeartbeatingTask: "heartbeating_task",
+    ReleasingTask: "releasing_task",
 }
 _DUMP_COLUMNS = [
     "cp",
@@ -73,7 +79,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
             "its effect, or rejected with its reason). Filters only select what is printed; "
             "the replay always starts at the beginning, so verdicts are the group's. With "
             "--json, one JSON object per line. 'value' is last_offset (heartbeat, release), "
-            "proposed_last_offset (claiming_messages) or the expiry (release_group)."
+            "proposed_last_offset (claiming_messages), the expiry (release_group) or, for a "
+            "task's heartbeat or release, the scalar of its source positions (listed in "
+            "'positions')."
         ),
     )
     dump.add_argument("--group", help="only records of this group")
@@ -145,7 +153,7 @@ def dump_row(rec: Any) -> dict[str, Any]:
         "offset": rec.offset,
         "timestamp_ms": rec.timestamp_ms,
         "log_time": format_ms(rec.log_time_ms),
-        "type": "invalid" if msg is None else _TYPES.get(type(msg), "releasing_partition"),
+        "type": "invalid" if msg is None else _TYPES.get(type(msg), type(msg).__name__),
         "group": getattr(msg, "group_id", None),
         "topic": getattr(msg, "topic", None),
         "partition": getattr(msg, "partition", None),
@@ -160,6 +168,8 @@ def dump_row(rec: Any) -> dict[str, Any]:
     for name in ("last_offset", "proposed_last_offset", "msg_expire_time"):
         if hasattr(msg, name):
             row["value"] = getattr(msg, name)
+    if isinstance(msg, HeartbeatingTask | ReleasingTask):  # value: the vector's scalar
+        row["positions"] = [list(x) for x in msg.positions]
     if v is not None:
         detail = v.effect if v.accepted else v.reason
         row["reason"] = None if detail is None else detail.value

@@ -250,6 +250,15 @@ def _dash(value: object) -> str:
     return "-" if value is None else str(value)
 
 
+def _last_offset_text(p: Any) -> str:
+    """``20 (positions a:12,b:7)`` for a task key with a position vector (its scalar, then
+    each source's last_offset), else the last offset or ``-``."""
+    if p.positions is None:
+        return _dash(p.last_offset)
+    sources = ",".join(f"{topic}:{offset}" for topic, offset in p.positions)
+    return f"{p.last_offset} (positions {sources})"
+
+
 def _units_text(units: Any) -> str:
     """``events/0,1,2 other/*``: units grouped by topic (``*``: the whole topic)."""
     by_topic: dict[str, list[str]] = {}
@@ -347,6 +356,9 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
                         "heartbeat_age_ms": p.heartbeat_age_ms,
                         "heartbeat_interval_ms": p.lease_ms,
                         "last_offset": p.last_offset,
+                        "positions": None
+                        if p.positions is None
+                        else {topic: offset for topic, offset in p.positions},
                         "position": p.position,
                         "earliest": p.earliest,
                         "log_end": p.log_end,
@@ -379,7 +391,7 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
             "instance_id": _dash(p.instance_id),
             "fresh": _dash(p.freshness),
             "hb_age_ms": _dash(p.heartbeat_age_ms),
-            "last_offset": _dash(p.last_offset),
+            "last_offset": _last_offset_text(p),
             "position": _dash(p.position),
             "log_end": _dash(p.log_end),
             "lag": _dash(p.lag),

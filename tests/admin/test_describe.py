@@ -168,3 +168,40 @@ def test_a_group_known_only_by_its_members_is_listed(scripted) -> None:
     assert d.balanced is False and len(d.to_move) == 3
     assert [p.partition for p in d.partitions] == [0, 1, 2]
     assert [(g.group, len(g.members)) for g in list_groups(state, BASE + 400)] == [("idle", 1)]
+
+
+def test_a_task_key_shows_its_position_vector(scripted) -> None:
+    """A task (protocol version 3) is one key whose heartbeats carry a vector: describe shows
+    the scalar as last_offset with the vector beside it, status samples and the lease come
+    from the task's heartbeats, and ``coord dump`` names the record types."""
+    from logmarshal.cli.coord import dump_row
+    from logmarshal.cli.group import _last_offset_text
+    from rationalizer import ClaimingPartition, HeartbeatingTask, ReleasingTask
+
+    cluster, s = scripted
+    ids = {"client_id": "t", "instance_id": "1", "group_id": "tasks"}
+    where = {"topic": "wc.task", "partition": 0}
+    s.put(ClaimingPartition(**ids, **where, heartbeat_interval_ms=1000), 0)
+    ab = (("a", 12), ("b", 7))
+    s.put(HeartbeatingTask(**ids, **where, heartbeat_interval_ms=2000, positions=ab), 100)
+    dumped = []
+    state = read_coordination(cluster, on_record=lambda rec: dumped.append(dump_row(rec)))
+    assert state.lease_ms("tasks", "wc.task", 0) == 2000
+    assert [x.position for x in state.samples("tasks", "wc.task", 0)] == [21]
+    d = describe_group(cluster, state, "tasks", BASE + 200)
+    (p,) = d.partitions
+    assert (p.client_id, p.last_offset, p.position, p.positions, p.log_end) == (
+        "t", 20, 21, ab, None,
+    )  # fmt: skip
+    assert _last_offset_text(p) == "20 (positions a:12,b:7)"
+    row = dumped[-1]
+    assert (row["type"], row["value"], row["positions"], row["reason"]) == (
+        "heartbeating_task", 20, [["a", 12], ["b", 7]], "renewed",
+    )  # fmt: skip
+    s.put(ReleasingTask(**ids, **where, positions=(("a", 20), ("b", 7))), 300)
+    state = read_coordination(cluster)
+    (p,) = describe_group(cluster, state, "tasks", BASE + 400).partitions
+    assert (p.client_id, p.last_offset, p.position, p.positions) == (
+        None, 28, 29, (("a", 20), ("b", 7)),
+    )  # fmt: skip
+    assert [x.source for x in state.samples("tasks", "wc.task", 0)] == ["heartbeat", "released"]

@@ -17,9 +17,11 @@ from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    HeartbeatingTask,
     LeavingGroup,
     ReleaseGroup,
     ReleasingPartition,
+    ReleasingTask,
     coordination_partition,
     encode,
     membership_partition,
@@ -114,6 +116,42 @@ class Script:
         )
         return self.put(msg, t)
 
+    def task_beat(
+        self,
+        who: str,
+        p: int,
+        positions: tuple[tuple[str, int], ...],
+        t: int,
+        *,
+        group: str | None = None,
+        hb: int = HB,
+    ) -> int:
+        """HeartbeatingTask (version 3) on the key of partition ``p`` of the script's topic
+        (here the task's name): the holder's position in each source topic."""
+        msg = HeartbeatingTask(
+            **self._ids(who, group),
+            topic=self.topic,
+            partition=p,
+            heartbeat_interval_ms=hb,
+            positions=positions,
+        )
+        return self.put(msg, t)
+
+    def task_release(
+        self,
+        who: str,
+        p: int,
+        positions: tuple[tuple[str, int], ...],
+        t: int,
+        *,
+        group: str | None = None,
+    ) -> int:
+        """ReleasingTask (version 3) on the key of partition ``p``."""
+        msg = ReleasingTask(
+            **self._ids(who, group), topic=self.topic, partition=p, positions=positions
+        )
+        return self.put(msg, t)
+
     def claim_messages(
         self, who: str, p: int, through: int, t: int, *, group: str | None = None
     ) -> int:
@@ -194,8 +232,19 @@ def story(script: Script) -> dict[str, Any]:
     return at
 
 
-def random_log(rng: random.Random, script: Script, steps: int, partitions: int = 4) -> None:
-    """A random but plausible fleet: claims, beats, releases, restarts, resets, junk."""
+def _vector(rng: random.Random) -> tuple[tuple[str, int], ...]:
+    sources = sorted(rng.sample(("left", "right", "third"), rng.randint(1, 3)))
+    return tuple((source, rng.randrange(-1, 300)) for source in sources)
+
+
+def random_log(
+    rng: random.Random, script: Script, steps: int, partitions: int = 4, *, tasks: float = 0.0
+) -> None:
+    """A random but plausible fleet: claims, beats, releases, restarts, resets, junk.
+
+    With ``tasks`` > 0, that share of the holders' heartbeats and releases are a task's
+    (HeartbeatingTask, ReleasingTask, version 3) on the same keys; with 0 the log is what it
+    always was for a seed (no extra draws)."""
     clients = [f"c{i}" for i in range(4)]
     instance = dict.fromkeys(clients, 1)
     t = 0
@@ -205,10 +254,15 @@ def random_log(rng: random.Random, script: Script, steps: int, partitions: int =
         c = rng.choice(clients)
         who = f"{c}:{instance[c]}"
         r = rng.random()
+        task = tasks > 0 and 0.25 <= r < 0.78 and rng.random() < tasks
         if r < 0.25:
             script.claim(who, p, t)
+        elif r < 0.7 and task:
+            script.task_beat(who, p, _vector(rng), t)
         elif r < 0.7:
             script.beat(who, p, rng.randrange(-1, 500), t)
+        elif r < 0.78 and task:
+            script.task_release(who, p, _vector(rng), t)
         elif r < 0.78:
             script.release(who, p, rng.randrange(-1, 500), t)
         elif r < 0.88:

@@ -165,12 +165,17 @@ def _tables(rows):
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32), steps=st.integers(0, 120), n=st.integers(1, 4))
-def test_cross_check_on_random_logs(seed: int, steps: int, n: int) -> None:
+@given(
+    seed=st.integers(0, 2**32),
+    steps=st.integers(0, 120),
+    n=st.integers(1, 4),
+    tasks=st.sampled_from([0.0, 0.5]),
+)
+def test_cross_check_on_random_logs(seed: int, steps: int, n: int, tasks: float) -> None:
     from logmarshal.audit.verify import compare, reference_replay
 
     script = Script(n)
-    random_log(random.Random(seed), script, steps)
+    random_log(random.Random(seed), script, steps, tasks=tasks)
     rows = audit_records(script.records, CONFIG)
     result = compare(_tables(rows), reference_replay(script.records.items(), CONFIG))
     assert result.ok, result.mismatches
@@ -184,11 +189,19 @@ def _resume_after(records, group, topic, partition, upto: int):
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32), steps=st.integers(0, 80), n=st.integers(1, 3))
-def test_ownership_positions_are_the_worlds_resume_offsets(seed: int, steps: int, n: int) -> None:
-    """start/end positions (None: no position) are what WorldState.resume_offset says then."""
+@given(
+    seed=st.integers(0, 2**32),
+    steps=st.integers(0, 80),
+    n=st.integers(1, 3),
+    tasks=st.sampled_from([0.0, 0.5]),
+)
+def test_ownership_positions_are_the_worlds_resume_offsets(
+    seed: int, steps: int, n: int, tasks: float
+) -> None:
+    """start/end positions (None: no position) are what WorldState.resume_offset says then
+    (for a task's key: the scalar of its vector)."""
     script = Script(n)
-    random_log(random.Random(seed), script, steps)
+    random_log(random.Random(seed), script, steps, tasks=tasks)
     rows = audit_records(script.records, CONFIG)
     for o in as_dicts(rows, "ownership"):
         recs = script.records[o["coord_partition"]]
@@ -356,3 +369,81 @@ def test_an_audit_from_a_snapshot_still_sees_the_members() -> None:
     assert _moves(rows, since) == after
     full = audit_records(script.records, ReplayConfig(since_ms=since))
     assert _moves(full, since) == after
+
+
+# ------------------------------------------------------------------ tasks (protocol version 3)
+
+
+def test_a_tasks_heartbeats_and_release_are_those_of_its_key() -> None:
+    """HeartbeatingTask / ReleasingTask are folded as a heartbeat / release of the task's key
+    (same effects, gaps, failovers and violation kinds); positions are their scalars."""
+    from logmarshal.audit.verify import compare, reference_replay
+
+    script = Script(1, topic="wc.task")
+    script.claim("a:1", 0, 0)
+    script.task_beat("a:1", 0, (("left", 9), ("right", 4)), 100)  # scalar 14
+    script.task_beat("a:1", 0, (("left", 12), ("right", 4)), 700)  # a gap of 600
+    zombie = script.task_beat("b:1", 0, (("left", 1),), 750)  # not the holder
+    script.task_release("a:1", 0, (("left", 19), ("right", 9)), 800)  # scalar 29
+    script.claim("b:1", 0, 900)
+    restart = script.task_beat("b:2", 0, (("left", 20), ("right", 9)), 1000)  # 30; b:1 fenced
+    fenced = script.task_release("b:1", 0, (("left", 20),), 1100)
+    script.beat("b:2", 0, 40, 1200)  # a plain heartbeat: the key's vector is gone
+    rows = audit_records(script.records, CONFIG)
+    own = {(o["client_id"], o["instance_id"]): o for o in as_dicts(rows, "ownership")}
+    a = own[("a", "1")]
+    assert (a["end_reason"], a["end_position"], a["accepted_messages"]) == ("released", 30, 4)
+    assert own[("b", "1")]["start_position"] == 30
+    assert own[("b", "1")]["end_reason"] == "fenced_new_instance"
+    b2 = own[("b", "2")]
+    assert (b2["start_cause"], b2["start_offset"], b2["start_position"]) == (
+        "restart_takeover",
+        restart,
+        31,
+    )
+    gaps = {(g["client_id"], g["instance_id"]): g for g in as_dicts(rows, "heartbeat_gaps")}
+    assert gaps[("a", "1")]["max_gap_ms"] == 600
+    fail = {f["cause"]: f for f in as_dicts(rows, "failovers")}
+    assert fail["released"]["resume_position"] == 30
+    viol = {v["kind"]: v for v in as_dicts(rows, "violations")}
+    assert set(viol) == {"heartbeat_without_claim", "write_from_fenced_instance"}
+    beat, write = viol["heartbeat_without_claim"], viol["write_from_fenced_instance"]
+    assert (beat["offset"], beat["message_type"]) == (zombie, "heartbeating_task")
+    assert (write["offset"], write["message_type"]) == (fenced, "releasing_task")
+    counts = {(o, r): n for _g, o, r, n in rows["verdicts"]}
+    assert counts[("accepted", "renewed")] == 3
+    assert counts[("accepted", "released")] == 1
+    assert counts[("accepted", "restart_takeover")] == 1
+    (pos,) = as_dicts(rows, "positions")
+    assert (pos["last_offset"], pos["resume_offset"]) == (40, 41)
+    check = compare(_tables(rows), reference_replay(script.records.items(), CONFIG))
+    assert check.ok, check.mismatches
+
+
+def test_an_audit_from_a_version_3_snapshot_equals_the_full_history() -> None:
+    """A genesis snapshot holding task vectors (snapshot version 3) restores, and the audit
+    from it reaches the positions of the full replay."""
+    from rationalizer import WorldState
+
+    script = Script(2, topic="wc.task")
+    rng = random.Random(7)
+    random_log(rng, script, 150, tasks=0.7)
+    genesis = {}
+    for cp, records in script.records.items():
+        w = WorldState()
+        w.apply_many(records)
+        if records:
+            genesis[cp] = (records[-1][0], w.to_bytes())
+    assert any(data[4] == 3 for _, data in genesis.values())
+    done = {cp: len(records) for cp, records in script.records.items()}
+    for p in range(4):  # the tail: every partition's holder, if any, beats once more
+        for cp, records in script.records.items():
+            w = WorldState()
+            w.apply_many(records)
+            holder = w.holder("g", "wc.task", p)
+            if holder is not None and script.cp(p) == cp:
+                script.task_beat(f"{holder[0]}:{holder[1]}", p, (("left", 500),), 10**6)
+    tail = {cp: recs[done[cp]:] for cp, recs in script.records.items()}
+    from_snapshot = audit_records(tail, ReplayConfig(genesis=genesis))
+    full = audit_records(script.records, CONFIG)
+    assert from_snapshot["positions"] == full["positions"]

@@ -140,3 +140,26 @@ def test_spark_audit_of_a_rebalancing_log_equals_the_inprocess_audit(
     assert ("b", "gave_up", "failover: holder stale") in causes
     check = compare(got, reference_replay(records_from_cluster(cluster), config))
     assert check.ok, check.mismatches
+
+
+def test_spark_audit_of_a_log_with_tasks_equals_the_inprocess_audit(spark, tmp_path) -> None:
+    """Task records (protocol version 3) on the same keys as plain heartbeats and releases:
+    the executors fold them as the in-process engine does, and the cross-check holds."""
+    from logmarshal.audit.job import run_spark
+
+    clock = LogClock()
+    with EmbeddedCluster(tmp_path / "data", clock=clock, maintenance_interval=0) as cluster:
+        script = Script(3, cluster=cluster, clock=clock)
+        random_log(random.Random(5), script, 600, partitions=6, tasks=0.5)
+        assert any(v[0] == 3 for recs in script.records.values() for *_, v in recs if v)
+        info = export_coordination(cluster, tmp_path / "export")
+        config = replay_config_for(info)
+        run_spark(spark, info, tmp_path / "spark", config)
+        run_inprocess(info, tmp_path / "local", config)
+        got, want = load_tables(tmp_path / "spark"), load_tables(tmp_path / "local")
+        for table in want:
+            assert same_rows(got[table], want[table]), table
+        check = compare(got, reference_replay(records_from_cluster(cluster), config))
+    assert check.ok, check.mismatches
+    counts = {(r["outcome"], r["reason"]) for r in got["verdicts"].to_pylist()}
+    assert ("accepted", "released") in counts and ("accepted", "renewed") in counts

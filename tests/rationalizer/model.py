@@ -9,17 +9,21 @@ from rationalizer import (
     ClaimingPartition,
     Effect,
     Heartbeat,
+    HeartbeatingTask,
     Reason,
     ReleaseGroup,
     ReleasingPartition,
+    ReleasingTask,
     verify,
 )
 
 
 class Model:
     """Per partition: holder, beat, last, claimed, ``hb``, the holder's own heartbeat
-    interval (None without a holder; there is no reader HB anywhere), and ``pos``: whether
-    an accepted record ever set a position (every accepted record but a claim does)."""
+    interval (None without a holder; there is no reader HB anywhere), ``pos``: whether
+    an accepted record ever set a position (every accepted record but a claim does), and
+    ``vec``: a task's position vector (version 3), set by the task records, cleared by every
+    other record that sets a position; its scalar is ``sum(last_offset + 1) - 1``."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -39,6 +43,12 @@ class Model:
     def resume_offset(self, key: tuple[str, str, int]) -> int | None:
         st = self.parts.get(key)
         return max(st["last"], st["claimed"]) + 1 if st and st["pos"] else None
+
+    def resume_positions(self, key: tuple[str, str, int]) -> dict[str, int] | None:
+        st = self.parts.get(key)
+        if not st or st.get("vec") is None:
+            return None
+        return {topic: offset + 1 for topic, offset in st["vec"]}
 
     def apply(self, ts: int, msg: object) -> tuple[bool, Reason | None, Effect | None]:
         t = self.tick(ts)
@@ -76,7 +86,7 @@ class Model:
                         "last": -1,
                         "claimed": -1,
                     }
-                st.update(last=msg.last_offset, claimed=msg.last_offset, pos=True)
+                st.update(last=msg.last_offset, claimed=msg.last_offset, pos=True, vec=None)
                 return True, None, Effect.POSITION_SET
             return False, Reason.GROUP_PAUSED, None
         holder = st["holder"] if st else None
@@ -96,27 +106,32 @@ class Model:
                 st.update(new)
                 return True, None, Effect.TOOK_OVER_STALE
             return False, Reason.STILL_OWNED, None
-        if isinstance(msg, Heartbeat):
+        vec = None
+        last = None
+        if isinstance(msg, HeartbeatingTask | ReleasingTask):
+            vec = msg.positions
+            last = sum(offset + 1 for _, offset in vec) - 1
+        elif isinstance(msg, Heartbeat | ReleasingPartition):
+            last = msg.last_offset
+        if isinstance(msg, Heartbeat | HeartbeatingTask):
             if holder == me:
                 effect = Effect.RENEWED if age <= 2 * hb else Effect.RENEWED_LATE
-                st.update(beat=t, last=msg.last_offset, hb=msg.heartbeat_interval_ms, pos=True)
+                st.update(beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec)
                 return True, None, effect
             if holder is not None and holder[0] == me[0] and age < hb:
                 self.fenced.add(holder)
                 st.update(
-                    holder=me, beat=t, last=msg.last_offset, hb=msg.heartbeat_interval_ms, pos=True
+                    holder=me, beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec
                 )
                 return True, None, Effect.RESTART_TAKEOVER
             return False, Reason.NOT_HOLDER, None
         if holder != me:
             return False, Reason.NOT_HOLDER, None
-        if isinstance(msg, ReleasingPartition):
-            st.update(
-                holder=None, hb=None, beat=t, last=msg.last_offset, claimed=msg.last_offset, pos=True
-            )
+        if isinstance(msg, ReleasingPartition | ReleasingTask):
+            st.update(holder=None, hb=None, beat=t, last=last, claimed=last, pos=True, vec=vec)
             return True, None, Effect.RELEASED
         assert isinstance(msg, ClaimingMessages)
         if msg.proposed_last_offset >= st["claimed"]:
-            st.update(claimed=msg.proposed_last_offset, beat=t, pos=True)
+            st.update(claimed=msg.proposed_last_offset, beat=t, pos=True, vec=None)
             return True, None, Effect.MESSAGES_CLAIMED
         return False, Reason.OFFSET_REGRESSION, None

@@ -2,7 +2,9 @@
 
 Every claim and heartbeat draws its own heartbeat interval, so holders with different
 leases share a world; group "h" has an admin key, "g" has none, and admin records come
-untagged, tagged with the key or tagged with another key.
+untagged, tagged with the key or tagged with another key. Version 3 task records
+(HeartbeatingTask, ReleasingTask) go to the same keys as the plain partition records, so
+vectors are set and cleared on the same partitions.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    HeartbeatingTask,
     ReleaseGroup,
     ReleasingPartition,
+    ReleasingTask,
     WorldState,
     encode,
     sign,
@@ -39,6 +43,12 @@ small_offsets = st.integers(-1, 50)
 dts = st.integers(-30, 3 * HB)
 hbs = st.one_of(st.sampled_from([HB // 2, HB, 2 * HB]), st.integers(1, 4 * HB))
 auths = st.sampled_from([None, KEY, KEY, KEY, OTHER_KEY])
+SOURCES = ("a", "b", "c")
+
+
+def _vector(n: int) -> tuple[tuple[str, int], ...]:
+    """A task's position vector made from one drawn offset (-1..50): one to three sources."""
+    return tuple((s, max(-1, n - 7 * i)) for i, s in enumerate(SOURCES[: 1 + n % 3]))
 
 
 def _msg(
@@ -58,6 +68,12 @@ def _msg(
         return ReleasingPartition(**ids, topic=TOPIC, partition=p, last_offset=n)
     if kind == "msgs":
         return ClaimingMessages(**ids, topic=TOPIC, partition=p, proposed_last_offset=n)
+    if kind == "task_beat":
+        return HeartbeatingTask(
+            **ids, topic=TOPIC, partition=p, heartbeat_interval_ms=hb, positions=_vector(n)
+        )
+    if kind == "task_release":
+        return ReleasingTask(**ids, topic=TOPIC, partition=p, positions=_vector(n))
     msg = ReleaseGroup(**ids, msg_expire_time=max(0, n))
     return msg if key is None else sign(msg, key)
 
@@ -66,6 +82,7 @@ kinds = st.sampled_from(
     ["claim"] * 3
     + ["beat"] * 5
     + ["release", "msgs", "msgs", "group", "admin_group", "admin_beat", "admin_beat"]
+    + ["task_beat", "task_beat", "task_release"]
 )
 garbage = st.tuples(
     st.one_of(st.none(), st.binary(max_size=20)), st.one_of(st.none(), st.binary(max_size=40))
@@ -150,6 +167,7 @@ def test_agrees_with_oracle_and_single_holder(records):
                 st_ = m.parts.get((g, TOPIC, p))
                 assert w.holder(g, TOPIC, p) == (st_["holder"] if st_ else None)
                 assert w.resume_offset(g, TOPIC, p) == m.resume_offset((g, TOPIC, p))
+                assert w.resume_positions(g, TOPIC, p) == m.resume_positions((g, TOPIC, p))
                 if st_:
                     state = w.partition_state(g, TOPIC, p)
                     assert state.heartbeat_interval_ms == st_["hb"]
@@ -245,6 +263,8 @@ class Replayers(RuleBasedStateMachine):
                     assert holder is None
                 ro = self.w.resume_offset(g, TOPIC, p)
                 assert ro == self.m.resume_offset((g, TOPIC, p))
+                rp = self.w.resume_positions(g, TOPIC, p)
+                assert rp == self.m.resume_positions((g, TOPIC, p))
                 if st_:
                     # freshness at any time is judged with the holder's own lease
                     state = self.w.partition_state(g, TOPIC, p)
