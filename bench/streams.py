@@ -2,7 +2,9 @@
 
 1. word count records/s through an App (topology, store, changelog, commits) vs a
    hand-written Consumer poll loop counting the same lines into a dict (same data, same
-   machine, same run): the overhead ratio of the streams layer;
+   machine, same run): the overhead ratio of the streams layer; and the same over two
+   co-partitioned topics, where each task is partition p of both (one claim, a position
+   vector in its heartbeats), vs the loop reading both topics as four partitions;
 2. restore time of a store vs its changelog size (in-memory and sqlite).
 
     python3 bench/streams.py [--lines 20000] [--sizes 1000,10000,50000]
@@ -23,17 +25,30 @@ if sys.path[1:2] == [str(Path(__file__).resolve().parent)]:
     del sys.path[1]
 
 from logmarshal import Consumer, EmbeddedCluster, Marshaler
-from logmarshal.streams import App, InMemoryStore, SqliteStore
-from logmarshal.streams.examples import word_count
-from logmarshal.streams.task import COMMIT_KEY, Task, changelog_topic
+from logmarshal.streams import App, InMemoryStore, SqliteStore, StoreSpec, Topology
+from logmarshal.streams.examples import WordCountProcessor, word_count
+from logmarshal.streams.serde import string_deserializer, string_serializer
+from logmarshal.streams.task import COMMIT_KEY, Task, changelog_topic, marker_key
 from storage import NewRecord
 
 TEXT = ["the quick brown fox", "jumps over the lazy dog", "streams of records", "a b c d e f"]
 
 
-def produce(cluster: EmbeddedCluster, n: int) -> collections.Counter:
-    cluster.create_topic("lines", 2)
-    cluster.create_topic("word-counts", 2)
+def two_topic_word_count() -> Topology:
+    """The word count over ``lines`` and ``lines2``: one task per partition of both."""
+    t = Topology()
+    for topic in ("lines", "lines2"):
+        t.add_source(topic, topic, value_deserializer=string_deserializer,
+                     key_deserializer=string_deserializer)
+    t.add_processor("count", WordCountProcessor, ["lines", "lines2"])
+    t.add_state_store(StoreSpec("counts", "memory"), "count")
+    return t.add_sink("out", "word-counts", "count", key_serializer=string_serializer)
+
+
+def produce(cluster: EmbeddedCluster, n: int, topic: str = "lines") -> collections.Counter:
+    cluster.create_topic(topic, 2)
+    if topic == "lines":
+        cluster.create_topic("word-counts", 2)
     now = int(time.time() * 1000)
     truth: collections.Counter = collections.Counter()
     for p in (0, 1):
@@ -43,12 +58,14 @@ def produce(cluster: EmbeddedCluster, n: int) -> collections.Counter:
             truth.update(line.split())
             batch.append(NewRecord(line.encode(), timestamp=now + i))
         for k in range(0, len(batch), 500):
-            cluster.produce("lines", p, batch[k:k + 500])
+            cluster.produce(topic, p, batch[k:k + 500])
     return truth
 
 
-def streams_rate(cluster: EmbeddedCluster, n: int, tmp: str) -> float:
-    app = App(cluster, "bench-wc", word_count(), client_id="s1", heartbeat_interval=1.0,
+def streams_rate(cluster: EmbeddedCluster, n: int, tmp: str, two: bool = False) -> float:
+    topology = two_topic_word_count() if two else word_count()
+    app = App(cluster, "bench-wc2" if two else "bench-wc", topology, client_id="s1",
+              heartbeat_interval=1.0,
               state_dir=f"{tmp}/state", commit_interval=0.1,
               consumer_options={"batch_size": 500})
     start = time.perf_counter()
@@ -58,11 +75,12 @@ def streams_rate(cluster: EmbeddedCluster, n: int, tmp: str) -> float:
     return n / elapsed
 
 
-def poll_loop_rate(cluster: EmbeddedCluster, n: int) -> float:
-    marshaler = Marshaler(cluster, "p1", "bench-loop", 1.0)
+def poll_loop_rate(cluster: EmbeddedCluster, n: int, two: bool = False) -> float:
+    marshaler = Marshaler(cluster, "p1", "bench-loop2" if two else "bench-loop", 1.0)
     counts: dict[tuple[int, str], int] = {}
     done = 0
-    with Consumer(marshaler, ["lines"], mode="alo", batch_size=500) as consumer:
+    topics = ["lines", "lines2"] if two else ["lines"]
+    with Consumer(marshaler, topics, mode="alo", batch_size=500) as consumer:
         start = time.perf_counter()
         while done < n:
             for m in consumer.poll(0.1):
@@ -90,7 +108,8 @@ def restore_time(cluster: EmbeddedCluster, size: int, kind: str, tmp: str,
         cluster.produce(topic, 0, [
             NewRecord(str(i).encode(), key=f'"k{i % keys}"'.encode(), timestamp=now)
             for i in range(k, min(size, k + 1000))])
-    cluster.produce(topic, 0, [NewRecord(b'{"lines":1}', key=COMMIT_KEY, timestamp=now)])
+    cluster.produce(topic, 0, [NewRecord(b'{"lines":1}', key=marker_key(COMMIT_KEY, -1),
+                                         timestamp=now)])
     return _restore(cluster, app_id, kind, tmp)
 
 
@@ -124,6 +143,14 @@ def main() -> None:
         print(f"  hand-written poll loop (Consumer, dict): {loop:>10,.0f}")
         print(f"  streams App (topology, store, changelog): {streams:>9,.0f}")
         print(f"  overhead ratio (loop / streams):          {loop / streams:>9.2f}x")
+        produce(cluster, args.lines, "lines2")
+        loop2 = poll_loop_rate(cluster, 2 * args.lines, two=True)
+        streams2 = streams_rate(cluster, 2 * args.lines, tmp, two=True)
+        print(f"the same over two co-partitioned topics ({2 * args.lines} lines; a task is "
+              "partition p of both):")
+        print(f"  hand-written poll loop (4 partitions):    {loop2:>9,.0f}")
+        print(f"  streams App (2 tasks, vector heartbeats): {streams2:>9,.0f}")
+        print(f"  overhead ratio (loop / streams):          {loop2 / streams2:>9.2f}x")
         print("restore time vs changelog size (records; 1/4 distinct keys):")
         print(f"  {'records':>8} {'memory s':>9} {'sqlite s':>9} {'sqlite, file current s':>23}")
         for size in (int(s) for s in args.sizes.split(",")):

@@ -92,10 +92,13 @@ def test_state_restored_after_the_task_moves(cluster, tmp_path):
     original = b._assigned
 
     def watch(parts):
+        new = [tp for tp in parts if tp not in b.tasks]
         original(parts)
-        restored.extend((tp, sum(b.tasks[tp].stores["counts"].all().values())) for tp in parts)
+        restored.extend((tp, sum(b.tasks[tp].stores["counts"].all().values())) for tp in new)
 
-    b.consumer._on_assigned = watch  # observe the restore before processing starts
+    # observe each restore before processing starts (a task is set up by the assignment
+    # callback, or by the first record if that comes first)
+    b.consumer._on_assigned = b._assigned = watch
     run_until(b, lambda: store_total(b) >= total)
     assert sorted(restored) == [(("wc.task.0", 0), sum(truth[0].values()) - sum(more[0].values())),
                                 (("wc.task.0", 1), sum(truth[1].values()) - sum(more[1].values()))]
