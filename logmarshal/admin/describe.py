@@ -211,6 +211,18 @@ def list_groups(state: CoordinationState, now_ms: int) -> list[GroupSummary]:
     return out
 
 
+def _task_lag(ends: _LogEnds, positions: tuple[tuple[str, int], ...], partition: int
+              ) -> int | None:
+    """A task's lag: the records after its position in each of its sources, summed."""
+    total = 0
+    for source, last in positions:
+        bounds = ends.bounds(source, partition)
+        if bounds is None:
+            return None
+        total += max(0, bounds[1] - last - 1)
+    return total
+
+
 class _LogEnds:
     """Log-end offsets now and at past times (the time index), cached per command."""
 
@@ -254,11 +266,20 @@ def describe_group(
     keys = set(known)
     announced = state.members(group, now_ms)
     subscribed = {t for m in announced for t, _ in m.topics}
+    # a task's name (streams) is no topic: its partition count is the one members announce
+    announced_counts: dict[str, int] = {}
+    for m in announced:
+        for t, n in m.topics:
+            announced_counts[t] = max(n, announced_counts.get(t, 0))
+    tasks = {s.topic for s in known.values() if s.positions is not None}
     for topic in sorted(set(state.topics(group)) | subscribed):
         try:
             keys.update((topic, p) for p in range(cluster.partitions(topic)))
         except UnknownTopic:
-            log.warning("topic %s of group %s no longer exists", topic, group)
+            if topic in tasks or topic in announced_counts:
+                keys.update((topic, p) for p in range(announced_counts.get(topic, 0)))
+            else:
+                log.warning("topic %s of group %s no longer exists", topic, group)
     hb_max = state.hb_max_ms(group) or 0
     views = []
     members = set()
@@ -274,6 +295,8 @@ def describe_group(
         # A partition only claimed, never consumed, has no position (and so no lag or status).
         position = s.resume_offset if s is not None and s.has_position else None
         lag = None if position is None or latest is None else max(0, latest - position)
+        if s is not None and s.positions is not None:
+            lag = _task_lag(ends, s.positions, partition)
         status = None
         if position is not None and latest is not None:
             window = [

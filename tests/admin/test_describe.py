@@ -194,6 +194,14 @@ def test_a_task_key_shows_its_position_vector(scripted) -> None:
         "t", 20, 21, ab, None,
     )  # fmt: skip
     assert _last_offset_text(p) == "20 (positions a:12,b:7)"
+    # the task's lag: what follows its position in each source (a: 20 records, b: 10)
+    from storage import NewRecord
+
+    for topic, n in (("a", 20), ("b", 10)):
+        cluster.create_topic(topic, 1)
+        cluster.produce(topic, 0, [NewRecord(b"x", timestamp=BASE) for _ in range(n)])
+    (p,) = describe_group(cluster, read_coordination(cluster), "tasks", BASE + 200).partitions
+    assert p.lag == (20 - 13) + (10 - 8)
     row = dumped[-1]
     assert (row["type"], row["value"], row["positions"], row["reason"]) == (
         "heartbeating_task", 20, [["a", 12], ["b", 7]], "renewed",
