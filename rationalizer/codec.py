@@ -239,6 +239,27 @@ Fields = tuple[
 ]
 
 
+def _read_identity(
+    key: bytes, buf: bytes, pos: int, partitioned: bool
+) -> tuple[str, str, str, str | None, int | None]:
+    """The identity part that ends every partition record (versions 1 and 3): ids, then
+    topic and partition (``partitioned``), nothing after it, and the key that names them."""
+    client, pos = _read_str(buf, pos, MAX_ID_BYTES, "client_id")
+    instance, pos = _read_str(buf, pos, MAX_ID_BYTES, "instance_id")
+    group, pos = _read_str(buf, pos, MAX_ID_BYTES, "group_id")
+    topic = partition = None
+    if partitioned:
+        topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
+        if not valid_topic(topic):
+            raise DecodeError(f"invalid topic name {topic!r}")
+        partition, pos = _read_uvarint(buf, pos, MAX_PARTITION, "partition")
+    if pos != len(buf):
+        raise DecodeError(f"{len(buf) - pos} trailing bytes")
+    if bytes(key) != record_key(group, topic, partition):
+        raise DecodeError("record key does not match the value")
+    return client, instance, group, topic, partition
+
+
 def decode_fields(key: object, value: object) -> Fields:
     """Decode to a plain tuple, the fast form used by the world state.
 
@@ -284,19 +305,9 @@ def decode_fields(key: object, value: object) -> Fields:
         elif n != 0:
             raise DecodeError(f"auth_tag length must be 0 or {AUTH_TAG_BYTES}, got {n}")
     start = pos
-    client, pos = _read_str(buf, pos, MAX_ID_BYTES, "client_id")
-    instance, pos = _read_str(buf, pos, MAX_ID_BYTES, "instance_id")
-    group, pos = _read_str(buf, pos, MAX_ID_BYTES, "group_id")
-    topic = partition = None
-    if typ != T_RELEASE_GROUP:
-        topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
-        if not valid_topic(topic):
-            raise DecodeError(f"invalid topic name {topic!r}")
-        partition, pos = _read_uvarint(buf, pos, MAX_PARTITION, "partition")
-    if pos != len(buf):
-        raise DecodeError(f"{len(buf) - pos} trailing bytes")
-    if bytes(key) != record_key(group, topic, partition):
-        raise DecodeError("record key does not match the value")
+    client, instance, group, topic, partition = _read_identity(
+        key, buf, pos, typ != T_RELEASE_GROUP
+    )
     assert number is None or number <= MAX_OFFSET
     return typ, client, instance, group, topic, partition, number, start, hb, tag
 
@@ -394,17 +405,8 @@ def decode_task_fields(key: object, value: object) -> TaskFields:
     if task_last_offset(vector) > MAX_OFFSET:
         raise DecodeError("the task's positions add up beyond 2^63 - 1")
     start = pos
-    client, pos = _read_str(buf, pos, MAX_ID_BYTES, "client_id")
-    instance, pos = _read_str(buf, pos, MAX_ID_BYTES, "instance_id")
-    group, pos = _read_str(buf, pos, MAX_ID_BYTES, "group_id")
-    topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
-    if not valid_topic(topic):
-        raise DecodeError(f"invalid topic name {topic!r}")
-    partition, pos = _read_uvarint(buf, pos, MAX_PARTITION, "partition")
-    if pos != len(buf):
-        raise DecodeError(f"{len(buf) - pos} trailing bytes")
-    if bytes(key) != record_key(group, topic, partition):
-        raise DecodeError("record key does not match the value")
+    client, instance, group, topic, partition = _read_identity(key, buf, pos, True)
+    assert topic is not None and partition is not None
     return typ, client, instance, group, topic, partition, hb, vector, start
 
 
