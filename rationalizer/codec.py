@@ -135,10 +135,7 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
         head = _HDR.pack(VERSION_2, T_ANNOUNCING_MEMBER) + _ANNOUNCE_HEAD.pack(
             msg.heartbeat_interval_ms, msg.weight, msg.max_claims, flags
         )
-        topics = _uvarint(len(msg.topics)) + b"".join(
-            _str(topic) + _uvarint(count) for topic, count in msg.topics
-        )
-        return record_key(msg.group_id), head + ident + topics
+        return record_key(msg.group_id), head + ident + _topic_numbers(msg.topics, 0)
     if cls is LeavingGroup:
         return record_key(msg.group_id), _HDR.pack(VERSION_2, T_LEAVING_GROUP) + ident
     if cls is HeartbeatingTask or cls is ReleasingTask:
@@ -146,9 +143,7 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
             head = _HDR.pack(VERSION_3, T_HEARTBEATING_TASK) + _U32.pack(msg.heartbeat_interval_ms)
         else:
             head = _HDR.pack(VERSION_3, T_RELEASING_TASK)
-        vector = _uvarint(len(msg.positions)) + b"".join(
-            _str(topic) + _uvarint(offset + 1) for topic, offset in msg.positions
-        )
+        vector = _topic_numbers(msg.positions, 1)  # an offset is stored + 1: -1 is 0x00
         tail = ident + _str(msg.topic) + _uvarint(msg.partition)
         return record_key(msg.group_id, msg.topic, msg.partition), head + vector + tail
     if cls is ReleaseGroup:
@@ -237,6 +232,30 @@ def _record_bytes(key: object, value: object) -> bytes:
 Fields = tuple[
     int, str, str, str, "str | None", "int | None", "int | None", int, "int | None", "bytes | None"
 ]
+
+
+def _topic_numbers(pairs: tuple[tuple[str, int], ...], add: int) -> bytes:
+    """A count, then each topic as ``str`` and its number ``+ add`` as a varint: an
+    announcement's topic list (partition counts) and a task's vector (offsets, ``add`` 1)."""
+    return _uvarint(len(pairs)) + b"".join(_str(t) + _uvarint(n + add) for t, n in pairs)
+
+
+def _read_topic_numbers(
+    buf: bytes, pos: int, max_count: int, what: str, max_number: int, number: str, add: int
+) -> tuple[list[tuple[str, int]], int]:
+    """The inverse of :func:`_topic_numbers`, strict: valid topic names, strictly ascending,
+    canonical varints within their bounds."""
+    n, pos = _read_uvarint(buf, pos, max_count, f"{what} count")
+    out: list[tuple[str, int]] = []
+    for _ in range(n):
+        topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, what)
+        if not valid_topic(topic):
+            raise DecodeError(f"invalid {what} name {topic!r}")
+        if out and out[-1][0] >= topic:
+            raise DecodeError(f"{what}s are not sorted and unique")
+        value, pos = _read_uvarint(buf, pos, max_number, number)
+        out.append((topic, value - add))
+    return out, pos
 
 
 def _read_identity(
@@ -348,15 +367,9 @@ def decode_member_fields(key: object, value: object) -> MemberFields:
     group, pos = _read_str(buf, pos, MAX_ID_BYTES, "group_id")
     topics: list[tuple[str, int]] = []
     if typ == T_ANNOUNCING_MEMBER:
-        n, pos = _read_uvarint(buf, pos, MAX_MEMBER_TOPICS, "topic count")
-        for _ in range(n):
-            topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
-            if not valid_topic(topic):
-                raise DecodeError(f"invalid topic name {topic!r}")
-            if topics and topics[-1][0] >= topic:
-                raise DecodeError("announced topics are not sorted and unique")
-            count, pos = _read_uvarint(buf, pos, MAX_PARTITION + 1, "partition count")
-            topics.append((topic, count))
+        topics, pos = _read_topic_numbers(
+            buf, pos, MAX_MEMBER_TOPICS, "topic", MAX_PARTITION + 1, "partition count", 0
+        )
     if pos != len(buf):
         raise DecodeError(f"{len(buf) - pos} trailing bytes")
     if bytes(key) != record_key(group):
@@ -389,18 +402,11 @@ def decode_task_fields(key: object, value: object) -> TaskFields:
         pos += 4
         if not 1 <= hb <= MAX_HEARTBEAT_INTERVAL_MS:
             raise DecodeError(f"heartbeat_interval_ms {hb} out of range")
-    n, pos = _read_uvarint(buf, pos, MAX_TASK_SOURCES, "source count")
-    if n == 0:
+    positions, pos = _read_topic_numbers(
+        buf, pos, MAX_TASK_SOURCES, "source topic", MAX_OFFSET + 1, "source position", 1
+    )
+    if not positions:
         raise DecodeError("a task without sources")
-    positions: list[tuple[str, int]] = []
-    for _ in range(n):
-        topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "source topic")
-        if not valid_topic(topic):
-            raise DecodeError(f"invalid source topic name {topic!r}")
-        if positions and positions[-1][0] >= topic:
-            raise DecodeError("source topics are not sorted and unique")
-        next_offset, pos = _read_uvarint(buf, pos, MAX_OFFSET + 1, "source position")
-        positions.append((topic, next_offset - 1))
     vector = tuple(positions)
     if task_last_offset(vector) > MAX_OFFSET:
         raise DecodeError("the task's positions add up beyond 2^63 - 1")

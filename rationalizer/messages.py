@@ -170,14 +170,14 @@ def _check_auth_tag(_inst: Any, attribute: attrs.Attribute[Any], value: object) 
         )
 
 
-def _check_version(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or value != 1:
-        raise ValueError(f"{attribute.name} of a version 1 message type must be 1, got {value!r}")
+def _version_field(version: int, of: str) -> Any:
+    """The ``version`` field of a message type: keyword-only, ``version`` and nothing else."""
 
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not _is_int(value) or value != version:
+            raise ValueError(f"{attribute.name} of {of} must be {version}, got {value!r}")
 
-def _check_version_2(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or value != 2:
-        raise ValueError(f"{attribute.name} of a membership message must be 2, got {value!r}")
+    return attrs.field(default=version, kw_only=True, validator=check)
 
 
 def _check_weight(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -223,11 +223,6 @@ def _check_positions(_inst: Any, attribute: attrs.Attribute[Any], value: object)
         )
 
 
-def _check_version_3(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or value != 3:
-        raise ValueError(f"{attribute.name} of a task message must be 3, got {value!r}")
-
-
 def _check_bool(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not bool:
         raise ValueError(f"{attribute.name} must be a bool, got {value!r}")
@@ -238,15 +233,15 @@ def _id() -> Any:
 
 
 def _version() -> Any:
-    return attrs.field(default=1, kw_only=True, validator=_check_version)
+    return _version_field(1, "a version 1 message type")
 
 
 def _version_2() -> Any:
-    return attrs.field(default=2, kw_only=True, validator=_check_version_2)
+    return _version_field(2, "a membership message")
 
 
 def _version_3() -> Any:
-    return attrs.field(default=3, kw_only=True, validator=_check_version_3)
+    return _version_field(3, "a task message")
 
 
 def _heartbeat_interval() -> Any:
