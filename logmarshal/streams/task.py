@@ -180,8 +180,8 @@ def epoch_bounds(commits: list[_Commit], fences: list[_Fence], seed: int = NO_EP
 
 @attrs.frozen
 class Replayed:
-    """What one pass over a changelog range found: its markers, the commit markers it
-    applied, the positions the applied state reflects, the keys whose last record in the
+    """What one pass over a changelog range found: its markers, the positions the applied
+    state reflects, the keys whose last record in the
     range belongs to no applied commit (a cut-short or stale commit: rewritten by the next
     commit, so that compaction cannot leave them as a key's only record), and per epoch the
     highest offset applied and the lowest dropped (to check the pass against the epochs'
@@ -189,7 +189,6 @@ class Replayed:
 
     commits: list[_Commit]
     fences: list[_Fence]
-    applied: list[int]
     positions: dict[str, int] | None
     uncommitted: frozenset[bytes]
     applied_max: dict[int, int] = attrs.field(factory=dict)
@@ -228,7 +227,6 @@ def _replay(
     pending: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
     commits: list[_Commit] = []
     fences: list[_Fence] = []
-    applied: list[int] = []
     applied_max: dict[int, int] = {}
     dropped_min: dict[int, int] = {}
     latest: dict[bytes, tuple[int, bool]] = {}
@@ -266,7 +264,6 @@ def _replay(
                 positions = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}
                 commits.append((m.offset, epoch, positions))
                 if m.offset < below:
-                    applied.append(m.offset)
                     applied_max[epoch] = max(applied_max.get(epoch, -1), m.offset)
                     last = positions
                 else:
@@ -293,7 +290,7 @@ def _replay(
     for epoch, records in pending.items():
         settle(epoch, records, -1)
     uncommitted = frozenset(k for k, (_, ok) in latest.items() if not ok)
-    return Replayed(commits, fences, applied, last, uncommitted, applied_max, dropped_min)
+    return Replayed(commits, fences, last, uncommitted, applied_max, dropped_min)
 
 
 def _restore_store(
