@@ -37,6 +37,7 @@ from rationalizer import (
     membership_partition,
 )
 from rationalizer.membership import Member
+from rationalizer.messages import task_last_offset
 from rationalizer.world import FRESH, NO_TIME
 
 from . import assignment
@@ -296,15 +297,13 @@ class MemberCore:
     def _claim_of(self, topic: str, partition: int) -> Held | None:
         """The claim (topic, partition) is read under: its own, or its task's."""
         held = self._read(topic, partition)
-        if held is None or held.task is None:
-            return held
-        return held.task
+        return None if held is None else held.task or held
 
     def _position(self, held: Held) -> int:
         """Our heartbeat's ``last_offset``; a task's: the sum its vector stands for (the
         input records consumed, minus one; PROTOCOL.md "Tasks")."""
         if held.sources:
-            return sum(self._delivery.position(s) + 1 for s in held.sources) - 1
+            return task_last_offset(self._vector(held))
         return self._delivery.position(held)
 
     def _vector(self, held: Held, release: bool = False) -> tuple[tuple[str, int], ...]:
@@ -941,16 +940,23 @@ class MemberCore:
             if entry[2] and self._worlds[entry[1]].holder(group, *key) != self.me:
                 self._releases.answered(key)  # an earlier attempt landed (or it is not ours)
         for key, position, cp in self._releases.due(in_flight, now):
-            msg: ReleasingPartition | ReleasingTask
-            if isinstance(position, tuple):
-                msg = ReleasingTask(**self._ids(), topic=key[0], partition=key[1], positions=position)
-                value = sum(o + 1 for _, o in position) - 1
-            else:
-                msg = ReleasingPartition(
-                    **self._ids(), topic=key[0], partition=key[1], last_offset=position
-                )
-                value = position
-            self._write(out, _Pending("release", key[0], key[1], cp, now, value), msg)
+            msg = self._release_record(key, position)
+            self._write(out, _Pending("release", key[0], key[1], cp, now, msg.last_offset), msg)
+
+    def _heartbeat_record(self, key: Key, position: Position) -> Heartbeat | HeartbeatingTask:
+        """The heartbeat of ``key`` carrying ``position``: a task's carries its vector."""
+        where = {**self._ids(), "topic": key[0], "partition": key[1],
+                 "heartbeat_interval_ms": self.options.heartbeat_ms}
+        if isinstance(position, tuple):
+            return HeartbeatingTask(**where, positions=position)
+        return Heartbeat(**where, last_offset=position)
+
+    def _release_record(self, key: Key, position: Position) -> ReleasingPartition | ReleasingTask:
+        """The release of ``key`` at ``position``: a task's carries its vector."""
+        where = {**self._ids(), "topic": key[0], "partition": key[1]}
+        if isinstance(position, tuple):
+            return ReleasingTask(**where, positions=position)
+        return ReleasingPartition(**where, last_offset=position)
 
     def _wanted(self) -> int:
         """How many more partitions (topics, with entire_topic) we may bid for."""
@@ -1089,26 +1095,10 @@ class MemberCore:
                 position = self._group_position(world, key)
                 if position is None:
                     continue  # no position to carry: the claim lapses, then anyone claims it
-                msg: Heartbeat | HeartbeatingTask
-                if isinstance(position, tuple):
-                    msg = HeartbeatingTask(
-                        **self._ids(),
-                        topic=c.topic,
-                        partition=c.partition,
-                        positions=position,
-                        heartbeat_interval_ms=o.heartbeat_ms,
-                    )
-                    p = _Pending("takeover", c.topic, c.partition, world_index, now,
-                                 sum(x + 1 for _, x in position) - 1, positions=position)
-                else:
-                    msg = Heartbeat(
-                        **self._ids(),
-                        topic=c.topic,
-                        partition=c.partition,
-                        last_offset=position,
-                        heartbeat_interval_ms=o.heartbeat_ms,
-                    )
-                    p = _Pending("takeover", c.topic, c.partition, world_index, now, position)
+                msg = self._heartbeat_record(key, position)
+                vector = position if isinstance(position, tuple) else ()
+                p = _Pending("takeover", c.topic, c.partition, world_index, now,
+                             msg.last_offset, positions=vector)
                 self._write(out, p, msg)
                 busy.add(key)
 
@@ -1216,23 +1206,7 @@ class MemberCore:
             self._heartbeat(now, held, self._delivery.position(held), out)
 
     def _heartbeat(self, now: int, held: Held, position: int, out: list[Action]) -> None:
-        msg: Heartbeat | HeartbeatingTask
-        if held.sources:
-            msg = HeartbeatingTask(
-                **self._ids(),
-                topic=held.topic,
-                partition=held.partition,
-                positions=self._vector(held),
-                heartbeat_interval_ms=self.options.heartbeat_ms,
-            )
-        else:
-            msg = Heartbeat(
-                **self._ids(),
-                topic=held.topic,
-                partition=held.partition,
-                last_offset=position,
-                heartbeat_interval_ms=self.options.heartbeat_ms,
-            )
+        msg = self._heartbeat_record(held.key, self._vector(held) if held.sources else position)
         held.heartbeat_token = self._write(
             out, _Pending("heartbeat", held.topic, held.partition, held.cp, now, position), msg
         )
