@@ -244,9 +244,7 @@ class Consumer:
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
         self._writer = CoordinationWriter(marshaler, self._feed, name)
-        marshaler._register(
-            self, (*self._topics, *(t for srcs in self._tasks.values() for t in srcs))
-        )
+        marshaler._register(self, self._reads())
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
         marshaler.add_listener(self._replayed)
@@ -591,11 +589,15 @@ class Consumer:
         except Exception:
             log.exception("%s: the driver thread stopped", self._name())
 
+    def _reads(self) -> tuple[str, ...]:
+        """Every topic we fetch from: the subscribed ones and the tasks' sources."""
+        return (*self._topics, *(t for sources in self._tasks.values() for t in sources))
+
     def _subscription(self) -> tuple[tuple[str, int], ...]:
         """(topic, partitions) of what we claim; a task has as many as its sources (the
         fewest, if they differ: partition p is a task only if every source has one)."""
         counts = {}
-        for topic in (*self._topics, *(t for srcs in self._tasks.values() for t in srcs)):
+        for topic in self._reads():
             try:
                 counts[topic] = self._cluster.partitions(topic)
             except UnknownTopic:
@@ -683,12 +685,13 @@ class Consumer:
 
     def _revoked(self, action: Revoke) -> None:
         key = (action.topic, action.partition)
-        for read in action.sources or (key,):
-            fetcher = self._fetchers.pop(read, None)
-            if fetcher is not None:
-                fetcher.stop()
-                self._old_fetchers = [f for f in self._old_fetchers if f.thread.is_alive()]
-                self._old_fetchers.append(fetcher)
+        stopped = [self._fetchers.pop(read, None) for read in action.sources or (key,)]
+        stopped = [f for f in stopped if f is not None]
+        for fetcher in stopped:
+            fetcher.stop()
+        if stopped:
+            self._old_fetchers = [f for f in self._old_fetchers if f.thread.is_alive()]
+            self._old_fetchers.extend(stopped)
         if self._core.closing and not action.lost:
             why = "released"
         elif action.lost:
