@@ -71,6 +71,8 @@ def default_partition_budget() -> int:
         soft = 1 << 20
     return max(16, (soft - _FD_RESERVE) // _FDS_PER_PARTITION)
 _FLUSHER_TICK_S = 0.1
+#: Kafka's log.retention.check.interval.ms default (5 minutes)
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
 
 
 def wall_clock_ms() -> int:
@@ -138,11 +140,16 @@ class DataDir:
         max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC,
         max_partitions: int | None = None,
         clean_interval_s: float = 15.0,
+        retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
     ) -> None:
         self.path = Path(path)
         self._validate_records = validate_records
-        #: how often the flusher thread runs the cleaner (0: only when clean() is called)
+        #: how often the maintenance thread runs the cleaner (Kafka's log.cleaner.backoff.ms;
+        #: 0: only when clean() is called)
         self.clean_interval_s = clean_interval_s
+        #: how often the same thread applies retention (Kafka's
+        #: log.retention.check.interval.ms; 0: only when enforce_retention() is called)
+        self.retention_check_interval_ms = retention_check_interval_ms
         #: bounds on what one call can create (INVALID_PARTITIONS / POLICY_VIOLATION)
         self.max_partitions_per_topic = max_partitions_per_topic
         self.max_partitions = default_partition_budget() if max_partitions is None else max_partitions
@@ -456,9 +463,17 @@ class DataDir:
         with self._lock:
             return [plog for t in self._topics.values() for plog in t.logs]
 
-    def enforce_retention(self) -> int:
-        """Apply every topic's retention; returns the number of segments deleted."""
-        return sum(plog.enforce_retention() for plog in self._all_logs())
+    def enforce_retention(self, now: int | None = None) -> int:
+        """Apply every topic's retention at ``now`` (default: the DataDir's clock); returns
+        the number of segments deleted. A partition that fails is logged and skipped."""
+        now = self._clock() if now is None else now
+        deleted = 0
+        for plog in self._all_logs():
+            try:
+                deleted += plog.enforce_retention(now)
+            except Exception:
+                log.exception("%s: retention check failed; retried next time", plog.directory)
+        return deleted
 
     def clean(self) -> int:
         """Compact every compacted topic's closed segments; returns records removed."""
@@ -482,11 +497,20 @@ class DataDir:
         self._flusher.start()
 
     def _flush_loop(self) -> None:
-        last_clean = time.monotonic()
+        """The one maintenance thread: due flushes every tick, the cleaner every
+        clean_interval_s, retention every retention_check_interval_ms (intervals measured
+        on the monotonic clock; what is expired is decided on the DataDir's clock)."""
+        last_clean = last_retention = time.monotonic()
         while not self._stop.wait(self._flush_interval_s):
             if self.clean_interval_s > 0 and time.monotonic() - last_clean >= self.clean_interval_s:
                 self.clean()
                 last_clean = time.monotonic()
+            every = self.retention_check_interval_ms
+            if every > 0 and (time.monotonic() - last_retention) * 1000 >= every:
+                deleted = self.enforce_retention()
+                if deleted:
+                    log.info("%s: retention deleted %d segment(s)", self.path, deleted)
+                last_retention = time.monotonic()
             for plog in self._all_logs():
                 if plog.config.flush_ms is None:
                     continue

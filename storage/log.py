@@ -274,6 +274,11 @@ class PartitionLog:
             self._roll()
 
     def _roll(self) -> None:
+        self._roll_active()
+        self._delete_expired(self._clock(), include_active=False)
+
+    def _roll_active(self) -> None:
+        """Seal the active segment and start a new one at the log end."""
         self._needs_cleaning = True
         old = self._active
         old.seal()
@@ -285,7 +290,6 @@ class PartitionLog:
         _fsync_dir(self.directory)
         self._unflushed_messages = 0
         log.debug("%s: rolled to segment %d", self.directory, new.base_offset)
-        self._delete_expired(self._clock())
 
     def _fsync(self, now: int) -> None:
         self._active.fsync()
@@ -312,12 +316,18 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ retention
 
-    def enforce_retention(self) -> int:
-        """Delete whole segments past retention.ms or beyond retention.bytes; never the active one."""
+    def enforce_retention(self, now: int | None = None) -> int:
+        """Kafka's periodic retention check (log.retention.check.interval.ms): delete the
+        oldest whole segments past retention.ms or beyond retention.bytes; returns how many.
+
+        The active segment counts too, when it is not empty: if it is expired, it is rolled
+        first and then deleted, so the log end offset stays and the log start offset moves
+        up to it (the new, empty active segment's base). ``now`` defaults to the log's clock.
+        """
         with self._lock:
             if self._closed:
                 return 0
-            return self._delete_expired(self._clock())
+            return self._delete_expired(self._clock() if now is None else now, include_active=True)
 
     def delete_before(self, offset: int) -> int:
         """DeleteRecords: remove every whole segment all of whose records are below
@@ -344,13 +354,19 @@ class PartitionLog:
                     seg.delete()
             return self._segments[0].base_offset
 
-    def _delete_expired(self, now: int) -> int:
+    def _delete_expired(self, now: int, *, include_active: bool) -> int:
+        """Kafka's deletableSegments: the oldest segments while each is past retention.ms
+        (its largest timestamp) or the log without it is still at least retention.bytes.
+        An empty active segment is never deleted; a non-empty one only if include_active."""
         cfg = self.config
         if not cfg.delete:
             return 0  # cleanup.policy=compact: the cleaner, not retention, bounds the log
         total = sum(s.size for s in self._segments)
+        last = len(self._segments) - 1
         doomed = 0
-        for seg in self._segments[:-1]:
+        for i, seg in enumerate(self._segments):
+            if i == last and (not include_active or seg.size == 0):
+                break
             too_old = (
                 cfg.retention_ms >= 0
                 and seg.max_timestamp != NO_TIMESTAMP
@@ -363,6 +379,10 @@ class PartitionLog:
             doomed += 1
         if not doomed:
             return 0
+        if doomed == len(self._segments):
+            # A log always has a segment: roll first (Kafka does too), so the new empty
+            # active segment keeps the log end offset as the log start.
+            self._roll_active()
         gone, self._segments = self._segments[:doomed], self._segments[doomed:]
         self._publish(segments_changed=True)
         for seg in gone:

@@ -30,7 +30,11 @@ from pathlib import Path
 
 import attrs
 
-from storage.datadir import DEFAULT_MAX_PARTITIONS_PER_TOPIC, DataDir
+from storage.datadir import (
+    DEFAULT_MAX_PARTITIONS_PER_TOPIC,
+    DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+    DataDir,
+)
 
 from .cluster_file import ClusterLayout, load_cluster_file
 from .errors import ProtocolError
@@ -70,6 +74,8 @@ class BrokerConfig:
     max_partitions: int | None = None  # budget of open partitions (None: from ulimit -n)
     max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
     metrics_port: int | None = None  # serve Prometheus /metrics here (0: a free port)
+    #: Kafka's log.retention.check.interval.ms: how often expired segments are deleted
+    retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS
     # Builds the group view (Kafka's group APIs, read-only) once the data directory is open;
     # ``logmarshal broker start`` passes one that replays __marshal.
     group_view: Callable[[DataDir, ClusterLayout], GroupViewProvider] | None = attrs.field(
@@ -154,6 +160,7 @@ class BrokerServer:
             validate_records=cfg.validate_records,
             max_partitions=cfg.max_partitions,
             max_partitions_per_topic=cfg.max_partitions_per_topic,
+            retention_check_interval_ms=cfg.retention_check_interval_ms,
         )
         try:
             self._server = await asyncio.start_server(
