@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import re
-import resource
 import shutil
 import threading
 import time
@@ -40,6 +39,7 @@ from storage.errors import (
     UnknownTopic,
 )
 from storage.log import PartitionLog, _fsync_dir
+from storage.segment import FileHandles
 
 __all__ = ["DataDir", "PartitionInfo", "TopicInfo", "validate_topic_name", "wall_clock_ms"]
 
@@ -55,21 +55,12 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 #: a topic's partition count is refused above this (Kafka has no such limit; one request
 #: must not be able to ask for tens of thousands of directories)
 DEFAULT_MAX_PARTITIONS_PER_TOPIC = 4096
-#: file descriptors an open partition may hold: its active segment's log and two index
-#: writers, plus one per older segment (counted as one more)
-_FDS_PER_PARTITION = 4
-_FD_RESERVE = 1024  # for sockets, the metadata file and everything else
+#: partitions a data directory may hold when no budget is given: they cost no descriptors
+#: while idle (segment files are opened on demand, within the open-file budget), so this
+#: bounds memory and directory count, not files
+DEFAULT_MAX_PARTITIONS = 100_000
 
 
-def default_partition_budget() -> int:
-    """How many partitions this process can keep open within its open-file limit."""
-    try:
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (OSError, ValueError):
-        soft = 4096
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    return max(16, (soft - _FD_RESERVE) // _FDS_PER_PARTITION)
 _FLUSHER_TICK_S = 0.1
 #: Kafka's log.retention.check.interval.ms default (5 minutes)
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
@@ -141,8 +132,12 @@ class DataDir:
         max_partitions: int | None = None,
         clean_interval_s: float = 15.0,
         retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        max_open_files: int | None = None,
     ) -> None:
         self.path = Path(path)
+        #: the open-file budget: segment files open at once across all partitions
+        #: (None: from ulimit -n, see storage.segment.default_file_budget)
+        self.handles = FileHandles(max_open_files)
         self._validate_records = validate_records
         #: how often the maintenance thread runs the cleaner (Kafka's log.cleaner.backoff.ms;
         #: 0: only when clean() is called)
@@ -152,7 +147,7 @@ class DataDir:
         self.retention_check_interval_ms = retention_check_interval_ms
         #: bounds on what one call can create (INVALID_PARTITIONS / POLICY_VIOLATION)
         self.max_partitions_per_topic = max_partitions_per_topic
-        self.max_partitions = default_partition_budget() if max_partitions is None else max_partitions
+        self.max_partitions = DEFAULT_MAX_PARTITIONS if max_partitions is None else max_partitions
         self._clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
@@ -266,6 +261,7 @@ class DataDir:
             topic=name,
             partition=partition,
             validate_records=self._validate_records,
+            handles=self.handles,
         )
 
     def _remove_deleted_leftovers(self) -> None:
@@ -429,8 +425,7 @@ class DataDir:
         if have + more > self.max_partitions:
             raise LimitExceeded(
                 f"{more} more partition(s) would exceed this broker's budget of "
-                f"{self.max_partitions} open partitions ({have} exist; bounded by the open-file "
-                "limit, ulimit -n)"
+                f"{self.max_partitions} partitions ({have} exist)"
             )
 
     def _discard(self, name: str, logs: list[PartitionLog], first: int) -> None:

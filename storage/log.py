@@ -37,7 +37,7 @@ from storage.records import (
     _validate_batches,
     decode_batch,
 )
-from storage.segment import NO_TIMESTAMP, Segment
+from storage.segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone
 from storage.validation import validate_batches
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog"]
@@ -92,8 +92,11 @@ class PartitionLog:
         topic: str = "",
         partition: int = 0,
         validate_records: bool = True,
+        handles: FileHandles | None = None,
     ) -> None:
         self.directory = Path(directory)
+        #: the open-file budget this log's segments share (the DataDir's, or its own)
+        self.handles = handles if handles is not None else FileHandles()
         #: walk every record of an append (storage.validation); off only to measure its cost
         self.validate_records = validate_records
         self.config = config
@@ -136,7 +139,7 @@ class PartitionLog:
 
         interval = self.config.index_interval_bytes
         ordered = sorted(bases)
-        segments = [Segment(self.directory, b, interval) for b in ordered]
+        segments = [Segment(self.directory, b, interval, self.handles) for b in ordered]
         # Empty segments that are not the newest cannot hold anything; drop them.
         kept = []
         for i, seg in enumerate(segments):
@@ -148,7 +151,7 @@ class PartitionLog:
                 kept.append(seg)
         segments = kept
         if not segments:
-            return [Segment(self.directory, 0, interval)]
+            return [Segment(self.directory, 0, interval, self.handles)]
         for seg, nxt in itertools.pairwise(segments):
             seg.load_sealed(nxt.base_offset)
         newest = segments[-1]
@@ -282,7 +285,9 @@ class PartitionLog:
         self._needs_cleaning = True
         old = self._active
         old.seal()
-        new = Segment(self.directory, old.next_offset, self.config.index_interval_bytes)
+        new = Segment(
+            self.directory, old.next_offset, self.config.index_interval_bytes, self.handles
+        )
         new.next_offset = old.next_offset
         new.open_writers()
         self._segments.append(new)
@@ -451,13 +456,16 @@ class PartitionLog:
             # indexes first: a crash after this leaves them to be rebuilt from the log
             seg.index.path.unlink(missing_ok=True)
             seg.time_index.path.unlink(missing_ok=True)
+            seg.mark_gone()  # never reopened by path: that would open the cleaned file
             if not data:
                 tmp.unlink(missing_ok=True)
                 seg.log_path.unlink(missing_ok=True)
                 del self._segments[i]
             else:
                 os.replace(tmp, seg.log_path)
-                new = Segment(self.directory, seg.base_offset, self.config.index_interval_bytes)
+                new = Segment(
+                    self.directory, seg.base_offset, self.config.index_interval_bytes, self.handles
+                )
                 new.load_sealed(next_base)
                 self._segments[i] = new
             _fsync_dir(self.directory)
@@ -468,6 +476,17 @@ class PartitionLog:
 
     def read(self, offset: int, max_bytes: int = _MiB) -> FetchData:
         """Whole batches from the one containing offset; at least one batch, else up to max_bytes."""
+        for _ in range(_VIEW_RETRIES):
+            try:
+                return self._read(offset, max_bytes)
+            except SegmentGone:
+                # retention or the cleaner replaced a segment under the lock: once it is
+                # free the new view is published
+                with self._lock:
+                    pass
+        raise StorageError(f"{self.directory}: segments kept changing under a read")
+
+    def _read(self, offset: int, max_bytes: int) -> FetchData:
         view = self._view
         start, end = view.bases[0], view.log_end_offset
         if offset < start or offset > end:
@@ -506,6 +525,15 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """First offset whose timestamp is >= timestamp_ms, or None (Kafka ListOffsets)."""
+        for _ in range(_VIEW_RETRIES):
+            try:
+                return self._offset_for_timestamp(timestamp_ms)
+            except SegmentGone:
+                with self._lock:
+                    pass
+        raise StorageError(f"{self.directory}: segments kept changing under a lookup")
+
+    def _offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         view = self._view
         last = len(view.segments) - 1
         for i, seg in enumerate(view.segments):
@@ -540,6 +568,7 @@ class PartitionLog:
         return self._closed
 
 
+_VIEW_RETRIES = 8  # reads that find a segment gone look again this many times
 _INDEX_ENTRY_BYTES = 8  # Kafka's offset index entry: relative offset and position, int32 each
 
 
