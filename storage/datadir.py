@@ -470,12 +470,14 @@ class DataDir:
                 log.exception("%s: retention check failed; retried next time", plog.directory)
         return deleted
 
-    def clean(self) -> int:
-        """Compact every compacted topic's closed segments; returns records removed."""
+    def clean(self, now: int | None = None) -> int:
+        """One cleaner check of every compacted partition at ``now`` (default: the DataDir's
+        clock): those that are due are cleaned; returns records removed."""
+        now = self._clock() if now is None else now
         removed = 0
         for plog in self._all_logs():
             try:
-                removed += plog.clean()
+                removed += plog.clean(now)
             except Exception:
                 log.exception("%s: compaction failed; the log is left as it was", plog.directory)
         return removed

@@ -339,6 +339,16 @@ class Segment:
         self._seal_time_index()
         self._write_indexes()
 
+    def adopt(self, notes: Sequence[tuple[int, int, int, int, int]], next_base: int) -> None:
+        """Take the bookkeeping of a sealed segment just written by the cleaner (its batches
+        as note_batch arguments), instead of scanning it again; write its indexes."""
+        self._reset_bookkeeping()
+        for note in notes:
+            self.note_batch(*note)
+        self.next_offset = next_base
+        self._seal_time_index()
+        self._write_indexes()
+
     def _index_tail_matches(self) -> bool:
         """Spot-check: the last offset-index entry must point at a batch with that base offset."""
         if not self.index.rel:
