@@ -415,8 +415,12 @@ class Segment:
     # ---------------------------------------------------------------- reads
 
     def read(self, pos: int, n: int) -> bytes:
-        with self.open() as fd:
+        handles = self.handles  # acquire/release spelled out: the hot path of every fetch
+        fd = handles.acquire(self)
+        try:
             return os.pread(fd, n, pos)
+        finally:
+            handles.release(self)
 
     def position_of(self, offset: int) -> int:
         return self.index.lookup(offset - self.base_offset)
