@@ -134,3 +134,57 @@ def test_2000_partitions_under_ulimit_256(tmp_path: Path) -> None:
     assert report["ok"] == 2000
     assert report["budget"] < 256 and report["peak"] <= report["budget"]
     assert report["closed"] > 0
+
+
+def test_readers_during_merging_cleans_with_a_tiny_budget(tmp_path: Path, clock: FakeClock) -> None:
+    """Readers race the cleaner's swaps while descriptors are closed and reopened all the
+    time: every read returns records that were written at those offsets, never an error."""
+    import threading
+
+    from storage import decode_records
+
+    handles = FileHandles(2)
+    cfg = TopicConfig(cleanup_policy="compact", retention_ms=-1, segment_bytes=3000,
+                      segment_ms=10, min_cleanable_dirty_ratio=0.0)
+    plog = PartitionLog(tmp_path, cfg, clock, handles=handles)
+    written: dict[int, bytes] = {}
+    recorded = [0]  # offsets below this are in written
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                offset = plog.log_start_offset
+                while offset < plog.log_end_offset:
+                    records = list(decode_records(plog.read(offset, 4096).data))
+                    for r in records:
+                        known = r.offset < recorded[0]  # its value is in written already
+                        if r.offset >= offset and known and written[r.offset] != r.value:
+                            raise AssertionError(f"offset {r.offset}: {r.value!r}")
+                    if not records:
+                        break
+                    offset = records[-1].offset + 1
+            except BaseException as exc:  # reported to the test thread
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for round_ in range(30):
+            for i in range(10):
+                value = b"v%d-%d" % (round_, i)
+                info = plog.append(batch([value], ts=clock(), key=b"k%d" % (i % 4)))
+                written[info.base_offset] = value
+                recorded[0] = info.base_offset + 1
+                clock.advance(11)
+            plog.clean()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors[0]
+    assert handles.closed > 0 and plog.segment_count < 100
+    plog.close()
