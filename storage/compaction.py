@@ -72,6 +72,7 @@ __all__ = [
     "group_by_size",
     "iter_segment_batches",
     "offset_map",
+    "swap_name",
 ]
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ _INT32_MAX = (1 << 31) - 1
 
 
 def swap_name(base: int, end: int) -> str:
+    """The committed swap file of a cleaned group replacing segments [base, end)."""
     return f"{base:020d}.log.{end:020d}.swap"
 
 
