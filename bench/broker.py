@@ -338,7 +338,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.validation:
-        print(f"bench/broker.py --validation  python {sys.version.split()[0]}  cores {os.cpu_count()}")
+        from storage.validation import FAST_WALK
+
+        print(f"bench/broker.py --validation  python {sys.version.split()[0]}  cores {os.cpu_count()}"
+              f"  record walk: {'C (storage._fastrecords)' if FAST_WALK else 'Python'}")
         bench_validation(200_000 if args.quick else 2_000_000, 3 if args.quick else 5)
         return
     sizes = {100: 2_000_000, 1024: 500_000}
