@@ -283,12 +283,16 @@ def encode_fetch_response(
     correlation_id: int,
     version: int,
     topics: Sequence[tuple[str, Sequence[FetchPartitionResult]]],
+    error: int = 0,
 ) -> list[bytes]:
-    """A Fetch response (v4-v11, non-flexible) as buffers; records are not copied."""
+    """A Fetch response (v4-v11, non-flexible) as buffers; records are not copied.
+
+    ``error`` is the top-level error code (v7 on; earlier versions have only the
+    partitions' codes)."""
     parts: list[bytes] = []
     head = bytearray(_INT32.pack(0))  # throttle time
     if version >= 7:
-        head += struct.pack(">hi", 0, 0)  # top-level error, session id (no sessions)
+        head += struct.pack(">hi", error, 0)  # top-level error, session id (no sessions)
     head += _INT32.pack(len(topics))
     size = 0
     for name, partitions in topics:
