@@ -1,0 +1,139 @@
+"""Issue 25: every reader of ``__marshal`` gets past a stored batch that does not decode over
+the network too, skipping it whole as the embedded replay does, and counts it.
+
+As in ``test_marshaler.py``'s embedded test: a claim, then a batch with a valid CRC and
+corrupt records stored behind the broker's back (appended to the partition's segment with
+record validation off while no broker runs; start-up recovery keeps it, since its length and
+CRC are right), then a heartbeat and more records. A broker process is then started on
+127.0.0.1 over that data directory, and each network reader (the Marshaler's replay, the
+admin reader, ``logmarshal coord export``) must see the records after the damage.
+librdkafka alone stalls on this batch without an error (it waits for the record that runs
+past the batch), so before issue 25 each of them stopped there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from logmarshal import EmbeddedCluster
+from logmarshal.admin.reader import read_coordination
+from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
+from logmarshal.network import NetworkCluster
+from tests.storage.corruptions import CORRUPTIONS
+
+HB = 1.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write_damaged_log(data: Path) -> dict:
+    """Claim, damage, heartbeat at 9, claim and heartbeat of a second partition; returns
+    what an embedded replay of it says (the reference the network readers must match)."""
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        first = Marshaler(cluster, "a", "g", HB, fetch_wait=0.05, coordination_partitions=1)
+        try:
+            assert first.wait_verdict(first.claim_partition("events", 0), timeout=5) is not None
+            plog = cluster._dir.partition(COORDINATION_TOPIC, 0)
+            plog.validate_records = False  # store what a validating broker would refuse
+            try:
+                plog.append(CORRUPTIONS["record length beyond the batch"][0]())
+            finally:
+                plog.validate_records = True
+            damaged = plog.log_end_offset - 1
+            first.wait_verdict(first.heartbeat("events", 0, 9), timeout=5)
+            assert first.wait_verdict(first.claim_partition("events", 1), timeout=5) is not None
+            first.wait_verdict(first.heartbeat("events", 1, 41), timeout=5)
+            assert first.skipped_batches == 1
+            identity = first.identity
+            end = plog.log_end_offset
+        finally:
+            first.close()
+        state = read_coordination(cluster)
+    return {
+        "identity": identity,
+        "damaged": damaged,
+        "end": end,
+        "partitions": state.partitions("g"),
+        "skipped": state.skipped_batches,
+    }
+
+
+@pytest.fixture
+def damaged(tmp_path) -> Iterator[tuple[str, dict]]:
+    """The damaged log, served by a broker process; yields (bootstrap, embedded reference)."""
+    data = tmp_path / "data"
+    reference = _write_damaged_log(data)  # the embedded cluster is closed: nothing runs now
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logmarshal", "--data-dir", str(data), "broker", "start",
+         "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the broker did not start"
+            time.sleep(0.05)
+        yield ready.read_text().strip(), reference
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_the_embedded_reference_skips_the_batch(damaged) -> None:
+    _, reference = damaged
+    assert reference["skipped"] == 1
+    by_partition = {s.partition: s for s in reference["partitions"]}
+    assert by_partition[0].last_offset == 9 and by_partition[1].last_offset == 41
+
+
+def test_network_marshaler_replays_past_the_damage(damaged) -> None:
+    bootstrap, reference = damaged
+    with NetworkCluster(bootstrap, timeout=10) as cluster:
+        second = Marshaler(cluster, "b", "g", HB, fetch_wait=0.05, coordination_partitions=1)
+        try:
+            assert second.wait_caught_up(timeout=20)
+            assert second.resume_offset("events", 0) == 10  # the heartbeat after the damage
+            assert second.resume_offset("events", 1) == 42
+            assert second.holder("events", 1) == reference["identity"]
+            assert second.skipped_batches == 1
+        finally:
+            second.close()
+
+
+def test_network_admin_reader_reads_past_the_damage(damaged) -> None:
+    bootstrap, reference = damaged
+    with NetworkCluster(bootstrap, timeout=10) as cluster:
+        state = read_coordination(cluster)
+    assert state.skipped_batches == 1
+    assert state.partitions("g") == reference["partitions"]
+    assert state.ends[0] == reference["end"]
+
+
+def test_coord_export_over_the_network_reads_past_the_damage(damaged, tmp_path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    bootstrap, reference = damaged
+    out = tmp_path / "export"
+    done = subprocess.run(
+        [sys.executable, "-m", "logmarshal", "--bootstrap", bootstrap, "--json", "coord",
+         "export", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["skipped_batches"] == 1
+    assert "is corrupt" in done.stderr and "skipped" in done.stderr
+    offsets = pq.read_table(out / "coordination" / "part-00000.parquet")["offset"].to_pylist()
+    assert reference["damaged"] not in offsets
+    assert offsets == [o for o in range(reference["end"]) if o != reference["damaged"]]
