@@ -230,8 +230,28 @@ typedef unsigned __int128 u128;
 
 enum { WALK_OK = 0, WALK_CORRUPT = 1, WALK_INVALID = 2 };
 
-/* One zigzag varint inside [*p, end), at most 10 bytes, as storage.validation._varint. */
-static int walk_varint(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
+/* One zigzag varint inside [*p, end), at most 10 bytes, as storage.validation._varint.
+ * Most fields of a record are one byte: that case is inlined, the rest is the loop. */
+static int walk_varint_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out);
+
+static inline int walk_varint(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
+    Py_ssize_t q = *p;
+    if (q < end && d[q] < 0x80) {
+        unsigned b = d[q];
+        *p = q + 1;
+        *out = (i128)((int)(b >> 1) ^ -(int)(b & 1));
+        return 1;
+    }
+    if (end - q >= 2 && d[q + 1] < 0x80) { /* two bytes: lengths of 64 B to 8 KiB */
+        unsigned u = (d[q] & 0x7Fu) | ((unsigned)d[q + 1] << 7);
+        *p = q + 2;
+        *out = (i128)((int)(u >> 1) ^ -(int)(u & 1));
+        return 1;
+    }
+    return walk_varint_long(d, p, end, out);
+}
+
+static int walk_varint_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
     u128 u = 0;
     int shift = 0;
     for (;;) {
