@@ -16,6 +16,7 @@ import functools
 import itertools
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -82,6 +83,18 @@ _FETCH_REQUEST = FetchRequest[5]
 _FETCH_RESPONSE = FetchResponse[5]
 _OFFSET_OUT_OF_RANGE = 1
 _UNKNOWN_TOPIC_OR_PARTITION = 3
+# the librdkafka TLS settings _BatchReader follows; any other ssl.* setting means it cannot
+# connect as librdkafka would, and replay then reads through librdkafka
+_TLS_SETTINGS = frozenset(
+    {
+        "ssl.ca.location",
+        "ssl.ca.pem",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
 
 
 def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -> Exception:
@@ -115,6 +128,34 @@ def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -
 
 def _raise_from(exc: KafkaException, topic: str = "", partition: int = -1) -> Exception:
     return _map_error(exc.args[0] if exc.args else None, topic, partition)
+
+
+def _batch_transport(conf: Mapping[str, Any]) -> tuple[bool, ssl.SSLContext | None]:
+    """Whether :class:`_BatchReader` can connect as librdkafka does, and its TLS context.
+
+    PLAINTEXT, or SSL with the usual settings (CA, client certificate, hostname check, as
+    librdkafka applies them). SASL is librdkafka's alone: (False, None)."""
+    protocol = str(conf.get("security.protocol", "plaintext")).lower()
+    if protocol == "plaintext":
+        return True, None
+    tls_keys = {k for k in conf if k.startswith("ssl.") or k == "enable.ssl.certificate.verification"}
+    if protocol != "ssl" or tls_keys - _TLS_SETTINGS - {"enable.ssl.certificate.verification"}:
+        return False, None
+    context = ssl.create_default_context(
+        cafile=conf.get("ssl.ca.location"), cadata=conf.get("ssl.ca.pem")
+    )
+    if conf.get("ssl.certificate.location"):
+        context.load_cert_chain(
+            conf["ssl.certificate.location"],
+            conf.get("ssl.key.location"),
+            conf.get("ssl.key.password"),
+        )
+    if str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
+        context.check_hostname = False
+    if str(conf.get("enable.ssl.certificate.verification", "true")).lower() in ("false", "0"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return True, context
 
 
 # librdkafka's error accessor as a plain callable, for a C-speed map() over a fetch
@@ -285,7 +326,12 @@ class _BatchReader:
     """
 
     def __init__(
-        self, topic: str, partition: int, leader: Any, timeout: float
+        self,
+        topic: str,
+        partition: int,
+        leader: Any,
+        timeout: float,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
@@ -293,6 +339,7 @@ class _BatchReader:
         self._partition = partition
         self._leader = leader  # () -> (host, port), asked afresh after a failure
         self._timeout = timeout
+        self._tls = tls
         self._sock: socket.socket | None = None
         self._correlation = itertools.count(1)
 
@@ -331,7 +378,15 @@ class _BatchReader:
 
     def _call(self, offset: int, max_bytes: int, max_wait: float) -> Any:
         if self._sock is None:
-            self._sock = socket.create_connection(self._leader(), timeout=self._timeout)
+            host, port = self._leader()
+            sock = socket.create_connection((host, port), timeout=self._timeout)
+            if self._tls is not None:
+                try:
+                    sock = self._tls.wrap_socket(sock, server_hostname=host)
+                except BaseException:
+                    sock.close()
+                    raise
+            self._sock = sock
         self._sock.settimeout(self._timeout + max_wait)
         r = _FETCH_REQUEST
         request = r(
@@ -411,6 +466,7 @@ class NetworkCluster:
         self._producers: dict[bool, Producer] = {}
         self._readers: dict[tuple[str, int], _PartitionReader] = {}
         self._batch_readers: dict[tuple[str, int], _BatchReader] = {}
+        self._batches_ok, self._batch_tls = _batch_transport(self._base)
         self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
         self._offsets_consumer: Consumer | None = None
         # Fail early (and clearly) if nothing answers at bootstrap.
@@ -501,7 +557,11 @@ class NetworkCluster:
                 if len(self._batch_readers) >= _MAX_READERS:
                     self._evict_idle_reader(self._batch_readers)
                 reader = _BatchReader(
-                    topic, partition, functools.partial(self._leader, topic, partition), self._timeout
+                    topic,
+                    partition,
+                    functools.partial(self._leader, topic, partition),
+                    self._timeout,
+                    self._batch_tls,
                 )
                 self._batch_readers[key] = reader
             return reader
@@ -794,12 +854,12 @@ class NetworkCluster:
         """:class:`~logmarshal.cluster.BatchFetcher`: the stored batches from the one holding
         ``offset`` on, as the leader serves them (see :class:`_BatchReader` for why replay
         reads these rather than librdkafka's records). None when the connection needs what
-        only librdkafka speaks here (``security.protocol`` other than PLAINTEXT): the caller
-        then reads records."""
+        only librdkafka speaks here (SASL, or TLS settings beyond CA, client certificate and
+        hostname check): the caller then reads records, and a damaged batch stalls it."""
         self._check_open()
         if offset < 0:
             raise ValueError(f"offsets are never negative, got {offset}")
-        if str(self._base.get("security.protocol", "plaintext")).lower() != "plaintext":
+        if not self._batches_ok:
             return None
         reader = self._batch_reader(topic, partition)
         with reader.lock:

@@ -137,3 +137,46 @@ def test_coord_export_over_the_network_reads_past_the_damage(damaged, tmp_path) 
     offsets = pq.read_table(out / "coordination" / "part-00000.parquet")["offset"].to_pylist()
     assert reference["damaged"] not in offsets
     assert offsets == [o for o in range(reference["end"]) if o != reference["damaged"]]
+
+
+def test_over_tls_too(tmp_path) -> None:
+    """The batches are read over the connection librdkafka would use: TLS with its CA."""
+    from storage.broker import BrokerConfig, BrokerThread
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        capture_output=True, timeout=60,
+    )
+    if made.returncode != 0:
+        pytest.skip("openssl cannot make a test certificate here")
+    data = tmp_path / "data"
+    reference = _write_damaged_log(data)
+    config = BrokerConfig(data_dir=data, port=0, tls_cert=str(cert), tls_key=str(key))
+    with BrokerThread(config) as running, NetworkCluster(
+        running.bootstrap,
+        config={"security.protocol": "SSL", "ssl.ca.location": str(cert)},
+        timeout=10,
+    ) as cluster:
+        state = read_coordination(cluster)
+    assert state.skipped_batches == 1
+    assert state.partitions("g") == reference["partitions"]
+
+
+def test_which_connections_replay_reads_batches_on() -> None:
+    """SASL and unfamiliar TLS settings stay with librdkafka (records, not batches)."""
+    from logmarshal.network import _batch_transport
+
+    assert _batch_transport({}) == (True, None)
+    assert _batch_transport({"security.protocol": "SASL_SSL"}) == (False, None)
+    assert _batch_transport({"security.protocol": "SASL_PLAINTEXT"}) == (False, None)
+    assert _batch_transport({"security.protocol": "SSL", "ssl.keystore.location": "k"}) == (
+        False,
+        None,
+    )
+    ok, context = _batch_transport(
+        {"security.protocol": "ssl", "enable.ssl.certificate.verification": "false"}
+    )
+    assert ok and context is not None and not context.check_hostname
