@@ -276,6 +276,7 @@ class FetchPartitionResult(NamedTuple):
 
 
 _FETCH_PARTITION = struct.Struct(">ihqqqi")  # index, error, hw, last stable, log start, aborted
+_FETCH_PARTITION_V4 = struct.Struct(">ihqqi")  # v4 has no log start offset (added in v5)
 _INT32_MINUS_ONE = _INT32.pack(-1)
 
 
@@ -299,9 +300,14 @@ def encode_fetch_response(
         raw = name.encode("utf-8")
         head += _INT16.pack(len(raw)) + raw + _INT32.pack(len(partitions))
         for p in partitions:
-            head += _FETCH_PARTITION.pack(
-                p.partition, p.error, p.high_watermark, p.high_watermark, p.log_start_offset, 0
-            )
+            if version >= 5:
+                head += _FETCH_PARTITION.pack(
+                    p.partition, p.error, p.high_watermark, p.high_watermark, p.log_start_offset, 0
+                )
+            else:
+                head += _FETCH_PARTITION_V4.pack(
+                    p.partition, p.error, p.high_watermark, p.high_watermark, 0
+                )
             if version >= 11:
                 head += _INT32_MINUS_ONE  # preferred read replica: none
             head += _INT32.pack(len(p.records))

@@ -372,3 +372,4 @@ def test_produce_with_acks_0_gets_no_answer_and_the_next_request_is_served(broke
     with RawClient(broker.address) as client:
         client.send_raw(client.request_bytes(request))
         _serves_next(client)  # its answer is the next frame on the wire: nothing came before
+
