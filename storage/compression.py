@@ -141,13 +141,14 @@ def _lz4(data: Any, limit: int) -> bytes:
 
 
 def _zstd_one_frame(data: bytes, limit: int) -> bytes | None:
-    """The common case in one call: a single frame that declares its size (librdkafka and
-    the Java client write one), within the bound. About 20 times faster than reading the
-    stream in chunks (1 MB: 0.2 ms against 3.5 ms), which was most of what validating a
-    zstd batch cost. None when it is anything else (several frames, an undeclared size,
-    bytes after the frame, any error): the stream reader below then decides, so errors and
-    bounds stay its own. A frame cannot inflate past its declared size (zstd checks every
-    block against it), so the bound holds here too.
+    """One frame that declares its size (python-zstandard's ``compress``, so kafka-python
+    and this project's encoder), within the bound, in one call: on some payloads much faster
+    than reading the stream in chunks (1 MB of repeated random bytes: 0.25 ms against 3.5
+    ms; on typical records both take about 0.2 ms). librdkafka writes streaming frames that
+    do not declare their size: those, several frames, bytes after the frame or any error
+    give None, and the stream reader below decides, so errors and bounds stay its own. A
+    frame cannot inflate past its declared size (zstd checks every block against it), so
+    the bound holds here too.
     """
     try:
         size = zstandard.frame_content_size(data)
