@@ -292,14 +292,61 @@ def test_zstd_fast_path_agrees_with_the_stream_reader(chunks, shape, limit, data
         assert _zstd_outcome(payload, limit) == fast
 
 
-def test_zstd_fast_path_takes_one_sized_frame() -> None:
-    """Otherwise a fast path that always declined would pass the test above."""
+def test_zstd_fast_path_takes_one_frame_sized_or_not() -> None:
+    """Otherwise a fast path that always declined would pass the test above. librdkafka's
+    frames do not declare their size: those are the ones that matter."""
     import zstandard
 
     from storage import compression
 
-    raw = b"x" * 5000
-    payload = zstandard.ZstdCompressor().compress(raw)
-    assert compression._zstd_one_frame(payload, 5000) == raw
-    assert compression._zstd_one_frame(payload, 4999) is None  # past the bound: the reader
-    assert compression._zstd_one_frame(payload + payload, 10000) is None
+    raw = b"x" * 5000 + bytes(range(256)) * 40
+    for compressor in (zstandard.ZstdCompressor(), zstandard.ZstdCompressor(write_content_size=False)):
+        payload = compressor.compress(raw)
+        assert compression._zstd_one_frame(payload, len(raw) + 128 * 1024) == raw
+        assert compression._zstd_one_frame(payload + payload, 1 << 20) is None
+    assert compression._zstd_one_frame(payload, 1000) is None  # the bound passes the limit
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=400_000),
+        st.integers(0, 600_000).map(bytes),  # zeros: RLE blocks
+        st.binary(min_size=1, max_size=64).flatmap(
+            lambda unit: st.integers(1, 5000).map(lambda k: unit * k)
+        ),
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_zstd_block_bound_is_never_below_the_output(raw, sized, checksum) -> None:
+    import zstandard
+
+    from storage.compression import _zstd_bound
+
+    payload = zstandard.ZstdCompressor(
+        write_content_size=sized, write_checksum=checksum
+    ).compress(raw)
+    bound = _zstd_bound(payload)
+    assert bound is not None and bound >= len(raw)
+    assert _zstd_bound(payload + b"x") is None
+
+
+def test_unsized_zstd_bomb_is_refused_within_bounded_memory() -> None:
+    """A frame that does not declare its size: the block bound sends it to the stream
+    reader, which stops at the limit."""
+    import tracemalloc
+
+    import zstandard
+
+    from storage.compression import decompress
+
+    payload = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(80 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptRecordError, match="more than"):
+            decompress(Compression.ZSTD, payload, 1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
