@@ -141,15 +141,19 @@ def _batch_transport(conf: Mapping[str, Any]) -> tuple[bool, ssl.SSLContext | No
     tls_keys = {k for k in conf if k.startswith("ssl.") or k == "enable.ssl.certificate.verification"}
     if protocol != "ssl" or tls_keys - _TLS_SETTINGS - {"enable.ssl.certificate.verification"}:
         return False, None
-    context = ssl.create_default_context(
-        cafile=conf.get("ssl.ca.location"), cadata=conf.get("ssl.ca.pem")
-    )
-    if conf.get("ssl.certificate.location"):
-        context.load_cert_chain(
-            conf["ssl.certificate.location"],
-            conf.get("ssl.key.location"),
-            conf.get("ssl.key.password"),
+    try:
+        context = ssl.create_default_context(
+            cafile=conf.get("ssl.ca.location"), cadata=conf.get("ssl.ca.pem")
         )
+        if conf.get("ssl.certificate.location"):
+            context.load_cert_chain(
+                conf["ssl.certificate.location"],
+                conf.get("ssl.key.location"),
+                conf.get("ssl.key.password"),
+            )
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        log.warning("replay reads records through librdkafka: its TLS settings fail here (%s)", exc)
+        return False, None
     if str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
         context.check_hostname = False
     if str(conf.get("enable.ssl.certificate.verification", "true")).lower() in ("false", "0"):
@@ -313,7 +317,6 @@ class _PartitionReader:
                 self._take([first, *consumer.consume(want - 1, 0)])
 
 
-
 class _BatchReader:
     """Stored batches of one partition as the leader serves them (Fetch v5 on one socket).
 
@@ -355,7 +358,7 @@ class _BatchReader:
         for attempt in range(2):
             try:
                 partition = self._call(offset, max_bytes, max_wait)
-            except (OSError, ConnectionError, ValueError) as exc:
+            except (OSError, ValueError, struct.error) as exc:  # socket, TLS, a torn answer
                 self.close()
                 if attempt:
                     raise NetworkError(

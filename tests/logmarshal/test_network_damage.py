@@ -180,3 +180,18 @@ def test_which_connections_replay_reads_batches_on() -> None:
         {"security.protocol": "ssl", "enable.ssl.certificate.verification": "false"}
     )
     assert ok and context is not None and not context.check_hostname
+
+
+def test_batch_reads_fail_as_the_embedded_cluster_does(damaged) -> None:
+    from logmarshal.errors import OffsetOutOfRange, UnknownPartition
+
+    bootstrap, reference = damaged
+    with NetworkCluster(bootstrap, timeout=10) as cluster:
+        end = reference["end"]
+        assert cluster.fetch_batches(COORDINATION_TOPIC, 0, end) == b""
+        with pytest.raises(OffsetOutOfRange) as info:
+            cluster.fetch_batches(COORDINATION_TOPIC, 0, end + 5)
+        assert (info.value.log_start_offset, info.value.log_end_offset) == (0, end)
+        with pytest.raises(UnknownPartition):
+            cluster.fetch_batches(COORDINATION_TOPIC, 7, 0)
+        assert cluster.fetch_batches(COORDINATION_TOPIC, 0, end, max_wait=0.3) == b""  # long poll
