@@ -225,6 +225,8 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
  * records (InvalidRecord); record -1 is the batch as a whole. The caller turns a refusal into
  * the reference's exception by running the Python walk, so messages have one author. */
 
+#ifdef __SIZEOF_INT128__ /* 64-bit GCC and Clang; elsewhere only decode_plain is built */
+#define HAVE_WALK 1
 typedef __int128 i128;
 typedef unsigned __int128 u128;
 
@@ -384,15 +386,18 @@ static PyObject *walk_records(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (sum == NULL) return NULL;
     return Py_BuildValue("(iN)", WALK_OK, sum);
 }
+#endif /* __SIZEOF_INT128__ */
 
 static PyMethodDef methods[] = {
     {"decode_plain", (PyCFunction)(void (*)(void))decode_plain, METH_FASTCALL,
      "decode_plain(buf, pos, crc32c, offsets, timestamps, keys, values) -> position\n\n"
      "Append the records of the plain batches from byte pos on; return where it stopped."},
+#ifdef HAVE_WALK
     {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
      "walk_records(data, count, first_ts, require_keys) -> (kind, value)\n\n"
      "storage.validation's record walk: (0, max timestamp), (1, record) corrupt, "
      "(2, record) invalid."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
