@@ -492,19 +492,27 @@ class MemberCore:
                 self._lose(held, f"heartbeat rejected ({_why(v)})", out)
                 return
             held.lease.renewed(p.sent)
-            if p.value > held.confirmed_through:
-                held.confirmed_through = min(p.value, held.claimed_through)
+            if p.value > held.confirmed_through and self.options.mode == "amo":
+                # the log's position is now at least p.value, so whatever we had buffered up
+                # to it is ours alone to hand out (every later holder resumes after it), even
+                # when the reservation in front of this heartbeat never landed
+                held.confirmed_through = p.value
+                held.claimed_through = max(held.claimed_through, p.value)
             self._announce(held, out)
         elif p.kind == "reserve":
             held.reserve_token = None
             if not v.accepted:
                 why = f"ClaimingMessages rejected ({_why(v)})"
-                if self._surprise and v.reason is Reason.OFFSET_REGRESSION:
-                    self._restart(now, held, why, out)  # still ours: the log's position wins
-                else:
+                if not self._surprise or v.reason is not Reason.OFFSET_REGRESSION:
                     self._lose(held, why, out)
-                return
-            held.lease.renewed(p.sent)
+                    return
+                if not self._reserved_already(held, p.value):
+                    self._restart(now, held, why, out)  # still ours: the log's position wins
+                    return
+                # the same reservation again, after a write of it whose answer we never had
+                # landed: that one was accepted (confirmed by the heartbeat behind it)
+            else:
+                held.lease.renewed(p.sent)
             held.claimed_through = max(held.claimed_through, p.value)
             if held.heartbeat_token is None and held.confirmed_through < held.claimed_through:
                 held.next_heartbeat = now  # the heartbeat behind it got no answer: confirm
@@ -727,6 +735,13 @@ class MemberCore:
     def _lose(self, held: Held, why: str, out: list[Action]) -> None:
         self._drop(held, True, why, out)
         self._draining.pop(held.key, None)
+
+    def _reserved_already(self, held: Held, through: int) -> bool:
+        """The replay shows our claim reserved exactly through ``through``. Only its holder
+        reserves, and a tenure's reservations end above its floor and grow, so that is ours:
+        a write of the same reservation whose answer we never had."""
+        state = self._worlds[held.cp].partition_state(self.options.group_id, *held.key)
+        return state is not None and state.holder == self.me and state.claimed_through == through
 
     def _restart(self, now: int, held: Held, why: str, out: list[Action]) -> None:
         """A verdict we did not ask for: forget what we remember of the partition and, if the
@@ -1266,7 +1281,7 @@ class MemberCore:
             # version 4 names where the reservation starts: where we believe the log's resume
             # point is (a stale belief is refused, not believed)
             first = self._delivery.position(held) + 1
-        last = self._delivery.to_reserve(held, o.batch, self._offset_of, first)
+        last = self._delivery.to_reserve(held, o.batch, self._offset_of)
         if last is not None and self.may_hand_out(held.topic, held.partition, now):
             msg = ClaimingMessages(
                 **self._ids(),
