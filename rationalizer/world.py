@@ -313,6 +313,7 @@ class WorldState:
         max_hb = MAX_HEARTBEAT_INTERVAL_MS
         new_part = self._new_part
         rejections = self._rejections
+        current, floored, exact = self._current, self._floored, self._exact
         nxt = self._applied + 1  # the next offset: applied_through + 1, always
         now = self._now
         out: list[Verdict | None] = []
@@ -463,9 +464,7 @@ class WorldState:
                         continue
                 # (ownership_epoch moves with every change of holder, not with renewals)
                 if typ == T_HEARTBEAT:
-                    v = rule_heartbeat(
-                        part, ident, now, num, hb, fenced, takeovers, None, self._current
-                    )
+                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, None, current)
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
                 elif typ == T_CLAIMING_PARTITION:
@@ -473,22 +472,20 @@ class WorldState:
                     if v.accepted:
                         self._epoch += 1
                 elif typ == T_RELEASING_PARTITION:
-                    v = rule_release(part, ident, now, num, None, self._floored)
+                    v = rule_release(part, ident, now, num, None, floored)
                     if v.accepted:
                         self._epoch += 1
                 elif typ == T_CLAIMING_MESSAGES:
                     # version 4 (only _slow hands it here) names its first offset in ``vector``
-                    v = rule_claim_messages(part, ident, now, num, vector, self._exact)
+                    v = rule_claim_messages(part, ident, now, num, vector, exact)
                 # version 3 tasks (only _slow hands them here, with their vector): rules 5
                 # and 6 as for a Heartbeat and a ReleasingPartition, num their scalar
                 elif typ == T_HEARTBEATING_TASK:
-                    v = rule_heartbeat(
-                        part, ident, now, num, hb, fenced, takeovers, vector, self._current
-                    )
+                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, vector, current)
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
                 elif typ == T_RELEASING_TASK:
-                    v = rule_release(part, ident, now, num, vector, self._floored)
+                    v = rule_release(part, ident, now, num, vector, floored)
                     if v.accepted:
                         self._epoch += 1
                 else:  # the fast path and _slow only hand the six partition types here
