@@ -7,7 +7,8 @@
 (:mod:`scenarios.stages`) and run on the simulator (``--stage sim``: simulated time, a seed
 replays exactly), on members in threads of one process (``threads``, the default) or on
 real processes with a broker (``processes``; ``--processes`` is the same); the real-process
-stage adds ``broker-crash``, ``reset`` and ``multi-broker``. Each run happens in a fresh
+stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (issue 23; AMO
+only, whatever the seed). Each run happens in a fresh
 process. A failing seed is printed with the command that replays it.
 """
 
@@ -36,6 +37,7 @@ DEFAULT = {
         "broker-crash",
         "reset",
         "multi-broker",
+        "zombie",
     ),
 }
 FIGURES = {
@@ -48,6 +50,7 @@ FIGURES = {
     "broker-crash": "first hand-out after the restart (s)",
     "reset": "first hand-out after the expiry (s)",
     "multi-broker": "d's last hand-out after the kill (s)",
+    "zombie": "offsets handed out twice",
 }
 
 
@@ -72,6 +75,7 @@ def _one(
     except Exception as exc:  # a crash is a failure too
         return name, seed, mode, False, time.monotonic() - started, [repr(exc)], {}
     failed = report.failures()
+    mode = report.mode.split(",")[0]  # a scenario may run in one mode only (zombie: AMO)
     return name, seed, mode, report.ok, time.monotonic() - started, failed, report.figures
 
 
