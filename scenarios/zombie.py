@@ -33,6 +33,7 @@ from rationalizer import Effect
 
 from .common import main_for
 from .stages import Scenario, Stage, StageError
+from .stages.processes import ProcessStage
 
 __all__ = ["SCENARIO", "main", "run"]
 
@@ -45,10 +46,8 @@ CHUNK = 20_000
 
 def body(stage: Stage) -> None:
     hb, rng, report = stage.hb, stage.rng, stage.report
-    if stage.kind != "processes":
+    if not isinstance(stage, ProcessStage):
         raise StageError("zombie runs on real processes only (--stage processes)")
-    judged = getattr(stage, "judged", None)
-    assert judged is not None  # the process stage's audit of the coordination log
     lag = round(rng.uniform(0.3, 1.0), 3)
     report.figures["wake lag (s)"] = lag
     for _ in range(BACKLOG // CHUNK):
@@ -113,7 +112,7 @@ def body(stage: Stage) -> None:
     counts = Counter(stage.handed(stage.members))
     report.figures["offsets handed out twice"] = sum(1 for c in counts.values() if c > 1)
     zombie = stage.identity(a)
-    after = [j for j in judged(0) if j.sender == zombie and j.log_time > thawed_at]
+    after = [j for j in stage.judged(0) if j.sender == zombie and j.log_time > thawed_at]
     report.figures["A's records accepted as restart takeover"] = sum(
         1 for j in after if j.outcome == Effect.RESTART_TAKEOVER.value
     )
