@@ -116,6 +116,7 @@ def body(stage: Stage) -> None:
     report.figures["A's records accepted as restart takeover"] = sum(
         1 for j in after if j.outcome == Effect.RESTART_TAKEOVER.value
     )
+    report.figures["A's records after the thaw"] = len(after)
     report.figures["A's records accepted after the thaw"] = sum(1 for j in after if j.accepted)
     report.figures["handed out by A after the thaw"] = sum(
         1 for x in stage.delivered(a) if x.handed_at > thawed_at
