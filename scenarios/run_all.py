@@ -1,7 +1,7 @@
 """Run every scenario for many seeds on one stage and print a summary table.
 
     python -m scenarios.run_all --seeds 100 [--stage sim|threads|processes] [--jobs 2]
-    python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash]
+    python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash] [-v]
 
 ``failover``, ``pause``, ``handoff``, ``restart`` and ``race`` are written once
 (:mod:`scenarios.stages`) and run on the simulator (``--stage sim``: simulated time, a seed
@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None)
     parser.add_argument("--stage", choices=STAGES, default="threads", help="default: threads")
     parser.add_argument("--processes", action="store_true", help="the same as --stage processes")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print every run's figures as it ends"
+    )
     args = parser.parse_args(argv)
     stage = "processes" if args.processes else args.stage
     names = [n for n in (args.only or ",".join(DEFAULT[stage])).split(",") if n]
@@ -103,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         for future in as_completed(futures):
             name, seed, mode, ok, took, failed, figures = future.result()
             results[name].append((seed, mode, ok, took, failed, figures))
+            if args.verbose:
+                shown = ", ".join(f"{k} {v:g}" for k, v in figures.items())
+                print(f"{'ok  ' if ok else 'FAIL'} {name} seed {seed}: {shown}", flush=True)
             if not ok:
                 print(f"FAIL {name} seed {seed} ({mode}): {'; '.join(failed)}", flush=True)
                 module = name.replace("-", "_")
