@@ -152,7 +152,7 @@ class _LaggingCluster:
         return self._held(topic, lambda: self._inner.fetch_columns(topic, partition, offset, **kw))
 
     def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
-        # spelled out: the capability check (a runtime Protocol) does not see __getattr__
+        # spelled out: from Python 3.12 a runtime Protocol check does not see __getattr__
         return self._inner.delete_records(topic, before)
 
     def __getattr__(self, name: str) -> Any:
