@@ -48,8 +48,9 @@ def _describe(info: TopicInfo) -> TopicDescription:
 class EmbeddedCluster:
     """:class:`~logmarshal.cluster.Cluster` over a :class:`storage.DataDir`.
 
-    Owns the directory's lock until :meth:`close`. A background thread applies retention
-    every ``maintenance_interval`` seconds (0 disables it).
+    Owns the directory's lock until :meth:`close`. The DataDir's maintenance thread applies
+    retention every ``maintenance_interval`` seconds (Kafka's log.retention.check.interval.ms;
+    0 disables it) and runs the cleaner, as it does under the broker.
     """
 
     def __init__(
@@ -59,31 +60,16 @@ class EmbeddedCluster:
         clock: Callable[[], int] | None = None,
         maintenance_interval: float = 30.0,
     ) -> None:
-        self._dir = DataDir(data_dir, clock=clock)
+        if maintenance_interval < 0:
+            raise ValueError(f"maintenance_interval must be >= 0, got {maintenance_interval!r}")
+        self._dir = DataDir(
+            data_dir, clock=clock, retention_check_interval_ms=round(maintenance_interval * 1000)
+        )
         self._closed = threading.Event()
-        self._maintenance: threading.Thread | None = None
-        if maintenance_interval > 0:
-            self._maintenance = threading.Thread(
-                target=self._maintain,
-                args=(maintenance_interval,),
-                name=f"logmarshal-maintenance:{self._dir.path}",
-                daemon=True,
-            )
-            self._maintenance.start()
 
     @property
     def data_dir(self) -> DataDir:
         return self._dir
-
-    def _maintain(self, interval: float) -> None:
-        while not self._closed.wait(interval):
-            try:
-                removed = self._dir.enforce_retention()
-            except Exception:  # keep maintaining; a failed pass is retried next interval
-                log.exception("retention pass failed in %s", self._dir.path)
-            else:
-                if removed:
-                    log.info("retention removed %d segment(s) in %s", removed, self._dir.path)
 
     def _check_open(self) -> None:
         if self._closed.is_set():
@@ -238,8 +224,6 @@ class EmbeddedCluster:
         if self._closed.is_set():
             return
         self._closed.set()
-        if self._maintenance is not None:
-            self._maintenance.join()
         self._dir.close()
 
     def __enter__(self) -> EmbeddedCluster:
