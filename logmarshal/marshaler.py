@@ -32,6 +32,7 @@ from rationalizer import (
     PartitionState,
     ReleaseGroup,
     ReleasingPartition,
+    UnknownVersion,
     Verdict,
     WorldState,
     coordination_partition,
@@ -404,9 +405,19 @@ class Marshaler:
                 continue
             before = tail.world.now
             with tail.cond:
-                verdicts = tail.world.apply_many(
-                    zip(offsets, cols[1], cols[2], cols[3], strict=True)
-                )
+                try:
+                    verdicts = tail.world.apply_many(
+                        zip(offsets, cols[1], cols[2], cols[3], strict=True)
+                    )
+                except UnknownVersion as exc:
+                    # a record of a protocol version this code does not know: its rules may
+                    # decide otherwise than a skip would, so this partition's replay stops
+                    # (members then lose their leases here instead of guessing)
+                    log.error("%s/%d: %s", COORDINATION_TOPIC, cp, exc)
+                    tail.next_offset = exc.offset
+                    tail.error = exc
+                    tail.cond.notify_all()
+                    return
                 offset = offsets[-1] + 1
                 tail.next_offset = offset
                 mine = [o for o in tail.own if o < offset] if tail.own else None

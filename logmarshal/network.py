@@ -518,7 +518,11 @@ class NetworkCluster:
                         "queue.buffering.max.kbytes": 1024 * 1024,
                         "delivery.timeout.ms": int(self._timeout * 1000),
                         "topic.metadata.propagation.max.ms": 5000,
-                        "enable.idempotence": False,
+                        # durable writes are __marshal's: idempotent, so a write reported
+                        # failed never lands later behind newer writes of ours (librdkafka
+                        # keeps their order through retries); a verdict only ever answers the
+                        # record it was asked for (PROTOCOL.md, "Version 4")
+                        "enable.idempotence": durable,
                     }
                 )
                 self._producers[durable] = producer

@@ -34,7 +34,7 @@ from rationalizer import (
     decode,
     membership_partition,
 )
-from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3
+from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3, VERSION_4
 from rationalizer.membership import Member
 from rationalizer.messages import Message
 from storage import CorruptBatch
@@ -301,8 +301,8 @@ def read_coordination(
                 last_offset = task.last_offset  # type: ignore[union-attr]
                 if source == "heartbeat":
                     leases[pk] = task.heartbeat_interval_ms  # type: ignore[union-attr]
-            else:
-                last_offset = _I64.unpack_from(value, 2)[0]
+            else:  # (a version 4 reservation: first_offset, then proposed_last_offset)
+                last_offset = _I64.unpack_from(value, 10 if value[0] == VERSION_4 else 2)[0]
                 if value[1] == T_HEARTBEAT and source == "heartbeat":
                     leases[pk] = _U32.unpack_from(value, 10)[0]
             window = samples.get(pk)

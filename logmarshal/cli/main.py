@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from rationalizer import UnknownVersion
 from storage.errors import StorageError
 
 from ..errors import LogmarshalError
@@ -91,7 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _EXIT_USER_ERROR
     try:
         return args.func(args, ctx) or 0
-    except (CliError, StorageError, LogmarshalError, ValueError, NotImplementedError) as exc:
+    except (
+        CliError,
+        StorageError,
+        LogmarshalError,
+        UnknownVersion,
+        ValueError,
+        NotImplementedError,
+    ) as exc:
         print(f"logmarshal: error: {exc}", file=sys.stderr)
         return _EXIT_USER_ERROR
     except KeyboardInterrupt:

@@ -5,6 +5,10 @@ heartbeat landed; the old instance, fresh and not fenced yet, reserved and hande
 in that window; the new instance then reserved the same range again (a ClaimingMessages equal
 to ``claimed_through`` is accepted) and handed it out again. Forced here: the new instance's
 takeover heartbeat waits until the old instance has handed out its next batch.
+
+Since protocol version 4 the log refuses that takeover (its position is behind the old
+instance's reservation: PROTOCOL.md property a): the old instance keeps the partition, and the
+new one takes it once the old one has released it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 from logmarshal.consumer import Consumer
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
-from rationalizer import Heartbeat, decode
+from rationalizer import Heartbeat, Reason, Verdict, decode
 
 from .consumer_world import TOPIC, drain, produce, wait_until
 
@@ -27,6 +31,7 @@ class BeforeFirstHeartbeat:
         self._cluster = cluster
         self._hook = hook
         self._done = threading.Event()
+        self.landed: tuple[int, int] | None = None  # (coordination partition, offset) of it
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
@@ -39,6 +44,9 @@ class BeforeFirstHeartbeat:
         ):
             self._done.set()
             self._hook()
+            result = self._cluster.produce(topic, partition, records, **kw)
+            self.landed = (partition, result.base_offset)
+            return result
         return self._cluster.produce(topic, partition, records, **kw)
 
 
@@ -59,10 +67,23 @@ def test_amo_restart_recovery_never_hands_out_what_the_old_instance_did(manual) 
     manual.marshalers.append(marshaler)
     new = Consumer(marshaler, TOPIC, mode="amo", batch_size=100)
     manual.consumers.append(new)
-    wait_until(lambda: new.claims() == [(TOPIC, 0)], what="the restart's takeover")
+    wait_until(lambda: _takeover_verdict(marshaler, wrapped) is not None, what="the takeover's verdict")
     assert in_window == list(range(100, 200))
-    wait_until(lambda: old.fenced, what="the old instance to be fenced")
+    assert _takeover_verdict(marshaler, wrapped).reason is Reason.NOT_HOLDER  # 99 < 199: refused
+    assert not old.fenced and new.claims() == []
+    old.close()  # releases at 199: the new instance claims it there
+    wait_until(lambda: new.claims() == [(TOPIC, 0)], what="the new instance's claim")
     rest = [m.offset for m in drain(new, 100, commit=False)]
     assert rest == list(range(200, 300))
     handed = [m.offset for m in first] + in_window + rest
     assert len(handed) == len(set(handed)), "an offset was handed out twice"
+
+
+
+def _takeover_verdict(marshaler: Marshaler, wrapped: BeforeFirstHeartbeat) -> Verdict | None:
+    """The verdict of the new instance's first heartbeat (its takeover), once replayed."""
+    if wrapped.landed is None:
+        return None
+    cp, offset = wrapped.landed
+    world = marshaler.worlds()[cp]
+    return world.verdict(offset) if world.applied_through >= offset else None
