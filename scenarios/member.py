@@ -2,7 +2,7 @@
 message it hands out, or a producer that records every acknowledged write.
 
     python -m scenarios.member consume --bootstrap H:P --client-id c0 --mode alo \
-        --hb 0.5 --report c0.log [--start-file F] [--greedy] [--max-claims N]
+        --hb 0.5 --report c0.log [--start-file F] [--greedy] [--max-claims N] [--wake-lag S]
     python -m scenarios.member produce --bootstrap H:P --partitions 4 --per-partition 300 \
         --report producer.log [--start-file F]
 
@@ -16,6 +16,7 @@ that whatever a SIGKILLed member handed out (AMO: recorded at hand-out time, bef
 - ``F <time>``  the consumer knows it is fenced
 - ``A <partition> <offset> <value>``  acknowledged by the broker (produce, acks=all)
 - ``X <time>``  clean exit (after SIGTERM: commits flushed, claims released)
+- ``W <time> <stalled seconds>``  the process woke from a stall (``--wake-lag``)
 
 Times are ``time.time()``: the orchestrator compares them with its own and with log time
 (LogAppendTime, the broker's wall clock on the same machine).
@@ -23,6 +24,12 @@ Times are ``time.time()``: the orchestrator compares them with its own and with 
 ``--start-file``: the process imports everything, then waits for the file before it connects,
 so the orchestrator can start it ahead and time the moment it joins without paying for
 Python's start-up in the measurement.
+
+``--wake-lag S`` (test only, the zombie scenario): after a stall (SIGSTOP, as a VM pause
+does) the member's ``__marshal`` fetches lag S seconds, and the answer in flight when it
+stopped is dropped and fetched again. Real processes promise no order after a thaw: this
+makes the one that hurts (the consumer acts before its replay catches up) the likely one.
+It wraps the cluster the Marshaler reads through; the library itself is not touched.
 """
 
 from __future__ import annotations
@@ -35,12 +42,17 @@ import signal
 import sys
 import threading
 import time
-from typing import IO
+from collections.abc import Callable, Mapping
+from typing import IO, Any, TypeVar
 
 from logmarshal import NewRecord
+from logmarshal.cluster import Columns, Message
 from logmarshal.consumer import Consumer
+from logmarshal.coordlog import COORDINATION_TOPIC
 from logmarshal.marshaler import DEFAULT_SNAPSHOT_RECORDS, Marshaler
 from logmarshal.network import NetworkCluster
+
+T = TypeVar("T")
 
 GROUP = "scenario"
 TOPIC = "events"
@@ -65,6 +77,88 @@ class _Report:
             self._file.close()
 
 
+class _WakeLag:
+    """Notices a stall of this whole process (a gap in the monotonic clock between two
+    beats, which a SIGSTOP leaves behind) and then holds ``__marshal`` fetches for ``lag``
+    seconds. A beat thread keeps the gap short while the process runs; whichever thread
+    runs first after a stall (the beat thread or a fetch returning) sees the gap."""
+
+    #: a gap longer than this is a stall, not a busy machine (the scenarios stall > 2·HB)
+    STALL = 0.4
+
+    def __init__(self, lag: float, report: _Report, stop: threading.Event) -> None:
+        self._lag = lag
+        self._report = report
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+        self._until = 0.0
+        threading.Thread(
+            target=self._beat_forever, args=(stop,), name="wake-lag", daemon=True
+        ).start()
+
+    def _beat_forever(self, stop: threading.Event) -> None:
+        while not stop.wait(0.01):
+            self.beat()
+
+    def beat(self) -> float:
+        """Note that the process runs; returns the monotonic time until which ``__marshal``
+        fetches are held."""
+        with self._lock:
+            now = time.monotonic()
+            gap = now - self._last
+            self._last = now
+            if gap > self.STALL:
+                self._until = now + self._lag
+                woke = True
+            else:
+                woke = False
+            until = self._until
+        if woke:
+            self._report.write([f"W {time.time():.6f} {gap:.3f}"], sync=False)
+        return until
+
+    def hold(self) -> bool:
+        """Wait out the lag if one is on; True if it waited."""
+        wait = self.beat() - time.monotonic()
+        if wait <= 0:
+            return False
+        time.sleep(wait)
+        return True
+
+
+class _LaggingCluster:
+    """The member's cluster, with its ``__marshal`` fetches held by a :class:`_WakeLag`
+    after a stall; an answer that arrives during the lag is dropped and fetched again (as
+    after a VM pause, when the connection's answer in flight is lost). Everything else goes
+    straight through."""
+
+    def __init__(self, inner: NetworkCluster, lag: _WakeLag) -> None:
+        self._inner = inner
+        self._lag = lag
+
+    def _held(self, topic: str, call: Callable[[], T]) -> T:
+        if topic != COORDINATION_TOPIC:
+            return call()
+        self._lag.hold()
+        answer = call()
+        if self._lag.hold():
+            answer = call()
+        return answer
+
+    def fetch(self, topic: str, partition: int, offset: int, **kw: Any) -> list[Message]:
+        return self._held(topic, lambda: self._inner.fetch(topic, partition, offset, **kw))
+
+    def fetch_columns(self, topic: str, partition: int, offset: int, **kw: Any) -> Columns:
+        return self._held(topic, lambda: self._inner.fetch_columns(topic, partition, offset, **kw))
+
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        # spelled out: from Python 3.12 a runtime Protocol check does not see __getattr__
+        return self._inner.delete_records(topic, before)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def _wait_start(path: str | None, stop: threading.Event) -> None:
     """Say we are imported (``PATH.ready``), then wait for ``PATH``."""
     if path is not None:
@@ -76,8 +170,11 @@ def _wait_start(path: str | None, stop: threading.Event) -> None:
 
 def _consume(args: argparse.Namespace, report: _Report, stop: threading.Event) -> int:
     cluster = NetworkCluster(args.bootstrap, timeout=args.timeout)
+    replay_cluster: Any = cluster
+    if args.wake_lag:
+        replay_cluster = _LaggingCluster(cluster, _WakeLag(args.wake_lag, report, stop))
     marshaler = Marshaler(
-        cluster,
+        replay_cluster,
         args.client_id,
         GROUP,
         args.hb,
@@ -188,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebalance", choices=["balanced", "none"], default="balanced")
     parser.add_argument("--coordination-partitions", type=int, default=8)
     parser.add_argument("--snapshot-records", type=int, help="publish snapshots this often")
+    parser.add_argument(
+        "--wake-lag", type=float, help="test only: __marshal fetches lag this long after a stall"
+    )
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--per-partition", type=int, default=100)
     parser.add_argument("--batch", type=int, default=10)

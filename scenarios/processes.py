@@ -14,6 +14,9 @@
 - ``reset``: 3 consumers while ``logmarshal group reset --to-offset N --execute`` runs in a
   subprocess: nothing handed out during the pause (once members had 2·HB to notice), every
   partition resumes exactly at N after the expiry, and nobody keeps a stale claim.
+- ``zombie`` (AMO only; :mod:`scenarios.zombie`): issue 23's schedule. A member frozen past
+  2·HB, its partition moved by a third member, its client restarted in a new process, then
+  thawed with its ``__marshal`` fetches lagging: no offset is handed out twice.
 - ``multi-broker``: 3 brokers; the broker leading some ``__marshal`` partitions is SIGKILLed:
   consumers stop handing out the partitions coordinated there, the others keep going.
 """
@@ -36,7 +39,7 @@ from typing import Any
 from logmarshal import NewRecord
 from rationalizer import coordination_partition
 
-from . import failover, handoff, pause, rebalance, restart
+from . import failover, handoff, pause, rebalance, restart, zombie
 from .common import Report, configure_logging, mode_for, wait_until
 from .procs import GROUP, ROOT, TOPIC, MemberProc, procs
 
@@ -416,6 +419,7 @@ SCENARIOS: dict[str, Callable[..., Report]] = {
     "handoff": _on_processes(handoff),
     "restart": _on_processes(restart),
     "rebalance": _on_processes(rebalance),
+    "zombie": _on_processes(zombie),
     "broker-crash": broker_crash,
     "reset": reset,
     "multi-broker": multi_broker,

@@ -176,6 +176,8 @@ class MemberLog:
     fenced_at: float | None = None
     exited: bool = False
     acked: dict[tuple[int, int], str] = attrs.field(factory=dict)
+    #: (when, stalled seconds): it woke from a stall (``--wake-lag`` members only)
+    woke: list[tuple[float, float]] = attrs.field(factory=list)
 
 
 def read_log(path: Path) -> MemberLog:
@@ -203,6 +205,8 @@ def read_log(path: Path) -> MemberLog:
                 out.claims = (float(parts[1]), ps)
             elif kind == "F":
                 out.fenced_at = float(parts[1])
+            elif kind == "W" and len(parts) == 3:
+                out.woke.append((float(parts[1]), float(parts[2])))
             elif kind == "X":
                 out.exited = True
             elif kind == "A" and len(parts) == 4:

@@ -1,13 +1,14 @@
 """Run every scenario for many seeds on one stage and print a summary table.
 
     python -m scenarios.run_all --seeds 100 [--stage sim|threads|processes] [--jobs 2]
-    python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash]
+    python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash] [-v]
 
 ``failover``, ``pause``, ``handoff``, ``restart`` and ``race`` are written once
 (:mod:`scenarios.stages`) and run on the simulator (``--stage sim``: simulated time, a seed
 replays exactly), on members in threads of one process (``threads``, the default) or on
 real processes with a broker (``processes``; ``--processes`` is the same); the real-process
-stage adds ``broker-crash``, ``reset`` and ``multi-broker``. Each run happens in a fresh
+stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (issue 23; AMO
+only, whatever the seed). Each run happens in a fresh
 process. A failing seed is printed with the command that replays it.
 """
 
@@ -36,6 +37,7 @@ DEFAULT = {
         "broker-crash",
         "reset",
         "multi-broker",
+        "zombie",
     ),
 }
 FIGURES = {
@@ -48,6 +50,7 @@ FIGURES = {
     "broker-crash": "first hand-out after the restart (s)",
     "reset": "first hand-out after the expiry (s)",
     "multi-broker": "d's last hand-out after the kill (s)",
+    "zombie": "offsets handed out twice",
 }
 
 
@@ -72,6 +75,7 @@ def _one(
     except Exception as exc:  # a crash is a failure too
         return name, seed, mode, False, time.monotonic() - started, [repr(exc)], {}
     failed = report.failures()
+    mode = report.mode.split(",")[0]  # a scenario may run in one mode only (zombie: AMO)
     return name, seed, mode, report.ok, time.monotonic() - started, failed, report.figures
 
 
@@ -83,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None)
     parser.add_argument("--stage", choices=STAGES, default="threads", help="default: threads")
     parser.add_argument("--processes", action="store_true", help="the same as --stage processes")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print every run's figures as it ends"
+    )
     args = parser.parse_args(argv)
     stage = "processes" if args.processes else args.stage
     names = [n for n in (args.only or ",".join(DEFAULT[stage])).split(",") if n]
@@ -99,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         for future in as_completed(futures):
             name, seed, mode, ok, took, failed, figures = future.result()
             results[name].append((seed, mode, ok, took, failed, figures))
+            if args.verbose:
+                shown = ", ".join(f"{k} {v:g}" for k, v in figures.items())
+                print(f"{'ok  ' if ok else 'FAIL'} {name} seed {seed}: {shown}", flush=True)
             if not ok:
                 print(f"FAIL {name} seed {seed} ({mode}): {'; '.join(failed)}", flush=True)
                 module = name.replace("-", "_")

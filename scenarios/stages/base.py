@@ -377,6 +377,8 @@ class Scenario:
     hb: float
     #: "light": some slow, lost and failed calls; "delays": slow calls only
     faults: str = "light"
+    #: the one mode it means something in (it wins over the mode asked for); None: by seed
+    mode: str | None = None
 
     def run(
         self,
@@ -393,7 +395,7 @@ class Scenario:
             Setup(
                 self.name,
                 seed,
-                mode_for(seed, mode),
+                mode_for(seed, self.mode or mode),
                 self.hb,
                 self.partitions,
                 faults=self.faults,

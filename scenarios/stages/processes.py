@@ -17,11 +17,30 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..common import GROUP, wait_until
+import attrs
+
+from logmarshal.coordlog import COORDINATION_TOPIC, iter_columns
+from rationalizer import DecodeError, WorldState, coordination_partition, decode
+
+from ..common import GROUP, TOPIC, wait_until
 from ..procs import MemberProc, Procs
 from .base import Handed, Member, Setup, Stage, StageError, members_in_log
 
-__all__ = ["ProcessStage"]
+__all__ = ["Judged", "ProcessStage"]
+
+
+@attrs.frozen
+class Judged:
+    """One coordination record about a data partition and its verdict, from a fresh replay
+    of the broker's log: who sent what, when the log appended it (seconds), and the
+    outcome (an Effect's value if accepted, else a Reason's)."""
+
+    offset: int
+    log_time: float
+    kind: str
+    sender: tuple[str, str]
+    accepted: bool
+    outcome: str
 
 
 class ProcessStage(Stage):
@@ -114,6 +133,44 @@ class ProcessStage(Stage):
 
     def positions(self) -> dict[int, int | None]:
         return self.procs.positions()
+
+    def judged(self, partition: int) -> list[Judged]:
+        """Every record about ``partition`` with its verdict, replayed from the log's start
+        (the members' own replays keep no history of verdicts)."""
+        cluster = self.procs.cluster
+        assert cluster is not None and self.procs.observer is not None
+        cp = coordination_partition(TOPIC, partition, self.procs.observer.coordination_partitions)
+        start = cluster.earliest_offset(COORDINATION_TOPIC, cp)
+        end = cluster.latest_offset(COORDINATION_TOPIC, cp)
+        if start > 0:
+            raise StageError(f"{COORDINATION_TOPIC}/{cp} was truncated: no full history")
+        world = WorldState()
+        out = []
+        for cols in iter_columns(cluster, cp, start, end):
+            records = list(zip(*cols, strict=True))
+            for (offset, ts, key, value), verdict in zip(
+                records, world.apply_many(records), strict=True
+            ):
+                try:
+                    message = decode(key, value)
+                except DecodeError:
+                    continue
+                if getattr(message, "topic", None) != TOPIC or verdict is None:
+                    continue
+                if getattr(message, "partition", None) != partition:
+                    continue
+                outcome = verdict.effect if verdict.accepted else verdict.reason
+                out.append(
+                    Judged(
+                        offset,
+                        ts / 1000,
+                        type(message).__name__,
+                        (message.client_id, message.instance_id),
+                        verdict.accepted,
+                        "" if outcome is None else str(outcome.value),
+                    )
+                )
+        return out
 
     def identity(self, member: Member) -> tuple[str, str | None]:
         return member.impl.identity

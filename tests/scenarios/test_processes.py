@@ -44,10 +44,8 @@ def _children() -> set[int]:
     return out
 
 
-@pytest.mark.scenario
-@pytest.mark.parametrize("name", sorted(SEEDS))
-def test_real_process_scenario_passes(name: str) -> None:
-    seed = SEEDS[name]
+def _passes(name: str, seed: int) -> None:
+    """The scenario passes, and leaves no process of its own behind."""
     before = _children()  # e.g. a Spark JVM another test module's session fixture keeps
     os.environ["SCENARIO_SHOW_OUTPUT"] = "1"  # a failure prints the children's output
     try:
@@ -61,3 +59,18 @@ def test_real_process_scenario_passes(name: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert not left, f"processes left running: {left}"
+
+
+@pytest.mark.scenario
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_real_process_scenario_passes(name: str) -> None:
+    _passes(name, SEEDS[name])
+
+
+@pytest.mark.scenario
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_woken_zombie_makes_nobody_hand_an_offset_out_twice(seed: int) -> None:
+    """Issue 23 on real processes (AMO whatever the seed): on the code before its fix, the
+    woken instance's heartbeat takes the partition back from its client's newer instance and
+    its release rewinds the resume point, so the next holder repeats thousands of offsets."""
+    _passes("zombie", seed)
