@@ -8,9 +8,11 @@ then writes once more), rare group resets and some junk. Every message is encode
 rationalizer's codec; the rationalizer alone decides each verdict.
 
 Then it times: the export to Parquet, the Spark audit (local[2]; session start reported
-apart), the in-process audit (same fold, one process) and the part of it that is the
-rationalizer's replay alone (WorldState.apply_many over the exported columns), and
-optionally the naive reference replay of ``--verify``.
+apart), the in-process audit (same fold, one process) and, as its reference, the
+rationalizer's replay alone over the same records (WorldState.apply_many over the exported
+columns held in memory as Python lists, one coordination partition at a time), and
+optionally the naive reference replay of ``--verify``. ``--profile`` runs the in-process
+audit once more under cProfile and prints where its time goes.
 
 Then, unless ``--skip-cluster``, it starts a Spark standalone cluster (master + worker on
 127.0.0.1, from pyspark's scripts) and times ``spark-submit logmarshal/audit/job.py`` on it,
@@ -18,8 +20,8 @@ the path a user takes on a real cluster. A sampler reads every Spark-related pro
 resident memory (driver JVM, executor JVM, Python workers, this driver) each 0.2 s and prints
 each role's peak per phase.
 
-    python bench/audit.py [--records 1000000,10000000] [--keep DIR] [--skip-spark]
-                          [--skip-cluster] [--verify]
+    python bench/audit.py [--records 1000000,10000000] [--keep DIR [--reuse]] [--skip-spark]
+                          [--skip-cluster] [--verify] [--profile] [--repeat N]
 """
 
 from __future__ import annotations
@@ -277,8 +279,55 @@ def _fold_only(spark: Any, info: Any, config: Any, *, shuffle: bool) -> float:
     return time.perf_counter() - t0
 
 
+def _world_only(info: Any, config: Any) -> float:
+    """Seconds ``WorldState.apply_many`` takes over the export's records, one coordination
+    partition at a time (its columns converted to Python lists first, not timed)."""
+    names = ("offset", "timestamp_ms", "key", "value")
+    total = 0.0
+    current: int | None = None
+    recs: list = []
+
+    def apply() -> float:
+        t0 = time.perf_counter()
+        new_world(config).apply_many(recs)
+        return time.perf_counter() - t0
+
+    for cp, batch in iter_export(info):
+        if cp != current and recs:
+            total += apply()
+            recs = []
+        current = cp
+        recs.extend(zip(*(batch.column(c).to_pylist() for c in names), strict=True))
+    if recs:
+        total += apply()
+    return total
+
+
+def _profile(info: Any, config: Any, out: Path, top: int = 18) -> None:
+    """The in-process audit under cProfile: where its time goes, by own and by total time."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_inprocess(info, out, config)
+    profiler.disable()
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    stats.strip_dirs().sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
 def bench_one(records: int, args: argparse.Namespace, work: Path) -> None:
     """Synthesize ``records`` coordination records and time every audit path over them."""
+    from logmarshal.audit.export import read_export_info
+
+    if args.reuse and (work / "export" / "export.json").exists():
+        info = read_export_info(work / "export")
+        print(f"\n== {info.records:,} coordination records, reused from {work / 'export'}")
+        _bench_export(info, info.records, records, args, work)
+        return
+    for old in ("data", "export"):
+        shutil.rmtree(work / old, ignore_errors=True)
     clock = [0]
     t0 = time.perf_counter()
     with EmbeddedCluster(work / "data", clock=lambda: clock[0], maintenance_interval=0) as cluster:
@@ -298,29 +347,32 @@ def bench_one(records: int, args: argparse.Namespace, work: Path) -> None:
         info = export_coordination(cluster, work / "export")
         t_export = time.perf_counter() - t0
     print(f"export to Parquet       : {t_export:7.2f}s  {n / t_export:>12,.0f} records/s")
+    _bench_export(info, n, records, args, work)
+
+
+def _bench_export(info: Any, n: int, records: int, args: argparse.Namespace, work: Path) -> None:
+    """Time every audit path over an export of ``n`` records."""
     config = replay_config_for(info)
 
+    runs = max(1, args.repeat)
     with MemorySampler() as mem:
-        t0 = time.perf_counter()
-        local = run_inprocess(info, work / "out-local", config)
-        t_local = time.perf_counter() - t0
-    print(f"in-process audit        : {t_local:7.2f}s  {n / t_local:>12,.0f} records/s")
+        t_local = float("inf")
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            local = run_inprocess(info, work / "out-local", config)
+            t_local = min(t_local, time.perf_counter() - t0)
+    best = f" (best of {runs})" if runs > 1 else ""
+    print(f"in-process audit        : {t_local:7.2f}s  {n / t_local:>12,.0f} records/s{best}")
     print(f"  peak MiB: {mem.line()}")
-    if records <= 2_000_000:  # the fold alone, over columns held in memory
-        columns: dict[int, list] = {}
-        for cp, batch in iter_export(info):
-            names = ("offset", "timestamp_ms", "key", "value")
-            rows = zip(*(batch.column(c).to_pylist() for c in names), strict=True)
-            columns.setdefault(cp, []).extend(rows)
-        t0 = time.perf_counter()
-        for recs in columns.values():
-            new_world(config).apply_many(recs)
-        t_world = time.perf_counter() - t0
-        del columns
-        print(
-            f"  of which WorldState    : {t_world:7.2f}s  {n / t_world:>12,.0f} records/s"
-            f"  ({t_world / n * 1e6:.2f} us/record; the fold, Parquet and Arrow are the rest)"
-        )
+    # the rationalizer alone over the same records, in the same run: the audit's reference
+    t_world = min(_world_only(info, config) for _ in range(runs))
+    print(
+        f"  WorldState.apply_many  : {t_world:7.2f}s  {n / t_world:>12,.0f} records/s"
+        f"  ({t_world / n * 1e6:.2f} us/record){best}"
+    )
+    print(f"  in-process rate / apply_many rate: {t_world / t_local:.2f} (goal >= 0.5)")
+    if args.profile:
+        _profile(info, config, work / "out-profile")
 
     if not args.skip_spark:
         from logmarshal.audit.job import run_spark, spark_session
@@ -415,15 +467,29 @@ def main() -> None:
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-cluster", action="store_true", help="no standalone-cluster run")
     ap.add_argument("--verify", action="store_true", help="also time the naive reference replay")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep: audit the export already in DIR/<records> instead of a new log",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the in-process audit and apply_many this many times each; best of each",
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="also run the in-process audit under cProfile"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     sizes = [int(s.replace("_", "")) for s in args.records.split(",") if s.strip()]
 
     for size in sizes:
         work = Path(args.keep or tempfile.mkdtemp(prefix="bench-audit-")) / str(size)
-        if work.exists():
+        if work.exists() and not args.reuse:
             shutil.rmtree(work)
-        work.mkdir(parents=True)
+        work.mkdir(parents=True, exist_ok=True)
         try:
             bench_one(size, args, work)
         finally:
