@@ -35,7 +35,6 @@ from rationalizer import (
     LeavingGroup,
     Message,
     Reason,
-    ReleaseGroup,
     ReleasingPartition,
     ReleasingTask,
     Verdict,
@@ -59,28 +58,14 @@ __all__ = [
 #: ``now`` before any record (the rationalizer's convention: time is clamped from here).
 _NO_TIME = -(2**63)
 _DECODE_MEMO_LIMIT = 1 << 16
+_NUMBER_MEMO_LIMIT = 1 << 16
 
 _RENEWED = Effect.RENEWED
 _RENEWED_LATE = Effect.RENEWED_LATE
 _MESSAGES_CLAIMED = Effect.MESSAGES_CLAIMED
 
-_MESSAGE_TYPES: dict[type, str] = {
-    Heartbeat: "heartbeat",
-    ClaimingPartition: "claiming_partition",
-    ReleasingPartition: "releasing_partition",
-    ClaimingMessages: "claiming_messages",
-    ReleaseGroup: "release_group",
-    AnnouncingMember: "announcing_member",
-    LeavingGroup: "leaving_group",
-    HeartbeatingTask: "heartbeating_task",
-    ReleasingTask: "releasing_task",
-}
-
-_START_CAUSE = {
-    Effect.CLAIMED: "claimed",
-    Effect.TOOK_OVER_STALE: "took_over_stale",
-    Effect.RESTART_TAKEOVER: "restart_takeover",
-}
+#: effects that give the sender a claim; the interval's start_cause is the effect's value
+_STARTS = frozenset({Effect.CLAIMED, Effect.TOOK_OVER_STALE, Effect.RESTART_TAKEOVER})
 
 #: end reason of the previous claim -> cause of the failover to the next holder
 _FAILOVER_CAUSE = {
@@ -98,20 +83,42 @@ _VIOLATION_KIND = {
     Reason.OFFSET_REGRESSION: "offset_regression",
     Reason.INVALID_RECORD: "invalid_record",
 }
-_NOT_HOLDER_KIND = {
-    "heartbeat": "heartbeat_without_claim",
-    "releasing_partition": "release_without_claim",
-    "claiming_messages": "claim_messages_without_claim",
-    "claiming_partition": "claim_without_right",
-    "leaving_group": "leave_without_membership",
+#: NOT_HOLDER of a message class (or of a subclass: a new version of a message keeps its
+#: kind); any other class gives "not_holder"
+_NOT_HOLDER_KIND: dict[type, str] = {
+    Heartbeat: "heartbeat_without_claim",
+    ReleasingPartition: "release_without_claim",
+    ClaimingMessages: "claim_messages_without_claim",
+    ClaimingPartition: "claim_without_right",
+    LeavingGroup: "leave_without_membership",
     # a task's heartbeat and release are a heartbeat and a release of the task's key
-    "heartbeating_task": "heartbeat_without_claim",
-    "releasing_task": "release_without_claim",
+    HeartbeatingTask: "heartbeat_without_claim",
+    ReleasingTask: "release_without_claim",
 }
 
 _MEMBERSHIP_EFFECTS = frozenset({Effect.JOINED, Effect.ANNOUNCED, Effect.LEFT})
 
 AuditRows = dict[str, list[tuple[Any, ...]]]
+
+
+def message_type(cls: type) -> str:
+    """The ``message_type`` column of a message class: its name in snake case
+    (``ClaimingMessages`` -> ``claiming_messages``), so a message type the rationalizer adds
+    is named without a change here."""
+    out = []
+    for i, ch in enumerate(cls.__name__):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+def _not_holder_kind(cls: type) -> str:
+    for base in cls.__mro__:
+        kind = _NOT_HOLDER_KIND.get(base)
+        if kind is not None:
+            return kind
+    return "not_holder"
 
 
 @attrs.frozen
@@ -266,6 +273,8 @@ class PartitionAudit:
         self._violations: list[tuple[Any, ...]] = []
         self._fenced_at: dict[tuple[str, str], int] = {}
         self._memo: dict[tuple[bytes | None, bytes | None], Message | None] = {}
+        #: value of an accepted record -> the data offset it carries (see _number)
+        self._numbers: dict[bytes, int] = {}
         #: group -> client_id -> its membership as this fold tracks it (mirrors the world's)
         self._members: dict[str, dict[str, _Membership]] = {}
         self._member_events: list[tuple[Any, ...]] = []
@@ -445,22 +454,39 @@ class PartitionAudit:
 
     def _number(self, key: bytes, value: bytes | None) -> int:
         """The data offset an accepted record carried (it decoded once already): for a task
-        record (version 3) the scalar of its vector, which is what the world records."""
+        record (version 3) the scalar of its vector, which is what the world records.
+        Memoised by value: a claim's start and end ask again for the same few records."""
         if value is None:
             return -1
-        msg = decode(key, value)
-        if isinstance(msg, ClaimingMessages):
-            return msg.proposed_last_offset
-        return msg.last_offset  # type: ignore[union-attr]
+        numbers = self._numbers
+        n = numbers.get(value)
+        if n is None:
+            msg = decode(key, value)
+            # a reservation (any version of ClaimingMessages) carries proposed_last_offset
+            n = getattr(msg, "proposed_last_offset", None)
+            if n is None:
+                n = msg.last_offset  # type: ignore[union-attr]
+            if len(numbers) >= _NUMBER_MEMO_LIMIT:
+                numbers.clear()
+            numbers[value] = n
+        return n
+
+    def _sync(self, t: _Track) -> None:
+        """Bring ``t`` up to the record being handled before it is read or changed.
+
+        Nothing to do here: this fold applies every record as it comes. The columnar fold
+        (:mod:`.columnar`) defers its tracks' heartbeats and folds them in here."""
 
     def _resume(self, t: _Track) -> int | None:
         """``max(last_offset, claimed_through) + 1`` as the replay has it right now; None while
         no accepted record set a position (``WorldState.resume_offset`` agrees)."""
+        self._sync(t)
         if t.last_ref is None and t.claimed_ref is None:
             return None
         return max(self._number(t.key, t.last_ref), self._number(t.key, t.claimed_ref)) + 1
 
     def _end(self, t: _Track, reason: str, now: int, offset: int) -> _Interval | None:
+        self._sync(t)
         c = t.open
         if c is None:
             return None
@@ -480,10 +506,11 @@ class PartitionAudit:
         e = v.effect
         assert e is not None
         counted = now >= self._since
-        if e in _START_CAUSE:
+        if e in _STARTS:
             msg = self._decode(key, value)
             assert msg is not None and key is not None, "an accepted record decodes"
             t = self._track(key, msg)
+            self._sync(t)
             new = (msg.client_id, msg.instance_id)
             prev = v.previous_holder
             if e is Effect.RESTART_TAKEOVER:
@@ -503,7 +530,7 @@ class PartitionAudit:
                 new[1],
                 now,
                 off,
-                _START_CAUSE[e],
+                e.value,
                 self._resume(t),
                 msg.heartbeat_interval_ms,  # type: ignore[union-attr]
             )
@@ -536,6 +563,7 @@ class PartitionAudit:
                 self._count(t.group, "accepted", e.value)
         elif e is Effect.RELEASED:
             t = self._tracks[key]  # type: ignore[index]
+            self._sync(t)
             c = t.open
             assert c is not None
             gap = now - c.last_ms
@@ -564,6 +592,7 @@ class PartitionAudit:
                 msg = self._decode(key, value)
                 assert msg is not None and key is not None
                 t = self._track(key, msg)
+            self._sync(t)
             t.last_ref = t.claimed_ref = value
             if counted:
                 self._count(t.group, "accepted", e.value)
@@ -650,9 +679,9 @@ class PartitionAudit:
         self._count(group, "rejected", reason.value)
         if reason is Reason.STILL_OWNED:  # a lost race: normal
             return
-        mtype = None if msg is None else _MESSAGE_TYPES.get(type(msg), type(msg).__name__)
+        mtype = None if msg is None else message_type(type(msg))
         if reason is Reason.NOT_HOLDER:
-            kind = _NOT_HOLDER_KIND.get(mtype or "", "not_holder")
+            kind = "not_holder" if msg is None else _not_holder_kind(type(msg))
         else:
             kind = _VIOLATION_KIND.get(reason, reason.value)
         topic = getattr(msg, "topic", None)
