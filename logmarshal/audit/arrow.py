@@ -1,8 +1,8 @@
 """Arrow glue around the pure fold, shared by the Spark executors and the in-process engine.
 
 :func:`fold_batches` is the function Spark runs (``mapInArrow``): it receives Arrow record
-batches sorted by (coordination partition, offset), runs one :class:`PartitionAudit` per
-coordination partition, and yields every output table's rows in one *union* schema
+batches sorted by (coordination partition, offset), runs one :class:`.columnar.ColumnarAudit`
+per coordination partition, and yields every output table's rows in one *union* schema
 (``table`` column + all columns), because a Spark UDF returns a single schema. The writers
 then split the union into the tables of :mod:`.schema`.
 """
@@ -13,8 +13,9 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .columnar import ColumnarAudit
 from .deps import require
-from .replay import AuditRows, PartitionAudit, ReplayConfig
+from .replay import AuditRows, ReplayConfig
 from .schema import FLOAT, INT, STR, TABLES, TIME, UNION_COLUMNS, time_column_name
 
 __all__ = [
@@ -87,7 +88,7 @@ def fold_batches(batches: Iterable[Any], config: ReplayConfig) -> Iterator[Any]:
     """
     np = require("numpy")
     done: set[int] = set()
-    audit: PartitionAudit | None = None
+    audit: ColumnarAudit | None = None
     last_offset = -1
     for batch in batches:
         if batch.num_rows == 0:
@@ -104,20 +105,14 @@ def fold_batches(batches: Iterable[Any], config: ReplayConfig) -> Iterator[Any]:
                         yield out
                 if cp in done:
                     raise InputOrderError(f"coordination partition {cp} arrived in pieces")
-                audit = PartitionAudit(cp, config)
+                audit = ColumnarAudit(cp, config)
                 last_offset = -1
             part = batch.slice(lo, hi - lo)
             column = part.column("offset").to_numpy(zero_copy_only=False)
             if column[0] <= last_offset or (np.diff(column) <= 0).any():
                 raise InputOrderError(f"coordination partition {cp}: offsets out of order")
             last_offset = int(column[-1])
-            offsets = column.tolist()
-            audit.feed(
-                offsets,
-                part.column("timestamp_ms").to_pylist(),
-                part.column("key").to_pylist(),
-                part.column("value").to_pylist(),
-            )
+            audit.feed_arrow(part)
     if audit is not None:
         out = rows_to_union(audit.finish())
         if out is not None:

@@ -46,6 +46,24 @@ __all__ = ["CAUSE_WINDOW_HB", "derive_moves", "event_text"]
 #: a move is attributed to a membership change at most this many mover's HB before it
 CAUSE_WINDOW_HB = 3
 
+#: the columns of the folded tables that derive_moves reads
+_OWNERSHIP_COLUMNS = (
+    "group",
+    "topic",
+    "partition",
+    "coord_partition",
+    "client_id",
+    "instance_id",
+    "start_ms",
+    "start_offset",
+    "start_cause",
+    "end_ms",
+    "end_offset",
+    "end_reason",
+    "hb_ms",
+)
+_MEMBERSHIP_COLUMNS = ("group", "time_ms", "offset", "client_id", "event", "detail")
+
 _FIXED_END = {
     "stale_taken": ("failover", "failover: holder stale"),
     "fenced_new_instance": ("restart", "restart"),
@@ -212,7 +230,9 @@ def moves_table(tables: Mapping[str, Any], since_ms: int | None = None) -> Any:
     """The ``moves`` table (pyarrow, final schema) from the folded tables (pyarrow)."""
     from .arrow import table_from_rows
 
-    rows = derive_moves(
-        tables["ownership"].to_pylist(), tables["membership"].to_pylist(), since_ms
-    )
+    # only the columns derive_moves reads: the others (the *_time timestamps above all)
+    # cost most of the conversion to Python
+    own = tables["ownership"].select(list(_OWNERSHIP_COLUMNS))
+    members = tables["membership"].select(list(_MEMBERSHIP_COLUMNS))
+    rows = derive_moves(own.to_pylist(), members.to_pylist(), since_ms)
     return table_from_rows("moves", rows)

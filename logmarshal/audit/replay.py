@@ -19,7 +19,8 @@ their data offset is the scalar of their position vector, as in the world.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -43,6 +44,12 @@ from rationalizer import (
     encode,
     record_key,
 )
+from rationalizer.codec import (
+    T_CLAIMING_MESSAGES,
+    T_HEARTBEAT,
+    T_RELEASING_PARTITION,
+    VERSION_1,
+)
 from rationalizer.rules import STALE, freshness, stale_from
 
 from .schema import TABLES
@@ -59,6 +66,10 @@ __all__ = [
 _NO_TIME = -(2**63)
 _DECODE_MEMO_LIMIT = 1 << 16
 _NUMBER_MEMO_LIMIT = 1 << 16
+#: version 1 types whose value is version, type, then the int64 this fold wants
+#: (PROTOCOL.md: last_offset, last_offset, proposed_last_offset)
+_NUMBERED = frozenset({T_HEARTBEAT, T_RELEASING_PARTITION, T_CLAIMING_MESSAGES})
+_I64 = struct.Struct(">q")
 
 _RENEWED = Effect.RENEWED
 _RENEWED_LATE = Effect.RENEWED_LATE
@@ -273,6 +284,8 @@ class PartitionAudit:
         self._violations: list[tuple[Any, ...]] = []
         self._fenced_at: dict[tuple[str, str], int] = {}
         self._memo: dict[tuple[bytes | None, bytes | None], Message | None] = {}
+        #: message class -> (its message_type, its NOT_HOLDER violation kind)
+        self._type_names: dict[type, tuple[str, str]] = {}
         #: value of an accepted record -> the data offset it carries (see _number)
         self._numbers: dict[bytes, int] = {}
         #: group -> client_id -> its membership as this fold tracks it (mirrors the world's)
@@ -455,9 +468,13 @@ class PartitionAudit:
     def _number(self, key: bytes, value: bytes | None) -> int:
         """The data offset an accepted record carried (it decoded once already): for a task
         record (version 3) the scalar of its vector, which is what the world records.
-        Memoised by value: a claim's start and end ask again for the same few records."""
+
+        A version 1 record with one is read where PROTOCOL.md puts it (the world validated
+        it); anything else is decoded, memoised by value."""
         if value is None:
             return -1
+        if value[0] == VERSION_1 and value[1] in _NUMBERED:
+            return _I64.unpack_from(value, 2)[0]  # type: ignore[no-any-return]
         numbers = self._numbers
         n = numbers.get(value)
         if n is None:
@@ -679,9 +696,13 @@ class PartitionAudit:
         self._count(group, "rejected", reason.value)
         if reason is Reason.STILL_OWNED:  # a lost race: normal
             return
-        mtype = None if msg is None else message_type(type(msg))
+        names = None if msg is None else self._type_names.get(type(msg))
+        if names is None and msg is not None:
+            cls = type(msg)
+            names = self._type_names[cls] = (message_type(cls), _not_holder_kind(cls))
+        mtype = None if names is None else names[0]
         if reason is Reason.NOT_HOLDER:
-            kind = "not_holder" if msg is None else _not_holder_kind(type(msg))
+            kind = "not_holder" if names is None else names[1]
         else:
             kind = _VIOLATION_KIND.get(reason, reason.value)
         topic = getattr(msg, "topic", None)
@@ -831,14 +852,20 @@ class PartitionAudit:
 def audit_records(
     partitions: Mapping[int, Iterable[tuple[int, int, bytes | None, bytes | None]]],
     config: ReplayConfig,
+    *,
+    fold: Callable[[int, ReplayConfig], PartitionAudit] | None = None,
 ) -> AuditRows:
     """In-process audit of ``{coord_partition: [(offset, timestamp_ms, key, value), ...]}``.
 
-    Convenience for tests and small logs; the engines stream in batches instead.
+    Convenience for tests and small logs; the engines stream in batches instead. ``fold``
+    makes each coordination partition's fold: by default the engines' own, the columnar
+    :class:`.columnar.ColumnarAudit`, or this per-record one without numpy and pyarrow.
     """
+    if fold is None:
+        fold = _default_fold()
     out: AuditRows = {name: [] for name in TABLES}
     for cp in sorted(partitions):
-        audit = PartitionAudit(cp, config)
+        audit = fold(cp, config)
         records = sorted(partitions[cp], key=lambda r: r[0])
         if records:
             offsets, timestamps, keys, values = (list(col) for col in zip(*records, strict=True))
@@ -846,3 +873,15 @@ def audit_records(
         for name, rows in audit.finish().items():
             out[name].extend(rows)
     return out
+
+
+def _default_fold() -> Callable[[int, ReplayConfig], PartitionAudit]:
+    from .columnar import ColumnarAudit
+    from .deps import require
+
+    try:
+        for module in ("numpy", "pyarrow.compute"):
+            require(module)
+    except ImportError:  # the spark extra's
+        return PartitionAudit
+    return ColumnarAudit
