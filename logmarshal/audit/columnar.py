@@ -28,6 +28,8 @@ tests feed both the same logs, chunked at random, and compare every table.
 from __future__ import annotations
 
 import logging
+from array import array
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import pairwise, repeat
 from typing import Any
@@ -42,31 +44,36 @@ __all__ = ["ColumnarAudit"]
 
 log = logging.getLogger(__name__)
 
-# What the columns do with a record (its verdict's code, int8):
+# What the columns do with a record: its verdict's code (int8)
 _RARE = 0  # the per-record fold's code handles it
-_BEAT = 1  # a renewal that sets last_offset (RENEWED, RENEWED_LATE): deferred
-_MSG = 2  # a renewal that sets claimed_through (MESSAGES_CLAIMED): deferred
-_LOST = 3  # a lost race (STILL_OWNED): counted only
-
-#: the renewals: (effect, code, the _Track counter the per-record fold counts it in)
+_LOST = 1  # a lost race (STILL_OWNED): counted only
+#: the renewals, deferred: code 2 + their index here; (effect, the _Track counter the
+#: per-record fold counts it in, whether it sets claimed_through rather than last_offset)
 _RENEWALS = (
-    (Effect.RENEWED, _BEAT, "n_renewed"),
-    (Effect.RENEWED_LATE, _BEAT, "n_late"),
-    (Effect.MESSAGES_CLAIMED, _MSG, "n_messages"),
+    (Effect.RENEWED, "n_renewed", False),
+    (Effect.RENEWED_LATE, "n_late", False),
+    (Effect.MESSAGES_CLAIMED, "n_messages", True),
 )
-_COUNTERS = tuple(counter for _e, _c, counter in _RENEWALS)
+_FIRST_RENEWAL = 2
+#: a run of renewals this short is folded in Python; longer ones with numpy
+_SHORT_RUN = 12
 
 
-def _classify(v: Verdict) -> tuple[int, int]:
-    """(code, index in _COUNTERS or -1) of a verdict."""
+def _classify(v: Verdict) -> int:
+    """The code of a verdict."""
     if v.accepted:
-        for index, (effect, code, _counter) in enumerate(_RENEWALS):
+        for index, (effect, _counter, _claims) in enumerate(_RENEWALS):
             if v.effect is effect:
-                return code, index
-        return _RARE, -1
+                return _FIRST_RENEWAL + index
+        return _RARE
     if v.reason is Reason.STILL_OWNED:
-        return _LOST, -1
-    return _RARE, -1
+        return _LOST
+    return _RARE
+
+
+def _ints(column: Any) -> array[int]:
+    """A numpy integer column as ``array('q')``."""
+    return array("q", column.astype("int64", copy=False).tobytes())
 
 
 class ColumnarAudit(PartitionAudit):
@@ -77,14 +84,13 @@ class ColumnarAudit(PartitionAudit):
         self._np = require("numpy")
         self._pa = require("pyarrow")
         self._pc = require("pyarrow.compute")
-        # the rationalizer's shared verdicts by identity -> (code, counter); they live as
-        # long as the process, so their ids are stable (any other verdict is classified)
-        self._shared: dict[int, int] = {}
-        self._shared_counter: dict[int, int] = {}
-        for v in (*ACCEPTED.values(), *REJECTED.values()):
-            code, counter = _classify(v)
-            self._shared[id(v)] = code
-            self._shared_counter[id(v)] = counter
+        # the rationalizer's shared verdicts by identity -> code; they live as long as the
+        # process, so their ids are stable (any other verdict is classified)
+        self._shared = {id(v): _classify(v) for v in (*ACCEPTED.values(), *REJECTED.values())}
+        #: code -> whether that renewal sets claimed_through
+        self._claims = self._np.array(
+            [False] * _FIRST_RENEWAL + [claims for _e, _c, claims in _RENEWALS]
+        )
         # key -> slot (a small int per distinct key seen), and back
         self._slot_of: dict[bytes | None, int] = {}
         self._slot_keys: list[bytes | None] = []
@@ -93,11 +99,11 @@ class ColumnarAudit(PartitionAudit):
         self._n = 0
         self._cursor = 0
         self._ranges: dict[int, list[int]] = {}
-        self._hot_at: Any = None  # batch positions of the sorted renewals
-        self._hot_now: Any = None  # their clamped log times
-        self._hot_gap: Any = None  # log time since the previous renewal of the same slot
-        self._last_beat: Any = None  # per sorted renewal: latest _BEAT at or before it
-        self._last_msg: Any = None  # per sorted renewal: latest _MSG at or before it
+        self._hot_at: Sequence[int] = ()  # batch positions of the sorted renewals
+        self._hot_now: Sequence[int] = ()  # their clamped log times
+        self._hot_gap: Any = None  # log time since the previous renewal (numpy)
+        self._last_beat: Any = None  # per sorted renewal: the latest setting last_offset
+        self._last_msg: Any = None  # per sorted renewal: the latest setting claimed_through
         self._values: list[bytes | None] = []
         super().__init__(coord_partition, config)
 
@@ -158,22 +164,24 @@ class ColumnarAudit(PartitionAudit):
         n = len(offsets)
         keys, slots = self._keys(batch.column("key"))
         values = batch.column("value").to_pylist()
-        offset_list = offsets.tolist()
+        # int columns as array('q'): Python ints on access, but not objects the cyclic GC
+        # walks (lists of a batch's length made a third of the fold's GC time)
+        offset_list = _ints(offsets)
         verdicts = self._world.apply_many(
-            zip(offset_list, stamps.tolist(), keys, values, strict=True)
+            zip(offset_list, _ints(stamps), keys, values, strict=True)
         )
         if self._first_offset is None:
             self._first_offset = offset_list[0]
             self._first_ms = int(now[0])
-        ids = list(map(id, verdicts))
-        codes = np.fromiter(map(self._shared.get, ids, repeat(-1)), np.int8, n)
-        counters = np.fromiter(map(self._shared_counter.get, ids, repeat(-1)), np.int8, n)
+        codes = np.fromiter(map(self._shared.get, map(id, verdicts), repeat(-1)), np.int8, n)
         for i in np.flatnonzero(codes < 0).tolist():  # not a shared verdict: classify it
-            codes[i], counters[i] = _classify(verdicts[i])
+            codes[i] = _classify(verdicts[i])
 
-        # renewals, sorted by slot (stable: in log order within a slot)
-        hot = np.flatnonzero((codes == _BEAT) | (codes == _MSG))
+        # renewals, sorted by slot (stable: in log order within a slot; int16 sorts by radix)
+        hot = np.flatnonzero(codes >= _FIRST_RENEWAL)
         hot_slots = slots[hot]
+        if len(self._slot_keys) < 1 << 15:
+            hot_slots = hot_slots.astype(np.int16)
         order = np.argsort(hot_slots, kind="stable")
         at = hot[order]
         sorted_slots = hot_slots[order]
@@ -183,22 +191,22 @@ class ColumnarAudit(PartitionAudit):
             gap[0] = 0
             np.subtract(hot_now[1:], hot_now[:-1], out=gap[1:])
         marks = np.arange(len(at))
-        hot_codes = codes[at]
-        self._last_beat = np.maximum.accumulate(np.where(hot_codes == _BEAT, marks, -1))
-        self._last_msg = np.maximum.accumulate(np.where(hot_codes == _MSG, marks, -1))
+        claims = self._claims[codes[at]]
+        self._last_beat = np.maximum.accumulate(np.where(claims, -1, marks))
+        self._last_msg = np.maximum.accumulate(np.where(claims, marks, -1))
         firsts = np.flatnonzero(np.diff(sorted_slots, prepend=-1)) if len(at) else marks
         bounds = [*firsts.tolist(), len(at)]
         self._ranges = {
             slot: [lo, hi]
             for slot, (lo, hi) in zip(sorted_slots[firsts].tolist(), pairwise(bounds), strict=True)
         }
-        self._hot_at, self._hot_now, self._hot_gap = at, hot_now, gap
+        self._hot_at, self._hot_now, self._hot_gap = _ints(at), _ints(hot_now), gap
         self._values = values
         self._n = n
 
         # the rare records, in log order, through the per-record fold's code
         rare = np.flatnonzero(codes == _RARE).tolist()
-        now_list = now.tolist()
+        now_list = _ints(now)
         last_now = now_list[-1]
         try:
             for i in rare:
@@ -213,7 +221,7 @@ class ColumnarAudit(PartitionAudit):
             self._last_offset = offset_list[-1]
             self._records += n
             self._values = []
-        self._count_columns(codes, counters, slots, now, keys, values)
+        self._count_columns(codes, slots, now, keys, values)
 
     def _keys(self, column: Any) -> tuple[list[bytes | None], Any]:
         """The keys as Python objects, one per distinct key (so hashed once), and their slots."""
@@ -239,7 +247,6 @@ class ColumnarAudit(PartitionAudit):
     def _count_columns(
         self,
         codes: Any,
-        counters: Any,
         slots: Any,
         now: Any,
         keys: list[bytes | None],
@@ -249,14 +256,15 @@ class ColumnarAudit(PartitionAudit):
         within the reporting window, as the per-record fold counts them."""
         np = self._np
         counted = now >= self._since
-        hot = np.flatnonzero(counted & (counters >= 0))
+        hot = np.flatnonzero(counted & (codes >= _FIRST_RENEWAL))
         if hot.size:
-            width = len(_COUNTERS)
-            per = np.bincount(slots[hot] * width + counters[hot])
+            width = len(_RENEWALS)
+            per = np.bincount(slots[hot] * width + (codes[hot] - _FIRST_RENEWAL))
             for cell in np.flatnonzero(per).tolist():
                 slot, which = divmod(cell, width)
                 t = self._tracks[self._slot_keys[slot]]  # type: ignore[index]
-                setattr(t, _COUNTERS[which], getattr(t, _COUNTERS[which]) + int(per[cell]))
+                counter = _RENEWALS[which][1]
+                setattr(t, counter, getattr(t, counter) + int(per[cell]))
         lost = np.flatnonzero(counted & (codes == _LOST))
         if lost.size:
             reason = Reason.STILL_OWNED.value
@@ -283,32 +291,33 @@ class ColumnarAudit(PartitionAudit):
         if r is None:
             return
         lo, hi = r
-        if lo >= hi:
+        at = self._hot_at
+        cursor = self._cursor
+        if lo >= hi or at[lo] > cursor:  # nothing left, or nothing before this record
             return
-        if self._cursor < self._n:
-            end = lo + int(self._np.searchsorted(self._hot_at[lo:hi], self._cursor))
-            if end == lo:
-                return
-        else:
-            end = hi
+        end = hi if at[hi - 1] < cursor else bisect_left(at, cursor, lo, hi)
         r[0] = end
         c = t.open
         assert c is not None, "a renewal is the holder's: its claim is open"
         times = self._hot_now
-        best = int(times[lo]) - c.last_ms
-        best_end = int(times[lo])
-        if end - lo > 1:
+        best_end = times[lo]
+        best = best_end - c.last_ms
+        if end - lo <= _SHORT_RUN:
+            for k in range(lo + 1, end):
+                if times[k] - times[k - 1] > best:
+                    best, best_end = times[k] - times[k - 1], times[k]
+        else:
             gaps = self._hot_gap[lo + 1 : end]
             k = int(gaps.argmax())
             if int(gaps[k]) > best:
-                best, best_end = int(gaps[k]), int(times[lo + 1 + k])
+                best, best_end = int(gaps[k]), times[lo + 1 + k]
         if c.max_gap is None or best > c.max_gap:
             c.max_gap, c.max_gap_end = best, best_end
-        c.last_ms = int(times[end - 1])
+        c.last_ms = times[end - 1]
         c.msgs += end - lo
         beat = int(self._last_beat[end - 1])
         if beat >= lo:
-            t.last_ref = self._values[int(self._hot_at[beat])]
+            t.last_ref = self._values[at[beat]]
         msg = int(self._last_msg[end - 1])
         if msg >= lo:
-            t.claimed_ref = self._values[int(self._hot_at[msg])]
+            t.claimed_ref = self._values[at[msg]]

@@ -39,8 +39,6 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .schema import TABLES
-
 __all__ = ["CAUSE_WINDOW_HB", "derive_moves", "event_text"]
 
 #: a move is attributed to a membership change at most this many mover's HB before it
@@ -97,16 +95,18 @@ class _Events:
         self.times = [e["time_ms"] for e in self.events]
 
     def cause(
-        self, t: int, window: int, involved: set[str | None]
+        self, t: int, window: int, mover: str, counterpart: str | None
     ) -> Mapping[str, Any] | None:
-        """The latest change in ``[t - window, t]``, one of ``involved`` members' if any."""
+        """The latest change in ``[t - window, t]``, the mover's or the counterpart's if any."""
+        if not self.times:
+            return None
         hi = bisect_right(self.times, t)
         best = None
         for i in range(hi - 1, -1, -1):
             e = self.events[i]
             if e["time_ms"] < t - window:
                 break
-            if e["client_id"] in involved:
+            if e["client_id"] == mover or e["client_id"] == counterpart:
                 return e
             if best is None:
                 best = e
@@ -165,7 +165,6 @@ def derive_moves(
     for o in ownership:
         parts.setdefault((o["group"], o["topic"], o["partition"]), []).append(o)
     rows: list[tuple[Any, ...]] = []
-    width = len(TABLES["moves"])
     for (group, topic, partition), intervals in sorted(parts.items()):
         intervals.sort(key=lambda o: (o["start_offset"], o["start_ms"]))
         ev = events.get(group, no_events)
@@ -184,7 +183,7 @@ def derive_moves(
                 elif before is not None and before["end_reason"] == "group_reset":
                     kind, text = "admin_reset", "admin reset"
                 else:
-                    trigger = ev.cause(o["start_ms"], window, {o["client_id"], counterpart})
+                    trigger = ev.cause(o["start_ms"], window, o["client_id"], counterpart)
                     if trigger is not None:
                         kind, text = "rebalance", "rebalance: " + event_text(trigger)
                     elif prev_release is not None:
@@ -212,14 +211,13 @@ def derive_moves(
                     # the next claim, if nothing newer explains it: the member left
                     prev_release = ("rebalance", "rebalance: " + event_text(left), left)
                 else:
-                    trigger = ev.cause(o["end_ms"], window, {o["client_id"], counterpart})
+                    trigger = ev.cause(o["end_ms"], window, o["client_id"], counterpart)
                     if trigger is not None:
                         kind, text = "rebalance", "rebalance: " + event_text(trigger)
                         prev_release = (kind, text, trigger)
                     else:
                         kind, text = "release", "release"
             rows.append(_row(base, o, "end", "gave_up", counterpart, kind, text, trigger))
-    assert all(len(r) == width for r in rows)
     if since_ms is not None:
         rows = [r for r in rows if r[4] >= since_ms]
     rows.sort(key=lambda r: (r[0], r[1], r[2], r[4], r[5], r[8] != "gave_up"))

@@ -49,6 +49,7 @@ from rationalizer.codec import (
     T_HEARTBEAT,
     T_RELEASING_PARTITION,
     VERSION_1,
+    decode_fields,
 )
 from rationalizer.rules import STALE, freshness, stale_from
 
@@ -455,6 +456,23 @@ class PartitionAudit:
             memo[k] = msg
         return msg
 
+    def _sender(self, key: bytes, value: bytes) -> tuple[str, str, str, str, int, int]:
+        """Client, instance, group, topic, partition and lease of an accepted claim or
+        restart: a version 1 record through the codec's own field decoder (no message
+        object, half the cost of ``decode``), any other through ``decode``."""
+        if value[0] == VERSION_1:
+            fields = decode_fields(key, value)
+            return fields[1], fields[2], fields[3], fields[4], fields[5], fields[8]  # type: ignore[return-value]
+        msg = decode(key, value)
+        return (
+            msg.client_id,
+            msg.instance_id,
+            msg.group_id,
+            msg.topic,  # type: ignore[union-attr]
+            msg.partition,  # type: ignore[union-attr]
+            msg.heartbeat_interval_ms,  # type: ignore[union-attr]
+        )
+
     def _track(self, key: bytes, msg: Message) -> _Track:
         t = self._tracks.get(key)
         if t is None:
@@ -524,11 +542,13 @@ class PartitionAudit:
         assert e is not None
         counted = now >= self._since
         if e in _STARTS:
-            msg = self._decode(key, value)
-            assert msg is not None and key is not None, "an accepted record decodes"
-            t = self._track(key, msg)
+            assert key is not None and value is not None, "an accepted record decodes"
+            client, instance, group, topic, partition, hb = self._sender(key, value)
+            t = self._tracks.get(key)
+            if t is None:
+                t = self._tracks[key] = _Track(key, group, topic, partition)
             self._sync(t)
-            new = (msg.client_id, msg.instance_id)
+            new = (client, instance)
             prev = v.previous_holder
             if e is Effect.RESTART_TAKEOVER:
                 self._end(t, "fenced_new_instance", now, off)
@@ -549,7 +569,7 @@ class PartitionAudit:
                 off,
                 e.value,
                 self._resume(t),
-                msg.heartbeat_interval_ms,  # type: ignore[union-attr]
+                hb,
             )
             t.open = c
             self._intervals.append((t, c))
