@@ -88,9 +88,12 @@ def rows_to_union(rows: AuditRows) -> Any:
 FEED_ROWS = 1 << 16
 
 
-def fold_partitions(batches: Iterable[Any], config: ReplayConfig) -> Iterator[AuditRows]:
+def fold_partitions(
+    batches: Iterable[Any], config: ReplayConfig, *, feed_rows: int = FEED_ROWS
+) -> Iterator[AuditRows]:
     """Audit record batches sorted by (coord_partition, offset); yield each coordination
-    partition's rows (:meth:`.replay.PartitionAudit.finish`) when it is done.
+    partition's rows (:meth:`.replay.PartitionAudit.finish`) when it is done. Small
+    batches are gathered and fed ``feed_rows`` records at a time.
 
     Each coordination partition must arrive whole and in order within one call: a partition
     seen again after another one started, or an offset going backwards, raises
@@ -135,7 +138,7 @@ def fold_partitions(batches: Iterable[Any], config: ReplayConfig) -> Iterator[Au
             last_offset = int(column[-1])
             pending.append(part)
             rows += hi - lo
-            if rows >= FEED_ROWS:
+            if rows >= feed_rows:
                 flush()
     if audit is not None:
         flush()

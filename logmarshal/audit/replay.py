@@ -19,6 +19,7 @@ their data offset is the scalar of their position vector, as in the world.
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -62,6 +63,8 @@ __all__ = [
     "audit_records",
     "new_world",
 ]
+
+log = logging.getLogger(__name__)
 
 #: ``now`` before any record (the rationalizer's convention: time is clamped from here).
 _NO_TIME = -(2**63)
@@ -285,6 +288,7 @@ class PartitionAudit:
         self._violations: list[tuple[Any, ...]] = []
         self._fenced_at: dict[tuple[str, str], int] = {}
         self._memo: dict[tuple[bytes | None, bytes | None], Message | None] = {}
+        self._unknown_effects: set[Effect] = set()  # already logged
         #: message class -> (its message_type, its NOT_HOLDER violation kind)
         self._type_names: dict[type, tuple[str, str]] = {}
         #: value of an accepted record -> the data offset it carries (see _number)
@@ -640,6 +644,14 @@ class PartitionAudit:
             if counted:
                 self._count(msg.group_id, "accepted", e.value)
         else:  # an effect this fold does not know yet: count it, change nothing
+            if e not in self._unknown_effects:
+                self._unknown_effects.add(e)
+                log.warning(
+                    "coordination partition %d: effect %r is new to the audit: counted in "
+                    "the verdicts table, ownership and positions left as they were",
+                    self.coord_partition,
+                    e.value,
+                )
             msg = self._decode(key, value)
             if counted:
                 self._count(None if msg is None else msg.group_id, "accepted", e.value)

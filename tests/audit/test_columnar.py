@@ -223,3 +223,93 @@ def test_records_at_exactly_since_are_counted_by_the_columns_too() -> None:
             }
         else:
             assert counts == {("accepted", "messages_claimed"): 1}
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32), feed_rows=st.sampled_from([1, 7, 100, 1 << 16]))
+def test_fold_partitions_gathers_small_batches_into_the_same_rows(
+    seed: int, feed_rows: int
+) -> None:
+    """What the engines run: batches of every coordination partition in turn, cut at random
+    (as Spark's Arrow batches are), gathered into feeds of ``feed_rows`` records."""
+    import pyarrow as pa
+
+    from logmarshal.audit.arrow import fold_partitions
+
+    script = Script(3)
+    fleet_log(random.Random(seed), script, 500)
+    rng = random.Random(seed)
+    batches = []
+    for cp, records in sorted(script.records.items()):
+        i = 0
+        while i < len(records):
+            k = rng.choice((1, 5, 64, 300))
+            chunk = records[i : i + k]
+            i += k
+            offsets, stamps, keys, values = (list(c) for c in zip(*chunk, strict=True))
+            batches.append(
+                pa.RecordBatch.from_pydict(
+                    {
+                        "coord_partition": pa.array([cp] * len(chunk), pa.int32()),
+                        "offset": pa.array(offsets, pa.int64()),
+                        "timestamp_ms": pa.array(stamps, pa.int64()),
+                        "key": pa.array(keys, pa.binary()),
+                        "value": pa.array(values, pa.binary()),
+                    }
+                )
+            )
+    got = list(fold_partitions(batches, ReplayConfig(), feed_rows=feed_rows))
+    ref = [
+        audit_records({cp: recs}, ReplayConfig(), fold=PartitionAudit)
+        for cp, recs in sorted(script.records.items())
+        if recs
+    ]
+    assert got == ref
+
+
+class _NewOutcome:
+    """An effect or reason the rationalizer may add later (the audit must not need a change
+    to count it): hashable, with a ``value``, and none of the members the audit knows."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+
+@pytest.mark.parametrize("fold", [PartitionAudit, ColumnarAudit])
+def test_a_new_effect_or_reason_is_counted_without_an_audit_change(fold, caplog) -> None:
+    script = Script(1)
+    script.claim("a:1", 0, 0)
+    new_effect = script.beat("a:1", 0, 5, 100)
+    new_reason = script.beat("b:1", 0, 6, 150)
+    script.beat("a:1", 0, 7, 200)
+    (records,) = script.records.values()
+    swap = {
+        new_effect: Verdict(True, effect=_NewOutcome("amo_guarded")),  # type: ignore[arg-type]
+        new_reason: Verdict(False, reason=_NewOutcome("unsafe_restart")),  # type: ignore[arg-type]
+    }
+    audit = fold(0, ReplayConfig())
+    apply_many = audit.world.apply_many
+
+    def with_new_outcomes(recs):
+        recs = list(recs)
+        return [swap.get(r[0], v) for r, v in zip(recs, apply_many(recs), strict=True)]
+
+    audit.world.apply_many = with_new_outcomes
+    with caplog.at_level("WARNING", logger="logmarshal.audit.replay"):
+        audit.feed(*(list(c) for c in zip(*records, strict=True)))
+    rows = audit.finish()
+    counts = {(o, r): n for _g, o, r, n in rows["verdicts"]}
+    assert counts == {
+        ("accepted", "claimed"): 1,
+        ("accepted", "amo_guarded"): 1,
+        ("rejected", "unsafe_restart"): 1,
+        ("accepted", "renewed"): 1,
+    }
+    (violation,) = rows["violations"]
+    assert (violation[1], violation[6], violation[9], violation[10]) == (
+        new_reason,
+        "b",
+        "unsafe_restart",
+        "unsafe_restart",  # no kind of its own yet: the reason names it
+    )
+    assert "amo_guarded" in caplog.text
