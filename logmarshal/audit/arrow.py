@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .columnar import ColumnarAudit
-from .deps import require
+from .deps import fewer_collections, require
 from .replay import AuditRows, ReplayConfig
 from .schema import FLOAT, INT, STR, TABLES, TIME, UNION_COLUMNS, time_column_name
 
@@ -147,10 +147,11 @@ def fold_partitions(
 
 def fold_batches(batches: Iterable[Any], config: ReplayConfig) -> Iterator[Any]:
     """:func:`fold_partitions` in the union schema, as Spark's ``mapInArrow`` needs it."""
-    for rows in fold_partitions(batches, config):
-        out = rows_to_union(rows)
-        if out is not None:
-            yield out
+    with fewer_collections():
+        for rows in fold_partitions(batches, config):
+            out = rows_to_union(rows)
+            if out is not None:
+                yield out
 
 
 def _final(table: str, part: Any) -> Any:

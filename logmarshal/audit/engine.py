@@ -20,7 +20,7 @@ import attrs
 
 from ..coordlog import group_of_record
 from .arrow import final_schema, fold_partitions, tables_from_rows
-from .deps import require
+from .deps import fewer_collections, require
 from .export import ExportInfo, iter_export
 from .moves import moves_table
 from .replay import ReplayConfig
@@ -110,20 +110,21 @@ def run_inprocess(
             if progress is not None:
                 progress(seen, total)
 
-    rows: dict[str, list[Any]] = {name: [] for name in TABLES}
-    for partition_rows in fold_partitions(batches(), config):
-        for name, table_rows in partition_rows.items():
-            rows[name].extend(table_rows)
-    tables = tables_from_rows(rows)
-    del rows
-    tables["moves"] = moves_table(tables, config.since_ms)
+    with fewer_collections():
+        rows: dict[str, list[Any]] = {name: [] for name in TABLES}
+        for partition_rows in fold_partitions(batches(), config):
+            for name, table_rows in partition_rows.items():
+                rows[name].extend(table_rows)
+        tables = tables_from_rows(rows)
+        del rows
+        tables["moves"] = moves_table(tables, config.since_ms)
     root = Path(out_dir)
-    rows = {}
+    counts = {}
     for name, table in tables.items():
         _reset_table_dir(root / name)
         pq.write_table(table, root / name / "part-00000.parquet")
-        rows[name] = table.num_rows
-    return AuditResult(str(root), "in-process", total, time.perf_counter() - started, rows)
+        counts[name] = table.num_rows
+    return AuditResult(str(root), "in-process", total, time.perf_counter() - started, counts)
 
 
 def load_tables(out_dir: str | os.PathLike[str]) -> dict[str, Any]:

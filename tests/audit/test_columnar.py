@@ -313,3 +313,21 @@ def test_a_new_effect_or_reason_is_counted_without_an_audit_change(fold, caplog)
         "unsafe_restart",  # no kind of its own yet: the reason names it
     )
     assert "amo_guarded" in caplog.text
+
+
+def test_fewer_collections_slows_the_collector_and_puts_it_back() -> None:
+    import gc
+
+    from logmarshal.audit.deps import GC_SLOWDOWN, fewer_collections
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), fewer_collections():
+        assert gc.get_threshold() == (before[0] * GC_SLOWDOWN, *before[1:])
+        raise RuntimeError("the fold failed")
+    assert gc.get_threshold() == before
+    gc.set_threshold(0)  # collection switched off by the application: it stays off
+    try:
+        with fewer_collections():
+            assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*before)
