@@ -279,6 +279,15 @@ def _fold_only(spark: Any, info: Any, config: Any, *, shuffle: bool) -> float:
     return time.perf_counter() - t0
 
 
+def _with_this_checkout(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this checkout first on PYTHONPATH: spark-submit's driver runs job.py from
+    its own directory, so it would import an installed logmarshal (another checkout's) and
+    ship that to the executors; the bench measures this one."""
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def _world_only(info: Any, config: Any, *, shared_keys: bool = False) -> tuple[float, float]:
     """Seconds ``WorldState.apply_many`` takes over the export's records, one coordination
     partition at a time (its columns converted to Python lists first, not timed). With
@@ -448,7 +457,7 @@ def _bench_export(info: Any, n: int, records: int, args: argparse.Namespace, wor
                         str(work / "out-cluster"),
                         "--no-report",
                     ],
-                    env=spark_env(work / "standalone" / "logs"),
+                    env=_with_this_checkout(spark_env(work / "standalone" / "logs")),
                     check=True,
                     capture_output=True,
                 )
