@@ -206,7 +206,7 @@ def table_from_rows(table: str, rows: list[tuple[Any, ...]]) -> Any:
     values = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
     arrays = []
     for (_name, kind), col in zip(columns, values, strict=True):
-        arr = pa.array(list(col), _arrow_type(pa, kind))
+        arr = pa.array(col, _arrow_type(pa, kind))
         arrays.append(arr)
         if kind == TIME:
             arrays.append(arr.cast(pa.timestamp("ms", tz="UTC")))
