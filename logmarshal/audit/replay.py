@@ -289,6 +289,8 @@ class PartitionAudit:
         self._fenced_at: dict[tuple[str, str], int] = {}
         self._memo: dict[tuple[bytes | None, bytes | None], Message | None] = {}
         self._unknown_effects: set[Effect] = set()  # already logged
+        #: the header (version 1, type) of a value -> the message class it decodes to
+        self._classes: dict[bytes, type] = {}
         #: message class -> (its message_type, its NOT_HOLDER violation kind)
         self._type_names: dict[type, tuple[str, str]] = {}
         #: value of an accepted record -> the data offset it carries (see _number)
@@ -459,6 +461,36 @@ class PartitionAudit:
                 memo.clear()
             memo[k] = msg
         return msg
+
+    def _fields(
+        self, key: bytes | None, value: bytes | None, reason: Reason
+    ) -> tuple[type, str, str, str, str | None, int | None] | None:
+        """Class, client, instance, group, topic and partition of a rejected record (None if
+        it does not decode). A record a rule rejected was decoded by the world, so a version 1
+        one whose header (version, type) decoded to a class before goes through the codec's
+        field decoder, without a message object; any other through ``decode`` (memoised)."""
+        if reason is not Reason.INVALID_RECORD and value.__class__ is bytes and key is not None:
+            cls = self._classes.get(value[:2])  # type: ignore[index]
+            if cls is not None:
+                try:
+                    f = decode_fields(key, value)
+                except DecodeError:  # not what the world saw, then: decode says what it is
+                    pass
+                else:
+                    return cls, f[1], f[2], f[3], f[4], f[5]
+        msg = self._decode(key, value)
+        if msg is None:
+            return None
+        if value[0] == VERSION_1:  # type: ignore[index]
+            self._classes[value[:2]] = type(msg)  # type: ignore[index]
+        return (
+            type(msg),
+            msg.client_id,
+            msg.instance_id,
+            msg.group_id,
+            getattr(msg, "topic", None),
+            getattr(msg, "partition", None),
+        )
 
     def _sender(self, key: bytes, value: bytes) -> tuple[str, str, str, str, int, int]:
         """Client, instance, group, topic, partition and lease of an accepted claim or
@@ -723,27 +755,27 @@ class PartitionAudit:
             return
         reason = v.reason
         assert reason is not None
-        msg = self._decode(key, value)
-        group = None if msg is None else msg.group_id
+        fields = self._fields(key, value, reason)
+        group = None if fields is None else fields[3]
         self._count(group, "rejected", reason.value)
         if reason is Reason.STILL_OWNED:  # a lost race: normal
             return
-        names = None if msg is None else self._type_names.get(type(msg))
-        if names is None and msg is not None:
-            cls = type(msg)
+        names = None if fields is None else self._type_names.get(fields[0])
+        if names is None and fields is not None:
+            cls = fields[0]
             names = self._type_names[cls] = (message_type(cls), _not_holder_kind(cls))
         mtype = None if names is None else names[0]
         if reason is Reason.NOT_HOLDER:
             kind = "not_holder" if names is None else names[1]
         else:
             kind = _VIOLATION_KIND.get(reason, reason.value)
-        topic = getattr(msg, "topic", None)
-        partition = getattr(msg, "partition", None)
+        topic = None if fields is None else fields[4]
+        partition = None if fields is None else fields[5]
         holder: tuple[str | None, str | None] = (None, None)
         lost_at = None
-        ident = None if msg is None else (msg.client_id, msg.instance_id)
-        if msg is not None and topic is not None:
-            t = self._tracks.get(record_key(msg.group_id, topic, partition))
+        ident = None if fields is None else (fields[1], fields[2])
+        if fields is not None and topic is not None:
+            t = self._tracks.get(record_key(fields[3], topic, partition))
             if t is not None:
                 if t.open is not None:
                     holder = (t.open.client, t.open.instance)
