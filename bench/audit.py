@@ -75,31 +75,56 @@ def _role(cmdline: bytes, me: int, pid: int) -> str | None:
 
 
 class MemorySampler:
-    """Peak resident memory (MiB) per role, summed over that role's processes, per phase."""
+    """Peak resident memory (MiB) per role, summed over that role's processes, per phase,
+    and the CPU seconds each role used in the phase. Only this process and its descendants
+    count: the machine is shared, and other people's Spark processes look like ours."""
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self.peaks: dict[str, float] = {}
+        self._start: dict[int, float] = {}  # pid -> CPU seconds when the phase began
+        self._cpu: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU seconds last seen)
+        self._first = True
+        self._tick = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _sample(self) -> None:
         me = os.getpid()
-        now: dict[str, float] = {}
+        parent: dict[int, int] = {}
+        cpu: dict[int, float] = {}
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
             try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-                status = Path(f"/proc/{name}/status").read_text()
+                stat = Path(f"/proc/{name}/stat").read_text()
             except OSError:
                 continue
-            role = _role(cmdline, me, int(name))
+            fields = stat.rsplit(")", 1)[1].split()
+            parent[int(name)] = int(fields[1])
+            cpu[int(name)] = (int(fields[11]) + int(fields[12])) / self._tick
+        now: dict[str, float] = {}
+        for pid in parent:
+            ancestor = pid
+            while ancestor not in (me, 0, 1) and ancestor in parent:
+                ancestor = parent[ancestor]
+            if ancestor != me:
+                continue
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            role = _role(cmdline, me, pid)
             if role is None:
                 continue
+            if self._first:
+                self._start[pid] = cpu[pid]
+            self._cpu[pid] = (role, cpu[pid])
             for line in status.splitlines():
                 if line.startswith("VmRSS:"):
                     now[role] = now.get(role, 0.0) + int(line.split()[1]) / 1024
+        self._first = False
         for role, mib in now.items():
             self.peaks[role] = max(self.peaks.get(role, 0.0), mib)
 
@@ -117,10 +142,24 @@ class MemorySampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._sample()
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds per role in the phase (a process that ended between two samples
+        counts up to its last sample: a lower bound)."""
+        out: dict[str, float] = {}
+        for pid, (role, seconds) in self._cpu.items():
+            out[role] = out.get(role, 0.0) + seconds - self._start.get(pid, 0.0)
+        return out
 
     def line(self) -> str:
         order = ("this process", "python driver", "driver JVM", "executor JVM", "python workers")
-        return ", ".join(f"{r} {self.peaks[r]:,.0f}" for r in order if r in self.peaks)
+        cpu = self.cpu_seconds()
+        return ", ".join(f"{r} {self.peaks[r]:,.0f}" for r in order if r in self.peaks) + (
+            "; CPU s: "
+            + ", ".join(f"{r} {cpu[r]:.1f}" for r in order if r in cpu)
+            + f" (total {sum(cpu.values()):.1f})"
+        )
 
 
 HB_MS = 3000
@@ -411,7 +450,10 @@ def _bench_export(info: Any, n: int, records: int, args: argparse.Namespace, wor
 
         with MemorySampler() as mem:
             t0 = time.perf_counter()
-            spark = spark_session(args.master)
+            conf = {}
+            if args.driver_java_options is not None:
+                conf["spark.driver.extraJavaOptions"] = args.driver_java_options
+            spark = spark_session(args.master, conf=conf)
             t_session = time.perf_counter() - t0
             try:
                 t0 = time.perf_counter()
@@ -503,6 +545,12 @@ def main() -> None:
         "--reuse",
         action="store_true",
         help="with --keep: audit the export already in DIR/<records> instead of a new log",
+    )
+    ap.add_argument(
+        "--driver-java-options",
+        default=None,
+        help="the local[N] driver JVM's options instead of job.BASE_CONF's (e.g. without "
+        "-XX:TieredStopAtLevel=1, which starts faster and runs slower)",
     )
     ap.add_argument(
         "--repeat",
