@@ -448,31 +448,39 @@ def _bench_export(info: Any, n: int, records: int, args: argparse.Namespace, wor
     if not args.skip_spark:
         from logmarshal.audit.job import run_spark, spark_session
 
+        conf = {}
+        if args.driver_java_options is not None:
+            conf["spark.driver.extraJavaOptions"] = args.driver_java_options
         with MemorySampler() as mem:
             t0 = time.perf_counter()
-            conf = {}
-            if args.driver_java_options is not None:
-                conf["spark.driver.extraJavaOptions"] = args.driver_java_options
             spark = spark_session(args.master, conf=conf)
             t_session = time.perf_counter() - t0
             try:
                 t0 = time.perf_counter()
                 run_spark(spark, info, work / "out-spark", config)
                 t_spark = time.perf_counter() - t0
-                folds = {
-                    "one task per file": _fold_only(spark, info, config, shuffle=False),
-                    "repartition + sort (before)": _fold_only(spark, info, config, shuffle=True),
-                }
-            finally:
+            except BaseException:
                 spark.stop()
+                raise
+        try:
+            with MemorySampler() as fold_mem:
+                t_fold = _fold_only(spark, info, config, shuffle=False)
+            t_shuffled = _fold_only(spark, info, config, shuffle=True)
+        finally:
+            spark.stop()
         print(f"spark session start     : {t_session:7.2f}s")
         print(f"spark audit ({args.master}) : {t_spark:7.2f}s  {n / t_spark:>12,.0f} records/s")
         print(
-            f"  peak MiB: {mem.line()} (local mode: this process is the driver, executors run inside the driver JVM)"
+            f"  peak MiB: {mem.line()} (session start and audit; local mode: this process is the"
+            " driver, executors run inside the driver JVM)"
         )
         print(f"  tables == in-process tables: {_same(work / 'out-local', work / 'out-spark')}")
-        for name, seconds in folds.items():
-            print(f"  the fold alone, {name:27}: {seconds:6.2f}s  {n / seconds:>10,.0f} records/s")
+        print(f"  the fold alone, one task per file          : {t_fold:6.2f}s  {n / t_fold:>10,.0f} records/s")
+        print(f"    peak MiB: {fold_mem.line()}")
+        print(
+            f"  the fold alone, repartition + sort (before): {t_shuffled:6.2f}s"
+            f"  {n / t_shuffled:>10,.0f} records/s"
+        )
 
     if not args.skip_cluster:
         from logmarshal.audit import job
