@@ -27,7 +27,6 @@ tests feed both the same logs, chunked at random, and compare every table.
 
 from __future__ import annotations
 
-import logging
 from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
@@ -41,8 +40,6 @@ from .deps import require
 from .replay import PartitionAudit, ReplayConfig, _Track
 
 __all__ = ["ColumnarAudit"]
-
-log = logging.getLogger(__name__)
 
 # What the columns do with a record: its verdict's code (int8)
 _RARE = 0  # the per-record fold's code handles it

@@ -5,14 +5,17 @@ module only *reads* its verdicts (``effect``, ``previous_holder``, ``voided``) a
 them into ownership intervals, failovers, violations, heartbeat gaps and final positions.
 So the audit's conclusions are the runtime's conclusions by construction.
 
-Pure Python (rationalizer + attrs): it runs unchanged inside Spark executors and in-process.
+Pure Python (rationalizer + attrs). The engines run :mod:`.columnar`, which shares this
+fold's state and its code for every record but the renewals and lost races, and keeps the
+per-record fold as its reference (and the fallback without numpy and pyarrow).
 
 Speed: most records are heartbeats of the holder. For those the verdict alone says who sent
 it (the holder) and the key says which partition, so the hot path never decodes a record;
-only ownership changes and rejected records are decoded, with the public
+only ownership changes and rejected records are decoded: with the codec's field decoder
+where the world already validated the record (no message object), else with the public
 :func:`rationalizer.decode`. A data offset carried by a heartbeat is needed only when an
 ownership change asks for a position, so the fold keeps a reference to the record that set
-it and decodes it then. A task's records (version 3: HeartbeatingTask, ReleasingTask) have
+it and reads it then (where PROTOCOL.md puts it in a version 1 record, else decoded). A task's records (version 3: HeartbeatingTask, ReleasingTask) have
 the verdicts of a heartbeat and a release of the task's key, so they are folded as such;
 their data offset is the scalar of their position vector, as in the world.
 """
