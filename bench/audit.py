@@ -8,9 +8,11 @@ then writes once more), rare group resets and some junk. Every message is encode
 rationalizer's codec; the rationalizer alone decides each verdict.
 
 Then it times: the export to Parquet, the Spark audit (local[2]; session start reported
-apart), the in-process audit (same fold, one process) and the part of it that is the
-rationalizer's replay alone (WorldState.apply_many over the exported columns), and
-optionally the naive reference replay of ``--verify``.
+apart), the in-process audit (same fold, one process) and, as its reference, the
+rationalizer's replay alone over the same records (WorldState.apply_many over the exported
+columns held in memory as Python lists, one coordination partition at a time), and
+optionally the naive reference replay of ``--verify``. ``--profile`` runs the in-process
+audit once more under cProfile and prints where its time goes.
 
 Then, unless ``--skip-cluster``, it starts a Spark standalone cluster (master + worker on
 127.0.0.1, from pyspark's scripts) and times ``spark-submit logmarshal/audit/job.py`` on it,
@@ -18,8 +20,8 @@ the path a user takes on a real cluster. A sampler reads every Spark-related pro
 resident memory (driver JVM, executor JVM, Python workers, this driver) each 0.2 s and prints
 each role's peak per phase.
 
-    python bench/audit.py [--records 1000000,10000000] [--keep DIR] [--skip-spark]
-                          [--skip-cluster] [--verify]
+    python bench/audit.py [--records 1000000,10000000] [--keep DIR [--reuse]] [--skip-spark]
+                          [--skip-cluster] [--verify] [--profile] [--repeat N]
 """
 
 from __future__ import annotations
@@ -73,31 +75,56 @@ def _role(cmdline: bytes, me: int, pid: int) -> str | None:
 
 
 class MemorySampler:
-    """Peak resident memory (MiB) per role, summed over that role's processes, per phase."""
+    """Peak resident memory (MiB) per role, summed over that role's processes, per phase,
+    and the CPU seconds each role used in the phase. Only this process and its descendants
+    count: the machine is shared, and other people's Spark processes look like ours."""
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self.peaks: dict[str, float] = {}
+        self._start: dict[int, float] = {}  # pid -> CPU seconds when the phase began
+        self._cpu: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU seconds last seen)
+        self._first = True
+        self._tick = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _sample(self) -> None:
         me = os.getpid()
-        now: dict[str, float] = {}
+        parent: dict[int, int] = {}
+        cpu: dict[int, float] = {}
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
             try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-                status = Path(f"/proc/{name}/status").read_text()
+                stat = Path(f"/proc/{name}/stat").read_text()
             except OSError:
                 continue
-            role = _role(cmdline, me, int(name))
+            fields = stat.rsplit(")", 1)[1].split()
+            parent[int(name)] = int(fields[1])
+            cpu[int(name)] = (int(fields[11]) + int(fields[12])) / self._tick
+        now: dict[str, float] = {}
+        for pid in parent:
+            ancestor = pid
+            while ancestor not in (me, 0, 1) and ancestor in parent:
+                ancestor = parent[ancestor]
+            if ancestor != me:
+                continue
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            role = _role(cmdline, me, pid)
             if role is None:
                 continue
+            if self._first:
+                self._start[pid] = cpu[pid]
+            self._cpu[pid] = (role, cpu[pid])
             for line in status.splitlines():
                 if line.startswith("VmRSS:"):
                     now[role] = now.get(role, 0.0) + int(line.split()[1]) / 1024
+        self._first = False
         for role, mib in now.items():
             self.peaks[role] = max(self.peaks.get(role, 0.0), mib)
 
@@ -115,10 +142,24 @@ class MemorySampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._sample()
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds per role in the phase (a process that ended between two samples
+        counts up to its last sample: a lower bound)."""
+        out: dict[str, float] = {}
+        for pid, (role, seconds) in self._cpu.items():
+            out[role] = out.get(role, 0.0) + seconds - self._start.get(pid, 0.0)
+        return out
 
     def line(self) -> str:
         order = ("this process", "python driver", "driver JVM", "executor JVM", "python workers")
-        return ", ".join(f"{r} {self.peaks[r]:,.0f}" for r in order if r in self.peaks)
+        cpu = self.cpu_seconds()
+        return ", ".join(f"{r} {self.peaks[r]:,.0f}" for r in order if r in self.peaks) + (
+            "; CPU s: "
+            + ", ".join(f"{r} {cpu[r]:.1f}" for r in order if r in cpu)
+            + f" (total {sum(cpu.values()):.1f})"
+        )
 
 
 HB_MS = 3000
@@ -277,8 +318,72 @@ def _fold_only(spark: Any, info: Any, config: Any, *, shuffle: bool) -> float:
     return time.perf_counter() - t0
 
 
+def _with_this_checkout(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this checkout first on PYTHONPATH: spark-submit's driver runs job.py from
+    its own directory, so it would import an installed logmarshal (another checkout's) and
+    ship that to the executors; the bench measures this one."""
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _world_only(info: Any, config: Any, *, shared_keys: bool = False) -> tuple[float, float]:
+    """Seconds ``WorldState.apply_many`` takes over the export's records, one coordination
+    partition at a time (its columns converted to Python lists first, not timed). With
+    ``shared_keys`` equal keys are one object, as the audit's fold passes them (their hash
+    is computed once): the rationalizer's own best rate on these records. Returns wall and
+    CPU seconds."""
+    names = ("offset", "timestamp_ms", "key", "value")
+    total = [0.0, 0.0]
+    current: int | None = None
+    recs: list = []
+    distinct: dict = {}
+
+    def apply() -> None:
+        t0, c0 = time.perf_counter(), time.process_time()
+        new_world(config).apply_many(recs)
+        total[0] += time.perf_counter() - t0
+        total[1] += time.process_time() - c0
+
+    for cp, batch in iter_export(info):
+        if cp != current and recs:
+            apply()
+            recs = []
+        current = cp
+        columns = [batch.column(c).to_pylist() for c in names]
+        if shared_keys:
+            columns[2] = [distinct.setdefault(k, k) for k in columns[2]]
+        recs.extend(zip(*columns, strict=True))
+    if recs:
+        apply()
+    return total[0], total[1]
+
+
+def _profile(info: Any, config: Any, out: Path, top: int = 18) -> None:
+    """The in-process audit under cProfile: where its time goes, by own and by total time."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_inprocess(info, out, config)
+    profiler.disable()
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    stats.strip_dirs().sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
 def bench_one(records: int, args: argparse.Namespace, work: Path) -> None:
     """Synthesize ``records`` coordination records and time every audit path over them."""
+    from logmarshal.audit.export import read_export_info
+
+    if args.reuse and (work / "export" / "export.json").exists():
+        info = read_export_info(work / "export")
+        print(f"\n== {info.records:,} coordination records, reused from {work / 'export'}")
+        _bench_export(info, info.records, records, args, work)
+        return
+    for old in ("data", "export"):
+        shutil.rmtree(work / old, ignore_errors=True)
     clock = [0]
     t0 = time.perf_counter()
     with EmbeddedCluster(work / "data", clock=lambda: clock[0], maintenance_interval=0) as cluster:
@@ -298,55 +403,84 @@ def bench_one(records: int, args: argparse.Namespace, work: Path) -> None:
         info = export_coordination(cluster, work / "export")
         t_export = time.perf_counter() - t0
     print(f"export to Parquet       : {t_export:7.2f}s  {n / t_export:>12,.0f} records/s")
+    _bench_export(info, n, records, args, work)
+
+
+def _bench_export(info: Any, n: int, records: int, args: argparse.Namespace, work: Path) -> None:
+    """Time every audit path over an export of ``n`` records."""
     config = replay_config_for(info)
 
+    runs = max(1, args.repeat)
     with MemorySampler() as mem:
-        t0 = time.perf_counter()
-        local = run_inprocess(info, work / "out-local", config)
-        t_local = time.perf_counter() - t0
-    print(f"in-process audit        : {t_local:7.2f}s  {n / t_local:>12,.0f} records/s")
+        t_local = c_local = float("inf")
+        for _ in range(runs):
+            t0, c0 = time.perf_counter(), time.process_time()
+            local = run_inprocess(info, work / "out-local", config)
+            t_local = min(t_local, time.perf_counter() - t0)
+            c_local = min(c_local, time.process_time() - c0)
+    best = f" (best of {runs})" if runs > 1 else ""
+    print(
+        f"in-process audit        : {t_local:7.2f}s  {n / t_local:>12,.0f} records/s"
+        f"  (CPU {c_local:.2f}s){best}"
+    )
     print(f"  peak MiB: {mem.line()}")
-    if records <= 2_000_000:  # the fold alone, over columns held in memory
-        columns: dict[int, list] = {}
-        for cp, batch in iter_export(info):
-            names = ("offset", "timestamp_ms", "key", "value")
-            rows = zip(*(batch.column(c).to_pylist() for c in names), strict=True)
-            columns.setdefault(cp, []).extend(rows)
-        t0 = time.perf_counter()
-        for recs in columns.values():
-            new_world(config).apply_many(recs)
-        t_world = time.perf_counter() - t0
-        del columns
-        print(
-            f"  of which WorldState    : {t_world:7.2f}s  {n / t_world:>12,.0f} records/s"
-            f"  ({t_world / n * 1e6:.2f} us/record; the fold, Parquet and Arrow are the rest)"
-        )
+    # the rationalizer alone over the same records, in the same run: the audit's reference
+    world = [_world_only(info, config) for _ in range(runs)]
+    shared = [_world_only(info, config, shared_keys=True) for _ in range(runs)]
+    t_world, c_world = min(w for w, _ in world), min(c for _, c in world)
+    t_shared, c_shared = min(w for w, _ in shared), min(c for _, c in shared)
+    print(
+        f"  WorldState.apply_many  : {t_world:7.2f}s  {n / t_world:>12,.0f} records/s"
+        f"  (CPU {c_world:.2f}s; {t_world / n * 1e6:.2f} us/record){best}"
+    )
+    print(
+        f"  ... equal keys shared  : {t_shared:7.2f}s  {n / t_shared:>12,.0f} records/s"
+        f"  (CPU {c_shared:.2f}s; {t_shared / n * 1e6:.2f} us/record){best}"
+    )
+    print(
+        f"  in-process rate / apply_many rate: {t_world / t_local:.2f} wall,"
+        f" {c_world / c_local:.2f} CPU ({t_shared / t_local:.2f} / {c_shared / c_local:.2f}"
+        " against shared keys; goal >= 0.5)"
+    )
+    if args.profile:
+        _profile(info, config, work / "out-profile")
 
     if not args.skip_spark:
         from logmarshal.audit.job import run_spark, spark_session
 
+        conf = {}
+        if args.driver_java_options is not None:
+            conf["spark.driver.extraJavaOptions"] = args.driver_java_options
         with MemorySampler() as mem:
             t0 = time.perf_counter()
-            spark = spark_session(args.master)
+            spark = spark_session(args.master, conf=conf)
             t_session = time.perf_counter() - t0
             try:
                 t0 = time.perf_counter()
                 run_spark(spark, info, work / "out-spark", config)
                 t_spark = time.perf_counter() - t0
-                folds = {
-                    "one task per file": _fold_only(spark, info, config, shuffle=False),
-                    "repartition + sort (before)": _fold_only(spark, info, config, shuffle=True),
-                }
-            finally:
+            except BaseException:
                 spark.stop()
+                raise
+        try:
+            with MemorySampler() as fold_mem:
+                t_fold = _fold_only(spark, info, config, shuffle=False)
+            t_shuffled = _fold_only(spark, info, config, shuffle=True)
+        finally:
+            spark.stop()
         print(f"spark session start     : {t_session:7.2f}s")
         print(f"spark audit ({args.master}) : {t_spark:7.2f}s  {n / t_spark:>12,.0f} records/s")
         print(
-            f"  peak MiB: {mem.line()} (local mode: this process is the driver, executors run inside the driver JVM)"
+            f"  peak MiB: {mem.line()} (session start and audit; local mode: this process is the"
+            " driver, executors run inside the driver JVM)"
         )
         print(f"  tables == in-process tables: {_same(work / 'out-local', work / 'out-spark')}")
-        for name, seconds in folds.items():
-            print(f"  the fold alone, {name:27}: {seconds:6.2f}s  {n / seconds:>10,.0f} records/s")
+        print(f"  the fold alone, one task per file          : {t_fold:6.2f}s  {n / t_fold:>10,.0f} records/s")
+        print(f"    peak MiB: {fold_mem.line()}")
+        print(
+            f"  the fold alone, repartition + sort (before): {t_shuffled:6.2f}s"
+            f"  {n / t_shuffled:>10,.0f} records/s"
+        )
 
     if not args.skip_cluster:
         from logmarshal.audit import job
@@ -373,7 +507,7 @@ def bench_one(records: int, args: argparse.Namespace, work: Path) -> None:
                         str(work / "out-cluster"),
                         "--no-report",
                     ],
-                    env=spark_env(work / "standalone" / "logs"),
+                    env=_with_this_checkout(spark_env(work / "standalone" / "logs")),
                     check=True,
                     capture_output=True,
                 )
@@ -415,15 +549,35 @@ def main() -> None:
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-cluster", action="store_true", help="no standalone-cluster run")
     ap.add_argument("--verify", action="store_true", help="also time the naive reference replay")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep: audit the export already in DIR/<records> instead of a new log",
+    )
+    ap.add_argument(
+        "--driver-java-options",
+        default=None,
+        help="the local[N] driver JVM's options instead of job.BASE_CONF's (e.g. without "
+        "-XX:TieredStopAtLevel=1, which starts faster and runs slower)",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the in-process audit and apply_many this many times each; best of each",
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="also run the in-process audit under cProfile"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     sizes = [int(s.replace("_", "")) for s in args.records.split(",") if s.strip()]
 
     for size in sizes:
         work = Path(args.keep or tempfile.mkdtemp(prefix="bench-audit-")) / str(size)
-        if work.exists():
+        if work.exists() and not args.reuse:
             shutil.rmtree(work)
-        work.mkdir(parents=True)
+        work.mkdir(parents=True, exist_ok=True)
         try:
             bench_one(size, args, work)
         finally:

@@ -1,10 +1,12 @@
 """Arrow glue around the pure fold, shared by the Spark executors and the in-process engine.
 
-:func:`fold_batches` is the function Spark runs (``mapInArrow``): it receives Arrow record
-batches sorted by (coordination partition, offset), runs one :class:`PartitionAudit` per
-coordination partition, and yields every output table's rows in one *union* schema
-(``table`` column + all columns), because a Spark UDF returns a single schema. The writers
-then split the union into the tables of :mod:`.schema`.
+:func:`fold_partitions` receives Arrow record batches sorted by (coordination partition,
+offset), runs one :class:`.columnar.ColumnarAudit` per coordination partition and yields its
+rows. :func:`fold_batches`, the function Spark runs (``mapInArrow``), yields them in one
+*union* schema (``table`` column + all columns), because a Spark UDF returns a single
+schema, and the driver splits the union into the tables of :mod:`.schema`; the in-process
+engine makes the tables from the rows directly (:func:`tables_from_rows`). Both end in the
+same :func:`_final` step.
 """
 
 from __future__ import annotations
@@ -13,17 +15,20 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .deps import require
-from .replay import AuditRows, PartitionAudit, ReplayConfig
+from .columnar import ColumnarAudit
+from .deps import fewer_collections, require
+from .replay import AuditRows, ReplayConfig
 from .schema import FLOAT, INT, STR, TABLES, TIME, UNION_COLUMNS, time_column_name
 
 __all__ = [
     "InputOrderError",
     "final_schema",
     "fold_batches",
+    "fold_partitions",
     "rows_to_union",
     "split_union",
     "table_from_rows",
+    "tables_from_rows",
     "union_schema",
 ]
 
@@ -78,17 +83,38 @@ def rows_to_union(rows: AuditRows) -> Any:
     return pa.concat_tables(parts).combine_chunks().to_batches()[0]
 
 
-def fold_batches(batches: Iterable[Any], config: ReplayConfig) -> Iterator[Any]:
-    """Audit record batches sorted by (coord_partition, offset); yield union batches.
+#: the fold is fed at least this many records at once (Spark hands 10,000-row batches;
+#: each feed has a fixed cost of a few numpy calls and a pass over the keys it saw)
+FEED_ROWS = 1 << 16
+
+
+def fold_partitions(
+    batches: Iterable[Any], config: ReplayConfig, *, feed_rows: int = FEED_ROWS
+) -> Iterator[AuditRows]:
+    """Audit record batches sorted by (coord_partition, offset); yield each coordination
+    partition's rows (:meth:`.replay.PartitionAudit.finish`) when it is done. Small
+    batches are gathered and fed ``feed_rows`` records at a time.
 
     Each coordination partition must arrive whole and in order within one call: a partition
     seen again after another one started, or an offset going backwards, raises
     :class:`InputOrderError` instead of producing a wrong audit.
     """
     np = require("numpy")
+    pa = require("pyarrow")
     done: set[int] = set()
-    audit: PartitionAudit | None = None
+    audit: ColumnarAudit | None = None
+    pending: list[Any] = []
+    rows = 0
     last_offset = -1
+
+    def flush() -> None:
+        nonlocal rows
+        if pending:
+            assert audit is not None
+            audit.feed_arrow(pending[0] if len(pending) == 1 else pa.Table.from_batches(pending))
+            pending.clear()
+            rows = 0
+
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -98,52 +124,77 @@ def fold_batches(batches: Iterable[Any], config: ReplayConfig) -> Iterator[Any]:
             cp = int(cps[lo])
             if audit is None or audit.coord_partition != cp:
                 if audit is not None:
+                    flush()
                     done.add(audit.coord_partition)
-                    out = rows_to_union(audit.finish())
-                    if out is not None:
-                        yield out
+                    yield audit.finish()
                 if cp in done:
                     raise InputOrderError(f"coordination partition {cp} arrived in pieces")
-                audit = PartitionAudit(cp, config)
+                audit = ColumnarAudit(cp, config)
                 last_offset = -1
             part = batch.slice(lo, hi - lo)
             column = part.column("offset").to_numpy(zero_copy_only=False)
             if column[0] <= last_offset or (np.diff(column) <= 0).any():
                 raise InputOrderError(f"coordination partition {cp}: offsets out of order")
             last_offset = int(column[-1])
-            offsets = column.tolist()
-            audit.feed(
-                offsets,
-                part.column("timestamp_ms").to_pylist(),
-                part.column("key").to_pylist(),
-                part.column("value").to_pylist(),
-            )
+            pending.append(part)
+            rows += hi - lo
+            if rows >= feed_rows:
+                flush()
     if audit is not None:
-        out = rows_to_union(audit.finish())
-        if out is not None:
-            yield out
+        flush()
+        yield audit.finish()
+
+
+def fold_batches(batches: Iterable[Any], config: ReplayConfig) -> Iterator[Any]:
+    """:func:`fold_partitions` in the union schema, as Spark's ``mapInArrow`` needs it."""
+    with fewer_collections():
+        for rows in fold_partitions(batches, config):
+            out = rows_to_union(rows)
+            if out is not None:
+                yield out
+
+
+def _final(table: str, part: Any) -> Any:
+    """A table's folded rows (Arrow, the fold's columns) in its final form: the verdicts
+    summed over coordination partitions (one row per group, outcome and reason, sorted),
+    and a UTC timestamp next to each TIME column. Both engines end with this."""
+    pa = require("pyarrow")
+    if table == "verdicts":
+        keys = ["group", "outcome", "reason"]
+        summed = part.group_by(keys).aggregate([("records", "sum")])
+        part = summed.rename_columns([*keys, "records"]).sort_by([(k, "ascending") for k in keys])
+    arrays = []
+    for name, kind in TABLES[table]:
+        col = part.column(name)
+        arrays.append(col)
+        if kind == TIME:
+            arrays.append(col.cast(pa.timestamp("ms", tz="UTC")))
+    return pa.Table.from_arrays(arrays, schema=final_schema(table))
 
 
 def split_union(union: Any) -> dict[str, Any]:
     """The union table's rows as the final tables (pyarrow), in a stable row order."""
-    pa = require("pyarrow")
     pc = require("pyarrow.compute")
+    return {
+        table: _final(table, union.filter(pc.equal(union.column("table"), table)))
+        for table in TABLES
+    }
+
+
+def tables_from_rows(rows: AuditRows) -> dict[str, Any]:
+    """The fold's rows of every table (all coordination partitions) as the final tables,
+    without the union schema (the in-process engine: one schema per table is enough)."""
+    pa = require("pyarrow")
     out = {}
     for table, columns in TABLES.items():
-        part = union.filter(pc.equal(union.column("table"), table))
-        if table == "verdicts":  # one row per (group, outcome, reason), summed over partitions
-            keys = ["group", "outcome", "reason"]
-            summed = part.group_by(keys).aggregate([("records", "sum")])
-            part = summed.rename_columns([*keys, "records"]).sort_by(
-                [(k, "ascending") for k in keys]
-            )
-        arrays = []
-        for name, kind in columns:
-            col = part.column(name)
-            arrays.append(col)
-            if kind == TIME:
-                arrays.append(col.cast(pa.timestamp("ms", tz="UTC")))
-        out[table] = pa.Table.from_arrays(arrays, schema=final_schema(table))
+        table_rows = rows.get(table, [])
+        values = list(zip(*table_rows, strict=True)) if table_rows else [() for _ in columns]
+        arrays = [
+            pa.array(col, _arrow_type(pa, kind))
+            for (_name, kind), col in zip(columns, values, strict=True)
+        ]
+        folded = pa.Table.from_arrays(arrays, names=[name for name, _ in columns])
+        out[table] = _final(table, folded)
     return out
 
 
@@ -155,7 +206,7 @@ def table_from_rows(table: str, rows: list[tuple[Any, ...]]) -> Any:
     values = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
     arrays = []
     for (_name, kind), col in zip(columns, values, strict=True):
-        arr = pa.array(list(col), _arrow_type(pa, kind))
+        arr = pa.array(col, _arrow_type(pa, kind))
         arrays.append(arr)
         if kind == TIME:
             arrays.append(arr.cast(pa.timestamp("ms", tz="UTC")))

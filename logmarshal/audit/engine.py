@@ -1,6 +1,6 @@
 """Running the audit over an export, in-process or on Spark, and reading its tables back.
 
-Both engines run the same fold (:func:`.arrow.fold_batches`) and write the same tables, one
+Both engines run the same fold (:func:`.arrow.fold_partitions`) and write the same tables, one
 directory of Parquet files per table under the output directory; Spark is for logs too big
 for one process and for running where the data is, the in-process engine for small logs,
 tests and the benchmark's baseline.
@@ -19,8 +19,8 @@ from typing import Any
 import attrs
 
 from ..coordlog import group_of_record
-from .arrow import final_schema, fold_batches, split_union, union_schema
-from .deps import require
+from .arrow import final_schema, fold_partitions, tables_from_rows
+from .deps import fewer_collections, require
 from .export import ExportInfo, iter_export
 from .moves import moves_table
 from .replay import ReplayConfig
@@ -97,7 +97,6 @@ def run_inprocess(
     progress: Callable[[int, int], None] | None = None,
 ) -> AuditResult:
     """Audit the export in this process and write the tables under ``out_dir``."""
-    pa = require("pyarrow")
     pq = require("pyarrow.parquet")
     started = time.perf_counter()
     total = info.records
@@ -111,16 +110,21 @@ def run_inprocess(
             if progress is not None:
                 progress(seen, total)
 
-    union = pa.Table.from_batches(list(fold_batches(batches(), config)), schema=union_schema())
-    tables = split_union(union)
-    tables["moves"] = moves_table(tables, config.since_ms)
+    with fewer_collections():
+        rows: dict[str, list[Any]] = {name: [] for name in TABLES}
+        for partition_rows in fold_partitions(batches(), config):
+            for name, table_rows in partition_rows.items():
+                rows[name].extend(table_rows)
+        tables = tables_from_rows(rows)
+        del rows
+        tables["moves"] = moves_table(tables, config.since_ms)
     root = Path(out_dir)
-    rows = {}
+    counts = {}
     for name, table in tables.items():
         _reset_table_dir(root / name)
         pq.write_table(table, root / name / "part-00000.parquet")
-        rows[name] = table.num_rows
-    return AuditResult(str(root), "in-process", total, time.perf_counter() - started, rows)
+        counts[name] = table.num_rows
+    return AuditResult(str(root), "in-process", total, time.perf_counter() - started, counts)
 
 
 def load_tables(out_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -37,14 +37,31 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
+from operator import itemgetter
 from typing import Any
-
-from .schema import TABLES
 
 __all__ = ["CAUSE_WINDOW_HB", "derive_moves", "event_text"]
 
 #: a move is attributed to a membership change at most this many mover's HB before it
 CAUSE_WINDOW_HB = 3
+
+#: the columns of the folded tables that derive_moves reads
+_OWNERSHIP_COLUMNS = (
+    "group",
+    "topic",
+    "partition",
+    "coord_partition",
+    "client_id",
+    "instance_id",
+    "start_ms",
+    "start_offset",
+    "start_cause",
+    "end_ms",
+    "end_offset",
+    "end_reason",
+    "hb_ms",
+)
+_MEMBERSHIP_COLUMNS = ("group", "time_ms", "offset", "client_id", "event", "detail")
 
 _FIXED_END = {
     "stale_taken": ("failover", "failover: holder stale"),
@@ -79,16 +96,18 @@ class _Events:
         self.times = [e["time_ms"] for e in self.events]
 
     def cause(
-        self, t: int, window: int, involved: set[str | None]
+        self, t: int, window: int, mover: str, counterpart: str | None
     ) -> Mapping[str, Any] | None:
-        """The latest change in ``[t - window, t]``, one of ``involved`` members' if any."""
+        """The latest change in ``[t - window, t]``, the mover's or the counterpart's if any."""
+        if not self.times:
+            return None
         hi = bisect_right(self.times, t)
         best = None
         for i in range(hi - 1, -1, -1):
             e = self.events[i]
             if e["time_ms"] < t - window:
                 break
-            if e["client_id"] in involved:
+            if e["client_id"] == mover or e["client_id"] == counterpart:
                 return e
             if best is None:
                 best = e
@@ -105,23 +124,44 @@ class _Events:
         return None
 
 
+# positions in an ownership row as _derive reads it (_OWNERSHIP_COLUMNS order)
+(
+    _GROUP,
+    _TOPIC,
+    _PARTITION,
+    _COORD,
+    _CLIENT,
+    _INSTANCE,
+    _START_MS,
+    _START_OFFSET,
+    _START_CAUSE,
+    _END_MS,
+    _END_OFFSET,
+    _END_REASON,
+    _HB,
+) = range(len(_OWNERSHIP_COLUMNS))
+
+
 def _row(
-    base: tuple[Any, ...],
-    o: Mapping[str, Any],
-    edge: str,
+    o: tuple[Any, ...],
+    time_ms: int,
+    offset: int,
     direction: str,
     counterpart: str | None,
     kind: str,
     text: str,
     trigger: Mapping[str, Any] | None,
 ) -> tuple[Any, ...]:
-    """One ``moves`` row at the ``edge`` ("start" or "end") of ownership interval ``o``."""
+    """One ``moves`` row at ``time_ms``/``offset`` (a start or an end) of interval ``o``."""
     return (
-        *base,
-        o[f"{edge}_ms"],
-        o[f"{edge}_offset"],
-        o["client_id"],
-        o["instance_id"],
+        o[_GROUP],
+        o[_TOPIC],
+        o[_PARTITION],
+        o[_COORD],
+        time_ms,
+        offset,
+        o[_CLIENT],
+        o[_INSTANCE],
         direction,
         counterpart,
         kind,
@@ -138,81 +178,113 @@ def derive_moves(
 ) -> list[tuple[Any, ...]]:
     """Rows of the ``moves`` table (column order of :data:`.schema.TABLES`), sorted by
     group, topic, partition, time and offset. ``since_ms`` drops moves before it."""
+    rows = [tuple(o[c] for c in _OWNERSHIP_COLUMNS) for o in ownership]
+    return _derive(rows, membership, since_ms)
+
+
+def _derive(
+    ownership: list[tuple[Any, ...]],
+    membership: Iterable[Mapping[str, Any]],
+    since_ms: int | None,
+) -> list[tuple[Any, ...]]:
+    """:func:`derive_moves` over ownership rows as tuples (_OWNERSHIP_COLUMNS order; the
+    list is sorted in place): a dict per claim cost most of the time at 10 M records."""
     by_group: dict[str, list[Mapping[str, Any]]] = {}
     for e in membership:
         by_group.setdefault(e["group"], []).append(e)
     events = {g: _Events(es) for g, es in by_group.items()}
     no_events = _Events([])
-    parts: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {}
-    for o in ownership:
-        parts.setdefault((o["group"], o["topic"], o["partition"]), []).append(o)
+    # one partition's claims together, in log order (by the offset that started each)
+    ownership.sort(key=itemgetter(_GROUP, _TOPIC, _PARTITION, _START_OFFSET, _START_MS))
     rows: list[tuple[Any, ...]] = []
-    width = len(TABLES["moves"])
-    for (group, topic, partition), intervals in sorted(parts.items()):
-        intervals.sort(key=lambda o: (o["start_offset"], o["start_ms"]))
-        ev = events.get(group, no_events)
-        prev_release: tuple[str, str, Mapping[str, Any] | None] | None = None
-        for i, o in enumerate(intervals):
-            before = intervals[i - 1] if i else None
-            after = intervals[i + 1] if i + 1 < len(intervals) else None
-            window = CAUSE_WINDOW_HB * (o["hb_ms"] or 0)
-            base = (group, topic, partition, o["coord_partition"])
-            # ---- took
-            if o["start_cause"] != "snapshot":
-                counterpart = None if before is None else before["client_id"]
-                trigger = None
-                if o["start_cause"] in _FIXED_START:
-                    kind, text = _FIXED_START[o["start_cause"]]
-                elif before is not None and before["end_reason"] == "group_reset":
-                    kind, text = "admin_reset", "admin reset"
-                else:
-                    trigger = ev.cause(o["start_ms"], window, {o["client_id"], counterpart})
-                    if trigger is not None:
-                        kind, text = "rebalance", "rebalance: " + event_text(trigger)
-                    elif prev_release is not None:
-                        kind, text, trigger = prev_release
-                    elif before is not None and before["end_reason"] == "released":
-                        kind, text = "handoff", "handoff"
-                    else:
-                        kind, text = "claim", "claim"
-                rows.append(
-                    _row(base, o, "start", "took", counterpart, kind, text, trigger)
-                )
-            prev_release = None
-            # ---- gave up
-            end = o["end_reason"]
-            if end == "open" or o["end_ms"] is None:
-                continue
-            counterpart = None if after is None else after["client_id"]
-            trigger = None
-            if end in _FIXED_END:
-                kind, text = _FIXED_END[end]
-            else:  # released
-                left = ev.left_after(o["client_id"], o["end_ms"], window)
-                if left is not None:
-                    kind, text, trigger = "closed", "closed", left
-                    # the next claim, if nothing newer explains it: the member left
-                    prev_release = ("rebalance", "rebalance: " + event_text(left), left)
-                else:
-                    trigger = ev.cause(o["end_ms"], window, {o["client_id"], counterpart})
-                    if trigger is not None:
-                        kind, text = "rebalance", "rebalance: " + event_text(trigger)
-                        prev_release = (kind, text, trigger)
-                    else:
-                        kind, text = "release", "release"
-            rows.append(_row(base, o, "end", "gave_up", counterpart, kind, text, trigger))
-    assert all(len(r) == width for r in rows)
+    first = 0
+    while first < len(ownership):
+        o = ownership[first]
+        last = first + 1
+        while last < len(ownership) and (
+            (r := ownership[last])[_PARTITION] == o[_PARTITION]
+            and r[_TOPIC] == o[_TOPIC]
+            and r[_GROUP] == o[_GROUP]
+        ):
+            last += 1
+        _derive_partition(ownership, first, last, events.get(o[_GROUP], no_events), rows)
+        first = last
     if since_ms is not None:
         rows = [r for r in rows if r[4] >= since_ms]
-    rows.sort(key=lambda r: (r[0], r[1], r[2], r[4], r[5], r[8] != "gave_up"))
+    # "gave_up" < "took": a claim's end comes before the next one's start at the same offset
+    rows.sort(key=itemgetter(0, 1, 2, 4, 5, 8))
     return rows
+
+
+def _derive_partition(
+    intervals: list[tuple[Any, ...]],
+    first: int,
+    last: int,
+    ev: _Events,
+    rows: list[tuple[Any, ...]],
+) -> None:
+    """The moves of one partition's claims ``intervals[first:last]`` (in log order)."""
+    prev_release: tuple[str, str, Mapping[str, Any] | None] | None = None
+    for i in range(first, last):
+        o = intervals[i]
+        before = intervals[i - 1] if i > first else None
+        after = intervals[i + 1] if i + 1 < last else None
+        window = CAUSE_WINDOW_HB * (o[_HB] or 0)
+        # ---- took
+        if o[_START_CAUSE] != "snapshot":
+            counterpart = None if before is None else before[_CLIENT]
+            trigger = None
+            if o[_START_CAUSE] in _FIXED_START:
+                kind, text = _FIXED_START[o[_START_CAUSE]]
+            elif before is not None and before[_END_REASON] == "group_reset":
+                kind, text = "admin_reset", "admin reset"
+            else:
+                trigger = ev.cause(o[_START_MS], window, o[_CLIENT], counterpart)
+                if trigger is not None:
+                    kind, text = "rebalance", "rebalance: " + event_text(trigger)
+                elif prev_release is not None:
+                    kind, text, trigger = prev_release
+                elif before is not None and before[_END_REASON] == "released":
+                    kind, text = "handoff", "handoff"
+                else:
+                    kind, text = "claim", "claim"
+            rows.append(
+                _row(o, o[_START_MS], o[_START_OFFSET], "took", counterpart, kind, text, trigger)
+            )
+        prev_release = None
+        # ---- gave up
+        end = o[_END_REASON]
+        if end == "open" or o[_END_MS] is None:
+            continue
+        counterpart = None if after is None else after[_CLIENT]
+        trigger = None
+        if end in _FIXED_END:
+            kind, text = _FIXED_END[end]
+        else:  # released
+            left = ev.left_after(o[_CLIENT], o[_END_MS], window)
+            if left is not None:
+                kind, text, trigger = "closed", "closed", left
+                # the next claim, if nothing newer explains it: the member left
+                prev_release = ("rebalance", "rebalance: " + event_text(left), left)
+            else:
+                trigger = ev.cause(o[_END_MS], window, o[_CLIENT], counterpart)
+                if trigger is not None:
+                    kind, text = "rebalance", "rebalance: " + event_text(trigger)
+                    prev_release = (kind, text, trigger)
+                else:
+                    kind, text = "release", "release"
+        rows.append(
+            _row(o, o[_END_MS], o[_END_OFFSET], "gave_up", counterpart, kind, text, trigger)
+        )
 
 
 def moves_table(tables: Mapping[str, Any], since_ms: int | None = None) -> Any:
     """The ``moves`` table (pyarrow, final schema) from the folded tables (pyarrow)."""
     from .arrow import table_from_rows
 
-    rows = derive_moves(
-        tables["ownership"].to_pylist(), tables["membership"].to_pylist(), since_ms
-    )
-    return table_from_rows("moves", rows)
+    # only the columns derive_moves reads: the others (the *_time timestamps above all)
+    # cost most of the conversion to Python
+    own = tables["ownership"]
+    ownership = list(zip(*(own.column(c).to_pylist() for c in _OWNERSHIP_COLUMNS), strict=True))
+    members = tables["membership"].select(list(_MEMBERSHIP_COLUMNS))
+    return table_from_rows("moves", _derive(ownership, members.to_pylist(), since_ms))

@@ -5,21 +5,26 @@ module only *reads* its verdicts (``effect``, ``previous_holder``, ``voided``) a
 them into ownership intervals, failovers, violations, heartbeat gaps and final positions.
 So the audit's conclusions are the runtime's conclusions by construction.
 
-Pure Python (rationalizer + attrs): it runs unchanged inside Spark executors and in-process.
+Pure Python (rationalizer + attrs). The engines run :mod:`.columnar`, which shares this
+fold's state and its code for every record but the renewals and lost races, and keeps the
+per-record fold as its reference (and the fallback without numpy and pyarrow).
 
 Speed: most records are heartbeats of the holder. For those the verdict alone says who sent
 it (the holder) and the key says which partition, so the hot path never decodes a record;
-only ownership changes and rejected records are decoded, with the public
+only ownership changes and rejected records are decoded: with the codec's field decoder
+where the world already validated the record (no message object), else with the public
 :func:`rationalizer.decode`. A data offset carried by a heartbeat is needed only when an
 ownership change asks for a position, so the fold keeps a reference to the record that set
-it and decodes it then. A task's records (version 3: HeartbeatingTask, ReleasingTask) have
+it and reads it then (where PROTOCOL.md puts it in a version 1 record, else decoded). A task's records (version 3: HeartbeatingTask, ReleasingTask) have
 the verdicts of a heartbeat and a release of the task's key, so they are folded as such;
 their data offset is the scalar of their position vector, as in the world.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import logging
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -35,7 +40,6 @@ from rationalizer import (
     LeavingGroup,
     Message,
     Reason,
-    ReleaseGroup,
     ReleasingPartition,
     ReleasingTask,
     Verdict,
@@ -43,6 +47,13 @@ from rationalizer import (
     decode,
     encode,
     record_key,
+)
+from rationalizer.codec import (
+    T_CLAIMING_MESSAGES,
+    T_HEARTBEAT,
+    T_RELEASING_PARTITION,
+    VERSION_1,
+    decode_fields,
 )
 from rationalizer.rules import STALE, freshness, stale_from
 
@@ -56,31 +67,23 @@ __all__ = [
     "new_world",
 ]
 
+log = logging.getLogger(__name__)
+
 #: ``now`` before any record (the rationalizer's convention: time is clamped from here).
 _NO_TIME = -(2**63)
 _DECODE_MEMO_LIMIT = 1 << 16
+_NUMBER_MEMO_LIMIT = 1 << 16
+#: version 1 types whose value is version, type, then the int64 this fold wants
+#: (PROTOCOL.md: last_offset, last_offset, proposed_last_offset)
+_NUMBERED = frozenset({T_HEARTBEAT, T_RELEASING_PARTITION, T_CLAIMING_MESSAGES})
+_I64 = struct.Struct(">q")
 
 _RENEWED = Effect.RENEWED
 _RENEWED_LATE = Effect.RENEWED_LATE
 _MESSAGES_CLAIMED = Effect.MESSAGES_CLAIMED
 
-_MESSAGE_TYPES: dict[type, str] = {
-    Heartbeat: "heartbeat",
-    ClaimingPartition: "claiming_partition",
-    ReleasingPartition: "releasing_partition",
-    ClaimingMessages: "claiming_messages",
-    ReleaseGroup: "release_group",
-    AnnouncingMember: "announcing_member",
-    LeavingGroup: "leaving_group",
-    HeartbeatingTask: "heartbeating_task",
-    ReleasingTask: "releasing_task",
-}
-
-_START_CAUSE = {
-    Effect.CLAIMED: "claimed",
-    Effect.TOOK_OVER_STALE: "took_over_stale",
-    Effect.RESTART_TAKEOVER: "restart_takeover",
-}
+#: effects that give the sender a claim; the interval's start_cause is the effect's value
+_STARTS = frozenset({Effect.CLAIMED, Effect.TOOK_OVER_STALE, Effect.RESTART_TAKEOVER})
 
 #: end reason of the previous claim -> cause of the failover to the next holder
 _FAILOVER_CAUSE = {
@@ -98,20 +101,42 @@ _VIOLATION_KIND = {
     Reason.OFFSET_REGRESSION: "offset_regression",
     Reason.INVALID_RECORD: "invalid_record",
 }
-_NOT_HOLDER_KIND = {
-    "heartbeat": "heartbeat_without_claim",
-    "releasing_partition": "release_without_claim",
-    "claiming_messages": "claim_messages_without_claim",
-    "claiming_partition": "claim_without_right",
-    "leaving_group": "leave_without_membership",
+#: NOT_HOLDER of a message class (or of a subclass: a new version of a message keeps its
+#: kind); any other class gives "not_holder"
+_NOT_HOLDER_KIND: dict[type, str] = {
+    Heartbeat: "heartbeat_without_claim",
+    ReleasingPartition: "release_without_claim",
+    ClaimingMessages: "claim_messages_without_claim",
+    ClaimingPartition: "claim_without_right",
+    LeavingGroup: "leave_without_membership",
     # a task's heartbeat and release are a heartbeat and a release of the task's key
-    "heartbeating_task": "heartbeat_without_claim",
-    "releasing_task": "release_without_claim",
+    HeartbeatingTask: "heartbeat_without_claim",
+    ReleasingTask: "release_without_claim",
 }
 
 _MEMBERSHIP_EFFECTS = frozenset({Effect.JOINED, Effect.ANNOUNCED, Effect.LEFT})
 
 AuditRows = dict[str, list[tuple[Any, ...]]]
+
+
+def message_type(cls: type) -> str:
+    """The ``message_type`` column of a message class: its name in snake case
+    (``ClaimingMessages`` -> ``claiming_messages``), so a message type the rationalizer adds
+    is named without a change here."""
+    out = []
+    for i, ch in enumerate(cls.__name__):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+def _not_holder_kind(cls: type) -> str:
+    for base in cls.__mro__:
+        kind = _NOT_HOLDER_KIND.get(base)
+        if kind is not None:
+            return kind
+    return "not_holder"
 
 
 @attrs.frozen
@@ -266,6 +291,13 @@ class PartitionAudit:
         self._violations: list[tuple[Any, ...]] = []
         self._fenced_at: dict[tuple[str, str], int] = {}
         self._memo: dict[tuple[bytes | None, bytes | None], Message | None] = {}
+        self._unknown_effects: set[Effect] = set()  # already logged
+        #: the header (version 1, type) of a value -> the message class it decodes to
+        self._classes: dict[bytes, type] = {}
+        #: message class -> (its message_type, its NOT_HOLDER violation kind)
+        self._type_names: dict[type, tuple[str, str]] = {}
+        #: value of an accepted record -> the data offset it carries (see _number)
+        self._numbers: dict[bytes, int] = {}
         #: group -> client_id -> its membership as this fold tracks it (mirrors the world's)
         self._members: dict[str, dict[str, _Membership]] = {}
         self._member_events: list[tuple[Any, ...]] = []
@@ -433,6 +465,53 @@ class PartitionAudit:
             memo[k] = msg
         return msg
 
+    def _fields(
+        self, key: bytes | None, value: bytes | None, reason: Reason
+    ) -> tuple[type, str, str, str, str | None, int | None] | None:
+        """Class, client, instance, group, topic and partition of a rejected record (None if
+        it does not decode). A record a rule rejected was decoded by the world, so a version 1
+        one whose header (version, type) decoded to a class before goes through the codec's
+        field decoder, without a message object; any other through ``decode`` (memoised)."""
+        if reason is not Reason.INVALID_RECORD and value.__class__ is bytes and key is not None:
+            cls = self._classes.get(value[:2])  # type: ignore[index]
+            if cls is not None:
+                try:
+                    f = decode_fields(key, value)
+                except DecodeError:  # not what the world saw, then: decode says what it is
+                    pass
+                else:
+                    return cls, f[1], f[2], f[3], f[4], f[5]
+        msg = self._decode(key, value)
+        if msg is None:
+            return None
+        if value[0] == VERSION_1:  # type: ignore[index]
+            self._classes[value[:2]] = type(msg)  # type: ignore[index]
+        return (
+            type(msg),
+            msg.client_id,
+            msg.instance_id,
+            msg.group_id,
+            getattr(msg, "topic", None),
+            getattr(msg, "partition", None),
+        )
+
+    def _sender(self, key: bytes, value: bytes) -> tuple[str, str, str, str, int, int]:
+        """Client, instance, group, topic, partition and lease of an accepted claim or
+        restart: a version 1 record through the codec's own field decoder (no message
+        object, half the cost of ``decode``), any other through ``decode``."""
+        if value[0] == VERSION_1:
+            fields = decode_fields(key, value)
+            return fields[1], fields[2], fields[3], fields[4], fields[5], fields[8]  # type: ignore[return-value]
+        msg = decode(key, value)
+        return (
+            msg.client_id,
+            msg.instance_id,
+            msg.group_id,
+            msg.topic,  # type: ignore[union-attr]
+            msg.partition,  # type: ignore[union-attr]
+            msg.heartbeat_interval_ms,  # type: ignore[union-attr]
+        )
+
     def _track(self, key: bytes, msg: Message) -> _Track:
         t = self._tracks.get(key)
         if t is None:
@@ -445,22 +524,43 @@ class PartitionAudit:
 
     def _number(self, key: bytes, value: bytes | None) -> int:
         """The data offset an accepted record carried (it decoded once already): for a task
-        record (version 3) the scalar of its vector, which is what the world records."""
+        record (version 3) the scalar of its vector, which is what the world records.
+
+        A version 1 record with one is read where PROTOCOL.md puts it (the world validated
+        it); anything else is decoded, memoised by value."""
         if value is None:
             return -1
-        msg = decode(key, value)
-        if isinstance(msg, ClaimingMessages):
-            return msg.proposed_last_offset
-        return msg.last_offset  # type: ignore[union-attr]
+        if value[0] == VERSION_1 and value[1] in _NUMBERED:
+            return _I64.unpack_from(value, 2)[0]  # type: ignore[no-any-return]
+        numbers = self._numbers
+        n = numbers.get(value)
+        if n is None:
+            msg = decode(key, value)
+            # a reservation (any version of ClaimingMessages) carries proposed_last_offset
+            n = getattr(msg, "proposed_last_offset", None)
+            if n is None:
+                n = msg.last_offset  # type: ignore[union-attr]
+            if len(numbers) >= _NUMBER_MEMO_LIMIT:
+                numbers.clear()
+            numbers[value] = n
+        return n
+
+    def _sync(self, t: _Track) -> None:
+        """Bring ``t`` up to the record being handled before it is read or changed.
+
+        Nothing to do here: this fold applies every record as it comes. The columnar fold
+        (:mod:`.columnar`) defers its tracks' heartbeats and folds them in here."""
 
     def _resume(self, t: _Track) -> int | None:
         """``max(last_offset, claimed_through) + 1`` as the replay has it right now; None while
         no accepted record set a position (``WorldState.resume_offset`` agrees)."""
+        self._sync(t)
         if t.last_ref is None and t.claimed_ref is None:
             return None
         return max(self._number(t.key, t.last_ref), self._number(t.key, t.claimed_ref)) + 1
 
     def _end(self, t: _Track, reason: str, now: int, offset: int) -> _Interval | None:
+        self._sync(t)
         c = t.open
         if c is None:
             return None
@@ -480,11 +580,14 @@ class PartitionAudit:
         e = v.effect
         assert e is not None
         counted = now >= self._since
-        if e in _START_CAUSE:
-            msg = self._decode(key, value)
-            assert msg is not None and key is not None, "an accepted record decodes"
-            t = self._track(key, msg)
-            new = (msg.client_id, msg.instance_id)
+        if e in _STARTS:
+            assert key is not None and value is not None, "an accepted record decodes"
+            client, instance, group, topic, partition, hb = self._sender(key, value)
+            t = self._tracks.get(key)
+            if t is None:
+                t = self._tracks[key] = _Track(key, group, topic, partition)
+            self._sync(t)
+            new = (client, instance)
             prev = v.previous_holder
             if e is Effect.RESTART_TAKEOVER:
                 self._end(t, "fenced_new_instance", now, off)
@@ -503,9 +606,9 @@ class PartitionAudit:
                 new[1],
                 now,
                 off,
-                _START_CAUSE[e],
+                e.value,
                 self._resume(t),
-                msg.heartbeat_interval_ms,  # type: ignore[union-attr]
+                hb,
             )
             t.open = c
             self._intervals.append((t, c))
@@ -536,6 +639,7 @@ class PartitionAudit:
                 self._count(t.group, "accepted", e.value)
         elif e is Effect.RELEASED:
             t = self._tracks[key]  # type: ignore[index]
+            self._sync(t)
             c = t.open
             assert c is not None
             gap = now - c.last_ms
@@ -564,6 +668,7 @@ class PartitionAudit:
                 msg = self._decode(key, value)
                 assert msg is not None and key is not None
                 t = self._track(key, msg)
+            self._sync(t)
             t.last_ref = t.claimed_ref = value
             if counted:
                 self._count(t.group, "accepted", e.value)
@@ -574,6 +679,14 @@ class PartitionAudit:
             if counted:
                 self._count(msg.group_id, "accepted", e.value)
         else:  # an effect this fold does not know yet: count it, change nothing
+            if e not in self._unknown_effects:
+                self._unknown_effects.add(e)
+                log.warning(
+                    "coordination partition %d: effect %r is new to the audit: counted in "
+                    "the verdicts table, ownership and positions left as they were",
+                    self.coord_partition,
+                    e.value,
+                )
             msg = self._decode(key, value)
             if counted:
                 self._count(None if msg is None else msg.group_id, "accepted", e.value)
@@ -645,23 +758,27 @@ class PartitionAudit:
             return
         reason = v.reason
         assert reason is not None
-        msg = self._decode(key, value)
-        group = None if msg is None else msg.group_id
+        fields = self._fields(key, value, reason)
+        group = None if fields is None else fields[3]
         self._count(group, "rejected", reason.value)
         if reason is Reason.STILL_OWNED:  # a lost race: normal
             return
-        mtype = None if msg is None else _MESSAGE_TYPES.get(type(msg), type(msg).__name__)
+        names = None if fields is None else self._type_names.get(fields[0])
+        if names is None and fields is not None:
+            cls = fields[0]
+            names = self._type_names[cls] = (message_type(cls), _not_holder_kind(cls))
+        mtype = None if names is None else names[0]
         if reason is Reason.NOT_HOLDER:
-            kind = _NOT_HOLDER_KIND.get(mtype or "", "not_holder")
+            kind = "not_holder" if names is None else names[1]
         else:
             kind = _VIOLATION_KIND.get(reason, reason.value)
-        topic = getattr(msg, "topic", None)
-        partition = getattr(msg, "partition", None)
+        topic = None if fields is None else fields[4]
+        partition = None if fields is None else fields[5]
         holder: tuple[str | None, str | None] = (None, None)
         lost_at = None
-        ident = None if msg is None else (msg.client_id, msg.instance_id)
-        if msg is not None and topic is not None:
-            t = self._tracks.get(record_key(msg.group_id, topic, partition))
+        ident = None if fields is None else (fields[1], fields[2])
+        if fields is not None and topic is not None:
+            t = self._tracks.get(record_key(fields[3], topic, partition))
             if t is not None:
                 if t.open is not None:
                     holder = (t.open.client, t.open.instance)
@@ -802,14 +919,20 @@ class PartitionAudit:
 def audit_records(
     partitions: Mapping[int, Iterable[tuple[int, int, bytes | None, bytes | None]]],
     config: ReplayConfig,
+    *,
+    fold: Callable[[int, ReplayConfig], PartitionAudit] | None = None,
 ) -> AuditRows:
     """In-process audit of ``{coord_partition: [(offset, timestamp_ms, key, value), ...]}``.
 
-    Convenience for tests and small logs; the engines stream in batches instead.
+    Convenience for tests and small logs; the engines stream in batches instead. ``fold``
+    makes each coordination partition's fold: by default the engines' own, the columnar
+    :class:`.columnar.ColumnarAudit`, or this per-record one without numpy and pyarrow.
     """
+    if fold is None:
+        fold = _default_fold()
     out: AuditRows = {name: [] for name in TABLES}
     for cp in sorted(partitions):
-        audit = PartitionAudit(cp, config)
+        audit = fold(cp, config)
         records = sorted(partitions[cp], key=lambda r: r[0])
         if records:
             offsets, timestamps, keys, values = (list(col) for col in zip(*records, strict=True))
@@ -817,3 +940,15 @@ def audit_records(
         for name, rows in audit.finish().items():
             out[name].extend(rows)
     return out
+
+
+def _default_fold() -> Callable[[int, ReplayConfig], PartitionAudit]:
+    from .columnar import ColumnarAudit
+    from .deps import require
+
+    try:
+        for module in ("numpy", "pyarrow.compute"):
+            require(module)
+    except ImportError:  # the spark extra's
+        return PartitionAudit
+    return ColumnarAudit

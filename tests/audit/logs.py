@@ -282,6 +282,83 @@ def random_log(
             script.claim(who, p, t, group="other")
 
 
+def fleet_log(
+    rng: random.Random, script: Script, steps: int, partitions: int = 6, *, tasks: float = 0.0
+) -> None:
+    """A steady fleet, as production logs are: holders renew their claims in long runs
+    (heartbeats and AMO reservations, a share ``tasks`` of them a task's), and between the
+    runs the rare events: lost races, clean releases and re-claims, holders that go silent
+    past 2·HB and are taken over, restarts that fence the old instance (which writes once
+    more), a reservation below the last one, admin resets with a position, junk, another
+    group and heartbeats from non-holders. Who holds what is asked of a WorldState that
+    replays the log as it is written, so the holders' writes are accepted."""
+    from rationalizer import WorldState
+
+    clients = [f"c{i}" for i in range(5)]
+    instance = dict.fromkeys(clients, 1)
+    worlds = {cp: WorldState() for cp in range(script.n)}
+    applied = dict.fromkeys(range(script.n), 0)
+    position = dict.fromkeys(range(partitions), 0)
+    silent = dict.fromkeys(range(partitions), -1)
+    t = 0
+
+    def holder(p: int) -> str | None:
+        cp = script.cp(p)
+        worlds[cp].apply_many(script.records[cp][applied[cp] :])
+        applied[cp] = len(script.records[cp])
+        h = worlds[cp].holder(script.group, script.topic, p)
+        return None if h is None else f"{h[0]}:{h[1]}"
+
+    for _ in range(steps):
+        t += rng.choice((0, 1, 20, 50, 100, 150))
+        p = rng.randrange(partitions)
+        if t < silent[p]:
+            continue
+        h = holder(p)
+        r = rng.random()
+        if h is None or r < 0.01:  # a claim (a lost race when somebody holds it)
+            c = rng.choice(clients)
+            script.claim(f"{c}:{instance[c]}", p, t)
+            continue
+        if rng.random() < 0.3:
+            position[p] += rng.randrange(1, 20)
+        pos = position[p]
+        if r < 0.8:
+            if tasks and rng.random() < tasks:
+                script.task_beat(h, p, (("left", pos), ("right", rng.randrange(5))), t)
+            else:
+                script.beat(h, p, pos, t, hb=rng.choice((1000, 1000, 700)))
+        elif r < 0.9:
+            position[p] += 5
+            script.claim_messages(h, p, pos + 5, t)
+        elif r < 0.91:
+            script.claim_messages(h, p, max(-1, pos - 50), t)  # a regression
+        elif r < 0.94:
+            if tasks and rng.random() < tasks:
+                script.task_release(h, p, (("left", pos),), t)
+            else:
+                script.release(h, p, pos, t)
+        elif r < 0.95:  # the holder goes silent; whoever claims next takes it over
+            silent[p] = t + rng.choice((1500, 2100, 2600))
+        elif r < 0.965:  # a restart: the new instance takes its claims back, the old writes
+            c = h.split(":")[0]
+            instance[c] += 1
+            script.beat(f"{c}:{instance[c]}", p, pos, t)
+            script.beat(h, p, pos, t + 1)
+        elif r < 0.97:
+            script.release_group("admin:1", t + rng.choice((0, 400, 1500)), t)
+            script.beat("admin:1", p, rng.randrange(-1, 200), t)
+        elif r < 0.98:
+            script.raw(
+                rng.randrange(script.n), t, b"x", bytes(rng.randrange(256) for _ in range(8))
+            )
+        elif r < 0.99:
+            script.claim(f"{rng.choice(clients)}:1", p, t, group="other")
+        else:  # a heartbeat from somebody who does not hold it
+            c = rng.choice(clients)
+            script.beat(f"{c}:{instance[c]}", p, pos, t)
+
+
 class RebalanceStory:
     """A group that rebalances through the log (protocol version 2), at exact log times,
     HB = 1 s, members announcing every 300 ms and holders beating every 300 ms:

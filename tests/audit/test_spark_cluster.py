@@ -51,6 +51,10 @@ def test_spark_submit_to_a_standalone_cluster_equals_the_inprocess_audit(
         assert master.startswith("spark://127.0.0.1:")
         assert len(_jvms(work)) == 2  # master and worker
         env = spark_env(work / "logs")
+        # spark-submit runs job.py from its own directory: without this its driver imports
+        # whatever logmarshal is installed (another checkout's) and ships that to executors
+        checkout = str(Path(job_module.__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (checkout, env.get("PYTHONPATH")) if p)
         submitted = subprocess.run(
             [
                 spark_bin("spark-submit"),
