@@ -238,6 +238,7 @@ class _Track:
     __slots__ = (
         "claimed_ref",
         "ended",
+        "floor",
         "group",
         "key",
         "last_ref",
@@ -262,6 +263,9 @@ class _Track:
         #: None exactly while the partition has no position (a claim alone sets none)
         self.last_ref: bytes | None = None
         self.claimed_ref: bytes | None = None
+        #: the open claim's tenure floor (PROTOCOL.md "Version 4", property b): its release
+        #: gives nothing back below it
+        self.floor: int | None = None
         #: (client, instance) -> log time it lost this partition
         self.lost: dict[tuple[str, str], int] = {}
         self.n_renewed = 0
@@ -349,6 +353,7 @@ class PartitionAudit:
                 t.claimed_ref = encode(
                     ClaimingMessages(**ids, **where, proposed_last_offset=s.claimed_through)
                 )[1]
+            t.floor = s.tenure_floor
             if s.holder is not None:
                 c = _Interval(
                     s.holder[0],
@@ -589,6 +594,8 @@ class PartitionAudit:
             self._sync(t)
             new = (client, instance)
             prev = v.previous_holder
+            resume = self._resume(t)
+            t.floor = None if resume is None else resume - 1
             if e is Effect.RESTART_TAKEOVER:
                 self._end(t, "fenced_new_instance", now, off)
                 assert prev is not None
@@ -647,8 +654,21 @@ class PartitionAudit:
                 c.max_gap, c.max_gap_end = gap, now
             c.last_ms = now
             c.msgs += 1
-            # the release sets both: reservations beyond it are given back (PROTOCOL rule 6)
+            # the release sets both: its own tenure's reservations beyond it are given back,
+            # never below the tenure's floor (PROTOCOL.md rule 6 and property b)
             t.last_ref = t.claimed_ref = value
+            if t.floor is not None and self._number(key, value) < t.floor:  # type: ignore[arg-type]
+                t.claimed_ref = encode(
+                    ClaimingMessages(
+                        client_id=c.client,
+                        instance_id=c.instance,
+                        group_id=t.group,
+                        topic=t.topic,
+                        partition=t.partition,
+                        proposed_last_offset=t.floor,
+                    )
+                )[1]
+            t.floor = None
             self._end(t, "released", now, off)
             if counted:
                 self._count(t.group, "accepted", e.value)
