@@ -265,7 +265,7 @@ class Sim:
         if self.rebalance != "none":
             self.at(self.balanced_ms, self.check_balanced)
             self.at(self.balanced_ms + STEADY * HB, self.check_steady)
-        while self._queue and not self.checks.violations:
+        while self._queue and not self.checks.stop:
             t, _, fn = heapq.heappop(self._queue)
             if t > self.end_ms:
                 break
