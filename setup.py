@@ -1,7 +1,9 @@
-"""The one thing setup.cfg cannot declare: the optional C decoder of plain record batches.
+"""The one thing setup.cfg cannot declare: the optional C extension ``storage._fastrecords``
+(the decoder of plain record batches and the record walk of produce validation).
 
 ``optional=True``: without a compiler the install still succeeds and
-``storage.records.decode_columns`` uses its Python reference (same results, slower).
+``storage.records.decode_columns`` and ``storage.validation`` use their Python references
+(same results, slower).
 """
 
 from setuptools import Extension, setup

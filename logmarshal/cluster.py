@@ -15,6 +15,7 @@ import attrs
 from storage import NewRecord, TopicConfig
 
 __all__ = [
+    "BatchFetcher",
     "Cluster",
     "ColumnFetcher",
     "Message",
@@ -175,6 +176,25 @@ class ColumnFetcher(Protocol):
         max_wait: float = 0.0,
     ) -> Columns:
         """The records from ``offset`` on as four lists, as :meth:`Cluster.fetch` would."""
+        ...
+
+
+@runtime_checkable
+class BatchFetcher(Protocol):
+    """Stored batches as bytes, for a replay that decodes them itself (and so skips a batch
+    that does not decode whole, on every cluster alike)."""
+
+    def fetch_batches(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> bytes | None:
+        """The stored batches from the one holding ``offset`` on, or None when this cluster
+        cannot serve them under its configuration (read records instead)."""
         ...
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 
@@ -26,9 +26,10 @@ from rationalizer.snapshot_record import (
     restore_snapshot,
     snapshot_key,
 )
-from storage import NewRecord, TimestampType, TopicConfig
+from storage import CorruptBatch, NewRecord, TimestampType, TopicConfig
+from storage.records import decode_columns_from
 
-from .cluster import Cluster, ColumnFetcher, Columns, RecordDeleter
+from .cluster import BatchFetcher, Cluster, ColumnFetcher, Columns, RecordDeleter
 from .errors import LogmarshalError, TopicExists
 
 __all__ = [
@@ -150,8 +151,45 @@ def fetch_columns(
     *,
     max_bytes: int = _READ_BYTES,
     max_wait: float = 0.0,
+    skip_damaged: bool = True,
+    on_skip: Callable[[CorruptBatch], None] | None = None,
 ) -> Columns:
-    """Records from ``offset`` on as columns, through the cluster's bulk read if it has one."""
+    """Records from ``offset`` on as columns: from the stored batches when the cluster serves
+    them (:class:`~logmarshal.cluster.BatchFetcher`), through its bulk read if it has one,
+    else through ``fetch``.
+
+    A stored batch that does not decode is skipped whole, as every replayer skips it
+    (PROTOCOL.md): logged as an error, handed to ``on_skip``, and read past. With
+    ``skip_damaged=False`` its :class:`~storage.CorruptBatch` is raised instead, for a
+    caller that must move its own position past it (the Marshaler's replay, which counts it).
+    """
+    while True:
+        try:
+            return _fetch_columns_once(cluster, topic, partition, offset, max_bytes, max_wait)
+        except CorruptBatch as exc:
+            if not skip_damaged or exc.next_offset is None or exc.next_offset <= offset:
+                raise
+            log.error(
+                "%s/%d: %s; skipped (its records are lost to every replayer)",
+                topic,
+                partition,
+                exc,
+                extra={"corrupt_batch": exc},
+            )
+            if on_skip is not None:
+                on_skip(exc)
+            offset = exc.next_offset
+
+
+def _fetch_columns_once(
+    cluster: Cluster, topic: str, partition: int, offset: int, max_bytes: int, max_wait: float
+) -> Columns:
+    if isinstance(cluster, BatchFetcher):
+        data = cluster.fetch_batches(
+            topic, partition, offset, max_bytes=max_bytes, max_wait=max_wait
+        )
+        if data is not None:
+            return decode_columns_from(data, offset)
     if isinstance(cluster, ColumnFetcher):
         return cluster.fetch_columns(
             topic, partition, offset, max_bytes=max_bytes, max_wait=max_wait
@@ -166,12 +204,18 @@ def fetch_columns(
 
 
 def iter_columns(
-    cluster: Cluster, partition: int, start: int, end: int, topic: str = COORDINATION_TOPIC
+    cluster: Cluster,
+    partition: int,
+    start: int,
+    end: int,
+    topic: str = COORDINATION_TOPIC,
+    on_skip: Callable[[CorruptBatch], None] | None = None,
 ) -> Iterator[Columns]:
-    """Chunks of the records ``start <= offset < end`` of one partition, in order."""
+    """Chunks of the records ``start <= offset < end`` of one partition, in order; a stored
+    batch that does not decode is skipped whole (and handed to ``on_skip``)."""
     offset = start
     while offset < end:
-        cols = fetch_columns(cluster, topic, partition, offset)
+        cols = fetch_columns(cluster, topic, partition, offset, on_skip=on_skip)
         if not cols[0]:
             return  # truncated under us, or shorter than it said
         nxt = cols[0][-1] + 1

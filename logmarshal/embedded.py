@@ -12,10 +12,9 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from storage import DataDir, NewRecord, TopicConfig, decode_columns, encode_batch
+from storage import DataDir, NewRecord, TopicConfig, encode_batch
 from storage.datadir import TopicInfo
-from storage.errors import CorruptRecordError
-from storage.records import decode_readable
+from storage.records import decode_columns_from, decode_readable
 
 from .cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
 from .errors import ClosedError
@@ -48,8 +47,9 @@ def _describe(info: TopicInfo) -> TopicDescription:
 class EmbeddedCluster:
     """:class:`~logmarshal.cluster.Cluster` over a :class:`storage.DataDir`.
 
-    Owns the directory's lock until :meth:`close`. A background thread applies retention
-    every ``maintenance_interval`` seconds (0 disables it).
+    Owns the directory's lock until :meth:`close`. The DataDir's maintenance thread applies
+    retention every ``maintenance_interval`` seconds (Kafka's log.retention.check.interval.ms;
+    0 disables it) and runs the cleaner, as it does under the broker.
     """
 
     def __init__(
@@ -59,31 +59,16 @@ class EmbeddedCluster:
         clock: Callable[[], int] | None = None,
         maintenance_interval: float = 30.0,
     ) -> None:
-        self._dir = DataDir(data_dir, clock=clock)
+        if maintenance_interval < 0:
+            raise ValueError(f"maintenance_interval must be >= 0, got {maintenance_interval!r}")
+        self._dir = DataDir(
+            data_dir, clock=clock, retention_check_interval_ms=round(maintenance_interval * 1000)
+        )
         self._closed = threading.Event()
-        self._maintenance: threading.Thread | None = None
-        if maintenance_interval > 0:
-            self._maintenance = threading.Thread(
-                target=self._maintain,
-                args=(maintenance_interval,),
-                name=f"logmarshal-maintenance:{self._dir.path}",
-                daemon=True,
-            )
-            self._maintenance.start()
 
     @property
     def data_dir(self) -> DataDir:
         return self._dir
-
-    def _maintain(self, interval: float) -> None:
-        while not self._closed.wait(interval):
-            try:
-                removed = self._dir.enforce_retention()
-            except Exception:  # keep maintaining; a failed pass is retried next interval
-                log.exception("retention pass failed in %s", self._dir.path)
-            else:
-                if removed:
-                    log.info("retention removed %d segment(s) in %s", removed, self._dir.path)
 
     def _check_open(self) -> None:
         if self._closed.is_set():
@@ -195,27 +180,8 @@ class EmbeddedCluster:
         """:class:`~logmarshal.cluster.ColumnFetcher`: stored batches parsed straight into
         columns, about three times cheaper than a ``Message`` per record."""
         data = self._read(topic, partition, offset, max_bytes, max_wait)
-        try:
-            cols: Columns = decode_columns(data)
-        except CorruptRecordError:
-            # a damaged stored batch: the records before it, then CorruptBatch to skip it
-            records, damage = decode_readable(data)
-            cols = ([], [], [], [])
-            for r in records:
-                cols[0].append(r.offset)
-                cols[1].append(r.timestamp)
-                cols[2].append(r.key)
-                cols[3].append(r.value)
-            if damage is not None and not any(o >= offset for o in cols[0]):
-                raise damage from None
-        first = 0
-        offsets = cols[0]
-        while first < len(offsets) and offsets[first] < offset:  # the batch holding offset
-            first += 1
-        if first:
-            for c in cols:
-                del c[:first]
-        return cols
+        # a damaged stored batch: the records before it, then CorruptBatch to skip it
+        return decode_columns_from(data, offset)
 
     def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
         """:class:`~logmarshal.cluster.RecordDeleter`: whole segments below each offset go."""
@@ -238,8 +204,6 @@ class EmbeddedCluster:
         if self._closed.is_set():
             return
         self._closed.set()
-        if self._maintenance is not None:
-            self._maintenance.join()
         self._dir.close()
 
     def __enter__(self) -> EmbeddedCluster:

@@ -336,6 +336,7 @@ class Marshaler:
                     offset,
                     max_bytes=self._fetch_max_bytes,
                     max_wait=self._fetch_wait,
+                    skip_damaged=False,  # skipped below: the position moves past it
                 )
             except OffsetOutOfRange as exc:
                 log.error(

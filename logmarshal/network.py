@@ -15,6 +15,9 @@ import contextlib
 import functools
 import itertools
 import logging
+import socket
+import ssl
+import struct
 import threading
 import time
 import uuid
@@ -38,6 +41,7 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
 from storage import NewRecord, PolicyViolation, TopicConfig
 from storage.datadir import validate_topic_name
@@ -73,6 +77,24 @@ _MAX_BATCH = 10_000  # records one fetch_columns() returns at most
 #: (bench/consumer.py --network). Fewer records a call is allowed: fetch is "up to".
 _FETCH_MAX_RECORDS = 1_000
 _EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
+# Raw batches for replay (_BatchReader): Fetch v5, the first with the log start offset,
+# served by every Kafka since 1.0 and by logmarshal's broker.
+_FETCH_REQUEST = FetchRequest[5]
+_FETCH_RESPONSE = FetchResponse[5]
+_OFFSET_OUT_OF_RANGE = 1
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+# the librdkafka TLS settings _BatchReader follows; any other ssl.* setting means it cannot
+# connect as librdkafka would, and replay then reads through librdkafka
+_TLS_SETTINGS = frozenset(
+    {
+        "ssl.ca.location",
+        "ssl.ca.pem",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
 
 
 def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -> Exception:
@@ -106,6 +128,38 @@ def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -
 
 def _raise_from(exc: KafkaException, topic: str = "", partition: int = -1) -> Exception:
     return _map_error(exc.args[0] if exc.args else None, topic, partition)
+
+
+def _batch_transport(conf: Mapping[str, Any]) -> tuple[bool, ssl.SSLContext | None]:
+    """Whether :class:`_BatchReader` can connect as librdkafka does, and its TLS context.
+
+    PLAINTEXT, or SSL with the usual settings (CA, client certificate, hostname check, as
+    librdkafka applies them). SASL is librdkafka's alone: (False, None)."""
+    protocol = str(conf.get("security.protocol", "plaintext")).lower()
+    if protocol == "plaintext":
+        return True, None
+    tls_keys = {k for k in conf if k.startswith("ssl.") or k == "enable.ssl.certificate.verification"}
+    if protocol != "ssl" or tls_keys - _TLS_SETTINGS - {"enable.ssl.certificate.verification"}:
+        return False, None
+    try:
+        context = ssl.create_default_context(
+            cafile=conf.get("ssl.ca.location"), cadata=conf.get("ssl.ca.pem")
+        )
+        if conf.get("ssl.certificate.location"):
+            context.load_cert_chain(
+                conf["ssl.certificate.location"],
+                conf.get("ssl.key.location"),
+                conf.get("ssl.key.password"),
+            )
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        log.warning("replay reads records through librdkafka: its TLS settings fail here (%s)", exc)
+        return False, None
+    if str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
+        context.check_hostname = False
+    if str(conf.get("enable.ssl.certificate.verification", "true")).lower() in ("false", "0"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return True, context
 
 
 # librdkafka's error accessor as a plain callable, for a C-speed map() over a fetch
@@ -263,6 +317,128 @@ class _PartitionReader:
                 self._take([first, *consumer.consume(want - 1, 0)])
 
 
+class _BatchReader:
+    """Stored batches of one partition as the leader serves them (Fetch v5 on one socket).
+
+    Why not librdkafka for replay: it parses records itself, and on a stored batch that does
+    not decode it stalls without an error (a length past the batch), drops records or hands
+    out part of the batch (measured with confluent-kafka against this broker). A replay over
+    the network could then neither skip the batch nor agree with an embedded replay of the
+    same log. The bytes read here are decoded as the embedded cluster decodes its own
+    (:func:`storage.records.decode_columns_from`), so every replayer skips the same batches.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        leader: Any,
+        timeout: float,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.lock = threading.Lock()
+        self.last_used = time.monotonic()
+        self._topic = topic
+        self._partition = partition
+        self._leader = leader  # () -> (host, port), asked afresh after a failure
+        self._timeout = timeout
+        self._tls = tls
+        self._sock: socket.socket | None = None
+        self._correlation = itertools.count(1)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+
+    def fetch(self, offset: int, max_bytes: int, max_wait: float) -> bytes:
+        """The stored batches from the one holding ``offset`` on (about ``max_bytes``)."""
+        self.last_used = time.monotonic()
+        for attempt in range(2):
+            try:
+                partition = self._call(offset, max_bytes, max_wait)
+            except (OSError, ValueError, struct.error) as exc:  # socket, TLS, a torn answer
+                self.close()
+                if attempt:
+                    raise NetworkError(
+                        f"fetching {self._topic}/{self._partition} from its leader: {exc}"
+                    ) from None
+                continue
+            code = partition.error_code
+            if code == 0:
+                return bytes(partition.records or b"")
+            if code == _OFFSET_OUT_OF_RANGE:
+                raise OffsetOutOfRange(offset, partition.log_start_offset, partition.high_watermark)
+            if code == _UNKNOWN_TOPIC_OR_PARTITION:
+                raise UnknownPartition(self._topic, self._partition)
+            self.close()  # not the leader (any more): ask the metadata again
+            if attempt:
+                raise NetworkError(
+                    f"fetching {self._topic}/{self._partition}: Kafka error code {code}"
+                )
+        raise AssertionError("unreachable")
+
+    def _call(self, offset: int, max_bytes: int, max_wait: float) -> Any:
+        if self._sock is None:
+            host, port = self._leader()
+            sock = socket.create_connection((host, port), timeout=self._timeout)
+            if self._tls is not None:
+                try:
+                    sock = self._tls.wrap_socket(sock, server_hostname=host)
+                except BaseException:
+                    sock.close()
+                    raise
+            self._sock = sock
+        self._sock.settimeout(self._timeout + max_wait)
+        r = _FETCH_REQUEST
+        request = r(
+            replica_id=-1,
+            max_wait_ms=int(max_wait * 1000),
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            topics=[
+                r.FetchTopic(
+                    topic=self._topic,
+                    partitions=[
+                        r.FetchTopic.FetchPartition(
+                            partition=self._partition,
+                            fetch_offset=offset,
+                            log_start_offset=-1,
+                            partition_max_bytes=max_bytes,
+                        )
+                    ],
+                )
+            ],
+        )
+        correlation_id = next(self._correlation)
+        request.with_header(correlation_id=correlation_id, client_id="logmarshal-replay")
+        self._sock.sendall(bytes(request.encode(header=True, framed=True)))
+        (size,) = struct.unpack(">i", self._recv(4))
+        frame = self._recv(size)
+        (got,) = struct.unpack_from(">i", frame, 0)
+        if got != correlation_id:
+            raise ConnectionError(f"answer to request {got}, expected {correlation_id}")
+        response = _FETCH_RESPONSE.decode(memoryview(frame)[4:])
+        for topic in response.responses:
+            for partition in topic.partitions:
+                if partition.partition_index == self._partition:
+                    return partition
+        raise ConnectionError("the answer does not name the partition")
+
+    def _recv(self, n: int) -> bytes:
+        assert self._sock is not None
+        chunks = []
+        while n:
+            chunk = self._sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+
 class NetworkCluster:
     """:class:`~logmarshal.cluster.Cluster` over Kafka brokers at ``bootstrap``.
 
@@ -292,6 +468,8 @@ class NetworkCluster:
         self._admin = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
         self._readers: dict[tuple[str, int], _PartitionReader] = {}
+        self._batch_readers: dict[tuple[str, int], _BatchReader] = {}
+        self._batches_ok, self._batch_tls = _batch_transport(self._base)
         self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
         self._offsets_consumer: Consumer | None = None
         # Fail early (and clearly) if nothing answers at bootstrap.
@@ -363,15 +541,50 @@ class NetworkCluster:
                 self._readers[key] = reader
             return reader
 
-    def _evict_idle_reader(self) -> None:
-        for key, reader in sorted(self._readers.items(), key=lambda kv: kv[1].last_used):
+    def _evict_idle_reader(self, readers: dict[tuple[str, int], Any] | None = None) -> None:
+        readers = self._readers if readers is None else readers
+        for key, reader in sorted(readers.items(), key=lambda kv: kv[1].last_used):
             if reader.lock.acquire(blocking=False):
                 try:
                     reader.close()
                 finally:
                     reader.lock.release()
-                del self._readers[key]
+                del readers[key]
                 return
+
+    def _batch_reader(self, topic: str, partition: int) -> _BatchReader:
+        key = (topic, partition)
+        with self._lock:
+            reader = self._batch_readers.get(key)
+            if reader is None:
+                if len(self._batch_readers) >= _MAX_READERS:
+                    self._evict_idle_reader(self._batch_readers)
+                reader = _BatchReader(
+                    topic,
+                    partition,
+                    functools.partial(self._leader, topic, partition),
+                    self._timeout,
+                    self._batch_tls,
+                )
+                self._batch_readers[key] = reader
+            return reader
+
+    def _leader(self, topic: str, partition: int) -> tuple[str, int]:
+        """Host and port of the partition's leader, from fresh metadata."""
+        try:
+            metadata = self._admin.list_topics(topic, timeout=self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, topic, partition) from None
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None:
+            raise UnknownTopic(topic)
+        state = found.partitions.get(partition)
+        if state is None:
+            raise UnknownPartition(topic, partition)
+        broker = metadata.brokers.get(state.leader)
+        if broker is None:
+            raise NetworkError(f"{topic}/{partition} has no leader now")
+        return broker.host, broker.port
 
     # ------------------------------------------------------------------ topics
 
@@ -632,6 +845,29 @@ class NetworkCluster:
             lambda reader: reader.fetch_columns(offset, max_bytes, max_wait),
         )
 
+    def fetch_batches(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> bytes | None:
+        """:class:`~logmarshal.cluster.BatchFetcher`: the stored batches from the one holding
+        ``offset`` on, as the leader serves them (see :class:`_BatchReader` for why replay
+        reads these rather than librdkafka's records). None when the connection needs what
+        only librdkafka speaks here (SASL, or TLS settings beyond CA, client certificate and
+        hostname check): the caller then reads records, and a damaged batch stalls it."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        if not self._batches_ok:
+            return None
+        reader = self._batch_reader(topic, partition)
+        with reader.lock:
+            return reader.fetch(offset, max_bytes, max_wait)
+
     def _read(self, topic: str, partition: int, offset: int, read: Any) -> Any:
         """Run ``read(reader)`` on the partition's reader, its errors mapped as the embedded
         cluster raises them (one place for what fetch and fetch_columns share)."""
@@ -694,8 +930,9 @@ class NetworkCluster:
             if self._closed:
                 return
             self._closed = True
-            readers = list(self._readers.values())
+            readers = [*self._readers.values(), *self._batch_readers.values()]
             self._readers.clear()
+            self._batch_readers.clear()
             producers = list(self._producers.values())
             offsets, self._offsets_consumer = self._offsets_consumer, None
         for producer in producers:

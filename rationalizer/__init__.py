@@ -6,7 +6,7 @@ every consumer, the admin CLI and the Spark audit, which is what makes them agre
 """
 
 from .auth import MIN_KEY_BYTES, sign, verify
-from .codec import DecodeError, decode, encode, record_key
+from .codec import DecodeError, UnknownVersion, decode, encode, record_key
 from .group_view import GroupView
 from .messages import (
     MAX_HEARTBEAT_INTERVAL_MS,
@@ -53,6 +53,7 @@ __all__ = [
     "ReleasingPartition",
     "ReleasingTask",
     "SnapshotError",
+    "UnknownVersion",
     "Verdict",
     "WorldState",
     "coordination_partition",

@@ -47,11 +47,15 @@ __all__ = [
     "VERSION_1",
     "VERSION_2",
     "VERSION_3",
+    "VERSION_4",
     "DecodeError",
     "MemberFields",
+    "ReservationFields",
     "TaskFields",
+    "UnknownVersion",
     "decode",
     "decode_member_fields",
+    "decode_reservation_fields",
     "decode_task_fields",
     "encode",
     "record_key",
@@ -60,6 +64,7 @@ __all__ = [
 VERSION_1 = 1
 VERSION_2 = 2
 VERSION_3 = 3
+VERSION_4 = 4
 
 T_HEARTBEAT = 1
 T_CLAIMING_PARTITION = 2
@@ -98,7 +103,24 @@ _PARTITION_TYPES = (Heartbeat, ClaimingPartition, ReleasingPartition, ClaimingMe
 
 
 class DecodeError(ValueError):
-    """The record is not a valid encoding of any known message (versions 1 to 3)."""
+    """The record is not a valid encoding of any known message (versions 1 to 4)."""
+
+
+class UnknownVersion(Exception):
+    """A record of a protocol version to come (``messages.FUTURE_VERSIONS``): replay of its
+    coordination partition stops before it. Not a ``DecodeError``: such a record is never
+    skipped, since this code does not know the rules that record's writer relies on.
+
+    ``verdicts`` are those of the records the same ``apply_many`` call applied before it."""
+
+    def __init__(self, offset: int, version: int, verdicts: list | tuple = ()) -> None:
+        super().__init__(
+            f"the record at offset {offset} is of protocol version {version}; this replayer "
+            f"knows versions 1 to 4 and stops here: upgrade it before replaying this log"
+        )
+        self.offset = offset
+        self.version = version
+        self.verdicts = list(verdicts)
 
 
 def record_key(group_id: str, topic: str | None = None, partition: int | None = None) -> bytes:
@@ -132,7 +154,7 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
     ident = _str(msg.client_id) + _str(msg.instance_id) + _str(msg.group_id)
     if cls is AnnouncingMember:
         flags = _ENTIRE_TOPIC if msg.entire_topic else 0
-        head = _HDR.pack(VERSION_2, T_ANNOUNCING_MEMBER) + _ANNOUNCE_HEAD.pack(
+        head = _HDR.pack(msg.version, T_ANNOUNCING_MEMBER) + _ANNOUNCE_HEAD.pack(
             msg.heartbeat_interval_ms, msg.weight, msg.max_claims, flags
         )
         return record_key(msg.group_id), head + ident + _topic_numbers(msg.topics, 0)
@@ -168,6 +190,12 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
         head = _HDR.pack(msg.version, T_CLAIMING_PARTITION) + _U32.pack(msg.heartbeat_interval_ms)
     elif cls is ReleasingPartition:
         head = _HDR.pack(msg.version, T_RELEASING_PARTITION) + _I64.pack(msg.last_offset)
+    elif msg.first_offset is not None:  # version 4: the reservation names where it starts
+        head = (
+            _HDR.pack(VERSION_4, T_CLAIMING_MESSAGES)
+            + _I64.pack(msg.first_offset)
+            + _I64.pack(msg.proposed_last_offset)
+        )
     else:
         head = _HDR.pack(msg.version, T_CLAIMING_MESSAGES) + _I64.pack(msg.proposed_last_offset)
     return record_key(msg.group_id, msg.topic, msg.partition), head + tail
@@ -332,18 +360,22 @@ def decode_fields(key: object, value: object) -> Fields:
 
 
 #: ``(type, client_id, instance_id, group_id, topics, heartbeat_interval_ms, weight,
-#: max_claims, entire_topic)``; for LeavingGroup the last five are ``(), 0, 0, 0, False``.
-MemberFields = tuple[int, str, str, str, tuple[tuple[str, int], ...], int, int, int, bool]
+#: max_claims, entire_topic, version)``; for LeavingGroup the middle five are ``(), 0, 0, 0,
+#: False``. ``version``: the record's version byte (an announcement's: 2 or 4).
+MemberFields = tuple[int, str, str, str, tuple[tuple[str, int], ...], int, int, int, bool, int]
 
 
 def decode_member_fields(key: object, value: object) -> MemberFields:
-    """Decode a version 2 membership record (AnnouncingMember, LeavingGroup) strictly, to a
-    plain tuple (:data:`MemberFields`). Raises only :class:`DecodeError`."""
+    """Decode a membership record strictly (AnnouncingMember of version 2 or 4, LeavingGroup
+    of version 2), to a plain tuple (:data:`MemberFields`). Raises only :class:`DecodeError`."""
     buf = _record_bytes(key, value)
-    if buf[0] != VERSION_2:
-        raise DecodeError(f"not a version 2 record (version {buf[0]})")
-    typ = buf[1]
-    if typ not in (T_ANNOUNCING_MEMBER, T_LEAVING_GROUP):
+    version, typ = buf[0], buf[1]
+    if version == VERSION_4:
+        if typ != T_ANNOUNCING_MEMBER:
+            raise DecodeError(f"unknown version 4 membership type {typ}")
+    elif version != VERSION_2:
+        raise DecodeError(f"not a membership record (version {version})")
+    elif typ not in (T_ANNOUNCING_MEMBER, T_LEAVING_GROUP):
         raise DecodeError(f"unknown version 2 message type {typ}")
     pos = 2
     hb = weight = max_claims = 0
@@ -374,7 +406,31 @@ def decode_member_fields(key: object, value: object) -> MemberFields:
         raise DecodeError(f"{len(buf) - pos} trailing bytes")
     if bytes(key) != record_key(group):
         raise DecodeError("record key does not match the value")
-    return typ, client, instance, group, tuple(topics), hb, weight, max_claims, entire
+    return typ, client, instance, group, tuple(topics), hb, weight, max_claims, entire, version
+
+
+#: ``(client_id, instance_id, group_id, topic, partition, first_offset,
+#: proposed_last_offset, ident_start)`` of a version 4 ClaimingMessages;
+#: ``value[ident_start:]`` is the identity part, byte for byte that of the version 1 types.
+ReservationFields = tuple[str, str, str, str, int, int, int, int]
+
+
+def decode_reservation_fields(key: object, value: object) -> ReservationFields:
+    """Decode a version 4 ClaimingMessages strictly (:data:`ReservationFields`): two int64,
+    ``0 <= first_offset <= proposed_last_offset``, then the identity part. Raises only
+    :class:`DecodeError`."""
+    buf = _record_bytes(key, value)
+    if buf[0] != VERSION_4 or buf[1] != T_CLAIMING_MESSAGES:
+        raise DecodeError(f"not a version 4 ClaimingMessages (version {buf[0]}, type {buf[1]})")
+    if len(buf) < 18:
+        raise DecodeError("truncated int64 field")
+    first = _I64.unpack_from(buf, 2)[0]
+    last = _I64.unpack_from(buf, 10)[0]
+    if not 0 <= first <= last:
+        raise DecodeError(f"reservation {first}..{last} is not 0 <= first <= last")
+    client, instance, group, topic, partition = _read_identity(key, buf, 18, True)
+    assert topic is not None and partition is not None
+    return client, instance, group, topic, partition, first, last, 18
 
 
 #: ``(type, client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms,
@@ -433,9 +489,23 @@ def decode(key: bytes, value: bytes) -> Message:
         if typ == T_HEARTBEATING_TASK:
             return HeartbeatingTask(**task, heartbeat_interval_ms=hb)  # type: ignore[arg-type]
         return ReleasingTask(**task)  # type: ignore[arg-type]
-    if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x02":
-        typ, client, instance, group, topics, hb, weight, cap, entire = decode_member_fields(
+    if isinstance(value, bytes | bytearray | memoryview) and value[:2] == b"\x04\x04":
+        client, instance, group, topic, partition, first, last, _ = decode_reservation_fields(
             key, value
+        )
+        return ClaimingMessages(
+            client_id=client,
+            instance_id=instance,
+            group_id=group,
+            topic=topic,
+            partition=partition,
+            proposed_last_offset=last,
+            first_offset=first,
+            version=VERSION_4,
+        )
+    if isinstance(value, bytes | bytearray | memoryview) and value[:1] in (b"\x02", b"\x04"):
+        typ, client, instance, group, topics, hb, weight, cap, entire, version = (
+            decode_member_fields(key, value)
         )
         if typ == T_LEAVING_GROUP:
             return LeavingGroup(client_id=client, instance_id=instance, group_id=group)
@@ -448,6 +518,7 @@ def decode(key: bytes, value: bytes) -> Message:
             weight=weight,
             max_claims=cap,
             entire_topic=entire,
+            version=version,
         )
     typ, client, instance, group, topic, partition, number, _, hb, tag = decode_fields(key, value)
     ids = {"client_id": client, "instance_id": instance, "group_id": group}

@@ -43,6 +43,7 @@ class MemberState:
         "max_claims",
         "since",
         "topics",
+        "version",
         "weight",
     )
 
@@ -56,7 +57,9 @@ class MemberState:
         max_claims: int,
         entire_topic: bool,
         topics: tuple[tuple[str, int], ...],
+        version: int = 2,
     ) -> None:
+        self.version = version
         self.instance = instance
         self.since = since
         self.last = last
@@ -89,6 +92,10 @@ class Member:
     max_claims: int
     entire_topic: bool
     topics: tuple[tuple[str, int], ...]
+    #: the version byte of its last announcement: 2 (a member of version 2 or 3), or the
+    #: protocol version it speaks (4); records of version N go only into a group whose live
+    #: members all announce N or later
+    version: int = 2
 
     def live(self, now: int) -> bool:
         """Not stale at ``now``: its last announcement is at most 2·HB old."""
@@ -125,6 +132,7 @@ def announce(
     weight: int,
     max_claims: int,
     entire_topic: bool,
+    version: int = 2,
 ) -> tuple[Verdict, bool]:
     """PROTOCOL.md rule 8, AnnouncingMember: always accepted (a fenced sender was refused by
     rule 1 before). A client_id that is not a live member ``JOINED`` (``since = now``); a
@@ -140,7 +148,7 @@ def announce(
     m = members.get(client)
     if m is None:
         members[client] = MemberState(
-            instance, now, now, hb, weight, max_claims, entire_topic, topics
+            instance, now, now, hb, weight, max_claims, entire_topic, topics, version
         )
         return _JOINED, True
     settle = settle_ms(m.hb)
@@ -150,6 +158,7 @@ def announce(
         or (m.weight, m.max_claims, m.entire_topic, m.hb) != (weight, max_claims, entire_topic, hb)
         or m.topics != topics
         or m.instance != instance
+        or m.version != version
     )
     m.instance = instance
     m.last = now
@@ -158,6 +167,7 @@ def announce(
     m.max_claims = max_claims
     m.entire_topic = entire_topic
     m.topics = topics
+    m.version = version
     return _ANNOUNCED, changed
 
 
@@ -193,4 +203,5 @@ def export(group: str, client: str, m: MemberState) -> Member:
         m.max_claims,
         m.entire_topic,
         m.topics,
+        m.version,
     )

@@ -13,6 +13,7 @@ import attrs
 
 __all__ = [
     "AUTH_TAG_BYTES",
+    "FUTURE_VERSIONS",
     "MAX_HEARTBEAT_INTERVAL_MS",
     "MAX_ID_BYTES",
     "MAX_MEMBER_TOPICS",
@@ -43,9 +44,15 @@ __all__ = [
 #: The newest protocol version this code speaks. Byte 0 of a record is the version that
 #: introduced its type: the five partition and group types are version 1 and are still
 #: written so; the membership types (``AnnouncingMember``, ``LeavingGroup``) are version 2;
-#: the task types (``HeartbeatingTask``, ``ReleasingTask``) are version 3.
-PROTOCOL_VERSION = 3
-SUPPORTED_VERSIONS = frozenset({1, 2, 3})
+#: the task types (``HeartbeatingTask``, ``ReleasingTask``) are version 3. Version 4 (at-most-once
+#: enforced by the log) adds a ``ClaimingMessages`` that names its first offset and an
+#: ``AnnouncingMember`` whose version byte says which protocol its writer speaks.
+PROTOCOL_VERSION = 4
+SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4})
+#: Version bytes kept for protocol versions to come: a replayer that meets one stops that
+#: coordination partition (``UnknownVersion``) rather than skip records whose rules it does
+#: not know. Any other unknown byte is not a coordination record at all (skipped, counted).
+FUTURE_VERSIONS = range(5, 16)
 
 #: Ids are bounded so a hostile record cannot make every replayer allocate megabytes.
 MAX_ID_BYTES = 1024
@@ -170,14 +177,21 @@ def _check_auth_tag(_inst: Any, attribute: attrs.Attribute[Any], value: object) 
         )
 
 
-def _version_field(version: int, of: str) -> Any:
-    """The ``version`` field of a message type: keyword-only, ``version`` and nothing else."""
+def _version_check(of: str, *allowed: int) -> Any:
+    """Validator of a ``version`` field: one of ``allowed`` (the layouts of one type)."""
 
     def check(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-        if not _is_int(value) or value != version:
-            raise ValueError(f"{attribute.name} of {of} must be {version}, got {value!r}")
+        if not _is_int(value) or value not in allowed:
+            wanted = " or ".join(map(str, allowed))
+            raise ValueError(f"{attribute.name} of {of} must be {wanted}, got {value!r}")
 
-    return attrs.field(default=version, kw_only=True, validator=check)
+    return check
+
+
+def _version_field(version: int, of: str, *also: int) -> Any:
+    """The ``version`` field of a message type: keyword-only, ``version`` (the default) or
+    one of ``also`` (later layouts of the same type), and nothing else."""
+    return attrs.field(default=version, kw_only=True, validator=_version_check(of, version, *also))
 
 
 def _check_weight(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -303,7 +317,13 @@ class ReleasingPartition:
 
 @attrs.frozen(kw_only=True)
 class ClaimingMessages:
-    """AMO: the holder reserves messages up to ``proposed_last_offset`` before handing them out."""
+    """AMO: the holder reserves messages up to ``proposed_last_offset`` before handing them out.
+
+    Version 4 names the reservation's ``first_offset`` too: the log accepts it only when that
+    is exactly the partition's resume point, so a writer acting on a stale view is refused
+    instead of believed, and accepted reservations are disjoint by construction. Version 1
+    (``first_offset`` None) is what members of a group with older members still write.
+    """
 
     client_id: str = _id()
     instance_id: str = _id()
@@ -311,7 +331,27 @@ class ClaimingMessages:
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
     proposed_last_offset: int = attrs.field(validator=_check_offset)
-    version: int = _version()
+    first_offset: int | None = attrs.field(default=None)
+    #: 1 without ``first_offset``, 4 with it (the default follows ``first_offset``)
+    version: int = attrs.field(
+        default=attrs.Factory(lambda m: 1 if m.first_offset is None else 4, takes_self=True),
+        kw_only=True,
+        validator=_version_check("a ClaimingMessages", 1, 4),
+    )
+
+    @first_offset.validator
+    def _check_first(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is None:
+            return
+        if not _is_int(value) or not 0 <= value <= self.proposed_last_offset:  # type: ignore[operator]
+            raise ValueError(
+                f"first_offset must be an int in 0..proposed_last_offset "
+                f"({self.proposed_last_offset}), got {value!r}"
+            )
+
+    def __attrs_post_init__(self) -> None:
+        if (self.first_offset is None) != (self.version == 1):
+            raise ValueError("a version 4 ClaimingMessages names its first_offset, version 1 none")
 
 
 @attrs.frozen(kw_only=True)
@@ -349,7 +389,9 @@ class AnnouncingMember:
     weight: int = attrs.field(default=1, validator=_check_weight)
     max_claims: int = attrs.field(default=0, validator=_check_max_claims)
     entire_topic: bool = attrs.field(default=False, validator=_check_bool)
-    version: int = _version_2()
+    #: 2, or the newest protocol version its writer speaks (4): members write records of
+    #: version N only into a group whose live members all announce N or later
+    version: int = _version_field(2, "an AnnouncingMember", 4)
 
 
 @attrs.frozen(kw_only=True)

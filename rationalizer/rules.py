@@ -52,6 +52,7 @@ __all__ = [
     "release",
     "release_group",
     "stale_from",
+    "tenure_floor",
 ]
 
 FRESH = "fresh"
@@ -81,6 +82,13 @@ _UNAUTHENTICATED = REJECTED[Reason.UNAUTHENTICATED]
 def fence_key(client_id: str, instance_id: str) -> str:
     """Injective string form of an instance (str hashes are cached, tuples' are not)."""
     return f"{len(client_id)}:{client_id}{instance_id}"
+
+
+def tenure_floor(part: _Part) -> int | None:
+    """The position a tenure starts from, recorded when a claim or a restart takeover is
+    accepted: ``max(last_offset, claimed_through)``, None without a position. Its release
+    can give back only what it reserved above this (property b)."""
+    return None if part.last == _NO_POSITION else max(part.last, part.claimed)
 
 
 # ---------------------------------------------------------------------- time and freshness
@@ -142,6 +150,7 @@ def release_group(
             voided.append((part.topic, part.partition, *part.holder))
             part.holder = None
             part.hb = 0
+            part.floor = None
     if expiry > now:
         pauses[group] = (expiry, sender)
     else:  # a window already over replaces (ends) the current one
@@ -202,7 +211,8 @@ def claim(
     lease — → accepted: ``sender`` holds it from ``now`` with lease ``hb``; CLAIMED, or
     TOOK_OVER_STALE naming the previous holder, which is fenced if it is another instance of
     the same client (deviation D1). Otherwise (holder fresh or unknown, ``sender`` itself
-    included) STILL_OWNED. Positions are not touched."""
+    included) STILL_OWNED. Positions are not touched; the new tenure's floor is recorded
+    (:func:`tenure_floor`)."""
     if part is None:
         part = create()
         v = _CLAIMED
@@ -220,6 +230,7 @@ def claim(
     part.holder = sender
     part.beat = now
     part.hb = hb
+    part.floor = tenure_floor(part)
     return v
 
 
@@ -232,6 +243,7 @@ def heartbeat(
     fenced: dict[str, Sender],
     takeovers: dict[str, Verdict],
     positions: Positions | None = None,
+    current: bool = True,
 ) -> Verdict:
     """Rule 5: Heartbeat from ``sender`` at ``last_offset`` declaring the lease ``hb``; a
     HeartbeatingTask is judged here the same way, with its ``positions`` vector and
@@ -239,11 +251,16 @@ def heartbeat(
 
     - ``sender`` holds the partition: RENEWED, or RENEWED_LATE if the claim was STALE by the
       lease recorded before (a late heartbeat renews a claim nobody took);
-    - the holder is another instance of ``sender``'s client and FRESH: restart recovery,
-      RESTART_TAKEOVER, ``sender`` holds it and the old instance is fenced (``takeovers``
-      keeps one shared verdict per fenced instance: a restarted client takes over each of
-      its partitions with it);
+    - the holder is another instance of ``sender``'s client, FRESH, and ``last_offset`` is at
+      least the partition's position ``max(last_offset, claimed_through)`` (property a,
+      version 4: a restarted instance carries what its replay shows; a woken *older*
+      instance carries less and is refused): restart recovery, RESTART_TAKEOVER, ``sender``
+      holds it, the old instance is fenced (``takeovers`` keeps one shared verdict per fenced
+      instance: a restarted client takes over each of its partitions with it) and the new
+      tenure's floor is recorded;
     - otherwise NOT_HOLDER.
+
+    ``current=False`` drops property a (the simulator's experiment only).
 
     Accepted: ``last_beat = now``, ``last_offset`` set, lease := ``hb``, ``positions`` set
     (None for a plain Heartbeat: the vector no longer describes the position)."""
@@ -253,7 +270,13 @@ def heartbeat(
     if h == sender:
         # judged with the lease the holder declared last, renewed with the one it declares now
         v = _RENEWED_LATE if freshness(now - part.beat, part.hb) is STALE else _RENEWED
-    elif h is not None and h[0] == sender[0] and freshness(now - part.beat, part.hb) is FRESH:
+    elif (
+        h is not None
+        and h[0] == sender[0]
+        and freshness(now - part.beat, part.hb) is FRESH
+        and (not current or last_offset >= max(part.last, part.claimed))
+    ):
+        part.floor = tenure_floor(part)
         fk = fence_key(*h)
         fenced[fk] = h
         v = takeovers.get(fk)
@@ -275,35 +298,61 @@ def release(
     now: int,
     last_offset: int,
     positions: Positions | None = None,
+    floored: bool = True,
 ) -> Verdict:
     """Rule 6: ReleasingPartition from ``sender`` at ``last_offset``; a ReleasingTask is
     judged here the same way, with its ``positions`` and their scalar as ``last_offset``.
 
     From the holder: RELEASED, no holder (and no lease), ``last_beat = now``, ``last_offset
-    := claimed_through := last_offset`` — the holder's final position: reservations beyond
-    it were never handed out and are given back — and ``positions`` set (None for a
-    ReleasingPartition). From anyone else NOT_HOLDER."""
+    := last_offset``, ``claimed_through := max(last_offset, floor)`` — the holder's final
+    position gives back the reservations of its own tenure beyond it (never handed out),
+    and nothing an earlier tenure reserved (property b, version 4: the floor is the
+    position the tenure started from) — and ``positions`` set (None for a
+    ReleasingPartition). From anyone else NOT_HOLDER. ``floored=False`` drops property b
+    (the simulator's experiment only)."""
     if part is None or part.holder != sender:
         return _NOT_HOLDER
+    floor = part.floor
     part.holder = None
     part.hb = 0
     part.beat = now
     part.last = last_offset
-    part.claimed = last_offset
+    part.claimed = last_offset if floor is None or not floored else max(last_offset, floor)
+    part.floor = None
     part.positions = positions
     return _RELEASED
 
 
-def claim_messages(part: _Part | None, sender: Sender, now: int, proposed: int) -> Verdict:
-    """Rule 7: ClaimingMessages from ``sender`` reserving through ``proposed``.
+def claim_messages(
+    part: _Part | None,
+    sender: Sender,
+    now: int,
+    proposed: int,
+    first: int | None = None,
+    exact: bool = True,
+) -> Verdict:
+    """Rule 7: ClaimingMessages from ``sender`` reserving ``first`` (version 4; None for
+    version 1) through ``proposed``.
 
-    From the holder: ``proposed >= claimed_through`` → MESSAGES_CLAIMED, ``claimed_through
-    := proposed``, ``last_beat = now`` (a reservation is a position: ``last_offset`` becomes
-    -1 if there was none; a task's position vector is cleared: it no longer describes the
-    position); else OFFSET_REGRESSION. From anyone else NOT_HOLDER."""
+    From the holder: a version 4 reservation must start exactly at the partition's resume
+    point ``max(last_offset, claimed_through) + 1`` (any ``first`` while the partition has
+    no position): property c, accepted reservations are disjoint and a writer acting on a
+    stale view is refused; a version 1 reservation (an older member's) needs ``proposed >=
+    claimed_through``. Accepted → MESSAGES_CLAIMED, ``claimed_through := proposed``,
+    ``last_beat = now`` (a reservation is a position: ``last_offset`` becomes -1 if there
+    was none; a task's position vector is cleared: it no longer describes the position);
+    else OFFSET_REGRESSION. From anyone else NOT_HOLDER. ``exact=False`` judges a version
+    4 reservation like a version 1 one (the simulator's experiment only)."""
     if part is None or part.holder != sender:
         return _NOT_HOLDER
     if proposed < part.claimed:
+        return _REGRESSION
+    if (
+        first is not None
+        and exact
+        and part.last != _NO_POSITION
+        and first != max(part.last, part.claimed) + 1
+    ):
         return _REGRESSION
     part.claimed = proposed
     part.beat = now

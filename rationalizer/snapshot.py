@@ -36,13 +36,14 @@ if TYPE_CHECKING:
 __all__ = ["MAGIC", "SNAPSHOT_VERSION", "SnapshotError", "dump", "load"]
 
 MAGIC = b"LMWS"
-#: Version 2 adds the membership section, version 3 the task positions section. A world is
-#: written in the oldest version that can hold it: without task position vectors as version
-#: 2 if it has membership state, else as version 1, byte for byte as before (so version 1
-#: and 2 snapshots stay canonical).
-SNAPSHOT_VERSION = 3
+#: Version 2 adds the membership section, version 3 the task positions section, version 4
+#: the tenure floors (a flag and a varint in a held partition's entry) and each member's
+#: announced protocol version (a byte in its entry). A world is written in the oldest
+#: version that can hold it, byte for byte as before (so older snapshots stay canonical).
+SNAPSHOT_VERSION = 4
 _SNAPSHOT_V1 = 1
 _SNAPSHOT_V2 = 2
+_SNAPSHOT_V3 = 3
 _ENTIRE_TOPIC = 0x01  # member flags byte
 
 # Stable codes: never reorder, only append.
@@ -75,6 +76,8 @@ _MAX_U64 = 2**64 - 1
 # per-partition flags byte
 _HELD = 0x01  # a holder follows (ids, heartbeat interval)
 _POSITIONED = 0x02  # a position was set: last_offset+1 and claimed_through+1 follow
+_FLOORED = 0x04  # version 4: the holder's tenure floor + 1 follows (held and positioned only)
+_MEMBER_VERSIONS = (2, 4)  # version 4: what a member's protocol byte may be
 
 
 class SnapshotError(ValueError):
@@ -134,11 +137,15 @@ def dump(w: WorldState) -> bytes:
     )
     parts = sorted(w._parts.values(), key=lambda p: (p.group, p.topic, p.partition))
     tasks = [p for p in parts if p.positions is not None]
+    v4 = any(p.floor is not None for p in parts) or any(m.version != 2 for _, _, m in members)
     out = bytearray(MAGIC)
-    if tasks:
-        out.append(SNAPSHOT_VERSION)
+    if v4:
+        version = SNAPSHOT_VERSION
+    elif tasks:
+        version = _SNAPSHOT_V3
     else:
-        out.append(_SNAPSHOT_V2 if members else _SNAPSHOT_V1)
+        version = _SNAPSHOT_V2 if members else _SNAPSHOT_V1
+    out.append(version)
     _uv(out, w._window)
     _uv(out, w._applied + 1)
     _sv(out, w._now)
@@ -162,7 +169,11 @@ def dump(w: WorldState) -> bytes:
         _s(out, p.topic)
         _uv(out, p.partition)
         positioned = p.last != _NO_POSITION
-        out.append((_HELD if p.holder is not None else 0) | (_POSITIONED if positioned else 0))
+        out.append(
+            (_HELD if p.holder is not None else 0)
+            | (_POSITIONED if positioned else 0)
+            | (_FLOORED if p.floor is not None else 0)
+        )
         if p.holder is not None:
             _s(out, p.holder[0])
             _s(out, p.holder[1])
@@ -171,7 +182,9 @@ def dump(w: WorldState) -> bytes:
         if positioned:
             _uv(out, p.last + 1)
             _uv(out, p.claimed + 1)
-    if members or tasks:  # version 3: the count may be 0
+        if p.floor is not None:
+            _uv(out, p.floor + 1)
+    if version >= _SNAPSHOT_V2:  # versions 3 and 4: the count may be 0
         _uv(out, len(members))
         for group, client, m in members:
             _s(out, group)
@@ -183,11 +196,13 @@ def dump(w: WorldState) -> bytes:
             _uv(out, m.weight)
             _uv(out, m.max_claims)
             out.append(_ENTIRE_TOPIC if m.entire_topic else 0)
+            if version == SNAPSHOT_VERSION:
+                out.append(m.version)
             _uv(out, len(m.topics))
             for topic, count in m.topics:
                 _s(out, topic)
                 _uv(out, count)
-    if tasks:
+    if version >= _SNAPSHOT_V3:  # version 4: the count may be 0
         _uv(out, len(tasks))
         for p in tasks:
             _s(out, p.group)
@@ -346,20 +361,25 @@ def _read_members(r: _Reader, w: WorldState, version: int) -> None:
         flags = r.byte()
         if hb == 0 or weight == 0 or flags & ~_ENTIRE_TOPIC or not since <= last:
             raise SnapshotError("invalid member entry")
+        protocol = r.byte() if version == SNAPSHOT_VERSION else 2
+        if protocol not in _MEMBER_VERSIONS:
+            raise SnapshotError(f"invalid member protocol version {protocol}")
         topics = tuple((r.topic(), r.uv(MAX_PARTITION + 1)) for _ in range(r.uv(MAX_MEMBER_TOPICS)))
         if not _sorted_strictly([t for t, _ in topics]):
             raise SnapshotError("member topics not strictly sorted")
         if prev is not None and not prev < (group, client):
             raise SnapshotError("members not strictly sorted")
         prev = (group, client)
-        entry = MemberState(instance, since, last, hb, weight, max_claims, bool(flags), topics)
+        entry = MemberState(
+            instance, since, last, hb, weight, max_claims, bool(flags), topics, protocol
+        )
         w._members.setdefault(group, {})[client] = entry
 
 
-def _read_positions(r: _Reader, w: WorldState) -> None:
+def _read_positions(r: _Reader, w: WorldState, version: int) -> None:
     """The version 3 section: the position vector of every task key that has one."""
     count = r.uv()
-    if count == 0:
+    if count == 0 and version == _SNAPSHOT_V3:
         raise SnapshotError("a version 3 snapshot without task positions (older ones have none)")
     prev = None
     for _ in range(count):
@@ -381,7 +401,10 @@ def _read_positions(r: _Reader, w: WorldState) -> None:
 
 
 def load(
-    cls: type[WorldState], data: bytes, admin_keys: Mapping[str, bytes] | None = None
+    cls: type[WorldState],
+    data: bytes,
+    admin_keys: Mapping[str, bytes] | None = None,
+    without: frozenset[str] = frozenset(),
 ) -> WorldState:
     from .auth import validate_admin_keys
     from .world import _NO_POSITION, _Part, fence_key
@@ -395,12 +418,12 @@ def load(
     r = _Reader(buf)
     r.pos = 4
     version = r.byte()
-    if version not in (_SNAPSHOT_V1, _SNAPSHOT_V2, SNAPSHOT_VERSION):
+    if version not in (_SNAPSHOT_V1, _SNAPSHOT_V2, _SNAPSHOT_V3, SNAPSHOT_VERSION):
         raise SnapshotError(f"unsupported snapshot version {version}")
     window = r.uv()
     if window == 0:
         raise SnapshotError("verdict window must be positive")
-    w = cls(verdict_window=window, admin_keys=keys)
+    w = cls(verdict_window=window, admin_keys=keys, _without=without)
     w._applied = r.uv(MAX_OFFSET + 1) - 1
     w._now = r.sv()
     if not -(2**63) <= w._now <= MAX_OFFSET:
@@ -425,7 +448,8 @@ def load(
     for _ in range(r.uv()):
         group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
         flags = r.byte()
-        if flags & ~(_HELD | _POSITIONED):
+        allowed = _HELD | _POSITIONED | (_FLOORED if version == SNAPSHOT_VERSION else 0)
+        if flags & ~allowed or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3):
             raise SnapshotError(f"bad partition flags {flags}")
         holder = hb = None
         if flags & _HELD:
@@ -438,17 +462,23 @@ def load(
         if flags & _POSITIONED:
             last = r.uv(MAX_OFFSET + 1) - 1
             claimed = r.uv(MAX_OFFSET + 1) - 1
+        floor = r.uv(MAX_OFFSET + 1) - 1 if flags & _FLOORED else None
         sort_key = (group, topic, partition)
         if prev_key is not None and not prev_key < sort_key:
             raise SnapshotError("partitions not strictly sorted")
         prev_key = sort_key
-        part = _Part(group, topic, partition, holder, beat, last, claimed, hb or 0)
+        part = _Part(group, topic, partition, holder, beat, last, claimed, hb or 0, None, floor)
         w._parts[record_key(group, topic, partition)] = part
         w._groups.setdefault(group, []).append(part)
     if version >= _SNAPSHOT_V2:
         _read_members(r, w, version)
-    if version == SNAPSHOT_VERSION:
-        _read_positions(r, w)
+    if version >= _SNAPSHOT_V3:
+        _read_positions(r, w, version)
+    if version == SNAPSHOT_VERSION and not (
+        any(p.floor is not None for p in w._parts.values())
+        or any(m.version != 2 for ms in w._members.values() for m in ms.values())
+    ):
+        raise SnapshotError("a version 4 snapshot of a world an older version holds")
     n = r.uv(2 * w._window)
     offsets = array("q")
     prev = -1

@@ -37,15 +37,19 @@ from .codec import (
     T_RELEASING_PARTITION,
     T_RELEASING_TASK,
     VERSION_1,
+    VERSION_4,
     DecodeError,
+    UnknownVersion,
     _read_uvarint,
     decode_fields,
     decode_member_fields,
+    decode_reservation_fields,
     decode_task_fields,
     record_key,
     unsigned_value,
 )
 from .messages import (
+    FUTURE_VERSIONS,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_OFFSET,
     MAX_PARTITION,
@@ -68,7 +72,21 @@ from .verdict import REJECTED, Effect, Reason, Verdict
 
 MIN_INT64 = -(2**63)
 
-__all__ = ["FRESH", "STALE", "UNKNOWN", "Claim", "PartitionState", "Record", "WorldState"]
+__all__ = [
+    "FRESH",
+    "STALE",
+    "UNKNOWN",
+    "Claim",
+    "PartitionState",
+    "Record",
+    "UnknownVersion",
+    "WorldState",
+]
+
+#: The version 4 properties a simulator experiment may switch off (``WorldState(_without=)``):
+#: a restart takeover needs a current position (a), a release gives back only its own
+#: tenure's reservations (b), a version 4 reservation starts at the resume point (c).
+RULE_SWITCHES = frozenset({"takeover_position", "release_floor", "reservation_start"})
 
 #: ``now`` before any record was applied.
 NO_TIME = -(2**63)
@@ -104,11 +122,16 @@ class _Part:
     ``positions`` is a task's position vector (version 3: HeartbeatingTask, ReleasingTask
     set it, and ``last`` to its scalar ``task_last_offset``); None otherwise: every other
     record that sets a position clears it, a claim or a ReleaseGroup keeps it.
+
+    ``floor`` is the position the current tenure started from (``rules.tenure_floor``, set
+    by an accepted claim or restart takeover, None without a holder or without a position):
+    a release gives back nothing below it (version 4, property b).
     """
 
     __slots__ = (
         "beat",
         "claimed",
+        "floor",
         "group",
         "hb",
         "holder",
@@ -129,7 +152,9 @@ class _Part:
         claimed: int = -1,
         hb: int = 0,
         positions: Positions | None = None,
+        floor: int | None = None,
     ) -> None:
+        self.floor = floor
         self.group = group
         self.topic = topic
         self.partition = partition
@@ -164,6 +189,9 @@ class PartitionState:
     #: then its scalar, ``sum(last_offset + 1) - 1``); None when the last accepted record
     #: that set a position was not a task record (or none ever did).
     positions: Positions | None = None
+    #: The position the holder's tenure started from (version 4): its release gives back
+    #: nothing below it. None without a holder, or when the tenure started without one.
+    tenure_floor: int | None = None
 
     @property
     def resume_offset(self) -> int:
@@ -200,9 +228,20 @@ class WorldState:
         *,
         verdict_window: int = DEFAULT_VERDICT_WINDOW,
         admin_keys: Mapping[str, bytes] | None = None,
+        _without: frozenset[str] = frozenset(),
     ) -> None:
         if type(verdict_window) is not int or verdict_window <= 0:
             raise ValueError(f"verdict_window must be a positive int, got {verdict_window!r}")
+        if not RULE_SWITCHES.issuperset(_without):
+            raise ValueError(f"unknown rule switches {sorted(set(_without) - RULE_SWITCHES)}")
+        # private: the simulator's experiments switch version 4 properties off to show what
+        # each one prevents; every replayer of a log must use the same set
+        self._without = frozenset(_without)
+        self._current = "takeover_position" not in _without
+        self._floored = "release_floor" not in _without
+        self._exact = "reservation_start" not in _without
+        # (offset, version) of a record of a protocol version to come: replay stopped there
+        self._halted: tuple[int, int] | None = None
         self._keys = validate_admin_keys(admin_keys)
         self._window = verdict_window
         self._applied = -1
@@ -253,7 +292,14 @@ class WorldState:
         return self.apply_many([(offset, timestamp_ms, key, value)])[0]
 
     def apply_many(self, records: Iterable[Record]) -> list[Verdict | None]:
-        """Apply ``(offset, timestamp_ms, key, value)`` records in order; same as ``apply`` each."""
+        """Apply ``(offset, timestamp_ms, key, value)`` records in order; same as ``apply`` each.
+
+        A record of a protocol version to come (``FUTURE_VERSIONS``) stops the replay: the
+        records before it are applied, it is not, and :class:`UnknownVersion` is raised now
+        and by every later call (this code does not know its rules, and skipping it could
+        decide differently from the replayers that do)."""
+        if self._halted is not None:
+            raise UnknownVersion(*self._halted)
         parts = self._parts
         kcache = self._kcache
         kget = kcache.get
@@ -345,6 +391,7 @@ class WorldState:
                     if ent is _NO_ENTRY:
                         ent = None
                     typ = value[1]
+                    vector = None  # (version 1: no first offset of a reservation)
                     hl = 0
                     if typ == T_HEARTBEAT:
                         num, hb, tagged = unpack_hb(value, 2)
@@ -378,7 +425,12 @@ class WorldState:
                 else:
                     ent = None
                 if ent is None:
-                    ent, typ, num, hb, v, vector = self._slow(key, value, now)
+                    try:
+                        ent, typ, num, hb, v, vector = self._slow(key, value, now)
+                    except UnknownVersion as exc:
+                        nxt = offset  # not applied: replay stops before it
+                        self._halted = (offset, exc.version)
+                        raise UnknownVersion(offset, exc.version, out) from None
                     if v is not None:  # decided there (invalid record, ReleaseGroup)
                         push(v)
                         continue
@@ -411,7 +463,9 @@ class WorldState:
                         continue
                 # (ownership_epoch moves with every change of holder, not with renewals)
                 if typ == T_HEARTBEAT:
-                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers)
+                    v = rule_heartbeat(
+                        part, ident, now, num, hb, fenced, takeovers, None, self._current
+                    )
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
                 elif typ == T_CLAIMING_PARTITION:
@@ -419,19 +473,22 @@ class WorldState:
                     if v.accepted:
                         self._epoch += 1
                 elif typ == T_RELEASING_PARTITION:
-                    v = rule_release(part, ident, now, num)
+                    v = rule_release(part, ident, now, num, None, self._floored)
                     if v.accepted:
                         self._epoch += 1
                 elif typ == T_CLAIMING_MESSAGES:
-                    v = rule_claim_messages(part, ident, now, num)
+                    # version 4 (only _slow hands it here) names its first offset in ``vector``
+                    v = rule_claim_messages(part, ident, now, num, vector, self._exact)
                 # version 3 tasks (only _slow hands them here, with their vector): rules 5
                 # and 6 as for a Heartbeat and a ReleasingPartition, num their scalar
                 elif typ == T_HEARTBEATING_TASK:
-                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, vector)
+                    v = rule_heartbeat(
+                        part, ident, now, num, hb, fenced, takeovers, vector, self._current
+                    )
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
                 elif typ == T_RELEASING_TASK:
-                    v = rule_release(part, ident, now, num, vector)
+                    v = rule_release(part, ident, now, num, vector, self._floored)
                     if v.accepted:
                         self._epoch += 1
                 else:  # the fast path and _slow only hand the six partition types here
@@ -560,16 +617,26 @@ class WorldState:
 
     def _slow(
         self, key: object, value: object, now: int
-    ) -> tuple[list | None, int, int, int, Verdict | None, Positions | None]:
+    ) -> tuple[list | None, int, int, int, Verdict | None, Positions | int | None]:
         """Cache miss: strict decode. Decides rule 0 here (a record that does not decode is
         INVALID_RECORD), a ReleaseGroup completely (``_release_group``: rules 1 and 2) and the
-        version 2 membership records (``_membership``: rules 0, 1, 8 and 9). Version 3 task
-        records are decoded here (``_task``) and judged like the partition types; the last
-        item is their position vector (None for the other types)."""
-        if value.__class__ is bytes and value[:1] == b"\x02":  # type: ignore[index]
-            return None, 0, 0, 0, self._membership(key, value, now), None
-        if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x03":
-            return self._task(key, value)
+        membership records (``_membership``: rules 0, 1, 8 and 9). Version 3 task records
+        (``_task``) and version 4 reservations (``_reservation``) are decoded here and judged
+        like the partition types; the last item is a task's position vector or a
+        reservation's first offset (None for the other types). A record of a version to come
+        raises :class:`UnknownVersion`."""
+        if isinstance(value, bytes | bytearray | memoryview) and value:
+            version = value[0]
+            if version == 2 and value.__class__ is bytes:
+                return None, 0, 0, 0, self._membership(key, value, now), None
+            if version == 3:
+                return self._task(key, value)
+            if version == VERSION_4:
+                if value[1:2] == b"\x04":
+                    return self._reservation(key, value)
+                return None, 0, 0, 0, self._membership(key, value, now), None
+            if version in FUTURE_VERSIONS and len(value) >= 2:  # a version and a type
+                raise UnknownVersion(-1, version)
         try:
             fields = decode_fields(key, value)
         except DecodeError:
@@ -614,20 +681,35 @@ class WorldState:
             self._cache(ident_bytes, canonical, ent)
         return ent, typ, -1 if num is None else num, hb or 0, None, None
 
-    def _task(
+    def _reservation(
         self, key: object, value: bytes | bytearray | memoryview
-    ) -> tuple[list | None, int, int, int, Verdict | None, Positions | None]:
-        """A version 3 record (HeartbeatingTask, ReleasingTask): strict decode (rule 0), then
-        the identity entry of its key — the identity part is byte for byte that of the
-        version 1 partition types, so it shares their cache entry — for ``apply_many`` to
-        judge it by rules 1, 3 and 5 or 6 with its vector and the vector's scalar."""
+    ) -> tuple[list | None, int, int, int, Verdict | None, int | None]:
+        """A version 4 ClaimingMessages: strict decode (rule 0), then the identity entry of
+        its key (shared with the version 1 types, like a task record's), for ``apply_many``
+        to judge by rules 1, 3 and 7 with its first offset."""
         try:
-            typ, client, instance, group, topic, partition, hb, vector, start = (
-                decode_task_fields(key, value)
+            client, instance, group, topic, partition, first, last, start = (
+                decode_reservation_fields(key, value)
             )
         except DecodeError:
             self._rejections[Reason.INVALID_RECORD] += 1
             return None, 0, 0, 0, _INVALID, None
+        ent = self._entry(key, value, start, client, instance, group, topic, partition)
+        return ent, T_CLAIMING_MESSAGES, last, 0, None, first
+
+    def _entry(
+        self,
+        key: object,
+        value: bytes | bytearray | memoryview,
+        start: int,
+        client: str,
+        instance: str,
+        group: str,
+        topic: str,
+        partition: int,
+    ) -> list:
+        """The identity entry of a decoded record of version 3 or 4: its identity part is
+        byte for byte that of the version 1 partition types, so it shares their entry."""
         canonical = record_key(group, topic, partition)
         cacheable = value.__class__ is bytes and key.__class__ is bytes
         ident_bytes = bytes(value[start:])
@@ -650,6 +732,23 @@ class WorldState:
             ]
             if cacheable:
                 self._cache(ident_bytes, canonical, ent)
+        return ent
+
+    def _task(
+        self, key: object, value: bytes | bytearray | memoryview
+    ) -> tuple[list | None, int, int, int, Verdict | None, Positions | None]:
+        """A version 3 record (HeartbeatingTask, ReleasingTask): strict decode (rule 0), then
+        the identity entry of its key — the identity part is byte for byte that of the
+        version 1 partition types, so it shares their cache entry — for ``apply_many`` to
+        judge it by rules 1, 3 and 5 or 6 with its vector and the vector's scalar."""
+        try:
+            typ, client, instance, group, topic, partition, hb, vector, start = (
+                decode_task_fields(key, value)
+            )
+        except DecodeError:
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return None, 0, 0, 0, _INVALID, None
+        ent = self._entry(key, value, start, client, instance, group, topic, partition)
         return ent, typ, task_last_offset(vector), hb, None, vector
 
     def _release_group(
@@ -684,8 +783,8 @@ class WorldState:
         """A version 2 record: rule 1 (fenced), then rule 8 (announce) or 9 (leave); group
         pauses do not apply (membership is not ownership)."""
         try:
-            typ, client, instance, group, topics, hb, weight, cap, entire = decode_member_fields(
-                key, value
+            typ, client, instance, group, topics, hb, weight, cap, entire, version = (
+                decode_member_fields(key, value)
             )
         except DecodeError:
             self._rejections[Reason.INVALID_RECORD] += 1
@@ -700,7 +799,8 @@ class WorldState:
                 self._rejections[Reason.NOT_HOLDER] += 1
         else:
             v, changed = membership.announce(
-                self._members, now, client, instance, group, topics, hb, weight, cap, entire
+                self._members, now, client, instance, group, topics, hb, weight, cap, entire,
+                version,
             )
         if changed:
             self._epoch += 1
@@ -724,6 +824,12 @@ class WorldState:
     @property
     def verdict_window(self) -> int:
         return self._window
+
+    @property
+    def halted(self) -> tuple[int, int] | None:
+        """``(offset, version)`` of the record of a protocol version to come at which replay
+        stopped; None while it runs."""
+        return self._halted
 
     @property
     def applied_through(self) -> int:
@@ -871,14 +977,21 @@ class WorldState:
     # ------------------------------------------------------------------ snapshots
 
     def to_bytes(self) -> bytes:
-        """Deterministic snapshot (format in PROTOCOL.md); equal states give equal bytes."""
+        """Deterministic snapshot (format in PROTOCOL.md); equal states give equal bytes.
+        A halted world has no snapshot (:class:`UnknownVersion`)."""
         from .snapshot import dump
 
+        if self._halted is not None:
+            raise UnknownVersion(*self._halted)
         return dump(self)
 
     @classmethod
     def from_bytes(
-        cls, data: bytes, *, admin_keys: Mapping[str, bytes] | None = None
+        cls,
+        data: bytes,
+        *,
+        admin_keys: Mapping[str, bytes] | None = None,
+        _without: frozenset[str] = frozenset(),
     ) -> WorldState:
         """Restore a snapshot; raises ``SnapshotError`` on anything but a valid one.
 
@@ -886,7 +999,7 @@ class WorldState:
         replaying with (a ``ValueError`` for invalid keys, as in the constructor)."""
         from .snapshot import load
 
-        return load(cls, data, admin_keys)
+        return load(cls, data, admin_keys, _without)
 
 
 def _export(p: _Part) -> PartitionState:
@@ -902,4 +1015,5 @@ def _export(p: _Part) -> PartitionState:
         p.hb or None,
         positioned,
         p.positions,
+        p.floor,
     )

@@ -1,4 +1,5 @@
-/* Plain RecordBatch v2 batches straight into four columns (storage.records.decode_columns).
+/* Plain RecordBatch v2 batches straight into four columns (storage.records.decode_columns),
+ * and the record walk of produce validation (storage.validation, walk_records below).
  *
  * Why C: a coordination log is replayed by every member at every cold start, and decoding
  * a stored record in Python costs more than folding it (bench/coldstart.py). This parses
@@ -214,10 +215,189 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
     return PyLong_FromSsize_t(pos);
 }
 
+/* ------------------------------------------------------------------ the validation walk
+ *
+ * storage.validation's record walk (``_walk``), rule for rule and in the same order, so the
+ * first rule a batch breaks is the same one. Values are 128-bit: a 10-byte varint carries up
+ * to 70 bits and Python compares them unbounded, so nothing may wrap here either. The
+ * verdict comes back as (kind, value): (0, largest record timestamp), or (1, record) for
+ * bytes that do not parse (CorruptRecordError), or (2, record) for a rule broken by parsed
+ * records (InvalidRecord); record -1 is the batch as a whole. The caller turns a refusal into
+ * the reference's exception by running the Python walk, so messages have one author. */
+
+#ifdef __SIZEOF_INT128__ /* 64-bit GCC and Clang; elsewhere only decode_plain is built */
+#define HAVE_WALK 1
+typedef __int128 i128;
+typedef unsigned __int128 u128;
+
+enum { WALK_OK = 0, WALK_CORRUPT = 1, WALK_INVALID = 2 };
+
+/* One zigzag varint inside [*p, end), at most 10 bytes, as storage.validation._varint.
+ * Most fields of a record are one byte: that case is inlined, the rest is the loop. */
+static int walk_varint_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out);
+
+static inline int walk_varint(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
+    Py_ssize_t q = *p;
+    if (q < end && d[q] < 0x80) {
+        unsigned b = d[q];
+        *p = q + 1;
+        *out = (i128)((int)(b >> 1) ^ -(int)(b & 1));
+        return 1;
+    }
+    if (end - q >= 2 && d[q + 1] < 0x80) { /* two bytes: lengths of 64 B to 8 KiB */
+        unsigned u = (d[q] & 0x7Fu) | ((unsigned)d[q + 1] << 7);
+        *p = q + 2;
+        *out = (i128)((int)(u >> 1) ^ -(int)(u & 1));
+        return 1;
+    }
+    return walk_varint_long(d, p, end, out);
+}
+
+static int walk_varint_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
+    u128 u = 0;
+    int shift = 0;
+    for (;;) {
+        if (*p >= end) return 0;
+        unsigned char b = d[(*p)++];
+        u |= (u128)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = (i128)(u >> 1) ^ -(i128)(u & 1);
+            return 1;
+        }
+        shift += 7;
+        if (shift > 63) return 0;
+    }
+}
+
+/* Strict UTF-8, as bytes.decode("utf-8"): no overlong forms, surrogates or code points
+ * above U+10FFFF. */
+static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            if (n - i < 2 || (s[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (n - i < 3 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+            if (c == 0xE0 && s[i + 1] < 0xA0) return 0;  /* overlong */
+            if (c == 0xED && s[i + 1] >= 0xA0) return 0; /* surrogate */
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (n - i < 4 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 ||
+                (s[i + 3] & 0xC0) != 0x80)
+                return 0;
+            if (c == 0xF0 && s[i + 1] < 0x90) return 0;  /* overlong */
+            if (c == 0xF4 && s[i + 1] >= 0x90) return 0; /* above U+10FFFF */
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#define REFUSE(kind) do { *at = i; return (kind); } while (0)
+
+/* The walk itself; WALK_OK with the largest timestamp in *top, or the kind and record. */
+static int walk(const unsigned char *d, Py_ssize_t n, long long count, int64_t first_ts,
+                int require_keys, i128 *top, long long *at) {
+    const i128 i64_min = (i128)INT64_MIN, i64_max = (i128)INT64_MAX;
+    i128 max_delta = i64_min, min_delta = i64_max;
+    Py_ssize_t p = 0;
+    long long i;
+    for (i = 0; i < count; i++) {
+        i128 length, ts_delta, off_delta, size, hcount;
+        if (p >= n) REFUSE(WALK_CORRUPT);
+        if (!walk_varint(d, &p, n, &length)) REFUSE(WALK_CORRUPT);
+        if (length < 6 || length > (i128)(n - p)) REFUSE(WALK_CORRUPT);
+        Py_ssize_t end = p + (Py_ssize_t)length;
+        p += 1; /* attributes, unused in v2 */
+        if (!walk_varint(d, &p, end, &ts_delta)) REFUSE(WALK_CORRUPT);
+        if (ts_delta > max_delta) max_delta = ts_delta;
+        if (ts_delta < min_delta) min_delta = ts_delta;
+        if (!walk_varint(d, &p, end, &off_delta)) REFUSE(WALK_CORRUPT);
+        if (off_delta != (i128)i) REFUSE(WALK_INVALID);
+        /* key */
+        if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
+        if (size < -1 || size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
+        if (size > 0) p += (Py_ssize_t)size;
+        else if (size < 0 && require_keys) REFUSE(WALK_INVALID);
+        /* value */
+        if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
+        if (size < -1 || size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
+        if (size > 0) p += (Py_ssize_t)size;
+        /* headers: usually none, one zero byte that ends the record */
+        if (p + 1 == end && d[p] == 0) {
+            p = end;
+            continue;
+        }
+        if (!walk_varint(d, &p, end, &hcount)) REFUSE(WALK_CORRUPT);
+        if (hcount < 0 || hcount > (i128)(end - p)) REFUSE(WALK_CORRUPT);
+        for (i128 h = 0; h < hcount; h++) {
+            if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
+            if (size < 0 || size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
+            if (!utf8_ok(d + p, (Py_ssize_t)size)) REFUSE(WALK_CORRUPT);
+            p += (Py_ssize_t)size;
+            if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
+            if (size < -1 || size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
+            if (size > 0) p += (Py_ssize_t)size;
+        }
+        if (p != end) REFUSE(WALK_CORRUPT);
+    }
+    i = -1;
+    if (p != n) REFUSE(WALK_CORRUPT);
+    if (count == 0) {
+        *top = first_ts;
+        return WALK_OK;
+    }
+    *top = (i128)first_ts + max_delta;
+    if ((i128)first_ts + min_delta < i64_min || *top > i64_max) REFUSE(WALK_INVALID);
+    return WALK_OK;
+}
+
+static PyObject *walk_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "walk_records(data, count, first_ts, require_keys)");
+        return NULL;
+    }
+    long long count = PyLong_AsLongLong(args[1]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    long long first_ts = PyLong_AsLongLong(args[2]);
+    if (first_ts == -1 && PyErr_Occurred()) return NULL;
+    int require_keys = PyObject_IsTrue(args[3]);
+    if (require_keys < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    i128 top = 0;
+    long long at = -1;
+    int kind = walk(view.buf, view.len, count, (int64_t)first_ts, require_keys, &top, &at);
+    PyBuffer_Release(&view);
+    if (kind != WALK_OK) return Py_BuildValue("(iL)", kind, at);
+    if (top >= (i128)INT64_MIN && top <= (i128)INT64_MAX)
+        return Py_BuildValue("(iL)", WALK_OK, (long long)top);
+    /* only without records (a negative count): first_ts + INT64_MIN, as Python computes */
+    PyObject *a = PyLong_FromLongLong(first_ts), *b = PyLong_FromLongLong(INT64_MIN);
+    PyObject *sum = (a && b) ? PyNumber_Add(a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (sum == NULL) return NULL;
+    return Py_BuildValue("(iN)", WALK_OK, sum);
+}
+#endif /* __SIZEOF_INT128__ */
+
 static PyMethodDef methods[] = {
     {"decode_plain", (PyCFunction)(void (*)(void))decode_plain, METH_FASTCALL,
      "decode_plain(buf, pos, crc32c, offsets, timestamps, keys, values) -> position\n\n"
      "Append the records of the plain batches from byte pos on; return where it stopped."},
+#ifdef HAVE_WALK
+    {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
+     "walk_records(data, count, first_ts, require_keys) -> (kind, value)\n\n"
+     "storage.validation's record walk: (0, max timestamp), (1, record) corrupt, "
+     "(2, record) invalid."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

@@ -140,8 +140,81 @@ def _lz4(data: Any, limit: int) -> bytes:
     return out
 
 
+def _zstd_one_frame(data: bytes, limit: int) -> bytes | None:
+    """One zstd frame in one call, when its blocks show it cannot inflate past ``limit``.
+
+    Most of what validating a zstd batch cost was the stream reader below: in a broker
+    under kcat, 1.1 ms of CPU per 1 MB batch, against 0.19 ms for one call (the same
+    payloads; offline both take about 0.2 ms, so it is the chunked growth of the output,
+    not the decompression). The bound comes from the block headers (:func:`_zstd_bound`),
+    which zstd enforces while decoding, so no frame inflates past it. None for anything
+    else (several frames, bytes after the frame, a bound above ``limit``, any error): the
+    stream reader then decides, so errors and bounds stay its own.
+    """
+    bound = _zstd_bound(data)
+    if bound is None or bound > limit:
+        return None
+    try:
+        size = zstandard.frame_content_size(data)
+        d = zstandard.ZstdDecompressor().decompressobj()
+        out = d.decompress(data)
+    except zstandard.ZstdError:
+        return None
+    if not d.eof or d.unused_data or len(out) > bound or (size >= 0 and len(out) != size):
+        return None
+    return out
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_BLOCK_MAX = 128 * 1024  # a block never decodes to more (RFC 8878, Block_Maximum_Size)
+
+
+def _zstd_bound(data: bytes) -> int | None:
+    """The most one zstd frame filling ``data`` can decode to, from its block headers (RFC
+    8878 3.1.1.2): raw and RLE blocks state their size, a compressed block decodes to at
+    most 128 KiB. None unless ``data`` is exactly one such frame."""
+    if not data.startswith(_ZSTD_MAGIC):
+        return None
+    try:
+        pos = zstandard.frame_header_size(data)
+        checksum = zstandard.get_frame_parameters(data).has_checksum
+    except zstandard.ZstdError:
+        return None
+    n = len(data)
+    bound = 0
+    while True:
+        if n - pos < 3:
+            return None
+        header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+        pos += 3
+        kind = (header >> 1) & 3
+        size = header >> 3
+        if kind == 0:  # raw: size bytes follow, as they are
+            pos += size
+            bound += size
+        elif kind == 1:  # RLE: one byte repeated size times
+            pos += 1
+            bound += size
+        elif kind == 2:  # compressed: size bytes follow
+            pos += size
+            bound += _ZSTD_BLOCK_MAX
+        else:
+            return None
+        if pos > n:
+            return None
+        if header & 1:  # the last block
+            break
+    if checksum:
+        pos += 4
+    return bound if pos == n else None
+
+
 def _zstd(data: Any, limit: int) -> bytes:
-    reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+    data = bytes(data)
+    fast = _zstd_one_frame(data, limit)
+    if fast is not None:
+        return fast
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
     out = bytearray()
     while True:
         chunk = reader.read(min(_CHUNK, limit + 1 - len(out)))

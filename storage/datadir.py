@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import re
-import resource
 import shutil
 import threading
 import time
@@ -40,6 +39,7 @@ from storage.errors import (
     UnknownTopic,
 )
 from storage.log import PartitionLog, _fsync_dir
+from storage.segment import FileHandles
 
 __all__ = ["DataDir", "PartitionInfo", "TopicInfo", "validate_topic_name", "wall_clock_ms"]
 
@@ -55,22 +55,15 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 #: a topic's partition count is refused above this (Kafka has no such limit; one request
 #: must not be able to ask for tens of thousands of directories)
 DEFAULT_MAX_PARTITIONS_PER_TOPIC = 4096
-#: file descriptors an open partition may hold: its active segment's log and two index
-#: writers, plus one per older segment (counted as one more)
-_FDS_PER_PARTITION = 4
-_FD_RESERVE = 1024  # for sockets, the metadata file and everything else
+#: partitions a data directory may hold when no budget is given: they cost no descriptors
+#: while idle (segment files are opened on demand, within the open-file budget), so this
+#: bounds memory and directory count, not files
+DEFAULT_MAX_PARTITIONS = 100_000
 
 
-def default_partition_budget() -> int:
-    """How many partitions this process can keep open within its open-file limit."""
-    try:
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (OSError, ValueError):
-        soft = 4096
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    return max(16, (soft - _FD_RESERVE) // _FDS_PER_PARTITION)
 _FLUSHER_TICK_S = 0.1
+#: Kafka's log.retention.check.interval.ms default (5 minutes)
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
 
 
 def wall_clock_ms() -> int:
@@ -138,14 +131,23 @@ class DataDir:
         max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC,
         max_partitions: int | None = None,
         clean_interval_s: float = 15.0,
+        retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        max_open_files: int | None = None,
     ) -> None:
         self.path = Path(path)
+        #: the open-file budget: segment files open at once across all partitions
+        #: (None: from ulimit -n, see storage.segment.default_file_budget)
+        self.handles = FileHandles(max_open_files)
         self._validate_records = validate_records
-        #: how often the flusher thread runs the cleaner (0: only when clean() is called)
+        #: how often the maintenance thread runs the cleaner (Kafka's log.cleaner.backoff.ms;
+        #: 0: only when clean() is called)
         self.clean_interval_s = clean_interval_s
+        #: how often the same thread applies retention (Kafka's
+        #: log.retention.check.interval.ms; 0: only when enforce_retention() is called)
+        self.retention_check_interval_ms = retention_check_interval_ms
         #: bounds on what one call can create (INVALID_PARTITIONS / POLICY_VIOLATION)
         self.max_partitions_per_topic = max_partitions_per_topic
-        self.max_partitions = default_partition_budget() if max_partitions is None else max_partitions
+        self.max_partitions = DEFAULT_MAX_PARTITIONS if max_partitions is None else max_partitions
         self._clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
@@ -259,6 +261,7 @@ class DataDir:
             topic=name,
             partition=partition,
             validate_records=self._validate_records,
+            handles=self.handles,
         )
 
     def _remove_deleted_leftovers(self) -> None:
@@ -422,8 +425,7 @@ class DataDir:
         if have + more > self.max_partitions:
             raise LimitExceeded(
                 f"{more} more partition(s) would exceed this broker's budget of "
-                f"{self.max_partitions} open partitions ({have} exist; bounded by the open-file "
-                "limit, ulimit -n)"
+                f"{self.max_partitions} partitions ({have} exist)"
             )
 
     def _discard(self, name: str, logs: list[PartitionLog], first: int) -> None:
@@ -456,16 +458,26 @@ class DataDir:
         with self._lock:
             return [plog for t in self._topics.values() for plog in t.logs]
 
-    def enforce_retention(self) -> int:
-        """Apply every topic's retention; returns the number of segments deleted."""
-        return sum(plog.enforce_retention() for plog in self._all_logs())
+    def enforce_retention(self, now: int | None = None) -> int:
+        """Apply every topic's retention at ``now`` (default: the DataDir's clock); returns
+        the number of segments deleted. A partition that fails is logged and skipped."""
+        now = self._clock() if now is None else now
+        deleted = 0
+        for plog in self._all_logs():
+            try:
+                deleted += plog.enforce_retention(now)
+            except Exception:
+                log.exception("%s: retention check failed; retried next time", plog.directory)
+        return deleted
 
-    def clean(self) -> int:
-        """Compact every compacted topic's closed segments; returns records removed."""
+    def clean(self, now: int | None = None) -> int:
+        """One cleaner check of every compacted partition at ``now`` (default: the DataDir's
+        clock): those that are due are cleaned; returns records removed."""
+        now = self._clock() if now is None else now
         removed = 0
         for plog in self._all_logs():
             try:
-                removed += plog.clean()
+                removed += plog.clean(now)
             except Exception:
                 log.exception("%s: compaction failed; the log is left as it was", plog.directory)
         return removed
@@ -482,11 +494,20 @@ class DataDir:
         self._flusher.start()
 
     def _flush_loop(self) -> None:
-        last_clean = time.monotonic()
+        """The one maintenance thread: due flushes every tick, the cleaner every
+        clean_interval_s, retention every retention_check_interval_ms (intervals measured
+        on the monotonic clock; what is expired is decided on the DataDir's clock)."""
+        last_clean = last_retention = time.monotonic()
         while not self._stop.wait(self._flush_interval_s):
             if self.clean_interval_s > 0 and time.monotonic() - last_clean >= self.clean_interval_s:
                 self.clean()
                 last_clean = time.monotonic()
+            every = self.retention_check_interval_ms
+            if every > 0 and (time.monotonic() - last_retention) * 1000 >= every:
+                deleted = self.enforce_retention()
+                if deleted:
+                    log.info("%s: retention deleted %d segment(s)", self.path, deleted)
+                last_retention = time.monotonic()
             for plog in self._all_logs():
                 if plog.config.flush_ms is None:
                     continue

@@ -20,7 +20,6 @@ import os
 import struct
 from array import array
 from pathlib import Path
-from typing import BinaryIO
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
@@ -28,6 +27,7 @@ log = logging.getLogger(__name__)
 
 _OFFSET_ENTRY = struct.Struct(">iI")
 _TIME_ENTRY = struct.Struct(">qi")
+_PENDING_BYTES = 4096  # buffered index entries are appended to the file past this
 
 
 class _IndexFile:
@@ -37,7 +37,7 @@ class _IndexFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._writer: BinaryIO | None = None
+        self._pending = bytearray()  # entries not yet appended to the file
         self._writable = False
 
     def _read_entries(self) -> list[tuple[int, int]] | None:
@@ -54,32 +54,41 @@ class _IndexFile:
         return list(self.entry.iter_unpack(data))
 
     def open_writer(self) -> None:
-        """Allow appends. The file is opened at the first entry, not here: a partition that
-        is never written holds no index descriptors (the open-file budget counts on it)."""
+        """Allow appends. No descriptor is kept: entries are buffered and appended by an
+        open-write-close when the buffer fills or on flush, so an index costs the open-file
+        budget nothing between writes."""
         self._writable = True
 
     def _write(self, a: int, b: int) -> None:
         if not self._writable:
             return
-        if self._writer is None:
-            self._writer = open(self.path, "ab")  # noqa: SIM115 - lives as long as the segment
-        self._writer.write(self.entry.pack(a, b))
+        self._pending += self.entry.pack(a, b)
+        if len(self._pending) >= _PENDING_BYTES:
+            self._append_pending(fsync=False)
+
+    def _append_pending(self, *, fsync: bool) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            view = memoryview(bytes(self._pending))
+            while view:
+                view = view[os.write(fd, view) :]
+            self._pending.clear()
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def rewrite(self, entries: list[tuple[int, int]]) -> None:
         """Replace the file with exactly these entries (after a rebuild)."""
-        writable = self._writable
-        self.close_writer()
-        self._writable = writable
+        self._pending.clear()
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as f:
             f.write(b"".join(self.entry.pack(a, b) for a, b in entries))
         os.replace(tmp, self.path)
 
     def flush(self, fsync: bool = False) -> None:
-        if self._writer is not None:
-            self._writer.flush()
-            if fsync:
-                os.fsync(self._writer.fileno())
+        if self._pending:
+            self._append_pending(fsync=fsync)
         elif fsync and self._writable and self.path.exists():
             fd = os.open(self.path, os.O_RDONLY)
             try:
@@ -88,10 +97,15 @@ class _IndexFile:
                 os.close(fd)
 
     def close_writer(self) -> None:
+        """Write what is buffered and refuse further appends."""
+        if self._pending:
+            self._append_pending(fsync=False)
         self._writable = False
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+
+    def discard_writer(self) -> None:
+        """Drop what is buffered (the files are being deleted) and refuse further appends."""
+        self._pending.clear()
+        self._writable = False
 
 
 class OffsetIndex(_IndexFile):

@@ -21,7 +21,19 @@ from typing import NamedTuple
 
 import attrs
 
-from storage.compaction import CLEANED_SUFFIX, latest_offsets, rewrite
+from storage.compaction import (
+    CLEANED_SUFFIX,
+    SWAP_FILE,
+    CleanerState,
+    CleaningPlan,
+    SegmentSummary,
+    choose,
+    clean_batch,
+    group_by_size,
+    iter_segment_batches,
+    offset_map,
+    swap_name,
+)
 from storage.config import TopicConfig
 from storage.errors import (
     CorruptRecordError,
@@ -36,8 +48,9 @@ from storage.records import (
     _patched_header,
     _validate_batches,
     decode_batch,
+    read_header,
 )
-from storage.segment import NO_TIMESTAMP, Segment
+from storage.segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone
 from storage.validation import validate_batches
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog"]
@@ -92,8 +105,11 @@ class PartitionLog:
         topic: str = "",
         partition: int = 0,
         validate_records: bool = True,
+        handles: FileHandles | None = None,
     ) -> None:
         self.directory = Path(directory)
+        #: the open-file budget this log's segments share (the DataDir's, or its own)
+        self.handles = handles if handles is not None else FileHandles()
         #: walk every record of an append (storage.validation); off only to measure its cost
         self.validate_records = validate_records
         self.config = config
@@ -109,13 +125,15 @@ class PartitionLog:
         self._segments: list[Segment] = self._open_segments()
         self._active.open_writers()
         self._waiters = 0
-        self._needs_cleaning = True  # a compacted log is cleaned once after opening
+        self._clean_lock = threading.Lock()
+        self._cleaner = CleanerState.load(self.directory)
         self._publish(segments_changed=True)
 
     # ------------------------------------------------------------------ opening
 
     def _open_segments(self) -> list[Segment]:
         """Open all segments, recover the newest, drop leftovers of interrupted operations."""
+        self._complete_swaps()
         bases = set()
         stray = []
         for entry in self.directory.iterdir():
@@ -136,11 +154,12 @@ class PartitionLog:
 
         interval = self.config.index_interval_bytes
         ordered = sorted(bases)
-        segments = [Segment(self.directory, b, interval) for b in ordered]
-        # Empty segments that are not the newest cannot hold anything; drop them.
+        segments = [Segment(self.directory, b, interval, self.handles) for b in ordered]
+        # Empty segments between others hold nothing; drop them. The first one is kept: its
+        # base is the log start offset (a segment emptied by cleaning keeps it, as in Kafka).
         kept = []
         for i, seg in enumerate(segments):
-            if seg.size == 0 and i < len(segments) - 1:
+            if seg.size == 0 and 0 < i < len(segments) - 1:
                 log.warning("%s: removing empty old segment", seg.log_path)
                 seg.delete()
                 seg.close()
@@ -148,7 +167,7 @@ class PartitionLog:
                 kept.append(seg)
         segments = kept
         if not segments:
-            return [Segment(self.directory, 0, interval)]
+            return [Segment(self.directory, 0, interval, self.handles)]
         for seg, nxt in itertools.pairwise(segments):
             seg.load_sealed(nxt.base_offset)
         newest = segments[-1]
@@ -158,6 +177,23 @@ class PartitionLog:
             now = self._clock()
             newest.roll_base_ms = first if first <= now else now
         return segments
+
+    def _complete_swaps(self) -> None:
+        """Finish a cleaner swap a crash interrupted after its commit point: the
+        ``<b>.log.<end>.swap`` file replaces every segment with a base in [b, end)."""
+        swaps = []
+        for entry in self.directory.iterdir():
+            m = SWAP_FILE.match(entry.name)
+            if m is not None:
+                swaps.append((int(m.group(1)), int(m.group(2)), entry))
+        for base, end, swap in sorted(swaps):
+            log.warning("%s: completing an interrupted cleaner swap of [%d, %d)", self.directory, base, end)
+            for entry in list(self.directory.iterdir()):
+                m = _SEGMENT_FILE.match(entry.name)
+                if m is not None and base <= int(m.group(1)) < end:
+                    entry.unlink(missing_ok=True)
+            os.replace(swap, self.directory / f"{base:020d}.log")
+            _fsync_dir(self.directory)
 
     # ------------------------------------------------------------------ state
 
@@ -261,11 +297,14 @@ class PartitionLog:
         if seg.size == 0:
             return
         cfg = self.config
+        # Kafka's maxSegmentMs: a compacted log also rolls at max.compaction.lag.ms, so the
+        # active segment (never cleaned) cannot hold a record past that lag
+        segment_ms = min(cfg.segment_ms, cfg.max_compaction_lag_ms) if cfg.compact else cfg.segment_ms
         if (
             seg.size + incoming > cfg.segment_bytes
             or (
                 seg.roll_base_ms is not None
-                and now - seg.roll_base_ms > cfg.segment_ms - _jitter(seg.base_offset, cfg)
+                and now - seg.roll_base_ms > segment_ms - _jitter(seg.base_offset, cfg)
             )
             or len(seg.index.rel) * _INDEX_ENTRY_BYTES >= cfg.segment_index_bytes
             or seg.next_offset + records - seg.base_offset > _INT32_MAX
@@ -274,10 +313,16 @@ class PartitionLog:
             self._roll()
 
     def _roll(self) -> None:
-        self._needs_cleaning = True
+        self._roll_active()
+        self._delete_expired(self._clock(), include_active=False)
+
+    def _roll_active(self) -> None:
+        """Seal the active segment and start a new one at the log end."""
         old = self._active
         old.seal()
-        new = Segment(self.directory, old.next_offset, self.config.index_interval_bytes)
+        new = Segment(
+            self.directory, old.next_offset, self.config.index_interval_bytes, self.handles
+        )
         new.next_offset = old.next_offset
         new.open_writers()
         self._segments.append(new)
@@ -285,7 +330,6 @@ class PartitionLog:
         _fsync_dir(self.directory)
         self._unflushed_messages = 0
         log.debug("%s: rolled to segment %d", self.directory, new.base_offset)
-        self._delete_expired(self._clock())
 
     def _fsync(self, now: int) -> None:
         self._active.fsync()
@@ -312,12 +356,18 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ retention
 
-    def enforce_retention(self) -> int:
-        """Delete whole segments past retention.ms or beyond retention.bytes; never the active one."""
+    def enforce_retention(self, now: int | None = None) -> int:
+        """Kafka's periodic retention check (log.retention.check.interval.ms): delete the
+        oldest whole segments past retention.ms or beyond retention.bytes; returns how many.
+
+        The active segment counts too, when it is not empty: if it is expired, it is rolled
+        first and then deleted, so the log end offset stays and the log start offset moves
+        up to it (the new, empty active segment's base). ``now`` defaults to the log's clock.
+        """
         with self._lock:
             if self._closed:
                 return 0
-            return self._delete_expired(self._clock())
+            return self._delete_expired(self._clock() if now is None else now, include_active=True)
 
     def delete_before(self, offset: int) -> int:
         """DeleteRecords: remove every whole segment all of whose records are below
@@ -344,13 +394,21 @@ class PartitionLog:
                     seg.delete()
             return self._segments[0].base_offset
 
-    def _delete_expired(self, now: int) -> int:
+    def _delete_expired(self, now: int, *, include_active: bool) -> int:
+        """Kafka's deletableSegments: the oldest segments while each is past retention.ms
+        (its largest timestamp) or the log without it is still at least retention.bytes.
+        An empty active segment is never deleted; a non-empty one only if include_active."""
         cfg = self.config
         if not cfg.delete:
             return 0  # cleanup.policy=compact: the cleaner, not retention, bounds the log
         total = sum(s.size for s in self._segments)
+        last = len(self._segments) - 1
         doomed = 0
-        for seg in self._segments[:-1]:
+        for i, seg in enumerate(self._segments):
+            if i == last and (not include_active or seg.size == 0):
+                break
+            if seg.size == 0:
+                continue  # emptied by cleaning: goes with the next segment, never alone
             too_old = (
                 cfg.retention_ms >= 0
                 and seg.max_timestamp != NO_TIMESTAMP
@@ -360,9 +418,13 @@ class PartitionLog:
             if not (too_old or too_big):
                 break
             total -= seg.size
-            doomed += 1
+            doomed = i + 1
         if not doomed:
             return 0
+        if doomed == len(self._segments):
+            # A log always has a segment: roll first (Kafka does too), so the new empty
+            # active segment keeps the log end offset as the log start.
+            self._roll_active()
         gone, self._segments = self._segments[:doomed], self._segments[doomed:]
         self._publish(segments_changed=True)
         for seg in gone:
@@ -372,82 +434,178 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ compaction
 
-    def clean(self) -> int:
-        """Compact the closed segments (cleanup.policy=compact); returns records removed.
+    def clean(self, now: int | None = None) -> int:
+        """One cleaner pass if the log is due (see :func:`storage.compaction.choose`); returns
+        the number of records removed. ``now`` defaults to the log's clock.
 
-        See :mod:`storage.compaction`. Segments are read and rewritten outside the lock;
-        each swap (one atomic rename per segment) happens under it, so appends wait only
-        for the renames.
+        Segments are read batch by batch and the cleaned groups written outside the lock;
+        each swap (two renames and the removal of the old files) happens under it, so
+        appends wait only for the swap. One pass at a time per log.
         """
         cfg = self.config
-        if not cfg.compact or self._closed or not self._needs_cleaning:
+        if not cfg.compact or self._closed:
             return 0
-        now = self._clock()
-        with self._lock:
-            closed = self._segments[:-1]
-            bases = [s.base_offset for s in self._segments]
-        cleanable = []
+        with self._clean_lock:
+            now = self._clock() if now is None else now
+            state = self._cleaner
+            due = None
+            if state.tombstones_cleaned_at is not None:
+                due = state.tombstones_cleaned_at + cfg.delete_retention_ms + 1
+            with self._lock:
+                segs = list(self._segments)
+            summaries = [
+                SegmentSummary(s.base_offset, s.size, s.max_timestamp, s.first_batch_max_timestamp)
+                for s in segs
+            ]
+            plan = choose(summaries, state.first_dirty, now, cfg, due)
+            if plan is None:
+                return 0
+            try:
+                return self._clean(plan, segs, now)
+            except SegmentGone:
+                log.info("%s: retention removed segments during cleaning; retried later", self.directory)
+                return 0
+
+    def _clean(self, plan: CleaningPlan, segs: list[Segment], now: int) -> int:
+        cfg = self.config
+        state = self._cleaner
+        closed = [s for s in segs[:-1] if s.base_offset < plan.end]
+        latest: dict[bytes, int] = {}
         for seg in closed:
-            if seg.max_timestamp != NO_TIMESTAMP and now - seg.max_timestamp < cfg.min_compaction_lag_ms:
-                break
-            cleanable.append(seg)
-        if not cleanable:
-            return 0
-        datas = [seg.read(0, seg.size) for seg in cleanable]
-        latest = latest_offsets(datas)
+            if seg.base_offset >= plan.first_dirty:
+                offset_map(iter_segment_batches(seg.read, seg.size), latest)
+
+        def drop_tombstone(offset: int) -> bool:
+            first = state.cleaned_at(offset)
+            return first is not None and now - first > cfg.delete_retention_ms
+
         removed_total = 0
-        tombstones_left = 0
-        for i, (seg, data) in enumerate(zip(cleanable, datas, strict=True)):
-            drop = (
-                seg.max_timestamp != NO_TIMESTAMP
-                and now - seg.max_timestamp > cfg.delete_retention_ms
-            )
-            new, _kept, removed, tombstones = rewrite(data, latest, drop_tombstones=drop)
-            tombstones_left += tombstones
-            if removed:
-                self._swap_cleaned(seg, new, bases[i + 1])
-                removed_total += removed
-        # clean again when segments roll, or when kept tombstones may have expired
-        self._needs_cleaning = tombstones_left > 0 or len(cleanable) < len(closed)
-        if removed_total:
-            log.info("%s: compaction removed %d record(s)", self.directory, removed_total)
+        tombstones: list[int] = []
+        groups = group_by_size([(s.base_offset, s.size) for s in closed], cfg.segment_bytes, plan.end)
+        for indexes in groups:
+            group = [closed[i] for i in indexes]
+            removed, kept_tombstones, swapped = self._clean_group(group, latest, drop_tombstone)
+            if swapped is None:
+                return removed_total  # the log changed under the pass (closed, retention)
+            removed_total += removed
+            tombstones += kept_tombstones
+        with self._lock:
+            if self._closed:
+                return removed_total
+            log_start = self._segments[0].base_offset
+        state.first_dirty = plan.end
+        state.mark_cleaned(plan.first_dirty, plan.end, now, log_start)
+        times = [state.cleaned_at(o) for o in tombstones]
+        state.tombstones_cleaned_at = min((now if t is None else t) for t in times) if times else None
+        state.save(self.directory)
+        log.info(
+            "%s: cleaned offsets [%d, %d) (%s): %d record(s) removed, %d segment(s) into %d",
+            self.directory,
+            segs[0].base_offset,
+            plan.end,
+            plan.reason,
+            removed_total,
+            len(closed),
+            len(groups),
+        )
         return removed_total
 
-    def _swap_cleaned(self, seg: Segment, data: bytes, next_base: int) -> None:
-        tmp = seg.log_path.with_name(seg.log_path.name + CLEANED_SUFFIX)
+    def _clean_group(
+        self, group: list[Segment], latest: dict[bytes, int], drop_tombstone: Callable[[int], bool]
+    ) -> tuple[int, list[int], bool | None]:
+        """Clean adjacent segments into one; returns (records removed, offsets of kept
+        tombstones, whether it was swapped in: None if the log changed under it)."""
+        first = group[0]
+        tmp = first.log_path.with_name(first.log_path.name + CLEANED_SUFFIX)
+        removed = 0
+        tombstones: list[int] = []
+        notes: list[tuple[int, int, int, int, int]] = []  # what Segment.note_batch replays
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        with self._lock:
-            if self._closed or seg not in self._segments[:-1]:
-                tmp.unlink(missing_ok=True)  # retention deleted it meanwhile
-                return
-            i = self._segments.index(seg)
-            # indexes first: a crash after this leaves them to be rebuilt from the log
-            seg.index.path.unlink(missing_ok=True)
-            seg.time_index.path.unlink(missing_ok=True)
-            if not data:
+            pos = 0
+            for seg in group:
+                for batch in iter_segment_batches(seg.read, seg.size):
+                    result = clean_batch(batch, latest, drop_tombstone)
+                    removed += result.removed
+                    tombstones += result.tombstones
+                    for piece in result.pieces:
+                        h = read_header(piece, 0)
+                        size = len(piece)
+                        notes.append((pos, h.base_offset, size, h.last_offset + 1, h.max_timestamp))
+                        view = memoryview(piece)
+                        while view:
+                            view = view[os.write(fd, view) :]
+                        pos += size
+            if len(group) == 1 and not removed:
+                os.close(fd)
+                fd = -1
                 tmp.unlink(missing_ok=True)
+                return 0, tombstones, False  # nothing to change
+            os.fsync(fd)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+                fd = -1
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        if not self._swap_group(group, tmp, notes):
+            return removed, tombstones, None
+        return removed, tombstones, True
+
+    def _swap_group(
+        self, group: list[Segment], tmp: Path, notes: list[tuple[int, int, int, int, int]]
+    ) -> bool:
+        """Replace the group's segments with the cleaned file (see storage.compaction)."""
+        with self._lock:
+            i = next((j for j, s in enumerate(self._segments) if s is group[0]), -1)
+            k = i + len(group)
+            if (
+                self._closed
+                or i < 0
+                or k >= len(self._segments)
+                or any(a is not b for a, b in zip(self._segments[i:k], group, strict=True))
+            ):
+                tmp.unlink(missing_ok=True)  # retention deleted some of it meanwhile
+                return False
+            end = self._segments[k].base_offset
+            first = group[0]
+            swap = self.directory / swap_name(first.base_offset, end)
+            os.replace(tmp, swap)
+            _fsync_dir(self.directory)  # committed: opening the log completes the swap
+            for seg in group:
+                seg.mark_gone()  # never reopened by path: that would open the cleaned file
+                seg.index.path.unlink(missing_ok=True)
+                seg.time_index.path.unlink(missing_ok=True)
+            for seg in group[1:]:
                 seg.log_path.unlink(missing_ok=True)
-                del self._segments[i]
-            else:
-                os.replace(tmp, seg.log_path)
-                new = Segment(self.directory, seg.base_offset, self.config.index_interval_bytes)
-                new.load_sealed(next_base)
-                self._segments[i] = new
+            os.replace(swap, first.log_path)
             _fsync_dir(self.directory)
+            new = Segment(
+                self.directory, first.base_offset, self.config.index_interval_bytes, self.handles
+            )
+            new.adopt(notes, end)
+            self._segments[i:k] = [new]
             self._publish(segments_changed=True)
-        # the old Segment's descriptor closes when the last reader holding it lets go
+        return True
 
     # ------------------------------------------------------------------ reads
 
     def read(self, offset: int, max_bytes: int = _MiB) -> FetchData:
         """Whole batches from the one containing offset; at least one batch, else up to max_bytes."""
+        for _ in range(_VIEW_RETRIES):
+            try:
+                return self._read(offset, max_bytes)
+            except SegmentGone:
+                # retention or the cleaner replaced a segment under the lock: once it is
+                # free the new view is published
+                with self._lock:
+                    pass
+        raise StorageError(f"{self.directory}: segments kept changing under a read")
+
+    def _read(self, offset: int, max_bytes: int) -> FetchData:
         view = self._view
         start, end = view.bases[0], view.log_end_offset
         if offset < start or offset > end:
@@ -486,6 +644,15 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """First offset whose timestamp is >= timestamp_ms, or None (Kafka ListOffsets)."""
+        for _ in range(_VIEW_RETRIES):
+            try:
+                return self._offset_for_timestamp(timestamp_ms)
+            except SegmentGone:
+                with self._lock:
+                    pass
+        raise StorageError(f"{self.directory}: segments kept changing under a lookup")
+
+    def _offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         view = self._view
         last = len(view.segments) - 1
         for i, seg in enumerate(view.segments):
@@ -520,6 +687,7 @@ class PartitionLog:
         return self._closed
 
 
+_VIEW_RETRIES = 8  # reads that find a segment gone look again this many times
 _INDEX_ENTRY_BYTES = 8  # Kafka's offset index entry: relative offset and position, int32 each
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "assign_offsets",
     "decode_batch",
     "decode_columns",
+    "decode_columns_from",
     "decode_columns_python",
     "decode_readable",
     "decode_records",
@@ -502,6 +503,37 @@ def decode_readable(buf: Any) -> tuple[list[Record], CorruptBatch | None]:
             return out, CorruptBatch(str(exc), h.base_offset, h.next_offset)
         pos = end
     return out, None
+
+
+def decode_columns_from(buf: Any, offset: int) -> RecordColumns:
+    """The records from ``offset`` on of the whole batches in ``buf`` (a fetch's answer,
+    which starts with the whole batch holding ``offset``), as :func:`decode_columns` lists.
+
+    A stored batch that does not decode ends the columns before it; when no record from
+    ``offset`` on precedes it, its :class:`CorruptBatch` is raised instead, naming where a
+    reader resumes to skip it whole. The one decoding of fetched bytes for replay, so every
+    cluster (embedded or over the network) skips the same batches.
+    """
+    try:
+        cols = decode_columns(buf)
+    except CorruptRecordError:
+        records, damage = decode_readable(buf)
+        cols = ([], [], [], [])
+        for r in records:
+            cols[0].append(r.offset)
+            cols[1].append(r.timestamp)
+            cols[2].append(r.key)
+            cols[3].append(r.value)
+        if damage is not None and not any(o >= offset for o in cols[0]):
+            raise damage from None
+    first = 0
+    offsets = cols[0]
+    while first < len(offsets) and offsets[first] < offset:  # the batch holding offset
+        first += 1
+    if first:
+        for c in cols:
+            del c[:first]
+    return cols
 
 
 def decode_records(buf: Any) -> list[Record]:

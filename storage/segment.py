@@ -7,17 +7,30 @@ newest (active) segment can be torn by a crash: older ones are fsynced when they
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
+import resource
 import struct
-import weakref
-from collections.abc import Callable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from storage.errors import StorageError
 from storage.index import OffsetIndex, TimeIndex
 from storage.records import BATCH_OVERHEAD, MAGIC, Compression, crc32c
 
-__all__ = ["NO_TIMESTAMP", "Segment", "scan_batches", "segment_name"]
+__all__ = [
+    "NO_TIMESTAMP",
+    "FileHandles",
+    "Segment",
+    "SegmentGone",
+    "default_file_budget",
+    "scan_batches",
+    "segment_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -91,23 +104,156 @@ def scan_batches(
     return pos, None
 
 
-class Segment:
-    """Files and in-memory bookkeeping of one segment."""
+_FD_RESERVE = 1024  # descriptors left for sockets, metadata and index files
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+
+def default_file_budget() -> int:
+    """How many segment files may be open at once within this process's ``ulimit -n``: the
+    soft limit less a reserve (1024, or half the limit if that is smaller)."""
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        soft = 4096
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(16, soft - min(_FD_RESERVE, soft // 2))
+
+
+class SegmentGone(StorageError):
+    """The segment was deleted or replaced (retention, cleaning) and its descriptor closed:
+    a reader holding an old view should look again."""
+
+
+class FileHandles:
+    """The open segment files of a data directory, at most ``capacity`` of them.
+
+    A segment's descriptor is opened on first use and stays open while it is used; the
+    least recently used idle ones are closed when the budget is reached, and reopened on
+    demand. A descriptor is *pinned* for the length of one read, write, fsync or scan, so
+    it is never closed under a caller (a descriptor number closed and reused by another
+    file while a pread uses it would read the wrong file). If every open one is pinned, the
+    budget is exceeded rather than a caller blocked; if the process runs out of descriptors
+    (EMFILE) idle ones are closed and the open retried.
+    """
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self.capacity = default_file_budget() if capacity is None else max(1, capacity)
+        self._lock = threading.Lock()
+        self._idle: OrderedDict[Segment, None] = OrderedDict()  # LRU order, oldest first
+        self._open = 0
+        #: descriptors opened and closed over the cache's life (tests and metrics)
+        self.opened = 0
+        self.closed = 0
+
+    @property
+    def open_count(self) -> int:
+        return self._open
+
+    def acquire(self, seg: Segment) -> int:
+        """The segment's descriptor, opened if needed, pinned until :meth:`release`."""
+        with self._lock:
+            if seg._fd >= 0:
+                seg._pins += 1
+                self._idle.pop(seg, None)
+                return seg._fd
+            if seg._gone:
+                raise SegmentGone(f"{seg.log_path} was deleted or replaced")
+            self._make_room(self.capacity - 1)
+            while True:
+                try:
+                    fd = os.open(seg.log_path, seg._open_flags, 0o644)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._idle:
+                        if isinstance(exc, FileNotFoundError) and seg._created:
+                            raise SegmentGone(f"{seg.log_path} is gone") from exc
+                        raise
+                    self._make_room(max(0, self._open - max(1, len(self._idle) // 2)))
+            seg._open_flags &= ~os.O_CREAT  # created once; a later reopen must not recreate it
+            seg._created = True
+            seg._fd = fd
+            seg._pins = 1
+            self._open += 1
+            self.opened += 1
+            return fd
+
+    def release(self, seg: Segment) -> None:
+        with self._lock:
+            seg._pins -= 1
+            if seg._pins > 0:
+                return
+            if seg._gone or seg._closing:
+                self._close(seg)
+            else:
+                self._idle[seg] = None
+                if self._open > self.capacity:
+                    self._make_room(self.capacity)
+
+    def forget(self, seg: Segment) -> None:
+        """Close the segment's descriptor now, or when its last user releases it."""
+        with self._lock:
+            seg._closing = True
+            if seg._fd >= 0 and seg._pins == 0:
+                self._close(seg)
+
+    def _make_room(self, target: int) -> None:
+        """Close least recently used idle descriptors until at most ``target`` are open."""
+        while self._open > target and self._idle:
+            seg, _ = self._idle.popitem(last=False)
+            self._close(seg)
+
+    def _close(self, seg: Segment) -> None:
+        self._idle.pop(seg, None)
+        if seg._fd < 0:
+            return
+        fd, seg._fd = seg._fd, -1
+        self._open -= 1
+        self.closed += 1
+        try:
+            os.close(fd)
+        except OSError:
+            log.exception("%s: close failed", seg.log_path)
+
+
+class Segment:
+    """Files and in-memory bookkeeping of one segment. Its log file descriptor comes from a
+    :class:`FileHandles` (opened on demand, closed when idle and the budget is reached)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        handles: FileHandles | None = None,
+    ) -> None:
         self.base_offset = base_offset
         self.log_path = directory / segment_name(base_offset, ".log")
         self.index = OffsetIndex(directory / segment_name(base_offset, ".index"))
         self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"))
         self.index_interval_bytes = index_interval_bytes
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._closer = weakref.finalize(self, os.close, self.fd)
-        self.size = os.fstat(self.fd).st_size
+        self.handles = handles if handles is not None else FileHandles()
+        self._fd = -1
+        self._pins = 0
+        self._gone = False  # deleted or replaced: never reopened by path
+        self._closing = False
+        self._created = False
+        self._open_flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+        with self.open() as fd:
+            self.size = os.fstat(fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.first_batch_max_timestamp = NO_TIMESTAMP
         self.roll_base_ms: int | None = None  # when age-based rolling starts counting
         self._bytes_since_index = 0
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[int]:
+        """The log file's descriptor, pinned open for the block."""
+        fd = self.handles.acquire(self)
+        try:
+            yield fd
+        finally:
+            self.handles.release(self)
 
     # ---------------------------------------------------------------- bookkeeping
 
@@ -143,13 +289,16 @@ class Segment:
         """
         self._reset_bookkeeping()
         file_size = self.size
-        valid, reason = scan_batches(self.fd, file_size, self.base_offset, self.note_batch)
-        cut = file_size - valid
-        if cut:
-            log.warning("%s: truncating %d bytes at byte %d: %s", self.log_path, cut, valid, reason)
-            os.ftruncate(self.fd, valid)
-            os.fsync(self.fd)
-            self.size = valid
+        with self.open() as fd:
+            valid, reason = scan_batches(fd, file_size, self.base_offset, self.note_batch)
+            cut = file_size - valid
+            if cut:
+                log.warning(
+                    "%s: truncating %d bytes at byte %d: %s", self.log_path, cut, valid, reason
+                )
+                os.ftruncate(fd, valid)
+                os.fsync(fd)
+                self.size = valid
         self._write_indexes()
         return cut
 
@@ -170,9 +319,10 @@ class Segment:
             return
         log.warning("%s: index missing or inconsistent, rebuilding from the log", self.log_path)
         self._reset_bookkeeping()
-        valid, reason = scan_batches(
-            self.fd, self.size, self.base_offset, self.note_batch, allow_gaps=True
-        )
+        with self.open() as fd:
+            valid, reason = scan_batches(
+                fd, self.size, self.base_offset, self.note_batch, allow_gaps=True
+            )
         if reason is not None:
             # An old segment is not truncated on disk: the bytes are kept for inspection.
             log.error("%s: damaged sealed segment at byte %d: %s", self.log_path, valid, reason)
@@ -189,18 +339,28 @@ class Segment:
         self._seal_time_index()
         self._write_indexes()
 
+    def adopt(self, notes: Sequence[tuple[int, int, int, int, int]], next_base: int) -> None:
+        """Take the bookkeeping of a sealed segment just written by the cleaner (its batches
+        as note_batch arguments), instead of scanning it again; write its indexes."""
+        self._reset_bookkeeping()
+        for note in notes:
+            self.note_batch(*note)
+        self.next_offset = next_base
+        self._seal_time_index()
+        self._write_indexes()
+
     def _index_tail_matches(self) -> bool:
         """Spot-check: the last offset-index entry must point at a batch with that base offset."""
         if not self.index.rel:
             return True
         pos = self.index.pos[-1]
-        raw = os.pread(self.fd, 8, pos)
+        raw = self.read(pos, 8)
         return (
             len(raw) == 8 and struct.unpack(">q", raw)[0] == self.base_offset + self.index.rel[-1]
         )
 
     def _first_batch_max_ts(self) -> int:
-        raw = os.pread(self.fd, BATCH_OVERHEAD, 0)
+        raw = self.read(0, BATCH_OVERHEAD)
         if len(raw) < BATCH_OVERHEAD:
             return NO_TIMESTAMP
         return _HEADER.unpack_from(raw)[8]
@@ -218,18 +378,22 @@ class Segment:
     def write(self, pieces: Sequence[bytes | memoryview], total: int) -> None:
         """Append pieces with as few syscalls as possible; undo a partial write on error."""
         start = self.size
-        try:
-            _writev_all(self.fd, list(pieces), total)
-        except BaseException:
+        with self.open() as fd:
             try:
-                os.ftruncate(self.fd, start)
-            except OSError:
-                log.exception("%s: could not undo a failed write", self.log_path)
-            raise
+                _writev_all(fd, list(pieces), total)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    log.exception("%s: could not undo a failed write", self.log_path)
+                raise
         self.size = start + total
 
     def fsync(self) -> None:
-        os.fsync(self.fd)
+        """fsync the log file. A descriptor closed since a write is no loss: Linux's fsync
+        on any descriptor of the file writes all of its dirty pages."""
+        with self.open() as fd:
+            os.fsync(fd)
 
     def _seal_time_index(self) -> None:
         if self.max_timestamp != NO_TIMESTAMP:
@@ -242,7 +406,7 @@ class Segment:
         self.time_index.flush(fsync=True)
         self.index.close_writer()
         self.time_index.close_writer()
-        os.fsync(self.fd)
+        self.fsync()
 
     def flush_indexes(self) -> None:
         self.index.flush()
@@ -251,7 +415,12 @@ class Segment:
     # ---------------------------------------------------------------- reads
 
     def read(self, pos: int, n: int) -> bytes:
-        return os.pread(self.fd, n, pos)
+        handles = self.handles  # acquire/release spelled out: the hot path of every fetch
+        fd = handles.acquire(self)
+        try:
+            return os.pread(fd, n, pos)
+        finally:
+            handles.release(self)
 
     def position_of(self, offset: int) -> int:
         return self.index.lookup(offset - self.base_offset)
@@ -259,16 +428,23 @@ class Segment:
     # ---------------------------------------------------------------- lifecycle
 
     def delete(self) -> None:
-        """Remove the files. The descriptor stays open until no reader holds the segment."""
-        self.index.close_writer()
-        self.time_index.close_writer()
+        """Remove the files. A reader using the descriptor right now finishes its read;
+        one that comes later gets :class:`SegmentGone` and looks at the log again."""
+        self.index.discard_writer()
+        self.time_index.discard_writer()
+        self.mark_gone()
         for path in (self.log_path, self.index.path, self.time_index.path):
             path.unlink(missing_ok=True)
+
+    def mark_gone(self) -> None:
+        """This object no longer names the file at log_path (deleted or replaced)."""
+        self._gone = True
+        self.handles.forget(self)
 
     def close(self) -> None:
         self.index.close_writer()
         self.time_index.close_writer()
-        self._closer()
+        self.handles.forget(self)
 
 
 def _writev_all(fd: int, pieces: list[bytes | memoryview], total: int) -> None:

@@ -6,7 +6,8 @@ and returns values; the CLI only parses arguments and prints.
 - :mod:`.reader`: replay all of ``__marshal`` once into worlds, per-partition position
   history and declared leases;
 - :mod:`.describe`: groups, members, positions, lag and Burrow-style status (:mod:`.status`);
-- :mod:`.reset`: reset plans (pure), their CSV form, and execution through ReleaseGroup;
+- :mod:`.reset`: reset plans (pure, or :func:`plan_from_log`), their CSV form, and execution
+  through ReleaseGroup (relative targets resolved once the pause has landed);
 - :mod:`.keys`: admin key files for authenticated admin records.
 """
 
@@ -20,9 +21,11 @@ from .reset import (
     Plan,
     PlanRow,
     Target,
+    current_positions,
     execute,
     new_admin,
     parse_plan_csv,
+    plan_from_log,
     plan_reset,
     plan_to_csv,
 )
@@ -44,6 +47,7 @@ __all__ = [
     "Sample",
     "Status",
     "Target",
+    "current_positions",
     "describe_group",
     "evaluate_partition",
     "execute",
@@ -52,6 +56,7 @@ __all__ = [
     "new_admin",
     "parse_admin_keys",
     "parse_plan_csv",
+    "plan_from_log",
     "plan_reset",
     "plan_to_csv",
     "read_coordination",

@@ -37,6 +37,7 @@ from rationalizer import (
 from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3
 from rationalizer.membership import Member
 from rationalizer.messages import Message
+from storage import CorruptBatch
 
 from ..cluster import Cluster
 from ..coordlog import (
@@ -129,8 +130,11 @@ class CoordinationState:
         history: Mapping[PartitionKey, Iterable[Sample]],
         leases: Mapping[PartitionKey, int],
         groups: Iterable[str],
+        skipped_batches: int = 0,
     ) -> None:
         self.worlds = tuple(worlds)
+        #: stored batches of the coordination log that did not decode, skipped whole
+        self.skipped_batches = skipped_batches
         self.view = GroupView(self.worlds) if self.worlds else None
         self.ends = dict(ends)
         self.history = {k: tuple(v) for k, v in history.items()}
@@ -246,6 +250,7 @@ def read_coordination(
     leases: dict[PartitionKey, int] = {}
     groups: set[str] = set()
     keyparts: dict[bytes, PartitionKey] = {}
+    skipped: list[CorruptBatch] = []
     for po in cluster.describe_topic(topic).offsets:
         cp = po.partition
         restored = (
@@ -254,7 +259,7 @@ def read_coordination(
         start = po.earliest if restored is None else restored.covered + 1
         records = [
             r
-            for cols in iter_columns(cluster, cp, start, po.latest, topic)
+            for cols in iter_columns(cluster, cp, start, po.latest, topic, skipped.append)
             for r in zip(*cols, strict=True)
         ]
         here = {g for _o, _t, k, v in records if (g := group_of_record(k, v)) is not None}
@@ -310,4 +315,4 @@ def read_coordination(
     ordered = [worlds[cp] for cp in sorted(worlds)]
     if sorted(worlds) != list(range(len(ordered))):
         raise ValueError(f"{topic} partitions are not 0..N-1: {sorted(worlds)}")
-    return CoordinationState(ordered, ends, samples, leases, groups)
+    return CoordinationState(ordered, ends, samples, leases, groups, len(skipped))

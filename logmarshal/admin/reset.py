@@ -6,9 +6,14 @@ them. Here the log decides who may write a position, so the admin can move a liv
 1. write ``ReleaseGroup(expiry E)`` to **every** coordination partition: every claim of the
    group is void and, until E, only this admin's heartbeats change anything (PROTOCOL.md,
    rule 2/3);
-2. write one admin Heartbeat per partition of the plan, ``last_offset = new - 1``: accepted
+2. replay the log through those records: the pause must have landed everywhere (else no
+   position is written). From here on no member can move a position, so a *relative* target
+   (``current``, ``shift``) is resolved now, from this world: a position read before the
+   pause would miss what a live AMO holder reserved in between, and rewinding that hands its
+   offsets out twice (issue 23);
+3. write one admin Heartbeat per partition of the plan, ``last_offset = new - 1``: accepted
    as ``POSITION_SET`` while the pause lasts;
-3. replay the log and check every one of those records got the expected verdict.
+4. replay the log and check every one of those records got the expected verdict.
 
 Members see their claims voided in their own replay and drop them; from E on the partitions
 are unclaimed at the positions the admin set, and the members claim them again there.
@@ -52,6 +57,7 @@ from ..errors import UnknownTopic
 from .errors import AdminError
 from .keys import AdminKeys
 from .reader import CoordinationState, CoordRecord, read_coordination
+from .times import format_ms
 
 __all__ = [
     "DEFAULT_MIN_PAUSE_MS",
@@ -61,14 +67,17 @@ __all__ = [
     "PlanRow",
     "Target",
     "WrittenRecord",
+    "current_positions",
     "execute",
     "lookup_time_offsets",
     "min_pause_ms",
     "new_admin",
     "parse_plan_csv",
     "parse_topic_scope",
+    "plan_from_log",
     "plan_reset",
     "plan_to_csv",
+    "read_bounds",
     "resolve_scope",
 ]
 
@@ -77,6 +86,8 @@ log = logging.getLogger(__name__)
 #: The default pause is never shorter than this, so members on a slow replay still see it.
 DEFAULT_MIN_PAUSE_MS = 5_000
 TARGET_KINDS = ("earliest", "latest", "current", "offset", "shift", "datetime", "file")
+#: targets computed from the group's position: resolved only once the pause has landed
+RELATIVE_KINDS = frozenset({"current", "shift"})
 
 TopicPartition = tuple[str, int]
 
@@ -170,20 +181,35 @@ class Target:
         if self.kind not in TARGET_KINDS:
             raise ValueError(f"unknown reset target {self.kind!r}")
 
+    @property
+    def relative(self) -> bool:
+        """Computed from the group's position (``current``, ``shift``): :func:`execute`
+        resolves it again once its pause has landed, so no reservation is rewound."""
+        return self.kind in RELATIVE_KINDS
+
 
 @attrs.frozen
 class PlanRow:
     topic: str
     partition: int
-    current: int | None  # the group's position now (None: it has none)
+    current: int | None  # the group's position when planned (None: it has none)
     new: int
 
 
 @attrs.frozen
 class Plan:
+    """New positions; ``target`` (set by :func:`plan_reset`) lets :func:`execute` resolve a
+    relative one again after its pause landed. A plan without a target is applied as is."""
+
     group: str
     rows: tuple[PlanRow, ...]
     warnings: tuple[str, ...] = ()
+    target: Target | None = None
+
+    @property
+    def relative(self) -> bool:
+        """True when the figures are provisional: recomputed when the pause lands."""
+        return self.target is not None and self.target.relative
 
 
 def plan_reset(
@@ -202,7 +228,9 @@ def plan_reset(
     - every target outside ``[earliest, latest]`` is clamped to it, with a warning.
 
     ``time_offsets`` are the time-index answers for a ``datetime`` target; ``file`` targets
-    carry their own rows and ignore ``partitions`` beyond checking them.
+    carry their own rows and ignore ``partitions`` beyond checking them. For a relative
+    target (``current``, ``shift``) the rows are provisional: :func:`execute` computes them
+    again from the world after its ReleaseGroup landed, whatever ``current`` says here.
     """
     warnings: list[str] = []
     rows = []
@@ -259,7 +287,7 @@ def plan_reset(
             )
             new = latest
         rows.append(PlanRow(topic, partition, now, new))
-    return Plan(group, tuple(rows), tuple(warnings))
+    return Plan(group, tuple(rows), tuple(warnings), target)
 
 
 def lookup_time_offsets(
@@ -267,6 +295,54 @@ def lookup_time_offsets(
 ) -> dict[TopicPartition, int | None]:
     """The time index: first offset stamped at or after ``time_ms`` per partition."""
     return {(t, p): cluster.offset_for_time(t, p, time_ms) for t, p in partitions}
+
+
+def current_positions(
+    state: CoordinationState, group: str, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, int | None]:
+    """The group's position per partition as ``state`` shows it: the next offset to consume,
+    ``max(last_offset, claimed_through) + 1``, so an AMO holder's reservations count as
+    consumed. None where the group has none (never consumed: the members' reset policy
+    would decide, as for a Kafka group without a committed offset)."""
+    view = state.view
+    out: dict[TopicPartition, int | None] = {}
+    for topic, partition in partitions:
+        world = None if view is None else view.world_for(topic, partition)
+        s = None if world is None else world.partition_state(group, topic, partition)
+        out[(topic, partition)] = s.resume_offset if s is not None and s.has_position else None
+    return out
+
+
+def read_bounds(
+    cluster: Cluster, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, tuple[int, int]]:
+    """``(earliest, log end)`` per partition, as the cluster reports them now."""
+    return {
+        (t, p): (cluster.earliest_offset(t, p), cluster.latest_offset(t, p)) for t, p in partitions
+    }
+
+
+def plan_from_log(
+    cluster: Cluster,
+    state: CoordinationState,
+    group: str,
+    partitions: Sequence[TopicPartition],
+    target: Target,
+) -> Plan:
+    """A plan from the log as ``state`` and the cluster show it now: the one way the CLI and
+    :func:`execute` (for a relative target, after its pause landed) turn a target into rows."""
+    time_offsets = None
+    if target.kind == "datetime":
+        assert isinstance(target.value, int)
+        time_offsets = lookup_time_offsets(cluster, partitions, target.value)
+    return plan_reset(
+        group,
+        partitions,
+        current_positions(state, group, partitions),
+        read_bounds(cluster, partitions),
+        target,
+        time_offsets,
+    )
 
 
 # --------------------------------------------------------------------------- CSV
@@ -363,12 +439,18 @@ class WrittenRecord:
 
 @attrs.frozen
 class Execution:
+    """What was written and how replay judged it. ``rows`` are the positions written (for a
+    relative target: resolved after the pause landed; ``current`` is then the position as of
+    the pause); ``planned`` the rows of the plan given, ``warnings`` those of ``rows``."""
+
     group: str
     admin: AdminIdentity
     pause_until_ms: int
     pause_ms: int
     rows: tuple[PlanRow, ...]
     written: tuple[WrittenRecord, ...]
+    planned: tuple[PlanRow, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -394,6 +476,11 @@ def execute(
     ``pause_ms`` defaults to ``max(2·HB_max, 5 s)``; a shorter one than 2·HB_max is refused.
     An empty plan only pauses. With a key for the group in ``admin_keys`` every record is
     tagged, and the confirming replay authenticates as members given the same key do.
+
+    A relative plan (``current``, ``shift``) is resolved again, for the same partitions,
+    from the world replayed after the ReleaseGroup landed everywhere: what a live holder
+    reserved after ``plan`` was made is never rewound. If the pause did not land (a rejected
+    or unreplayed ReleaseGroup), no position is written and the result is not ``ok``.
     """
     group = plan.group
     if state.n == 0:
@@ -424,8 +511,37 @@ def execute(
         )
         expiry = corrected
         written = _release_everywhere(cluster, state.n, group, admin, expiry, key, clock)
+    rows, warnings = plan.rows, plan.warnings
+    if rows:
+        paused, written = _replay(cluster, written, admin_keys)
+        if not all(w.ok for w in written):
+            log.error("the pause of group %s did not land everywhere: no position written", group)
+            return _finish(Execution(group, admin, expiry, pause_ms, (), tuple(written), rows))
+        if plan.relative:
+            assert plan.target is not None
+            keys = [(r.topic, r.partition) for r in rows]
+            try:
+                resolved = plan_from_log(cluster, paused, group, keys, plan.target)
+            except AdminError as exc:
+                raise AdminError(
+                    f"{exc}; group {group!r} stays paused until {format_ms(expiry)} at "
+                    "unchanged positions"
+                ) from None
+            rows, warnings = resolved.rows, resolved.warnings
+            for now, then in zip(rows, plan.rows, strict=True):
+                if now.current != then.current:
+                    log.info(
+                        "%s/%d: the group moved from %s to %s before the pause landed; "
+                        "new position %d (planned %d)",
+                        now.topic,
+                        now.partition,
+                        then.current,
+                        now.current,
+                        now.new,
+                        then.new,
+                    )
     hb = min(max(state.hb_max_ms(group) or 1000, 1), MAX_HEARTBEAT_INTERVAL_MS)
-    for row in plan.rows:
+    for row in rows:
         msg = Heartbeat(
             client_id=admin.client_id,
             instance_id=admin.instance_id,
@@ -441,7 +557,13 @@ def execute(
             WrittenRecord("position", cp, w[0], w[1], topic=row.topic, partition=row.partition)
         )
     confirmed = _confirm(cluster, written, admin_keys)
-    result = Execution(group, admin, expiry, pause_ms, plan.rows, tuple(confirmed))
+    return _finish(
+        Execution(group, admin, expiry, pause_ms, rows, tuple(confirmed), plan.rows, warnings)
+    )
+
+
+def _finish(result: Execution) -> Execution:
+    """Log every record replay did not accept as expected."""
     for w in result.rejected:
         log.error(
             "record %d of %s/%d: %s",
@@ -494,6 +616,14 @@ def _confirm(
     cluster: Cluster, written: list[WrittenRecord], admin_keys: AdminKeys | None
 ) -> list[WrittenRecord]:
     """Replay the log and attach to each written record the verdict replay gave it."""
+    return _replay(cluster, written, admin_keys)[1]
+
+
+def _replay(
+    cluster: Cluster, written: list[WrittenRecord], admin_keys: AdminKeys | None
+) -> tuple[CoordinationState, list[WrittenRecord]]:
+    """Replay the log to its end (past every ``written`` record, whose produce returned):
+    the world after them, and each with the verdict replay gave it."""
     wanted = {(w.coord_partition, w.offset) for w in written}
     verdicts: dict[tuple[int, int], Verdict | None] = {}
 
@@ -508,4 +638,6 @@ def _confirm(
         # started after it, but the snapshot's world keeps recent verdicts (its window)
         if cp < state.n:
             verdicts[(cp, offset)] = state.worlds[cp].verdict(offset)
-    return [attrs.evolve(w, verdict=verdicts.get((w.coord_partition, w.offset))) for w in written]
+    return state, [
+        attrs.evolve(w, verdict=verdicts.get((w.coord_partition, w.offset))) for w in written
+    ]

@@ -9,6 +9,7 @@ from typing import Any
 from storage.broker import BrokerConfig, load_cluster_file, run_broker
 from storage.broker.cluster_file import parse_host_port
 from storage.broker.server import DEFAULT_MAX_FRAME
+from storage.datadir import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 
 from ..broker_groups import MarshalGroupView
 from .argtypes import positive
@@ -74,6 +75,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="serve Prometheus metrics on http://LISTEN-HOST:PORT/metrics (requests by API and "
         "error, bytes, produce/fetch latency, partition sizes)",
     )
+    start.add_argument(
+        "--retention-check-interval-ms",
+        type=positive,
+        default=DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        metavar="MS",
+        help="how often segments past retention.ms / retention.bytes are deleted, the active "
+        "one included (Kafka's log.retention.check.interval.ms; default: "
+        f"{DEFAULT_RETENTION_CHECK_INTERVAL_MS})",
+    )
     start.set_defaults(func=_start)
 
 
@@ -107,6 +117,7 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
         ready_file=args.ready_file,
         validate_records=args.validate_records,
         metrics_port=args.metrics_port,
+        retention_check_interval_ms=args.retention_check_interval_ms,
         group_view=MarshalGroupView,  # Kafka's tools see Marshal groups (read-only)
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from typing import Any
 
@@ -120,7 +121,13 @@ def _export(args: argparse.Namespace, ctx: Context) -> int:
         raise CliError(str(exc)) from None
     from ..audit.export import export_coordination  # pyarrow only when used
 
-    info = export_coordination(ctx.cluster, args.out, progress=export_progress())
+    counter = _SkippedBatches()
+    coordlog_log = logging.getLogger("logmarshal.coordlog")
+    coordlog_log.addHandler(counter)
+    try:
+        info = export_coordination(ctx.cluster, args.out, progress=export_progress())
+    finally:
+        coordlog_log.removeHandler(counter)
     rows = [
         {
             "partition": p.partition,
@@ -131,15 +138,42 @@ def _export(args: argparse.Namespace, ctx: Context) -> int:
         for p in info.partitions
     ]
     if ctx.as_json:
-        emit(True, {"path": info.path, "records": info.records, "partitions": rows})
+        emit(
+            True,
+            {
+                "path": info.path,
+                "records": info.records,
+                "partitions": rows,
+                "skipped_batches": counter.count,
+            },
+        )
         return 0
     print_table(rows, ["partition", "earliest", "latest", "records"])
     print(f"exported {info.records:,} coordination records to {info.path} in {info.seconds:.2f} s")
+    if counter.count:
+        print(
+            f"note: skipped {counter.count} stored batch(es) that do not decode, whole, as "
+            "every replayer does (logged with their offsets)"
+        )
     if info.truncated:
         print(
             f"note: history of partitions {info.truncated} starts after retention removed records"
         )
     return 0
+
+
+class _SkippedBatches(logging.Handler):
+    """Counts the damaged batches the coordination log's reader skipped during an export
+    (it reports each with its :class:`~storage.CorruptBatch`; the export's own summary
+    belongs to the audit package and has no field for them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "corrupt_batch", None) is not None:
+            self.count += 1
 
 
 def dump_row(rec: Any) -> dict[str, Any]:

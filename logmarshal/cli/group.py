@@ -21,12 +21,12 @@ from ..admin import (
     load_admin_keys,
     new_admin,
     parse_plan_csv,
-    plan_reset,
+    plan_from_log,
     plan_to_csv,
     read_coordination,
 )
 from ..admin.describe import require_group
-from ..admin.reset import lookup_time_offsets, parse_topic_scope, resolve_scope
+from ..admin.reset import parse_topic_scope, resolve_scope
 from ..admin.times import format_ms, parse_datetime_ms, parse_duration_ms, parse_span_ms
 from .context import CliError, Context
 from .output import emit, print_table
@@ -42,6 +42,12 @@ _TARGETS = (
     ("to_datetime", "--to-datetime"),
     ("by_duration", "--by-duration"),
     ("from_file", "--from-file"),
+)
+
+#: what a dry run of --to-current / --shift-by says about its figures
+RELATIVE_NOTE = (
+    "note: these positions are as of now; --execute computes them again from the group's "
+    "position once its pause has landed (what members consume until then is not rewound)"
 )
 
 
@@ -107,8 +113,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
             "--execute, apply them to a live group: ReleaseGroup pauses it on every "
             "coordination partition, the admin's heartbeats set the positions, replay confirms "
             "both, and after the pause the members claim again and resume exactly there. "
-            "Targets outside the log are clamped, with a warning. Without --execute nothing "
-            "is written."
+            "Relative targets (--to-current, --shift-by) are computed from the group's "
+            "position once the pause has landed, when no member can move it any more: what a "
+            "live member reserved meanwhile is never rewound, so a dry run's figures for them "
+            "are as of now. Targets outside the log are clamped, with a warning. Without "
+            "--execute nothing is written."
         ),
     )
     reset.add_argument("group")
@@ -124,9 +133,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     reset.add_argument("--to-earliest", action="store_true", help="the earliest offset")
     reset.add_argument("--to-latest", action="store_true", help="the log end")
-    reset.add_argument("--to-current", action="store_true", help="the current position")
+    reset.add_argument(
+        "--to-current",
+        action="store_true",
+        help="the current position, as of the moment the pause has landed",
+    )
     reset.add_argument("--to-offset", metavar="N", help="offset N")
-    reset.add_argument("--shift-by", metavar="±N", help="the current position plus N")
+    reset.add_argument(
+        "--shift-by",
+        metavar="±N",
+        help="the current position (as of the moment the pause has landed) plus N",
+    )
     reset.add_argument(
         "--to-datetime",
         metavar="TIME",
@@ -141,7 +158,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     reset.add_argument(
         "--from-file", metavar="CSV", help="rows topic,partition,offset (as --export writes)"
     )
-    reset.add_argument("--dry-run", action="store_true", help="print the plan (the default)")
+    reset.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (the default); relative targets' figures are as of now",
+    )
     reset.add_argument("--execute", action="store_true", help="apply the plan")
     reset.add_argument(
         "--export", action="store_true", help="print the plan as CSV (what --from-file reads)"
@@ -486,16 +507,9 @@ def _reset(args: argparse.Namespace, ctx: Context) -> int:
         partitions = sorted(target.value)  # type: ignore[arg-type]
     else:
         partitions = resolve_scope(cluster, state, args.group, scopes, args.all_topics)
-    bounds = {
-        (t, p): (cluster.earliest_offset(t, p), cluster.latest_offset(t, p)) for t, p in partitions
-    }
-    current = {(t, p): _current(state, args.group, t, p) for t, p in partitions}
-    time_offsets = None
-    if target.kind == "datetime":
-        time_offsets = lookup_time_offsets(cluster, partitions, target.value)  # type: ignore[arg-type]
-    plan = plan_reset(args.group, partitions, current, bounds, target, time_offsets)
-    _warn(plan.warnings)
+    plan = plan_from_log(cluster, state, args.group, partitions, target)
     if not args.execute:
+        _warn(plan.warnings)
         if args.export:
             sys.stdout.write(plan_to_csv(plan))
         elif ctx.as_json:
@@ -515,26 +529,21 @@ def _reset(args: argparse.Namespace, ctx: Context) -> int:
                 ["group", "topic", "partition", "current_offset", "new_offset"],
             )
             print("dry run: nothing was written (use --execute to apply)", file=sys.stderr)
+        if plan.relative:
+            print(RELATIVE_NOTE, file=sys.stderr)
         return 0
     admin = new_admin(args.client_id)
     result = execute(cluster, state, plan, admin=admin, pause_ms=pause_ms, admin_keys=keys)
+    _warn(result.warnings)
     return _report_execution(ctx, result, export=args.export)
-
-
-def _current(state: Any, group: str, topic: str, partition: int) -> int | None:
-    """The group's position, or None when it has none (never consumed: the members' reset
-    policy would decide, as for a Kafka group without a committed offset)."""
-    assert state.view is not None
-    s = state.view.world_for(topic, partition).partition_state(group, topic, partition)
-    if s is None or not s.has_position:
-        return None
-    return s.resume_offset
 
 
 def _plan_payload(plan: Any, executed: bool) -> dict[str, Any]:
     return {
         "group": plan.group,
         "executed": executed,
+        # True: the figures are as of now; --execute recomputes them once the pause landed
+        "recomputed_when_paused": plan.relative,
         "warnings": list(plan.warnings),
         "partitions": [
             {"topic": r.topic, "partition": r.partition, "current": r.current, "new": r.new}
@@ -552,6 +561,12 @@ def _report_execution(ctx: Context, result: Any, export: bool = False) -> int:
             f"{w.offset}{where} was {w.describe_verdict()}",
             file=sys.stderr,
         )
+    if result.planned and not result.rows:
+        print(
+            "logmarshal: error: the pause did not land on every coordination partition, so no "
+            "position was written (the group's positions are unchanged)",
+            file=sys.stderr,
+        )
     if ctx.as_json:
         emit(
             True,
@@ -565,6 +580,10 @@ def _report_execution(ctx: Context, result: Any, export: bool = False) -> int:
                 "partitions": [
                     {"topic": r.topic, "partition": r.partition, "old": r.current, "new": r.new}
                     for r in result.rows
+                ],
+                "planned": [
+                    {"topic": r.topic, "partition": r.partition, "old": r.current, "new": r.new}
+                    for r in result.planned
                 ],
                 "records": [
                     {
@@ -584,8 +603,16 @@ def _report_execution(ctx: Context, result: Any, export: bool = False) -> int:
 
         sys.stdout.write(plan_to_csv(Plan(result.group, result.rows)))
     else:
+        planned = {(r.topic, r.partition): r for r in result.planned}
         for r in result.rows:
-            print(f"{r.topic}/{r.partition}: {_dash(r.current)} -> {r.new}")
+            was = planned.get((r.topic, r.partition))
+            moved = (
+                ""
+                if was is None or (was.current, was.new) == (r.current, r.new)
+                else f" (planned {_dash(was.current)} -> {was.new}; the group moved before the "
+                "pause landed)"
+            )
+            print(f"{r.topic}/{r.partition}: {_dash(r.current)} -> {r.new}{moved}")
         print(
             f"group {result.group} paused until {format_ms(result.pause_until_ms)} by "
             f"{result.admin.client_id}/{result.admin.instance_id}; "

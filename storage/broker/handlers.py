@@ -51,10 +51,11 @@ from .errors import ErrorCode, ProtocolError, error_code_for
 from .groups import GroupHandlers, GroupViewProvider
 from .idempotence import Idempotence, ProducerIdAllocator, has_producer_id
 from .metrics import BrokerMetrics, first_error
-from .nulls import null_violation
+from .nulls import null_refusal, null_violation
 from .wire import (
     SUPPORTED,
     ApiKey,
+    ApiSpec,
     FetchPartitionResult,
     RequestHeader,
     api_versions_response,
@@ -164,7 +165,8 @@ class Handlers:
     # ------------------------------------------------------------------ dispatch
 
     async def handle(self, header: RequestHeader, frame: memoryview) -> Response:
-        """Answer one request; ProtocolError means: close the connection."""
+        """Answer one request; ProtocolError (a request that does not parse) means: close the
+        connection."""
         if self.metrics is None:
             return await self._handle(header, frame)
         started = time.perf_counter()
@@ -202,7 +204,9 @@ class Handlers:
             raise ProtocolError(f"api key {key} v{version} does not decode: {exc!r}") from None
         null_field = null_violation(request, version)
         if null_field is not None:
-            raise ProtocolError(f"api key {key} v{version}: {null_field} is null but not nullable")
+            if self.metrics is not None:
+                self._last_error[id(frame)] = ErrorCode.INVALID_REQUEST
+            return self._refuse_null(header, spec, request, null_field)
         if key in self._group_table:
             result = await self._group_table[key](request, version, header.client_id)
         else:
@@ -211,6 +215,28 @@ class Handlers:
             error = getattr(result, "error", None)  # hand-encoded answers carry it
             self._last_error[id(frame)] = first_error(result) if error is None else error
         if result is None or isinstance(result, bytes | list):
+            return _with_correlation(result, header.correlation_id)
+        return encode_response(header.correlation_id, spec, version, result)
+
+    def _refuse_null(
+        self, header: RequestHeader, spec: ApiSpec, request: Any, field: str
+    ) -> Response:
+        """INVALID_REQUEST for a null the schema forbids (storage.broker.nulls); nothing runs.
+
+        A Produce with acks=0 gets no answer, as every acks=0 produce here (the records are
+        not stored)."""
+        key, version = header.api_key, header.api_version
+        log.warning(
+            "client %r: api key %d v%d: %s is null but not nullable; answered INVALID_REQUEST",
+            header.client_id,
+            key,
+            version,
+            field,
+        )
+        if key == ApiKey.PRODUCE and request.acks == 0:
+            return None
+        result = null_refusal(key, version, request, spec.response, field)
+        if isinstance(result, list):
             return _with_correlation(result, header.correlation_id)
         return encode_response(header.correlation_id, spec, version, result)
 

@@ -30,7 +30,11 @@ from pathlib import Path
 
 import attrs
 
-from storage.datadir import DEFAULT_MAX_PARTITIONS_PER_TOPIC, DataDir
+from storage.datadir import (
+    DEFAULT_MAX_PARTITIONS_PER_TOPIC,
+    DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+    DataDir,
+)
 
 from .cluster_file import ClusterLayout, load_cluster_file
 from .errors import ProtocolError
@@ -67,9 +71,12 @@ class BrokerConfig:
     ready_file: str | os.PathLike[str] | None = None
     io_threads: int = 4
     validate_records: bool = True  # off only to measure what record validation costs
-    max_partitions: int | None = None  # budget of open partitions (None: from ulimit -n)
+    max_partitions: int | None = None  # partitions the broker may hold (None: 100,000)
+    max_open_files: int | None = None  # segment files open at once (None: from ulimit -n)
     max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
     metrics_port: int | None = None  # serve Prometheus /metrics here (0: a free port)
+    #: Kafka's log.retention.check.interval.ms: how often expired segments are deleted
+    retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS
     # Builds the group view (Kafka's group APIs, read-only) once the data directory is open;
     # ``logmarshal broker start`` passes one that replays __marshal.
     group_view: Callable[[DataDir, ClusterLayout], GroupViewProvider] | None = attrs.field(
@@ -153,7 +160,9 @@ class BrokerServer:
             cfg.data_dir,
             validate_records=cfg.validate_records,
             max_partitions=cfg.max_partitions,
+            max_open_files=cfg.max_open_files,
             max_partitions_per_topic=cfg.max_partitions_per_topic,
+            retention_check_interval_ms=cfg.retention_check_interval_ms,
         )
         try:
             self._server = await asyncio.start_server(

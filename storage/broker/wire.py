@@ -276,6 +276,7 @@ class FetchPartitionResult(NamedTuple):
 
 
 _FETCH_PARTITION = struct.Struct(">ihqqqi")  # index, error, hw, last stable, log start, aborted
+_FETCH_PARTITION_V4 = struct.Struct(">ihqqi")  # v4 has no log start offset (added in v5)
 _INT32_MINUS_ONE = _INT32.pack(-1)
 
 
@@ -283,21 +284,30 @@ def encode_fetch_response(
     correlation_id: int,
     version: int,
     topics: Sequence[tuple[str, Sequence[FetchPartitionResult]]],
+    error: int = 0,
 ) -> list[bytes]:
-    """A Fetch response (v4-v11, non-flexible) as buffers; records are not copied."""
+    """A Fetch response (v4-v11, non-flexible) as buffers; records are not copied.
+
+    ``error`` is the top-level error code (v7 on; earlier versions have only the
+    partitions' codes)."""
     parts: list[bytes] = []
     head = bytearray(_INT32.pack(0))  # throttle time
     if version >= 7:
-        head += struct.pack(">hi", 0, 0)  # top-level error, session id (no sessions)
+        head += struct.pack(">hi", error, 0)  # top-level error, session id (no sessions)
     head += _INT32.pack(len(topics))
     size = 0
     for name, partitions in topics:
         raw = name.encode("utf-8")
         head += _INT16.pack(len(raw)) + raw + _INT32.pack(len(partitions))
         for p in partitions:
-            head += _FETCH_PARTITION.pack(
-                p.partition, p.error, p.high_watermark, p.high_watermark, p.log_start_offset, 0
-            )
+            if version >= 5:
+                head += _FETCH_PARTITION.pack(
+                    p.partition, p.error, p.high_watermark, p.high_watermark, p.log_start_offset, 0
+                )
+            else:
+                head += _FETCH_PARTITION_V4.pack(
+                    p.partition, p.error, p.high_watermark, p.high_watermark, 0
+                )
             if version >= 11:
                 head += _INT32_MINUS_ONE  # preferred read replica: none
             head += _INT32.pack(len(p.records))

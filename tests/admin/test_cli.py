@@ -292,3 +292,27 @@ def test_describe_and_list_show_announced_members_and_balance(
     assert out.splitlines()[0].endswith("balanced: yes")
     rc, out, _ = run(data, capsys, "group", "list")
     assert out.splitlines()[1].split()[:2] == ["g", "3"]
+
+
+def test_a_dry_run_of_a_relative_target_says_its_figures_are_as_of_now(data, capsys) -> None:
+    """--to-current / --shift-by are recomputed once the pause has landed: the dry run says
+    so (text and JSON); an absolute target's dry run does not."""
+    for flags in (["--to-current"], ["--shift-by", "2"]):
+        rc, out, err = run(data, capsys, "group", "reset", "g", "--all-topics", *flags)
+        assert rc == 0 and "dry run: nothing was written" in err
+        assert "as of now" in err and "once its pause has landed" in err
+        rc, out, err = run(data, capsys, "--json", "group", "reset", "g", "--all-topics", *flags)
+        assert rc == 0 and json.loads(out)["recomputed_when_paused"] is True
+    rc, out, err = run(data, capsys, "group", "reset", "g", "--all-topics", "--to-latest")
+    assert rc == 0 and "dry run" in err and "as of now" not in err
+    rc, out, _ = run(data, capsys, "--json", "group", "reset", "g", "--all-topics", "--to-latest")
+    assert json.loads(out)["recomputed_when_paused"] is False
+
+
+def test_reset_help_says_when_relative_targets_are_computed(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["group", "reset", "--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "computed from the group's position once the pause has landed" in text
+    assert "--to-current the current position, as of the moment the pause has landed" in text

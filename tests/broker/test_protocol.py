@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+import pytest
 from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -204,3 +205,16 @@ def test_port_in_use_is_a_clean_error(tmp_path, broker):
     assert result.returncode == 1
     assert "cannot listen" in result.stderr
     assert free_port() > 0
+
+
+@pytest.mark.parametrize("version", [4, 5, 11])
+def test_fetch_answers_decode_at_every_version(broker, version) -> None:
+    """Found beside issue 25: Fetch v4 answers carried v5's log start offset (8 bytes a
+    partition more than the v4 schema), so a v4 client read garbage after the first field."""
+    with RawClient(broker.address) as client:
+        client.call(produce_request("t", 0, batch(3)), ProduceResponse)
+        fetched = client.call(fetch_request("t", 0, 0, version=version), FetchResponse)
+        part = fetched.responses[0].partitions[0]
+        assert (part.error_code, part.high_watermark) == (0, 3)
+        assert [r.offset for r in decode_records(part.records)] == [0, 1, 2]
+        assert client.call(MetadataRequest[1](topics=None), MetadataResponse).topics

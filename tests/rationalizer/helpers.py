@@ -52,9 +52,17 @@ def release(who: str, last: int, p: int = 0, g: str = G, t: str = T) -> Releasin
     return ReleasingPartition(**ids(who), group_id=g, topic=t, partition=p, last_offset=last)
 
 
-def claim_msgs(who: str, through: int, p: int = 0, g: str = G, t: str = T) -> ClaimingMessages:
+def claim_msgs(
+    who: str, through: int, p: int = 0, g: str = G, t: str = T, first: int | None = None
+) -> ClaimingMessages:
+    """Version 1, or version 4 reserving ``first..through`` when ``first`` is given."""
     return ClaimingMessages(
-        **ids(who), group_id=g, topic=t, partition=p, proposed_last_offset=through
+        **ids(who),
+        group_id=g,
+        topic=t,
+        partition=p,
+        proposed_last_offset=through,
+        first_offset=first,
     )
 
 

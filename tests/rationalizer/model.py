@@ -23,7 +23,10 @@ class Model:
     interval (None without a holder; there is no reader HB anywhere), ``pos``: whether
     an accepted record ever set a position (every accepted record but a claim does), and
     ``vec``: a task's position vector (version 3), set by the task records, cleared by every
-    other record that sets a position; its scalar is ``sum(last_offset + 1) - 1``."""
+    other record that sets a position; its scalar is ``sum(last_offset + 1) - 1``.
+    Version 4: ``floor``, the position a tenure started from (claim or restart takeover),
+    below which its release gives nothing back; a restart takeover needs a position at
+    least the partition's; a version 4 reservation starts at the resume point."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -65,7 +68,7 @@ class Model:
                 return False, Reason.UNAUTHENTICATED, None
             for (pg, _, _), st in self.parts.items():
                 if pg == g:
-                    st.update(holder=None, hb=None)
+                    st.update(holder=None, hb=None, floor=None)
             if msg.msg_expire_time > t:
                 self.paused[g] = (msg.msg_expire_time, me)
             else:
@@ -92,8 +95,9 @@ class Model:
         holder = st["holder"] if st else None
         age = t - st["beat"] if st else None
         hb = st["hb"] if st else None  # the holder's lease, judged before any update
+        position = max(st["last"], st["claimed"]) if st and st.get("pos") else None
         if isinstance(msg, ClaimingPartition):
-            new = {"holder": me, "beat": t, "hb": msg.heartbeat_interval_ms}
+            new = {"holder": me, "beat": t, "hb": msg.heartbeat_interval_ms, "floor": position}
             if st is None:
                 self.parts[key] = {**new, "last": -1, "claimed": -1, "pos": False}
                 return True, None, Effect.CLAIMED
@@ -118,19 +122,27 @@ class Model:
                 effect = Effect.RENEWED if age <= 2 * hb else Effect.RENEWED_LATE
                 st.update(beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec)
                 return True, None, effect
-            if holder is not None and holder[0] == me[0] and age < hb:
+            current = position is None or last >= position
+            if holder is not None and holder[0] == me[0] and age < hb and current:
                 self.fenced.add(holder)
                 st.update(
                     holder=me, beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec
                 )
+                st["floor"] = position
                 return True, None, Effect.RESTART_TAKEOVER
             return False, Reason.NOT_HOLDER, None
         if holder != me:
             return False, Reason.NOT_HOLDER, None
         if isinstance(msg, ReleasingPartition | ReleasingTask):
-            st.update(holder=None, hb=None, beat=t, last=last, claimed=last, pos=True, vec=vec)
+            floor = st.get("floor")
+            claimed = last if floor is None else max(last, floor)
+            st.update(holder=None, hb=None, beat=t, last=last, claimed=claimed, pos=True, vec=vec)
+            st["floor"] = None
             return True, None, Effect.RELEASED
         assert isinstance(msg, ClaimingMessages)
+        starts_elsewhere = position is not None and msg.first_offset != position + 1
+        if msg.first_offset is not None and starts_elsewhere:
+            return False, Reason.OFFSET_REGRESSION, None
         if msg.proposed_last_offset >= st["claimed"]:
             st.update(claimed=msg.proposed_last_offset, beat=t, pos=True, vec=None)
             return True, None, Effect.MESSAGES_CLAIMED

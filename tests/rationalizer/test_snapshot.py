@@ -14,7 +14,7 @@ def _busy_world() -> WorldState:
     log.put(claim("a:1", hb=300), 0)
     log.put(claim("b:1", p=1), 0)
     log.put(claim_msgs("a:1", 30), 5)
-    log.put(beat("a:2", 9, hb=3_600_000), 10)  # restart takeover, fences a:1
+    log.put(beat("a:2", 30, hb=3_600_000), 10)  # restart takeover (current position), fences a:1
     log.put(claim("c:1", p=1, hb=77), 5000)  # stale takeover
     log.put(release_group("adm:x", 9000, g="h"), 5001)  # unauthenticated
     log.put(release_group("adm:x", 9000, g="h", key=KEY), 5001)

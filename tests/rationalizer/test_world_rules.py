@@ -375,7 +375,8 @@ def test_release_group_already_expired_ends_pause_and_voids():
         (b"g/orders/0", None),
         (b"", b""),
         (b"g/orders/0", b"\x01"),
-        (b"g/orders/0", b"\x09" + encode(claim("a:1"))[1][1:]),  # unknown version
+        (b"g/orders/0", b"\x00" + encode(claim("a:1"))[1][1:]),  # not a version
+        (b"g/orders/0", b"\x80" + encode(claim("a:1"))[1][1:]),  # nor a version to come
         (b"g/orders/0", b"\x01\x63" + encode(claim("a:1"))[1][2:]),  # unknown type
         (b"g/orders/1", encode(claim("a:1"))[1]),  # key mismatch
         (encode(claim("a:1"))[0], encode(claim("a:1"))[1] + b"\x00"),

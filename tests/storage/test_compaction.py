@@ -199,32 +199,55 @@ _CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
 from storage import NewRecord, PartitionLog, TopicConfig, encode_batch
-cfg = TopicConfig(cleanup_policy="compact", segment_bytes=2000, retention_ms=-1)
+merge = sys.argv[3] == "merge"
+# merge: segments roll every 5 ms of wall time, so they are small and the cleaner merges
+# adjacent ones up to segment.bytes; every pass is due (min.cleanable.dirty.ratio 0)
+cfg = TopicConfig(cleanup_policy="compact", retention_ms=-1,
+                  segment_bytes=4000 if merge else 2000, segment_ms=5 if merge else 604800000,
+                  min_cleanable_dirty_ratio=0.0)
 plog = PartitionLog(sys.argv[1], cfg, lambda: int(time.time() * 1000))
 i = 0
 print("ready", flush=True)
+told = False
 while True:
     for _ in range(50):
         plog.append(encode_batch([NewRecord(b"%d" % i, key=b"k%d" % (i % 13), timestamp=i)]))
         i += 1
-    plog._needs_cleaning = True
+    before = plog.segment_count
     plog.clean()
+    if not told and plog.segment_count < before - 1:
+        print("merged", flush=True)
+        told = True
 """
 
 
-@pytest.mark.parametrize("delay", [0.3, 0.7, 1.1])
-def test_sigkill_mid_clean_leaves_a_valid_log(tmp_path, delay) -> None:
+def _readline(stream, seconds: float) -> bytes:
+    """One line from a child's stdout, or b"" if none comes within seconds."""
+    import select
+
+    if not select.select([stream], [], [], seconds)[0]:
+        return b""
+    return stream.readline()
+
+
+@pytest.mark.parametrize(
+    ("mode", "delay"), [("plain", 0.3), ("plain", 0.7), ("plain", 1.1), ("merge", 0.1), ("merge", 0.5)]
+)
+def test_sigkill_mid_clean_leaves_a_valid_log(tmp_path, mode, delay) -> None:
     directory = tmp_path / "p"
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(directory), str(ROOT)], stdout=subprocess.PIPE
+        [sys.executable, "-c", _CHILD, str(directory), str(ROOT), mode], stdout=subprocess.PIPE
     )
     try:
-        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        assert child.stdout is not None and _readline(child.stdout, 30) == b"ready\n"
+        if mode == "merge":  # the kill lands among passes that merge segments
+            assert _readline(child.stdout, 60) == b"merged\n"
         time.sleep(delay)
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(10)
-    plog = PartitionLog(directory, _config(segment_bytes=2000), lambda: 0)
+    plog = PartitionLog(directory, _config(segment_bytes=4000), lambda: 0)
+    assert not list(directory.glob("*.swap")) and not list(directory.glob("*.cleaned"))
     read = _all(plog)
     offsets = [r.offset for r in read]
     assert offsets == sorted(set(offsets)) and offsets
@@ -235,6 +258,7 @@ def test_sigkill_mid_clean_leaves_a_valid_log(tmp_path, delay) -> None:
         latest = max(o for o in range(last + 1) if o % 13 == k) if last >= k else None
         if latest is not None:
             assert latest in offsets
+    assert plog.log_start_offset == 0  # cleaning never moves the log start
     plog.close()
 
 
