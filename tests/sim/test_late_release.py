@@ -13,6 +13,8 @@ holder hands 30..59 out a second time.
 
 from __future__ import annotations
 
+import pytest
+
 from .stepper import HB, TOPIC, Group, Member, describe
 
 
@@ -43,6 +45,12 @@ def test_stray_late_release_fifo_hands_nothing_out_twice():
     assert g.repeats() == {}, describe(g)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 23: rule b cannot tell the stray release from the same instance's new tenure "
+    "(its floor is 29, the release says 29: it 'gives back' 30..59, handed out); only the FIFO "
+    "transport (an idempotent producer) prevents it",
+)
 def test_stray_late_release_overtaken_hands_nothing_out_twice():
     g, i1 = _hands_out_then_gives_up()
     g.carry(i1, i1.core.give_up(g.now, TOPIC, 0, "the test gives it up"))
