@@ -551,6 +551,11 @@ class Sim:
         for fn in postponed:
             self.on(inst, fn)
 
+    def during_faults(self, fn: Callable[[], object]) -> None:
+        """Run a step of a fault schedule only while faults last (the group then settles)."""
+        if self.in_faults():
+            fn()
+
     def zombie(self) -> None:
         """Issue 23's schedule: two instances of one client overlap (module docstring)."""
         if not self.in_faults():
@@ -569,15 +574,16 @@ class Sim:
         self.freeze(old)
         cid = old.client_id
         restart = rng.randint(2 * HB + 1, 4 * HB) if rng.random() < 0.75 else rng.randint(0, 2 * HB)
-        self.at(self.now + restart, lambda: self.join(cid))
+        self.at(self.now + restart, lambda: self.during_faults(lambda: self.join(cid)))
         third = self.join()
-        self.at(self.now + rng.randint(3 * HB, 6 * HB), lambda: self.step(third, Close()))
+        leave = self.now + rng.randint(3 * HB, 6 * HB)
+        self.at(leave, lambda: self.during_faults(lambda: self.step(third, Close())))
         thaw = self.now + rng.randint(5 * HB, 9 * HB)
         self.at(thaw, lambda: self.thaw(old))
         if rng.random() < 0.5:  # it is then stopped (SIGTERM) and a fourth client joins
             close = thaw + rng.randint(HB // 4, 2 * HB)
-            self.at(close, lambda: self.step(old, Close()))
-            self.at(close + rng.randint(0, HB), lambda: self.join())
+            self.at(close, lambda: self.during_faults(lambda: self.step(old, Close())))
+            self.at(close + rng.randint(0, HB), lambda: self.during_faults(self.join))
         if rng.random() < 0.5 and thaw + 2 * HB < self.fault_ms:
             self.at(thaw + rng.randint(HB, 3 * HB), self.zombie)
 
