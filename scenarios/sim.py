@@ -40,7 +40,9 @@ As unkind as real processes (issue 23). The faults below draw from a second gene
 Each safety fix can be removed (``--without FIX[,FIX...]``, ``all-amo`` for all of them):
 the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
 ``reservation_start`` (rule c); the core's ``surprise`` and ``stall``; ``restart-fix``
-(issue 10, also ``--without-restart-fix``) and ``idempotent-writes`` (transport ii).
+(issue 10's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
+``--without-restart-fix`` is issue 10's whole experiment: ``restart-fix`` plus rule a, rule c
+and ``surprise``, each of which alone now stops that bug.
 
 Half the ALO seeds claim *tasks* (issue 14) instead of partitions: partition p of the task
 ``t`` is one claim under which partition p of the source topics ``a`` and ``b`` is read, and
@@ -61,6 +63,7 @@ import attrs
 
 from logmarshal.core import (
     Bounds,
+    CatchUp,
     Close,
     Closed,
     CoreOptions,
@@ -111,6 +114,10 @@ WORLD_FIXES = frozenset({"takeover_position", "release_floor", "reservation_star
 CORE_FIXES = frozenset({"surprise", "stall"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = WORLD_FIXES | CORE_FIXES | {"restart-fix", "idempotent-writes"}
+#: what ``fix=False`` / ``--without-restart-fix`` removes: issue 10's bug needs all of them
+ISSUE_10_EXPERIMENT = frozenset(
+    {"restart-fix", "takeover_position", "reservation_start", "surprise"}
+)
 #: the pause admin of the reset race
 ADMIN = ("admin", "a1")
 
@@ -169,8 +176,14 @@ class Sim:
         unknown = set(without) - FIXES
         if unknown:
             raise ValueError(f"no such fix: {sorted(unknown)} (choose from {sorted(FIXES)})")
-        self.without = frozenset(without) | (frozenset() if fix else {"restart-fix"})
+        #: ``fix=False`` (``--without-restart-fix``) is issue 10's experiment: since protocol
+        #: version 4 each of property a, property c and the core's restart after a surprising
+        #: verdict alone stops that bug, so they go too (the lead's choice on main)
+        self.without = frozenset(without) | (frozenset() if fix else ISSUE_10_EXPERIMENT)
         self.fix = "restart-fix" not in self.without
+        #: what every world and every core is built without
+        self.rules_off = self.without & WORLD_FIXES
+        self.core_off = self.without & CORE_FIXES
         #: transport (i), per (instance, cp) FIFO behind a late write; else (ii)
         self.fifo = "idempotent-writes" not in self.without
         #: (instance, cp) -> the time of the latest late write held in its FIFO
@@ -234,8 +247,7 @@ class Sim:
 
     def world(self) -> WorldState:
         """A replayer's world, with the fixes the run removes (every world the same)."""
-        removed = self.without & WORLD_FIXES
-        return WorldState(_without=removed) if removed else WorldState()  # type: ignore[call-arg]
+        return WorldState(_without=self.rules_off)
 
     # -- scheduling --------------------------------------------------------------------------
 
@@ -308,9 +320,7 @@ class Sim:
             tasks=((TOPIC, self.sources),) if self.sources != (TOPIC,) else (),
             **core_options,  # type: ignore[arg-type]
         )
-        removed = self.without & CORE_FIXES
-        extra: dict[str, object] = {"_without": removed} if removed else {}
-        core = MemberCore(options, worlds, _reread_after_takeover=self.fix, **extra)  # type: ignore[arg-type]
+        core = MemberCore(options, worlds, _reread_after_takeover=self.fix, _without=self.core_off)
         inst = _Instance(client_id, options.instance_id, core, worlds)
         inst.applied = [-1] * self.ncoord
         inst.lag = self.rng.choice((0, 5, 20, 60))
@@ -372,6 +382,28 @@ class Sim:
                     self.step(inst, Replayed(cp, end - 1, at_end=True))
             if inst.state != "dead" and not inst.core.closed:
                 self.at(self.now + self.rng.randint(3, 30), lambda: self.replay(inst))
+
+        self.on(inst, run)
+
+    def catch_up(self, inst: _Instance) -> None:
+        """The edge's answer to CatchUp: replay to the log end this instance can see now,
+        then say so for every coordination partition (also where nothing was new)."""
+
+        def run() -> None:
+            if inst.horizon is not None and self.now < inst.stale_until:
+                # woken stale: its replay cannot reach the end yet, so the answer waits
+                self.at(inst.stale_until, lambda: self.catch_up(inst))
+                return
+            for cp in range(self.ncoord):
+                records = self.log[cp]
+                end = len(records)
+                while end > inst.applied[cp] + 1 and records[end - 1][0] > self.now - inst.lag:
+                    end -= 1
+                for off in range(inst.applied[cp] + 1, end):
+                    ts, key, value = records[off]
+                    inst.worlds[cp].apply(off, ts, key, value)
+                inst.applied[cp] = max(inst.applied[cp], end - 1)
+                self.step(inst, Replayed(cp, inst.applied[cp], at_end=True))
 
         self.on(inst, run)
 
@@ -439,6 +471,9 @@ class Sim:
             self.note(
                 f"{inst.me} revokes {action.topic}/{action.partition} lost={action.lost}: {action.why}"
             )
+        elif isinstance(action, CatchUp):
+            self.note(f"{inst.me} asks to catch up")
+            self.at(self.now + rng.randint(0, self.max_delay), lambda: self.catch_up(inst))
         elif isinstance(action, Closed):
             self.note(f"{inst.me} closed")
 
@@ -764,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
         "--without-restart-fix",
         action="store_true",
         help="experiment: resume a restart takeover where it was read before (issue 10's bug); "
-        "the same as --without restart-fix",
+        "since protocol version 4 also without rules a and c and the core's surprise",
     )
     parser.add_argument(
         "--without",
@@ -811,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
             doubles += any("handed out twice" in v for v in result.violations)
             gave_back += any("handed out" in v and "released at" in v for v in result.violations)
     real = time.perf_counter() - t0
-    removed = ",".join(sorted(without | ({"restart-fix"} if not fix else set()))) or "none"
+    removed = ",".join(sorted(without | (ISSUE_10_EXPERIMENT if not fix else set()))) or "none"
     print(
         f"seeds run: {len(seeds)} ({tasks} claiming tasks, {amo} amo)  fixes removed: "
         f"{removed}  violations: {len(failed)} seeds (handed out twice: {doubles}, released "

@@ -37,6 +37,7 @@ from ..cluster import Message
 from ..core import (
     Action,
     Assigned,
+    CatchUp,
     Close,
     Closed,
     CoreOptions,
@@ -240,6 +241,7 @@ class Consumer:
         self._old_fetchers: list[PartitionFetcher] = []
         self._closed = False
         self._finished = threading.Event()  # the core closed (all releases answered)
+        self._catch_up = threading.Event()  # the core asked for CatchUp (after a stall)
         self._stop = threading.Event()
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
@@ -567,15 +569,14 @@ class Consumer:
                     break
             else:
                 return
-            worlds = self._marshaler.worlds()
-            with self._marshaler.replay_paused():
-                applied = [worlds[cp].applied_through for cp in range(len(worlds))]
-            for cp, offset in enumerate(applied):
-                self._feed(Replayed(cp, offset, at_end=True))
+            self._report_caught_up()
             next_topics = next_behind = time.monotonic()
             while not self._stop.wait(self._tick):
                 now = time.monotonic()
                 try:
+                    if self._catch_up.is_set() and self._marshaler.wait_caught_up(self._tick):
+                        self._catch_up.clear()
+                        self._report_caught_up()
                     if now >= next_topics:
                         next_topics = now + self._claim_interval
                         self._refresh_topics()
@@ -588,6 +589,15 @@ class Consumer:
                     log.exception("%s: a coordination pass failed; retrying", self._name())
         except Exception:
             log.exception("%s: the driver thread stopped", self._name())
+
+    def _report_caught_up(self) -> None:
+        """Tell the core the replay reached the log end (at start-up, and when it asks after
+        a stall: ``CatchUp``)."""
+        worlds = self._marshaler.worlds()
+        with self._marshaler.replay_paused():
+            applied = [worlds[cp].applied_through for cp in range(len(worlds))]
+        for cp, offset in enumerate(applied):
+            self._feed(Replayed(cp, offset, at_end=True))
 
     def _reads(self) -> tuple[str, ...]:
         """Every topic we fetch from: the subscribed ones and the tasks' sources."""
@@ -650,6 +660,8 @@ class Consumer:
                 self._no_start = NoPosition(
                     action.topic, action.partition, action.offset, action.start, action.end
                 )
+            elif isinstance(action, CatchUp):
+                self._catch_up.set()  # the driver replays to the log end, then says so
             elif isinstance(action, Closed):
                 self._finished.set()
         return handed

@@ -7,7 +7,18 @@ deterministic simulator (``scenarios.sim``) drives it from a seeded scheduler; t
 :class:`logmarshal.Consumer` drives it from its threads.
 """
 
-from .actions import Action, Assigned, Closed, Fetch, HandOut, LookUp, NoStart, Revoke, Write
+from .actions import (
+    Action,
+    Assigned,
+    CatchUp,
+    Closed,
+    Fetch,
+    HandOut,
+    LookUp,
+    NoStart,
+    Revoke,
+    Write,
+)
 from .events import (
     Bounds,
     Close,
@@ -30,6 +41,7 @@ __all__ = [
     "Action",
     "Assigned",
     "Bounds",
+    "CatchUp",
     "Close",
     "Closed",
     "CoreOptions",

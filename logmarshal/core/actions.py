@@ -10,6 +10,7 @@ import attrs
 __all__ = [
     "Action",
     "Assigned",
+    "CatchUp",
     "Closed",
     "Fetch",
     "HandOut",
@@ -18,6 +19,13 @@ __all__ = [
     "Revoke",
     "Write",
 ]
+
+
+@attrs.frozen
+class CatchUp:
+    """After a stall: replay every coordination partition up to its end as the log shows it
+    now, then answer with ``Replayed(cp, applied, at_end=True)`` for each (ARCHITECTURE,
+    "At-most-once, enforced by the log": the member acts on nothing it remembers before)."""
 
 
 @attrs.frozen

@@ -25,8 +25,11 @@ class Delivery(Protocol):
     def release_position(self, held: Held) -> int:
         """``last_offset`` our ReleasingPartition carries."""
 
-    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
-        """Offset a ClaimingMessages must reserve through before handing out, or None."""
+    def to_reserve(
+        self, held: Held, batch: int, offset_of: OffsetOf, first: int | None = None
+    ) -> int | None:
+        """Offset a ClaimingMessages must reserve through before handing out, or None; a
+        reservation that starts at ``first`` (version 4) skips what is buffered before it."""
 
     def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
         """Pop what may be handed out now (the caller checked lease and replay)."""
@@ -54,7 +57,9 @@ class AtLeastOnce:
     def release_position(self, held: Held) -> int:
         return self.position(held)
 
-    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
+    def to_reserve(
+        self, held: Held, batch: int, offset_of: OffsetOf, first: int | None = None
+    ) -> int | None:
         return None
 
     def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
@@ -85,7 +90,9 @@ class AtMostOnce:
         # lowers claimed_through to it: PROTOCOL.md rule 6), so a clean close loses nothing
         return held.handed_through
 
-    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
+    def to_reserve(
+        self, held: Held, batch: int, offset_of: OffsetOf, first: int | None = None
+    ) -> int | None:
         if not held.demand:
             return None  # reserved only when a poll asks: a crash loses no more than that
         if held.reserve_token is not None or held.confirmed_through < held.claimed_through:
@@ -93,6 +100,13 @@ class AtMostOnce:
         buffer = held.buffer
         if not buffer or offset_of(buffer[0]) <= held.confirmed_through:
             return None  # nothing new, or hand out the confirmed batch first
+        if first is not None:
+            # below ``first``: carried by a heartbeat of ours behind a reservation whose
+            # answer we never had (the log may count it as reserved): lost, never repeated
+            while buffer and offset_of(buffer[0]) < first:
+                buffer.popleft()
+            if not buffer:
+                return None
         return offset_of(buffer[min(batch, len(buffer)) - 1])
 
     def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:

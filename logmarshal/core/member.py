@@ -21,9 +21,11 @@ import attrs
 import mmh3
 
 from rationalizer import (
+    PROTOCOL_VERSION,
     AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
+    Effect,
     Heartbeat,
     HeartbeatingTask,
     LeavingGroup,
@@ -41,7 +43,18 @@ from rationalizer.messages import task_last_offset
 from rationalizer.world import FRESH, NO_TIME
 
 from . import assignment
-from .actions import Action, Assigned, Closed, Fetch, HandOut, LookUp, NoStart, Revoke, Write
+from .actions import (
+    Action,
+    Assigned,
+    CatchUp,
+    Closed,
+    Fetch,
+    HandOut,
+    LookUp,
+    NoStart,
+    Revoke,
+    Write,
+)
 from .claiming import stale_at
 from .delivery import delivery_for
 from .events import (
@@ -70,6 +83,16 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 
+#: What a simulator experiment may switch off (``MemberCore(_without=)``): restarting a
+#: partition from the replay after a verdict we did not ask for ("surprise"), and waiting for
+#: the replay after a stall longer than our lease ("stall").
+CORE_SWITCHES = frozenset({"surprise", "stall"})
+#: What each kind of write asks the log for: any other accepted effect is a surprise.
+_EXPECTED = {
+    "heartbeat": frozenset({Effect.RENEWED, Effect.RENEWED_LATE}),
+    "reserve": frozenset({Effect.MESSAGES_CLAIMED}),
+}
+
 #: Heartbeats are sent after this fraction of HB (spread per partition, no randomness), so
 #: the holder always looks fresh (< HB) to others and heartbeats do not march in step.
 HEARTBEAT_SPREAD = (0.5, 0.8)
@@ -87,6 +110,9 @@ class _Pending:
     how: str = "claimed"  # claim: claimed or failover
     #: a task's takeover: the positions it carries (topic, last_offset)
     positions: tuple[tuple[str, int], ...] = ()
+    #: the write's token (``_write`` sets it): a heartbeat or reservation answers for the
+    #: tenure that wrote it, not for a later one of the same partition
+    token: int = 0
 
 
 class MemberCore:
@@ -102,9 +128,15 @@ class MemberCore:
         *,
         offset_of: Callable[[Any], int] = operator.itemgetter(0),
         _reread_after_takeover: bool = True,
+        _without: frozenset[str] = frozenset(),
     ) -> None:
         if len(worlds) != options.coordination_partitions:
             raise ValueError("one WorldState per coordination partition is needed")
+        if not CORE_SWITCHES.issuperset(_without):
+            raise ValueError(f"unknown core switches {sorted(set(_without) - CORE_SWITCHES)}")
+        # private: the simulator's experiments (what each safety rule of the core prevents)
+        self._surprise = "surprise" not in _without
+        self._stall = "stall" not in _without
         self.options = options
         self._worlds = worlds
         self._offset_of = offset_of
@@ -141,6 +173,10 @@ class MemberCore:
         self._target_until = 0  # wall time at which a member's status changes
         self._draining: dict[Key, int] = {}  # ALO: moving away, since when
         self._released_epochs: tuple[int, ...] = ()  # "none": the worlds last looked at
+        # the stall rule: when the last step ran, and the coordination partitions whose
+        # replay must reach the log end before we write or hand out again after a stall
+        self._last_step: int | None = None
+        self._stalled: set[int] = set()
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -211,7 +247,7 @@ class MemberCore:
         """Self-fencing: the replay says we hold it (a task's source: its task) and our
         lease cannot have lapsed."""
         held = self._claim_of(topic, partition)
-        if held is None or self._fenced or self._closing:
+        if held is None or self._fenced or self._closing or self._stalled:
             return False
         if not held.lease.may_hand_out(now):
             return False
@@ -318,6 +354,10 @@ class MemberCore:
         out: list[Action] = []
         if self._closed:
             return out
+        last, self._last_step = self._last_step, now
+        if self._stall and last is not None and now - last > self.options.fence_after_ms:
+            self._stall_began(now - last)
+            out.append(CatchUp())
         if type(event) is Poll:
             # the hot path: hand out, then only what that partition needs next (a fetch, the
             # next reservation); heartbeats and claims are left to the other events' passes
@@ -338,6 +378,7 @@ class MemberCore:
         elif isinstance(event, Replayed):
             if event.at_end:
                 self._caught_up.add(event.cp)
+                self._stalled.discard(event.cp)
             self._replay_moved = True
             self._resolve_landed(now, out)
             self._check_replay(event.cp, out)
@@ -357,6 +398,15 @@ class MemberCore:
             raise TypeError(f"not an event: {event!r}")
         self._act(now, wall, out)
         return out
+
+    def _stall_began(self, gap: int) -> None:
+        """We did not run for ``gap`` ms, longer than our lease (SIGSTOP, a GC pause, a
+        stalled VM): what we remember may be stale. Write and hand out nothing until every
+        coordination partition's replay has reached the log end again (ARCHITECTURE, "At-most-
+        once, enforced by the log"); what it shows then is checked as after any replay."""
+        log.warning("%s did not run for %d ms: waiting for the replay before acting", self.me, gap)
+        self._stalled = set(range(len(self._worlds)))
+        self._caught_up.clear()
 
     # -- verdicts ----------------------------------------------------------------------------
 
@@ -429,7 +479,12 @@ class MemberCore:
                 # fence_after from a message it sent before our takeover landed
                 self._held[key].release_after = now + self.options.fence_after_ms
             return
-        if held is None:
+        if held is None or p.token not in (held.heartbeat_token, held.reserve_token):
+            return  # (written for an earlier tenure of ours of this partition)
+        if self._surprise and v.accepted and v.effect not in _EXPECTED.get(p.kind, (v.effect,)):
+            # e.g. our heartbeat took the partition over from a newer instance of our client:
+            # what we remember of it is not what the log says
+            self._restart(now, held, f"{p.kind} answered {v.effect.value}", out)
             return
         if p.kind == "heartbeat":
             held.heartbeat_token = None
@@ -443,7 +498,11 @@ class MemberCore:
         elif p.kind == "reserve":
             held.reserve_token = None
             if not v.accepted:
-                self._lose(held, f"ClaimingMessages rejected ({_why(v)})", out)
+                why = f"ClaimingMessages rejected ({_why(v)})"
+                if self._surprise and v.reason is Reason.OFFSET_REGRESSION:
+                    self._restart(now, held, why, out)  # still ours: the log's position wins
+                else:
+                    self._lose(held, why, out)
                 return
             held.lease.renewed(p.sent)
             held.claimed_through = max(held.claimed_through, p.value)
@@ -467,11 +526,11 @@ class MemberCore:
             return
         if held is None:
             return  # a claim or takeover that landed anyway is adopted by the next pass
-        if p.kind == "heartbeat" and held.heartbeat_token is not None:
+        if p.kind == "heartbeat" and held.heartbeat_token == p.token:
             held.heartbeat_token = None
             held.next_heartbeat = now
-        elif p.kind == "reserve":
-            held.reserve_token = None  # re-reserving the same range is allowed
+        elif p.kind == "reserve" and held.reserve_token == p.token:
+            held.reserve_token = None  # (if it landed, the next reservation is refused)
 
     def _check_replay(self, cp: int, out: list[Action]) -> None:
         world = self._worlds[cp]
@@ -669,6 +728,19 @@ class MemberCore:
         self._drop(held, True, why, out)
         self._draining.pop(held.key, None)
 
+    def _restart(self, now: int, held: Held, why: str, out: list[Action]) -> None:
+        """A verdict we did not ask for: forget what we remember of the partition and, if the
+        replay says we hold it, start again from the replay's position, with a lapsed lease
+        (nothing is handed out before a heartbeat sent from here on is accepted)."""
+        log.warning("%s: %s/%d: %s; starting again from the replay", self.me, *held.key, why)
+        self._lose(held, why, out)
+        world = self._worlds[held.cp]
+        if world.holder(self.options.group_id, *held.key) != self.me:
+            return
+        if not self._closing and not self._fenced:
+            lapsed = now - self.options.fence_after_ms
+            self._adopt(held.topic, held.partition, lapsed, None, "recovered", out)
+
     def _give_up(
         self, now: int, held: Held, why: str, out: list[Action], *, cooldown: bool = True
     ) -> None:
@@ -750,6 +822,7 @@ class MemberCore:
     def _write(self, out: list[Action], p: _Pending, msg: object) -> int:
         self._token += 1
         key, value = encode(msg)  # type: ignore[arg-type]
+        p.token = self._token
         self._pending[self._token] = p
         out.append(Write(self._token, p.cp, key, value, p.kind))
         return self._token
@@ -759,6 +832,8 @@ class MemberCore:
         return {"client_id": o.client_id, "instance_id": o.instance_id, "group_id": o.group_id}
 
     def _act(self, now: int, wall: int, out: list[Action]) -> None:
+        if self._stalled:
+            return  # nothing carrying what we remember until the replay caught up again
         self._write_releases(now, out)
         if self._closing:
             if self._releases.done and not any(
@@ -803,6 +878,7 @@ class MemberCore:
             weight=o.weight,
             max_claims=0 if o.max_claims >= 1 << 30 else o.max_claims,
             entire_topic=o.entire_topic,
+            version=PROTOCOL_VERSION,
         )
 
     def _announce_member(self, now: int, out: list[Action]) -> None:
@@ -1185,13 +1261,19 @@ class MemberCore:
             if held.heartbeat_token is None and now >= held.next_heartbeat:
                 self._heartbeat(now, held, self._position(held), out)
             return
-        last = self._delivery.to_reserve(held, o.batch, self._offset_of)
+        first = None
+        if o.mode == "amo" and self._speaks_4():
+            # version 4 names where the reservation starts: where we believe the log's resume
+            # point is (a stale belief is refused, not believed)
+            first = self._delivery.position(held) + 1
+        last = self._delivery.to_reserve(held, o.batch, self._offset_of, first)
         if last is not None and self.may_hand_out(held.topic, held.partition, now):
             msg = ClaimingMessages(
                 **self._ids(),
                 topic=held.topic,
                 partition=held.partition,
                 proposed_last_offset=last,
+                first_offset=first,
             )
             held.reserve_token = self._write(
                 out, _Pending("reserve", held.topic, held.partition, held.cp, now, last), msg
@@ -1204,6 +1286,12 @@ class MemberCore:
                 self._heartbeat(now, held, last, out)
         if held.heartbeat_token is None and now >= held.next_heartbeat:
             self._heartbeat(now, held, self._delivery.position(held), out)
+
+    def _speaks_4(self) -> bool:
+        """Records of version 4 go only into a group whose live members all announce version
+        4 or later (an older replayer would skip them: PROTOCOL.md, "Upgrading a group")."""
+        home = self._worlds[self._home]
+        return all(m.version >= 4 for m in home.members(self.options.group_id))
 
     def _heartbeat(self, now: int, held: Held, position: int, out: list[Action]) -> None:
         msg = self._heartbeat_record(held.key, self._vector(held) if held.sources else position)

@@ -170,12 +170,11 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     cores: list[dict] = []
 
     def world(**kw: object) -> WorldState:
-        worlds.append(kw)
-        return WorldState()
+        worlds.append(dict(kw))
+        return WorldState(**kw)  # type: ignore[arg-type]
 
     def core(*args: object, **kw: object) -> MemberCore:
         cores.append(dict(kw))
-        kw.pop("_without", None)
         return MemberCore(*args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sim_module, "WorldState", world)
@@ -184,10 +183,8 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     sim.join()
     sim.join()
     assert len(worlds) == 3 * sim.ncoord  # the oracle's and both members'
-    assert all(
-        kw == {"_without": {"takeover_position", "release_floor", "reservation_start"}}
-        for kw in worlds
-    )
+    rules = {"takeover_position", "release_floor", "reservation_start"}
+    assert all(kw == {"_without": rules} for kw in worlds)
     assert [kw["_without"] for kw in cores] == [{"surprise", "stall"}] * 2
     assert all(kw["_reread_after_takeover"] is False for kw in cores)
     assert not sim.fifo
@@ -195,15 +192,19 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     cores.clear()
     plain = Sim(5)
     plain.join()
-    assert all(kw == {} for kw in worlds) and "_without" not in cores[0]
+    assert all(kw == {"_without": frozenset()} for kw in worlds)
+    assert cores[0]["_without"] == frozenset() and cores[0]["_reread_after_takeover"]
     assert plain.fifo and plain.fix
+    issue_10 = Sim(5, fix=False)  # --without-restart-fix: issue 10's whole experiment
+    assert issue_10.without == {"restart-fix", "takeover_position", "reservation_start", "surprise"}
 
 
-def test_cli_without_restart_fix_is_an_alias(capsys):
+def test_cli_without_and_without_restart_fix(capsys):
     assert sim_module.main(["--seeds", "2", "--first", "63", "--without", "restart-fix"]) in (0, 1)
     one = capsys.readouterr().out
     assert sim_module.main(["--seeds", "2", "--first", "63", "--without-restart-fix"]) in (0, 1)
     two = capsys.readouterr().out
-    assert "fixes removed: restart-fix" in one and "fixes removed: restart-fix" in two
+    assert "fixes removed: restart-fix " in one
+    assert "fixes removed: reservation_start,restart-fix,surprise,takeover_position " in two
     with pytest.raises(SystemExit):
         sim_module.main(["--seeds", "1", "--without", "bogus"])
