@@ -23,9 +23,10 @@ As unkind as real processes (issue 23). The faults below draw from a second gene
 - **A write reported failed lands later.** A dropped write (its ``WriteFailed`` comes after
   the timeout) may still land 1..3·HB after that failure was reported. Two transports:
   (i) default, as an idempotent producer guarantees: per (instance, coordination partition)
-  FIFO, so every later write of that instance to that partition is held back and lands
-  after the late one; (ii) ``--without idempotent-writes``: later writes overtake it and the
-  late write lands after them. In both, ordinary writes keep today's jitter (0..max_delay).
+  FIFO: every write lands after the writes that instance sent to that partition before it,
+  so a late write holds back the later ones; (ii) ``--without idempotent-writes``: each
+  write lands after its own delay (0..max_delay), so writes overtake each other and the
+  late one (the simulator's transport before issue 23).
 - **Two instances of one client overlap** (the zombie schedule, most AMO seeds): an
   instance that holds a partition freezes for 5..9·HB; a new instance of its client_id
   starts while it is frozen (mostly after its claims went stale, so it is not fenced), a
@@ -186,7 +187,7 @@ class Sim:
         self.core_off = self.without & CORE_FIXES
         #: transport (i), per (instance, cp) FIFO behind a late write; else (ii)
         self.fifo = "idempotent-writes" not in self.without
-        #: (instance, cp) -> the time of the latest late write held in its FIFO
+        #: (instance, cp) -> when the last write in its FIFO lands (transport i)
         self._held_until: dict[tuple[tuple[str, str], int], int] = {}
         self.tracing = trace
         self.trace: list[str] = []
@@ -431,8 +432,9 @@ class Sim:
                     self.at(late, lambda: self.land_late(action))
                 return
             land = self.now + rng.randint(0, self.max_delay)
-            if self.fifo and self._held_until.get(fifo, -1) >= land:
-                land = self._held_until[fifo]  # queued behind a late write (inserted after it)
+            if self.fifo:  # never before an earlier write (inserted after it: ties keep order)
+                land = max(land, self._held_until.get(fifo, land))
+                self._held_until[fifo] = land
 
             def landed() -> None:
                 offset = self.append(action.cp, action.key, action.value)
