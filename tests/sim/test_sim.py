@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scenarios.sim import main, run_seed
+from scenarios.sim import main, parse_without, run_seed
 from scenarios.sim_checks import Checks
 
 #: seeds on which the simulator finds issue 10's AMO double delivery on its own with the
@@ -13,6 +13,22 @@ from scenarios.sim_checks import Checks
 #: now stops this bug; seeds found again on 2026-11-25, 4 of seeds 0..285), on the core that
 #: drives the threaded Consumer too; with the fix they pass
 ISSUE_10_SEEDS = (170, 173, 256, 285)
+
+
+#: seeds on which the simulator finds issue 23's zombie double delivery on its own with every
+#: AMO fix removed (``--without all-amo``): an AMO instance frozen past 2·HB wakes after its
+#: client restarted and a third client moved the partition, its heartbeat takes the partition
+#: back from the newer instance (restart_takeover), it closes and its release gives back
+#: offsets already handed out, which the next holder hands out again; clean with the fixes
+ISSUE_23_SEEDS = (36, 432)
+
+
+@pytest.mark.parametrize("seed", ISSUE_23_SEEDS)
+def test_issue_23_zombie_double_delivery(seed):
+    without = run_seed(seed, without=parse_without(["all-amo"]), trace=True)
+    assert any("handed out twice" in v for v in without.violations)
+    assert any("accepted restart_takeover" in line for line in without.trace)
+    assert run_seed(seed).violations == ()
 
 
 def test_a_few_hundred_seeds_hold_every_invariant():
