@@ -12,6 +12,39 @@ instance sometimes lingers as a zombie), joins and graceful leaves, delayed / dr
 duplicated writes, writes that land but report failure, lost answers. After the faults stop
 the group settles and the invariants of :mod:`scenarios.sim_checks` are judged.
 
+As unkind as real processes (issue 23). The faults below draw from a second generator
+(``random.Random(f"unkind/{seed}")``), so a seed that meets none of them keeps its schedule:
+
+- **Thaw in any order.** A thawed instance runs what was postponed while it was frozen
+  (its tick and polls, its replay, answers) in a seeded random order: it may tick, heartbeat
+  and hand out before its replay moved. Most thaws also wake with a stale replay: for
+  HB/2..2·HB its replay sees nothing newer than the moment it froze (a VM whose fetch answers
+  are stale on waking, the answer in flight fetched again).
+- **A write reported failed lands later.** A dropped write (its ``WriteFailed`` comes after
+  the timeout) may still land 1..3·HB after that failure was reported. Two transports:
+  (i) default, as an idempotent producer guarantees: per (instance, coordination partition)
+  FIFO: every write lands after the writes that instance sent to that partition before it,
+  so a late write holds back the later ones; (ii) ``--without idempotent-writes``: each
+  write lands after its own delay (0..max_delay), so writes overtake each other and the
+  late one (the simulator's transport before issue 23).
+- **Two instances of one client overlap** (the zombie schedule, most AMO seeds): an
+  instance that holds a partition freezes for 5..9·HB; a new instance of its client_id
+  starts while it is frozen (mostly after its claims went stale, so it is not fenced), a
+  third client joins (it takes stale claims) and leaves gracefully 3..6·HB in, and the old
+  instance thaws while the new one runs; half the time it then closes gracefully and a
+  fourth client joins (issue 23 "Why" 3).
+- **The reset race.** An admin writes a ``ReleaseGroup`` (pause 2..5·HB) to every
+  coordination partition and position heartbeats (to the earliest offset, to "current" as
+  read before the pause landed, shifted back, or to the latest) while members are active.
+  The checks allow what the admin moved (:mod:`scenarios.sim_checks`).
+
+Each safety fix can be removed (``--without FIX[,FIX...]``, ``all-amo`` for all of them):
+the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
+``reservation_start`` (rule c); the core's ``surprise`` and ``stall``; ``restart-fix``
+(issue 10's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
+``--without-restart-fix`` is issue 10's whole experiment: ``restart-fix`` plus rule a, rule c
+and ``surprise``, each of which alone now stops that bug.
+
 Half the ALO seeds claim *tasks* (issue 14) instead of partitions: partition p of the task
 ``t`` is one claim under which partition p of the source topics ``a`` and ``b`` is read, and
 its heartbeats and releases carry both positions.
@@ -48,11 +81,18 @@ from logmarshal.core import (
     WriteFailed,
     Written,
 )
-from rationalizer import WorldState, coordination_partition, decode
+from rationalizer import (
+    Heartbeat,
+    ReleaseGroup,
+    WorldState,
+    coordination_partition,
+    decode,
+    encode,
+)
 
 from .sim_checks import Checks
 
-__all__ = ["Result", "run_seed"]
+__all__ = ["FIXES", "Result", "parse_without", "run_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +109,19 @@ STEADY = 20
 
 Key = tuple[str, int]
 
+#: fixes a WorldState can be built without (``WorldState(_without=...)``)
+WORLD_FIXES = frozenset({"takeover_position", "release_floor", "reservation_start"})
+#: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
+CORE_FIXES = frozenset({"surprise", "stall"})
+#: every fix ``--without`` can remove; ``all-amo`` stands for all of them
+FIXES = WORLD_FIXES | CORE_FIXES | {"restart-fix", "idempotent-writes"}
+#: what ``fix=False`` / ``--without-restart-fix`` removes: issue 10's bug needs all of them
+ISSUE_10_EXPERIMENT = frozenset(
+    {"restart-fix", "takeover_position", "reservation_start", "surprise"}
+)
+#: the pause admin of the reset race
+ADMIN = ("admin", "a1")
+
 
 @attrs.define
 class _Instance:
@@ -82,6 +135,11 @@ class _Instance:
     applied: list[int] = attrs.field(factory=list)
     #: how far (ms) this instance's replay trails the log (fetch latency of the replay)
     lag: int = 0
+    #: when it was frozen (None: running, or frozen by a scripted stage)
+    frozen_at: int | None = None
+    #: woken with a stale replay: until ``stale_until`` it sees no record after this time
+    horizon: int | None = None
+    stale_until: int = 0
 
     @property
     def me(self) -> tuple[str, str]:
@@ -110,10 +168,27 @@ class Sim:
         trace: bool = False,
         rebalance: str | None = None,
         units: str | None = None,
+        without: frozenset[str] = frozenset(),
     ) -> None:
         rng = self.rng = random.Random(seed)
+        #: the unkind faults' own generator (module docstring)
+        xrng = self.xrng = random.Random(f"unkind/{seed}")
         self.seed = seed
-        self.fix = fix
+        unknown = set(without) - FIXES
+        if unknown:
+            raise ValueError(f"no such fix: {sorted(unknown)} (choose from {sorted(FIXES)})")
+        #: ``fix=False`` (``--without-restart-fix``) is issue 10's experiment: since protocol
+        #: version 4 each of property a, property c and the core's restart after a surprising
+        #: verdict alone stops that bug, so they go too (the lead's choice on main)
+        self.without = frozenset(without) | (frozenset() if fix else ISSUE_10_EXPERIMENT)
+        self.fix = "restart-fix" not in self.without
+        #: what every world and every core is built without
+        self.rules_off = self.without & WORLD_FIXES
+        self.core_off = self.without & CORE_FIXES
+        #: transport (i), per (instance, cp) FIFO behind a late write; else (ii)
+        self.fifo = "idempotent-writes" not in self.without
+        #: (instance, cp) -> when the last write in its FIFO lands (transport i)
+        self._held_until: dict[tuple[tuple[str, str], int], int] = {}
         self.tracing = trace
         self.trace: list[str] = []
         self.mode = rng.choice(("alo", "amo"))
@@ -127,15 +202,7 @@ class Sim:
         self._seq = 0
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self.log: list[list[tuple[int, bytes, bytes]]] = [[] for _ in range(self.ncoord)]
-        # issue 10's experiment (fix=False) needs property a off too: since protocol version 4
-        # the log itself refuses a restart takeover that carries an old position
-        # (and property c, and the core's restart after a surprising verdict: each of them
-        # alone stops this bug now)
-        self.rules_off = (
-            frozenset() if fix else frozenset({"takeover_position", "reservation_start"})
-        )
-        self.core_off = frozenset() if fix else frozenset({"surprise"})
-        self.oracle = [WorldState(_without=self.rules_off) for _ in range(self.ncoord)]
+        self.oracle = [self.world() for _ in range(self.ncoord)]
         #: what the members claim: partitions of TOPIC, or tasks (ALO only; drawn from a
         #: generator of its own, so the partition seeds replay as before tasks existed)
         if units is None:
@@ -164,6 +231,24 @@ class Sim:
         self.rebalance = rebalance or rng.choice(("balanced", "balanced", "none"))
         self.balanced_ms = self.fault_ms + BALANCED_AFTER * HB
         self._steady: dict[Key, str | None] | None = None
+        # issue 23's faults (module docstring), from their own generator
+        self.p_late = xrng.choice((0.3, 0.7)) if self.p_drop else 0.0
+        self.p_stale_thaw = 0.8
+        amo = self.mode == "amo"
+        self.zombie_at = (
+            xrng.randint(HB, max(HB, self.fault_ms - 9 * HB))
+            if self.faults and xrng.random() < (0.7 if amo else 0.25)
+            else None
+        )
+        self.reset_at = (
+            xrng.randint(2 * HB, self.fault_ms)
+            if self.faults and self.sources == (TOPIC,) and xrng.random() < 0.3
+            else None
+        )
+
+    def world(self) -> WorldState:
+        """A replayer's world, with the fixes the run removes (every world the same)."""
+        return WorldState(_without=self.rules_off)
 
     # -- scheduling --------------------------------------------------------------------------
 
@@ -184,12 +269,16 @@ class Sim:
         self.at(0, self.produce)
         if self.faults:
             self.at(self.rng.randint(1, 4) * HB, self.fault)
+        if self.zombie_at is not None:
+            self.at(self.zombie_at, self.zombie)
+        if self.reset_at is not None:
+            self.at(self.reset_at, self.admin_reset)
         self.at(self.fault_ms, self.settle)
         self.at(self.fault_ms + 2 * HB, self.settled)
         if self.rebalance != "none":
             self.at(self.balanced_ms, self.check_balanced)
             self.at(self.balanced_ms + STEADY * HB, self.check_steady)
-        while self._queue and not self.checks.violations:
+        while self._queue and not self.checks.stop:
             t, _, fn = heapq.heappop(self._queue)
             if t > self.end_ms:
                 break
@@ -217,7 +306,7 @@ class Sim:
             self._clients += 1
             client_id = f"c{self._clients}"
         self._instances += 1
-        worlds = [WorldState(_without=self.rules_off) for _ in range(self.ncoord)]
+        worlds = [self.world() for _ in range(self.ncoord)]
         options = CoreOptions(
             group_id=GROUP,
             client_id=client_id,
@@ -278,7 +367,13 @@ class Sim:
                 records = self.log[cp]
                 start = inst.applied[cp] + 1
                 end = len(records)
-                while end > start and records[end - 1][0] > self.now - inst.lag:
+                visible = self.now - inst.lag
+                if inst.horizon is not None:
+                    if self.now < inst.stale_until:
+                        visible = min(visible, inst.horizon)
+                    else:
+                        inst.horizon = None
+                while end > start and records[end - 1][0] > visible:
                     end -= 1  # not visible to this instance's replay yet
                 if start < end or start == 0:
                     for off in range(start, end):
@@ -296,6 +391,10 @@ class Sim:
         then say so for every coordination partition (also where nothing was new)."""
 
         def run() -> None:
+            if inst.horizon is not None and self.now < inst.stale_until:
+                # woken stale: its replay cannot reach the end yet, so the answer waits
+                self.at(inst.stale_until, lambda: self.catch_up(inst))
+                return
             for cp in range(self.ncoord):
                 records = self.log[cp]
                 end = len(records)
@@ -317,14 +416,25 @@ class Sim:
             msg = decode(action.key, action.value)
             self.note(f"{inst.me} sends {action.kind} {_short(msg)} -> cp{action.cp}")
             timeout = 2 * self.max_delay + HB
+            fifo = (inst.me, action.cp)
             if self.in_faults() and rng.random() < self.p_drop:
                 self.note(f"  write {action.token} of {inst.me} dropped")
                 self.at(
                     self.now + timeout,
                     lambda: self.on(inst, lambda: self.step(inst, WriteFailed(action.token))),
                 )
+                if self.xrng.random() < self.p_late:
+                    late = self.now + timeout + self.xrng.randint(1, 3 * HB)
+                    if self.fifo:
+                        late = max(late, self._held_until.get(fifo, late))
+                        self._held_until[fifo] = late
+                    self.note(f"  ... it will land late, at {late}")
+                    self.at(late, lambda: self.land_late(action))
                 return
             land = self.now + rng.randint(0, self.max_delay)
+            if self.fifo:  # never before an earlier write (inserted after it: ties keep order)
+                land = max(land, self._held_until.get(fifo, land))
+                self._held_until[fifo] = land
 
             def landed() -> None:
                 offset = self.append(action.cp, action.key, action.value)
@@ -381,6 +491,11 @@ class Sim:
             lambda: self.step(inst, Fetched(action.token, action.topic, action.partition, records)),
         )
 
+    def land_late(self, action: Write) -> None:
+        """A write whose failure was reported lands after all (nobody hears of it)."""
+        self.note("  LATE write lands:")
+        self.append(action.cp, action.key, action.value)
+
     def append(self, cp: int, key: bytes, value: bytes) -> int:
         offset = len(self.log[cp])
         self.log[cp].append((self.now, key, value))
@@ -430,7 +545,7 @@ class Sim:
                 cid = victim.client_id
                 self.at(self.now + rng.randint(0, 3 * HB), lambda: self.join(cid))
         elif kind == "freeze" and victim is not None:
-            victim.state = "frozen"
+            self.freeze(victim)
             self.at(self.now + rng.randint(2 * HB + 1, 5 * HB), lambda: self.thaw(victim))
         elif kind == "restart" and victim is not None:
             self.join(victim.client_id)
@@ -448,14 +563,114 @@ class Sim:
         self.note(f"kill {inst.me}")
         inst.state = "dead"
 
+    def freeze(self, inst: _Instance) -> None:
+        self.note(f"freeze {inst.me}")
+        inst.state = "frozen"
+        inst.frozen_at = self.now
+
     def thaw(self, inst: _Instance) -> None:
+        """Wake ``inst``: what it postponed runs in a seeded random order (a tick may come
+        before any replay progress), and most often its replay wakes stale (module
+        docstring)."""
         if inst.state != "frozen":
             return
-        self.note(f"thaw {inst.me} ({len(inst.postponed)} postponed)")
-        inst.state = "alive"
+        rng = self.xrng
         postponed, inst.postponed = inst.postponed, []
+        rng.shuffle(postponed)
+        stale = ""
+        if inst.frozen_at is not None and rng.random() < self.p_stale_thaw:
+            inst.horizon = inst.frozen_at
+            inst.stale_until = self.now + rng.randint(HB // 2, 2 * HB)
+            stale = f", replay stale until {inst.stale_until}"
+        self.note(f"thaw {inst.me} ({len(postponed)} postponed{stale})")
+        inst.state = "alive"
+        inst.frozen_at = None
         for fn in postponed:
             self.on(inst, fn)
+
+    def during_faults(self, fn: Callable[[], object]) -> None:
+        """Run a step of a fault schedule only while faults last (the group then settles)."""
+        if self.in_faults():
+            fn()
+
+    def zombie(self) -> None:
+        """Issue 23's schedule: two instances of one client overlap (module docstring)."""
+        if not self.in_faults():
+            return
+        rng = self.xrng
+        holding = {
+            self.oracle[coordination_partition(TOPIC, p, self.ncoord)].holder(GROUP, TOPIC, p)
+            for p in range(self.partitions)
+        }
+        candidates = [i for i in self.live() if i.state == "alive" and i.me in holding]
+        if not candidates:
+            self.at(self.now + HB, self.zombie)
+            return
+        old = rng.choice(candidates)
+        self.note(f"ZOMBIE {old.me}")
+        self.freeze(old)
+        cid = old.client_id
+        restart = rng.randint(2 * HB + 1, 4 * HB) if rng.random() < 0.75 else rng.randint(0, 2 * HB)
+        self.at(self.now + restart, lambda: self.during_faults(lambda: self.join(cid)))
+        third = self.join()
+        leave = self.now + rng.randint(3 * HB, 6 * HB)
+        self.at(leave, lambda: self.during_faults(lambda: self.step(third, Close())))
+        thaw = self.now + rng.randint(5 * HB, 9 * HB)
+        self.at(thaw, lambda: self.thaw(old))
+        if rng.random() < 0.5:  # it is then stopped (SIGTERM) and a fourth client joins
+            close = thaw + rng.randint(HB // 4, 2 * HB)
+            self.at(close, lambda: self.during_faults(lambda: self.step(old, Close())))
+            self.at(close + rng.randint(0, HB), lambda: self.during_faults(self.join))
+        if rng.random() < 0.5 and thaw + 2 * HB < self.fault_ms:
+            self.at(thaw + rng.randint(HB, 3 * HB), self.zombie)
+
+    def admin_reset(self) -> None:
+        """The reset race: an operator pauses the group and sets positions while members
+        run, as ``logmarshal.admin.reset.execute`` does (module docstring)."""
+        if not self.in_faults():
+            return
+        rng = self.xrng
+        client, instance = ADMIN
+        pause = rng.randint(2 * HB, 5 * HB)
+        # the admin's clock: the pause is at least 2·HB after every record of it lands
+        expiry = self.now + self.max_delay + pause
+        pausing = ReleaseGroup(
+            client_id=client, instance_id=instance, group_id=GROUP, msg_expire_time=expiry
+        )
+        landed = self.now
+        for cp in range(self.ncoord):
+            when = self.now + rng.randint(0, self.max_delay // 2)
+            landed = max(landed, when)
+            self.at(when, lambda cp=cp: self.append(cp, *encode(pausing)))
+        plan = []
+        for p in range(self.partitions):
+            if rng.random() < 0.3:
+                continue
+            # planned before the pause landed: "current" is read now (issue 23, "Why" 6)
+            world = self.oracle[coordination_partition(TOPIC, p, self.ncoord)]
+            current = world.resume_offset(GROUP, TOPIC, p) or 0
+            kind = rng.choice(("earliest", "current", "shift", "latest"))
+            new = {
+                "earliest": 0,
+                "current": current,
+                "shift": max(0, current - rng.randint(1, 40)),
+                "latest": self.produced[(TOPIC, p)],
+            }[kind]
+            plan.append((p, kind, new))
+        self.note(f"ADMIN RESET pause until {expiry}: {plan}")
+        for p, _, new in plan:
+            msg = Heartbeat(
+                client_id=client,
+                instance_id=instance,
+                group_id=GROUP,
+                topic=TOPIC,
+                partition=p,
+                last_offset=new - 1,
+                heartbeat_interval_ms=HB,
+            )
+            cp = coordination_partition(TOPIC, p, self.ncoord)
+            when = landed + rng.randint(1, self.max_delay // 2 + 1)
+            self.at(when, lambda cp=cp, msg=msg: self.append(cp, *encode(msg)))
 
     def settled(self) -> None:
         """Stop early once the group has handed out everything (checked every HB)."""
@@ -555,8 +770,23 @@ def run_seed(
     trace: bool = False,
     rebalance: str | None = None,
     units: str | None = None,
+    without: frozenset[str] = frozenset(),
 ) -> Result:
-    return Sim(seed, fix=fix, trace=trace, rebalance=rebalance, units=units).run()
+    return Sim(seed, fix=fix, trace=trace, rebalance=rebalance, units=units, without=without).run()
+
+
+def parse_without(values: list[str]) -> frozenset[str]:
+    """``--without a,b --without c`` -> the fixes to remove (``all-amo``: every one)."""
+    names = {n.strip() for v in values for n in v.split(",") if n.strip()}
+    if "all-amo" in names:
+        names = (names - {"all-amo"}) | FIXES
+    unknown = names - FIXES
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"no such fix: {', '.join(sorted(unknown))} (choose from "
+            f"{', '.join(sorted(FIXES))} or all-amo)"
+        )
+    return frozenset(names)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -570,7 +800,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--without-restart-fix",
         action="store_true",
-        help="experiment: resume a restart takeover where it was read before (issue 10's bug)",
+        help="experiment: resume a restart takeover where it was read before (issue 10's bug); "
+        "since protocol version 4 also without rules a and c and the core's surprise",
+    )
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="FIX[,FIX...]",
+        help="experiment: remove these safety fixes (" + ", ".join(sorted(FIXES)) + "; "
+        "all-amo: every one of them)",
     )
     parser.add_argument(
         "--rebalance",
@@ -583,8 +822,12 @@ def main(argv: list[str] | None = None) -> int:
         help="every seed claims these (tasks: ALO); default: half the ALO seeds claim tasks",
     )
     args = parser.parse_args(argv)
+    try:
+        without = parse_without(args.without)
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))
     fix = not args.without_restart_fix
-    opts = {"rebalance": args.rebalance, "units": args.units}
+    opts: dict[str, object] = {"rebalance": args.rebalance, "units": args.units, "without": without}
     if args.seed is not None:
         result = run_seed(args.seed, fix=fix, trace=args.trace, **opts)
         if args.trace:
@@ -593,17 +836,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if result.violations else 0
     seeds = range(args.first, args.first + args.seeds)
     failed: list[Result] = []
-    sim_ms = tasks = 0
+    sim_ms = tasks = amo = doubles = gave_back = 0
     t0 = time.perf_counter()
     for seed in seeds:
         result = run_seed(seed, fix=fix, **opts)
         sim_ms += result.sim_ms
         tasks += result.mode.endswith("+tasks")
+        amo += result.mode == "amo"
         if result.violations:
             failed.append(result)
+            doubles += any("handed out twice" in v for v in result.violations)
+            gave_back += any("handed out" in v and "released at" in v for v in result.violations)
     real = time.perf_counter() - t0
+    removed = ",".join(sorted(without | (ISSUE_10_EXPERIMENT if not fix else set()))) or "none"
     print(
-        f"seeds run: {len(seeds)} ({tasks} claiming tasks)  violations: {len(failed)} seeds  "
+        f"seeds run: {len(seeds)} ({tasks} claiming tasks, {amo} amo)  fixes removed: "
+        f"{removed}  violations: {len(failed)} seeds (handed out twice: {doubles}, released "
+        f"below a handed-out offset: {gave_back})  "
         f"{len(seeds) / real:.1f} seeds/s  simulated/real time: {sim_ms / 1000 / real:.0f}x  "
         f"({real:.1f} s)"
     )

@@ -1,5 +1,14 @@
 """The simulator's invariants (ARCHITECTURE, "Deterministic simulation"), judged from the
-simulated log and the hand-outs, not from what the cores believe about themselves."""
+simulated log and the hand-outs, not from what the cores believe about themselves.
+
+Positions move backwards only through an admin reset (a pause admin's heartbeat accepted as
+``POSITION_SET``). So AMO's "never handed out twice" forgives exactly what an admin rewound:
+offset ``o`` handed out again is allowed when, between the two, an admin set a position below
+``o`` *after the lease under which it was first handed out began* (a holder may still hand out
+what it reserved before the reset landed, until its lease runs out; the reset rewinds that
+too). Any other repeat is a violation. ALO's "every produced offset was handed out" excuses
+offsets an admin moved the group past.
+"""
 
 from __future__ import annotations
 
@@ -31,21 +40,32 @@ class Checks:
     #: tasks: source topic -> the task it is read under (its records' claim is the task's)
     task_of: dict[str, str] = attrs.field(factory=dict)
     violations: list[str] = attrs.field(factory=list)
-    #: (topic, partition) -> offset -> hand-outs (instance, time)
-    handed: dict[Key, dict[int, list[tuple[tuple[str, str], int]]]] = attrs.field(
+    #: (topic, partition) -> offset -> hand-outs (instance, time, log time of the accepted
+    #: record whose lease it was handed out under)
+    handed: dict[Key, dict[int, list[tuple[tuple[str, str], int, int]]]] = attrs.field(
         factory=lambda: defaultdict(dict)
     )
+    #: (topic, partition) -> admin resets: (log time, last_offset it set), in log order
+    resets: dict[Key, list[tuple[int, int]]] = attrs.field(factory=lambda: defaultdict(list))
     #: (instance, topic, partition) -> log times of its accepted records, in order
     accepted_at: dict[tuple[tuple[str, str], str, int], list[int]] = attrs.field(
         factory=lambda: defaultdict(list)
     )
     #: (topic, partition) -> highest max(last_offset, claimed_through) seen in the log
     positions: dict[Key, int] = attrs.field(factory=dict)
+    #: AMO releases that gave back offsets already handed out: violations (in
+    #: ``violations`` too) that do not stop the run, so it shows the repeat they cause
+    gave_back: list[str] = attrs.field(factory=list)
     #: positions a restart takeover moved back (not a violation, counted for the summary)
     takeover_rewinds: int = 0
 
     def fail(self, now: int, what: str) -> None:
         self.violations.append(f"t={now}: {what}")
+
+    @property
+    def stop(self) -> bool:
+        """A violation that ends the run (every one but a release that gave back)."""
+        return len(self.violations) > len(self.gave_back)
 
     def landed(self, world: WorldState, msg: object, verdict: Verdict | None, ts: int) -> None:
         """Called after the oracle world applied one record ``msg`` at log time ``ts``."""
@@ -66,12 +86,19 @@ class Checks:
             positions = [((topic, part), max(state.last_offset, state.claimed_through))]
         for key, pos in positions:
             before = self.positions.get(key, -1)
-            if verdict.effect is Effect.RELEASED and self.mode == "amo":
+            if verdict.effect is Effect.POSITION_SET:
+                self.resets[key].append((ts, pos))  # the admin may move it anywhere
+            elif verdict.effect is Effect.RELEASED and self.mode == "amo":
                 # rule 6: a release gives back reservations never handed out; it must never
-                # give back an offset that anyone handed out
+                # give back an offset that anyone handed out (since an admin rewound it)
                 seen = self.handed.get(key, {})
-                top = max(seen, default=-1)
+                top = max(
+                    (o for o, outs in seen.items() if not self._rewound(key, o, outs[-1], ts)),
+                    default=-1,
+                )
                 if pos < top:
+                    # a violation, but the run goes on: it shows the double delivery it causes
+                    self.gave_back.append(f"t={ts}: {key} released at {pos} below offset {top}")
                     self.fail(ts, f"{key} released at {pos} below offset {top}, handed out")
             elif pos < before and verdict.effect is Effect.RESTART_TAKEOVER:
                 # D1: the takeover heartbeat carries the position the new instance read; an
@@ -92,15 +119,24 @@ class Checks:
                 f"(last accepted record at {last})",
             )
         seen = self.handed[key]
+        base = -1 if last is None else last
         for off in offsets:
             earlier = seen.setdefault(off, [])
-            if earlier and self.mode == "amo":
+            if earlier and self.mode == "amo" and not self._rewound(key, off, earlier[-1], now):
                 self.fail(
                     now,
-                    f"AMO: {key} offset {off} handed out twice: by {earlier[0][0]} at "
-                    f"{earlier[0][1]} and by {me}",
+                    f"AMO: {key} offset {off} handed out twice: by {earlier[-1][0]} at "
+                    f"{earlier[-1][1]} and by {me}",
                 )
-            earlier.append((me, now))
+            earlier.append((me, now, base))
+
+    def _rewound(
+        self, key: Key, off: int, before: tuple[tuple[str, str], int, int], now: int
+    ) -> bool:
+        """Did an admin set ``key``'s position below ``off`` after the lease under which
+        ``before`` handed it out began (and by ``now``)?"""
+        _, _, lease_from = before
+        return any(lease_from < t <= now and pos < off for t, pos in self.resets.get(key, ()))
 
     def holders(self, now: int, key: Key, clients: set[str]) -> None:
         if len(clients) > 1:
@@ -111,7 +147,8 @@ class Checks:
         if self.mode != "alo":
             return
         for key, n in produced.items():
-            missing = [o for o in range(n) if o not in self.handed[key]]
+            skipped = max((pos for _, pos in self.resets.get(key, ())), default=-1)
+            missing = [o for o in range(skipped + 1, n) if o not in self.handed[key]]
             if missing:
                 self.fail(
                     now, f"ALO: {key} never handed out {len(missing)} offsets, first {missing[0]}"

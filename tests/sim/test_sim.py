@@ -4,15 +4,35 @@ from __future__ import annotations
 
 import pytest
 
-from scenarios.sim import main, run_seed
+from scenarios.sim import main, parse_without, run_seed
 from scenarios.sim_checks import Checks
 
 #: seeds on which the simulator finds issue 10's AMO double delivery on its own with the
 #: restart fix off (``--without-restart-fix``, which since protocol version 4 also switches
 #: off property a and c and the core's restart after a surprising verdict: each of those alone
 #: now stops this bug; seeds found again on 2026-11-25, 4 of seeds 0..285), on the core that
-#: drives the threaded Consumer too; with the fix they pass
-ISSUE_10_SEEDS = (170, 173, 256, 285)
+#: drives the threaded Consumer too; with the fix they pass. Since issue 23's transport is
+#: FIFO per (instance, coordination partition) by default, these seeds need the old
+#: overtaking transport too (``--without idempotent-writes``): none of 70 seeds tried found
+#: the bug with FIFO writes
+ISSUE_10_SEEDS = (173, 247, 285)
+ISSUE_10_TRANSPORT = frozenset({"idempotent-writes"})
+
+
+#: seeds on which the simulator finds issue 23's zombie double delivery on its own with every
+#: AMO fix removed (``--without all-amo``): an AMO instance frozen past 2·HB wakes after its
+#: client restarted and a third client moved the partition, its heartbeat takes the partition
+#: back from the newer instance (restart_takeover), it closes and its release gives back
+#: offsets already handed out, which the next holder hands out again; clean with the fixes
+ISSUE_23_SEEDS = (36, 432)
+
+
+@pytest.mark.parametrize("seed", ISSUE_23_SEEDS)
+def test_issue_23_zombie_double_delivery(seed):
+    without = run_seed(seed, without=parse_without(["all-amo"]), trace=True)
+    assert any("handed out twice" in v for v in without.violations)
+    assert any("accepted restart_takeover" in line for line in without.trace)
+    assert run_seed(seed).violations == ()
 
 
 def test_a_few_hundred_seeds_hold_every_invariant():
@@ -28,7 +48,7 @@ def test_a_seed_replays_exactly():
 
 @pytest.mark.parametrize("seed", ISSUE_10_SEEDS)
 def test_issue_10_restart_double_delivery(seed):
-    without = run_seed(seed, fix=False)
+    without = run_seed(seed, fix=False, without=ISSUE_10_TRANSPORT)
     assert any("handed out twice" in v for v in without.violations)
     assert run_seed(seed).violations == ()
 
@@ -64,7 +84,8 @@ def test_checks_catch_what_they_claim_to():
 
 
 def test_cli_replays_a_failing_seed_with_its_trace(capsys):
-    assert main(["--seed", "170", "--trace", "--without-restart-fix"]) == 1
+    cli = ["--seed", "173", "--trace", "--without-restart-fix", "--without", "idempotent-writes"]
+    assert main(cli) == 1
     out = capsys.readouterr().out
     assert "HANDS OUT" in out and "handed out twice" in out and "restart_takeover" in out
     assert main(["--seeds", "3", "--first", "63"]) == 0
