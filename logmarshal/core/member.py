@@ -754,7 +754,14 @@ class MemberCore:
             return
         if not self._closing and not self._fenced:
             lapsed = now - self.options.fence_after_ms
-            self._adopt(held.topic, held.partition, lapsed, None, "recovered", out)
+            resume = world.resume_offset(self.options.group_id, *held.key)
+            if resume is not None and not held.sources:
+                # a heartbeat of ours may still land behind what the replay shows (the one
+                # behind a refused reservation): start after it, so the position the log
+                # records never moves back (AMO: what lies between is lost, never repeated;
+                # ALO heartbeats carry only committed offsets)
+                resume = max(resume, held.beaten_through + 1)
+            self._adopt(held.topic, held.partition, lapsed, resume, "recovered", out)
 
     def _give_up(
         self, now: int, held: Held, why: str, out: list[Action], *, cooldown: bool = True
