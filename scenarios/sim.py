@@ -364,27 +364,32 @@ class Sim:
     def replay(self, inst: _Instance) -> None:
         def run() -> None:
             for cp in range(self.ncoord):
-                records = self.log[cp]
-                start = inst.applied[cp] + 1
-                end = len(records)
-                visible = self.now - inst.lag
-                if inst.horizon is not None:
-                    if self.now < inst.stale_until:
-                        visible = min(visible, inst.horizon)
-                    else:
-                        inst.horizon = None
-                while end > start and records[end - 1][0] > visible:
-                    end -= 1  # not visible to this instance's replay yet
-                if start < end or start == 0:
-                    for off in range(start, end):
-                        ts, key, value = records[off]
-                        inst.worlds[cp].apply(off, ts, key, value)
-                    inst.applied[cp] = end - 1
-                    self.step(inst, Replayed(cp, end - 1, at_end=True))
+                if self._apply_visible(inst, cp):
+                    self.step(inst, Replayed(cp, inst.applied[cp], at_end=True))
             if inst.state != "dead" and not inst.core.closed:
                 self.at(self.now + self.rng.randint(3, 30), lambda: self.replay(inst))
 
         self.on(inst, run)
+
+    def _apply_visible(self, inst: _Instance, cp: int) -> bool:
+        """Apply what ``inst``'s replay of ``cp`` can see now (it trails the log by its lag,
+        and a stale wake sees nothing past its horizon); True if it moved, or looked first."""
+        records = self.log[cp]
+        start = inst.applied[cp] + 1
+        end = len(records)
+        visible = self.now - inst.lag
+        if inst.horizon is not None:
+            if self.now < inst.stale_until:
+                visible = min(visible, inst.horizon)
+            else:
+                inst.horizon = None
+        while end > start and records[end - 1][0] > visible:
+            end -= 1  # not visible to this instance's replay yet
+        for off in range(start, end):
+            ts, key, value = records[off]
+            inst.worlds[cp].apply(off, ts, key, value)
+        inst.applied[cp] = end - 1
+        return start < end or start == 0
 
     def catch_up(self, inst: _Instance) -> None:
         """The edge's answer to CatchUp: replay to the log end this instance can see now,
@@ -396,14 +401,7 @@ class Sim:
                 self.at(inst.stale_until, lambda: self.catch_up(inst))
                 return
             for cp in range(self.ncoord):
-                records = self.log[cp]
-                end = len(records)
-                while end > inst.applied[cp] + 1 and records[end - 1][0] > self.now - inst.lag:
-                    end -= 1
-                for off in range(inst.applied[cp] + 1, end):
-                    ts, key, value = records[off]
-                    inst.worlds[cp].apply(off, ts, key, value)
-                inst.applied[cp] = max(inst.applied[cp], end - 1)
+                self._apply_visible(inst, cp)
                 self.step(inst, Replayed(cp, inst.applied[cp], at_end=True))
 
         self.on(inst, run)
