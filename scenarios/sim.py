@@ -53,6 +53,7 @@ its heartbeats and releases carry both positions.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import heapq
 import logging
 import random
@@ -796,6 +797,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="run this one seed")
     parser.add_argument("--trace", action="store_true", help="print the seed's trace")
     parser.add_argument(
+        "--digests",
+        metavar="FILE",
+        help="write 'seed sha256-of-trace' for every seed to FILE (- for stdout), to show that "
+        "a refactor left every schedule as it was; run with PYTHONHASHSEED=0",
+    )
+    parser.add_argument(
         "--without-restart-fix",
         action="store_true",
         help="experiment: resume a restart takeover where it was read before (issue 10's bug); "
@@ -833,6 +840,8 @@ def main(argv: list[str] | None = None) -> int:
         _report(result)
         return 1 if result.violations else 0
     seeds = range(args.first, args.first + args.seeds)
+    if args.digests:
+        return _write_digests(seeds, args.digests, fix=fix, **opts)
     failed: list[Result] = []
     sim_ms = tasks = amo = doubles = gave_back = 0
     t0 = time.perf_counter()
@@ -862,6 +871,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ntrace of seed {first.seed} (replayed):")
         print("\n".join(again.trace[-80:]))
     return 1 if failed else 0
+
+
+def trace_digest(result: Result) -> str:
+    """One line per seed: what a refactor must leave unchanged (its trace and its verdicts)."""
+    h = hashlib.sha256()
+    for line in result.trace:
+        h.update(line.encode())
+        h.update(b"\n")
+    for v in result.violations:
+        h.update(v.encode())
+    return f"{result.seed} {result.mode} {result.steps} {h.hexdigest()}"
+
+
+def _write_digests(seeds: range, path: str, **opts: object) -> int:
+    lines = [trace_digest(run_seed(seed, trace=True, **opts)) for seed in seeds]  # type: ignore[arg-type]
+    text = "\n".join(lines) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        with open(path, "w") as f:
+            f.write(text)
+    return 0
 
 
 def _report(result: Result) -> None:
