@@ -11,7 +11,8 @@ Only :mod:`.replay` and :mod:`.schema` are importable without the ``spark`` extr
 modules import pyarrow, pyspark and matplotlib when used and say how to install them.
 """
 
-from .replay import PartitionAudit, ReplayConfig, audit_records, new_world
+from .local import audit_records
+from .replay import PartitionAudit, ReplayConfig, new_world
 from .schema import TABLES
 
 __all__ = ["TABLES", "PartitionAudit", "ReplayConfig", "audit_records", "new_world"]

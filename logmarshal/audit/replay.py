@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -63,7 +63,6 @@ __all__ = [
     "AuditRows",
     "PartitionAudit",
     "ReplayConfig",
-    "audit_records",
     "new_world",
 ]
 
@@ -934,41 +933,3 @@ class PartitionAudit:
                 (cp, self._records, self._first_offset, self._last_offset, self._first_ms, now)
             )
         return rows
-
-
-def audit_records(
-    partitions: Mapping[int, Iterable[tuple[int, int, bytes | None, bytes | None]]],
-    config: ReplayConfig,
-    *,
-    fold: Callable[[int, ReplayConfig], PartitionAudit] | None = None,
-) -> AuditRows:
-    """In-process audit of ``{coord_partition: [(offset, timestamp_ms, key, value), ...]}``.
-
-    Convenience for tests and small logs; the engines stream in batches instead. ``fold``
-    makes each coordination partition's fold: by default the engines' own, the columnar
-    :class:`.columnar.ColumnarAudit`, or this per-record one without numpy and pyarrow.
-    """
-    if fold is None:
-        fold = _default_fold()
-    out: AuditRows = {name: [] for name in TABLES}
-    for cp in sorted(partitions):
-        audit = fold(cp, config)
-        records = sorted(partitions[cp], key=lambda r: r[0])
-        if records:
-            offsets, timestamps, keys, values = (list(col) for col in zip(*records, strict=True))
-            audit.feed(offsets, timestamps, keys, values)
-        for name, rows in audit.finish().items():
-            out[name].extend(rows)
-    return out
-
-
-def _default_fold() -> Callable[[int, ReplayConfig], PartitionAudit]:
-    from .columnar import ColumnarAudit
-    from .deps import require
-
-    try:
-        for module in ("numpy", "pyarrow.compute"):
-            require(module)
-    except ImportError:  # the spark extra's
-        return PartitionAudit
-    return ColumnarAudit

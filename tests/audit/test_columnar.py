@@ -19,7 +19,8 @@ pytest.importorskip("pyarrow")
 
 from logmarshal.audit import ReplayConfig
 from logmarshal.audit.columnar import ColumnarAudit
-from logmarshal.audit.replay import AuditRows, PartitionAudit, audit_records
+from logmarshal.audit.local import audit_records
+from logmarshal.audit.replay import AuditRows, PartitionAudit
 from rationalizer import Effect, Reason, Verdict, WorldState
 
 from .logs import RebalanceStory, Script, fleet_log, random_log, story
