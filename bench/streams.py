@@ -1,19 +1,24 @@
 """Streams figures, each beside its baseline from the same run (embedded cluster):
 
-1. word count records/s through an App (topology, store, changelog, commits) vs a
+1. word count through an App (topology, memory store with changelog, sinks, commits) vs a
    hand-written Consumer poll loop counting the same lines into a dict (same data, same
-   machine, same run): the overhead ratio of the streams layer; and the same over two
+   run, alternating, ``--rounds`` times each): both times, records/s, and the overhead
+   ratio of the streams layer (median App time / median loop time); and the same over two
    co-partitioned topics, where each task is partition p of both (one claim, a position
    vector in its heartbeats), vs the loop reading both topics as four partitions;
 2. restore time of a store vs its changelog size (in-memory and sqlite).
 
-    python3 bench/streams.py [--lines 20000] [--sizes 1000,10000,50000]
+    python3 bench/streams.py [--lines 20000] [--rounds 5] [--sizes 1000,10000,50000]
+
+A 20 000-line run is mostly the claim (~0.1 s); ``--lines 100000`` gives steadier figures
+for the steady-state ratio on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import statistics
 import sys
 import tempfile
 import time
@@ -62,35 +67,69 @@ def produce(cluster: EmbeddedCluster, n: int, topic: str = "lines") -> collectio
     return truth
 
 
-def streams_rate(cluster: EmbeddedCluster, n: int, tmp: str, two: bool = False) -> float:
+#: (whole run, from the first record on): the first includes claiming the partitions (and,
+#: for the App, creating and restoring its tasks), a fixed cost that is most of a short run
+Timing = tuple[float, float]
+
+
+def streams_time(cluster: EmbeddedCluster, n: int, tmp: str, app_id: str,
+                 two: bool = False) -> Timing:
+    """Seconds for a fresh App (no state yet) to process ``n`` records: its first record
+    (claim, restore), then the others."""
     topology = two_topic_word_count() if two else word_count()
-    app = App(cluster, "bench-wc2" if two else "bench-wc", topology, client_id="s1",
-              heartbeat_interval=1.0,
+    app = App(cluster, app_id, topology, client_id="s1", heartbeat_interval=1.0,
               state_dir=f"{tmp}/state", commit_interval=0.1,
               consumer_options={"batch_size": 500})
     start = time.perf_counter()
-    app.run(max_records=n)
-    elapsed = time.perf_counter() - start
+    app.run(max_records=1)
+    first = time.perf_counter()
+    app.run(max_records=n - 1)
+    end = time.perf_counter()
     app.close()
-    return n / elapsed
+    return end - start, end - first
 
 
-def poll_loop_rate(cluster: EmbeddedCluster, n: int, two: bool = False) -> float:
-    marshaler = Marshaler(cluster, "p1", "bench-loop2" if two else "bench-loop", 1.0)
+def poll_loop_time(cluster: EmbeddedCluster, n: int, group: str, two: bool = False) -> Timing:
+    """Seconds for a hand-written Consumer loop of a fresh group to count ``n`` records."""
+    marshaler = Marshaler(cluster, "p1", group, 1.0)
     counts: dict[tuple[int, str], int] = {}
     done = 0
+    first = None
     topics = ["lines", "lines2"] if two else ["lines"]
     with Consumer(marshaler, topics, mode="alo", batch_size=500) as consumer:
         start = time.perf_counter()
         while done < n:
-            for m in consumer.poll(0.1):
+            batch = consumer.poll(0.1)
+            if first is None and batch:
+                first = time.perf_counter()
+            for m in batch:
                 for word in m.value.decode().lower().split():
                     counts[(m.partition, word)] = counts.get((m.partition, word), 0) + 1
                 consumer.commit(m)
                 done += 1
-        elapsed = time.perf_counter() - start
+        end = time.perf_counter()
     marshaler.close()
-    return n / elapsed
+    return end - start, end - (first or start)
+
+
+def compare(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int, two: bool) -> None:
+    """Alternate loop and App runs over the same records; print both and the ratios."""
+    tag = "2" if two else ""
+    loops, apps = [], []
+    for r in range(rounds):
+        loops.append(poll_loop_time(cluster, n, f"bench-loop{tag}-{r}", two))
+        apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
+    for i, what in enumerate(("whole run (claim, restore, all records)",
+                              "from the first record on (steady state)")):
+        loop = statistics.median(t[i] for t in loops)
+        app = statistics.median(t[i] for t in apps)
+        each = " ".join(f"{a[i] / b[i]:.2f}" for a, b in zip(apps, loops, strict=True))
+        print(f"  {what}:")
+        print(f"    hand-written poll loop (Consumer, dict): {loop:7.3f} s {n / loop:>9,.0f} "
+              "records/s")
+        print(f"    streams App (store, changelog, sinks):   {app:7.3f} s {n / app:>9,.0f} "
+              "records/s")
+        print(f"    overhead ratio (App time / loop time):   {app / loop:7.2f}x  (rounds: {each})")
 
 
 def restore_time(cluster: EmbeddedCluster, size: int, kind: str, tmp: str,
@@ -131,26 +170,20 @@ def _restore(cluster: EmbeddedCluster, app_id: str, kind: str, tmp: str) -> floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes", default="1000,10000,50000")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedCluster(
         f"{tmp}/data", maintenance_interval=0
     ) as cluster:
         produce(cluster, args.lines)
-        loop = poll_loop_rate(cluster, args.lines)
-        streams = streams_rate(cluster, args.lines, tmp)
-        print(f"word count over {args.lines} lines, 2 partitions, one member (records/s):")
-        print(f"  hand-written poll loop (Consumer, dict): {loop:>10,.0f}")
-        print(f"  streams App (topology, store, changelog): {streams:>9,.0f}")
-        print(f"  overhead ratio (loop / streams):          {loop / streams:>9.2f}x")
+        print(f"word count over {args.lines} lines, 2 partitions, one member "
+              "(median time of each side):")
+        compare(cluster, args.lines, tmp, args.rounds, two=False)
         produce(cluster, args.lines, "lines2")
-        loop2 = poll_loop_rate(cluster, 2 * args.lines, two=True)
-        streams2 = streams_rate(cluster, 2 * args.lines, tmp, two=True)
         print(f"the same over two co-partitioned topics ({2 * args.lines} lines; a task is "
-              "partition p of both):")
-        print(f"  hand-written poll loop (4 partitions):    {loop2:>9,.0f}")
-        print(f"  streams App (2 tasks, vector heartbeats): {streams2:>9,.0f}")
-        print(f"  overhead ratio (loop / streams):          {loop2 / streams2:>9.2f}x")
+              "partition p of both; the loop reads 4 partitions):")
+        compare(cluster, 2 * args.lines, tmp, args.rounds, two=True)
         print("restore time vs changelog size (records; 1/4 distinct keys):")
         print(f"  {'records':>8} {'memory s':>9} {'sqlite s':>9} {'sqlite, file current s':>23}")
         for size in (int(s) for s in args.sizes.split(",")):

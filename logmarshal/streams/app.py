@@ -10,17 +10,23 @@ dropped when it is revoked. One processing thread (the caller's, in :meth:`App.r
 records of a task must be processed in order and the stores are not thread-safe, and the
 embedded cluster's I/O is already off this thread in the consumer's fetchers.
 
-Commit order, every ``commit_interval`` seconds or when a processor asks: sinks flushed,
-then changelogs written, then the inputs committed to the consumer (which heartbeats them).
+Each polled batch goes through its task as one batch (:meth:`Task.process_batch`); store
+writes stay in the stores' write-behind caches until the commit. Commit order, every
+``commit_interval`` seconds or when a processor asks: sinks flushed, then changelogs
+written (the caches flushed into them, one record per changed key), then the inputs
+committed to the consumer (which heartbeats them).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
 import random
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -103,6 +109,9 @@ class App:
         #: by task key (task name, partition)
         self.tasks: dict[Key, Task] = {}
         self._uncommitted: dict[Key, list[Message]] = {}
+        #: the consumer's ``batch_size`` (its default when not given): the most one poll takes
+        self._poll_batch = int((consumer_options or {}).get(
+            "batch_size", inspect.signature(Consumer).parameters["batch_size"].default))
         self._stop = threading.Event()
         self._closed = False
         self._running = threading.Event()
@@ -217,39 +226,73 @@ class App:
         ))
 
     def process(self, message: Message) -> None:
-        key = (self._task_of_topic[message.topic], message.partition)
+        self.process_batch((message,))
+
+    def process_batch(self, messages: Sequence[Message]) -> None:
+        """Process polled messages, each run of one partition's as one batch of its task
+        (:meth:`Task.process_batch`): a failing record is retried per the policy, then
+        dead-lettered or raised (:class:`HandlerFailed`), the records before it processed
+        and to be committed."""
+        start, n = 0, len(messages)
+        while start < n:
+            first = messages[start]
+            end = start + 1
+            while end < n and messages[end].partition == first.partition and (
+                messages[end].topic == first.topic
+            ):
+                end += 1
+            run = messages if start == 0 and end == n else messages[start:end]
+            self._process_run((self._task_of_topic[first.topic], first.partition), run)
+            start = end
+
+    def _task_for(self, key: Key) -> Task | None:
         task = self.tasks.get(key)
         if task is None:
             if key not in self.consumer.claims():
-                return  # revoked meanwhile: whoever holds it now processes it
+                return None  # revoked meanwhile: whoever holds it now processes it
             # handed out before on_assigned was delivered: set the task up now
             self._assigned([key])
-            task = self.tasks.get(key)
-            if task is None:
-                return  # fenced meanwhile: not ours to process
-        if message.offset < task.positions.get(message.topic, 0):
-            # the state already reflects it (a stale batch from before the seek to where
-            # the restored state ends): processing it again would count it twice
-            self._uncommitted[key].append(message)
+            task = self.tasks.get(key)  # None: fenced meanwhile, not ours to process
+        return task
+
+    def _process_run(self, key: Key, messages: Sequence[Message]) -> None:
+        """Messages of one partition, in offset order, through their task."""
+        task = self._task_for(key)
+        if task is None:
             return
-        attempts = 0
-        while True:
+        uncommitted = self._uncommitted[key]
+        topic = messages[0].topic
+        reflected = task.positions.get(topic, 0)
+        if messages[0].offset < reflected:
+            # the state already reflects these (a stale batch from before the seek to where
+            # the restored state ends): processing them again would count them twice
+            uncommitted.extend(m for m in messages if m.offset < reflected)
+            messages = [m for m in messages if m.offset >= reflected]
+        try:
+            task.process_batch(messages, functools.partial(self._failed, task))
+        except BaseException:
+            # the records before the failure are processed: commit them with the rest
+            done = task.positions.get(topic, 0)
+            uncommitted.extend(m for m in messages if m.offset < done)
+            raise
+        uncommitted.extend(messages)
+
+    def _failed(self, task: Task, message: Message, exc: Exception) -> None:
+        """A record's processing raised: retry it per the policy, then dead-letter it (its
+        position moves past it) or raise :class:`HandlerFailed`."""
+        attempts = 1
+        while attempts < self.retry.max_attempts:
+            time.sleep(self.retry.delay(attempts, self._rng))
             attempts += 1
             try:
                 task.process(message)
-                break
-            except Exception as exc:
-                if attempts < self.retry.max_attempts:
-                    time.sleep(self.retry.delay(attempts, self._rng))
-                    continue
-                if self.retry.dead_letter_topic is None:
-                    raise HandlerFailed(message, attempts, exc) from exc
-                dead_letter(
-                    self.cluster, message, exc, self.retry.dead_letter_topic, self._now_ms()
-                )
-                task.positions[message.topic] = message.offset + 1
-                break
-        self._uncommitted[key].append(message)
+                return
+            except Exception as again:
+                exc = again
+        if self.retry.dead_letter_topic is None:
+            raise HandlerFailed(message, attempts, exc) from exc
+        dead_letter(self.cluster, message, exc, self.retry.dead_letter_topic, self._now_ms())
+        task.positions[message.topic] = message.offset + 1
 
     def commit(self) -> None:
         """Sinks flushed, then changelogs, then the inputs committed (heartbeated)."""
@@ -277,10 +320,10 @@ class App:
                 self._revoked([key])
                 continue
             task.commit_requested = False
-        for _key, messages in self._uncommitted.items():
-            for m in messages:
-                self.consumer.commit(m)
-            messages.clear()
+        for messages in self._uncommitted.values():
+            if messages:
+                self.consumer.commit(*messages)  # one call (one lock) per task
+                messages.clear()
 
     def run(self, *, max_records: int | None = None, poll_timeout: float = 0.1) -> int:
         """Process until :meth:`close` (from another thread) or ``max_records``."""
@@ -290,11 +333,14 @@ class App:
         self._running.set()
         try:
             while not self._stop.is_set() and (max_records is None or handled < max_records):
+                # no larger batches than the consumer's own: max_records only stops the run
                 limit = None if max_records is None else max_records - handled
+                if limit is not None and limit >= self._poll_batch:
+                    limit = None
                 batch = self.consumer.poll(poll_timeout, max_records=limit)
-                for message in batch:
-                    self.process(message)
-                    handled += 1
+                if batch:
+                    self.process_batch(batch)
+                    handled += len(batch)
                 for task in list(self.tasks.values()):
                     task.punctuate_wall_clock()
                 if time.monotonic() >= next_commit or any(

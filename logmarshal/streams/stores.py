@@ -1,9 +1,11 @@
 """Key-value state stores: in memory, or on local disk in SQLite.
 
 A store records which keys changed since the last commit (``dirty``) so the task can write
-exactly those to the store's changelog. Keys and values are JSON-able objects; the store
-keeps them as their JSON bytes so both kinds behave identically and the changelog is the
-same bytes. SQLite (stdlib ``sqlite3``) is the persistent engine: no extra dependency, a
+exactly those to the store's changelog. Keys and values are JSON-able objects; the engines
+keep them as their JSON bytes so both kinds behave identically and the changelog is the
+same bytes. In front of the engine, a write-behind cache of objects (as Kafka Streams'
+record cache) keeps serialization off the per-record path: a key written many times
+between two commits is encoded, stored and logged once. SQLite (stdlib ``sqlite3``) is the persistent engine: no extra dependency, a
 maintained embedded store, and fast enough for point reads and batched upserts (README).
 """
 
@@ -52,14 +54,74 @@ def _hashable(obj: Any) -> Any:
     return tuple(_hashable(x) for x in obj) if isinstance(obj, list) else obj
 
 
+#: a store's cache holds at most this many entries (dirty and clean) by default; past it,
+#: the dirty ones are written through to the engine (not to the changelog) and it is emptied
+CACHE_ENTRIES = 100_000
+
+#: an absent cache entry (None is a cached delete)
+_MISSING = object()
+
+#: ints this far from 0 always have a JSON form (Python refuses to print ints of more than
+#: 4300 digits): a bigger one is serialized at ``put``, where its error belongs
+_BIG_INT = 1 << 1024
+
+
+def _encoded(cache_key: str | bytes) -> bytes:
+    """A cache key's store key: the JSON bytes of a str, the bytes themselves otherwise."""
+    return _k(cache_key) if type(cache_key) is str else cache_key  # type: ignore[return-value]
+
+
+def _utf8_ok(text: str) -> bool:
+    """Can ``text`` be written as UTF-8 (no lone surrogates)?"""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _cacheable(value: Any) -> bool:
+    """Is ``value`` an immutable JSON scalar that comes back equal and of the same type from
+    its JSON bytes, and whose serialization cannot fail? Such values are cached as objects
+    until the commit; any other is serialized at ``put`` (a later mutation of a list or dict
+    must not change what was written, and a bad value must fail where it was written)."""
+    if value is None:
+        return True
+    t = type(value)
+    if t is int:
+        return -_BIG_INT < value < _BIG_INT
+    if t is str:
+        return value.isascii() or _utf8_ok(value)
+    return t is float or t is bool
+
+
 class KeyValueStore:
-    """Common behaviour: JSON encoding and the dirty set the changelog is written from."""
+    """Common behaviour: JSON encoding, the write-behind cache, and the dirty set the
+    changelog is written from.
+
+    The cache works as Kafka Streams' record cache does for a store: ``put``
+    of a scalar value keeps the object (``_writes``), ``get`` reads it from there, and only
+    :meth:`flush` (at the task's commit, through :attr:`dirty` or :meth:`take_dirty`)
+    serializes each key's last value once, writes it to the engine and marks it dirty, so
+    the changelog gets one record per key per commit. Nothing of the commit protocol
+    changes: the engine and the changelog see the same writes as before, only later and
+    once per key. Values read from the engine are kept too (``_reads``, bounded), so a key
+    read again is not decoded again. Cache keys are the key itself for a str key (the common
+    case: no encoding on the hot path) and its JSON bytes otherwise; a key whose JSON is a
+    string is always cached under the str, so one key never has two entries.
+    """
 
     name: str
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, cache_entries: int = CACHE_ENTRIES) -> None:
         self.name = name
-        self.dirty: dict[bytes, bytes | None] = {}
+        self._dirty: dict[bytes, bytes | None] = {}
+        #: cache key -> the last value written since the last flush (not in the engine yet;
+        #: None: deleted). Insertion-ordered: a commit's records come in a reproducible order
+        self._writes: dict[str | bytes, Any] = {}
+        #: cache key -> value, equal to the engine's (shadowed by ``_writes``)
+        self._reads: dict[str | bytes, Any] = {}
+        self._cache_entries = cache_entries
 
     # raw access, implemented by engines
     def _get(self, key: bytes) -> bytes | None:
@@ -68,32 +130,110 @@ class KeyValueStore:
     def _put(self, key: bytes, value: bytes | None) -> None:
         raise NotImplementedError
 
+    def _put_many(self, items: list[tuple[bytes, bytes | None]]) -> None:
+        for key, value in items:
+            self._put(key, value)
+
     def _items(self) -> Iterator[tuple[bytes, bytes]]:
         raise NotImplementedError
 
+    @property
+    def dirty(self) -> dict[bytes, bytes | None]:
+        """Encoded key -> encoded value (None: deleted) of every key changed since the last
+        :meth:`take_dirty`: what the next commit writes to the changelog. Reading it flushes
+        the cache first, so the engine (``_get``) and this dict are current."""
+        if self._writes:
+            self.flush()
+        return self._dirty
+
+    def _cache_key(self, key: Any) -> str | bytes:
+        """The cache key of any key (raising for one with no JSON form, like ``_k``)."""
+        if type(key) is str:
+            if not (key.isascii() or _utf8_ok(key)):
+                _k(key)  # raises here, at the write, not at the commit
+            return key
+        data = _k(key)
+        if data[:1] == b'"':  # a str subclass (or a type that serializes as one)
+            return json_deserializer(data)  # type: ignore[no-any-return]
+        return data
+
     def get(self, key: Any) -> Any:
-        return json_deserializer(self._get(_k(key)))
+        ck = key if type(key) is str else self._cache_key(key)
+        value = self._writes.get(ck, _MISSING)
+        if value is _MISSING:
+            value = self._reads.get(ck, _MISSING)
+            if value is _MISSING:
+                value = self._load(ck)
+        return value
+
+    def _load(self, ck: str | bytes) -> Any:
+        value = json_deserializer(self._get(_encoded(ck)))
+        if _cacheable(value):
+            if len(self._reads) >= self._cache_entries:
+                self._reads.clear()
+            self._reads[ck] = value
+        return value
 
     def put(self, key: Any, value: Any) -> None:
         """Set ``key``; a None value deletes it."""
-        kb, vb = _k(key), json_serializer(value)
+        ck = key if type(key) is str and key.isascii() else self._cache_key(key)
+        if (type(value) is int and -_BIG_INT < value < _BIG_INT) or _cacheable(value):
+            writes = self._writes
+            writes[ck] = value
+            if len(writes) > self._cache_entries:
+                self._evict()
+            return
+        # serialized now (see _cacheable): written through, replacing any cached write
+        vb = json_serializer(value)
+        kb = _encoded(ck)
+        self._writes.pop(ck, None)
+        self._reads.pop(ck, None)
         self._put(kb, vb)
-        self.dirty[kb] = vb
+        self._dirty[kb] = vb
 
     def delete(self, key: Any) -> None:
         self.put(key, None)
 
+    def flush(self) -> None:
+        """Write the cached writes to the engine and the dirty set (one encoding per key);
+        they stay cached, as reads."""
+        writes = self._writes
+        if not writes:
+            return
+        items = [(_encoded(ck), json_serializer(value)) for ck, value in writes.items()]
+        self._put_many(items)  # first: if the engine fails, the writes stay cached
+        self._dirty.update(items)
+        self._writes = {}
+        reads = self._reads
+        if len(reads) + len(writes) > self._cache_entries:
+            reads.clear()
+        reads.update(writes)
+
+    def _evict(self) -> None:
+        """Write the cached writes through to the engine and drop the whole cache."""
+        self.flush()
+        self._reads.clear()
+
     def all(self) -> dict[Any, Any]:
         """Every entry; list keys (windowed ``[key, start]``) come back as tuples."""
+        self.flush()
         return {_hashable(json_deserializer(k)): json_deserializer(v) for k, v in self._items()}
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (not marked dirty)."""
+        if self._writes or self._reads:  # a restore starts from an empty cache; keep it so
+            self._evict()
         self._put(key, value)
 
     def take_dirty(self) -> dict[bytes, bytes | None]:
-        out, self.dirty = self.dirty, {}
+        self.flush()
+        out, self._dirty = self._dirty, {}
         return out
+
+    def _drop_cache(self) -> None:
+        self._writes = {}
+        self._reads.clear()
+        self._dirty.clear()
 
     def clear(self) -> None:
         raise NotImplementedError
@@ -112,7 +252,9 @@ class KeyValueStore:
         return None
 
     def close(self) -> None:
-        pass
+        """Drop the cache: writes not flushed were never committed."""
+        self._writes = {}
+        self._reads.clear()
 
 
 class InMemoryStore(KeyValueStore):
@@ -134,7 +276,7 @@ class InMemoryStore(KeyValueStore):
 
     def clear(self) -> None:
         self._data.clear()
-        self.dirty.clear()
+        self._drop_cache()
 
 
 class SqliteStore(KeyValueStore):
@@ -163,6 +305,12 @@ class SqliteStore(KeyValueStore):
         else:
             self._db.execute("INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)", (key, value))
 
+    def _put_many(self, items: list[tuple[bytes, bytes | None]]) -> None:
+        """One statement per kind for a whole flush: a commit's writes as batched upserts."""
+        self._db.executemany("DELETE FROM kv WHERE k = ?", [(k,) for k, v in items if v is None])
+        self._db.executemany("INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)",
+                             [(k, v) for k, v in items if v is not None])
+
     def _items(self) -> Iterator[tuple[bytes, bytes]]:
         for k, v in self._db.execute("SELECT k, v FROM kv ORDER BY k").fetchall():
             yield bytes(k), bytes(v)
@@ -171,7 +319,7 @@ class SqliteStore(KeyValueStore):
         self._db.execute("DELETE FROM kv")
         self._db.execute("DELETE FROM meta")
         self._db.commit()
-        self.dirty.clear()
+        self._drop_cache()
 
     def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None,
                    epoch: int | None = None) -> None:
@@ -189,5 +337,6 @@ class SqliteStore(KeyValueStore):
         return int(meta["offset"]), meta["positions"], meta.get("epoch")
 
     def close(self) -> None:
+        super().close()
         self._db.rollback()  # what the changelog does not have must not survive locally
         self._db.close()

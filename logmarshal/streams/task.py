@@ -1,7 +1,8 @@
 """A task: one sub-topology on partition p of its source topics, with its stores.
 
-Pure of Marshal: the runner feeds it messages and asks it to commit. ``commit`` flushes the
-sinks, then writes every dirty store to its changelog in one batch per store whose records
+Pure of Marshal: the runner feeds it messages (a polled batch at a time) and asks it to
+commit. ``commit`` flushes the sinks, then writes every dirty store (its write-behind cache
+flushed: one record per changed key) to its changelog in one batch per store whose records
 carry the input positions the state reflects; only then may the runner commit the inputs
 to the consumer (which heartbeats them). Restoring reads the changelogs back; the task then
 resumes from the positions its state reflects, skipping store writes for input a store
@@ -26,9 +27,10 @@ an epoch's valid commits are always a prefix of its commits.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -38,7 +40,7 @@ from storage import NewRecord
 from ..cluster import Cluster, Message
 from .processor import Processor, PunctuationType, StreamRecord
 from .stores import KeyValueStore
-from .topology import SubTopology, Topology, TopologyError
+from .topology import SinkNode, SubTopology, Topology, TopologyError
 
 __all__ = [
     "COMMIT_KEY", "EPOCH_HEADER", "FENCE_KEY", "POSITIONS_HEADER", "Fenced", "Task",
@@ -358,20 +360,27 @@ class _Punctuation:
         self.cancelled = True
 
 
+def _drop_write(*_args: Any) -> None:
+    """A store write of an input record the store already reflects: dropped."""
+
+
 class _GuardedStore:
     """The store as a processor sees it: writes are dropped for input records the store's
-    restored state already reflects (a crash left it ahead of another store)."""
+    restored state already reflects (a crash left it ahead of another store). Its task
+    calls :meth:`guard` around such a record; otherwise ``get``, ``put`` and ``delete`` are
+    the store's own bound methods, so the guard costs nothing per read or write."""
 
-    def __init__(self, store: KeyValueStore, task: Task) -> None:
+    def __init__(self, store: KeyValueStore) -> None:
         self._store = store
-        self._task = task
+        self.get: Callable[[Any], Any] = store.get
+        self.put: Callable[[Any, Any], None] = store.put
+        self.delete: Callable[[Any], None] = store.delete
 
-    def put(self, key: Any, value: Any) -> None:
-        if not self._task._store_reflects_current(self._store.name):
-            self._store.put(key, value)
-
-    def delete(self, key: Any) -> None:
-        self.put(key, None)
+    def guard(self, drop_writes: bool) -> None:
+        """Drop this store's writes (for the record being processed) or let them through."""
+        store = self._store
+        self.put = _drop_write if drop_writes else store.put
+        self.delete = _drop_write if drop_writes else store.delete
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -412,7 +421,16 @@ class _Context:
             self._task.topology.store_users[name]
         ):
             raise TopologyError(f"processor {self._node!r} is not connected to store {name!r}")
-        return _GuardedStore(self._task.stores[name], self._task)
+        return self._task._guarded[name]
+
+
+#: how a node hands a record to one child (a processor's ``process``, or a sink's write)
+_Delivery = Callable[[StreamRecord], None]
+#: a source topic's key and value deserializers and its source node's deliveries
+_Source = tuple[Callable[[bytes | None], Any], Callable[[bytes | None], Any], tuple[_Delivery, ...]]
+#: stream time of no punctuation due (never reached) and of one whose due is not known yet
+_NEVER = 1 << 62
+_AT_ONCE = -(1 << 62)
 
 
 class Task:
@@ -453,79 +471,110 @@ class Task:
         #: record before it is one this task read, wrote, or inspected in a gap
         self._chain: dict[str, int] = {}
         self._punctuations: list[_Punctuation] = []
-        self._source_of: dict[str, str] = {}  # topic -> source node, filled on first use
+        #: the lowest stream time at which a stream-time punctuator may be due
+        self._stream_due = _NEVER
+        self._sources: dict[str, _Source] = {}  # topic -> its source, filled on first use
+        #: the stores as processors see them, and per source topic the guarded stores with
+        #: the offset below which their restored state already reflects that topic's input
+        self._guarded = {name: _GuardedStore(store) for name, store in stores.items()}
+        self._guards: dict[str, list[tuple[_GuardedStore, int]]] = {}
         self._processors: dict[str, Processor] = {}
         for name in sub.nodes:
             if name in topology.processors:
                 self._processors[name] = topology.processors[name].factory()
+        #: per node: its children's names, and how to hand each child a record
+        self._children = {name: tuple(topology.children_of(name)) for name in sub.nodes}
+        self._delivery: dict[str, _Delivery] = {}
+        for name in sub.nodes:
+            if name in self._processors:
+                self._delivery[name] = self._processors[name].process
+            elif name in topology.sinks:
+                self._delivery[name] = functools.partial(self._sink, topology.sinks[name])
+        self._deliveries = {
+            name: tuple(self._delivery[c] for c in children)
+            for name, children in self._children.items()
+        }
         for name, proc in self._processors.items():
             proc.init(_Context(self, name))
 
     # -- processing -----------------------------------------------------------------------
 
-    def _source_for(self, topic: str) -> str:
-        name = self._source_of.get(topic)
-        if name is None:
-            for src in self.sub.nodes:
-                node = self.topology.sources.get(src)
-                if node and (topic in node.topics or (node.pattern and node.pattern.fullmatch(topic))):
-                    self._source_of[topic] = name = src
-                    break
-        if name is None:
-            raise TopologyError(f"task {self.task_id}: no source reads topic {topic!r}")
-        return name
+    def _source_for(self, topic: str) -> _Source:
+        found = self._sources.get(topic)
+        if found is not None:
+            return found
+        for name in self.sub.nodes:
+            node = self.topology.sources.get(name)
+            if node and (topic in node.topics or (node.pattern and node.pattern.fullmatch(topic))):
+                found = (node.key_deserializer, node.value_deserializer, self._deliveries[name])
+                self._sources[topic] = found
+                return found
+        raise TopologyError(f"task {self.task_id}: no source reads topic {topic!r}")
 
     def process(self, message: Message) -> None:
         """Run one input message through the sub-topology."""
-        source = self.topology.sources[self._source_for(message.topic)]
-        record = StreamRecord(
-            key=source.key_deserializer(message.key),
-            value=source.value_deserializer(message.value),
-            timestamp=message.timestamp,
-            topic=message.topic,
-            partition=message.partition,
-            offset=message.offset,
-            headers=message.headers,
-        )
-        self.current = record
-        self.current_timestamp = record.timestamp
-        try:
-            for child in self.topology.children_of(source.name):
-                self._deliver(child, record)
-        finally:
-            self.current = None
-        self.positions[message.topic] = message.offset + 1
-        if record.timestamp > self.stream_time:
-            self.stream_time = record.timestamp
-            self._punctuate(PunctuationType.STREAM_TIME, self.stream_time)
+        self.process_batch((message,))
 
-    def _store_reflects_current(self, store: str) -> bool:
-        cur = self.current
-        if cur is None or cur.topic is None:
-            return False
-        done = self.store_positions.get(store, {}).get(cur.topic)
-        return done is not None and cur.offset < done
+    def process_batch(
+        self, messages: Iterable[Message],
+        on_error: Callable[[Message, Exception], None] | None = None,
+    ) -> None:
+        """Run input messages through the sub-topology, in order, each exactly as
+        :meth:`process` would; what is the same for a run of one topic's messages (its
+        source, deserializers, children, store guards) is looked up once. A message whose
+        processing raises goes to ``on_error`` (which retries, dead-letters or raises) and
+        the batch goes on; without ``on_error`` the exception propagates, the messages
+        before it processed."""
+        positions = self.positions
+        guards_of = self._guards
+        topic: str | None = None
+        for m in messages:
+            try:
+                if m.topic != topic:
+                    key_of, value_of, deliveries = self._source_for(m.topic)
+                    topic = m.topic
+                    guards = guards_of.get(topic) if guards_of else None
+                record = StreamRecord(key_of(m.key), value_of(m.value), m.timestamp, topic,
+                                      m.partition, m.offset, m.headers)
+                self.current = record
+                self.current_timestamp = ts = m.timestamp
+                if guards:
+                    for store, done in guards:
+                        store.guard(m.offset < done)
+                try:
+                    for deliver in deliveries:
+                        deliver(record)
+                finally:
+                    self.current = None
+                    if guards:
+                        for store, _ in guards:
+                            store.guard(False)
+                positions[topic] = m.offset + 1
+                if ts > self.stream_time:
+                    self.stream_time = ts
+                    if ts >= self._stream_due:
+                        self._punctuate(PunctuationType.STREAM_TIME, ts)
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                on_error(m, exc)
 
     def _forward(self, node: str, key: Any, value: Any, to: str | None) -> None:
-        children = self.topology.children_of(node)
-        if to is not None:
-            if to not in children:
+        if to is None:
+            deliveries = self._deliveries[node]
+        else:
+            if to not in self._children[node]:
                 raise TopologyError(f"{node!r} forwards to {to!r}, which is not its child")
-            children = [to]
+            deliveries = (self._delivery[to],)
         base = self.current
         record = StreamRecord(
             key, value, self.current_timestamp,
             *( (base.topic, base.partition, base.offset, base.headers) if base else ()),
         )
-        for child in children:
-            self._deliver(child, record)
+        for deliver in deliveries:
+            deliver(record)
 
-    def _deliver(self, name: str, record: StreamRecord) -> None:
-        proc = self._processors.get(name)
-        if proc is not None:
-            proc.process(record)
-            return
-        sink = self.topology.sinks[name]
+    def _sink(self, sink: SinkNode, record: StreamRecord) -> None:
         key = sink.key_serializer(record.key)
         value = sink.value_serializer(record.value)
         partition = -1
@@ -534,10 +583,17 @@ class Task:
             partition = sink.partitioner(record.key, record.value, n)
             if not isinstance(partition, int) or not 0 <= partition < n:
                 raise TopologyError(
-                    f"sink {name!r}: partitioner returned {partition!r} for {n} partitions"
+                    f"sink {sink.name!r}: partitioner returned {partition!r} for {n} partitions"
                 )
         ts = record.timestamp if record.timestamp >= 0 else self._now_ms()
         self._send(sink.topic, key, value, partition, ts, record.headers)
+
+    def _rebuild_guards(self) -> None:
+        """After a restore: which stores' writes to drop for which input (store_positions)."""
+        self._guards = {}
+        for name, positions in self.store_positions.items():
+            for topic, done in positions.items():
+                self._guards.setdefault(topic, []).append((self._guarded[name], done))
 
     # -- punctuation ----------------------------------------------------------------------
 
@@ -550,7 +606,15 @@ class Task:
             due = None if self.stream_time < 0 else self.stream_time + interval_ms
         p = _Punctuation(interval_ms, kind, fn, node, due)
         self._punctuations.append(p)
+        self._next_stream_due()
         return p
+
+    def _next_stream_due(self) -> None:
+        self._stream_due = min(
+            (_AT_ONCE if p.due is None else p.due for p in self._punctuations
+             if p.kind is PunctuationType.STREAM_TIME and not p.cancelled),
+            default=_NEVER,
+        )
 
     def _punctuate(self, kind: PunctuationType, now: int) -> int:
         fired = 0
@@ -567,6 +631,7 @@ class Task:
                 # once per call, however many intervals passed; the next is aligned
                 p.due += p.interval_ms * ((now - p.due) // p.interval_ms + 1)
         self._punctuations = [p for p in self._punctuations if not p.cancelled]
+        self._next_stream_due()
         return fired
 
     def punctuate_wall_clock(self) -> int:
@@ -672,6 +737,7 @@ class Task:
             for t, o in pos.items():
                 resume[t] = min(resume.get(t, o), o)
         self.positions.update(resume)
+        self._rebuild_guards()
         return resume
 
     def _restore_once(self, cluster: Cluster, use_local: bool) -> bool:

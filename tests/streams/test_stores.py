@@ -1,0 +1,151 @@
+"""The stores' write-behind cache: reads see it, the changelog gets one record per key per
+commit, values cannot change behind the store's back, and bad keys fail at the write."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from logmarshal.cluster import Message
+from logmarshal.streams import Processor, SqliteStore, StoreSpec, Topology
+from logmarshal.streams.stores import InMemoryStore
+from logmarshal.streams.task import COMMIT_KEY, Task, marker_of, read_changelog
+
+NOW = int(time.time() * 1000)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path):
+    opened = InMemoryStore("s") if request.param == "memory" else SqliteStore(
+        "s", tmp_path / "s.sqlite")
+    yield opened
+    opened.close()
+
+
+def test_reads_see_unflushed_writes_and_a_flush_encodes_each_key_once(store):
+    for n in range(5):
+        store.put("k", n)
+    store.put(["w", 60_000], 1.5)
+    store.put("gone", True)
+    store.delete("gone")
+    assert store.get("k") == 4 and store.get(["w", 60_000]) == 1.5 and store.get("gone") is None
+    assert store._get(b'"k"') is None  # not in the engine yet: only the commit writes it
+    assert store.take_dirty() == {b'"k"': b"4", b'["w",60000]': b"1.5", b'"gone"': None}
+    assert store._get(b'"k"') == b"4"
+    assert store.take_dirty() == {}
+    assert store.all() == {"k": 4, ("w", 60_000): 1.5}
+
+
+def test_a_mutable_value_is_serialized_at_the_write(store):
+    value = {"n": [1]}
+    store.put("k", value)
+    value["n"].append(2)  # a processor mutating what it wrote must not change the store
+    got = store.get("k")
+    assert got == {"n": [1]}
+    got["n"].append(3)  # nor mutating what it read
+    assert store.get("k") == {"n": [1]}
+    store.put("k", 7)  # a cached write after a written-through one wins
+    assert store.take_dirty() == {b'"k"': b"7"}
+    store.put("k", [1])  # and a written-through one after a cached one
+    assert store.get("k") == [1] and store.take_dirty() == {b'"k"': b"[1]"}
+
+
+def test_a_key_has_one_cache_entry_whatever_its_type(store):
+    class Name(str):
+        pass
+
+    store.put("a", 1)
+    store.put(Name("a"), 2)
+    assert store.get("a") == 2 and store.take_dirty() == {b'"a"': b"2"}
+    store.put(1, "int")
+    store.put(1.0, "float")  # equal in Python, not in JSON: two keys, as in the engine
+    assert store.get(1) == "int" and store.get(1.0) == "float"
+    assert store.take_dirty() == {b"1": b'"int"', b"1.0": b'"float"'}
+
+
+def test_bad_keys_and_values_fail_at_the_write_and_lose_nothing(store):
+    store.put("ok", 1)
+    with pytest.raises(UnicodeEncodeError):
+        store.put("\ud800", 1)  # a lone surrogate has no UTF-8 form
+    with pytest.raises(UnicodeEncodeError):
+        store.put("k", "\ud800")
+    with pytest.raises(ValueError):
+        store.put(None, 1)
+    with pytest.raises(ValueError):
+        store.put("k", 10 ** 5000)  # more digits than Python prints
+    assert store.take_dirty() == {b'"ok"': b"1"}
+
+
+def test_a_full_cache_writes_through_and_the_commit_still_logs_every_key(tmp_path):
+    store = InMemoryStore("s")
+    store._cache_entries = 3
+    for i in range(10):
+        store.put(f"k{i}", i)
+        assert store.get(f"k{i}") == i
+    assert len(store._writes) <= 3 and store._get(b'"k0"') == b"0"
+    assert store.take_dirty() == {f'"k{i}"'.encode(): str(i).encode() for i in range(10)}
+
+
+def test_closing_drops_writes_not_committed(tmp_path):
+    path = tmp_path / "s.sqlite"
+    store = SqliteStore("s", path)
+    store.put("kept", 1)
+    store.take_dirty()
+    store.checkpoint(0, {"in": 1}, 0)
+    store.put("lost", 2)  # cached only
+    store.put("lost too", [2])  # written through to the open transaction
+    store.close()
+    again = SqliteStore("s", path)
+    assert again.all() == {"kept": 1}
+    again.close()
+
+
+class Counter(Processor):
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("n")
+
+    def process(self, record):
+        if record.value == "bad":
+            raise ValueError("bad record")
+        self.store.put(record.value, (self.store.get(record.value) or 0) + 1)
+
+
+def counter_task() -> Task:
+    topo = Topology().add_source("s", "in").add_processor("p", Counter, "s")
+    topo.add_state_store(StoreSpec("n"), "p")
+    (sub,) = topo.subtopologies()
+    return Task("app", topo, sub, 0, {"n": InMemoryStore("n")}, lambda *a: None,
+                lambda _t: 1, lambda: NOW)
+
+
+def messages(values: list[str]) -> list[Message]:
+    return [Message("in", 0, o, NOW + o, None, f'"{v}"'.encode()) for o, v in enumerate(values)]
+
+
+def test_a_commit_logs_one_record_per_key_with_its_last_value(cluster):
+    cluster.create_topic("app-n-changelog", 1)
+    task = counter_task()
+    task.restore(cluster)
+    task.process_batch(messages(["a", "b", "a", "a", "b", "c"]))
+    start = cluster.latest_offset("app-n-changelog", 0)
+    assert task.write_changelogs(cluster) == 3
+    records = cluster.fetch("app-n-changelog", 0, start)
+    data = sorted((m.key, m.value) for m in records if marker_of(m.key) is None)
+    assert data == [(b'"a"', b"3"), (b'"b"', b"2"), (b'"c"', b"1")]
+    assert marker_of(records[-1].key) is COMMIT_KEY
+    assert read_changelog(cluster, "app", "n", 0) == ({"a": 3, "b": 2, "c": 1}, {"in": 6})
+    task.close()
+
+
+def test_a_batch_hands_a_failing_record_to_on_error_and_goes_on():
+    task = counter_task()
+    failed = []
+    task.process_batch(messages(["a", "bad", "a"]), lambda m, exc: failed.append((m.offset, exc)))
+    assert [(o, str(e)) for o, e in failed] == [(1, "bad record")]
+    assert task.stores["n"].all() == {"a": 2} and task.positions == {"in": 3}
+    again = counter_task()
+    with pytest.raises(ValueError):  # without on_error: raised, the records before it done
+        again.process_batch(messages(["a", "bad", "a"]))
+    assert again.stores["n"].all() == {"a": 1} and again.positions == {"in": 1}
