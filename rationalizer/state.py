@@ -4,8 +4,8 @@ The bottom of the replay: the mutable records of one partition and one member, t
 freshness classifier they are judged with, the sentinels of "no time" and "no position",
 and :class:`WorldImage`, the world's contents as its snapshot reads and restores them. The
 rules, the membership fold, the snapshot format and the world all build on this module, and
-it imports none of them, so their imports run one way: ``state`` <- ``rules`` /
-``membership`` <- ``snapshot`` <- ``world``.
+it imports none of them (only ``messages`` and ``verdict``), so their imports run one way:
+``rules``, ``membership`` and ``snapshot`` import ``state``; ``world`` imports all four.
 """
 
 from __future__ import annotations
