@@ -11,6 +11,7 @@ from .group_view import GroupView
 from .messages import (
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_TASK_SOURCES,
+    MESSAGE_NAMES,
     PROTOCOL_VERSION,
     AnnouncingMember,
     ClaimingMessages,
@@ -32,6 +33,7 @@ __all__ = [
     "FRESH",
     "MAX_HEARTBEAT_INTERVAL_MS",
     "MAX_TASK_SOURCES",
+    "MESSAGE_NAMES",
     "MIN_KEY_BYTES",
     "PROTOCOL_VERSION",
     "STALE",

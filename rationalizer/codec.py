@@ -33,6 +33,7 @@ from .messages import (
     task_last_offset,
     valid_topic,
 )
+from .varint import read_uvarint, uvarint
 
 __all__ = [
     "T_ANNOUNCING_MEMBER",
@@ -130,18 +131,9 @@ def record_key(group_id: str, topic: str | None = None, partition: int | None = 
     return f"{group_id}/{topic}/{partition}".encode()
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _str(s: str) -> bytes:
     b = s.encode("utf-8")
-    return _uvarint(len(b)) + b
+    return uvarint(len(b)) + b
 
 
 def _tag(tag: bytes | None) -> bytes:
@@ -166,7 +158,7 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
         else:
             head = _HDR.pack(VERSION_3, T_RELEASING_TASK)
         vector = _topic_numbers(msg.positions, 1)  # an offset is stored + 1: -1 is 0x00
-        tail = ident + _str(msg.topic) + _uvarint(msg.partition)
+        tail = ident + _str(msg.topic) + uvarint(msg.partition)
         return record_key(msg.group_id, msg.topic, msg.partition), head + vector + tail
     if cls is ReleaseGroup:
         value = (
@@ -178,7 +170,7 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
         return record_key(msg.group_id), value
     if cls not in _PARTITION_TYPES:
         raise TypeError(f"not a coordination message: {msg!r}")
-    tail = ident + _str(msg.topic) + _uvarint(msg.partition)
+    tail = ident + _str(msg.topic) + uvarint(msg.partition)
     if cls is Heartbeat:
         head = (
             _HDR.pack(msg.version, T_HEARTBEAT)
@@ -210,28 +202,8 @@ def unsigned_value(value: bytes) -> bytes:
     return bytes(value[:pos]) + b"\x00" + bytes(value[pos + 1 + AUTH_TAG_BYTES :])
 
 
-def _read_uvarint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
-    """Minimal (canonical) unsigned LEB128 no greater than ``limit``."""
-    n = 0
-    shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise DecodeError(f"truncated {what}")
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if n > limit:
-            raise DecodeError(f"{what} out of range")
-        if b < 0x80:
-            if b == 0 and shift:
-                raise DecodeError(f"overlong varint in {what}")
-            return n, pos
-        shift += 7
-
-
 def _read_str(buf: bytes, pos: int, limit: int, what: str) -> tuple[str, int]:
-    n, pos = _read_uvarint(buf, pos, limit, what + " length")
+    n, pos = read_uvarint(buf, pos, limit, what + " length", DecodeError)
     if n == 0:
         raise DecodeError(f"empty {what}")
     end = pos + n
@@ -265,7 +237,7 @@ Fields = tuple[
 def _topic_numbers(pairs: tuple[tuple[str, int], ...], add: int) -> bytes:
     """A count, then each topic as ``str`` and its number ``+ add`` as a varint: an
     announcement's topic list (partition counts) and a task's vector (offsets, ``add`` 1)."""
-    return _uvarint(len(pairs)) + b"".join(_str(t) + _uvarint(n + add) for t, n in pairs)
+    return uvarint(len(pairs)) + b"".join(_str(t) + uvarint(n + add) for t, n in pairs)
 
 
 def _read_topic_numbers(
@@ -273,7 +245,7 @@ def _read_topic_numbers(
 ) -> tuple[list[tuple[str, int]], int]:
     """The inverse of :func:`_topic_numbers`, strict: valid topic names, strictly ascending,
     canonical varints within their bounds."""
-    n, pos = _read_uvarint(buf, pos, max_count, f"{what} count")
+    n, pos = read_uvarint(buf, pos, max_count, f"{what} count", DecodeError)
     out: list[tuple[str, int]] = []
     for _ in range(n):
         topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, what)
@@ -281,7 +253,7 @@ def _read_topic_numbers(
             raise DecodeError(f"invalid {what} name {topic!r}")
         if out and out[-1][0] >= topic:
             raise DecodeError(f"{what}s are not sorted and unique")
-        value, pos = _read_uvarint(buf, pos, max_number, number)
+        value, pos = read_uvarint(buf, pos, max_number, number, DecodeError)
         out.append((topic, value - add))
     return out, pos
 
@@ -299,7 +271,7 @@ def _read_identity(
         topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
         if not valid_topic(topic):
             raise DecodeError(f"invalid topic name {topic!r}")
-        partition, pos = _read_uvarint(buf, pos, MAX_PARTITION, "partition")
+        partition, pos = read_uvarint(buf, pos, MAX_PARTITION, "partition", DecodeError)
     if pos != len(buf):
         raise DecodeError(f"{len(buf) - pos} trailing bytes")
     if bytes(key) != record_key(group, topic, partition):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import attrs
 
-from .rules import STALE, freshness, stale_from
+from .state import STALE, MemberState, freshness, stale_from
 from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 __all__ = ["Member", "MemberState", "announce", "export", "leave", "settle_ms"]
@@ -30,48 +30,6 @@ def settle_ms(heartbeat_interval_ms: int) -> int:
     its heartbeat interval, i.e. it announced at least twice (every third of HB). A process
     that announces once and dies at once never pulls partitions away from anyone."""
     return heartbeat_interval_ms // 4
-
-
-class MemberState:
-    """Mutable membership entry of one client_id in one group (inside a WorldState)."""
-
-    __slots__ = (
-        "entire_topic",
-        "hb",
-        "instance",
-        "last",
-        "max_claims",
-        "since",
-        "topics",
-        "version",
-        "weight",
-    )
-
-    def __init__(
-        self,
-        instance: str,
-        since: int,
-        last: int,
-        hb: int,
-        weight: int,
-        max_claims: int,
-        entire_topic: bool,
-        topics: tuple[tuple[str, int], ...],
-        version: int = 2,
-    ) -> None:
-        self.version = version
-        self.instance = instance
-        self.since = since
-        self.last = last
-        self.hb = hb
-        self.weight = weight
-        self.max_claims = max_claims
-        self.entire_topic = entire_topic
-        self.topics = topics
-
-    def stale(self, now: int) -> bool:
-        """Older than twice its own heartbeat interval: gone (the claims' staleness rule)."""
-        return freshness(now - self.last, self.hb) is STALE
 
 
 @attrs.frozen

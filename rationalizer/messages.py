@@ -7,6 +7,8 @@ decoder applies the very same limits, so every decoded message is also construct
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -22,6 +24,7 @@ __all__ = [
     "MAX_TASK_SOURCES",
     "MAX_TOPIC_LENGTH",
     "MAX_WEIGHT",
+    "MESSAGE_NAMES",
     "PROTOCOL_VERSION",
     "SUPPORTED_VERSIONS",
     "AnnouncingMember",
@@ -462,4 +465,21 @@ Message = (
     | LeavingGroup
     | HeartbeatingTask
     | ReleasingTask
+)
+
+#: The name of each message type where a person or a table reads it: the ``type`` of
+#: ``logmarshal coord dump`` (docs/admin.md) and the audit's ``message_type`` column. The
+#: class name in snake case; a message type added here is named everywhere at once.
+MESSAGE_NAMES: Mapping[type, str] = MappingProxyType(
+    {
+        Heartbeat: "heartbeat",
+        ClaimingPartition: "claiming_partition",
+        ReleasingPartition: "releasing_partition",
+        ClaimingMessages: "claiming_messages",
+        ReleaseGroup: "release_group",
+        AnnouncingMember: "announcing_member",
+        LeavingGroup: "leaving_group",
+        HeartbeatingTask: "heartbeating_task",
+        ReleasingTask: "releasing_task",
+    }
 )

@@ -1,6 +1,6 @@
 """The rules of PROTOCOL.md ("Time and freshness", "Transitions and verdicts"), one function each.
 
-    fresh / unknown / stale             freshness (stale_from is its inverse)
+    fresh / unknown / stale             state.freshness (stale_from is its inverse)
     rule 0  record does not decode      WorldState._slow (world.py; codec.decode_fields)
     rule 1  sender fenced               fenced
     rule 2  ReleaseGroup                release_group
@@ -15,10 +15,11 @@
     rule 9  LeavingGroup                membership.leave
 
 A rule function judges one record that reached it (no earlier rule fired), changes the
-state it concerns when the record is accepted (a ``world._Part``, the fenced instances, the
-pause windows) and returns the verdict; a rejected record changes nothing. Rule functions
-neither decode, look anything up nor count rejections: ``WorldState.apply_many`` does that
-(with its identity caches and its heartbeat lane) and dispatches here in the rules' order.
+state it concerns when the record is accepted (a ``state.PartitionEntry``, the fenced
+instances, the pause windows) and returns the verdict; a rejected record changes nothing.
+Rule functions neither decode, look anything up nor count rejections:
+``WorldState.apply_many`` does that (with its identity caches and its heartbeat lane) and
+dispatches here in the rules' order.
 The queries (``WorldState.freshness``, ``claimable``, ``logmarshal.core.claiming.stale_at``)
 classify with the same :func:`freshness`.
 
@@ -29,14 +30,24 @@ replay allocates none for a heartbeat or a rejection.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from .codec import T_HEARTBEAT
-from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
+from .messages import Positions
 
-if TYPE_CHECKING:
-    from .messages import Positions
-    from .world import _Part
+# The time vocabulary lives with the state it judges; the rules use it and pass it on (the
+# consumer core and the audit import it from here).
+from .state import (
+    FRESH,
+    NO_POSITION,
+    STALE,
+    UNKNOWN,
+    PartitionEntry,
+    Sender,
+    fence_key,
+    freshness,
+    stale_from,
+)
+from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 __all__ = [
     "FRESH",
@@ -55,15 +66,6 @@ __all__ = [
     "tenure_floor",
 ]
 
-FRESH = "fresh"
-UNKNOWN = "unknown"
-STALE = "stale"
-
-#: ``_Part.last`` of a partition no record ever gave a position (a claim alone gives none).
-_NO_POSITION = -2
-
-Sender = tuple[str, str]
-
 _CLAIMED = ACCEPTED[Effect.CLAIMED]
 _RENEWED = ACCEPTED[Effect.RENEWED]
 _RENEWED_LATE = ACCEPTED[Effect.RENEWED_LATE]
@@ -79,39 +81,11 @@ _REGRESSION = REJECTED[Reason.OFFSET_REGRESSION]
 _UNAUTHENTICATED = REJECTED[Reason.UNAUTHENTICATED]
 
 
-def fence_key(client_id: str, instance_id: str) -> str:
-    """Injective string form of an instance (str hashes are cached, tuples' are not)."""
-    return f"{len(client_id)}:{client_id}{instance_id}"
-
-
-def tenure_floor(part: _Part) -> int | None:
+def tenure_floor(part: PartitionEntry) -> int | None:
     """The position a tenure starts from, recorded when a claim or a restart takeover is
     accepted: ``max(last_offset, claimed_through)``, None without a position. Its release
     can give back only what it reserved above this (property b)."""
-    return None if part.last == _NO_POSITION else max(part.last, part.claimed)
-
-
-# ---------------------------------------------------------------------- time and freshness
-
-
-def freshness(age: int, hb: int) -> str:
-    """PROTOCOL.md "Time and freshness": a claim whose holder's last accepted message is
-    ``age`` ms old, judged with the holder's own heartbeat interval ``hb``, is FRESH if
-    ``age < hb``, UNKNOWN if ``hb <= age <= 2·hb``, STALE if ``age > 2·hb``.
-
-    The one classifier: every rule and query that asks how fresh a holder is asks here."""
-    if age < hb:
-        return FRESH
-    if age <= 2 * hb:
-        return UNKNOWN
-    return STALE
-
-
-def stale_from(beat: int, hb: int) -> int:
-    """The first log time at which :func:`freshness` calls a claim renewed at ``beat`` with
-    lease ``hb`` STALE (so claimable by others): ``freshness(t - beat, hb) is STALE`` exactly
-    when ``t >= stale_from(beat, hb)``. Its inverse, kept beside it (tested against it)."""
-    return beat + 2 * hb + 1
+    return None if part.last == NO_POSITION else max(part.last, part.claimed)
 
 
 # ---------------------------------------------------------------------- transitions
@@ -124,7 +98,7 @@ def fenced(instances: dict[str, Sender], fkey: str) -> Verdict | None:
 
 
 def release_group(
-    parts: Iterable[_Part],
+    parts: Iterable[PartitionEntry],
     pauses: dict[str, tuple[int, Sender]],
     group: str,
     sender: Sender,
@@ -164,8 +138,8 @@ def paused(
     pauses: dict[str, tuple[int, Sender]],
     group: str,
     now: int,
-    part: _Part | None,
-    create: Callable[[], _Part],
+    part: PartitionEntry | None,
+    create: Callable[[], PartitionEntry],
     sender: Sender,
     typ: int,
     authentic: bool,
@@ -198,8 +172,8 @@ def paused(
 
 
 def claim(
-    part: _Part | None,
-    create: Callable[[], _Part],
+    part: PartitionEntry | None,
+    create: Callable[[], PartitionEntry],
     sender: Sender,
     now: int,
     hb: int,
@@ -235,7 +209,7 @@ def claim(
 
 
 def heartbeat(
-    part: _Part | None,
+    part: PartitionEntry | None,
     sender: Sender,
     now: int,
     last_offset: int,
@@ -293,7 +267,7 @@ def heartbeat(
 
 
 def release(
-    part: _Part | None,
+    part: PartitionEntry | None,
     sender: Sender,
     now: int,
     last_offset: int,
@@ -324,7 +298,7 @@ def release(
 
 
 def claim_messages(
-    part: _Part | None,
+    part: PartitionEntry | None,
     sender: Sender,
     now: int,
     proposed: int,
@@ -350,13 +324,13 @@ def claim_messages(
     if (
         first is not None
         and exact
-        and part.last != _NO_POSITION
+        and part.last != NO_POSITION
         and first != max(part.last, part.claimed) + 1
     ):
         return _REGRESSION
     part.claimed = proposed
     part.beat = now
     part.positions = None
-    if part.last == _NO_POSITION:
+    if part.last == NO_POSITION:
         part.last = -1
     return _MESSAGES_CLAIMED

@@ -4,15 +4,17 @@ Canonical: sorted collections, minimal varints, no optional padding, so equal st
 equal bytes and ``from_bytes(b).to_bytes() == b``. Restore is strict (``SnapshotError``)
 because a wrongly restored world would silently disagree with every other replayer.
 Not pickle: a snapshot may come from another process or a Spark executor.
+
+The format sees a world only as a ``state.WorldImage``: :func:`dump` writes the one
+``WorldState.image`` gives, :func:`load` reads one back for ``WorldState.from_image``. So
+this module never imports the world, and the world imports it.
 """
 
 from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Mapping
 from itertools import pairwise
-from typing import TYPE_CHECKING
 
 from .codec import record_key
 from .messages import (
@@ -28,10 +30,9 @@ from .messages import (
     valid_id,
     valid_topic,
 )
+from .state import NO_POSITION, NO_TIME, MemberState, PartitionEntry, WorldImage
+from .varint import append_svarint, append_uvarint, read_svarint, read_uvarint
 from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
-
-if TYPE_CHECKING:
-    from .world import WorldState
 
 __all__ = ["MAGIC", "SNAPSHOT_VERSION", "SnapshotError", "dump", "load"]
 
@@ -87,15 +88,9 @@ class SnapshotError(ValueError):
 # ---------------------------------------------------------------------- writing
 
 
-def _uv(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _sv(out: bytearray, n: int) -> None:
-    _uv(out, 2 * n if n >= 0 else -2 * n - 1)
+# the writer below calls these for nearly every field: short local names
+_uv = append_uvarint
+_sv = append_svarint
 
 
 def _s(out: bytearray, s: str) -> None:
@@ -129,13 +124,12 @@ def _verdict(out: bytearray, v: Verdict) -> None:
         _s(out, instance)
 
 
-def dump(w: WorldState) -> bytes:
-    from .world import _NO_POSITION
-
+def dump(w: WorldImage) -> bytes:
+    """The snapshot of a world's image (``WorldState.to_bytes`` writes its own)."""
     members = sorted(
-        (group, client, m) for group, entries in w._members.items() for client, m in entries.items()
+        (group, client, m) for group, entries in w.members.items() for client, m in entries.items()
     )
-    parts = sorted(w._parts.values(), key=lambda p: (p.group, p.topic, p.partition))
+    parts = sorted(w.partitions, key=lambda p: (p.group, p.topic, p.partition))
     tasks = [p for p in parts if p.positions is not None]
     v4 = any(p.floor is not None for p in parts) or any(m.version != 2 for _, _, m in members)
     out = bytearray(MAGIC)
@@ -146,17 +140,17 @@ def dump(w: WorldState) -> bytes:
     else:
         version = _SNAPSHOT_V2 if members else _SNAPSHOT_V1
     out.append(version)
-    _uv(out, w._window)
-    _uv(out, w._applied + 1)
-    _sv(out, w._now)
+    _uv(out, w.verdict_window)
+    _uv(out, w.applied_through + 1)
+    _sv(out, w.now)
     for r in REASON_CODES:
-        _uv(out, w._rejections[r])
-    fenced = sorted(w._fenced.values())
+        _uv(out, w.rejections[r])
+    fenced = sorted(w.fenced)
     _uv(out, len(fenced))
     for client, instance in fenced:
         _s(out, client)
         _s(out, instance)
-    pauses = sorted((g, p) for g, p in w._paused.items() if w._now < p[0])
+    pauses = sorted(w.pauses.items())
     _uv(out, len(pauses))
     for group, (expires, (client, instance)) in pauses:
         _s(out, group)
@@ -168,7 +162,7 @@ def dump(w: WorldState) -> bytes:
         _s(out, p.group)
         _s(out, p.topic)
         _uv(out, p.partition)
-        positioned = p.last != _NO_POSITION
+        positioned = p.last != NO_POSITION
         out.append(
             (_HELD if p.holder is not None else 0)
             | (_POSITIONED if positioned else 0)
@@ -212,13 +206,13 @@ def dump(w: WorldState) -> bytes:
             for topic, offset in p.positions:
                 _s(out, topic)
                 _uv(out, offset + 1)
-    woff = w._woff
+    woff = w.verdict_offsets
     _uv(out, len(woff))
     prev = -1
     for off in woff:
         _uv(out, off - prev)
         prev = off
-    for v in w._wv:
+    for v in w.verdicts:
         _verdict(out, v)
     return bytes(out)
 
@@ -241,21 +235,12 @@ class _Reader:
         return b
 
     def uv(self, limit: int = _MAX_U64) -> int:
-        n = shift = 0
-        while True:
-            b = self.byte()
-            n |= (b & 0x7F) << shift
-            if n > limit:
-                raise SnapshotError("number out of range")
-            if b < 0x80:
-                if b == 0 and shift:
-                    raise SnapshotError("overlong varint")
-                return n
-            shift += 7
+        n, self.pos = read_uvarint(self.buf, self.pos, limit, "snapshot number", SnapshotError)
+        return n
 
     def sv(self) -> int:
-        z = self.uv()
-        return z >> 1 if not z & 1 else -((z + 1) >> 1)
+        n, self.pos = read_svarint(self.buf, self.pos, _MAX_U64, "snapshot number", SnapshotError)
+        return n
 
     def s(self, limit: int) -> str:
         n = self.uv(limit)
@@ -345,9 +330,8 @@ def _sorted_strictly(items: list) -> bool:
     return all(a < b for a, b in pairwise(items))
 
 
-def _read_members(r: _Reader, w: WorldState, version: int) -> None:
-    from .membership import MemberState
-
+def _read_members(r: _Reader, version: int) -> dict[str, dict[str, MemberState]]:
+    members: dict[str, dict[str, MemberState]] = {}
     count = r.uv()
     if count == 0 and version == _SNAPSHOT_V2:
         raise SnapshotError("a version 2 snapshot without members (version 1 has none)")
@@ -373,11 +357,13 @@ def _read_members(r: _Reader, w: WorldState, version: int) -> None:
         entry = MemberState(
             instance, since, last, hb, weight, max_claims, bool(flags), topics, protocol
         )
-        w._members.setdefault(group, {})[client] = entry
+        members.setdefault(group, {})[client] = entry
+    return members
 
 
-def _read_positions(r: _Reader, w: WorldState, version: int) -> None:
-    """The version 3 section: the position vector of every task key that has one."""
+def _read_positions(r: _Reader, parts: dict[bytes, PartitionEntry], version: int) -> None:
+    """The version 3 section: the position vector of every task key that has one, set on
+    its entry in ``parts`` (record key -> entry)."""
     count = r.uv()
     if count == 0 and version == _SNAPSHOT_V3:
         raise SnapshotError("a version 3 snapshot without task positions (older ones have none)")
@@ -393,23 +379,16 @@ def _read_positions(r: _Reader, w: WorldState, version: int) -> None:
         vector = tuple((r.topic(), r.uv(MAX_OFFSET + 1) - 1) for _ in range(n))
         if not _sorted_strictly([t for t, _ in vector]):
             raise SnapshotError("task sources not strictly sorted")
-        part = w._parts.get(record_key(group, topic, partition))
+        part = parts.get(record_key(group, topic, partition))
         # the partition's scalar is the vector's: both were set by the same record
         if part is None or part.last != task_last_offset(vector):
             raise SnapshotError("task positions that do not match their partition")
         part.positions = vector
 
 
-def load(
-    cls: type[WorldState],
-    data: bytes,
-    admin_keys: Mapping[str, bytes] | None = None,
-    without: frozenset[str] = frozenset(),
-) -> WorldState:
-    from .auth import validate_admin_keys
-    from .world import _NO_POSITION, _Part, fence_key
-
-    keys = validate_admin_keys(admin_keys)  # configuration errors first: ValueError
+def load(data: bytes) -> WorldImage:
+    """The image of a world in a snapshot (``WorldState.from_bytes`` restores it); strict:
+    ``SnapshotError`` on anything but a canonical snapshot of a supported version."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise SnapshotError("snapshot must be bytes")
     buf = bytes(data)
@@ -423,27 +402,24 @@ def load(
     window = r.uv()
     if window == 0:
         raise SnapshotError("verdict window must be positive")
-    w = cls(verdict_window=window, admin_keys=keys, _without=without)
-    w._applied = r.uv(MAX_OFFSET + 1) - 1
-    w._now = r.sv()
-    if not -(2**63) <= w._now <= MAX_OFFSET:
+    applied = r.uv(MAX_OFFSET + 1) - 1
+    now = r.sv()
+    if not NO_TIME <= now <= MAX_OFFSET:
         raise SnapshotError("now out of range")
-    for reason in REASON_CODES:
-        w._rejections[reason] = r.uv()
+    rejections = {reason: r.uv() for reason in REASON_CODES}
     fenced = [(r.ident(), r.ident()) for _ in range(r.uv())]
     if not _sorted_strictly(fenced):
         raise SnapshotError("fenced instances not strictly sorted")
-    w._fenced = {fence_key(c, i): (c, i) for c, i in fenced}
     pauses = []
     for _ in range(r.uv()):
         group = r.ident()
         expires = r.sv()
         pauses.append((group, expires, (r.ident(), r.ident())))
-        if expires <= w._now:
+        if expires <= now:
             raise SnapshotError("expired pause window in snapshot")
     if not _sorted_strictly([p[0] for p in pauses]):
         raise SnapshotError("pauses not strictly sorted")
-    w._paused = {g: (e, a) for g, e, a in pauses}
+    parts: dict[bytes, PartitionEntry] = {}
     prev_key = None
     for _ in range(r.uv()):
         group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
@@ -458,7 +434,7 @@ def load(
             if hb == 0:
                 raise SnapshotError("heartbeat interval out of range")
         beat = r.sv()
-        last, claimed = _NO_POSITION, -1
+        last, claimed = NO_POSITION, -1
         if flags & _POSITIONED:
             last = r.uv(MAX_OFFSET + 1) - 1
             claimed = r.uv(MAX_OFFSET + 1) - 1
@@ -467,19 +443,18 @@ def load(
         if prev_key is not None and not prev_key < sort_key:
             raise SnapshotError("partitions not strictly sorted")
         prev_key = sort_key
-        part = _Part(group, topic, partition, holder, beat, last, claimed, hb or 0, None, floor)
-        w._parts[record_key(group, topic, partition)] = part
-        w._groups.setdefault(group, []).append(part)
-    if version >= _SNAPSHOT_V2:
-        _read_members(r, w, version)
+        parts[record_key(group, topic, partition)] = PartitionEntry(
+            group, topic, partition, holder, beat, last, claimed, hb or 0, None, floor
+        )
+    members = _read_members(r, version) if version >= _SNAPSHOT_V2 else {}
     if version >= _SNAPSHOT_V3:
-        _read_positions(r, w, version)
+        _read_positions(r, parts, version)
     if version == SNAPSHOT_VERSION and not (
-        any(p.floor is not None for p in w._parts.values())
-        or any(m.version != 2 for ms in w._members.values() for m in ms.values())
+        any(p.floor is not None for p in parts.values())
+        or any(m.version != 2 for ms in members.values() for m in ms.values())
     ):
         raise SnapshotError("a version 4 snapshot of a world an older version holds")
-    n = r.uv(2 * w._window)
+    n = r.uv(2 * window)
     offsets = array("q")
     prev = -1
     i = 0
@@ -502,12 +477,22 @@ def load(
             i += k
         else:
             offsets.append(prev)
-        if prev > w._applied:
+        if prev > applied:
             raise SnapshotError("verdict offset beyond applied_through")
-    if (offsets[-1] if n else -1) != w._applied:
+    if (offsets[-1] if n else -1) != applied:
         raise SnapshotError("verdict offsets out of range")
-    w._woff = offsets
-    w._wv = _read_verdicts(r, n)
+    verdicts = _read_verdicts(r, n)
     if r.pos != len(buf):
         raise SnapshotError(f"{len(buf) - r.pos} trailing bytes")
-    return w
+    return WorldImage(
+        verdict_window=window,
+        applied_through=applied,
+        now=now,
+        rejections=rejections,
+        fenced=fenced,
+        pauses={g: (e, a) for g, e, a in pauses},
+        partitions=list(parts.values()),
+        members=members,
+        verdict_offsets=offsets,
+        verdicts=verdicts,
+    )

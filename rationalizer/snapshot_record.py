@@ -21,6 +21,8 @@ import attrs
 from .auth import validate_admin_keys
 from .messages import MAX_ID_BYTES, MAX_OFFSET, valid_id
 from .snapshot import SnapshotError
+from .varint import append_uvarint as _uv
+from .varint import read_uvarint
 from .world import WorldState
 
 __all__ = [
@@ -75,13 +77,6 @@ class PublishedSnapshot:
     @property
     def keyed_groups(self) -> tuple[str, ...]:
         return tuple(g for g, _ in self.tags)
-
-
-def _uv(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
 
 
 def _header(cp: int, covered: int, digest: bytes, groups: list[str]) -> bytearray:
@@ -151,17 +146,10 @@ class _R:
         return out
 
     def uv(self, limit: int) -> int:
-        n = shift = 0
-        while True:
-            b = self.take(1)[0]
-            n |= (b & 0x7F) << shift
-            if n > limit:
-                raise SnapshotError("number out of range in snapshot record")
-            if b < 0x80:
-                if b == 0 and shift:
-                    raise SnapshotError("overlong varint in snapshot record")
-                return n
-            shift += 7
+        n, self.pos = read_uvarint(
+            self.buf, self.pos, limit, "snapshot record number", SnapshotError
+        )
+        return n
 
 
 def parse_snapshot_record(key: bytes | None, value: bytes | None) -> PublishedSnapshot:

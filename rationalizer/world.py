@@ -5,9 +5,11 @@
 fenced instances; and a verdict for every record. It never reads a clock: ``now`` is the
 clamped log-append timestamp of the record being applied.
 
-The rules themselves are in ``rules.py``, one function per rule of PROTOCOL.md; this module
-holds the state, the queries and the replay loop, which finds the record's identity and
-state and dispatches to the rules in their order. The loop is written for speed (it is what
+The rules themselves are in ``rules.py``, one function per rule of PROTOCOL.md, the
+records the state is made of in ``state.py`` and the snapshot format in ``snapshot.py``
+(which sees the world only through :meth:`WorldState.image` / :meth:`WorldState.from_image`);
+this module holds the state, the queries and the replay loop, which finds the record's
+identity and state and dispatches to the rules in their order. The loop is written for speed (it is what
 every consumer runs all the time): decoded identities are cached by the identity bytes of
 the value, verdicts are shared instances, and the loop keeps its state in locals.
 ``decode_fields`` is the single source of truth for what is a valid record; the fast path
@@ -40,7 +42,6 @@ from .codec import (
     VERSION_4,
     DecodeError,
     UnknownVersion,
-    _read_uvarint,
     decode_fields,
     decode_member_fields,
     decode_reservation_fields,
@@ -59,15 +60,26 @@ from .messages import (
 )
 
 # The rules of PROTOCOL.md, one function each; see the table in rules.py.
-from .rules import _NO_POSITION, FRESH, STALE, UNKNOWN, fence_key
 from .rules import claim as rule_claim
 from .rules import claim_messages as rule_claim_messages
 from .rules import fenced as rule_fenced
-from .rules import freshness as classify_freshness
 from .rules import heartbeat as rule_heartbeat
 from .rules import paused as rule_paused
 from .rules import release as rule_release
 from .rules import release_group as rule_release_group
+from .snapshot import dump, load
+from .state import (
+    FRESH,
+    NO_POSITION,
+    NO_TIME,
+    STALE,
+    UNKNOWN,
+    PartitionEntry,
+    WorldImage,
+    fence_key,
+)
+from .state import freshness as classify_freshness
+from .varint import read_uvarint
 from .verdict import REJECTED, Effect, Reason, Verdict
 
 MIN_INT64 = -(2**63)
@@ -88,8 +100,6 @@ __all__ = [
 #: tenure's reservations (b), a version 4 reservation starts at the resume point (c).
 RULE_SWITCHES = frozenset({"takeover_position", "release_floor", "reservation_start"})
 
-#: ``now`` before any record was applied.
-NO_TIME = -(2**63)
 MIN_TIMESTAMP = -(2**63)
 
 DEFAULT_VERDICT_WINDOW = 65_536
@@ -106,64 +116,6 @@ _INVALID = REJECTED[Reason.INVALID_RECORD]
 _RESTART_TAKEOVER = Effect.RESTART_TAKEOVER
 #: What the key cache answers for an unknown key: an entry no value can match.
 _NO_ENTRY: list = [None] * 10 + [-1, None, 0]
-
-
-class _Part:
-    """Mutable state of one (group, topic, partition).
-
-    ``hb`` is the holder's heartbeat interval as its last accepted ClaimingPartition or
-    Heartbeat declared it; 0 exactly when there is no holder.
-
-    ``last`` is ``_NO_POSITION`` (-2) until an accepted record sets a position (Heartbeat,
-    ReleasingPartition, ClaimingMessages, admin POSITION_SET; never a claim), and -1..2^63-1
-    from then on. Keeping "has a position" in ``last`` costs the heartbeat paths nothing:
-    they store ``last`` anyway. While there is no position, ``claimed`` is -1.
-
-    ``positions`` is a task's position vector (version 3: HeartbeatingTask, ReleasingTask
-    set it, and ``last`` to its scalar ``task_last_offset``); None otherwise: every other
-    record that sets a position clears it, a claim or a ReleaseGroup keeps it.
-
-    ``floor`` is the position the current tenure started from (``rules.tenure_floor``, set
-    by an accepted claim or restart takeover, None without a holder or without a position):
-    a release gives back nothing below it (version 4, property b).
-    """
-
-    __slots__ = (
-        "beat",
-        "claimed",
-        "floor",
-        "group",
-        "hb",
-        "holder",
-        "last",
-        "partition",
-        "positions",
-        "topic",
-    )
-
-    def __init__(
-        self,
-        group: str,
-        topic: str,
-        partition: int,
-        holder: tuple[str, str] | None,
-        beat: int,
-        last: int = _NO_POSITION,
-        claimed: int = -1,
-        hb: int = 0,
-        positions: Positions | None = None,
-        floor: int | None = None,
-    ) -> None:
-        self.floor = floor
-        self.group = group
-        self.topic = topic
-        self.partition = partition
-        self.holder = holder
-        self.beat = beat
-        self.last = last
-        self.claimed = claimed
-        self.hb = hb
-        self.positions = positions
 
 
 @attrs.frozen
@@ -246,8 +198,8 @@ class WorldState:
         self._window = verdict_window
         self._applied = -1
         self._now = NO_TIME
-        self._parts: dict[bytes, _Part] = {}
-        self._groups: dict[str, list[_Part]] = {}
+        self._parts: dict[bytes, PartitionEntry] = {}
+        self._groups: dict[str, list[PartitionEntry]] = {}
         self._fenced: dict[str, tuple[str, str]] = {}
         # fence key -> the RESTART_TAKEOVER verdict that fenced it (a restarted client takes
         # over each of its partitions with the same verdict; shared, like the others)
@@ -265,11 +217,12 @@ class WorldState:
         self._woff = array("q")
         self._wv: list[Verdict] = []
         # identity part of a value (ids, topic, partition: the same bytes for the four
-        # partition types) -> [key, (client, instance), fence key, group, _Part|None, topic,
-        # partition, admin_ok, len(identity), identity, len(last heartbeat), its bytes after
-        # the int64, its heartbeat interval]; admin_ok: the record may act as the pausing
-        # admin (the group has no key, or the record is validly tagged; tagged records are
-        # never cached). _kcache: record key -> the entry last used with it.
+        # partition types) -> [key, (client, instance), fence key, group,
+        # PartitionEntry|None, topic, partition, admin_ok, len(identity), identity, len(last
+        # heartbeat), its bytes after the int64, its heartbeat interval]; admin_ok: the record
+        # may act as the pausing admin (the group has no key, or the record is validly
+        # tagged; tagged records are never cached). _kcache: record key -> the entry last
+        # used with it.
         self._pcache: dict[bytes, list] = {}
         self._kcache: dict[bytes, list] = {}
         # for _miss: the three ids (with their length bytes) -> ((client, instance), fence
@@ -550,7 +503,7 @@ class WorldState:
                 return None
         elif e4 + 1 < size:
             try:
-                partition, end = _read_uvarint(value, e4, MAX_PARTITION, "partition")
+                partition, end = read_uvarint(value, e4, MAX_PARTITION, "partition", DecodeError)
             except DecodeError:
                 return None
             if end != size:
@@ -805,8 +758,8 @@ class WorldState:
 
     def _new_part(
         self, ent: list, holder: tuple[str, str] | None, now: int, hb: int = 0
-    ) -> _Part:
-        part = _Part(ent[3], ent[5], ent[6], holder, now, hb=hb)
+    ) -> PartitionEntry:
+        part = PartitionEntry(ent[3], ent[5], ent[6], holder, now, hb=hb)
         self._parts[ent[0]] = part
         self._groups.setdefault(part.group, []).append(part)
         ent[4] = part
@@ -856,7 +809,7 @@ class WorldState:
             return self._wv[i]
         return None
 
-    def _part(self, group: str, topic: str, partition: int) -> _Part | None:
+    def _part(self, group: str, topic: str, partition: int) -> PartitionEntry | None:
         return self._parts.get(record_key(group, topic, partition))
 
     def holder(self, group: str, topic: str, partition: int) -> tuple[str, str] | None:
@@ -891,7 +844,7 @@ class WorldState:
         position for the partition (a claim alone sets none): the consumer then applies its
         own reset policy, like Kafka's ``auto.offset.reset``."""
         part = self._part(group, topic, partition)
-        if part is None or part.last == _NO_POSITION:
+        if part is None or part.last == NO_POSITION:
             return None
         return max(part.last, part.claimed) + 1
 
@@ -912,7 +865,7 @@ class WorldState:
 
     def partitions(self, group: str | None = None) -> list[PartitionState]:
         """All partitions this world knows (of ``group`` if given), sorted."""
-        src: Iterable[_Part]
+        src: Iterable[PartitionEntry]
         src = self._parts.values() if group is None else self._groups.get(group, ())
         return sorted((_export(p) for p in src), key=lambda s: (s.group_id, s.topic, s.partition))
 
@@ -968,19 +921,60 @@ class WorldState:
     def fenced(self) -> list[tuple[str, str]]:
         return sorted(self._fenced.values())
 
-    def _iter_parts(self) -> Iterator[_Part]:
+    def _iter_parts(self) -> Iterator[PartitionEntry]:
         return iter(self._parts.values())
 
     # ------------------------------------------------------------------ snapshots
 
+    def image(self) -> WorldImage:
+        """The world's contents as its snapshot holds them (PROTOCOL.md, "Snapshots"): the
+        snapshot writer's one view of this world. Not a copy (see :class:`WorldImage`). A
+        halted world has none (:class:`UnknownVersion`): restored, it would replay on past
+        the record of a version to come."""
+        if self._halted is not None:
+            raise UnknownVersion(*self._halted)
+        now = self._now
+        return WorldImage(
+            verdict_window=self._window,
+            applied_through=self._applied,
+            now=now,
+            rejections=self._rejections,
+            fenced=self._fenced.values(),
+            pauses={g: p for g, p in self._paused.items() if now < p[0]},
+            partitions=self._parts.values(),
+            members=self._members,
+            verdict_offsets=self._woff,
+            verdicts=self._wv,
+        )
+
+    @classmethod
+    def from_image(
+        cls,
+        image: WorldImage,
+        *,
+        admin_keys: Mapping[str, bytes] | None = None,
+        _without: frozenset[str] = frozenset(),
+    ) -> WorldState:
+        """A world holding ``image`` (which it takes over: hand it to one world only), as
+        the snapshot reader validated it; keys and switches as in the constructor."""
+        w = cls(verdict_window=image.verdict_window, admin_keys=admin_keys, _without=_without)
+        w._applied = image.applied_through
+        w._now = image.now
+        w._rejections.update(image.rejections)
+        w._fenced = {fence_key(c, i): (c, i) for c, i in image.fenced}
+        w._paused = dict(image.pauses)
+        for part in image.partitions:
+            w._parts[record_key(part.group, part.topic, part.partition)] = part
+            w._groups.setdefault(part.group, []).append(part)
+        w._members = image.members
+        w._woff = image.verdict_offsets
+        w._wv = image.verdicts
+        return w
+
     def to_bytes(self) -> bytes:
         """Deterministic snapshot (format in PROTOCOL.md); equal states give equal bytes.
         A halted world has no snapshot (:class:`UnknownVersion`)."""
-        from .snapshot import dump
-
-        if self._halted is not None:
-            raise UnknownVersion(*self._halted)
-        return dump(self)
+        return dump(self.image())
 
     @classmethod
     def from_bytes(
@@ -994,13 +988,12 @@ class WorldState:
 
         Admin keys are configuration, not state: pass the same ``admin_keys`` the world was
         replaying with (a ``ValueError`` for invalid keys, as in the constructor)."""
-        from .snapshot import load
+        keys = validate_admin_keys(admin_keys)  # configuration errors first: ValueError
+        return cls.from_image(load(data), admin_keys=keys, _without=_without)
 
-        return load(cls, data, admin_keys, _without)
 
-
-def _export(p: _Part) -> PartitionState:
-    positioned = p.last != _NO_POSITION
+def _export(p: PartitionEntry) -> PartitionState:
+    positioned = p.last != NO_POSITION
     return PartitionState(
         p.group,
         p.topic,

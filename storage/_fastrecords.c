@@ -232,7 +232,7 @@ typedef unsigned __int128 u128;
 
 enum { WALK_OK = 0, WALK_CORRUPT = 1, WALK_INVALID = 2 };
 
-/* One zigzag varint inside [*p, end), at most 10 bytes, as storage.validation._varint.
+/* One zigzag varint inside [*p, end), at most 10 bytes, as storage.varint.read_varint.
  * Most fields of a record are one byte: that case is inlined, the rest is the loop. */
 static int walk_varint_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out);
 

@@ -21,7 +21,7 @@ Layout of the 61-byte batch header (big endian)::
 Each record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
 key (varint length, -1 = null), value (same), header count varint, then headers
 (key: varint length + UTF-8, value: varint length, -1 = null). Varints are zigzag
-encoded base-128, as in protobuf.
+encoded base-128, as in protobuf (:mod:`storage.varint`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import crc32c as _crc32c
 
 from storage import compression as _compression
 from storage.errors import CorruptBatch, CorruptRecordError, RecordTooLarge
+from storage.varint import read_varint, write_varint
 
 try:  # built by `pip install -e .` where a C compiler is present (setup.py); optional
     from storage import _fastrecords as _fast
@@ -216,39 +217,6 @@ class BatchHeader:
         return bool(self.attributes & _CONTROL_MASK)
 
 
-# --------------------------------------------------------------------------- varints
-
-
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
-def _write_varint(out: bytearray, n: int) -> None:
-    """Append the zigzag base-128 encoding of n (int32 or int64 range)."""
-    u = (n << 1) ^ (n >> 63)
-    while u > 0x7F:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-
-
-def _read_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    """Decode one zigzag varint at pos; returns (value, new position)."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("varint runs past the end of the record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint is longer than 10 bytes")
-
-
 # --------------------------------------------------------------------------- encode
 
 
@@ -258,31 +226,31 @@ def _encode_records(records: Sequence[NewRecord], first_ts: int) -> bytearray:
     for delta, rec in enumerate(records):
         body.clear()
         body.append(0)  # record attributes: unused
-        _write_varint(body, rec.timestamp - first_ts)
-        _write_varint(body, delta)
+        write_varint(body, rec.timestamp - first_ts)
+        write_varint(body, delta)
         key = rec.key
         if key is None:
             body.append(1)  # zigzag(-1)
         else:
-            _write_varint(body, len(key))
+            write_varint(body, len(key))
             body += key
         value = rec.value
         if value is None:
             body.append(1)
         else:
-            _write_varint(body, len(value))
+            write_varint(body, len(value))
             body += value
-        _write_varint(body, len(rec.headers))
+        write_varint(body, len(rec.headers))
         for hkey, hval in rec.headers:
             raw = hkey.encode("utf-8")
-            _write_varint(body, len(raw))
+            write_varint(body, len(raw))
             body += raw
             if hval is None:
                 body.append(1)
             else:
-                _write_varint(body, len(hval))
+                write_varint(body, len(hval))
                 body += hval
-        _write_varint(out, len(body))
+        write_varint(out, len(body))
         out += body
     return out
 
@@ -406,36 +374,36 @@ def decode_batch(buf: Any, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     max_ts = h.max_timestamp
     try:
         for _ in range(h.record_count):
-            length, p = _read_varint(data, p, n)
+            length, p = read_varint(data, p, n)
             rec_end = p + length
             if length < 0 or rec_end > n:
                 raise CorruptRecordError("record length runs past the end of the batch")
             p += 1  # record attributes
-            ts_delta, p = _read_varint(data, p, rec_end)
-            off_delta, p = _read_varint(data, p, rec_end)
-            klen, p = _read_varint(data, p, rec_end)
+            ts_delta, p = read_varint(data, p, rec_end)
+            off_delta, p = read_varint(data, p, rec_end)
+            klen, p = read_varint(data, p, rec_end)
             if klen < 0:
                 key = None
             else:
                 key = bytes(data[p : p + klen])
                 p += klen
-            vlen, p = _read_varint(data, p, rec_end)
+            vlen, p = read_varint(data, p, rec_end)
             if vlen < 0:
                 value = None
             else:
                 value = bytes(data[p : p + vlen])
                 p += vlen
-            hcount, p = _read_varint(data, p, rec_end)
+            hcount, p = read_varint(data, p, rec_end)
             if hcount < 0:
                 raise CorruptRecordError("negative header count")
             headers = []
             for _h in range(hcount):
-                hklen, p = _read_varint(data, p, rec_end)
+                hklen, p = read_varint(data, p, rec_end)
                 if hklen < 0:
                     raise CorruptRecordError("null header key")
                 hkey = bytes(data[p : p + hklen]).decode("utf-8")
                 p += hklen
-                hvlen, p = _read_varint(data, p, rec_end)
+                hvlen, p = read_varint(data, p, rec_end)
                 if hvlen < 0:
                     hval = None
                 else:
@@ -596,7 +564,7 @@ def decode_columns_python(buf: Any, out: RecordColumns | None = None) -> RecordC
     if out is None:
         out = ([], [], [], [])
     offsets, timestamps, keys, values = out
-    read_varint = _read_varint
+    read = read_varint  # a local: the loop below calls it for every varint of 2+ bytes
     for h, batch in iter_batches(buf):
         if crc32c(batch[_CRC_START:]) != h.crc or h.attributes & _CODEC_MASK:
             _extend_columns(out, batch)  # raises on a bad CRC, decompresses
@@ -618,7 +586,7 @@ def decode_columns_python(buf: Any, out: RecordColumns | None = None) -> RecordC
                     length = (b >> 1) ^ -(b & 1)
                     p += 1
                 else:
-                    length, p = read_varint(data, p, n)
+                    length, p = read(data, p, n)
                 end = p + length
                 if length < 0 or end > n:
                     raise _NotPlain
@@ -628,19 +596,19 @@ def decode_columns_python(buf: Any, out: RecordColumns | None = None) -> RecordC
                     ts_delta = (b >> 1) ^ -(b & 1)
                     p += 1
                 else:
-                    ts_delta, p = read_varint(data, p, n)
+                    ts_delta, p = read(data, p, n)
                 b = data[p]
                 if b < 0x80:
                     off_delta = (b >> 1) ^ -(b & 1)
                     p += 1
                 else:
-                    off_delta, p = read_varint(data, p, n)
+                    off_delta, p = read(data, p, n)
                 b = data[p]
                 if b < 0x80:
                     klen = (b >> 1) ^ -(b & 1)
                     p += 1
                 else:
-                    klen, p = read_varint(data, p, n)
+                    klen, p = read(data, p, n)
                 if klen < 0:
                     key = None
                 else:
@@ -651,7 +619,7 @@ def decode_columns_python(buf: Any, out: RecordColumns | None = None) -> RecordC
                     vlen = (b >> 1) ^ -(b & 1)
                     p += 1
                 else:
-                    vlen, p = read_varint(data, p, n)
+                    vlen, p = read(data, p, n)
                 if vlen < 0:
                     value = None
                 else:

@@ -26,6 +26,7 @@ from typing import Any
 
 from storage.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from storage.errors import CorruptRecordError, InvalidRecord
+from storage.varint import read_varint
 
 try:  # built where a C compiler is present (setup.py); optional
     from storage._fastrecords import walk_records as _walk_records
@@ -89,23 +90,6 @@ def validate_batch(
         raise InvalidRecord(f"maxTimestamp {max_ts} is not the records' maximum {seen_max}")
 
 
-def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    """One zigzag varint (at most 10 bytes) inside [pos, end)."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("varint runs past the end of its record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint is longer than 10 bytes")
-
-
 def _walk(data: Any, count: int, first_ts: int, require_keys: bool = False) -> int:
     """Check each record's layout and offset delta; returns the largest record timestamp.
 
@@ -123,7 +107,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
     record timestamp.
 
     The hot loop of a produce: varints of one or two bytes (every field of a record under
-    8 KiB) are decoded inline, longer ones by :func:`_varint`.
+    8 KiB) are decoded inline, longer ones by :func:`storage.varint.read_varint`.
     """
     if isinstance(data, memoryview):
         data = data.tobytes()  # indexing bytes is faster than a memoryview
@@ -131,7 +115,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
     p = 0
     max_delta = _INT64_MIN
     min_delta = _INT64_MAX
-    varint = _varint
+    varint = read_varint  # a local: called for every varint of 2+ bytes
     for expected in range(count):
         if p >= n:
             raise CorruptRecordError(f"the batch declares {count} records but holds {expected}")

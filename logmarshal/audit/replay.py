@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from rationalizer import (
+    MESSAGE_NAMES,
     AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
@@ -116,18 +117,6 @@ _NOT_HOLDER_KIND: dict[type, str] = {
 _MEMBERSHIP_EFFECTS = frozenset({Effect.JOINED, Effect.ANNOUNCED, Effect.LEFT})
 
 AuditRows = dict[str, list[tuple[Any, ...]]]
-
-
-def message_type(cls: type) -> str:
-    """The ``message_type`` column of a message class: its name in snake case
-    (``ClaimingMessages`` -> ``claiming_messages``), so a message type the rationalizer adds
-    is named without a change here."""
-    out = []
-    for i, ch in enumerate(cls.__name__):
-        if ch.isupper() and i:
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
 
 
 def _not_holder_kind(cls: type) -> str:
@@ -297,7 +286,8 @@ class PartitionAudit:
         self._unknown_effects: set[Effect] = set()  # already logged
         #: the header (version 1, type) of a value -> the message class it decodes to
         self._classes: dict[bytes, type] = {}
-        #: message class -> (its message_type, its NOT_HOLDER violation kind)
+        #: message class -> (its message_type: rationalizer.MESSAGE_NAMES, its NOT_HOLDER
+        #: violation kind)
         self._type_names: dict[type, tuple[str, str]] = {}
         #: value of an accepted record -> the data offset it carries (see _number)
         self._numbers: dict[bytes, int] = {}
@@ -785,7 +775,7 @@ class PartitionAudit:
         names = None if fields is None else self._type_names.get(fields[0])
         if names is None and fields is not None:
             cls = fields[0]
-            names = self._type_names[cls] = (message_type(cls), _not_holder_kind(cls))
+            names = self._type_names[cls] = (MESSAGE_NAMES[cls], _not_holder_kind(cls))
         mtype = None if names is None else names[0]
         if reason is Reason.NOT_HOLDER:
             kind = "not_holder" if names is None else names[1]

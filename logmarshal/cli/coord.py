@@ -9,17 +9,7 @@ import logging
 import sys
 from typing import Any
 
-from rationalizer import (
-    AnnouncingMember,
-    ClaimingMessages,
-    ClaimingPartition,
-    Heartbeat,
-    HeartbeatingTask,
-    LeavingGroup,
-    ReleaseGroup,
-    ReleasingPartition,
-    ReleasingTask,
-)
+from rationalizer import MESSAGE_NAMES, HeartbeatingTask, ReleasingTask
 
 from .context import CliError, Context
 from .group import add_admin_key_option, admin_keys_from
@@ -27,17 +17,6 @@ from .output import emit, print_table
 
 __all__ = ["dump_row", "export_progress", "register"]
 
-_TYPES = {
-    Heartbeat: "heartbeat",
-    ClaimingPartition: "claiming_partition",
-    ReleasingPartition: "releasing_partition",
-    ClaimingMessages: "claiming_messages",
-    ReleaseGroup: "release_group",
-    AnnouncingMember: "announcing_member",
-    LeavingGroup: "leaving_group",
-    HeartbeatingTask: "heartbeating_task",
-    ReleasingTask: "releasing_task",
-}
 _DUMP_COLUMNS = [
     "cp",
     "offset",
@@ -187,7 +166,7 @@ def dump_row(rec: Any) -> dict[str, Any]:
         "offset": rec.offset,
         "timestamp_ms": rec.timestamp_ms,
         "log_time": format_ms(rec.log_time_ms),
-        "type": "invalid" if msg is None else _TYPES.get(type(msg), type(msg).__name__),
+        "type": "invalid" if msg is None else MESSAGE_NAMES.get(type(msg), type(msg).__name__),
         "group": getattr(msg, "group_id", None),
         "topic": getattr(msg, "topic", None),
         "partition": getattr(msg, "partition", None),

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -611,28 +611,40 @@ class Handlers:
 
     # ------------------------------------------------------------------ topic admin
 
-    async def create_topics(self, request: Any, version: int) -> Any:
-        r = CreateTopicsResponse[version]
+    async def _per_topic(
+        self,
+        topics: Sequence[Any],
+        one: Callable[[Any, bool], tuple[int, str | None]],
+        validate_only: bool,
+        result: Callable[..., Any],
+        refused: str,
+    ) -> list[Any]:
+        """CreateTopics' and CreatePartitions' fan-out: ``one(topic, validate_only)`` for each
+        topic in turn, in the worker thread, answered as ``result(name=, error_code=,
+        error_message=)``. A request naming more than MAX_TOPICS_PER_REQUEST topics is
+        refused whole (POLICY_VIOLATION, "...; ``refused``") before any runs."""
+        if len(topics) > MAX_TOPICS_PER_REQUEST:
+            message = f"at most {MAX_TOPICS_PER_REQUEST} topics per request; {refused}"
+            return [
+                result(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
+                for t in topics
+            ]
         loop = asyncio.get_running_loop()
         results = []
-        if len(request.topics) > MAX_TOPICS_PER_REQUEST:
-            message = f"at most {MAX_TOPICS_PER_REQUEST} topics per request; nothing was created"
-            return r(
-                throttle_time_ms=0,
-                topics=[
-                    r.CreatableTopicResult(
-                        name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message
-                    )
-                    for t in request.topics
-                ],
-            )
-        for topic in request.topics:
-            error, message = await loop.run_in_executor(
-                self._executor, self._create_one, topic, request.validate_only
-            )
-            results.append(
-                r.CreatableTopicResult(name=topic.name, error_code=error, error_message=message)
-            )
+        for topic in topics:
+            error, message = await loop.run_in_executor(self._executor, one, topic, validate_only)
+            results.append(result(name=topic.name, error_code=error, error_message=message))
+        return results
+
+    async def create_topics(self, request: Any, version: int) -> Any:
+        r = CreateTopicsResponse[version]
+        results = await self._per_topic(
+            request.topics,
+            self._create_one,
+            request.validate_only,
+            r.CreatableTopicResult,
+            "nothing was created",
+        )
         return r(throttle_time_ms=0, topics=results)
 
     def _create_one(self, topic: Any, validate_only: bool) -> tuple[int, str | None]:
@@ -684,26 +696,13 @@ class Handlers:
 
     async def create_partitions(self, request: Any, version: int) -> Any:
         r = CreatePartitionsResponse[version]
-        loop = asyncio.get_running_loop()
-        results = []
-        if len(request.topics) > MAX_TOPICS_PER_REQUEST:
-            message = f"at most {MAX_TOPICS_PER_REQUEST} topics per request; nothing was changed"
-            return r(
-                throttle_time_ms=0,
-                results=[
-                    r.CreatePartitionsTopicResult(
-                        name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message
-                    )
-                    for t in request.topics
-                ],
-            )
-        for topic in request.topics:
-            error, message = await loop.run_in_executor(
-                self._executor, self._grow_one, topic, request.validate_only
-            )
-            results.append(
-                r.CreatePartitionsTopicResult(name=topic.name, error_code=error, error_message=message)
-            )
+        results = await self._per_topic(
+            request.topics,
+            self._grow_one,
+            request.validate_only,
+            r.CreatePartitionsTopicResult,
+            "nothing was changed",
+        )
         return r(throttle_time_ms=0, results=results)
 
     def _grow_one(self, topic: Any, validate_only: bool) -> tuple[int, str | None]:

@@ -184,6 +184,10 @@ def _skip_tagged_fields(frame: memoryview, pos: int) -> int:
 
 
 def _read_uvarint(frame: memoryview, pos: int) -> tuple[int, int]:
+    """Kafka's UNSIGNED_VARINT of flexible request headers (tagged fields): no zigzag, at
+    most 5 bytes (a uint32), and a malformed one is a request that does not parse
+    (ProtocolError: the connection closes). Not the records' varint (``storage.varint``:
+    signed, up to 10 bytes, CorruptRecordError), so not shared with it."""
     result = 0
     shift = 0
     while True:

@@ -120,3 +120,15 @@ def test_only_heartbeat_and_release_group_have_a_tag():
         ClaimingPartition(**IDS, topic="t", partition=0, auth_tag=bytes(32), **HB)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         ReleasingPartition(**IDS, topic="t", partition=0, last_offset=0, auth_tag=bytes(32))  # type: ignore[call-arg]
+
+
+def test_every_message_type_has_its_snake_case_name():
+    """One table names them for the CLI's dump and the audit: every message class, named
+    after itself (``ClaimingMessages`` -> ``claiming_messages``)."""
+    import re
+
+    from rationalizer import MESSAGE_NAMES, Message
+
+    assert set(MESSAGE_NAMES) == set(Message.__args__)
+    for cls, name in MESSAGE_NAMES.items():
+        assert name == re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()

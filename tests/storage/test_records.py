@@ -25,7 +25,7 @@ from storage import (
     read_header,
     verify_crc,
 )
-from storage.records import _read_varint, _write_varint
+from storage.varint import read_varint, write_varint
 
 opt_bytes = st.none() | st.binary(max_size=64)
 headers = st.lists(st.tuples(st.text(max_size=8), opt_bytes), max_size=3).map(tuple)
@@ -61,13 +61,13 @@ def test_round_trip(records: list[NewRecord], base: int, gz: bool) -> None:
 @given(st.integers(-(2**63), 2**63 - 1))
 def test_varint_round_trip(n: int) -> None:
     out = bytearray()
-    _write_varint(out, n)
-    assert _read_varint(out, 0, len(out)) == (n, len(out))
+    write_varint(out, n)
+    assert read_varint(out, 0, len(out)) == (n, len(out))
 
 
 def test_varint_too_long_is_corrupt() -> None:
     with pytest.raises(CorruptRecordError):
-        _read_varint(b"\xff" * 11, 0, 11)
+        read_varint(b"\xff" * 11, 0, 11)
 
 
 def _kafka_python_batch(records: list[tuple[int, bytes | None, bytes | None, list]]) -> bytes:
