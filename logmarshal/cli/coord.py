@@ -21,7 +21,7 @@ from rationalizer import (
     ReleasingTask,
 )
 
-from .context import CliError, Context
+from .context import READS, CliError, Context, declare
 from .group import add_admin_key_option, admin_keys_from
 from .output import emit, print_table
 
@@ -69,6 +69,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     export.add_argument("--out", required=True, metavar="DIR", help="export directory")
     export.set_defaults(func=_export)
+    declare(export, READS)
 
     dump = verbs.add_parser(
         "dump",
@@ -96,6 +97,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     add_admin_key_option(dump)
     dump.set_defaults(func=_dump)
+    declare(dump, READS)
 
 
 def export_progress() -> Any:
