@@ -120,15 +120,16 @@ def _probe(addresses: list[tuple[str, int]], timeout: float) -> None:
     """
     failures = []
     for host, port in addresses:
+        named = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             with socket.create_connection((host, port), timeout=timeout):
                 return
         except socket.gaierror as exc:
-            failures.append(f"{host}:{port}: unknown host ({exc.strerror})")
+            failures.append(f"{named}: unknown host ({exc.strerror})")
         except TimeoutError:
-            failures.append(f"{host}:{port}: no answer within {timeout:g} s")
+            failures.append(f"{named}: no answer within {timeout:g} s")
         except OSError as exc:
-            failures.append(f"{host}:{port}: {(exc.strerror or str(exc)).lower()}")
+            failures.append(f"{named}: {(exc.strerror or str(exc)).lower()}")
     raise CliError("cannot reach any broker of --bootstrap: " + "; ".join(failures))
 
 
