@@ -42,6 +42,7 @@ AUDIT = DataSource(
         "embedded data directory --data-dir DIR (default: $LOGMARSHAL_DATA_DIR, else ./data), "
         "which must exist"
     ),
+    short="--bootstrap or existing --data-dir; --input: no cluster",
 )
 
 

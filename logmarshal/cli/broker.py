@@ -25,6 +25,7 @@ SERVES = DataSource(
         "DIR (default: $LOGMARSHAL_DATA_DIR, else ./data), created if missing; --bootstrap "
         "is refused"
     ),
+    short="the --data-dir it serves (created); refuses --bootstrap",
     existing=False,
     refuse_bootstrap=(
         "a broker serves its own data directory (give --data-dir DIR); --bootstrap names "

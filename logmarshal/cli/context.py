@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..cluster import Cluster
@@ -24,6 +25,7 @@ __all__ = [
     "CliError",
     "Context",
     "DataSource",
+    "commands_of",
     "declare",
     "parse_bootstrap",
 ]
@@ -43,10 +45,12 @@ class DataSource:
     ``refuse_bootstrap`` / ``refuse_data_dir``: the reason the option is refused (None: it is
     honoured). ``existing``: an embedded data directory must exist already (a command that
     only reads would otherwise create an empty one and report nothing, hiding a typo).
-    ``help``: the sentence ``--help`` shows under "where the data comes from".
+    ``help``: the sentence ``--help`` shows under "where the data comes from"; ``short``:
+    the same in a few words, for the overview in ``logmarshal --help``.
     """
 
     help: str
+    short: str = ""
     existing: bool = True
     refuse_bootstrap: str | None = None
     refuse_data_dir: str | None = None
@@ -68,6 +72,7 @@ READS = DataSource(
         f"the brokers named by --bootstrap HOST:PORT,..., else the embedded data directory "
         f"{_DEFAULT_DIR}, which must exist"
     ),
+    short="--bootstrap, or an existing --data-dir",
 )
 #: a command that may be the first to write: it creates a missing data directory
 CREATES = DataSource(
@@ -75,6 +80,7 @@ CREATES = DataSource(
         f"the brokers named by --bootstrap HOST:PORT,..., else the embedded data directory "
         f"{_DEFAULT_DIR}, created if missing"
     ),
+    short="--bootstrap, or --data-dir (created)",
     existing=False,
 )
 
@@ -85,6 +91,19 @@ def declare(parser: argparse.ArgumentParser, source: DataSource) -> None:
     parser.set_defaults(data_source=source, command_name=command)
     note = f"where the data comes from: {source.help}."
     parser.epilog = f"{parser.epilog}\n\n{note}" if parser.epilog else note
+
+
+def commands_of(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every runnable command under ``parser``, as ("group reset", its parser)."""
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subcommands:
+        yield " ".join(path), parser
+        return
+    for action in subcommands:
+        for name, sub in action.choices.items():
+            yield from commands_of(sub, (*path, name))
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:

@@ -51,6 +51,7 @@ DEMO = DataSource(
         "an earlier run's records or positions; the topic and the group's records in "
         "__marshal are left behind (the demo prints how to inspect and delete them)"
     ),
+    short="temporary cluster; --bootstrap or --data-dir (created)",
     existing=False,
 )
 

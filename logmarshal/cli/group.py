@@ -52,6 +52,7 @@ _TARGETS = (
 #: mirror-offsets writes into Kafka's own group offsets, which only brokers have
 MIRROR = DataSource(
     help="the brokers named by --bootstrap HOST:PORT,... (required: Apache Kafka)",
+    short="--bootstrap only; refuses --data-dir",
     refuse_data_dir=_MIRROR_NEEDS_BOOTSTRAP,
 )
 

@@ -12,7 +12,7 @@ from storage.errors import StorageError
 
 from ..errors import LogmarshalError
 from . import audit, broker, coord, demo, group, records, streams, topic
-from .context import CliError, Context, DataSource
+from .context import CliError, Context, DataSource, commands_of
 
 __all__ = ["build_parser", "main"]
 
@@ -68,11 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logmarshal",
         description=(
-            "Coordinator-free consumer groups over a partitioned log. "
-            "Commands work on an embedded data directory, or on brokers with --bootstrap; "
-            "a command that cannot use the option given refuses it with an error."
+            "Coordinator-free consumer groups over a partitioned log. Commands work on\n"
+            "brokers (--bootstrap) or an embedded data directory (--data-dir); a command\n"
+            "that cannot use the option given refuses it with an error."
         ),
         parents=[_common_options(defaults=True)],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     common = _common_options(defaults=False)
@@ -84,7 +85,22 @@ def build_parser() -> argparse.ArgumentParser:
     group.register(commands, common)
     audit.register(commands, common)
     streams.register(commands, common)
+    parser.epilog = _overview(parser)
     return parser
+
+
+def _overview(parser: argparse.ArgumentParser) -> str:
+    """Where each command's data comes from, from the commands' own declarations."""
+    rows = []
+    for name, command in commands_of(parser):
+        source = command.get_default("data_source")
+        rows.append((name, source.short if source is not None else "undeclared"))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name.ljust(width)}  {short}" for name, short in rows]
+    return (
+        "where each command's data comes from (--data-dir defaults to\n"
+        "$LOGMARSHAL_DATA_DIR, else ./data; COMMAND --help says more):\n" + "\n".join(lines)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,6 +25,7 @@ __all__ = ["load_topology", "register"]
 #: describe loads a topology and prints it: there is no data to read
 NO_CLUSTER = DataSource(
     help="none: it loads MODULE:ATTRIBUTE and prints it; --bootstrap and --data-dir are refused",
+    short="no cluster; refuses both",
     refuse_bootstrap="it only prints a topology and opens no cluster",
     refuse_data_dir="it only prints a topology and opens no cluster",
 )
@@ -37,6 +38,7 @@ STREAMS_DEMO = DataSource(
         "(the run's UTC time and a random tag), so a rerun never meets an earlier run's, and "
         "they are left behind for inspection"
     ),
+    short="temporary cluster; --bootstrap or --data-dir (created)",
     existing=False,
 )
 

@@ -13,7 +13,6 @@ command declares and against what it does:
 
 from __future__ import annotations
 
-import argparse
 import socket
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from logmarshal import EmbeddedCluster
+from logmarshal.cli.context import commands_of
 from logmarshal.cli.main import build_parser
 
 from .conftest import run_process
@@ -61,20 +61,7 @@ VARIANTS: list[tuple[str, list[str], str, str]] = [
 AS_PROCESS = {"broker start"}
 
 
-def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[
-    tuple[str, argparse.ArgumentParser]
-]:
-    """Every runnable command of the parser, as ("group reset", its parser)."""
-    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subcommands:
-        yield " ".join(path), parser
-        return
-    for action in subcommands:
-        for name, sub in action.choices.items():
-            yield from _leaves(sub, (*path, name))
-
-
-LEAVES = dict(_leaves(build_parser()))
+LEAVES = dict(commands_of(build_parser()))
 ROWS = [(name, *row) for name, row in TABLE.items()] + VARIANTS
 IDS = list(TABLE) + [f"{name} {argv[0]}" for name, argv, _, _ in VARIANTS]
 
@@ -88,6 +75,9 @@ def test_every_command_has_a_row_and_declares_the_same() -> None:
         assert (source.refuse_bootstrap is None) == (bootstrap == HONOURS), name
         assert (source.refuse_data_dir is None) == (data_dir == HONOURS), name
         assert "where the data comes from:" in LEAVES[name].format_help(), name
+    overview = build_parser().format_help()
+    for name, leaf in LEAVES.items():
+        assert f"  {name}  " in overview and leaf.get_default("data_source").short in overview
 
 
 @pytest.fixture
