@@ -146,7 +146,7 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
         for option, value in (("--bootstrap", ctx.bootstrap), ("--data-dir", ctx.explicit_data_dir)):
             if value is not None:
                 raise CliError(
-                    f"logmarshal audit refuses {option} with --input: it reads that export "
+                    f"audit refuses {option} with --input: it reads that export "
                     "alone and opens no cluster"
                 )
     if args.since is not None and args.until is not None and args.since > args.until:

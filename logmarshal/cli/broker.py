@@ -105,7 +105,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _start(args: argparse.Namespace, ctx: Context) -> int:
-    SERVES.admit(ctx.bootstrap, None)  # main has refused it already; kept for direct callers
+    SERVES.admit(ctx.bootstrap, None, "broker start")  # main did; this is for direct callers
     ctx.check_data_dir()
     host, port = "127.0.0.1", 9092
     if args.cluster_file is not None:

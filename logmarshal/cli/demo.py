@@ -5,10 +5,10 @@ It produces a keyed stream, runs a group of consumers that share its partitions 
 coordination log alone, kills one of them abruptly (no release, as a crash would), prints the
 failover as it happens, then starts a new member and prints how the group rebalances to give
 it its share (members announce themselves in the log; over-share members release exactly
-what moves: docs/rebalancing.md). It ends with a tally: handled, lost, repeated. At-least-once mode:
-nothing may be lost; the few messages the dead member handled after its last heartbeat are
-handled again by its successor, and the tally says how many (a rebalancing move repeats
-nothing).
+what moves: docs/rebalancing.md). It ends with a tally: handled, lost, repeated.
+At-least-once mode: nothing may be lost; the few messages the dead member handled after its
+last heartbeat are handled again by its successor, and the tally says how many (a
+rebalancing move repeats nothing).
 
 On a cluster that outlives the run (``--data-dir``, ``--bootstrap``) the topic and the group
 carry a run tag, so a rerun never meets an earlier run's records or its positions in
@@ -241,17 +241,17 @@ def run_demo(
     observer = Marshaler(cluster, "demo-observer", group, heartbeat, fetch_wait=0.2)
     alive = list(members)
 
-    def owned_by(group: list[_Member]) -> bool:
-        ids = {m.marshaler.identity for m in group}
+    def owned_by(who: list[_Member]) -> bool:
+        ids = {m.marshaler.identity for m in who}
         return all(observer.holder(topic, p) in ids for p in range(n_partitions))
 
-    def fair(group: list[_Member]) -> bool:
-        """Every partition held by one of ``group``, each holding its share (within one)."""
-        if not owned_by(group):
+    def fair(who: list[_Member]) -> bool:
+        """Every partition held by one of ``who``, each holding its share (within one)."""
+        if not owned_by(who):
             return False
         held = Counter(observer.holder(topic, p) for p in range(n_partitions))
-        low, high = n_partitions // len(group), -(-n_partitions // len(group))
-        return all(low <= held[m.marshaler.identity] <= high for m in group)
+        low, high = n_partitions // len(who), -(-n_partitions // len(who))
+        return all(low <= held[m.marshaler.identity] <= high for m in who)
 
     started = time.perf_counter()
     futures: list[Any] = []

@@ -245,7 +245,7 @@ def test_options_after_the_command_name_count_too(cli, closed_port) -> None:
          "streams describe refuses --data-dir: it only prints a topology and opens no cluster"),
         (["--data-dir", "d", "audit", "--input", "e", "--out", "o", "--engine", "local",
           "--no-report"],
-         "logmarshal audit refuses --data-dir with --input: it reads that export alone and "
+         "audit refuses --data-dir with --input: it reads that export alone and "
          "opens no cluster"),
     ],
 )
