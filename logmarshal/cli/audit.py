@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..audit.engine import admin_keys_for_export
-from .context import CliError, Context
+from .context import CliError, Context, DataSource, declare
 from .coord import export_progress
 from .group import add_admin_key_option, admin_keys_from
 from .output import emit, print_table
@@ -32,6 +32,18 @@ def parse_time(text: str) -> int:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return int(parsed.timestamp() * 1000)
+
+
+#: the export is read from the cluster, unless --input names one already made
+AUDIT = DataSource(
+    help=(
+        "with --input, that export alone (--bootstrap and --data-dir are then refused); "
+        "otherwise __marshal of the brokers named by --bootstrap HOST:PORT,..., else of the "
+        "embedded data directory --data-dir DIR (default: $LOGMARSHAL_DATA_DIR, else ./data), "
+        "which must exist"
+    ),
+    short="--bootstrap or existing --data-dir; --input: no cluster",
+)
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -69,6 +81,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-report", action="store_true", help="skip report.html")
     add_admin_key_option(parser)
     parser.set_defaults(func=_audit)
+    declare(parser, AUDIT)
 
 
 class _Phases:
@@ -129,12 +142,18 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
         reference_replay,
     )
 
-    explicit = getattr(ctx, "explicit_data_dir", None) or getattr(ctx, "bootstrap", None)
-    if args.input and explicit:
-        raise CliError("--input audits an export; do not also give --data-dir or --bootstrap")
+    if args.input:
+        for option, value in (("--bootstrap", ctx.bootstrap), ("--data-dir", ctx.explicit_data_dir)):
+            if value is not None:
+                raise CliError(
+                    f"audit refuses {option} with --input: it reads that export "
+                    "alone and opens no cluster"
+                )
     if args.since is not None and args.until is not None and args.since > args.until:
         raise CliError("--since is after --until")
     keys = admin_keys_from(args)  # before any work: a bad key file is one line
+    if not args.input:
+        ctx.cluster  # noqa: B018 -- a missing directory or an unreachable broker: before --out
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     phases = _Phases(quiet=ctx.as_json)

@@ -13,9 +13,25 @@ from storage.datadir import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 
 from ..broker_groups import MarshalGroupView
 from .argtypes import positive
-from .context import CliError, Context
+from .context import CliError, Context, DataSource, declare
 
 __all__ = ["register"]
+
+
+#: a broker is where --bootstrap points, never a client of one
+SERVES = DataSource(
+    help=(
+        "the data directory this broker serves and owns (locked while it runs): --data-dir "
+        "DIR (default: $LOGMARSHAL_DATA_DIR, else ./data), created if missing; --bootstrap "
+        "is refused"
+    ),
+    short="the --data-dir it serves (created); refuses --bootstrap",
+    existing=False,
+    refuse_bootstrap=(
+        "a broker serves its own data directory (give --data-dir DIR); --bootstrap names "
+        "brokers for a client to connect to"
+    ),
+)
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -24,7 +40,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     start = verbs.add_parser(
         "start",
         parents=[common],
-        help="serve --data-dir over the Kafka protocol until SIGTERM",
+        help="serve --data-dir over the Kafka protocol until SIGTERM (--bootstrap refused)",
         description=(
             "Serve the data directory to Kafka clients (kcat, confluent-kafka, kafka-python, "
             "logmarshal --bootstrap). Prints 'listening on HOST:PORT' once ready; SIGTERM or "
@@ -85,11 +101,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         f"{DEFAULT_RETENTION_CHECK_INTERVAL_MS})",
     )
     start.set_defaults(func=_start)
+    declare(start, SERVES)
 
 
 def _start(args: argparse.Namespace, ctx: Context) -> int:
-    if ctx.bootstrap is not None:
-        raise CliError("a broker serves a data directory: use --data-dir, not --bootstrap")
+    SERVES.admit(ctx.bootstrap, None, "broker start")  # main did; this is for direct callers
+    ctx.check_data_dir()
     host, port = "127.0.0.1", 9092
     if args.cluster_file is not None:
         try:

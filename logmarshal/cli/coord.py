@@ -11,7 +11,7 @@ from typing import Any
 
 from rationalizer import MESSAGE_NAMES, HeartbeatingTask, ReleasingTask
 
-from .context import CliError, Context
+from .context import READS, CliError, Context, declare
 from .group import add_admin_key_option, admin_keys_from
 from .output import emit, print_table
 
@@ -48,6 +48,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     export.add_argument("--out", required=True, metavar="DIR", help="export directory")
     export.set_defaults(func=_export)
+    declare(export, READS)
 
     dump = verbs.add_parser(
         "dump",
@@ -75,6 +76,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     add_admin_key_option(dump)
     dump.set_defaults(func=_dump)
+    declare(dump, READS)
 
 
 def export_progress() -> Any:

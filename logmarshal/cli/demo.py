@@ -1,19 +1,25 @@
-"""``logmarshal demo``: the main job a newcomer runs first, on the embedded cluster.
+"""``logmarshal demo``: the main job a newcomer runs first, on a temporary embedded cluster,
+or in a data directory (``--data-dir``) or on brokers (``--bootstrap``) the user names.
 
 It produces a keyed stream, runs a group of consumers that share its partitions through the
 coordination log alone, kills one of them abruptly (no release, as a crash would), prints the
 failover as it happens, then starts a new member and prints how the group rebalances to give
-it its share (issue 13: members announce themselves in the log; over-share members release
-exactly what moves). It ends with a tally: handled, lost, repeated. At-least-once mode:
-nothing may be lost; the few messages the dead member handled after its last heartbeat are
-handled again by its successor, and the tally says how many (a rebalancing move repeats
-nothing).
+it its share (members announce themselves in the log; over-share members release exactly
+what moves: docs/rebalancing.md). It ends with a tally: handled, lost, repeated.
+At-least-once mode: nothing may be lost; the few messages the dead member handled after its
+last heartbeat are handled again by its successor, and the tally says how many (a
+rebalancing move repeats nothing).
+
+On a cluster that outlives the run (``--data-dir``, ``--bootstrap``) the topic and the group
+carry a run tag, so a rerun never meets an earlier run's records or its positions in
+``__marshal``, and nothing of the user's is ever deleted; both are left behind for inspection.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import secrets
 import tempfile
 import threading
 import time
@@ -22,32 +28,49 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cluster import Cluster, Message
-from ..connect import connect
 from ..consumer import Consumer
 from ..faults import FaultyCluster
 from ..marshaler import Marshaler
 from ..partitioners import Murmur2Partitioner
 from ..producer import Producer
 from .argtypes import positive
-from .context import Context
+from .context import Context, DataSource, declare
 from .output import emit, print_table
 
-__all__ = ["register", "run_demo"]
+__all__ = ["DEMO", "register", "run_demo", "run_tag"]
 
 DEMO_TOPIC = "demo-events"
 DEMO_GROUP = "demo"
+
+DEMO = DataSource(
+    help=(
+        "a fresh temporary embedded cluster, deleted at the end (not $LOGMARSHAL_DATA_DIR); "
+        "--data-dir DIR runs the demo in DIR (created if missing, kept) and --bootstrap "
+        f"HOST:PORT,... on those brokers. There the topic is {DEMO_TOPIC}-RUN and the group "
+        f"{DEMO_GROUP}-RUN (RUN: the run's UTC time and a random tag), so a rerun never meets "
+        "an earlier run's records or positions; the topic and the group's records in "
+        "__marshal are left behind (the demo prints how to inspect and delete them)"
+    ),
+    short="temporary cluster; --bootstrap or --data-dir (created)",
+    existing=False,
+)
+
+
+def run_tag() -> str:
+    """The run's UTC time and a random tag: names on a shared cluster that no rerun reuses."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     demo = commands.add_parser(
         "demo",
         parents=[common],
-        help="run the demo on an embedded cluster (a fresh temporary directory by default)",
+        help="run the demo on a temporary embedded cluster, or in --data-dir, or on --bootstrap",
         description=(
-            f"Produce a keyed stream to {DEMO_TOPIC!r}, consume it with a group of consumers, "
-            "kill one abruptly, show the failover, add a member and show the group rebalance, "
-            "and tally handled / lost / repeated. With "
-            f"--data-dir the directory is kept (then inspect it with the other commands)."
+            "Produce a keyed stream, consume it with a group of consumers, kill one abruptly, "
+            "show the failover, add a member and show the group rebalance, and tally handled / "
+            "lost / repeated. With --data-dir or --bootstrap what the demo wrote stays there "
+            "(inspect it with the other commands)."
         ),
     )
     demo.add_argument("--records", type=positive, default=10_000, help="default: 10000")
@@ -59,13 +82,19 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     demo.add_argument("--seed", type=int, default=None, help="which member dies, and when")
     demo.set_defaults(func=_demo)
+    declare(demo, DEMO)
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
-    if args.data_dir is None:
+    if ctx.bootstrap is None and ctx.explicit_data_dir is None:
         with tempfile.TemporaryDirectory(prefix="logmarshal-demo-") as tmp:
-            return _run_in(tmp, args, ctx, kept=False)
-    return _run_in(args.data_dir, args, ctx, kept=True)
+            temporary = Context(data_dir=tmp, as_json=ctx.as_json)
+            try:
+                return _run_on(temporary, args, DEMO_TOPIC, DEMO_GROUP, kept=False)
+            finally:
+                temporary.close()
+    tag = run_tag()
+    return _run_on(ctx, args, f"{DEMO_TOPIC}-{tag}", f"{DEMO_GROUP}-{tag}", kept=True)
 
 
 def _lines() -> Callable[[str], None]:
@@ -79,27 +108,39 @@ def _lines() -> Callable[[str], None]:
     return say
 
 
-def _run_in(data_dir: str, args: argparse.Namespace, ctx: Context, kept: bool) -> int:
+def _run_on(ctx: Context, args: argparse.Namespace, topic: str, group: str, kept: bool) -> int:
     say = (lambda _text: None) if ctx.as_json else _lines()
-    say(f"embedded cluster in {data_dir}" + ("" if kept else " (temporary)"))
-    cluster = connect(data_dir)
-    try:
-        tally = run_demo(
-            cluster,
-            args.records,
-            args.partitions,
-            args.keys,
-            say,
-            consumers=args.consumers,
-            heartbeat=args.heartbeat,
-            seed=args.seed,
-        )
-    finally:
-        cluster.close()
+    cluster = ctx.cluster  # an unreachable broker or a locked directory: before any output
+    if ctx.bootstrap is not None:
+        say(f"brokers at {ctx.bootstrap}")
+    else:
+        say(f"embedded cluster in {ctx.data_dir}" + ("" if kept else " (temporary)"))
+    tally = run_demo(
+        cluster,
+        args.records,
+        args.partitions,
+        args.keys,
+        say,
+        consumers=args.consumers,
+        heartbeat=args.heartbeat,
+        seed=args.seed,
+        topic=topic,
+        group=group,
+    )
     if ctx.as_json:
         emit(True, tally)
     else:
         print_table(tally["members"], ["member", "handled", "partitions_at_end", "state"])
+        if kept:
+            where = (
+                f"--bootstrap {ctx.bootstrap}" if ctx.bootstrap is not None
+                else f"--data-dir {ctx.data_dir}"
+            )
+            print(
+                f"left behind: topic {topic} ({args.records} records) and the records of group "
+                f"{group} in __marshal. Inspect: logmarshal {where} group describe {group}; "
+                f"delete the topic: logmarshal {where} topic delete {topic}"
+            )
     return 0 if tally["lost"] == 0 and tally["misplaced"] == 0 else 1
 
 
@@ -107,14 +148,22 @@ class _Member:
     """One consumer of the group, with its own connection (so it can be killed alone)."""
 
     def __init__(
-        self, cluster: Cluster, name: str, hb: float, say: Any, t0: float, done: threading.Event
+        self,
+        cluster: Cluster,
+        name: str,
+        hb: float,
+        say: Any,
+        t0: float,
+        done: threading.Event,
+        topic: str = DEMO_TOPIC,
+        group: str = DEMO_GROUP,
     ) -> None:
         self.name = name
         self.connection = FaultyCluster(cluster, name=name)
-        self.marshaler = Marshaler(self.connection, name, DEMO_GROUP, hb, fetch_wait=0.2)
+        self.marshaler = Marshaler(self.connection, name, group, hb, fetch_wait=0.2)
         self.consumer = Consumer(
             self.marshaler,
-            DEMO_TOPIC,
+            topic,
             batch_size=200,
             on_assigned=lambda ps: (
                 done.is_set()
@@ -171,34 +220,38 @@ def run_demo(
     consumers: int = 3,
     heartbeat: float = 1.0,
     seed: int | None = None,
+    topic: str = DEMO_TOPIC,
+    group: str = DEMO_GROUP,
 ) -> dict[str, Any]:
-    """Produce, consume with a group, kill a member, and return the tally."""
+    """Produce to a new ``topic``, consume with ``group``, kill a member, return the tally.
+
+    ``topic`` must not exist yet (nothing is deleted: on a shared cluster it may be someone's).
+    """
     rng = random.Random(seed)
-    for stale in (DEMO_TOPIC,):
-        if stale in cluster.topics():
-            cluster.delete_topic(stale)
-    cluster.create_topic(DEMO_TOPIC, n_partitions)
+    cluster.create_topic(topic, n_partitions)
     say(
-        f"created topic {DEMO_TOPIC!r} with {n_partitions} partitions; group {DEMO_GROUP!r} of "
+        f"created topic {topic!r} with {n_partitions} partitions; group {group!r} of "
         f"{consumers} consumers, heartbeat every {heartbeat:g} s"
     )
     t0 = time.monotonic()
     done = threading.Event()  # quiet from here: the clean shutdown hands partitions around
-    members = [_Member(cluster, f"c{i}", heartbeat, say, t0, done) for i in range(consumers)]
-    observer = Marshaler(cluster, "demo-observer", DEMO_GROUP, heartbeat, fetch_wait=0.2)
+    members = [
+        _Member(cluster, f"c{i}", heartbeat, say, t0, done, topic, group) for i in range(consumers)
+    ]
+    observer = Marshaler(cluster, "demo-observer", group, heartbeat, fetch_wait=0.2)
     alive = list(members)
 
-    def owned_by(group: list[_Member]) -> bool:
-        ids = {m.marshaler.identity for m in group}
-        return all(observer.holder(DEMO_TOPIC, p) in ids for p in range(n_partitions))
+    def owned_by(who: list[_Member]) -> bool:
+        ids = {m.marshaler.identity for m in who}
+        return all(observer.holder(topic, p) in ids for p in range(n_partitions))
 
-    def fair(group: list[_Member]) -> bool:
-        """Every partition held by one of ``group``, each holding its share (within one)."""
-        if not owned_by(group):
+    def fair(who: list[_Member]) -> bool:
+        """Every partition held by one of ``who``, each holding its share (within one)."""
+        if not owned_by(who):
             return False
-        held = Counter(observer.holder(DEMO_TOPIC, p) for p in range(n_partitions))
-        low, high = n_partitions // len(group), -(-n_partitions // len(group))
-        return all(low <= held[m.marshaler.identity] <= high for m in group)
+        held = Counter(observer.holder(topic, p) for p in range(n_partitions))
+        low, high = n_partitions // len(who), -(-n_partitions // len(who))
+        return all(low <= held[m.marshaler.identity] <= high for m in who)
 
     started = time.perf_counter()
     futures: list[Any] = []
@@ -217,7 +270,7 @@ def run_demo(
                     for i in range(c * n_records // chunks, (c + 1) * n_records // chunks):
                         futures.append(
                             producer.send(
-                                DEMO_TOPIC,
+                                topic,
                                 f"event-{i}".encode(),
                                 key=f"user-{i % n_keys}".encode(),
                             )
@@ -231,24 +284,26 @@ def run_demo(
         victim = rng.choice(members)
         lost_partitions = sorted(p for _, p in victim.consumer.claims())
         killed_at = time.monotonic()
-        victim.kill()
-        alive.remove(victim)
+        # said first: closing a member's clients can take a while over the network, and the
+        # lines of the other members must not come before this one
         say(
             f"  {killed_at - t0:6.2f} s  killed {victim.name} (no release) while it held "
             + ", ".join(f"p{p}" for p in lost_partitions)
             + f"; its claims go stale after 2·HB = {2 * heartbeat:g} s"
         )
+        victim.kill()
+        alive.remove(victim)
         _wait(lambda: owned_by(alive), 10 + 4 * heartbeat)
         failover = time.monotonic() - killed_at
         say(f"  {time.monotonic() - t0:6.2f} s  failover complete: {failover:.2f} s after the kill")
-        joiner = _Member(cluster, f"c{consumers}", heartbeat, say, t0, done)
+        joiner = _Member(cluster, f"c{consumers}", heartbeat, say, t0, done, topic, group)
         members.append(joiner)
         alive.append(joiner)
         joined_at = time.monotonic()
         say(f"  {joined_at - t0:6.2f} s  {joiner.name} joins the group")
         _wait(lambda: fair(alive), 10 + 4 * heartbeat)
         rebalanced = time.monotonic() - joined_at
-        held = Counter(observer.holder(DEMO_TOPIC, p) for p in range(n_partitions))
+        held = Counter(observer.holder(topic, p) for p in range(n_partitions))
         shares = ", ".join(f"{m.name} {held[m.marshaler.identity]}" for m in alive)
         say(
             f"  {time.monotonic() - t0:6.2f} s  rebalanced {rebalanced:.2f} s after the join: "
@@ -256,12 +311,12 @@ def run_demo(
         )
         producer_thread.join(60)
         produce_s = time.perf_counter() - started
-        ends = {p: cluster.latest_offset(DEMO_TOPIC, p) for p in range(n_partitions)}
+        ends = {p: cluster.latest_offset(topic, p) for p in range(n_partitions)}
 
         def drained() -> bool:
             for p, end in ends.items():
-                holder = next((m for m in alive if (DEMO_TOPIC, p) in m.consumer.claims()), None)
-                if holder is None or (holder.consumer.position(DEMO_TOPIC, p) or -1) < end - 1:
+                holder = next((m for m in alive if (topic, p) in m.consumer.claims()), None)
+                if holder is None or (holder.consumer.position(topic, p) or -1) < end - 1:
                     return False
             return True
 
@@ -296,6 +351,8 @@ def run_demo(
                 misplaced += 1
     acknowledged = {i for i, f in enumerate(futures) if f.exception() is None}
     tally = {
+        "topic": topic,
+        "group": group,
         "produced": n_records,
         "acknowledged": len(acknowledged),
         "handled": len(seen),

@@ -28,10 +28,15 @@ from ..admin import (
 from ..admin.describe import require_group
 from ..admin.reset import parse_topic_scope, resolve_scope
 from ..admin.times import format_ms, parse_datetime_ms, parse_duration_ms, parse_span_ms
-from .context import CliError, Context
+from .context import READS, CliError, Context, DataSource, declare
 from .output import emit, print_table
 
 __all__ = ["add_admin_key_option", "admin_keys_from", "register"]
+
+_MIRROR_NEEDS_BOOTSTRAP = (
+    "mirror-offsets writes Kafka committed offsets: use --bootstrap (an embedded data "
+    "directory has no Kafka groups to mirror into)"
+)
 
 _TARGETS = (
     ("to_earliest", "--to-earliest"),
@@ -42,6 +47,13 @@ _TARGETS = (
     ("to_datetime", "--to-datetime"),
     ("by_duration", "--by-duration"),
     ("from_file", "--from-file"),
+)
+
+#: mirror-offsets writes into Kafka's own group offsets, which only brokers have
+MIRROR = DataSource(
+    help="the brokers named by --bootstrap HOST:PORT,... (required: Apache Kafka)",
+    short="--bootstrap only; refuses --data-dir",
+    refuse_data_dir=_MIRROR_NEEDS_BOOTSTRAP,
 )
 
 #: what a dry run of --to-current / --shift-by says about its figures
@@ -83,6 +95,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     add_admin_key_option(listing)
     listing.set_defaults(func=_list)
+    declare(listing, READS)
 
     describe = verbs.add_parser(
         "describe",
@@ -103,6 +116,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     describe.add_argument("group")
     add_admin_key_option(describe)
     describe.set_defaults(func=_describe)
+    declare(describe, READS)
 
     reset = verbs.add_parser(
         "reset",
@@ -176,6 +190,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     reset.add_argument("--client-id", help="the admin's client id (default admin@HOST)")
     add_admin_key_option(reset)
     reset.set_defaults(func=_reset)
+    declare(reset, READS)
 
     pause = verbs.add_parser(
         "pause",
@@ -195,6 +210,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     pause.add_argument("--client-id", help="the admin's client id (default admin@HOST)")
     add_admin_key_option(pause)
     pause.set_defaults(func=_pause)
+    declare(pause, READS)
 
     mirror = verbs.add_parser(
         "mirror-offsets",
@@ -222,6 +238,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     add_admin_key_option(mirror)
     mirror.set_defaults(func=_mirror)
+    declare(mirror, MIRROR)
 
 
 def _now_ms() -> int:
@@ -643,18 +660,16 @@ def _mirror(args: argparse.Namespace, ctx: Context) -> int:
     from ..admin.mirror import KafkaOffsetSink, MirrorError, changed_positions, positions
 
     if ctx.bootstrap is None:
-        raise CliError(
-            "mirror-offsets writes Kafka committed offsets: use --bootstrap (an embedded data "
-            "directory has no Kafka groups to mirror into)"
-        )
+        raise CliError(_MIRROR_NEEDS_BOOTSTRAP)
     if args.interval < 0:
         raise CliError("--interval must be >= 0")
     target = args.kafka_group or args.group
+    cluster = ctx.cluster  # checks the brokers answer before a client is built for them
     sink = KafkaOffsetSink(ctx.bootstrap)
     keys = admin_keys_from(args)
     mirrored: dict[tuple[str, int], int] = {}
     while True:
-        state = read_coordination(ctx.cluster, admin_keys=keys)
+        state = read_coordination(cluster, admin_keys=keys)
         changed = changed_positions(positions(state, args.group), mirrored)
         if changed:
             try:

@@ -12,12 +12,18 @@ from storage.errors import StorageError
 
 from ..errors import LogmarshalError
 from . import audit, broker, coord, demo, group, records, streams, topic
-from .context import CliError, Context
+from .context import CliError, Context, DataSource, commands_of
 
 __all__ = ["build_parser", "main"]
 
 _EXIT_USER_ERROR = 1
 _EXIT_INTERRUPTED = 130
+#: a command that declared no data source refuses both options rather than ignore one
+_UNDECLARED = DataSource(
+    help="undeclared",
+    refuse_bootstrap="this command does not say where its data comes from",
+    refuse_data_dir="this command does not say where its data comes from",
+)
 
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
@@ -32,13 +38,15 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
         "--data-dir",
         metavar="DIR",
         default=missing,
-        help="embedded cluster directory (default: $LOGMARSHAL_DATA_DIR or ./data)",
+        help="embedded cluster directory (default: $LOGMARSHAL_DATA_DIR or ./data); "
+        "each command's --help says whether it uses it",
     )
     parser.add_argument(
         "--bootstrap",
         metavar="HOST:PORT,...",
         default=missing,
-        help="use Kafka brokers (logmarshal's or Apache Kafka's) instead of a data directory",
+        help="use Kafka brokers (logmarshal's or Apache Kafka's) instead of a data directory; "
+        "each command's --help says whether it uses them",
     )
     parser.add_argument(
         "--json",
@@ -60,10 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logmarshal",
         description=(
-            "Coordinator-free consumer groups over a partitioned log. "
-            "Commands work on an embedded data directory, or on brokers with --bootstrap."
+            "Coordinator-free consumer groups over a partitioned log. Commands work on\n"
+            "brokers (--bootstrap) or an embedded data directory (--data-dir); a command\n"
+            "that cannot use the option given refuses it with an error."
         ),
         parents=[_common_options(defaults=True)],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     common = _common_options(defaults=False)
@@ -75,7 +85,22 @@ def build_parser() -> argparse.ArgumentParser:
     group.register(commands, common)
     audit.register(commands, common)
     streams.register(commands, common)
+    parser.epilog = _overview(parser)
     return parser
+
+
+def _overview(parser: argparse.ArgumentParser) -> str:
+    """Where each command's data comes from, from the commands' own declarations."""
+    rows = []
+    for name, command in commands_of(parser):
+        source = command.get_default("data_source")
+        rows.append((name, source.short if source is not None else "undeclared"))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name.ljust(width)}  {short}" for name, short in rows]
+    return (
+        "where each command's data comes from (--data-dir defaults to\n"
+        "$LOGMARSHAL_DATA_DIR, else ./data; COMMAND --help says more):\n" + "\n".join(lines)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -85,8 +110,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
         format="%(levelname)s %(name)s: %(message)s",
     )
+    source: DataSource = getattr(args, "data_source", _UNDECLARED)
     try:
-        ctx = Context(data_dir=args.data_dir, as_json=args.json, bootstrap=args.bootstrap)
+        source.admit(args.bootstrap, args.data_dir, getattr(args, "command_name", ""))
+        ctx = Context(
+            data_dir=args.data_dir,
+            as_json=args.json,
+            bootstrap=args.bootstrap,
+            existing=source.existing,
+        )
     except CliError as exc:
         print(f"logmarshal: error: {exc}", file=sys.stderr)
         return _EXIT_USER_ERROR

@@ -11,7 +11,7 @@ from typing import Any
 from ..cluster import Message
 from ..producer import Producer, RecordMetadata
 from .argtypes import non_negative, positive
-from .context import CliError, Context
+from .context import READS, CliError, Context, declare
 from .output import emit
 
 __all__ = ["register"]
@@ -47,6 +47,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="how keys choose a partition (default: murmur2, as Kafka's Java client)",
     )
     produce.set_defaults(func=_produce)
+    declare(produce, READS)  # the topic must exist already
 
     read = commands.add_parser(
         "read",
@@ -73,6 +74,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="with --count, wait this long for records not written yet (default: 0)",
     )
     read.set_defaults(func=_read)
+    declare(read, READS)
 
 
 def _produce(args: argparse.Namespace, ctx: Context) -> int:

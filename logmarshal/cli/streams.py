@@ -14,13 +14,33 @@ from typing import Any
 
 from storage import NewRecord
 
-from ..connect import connect
 from ..streams import App, Topology
 from ..streams.examples import windowed_count, word_count
 from ..streams.task import read_changelog
-from .context import CliError, Context
+from .context import READS, CliError, Context, DataSource, declare
 
 __all__ = ["load_topology", "register"]
+
+
+#: describe loads a topology and prints it: there is no data to read
+NO_CLUSTER = DataSource(
+    help="none: it loads MODULE:ATTRIBUTE and prints it; --bootstrap and --data-dir are refused",
+    short="no cluster; refuses both",
+    refuse_bootstrap="it only prints a topology and opens no cluster",
+    refuse_data_dir="it only prints a topology and opens no cluster",
+)
+#: the streams demo, like ``logmarshal demo``: a temporary cluster unless told otherwise
+STREAMS_DEMO = DataSource(
+    help=(
+        "a fresh temporary embedded cluster, deleted at the end (not $LOGMARSHAL_DATA_DIR); "
+        "--data-dir DIR runs the demo in DIR (created if missing, kept) and --bootstrap "
+        "HOST:PORT,... on those brokers; there its topics and application ids end in -RUN "
+        "(the run's UTC time and a random tag), so a rerun never meets an earlier run's, and "
+        "they are left behind for inspection"
+    ),
+    short="temporary cluster; --bootstrap or --data-dir (created)",
+    existing=False,
+)
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -33,12 +53,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--state-dir", default="streams-state", help="persistent stores' directory")
     run.add_argument("--heartbeat", type=float, default=1.0, help="HB seconds (default: 1)")
     run.set_defaults(func=_run)
+    declare(run, READS)
     describe = sub.add_parser("describe", parents=[common], help="print a topology")
     describe.add_argument("topology", help="module:attribute")
     describe.set_defaults(func=_describe)
+    declare(describe, NO_CLUSTER)
     demo = sub.add_parser("demo", parents=[common], help="word count with a crash, windowed count")
     demo.add_argument("--lines", type=int, default=2000, help="default: 2000")
     demo.set_defaults(func=_demo)
+    declare(demo, STREAMS_DEMO)
 
 
 def load_topology(spec: str) -> Topology:
@@ -80,17 +103,35 @@ TEXT = ("all streams lead to the log", "the log is the truth", "streams of recor
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
+    from .demo import run_tag
+
     with tempfile.TemporaryDirectory(prefix="logmarshal-streams-demo-") as tmp:
-        cluster = connect(f"{tmp}/data")
-        try:
-            return _demo_on(cluster, tmp, args.lines)
-        finally:
-            cluster.close()
+        if ctx.bootstrap is None and ctx.explicit_data_dir is None:
+            temporary = Context(data_dir=f"{tmp}/data", as_json=ctx.as_json)
+            try:
+                return _demo_on(temporary.cluster, tmp, args.lines, "")
+            finally:
+                temporary.close()
+        # stores' local state is scratch (the changelogs are the truth): it stays in tmp
+        tag = f"-{run_tag()}"
+        cluster = ctx.cluster  # an unreachable broker or a locked directory: before any output
+        print(f"on {ctx.where()}; topics and application ids end in {tag}")
+        code = _demo_on(cluster, tmp, args.lines, tag)
+        print(
+            f"left behind: topics lines{tag}, word-counts{tag}, clicks{tag}, "
+            f"clicks-per-minute{tag}, the changelogs wordcount{tag}-counts-changelog and "
+            f"clicks{tag}-clicks-per-window-changelog, and the two applications' records in "
+            "__marshal"
+        )
+        return code
 
 
-def _demo_on(cluster: Any, tmp: str, n: int) -> int:
-    cluster.create_topic("lines", 2)
-    cluster.create_topic("word-counts", 2)
+def _demo_on(cluster: Any, tmp: str, n: int, tag: str) -> int:
+    """The demo on ``cluster``; ``tag`` ends every topic and application id ("" for none)."""
+    lines, words, wordcount = f"lines{tag}", f"word-counts{tag}", f"wordcount{tag}"
+    clicks_in, clicks_out, clicks_app = f"clicks{tag}", f"clicks-per-minute{tag}", f"clicks{tag}"
+    cluster.create_topic(lines, 2)
+    cluster.create_topic(words, 2)
     now = int(time.time() * 1000)
     truth = collections.Counter()
     for p in (0, 1):
@@ -99,11 +140,11 @@ def _demo_on(cluster: Any, tmp: str, n: int) -> int:
             line = TEXT[i % len(TEXT)]
             truth.update(line.split())
             batch.append(NewRecord(line.encode(), timestamp=now + i))
-        cluster.produce("lines", p, batch)
-    print(f"produced {n} lines to 'lines' (2 partitions); word-count topology:")
-    topo = word_count(store_kind="sqlite")
+        cluster.produce(lines, p, batch)
+    print(f"produced {n} lines to {lines!r} (2 partitions); word-count topology:")
+    topo = word_count(lines, words, store_kind="sqlite")
     print(topo.describe())
-    first = App(cluster, "wordcount", topo, client_id="member-1", heartbeat_interval=0.5,
+    first = App(cluster, wordcount, topo, client_id="member-1", heartbeat_interval=0.5,
                 state_dir=f"{tmp}/m1", commit_interval=0.05)
     t = threading.Thread(target=first.run, kwargs={"max_records": n // 3})
     t.start()
@@ -113,37 +154,39 @@ def _demo_on(cluster: Any, tmp: str, n: int) -> int:
     first.producer.close()
     first.marshaler.close()
     print(f"member-1 processed {n // 3} lines and crashed; member-2 takes over after 2·HB")
-    second = App(cluster, "wordcount", word_count(store_kind="sqlite"), client_id="member-2",
+    second = App(cluster, wordcount, word_count(lines, words, store_kind="sqlite"),
+                 client_id="member-2",
                  heartbeat_interval=0.5, state_dir=f"{tmp}/m2", commit_interval=0.05)
     stop_at = time.monotonic() + 30
     runner = threading.Thread(target=second.run)
     runner.start()
     while time.monotonic() < stop_at:
-        counts = _counts(cluster, "wordcount", "counts")
+        counts = _counts(cluster, wordcount, "counts")
         if counts == truth:
             break
         time.sleep(0.1)
     second.close()
     runner.join()
-    counts = _counts(cluster, "wordcount", "counts")
+    counts = _counts(cluster, wordcount, "counts")
     print(f"{'word':<12}{'count':>7}{'true':>7}")
     for word in sorted(truth):
         print(f"{word:<12}{counts.get(word, 0):>7}{truth[word]:>7}")
     exact = counts == truth
     print("exactly the true counts in the store:", "yes" if exact else "NO")
 
-    cluster.create_topic("clicks", 1)
-    cluster.create_topic("clicks-per-minute", 1)
+    cluster.create_topic(clicks_in, 1)
+    cluster.create_topic(clicks_out, 1)
     minute = now - now % 60_000
     clicks = [("ann", minute + s * 1000) for s in (1, 20, 59, 61, 130)] + [
         ("bob", minute + s * 1000) for s in (5, 65, 66)]
-    cluster.produce("clicks", 0, [NewRecord(b'"click"', key=f'"{u}"'.encode(), timestamp=ts)
+    cluster.produce(clicks_in, 0, [NewRecord(b'"click"', key=f'"{u}"'.encode(), timestamp=ts)
                                   for u, ts in clicks])
-    app = App(cluster, "clicks", windowed_count(), client_id="w1", heartbeat_interval=0.5,
+    app = App(cluster, clicks_app, windowed_count(clicks_in, clicks_out), client_id="w1",
+              heartbeat_interval=0.5,
               state_dir=f"{tmp}/w", commit_interval=0.05)
     app.run(max_records=len(clicks))
     app.close()
-    table, _ = read_changelog(cluster, "clicks", "clicks-per-window", 0)
+    table, _ = read_changelog(cluster, clicks_app, "clicks-per-window", 0)
     print("clicks per user per tumbling minute of event time:")
     for (user, start), count in sorted(table.items()):
         print(f"  {user:<5} minute +{(start - minute) // 60_000}: {count}")

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from .argtypes import config_pair, positive
-from .context import CliError, Context
+from .context import CREATES, READS, CliError, Context, declare
 from .output import emit, print_table
 
 __all__ = ["register"]
@@ -40,19 +40,23 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="a topic config (repeatable)",
     )
     create.set_defaults(func=_create)
+    declare(create, CREATES)
 
     listing = verbs.add_parser("list", parents=[common], help="list topics")
     listing.set_defaults(func=_list)
+    declare(listing, READS)
 
     describe = verbs.add_parser(
         "describe", parents=[common], help="partitions, offsets and config of a topic"
     )
     describe.add_argument("name")
     describe.set_defaults(func=_describe)
+    declare(describe, READS)
 
     delete = verbs.add_parser("delete", parents=[common], help="delete a topic and its data")
     delete.add_argument("name")
     delete.set_defaults(func=_delete)
+    declare(delete, READS)
 
     grow = verbs.add_parser(
         "add-partitions",
@@ -62,6 +66,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     grow.add_argument("name")
     grow.add_argument("--total", type=positive, required=True, help="the new partition count")
     grow.set_defaults(func=_add_partitions)
+    declare(grow, READS)
 
     alter = verbs.add_parser(
         "alter",
@@ -80,6 +85,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     alter.add_argument("--delete", action="append", default=[], metavar="NAME", help="repeatable")
     alter.set_defaults(func=_alter)
+    declare(alter, READS)
 
 
 def _description_payload(description: Any) -> dict[str, Any]:

@@ -165,7 +165,8 @@ class _SharedCluster:
     [(["--to-current"], 0, True), (["--shift-by", "5"], 5, False)],
 )
 def test_cli_relative_reset_counts_what_the_holder_reserved_before_the_pause(
-    holder: AmoHolder, monkeypatch, capsys, flags: list[str], shift: int, as_json: bool
+    holder: AmoHolder, monkeypatch, capsys, tmp_path, flags: list[str], shift: int,
+    as_json: bool,
 ) -> None:
     """CLI path: ``group reset`` reads the position; the holder moves on right before the
     CLI writes its ReleaseGroup (the injection wraps the CLI's call of ``execute``)."""
@@ -180,7 +181,9 @@ def test_cli_relative_reset_counts_what_the_holder_reserved_before_the_pause(
 
     monkeypatch.setattr(cli_group, "execute", holder_moves_first)
     capsys.readouterr()
-    argv = ["--data-dir", "unused", *(["--json"] if as_json else []), "group", "reset", "g"]
+    # an existing directory (the CLI refuses a missing one) that is never opened: connect is
+    # replaced by the holder's cluster
+    argv = ["--data-dir", str(tmp_path), *(["--json"] if as_json else []), "group", "reset", "g"]
     argv += ["--topic", TOPIC, *flags]
     rc = main([*argv, "--execute", "--pause-for", f"{PAUSE_MS}ms", "--client-id", "admin@test"])
     out, err = capsys.readouterr()

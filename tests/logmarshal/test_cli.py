@@ -123,9 +123,10 @@ def test_demo_runs_and_tallies_nothing_lost(run, tmp_path) -> None:
     assert at_end[tally["joined"]] == 2 and at_end[tally["killed"]] == 0
     assert sorted(at_end.values()) == [0, 2, 2, 2]
     assert 0 < tally["rebalance_seconds"] < 10
-    # the kept directory holds the demo topic
+    # the kept directory holds the demo topic, named for this run
+    assert tally["topic"].startswith("demo-events-") and tally["group"].startswith("demo-")
     code, out, _ = run("--data-dir", str(tmp_path / "demo"), "topic", "list", "--json")
-    assert {t["topic"]: t for t in json.loads(out)}["demo-events"]["records"] == 500
+    assert {t["topic"]: t for t in json.loads(out)}[tally["topic"]]["records"] == 500
 
 
 def test_topic_alter_sets_resets_and_refuses(run) -> None:
