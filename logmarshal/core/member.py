@@ -71,8 +71,7 @@ from .events import (
     WriteFailed,
     Written,
 )
-from .held import Held
-from .lease import Lease
+from .held import Held, Lease
 from .options import CoreOptions
 from .recovery import resume_after_takeover, resume_task_after_takeover, takeover_candidates
 from .release import Position, Releases
