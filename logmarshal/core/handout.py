@@ -36,6 +36,7 @@ def may_hand_out(st: MemberState, topic: str, partition: int, now: int) -> bool:
 
 
 def heartbeat_gap(st: MemberState, held: Held) -> int:
+    """When ``held``'s next heartbeat is due after this one (:data:`HEARTBEAT_SPREAD`)."""
     low, high = HEARTBEAT_SPREAD
     spread = mmh3.hash(f"{held.topic}/{held.partition}".encode(), 1, signed=False) % 1000
     return int(st.options.heartbeat_ms * (low + (high - low) * spread / 1000))

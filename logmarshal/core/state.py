@@ -4,7 +4,7 @@ The concern modules (``verdicts``, ``fetching``, ``holding``, ``claims``, ``memb
 ``closing``, ``handout``) are functions over this record, the way ``rationalizer.rules``
 works over a partition's state; ``MemberCore`` only dispatches events to them
 (ARCHITECTURE, "Consumer core: decisions apart from threads"). Nothing here writes, reads a
-clock or decides: this module sits below every other one of the core.
+clock or decides what to write: this module sits below every other one of the core.
 """
 
 from __future__ import annotations
@@ -251,7 +251,8 @@ def wanted(st: MemberState) -> int:
 
 
 def cooling(st: MemberState, key: Key, now: int) -> bool:
-    """Given up by us a moment ago (left to others until its cooldown ends)?"""
+    """Given up by us a moment ago (left to others until its cooldown ends)? Forgets a
+    cooldown that has ended."""
     until = st.cooldown.get(key)
     if until is None:
         return False

@@ -121,6 +121,8 @@ def _took_back(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
 
 
 def _heartbeat_judged(st: MemberState, p: Pending, v: Verdict, held: Held, out: list[Action]) -> None:
+    """A heartbeat is our lease: rejected, the partition is not ours; accepted, it renews
+    the lease and (AMO) confirms what it carries."""
     held.heartbeat_token = None
     if not v.accepted:
         lose(st, held, f"heartbeat rejected ({_why(v)})", out)
@@ -138,6 +140,8 @@ def _heartbeat_judged(st: MemberState, p: Pending, v: Verdict, held: Held, out: 
 def _reservation_judged(
     st: MemberState, now: int, p: Pending, v: Verdict, held: Held, out: list[Action]
 ) -> None:
+    """AMO: a reservation (ClaimingMessages) was judged; a refused one that the log shows
+    as ours already is the answer of an earlier write of it."""
     held.reserve_token = None
     if not v.accepted:
         why = f"ClaimingMessages rejected ({_why(v)})"
