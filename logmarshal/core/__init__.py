@@ -33,7 +33,7 @@ from .events import (
     WriteFailed,
     Written,
 )
-from .lease import Lease
+from .held import Lease
 from .member import MemberCore
 from .options import CoreOptions
 

@@ -1,10 +1,11 @@
-"""The target assignment: which member *should* hold which partition (issue 13).
+"""The target assignment: which member *should* hold which partition.
 
 Every member computes it from the same replayed log (the group's live members and their
 announcements, the current holders), so they all derive the same target without talking
 to each other. It is only advice: a member claims what the target gives it and releases
 what the target moves away, but claims, heartbeats and fencing still decide ownership, so a
-target computed from a late view costs time, never safety.
+target computed from a late view costs time, never safety (ARCHITECTURE, "Membership and
+rebalancing"; docs/rebalancing.md).
 
 ``balanced`` is sticky (a unit stays with its holder while the holder is within its
 share), balanced to within one unit per member (by weight, with ``max_claims`` as a cap),

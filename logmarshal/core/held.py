@@ -1,4 +1,10 @@
-"""What a member knows about one partition it holds."""
+"""What a member knows about one partition it holds, and the lease it holds it under.
+
+The log decides ownership with append times; a member only knows when it *sent* a message.
+Sending precedes appending, so an age measured from the send time over-estimates the log's
+age of our claim: stopping at ``send + 2·HB - margin`` is always before anyone else's claim
+can be accepted (``append + 2·HB``; ARCHITECTURE, "Consumer algorithms": self-fencing).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,28 @@ from typing import Any
 import attrs
 
 from ..commits import CommitTracker
-from .lease import Lease
 
-__all__ = ["Held"]
+__all__ = ["Held", "Lease"]
+
+
+@attrs.define
+class Lease:
+    """``confirmed_sent``: send time of our newest message known to be accepted."""
+
+    fence_after_ms: int
+    confirmed_sent: int
+
+    def renewed(self, sent_ms: int) -> None:
+        """A message sent at ``sent_ms`` was accepted (late answers never shorten the lease)."""
+        if sent_ms > self.confirmed_sent:
+            self.confirmed_sent = sent_ms
+
+    def expires_at(self) -> int:
+        """First time at which we may no longer hand out."""
+        return self.confirmed_sent + self.fence_after_ms
+
+    def may_hand_out(self, now_ms: int) -> bool:
+        return now_ms < self.expires_at()
 
 
 @attrs.define
@@ -58,7 +83,7 @@ class Held:
     #: may hand out until its lease ends, so a release waits until then (else the next
     #: holder and the zombie would overlap)
     release_after: int = 0
-    #: a task's claim (issue 14): the partitions read under it, one Held each for fetching
+    #: a task's claim (PROTOCOL.md "Tasks (version 3)"): the partitions read under it, one Held each for fetching
     #: and commits (their claim fields are unused); empty for a partition's claim
     sources: tuple[Held, ...] = attrs.field(default=(), repr=False, eq=False)
     #: on a task's source: the task's claim

@@ -1,10 +1,10 @@
 """The release protocol of a graceful close, bounded.
 
 Each held partition gets a ReleasingPartition with its exact position (a task: a
-ReleasingTask with its sources' positions). A rejection is an
-answer (we no longer held it: nothing to release); only an unknown outcome is retried, at
-most ``attempts`` times. A fenced instance writes nothing (issue 10: a fenced close rewrote
-ReleasingPartition thousands of times a second).
+ReleasingTask with its sources' positions). A rejection is an answer (we no longer held it:
+nothing to release); only an unknown outcome is retried, at most ``attempts`` times, so a
+fenced or refused close cannot rewrite its releases without end. A fenced instance writes
+nothing (``closing``; ARCHITECTURE, "Consumer algorithms": release).
 """
 
 from __future__ import annotations

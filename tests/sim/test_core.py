@@ -27,9 +27,9 @@ from logmarshal.core import (
     WriteFailed,
     Written,
 )
+from logmarshal.core.claims import resume_after_takeover
 from logmarshal.core.delivery import AtMostOnce
 from logmarshal.core.held import Held
-from logmarshal.core.recovery import resume_after_takeover
 from rationalizer import ClaimingMessages, ClaimingPartition, Heartbeat, Reason, WorldState, encode
 
 HB = 100

@@ -1,0 +1,71 @@
+"""Releases and the graceful close.
+
+On a clean shutdown a member writes ReleasingPartition (a task: ReleasingTask) with each
+partition's exact position and LeavingGroup, so another member takes over within one
+replay round trip (ARCHITECTURE, "Consumer algorithms": release). Releases are bounded
+(``release.Releases``); a fenced instance writes nothing.
+"""
+
+from __future__ import annotations
+
+from rationalizer import LeavingGroup
+
+from .actions import Action
+from .holding import drop, queue_release
+from .records import ids, release_record, write
+from .state import MemberState, Pending, group_position, me, subscribed
+
+__all__ = ["release_orphans", "start_close", "write_releases"]
+
+
+def write_releases(st: MemberState, now: int, out: list[Action]) -> None:
+    """Write the releases due now (forgetting those the replay shows landed)."""
+    in_flight = {(p.topic, p.partition) for p in st.pending.values() if p.kind == "release"}
+    group = st.options.group_id
+    mine = me(st)
+    for key, entry in list(st.releases.pending.items()):
+        if entry[2] and st.worlds[entry[1]].holder(group, *key) != mine:
+            st.releases.answered(key)  # an earlier attempt landed (or it is not ours)
+    for key, position, cp in st.releases.due(in_flight, now):
+        msg = release_record(st, key, position)
+        write(st, out, Pending("release", key[0], key[1], cp, now, msg.last_offset), msg)
+
+
+def start_close(st: MemberState, release: bool, out: list[Action]) -> None:
+    """Stop handing out; with ``release`` (and not fenced) give back everything we hold and
+    leave the group."""
+    if st.closing:
+        return
+    st.closing = True
+    for held in list(st.held.values()):
+        drop(st, held, False, "closing", out)
+        if release and not st.fenced:
+            queue_release(st, held)
+    if release and not st.fenced:
+        release_orphans(st)
+        if st.announced is not None:
+            msg = LeavingGroup(**ids(st))
+            write(st, out, Pending("leave", "", -1, st.home, 0), msg)
+            st.leaving = True
+    else:
+        st.releases.pending.clear()
+
+
+def release_orphans(st: MemberState) -> None:
+    """On close: claims the log gives this instance that we never took up (a verdict we
+    missed): give them back at the group's position (none: they lapse)."""
+    world_claims = (
+        (cp, c)
+        for cp, world in enumerate(st.worlds)
+        for c in world.claims_of(st.options.group_id, st.options.client_id)
+    )
+    topics = subscribed(st)
+    for cp, c in world_claims:
+        key = (c.topic, c.partition)
+        if c.instance_id != st.options.instance_id or key in st.releases.pending:
+            continue
+        if c.topic not in topics:
+            continue
+        position = group_position(st, st.worlds[cp], key)
+        if position is not None:
+            st.releases.add(key, position, cp)

@@ -1,0 +1,119 @@
+"""Answers about the data log: fetched records, a position outside the log, a new claim's span.
+
+A position outside the log never abandons the claim: the reset policy moves it (as Kafka
+applies ``auto.offset.reset``), except that AMO never moves below what the log reserved
+(PROTOCOL.md "Version 4: at-most-once enforced by the log").
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .actions import Action
+from .events import Bounds, Fetched, OutOfRange
+from .held import Held
+from .holding import announce
+from .state import MemberState, me, read
+
+__all__ = ["move", "on_bounds", "on_fetched", "on_out_of_range"]
+
+log = logging.getLogger(__name__)
+
+
+def on_fetched(st: MemberState, event: Fetched) -> None:
+    """Buffer fetched records (those from the offset asked for on)."""
+    held = read(st, event.topic, event.partition)
+    if held is None or held.fetch_token != event.token:
+        return  # dropped or moved while it was fetched
+    held.fetch_token = None
+    records = event.records
+    if not records or held.next_fetch is None:
+        return
+    offset_of = st.offset_of
+    start = held.next_fetch
+    if offset_of(records[0]) < start:  # the log may answer from before the offset asked
+        records = [r for r in records if offset_of(r) >= start]
+        if not records:
+            return
+    held.buffer.extend(records)
+    held.next_fetch = offset_of(records[-1]) + 1
+
+
+def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Action]) -> None:
+    """Apply the reset policy to a position outside the log (never abandon the claim)."""
+    held = read(st, event.topic, event.partition)
+    if held is None or held.fetch_token != event.token or held.next_fetch is None:
+        return
+    held.fetch_token = None
+    offset = held.next_fetch
+    reset = st.options.reset
+    if reset == "error":
+        held.no_start = (offset, event.start, event.end)  # a poll raises until seek()
+        return
+    target = event.start if reset == "earliest" else event.end
+    if st.options.mode == "amo" and target <= held.claimed_through:
+        # the log refuses reservations below claimed_through: wait for the log to grow
+        log.error(
+            "%s: %s/%d position %d is beyond the log end %d; AMO waits for the log to reach "
+            "it (set the position with the admin to move back)",
+            me(st),
+            held.topic,
+            held.partition,
+            offset,
+            event.end,
+        )
+        return
+    log.warning(
+        "%s: %s/%d position %d is outside the log (%d..%d); resetting to the %s offset %d",
+        me(st),
+        held.topic,
+        held.partition,
+        offset,
+        event.start,
+        event.end,
+        reset,
+        target,
+    )
+    move(st, held, target)
+
+
+def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> None:
+    """The log's span for a new claim: start at the group's position if it is inside the
+    log, else where the reset policy says (as Kafka applies ``auto.offset.reset`` to a group
+    without a committed offset and to one whose offset is out of range)."""
+    held = read(st, event.topic, event.partition)
+    if held is None or held.lookup_token != event.token:
+        return
+    held.lookup_token = None
+    position, reset = held.group_start, st.options.reset
+    start: int
+    if position is not None and (
+        event.start <= position <= event.end
+        or (position > event.end and st.options.mode == "amo")
+    ):
+        # inside the log; AMO cannot move below what the log reserved: past the end it waits
+        # for the log to reach the position
+        start = position
+    elif reset == "error":
+        offset = -1 if position is None else position
+        start = 0 if position is None else position
+        held.no_start = (offset, event.start, event.end)
+    else:
+        start = event.start if reset == "earliest" else event.end
+    held.claimed_through = held.confirmed_through = start - 1
+    st.delivery.start(held, start - 1)
+    held.next_fetch = start
+    claim = held.task or held
+    claim.next_heartbeat = now  # the log learns where this claim really starts
+    if claim.unpositioned and all(s.lookup_token is None for s in claim.reads):
+        # no position under "error": nothing to heartbeat until seek()
+        announce(claim, out)
+
+
+def move(st: MemberState, held: Held, offset: int) -> None:
+    """Jump a held partition to ``offset``; nothing before it will be handed out."""
+    if held.next_fetch is None or offset < held.next_fetch or st.options.mode == "amo":
+        st.delivery.start(held, offset - 1)
+    held.buffer.clear()
+    held.next_fetch = offset
+    held.fetch_token = None  # an answer to a fetch from the old offset is ignored

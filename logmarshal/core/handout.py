@@ -1,0 +1,149 @@
+"""Serving what we hold: fetches, heartbeats, AMO reservations, and the hand-out of a poll.
+
+The hot path of every consumer (poll, then what that partition needs next). Self-fencing
+decides what may be handed out: the replay says we hold it and our lease cannot have lapsed
+(ARCHITECTURE, "Consumer algorithms"); AMO hands out only what an accepted reservation and
+the heartbeat behind it confirmed (PROTOCOL.md "Version 4: at-most-once enforced by the log").
+"""
+
+from __future__ import annotations
+
+import mmh3
+
+from rationalizer import ClaimingMessages
+
+from .actions import Action, Fetch, HandOut, NoStart
+from .held import Held
+from .records import heartbeat_record, ids, write
+from .state import MemberState, Pending, claim_of, me, position, vector
+
+__all__ = ["HEARTBEAT_SPREAD", "act_held", "hand_out", "heartbeat", "may_hand_out"]
+
+#: Heartbeats are sent after this fraction of HB (spread per partition, no randomness), so
+#: the holder always looks fresh (< HB) to others and heartbeats do not march in step.
+HEARTBEAT_SPREAD = (0.5, 0.8)
+
+
+def may_hand_out(st: MemberState, topic: str, partition: int, now: int) -> bool:
+    """Self-fencing: the replay says we hold it (a task's source: its task) and our lease
+    cannot have lapsed."""
+    held = claim_of(st, topic, partition)
+    if held is None or st.fenced or st.closing or st.stalled:
+        return False
+    if not held.lease.may_hand_out(now):
+        return False
+    return st.worlds[held.cp].holder(st.options.group_id, held.topic, held.partition) == me(st)
+
+
+def heartbeat_gap(st: MemberState, held: Held) -> int:
+    """When ``held``'s next heartbeat is due after this one (:data:`HEARTBEAT_SPREAD`)."""
+    low, high = HEARTBEAT_SPREAD
+    spread = mmh3.hash(f"{held.topic}/{held.partition}".encode(), 1, signed=False) % 1000
+    return int(st.options.heartbeat_ms * (low + (high - low) * spread / 1000))
+
+
+def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
+    """What one held partition needs now: a fetch, a reservation (AMO, on demand), a
+    heartbeat when due."""
+    o = st.options
+    for r in held.reads:
+        if (
+            r.fetch_token is None
+            and r.next_fetch is not None
+            and r.no_start is None
+            and len(r.buffer) < o.prefetch_records
+        ):
+            st.token += 1
+            r.fetch_token = st.token
+            out.append(Fetch(st.token, r.topic, r.partition, r.next_fetch))
+    if held.unpositioned:
+        return  # nothing carrying a position may be written yet
+    if held.sources:  # a task (ALO): no reservations
+        if held.heartbeat_token is None and now >= held.next_heartbeat:
+            heartbeat(st, now, held, position(st, held), out)
+        return
+    first = None
+    if o.mode == "amo" and speaks_4(st):
+        # version 4 names where the reservation starts: where we believe the log's resume
+        # point is (a stale belief is refused, not believed)
+        first = st.delivery.position(held) + 1
+    last = st.delivery.to_reserve(held, o.batch, st.offset_of)
+    if last is not None and may_hand_out(st, held.topic, held.partition, now):
+        msg = ClaimingMessages(
+            **ids(st),
+            topic=held.topic,
+            partition=held.partition,
+            proposed_last_offset=last,
+            first_offset=first,
+        )
+        held.reserve_token = write(
+            st, out, Pending("reserve", held.topic, held.partition, held.cp, now, last), msg
+        )
+        held.demand = False
+        if held.heartbeat_token is None:
+            # the confirming heartbeat goes right behind the reservation (same partition, in
+            # order): it counts only once the reservation before it was accepted, so waiting
+            # for that verdict first would only cost a round trip
+            heartbeat(st, now, held, last, out)
+    if held.heartbeat_token is None and now >= held.next_heartbeat:
+        heartbeat(st, now, held, st.delivery.position(held), out)
+
+
+def speaks_4(st: MemberState) -> bool:
+    """Records of version 4 go only into a group whose live members all announce version 4
+    or later (an older replayer would skip them: PROTOCOL.md, "Upgrading a group")."""
+    home = st.worlds[st.home]
+    return all(m.version >= 4 for m in home.members(st.options.group_id))
+
+
+def heartbeat(st: MemberState, now: int, held: Held, pos: int, out: list[Action]) -> None:
+    """Write a heartbeat of ``held`` carrying ``pos`` (a task's: its vector)."""
+    msg = heartbeat_record(st, held.key, vector(st, held) if held.sources else pos)
+    held.heartbeat_token = write(
+        st, out, Pending("heartbeat", held.topic, held.partition, held.cp, now, pos), msg
+    )
+    held.next_heartbeat = now + heartbeat_gap(st, held)
+    # it may land whatever we hear back: later heartbeats never carry less
+    held.beaten_through = max(held.beaten_through, pos)
+
+
+def hand_out(st: MemberState, now: int, limit: int, out: list[Action]) -> Held | None:
+    """A poll: one partition's records, round robin over those with something to give;
+    returns the partition handed out."""
+    if st.closing or st.fenced:
+        return None
+    paused = st.paused
+    draining = st.draining
+    ready = [
+        r
+        for h in st.held.values()  # in the order we took them: deterministic
+        if h.announced  # the log has our position: nothing before our first heartbeat
+        and (not draining or h.key not in draining)
+        for r in h.reads
+        if (r.buffer or r.no_start is not None)
+        and (not paused or r.key not in paused)
+    ]
+    if not ready:
+        return None
+    start = st.cursor % len(ready)
+    st.cursor += 1
+    for held in ready[start:] + ready[:start]:
+        if held.no_start is not None:
+            out.append(NoStart(held.topic, held.partition, *held.no_start))
+            return None
+        claim = held.task or held
+        if not may_hand_out(st, claim.topic, claim.partition, now):
+            continue
+        records = st.delivery.take(held, limit, st.offset_of)
+        if records:
+            out.append(HandOut(held.topic, held.partition, records))
+            return claim
+        if (
+            st.options.mode == "amo"
+            and held.buffer
+            and held.reserve_token is None
+            and held.confirmed_through >= held.claimed_through
+        ):
+            held.demand = True  # nothing reserved for this poll yet: reserve a batch now
+            act_held(st, now, held, out)
+    return None

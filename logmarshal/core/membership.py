@@ -1,0 +1,157 @@
+"""Membership and the target: announcing ourselves, our share of the group, rebalancing moves.
+
+Members announce themselves in the log even while they hold nothing; every member derives
+the same target from the same replay and converges incrementally: an over-share holder
+releases exactly what moves, an under-share member claims it (ARCHITECTURE, "Membership and
+rebalancing"; PROTOCOL.md "Membership (version 2)"; docs/rebalancing.md). The target is only
+advice: claims and fencing still decide ownership.
+"""
+
+from __future__ import annotations
+
+from rationalizer import PROTOCOL_VERSION, AnnouncingMember
+from rationalizer.membership import Member
+from rationalizer.world import NO_TIME
+
+from . import assignment
+from .actions import Action
+from .claims import adopt_orphans, candidates, claim, group_paused
+from .held import Held
+from .holding import give_up
+from .records import ids, write
+from .state import Key, MemberState, Pending, not_to_claim, wanted, world_of
+
+__all__ = ["announce_member", "move_away", "rebalance", "target"]
+
+
+def announcement(st: MemberState) -> AnnouncingMember:
+    """What we announce: our subscription, weight, cap and version."""
+    o = st.options
+    return AnnouncingMember(
+        **ids(st),
+        topics=tuple(sorted(st.topics)),
+        heartbeat_interval_ms=o.heartbeat_ms,
+        weight=o.weight,
+        max_claims=0 if o.max_claims >= 1 << 30 else o.max_claims,
+        entire_topic=o.entire_topic,
+        version=PROTOCOL_VERSION,
+    )
+
+
+def announce_member(st: MemberState, now: int, out: list[Action]) -> None:
+    """Keep our membership fresh (every third of HB) and say at once what changed. The
+    schedule does not wait for the last announcement's verdict: a replay that lags under load
+    must not let our membership lapse (only a fence in its answer matters)."""
+    msg = announcement(st)
+    changed = st.announced != (msg.topics, msg.weight, msg.max_claims)
+    if now < st.next_announce and (not changed or st.announcing is not None):
+        return
+    st.announced = (msg.topics, msg.weight, msg.max_claims)
+    st.next_announce = now + st.options.announce_every_ms
+    st.announcing = write(st, out, Pending("announce", "", -1, st.home, now), msg)
+
+
+def myself(st: MemberState, wall: int) -> Member:
+    """Our own membership as the others will see it: we count ourselves at once."""
+    msg = announcement(st)
+    return Member(
+        st.options.group_id,
+        st.options.client_id,
+        st.options.instance_id,
+        wall,
+        wall,
+        msg.heartbeat_interval_ms,
+        msg.weight,
+        msg.max_claims,
+        msg.entire_topic,
+        msg.topics,
+    )
+
+
+def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
+    """Our share of the group's target at log time ``wall`` (``MemberCore.target``)."""
+    home = st.worlds[st.home]
+    # members are judged at the log time our replay of their partition reached, not by our
+    # clock: a replay that lags under load must not make live members look stale (every
+    # member announces there every HB/3, so that time keeps up with the log)
+    at = min(wall, home.now) if home.now > NO_TIME else wall
+    key = (tuple(w.ownership_epoch for w in st.worlds), st.topics)
+    if st.target is not None and key == st.target_key and at < st.target_until:
+        return st.target
+    group = st.options.group_id
+    live = home.members(group, at)
+    others = [m for m in live if m.client_id != st.options.client_id]
+    members = [m for m in others if m.counted(at)]
+    members.append(myself(st, at))
+    holders: dict[assignment.Unit, str] = {}
+    for topic, partition in assignment.units_of(members):
+        p = 0 if partition == assignment.WHOLE_TOPIC else partition
+        h = world_of(st, topic, p).holder(group, topic, p)
+        if h is not None:
+            holders[(topic, partition)] = h[0]
+    full = assignment.target(st.options.rebalance, members, holders)
+    st.target = full.get(st.options.client_id, frozenset())
+    st.target_key = key
+    st.target_until = min((m.expires_at() for m in others), default=1 << 62)
+    return st.target
+
+
+def rebalance(
+    st: MemberState,
+    now: int,
+    wall: int,
+    taken: set[Key],
+    out: list[Action],
+    mine: frozenset[assignment.Unit],
+) -> None:
+    """Give up what the target (``mine``: our share) moves away, exactly that; claim what it
+    gives us."""
+    o = st.options
+    if o.entire_topic:
+        # a topic is ours through its partition 0; the rest follows once we hold that
+        topics = {t for t, _ in mine}
+        zeros = {t for t, p in st.held if p == 0 and t in topics}
+        keep = {(t, p) for t, n in st.topics if t in topics for p in range(n)}
+        keep = {k for k in keep if k[1] == 0 or k[0] in zeros}
+    else:
+        keep = set(mine)
+    for held in list(st.held.values()):
+        if held.key in keep:
+            st.draining.pop(held.key, None)
+        else:
+            move_away(st, now, held, out)
+    moved, st.replay_moved = st.replay_moved, False
+    if now < st.next_claim and not moved:
+        return  # nothing new in the log, and no pass due
+    st.next_claim = now + o.claim_every_ms
+    adopt_orphans(st, now, taken, out, keep)
+    if group_paused(st, now, wall):
+        return
+    skip = not_to_claim(st)
+    bids = sorted(k for k in keep if k not in skip)
+    if o.entire_topic:
+        # max_claims counts topics: it limits the partitions 0, not the rest of a topic
+        rest = [k for k in bids if k[1] > 0]
+        bids = [k for k in bids if k[1] == 0]
+        for key in candidates(st, rest, now, wall):
+            claim(st, now, wall, key, out)
+    if bids:
+        for key in candidates(st, bids, now, wall)[: wanted(st)]:
+            claim(st, now, wall, key, out)
+
+
+def move_away(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
+    """The target gives ``held`` to another member: release it at its exact position. ALO
+    first stops handing it out and waits (up to ``drain_ms``) for the commits of what it
+    handed out, so the next holder repeats nothing."""
+    reads = held.reads
+    if any(s.unpositioned and s.no_start is None for s in reads):
+        return  # its start is being looked up: release it once the log has a position
+    if st.options.mode == "alo" and any(
+        s.tracker is not None and s.tracker.outstanding for s in reads
+    ):
+        since = st.draining.setdefault(held.key, now)
+        if now - since < st.options.drain_ms:
+            return
+    st.draining.pop(held.key, None)
+    give_up(st, now, held, "rebalance: the target moves it", out, cooldown=False)

@@ -1,0 +1,57 @@
+"""The coordination records a member writes, and how a write is remembered until its verdict.
+
+Every write gets a token and a :class:`~.state.Pending` entry; the edge answers with
+``Written``/``WriteFailed`` and the replay with the verdict (``verdicts``). A task's
+heartbeat and release carry its vector of source positions (PROTOCOL.md "Tasks (version 3)").
+"""
+
+from __future__ import annotations
+
+from rationalizer import (
+    Heartbeat,
+    HeartbeatingTask,
+    ReleasingPartition,
+    ReleasingTask,
+    encode,
+)
+
+from .actions import Action, Write
+from .release import Position
+from .state import Key, MemberState, Pending
+
+__all__ = ["heartbeat_record", "ids", "release_record", "write"]
+
+
+def ids(st: MemberState) -> dict[str, str]:
+    """The fields that say who writes a record."""
+    o = st.options
+    return {"client_id": o.client_id, "instance_id": o.instance_id, "group_id": o.group_id}
+
+
+def write(st: MemberState, out: list[Action], p: Pending, msg: object) -> int:
+    """Ask the edge to write ``msg`` and remember ``p`` until its verdict; returns the token."""
+    st.token += 1
+    key, value = encode(msg)  # type: ignore[arg-type]
+    p.token = st.token
+    st.pending[st.token] = p
+    out.append(Write(st.token, p.cp, key, value, p.kind))
+    return st.token
+
+
+def heartbeat_record(st: MemberState, key: Key, position: Position) -> Heartbeat | HeartbeatingTask:
+    """The heartbeat of ``key`` carrying ``position``: a task's carries its vector."""
+    where = {**ids(st), "topic": key[0], "partition": key[1],
+             "heartbeat_interval_ms": st.options.heartbeat_ms}
+    if isinstance(position, tuple):
+        return HeartbeatingTask(**where, positions=position)
+    return Heartbeat(**where, last_offset=position)
+
+
+def release_record(
+    st: MemberState, key: Key, position: Position
+) -> ReleasingPartition | ReleasingTask:
+    """The release of ``key`` at ``position``: a task's carries its vector."""
+    where = {**ids(st), "topic": key[0], "partition": key[1]}
+    if isinstance(position, tuple):
+        return ReleasingTask(**where, positions=position)
+    return ReleasingPartition(**where, last_offset=position)

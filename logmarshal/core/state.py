@@ -1,0 +1,262 @@
+"""One member's mutable state, as one record, and the plain reads every concern shares.
+
+The concern modules (``verdicts``, ``fetching``, ``holding``, ``claims``, ``membership``,
+``closing``, ``handout``) are functions over this record, the way ``rationalizer.rules``
+works over a partition's state; ``MemberCore`` only dispatches events to them
+(ARCHITECTURE, "Consumer core: decisions apart from threads"). Nothing here writes, reads a
+clock or decides what to write: this module sits below every other one of the core.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from rationalizer import WorldState, coordination_partition, membership_partition
+from rationalizer.messages import task_last_offset
+
+from .assignment import Unit
+from .delivery import Delivery, delivery_for
+from .held import Held
+from .options import CoreOptions
+from .release import Position, Releases
+
+__all__ = [
+    "CORE_SWITCHES",
+    "Key",
+    "MemberState",
+    "Pending",
+    "busy",
+    "claim_of",
+    "cooling",
+    "cp_of",
+    "group_position",
+    "me",
+    "new_state",
+    "not_to_claim",
+    "position",
+    "read",
+    "releasing",
+    "subscribed",
+    "vector",
+    "wanted",
+    "world_of",
+]
+
+Key = tuple[str, int]
+
+#: What a simulator experiment may switch off (``MemberCore(_without=)``): restarting a
+#: partition from the replay after a verdict we did not ask for ("surprise"), and waiting for
+#: the replay after a stall longer than our lease ("stall").
+CORE_SWITCHES = frozenset({"surprise", "stall"})
+
+
+@attrs.define
+class Pending:
+    """A write whose verdict we wait for."""
+
+    kind: str  # claim | takeover | heartbeat | reserve | release | announce | leave
+    topic: str
+    partition: int
+    cp: int
+    sent: int
+    value: int = -1  # the offset the record carries (position or reservation)
+    offset: int | None = None  # where it landed, once known
+    how: str = "claimed"  # claim: claimed or failover
+    #: a task's takeover: the positions it carries (topic, last_offset)
+    positions: tuple[tuple[str, int], ...] = ()
+    #: the write's token (``records.write`` sets it): a heartbeat or reservation answers for
+    #: the tenure that wrote it, not for a later one of the same partition
+    token: int = 0
+
+
+@attrs.define(eq=False)
+class MemberState:
+    """Everything one member core remembers between events (and what it was built with)."""
+
+    options: CoreOptions
+    #: one replay per coordination partition, owned and fed by the edge (read here)
+    worlds: Sequence[WorldState]
+    #: reads a fetched record's offset (records are otherwise opaque here)
+    offset_of: Callable[[Any], int]
+    delivery: Delivery
+    #: the simulator's experiments (what each safety rule of the core prevents): re-read the
+    #: position after a takeover's verdict, restart on a surprising verdict, the stall rule
+    reread: bool
+    surprise: bool
+    stall: bool
+    #: the coordination partition our membership is announced in
+    home: int
+    releases: Releases
+    #: AMO start-up: whether restart recovery still has to run
+    recovered: bool
+    topics: tuple[tuple[str, int], ...]
+    #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
+    tasks: dict[str, tuple[str, ...]]
+    held: dict[Key, Held] = attrs.field(factory=dict)
+    #: a held task's source partitions by key (what fetches, hand-outs and commits name)
+    sources: dict[Key, Held] = attrs.field(factory=dict)
+    #: writes in flight, by token
+    pending: dict[int, Pending] = attrs.field(factory=dict)
+    #: coordination partitions whose replay has reached the log end once
+    caught_up: set[int] = attrs.field(factory=set)
+    next_claim: int = 0
+    replay_moved: bool = False
+    #: the last token given to a write, fetch or look-up
+    token: int = 0
+    #: round robin of hand-outs over the partitions with something to give
+    cursor: int = 0
+    closing: bool = False
+    closed: bool = False
+    fenced: bool = False
+    paused: set[Key] = attrs.field(factory=set)
+    #: given up while running: left to others until then
+    cooldown: dict[Key, int] = attrs.field(factory=dict)
+    # membership and the target (rebalance != "none")
+    next_announce: int = 0
+    announcing: int | None = None  # token of the announcement in flight
+    announced: tuple | None = None  # what we announced last
+    leaving: bool = False  # LeavingGroup written (on close)
+    target: frozenset[Unit] | None = None
+    target_key: tuple | None = None
+    target_until: int = 0  # wall time at which a member's status changes
+    draining: dict[Key, int] = attrs.field(factory=dict)  # ALO: moving away, since when
+    released_epochs: tuple[int, ...] = ()  # "none": the worlds last looked at
+    # the stall rule: when the last step ran, and the coordination partitions whose replay
+    # must reach the log end before we write or hand out again after a stall
+    last_step: int | None = None
+    stalled: set[int] = attrs.field(factory=set)
+
+
+def new_state(
+    options: CoreOptions,
+    worlds: Sequence[WorldState],
+    *,
+    offset_of: Callable[[Any], int] = operator.itemgetter(0),
+    reread: bool = True,
+    without: frozenset[str] = frozenset(),
+) -> MemberState:
+    """A member that holds nothing yet; ``without`` names :data:`CORE_SWITCHES` to drop."""
+    if len(worlds) != options.coordination_partitions:
+        raise ValueError("one WorldState per coordination partition is needed")
+    if not CORE_SWITCHES.issuperset(without):
+        raise ValueError(f"unknown core switches {sorted(set(without) - CORE_SWITCHES)}")
+    return MemberState(
+        options=options,
+        worlds=worlds,
+        offset_of=offset_of,
+        delivery=delivery_for(options.mode),
+        reread=reread,
+        surprise="surprise" not in without,
+        stall="stall" not in without,
+        home=membership_partition(options.group_id, options.coordination_partitions),
+        releases=Releases(options.release_attempts),
+        recovered=not options.fast_reclaim,
+        topics=options.topics,
+        tasks=dict(options.tasks),
+    )
+
+
+# -- plain reads --------------------------------------------------------------------------------
+
+
+def me(st: MemberState) -> tuple[str, str]:
+    return (st.options.client_id, st.options.instance_id)
+
+
+def subscribed(st: MemberState) -> set[str]:
+    return {t for t, _ in st.topics}
+
+
+def cp_of(st: MemberState, topic: str, partition: int) -> int:
+    return coordination_partition(topic, partition, len(st.worlds))
+
+
+def world_of(st: MemberState, topic: str, partition: int) -> WorldState:
+    return st.worlds[cp_of(st, topic, partition)]
+
+
+def read(st: MemberState, topic: str, partition: int) -> Held | None:
+    """What reads (topic, partition): a held partition, a held task's source partition
+    (or, named by its own key, a held task)."""
+    key = (topic, partition)
+    held = st.sources.get(key)
+    return held if held is not None else st.held.get(key)
+
+
+def claim_of(st: MemberState, topic: str, partition: int) -> Held | None:
+    """The claim (topic, partition) is read under: its own, or its task's."""
+    held = read(st, topic, partition)
+    return None if held is None else held.task or held
+
+
+def position(st: MemberState, held: Held) -> int:
+    """Our heartbeat's ``last_offset``; a task's: the sum its vector stands for (the input
+    records consumed, minus one; PROTOCOL.md "Tasks (version 3)")."""
+    if held.sources:
+        return task_last_offset(vector(st, held))
+    return st.delivery.position(held)
+
+
+def vector(st: MemberState, held: Held, release: bool = False) -> tuple[tuple[str, int], ...]:
+    """A task's positions, per source topic (sorted: the options keep sources so)."""
+    at = st.delivery.release_position if release else st.delivery.position
+    return tuple((s.topic, at(s)) for s in held.sources)
+
+
+def group_position(st: MemberState, world: WorldState, key: Key) -> Position | None:
+    """What a record carrying the group's position for ``key`` carries: ``last_offset``, or a
+    task's vector; None without a position."""
+    if key[0] in st.tasks:
+        vec = world.resume_positions(st.options.group_id, *key)
+        return None if vec is None else tuple((t, o - 1) for t, o in sorted(vec.items()))
+    r = world.resume_offset(st.options.group_id, *key)
+    return None if r is None else r - 1
+
+
+# -- what is spoken for -------------------------------------------------------------------------
+
+
+def releasing(st: MemberState) -> set[Key]:
+    """Partitions whose release is queued or in flight: never claimed again until it is
+    answered or given up, or a late release could land on top of the new claim (it is ours
+    too) and move its position back."""
+    return set(st.releases.pending) | {
+        (p.topic, p.partition) for p in st.pending.values() if p.kind == "release"
+    }
+
+
+def busy(st: MemberState) -> set[Key]:
+    """Held, or being claimed or taken over."""
+    return set(st.held) | {
+        (p.topic, p.partition)
+        for p in st.pending.values()
+        if p.kind not in ("release", "announce", "leave")
+    }
+
+
+def not_to_claim(st: MemberState) -> set[Key]:
+    """What a claim pass leaves alone: held, being claimed, or being released."""
+    return busy(st) | releasing(st)
+
+
+def wanted(st: MemberState) -> int:
+    """How many more partitions (topics, with entire_topic) we may bid for."""
+    spoken = busy(st)
+    held = len({t for t, p in spoken if p == 0}) if st.options.entire_topic else len(spoken)
+    return max(0, st.options.max_claims - held)
+
+
+def cooling(st: MemberState, key: Key, now: int) -> bool:
+    """Given up by us a moment ago (left to others until its cooldown ends)? Forgets a
+    cooldown that has ended."""
+    until = st.cooldown.get(key)
+    if until is None:
+        return False
+    if now >= until:
+        del st.cooldown[key]
+        return False
+    return True

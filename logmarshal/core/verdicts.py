@@ -1,0 +1,237 @@
+"""What the replay tells a member: the verdicts of its writes, who holds what, and a stall.
+
+A client learns whether its write won by reading the verdict at the offset it landed at
+(ARCHITECTURE, "Transitions"); a write whose outcome it will never learn is retried where
+that is safe. A member surprised by a verdict starts again from the replay's view, never from
+its memory, and after a stall longer than its lease it acts on nothing until its replay has
+reached the log end (ARCHITECTURE, "At-most-once, enforced by the log").
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rationalizer import Effect, Reason, Verdict
+
+from .actions import Action
+from .claims import resume_after_takeover, resume_task_after_takeover
+from .held import Held
+from .holding import adopt, announce, become_fenced, lose
+from .state import MemberState, Pending, me
+
+__all__ = ["check_replay", "on_unknown", "resolve_landed", "restart", "stall_began"]
+
+log = logging.getLogger(__name__)
+
+#: What each kind of write asks the log for: any other accepted effect is a surprise.
+_EXPECTED = {
+    "heartbeat": frozenset({Effect.RENEWED, Effect.RENEWED_LATE}),
+    "reserve": frozenset({Effect.MESSAGES_CLAIMED}),
+}
+
+
+def _why(verdict: Verdict) -> str:
+    reason = verdict.reason
+    return reason.value if reason is not None else "accepted"
+
+
+def resolve_landed(st: MemberState, now: int, out: list[Action]) -> None:
+    """Answer every write that landed where the replay has reached."""
+    for token, p in list(st.pending.items()):
+        if p.offset is None:
+            continue
+        world = st.worlds[p.cp]
+        if world.applied_through < p.offset:
+            continue
+        del st.pending[token]
+        verdict = world.verdict(p.offset)
+        if verdict is None:
+            on_unknown(st, now, p, out)
+        else:
+            on_verdict(st, now, p, verdict, out)
+
+
+def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Action]) -> None:
+    """One of our writes was judged: act on what the log decided."""
+    key = (p.topic, p.partition)
+    held = st.held.get(key)
+    if not v.accepted and v.reason is Reason.FENCED:
+        become_fenced(st, out)
+        return
+    if p.kind == "announce":
+        st.announcing = None
+        return
+    if p.kind == "leave":
+        st.leaving = False
+        return
+    if p.kind == "release":
+        st.releases.answered(key)
+        if v.accepted:
+            log.info("%s released %s/%d at %d", me(st), p.topic, p.partition, p.value)
+        else:
+            log.warning("%s: release of %s/%d rejected (%s)", me(st), *key, _why(v))
+        return
+    if p.kind == "claim":
+        if v.accepted and held is None and not st.closing and not st.fenced:
+            adopt(st, p.topic, p.partition, p.sent, None, p.how, out, p.offset)
+        return
+    if p.kind == "takeover":
+        if v.accepted and held is None and not st.closing and not st.fenced:
+            _took_back(st, now, p, out)
+        return
+    if held is None or p.token not in (held.heartbeat_token, held.reserve_token):
+        return  # (written for an earlier tenure of ours of this partition)
+    if st.surprise and v.accepted and v.effect not in _EXPECTED.get(p.kind, (v.effect,)):
+        # e.g. our heartbeat took the partition over from a newer instance of our client:
+        # what we remember of it is not what the log says
+        restart(st, now, held, f"{p.kind} answered {v.effect.value}", out)
+        return
+    if p.kind == "heartbeat":
+        _heartbeat_judged(st, p, v, held, out)
+    elif p.kind == "reserve":
+        _reservation_judged(st, now, p, v, held, out)
+
+
+def _took_back(st: MemberState, now: int, p: Pending, out: list[Action]) -> None:
+    """Our restart takeover was accepted: resume where the replay says now (ARCHITECTURE,
+    "Consumer algorithms": restart recovery)."""
+    resume: int | dict[str, int]
+    if p.topic in st.tasks:
+        resume = resume_task_after_takeover(
+            st.worlds[p.cp],
+            st.options.group_id,
+            p.topic,
+            p.partition,
+            {t: o + 1 for t, o in p.positions},
+            reread=st.reread,
+        )
+    else:
+        resume = resume_after_takeover(
+            st.worlds[p.cp],
+            st.options.group_id,
+            p.topic,
+            p.partition,
+            p.value + 1,
+            reread=st.reread,
+        )
+    adopt(st, p.topic, p.partition, p.sent, resume, "took_back", out, p.offset)
+    # the instance we took it from may not know yet: its lease runs at most fence_after from
+    # a message it sent before our takeover landed
+    st.held[(p.topic, p.partition)].release_after = now + st.options.fence_after_ms
+
+
+def _heartbeat_judged(st: MemberState, p: Pending, v: Verdict, held: Held, out: list[Action]) -> None:
+    """A heartbeat is our lease: rejected, the partition is not ours; accepted, it renews
+    the lease and (AMO) confirms what it carries."""
+    held.heartbeat_token = None
+    if not v.accepted:
+        lose(st, held, f"heartbeat rejected ({_why(v)})", out)
+        return
+    held.lease.renewed(p.sent)
+    if p.value > held.confirmed_through and st.options.mode == "amo":
+        # the log's position is now at least p.value, so whatever we had buffered up to it
+        # is ours alone to hand out (every later holder resumes after it), even when the
+        # reservation in front of this heartbeat never landed
+        held.confirmed_through = p.value
+        held.claimed_through = max(held.claimed_through, p.value)
+    announce(held, out)
+
+
+def _reservation_judged(
+    st: MemberState, now: int, p: Pending, v: Verdict, held: Held, out: list[Action]
+) -> None:
+    """AMO: a reservation (ClaimingMessages) was judged; a refused one that the log shows
+    as ours already is the answer of an earlier write of it."""
+    held.reserve_token = None
+    if not v.accepted:
+        why = f"ClaimingMessages rejected ({_why(v)})"
+        if not st.surprise or v.reason is not Reason.OFFSET_REGRESSION:
+            lose(st, held, why, out)
+            return
+        if not reserved_already(st, held, p.value):
+            restart(st, now, held, why, out)  # still ours: the log's position wins
+            return
+        # the same reservation again, after a write of it whose answer we never had landed:
+        # that one was accepted (confirmed by the heartbeat behind it)
+    else:
+        held.lease.renewed(p.sent)
+    held.claimed_through = max(held.claimed_through, p.value)
+    if held.heartbeat_token is None and held.confirmed_through < held.claimed_through:
+        held.next_heartbeat = now  # the heartbeat behind it got no answer: confirm
+
+
+def on_unknown(st: MemberState, now: int, p: Pending, out: list[Action]) -> None:
+    """A write whose outcome we will not learn: retry what needs retrying."""
+    held = st.held.get((p.topic, p.partition))
+    if p.kind == "announce":
+        st.announcing = None
+        st.next_announce = now  # say it again soon: it keeps us a member
+        return
+    if p.kind == "leave":
+        st.leaving = False  # our membership lapses by itself
+        return
+    if p.kind == "release":
+        # it may have landed: look at the replay before writing it again (bounded), so a
+        # lost answer does not put a second, rejected release in the log
+        st.releases.unknown((p.topic, p.partition), now + st.options.heartbeat_ms // 2)
+        return
+    if held is None:
+        return  # a claim or takeover that landed anyway is adopted by the next pass
+    if p.kind == "heartbeat" and held.heartbeat_token == p.token:
+        held.heartbeat_token = None
+        held.next_heartbeat = now
+    elif p.kind == "reserve" and held.reserve_token == p.token:
+        held.reserve_token = None  # (if it landed, the next reservation is refused)
+
+
+def check_replay(st: MemberState, cp: int, out: list[Action]) -> None:
+    """The replay of ``cp`` moved: are we fenced, do we still hold what we think we hold?"""
+    world = st.worlds[cp]
+    mine = me(st)
+    if world.is_fenced(*mine):
+        become_fenced(st, out)
+        return
+    for held in list(st.held.values()):
+        if held.cp == cp:
+            holder = world.holder(st.options.group_id, held.topic, held.partition)
+            if holder != mine:
+                lose(st, held, f"the replay shows holder {holder}", out)
+
+
+def reserved_already(st: MemberState, held: Held, through: int) -> bool:
+    """The replay shows our claim reserved exactly through ``through``. Only its holder
+    reserves, and a tenure's reservations end above its floor and grow, so that is ours: a
+    write of the same reservation whose answer we never had."""
+    state = st.worlds[held.cp].partition_state(st.options.group_id, *held.key)
+    return state is not None and state.holder == me(st) and state.claimed_through == through
+
+
+def restart(st: MemberState, now: int, held: Held, why: str, out: list[Action]) -> None:
+    """A verdict we did not ask for: forget what we remember of the partition and, if the
+    replay says we hold it, start again from the replay's position, with a lapsed lease
+    (nothing is handed out before a heartbeat sent from here on is accepted)."""
+    log.warning("%s: %s/%d: %s; starting again from the replay", me(st), *held.key, why)
+    lose(st, held, why, out)
+    world = st.worlds[held.cp]
+    if world.holder(st.options.group_id, *held.key) != me(st):
+        return
+    if not st.closing and not st.fenced:
+        lapsed = now - st.options.fence_after_ms
+        resume = world.resume_offset(st.options.group_id, *held.key)
+        if resume is not None and not held.sources:
+            # a heartbeat of ours may still land behind what the replay shows (the one
+            # behind a refused reservation): start after it, so the position the log records
+            # never moves back (AMO: what lies between is lost, never repeated; ALO
+            # heartbeats carry only committed offsets)
+            resume = max(resume, held.beaten_through + 1)
+        adopt(st, held.topic, held.partition, lapsed, resume, "recovered", out)
+
+
+def stall_began(st: MemberState, gap: int) -> None:
+    """We did not run for ``gap`` ms, longer than our lease (SIGSTOP, a GC pause, a stalled
+    VM): what we remember may be stale. Write and hand out nothing until every coordination
+    partition's replay has reached the log end again (ARCHITECTURE, "At-most-once, enforced
+    by the log"); what it shows then is checked as after any replay."""
+    log.warning("%s did not run for %d ms: waiting for the replay before acting", me(st), gap)
+    st.stalled = set(range(len(st.worlds)))
+    st.caught_up.clear()
