@@ -20,7 +20,7 @@ instances, the pause windows) and returns the verdict; a rejected record changes
 Rule functions neither decode, look anything up nor count rejections:
 ``WorldState.apply_many`` does that (with its identity caches and its heartbeat lane) and
 dispatches here in the rules' order.
-The queries (``WorldState.freshness``, ``claimable``, ``logmarshal.core.claiming.stale_at``)
+The queries (``WorldState.freshness``, ``claimable``, ``logmarshal.core.claims.stale_at``)
 classify with the same :func:`freshness`.
 
 Verdicts are the shared instances of ``verdict.ACCEPTED`` / ``REJECTED`` wherever possible:
