@@ -130,6 +130,18 @@ def _raise_from(exc: KafkaException, topic: str = "", partition: int = -1) -> Ex
     return _map_error(exc.args[0] if exc.args else None, topic, partition)
 
 
+def produce_error(
+    error: BaseException | KafkaError, topic: str, partition: int
+) -> BaseException:
+    """What :class:`~logmarshal.producer.Producer` raises for a librdkafka error of its own
+    producer: a delivery report's KafkaError, or what ``produce()`` raised."""
+    if isinstance(error, KafkaError):
+        return _map_error(error, topic, partition)
+    if isinstance(error, KafkaException):
+        return _raise_from(error, topic, partition)
+    return error
+
+
 def _batch_transport(conf: Mapping[str, Any]) -> tuple[bool, ssl.SSLContext | None]:
     """Whether :class:`_BatchReader` can connect as librdkafka does, and its TLS context.
 
@@ -527,6 +539,20 @@ class NetworkCluster:
                 )
                 self._producers[durable] = producer
             return producer
+
+    def client_producer(self, settings: Mapping[str, Any]) -> Producer:
+        """A librdkafka producer of its own for :class:`logmarshal.Producer`, with the
+        cluster's connection settings plus ``settings`` (acks, linger, batch size,
+        partitioner). Its own, not :meth:`produce`'s: a user's flush then waits for the
+        user's records only, and their batching settings are not the coordination writes'."""
+        self._check_open()
+        return Producer(
+            {
+                **self._base,
+                "topic.metadata.propagation.max.ms": 5000,
+                **settings,
+            }
+        )
 
     def _offsets(self) -> Consumer:
         with self._lock:
