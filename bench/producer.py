@@ -7,10 +7,11 @@ Figures, not pass/fail. Each round runs, one after the other on the same machine
 * **network**: ``logmarshal broker start`` on 127.0.0.1 (a subprocess, started and stopped
   here), fed by a raw confluent-kafka Producer (``linger.ms=5``, ``acks=1``, ``poll(0)`` every
   10,000 records, BufferError answered by a short poll) and by ``logmarshal.Producer`` over
-  a ``NetworkCluster`` (its defaults: ``linger_ms=5``, acks=1);
+  a ``NetworkCluster`` (its defaults: ``linger_ms=5``, acks=1), with ``send`` (a result per
+  record) and with ``send_nowait`` (none);
 * **embedded**: ``EmbeddedCluster.produce`` of the same records in batches of 1,000 (each
   batch to the next partition, NewRecords built in the loop, as a caller would), and
-  ``logmarshal.Producer`` on the embedded cluster.
+  ``logmarshal.Producer`` on the embedded cluster (``send``, ``send_nowait``).
 
 Every record is keyed (``--keys`` distinct keys, cycling; 0 = every key new) with a
 ``--size``-byte value; the topic has ``--partitions`` partitions, a fresh one per run. The
@@ -40,6 +41,12 @@ from broker import BrokerProcess  # noqa: E402  (bench/broker.py: starts the bro
 from logmarshal import EmbeddedCluster, NewRecord, Producer  # noqa: E402
 
 SAMPLE_EVERY = 100
+NET_RAW = "network raw confluent-kafka"
+NET_SEND = "network Producer.send"
+NET_NOWAIT = "network Producer.send_nowait"
+EMB_BASE = "embedded cluster.produce (batches of 1,000)"
+EMB_SEND = "embedded Producer.send"
+EMB_NOWAIT = "embedded Producer.send_nowait"
 
 
 class Run:
@@ -101,9 +108,11 @@ def raw_confluent(bootstrap: str, topic: str, keys: list[bytes], value: bytes) -
     return _measure(len(keys), send, finish)
 
 
-def producer_run(cluster: object, topic: str, keys: list[bytes], value: bytes) -> Run:
+def producer_run(
+    cluster: object, topic: str, keys: list[bytes], value: bytes, nowait: bool = False
+) -> Run:
     producer = Producer(cluster)  # type: ignore[arg-type]
-    send_one = producer.send
+    send_one = producer.send_nowait if nowait else producer.send
 
     def send(i: int) -> None:
         send_one(topic, value, key=keys[i])
@@ -171,16 +180,13 @@ def main() -> None:
             for r in range(args.rounds):
                 print(f"round {r + 1}/{args.rounds}", flush=True)
                 if network is not None:
-                    for name, run in (
-                        ("network raw confluent-kafka", raw_confluent),
-                        ("network logmarshal.Producer", None),
-                    ):
-                        topic = f"{'raw' if run else 'lm'}-{r}"
+                    for name in (NET_RAW, NET_SEND, NET_NOWAIT):
+                        topic = f"{name.split()[-1]}-{r}"
                         network.create_topic(topic, args.partitions)
-                        if run is not None:
-                            result = run(broker.bootstrap, topic, keys, value)  # type: ignore[union-attr]
+                        if name == NET_RAW:
+                            result = raw_confluent(broker.bootstrap, topic, keys, value)  # type: ignore[union-attr]
                         else:
-                            result = producer_run(network, topic, keys, value)
+                            result = producer_run(network, topic, keys, value, name == NET_NOWAIT)
                         stored = _stored(network, topic, args.partitions)
                         if stored != n:
                             raise RuntimeError(f"{name}: {stored} of {n} records stored")
@@ -188,16 +194,14 @@ def main() -> None:
                 if embedded is not None:
                     topic = f"produce-{r}"
                     embedded.create_topic(topic, args.partitions)
-                    note(
-                        "embedded cluster.produce (batches of 1,000)",
-                        cluster_produce(embedded, topic, keys, value, args.partitions),
-                    )
-                    topic = f"lm-{r}"
-                    embedded.create_topic(topic, args.partitions)
-                    result = producer_run(embedded, topic, keys, value)
-                    if _stored(embedded, topic, args.partitions) != n:
-                        raise RuntimeError("embedded Producer: records missing")
-                    note("embedded logmarshal.Producer", result)
+                    note(EMB_BASE, cluster_produce(embedded, topic, keys, value, args.partitions))
+                    for name in (EMB_SEND, EMB_NOWAIT):
+                        topic = f"{name.split()[-1]}-{r}"
+                        embedded.create_topic(topic, args.partitions)
+                        result = producer_run(embedded, topic, keys, value, name == EMB_NOWAIT)
+                        if _stored(embedded, topic, args.partitions) != n:
+                            raise RuntimeError(f"{name}: records missing")
+                        note(name, result)
         finally:
             if network is not None:
                 network.close()
@@ -215,10 +219,12 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     pairs = [
-        ("network raw confluent-kafka", None),
-        ("network logmarshal.Producer", "network raw confluent-kafka"),
-        ("embedded cluster.produce (batches of 1,000)", None),
-        ("embedded logmarshal.Producer", "embedded cluster.produce (batches of 1,000)"),
+        (NET_RAW, None),
+        (NET_SEND, NET_RAW),
+        (NET_NOWAIT, NET_RAW),
+        (EMB_BASE, None),
+        (EMB_SEND, EMB_BASE),
+        (EMB_NOWAIT, EMB_BASE),
     ]
     for name, base in pairs:
         if name not in runs:

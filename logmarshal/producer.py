@@ -54,6 +54,10 @@ _monotonic = time.monotonic
 _time_ns = time.time_ns
 
 
+def _UNTRACKED(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+    """send()'s ``on_delivery`` when send_nowait() calls it: no Delivery is wanted."""
+
+
 @attrs.frozen
 class RecordMetadata:
     """Where a sent record was stored."""
@@ -172,6 +176,7 @@ class _Batch:
         "size",
         "timestamps",
         "topic",
+        "untracked",
         "values",
     )
 
@@ -185,6 +190,7 @@ class _Batch:
         self.headers: list[tuple[Header, ...]] | None = None
         self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
         self.size = 0
+        self.untracked = 0  # records sent by send_nowait(): nobody asks for their outcome
         self.done = threading.Event()
         self.result: ProduceResult | None = None
         self.error: BaseException | None = None
@@ -275,6 +281,8 @@ class Producer:
         # wrapper delegating attributes (a test's, the fault injector) keeps its produce()
         self._client: Any = None
         self._unpolled = 0
+        self._lost_count = 0  # send_nowait() records that failed, since the last flush
+        self._lost_error: BaseException | None = None
         self._network = getattr(type(cluster), "client_producer", None) is not None
         if self._network:
             self._client = cluster.client_producer(  # type: ignore[attr-defined]
@@ -353,7 +361,44 @@ class Producer:
                     f"the partitioner returned {target!r} for a topic of {count} partitions"
                 )
         if client is not None:
-            return self._send_to_client(topic, value, key, target, headers, timestamp, on_delivery)
+            # librdkafka's producer, inline (a call less per record)
+            if on_delivery is None:
+                delivery: Any = _ClientDelivery()
+                delivery._owner = self
+                report = delivery.__setitem__
+            elif on_delivery is _UNTRACKED:
+                delivery = None
+                report = self._untracked_report
+            else:
+                delivery = _ClientDelivery()
+                delivery._owner = self
+                report = self._reporter(delivery, on_delivery)
+            if timestamp is None:
+                # 0: librdkafka stamps the record with the time now, as our default clock would
+                timestamp = 0 if self._wall_clock else self._clock()
+            # by position: topic, value, key, partition, on_delivery, callback (its alias),
+            # timestamp, headers (keywords cost confluent-kafka a parse per record)
+            args = (
+                topic,
+                value,
+                key,
+                target,
+                report,
+                None,
+                timestamp,
+                list(headers) if headers else None,
+            )
+            try:
+                self._produce(*args)
+            except BufferError:
+                self._produce_when_room(args)
+            except Exception as exc:
+                raise self._client_error(exc, topic, target) from None
+            self._unpolled += 1
+            if self._unpolled >= _POLL_EVERY:
+                self._unpolled = 0
+                client.poll(0)
+            return delivery
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000 if self._wall_clock else self._clock()
         size = _RECORD_OVERHEAD
@@ -380,9 +425,12 @@ class Producer:
             elif batch.headers is not None:
                 batch.headers.append(())
             if on_delivery is not None:
-                if batch.callbacks is None:
-                    batch.callbacks = []
-                batch.callbacks.append((index, on_delivery))
+                if on_delivery is _UNTRACKED:
+                    batch.untracked += 1
+                else:
+                    if batch.callbacks is None:
+                        batch.callbacks = []
+                    batch.callbacks.append((index, on_delivery))
             batch.size += size
             if batch.size >= self._batch_size:
                 del self._open[(topic, target)]
@@ -391,6 +439,24 @@ class Producer:
         finally:
             self._lock.release()
         return _new_tuple(_BatchDelivery, (batch, index))
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, Any]] | None = None,
+        timestamp: int | None = None,
+    ) -> None:
+        """Queue one record whose outcome nobody will ask for (librdkafka's ``produce()``
+        without a callback). Cheaper than :meth:`send` over the network: no per-record
+        object, so no report to store and nothing for the garbage collector (see
+        docs/performance.md, "Producer"). A record that fails is not silent: the next
+        :meth:`flush` (or :meth:`close`) raises the first such error. Mistakes the caller can
+        fix raise here, as in :meth:`send`.
+        """
+        self.send(topic, value, key, partition, headers, timestamp, _UNTRACKED)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued so far and wait until the cluster has it (and, over the
@@ -402,6 +468,7 @@ class Producer:
             left = client.flush() if timeout is None else client.flush(timeout)
             if left:
                 raise TimeoutError(f"flush did not finish within {timeout} s ({left} records left)")
+            self._raise_lost()
             return
         deadline = None if timeout is None else _monotonic() + timeout
         with self._cond:
@@ -415,6 +482,7 @@ class Producer:
                     self._cond.wait(remaining)
             finally:
                 self._flushing -= 1
+        self._raise_lost()
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, then stop. Further sends raise :class:`ClosedError`."""
@@ -460,48 +528,6 @@ class Producer:
 
     # -- over the network: librdkafka ---------------------------------------------------------
 
-    def _send_to_client(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int,
-        headers: tuple[Header, ...] | None,
-        timestamp: int | None,
-        on_delivery: DeliveryCallback | None,
-    ) -> Delivery:
-        delivery = _ClientDelivery()
-        delivery._owner = self
-        report: Any = delivery.__setitem__
-        if on_delivery is not None:
-            report = self._reporter(delivery, on_delivery)
-        if timestamp is None:
-            # 0: librdkafka stamps the record with the time now, as our default clock would
-            timestamp = 0 if self._wall_clock else self._clock()
-        # positional: topic, value, key, partition, on_delivery, callback (its alias),
-        # timestamp, headers (keywords cost confluent-kafka a parse per record)
-        args = (
-            topic,
-            value,
-            key,
-            partition,
-            report,
-            None,
-            timestamp,
-            list(headers) if headers else None,
-        )
-        try:
-            self._produce(*args)
-        except BufferError:
-            self._produce_when_room(args)
-        except Exception as exc:
-            raise self._client_error(exc, topic, partition) from None
-        self._unpolled += 1
-        if self._unpolled >= _POLL_EVERY:
-            self._unpolled = 0
-            self._client.poll(0)
-        return delivery
-
     def _produce_when_room(self, args: tuple[Any, ...]) -> None:
         """librdkafka's queue is full: serve its reports until there is room (Kafka's
         producer blocks in send() the same way, up to max.block.ms)."""
@@ -518,6 +544,11 @@ class Producer:
                     ) from None
             except Exception as exc:
                 raise self._client_error(exc, args[0], args[3]) from None
+
+    def _untracked_report(self, error: Any, message: Any) -> None:
+        """The report of a send_nowait() record: only a failure matters."""
+        if error is not None:
+            self._lost(1, self._delivery_error(error, message))
 
     def _reporter(self, delivery: _ClientDelivery, callback: DeliveryCallback) -> Any:
         def report(error: Any, message: Any) -> None:
@@ -548,6 +579,21 @@ class Producer:
         from .network import produce_error
 
         return produce_error(error, message.topic(), message.partition())
+
+    def _lost(self, count: int, error: BaseException) -> None:
+        with self._lock:
+            self._lost_count += count
+            if self._lost_error is None:
+                self._lost_error = error
+
+    def _raise_lost(self) -> None:
+        """Raise (once) the first failure of send_nowait() records since the last flush."""
+        with self._lock:
+            count, error = self._lost_count, self._lost_error
+            self._lost_count, self._lost_error = 0, None
+        if error is not None:
+            log.error("%d record(s) sent with send_nowait() were not stored: %s", count, error)
+            raise error
 
     # -- any other cluster: batches for Cluster.produce ------------------------------------
 
@@ -601,6 +647,8 @@ class Producer:
         except Exception as exc:  # every record of the batch learns why it was not stored
             log.warning("produce to %s/%d failed: %s", batch.topic, batch.partition, exc)
             batch.error = exc
+            if batch.untracked:
+                self._lost(batch.untracked, exc)
         batch.done.set()
         if batch.callbacks:
             for index, callback in batch.callbacks:

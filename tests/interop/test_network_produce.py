@@ -12,9 +12,10 @@ import threading
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
 from logmarshal import NewRecord, Producer
-from logmarshal.errors import LogmarshalError
+from logmarshal.errors import LogmarshalError, NetworkError
 from logmarshal.network import NetworkCluster
 
 DEAD = 1
@@ -131,3 +132,38 @@ def test_the_producer_reports_each_records_offset(network, monkeypatch) -> None:
         futures = [producer.send("t", b"x", partition=0), producer.send("t", b"y", partition=0)]
         producer.flush()
         assert [f.result(5).offset for f in futures] == [3, 7]
+
+
+class AllTimeOut:
+    """A stand-in for confluent_kafka.Producer whose every delivery report is a failure."""
+
+    def __init__(self) -> None:
+        self._reports: list = []
+
+    def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, *rest) -> None:
+        self._reports.append((on_delivery, _Message(-1, topic, max(partition, 0))))
+
+    def poll(self, timeout: float = 0.0) -> int:
+        reports, self._reports = self._reports, []
+        for callback, message in reports:
+            callback(KafkaError(KafkaError._MSG_TIMED_OUT), message)
+        return len(reports)
+
+    def flush(self, timeout: float = -1) -> int:
+        self.poll()
+        return 0
+
+
+def test_failed_deliveries_reach_results_and_the_next_flush(network, monkeypatch) -> None:
+    network.create_topic("t", 1)
+    monkeypatch.setattr(network, "client_producer", lambda settings: AllTimeOut())
+    producer = Producer(network)
+    tracked = producer.send("t", b"a")
+    producer.send_nowait("t", b"b")
+    producer.send_nowait("t", b"c")
+    with pytest.raises(NetworkError, match="timed out"):
+        producer.flush()  # the first failure of a send_nowait() record, raised once
+    producer.flush()
+    with pytest.raises(NetworkError, match="timed out"):
+        tracked.result(0)  # a send() record's failure is its result's
+    producer.close()

@@ -20,7 +20,11 @@ def batches(draw) -> list[NewRecord]:
     keys_null = draw(st.sampled_from(["none", "all", "mixed"]))
     records = []
     for i in range(n):
-        key = draw(_payload) if keys_null == "mixed" else (None if keys_null == "all" else draw(st.binary(max_size=40)))
+        key = (
+            draw(_payload)
+            if keys_null == "mixed"
+            else (None if keys_null == "all" else draw(st.binary(max_size=40)))
+        )
         value = draw(_payload)
         ts = first if i == 0 else first + draw(st.integers(-5, 20_000))
         headers = draw(st.sampled_from([(), (), (), (("h", b"x"),)]))
@@ -37,7 +41,10 @@ def test_the_fast_encoding_is_encode_batch_or_declines(records) -> None:
 
 
 def test_the_usual_batch_takes_the_fast_path() -> None:
-    records = [NewRecord(b"v" * 100, b"key-%d" % i, timestamp=1_800_000_000_000 + i // 7) for i in range(5000)]
+    records = [
+        NewRecord(b"v" * 100, b"key-%d" % i, timestamp=1_800_000_000_000 + i // 7)
+        for i in range(5000)
+    ]
     assert encode_plain(columns_of(records)) == encode_batch(records)
     keyless = [NewRecord(b"v", timestamp=5) for _ in range(70)]
     assert encode_plain(columns_of(keyless)) == encode_batch(keyless)

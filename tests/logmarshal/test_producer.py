@@ -253,3 +253,24 @@ def test_bad_timestamps_fail_at_send(cluster) -> None:
             producer.send("t", b"v", timestamp=True)
         with pytest.raises(ValueError, match="does not fit in int64"):
             producer.send("t", b"v", timestamp=1 << 63)
+
+
+def test_send_nowait_stores_records_and_a_failure_is_raised_by_the_next_flush(cluster) -> None:
+    cluster.create_topic("t", 2)
+    with Producer(cluster) as producer:
+        for i in range(100):
+            producer.send_nowait("t", b"%d" % i, key=b"k%d" % (i % 5))
+    assert sum(cluster.latest_offset("t", p) for p in range(2)) == 100
+    counting = CountingCluster(cluster)
+    counting.fail_with = OSError("disk full")
+    producer = Producer(counting, linger_ms=10_000)
+    producer.send_nowait("t", b"lost", partition=0)
+    with pytest.raises(OSError, match="disk full"):
+        producer.flush(5)
+    producer.flush(5)  # raised once
+    counting.fail_with = None
+    with pytest.raises(TypeError, match="value must be bytes"):
+        producer.send_nowait("t", "text")
+    producer.close()
+    with pytest.raises(ClosedError):
+        producer.send_nowait("t", b"late")
