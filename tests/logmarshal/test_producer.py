@@ -194,7 +194,9 @@ def test_callbacks_and_results_agree(cluster) -> None:
     seen: list = []
     with Producer(cluster) as producer:
         results = [
-            producer.send("t", b"%d" % i, key=b"k%d" % i, on_delivery=lambda m, e: seen.append((m, e)))
+            producer.send(
+                "t", b"%d" % i, key=b"k%d" % i, on_delivery=lambda m, e: seen.append((m, e))
+            )
             for i in range(40)
         ]
     assert [e for _, e in seen] == [None] * 40
