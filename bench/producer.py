@@ -16,7 +16,8 @@ Figures, not pass/fail. Each round runs, one after the other on the same machine
 Every record is keyed (``--keys`` distinct keys, cycling; 0 = every key new) with a
 ``--size``-byte value; the topic has ``--partitions`` partitions, a fresh one per run. The
 table gives the median over rounds of msg/s (until flush returned and every record is in the
-log), the Producer's ratio to the client it stands on, the sending thread's CPU per send
+log), the median of the per-round ratios of the Producer to the client it stands on (a ratio
+within a round compares runs seconds apart), the sending thread's CPU per send
 (``time.thread_time``, so other processes on a shared machine count less) and the latency
 of one send() call, p50/p99, sampled on every 100th send. On a shared machine quote the
 ratios, which are measured in the same run.
@@ -230,7 +231,12 @@ def main() -> None:
         if name not in runs:
             continue
         rate = statistics.median(r.rate for r in runs[name])
-        ratio = "" if base is None else f"{rate / statistics.median(x.rate for x in runs[base]):.2f}"
+        ratio = ""
+        if base is not None:  # per round (the two ran seconds apart), then the median
+            ratio = statistics.median(
+                a.rate / b.rate for a, b in zip(runs[name], runs[base], strict=True)
+            )
+            ratio = f"{ratio:.2f}"
         cpu = statistics.median(r.cpu_us for r in runs[name])
         samples = [s for r in runs[name] for s in r.samples]
         print(
