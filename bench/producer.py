@@ -233,10 +233,8 @@ def main() -> None:
         rate = statistics.median(r.rate for r in runs[name])
         ratio = ""
         if base is not None:  # per round (the two ran seconds apart), then the median
-            ratio = statistics.median(
-                a.rate / b.rate for a, b in zip(runs[name], runs[base], strict=True)
-            )
-            ratio = f"{ratio:.2f}"
+            per_round = [a.rate / b.rate for a, b in zip(runs[name], runs[base], strict=True)]
+            ratio = f"{statistics.median(per_round):.2f}"
         cpu = statistics.median(r.cpu_us for r in runs[name])
         samples = [s for r in runs[name] for s in r.samples]
         print(
