@@ -141,10 +141,14 @@ class Delivery:
 
 
 class _ClientDelivery(dict, Delivery):  # type: ignore[type-arg]
-    """A record given to librdkafka. Its delivery report lands as ``{error: message}``: the
-    bound ``__setitem__`` is the report callback, a C call with no Python frame per record."""
+    """A record given to librdkafka, and its delivery report callback: calling it stores the
+    report as ``{error: message}`` through ``dict.__setitem__``, a C call with no Python
+    frame and no bound method per record (the report's cost is most of the Producer's over
+    the network: docs/performance.md, "Producer"). Each Producer makes a subclass of its own
+    whose ``_owner`` is that Producer, so that no attribute is set per record."""
 
-    __slots__ = ("_owner",)
+    __slots__ = ()
+    __call__ = dict.__setitem__
     _owner: Producer
 
     def done(self) -> bool:
@@ -159,6 +163,16 @@ class _ClientDelivery(dict, Delivery):  # type: ignore[type-arg]
         return RecordMetadata(
             message.topic(), message.partition(), message.offset(), message.timestamp()[1]
         )
+
+
+class _ReportSink(dict):  # type: ignore[type-arg]
+    """The one report callback of every send_nowait() record over the network: a call
+    stores ``{error: message}``, a C call with no Python frame. Successes overwrite each
+    other under None; a failure stays under its KafkaError (equal codes share a key) until
+    the next flush raises it."""
+
+    __slots__ = ()
+    __call__ = dict.__setitem__
 
 
 class _Batch:
@@ -295,6 +309,10 @@ class Producer:
                 }
             )
             self._produce = self._client.produce
+            self._untracked_reports = _ReportSink()
+            self._delivery_type = type(
+                "_ClientDelivery", (_ClientDelivery,), {"__slots__": (), "_owner": self}
+            )
             self._sender: threading.Thread | None = None
             return
         # any other cluster: per-partition batches, sent by a background thread
@@ -363,15 +381,13 @@ class Producer:
         if client is not None:
             # librdkafka's producer, inline (a call less per record)
             if on_delivery is None:
-                delivery: Any = _ClientDelivery()
-                delivery._owner = self
-                report = delivery.__setitem__
+                delivery: Any = self._delivery_type()
+                report = delivery
             elif on_delivery is _UNTRACKED:
                 delivery = None
-                report = self._untracked_report
+                report = self._untracked_reports
             else:
-                delivery = _ClientDelivery()
-                delivery._owner = self
+                delivery = self._delivery_type()
                 report = self._reporter(delivery, on_delivery)
             if timestamp is None:
                 # 0: librdkafka stamps the record with the time now, as our default clock would
@@ -545,11 +561,6 @@ class Producer:
             except Exception as exc:
                 raise self._client_error(exc, args[0], args[3]) from None
 
-    def _untracked_report(self, error: Any, message: Any) -> None:
-        """The report of a send_nowait() record: only a failure matters."""
-        if error is not None:
-            self._lost(1, self._delivery_error(error, message))
-
     def _reporter(self, delivery: _ClientDelivery, callback: DeliveryCallback) -> Any:
         def report(error: Any, message: Any) -> None:
             delivery[error] = message
@@ -588,11 +599,18 @@ class Producer:
 
     def _raise_lost(self) -> None:
         """Raise (once) the first failure of send_nowait() records since the last flush."""
+        if self._network:
+            sink = self._untracked_reports
+            for error in [e for e in list(sink) if e is not None]:
+                message = sink.pop(error, None)
+                if message is not None:
+                    self._lost(1, self._delivery_error(error, message))
         with self._lock:
             count, error = self._lost_count, self._lost_error
             self._lost_count, self._lost_error = 0, None
         if error is not None:
-            log.error("%d record(s) sent with send_nowait() were not stored: %s", count, error)
+            # (over the network, failures of one kind count once: see _ReportSink)
+            log.error("send_nowait() records were not stored: %s (%d counted)", error, count)
             raise error
 
     # -- any other cluster: batches for Cluster.produce ------------------------------------

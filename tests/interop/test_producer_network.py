@@ -214,3 +214,15 @@ def test_a_wrapped_network_cluster_gets_batches_through_its_produce(network) -> 
         results = [producer.send(topic, b"%d" % i) for i in range(20)]
     assert [r.result(10).offset for r in results] == list(range(20))
     assert 1 <= wrapper.calls < 20
+
+
+def test_send_nowait_records_are_stored(network) -> None:
+    topic = new_topic(network, 2)
+    with Producer(network) as producer:
+        for i in range(500):
+            producer.send_nowait(topic, b"%d" % i, key=b"k%d" % (i % 7))
+        producer.flush()  # no failure to raise
+    stored = [m for p in range(2) for m in read_all(network, topic, p)]
+    assert sorted(int(m.value) for m in stored) == list(range(500))
+    expected = Murmur2Partitioner()
+    assert all(expected(m.key, 2) == p for p in range(2) for m in read_all(network, topic, p))
