@@ -356,28 +356,25 @@ class Producer:
             headers = _headers(headers)
         if timestamp is not None:
             _check_timestamp(timestamp)
-        cached = self._partition_counts.get(topic)
-        if cached is None or _monotonic() - cached[1] > self._metadata_max_age:
-            count = self._partition_count(topic, refresh=True)
-        else:
-            count = cached[0]
         client = self._client
-        if partition is not None:
-            target = self._check_partition(topic, partition, count)
-        elif self._kafka_hash and key is not None:
+        if partition is None and key is not None and self._kafka_hash:  # the usual record
             if client is not None:
-                target = -1  # librdkafka hashes the key (murmur2, as ours)
-            else:  # the partitioner's cache, read here: a call per record saved
+                # librdkafka hashes the key (murmur2, as ours) over the partitions it knows:
+                # a count here only tells an unknown topic, raised at the first send to it
+                if topic not in self._partition_counts:
+                    self._partition_count(topic, refresh=True)
+                target = -1
+            else:
+                cached = self._partition_counts.get(topic)
+                if cached is None or _monotonic() - cached[1] > self._metadata_max_age:
+                    count = self._partition_count(topic, refresh=True)
+                else:
+                    count = cached[0]
+                # the partitioner's cache, read here: a call per record saved
                 hashed = self._hash_cache.get(key)
                 target = hashed % count if hashed is not None else self._partitioner(key, count)
-        elif self._kafka_hash:
-            target = self._partitioner(key, count)
         else:
-            target = self._partitioner(key, count)
-            if type(target) is not int or not 0 <= target < count:
-                raise ValueError(
-                    f"the partitioner returned {target!r} for a topic of {count} partitions"
-                )
+            target = self._target(topic, key, partition)
         if client is not None:
             # librdkafka's producer, inline (a call less per record)
             if on_delivery is None:
@@ -532,6 +529,19 @@ class Producer:
             self._partition_counts[topic] = (count, now)
             return count
         return cached[0]
+
+    def _target(self, topic: str, key: bytes | None, partition: Any) -> int:
+        """The partition of a record that is not a keyed one for murmur2: given, or chosen by
+        the partitioner (checked unless it is ours)."""
+        count = self._partition_count(topic)
+        if partition is not None:
+            return self._check_partition(topic, partition, count)
+        target = self._partitioner(key, count)
+        if not self._kafka_hash and (type(target) is not int or not 0 <= target < count):
+            raise ValueError(
+                f"the partitioner returned {target!r} for a topic of {count} partitions"
+            )
+        return target
 
     def _check_partition(self, topic: str, partition: Any, count: int) -> int:
         if isinstance(partition, bool) or not isinstance(partition, int):
