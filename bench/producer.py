@@ -181,7 +181,8 @@ def main() -> None:
             for r in range(args.rounds):
                 print(f"round {r + 1}/{args.rounds}", flush=True)
                 if network is not None:
-                    for name in (NET_RAW, NET_SEND, NET_NOWAIT):
+                    net_order = (NET_SEND, NET_NOWAIT)[:: 1 if r % 2 == 0 else -1]
+                    for name in (NET_RAW, *net_order):
                         topic = f"{name.split()[-1]}-{r}"
                         network.create_topic(topic, args.partitions)
                         if name == NET_RAW:
@@ -196,7 +197,8 @@ def main() -> None:
                     topic = f"produce-{r}"
                     embedded.create_topic(topic, args.partitions)
                     note(EMB_BASE, cluster_produce(embedded, topic, keys, value, args.partitions))
-                    for name in (EMB_SEND, EMB_NOWAIT):
+                    # alternate which Producer variant runs first (the data directory grows)
+                    for name in (EMB_SEND, EMB_NOWAIT)[:: 1 if r % 2 == 0 else -1]:
                         topic = f"{name.split()[-1]}-{r}"
                         embedded.create_topic(topic, args.partitions)
                         result = producer_run(embedded, topic, keys, value, name == EMB_NOWAIT)
