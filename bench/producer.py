@@ -18,7 +18,8 @@ Every record is keyed (``--keys`` distinct keys, cycling; 0 = every key new) wit
 table gives the median over rounds of msg/s (until flush returned and every record is in the
 log), the median of the per-round ratios of the Producer to the client it stands on (a ratio
 within a round compares runs seconds apart), the sending thread's CPU per send
-(``time.thread_time``, so other processes on a shared machine count less) and the latency
+(``time.thread_time``, so other processes on a shared machine count less), the whole
+process's CPU per record (librdkafka's threads, the Producer's sender) and the latency
 of one send() call, p50/p99, sampled on every 100th send. On a shared machine quote the
 ratios, which are measured in the same run.
 """
@@ -51,11 +52,15 @@ EMB_NOWAIT = "embedded Producer.send_nowait"
 
 
 class Run:
-    """One measured run: msg/s, CPU µs per send, sampled send latencies (ns)."""
+    """One measured run: msg/s, CPU µs per send (sending thread; whole process, librdkafka's
+    and the sender's threads included), sampled send latencies (ns)."""
 
-    def __init__(self, n: int, seconds: float, cpu: float, samples: list[int]) -> None:
+    def __init__(
+        self, n: int, seconds: float, cpu: float, process_cpu: float, samples: list[int]
+    ) -> None:
         self.rate = n / seconds
         self.cpu_us = cpu / n * 1e6
+        self.process_us = process_cpu / n * 1e6
         self.samples = samples
 
 
@@ -71,6 +76,7 @@ def _measure(n: int, send: Callable[[int], object], finish: Callable[[], None]) 
     samples: list[int] = []
     clock = time.perf_counter_ns
     start = time.perf_counter()
+    process0 = time.process_time()
     cpu0 = time.thread_time()
     for i in range(n):
         if i % SAMPLE_EVERY:
@@ -81,7 +87,7 @@ def _measure(n: int, send: Callable[[int], object], finish: Callable[[], None]) 
             samples.append(clock() - t0)
     cpu = time.thread_time() - cpu0
     finish()
-    return Run(n, time.perf_counter() - start, cpu, samples)
+    return Run(n, time.perf_counter() - start, cpu, time.process_time() - process0, samples)
 
 
 def raw_confluent(bootstrap: str, topic: str, keys: list[bytes], value: bytes) -> Run:
@@ -129,6 +135,7 @@ def cluster_produce(
 ) -> Run:
     n = len(keys)
     start = time.perf_counter()
+    process0 = time.process_time()
     cpu0 = time.thread_time()
     samples = []
     for b, first in enumerate(range(0, n, 1000)):
@@ -138,7 +145,7 @@ def cluster_produce(
         cluster.produce(topic, b % partitions, records)
         samples.append((time.perf_counter_ns() - t0) // len(records))
     cpu = time.thread_time() - cpu0
-    return Run(n, time.perf_counter() - start, cpu, samples)
+    return Run(n, time.perf_counter() - start, cpu, time.process_time() - process0, samples)
 
 
 def _stored(cluster: object, topic: str, partitions: int) -> int:
@@ -164,7 +171,11 @@ def main() -> None:
 
     def note(name: str, run: Run) -> None:
         runs.setdefault(name, []).append(run)
-        print(f"  {name:<44} {run.rate:>11,.0f} msg/s  {run.cpu_us:6.2f} us/send cpu", flush=True)
+        print(
+            f"  {name:<44} {run.rate:>11,.0f} msg/s  {run.cpu_us:6.2f} us/send  "
+            f"{run.process_us:6.2f} us/record process cpu",
+            flush=True,
+        )
 
     with tempfile.TemporaryDirectory() as tmp:
         broker = None
@@ -218,7 +229,10 @@ def main() -> None:
         f"{n:,} keyed records ({distinct:,} distinct keys) x {args.size} B, "
         f"{args.partitions} partitions, median of {args.rounds} round(s)"
     )
-    header = f"{'':<44} {'msg/s':>11} {'ratio':>6} {'us/send':>8} {'p50 us':>7} {'p99 us':>7}"
+    header = (
+        f"{'':<44} {'msg/s':>11} {'ratio':>6} {'us/send':>8} {'us/rec':>7} "
+        f"{'p50 us':>7} {'p99 us':>7}"
+    )
     print(header)
     print("-" * len(header))
     pairs = [
@@ -238,14 +252,16 @@ def main() -> None:
             per_round = [a.rate / b.rate for a, b in zip(runs[name], runs[base], strict=True)]
             ratio = f"{statistics.median(per_round):.2f}"
         cpu = statistics.median(r.cpu_us for r in runs[name])
+        process = statistics.median(r.process_us for r in runs[name])
         samples = [s for r in runs[name] for s in r.samples]
         print(
-            f"{name:<44} {rate:>11,.0f} {ratio:>6} {cpu:>8.2f} "
+            f"{name:<44} {rate:>11,.0f} {ratio:>6} {cpu:>8.2f} {process:>7.2f} "
             f"{_pct(samples, 0.5):>7.2f} {_pct(samples, 0.99):>7.2f}"
         )
     print(
-        "(us/send: CPU of the sending thread per record; cluster.produce's p50/p99 are per "
-        "record of a 1,000-record call)"
+        "(us/send: CPU of the sending thread per record; us/rec: CPU of the whole process per "
+        "record, until flush returned; cluster.produce's p50/p99 are per record of a "
+        "1,000-record call)"
     )
 
 
