@@ -389,22 +389,15 @@ class Producer:
             if timestamp is None:
                 # 0: librdkafka stamps the record with the time now, as our default clock would
                 timestamp = 0 if self._wall_clock else self._clock()
+            kafka_headers = list(headers) if headers else None
             # by position: topic, value, key, partition, on_delivery, callback (its alias),
             # timestamp, headers (keywords cost confluent-kafka a parse per record)
-            args = (
-                topic,
-                value,
-                key,
-                target,
-                report,
-                None,
-                timestamp,
-                list(headers) if headers else None,
-            )
             try:
-                self._produce(*args)
+                self._produce(topic, value, key, target, report, None, timestamp, kafka_headers)
             except BufferError:
-                self._produce_when_room(args)
+                self._produce_when_room(
+                    (topic, value, key, target, report, None, timestamp, kafka_headers)
+                )
             except Exception as exc:
                 raise self._client_error(exc, topic, target) from None
             self._unpolled += 1
