@@ -5,8 +5,8 @@ broker or an Apache Kafka cluster. librdkafka is used the way Kafka intends: an 
 for topics and configs, a Producer (acks=all when ``durable``) whose delivery reports give
 the offsets (and for each :class:`logmarshal.Producer` a librdkafka producer of its own,
 :meth:`NetworkCluster.client_producer`), and for reads one assign-only Consumer per
-partition being read, so that independent readers (the marshaler's replay threads, a consumer's partitions) never move
-each other's positions. No group protocol is used: positions live in ``__marshal``.
+partition being read, so that independent readers (the marshaler's replay threads, a
+consumer's partitions) never move each other's positions. No group protocol is used: positions live in ``__marshal``.
 """
 
 from __future__ import annotations
