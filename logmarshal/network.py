@@ -6,7 +6,8 @@ for topics and configs, a Producer (acks=all when ``durable``) whose delivery re
 the offsets (and for each :class:`logmarshal.Producer` a librdkafka producer of its own,
 :meth:`NetworkCluster.client_producer`), and for reads one assign-only Consumer per
 partition being read, so that independent readers (the marshaler's replay threads, a
-consumer's partitions) never move each other's positions. No group protocol is used: positions live in ``__marshal``.
+consumer's partitions) never move each other's positions. No group protocol is used:
+positions live in ``__marshal``.
 """
 
 from __future__ import annotations
