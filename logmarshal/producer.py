@@ -294,20 +294,25 @@ class Producer:
         # network: librdkafka's own producer, asked for on the cluster's type so that a
         # wrapper delegating attributes (a test's, the fault injector) keeps its produce()
         self._client: Any = None
+        self._client_hashes = False
         self._unpolled = 0
         self._lost_count = 0  # send_nowait() records that failed, since the last flush
         self._lost_error: BaseException | None = None
         self._network = getattr(type(cluster), "client_producer", None) is not None
         if self._network:
-            self._client = cluster.client_producer(  # type: ignore[attr-defined]
-                {
-                    "acks": "all" if durable else "1",
-                    "linger.ms": linger_ms,
-                    "batch.size": batch_size,
-                    "partitioner": "murmur2_random",
-                    **(client_config or {}),
-                }
-            )
+            settings = {
+                "acks": "all" if durable else "1",
+                # durable records keep their order through retries and land once, as the
+                # cluster's own durable writes (NetworkCluster._producer)
+                "enable.idempotence": durable,
+                "linger.ms": linger_ms,
+                "batch.size": batch_size,
+                "partitioner": "murmur2_random",
+                **(client_config or {}),
+            }
+            # librdkafka hashes keyed records itself unless told to use another partitioner
+            self._client_hashes = self._kafka_hash and settings["partitioner"] == "murmur2_random"
+            self._client = cluster.client_producer(settings)  # type: ignore[attr-defined]
             self._produce = self._client.produce
             self._untracked_reports = _ReportSink()
             self._delivery_type = type(
@@ -358,7 +363,7 @@ class Producer:
             _check_timestamp(timestamp)
         client = self._client
         if partition is None and key is not None and self._kafka_hash:  # the usual record
-            if client is not None:
+            if self._client_hashes:
                 # librdkafka hashes the key (murmur2, as ours) over the partitions it knows:
                 # a count here only tells an unknown topic, raised at the first send to it
                 if topic not in self._partition_counts:

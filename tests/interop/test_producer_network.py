@@ -226,3 +226,14 @@ def test_send_nowait_records_are_stored(network) -> None:
     assert sorted(int(m.value) for m in stored) == list(range(500))
     expected = Murmur2Partitioner()
     assert all(expected(m.key, 2) == p for p in range(2) for m in read_all(network, topic, p))
+
+
+def test_durable_and_a_client_partitioner_of_ones_own(network) -> None:
+    topic = new_topic(network, 3)
+    # another librdkafka partitioner: keyed records are then placed here, by murmur2 still
+    with Producer(
+        network, durable=True, client_config={"partitioner": "consistent_random"}
+    ) as producer:
+        metas = [producer.send(topic, b"v", key=b"k%d" % i).result(10) for i in range(30)]
+    expected = Murmur2Partitioner()
+    assert [m.partition for m in metas] == [expected(b"k%d" % i, 3) for i in range(30)]
