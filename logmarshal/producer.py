@@ -675,7 +675,11 @@ class Producer:
             batch.error = exc
             if batch.untracked:
                 self._lost(batch.untracked, exc)
+        # a Delivery the caller keeps holds its batch: let the payloads go (a result needs
+        # the timestamps only)
+        batch.keys, batch.values, batch.headers = [], [], None
         batch.done.set()
-        if batch.callbacks:
-            for index, callback in batch.callbacks:
+        callbacks, batch.callbacks = batch.callbacks, None
+        if callbacks:
+            for index, callback in callbacks:
                 _call_back(callback, _new_tuple(_BatchDelivery, (batch, index)))
