@@ -16,6 +16,7 @@ from storage import DataDir, NewRecord, TopicConfig, encode_batch
 from storage.datadir import TopicInfo
 from storage.records import decode_columns_from, decode_readable
 
+from .batching import columns_of, encode_plain
 from .cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
 from .errors import ClosedError
 
@@ -126,7 +127,11 @@ class EmbeddedCluster:
         if not records:
             raise ValueError("produce needs at least one record")
         log_ = self._dir.partition(topic, partition)
-        info = log_.append(encode_batch(records), flush=durable)
+        # the usual batch is encoded column-wise (logmarshal.batching), about twice as fast
+        # as encode_batch and the same bytes; encode_batch takes every other case
+        columns = columns_of(records)
+        batch = None if columns is None else encode_plain(columns)
+        info = log_.append(batch or encode_batch(list(records)), flush=durable)
         return ProduceResult(
             topic=topic,
             partition=partition,

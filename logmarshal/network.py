@@ -3,9 +3,11 @@
 The same :class:`~logmarshal.cluster.Cluster` as the embedded one, against logmarshal's own
 broker or an Apache Kafka cluster. librdkafka is used the way Kafka intends: an AdminClient
 for topics and configs, a Producer (acks=all when ``durable``) whose delivery reports give
-the offsets, and for reads one assign-only Consumer per partition being read, so that
-independent readers (the marshaler's replay threads, a consumer's partitions) never move
-each other's positions. No group protocol is used: positions live in ``__marshal``.
+the offsets (and for each :class:`logmarshal.Producer` a librdkafka producer of its own,
+:meth:`NetworkCluster.client_producer`), and for reads one assign-only Consumer per
+partition being read, so that independent readers (the marshaler's replay threads, a
+consumer's partitions) never move each other's positions. No group protocol is used:
+positions live in ``__marshal``.
 """
 
 from __future__ import annotations
@@ -128,6 +130,18 @@ def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -
 
 def _raise_from(exc: KafkaException, topic: str = "", partition: int = -1) -> Exception:
     return _map_error(exc.args[0] if exc.args else None, topic, partition)
+
+
+def produce_error(
+    error: BaseException | KafkaError, topic: str, partition: int
+) -> BaseException:
+    """What :class:`~logmarshal.producer.Producer` raises for a librdkafka error of its own
+    producer: a delivery report's KafkaError, or what ``produce()`` raised."""
+    if isinstance(error, KafkaError):
+        return _map_error(error, topic, partition)
+    if isinstance(error, KafkaException):
+        return _raise_from(error, topic, partition)
+    return error
 
 
 def _batch_transport(conf: Mapping[str, Any]) -> tuple[bool, ssl.SSLContext | None]:
@@ -527,6 +541,20 @@ class NetworkCluster:
                 )
                 self._producers[durable] = producer
             return producer
+
+    def client_producer(self, settings: Mapping[str, Any]) -> Producer:
+        """A librdkafka producer of its own for :class:`logmarshal.Producer`, with the
+        cluster's connection settings plus ``settings`` (acks, linger, batch size,
+        partitioner). Its own, not :meth:`produce`'s: a user's flush then waits for the
+        user's records only, and their batching settings are not the coordination writes'."""
+        self._check_open()
+        return Producer(
+            {
+                **self._base,
+                "topic.metadata.propagation.max.ms": 5000,
+                **settings,
+            }
+        )
 
     def _offsets(self) -> Consumer:
         with self._lock:

@@ -9,6 +9,7 @@ without reshuffling keyed streams.
 from __future__ import annotations
 
 import itertools
+import struct
 from collections.abc import Callable
 from typing import Protocol
 
@@ -36,31 +37,29 @@ def murmur2(data: bytes) -> int:
     """Kafka's 32-bit murmur2 (``org.apache.kafka.common.utils.Utils.murmur2``), unsigned.
 
     Written out because the Java client's exact variant (seed, tail handling) is what keeps
-    keys on the same partitions; mmh3 implements MurmurHash3, a different function.
+    keys on the same partitions; mmh3 implements MurmurHash3, a different function. The
+    4-byte blocks are unpacked in one call: this runs for every keyed record a producer
+    sends to the embedded cluster.
     """
     length = len(data)
-    h = (_SEED ^ length) & _MASK32
-    n_blocks = length // 4
-    for i in range(n_blocks):
-        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
-        k = (k * _M) & _MASK32
-        k ^= k >> 24
-        k = (k * _M) & _MASK32
-        h = (h * _M) & _MASK32
-        h ^= k
+    h = _SEED ^ length
+    n_blocks = length >> 2
+    if n_blocks:
+        for k in struct.unpack_from(f"<{n_blocks}I", data):
+            k = (k * _M) & _MASK32
+            k ^= k >> 24
+            h = ((h * _M) & _MASK32) ^ ((k * _M) & _MASK32)
     tail = length & 3
-    base = n_blocks * 4
-    if tail == 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h ^= data[base]
-        h = (h * _M) & _MASK32
+    if tail:
+        base = n_blocks << 2
+        if tail == 3:
+            h ^= data[base + 2] << 16
+        if tail >= 2:
+            h ^= data[base + 1] << 8
+        h = ((h ^ data[base]) * _M) & _MASK32
     h ^= h >> 13
     h = (h * _M) & _MASK32
-    h ^= h >> 15
-    return h
+    return h ^ (h >> 15)
 
 
 def _check_count(n_partitions: int) -> None:
@@ -82,17 +81,30 @@ class RoundRobinPartitioner:
 class Murmur2Partitioner:
     """Kafka's default for keyed records: ``(murmur2(key) & 0x7fffffff) % n``.
 
-    Records without a key are spread round-robin.
+    Records without a key are spread round-robin. Hashes of recent keys are remembered (up
+    to ``cache_size`` keys, then forgotten all at once): keyed streams repeat their keys
+    (users, devices, orders), and a dict lookup costs a tenth of the pure-Python hash.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cache_size: int = 65536) -> None:
         self._keyless = RoundRobinPartitioner()
+        self._cache: dict[bytes, int] = {}
+        self._cache_size = cache_size
 
     def __call__(self, key: bytes | None, n_partitions: int) -> int:
         if key is None:
             return self._keyless(key, n_partitions)
-        _check_count(n_partitions)
-        return (murmur2(key) & 0x7FFFFFFF) % n_partitions
+        if n_partitions < 1:
+            _check_count(n_partitions)
+        if type(key) is not bytes:  # bytearray, memoryview: not hashable, or not immutable
+            return (murmur2(key) & 0x7FFFFFFF) % n_partitions
+        cache = self._cache
+        h = cache.get(key)
+        if h is None:
+            h = cache[key] = murmur2(key) & 0x7FFFFFFF
+            if len(cache) > self._cache_size:
+                cache.clear()
+        return h % n_partitions
 
 
 class Mmh3Partitioner:

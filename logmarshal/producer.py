@@ -1,8 +1,21 @@
-"""Producer: batches records per partition and appends them through a :class:`Cluster`.
+"""Producer: sends records to a cluster's topics, batched, with each record's offset on demand.
 
-Like Kafka's producer, ``send`` only queues: a background sender appends a partition's records
-as one batch when ``batch_size`` bytes have accumulated or the oldest has waited
-``linger_ms``. Batching is what makes appends cheap; ``linger_ms=0`` sends at once.
+Two ways of sending, one API (ARCHITECTURE.md, "Connections"):
+
+* **Over the network** the records go straight to a librdkafka producer of the Producer's
+  own (:meth:`NetworkCluster.client_producer <logmarshal.network.NetworkCluster.client_producer>`):
+  librdkafka batches them (``linger_ms``, ``batch_size``), hashes keys with Kafka's murmur2
+  (its ``murmur2_random`` partitioner is ours for keyed records) and reports each delivery.
+  There is no second queue and no thread here: a record's report is stored by a C-level
+  ``dict.__setitem__`` (no Python frame per record), and served by librdkafka's poll, which
+  ``send`` calls now and then, and ``flush``, ``result`` and ``close`` call as they wait.
+* **Any other cluster** (the embedded one, or a wrapper such as the fault injector): records
+  are appended to a per-partition batch, kept as columns (:class:`~logmarshal.batching.
+  RecordColumns`), which a background sender hands to ``Cluster.produce`` in one call when
+  ``batch_size`` bytes have accumulated or the oldest record has waited ``linger_ms``.
+
+``send`` returns a :class:`Delivery`: ``.result()`` gives the record's
+:class:`RecordMetadata` (like a Future's), and no Future is built per record.
 """
 
 from __future__ import annotations
@@ -10,25 +23,39 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
-from storage import NewRecord
+from .batching import RecordColumns
+from .cluster import Cluster, ProduceResult
+from .errors import ClosedError, NetworkError
+from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
 
-from .cluster import Cluster
-from .errors import ClosedError
-from .partitioners import Partitioner, resolve_partitioner
-
-__all__ = ["Producer", "RecordMetadata"]
+__all__ = ["Delivery", "Producer", "RecordMetadata"]
 
 log = logging.getLogger(__name__)
 
 Serializer = Callable[[Any], bytes | None]
+DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
+Header = tuple[str, bytes | None]
+
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 _RECORD_OVERHEAD = 20  # rough per-record framing, for deciding when a batch is full
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+#: sends between two librdkafka poll(0) calls: serves delivery reports while sending
+#: without paying a poll (it releases and takes back the GIL) per record
+_POLL_EVERY = 1000
+#: how long send() waits for room when librdkafka's queue is full (Kafka's max.block.ms)
+_MAX_BLOCK = 60.0
+_monotonic = time.monotonic
+_time_ns = time.time_ns
+
+
+def _UNTRACKED(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+    """send()'s ``on_delivery`` when send_nowait() calls it: no Delivery is wanted."""
 
 
 @attrs.frozen
@@ -42,12 +69,10 @@ class RecordMetadata:
 
 
 def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return _time_ns() // 1_000_000
 
 
-def _as_bytes(obj: Any, serializer: Serializer | None, what: str) -> bytes | None:
-    if serializer is not None:
-        obj = serializer(obj)
+def _as_bytes(obj: Any, what: str) -> bytes | None:
     if obj is None or isinstance(obj, bytes):
         return obj
     if isinstance(obj, _BYTES_LIKE):
@@ -58,25 +83,164 @@ def _as_bytes(obj: Any, serializer: Serializer | None, what: str) -> bytes | Non
     )
 
 
-def _headers(headers: Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, bytes | None], ...]:
-    if headers is None:
-        return ()
+def _headers(headers: Iterable[tuple[str, Any]]) -> tuple[Header, ...]:
     out = []
     for name, value in headers:
         if not isinstance(name, str):
             raise TypeError(f"header names are str, got {type(name).__name__}")
-        out.append((name, _as_bytes(value, None, "header value")))
+        out.append((name, _as_bytes(value, "header value")))
     return tuple(out)
 
 
-@attrs.define
-class _Pending:
-    """Records queued for one partition, waiting to become a batch."""
+def _check_timestamp(timestamp: Any) -> None:
+    if type(timestamp) is not int and (
+        isinstance(timestamp, bool) or not isinstance(timestamp, int)
+    ):
+        raise TypeError(f"timestamp must be an int (epoch ms), got {type(timestamp).__name__}")
+    if not _INT64_MIN <= timestamp <= _INT64_MAX:
+        raise ValueError(f"timestamp {timestamp} does not fit in int64")
 
-    created: float
-    records: list[NewRecord] = attrs.field(factory=list)
-    futures: list[Future[RecordMetadata]] = attrs.field(factory=list)
-    size: int = 0
+
+def _call_back(callback: DeliveryCallback, delivery: Delivery) -> None:
+    """Run a user's delivery callback; an exception in it is logged, as Kafka's clients do,
+    so that it cannot stop the sender or the poll that served it."""
+    error = delivery.exception(0)
+    try:
+        callback(None if error is not None else delivery.result(0), error)
+    except Exception:
+        log.exception("a delivery callback raised")
+
+
+class Delivery:
+    """What :meth:`Producer.send` returns: the outcome of one record, once known.
+
+    Like a :class:`concurrent.futures.Future` for the calls a producer's caller makes
+    (``result``, ``exception``, ``done``), without building one per record.
+    """
+
+    __slots__ = ()
+
+    def done(self) -> bool:
+        """Whether the record's outcome is known (stored, or failed)."""
+        raise NotImplementedError
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """Wait up to ``timeout`` s for the record to be stored; its metadata, or the error
+        that stopped it. TimeoutError if its outcome is still unknown."""
+        raise NotImplementedError
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait like :meth:`result`; the error that stopped the record, or None."""
+        try:
+            self.result(timeout)
+        except TimeoutError:
+            raise
+        except BaseException as exc:
+            return exc
+        return None
+
+
+class _ClientDelivery(dict, Delivery):  # type: ignore[type-arg]
+    """A record given to librdkafka, and its delivery report callback: calling it stores the
+    report as ``{error: message}`` through ``dict.__setitem__``, a C call with no Python
+    frame and no bound method per record (the report's cost is most of the Producer's over
+    the network: docs/performance.md, "Producer"). Each Producer makes a subclass of its own
+    whose ``_owner`` is that Producer, so that no attribute is set per record."""
+
+    __slots__ = ()
+    __call__ = dict.__setitem__
+    _owner: Producer
+
+    def done(self) -> bool:
+        return bool(self)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        if not self:
+            self._owner._await_delivery(self, timeout)
+        ((error, message),) = self.items()
+        if error is not None:
+            raise self._owner._delivery_error(error, message)
+        return RecordMetadata(
+            message.topic(), message.partition(), message.offset(), message.timestamp()[1]
+        )
+
+
+class _ReportSink(dict):  # type: ignore[type-arg]
+    """The one report callback of every send_nowait() record over the network: a call
+    stores ``{error: message}``, a C call with no Python frame. Successes overwrite each
+    other under None; a failure stays under its KafkaError (equal codes share a key) until
+    the next flush raises it."""
+
+    __slots__ = ()
+    __call__ = dict.__setitem__
+
+
+class _Batch:
+    """One partition's records on their way to a single ``Cluster.produce`` call."""
+
+    __slots__ = (
+        "callbacks",
+        "created",
+        "done",
+        "error",
+        "headers",
+        "keys",
+        "partition",
+        "result",
+        "size",
+        "timestamps",
+        "topic",
+        "untracked",
+        "values",
+    )
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.created = _monotonic()
+        self.timestamps: list[int] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.headers: list[tuple[Header, ...]] | None = None
+        self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
+        self.size = 0
+        self.untracked = 0  # records sent by send_nowait(): nobody asks for their outcome
+        self.done = threading.Event()
+        self.result: ProduceResult | None = None
+        self.error: BaseException | None = None
+
+    def add_headers(self, index: int, headers: tuple[Header, ...]) -> None:
+        if self.headers is None:
+            self.headers = [()] * index
+        self.headers.append(headers)
+
+
+class _BatchDelivery(tuple, Delivery):  # type: ignore[type-arg]
+    """A record in a batch for ``Cluster.produce``: ``(batch, index in the batch)``. A tuple,
+    built by ``tuple.__new__`` in send(): no ``__init__`` frame per record."""
+
+    __slots__ = ()
+
+    def done(self) -> bool:
+        return self[0].done.is_set()
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        batch: _Batch = self[0]
+        if not batch.done.wait(timeout):
+            raise TimeoutError(f"the record was not stored within {timeout} s")
+        if batch.error is not None:
+            raise batch.error
+        result = batch.result
+        assert result is not None
+        i = self[1]
+        offset = result.record_offsets[i] if result.record_offsets else result.base_offset + i
+        lat = result.log_append_time
+        return RecordMetadata(
+            batch.topic, batch.partition, offset, lat if lat >= 0 else batch.timestamps[i]
+        )
+
+
+_new_tuple = tuple.__new__
 
 
 class Producer:
@@ -84,8 +248,11 @@ class Producer:
 
     ``partitioner`` is ``"murmur2"`` (Kafka's default for keys, round-robin without),
     ``"mmh3"``, ``"round_robin"`` or a callable ``(key, n_partitions) -> int``. ``durable``
-    asks the cluster to have each batch on disk before the futures resolve. ``clock`` gives
-    record timestamps in epoch milliseconds when ``send`` is not given one.
+    asks the cluster to have each batch on disk before it is acknowledged (acks=all over the
+    network). ``clock`` gives record timestamps in epoch milliseconds when ``send`` is not
+    given one. ``batch_size`` (bytes) and ``linger_ms`` bound a batch as Kafka's producer
+    settings of those names do. ``client_config`` adds librdkafka settings to the network
+    producer (ignored by other clusters).
     """
 
     def __init__(
@@ -95,11 +262,12 @@ class Producer:
         partitioner: str | Partitioner = "murmur2",
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
-        batch_size: int = 16384,
+        batch_size: int = 1_000_000,
         linger_ms: float = 5.0,
         durable: bool = False,
         metadata_max_age_ms: float = 5000.0,
         clock: Callable[[], int] = wall_clock_ms,
+        client_config: Mapping[str, Any] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1 byte, got {batch_size}")
@@ -107,6 +275,10 @@ class Producer:
             raise ValueError(f"linger_ms cannot be negative, got {linger_ms}")
         self._cluster = cluster
         self._partitioner = resolve_partitioner(partitioner)
+        # Kafka's murmur2 on a key: librdkafka's murmur2_random hashes the same way, and the
+        # partition it picks is trusted without a check (it is always in range)
+        self._kafka_hash = type(self._partitioner) is Murmur2Partitioner
+        self._hash_cache: dict[bytes, int] = getattr(self._partitioner, "_cache", {})
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._batch_size = batch_size
@@ -114,12 +286,45 @@ class Producer:
         self._durable = durable
         self._metadata_max_age = metadata_max_age_ms / 1000.0
         self._clock = clock
+        self._wall_clock = clock is wall_clock_ms
         self._partition_counts: dict[str, tuple[int, float]] = {}
-        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._closed = False
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        # network: librdkafka's own producer, asked for on the cluster's type so that a
+        # wrapper delegating attributes (a test's, the fault injector) keeps its produce()
+        self._client: Any = None
+        self._client_hashes = False
+        self._unpolled = 0
+        self._lost_count = 0  # send_nowait() records that failed, since the last flush
+        self._lost_error: BaseException | None = None
+        self._network = getattr(type(cluster), "client_producer", None) is not None
+        if self._network:
+            settings = {
+                "acks": "all" if durable else "1",
+                # durable records keep their order through retries and land once, as the
+                # cluster's own durable writes (NetworkCluster._producer)
+                "enable.idempotence": durable,
+                "linger.ms": linger_ms,
+                "batch.size": batch_size,
+                "partitioner": "murmur2_random",
+                **(client_config or {}),
+            }
+            # librdkafka hashes keyed records itself unless told to use another partitioner
+            self._client_hashes = self._kafka_hash and settings["partitioner"] == "murmur2_random"
+            self._client = cluster.client_producer(settings)  # type: ignore[attr-defined]
+            self._produce = self._client.produce
+            self._untracked_reports = _ReportSink()
+            self._delivery_type = type(
+                "_ClientDelivery", (_ClientDelivery,), {"__slots__": (), "_owner": self}
+            )
+            self._sender: threading.Thread | None = None
+            return
+        # any other cluster: per-partition batches, sent by a background thread
+        self._open: dict[tuple[str, int], _Batch] = {}
+        self._ready: list[_Batch] = []
         self._in_flight = 0
         self._flushing = 0
-        self._closed = False
-        self._cond = threading.Condition()
         self._sender = threading.Thread(target=self._run, name="logmarshal-producer", daemon=True)
         self._sender.start()
 
@@ -133,68 +338,178 @@ class Producer:
         partition: int | None = None,
         headers: Iterable[tuple[str, Any]] | None = None,
         timestamp: int | None = None,
-    ) -> Future[RecordMetadata]:
-        """Queue one record; the future resolves to its :class:`RecordMetadata`.
+        on_delivery: DeliveryCallback | None = None,
+    ) -> Delivery:
+        """Queue one record; ``.result()`` of what it returns is its :class:`RecordMetadata`.
 
-        Mistakes the caller can fix (unknown topic, bad partition, wrong types) raise here
-        rather than through the future.
+        ``on_delivery(metadata, error)`` is called once the outcome is known: from the
+        sender thread, or over the network from librdkafka's poll (in a later ``send``,
+        ``flush``, ``result`` or ``close``). Mistakes the caller can fix (unknown topic, bad
+        partition, wrong types, a closed producer) raise here rather than in the result.
         """
-        key_bytes = _as_bytes(key, self._key_serializer, "key")
-        value_bytes = _as_bytes(value, self._value_serializer, "value")
-        record = NewRecord(
-            value=value_bytes,
-            key=key_bytes,
-            headers=_headers(headers),
-            timestamp=self._clock() if timestamp is None else timestamp,
-        )
-        target = self._choose_partition(topic, key_bytes, partition)
-        size = (
-            len(value_bytes or b"")
-            + len(key_bytes or b"")
-            + sum(len(k) + len(v or b"") for k, v in record.headers)
-            + _RECORD_OVERHEAD
-        )
-        future: Future[RecordMetadata] = Future()
-        with self._cond:
+        if self._closed:
+            raise ClosedError("send() after the producer was closed")
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        if type(value) is not bytes and value is not None:
+            value = _as_bytes(value, "value")
+        if type(key) is not bytes and key is not None:
+            key = _as_bytes(key, "key")
+        if headers is not None:
+            headers = _headers(headers)
+        if timestamp is not None:
+            _check_timestamp(timestamp)
+        client = self._client
+        if partition is None and key is not None and self._kafka_hash:  # the usual record
+            if self._client_hashes:
+                # librdkafka hashes the key (murmur2, as ours) over the partitions it knows:
+                # a count here only tells an unknown topic, raised at the first send to it
+                if topic not in self._partition_counts:
+                    self._partition_count(topic, refresh=True)
+                target = -1
+            else:
+                cached = self._partition_counts.get(topic)
+                if cached is None or _monotonic() - cached[1] > self._metadata_max_age:
+                    count = self._partition_count(topic, refresh=True)
+                else:
+                    count = cached[0]
+                # the partitioner's cache, read here: a call per record saved
+                hashed = self._hash_cache.get(key)
+                target = hashed % count if hashed is not None else self._partitioner(key, count)
+        else:
+            target = self._target(topic, key, partition)
+        if client is not None:
+            # librdkafka's producer, inline (a call less per record)
+            if on_delivery is None:
+                delivery: Any = self._delivery_type()
+                report = delivery
+            elif on_delivery is _UNTRACKED:
+                delivery = None
+                report = self._untracked_reports
+            else:
+                delivery = self._delivery_type()
+                report = self._reporter(delivery, on_delivery)
+            if timestamp is None:
+                # 0: librdkafka stamps the record with the time now, as our default clock would
+                timestamp = 0 if self._wall_clock else self._clock()
+            kafka_headers = list(headers) if headers else None
+            # by position: topic, value, key, partition, on_delivery, callback (its alias),
+            # timestamp, headers (keywords cost confluent-kafka a parse per record)
+            try:
+                self._produce(topic, value, key, target, report, None, timestamp, kafka_headers)
+            except BufferError:
+                self._produce_when_room(
+                    (topic, value, key, target, report, None, timestamp, kafka_headers)
+                )
+            except Exception as exc:
+                raise self._client_error(exc, topic, target) from None
+            self._unpolled += 1
+            if self._unpolled >= _POLL_EVERY:
+                self._unpolled = 0
+                client.poll(0)
+            return delivery
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000 if self._wall_clock else self._clock()
+        size = _RECORD_OVERHEAD
+        if value is not None:
+            size += len(value)
+        if key is not None:
+            size += len(key)
+        if headers:
+            size += sum(len(k) + len(v or b"") for k, v in headers)
+        # acquire/release, not `with`: half the cost, and this runs for every record
+        self._lock.acquire()
+        try:
             if self._closed:
                 raise ClosedError("send() after the producer was closed")
-            pending = self._pending.get((topic, target))
-            new_batch = pending is None
-            if pending is None:
-                pending = self._pending[(topic, target)] = _Pending(created=time.monotonic())
-            pending.records.append(record)
-            pending.futures.append(future)
-            pending.size += size
-            # a new batch sets a linger deadline the sender must learn of; a full one is ready
-            if new_batch or pending.size >= self._batch_size:
+            batch = self._open.get((topic, target))
+            if batch is None or (batch.size and batch.size + size > self._batch_size):
+                batch = self._new_batch(topic, target, batch)
+            index = len(batch.values)
+            batch.timestamps.append(timestamp)
+            batch.keys.append(key)
+            batch.values.append(value)
+            if headers:
+                batch.add_headers(index, headers)
+            elif batch.headers is not None:
+                batch.headers.append(())
+            if on_delivery is not None:
+                if on_delivery is _UNTRACKED:
+                    batch.untracked += 1
+                else:
+                    if batch.callbacks is None:
+                        batch.callbacks = []
+                    batch.callbacks.append((index, on_delivery))
+            batch.size += size
+            if batch.size >= self._batch_size:
+                del self._open[(topic, target)]
+                self._ready.append(batch)
                 self._cond.notify_all()
-        return future
+        finally:
+            self._lock.release()
+        return _new_tuple(_BatchDelivery, (batch, index))
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, Any]] | None = None,
+        timestamp: int | None = None,
+    ) -> None:
+        """Queue one record whose outcome nobody will ask for (librdkafka's ``produce()``
+        without a callback). Cheaper than :meth:`send` over the network: no per-record
+        object, so no report to store and nothing for the garbage collector (see
+        docs/performance.md, "Producer"). A record that fails is not silent: the next
+        :meth:`flush` (or :meth:`close`) raises the first such error. Mistakes the caller can
+        fix raise here, as in :meth:`send`.
+        """
+        self.send(topic, value, key, partition, headers, timestamp, _UNTRACKED)
 
     def flush(self, timeout: float | None = None) -> None:
-        """Send everything queued so far and wait until the cluster has it."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """Send everything queued so far and wait until the cluster has it (and, over the
+        network, until every delivery report was served)."""
+        if self._network:
+            client = self._client
+            if client is None:  # closed: everything was flushed then
+                return
+            left = client.flush() if timeout is None else client.flush(timeout)
+            if left:
+                raise TimeoutError(f"flush did not finish within {timeout} s ({left} records left)")
+            self._raise_lost()
+            return
+        deadline = None if timeout is None else _monotonic() + timeout
         with self._cond:
             self._flushing += 1
             self._cond.notify_all()
             try:
-                while self._pending or self._in_flight:
-                    remaining = None if deadline is None else deadline - time.monotonic()
+                while self._open or self._ready or self._in_flight:
+                    remaining = None if deadline is None else deadline - _monotonic()
                     if remaining is not None and remaining <= 0:
                         raise TimeoutError(f"flush did not finish within {timeout} s")
                     self._cond.wait(remaining)
             finally:
                 self._flushing -= 1
+        self._raise_lost()
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, then stop the sender. Further sends raise :class:`ClosedError`."""
-        with self._cond:
+        """Flush, then stop. Further sends raise :class:`ClosedError`."""
+        with self._lock:
             if self._closed:
                 return
         self.flush(timeout)
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._sender.join(timeout)
+        if self._sender is not None:
+            self._sender.join(timeout)
+        if self._client is not None:
+            # every record is delivered: letting go of librdkafka's handle stops its threads
+            # (a Delivery kept by the caller holds this Producer, not the handle)
+            self._client = self._produce = None
 
     def __enter__(self) -> Producer:
         return self
@@ -202,26 +517,31 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- internals --------------------------------------------------------------------------
+    # -- both paths -------------------------------------------------------------------------
 
     def _partition_count(self, topic: str, refresh: bool = False) -> int:
         cached = self._partition_counts.get(topic)
-        now = time.monotonic()
+        now = _monotonic()
         if refresh or cached is None or now - cached[1] > self._metadata_max_age:
             count = self._cluster.partitions(topic)
             self._partition_counts[topic] = (count, now)
             return count
         return cached[0]
 
-    def _choose_partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
+    def _target(self, topic: str, key: bytes | None, partition: Any) -> int:
+        """The partition of a record that is not a keyed one for murmur2: given, or chosen by
+        the partitioner (checked unless it is ours)."""
         count = self._partition_count(topic)
-        if partition is None:
-            chosen = self._partitioner(key, count)
-            if not isinstance(chosen, int) or not 0 <= chosen < count:
-                raise ValueError(
-                    f"the partitioner returned {chosen!r} for a topic of {count} partitions"
-                )
-            return chosen
+        if partition is not None:
+            return self._check_partition(topic, partition, count)
+        target = self._partitioner(key, count)
+        if not self._kafka_hash and (type(target) is not int or not 0 <= target < count):
+            raise ValueError(
+                f"the partitioner returned {target!r} for a topic of {count} partitions"
+            )
+        return target
+
+    def _check_partition(self, topic: str, partition: Any, count: int) -> int:
         if isinstance(partition, bool) or not isinstance(partition, int):
             raise TypeError(f"partition must be an int, got {type(partition).__name__}")
         if partition >= count:  # the topic may have grown since we looked
@@ -230,54 +550,136 @@ class Producer:
             raise ValueError(f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
         return partition
 
-    def _ready(self, now: float) -> list[tuple[tuple[str, int], _Pending]]:
+    # -- over the network: librdkafka ---------------------------------------------------------
+
+    def _produce_when_room(self, args: tuple[Any, ...]) -> None:
+        """librdkafka's queue is full: serve its reports until there is room (Kafka's
+        producer blocks in send() the same way, up to max.block.ms)."""
+        deadline = _monotonic() + _MAX_BLOCK
+        while True:
+            self._client.poll(0.05)
+            try:
+                self._produce(*args)
+                return
+            except BufferError:
+                if _monotonic() > deadline:
+                    raise NetworkError(
+                        f"produce to {args[0]}: the client's queue stayed full for {_MAX_BLOCK} s"
+                    ) from None
+            except Exception as exc:
+                raise self._client_error(exc, args[0], args[3]) from None
+
+    def _reporter(self, delivery: _ClientDelivery, callback: DeliveryCallback) -> Any:
+        def report(error: Any, message: Any) -> None:
+            delivery[error] = message
+            _call_back(callback, delivery)
+
+        return report
+
+    def _await_delivery(self, delivery: _ClientDelivery, timeout: float | None) -> None:
+        """Serve librdkafka's reports until ``delivery``'s has come (another thread's poll
+        may serve it: hence short polls)."""
+        deadline = None if timeout is None else _monotonic() + timeout
+        while not delivery:
+            client = self._client
+            if client is None:  # closed after a flush that timed out: no report will come
+                raise TimeoutError("the producer was closed before the record was delivered")
+            remaining = 0.05 if deadline is None else min(0.05, deadline - _monotonic())
+            if remaining <= 0:
+                raise TimeoutError(f"the record was not delivered within {timeout} s")
+            client.poll(remaining)
+
+    def _client_error(self, exc: BaseException, topic: str, partition: int) -> BaseException:
+        from .network import produce_error  # loaded already: the cluster is a NetworkCluster
+
+        return produce_error(exc, topic, partition)
+
+    def _delivery_error(self, error: Any, message: Any) -> BaseException:
+        from .network import produce_error
+
+        return produce_error(error, message.topic(), message.partition())
+
+    def _lost(self, count: int, error: BaseException) -> None:
+        with self._lock:
+            self._lost_count += count
+            if self._lost_error is None:
+                self._lost_error = error
+
+    def _raise_lost(self) -> None:
+        """Raise (once) the first failure of send_nowait() records since the last flush."""
+        if self._network:
+            sink = self._untracked_reports
+            for error in [e for e in list(sink) if e is not None]:
+                message = sink.pop(error, None)
+                if message is not None:
+                    self._lost(1, self._delivery_error(error, message))
+        with self._lock:
+            count, error = self._lost_count, self._lost_error
+            self._lost_count, self._lost_error = 0, None
+        if error is not None:
+            # (over the network, failures of one kind count once: see _ReportSink)
+            log.error("send_nowait() records were not stored: %s (%d counted)", error, count)
+            raise error
+
+    # -- any other cluster: batches for Cluster.produce ------------------------------------
+
+    def _new_batch(self, topic: str, partition: int, full: _Batch | None) -> _Batch:
+        """Under the lock: a new open batch, the previous one (if any) ready to send."""
+        if full is not None:
+            self._ready.append(full)
+        batch = self._open[(topic, partition)] = _Batch(topic, partition)
+        self._cond.notify_all()  # the sender learns of a new linger deadline
+        return batch
+
+    def _take_ready(self, now: float) -> list[_Batch]:
+        ready, self._ready = self._ready, []
         if self._flushing or self._closed:
-            ready = list(self._pending.items())
+            lingered = list(self._open)
         else:
-            ready = [
-                (tp, p)
-                for tp, p in self._pending.items()
-                if p.size >= self._batch_size or now - p.created >= self._linger
-            ]
-        for tp, _ in ready:
-            del self._pending[tp]
+            lingered = [tp for tp, b in self._open.items() if now - b.created >= self._linger]
+        for tp in lingered:
+            ready.append(self._open.pop(tp))
         return ready
 
     def _next_wakeup(self, now: float) -> float | None:
-        if not self._pending:
+        if not self._open:
             return None
-        oldest = min(p.created for p in self._pending.values())
+        oldest = min(b.created for b in self._open.values())
         return max(0.0, oldest + self._linger - now)
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 while True:
-                    ready = self._ready(time.monotonic())
+                    ready = self._take_ready(_monotonic())
                     if ready:
                         self._in_flight += len(ready)
                         break
                     if self._closed:
                         return
-                    self._cond.wait(self._next_wakeup(time.monotonic()))
-            for (topic, partition), pending in ready:
-                self._send_batch(topic, partition, pending)
+                    self._cond.wait(self._next_wakeup(_monotonic()))
+            for batch in ready:
+                self._send_batch(batch)
                 with self._cond:
                     self._in_flight -= 1
                     self._cond.notify_all()
 
-    def _send_batch(self, topic: str, partition: int, pending: _Pending) -> None:
+    def _send_batch(self, batch: _Batch) -> None:
+        records = RecordColumns(batch.timestamps, batch.keys, batch.values, batch.headers)
         try:
-            result = self._cluster.produce(
-                topic, partition, pending.records, durable=self._durable
+            batch.result = self._cluster.produce(
+                batch.topic, batch.partition, records, durable=self._durable
             )
-        except Exception as exc:  # every waiting future learns why its record was not stored
-            log.warning("produce to %s/%d failed: %s", topic, partition, exc)
-            for future in pending.futures:
-                future.set_exception(exc)
-            return
-        for offset, record, future in zip(
-            result.offsets, pending.records, pending.futures, strict=True
-        ):
-            timestamp = result.log_append_time if result.log_append_time >= 0 else record.timestamp
-            future.set_result(RecordMetadata(topic, partition, offset, timestamp))
+        except Exception as exc:  # every record of the batch learns why it was not stored
+            log.warning("produce to %s/%d failed: %s", batch.topic, batch.partition, exc)
+            batch.error = exc
+            if batch.untracked:
+                self._lost(batch.untracked, exc)
+        # a Delivery the caller keeps holds its batch: let the payloads go (a result needs
+        # the timestamps only)
+        batch.keys, batch.values, batch.headers = [], [], None
+        batch.done.set()
+        callbacks, batch.callbacks = batch.callbacks, None
+        if callbacks:
+            for index, callback in callbacks:
+                _call_back(callback, _new_tuple(_BatchDelivery, (batch, index)))

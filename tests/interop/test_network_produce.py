@@ -12,17 +12,26 @@ import threading
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
 from logmarshal import NewRecord, Producer
-from logmarshal.errors import LogmarshalError
+from logmarshal.errors import LogmarshalError, NetworkError
 from logmarshal.network import NetworkCluster
 
 DEAD = 1
 
 
 class _Message:
-    def __init__(self, offset: int) -> None:
+    def __init__(self, offset: int, topic: str = "t", partition: int = 0) -> None:
         self._offset = offset
+        self._topic = topic
+        self._partition = partition
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
 
     def offset(self) -> int:
         return self._offset
@@ -41,8 +50,16 @@ class OneDeadLeader:
         self._next = 0
 
     def produce(
-        self, topic, value=None, key=None, partition=0, timestamp=0, headers=None, on_delivery=None
-    ) -> None:
+        self,
+        topic,
+        value=None,
+        key=None,
+        partition=0,
+        on_delivery=None,
+        callback=None,
+        timestamp=0,
+        headers=None,
+    ) -> None:  # confluent-kafka's order: logmarshal.Producer passes its arguments by position
         with self._lock:
             self._pending.append((partition, on_delivery))
 
@@ -108,10 +125,45 @@ def test_records_of_one_call_keep_their_own_offsets(network, monkeypatch) -> Non
     assert (result.base_offset, result.last_offset, result.offsets) == (5, 9, (5, 6, 9))
 
 
-def test_the_batching_producer_reports_each_records_offset(network, monkeypatch) -> None:
+def test_the_producer_reports_each_records_offset(network, monkeypatch) -> None:
     network.create_topic("t", 1)  # the Producer asks the cluster for the topic's partitions
-    monkeypatch.setattr(network, "_producer", lambda durable: OneDeadLeader([3, 7]))
+    monkeypatch.setattr(network, "client_producer", lambda settings: OneDeadLeader([3, 7]))
     with Producer(network, linger_ms=10_000) as producer:
         futures = [producer.send("t", b"x", partition=0), producer.send("t", b"y", partition=0)]
         producer.flush()
         assert [f.result(5).offset for f in futures] == [3, 7]
+
+
+class AllTimeOut:
+    """A stand-in for confluent_kafka.Producer whose every delivery report is a failure."""
+
+    def __init__(self) -> None:
+        self._reports: list = []
+
+    def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, *rest) -> None:
+        self._reports.append((on_delivery, _Message(-1, topic, max(partition, 0))))
+
+    def poll(self, timeout: float = 0.0) -> int:
+        reports, self._reports = self._reports, []
+        for callback, message in reports:
+            callback(KafkaError(KafkaError._MSG_TIMED_OUT), message)
+        return len(reports)
+
+    def flush(self, timeout: float = -1) -> int:
+        self.poll()
+        return 0
+
+
+def test_failed_deliveries_reach_results_and_the_next_flush(network, monkeypatch) -> None:
+    network.create_topic("t", 1)
+    monkeypatch.setattr(network, "client_producer", lambda settings: AllTimeOut())
+    producer = Producer(network)
+    tracked = producer.send("t", b"a")
+    producer.send_nowait("t", b"b")
+    producer.send_nowait("t", b"c")
+    with pytest.raises(NetworkError, match="timed out"):
+        producer.flush()  # the first failure of a send_nowait() record, raised once
+    producer.flush()
+    with pytest.raises(NetworkError, match="timed out"):
+        tracked.result(0)  # a send() record's failure is its result's
+    producer.close()

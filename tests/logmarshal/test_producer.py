@@ -187,3 +187,92 @@ def test_concurrent_senders_lose_nothing(cluster) -> None:
     assert all(f.exception() is None for f in results)
     values = [m.value for p in range(3) for m in read_all(cluster, "t", p)]
     assert sorted(values) == sorted(f"{w}-{i}".encode() for w in range(4) for i in range(300))
+
+
+def test_callbacks_and_results_agree(cluster) -> None:
+    cluster.create_topic("t", 2)
+    seen: list = []
+    with Producer(cluster) as producer:
+        results = [
+            producer.send(
+                "t", b"%d" % i, key=b"k%d" % i, on_delivery=lambda m, e: seen.append((m, e))
+            )
+            for i in range(40)
+        ]
+    assert [e for _, e in seen] == [None] * 40
+    assert sorted((m.partition, m.offset) for m, _ in seen) == sorted(
+        (r.result(0).partition, r.result(0).offset) for r in results
+    )
+    assert all(r.done() and r.exception(0) is None for r in results)
+
+
+def test_a_failed_append_reaches_the_callbacks_and_a_raising_callback_is_logged(
+    cluster, caplog
+) -> None:
+    cluster.create_topic("t", 1)
+    counting = CountingCluster(cluster)
+    counting.fail_with = OSError("disk full")
+    errors: list = []
+
+    def broken(meta, error):
+        errors.append(error)
+        raise RuntimeError("user bug")
+
+    with Producer(counting, linger_ms=10_000) as producer:
+        delivery = producer.send("t", b"x", on_delivery=broken)
+        producer.flush(5)
+    assert isinstance(errors[0], OSError)
+    assert isinstance(delivery.exception(0), OSError)
+    assert "a delivery callback raised" in caplog.text
+
+
+def test_a_batch_never_outgrows_batch_size(cluster) -> None:
+    cluster.create_topic("t", 1)
+    counting = CountingCluster(cluster)
+    with Producer(counting, batch_size=1000, linger_ms=10_000) as producer:
+        for _ in range(30):
+            producer.send("t", b"x" * 280)  # 300 B with the framing estimate: 3 a batch
+    assert {n for _, _, n in counting.batches} == {3}
+
+
+def test_records_with_and_without_headers_share_a_batch(cluster) -> None:
+    cluster.create_topic("t", 1)
+    counting = CountingCluster(cluster)
+    with Producer(counting, linger_ms=10_000) as producer:
+        producer.send("t", b"a")
+        producer.send("t", b"b", headers=[("h", b"1")])
+        producer.send("t", b"c")
+    assert len(counting.batches) == 1
+    assert [m.headers for m in read_all(cluster, "t", 0)] == [(), (("h", b"1"),), ()]
+
+
+def test_bad_timestamps_fail_at_send(cluster) -> None:
+    cluster.create_topic("t", 1)
+    with Producer(cluster) as producer:
+        with pytest.raises(TypeError, match="timestamp must be an int"):
+            producer.send("t", b"v", timestamp=1.5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="timestamp must be an int"):
+            producer.send("t", b"v", timestamp=True)
+        with pytest.raises(ValueError, match="does not fit in int64"):
+            producer.send("t", b"v", timestamp=1 << 63)
+
+
+def test_send_nowait_stores_records_and_a_failure_is_raised_by_the_next_flush(cluster) -> None:
+    cluster.create_topic("t", 2)
+    with Producer(cluster) as producer:
+        for i in range(100):
+            producer.send_nowait("t", b"%d" % i, key=b"k%d" % (i % 5))
+    assert sum(cluster.latest_offset("t", p) for p in range(2)) == 100
+    counting = CountingCluster(cluster)
+    counting.fail_with = OSError("disk full")
+    producer = Producer(counting, linger_ms=10_000)
+    producer.send_nowait("t", b"lost", partition=0)
+    with pytest.raises(OSError, match="disk full"):
+        producer.flush(5)
+    producer.flush(5)  # raised once
+    counting.fail_with = None
+    with pytest.raises(TypeError, match="value must be bytes"):
+        producer.send_nowait("t", "text")
+    producer.close()
+    with pytest.raises(ClosedError):
+        producer.send_nowait("t", b"late")

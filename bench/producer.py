@@ -1,0 +1,269 @@
+"""Producer throughput: logmarshal.Producer against the client it stands on, in the same run.
+
+    python bench/producer.py [--records N] [--size B] [--keys K] [--rounds R]
+
+Figures, not pass/fail. Each round runs, one after the other on the same machine:
+
+* **network**: ``logmarshal broker start`` on 127.0.0.1 (a subprocess, started and stopped
+  here), fed by a raw confluent-kafka Producer (``linger.ms=5``, ``acks=1``, ``poll(0)`` every
+  10,000 records, BufferError answered by a short poll) and by ``logmarshal.Producer`` over
+  a ``NetworkCluster`` (its defaults: ``linger_ms=5``, acks=1), with ``send`` (a result per
+  record) and with ``send_nowait`` (none);
+* **embedded**: ``EmbeddedCluster.produce`` of the same records in batches of 1,000 (each
+  batch to the next partition, NewRecords built in the loop, as a caller would), and
+  ``logmarshal.Producer`` on the embedded cluster (``send``, ``send_nowait``).
+
+Every record is keyed (``--keys`` distinct keys, cycling; 0 = every key new) with a
+``--size``-byte value; the topic has ``--partitions`` partitions, a fresh one per run. The
+table gives the median over rounds of msg/s (until flush returned and every record is in the
+log), the median of the per-round ratios of the Producer to the client it stands on (a ratio
+within a round compares runs seconds apart), the sending thread's CPU per send
+(``time.thread_time``, so other processes on a shared machine count less), the whole
+process's CPU per record (librdkafka's threads, the Producer's sender) and the latency
+of one send() call, p50/p99, sampled on every 100th send. On a shared machine quote the
+ratios, which are measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from broker import BrokerProcess  # noqa: E402  (bench/broker.py: starts the broker process)
+
+from logmarshal import EmbeddedCluster, NewRecord, Producer  # noqa: E402
+
+SAMPLE_EVERY = 100
+NET_RAW = "network raw confluent-kafka"
+NET_SEND = "network Producer.send"
+NET_NOWAIT = "network Producer.send_nowait"
+EMB_BASE = "embedded cluster.produce (batches of 1,000)"
+EMB_SEND = "embedded Producer.send"
+EMB_NOWAIT = "embedded Producer.send_nowait"
+
+
+class Run:
+    """One measured run: msg/s, CPU µs per send (sending thread; whole process, librdkafka's
+    and the sender's threads included), sampled send latencies (ns)."""
+
+    def __init__(
+        self, n: int, seconds: float, cpu: float, process_cpu: float, samples: list[int]
+    ) -> None:
+        self.rate = n / seconds
+        self.cpu_us = cpu / n * 1e6
+        self.process_us = process_cpu / n * 1e6
+        self.samples = samples
+
+
+def _pct(values: list[int], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] / 1000
+
+
+def _measure(n: int, send: Callable[[int], object], finish: Callable[[], None]) -> Run:
+    """Time ``send(i)`` for every i, sampling one call in SAMPLE_EVERY, then ``finish()``."""
+    samples: list[int] = []
+    clock = time.perf_counter_ns
+    start = time.perf_counter()
+    process0 = time.process_time()
+    cpu0 = time.thread_time()
+    for i in range(n):
+        if i % SAMPLE_EVERY:
+            send(i)
+        else:
+            t0 = clock()
+            send(i)
+            samples.append(clock() - t0)
+    cpu = time.thread_time() - cpu0
+    finish()
+    return Run(n, time.perf_counter() - start, cpu, time.process_time() - process0, samples)
+
+
+def raw_confluent(bootstrap: str, topic: str, keys: list[bytes], value: bytes) -> Run:
+    from confluent_kafka import Producer as KafkaProducer
+
+    client = KafkaProducer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1", "log_level": 3}
+    )
+    produce, poll = client.produce, client.poll
+
+    def send(i: int) -> None:
+        while True:
+            try:
+                produce(topic, value, keys[i])
+                break
+            except BufferError:
+                poll(0.01)
+        if i % 10_000 == 0:
+            poll(0)
+
+    def finish() -> None:
+        if client.flush(60):
+            raise RuntimeError("raw producer: records left after 60 s")
+
+    return _measure(len(keys), send, finish)
+
+
+def producer_run(
+    cluster: object, topic: str, keys: list[bytes], value: bytes, nowait: bool = False
+) -> Run:
+    producer = Producer(cluster)  # type: ignore[arg-type]
+    send_one = producer.send_nowait if nowait else producer.send
+
+    def send(i: int) -> None:
+        send_one(topic, value, key=keys[i])
+
+    try:
+        return _measure(len(keys), send, producer.flush)
+    finally:
+        producer.close()
+
+
+def cluster_produce(
+    cluster: EmbeddedCluster, topic: str, keys: list[bytes], value: bytes, partitions: int
+) -> Run:
+    n = len(keys)
+    start = time.perf_counter()
+    process0 = time.process_time()
+    cpu0 = time.thread_time()
+    samples = []
+    for b, first in enumerate(range(0, n, 1000)):
+        now = time.time_ns() // 1_000_000
+        records = [NewRecord(value, k, timestamp=now) for k in keys[first : first + 1000]]
+        t0 = time.perf_counter_ns()
+        cluster.produce(topic, b % partitions, records)
+        samples.append((time.perf_counter_ns() - t0) // len(records))
+    cpu = time.thread_time() - cpu0
+    return Run(n, time.perf_counter() - start, cpu, time.process_time() - process0, samples)
+
+
+def _stored(cluster: object, topic: str, partitions: int) -> int:
+    return sum(cluster.latest_offset(topic, p) for p in range(partitions))  # type: ignore[attr-defined]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100, help="value bytes")
+    parser.add_argument("--keys", type=int, default=10_000, help="distinct keys (0: all new)")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-network", action="store_true")
+    parser.add_argument("--skip-embedded", action="store_true")
+    args = parser.parse_args()
+
+    n = args.records
+    value = b"v" * args.size
+    distinct = args.keys if args.keys > 0 else n
+    keys = [b"key-%08d" % (i % distinct) for i in range(n)]
+    runs: dict[str, list[Run]] = {}
+
+    def note(name: str, run: Run) -> None:
+        runs.setdefault(name, []).append(run)
+        print(
+            f"  {name:<44} {run.rate:>11,.0f} msg/s  {run.cpu_us:6.2f} us/send  "
+            f"{run.process_us:6.2f} us/record process cpu",
+            flush=True,
+        )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = None
+        network = None
+        if not args.skip_network:
+            from logmarshal.network import NetworkCluster
+
+            broker = BrokerProcess(str(Path(tmp) / "broker"))
+            network = NetworkCluster(broker.bootstrap)
+        embedded = None
+        if not args.skip_embedded:
+            embedded = EmbeddedCluster(Path(tmp) / "embedded", maintenance_interval=0)
+        try:
+            for r in range(args.rounds):
+                print(f"round {r + 1}/{args.rounds}", flush=True)
+                if network is not None:
+                    net_order = (NET_SEND, NET_NOWAIT)[:: 1 if r % 2 == 0 else -1]
+                    for name in (NET_RAW, *net_order):
+                        topic = f"{name.split()[-1]}-{r}"
+                        network.create_topic(topic, args.partitions)
+                        if name == NET_RAW:
+                            result = raw_confluent(broker.bootstrap, topic, keys, value)  # type: ignore[union-attr]
+                        else:
+                            result = producer_run(network, topic, keys, value, name == NET_NOWAIT)
+                        stored = _stored(network, topic, args.partitions)
+                        if stored != n:
+                            raise RuntimeError(f"{name}: {stored} of {n} records stored")
+                        note(name, result)
+                if embedded is not None:
+                    topic = f"produce-{r}"
+                    embedded.create_topic(topic, args.partitions)
+                    note(EMB_BASE, cluster_produce(embedded, topic, keys, value, args.partitions))
+                    # alternate which Producer variant runs first (the data directory grows)
+                    for name in (EMB_SEND, EMB_NOWAIT)[:: 1 if r % 2 == 0 else -1]:
+                        topic = f"{name.split()[-1]}-{r}"
+                        embedded.create_topic(topic, args.partitions)
+                        result = producer_run(embedded, topic, keys, value, name == EMB_NOWAIT)
+                        if _stored(embedded, topic, args.partitions) != n:
+                            raise RuntimeError(f"{name}: records missing")
+                        note(name, result)
+        finally:
+            if network is not None:
+                network.close()
+            if broker is not None:
+                broker.stop()
+            if embedded is not None:
+                embedded.close()
+
+    print()
+    print(
+        f"{n:,} keyed records ({distinct:,} distinct keys) x {args.size} B, "
+        f"{args.partitions} partitions, median of {args.rounds} round(s)"
+    )
+    header = (
+        f"{'':<44} {'msg/s':>11} {'ratio':>6} {'us/send':>8} {'us/rec':>7} "
+        f"{'p50 us':>7} {'p99 us':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    pairs = [
+        (NET_RAW, None),
+        (NET_SEND, NET_RAW),
+        (NET_NOWAIT, NET_RAW),
+        (EMB_BASE, None),
+        (EMB_SEND, EMB_BASE),
+        (EMB_NOWAIT, EMB_BASE),
+    ]
+    for name, base in pairs:
+        if name not in runs:
+            continue
+        rate = statistics.median(r.rate for r in runs[name])
+        ratio = ""
+        if base is not None:  # per round (the two ran seconds apart), then the median
+            per_round = [a.rate / b.rate for a, b in zip(runs[name], runs[base], strict=True)]
+            ratio = f"{statistics.median(per_round):.2f}"
+        cpu = statistics.median(r.cpu_us for r in runs[name])
+        process = statistics.median(r.process_us for r in runs[name])
+        samples = [s for r in runs[name] for s in r.samples]
+        print(
+            f"{name:<44} {rate:>11,.0f} {ratio:>6} {cpu:>8.2f} {process:>7.2f} "
+            f"{_pct(samples, 0.5):>7.2f} {_pct(samples, 0.99):>7.2f}"
+        )
+    print(
+        "(us/send: CPU of the sending thread per record; us/rec: CPU of the whole process per "
+        "record, until flush returned; cluster.produce's p50/p99 are per record of a "
+        "1,000-record call)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Records on their way to a batch: kept as columns, encoded without a Python loop.
+
+:class:`RecordColumns` is what :class:`~logmarshal.producer.Producer` hands to
+``Cluster.produce``: a ``Sequence[NewRecord]`` like any other (a NewRecord is built only when
+someone indexes it), whose columns the embedded cluster encodes directly. :func:`encode_plain`
+writes the very bytes :func:`storage.encode_batch` writes (RecordBatch v2, ARCHITECTURE.md
+"One record format end to end") for the common case - no headers, timestamps not older than
+the batch's first, lengths under 16 KiB - with the per-record work in C loops (``map`` over
+precomputed varints and ``bytes.join``), about a third of the per-record cost of
+``encode_batch``. Anything else returns None and the caller uses ``encode_batch``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from itertools import repeat
+from operator import add, attrgetter, sub
+from typing import Any, overload
+
+import crc32c
+
+from storage import NewRecord
+
+__all__ = ["RecordColumns", "columns_of", "encode_plain"]
+
+Header = tuple[str, bytes | None]
+
+# What storage.records writes (its batch header layout, section "encode"): kept equal by
+# tests/logmarshal/test_batching.py, which compares bytes with storage.encode_batch.
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BATCH_OVERHEAD = 61
+_LOG_OVERHEAD = 12
+_MAGIC = 2
+_CRC_START = 21
+_CRC = struct.Struct(">I")
+
+
+def _varint(n: int) -> bytes:
+    u = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while u > 0x7F:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+_LIMIT = 1 << 14
+#: zigzag varint of 0.._LIMIT-1, and its length: a tuple lookup instead of a loop per field
+_VARINT = tuple(_varint(n) for n in range(_LIMIT))
+_VARINT_LEN = tuple(map(len, _VARINT))
+_NULL = _varint(-1)
+
+_timestamps = attrgetter("timestamp")
+_keys = attrgetter("key")
+_values = attrgetter("value")
+_headers = attrgetter("headers")
+
+
+class RecordColumns(Sequence[NewRecord]):
+    """Records as four parallel lists; a :class:`NewRecord` is built only on access.
+
+    ``headers`` is None when no record has any (the usual case).
+    """
+
+    __slots__ = ("headers", "keys", "timestamps", "values")
+
+    def __init__(
+        self,
+        timestamps: list[int],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        headers: list[tuple[Header, ...]] | None = None,
+    ) -> None:
+        self.timestamps = timestamps
+        self.keys = keys
+        self.values = values
+        self.headers = headers
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def _record(self, i: int) -> NewRecord:
+        headers = self.headers[i] if self.headers is not None else ()
+        return NewRecord(self.values[i], self.keys[i], headers, timestamp=self.timestamps[i])
+
+    @overload
+    def __getitem__(self, index: int) -> NewRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[NewRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> NewRecord | list[NewRecord]:
+        if isinstance(index, slice):
+            return [self._record(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("record index out of range")
+        return self._record(index)
+
+    def __iter__(self) -> Iterator[NewRecord]:
+        return map(self._record, range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"RecordColumns({len(self)} records)"
+
+
+def columns_of(records: Sequence[NewRecord]) -> RecordColumns | None:
+    """The columns of ``records`` (no copy for a RecordColumns), or None if any is not a
+    NewRecord (``encode_batch`` then says which)."""
+    if type(records) is RecordColumns:
+        return records
+    if set(map(type, records)) != {NewRecord}:
+        return None
+    headers = list(map(_headers, records))
+    return RecordColumns(
+        list(map(_timestamps, records)),
+        list(map(_keys, records)),
+        list(map(_values, records)),
+        headers if any(headers) else None,
+    )
+
+
+def _lengths_and_parts(
+    column: list[bytes | None],
+) -> tuple[Any, Any, Any] | None:
+    """(varint lengths, their sizes, payloads) of a key or value column; None: a slow case."""
+    if None not in column:
+        lengths = list(map(len, column))
+        if max(lengths) >= _LIMIT:
+            return None
+        return map(_VARINT.__getitem__, lengths), lengths, column
+    if column.count(None) == len(column):
+        return repeat(_NULL), repeat(1), repeat(b"")  # a null is its one-byte length, -1
+    return None
+
+
+def encode_plain(columns: RecordColumns) -> bytes | None:
+    """One v2 batch of ``columns`` (base offset 0, CreateTime, uncompressed, no producer id),
+    byte for byte what :func:`storage.encode_batch` writes; None when a record needs its slow
+    path (headers, a timestamp before the first, a length of 16 KiB or more, a mix of null and
+    non-null keys or values)."""
+    n = len(columns.values)
+    if n == 0 or n > _LIMIT or columns.headers is not None:
+        return None
+    timestamps = columns.timestamps
+    first_ts = timestamps[0]
+    max_ts = max(timestamps)
+    if min(timestamps) < first_ts or max_ts - first_ts >= _LIMIT:
+        return None
+    keys = _lengths_and_parts(columns.keys)
+    values = _lengths_and_parts(columns.values)
+    if keys is None or values is None:
+        return None
+    key_varints, key_lengths, key_bytes = keys
+    value_varints, value_lengths, value_bytes = values
+    deltas = list(map(sub, timestamps, repeat(first_ts)))
+    # body = attributes (1) + ts delta + offset delta + key length + key + value length +
+    # value + header count (1); a null key or value is one byte (its length, -1), in
+    # key_lengths / value_lengths already
+    sizes = map(
+        add,
+        map(add, map(_VARINT_LEN.__getitem__, deltas), _VARINT_LEN[:n]),
+        map(add, map(add, key_lengths, value_lengths), repeat(2)),
+    )
+    if None not in columns.keys:
+        sizes = map(add, sizes, map(_VARINT_LEN.__getitem__, key_lengths))
+    if None not in columns.values:
+        sizes = map(add, sizes, map(_VARINT_LEN.__getitem__, value_lengths))
+    body_sizes = list(sizes)
+    if max(body_sizes) >= _LIMIT:
+        return None
+    payload = b"".join(
+        map(
+            b"".join,
+            zip(
+                map(_VARINT.__getitem__, body_sizes),
+                repeat(b"\x00"),  # attributes
+                map(_VARINT.__getitem__, deltas),
+                _VARINT[:n],
+                key_varints,
+                key_bytes,
+                value_varints,
+                value_bytes,
+                repeat(b"\x00"),  # header count
+            ),
+        )
+    )
+    buf = bytearray(_BATCH_OVERHEAD + len(payload))
+    _BATCH_HEADER.pack_into(
+        buf,
+        0,
+        0,
+        len(buf) - _LOG_OVERHEAD,
+        -1,
+        _MAGIC,
+        0,
+        0,
+        n - 1,
+        first_ts,
+        max_ts,
+        -1,
+        -1,
+        -1,
+        n,
+    )
+    buf[_BATCH_OVERHEAD:] = payload
+    _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[_CRC_START:]))
+    return bytes(buf)
