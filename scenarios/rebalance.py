@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from .common import main_for
-from .stages import Member, Scenario, Stage
+from .scenario import Scenario, main_for
+from .stages.base import Member, Stage
 
 __all__ = ["SCENARIO", "main", "run"]
 

@@ -302,7 +302,7 @@ class Sim:
 
     def join(self, client_id: str | None = None, **core_options: object) -> _Instance:
         """A new member instance (of a new client unless ``client_id`` is given); the
-        scripted stage (:mod:`scenarios.stages.sim`) passes more ``CoreOptions``."""
+        scripted stage (:mod:`scenarios.stages.sim_stage`) passes more ``CoreOptions``."""
         if client_id is None:
             self._clients += 1
             client_id = f"c{self._clients}"

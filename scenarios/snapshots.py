@@ -41,7 +41,7 @@ from logmarshal.network import NetworkCluster
 from rationalizer import WorldState
 
 from .common import Report, mode_for, wait_until
-from .procs import GROUP, ROOT, TOPIC, procs
+from .process_harness import GROUP, ROOT, TOPIC, procs
 
 __all__ = ["main", "run"]
 

@@ -31,9 +31,9 @@ from collections import Counter
 
 from rationalizer import Effect
 
-from .common import main_for
-from .stages import Scenario, Stage, StageError
-from .stages.processes import ProcessStage
+from .scenario import Scenario, main_for
+from .stages.base import Stage, StageError
+from .stages.process_stage import ProcessStage
 
 __all__ = ["SCENARIO", "main", "run"]
 
