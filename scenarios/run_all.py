@@ -3,13 +3,13 @@
     python -m scenarios.run_all --seeds 100 [--stage sim|threads|processes] [--jobs 2]
     python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash] [-v]
 
-``failover``, ``pause``, ``handoff``, ``restart`` and ``race`` are written once
+``failover``, ``pause``, ``handoff``, ``restart``, ``race`` and ``rebalance`` are written once
 (:mod:`scenarios.scenario`) and run on the simulator (``--stage sim``: simulated time, a seed
 replays exactly), on members in threads of one process (``threads``, the default) or on
 real processes with a broker (``processes``; ``--processes`` is the same); the real-process
-stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (issue 23; AMO
-only, whatever the seed). Each run happens in a fresh
-process. A failing seed is printed with the command that replays it.
+stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (the woken zombie of
+docs/protocol-notes.md; AMO only, whatever the seed). Each run happens in a fresh process.
+A failing seed is printed with the command that replays it.
 """
 
 from __future__ import annotations
