@@ -8,7 +8,7 @@
 
 Issue 13 acceptance, figures only (timings are never pass/fail). Real Consumers (ALO, the
 handler commits each message after handling it) run in threads of this process, each with
-its own Marshaler and fault wrapper on one embedded cluster (scenarios.stages.threads
+its own Marshaler and fault wrapper on one embedded cluster (scenarios.stages.thread_stage
 ThreadMember), under a continuous light load of ``--rate`` messages per second into every
 partition. For each cell (n members over P partitions) and each strategy, ``"balanced"``
 and ``"none"`` (greedy, so that it owns everything at all: one claim per pass would need
@@ -64,7 +64,7 @@ from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.core import assignment
 from logmarshal.core.member import MemberCore
 from logmarshal.marshaler import Marshaler
-from scenarios.stages.threads import ThreadMember
+from scenarios.stages.thread_stage import ThreadMember
 
 TOPIC = "bench"
 GROUP = "bench"
@@ -469,11 +469,11 @@ def profile(args: argparse.Namespace, n: int, partitions: int) -> None:
 
 def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: str) -> str:
     """The same join and crash with one process per member over logmarshal's broker on
-    127.0.0.1 (``scenarios.procs``): no GIL shared by the members. A join is timed from the
-    joiner's first announcement in the log (a process's imports and start-up replay are not
-    the protocol's latency) and, in brackets, from its start."""
+    127.0.0.1 (``scenarios.process_harness``): no GIL shared by the members. A join is timed
+    from the joiner's first announcement in the log (a process's imports and start-up replay
+    are not the protocol's latency) and, in brackets, from its start."""
     from scenarios.common import GROUP
-    from scenarios.procs import procs
+    from scenarios.process_harness import procs
     from scenarios.stages.base import members_in_log
 
     out: list[str] = []

@@ -1,9 +1,10 @@
 """What every scenario shares: the report, the one bounded wait, the mode by seed, the
-numbered data stream and the command line.
+numbered data stream and the command-line parts.
 
-The scenarios themselves are written once against a :class:`scenarios.stages.Stage` and run
-on any of its three implementations (the simulator, members as threads in one process, real
-processes); see :mod:`scenarios.stages`.
+The bottom of the scenarios package: it imports nothing of it. The scenarios themselves are
+written once against a :class:`scenarios.stages.base.Stage` and run on any of its three
+implementations (the simulator, members as threads in one process, real processes); see
+:mod:`scenarios.stages` and :mod:`scenarios.scenario`.
 """
 
 from __future__ import annotations
@@ -13,30 +14,31 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
 from logmarshal import NewRecord
 
-if TYPE_CHECKING:
-    from .stages import Scenario
-
 __all__ = [
+    "GROUP",
     "STAGES",
+    "TOPIC",
     "Check",
     "NumberedStream",
     "Report",
-    "main_for",
+    "configure_logging",
+    "main_on_processes",
     "mode_for",
     "new_dir",
+    "parse_args",
     "wait_until",
 ]
 
 GROUP = "scenario"
 TOPIC = "events"
-#: where a scenario can run (:mod:`scenarios.stages`)
+#: where a scenario can run (:func:`scenarios.scenario.make_stage`)
 STAGES = ("sim", "threads", "processes")
 
 
@@ -82,7 +84,7 @@ def wait_until(predicate: Callable[[], object], timeout: float, step: float = 0.
     """Poll ``predicate`` until it is true (True) or ``timeout`` seconds passed (False).
 
     The one bounded wait of the scenarios, their stages and the tests that run members in
-    threads; a simulated stage waits with :meth:`scenarios.stages.Stage.wait_until` instead,
+    threads; a simulated stage waits with :meth:`scenarios.stages.base.Stage.wait_until` instead,
     which advances the simulated clock rather than sleeping.
     """
     deadline = time.monotonic() + timeout
@@ -190,11 +192,26 @@ def configure_logging(verbose: int) -> None:
         os.environ["SCENARIO_SHOW_OUTPUT"] = "1"
 
 
-def main_for(scenario: Scenario, argv: list[str] | None = None) -> int:
-    """``python -m scenarios.<name> [--stage S | --processes] --seed N``."""
-    args = parse_args(scenario.name, argv)
+def main_on_processes(
+    prog: str,
+    argv: list[str] | None,
+    scenarios: Mapping[str, Callable[..., Report]],
+    name: str | None = None,
+) -> int:
+    """The command line of the scenarios only real processes can play: ``prog [SCENARIO]
+    --seed N [--mode M] [--data-dir D] [-v]`` (the scenario is asked for unless ``name``)."""
+    parser = argparse.ArgumentParser(prog=prog)
+    if name is None:
+        parser.add_argument("scenario", choices=sorted(scenarios))
+    parser.add_argument("--processes", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data-dir", default=None, help="keep the broker's log here afterwards")
+    parser.add_argument("--mode", choices=["alo", "amo"], default=None, help="default: by seed")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    args = parser.parse_args(argv)
     configure_logging(args.verbose)
-    report = scenario.run(args.seed, mode=args.mode, stage=args.stage, data_dir=args.data_dir)
+    run = scenarios[name or args.scenario]
+    report = run(args.seed, mode=mode_for(args.seed, args.mode), data_dir=args.data_dir)
     report.print()
     if args.data_dir:
         print(f"log kept in {args.data_dir}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from .common import main_for
-from .stages import Scenario, Stage
+from .scenario import Scenario, main_for
+from .stages.base import Stage
 
 __all__ = ["SCENARIO", "main", "run"]
 

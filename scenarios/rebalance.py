@@ -1,4 +1,5 @@
-"""rebalance: members 1 -> 3 -> 6 -> 3 -> 2 share 24 partitions under continuous load (issue 13).
+"""rebalance: members 1 -> 3 -> 6 -> 3 -> 2 share 24 partitions under continuous load
+(docs/rebalancing.md).
 
 One member takes every partition; two join, then three more; three leave gracefully; one is
 killed (SIGKILL on real processes). After each change (a join: once the newcomers' first
@@ -13,13 +14,13 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from .common import main_for
-from .stages import Member, Scenario, Stage
+from .scenario import Scenario, main_for
+from .stages.base import Member, Stage
 
 __all__ = ["SCENARIO", "main", "run"]
 
 PARTITIONS = 24
-#: the acceptance bound of issue 13, after every change: 2·HB + 1 s
+#: after the last change, this many HB of steady state in which no partition moves
 STEADY_HB = 30
 
 

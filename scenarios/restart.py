@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import sys
 
-from .common import main_for
-from .stages import Scenario, Stage
+from .scenario import Scenario, main_for
+from .stages.base import Stage
 
 __all__ = ["SCENARIO", "main", "run"]
 

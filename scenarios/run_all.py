@@ -3,28 +3,39 @@
     python -m scenarios.run_all --seeds 100 [--stage sim|threads|processes] [--jobs 2]
     python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash] [-v]
 
-``failover``, ``pause``, ``handoff``, ``restart`` and ``race`` are written once
-(:mod:`scenarios.stages`) and run on the simulator (``--stage sim``: simulated time, a seed
+``failover``, ``pause``, ``handoff``, ``restart``, ``race`` and ``rebalance`` are written once
+(:mod:`scenarios.scenario`) and run on the simulator (``--stage sim``: simulated time, a seed
 replays exactly), on members in threads of one process (``threads``, the default) or on
 real processes with a broker (``processes``; ``--processes`` is the same); the real-process
-stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (issue 23; AMO
-only, whatever the seed). Each run happens in a fresh
-process. A failing seed is printed with the command that replays it.
+stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (the woken zombie of
+docs/protocol-notes.md; AMO only, whatever the seed). Each run happens in a fresh process.
+A failing seed is printed with the command that replays it.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import logging
 import sys
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from .common import STAGES
+from . import failover, handoff, pause, race, rebalance, restart
+from .common import STAGES, mode_for
+from .processes import SCENARIOS as ON_PROCESSES
+from .scenario import Scenario
 
 #: written once, runnable on every stage
-STAGED = ("failover", "handoff", "race", "pause", "restart", "rebalance")
+WRITTEN_ONCE: dict[str, Scenario] = {
+    "failover": failover.SCENARIO,
+    "handoff": handoff.SCENARIO,
+    "race": race.SCENARIO,
+    "pause": pause.SCENARIO,
+    "restart": restart.SCENARIO,
+    "rebalance": rebalance.SCENARIO,
+}
+STAGED = tuple(WRITTEN_ONCE)
 DEFAULT = {
     "sim": STAGED,
     "threads": STAGED,
@@ -57,21 +68,14 @@ FIGURES = {
 def _one(
     name: str, seed: int, stage: str = "threads"
 ) -> tuple[str, int, str, bool, float, list[str], dict[str, float]]:
-    import logging
-
     logging.basicConfig(level=logging.CRITICAL + 1)
-    from .common import mode_for
-
     mode = mode_for(seed, None)
     started = time.monotonic()
     try:
-        if name in STAGED:
-            module = importlib.import_module(f"scenarios.{name}")
-            report = module.run(seed, mode=mode, stage=stage)
+        if name in WRITTEN_ONCE:
+            report = WRITTEN_ONCE[name].run(seed, mode=mode, stage=stage)
         else:
-            from .processes import SCENARIOS as real
-
-            report = real[name](seed, mode=mode)
+            report = ON_PROCESSES[name](seed, mode=mode)
     except Exception as exc:  # a crash is a failure too
         return name, seed, mode, False, time.monotonic() - started, [repr(exc)], {}
     failed = report.failures()

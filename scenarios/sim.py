@@ -12,7 +12,8 @@ instance sometimes lingers as a zombie), joins and graceful leaves, delayed / dr
 duplicated writes, writes that land but report failure, lost answers. After the faults stop
 the group settles and the invariants of :mod:`scenarios.sim_checks` are judged.
 
-As unkind as real processes (issue 23). The faults below draw from a second generator
+As unkind as real processes (ARCHITECTURE.md, "Deterministic simulation"; the schedules are
+those of docs/protocol-notes.md). The faults below draw from a second generator
 (``random.Random(f"unkind/{seed}")``), so a seed that meets none of them keeps its schedule:
 
 - **Thaw in any order.** A thawed instance runs what was postponed while it was frozen
@@ -26,13 +27,13 @@ As unkind as real processes (issue 23). The faults below draw from a second gene
   FIFO: every write lands after the writes that instance sent to that partition before it,
   so a late write holds back the later ones; (ii) ``--without idempotent-writes``: each
   write lands after its own delay (0..max_delay), so writes overtake each other and the
-  late one (the simulator's transport before issue 23).
+  late one (the simulator's first transport).
 - **Two instances of one client overlap** (the zombie schedule, most AMO seeds): an
   instance that holds a partition freezes for 5..9·HB; a new instance of its client_id
   starts while it is frozen (mostly after its claims went stale, so it is not fenced), a
   third client joins (it takes stale claims) and leaves gracefully 3..6·HB in, and the old
   instance thaws while the new one runs; half the time it then closes gracefully and a
-  fourth client joins (issue 23 "Why" 3).
+  fourth client joins (the first schedule of docs/protocol-notes.md).
 - **The reset race.** An admin writes a ``ReleaseGroup`` (pause 2..5·HB) to every
   coordination partition and position heartbeats (to the earliest offset, to "current" as
   read before the pause landed, shifted back, or to the latest) while members are active.
@@ -41,11 +42,12 @@ As unkind as real processes (issue 23). The faults below draw from a second gene
 Each safety fix can be removed (``--without FIX[,FIX...]``, ``all-amo`` for all of them):
 the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
 ``reservation_start`` (rule c); the core's ``surprise`` and ``stall``; ``restart-fix``
-(issue 10's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
-``--without-restart-fix`` is issue 10's whole experiment: ``restart-fix`` plus rule a, rule c
-and ``surprise``, each of which alone now stops that bug.
+(the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
+``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
+resumes where the position was read before it, handing a batch out twice): ``restart-fix``
+plus rule a, rule c and ``surprise``, each of which alone now stops that bug.
 
-Half the ALO seeds claim *tasks* (issue 14) instead of partitions: partition p of the task
+Half the ALO seeds claim *tasks* (docs/streams.md) instead of partitions: partition p of the task
 ``t`` is one claim under which partition p of the source topics ``a`` and ``b`` is read, and
 its heartbeats and releases carry both positions.
 """
@@ -116,8 +118,9 @@ WORLD_FIXES = frozenset({"takeover_position", "release_floor", "reservation_star
 CORE_FIXES = frozenset({"surprise", "stall"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = WORLD_FIXES | CORE_FIXES | {"restart-fix", "idempotent-writes"}
-#: what ``fix=False`` / ``--without-restart-fix`` removes: issue 10's bug needs all of them
-ISSUE_10_EXPERIMENT = frozenset(
+#: what ``fix=False`` / ``--without-restart-fix`` removes: the restart bug (module docstring)
+#: needs all of them
+RESTART_BUG_EXPERIMENT = frozenset(
     {"restart-fix", "takeover_position", "reservation_start", "surprise"}
 )
 #: the pause admin of the reset race
@@ -178,10 +181,10 @@ class Sim:
         unknown = set(without) - FIXES
         if unknown:
             raise ValueError(f"no such fix: {sorted(unknown)} (choose from {sorted(FIXES)})")
-        #: ``fix=False`` (``--without-restart-fix``) is issue 10's experiment: since protocol
+        #: ``fix=False`` (``--without-restart-fix``) is the restart-bug experiment: since protocol
         #: version 4 each of property a, property c and the core's restart after a surprising
         #: verdict alone stops that bug, so they go too (the lead's choice on main)
-        self.without = frozenset(without) | (frozenset() if fix else ISSUE_10_EXPERIMENT)
+        self.without = frozenset(without) | (frozenset() if fix else RESTART_BUG_EXPERIMENT)
         self.fix = "restart-fix" not in self.without
         #: what every world and every core is built without
         self.rules_off = self.without & WORLD_FIXES
@@ -227,12 +230,12 @@ class Sim:
         self.p_fail = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.p_lost_answer = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.max_delay = rng.choice((2, 10, 40))
-        #: the group's strategy (issue 13); "balanced" runs also check the target is reached
-        #: after the faults and that nothing moves in the steady state after it
+        #: the group's strategy (docs/rebalancing.md); "balanced" runs also check the target
+        #: is reached after the faults and that nothing moves in the steady state after it
         self.rebalance = rebalance or rng.choice(("balanced", "balanced", "none"))
         self.balanced_ms = self.fault_ms + BALANCED_AFTER * HB
         self._steady: dict[Key, str | None] | None = None
-        # issue 23's faults (module docstring), from their own generator
+        # the unkind faults (module docstring), from their own generator
         self.p_late = xrng.choice((0.3, 0.7)) if self.p_drop else 0.0
         self.p_stale_thaw = 0.8
         amo = self.mode == "amo"
@@ -302,7 +305,7 @@ class Sim:
 
     def join(self, client_id: str | None = None, **core_options: object) -> _Instance:
         """A new member instance (of a new client unless ``client_id`` is given); the
-        scripted stage (:mod:`scenarios.stages.sim`) passes more ``CoreOptions``."""
+        scripted stage (:mod:`scenarios.stages.sim_stage`) passes more ``CoreOptions``."""
         if client_id is None:
             self._clients += 1
             client_id = f"c{self._clients}"
@@ -593,7 +596,7 @@ class Sim:
             fn()
 
     def zombie(self) -> None:
-        """Issue 23's schedule: two instances of one client overlap (module docstring)."""
+        """The zombie schedule: two instances of one client overlap (module docstring)."""
         if not self.in_faults():
             return
         rng = self.xrng
@@ -645,7 +648,8 @@ class Sim:
         for p in range(self.partitions):
             if rng.random() < 0.3:
                 continue
-            # planned before the pause landed: "current" is read now (issue 23, "Why" 6)
+            # planned before the pause landed: "current" is read now (the reset race of
+            # docs/protocol-notes.md)
             world = self.oracle[coordination_partition(TOPIC, p, self.ncoord)]
             current = world.resume_offset(GROUP, TOPIC, p) or 0
             kind = rng.choice(("earliest", "current", "shift", "latest"))
@@ -805,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--without-restart-fix",
         action="store_true",
-        help="experiment: resume a restart takeover where it was read before (issue 10's bug); "
+        help="experiment: resume a restart takeover where it was read before (the restart bug); "
         "since protocol version 4 also without rules a and c and the core's surprise",
     )
     parser.add_argument(
@@ -855,7 +859,7 @@ def main(argv: list[str] | None = None) -> int:
             doubles += any("handed out twice" in v for v in result.violations)
             gave_back += any("handed out" in v and "released at" in v for v in result.violations)
     real = time.perf_counter() - t0
-    removed = ",".join(sorted(without | (ISSUE_10_EXPERIMENT if not fix else set()))) or "none"
+    removed = ",".join(sorted(without | (RESTART_BUG_EXPERIMENT if not fix else set()))) or "none"
     print(
         f"seeds run: {len(seeds)} ({tasks} claiming tasks, {amo} amo)  fixes removed: "
         f"{removed}  violations: {len(failed)} seeds (handed out twice: {doubles}, released "

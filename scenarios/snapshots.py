@@ -30,13 +30,18 @@ from pathlib import Path
 import attrs
 
 from logmarshal import Marshaler, coordlog
+from logmarshal.audit.engine import replay_config_for
+from logmarshal.audit.export import export_coordination
+from logmarshal.audit.local import audit_records
+from logmarshal.audit.schema import column_index
+from logmarshal.audit.verify import records_from_export
 from logmarshal.cluster import Cluster
 from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.network import NetworkCluster
 from rationalizer import WorldState
 
 from .common import Report, mode_for, wait_until
-from .procs import GROUP, ROOT, TOPIC, procs
+from .process_harness import GROUP, ROOT, TOPIC, procs
 
 __all__ = ["main", "run"]
 
@@ -115,12 +120,6 @@ def _audits_agree(
 ) -> None:
     """The audit of the truncated log (its export, its snapshots as the genesis) against an
     audit of the full history, on the window after the newest genesis."""
-    from logmarshal.audit.engine import replay_config_for
-    from logmarshal.audit.export import export_coordination
-    from logmarshal.audit.replay import audit_records
-    from logmarshal.audit.schema import column_index
-    from logmarshal.audit.verify import records_from_export
-
     cut = export_coordination(cluster, out)
     config = replay_config_for(cut)
     if not report.check(

@@ -1,5 +1,5 @@
-"""zombie: a woken stale AMO instance must not make the group hand an offset out twice
-(issue 23, "With real processes too").
+"""zombie: a woken stale AMO instance must not make the group hand an offset out twice (the
+first schedule of docs/protocol-notes.md, in real processes).
 
 Real processes over a real broker, AMO, HB 0.5 s, one partition with a backlog large enough
 that consumption goes on throughout (nobody reaches its end during the run):
@@ -17,7 +17,7 @@ that consumption goes on throughout (nobody reaches its end during the run):
 
 Checks: every step above happened as scripted; c4 ends as the one holder; AMO: no offset
 handed out twice across the four processes (the framework's "lost" figure counts the
-backlog never reached). On the code of issue 23, A's heartbeat after
+backlog never reached). On the code before protocol version 4, A's heartbeat after
 waking is accepted as a restart takeover of A2, and its release rewinds the resume point,
 so c4 hands out again what c3 and A2 handed out. Not checked: that the group reaches the
 end (the backlog is there so that it does not). Real processes only: the lag is a hook of
@@ -31,9 +31,9 @@ from collections import Counter
 
 from rationalizer import Effect
 
-from .common import main_for
-from .stages import Scenario, Stage, StageError
-from .stages.processes import ProcessStage
+from .scenario import Scenario, main_for
+from .stages.base import Stage, StageError
+from .stages.process_stage import ProcessStage
 
 __all__ = ["SCENARIO", "main", "run"]
 
@@ -102,7 +102,7 @@ def body(stage: Stage) -> None:
     report.check("A2 exits on SIGTERM", stage.leave(a2))
     ok = stage.wait_until(lambda: stage.held_by(c4) == {0} and stage.delivered(c4), 20)
     report.check("c4 takes the partition and hands out", ok)
-    # c4 hands out for a while: on the code of issue 23 what it repeats starts at the
+    # c4 hands out for a while: on the code before protocol version 4 what it repeats starts at the
     # rewound resume point and runs through what c3 and A2 handed out
     stage.sleep(3 * hb)
 

@@ -1,45 +1,22 @@
-"""Where a scenario runs: one :class:`Stage` abstraction, three implementations.
+"""Where a scenario runs: one :class:`~scenarios.stages.base.Stage` abstraction, three
+implementations.
 
-- ``sim``: :class:`~scenarios.stages.sim.SimStage`, the deterministic simulator (real consumer
-  cores and replays, simulated log and clock; waits advance the seeded scheduler);
-- ``threads``: :class:`~scenarios.stages.threads.ThreadStage`, members as threads of this
+- :mod:`~scenarios.stages.base`: the abstraction and what every stage shares (the member
+  handle, the record of a hand-out, the checks);
+- ``sim``: :class:`~scenarios.stages.sim_stage.SimStage`, members in the deterministic
+  simulator (:mod:`scenarios.sim`: real consumer cores and replays, simulated log and clock;
+  waits advance the seeded scheduler);
+- ``threads``: :class:`~scenarios.stages.thread_stage.ThreadStage`, members as threads of this
   process on an embedded cluster, faults injected by a wrapper around each one's connection;
-- ``processes``: :class:`~scenarios.stages.processes.ProcessStage`, members as processes over
-  a broker process on 127.0.0.1, with SIGKILL, SIGSTOP/SIGCONT and SIGTERM.
+- ``processes``: :class:`~scenarios.stages.process_stage.ProcessStage`, members as processes
+  over a broker process on 127.0.0.1 (the harness of :mod:`scenarios.process_harness`), with
+  SIGKILL, SIGSTOP/SIGCONT and SIGTERM.
 
 A stage starts, kills, freezes, thaws, restarts (same client_id, new instance) and closes
 members, produces records, and says who holds what (from a replay of the log) and what each
-member handed to user code; :class:`Scenario` bodies are written once against it.
+member handed to user code; a :class:`scenarios.scenario.Scenario` body is written once
+against it, and :func:`scenarios.scenario.make_stage` picks the stage for a run.
+
+This package's own module imports nothing: importing ``scenarios.stages.base`` (as the
+process harness does) must not pull in the stages built on that harness.
 """
-
-from __future__ import annotations
-
-from .base import GroupChecks, Handed, Member, Scenario, Setup, Stage, StageError
-
-__all__ = [
-    "GroupChecks",
-    "Handed",
-    "Member",
-    "Scenario",
-    "Setup",
-    "Stage",
-    "StageError",
-    "make_stage",
-]
-
-
-def make_stage(kind: str, setup: Setup) -> Stage:
-    """A stage of ``kind`` (``sim``, ``threads`` or ``processes``) for one scenario run."""
-    if kind == "sim":
-        from .sim import SimStage
-
-        return SimStage(setup)
-    if kind == "threads":
-        from .threads import ThreadStage
-
-        return ThreadStage(setup)
-    if kind == "processes":
-        from .processes import ProcessStage
-
-        return ProcessStage(setup)
-    raise ValueError(f"no stage {kind!r} (sim, threads, processes)")

@@ -1,5 +1,9 @@
 """The stage a scenario runs on, and what every stage shares: the member handle, the record
-of a hand-out, the checks (ownership, draining, delivery, views) and the scenario runner."""
+of a hand-out and the checks (ownership, draining, delivery, views).
+
+The implementations (:mod:`~scenarios.stages.sim_stage`, :mod:`~scenarios.stages.thread_stage`,
+:mod:`~scenarios.stages.process_stage`) import this module; it imports none of them, and
+:mod:`scenarios.scenario` picks one for a run."""
 
 from __future__ import annotations
 
@@ -12,13 +16,14 @@ from typing import Any
 
 import attrs
 
-from ..common import Report, mode_for
+from rationalizer import membership_partition
+
+from ..common import Report
 
 __all__ = [
     "GroupChecks",
     "Handed",
     "Member",
-    "Scenario",
     "Setup",
     "Stage",
     "StageError",
@@ -30,8 +35,6 @@ Identity = tuple[str, Any]
 
 def members_in_log(marshaler: Any, group: str) -> set[str]:
     """Live members of ``group`` in an observer Marshaler's replay, at the wall clock."""
-    from rationalizer import membership_partition
-
     n = marshaler.coordination_partitions
     with marshaler.replay_paused():
         world = marshaler.worlds()[membership_partition(group, n)]
@@ -364,48 +367,3 @@ class Stage(GroupChecks, abc.ABC):
 
     def close(self) -> None:
         """Stop everything the stage started."""
-
-
-@attrs.frozen
-class Scenario:
-    """A scenario written once: ``body(stage)`` drives the stage and records its checks."""
-
-    name: str
-    body: Callable[[Stage], None]
-    partitions: int
-    #: heartbeat interval on the real stages, seconds (the simulator has its own, 0.1 s)
-    hb: float
-    #: "light": some slow, lost and failed calls; "delays": slow calls only
-    faults: str = "light"
-    #: the one mode it means something in (it wins over the mode asked for); None: by seed
-    mode: str | None = None
-
-    def run(
-        self,
-        seed: int,
-        *,
-        mode: str | None = None,
-        stage: str = "threads",
-        data_dir: str | None = None,
-    ) -> Report:
-        from . import make_stage
-
-        made = make_stage(
-            stage,
-            Setup(
-                self.name,
-                seed,
-                mode_for(seed, self.mode or mode),
-                self.hb,
-                self.partitions,
-                faults=self.faults,
-                data_dir=data_dir,
-            ),
-        )
-        try:
-            self.body(made)
-        except StageError as exc:
-            made.report.check("the stage does what the scenario asks", False, str(exc))
-        finally:
-            made.close()
-        return made.report

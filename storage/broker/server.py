@@ -226,10 +226,14 @@ class BrokerServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        # cancel until every connection has ended: a cancellation can be lost (before Python
+        # 3.12, asyncio.wait_for returns a result that lands with the cancel and drops it), and
+        # a connection that lost it would go on serving its client until idle_timeout
+        while self._connections:
+            pending = list(self._connections)
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.1)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)

@@ -1,5 +1,6 @@
 """Consumers running in threads on one embedded cluster, recording what they hand out: the
-scenarios' :class:`~scenarios.stages.threads.ThreadMember`, on a cluster the test sets up."""
+scenarios' :class:`~scenarios.stages.thread_stage.ThreadMember`, on a cluster the test sets
+up."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from typing import Any
 
 from logmarshal import EmbeddedCluster, NewRecord
-from scenarios.stages.threads import ThreadMember
+from scenarios.stages.thread_stage import ThreadMember
 
 TOPIC = "events"
 

@@ -20,7 +20,7 @@ from logmarshal.admin.reader import CoordRecord
 from logmarshal.cli.main import main
 from rationalizer import Effect, Reason
 from scenarios.common import wait_until
-from scenarios.stages.threads import ThreadMember
+from scenarios.stages.thread_stage import ThreadMember
 
 from .members import TOPIC, Producer, member
 

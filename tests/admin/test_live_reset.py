@@ -8,7 +8,7 @@ import time
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
 from scenarios.common import wait_until
-from scenarios.stages.threads import ThreadMember
+from scenarios.stages.thread_stage import ThreadMember
 
 from .members import TOPIC, Producer, handed, member
 

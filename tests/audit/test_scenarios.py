@@ -93,7 +93,7 @@ def test_reset_voids_every_claim_and_resumes_at_the_new_offsets(tmp_path) -> Non
     """The real-process reset scenario (broker + 3 consumer processes + the CLI's
     ``group reset --execute``): the audit shows the reset ending every ownership open at
     that moment, and every partition's next holder starting exactly at the new offset."""
-    from scenarios.processes import reset_target
+    from scenarios.reset import reset_target
 
     t = audit_scenario("reset", tmp_path)
     new = reset_target(1)

@@ -70,7 +70,7 @@ def test_real_process_scenario_passes(name: str) -> None:
 @pytest.mark.scenario
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_woken_zombie_makes_nobody_hand_an_offset_out_twice(seed: int) -> None:
-    """Issue 23 on real processes (AMO whatever the seed): on the code before its fix, the
-    woken instance's heartbeat takes the partition back from its client's newer instance and
+    """The woken zombie of docs/protocol-notes.md on real processes (AMO whatever the seed):
+    on the code before protocol version 4, the woken instance's heartbeat takes the partition back from its client's newer instance and
     its release rewinds the resume point, so the next holder repeats thousands of offsets."""
     _passes("zombie", seed)

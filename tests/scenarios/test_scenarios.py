@@ -63,15 +63,15 @@ def test_processes_is_the_processes_stage() -> None:
     assert parse_args("failover", ["--stage", "sim"]).stage == "sim"
 
 
-def test_the_restart_scenario_finds_issue_10_in_the_simulator(monkeypatch) -> None:
-    """The checks can fail: with issue 10's AMO restart fix taken out (of the core and, since
+def test_the_restart_scenario_finds_the_restart_bug_in_the_simulator(monkeypatch) -> None:
+    """The checks can fail: with the AMO restart fix taken out (of the core and, since
     protocol version 4, the log's own properties a and c, with writes that may overtake each
-    other), the restart scenario on the simulator sees the zombie's batch handed out again
+    other; ``scenarios.sim --without-restart-fix``), the restart scenario on the simulator sees the zombie's batch handed out again
     (seeds 113, 253 and 265 of the odd, AMO, seeds 1..265 do), and passes with the fix."""
     from scenarios.restart import run
-    from scenarios.stages import sim
+    from scenarios.stages import sim_stage
 
-    monkeypatch.setattr(sim._ScriptedSim, "fix", False)
+    monkeypatch.setattr(sim_stage._ScriptedSim, "fix", False)
     failed = {c.name for c in run(113, stage="sim").checks if not c.ok}
     assert "AMO: no offset handed out twice" in failed
     assert "the simulator's invariants held at every step" in failed

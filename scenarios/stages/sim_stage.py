@@ -31,11 +31,11 @@ class _ScriptedSim(Sim):
     """A :class:`Sim` without its random members, load and faults: the stage's script
     supplies them. Only the write faults remain (``light``), for the whole run."""
 
-    #: False puts issue 10's AMO restart bug back (``scenarios.sim --without-restart-fix``)
+    #: False puts the AMO restart bug back (``scenarios.sim --without-restart-fix``)
     fix = True
 
     def __init__(self, seed: int, *, mode: str, partitions: int, faults: str) -> None:
-        # (issue 10's experiment needs writes that overtake each other too: FIFO writes, as
+        # (the restart-bug experiment needs writes that overtake each other too: FIFO writes, as
         # an idempotent producer makes them, close that window as well)
         without = frozenset() if self.fix else frozenset({"idempotent-writes"})
         super().__init__(seed, fix=self.fix, units="partitions", without=without)

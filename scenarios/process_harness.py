@@ -1,4 +1,4 @@
-"""Scenarios in real processes: a broker process, consumer and producer processes
+"""The real-process harness: a broker process, consumer and producer processes
 (:mod:`scenarios.member`), real signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM), and the checks.
 
 The orchestrator (this process) starts the broker on a free port of 127.0.0.1, creates the

@@ -1,6 +1,6 @@
 """Members as real processes over a broker process on 127.0.0.1, with real signals.
 
-A thin stage over :class:`scenarios.procs.Procs`: SIGKILL kills, SIGSTOP freezes, SIGCONT
+A thin stage over :class:`scenarios.process_harness.Procs`: SIGKILL kills, SIGSTOP freezes, SIGCONT
 thaws, SIGTERM leaves (commits flushed, claims released), and a restart starts a new process
 of the same client_id (imported ahead, so that it connects the moment the old one goes).
 What each member handed out comes from its report file; ownership from an observer that
@@ -23,7 +23,7 @@ from logmarshal.coordlog import COORDINATION_TOPIC, iter_columns
 from rationalizer import DecodeError, WorldState, coordination_partition, decode
 
 from ..common import GROUP, TOPIC, wait_until
-from ..procs import MemberProc, Procs
+from ..process_harness import MemberProc, Procs
 from .base import Handed, Member, Setup, Stage, StageError, members_in_log
 
 __all__ = ["Judged", "ProcessStage"]
