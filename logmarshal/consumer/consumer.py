@@ -246,7 +246,7 @@ class Consumer:
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
         self._writer = CoordinationWriter(marshaler, self._feed, name)
-        marshaler._register(self, self._reads())
+        marshaler.attach(self, self._reads())
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
         marshaler.add_listener(self._replayed)
@@ -508,7 +508,7 @@ class Consumer:
         for fetcher in fetchers:
             if fetcher.thread is not threading.current_thread():
                 fetcher.thread.join(timeout if timeout is not None else self._fetch_wait + 5)
-        self._marshaler._unregister(self)
+        self._marshaler.detach(self)
         if self._metrics is not None:
             self._metrics.unwatch_consumer(self)
         log.info(
