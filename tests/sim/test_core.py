@@ -46,8 +46,10 @@ def options(**kw):
         mode="amo",
         heartbeat_ms=HB,
         batch=5,
+        claim_every_ms=0,  # these tests' claim passes run on every tick
     )
     base.update(kw)
+    base.setdefault("prefetch", base["batch"])  # a batch buffered is a batch fetched
     return CoreOptions(**base)
 
 
