@@ -27,7 +27,8 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from .marshaler import COORDINATION_TOPIC, CoordinationTopicError, Marshaler, Written
+from .marshaler import COORDINATION_TOPIC, CoordinationTopicError, Landed, Marshaler
+from .metrics import MarshalerMetrics
 from .partitioners import Mmh3Partitioner, Murmur2Partitioner, RoundRobinPartitioner, murmur2
 from .producer import Producer, RecordMetadata
 from .retry import HandlerFailed, RetryPolicy
@@ -41,9 +42,11 @@ __all__ = [
     "CoordinationTopicError",
     "EmbeddedCluster",
     "HandlerFailed",
+    "Landed",
     "LogmarshalError",
     "ManualClock",
     "Marshaler",
+    "MarshalerMetrics",
     "Message",
     "Mmh3Partitioner",
     "Murmur2Partitioner",
@@ -64,7 +67,6 @@ __all__ = [
     "TopicDescription",
     "UnknownPartition",
     "UnknownTopic",
-    "Written",
     "connect",
     "murmur2",
 ]

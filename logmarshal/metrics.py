@@ -41,22 +41,57 @@ import logging
 import threading
 import weakref
 from collections import Counter as Tally
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping, Sized
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from rationalizer import Verdict
+from rationalizer import Verdict
 
-    from .consumer import Consumer
-    from .marshaler import Marshaler
-
-__all__ = ["MarshalerMetrics"]
+__all__ = ["MarshalerMetrics", "WatchedConsumer", "WatchedMarshaler"]
 
 log = logging.getLogger(__name__)
+
+
+class WatchedMarshaler(Protocol):
+    """What the series read of a :class:`~logmarshal.Marshaler` (it hands itself over with
+    ``metrics=``): this module knows the Marshaler only by these."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def replay_offsets(self) -> dict[int, int]: ...
+
+    def log_end_offset(self, coord_partition: int) -> int: ...
+
+    def claims(self, client_id: str | None = None) -> Sized: ...
+
+
+class WatchedConsumer(Protocol):
+    """What the series read of a :class:`~logmarshal.Consumer` on a watched Marshaler."""
+
+    @property
+    def marshaler(self) -> WatchedMarshaler: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def claims(self) -> Sized: ...
+
+    def uncommitted(self) -> Mapping[tuple[str, int], int]: ...
+
+    def lag(self) -> Mapping[tuple[str, int], int]: ...
 
 
 class _Gauges(Collector):
@@ -101,7 +136,7 @@ class _Gauges(Collector):
         yield from _consumer_gauges(self._owner.consumers())
 
 
-def _consumer_gauges(consumers: Iterable[Consumer]) -> Iterator[GaugeMetricFamily]:
+def _consumer_gauges(consumers: Iterable[WatchedConsumer]) -> Iterator[GaugeMetricFamily]:
     who = ["group", "client_id"]
     held = GaugeMetricFamily(
         "logmarshal_consumer_claims_held", "Partitions this consumer hands out", labels=who
@@ -167,54 +202,54 @@ class MarshalerMetrics:
             registry=self.registry,
         )
         self._lock = threading.Lock()
-        self._watched: weakref.WeakSet[Marshaler] = weakref.WeakSet()
-        self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
+        self._watched: weakref.WeakSet[WatchedMarshaler] = weakref.WeakSet()
+        self._consumers: weakref.WeakSet[WatchedConsumer] = weakref.WeakSet()
         self.registry.register(_Gauges(self))
 
-    def watch(self, marshaler: Marshaler) -> None:
+    def watch(self, marshaler: WatchedMarshaler) -> None:
         with self._lock:
             self._watched.add(marshaler)
 
-    def unwatch(self, marshaler: Marshaler) -> None:
+    def unwatch(self, marshaler: WatchedMarshaler) -> None:
         with self._lock:
             self._watched.discard(marshaler)
 
-    def watched(self) -> list[Marshaler]:
+    def watched(self) -> list[WatchedMarshaler]:
         with self._lock:
             return [m for m in self._watched if not m.closed]
 
-    def watch_consumer(self, consumer: Consumer) -> None:
+    def watch_consumer(self, consumer: WatchedConsumer) -> None:
         with self._lock:
             self._consumers.add(consumer)
 
-    def unwatch_consumer(self, consumer: Consumer) -> None:
+    def unwatch_consumer(self, consumer: WatchedConsumer) -> None:
         with self._lock:
             self._consumers.discard(consumer)
 
-    def consumers(self) -> list[Consumer]:
+    def consumers(self) -> list[WatchedConsumer]:
         with self._lock:
             return [c for c in self._consumers if not c.closed]
 
     # Consumer events: called once per batch or per claim change, never per message.
 
-    def handed_out(self, consumer: Consumer, topic: str, count: int) -> None:
+    def handed_out(self, consumer: WatchedConsumer, topic: str, count: int) -> None:
         m = consumer.marshaler
         self._handed_out.labels(m.group_id, m.client_id, topic, consumer.mode).inc(count)
 
-    def committed(self, consumer: Consumer, topic: str, count: int) -> None:
+    def committed(self, consumer: WatchedConsumer, topic: str, count: int) -> None:
         m = consumer.marshaler
         self._committed.labels(m.group_id, m.client_id, topic).inc(count)
 
-    def assigned(self, consumer: Consumer, how: str) -> None:
+    def assigned(self, consumer: WatchedConsumer, how: str) -> None:
         m = consumer.marshaler
         self._assignments.labels(m.group_id, m.client_id, how).inc()
 
-    def revoked(self, consumer: Consumer, why: str) -> None:
+    def revoked(self, consumer: WatchedConsumer, why: str) -> None:
         m = consumer.marshaler
         self._revocations.labels(m.group_id, m.client_id, why).inc()
 
     def count_verdicts(
-        self, marshaler: Marshaler, coord_partition: int, verdicts: Iterable[Verdict | None]
+        self, marshaler: WatchedMarshaler, coord_partition: int, verdicts: Iterable[Verdict | None]
     ) -> None:
         """Count one applied chunk (called by the replay thread; one inc per distinct label)."""
         tally: Tally[tuple[str, str]] = Tally()

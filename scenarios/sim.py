@@ -311,6 +311,7 @@ class Sim:
             client_id = f"c{self._clients}"
         self._instances += 1
         worlds = [self.world() for _ in range(self.ncoord)]
+        batch = core_options.pop("batch", self.rng.choice((1, 5, 20)))
         options = CoreOptions(
             group_id=GROUP,
             client_id=client_id,
@@ -319,7 +320,8 @@ class Sim:
             coordination_partitions=self.ncoord,
             mode=self.mode,
             heartbeat_ms=HB,
-            batch=core_options.pop("batch", self.rng.choice((1, 5, 20))),
+            batch=batch,
+            prefetch=batch,  # pinned: the seeds' traces were recorded fetching one batch ahead
             claim_every_ms=HB // 2,
             rebalance=core_options.pop("rebalance", self.rebalance),
             tasks=((TOPIC, self.sources),) if self.sources != (TOPIC,) else (),

@@ -51,11 +51,8 @@ N_COORD = 4
 
 
 def _worlds(m: Marshaler) -> list[bytes]:
-    out = []
-    for tail in m._tails:
-        with tail.cond:
-            out.append(tail.world.to_bytes())
-    return out
+    with m.replay_paused():
+        return [world.to_bytes() for world in m.worlds()]
 
 
 Record = tuple[int, int, "bytes | None", "bytes | None"]

@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..cluster import Message
 from ..core import (
@@ -55,6 +55,16 @@ from ..core import (
     Topics,
     Write,
 )
+from ..core.options import (
+    DEFAULT_BATCH,
+    DEFAULT_ENTIRE_TOPIC,
+    DEFAULT_FAST_RECLAIM,
+    DEFAULT_GREEDY,
+    DEFAULT_MODE,
+    DEFAULT_REBALANCE,
+    DEFAULT_RESET,
+    DEFAULT_WEIGHT,
+)
 from ..errors import ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
@@ -76,12 +86,25 @@ _TOPIC_PARTITION = operator.itemgetter(0, 1)
 _OFFSET = operator.itemgetter(2)
 
 
+def _ms(seconds: float | None) -> int | None:
+    """A Consumer argument in seconds as CoreOptions takes it: whole ms (None: the default)."""
+    return None if seconds is None else round(seconds * 1000)
+
+
 class Consumer:
     """Consumes ``topics`` (names, or a compiled regex matched in full against the cluster's
     topics on every claim pass) as member ``marshaler.client_id`` of ``marshaler.group_id``.
 
-    - ``batch_size``: the most messages one ``poll`` returns by default (and in AMO the most
-      reserved at once, so at most that many are lost to a crash).
+    Settings of the member's decisions go into one :class:`~logmarshal.core.CoreOptions`,
+    which validates them and holds their defaults; seconds are converted to its milliseconds
+    here, once (HB is the Marshaler's, :attr:`Marshaler.heartbeat_interval_ms`).
+
+    - ``batch_size`` (default 100): the most messages one ``poll`` returns by default (and
+      in AMO the most reserved at once, so at most that many are lost to a crash).
+    - ``prefetch`` (default ``max(2·batch_size, 500)``): a held partition is fetched while
+      fewer messages than this are buffered.
+    - ``claim_interval`` (default HB/4): how often claimable partitions are looked for
+      (and patterns and partition counts read again).
     - ``rebalance``: how the group shares its partitions. ``"balanced"`` (default): every
       member announces itself in the log and all compute the same sticky, balanced target
       from it; a member over its share releases exactly the partitions that move, one under
@@ -125,18 +148,18 @@ class Consumer:
         marshaler: Marshaler,
         topics: str | Iterable[str] | re.Pattern[str],
         *,
-        mode: Mode = "alo",
-        batch_size: int = 100,
-        rebalance: str | Callable[..., Any] = "balanced",
-        weight: int = 1,
+        mode: Mode = DEFAULT_MODE,
+        batch_size: int = DEFAULT_BATCH,
+        rebalance: str | Callable[..., Any] = DEFAULT_REBALANCE,
+        weight: int = DEFAULT_WEIGHT,
         max_claims: int | None = None,
-        greedy: bool = False,
-        claim_entire_topic: bool = False,
+        greedy: bool = DEFAULT_GREEDY,
+        claim_entire_topic: bool = DEFAULT_ENTIRE_TOPIC,
         release_if_behind: int | None = None,
         reclaim_cooldown: float | None = None,
-        auto_offset_reset: OffsetReset = "earliest",
+        auto_offset_reset: OffsetReset = DEFAULT_RESET,
         retry: RetryPolicy | None = None,
-        fast_reclaim: bool = True,
+        fast_reclaim: bool = DEFAULT_FAST_RECLAIM,
         on_assigned: PartitionsCallback | None = None,
         on_revoked: PartitionsCallback | None = None,
         on_lost: PartitionsCallback | None = None,
@@ -162,33 +185,47 @@ class Consumer:
             self._topics = (topics,) if isinstance(topics, str) else tuple(dict.fromkeys(topics))
             if not self._topics and not self._tasks:
                 raise ValueError("a consumer needs at least one topic (or a pattern, or tasks)")
-        if mode not in ("alo", "amo"):
-            raise ValueError(f'mode must be "alo" or "amo", got {mode!r}')
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if max_claims is not None and max_claims < 1:
-            raise ValueError(f"max_claims must be at least 1 (or None), got {max_claims}")
-        if auto_offset_reset not in ("earliest", "latest", "error"):
-            raise ValueError(
-                'auto_offset_reset must be "earliest", "latest" or "error", '
-                f"got {auto_offset_reset!r}"
-            )
-        if release_if_behind is not None and release_if_behind < 0:
-            raise ValueError(f"release_if_behind must be >= 0 (or None), got {release_if_behind}")
         if fetch_wait <= 0:
             raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
-        hb = marshaler.heartbeat_interval
-        margin = hb / 4 if fence_margin is None else fence_margin
-        if not 0 <= margin < 2 * hb:
-            raise ValueError(f"fence_margin must be in [0, 2*HB), got {margin}")
         self._marshaler = marshaler
         self._cluster = marshaler.cluster
         self._clock = marshaler.clock
         self._metrics = marshaler.metrics  # its Prometheus series, if the Marshaler has them
         self._rng = rng if rng is not None else random.Random()
-        self._mode: Mode = mode
-        self._batch_size = batch_size
+        if self._pattern is not None:
+            self._topics = self._match_topics()
+        self._subscribed = self._subscription()
+        options = CoreOptions(
+            group_id=marshaler.group_id,
+            client_id=marshaler.client_id,
+            instance_id=marshaler.instance_id,
+            topics=self._subscribed,
+            coordination_partitions=marshaler.coordination_partitions,
+            mode=mode,
+            heartbeat_ms=marshaler.heartbeat_interval_ms,
+            fence_margin_ms=_ms(fence_margin),
+            max_claims=max_claims,
+            batch=batch_size,
+            claim_every_ms=_ms(claim_interval),
+            reset=auto_offset_reset,
+            greedy=greedy,
+            entire_topic=claim_entire_topic,
+            release_if_behind=release_if_behind,
+            cooldown_ms=_ms(reclaim_cooldown),
+            fast_reclaim=fast_reclaim,
+            prefetch=prefetch,
+            rebalance=rebalance,
+            weight=weight,
+            tasks=tuple(sorted(self._tasks.items())),
+        )
+        self._core = MemberCore(options, marshaler.worlds(), offset_of=_OFFSET)
+        # the edge's own timing, in seconds of its waits, read from the options
+        hb = options.heartbeat_ms / 1000
+        self._mode = cast(Mode, options.mode)
+        self._batch_size = options.batch
         self._hb = hb
+        self._claim_interval = options.claim_every_ms / 1000
+        self._behind = options.release_if_behind is not None
         self._retry = retry if retry is not None else RetryPolicy()
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
@@ -197,38 +234,6 @@ class Consumer:
         self._fetch_wait = fetch_wait
         self._verdict_timeout = max(hb, 1.0) if verdict_timeout is None else verdict_timeout
         self._tick = min(0.02, hb / 10)  # how soon a due heartbeat or a release is acted on
-        self._claim_interval = hb / 4 if claim_interval is None else claim_interval
-        if self._pattern is not None:
-            self._topics = self._match_topics()
-        self._subscribed = self._subscription()
-        self._core = MemberCore(
-            CoreOptions(
-                group_id=marshaler.group_id,
-                client_id=marshaler.client_id,
-                instance_id=marshaler.instance_id,
-                topics=self._subscribed,
-                coordination_partitions=marshaler.coordination_partitions,
-                mode=mode,
-                heartbeat_ms=round(hb * 1000),
-                fence_margin_ms=round(margin * 1000),
-                max_claims=max_claims if max_claims is not None else 1 << 30,
-                batch=batch_size,
-                claim_every_ms=round(self._claim_interval * 1000),
-                reset=auto_offset_reset,
-                greedy=greedy,
-                entire_topic=claim_entire_topic,
-                release_if_behind=release_if_behind,
-                cooldown_ms=None if reclaim_cooldown is None else round(reclaim_cooldown * 1000),
-                fast_reclaim=fast_reclaim,
-                prefetch=max(2 * batch_size, 500) if prefetch is None else max(1, prefetch),
-                rebalance=rebalance,
-                weight=weight,
-                tasks=tuple(sorted(self._tasks.items())),
-            ),
-            marshaler.worlds(),
-            offset_of=_OFFSET,
-        )
-        self._behind = release_if_behind is not None
         self._polls: dict[int, Poll] = {}
         self._ticks = 0  # driver passes so far (tests wait for some instead of sleeping)
 
@@ -246,7 +251,7 @@ class Consumer:
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
         self._writer = CoordinationWriter(marshaler, self._feed, name)
-        marshaler._register(self, self._reads())
+        marshaler.attach(self, self._reads())
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
         marshaler.add_listener(self._replayed)
@@ -508,7 +513,7 @@ class Consumer:
         for fetcher in fetchers:
             if fetcher.thread is not threading.current_thread():
                 fetcher.thread.join(timeout if timeout is not None else self._fetch_wait + 5)
-        self._marshaler._unregister(self)
+        self._marshaler.detach(self)
         if self._metrics is not None:
             self._metrics.unwatch_consumer(self)
         log.info(

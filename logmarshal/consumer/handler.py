@@ -8,24 +8,40 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from storage import NewRecord
 
 from ..cluster import Cluster, Message
 from ..errors import ClosedError, TopicExists, UnknownTopic
+from ..marshaler import Marshaler
 from ..retry import HandlerFailed, RetryPolicy
 
-if TYPE_CHECKING:
-    from .consumer import Consumer
-
-__all__ = ["dead_letter", "run_handler"]
+__all__ = ["Polled", "dead_letter", "run_handler"]
 
 log = logging.getLogger(__name__)
 
 
+class Polled(Protocol):
+    """The public part of a :class:`~logmarshal.Consumer` a handler loop is built on."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def marshaler(self) -> Marshaler: ...
+
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[Message]: ...
+
+    def commit(self, *messages: Message) -> bool: ...
+
+    def claims(self) -> list[tuple[str, int]]: ...
+
+    def close(self) -> None: ...
+
+
 def run_handler(
-    consumer: Consumer,
+    consumer: Polled,
     handler: Callable[[Message], object],
     policy: RetryPolicy,
     rng: random.Random,
@@ -55,12 +71,12 @@ def run_handler(
     return handled
 
 
-def _holds(consumer: Consumer, message: Message) -> bool:
+def _holds(consumer: Polled, message: Message) -> bool:
     return (message.topic, message.partition) in consumer.claims()
 
 
 def _handle(
-    consumer: Consumer,
+    consumer: Polled,
     handler: Callable[[Message], object],
     message: Message,
     policy: RetryPolicy,

@@ -70,7 +70,7 @@ class CoordinationWriter:
     def _send(self, cp: int, batch: list[tuple[int, bytes, bytes]]) -> None:
         """What queued up meanwhile goes in one call: in order, one flush."""
         try:
-            written = self._marshaler.send_encoded_many(cp, [(k, v) for _, k, v in batch])
+            written = self._marshaler.write_records(cp, [(k, v) for _, k, v in batch])
         except ClosedError:
             written = None
         except Exception as exc:

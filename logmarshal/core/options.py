@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -12,7 +12,94 @@ from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_WEIGHT, valid_i
 #: sources of one task: a HeartbeatingTask carries at most this many positions
 MAX_TASK_SOURCES = 64
 
-__all__ = ["CoreOptions"]
+__all__ = [
+    "DEFAULT_BATCH",
+    "DEFAULT_ENTIRE_TOPIC",
+    "DEFAULT_FAST_RECLAIM",
+    "DEFAULT_GREEDY",
+    "DEFAULT_MODE",
+    "DEFAULT_REBALANCE",
+    "DEFAULT_RESET",
+    "DEFAULT_WEIGHT",
+    "MIN_PREFETCH",
+    "UNLIMITED_CLAIMS",
+    "CoreOptions",
+]
+
+
+#: where a member's settings come from, when not given (the defaults a ``Consumer`` shows)
+DEFAULT_MODE: Final = "alo"
+DEFAULT_BATCH: Final = 100
+DEFAULT_RESET: Final = "earliest"
+DEFAULT_REBALANCE: Final = "balanced"
+DEFAULT_WEIGHT: Final = 1
+DEFAULT_GREEDY: Final = False
+DEFAULT_ENTIRE_TOPIC: Final = False
+DEFAULT_FAST_RECLAIM: Final = True
+#: ``max_claims`` when not capped
+UNLIMITED_CLAIMS: Final = 1 << 30
+#: ``prefetch`` when not given: at least this many records, and at least two batches
+MIN_PREFETCH: Final = 500
+
+#: the name a ``Consumer`` (or, for the heartbeat, a ``Marshaler``) gives each option whose
+#: name differs here, so an error names the argument its caller wrote
+_FACING = {
+    "heartbeat_ms": "heartbeat_interval",
+    "fence_margin_ms": "fence_margin",
+    "batch": "batch_size",
+    "claim_every_ms": "claim_interval",
+    "reset": "auto_offset_reset",
+    "entire_topic": "claim_entire_topic",
+    "cooldown_ms": "reclaim_cooldown",
+}
+
+
+def _named(attribute: attrs.Attribute[Any]) -> str:
+    """``batch_size (batch)``: the caller's name for an option, and this class's."""
+    name = attribute.alias or attribute.name
+    facing = _FACING.get(name)
+    return name if facing is None else f"{facing} ({name})"
+
+
+def _quarter_hb(heartbeat_ms: int) -> int:
+    """HB/4 in whole ms, rounded as the Consumer always derived it from HB in seconds
+    (``round(HB_s / 4 * 1000)``), so these defaults keep every millisecond they had."""
+    return round(heartbeat_ms / 4000 * 1000)
+
+
+def _int(attribute: attrs.Attribute[Any], value: object, lowest: int) -> None:
+    if type(value) is not int:
+        raise TypeError(f"{_named(attribute)} must be an int, got {value!r}")
+    if value < lowest:
+        raise ValueError(f"{_named(attribute)} must be at least {lowest}, got {value!r}")
+
+
+def _positive(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    _int(attribute, value, 1)
+
+
+def _none_or_at_least_zero(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        _int(attribute, value, 0)
+
+
+def _none_or_int(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and type(value) is not int:
+        raise TypeError(f"{_named(attribute)} must be an int or None, got {value!r}")
+
+
+def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], object], None]:
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value not in choices:
+            said = ", ".join(f'"{c}"' for c in choices[:-1]) + f' or "{choices[-1]}"'
+            raise ValueError(f"{_named(attribute)} must be {said}, got {value!r}")
+
+    return check
+
+
+def _at_least_one(value: int | None) -> int | None:
+    """A prefetch below one record would never fetch: it is taken as one."""
+    return value if value is None or type(value) is not int else max(1, value)
 
 
 def _ident(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -20,9 +107,9 @@ def _ident(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         raise ValueError(f"{attribute.name} must be a non-empty id string, got {value!r}")
 
 
-def _positive(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if type(value) is not int or value <= 0:
-        raise ValueError(f"{attribute.name} must be a positive int, got {value!r}")
+def _ident(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not valid_id(value):
+        raise ValueError(f"{attribute.name} must be a non-empty id string, got {value!r}")
 
 
 def _topics(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -82,15 +169,23 @@ def _weight(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
 
 def _heartbeat(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not int or not 1 <= value <= MAX_HEARTBEAT_INTERVAL_MS:
-        raise ValueError(f"{attribute.name} must be an int in [1, {MAX_HEARTBEAT_INTERVAL_MS}] ms")
+        raise ValueError(
+            f"{_named(attribute)} must be an int in [1, {MAX_HEARTBEAT_INTERVAL_MS}] ms, "
+            f"got {value!r}"
+        )
 
 
 @attrs.frozen(kw_only=True)
 class CoreOptions:
-    """One member's configuration. Times are milliseconds of the injected clock.
+    """One member's configuration: the one place its settings are validated and defaulted.
 
-    ``fence_margin_ms`` (default HB/4): the member stops handing out a partition when none
-    of its messages for it was accepted for ``2·HB - fence_margin_ms`` after it was *sent*.
+    Times are milliseconds of the injected clock; a :class:`~logmarshal.Consumer` converts
+    its seconds once and builds this, so its defaults are these. An option left None takes a
+    default derived from others: ``fence_margin_ms`` and ``claim_every_ms`` HB/4,
+    ``cooldown_ms`` 2·HB, ``prefetch`` ``max(2·batch, 500)``, ``max_claims`` unlimited.
+
+    ``fence_margin_ms``: the member stops handing out a partition when none of its messages
+    for it was accepted for ``2·HB - fence_margin_ms`` after it was *sent*.
     ``topics`` pairs each subscribed topic with its partition count as first known (0: not
     known yet); the edge reports changes with a ``Topics`` event (patterns, growth).
     """
@@ -100,56 +195,62 @@ class CoreOptions:
     instance_id: str = attrs.field(validator=_ident)
     topics: tuple[tuple[str, int], ...] = attrs.field(validator=_topics)
     coordination_partitions: int = attrs.field(validator=_positive)
-    mode: str = attrs.field(validator=attrs.validators.in_(("alo", "amo")))
+    mode: str = attrs.field(default=DEFAULT_MODE, validator=_one_of("alo", "amo"))
     heartbeat_ms: int = attrs.field(validator=_heartbeat)
-    fence_margin_ms: int | None = None
-    max_claims: int = attrs.field(default=1 << 30, validator=_positive)
-    batch: int = attrs.field(default=50, validator=_positive)
-    #: how often a member looks for claimable partitions
-    claim_every_ms: int = attrs.field(default=0)
+    fence_margin_ms: int | None = attrs.field(default=None, validator=_none_or_int)
+    max_claims: int = attrs.field(
+        default=UNLIMITED_CLAIMS,
+        converter=attrs.converters.default_if_none(UNLIMITED_CLAIMS),
+        validator=_positive,
+    )
+    #: the most records a poll hands out (AMO: the most reserved at once)
+    batch: int = attrs.field(default=DEFAULT_BATCH, validator=_positive)
+    #: how often a member looks for claimable partitions (None: HB/4; read
+    #: :attr:`claim_every_ms`)
+    _claim_every_ms: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
     #: how many times a graceful close writes a ReleasingPartition whose outcome is unknown
     release_attempts: int = attrs.field(default=3, validator=_positive)
     #: where to start without a usable position: "earliest", "latest" or "error"
     reset: str = attrs.field(
-        default="earliest", validator=attrs.validators.in_(("earliest", "latest", "error"))
+        default=DEFAULT_RESET, validator=_one_of("earliest", "latest", "error")
     )
     #: a claim pass takes as many partitions as allowed, not one
-    greedy: bool = False
+    greedy: bool = DEFAULT_GREEDY
     #: partition 0 stands for its topic: whoever holds it claims the whole topic
-    entire_topic: bool = False
+    entire_topic: bool = DEFAULT_ENTIRE_TOPIC
     #: give up the partition furthest behind when its lag exceeds this and is not shrinking
-    release_if_behind: int | None = None
+    release_if_behind: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
     #: how long a partition this member gave up while running is left to others
-    cooldown_ms: int | None = None
+    cooldown_ms: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
     #: take back fresh claims of a previous instance of our client_id (restart recovery)
-    fast_reclaim: bool = True
-    #: fetch more while fewer than this many records are buffered (default: ``batch``)
-    prefetch: int | None = None
+    fast_reclaim: bool = DEFAULT_FAST_RECLAIM
+    #: fetch more while fewer than this many records are buffered (read
+    #: :attr:`prefetch_records`; below 1 counts as 1)
+    prefetch: int | None = attrs.field(
+        default=None, converter=_at_least_one, validator=_none_or_int
+    )
     #: how the group shares its partitions: "balanced" (the sticky balanced target every
     #: member computes from the log), "none" (claim whatever is claimable, as Go Marshal
     #: does) or a callable (``logmarshal.core.assignment.Strategy``)
-    rebalance: str | Callable[..., Any] = attrs.field(default="balanced", validator=_strategy)
+    rebalance: str | Callable[..., Any] = attrs.field(
+        default=DEFAULT_REBALANCE, validator=_strategy
+    )
     #: this member's relative share under "balanced"
-    weight: int = attrs.field(default=1, validator=_weight)
-    #: tasks (issue 14): ``(task topic, source topics)``. Partition p of a task topic is one
-    #: claim (HeartbeatingTask carries every source's position) under which partition p of
-    #: each source topic is fetched and handed out. The task topic is a name in
-    #: ``__marshal`` only; it is subscribed like a topic in ``topics`` (with the sources'
-    #: partition count), so claiming and the target treat a task as a partition.
+    weight: int = attrs.field(default=DEFAULT_WEIGHT, validator=_weight)
+    #: tasks: ``(task topic, source topics)``. Partition p of a task topic is one claim
+    #: (HeartbeatingTask carries every source's position) under which partition p of each
+    #: source topic is fetched and handed out. The task topic is a name in ``__marshal``
+    #: only; it is subscribed like a topic in ``topics`` (with the sources' partition
+    #: count), so claiming and the target treat a task as a partition (docs/streams.md).
     tasks: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), validator=_tasks)
 
     def __attrs_post_init__(self) -> None:
         margin = self.margin_ms
         if not 0 <= margin < 2 * self.heartbeat_ms:
-            raise ValueError(f"fence_margin_ms must be in [0, 2*HB), got {margin}")
-        if type(self.claim_every_ms) is not int or self.claim_every_ms < 0:
-            raise ValueError("claim_every_ms must be an int >= 0")
-        if self.release_if_behind is not None and self.release_if_behind < 0:
-            raise ValueError("release_if_behind must be >= 0 (or None)")
-        if self.cooldown_ms is not None and self.cooldown_ms < 0:
-            raise ValueError("cooldown_ms must be >= 0 (or None)")
-        if self.prefetch is not None and self.prefetch < 1:
-            raise ValueError("prefetch must be >= 1 (or None)")
+            raise ValueError(
+                f"fence_margin (fence_margin_ms) must be in [0, 2·HB) = "
+                f"[0, {2 * self.heartbeat_ms}) ms, got {margin} ms"
+            )
         if self.tasks:
             if self.mode != "alo":
                 raise ValueError("tasks are consumed at least once (mode alo), not at most once")
@@ -169,6 +270,13 @@ class CoreOptions:
             )
 
     @property
+    def claim_every_ms(self) -> int:
+        """How often a member looks for claimable partitions."""
+        if self._claim_every_ms is None:
+            return _quarter_hb(self.heartbeat_ms)
+        return self._claim_every_ms
+
+    @property
     def announce_every_ms(self) -> int:
         """How often the member announces itself: a third of HB, so it stays a member
         (2·HB) through a lost announcement or two."""
@@ -182,7 +290,9 @@ class CoreOptions:
 
     @property
     def margin_ms(self) -> int:
-        return self.heartbeat_ms // 4 if self.fence_margin_ms is None else self.fence_margin_ms
+        if self.fence_margin_ms is None:
+            return _quarter_hb(self.heartbeat_ms)
+        return self.fence_margin_ms
 
     @property
     def reclaim_cooldown_ms(self) -> int:
@@ -190,7 +300,9 @@ class CoreOptions:
 
     @property
     def prefetch_records(self) -> int:
-        return self.batch if self.prefetch is None else self.prefetch
+        if self.prefetch is None:
+            return max(2 * self.batch, MIN_PREFETCH)
+        return self.prefetch
 
     @property
     def fence_after_ms(self) -> int:

@@ -181,7 +181,7 @@ def epoch_bounds(commits: list[_Commit], fences: list[_Fence], seed: int = NO_EP
 
 
 @attrs.frozen
-class Replayed:
+class ChangelogPass:
     """What one pass over a changelog range found: its markers, the positions the applied
     state reflects, the keys whose last record in the
     range belongs to no applied commit (a cut-short or stale commit: rewritten by the next
@@ -218,7 +218,7 @@ def _replay(
     cluster: Cluster, topic: str, partition: int, apply: Callable[[bytes, bytes | None], None],
     start: int, end: int, *, seed: int = NO_EPOCH, bounds: dict[int, int] | None = None,
     last: dict[str, int] | None = None,
-) -> Replayed:
+) -> ChangelogPass:
     """Apply the commits of changelog range ``[start, end)`` in order. A data record belongs
     to the next commit marker of its epoch; the records of an epoch that no marker follows
     (a commit cut short by a crash) are never applied. With ``bounds``, exactly the records
@@ -292,13 +292,13 @@ def _replay(
     for epoch, records in pending.items():
         settle(epoch, records, -1)
     uncommitted = frozenset(k for k, (_, ok) in latest.items() if not ok)
-    return Replayed(commits, fences, last, uncommitted, applied_max, dropped_min)
+    return ChangelogPass(commits, fences, last, uncommitted, applied_max, dropped_min)
 
 
 def _restore_store(
     cluster: Cluster, topic: str, partition: int, store: KeyValueStore,
     apply: Callable[[bytes, bytes | None], None], *, use_local: bool = True,
-) -> tuple[Replayed, int, dict[int, int]]:
+) -> tuple[ChangelogPass, int, dict[int, int]]:
     """Rebuild ``store`` to the valid commits of its changelog partition below the offset
     returned with the replay (the log end when it started). Also returns the verdict a fence
     written after this restore records (``through``: epoch -> last valid commit offset)."""

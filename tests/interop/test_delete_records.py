@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from logmarshal import Marshaler, connect
+from logmarshal import Marshaler, connect, direct
 from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from storage import NewRecord
 
@@ -92,9 +92,9 @@ def test_network_cluster_delete_records_and_a_marshaler_restores_over_the_networ
     first = Marshaler(filled, "a", "g", 1.0, snapshot_records=15, **kw)
     late = None
     try:
-        assert first.wait_verdict(first.claim_partition("orders", 0), 10).accepted
+        assert direct.wait_verdict(first, direct.claim_partition(first, "orders", 0), 10).accepted
         for i in range(60):
-            assert first.wait_verdict(first.heartbeat("orders", 0, i), 10).accepted
+            assert direct.wait_verdict(first, direct.heartbeat(first, "orders", 0, i), 10).accepted
         assert first.wait_caught_up(10)
         deadline = time.monotonic() + 10
         while filled.earliest_offset(COORDINATION_TOPIC, 0) == 0:

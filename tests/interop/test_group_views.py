@@ -19,6 +19,7 @@ from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import logmarshal
+from logmarshal import direct
 from logmarshal.broker_groups import MarshalGroupView
 from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.groups import CLASSIC_REFUSED
@@ -233,8 +234,10 @@ def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
         marshaler = logmarshal.Marshaler(cluster, "w", GROUP, 30.0, coordination_partitions=4)
         stack.callback(marshaler.close)
         for p in range(6):
-            assert marshaler.wait_verdict(marshaler.claim_partition(TOPIC, p), 10).accepted
-            assert marshaler.wait_verdict(marshaler.heartbeat(TOPIC, p, 10 * p), 10).accepted
+            landed = direct.claim_partition(marshaler, TOPIC, p)
+            assert direct.wait_verdict(marshaler, landed, 10).accepted
+            landed = direct.heartbeat(marshaler, TOPIC, p, 10 * p)
+            assert direct.wait_verdict(marshaler, landed, 10).accepted
         leaders = {brokers[0].server.handlers.layout.leader("__marshal", cp) for cp in range(4)}
         assert leaders == {1, 2}  # the coordination log really is spread
         expected = {(TOPIC, p): 10 * p + 1 for p in range(6)}

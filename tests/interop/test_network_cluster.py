@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from logmarshal import Marshaler, Producer, connect
+from logmarshal import Marshaler, Producer, connect, direct
 from logmarshal.errors import (
     InvalidTopicName,
     OffsetOutOfRange,
@@ -79,8 +79,8 @@ def test_marshaler_over_network(cluster):
     with Marshaler(cluster, "client-a", "group", heartbeat_interval=5.0, coordination_partitions=4) as marshaler:
         description = cluster.describe_topic(COORDINATION_TOPIC)
         assert description.config["message.timestamp.type"] == "LogAppendTime"
-        written = marshaler.claim_partition("work", 0)
-        verdict = marshaler.wait_verdict(written, timeout=10)
+        written = direct.claim_partition(marshaler, "work", 0)
+        verdict = direct.wait_verdict(marshaler, written, timeout=10)
         assert verdict is not None and verdict.accepted
         assert marshaler.holder("work", 0) == marshaler.identity
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from logmarshal import EmbeddedCluster, Message
+from logmarshal import EmbeddedCluster, Message, direct
 from logmarshal.clock import ManualClock
 from logmarshal.consumer import Consumer
 from logmarshal.errors import ClosedError
@@ -188,7 +188,7 @@ def test_stops_handing_out_as_soon_as_the_replay_says_the_claim_is_lost(tmp_path
             wait_until(lambda: victim.claims() == [(TOPIC, 0)], what="the claim")
             handed = drain(victim, 5, commit=False)
             log_clock.advance(2.5)  # the victim's claim is stale in log time
-            verdict = intruder.wait_verdict(intruder.claim_partition(TOPIC, 0), 5)
+            verdict = direct.wait_verdict(intruder, direct.claim_partition(intruder, TOPIC, 0), 5)
             assert verdict is not None and verdict.effect is Effect.TOOK_OVER_STALE
             wait_until(lambda: victim.claims() == [], what="the victim to notice")
             assert victim.poll(0.1) == []
@@ -209,11 +209,11 @@ class _GatedMarshaler(Marshaler):
         self.gate.set()
         self.blocked = threading.Event()
 
-    def send_encoded_many(self, cp: int, records):
+    def write_records(self, cp: int, records):
         if any(isinstance(decode(*r), Heartbeat) for r in records) and not self.gate.is_set():
             self.blocked.set()
             self.gate.wait(10)
-        return super().send_encoded_many(cp, records)
+        return super().write_records(cp, records)
 
 
 def test_self_fences_without_an_accepted_message_for_two_heartbeats(manual) -> None:
@@ -257,7 +257,7 @@ def test_an_instance_fenced_by_a_restart_of_its_client_stops(manual) -> None:
     old = manual.consumer("a")  # still running: a paused process, not a dead one
     drain(old, 3)
     newer = manual.marshaler("a")  # the same client restarted elsewhere
-    verdict = newer.wait_verdict(newer.heartbeat(TOPIC, 0, 2), 5)
+    verdict = direct.wait_verdict(newer, direct.heartbeat(newer, TOPIC, 0, 2), 5)
     assert verdict is not None and verdict.effect is Effect.RESTART_TAKEOVER
     wait_until(lambda: old.fenced and old.claims() == [], what="the old instance to stop")
     assert old.poll(0.1) == []
@@ -268,8 +268,8 @@ def test_a_position_beyond_the_log_end_is_reset_not_abandoned(realtime) -> None:
     realtime.cluster.create_topic(TOPIC, 1)
     produce(realtime.cluster, 0, 5)
     admin = realtime.marshaler("admin")
-    assert admin.wait_verdict(admin.claim_partition(TOPIC, 0), 5) is not None
-    assert admin.wait_verdict(admin.release_partition(TOPIC, 0, 99), 5) is not None
+    assert direct.wait_verdict(admin, direct.claim_partition(admin, TOPIC, 0), 5) is not None
+    assert direct.wait_verdict(admin, direct.release_partition(admin, TOPIC, 0, 99), 5) is not None
     consumer = realtime.consumer("a", auto_offset_reset="earliest")
     assert [m.offset for m in drain(consumer, 5)] == [0, 1, 2, 3, 4]
     assert consumer.claims() == [(TOPIC, 0)]
@@ -326,15 +326,15 @@ class _DeadCoordinationPartition(Marshaler):
         self.gate = threading.Event()
         self.gate.set()
 
-    def send_encoded_many(self, cp: int, records):
+    def write_records(self, cp: int, records):
         if cp == self.dead_cp and not self.gate.is_set():
             self.gate.wait(10)
-        return super().send_encoded_many(cp, records)
+        return super().write_records(cp, records)
 
 
 def test_a_dead_coordination_partition_stops_only_its_own_claims(manual) -> None:
-    """Issue 10: claims coordinated on a dead and a live broker stopped everything (one
-    manager thread blocked heartbeating the unreachable one). Partitions 0 and 1 of the topic
+    """Claims coordinated on a dead and a live broker once stopped everything (one manager
+    thread blocked heartbeating the unreachable one). Partitions 0 and 1 of the topic
     are coordinated on __marshal partitions 0 and 6: with 0 unreachable, partition 1 keeps
     heartbeating and handing out; partition 0 stops at its lease."""
     manual.cluster.create_topic(TOPIC, 2)

@@ -1,4 +1,4 @@
-"""Issue 10 regressions: a fenced instance stops writing, and "no position" stays "no position".
+"""Regressions: a fenced instance stops writing, and "no position" stays "no position".
 
 A fenced instance's close() used to write ReleasingPartition as fast as it could for
 ``verdict_timeout`` (5,845 records in 3 s, every one rejected FENCED): fencing is per
@@ -8,6 +8,7 @@ partition coordinated there, and a rejected release was simply written again.
 
 from __future__ import annotations
 
+from logmarshal import direct
 from logmarshal.marshaler import COORDINATION_TOPIC
 from rationalizer import Effect
 
@@ -31,7 +32,7 @@ def test_a_fenced_instance_writes_no_release_on_close(manual) -> None:
     wait_until(lambda: {(TOPIC, p), (TOPIC, q)} <= set(old.claims()), what="both claims")
     drain(old, 6)
     newer = manual.marshaler("a")  # the same client restarted elsewhere takes back p only
-    verdict = newer.wait_verdict(newer.heartbeat(TOPIC, p, 2), 5)
+    verdict = direct.wait_verdict(newer, direct.heartbeat(newer, TOPIC, p, 2), 5)
     assert verdict is not None and verdict.effect is Effect.RESTART_TAKEOVER
     wait_until(lambda: old.fenced, what="the old instance to learn it is fenced")
     # q still names the old instance as holder in the replay, but it is fenced on cp

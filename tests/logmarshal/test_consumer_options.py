@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from logmarshal import NewRecord
+from logmarshal import NewRecord, direct
 from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
 from logmarshal.consumer import Consumer, NoPosition
 from logmarshal.faults import FaultPlan, FaultyCluster
@@ -38,11 +38,11 @@ class _LostHeartbeat(Marshaler):
         super().__init__(*args, **kwargs)
         self.failures = 1
 
-    def send_encoded_many(self, cp: int, records):
+    def write_records(self, cp: int, records):
         if any(isinstance(decode(*r), Heartbeat) for r in records) and self.failures:
             self.failures -= 1
             raise OSError("connection reset")
-        return super().send_encoded_many(cp, records)
+        return super().write_records(cp, records)
 
 
 def test_a_claim_whose_first_heartbeat_got_no_verdict_is_kept_and_confirmed(realtime) -> None:
@@ -103,7 +103,7 @@ def test_release_group_drops_claims_waits_and_resumes_from_the_admins_position(m
     assert admin.wait_caught_up(5)
     _release_group(manual, admin, manual.clock.time_ms() + 3_000)
     wait_until(lambda: consumer.claims() == [], what="the claim voided")
-    verdict = admin.wait_verdict(admin.heartbeat(TOPIC, 0, 19), 5)
+    verdict = direct.wait_verdict(admin, direct.heartbeat(admin, TOPIC, 0, 19), 5)
     assert verdict is not None and verdict.effect is Effect.POSITION_SET
     assert consumer.poll(0.1) == []  # revocation delivered here, in the polling thread
     assert revoked == [[(TOPIC, 0)]]
@@ -245,7 +245,7 @@ def test_a_claim_alone_is_no_position_for_latest(realtime) -> None:
     realtime.cluster.create_topic(TOPIC, 1)
     produce(realtime.cluster, 0, 5)
     other = realtime.marshaler("other")  # claims, then dies before its first heartbeat
-    assert other.wait_verdict(other.claim_partition(TOPIC, 0), 5).accepted
+    assert direct.wait_verdict(other, direct.claim_partition(other, TOPIC, 0), 5).accepted
     consumer = realtime.consumer("a", auto_offset_reset="latest")
     wait_until(lambda: consumer.claims() == [(TOPIC, 0)], what="the stale takeover")
     assert consumer.marshaler.resume_offset(TOPIC, 0) == 5
@@ -278,8 +278,8 @@ def test_a_position_beyond_the_log_applies_the_policy_at_once(realtime, policy, 
     realtime.cluster.create_topic(TOPIC, 1)
     produce(realtime.cluster, 0, 5)
     admin = realtime.marshaler("admin")
-    assert admin.wait_verdict(admin.claim_partition(TOPIC, 0), 5) is not None
-    assert admin.wait_verdict(admin.release_partition(TOPIC, 0, 99), 5) is not None
+    assert direct.wait_verdict(admin, direct.claim_partition(admin, TOPIC, 0), 5) is not None
+    assert direct.wait_verdict(admin, direct.release_partition(admin, TOPIC, 0, 99), 5) is not None
     consumer = realtime.consumer("a", auto_offset_reset=policy)
     wait_until(lambda: consumer.claims() == [(TOPIC, 0)], what="the claim")
     # the first heartbeat already carries the reset position
@@ -303,8 +303,8 @@ def test_error_raises_for_a_position_beyond_the_log(realtime) -> None:
     realtime.cluster.create_topic(TOPIC, 1)
     produce(realtime.cluster, 0, 5)
     admin = realtime.marshaler("admin")
-    assert admin.wait_verdict(admin.claim_partition(TOPIC, 0), 5) is not None
-    assert admin.wait_verdict(admin.release_partition(TOPIC, 0, 99), 5) is not None
+    assert direct.wait_verdict(admin, direct.claim_partition(admin, TOPIC, 0), 5) is not None
+    assert direct.wait_verdict(admin, direct.release_partition(admin, TOPIC, 0, 99), 5) is not None
     consumer = realtime.consumer("a", auto_offset_reset="error")
     wait_until(lambda: consumer.claims() == [(TOPIC, 0)], what="the claim")
     with pytest.raises(NoPosition, match="outside the log"):

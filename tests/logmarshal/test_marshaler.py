@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from logmarshal import EmbeddedCluster
+from logmarshal import EmbeddedCluster, direct
 from logmarshal.clock import ManualClock
 from logmarshal.errors import ClosedError
 from logmarshal.marshaler import (
@@ -15,6 +15,7 @@ from logmarshal.marshaler import (
     Marshaler,
 )
 from rationalizer import Effect, Reason, coordination_partition
+from tests.storage.corruptions import CORRUPTIONS
 
 HB = 1.0
 
@@ -65,17 +66,17 @@ def test_refuses_a_create_time_coordination_topic(cluster) -> None:
 
 def test_read_your_writes_gives_the_verdict_of_our_own_record(make) -> None:
     a, b = make("a"), make("b")
-    written = a.claim_partition("events", 3)
+    written = direct.claim_partition(a, "events", 3)
     assert written.coordination_partition == coordination_partition("events", 3, 8)
-    verdict = a.wait_verdict(written, timeout=5)
+    verdict = direct.wait_verdict(a, written, timeout=5)
     assert verdict is not None and verdict.effect is Effect.CLAIMED
     assert a.holder("events", 3) == a.identity
     assert a.is_holder("events", 3)
 
-    lost = b.wait_verdict(b.claim_partition("events", 3), timeout=5)
+    lost = direct.wait_verdict(b, direct.claim_partition(b, "events", 3), timeout=5)
     assert lost is not None and not lost.accepted and lost.reason is Reason.STILL_OWNED
 
-    beat = a.wait_verdict(a.heartbeat("events", 3, 41), timeout=5)
+    beat = direct.wait_verdict(a, direct.heartbeat(a, "events", 3, 41), timeout=5)
     assert beat is not None and beat.accepted
     assert a.resume_offset("events", 3) == 42  # visible as soon as the verdict is
     assert [(c.topic, c.partition) for c in a.claims()] == [("events", 3)]
@@ -90,8 +91,9 @@ def test_instance_id_comes_from_the_injected_random_source(make) -> None:
 
 def test_a_new_marshaler_replays_what_was_written_before(make) -> None:
     first = make("a")
-    assert first.wait_verdict(first.claim_partition("events", 0), timeout=5) is not None
-    first.wait_verdict(first.heartbeat("events", 0, 9), timeout=5)
+    landed = direct.claim_partition(first, "events", 0)
+    assert direct.wait_verdict(first, landed, timeout=5) is not None
+    direct.wait_verdict(first, direct.heartbeat(first, "events", 0, 9), timeout=5)
     first.close()
     second = make("b")
     assert second.wait_caught_up(timeout=5)
@@ -103,7 +105,8 @@ def test_freshness_is_predicted_with_the_injected_clock(tmp_path, clock) -> None
     with EmbeddedCluster(tmp_path / "d", clock=clock.time_ms, maintenance_interval=0) as cluster:
         marshaler = Marshaler(cluster, "a", "g", HB, clock=clock, fetch_wait=0.05)
         try:
-            assert marshaler.wait_verdict(marshaler.claim_partition("t", 0), 5) is not None
+            landed = direct.claim_partition(marshaler, "t", 0)
+            assert direct.wait_verdict(marshaler, landed, 5) is not None
             assert marshaler.freshness("t", 0) == "fresh"
             assert not marshaler.claimable("t", 0)
             clock.advance(1.5 * HB)
@@ -121,7 +124,7 @@ def test_close_stops_replay_and_writes(make) -> None:
     assert marshaler.closed
     assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-tail")]
     with pytest.raises(ClosedError):
-        marshaler.claim_partition("events", 0)
+        direct.claim_partition(marshaler, "events", 0)
     assert not marshaler.wait_applied(0, 0, timeout=0.1)
 
 
@@ -133,12 +136,11 @@ def test_rejects_bad_arguments(cluster) -> None:
 
 
 def test_replay_skips_a_corrupt_stored_batch_and_keeps_going(cluster, make, caplog) -> None:
-    """Issue 15: a corrupt batch in ``__marshal`` (disk damage behind a valid CRC, an older
+    """A corrupt batch in ``__marshal`` (disk damage behind a valid CRC, an older
     writer) is counted, logged and skipped; the records after it are still applied."""
-    from tests.storage.corruptions import CORRUPTIONS
-
     first = make("a")
-    assert first.wait_verdict(first.claim_partition("events", 0), timeout=5) is not None
+    landed = direct.claim_partition(first, "events", 0)
+    assert direct.wait_verdict(first, landed, timeout=5) is not None
     cp = first.coordination_partition("events", 0)
     plog = cluster._dir.partition(COORDINATION_TOPIC, cp)
     plog.validate_records = False  # store what a validating broker would refuse
@@ -146,7 +148,7 @@ def test_replay_skips_a_corrupt_stored_batch_and_keeps_going(cluster, make, capl
         plog.append(CORRUPTIONS["record length beyond the batch"][0]())
     finally:
         plog.validate_records = True
-    first.wait_verdict(first.heartbeat("events", 0, 9), timeout=5)
+    direct.wait_verdict(first, direct.heartbeat(first, "events", 0, 9), timeout=5)
     second = make("b")
     assert second.wait_caught_up(timeout=5)
     assert second.resume_offset("events", 0) == 10  # the heartbeat after the damage counted

@@ -8,6 +8,7 @@ import urllib.request
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from logmarshal import direct
 from logmarshal.marshaler import Marshaler
 from logmarshal.metrics import MarshalerMetrics
 from rationalizer import coordination_partition
@@ -37,9 +38,9 @@ def test_scrape_shows_verdicts_replay_offsets_lag_and_claims(cluster):
                       (("client_id", "a"), ("coordination_partition", cp), ("group", "g")))] == 0
         assert first[("logmarshal_marshaler_claims_held", (("client_id", "a"), ("group", "g")))] == 0
 
-        assert a.wait_verdict(a.claim_partition("events", 1), 5).accepted
-        assert not b.wait_verdict(b.claim_partition("events", 1), 5).accepted
-        assert a.wait_verdict(a.heartbeat("events", 1, 9), 5).accepted
+        assert direct.wait_verdict(a, direct.claim_partition(a, "events", 1), 5).accepted
+        assert not direct.wait_verdict(b, direct.claim_partition(b, "events", 1), 5).accepted
+        assert direct.wait_verdict(a, direct.heartbeat(a, "events", 1, 9), 5).accepted
         assert a.wait_caught_up(5) and b.wait_caught_up(5)
         after = scrape(port)
 

@@ -1,4 +1,4 @@
-"""Issue 25: every reader of ``__marshal`` gets past a stored batch that does not decode over
+"""Every reader of ``__marshal`` gets past a stored batch that does not decode over
 the network too, skipping it whole as the embedded replay does, and counts it.
 
 As in ``test_marshaler.py``'s embedded test: a claim, then a batch with a valid CRC and
@@ -8,7 +8,7 @@ CRC are right), then a heartbeat and more records. A broker process is then star
 127.0.0.1 over that data directory, and each network reader (the Marshaler's replay, the
 admin reader, ``logmarshal coord export``) must see the records after the damage.
 librdkafka alone stalls on this batch without an error (it waits for the record that runs
-past the batch), so before issue 25 each of them stopped there.
+past the batch), so each of them once stopped there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from logmarshal import EmbeddedCluster
+from logmarshal import EmbeddedCluster, direct
 from logmarshal.admin.reader import read_coordination
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.network import NetworkCluster
@@ -38,7 +38,8 @@ def _write_damaged_log(data: Path) -> dict:
     with EmbeddedCluster(data, maintenance_interval=0) as cluster:
         first = Marshaler(cluster, "a", "g", HB, fetch_wait=0.05, coordination_partitions=1)
         try:
-            assert first.wait_verdict(first.claim_partition("events", 0), timeout=5) is not None
+            landed = direct.claim_partition(first, "events", 0)
+            assert direct.wait_verdict(first, landed, timeout=5) is not None
             plog = cluster._dir.partition(COORDINATION_TOPIC, 0)
             plog.validate_records = False  # store what a validating broker would refuse
             try:
@@ -46,9 +47,10 @@ def _write_damaged_log(data: Path) -> dict:
             finally:
                 plog.validate_records = True
             damaged = plog.log_end_offset - 1
-            first.wait_verdict(first.heartbeat("events", 0, 9), timeout=5)
-            assert first.wait_verdict(first.claim_partition("events", 1), timeout=5) is not None
-            first.wait_verdict(first.heartbeat("events", 1, 41), timeout=5)
+            direct.wait_verdict(first, direct.heartbeat(first, "events", 0, 9), timeout=5)
+            landed = direct.claim_partition(first, "events", 1)
+            assert direct.wait_verdict(first, landed, timeout=5) is not None
+            direct.wait_verdict(first, direct.heartbeat(first, "events", 1, 41), timeout=5)
             assert first.skipped_batches == 1
             identity = first.identity
             end = plog.log_end_offset

@@ -13,7 +13,7 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logmarshal import EmbeddedCluster, NewRecord, coordlog
+from logmarshal import EmbeddedCluster, NewRecord, coordlog, direct
 from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.marshaler import Marshaler
 from rationalizer import WorldState
@@ -39,11 +39,8 @@ def _eventually(check, timeout: float = 10.0) -> None:
 
 
 def _worlds(m: Marshaler) -> list[bytes]:
-    out = []
-    for tail in m._tails:
-        with tail.cond:
-            out.append(tail.world.to_bytes())
-    return out
+    with m.replay_paused():
+        return [world.to_bytes() for world in m.worlds()]
 
 
 def _members(cluster, *names: str, **kw) -> list[Marshaler]:
@@ -55,12 +52,12 @@ def _members(cluster, *names: str, **kw) -> list[Marshaler]:
 def _traffic(members: list[Marshaler], beats: int) -> None:
     for i, m in enumerate(members):
         for p in range(3):
-            v = m.wait_verdict(m.claim_partition("events", 10 * i + p), 5)
+            v = direct.wait_verdict(m, direct.claim_partition(m, "events", 10 * i + p), 5)
             assert v is not None and v.accepted
     for n in range(beats):
         for i, m in enumerate(members):
             for p in range(3):
-                v = m.wait_verdict(m.heartbeat("events", 10 * i + p, n), 5)
+                v = direct.wait_verdict(m, direct.heartbeat(m, "events", 10 * i + p, n), 5)
                 assert v is not None and v.accepted
 
 
@@ -71,8 +68,8 @@ def test_members_snapshot_and_truncate_and_a_late_member_agrees(cluster, caplog)
     try:
         # an idle partition: handled once, released, never written again
         a = members[0]
-        assert a.wait_verdict(a.claim_partition("idle", 1), 5).accepted
-        assert a.wait_verdict(a.release_partition("idle", 1, 7), 5).accepted
+        assert direct.wait_verdict(a, direct.claim_partition(a, "idle", 1), 5).accepted
+        assert direct.wait_verdict(a, direct.release_partition(a, "idle", 1, 7), 5).accepted
         idle_cp = a.coordination_partition("idle", 1)
         _traffic(members, 40)
         for m in members:
@@ -112,9 +109,9 @@ def test_members_snapshot_and_truncate_and_a_late_member_agrees(cluster, caplog)
         assert idle_cp in busy and cluster.earliest_offset(COORDINATION_TOPIC, idle_cp) > 1
         assert late[0].resume_offset("idle", 1) == 8
         # and it keeps working with the others: a claim race it loses, a release it sees
-        lost = late[0].wait_verdict(late[0].claim_partition("events", 0), 5)
+        lost = direct.wait_verdict(late[0], direct.claim_partition(late[0], "events", 0), 5)
         assert lost is not None and not lost.accepted
-        members[0].wait_verdict(members[0].release_partition("events", 0, 99), 5)
+        direct.wait_verdict(members[0], direct.release_partition(members[0], "events", 0, 99), 5)
         assert late[0].wait_caught_up(5)
         assert late[0].holder("events", 0) is None
         assert late[0].resume_offset("events", 0) == 100
@@ -257,10 +254,10 @@ def test_a_snapshot_every_interval_of_log_time(tmp_path) -> None:
             truncate=False,
         )
         try:
-            assert m.wait_verdict(m.claim_partition("events", 0), 5).accepted
+            assert direct.wait_verdict(m, direct.claim_partition(m, "events", 0), 5).accepted
             for i in range(12):  # 0.3 s of log time apart: a new second every 3 or 4 beats
                 clock.advance(0.3)
-                assert m.wait_verdict(m.heartbeat("events", 0, i), 5).accepted
+                assert direct.wait_verdict(m, direct.heartbeat(m, "events", 0, i), 5).accepted
             assert m.wait_caught_up(5)
             _eventually(lambda: c.latest_offset(SNAPSHOT_TOPIC, 0) >= 3)
             # the log time went from .25 to 3.85: seconds 1, 2 and 3 began, one snapshot each
@@ -300,8 +297,8 @@ def test_a_waiter_wakes_when_a_snapshot_covering_the_whole_log_is_restored(clust
     try:
         _traffic([writer], 3)
         assert writer.wait_caught_up(10)
-        with writer._tails[0].cond:
-            world = writer._tails[0].world
+        with writer.replay_locks()[0]:
+            world = writer.worlds()[0]
             covered = world.applied_through
             coordlog.publish_snapshot(cluster, 0, world)
     finally:
@@ -310,13 +307,13 @@ def test_a_waiter_wakes_when_a_snapshot_covering_the_whole_log_is_restored(clust
     slow = _SlowSnapshots(cluster)
     late = Marshaler(slow, "late", "g", 1.0, coordination_partitions=1, fetch_wait=0.05)
     try:
-        tail = late._tails[0]
+        lock = late.replay_locks()[0]
         done = threading.Event()
         waiter = threading.Thread(
             target=lambda: late.wait_applied(0, covered, 3600) and done.set(), daemon=True
         )
         waiter.start()
-        _eventually(lambda: len(tail.cond._waiters) > 0)  # it sleeps on the condition
+        _eventually(lambda: len(lock._waiters) > 0)  # it sleeps on the condition
         slow.release.set()
         assert done.wait(30), "the waiter slept through the restore"
         assert late.resume_offset("events", 0) == 3

@@ -81,6 +81,7 @@ class Group:
             mode="amo",
             heartbeat_ms=HB,
             batch=self.batch,
+            prefetch=self.batch,
             claim_every_ms=HB // 2,
             rebalance="none",
         )

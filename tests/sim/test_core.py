@@ -46,8 +46,10 @@ def options(**kw):
         mode="amo",
         heartbeat_ms=HB,
         batch=5,
+        claim_every_ms=0,  # these tests' claim passes run on every tick
     )
     base.update(kw)
+    base.setdefault("prefetch", base["batch"])  # a batch buffered is a batch fetched
     return CoreOptions(**base)
 
 
@@ -271,7 +273,7 @@ def test_release_with_unknown_outcome_is_retried_a_bounded_number_of_times():
 
 
 def test_thawed_alo_member_hands_out_nothing_before_its_replay_catches_up():
-    """Issue 10: a thawed ALO zombie handed out already-fetched messages; the lease, judged
+    """A thawed ALO zombie once handed out already-fetched messages; the lease, judged
     with the time the events arrive at, stops it before any replay says anything."""
     world, log = WorldState(), Log()
     core = MemberCore(options(mode="alo"), [world])
@@ -334,8 +336,8 @@ def test_the_core_imports_no_clock_threads_randomness_or_io():
 
 
 def test_amo_graceful_close_gives_back_a_reservation_never_handed_out():
-    """Issue 10: an AMO member closing with a reserved batch whose confirming heartbeat got
-    no verdict released at its reservation, so the batch was lost to a clean close. The
+    """An AMO member closing with a reserved batch whose confirming heartbeat got no verdict
+    once released at its reservation, so the batch was lost to a clean close. The
     release now carries what was handed out, and the log gives the rest back (rule 6)."""
     world, log = WorldState(), Log()
     core = MemberCore(options(), [world])
