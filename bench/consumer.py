@@ -14,7 +14,7 @@ implementation in a fresh process, and prints them side by side.
 the same run: kcat, a raw confluent-kafka consume loop (librdkafka's defaults, and tuned),
 and logmarshal's ``Consumer`` (ALO batch 500 committing each batch or each message, AMO).
 ``--baseline-ref`` also runs the Consumer of that git commit (e.g. the one before a change)
-on the same data. Goal (issue 12): the Consumer >= 0.5 M msg/s over the network.
+on the same data. Goal: the Consumer >= 0.5 M msg/s over the network.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
                                [--strategies balanced,none] [--none-not-greedy] [--profile]
     python3 bench/rebalance.py --processes --members 16 --partitions 24   # one process each
 
-Issue 13 acceptance, figures only (timings are never pass/fail). Real Consumers (ALO, the
+Rebalancing (docs/rebalancing.md), figures only (timings are never pass/fail). Real Consumers (ALO, the
 handler commits each message after handling it) run in threads of this process, each with
 its own Marshaler and fault wrapper on one embedded cluster (scenarios.stages.thread_stage
 ThreadMember), under a continuous light load of ``--rate`` messages per second into every
@@ -33,7 +33,7 @@ cell, and the calls and CPU time of the target computation (MemberCore.target, a
 assignment.target it calls when the key changed). ``--profile`` runs the largest cell of
 "balanced" only under cProfile in every thread and prints the top functions.
 
-Goal (issue 13): balanced within 2·HB + 0.5 s after a join at HB 1 s, 32 members x 256
+Goal: balanced within 2·HB + 0.5 s after a join at HB 1 s, 32 members x 256
 partitions (Kafka's new protocol is quoted at ~5 s for 10 consumers over 900 partitions).
 """
 

@@ -1,6 +1,6 @@
 """What a group is doing: members, holders, positions, lag and a Burrow-style status.
 
-Members (issue 13) are the group's live announced members (``AnnouncingMember``, read from
+Members (docs/rebalancing.md) are the group's live announced members (``AnnouncingMember``, read from
 the group's membership partition at the admin's ``now_ms``) plus fresh holders that never
 announced (protocol version 1 clients, ``rebalance="none"``). For announced members the
 *target* is the one every member computes (:func:`logmarshal.core.assignment.target`,

@@ -10,7 +10,7 @@ them. Here the log decides who may write a position, so the admin can move a liv
    position is written). From here on no member can move a position, so a *relative* target
    (``current``, ``shift``) is resolved now, from this world: a position read before the
    pause would miss what a live AMO holder reserved in between, and rewinding that hands its
-   offsets out twice (issue 23);
+   offsets out twice (docs/protocol-notes.md);
 3. write one admin Heartbeat per partition of the plan, ``last_offset = new - 1``: accepted
    as ``POSITION_SET`` while the pause lasts;
 4. replay the log and check every one of those records got the expected verdict.

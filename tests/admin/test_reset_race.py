@@ -1,4 +1,4 @@
-"""The reset race (issue 23, item 5): a live AMO holder reserves more between the moment the
+"""The reset race (docs/protocol-notes.md): a live AMO holder reserves more between the moment the
 admin read the group's position and the moment its ReleaseGroup lands.
 
 A relative target (``--to-current``, ``--shift-by``) must be taken from the world after the

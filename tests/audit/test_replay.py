@@ -248,7 +248,7 @@ def test_a_claim_alone_is_no_position_and_minus_one_is_one() -> None:
     assert check.ok, check.mismatches
 
 
-# ---------------------------------------------------------------- rebalancing (issue 13)
+# ---------------------------------------------------------------- rebalancing (docs/rebalancing.md)
 
 #: (partition, offset into the story ms, client, action) -> cause, for RebalanceStory
 REBALANCE_MOVES = {

@@ -1,5 +1,5 @@
 """A broker under ``ulimit -n 256`` serves 2,000 partitions: segment files are opened on
-demand within the open-file budget and idle ones closed (issue 25, part 4)."""
+demand within the open-file budget and idle ones closed (docs/broker.md)."""
 
 from __future__ import annotations
 

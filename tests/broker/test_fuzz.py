@@ -1,4 +1,4 @@
-"""Issue 15: mutated frames of every served API never crash the broker or log an unexpected
+"""Mutated frames of every served API never crash the broker or log an unexpected
 error; it keeps serving. Bounded and seeded here; ``python3 -m tests.broker.fuzz`` runs longer."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Issue 15: bounded requests. A 65535-partition request, a CreateTopics flood and too many topics
+"""Bounded requests (docs/broker.md). A 65535-partition request, a CreateTopics flood and too many topics
 per request get Kafka error codes; other clients are served throughout; a creation either
 completes or leaves nothing behind, also across a SIGKILL in the middle; a null array is
-answered with INVALID_REQUEST (issue 25; tests/broker/test_nulls.py), never an unexpected error."""
+answered with INVALID_REQUEST (tests/broker/test_nulls.py), never an unexpected error."""
 
 from __future__ import annotations
 
@@ -201,7 +201,7 @@ def _rss_mib(pid: int) -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
 def test_buffers_of_a_closed_connection_are_given_back(tmp_path) -> None:
-    """Issue 15: a connection that declared a 100 MiB frame, sent 20 MiB and left used to
+    """A connection that declared a 100 MiB frame, sent 20 MiB and left used to
     leave the broker 20 MiB bigger each time."""
     import socket
     import struct

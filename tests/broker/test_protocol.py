@@ -209,7 +209,7 @@ def test_port_in_use_is_a_clean_error(tmp_path, broker):
 
 @pytest.mark.parametrize("version", [4, 5, 11])
 def test_fetch_answers_decode_at_every_version(broker, version) -> None:
-    """Found beside issue 25: Fetch v4 answers carried v5's log start offset (8 bytes a
+    """Found while hardening the broker: Fetch v4 answers carried v5's log start offset (8 bytes a
     partition more than the v4 schema), so a v4 client read garbage after the first field."""
     with RawClient(broker.address) as client:
         client.call(produce_request("t", 0, batch(3)), ProduceResponse)

@@ -1,4 +1,4 @@
-"""A real broker process trims a quiet topic on its retention check (issue 25, part 2)."""
+"""A real broker process trims a quiet topic on its retention check (docs/broker.md, retention)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12 item 3 / issue 15 item 4: topic configs created, altered and described with Kafka's
+"""Topic configs (docs/broker.md) created, altered and described with Kafka's
 admin clients; changes are validated with Kafka's codes and survive a broker restart."""
 
 from __future__ import annotations

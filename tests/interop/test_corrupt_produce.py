@@ -1,4 +1,4 @@
-"""Issue 15: a batch with a valid CRC but corrupt records is refused over the wire, nothing of
+"""Record validation (docs/broker.md): a batch with a valid CRC but corrupt records is refused over the wire, nothing of
 it is stored, and kcat, confluent-kafka and kafka-python still read the partition to its end."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10: NetworkCluster.produce held one lock and flush()ed, so a write to an unreachable
+"""NetworkCluster.produce once held one lock and flush()ed, so a write to an unreachable
 broker stopped writes to live ones (a consumer's heartbeats); and it assumed one call's
 records land at contiguous offsets, which librdkafka does not promise.
 

@@ -1,4 +1,4 @@
-"""Issue 10: AMO restart recovery handed the same messages out twice.
+"""The restart bug (docs/simulation.md, `--without-restart-fix`): AMO restart recovery handed the same messages out twice.
 
 The new instance read its resume position from the replay *before* its RESTART_TAKEOVER
 heartbeat landed; the old instance, fresh and not fenced yet, reserved and handed out a batch

@@ -1,4 +1,4 @@
-"""Rebalancing through the log (issue 13) with real Consumers in threads: joins, graceful
+"""Rebalancing through the log (docs/rebalancing.md) with real Consumers in threads: joins, graceful
 leaves, mixed subscriptions, max_claims, whole topics, partition growth, a restart under the
 same client_id, weights, and "none" keeping Go Marshal's behaviour. The simulator and the
 ``rebalance`` scenario cover the same on many schedules and in real processes."""

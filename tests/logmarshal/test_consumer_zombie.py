@@ -1,4 +1,4 @@
-"""Issue 10: a member stopped (SIGSTOP) between its lease check and the hand-out gave out the
+"""The stalled-holder bug (docs/protocol-notes.md): a member stopped (SIGSTOP) between its lease check and the hand-out gave out the
 messages it had fetched before, after its claim could have lapsed. The core checks the lease
 at the moment it hands out, with the time read just before; forced here by advancing the
 manual clock past 2·HB right before a poll's step (the stop), before the replay shows

@@ -134,7 +134,7 @@ def test_connect_refuses_two_targets(tmp_path) -> None:
 
 
 def test_embedded_fetch_raises_corrupt_batch_with_the_offset_to_resume(tmp_path) -> None:
-    """Issue 15: a stored corrupt batch is an error that says where to resume."""
+    """A stored corrupt batch is an error that says where to resume."""
     from storage import CorruptBatch
     from tests.storage.corruptions import CORRUPTIONS, good
 

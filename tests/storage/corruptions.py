@@ -1,6 +1,6 @@
 """Batches with a correct CRC, record count and lastOffsetDelta but corrupt records.
 
-Each passes every batch-level check (they are what issue 15 found stored and then blocking
+Each passes every batch-level check (they are what the broker once stored and then blocking
 every reader); only record-level validation refuses them. Built byte by byte, not with
 encode_batch, so the corruption is exactly the named one.
 """

@@ -1,4 +1,4 @@
-"""Log compaction (issue 15 item 5): latest value per key kept, order and offsets kept,
+"""Log compaction (docs/broker.md): latest value per key kept, order and offsets kept,
 tombstones removed after delete.retention.ms, crash-safe at every step of a swap."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kafka's standard topic configs: accepted, validated, honoured (issue 15 item 4)."""
+"""Kafka's standard topic configs: accepted, validated, honoured (docs/broker.md)."""
 
 from __future__ import annotations
 
