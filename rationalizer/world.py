@@ -413,11 +413,14 @@ class WorldState:
                     if not hl:
                         ent = None
                     elif ent is None or ent[8] != len(value) - hl or not value.endswith(ent[9]):
+                        lay = None if ent is None else ent[13]
                         ent = pcache.get(value[hl:])
                         if ent is None:
                             ent = self._miss(key, value, hl)
                         elif ent[0] == key:
                             kcache[key] = ent
+                            if ent[13] is None:
+                                ent[13] = lay  # (the key's vector layout, for the task lane)
                         else:
                             ent = None
                     if ent is not None and typ == T_HEARTBEAT:
@@ -628,7 +631,10 @@ class WorldState:
             self._scache.clear()
             self._tcache.clear()
         pcache[ident_bytes] = ent
-        self._kcache[key] = ent
+        kcache = self._kcache
+        if ent[13] is None and (prev := kcache.get(key)) is not None:
+            ent[13] = prev[13]  # the key's vector layout: the task lane tries it first
+        kcache[key] = ent
 
     def _slow(
         self, key: object, value: object, now: int
