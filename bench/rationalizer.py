@@ -40,9 +40,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rationalizer import (
+    ClaimingPartition,
     Heartbeat,
+    HeartbeatingTask,
     ReleaseGroup,
     ReleasingPartition,
+    ReleasingTask,
     WorldState,
     coordination_partition,
     encode,
@@ -55,6 +58,7 @@ from rationalizer.codec import (
     T_RELEASING_PARTITION,
 )
 from rationalizer.messages import FUTURE_VERSIONS
+from rationalizer.varint import uvarint
 
 HB_MS = 3000  # the fastest lease; the log advances so every partition beats about every HB_MS/3
 N_COORD = 8
@@ -280,6 +284,133 @@ def _json_tag_ok(m: dict, typ: int) -> bool:
     return hmac.compare_digest(want, m.get("tag", ""))
 
 
+#: The task log (PROTOCOL.md, "Tasks (version 3)"): streams applications whose tasks are
+#: claimed with ClaimingPartition on ``<app>.task.<i>/p`` and heartbeated and released with
+#: the position of every co-partitioned source (2 or 3 here, one a long repartition topic).
+TASK_APPS = {
+    "wordcount": (("lines", "lines2"), ("wordcount-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition", "words")),
+    "sessions": (("clicks", "logins", "views"), ("sessions-by-user-repartition", "user-profiles")),
+    "enrich": (("orders", "payments"), ("customers", "enriched-orders-repartition", "refunds")),
+}
+TASK_HB_MS = {"wordcount": 3000, "sessions": 10_000, "enrich": 30_000}
+TASK_MEMBERS = 12
+
+
+def generate_tasks(n_records: int, parts_per_topic: int, seed: int):
+    """A log of well-behaved streams members (claims, a few lost races, HeartbeatingTask with
+    2-3 sources, a few ReleasingTask and restart takeovers), routed to ``N_COORD``
+    coordination partitions; returns ``(records per coordination partition, mix, tasks)``.
+
+    Values are assembled from the identity part and the vector's bytes (as ``generate``
+    does), checked against ``encode`` once per record type."""
+    rng = random.Random(seed + 7919)
+    tasks = [
+        (app, f"{app}.task.{i}", sources, p)
+        for app, subs in TASK_APPS.items()
+        for i, sources in enumerate(subs)
+        for p in range(parts_per_topic)
+    ]
+    rng.shuffle(tasks)
+    instance_of = {
+        (app, c): f"{app}-{c}-{rng.getrandbits(48):012x}"
+        for app in TASK_APPS
+        for c in range(TASK_MEMBERS)
+    }
+    # every source starts somewhere in a long-lived topic (offsets of 3-4 varint bytes)
+    position = {t[1:4:2]: [rng.randrange(-1, 5_000_000) for _ in t[2]] for t in tasks}
+    holder: dict[tuple[str, int], tuple[str, str] | None] = {}
+    recovering: set[tuple[str, int]] = set()  # held by a restarted client's new instance
+    idents: dict[tuple, tuple[bytes, bytes]] = {}
+    out: list[list] = [[] for _ in range(N_COORD)]
+    mix: dict[str, int] = {}
+    checked: set[str] = set()
+
+    def ident(client: str, instance: str, app: str, name: str, p: int) -> tuple[bytes, bytes]:
+        k = (client, instance, app, name, p)
+        hit = idents.get(k)
+        if hit is None:
+            key, value = encode(
+                ReleasingPartition(
+                    client_id=client, instance_id=instance, group_id=app, topic=name,
+                    partition=p, last_offset=0,
+                )
+            )
+            hit = idents[k] = (key, value[10:])
+        return hit
+
+    def emit(kind: str, ts: int, who: tuple[str, str], task: tuple) -> None:
+        app, name, sources, p = task
+        key, tail = ident(*who, app, name, p)
+        hb = TASK_HB_MS[app]
+        vector = position[(name, p)]
+        if kind == "claim":
+            value = b"\x01\x02" + _I.pack(hb) + tail
+        else:
+            body = bytes((len(sources),)) + b"".join(
+                bytes((len(s),)) + s.encode() + uvarint(o + 1)
+                for s, o in zip(sources, vector, strict=True)
+            )
+            value = (b"\x03\x08" + _I.pack(hb) if kind == "task_hb" else b"\x03\x09") + body + tail
+        if kind not in checked:  # the same bytes as the codec's
+            ids = {"client_id": who[0], "instance_id": who[1], "group_id": app, "topic": name,
+                   "partition": p}
+            vec = tuple(zip(sources, vector, strict=True))
+            msg = (
+                ClaimingPartition(**ids, heartbeat_interval_ms=hb) if kind == "claim"
+                else HeartbeatingTask(**ids, heartbeat_interval_ms=hb, positions=vec)
+                if kind == "task_hb" else ReleasingTask(**ids, positions=vec)
+            )
+            assert encode(msg) == (key, value), kind
+            checked.add(kind)
+        cp = coordination_partition(name, p, N_COORD)
+        recs = out[cp]
+        recs.append((len(recs), ts, key, value))
+        mix[kind] = mix.get(kind, 0) + 1
+
+    step_us = max(1, (HB_MS * 1000 // 3) // len(tasks))
+    t_us = 0
+    total = 0
+    i = 0
+    while total < n_records:
+        t_us += step_us
+        ts = t_us // 1000
+        task = tasks[i % len(tasks)]
+        i += 1
+        app, name, _, p = task
+        h = holder.get((name, p))
+        if h is None:
+            c = rng.randrange(TASK_MEMBERS)
+            h = holder[(name, p)] = (f"{app}-{c}", instance_of[(app, c)])
+            emit("claim", ts, h, task)
+            total += 1
+            if rng.random() < 0.1:  # lost race
+                c2 = rng.randrange(TASK_MEMBERS)
+                emit("claim", ts, (f"{app}-{c2}", instance_of[(app, c2)]), task)
+                total += 1
+            continue
+        vector = position[(name, p)]
+        for j in range(len(vector)):
+            vector[j] += rng.randrange(0, 120)  # (an idle source stays put)
+        r = rng.random()
+        if r < 0.004 and (name, p) not in recovering:  # a rebalance: the holder releases it
+            emit("task_release", ts, h, task)
+            holder[(name, p)] = None
+        elif r < 0.0045:  # restart recovery by a new instance of the holder's client
+            c = int(h[0].rsplit("-", 1)[1])
+            inst = instance_of[(app, c)] = f"{app}-{c}-{rng.getrandbits(48):012x}"
+            for k, other in holder.items():
+                if other == h:  # its first record there will be a takeover heartbeat
+                    holder[k] = (h[0], inst)
+                    recovering.add(k)
+            emit("task_hb", ts, (h[0], inst), task)
+            recovering.discard((name, p))
+        else:
+            emit("task_hb", ts, h, task)
+            recovering.discard((name, p))
+        total += 1
+    return out, mix, len(tasks)
+
+
 class NaiveWorld:
     """Baseline: JSON values folded into plain dicts, one call per record, same rules
     (the holder's own heartbeat interval, HMAC-checked admin records of keyed groups)."""
@@ -409,15 +540,17 @@ def _verdict_tuple(v) -> tuple | None:
     )
 
 
-def compare_baseline(ref: str, world_cls, binary: list, n: int, changes: bool = False) -> None:
-    """Replay ``binary`` with the current ``world_cls`` and with ``rationalizer/`` at ``ref``,
-    alternating (so both see the same machine state), and print both rates side by side."""
+def compare_baseline(ref: str, world_cls, logs: list[tuple[str, list, int]], changes: bool = False) -> None:
+    """Replay each ``(name, records per coordination partition, count)`` log with the current
+    ``world_cls`` and with ``rationalizer/`` at ``ref``, alternating (so both see the same
+    machine state), and print both rates side by side."""
     with tempfile.TemporaryDirectory() as tmp:  # kept: the package imports lazily too
         base = load_baseline(ref, Path(tmp))
-        _compare(ref, base, world_cls, binary, n, changes)
+        for name, binary, n in logs:
+            _compare(ref, base, world_cls, name, binary, n, changes)
 
 
-def _compare(ref: str, base, world_cls, binary: list, n: int, changes: bool) -> None:
+def _compare(ref: str, base, world_cls, name: str, binary: list, n: int, changes: bool) -> None:
     base_cls = base.WorldState
 
     def run(cls):
@@ -442,14 +575,14 @@ def _compare(ref: str, base, world_cls, binary: list, n: int, changes: bool) -> 
             gc.collect()
             best[cls] = min(best[cls], run(cls)[2])
     t_new, t_base = best[world_cls], best[base_cls]
-    print(f"baseline {ref} ({base.__name__}, loaded from git archive), same log, same run:")
+    print(f"baseline {ref} ({base.__name__}, loaded from git archive), {name}, same run:")
     print(f"  apply_many this tree   : {n / t_new:>12,.0f} records/s  ({t_new:.2f}s, best of 5)")
     print(f"  apply_many {ref:<12.12}: {n / t_base:>12,.0f} records/s  ({t_base:.2f}s, best of 5)")
     print(f"  ratio this tree / {ref}: {t_base / t_new:.3f}")
     print(f"  identical verdicts: {same_verdicts} ({differing:,} records judged differently);"
           f" identical snapshot bytes: {same_bytes}")
     if not (same_verdicts and same_bytes) and not changes:
-        raise SystemExit(f"this tree and {ref} disagree on the same log")
+        raise SystemExit(f"this tree and {ref} disagree on the {name}")
 
 
 def main() -> None:
@@ -514,11 +647,44 @@ def main() -> None:
                 apply(o, ts, k, v)
         return worlds, time.perf_counter() - t
 
-    if args.baseline_ref is not None:
-        compare_baseline(args.baseline_ref, WorldState, binary, n, args.allow_rule_changes)
+    t0 = time.perf_counter()
+    tasks, task_mix, n_tasks = generate_tasks(args.records, args.partitions_per_topic, args.seed)
+    n_task = sum(len(x) for x in tasks)
+    print(
+        f"task log: generated {n_task:,} records in {time.perf_counter() - t0:.1f}s; {n_tasks:,}"
+        f" tasks of {len(TASK_APPS)} applications x {TASK_MEMBERS} members, 2-3 sources each"
+    )
+    print(
+        "  mix: "
+        + ", ".join(
+            f"{k} {v:,} ({v / n_task:.2%})"
+            for k, v in sorted(task_mix.items(), key=lambda kv: -kv[1])
+        )
+    )
 
+    if args.baseline_ref is not None:
+        compare_baseline(
+            args.baseline_ref,
+            WorldState,
+            [("partition log", binary, n), ("task log", tasks, n_task)],
+            args.allow_rule_changes,
+        )
+
+    def replay_tasks():
+        worlds = [WorldState(admin_keys=ADMIN_KEYS) for _ in range(N_COORD)]
+        t = time.perf_counter()
+        for w, recs in zip(worlds, tasks, strict=True):
+            w.apply_many(recs)
+        return worlds, time.perf_counter() - t
+
+    # the two logs alternately, so both see the same machine state (it is shared)
     gc.collect()
-    best_many = min(replay_many()[1] for _ in range(3))
+    best_many = best_tasks = float("inf")
+    for _ in range(3):
+        best_many = min(best_many, replay_many()[1])
+        gc.collect()
+        best_tasks = min(best_tasks, replay_tasks()[1])
+        gc.collect()
     worlds, _ = replay_many()
     best_single = min(replay_single()[1] for _ in range(2))
     naive_worlds, best_naive = min((replay_naive() for _ in range(2)), key=lambda x: x[1])
@@ -537,6 +703,22 @@ def main() -> None:
 
     print(
         f"WorldState.apply_many : {n / best_many:>12,.0f} records/s  ({best_many:.2f}s, best of 3)"
+    )
+    print(
+        f"  task log            : {n_task / best_tasks:>12,.0f} records/s  ({best_tasks:.2f}s, best of 3)"
+    )
+    print(
+        f"  task log / partition log: {(n_task / best_tasks) / (n / best_many):.3f}"
+        " (same run, alternating)"
+    )
+    task_rej: dict = {}
+    for w in replay_tasks()[0]:
+        for reason, c in w.rejections().items():
+            if c:
+                task_rej[reason.value] = task_rej.get(reason.value, 0) + c
+    print(
+        f"  task log verdicts: accepted {n_task - sum(task_rej.values()):,}; rejected "
+        + ", ".join(f"{k} {v:,}" for k, v in task_rej.items())
     )
     print(
         f"WorldState.apply      : {n / best_single:>12,.0f} records/s  ({best_single:.2f}s, one call per record)"

@@ -39,6 +39,7 @@ from .codec import (
     T_RELEASING_PARTITION,
     T_RELEASING_TASK,
     VERSION_1,
+    VERSION_3,
     VERSION_4,
     DecodeError,
     UnknownVersion,
@@ -80,6 +81,7 @@ from .state import (
 )
 from .state import freshness as classify_freshness
 from .varint import read_uvarint
+from .vectors import learn as learn_layout
 from .verdict import REJECTED, Effect, Reason, Verdict
 
 MIN_INT64 = -(2**63)
@@ -109,13 +111,12 @@ _I64 = Struct(">q")
 _U32 = Struct(">I")
 _HB_HEAD = Struct(">qIB")  # Heartbeat: last_offset, heartbeat_interval_ms, tag length
 _NUMBERED_TYPES = frozenset({T_RELEASING_PARTITION, T_CLAIMING_MESSAGES})
-
 Record = tuple[int, int, "bytes | None", "bytes | None"]
 
 _INVALID = REJECTED[Reason.INVALID_RECORD]
 _RESTART_TAKEOVER = Effect.RESTART_TAKEOVER
 #: What the key cache answers for an unknown key: an entry no value can match.
-_NO_ENTRY: list = [None] * 10 + [-1, None, 0]
+_NO_ENTRY: list = [None] * 10 + [-1, None, 0, None]
 
 
 @attrs.frozen
@@ -219,10 +220,11 @@ class WorldState:
         # identity part of a value (ids, topic, partition: the same bytes for the four
         # partition types) -> [key, (client, instance), fence key, group,
         # PartitionEntry|None, topic, partition, admin_ok, len(identity), identity, len(last
-        # heartbeat), its bytes after the int64, its heartbeat interval]; admin_ok: the record
-        # may act as the pausing admin (the group has no key, or the record is validly
-        # tagged; tagged records are never cached). _kcache: record key -> the entry last
-        # used with it.
+        # heartbeat), its bytes after the int64, its heartbeat interval, the layout of the
+        # vector of its last task record (vectors.learn) or None]; admin_ok: the record may
+        # act as the pausing admin (the group has no key, or the record is validly tagged;
+        # tagged records are never cached). _kcache: record key -> the entry last used with
+        # it.
         self._pcache: dict[bytes, list] = {}
         self._kcache: dict[bytes, list] = {}
         # for _miss: the three ids (with their length bytes) -> ((client, instance), fence
@@ -333,6 +335,53 @@ class WorldState:
                     typ = T_HEARTBEAT
                     hb = ent[12]
                 elif (
+                    (lay := ent[13]) is not None
+                    and value.__class__ is bytes
+                    and len(value) > lay[0] + 2
+                    and value[0] == VERSION_3
+                ):
+                    # Task lane (PROTOCOL.md, "Tasks (version 3)"): a HeartbeatingTask or
+                    # ReleasingTask on a key whose last task record was decoded (by anyone):
+                    # the header is checked here as decode would, the vector read by that
+                    # record's layout (the same sources; see vectors.py), the identity part
+                    # found as for the version 1 types; the rules judge it as always.
+                    typ = value[1]
+                    got = None
+                    if typ == T_HEARTBEATING_TASK:
+                        hl = 6
+                        hb = unpack_u32(value, 2)[0]
+                        if not 0 < hb <= max_hb:
+                            typ = 0
+                    else:
+                        hl = 2
+                        hb = 0
+                    if typ in (T_HEARTBEATING_TASK, T_RELEASING_TASK):
+                        if len(value) - ent[8] != hl + lay[0] or not value.endswith(ent[9]):
+                            # another sender on this key: a claim's winner, a restart
+                            ent = self._sender(key, value, hl + lay[0])
+                        if ent is not None:
+                            got = lay[1](lay, value, hl)
+                    if got is None:
+                        ent = None
+                    else:
+                        ent[13] = lay
+                        vector, num = got
+                        if (
+                            typ == T_HEARTBEATING_TASK
+                            and (part := ent[4]) is not None
+                            and part.holder is ent[1]
+                            and not paused
+                            and not (fenced and ent[2] in fenced)
+                        ):
+                            # as in the heartbeat lane: rules 1 and 3 cannot fire, rule 5
+                            # renews
+                            push(
+                                rule_heartbeat(
+                                    part, ent[1], now, num, hb, fenced, takeovers, vector, current
+                                )
+                            )
+                            continue
+                elif (
                     value.__class__ is bytes
                     and key.__class__ is bytes
                     and len(value) >= 15
@@ -364,11 +413,14 @@ class WorldState:
                     if not hl:
                         ent = None
                     elif ent is None or ent[8] != len(value) - hl or not value.endswith(ent[9]):
+                        lay = None if ent is None else ent[13]
                         ent = pcache.get(value[hl:])
                         if ent is None:
                             ent = self._miss(key, value, hl)
                         elif ent[0] == key:
                             kcache[key] = ent
+                            if ent[13] is None:
+                                ent[13] = lay  # (the key's vector layout, for the task lane)
                         else:
                             ent = None
                     if ent is not None and typ == T_HEARTBEAT:
@@ -551,8 +603,24 @@ class WorldState:
             -1,
             None,
             0,
+            None,
         ]
         self._cache(ident_bytes, canonical, ent)
+        return ent
+
+    def _sender(self, key: bytes, value: bytes, start: int) -> list | None:
+        """The entry of the identity part ``value[start:]`` of a task record whose key's
+        entry (from the key cache) is another sender's: a claim's winner, a restarted
+        instance. By its bytes, else parsed strictly (``_miss``); None if it is not a valid
+        identity part naming ``key`` (the strict decoder then decides)."""
+        if key.__class__ is not bytes:
+            return None
+        ent = self._pcache.get(value[start:])
+        if ent is None:
+            return self._miss(key, value, start)
+        if ent[0] != key:
+            return None
+        self._kcache[key] = ent
         return ent
 
     def _cache(self, ident_bytes: bytes, key: bytes, ent: list) -> None:
@@ -563,7 +631,10 @@ class WorldState:
             self._scache.clear()
             self._tcache.clear()
         pcache[ident_bytes] = ent
-        self._kcache[key] = ent
+        kcache = self._kcache
+        if ent[13] is None and (prev := kcache.get(key)) is not None:
+            ent[13] = prev[13]  # the key's vector layout: the task lane tries it first
+        kcache[key] = ent
 
     def _slow(
         self, key: object, value: object, now: int
@@ -622,12 +693,13 @@ class WorldState:
             -1,
             None,
             0,
+            None,
         ]
         if tag is None and value.__class__ is bytes and key.__class__ is bytes:
             ident_bytes = value[start:]  # type: ignore[index]
             ent[8:10] = (len(ident_bytes), ident_bytes)
             if typ == T_HEARTBEAT:
-                ent[10:] = (len(value), value[10:], hb)  # type: ignore[arg-type, index]
+                ent[10:13] = (len(value), value[10:], hb)  # type: ignore[arg-type, index]
             self._cache(ident_bytes, canonical, ent)
         return ent, typ, -1 if num is None else num, hb or 0, None, None
 
@@ -679,9 +751,12 @@ class WorldState:
                 -1,
                 None,
                 0,
+                None,
             ]
             if cacheable:
                 self._cache(ident_bytes, canonical, ent)
+        elif ent[0] == key:
+            self._kcache[key] = ent  # (so the task lane finds the sender's entry by its key)
         return ent
 
     def _task(
@@ -699,6 +774,13 @@ class WorldState:
             self._rejections[Reason.INVALID_RECORD] += 1
             return None, 0, 0, 0, _INVALID, None
         ent = self._entry(key, value, start, client, instance, group, topic, partition)
+        if ent[9] is not None:  # cached: the sender's next records may take the task lane
+            ent[13] = learn_layout(
+                value,  # type: ignore[arg-type]
+                6 if typ == T_HEARTBEATING_TASK else 2,
+                start,
+                vector,
+            )
         return ent, typ, task_last_offset(vector), hb, None, vector
 
     def _release_group(

@@ -4,28 +4,36 @@ Every claim and heartbeat draws its own heartbeat interval, so holders with diff
 leases share a world; group "h" has an admin key, "g" has none, and admin records come
 untagged, tagged with the key or tagged with another key. Version 3 task records
 (HeartbeatingTask, ReleasingTask) go to the same keys as the plain partition records, so
-vectors are set and cleared on the same partitions.
+vectors are set and cleared on the same partitions; their offsets straddle varint lengths
+and some are mutated byte by byte, so ``apply_many``'s task lane (``rationalizer/
+vectors.py``) meets vectors that keep, nearly keep and break a layout it learned.
 """
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from rationalizer import (
+    AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
     HeartbeatingTask,
+    LeavingGroup,
     ReleaseGroup,
     ReleasingPartition,
     ReleasingTask,
     WorldState,
+    decode,
     encode,
     sign,
 )
-from rationalizer.messages import FUTURE_VERSIONS
+from rationalizer.codec import DecodeError
+from rationalizer.messages import FUTURE_VERSIONS, MAX_OFFSET
+from rationalizer.varint import uvarint
 
 from .helpers import KEY, OTHER_KEY
 from .model import Model
@@ -50,6 +58,23 @@ SOURCES = ("a", "b", "c")
 def _vector(n: int) -> tuple[tuple[str, int], ...]:
     """A task's position vector made from one drawn offset (-1..50): one to three sources."""
     return tuple((s, max(-1, n - 7 * i)) for i, s in enumerate(SOURCES[: 1 + n % 3]))
+
+
+#: Offsets near the varint lengths' edges (1, 2, 3, 4, 9 and 10 bytes for offset + 1), so
+#: that a task's next vector keeps its layout, changes a low byte, an upper byte or a length.
+EDGES = (126, 127, 128, 16_382, 16_383, 16_384, 2**21 - 2, 2**21 - 1, 2**28, 2**56, 2**60)
+big_offsets = st.one_of(
+    st.integers(-1, 3), st.sampled_from(EDGES).flatmap(lambda e: st.integers(e - 2, e + 2))
+)
+#: Vectors of two or three sources with big offsets (sums stay below 2^63), and one source
+#: as far as it can go: offset 2^63 - 1 takes ten varint bytes.
+big_vectors = st.one_of(
+    st.tuples(big_offsets, big_offsets).map(lambda o: tuple(zip(("a", "b"), o, strict=True))),
+    st.tuples(big_offsets, big_offsets, big_offsets).map(
+        lambda o: tuple(zip(SOURCES, o, strict=True))
+    ),
+    st.sampled_from([(("a", MAX_OFFSET),), (("a", MAX_OFFSET - 1),), (("b", 0),)]),
+)
 
 
 def _msg(
@@ -91,6 +116,8 @@ kinds = st.sampled_from(
     + ["admin_beat", "admin_beat"]
     + ["task_beat", "task_beat", "task_release"]
 )
+#: more task records, for the logs of the fast-lane equivalence
+task_kinds = st.sampled_from(["task_beat"] * 4 + ["task_release", "claim", "beat"])
 garbage = st.tuples(
     st.one_of(st.none(), st.binary(max_size=20)),
     # (a version byte to come stops replay instead: tested in test_versions.py)
@@ -101,13 +128,49 @@ garbage = st.tuples(
 )
 
 
+def _member(draw, w: tuple[str, str], g: str):
+    """A membership record (version 2 or 4): it never changes a partition, but shares the
+    world (and rule 1, fencing) with them."""
+    ids = {"client_id": w[0], "instance_id": w[1], "group_id": g}
+    if draw(st.integers(0, 3)) == 0:
+        return LeavingGroup(**ids)
+    return AnnouncingMember(
+        **ids,
+        topics=((TOPIC, 3),),
+        heartbeat_interval_ms=draw(hbs),
+        version=draw(st.sampled_from([2, 4])),
+    )
+
+
+def _mutated(draw, msg, key: bytes, value: bytes) -> tuple[bytes, bytes, object]:
+    """A task record with one byte replaced (not the version byte: it stays version 3), and
+    what it decodes to now (None: invalid). Mostly a byte of the vector, with a value that
+    sets or clears a varint's continuation bit, or ends one with a zero."""
+    start = 6 if isinstance(msg, HeartbeatingTask) else 2
+    size = 1 + sum(1 + len(t) + len(uvarint(o + 1)) for t, o in msg.positions)
+    if draw(st.integers(0, 3)):
+        i = draw(st.integers(start, start + size - 1))
+        b = draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0x81, 0xFF, value[i] ^ 0x80]))
+    else:
+        i = draw(st.integers(1, len(value) - 1))
+        b = draw(st.integers(0, 255))
+    value = value[:i] + bytes((b,)) + value[i + 1 :]
+    try:
+        return key, value, decode(key, value)
+    except DecodeError:
+        return key, value, None
+
+
 @st.composite
-def logs(draw, max_size=80):
-    """A coordination log: list of (offset, ts, key, value, message-or-None)."""
+def logs(draw, max_size=80, tasks=False, members=False):
+    """A coordination log: list of (offset, ts, key, value, message-or-None). ``tasks``:
+    mostly task records, with big offsets, some of them mutated; ``members``: membership
+    records too (the oracle does not judge those)."""
     out = []
     t = 0
     offset = 0
     admin_g = None
+    vectors: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}  # the last, per key
     for _ in range(draw(st.integers(0, max_size))):
         t += draw(dts)
         offset += draw(st.sampled_from([1, 1, 1, 2, 7]))
@@ -115,7 +178,11 @@ def logs(draw, max_size=80):
             key, value = draw(garbage)
             out.append((offset, t, key, value, None))
             continue
-        kind = draw(kinds)
+        if members and draw(st.integers(0, 9)) == 0:
+            msg = _member(draw, draw(who), draw(groups))
+            out.append((offset, t, *encode(msg), msg))
+            continue
+        kind = draw(task_kinds if tasks and draw(st.booleans()) else kinds)
         n = draw(small_offsets)
         g = draw(groups)
         if kind in ("group", "admin_group"):
@@ -124,8 +191,22 @@ def logs(draw, max_size=80):
             admin_g = g
         elif kind == "admin_beat" and admin_g and draw(st.integers(0, 4)):
             g = admin_g  # mostly into the group the admin paused
-        msg = _msg(kind, draw(who), g, draw(parts), n, draw(hbs), draw(auths))
-        out.append((offset, t, *encode(msg), msg))
+        p = draw(parts)
+        msg = _msg(kind, draw(who), g, p, n, draw(hbs), draw(auths))
+        if tasks and kind.startswith("task"):
+            last = vectors.get((g, p))
+            if last is not None and draw(st.integers(0, 3)):
+                # the key's last vector, moved on a little: its layout, mostly
+                vector = tuple((s, o + draw(st.integers(0, 3))) for s, o in last)
+                if sum(o + 1 for _, o in vector) - 1 <= MAX_OFFSET:
+                    msg = attrs.evolve(msg, positions=vector)
+            elif draw(st.booleans()):
+                msg = attrs.evolve(msg, positions=draw(big_vectors))
+            vectors[(g, p)] = msg.positions
+        key, value = encode(msg)
+        if tasks and kind.startswith("task") and draw(st.integers(0, 4)) == 0:
+            key, value, msg = _mutated(draw, msg, key, value)
+        out.append((offset, t, key, value, msg))
     return out
 
 
@@ -163,6 +244,45 @@ def test_replay_equivalence_one_by_one_chunked_and_snapshot(records, data):
     again = w1.apply_many([r[:4] for r in records])
     assert w1.to_bytes() == before
     assert all(a is None or a == b for a, b in zip(again, v1, strict=True))
+
+
+def _cold(records, window=8):
+    """The strict decoder's verdicts: one record at a time, the world's identity caches
+    (and so the learned vector layouts) emptied after each, so no record takes a fast lane
+    that an earlier one opened: every task record goes through ``decode_task_fields``."""
+    w = WorldState(verdict_window=window, admin_keys=KEYS)
+    out = []
+    for o, t, k, v, _ in records:
+        out.append(w.apply(o, t, k, v))
+        for cache in (w._pcache, w._kcache, w._scache, w._tcache):
+            cache.clear()
+    return w, out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(tasks=True, members=True), st.data())
+def test_fast_lanes_judge_every_record_as_the_strict_decoder(records, data):
+    """Random logs of every record type (versions 1 to 4, task records that keep or break
+    a learned layout, membership records, junk): ``apply_many`` in one call, in chunks and
+    ``apply`` one at a time reach the verdicts and the snapshot bytes of a world that
+    decodes every record strictly."""
+    cold, want = _cold(records)
+    whole = WorldState(verdict_window=8, admin_keys=KEYS)
+    assert whole.apply_many([r[:4] for r in records]) == want
+    assert whole.to_bytes() == cold.to_bytes()
+    one, got = _replay_all(records)
+    assert got == want
+    assert one.to_bytes() == cold.to_bytes()
+    chunked = WorldState(verdict_window=8, admin_keys=KEYS)
+    i = 0
+    while i < len(records):
+        n = data.draw(st.integers(1, 10))
+        assert chunked.apply_many([r[:4] for r in records[i : i + n]]) == want[i : i + n]
+        i += n
+    assert chunked.to_bytes() == cold.to_bytes()
+    for g in GROUPS:
+        for p in PARTS:
+            assert whole.resume_positions(g, TOPIC, p) == cold.resume_positions(g, TOPIC, p)
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
