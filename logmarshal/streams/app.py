@@ -27,7 +27,6 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import Any
 
 from storage import InvalidConfig
@@ -104,8 +103,13 @@ class App:
             cluster, client_id or f"{application_id}-{os.getpid()}", application_id,
             heartbeat_interval,
         )
+        #: sinks' records: sent with ``send_nowait`` (no per-record Delivery; a failed one
+        #: makes the next flush raise), flushed at every commit before the changelogs
         self.producer = Producer(cluster, linger_ms=2.0)
-        self._pending: list[Future[Any]] = []
+        #: a flush of the sinks failed: their records since the last commit may be lost, so
+        #: no later commit may commit the inputs behind them (they are processed again by
+        #: whoever holds the tasks next: sinks stay at-least-once)
+        self._sink_failure: BaseException | None = None
         #: by task key (task name, partition)
         self.tasks: dict[Key, Task] = {}
         self._uncommitted: dict[Key, list[Message]] = {}
@@ -220,10 +224,8 @@ class App:
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, partition: int,
               ts: int, headers: tuple) -> None:
-        self._pending.append(self.producer.send(
-            topic, value, key=key, partition=None if partition < 0 else partition,
-            headers=headers, timestamp=ts,
-        ))
+        self.producer.send_nowait(topic, value, key, None if partition < 0 else partition,
+                                  headers or None, ts)
 
     def process(self, message: Message) -> None:
         self.process_batch((message,))
@@ -296,10 +298,14 @@ class App:
 
     def commit(self) -> None:
         """Sinks flushed, then changelogs, then the inputs committed (heartbeated)."""
-        self.producer.flush()
-        pending, self._pending = self._pending, []
-        for fut in pending:
-            fut.result()  # a failed sink write raises before anything is committed
+        if self._sink_failure is not None:
+            raise RuntimeError("a sink write failed earlier: nothing more is committed"
+                               ) from self._sink_failure
+        try:
+            self.producer.flush()  # a failed sink write raises before anything is committed
+        except BaseException as exc:
+            self._sink_failure = exc
+            raise
         held = set(self.consumer.claims())
         fenced = self.consumer.fenced
         for key, task in list(self.tasks.items()):
