@@ -2,8 +2,9 @@
 
 1. word count through an App (topology, memory store with changelog, sinks, commits) vs a
    hand-written Consumer poll loop counting the same lines into a dict (same data, same
-   run, alternating, ``--rounds`` times each): both times, records/s, and the overhead
-   ratio of the streams layer (median App time / median loop time); and the same over two
+   consumer settings, same run; ``--rounds`` rounds of each, alternating which goes
+   first): both times, records/s, and the overhead ratio of the streams layer (median App
+   time / median loop time), for the whole run and from the first record on; and the same over two
    co-partitioned topics, where each task is partition p of both (one claim, a position
    vector in its heartbeats), vs the loop reading both topics as four partitions;
 2. restore time of a store vs its changelog size (in-memory and sqlite).
@@ -129,8 +130,13 @@ def compare(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int, two: bool) 
     tag = "2" if two else ""
     loops, apps = [], []
     for r in range(rounds):
+        # which side runs first alternates: on a shared machine the load drifts, and a
+        # fixed order would hand one side the same share of the drift every round
+        if r % 2:
+            apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
         loops.append(poll_loop_time(cluster, n, f"bench-loop{tag}-{r}", two))
-        apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
+        if not r % 2:
+            apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
     for i, what in enumerate(("whole run (claim, restore, all records)",
                               "from the first record on (steady state)")):
         loop = statistics.median(t[i] for t in loops)
