@@ -4,7 +4,8 @@
    hand-written Consumer poll loop counting the same lines into a dict (same data, same
    consumer settings, same run; ``--rounds`` rounds of each, alternating which goes
    first): both times, records/s, and the overhead ratio of the streams layer (median App
-   time / median loop time), for the whole run and from the first record on; and the same over two
+   time / median loop time), for the whole run and from the first record on (wall clock,
+   and the process's CPU time, steadier on a shared machine); and the same over two
    co-partitioned topics, where each task is partition p of both (one claim, a position
    vector in its heartbeats), vs the loop reading both topics as four partitions;
 2. restore time of a store vs its changelog size (in-memory and sqlite).
@@ -74,9 +75,11 @@ def produce(cluster: EmbeddedCluster, n: int, topic: str = "lines") -> collectio
     return truth
 
 
-#: (whole run, from the first record on): the first includes claiming the partitions (and,
-#: for the App, creating and restoring its tasks), a fixed cost that is most of a short run
-Timing = tuple[float, float]
+#: (whole run, from the first record on, CPU seconds of the process from the first record
+#: on): the first includes claiming the partitions (and, for the App, creating and restoring
+#: its tasks), a fixed cost that is most of a short run; the last counts every thread (the
+#: embedded cluster's too, on both sides alike) and is the steadiest on a loaded machine
+Timing = tuple[float, float, float]
 
 
 def streams_time(cluster: EmbeddedCluster, n: int, tmp: str, app_id: str,
@@ -90,14 +93,16 @@ def streams_time(cluster: EmbeddedCluster, n: int, tmp: str, app_id: str,
     start = time.perf_counter()
     app.run(max_records=1)
     first = time.perf_counter()
+    first_cpu = time.process_time()
     if profile is not None:
         profile.enable()
     app.run(max_records=n - 1)
     end = time.perf_counter()
+    cpu = time.process_time() - first_cpu
     if profile is not None:
         profile.disable()
     app.close()
-    return end - start, end - first
+    return end - start, end - first, cpu
 
 
 def poll_loop_time(cluster: EmbeddedCluster, n: int, group: str, two: bool = False) -> Timing:
@@ -106,6 +111,7 @@ def poll_loop_time(cluster: EmbeddedCluster, n: int, group: str, two: bool = Fal
     counts: dict[tuple[int, str], int] = {}
     done = 0
     first = None
+    first_cpu = time.process_time()
     topics = ["lines", "lines2"] if two else ["lines"]
     with Consumer(marshaler, topics, mode="alo", batch_size=500) as consumer:
         start = time.perf_counter()
@@ -113,6 +119,7 @@ def poll_loop_time(cluster: EmbeddedCluster, n: int, group: str, two: bool = Fal
             batch = consumer.poll(0.1)
             if first is None and batch:
                 first = time.perf_counter()
+                first_cpu = time.process_time()
             for m in batch:
                 for word in m.value.decode().lower().split():
                     counts[(m.partition, word)] = counts.get((m.partition, word), 0) + 1
@@ -121,8 +128,9 @@ def poll_loop_time(cluster: EmbeddedCluster, n: int, group: str, two: bool = Fal
             consumer.commit(*batch)
             done += len(batch)
         end = time.perf_counter()
+        cpu = time.process_time() - first_cpu
     marshaler.close()
-    return end - start, end - (first or start)
+    return end - start, end - (first or start), cpu
 
 
 def compare(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int, two: bool) -> None:
@@ -138,7 +146,8 @@ def compare(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int, two: bool) 
         if not r % 2:
             apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
     for i, what in enumerate(("whole run (claim, restore, all records)",
-                              "from the first record on (steady state)")):
+                              "from the first record on (steady state)",
+                              "CPU time of the process, from the first record on")):
         loop = statistics.median(t[i] for t in loops)
         app = statistics.median(t[i] for t in apps)
         each = " ".join(f"{a[i] / b[i]:.2f}" for a, b in zip(apps, loops, strict=True))
