@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
+import operator
 import os
 import random
 import threading
@@ -46,6 +48,9 @@ __all__ = ["CHANGELOG_CONFIG", "App", "task_name"]
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+
+#: a message's (topic, partition), at C speed
+_TOPIC_PARTITION = operator.itemgetter(0, 1)
 
 
 #: how changelog topics are created: compacted, and never a record younger than an hour
@@ -235,17 +240,9 @@ class App:
         (:meth:`Task.process_batch`): a failing record is retried per the policy, then
         dead-lettered or raised (:class:`HandlerFailed`), the records before it processed
         and to be committed."""
-        start, n = 0, len(messages)
-        while start < n:
-            first = messages[start]
-            end = start + 1
-            while end < n and messages[end].partition == first.partition and (
-                messages[end].topic == first.topic
-            ):
-                end += 1
-            run = messages if start == 0 and end == n else messages[start:end]
-            self._process_run((self._task_of_topic[first.topic], first.partition), run)
-            start = end
+        # a poll's batch is one partition's: one run, found without a Python step per message
+        for (topic, partition), run in itertools.groupby(messages, _TOPIC_PARTITION):
+            self._process_run((self._task_of_topic[topic], partition), list(run))
 
     def _task_for(self, key: Key) -> Task | None:
         task = self.tasks.get(key)

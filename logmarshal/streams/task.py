@@ -473,6 +473,8 @@ class Task:
         self._punctuations: list[_Punctuation] = []
         #: the lowest stream time at which a stream-time punctuator may be due
         self._stream_due = _NEVER
+        #: whether any wall-clock punctuator is scheduled
+        self._wall_clock_scheduled = False
         self._sources: dict[str, _Source] = {}  # topic -> its source, filled on first use
         #: the stores as processors see them, and per source topic the guarded stores with
         #: the offset below which their restored state already reflects that topic's input
@@ -639,6 +641,10 @@ class Task:
              if p.kind is PunctuationType.STREAM_TIME and not p.cancelled),
             default=_NEVER,
         )
+        self._wall_clock_scheduled = any(
+            p.kind is PunctuationType.WALL_CLOCK_TIME and not p.cancelled
+            for p in self._punctuations
+        )
 
     def _punctuate(self, kind: PunctuationType, now: int) -> int:
         fired = 0
@@ -659,7 +665,10 @@ class Task:
         return fired
 
     def punctuate_wall_clock(self) -> int:
-        """Fire wall-clock punctuators that are due on the injected clock."""
+        """Fire wall-clock punctuators that are due on the injected clock (the runner asks
+        after every poll: without any, that costs one attribute read)."""
+        if not self._wall_clock_scheduled:
+            return 0
         return self._punctuate(PunctuationType.WALL_CLOCK_TIME, self._now_ms())
 
     # -- state ----------------------------------------------------------------------------
