@@ -166,3 +166,32 @@ def test_reading_every_entry_changes_nothing(store):
     assert store._get(b'"a"') == b"1" and store._get(b'"b"') == b"2"  # nothing flushed
     assert store.take_dirty() == {b'"a"': b"3", b'"b"': None, b'["w",0]': b"4"}
     assert store.all() == {"a": 3, ("w", 0): 4}
+
+
+def test_a_thread_reading_every_entry_loses_no_update_of_the_processor(tmp_path):
+    """The race all() had when it flushed: a watcher thread (as the App tests' probes) beside
+    a processor counting and committing. Reads change nothing, so every count is exact."""
+    import threading
+
+    store = SqliteStore("s", tmp_path / "s.sqlite")
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            store.all()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        words = ["alpha", "beta", "gamma", "delta", "eps"]
+        for i in range(20_000):
+            word = words[i % 5]
+            store.put(word, (store.get(word) or 0) + 1)
+            if i % 500 == 0:
+                store.take_dirty()
+                store.checkpoint(i, {"in": i + 1}, 0)
+    finally:
+        stop.set()
+        watcher.join()
+    assert {w: store.get(w) for w in words} == dict.fromkeys(words, 4_000)
+    store.close()
