@@ -2,13 +2,19 @@
 
 1. word count through an App (topology, memory store with changelog, sinks, commits) vs a
    hand-written Consumer poll loop counting the same lines into a dict (same data, same
-   run, alternating, ``--rounds`` times each): both times, records/s, and the overhead
-   ratio of the streams layer (median App time / median loop time); and the same over two
+   consumer settings, same run; ``--rounds`` rounds of each, alternating which goes
+   first): both times, records/s, and the overhead ratio of the streams layer (median App
+   time / median loop time), for the whole run and from the first record on (wall clock,
+   and the process's CPU time, steadier on a shared machine); and the same over two
    co-partitioned topics, where each task is partition p of both (one claim, a position
    vector in its heartbeats), vs the loop reading both topics as four partitions;
 2. restore time of a store vs its changelog size (in-memory and sqlite).
 
     python3 bench/streams.py [--lines 20000] [--rounds 5] [--sizes 1000,10000,50000]
+                             [--profile 25]
+
+``--profile N`` also runs one more App under cProfile (from its first record on) and prints
+its N most expensive functions (own time): where the streams layer's per-record time goes.
 
 A 20 000-line run is mostly the claim (~0.1 s); ``--lines 100000`` gives steadier figures
 for the steady-state ratio on a shared machine.
@@ -18,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
+import pstats
 import statistics
 import sys
 import tempfile
@@ -67,15 +75,17 @@ def produce(cluster: EmbeddedCluster, n: int, topic: str = "lines") -> collectio
     return truth
 
 
-#: (whole run, from the first record on): the first includes claiming the partitions (and,
-#: for the App, creating and restoring its tasks), a fixed cost that is most of a short run
-Timing = tuple[float, float]
+#: (whole run, from the first record on, CPU seconds of the process from the first record
+#: on): the first includes claiming the partitions (and, for the App, creating and restoring
+#: its tasks), a fixed cost that is most of a short run; the last counts every thread (the
+#: embedded cluster's too, on both sides alike) and is the steadiest on a loaded machine
+Timing = tuple[float, float, float]
 
 
 def streams_time(cluster: EmbeddedCluster, n: int, tmp: str, app_id: str,
-                 two: bool = False) -> Timing:
+                 two: bool = False, profile: cProfile.Profile | None = None) -> Timing:
     """Seconds for a fresh App (no state yet) to process ``n`` records: its first record
-    (claim, restore), then the others."""
+    (claim, restore), then the others (under ``profile`` if given)."""
     topology = two_topic_word_count() if two else word_count()
     app = App(cluster, app_id, topology, client_id="s1", heartbeat_interval=1.0,
               state_dir=f"{tmp}/state", commit_interval=0.1,
@@ -83,10 +93,16 @@ def streams_time(cluster: EmbeddedCluster, n: int, tmp: str, app_id: str,
     start = time.perf_counter()
     app.run(max_records=1)
     first = time.perf_counter()
+    first_cpu = time.process_time()
+    if profile is not None:
+        profile.enable()
     app.run(max_records=n - 1)
     end = time.perf_counter()
+    cpu = time.process_time() - first_cpu
+    if profile is not None:
+        profile.disable()
     app.close()
-    return end - start, end - first
+    return end - start, end - first, cpu
 
 
 def poll_loop_time(cluster: EmbeddedCluster, n: int, group: str, two: bool = False) -> Timing:
@@ -95,6 +111,7 @@ def poll_loop_time(cluster: EmbeddedCluster, n: int, group: str, two: bool = Fal
     counts: dict[tuple[int, str], int] = {}
     done = 0
     first = None
+    first_cpu = time.process_time()
     topics = ["lines", "lines2"] if two else ["lines"]
     with Consumer(marshaler, topics, mode="alo", batch_size=500) as consumer:
         start = time.perf_counter()
@@ -102,14 +119,18 @@ def poll_loop_time(cluster: EmbeddedCluster, n: int, group: str, two: bool = Fal
             batch = consumer.poll(0.1)
             if first is None and batch:
                 first = time.perf_counter()
+                first_cpu = time.process_time()
             for m in batch:
                 for word in m.value.decode().lower().split():
                     counts[(m.partition, word)] = counts.get((m.partition, word), 0) + 1
-                consumer.commit(m)
-                done += 1
+            # the idiomatic ALO loop: a polled batch committed in one call (as the App
+            # commits its tasks' inputs), not a call per message
+            consumer.commit(*batch)
+            done += len(batch)
         end = time.perf_counter()
+        cpu = time.process_time() - first_cpu
     marshaler.close()
-    return end - start, end - (first or start)
+    return end - start, end - (first or start), cpu
 
 
 def compare(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int, two: bool) -> None:
@@ -117,10 +138,16 @@ def compare(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int, two: bool) 
     tag = "2" if two else ""
     loops, apps = [], []
     for r in range(rounds):
+        # which side runs first alternates: on a shared machine the load drifts, and a
+        # fixed order would hand one side the same share of the drift every round
+        if r % 2:
+            apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
         loops.append(poll_loop_time(cluster, n, f"bench-loop{tag}-{r}", two))
-        apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
+        if not r % 2:
+            apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
     for i, what in enumerate(("whole run (claim, restore, all records)",
-                              "from the first record on (steady state)")):
+                              "from the first record on (steady state)",
+                              "CPU time of the process, from the first record on")):
         loop = statistics.median(t[i] for t in loops)
         app = statistics.median(t[i] for t in apps)
         each = " ".join(f"{a[i] / b[i]:.2f}" for a, b in zip(apps, loops, strict=True))
@@ -172,6 +199,8 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile one more App run; print its N costliest functions")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedCluster(
         f"{tmp}/data", maintenance_interval=0
@@ -191,6 +220,13 @@ def main() -> None:
             sql = restore_time(cluster, size, "sqlite", tmp)
             reuse = restore_time(cluster, size, "sqlite", tmp, again=True)
             print(f"  {size:>8} {mem:>9.3f} {sql:>9.3f} {reuse:>23.4f}")
+        if args.profile:
+            profile = cProfile.Profile()
+            streams_time(cluster, args.lines, tmp, "bench-wc-profiled", profile=profile)
+            print(f"one App under cProfile, {args.lines} lines from the first record on "
+                  "(the processing thread; own time):")
+            pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(
+                args.profile)
 
 
 if __name__ == "__main__":

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
+import operator
 import os
 import random
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import Any
 
 from storage import InvalidConfig
@@ -47,6 +48,9 @@ __all__ = ["CHANGELOG_CONFIG", "App", "task_name"]
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+
+#: a message's (topic, partition), at C speed
+_TOPIC_PARTITION = operator.itemgetter(0, 1)
 
 
 #: how changelog topics are created: compacted, and never a record younger than an hour
@@ -104,8 +108,13 @@ class App:
             cluster, client_id or f"{application_id}-{os.getpid()}", application_id,
             heartbeat_interval,
         )
+        #: sinks' records: sent with ``send_nowait`` (no per-record Delivery; a failed one
+        #: makes the next flush raise), flushed at every commit before the changelogs
         self.producer = Producer(cluster, linger_ms=2.0)
-        self._pending: list[Future[Any]] = []
+        #: a flush of the sinks failed: their records since the last commit may be lost, so
+        #: no later commit may commit the inputs behind them (they are processed again by
+        #: whoever holds the tasks next: sinks stay at-least-once)
+        self._sink_failure: BaseException | None = None
         #: by task key (task name, partition)
         self.tasks: dict[Key, Task] = {}
         self._uncommitted: dict[Key, list[Message]] = {}
@@ -220,10 +229,8 @@ class App:
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, partition: int,
               ts: int, headers: tuple) -> None:
-        self._pending.append(self.producer.send(
-            topic, value, key=key, partition=None if partition < 0 else partition,
-            headers=headers, timestamp=ts,
-        ))
+        self.producer.send_nowait(topic, value, key, None if partition < 0 else partition,
+                                  headers or None, ts)
 
     def process(self, message: Message) -> None:
         self.process_batch((message,))
@@ -233,17 +240,9 @@ class App:
         (:meth:`Task.process_batch`): a failing record is retried per the policy, then
         dead-lettered or raised (:class:`HandlerFailed`), the records before it processed
         and to be committed."""
-        start, n = 0, len(messages)
-        while start < n:
-            first = messages[start]
-            end = start + 1
-            while end < n and messages[end].partition == first.partition and (
-                messages[end].topic == first.topic
-            ):
-                end += 1
-            run = messages if start == 0 and end == n else messages[start:end]
-            self._process_run((self._task_of_topic[first.topic], first.partition), run)
-            start = end
+        # a poll's batch is one partition's: one run, found without a Python step per message
+        for (topic, partition), run in itertools.groupby(messages, _TOPIC_PARTITION):
+            self._process_run((self._task_of_topic[topic], partition), list(run))
 
     def _task_for(self, key: Key) -> Task | None:
         task = self.tasks.get(key)
@@ -296,10 +295,14 @@ class App:
 
     def commit(self) -> None:
         """Sinks flushed, then changelogs, then the inputs committed (heartbeated)."""
-        self.producer.flush()
-        pending, self._pending = self._pending, []
-        for fut in pending:
-            fut.result()  # a failed sink write raises before anything is committed
+        if self._sink_failure is not None:
+            raise RuntimeError("a sink write failed earlier: nothing more is committed"
+                               ) from self._sink_failure
+        try:
+            self.producer.flush()  # a failed sink write raises before anything is committed
+        except BaseException as exc:
+            self._sink_failure = exc
+            raise
         held = set(self.consumer.claims())
         fenced = self.consumer.fenced
         for key, task in list(self.tasks.items()):

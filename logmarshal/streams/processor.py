@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Any, Protocol
-
-import attrs
+from typing import Any, NamedTuple, Protocol
 
 __all__ = [
     "STREAM_TIME",
@@ -38,11 +36,13 @@ STREAM_TIME = PunctuationType.STREAM_TIME
 WALL_CLOCK_TIME = PunctuationType.WALL_CLOCK_TIME
 
 
-@attrs.frozen
-class StreamRecord:
+class StreamRecord(NamedTuple):
     """A record inside a topology: deserialized key and value plus where it came from.
 
-    ``offset`` is -1 and ``topic`` None for records a punctuator forwards.
+    ``offset`` is -1 and ``topic`` None for records a punctuator forwards. Immutable, and a
+    tuple: a task builds one per input record with ``tuple.__new__`` (a fifth of the cost of
+    an attrs class's ``__init__``, the largest per-record cost of the streams layer it
+    replaced: docs/performance.md, "Streams"); ``_replace`` makes a changed copy.
     """
 
     key: Any

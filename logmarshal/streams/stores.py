@@ -215,9 +215,22 @@ class KeyValueStore:
         self._reads.clear()
 
     def all(self) -> dict[Any, Any]:
-        """Every entry; list keys (windowed ``[key, start]``) come back as tuples."""
-        self.flush()
-        return {_hashable(json_deserializer(k)): json_deserializer(v) for k, v in self._items()}
+        """Every entry; list keys (windowed ``[key, start]``) come back as tuples.
+
+        A read: the engine's entries with the cached writes over them, nothing flushed. A
+        flush from another thread than the processing one (a test or a tool watching a
+        running App) raced the processor's puts: a ``get`` between the flush's swap of the
+        write cache and its copy into the read cache returned an older value, and the
+        processor counted on from it (lost updates, in the changelog too)."""
+        writes = dict(self._writes)  # one C-level copy: consistent even beside the processor
+        entries = dict(self._items())
+        for ck, value in writes.items():
+            if value is None:
+                entries.pop(_encoded(ck), None)
+            else:
+                entries[_encoded(ck)] = json_serializer(value)  # type: ignore[assignment]
+        return {_hashable(json_deserializer(k)): json_deserializer(v)
+                for k, v in sorted(entries.items())}
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (not marked dirty)."""

@@ -39,7 +39,7 @@ from storage import NewRecord
 
 from ..cluster import Cluster, Message
 from .processor import Processor, PunctuationType, StreamRecord
-from .stores import KeyValueStore
+from .stores import InMemoryStore, KeyValueStore
 from .topology import SinkNode, SubTopology, Topology, TopologyError
 
 __all__ = [
@@ -338,8 +338,6 @@ def read_changelog(
 ) -> tuple[dict[Any, Any], dict[str, int] | None]:
     """The table a store's changelog partition restores to, and the input positions it
     reflects: what a task would start from (for tests, tools and the demo)."""
-    from .stores import InMemoryStore
-
     mem = InMemoryStore(store)
     found, _, _ = _restore_store(
         cluster, changelog_topic(application_id, store), partition, mem, mem.restore
@@ -431,6 +429,8 @@ _Source = tuple[Callable[[bytes | None], Any], Callable[[bytes | None], Any], tu
 #: stream time of no punctuation due (never reached) and of one whose due is not known yet
 _NEVER = 1 << 62
 _AT_ONCE = -(1 << 62)
+#: builds a StreamRecord from its fields without the named tuple's Python ``__new__``
+_new_record = tuple.__new__
 
 
 class Task:
@@ -473,6 +473,8 @@ class Task:
         self._punctuations: list[_Punctuation] = []
         #: the lowest stream time at which a stream-time punctuator may be due
         self._stream_due = _NEVER
+        #: whether any wall-clock punctuator is scheduled
+        self._wall_clock_scheduled = False
         self._sources: dict[str, _Source] = {}  # topic -> its source, filled on first use
         #: the stores as processors see them, and per source topic the guarded stores with
         #: the offset below which their restored state already reflects that topic's input
@@ -524,40 +526,62 @@ class Task:
         source, deserializers, children, store guards) is looked up once. A message whose
         processing raises goes to ``on_error`` (which retries, dead-letters or raises) and
         the batch goes on; without ``on_error`` the exception propagates, the messages
-        before it processed."""
+        before it processed.
+
+        The loop is the streams layer's per-record cost (docs/performance.md, "Streams"):
+        a record is one ``tuple.__new__``, and a source with one child (the usual one)
+        hands it over without a loop."""
         positions = self.positions
         guards_of = self._guards
-        topic: str | None = None
+        topic = ""  # no topic is named "": the first message looks its source up
+        guards = None
+        only: _Delivery | None = None
         for m in messages:
             try:
-                if m.topic != topic:
-                    key_of, value_of, deliveries = self._source_for(m.topic)
-                    topic = m.topic
+                if m[0] != topic:
+                    key_of, value_of, deliveries = self._source_for(m[0])
+                    topic = m[0]
                     guards = guards_of.get(topic) if guards_of else None
-                record = StreamRecord(key_of(m.key), value_of(m.value), m.timestamp, topic,
-                                      m.partition, m.offset, m.headers)
-                self.current = record
-                self.current_timestamp = ts = m.timestamp
+                    only = deliveries[0] if len(deliveries) == 1 else None
+                _, partition, offset, ts, key, value, headers = m
+                self.current = record = _new_record(StreamRecord, (
+                    key_of(key), value_of(value), ts, topic, partition, offset, headers))
+                self.current_timestamp = ts
                 if guards:
-                    for store, done in guards:
-                        store.guard(m.offset < done)
-                try:
+                    self._deliver_guarded(record, deliveries, guards)
+                elif only is not None:
+                    only(record)
+                else:
                     for deliver in deliveries:
                         deliver(record)
-                finally:
-                    self.current = None
-                    if guards:
-                        for store, _ in guards:
-                            store.guard(False)
-                positions[topic] = m.offset + 1
+                positions[topic] = offset + 1
                 if ts > self.stream_time:
                     self.stream_time = ts
                     if ts >= self._stream_due:
+                        self.current = None
                         self._punctuate(PunctuationType.STREAM_TIME, ts)
             except Exception as exc:
+                self.current = None
                 if on_error is None:
                     raise
                 on_error(m, exc)
+        # a wall-clock punctuation, or a record forwarded outside processing, has no input
+        # record behind it
+        self.current = None
+
+    @staticmethod
+    def _deliver_guarded(record: StreamRecord, deliveries: tuple[_Delivery, ...],
+                         guards: list[tuple[_GuardedStore, int]]) -> None:
+        """Deliver a record with the writes of the stores that already reflect it dropped."""
+        offset = record[5]
+        for store, done in guards:
+            store.guard(offset < done)
+        try:
+            for deliver in deliveries:
+                deliver(record)
+        finally:
+            for store, _ in guards:
+                store.guard(False)
 
     def _forward(self, node: str, key: Any, value: Any, to: str | None) -> None:
         if to is None:
@@ -567,10 +591,12 @@ class Task:
                 raise TopologyError(f"{node!r} forwards to {to!r}, which is not its child")
             deliveries = (self._delivery[to],)
         base = self.current
-        record = StreamRecord(
-            key, value, self.current_timestamp,
-            *( (base.topic, base.partition, base.offset, base.headers) if base else ()),
-        )
+        if base is None:
+            record = _new_record(StreamRecord, (key, value, self.current_timestamp, None, -1,
+                                                -1, ()))
+        else:
+            record = _new_record(StreamRecord, (key, value, self.current_timestamp, base[3],
+                                                base[4], base[5], base[6]))
         for deliver in deliveries:
             deliver(record)
 
@@ -615,6 +641,10 @@ class Task:
              if p.kind is PunctuationType.STREAM_TIME and not p.cancelled),
             default=_NEVER,
         )
+        self._wall_clock_scheduled = any(
+            p.kind is PunctuationType.WALL_CLOCK_TIME and not p.cancelled
+            for p in self._punctuations
+        )
 
     def _punctuate(self, kind: PunctuationType, now: int) -> int:
         fired = 0
@@ -635,7 +665,10 @@ class Task:
         return fired
 
     def punctuate_wall_clock(self) -> int:
-        """Fire wall-clock punctuators that are due on the injected clock."""
+        """Fire wall-clock punctuators that are due on the injected clock (the runner asks
+        after every poll: without any, that costs one attribute read)."""
+        if not self._wall_clock_scheduled:
+            return 0
         return self._punctuate(PunctuationType.WALL_CLOCK_TIME, self._now_ms())
 
     # -- state ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cluster import Message
-from .serde import Serializer, json_serializer
+from .serde import Serializer, json_deserializer, json_serializer
 from .stores import InMemoryStore
 from .task import Task
 from .topology import Topology
@@ -70,8 +70,6 @@ class TopologyTestDriver:
     def read(self, topic: str, key_deserializer: Callable[[bytes | None], Any] | None = None,
              value_deserializer: Callable[[bytes | None], Any] | None = None
              ) -> list[tuple[Any, Any]]:
-        from .serde import json_deserializer
-
         kd = key_deserializer or json_deserializer
         vd = value_deserializer or json_deserializer
         return [(kd(k), vd(v)) for k, v, _ in self.outputs.get(topic, [])]

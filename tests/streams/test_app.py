@@ -54,16 +54,20 @@ def setup_topics(cluster) -> None:
 
 
 def run_until(app: App, done, timeout: float = 30.0) -> None:
+    """Run ``app`` in a thread until ``done()``; a run that never gets there fails here, not
+    as a puzzling difference in the tables."""
     t = threading.Thread(target=app.run, daemon=True)
     t.start()
     deadline = time.monotonic() + timeout
+    reached = False
     try:
-        while time.monotonic() < deadline and not done():
+        while time.monotonic() < deadline and not (reached := done()):
             time.sleep(0.02)
     finally:
         app.close()
         t.join(10)
     assert not t.is_alive()
+    assert reached, f"the condition was not reached within {timeout} s"
 
 
 def tables(cluster):

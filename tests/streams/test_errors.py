@@ -68,3 +68,50 @@ def test_failing_record_without_dead_letter_stops_the_app(cluster, tmp_path):
     assert CountOrFail.attempts == [1, 1]
     table, positions = read_changelog(cluster, "err2", "n", 0)
     assert table == {"a": 1} and positions == {"in": 1}  # the state before the failure
+
+
+class CountAndForward(CountOrFail):
+    def process(self, record):
+        super().process(record)
+        self.context.forward(record.value, self.store.get(record.value))
+
+
+class FailingSinkWrites:
+    """The cluster as the App's producer sees it: writes to ``out`` fail."""
+
+    def __init__(self, cluster):
+        self._cluster = cluster
+
+    def __getattr__(self, name):
+        return getattr(self._cluster, name)
+
+    def produce(self, topic, *args, **kwargs):
+        if topic == "out":
+            raise OSError("no space left for out")
+        return self._cluster.produce(topic, *args, **kwargs)
+
+
+def test_a_failed_sink_write_commits_nothing_after_it(cluster, tmp_path, monkeypatch):
+    feed(cluster, ["a", "b"])
+    cluster.create_topic("out", 1)
+
+    def counting() -> Topology:
+        t = Topology().add_source("s", "in").add_processor("p", CountAndForward, "s")
+        return t.add_state_store(StoreSpec("n"), "p").add_sink("o", "out", "p")
+
+    app = App(cluster, "sinkfail", counting(), client_id="x", heartbeat_interval=0.3,
+              state_dir=tmp_path, commit_interval=60)
+    monkeypatch.setattr(app.producer, "_cluster", FailingSinkWrites(cluster))
+    with pytest.raises(OSError, match="no space"):
+        app.run(max_records=2)  # its last commit flushes the sink first: raised there
+    app.close()  # the final commit refuses too (logged): the flush's failure was raised once
+    assert read_changelog(cluster, "sinkfail", "n", 0)[0] == {}
+    # the inputs were not committed either: the group's next member reads them again
+    again = App(cluster, "sinkfail", counting(), client_id="y", heartbeat_interval=0.3,
+                state_dir=tmp_path / "2", commit_interval=60)
+    t = threading.Thread(target=again.run, kwargs={"max_records": 2})
+    t.start()
+    t.join(20)
+    again.close()
+    assert read_changelog(cluster, "sinkfail", "n", 0) == ({"a": 1, "b": 1}, {"in": 2})
+    assert sorted(m.value for m in cluster.fetch("out", 0, 0)) == [b"1", b"1"]

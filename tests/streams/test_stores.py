@@ -149,3 +149,49 @@ def test_a_batch_hands_a_failing_record_to_on_error_and_goes_on():
     with pytest.raises(ValueError):  # without on_error: raised, the records before it done
         again.process_batch(messages(["a", "bad", "a"]))
     assert again.stores["n"].all() == {"a": 1} and again.positions == {"in": 1}
+
+
+def test_reading_every_entry_changes_nothing(store):
+    """all() may run beside the processing thread (tests and tools watch running Apps): it
+    must not flush, or a processor's get racing the flush reads an older value."""
+    store.put("a", 1)
+    store.put("b", 2)
+    store.take_dirty()
+    store.put("a", 3)
+    store.delete("b")
+    store.put(["w", 0], 4)
+    cached = (dict(store._writes), dict(store._reads))
+    assert store.all() == {"a": 3, ("w", 0): 4}
+    assert (dict(store._writes), dict(store._reads)) == cached
+    assert store._get(b'"a"') == b"1" and store._get(b'"b"') == b"2"  # nothing flushed
+    assert store.take_dirty() == {b'"a"': b"3", b'"b"': None, b'["w",0]': b"4"}
+    assert store.all() == {"a": 3, ("w", 0): 4}
+
+
+def test_a_thread_reading_every_entry_loses_no_update_of_the_processor(tmp_path):
+    """The race all() had when it flushed: a watcher thread (as the App tests' probes) beside
+    a processor counting and committing. Reads change nothing, so every count is exact."""
+    import threading
+
+    store = SqliteStore("s", tmp_path / "s.sqlite")
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            store.all()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        words = ["alpha", "beta", "gamma", "delta", "eps"]
+        for i in range(20_000):
+            word = words[i % 5]
+            store.put(word, (store.get(word) or 0) + 1)
+            if i % 500 == 0:
+                store.take_dirty()
+                store.checkpoint(i, {"in": i + 1}, 0)
+    finally:
+        stop.set()
+        watcher.join()
+    assert {w: store.get(w) for w in words} == dict.fromkeys(words, 4_000)
+    store.close()

@@ -104,3 +104,13 @@ def test_store_shared_by_processors_joins_their_subtopologies():
     t.add_state_store(StoreSpec("shared"), "p1", "p2")
     (sub,) = t.subtopologies()
     assert sub.source_topics == ("a", "b") and sub.stores == ("shared",)
+
+
+def test_a_stream_record_is_immutable_with_defaults_and_a_changed_copy():
+    from logmarshal.streams import StreamRecord
+
+    r = StreamRecord(key="k", value=1, timestamp=5)
+    assert (r.topic, r.partition, r.offset, r.headers) == (None, -1, -1, ())
+    with pytest.raises(AttributeError):
+        r.value = 2
+    assert r._replace(value=2) == StreamRecord("k", 2, 5) and r.value == 1
