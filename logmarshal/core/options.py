@@ -216,9 +216,10 @@ class CoreOptions:
     #: the most records a poll hands out by default
     batch: int = attrs.field(default=DEFAULT_BATCH, validator=_positive)
     #: AMO: the most records of a partition reserved (ClaimingMessages) and not handed out
-    #: yet, so the next window is reserved while this one is handed out, and at most this
-    #: many are lost to a crash (None: ``DEFAULT_RESERVED_BATCHES`` batches; read
-    #: :attr:`max_reserved_records`; ALO reserves nothing)
+    #: yet. The next window is reserved while the current one is handed out, so one
+    #: coordination round trip covers several polls; at most this many are lost to a crash,
+    #: and a graceful close gives them back. None: ``DEFAULT_RESERVED_BATCHES`` batches (read
+    #: :attr:`max_reserved_records`). ALO reserves nothing.
     max_reserved: int | None = attrs.field(default=None, validator=_none_or_positive)
     #: how often a member looks for claimable partitions (None: HB/4; read
     #: :attr:`claim_every_ms`)

@@ -107,6 +107,15 @@ def test_options_validate():
         options(client_id="")
 
 
+def test_max_reserved_defaults_to_a_few_batches_and_is_validated():
+    assert options().max_reserved_records == 4 * 5
+    assert options(max_reserved=7).max_reserved_records == 7
+    with pytest.raises(ValueError, match="max_reserved must be at least 1"):
+        options(max_reserved=0)
+    with pytest.raises(TypeError, match="max_reserved must be an int"):
+        options(max_reserved=2.5)
+
+
 def test_lease_counts_from_send_time_and_never_shrinks():
     lease = Lease(fence_after_ms=150, confirmed_sent=1000)
     assert lease.may_hand_out(1149)
