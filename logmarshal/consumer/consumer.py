@@ -104,8 +104,9 @@ class Consumer:
       reserved (ClaimingMessages) and not handed out yet. The next window is reserved while
       the current one is handed out, so one coordination round trip covers several polls;
       at most this many are lost to a crash, and a graceful ``close`` gives them back.
-    - ``prefetch`` (default ``max(2·batch_size, 500)``): a held partition is fetched while
-      fewer messages than this are buffered.
+    - ``prefetch`` (default ``max(2·batch_size, 500)``, in AMO at least
+      ``max_reserved + batch_size``): a held partition is fetched while fewer messages than
+      this are buffered.
     - ``claim_interval`` (default HB/4): how often claimable partitions are looked for
       (and patterns and partition counts read again).
     - ``rebalance``: how the group shares its partitions. ``"balanced"`` (default): every

@@ -191,8 +191,8 @@ class CoreOptions:
     Times are milliseconds of the injected clock; a :class:`~logmarshal.Consumer` converts
     its seconds once and builds this, so its defaults are these. An option left None takes a
     default derived from others: ``fence_margin_ms`` and ``claim_every_ms`` HB/4,
-    ``cooldown_ms`` 2·HB, ``prefetch`` ``max(2·batch, 500)``, ``max_reserved`` 4·batch,
-    ``max_claims`` unlimited.
+    ``cooldown_ms`` 2·HB, ``prefetch`` ``max(2·batch, 500)`` (AMO: at least
+    ``max_reserved + batch``), ``max_reserved`` 4·batch, ``max_claims`` unlimited.
 
     ``fence_margin_ms``: the member stops handing out a partition when none of its messages
     for it was accepted for ``2·HB - fence_margin_ms`` after it was *sent*.
@@ -317,6 +317,10 @@ class CoreOptions:
     @property
     def prefetch_records(self) -> int:
         if self.prefetch is None:
+            if self.mode == "amo":
+                # the reserved window waits in the buffer: room for it and a batch more to
+                # reserve, or the window is only as large as what happens to be buffered
+                return max(2 * self.batch, MIN_PREFETCH, self.max_reserved_records + self.batch)
             return max(2 * self.batch, MIN_PREFETCH)
         return self.prefetch
 

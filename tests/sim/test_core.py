@@ -107,8 +107,24 @@ def test_options_validate():
         options(client_id="")
 
 
+_REQUIRED = dict(
+    group_id="g",
+    client_id="c1",
+    instance_id="i1",
+    topics=(("t", 1),),
+    coordination_partitions=1,
+    heartbeat_ms=HB,
+)
+
+
 def test_max_reserved_defaults_to_a_few_batches_and_is_validated():
     assert options().max_reserved_records == 4 * 5
+    # the window waits in the buffer: AMO's default prefetch has room for it and a batch
+    amo = CoreOptions(**{**_REQUIRED, "mode": "amo", "batch": 500})
+    assert (amo.max_reserved_records, amo.prefetch_records) == (2000, 2500)
+    alo = CoreOptions(**{**_REQUIRED, "batch": 500})
+    assert alo.prefetch_records == 1000  # ALO reserves nothing
+    assert CoreOptions(**_REQUIRED, mode="amo").prefetch_records == 500  # batch 100: as before
     assert options(max_reserved=7).max_reserved_records == 7
     with pytest.raises(ValueError, match="max_reserved must be at least 1"):
         options(max_reserved=0)
