@@ -136,3 +136,17 @@ def test_a_graceful_close_gives_back_what_was_never_handed_out(in_flight):
     assert g.handed_by(c2)[0] == handed + 1, describe(g)
     assert sorted(g.handed) == list(range(handed + 1 + 40)), describe(g)  # no gap, none twice
     assert g.repeats() == {}, describe(g)
+
+
+def test_a_seek_may_skip_within_the_reserved_window_never_back():
+    """What i1 reserved and has not handed out is its alone: a seek may skip into it (what
+    it skips is lost, as AMO allows), never back to what it handed out."""
+    g, i1 = _running_ahead()
+    with pytest.raises(ValueError, match="already handed out"):
+        i1.core.seek(g.now, TOPIC, 0, 34)
+    i1.core.seek(g.now, TOPIC, 0, 50)  # inside 35..64, reserved and not handed out
+    i1.budget = 20
+    g.run([i1], until=g.now + 50)
+    assert g.handed_by(i1) == list(range(35)) + list(range(50, 70)), describe(g)
+    assert not any("rejected" in v for v in g.verdicts), describe(g)
+    assert g.repeats() == {}, describe(g)
