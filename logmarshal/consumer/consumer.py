@@ -99,10 +99,14 @@ class Consumer:
     which validates them and holds their defaults; seconds are converted to its milliseconds
     here, once (HB is the Marshaler's, :attr:`Marshaler.heartbeat_interval_ms`).
 
-    - ``batch_size`` (default 100): the most messages one ``poll`` returns by default (and
-      in AMO the most reserved at once, so at most that many are lost to a crash).
-    - ``prefetch`` (default ``max(2·batch_size, 500)``): a held partition is fetched while
-      fewer messages than this are buffered.
+    - ``batch_size`` (default 100): the most messages one ``poll`` returns by default.
+    - ``max_reserved`` (AMO; default 4·batch_size): the most messages of a partition
+      reserved (ClaimingMessages) and not handed out yet. The next window is reserved while
+      the current one is handed out, so one coordination round trip covers several polls;
+      at most this many are lost to a crash, and a graceful ``close`` gives them back.
+    - ``prefetch`` (default ``max(2·batch_size, 500)``, in AMO at least
+      ``max_reserved + batch_size``): a held partition is fetched while fewer messages than
+      this are buffered.
     - ``claim_interval`` (default HB/4): how often claimable partitions are looked for
       (and patterns and partition counts read again).
     - ``rebalance``: how the group shares its partitions. ``"balanced"`` (default): every
@@ -150,6 +154,7 @@ class Consumer:
         *,
         mode: Mode = DEFAULT_MODE,
         batch_size: int = DEFAULT_BATCH,
+        max_reserved: int | None = None,
         rebalance: str | Callable[..., Any] = DEFAULT_REBALANCE,
         weight: int = DEFAULT_WEIGHT,
         max_claims: int | None = None,
@@ -206,6 +211,7 @@ class Consumer:
             fence_margin_ms=_ms(fence_margin),
             max_claims=max_claims,
             batch=batch_size,
+            max_reserved=max_reserved,
             claim_every_ms=_ms(claim_interval),
             reset=auto_offset_reset,
             greedy=greedy,

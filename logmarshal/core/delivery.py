@@ -25,8 +25,9 @@ class Delivery(Protocol):
     def release_position(self, held: Held) -> int:
         """``last_offset`` our ReleasingPartition carries."""
 
-    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
-        """Offset a ClaimingMessages must reserve through before handing out, or None."""
+    def to_reserve(self, held: Held, window: int, offset_of: OffsetOf) -> int | None:
+        """Offset the next ClaimingMessages reserves through (at most ``window`` records
+        reserved and not handed out), or None."""
 
     def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
         """Pop what may be handed out now (the caller checked lease and replay)."""
@@ -54,7 +55,7 @@ class AtLeastOnce:
     def release_position(self, held: Held) -> int:
         return self.position(held)
 
-    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
+    def to_reserve(self, held: Held, window: int, offset_of: OffsetOf) -> int | None:
         return None
 
     def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
@@ -72,7 +73,12 @@ class AtLeastOnce:
 
 class AtMostOnce:
     """Reserve (ClaimingMessages), confirm with a heartbeat, only then hand out: a crash
-    loses at most the reserved batch, nothing is handed out twice."""
+    loses at most the reserved window, nothing is handed out twice.
+
+    The reservations run ahead: the next window is reserved while the confirmed one is
+    handed out, so one coordination round trip covers several polls. Each starts where the
+    previous one ended (PROTOCOL.md "Version 4", property c: the resume point once that one
+    was accepted), so only one is in flight at a time."""
 
     def position(self, held: Held) -> int:
         # reserved offsets count as consumed: a successor resumes after them anyway; and
@@ -85,18 +91,22 @@ class AtMostOnce:
         # lowers claimed_through to it: PROTOCOL.md rule 6), so a clean close loses nothing
         return held.handed_through
 
-    def to_reserve(self, held: Held, batch: int, offset_of: OffsetOf) -> int | None:
+    def to_reserve(self, held: Held, window: int, offset_of: OffsetOf) -> int | None:
         if not held.demand:
             return None  # reserved only when a poll asks: a crash loses no more than that
         if held.reserve_token is not None or held.confirmed_through < self.position(held):
             # one reservation at a time, and only once everything our records said is
-            # confirmed (a heartbeat of ours behind an unanswered reservation may have moved
-            # the log's position: the next heartbeat's verdict says where it is)
+            # confirmed: the next one starts at the resume point the log has confirmed (a
+            # heartbeat of ours behind an unanswered reservation may have moved it: the next
+            # heartbeat's verdict says where it is)
             return None
-        buffer = held.buffer
-        if not buffer or offset_of(buffer[0]) <= held.confirmed_through:
-            return None  # nothing new, or hand out the confirmed batch first
-        return offset_of(buffer[min(batch, len(buffer)) - 1])
+        buffer = held.buffer  # what was fetched and not handed out, in offset order
+        if not buffer:
+            return None
+        # the window is the first ``window`` records not handed out: reserve through its
+        # end, unless everything in it is reserved already (hand some out first)
+        last = offset_of(buffer[min(window, len(buffer)) - 1])
+        return last if last > held.claimed_through else None
 
     def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
         buffer = held.buffer

@@ -4,6 +4,8 @@ The hot path of every consumer (poll, then what that partition needs next). Self
 decides what may be handed out: the replay says we hold it and our lease cannot have lapsed
 (ARCHITECTURE, "Consumer algorithms"); AMO hands out only what an accepted reservation and
 the heartbeat behind it confirmed (PROTOCOL.md "Version 4: at-most-once enforced by the log").
+AMO reservations run ahead of the polls, up to ``max_reserved`` records of a partition, one
+in flight at a time (``delivery.AtMostOnce``).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
         # version 4 names where the reservation starts: where we believe the log's resume
         # point is (a stale belief is refused, not believed)
         first = st.delivery.position(held) + 1
-    last = st.delivery.to_reserve(held, o.batch, st.offset_of)
+    last = st.delivery.to_reserve(held, o.max_reserved_records, st.offset_of)
     if last is not None and may_hand_out(st, held.topic, held.partition, now):
         msg = ClaimingMessages(
             **ids(st),
@@ -135,15 +137,19 @@ def hand_out(st: MemberState, now: int, limit: int, out: list[Action]) -> Held |
         if not may_hand_out(st, claim.topic, claim.partition, now):
             continue
         records = st.delivery.take(held, limit, st.offset_of)
+        amo = st.options.mode == "amo"
+        if amo and (records or held.buffer):
+            # a poll asks for this partition: keep its window reserved ahead of the polls
+            # (the next reservation goes out now, or once the one in flight is answered)
+            held.demand = True
         if records:
             out.append(HandOut(held.topic, held.partition, records))
-            return claim
+            return claim  # (the caller acts on it: the next window's reservation)
         if (
-            st.options.mode == "amo"
+            amo
             and held.buffer
             and held.reserve_token is None
             and held.confirmed_through >= held.claimed_through
         ):
-            held.demand = True  # nothing reserved for this poll yet: reserve a batch now
-            act_held(st, now, held, out)
+            act_held(st, now, held, out)  # nothing reserved for this poll yet: reserve now
     return None

@@ -205,10 +205,12 @@ class MemberCore:
         claim = held.task or held
         if offset < 0:
             raise ValueError(f"cannot seek to a negative offset, got {offset}")
-        if self.options.mode == "amo" and offset <= held.claimed_through:
+        if self.options.mode == "amo" and offset <= held.handed_through:
+            # what we reserved and have not handed out yet is ours alone to hand out (or to
+            # skip); below it, only what was handed out already
             raise ValueError(
                 f"AMO cannot seek {topic}/{partition} to {offset}: offsets up to "
-                f"{held.claimed_through} are already reserved"
+                f"{held.handed_through} were already handed out"
             )
         had_position = not claim.unpositioned
         held.no_start = None

@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_GREEDY",
     "DEFAULT_MODE",
     "DEFAULT_REBALANCE",
+    "DEFAULT_RESERVED_BATCHES",
     "DEFAULT_RESET",
     "DEFAULT_WEIGHT",
     "MIN_PREFETCH",
@@ -40,6 +41,9 @@ DEFAULT_FAST_RECLAIM: Final = True
 UNLIMITED_CLAIMS: Final = 1 << 30
 #: ``prefetch`` when not given: at least this many records, and at least two batches
 MIN_PREFETCH: Final = 500
+#: ``max_reserved`` when not given, in batches: enough that one coordination round trip
+#: covers several polls, few enough that a crash loses little (AMO)
+DEFAULT_RESERVED_BATCHES: Final = 4
 
 #: the name a ``Consumer`` (or, for the heartbeat, a ``Marshaler``) gives each option whose
 #: name differs here, so an error names the argument its caller wrote
@@ -81,6 +85,11 @@ def _positive(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> Non
 def _none_or_at_least_zero(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None:
         _int(attribute, value, 0)
+
+
+def _none_or_positive(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        _int(attribute, value, 1)
 
 
 def _none_or_int(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -182,7 +191,8 @@ class CoreOptions:
     Times are milliseconds of the injected clock; a :class:`~logmarshal.Consumer` converts
     its seconds once and builds this, so its defaults are these. An option left None takes a
     default derived from others: ``fence_margin_ms`` and ``claim_every_ms`` HB/4,
-    ``cooldown_ms`` 2·HB, ``prefetch`` ``max(2·batch, 500)``, ``max_claims`` unlimited.
+    ``cooldown_ms`` 2·HB, ``prefetch`` ``max(2·batch, 500)`` (AMO: at least
+    ``max_reserved + batch``), ``max_reserved`` 4·batch, ``max_claims`` unlimited.
 
     ``fence_margin_ms``: the member stops handing out a partition when none of its messages
     for it was accepted for ``2·HB - fence_margin_ms`` after it was *sent*.
@@ -203,8 +213,14 @@ class CoreOptions:
         converter=attrs.converters.default_if_none(UNLIMITED_CLAIMS),
         validator=_positive,
     )
-    #: the most records a poll hands out (AMO: the most reserved at once)
+    #: the most records a poll hands out by default
     batch: int = attrs.field(default=DEFAULT_BATCH, validator=_positive)
+    #: AMO: the most records of a partition reserved (ClaimingMessages) and not handed out
+    #: yet. The next window is reserved while the current one is handed out, so one
+    #: coordination round trip covers several polls; at most this many are lost to a crash,
+    #: and a graceful close gives them back. None: ``DEFAULT_RESERVED_BATCHES`` batches (read
+    #: :attr:`max_reserved_records`). ALO reserves nothing.
+    max_reserved: int | None = attrs.field(default=None, validator=_none_or_positive)
     #: how often a member looks for claimable partitions (None: HB/4; read
     #: :attr:`claim_every_ms`)
     _claim_every_ms: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
@@ -301,8 +317,19 @@ class CoreOptions:
     @property
     def prefetch_records(self) -> int:
         if self.prefetch is None:
+            if self.mode == "amo":
+                # the reserved window waits in the buffer: room for it and a batch more to
+                # reserve, or the window is only as large as what happens to be buffered
+                return max(2 * self.batch, MIN_PREFETCH, self.max_reserved_records + self.batch)
             return max(2 * self.batch, MIN_PREFETCH)
         return self.prefetch
+
+    @property
+    def max_reserved_records(self) -> int:
+        """AMO: the reservation window of a partition (reserved, not handed out yet)."""
+        if self.max_reserved is None:
+            return DEFAULT_RESERVED_BATCHES * self.batch
+        return self.max_reserved
 
     @property
     def fence_after_ms(self) -> int:

@@ -9,6 +9,9 @@ takeover heartbeat waits until the old instance has handed out its next batch.
 Since protocol version 4 the log refuses that takeover (its position is behind the old
 instance's reservation: PROTOCOL.md property a): the old instance keeps the partition, and the
 new one takes it once the old one has released it.
+
+The old instance's reservations run ahead of its polls by one batch (``max_reserved``): what
+it reserves in the window is the batch after the one it hands out there.
 """
 
 from __future__ import annotations
@@ -53,14 +56,17 @@ class BeforeFirstHeartbeat:
 def test_amo_restart_recovery_never_hands_out_what_the_old_instance_did(manual) -> None:
     manual.cluster.create_topic(TOPIC, 1)
     produce(manual.cluster, 0, 300)
-    old = manual.consumer("a", mode="amo", batch_size=100)
+    old = manual.consumer("a", mode="amo", batch_size=100, max_reserved=100)
     first = drain(old, 100, commit=False, max_records=100)
     assert [m.offset for m in first] == list(range(100))
+    # and 100..199 reserved ahead: the new instance reads 200 as its resume point
+    wait_until(lambda: _reserved(old) == 199, what="the reservation of the next batch")
 
     in_window: list[int] = []
 
     def old_instance_hands_out_a_batch() -> None:  # between the new one's read and its write
         in_window.extend(m.offset for m in drain(old, 100, commit=False, max_records=100))
+        wait_until(lambda: _reserved(old) == 299, what="the reservation behind it")
 
     wrapped = BeforeFirstHeartbeat(manual.cluster, old_instance_hands_out_a_batch)
     marshaler = Marshaler(wrapped, "a", "g", manual.hb, fetch_wait=0.05, clock=manual.clock)
@@ -69,15 +75,21 @@ def test_amo_restart_recovery_never_hands_out_what_the_old_instance_did(manual) 
     manual.consumers.append(new)
     wait_until(lambda: _takeover_verdict(marshaler, wrapped) is not None, what="the takeover's verdict")
     assert in_window == list(range(100, 200))
-    assert _takeover_verdict(marshaler, wrapped).reason is Reason.NOT_HOLDER  # 99 < 199: refused
+    assert _takeover_verdict(marshaler, wrapped).reason is Reason.NOT_HOLDER  # 199 < 299: refused
     assert not old.fenced and new.claims() == []
-    old.close()  # releases at 199: the new instance claims it there
+    old.close()  # releases at 199 (giving 200..299 back): the new instance claims it there
     wait_until(lambda: new.claims() == [(TOPIC, 0)], what="the new instance's claim")
     rest = [m.offset for m in drain(new, 100, commit=False)]
     assert rest == list(range(200, 300))
     handed = [m.offset for m in first] + in_window + rest
     assert len(handed) == len(set(handed)), "an offset was handed out twice"
 
+
+
+def _reserved(consumer: Consumer) -> int | None:
+    """The log's ``claimed_through`` of the partition, as ``consumer``'s replay shows it."""
+    state = consumer.marshaler.partition_state(TOPIC, 0)
+    return None if state is None else state.claimed_through
 
 
 def _takeover_verdict(marshaler: Marshaler, wrapped: BeforeFirstHeartbeat) -> Verdict | None:

@@ -61,6 +61,8 @@ class Group:
 
     produced: int = 1000
     batch: int = 30
+    #: AMO: records reserved and not handed out, per partition (None: the default window)
+    max_reserved: int | None = None
     now: int = 0
     log: list[tuple[int, bytes, bytes]] = attrs.field(factory=list)
     #: the verdict of every record, from a replay of the whole log (the oracle)
@@ -82,6 +84,7 @@ class Group:
             heartbeat_ms=HB,
             batch=self.batch,
             prefetch=self.batch,
+            max_reserved=self.max_reserved,
             claim_every_ms=HB // 2,
             rebalance="none",
         )

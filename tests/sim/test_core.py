@@ -107,6 +107,31 @@ def test_options_validate():
         options(client_id="")
 
 
+_REQUIRED = dict(
+    group_id="g",
+    client_id="c1",
+    instance_id="i1",
+    topics=(("t", 1),),
+    coordination_partitions=1,
+    heartbeat_ms=HB,
+)
+
+
+def test_max_reserved_defaults_to_a_few_batches_and_is_validated():
+    assert options().max_reserved_records == 4 * 5
+    # the window waits in the buffer: AMO's default prefetch has room for it and a batch
+    amo = CoreOptions(**{**_REQUIRED, "mode": "amo", "batch": 500})
+    assert (amo.max_reserved_records, amo.prefetch_records) == (2000, 2500)
+    alo = CoreOptions(**{**_REQUIRED, "batch": 500})
+    assert alo.prefetch_records == 1000  # ALO reserves nothing
+    assert CoreOptions(**_REQUIRED, mode="amo").prefetch_records == 500  # batch 100: as before
+    assert options(max_reserved=7).max_reserved_records == 7
+    with pytest.raises(ValueError, match="max_reserved must be at least 1"):
+        options(max_reserved=0)
+    with pytest.raises(TypeError, match="max_reserved must be an int"):
+        options(max_reserved=2.5)
+
+
 def test_lease_counts_from_send_time_and_never_shrinks():
     lease = Lease(fence_after_ms=150, confirmed_sent=1000)
     assert lease.may_hand_out(1149)
@@ -135,20 +160,30 @@ def held(**kw):
     return Held(**base)
 
 
-def test_amo_reserves_one_batch_beyond_what_is_reserved():
+def test_amo_reserves_ahead_within_the_window():
+    """The next window is reserved while the confirmed one is handed out: at most ``window``
+    records reserved and not handed out, one reservation in flight at a time."""
     h = held(buffer=deque((o, b"") for o in range(12)))
-    assert AtMostOnce().to_reserve(h, 5, FIRST) is None  # nobody asked: nothing to lose
-    h.demand = True  # a poll found nothing confirmed
-    assert AtMostOnce().to_reserve(h, 5, FIRST) == 4
+    amo = AtMostOnce()
+    assert amo.to_reserve(h, 5, FIRST) is None  # nobody asked: nothing to lose
+    h.demand = True  # a poll asked
+    assert amo.to_reserve(h, 5, FIRST) == 4
     h.claimed_through = 4  # reserved, not yet confirmed: nothing new, nothing handed out
-    assert AtMostOnce().to_reserve(h, 5, FIRST) is None
-    assert AtMostOnce().take(h, 100, FIRST) == []
+    assert amo.to_reserve(h, 5, FIRST) is None
+    assert amo.take(h, 100, FIRST) == []
     h.confirmed_through = 4
-    assert AtMostOnce().to_reserve(h, 5, FIRST) is None  # hand out the confirmed batch first
-    assert [o for o, _ in AtMostOnce().take(h, 100, FIRST)] == [0, 1, 2, 3, 4]
-    assert AtMostOnce().to_reserve(h, 5, FIRST) == 9
+    assert amo.to_reserve(h, 5, FIRST) is None  # the window is full: hand some out first
+    assert [o for o, _ in amo.take(h, 2, FIRST)] == [0, 1]
+    assert amo.to_reserve(h, 5, FIRST) == 6  # 2..6: two more while 2..4 are handed out
     h.reserve_token = 7
-    assert AtMostOnce().to_reserve(h, 5, FIRST) is None  # one reservation in flight at a time
+    assert amo.to_reserve(h, 5, FIRST) is None  # one reservation in flight at a time
+    h.reserve_token, h.claimed_through = None, 6  # accepted; its heartbeat not answered yet
+    assert amo.to_reserve(h, 5, FIRST) is None  # the next starts where the log confirmed
+    assert [o for o, _ in amo.take(h, 100, FIRST)] == [2, 3, 4]  # only what is confirmed
+    h.confirmed_through = 6
+    assert amo.to_reserve(h, 5, FIRST) == 9  # 5..9
+    assert [o for o, _ in amo.take(h, 100, FIRST)] == [5, 6]
+    assert amo.to_reserve(h, 5, FIRST) == 11  # 7..11: what is buffered
 
 
 def test_amo_heartbeat_carries_the_reservation():
@@ -220,8 +255,9 @@ def test_amo_claim_reserve_confirm_then_hand_out():
     out = land_all(core, world, log, 3, out)  # the reservation and its confirming heartbeat
     out = land_all(core, world, log, 4, out + core.step(4, Tick()))
     handed = [a for a in out + core.step(5, Poll(100)) if isinstance(a, HandOut)]
-    assert [o for h in handed for o, _ in h.records] == [0, 1, 2, 3, 4]
-    assert world.partition_state("g", "t", 0).claimed_through == 4
+    # one reservation covers the window (4 batches by default): everything buffered
+    assert [o for h in handed for o, _ in h.records] == list(range(8))
+    assert world.partition_state("g", "t", 0).claimed_through == 7
 
 
 def test_lapsed_lease_stops_hand_out_until_a_heartbeat_is_accepted():
@@ -345,20 +381,20 @@ def test_amo_graceful_close_gives_back_a_reservation_never_handed_out():
     out = land_all(core, world, log, 1, out + core.step(1, Tick()))
     fetch = next(a for a in out if isinstance(a, Fetch))
     out = core.step(2, Fetched(fetch.token, "t", 0, tuple((o, b"x") for o in range(8))))
-    out += core.step(2, Poll(5))  # a poll asks: the first 5 are reserved
+    out += core.step(2, Poll(5))  # a poll asks: the window (all 8 buffered) is reserved
     [reserve] = [a for a in out if isinstance(a, Write) and a.kind == "reserve"]
     [confirm] = [a for a in out if isinstance(a, Write) and a.kind == "heartbeat"]
     off = log.append(3, reserve.key, reserve.value)
     out = core.step(3, Written(reserve.token, off))
-    out += core.step(3, Replayed(0, log.replay(world), at_end=True))  # reserved 0..4
-    assert world.partition_state("g", "t", 0).claimed_through == 4
+    out += core.step(3, Replayed(0, log.replay(world), at_end=True))  # reserved 0..7
+    assert world.partition_state("g", "t", 0).claimed_through == 7
     out = core.step(4, WriteFailed(confirm.token))  # it never landed: no verdict
     assert not any(isinstance(a, HandOut) for a in out + core.step(4, Poll(100)))
     out = land_all(core, world, log, 5, core.step(5, Close()))
     assert core.closed
     state = world.partition_state("g", "t", 0)
     assert state.holder is None and state.claimed_through == -1
-    assert world.resume_offset("g", "t", 0) == 0  # the successor hands out 0..4: not lost
+    assert world.resume_offset("g", "t", 0) == 0  # the successor hands out 0..7: not lost
 
 
 # -- claim passes: decided on the core, no sleeps -------------------------------------------------

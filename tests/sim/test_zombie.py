@@ -1,8 +1,9 @@
 """Issue 23's zombie schedule ("Why", item 3), step by step with real cores and real worlds.
 
-c1/i1 (AMO) holds p0 and handed out 0..29, then freezes past 2·HB. c3 takes the stale claim
-over (i1 is not fenced: the taker is another client) and releases it. c1's new instance i2
-claims p0 and hands out 30..59. i1 thaws and its tick runs before its replay catches up, so
+c1/i1 (AMO) holds p0 and handed out 0..29 (and reserved 30..59 ahead of its polls, a window
+of 30), then freezes past 2·HB: the window it never handed out is lost, as AMO allows. c3
+takes the stale claim over (i1 is not fenced: the taker is another client) and releases it.
+c1's new instance i2 claims p0 and hands out 60..89. i1 thaws and its tick runs before its replay catches up, so
 it heartbeats p0 as if it still held it. Then either (a) it reserves and hands out, or (b) it
 closes and releases, and a fourth client claims and hands out. Either way no offset may be
 handed out twice: the log, not the woken member's memory, must decide.
@@ -17,7 +18,7 @@ from .stepper import GROUP, HB, TOPIC, Group, Member, describe
 
 def _until_thaw() -> tuple[Group, Member, Member]:
     """Everything up to i1's first step after waking; returns (group, i1, i2)."""
-    g = Group(batch=30)
+    g = Group(batch=30, max_reserved=30)
     i1 = g.start("c1", "i1", budget=30)
     g.run([i1], until=3 * HB)
     assert g.handed_by(i1) == list(range(30)), describe(g)
@@ -27,12 +28,12 @@ def _until_thaw() -> tuple[Group, Member, Member]:
     g.run([c3], until=7 * HB)
     assert g.oracle.holder(GROUP, TOPIC, 0) == ("c3", "i3"), describe(g)
     assert any("c3', 'i3'): accepted took_over_stale" in v for v in g.verdicts), describe(g)
-    g.close(c3)  # c3 leaves gracefully: it releases p0 where the group is (29)
+    g.close(c3)  # c3 leaves gracefully: it releases p0 where the group is (59)
     g.run([c3], until=7 * HB + 50)
     assert g.oracle.holder(GROUP, TOPIC, 0) is None, describe(g)
     i2 = g.start("c1", "i2", budget=30)  # c1 restarted elsewhere
     g.run([i2], until=10 * HB)
-    assert g.handed_by(i2) == list(range(30, 60)), describe(g)
+    assert g.handed_by(i2) == list(range(60, 90)), describe(g)
     # i1 thaws: its tick runs before its replay has seen anything since it froze
     g.step(i1, Tick())
     g.land(i1)
