@@ -17,11 +17,19 @@ from .held import Held
 from .records import heartbeat_record, ids, write
 from .state import MemberState, Pending, claim_of, me, position, vector
 
-__all__ = ["HEARTBEAT_SPREAD", "act_held", "hand_out", "heartbeat", "may_hand_out"]
+__all__ = [
+    "HEARTBEAT_SLACK",
+    "HEARTBEAT_SPREAD",
+    "act_held",
+    "hand_out",
+    "heartbeat",
+    "may_hand_out",
+]
 
 #: Heartbeats are sent after this fraction of HB (spread per partition, no randomness), so
 #: the holder always looks fresh (< HB) to others and heartbeats do not march in step.
 HEARTBEAT_SPREAD = (0.5, 0.8)
+HEARTBEAT_SLACK = 0.0
 
 
 def may_hand_out(st: MemberState, topic: str, partition: int, now: int) -> bool:
