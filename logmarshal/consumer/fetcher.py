@@ -184,11 +184,14 @@ class MemberFetcher:
                 wait = IDLE_WAIT
                 if retries:
                     wait = max(0.0, min(wait, min(at for at, _ in retries.values()) - now))
-                for read in reader.poll(wait):
+                reads = reader.poll(wait)
+                with self._lock:
+                    dropping = set(self._drops) if self._drops else ()
+                for read in reads:
                     key = (read.topic, read.partition)
                     token = tokens.pop(key, None)
-                    if token is None:
-                        continue  # dropped, or replaced by a request not applied yet
+                    if token is None or key in dropping:
+                        continue  # dropped (maybe while it was read)
                     error = read.error
                     if error is None:
                         backoff.pop(key, None)

@@ -45,6 +45,22 @@ class CoordinationWriter:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._stopped = False
+        # every coordination partition's thread from the start: a member's threads are the
+        # same whatever it holds
+        for cp in range(marshaler.coordination_partitions):
+            self._queue(cp)
+
+    def _queue(self, cp: int) -> queue.SimpleQueue[Item | None]:
+        """Under the lock (or before any other thread): ``cp``'s queue and thread."""
+        q = self._queues.get(cp)
+        if q is None:
+            q = self._queues[cp] = queue.SimpleQueue()
+            thread = threading.Thread(
+                target=self._run, args=(cp, q), name=f"{self._name}:write:{cp}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+        return q
 
     def write(self, writes: Sequence[Write]) -> None:
         """Queue ``writes`` (in order); each partition's share goes out as one call."""
@@ -55,17 +71,7 @@ class CoordinationWriter:
             with self._lock:
                 if self._stopped:
                     return  # closed: nothing more is written, and nobody waits for an answer
-                q = self._queues.get(cp)
-                if q is None:
-                    q = self._queues[cp] = queue.SimpleQueue()
-                    thread = threading.Thread(
-                        target=self._run,
-                        args=(cp, q),
-                        name=f"{self._name}:write:{cp}",
-                        daemon=True,
-                    )
-                    self._threads.append(thread)
-                    thread.start()
+                q = self._queue(cp)
             q.put(item)
 
     def _run(self, cp: int, q: queue.SimpleQueue[Item | None]) -> None:

@@ -45,7 +45,7 @@ from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out
 from .holding import give_up
 from .membership import announce_member, rebalance, target
 from .options import CoreOptions
-from .state import CORE_SWITCHES, Key, Pending, busy, claim_of, new_state, position, read
+from .state import CORE_SWITCHES, Key, busy, claim_of, new_state, position, read
 from .verdicts import check_replay, on_unknown, resolve_landed, stall_began
 
 __all__ = ["CORE_SWITCHES", "MemberCore"]
@@ -270,10 +270,24 @@ class MemberCore:
         if st.closed:
             return out
         self._check_stall(now, out)
+        landed = False  # Written answers noted, their verdicts not looked up yet
         for event in events:
+            if type(event) is Written:
+                # a write's answers come together: look their verdicts up once, before the
+                # next other event (in token order, as one by one)
+                p = st.pending.get(event.token)
+                if p is not None:
+                    p.offset = event.offset
+                    landed = True
+                continue
             if type(event) is Poll:
                 raise TypeError("a Poll is stepped on its own")
+            if landed:
+                self._resolve(now, out)
+                landed = False
             self._apply(now, event, out)
+        if landed:
+            self._resolve(now, out)
         self._act(now, now if wall is None else wall, out)
         return out
 
@@ -291,9 +305,7 @@ class MemberCore:
             p = st.pending.get(event.token)
             if p is not None:
                 p.offset = event.offset
-                before = st.pending.copy()
-                resolve_landed(st, now, out)
-                self._note_resolved(before)
+                self._resolve(now, out)
         elif isinstance(event, WriteFailed):
             p = st.pending.pop(event.token, None)
             if p is not None:
@@ -304,9 +316,7 @@ class MemberCore:
                 st.caught_up.add(event.cp)
                 st.stalled.discard(event.cp)
             st.replay_moved = True
-            before = st.pending.copy()
-            resolve_landed(st, now, out)
-            self._note_resolved(before)
+            self._resolve(now, out)
             check_replay(st, event.cp, out)
         elif isinstance(event, Fetched):
             on_fetched(st, event)
@@ -331,9 +341,12 @@ class MemberCore:
         if held is not None:
             self._touched.add(held.key)
 
-    def _note_resolved(self, before: dict[int, Pending]) -> None:
-        """The partitions whose writes were answered since ``before`` (a copy of pending)."""
-        pending = self._st.pending
+    def _resolve(self, now: int, out: list[Action]) -> None:
+        """Answer the writes the replay has reached; note the partitions they concern."""
+        st = self._st
+        before = st.pending.copy()
+        resolve_landed(st, now, out)
+        pending = st.pending
         if len(before) == len(pending) and before.keys() == pending.keys():
             return
         for token in before.keys() - pending.keys():
