@@ -4,10 +4,12 @@ The same :class:`~logmarshal.cluster.Cluster` as the embedded one, against logma
 broker or an Apache Kafka cluster. librdkafka is used the way Kafka intends: an AdminClient
 for topics and configs, a Producer (acks=all when ``durable``) whose delivery reports give
 the offsets (and for each :class:`logmarshal.Producer` a librdkafka producer of its own,
-:meth:`NetworkCluster.client_producer`), and for reads one assign-only Consumer per
-partition being read, so that independent readers (the marshaler's replay threads, a
-consumer's partitions) never move each other's positions. No group protocol is used:
-positions live in ``__marshal``.
+:meth:`NetworkCluster.client_producer`), for :meth:`NetworkCluster.fetch` one assign-only
+Consumer per partition being read, and for a logmarshal Consumer one assign-only Consumer
+for all its claims (:meth:`NetworkCluster.open_reader`, assigned incrementally), so that
+independent readers never move each other's positions. No group protocol is used:
+positions live in ``__marshal`` (librdkafka still wants a ``group.id``; without
+FindCoordinator it sends no group traffic).
 """
 
 from __future__ import annotations
