@@ -243,8 +243,11 @@ class PartitionReader(Protocol):
         """Stop reading the partition (its unanswered want is forgotten)."""
         ...
 
-    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        """The partition's earliest and latest offsets."""
+    def bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        """Each partition's earliest and latest offsets, or the error finding them (all at
+        once: a member that claims many partitions looks them all up together)."""
         ...
 
     def poll(self, timeout: float) -> list[Read]:

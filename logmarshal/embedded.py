@@ -285,11 +285,19 @@ class _Reader:
             self._ready.discard(key)
         self._cluster._watch(key, self, False)
 
-    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        return (
-            self._cluster.earliest_offset(topic, partition),
-            self._cluster.latest_offset(topic, partition),
-        )
+    def bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        out: dict[tuple[str, int], tuple[int, int] | Exception] = {}
+        for topic, partition in keys:
+            try:
+                out[(topic, partition)] = (
+                    self._cluster.earliest_offset(topic, partition),
+                    self._cluster.latest_offset(topic, partition),
+                )
+            except Exception as exc:
+                out[(topic, partition)] = exc
+        return out
 
     def appended(self, key: tuple[str, int]) -> None:
         with self._cond:

@@ -25,7 +25,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import (
@@ -44,6 +44,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
 )
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
@@ -224,8 +225,17 @@ class _Reader:
     partition whose read-ahead is full is unassigned until its wants catch up, then assigned
     again where they left off (exact, whatever librdkafka had fetched meanwhile)."""
 
-    def __init__(self, conf: dict[str, Any], timeout: float, max_bytes: int) -> None:
+    def __init__(
+        self,
+        conf: dict[str, Any],
+        timeout: float,
+        max_bytes: int,
+        list_offsets: Callable[
+            [Sequence[tuple[str, int]]], dict[tuple[str, int], tuple[int, int] | Exception]
+        ],
+    ) -> None:
         self._consumer = Consumer(conf)
+        self._list_offsets = list_offsets
         self._timeout = timeout
         self._max_bytes = max_bytes
         self._cond = threading.Condition()
@@ -258,7 +268,13 @@ class _Reader:
         if key in self._given:
             self._unassign(key)
 
-    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+    def bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        """Two ListOffsets requests for all of ``keys`` (earliest, latest), not two each."""
+        return self._list_offsets(keys)
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         try:
             return self._consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=self._timeout, cached=False
@@ -356,7 +372,7 @@ class _Reader:
             return
         if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
             try:
-                low, high = self.bounds(topic, partition)
+                low, high = self._watermarks(topic, partition)
             except Exception as exc:
                 self._errors[key] = exc
             else:
@@ -806,7 +822,33 @@ class NetworkCluster:
         """:class:`~logmarshal.cluster.ReaderSource`: one librdkafka consumer reading many
         partitions (a Consumer's claims), assigned and unassigned as they change."""
         self._check_open()
-        return _Reader(self._consumer_conf(), self._timeout, max_bytes)
+        return _Reader(self._consumer_conf(), self._timeout, max_bytes, self._bounds)
+
+    def _bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        """Earliest and latest offsets of many partitions: one ListOffsets request per
+        end (AdminClient.list_offsets), each partition's error apart."""
+        if self._closed:
+            closed = ClosedError(f"the cluster at {self.bootstrap} is closed")
+            return {key: closed for key in keys}
+        out: dict[tuple[str, int], Any] = {key: [0, 0] for key in keys}
+        for i, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
+            wanted = {TopicPartition(t, p): spec for (t, p), v in out.items() if isinstance(v, list)}
+            if not wanted:
+                break
+            try:
+                futures = self._admin.list_offsets(wanted, request_timeout=self._timeout)
+            except KafkaException as exc:
+                error = _raise_from(exc)
+                return {key: error for key in keys}
+            for tp, future in futures.items():
+                key = (tp.topic, tp.partition)
+                try:
+                    out[key][i] = future.result(self._timeout).offset
+                except KafkaException as exc:
+                    out[key] = _raise_from(exc, tp.topic, tp.partition)
+        return {key: tuple(v) if isinstance(v, list) else v for key, v in out.items()}
 
     def _offsets(self) -> Consumer:
         with self._lock:

@@ -48,11 +48,17 @@ class PollingReader:
     def drop(self, topic: str, partition: int) -> None:
         self._wanted.pop((topic, partition), None)
 
-    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        return (
-            self._cluster.earliest_offset(topic, partition),
-            self._cluster.latest_offset(topic, partition),
-        )
+    def bounds(self, keys: Sequence[Key]) -> dict[Key, tuple[int, int] | Exception]:
+        out: dict[Key, tuple[int, int] | Exception] = {}
+        for topic, partition in keys:
+            try:
+                out[(topic, partition)] = (
+                    self._cluster.earliest_offset(topic, partition),
+                    self._cluster.latest_offset(topic, partition),
+                )
+            except Exception as exc:
+                out[(topic, partition)] = exc
+        return out
 
     def poll(self, timeout: float) -> list[Read]:
         out = []
@@ -164,20 +170,22 @@ class MemberFetcher:
                         del retries[key]
                         requests[key] = action
                 events: list[Event] = []
+                lookups = {k: a for k, a in requests.items() if isinstance(a, LookUp)}
                 for key, action in requests.items():
-                    if isinstance(action, LookUp):
-                        tokens.pop(key, None)
-                        try:
-                            start, end = reader.bounds(*key)
-                        except ClosedError:
-                            return
-                        except Exception as exc:
-                            self._failed(key, action, exc, retries, backoff, now)
-                            continue
-                        events.append(Bounds(action.token, key[0], key[1], start, end))
-                    else:
+                    if isinstance(action, Fetch):
                         tokens[key] = action.token
                         reader.want(key[0], key[1], action.offset)
+                    else:
+                        tokens.pop(key, None)
+                if lookups:
+                    for key, found in reader.bounds(list(lookups)).items():
+                        lookup = lookups[key]
+                        if isinstance(found, ClosedError):
+                            return
+                        if isinstance(found, Exception):
+                            self._failed(key, lookup, found, retries, backoff, now)
+                        else:
+                            events.append(Bounds(lookup.token, key[0], key[1], *found))
                 if events:
                     self._answer(events)
                     events = []
