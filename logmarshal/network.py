@@ -184,15 +184,15 @@ _ERROR = KafkaMessage.error
 _PARTITION = KafkaMessage.partition
 _TOPIC = KafkaMessage.topic
 #: _Reader: messages one consume() call takes at most
-_CONSUME_BATCH = 10_000
+_CONSUME_BATCH = 5_000
 #: _Reader: a partition read this far ahead of its wants stops being fetched until they
 #: catch up (the messages librdkafka hands over are out of its queue's bounds)
-_AHEAD_MAX = 4 * _FETCH_MAX_RECORDS
+_AHEAD_MAX = 10 * _FETCH_MAX_RECORDS
 #: _Reader: how long one wait inside librdkafka lasts (it cannot be woken, so a new want
-#: that needs an assign waits up to this long); a wait with read-ahead on hand is a
-#: Python wait, which a want ends at once
+#: waits up to this long); short while read-ahead is on hand (its want may come any
+#: moment), long while every wanted partition is idle
 _LIBRDKAFKA_SLICE = 0.05
-_AHEAD_SLICE = 0.005
+_AHEAD_SLICE = 0.002
 
 
 def _messages(topic: str, partition: int, raw: Any) -> list[Message]:
@@ -296,26 +296,35 @@ class _Reader:
         self._has.discard(key)
 
     def poll(self, timeout: float) -> list[Read]:
+        """Messages are taken from librdkafka only while a want has nothing read ahead
+        (so the read-ahead stays small); a want answerable from the read-ahead is answered
+        as soon as it comes."""
         deadline = time.monotonic() + timeout
         consumer = self._consumer
         while True:
-            self._take(consumer.consume(_CONSUME_BATCH, 0))
             out = self._answers() if self._has else []
+            starving = self._wanted.keys() - self._has
+            if starving:
+                self._take(consumer.consume(_CONSUME_BATCH, 0))
+                if self._has:
+                    out += self._answers()
             with self._cond:
                 woken, self._woken = self._woken, False
             remaining = deadline - time.monotonic()
             if out or woken or remaining <= 0:
                 return out
-            if self._has:
-                # read-ahead on hand: its want may come any moment, and a Python wait
-                # hears it at once
-                with self._cond:
-                    if not self._woken:
-                        self._cond.wait(min(remaining, _AHEAD_SLICE))
+            if starving:
+                # records can only come from librdkafka, whose wait cannot be woken: short
+                # waits while read-ahead is on hand (its want may come any moment)
+                first = consumer.poll(
+                    min(remaining, _AHEAD_SLICE if self._has else _LIBRDKAFKA_SLICE)
+                )
+                if first is not None:  # and what came with it
+                    self._take([first, *consumer.consume(_CONSUME_BATCH - 1, 0)])
             else:
-                first = consumer.poll(min(remaining, _LIBRDKAFKA_SLICE))
-                if first is not None:
-                    self._take([first])
+                with self._cond:  # every want is answerable: wait for one
+                    if not self._woken:
+                        self._cond.wait(min(remaining, _LIBRDKAFKA_SLICE))
 
     def _take(self, messages: list[Any]) -> None:
         if not messages:
