@@ -20,7 +20,10 @@ __all__ = [
     "ColumnFetcher",
     "Message",
     "PartitionOffsets",
+    "PartitionReader",
     "ProduceResult",
+    "Read",
+    "ReaderSource",
     "RecordDeleter",
     "TopicDescription",
 ]
@@ -207,3 +210,58 @@ class RecordDeleter(Protocol):
         offset (its low watermark), which may be lower than asked when only whole
         segments can go, never higher."""
         ...
+
+
+class Read(NamedTuple):
+    """One answer of a :class:`PartitionReader`: the records of (topic, partition) from
+    ``offset`` on (what :meth:`Cluster.fetch` would return), or the error reading there."""
+
+    topic: str
+    partition: int
+    offset: int
+    records: list[Message]
+    error: Exception | None = None
+
+
+@runtime_checkable
+class PartitionReader(Protocol):
+    """Many partitions read by one loop (ARCHITECTURE, "Consumer core: decisions apart from
+    threads": one fetch loop per member, not one per partition).
+
+    :meth:`want` asks for the records of a partition from an offset; :meth:`poll` answers
+    the wants that have records (or an error), each once, and waits for them with one long
+    poll over every wanted partition: a wanted partition where nothing arrives costs
+    nothing until something does. ``want``, ``drop``, ``bounds`` and ``poll`` belong to one
+    thread; :meth:`wake` may be called from any thread and makes a ``poll`` return now.
+    """
+
+    def want(self, topic: str, partition: int, offset: int) -> None:
+        """Answer with records from ``offset`` on (replaces an earlier want of it)."""
+        ...
+
+    def drop(self, topic: str, partition: int) -> None:
+        """Stop reading the partition (its unanswered want is forgotten)."""
+        ...
+
+    def bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        """Each partition's earliest and latest offsets, or the error finding them (all at
+        once: a member that claims many partitions looks them all up together)."""
+        ...
+
+    def poll(self, timeout: float) -> list[Read]:
+        """Answers to wants, waiting up to ``timeout`` seconds (or a :meth:`wake`) for one."""
+        ...
+
+    def wake(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ReaderSource(Protocol):
+    """A cluster that offers :class:`PartitionReader` s (a wrapper without it is read with
+    :meth:`Cluster.fetch`, a partition at a time)."""
+
+    def open_reader(self, *, max_bytes: int = 1 << 20) -> PartitionReader: ...

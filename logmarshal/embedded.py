@@ -17,7 +17,14 @@ from storage.datadir import TopicInfo
 from storage.records import decode_columns_from, decode_readable
 
 from .batching import columns_of, encode_plain
-from .cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
+from .cluster import (
+    Columns,
+    Message,
+    PartitionOffsets,
+    ProduceResult,
+    Read,
+    TopicDescription,
+)
 from .errors import ClosedError
 
 __all__ = ["EmbeddedCluster"]
@@ -66,6 +73,10 @@ class EmbeddedCluster:
             data_dir, clock=clock, retention_check_interval_ms=round(maintenance_interval * 1000)
         )
         self._closed = threading.Event()
+        # the readers waiting on each partition, told of every append made through
+        # produce() (the only writer: one process owns the directory)
+        self._watch_lock = threading.Lock()
+        self._watchers: dict[tuple[str, int], tuple[_Reader, ...]] = {}
 
     @property
     def data_dir(self) -> DataDir:
@@ -132,6 +143,10 @@ class EmbeddedCluster:
         columns = columns_of(records)
         batch = None if columns is None else encode_plain(columns)
         info = log_.append(batch or encode_batch(list(records)), flush=durable)
+        watchers = self._watchers.get((topic, partition))
+        if watchers:
+            for reader in watchers:
+                reader.appended((topic, partition))
         return ProduceResult(
             topic=topic,
             partition=partition,
@@ -205,11 +220,34 @@ class EmbeddedCluster:
         self._check_open()
         return self._dir.partition(topic, partition).offset_for_timestamp(timestamp_ms)
 
+    def open_reader(self, *, max_bytes: int = 1 << 20) -> _Reader:
+        """:class:`~logmarshal.cluster.ReaderSource`: one loop's reads of many partitions,
+        woken by this cluster's appends to them (never by a timer per partition)."""
+        self._check_open()
+        return _Reader(self, max_bytes)
+
+    def _watch(self, key: tuple[str, int], reader: _Reader, on: bool) -> None:
+        """Copy on write: produce() reads the map without a lock."""
+        with self._watch_lock:
+            now = self._watchers.get(key, ())
+            if on:
+                new = now if reader in now else (*now, reader)
+            else:
+                new = tuple(r for r in now if r is not reader)
+            if new:
+                self._watchers[key] = new
+            else:
+                self._watchers.pop(key, None)
+
     def close(self) -> None:
         if self._closed.is_set():
             return
         self._closed.set()
         self._dir.close()
+        with self._watch_lock:
+            readers = {r for rs in self._watchers.values() for r in rs}
+        for reader in readers:
+            reader.wake()
 
     def __enter__(self) -> EmbeddedCluster:
         return self
@@ -219,3 +257,85 @@ class EmbeddedCluster:
 
     def __repr__(self) -> str:
         return f"EmbeddedCluster({str(self._dir.path)!r})"
+
+
+class _Reader:
+    """:class:`~logmarshal.cluster.PartitionReader` of the embedded cluster: a wanted
+    partition is read when it is wanted and again after each append to it."""
+
+    def __init__(self, cluster: EmbeddedCluster, max_bytes: int) -> None:
+        self._cluster = cluster
+        self._max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._wanted: dict[tuple[str, int], int] = {}
+        self._ready: set[tuple[str, int]] = set()  # wanted and maybe readable
+        self._woken = False
+
+    def want(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        self._cluster._watch(key, self, True)  # before the first read: no append is missed
+        with self._cond:
+            self._wanted[key] = offset
+            self._ready.add(key)
+
+    def drop(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        with self._cond:
+            self._wanted.pop(key, None)
+            self._ready.discard(key)
+        self._cluster._watch(key, self, False)
+
+    def bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        out: dict[tuple[str, int], tuple[int, int] | Exception] = {}
+        for topic, partition in keys:
+            try:
+                out[(topic, partition)] = (
+                    self._cluster.earliest_offset(topic, partition),
+                    self._cluster.latest_offset(topic, partition),
+                )
+            except Exception as exc:
+                out[(topic, partition)] = exc
+        return out
+
+    def appended(self, key: tuple[str, int]) -> None:
+        with self._cond:
+            if key in self._wanted:
+                self._ready.add(key)
+                self._cond.notify()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._woken = True
+            self._cond.notify()
+
+    def poll(self, timeout: float) -> list[Read]:
+        with self._cond:
+            if not self._ready and not self._woken and timeout > 0:
+                self._cond.wait(timeout)
+            self._woken = False
+            ready, self._ready = self._ready, set()
+            todo = [(key, self._wanted[key]) for key in ready if key in self._wanted]
+        out = []
+        for (topic, partition), offset in todo:
+            try:
+                records = self._cluster.fetch(topic, partition, offset, max_bytes=self._max_bytes)
+            except Exception as exc:  # answered: the caller decides whether to ask again
+                out.append(Read(topic, partition, offset, [], exc))
+            else:
+                if not records:
+                    continue  # nothing yet: the next append wakes it
+                out.append(Read(topic, partition, offset, records))
+            with self._cond:
+                if self._wanted.get((topic, partition)) == offset:
+                    del self._wanted[(topic, partition)]
+        return out
+
+    def close(self) -> None:
+        with self._cond:
+            keys = list(self._wanted)
+            self._wanted.clear()
+            self._ready.clear()
+        for key in keys:
+            self._cluster._watch(key, self, False)

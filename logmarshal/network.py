@@ -4,10 +4,12 @@ The same :class:`~logmarshal.cluster.Cluster` as the embedded one, against logma
 broker or an Apache Kafka cluster. librdkafka is used the way Kafka intends: an AdminClient
 for topics and configs, a Producer (acks=all when ``durable``) whose delivery reports give
 the offsets (and for each :class:`logmarshal.Producer` a librdkafka producer of its own,
-:meth:`NetworkCluster.client_producer`), and for reads one assign-only Consumer per
-partition being read, so that independent readers (the marshaler's replay threads, a
-consumer's partitions) never move each other's positions. No group protocol is used:
-positions live in ``__marshal``.
+:meth:`NetworkCluster.client_producer`), for :meth:`NetworkCluster.fetch` one assign-only
+Consumer per partition being read, and for a logmarshal Consumer one assign-only Consumer
+for all its claims (:meth:`NetworkCluster.open_reader`, assigned incrementally), so that
+independent readers never move each other's positions. No group protocol is used:
+positions live in ``__marshal`` (librdkafka still wants a ``group.id``; without
+FindCoordinator it sends no group traffic).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import (
@@ -42,13 +44,14 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
 )
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
 from storage import NewRecord, PolicyViolation, TopicConfig
 from storage.datadir import validate_topic_name
 
-from .cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
+from .cluster import Columns, Message, PartitionOffsets, ProduceResult, Read, TopicDescription
 from .errors import (
     ClosedError,
     CorruptRecordError,
@@ -178,6 +181,274 @@ def _batch_transport(conf: Mapping[str, Any]) -> tuple[bool, ssl.SSLContext | No
 
 # librdkafka's error accessor as a plain callable, for a C-speed map() over a fetch
 _ERROR = KafkaMessage.error
+_PARTITION = KafkaMessage.partition
+_TOPIC = KafkaMessage.topic
+#: _Reader: messages one consume() call takes at most
+_CONSUME_BATCH = 5_000
+#: _Reader: a partition read this far ahead of its wants stops being fetched until they
+#: catch up (the messages librdkafka hands over are out of its queue's bounds)
+_AHEAD_MAX = 10 * _FETCH_MAX_RECORDS
+#: _Reader: how long one wait inside librdkafka lasts (it cannot be woken, so a new want
+#: waits up to this long); short while read-ahead is on hand (its want may come any
+#: moment), long while every wanted partition is idle
+_LIBRDKAFKA_SLICE = 0.05
+_AHEAD_SLICE = 0.002
+
+
+def _messages(topic: str, partition: int, raw: Any) -> list[Message]:
+    """librdkafka's messages as Messages (tuple.__new__: no arity check, seven fields)."""
+    new = tuple.__new__
+    return [
+        new(
+            Message,
+            (
+                topic,
+                partition,
+                m.offset(),
+                m.timestamp()[1],
+                m.key(),
+                m.value(),
+                tuple(h) if (h := m.headers()) else (),
+            ),
+        )
+        for m in raw
+    ]
+
+
+class _Reader:
+    """:class:`~logmarshal.cluster.PartitionReader` over one assign-only librdkafka
+    consumer for every partition a member reads (``incremental_assign`` /
+    ``incremental_unassign`` as its claims change): librdkafka long-polls them all in one
+    fetch request per broker, so idle partitions cost no Python at all.
+
+    Messages librdkafka delivers for a partition without a want wait in a read-ahead; a
+    partition whose read-ahead is full is unassigned until its wants catch up, then assigned
+    again where they left off (exact, whatever librdkafka had fetched meanwhile)."""
+
+    def __init__(
+        self,
+        conf: dict[str, Any],
+        timeout: float,
+        max_bytes: int,
+        list_offsets: Callable[
+            [Sequence[tuple[str, int]]], dict[tuple[str, int], tuple[int, int] | Exception]
+        ],
+    ) -> None:
+        self._consumer = Consumer(conf)
+        self._list_offsets = list_offsets
+        self._timeout = timeout
+        self._max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._woken = False
+        self._wanted: dict[tuple[str, int], int] = {}
+        #: assigned partitions: the offset after the last message handed out (None: ask
+        #: librdkafka to start again at the next want's offset)
+        self._given: dict[tuple[str, int], int | None] = {}
+        #: the next offset librdkafka should deliver (older ones are duplicates)
+        self._next: dict[tuple[str, int], int] = {}
+        self._ahead: dict[tuple[str, int], collections.deque[Any]] = {}
+        self._errors: dict[tuple[str, int], Exception] = {}
+        self._has: set[tuple[str, int]] = set()  # read-ahead or an error on hand
+        self._suspended: set[tuple[str, int]] = set()  # unassigned: read-ahead full
+
+    # -- the owner thread ---------------------------------------------------------------
+
+    def want(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        if key not in self._given:
+            self._assign(key, offset)
+        elif self._given[key] != offset:
+            self._unassign(key)
+            self._assign(key, offset)
+        self._wanted[key] = offset
+
+    def drop(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        self._wanted.pop(key, None)
+        if key in self._given:
+            self._unassign(key)
+
+    def bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        """Two ListOffsets requests for all of ``keys`` (earliest, latest), not two each."""
+        return self._list_offsets(keys)
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        try:
+            return self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self._timeout, cached=False
+            )
+        except KafkaException as exc:
+            raise _raise_from(exc, topic, partition) from None
+
+    def _assign(self, key: tuple[str, int], offset: int) -> None:
+        self._consumer.incremental_assign([TopicPartition(key[0], key[1], offset)])
+        self._given[key] = self._next[key] = offset
+        self._ahead[key] = collections.deque()
+
+    def _unassign(self, key: tuple[str, int]) -> None:
+        if key not in self._suspended:
+            self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+        self._suspended.discard(key)
+        for table in (self._given, self._next, self._ahead, self._errors):
+            table.pop(key, None)  # type: ignore[attr-defined]
+        self._has.discard(key)
+
+    def poll(self, timeout: float) -> list[Read]:
+        """Messages are taken from librdkafka only while a want has nothing read ahead
+        (so the read-ahead stays small); a want answerable from the read-ahead is answered
+        as soon as it comes."""
+        deadline = time.monotonic() + timeout
+        consumer = self._consumer
+        while True:
+            out = self._answers() if self._has else []
+            starving = self._wanted.keys() - self._has
+            if starving:
+                self._take(consumer.consume(_CONSUME_BATCH, 0))
+                if self._has:
+                    out += self._answers()
+            with self._cond:
+                woken, self._woken = self._woken, False
+            remaining = deadline - time.monotonic()
+            if out or woken or remaining <= 0:
+                return out
+            if starving:
+                # records can only come from librdkafka, whose wait cannot be woken: short
+                # waits while read-ahead is on hand (its want may come any moment)
+                first = consumer.poll(
+                    min(remaining, _AHEAD_SLICE if self._has else _LIBRDKAFKA_SLICE)
+                )
+                if first is not None:  # and what came with it
+                    self._take([first, *consumer.consume(_CONSUME_BATCH - 1, 0)])
+            else:
+                with self._cond:  # every want is answerable: wait for one
+                    if not self._woken:
+                        self._cond.wait(min(remaining, _LIBRDKAFKA_SLICE))
+
+    def _take(self, messages: list[Any]) -> None:
+        if not messages:
+            return
+        errors = list(map(_ERROR, messages))
+        parts = list(map(_PARTITION, messages))
+        topics = list(map(_TOPIC, messages))
+        if (
+            errors.count(None) == len(errors)
+            and parts.count(parts[0]) == len(parts)
+            and topics.count(topics[0]) == len(topics)
+        ):
+            self._keep((topics[0], parts[0]), messages)  # the usual case, in bulk
+            return
+        run: list[Any] = []
+        run_key: tuple[str, int] | None = None
+        for m, error, topic, partition in zip(messages, errors, topics, parts, strict=True):
+            if error is not None:
+                self._error(m, error)
+                continue
+            key = (topic, partition)
+            if key != run_key and run:
+                self._keep(run_key, run)  # type: ignore[arg-type]
+                run = []
+            run_key = key
+            run.append(m)
+        if run:
+            self._keep(run_key, run)  # type: ignore[arg-type]
+
+    def _keep(self, key: tuple[str, int], messages: list[Any]) -> None:
+        expected = self._next.get(key)
+        if expected is None:
+            return  # dropped meanwhile
+        if messages[0].offset() < expected:  # delivered again after an unassign
+            messages = [m for m in messages if m.offset() >= expected]
+            if not messages:
+                return
+        ahead = self._ahead[key]
+        ahead.extend(messages)
+        self._next[key] = messages[-1].offset() + 1
+        self._has.add(key)
+        if len(ahead) > _AHEAD_MAX and key not in self._suspended:
+            self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+            self._suspended.add(key)
+
+    def _error(self, message: Any, error: KafkaError) -> None:
+        code = error.code()
+        if code == KafkaError._PARTITION_EOF:
+            return
+        topic, partition = message.topic(), message.partition()
+        key = (topic, partition)
+        if topic is None or key not in self._given:
+            log.debug("reader: %s", error.str())  # a client-wide error: librdkafka retries
+            return
+        if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+            try:
+                low, high = self._watermarks(topic, partition)
+            except Exception as exc:
+                self._errors[key] = exc
+            else:
+                offset = self._given[key]
+                self._errors[key] = OffsetOutOfRange(-1 if offset is None else offset, low, high)
+        else:
+            self._errors[key] = _map_error(error, topic, partition)
+        self._has.add(key)
+
+    def _answers(self) -> list[Read]:
+        out = []
+        for key in list(self._has & self._wanted.keys()):
+            offset = self._wanted.pop(key)
+            error = self._errors.pop(key, None)
+            if error is not None:
+                self._given[key] = None  # the next want assigns again
+                if not self._ahead[key]:
+                    self._has.discard(key)
+                out.append(Read(key[0], key[1], offset, [], error))
+                continue
+            records = self._take_ahead(key, offset)
+            if records:
+                out.append(Read(key[0], key[1], offset, records))
+            else:
+                self._wanted[key] = offset
+        return out
+
+    def _take_ahead(self, key: tuple[str, int], offset: int) -> list[Message]:
+        ahead = self._ahead[key]
+        while ahead and ahead[0].offset() < offset:
+            ahead.popleft()
+        if len(ahead) <= _FETCH_MAX_RECORDS and sum(map(len, ahead)) <= self._max_bytes:
+            raw = list(ahead)
+            ahead.clear()
+        else:
+            raw, size = [], 0
+            while ahead and len(raw) < _FETCH_MAX_RECORDS:
+                m = ahead[0]
+                value, k = m.value(), m.key()
+                n = (len(value) if value else 0) + (len(k) if k else 0)
+                if raw and size + n > self._max_bytes:
+                    break
+                ahead.popleft()
+                size += n
+                raw.append(m)
+        if not ahead:
+            self._has.discard(key)
+        if not raw:
+            return []
+        self._given[key] = raw[-1].offset() + 1
+        if key in self._suspended and len(ahead) <= _AHEAD_MAX // 2:
+            self._suspended.discard(key)
+            resume = self._next[key]
+            self._consumer.incremental_assign([TopicPartition(key[0], key[1], resume)])
+        return _messages(key[0], key[1], raw)
+
+    def close(self) -> None:
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self._consumer.close()
+
+    # -- any thread -------------------------------------------------------------------
+
+    def wake(self) -> None:
+        with self._cond:
+            self._woken = True
+            self._cond.notify()
+
 
 
 class _PartitionReader:
@@ -555,6 +826,38 @@ class NetworkCluster:
                 **settings,
             }
         )
+
+    def open_reader(self, *, max_bytes: int = 1 << 20) -> _Reader:
+        """:class:`~logmarshal.cluster.ReaderSource`: one librdkafka consumer reading many
+        partitions (a Consumer's claims), assigned and unassigned as they change."""
+        self._check_open()
+        return _Reader(self._consumer_conf(), self._timeout, max_bytes, self._bounds)
+
+    def _bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        """Earliest and latest offsets of many partitions: one ListOffsets request per
+        end (AdminClient.list_offsets), each partition's error apart."""
+        if self._closed:
+            closed = ClosedError(f"the cluster at {self.bootstrap} is closed")
+            return {key: closed for key in keys}
+        out: dict[tuple[str, int], Any] = {key: [0, 0] for key in keys}
+        for i, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
+            wanted = {TopicPartition(t, p): spec for (t, p), v in out.items() if isinstance(v, list)}
+            if not wanted:
+                break
+            try:
+                futures = self._admin.list_offsets(wanted, request_timeout=self._timeout)
+            except KafkaException as exc:
+                error = _raise_from(exc)
+                return {key: error for key in keys}
+            for tp, future in futures.items():
+                key = (tp.topic, tp.partition)
+                try:
+                    out[key][i] = future.result(self._timeout).offset
+                except KafkaException as exc:
+                    out[key] = _raise_from(exc, tp.topic, tp.partition)
+        return {key: tuple(v) if isinstance(v, list) else v for key, v in out.items()}
 
     def _offsets(self) -> Consumer:
         with self._lock:

@@ -3,7 +3,8 @@ decisions out with threads, the log and the clock.
 
 - :mod:`.consumer`: the public :class:`Consumer` and the glue (one lock around the core).
 - :mod:`.writer`: coordination writes, one thread per coordination partition.
-- :mod:`.fetcher`: one long-polling thread per held partition.
+- :mod:`.fetcher`: one fetch loop for every held partition (one librdkafka consumer over
+  the network, a long poll woken by appends embedded).
 - :mod:`.handler`: ``Consumer.run``: retries and the dead-letter topic, on poll and commit.
 """
 

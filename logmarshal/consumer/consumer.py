@@ -6,9 +6,13 @@ core the deterministic simulator runs. This module is its edge: it feeds the cor
 lock, and carries its actions out without blocking:
 
 - coordination writes go to :class:`.writer.CoordinationWriter` (a thread per coordination
-  partition), their answers come back as events;
-- fetches go to a :class:`.fetcher.PartitionFetcher` per held partition;
+  partition, a step's writes to one partition in one call), their answers come back as
+  events;
+- fetches go to one :class:`.fetcher.MemberFetcher` (one thread, one reader of every held
+  partition: ARCHITECTURE, "Consumer core: decisions apart from threads");
 - the Marshaler's replay threads report progress as events;
+- events that arrive together from several threads are stepped together (one pass of the
+  core for all of them), so a heartbeat pass's answers cost one pass, not one each;
 - a *driver* thread ticks the core (heartbeats, claim passes, lease expiry) and does the
   edge's own look-ups: which topics match, how many partitions they have, how far behind
   a held partition is;
@@ -30,7 +34,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 
 from ..cluster import Message
@@ -68,7 +72,7 @@ from ..core.options import (
 from ..errors import ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
-from .fetcher import PartitionFetcher
+from .fetcher import MemberFetcher
 from .handler import run_handler
 from .writer import CoordinationWriter
 
@@ -248,15 +252,21 @@ class Consumer:
         self._poll_lock = threading.Lock()
         self._events: deque[tuple[str, TopicPartition]] = deque()
         self._no_start: NoPosition | None = None
-        self._fetchers: dict[TopicPartition, PartitionFetcher] = {}
-        self._old_fetchers: list[PartitionFetcher] = []
+        self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._finished = threading.Event()  # the core closed (all releases answered)
         self._catch_up = threading.Event()  # the core asked for CatchUp (after a stall)
         self._stop = threading.Event()
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
-        self._writer = CoordinationWriter(marshaler, self._feed, name)
+        self._writer = CoordinationWriter(marshaler, self._feed_many, name)
+        self._fetcher = MemberFetcher(
+            self._cluster,
+            self._feed_many,
+            max_bytes=fetch_max_bytes,
+            max_wait=fetch_wait,
+            name=f"logmarshal-consumer-fetch:{marshaler.group_id}:{marshaler.client_id}",
+        )
         marshaler.attach(self, self._reads())
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
@@ -511,14 +521,9 @@ class Consumer:
                 self._step(Tick())
         self._marshaler.remove_listener(self._replayed)
         self._writer.stop(timeout if timeout is not None else self._fetch_wait + 5)
-        with self._cond:
-            fetchers = list(self._fetchers.values()) + self._old_fetchers
-            self._fetchers.clear()
-        for fetcher in fetchers:
-            fetcher.stop()
-        for fetcher in fetchers:
-            if fetcher.thread is not threading.current_thread():
-                fetcher.thread.join(timeout if timeout is not None else self._fetch_wait + 5)
+        self._fetcher.stop()
+        if self._fetcher.thread is not threading.current_thread():
+            self._fetcher.thread.join(timeout if timeout is not None else self._fetch_wait + 5)
         self._marshaler.detach(self)
         if self._metrics is not None:
             self._metrics.unwatch_consumer(self)
@@ -565,8 +570,27 @@ class Consumer:
 
     def _feed(self, event: Event) -> None:
         """Step the core with an event from another thread (writer, fetcher, replay)."""
+        self._feed_many((event,))
+
+    def _feed_many(self, events: Sequence[Event]) -> None:
+        """Step the core with events from another thread, together with any that other
+        threads queued meanwhile: whoever gets the lock steps them all in one pass. Each is
+        stepped when this returns (by this thread or the one that held the lock)."""
+        inbox = self._inbox
+        inbox.extend(events)
         with self._cond:
-            self._step(event)
+            batch = []
+            while inbox:
+                batch.append(inbox.popleft())
+            if not batch:
+                return
+            if len(batch) == 1:
+                self._step(batch[0])
+            else:
+                with self._marshaler.replay_paused():
+                    actions = self._core.step_many(self._now(), batch, wall=self._wall())
+                if actions:
+                    self._carry(actions)
             self._cond.notify_all()
 
     def _replayed(self, cp: int, applied: int) -> None:
@@ -656,11 +680,12 @@ class Consumer:
         """Under the lock: carry out the core's actions without blocking; returns what a
         HandOut gives the caller."""
         handed: list[Message] = []
+        writes = []
         for action in actions:
             if isinstance(action, Write):
-                self._writer.write(action.token, action.cp, action.key, action.value)
+                writes.append(action)
             elif isinstance(action, Fetch | LookUp):
-                self._fetcher(action.topic, action.partition).request(action)
+                self._fetcher.request(action)
             elif isinstance(action, HandOut):
                 handed = list(action.records)
             elif isinstance(action, Assigned):
@@ -675,22 +700,9 @@ class Consumer:
                 self._catch_up.set()  # the driver replays to the log end, then says so
             elif isinstance(action, Closed):
                 self._finished.set()
+        if writes:
+            self._writer.write(writes)
         return handed
-
-    def _fetcher(self, topic: str, partition: int) -> PartitionFetcher:
-        key = (topic, partition)
-        fetcher = self._fetchers.get(key)
-        if fetcher is None:
-            fetcher = self._fetchers[key] = PartitionFetcher(
-                self._cluster,
-                topic,
-                partition,
-                self._feed,
-                max_bytes=self._fetch_max_bytes,
-                max_wait=self._fetch_wait,
-                name=f"logmarshal-consumer-fetch:{self._marshaler.client_id}:{topic}/{partition}",
-            )
-        return fetcher
 
     def _assigned(self, action: Assigned) -> None:
         key = (action.topic, action.partition)
@@ -708,13 +720,7 @@ class Consumer:
 
     def _revoked(self, action: Revoke) -> None:
         key = (action.topic, action.partition)
-        stopped = [self._fetchers.pop(read, None) for read in action.sources or (key,)]
-        stopped = [f for f in stopped if f is not None]
-        for fetcher in stopped:
-            fetcher.stop()
-        if stopped:
-            self._old_fetchers = [f for f in self._old_fetchers if f.thread.is_alive()]
-            self._old_fetchers.extend(stopped)
+        self._fetcher.drop(action.sources or (key,))
         if self._core.closing and not action.lost:
             why = "released"
         elif action.lost:

@@ -10,8 +10,6 @@ in flight at a time (``delivery.AtMostOnce``).
 
 from __future__ import annotations
 
-import mmh3
-
 from rationalizer import ClaimingMessages
 
 from .actions import Action, Fetch, HandOut, NoStart
@@ -19,11 +17,24 @@ from .held import Held
 from .records import heartbeat_record, ids, write
 from .state import MemberState, Pending, claim_of, me, position, vector
 
-__all__ = ["HEARTBEAT_SPREAD", "act_held", "hand_out", "heartbeat", "may_hand_out"]
+__all__ = [
+    "HEARTBEAT_GAP",
+    "HEARTBEAT_SLACK",
+    "act_held",
+    "hand_out",
+    "heartbeat",
+    "may_hand_out",
+]
 
-#: Heartbeats are sent after this fraction of HB (spread per partition, no randomness), so
-#: the holder always looks fresh (< HB) to others and heartbeats do not march in step.
-HEARTBEAT_SPREAD = (0.5, 0.8)
+#: A held partition's heartbeat goes out this fraction of HB after its last one, so the
+#: holder always looks fresh (< HB) to others, with room for the write and the replay.
+HEARTBEAT_GAP = 0.65
+#: A due heartbeat starts a pass that sends, with it, every heartbeat due within this
+#: fraction of HB (``MemberCore._serve``): a member's heartbeats gather into one write per
+#: coordination partition, in at most two passes per gap (instead of one write per
+#: partition, spread over the gap: ARCHITECTURE, "Consumer core"). A heartbeat is only
+#: ever sent early, never late: each goes out 0.325 to 0.65 HB after the last.
+HEARTBEAT_SLACK = HEARTBEAT_GAP / 2
 
 
 def may_hand_out(st: MemberState, topic: str, partition: int, now: int) -> bool:
@@ -38,10 +49,9 @@ def may_hand_out(st: MemberState, topic: str, partition: int, now: int) -> bool:
 
 
 def heartbeat_gap(st: MemberState, held: Held) -> int:
-    """When ``held``'s next heartbeat is due after this one (:data:`HEARTBEAT_SPREAD`)."""
-    low, high = HEARTBEAT_SPREAD
-    spread = mmh3.hash(f"{held.topic}/{held.partition}".encode(), 1, signed=False) % 1000
-    return int(st.options.heartbeat_ms * (low + (high - low) * spread / 1000))
+    """When ``held``'s next heartbeat is due after this one (:data:`HEARTBEAT_GAP`): the
+    same for every partition, so heartbeats sent in one pass stay together."""
+    return int(st.options.heartbeat_ms * HEARTBEAT_GAP)
 
 
 def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:

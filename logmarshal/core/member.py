@@ -15,6 +15,7 @@ decisions apart from threads"). The same core runs in production threads
 
 from __future__ import annotations
 
+import heapq
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -40,7 +41,7 @@ from .events import (
     Written,
 )
 from .fetching import move, on_bounds, on_fetched, on_out_of_range
-from .handout import act_held, hand_out, may_hand_out
+from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out
 from .holding import give_up
 from .membership import announce_member, rebalance, target
 from .options import CoreOptions
@@ -76,6 +77,14 @@ class MemberCore:
             without=_without,
         )
         self.options = options
+        # the tick path's schedule (``_serve``): held partitions an event concerned since
+        # the last pass, due heartbeats as a heap of (due, key) (an entry counts while
+        # ``_beat_at[key]`` names its time), and whether to look at every held partition
+        self._touched: set[Key] = set()
+        self._beats: list[tuple[int, Key]] = []
+        self._beat_at: dict[Key, int] = {}
+        self._sweep = False
+        self._slack = int(options.heartbeat_ms * HEARTBEAT_SLACK)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -217,6 +226,7 @@ class MemberCore:
         move(self._st, held, offset)
         if not had_position:  # the log learns the position with the next heartbeat
             claim.next_heartbeat = now
+        self._touched.add(claim.key)
 
     def give_up(self, now: int, topic: str, partition: int, why: str) -> list[Action]:
         """Release a held partition while running (left to others for the cooldown)."""
@@ -236,10 +246,7 @@ class MemberCore:
         st = self._st
         if st.closed:
             return out
-        last, st.last_step = st.last_step, now
-        if st.stall and last is not None and now - last > self.options.fence_after_ms:
-            stall_began(st, now - last)
-            out.append(CatchUp())
+        self._check_stall(now, out)
         if type(event) is Poll:
             # the hot path: hand out, then only what that partition needs next (a fetch, the
             # next reservation); heartbeats and claims are left to the other events' passes
@@ -248,28 +255,80 @@ class MemberCore:
                 act_held(st, now, held, out)
             return out
         wall = now if wall is None else wall
+        if type(event) is Tick and self._quiet(now, wall):
+            return out  # nothing is due: this Tick would change nothing
+        self._apply(now, event, out)
+        self._act(now, wall, out)
+        return out
+
+    def step_many(
+        self, now: int, events: Iterable[Event], *, wall: int | None = None
+    ) -> list[Action]:
+        """Apply events that arrived together (an edge's batch: the answers of one write,
+        a fetch loop's records), then decide once what to do now: what stepping them one
+        by one at ``now`` does, without the passes in between. Not for ``Poll``."""
+        out: list[Action] = []
+        st = self._st
+        if st.closed:
+            return out
+        self._check_stall(now, out)
+        landed = False  # Written answers noted, their verdicts not looked up yet
+        for event in events:
+            if type(event) is Written:
+                # a write's answers come together: look their verdicts up once, before the
+                # next other event (in token order, as one by one)
+                p = st.pending.get(event.token)
+                if p is not None:
+                    p.offset = event.offset
+                    landed = True
+                continue
+            if type(event) is Poll:
+                raise TypeError("a Poll is stepped on its own")
+            if landed:
+                self._resolve(now, out)
+                landed = False
+            self._apply(now, event, out)
+        if landed:
+            self._resolve(now, out)
+        self._act(now, now if wall is None else wall, out)
+        return out
+
+    def _check_stall(self, now: int, out: list[Action]) -> None:
+        st = self._st
+        last, st.last_step = st.last_step, now
+        if st.stall and last is not None and now - last > self.options.fence_after_ms:
+            stall_began(st, now - last)
+            out.append(CatchUp())
+
+    def _apply(self, now: int, event: Event, out: list[Action]) -> None:
+        """What ``event`` changes; notes the held partitions it concerns (``_serve``)."""
+        st = self._st
         if isinstance(event, Written):
             p = st.pending.get(event.token)
             if p is not None:
                 p.offset = event.offset
-                resolve_landed(st, now, out)
+                self._resolve(now, out)
         elif isinstance(event, WriteFailed):
             p = st.pending.pop(event.token, None)
             if p is not None:
+                self._touched.add((p.topic, p.partition))
                 on_unknown(st, now, p, out)
         elif isinstance(event, Replayed):
             if event.at_end:
                 st.caught_up.add(event.cp)
                 st.stalled.discard(event.cp)
             st.replay_moved = True
-            resolve_landed(st, now, out)
+            self._resolve(now, out)
             check_replay(st, event.cp, out)
         elif isinstance(event, Fetched):
             on_fetched(st, event)
+            self._touch(event.topic, event.partition)
         elif isinstance(event, OutOfRange):
             on_out_of_range(st, now, event, out)
+            self._touch(event.topic, event.partition)
         elif isinstance(event, Bounds):
             on_bounds(st, now, event, out)
+            self._touch(event.topic, event.partition)
         elif isinstance(event, Topics):
             st.topics = event.topics
         elif isinstance(event, LogEnds):
@@ -278,15 +337,106 @@ class MemberCore:
             start_close(st, event.release, out)
         elif not isinstance(event, Tick):
             raise TypeError(f"not an event: {event!r}")
-        self._act(now, wall, out)
-        return out
+
+    def _touch(self, topic: str, partition: int) -> None:
+        held = claim_of(self._st, topic, partition)
+        if held is not None:
+            self._touched.add(held.key)
+
+    def _resolve(self, now: int, out: list[Action]) -> None:
+        """Answer the writes the replay has reached; note the partitions they concern."""
+        st = self._st
+        before = st.pending.copy()
+        resolve_landed(st, now, out)
+        pending = st.pending
+        if len(before) == len(pending) and before.keys() == pending.keys():
+            return
+        for token in before.keys() - pending.keys():
+            p = before[token]
+            self._touched.add((p.topic, p.partition))
+
+    # -- what is due: a Tick costs nothing per held partition -----------------------------
+
+    def _quiet(self, now: int, wall: int) -> bool:
+        """Would a Tick now change nothing? True when no heartbeat, claim pass,
+        announcement or target expiry is due and nothing is in flux (a release, a drain,
+        a stall, start-up); the same decisions as a full pass, at no cost per partition
+        (ARCHITECTURE, "Consumer core": a member's cost never grows with idle partitions)."""
+        st = self._st
+        if (
+            self._touched
+            or self._sweep
+            or st.stalled
+            or st.closing
+            or st.fenced
+            or st.replay_moved
+            or st.releases.pending
+            or st.draining
+            or not st.recovered
+            or len(st.caught_up) < len(st.worlds)
+        ):
+            return False
+        if now >= st.next_claim or now >= st.next_announce:
+            return False
+        if self._beats and self._beats[0][0] <= now:
+            return False
+        # a target is recomputed when a member's status changes (or the log moved: events)
+        targets = self.options.rebalance != "none"
+        return not targets or (st.target is not None and wall < st.target_until)
+
+    def _serve(self, now: int, out: list[Action]) -> None:
+        """What held partitions need now: those an event concerned, and those whose
+        heartbeat is due (kept in a heap by due time). A due heartbeat starts a pass: every
+        heartbeat due within ``HEARTBEAT_SLACK`` of HB goes out with it, so a member's
+        heartbeats gather into one write per coordination partition."""
+        st = self._st
+        touched, self._touched = self._touched, set()
+        sweep, self._sweep = self._sweep, False
+        beats, at = self._beats, self._beat_at
+        held_map = st.held
+        beat_pass = False
+        while beats and beats[0][0] <= now:
+            t, key = heapq.heappop(beats)
+            if at.get(key) != t:
+                continue  # superseded
+            del at[key]
+            held = held_map.get(key)
+            if held is not None:
+                touched.add(key)
+                beat_pass = beat_pass or (
+                    held.heartbeat_token is None and held.next_heartbeat <= now
+                )
+        if beat_pass and self._slack:
+            horizon = now + self._slack
+            while beats and beats[0][0] <= horizon:
+                t, key = heapq.heappop(beats)
+                if at.get(key) != t:
+                    continue
+                del at[key]
+                held = held_map.get(key)
+                if held is not None and held.heartbeat_token is None:
+                    held.next_heartbeat = now
+                    touched.add(key)
+        if not touched and not sweep:
+            return
+        # in the order of st.held, as a pass over all of them would (tokens, writes)
+        for key, held in list(held_map.items()):
+            if sweep or key in touched:
+                act_held(st, now, held, out)
+                if held.heartbeat_token is None and not held.unpositioned:
+                    t = held.next_heartbeat
+                    current = at.get(key)
+                    if current is None or t < current:
+                        at[key] = t
+                        heapq.heappush(beats, (t, key))
 
     def _act(self, now: int, wall: int, out: list[Action]) -> None:
-        """What to do now, after any event but a poll: releases, what each held partition
-        needs, and (once the start-up replay is complete) recovery, our announcement and a
+        """What to do now, after any event but a poll: releases, what held partitions
+        need, and (once the start-up replay is complete) recovery, our announcement and a
         claim or rebalancing pass."""
         st = self._st
         if st.stalled:
+            self._sweep = True  # once the replay caught up, every held partition is looked at
             return  # nothing carrying what we remember until the replay caught up again
         write_releases(st, now, out)
         if st.closing:
@@ -298,8 +448,7 @@ class MemberCore:
             return
         if st.fenced:
             return
-        for held in list(st.held.values()):
-            act_held(st, now, held, out)
+        self._serve(now, out)
         if len(st.caught_up) < len(st.worlds):
             return  # never claim before the start-up replay is complete
         taken = busy(st)

@@ -1,4 +1,5 @@
-"""The deterministic simulator: a few hundred seeds, exact replay, and issue 10's seed."""
+"""The deterministic simulator: a few hundred seeds, exact replay, and the seeds that find the
+restart and zombie double deliveries with their fixes removed."""
 
 from __future__ import annotations
 
@@ -7,30 +8,29 @@ import pytest
 from scenarios.sim import main, parse_without, run_seed
 from scenarios.sim_checks import Checks
 
-#: seeds on which the simulator finds issue 10's AMO double delivery on its own with the
-#: restart fix off (``--without-restart-fix``, which since protocol version 4 also switches
-#: off property a and c and the core's restart after a surprising verdict: each of those alone
-#: now stops this bug; seeds found again on 2026-11-27, after AMO reservations came to run
-#: ahead of the polls: 130, 155, 171 of 0..171), on the core that
-#: drives the threaded Consumer too; with the fix they pass. Since issue 23's transport is
-#: FIFO per (instance, coordination partition) by default, these seeds need the old
-#: overtaking transport too (``--without idempotent-writes``): none of 70 seeds tried found
-#: the bug with FIFO writes
-ISSUE_10_SEEDS = (130, 155, 171)
-ISSUE_10_TRANSPORT = frozenset({"idempotent-writes"})
+#: seeds on which the simulator finds the restart bug's AMO double delivery (docs/simulation.md)
+#: on its own with the restart fix off (``--without-restart-fix``, which since protocol version 4
+#: also switches off property a and c and the core's restart after a surprising verdict: each of
+#: those alone now stops this bug); on the core that drives the threaded Consumer too; with the
+#: fix they pass. Writes are FIFO per (instance, coordination partition) by default, so these
+#: seeds need the old overtaking transport too (``--without idempotent-writes``). Found again on
+#: 2026-11-27 after AMO windows ran ahead and heartbeats went out in passes: 155, 172, 199 of
+#: 0..199 (schedules change with the core's timing)
+RESTART_BUG_SEEDS = (155, 172, 199)
+RESTART_BUG_TRANSPORT = frozenset({"idempotent-writes"})
 
 
-#: seeds on which the simulator finds issue 23's zombie double delivery on its own with every
-#: AMO fix removed (``--without all-amo``): an AMO instance frozen past 2·HB wakes after its
-#: client restarted and a third client moved the partition, its heartbeat takes the partition
-#: back from the newer instance (restart_takeover), it closes and its release gives back
-#: offsets already handed out, which the next holder hands out again; clean with the fixes
-#: (found again on 2026-11-27, after AMO reservations came to run ahead of the polls)
-ISSUE_23_SEEDS = (106, 214)
+#: seeds on which the simulator finds the zombie double delivery (docs/protocol-notes.md) on its
+#: own with every AMO fix removed (``--without all-amo``): an AMO instance frozen past 2·HB wakes
+#: after its client restarted and a third client moved the partition, its heartbeat takes the
+#: partition back from the newer instance (restart_takeover), it closes and its release gives
+#: back offsets already handed out, which the next holder hands out again; clean with the fixes.
+#: Found again on 2026-11-27 on the final core: 40, 155, 199 of 0..199
+ZOMBIE_SEEDS = (40, 155, 199)
 
 
-@pytest.mark.parametrize("seed", ISSUE_23_SEEDS)
-def test_issue_23_zombie_double_delivery(seed):
+@pytest.mark.parametrize("seed", ZOMBIE_SEEDS)
+def test_the_zombie_double_delivery_is_found_without_the_fixes(seed):
     without = run_seed(seed, without=parse_without(["all-amo"]), trace=True)
     assert any("handed out twice" in v for v in without.violations)
     assert any("accepted restart_takeover" in line for line in without.trace)
@@ -48,9 +48,9 @@ def test_a_seed_replays_exactly():
     assert run_seed(64, trace=True).trace != a.trace
 
 
-@pytest.mark.parametrize("seed", ISSUE_10_SEEDS)
-def test_issue_10_restart_double_delivery(seed):
-    without = run_seed(seed, fix=False, without=ISSUE_10_TRANSPORT)
+@pytest.mark.parametrize("seed", RESTART_BUG_SEEDS)
+def test_the_restart_double_delivery_is_found_without_the_fix(seed):
+    without = run_seed(seed, fix=False, without=RESTART_BUG_TRANSPORT)
     assert any("handed out twice" in v for v in without.violations)
     assert run_seed(seed).violations == ()
 
@@ -86,7 +86,7 @@ def test_checks_catch_what_they_claim_to():
 
 
 def test_cli_replays_a_failing_seed_with_its_trace(capsys):
-    cli = ["--seed", str(ISSUE_10_SEEDS[0]), "--trace", "--without-restart-fix", "--without",
+    cli = ["--seed", str(RESTART_BUG_SEEDS[0]), "--trace", "--without-restart-fix", "--without",
            "idempotent-writes"]
     assert main(cli) == 1
     out = capsys.readouterr().out

@@ -1,0 +1,186 @@
+"""Idle cost of a member: CPU and threads of a Consumer holding N partitions nothing is
+written to.
+
+    python bench/idle.py [--partitions 24,256,1024] [--hb 1.0] [--seconds 10]
+                         [--modes embedded,network] [--baseline-ref REF]
+
+Each figure is one member in a fresh process (so a broker's CPU is never counted): it
+claims every partition of an N-partition topic, settles, then its process CPU time is
+sampled over ``--seconds`` and its OS thread count read from /proc. ``network`` runs against
+``logmarshal broker start`` on 127.0.0.1, started here and stopped at the end.
+``--baseline-ref`` runs the same figures with the Consumer of that commit (its tree from
+``git archive``, this tree's built extensions copied in) in the same run.
+
+Figures, not pass/fail. Goal (ARCHITECTURE, "Consumer core: decisions apart from threads":
+a member's cost grows with the records it handles, never with the partitions it holds
+idle): at most 5% of a core at 256 idle partitions, HB 1 s (aim: 2%), and as many threads
+at 1024 partitions as at 24.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+log = logging.getLogger("bench.idle")
+
+
+def _os_threads() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return -1
+
+
+def worker(mode: str, partitions: int, hb: float, seconds: float, bootstrap: str | None) -> dict:
+    """One member holding ``partitions`` idle partitions; runs in a fresh process."""
+    import logmarshal
+    from logmarshal.consumer import Consumer
+    from logmarshal.marshaler import Marshaler
+
+    data = None
+    if mode == "embedded":
+        data = tempfile.mkdtemp(prefix="bench-idle-")
+        cluster = logmarshal.connect(data_dir=data)
+    else:
+        cluster = logmarshal.connect(bootstrap=bootstrap)
+    topic = f"idle-{partitions}-{os.getpid()}"
+    cluster.create_topic(topic, partitions)
+    marshaler = Marshaler(cluster, "member", f"idle-{os.getpid()}", hb)
+    consumer = Consumer(marshaler, topic)
+    start = time.monotonic()
+    while len(consumer.claims()) < partitions:
+        if time.monotonic() - start > 300:
+            raise SystemExit(f"only {len(consumer.claims())} of {partitions} claimed")
+        time.sleep(0.05)
+    claimed = time.monotonic() - start
+    time.sleep(max(2.0, 2 * hb))  # settle: first heartbeats answered, passes in step
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    time.sleep(seconds)
+    cpu1, wall1 = time.process_time(), time.monotonic()
+    threads = _os_threads()
+    held = len(consumer.claims())
+    consumer.close()
+    marshaler.close()
+    cluster.close()
+    if data is not None:
+        shutil.rmtree(data, ignore_errors=True)
+    return {
+        "cpu_pct": 100 * (cpu1 - cpu0) / (wall1 - wall0),
+        "threads": threads,
+        "claimed_s": claimed,
+        "held": held,
+    }
+
+
+def _run(code: Path, mode: str, n: int, args: argparse.Namespace, bootstrap: str | None) -> dict:
+    argv = [
+        sys.executable, str(Path(__file__).resolve()), "--worker", mode, str(n),
+        "--hb", str(args.hb), "--seconds", str(args.seconds), "--code", str(code),
+    ]
+    if bootstrap:
+        argv += ["--bootstrap", bootstrap]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _extract(ref: str) -> Path:
+    """The tree of commit ``ref`` in a temporary directory, with this tree's built
+    extensions (they are not in git)."""
+    target = Path(tempfile.mkdtemp(prefix="bench-idle-baseline-"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    for so in (ROOT / "storage").glob("*.so"):
+        shutil.copy(so, target / "storage" / so.name)
+    return target
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_broker() -> tuple[subprocess.Popen, str, str]:
+    data = tempfile.mkdtemp(prefix="bench-idle-broker-")
+    bootstrap = f"127.0.0.1:{_free_port()}"
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "logmarshal", "--data-dir", data, "broker", "start",
+         "--listen", bootstrap],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    assert broker.stdout is not None
+    broker.stdout.readline()  # it says where it listens once it does
+    return broker, bootstrap, data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--partitions", default="24,256", help="comma-separated (default 24,256)")
+    parser.add_argument("--hb", type=float, default=1.0, help="heartbeat interval (default 1 s)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="CPU sample (default 10 s)")
+    parser.add_argument("--modes", default="embedded,network")
+    parser.add_argument("--baseline-ref", help="also measure this commit's Consumer")
+    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        sys.path.insert(0, args.code)
+        mode, n = args.worker
+        print(json.dumps(worker(mode, int(n), args.hb, args.seconds, args.bootstrap)))
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    codes = [("this tree", ROOT)]
+    baseline = _extract(args.baseline_ref) if args.baseline_ref else None
+    if baseline is not None:
+        codes.append((f"@ {args.baseline_ref}", baseline))
+    sizes = [int(x) for x in args.partitions.split(",")]
+    modes = args.modes.split(",")
+    broker = data = bootstrap = None
+    rows = []
+    try:
+        if "network" in modes:
+            broker, bootstrap, data = _start_broker()
+        print(f"idle member: HB {args.hb} s, CPU over {args.seconds:g} s, each in a fresh "
+              "process (the broker's CPU not counted)")
+        print(f"{'code':<18} {'mode':<9} {'partitions':>10} {'% of a core':>12} {'threads':>8}"
+              f" {'claimed in s':>13}")
+        for label, code in codes:
+            for mode in modes:
+                for n in sizes:
+                    r = _run(code, mode, n, args, bootstrap if mode == "network" else None)
+                    rows.append((label, mode, n, r))
+                    if "error" in r:
+                        print(f"{label:<18} {mode:<9} {n:>10} failed: {r['error']}")
+                        continue
+                    print(f"{label:<18} {mode:<9} {n:>10} {r['cpu_pct']:>12.1f} "
+                          f"{r['threads']:>8} {r['claimed_s']:>13.1f}", flush=True)
+    finally:
+        if broker is not None:
+            broker.terminate()
+            broker.wait(30)
+        if data is not None:
+            shutil.rmtree(data, ignore_errors=True)
+        if baseline is not None:
+            shutil.rmtree(baseline, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
