@@ -48,10 +48,11 @@ import attrs
 if __package__ in (None, ""):  # run as a script: python3 bench/fleet.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from logmarshal.core import Tick, Topics  # noqa: E402
-from rationalizer import WorldState, coordination_partition, decode  # noqa: E402
-from scenarios.sim import GROUP, TOPIC, _Instance  # noqa: E402
-from scenarios.stages.sim_stage import _ScriptedSim  # noqa: E402
+from logmarshal.core import Poll, Tick, Topics, assignment
+from rationalizer import WorldState, coordination_partition, decode
+from rationalizer.membership import Member
+from scenarios.sim import GROUP, TOPIC, _Instance
+from scenarios.stages.sim_stage import _ScriptedSim
 
 __all__ = ["FleetSim", "Phase", "main", "run_size"]
 
@@ -97,7 +98,7 @@ class FleetSim(_ScriptedSim):
         def run() -> None:
             self.step(inst, Tick())
             if inst.core.has_ready():
-                self.step(inst, __import__("logmarshal.core", fromlist=["Poll"]).Poll(100))
+                self.step(inst, Poll(100))
             if inst.state != "dead" and not inst.core.closed:
                 nxt = self.now + self.rng.randint(self.hb // 10, self.hb // 4)
                 self.at(nxt, lambda: self.tick(inst))
@@ -142,31 +143,40 @@ class FleetSim(_ScriptedSim):
         for inst in self.running():
             self.on(inst, lambda inst=inst: self.step(inst, Topics(((TOPIC, partitions),))))
 
-    def converge(self, stable_ms: int, limit_ms: int) -> tuple[int | None, int]:
-        """Run until balanced and unchanged for ``stable_ms``; returns (when the stable window
-        began, relative to now; partitions that changed holder) or (None, ...) past
-        ``limit_ms``."""
+    def converge(
+        self, stable_ms: int, limit_ms: int, deadline: float
+    ) -> tuple[int | None, int]:
+        """Run until balanced and unchanged for ``stable_ms``. Returns (simulated ms from now
+        to the start of that stable window, or None past ``limit_ms``; partitions held at
+        the start that ended with another holder). Raises :class:`OutOfTime` past the wall
+        clock's ``deadline``."""
         began = self.now
         before = self.holders()
         sample = max(1, self.hb // 10)
         since: int | None = None
         last = before
-        moved: set[int] = set()
         while self.now - began <= limit_ms:
+            if time.perf_counter() > deadline:
+                raise OutOfTime(self.now - began)
             self.run_until(self.now + sample)
             if self.checks.violations:
                 raise SystemExit(f"simulator invariant broken: {self.checks.violations[:3]}")
             now = self.holders()
             if now != last:
-                moved.update(p for p, (a, b) in enumerate(zip(last, now)) if a != b)
-                moved.update(range(len(last), len(now)))
                 since = None
             if since is None and self.balanced(now):
                 since = self.now
             if since is not None and self.now - since >= stable_ms:
-                return since - began, len([p for p in moved if p < len(before)])
+                break
             last = now
-        return None, len(moved)
+        else:
+            since = None
+        moved = sum(1 for a, b in zip(before, last, strict=True) if a is not None and a != b)
+        return (None if since is None else since - began), moved
+
+
+class OutOfTime(Exception):
+    """The size's wall-clock budget ran out (after this many simulated ms of the phase)."""
 
 
 def replay_cost(sim: FleetSim, marks: list[int]) -> tuple[int, float]:
@@ -194,26 +204,59 @@ def replay_cost(sim: FleetSim, marks: list[int]) -> tuple[int, float]:
     return total, best
 
 
+def target_cost(members: int, partitions: int) -> tuple[float, float]:
+    """Seconds one ``assignment.target("balanced", ...)`` call takes at this size: with
+    every partition already balanced over the members (what a member recomputes in the
+    steady state) and with none held (the worst case: a group starting)."""
+    group = [
+        Member(GROUP, f"c{i:05d}", "i", 0, 100, 100, 1, 0, False, ((TOPIC, partitions),))
+        for i in range(members)
+    ]
+    held = {(TOPIC, p): f"c{p % members:05d}" for p in range(partitions)}
+    out = []
+    for holders in (held, {}):
+        best = float("inf")
+        for _ in range(3 if members * partitions <= 200_000 else 1):
+            t0 = time.perf_counter()
+            assignment.target("balanced", group, holders)
+            best = min(best, time.perf_counter() - t0)
+        out.append(best)
+    return out[0], out[1]
+
+
 @attrs.define
 class SizeResult:
     members: int
     partitions: int
+    hb_ms: int
     phases: list[Phase]
-    window_ms: int
-    records: int
-    by_type: dict[str, int]
-    replay_records: int
-    replay_s: float
-    wall_s: float
-    steps: int
+    window_ms: int = 0
+    by_type: dict[str, int] = attrs.field(factory=dict)
+    replay_records: int = 0
+    replay_s: float = 0.0
+    target_s: tuple[float, float] = (0.0, 0.0)
+    wall_s: float = 0.0
+    steps: int = 0
+    simulated_ms: int = 0
+    #: why the size did not finish (the wall-clock budget), None if it did
+    stopped: str | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(self.by_type.values())
 
     @property
     def per_second(self) -> float:
-        return self.records / (self.window_ms / 1000)
+        return self.records / (self.window_ms / 1000) if self.window_ms else 0.0
 
     @property
     def us_per_record(self) -> float:
         return self.replay_s / max(1, self.replay_records) * 1e6
+
+    @property
+    def replay_cpu(self) -> float:
+        """Fraction of one core a member spends replaying ``__marshal`` (all of it)."""
+        return self.per_second * self.us_per_record / 1e6
 
 
 def run_size(
@@ -225,82 +268,149 @@ def run_size(
     seed: int,
     stable_hb: float = 5,
     limit_hb: float = 60,
+    max_wall_s: float = 900,
+    log: bool = True,
 ) -> SizeResult:
+    """The four phases at one size (module docstring)."""
     t_all = time.perf_counter()
+    deadline = t_all + max_wall_s
     sim = FleetSim(seed, partitions=partitions, ncoord=ncoord, hb_ms=hb_ms)
     stable_ms = int(stable_hb * hb_ms)
     limit_ms = int(limit_hb * hb_ms)
-    phases: list[Phase] = []
+    result = SizeResult(members, partitions, hb_ms, [])
+    result.target_s = target_cost(members, partitions)
 
     def phase(name: str) -> None:
         t0 = time.perf_counter()
-        at, moved = sim.converge(stable_ms, limit_ms)
-        phases.append(
-            Phase(name, len(sim.running()), sim.partitions, at, moved, time.perf_counter() - t0)
-        )
-        print(
-            f"  {members}x{partitions} {name}: "
-            + (f"{at / hb_ms:.2f} HB" if at is not None else f"not balanced in {limit_hb} HB")
-            + f", {moved} moved, {time.perf_counter() - t0:.1f} s wall",
-            file=sys.stderr,
-            flush=True,
-        )
+        n = len(sim.running()) if name != "start" else members
+        try:
+            at, moved = sim.converge(stable_ms, limit_ms, deadline)
+        except OutOfTime as e:
+            result.stopped = (
+                f"{name}: wall-clock budget of {max_wall_s:.0f} s spent, "
+                f"{e.args[0] / hb_ms:.1f} HB into the phase"
+            )
+            raise
+        result.phases.append(Phase(name, n, sim.partitions, at, moved, time.perf_counter() - t0))
+        if log:
+            print(
+                f"  {members}x{partitions} {name}: "
+                + (f"{at / hb_ms:.2f} HB" if at is not None else f"not balanced in {limit_hb} HB")
+                + f", {moved} moved, {time.perf_counter() - t0:.1f} s wall",
+                file=sys.stderr,
+                flush=True,
+            )
 
-    for _ in range(members):
+    try:
+        for _ in range(members):
+            sim.start()
+        phase("start")
+        # the steady state: a window as long as the stable one, nothing happening
+        marks = [len(r) for r in sim.log]
+        w0 = sim.now
+        sim.run_until(sim.now + stable_ms)
+        result.window_ms = sim.now - w0
+        by_type: Counter[str] = Counter()
+        for cp, records in enumerate(sim.log):
+            for _ts, key, value in records[marks[cp] :]:
+                by_type[type(decode(key, value)).__name__] += 1
+        result.by_type = dict(by_type)
+        result.replay_records, result.replay_s = replay_cost(sim, marks)
         sim.start()
-    phase("start")
-    # steady state: a window of the same length after convergence, nothing happening
-    marks = [len(r) for r in sim.log]
-    w0 = sim.now
-    sim.run_until(sim.now + stable_ms)
-    window_ms = sim.now - w0
-    by_type: Counter[str] = Counter()
-    for cp, records in enumerate(sim.log):
-        for ts, key, value in records[marks[cp] :]:
-            by_type[type(decode(key, value)).__name__] += 1
-    replay_records, replay_s = replay_cost(sim, marks)
-
-    sim.start()
-    phase("join")
-    victim = max(sim.running(), key=lambda i: len(i.core.held()))
-    sim.kill(victim)
-    phase("crash")
-    sim.grow(partitions + max(1, partitions // 4))
-    phase("grow")
-    return SizeResult(
-        members,
-        partitions,
-        phases,
-        window_ms,
-        sum(by_type.values()),
-        dict(by_type),
-        replay_records,
-        replay_s,
-        time.perf_counter() - t_all,
-        sim.steps,
-    )
+        phase("join")
+        victim = max(sim.running(), key=lambda i: len(i.core.held()))
+        sim.kill(victim)
+        phase("crash")
+        sim.grow(partitions + max(1, partitions // 4))
+        phase("grow")
+    except OutOfTime:
+        pass
+    result.wall_s = time.perf_counter() - t_all
+    result.steps = sim.steps
+    result.simulated_ms = sim.now
+    return result
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     out = []
     for part in text.split(","):
-        m, _, p = part.strip().partition("x")
+        m, sep, p = part.strip().partition("x")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"a size is MEMBERSxPARTITIONS, got {part!r}")
         out.append((int(m), int(p)))
     return out
 
 
+def _phase_cell(r: SizeResult, name: str) -> str:
+    for ph in r.phases:
+        if ph.name == name:
+            if ph.converged_ms is None:
+                return "not balanced"
+            moved = "" if name == "start" else f" ({ph.moved} moved)"
+            return f"{ph.converged_ms / r.hb_ms:.1f} HB{moved}"
+    return "-"
+
+
+def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
+    """The figures as a Markdown table (docs/performance.md, "What a fleet costs")."""
+    head = (
+        "| members x partitions | start → balanced | join | crash | grow +25% "
+        f"| `__marshal` records/s (HB {hb_ms} ms) | heartbeats / announcements per HB "
+        "| apply_many µs/record | replay CPU per member | target() s, steady / from nothing "
+        "| simulated s | wall s |"
+    )
+    lines = [head, "|" + " --- |" * 12]
+    for r in results:
+        hbs = r.window_ms / r.hb_ms if r.window_ms else 0
+        beats = r.by_type.get("Heartbeat", 0) / hbs if hbs else 0
+        ann = r.by_type.get("AnnouncingMember", 0) / hbs if hbs else 0
+        rate = f"{r.per_second:,.0f}" if r.window_ms else "-"
+        cells = [
+            f"{r.members} x {r.partitions}",
+            *(_phase_cell(r, n) for n in PHASES),
+            rate,
+            f"{beats:,.0f} / {ann:,.0f}" if hbs else "-",
+            f"{r.us_per_record:.2f}" if r.replay_records else "-",
+            f"{r.replay_cpu:.1%} of a core" if r.replay_records else "-",
+            f"{r.target_s[0]:.4f} / {r.target_s[1]:.3f}",
+            f"{r.simulated_ms / 1000:.1f}",
+            f"{r.wall_s:.0f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = [r for r in results if r.stopped]
+    for r in notes:
+        lines.append(f"\n{r.members} x {r.partitions} stopped: {r.stopped} "
+                     f"({r.steps:,} steps, {r.simulated_ms / 1000:.2f} s simulated).")
+    lines.append(
+        f"\n{ncoord} coordination partitions; convergence in HB of simulated time until the "
+        "assignment is balanced and then stays unchanged; moved = partitions that changed "
+        "holder. Replay CPU per member = records/s x apply_many's µs/record (every member "
+        "replays every coordination partition)."
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="32x256,100x1024,1000x10000")
-    parser.add_argument("--hb-ms", type=int, default=100)
+    parser.add_argument(
+        "--sizes", type=parse_sizes, default=parse_sizes("32x256,100x1024,1000x10000"),
+        help="MEMBERSxPARTITIONS, comma separated",
+    )
+    parser.add_argument("--hb-ms", type=int, default=100, help="the members' heartbeat (ms)")
     parser.add_argument("--coordination-partitions", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--stable-hb", type=float, default=5)
-    parser.add_argument("--limit-hb", type=float, default=60)
-    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--stable-hb", type=float, default=5,
+                        help="balanced and unchanged for this many HB counts as converged")
+    parser.add_argument("--limit-hb", type=float, default=60,
+                        help="give a phase up after this many HB of simulated time")
+    parser.add_argument("--max-wall-s", type=float, default=900,
+                        help="wall-clock budget per size; a size that runs out says where")
+    parser.add_argument("--profile", action="store_true", help="cProfile each size")
     args = parser.parse_args(argv)
+    if args.hb_ms < 10:
+        parser.error("--hb-ms must be at least 10")
     results = []
-    for members, partitions in parse_sizes(args.sizes):
+    for members, partitions in args.sizes:
         prof = cProfile.Profile() if args.profile else None
         if prof:
             prof.enable()
@@ -313,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 stable_hb=args.stable_hb,
                 limit_hb=args.limit_hb,
+                max_wall_s=args.max_wall_s,
             )
         )
         if prof:
@@ -320,9 +431,7 @@ def main(argv: list[str] | None = None) -> int:
             s = io.StringIO()
             pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
             print(s.getvalue(), file=sys.stderr)
-    for r in results:
-        print(r.members, r.partitions, [(p.name, p.converged_ms, p.moved) for p in r.phases],
-              r.per_second, r.by_type, r.us_per_record, r.wall_s, r.steps)
+    print(table(results, args.hb_ms, args.coordination_partitions))
     return 0
 
 
