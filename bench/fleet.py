@@ -2,7 +2,7 @@
 
     python -m bench.fleet [--sizes 32x256,100x1024,1000x10000] [--hb-ms 100]
                           [--coordination-partitions 8] [--seed 0] [--stable-hb 5]
-                          [--profile]
+                          [--limit-hb 60] [--max-wall-s 600] [--profile]
 
 For each size (members x partitions) the deterministic simulator (:mod:`scenarios.sim`: the
 real :class:`logmarshal.core.MemberCore` of every member, real ``WorldState`` replays of a
@@ -26,10 +26,13 @@ measured per-record cost times what a member replays: every record of every coor
 partition (the target needs the holder of every partition, docs/performance.md "What a
 fleet costs").
 
-The simulator's invariants (:mod:`scenarios.sim_checks`) stay on. Large fleets run with the
-simulator's opt-in ``shared_replay`` (members whose replays have reached the same offset
-share one world: a replay is a pure fold, ARCHITECTURE "Bounded coordination log"); the
-default simulation (``python -m scenarios.sim``) is untouched by it.
+A size that spends its wall-clock budget (``--max-wall-s``) stops where it is and says so;
+if it had not reached its steady state, its steady-state figures come from a log of its
+shape synthesized from the core's schedule (:func:`synthesized_cost`), and the table says
+so. The simulator's invariants (:mod:`scenarios.sim_checks`) stay on. The fleet runs with
+the simulator's opt-in economies (``Sim.shared_replay``: members of equal replay lag share
+one replay, since replay is a pure fold, ARCHITECTURE "The coordination log";
+``Sim.indexed_checks``); the seeded runs (``python -m scenarios.sim``) leave them off.
 """
 
 from __future__ import annotations
