@@ -139,6 +139,10 @@ class _Instance:
     applied: list[int] = attrs.field(factory=list)
     #: how far (ms) this instance's replay trails the log (fetch latency of the replay)
     lag: int = 0
+    #: the replay it shares (``Sim.shared_replay``), None: its own
+    shared: _Replay | None = None
+    #: what its core held after its last step (``Sim.indexed_checks``)
+    indexed: set[tuple[str, int]] = attrs.field(factory=set)
     #: when it was frozen (None: running, or frozen by a scripted stage)
     frozen_at: int | None = None
     #: woken with a stale replay: until ``stale_until`` it sees no record after this time
@@ -148,6 +152,14 @@ class _Instance:
     @property
     def me(self) -> tuple[str, str]:
         return (self.client_id, self.instance_id)
+
+
+@attrs.define
+class _Replay:
+    """One replay shared by the instances of equal lag (:attr:`Sim.shared_replay`)."""
+
+    worlds: list[WorldState]
+    applied: list[int]
 
 
 @attrs.frozen
@@ -162,7 +174,24 @@ class Result:
 
 class Sim:
     """One seeded run. Everything random comes from ``self.rng``; ties in time are broken by
-    insertion order, so a seed replays exactly."""
+    insertion order, so a seed replays exactly.
+
+    Two opt-in economies for large fault-free fleets (``bench/fleet.py``); the seeded runs
+    leave them off and are unchanged by them (docs/simulation.md, "A refactor leaves every
+    schedule as it was"):
+
+    - ``shared_replay``: the instances of equal replay lag share one replay (one world per
+      coordination partition, applied once) instead of each folding every record; each still
+      hears ``Replayed`` on its own schedule. A replay is a pure fold, so a shared world is
+      the world each would have built; it may be ahead of the instance's last ``Replayed``
+      by what another instance's replay applied since. No freezes: a frozen or stale
+      replay cannot be shared.
+    - ``indexed_checks``: the at-most-one-holder check looks only at instances whose core
+      holds the partition (``may_hand_out`` implies holding it) instead of every instance.
+    """
+
+    shared_replay = False
+    indexed_checks = False
 
     def __init__(
         self,
@@ -218,6 +247,11 @@ class Sim:
         self.sources = TASK_SOURCES if units == "tasks" else (TOPIC,)
         self.produced = {(s, p): 0 for s in self.sources for p in range(self.partitions)}
         self.instances: list[_Instance] = []
+        #: lag -> the replay the instances of that lag share (``shared_replay``)
+        self._replays: dict[int, _Replay] = {}
+        #: partition -> instances whose core holds it (``indexed_checks``)
+        self._holding: dict[Key, set[int]] = {}
+        self._by_id: dict[int, _Instance] = {}
         self._clients = 0
         self._instances = 0
         margin = HB // 4
@@ -310,7 +344,17 @@ class Sim:
             self._clients += 1
             client_id = f"c{self._clients}"
         self._instances += 1
-        worlds = [self.world() for _ in range(self.ncoord)]
+        shared = None
+        if self.shared_replay:
+            lag = self.rng.choice((0, 5, 20, 60))
+            shared = self._replays.get(lag)
+            if shared is None:
+                shared = self._replays[lag] = _Replay(
+                    [self.world() for _ in range(self.ncoord)], [-1] * self.ncoord
+                )
+            worlds = shared.worlds
+        else:
+            worlds = [self.world() for _ in range(self.ncoord)]
         batch = core_options.pop("batch", self.rng.choice((1, 5, 20)))
         options = CoreOptions(
             group_id=GROUP,
@@ -319,10 +363,10 @@ class Sim:
             topics=((TOPIC, self.partitions),),
             coordination_partitions=self.ncoord,
             mode=self.mode,
-            heartbeat_ms=HB,
+            heartbeat_ms=core_options.pop("heartbeat_ms", HB),
             batch=batch,
             prefetch=batch,  # pinned: the seeds' traces were recorded fetching one batch ahead
-            claim_every_ms=HB // 2,
+            claim_every_ms=core_options.pop("claim_every_ms", HB // 2),
             rebalance=core_options.pop("rebalance", self.rebalance),
             tasks=((TOPIC, self.sources),) if self.sources != (TOPIC,) else (),
             **core_options,  # type: ignore[arg-type]
@@ -330,7 +374,10 @@ class Sim:
         core = MemberCore(options, worlds, _reread_after_takeover=self.fix, _without=self.core_off)
         inst = _Instance(client_id, options.instance_id, core, worlds)
         inst.applied = [-1] * self.ncoord
-        inst.lag = self.rng.choice((0, 5, 20, 60))
+        if shared is not None:
+            inst.lag, inst.shared = lag, shared
+        else:
+            inst.lag = self.rng.choice((0, 5, 20, 60))
         self.instances.append(inst)
         self.note(f"start {inst.me}")
         self.at(self.now, lambda: self.replay(inst))
@@ -355,7 +402,23 @@ class Sim:
         actions = inst.core.step(self.now, event)  # type: ignore[arg-type]
         for action in actions:
             self.carry(inst, action)
+        if self.indexed_checks:
+            self._index_held(inst)
         self.check_holders(inst)
+
+    def _index_held(self, inst: _Instance) -> None:
+        """Keep ``_holding`` current for ``inst`` (only its own steps change what it holds)."""
+        held = set(inst.core.held())
+        was = inst.indexed
+        if held == was:
+            return
+        n = id(inst)
+        for key in was - held:
+            self._holding[key].discard(n)
+        for key in held - was:
+            self._holding.setdefault(key, set()).add(n)
+            self._by_id[n] = inst
+        inst.indexed = held
 
     def tick(self, inst: _Instance) -> None:
         def run() -> None:
@@ -380,6 +443,8 @@ class Sim:
     def _apply_visible(self, inst: _Instance, cp: int) -> bool:
         """Apply what ``inst``'s replay of ``cp`` can see now (it trails the log by its lag,
         and a stale wake sees nothing past its horizon); True if it moved, or looked first."""
+        if inst.shared is not None:
+            return self._apply_shared(inst, cp)
         records = self.log[cp]
         start = inst.applied[cp] + 1
         end = len(records)
@@ -396,6 +461,26 @@ class Sim:
             inst.worlds[cp].apply(off, ts, key, value)
         inst.applied[cp] = end - 1
         return start < end or start == 0
+
+    def _apply_shared(self, inst: _Instance, cp: int) -> bool:
+        """:meth:`_apply_visible` over a shared replay: bring it to what this lag sees now
+        (once for all who share it), then tell the instance how far it is."""
+        shared = inst.shared
+        assert shared is not None
+        records = self.log[cp]
+        start = shared.applied[cp] + 1
+        end = len(records)
+        visible = self.now - inst.lag
+        while end > start and records[end - 1][0] > visible:
+            end -= 1
+        if end > start:
+            shared.worlds[cp].apply_many(
+                (off, *records[off]) for off in range(start, end)
+            )
+            shared.applied[cp] = end - 1
+        seen = inst.applied[cp]
+        inst.applied[cp] = shared.applied[cp]
+        return seen < shared.applied[cp] or seen == -1
 
     def catch_up(self, inst: _Instance) -> None:
         """The edge's answer to CatchUp: replay to the log end this instance can see now,
@@ -516,9 +601,14 @@ class Sim:
         for topic, p in inst.core.held():
             if not inst.core.may_hand_out(topic, p, self.now):
                 continue
+            among = (
+                [self._by_id[n] for n in self._holding.get((topic, p), ())]
+                if self.indexed_checks
+                else self.instances
+            )
             clients = {
                 i.client_id
-                for i in self.instances
+                for i in among
                 if i.state == "alive" and i.core.may_hand_out(topic, p, self.now)
             }
             self.checks.holders(self.now, (topic, p), clients)
