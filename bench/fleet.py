@@ -47,13 +47,12 @@ from collections import Counter
 from pathlib import Path
 
 import attrs
-import mmh3
 
 if __package__ in (None, ""):  # run as a script: python3 bench/fleet.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from logmarshal.core import Poll, Tick, Topics, assignment
-from logmarshal.core.handout import HEARTBEAT_SPREAD
+from logmarshal.core.handout import HEARTBEAT_GAP
 from rationalizer import (
     AnnouncingMember,
     ClaimingPartition,
@@ -252,11 +251,10 @@ def synthesized_cost(
 ) -> tuple[dict[str, int], Cost]:
     """For a size the simulator could not bring to its steady state: the steady log that
     the core writes, synthesized (every partition held by member ``p % members``; each
-    heartbeats after the core's per-partition gap, ``HEARTBEAT_SPREAD`` of HB; each member
+    heartbeats after the core's gap, ``HEARTBEAT_GAP`` of HB; each member
     announces every HB/3), and ``apply_many`` timed over its window as in
     :func:`replay_cost`. Returns (records by type in the window, the timing)."""
 
-    low, high = HEARTBEAT_SPREAD
     home = membership_partition(GROUP, ncoord)
     start = 2 * hb_ms
     end = start + int(window_hb * hb_ms)
@@ -281,8 +279,7 @@ def synthesized_cost(
         who = ids(p % members)
         add(cp, hb_ms // 2, ClaimingPartition(**who, topic=TOPIC, partition=p,
                                               heartbeat_interval_ms=hb_ms))
-        spread = mmh3.hash(f"{TOPIC}/{p}".encode(), 1, signed=False) % 1000
-        gap = int(hb_ms * (low + (high - low) * spread / 1000))
+        gap = int(hb_ms * HEARTBEAT_GAP)
         for ts in range(hb_ms // 2 + 1, end, gap):
             add(cp, ts, Heartbeat(**who, topic=TOPIC, partition=p, last_offset=-1,
                                   heartbeat_interval_ms=hb_ms))

@@ -4,9 +4,9 @@ admin read the group's position and the moment its ReleaseGroup lands.
 A relative target (``--to-current``, ``--shift-by``) must be taken from the world after the
 pause landed, or the holder's last reservation is rewound and handed out twice. The holder
 is a real :class:`~logmarshal.consumer.Consumer` (AMO) on an embedded cluster; the test
-polls it itself, and AMO reserves only when a poll asks, so its progress lands exactly where
-the test puts it: after the admin's read, before its ReleaseGroup. Nothing sleeps: every
-wait is for something that must happen, bounded in time.
+polls it itself. AMO reserves only when a poll asks, one window ahead (here one batch), so
+its progress lands exactly where the test puts it: after the admin's read, before its
+ReleaseGroup. Nothing sleeps: every wait is for something that must happen, bounded in time.
 """
 
 from __future__ import annotations
@@ -52,8 +52,15 @@ class AmoHolder:
             coordination_partitions=4,
             rng=random.Random("c1"),
         )
+        # A window of one batch: each reservation is exactly the batch the test then takes,
+        # so the figures below are what the holder reserved (AMO windows run ahead otherwise).
         self.consumer = Consumer(
-            self.marshaler, TOPIC, mode="amo", batch_size=BATCH, rng=random.Random("c1/amo")
+            self.marshaler,
+            TOPIC,
+            mode="amo",
+            batch_size=BATCH,
+            max_reserved=BATCH,
+            rng=random.Random("c1/amo"),
         )
         self.handed: list[int] = []
 
@@ -76,7 +83,7 @@ class AmoHolder:
 @pytest.fixture
 def holder(tmp_path) -> Iterator[AmoHolder]:
     """``events`` (1 partition, 300 records) consumed by one AMO holder that has handed out
-    0..29 (three reservations of 10)."""
+    0..29 and reserved 30..39, the window its last poll asked for (four reservations of 10)."""
     with EmbeddedCluster(tmp_path / "data", maintenance_interval=0) as cluster:
         cluster.create_topic(TOPIC, 1)
         now = int(time.time() * 1000)
@@ -84,6 +91,7 @@ def holder(tmp_path) -> Iterator[AmoHolder]:
         member = AmoHolder(cluster)
         try:
             assert member.take(30) == list(range(30))
+            settled_position(member)
             yield member
         finally:
             member.close()
@@ -96,15 +104,26 @@ def logged_position(cluster: EmbeddedCluster) -> int | None:
     return view.resume_offset("g", *KEY)
 
 
+def settled_position(holder: AmoHolder, timeout: float = 15.0) -> int:
+    """The log's position once the window the holder's last poll asked for has landed: one
+    batch past what it handed out (its ``max_reserved``). Waits for it, bounded."""
+    want = holder.handed[-1] + 1 + BATCH
+    deadline = time.monotonic() + timeout
+    while (seen := logged_position(holder.cluster)) != want:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"position {seen}, not {want}, within {timeout} s")
+        time.sleep(0.01)  # not polling: a poll would hand the landed window out
+    return want
+
+
 def progress_before_the_pause(holder: AmoHolder) -> int:
-    """The holder reserves, confirms and hands out 30 more offsets; returns its reservation
-    end + 1, checked in the log: the position an operator asking for "current" means."""
-    before = logged_position(holder.cluster)
+    """The holder hands out 30 more offsets (reserving as it goes) and its next window lands;
+    returns that reservation's end + 1, checked in the log: the position an operator asking
+    for "current" means."""
+    before = holder.handed[-1] + 1
     got = holder.take(30)
-    assert got == list(range(before, before + 30)), got  # type: ignore[operator]
-    end = got[-1] + 1
-    assert logged_position(holder.cluster) == end  # its reservation has landed
-    return end
+    assert got == list(range(before, before + 30)), got
+    return settled_position(holder)
 
 
 def after_the_pause(holder: AmoHolder, pause_until_ms: int) -> list[int]:
@@ -126,11 +145,11 @@ def test_relative_reset_counts_what_the_holder_reserved_before_the_pause(
     cluster = holder.cluster
     state = read_coordination(cluster)
     planned = state.view.resume_offset("g", *KEY)  # type: ignore[union-attr]
-    assert planned == 30
+    assert planned == 40  # 0..29 handed out, 30..39 reserved by the last poll
     plan = plan_reset("g", [KEY], {KEY: planned}, {KEY: (0, RECORDS)}, target)
-    assert [(r.current, r.new) for r in plan.rows] == [(30, 30 + shift)]  # as of the read
+    assert [(r.current, r.new) for r in plan.rows] == [(40, 40 + shift)]  # as of the read
 
-    end = progress_before_the_pause(holder)  # 60: it handed out 30..59 meanwhile
+    end = progress_before_the_pause(holder)  # 70: it handed out 30..59 and reserved 60..69
 
     result = execute(
         cluster, state, plan, admin=new_admin("admin@test", random.Random(3)), pause_ms=PAUSE_MS
@@ -197,7 +216,7 @@ def test_cli_relative_reset_counts_what_the_holder_reserved_before_the_pause(
     assert resumed[0] == end + shift, resumed
     if report is None:
         assert out.splitlines()[0] == (
-            f"{TOPIC}/0: {end} -> {end + shift} (planned 30 -> {30 + shift}; the group moved "
+            f"{TOPIC}/0: {end} -> {end + shift} (planned 40 -> {40 + shift}; the group moved "
             "before the pause landed)"
         )
         assert "1 position(s) set, confirmed by replay" in out
@@ -206,4 +225,4 @@ def test_cli_relative_reset_counts_what_the_holder_reserved_before_the_pause(
     assert report["partitions"] == [
         {"topic": TOPIC, "partition": 0, "old": end, "new": end + shift}
     ]
-    assert report["planned"] == [{"topic": TOPIC, "partition": 0, "old": 30, "new": 30 + shift}]
+    assert report["planned"] == [{"topic": TOPIC, "partition": 0, "old": 40, "new": 40 + shift}]
