@@ -265,3 +265,21 @@ class ReaderSource(Protocol):
     :meth:`Cluster.fetch`, a partition at a time)."""
 
     def open_reader(self, *, max_bytes: int = 1 << 20) -> PartitionReader: ...
+
+
+def bounds_one_by_one(
+    cluster: Cluster, keys: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+    """:meth:`PartitionReader.bounds` through :meth:`Cluster.earliest_offset` and
+    :meth:`Cluster.latest_offset`, a partition at a time (the error finding one is its
+    answer), for readers whose cluster answers those calls cheaply in-process."""
+    out: dict[tuple[str, int], tuple[int, int] | Exception] = {}
+    for topic, partition in keys:
+        try:
+            out[(topic, partition)] = (
+                cluster.earliest_offset(topic, partition),
+                cluster.latest_offset(topic, partition),
+            )
+        except Exception as exc:
+            out[(topic, partition)] = exc
+    return out

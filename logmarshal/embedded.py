@@ -24,6 +24,7 @@ from .cluster import (
     ProduceResult,
     Read,
     TopicDescription,
+    bounds_one_by_one,
 )
 from .errors import ClosedError
 
@@ -288,16 +289,7 @@ class _Reader:
     def bounds(
         self, keys: Sequence[tuple[str, int]]
     ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
-        out: dict[tuple[str, int], tuple[int, int] | Exception] = {}
-        for topic, partition in keys:
-            try:
-                out[(topic, partition)] = (
-                    self._cluster.earliest_offset(topic, partition),
-                    self._cluster.latest_offset(topic, partition),
-                )
-            except Exception as exc:
-                out[(topic, partition)] = exc
-        return out
+        return bounds_one_by_one(self._cluster, keys)
 
     def appended(self, key: tuple[str, int]) -> None:
         with self._cond:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ..cluster import Cluster, PartitionReader, Read
+from ..cluster import Cluster, PartitionReader, Read, bounds_one_by_one
 from ..core import Bounds, Event, Fetch, Fetched, LookUp, OutOfRange
 from ..errors import ClosedError, OffsetOutOfRange, UnknownPartition, UnknownTopic
 
@@ -49,16 +49,7 @@ class PollingReader:
         self._wanted.pop((topic, partition), None)
 
     def bounds(self, keys: Sequence[Key]) -> dict[Key, tuple[int, int] | Exception]:
-        out: dict[Key, tuple[int, int] | Exception] = {}
-        for topic, partition in keys:
-            try:
-                out[(topic, partition)] = (
-                    self._cluster.earliest_offset(topic, partition),
-                    self._cluster.latest_offset(topic, partition),
-                )
-            except Exception as exc:
-                out[(topic, partition)] = exc
-        return out
+        return bounds_one_by_one(self._cluster, keys)
 
     def poll(self, timeout: float) -> list[Read]:
         out = []

@@ -11,11 +11,7 @@ can fix still raise at send().
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,35 +20,16 @@ from logmarshal.errors import ClosedError, RecordTooLarge, UnknownTopic
 from logmarshal.network import NetworkCluster
 from logmarshal.partitioners import Murmur2Partitioner
 from logmarshal.serializers import json_serializer, string_serializer
+from tests.broker_process import broker_process
 
-ROOT = Path(__file__).resolve().parents[2]
 _topics = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory) -> Iterator[str]:
     """One broker process for the module (each test uses topics of its own)."""
-    data = tmp_path_factory.mktemp("producer-broker")
-    ready = data / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(data / "data"), "broker",
-         "start", "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the broker did not start"
-            time.sleep(0.05)
-        yield ready.read_text().strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    with broker_process(tmp_path_factory.mktemp("producer-broker")) as bootstrap:
+        yield bootstrap
 
 
 @pytest.fixture
