@@ -177,7 +177,7 @@ HBZ = 100
 
 
 def _zombie_log(without: frozenset[str] = frozenset()) -> Log:
-    """Issue 23's schedule: a:1 handed out 0..29 and froze; c:3 took over stale and released;
+    """The zombie schedule (docs/protocol-notes.md): a:1 handed out 0..29 and froze; c:3 took over stale and released;
     a:2 (a:1's restart) claimed and reserved 30..59."""
     log = Log()
     log.w = WorldState(_without=without)

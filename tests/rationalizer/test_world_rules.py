@@ -214,7 +214,7 @@ def test_release_by_holder():
 
 
 def test_release_gives_back_reservations_beyond_its_position():
-    """Rule 6 (issue 10): an AMO holder closing with a reserved batch it never handed out
+    """Rule 6: an AMO holder closing with a reserved batch it never handed out
     releases at what it did hand out; the next holder resumes right after it."""
     log = Log()
     log.put(claim("a:1"), 0)
@@ -434,7 +434,7 @@ def test_bad_offset_or_timestamp_arguments_raise_without_changing_state():
 
 
 def test_bad_timestamps_raise_also_when_they_do_not_move_time_forward():
-    """Issue 10: 1.5, True and -2**70 were accepted once log time was past them."""
+    """Once a bug: 1.5, True and -2**70 were accepted once log time was past them."""
     w = WorldState()
     k, v = encode(claim("a:1"))
     w.apply(0, 1_000, k, v)

@@ -1,4 +1,4 @@
-"""The core's rebalancing decisions, step by step on a hand-moved clock (issue 13): what an
+"""The core's rebalancing decisions, step by step on a hand-moved clock (docs/rebalancing.md): what an
 over-share holder gives up and when, what a newcomer claims, and what does not count yet."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tasks in the core (issue 14), step by step on a hand-moved clock: partition p of several
+"""Tasks in the core (docs/streams.md, PROTOCOL.md "Tasks (version 3)"), step by step on a hand-moved clock: partition p of several
 source topics is one claim, read under that claim, heartbeated and released with every
 source's position, and resumed from that vector by the next holder."""
 

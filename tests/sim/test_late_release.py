@@ -1,4 +1,4 @@
-"""A release whose write reported failure lands later (issue 23, "Why" 4 and item 3).
+"""A release whose write reported failure lands later (docs/protocol-notes.md: a write that reports failure and lands later).
 
 c1/i1 (AMO) handed out 0..29 of p0 and gives p0 up; its ReleasingPartition(29) is reported
 failed but is still in the transport. i1 goes on: it retries, and once p0 is free again it
@@ -47,7 +47,7 @@ def test_stray_late_release_fifo_hands_nothing_out_twice():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 23: rule b cannot tell the stray release from the same instance's new tenure "
+    reason="PROTOCOL.md rule b cannot tell the stray release from the same instance's new tenure "
     "(its floor is 29, the release says 29: it 'gives back' 30..59, handed out); only the FIFO "
     "transport (an idempotent producer) prevents it",
 )

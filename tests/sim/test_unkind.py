@@ -1,4 +1,4 @@
-"""Issue 23's faults in the simulator: thaw order, stale wake, late writes (FIFO or not), the
+"""The unkind faults of the simulator (docs/simulation.md): thaw order, stale wake, late writes (FIFO or not), the
 zombie schedule, the reset race, and the flags that remove each fix."""
 
 from __future__ import annotations
@@ -195,8 +195,8 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     assert all(kw == {"_without": frozenset()} for kw in worlds)
     assert cores[0]["_without"] == frozenset() and cores[0]["_reread_after_takeover"]
     assert plain.fifo and plain.fix
-    issue_10 = Sim(5, fix=False)  # --without-restart-fix: issue 10's whole experiment
-    assert issue_10.without == {"restart-fix", "takeover_position", "reservation_start", "surprise"}
+    restart_bug = Sim(5, fix=False)  # --without-restart-fix: the restart bug's whole experiment
+    assert restart_bug.without == {"restart-fix", "takeover_position", "reservation_start", "surprise"}
 
 
 def test_cli_without_and_without_restart_fix(capsys):

@@ -1,4 +1,4 @@
-"""Issue 23's zombie schedule ("Why", item 3), step by step with real cores and real worlds.
+"""The zombie schedule (docs/protocol-notes.md), step by step with real cores and real worlds.
 
 c1/i1 (AMO) holds p0 and handed out 0..29 (and reserved 30..59 ahead of its polls, a window
 of 30), then freezes past 2·HB: the window it never handed out is lost, as AMO allows. c3
