@@ -136,7 +136,17 @@ def _audits_agree(
     since = max(WorldState.from_bytes(world).now for _, world in config.genesis.values()) + 1
     got = audit_records(cut_records, attrs.evolve(config, since_ms=since))
     want = audit_records(full, attrs.evolve(config, since_ms=since, genesis={}))
+    # a failover whose previous holder's claim ended before the snapshot is outside the window:
+    # a snapshot does not name a released partition's last holder (docs/bounded-log.md)
+    ended = column_index("failovers", "from_end_ms")
+    for audit in (got, want):
+        audit["failovers"] = [f for f in audit["failovers"] if f[ended] >= since]
     differ = [t for t in ("positions", "verdicts", "failovers") if _rows(got[t]) != _rows(want[t])]
+    extra = {
+        t: ([r for r in _rows(got[t]) if r not in want[t]][:2],
+            [r for r in _rows(want[t]) if r not in got[t]][:2])
+        for t in differ
+    }  # fmt: skip
     # claims granted after the genesis are the same; those open at it start with "snapshot"
     cause = column_index("ownership", "start_cause")
     start = column_index("ownership", "start_offset")
@@ -149,7 +159,7 @@ def _audits_agree(
     report.check(
         "the audit of the truncated log equals the full audit on the window after the snapshots",
         not differ and bool(got["positions"]) and bool(got["verdicts"]),
-        f"tables that differ: {differ}",
+        f"tables that differ: {differ}; rows only in the truncated / the full audit: {extra}",
     )
 
 
