@@ -14,12 +14,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager
-def broker_process(workdir: Path, start_timeout: float = 30.0) -> Iterator[str]:
-    """Starts the broker with its data under ``workdir``; yields its bootstrap HOST:PORT
-    once its ready file names it."""
+def broker_process(
+    workdir: Path, start_timeout: float = 30.0, data_dir: Path | None = None
+) -> Iterator[str]:
+    """Starts the broker serving ``data_dir`` (default: a new one under ``workdir``); yields
+    its bootstrap HOST:PORT once its ready file names it."""
     ready = workdir / "broker.ready"
+    data = workdir / "broker-data" if data_dir is None else data_dir
     proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(workdir / "broker-data"),
+        [sys.executable, "-m", "logmarshal", "--data-dir", str(data),
          "broker", "start", "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip

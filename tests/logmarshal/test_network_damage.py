@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from logmarshal import EmbeddedCluster, direct
 from logmarshal.admin.reader import read_coordination
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.network import NetworkCluster
+from tests.broker_process import broker_process
 from tests.storage.corruptions import CORRUPTIONS
 
 HB = 1.0
@@ -71,26 +71,8 @@ def damaged(tmp_path) -> Iterator[tuple[str, dict]]:
     """The damaged log, served by a broker process; yields (bootstrap, embedded reference)."""
     data = tmp_path / "data"
     reference = _write_damaged_log(data)  # the embedded cluster is closed: nothing runs now
-    ready = tmp_path / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(data), "broker", "start",
-         "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the broker did not start"
-            time.sleep(0.05)
-        yield ready.read_text().strip(), reference
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    with broker_process(tmp_path, data_dir=data) as bootstrap:
+        yield bootstrap, reference
 
 
 def test_the_embedded_reference_skips_the_batch(damaged) -> None:
