@@ -14,6 +14,7 @@ and moves as few units as it can. It is a pure function of its arguments.
 
 from __future__ import annotations
 
+import heapq
 from bisect import insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -71,7 +72,9 @@ def balanced(
        ``b``), move the highest unit of the most loaded member to the least loaded one.
     4. If 3 made room (under ``max_claims``) for units step 2 could not place, place them
        and balance again.
-    Every step is ordered, so the result depends on nothing but the arguments.
+    Every step is ordered, so the result depends on nothing but the arguments. Its cost is
+    O(P·log M) to place and O(M·log M) per move, so a group of thousands computes it in
+    milliseconds (docs/performance.md, "What a fleet costs").
     """
     by_id = {m.client_id: m for m in members}
     ids = sorted(by_id)
@@ -86,28 +89,63 @@ def balanced(
             owned[h].append(unit)
         else:
             free.append(unit)
-
-    def load_after(c: str) -> tuple[float, str]:
-        return ((len(owned[c]) + 1) / weight[c], c)
+    equal_weights = len(set(weight.values())) <= 1
 
     while True:
-        left = []
-        for unit in free:
-            room = [
-                c for c in ids if len(owned[c]) < cap[c] and _eligible(by_id[c], unit, subs[c])
-            ]
-            if room:
-                insort(owned[min(room, key=load_after)], unit)
-            else:
-                left.append(unit)
+        left = _place(free, ids, owned, weight, cap, by_id, subs)
         moved = False
-        while _move_one(ids, owned, weight, cap, by_id, subs):
+        while _move_one(ids, owned, weight, cap, by_id, subs, equal_weights):
             moved = True
         if not left or (len(left) == len(free) and not moved):
             return owned
         # balancing may have made room (under max_claims) for a unit only a full member
         # could take: place what is left again
         free = left
+
+
+def _place(
+    free: list[Unit],
+    ids: list[str],
+    owned: dict[str, list[Unit]],
+    weight: dict[str, int],
+    cap: dict[str, int],
+    by_id: dict[str, Member],
+    subs: dict[str, frozenset[str]],
+) -> list[Unit]:
+    """Step 2: each free unit (in order) to the eligible member with room that is least
+    loaded after taking it, ties by client_id; returns the units nobody could take. One
+    heap per kind of unit (its topic, whole or not) holds the members that may take it,
+    keyed as ``min(room, key=(n + 1) / w, c)`` would rank them; an entry whose member has
+    taken a unit since is stale and skipped."""
+    heaps: dict[tuple[str, bool], list[tuple[float, str, int]]] = {}
+    kinds: dict[str, list[tuple[str, bool]]] = {c: [] for c in ids}
+    for unit in free:
+        kind = (unit[0], unit[1] == WHOLE_TOPIC)
+        if kind in heaps:
+            continue
+        heap = heaps[kind] = []
+        for c in ids:
+            if unit[0] in subs[c] and kind[1] == by_id[c].entire_topic:
+                kinds[c].append(kind)
+                n = len(owned[c])
+                if n < cap[c]:
+                    heap.append(((n + 1) / weight[c], c, n))
+        heapq.heapify(heap)
+    left: list[Unit] = []
+    for unit in free:
+        heap = heaps[(unit[0], unit[1] == WHOLE_TOPIC)]
+        while heap and heap[0][2] != len(owned[heap[0][1]]):
+            heapq.heappop(heap)  # stale: that member took a unit since
+        if not heap:
+            left.append(unit)
+            continue
+        c = heap[0][1]
+        insort(owned[c], unit)
+        n = len(owned[c])
+        if n < cap[c]:
+            for kind in kinds[c]:
+                heapq.heappush(heaps[kind], ((n + 1) / weight[c], c, n))
+    return left
 
 
 def _move_one(
@@ -117,19 +155,28 @@ def _move_one(
     cap: dict[str, int],
     by_id: dict[str, Member],
     subs: dict[str, frozenset[str]],
+    equal_weights: bool = False,
 ) -> bool:
     ranked = sorted(ids, key=lambda c: (len(owned[c]) / weight[c], c))
     for a in reversed(ranked):
         na = len(owned[a])
         if na == 0:
             return False
+        first = True
         for b in ranked:
             nb = len(owned[b])
             if b == a or nb >= cap[b]:
                 continue
             # the move lowers sum(n^2/w): (2·nb + 1)/wb < (2·na - 1)/wa
             if (2 * nb + 1) * weight[a] >= (2 * na - 1) * weight[b]:
+                if equal_weights:
+                    # ranked by n, every later b fails as well; and when the least loaded
+                    # b fails, it fails against every less loaded a too: nothing moves
+                    if first:
+                        return False
+                    break
                 continue
+            first = False
             for i in range(na - 1, -1, -1):
                 unit = owned[a][i]
                 if _eligible(by_id[b], unit, subs[b]):

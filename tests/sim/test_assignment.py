@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logmarshal.core.assignment import WHOLE_TOPIC, target, units_of
+from logmarshal.core.assignment import WHOLE_TOPIC, balanced, target, units_of
 from rationalizer.membership import Member
 
 
@@ -146,3 +146,86 @@ def test_a_callable_strategy_is_used_and_kept_to_known_units_and_members():
 def test_an_unknown_strategy_is_refused():
     with pytest.raises(ValueError, match="unknown rebalance strategy"):
         target("fair", [member("a")], {})
+
+
+def _plain_balanced(members, units, holders):
+    """The rules of ``balanced`` written as plainly as they read (O(P·M) placement, every
+    pair looked at per move): the oracle the heap-based one must equal exactly, since every
+    member of a group must compute the same target whichever code it runs."""
+    by_id = {m.client_id: m for m in members}
+    ids = sorted(by_id)
+    cap = {c: by_id[c].max_claims or len(units) + 1 for c in ids}
+
+    def eligible(c, unit):
+        return unit[0] in by_id[c].subscribed and (unit[1] == WHOLE_TOPIC) == by_id[c].entire_topic
+
+    owned = {c: [] for c in ids}
+    free = []
+    for unit in units:
+        h = holders.get(unit)
+        if h in by_id and eligible(h, unit) and len(owned[h]) < cap[h]:
+            owned[h].append(unit)
+        else:
+            free.append(unit)
+
+    def move_one():
+        ranked = sorted(ids, key=lambda c: (len(owned[c]) / by_id[c].weight, c))
+        for a in reversed(ranked):
+            na, wa = len(owned[a]), by_id[a].weight
+            if na == 0:
+                return False
+            for b in ranked:
+                nb, wb = len(owned[b]), by_id[b].weight
+                if b == a or nb >= cap[b] or (2 * nb + 1) * wa >= (2 * na - 1) * wb:
+                    continue
+                for unit in reversed(owned[a]):
+                    if eligible(b, unit):
+                        owned[a].remove(unit)
+                        owned[b] = sorted([*owned[b], unit])
+                        return True
+        return False
+
+    while True:
+        left = []
+        for unit in free:
+            room = [c for c in ids if len(owned[c]) < cap[c] and eligible(c, unit)]
+            if room:
+                c = min(room, key=lambda c: ((len(owned[c]) + 1) / by_id[c].weight, c))
+                owned[c] = sorted([*owned[c], unit])
+            else:
+                left.append(unit)
+        moved = False
+        while move_one():
+            moved = True
+        if not left or (len(left) == len(free) and not moved):
+            return owned
+        free = left
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sets(st.sampled_from(["a", "b", "c"]), min_size=1),
+            st.integers(1, 3),  # weight
+            st.sampled_from([0, 0, 1, 2, 5]),  # max_claims (0: none)
+            st.booleans(),  # entire_topic
+        ),
+        min_size=1,
+        max_size=9,
+    ),
+    st.booleans(),  # equal weights (balanced's fast path)
+    st.integers(0, 2**32),
+)
+def test_balanced_equals_its_rules_written_plainly(specs, equal, seed):
+    counts = {"a": 7, "b": 3, "c": 16}
+    members = [
+        member(f"m{i}", tuple((t, counts[t]) for t in sorted(topics)), 1 if equal else w, cap,
+               whole)
+        for i, (topics, w, cap, whole) in enumerate(specs)
+    ]
+    rng = random.Random(seed)
+    units = units_of(members)
+    holders = {u: f"m{rng.randrange(len(members) + 2)}" for u in units if rng.random() < 0.7}
+    ordered = sorted(members, key=lambda m: m.client_id)
+    assert balanced(ordered, units, holders) == _plain_balanced(ordered, units, holders)
