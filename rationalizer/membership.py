@@ -23,6 +23,8 @@ _JOINED = ACCEPTED[Effect.JOINED]
 _ANNOUNCED = ACCEPTED[Effect.ANNOUNCED]
 _LEFT = ACCEPTED[Effect.LEFT]
 _NOT_MEMBER = REJECTED[Reason.NOT_HOLDER]
+#: a bound no log time reaches: a group without members expires nothing
+_NEVER = 1 << 62
 
 
 def settle_ms(heartbeat_interval_ms: int) -> int:
@@ -72,15 +74,33 @@ class Member:
         return frozenset(t for t, _ in self.topics)
 
 
-def _purge(members: dict[str, MemberState], now: int) -> bool:
+def _purge(
+    members: dict[str, MemberState], now: int, group: str, expiry: dict[str, int]
+) -> bool:
+    """Drop the group's stale members. ``expiry[group]`` is a time before which none of them
+    can be stale (a lower bound of their :func:`stale_from`): until then there is nothing to
+    look at, so an announcement costs O(1), not O(members), in a large group. Absent (a
+    world restored from a snapshot), the members are looked at and it is computed."""
+    due = expiry.get(group)
+    if due is not None and now < due:
+        return False
     stale = [c for c, m in members.items() if m.stale(now)]
     for client in stale:
         del members[client]
+    expiry[group] = min((stale_from(m.last, m.hb) for m in members.values()), default=_NEVER)
     return bool(stale)
+
+
+def _renewed(expiry: dict[str, int], group: str, now: int, hb: int) -> None:
+    """A member announced at ``now``: the group's bound stays below its expiry too."""
+    due = expiry.get(group)
+    if due is not None:
+        expiry[group] = min(due, stale_from(now, hb))
 
 
 def announce(
     groups: dict[str, dict[str, MemberState]],
+    expiry: dict[str, int],
     now: int,
     client: str,
     instance: str,
@@ -96,13 +116,16 @@ def announce(
     rule 1 before). A client_id that is not a live member ``JOINED`` (``since = now``); a
     live member is ``ANNOUNCED`` and keeps its ``since``, also under a new instance_id (a
     restart does not rejoin). Stale members of the group are dropped first. The flag says
-    whether anything a target depends on changed (not a plain renewal)."""
+    whether anything a target depends on changed (not a plain renewal). ``expiry`` is the
+    world's bound on each group's first expiry (:func:`_purge`)."""
     members = groups.get(group)
     if members is None:
         members = groups[group] = {}
+        expiry[group] = _NEVER
         purged = False
     else:
-        purged = _purge(members, now)
+        purged = _purge(members, now, group, expiry)
+    _renewed(expiry, group, now, hb)
     m = members.get(client)
     if m is None:
         members[client] = MemberState(
@@ -130,22 +153,29 @@ def announce(
 
 
 def leave(
-    groups: dict[str, dict[str, MemberState]], now: int, client: str, instance: str, group: str
+    groups: dict[str, dict[str, MemberState]],
+    expiry: dict[str, int],
+    now: int,
+    client: str,
+    instance: str,
+    group: str,
 ) -> tuple[Verdict, bool]:
     """PROTOCOL.md rule 9, LeavingGroup: from the instance the membership names → ``LEFT``,
     the member is gone at once; from anyone else → ``NOT_HOLDER`` (it is not the member)."""
     members = groups.get(group)
     purged = False
     if members is not None:
-        purged = _purge(members, now)
+        purged = _purge(members, now, group, expiry)
         m = members.get(client)
         if m is not None and m.instance == instance:
             del members[client]
             if not members:
                 del groups[group]
+                expiry.pop(group, None)
             return _LEFT, True
         if not members:
             del groups[group]
+            expiry.pop(group, None)
     return _NOT_MEMBER, purged
 
 

@@ -212,6 +212,9 @@ class WorldState:
         # group -> client_id -> its membership (version 2); stale entries linger until the
         # group's next membership record drops them and are invisible to ``members``
         self._members: dict[str, dict[str, membership.MemberState]] = {}
+        #: group -> a log time before which none of its members can be stale (not in a
+        #: snapshot: a restored world recomputes it at the group's next announcement)
+        self._member_expiry: dict[str, int] = {}
         # bumped whenever a holder or a member's share-relevant state changes (not by
         # renewals): lets a member recompute its target only when it may have changed
         self._epoch = 0
@@ -826,12 +829,13 @@ class WorldState:
             self._rejections[Reason.FENCED] += 1
             return v
         if typ == T_LEAVING_GROUP:
-            v, changed = membership.leave(self._members, now, client, instance, group)
+            v, changed = membership.leave(self._members, self._member_expiry, now, client, instance, group)
             if not v.accepted:
                 self._rejections[Reason.NOT_HOLDER] += 1
         else:
             v, changed = membership.announce(
-                self._members, now, client, instance, group, topics, hb, weight, cap, entire,
+                self._members, self._member_expiry, now, client, instance, group, topics, hb,
+                weight, cap, entire,
                 version,
             )
         if changed:
