@@ -21,6 +21,7 @@ from rationalizer import (
     WorldState,
     decode,
     encode,
+    membership,
     membership_partition,
 )
 from rationalizer.membership import settle_ms
@@ -266,3 +267,38 @@ def test_restoring_a_snapshot_and_replaying_the_rest_equals_a_full_replay(events
     assert rest == verdicts[cut:]
     assert resumed.to_bytes() == full.to_bytes()
     assert resumed.members("g", t) == full.members("g", t)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 400),  # time step
+            st.sampled_from(["a", "b", "c", "d"]),  # client
+            st.sampled_from([1, 5, 40, 100]),  # hb (short ones expire between announcements)
+            st.booleans(),  # leave instead of announce
+        ),
+        max_size=60,
+    )
+)
+def test_the_expiry_bound_only_skips_scans_that_would_drop_nobody(ops):
+    """Membership with the world's expiry bound equals membership that looks at every member
+    at every announcement (an empty bound forces the scan): same verdicts, same flags, same
+    members."""
+    bounded: dict = {}
+    bound: dict[str, int] = {}
+    scanned: dict = {}
+    now = 0
+    for step, client, hb, leaving in ops:
+        now += step
+        if leaving:
+            got = membership.leave(bounded, bound, now, client, "i", "g")
+            want = membership.leave(scanned, {}, now, client, "i", "g")
+        else:
+            args = (now, client, "i", "g", (("t", 4),), hb, 1, 0, False)
+            got = membership.announce(bounded, bound, *args)
+            want = membership.announce(scanned, {}, *args)
+        assert got == want
+        assert {
+            g: {c: (m.since, m.last, m.hb) for c, m in ms.items()} for g, ms in bounded.items()
+        } == {g: {c: (m.since, m.last, m.hb) for c, m in ms.items()} for g, ms in scanned.items()}
