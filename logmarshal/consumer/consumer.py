@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 
+from ..clock import SystemClock
 from ..cluster import Message
 from ..core import (
     Action,
@@ -257,6 +258,11 @@ class Consumer:
         self._finished = threading.Event()  # the core closed (all releases answered)
         self._catch_up = threading.Event()  # the core asked for CatchUp (after a stall)
         self._stop = threading.Event()
+        # the driver sleeps until the core's next due time on the real clock, woken early
+        # when an event leaves it work (a manual clock moves by hand: it ticks instead)
+        self._wake = threading.Event()
+        self._sleeps = isinstance(self._clock, SystemClock)
+        self._sleeping = False  # the driver waits longer than a tick
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
         self._writer = CoordinationWriter(marshaler, self._feed_many, name)
@@ -348,6 +354,7 @@ class Consumer:
         with self._cond:
             self._core.pause(keys)
             self._cond.notify_all()
+        self._wake.set()
 
     def resume(self, *partitions: int | TopicPartition) -> None:
         """Hand out these partitions again."""
@@ -355,6 +362,7 @@ class Consumer:
         with self._cond:
             self._core.resume(keys)
             self._cond.notify_all()
+        self._wake.set()
 
     def paused(self) -> list[TopicPartition]:
         with self._lock:
@@ -494,6 +502,7 @@ class Consumer:
             self._closed = True
             self._cond.notify_all()
         self._stop.set()
+        self._wake.set()
         in_driver = threading.current_thread() is self._thread
         if not in_driver:
             self._thread.join(timeout)
@@ -592,6 +601,10 @@ class Consumer:
                 if actions:
                     self._carry(actions)
             self._cond.notify_all()
+            if self._sleeping:
+                now = self._now()
+                if self._core.due(now, self._wall()) <= now:
+                    self._wake.set()  # the event left work for the next pass: now, not later
 
     def _replayed(self, cp: int, applied: int) -> None:
         self._feed(Replayed(cp, applied))
@@ -606,7 +619,12 @@ class Consumer:
                 return
             self._report_caught_up()
             next_topics = next_behind = time.monotonic()
-            while not self._stop.wait(self._tick):
+            while not self._stop.is_set():
+                self._wake.clear()
+                self._wake.wait(self._pause())
+                self._sleeping = False
+                if self._stop.is_set():
+                    break
                 now = time.monotonic()
                 try:
                     if self._catch_up.is_set() and self._marshaler.wait_caught_up(self._tick):
@@ -624,6 +642,19 @@ class Consumer:
                     log.exception("%s: a coordination pass failed; retrying", self._name())
         except Exception:
             log.exception("%s: the driver thread stopped", self._name())
+
+    def _pause(self) -> float:
+        """Seconds until the next driver pass: a tick while the core has work in flux (or
+        on a manual clock), else until its next due time, at most HB/4 (the topic refresh's
+        pace). An idle member wakes a few times per HB, not fifty times a second."""
+        if not self._sleeps:
+            return self._tick
+        with self._lock:
+            now = self._now()
+            due = self._core.due(now, self._wall())
+            pause = min(max(self._tick, (due - now) / 1000), self._hb / 4)
+            self._sleeping = pause > self._tick
+        return pause
 
     def _report_caught_up(self) -> None:
         """Tell the core the replay reached the log end (at start-up, and when it asks after

@@ -358,10 +358,16 @@ class MemberCore:
     # -- what is due: a Tick costs nothing per held partition -----------------------------
 
     def _quiet(self, now: int, wall: int) -> bool:
-        """Would a Tick now change nothing? True when no heartbeat, claim pass,
-        announcement or target expiry is due and nothing is in flux (a release, a drain,
-        a stall, start-up); the same decisions as a full pass, at no cost per partition
-        (ARCHITECTURE, "Consumer core": a member's cost never grows with idle partitions)."""
+        """Would a Tick now change nothing? (:meth:`due` is later than ``now``.)"""
+        return self.due(now, wall) > now
+
+    def due(self, now: int, wall: int) -> int:
+        """When a Tick next has work to do (clock ms): ``now`` while anything is in flux (a
+        release, a drain, a stall, start-up, an event's follow-up), else the earliest of the
+        next claim pass, announcement, heartbeat and target expiry (``wall``: log time, for
+        the target). The same decisions as a full pass, at no cost per partition
+        (ARCHITECTURE, "Consumer core": a member's cost never grows with idle partitions);
+        an edge on the real clock sleeps until then instead of ticking idly."""
         st = self._st
         if (
             self._touched
@@ -375,14 +381,16 @@ class MemberCore:
             or not st.recovered
             or len(st.caught_up) < len(st.worlds)
         ):
-            return False
-        if now >= st.next_claim or now >= st.next_announce:
-            return False
-        if self._beats and self._beats[0][0] <= now:
-            return False
-        # a target is recomputed when a member's status changes (or the log moved: events)
-        targets = self.options.rebalance != "none"
-        return not targets or (st.target is not None and wall < st.target_until)
+            return now
+        due = min(st.next_claim, st.next_announce)
+        if self._beats:
+            due = min(due, self._beats[0][0])
+        if self.options.rebalance != "none":
+            # a target is recomputed when a member's status changes (or the log moved: events)
+            if st.target is None:
+                return now
+            due = min(due, now + st.target_until - wall)
+        return max(due, now)
 
     def _serve(self, now: int, out: list[Action]) -> None:
         """What held partitions need now: those an event concerned, and those whose
