@@ -10,7 +10,7 @@ advice: claims and fencing still decide ownership.
 from __future__ import annotations
 
 from rationalizer import PROTOCOL_VERSION, AnnouncingMember
-from rationalizer.membership import Member
+from rationalizer.membership import Member, settle_ms
 from rationalizer.world import NO_TIME
 
 from . import assignment
@@ -19,7 +19,7 @@ from .claims import adopt_orphans, candidates, claim, group_paused
 from .held import Held
 from .holding import give_up
 from .records import ids, write
-from .state import Key, MemberState, Pending, not_to_claim, wanted, world_of
+from .state import Key, MemberState, Pending, busy, not_to_claim, wanted, world_of
 
 __all__ = ["announce_member", "move_away", "rebalance", "target"]
 
@@ -69,7 +69,17 @@ def myself(st: MemberState, wall: int) -> Member:
 
 
 def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
-    """Our share of the group's target at log time ``wall`` (``MemberCore.target``)."""
+    """Our share of the group's target at log time ``wall`` (``MemberCore.target``).
+
+    Who is counted (docs/rebalancing.md, "Starting together"): a member that has not
+    settled yet (``settle_ms`` after its first announcement, as the others count it) holds
+    still: it keeps what it holds and bids for nothing, so a group started all at once does
+    not bid for every partition from every member (about M·P claims) before its members see
+    each other; this is Kafka's ``group.initial.rebalance.delay.ms``, at HB/3. For its
+    first ``settle_ms`` after settling it counts every live member, settled or not: those
+    that started with it are about to count, and it bids for its share among them. After
+    that it counts the settled members only, so a process that announces once and dies
+    never pulls partitions away from anyone."""
     home = st.worlds[st.home]
     # members are judged at the log time our replay of their partition reached, not by our
     # clock: a replay that lags under load must not make live members look stale (every
@@ -79,9 +89,20 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     if st.target is not None and key == st.target_key and at < st.target_until:
         return st.target
     group = st.options.group_id
+    me = st.options.client_id
     live = home.members(group, at)
-    others = [m for m in live if m.client_id != st.options.client_id]
-    members = [m for m in others if m.counted(at)]
+    mine = next((m for m in live if m.client_id == me), None)
+    st.target_key = key
+    if mine is None or not mine.counted(at):
+        # not settled: our own announcement's replay (a change of ownership_epoch) or our
+        # settling (the same) recomputes this; the bound only keeps it from going stale
+        st.target = _holding_still(st)
+        st.target_until = at + max(1, settle_ms(st.options.heartbeat_ms))
+        return st.target
+    newcomer_until = mine.since + 2 * settle_ms(mine.heartbeat_interval_ms)
+    newcomer = at < newcomer_until
+    others = [m for m in live if m.client_id != me]
+    members = [m for m in others if newcomer or m.counted(at)]
     members.append(myself(st, at))
     holders: dict[assignment.Unit, str] = {}
     for topic, partition in assignment.units_of(members):
@@ -90,10 +111,21 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
         if h is not None:
             holders[(topic, partition)] = h[0]
     full = assignment.target(st.options.rebalance, members, holders)
-    st.target = full.get(st.options.client_id, frozenset())
-    st.target_key = key
-    st.target_until = min((m.expires_at() for m in others), default=1 << 62)
+    st.target = full.get(me, frozenset())
+    st.target_until = min(
+        (m.expires_at() for m in others), default=1 << 62
+    )
+    if newcomer:
+        st.target_until = min(st.target_until, newcomer_until)
     return st.target
+
+
+def _holding_still(st: MemberState) -> frozenset[assignment.Unit]:
+    """The target of a member that has not settled: what it holds (or claims), nothing more."""
+    spoken = busy(st)
+    if st.options.entire_topic:
+        return frozenset((t, assignment.WHOLE_TOPIC) for t, p in spoken if p == 0)
+    return frozenset(spoken)
 
 
 def rebalance(
