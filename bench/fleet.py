@@ -313,6 +313,9 @@ class SizeResult:
     stopped: str | None = None
     #: the steady-state figures come from a synthesized log (the simulation stopped first)
     synthesized: bool = False
+    #: ClaimingPartition records written until the start converged (about P when members
+    #: that start together hold still until they settled; about M·P when they do not)
+    start_claims: int = 0
 
     @property
     def records(self) -> int:
@@ -387,6 +390,12 @@ def run_size(
         for _ in range(members):
             sim.start()
         phase("start")
+        result.start_claims = sum(
+            1
+            for records in sim.log
+            for _ts, key, value in records
+            if type(decode(key, value)) is ClaimingPartition
+        )
         # the steady state: a window as long as the stable one, nothing happening
         marks = [len(r) for r in sim.log]
         w0 = sim.now
@@ -442,7 +451,7 @@ def _phase_cell(r: SizeResult, name: str) -> str:
 def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
     """The figures as a Markdown table (docs/performance.md, "What a fleet costs")."""
     head = (
-        "| members x partitions | start → balanced | join | crash | grow +25% "
+        "| members x partitions | start → balanced (claims written) | join | crash | grow +25% "
         f"| `__marshal` records/s (HB {hb_ms} ms) | heartbeats / announcements per HB "
         "| apply_many µs/record: all (membership partition / others) | replay CPU per member | target() s, steady / from nothing "
         "| simulated s | wall s |"
@@ -457,7 +466,9 @@ def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
             rate += " (synthesized log)"
         cells = [
             f"{r.members} x {r.partitions}",
-            *(_phase_cell(r, n) for n in PHASES),
+            _phase_cell(r, PHASES[0])
+            + (f" ({r.start_claims:,})" if r.start_claims else ""),
+            *(_phase_cell(r, n) for n in PHASES[1:]),
             rate,
             f"{beats:,.0f} / {ann:,.0f}" if hbs else "-",
             (f"{r.us_per_record:.2f} ({r.us_split()[0]:.1f} / {r.us_split()[1]:.2f})"

@@ -72,10 +72,11 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     """Our share of the group's target at log time ``wall`` (``MemberCore.target``).
 
     Who is counted (docs/rebalancing.md, "Starting together"): a member that has not
-    settled yet (``settle_ms`` after its first announcement, as the others count it) holds
-    still: it keeps what it holds and bids for nothing, so a group started all at once does
-    not bid for every partition from every member (about M·P claims) before its members see
-    each other; this is Kafka's ``group.initial.rebalance.delay.ms``, at HB/3. For its
+    settled yet (``settle_ms`` of log time since its first announcement) while others are
+    live holds still: it keeps what it holds and bids for nothing, so a group
+    started all at once does not bid for every partition from every member (about M·P
+    claims) before its members see each other; this is Kafka's
+    ``group.initial.rebalance.delay.ms``, at HB/4. Alone, it counts itself at once. For its
     first ``settle_ms`` after settling it counts every live member, settled or not: those
     that started with it are about to count, and it bids for its share among them. After
     that it counts the settled members only, so a process that announces once and dies
@@ -92,16 +93,20 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     me = st.options.client_id
     live = home.members(group, at)
     mine = next((m for m in live if m.client_id == me), None)
-    st.target_key = key
-    if mine is None or not mine.counted(at):
-        # not settled: our own announcement's replay (a change of ownership_epoch) or our
-        # settling (the same) recomputes this; the bound only keeps it from going stale
-        st.target = _holding_still(st)
-        st.target_until = at + max(1, settle_ms(st.options.heartbeat_ms))
-        return st.target
-    newcomer_until = mine.since + 2 * settle_ms(mine.heartbeat_interval_ms)
-    newcomer = at < newcomer_until
     others = [m for m in live if m.client_id != me]
+    st.target_key = key
+    settle = settle_ms(st.options.heartbeat_ms)
+    # settled: a member for ``settle`` of log time (the others also want a second
+    # announcement before they count us: proof that we did not die at once)
+    settled_at = at + settle if mine is None else mine.since + settle
+    if others and at < settled_at:
+        # our own announcement's replay changes ownership_epoch; settling is a time
+        st.target = _holding_still(st)
+        st.target_until = settled_at
+        return st.target
+    # alone, we count ourselves at once (nobody to wait for)
+    newcomer_until = NO_TIME if mine is None else mine.since + 2 * settle
+    newcomer = at < newcomer_until
     members = [m for m in others if newcomer or m.counted(at)]
     members.append(myself(st, at))
     holders: dict[assignment.Unit, str] = {}
