@@ -71,9 +71,9 @@ def myself(st: MemberState, wall: int) -> Member:
 def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     """Our share of the group's target at log time ``wall`` (``MemberCore.target``).
 
-    Who is counted (docs/rebalancing.md, "Starting together"): a member that has not
-    settled yet (``settle_ms`` of log time since its first announcement) while others are
-    live holds still: it keeps what it holds and bids for nothing, so a group
+    Who is counted (docs/rebalancing.md, "Starting together"): a member whose own
+    announcement is not replayed yet, or that has not settled (``settle_ms`` of log time
+    since its first announcement) while others are live, holds still: it keeps what it holds and bids for nothing, so a group
     started all at once does not bid for every partition from every member (about M·P
     claims) before its members see each other; this is Kafka's
     ``group.initial.rebalance.delay.ms``, at HB/4. Alone, it counts itself at once. For its
@@ -99,13 +99,15 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     # settled: a member for ``settle`` of log time (the others also want a second
     # announcement before they count us: proof that we did not die at once)
     settled_at = at + settle if mine is None else mine.since + settle
-    if others and at < settled_at:
-        # our own announcement's replay changes ownership_epoch; settling is a time
+    if mine is None or (others and at < settled_at):
+        # our own announcement's replay changes ownership_epoch; settling is a time. Until
+        # our announcement is replayed we cannot tell whether we are alone: members that
+        # start together see the ones whose announcements landed before theirs
         st.target = _holding_still(st)
         st.target_until = settled_at
         return st.target
     # alone, we count ourselves at once (nobody to wait for)
-    newcomer_until = NO_TIME if mine is None else mine.since + 2 * settle
+    newcomer_until = mine.since + 2 * settle
     newcomer = at < newcomer_until
     members = [m for m in others if newcomer or m.counted(at)]
     members.append(myself(st, at))

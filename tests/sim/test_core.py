@@ -342,6 +342,8 @@ def test_a_claim_whose_answer_was_lost_is_adopted_with_a_lapsed_lease():
     world, log = WorldState(), Log()
     core = MemberCore(options(mode="alo", claim_every_ms=50), [world])
     out = core.step(0, Replayed(0, -1, at_end=True))
+    # its announcement lands (until then it cannot tell that it is alone), then it claims
+    out = _land_announcements(core, world, log, 0, out)
     claim = next(a for a in out if isinstance(a, Write) and a.kind == "claim")
     log.append(0, claim.key, claim.value)  # it landed ...
     assert not core.step(1, WriteFailed(claim.token))  # ... but reported failure
@@ -426,7 +428,7 @@ def test_no_claim_is_tried_while_the_group_is_paused():
     out = core.step(0, Replayed(0, log.replay(world), at_end=True))
     for now in range(0, 1000, 10):
         assert _claims(out) == [], now
-        out = core.step(now, Tick())
+        out = _land_announcements(core, world, log, now, core.step(now, Tick()))
     assert len(_claims(core.step(1001, Tick()))) == 1  # from the end of the pause
 
 
