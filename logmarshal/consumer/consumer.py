@@ -235,7 +235,6 @@ class Consumer:
         self._mode = cast(Mode, options.mode)
         self._batch_size = options.batch
         self._hb = hb
-        self._claim_interval = options.claim_every_ms / 1000
         self._behind = options.release_if_behind is not None
         self._retry = retry if retry is not None else RetryPolicy()
         self._on_assigned = on_assigned
@@ -631,7 +630,9 @@ class Consumer:
                         self._catch_up.clear()
                         self._report_caught_up()
                     if now >= next_topics:
-                        next_topics = now + self._claim_interval
+                        # once per HB: a metadata request to the cluster (every member's,
+                        # the broker's load at 32 members), for growth seen within an HB
+                        next_topics = now + self._hb
                         self._refresh_topics()
                     if self._behind and now >= next_behind:
                         next_behind = now + self._hb
