@@ -195,3 +195,40 @@ def test_a_thread_reading_every_entry_loses_no_update_of_the_processor(tmp_path)
         watcher.join()
     assert {w: store.get(w) for w in words} == dict.fromkeys(words, 4_000)
     store.close()
+
+
+def test_dropped_writes_leave_the_store_and_its_changelog_unchanged(store):
+    """A task drops the writes of an input record a store already reflects by switching
+    ``put`` and ``delete`` off on the store itself (processors hold the store, no wrapper)."""
+    store.put("a", 1)
+    store._drop_writes(True)
+    store.put("a", 2)
+    store.put("b", 1)
+    store.delete("a")
+    assert store.get("a") == 1 and store.get("b") is None
+    store._drop_writes(False)
+    store.put("b", 3)
+    assert store.take_dirty() == {b'"a"': b"1", b'"b"': b"3"}
+
+
+def test_processors_get_the_store_itself_and_a_custom_key_deserializer_sees_null_keys():
+    """serde's deserializers are not called for a None key (each returns None); any other
+    deserializer still is."""
+    seen = []
+
+    class P(Processor):
+        def init(self, context):
+            super().init(context)
+            seen.append(context.get_state_store("n"))
+
+        def process(self, record):
+            seen.append(record.key)
+
+    topo = Topology().add_source("s", "in", key_deserializer=lambda b: b"none" if b is None
+                                 else b).add_processor("p", P, "s")
+    topo.add_state_store(StoreSpec("n"), "p")
+    (sub,) = topo.subtopologies()
+    n = InMemoryStore("n")
+    task = Task("app", topo, sub, 0, {"n": n}, lambda *a: None, lambda _t: 1, lambda: NOW)
+    task.process_batch([Message("in", 0, 0, NOW, None, b"1"), Message("in", 0, 1, NOW, b"k", b"2")])
+    assert seen == [n, b"none", b"k"]
