@@ -514,6 +514,7 @@ class Task:
         guards = None
         only: _Delivery | None = None
         keyless = False  # whether a None key deserializes to None without a call
+        text = False  # whether values are decoded here (string_deserializer, inlined)
         for m in messages:
             try:
                 if m[0] != topic:
@@ -522,10 +523,12 @@ class Task:
                     guards = guards_of.get(topic) if guards_of else None
                     only = deliveries[0] if len(deliveries) == 1 else None
                     keyless = any(key_of is d for d in _NULL_KEEPING)
+                    text = value_of is string_deserializer
                 _, partition, offset, ts, key, value, headers = m
                 self.current = record = _new_record(StreamRecord, (
-                    None if key is None and keyless else key_of(key), value_of(value), ts,
-                    topic, partition, offset, headers))
+                    None if key is None and keyless else key_of(key),
+                    (None if value is None else value.decode()) if text else value_of(value),
+                    ts, topic, partition, offset, headers))
                 self.current_timestamp = ts
                 if guards:
                     self._deliver_guarded(record, deliveries, guards)
