@@ -64,7 +64,7 @@ _MISSING = object()
 #: ints this far from 0 always have a JSON form (Python refuses to print ints of more than
 #: 4300 digits): a bigger one is serialized at ``put``, where its error belongs
 _BIG_INT = 1 << 1024
-#: its negation, computed once: ``-_BIG_INT`` in ``put`` built a 1024-bit int per call
+#: its negation, computed once (``-_BIG_INT`` in a check built a 1024-bit int each time)
 _MINUS_BIG_INT = -_BIG_INT
 
 
