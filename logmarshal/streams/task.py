@@ -39,6 +39,7 @@ from storage import NewRecord
 
 from ..cluster import Cluster, Message
 from .processor import Processor, PunctuationType, StreamRecord
+from .serde import bytes_deserializer, json_deserializer, string_deserializer
 from .stores import InMemoryStore, KeyValueStore
 from .topology import SinkNode, SubTopology, Topology, TopologyError
 
@@ -358,32 +359,6 @@ class _Punctuation:
         self.cancelled = True
 
 
-def _drop_write(*_args: Any) -> None:
-    """A store write of an input record the store already reflects: dropped."""
-
-
-class _GuardedStore:
-    """The store as a processor sees it: writes are dropped for input records the store's
-    restored state already reflects (a crash left it ahead of another store). Its task
-    calls :meth:`guard` around such a record; otherwise ``get``, ``put`` and ``delete`` are
-    the store's own bound methods, so the guard costs nothing per read or write."""
-
-    def __init__(self, store: KeyValueStore) -> None:
-        self._store = store
-        self.get: Callable[[Any], Any] = store.get
-        self.put: Callable[[Any, Any], None] = store.put
-        self.delete: Callable[[Any], None] = store.delete
-
-    def guard(self, drop_writes: bool) -> None:
-        """Drop this store's writes (for the record being processed) or let them through."""
-        store = self._store
-        self.put = _drop_write if drop_writes else store.put
-        self.delete = _drop_write if drop_writes else store.delete
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-
 class _Context:
     """The ProcessorContext of one node in one task."""
 
@@ -419,7 +394,7 @@ class _Context:
             self._task.topology.store_users[name]
         ):
             raise TopologyError(f"processor {self._node!r} is not connected to store {name!r}")
-        return self._task._guarded[name]
+        return self._task.stores[name]
 
 
 #: how a node hands a record to one child (a processor's ``process``, or a sink's write)
@@ -429,6 +404,9 @@ _Source = tuple[Callable[[bytes | None], Any], Callable[[bytes | None], Any], tu
 #: stream time of no punctuation due (never reached) and of one whose due is not known yet
 _NEVER = 1 << 62
 _AT_ONCE = -(1 << 62)
+#: serde's deserializers, each of which maps None to None: a task does not call them for
+#: a None key (most records have none; a call per record saved)
+_NULL_KEEPING = (string_deserializer, bytes_deserializer, json_deserializer)
 #: builds a StreamRecord from its fields without the named tuple's Python ``__new__``
 _new_record = tuple.__new__
 
@@ -476,10 +454,9 @@ class Task:
         #: whether any wall-clock punctuator is scheduled
         self._wall_clock_scheduled = False
         self._sources: dict[str, _Source] = {}  # topic -> its source, filled on first use
-        #: the stores as processors see them, and per source topic the guarded stores with
-        #: the offset below which their restored state already reflects that topic's input
-        self._guarded = {name: _GuardedStore(store) for name, store in stores.items()}
-        self._guards: dict[str, list[tuple[_GuardedStore, int]]] = {}
+        #: per source topic: the stores whose restored state already reflects that topic's
+        #: input below an offset (writes for such input are dropped: :meth:`_deliver_guarded`)
+        self._guards: dict[str, list[tuple[KeyValueStore, int]]] = {}
         self._processors: dict[str, Processor] = {}
         for name in sub.nodes:
             if name in topology.processors:
@@ -536,6 +513,8 @@ class Task:
         topic = ""  # no topic is named "": the first message looks its source up
         guards = None
         only: _Delivery | None = None
+        keyless = False  # whether a None key deserializes to None without a call
+        text = False  # whether values are decoded here (string_deserializer, inlined)
         for m in messages:
             try:
                 if m[0] != topic:
@@ -543,9 +522,13 @@ class Task:
                     topic = m[0]
                     guards = guards_of.get(topic) if guards_of else None
                     only = deliveries[0] if len(deliveries) == 1 else None
+                    keyless = any(key_of is d for d in _NULL_KEEPING)
+                    text = value_of is string_deserializer
                 _, partition, offset, ts, key, value, headers = m
                 self.current = record = _new_record(StreamRecord, (
-                    key_of(key), value_of(value), ts, topic, partition, offset, headers))
+                    None if key is None and keyless else key_of(key),
+                    (None if value is None else value.decode()) if text else value_of(value),
+                    ts, topic, partition, offset, headers))
                 self.current_timestamp = ts
                 if guards:
                     self._deliver_guarded(record, deliveries, guards)
@@ -571,17 +554,17 @@ class Task:
 
     @staticmethod
     def _deliver_guarded(record: StreamRecord, deliveries: tuple[_Delivery, ...],
-                         guards: list[tuple[_GuardedStore, int]]) -> None:
+                         guards: list[tuple[KeyValueStore, int]]) -> None:
         """Deliver a record with the writes of the stores that already reflect it dropped."""
         offset = record[5]
         for store, done in guards:
-            store.guard(offset < done)
+            store._drop_writes(offset < done)
         try:
             for deliver in deliveries:
                 deliver(record)
         finally:
             for store, _ in guards:
-                store.guard(False)
+                store._drop_writes(False)
 
     def _forward(self, node: str, key: Any, value: Any, to: str | None) -> None:
         if to is None:
@@ -619,7 +602,7 @@ class Task:
         self._guards = {}
         for name, positions in self.store_positions.items():
             for topic, done in positions.items():
-                self._guards.setdefault(topic, []).append((self._guarded[name], done))
+                self._guards.setdefault(topic, []).append((self.stores[name], done))
 
     # -- punctuation ----------------------------------------------------------------------
 

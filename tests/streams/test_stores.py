@@ -9,6 +9,7 @@ import pytest
 
 from logmarshal.cluster import Message
 from logmarshal.streams import Processor, SqliteStore, StoreSpec, Topology
+from logmarshal.streams.serde import string_deserializer
 from logmarshal.streams.stores import InMemoryStore
 from logmarshal.streams.task import COMMIT_KEY, Task, marker_of, read_changelog
 
@@ -75,6 +76,17 @@ def test_bad_keys_and_values_fail_at_the_write_and_lose_nothing(store):
     with pytest.raises(ValueError):
         store.put("k", 10 ** 5000)  # more digits than Python prints
     assert store.take_dirty() == {b'"ok"': b"1"}
+
+
+def test_ints_on_both_sides_of_the_small_int_check_are_kept_exactly(store):
+    values = [0x3FFFFFFF, -0x3FFFFFFF, 0x40000000, -0x40000000, 2 ** 1023, -(2 ** 1023),
+              2 ** 1024, True]
+    for i, v in enumerate(values):
+        store.put(f"k{i}", v)
+    assert [store.get(f"k{i}") for i in range(len(values))] == values
+    dirty = store.take_dirty()
+    assert dirty[b'"k6"'] == str(2 ** 1024).encode() and dirty[b'"k7"'] == b"true"
+    assert store.all() == {f"k{i}": v for i, v in enumerate(values)}
 
 
 def test_a_full_cache_writes_through_and_the_commit_still_logs_every_key(tmp_path):
@@ -195,3 +207,60 @@ def test_a_thread_reading_every_entry_loses_no_update_of_the_processor(tmp_path)
         watcher.join()
     assert {w: store.get(w) for w in words} == dict.fromkeys(words, 4_000)
     store.close()
+
+
+def test_dropped_writes_leave_the_store_and_its_changelog_unchanged(store):
+    """A task drops the writes of an input record a store already reflects by switching
+    ``put`` and ``delete`` off on the store itself (processors hold the store, no wrapper)."""
+    store.put("a", 1)
+    store._drop_writes(True)
+    store.put("a", 2)
+    store.put("b", 1)
+    store.delete("a")
+    assert store.get("a") == 1 and store.get("b") is None
+    store._drop_writes(False)
+    store.put("b", 3)
+    assert store.take_dirty() == {b'"a"': b"1", b'"b"': b"3"}
+
+
+def test_processors_get_the_store_itself_and_a_custom_key_deserializer_sees_null_keys():
+    """serde's deserializers are not called for a None key (each returns None); any other
+    deserializer still is."""
+    seen = []
+
+    class P(Processor):
+        def init(self, context):
+            super().init(context)
+            seen.append(context.get_state_store("n"))
+
+        def process(self, record):
+            seen.append(record.key)
+
+    topo = Topology().add_source("s", "in", key_deserializer=lambda b: b"none" if b is None
+                                 else b).add_processor("p", P, "s")
+    topo.add_state_store(StoreSpec("n"), "p")
+    (sub,) = topo.subtopologies()
+    n = InMemoryStore("n")
+    task = Task("app", topo, sub, 0, {"n": n}, lambda *a: None, lambda _t: 1, lambda: NOW)
+    task.process_batch([Message("in", 0, 0, NOW, None, b"1"), Message("in", 0, 1, NOW, b"k", b"2")])
+    assert seen == [n, b"none", b"k"]
+
+
+def test_a_value_string_deserializer_rejects_bad_utf8_per_record():
+    """A string source's values are decoded inline (no call per record): a value that is not
+    UTF-8 still fails alone, as string_deserializer would, and the batch goes on."""
+    seen, failed = [], []
+
+    class P(Processor):
+        def process(self, record):
+            seen.append(record.value)
+
+    topo = Topology().add_source("s", "in", value_deserializer=string_deserializer)
+    topo.add_processor("p", P, "s")
+    (sub,) = topo.subtopologies()
+    task = Task("app", topo, sub, 0, {}, lambda *a: None, lambda _t: 1, lambda: NOW)
+    task.process_batch([Message("in", 0, o, NOW, None, v) for o, v in
+                        enumerate([b"a", b"\xff", None, "é".encode()])],
+                       lambda m, exc: failed.append((m.offset, type(exc))))
+    assert seen == ["a", None, "é"] and failed == [(1, UnicodeDecodeError)]
+    assert task.positions == {"in": 4}
