@@ -20,6 +20,8 @@ Two ways of sending, one API (ARCHITECTURE.md, "Connections"):
 
 from __future__ import annotations
 
+import abc
+import functools
 import logging
 import threading
 import time
@@ -32,6 +34,11 @@ from .batching import RecordColumns
 from .cluster import Cluster, ProduceResult
 from .errors import ClosedError, NetworkError
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
+
+try:
+    from ._fastproduce import Report as _FastReport
+except ImportError:  # built without a C compiler: _ClientDelivery below
+    _FastReport = None
 
 __all__ = ["Delivery", "Producer", "RecordMetadata"]
 
@@ -111,23 +118,24 @@ def _call_back(callback: DeliveryCallback, delivery: Delivery) -> None:
         log.exception("a delivery callback raised")
 
 
-class Delivery:
+class Delivery(abc.ABC):
     """What :meth:`Producer.send` returns: the outcome of one record, once known.
 
     Like a :class:`concurrent.futures.Future` for the calls a producer's caller makes
-    (``result``, ``exception``, ``done``), without building one per record.
+    (``result``, ``exception``, ``done``), without building one per record. (An ABC so that
+    ``_fastproduce.Report``, a C type, can be one.)
     """
 
     __slots__ = ()
 
+    @abc.abstractmethod
     def done(self) -> bool:
         """Whether the record's outcome is known (stored, or failed)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Wait up to ``timeout`` s for the record to be stored; its metadata, or the error
         that stopped it. TimeoutError if its outcome is still unknown."""
-        raise NotImplementedError
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait like :meth:`result`; the error that stopped the record, or None."""
@@ -141,28 +149,38 @@ class Delivery:
 
 
 class _ClientDelivery(dict, Delivery):  # type: ignore[type-arg]
-    """A record given to librdkafka, and its delivery report callback: calling it stores the
-    report as ``{error: message}`` through ``dict.__setitem__``, a C call with no Python
-    frame and no bound method per record (the report's cost is most of the Producer's over
-    the network: docs/performance.md, "Producer"). Each Producer makes a subclass of its own
-    whose ``_owner`` is that Producer, so that no attribute is set per record."""
+    """A record given to librdkafka and its delivery report callback, when the C extension
+    (``_fastproduce.Report``, the same without a dict or GC tracking) is not built: calling
+    it stores the report as ``{error: message}`` through ``dict.__setitem__``, a C call with
+    no Python frame and no bound method per record (the report's cost is most of the
+    Producer's over the network: docs/performance.md, "Producer"). Each Producer makes a
+    subclass of its own whose ``_owner`` is that Producer, so that no attribute is set per
+    record."""
 
     __slots__ = ()
     __call__ = dict.__setitem__
     _owner: Producer
 
+    @property
+    def error(self) -> Any:
+        return next(iter(self)) if self else None
+
+    @property
+    def message(self) -> Any:
+        return next(iter(self.values())) if self else None
+
     def done(self) -> bool:
         return bool(self)
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
-        if not self:
-            self._owner._await_delivery(self, timeout)
-        ((error, message),) = self.items()
-        if error is not None:
-            raise self._owner._delivery_error(error, message)
-        return RecordMetadata(
-            message.topic(), message.partition(), message.offset(), message.timestamp()[1]
-        )
+        return self._owner._report_result(self, timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return self._owner._report_exception(self, timeout)
+
+
+if _FastReport is not None:
+    Delivery.register(_FastReport)
 
 
 class _ReportSink(dict):  # type: ignore[type-arg]
@@ -315,8 +333,11 @@ class Producer:
             self._client = cluster.client_producer(settings)  # type: ignore[attr-defined]
             self._produce = self._client.produce
             self._untracked_reports = _ReportSink()
-            self._delivery_type = type(
-                "_ClientDelivery", (_ClientDelivery,), {"__slots__": (), "_owner": self}
+            # a record's Delivery (and report callback), built with no argument per record
+            self._new_delivery: Callable[[], Any] = (
+                functools.partial(_FastReport, self)
+                if _FastReport is not None
+                else type("_ClientDelivery", (_ClientDelivery,), {"__slots__": (), "_owner": self})
             )
             self._sender: threading.Thread | None = None
             return
@@ -383,13 +404,13 @@ class Producer:
         if client is not None:
             # librdkafka's producer, inline (a call less per record)
             if on_delivery is None:
-                delivery: Any = self._delivery_type()
+                delivery: Any = self._new_delivery()
                 report = delivery
             elif on_delivery is _UNTRACKED:
                 delivery = None
                 report = self._untracked_reports
             else:
-                delivery = self._delivery_type()
+                delivery = self._new_delivery()
                 report = self._reporter(delivery, on_delivery)
             if timestamp is None:
                 # 0: librdkafka stamps the record with the time now, as our default clock would
@@ -569,14 +590,35 @@ class Producer:
             except Exception as exc:
                 raise self._client_error(exc, args[0], args[3]) from None
 
-    def _reporter(self, delivery: _ClientDelivery, callback: DeliveryCallback) -> Any:
+    def _report_result(self, report: Any, timeout: float | None) -> RecordMetadata:
+        """``result()`` of a record's Delivery over the network (``_fastproduce.Report`` or
+        ``_ClientDelivery``): its report, served by librdkafka's poll if it has not come."""
+        if not report:
+            self._await_delivery(report, timeout)
+        error, message = report.error, report.message
+        if error is not None:
+            raise self._delivery_error(error, message)
+        return RecordMetadata(
+            message.topic(), message.partition(), message.offset(), message.timestamp()[1]
+        )
+
+    def _report_exception(self, report: Any, timeout: float | None) -> BaseException | None:
+        try:
+            self._report_result(report, timeout)
+        except TimeoutError:
+            raise
+        except BaseException as exc:
+            return exc
+        return None
+
+    def _reporter(self, delivery: Any, callback: DeliveryCallback) -> Any:
         def report(error: Any, message: Any) -> None:
-            delivery[error] = message
+            delivery(error, message)
             _call_back(callback, delivery)
 
         return report
 
-    def _await_delivery(self, delivery: _ClientDelivery, timeout: float | None) -> None:
+    def _await_delivery(self, delivery: Any, timeout: float | None) -> None:
         """Serve librdkafka's reports until ``delivery``'s has come (another thread's poll
         may serve it: hence short polls)."""
         deadline = None if timeout is None else _monotonic() + timeout
