@@ -302,10 +302,13 @@ class Producer:
         self._batch_size = batch_size
         self._linger = linger_ms / 1000.0
         self._durable = durable
-        self._metadata_max_age = metadata_max_age_ms / 1000.0
+        self._metadata_max_age_ns = int(metadata_max_age_ms * 1_000_000)
         self._clock = clock
         self._wall_clock = clock is wall_clock_ms
-        self._partition_counts: dict[str, tuple[int, float]] = {}
+        #: topic -> (partitions, refresh after, time_ns): the wall clock, not the monotonic
+        #: one, as the clock read for a record's timestamp serves this check too (a clock
+        #: read costs ~80 ns on this machine, docs/performance.md "Producer")
+        self._partition_counts: dict[str, tuple[int, int]] = {}
         self._closed = False
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -313,11 +316,21 @@ class Producer:
         # wrapper delegating attributes (a test's, the fault injector) keeps its produce()
         self._client: Any = None
         self._client_hashes = False
+        self._plain_network = False
+        # send()'s shortcut for records that need no serializer and no clock of ours, keyed
+        # for Kafka's murmur2 (any cluster but the network one; until close)
+        self._plain_local = (
+            self._kafka_hash
+            and key_serializer is None
+            and value_serializer is None
+            and self._wall_clock
+        )
         self._unpolled = 0
         self._lost_count = 0  # send_nowait() records that failed, since the last flush
         self._lost_error: BaseException | None = None
         self._network = getattr(type(cluster), "client_producer", None) is not None
         if self._network:
+            self._plain_local = False
             settings = {
                 "acks": "all" if durable else "1",
                 # durable records keep their order through retries and land once, as the
@@ -330,6 +343,14 @@ class Producer:
             }
             # librdkafka hashes keyed records itself unless told to use another partitioner
             self._client_hashes = self._kafka_hash and settings["partitioner"] == "murmur2_random"
+            # send()'s shortcut for records that need no serializer, partitioner or clock of
+            # ours (until close)
+            self._plain_network = (
+                self._client_hashes
+                and key_serializer is None
+                and value_serializer is None
+                and self._wall_clock
+            )
             self._client = cluster.client_producer(settings)  # type: ignore[attr-defined]
             self._produce = self._client.produce
             self._untracked_reports = _ReportSink()
@@ -368,6 +389,65 @@ class Producer:
         ``flush``, ``result`` or ``close``). Mistakes the caller can fix (unknown topic, bad
         partition, wrong types, a closed producer) raise here rather than in the result.
         """
+        if (
+            self._plain_network
+            and type(key) is bytes
+            and type(value) is bytes
+            and partition is None
+            and headers is None
+            and timestamp is None
+            and on_delivery is None
+            and topic in self._partition_counts
+        ):
+            # the usual record over the network, every check below known to pass: a keyed
+            # record of a topic seen before, librdkafka's murmur2 placing it, stamped by it
+            # with the time now (0), a report of its own as its Delivery
+            delivery = self._new_delivery()
+            try:
+                self._produce(topic, value, key, -1, delivery, None, 0, None)
+            except BufferError:
+                self._produce_when_room((topic, value, key, -1, delivery, None, 0, None))
+            except Exception as exc:
+                raise self._client_error(exc, topic, -1) from None
+            self._unpolled += 1
+            if self._unpolled >= _POLL_EVERY:
+                self._unpolled = 0
+                self._client.poll(0)
+            return delivery
+        if (
+            self._plain_local
+            and type(key) is bytes
+            and type(value) is bytes
+            and partition is None
+            and headers is None
+            and timestamp is None
+            and on_delivery is None
+        ):
+            # the usual record for any other cluster: its key hashed before, its topic's
+            # partition count fresh, room in its partition's open batch (which stays open):
+            # appended here; anything else takes the general path below
+            now_ns = _time_ns()
+            cached = self._partition_counts.get(topic)
+            hashed = self._hash_cache.get(key)
+            if cached is not None and hashed is not None and now_ns <= cached[1]:
+                size = _RECORD_OVERHEAD + len(value) + len(key)
+                self._lock.acquire()
+                try:
+                    batch = self._open.get((topic, hashed % cached[0]))
+                    if (
+                        batch is not None
+                        and batch.size + size < self._batch_size
+                        and batch.headers is None
+                        and not self._closed
+                    ):
+                        index = len(batch.values)
+                        batch.timestamps.append(now_ns // 1_000_000)
+                        batch.keys.append(key)
+                        batch.values.append(value)
+                        batch.size += size
+                        return _new_tuple(_BatchDelivery, (batch, index))
+                finally:
+                    self._lock.release()
         if self._closed:
             raise ClosedError("send() after the producer was closed")
         if self._key_serializer is not None:
@@ -383,6 +463,7 @@ class Producer:
         if timestamp is not None:
             _check_timestamp(timestamp)
         client = self._client
+        now_ns = 0
         if partition is None and key is not None and self._kafka_hash:  # the usual record
             if self._client_hashes:
                 # librdkafka hashes the key (murmur2, as ours) over the partitions it knows:
@@ -392,7 +473,8 @@ class Producer:
                 target = -1
             else:
                 cached = self._partition_counts.get(topic)
-                if cached is None or _monotonic() - cached[1] > self._metadata_max_age:
+                now_ns = _time_ns()
+                if cached is None or now_ns > cached[1]:
                     count = self._partition_count(topic, refresh=True)
                 else:
                     count = cached[0]
@@ -431,8 +513,8 @@ class Producer:
                 self._unpolled = 0
                 client.poll(0)
             return delivery
-        if timestamp is None:
-            timestamp = _time_ns() // 1_000_000 if self._wall_clock else self._clock()
+        if timestamp is None:  # (the wall clock read above for the partition count, if any)
+            timestamp = (now_ns or _time_ns()) // 1_000_000 if self._wall_clock else self._clock()
         size = _RECORD_OVERHEAD
         if value is not None:
             size += len(value)
@@ -481,13 +563,57 @@ class Producer:
         headers: Iterable[tuple[str, Any]] | None = None,
         timestamp: int | None = None,
     ) -> None:
-        """Queue one record whose outcome nobody will ask for (librdkafka's ``produce()``
-        without a callback). Cheaper than :meth:`send` over the network: no per-record
-        object, so no report to store and nothing for the garbage collector (see
-        docs/performance.md, "Producer"). A record that fails is not silent: the next
-        :meth:`flush` (or :meth:`close`) raises the first such error. Mistakes the caller can
-        fix raise here, as in :meth:`send`.
+        """Queue one record whose outcome nobody will ask for: no per-record object (over
+        the network its report goes to one shared sink; see docs/performance.md,
+        "Producer"). A record that fails is not silent: the next :meth:`flush` (or
+        :meth:`close`) raises the first such error. Mistakes the caller can fix raise here,
+        as in :meth:`send`. (The usual record takes the shortcuts of :meth:`send`, written
+        out again here: a call less per record.)
         """
+        if (
+            type(key) is bytes
+            and type(value) is bytes
+            and partition is None
+            and headers is None
+            and timestamp is None
+        ):
+            if self._plain_network:
+                if topic in self._partition_counts:
+                    sink = self._untracked_reports
+                    try:
+                        self._produce(topic, value, key, -1, sink, None, 0, None)
+                    except BufferError:
+                        self._produce_when_room((topic, value, key, -1, sink, None, 0, None))
+                    except Exception as exc:
+                        raise self._client_error(exc, topic, -1) from None
+                    self._unpolled += 1
+                    if self._unpolled >= _POLL_EVERY:
+                        self._unpolled = 0
+                        self._client.poll(0)
+                    return
+            elif self._plain_local:
+                now_ns = _time_ns()
+                cached = self._partition_counts.get(topic)
+                hashed = self._hash_cache.get(key)
+                if cached is not None and hashed is not None and now_ns <= cached[1]:
+                    size = _RECORD_OVERHEAD + len(value) + len(key)
+                    self._lock.acquire()
+                    try:
+                        batch = self._open.get((topic, hashed % cached[0]))
+                        if (
+                            batch is not None
+                            and batch.size + size < self._batch_size
+                            and batch.headers is None
+                            and not self._closed
+                        ):
+                            batch.timestamps.append(now_ns // 1_000_000)
+                            batch.keys.append(key)
+                            batch.values.append(value)
+                            batch.size += size
+                            batch.untracked += 1
+                            return
+                    finally:
+                        self._lock.release()
         self.send(topic, value, key, partition, headers, timestamp, _UNTRACKED)
 
     def flush(self, timeout: float | None = None) -> None:
@@ -524,6 +650,7 @@ class Producer:
         self.flush(timeout)
         with self._cond:
             self._closed = True
+            self._plain_network = self._plain_local = False
             self._cond.notify_all()
         if self._sender is not None:
             self._sender.join(timeout)
@@ -542,10 +669,10 @@ class Producer:
 
     def _partition_count(self, topic: str, refresh: bool = False) -> int:
         cached = self._partition_counts.get(topic)
-        now = _monotonic()
-        if refresh or cached is None or now - cached[1] > self._metadata_max_age:
+        now = _time_ns()
+        if refresh or cached is None or now > cached[1]:
             count = self._cluster.partitions(topic)
-            self._partition_counts[topic] = (count, now)
+            self._partition_counts[topic] = (count, now + self._metadata_max_age_ns)
             return count
         return cached[0]
 
