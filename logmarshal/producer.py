@@ -305,10 +305,12 @@ class Producer:
         self._metadata_max_age_ns = int(metadata_max_age_ms * 1_000_000)
         self._clock = clock
         self._wall_clock = clock is wall_clock_ms
-        #: topic -> (partitions, refresh after, time_ns): the wall clock, not the monotonic
-        #: one, as the clock read for a record's timestamp serves this check too (a clock
-        #: read costs ~80 ns on this machine, docs/performance.md "Producer")
-        self._partition_counts: dict[str, tuple[int, int]] = {}
+        #: topic -> (partitions, refresh after, read at), in time_ns: the wall clock, not the
+        #: monotonic one, as the clock read for a record's timestamp serves this check too
+        #: (a clock read costs ~80 ns on this machine, docs/performance.md "Producer"); a
+        #: count is fresh while ``read at <= now <= refresh after``, so that a clock set back
+        #: cannot keep it
+        self._partition_counts: dict[str, tuple[int, int, int]] = {}
         self._closed = False
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -429,7 +431,7 @@ class Producer:
             now_ns = _time_ns()
             cached = self._partition_counts.get(topic)
             hashed = self._hash_cache.get(key)
-            if cached is not None and hashed is not None and now_ns <= cached[1]:
+            if cached is not None and hashed is not None and cached[2] <= now_ns <= cached[1]:
                 size = _RECORD_OVERHEAD + len(value) + len(key)
                 self._lock.acquire()
                 try:
@@ -474,7 +476,7 @@ class Producer:
             else:
                 cached = self._partition_counts.get(topic)
                 now_ns = _time_ns()
-                if cached is None or now_ns > cached[1]:
+                if cached is None or not cached[2] <= now_ns <= cached[1]:
                     count = self._partition_count(topic, refresh=True)
                 else:
                     count = cached[0]
@@ -595,7 +597,7 @@ class Producer:
                 now_ns = _time_ns()
                 cached = self._partition_counts.get(topic)
                 hashed = self._hash_cache.get(key)
-                if cached is not None and hashed is not None and now_ns <= cached[1]:
+                if cached is not None and hashed is not None and cached[2] <= now_ns <= cached[1]:
                     size = _RECORD_OVERHEAD + len(value) + len(key)
                     self._lock.acquire()
                     try:
@@ -670,9 +672,9 @@ class Producer:
     def _partition_count(self, topic: str, refresh: bool = False) -> int:
         cached = self._partition_counts.get(topic)
         now = _time_ns()
-        if refresh or cached is None or now > cached[1]:
+        if refresh or cached is None or not cached[2] <= now <= cached[1]:
             count = self._cluster.partitions(topic)
-            self._partition_counts[topic] = (count, now + self._metadata_max_age_ns)
+            self._partition_counts[topic] = (count, now + self._metadata_max_age_ns, now)
             return count
         return cached[0]
 

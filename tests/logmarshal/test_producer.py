@@ -6,6 +6,7 @@ from collections import defaultdict
 import pytest
 
 from logmarshal import EmbeddedCluster, Producer, TimestampType, TopicConfig
+from logmarshal import producer as producer_module
 from logmarshal.errors import ClosedError, UnknownTopic
 from logmarshal.partitioners import Murmur2Partitioner
 from logmarshal.serializers import json_serializer, string_serializer
@@ -348,3 +349,20 @@ def test_closed_producers_refuse_usual_records_too(cluster) -> None:
     with pytest.raises(ClosedError):
         producer.send_nowait("t", b"b", key=b"k")
     assert cluster.latest_offset("t", 0) == 1
+
+
+def test_a_clock_set_back_does_not_keep_a_partition_count(cluster, monkeypatch) -> None:
+    """Partition counts expire by the wall clock (the read that stamps the record): one set
+    back an hour must not make a count fresh for an hour more."""
+    now = [1_800_000_000_000_000_000]
+    monkeypatch.setattr(producer_module, "_time_ns", lambda: now[0])
+    cluster.create_topic("t", 1)
+    with Producer(cluster, metadata_max_age_ms=60_000) as producer:
+        assert producer.send("t", b"a", key=b"key").result(5).partition == 0
+        cluster.add_partitions("t", 4)
+        now[0] += 1_000_000_000  # a second later: the count of 1 is still fresh
+        assert producer.send("t", b"b", key=b"key").result(5).partition == 0
+        now[0] -= 3600 * 1_000_000_000
+        meta = producer.send("t", b"c", key=b"key").result(5)
+    assert meta.partition == Murmur2Partitioner()(b"key", 4) != 0
+    assert meta.timestamp == now[0] // 1_000_000
