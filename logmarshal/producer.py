@@ -406,9 +406,11 @@ class Producer:
             # with the time now (0), a report of its own as its Delivery
             delivery = self._new_delivery()
             try:
-                self._produce(topic, value, key, -1, delivery, None, 0, None)
+                # five arguments, not eight: each costs confluent-kafka's parser ~60
+                # instructions (callgrind), and the rest are its defaults
+                self._produce(topic, value, key, -1, delivery)
             except BufferError:
-                self._produce_when_room((topic, value, key, -1, delivery, None, 0, None))
+                self._produce_when_room((topic, value, key, -1, delivery))
             except Exception as exc:
                 raise self._client_error(exc, topic, -1) from None
             self._unpolled += 1
@@ -583,9 +585,9 @@ class Producer:
                 if topic in self._partition_counts:
                     sink = self._untracked_reports
                     try:
-                        self._produce(topic, value, key, -1, sink, None, 0, None)
+                        self._produce(topic, value, key, -1, sink)
                     except BufferError:
-                        self._produce_when_room((topic, value, key, -1, sink, None, 0, None))
+                        self._produce_when_room((topic, value, key, -1, sink))
                     except Exception as exc:
                         raise self._client_error(exc, topic, -1) from None
                     self._unpolled += 1
