@@ -27,6 +27,7 @@ ratios, which are measured in the same run.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -148,6 +149,16 @@ def cluster_produce(
     return Run(n, time.perf_counter() - start, cpu, time.process_time() - process0, samples)
 
 
+def _fast_built() -> bool:
+    """Whether the Producer's optional C helpers were built: without them the figures are
+    the Python fallback's (``python setup.py build_ext --inplace`` builds them)."""
+    try:
+        import logmarshal._fastproduce  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _stored(cluster: object, topic: str, partitions: int) -> int:
     return sum(cluster.latest_offset(topic, p) for p in range(partitions))  # type: ignore[attr-defined]
 
@@ -227,7 +238,9 @@ def main() -> None:
     print()
     print(
         f"{n:,} keyed records ({distinct:,} distinct keys) x {args.size} B, "
-        f"{args.partitions} partitions, median of {args.rounds} round(s)"
+        f"{args.partitions} partitions, load average {os.getloadavg()[0]:.2f}, "
+        f"logmarshal._fastproduce {'built' if _fast_built() else 'NOT built (Python fallback)'}, "
+        f"median of {args.rounds} round(s)"
     )
     header = (
         f"{'':<44} {'msg/s':>11} {'ratio':>6} {'us/send':>8} {'us/rec':>7} "

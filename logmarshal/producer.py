@@ -20,6 +20,8 @@ Two ways of sending, one API (ARCHITECTURE.md, "Connections"):
 
 from __future__ import annotations
 
+import abc
+import functools
 import logging
 import threading
 import time
@@ -32,6 +34,11 @@ from .batching import RecordColumns
 from .cluster import Cluster, ProduceResult
 from .errors import ClosedError, NetworkError
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
+
+try:
+    from ._fastproduce import Report as _FastReport
+except ImportError:  # built without a C compiler: _ClientDelivery below
+    _FastReport = None
 
 __all__ = ["Delivery", "Producer", "RecordMetadata"]
 
@@ -111,23 +118,24 @@ def _call_back(callback: DeliveryCallback, delivery: Delivery) -> None:
         log.exception("a delivery callback raised")
 
 
-class Delivery:
+class Delivery(abc.ABC):
     """What :meth:`Producer.send` returns: the outcome of one record, once known.
 
     Like a :class:`concurrent.futures.Future` for the calls a producer's caller makes
-    (``result``, ``exception``, ``done``), without building one per record.
+    (``result``, ``exception``, ``done``), without building one per record. (An ABC so that
+    ``_fastproduce.Report``, a C type, can be one.)
     """
 
     __slots__ = ()
 
+    @abc.abstractmethod
     def done(self) -> bool:
         """Whether the record's outcome is known (stored, or failed)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Wait up to ``timeout`` s for the record to be stored; its metadata, or the error
         that stopped it. TimeoutError if its outcome is still unknown."""
-        raise NotImplementedError
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait like :meth:`result`; the error that stopped the record, or None."""
@@ -141,28 +149,38 @@ class Delivery:
 
 
 class _ClientDelivery(dict, Delivery):  # type: ignore[type-arg]
-    """A record given to librdkafka, and its delivery report callback: calling it stores the
-    report as ``{error: message}`` through ``dict.__setitem__``, a C call with no Python
-    frame and no bound method per record (the report's cost is most of the Producer's over
-    the network: docs/performance.md, "Producer"). Each Producer makes a subclass of its own
-    whose ``_owner`` is that Producer, so that no attribute is set per record."""
+    """A record given to librdkafka and its delivery report callback, when the C extension
+    (``_fastproduce.Report``, the same without a dict or GC tracking) is not built: calling
+    it stores the report as ``{error: message}`` through ``dict.__setitem__``, a C call with
+    no Python frame and no bound method per record (the report's cost is most of the
+    Producer's over the network: docs/performance.md, "Producer"). Each Producer makes a
+    subclass of its own whose ``_owner`` is that Producer, so that no attribute is set per
+    record."""
 
     __slots__ = ()
     __call__ = dict.__setitem__
     _owner: Producer
 
+    @property
+    def error(self) -> Any:
+        return next(iter(self)) if self else None
+
+    @property
+    def message(self) -> Any:
+        return next(iter(self.values())) if self else None
+
     def done(self) -> bool:
         return bool(self)
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
-        if not self:
-            self._owner._await_delivery(self, timeout)
-        ((error, message),) = self.items()
-        if error is not None:
-            raise self._owner._delivery_error(error, message)
-        return RecordMetadata(
-            message.topic(), message.partition(), message.offset(), message.timestamp()[1]
-        )
+        return self._owner._report_result(self, timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return self._owner._report_exception(self, timeout)
+
+
+if _FastReport is not None:
+    Delivery.register(_FastReport)
 
 
 class _ReportSink(dict):  # type: ignore[type-arg]
@@ -284,10 +302,15 @@ class Producer:
         self._batch_size = batch_size
         self._linger = linger_ms / 1000.0
         self._durable = durable
-        self._metadata_max_age = metadata_max_age_ms / 1000.0
+        self._metadata_max_age_ns = int(metadata_max_age_ms * 1_000_000)
         self._clock = clock
         self._wall_clock = clock is wall_clock_ms
-        self._partition_counts: dict[str, tuple[int, float]] = {}
+        #: topic -> (partitions, refresh after, read at), in time_ns: the wall clock, not the
+        #: monotonic one, as the clock read for a record's timestamp serves this check too
+        #: (a clock read costs ~80 ns on this machine, docs/performance.md "Producer"); a
+        #: count is fresh while ``read at <= now <= refresh after``, so that a clock set back
+        #: cannot keep it
+        self._partition_counts: dict[str, tuple[int, int, int]] = {}
         self._closed = False
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -295,11 +318,21 @@ class Producer:
         # wrapper delegating attributes (a test's, the fault injector) keeps its produce()
         self._client: Any = None
         self._client_hashes = False
+        self._plain_network = False
+        # send()'s shortcut for records that need no serializer and no clock of ours, keyed
+        # for Kafka's murmur2 (any cluster but the network one; until close)
+        self._plain_local = (
+            self._kafka_hash
+            and key_serializer is None
+            and value_serializer is None
+            and self._wall_clock
+        )
         self._unpolled = 0
         self._lost_count = 0  # send_nowait() records that failed, since the last flush
         self._lost_error: BaseException | None = None
         self._network = getattr(type(cluster), "client_producer", None) is not None
         if self._network:
+            self._plain_local = False
             settings = {
                 "acks": "all" if durable else "1",
                 # durable records keep their order through retries and land once, as the
@@ -312,11 +345,22 @@ class Producer:
             }
             # librdkafka hashes keyed records itself unless told to use another partitioner
             self._client_hashes = self._kafka_hash and settings["partitioner"] == "murmur2_random"
+            # send()'s shortcut for records that need no serializer, partitioner or clock of
+            # ours (until close)
+            self._plain_network = (
+                self._client_hashes
+                and key_serializer is None
+                and value_serializer is None
+                and self._wall_clock
+            )
             self._client = cluster.client_producer(settings)  # type: ignore[attr-defined]
             self._produce = self._client.produce
             self._untracked_reports = _ReportSink()
-            self._delivery_type = type(
-                "_ClientDelivery", (_ClientDelivery,), {"__slots__": (), "_owner": self}
+            # a record's Delivery (and report callback), built with no argument per record
+            self._new_delivery: Callable[[], Any] = (
+                functools.partial(_FastReport, self)
+                if _FastReport is not None
+                else type("_ClientDelivery", (_ClientDelivery,), {"__slots__": (), "_owner": self})
             )
             self._sender: threading.Thread | None = None
             return
@@ -347,6 +391,67 @@ class Producer:
         ``flush``, ``result`` or ``close``). Mistakes the caller can fix (unknown topic, bad
         partition, wrong types, a closed producer) raise here rather than in the result.
         """
+        if (
+            self._plain_network
+            and type(key) is bytes
+            and type(value) is bytes
+            and partition is None
+            and headers is None
+            and timestamp is None
+            and on_delivery is None
+            and topic in self._partition_counts
+        ):
+            # the usual record over the network, every check below known to pass: a keyed
+            # record of a topic seen before, librdkafka's murmur2 placing it, stamped by it
+            # with the time now (0), a report of its own as its Delivery
+            delivery = self._new_delivery()
+            try:
+                # five arguments, not eight: each costs confluent-kafka's parser ~60
+                # instructions (callgrind), and the rest are its defaults
+                self._produce(topic, value, key, -1, delivery)
+            except BufferError:
+                self._produce_when_room((topic, value, key, -1, delivery))
+            except Exception as exc:
+                raise self._client_error(exc, topic, -1) from None
+            self._unpolled += 1
+            if self._unpolled >= _POLL_EVERY:
+                self._unpolled = 0
+                self._client.poll(0)
+            return delivery
+        if (
+            self._plain_local
+            and type(key) is bytes
+            and type(value) is bytes
+            and partition is None
+            and headers is None
+            and timestamp is None
+            and on_delivery is None
+        ):
+            # the usual record for any other cluster: its key hashed before, its topic's
+            # partition count fresh, room in its partition's open batch (which stays open):
+            # appended here; anything else takes the general path below
+            now_ns = _time_ns()
+            cached = self._partition_counts.get(topic)
+            hashed = self._hash_cache.get(key)
+            if cached is not None and hashed is not None and cached[2] <= now_ns <= cached[1]:
+                size = _RECORD_OVERHEAD + len(value) + len(key)
+                self._lock.acquire()
+                try:
+                    batch = self._open.get((topic, hashed % cached[0]))
+                    if (
+                        batch is not None
+                        and batch.size + size < self._batch_size
+                        and batch.headers is None
+                        and not self._closed
+                    ):
+                        index = len(batch.values)
+                        batch.timestamps.append(now_ns // 1_000_000)
+                        batch.keys.append(key)
+                        batch.values.append(value)
+                        batch.size += size
+                        return _new_tuple(_BatchDelivery, (batch, index))
+                finally:
+                    self._lock.release()
         if self._closed:
             raise ClosedError("send() after the producer was closed")
         if self._key_serializer is not None:
@@ -362,6 +467,7 @@ class Producer:
         if timestamp is not None:
             _check_timestamp(timestamp)
         client = self._client
+        now_ns = 0
         if partition is None and key is not None and self._kafka_hash:  # the usual record
             if self._client_hashes:
                 # librdkafka hashes the key (murmur2, as ours) over the partitions it knows:
@@ -371,7 +477,8 @@ class Producer:
                 target = -1
             else:
                 cached = self._partition_counts.get(topic)
-                if cached is None or _monotonic() - cached[1] > self._metadata_max_age:
+                now_ns = _time_ns()
+                if cached is None or not cached[2] <= now_ns <= cached[1]:
                     count = self._partition_count(topic, refresh=True)
                 else:
                     count = cached[0]
@@ -383,13 +490,13 @@ class Producer:
         if client is not None:
             # librdkafka's producer, inline (a call less per record)
             if on_delivery is None:
-                delivery: Any = self._delivery_type()
+                delivery: Any = self._new_delivery()
                 report = delivery
             elif on_delivery is _UNTRACKED:
                 delivery = None
                 report = self._untracked_reports
             else:
-                delivery = self._delivery_type()
+                delivery = self._new_delivery()
                 report = self._reporter(delivery, on_delivery)
             if timestamp is None:
                 # 0: librdkafka stamps the record with the time now, as our default clock would
@@ -410,8 +517,8 @@ class Producer:
                 self._unpolled = 0
                 client.poll(0)
             return delivery
-        if timestamp is None:
-            timestamp = _time_ns() // 1_000_000 if self._wall_clock else self._clock()
+        if timestamp is None:  # (the wall clock read above for the partition count, if any)
+            timestamp = (now_ns or _time_ns()) // 1_000_000 if self._wall_clock else self._clock()
         size = _RECORD_OVERHEAD
         if value is not None:
             size += len(value)
@@ -460,13 +567,57 @@ class Producer:
         headers: Iterable[tuple[str, Any]] | None = None,
         timestamp: int | None = None,
     ) -> None:
-        """Queue one record whose outcome nobody will ask for (librdkafka's ``produce()``
-        without a callback). Cheaper than :meth:`send` over the network: no per-record
-        object, so no report to store and nothing for the garbage collector (see
-        docs/performance.md, "Producer"). A record that fails is not silent: the next
-        :meth:`flush` (or :meth:`close`) raises the first such error. Mistakes the caller can
-        fix raise here, as in :meth:`send`.
+        """Queue one record whose outcome nobody will ask for: no per-record object (over
+        the network its report goes to one shared sink; see docs/performance.md,
+        "Producer"). A record that fails is not silent: the next :meth:`flush` (or
+        :meth:`close`) raises the first such error. Mistakes the caller can fix raise here,
+        as in :meth:`send`. (The usual record takes the shortcuts of :meth:`send`, written
+        out again here: a call less per record.)
         """
+        if (
+            type(key) is bytes
+            and type(value) is bytes
+            and partition is None
+            and headers is None
+            and timestamp is None
+        ):
+            if self._plain_network:
+                if topic in self._partition_counts:
+                    sink = self._untracked_reports
+                    try:
+                        self._produce(topic, value, key, -1, sink)
+                    except BufferError:
+                        self._produce_when_room((topic, value, key, -1, sink))
+                    except Exception as exc:
+                        raise self._client_error(exc, topic, -1) from None
+                    self._unpolled += 1
+                    if self._unpolled >= _POLL_EVERY:
+                        self._unpolled = 0
+                        self._client.poll(0)
+                    return
+            elif self._plain_local:
+                now_ns = _time_ns()
+                cached = self._partition_counts.get(topic)
+                hashed = self._hash_cache.get(key)
+                if cached is not None and hashed is not None and cached[2] <= now_ns <= cached[1]:
+                    size = _RECORD_OVERHEAD + len(value) + len(key)
+                    self._lock.acquire()
+                    try:
+                        batch = self._open.get((topic, hashed % cached[0]))
+                        if (
+                            batch is not None
+                            and batch.size + size < self._batch_size
+                            and batch.headers is None
+                            and not self._closed
+                        ):
+                            batch.timestamps.append(now_ns // 1_000_000)
+                            batch.keys.append(key)
+                            batch.values.append(value)
+                            batch.size += size
+                            batch.untracked += 1
+                            return
+                    finally:
+                        self._lock.release()
         self.send(topic, value, key, partition, headers, timestamp, _UNTRACKED)
 
     def flush(self, timeout: float | None = None) -> None:
@@ -503,6 +654,7 @@ class Producer:
         self.flush(timeout)
         with self._cond:
             self._closed = True
+            self._plain_network = self._plain_local = False
             self._cond.notify_all()
         if self._sender is not None:
             self._sender.join(timeout)
@@ -521,10 +673,10 @@ class Producer:
 
     def _partition_count(self, topic: str, refresh: bool = False) -> int:
         cached = self._partition_counts.get(topic)
-        now = _monotonic()
-        if refresh or cached is None or now - cached[1] > self._metadata_max_age:
+        now = _time_ns()
+        if refresh or cached is None or not cached[2] <= now <= cached[1]:
             count = self._cluster.partitions(topic)
-            self._partition_counts[topic] = (count, now)
+            self._partition_counts[topic] = (count, now + self._metadata_max_age_ns, now)
             return count
         return cached[0]
 
@@ -569,14 +721,35 @@ class Producer:
             except Exception as exc:
                 raise self._client_error(exc, args[0], args[3]) from None
 
-    def _reporter(self, delivery: _ClientDelivery, callback: DeliveryCallback) -> Any:
+    def _report_result(self, report: Any, timeout: float | None) -> RecordMetadata:
+        """``result()`` of a record's Delivery over the network (``_fastproduce.Report`` or
+        ``_ClientDelivery``): its report, served by librdkafka's poll if it has not come."""
+        if not report:
+            self._await_delivery(report, timeout)
+        error, message = report.error, report.message
+        if error is not None:
+            raise self._delivery_error(error, message)
+        return RecordMetadata(
+            message.topic(), message.partition(), message.offset(), message.timestamp()[1]
+        )
+
+    def _report_exception(self, report: Any, timeout: float | None) -> BaseException | None:
+        try:
+            self._report_result(report, timeout)
+        except TimeoutError:
+            raise
+        except BaseException as exc:
+            return exc
+        return None
+
+    def _reporter(self, delivery: Any, callback: DeliveryCallback) -> Any:
         def report(error: Any, message: Any) -> None:
-            delivery[error] = message
+            delivery(error, message)
             _call_back(callback, delivery)
 
         return report
 
-    def _await_delivery(self, delivery: _ClientDelivery, timeout: float | None) -> None:
+    def _await_delivery(self, delivery: Any, timeout: float | None) -> None:
         """Serve librdkafka's reports until ``delivery``'s has come (another thread's poll
         may serve it: hence short polls)."""
         deadline = None if timeout is None else _monotonic() + timeout

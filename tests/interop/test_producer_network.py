@@ -10,15 +10,18 @@ can fix still raise at send().
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections.abc import Iterator
 
 import pytest
 
 from logmarshal import Producer, RecordMetadata
-from logmarshal.errors import ClosedError, RecordTooLarge, UnknownTopic
+from logmarshal import producer as producer_module
+from logmarshal.errors import ClosedError, NetworkError, RecordTooLarge, UnknownTopic
 from logmarshal.network import NetworkCluster
 from logmarshal.partitioners import Murmur2Partitioner
+from logmarshal.producer import Delivery
 from logmarshal.serializers import json_serializer, string_serializer
 from tests.broker_process import broker_process
 
@@ -214,3 +217,65 @@ def test_durable_and_a_client_partitioner_of_ones_own(network) -> None:
         metas = [producer.send(topic, b"v", key=b"k%d" % i).result(10) for i in range(30)]
     expected = Murmur2Partitioner()
     assert [m.partition for m in metas] == [expected(b"k%d" % i, 3) for i in range(30)]
+
+
+@pytest.fixture(params=["c-report", "python-report"])
+def report_kind(request, monkeypatch) -> str:
+    """Each record's delivery report: ``_fastproduce.Report`` (C, not GC-tracked), or the
+    dict the Producer falls back to without the extension."""
+    if request.param == "python-report":
+        monkeypatch.setattr(producer_module, "_FastReport", None)
+    elif producer_module._FastReport is None:
+        pytest.skip("logmarshal._fastproduce was not built (no C compiler at install)")
+    return request.param
+
+
+def test_both_reports_give_results_and_callbacks(network, report_kind) -> None:
+    topic = new_topic(network, 2)
+    seen: list = []
+    with Producer(network) as producer:
+        plain = [producer.send(topic, b"%d" % i, key=b"k%d" % i) for i in range(40)]
+        called = producer.send(topic, b"cb", key=b"k", on_delivery=lambda m, e: seen.append(m))
+        assert isinstance(plain[0], Delivery) and isinstance(called, Delivery)
+        assert (type(plain[0]) is producer_module._FastReport) == (report_kind == "c-report")
+        assert not gc.is_tracked(plain[0]) or report_kind == "python-report"
+        producer.flush()
+        assert all(d.done() and d.exception(0) is None for d in plain)
+    metas = [d.result(0) for d in plain]
+    assert seen == [called.result(0)]
+    for i, meta in enumerate(metas):
+        message = read_all(network, topic, meta.partition)[meta.offset]
+        assert (message.value, message.key, message.timestamp) == (
+            b"%d" % i,
+            b"k%d" % i,
+            meta.timestamp,
+        )
+
+
+def test_records_that_cannot_be_delivered_fail_in_result_callback_and_flush(
+    tmp_path, report_kind
+) -> None:
+    """The broker goes away: a send()'s record fails in its result(), exception() and
+    callback; a send_nowait()'s in the next flush(). Nothing is reported stored."""
+    with broker_process(tmp_path) as bootstrap:
+        cluster = NetworkCluster(bootstrap, timeout=10.0)
+        cluster.create_topic("t", 1)
+        producer = Producer(cluster, client_config={"message.timeout.ms": 1500})
+        assert producer.send("t", b"stored").result(10).offset == 0
+    errors: list = []
+    try:
+        lost = producer.send("t", b"lost")
+        called = producer.send("t", b"lost too", on_delivery=lambda m, e: errors.append((m, e)))
+        producer.send_nowait("t", b"lost as well")
+        with pytest.raises(NetworkError):
+            producer.flush(30)  # the send_nowait() record
+        producer.flush(30)  # raised once
+        assert lost.done() and called.done()
+        with pytest.raises(NetworkError):
+            lost.result(0)
+        assert isinstance(called.exception(0), NetworkError)
+        assert len(errors) == 1 and errors[0][0] is None
+        assert isinstance(errors[0][1], NetworkError)
+    finally:
+        producer.close(5)
+        cluster.close()

@@ -13,6 +13,7 @@ from logmarshal.partitioners import (
     Murmur2Partitioner,
     RoundRobinPartitioner,
     murmur2,
+    murmur2_py,
     resolve_partitioner,
 )
 
@@ -35,6 +36,12 @@ def test_murmur2_matches_the_java_client(data: bytes, signed: int) -> None:
 @given(st.binary(max_size=64))
 def test_murmur2_matches_kafka_python(data: bytes) -> None:
     assert murmur2(data) == kafka_python_murmur2(data)
+
+
+@given(st.binary(max_size=64))
+def test_the_python_murmur2_is_the_same_function(data: bytes) -> None:
+    # murmur2 is logmarshal._fastproduce's when it was built, the Python one otherwise
+    assert murmur2_py(data) == kafka_python_murmur2(data) == murmur2(bytearray(data))
 
 
 def test_keyed_records_land_where_the_java_client_puts_them() -> None:

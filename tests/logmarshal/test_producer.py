@@ -6,6 +6,7 @@ from collections import defaultdict
 import pytest
 
 from logmarshal import EmbeddedCluster, Producer, TimestampType, TopicConfig
+from logmarshal import producer as producer_module
 from logmarshal.errors import ClosedError, UnknownTopic
 from logmarshal.partitioners import Murmur2Partitioner
 from logmarshal.serializers import json_serializer, string_serializer
@@ -276,3 +277,92 @@ def test_send_nowait_stores_records_and_a_failure_is_raised_by_the_next_flush(cl
     producer.close()
     with pytest.raises(ClosedError):
         producer.send_nowait("t", b"late")
+
+
+def test_usual_and_unusual_records_share_batches_in_order(cluster) -> None:
+    """send()'s and send_nowait()'s shortcut (a keyed record, hashed before, with room in an
+    open batch) and the general path append to the same batches: order, offsets, timestamps
+    and headers come out as sent."""
+    cluster.create_topic("t", 1)
+    counting = CountingCluster(cluster)
+    sent: list[tuple[bytes, bytes, tuple, int | None]] = []
+    with Producer(counting, linger_ms=10_000) as producer:
+        deliveries = []
+        for i in range(60):
+            value, key = b"v%d" % i, b"k%d" % (i % 3)
+            headers: tuple = (("h", b"%d" % i),) if i in (10, 40) else ()
+            timestamp = 1_600_000_000_000 + i if i % 9 == 4 else None
+            if i % 5 == 0:
+                producer.send_nowait("t", value, key, headers=headers or None, timestamp=timestamp)
+            else:
+                deliveries.append(
+                    (
+                        i,
+                        producer.send(
+                            "t", value, key, headers=headers or None, timestamp=timestamp
+                        ),
+                    )
+                )
+            sent.append((value, key, headers, timestamp))
+    assert len(counting.batches) == 1
+    messages = read_all(cluster, "t", 0)
+    assert [(m.value, m.key, m.headers) for m in messages] == [s[:3] for s in sent]
+    for (_, _, _, timestamp), m in zip(sent, messages, strict=True):
+        assert timestamp is None or m.timestamp == timestamp
+    for i, delivery in deliveries:
+        meta = delivery.result(0)
+        assert (meta.offset, meta.timestamp) == (i, messages[i].timestamp)
+
+
+def test_keyed_records_fill_batches_to_batch_size_only(cluster) -> None:
+    cluster.create_topic("t", 1)
+    counting = CountingCluster(cluster)
+    with Producer(counting, batch_size=1000, linger_ms=10_000) as producer:
+        for i in range(30):  # 300 B each with the framing estimate: 3 a batch
+            producer.send("t", b"x" * 270, key=b"key-%05d" % (i % 2))
+        for i in range(30):
+            producer.send_nowait("t", b"x" * 270, key=b"key-%05d" % (i % 2))
+    assert [n for _, _, n in counting.batches] == [3] * 20
+
+
+def test_a_stale_partition_count_is_refreshed_for_keyed_records(cluster) -> None:
+    cluster.create_topic("t", 1)
+    with Producer(cluster, metadata_max_age_ms=0) as producer:
+        assert producer.send("t", b"a", key=b"key").result(5).partition == 0
+        producer.send_nowait("t", b"a", key=b"key")
+        cluster.add_partitions("t", 4)
+        # metadata_max_age_ms=0: the next keyed record sees the 4 partitions
+        expected = Murmur2Partitioner()(b"key", 4)
+        assert expected != 0
+        assert producer.send("t", b"b", key=b"key").result(5).partition == expected
+        producer.send_nowait("t", b"c", key=b"key")
+    assert [m.value for m in read_all(cluster, "t", expected)] == [b"b", b"c"]
+
+
+def test_closed_producers_refuse_usual_records_too(cluster) -> None:
+    cluster.create_topic("t", 1)
+    producer = Producer(cluster)
+    producer.send("t", b"a", key=b"k").result(5)  # the key is hashed: the shortcut is open
+    producer.close()
+    with pytest.raises(ClosedError):
+        producer.send("t", b"b", key=b"k")
+    with pytest.raises(ClosedError):
+        producer.send_nowait("t", b"b", key=b"k")
+    assert cluster.latest_offset("t", 0) == 1
+
+
+def test_a_clock_set_back_does_not_keep_a_partition_count(cluster, monkeypatch) -> None:
+    """Partition counts expire by the wall clock (the read that stamps the record): one set
+    back an hour must not make a count fresh for an hour more."""
+    now = [1_800_000_000_000_000_000]
+    monkeypatch.setattr(producer_module, "_time_ns", lambda: now[0])
+    cluster.create_topic("t", 1)
+    with Producer(cluster, metadata_max_age_ms=60_000) as producer:
+        assert producer.send("t", b"a", key=b"key").result(5).partition == 0
+        cluster.add_partitions("t", 4)
+        now[0] += 1_000_000_000  # a second later: the count of 1 is still fresh
+        assert producer.send("t", b"b", key=b"key").result(5).partition == 0
+        now[0] -= 3600 * 1_000_000_000
+        meta = producer.send("t", b"c", key=b"key").result(5)
+    assert meta.partition == Murmur2Partitioner()(b"key", 4) != 0
+    assert meta.timestamp == now[0] // 1_000_000
