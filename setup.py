@@ -1,9 +1,10 @@
-"""The one thing setup.cfg cannot declare: the optional C extension ``storage._fastrecords``
-(the decoder of plain record batches and the record walk of produce validation).
+"""The one thing setup.cfg cannot declare: the optional C extensions ``storage._fastrecords``
+(the decoder of plain record batches and the record walk of produce validation) and
+``rationalizer._vectors`` (the task lane's reader of position vectors).
 
 ``optional=True``: without a compiler the install still succeeds and
-``storage.records.decode_columns`` and ``storage.validation`` use their Python references
-(same results, slower).
+``storage.records.decode_columns``, ``storage.validation`` and ``rationalizer.vectors`` use
+their Python references (same results, slower).
 """
 
 from setuptools import Extension, setup
@@ -15,6 +16,12 @@ setup(
             sources=["storage/_fastrecords.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "rationalizer._vectors",
+            sources=["rationalizer/_vectors.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )
