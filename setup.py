@@ -1,10 +1,11 @@
 """The one thing setup.cfg cannot declare: the optional C extensions ``storage._fastrecords``
-(the decoder of plain record batches and the record walk of produce validation) and
-``logmarshal._fastproduce`` (the Producer's delivery reports, batch encoder and murmur2).
+(the decoder of plain record batches and the record walk of produce validation),
+``logmarshal._fastproduce`` (the Producer's delivery reports, batch encoder and murmur2) and
+``rationalizer._vectors`` (the task lane's reader of position vectors).
 
 ``optional=True``: without a compiler the install still succeeds and
-``storage.records.decode_columns``, ``storage.validation`` and the Producer use their Python
-references (same results, slower).
+``storage.records.decode_columns``, ``storage.validation``, the Producer and
+``rationalizer.vectors`` use their Python references (same results, slower).
 """
 
 from setuptools import Extension, setup
@@ -20,6 +21,12 @@ setup(
         Extension(
             "logmarshal._fastproduce",
             sources=["logmarshal/_fastproduce.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
+            "rationalizer._vectors",
+            sources=["rationalizer/_vectors.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

@@ -81,6 +81,8 @@ from .state import (
 )
 from .state import freshness as classify_freshness
 from .varint import read_uvarint
+from .vectors import NATIVE as NATIVE_VECTORS
+from .vectors import Layout
 from .vectors import learn as learn_layout
 from .verdict import REJECTED, Effect, Reason, Verdict
 
@@ -182,6 +184,7 @@ class WorldState:
         verdict_window: int = DEFAULT_VERDICT_WINDOW,
         admin_keys: Mapping[str, bytes] | None = None,
         _without: frozenset[str] = frozenset(),
+        _python_vectors: bool = False,
     ) -> None:
         if type(verdict_window) is not int or verdict_window <= 0:
             raise ValueError(f"verdict_window must be a positive int, got {verdict_window!r}")
@@ -193,6 +196,9 @@ class WorldState:
         self._current = "takeover_position" not in _without
         self._floored = "release_floor" not in _without
         self._exact = "reservation_start" not in _without
+        # private: read task vectors by the pure-Python layouts even where the C reader is
+        # built (tests check both against the strict decoder); never changes a verdict
+        self._python_vectors = _python_vectors or not NATIVE_VECTORS
         # (offset, version) of a record of a protocol version to come: replay stopped there
         self._halted: tuple[int, int] | None = None
         self._keys = validate_admin_keys(admin_keys)
@@ -234,6 +240,10 @@ class WorldState:
         # key, group, admin_ok); topic (with its length byte) -> topic
         self._scache: dict[bytes, tuple] = {}
         self._tcache: dict[bytes, str] = {}
+        # task name (the topic field) -> the layout by sources of its last strictly decoded
+        # vector: the first task record of a key tries it (a task's partitions have the same
+        # sources)
+        self._layouts: dict[str, Layout] = {}
 
     # ------------------------------------------------------------------ replay
 
@@ -271,6 +281,7 @@ class WorldState:
         max_hb = MAX_HEARTBEAT_INTERVAL_MS
         new_part = self._new_part
         rejections = self._rejections
+        layouts = self._layouts
         current, floored, exact = self._current, self._floored, self._exact
         nxt = self._applied + 1  # the next offset: applied_through + 1, always
         now = self._now
@@ -338,16 +349,20 @@ class WorldState:
                     typ = T_HEARTBEAT
                     hb = ent[12]
                 elif (
-                    (lay := ent[13]) is not None
+                    (
+                        (lay := ent[13]) is not None
+                        or (layouts and (lay := layouts.get(ent[5])) is not None)
+                    )
                     and value.__class__ is bytes
-                    and len(value) > lay[0] + 2
+                    and len(value) > 6
                     and value[0] == VERSION_3
                 ):
                     # Task lane (PROTOCOL.md, "Tasks (version 3)"): a HeartbeatingTask or
-                    # ReleasingTask on a key whose last task record was decoded (by anyone):
-                    # the header is checked here as decode would, the vector read by that
-                    # record's layout (the same sources; see vectors.py), the identity part
-                    # found as for the version 1 types; the rules judge it as always.
+                    # ReleasingTask on a key whose last task record was decoded (by anyone),
+                    # or the first of a key of a task decoded before: the header is checked
+                    # here as decode would, the vector read by that record's layout (the same
+                    # sources; see vectors.py), the identity part after it found as for the
+                    # version 1 types; the rules judge it as always.
                     typ = value[1]
                     got = None
                     if typ == T_HEARTBEATING_TASK:
@@ -358,17 +373,19 @@ class WorldState:
                     else:
                         hl = 2
                         hb = 0
-                    if typ in (T_HEARTBEATING_TASK, T_RELEASING_TASK):
-                        if len(value) - ent[8] != hl + lay[0] or not value.endswith(ent[9]):
-                            # another sender on this key: a claim's winner, a restart
-                            ent = self._sender(key, value, hl + lay[0])
-                        if ent is not None:
-                            got = lay[1](lay, value, hl)
+                        if typ != T_RELEASING_TASK:
+                            typ = 0
+                    if typ and len(value) > hl + lay[0]:  # (typ 0: not a task type)
+                        got = lay[1](lay, value, hl)
                     if got is None:
                         ent = None
                     else:
+                        vector, num, end = got
+                        if len(value) - ent[8] != end or not value.endswith(ent[9]):
+                            # another sender on this key: a claim's winner, a restart
+                            ent = self._sender(key, value, end)
+                    if ent is not None:
                         ent[13] = lay
-                        vector, num = got
                         if (
                             typ == T_HEARTBEATING_TASK
                             and (part := ent[4]) is not None
@@ -633,6 +650,7 @@ class WorldState:
             self._kcache.clear()
             self._scache.clear()
             self._tcache.clear()
+            self._layouts.clear()
         pcache[ident_bytes] = ent
         kcache = self._kcache
         if ent[13] is None and (prev := kcache.get(key)) is not None:
@@ -778,12 +796,16 @@ class WorldState:
             return None, 0, 0, 0, _INVALID, None
         ent = self._entry(key, value, start, client, instance, group, topic, partition)
         if ent[9] is not None:  # cached: the sender's next records may take the task lane
-            ent[13] = learn_layout(
+            lay = ent[13] = learn_layout(
                 value,  # type: ignore[arg-type]
                 6 if typ == T_HEARTBEATING_TASK else 2,
                 start,
                 vector,
+                self._python_vectors,
             )
+            if lay is not None and not self._python_vectors:
+                # (a layout by low bytes pins a key's upper offset bytes: rarely another's)
+                self._layouts[topic] = lay
         return ent, typ, task_last_offset(vector), hb, None, vector
 
     def _release_group(
