@@ -215,10 +215,14 @@ def _plain_balanced(members, units, holders):
         max_size=9,
     ),
     st.booleans(),  # equal weights (balanced's fast path)
+    st.booleans(),  # every member subscribes alike (its heap-balanced path)
+    st.booleans(),  # one member holds everything it may
     st.integers(0, 2**32),
 )
-def test_balanced_equals_its_rules_written_plainly(specs, equal, seed):
+def test_balanced_equals_its_rules_written_plainly(specs, equal, alike, hog, seed):
     counts = {"a": 7, "b": 3, "c": 16}
+    if alike:
+        specs = [(specs[0][0], w, cap, specs[0][3]) for _, w, cap, _ in specs]
     members = [
         member(f"m{i}", tuple((t, counts[t]) for t in sorted(topics)), 1 if equal else w, cap,
                whole)
@@ -226,6 +230,23 @@ def test_balanced_equals_its_rules_written_plainly(specs, equal, seed):
     ]
     rng = random.Random(seed)
     units = units_of(members)
-    holders = {u: f"m{rng.randrange(len(members) + 2)}" for u in units if rng.random() < 0.7}
+    holders = {
+        u: "m0" if hog else f"m{rng.randrange(len(members) + 2)}"
+        for u in units
+        if rng.random() < 0.7
+    }
     ordered = sorted(members, key=lambda m: m.client_id)
     assert balanced(ordered, units, holders) == _plain_balanced(ordered, units, holders)
+
+
+def test_of_two_equally_most_loaded_members_the_last_client_id_gives():
+    """Ties are broken by client_id, the same way in every member's code: here one move
+    balances the group, and it is m1's highest partition that moves (m0's would be as
+    balanced, and a member computing that would disagree with the rest)."""
+    members = [member(c, (("t", 7),)) for c in ("m0", "m1", "m2")]
+    holders = {("t", p): c for c, ps in (("m0", (0, 1, 2)), ("m1", (3, 4, 5)), ("m2", (6,)))
+               for p in ps}
+    expected = {"m0": [("t", 0), ("t", 1), ("t", 2)], "m1": [("t", 3), ("t", 4)],
+                "m2": [("t", 5), ("t", 6)]}
+    assert _plain_balanced(members, units_of(members), holders) == expected
+    assert balanced(members, units_of(members), holders) == expected
