@@ -78,7 +78,6 @@ from .state import (
     PartitionEntry,
     WorldImage,
     fence_key,
-    stale_from,
 )
 from .state import freshness as classify_freshness
 from .varint import read_uvarint
@@ -926,14 +925,6 @@ class WorldState:
         still the holder until someone's claim is accepted (its late heartbeat renews)."""
         part = self._part(group, topic, partition)
         return None if part is None else part.holder
-
-    def lapses_at(self, group: str, topic: str, partition: int) -> int | None:
-        """The first log time at which the holder's claim is stale (claimable by anyone)
-        unless renewed first; None if nobody holds the partition."""
-        part = self._part(group, topic, partition)
-        if part is None or part.holder is None:
-            return None
-        return stale_from(part.beat, part.hb)
 
     def freshness(self, group: str, topic: str, partition: int, now_ms: int) -> str | None:
         """ "fresh" / "unknown" / "stale" for the holder's last accepted message at ``now_ms``,

@@ -112,24 +112,16 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     members = [m for m in others if newcomer or m.counted(at)]
     members.append(myself(st, at))
     holders: dict[assignment.Unit, str] = {}
-    lapsing = 1 << 62
     for topic, partition in assignment.units_of(members):
         p = 0 if partition == assignment.WHOLE_TOPIC else partition
-        world = world_of(st, topic, p)
-        h = world.holder(group, topic, p)
-        if h is None:
-            continue
-        lapse = world.lapses_at(group, topic, p)
-        if lapse is not None and at >= lapse:
-            # a lapsed claim is anyone's: it keeps no unit for a member that announces but
-            # cannot heartbeat (its coordination partition's broker is down, say)
-            continue
-        holders[(topic, partition)] = h[0]
-        if lapse is not None:
-            lapsing = min(lapsing, lapse)
+        h = world_of(st, topic, p).holder(group, topic, p)
+        if h is not None:
+            holders[(topic, partition)] = h[0]
     full = assignment.target(st.options.rebalance, members, holders)
     st.target = full.get(me, frozenset())
-    st.target_until = min(lapsing, min((m.expires_at() for m in others), default=1 << 62))
+    st.target_until = min(
+        (m.expires_at() for m in others), default=1 << 62
+    )
     if newcomer:
         st.target_until = min(st.target_until, newcomer_until)
     return st.target
