@@ -71,16 +71,16 @@ def myself(st: MemberState, wall: int) -> Member:
 def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     """Our share of the group's target at log time ``wall`` (``MemberCore.target``).
 
-    Who is counted (docs/rebalancing.md, "Starting together"): a member whose own
-    announcement is not replayed yet, or that has not settled (``settle_ms`` of log time
-    since its first announcement) while others are live, holds still: it keeps what it holds and bids for nothing, so a group
-    started all at once does not bid for every partition from every member (about M·P
-    claims) before its members see each other; this is Kafka's
-    ``group.initial.rebalance.delay.ms``, at HB/4. Alone, it counts itself at once. For its
-    first ``settle_ms`` after settling it counts every live member, settled or not: those
-    that started with it are about to count, and it bids for its share among them. After
-    that it counts the settled members only, so a process that announces once and dies
-    never pulls partitions away from anyone."""
+    Who is counted (docs/rebalancing.md, "Starting together"). A member whose own
+    announcement is not replayed yet, or that has been a member for less than
+    ``settle_ms`` of log time while others are live, holds still: it keeps what it holds
+    and bids for nothing, so a group started all at once does not bid for every partition
+    from every member (about M·P claims) before its members see each other (Kafka's
+    ``group.initial.rebalance.delay.ms``, at HB/4). Alone, it counts itself at once. It
+    counts the live members that joined before it or with it (within ``settle_ms``) at
+    once, and a later one once that one settled (two announcements), so a process that
+    announces once and dies never pulls partitions away from anyone that was there first.
+    """
     home = st.worlds[st.home]
     # members are judged at the log time our replay of their partition reached, not by our
     # clock: a replay that lags under load must not make live members look stale (every
@@ -107,9 +107,10 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
         st.target_until = settled_at
         return st.target
     # alone, we count ourselves at once (nobody to wait for)
-    newcomer_until = mine.since + 2 * settle
-    newcomer = at < newcomer_until
-    members = [m for m in others if newcomer or m.counted(at)]
+    # those that joined before us or with us (within a settle period) count for us at once:
+    # members started together about to count; a later one counts once it settled
+    with_us = mine.since + settle
+    members = [m for m in others if m.since <= with_us or m.counted(at)]
     members.append(myself(st, at))
     holders: dict[assignment.Unit, str] = {}
     for topic, partition in assignment.units_of(members):
@@ -122,8 +123,6 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     st.target_until = min(
         (m.expires_at() for m in others), default=1 << 62
     )
-    if newcomer:
-        st.target_until = min(st.target_until, newcomer_until)
     return st.target
 
 
