@@ -646,8 +646,9 @@ class Consumer:
 
     def _pause(self) -> float:
         """Seconds until the next driver pass: a tick while the core has work in flux (or
-        on a manual clock), else until its next due time, at most HB/4 (the topic refresh's
-        pace). An idle member wakes a few times per HB, not fifty times a second."""
+        on a manual clock), else until its next due time, at most HB/4 (the claim pass's
+        pace, which bounds a missed wake-up). An idle member wakes a few times per HB, not
+        fifty times a second."""
         if not self._sleeps:
             return self._tick
         with self._lock:
