@@ -19,6 +19,7 @@ heartbeats its HB (PROTOCOL.md, "Messages"). ReleaseGroup is the admin's
 from __future__ import annotations
 
 from rationalizer import (
+    PROTOCOL_VERSION,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
@@ -70,6 +71,7 @@ def claim_partition(marshaler: Marshaler, topic: str, partition: int) -> Landed:
             topic=topic,
             partition=partition,
             heartbeat_interval_ms=marshaler.heartbeat_interval_ms,
+            version=PROTOCOL_VERSION,
         ),
     )
 

@@ -9,6 +9,7 @@ from .auth import MIN_KEY_BYTES, sign, verify
 from .codec import DecodeError, UnknownVersion, decode, encode, record_key
 from .group_view import GroupView
 from .messages import (
+    ANNOUNCED_VERSION,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_TASK_SOURCES,
     MESSAGE_NAMES,
@@ -30,6 +31,7 @@ from .verdict import Effect, Reason, Verdict
 from .world import FRESH, STALE, UNKNOWN, Claim, PartitionState, WorldState
 
 __all__ = [
+    "ANNOUNCED_VERSION",
     "FRESH",
     "MAX_HEARTBEAT_INTERVAL_MS",
     "MAX_TASK_SOURCES",

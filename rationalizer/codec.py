@@ -49,6 +49,7 @@ __all__ = [
     "VERSION_2",
     "VERSION_3",
     "VERSION_4",
+    "VERSION_5",
     "DecodeError",
     "MemberFields",
     "ReservationFields",
@@ -66,6 +67,7 @@ VERSION_1 = 1
 VERSION_2 = 2
 VERSION_3 = 3
 VERSION_4 = 4
+VERSION_5 = 5
 
 T_HEARTBEAT = 1
 T_CLAIMING_PARTITION = 2
@@ -104,7 +106,7 @@ _PARTITION_TYPES = (Heartbeat, ClaimingPartition, ReleasingPartition, ClaimingMe
 
 
 class DecodeError(ValueError):
-    """The record is not a valid encoding of any known message (versions 1 to 4)."""
+    """The record is not a valid encoding of any known message (versions 1 to 5)."""
 
 
 class UnknownVersion(Exception):
@@ -117,7 +119,7 @@ class UnknownVersion(Exception):
     def __init__(self, offset: int, version: int, verdicts: list | tuple = ()) -> None:
         super().__init__(
             f"the record at offset {offset} is of protocol version {version}; this replayer "
-            f"knows versions 1 to 4 and stops here: upgrade it before replaying this log"
+            f"knows versions 1 to 5 and stops here: upgrade it before replaying this log"
         )
         self.offset = offset
         self.version = version
@@ -291,7 +293,11 @@ def decode_fields(key: object, value: object) -> Fields:
     buf = _record_bytes(key, value)
     version, typ = buf[0], buf[1]
     if version != VERSION_1:
-        raise DecodeError(f"unknown version {version}")
+        # version 5 has one layout: a ClaimingPartition (the version 1 one, byte 0 aside)
+        if version != VERSION_5:
+            raise DecodeError(f"unknown version {version}")
+        if typ != T_CLAIMING_PARTITION:
+            raise DecodeError(f"unknown version 5 message type {typ}")
     if typ not in IDENT_START:
         raise DecodeError(f"unknown message type {typ}")
     number = hb = tag = None
@@ -502,6 +508,7 @@ def decode(key: bytes, value: bytes) -> Message:
             topic=topic,  # type: ignore[arg-type]
             partition=partition,  # type: ignore[arg-type]
             heartbeat_interval_ms=hb,  # type: ignore[arg-type]
+            version=value[0],  # type: ignore[index]
         )
     if typ == T_HEARTBEAT:
         return Heartbeat(

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "ANNOUNCED_VERSION",
     "AUTH_TAG_BYTES",
     "FUTURE_VERSIONS",
     "MAX_HEARTBEAT_INTERVAL_MS",
@@ -49,13 +50,19 @@ __all__ = [
 #: written so; the membership types (``AnnouncingMember``, ``LeavingGroup``) are version 2;
 #: the task types (``HeartbeatingTask``, ``ReleasingTask``) are version 3. Version 4 (at-most-once
 #: enforced by the log) adds a ``ClaimingMessages`` that names its first offset and an
-#: ``AnnouncingMember`` whose version byte says which protocol its writer speaks.
-PROTOCOL_VERSION = 4
-SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4})
+#: ``AnnouncingMember`` whose version byte says which protocol its writer speaks. Version 5
+#: (leases the log took away early are kept) adds a ``ClaimingPartition`` layout that is
+#: refused while such a lease may still run; membership records keep version 4's layouts.
+PROTOCOL_VERSION = 5
+SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5})
+#: The version byte of what a member of this release announces: version 5 changed no
+#: membership rule, and a byte 5 announcement would stop every version 4 replayer of the
+#: group's membership partition (PROTOCOL.md, "Version 5").
+ANNOUNCED_VERSION = 4
 #: Version bytes kept for protocol versions to come: a replayer that meets one stops that
 #: coordination partition (``UnknownVersion``) rather than skip records whose rules it does
 #: not know. Any other unknown byte is not a coordination record at all (skipped, counted).
-FUTURE_VERSIONS = range(5, 16)
+FUTURE_VERSIONS = range(6, 16)
 
 #: Ids are bounded so a hostile record cannot make every replayer allocate megabytes.
 MAX_ID_BYTES = 1024
@@ -302,7 +309,9 @@ class ClaimingPartition:
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
     heartbeat_interval_ms: int = _heartbeat_interval()
-    version: int = _version()
+    #: 5 (version 5): also refused while a lease the log took away early may still run
+    #: (PROTOCOL.md, property e); 1 for replayers of version 4 and before
+    version: int = _version_field(1, "a ClaimingPartition", 5)
 
 
 @attrs.frozen(kw_only=True)

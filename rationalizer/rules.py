@@ -88,6 +88,15 @@ def tenure_floor(part: PartitionEntry) -> int | None:
     return None if part.last == NO_POSITION else max(part.last, part.claimed)
 
 
+def _keep_lease(part: PartitionEntry) -> None:
+    """The holder is being removed while its lease may still run (restart takeover,
+    ReleaseGroup): remember when that lease is over by the log's clock, the moment a stale
+    takeover would have been allowed (version 5, property e)."""
+    end = stale_from(part.beat, part.hb)
+    if end > part.fenced_until:
+        part.fenced_until = end
+
+
 # ---------------------------------------------------------------------- transitions
 
 
@@ -122,6 +131,7 @@ def release_group(
     for part in parts:
         if part.holder is not None:
             voided.append((part.topic, part.partition, *part.holder))
+            _keep_lease(part)
             part.holder = None
             part.hb = 0
             part.floor = None
@@ -178,6 +188,7 @@ def claim(
     now: int,
     hb: int,
     fenced: dict[str, Sender],
+    leases: bool = False,
 ) -> Verdict:
     """Rule 4: ClaimingPartition from ``sender`` declaring the lease ``hb``.
 
@@ -186,11 +197,16 @@ def claim(
     TOOK_OVER_STALE naming the previous holder, which is fenced if it is another instance of
     the same client (deviation D1). Otherwise (holder fresh or unknown, ``sender`` itself
     included) STILL_OWNED. Positions are not touched; the new tenure's floor is recorded
-    (:func:`tenure_floor`)."""
+    (:func:`tenure_floor`).
+
+    ``leases`` (a version 5 ClaimingPartition): also STILL_OWNED while a lease the log took
+    away early may still run (``now < fenced_until``, property e)."""
     if part is None:
         part = create()
         v = _CLAIMED
     else:
+        if leases and now < part.fenced_until:
+            return _STILL_OWNED
         h = part.holder
         if h is None:
             v = _CLAIMED
@@ -230,8 +246,9 @@ def heartbeat(
       version 4: a restarted instance carries what its replay shows; a woken *older*
       instance carries less and is refused): restart recovery, RESTART_TAKEOVER, ``sender``
       holds it, the old instance is fenced (``takeovers`` keeps one shared verdict per fenced
-      instance: a restarted client takes over each of its partitions with it) and the new
-      tenure's floor is recorded;
+      instance: a restarted client takes over each of its partitions with it), its lease is
+      kept (``fenced_until``, property e: it may be alive and hand out until it replays
+      this) and the new tenure's floor is recorded;
     - otherwise NOT_HOLDER.
 
     ``current=False`` drops property a (the simulator's experiment only).
@@ -250,6 +267,7 @@ def heartbeat(
         and freshness(now - part.beat, part.hb) is FRESH
         and (not current or last_offset >= max(part.last, part.claimed))
     ):
+        _keep_lease(part)
         part.floor = tenure_floor(part)
         fk = fence_key(*h)
         fenced[fk] = h

@@ -39,9 +39,12 @@ __all__ = ["MAGIC", "SNAPSHOT_VERSION", "SnapshotError", "dump", "load"]
 MAGIC = b"LMWS"
 #: Version 2 adds the membership section, version 3 the task positions section, version 4
 #: the tenure floors (a flag and a varint in a held partition's entry) and each member's
-#: announced protocol version (a byte in its entry). A world is written in the oldest
-#: version that can hold it, byte for byte as before (so older snapshots stay canonical).
-SNAPSHOT_VERSION = 4
+#: announced protocol version (a byte in its entry), version 5 the leases a restart takeover
+#: or a ReleaseGroup took away early that may still run (a flag and a varint in a
+#: partition's entry). A world is written in the oldest version that can hold it, byte for
+#: byte as before (so older snapshots stay canonical).
+SNAPSHOT_VERSION = 5
+_SNAPSHOT_V4 = 4
 _SNAPSHOT_V1 = 1
 _SNAPSHOT_V2 = 2
 _SNAPSHOT_V3 = 3
@@ -78,6 +81,7 @@ _MAX_U64 = 2**64 - 1
 _HELD = 0x01  # a holder follows (ids, heartbeat interval)
 _POSITIONED = 0x02  # a position was set: last_offset+1 and claimed_through+1 follow
 _FLOORED = 0x04  # version 4: the holder's tenure floor + 1 follows (held and positioned only)
+_LEASED = 0x08  # version 5: fenced_until - now follows (a lease taken away early, still running)
 _MEMBER_VERSIONS = (2, 4)  # version 4: what a member's protocol byte may be
 
 
@@ -131,10 +135,14 @@ def dump(w: WorldImage) -> bytes:
     )
     parts = sorted(w.partitions, key=lambda p: (p.group, p.topic, p.partition))
     tasks = [p for p in parts if p.positions is not None]
+    now = w.now
+    leased = any(p.fenced_until > now for p in parts)
     v4 = any(p.floor is not None for p in parts) or any(m.version != 2 for _, _, m in members)
     out = bytearray(MAGIC)
-    if v4:
+    if leased:
         version = SNAPSHOT_VERSION
+    elif v4:
+        version = _SNAPSHOT_V4
     elif tasks:
         version = _SNAPSHOT_V3
     else:
@@ -167,6 +175,7 @@ def dump(w: WorldImage) -> bytes:
             (_HELD if p.holder is not None else 0)
             | (_POSITIONED if positioned else 0)
             | (_FLOORED if p.floor is not None else 0)
+            | (_LEASED if p.fenced_until > now else 0)
         )
         if p.holder is not None:
             _s(out, p.holder[0])
@@ -178,7 +187,9 @@ def dump(w: WorldImage) -> bytes:
             _uv(out, p.claimed + 1)
         if p.floor is not None:
             _uv(out, p.floor + 1)
-    if version >= _SNAPSHOT_V2:  # versions 3 and 4: the count may be 0
+        if p.fenced_until > now:
+            _uv(out, p.fenced_until - now)
+    if version >= _SNAPSHOT_V2:  # versions 3 to 5: the count may be 0
         _uv(out, len(members))
         for group, client, m in members:
             _s(out, group)
@@ -190,13 +201,13 @@ def dump(w: WorldImage) -> bytes:
             _uv(out, m.weight)
             _uv(out, m.max_claims)
             out.append(_ENTIRE_TOPIC if m.entire_topic else 0)
-            if version == SNAPSHOT_VERSION:
+            if version >= _SNAPSHOT_V4:
                 out.append(m.version)
             _uv(out, len(m.topics))
             for topic, count in m.topics:
                 _s(out, topic)
                 _uv(out, count)
-    if version >= _SNAPSHOT_V3:  # version 4: the count may be 0
+    if version >= _SNAPSHOT_V3:  # versions 4 and 5: the count may be 0
         _uv(out, len(tasks))
         for p in tasks:
             _s(out, p.group)
@@ -345,7 +356,7 @@ def _read_members(r: _Reader, version: int) -> dict[str, dict[str, MemberState]]
         flags = r.byte()
         if hb == 0 or weight == 0 or flags & ~_ENTIRE_TOPIC or not since <= last:
             raise SnapshotError("invalid member entry")
-        protocol = r.byte() if version == SNAPSHOT_VERSION else 2
+        protocol = r.byte() if version >= _SNAPSHOT_V4 else 2
         if protocol not in _MEMBER_VERSIONS:
             raise SnapshotError(f"invalid member protocol version {protocol}")
         topics = tuple((r.topic(), r.uv(MAX_PARTITION + 1)) for _ in range(r.uv(MAX_MEMBER_TOPICS)))
@@ -397,7 +408,7 @@ def load(data: bytes) -> WorldImage:
     r = _Reader(buf)
     r.pos = 4
     version = r.byte()
-    if version not in (_SNAPSHOT_V1, _SNAPSHOT_V2, _SNAPSHOT_V3, SNAPSHOT_VERSION):
+    if version not in (_SNAPSHOT_V1, _SNAPSHOT_V2, _SNAPSHOT_V3, _SNAPSHOT_V4, SNAPSHOT_VERSION):
         raise SnapshotError(f"unsupported snapshot version {version}")
     window = r.uv()
     if window == 0:
@@ -424,7 +435,12 @@ def load(data: bytes) -> WorldImage:
     for _ in range(r.uv()):
         group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
         flags = r.byte()
-        allowed = _HELD | _POSITIONED | (_FLOORED if version == SNAPSHOT_VERSION else 0)
+        allowed = (
+            _HELD
+            | _POSITIONED
+            | (_FLOORED if version >= _SNAPSHOT_V4 else 0)
+            | (_LEASED if version >= SNAPSHOT_VERSION else 0)
+        )
         if flags & ~allowed or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3):
             raise SnapshotError(f"bad partition flags {flags}")
         holder = hb = None
@@ -439,17 +455,26 @@ def load(data: bytes) -> WorldImage:
             last = r.uv(MAX_OFFSET + 1) - 1
             claimed = r.uv(MAX_OFFSET + 1) - 1
         floor = r.uv(MAX_OFFSET + 1) - 1 if flags & _FLOORED else None
+        fenced_until = NO_TIME
+        if flags & _LEASED:
+            # (a lease ends at most 2·HB + 1 after its last beat, which is at most now)
+            ahead = r.uv(2 * MAX_HEARTBEAT_INTERVAL_MS + 1)
+            if ahead == 0:
+                raise SnapshotError("a lease end that is not ahead of now")
+            fenced_until = now + ahead
         sort_key = (group, topic, partition)
         if prev_key is not None and not prev_key < sort_key:
             raise SnapshotError("partitions not strictly sorted")
         prev_key = sort_key
         parts[record_key(group, topic, partition)] = PartitionEntry(
-            group, topic, partition, holder, beat, last, claimed, hb or 0, None, floor
+            group, topic, partition, holder, beat, last, claimed, hb or 0, None, floor, fenced_until
         )
     members = _read_members(r, version) if version >= _SNAPSHOT_V2 else {}
     if version >= _SNAPSHOT_V3:
         _read_positions(r, parts, version)
-    if version == SNAPSHOT_VERSION and not (
+    if version == SNAPSHOT_VERSION and not any(p.fenced_until > now for p in parts.values()):
+        raise SnapshotError("a version 5 snapshot of a world an older version holds")
+    if version == _SNAPSHOT_V4 and not (
         any(p.floor is not None for p in parts.values())
         or any(m.version != 2 for ms in members.values() for m in ms.values())
     ):

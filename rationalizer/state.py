@@ -93,11 +93,18 @@ class PartitionEntry:
     ``floor`` is the position the current tenure started from (``rules.tenure_floor``, set
     by an accepted claim or restart takeover, None without a holder or without a position):
     a release gives back nothing below it (version 4, property b).
+
+    ``fenced_until`` is the first log time at which a lease the log took away early is over:
+    a holder fenced by a restart takeover, or voided by a ReleaseGroup, may hand out until
+    then by its own clock, so a version 5 claim is refused before it (version 5, property
+    e; ``stale_from`` of the removed holder's last beat and lease). :data:`NO_TIME` when no
+    lease was taken away.
     """
 
     __slots__ = (
         "beat",
         "claimed",
+        "fenced_until",
         "floor",
         "group",
         "hb",
@@ -120,8 +127,10 @@ class PartitionEntry:
         hb: int = 0,
         positions: Positions | None = None,
         floor: int | None = None,
+        fenced_until: int = NO_TIME,
     ) -> None:
         self.floor = floor
+        self.fenced_until = fenced_until
         self.group = group
         self.topic = topic
         self.partition = partition

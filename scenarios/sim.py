@@ -113,7 +113,9 @@ STEADY = 20
 Key = tuple[str, int]
 
 #: fixes a WorldState can be built without (``WorldState(_without=...)``)
-WORLD_FIXES = frozenset({"takeover_position", "release_floor", "reservation_start"})
+WORLD_FIXES = frozenset(
+    {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
+)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
 CORE_FIXES = frozenset({"surprise", "stall"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import mmh3
 
-from rationalizer import FRESH, Claim, ClaimingPartition, WorldState
+from rationalizer import FRESH, PROTOCOL_VERSION, Claim, ClaimingPartition, WorldState
 from rationalizer.rules import stale_from
 
 from .actions import Action
@@ -61,12 +61,17 @@ __all__ = [
 
 
 def stale_at(world: WorldState, group: str, key: tuple[str, int]) -> int | None:
-    """Log time from which ``key``'s holder is stale (claimable by others); None if held by
-    nobody or unknown."""
+    """Log time from which our (version 5) claim of ``key`` can win: its holder is stale and
+    any lease the log took away early is over (PROTOCOL.md, property e); None if nothing
+    stands in the way, or it is unknown."""
     state = world.partition_state(group, key[0], key[1])
-    if state is None or state.holder is None or not state.heartbeat_interval_ms:
+    if state is None:
         return None
-    return stale_from(state.last_beat, state.heartbeat_interval_ms)
+    at = state.fenced_until
+    if state.holder is not None and state.heartbeat_interval_ms:
+        stale = stale_from(state.last_beat, state.heartbeat_interval_ms)
+        at = stale if at is None else max(at, stale)
+    return at
 
 
 def candidates(st: MemberState, keys: list[Key], now: int, wall: int) -> list[Key]:
@@ -119,6 +124,7 @@ def claim(st: MemberState, now: int, wall: int, key: Key, out: list[Action]) -> 
         topic=topic,
         partition=part,
         heartbeat_interval_ms=st.options.heartbeat_ms,
+        version=PROTOCOL_VERSION,
     )
     write(st, out, Pending("claim", topic, part, cp_of(st, topic, part), now, how=how), msg)
 

@@ -9,7 +9,7 @@ advice: claims and fencing still decide ownership.
 
 from __future__ import annotations
 
-from rationalizer import PROTOCOL_VERSION, AnnouncingMember
+from rationalizer import ANNOUNCED_VERSION, AnnouncingMember
 from rationalizer.membership import Member, settle_ms
 from rationalizer.world import NO_TIME
 
@@ -34,7 +34,7 @@ def announcement(st: MemberState) -> AnnouncingMember:
         weight=o.weight,
         max_claims=0 if o.max_claims >= 1 << 30 else o.max_claims,
         entire_topic=o.entire_topic,
-        version=PROTOCOL_VERSION,
+        version=ANNOUNCED_VERSION,
     )
 
 

@@ -29,8 +29,12 @@ def ids(who: str) -> dict[str, str]:
     return {"client_id": client, "instance_id": instance}
 
 
-def claim(who: str, p: int = 0, g: str = G, t: str = T, hb: int = HB) -> ClaimingPartition:
-    return ClaimingPartition(**ids(who), group_id=g, topic=t, partition=p, heartbeat_interval_ms=hb)
+def claim(
+    who: str, p: int = 0, g: str = G, t: str = T, hb: int = HB, version: int = 1
+) -> ClaimingPartition:
+    return ClaimingPartition(
+        **ids(who), group_id=g, topic=t, partition=p, heartbeat_interval_ms=hb, version=version
+    )
 
 
 def beat(

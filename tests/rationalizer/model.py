@@ -26,7 +26,10 @@ class Model:
     other record that sets a position; its scalar is ``sum(last_offset + 1) - 1``.
     Version 4: ``floor``, the position a tenure started from (claim or restart takeover),
     below which its release gives nothing back; a restart takeover needs a position at
-    least the partition's; a version 4 reservation starts at the resume point."""
+    least the partition's; a version 4 reservation starts at the resume point.
+    Version 5: ``lease_end``, when the lease of a holder removed by a restart takeover or a
+    ReleaseGroup is over (its last beat + 2·its hb, inclusive); a version 5 claim is
+    refused until after it."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -53,6 +56,15 @@ class Model:
             return None
         return {topic: offset + 1 for topic, offset in st["vec"]}
 
+    def lease_end(self, key: tuple[str, str, int]) -> int | None:
+        st = self.parts.get(key)
+        return st.get("lease_end") if st else None
+
+    @staticmethod
+    def _lease_taken(st: dict) -> None:
+        end = st["beat"] + 2 * st["hb"]
+        st["lease_end"] = max(end, st.get("lease_end", end))
+
     def apply(self, ts: int, msg: object) -> tuple[bool, Reason | None, Effect | None]:
         t = self.tick(ts)
         if msg is None:
@@ -68,6 +80,8 @@ class Model:
                 return False, Reason.UNAUTHENTICATED, None
             for (pg, _, _), st in self.parts.items():
                 if pg == g:
+                    if st["holder"] is not None:
+                        self._lease_taken(st)
                     st.update(holder=None, hb=None, floor=None)
             if msg.msg_expire_time > t:
                 self.paused[g] = (msg.msg_expire_time, me)
@@ -97,6 +111,8 @@ class Model:
         hb = st["hb"] if st else None  # the holder's lease, judged before any update
         position = max(st["last"], st["claimed"]) if st and st.get("pos") else None
         if isinstance(msg, ClaimingPartition):
+            if msg.version == 5 and st is not None and t <= st.get("lease_end", t - 1):
+                return False, Reason.STILL_OWNED, None
             new = {"holder": me, "beat": t, "hb": msg.heartbeat_interval_ms, "floor": position}
             if st is None:
                 self.parts[key] = {**new, "last": -1, "claimed": -1, "pos": False}
@@ -125,6 +141,7 @@ class Model:
             current = position is None or last >= position
             if holder is not None and holder[0] == me[0] and age < hb and current:
                 self.fenced.add(holder)
+                self._lease_taken(st)
                 st.update(
                     holder=me, beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec
                 )

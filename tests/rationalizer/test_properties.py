@@ -86,8 +86,11 @@ def _msg(
     elif kind == "admin_group":
         kind, w = "group", WHO[-1]
     ids = {"client_id": w[0], "instance_id": w[1], "group_id": g}
-    if kind == "claim":
-        return ClaimingPartition(**ids, topic=TOPIC, partition=p, heartbeat_interval_ms=hb)
+    if kind in ("claim", "claim5"):
+        version = 5 if kind == "claim5" else 1
+        return ClaimingPartition(
+            **ids, topic=TOPIC, partition=p, heartbeat_interval_ms=hb, version=version
+        )
     if kind == "beat":
         msg = Heartbeat(**ids, topic=TOPIC, partition=p, last_offset=n, heartbeat_interval_ms=hb)
         return msg if key is None else sign(msg, key)
@@ -111,14 +114,14 @@ def _msg(
 
 
 kinds = st.sampled_from(
-    ["claim"] * 3
+    ["claim", "claim5", "claim5"]
     + ["beat"] * 5
     + ["release", "msgs", "msgs", "msgs4", "msgs4", "group", "admin_group"]
     + ["admin_beat", "admin_beat"]
     + ["task_beat", "task_beat", "task_release"]
 )
 #: more task records, for the logs of the fast-lane equivalence
-task_kinds = st.sampled_from(["task_beat"] * 4 + ["task_release", "claim", "beat"])
+task_kinds = st.sampled_from(["task_beat"] * 4 + ["task_release", "claim", "claim5", "beat"])
 garbage = st.tuples(
     st.one_of(st.none(), st.binary(max_size=20)),
     # (a version byte to come stops replay instead: tested in test_versions.py)
@@ -415,9 +418,14 @@ class Replayers(RuleBasedStateMachine):
                         got = self.w.freshness(g, TOPIC, p, at)
                         assert got == _model_freshness(st_, at)
                         end = self.w.paused_until(g)
+                        lease = self.m.lease_end((g, TOPIC, p))
                         assert self.w.claimable(g, TOPIC, p, at) == (
-                            (end is None or at >= end) and got in (None, "stale")
+                            (end is None or at >= end)
+                            and got in (None, "stale")
+                            and (lease is None or at > lease)  # a version 5 claim's view
                         )
+                        want_until = lease + 1 if lease is not None and lease + 1 > self.w.now else None
+                        assert state.fenced_until == want_until
 
 
 Replayers.TestCase.settings = settings(
