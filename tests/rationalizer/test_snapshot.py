@@ -155,7 +155,8 @@ def test_a_partition_without_a_position_round_trips_as_one():
         ([(claim("a:1"), 0), (beat("a:1", -1), 1)], 0x03, 0),
         ([(claim("a:1"), 0), (claim_msgs("a:1", 4), 1)], 0x03, 5),
         ([(release_group("adm:x", 100), 0), (beat("adm:x", -1), 1)], 0x02, 0),  # POSITION_SET
-        ([(claim("a:1"), 0), (release_group("adm:x", 10), 1)], 0x00, None),  # voided: none
+        # voided: no position, and the voided holder's lease still runs (version 5)
+        ([(claim("a:1"), 0), (release_group("adm:x", 10), 1)], 0x08, None),
     ],
 )
 def test_position_flag_round_trips(records, flags, resume):
