@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 import attrs
 
 from rationalizer import SnapshotError, WorldState
-from rationalizer.codec import T_RELEASE_GROUP, VERSION_2
+from rationalizer.codec import T_ANNOUNCING_MEMBER, T_LEAVING_GROUP, T_RELEASE_GROUP
 from rationalizer.snapshot_record import (
     PublishedSnapshot,
     encode_snapshot_record,
@@ -242,6 +242,11 @@ def records_from_cluster(
         yield po.partition, out
 
 
+#: record types keyed by their group alone (no other version gives these type bytes a
+#: partition key)
+_GROUP_KEYED = frozenset({T_RELEASE_GROUP, T_ANNOUNCING_MEMBER, T_LEAVING_GROUP})
+
+
 def group_of_record(key: bytes | None, value: bytes | None) -> str | None:
     """The group a record claims to be about, from its key (valid records only matter).
 
@@ -252,8 +257,8 @@ def group_of_record(key: bytes | None, value: bytes | None) -> str | None:
     if key is None or value is None or len(value) < 2:
         return None
     try:
-        if value[1] == T_RELEASE_GROUP or value[0] == VERSION_2:
-            # ReleaseGroup and the version 2 membership records are keyed by the group
+        if value[1] in _GROUP_KEYED:
+            # ReleaseGroup and the membership records (versions 2 and 4) are keyed by the group
             return key.decode("utf-8")
         parts = key.rsplit(b"/", 2)
         return parts[0].decode("utf-8") if len(parts) == 3 else None

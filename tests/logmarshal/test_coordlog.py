@@ -107,3 +107,20 @@ def test_admin_does_not_import_the_audit() -> None:
         timeout=60,
     )
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("version", [2, 4])
+def test_group_of_record_reads_membership_of_every_version(version) -> None:
+    """Membership records are keyed by the group alone, in version 2 and version 4 layouts;
+    the others by ``group/topic/partition`` (``coord dump --group`` filters with it)."""
+    from rationalizer import AnnouncingMember, ClaimingPartition, LeavingGroup, encode
+
+    ids = {"client_id": "c", "instance_id": "i", "group_id": "g"}
+    announce = AnnouncingMember(
+        **ids, topics=(("t", 1),), heartbeat_interval_ms=1000, version=version
+    )
+    assert coordlog.group_of_record(*encode(announce)) == "g"
+    assert coordlog.group_of_record(*encode(LeavingGroup(**ids))) == "g"
+    claim = ClaimingPartition(**ids, topic="t", partition=0, heartbeat_interval_ms=1000, version=5)
+    assert coordlog.group_of_record(*encode(claim)) == "g"
+    assert coordlog.group_of_record(b"g", b"\x01") is None
