@@ -450,6 +450,8 @@ def load(data: bytes) -> WorldImage:
             if hb == 0:
                 raise SnapshotError("heartbeat interval out of range")
         beat = r.sv()
+        if beat > now:
+            raise SnapshotError("a partition's last beat after the world's now")
         last, claimed = NO_POSITION, -1
         if flags & _POSITIONED:
             last = r.uv(MAX_OFFSET + 1) - 1
@@ -462,6 +464,11 @@ def load(data: bytes) -> WorldImage:
             if ahead == 0:
                 raise SnapshotError("a lease end that is not ahead of now")
             fenced_until = now + ahead
+            # every lease the log keeps ends within 2·HB + 1 of a beat at or before the
+            # partition's last one (the removed holder's; a takeover or release only
+            # moves last_beat on)
+            if fenced_until > beat + 2 * MAX_HEARTBEAT_INTERVAL_MS + 1:
+                raise SnapshotError("a lease end no log could give")
         sort_key = (group, topic, partition)
         if prev_key is not None and not prev_key < sort_key:
             raise SnapshotError("partitions not strictly sorted")

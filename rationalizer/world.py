@@ -964,7 +964,8 @@ class WorldState:
         part = self._part(group, topic, partition)
         if part is None:
             return True
-        if self._leases and now_ms < part.fenced_until:
+        if self._leases and now_ms < part.fenced_until and self._now < part.fenced_until:
+            # (a lease over by the world's own time is no lease: a restored world has none)
             return False
         return part.holder is None or classify_freshness(now_ms - part.beat, part.hb) is STALE
 

@@ -25,6 +25,7 @@ from rationalizer import (
     encode,
 )
 from rationalizer.snapshot import SNAPSHOT_VERSION
+from rationalizer.varint import append_svarint
 
 from .helpers import Log, beat, claim, release, release_group
 
@@ -218,3 +219,40 @@ def test_snapshot_leases_are_read_strictly():
     no_lease = good[:flags_at] + b"\x02" + good[flags_at + 1 : ahead_at] + good[ahead_at + 2 :]
     with pytest.raises(SnapshotError, match="version 5 snapshot"):
         WorldState.from_bytes(no_lease)
+
+
+def test_a_lease_no_log_could_give_is_refused():
+    """Crafted snapshots: a lease ending more than 2·(max HB) + 1 after the partition's last
+    beat, and a last beat after the world's now (found by an adversarial review)."""
+    good = bytes.fromhex("".join(SNAPSHOT_V5_HEX))
+    flags_at = good.index(bytes.fromhex("066f7264657273000a")) + 8
+    beat_at = flags_at + 1
+    assert good[beat_at : beat_at + 2] == bytes.fromhex("8c01")  # zigzag 70
+    # a last beat 8,000 s before now: the lease end (251) is then out of reach
+    far = bytearray()
+    append_svarint(far, 70 - 8_000_000)
+    crafted = good[:beat_at] + bytes(far) + good[beat_at + 2 :]
+    with pytest.raises(SnapshotError, match="no log could give"):
+        WorldState.from_bytes(crafted)
+    ahead = bytearray()
+    append_svarint(ahead, 71)  # one past now (70)
+    with pytest.raises(SnapshotError, match="after the world's now"):
+        WorldState.from_bytes(good[:beat_at] + bytes(ahead) + good[beat_at + 2 :])
+
+
+def test_claimable_in_the_past_agrees_after_a_restore():
+    """A restored world drops a lease that is over by its own time; the live world's query
+    about an earlier time must agree with it."""
+    log = _woken_older_instance()
+    log.put(beat("z:9", -1, p=9, hb=HBL), 300)
+    restored = WorldState.from_bytes(log.w.to_bytes())
+    for at in (150, 250, 251, 400):
+        assert log.w.claimable("g", "orders", 0, at) == restored.claimable("g", "orders", 0, at)
+
+
+def test_golden_vectors_are_in_protocol_md():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "PROTOCOL.md").read_text()
+    assert f"`{CLAIM_V5_HEX[0]}`" in text and f"`{CLAIM_V5_HEX[1]}`" in text
+    assert f"`{''.join(SNAPSHOT_V5_HEX)}`" in text
