@@ -66,6 +66,10 @@ class PartitionView:
     #: a task's (version 3) last_offset per source topic, whose scalar is ``last_offset``;
     #: None for anything but a task key whose last position record was a task record
     positions: tuple[tuple[str, int], ...] | None = None
+    #: until when (log time, exclusive) a lease the log took away early may still run
+    #: (protocol version 5: a holder fenced by a restart takeover or voided by a reset);
+    #: no member's claim is accepted before it. None when no such lease runs at now_ms
+    fenced_until_ms: int | None = None
 
 
 Unit = assignment.Unit
@@ -326,6 +330,11 @@ def describe_group(
                 lag=lag,
                 status=status,
                 positions=s.positions if s is not None else None,
+                fenced_until_ms=(
+                    s.fenced_until
+                    if s is not None and s.fenced_until is not None and s.fenced_until > now_ms
+                    else None
+                ),
             )
         )
     holders = {

@@ -25,7 +25,7 @@ from ..admin import (
     plan_to_csv,
     read_coordination,
 )
-from ..admin.describe import require_group
+from ..admin.describe import PartitionView, require_group
 from ..admin.reset import parse_topic_scope, resolve_scope
 from ..admin.times import format_ms, parse_datetime_ms, parse_duration_ms, parse_span_ms
 from .context import READS, CliError, Context, DataSource, declare
@@ -106,7 +106,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
             "since / last seen, weight, subscribed topics, its target partitions (the "
             "balanced assignment every member computes) and the partitions it holds; whether "
             "the group is balanced (every partition held by its target owner). "
-            "Per partition: holder, freshness and heartbeat age, last offset, position (next "
+            "Per partition: holder, freshness and heartbeat age (or, unheld, 'fenced until T': "
+            "a removed holder's lease the log keeps, protocol version 5), last offset, position (next "
             "offset to consume), log end, lag, and a Burrow-style status over its last 10 "
             "position records: OK; WARN (lag never decreases); STALL (position never moves "
             "while lag > 0); STOP (no position record for 2 heartbeat intervals while lag > 0); "
@@ -402,6 +403,7 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
                         "log_end": p.log_end,
                         "lag": p.lag,
                         "status": None if p.status is None else p.status.value,
+                        "fenced_until_ms": p.fenced_until_ms,
                     }
                     for p in d.partitions
                 ],
@@ -427,7 +429,7 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
             "partition": p.partition,
             "client_id": _dash(p.client_id),
             "instance_id": _dash(p.instance_id),
-            "fresh": _dash(p.freshness),
+            "fresh": _fresh_text(p),
             "hb_age_ms": _dash(p.heartbeat_age_ms),
             "last_offset": _last_offset_text(p),
             "position": _dash(p.position),
@@ -454,6 +456,15 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
         ],
     )
     return 0
+
+
+def _fresh_text(p: PartitionView) -> str:
+    """The holder's freshness; for a partition nobody holds while a lease the log took away
+    early still runs (protocol version 5), ``fenced until <time>``: nobody can claim it
+    before then, which is why it stays unheld."""
+    if p.freshness is None and p.fenced_until_ms is not None:
+        return f"fenced until {format_ms(p.fenced_until_ms)}"
+    return _dash(p.freshness)
 
 
 def _target(args: argparse.Namespace, group: str) -> Target:

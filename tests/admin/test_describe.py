@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from logmarshal.admin import Status, describe_group, list_groups, read_coordination
 
-from .conftest import BASE
+from .conftest import BASE, TOPIC
 
 
 def test_healthy_stalled_and_stopped_groups(scripted) -> None:
@@ -213,3 +213,28 @@ def test_a_task_key_shows_its_position_vector(scripted) -> None:
         None, 28, 29, (("a", 20), ("b", 7)),
     )  # fmt: skip
     assert [x.source for x in state.samples("tasks", "wc.task", 0)] == ["heartbeat", "released"]
+
+
+def test_an_unheld_partition_shows_the_lease_the_log_keeps(scripted) -> None:
+    """Protocol version 5: after a restart takeover and a release, nobody's claim is accepted
+    until the fenced instance's lease is over; describe says until when, and why the
+    partition stays unheld."""
+    from logmarshal.cli.group import _fresh_text
+    from rationalizer import ClaimingPartition, Heartbeat, ReleasingPartition
+
+    cluster, s = scripted
+    where = {"group_id": "g5", "topic": TOPIC, "partition": 0}
+    old = {"client_id": "a", "instance_id": "2", **where}
+    new = {"client_id": "a", "instance_id": "4", **where}
+    s.put(ClaimingPartition(**new, heartbeat_interval_ms=1000, version=5), 0)
+    s.put(Heartbeat(**new, last_offset=-1, heartbeat_interval_ms=1000), 100)
+    s.put(Heartbeat(**old, last_offset=-1, heartbeat_interval_ms=1000), 200)  # takeover
+    s.put(ReleasingPartition(**old, last_offset=-1), 300)
+    state = read_coordination(cluster)
+    (p,) = [x for x in describe_group(cluster, state, "g5", BASE + 400).partitions
+            if x.partition == 0]
+    assert p.client_id is None and p.fenced_until_ms == BASE + 100 + 2001
+    assert _fresh_text(p).startswith("fenced until ")
+    (p,) = [x for x in describe_group(cluster, state, "g5", BASE + 2101).partitions
+            if x.partition == 0]
+    assert p.fenced_until_ms is None and _fresh_text(p) == "-"
