@@ -51,7 +51,7 @@ import attrs
 if __package__ in (None, ""):  # run as a script: python3 bench/fleet.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from logmarshal.core import Poll, Tick, Topics, assignment
+from logmarshal.core import Poll, Replayed, Tick, Topics, assignment
 from logmarshal.core.handout import HEARTBEAT_GAP
 from rationalizer import (
     AnnouncingMember,
@@ -115,6 +115,29 @@ class FleetSim(_ScriptedSim):
             if inst.state != "dead" and not inst.core.closed:
                 nxt = self.now + self.rng.randint(self.hb // 10, self.hb // 4)
                 self.at(nxt, lambda: self.tick(inst))
+
+        self.on(inst, run)
+
+    def replay(self, inst: _Instance) -> None:
+        """The simulator's replay loop, with what one round brought stepped together
+        (``MemberCore.step_many``: an edge that replays every coordination partition and
+        then tells the core, which decides once, not once per coordination partition)."""
+
+        def run() -> None:
+            events = [
+                Replayed(cp, inst.applied[cp], at_end=True)
+                for cp in range(self.ncoord)
+                if self._apply_visible(inst, cp)
+            ]
+            if events and inst.state == "alive" and not inst.core.closed:
+                for action in inst.core.step_many(self.now, events):
+                    self.carry(inst, action)
+                self._index_held(inst)
+                self.check_holders(inst)
+                if inst.core.fenced and inst.me not in self.fenced:
+                    self.fenced[inst.me] = self.now / 1000
+            if inst.state != "dead" and not inst.core.closed:
+                self.at(self.now + self.rng.randint(3, 30), lambda: self.replay(inst))
 
         self.on(inst, run)
 

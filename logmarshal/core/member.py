@@ -171,12 +171,14 @@ class MemberCore:
         held = claim_of(self._st, topic, partition)
         return None if held is None else held.lease.expires_at()
 
-    def target(self, wall: int) -> frozenset[assignment.Unit]:
+    def target(self, wall: int, now: int | None = None) -> frozenset[assignment.Unit]:
         """Our share of the group's target at log time ``wall`` (a unit is a partition, or
         ``(topic, WHOLE_TOPIC)`` with entire_topic). Recomputed only when a holder or a
         member changed in the log (the worlds' ownership epochs), our subscription changed,
-        or a member's announcement went stale."""
-        return target(self._st, wall)
+        or a member's announcement went stale; with ``now`` (what a step acts on), a holder
+        or member that changed is taken up at most once per claim interval
+        (``membership.target``)."""
+        return target(self._st, wall, now)
 
     def buffered(self, topic: str, partition: int) -> int:
         """Records fetched and not handed out yet."""
@@ -390,6 +392,8 @@ class MemberCore:
             if st.target is None:
                 return now
             due = min(due, now + st.target_until - wall)
+            if st.target_deferred:  # a holder or member changed since: the next target
+                due = min(due, st.target_at + self.options.claim_every_ms)
         return max(due, now)
 
     def _serve(self, now: int, out: list[Action]) -> None:
@@ -466,7 +470,7 @@ class MemberCore:
         announce_member(st, now, out)
         if self.options.rebalance != "none":
             # through the method, so what measures it (bench/rebalance.py) sees every call
-            rebalance(st, now, wall, taken, out, self.target(wall))
+            rebalance(st, now, wall, taken, out, self.target(wall, now))
             return
         released = st.replay_moved and released_nearby(st, now, wall)
         st.replay_moved = False

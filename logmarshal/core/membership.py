@@ -9,7 +9,7 @@ advice: claims and fencing still decide ownership.
 
 from __future__ import annotations
 
-from rationalizer import ANNOUNCED_VERSION, AnnouncingMember
+from rationalizer import ANNOUNCED_VERSION, AnnouncingMember, WorldState
 from rationalizer.membership import Member, settle_ms
 from rationalizer.world import NO_TIME
 
@@ -68,8 +68,21 @@ def myself(st: MemberState, wall: int) -> Member:
     )
 
 
-def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
+def target(st: MemberState, wall: int, now: int | None = None) -> frozenset[assignment.Unit]:
     """Our share of the group's target at log time ``wall`` (``MemberCore.target``).
+
+    With ``now`` (the clock of a step that acts on it), a change of holder or member is
+    taken up at most once per claim interval (``claim_every_ms``): the target computed
+    last stays in use until then, and ``st.target_deferred`` says that a newer one is due
+    (``MemberCore.due`` wakes for it). A group that starts or rebalances changes holders
+    thousands of times in a claim interval, and every member recomputing its target after
+    each of them was what a large fleet spent its time on (docs/performance.md, "What a
+    fleet costs"). A deferred target is only claimed from (:func:`rebalance` releases
+    nothing on it: releases on views a claim interval old made a starting group churn);
+    a partition released to us is in our target already, so it is still claimed at once.
+    A change of our subscription, and a member's status changing (``target_until``), are
+    taken up at once; a member's status that changed without changing who counts, or
+    how, keeps the target (only the holders and the counted members decide it).
 
     Who is counted (docs/rebalancing.md, "Starting together"). A member whose own
     announcement is not replayed yet, or that has been a member for less than
@@ -87,8 +100,22 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     # member announces there every HB/3, so that time keeps up with the log)
     at = min(wall, home.now) if home.now > NO_TIME else wall
     key = (tuple(w.ownership_epoch for w in st.worlds), st.topics)
-    if st.target is not None and key == st.target_key and at < st.target_until:
-        return st.target
+    cached, previous = st.target, st.target_key
+    if cached is not None and at < st.target_until:
+        if key == previous:
+            st.target_deferred = False
+            return cached
+        if (
+            now is not None
+            and st.target_members is not None  # not holding still
+            and key[1] == previous[1]
+            and now < st.target_at + st.options.claim_every_ms
+        ):
+            st.target_deferred = True  # a holder or member changed: taken up at the next pass
+            return cached
+    if now is not None:
+        st.target_at = now
+    st.target_deferred = False
     group = st.options.group_id
     me = st.options.client_id
     live = home.members(group, at)
@@ -105,6 +132,7 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
         # start together see the ones whose announcements landed before theirs
         st.target = _holding_still(st)
         st.target_until = settled_at
+        st.target_members = None
         return st.target
     # alone, we count ourselves at once (nobody to wait for)
     # those that joined before us or with us (within a settle period) count for us at once:
@@ -112,18 +140,62 @@ def target(st: MemberState, wall: int) -> frozenset[assignment.Unit]:
     with_us = mine.since + settle
     members = [m for m in others if m.since <= with_us or m.counted(at)]
     members.append(myself(st, at))
-    holders: dict[assignment.Unit, str] = {}
-    for topic, partition in assignment.units_of(members):
-        p = 0 if partition == assignment.WHOLE_TOPIC else partition
-        h = world_of(st, topic, p).holder(group, topic, p)
-        if h is not None:
-            holders[(topic, partition)] = h[0]
-    full = assignment.target(st.options.rebalance, members, holders)
-    st.target = full.get(me, frozenset())
-    st.target_until = min(
-        (m.expires_at() for m in others), default=1 << 62
+    until = min((m.expires_at() for m in others), default=1 << 62)
+    # what the target depends on besides the holders: a member's status that changed
+    # (``target_until``) without changing who counts, or how, leaves it as it was
+    counted = tuple(
+        sorted((m.client_id, m.weight, m.max_claims, m.entire_topic, m.topics) for m in members)
     )
+    if cached is not None and key == previous and counted == st.target_members:
+        st.target_until = until
+        return cached
+    full = _shared_target(st, key[0], counted)
+    if full is None:
+        holders: dict[assignment.Unit, str] = {}
+        for topic, partition in assignment.units_of(members):
+            p = 0 if partition == assignment.WHOLE_TOPIC else partition
+            h = world_of(st, topic, p).holder(group, topic, p)
+            if h is not None:
+                holders[(topic, partition)] = h[0]
+        full = assignment.target(st.options.rebalance, members, holders)
+        _share_target(st, key[0], counted, full)
+    st.target = full.get(me, frozenset())
+    st.target_until = until
+    st.target_members = counted
     return st.target
+
+
+#: the group targets computed last in this process, for members that replay through the
+#: same ``WorldState`` objects (several members of a process sharing one replay, as the
+#: simulator's fleet does): the balanced target is a pure function of the holders (the
+#: same worlds at the same ownership epochs) and of the counted members, so they compute
+#: it once. An entry holds its worlds, so their ids are not reused while it lives.
+_SHARED: dict[tuple, tuple[tuple[WorldState, ...], dict[str, frozenset[assignment.Unit]]]] = {}
+_SHARED_MAX = 8
+
+
+def _shared_target(
+    st: MemberState, epochs: tuple[int, ...], counted: tuple
+) -> dict[str, frozenset[assignment.Unit]] | None:
+    if st.options.rebalance != "balanced":
+        return None  # a strategy of the user's own is called every time
+    hit = _SHARED.get((tuple(map(id, st.worlds)), epochs, counted))
+    if hit is None or any(a is not b for a, b in zip(hit[0], st.worlds, strict=True)):
+        return None
+    return hit[1]
+
+
+def _share_target(
+    st: MemberState,
+    epochs: tuple[int, ...],
+    counted: tuple,
+    full: dict[str, frozenset[assignment.Unit]],
+) -> None:
+    if st.options.rebalance != "balanced":
+        return
+    if len(_SHARED) >= _SHARED_MAX:
+        del _SHARED[next(iter(_SHARED))]  # the oldest
+    _SHARED[(tuple(map(id, st.worlds)), epochs, counted)] = (tuple(st.worlds), full)
 
 
 def _holding_still(st: MemberState) -> frozenset[assignment.Unit]:
@@ -143,7 +215,8 @@ def rebalance(
     mine: frozenset[assignment.Unit],
 ) -> None:
     """Give up what the target (``mine``: our share) moves away, exactly that; claim what it
-    gives us."""
+    gives us. A deferred target (``st.target_deferred``: the log moved since it was
+    computed) moves nothing away: only a current one does."""
     o = st.options
     if o.entire_topic:
         # a topic is ours through its partition 0; the rest follows once we hold that
@@ -156,13 +229,19 @@ def rebalance(
     for held in list(st.held.values()):
         if held.key in keep:
             st.draining.pop(held.key, None)
-        else:
+        elif not st.target_deferred:
             move_away(st, now, held, out)
     moved, st.replay_moved = st.replay_moved, False
-    if now < st.next_claim and not moved:
+    due = now >= st.next_claim
+    if not due and not moved:
         return  # nothing new in the log, and no pass due
-    st.next_claim = now + o.claim_every_ms
-    adopt_orphans(st, now, taken, out, keep)
+    if due:
+        # the claim pass proper (once per claim interval): looking for claims of ours we do
+        # not track costs a look at every partition of the group, too much for every step
+        # of the replay in a large group; between passes, what the replay moved is only
+        # looked up in our target (a partition released to us is claimed at once)
+        st.next_claim = now + o.claim_every_ms
+        adopt_orphans(st, now, taken, out, keep)
     if group_paused(st, now, wall):
         return
     skip = not_to_claim(st)

@@ -9,6 +9,7 @@ clock or decides what to write: this module sits below every other one of the co
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -123,6 +124,12 @@ class MemberState:
     target: frozenset[Unit] | None = None
     target_key: tuple | None = None
     target_until: int = 0  # wall time at which a member's status changes
+    #: the members the target was computed for (id, weight, cap, entire_topic, topics)
+    target_members: tuple | None = None
+    #: clock time the target was last computed by a step, and whether a holder or member
+    #: changed since (it is recomputed once a claim interval has passed: membership.target)
+    target_at: int = 0
+    target_deferred: bool = False
     draining: dict[Key, int] = attrs.field(factory=dict)  # ALO: moving away, since when
     released_epochs: tuple[int, ...] = ()  # "none": the worlds last looked at
     # the stall rule: when the last step ran, and the coordination partitions whose replay
@@ -171,8 +178,13 @@ def subscribed(st: MemberState) -> set[str]:
     return {t for t, _ in st.topics}
 
 
+#: a partition's coordination partition, remembered (a murmur3 hash per look-up otherwise:
+#: a target looks up every partition's holder); shared by the members of a process
+_coordination_partition = functools.lru_cache(maxsize=1 << 16)(coordination_partition)
+
+
 def cp_of(st: MemberState, topic: str, partition: int) -> int:
-    return coordination_partition(topic, partition, len(st.worlds))
+    return _coordination_partition(topic, partition, len(st.worlds))
 
 
 def world_of(st: MemberState, topic: str, partition: int) -> WorldState:
