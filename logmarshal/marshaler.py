@@ -1,7 +1,8 @@
 """The Marshaler: one process's window onto a group's coordination log.
 
 It replays every ``__marshal`` partition into its own :class:`rationalizer.WorldState`
-(a :class:`~logmarshal.tailer.Tailer`: one thread per partition, long-polling the log),
+(a :class:`~logmarshal.tailer.Tailer`, long-polling the log: over the network one request
+for every partition, else a thread each),
 writes this process's coordination records durably, and answers queries from what the
 replay has applied. A client learns whether a record won by waiting until the replay has
 reached the offset its write returned (read-your-writes) and reading that offset's verdict.
@@ -92,6 +93,11 @@ class Marshaler:
     ``instance_id`` is random per Marshaler (per process start) and drawn from ``rng``, so a
     restart of the same ``client_id`` is told apart from the instance it replaces.
     ``fetch_wait`` bounds each long poll (and so how long :meth:`close` may take).
+    ``fetch_linger`` (seconds, below ``fetch_wait``; 0 turns it off) is how long the replay
+    lets pass after an answer that carried records before it asks again, so that the
+    appends of that time come in one answer: without it every member's replay is answered
+    once per append to ``__marshal``, M answers an append from the broker (docs/performance.md,
+    the M² term). A member learns a verdict up to that much later.
     ``admin_keys`` (group id -> key bytes, read from a file by the caller) makes the replay
     reject unauthenticated admin records of those groups; every member and the audit must be
     given the same keys (PROTOCOL.md).
@@ -116,6 +122,7 @@ class Marshaler:
         rng: random.Random | None = None,
         fetch_wait: float = 0.5,
         fetch_max_bytes: int = 1 << 20,
+        fetch_linger: float = 0.02,
         admin_keys: Mapping[str, bytes] | None = None,
         metrics: MarshalerMetrics | None = None,
         snapshot_records: int | None = DEFAULT_SNAPSHOT_RECORDS,
@@ -136,6 +143,10 @@ class Marshaler:
             )
         if fetch_wait <= 0:
             raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
+        if not 0 <= fetch_linger < fetch_wait:
+            raise ValueError(
+                f"fetch_linger must be at least 0 and below fetch_wait, got {fetch_linger}"
+            )
         if snapshot_records is not None and snapshot_records < 1:
             raise ValueError(f"snapshot_records must be positive, got {snapshot_records}")
         if snapshot_interval is not None and snapshot_interval <= 0:
@@ -151,6 +162,7 @@ class Marshaler:
         self._lock = threading.Lock()
         self._consumers: list[AttachedConsumer] = []
         self._listeners: tuple[Callable[[int, int], None], ...] = ()
+        self._batch_listeners: tuple[Callable[[list[tuple[int, int]]], None], ...] = ()
         self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
         self._n = ensure_coordination_topic(cluster, coordination_partitions)
         self._tailer = Tailer(
@@ -158,10 +170,12 @@ class Marshaler:
             self._n,
             admin_keys=admin_keys,
             applied=self._applied,
+            applied_many=self._applied_many,
             now_ms=self.now_ms,
             thread_name=f"logmarshal-tail:{group_id}:{client_id}",
             fetch_wait=fetch_wait,
             fetch_max_bytes=fetch_max_bytes,
+            fetch_linger=fetch_linger,
             snapshot_records=snapshot_records,
             snapshot_ms=None if snapshot_interval is None else round(snapshot_interval * 1000),
             truncate=truncate,
@@ -253,8 +267,33 @@ class Marshaler:
                 listener(cp, applied)
             except Exception:
                 log.exception("a replay listener failed")
+        for many in self._batch_listeners:
+            try:
+                many([(cp, applied)])
+            except Exception:
+                log.exception("a replay listener failed")
         if self._metrics is not None:
             self._metrics.count_verdicts(self, cp, verdicts)
+
+    def _applied_many(self, chunks: list[tuple[int, int, list[Verdict | None]]]) -> None:
+        """From the replay thread, after the chunks one answer brought for several
+        partitions are all applied (outside their locks)."""
+        for listener in self._listeners:
+            for cp, applied, _ in chunks:
+                try:
+                    listener(cp, applied)
+                except Exception:
+                    log.exception("a replay listener failed")
+        if self._batch_listeners:
+            reached = [(cp, applied) for cp, applied, _ in chunks]
+            for many in self._batch_listeners:
+                try:
+                    many(reached)
+                except Exception:
+                    log.exception("a replay listener failed")
+        if self._metrics is not None:
+            for cp, _, verdicts in chunks:
+                self._metrics.count_verdicts(self, cp, verdicts)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -381,6 +420,18 @@ class Marshaler:
     def remove_listener(self, listener: Callable[[int, int], None]) -> None:
         with self._lock:
             self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+    def add_batch_listener(self, listener: Callable[[list[tuple[int, int]]], None]) -> None:
+        """Call ``listener([(cp, applied_through), ...])`` from the replay thread after chunks
+        are applied: those of several partitions at once when one answer brought them (the
+        network replay), else one. For a listener that decides once per call (a
+        Consumer's core steps them together)."""
+        with self._lock:
+            self._batch_listeners = (*self._batch_listeners, listener)
+
+    def remove_batch_listener(self, listener: Callable[[list[tuple[int, int]]], None]) -> None:
+        with self._lock:
+            self._batch_listeners = tuple(x for x in self._batch_listeners if x is not listener)
 
     def attach(self, consumer: AttachedConsumer, topics: Iterable[str]) -> None:
         """Attach ``consumer``, which reads ``topics``: this Marshaler closes it first when it
