@@ -26,6 +26,7 @@ from typing import Protocol
 import attrs
 
 from rationalizer import Claim, PartitionState, Verdict, WorldState, coordination_partition
+from rationalizer.codec import T_ANNOUNCING_MEMBER, T_HEARTBEAT, T_HEARTBEATING_TASK
 from rationalizer.messages import valid_id
 from storage import NewRecord
 
@@ -53,6 +54,13 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: record types written on a timer whose verdicts nobody waits for: the replay may linger
+#: on them (every other record of ours makes it hurry: a claim's verdict is awaited)
+_ROUTINE = frozenset({T_HEARTBEAT, T_ANNOUNCING_MEMBER, T_HEARTBEATING_TASK})
+#: the replay's default linger is HB over this: at HB 1 s, 100 ms (32 member processes over
+#: one broker on 2 cores balanced a join in 1 s with it, and not within 4 s at 20 ms)
+LINGER_PER_HB = 10
 
 #: Publish a snapshot of a coordination partition every this many records (the writer of
 #: each multiple of it does). A cold start replays on average half of it per coordination
@@ -93,11 +101,13 @@ class Marshaler:
     ``instance_id`` is random per Marshaler (per process start) and drawn from ``rng``, so a
     restart of the same ``client_id`` is told apart from the instance it replaces.
     ``fetch_wait`` bounds each long poll (and so how long :meth:`close` may take).
-    ``fetch_linger`` (seconds; 0 turns it off) is how long the replay
-    lets pass after an answer that carried records before it asks again, so that the
-    appends of that time come in one answer: without it every member's replay is answered
-    once per append to ``__marshal``, M answers an append from the broker (docs/performance.md,
-    the M² term). A member learns a verdict up to that much later.
+    ``fetch_linger`` (seconds; 0 turns it off; default HB/10, at most ``fetch_wait``) is how
+    long the replay lets pass after an answer that carried records before it asks again, so
+    that the appends of that time come in one answer: without it every member's replay is
+    answered once per append to ``__marshal``, M answers an append from the broker
+    (docs/performance.md, the M² term). Others' records are seen up to that much later; a
+    claim or release of our own (and any record :meth:`wait_applied` waits for) is fetched
+    without it, and so is a backlog.
     ``admin_keys`` (group id -> key bytes, read from a file by the caller) makes the replay
     reject unauthenticated admin records of those groups; every member and the audit must be
     given the same keys (PROTOCOL.md).
@@ -122,7 +132,7 @@ class Marshaler:
         rng: random.Random | None = None,
         fetch_wait: float = 0.5,
         fetch_max_bytes: int = 1 << 20,
-        fetch_linger: float = 0.02,
+        fetch_linger: float | None = None,
         admin_keys: Mapping[str, bytes] | None = None,
         metrics: MarshalerMetrics | None = None,
         snapshot_records: int | None = DEFAULT_SNAPSHOT_RECORDS,
@@ -143,6 +153,8 @@ class Marshaler:
             )
         if fetch_wait <= 0:
             raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
+        if fetch_linger is None:
+            fetch_linger = min(heartbeat_interval / LINGER_PER_HB, fetch_wait)
         if fetch_linger < 0:
             raise ValueError(f"fetch_linger must not be negative, got {fetch_linger}")
         if snapshot_records is not None and snapshot_records < 1:
@@ -310,6 +322,9 @@ class Marshaler:
         )
         offsets = result.offsets
         self._tailer.mark_own(cp, offsets)
+        if any(len(value) < 2 or value[1] not in _ROUTINE for _, value in records):
+            # a claim or a release: its verdict is awaited, the replay skips its linger
+            self._tailer.hurry(cp)
         return [Landed(cp, offset) for offset in offsets]
 
     # -- queries (as of what each partition's replay has applied) ---------------------------

@@ -33,6 +33,10 @@ from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
 
 __all__ = ["Applied", "AppliedMany", "Tailer"]
 
+#: an answer with this many records or more is a backlog's (a cold start catching up, a
+#: replay that fell behind): the next fetch follows at once, without the linger
+_LINGER_BELOW = 1000
+
 log = logging.getLogger(__name__)
 
 #: ``applied(cp, applied_through, verdicts)``: called by the tail thread of ``cp`` after
@@ -58,6 +62,8 @@ class _Tail:
         # offsets of this tailer's own records not applied yet: the writer of a record at
         # a snapshot point publishes the snapshot (PROTOCOL.md, "Who publishes")
         self.own: set[int] = set()
+        # set when a record of ours is awaited: the replay of this partition skips its linger
+        self.hurry = threading.Event()
 
 
 class _Worlds(Sequence[WorldState]):
@@ -82,7 +88,8 @@ class Tailer:
     ``applied_many``, if given, of the chunks one answer brought for several partitions
     together (instead of ``applied`` for each).
     ``fetch_linger``: after an answer that carried records, how long to let pass before
-    asking again (the appends of that time then come in one answer).
+    asking again (the appends of that time then come in one answer), unless a record of
+    this process is awaited (:meth:`hurry`) or the answer was a backlog's.
     ``snapshot_records`` / ``snapshot_ms`` set the snapshot points (None disables either),
     ``now_ms`` stamps a published snapshot, ``truncate`` deletes what the kept snapshots
     cover, ``restore`` starts from a snapshot instead of the log's start. ``admin_keys``
@@ -121,6 +128,7 @@ class Tailer:
         self._truncate = truncate
         self._restore = restore
         self._stopped = threading.Event()
+        self._hurry = threading.Event()  # the shared replay's: a record of ours is awaited
         self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(partitions)]
         self._fetch_linger = fetch_linger
         #: the one replay thread of every partition (None: a thread each)
@@ -154,7 +162,9 @@ class Tailer:
     def stop(self, timeout: float | None = None) -> None:
         """Stop every tail thread (waiters wake up and get False) and join them."""
         self._stopped.set()
+        self._hurry.set()
         for tail in self._tails:
+            tail.hurry.set()
             with tail.cond:
                 tail.cond.notify_all()
         if self._together is not None:
@@ -202,6 +212,8 @@ class Tailer:
         tail = self._tails[cp]
         deadline = time.monotonic() + timeout
         with tail.cond:
+            if tail.next_offset <= offset:
+                self.hurry(cp)
             while tail.next_offset <= offset:
                 if self._stopped.is_set() or tail.error is not None:
                     return False
@@ -221,6 +233,12 @@ class Tailer:
             ):
                 return False
         return True
+
+    def hurry(self, cp: int) -> None:
+        """A record just written to ``cp`` is awaited (its verdict): the replay fetches it
+        without lingering."""
+        self._tails[cp].hurry.set()
+        self._hurry.set()
 
     def mark_own(self, cp: int, offsets: Iterable[int]) -> None:
         """Offsets of records this process wrote to ``cp``: if one lands on a snapshot point,
@@ -311,6 +329,7 @@ class Tailer:
                 return
         backoff = 0.05
         while not self._stopped.is_set():
+            tail.hurry.clear()  # what was written before this fetch, it brings
             try:
                 got: Columns | Exception = coordlog.fetch_columns(
                     self._cluster,
@@ -335,7 +354,8 @@ class Tailer:
             backoff = 0.05
             if moved != offset:
                 offset = moved
-                self._linger(answered)
+                records = 0 if isinstance(got, Exception) else len(got[0])
+                self._linger(answered, records, tail.hurry)
         with tail.cond:
             tail.cond.notify_all()
 
@@ -353,6 +373,7 @@ class Tailer:
                 return
         backoff = 0.05
         while offsets and not self._stopped.is_set():
+            self._hurry.clear()  # what was written before this fetch, it brings
             try:
                 got: Mapping[int, Columns | Exception] | None = coordlog.fetch_columns_many(
                     self._cluster,
@@ -389,7 +410,8 @@ class Tailer:
                 continue
             backoff = 0.05
             if moved_any:
-                self._linger(answered)
+                records = sum(len(g[0]) for g in got.values() if not isinstance(g, Exception))
+                self._linger(answered, records, self._hurry)
         for tail in self._tails:
             with tail.cond:
                 tail.cond.notify_all()
@@ -418,14 +440,16 @@ class Tailer:
             )
             tail.thread.start()
 
-    def _linger(self, answered: float) -> None:
-        """After an answer that carried records, let ``fetch_linger`` pass (from when it
+    def _linger(self, answered: float, records: int, hurry: threading.Event) -> None:
+        """After an answer that carried ``records``, let ``fetch_linger`` pass (from when it
         arrived) before asking again: the appends meanwhile come in one answer, not one
-        each (a group's members all wake at every append to ``__marshal``)."""
-        if self._fetch_linger > 0:
+        each (a group's members all wake at every append to ``__marshal``). Not after a
+        backlog's answer (a cold start catching up), and cut short by ``hurry`` (a record of
+        ours is awaited) or stop."""
+        if self._fetch_linger > 0 and records < _LINGER_BELOW:
             left = answered + self._fetch_linger - time.monotonic()
             if left > 0:
-                self._stopped.wait(left)
+                hurry.wait(left)
 
     def _advance(
         self,

@@ -285,8 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-claims", type=int)
     parser.add_argument("--rebalance", choices=["balanced", "none"], default="balanced")
     parser.add_argument("--coordination-partitions", type=int, default=8)
-    parser.add_argument("--fetch-linger", type=float, default=0.02,
-                        help="the replay's wait after an answer with records (Marshaler)")
+    parser.add_argument("--fetch-linger", type=float,
+                        help="the replay's wait after an answer with records (Marshaler's "
+                        "fetch_linger; default its own)")
     parser.add_argument("--snapshot-records", type=int, help="publish snapshots this often")
     parser.add_argument(
         "--wake-lag", type=float, help="test only: __marshal fetches lag this long after a stall"
