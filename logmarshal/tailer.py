@@ -140,7 +140,7 @@ class Tailer:
         """Start replaying: one thread long-polling every partition in one request when the
         cluster can (:class:`~logmarshal.cluster.MultiBatchFetcher`), else (or once it
         cannot) one thread per coordination partition."""
-        if self._n > 1 and isinstance(self._cluster, MultiBatchFetcher):
+        if isinstance(self._cluster, MultiBatchFetcher):
             self._together = threading.Thread(
                 target=self._run_together, name=f"{self._thread_name}:all", daemon=True
             )
