@@ -484,6 +484,8 @@ def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: s
         opts: dict[str, Any] = {"rebalance": strategy}
         if strategy == "none" and args.none_greedy:
             opts["greedy"] = True
+        if args.fetch_linger is not None:
+            opts["fetch_linger"] = args.fetch_linger
         members = p.members_together([f"m{i:02d}" for i in range(n - 1)], **opts)
 
         def fair(group: list[Any]) -> bool:
@@ -553,6 +555,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="messages per second into every partition (default 2)")
     parser.add_argument("--timeout", type=float, default=None,
                         help="how long to wait for balance (default 4·HB + 2 s)")
+    parser.add_argument("--fetch-linger", type=float,
+                        help="with --processes: the members' replay linger (Marshaler "
+                        "fetch_linger; default its own)")
     parser.add_argument("--coordination-partitions", type=int, default=8,
                         help="coordination partitions of every Marshaler (default 8)")
     parser.add_argument("--fetch-wait", type=float, default=0.5,

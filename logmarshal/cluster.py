@@ -19,6 +19,7 @@ __all__ = [
     "Cluster",
     "ColumnFetcher",
     "Message",
+    "MultiBatchFetcher",
     "PartitionOffsets",
     "PartitionReader",
     "ProduceResult",
@@ -198,6 +199,27 @@ class BatchFetcher(Protocol):
     ) -> bytes | None:
         """The stored batches from the one holding ``offset`` on, or None when this cluster
         cannot serve them under its configuration (read records instead)."""
+        ...
+
+
+@runtime_checkable
+class MultiBatchFetcher(Protocol):
+    """Stored batches of several partitions of one topic in one request, for a replay of
+    them all that long-polls once instead of once per partition (one answer then carries
+    the appends to any of them)."""
+
+    def fetch_batches_many(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> dict[int, bytes | Exception] | None:
+        """Per partition of ``offsets``, its stored batches from the one holding its offset
+        on (about ``max_bytes`` each), or the error it alone met (OffsetOutOfRange, ...),
+        answered once any has records or after ``max_wait``; a failure of the whole request
+        is raised. None when one request cannot carry them (fetch each alone instead)."""
         ...
 
 

@@ -29,7 +29,14 @@ from rationalizer.snapshot_record import (
 from storage import CorruptBatch, NewRecord, TimestampType, TopicConfig
 from storage.records import decode_columns_from
 
-from .cluster import BatchFetcher, Cluster, ColumnFetcher, Columns, RecordDeleter
+from .cluster import (
+    BatchFetcher,
+    Cluster,
+    ColumnFetcher,
+    Columns,
+    MultiBatchFetcher,
+    RecordDeleter,
+)
 from .errors import LogmarshalError, TopicExists
 
 __all__ = [
@@ -41,6 +48,7 @@ __all__ = [
     "ensure_coordination_topic",
     "ensure_snapshot_topic",
     "fetch_columns",
+    "fetch_columns_many",
     "group_of_record",
     "iter_columns",
     "load_snapshot",
@@ -201,6 +209,38 @@ def _fetch_columns_once(
         cols[2].append(m.key)
         cols[3].append(m.value)
     return cols
+
+
+def fetch_columns_many(
+    cluster: Cluster,
+    topic: str,
+    offsets: Mapping[int, int],
+    *,
+    max_bytes: int = _READ_BYTES,
+    max_wait: float = 0.0,
+) -> dict[int, Columns | Exception] | None:
+    """Records of several partitions of ``topic``, each from its offset on, fetched in one
+    request (:class:`~logmarshal.cluster.MultiBatchFetcher`) and answered as soon as any has
+    records: per partition, its columns or what it alone met (a
+    :class:`~storage.CorruptBatch` that starts its answer, OffsetOutOfRange, ...), for the
+    caller to handle as :func:`fetch_columns` with ``skip_damaged=False`` would have raised
+    it. A failure of the whole request is raised. None when the cluster cannot fetch them
+    together: fetch each with :func:`fetch_columns` instead."""
+    if not isinstance(cluster, MultiBatchFetcher):
+        return None
+    got = cluster.fetch_batches_many(topic, offsets, max_bytes=max_bytes, max_wait=max_wait)
+    if got is None:
+        return None
+    out: dict[int, Columns | Exception] = {}
+    for partition, data in got.items():
+        if isinstance(data, Exception):
+            out[partition] = data
+            continue
+        try:
+            out[partition] = decode_columns_from(data, offsets[partition])
+        except CorruptBatch as exc:
+            out[partition] = exc
+    return out
 
 
 def iter_columns(

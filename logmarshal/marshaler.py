@@ -1,7 +1,8 @@
 """The Marshaler: one process's window onto a group's coordination log.
 
 It replays every ``__marshal`` partition into its own :class:`rationalizer.WorldState`
-(a :class:`~logmarshal.tailer.Tailer`: one thread per partition, long-polling the log),
+(a :class:`~logmarshal.tailer.Tailer`, long-polling the log: over the network one request
+for every partition, else a thread each),
 writes this process's coordination records durably, and answers queries from what the
 replay has applied. A client learns whether a record won by waiting until the replay has
 reached the offset its write returned (read-your-writes) and reading that offset's verdict.
@@ -25,6 +26,7 @@ from typing import Protocol
 import attrs
 
 from rationalizer import Claim, PartitionState, Verdict, WorldState, coordination_partition
+from rationalizer.codec import T_ANNOUNCING_MEMBER, T_HEARTBEAT, T_HEARTBEATING_TASK
 from rationalizer.messages import valid_id
 from storage import NewRecord
 
@@ -52,6 +54,13 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: record types written on a timer whose verdicts nobody waits for: the replay may linger
+#: on them (every other record of ours makes it hurry: a claim's verdict is awaited)
+_ROUTINE = frozenset({T_HEARTBEAT, T_ANNOUNCING_MEMBER, T_HEARTBEATING_TASK})
+#: the replay's default linger is HB over this: at HB 1 s, 100 ms (32 member processes over
+#: one broker on 2 cores balanced a join in 1 s with it, and not within 4 s at 20 ms)
+LINGER_PER_HB = 10
 
 #: Publish a snapshot of a coordination partition every this many records (the writer of
 #: each multiple of it does). A cold start replays on average half of it per coordination
@@ -92,6 +101,13 @@ class Marshaler:
     ``instance_id`` is random per Marshaler (per process start) and drawn from ``rng``, so a
     restart of the same ``client_id`` is told apart from the instance it replaces.
     ``fetch_wait`` bounds each long poll (and so how long :meth:`close` may take).
+    ``fetch_linger`` (seconds; 0 turns it off; default HB/10, at most ``fetch_wait``) is how
+    long the replay lets pass after an answer that carried records before it asks again, so
+    that the appends of that time come in one answer: without it every member's replay is
+    answered once per append to ``__marshal``, M answers an append from the broker
+    (docs/performance.md, the M² term). Others' records are seen up to that much later; a
+    claim or release of our own (and any record :meth:`wait_applied` waits for) is fetched
+    without it, and so is a backlog.
     ``admin_keys`` (group id -> key bytes, read from a file by the caller) makes the replay
     reject unauthenticated admin records of those groups; every member and the audit must be
     given the same keys (PROTOCOL.md).
@@ -116,6 +132,7 @@ class Marshaler:
         rng: random.Random | None = None,
         fetch_wait: float = 0.5,
         fetch_max_bytes: int = 1 << 20,
+        fetch_linger: float | None = None,
         admin_keys: Mapping[str, bytes] | None = None,
         metrics: MarshalerMetrics | None = None,
         snapshot_records: int | None = DEFAULT_SNAPSHOT_RECORDS,
@@ -136,6 +153,10 @@ class Marshaler:
             )
         if fetch_wait <= 0:
             raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
+        if fetch_linger is None:
+            fetch_linger = min(heartbeat_interval / LINGER_PER_HB, fetch_wait)
+        if fetch_linger < 0:
+            raise ValueError(f"fetch_linger must not be negative, got {fetch_linger}")
         if snapshot_records is not None and snapshot_records < 1:
             raise ValueError(f"snapshot_records must be positive, got {snapshot_records}")
         if snapshot_interval is not None and snapshot_interval <= 0:
@@ -151,6 +172,7 @@ class Marshaler:
         self._lock = threading.Lock()
         self._consumers: list[AttachedConsumer] = []
         self._listeners: tuple[Callable[[int, int], None], ...] = ()
+        self._batch_listeners: tuple[Callable[[list[tuple[int, int]]], None], ...] = ()
         self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
         self._n = ensure_coordination_topic(cluster, coordination_partitions)
         self._tailer = Tailer(
@@ -158,10 +180,12 @@ class Marshaler:
             self._n,
             admin_keys=admin_keys,
             applied=self._applied,
+            applied_many=self._applied_many,
             now_ms=self.now_ms,
             thread_name=f"logmarshal-tail:{group_id}:{client_id}",
             fetch_wait=fetch_wait,
             fetch_max_bytes=fetch_max_bytes,
+            fetch_linger=fetch_linger,
             snapshot_records=snapshot_records,
             snapshot_ms=None if snapshot_interval is None else round(snapshot_interval * 1000),
             truncate=truncate,
@@ -253,8 +277,33 @@ class Marshaler:
                 listener(cp, applied)
             except Exception:
                 log.exception("a replay listener failed")
+        for many in self._batch_listeners:
+            try:
+                many([(cp, applied)])
+            except Exception:
+                log.exception("a replay listener failed")
         if self._metrics is not None:
             self._metrics.count_verdicts(self, cp, verdicts)
+
+    def _applied_many(self, chunks: list[tuple[int, int, list[Verdict | None]]]) -> None:
+        """From the replay thread, after the chunks one answer brought for several
+        partitions are all applied (outside their locks)."""
+        for listener in self._listeners:
+            for cp, applied, _ in chunks:
+                try:
+                    listener(cp, applied)
+                except Exception:
+                    log.exception("a replay listener failed")
+        if self._batch_listeners:
+            reached = [(cp, applied) for cp, applied, _ in chunks]
+            for many in self._batch_listeners:
+                try:
+                    many(reached)
+                except Exception:
+                    log.exception("a replay listener failed")
+        if self._metrics is not None:
+            for cp, _, verdicts in chunks:
+                self._metrics.count_verdicts(self, cp, verdicts)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -273,6 +322,9 @@ class Marshaler:
         )
         offsets = result.offsets
         self._tailer.mark_own(cp, offsets)
+        if any(len(value) < 2 or value[1] not in _ROUTINE for _, value in records):
+            # a claim or a release: its verdict is awaited, the replay skips its linger
+            self._tailer.hurry(cp)
         return [Landed(cp, offset) for offset in offsets]
 
     # -- queries (as of what each partition's replay has applied) ---------------------------
@@ -381,6 +433,18 @@ class Marshaler:
     def remove_listener(self, listener: Callable[[int, int], None]) -> None:
         with self._lock:
             self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+    def add_batch_listener(self, listener: Callable[[list[tuple[int, int]]], None]) -> None:
+        """Call ``listener([(cp, applied_through), ...])`` from the replay thread after chunks
+        are applied: those of several partitions at once when one answer brought them (the
+        network replay), else one. For a listener that decides once per call (a
+        Consumer's core steps them together)."""
+        with self._lock:
+            self._batch_listeners = (*self._batch_listeners, listener)
+
+    def remove_batch_listener(self, listener: Callable[[list[tuple[int, int]]], None]) -> None:
+        with self._lock:
+            self._batch_listeners = tuple(x for x in self._batch_listeners if x is not listener)
 
     def attach(self, consumer: AttachedConsumer, topics: Iterable[str]) -> None:
         """Attach ``consumer``, which reads ``topics``: this Marshaler closes it first when it

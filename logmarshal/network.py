@@ -602,8 +602,16 @@ class _PartitionReader:
                 self._take([first, *consumer.consume(want - 1, 0)])
 
 
+class _SplitLeaders(Exception):
+    """The partitions asked for together have more than one leader (one request cannot
+    carry them: the caller fetches each on its own)."""
+
+
 class _BatchReader:
-    """Stored batches of one partition as the leader serves them (Fetch v5 on one socket).
+    """Stored batches of some partitions of one topic as their leader serves them (Fetch v5
+    on one socket): one partition for :meth:`NetworkCluster.fetch_batches`, several (the
+    replay's coordination partitions) in one request for
+    :meth:`NetworkCluster.fetch_batches_many`.
 
     Why not librdkafka for replay: it parses records itself, and on a stored batch that does
     not decode it stalls without an error (a length past the batch), drops records or hands
@@ -616,7 +624,7 @@ class _BatchReader:
     def __init__(
         self,
         topic: str,
-        partition: int,
+        partitions: tuple[int, ...],
         leader: Any,
         timeout: float,
         tls: ssl.SSLContext | None = None,
@@ -624,7 +632,7 @@ class _BatchReader:
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
         self._topic = topic
-        self._partition = partition
+        self._partitions = partitions
         self._leader = leader  # () -> (host, port), asked afresh after a failure
         self._timeout = timeout
         self._tls = tls
@@ -639,32 +647,55 @@ class _BatchReader:
 
     def fetch(self, offset: int, max_bytes: int, max_wait: float) -> bytes:
         """The stored batches from the one holding ``offset`` on (about ``max_bytes``)."""
+        (partition,) = self._partitions
+        got = self.fetch_many({partition: offset}, max_bytes, max_wait)[partition]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def fetch_many(
+        self, offsets: Mapping[int, int], max_bytes: int, max_wait: float
+    ) -> dict[int, bytes | Exception]:
+        """Per partition, the stored batches from the one holding its offset on (about
+        ``max_bytes`` each), or the error its leader answered for it, all in one request: the
+        broker answers once any has records (or ``max_wait`` elapsed). A failure of the
+        connection itself is raised (NetworkError) for them all."""
         self.last_used = time.monotonic()
         for attempt in range(2):
             try:
-                partition = self._call(offset, max_bytes, max_wait)
+                answers = self._call(offsets, max_bytes, max_wait)
             except (OSError, ValueError, struct.error) as exc:  # socket, TLS, a torn answer
                 self.close()
                 if attempt:
                     raise NetworkError(
-                        f"fetching {self._topic}/{self._partition} from its leader: {exc}"
+                        f"fetching {self._topic}/{self._name(offsets)} from its leader: {exc}"
                     ) from None
                 continue
-            code = partition.error_code
-            if code == 0:
-                return bytes(partition.records or b"")
-            if code == _OFFSET_OUT_OF_RANGE:
-                raise OffsetOutOfRange(offset, partition.log_start_offset, partition.high_watermark)
-            if code == _UNKNOWN_TOPIC_OR_PARTITION:
-                raise UnknownPartition(self._topic, self._partition)
-            self.close()  # not the leader (any more): ask the metadata again
-            if attempt:
-                raise NetworkError(
-                    f"fetching {self._topic}/{self._partition}: Kafka error code {code}"
-                )
+            out: dict[int, bytes | Exception] = {}
+            for p, offset in offsets.items():
+                partition = answers[p]
+                code = partition.error_code
+                if code == 0:
+                    out[p] = bytes(partition.records or b"")
+                elif code == _OFFSET_OUT_OF_RANGE:
+                    out[p] = OffsetOutOfRange(
+                        offset, partition.log_start_offset, partition.high_watermark
+                    )
+                elif code == _UNKNOWN_TOPIC_OR_PARTITION:
+                    out[p] = UnknownPartition(self._topic, p)
+                else:
+                    out[p] = NetworkError(f"fetching {self._topic}/{p}: Kafka error code {code}")
+            if any(type(got) is NetworkError for got in out.values()):
+                self.close()  # not the leader (any more): ask the metadata again
+                if not attempt:
+                    continue
+            return out
         raise AssertionError("unreachable")
 
-    def _call(self, offset: int, max_bytes: int, max_wait: float) -> Any:
+    def _name(self, offsets: Mapping[int, int]) -> str:
+        return ",".join(str(p) for p in offsets)
+
+    def _call(self, offsets: Mapping[int, int], max_bytes: int, max_wait: float) -> dict[int, Any]:
         if self._sock is None:
             host, port = self._leader()
             sock = socket.create_connection((host, port), timeout=self._timeout)
@@ -681,18 +712,20 @@ class _BatchReader:
             replica_id=-1,
             max_wait_ms=int(max_wait * 1000),
             min_bytes=1,
-            max_bytes=max_bytes,
+            # every partition may fill its own max_bytes, as when each was fetched alone
+            max_bytes=min(max_bytes * len(offsets), 0x7FFFFFFF),
             isolation_level=0,
             topics=[
                 r.FetchTopic(
                     topic=self._topic,
                     partitions=[
                         r.FetchTopic.FetchPartition(
-                            partition=self._partition,
+                            partition=p,
                             fetch_offset=offset,
                             log_start_offset=-1,
                             partition_max_bytes=max_bytes,
                         )
+                        for p, offset in offsets.items()
                     ],
                 )
             ],
@@ -706,11 +739,16 @@ class _BatchReader:
         if got != correlation_id:
             raise ConnectionError(f"answer to request {got}, expected {correlation_id}")
         response = _FETCH_RESPONSE.decode(memoryview(frame)[4:])
+        answers: dict[int, Any] = {}
         for topic in response.responses:
+            if topic.topic != self._topic:
+                continue
             for partition in topic.partitions:
-                if partition.partition_index == self._partition:
-                    return partition
-        raise ConnectionError("the answer does not name the partition")
+                if partition.partition_index in offsets:
+                    answers[partition.partition_index] = partition
+        if len(answers) != len(offsets):
+            raise ConnectionError("the answer does not name every partition asked for")
+        return answers
 
     def _recv(self, n: int) -> bytes:
         assert self._sock is not None
@@ -753,7 +791,7 @@ class NetworkCluster:
         self._admin = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
         self._readers: dict[tuple[str, int], _PartitionReader] = {}
-        self._batch_readers: dict[tuple[str, int], _BatchReader] = {}
+        self._batch_readers: dict[tuple[str, tuple[int, ...]], _BatchReader] = {}
         self._batches_ok, self._batch_tls = _batch_transport(self._base)
         self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
         self._offsets_consumer: Consumer | None = None
@@ -887,22 +925,43 @@ class NetworkCluster:
                 del readers[key]
                 return
 
-    def _batch_reader(self, topic: str, partition: int) -> _BatchReader:
-        key = (topic, partition)
+    def _batch_reader(self, topic: str, partitions: tuple[int, ...]) -> _BatchReader:
+        key = (topic, partitions)
         with self._lock:
             reader = self._batch_readers.get(key)
             if reader is None:
                 if len(self._batch_readers) >= _MAX_READERS:
                     self._evict_idle_reader(self._batch_readers)
-                reader = _BatchReader(
-                    topic,
-                    partition,
-                    functools.partial(self._leader, topic, partition),
-                    self._timeout,
-                    self._batch_tls,
-                )
+                if len(partitions) == 1:
+                    leader = functools.partial(self._leader, topic, partitions[0])
+                else:
+                    leader = functools.partial(self._common_leader, topic, partitions)
+                reader = _BatchReader(topic, partitions, leader, self._timeout, self._batch_tls)
                 self._batch_readers[key] = reader
             return reader
+
+    def _common_leader(self, topic: str, partitions: tuple[int, ...]) -> tuple[str, int]:
+        """Host and port of the one leader of all ``partitions`` (fresh metadata);
+        _SplitLeaders if they have more than one."""
+        try:
+            metadata = self._admin.list_topics(topic, timeout=self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, topic) from None
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None:
+            raise UnknownTopic(topic)
+        leaders = set()
+        for partition in partitions:
+            state = found.partitions.get(partition)
+            if state is None:
+                raise UnknownPartition(topic, partition)
+            leaders.add(state.leader)
+        if len(leaders) > 1:
+            raise _SplitLeaders(topic, partitions)
+        broker = metadata.brokers.get(leaders.pop())
+        if broker is None:
+            raise NetworkError(f"{topic}/{','.join(map(str, partitions))} have no leader now")
+        return broker.host, broker.port
 
     def _leader(self, topic: str, partition: int) -> tuple[str, int]:
         """Host and port of the partition's leader, from fresh metadata."""
@@ -1199,9 +1258,35 @@ class NetworkCluster:
             raise ValueError(f"offsets are never negative, got {offset}")
         if not self._batches_ok:
             return None
-        reader = self._batch_reader(topic, partition)
+        reader = self._batch_reader(topic, (partition,))
         with reader.lock:
             return reader.fetch(offset, max_bytes, max_wait)
+
+    def fetch_batches_many(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> dict[int, bytes | Exception] | None:
+        """:class:`~logmarshal.cluster.MultiBatchFetcher`: :meth:`fetch_batches` of several
+        partitions of ``topic`` in one Fetch request on one connection, answered as soon as
+        any of them has records (or after ``max_wait``). Per partition, its stored batches
+        or the error its leader answered; a failure of the connection is raised for all.
+        None when one request cannot carry them: the partitions have different leaders, or
+        the connection needs what only librdkafka speaks here (then fetch each alone)."""
+        self._check_open()
+        if any(offset < 0 for offset in offsets.values()):
+            raise ValueError(f"offsets are never negative, got {dict(offsets)}")
+        if not self._batches_ok or not offsets:
+            return None
+        reader = self._batch_reader(topic, tuple(offsets))
+        with reader.lock:
+            try:
+                return reader.fetch_many(offsets, max_bytes, max_wait)
+            except _SplitLeaders:
+                return None
 
     def _read(self, topic: str, partition: int, offset: int, read: Any) -> Any:
         """Run ``read(reader)`` on the partition's reader, its errors mapped as the embedded

@@ -1,12 +1,14 @@
-"""The live replay of ``__marshal``: one thread per coordination partition tails it into a
-:class:`rationalizer.WorldState`.
+"""The live replay of ``__marshal``: each coordination partition tailed into a
+:class:`rationalizer.WorldState`, by one thread long-polling them all in one request where
+the cluster can (:class:`~logmarshal.cluster.MultiBatchFetcher`: the network cluster), else
+by one thread per partition.
 
 A :class:`~logmarshal.marshaler.Marshaler` composes one :class:`Tailer`; the Spark audit's
 batch replay is :mod:`logmarshal.audit.replay`, and reading the coordination log's storage
 (fetching, snapshots, truncation) is :mod:`logmarshal.coordlog`, which this module calls.
 
 Each partition's world and the offset its replay reached are guarded by that partition's
-lock (:meth:`Tailer.locks`), which the tail thread holds only while it applies a fetched
+lock (:meth:`Tailer.locks`), which the replay thread holds only while it applies a fetched
 chunk. A cold start restores the newest valid published snapshot and replays the tail; a
 tailer whose own record lands on a snapshot point publishes the next snapshot and then
 truncates (PROTOCOL.md, "Bounded coordination log"; docs/bounded-log.md).
@@ -25,17 +27,25 @@ from rationalizer.world import NO_TIME
 from storage import CorruptBatch
 
 from . import coordlog
-from .cluster import Cluster
+from .cluster import Cluster, Columns, MultiBatchFetcher
 from .coordlog import COORDINATION_TOPIC
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
 
-__all__ = ["Applied", "Tailer"]
+__all__ = ["Applied", "AppliedMany", "Tailer"]
+
+#: an answer with this many records or more is a backlog's (a cold start catching up, a
+#: replay that fell behind): the next fetch follows at once, without the linger
+_LINGER_BELOW = 1000
 
 log = logging.getLogger(__name__)
 
 #: ``applied(cp, applied_through, verdicts)``: called by the tail thread of ``cp`` after
 #: each chunk, outside the replay's lock
 Applied = Callable[[int, int, list[Verdict | None]], None]
+#: ``applied_many([(cp, applied_through, verdicts), ...])``: the chunks of several
+#: partitions that one answer brought, once they are all applied (the one replay thread of
+#: every partition; outside the replays' locks)
+AppliedMany = Callable[[list[tuple[int, int, list[Verdict | None]]]], None]
 
 
 class _Tail:
@@ -52,6 +62,8 @@ class _Tail:
         # offsets of this tailer's own records not applied yet: the writer of a record at
         # a snapshot point publishes the snapshot (PROTOCOL.md, "Who publishes")
         self.own: set[int] = set()
+        # set when a record of ours is awaited: the replay of this partition skips its linger
+        self.hurry = threading.Event()
 
 
 class _Worlds(Sequence[WorldState]):
@@ -68,10 +80,16 @@ class _Worlds(Sequence[WorldState]):
 
 
 class Tailer:
-    """Replays coordination partitions ``0..partitions-1`` of ``cluster``, each on its own
-    thread, until :meth:`stop`.
+    """Replays coordination partitions ``0..partitions-1`` of ``cluster`` until :meth:`stop`:
+    one thread and one long poll for them all where the cluster can fetch them together,
+    else a thread each.
 
-    ``applied`` hears of every applied chunk (a Marshaler's listeners and metrics).
+    ``applied`` hears of every applied chunk (a Marshaler's listeners and metrics);
+    ``applied_many``, if given, of the chunks one answer brought for several partitions
+    together (instead of ``applied`` for each).
+    ``fetch_linger``: after an answer that carried records, how long to let pass before
+    asking again (the appends of that time then come in one answer), unless a record of
+    this process is awaited (:meth:`hurry`) or the answer was a backlog's.
     ``snapshot_records`` / ``snapshot_ms`` set the snapshot points (None disables either),
     ``now_ms`` stamps a published snapshot, ``truncate`` deletes what the kept snapshots
     cover, ``restore`` starts from a snapshot instead of the log's start. ``admin_keys``
@@ -85,10 +103,12 @@ class Tailer:
         *,
         admin_keys: Mapping[str, bytes] | None,
         applied: Applied,
+        applied_many: AppliedMany | None = None,
         now_ms: Callable[[], int],
         thread_name: str,
         fetch_wait: float,
         fetch_max_bytes: int,
+        fetch_linger: float = 0.0,
         snapshot_records: int | None,
         snapshot_ms: int | None,
         truncate: bool,
@@ -98,6 +118,7 @@ class Tailer:
         self._n = partitions
         self._admin_keys = dict(admin_keys or {})
         self._applied = applied
+        self._applied_many = applied_many
         self._now_ms = now_ms
         self._thread_name = thread_name
         self._fetch_wait = fetch_wait
@@ -107,12 +128,24 @@ class Tailer:
         self._truncate = truncate
         self._restore = restore
         self._stopped = threading.Event()
+        self._hurry = threading.Event()  # the shared replay's: a record of ours is awaited
         self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(partitions)]
+        self._fetch_linger = fetch_linger
+        #: the one replay thread of every partition (None: a thread each)
+        self._together: threading.Thread | None = None
 
     # -- lifetime ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start one tail thread per coordination partition."""
+        """Start replaying: one thread long-polling every partition in one request when the
+        cluster can (:class:`~logmarshal.cluster.MultiBatchFetcher`), else (or once it
+        cannot) one thread per coordination partition."""
+        if isinstance(self._cluster, MultiBatchFetcher):
+            self._together = threading.Thread(
+                target=self._run_together, name=f"{self._thread_name}:all", daemon=True
+            )
+            self._together.start()
+            return
         for tail in self._tails:
             tail.thread = threading.Thread(
                 target=self._run,
@@ -129,9 +162,13 @@ class Tailer:
     def stop(self, timeout: float | None = None) -> None:
         """Stop every tail thread (waiters wake up and get False) and join them."""
         self._stopped.set()
+        self._hurry.set()
         for tail in self._tails:
+            tail.hurry.set()
             with tail.cond:
                 tail.cond.notify_all()
+        if self._together is not None:
+            self._together.join(timeout)  # before the tails: it may start their threads
         for tail in self._tails:
             if tail.thread is not None:
                 tail.thread.join(timeout)
@@ -175,6 +212,8 @@ class Tailer:
         tail = self._tails[cp]
         deadline = time.monotonic() + timeout
         with tail.cond:
+            if tail.next_offset <= offset:
+                self.hurry(cp)
             while tail.next_offset <= offset:
                 if self._stopped.is_set() or tail.error is not None:
                     return False
@@ -194,6 +233,12 @@ class Tailer:
             ):
                 return False
         return True
+
+    def hurry(self, cp: int) -> None:
+        """A record just written to ``cp`` is awaited (its verdict): the replay fetches it
+        without lingering."""
+        self._tails[cp].hurry.set()
+        self._hurry.set()
 
     def mark_own(self, cp: int, offsets: Iterable[int]) -> None:
         """Offsets of records this process wrote to ``cp``: if one lands on a snapshot point,
@@ -246,14 +291,14 @@ class Tailer:
             tail.cond.notify_all()
         return earliest
 
-    def _run(self, tail: _Tail) -> None:
-        """Feed one WorldState from its partition until stopped."""
+    def _begin(self, tail: _Tail) -> int | None:
+        """:meth:`_start` of one partition, retried while the log is unreachable; None if
+        its replay cannot start (the error is on the tail)."""
         cp = tail.partition
         backoff = 0.05
         while True:
             try:
-                offset = self._start(tail)
-                break
+                return self._start(tail)
             except (*RETRIABLE, ClosedError) as exc:
                 # the log (or the snapshot topic) is unreachable for now: never fall back to
                 # a replay that would miss what a snapshot holds, retry instead
@@ -261,7 +306,7 @@ class Tailer:
                     with tail.cond:
                         tail.error = exc
                         tail.cond.notify_all()
-                    return
+                    return None
                 log.warning(
                     "cannot start replaying %s/%d (%s); retrying", COORDINATION_TOPIC, cp, exc
                 )
@@ -272,110 +317,236 @@ class Tailer:
                 with tail.cond:
                     tail.error = exc
                     tail.cond.notify_all()
+                return None
+
+    def _run(self, tail: _Tail, offset: int | None = None) -> None:
+        """Feed one WorldState from its partition until stopped (from ``offset`` if given,
+        else from its cold start)."""
+        cp = tail.partition
+        if offset is None:
+            offset = self._begin(tail)
+            if offset is None:
                 return
         backoff = 0.05
         while not self._stopped.is_set():
+            tail.hurry.clear()  # what was written before this fetch, it brings
             try:
-                cols = coordlog.fetch_columns(
+                got: Columns | Exception = coordlog.fetch_columns(
                     self._cluster,
                     COORDINATION_TOPIC,
                     cp,
                     offset,
                     max_bytes=self._fetch_max_bytes,
                     max_wait=self._fetch_wait,
-                    skip_damaged=False,  # skipped below: the position moves past it
+                    skip_damaged=False,  # skipped in _advance: the position moves past it
                 )
-            except OffsetOutOfRange as exc:
-                log.error(
-                    "%s/%d: offset %d is out of range (%s); restarting from a snapshot or "
-                    "the earliest",
-                    COORDINATION_TOPIC,
-                    cp,
-                    offset,
-                    exc,
-                )
-                try:
-                    offset = self._recover(tail, offset)
-                except ClosedError:
-                    continue  # the loop condition or the next fetch decides
-                except Exception as again:
-                    # unanswered here must not end the thread: its world would stop forever
-                    log.warning("%s/%d: no earliest offset (%s)", COORDINATION_TOPIC, cp, again)
-                    self._stopped.wait(backoff)
-                    backoff = min(backoff * 2, 1.0)
-                continue
-            except CorruptBatch as exc:
-                if exc.next_offset is None or exc.next_offset <= offset:
-                    log.error("%s/%d: %s; cannot tell where it ends, retrying",
-                              COORDINATION_TOPIC, cp, exc)
-                    self._stopped.wait(backoff)
-                    backoff = min(backoff * 2, 1.0)
-                    continue
-                # as the rationalizer does for a bad record: count it, skip it, keep going
-                log.error("%s/%d: %s; skipped (its coordination messages are lost)",
-                          COORDINATION_TOPIC, cp, exc)
-                offset = exc.next_offset
-                with tail.cond:
-                    tail.skipped_batches += 1
-                    tail.next_offset = offset
-                    tail.cond.notify_all()
-                continue
-            except ClosedError:
-                if not self._stopped.is_set():
-                    log.error("the cluster closed under the marshaler; replay of %d stops", cp)
-                    with tail.cond:
-                        tail.error = ClosedError("the cluster was closed")
-                        tail.cond.notify_all()
+            except Exception as exc:
+                got = exc
+            answered = time.monotonic()
+            moved, pause = self._advance(tail, offset, got, backoff)
+            if moved is None:
                 return
-            except RETRIABLE as exc:
-                # the log is unreachable for now (a broker restarting): one line per retry,
-                # not a traceback; librdkafka reconnects and the replay resumes at ``offset``
-                log.warning(
-                    "fetching %s/%d failed (%s); retrying in %.2f s",
-                    COORDINATION_TOPIC,
-                    cp,
-                    exc,
-                    backoff,
-                )
+            if pause:
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
+                offset = moved
                 continue
-            except Exception:
-                log.exception("fetching %s/%d failed; retrying", COORDINATION_TOPIC, cp)
+            backoff = 0.05
+            if moved != offset:
+                offset = moved
+                records = 0 if isinstance(got, Exception) else len(got[0])
+                self._linger(answered, records, tail.hurry)
+        with tail.cond:
+            tail.cond.notify_all()
+
+    def _run_together(self) -> None:
+        """Feed every WorldState from one long poll of all the partitions (one request a
+        fetch: an append to any of them answers it, and one answer carries the records of
+        all). Falls back to a thread per partition if the cluster cannot fetch them
+        together (any more)."""
+        offsets: dict[int, int] = {}
+        for tail in self._tails:
+            offset = self._begin(tail)
+            if offset is not None:
+                offsets[tail.partition] = offset
+            if self._stopped.is_set():
+                return
+        backoff = 0.05
+        while offsets and not self._stopped.is_set():
+            self._hurry.clear()  # what was written before this fetch, it brings
+            try:
+                got: Mapping[int, Columns | Exception] | None = coordlog.fetch_columns_many(
+                    self._cluster,
+                    COORDINATION_TOPIC,
+                    offsets,
+                    max_bytes=self._fetch_max_bytes,
+                    max_wait=self._fetch_wait,
+                )
+            except Exception as exc:
+                got = dict.fromkeys(offsets, exc)
+            if got is None:
+                log.info(
+                    "%s: the partitions cannot be fetched together; a replay thread each",
+                    COORDINATION_TOPIC,
+                )
+                self._split(offsets)
+                return
+            answered = time.monotonic()
+            pause = moved_any = False
+            batch: list[tuple[int, int, list[Verdict | None], _Tail | None]] = []
+            for cp, offset in list(offsets.items()):
+                moved, wait = self._advance(self._tails[cp], offset, got[cp], backoff, batch)
+                if moved is None:
+                    del offsets[cp]  # this partition's replay ended (its error is kept)
+                    continue
+                offsets[cp] = moved
+                pause = pause or wait
+                moved_any = moved_any or moved != offset
+            if batch:
+                self._announce(batch)
+            if pause:
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
             backoff = 0.05
-            offsets = cols[0]
-            if not offsets:
-                continue
-            before = tail.world.now
+            if moved_any:
+                records = sum(len(g[0]) for g in got.values() if not isinstance(g, Exception))
+                self._linger(answered, records, self._hurry)
+        for tail in self._tails:
             with tail.cond:
-                try:
-                    verdicts = tail.world.apply_many(
-                        zip(offsets, cols[1], cols[2], cols[3], strict=True)
-                    )
-                except UnknownVersion as exc:
-                    # a record of a protocol version this code does not know: its rules may
-                    # decide otherwise than a skip would, so this partition's replay stops
-                    # (members then lose their leases here instead of guessing)
-                    log.error("%s/%d: %s", COORDINATION_TOPIC, cp, exc)
-                    tail.next_offset = exc.offset
-                    tail.error = exc
-                    tail.cond.notify_all()
-                    return
-                offset = offsets[-1] + 1
-                tail.next_offset = offset
-                mine = [o for o in tail.own if o < offset] if tail.own else None
-                if mine:
-                    tail.own.difference_update(mine)
                 tail.cond.notify_all()
-            # outside the replay's lock: listeners take their own
-            self._applied(cp, offset - 1, verdicts)
-            if mine and self._snapshot_due(mine, offsets, cols[1], before):
-                self._snapshot(tail)
+
+    def _announce(self, batch: list[tuple[int, int, list[Verdict | None], _Tail | None]]) -> None:
+        """Tell the listeners what one answer brought (all at once if they take it so), then
+        publish the snapshots it made due."""
+        if self._applied_many is not None:
+            self._applied_many([(cp, applied, verdicts) for cp, applied, verdicts, _ in batch])
+        else:
+            for cp, applied, verdicts, _ in batch:
+                self._applied(cp, applied, verdicts)
+        for *_, snapshot in batch:
+            if snapshot is not None:
+                self._snapshot(snapshot)
+
+    def _split(self, offsets: Mapping[int, int]) -> None:
+        """A thread per partition from here on, each from where the shared replay stopped."""
+        for cp, offset in offsets.items():
+            tail = self._tails[cp]
+            tail.thread = threading.Thread(
+                target=self._run,
+                args=(tail, offset),
+                name=f"{self._thread_name}:{cp}",
+                daemon=True,
+            )
+            tail.thread.start()
+
+    def _linger(self, answered: float, records: int, hurry: threading.Event) -> None:
+        """After an answer that carried ``records``, let ``fetch_linger`` pass (from when it
+        arrived) before asking again: the appends meanwhile come in one answer, not one
+        each (a group's members all wake at every append to ``__marshal``). Not after a
+        backlog's answer (a cold start catching up), and cut short by ``hurry`` (a record of
+        ours is awaited) or stop."""
+        if self._fetch_linger > 0 and records < _LINGER_BELOW:
+            left = answered + self._fetch_linger - time.monotonic()
+            if left > 0:
+                hurry.wait(left)
+
+    def _advance(
+        self,
+        tail: _Tail,
+        offset: int,
+        got: Columns | Exception,
+        backoff: float,
+        batch: list[tuple[int, int, list[Verdict | None], _Tail | None]] | None = None,
+    ) -> tuple[int | None, bool]:
+        """Apply what one fetch of ``tail`` from ``offset`` brought (its columns, or what it
+        raised): returns the offset to fetch next (None: this partition's replay ends) and
+        whether to back off before fetching it. With ``batch``, what was applied is noted
+        there (with the tail if it is to publish a snapshot) instead of announced."""
+        cp = tail.partition
+        if isinstance(got, OffsetOutOfRange):
+            log.error(
+                "%s/%d: offset %d is out of range (%s); restarting from a snapshot or "
+                "the earliest",
+                COORDINATION_TOPIC,
+                cp,
+                offset,
+                got,
+            )
+            try:
+                return self._recover(tail, offset), False
+            except ClosedError:
+                return offset, False  # the loop condition or the next fetch decides
+            except Exception as again:
+                # unanswered here must not end the replay: its world would stop forever
+                log.warning("%s/%d: no earliest offset (%s)", COORDINATION_TOPIC, cp, again)
+                return offset, True
+        if isinstance(got, CorruptBatch):
+            if got.next_offset is None or got.next_offset <= offset:
+                log.error("%s/%d: %s; cannot tell where it ends, retrying",
+                          COORDINATION_TOPIC, cp, got)
+                return offset, True
+            # as the rationalizer does for a bad record: count it, skip it, keep going
+            log.error("%s/%d: %s; skipped (its coordination messages are lost)",
+                      COORDINATION_TOPIC, cp, got)
+            offset = got.next_offset
+            with tail.cond:
+                tail.skipped_batches += 1
+                tail.next_offset = offset
+                tail.cond.notify_all()
+            return offset, False
+        if isinstance(got, ClosedError):
+            if not self._stopped.is_set():
+                log.error("the cluster closed under the marshaler; replay of %d stops", cp)
+                with tail.cond:
+                    tail.error = ClosedError("the cluster was closed")
+                    tail.cond.notify_all()
+            return None, False
+        if isinstance(got, RETRIABLE):
+            # the log is unreachable for now (a broker restarting): one line per retry,
+            # not a traceback; librdkafka reconnects and the replay resumes at ``offset``
+            log.warning(
+                "fetching %s/%d failed (%s); retrying in %.2f s",
+                COORDINATION_TOPIC,
+                cp,
+                got,
+                backoff,
+            )
+            return offset, True
+        if isinstance(got, Exception):
+            log.error("fetching %s/%d failed; retrying", COORDINATION_TOPIC, cp, exc_info=got)
+            return offset, True
+        offsets = got[0]
+        if not offsets:
+            return offset, False
+        before = tail.world.now
         with tail.cond:
+            try:
+                verdicts = tail.world.apply_many(zip(offsets, got[1], got[2], got[3], strict=True))
+            except UnknownVersion as exc:
+                # a record of a protocol version this code does not know: its rules may
+                # decide otherwise than a skip would, so this partition's replay stops
+                # (members then lose their leases here instead of guessing)
+                log.error("%s/%d: %s", COORDINATION_TOPIC, cp, exc)
+                tail.next_offset = exc.offset
+                tail.error = exc
+                tail.cond.notify_all()
+                return None, False
+            offset = offsets[-1] + 1
+            tail.next_offset = offset
+            mine = [o for o in tail.own if o < offset] if tail.own else None
+            if mine:
+                tail.own.difference_update(mine)
             tail.cond.notify_all()
+        due = mine is not None and bool(mine) and self._snapshot_due(mine, offsets, got[1], before)
+        if batch is not None:
+            batch.append((cp, offset - 1, verdicts, tail if due else None))
+            return offset, False
+        # outside the replay's lock: listeners take their own
+        self._applied(cp, offset - 1, verdicts)
+        if due:
+            self._snapshot(tail)
+        return offset, False
 
     def _recover(self, tail: _Tail, offset: int) -> int:
         """After OffsetOutOfRange (the log was truncated past us): a snapshot that reaches at

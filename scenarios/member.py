@@ -179,6 +179,7 @@ def _consume(args: argparse.Namespace, report: _Report, stop: threading.Event) -
         GROUP,
         args.hb,
         fetch_wait=0.1,
+        fetch_linger=args.fetch_linger,
         coordination_partitions=args.coordination_partitions,
         snapshot_records=args.snapshot_records or DEFAULT_SNAPSHOT_RECORDS,
     )
@@ -284,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-claims", type=int)
     parser.add_argument("--rebalance", choices=["balanced", "none"], default="balanced")
     parser.add_argument("--coordination-partitions", type=int, default=8)
+    parser.add_argument("--fetch-linger", type=float,
+                        help="the replay's wait after an answer with records (Marshaler's "
+                        "fetch_linger; default its own)")
     parser.add_argument("--snapshot-records", type=int, help="publish snapshots this often")
     parser.add_argument(
         "--wake-lag", type=float, help="test only: __marshal fetches lag this long after a stall"

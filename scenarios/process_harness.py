@@ -327,6 +327,8 @@ class Procs(NumberedStream, GroupChecks):
             GROUP,
             self.hb,
             fetch_wait=0.1,
+            # the observer measures: it sees every record at once, without a member's linger
+            fetch_linger=0,
             coordination_partitions=coordination_partitions,
         )
 

@@ -323,6 +323,14 @@ class DataDir:
             self._check_open()
             return self._describe(name)
 
+    def partition_count(self, name: str) -> int:
+        """How many partitions ``name`` has (UnknownTopic if none): what :meth:`describe`
+        says, without reading every partition's offsets and size (a Metadata answer needs
+        only this)."""
+        with self._lock:
+            self._check_open()
+            return len(self._topic(name).logs)
+
     def _describe(self, name: str) -> TopicInfo:
         topic = self._topic(name)
         infos = tuple(

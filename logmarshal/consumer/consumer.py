@@ -275,7 +275,7 @@ class Consumer:
         marshaler.attach(self, self._reads())
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
-        marshaler.add_listener(self._replayed)
+        marshaler.add_batch_listener(self._replayed)
         self._thread = threading.Thread(target=self._drive, name=name, daemon=True)
         self._thread.start()
 
@@ -527,7 +527,7 @@ class Consumer:
                 break
             with self._cond:  # releases whose outcome is unknown are written again (bounded)
                 self._step(Tick())
-        self._marshaler.remove_listener(self._replayed)
+        self._marshaler.remove_batch_listener(self._replayed)
         self._writer.stop(timeout if timeout is not None else self._fetch_wait + 5)
         self._fetcher.stop()
         if self._fetcher.thread is not threading.current_thread():
@@ -605,8 +605,9 @@ class Consumer:
                 if self._core.due(now, self._wall()) <= now:
                     self._wake.set()  # the event left work for the next pass: now, not later
 
-    def _replayed(self, cp: int, applied: int) -> None:
-        self._feed(Replayed(cp, applied))
+    def _replayed(self, reached: list[tuple[int, int]]) -> None:
+        """The replay reached these offsets (several partitions at once: stepped together)."""
+        self._feed_many([Replayed(cp, applied) for cp, applied in reached])
 
     def _drive(self) -> None:
         """The driver thread: start-up replay, then ticks and the edge's own look-ups."""

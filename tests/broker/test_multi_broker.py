@@ -130,3 +130,26 @@ def test_config_changes_on_the_controller_reach_the_other_broker(two_brokers):
         time.sleep(0.3)
     assert seen == "4242"
     assert all(data_dir.partition("conf", p).config.retention_ms == 4242 for p in range(2))
+
+
+def test_replay_over_several_leaders_falls_back_to_a_thread_each(two_brokers):
+    """``__marshal`` spread over two brokers cannot be long-polled in one request: the
+    partitions asked together are refused (None), and a Marshaler's replay then runs a
+    thread per partition, seeing its claims as before."""
+    import threading
+
+    from logmarshal import Marshaler, direct
+    from logmarshal.network import NetworkCluster
+
+    bootstrap = ",".join(b.bootstrap for b in two_brokers)
+    with NetworkCluster(bootstrap) as cluster:
+        cluster.create_topic("spread", 4)
+        assert cluster.fetch_batches_many("spread", {p: 0 for p in range(4)}) is None
+        assert cluster.fetch_batches_many("spread", {0: 0}) == {0: b""}  # one leader: served
+        cluster.create_topic("work", 4)
+        with Marshaler(cluster, "a", "g", 5.0, fetch_wait=0.2, coordination_partitions=4) as a:
+            for p in range(4):
+                verdict = direct.wait_verdict(a, direct.claim_partition(a, "work", p), timeout=10)
+                assert verdict is not None and verdict.accepted
+            names = {t.name for t in threading.enumerate() if t.name.startswith("logmarshal-tail:g:a")}
+            assert names == {f"logmarshal-tail:g:a:{cp}" for cp in range(4)}

@@ -48,6 +48,33 @@ def test_metadata_advertises_bound_address(broker):
         assert topics == {"t": 2, "lat": 1}
 
 
+def test_metadata_answers_follow_topic_changes(broker):
+    """Metadata answers are kept while nothing changes: each still carries its own
+    correlation id, and a new topic, more partitions or a deleted topic show at once."""
+
+    def ask(client, topics=None):
+        names = None if topics is None else [MetadataRequest[8].MetadataRequestTopic(name=n)
+                                             for n in topics]
+        response = client.call(MetadataRequest[8](topics=names, allow_auto_topic_creation=False,
+                                                  include_cluster_authorized_operations=False,
+                                                  include_topic_authorized_operations=False),
+                               MetadataResponse)  # call() checks the correlation id
+        return {t.name: (t.error_code, len(t.partitions)) for t in response.topics}
+
+    data_dir = broker.server.handlers.data_dir
+    with RawClient(broker.address) as client:
+        assert ask(client) == ask(client) == {"t": (0, 2), "lat": (0, 1)}
+        assert ask(client, ["t", "new"]) == {"t": (0, 2), "new": (3, 0)}
+        data_dir.create_topic("new", 1)
+        assert ask(client) == {"t": (0, 2), "lat": (0, 1), "new": (0, 1)}
+        assert ask(client, ["t", "new"]) == {"t": (0, 2), "new": (0, 1)}
+        data_dir.add_partitions("new", 3)
+        assert ask(client, ["t", "new"]) == {"t": (0, 2), "new": (0, 3)}
+        data_dir.delete_topic("new")
+        assert ask(client) == {"t": (0, 2), "lat": (0, 1)}
+        assert ask(client, ["new"]) == {"new": (3, 0)}
+
+
 def test_produce_fetch_round_trip_served_as_stored(broker):
     with RawClient(broker.address) as client:
         sent = batch(5)
