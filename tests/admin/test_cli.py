@@ -321,9 +321,9 @@ def test_reset_help_says_when_relative_targets_are_computed(capsys) -> None:
 def test_a_record_of_a_version_to_come_stops_the_admin_with_its_name(data, capsys) -> None:
     """PROTOCOL.md "Version 4": a replayer never skips a record of a version it does not know."""
     with EmbeddedCluster(data["dir"], maintenance_interval=0) as cluster:
-        future = NewRecord(key=b"g/events/0", value=b"\x05\x01future", timestamp=0)
+        future = NewRecord(key=b"g/events/0", value=b"\x06\x01future", timestamp=0)
         for cp in range(cluster.partitions(COORDINATION_TOPIC)):
             cluster.produce(COORDINATION_TOPIC, cp, [future])
     rc, _out, err = run(data, capsys, "group", "describe", "g")
     assert rc != 0
-    assert "protocol version 5" in err and "upgrade" in err
+    assert "protocol version 6" in err and "upgrade" in err
