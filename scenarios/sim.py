@@ -58,9 +58,11 @@ import argparse
 import hashlib
 import heapq
 import logging
+import operator
 import random
 import sys
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 
 import attrs
@@ -155,6 +157,9 @@ class _Instance:
     def me(self) -> tuple[str, str]:
         return (self.client_id, self.instance_id)
 
+
+#: a record of the simulated log, (append time, key, value): its append time
+_append_time = operator.itemgetter(0)
 
 @attrs.define
 class _Replay:
@@ -471,10 +476,10 @@ class Sim:
         assert shared is not None
         records = self.log[cp]
         start = shared.applied[cp] + 1
-        end = len(records)
         visible = self.now - inst.lag
-        while end > start and records[end - 1][0] > visible:
-            end -= 1
+        # append times never decrease (the simulated clock): the first record this lag cannot
+        # see yet is found by bisection, not by walking back from the log end
+        end = bisect_right(records, visible, lo=start, key=_append_time)
         if end > start:
             shared.worlds[cp].apply_many(
                 (off, *records[off]) for off in range(start, end)
