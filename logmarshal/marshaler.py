@@ -157,9 +157,10 @@ class Marshaler:
         if fetch_linger is None:
             # over the network only: there one answer per member per append is what the
             # broker pays for (docs/performance.md, "32 x 256 as processes, shown"); the
-            # embedded replay reads the process's own log. (Embedded with a linger,
-            # tests/admin/test_reset_race.py's AMO holder handed out the window it had
-            # reserved before an admin's pause after the pause, not yet explained.)
+            # embedded replay reads the process's own log, and a linger there only makes
+            # a member see others' records later (an admin's pause, for one: a holder polled
+            # right after it still hands out the window it reserved before it, as the
+            # protocol allows until its replay shows the pause)
             networked = isinstance(cluster, MultiBatchFetcher)
             fetch_linger = min(heartbeat_interval / LINGER_PER_HB, fetch_wait) if networked else 0.0
         if fetch_linger < 0:
