@@ -86,6 +86,7 @@ from logmarshal.core import (
     WriteFailed,
     Written,
 )
+from logmarshal.core.state import SharedTargets
 from rationalizer import (
     Heartbeat,
     ReleaseGroup,
@@ -167,6 +168,8 @@ class _Replay:
 
     worlds: list[WorldState]
     applied: list[int]
+    #: the group targets its instances compute once between them
+    targets: SharedTargets = attrs.Factory(SharedTargets)
 
 
 @attrs.frozen
@@ -378,7 +381,13 @@ class Sim:
             tasks=((TOPIC, self.sources),) if self.sources != (TOPIC,) else (),
             **core_options,  # type: ignore[arg-type]
         )
-        core = MemberCore(options, worlds, _reread_after_takeover=self.fix, _without=self.core_off)
+        core = MemberCore(
+            options,
+            worlds,
+            shared_targets=None if shared is None else shared.targets,
+            _reread_after_takeover=self.fix,
+            _without=self.core_off,
+        )
         inst = _Instance(client_id, options.instance_id, core, worlds)
         inst.applied = [-1] * self.ncoord
         if shared is not None:

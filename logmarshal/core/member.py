@@ -45,7 +45,7 @@ from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out
 from .holding import give_up
 from .membership import announce_member, rebalance, target
 from .options import CoreOptions
-from .state import CORE_SWITCHES, Key, busy, claim_of, new_state, position, read
+from .state import CORE_SWITCHES, Key, SharedTargets, busy, claim_of, new_state, position, read
 from .verdicts import check_replay, on_unknown, resolve_landed, stall_began
 
 __all__ = ["CORE_SWITCHES", "MemberCore"]
@@ -55,6 +55,8 @@ class MemberCore:
     """Decisions of one consumer instance. Call :meth:`step` with every event.
 
     ``offset_of`` reads a fetched record's offset (records are otherwise opaque here).
+    ``shared_targets``: one :class:`~logmarshal.core.state.SharedTargets` for all the
+    members that replay through the same ``worlds`` (they compute the group's target once).
     ``_reread_after_takeover=False`` and ``_without`` (names of :data:`CORE_SWITCHES`) are
     the simulator's experiments: what each safety rule of the core prevents
     (docs/simulation.md).
@@ -66,6 +68,7 @@ class MemberCore:
         worlds: Sequence[WorldState],
         *,
         offset_of: Callable[[Any], int] = operator.itemgetter(0),
+        shared_targets: SharedTargets | None = None,
         _reread_after_takeover: bool = True,
         _without: frozenset[str] = frozenset(),
     ) -> None:
@@ -75,6 +78,7 @@ class MemberCore:
             offset_of=offset_of,
             reread=_reread_after_takeover,
             without=_without,
+            shared_targets=shared_targets,
         )
         self.options = options
         # the tick path's schedule (``_serve``): held partitions an event concerned since

@@ -9,7 +9,7 @@ advice: claims and fencing still decide ownership.
 
 from __future__ import annotations
 
-from rationalizer import ANNOUNCED_VERSION, AnnouncingMember, WorldState
+from rationalizer import ANNOUNCED_VERSION, AnnouncingMember
 from rationalizer.membership import Member, settle_ms
 from rationalizer.world import NO_TIME
 
@@ -149,7 +149,9 @@ def target(st: MemberState, wall: int, now: int | None = None) -> frozenset[assi
     if cached is not None and key == previous and counted == st.target_members:
         st.target_until = until
         return cached
-    full = _shared_target(st, key[0], counted)
+    # (a strategy of the user's own is called every time)
+    shared = st.shared_targets if st.options.rebalance == "balanced" else None
+    full = None if shared is None else shared.get(key[0], counted)
     if full is None:
         holders: dict[assignment.Unit, str] = {}
         for topic, partition in assignment.units_of(members):
@@ -158,44 +160,12 @@ def target(st: MemberState, wall: int, now: int | None = None) -> frozenset[assi
             if h is not None:
                 holders[(topic, partition)] = h[0]
         full = assignment.target(st.options.rebalance, members, holders)
-        _share_target(st, key[0], counted, full)
+        if shared is not None:
+            shared.put(key[0], counted, full)
     st.target = full.get(me, frozenset())
     st.target_until = until
     st.target_members = counted
     return st.target
-
-
-#: the group targets computed last in this process, for members that replay through the
-#: same ``WorldState`` objects (several members of a process sharing one replay, as the
-#: simulator's fleet does): the balanced target is a pure function of the holders (the
-#: same worlds at the same ownership epochs) and of the counted members, so they compute
-#: it once. An entry holds its worlds, so their ids are not reused while it lives.
-_SHARED: dict[tuple, tuple[tuple[WorldState, ...], dict[str, frozenset[assignment.Unit]]]] = {}
-_SHARED_MAX = 8
-
-
-def _shared_target(
-    st: MemberState, epochs: tuple[int, ...], counted: tuple
-) -> dict[str, frozenset[assignment.Unit]] | None:
-    if st.options.rebalance != "balanced":
-        return None  # a strategy of the user's own is called every time
-    hit = _SHARED.get((tuple(map(id, st.worlds)), epochs, counted))
-    if hit is None or any(a is not b for a, b in zip(hit[0], st.worlds, strict=True)):
-        return None
-    return hit[1]
-
-
-def _share_target(
-    st: MemberState,
-    epochs: tuple[int, ...],
-    counted: tuple,
-    full: dict[str, frozenset[assignment.Unit]],
-) -> None:
-    if st.options.rebalance != "balanced":
-        return
-    if len(_SHARED) >= _SHARED_MAX:
-        del _SHARED[next(iter(_SHARED))]  # the oldest
-    _SHARED[(tuple(map(id, st.worlds)), epochs, counted)] = (tuple(st.worlds), full)
 
 
 def _holding_still(st: MemberState) -> frozenset[assignment.Unit]:

@@ -74,6 +74,32 @@ class Pending:
     token: int = 0
 
 
+class SharedTargets:
+    """The group targets computed last by members that replay through the same
+    ``WorldState`` objects (several members of a process sharing one replay, as the
+    simulator's fleet does): the balanced target is a pure function of the holders (those
+    worlds at their ownership epochs) and of the counted members, so they compute it once.
+    Handed to each such member (``MemberCore(shared_targets=)``); a member with worlds of
+    its own has none."""
+
+    __slots__ = ("_entries", "_max")
+
+    def __init__(self, max_entries: int = 8) -> None:
+        self._entries: dict[tuple, dict[str, frozenset[Unit]]] = {}
+        self._max = max_entries
+
+    def get(self, epochs: tuple[int, ...], counted: tuple) -> dict[str, frozenset[Unit]] | None:
+        return self._entries.get((epochs, counted))
+
+    def put(
+        self, epochs: tuple[int, ...], counted: tuple, full: dict[str, frozenset[Unit]]
+    ) -> None:
+        entries = self._entries
+        if len(entries) >= self._max:
+            del entries[next(iter(entries))]  # the oldest
+        entries[(epochs, counted)] = full
+
+
 @attrs.define(eq=False)
 class MemberState:
     """Everything one member core remembers between events (and what it was built with)."""
@@ -130,6 +156,8 @@ class MemberState:
     #: changed since (it is recomputed once a claim interval has passed: membership.target)
     target_at: int = 0
     target_deferred: bool = False
+    #: targets shared with the members that replay through the same worlds (None: our own)
+    shared_targets: SharedTargets | None = None
     draining: dict[Key, int] = attrs.field(factory=dict)  # ALO: moving away, since when
     released_epochs: tuple[int, ...] = ()  # "none": the worlds last looked at
     # the stall rule: when the last step ran, and the coordination partitions whose replay
@@ -145,6 +173,7 @@ def new_state(
     offset_of: Callable[[Any], int] = operator.itemgetter(0),
     reread: bool = True,
     without: frozenset[str] = frozenset(),
+    shared_targets: SharedTargets | None = None,
 ) -> MemberState:
     """A member that holds nothing yet; ``without`` names :data:`CORE_SWITCHES` to drop."""
     if len(worlds) != options.coordination_partitions:
@@ -164,6 +193,7 @@ def new_state(
         recovered=not options.fast_reclaim,
         topics=options.topics,
         tasks=dict(options.tasks),
+        shared_targets=shared_targets,
     )
 
 
