@@ -505,13 +505,16 @@ class WorldState:
                     v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, None, current)
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
-                elif typ == T_CLAIMING_PARTITION:
-                    v = rule_claim(part, partial(new_part, ent, None, now), ident, now, hb, fenced)
-                    if v.accepted:
-                        self._epoch += 1
-                elif typ == _T_CLAIM_V5:  # (only _slow hands it here)
+                elif typ in (T_CLAIMING_PARTITION, _T_CLAIM_V5):
+                    # (only _slow hands a version 5 claim here; it waits out a kept lease)
                     v = rule_claim(
-                        part, partial(new_part, ent, None, now), ident, now, hb, fenced, leases
+                        part,
+                        partial(new_part, ent, None, now),
+                        ident,
+                        now,
+                        hb,
+                        fenced,
+                        leases and typ == _T_CLAIM_V5,
                     )
                     if v.accepted:
                         self._epoch += 1
