@@ -280,18 +280,7 @@ class Marshaler:
 
     def _applied(self, cp: int, applied: int, verdicts: list[Verdict | None]) -> None:
         """From the tail thread of ``cp``, after each applied chunk (outside its lock)."""
-        for listener in self._listeners:
-            try:
-                listener(cp, applied)
-            except Exception:
-                log.exception("a replay listener failed")
-        for many in self._batch_listeners:
-            try:
-                many([(cp, applied)])
-            except Exception:
-                log.exception("a replay listener failed")
-        if self._metrics is not None:
-            self._metrics.count_verdicts(self, cp, verdicts)
+        self._applied_many([(cp, applied, verdicts)])
 
     def _applied_many(self, chunks: list[tuple[int, int, list[Verdict | None]]]) -> None:
         """From the replay thread, after the chunks one answer brought for several
