@@ -131,6 +131,17 @@ def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -
     return NetworkError(f"{text} (topic {topic!r}, partition {partition})")
 
 
+def _leader_moving(error: KafkaError | None) -> bool:
+    """A partition between leaders (just created, or its leader failed): worth a retry."""
+    return error is not None and error.code() in (
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError._WAIT_COORD,
+    )
+
+
 def _raise_from(exc: KafkaException, topic: str = "", partition: int = -1) -> Exception:
     return _map_error(exc.args[0] if exc.args else None, topic, partition)
 
@@ -1302,18 +1313,27 @@ class NetworkCluster:
                 raise _raise_from(exc, topic, partition) from None
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        for attempt in range(2):
+        stale_metadata_retried = False
+        deadline = time.monotonic() + self._timeout
+        while True:
             try:
                 return self._offsets().get_watermark_offsets(
                     TopicPartition(topic, partition), timeout=self._timeout, cached=False
                 )
             except KafkaException as exc:
+                kafka_error = exc.args[0] if exc.args else None
                 error = _raise_from(exc, topic, partition)
-            if attempt or not isinstance(error, UnknownPartition | UnknownTopic):
+            if _leader_moving(kafka_error) and time.monotonic() < deadline:
+                # Apache Kafka: a new topic's partitions elect leaders after CreateTopics
+                # returns, and a leader moves on a node's failure; both pass.
+                time.sleep(0.1)
+                continue
+            if stale_metadata_retried or not isinstance(error, UnknownPartition | UnknownTopic):
                 break
             if partition >= self.partitions(topic):
                 break
             # The partition exists (it was just added): this consumer's metadata is stale.
+            stale_metadata_retried = True
             self._reset_offsets_consumer()
         raise error
 

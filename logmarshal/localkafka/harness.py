@@ -1,0 +1,414 @@
+"""Apache Kafka on this machine, from Maven Central's jars: fetched once into a cache, a KRaft
+storage directory formatted per node, each node a ``java kafka.Kafka`` process on free
+loopback ports, stopped by its own pid and by nothing else.
+
+Why here and not in the tests: the tests, the benches, the process scenarios and the docs all
+start the same Kafka the same way, and an operator trying logmarshal on Kafka runs
+``python -m logmarshal.localkafka start``. No Docker, no tarball: ``mvn`` resolves the pinned
+``pom.xml`` beside this file (``kafka_2.13``, ``kafka-tools`` and the slf4j→log4j2 binding the
+broker needs to log at all).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+log = logging.getLogger(__name__)
+
+POM = Path(__file__).with_name("pom.xml")
+#: The Kafka release the pom pins (also the cache directory's name).
+KAFKA_VERSION = "4.4.0"
+
+DEFAULT_CONFIG: Mapping[str, Any] = {
+    # how many combined broker+controller nodes: 1 for the suite, 3 for the fault tests
+    "nodes": 1,
+    # JVM heap per node; two cores and a suite beside it, so small
+    "heap": "512m",
+    # seconds to wait for every node to answer the Admin API
+    "start_timeout": 90.0,
+    # the broker settings every node gets, over the defaults below
+    "server": {},
+    # log4j2 level of the broker's own log file (node-N/server.log)
+    "log_level": "INFO",
+}
+
+
+class KafkaUnavailable(RuntimeError):
+    """Java or Maven is missing, or the jars cannot be fetched: Kafka cannot run here."""
+
+
+class KafkaStartError(RuntimeError):
+    """A node exited or did not answer in time; the message carries its log's tail."""
+
+
+def jars_dir() -> Path:
+    """Where the jars are cached: ``$LOGMARSHAL_KAFKA_JARS``, else
+    ``~/.cache/logmarshal/kafka-<version>``."""
+    env = os.environ.get("LOGMARSHAL_KAFKA_JARS")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "logmarshal" / f"kafka-{KAFKA_VERSION}"
+
+
+def missing_tools() -> list[str]:
+    """The tools Kafka needs here that are not on PATH (``java``, ``mvn``)."""
+    return [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+
+
+def fetch(target: Path | None = None, *, quiet: bool = True) -> Path:
+    """The cached jar directory, filled from Maven Central on first use (``mvn
+    dependency:copy-dependencies``). Idempotent: a complete cache is returned as it is."""
+    target = jars_dir() if target is None else target
+    marker = target / ".complete"
+    if marker.exists():
+        return target
+    missing = missing_tools()
+    if missing:
+        raise KafkaUnavailable(
+            f"Apache Kafka needs {' and '.join(missing)} on PATH "
+            "(apt-get install openjdk-17-jre-headless maven)"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    cmd = ["mvn", "-B", "-f", str(POM), "dependency:copy-dependencies",
+           f"-DoutputDirectory={target}"]  # fmt: skip
+    if quiet:
+        cmd.insert(1, "-q")
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+        raise KafkaUnavailable("mvn could not fetch Kafka's jars:\n" + "\n".join(tail))
+    if not any(p.name.startswith("kafka_2.13-") for p in target.glob("*.jar")):
+        raise KafkaUnavailable(f"mvn finished but {target} holds no kafka_2.13 jar")
+    marker.write_text(KAFKA_VERSION + "\n")
+    return target
+
+
+def classpath(jars: Path | None = None) -> str:
+    """Every cached jar, as a ``java -cp`` argument."""
+    return str((jars or fetch()) / "*")
+
+
+def java(main: str, args: Iterable[str], *, jars: Path | None = None, timeout: float = 120.0,
+         heap: str = "256m") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """Runs one of Kafka's Java tools (a main class from the jars) to the end; what
+    ``bin/kafka-*.sh`` would run. Tools log to stderr at WARN; stdout is the tool's answer."""
+    cmd = [
+        "java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        "-XX:-UsePerfData", "-Dlog4j2.level=WARN", "-Dlog4j2.configurationFile=",
+        "-cp", classpath(jars), main, *args,
+    ]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+_LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = {level}
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+@attrs.define
+class KafkaNode:
+    """One combined broker+controller process. ``pid`` is None while it is stopped."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    workdir: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None or self.proc.poll() is not None else self.proc.pid
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "server.log"
+
+    def log_tail(self, lines: int = 30) -> str:
+        parts = []
+        for path in (self.workdir / "stdout.log", self.log_file):
+            if path.exists():
+                parts.extend(path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(parts)
+
+
+class KafkaCluster:
+    """``nodes`` KRaft nodes, each broker and controller, on 127.0.0.1.
+
+    Use as a context manager, or ``start()`` / ``stop()``. Failure tests use
+    :meth:`kill` (SIGKILL), :meth:`pause` / :meth:`resume` (SIGSTOP / SIGCONT) and
+    :meth:`restart` on one node. Every signal goes to a pid this object started.
+    """
+
+    def __init__(self, workdir: Path | str, **config: Any) -> None:
+        unknown = set(config) - set(DEFAULT_CONFIG)
+        if unknown:
+            raise TypeError(
+                f"unknown KafkaCluster settings {sorted(unknown)}; known: {sorted(DEFAULT_CONFIG)}"
+            )
+        self.config = {**DEFAULT_CONFIG, **config}
+        n = int(self.config["nodes"])
+        if n < 1:
+            raise ValueError("nodes must be at least 1")
+        self.workdir = Path(workdir)
+        self.jars: Path | None = None
+        self.cluster_id = cluster_id()
+        self.nodes = [
+            KafkaNode(i + 1, free_port(), free_port(), self.workdir / f"node-{i + 1}")
+            for i in range(n)
+        ]
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    def server_properties(self, node: KafkaNode) -> dict[str, str]:
+        n = len(self.nodes)
+        rf = str(min(3, n))
+        isr = str(min(2, n))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+                         f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+                                    f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(node.workdir / "data"),
+            "num.partitions": "1",
+            "default.replication.factor": rf,
+            "min.insync.replicas": isr,
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": isr,
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": isr,
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            # small machine: few threads, and a segment roll a test can reach
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "background.threads": "4",
+            "log.cleaner.threads": "1",
+            "num.recovery.threads.per.data.dir": "1",
+        }  # fmt: skip
+        if n == 1:
+            props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{node.controller_port}"
+        else:
+            props["controller.quorum.voters"] = ",".join(
+                f"{m.node_id}@127.0.0.1:{m.controller_port}" for m in self.nodes
+            )
+        props.update({str(k): str(v) for k, v in dict(self.config["server"]).items()})
+        return props
+
+    def _prepare(self, node: KafkaNode) -> None:
+        node.workdir.mkdir(parents=True, exist_ok=True)
+        props = self.server_properties(node)
+        (node.workdir / "server.properties").write_text(
+            "".join(f"{k}={v}\n" for k, v in props.items())
+        )
+        (node.workdir / "log4j2.properties").write_text(
+            _LOG4J2.format(path=node.log_file, level=self.config["log_level"])
+        )
+        if (node.workdir / "data" / "meta.properties").exists():
+            return
+        args = ["format", "-t", self.cluster_id, "-c", str(node.workdir / "server.properties")]
+        if len(self.nodes) == 1:
+            args.append("--standalone")
+        done = java("kafka.tools.StorageTool", args, jars=self.jars)
+        if done.returncode != 0:
+            raise KafkaStartError(
+                f"formatting node {node.node_id} failed:\n{done.stdout}\n{done.stderr}"
+            )
+
+    def _spawn(self, node: KafkaNode) -> None:
+        heap = self.config["heap"]
+        cmd = [
+            "java", f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-XX:-UsePerfData", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={node.workdir / 'log4j2.properties'}",
+            "-cp", classpath(self.jars), "kafka.Kafka", str(node.workdir / "server.properties"),
+        ]  # fmt: skip
+        with open(node.workdir / "stdout.log", "ab") as out:
+            node.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        log.info("kafka node %d started, pid %d, %s", node.node_id, node.proc.pid, node.bootstrap)
+
+    def start(self) -> KafkaCluster:
+        self.jars = fetch()
+        for node in self.nodes:
+            self._prepare(node)
+        try:
+            for node in self.nodes:
+                self._spawn(node)
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self, timeout: float | None = None, nodes: Iterable[KafkaNode] | None = None) -> None:
+        """Until every node (or those named) answers metadata and sees all brokers alive."""
+        from confluent_kafka.admin import AdminClient
+
+        wanted = list(self.nodes if nodes is None else nodes)
+        deadline = time.monotonic() + float(timeout or self.config["start_timeout"])
+        for node in wanted:
+            admin = AdminClient({"bootstrap.servers": node.bootstrap, "log_level": 0,
+                                 "logger": logging.getLogger("localkafka.admin")})  # fmt: skip
+            while True:
+                if node.proc is None or node.proc.poll() is not None:
+                    raise KafkaStartError(
+                        f"kafka node {node.node_id} exited:\n{node.log_tail()}"
+                    )
+                try:
+                    md = admin.list_topics(timeout=2.0)
+                    alive = {b.id for b in md.brokers.values()}
+                    if alive >= {m.node_id for m in self.nodes if m.pid is not None}:
+                        break
+                except Exception:  # not up yet; the deadline decides
+                    pass
+                if time.monotonic() > deadline:
+                    raise KafkaStartError(
+                        f"kafka node {node.node_id} did not answer in time:\n{node.log_tail()}"
+                    )
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """SIGTERM every running node (a clean shutdown), SIGKILL what is left after 30 s."""
+        for node in self.nodes:
+            if node.pid is not None:
+                os.kill(node.pid, signal.SIGCONT)  # a paused node cannot shut down
+                os.kill(node.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30.0
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            try:
+                node.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait(10)
+            node.proc = None
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- faults --------------------------------------------------------------------------
+
+    def node(self, node_id: int) -> KafkaNode:
+        return self.nodes[node_id - 1]
+
+    def kill(self, node_id: int) -> None:
+        """kill -9: no shutdown, no flush beyond what the OS has."""
+        node = self.node(node_id)
+        if node.proc is not None:
+            node.proc.kill()
+            node.proc.wait(10)
+            node.proc = None
+
+    def pause(self, node_id: int) -> None:
+        pid = self.node(node_id).pid
+        if pid is not None:
+            os.kill(pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        pid = self.node(node_id).pid
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+
+    def restart(self, node_id: int, *, wait: bool = True) -> None:
+        """Starts a stopped or killed node again on its ports and data."""
+        node = self.node(node_id)
+        if node.pid is not None:
+            raise RuntimeError(f"node {node_id} is running (pid {node.pid})")
+        self._spawn(node)
+        if wait:
+            self.wait_ready(nodes=[node])
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def tool(self, main: str, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """One of Kafka's command-line tools (a main class, see :func:`tools`), run to the end
+        with the jars this cluster runs on."""
+        return java(main, args, jars=self.jars, timeout=timeout)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The node id leading ``topic/partition`` now (-1 while none does)."""
+        from confluent_kafka.admin import AdminClient
+
+        alive = [n for n in self.nodes if n.pid is not None]
+        admin = AdminClient({"bootstrap.servers": ",".join(n.bootstrap for n in alive)})
+        md = admin.list_topics(topic, timeout=10.0)
+        return int(md.topics[topic].partitions[partition].leader)
+
+
+def tools() -> dict[str, str]:
+    """The ``bin/kafka-*.sh`` names operators know, and the main class each runs."""
+    return dict(_TOOLS)
+
+
+_TOOLS = {
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-dump-log": "kafka.tools.DumpLogSegments",
+    "kafka-storage": "kafka.tools.StorageTool",
+}

@@ -1,0 +1,55 @@
+"""Apache Kafka for the tests in this folder: one single-node KRaft cluster for the session
+(``kafka``), started from Maven Central's jars by :mod:`logmarshal.localkafka` and stopped by
+its pid at the end.
+
+Without ``java`` or ``mvn`` these tests skip with one line saying how to enable them, except
+where Kafka is required (``CI`` or ``LOGMARSHAL_REQUIRE_KAFKA`` set): there a Kafka that cannot
+start fails the run, so a green CI always means the tests ran on Kafka.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from logmarshal.localkafka import KafkaCluster, KafkaStartError, KafkaUnavailable, missing_tools
+
+
+def kafka_required() -> bool:
+    return bool(os.environ.get("CI") or os.environ.get("LOGMARSHAL_REQUIRE_KAFKA"))
+
+
+def _unavailable(reason: str) -> None:
+    if kafka_required():
+        pytest.fail(f"Apache Kafka is required here but cannot run: {reason}", pytrace=False)
+    pytest.skip(f"Apache Kafka cannot run here ({reason}); install java and mvn "
+                "(apt-get install openjdk-17-jre-headless maven) to run these tests")
+
+
+def start_cluster(workdir, **config) -> KafkaCluster:
+    missing = missing_tools()
+    if missing:
+        _unavailable(f"{' and '.join(missing)} not on PATH")
+    cluster = KafkaCluster(workdir, **config)
+    try:
+        return cluster.start()
+    except (KafkaUnavailable, KafkaStartError) as exc:
+        _unavailable(str(exc))
+        raise
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory) -> Iterator[KafkaCluster]:
+    """One single-node Apache Kafka for the session; topics are per test (unique names)."""
+    cluster = start_cluster(tmp_path_factory.mktemp("kafka"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def bootstrap(kafka: KafkaCluster) -> str:
+    return kafka.bootstrap
