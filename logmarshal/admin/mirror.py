@@ -7,27 +7,47 @@ committed offsets of a Kafka group of the same name (or another, ``kafka_group``
 copy is for watching lag only: logmarshal never reads it back, ``__marshal`` stays the one
 source of truth, and a stale or failed mirror changes nothing for the consumers.
 
-A command rather than a Marshaler option: one process per group instead of every member
-writing, no extra writes on the consumers' path, operator credentials for
-``__consumer_offsets`` kept out of the consumers, and it works for a group whose members
-are all stopped. On logmarshal's own broker there is nothing to mirror: the broker serves
-the positions to Kafka's tools itself and refuses OffsetCommit.
+The command is for a group whose members are stopped, or for mirroring under another
+name; running Consumers mirror their own positions on Apache Kafka
+(:mod:`logmarshal.consumer.mirror`, ``Consumer(mirror_offsets=...)``). On logmarshal's own
+broker there is nothing to mirror: the broker serves the positions to Kafka's tools itself
+and refuses OffsetCommit.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Protocol
 
 from .describe import require_group
 from .reader import CoordinationState
 
-__all__ = ["KafkaOffsetSink", "MirrorError", "OffsetSink", "changed_positions", "positions"]
+__all__ = [
+    "LOGMARSHAL_CLUSTER_ID_PREFIX",
+    "KafkaOffsetSink",
+    "MirrorError",
+    "OffsetSink",
+    "changed_positions",
+    "positions",
+]
 
 log = logging.getLogger(__name__)
 
 Positions = dict[tuple[str, int], int]
+
+#: logmarshal's broker names its cluster ``logmarshal-<crc>`` (``logmarshal`` bare in tests);
+#: Apache Kafka's cluster ids are base64 UUIDs (22 characters, no such prefix)
+LOGMARSHAL_CLUSTER_ID_PREFIX = "logmarshal"
+
+#: Kafka group states of a group with no members (DEAD: no such group); any other state, or
+#: any member, is a live consumer group
+_IDLE_STATES = frozenset({"EMPTY", "DEAD", "UNKNOWN"})
+
+#: answers of a group coordinator still being elected or loaded: asked again, briefly
+_COORDINATOR_MOVING = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+                                 "COORDINATOR_LOAD_IN_PROGRESS"})
 
 
 class MirrorError(Exception):
@@ -62,6 +82,44 @@ class KafkaOffsetSink:
 
         self._admin = AdminClient({"bootstrap.servers": bootstrap, **(config or {})})
         self._timeout = timeout
+
+    def broker(self) -> str:
+        """``"logmarshal"`` or ``"kafka"``: whose brokers answer, told by the cluster id
+        in a Metadata response. Raises :class:`MirrorError` when they do not answer."""
+        from confluent_kafka import KafkaException
+
+        try:
+            cluster_id = self._admin.list_topics(timeout=self._timeout).cluster_id
+        except KafkaException as exc:
+            raise MirrorError(f"cannot read the cluster id: {exc.args[0]}") from None
+        if (cluster_id or "").startswith(LOGMARSHAL_CLUSTER_ID_PREFIX):
+            return "logmarshal"
+        return "kafka"
+
+    def live(self, group: str, attempts: int = 5, backoff: float = 0.2) -> str | None:
+        """Why Kafka's group ``group`` is a live consumer group (its state and members), or
+        None when it has no members or does not exist. A coordinator being elected is asked
+        again ``attempts`` times; other errors raise :class:`MirrorError`."""
+        from confluent_kafka import KafkaException
+
+        for attempt in range(attempts):
+            try:
+                found = self._admin.describe_consumer_groups([group])[group].result(
+                    self._timeout
+                )
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.name() in _COORDINATOR_MOVING and attempt + 1 < attempts:
+                    time.sleep(backoff * (attempt + 1))
+                    continue
+                if error.name() == "GROUP_ID_NOT_FOUND":
+                    return None
+                raise MirrorError(f"cannot describe Kafka group {group!r}: {error}") from None
+            state = getattr(found.state, "name", str(found.state)).upper()
+            if found.members or state not in _IDLE_STATES:
+                return f"state {state}, {len(found.members)} member(s)"
+            return None
+        return None  # unreachable: the last attempt returns or raises
 
     def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition

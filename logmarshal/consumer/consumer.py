@@ -75,6 +75,7 @@ from ..marshaler import Marshaler
 from ..retry import RetryPolicy
 from .fetcher import MemberFetcher
 from .handler import run_handler
+from .mirror import MirrorSetting, OffsetMirror, open_mirror
 from .writer import CoordinationWriter
 
 __all__ = ["Consumer", "NoPosition"]
@@ -150,6 +151,13 @@ class Consumer:
     - ``on_lost`` (as confluent-kafka's): partitions taken from us (another member's claim,
       a fence, a lapsed lease) go here instead of ``on_revoked``, which then reports only
       what we gave up ourselves: work in flight on a lost partition must not be committed.
+    - ``mirror_offsets``: copy the positions our heartbeats carry, for the partitions we
+      hold, into Kafka's committed offsets of the group of the same name, at most once per
+      HB, so Kafka's tools show the group's offsets and lag (advisory: never read back).
+      None (default): on when the cluster is Apache Kafka over the network; True: on (an
+      error where there is nothing to mirror into); False: off; or a
+      :class:`~logmarshal.consumer.mirror.GroupSink`. A live Kafka consumer group of the
+      same name is refused (:class:`~logmarshal.consumer.mirror.MirrorConflict`).
     """
 
     def __init__(
@@ -181,6 +189,7 @@ class Consumer:
         verdict_timeout: float | None = None,
         rng: random.Random | None = None,
         tasks: Mapping[str, Iterable[str]] | None = None,
+        mirror_offsets: MirrorSetting = None,
     ) -> None:
         self._pattern: re.Pattern[str] | None = None
         #: tasks: task name -> its source topics (sorted)
@@ -264,6 +273,16 @@ class Consumer:
         self._sleeping = False  # the driver waits longer than a tick
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
+        # before any thread starts: a refused group leaves nothing running
+        self._mirror: OffsetMirror | None = open_mirror(
+            marshaler.group_id,
+            self._cluster,
+            mirror_offsets,
+            self._mirror_positions,
+            interval=hb,
+            clock=self._clock.monotonic,
+            name=f"logmarshal-consumer-mirror:{marshaler.group_id}:{marshaler.client_id}",
+        )
         self._writer = CoordinationWriter(marshaler, self._feed_many, name)
         self._fetcher = MemberFetcher(
             self._cluster,
@@ -278,6 +297,8 @@ class Consumer:
         marshaler.add_batch_listener(self._replayed)
         self._thread = threading.Thread(target=self._drive, name=name, daemon=True)
         self._thread.start()
+        if self._mirror is not None:
+            self._mirror.start()
 
     # -- public API -------------------------------------------------------------------------
 
@@ -513,6 +534,8 @@ class Consumer:
                 self._callback(self._on_revoked, held)  # before the release: commits count
         with self._cond:
             fenced = self._core.fenced
+            # what Kafka's tools should show once we let go: the positions we release with
+            final = self._positions_held(releasing=True) if release and not fenced else None
             self._step(Close(release=release))
         if release and fenced:
             # A fenced instance stops altogether: its records are rejected where it is fenced
@@ -528,6 +551,8 @@ class Consumer:
             with self._cond:  # releases whose outcome is unknown are written again (bounded)
                 self._step(Tick())
         self._marshaler.remove_batch_listener(self._replayed)
+        if self._mirror is not None:
+            self._mirror.close(final, timeout=5.0 if timeout is None else timeout)
         self._writer.stop(timeout if timeout is not None else self._fetch_wait + 5)
         self._fetcher.stop()
         if self._fetcher.thread is not threading.current_thread():
@@ -696,6 +721,28 @@ class Consumer:
             if subscription != self._subscribed:
                 self._subscribed = subscription
                 self._step(Topics(subscription))
+
+    def _mirror_positions(self) -> dict[TopicPartition, int]:
+        """The mirror thread's read of :meth:`_positions_held`."""
+        with self._lock:
+            return self._positions_held()
+
+    def _positions_held(self, releasing: bool = False) -> dict[TopicPartition, int]:
+        """Under the lock: next offsets (Kafka's committed offsets) of what we hold and the
+        log knows we hold: the position our heartbeats carry, plus one; per source partition
+        of a task. ``releasing``: AMO gives back what it reserved and did not hand out."""
+        amo = releasing and self._mode == "amo"
+        out = {}
+        for topic, partition in self._core.assigned():
+            for source in self._tasks.get(topic, (topic,)):
+                position = (
+                    self._core.handed_through(source, partition)
+                    if amo
+                    else self._core.position(source, partition)
+                )
+                if position is not None:
+                    out[(source, partition)] = position + 1
+        return out
 
     def _report_log_ends(self) -> None:
         with self._lock:

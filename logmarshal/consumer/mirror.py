@@ -1,0 +1,246 @@
+"""A member's positions mirrored into Kafka's group offsets, for Kafka's tools (Apache Kafka).
+
+kafka-consumer-groups, Burrow and the admin clients see a group's offsets and lag only in
+Kafka's committed offsets. On Apache Kafka each Consumer copies the positions its heartbeats
+carry, for the partitions it holds, into the committed offsets of the Kafka group of the same
+name: an OffsetCommit as a group with no members (generation -1), as a standalone consumer
+commits. Each member writes only what it holds, so together they write the whole group.
+
+The copy is advisory: ``__marshal`` stays the truth and nothing reads the copy back. It runs
+in a thread of its own, at most once per heartbeat interval and only for positions that
+moved, so a slow or refusing Kafka never delays a heartbeat or a poll; failures are logged
+(rate-limited) and retried at the next interval.
+
+On logmarshal's own broker there is nothing to mirror (it refuses OffsetCommit and serves the
+positions itself), so ``mirror_offsets=None`` (auto) turns the mirror on only on a network
+cluster whose brokers are Apache Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from ..admin.mirror import KafkaOffsetSink, MirrorError, OffsetSink, changed_positions
+from ..errors import LogmarshalError
+
+__all__ = ["GroupSink", "MirrorConflict", "MirrorSetting", "OffsetMirror", "open_mirror"]
+
+log = logging.getLogger(__name__)
+
+Positions = dict[tuple[str, int], int]
+
+#: seconds between two warnings of a failing mirror (failures in between are counted)
+LOG_EVERY = 60.0
+
+
+class GroupSink(OffsetSink, Protocol):
+    """Where a member's positions go: Kafka's committed offsets of a group."""
+
+    def live(self, group: str) -> str | None:
+        """Why ``group`` is a live Kafka consumer group (it has members), or None."""
+        ...
+
+
+#: Consumer(mirror_offsets=...): None auto, False off, True on, or a sink of one's own
+MirrorSetting = bool | GroupSink | None
+
+
+class MirrorConflict(LogmarshalError, ValueError):
+    """The Marshal group's name is taken by a live Kafka consumer group."""
+
+
+class OffsetMirror:
+    """Commits the changed positions of ``positions()`` to ``sink``, at most once per
+    ``interval`` of ``clock`` (seconds; injected so the throttle is tested without sleeping).
+
+    :meth:`mirror_once` is one pass; :meth:`start` runs passes in a daemon thread, one per
+    ``interval`` of real time, and :meth:`close` stops it after a last, unthrottled pass.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        sink: OffsetSink,
+        positions: Callable[[], Mapping[tuple[str, int], int]],
+        *,
+        interval: float,
+        clock: Callable[[], float],
+        name: str = "logmarshal-consumer-mirror",
+        log_every: float = LOG_EVERY,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, got {interval}")
+        self.group = group
+        self._sink = sink
+        self._positions = positions
+        self._interval = interval
+        self._clock = clock
+        self._name = name
+        self._log_every = log_every
+        self._mirrored: Positions = {}
+        self._next_at: float | None = None  # no commit before this (None: none yet)
+        self._failing_since: float | None = None
+        self._next_warning = 0.0
+        self._suppressed = 0
+        self._stop = threading.Event()
+        self._final: Mapping[tuple[str, int], int] | None = None
+        self._thread: threading.Thread | None = None
+        #: commits attempted / that failed (for metrics and tests)
+        self.attempts = 0
+        self.failures = 0
+
+    def mirrored(self) -> Positions:
+        """What Kafka was last told, per partition still held (next offsets)."""
+        return dict(self._mirrored)
+
+    def mirror_once(
+        self, positions: Mapping[tuple[str, int], int] | None = None, *, force: bool = False
+    ) -> int:
+        """One pass: commit what moved since the last successful commit, unless a commit was
+        attempted less than ``interval`` ago (``force``: regardless). Returns how many
+        partitions were committed; never raises (a failure is logged, then retried)."""
+        now = self._clock()
+        if not force and self._next_at is not None and now < self._next_at:
+            return 0
+        try:
+            current = dict(self._positions() if positions is None else positions)
+        except Exception:
+            log.debug("%s: cannot read the positions", self._name, exc_info=True)
+            return 0
+        for key in [k for k in self._mirrored if k not in current]:
+            del self._mirrored[key]  # no longer ours: its next holder mirrors it
+        changed = changed_positions(current, self._mirrored)
+        if not changed:
+            return 0
+        self._next_at = now + self._interval
+        self.attempts += 1
+        try:
+            self._sink.commit(self.group, changed)
+        except Exception as exc:
+            self._failed(now, exc)
+            return 0
+        self._mirrored.update(changed)
+        if self._failing_since is not None:
+            log.info("%s: mirroring offsets of group %r to Kafka works again (%.1f s of "
+                     "failures)", self._name, self.group, now - self._failing_since)
+            self._failing_since = None
+            self._suppressed = 0
+        return len(changed)
+
+    def _failed(self, now: float, exc: Exception) -> None:
+        self.failures += 1
+        if self._failing_since is None:
+            self._failing_since = now
+        if now < self._next_warning:
+            self._suppressed += 1
+            return
+        more = f" ({self._suppressed} more failure(s) since the last warning)" \
+            if self._suppressed else ""
+        log.warning("%s: cannot mirror offsets of group %r to Kafka (consumption goes on; "
+                    "retried every %.1f s): %s%s", self._name, self.group, self._interval,
+                    exc if isinstance(exc, MirrorError) else repr(exc), more)
+        self._suppressed = 0
+        self._next_warning = now + self._log_every
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.mirror_once()
+        if self._final is not None:
+            self.mirror_once(self._final, force=True)
+
+    def close(
+        self, final: Mapping[tuple[str, int], int] | None = None, timeout: float = 5.0
+    ) -> None:
+        """Stop, after committing ``final`` (the positions released with, if any); waits up
+        to ``timeout`` seconds for that last commit, then leaves it to the daemon thread."""
+        self._final = final
+        self._stop.set()
+        if self._thread is None:
+            if final is not None:
+                self.mirror_once(final, force=True)
+            return
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+
+def open_mirror(
+    group: str,
+    cluster: Any,
+    setting: MirrorSetting,
+    positions: Callable[[], Mapping[tuple[str, int], int]],
+    *,
+    interval: float,
+    clock: Callable[[], float],
+    name: str,
+) -> OffsetMirror | None:
+    """The member's mirror, not started, or None when off. ``setting``: None mirrors on
+    Apache Kafka only, True requires it, False is off, a :class:`GroupSink` is used as given.
+
+    Raises :class:`MirrorConflict` when a live Kafka consumer group has the group's name (its
+    members would fight our commits and Kafka's tools would show a mixture), and ValueError
+    for ``True`` where there is nothing to mirror into."""
+    if setting is False:
+        return None
+    if setting is None or setting is True:
+        sink = _kafka_sink(group, cluster, required=setting is True)
+        if sink is None:
+            return None
+    else:
+        sink = setting
+    try:
+        live = sink.live(group)
+    except MirrorError as exc:
+        log.warning("%s: %s; mirroring anyway (Kafka refuses commits to a live group)",
+                    name, exc)
+        live = None
+    if live is not None:
+        raise MirrorConflict(
+            f"group {group!r} is also a live Kafka consumer group ({live}): its offsets "
+            "cannot mirror the Marshal group's; rename one group, or pass "
+            "mirror_offsets=False"
+        )
+    return OffsetMirror(group, sink, positions, interval=interval, clock=clock, name=name)
+
+
+def _kafka_sink(group: str, cluster: Any, *, required: bool) -> KafkaOffsetSink | None:
+    """A sink on the cluster's brokers if they are Apache Kafka, else None (``required``:
+    ValueError saying why not)."""
+    bootstrap = getattr(cluster, "bootstrap", None)
+    if not isinstance(bootstrap, str):
+        if required:
+            raise ValueError("mirror_offsets=True needs a network cluster on Apache Kafka "
+                             "(an embedded cluster has no Kafka group offsets)")
+        return None
+    sink = KafkaOffsetSink(bootstrap, _client_config(cluster), timeout=10.0)
+    try:
+        broker = sink.broker()
+    except MirrorError as exc:
+        if required:
+            raise ValueError(f"mirror_offsets=True: {exc}") from None
+        log.warning("group %s: not mirroring offsets to Kafka: %s", group, exc)
+        return None
+    if broker == "logmarshal":
+        if required:
+            raise ValueError(
+                "mirror_offsets=True: logmarshal's broker refuses OffsetCommit; it serves the "
+                "group's positions to Kafka's tools itself, so there is nothing to mirror"
+            )
+        return None
+    return sink
+
+
+def _client_config(cluster: Any) -> dict[str, Any]:
+    """The connection settings the cluster's own clients use (TLS, SASL, ...), minus its
+    bootstrap (given apart). NetworkCluster keeps them in ``_base``; it has no public
+    accessor yet."""
+    base = getattr(cluster, "_base", None) or {}
+    return {k: v for k, v in base.items() if k != "bootstrap.servers"}
