@@ -535,7 +535,11 @@ class Consumer:
         with self._cond:
             fenced = self._core.fenced
             # what Kafka's tools should show once we let go: the positions we release with
-            final = self._positions_held(releasing=True) if release and not fenced else None
+            final = (
+                self._positions_held(releasing=True)
+                if self._mirror is not None and release and not fenced
+                else None
+            )
             self._step(Close(release=release))
         if release and fenced:
             # A fenced instance stops altogether: its records are rejected where it is fenced

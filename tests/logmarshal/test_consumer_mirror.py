@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from logmarshal import connect
+from logmarshal import NewRecord, connect
+from logmarshal.consumer import Consumer
 from logmarshal.consumer.mirror import MirrorConflict, OffsetMirror, open_mirror
 
 from .consumer_world import TOPIC, World, drain, no_threads_left, produce, wait_until
@@ -213,3 +214,18 @@ def test_a_group_taken_by_a_live_kafka_group_is_refused_at_start(cluster) -> Non
     finally:
         world.close()
     no_threads_left()
+
+
+def test_a_task_mirrors_each_source_partition(realtime) -> None:
+    for topic in ("a", "b"):
+        realtime.cluster.create_topic(topic, 2)
+    realtime.cluster.produce("a", 1, [NewRecord(value=b"x", timestamp=0)] * 3)
+    realtime.cluster.produce("b", 1, [NewRecord(value=b"y", timestamp=0)] * 2)
+    sink = CountingSink()
+    marshaler = realtime.marshaler("c1")
+    consumer = Consumer(marshaler, (), tasks={"job": ("a", "b")}, mirror_offsets=sink)
+    realtime.consumers.append(consumer)
+    consumer.commit(*drain(consumer, 5, commit=False))
+    # Kafka knows the sources, not the task: one committed offset per source partition
+    expected = {("a", 0): 0, ("b", 0): 0, ("a", 1): 3, ("b", 1): 2}
+    wait_until(lambda: sink.latest() == expected, what=f"the mirror to reach {expected}")
