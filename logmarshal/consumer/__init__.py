@@ -6,9 +6,12 @@ decisions out with threads, the log and the clock.
 - :mod:`.fetcher`: one fetch loop for every held partition (one librdkafka consumer over
   the network, a long poll woken by appends embedded).
 - :mod:`.handler`: ``Consumer.run``: retries and the dead-letter topic, on poll and commit.
+- :mod:`.mirror`: on Apache Kafka, the positions we hold mirrored into Kafka's group offsets
+  (for Kafka's tools; advisory, one thread, at most once per HB).
 """
 
 from ..errors import NoPosition
 from .consumer import Consumer
+from .mirror import MirrorConflict
 
-__all__ = ["Consumer", "NoPosition"]
+__all__ = ["Consumer", "MirrorConflict", "NoPosition"]
