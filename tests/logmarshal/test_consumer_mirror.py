@@ -13,6 +13,8 @@ from collections.abc import Mapping
 import pytest
 
 from logmarshal import NewRecord, connect
+from logmarshal.admin import read_coordination
+from logmarshal.admin.mirror import positions
 from logmarshal.consumer import Consumer
 from logmarshal.consumer.mirror import MirrorConflict, OffsetMirror, open_mirror
 
@@ -229,3 +231,25 @@ def test_a_task_mirrors_each_source_partition(realtime) -> None:
     # Kafka knows the sources, not the task: one committed offset per source partition
     expected = {("a", 0): 0, ("b", 0): 0, ("a", 1): 3, ("b", 1): 2}
     wait_until(lambda: sink.latest() == expected, what=f"the mirror to reach {expected}")
+
+
+def test_amo_mirrors_what_it_reserved_and_at_close_what_it_handed_out(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 50)
+    sink = CountingSink()
+    consumer = realtime.consumer("c1", mode="amo", batch_size=5, max_reserved=20)
+    assert consumer._mirror is None  # auto: an embedded cluster has no Kafka group offsets
+    consumer.close()
+    consumer = realtime.consumer("c2", mode="amo", batch_size=5, max_reserved=20,
+                                 mirror_offsets=sink)
+    handed = drain(consumer, 5, max_records=5)
+    assert [m.offset for m in handed] == list(range(5))
+    reserved = consumer.position(TOPIC, 0)
+    assert reserved is not None and reserved > 4  # the window runs ahead of the hand-out
+    # running: the position the heartbeats carry (reserved offsets count as consumed)
+    wait_until(lambda: sink.latest().get((TOPIC, 0), 0) >= reserved + 1, what="the mirror")
+    consumer.close()
+    # released: the reserved but unhanded messages are given back, and Kafka is told so
+    assert sink.latest() == {(TOPIC, 0): 5}
+    state = read_coordination(realtime.cluster)
+    assert positions(state, G) == {(TOPIC, 0): 5}  # the log agrees
