@@ -77,9 +77,11 @@ def _describe(kafka: KafkaCluster, group: str) -> dict[tuple[str, int], tuple[in
     return rows
 
 
-def _live_kafka_group(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
+def _live_kafka_group(bootstrap: str, group: str, topic: str,
+                      protocol: str = "classic") -> KafkaConsumer:
     member = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                            "group.protocol": protocol, "auto.offset.reset": "earliest",
+                            "enable.auto.commit": False})
     member.subscribe([topic])
     deadline = time.monotonic() + 60
     while not member.assignment():
@@ -113,9 +115,10 @@ def test_kafka_consumer_groups_shows_the_marshal_groups_offsets_and_lag(kafka, n
     assert mirror.failures == 0
 
 
-def test_a_marshal_group_named_as_a_live_kafka_group_is_refused(kafka, network):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])  # consumer: KIP-848's groups
+def test_a_marshal_group_named_as_a_live_kafka_group_is_refused(kafka, network, protocol):
     topic, group = _topic(network, 1), _name("taken")
-    member = _live_kafka_group(kafka.bootstrap, group, topic)
+    member = _live_kafka_group(kafka.bootstrap, group, topic, protocol)
     marshaler = Marshaler(network, "c1", group, HB)
     try:
         with pytest.raises(MirrorConflict, match=rf"group '{group}' is also a live Kafka "
