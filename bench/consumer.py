@@ -14,12 +14,15 @@ implementation in a fresh process, and prints them side by side.
 the same run: kcat, a raw confluent-kafka consume loop (librdkafka's defaults, and tuned),
 and logmarshal's ``Consumer`` (ALO batch 500 committing each batch or each message, AMO).
 ``--baseline-ref`` also runs the Consumer of that git commit (e.g. the one before a change)
-on the same data. Goal: the Consumer >= 0.5 M msg/s over the network.
+on the same data. Goal: the Consumer >= 0.5 M msg/s over the network. ``--kafka`` runs the
+same readers on a single-node Apache Kafka (started from the Maven jars, stopped by pid)
+instead of logmarshal's broker.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -30,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # a --network worker given --code runs another commit's logmarshal (the baseline)
@@ -265,24 +268,45 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def network(count: int, baseline_ref: str | None) -> None:
+@contextlib.contextmanager
+def _broker(kind: str, data: str) -> Iterator[str]:
+    """logmarshal's broker (``kind == "logmarshal"``) or a single-node Apache Kafka
+    (``"kafka"``, from the Maven jars), on 127.0.0.1; yields its bootstrap, stops it by pid."""
+    if kind == "kafka":
+        from logmarshal.localkafka import KAFKA_VERSION, KafkaCluster
+
+        with KafkaCluster(Path(data) / "kafka", heap="1g") as kafka:
+            print(f"Apache Kafka {KAFKA_VERSION}, one KRaft node, at {kafka.bootstrap}")
+            yield kafka.bootstrap
+        return
+    bootstrap = f"127.0.0.1:{_free_port()}"
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "logmarshal", "--data-dir", data, "broker", "start",
+         "--listen", bootstrap],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert broker.stdout is not None
+        print(broker.stdout.readline().strip())
+        yield bootstrap
+    finally:
+        broker.terminate()
+        broker.wait(30)
+
+
+def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> None:
     from confluent_kafka import Producer
 
     import logmarshal
 
     data = tempfile.mkdtemp(prefix="bench-net-")
     baseline: Path | None = None
-    bootstrap = f"127.0.0.1:{_free_port()}"
-    broker = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", data, "broker", "start",
-         "--listen", bootstrap],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        assert broker.stdout is not None
-        print(broker.stdout.readline().strip())
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, data, ignore_errors=True)
+        bootstrap = stack.enter_context(_broker(on, data))
         if baseline_ref:
             baseline = _extract(baseline_ref)
+            stack.callback(shutil.rmtree, baseline, ignore_errors=True)
         with logmarshal.connect(bootstrap=bootstrap) as cluster:
             cluster.create_topic(TOPIC, NET_PARTITIONS)
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
@@ -314,12 +338,6 @@ def network(count: int, baseline_ref: str | None) -> None:
             print(f"  {label:<28} {r['rate']:>11,.0f} msg/s  rss {r['rss_mb']:6.0f} MB{extra}")
         print("(alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500); "
               f"raw-tuned: {TUNED}, which NetworkCluster also sets)")
-    finally:
-        broker.terminate()
-        broker.wait(30)
-        shutil.rmtree(data, ignore_errors=True)
-        if baseline is not None:
-            shutil.rmtree(baseline, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hb", type=float, default=0.5, help="heartbeat interval (default 0.5)")
     parser.add_argument("--network", action="store_true",
                         help="read over the network: Consumer vs kcat vs raw confluent-kafka")
+    parser.add_argument("--kafka", action="store_true",
+                        help="with --network: on a single-node Apache Kafka (logmarshal.localkafka) "
+                        "instead of logmarshal's broker")
     parser.add_argument("--count", type=int, default=1_000_000,
                         help="records for --network (default 1,000,000)")
     parser.add_argument(
@@ -341,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.network:
-        network(args.count, args.baseline_ref)
+        network(args.count, args.baseline_ref, "kafka" if args.kafka else "logmarshal")
         return 0
     if args.embedded_worker:
         print(json.dumps(embedded_figures(args.hb, args.quick)))

@@ -1006,18 +1006,28 @@ class NetworkCluster:
         settings = _config_to_send(config)
         topic = NewTopic(name, partitions, replication_factor=-1, config=settings)
         future = self._admin.create_topics([topic], request_timeout=self._timeout)[name]
+        exists: TopicExists | None = None
         try:
             future.result(self._timeout)
         except KafkaException as exc:
-            raise _raise_from(exc, name) from None
+            error = _raise_from(exc, name)
+            if not isinstance(error, TopicExists):
+                raise error from None
+            # Another client created it a moment ago: wait until its metadata shows, so the
+            # caller that goes on to describe it (as ensure_coordination_topic does) finds it.
+            exists = error
         deadline = time.monotonic() + self._timeout
         while True:  # Kafka propagates new topics' metadata asynchronously
             try:
-                return self.describe_topic(name)
+                description = self.describe_topic(name)
             except UnknownTopic:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+                continue
+            if exists is not None:
+                raise exists
+            return description
 
     def delete_topic(self, name: str) -> None:
         self._check_open()
