@@ -14,7 +14,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rationalizer import Effect, Reason, WorldState, encode
+from rationalizer import Effect, Reason, UnknownVersion, WorldState, encode
+from rationalizer.messages import FUTURE_VERSIONS
 from rationalizer.verdict import ACCEPTED, REJECTED
 
 from .helpers import beat, claim
@@ -129,6 +130,55 @@ def test_apply_many_with_redeliveries_is_apply_one_by_one(log, window, data):
 def _replayed(plan: list[tuple[Record, bool]], window: int) -> list:
     w = _world(window)
     return [w.apply(*rec) for rec, _ in plan]
+
+
+def _until_halted(w: WorldState, chunks: list[list[Record]], many: bool) -> list:
+    """The verdicts of the records applied before the one of a version to come."""
+    out: list = []
+    for chunk in chunks:
+        try:
+            if many:
+                out += w.apply_many(chunk)
+            else:
+                for rec in chunk:
+                    out.append(w.apply(*rec))
+        except UnknownVersion as exc:
+            if many:
+                out += exc.verdicts
+            return out
+    raise AssertionError("the record of a version to come was applied")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    logs(max_size=30, tasks=True, members=True),
+    st.integers(1, 8),
+    st.sampled_from([FUTURE_VERSIONS[0], FUTURE_VERSIONS[-1]]),
+    st.data(),
+)
+def test_a_version_to_come_stops_both_at_the_same_place(log, window, version, data):
+    """The deliveries end in a record of a version to come (then more, never applied):
+    ``apply_many`` in chunks stops where ``apply`` does, with the same verdicts before it,
+    the same window and the same answer at every offset."""
+    records: list[Record] = [r[:4] for r in log]
+    stop = (records[-1][0] + 1) if records else 0
+    future = (stop, 0, b"g/t/0", bytes([version, 1]) + b"to come")
+    plan = [rec for rec, _ in data.draw(deliveries(records))] + [future]
+    plan += [rec for rec, _ in data.draw(deliveries(records))] + [(stop + 1, 0, None, None)]
+    chunks = []
+    i = 0
+    while i < len(plan):
+        n = data.draw(st.integers(1, 12))
+        chunks.append(plan[i : i + n])
+        i += n
+    one, many = _world(window), _world(window)
+    assert _until_halted(many, chunks, True) == _until_halted(one, chunks, False)
+    assert many.halted == one.halted == (stop, version)
+    assert many.applied_through == one.applied_through == stop - 1
+    assert many.now == one.now
+    assert list(many._woff) == list(one._woff) and many._wv == one._wv
+    for o in sorted({-1} | {r[0] + d for r in records for d in (0, 1)}):
+        assert many.verdict(o) == one.verdict(o), o
 
 
 def _four() -> list[Record]:
