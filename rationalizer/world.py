@@ -313,6 +313,9 @@ class WorldState:
                     if offset < nxt:
                         push(self.verdict(offset))
                         base += 1
+                        # the next segment starts at the next new offset: its verdicts
+                        # follow this one in ``out`` but not in the window
+                        seg = nxt
                         continue
                     if offset.__class__ is not int or offset > MAX_OFFSET:
                         raise ValueError(f"offset must be an int64, got {offset!r}")
