@@ -325,7 +325,8 @@ def test_the_reader_follows_a_new_leader_without_losing_or_repeating_records(
 def cluster_produce(cluster: NetworkCluster, topic: str, pairs: Sequence[Pair]) -> None:
     from storage import NewRecord
 
-    cluster.produce(topic, 0, [NewRecord(value=v, key=k) for k, v in pairs], durable=True)
+    records = [NewRecord(value=v, key=k, timestamp=1_000) for k, v in pairs]
+    cluster.produce(topic, 0, records, durable=True)
 
 
 def _read_some(cluster: NetworkCluster, topic: str, offset: int,
