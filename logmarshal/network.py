@@ -1482,6 +1482,7 @@ class NetworkCluster:
             self._readers.clear()
             self._batch_readers.clear()
             producers = list(self._producers.values())
+            self._producers.clear()  # else they live (and reconnect) as long as this object
             offsets, self._offsets_consumer = self._offsets_consumer, None
         for producer in producers:
             producer.flush(self._timeout)
