@@ -736,15 +736,17 @@ class _BatchReader:
         records from ``max_bytes``: the next one gets nothing when its first batch is larger)
         is fetched again alone, which brings it whole."""
         self.last_used = time.monotonic()
+        out, passed_over = self._fetch_raw(offsets, max_bytes, max_wait)
         at = dict(offsets)  # where each partition's answer was fetched from
-        out, passed_over = self._fetch_raw(at, max_bytes, max_wait)
+        shared = len(at) > 1  # whether they were fetched in one request
         for _ in range(_CONTROL_ROUNDS):
             again: dict[int, int] = {}
             alone = False
-            for p, got in out.items():
+            for p in at:  # the answers of the last fetch
+                got = out[p]
                 if not isinstance(got, bytes):
                     continue
-                if len(at) > 1 and (p in passed_over or (got and not _whole_batch_first(got))):
+                if shared and (p in passed_over or (got and not _whole_batch_first(got))):
                     again[p] = at[p]
                     alone = True
                     continue
@@ -760,12 +762,13 @@ class _BatchReader:
                 if p not in again
             )
             if alone:  # each by itself, at once: records are on hand or one was passed over
-                passed_over = set()
+                passed_over, shared = set(), False
                 for p, offset in again.items():
                     out[p] = self._fetch_raw({p: offset}, max_bytes, 0.0)[0][p]
             else:  # nothing to hand out yet: long-poll past the markers as asked
                 more, passed_over = self._fetch_raw(again, max_bytes, max_wait)
                 out.update(more)
+                shared = len(again) > 1
             at = again
         return out
 

@@ -65,6 +65,24 @@ def _replay_read(cluster: NetworkCluster, topic: str, start: int, end: int,
     return out
 
 
+def _librdkafka_read(read, count: int) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of ``count`` records through ``read(offset)`` (NetworkCluster.fetch or
+    fetch_columns: librdkafka fetches in the background, so one call may bring fewer)."""
+    out: list[tuple[int, bytes | None]] = []
+    offset = 0
+    deadline = time.monotonic() + 20
+    while len(out) < count and time.monotonic() < deadline:
+        got = read(offset)
+        if isinstance(got, tuple):  # columns
+            pairs = list(zip(got[0], got[3], strict=True))
+        else:
+            pairs = [(m.offset, m.value) for m in got]
+        out.extend(pairs)
+        if pairs:
+            offset = pairs[-1][0] + 1
+    return out
+
+
 def _heads(data: bytes) -> list[tuple[int, int, int]]:
     """(base offset, last offset, attributes) of each whole batch in a fetch's answer."""
     return [(h.base_offset, h.last_offset, h.attributes) for h, _ in iter_batches(data)]
@@ -192,15 +210,18 @@ def test_batches_compressed_by_librdkafka_decode_as_produced(
     # from the middle of a compressed batch
     assert coordlog.fetch_columns(cluster, topic, 0, 123)[0] == list(range(123, 250))
     # librdkafka's own reading of the same batches agrees
-    assert cluster.fetch_columns(topic, 0, 0, max_wait=5.0)[3][:200] == [v for _, v in first]
+    read = _librdkafka_read(lambda o: cluster.fetch_columns(topic, 0, o, max_wait=1.0), 250)
+    assert read == [(o, v) for o, (_, v) in enumerate(first + second)]
 
 
 # ------------------------------------------------------------------------- transactions
 
 
-def _transactional_log(bootstrap: str, topic: str) -> tuple[list[Pair], list[Pair], list[Pair]]:
+def _transactional_log(cluster: NetworkCluster, bootstrap: str,
+                       topic: str) -> tuple[list[Pair], list[Pair], list[Pair]]:
     """a (committed), b (aborted), c (committed) by one transactional producer:
-    offsets 0-2 a, 3 COMMIT, 4-6 b, 7 ABORT, 8-9 c, 10 COMMIT."""
+    offsets 0-2 a, 3 COMMIT, 4-6 b, 7 ABORT, 8-9 c, 10 COMMIT; returns once the last
+    marker is written (Kafka writes markers after commit_transaction returns)."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": _name("tx"), "linger.ms": 5}
     )
@@ -215,6 +236,10 @@ def _transactional_log(bootstrap: str, topic: str) -> tuple[list[Pair], list[Pai
             producer.commit_transaction(30)
         else:
             producer.abort_transaction(30)
+    deadline = time.monotonic() + 30
+    while cluster.latest_offset(topic, 0) != 11:  # the last stable offset, read_committed
+        assert time.monotonic() < deadline, "the last marker was never written"
+        time.sleep(0.05)  # Kafka's transaction coordinator: no clock of ours
     return a, b, c
 
 
@@ -227,8 +252,7 @@ def test_control_batches_are_skipped_and_the_replay_reads_aborted_records(
     Consumer's reads (fetch, open_reader) are read_committed: no aborted record."""
     topic = _name("tx")
     cluster.create_topic(topic, 1)
-    a, b, c = _transactional_log(bootstrap, topic)
-    assert cluster.latest_offset(topic, 0) == 11
+    a, b, c = _transactional_log(cluster, bootstrap, topic)
 
     stored = [*a, *b, *c]
     stored_offsets = [0, 1, 2, 4, 5, 6, 8, 9]
@@ -242,14 +266,13 @@ def test_control_batches_are_skipped_and_the_replay_reads_aborted_records(
     many = coordlog.fetch_columns_many(cluster, topic, {0: 3})
     assert many is not None and many[0][0] == [4, 5, 6, 8, 9]
     # librdkafka, read_uncommitted, as the replay's fallback: the same records
-    cols = cluster.fetch_columns(topic, 0, 0, max_wait=5.0)
-    assert cols[0] == stored_offsets and cols[3] == [v for _, v in stored]
+    read = _librdkafka_read(lambda o: cluster.fetch_columns(topic, 0, o, max_wait=1.0), 8)
+    assert read == list(zip(stored_offsets, [v for _, v in stored], strict=True))
 
     # a Consumer's reads: read_committed, the aborted b never handed out
     committed = [0, 1, 2, 8, 9]
-    fetched = cluster.fetch(topic, 0, 0, max_wait=5.0)
-    assert [m.offset for m in fetched] == committed
-    assert [m.value for m in fetched] == [v for _, v in (*a, *c)]
+    read = _librdkafka_read(lambda o: cluster.fetch(topic, 0, o, max_wait=1.0), 5)
+    assert read == list(zip(committed, [v for _, v in (*a, *c)], strict=True))
     reader = cluster.open_reader()
     try:
         reader.want(topic, 0, 0)
@@ -273,7 +296,7 @@ def test_a_trailing_marker_long_polls_instead_of_answering_at_once(
     end, rather than answering at once with nothing: a replay would then spin on it."""
     topic = _name("tx-end")
     cluster.create_topic(topic, 1)
-    _transactional_log(bootstrap, topic)
+    _transactional_log(cluster, bootstrap, topic)
     started = time.monotonic()
     assert cluster.fetch_batches(topic, 0, 10, max_wait=1.0) == b""
     assert time.monotonic() - started >= 0.8
