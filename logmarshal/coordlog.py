@@ -45,6 +45,8 @@ __all__ = [
     "CoordinationTopicError",
     "Restored",
     "coordination_topic_config",
+    "coordination_topic_problems",
+    "coordination_topic_settings",
     "ensure_coordination_topic",
     "ensure_snapshot_topic",
     "fetch_columns",
@@ -108,23 +110,63 @@ def snapshot_topic_config() -> TopicConfig:
     )
 
 
+#: the settings ``__marshal`` is created with even where they equal Kafka's defaults: a
+#: cluster's broker defaults (log.cleanup.policy, log.retention.bytes, ...) may differ, and
+#: a topic created without them would take those
+_PINNED = frozenset({_TIMESTAMP_TYPE, "cleanup.policy", "retention.ms", "retention.bytes"})
+
+
+def coordination_topic_settings() -> dict[str, str]:
+    """:func:`coordination_topic_config` as the Kafka-named settings sent to create
+    ``__marshal``: those that differ from Kafka's defaults, and the protocol's own always."""
+    wanted = coordination_topic_config().to_dict()
+    defaults = TopicConfig().to_dict()
+    return {k: v for k, v in wanted.items() if k in _PINNED or defaults.get(k) != v}
+
+
+def coordination_topic_problems(config: Mapping[str, str]) -> list[str]:
+    """What in a ``__marshal`` topic's configs breaks the protocol (empty: nothing).
+
+    LogAppendTime, because decisions use the log's clock; no compaction and no time or size
+    retention, because replay needs every record a snapshot does not cover (positions of
+    idle partitions live only there): the log is bounded by truncation behind published
+    snapshots, never by the broker. A setting the cluster does not report is not judged,
+    except the timestamp type (Kafka's default is CreateTime)."""
+    problems = []
+    stamp = config.get(_TIMESTAMP_TYPE, "CreateTime")
+    if stamp != _LOG_APPEND_TIME:
+        problems.append(
+            f"{_TIMESTAMP_TYPE}={stamp} (decisions need the log's own clock: {_LOG_APPEND_TIME})"
+        )
+    policy = config.get("cleanup.policy")
+    if policy is not None and {p.strip() for p in policy.split(",")} != {"delete"}:
+        problems.append(
+            f"cleanup.policy={policy} (compaction drops records replay needs: delete)"
+        )
+    for name in ("retention.ms", "retention.bytes"):
+        value = config.get(name)
+        if value is not None and value.strip() != "-1":
+            problems.append(f"{name}={value} (the broker would drop unreplayed records: -1)")
+    return problems
+
+
 def ensure_coordination_topic(cluster: Cluster, wanted: int) -> int:
-    """Create ``__marshal`` if missing; validate it otherwise. Returns its partition count."""
+    """Create ``__marshal`` if missing; validate it otherwise (CoordinationTopicError, one
+    line naming every setting to change). Returns its partition count."""
     if COORDINATION_TOPIC not in cluster.topics():
         try:
-            cluster.create_topic(COORDINATION_TOPIC, wanted, coordination_topic_config())
+            cluster.create_topic(COORDINATION_TOPIC, wanted, coordination_topic_settings())
         except TopicExists:  # another process won the race; validate theirs
             pass
         else:
             log.info("created %s with %d partitions", COORDINATION_TOPIC, wanted)
             return wanted
     description = cluster.describe_topic(COORDINATION_TOPIC)
-    stamp = description.config.get(_TIMESTAMP_TYPE, "CreateTime")
-    if stamp != _LOG_APPEND_TIME:
+    problems = coordination_topic_problems(description.config)
+    if problems:
         raise CoordinationTopicError(
-            f"refusing to coordinate on {COORDINATION_TOPIC}: it uses "
-            f"{_TIMESTAMP_TYPE}={stamp}, but decisions need the log's own clock "
-            f"({_TIMESTAMP_TYPE}={_LOG_APPEND_TIME}); recreate the topic with it"
+            f"refusing to coordinate on {COORDINATION_TOPIC}: it has {'; '.join(problems)}; "
+            "alter the topic's configs or recreate it"
         )
     if description.partitions != wanted:
         log.warning(

@@ -50,6 +50,7 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
 from storage import NewRecord, PolicyViolation, TopicConfig
 from storage.datadir import validate_topic_name
+from storage.records import crc32c
 
 from .cluster import Columns, Message, PartitionOffsets, ProduceResult, Read, TopicDescription
 from .errors import (
@@ -88,6 +89,21 @@ _FETCH_REQUEST = FetchRequest[5]
 _FETCH_RESPONSE = FetchResponse[5]
 _OFFSET_OUT_OF_RANGE = 1
 _UNKNOWN_TOPIC_OR_PARTITION = 3
+#: a stored batch's baseOffset, batchLength, magic, crc, attributes and lastOffsetDelta
+#: (storage/records.py has the whole layout): enough to find Kafka's control batches
+_BATCH_HEAD = struct.Struct(">qi4xbIhi")
+_LOG_OVERHEAD = 12  # baseOffset and batchLength, outside batchLength's count
+_MIN_BATCH_LENGTH = 49
+_CONTROL = 0x20
+#: the one record of a control batch as Kafka writes it (length 16, attributes 0, timestamp
+#: and offset deltas 0, a 4-byte key whose version and type's high byte are 0): where these
+#: bytes do not occur, an answer holds no control batch. bytes.find scans 8 MiB in about a
+#: millisecond; walking the batch headers in Python costs more than decoding them (a log of
+#: one-record batches, as Marshalers write __marshal), so only a hit pays for the walk
+_CONTROL_RECORD = b"\x20\x00\x00\x00\x08\x00\x00\x00"
+#: how often one fetch_batches call fetches again past control batches before it answers
+#: with what it has (each round moves past at least one)
+_CONTROL_ROUNDS = 8
 # the librdkafka TLS settings _BatchReader follows; any other ssl.* setting means it cannot
 # connect as librdkafka would, and replay then reads through librdkafka
 _TLS_SETTINGS = frozenset(
@@ -613,6 +629,46 @@ class _PartitionReader:
                 self._take([first, *consumer.consume(want - 1, 0)])
 
 
+def _whole_batch_first(data: bytes) -> bool:
+    """Whether ``data`` starts with a whole batch (as far as its length says)."""
+    if len(data) < _LOG_OVERHEAD:
+        return False
+    (length,) = struct.unpack_from(">i", data, 8)
+    return _LOG_OVERHEAD + length <= len(data)
+
+
+def _drop_control(data: bytes) -> tuple[bytes, int | None]:
+    """``data`` without its control batches (Kafka's transaction markers, which carry no
+    records for a reader), and the offset after the last one dropped (None: none was).
+
+    Only batches whose CRC matches are dropped; a damaged one, and whatever does not parse
+    as a batch, is left for the decoder to report. Costs one scan at C speed, and where a
+    control record may be, one header read per batch."""
+    if _CONTROL_RECORD not in data:
+        return data, None
+    n = len(data)
+    pos = start = 0
+    kept: list[memoryview] = []
+    after = None
+    view = memoryview(data)
+    head = _BATCH_HEAD
+    while n - pos >= head.size:
+        base, length, magic, crc, attributes, last_delta = head.unpack_from(data, pos)
+        end = pos + _LOG_OVERHEAD + length
+        if length < _MIN_BATCH_LENGTH or end > n or magic != 2:
+            break
+        if attributes & _CONTROL and crc32c(view[pos + 21 : end]) == crc:
+            if pos > start:
+                kept.append(view[start:pos])
+            start = end
+            after = base + last_delta + 1
+        pos = end
+    if after is None:
+        return data, None
+    kept.append(view[start:])
+    return b"".join(kept), after
+
+
 class _SplitLeaders(Exception):
     """The partitions asked for together have more than one leader (one request cannot
     carry them: the caller fetches each on its own)."""
@@ -670,8 +726,57 @@ class _BatchReader:
         """Per partition, the stored batches from the one holding its offset on (about
         ``max_bytes`` each), or the error its leader answered for it, all in one request: the
         broker answers once any has records (or ``max_wait`` elapsed). A failure of the
-        connection itself is raised (NetworkError) for them all."""
+        connection itself is raised (NetworkError) for them all.
+
+        What Apache Kafka answers beyond logmarshal's broker is handled here (docs/broker.md,
+        "Apache Kafka"): control batches (transaction markers) are dropped, and a partition
+        that had nothing else is fetched again past them (else its reader, whose position
+        moves only with records, would ask for the marker again at once, forever); a
+        partition whose first batch came cut (Kafka exempts only the first partition with
+        records from ``max_bytes``: the next one gets nothing when its first batch is larger)
+        is fetched again alone, which brings it whole."""
         self.last_used = time.monotonic()
+        out, passed_over = self._fetch_raw(offsets, max_bytes, max_wait)
+        at = dict(offsets)  # where each partition's answer was fetched from
+        shared = len(at) > 1  # whether they were fetched in one request
+        for _ in range(_CONTROL_ROUNDS):
+            again: dict[int, int] = {}
+            alone = False
+            for p in at:  # the answers of the last fetch
+                got = out[p]
+                if not isinstance(got, bytes):
+                    continue
+                if shared and (p in passed_over or (got and not _whole_batch_first(got))):
+                    again[p] = at[p]
+                    alone = True
+                    continue
+                kept, after = _drop_control(got)
+                out[p] = kept
+                if after is not None and not _whole_batch_first(kept):
+                    again[p] = after
+            if not again:
+                break
+            alone = alone or any(
+                isinstance(g, bytes) and _whole_batch_first(g)
+                for p, g in out.items()
+                if p not in again
+            )
+            if alone:  # each by itself, at once: records are on hand or one was passed over
+                passed_over, shared = set(), False
+                for p, offset in again.items():
+                    out[p] = self._fetch_raw({p: offset}, max_bytes, 0.0)[0][p]
+            else:  # nothing to hand out yet: long-poll past the markers as asked
+                more, passed_over = self._fetch_raw(again, max_bytes, max_wait)
+                out.update(more)
+                shared = len(again) > 1
+            at = again
+        return out
+
+    def _fetch_raw(
+        self, offsets: Mapping[int, int], max_bytes: int, max_wait: float
+    ) -> tuple[dict[int, bytes | Exception], set[int]]:
+        """One Fetch (retried once on a new connection): each partition's bytes as served,
+        and the partitions answered with nothing although records follow their offset."""
         for attempt in range(2):
             try:
                 answers = self._call(offsets, max_bytes, max_wait)
@@ -683,11 +788,14 @@ class _BatchReader:
                     ) from None
                 continue
             out: dict[int, bytes | Exception] = {}
+            passed_over = set()
             for p, offset in offsets.items():
                 partition = answers[p]
                 code = partition.error_code
                 if code == 0:
                     out[p] = bytes(partition.records or b"")
+                    if not out[p] and partition.high_watermark > offset:
+                        passed_over.add(p)
                 elif code == _OFFSET_OUT_OF_RANGE:
                     out[p] = OffsetOutOfRange(
                         offset, partition.log_start_offset, partition.high_watermark
@@ -700,7 +808,7 @@ class _BatchReader:
                 self.close()  # not the leader (any more): ask the metadata again
                 if not attempt:
                     continue
-            return out
+            return out, passed_over
         raise AssertionError("unreachable")
 
     def _name(self, offsets: Mapping[int, int]) -> str:
@@ -801,7 +909,7 @@ class NetworkCluster:
         self._lock = threading.Lock()
         self._admin = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
-        self._readers: dict[tuple[str, int], _PartitionReader] = {}
+        self._readers: dict[tuple[str, int, bool], _PartitionReader] = {}
         self._batch_readers: dict[tuple[str, tuple[int, ...]], _BatchReader] = {}
         self._batches_ok, self._batch_tls = _batch_transport(self._base)
         self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
@@ -818,9 +926,14 @@ class NetworkCluster:
         if self._closed:
             raise ClosedError(f"the cluster at {self.bootstrap} is closed")
 
-    def _consumer_conf(self) -> dict[str, Any]:
+    def _consumer_conf(self, *, committed: bool = True) -> dict[str, Any]:
+        """librdkafka's settings for a reader. ``committed``: Kafka's read_committed (a
+        Consumer's data and :meth:`fetch`: aborted transactions' records are never handed
+        out); else read_uncommitted (:meth:`fetch_columns`, the coordination log's reads:
+        every stored record, as the stored-batch replay reads them; docs/broker.md)."""
         return {
             **self._base,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
             "group.id": self._group,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -914,18 +1027,19 @@ class NetworkCluster:
                 self._offsets_consumer = Consumer(self._consumer_conf())
             return self._offsets_consumer
 
-    def _reader(self, topic: str, partition: int) -> _PartitionReader:
-        key = (topic, partition)
+    def _reader(self, topic: str, partition: int, committed: bool = True) -> _PartitionReader:
+        key = (topic, partition, committed)
         with self._lock:
             reader = self._readers.get(key)
             if reader is None:
                 if len(self._readers) >= _MAX_READERS:
                     self._evict_idle_reader()
-                reader = _PartitionReader(self._consumer_conf(), topic, partition)
+                conf = self._consumer_conf(committed=committed)
+                reader = _PartitionReader(conf, topic, partition)
                 self._readers[key] = reader
             return reader
 
-    def _evict_idle_reader(self, readers: dict[tuple[str, int], Any] | None = None) -> None:
+    def _evict_idle_reader(self, readers: dict[Any, Any] | None = None) -> None:
         readers = self._readers if readers is None else readers
         for key, reader in sorted(readers.items(), key=lambda kv: kv[1].last_used):
             if reader.lock.acquire(blocking=False):
@@ -1252,12 +1366,16 @@ class NetworkCluster:
         max_bytes: int = 1 << 20,
         max_wait: float = 0.0,
     ) -> Columns:
-        """:class:`~logmarshal.cluster.ColumnFetcher`: what :meth:`fetch` returns, as columns."""
+        """:class:`~logmarshal.cluster.ColumnFetcher`: what :meth:`fetch` returns, as columns,
+        except that records of aborted transactions are included (read_uncommitted): this is
+        the coordination log's read where stored batches cannot be fetched, and it must
+        hand out what :meth:`fetch_batches` does (docs/broker.md, "Apache Kafka")."""
         return self._read(
             topic,
             partition,
             offset,
             lambda reader: reader.fetch_columns(offset, max_bytes, max_wait),
+            committed=False,
         )
 
     def fetch_batches(
@@ -1309,13 +1427,15 @@ class NetworkCluster:
             except _SplitLeaders:
                 return None
 
-    def _read(self, topic: str, partition: int, offset: int, read: Any) -> Any:
+    def _read(
+        self, topic: str, partition: int, offset: int, read: Any, *, committed: bool = True
+    ) -> Any:
         """Run ``read(reader)`` on the partition's reader, its errors mapped as the embedded
         cluster raises them (one place for what fetch and fetch_columns share)."""
         self._check_open()
         if offset < 0:
             raise ValueError(f"offsets are never negative, got {offset}")
-        reader = self._reader(topic, partition)
+        reader = self._reader(topic, partition, committed)
         with reader.lock:
             try:
                 return read(reader)
@@ -1384,6 +1504,7 @@ class NetworkCluster:
             self._readers.clear()
             self._batch_readers.clear()
             producers = list(self._producers.values())
+            self._producers.clear()  # else they live (and reconnect) as long as this object
             offsets, self._offsets_consumer = self._offsets_consumer, None
         for producer in producers:
             producer.flush(self._timeout)

@@ -1,0 +1,373 @@
+"""The replay's stored-batch reader (``NetworkCluster.fetch_batches`` / ``fetch_batches_many``,
+decoded by ``storage.records.decode_columns_from`` through ``coordlog.fetch_columns``) on
+Apache Kafka's own answers, and the librdkafka readers beside it.
+
+Each case is one Kafka answers and logmarshal's broker never does: a batch cut at the end of
+an answer, batches that start before the fetch offset, control batches (transaction
+markers) and aborted transactions, batches compressed by librdkafka, and (3 nodes) a leader
+that dies between two fetches. What each reader hands out is in docs/broker.md, "Apache
+Kafka".
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pytest
+from confluent_kafka import Producer
+
+from logmarshal import coordlog
+from logmarshal.errors import NetworkError
+from logmarshal.network import NetworkCluster
+from storage.records import Compression, decode_columns_from, iter_batches
+
+pytestmark = pytest.mark.kafka
+
+Pair = tuple[bytes, bytes]
+
+
+@pytest.fixture
+def cluster(bootstrap: str) -> Iterator[NetworkCluster]:
+    with NetworkCluster(bootstrap, timeout=30.0) as c:
+        yield c
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _pairs(tag: str, n: int, size: int = 0) -> list[Pair]:
+    return [(f"{tag}-{i}".encode(), f"{tag}-{i}:".encode().ljust(size, b"x")) for i in range(n)]
+
+
+def _produce(bootstrap: str, topic: str, batches: Sequence[Sequence[Pair]], partition: int = 0,
+             **conf: object) -> None:
+    """Each of ``batches`` as one stored batch: all its records queued, then flushed."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 10_000, "batch.num.messages": 100_000,
+         "enable.idempotence": False, **conf}
+    )
+    for batch in batches:
+        for key, value in batch:
+            producer.produce(topic, value=value, key=key, partition=partition)
+        assert producer.flush(30) == 0
+
+
+def _replay_read(cluster: NetworkCluster, topic: str, start: int, end: int,
+                 partition: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of ``start <= offset < end`` as the replay reads them."""
+    out = []
+    for cols in coordlog.iter_columns(cluster, partition, start, end, topic):
+        out.extend(zip(cols[0], cols[2], cols[3], strict=True))
+    return out
+
+
+def _librdkafka_read(read, count: int) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of ``count`` records through ``read(offset)`` (NetworkCluster.fetch or
+    fetch_columns: librdkafka fetches in the background, so one call may bring fewer)."""
+    out: list[tuple[int, bytes | None]] = []
+    offset = 0
+    deadline = time.monotonic() + 20
+    while len(out) < count and time.monotonic() < deadline:
+        got = read(offset)
+        if isinstance(got, tuple):  # columns
+            pairs = list(zip(got[0], got[3], strict=True))
+        else:
+            pairs = [(m.offset, m.value) for m in got]
+        out.extend(pairs)
+        if pairs:
+            offset = pairs[-1][0] + 1
+    return out
+
+
+def _heads(data: bytes) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, attributes) of each whole batch in a fetch's answer."""
+    return [(h.base_offset, h.last_offset, h.attributes) for h, _ in iter_batches(data)]
+
+
+# ------------------------------------------------------------------- a batch cut at the end
+
+
+def test_an_answer_cut_by_max_bytes_ends_in_a_partial_batch_that_is_read_later(
+    cluster: NetworkCluster, bootstrap: str
+) -> None:
+    topic = _name("cut")
+    cluster.create_topic(topic, 1)
+    first, second = _pairs("a", 10, 1000), _pairs("b", 10, 1000)
+    _produce(bootstrap, topic, [first, second])
+
+    whole = cluster.fetch_batches(topic, 0, 0, max_bytes=1 << 20)
+    assert whole is not None
+    sizes = [bytes(b) for _, b in iter_batches(whole)]
+    assert [h[:2] for h in _heads(whole)] == [(0, 9), (10, 19)]
+    limit = len(sizes[0]) + len(sizes[1]) // 2  # half way into the second batch
+
+    data = cluster.fetch_batches(topic, 0, 0, max_bytes=limit)
+    assert data is not None
+    # Kafka cut the second batch: the answer is exactly max_bytes, the first batch whole
+    assert len(data) == limit
+    assert data.startswith(sizes[0]) and len(data) < len(sizes[0]) + len(sizes[1])
+    cols = decode_columns_from(data, 0)
+    assert cols[0] == list(range(10))
+    assert cols[2] == [k for k, _ in first] and cols[3] == [v for _, v in first]
+    # the replay reads the rest from where the whole batches ended
+    got = _replay_read(cluster, topic, 0, 20)
+    assert [o for o, _, _ in got] == list(range(20))
+    assert [(k, v) for _, k, v in got] == first + second
+
+    # a max_bytes below the first batch still brings it whole (Kafka: KIP-74)
+    small = cluster.fetch_batches(topic, 0, 0, max_bytes=100)
+    assert small == sizes[0]
+
+
+def test_a_partition_behind_another_in_one_answer_comes_whole(
+    cluster: NetworkCluster, bootstrap: str
+) -> None:
+    """Kafka exempts only the first partition with records from max_bytes: the next one's
+    first batch comes cut to max_bytes (no whole batch at all). The reader fetches it
+    again alone, so each partition's batch comes whole from one call."""
+    topic = _name("cut-many")
+    cluster.create_topic(topic, 2)
+    batches = {p: _pairs(f"p{p}", 20, 500) for p in (0, 1)}
+    for p, pairs in batches.items():
+        _produce(bootstrap, topic, [pairs], partition=p)
+    size = len(cluster.fetch_batches(topic, 0, 0, max_bytes=1 << 20) or b"")
+    assert size > 10_000
+
+    got = cluster.fetch_batches_many(topic, {0: 0, 1: 0}, max_bytes=size // 2)
+    assert got is not None
+    for p, pairs in batches.items():
+        data = got[p]
+        assert isinstance(data, bytes)
+        cols = decode_columns_from(data, 0)
+        assert cols[0] == list(range(20)), p
+        assert list(zip(cols[2], cols[3], strict=True)) == pairs
+
+    many = coordlog.fetch_columns_many(cluster, topic, {0: 5, 1: 12}, max_bytes=size // 2)
+    assert many is not None
+    assert many[0][0] == list(range(5, 20)) and many[1][0] == list(range(12, 20))
+
+
+# ------------------------------------------------------- batches starting before the offset
+
+
+def test_a_fetch_from_the_middle_of_a_batch_hands_out_records_from_the_offset_on(
+    cluster: NetworkCluster, bootstrap: str
+) -> None:
+    topic = _name("middle")
+    cluster.create_topic(topic, 2)
+    pairs = _pairs("m", 30, 20)
+    _produce(bootstrap, topic, [pairs[:15], pairs[15:]])
+    _produce(bootstrap, topic, [pairs], partition=1)
+
+    data = cluster.fetch_batches(topic, 0, 7)
+    assert data is not None
+    # Kafka serves the whole batch holding offset 7, from its base offset 0
+    assert struct.unpack_from(">q", data, 0)[0] == 0
+    assert [h[:2] for h in _heads(data)] == [(0, 14), (15, 29)]
+    cols = coordlog.fetch_columns(cluster, topic, 0, 7)
+    assert cols[0] == list(range(7, 30))
+    assert list(zip(cols[2], cols[3], strict=True)) == pairs[7:]
+    # the last record of a batch, and the first of the next
+    assert coordlog.fetch_columns(cluster, topic, 0, 14)[0] == list(range(14, 30))
+    assert coordlog.fetch_columns(cluster, topic, 0, 15)[0] == list(range(15, 30))
+    # several partitions in one request, each from the middle of its batch
+    many = coordlog.fetch_columns_many(cluster, topic, {0: 22, 1: 9})
+    assert many is not None
+    assert many[0][0] == list(range(22, 30)) and many[1][0] == list(range(9, 30))
+    assert many[1][3] == [v for _, v in pairs[9:]]
+    # at the end: nothing, not an error
+    assert coordlog.fetch_columns(cluster, topic, 0, 30)[0] == []
+
+
+# ------------------------------------------------------------ compressed by another client
+
+
+@pytest.mark.parametrize(
+    "codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
+)
+def test_batches_compressed_by_librdkafka_decode_as_produced(
+    cluster: NetworkCluster, bootstrap: str, codec: Compression
+) -> None:
+    topic = _name(f"codec-{codec.name.lower()}")
+    cluster.create_topic(topic, 1)
+    first, second = _pairs("c", 200, 100), _pairs("d", 50, 3000)
+    _produce(bootstrap, topic, [first, second], **{"compression.type": codec.name.lower()})
+
+    data = cluster.fetch_batches(topic, 0, 0)
+    assert data is not None
+    heads = _heads(data)
+    assert [h[:2] for h in heads] == [(0, 199), (200, 249)]
+    # stored as the producer compressed them (the topic's compression.type is "producer")
+    assert {h[2] & 0x07 for h in heads} == {int(codec)}
+    assert len(data) < 200 * 100  # compressed: far below the records' own size
+    got = _replay_read(cluster, topic, 0, 250)
+    assert [o for o, _, _ in got] == list(range(250))
+    assert [(k, v) for _, k, v in got] == first + second
+    # from the middle of a compressed batch
+    assert coordlog.fetch_columns(cluster, topic, 0, 123)[0] == list(range(123, 250))
+    # librdkafka's own reading of the same batches agrees
+    read = _librdkafka_read(lambda o: cluster.fetch_columns(topic, 0, o, max_wait=1.0), 250)
+    assert read == [(o, v) for o, (_, v) in enumerate(first + second)]
+
+
+# ------------------------------------------------------------------------- transactions
+
+
+def _transactional_log(cluster: NetworkCluster, bootstrap: str,
+                       topic: str) -> tuple[list[Pair], list[Pair], list[Pair]]:
+    """a (committed), b (aborted), c (committed) by one transactional producer:
+    offsets 0-2 a, 3 COMMIT, 4-6 b, 7 ABORT, 8-9 c, 10 COMMIT; returns once the last
+    marker is written (Kafka writes markers after commit_transaction returns)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": _name("tx"), "linger.ms": 5}
+    )
+    producer.init_transactions(30)
+    a, b, c = _pairs("a", 3), _pairs("b", 3), _pairs("c", 2)
+    for pairs, commit in ((a, True), (b, False), (c, True)):
+        producer.begin_transaction()
+        for key, value in pairs:
+            producer.produce(topic, value=value, key=key, partition=0)
+        assert producer.flush(30) == 0
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    deadline = time.monotonic() + 30
+    while cluster.latest_offset(topic, 0) != 11:  # the last stable offset, read_committed
+        assert time.monotonic() < deadline, "the last marker was never written"
+        time.sleep(0.05)  # Kafka's transaction coordinator: no clock of ours
+    return a, b, c
+
+
+def test_control_batches_are_skipped_and_the_replay_reads_aborted_records(
+    cluster: NetworkCluster, bootstrap: str
+) -> None:
+    """The replay reads the log as stored (read_uncommitted: aborted records included, in
+    offset order) and never hands out a transaction marker; librdkafka's read for the
+    coordination log (fetch_columns, where stored batches cannot be fetched) agrees. A
+    Consumer's reads (fetch, open_reader) are read_committed: no aborted record."""
+    topic = _name("tx")
+    cluster.create_topic(topic, 1)
+    a, b, c = _transactional_log(cluster, bootstrap, topic)
+
+    stored = [*a, *b, *c]
+    stored_offsets = [0, 1, 2, 4, 5, 6, 8, 9]
+    got = _replay_read(cluster, topic, 0, 11)
+    assert [o for o, _, _ in got] == stored_offsets
+    assert [(k, v) for _, k, v in got] == stored
+    # from a marker, and from inside the aborted transaction
+    assert coordlog.fetch_columns(cluster, topic, 0, 3)[0] == [4, 5, 6, 8, 9]
+    assert coordlog.fetch_columns(cluster, topic, 0, 5)[0] == [5, 6, 8, 9]
+    assert coordlog.fetch_columns(cluster, topic, 0, 7)[0] == [8, 9]
+    many = coordlog.fetch_columns_many(cluster, topic, {0: 3})
+    assert many is not None and many[0][0] == [4, 5, 6, 8, 9]
+    # librdkafka, read_uncommitted, as the replay's fallback: the same records
+    read = _librdkafka_read(lambda o: cluster.fetch_columns(topic, 0, o, max_wait=1.0), 8)
+    assert read == list(zip(stored_offsets, [v for _, v in stored], strict=True))
+
+    # a Consumer's reads: read_committed, the aborted b never handed out
+    committed = [0, 1, 2, 8, 9]
+    read = _librdkafka_read(lambda o: cluster.fetch(topic, 0, o, max_wait=1.0), 5)
+    assert read == list(zip(committed, [v for _, v in (*a, *c)], strict=True))
+    reader = cluster.open_reader()
+    try:
+        reader.want(topic, 0, 0)
+        seen: list[int] = []
+        deadline = time.monotonic() + 20
+        while len(seen) < len(committed) and time.monotonic() < deadline:
+            for read in reader.poll(0.5):
+                assert read.error is None, read.error
+                seen.extend(m.offset for m in read.records)
+                reader.want(topic, 0, read.records[-1].offset + 1)
+        assert seen == committed
+    finally:
+        reader.close()
+
+
+def test_a_trailing_marker_long_polls_instead_of_answering_at_once(
+    cluster: NetworkCluster, bootstrap: str
+) -> None:
+    """Fetched from the last transaction's marker (the replay's position after its last
+    record), the reader goes past the marker and waits there for max_wait, as at the log's
+    end, rather than answering at once with nothing: a replay would then spin on it."""
+    topic = _name("tx-end")
+    cluster.create_topic(topic, 1)
+    _transactional_log(cluster, bootstrap, topic)
+    started = time.monotonic()
+    assert cluster.fetch_batches(topic, 0, 10, max_wait=1.0) == b""
+    assert time.monotonic() - started >= 0.8
+    started = time.monotonic()
+    assert cluster.fetch_batches_many(topic, {0: 10}, max_wait=1.0) == {0: b""}
+    assert time.monotonic() - started >= 0.8
+    # a record after the marker is handed out from the marker's offset
+    _produce(bootstrap, topic, [_pairs("after", 1)])
+    assert coordlog.fetch_columns(cluster, topic, 0, 10)[0] == [11]
+
+
+# ------------------------------------------------------------------- a leader that moves
+
+
+@pytest.mark.kafka_cluster
+def test_the_reader_follows_a_new_leader_without_losing_or_repeating_records(
+    tmp_path,
+) -> None:
+    from tests.kafka.conftest import start_cluster
+
+    kafka = start_cluster(tmp_path, nodes=3)
+    try:
+        topic = _name("moving")
+        with NetworkCluster(kafka.bootstrap, timeout=30.0) as cluster:
+            cluster.create_topic(topic, 1)
+            written = []
+            for i in range(5):
+                batch = _pairs(f"before{i}", 40, 50)
+                cluster_produce(cluster, topic, batch)
+                written.extend(batch)
+            seen: list[tuple[int, bytes | None, bytes | None]] = []
+            offset = _read_some(cluster, topic, 0, seen, stop_at=100)
+            assert offset == 100
+            leader = kafka.leader(topic, 0)
+            kafka.kill(leader)
+            for i in range(5):
+                batch = _pairs(f"after{i}", 40, 50)
+                cluster_produce(cluster, topic, batch)  # librdkafka finds the new leader
+                written.extend(batch)
+            new_leader = kafka.leader(topic, 0)
+            assert new_leader not in (leader, -1)
+            offset = _read_some(cluster, topic, offset, seen, stop_at=len(written))
+            assert [o for o, _, _ in seen] == list(range(len(written)))
+            assert [(k, v) for _, k, v in seen] == written
+    finally:
+        kafka.stop()
+
+
+def cluster_produce(cluster: NetworkCluster, topic: str, pairs: Sequence[Pair]) -> None:
+    from storage import NewRecord
+
+    records = [NewRecord(value=v, key=k, timestamp=1_000) for k, v in pairs]
+    cluster.produce(topic, 0, records, durable=True)
+
+
+def _read_some(cluster: NetworkCluster, topic: str, offset: int,
+               seen: list[tuple[int, bytes | None, bytes | None]], stop_at: int) -> int:
+    """Read as the replay does (retrying what fails) until ``stop_at``; the next offset."""
+    deadline = time.monotonic() + 90
+    failures = 0
+    while offset < stop_at:
+        assert time.monotonic() < deadline, f"stuck at {offset} after {failures} failures"
+        try:
+            cols = coordlog.fetch_columns(cluster, topic, 0, offset, max_bytes=2000,
+                                          max_wait=0.2)
+        except NetworkError:
+            failures += 1
+            time.sleep(0.1)  # a real cluster electing a leader: no clock to advance
+            continue
+        keep = [i for i, o in enumerate(cols[0]) if o < stop_at]
+        seen.extend((cols[0][i], cols[2][i], cols[3][i]) for i in keep)
+        if keep:
+            offset = cols[0][keep[-1]] + 1
+    return offset
