@@ -373,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     conf: dict[str, str] = {}
     if args.kafka_bootstrap is None:
         info = read_export_info(args.input)
+        if info.stored == KAFKA:
+            parser.error(f"{args.input} is a cut of Kafka, not an export: use --kafka-bootstrap")
     else:
         info = _capture(args.kafka_bootstrap, Path(args.out if local else local_dir) / "kafka-cut")
         if "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit: its --jars, set already

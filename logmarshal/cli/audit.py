@@ -202,7 +202,7 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
     except MissingDependency as exc:
         raise CliError(str(exc)) from None
     from ..audit.engine import load_tables, run_inprocess
-    from ..audit.export import capture_cut, export_coordination, read_export_info
+    from ..audit.export import PARQUET, capture_cut, export_coordination, read_export_info
     from ..audit.outputs import write_outputs
     from ..audit.report import summary_rows
     from ..audit.verify import (
@@ -244,6 +244,11 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
         timings["cut"] = phases.done(f"cut at {info.records:,} records, read from Kafka by Spark")
     elif args.input:
         info = read_export_info(args.input)
+        if info.stored != PARQUET:
+            raise CliError(
+                f"{args.input} is a cut of __marshal on Kafka, which holds no records: audit "
+                "it with --source kafka, or export it with 'coord export'"
+            )
     else:
         phases.start("exporting __marshal to Parquet")
         info = export_coordination(ctx.cluster, out / "export", progress=export_progress())
