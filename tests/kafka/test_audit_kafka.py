@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from logmarshal import Consumer, Marshaler, NewRecord, connect
 from logmarshal.audit.engine import load_tables, replay_config_for
 from logmarshal.audit.export import capture_cut
+from logmarshal.audit.job import main as job_main
 from logmarshal.audit.kafkasource import KafkaSourceError
 from logmarshal.cli.main import main
 from logmarshal.localkafka import KafkaCluster
@@ -126,6 +127,7 @@ def test_the_audit_read_from_kafka_equals_the_export_and_inprocess_audits(
     ended_ms = int(time.time() * 1000)
 
     via_kafka, via_export, in_process = tmp_path / "kafka", tmp_path / "export", tmp_path / "local"
+    via_job = tmp_path / "job"
     assert _cli("--bootstrap", bootstrap, "audit", "--engine", "spark", "--source", "kafka",
                 "--out", str(via_kafka), "--verify", "--no-report") == 0  # fmt: skip
     assert _cli("--bootstrap", bootstrap, "coord", "export", "--out", str(tmp_path / "x")) == 0
@@ -133,6 +135,8 @@ def test_the_audit_read_from_kafka_equals_the_export_and_inprocess_audits(
                 "--out", str(via_export), "--verify", "--no-report") == 0  # fmt: skip
     assert _cli("--bootstrap", bootstrap, "audit", "--engine", "local",
                 "--out", str(in_process), "--verify", "--no-report") == 0  # fmt: skip
+    # what spark-submit runs, in this process (the session is the shared one, with the jars)
+    assert job_main(["--kafka-bootstrap", bootstrap, "--out", str(via_job), "--no-report"]) == 0
 
     # the same cut of __marshal, whichever way it was read
     cut = json.loads((via_kafka / "kafka-cut" / "export.json").read_text())
@@ -140,14 +144,14 @@ def test_the_audit_read_from_kafka_equals_the_export_and_inprocess_audits(
     assert cut["stored"] == "kafka" and exported["stored"] == "parquet"
     assert cut["partitions"] == exported["partitions"]
 
-    tables = {path: load_tables(path) for path in (via_kafka, via_export, in_process)}
+    tables = {path: load_tables(path) for path in (via_kafka, via_export, in_process, via_job)}
     for name, want in tables[in_process].items():
-        assert _rows(tables[via_kafka][name]) == _rows(want), name
-        assert _rows(tables[via_export][name]) == _rows(want), name
+        for path in (via_kafka, via_export, via_job):
+            assert _rows(tables[path][name]) == _rows(want), (path.name, name)
     summaries = {p: json.loads((p / "summary.json").read_text()) for p in tables}
     assert {s["engine"] for s in summaries.values()} == {"spark", "in-process"}
     assert len({s["records"] for s in summaries.values()}) == 1
-    assert all(s["verify"]["ok"] for s in summaries.values())
+    assert all(summaries[p]["verify"]["ok"] for p in (via_kafka, via_export, in_process))
 
     # the history is there, on the log's clock in epoch milliseconds (a timestamp off by a
     # unit would put it a thousand times away from this test's run, and differ above)
