@@ -268,8 +268,6 @@ def _fold_and_write(
     return rows
 
 
-
-
 def _check_whole(union: Any, functions: Any) -> None:
     """Each coordination partition folded by one task: a partition split between tasks
     would be audited as two (each piece from an empty world), so it is refused."""
@@ -279,7 +277,9 @@ def _check_whole(union: Any, functions: Any) -> None:
     cps = [r[0] for r in seen.collect()]
     split = sorted({cp for cp in cps if cps.count(cp) > 1})
     if split:
-        raise InputOrderError(f"coordination partitions {split} were folded in pieces by several tasks")
+        raise InputOrderError(
+            f"coordination partitions {split} were folded in pieces by several tasks"
+        )
 
 
 def _write_derived(

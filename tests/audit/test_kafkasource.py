@@ -51,8 +51,11 @@ def test_kafka_rows_become_the_exports_rows_with_exact_milliseconds() -> None:
 
 
 def test_a_record_off_the_brokers_clock_or_between_milliseconds_is_refused() -> None:
-    with pytest.raises(KafkaSourceError, match=r"__marshal/3 offset 11 has timestampType 0 "
-                                               r"\(CreateTime\), not LogAppendTime \(1\)"):
+    with pytest.raises(
+        KafkaSourceError,
+        match=r"__marshal/3 offset 11 has timestampType 0 "
+        r"\(CreateTime\), not LogAppendTime \(1\)",
+    ):
         export_batch(_kafka_batch([MS * 1000, MS * 1000], [1, 0]))
     with pytest.raises(KafkaSourceError, match=r"offset 10: timestamp .* us is not a whole"):
         export_batch(_kafka_batch([MS * 1000 + 1], [1]))
@@ -69,7 +72,11 @@ def test_the_reader_options_name_the_cut_and_nothing_else(story_cluster, tmp_pat
     cluster, _script, _at = story_cluster
     info = capture_cut(cluster, tmp_path / "cut", source="kafka b:9092")
     again = read_export_info(tmp_path / "cut")
-    assert (again.partitions, again.log_end, again.stored) == (info.partitions, info.log_end, "kafka")
+    assert (again.partitions, again.log_end, again.stored) == (
+        info.partitions,
+        info.log_end,
+        "kafka",
+    )
     assert info.records == sum(p.latest - p.earliest for p in info.partitions) > 0
     options = reader_options("b:9092", info)
     ends = {str(p.partition): p.latest for p in info.partitions}

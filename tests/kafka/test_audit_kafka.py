@@ -207,7 +207,10 @@ def test_a_log_not_on_the_brokers_clock_is_refused(kafka, kafka_spark, network, 
 
     topic = _topic_with(kafka, "CreateTime", [b"y"])
     info = capture_cut(network, tmp_path / "cut", topic=topic)
-    with pytest.raises(KafkaSourceError, match=rf"{topic}/0 offset 0 has timestampType 0 "
-                                               r"\(CreateTime\), not LogAppendTime \(1\)"):
+    with pytest.raises(
+        KafkaSourceError,
+        match=rf"{topic}/0 offset 0 has timestampType 0 "
+        r"\(CreateTime\), not LogAppendTime \(1\)",
+    ):
         run_spark(kafka_spark, info, tmp_path / "out", replay_config_for(info),
                   kafka_bootstrap=kafka.bootstrap)  # fmt: skip
