@@ -1,7 +1,8 @@
 """Audit: replay the coordination log after the fact and explain every ownership change.
 
-Pipeline: :mod:`.export` copies ``__marshal`` to Parquet (pyarrow); :mod:`.job` (Spark) or
-:mod:`.engine` (in-process) runs the pure fold over it, which reads the verdicts of the
+Pipeline: :mod:`.export` copies ``__marshal`` to Parquet (pyarrow), or on Apache Kafka
+fixes a cut that Spark reads with its own Kafka source (:mod:`.kafkasource`); :mod:`.job`
+(Spark) or :mod:`.engine` (in-process) runs the pure fold over it, which reads the verdicts of the
 consumers' own rationalizer: :mod:`.columnar` (Arrow batches, its bookkeeping on columns),
 whose per-record reference is :mod:`.replay`; :mod:`.summary` and :mod:`.report` turn the
 tables into ``summary.json``, a printed table and ``report.html``; :mod:`.verify` checks the

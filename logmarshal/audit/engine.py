@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import attrs
 from ..coordlog import group_of_record
 from .arrow import final_schema, fold_partitions, tables_from_rows
 from .deps import fewer_collections, require
-from .export import ExportInfo, iter_export
+from .export import PARQUET, ExportInfo, iter_export
 from .moves import moves_table
 from .replay import ReplayConfig
 from .schema import TABLES
@@ -46,21 +46,29 @@ class AuditResult:
     rows: dict[str, int]
 
 
-def admin_keys_for_export(keys: Any, info: ExportInfo) -> dict[str, bytes] | None:
-    """Admin keys by group for the replay; a '*' key needs the export's groups first."""
+def admin_keys_for_export(
+    keys: Any, info: ExportInfo, *, groups: Iterable[str] | None = None
+) -> dict[str, bytes] | None:
+    """Admin keys by group for the replay; a '*' key needs the export's groups first (read
+    from the export, or given as ``groups``: a cut of Kafka has no records to read here,
+    :func:`.kafkasource.groups_on_kafka`)."""
     if keys is None:
         return None
-    groups: set[str] = set()
-    if keys.default is not None:
-
+    found: set[str] = set(groups or ())
+    if keys.default is not None and groups is None:
+        if info.stored != PARQUET:
+            raise ValueError(
+                "a '*' admin key needs the groups of the cut: read them from Kafka first "
+                "(kafkasource.groups_on_kafka)"
+            )
         for _cp, batch in iter_export(info):
             for k, v in zip(
                 batch.column("key").to_pylist(), batch.column("value").to_pylist(), strict=True
             ):
                 group = group_of_record(k, v)
                 if group is not None:
-                    groups.add(group)
-    return keys.for_groups(groups)
+                    found.add(group)
+    return keys.for_groups(found)
 
 
 def replay_config_for(

@@ -10,6 +10,10 @@ retention) and the log-end offsets of the data topics, so the audit can report l
 The export is a consistent prefix of every coordination partition: each is read up to the
 log end seen when the export started, so records written meanwhile are left for next time.
 
+A *cut* (:func:`capture_cut`) is the same directory without the Parquet: ``export.json``
+(``"stored": "kafka"``) and the snapshots, for the audit that reads ``__marshal`` straight
+from Apache Kafka with Spark's Kafka source (:mod:`.kafkasource`) up to the offsets it names.
+
 Speed: the export reads through :func:`logmarshal.coordlog.fetch_columns`, which uses a
 cluster's :class:`~logmarshal.cluster.ColumnFetcher` capability when it has one (the
 embedded cluster parses stored batches straight into columns, about three times faster than
@@ -39,6 +43,7 @@ __all__ = [
     "EXPORT_META",
     "ExportInfo",
     "ExportedPartition",
+    "capture_cut",
     "export_coordination",
     "iter_export",
     "read_export_info",
@@ -49,6 +54,8 @@ log = logging.getLogger(__name__)
 EXPORT_META = "export.json"
 COORDINATION_DIR = "coordination"
 EXPORT_FORMAT = 1
+#: where an export's records are: its own Parquet files, or still in Kafka (a cut)
+PARQUET, KAFKA = "parquet", "kafka"
 _ROW_GROUP = 256 * 1024
 _FETCH_BYTES = 8 << 20
 
@@ -75,6 +82,8 @@ class ExportInfo:
     exported_at_ms: int
     source: str
     seconds: float = 0.0
+    #: PARQUET: the records are under ``coordination/``; KAFKA: a cut, read from Kafka
+    stored: str = PARQUET
 
     @property
     def records(self) -> int:
@@ -173,20 +182,70 @@ def export_coordination(
                 cp,
                 start,
             )
+    info = _finish(cluster, root, topic, len(description.offsets), exported, exported_at, started)
+    log.info("exported %d coordination records in %.2f s", info.records, info.seconds)
+    return info
+
+
+def _finish(
+    cluster: Cluster,
+    root: Path,
+    topic: str,
+    partitions: int,
+    exported: list[ExportedPartition],
+    exported_at: int,
+    started: float,
+    stored: str = PARQUET,
+    source: str | None = None,
+) -> ExportInfo:
+    """Snapshots and data log ends beside the records, then ``export.json``."""
     from .genesis import export_snapshots  # snapshots beside the export: the audit's genesis
 
-    export_snapshots(cluster, root, len(description.offsets))
+    export_snapshots(cluster, root, partitions)
     info = ExportInfo(
         path=str(root),
         topic=topic,
         partitions=tuple(exported),
         log_end=_data_log_ends(cluster, topic),
         exported_at_ms=exported_at,
-        source=repr(cluster),
+        source=repr(cluster) if source is None else source,
         seconds=time.perf_counter() - started,
+        stored=stored,
     )
     _write_meta(info)
-    log.info("exported %d coordination records in %.2f s", info.records, info.seconds)
+    return info
+
+
+def capture_cut(
+    cluster: Cluster,
+    out_dir: str | os.PathLike[str],
+    *,
+    topic: str = COORDINATION_TOPIC,
+    source: str | None = None,
+) -> ExportInfo:
+    """Fix what an audit reading ``__marshal`` from Kafka covers: each coordination
+    partition from its earliest offset to the log end now (exclusive), written to
+    ``out_dir/export.json`` with the snapshots and the data topics' log ends, as an export
+    would, but no records: Spark reads those from Kafka up to these offsets, so the audit is
+    of this cut whatever is written meanwhile. ``records`` of a partition counts the
+    offsets in its range (``__marshal`` is neither compacted nor transactional, so each
+    offset holds one record)."""
+    started = time.perf_counter()
+    exported_at = int(time.time() * 1000)
+    if topic not in cluster.topics():
+        raise ValueError(f"there is no {topic} topic to audit: no consumer ever coordinated here")
+    offsets = cluster.describe_topic(topic).offsets
+    root = Path(out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    stale = root / COORDINATION_DIR
+    if stale.is_dir():  # an export's Parquet here would not be what the cut describes
+        for path in stale.glob("part-*.parquet"):
+            path.unlink()
+    cut = [ExportedPartition(o.partition, o.earliest, o.latest, o.latest - o.earliest)
+           for o in offsets]  # fmt: skip
+    info = _finish(cluster, root, topic, len(offsets), cut, exported_at, started, KAFKA, source)
+    log.info("cut %s at %s: %d records to read from Kafka", topic,
+             {p.partition: p.latest for p in cut}, info.records)  # fmt: skip
     return info
 
 
@@ -225,6 +284,7 @@ def _write_meta(info: ExportInfo) -> None:
         "exported_at_ms": info.exported_at_ms,
         "source": info.source,
         "seconds": round(info.seconds, 3),
+        "stored": info.stored,
         "partitions": [attrs.asdict(p) for p in info.partitions],
         "log_end": [
             {"topic": t, "partition": p, "latest": end}
@@ -257,11 +317,18 @@ def read_export_info(path: str | os.PathLike[str]) -> ExportInfo:
         exported_at_ms=payload["exported_at_ms"],
         source=payload["source"],
         seconds=payload.get("seconds", 0.0),
+        stored=payload.get("stored", PARQUET),
     )
 
 
 def iter_export(info: ExportInfo, batch_rows: int = 64 * 1024) -> Iterator[tuple[int, Any]]:
     """``(coord_partition, pyarrow.RecordBatch)`` in offset order, partition by partition."""
+    if info.stored != PARQUET:
+        raise ValueError(
+            f"{info.path} is a cut of {info.topic} on Kafka, not an export: its records are "
+            "read from Kafka (logmarshal audit --source kafka), or export them with "
+            "'logmarshal coord export'"
+        )
     pq = require("pyarrow.parquet")
     for p in info.partitions:
         path = Path(info.coordination_path) / f"part-{p.partition:05d}.parquet"

@@ -13,6 +13,16 @@ On a cluster::
 (the executors need ``attrs``, ``mmh3`` and ``pyarrow``; without ``--py-files`` the driver
 ships the ``rationalizer`` and ``logmarshal`` packages itself when the master is not local).
 Paths are read through Spark, but ``export.json`` is read by the driver with local file I/O.
+
+Or straight from Apache Kafka, with Spark's own Kafka source (:mod:`.kafkasource`)::
+
+    spark-submit --jars "$(python -m logmarshal.audit.kafkasource fetch)" \\
+        --py-files logmarshal.zip logmarshal/audit/job.py \\
+        --kafka-bootstrap broker1:9092 --out hdfs:///audit/out
+
+The driver fixes the cut (each coordination partition's log end when it starts, with
+logmarshal's own client) and the executors read each partition from the brokers up to it;
+the same fold then runs on the same rows (:func:`.kafkasource.export_batches` adapts them).
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from logmarshal.admin.keys import load_admin_keys
 from logmarshal.audit.arrow import fold_batches
 from logmarshal.audit.deps import require
 from logmarshal.audit.engine import AuditResult, admin_keys_for_export, replay_config_for
-from logmarshal.audit.export import ExportInfo, read_export_info
+from logmarshal.audit.export import KAFKA, ExportInfo, capture_cut, read_export_info
 from logmarshal.audit.replay import ReplayConfig
 from logmarshal.audit.schema import (
     DERIVED_TABLES,
@@ -163,6 +173,15 @@ def _executor_fold(batches: Iterator[Any], config: ReplayConfig) -> Iterator[Any
     return fold_batches(batches, config)
 
 
+def _executor_kafka_fold(
+    batches: Iterator[Any], config: ReplayConfig, topic: str
+) -> Iterator[Any]:
+    """The same fold behind the adapter from Spark's Kafka rows to the export's rows."""
+    from logmarshal.audit.kafkasource import export_batches
+
+    return fold_batches(export_batches(batches, topic), config)
+
+
 def run_spark(
     spark: Any,
     info: ExportInfo,
@@ -170,32 +189,54 @@ def run_spark(
     config: ReplayConfig,
     *,
     data_path: str | None = None,
+    kafka_bootstrap: str | None = None,
 ) -> AuditResult:
-    """Audit the export with Spark and write each table under ``out_dir``."""
+    """Audit the export with Spark and write each table under ``out_dir``.
+
+    A cut of Kafka (``info.stored == "kafka"``, :func:`.export.capture_cut`) is read from
+    the brokers at ``kafka_bootstrap`` with Spark's Kafka source instead of Parquet files;
+    the session must have been made with :func:`.kafkasource.spark_conf`. A record the
+    adapter refuses raises :class:`.kafkasource.KafkaSourceError` with its one line.
+    """
     started = time.perf_counter()
-    source = data_path or info.coordination_path
-    with whole_file_splits(spark):  # read at planning time, i.e. by every action below
-        rows = _fold_and_write(spark, source, out_dir, config)
+    if info.stored == KAFKA:
+        from logmarshal.audit.kafkasource import KafkaSourceError, read_coordination, task_failure
+
+        if kafka_bootstrap is None:
+            raise ValueError(f"{info.path} is a cut of Kafka: reading it needs kafka_bootstrap")
+        records = read_coordination(spark, kafka_bootstrap, info)
+        fold = functools.partial(_executor_kafka_fold, config=config, topic=info.topic)
+        try:
+            rows = _fold_and_write(spark, records, fold, out_dir, config)
+        except Exception as exc:
+            line = task_failure(exc)
+            if line is None:
+                raise
+            raise KafkaSourceError(line) from None
+    else:
+        source = data_path or info.coordination_path
+        with whole_file_splits(spark):  # read at planning time, i.e. by every action below
+            records = spark.read.parquet(source)
+            fold = functools.partial(_executor_fold, config=config)
+            rows = _fold_and_write(spark, records, fold, out_dir, config)
     return AuditResult(
         os.fspath(out_dir), "spark", info.records, time.perf_counter() - started, rows
     )
 
 
 def _fold_and_write(
-    spark: Any, source: str, out_dir: str | os.PathLike[str], config: ReplayConfig
+    spark: Any, records: Any, fold: Any, out_dir: str | os.PathLike[str], config: ReplayConfig
 ) -> dict[str, int]:
     """Fold every coordination partition in its own task; write the tables; count rows."""
     functions = require("pyspark.sql.functions")
     types = require("pyspark.sql.types")
     storage_level = require("pyspark").StorageLevel
-    records = spark.read.parquet(source)
-    union = records.mapInArrow(
-        functools.partial(_executor_fold, config=config), _union_struct(types)
-    )
+    union = records.mapInArrow(fold, _union_struct(types))
     union = union.persist(storage_level.MEMORY_AND_DISK)
     try:
         # one replay (it fills the cache every table below reads) that also counts the rows
         counts = {r["table"]: r["count"] for r in union.groupBy("table").count().collect()}
+        _check_whole(union, functions)
         rows = {}
         for name, columns in TABLES.items():
             if name in DERIVED_TABLES:
@@ -225,6 +266,20 @@ def _fold_and_write(
         union.unpersist()
     rows.update(_write_derived(spark, out_dir, config))
     return rows
+
+
+def _check_whole(union: Any, functions: Any) -> None:
+    """Each coordination partition folded by one task: a partition split between tasks
+    would be audited as two (each piece from an empty world), so it is refused."""
+    from logmarshal.audit.arrow import InputOrderError
+
+    seen = union.where(functions.col("table") == "coordination").select("coord_partition")
+    cps = [r[0] for r in seen.collect()]
+    split = sorted({cp for cp in cps if cps.count(cp) > 1})
+    if split:
+        raise InputOrderError(
+            f"coordination partitions {split} were folded in pieces by several tasks"
+        )
 
 
 def _write_derived(
@@ -270,12 +325,21 @@ def _final_struct(types: Any, table: str) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit logmarshal/audit/job.py --input EXPORT --out DIR`` (or ``python -m``)."""
+    """``spark-submit logmarshal/audit/job.py --input EXPORT --out DIR`` (or ``python -m``);
+    ``--kafka-bootstrap HOST:PORT`` instead of ``--input`` reads ``__marshal`` from Kafka."""
     parser = argparse.ArgumentParser(
         prog="logmarshal-audit-job",
         description="Replay an exported coordination log on Spark and explain it.",
     )
-    parser.add_argument("--input", required=True, help="export directory (coord export)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--input", help="export directory (coord export)")
+    where.add_argument(
+        "--kafka-bootstrap",
+        metavar="HOST:PORT",
+        help="read __marshal from these Apache Kafka brokers with Spark's Kafka source, up to "
+        "the log ends when the job starts (the cut is written to OUT/kafka-cut, or to "
+        "LOCAL_OUT/kafka-cut when --out is not local)",
+    )
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--master", default=None, help="default: spark-submit's, else local[2]")
     parser.add_argument("--since", type=int, default=None, help="log time, epoch ms")
@@ -303,25 +367,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_outputs,
     )
 
-    info = read_export_info(args.input)
     keys = None if args.admin_key_file is None else load_admin_keys(args.admin_key_file)
-    config = replay_config_for(
-        info,
-        admin_keys=admin_keys_for_export(keys, info),
-        since_ms=args.since,
-        until_ms=args.until,
-    )
+    local = is_local_path(args.out)
+    local_dir = None if local else (args.local_out or "audit-report")
+    conf: dict[str, str] = {}
+    if args.kafka_bootstrap is None:
+        info = read_export_info(args.input)
+        if info.stored == KAFKA:
+            parser.error(f"{args.input} is a cut of Kafka, not an export: use --kafka-bootstrap")
+    else:
+        info = _capture(args.kafka_bootstrap, Path(args.out if local else local_dir) / "kafka-cut")
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit: its --jars, set already
+            from logmarshal.audit.kafkasource import fetch_jars, spark_conf
+
+            conf = spark_conf(fetch_jars())
     master = args.master
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[2]"  # not under spark-submit, which would have set the master
-    local = is_local_path(args.out)
-    spark = spark_session(master)
+    spark = spark_session(master, conf=conf)
     try:
-        result = run_spark(spark, info, args.out, config)
+        groups = None
+        if keys is not None and keys.default is not None and args.kafka_bootstrap is not None:
+            from logmarshal.audit.kafkasource import groups_on_kafka
+
+            groups = groups_on_kafka(spark, args.kafka_bootstrap, info)
+        config = replay_config_for(
+            info,
+            admin_keys=admin_keys_for_export(keys, info, groups=groups),
+            since_ms=args.since,
+            until_ms=args.until,
+        )
+        result = run_spark(spark, info, args.out, config, kafka_bootstrap=args.kafka_bootstrap)
         tables = None if local else spark_tables(spark, args.out)
     finally:
         spark.stop()
-    local_dir = None if local else (args.local_out or "audit-report")
     write_outputs(
         args.out,
         info,
@@ -333,6 +412,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     log.info("audited %d records in %.1f s into %s", result.records, result.seconds, args.out)
     return 0
+
+
+def _capture(bootstrap: str, cut_dir: Path) -> ExportInfo:
+    """The cut of ``__marshal`` on Kafka the job audits, fixed by the driver."""
+    from logmarshal import connect
+
+    cluster = connect(bootstrap=bootstrap)
+    try:
+        return capture_cut(cluster, cut_dir, source=f"kafka {bootstrap}")
+    finally:
+        cluster.close()
 
 
 if __name__ == "__main__":

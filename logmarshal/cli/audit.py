@@ -38,6 +38,7 @@ def parse_time(text: str) -> int:
 AUDIT = DataSource(
     help=(
         "with --input, that export alone (--bootstrap and --data-dir are then refused); "
+        "with --source kafka, __marshal read by Spark from the brokers named by --bootstrap; "
         "otherwise __marshal of the brokers named by --bootstrap HOST:PORT,..., else of the "
         "embedded data directory --data-dir DIR (default: $LOGMARSHAL_DATA_DIR, else ./data), "
         "which must exist"
@@ -53,7 +54,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="replay the coordination log (Spark) and explain every ownership change",
         description=(
             "Export __marshal to Parquet (from --data-dir or --bootstrap, or use an existing "
-            "export with --input), replay it with the consumers' rationalizer on Spark, and "
+            "export with --input; or, with --source kafka, let Spark read it from the "
+            "--bootstrap brokers), replay it with the consumers' rationalizer on Spark, and "
             "write under --out the tables ownership, failovers, verdicts, violations, "
             "heartbeat_gaps, positions (Parquet), summary.json and report.html."
         ),
@@ -67,6 +69,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "--until", type=parse_time, metavar="T", help="stop the replay after log time T"
     )
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    parser.add_argument(
+        "--source",
+        choices=("export", "kafka"),
+        default="export",
+        help="export (default): copy __marshal to Parquet under OUT/export and audit that; "
+        "kafka: Spark reads __marshal from the --bootstrap brokers with its own Kafka source, "
+        "up to the log ends when the audit starts (Spark engine; the jars come from the cache "
+        "'python -m logmarshal.audit.kafkasource fetch' fills)",
+    )
     parser.add_argument(
         "--engine",
         choices=("spark", "local"),
@@ -120,6 +131,65 @@ class _Phases:
 
 
 
+def _config(
+    args: argparse.Namespace, info: Any, keys: Any, groups: set[str] | None = None
+) -> Any:
+    from ..audit.engine import replay_config_for
+
+    return replay_config_for(
+        info,
+        since_ms=args.since,
+        until_ms=args.until,
+        admin_keys=admin_keys_for_export(keys, info, groups=groups),
+    )
+
+
+def _on_spark(
+    args: argparse.Namespace,
+    ctx: Context,
+    info: Any,
+    out: Path,
+    keys: Any,
+    phases: _Phases,
+    timings: dict[str, float],
+) -> tuple[Any, Any]:
+    """The Spark engine, on the export's Parquet or (``--source kafka``) on Kafka itself;
+    returns the result and the replay's configuration."""
+    from ..audit.job import run_spark, spark_session
+    from ..audit.kafkasource import KafkaSourceError, fetch_jars, groups_on_kafka, spark_conf
+    from ..localkafka.harness import KafkaUnavailable
+
+    conf: dict[str, str] = {}
+    kafka = args.source == "kafka"
+    if kafka:
+        try:
+            conf = spark_conf(fetch_jars())
+        except KafkaUnavailable as exc:
+            raise CliError(f"Spark's Kafka source is unavailable: {exc}") from None
+    phases.start(f"starting Spark ({args.master})")
+    spark = spark_session(
+        args.master, console_progress=phases.tty and not phases.quiet, conf=conf
+    )
+    timings["spark_start"] = phases.done("Spark is up")
+    try:
+        groups = None
+        if kafka and keys is not None and keys.default is not None:
+            phases.start("reading the groups of the cut (for the '*' admin key)")
+            groups = groups_on_kafka(spark, ctx.bootstrap, info)
+            phases.done(f"{len(groups)} groups")
+        config = _config(args, info, keys, groups)
+        phases.start("replaying on Spark" + (" from Kafka" if kafka else ""))
+        try:
+            result = run_spark(
+                spark, info, out, config, kafka_bootstrap=ctx.bootstrap if kafka else None
+            )
+        except KafkaSourceError as exc:
+            raise CliError(f"the audit refuses __marshal on Kafka: {exc}") from None
+    finally:
+        spark.stop()
+    return result, config
+
+
 def _audit(args: argparse.Namespace, ctx: Context) -> int:
     from ..audit.deps import MissingDependency, require
 
@@ -131,8 +201,8 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
             require("matplotlib")
     except MissingDependency as exc:
         raise CliError(str(exc)) from None
-    from ..audit.engine import load_tables, replay_config_for, run_inprocess
-    from ..audit.export import export_coordination, read_export_info
+    from ..audit.engine import load_tables, run_inprocess
+    from ..audit.export import PARQUET, capture_cut, export_coordination, read_export_info
     from ..audit.outputs import write_outputs
     from ..audit.report import summary_rows
     from ..audit.verify import (
@@ -149,6 +219,15 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
                     f"audit refuses {option} with --input: it reads that export "
                     "alone and opens no cluster"
                 )
+    if args.source == "kafka":
+        if args.input:
+            raise CliError("--source kafka reads __marshal from Kafka: it takes no --input")
+        if args.engine != "spark":
+            raise CliError("--source kafka is read by Spark's Kafka source: use --engine spark")
+        if ctx.bootstrap is None:
+            raise CliError(
+                "--source kafka reads __marshal from Apache Kafka: give --bootstrap HOST:PORT"
+            )
     if args.since is not None and args.until is not None and args.since > args.until:
         raise CliError("--since is after --until")
     keys = admin_keys_from(args)  # before any work: a bad key file is one line
@@ -159,34 +238,28 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
     phases = _Phases(quiet=ctx.as_json)
     timings: dict[str, float] = {}
 
-    if args.input:
+    if args.source == "kafka":
+        phases.start(f"fixing the cut of __marshal on {ctx.bootstrap}")
+        info = capture_cut(ctx.cluster, out / "kafka-cut", source=f"kafka {ctx.bootstrap}")
+        timings["cut"] = phases.done(f"cut at {info.records:,} records, read from Kafka by Spark")
+    elif args.input:
         info = read_export_info(args.input)
+        if info.stored != PARQUET:
+            raise CliError(
+                f"{args.input} is a cut of __marshal on Kafka, which holds no records: audit "
+                "it with --source kafka, or export it with 'coord export'"
+            )
     else:
         phases.start("exporting __marshal to Parquet")
         info = export_coordination(ctx.cluster, out / "export", progress=export_progress())
         timings["export"] = phases.done(f"exported {info.records:,} records to {out / 'export'}")
-    config = replay_config_for(
-        info,
-        since_ms=args.since,
-        until_ms=args.until,
-        admin_keys=admin_keys_for_export(keys, info),
-    )
     if args.engine == "spark":
-        from ..audit.job import run_spark, spark_session
-
-        phases.start(f"starting Spark ({args.master})")
-        spark = spark_session(args.master, console_progress=phases.tty and not phases.quiet)
-        timings["spark_start"] = phases.done("Spark is up")
-        try:
-            phases.start("replaying on Spark")
-            result = run_spark(spark, info, out, config)
-        finally:
-            spark.stop()
+        result, config = _on_spark(args, ctx, info, out, keys, phases, timings)
     else:
+        config = _config(args, info, keys)
         phases.start("replaying in this process")
         result = run_inprocess(info, out, config, progress=phases.counter("replayed"))
     timings["audit"] = phases.done(f"replayed {result.records:,} records")
-
     tables = load_tables(out)
     extra: dict[str, Any] = {"timings_seconds": {k: round(v, 3) for k, v in timings.items()}}
     verified = None

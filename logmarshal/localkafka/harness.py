@@ -68,9 +68,27 @@ def missing_tools() -> list[str]:
     return [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
 
 
-def fetch(target: Path | None = None, *, quiet: bool = True) -> Path:
+def fetch(
+    target: Path | None = None,
+    *,
+    quiet: bool = True,
+    pom: Path | None = None,
+    properties: Mapping[str, str] | None = None,
+    expect: str = "kafka_2.13-",
+    what: str = "Apache Kafka",
+) -> Path:
     """The cached jar directory, filled from Maven Central on first use (``mvn
-    dependency:copy-dependencies``). Idempotent: a complete cache is returned as it is."""
+    dependency:copy-dependencies``). Idempotent: a complete cache is returned as it is.
+
+    By default Kafka's jars (the pom beside this file, into :func:`jars_dir`); other jar sets
+    (Spark's Kafka source for the audit) pass their own ``pom``, ``target`` directory,
+    ``-D`` ``properties``, the file name prefix of the jar that must be there (``expect``)
+    and ``what`` names them in errors: one fetch, cached the same way for every jar set.
+    """
+    if pom is None:
+        pom = POM
+    elif target is None:
+        raise ValueError("fetch with another pom needs its own target directory")
     target = jars_dir() if target is None else target
     marker = target / ".complete"
     if marker.exists():
@@ -78,21 +96,23 @@ def fetch(target: Path | None = None, *, quiet: bool = True) -> Path:
     missing = missing_tools()
     if missing:
         raise KafkaUnavailable(
-            f"Apache Kafka needs {' and '.join(missing)} on PATH "
+            f"{what} needs {' and '.join(missing)} on PATH "
             "(apt-get install openjdk-17-jre-headless maven)"
         )
     target.mkdir(parents=True, exist_ok=True)
-    cmd = ["mvn", "-B", "-f", str(POM), "dependency:copy-dependencies",
+    cmd = ["mvn", "-B", "-f", str(pom), "dependency:copy-dependencies",
            f"-DoutputDirectory={target}"]  # fmt: skip
+    cmd += [f"-D{key}={value}" for key, value in sorted((properties or {}).items())]
     if quiet:
         cmd.insert(1, "-q")
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-        raise KafkaUnavailable("mvn could not fetch Kafka's jars:\n" + "\n".join(tail))
-    if not any(p.name.startswith("kafka_2.13-") for p in target.glob("*.jar")):
-        raise KafkaUnavailable(f"mvn finished but {target} holds no kafka_2.13 jar")
-    marker.write_text(KAFKA_VERSION + "\n")
+        raise KafkaUnavailable(f"mvn could not fetch {what}'s jars:\n" + "\n".join(tail))
+    if not any(p.name.startswith(expect) for p in target.glob("*.jar")):
+        raise KafkaUnavailable(f"mvn finished but {target} holds no {expect}*.jar")
+    label = " ".join(f"{k}={v}" for k, v in sorted((properties or {}).items()))
+    marker.write_text((label or KAFKA_VERSION) + "\n")
     return target
 
 

@@ -1,24 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from logmarshal import EmbeddedCluster
 
 from .logs import LogClock, Script, story
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One local[2] session for every Spark test (starting one costs seconds)."""
-    pytest.importorskip("pyspark")
-    from logmarshal.audit.job import spark_session
-
-    session = spark_session("local[2]", app_name="logmarshal-audit-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture

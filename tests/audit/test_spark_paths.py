@@ -74,6 +74,28 @@ def test_an_export_out_of_order_is_refused_not_audited(spark, story_cluster, tmp
         run_spark(spark, info, tmp_path / "out", replay_config_for(info))
 
 
+def test_a_coordination_partition_folded_by_two_tasks_is_refused(spark, story_cluster, tmp_path):
+    """Two files of one coordination partition are two tasks: each would fold its piece from
+    an empty world; the driver finds the partition twice and refuses the audit."""
+    import pyarrow.parquet as pq
+
+    from logmarshal.audit.job import run_spark
+
+    cluster, _script, _at = story_cluster
+    info = export_coordination(cluster, tmp_path / "export")
+    biggest = max(
+        Path(info.coordination_path).glob("part-*.parquet"), key=lambda p: p.stat().st_size
+    )
+    table = pq.read_table(biggest)
+    half = table.num_rows // 2
+    assert half > 0
+    biggest.unlink()
+    pq.write_table(table.slice(0, half), biggest.with_name(biggest.stem + "-a.parquet"))
+    pq.write_table(table.slice(half), biggest.with_name(biggest.stem + "-b.parquet"))
+    with pytest.raises(Exception, match=r"folded in pieces by several tasks"):
+        run_spark(spark, info, tmp_path / "out", replay_config_for(info))
+
+
 @pytest.mark.parametrize(
     ("path", "local"),
     [

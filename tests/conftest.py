@@ -1,0 +1,30 @@
+"""Fixtures shared across test folders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] session for every Spark test (starting one costs seconds).
+
+    ``spark.jars`` is read once, when the session's JVM starts, and a process has one
+    session: so this one carries Spark's Kafka source (for tests/kafka/test_audit_kafka.py)
+    whenever its jars are cached or can be fetched (java and mvn), and goes without it
+    otherwise; the tests that need it say so."""
+    pytest.importorskip("pyspark")
+    from logmarshal.audit.job import spark_session
+    from logmarshal.audit.kafkasource import fetch_jars, spark_conf
+    from logmarshal.localkafka import KafkaUnavailable
+
+    try:
+        conf = spark_conf(fetch_jars())
+    except KafkaUnavailable:
+        conf = {}
+    session = spark_session("local[2]", app_name="logmarshal-audit-tests", conf=conf)
+    yield session
+    session.stop()
