@@ -2,6 +2,7 @@
 
     python -m scenarios.run_all --seeds 100 [--stage sim|threads|processes] [--jobs 2]
     python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash] [-v]
+    python -m scenarios.run_all --kafka --seeds 2 [--kafka-bootstrap HOST:PORT]
 
 ``failover``, ``pause``, ``handoff``, ``restart``, ``race`` and ``rebalance`` are written once
 (:mod:`scenarios.scenario`) and run on the simulator (``--stage sim``: simulated time, a seed
@@ -10,6 +11,12 @@ real processes with a broker (``processes``; ``--processes`` is the same); the r
 stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (the woken zombie of
 docs/protocol-notes.md; AMO only, whatever the seed). Each run happens in a fresh process.
 A failing seed is printed with the command that replays it.
+
+``--kafka`` runs the processes stage over Apache Kafka instead of logmarshal's broker: each
+run starts a single-node :class:`logmarshal.localkafka.KafkaCluster` of its own and stops it
+by pid (``--kafka-bootstrap`` shares one already running instead; every run then has a topic
+and group of its own, and ``broker-crash``, which kills the node, is skipped). A scenario
+that has no Kafka form is skipped with its reason printed under the summary.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from . import failover, handoff, pause, race, rebalance, restart
-from .common import STAGES, mode_for
+from .common import STAGES, OnKafka, add_kafka_options, kafka_from, mode_for
+from .processes import NOT_ON_KAFKA
 from .processes import SCENARIOS as ON_PROCESSES
 from .scenario import Scenario
 
@@ -65,17 +73,26 @@ FIGURES = {
 }
 
 
+def skipped_on_kafka(kafka: OnKafka) -> dict[str, str]:
+    """The scenarios ``--kafka`` leaves out, and why."""
+    out = dict(NOT_ON_KAFKA)
+    if kafka.bootstrap:
+        out["broker-crash"] = "it kills and restarts the node: it needs a Kafka of its own"
+    return out
+
+
 def _one(
-    name: str, seed: int, stage: str = "threads"
+    name: str, seed: int, stage: str = "threads", kafka: OnKafka | None = None
 ) -> tuple[str, int, str, bool, float, list[str], dict[str, float]]:
     logging.basicConfig(level=logging.CRITICAL + 1)
     mode = mode_for(seed, None)
     started = time.monotonic()
+    extra = {} if kafka is None else {"kafka": kafka}
     try:
         if name in WRITTEN_ONCE:
-            report = WRITTEN_ONCE[name].run(seed, mode=mode, stage=stage)
+            report = WRITTEN_ONCE[name].run(seed, mode=mode, stage=stage, **extra)
         else:
-            report = ON_PROCESSES[name](seed, mode=mode)
+            report = ON_PROCESSES[name](seed, mode=mode, **extra)
     except Exception as exc:  # a crash is a failure too
         return name, seed, mode, False, time.monotonic() - started, [repr(exc)], {}
     failed = report.failures()
@@ -91,22 +108,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None)
     parser.add_argument("--stage", choices=STAGES, default="threads", help="default: threads")
     parser.add_argument("--processes", action="store_true", help="the same as --stage processes")
+    add_kafka_options(parser)
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="print every run's figures as it ends"
     )
     args = parser.parse_args(argv)
-    stage = "processes" if args.processes else args.stage
+    kafka = kafka_from(args)
+    stage = "processes" if args.processes or kafka is not None else args.stage
     names = [n for n in (args.only or ",".join(DEFAULT[stage])).split(",") if n]
     allowed = set(STAGED) | (set(DEFAULT["processes"]) if stage == "processes" else set())
     if set(names) - allowed:
         parser.error(f"not on the {stage} stage: {', '.join(sorted(set(names) - allowed))}")
+    skipped = {} if kafka is None else skipped_on_kafka(kafka)
+    skipped = {n: why for n, why in skipped.items() if n in names}
+    names = [n for n in names if n not in skipped]
+    where = f"{stage} stage" + ("" if kafka is None else f" over {kafka.describe()}")
     jobs = args.jobs or (1 if stage == "processes" else 2)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     results: dict[str, list[tuple[int, str, bool, float, list[str], dict[str, float]]]]
     results = defaultdict(list)
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
-        futures = [pool.submit(_one, name, seed, stage) for name in names for seed in seeds]
+        futures = [
+            pool.submit(_one, name, seed, stage, kafka) for name in names for seed in seeds
+        ]
         for future in as_completed(futures):
             name, seed, mode, ok, took, failed, figures = future.result()
             results[name].append((seed, mode, ok, took, failed, figures))
@@ -117,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAIL {name} seed {seed} ({mode}): {'; '.join(failed)}", flush=True)
                 module = name.replace("-", "_")
                 extra = f" --stage {stage}" if name in STAGED else ""
+                if kafka is not None:
+                    extra += " --kafka" + (
+                        f" --kafka-bootstrap {kafka.bootstrap}" if kafka.bootstrap else ""
+                    )
                 print(
                     f"     replay: python -m scenarios.{module}{extra} --seed {seed} -v",
                     flush=True,
@@ -141,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(rows) - alo:>4} {sum(durations) / max(1, len(rows)):>7.2f} "
             f"{max(durations, default=0):>6.2f}  {figure}: {shown}"
         )
-    print(
-        f"total {time.monotonic() - started:.0f} s, {failures} failing run(s) on the {stage} stage"
-    )
+    for name, why in skipped.items():
+        print(f"{name:<12} skipped on Apache Kafka: {why}")
+    print(f"total {time.monotonic() - started:.0f} s, {failures} failing run(s) on the {where}")
     return 1 if failures else 0
 
 
