@@ -12,11 +12,12 @@ stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (the wok
 docs/protocol-notes.md; AMO only, whatever the seed). Each run happens in a fresh process.
 A failing seed is printed with the command that replays it.
 
-``--kafka`` runs the processes stage over Apache Kafka instead of logmarshal's broker: each
-run starts a single-node :class:`logmarshal.localkafka.KafkaCluster` of its own and stops it
-by pid (``--kafka-bootstrap`` shares one already running instead; every run then has a topic
-and group of its own, and ``broker-crash``, which kills the node, is skipped). A scenario
-that has no Kafka form is skipped with its reason printed under the summary.
+``--kafka`` runs the processes stage over Apache Kafka instead of logmarshal's broker: one
+single-node :class:`logmarshal.localkafka.KafkaCluster` started here, shared by the runs
+(each with a topic and group of its own) and stopped by pid before ``broker-crash``, whose
+runs each start a node of their own to kill (never two of these JVMs at once).
+``--kafka-bootstrap`` shares one already running instead (``broker-crash`` is then skipped).
+A scenario that has no Kafka form is skipped with its reason printed under the summary.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor, as_completed
+
+from logmarshal.localkafka import KafkaCluster
 
 from . import failover, handoff, pause, race, rebalance, restart
 from .common import STAGES, OnKafka, add_kafka_options, kafka_from, mode_for
@@ -73,6 +77,10 @@ FIGURES = {
 }
 
 
+#: the scenarios that kill the broker: on Kafka each run has a node of its own
+OWN_KAFKA = frozenset({"broker-crash"})
+
+
 def skipped_on_kafka(kafka: OnKafka) -> dict[str, str]:
     """The scenarios ``--kafka`` leaves out, and why."""
     out = dict(NOT_ON_KAFKA)
@@ -100,6 +108,44 @@ def _one(
     return name, seed, mode, report.ok, time.monotonic() - started, failed, report.figures
 
 
+Results = dict[str, list[tuple[int, str, bool, float, list[str], dict[str, float]]]]
+
+
+def _run_many(
+    names: list[str],
+    seeds: range,
+    stage: str,
+    kafka: OnKafka | None,
+    jobs: int,
+    verbose: bool,
+    results: Results,
+) -> None:
+    """Every seed of every scenario in ``names``, each in a fresh process, into ``results``;
+    a failure is printed as it ends, with the command that replays it."""
+    if not names:
+        return
+    with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
+        futures = [
+            pool.submit(_one, name, seed, stage, kafka) for name in names for seed in seeds
+        ]
+        for future in as_completed(futures):
+            name, seed, mode, ok, took, failed, figures = future.result()
+            results[name].append((seed, mode, ok, took, failed, figures))
+            if verbose:
+                shown = ", ".join(f"{k} {v:g}" for k, v in figures.items())
+                print(f"{'ok  ' if ok else 'FAIL'} {name} seed {seed}: {shown}", flush=True)
+            if not ok:
+                print(f"FAIL {name} seed {seed} ({mode}): {'; '.join(failed)}", flush=True)
+                module = name.replace("-", "_")
+                extra = f" --stage {stage}" if name in STAGED else ""
+                if kafka is not None:  # a shared Kafka stopped at the end: one of its own
+                    extra += " --kafka"
+                print(
+                    f"     replay: python -m scenarios.{module}{extra} --seed {seed} -v",
+                    flush=True,
+                )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scenarios.run_all")
     parser.add_argument("--seeds", type=int, default=100, help="seeds 0..N-1 (default 100)")
@@ -125,31 +171,24 @@ def main(argv: list[str] | None = None) -> int:
     where = f"{stage} stage" + ("" if kafka is None else f" over {kafka.describe()}")
     jobs = args.jobs or (1 if stage == "processes" else 2)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    results: dict[str, list[tuple[int, str, bool, float, list[str], dict[str, float]]]]
-    results = defaultdict(list)
+    results: Results = defaultdict(list)
     started = time.monotonic()
-    with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
-        futures = [
-            pool.submit(_one, name, seed, stage, kafka) for name in names for seed in seeds
-        ]
-        for future in as_completed(futures):
-            name, seed, mode, ok, took, failed, figures = future.result()
-            results[name].append((seed, mode, ok, took, failed, figures))
-            if args.verbose:
-                shown = ", ".join(f"{k} {v:g}" for k, v in figures.items())
-                print(f"{'ok  ' if ok else 'FAIL'} {name} seed {seed}: {shown}", flush=True)
-            if not ok:
-                print(f"FAIL {name} seed {seed} ({mode}): {'; '.join(failed)}", flush=True)
-                module = name.replace("-", "_")
-                extra = f" --stage {stage}" if name in STAGED else ""
-                if kafka is not None:
-                    extra += " --kafka" + (
-                        f" --kafka-bootstrap {kafka.bootstrap}" if kafka.bootstrap else ""
-                    )
-                print(
-                    f"     replay: python -m scenarios.{module}{extra} --seed {seed} -v",
-                    flush=True,
-                )
+    if kafka is None or kafka.bootstrap:
+        _run_many(names, seeds, stage, kafka, jobs, args.verbose, results)
+    else:
+        # one Kafka for the runs that share one (a warm JVM, started once), then those that
+        # kill their node, each on its own: never two of this run's JVMs at a time
+        shared = [n for n in names if n not in OWN_KAFKA]
+        if shared:
+            with (
+                tempfile.TemporaryDirectory(prefix="logmarshal-run-all-kafka-") as tmp,
+                KafkaCluster(tmp) as cluster,  # stopped by pid, whatever happens
+            ):
+                print(f"Apache Kafka at {cluster.bootstrap}, shared by the runs", flush=True)
+                on = OnKafka(cluster.bootstrap)
+                _run_many(shared, seeds, stage, on, jobs, args.verbose, results)
+        own = [n for n in names if n in OWN_KAFKA]
+        _run_many(own, seeds, stage, kafka, jobs, args.verbose, results)
     print()
     print(
         f"{'scenario':<12} {'runs':>5} {'pass':>5} {'fail':>5} {'alo':>4} {'amo':>4} "
