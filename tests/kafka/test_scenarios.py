@@ -91,3 +91,27 @@ def test_scenario_passes_on_kafka(kafka: KafkaCluster, name: str, seed: int) -> 
 def test_multi_broker_says_why_it_has_no_kafka_form(kafka: KafkaCluster) -> None:
     with pytest.raises(ValueError, match="places partitions"):
         SCENARIOS["multi-broker"](0, mode="alo", kafka=OnKafka(kafka.bootstrap))
+
+
+def test_run_all_says_which_scenarios_kafka_skips_and_why() -> None:
+    from scenarios.run_all import skipped_on_kafka
+
+    own = skipped_on_kafka(OnKafka())
+    assert set(own) == {"multi-broker"} and "cluster-file rule" in own["multi-broker"]
+    shared = skipped_on_kafka(OnKafka("127.0.0.1:9092"))
+    assert set(shared) == {"multi-broker", "broker-crash"}
+    assert "a Kafka of its own" in shared["broker-crash"]
+
+
+def test_kafka_options_mean_real_processes() -> None:
+    from scenarios.common import kafka_from, parse_args
+
+    args = parse_args("failover", ["--kafka", "--seed", "3"])
+    assert args.stage == "processes" and kafka_from(args) == OnKafka(None)
+    args = parse_args("failover", ["--kafka", "--kafka-bootstrap", "127.0.0.1:9092"])
+    assert kafka_from(args) == OnKafka("127.0.0.1:9092")
+    assert parse_args("failover", []).stage == "threads"
+    with pytest.raises(SystemExit):
+        parse_args("failover", ["--kafka", "--stage", "sim"])
+    with pytest.raises(SystemExit, match="goes with --kafka"):
+        kafka_from(parse_args("failover", ["--kafka-bootstrap", "127.0.0.1:9092"]))
