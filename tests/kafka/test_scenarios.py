@@ -115,3 +115,17 @@ def test_kafka_options_mean_real_processes() -> None:
         parse_args("failover", ["--kafka", "--stage", "sim"])
     with pytest.raises(SystemExit, match="goes with --kafka"):
         kafka_from(parse_args("failover", ["--kafka-bootstrap", "127.0.0.1:9092"]))
+
+
+def test_a_kraft_cluster_id_never_reads_as_an_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One run of ``run_all --kafka`` failed formatting its node: its id began with ``-``
+    (urlsafe base64 of a first byte 0xF8-0xFB) and ``kafka-storage format -t -...`` took it
+    for an option. The id is drawn again then, as Kafka's ``Uuid.randomUuid`` does."""
+    import uuid
+
+    from logmarshal.localkafka import harness
+
+    draws = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])
+    monkeypatch.setattr(harness.uuid, "uuid4", lambda: next(draws))
+    made = harness.cluster_id()
+    assert made == "AQEBAQEBAQEBAQEBAQEBAQ" and len(made) == 22
