@@ -6,7 +6,7 @@ Checks: every acknowledged record is still there with its content, nothing of th
 is served, and the consumers resume with ALO / AMO kept. Real processes only (the harness of
 :mod:`scenarios.process_harness`); also ``python -m scenarios.processes broker-crash``.
 
-    python -m scenarios.broker_crash --seed 7 [--mode alo|amo] [--data-dir D] [-v]
+    python -m scenarios.broker_crash --seed 7 [--mode alo|amo] [--data-dir D] [--kafka] [-v]
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from .common import Report, main_on_processes, wait_until
-from .process_harness import TOPIC, procs
+from .common import OnKafka, Report, main_on_processes, wait_until
+from .process_harness import procs
 
 __all__ = ["main", "run"]
 
@@ -63,11 +63,25 @@ def _tear(partition_dir: Path, how: str) -> tuple[int, int]:
     return end, len(torn)
 
 
-def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
+def run(
+    seed: int, *, mode: str, data_dir: str | None = None, kafka: OnKafka | None = None
+) -> Report:
+    """On Apache Kafka (``kafka``, a node of the run's own) the same: its node is SIGKILLed
+    (:meth:`KafkaCluster.kill`), the torn write appended to the same files (the same record
+    batch format and directory layout), and it restarts on the same data and ports; Kafka's
+    recovery of an unclean shutdown must cut the torn write off as logmarshal's does."""
+    if kafka is not None and kafka.bootstrap:
+        raise ValueError("broker-crash kills the broker: it needs a Kafka of its own (--kafka)")
     hb = 1.0
     partitions = 4
     with procs(
-        "broker-crash", seed, mode=mode, hb=hb, partitions=partitions, data_dir=data_dir
+        "broker-crash",
+        seed,
+        mode=mode,
+        hb=hb,
+        partitions=partitions,
+        data_dir=data_dir,
+        kafka=kafka,
     ) as h:
         report = h.report
         h.connect()
@@ -77,26 +91,25 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
         producer = h.producer(per_partition=300, seconds=3.0)
         kill_after = h.rng.randint(100, 500)  # acknowledged records
         wait_until(lambda: len(producer.log().acked) >= kill_after, 20, step=0.02)
-        broker = h.brokers[0]
         acked_before = len(producer.log().acked)
-        broker.kill()
+        h.crash_broker()
         killed_at = time.monotonic()
         report.figures["acknowledged before the kill"] = acked_before
         torn_partition = h.rng.randrange(partitions)
         how = h.rng.choice(["short", "crc"])
-        valid_end, appended = _tear(h.data_root / f"{TOPIC}-{torn_partition}", how)
+        valid_end, appended = _tear(h.partition_dir(h.topic, torn_partition), how)
         coord_torn = None
         if h.rng.random() < 0.5:
             coord_torn = h.rng.randrange(8)
-            _tear(h.data_root / f"__marshal-{coord_torn}", h.rng.choice(["short", "crc"]))
+            _tear(h.partition_dir("__marshal", coord_torn), h.rng.choice(["short", "crc"]))
         time.sleep(h.rng.uniform(0.0, 1.0))
-        broker.start()
+        h.restart_broker()
         restarted_at = time.time()
         report.figures["broker down seconds"] = time.monotonic() - killed_at
         assert h.cluster is not None
-        end_now = h.cluster.latest_offset(TOPIC, torn_partition)
+        end_now = h.cluster.latest_offset(h.topic, torn_partition)
         report.check(
-            f"the torn write ({how}, {appended} bytes on {TOPIC}/{torn_partition}"
+            f"the torn write ({how}, {appended} bytes on {h.topic}/{torn_partition}"
             + (f", and on __marshal/{coord_torn}" if coord_torn is not None else "")
             + ") is cut off at restart",
             end_now == valid_end,
@@ -109,10 +122,10 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
         served: dict[tuple[int, int], bytes] = {}
         ends = {}
         for p in range(partitions):
-            ends[p] = h.cluster.latest_offset(TOPIC, p)
+            ends[p] = h.cluster.latest_offset(h.topic, p)
             offset = 0
             while offset < ends[p]:
-                batch = h.cluster.fetch(TOPIC, p, offset, max_wait=1.0)
+                batch = h.cluster.fetch(h.topic, p, offset, max_wait=1.0)
                 if not batch:
                     break
                 for m in batch:

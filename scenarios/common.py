@@ -27,8 +27,11 @@ __all__ = [
     "TOPIC",
     "Check",
     "NumberedStream",
+    "OnKafka",
     "Report",
+    "add_kafka_options",
     "configure_logging",
+    "kafka_from",
     "main_on_processes",
     "mode_for",
     "new_dir",
@@ -40,6 +43,21 @@ GROUP = "scenario"
 TOPIC = "events"
 #: where a scenario can run (:func:`scenarios.scenario.make_stage`)
 STAGES = ("sim", "threads", "processes")
+
+
+@attrs.frozen
+class OnKafka:
+    """Real processes over Apache Kafka instead of logmarshal's broker.
+
+    ``bootstrap``: an Apache Kafka already running, shared with other runs (so this run's
+    topic and group get names of their own); None: the run starts a single-node
+    :class:`logmarshal.localkafka.KafkaCluster` of its own and stops it (by pid) at the end.
+    """
+
+    bootstrap: str | None = None
+
+    def describe(self) -> str:
+        return f"Apache Kafka at {self.bootstrap}" if self.bootstrap else "Apache Kafka"
 
 
 @attrs.define
@@ -116,6 +134,8 @@ class NumberedStream:
 
     cluster: Any
     partitions: int
+    #: the data topic (a run on a shared Kafka has a name of its own)
+    topic: str = TOPIC
 
     def _init_stream(self) -> None:
         self.produced: dict[int, int] = dict.fromkeys(range(self.partitions), 0)
@@ -127,7 +147,7 @@ class NumberedStream:
         for p in range(self.partitions):
             now = int(time.time() * 1000)
             self.cluster.produce(
-                TOPIC,
+                self.topic,
                 p,
                 [
                     NewRecord(value=b"%d" % (self.produced[p] + i), timestamp=now)
@@ -171,16 +191,43 @@ def parse_args(name: str, argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--stage",
         choices=STAGES,
-        default="threads",
+        default=None,
         help="where the members run: the simulator, threads of this process (default), or "
         "real processes with a broker",
     )
     parser.add_argument("--processes", action="store_true", help="the same as --stage processes")
+    add_kafka_options(parser)
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
-    if args.processes:
+    if args.kafka and args.stage not in (None, "processes"):
+        parser.error("--kafka runs on real processes only (--stage processes)")
+    if args.processes or args.kafka:
         args.stage = "processes"
+    args.stage = args.stage or "threads"
     return args
+
+
+def add_kafka_options(parser: argparse.ArgumentParser) -> None:
+    """``--kafka [--kafka-bootstrap HOST:PORT]``: real processes over Apache Kafka."""
+    parser.add_argument(
+        "--kafka",
+        action="store_true",
+        help="real processes over Apache Kafka (a single-node KafkaCluster started for the "
+        "run and stopped by pid) instead of logmarshal's broker",
+    )
+    parser.add_argument(
+        "--kafka-bootstrap",
+        metavar="HOST:PORT",
+        help="with --kafka: an Apache Kafka already running (the run's topic and group get "
+        "names of their own)",
+    )
+
+
+def kafka_from(args: argparse.Namespace) -> OnKafka | None:
+    """The :class:`OnKafka` the ``--kafka`` options ask for, or None."""
+    if args.kafka_bootstrap and not args.kafka:
+        raise SystemExit("--kafka-bootstrap goes with --kafka")
+    return OnKafka(args.kafka_bootstrap) if args.kafka else None
 
 
 def configure_logging(verbose: int) -> None:
@@ -207,11 +254,19 @@ def main_on_processes(
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", default=None, help="keep the broker's log here afterwards")
     parser.add_argument("--mode", choices=["alo", "amo"], default=None, help="default: by seed")
+    add_kafka_options(parser)
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
     configure_logging(args.verbose)
     run = scenarios[name or args.scenario]
-    report = run(args.seed, mode=mode_for(args.seed, args.mode), data_dir=args.data_dir)
+    kafka = kafka_from(args)
+    extra = {} if kafka is None else {"kafka": kafka}
+    try:
+        report = run(
+            args.seed, mode=mode_for(args.seed, args.mode), data_dir=args.data_dir, **extra
+        )
+    except ValueError as exc:  # asked for what cannot be (a scenario that has no Kafka form)
+        raise SystemExit(str(exc)) from None
     report.print()
     if args.data_dir:
         print(f"log kept in {args.data_dir}")

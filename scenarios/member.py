@@ -176,7 +176,7 @@ def _consume(args: argparse.Namespace, report: _Report, stop: threading.Event) -
     marshaler = Marshaler(
         replay_cluster,
         args.client_id,
-        GROUP,
+        args.group,
         args.hb,
         fetch_wait=0.1,
         fetch_linger=args.fetch_linger,
@@ -250,7 +250,7 @@ def _produce(args: argparse.Namespace, report: _Report, stop: threading.Event) -
             values = [f"{p}:{sent[p] + i}".encode() for i in range(n)]
             records = [NewRecord(value=v, timestamp=int(time.time() * 1000)) for v in values]
             try:
-                result = cluster.produce(TOPIC, p, records, durable=True)
+                result = cluster.produce(args.topic, p, records, durable=True)
             except Exception as exc:
                 logging.getLogger("scenarios.member").info("produce failed (%s); retrying", exc)
                 time.sleep(0.1)
@@ -278,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--client-id", default="c0")
     parser.add_argument("--topic", default=TOPIC)
+    parser.add_argument("--group", default=GROUP)
     parser.add_argument("--mode", choices=["alo", "amo"], default="alo")
     parser.add_argument("--hb", type=float, default=0.5)
     parser.add_argument("--batch-size", type=int, default=20)

@@ -1,6 +1,11 @@
 """The real-process harness: a broker process, consumer and producer processes
 (:mod:`scenarios.member`), real signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM), and the checks.
 
+The broker is logmarshal's own (``logmarshal broker start``) or Apache Kafka
+(:class:`~scenarios.common.OnKafka`): a single-node :class:`~logmarshal.localkafka.KafkaCluster`
+the run starts and stops by pid, or one already running that other runs share, where the
+run's topic and group get names of their own (``__marshal`` is shared, as on any cluster).
+
 The orchestrator (this process) starts the broker on a free port of 127.0.0.1, creates the
 topic, produces, starts members, and watches the group through an *observer* Marshaler over
 the network, which replays ``__marshal`` as every member does. What each member handed out
@@ -26,10 +31,11 @@ from pathlib import Path
 
 import attrs
 
+from logmarshal.localkafka import KafkaCluster
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
 
-from .common import GROUP, TOPIC, NumberedStream, new_dir, wait_until
+from .common import GROUP, TOPIC, NumberedStream, OnKafka, new_dir, wait_until
 from .stages.base import GroupChecks, Handed
 
 __all__ = ["GROUP", "ROOT", "TOPIC", "Broker", "MemberProc", "Procs", "free_port", "procs"]
@@ -264,6 +270,7 @@ class Procs(NumberedStream, GroupChecks):
         partitions: int,
         data_dir: str | None = None,
         brokers: int = 1,
+        kafka: OnKafka | None = None,
     ) -> None:
         self._begin(
             name,
@@ -271,9 +278,19 @@ class Procs(NumberedStream, GroupChecks):
             mode=mode,
             hb=hb,
             partitions=partitions,
-            where="processes",
+            where="processes" if kafka is None else f"processes over {kafka.describe()}",
+            # the same seeded choices on either broker
             rng_key=f"processes/{name}/{seed}",
         )
+        if kafka is not None and brokers != 1:
+            raise ValueError("on Apache Kafka the harness runs one node")
+        self.kafka = kafka
+        self.kafka_cluster: KafkaCluster | None = None
+        self.topic, self.group = TOPIC, GROUP
+        if kafka is not None and kafka.bootstrap:
+            # a shared cluster: this run's own names (one run's records are not another's)
+            run_id = f"{name}-{seed}-{os.urandom(4).hex()}"
+            self.topic, self.group = f"{TOPIC}-{run_id}", f"{GROUP}-{run_id}"
         data_dir = new_dir(data_dir)
         # not TemporaryDirectory: its finalizer would remove a workdir kept for inspection
         self.workdir = Path(tempfile.mkdtemp(prefix=f"logmarshal-proc-{name}-"))
@@ -289,7 +306,39 @@ class Procs(NumberedStream, GroupChecks):
 
     def start(self) -> None:
         """Start the broker(s); separate from ``__init__`` so a failed start is cleaned up."""
-        self._start_brokers(self._broker_count)
+        if self.kafka is None:
+            self._start_brokers(self._broker_count)
+        elif self.kafka.bootstrap:
+            self.bootstrap = self.kafka.bootstrap
+        else:
+            self.kafka_cluster = KafkaCluster(self.data_root / "kafka")
+            self.kafka_cluster.start()
+            self.bootstrap = self.kafka_cluster.bootstrap
+
+    def crash_broker(self) -> None:
+        """SIGKILL the (one) broker: logmarshal's, or the Kafka node this run started."""
+        if self.kafka_cluster is not None:
+            self.kafka_cluster.kill(1)
+        elif self.kafka is not None:
+            raise RuntimeError("a shared Apache Kafka is not this run's to kill")
+        else:
+            self.brokers[0].kill()
+
+    def restart_broker(self) -> None:
+        """Start the crashed broker again on its data and port; returns once it answers."""
+        if self.kafka_cluster is not None:
+            self.kafka_cluster.restart(1)
+        else:
+            self.brokers[0].start()
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        """Where the (one) broker keeps ``topic/partition``'s segments: the same directory
+        layout and record batch format (v2) on both brokers."""
+        if self.kafka_cluster is not None:
+            return self.kafka_cluster.node(1).workdir / "data" / f"{topic}-{partition}"
+        if self.kafka is not None:
+            raise RuntimeError("a shared Apache Kafka's files are not this run's")
+        return self.data_root / f"{topic}-{partition}"
 
     def _start_brokers(self, n: int) -> None:
         if n == 1:
@@ -320,11 +369,11 @@ class Procs(NumberedStream, GroupChecks):
         """The orchestrator's own connection, the topic, and the observer."""
         # librdkafka's own log lines (connection refused while a broker is down) are noise here
         self.cluster = NetworkCluster(self.bootstrap, timeout=15.0, config={"log_level": 2})
-        self.cluster.create_topic(TOPIC, self.partitions)
+        self.cluster.create_topic(self.topic, self.partitions)
         self.observer = Marshaler(
             self.cluster,
             "observer",
-            GROUP,
+            self.group,
             self.hb,
             fetch_wait=0.1,
             # the observer measures: it sees every record at once, without a member's linger
@@ -347,7 +396,11 @@ class Procs(NumberedStream, GroupChecks):
             self.mode,
             "--hb",
             str(self.hb),
+            "--group",
+            self.group,
         ]
+        if "topic" not in options:
+            argv += ["--topic", self.topic]
         for key, value in options.items():
             flag = "--" + key.replace("_", "-")
             if value is True:
@@ -372,6 +425,8 @@ class Procs(NumberedStream, GroupChecks):
             "produce",
             "--bootstrap",
             self.bootstrap,
+            "--topic",
+            self.topic,
             "--partitions",
             str(self.partitions),
             "--per-partition",
@@ -398,7 +453,7 @@ class Procs(NumberedStream, GroupChecks):
 
     def holders(self) -> dict[int, tuple[str, str] | None]:
         assert self.observer is not None
-        return {p: self.observer.holder(TOPIC, p) for p in range(self.partitions)}
+        return {p: self.observer.holder(self.topic, p) for p in range(self.partitions)}
 
     def members_together(self, client_ids: list[str], **options: object) -> list[MemberProc]:
         """Start members and let them connect at the same moment (imports done first), so
@@ -425,7 +480,7 @@ class Procs(NumberedStream, GroupChecks):
 
     def positions(self) -> dict[int, int | None]:
         assert self.observer is not None
-        return {p: self.observer.resume_offset(TOPIC, p) for p in range(self.partitions)}
+        return {p: self.observer.resume_offset(self.topic, p) for p in range(self.partitions)}
 
     def identity(self, member: MemberProc) -> tuple[str, str | None]:
         return member.identity
@@ -461,6 +516,8 @@ class Procs(NumberedStream, GroupChecks):
                 self.cluster.close()
         for broker in self.brokers:
             broker.terminate()  # flushed, lock released: the log can be audited afterwards
+        if self.kafka_cluster is not None:
+            self.kafka_cluster.stop()  # SIGTERM by pid, SIGKILL what is left after 30 s
         if os.environ.get("SCENARIO_KEEP_WORKDIR"):
             print(f"workdir kept in {self.workdir}", file=sys.stderr)
         else:
@@ -468,9 +525,13 @@ class Procs(NumberedStream, GroupChecks):
 
     def failure_output(self) -> str:
         """The tail of every child's output, for a failed run."""
+        nodes = [] if self.kafka_cluster is None else self.kafka_cluster.nodes
         return "\n".join(
-            f"--- {child.name}\n{child.output()[-3000:]}"
-            for child in [*self.brokers, *self.members]
+            [f"--- kafka node {n.node_id}\n{n.log_tail()[-3000:]}" for n in nodes]
+            + [
+                f"--- {child.name}\n{child.output()[-3000:]}"
+                for child in [*self.brokers, *self.members]
+            ]
         )
 
 

@@ -2,6 +2,7 @@
 
     python -m scenarios.processes failover --seed 7 [--mode amo] [--data-dir D]
     python -m scenarios.failover --processes --seed 7          # the same
+    python -m scenarios.processes failover --kafka --seed 7    # over Apache Kafka
 
 ``failover``, ``pause``, ``handoff``, ``restart`` and ``rebalance`` are written once for every
 stage (:mod:`scenarios.scenario`); here they run on
@@ -38,15 +39,17 @@ from . import (
     restart,
     zombie,
 )
-from .common import Report, main_on_processes, mode_for
+from .common import OnKafka, Report, main_on_processes, mode_for
 from .scenario import Scenario
 
-__all__ = ["SCENARIOS", "main", "run"]
+__all__ = ["NOT_ON_KAFKA", "SCENARIOS", "main", "run"]
 
 
 def _on_processes(scenario: Scenario) -> Callable[..., Report]:
-    def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
-        return scenario.run(seed, mode=mode, stage="processes", data_dir=data_dir)
+    def run(
+        seed: int, *, mode: str, data_dir: str | None = None, kafka: OnKafka | None = None
+    ) -> Report:
+        return scenario.run(seed, mode=mode, stage="processes", data_dir=data_dir, kafka=kafka)
 
     return run
 
@@ -65,9 +68,23 @@ SCENARIOS: dict[str, Callable[..., Report]] = {
     "multi-broker": multi_broker.run,
 }
 
+#: the scenarios that cannot run on Apache Kafka, and why (``--kafka`` skips them, saying so)
+NOT_ON_KAFKA: dict[str, str] = {"multi-broker": multi_broker.NOT_ON_KAFKA}
 
-def run(name: str, seed: int, *, mode: str | None = None, data_dir: str | None = None) -> Report:
-    return SCENARIOS[name](seed, mode=mode_for(seed, mode), data_dir=data_dir)
+
+def run(
+    name: str,
+    seed: int,
+    *,
+    mode: str | None = None,
+    data_dir: str | None = None,
+    kafka: OnKafka | None = None,
+) -> Report:
+    """One scenario run; ``kafka``: over Apache Kafka (see :class:`OnKafka`)."""
+    if kafka is not None and name in NOT_ON_KAFKA:
+        raise ValueError(f"{name} does not run on Apache Kafka: {NOT_ON_KAFKA[name]}")
+    extra = {} if kafka is None else {"kafka": kafka}
+    return SCENARIOS[name](seed, mode=mode_for(seed, mode), data_dir=data_dir, **extra)
 
 
 def main(argv: list[str] | None = None) -> int:

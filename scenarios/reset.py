@@ -6,7 +6,7 @@ partition resumes exactly at N after the expiry, and nobody keeps a stale claim.
 processes only (the harness of :mod:`scenarios.process_harness`); also
 ``python -m scenarios.processes reset``.
 
-    python -m scenarios.reset --seed 7 [--mode alo|amo] [--data-dir D] [-v]
+    python -m scenarios.reset --seed 7 [--mode alo|amo] [--data-dir D] [--kafka] [-v]
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import subprocess
 import sys
 import time
 
-from .common import Report, main_on_processes, wait_until
-from .process_harness import GROUP, ROOT, TOPIC, procs
+from .common import OnKafka, Report, main_on_processes, wait_until
+from .process_harness import ROOT, procs
 
 __all__ = ["main", "reset_target", "run"]
 
@@ -27,11 +27,15 @@ def reset_target(seed: int) -> int:
     return 10 + seed % 7
 
 
-def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
+def run(
+    seed: int, *, mode: str, data_dir: str | None = None, kafka: OnKafka | None = None
+) -> Report:
     hb = 0.5
     partitions = 6
     new = reset_target(seed)
-    with procs("reset", seed, mode=mode, hb=hb, partitions=partitions, data_dir=data_dir) as h:
+    with procs(
+        "reset", seed, mode=mode, hb=hb, partitions=partitions, data_dir=data_dir, kafka=kafka
+    ) as h:
         report = h.report
         h.connect()
         members = h.start_group(3, first=100, per_partition=200, seconds=6.0)
@@ -43,7 +47,7 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
         def progressed() -> bool:
             assert h.observer is not None
             return all(
-                (h.observer.resume_offset(TOPIC, p) or 0) > threshold for p in range(partitions)
+                (h.observer.resume_offset(h.topic, p) or 0) > threshold for p in range(partitions)
             )
 
         if not report.check(
@@ -60,9 +64,9 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
             "--json",
             "group",
             "reset",
-            GROUP,
+            h.group,
             "--topic",
-            TOPIC,
+            h.topic,
             "--to-offset",
             str(new),
             "--execute",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import attrs
 
-from .common import Report, configure_logging, mode_for, parse_args
+from .common import OnKafka, Report, configure_logging, kafka_from, mode_for, parse_args
 from .stages.base import Setup, Stage, StageError
 from .stages.process_stage import ProcessStage
 from .stages.sim_stage import SimStage
@@ -58,7 +58,10 @@ class Scenario:
         mode: str | None = None,
         stage: str = "threads",
         data_dir: str | None = None,
+        kafka: OnKafka | None = None,
     ) -> Report:
+        if kafka is not None and stage != "processes":
+            raise ValueError("Apache Kafka is for the processes stage only")
         made = make_stage(
             stage,
             Setup(
@@ -69,6 +72,7 @@ class Scenario:
                 self.partitions,
                 faults=self.faults,
                 data_dir=data_dir,
+                kafka=kafka,
             ),
         )
         try:
@@ -81,10 +85,16 @@ class Scenario:
 
 
 def main_for(scenario: Scenario, argv: list[str] | None = None) -> int:
-    """``python -m scenarios.<name> [--stage S | --processes] --seed N``."""
+    """``python -m scenarios.<name> [--stage S | --processes | --kafka] --seed N``."""
     args = parse_args(scenario.name, argv)
     configure_logging(args.verbose)
-    report = scenario.run(args.seed, mode=args.mode, stage=args.stage, data_dir=args.data_dir)
+    report = scenario.run(
+        args.seed,
+        mode=args.mode,
+        stage=args.stage,
+        data_dir=args.data_dir,
+        kafka=kafka_from(args),
+    )
     report.print()
     if args.data_dir:
         print(f"log kept in {args.data_dir}")

@@ -140,8 +140,14 @@ def free_port() -> int:
 
 
 def cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid).
+
+    Never one that starts with ``-`` (1 in 64 do): ``kafka-storage format -t -AbC...`` reads
+    it as an option and fails, which is why Kafka's own ``Uuid.randomUuid`` draws again."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
 
 
 _LOG4J2 = """\

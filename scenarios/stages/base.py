@@ -18,7 +18,7 @@ import attrs
 
 from rationalizer import membership_partition
 
-from ..common import Report
+from ..common import OnKafka, Report
 
 __all__ = [
     "GroupChecks",
@@ -70,6 +70,8 @@ class Setup:
     faults: str = "light"
     #: keep the log here (real stages)
     data_dir: str | None = None
+    #: the processes stage only: over Apache Kafka instead of logmarshal's broker
+    kafka: OnKafka | None = None
 
 
 @attrs.define(eq=False)

@@ -1,5 +1,7 @@
 """Members as real processes over a broker process on 127.0.0.1, with real signals.
 
+The broker is logmarshal's, or Apache Kafka when the setup says so (``Setup.kafka``).
+
 A thin stage over :class:`scenarios.process_harness.Procs`: SIGKILL kills, SIGSTOP freezes, SIGCONT
 thaws, SIGTERM leaves (commits flushed, claims released), and a restart starts a new process
 of the same client_id (imported ahead, so that it connects the moment the old one goes).
@@ -22,7 +24,7 @@ import attrs
 from logmarshal.coordlog import COORDINATION_TOPIC, iter_columns
 from rationalizer import DecodeError, WorldState, coordination_partition, decode
 
-from ..common import GROUP, TOPIC, wait_until
+from ..common import wait_until
 from ..process_harness import MemberProc, Procs
 from .base import Handed, Member, Setup, Stage, StageError, members_in_log
 
@@ -49,6 +51,8 @@ class ProcessStage(Stage):
     def __init__(self, setup: Setup) -> None:
         # the real network and processes are the faults here (setup.faults is not used)
         Stage.__init__(self, setup)
+        if setup.kafka is not None:
+            self.report.mode = f"{setup.mode}, {self.kind} over {setup.kafka.describe()}"
         self.procs = Procs(
             setup.name,
             setup.seed,
@@ -56,6 +60,7 @@ class ProcessStage(Stage):
             hb=setup.hb,
             partitions=setup.partitions,
             data_dir=setup.data_dir,
+            kafka=setup.kafka,
         )
         self.procs.report = self.report
         try:
@@ -129,7 +134,7 @@ class ProcessStage(Stage):
         return self.procs.holders()
 
     def announced(self) -> set[str]:
-        return members_in_log(self.procs.observer, GROUP)
+        return members_in_log(self.procs.observer, self.procs.group)
 
     def positions(self) -> dict[int, int | None]:
         return self.procs.positions()
@@ -139,7 +144,8 @@ class ProcessStage(Stage):
         (the members' own replays keep no history of verdicts)."""
         cluster = self.procs.cluster
         assert cluster is not None and self.procs.observer is not None
-        cp = coordination_partition(TOPIC, partition, self.procs.observer.coordination_partitions)
+        topic = self.procs.topic
+        cp = coordination_partition(topic, partition, self.procs.observer.coordination_partitions)
         start = cluster.earliest_offset(COORDINATION_TOPIC, cp)
         end = cluster.latest_offset(COORDINATION_TOPIC, cp)
         if start > 0:
@@ -155,7 +161,7 @@ class ProcessStage(Stage):
                     message = decode(key, value)
                 except DecodeError:
                     continue
-                if getattr(message, "topic", None) != TOPIC or verdict is None:
+                if getattr(message, "topic", None) != topic or verdict is None:
                     continue
                 if getattr(message, "partition", None) != partition:
                     continue
