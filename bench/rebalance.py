@@ -472,12 +472,14 @@ def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: s
     127.0.0.1 (``scenarios.process_harness``): no GIL shared by the members. A join is timed
     from the joiner's first announcement in the log (a process's imports and start-up replay
     are not the protocol's latency) and, in brackets, from its start."""
-    from scenarios.common import GROUP
+    from scenarios.common import GROUP, OnKafka
     from scenarios.process_harness import procs
     from scenarios.stages.base import members_in_log
 
     out: list[str] = []
-    with procs("bench-rebalance", 0, mode="alo", hb=args.hb, partitions=partitions) as p:
+    kafka = OnKafka() if args.kafka else None
+    with procs("bench-rebalance", 0, mode="alo", hb=args.hb, partitions=partitions,
+               kafka=kafka) as p:  # fmt: skip
         p.connect()
         p.produce(5)
         stream = p.producer(per_partition=10**6, seconds=10**6 / max(args.rate, 0.1))
@@ -569,6 +571,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", action="store_true",
                         help="one process per member over logmarshal's broker instead of "
                         "threads (joins and crashes timed on real processes)")
+    parser.add_argument("--kafka", action="store_true",
+                        help="with --processes: over a single-node Apache Kafka "
+                        "(logmarshal.localkafka, stopped by pid) instead of logmarshal's broker")
     parser.add_argument("--profile", action="store_true",
                         help="profile the largest cell ('balanced') instead")
     args = parser.parse_args(argv)
@@ -586,8 +591,9 @@ def main(argv: list[str] | None = None) -> int:
         profile(args, max(members), max(partitions))
         return 0
     if args.processes:
+        where = "Apache Kafka (one KRaft node)" if args.kafka else "logmarshal's broker"
         print(f"rebalance benchmark on processes: HB = {args.hb} s, one process per member, "
-              f"logmarshal's broker on 127.0.0.1, {args.rate:g} msg/s per partition")
+              f"{where} on 127.0.0.1, {args.rate:g} msg/s per partition")
         for n in members:
             for p in partitions:
                 print(f"\n{n} members x {p} partitions (rounds: {args.rounds})")
