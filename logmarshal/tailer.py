@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
+import attrs
+
 from rationalizer import UnknownVersion, Verdict, WorldState
 from rationalizer.world import NO_TIME
 from storage import CorruptBatch
@@ -29,9 +31,13 @@ from storage import CorruptBatch
 from . import coordlog
 from .cluster import Cluster, Columns, MultiBatchFetcher
 from .coordlog import COORDINATION_TOPIC
+from .core.rewind import Regained
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
 
-__all__ = ["Applied", "AppliedMany", "Tailer"]
+__all__ = ["Applied", "AppliedMany", "Halt", "HaltListener", "Tailer"]
+
+#: where an operator reads what to do about a halt (named in its error line)
+RECOVERY = 'docs/bounded-log.md, "A coordination log that loses records"'
 
 #: an answer with this many records or more is a backlog's (a cold start catching up, a
 #: replay that fell behind): the next fetch follows at once, without the linger
@@ -46,6 +52,26 @@ Applied = Callable[[int, int, list[Verdict | None]], None]
 #: partitions that one answer brought, once they are all applied (the one replay thread of
 #: every partition; outside the replays' locks)
 AppliedMany = Callable[[list[tuple[int, int, list[Verdict | None]]]], None]
+
+
+@attrs.frozen
+class Halt:
+    """A coordination partition whose replay is no longer a fold of the log
+    (:mod:`logmarshal.core.rewind`): ``rewound`` (the log ends at ``after``, below
+    ``before``, where the replay was: its replay is frozen) or ``gap`` (records
+    ``before..after-1`` were deleted unseen and no snapshot covers them: the replay goes on
+    from ``after``, and :class:`~logmarshal.core.rewind.Regained` says what the log
+    determines again)."""
+
+    cp: int
+    why: str
+    before: int
+    after: int
+
+
+#: ``halted(halt)``: called once per halted coordination partition, from its replay
+#: thread, outside the replay's lock
+HaltListener = Callable[[Halt], None]
 
 
 class _Tail:
@@ -64,6 +90,15 @@ class _Tail:
         self.own: set[int] = set()
         # set when a record of ours is awaited: the replay of this partition skips its linger
         self.hurry = threading.Event()
+        # the log lost records this replay applied, or never saw (core.rewind); with a gap,
+        # what the records after it determine again
+        self.halt: Halt | None = None
+        self.regained: Regained | None = None
+        # the log was unreachable: before applying more, check it still holds what we
+        # applied (a broker may come back with less: an unclean leader election, a restore)
+        self.suspect = False
+        # (offset, timestamp, key, value) of the last record applied, for that check
+        self.last: tuple[int, int, bytes | None, bytes | None] | None = None
 
 
 class _Worlds(Sequence[WorldState]):
@@ -94,6 +129,11 @@ class Tailer:
     ``now_ms`` stamps a published snapshot, ``truncate`` deletes what the kept snapshots
     cover, ``restore`` starts from a snapshot instead of the log's start. ``admin_keys``
     authenticate admin records (PROTOCOL.md): every replayer must be given the same.
+    ``halted`` hears of a coordination partition whose replay stopped being a fold of the
+    log (a log that went back below what the replay applied, or records deleted before the
+    replay saw them with no snapshot covering them: :class:`Halt`); ``_check_rewind=False``
+    turns the check for a log that went back off (only a test that shows what it prevents
+    does that).
     """
 
     def __init__(
@@ -113,8 +153,12 @@ class Tailer:
         snapshot_ms: int | None,
         truncate: bool,
         restore: bool,
+        halted: HaltListener | None = None,
+        _check_rewind: bool = True,
     ) -> None:
         self._cluster = cluster
+        self._halted = halted
+        self._check_rewind = _check_rewind
         self._n = partitions
         self._admin_keys = dict(admin_keys or {})
         self._applied = applied
@@ -215,7 +259,7 @@ class Tailer:
             if tail.next_offset <= offset:
                 self.hurry(cp)
             while tail.next_offset <= offset:
-                if self._stopped.is_set() or tail.error is not None:
+                if self._stopped.is_set() or tail.error is not None or self._frozen(tail):
                     return False
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -227,12 +271,37 @@ class Tailer:
         """Wait until every partition is replayed up to its end as of this call."""
         deadline = time.monotonic() + timeout
         for tail in self._tails:
+            if self._frozen(tail):
+                continue  # its replay stopped for good: acted on no more (core.rewind)
             end = self._cluster.latest_offset(COORDINATION_TOPIC, tail.partition)
             if not self.wait_applied(
                 tail.partition, end - 1, max(0.0, deadline - time.monotonic())
             ):
                 return False
         return True
+
+    def halts(self) -> dict[int, Halt]:
+        """The halted coordination partitions (:class:`Halt`), by partition."""
+        out = {}
+        for tail in self._tails:
+            with tail.cond:
+                if tail.halt is not None:
+                    out[tail.partition] = tail.halt
+        return out
+
+    def regained(self, cp: int, group: str) -> frozenset[tuple[str, int]]:
+        """After a gap in ``cp``: the partitions of ``group`` the records since determine
+        again (:class:`~logmarshal.core.rewind.Regained`); none after a rewind."""
+        tail = self._tails[cp]
+        with tail.cond:
+            if tail.regained is None:
+                return frozenset()
+            return tail.regained.trusted(group, tail.world.now)
+
+    @staticmethod
+    def _frozen(tail: _Tail) -> bool:
+        halt = tail.halt
+        return halt is not None and halt.why == "rewound"
 
     def hurry(self, cp: int) -> None:
         """A record just written to ``cp`` is awaited (its verdict): the replay fetches it
@@ -278,17 +347,11 @@ class Tailer:
                 restored.covered,
             )
             return restored.covered + 1
-        if earliest > 0:
-            log.warning(
-                "%s/%d starts at offset %d and no valid snapshot covers what is gone: "
-                "positions older records held are unknown",
-                COORDINATION_TOPIC,
-                cp,
-                earliest,
-            )
         with tail.cond:
             tail.next_offset = earliest
             tail.cond.notify_all()
+        if earliest > 0:
+            self._gap(tail, 0, earliest)
         return earliest
 
     def _begin(self, tail: _Tail) -> int | None:
@@ -465,7 +528,11 @@ class Tailer:
         there (with the tail if it is to publish a snapshot) instead of announced."""
         cp = tail.partition
         if isinstance(got, OffsetOutOfRange):
-            log.error(
+            if self._check_rewind and 0 <= got.log_end_offset < offset:
+                # the log ends below what this replay applied: it went back
+                self._rewound(tail, offset, got.log_end_offset)
+                return None, False
+            log.warning(
                 "%s/%d: offset %d is out of range (%s); restarting from a snapshot or "
                 "the earliest",
                 COORDINATION_TOPIC,
@@ -502,6 +569,8 @@ class Tailer:
                     tail.error = ClosedError("the cluster was closed")
                     tail.cond.notify_all()
             return None, False
+        if isinstance(got, Exception):
+            tail.suspect = True  # before applying more, check the log still holds ours
         if isinstance(got, RETRIABLE):
             # the log is unreachable for now (a broker restarting): one line per retry,
             # not a traceback; librdkafka reconnects and the replay resumes at ``offset``
@@ -519,6 +588,17 @@ class Tailer:
         offsets = got[0]
         if not offsets:
             return offset, False
+        if tail.suspect and self._check_rewind:
+            try:
+                end = self._still_there(tail, offset)
+            except Exception as exc:
+                log.warning("%s/%d: cannot check the log still holds what was applied (%s); "
+                            "retrying", COORDINATION_TOPIC, cp, exc)
+                return offset, True
+            tail.suspect = False
+            if end is not None:
+                self._rewound(tail, offset, end)
+                return None, False
         before = tail.world.now
         with tail.cond:
             try:
@@ -534,6 +614,9 @@ class Tailer:
                 return None, False
             offset = offsets[-1] + 1
             tail.next_offset = offset
+            tail.last = (offsets[-1], got[1][-1], got[2][-1], got[3][-1])
+            if tail.regained is not None:
+                tail.regained.note(tail.world, offsets, got[2], verdicts)
             mine = [o for o in tail.own if o < offset] if tail.own else None
             if mine:
                 tail.own.difference_update(mine)
@@ -560,15 +643,80 @@ class Tailer:
                 tail.next_offset = restored.covered + 1
                 tail.cond.notify_all()
             return restored.covered + 1
-        log.warning(
-            "%s/%d: continuing at %d; records %d..%d were deleted before this replay saw them",
-            COORDINATION_TOPIC,
-            cp,
-            earliest,
-            offset,
-            earliest - 1,
-        )
+        with tail.cond:
+            tail.next_offset = earliest
+            tail.cond.notify_all()
+        self._gap(tail, offset, earliest)
         return earliest
+
+    def _still_there(self, tail: _Tail, offset: int) -> int | None:
+        """After the log was unreachable: does it still hold the last record this replay
+        applied, at its offset? None if it does (or it cannot tell: retention deleted it);
+        else the log's end now (it went back: an unclean leader election, a disk restored
+        from an older copy, and new records may have taken the old offsets since)."""
+        cp = tail.partition
+        end = self._cluster.latest_offset(COORDINATION_TOPIC, cp)
+        if end < offset:
+            return end
+        last = tail.last
+        if last is None:
+            return None
+        try:
+            cols = coordlog.fetch_columns(
+                self._cluster, COORDINATION_TOPIC, cp, last[0], max_bytes=1 << 16,
+                skip_damaged=False,
+            )
+        except OffsetOutOfRange as exc:
+            if exc.log_end_offset <= last[0]:
+                return exc.log_end_offset
+            return None  # deleted from the start (retention): nothing to compare
+        except CorruptBatch:
+            return end  # a batch this replay applied does not decode now: not the same log
+        if not cols[0] or cols[0][0] != last[0]:
+            return end
+        if (cols[1][0], cols[2][0], cols[3][0]) != last[1:]:
+            return end
+        return None
+
+    def _rewound(self, tail: _Tail, offset: int, end: int) -> None:
+        """The log went back below ``offset``: freeze this replay and say so once."""
+        cp = tail.partition
+        halt = Halt(cp, "rewound", offset, end)
+        log.error(
+            "%s/%d went back: the replay applied up to offset %d, the log now ends at %d "
+            "(records acknowledged and applied are gone; new ones may reuse their offsets). "
+            "Every group coordinated there is halted: no claims, heartbeats, releases or "
+            "hand-outs of its partitions. To recover: stop the group's members, reset its "
+            "positions (logmarshal group reset GROUP ... --execute), restart them (%s)",
+            COORDINATION_TOPIC, cp, offset - 1, end, RECOVERY,
+        )
+        with tail.cond:
+            tail.halt = halt
+            tail.cond.notify_all()
+        if self._halted is not None:
+            self._halted(halt)
+
+    def _gap(self, tail: _Tail, offset: int, earliest: int) -> None:
+        """Records ``offset..earliest-1`` were deleted before this replay applied them and
+        no valid snapshot covers them: halt the partition's groups until the log determines
+        them again (:class:`~logmarshal.core.rewind.Regained`), and say so once."""
+        cp = tail.partition
+        halt = Halt(cp, "gap", offset, earliest)
+        with tail.cond:
+            # a second gap loses what the records since the first one determined again
+            tail.halt = halt
+            tail.regained = Regained(earliest)
+            tail.cond.notify_all()
+        log.error(
+            "%s/%d: records %d..%d were deleted before this replay applied them and no valid "
+            "snapshot of its key configuration covers them. Every group coordinated there is "
+            "halted (no claims, heartbeats, releases or hand-outs of its partitions) until an "
+            "admin reset of the group written from offset %d on has set a partition's "
+            "position and its pause has ended (logmarshal group reset GROUP ... --execute; %s)",
+            COORDINATION_TOPIC, cp, offset, earliest - 1, earliest, RECOVERY,
+        )
+        if self._halted is not None:
+            self._halted(halt)
 
     def _snapshot_due(
         self, mine: list[int], offsets: list[int], timestamps: list[int], before: int

@@ -164,6 +164,12 @@ class MemberState:
     # must reach the log end before we write or hand out again after a stall
     last_step: int | None = None
     stalled: set[int] = attrs.field(factory=set)
+    #: coordination partitions whose replay is not a fold of the log any more (a log that
+    #: went back, or lost records before we applied them: ``core.rewind``), each with the
+    #: partitions the log determines again since (acted on; the others are left alone)
+    halted: dict[int, set[Key]] = attrs.field(factory=dict)
+    #: what each halt was (why, before, after): a second loss there halts it afresh
+    halt_marks: dict[int, tuple[str, int, int]] = attrs.field(factory=dict)
 
 
 def new_state(
@@ -281,8 +287,17 @@ def busy(st: MemberState) -> set[Key]:
 
 
 def not_to_claim(st: MemberState) -> set[Key]:
-    """What a claim pass leaves alone: held, being claimed, or being released."""
-    return busy(st) | releasing(st)
+    """What a claim pass leaves alone: held, being claimed, being released, or coordinated
+    in a halted coordination partition (``core.rewind``)."""
+    skip = busy(st) | releasing(st)
+    if st.halted:
+        skip |= {
+            (t, p)
+            for t, n in st.topics
+            for p in range(n)
+            if (t, p) not in st.halted.get(cp_of(st, t, p), (t, p))
+        }
+    return skip
 
 
 def wanted(st: MemberState) -> int:
