@@ -361,6 +361,7 @@ class Marshaler:
         )
         offsets = result.offsets
         self._tailer.mark_own(cp, offsets)
+        self._tailer.mark_written(cp, offsets, records)
         if any(len(value) < 2 or value[1] not in _ROUTINE for _, value in records):
             # a claim or a release: its verdict is awaited, the replay skips its linger
             self._tailer.hurry(cp)

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import attrs
@@ -99,6 +100,9 @@ class _Tail:
         self.suspect = False
         # (offset, timestamp, key, value) of the last record applied, for that check
         self.last: tuple[int, int, bytes | None, bytes | None] | None = None
+        # this process's records the replay has not reached: (key, value) by the offset the
+        # log acknowledged them at (Tailer.mark_written)
+        self.written: dict[int, tuple[bytes, bytes]] = {}
 
 
 class _Worlds(Sequence[WorldState]):
@@ -530,7 +534,8 @@ class Tailer:
         if isinstance(got, OffsetOutOfRange):
             if self._check_rewind and 0 <= got.log_end_offset < offset:
                 # the log ends below what this replay applied: it went back
-                self._rewound(tail, offset, got.log_end_offset)
+                end = got.log_end_offset
+                self._rewound(tail, offset, end, f"the log now ends at {end}")
                 return None, False
             log.warning(
                 "%s/%d: offset %d is out of range (%s); restarting from a snapshot or "
@@ -588,16 +593,25 @@ class Tailer:
         offsets = got[0]
         if not offsets:
             return offset, False
+        if self._frozen(tail):
+            return None, False  # a write of ours found the log went back (mark_written)
         if tail.suspect and self._check_rewind:
             try:
-                end = self._still_there(tail, offset)
+                gone = self._still_there(tail, offset)
             except Exception as exc:
                 log.warning("%s/%d: cannot check the log still holds what was applied (%s); "
                             "retrying", COORDINATION_TOPIC, cp, exc)
                 return offset, True
             tail.suspect = False
-            if end is not None:
-                self._rewound(tail, offset, end)
+            if gone is not None:
+                self._rewound(tail, offset, *gone)
+                return None, False
+        if tail.written:
+            lost = self._written_lost(tail, offset, got)
+            if lost is not None:
+                self._rewound(
+                    tail, offset, lost, f"the record this process wrote at {lost} is not there"
+                )
                 return None, False
         before = tail.world.now
         with tail.cond:
@@ -655,18 +669,19 @@ class Tailer:
         self._gap(tail, offset, earliest)
         return earliest
 
-    def _still_there(self, tail: _Tail, offset: int) -> int | None:
+    def _still_there(self, tail: _Tail, offset: int) -> tuple[int, str] | None:
         """After the log was unreachable: does it still hold the last record this replay
         applied, at its offset? None if it does (or it cannot tell: retention deleted it);
-        else the log's end now (it went back: an unclean leader election, a disk restored
-        from an older copy, and new records may have taken the old offsets since)."""
+        else from which offset on it does not, and how (it went back: an unclean leader
+        election, a disk restored from an older copy; new records may reuse the offsets)."""
         cp = tail.partition
         end = self._cluster.latest_offset(COORDINATION_TOPIC, cp)
         if end < offset:
-            return end
+            return end, f"the log now ends at {end}"
         last = tail.last
         if last is None:
             return None
+        changed = f"the record it applied at {last[0]} is not there any more"
         try:
             cols = coordlog.fetch_columns(
                 self._cluster, COORDINATION_TOPIC, cp, last[0], max_bytes=1 << 16,
@@ -674,31 +689,91 @@ class Tailer:
             )
         except OffsetOutOfRange as exc:
             if exc.log_end_offset <= last[0]:
-                return exc.log_end_offset
+                return exc.log_end_offset, f"the log now ends at {exc.log_end_offset}"
             return None  # deleted from the start (retention): nothing to compare
         except CorruptBatch:
-            return end  # a batch this replay applied does not decode now: not the same log
+            return last[0], changed  # it does not even decode now: not the same log
         if not cols[0] or cols[0][0] != last[0]:
-            return end
+            return last[0], changed
         if (cols[1][0], cols[2][0], cols[3][0]) != last[1:]:
-            return end
+            return last[0], changed
         return None
 
-    def _rewound(self, tail: _Tail, offset: int, end: int) -> None:
-        """The log went back below ``offset``: freeze this replay and say so once."""
-        cp = tail.partition
-        halt = Halt(cp, "rewound", offset, end)
-        log.error(
-            "%s/%d went back: the replay applied up to offset %d, the log now ends at %d "
-            "(records acknowledged and applied are gone; new ones may reuse their offsets). "
-            "Every group coordinated there is halted: no claims, heartbeats, releases or "
-            "hand-outs of its partitions. To recover: stop the group's members, reset its "
-            "positions (logmarshal group reset GROUP ... --execute), restart them (%s)",
-            COORDINATION_TOPIC, cp, offset - 1, end, RECOVERY,
-        )
+    def mark_written(
+        self, cp: int, offsets: Sequence[int], records: Sequence[tuple[bytes, bytes]]
+    ) -> None:
+        """Where records this process wrote to ``cp`` landed: the replay checks the log holds
+        them there when it reaches them. A write the log acknowledged and then lost (an
+        unclean leader election) leaves another record at its offset, whose verdict a
+        member would otherwise read as its own. If the replay passed an offset already, the
+        log is read there now."""
+        if not self._check_rewind:
+            return
+        tail = self._tails[cp]
+        passed = []
         with tail.cond:
+            if tail.halt is not None and tail.halt.why == "rewound":
+                return
+            for offset, (key, value) in zip(offsets, records, strict=True):
+                if offset < tail.next_offset:
+                    passed.append((offset, key, value))
+                else:
+                    tail.written[offset] = (key, value)
+        for offset, key, value in passed:
+            try:
+                cols = coordlog.fetch_columns(
+                    self._cluster, COORDINATION_TOPIC, cp, offset, max_bytes=1 << 16,
+                    skip_damaged=False,
+                )
+            except Exception as exc:  # unreadable now: the replay's own checks remain
+                log.debug("%s/%d: cannot read back %d: %s", COORDINATION_TOPIC, cp, offset, exc)
+                continue
+            if not cols[0] or cols[0][0] != offset or (cols[2][0], cols[3][0]) != (key, value):
+                with tail.cond:
+                    before = tail.next_offset
+                self._rewound(
+                    tail, before, offset, f"the record this process wrote at {offset} is not there"
+                )
+                return
+
+    @staticmethod
+    def _written_lost(tail: _Tail, offset: int, got: Columns) -> int | None:
+        """Of our writes at offsets ``got`` covers, the first the log does not hold (another
+        record, or none, at its offset); forgets those checked."""
+        offsets = got[0]
+        last = offsets[-1]
+        mine = sorted(o for o in tail.written if o <= last)
+        if not mine:
+            return None
+        lost = None
+        for o in mine:
+            written = tail.written.pop(o)
+            if o < offset or lost is not None:
+                continue  # passed before we heard where it landed (mark_written read it)
+            i = bisect_left(offsets, o)
+            held = (got[2][i], got[3][i]) if i < len(offsets) and offsets[i] == o else None
+            if held != written:
+                lost = o
+        return lost
+
+    def _rewound(self, tail: _Tail, before: int, after: int, what: str) -> None:
+        """The log no longer holds what this replay applied or this process wrote, from
+        ``after`` on (``before``: where the replay was): freeze it and say so once."""
+        cp = tail.partition
+        halt = Halt(cp, "rewound", before, after)
+        with tail.cond:
+            if tail.halt is not None and tail.halt.why == "rewound":
+                return
             tail.halt = halt
             tail.cond.notify_all()
+        log.error(
+            "%s/%d went back: the replay applied up to offset %d and %s (records acknowledged "
+            "are gone; new ones may reuse their offsets). Every group coordinated there is "
+            "halted: no claims, heartbeats, releases or hand-outs of its partitions. To "
+            "recover: stop the group's members, reset its positions (logmarshal group reset "
+            "GROUP ... --execute), restart them (%s)",
+            COORDINATION_TOPIC, cp, before - 1, what, RECOVERY,
+        )
         if self._halted is not None:
             self._halted(halt)
 

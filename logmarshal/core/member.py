@@ -346,7 +346,8 @@ class MemberCore:
             start_close(st, event.release, out)
         elif isinstance(event, Halted):
             why = (
-                f"went back: it ends at {event.after}, below {event.before}, where the replay was"
+                f"went back: the log no longer holds from offset {event.after} on what the "
+                f"replay applied or this member wrote (the replay was at {event.before})"
                 if event.why == "rewound"
                 else f"lost records {event.before}..{event.after - 1} before the replay saw them"
             )
