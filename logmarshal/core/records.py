@@ -19,7 +19,7 @@ from rationalizer import (
 
 from .actions import Action, Write
 from .release import Position
-from .state import Key, MemberState, Pending
+from .state import Key, MemberState, Pending, withheld
 
 __all__ = ["heartbeat_record", "ids", "release_record", "write"]
 
@@ -37,7 +37,7 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: object) -> int:
 
     Nothing is written to a halted coordination partition (``core.rewind``) but for a
     partition the log determines again there: the last guard, whatever asked for it."""
-    if st.halted and p.cp in st.halted and (p.topic, p.partition) not in st.halted[p.cp]:
+    if st.halted and withheld(st, p):
         log.debug("not writing %s of %s/%d: coordination partition %d is halted",
                   p.kind, p.topic, p.partition, p.cp)
         return 0

@@ -16,8 +16,9 @@ folds the same records. Two things break that without any record saying so
 Either way the member must not act on that coordination partition: the edge feeds
 :class:`~.events.Halted` and the core drops what it holds there (``Revoke``, lost, no
 release), forgets writes in flight there (their verdicts would come from that world) and
-writes, claims and hands out nothing of it (``halted``, checked where records are written
-and where records are handed out).
+writes, claims and hands out nothing of it (``state.withheld`` where records are written,
+``state.not_to_claim`` in claim passes, ``handout.may_hand_out`` where records are handed
+out); only its membership announcements go on where a gap halted it.
 
 **When a halted group may act again** (:class:`Regained`, fed by the edge; PROTOCOL.md,
 "A coordination log that loses records"). A partition of group G coordinated in the halted
@@ -48,30 +49,11 @@ from rationalizer import Effect, Verdict, WorldState
 
 from .actions import Action
 from .holding import lose
-from .state import Key, MemberState, cp_of, me
+from .state import Key, MemberState, me
 
-__all__ = ["Regained", "halt", "halted", "halted_keys", "resume"]
+__all__ = ["Regained", "halt", "resume"]
 
 log = logging.getLogger(__name__)
-
-
-def halted(st: MemberState, cp: int, key: Key) -> bool:
-    """Is ``key`` (coordinated in ``cp``) in a halted coordination partition and not
-    determined again by the log since?"""
-    trusted = st.halted.get(cp)
-    return trusted is not None and key not in trusted
-
-
-def halted_keys(st: MemberState) -> set[Key]:
-    """Our subscription's partitions that must not be claimed (a halted partition's)."""
-    if not st.halted:
-        return set()
-    return {
-        (t, p)
-        for t, n in st.topics
-        for p in range(n)
-        if halted(st, cp_of(st, t, p), (t, p))
-    }
 
 
 def halt(st: MemberState, cp: int, mark: tuple[str, int, int], why: str,

@@ -44,6 +44,7 @@ __all__ = [
     "subscribed",
     "vector",
     "wanted",
+    "withheld",
     "world_of",
 ]
 
@@ -284,6 +285,18 @@ def busy(st: MemberState) -> set[Key]:
         for p in st.pending.values()
         if p.kind not in ("release", "announce", "leave")
     }
+
+
+def withheld(st: MemberState, p: Pending) -> bool:
+    """Must ``p`` not be written: its coordination partition is halted (``core.rewind``)
+    and it is not about a partition the log determines again there? Our membership is
+    announced even where a gap halted the replay: it claims, positions and hands out
+    nothing, and the records it adds are what moves that replay's log time past an admin's
+    pause. Where the log went back, the replay is frozen: nothing is written."""
+    trusted = st.halted.get(p.cp)
+    if trusted is None or (p.topic, p.partition) in trusted:
+        return False
+    return not (p.kind in ("announce", "leave") and st.halt_marks[p.cp][0] == "gap")
 
 
 def not_to_claim(st: MemberState) -> set[Key]:
