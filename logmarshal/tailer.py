@@ -827,6 +827,12 @@ class Tailer:
         Runs on the tail's own thread, the only one that changes its world, so the world is
         read without the lock. A failure costs this snapshot only; the next point retries."""
         cp = tail.partition
+        if tail.halt is not None:
+            # its world misses records (a gap): published, it would be a valid snapshot of
+            # this configuration, and a cold start would take it for the whole log's
+            log.info("%s/%d: not publishing a snapshot: the replay is halted (%s)",
+                     COORDINATION_TOPIC, cp, tail.halt.why)
+            return
         try:
             # created on first use, so a group that never reaches a snapshot point (the demo,
             # tests) has no extra topic
