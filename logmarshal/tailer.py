@@ -40,6 +40,11 @@ __all__ = ["Applied", "AppliedMany", "Halt", "HaltListener", "Tailer"]
 #: where an operator reads what to do about a halt (named in its error line)
 RECOVERY = 'docs/bounded-log.md, "A coordination log that loses records"'
 
+#: a fetch that took this much longer than its long poll may have met a broker restart or a
+#: leader change its reader retried by itself: the replay reads back what it applied last
+#: before applying more (the log may have gone back; PROTOCOL.md, "A coordination log that
+#: loses records")
+_SLOW_FETCH = 0.1
 #: an answer with this many records or more is a backlog's (a cold start catching up, a
 #: replay that fell behind): the next fetch follows at once, without the linger
 _LINGER_BELOW = 1000
@@ -397,6 +402,7 @@ class Tailer:
         backoff = 0.05
         while not self._stopped.is_set():
             tail.hurry.clear()  # what was written before this fetch, it brings
+            asked = time.monotonic()
             try:
                 got: Columns | Exception = coordlog.fetch_columns(
                     self._cluster,
@@ -410,6 +416,8 @@ class Tailer:
             except Exception as exc:
                 got = exc
             answered = time.monotonic()
+            if answered - asked > self._fetch_wait + _SLOW_FETCH:
+                tail.suspect = True  # a reconnect the reader retried by itself, maybe
             moved, pause = self._advance(tail, offset, got, backoff)
             if moved is None:
                 return
@@ -441,6 +449,7 @@ class Tailer:
         backoff = 0.05
         while offsets and not self._stopped.is_set():
             self._hurry.clear()  # what was written before this fetch, it brings
+            asked = time.monotonic()
             try:
                 got: Mapping[int, Columns | Exception] | None = coordlog.fetch_columns_many(
                     self._cluster,
@@ -459,6 +468,9 @@ class Tailer:
                 self._split(offsets)
                 return
             answered = time.monotonic()
+            if answered - asked > self._fetch_wait + _SLOW_FETCH:
+                for cp in offsets:  # a reconnect the reader retried by itself, maybe
+                    self._tails[cp].suspect = True
             pause = moved_any = False
             batch: list[tuple[int, int, list[Verdict | None], _Tail | None]] = []
             for cp, offset in list(offsets.items()):
@@ -531,6 +543,8 @@ class Tailer:
         whether to back off before fetching it. With ``batch``, what was applied is noted
         there (with the tail if it is to publish a snapshot) instead of announced."""
         cp = tail.partition
+        if self._frozen(tail):
+            return None, False  # a write of ours found the log went back (mark_written)
         if isinstance(got, OffsetOutOfRange):
             if self._check_rewind and 0 <= got.log_end_offset < offset:
                 # the log ends below what this replay applied: it went back
@@ -593,8 +607,6 @@ class Tailer:
         offsets = got[0]
         if not offsets:
             return offset, False
-        if self._frozen(tail):
-            return None, False  # a write of ours found the log went back (mark_written)
         if tail.suspect and self._check_rewind:
             try:
                 gone = self._still_there(tail, offset)
