@@ -108,6 +108,9 @@ class _Tail:
         # this process's records the replay has not reached: (key, value) by the offset the
         # log acknowledged them at (Tailer.mark_written)
         self.written: dict[int, tuple[bytes, bytes]] = {}
+        # the offsets, keys and values of the chunk applied last (a write's answer that comes
+        # after the replay applied it is checked against them, without reading the log)
+        self.recent: tuple[list[int], list[bytes | None], list[bytes | None]] = ([], [], [])
 
 
 class _Worlds(Sequence[WorldState]):
@@ -641,6 +644,7 @@ class Tailer:
             offset = offsets[-1] + 1
             tail.next_offset = offset
             tail.last = (offsets[-1], got[1][-1], got[2][-1], got[3][-1])
+            tail.recent = (offsets, got[2], got[3])
             if tail.regained is not None:
                 tail.regained.note(tail.world, offsets, got[2], verdicts)
             mine = [o for o in tail.own if o < offset] if tail.own else None
@@ -723,14 +727,27 @@ class Tailer:
             return
         tail = self._tails[cp]
         passed = []
+        lost = None
         with tail.cond:
             if tail.halt is not None and tail.halt.why == "rewound":
                 return
+            applied, keys, values = tail.recent
             for offset, (key, value) in zip(offsets, records, strict=True):
-                if offset < tail.next_offset:
-                    passed.append((offset, key, value))
-                else:
+                if offset >= tail.next_offset:
                     tail.written[offset] = (key, value)
+                    continue
+                i = bisect_left(applied, offset)
+                if i < len(applied) and applied[i] == offset:
+                    if (keys[i], values[i]) != (key, value) and lost is None:
+                        lost = offset  # the replay applied another record there
+                else:
+                    passed.append((offset, key, value))  # applied in an earlier chunk
+            before = tail.next_offset
+        if lost is not None:
+            self._rewound(
+                tail, before, lost, f"the record this process wrote at {lost} is not there"
+            )
+            return
         for offset, key, value in passed:
             try:
                 cols = coordlog.fetch_columns(
