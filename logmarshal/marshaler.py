@@ -40,7 +40,7 @@ from .coordlog import (
 )
 from .errors import ClosedError
 from .metrics import MarshalerMetrics
-from .tailer import Tailer
+from .tailer import Halt, Tailer
 
 __all__ = [
     "COORDINATION_TOPIC",
@@ -119,6 +119,14 @@ class Marshaler:
     a snapshot point (every ``snapshot_records`` records, or the first record of each
     ``snapshot_interval`` seconds of log time; None disables either) and then, if
     ``truncate``, deletes what the two newest snapshots of every key configuration cover.
+
+    A coordination log that loses records (docs/bounded-log.md, "A coordination log that
+    loses records"): when the log goes back below what the replay of a coordination
+    partition applied, or records were deleted before the replay saw them and no valid
+    snapshot of this configuration covers them, that partition is halted (:meth:`halts`,
+    one error line, the ``logmarshal_marshaler_halts_total`` metric) and the consumers stop
+    acting on every partition coordinated there. ``_check_rewind=False`` removes the check
+    for a log that went back (only the test that shows what it prevents uses it).
     """
 
     def __init__(
@@ -140,6 +148,7 @@ class Marshaler:
         snapshot_interval: float | None = DEFAULT_SNAPSHOT_INTERVAL,
         truncate: bool = True,
         restore_snapshots: bool = True,
+        _check_rewind: bool = True,
     ) -> None:
         if not valid_id(client_id):
             raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
@@ -181,6 +190,7 @@ class Marshaler:
         self._consumers: list[AttachedConsumer] = []
         self._listeners: tuple[Callable[[int, int], None], ...] = ()
         self._batch_listeners: tuple[Callable[[list[tuple[int, int]]], None], ...] = ()
+        self._halt_listeners: tuple[Callable[[Halt], None], ...] = ()
         self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
         self._n = ensure_coordination_topic(cluster, coordination_partitions)
         self._tailer = Tailer(
@@ -198,6 +208,8 @@ class Marshaler:
             snapshot_ms=None if snapshot_interval is None else round(snapshot_interval * 1000),
             truncate=truncate,
             restore=restore_snapshots,
+            halted=self._on_halt,
+            _check_rewind=_check_rewind,
         )
         self._tailer.start()
         if metrics is not None:
@@ -302,6 +314,36 @@ class Marshaler:
             for cp, _, verdicts in chunks:
                 self._metrics.count_verdicts(self, cp, verdicts)
 
+    def _on_halt(self, halt: Halt) -> None:
+        """From a replay thread: a coordination partition halted (the tailer logged it)."""
+        if self._metrics is not None:
+            self._metrics.halted(self, halt.cp, halt.why)
+        for listener in self._halt_listeners:
+            try:
+                listener(halt)
+            except Exception:
+                log.exception("a halt listener failed")
+
+    def halts(self) -> dict[int, Halt]:
+        """Coordination partitions whose replay is not a fold of the log (rewound or a gap),
+        by partition: nothing coordinated there may be acted on (:mod:`logmarshal.core.rewind`)."""
+        return self._tailer.halts()
+
+    def regained(self, coord_partition: int) -> frozenset[tuple[str, int]]:
+        """After a gap: the partitions of our group the log determines again there (an admin
+        reset seen since, its pause over: :class:`logmarshal.core.Regained`)."""
+        return self._tailer.regained(coord_partition, self._group_id)
+
+    def add_halt_listener(self, listener: Callable[[Halt], None]) -> None:
+        """Call ``listener(halt)`` from the replay thread when a coordination partition halts
+        (:meth:`halts` has it already when the listener is added later)."""
+        with self._lock:
+            self._halt_listeners = (*self._halt_listeners, listener)
+
+    def remove_halt_listener(self, listener: Callable[[Halt], None]) -> None:
+        with self._lock:
+            self._halt_listeners = tuple(x for x in self._halt_listeners if x is not listener)
+
     # -- writes -----------------------------------------------------------------------------
 
     def write_records(self, cp: int, records: Sequence[tuple[bytes, bytes]]) -> list[Landed]:
@@ -319,6 +361,7 @@ class Marshaler:
         )
         offsets = result.offsets
         self._tailer.mark_own(cp, offsets)
+        self._tailer.mark_written(cp, offsets, records)
         if any(len(value) < 2 or value[1] not in _ROUTINE for _, value in records):
             # a claim or a release: its verdict is awaited, the replay skips its linger
             self._tailer.hurry(cp)

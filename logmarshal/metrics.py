@@ -15,7 +15,12 @@ Series (labels ``group`` and ``client_id`` name the Marshaler; one registry may 
 - ``logmarshal_marshaler_replay_offset{coordination_partition}``: next offset to apply;
 - ``logmarshal_marshaler_log_end_offset`` and ``logmarshal_marshaler_replay_lag``
   (log end minus replay offset), read from the cluster at scrape time;
-- ``logmarshal_marshaler_claims_held``: partitions this client holds by the replay.
+- ``logmarshal_marshaler_claims_held``: partitions this client holds by the replay;
+- ``logmarshal_marshaler_halts_total{coordination_partition, why}``: coordination partitions
+  whose replay stopped being a fold of the log, ``why`` = ``rewound`` (the log went back
+  below what the replay applied) or ``gap`` (records deleted before the replay saw them, no
+  snapshot covering them); every group coordinated there stops acting there
+  (docs/bounded-log.md, "A coordination log that loses records"). Alert on any increase.
 
 A :class:`~logmarshal.Consumer` on such a Marshaler adds its own series (same labels):
 
@@ -201,6 +206,13 @@ class MarshalerMetrics:
             [*who, "why"],
             registry=self.registry,
         )
+        self._halts = Counter(
+            "logmarshal_marshaler_halts",
+            "Coordination partitions whose replay stopped being a fold of the log "
+            "(rewound: the log went back; gap: records deleted unseen): not acted on",
+            [*who, "coordination_partition", "why"],
+            registry=self.registry,
+        )
         self._lock = threading.Lock()
         self._watched: weakref.WeakSet[WatchedMarshaler] = weakref.WeakSet()
         self._consumers: weakref.WeakSet[WatchedConsumer] = weakref.WeakSet()
@@ -247,6 +259,12 @@ class MarshalerMetrics:
     def revoked(self, consumer: WatchedConsumer, why: str) -> None:
         m = consumer.marshaler
         self._revocations.labels(m.group_id, m.client_id, why).inc()
+
+    def halted(self, marshaler: WatchedMarshaler, coord_partition: int, why: str) -> None:
+        """A coordination partition's replay halted (``rewound`` or ``gap``)."""
+        self._halts.labels(
+            marshaler.group_id, marshaler.client_id, str(coord_partition), why
+        ).inc()
 
     def count_verdicts(
         self, marshaler: WatchedMarshaler, coord_partition: int, verdicts: Iterable[Verdict | None]

@@ -20,7 +20,10 @@ import contextlib
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+import attrs
 
 from rationalizer import UnknownVersion, Verdict, WorldState
 from rationalizer.world import NO_TIME
@@ -29,10 +32,19 @@ from storage import CorruptBatch
 from . import coordlog
 from .cluster import Cluster, Columns, MultiBatchFetcher
 from .coordlog import COORDINATION_TOPIC
+from .core.rewind import Regained
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
 
-__all__ = ["Applied", "AppliedMany", "Tailer"]
+__all__ = ["Applied", "AppliedMany", "Halt", "HaltListener", "Tailer"]
 
+#: where an operator reads what to do about a halt (named in its error line)
+RECOVERY = 'docs/bounded-log.md, "A coordination log that loses records"'
+
+#: a fetch that took this much longer than its long poll may have met a broker restart or a
+#: leader change its reader retried by itself: the replay reads back what it applied last
+#: before applying more (the log may have gone back; PROTOCOL.md, "A coordination log that
+#: loses records")
+_SLOW_FETCH = 0.1
 #: an answer with this many records or more is a backlog's (a cold start catching up, a
 #: replay that fell behind): the next fetch follows at once, without the linger
 _LINGER_BELOW = 1000
@@ -46,6 +58,26 @@ Applied = Callable[[int, int, list[Verdict | None]], None]
 #: partitions that one answer brought, once they are all applied (the one replay thread of
 #: every partition; outside the replays' locks)
 AppliedMany = Callable[[list[tuple[int, int, list[Verdict | None]]]], None]
+
+
+@attrs.frozen
+class Halt:
+    """A coordination partition whose replay is no longer a fold of the log
+    (:mod:`logmarshal.core.rewind`): ``rewound`` (the log ends at ``after``, below
+    ``before``, where the replay was: its replay is frozen) or ``gap`` (records
+    ``before..after-1`` were deleted unseen and no snapshot covers them: the replay goes on
+    from ``after``, and :class:`~logmarshal.core.rewind.Regained` says what the log
+    determines again)."""
+
+    cp: int
+    why: str
+    before: int
+    after: int
+
+
+#: ``halted(halt)``: called once per halted coordination partition, from its replay
+#: thread, outside the replay's lock
+HaltListener = Callable[[Halt], None]
 
 
 class _Tail:
@@ -64,6 +96,21 @@ class _Tail:
         self.own: set[int] = set()
         # set when a record of ours is awaited: the replay of this partition skips its linger
         self.hurry = threading.Event()
+        # the log lost records this replay applied, or never saw (core.rewind); with a gap,
+        # what the records after it determine again
+        self.halt: Halt | None = None
+        self.regained: Regained | None = None
+        # the log was unreachable: before applying more, check it still holds what we
+        # applied (a broker may come back with less: an unclean leader election, a restore)
+        self.suspect = False
+        # (offset, timestamp, key, value) of the last record applied, for that check
+        self.last: tuple[int, int, bytes | None, bytes | None] | None = None
+        # this process's records the replay has not reached: (key, value) by the offset the
+        # log acknowledged them at (Tailer.mark_written)
+        self.written: dict[int, tuple[bytes, bytes]] = {}
+        # the offsets, keys and values of the chunk applied last (a write's answer that comes
+        # after the replay applied it is checked against them, without reading the log)
+        self.recent: tuple[list[int], list[bytes | None], list[bytes | None]] = ([], [], [])
 
 
 class _Worlds(Sequence[WorldState]):
@@ -94,6 +141,11 @@ class Tailer:
     ``now_ms`` stamps a published snapshot, ``truncate`` deletes what the kept snapshots
     cover, ``restore`` starts from a snapshot instead of the log's start. ``admin_keys``
     authenticate admin records (PROTOCOL.md): every replayer must be given the same.
+    ``halted`` hears of a coordination partition whose replay stopped being a fold of the
+    log (a log that went back below what the replay applied, or records deleted before the
+    replay saw them with no snapshot covering them: :class:`Halt`); ``_check_rewind=False``
+    turns the check for a log that went back off (only a test that shows what it prevents
+    does that).
     """
 
     def __init__(
@@ -113,8 +165,12 @@ class Tailer:
         snapshot_ms: int | None,
         truncate: bool,
         restore: bool,
+        halted: HaltListener | None = None,
+        _check_rewind: bool = True,
     ) -> None:
         self._cluster = cluster
+        self._halted = halted
+        self._check_rewind = _check_rewind
         self._n = partitions
         self._admin_keys = dict(admin_keys or {})
         self._applied = applied
@@ -215,7 +271,7 @@ class Tailer:
             if tail.next_offset <= offset:
                 self.hurry(cp)
             while tail.next_offset <= offset:
-                if self._stopped.is_set() or tail.error is not None:
+                if self._stopped.is_set() or tail.error is not None or self._frozen(tail):
                     return False
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -227,12 +283,37 @@ class Tailer:
         """Wait until every partition is replayed up to its end as of this call."""
         deadline = time.monotonic() + timeout
         for tail in self._tails:
+            if self._frozen(tail):
+                continue  # its replay stopped for good: acted on no more (core.rewind)
             end = self._cluster.latest_offset(COORDINATION_TOPIC, tail.partition)
             if not self.wait_applied(
                 tail.partition, end - 1, max(0.0, deadline - time.monotonic())
             ):
                 return False
         return True
+
+    def halts(self) -> dict[int, Halt]:
+        """The halted coordination partitions (:class:`Halt`), by partition."""
+        out = {}
+        for tail in self._tails:
+            with tail.cond:
+                if tail.halt is not None:
+                    out[tail.partition] = tail.halt
+        return out
+
+    def regained(self, cp: int, group: str) -> frozenset[tuple[str, int]]:
+        """After a gap in ``cp``: the partitions of ``group`` the records since determine
+        again (:class:`~logmarshal.core.rewind.Regained`); none after a rewind."""
+        tail = self._tails[cp]
+        with tail.cond:
+            if tail.regained is None:
+                return frozenset()
+            return tail.regained.trusted(group, tail.world.now)
+
+    @staticmethod
+    def _frozen(tail: _Tail) -> bool:
+        halt = tail.halt
+        return halt is not None and halt.why == "rewound"
 
     def hurry(self, cp: int) -> None:
         """A record just written to ``cp`` is awaited (its verdict): the replay fetches it
@@ -278,17 +359,11 @@ class Tailer:
                 restored.covered,
             )
             return restored.covered + 1
-        if earliest > 0:
-            log.warning(
-                "%s/%d starts at offset %d and no valid snapshot covers what is gone: "
-                "positions older records held are unknown",
-                COORDINATION_TOPIC,
-                cp,
-                earliest,
-            )
         with tail.cond:
             tail.next_offset = earliest
             tail.cond.notify_all()
+        if earliest > 0:
+            self._gap(tail, 0, earliest)
         return earliest
 
     def _begin(self, tail: _Tail) -> int | None:
@@ -330,6 +405,7 @@ class Tailer:
         backoff = 0.05
         while not self._stopped.is_set():
             tail.hurry.clear()  # what was written before this fetch, it brings
+            asked = time.monotonic()
             try:
                 got: Columns | Exception = coordlog.fetch_columns(
                     self._cluster,
@@ -343,6 +419,8 @@ class Tailer:
             except Exception as exc:
                 got = exc
             answered = time.monotonic()
+            if answered - asked > self._fetch_wait + _SLOW_FETCH:
+                tail.suspect = True  # a reconnect the reader retried by itself, maybe
             moved, pause = self._advance(tail, offset, got, backoff)
             if moved is None:
                 return
@@ -374,6 +452,7 @@ class Tailer:
         backoff = 0.05
         while offsets and not self._stopped.is_set():
             self._hurry.clear()  # what was written before this fetch, it brings
+            asked = time.monotonic()
             try:
                 got: Mapping[int, Columns | Exception] | None = coordlog.fetch_columns_many(
                     self._cluster,
@@ -392,6 +471,9 @@ class Tailer:
                 self._split(offsets)
                 return
             answered = time.monotonic()
+            if answered - asked > self._fetch_wait + _SLOW_FETCH:
+                for cp in offsets:  # a reconnect the reader retried by itself, maybe
+                    self._tails[cp].suspect = True
             pause = moved_any = False
             batch: list[tuple[int, int, list[Verdict | None], _Tail | None]] = []
             for cp, offset in list(offsets.items()):
@@ -464,8 +546,15 @@ class Tailer:
         whether to back off before fetching it. With ``batch``, what was applied is noted
         there (with the tail if it is to publish a snapshot) instead of announced."""
         cp = tail.partition
+        if self._frozen(tail):
+            return None, False  # a write of ours found the log went back (mark_written)
         if isinstance(got, OffsetOutOfRange):
-            log.error(
+            if self._check_rewind and 0 <= got.log_end_offset < offset:
+                # the log ends below what this replay applied: it went back
+                end = got.log_end_offset
+                self._rewound(tail, offset, end, f"the log now ends at {end}")
+                return None, False
+            log.warning(
                 "%s/%d: offset %d is out of range (%s); restarting from a snapshot or "
                 "the earliest",
                 COORDINATION_TOPIC,
@@ -502,6 +591,8 @@ class Tailer:
                     tail.error = ClosedError("the cluster was closed")
                     tail.cond.notify_all()
             return None, False
+        if isinstance(got, Exception):
+            tail.suspect = True  # before applying more, check the log still holds ours
         if isinstance(got, RETRIABLE):
             # the log is unreachable for now (a broker restarting): one line per retry,
             # not a traceback; librdkafka reconnects and the replay resumes at ``offset``
@@ -519,6 +610,24 @@ class Tailer:
         offsets = got[0]
         if not offsets:
             return offset, False
+        if tail.suspect and self._check_rewind:
+            try:
+                gone = self._still_there(tail, offset)
+            except Exception as exc:
+                log.warning("%s/%d: cannot check the log still holds what was applied (%s); "
+                            "retrying", COORDINATION_TOPIC, cp, exc)
+                return offset, True
+            tail.suspect = False
+            if gone is not None:
+                self._rewound(tail, offset, *gone)
+                return None, False
+        if tail.written:
+            lost = self._written_lost(tail, offset, got)
+            if lost is not None:
+                self._rewound(
+                    tail, offset, lost, f"the record this process wrote at {lost} is not there"
+                )
+                return None, False
         before = tail.world.now
         with tail.cond:
             try:
@@ -534,6 +643,10 @@ class Tailer:
                 return None, False
             offset = offsets[-1] + 1
             tail.next_offset = offset
+            tail.last = (offsets[-1], got[1][-1], got[2][-1], got[3][-1])
+            tail.recent = (offsets, got[2], got[3])
+            if tail.regained is not None:
+                tail.regained.note(tail.world, offsets, got[2], verdicts)
             mine = [o for o in tail.own if o < offset] if tail.own else None
             if mine:
                 tail.own.difference_update(mine)
@@ -560,15 +673,160 @@ class Tailer:
                 tail.next_offset = restored.covered + 1
                 tail.cond.notify_all()
             return restored.covered + 1
-        log.warning(
-            "%s/%d: continuing at %d; records %d..%d were deleted before this replay saw them",
-            COORDINATION_TOPIC,
-            cp,
-            earliest,
-            offset,
-            earliest - 1,
-        )
+        if earliest <= offset:
+            # the log ends below us (OffsetOutOfRange) and the check for that is off: what
+            # the replay did before that check (continuing into the same world, which takes
+            # every reused offset up to what it applied as a re-delivery)
+            log.warning("%s/%d: continuing at %d", COORDINATION_TOPIC, cp, earliest)
+            return earliest
+        with tail.cond:
+            tail.next_offset = earliest
+            tail.cond.notify_all()
+        self._gap(tail, offset, earliest)
         return earliest
+
+    def _still_there(self, tail: _Tail, offset: int) -> tuple[int, str] | None:
+        """After the log was unreachable: does it still hold the last record this replay
+        applied, at its offset? None if it does (or it cannot tell: retention deleted it);
+        else from which offset on it does not, and how (it went back: an unclean leader
+        election, a disk restored from an older copy; new records may reuse the offsets)."""
+        cp = tail.partition
+        end = self._cluster.latest_offset(COORDINATION_TOPIC, cp)
+        if end < offset:
+            return end, f"the log now ends at {end}"
+        last = tail.last
+        if last is None:
+            return None
+        changed = f"the record it applied at {last[0]} is not there any more"
+        try:
+            cols = coordlog.fetch_columns(
+                self._cluster, COORDINATION_TOPIC, cp, last[0], max_bytes=1 << 16,
+                skip_damaged=False,
+            )
+        except OffsetOutOfRange as exc:
+            if exc.log_end_offset <= last[0]:
+                return exc.log_end_offset, f"the log now ends at {exc.log_end_offset}"
+            return None  # deleted from the start (retention): nothing to compare
+        except CorruptBatch:
+            return last[0], changed  # it does not even decode now: not the same log
+        if not cols[0] or cols[0][0] != last[0]:
+            return last[0], changed
+        if (cols[1][0], cols[2][0], cols[3][0]) != last[1:]:
+            return last[0], changed
+        return None
+
+    def mark_written(
+        self, cp: int, offsets: Sequence[int], records: Sequence[tuple[bytes, bytes]]
+    ) -> None:
+        """Where records this process wrote to ``cp`` landed: the replay checks the log holds
+        them there when it reaches them. A write the log acknowledged and then lost (an
+        unclean leader election) leaves another record at its offset, whose verdict a
+        member would otherwise read as its own. If the replay passed an offset already, the
+        log is read there now."""
+        if not self._check_rewind:
+            return
+        tail = self._tails[cp]
+        passed = []
+        lost = None
+        with tail.cond:
+            if tail.halt is not None and tail.halt.why == "rewound":
+                return
+            applied, keys, values = tail.recent
+            for offset, (key, value) in zip(offsets, records, strict=True):
+                if offset >= tail.next_offset:
+                    tail.written[offset] = (key, value)
+                    continue
+                i = bisect_left(applied, offset)
+                if i < len(applied) and applied[i] == offset:
+                    if (keys[i], values[i]) != (key, value) and lost is None:
+                        lost = offset  # the replay applied another record there
+                else:
+                    passed.append((offset, key, value))  # applied in an earlier chunk
+            before = tail.next_offset
+        if lost is not None:
+            self._rewound(
+                tail, before, lost, f"the record this process wrote at {lost} is not there"
+            )
+            return
+        for offset, key, value in passed:
+            try:
+                cols = coordlog.fetch_columns(
+                    self._cluster, COORDINATION_TOPIC, cp, offset, max_bytes=1 << 16,
+                    skip_damaged=False,
+                )
+            except Exception as exc:  # unreadable now: the replay's own checks remain
+                log.debug("%s/%d: cannot read back %d: %s", COORDINATION_TOPIC, cp, offset, exc)
+                continue
+            if not cols[0] or cols[0][0] != offset or (cols[2][0], cols[3][0]) != (key, value):
+                with tail.cond:
+                    before = tail.next_offset
+                self._rewound(
+                    tail, before, offset, f"the record this process wrote at {offset} is not there"
+                )
+                return
+
+    @staticmethod
+    def _written_lost(tail: _Tail, offset: int, got: Columns) -> int | None:
+        """Of our writes at offsets ``got`` covers, the first the log does not hold (another
+        record, or none, at its offset); forgets those checked."""
+        offsets = got[0]
+        last = offsets[-1]
+        mine = sorted(o for o in tail.written if o <= last)
+        if not mine:
+            return None
+        lost = None
+        for o in mine:
+            written = tail.written.pop(o)
+            if o < offset or lost is not None:
+                continue  # passed before we heard where it landed (mark_written read it)
+            i = bisect_left(offsets, o)
+            held = (got[2][i], got[3][i]) if i < len(offsets) and offsets[i] == o else None
+            if held != written:
+                lost = o
+        return lost
+
+    def _rewound(self, tail: _Tail, before: int, after: int, what: str) -> None:
+        """The log no longer holds what this replay applied or this process wrote, from
+        ``after`` on (``before``: where the replay was): freeze it and say so once."""
+        cp = tail.partition
+        halt = Halt(cp, "rewound", before, after)
+        with tail.cond:
+            if tail.halt is not None and tail.halt.why == "rewound":
+                return
+            tail.halt = halt
+            tail.cond.notify_all()
+        log.error(
+            "%s/%d went back: the replay applied up to offset %d and %s (records acknowledged "
+            "are gone; new ones may reuse their offsets). Every group coordinated there is "
+            "halted: no claims, heartbeats, releases or hand-outs of its partitions. To "
+            "recover: stop the group's members, reset its positions (logmarshal group reset "
+            "GROUP ... --execute), restart them (%s)",
+            COORDINATION_TOPIC, cp, before - 1, what, RECOVERY,
+        )
+        if self._halted is not None:
+            self._halted(halt)
+
+    def _gap(self, tail: _Tail, offset: int, earliest: int) -> None:
+        """Records ``offset..earliest-1`` were deleted before this replay applied them and
+        no valid snapshot covers them: halt the partition's groups until the log determines
+        them again (:class:`~logmarshal.core.rewind.Regained`), and say so once."""
+        cp = tail.partition
+        halt = Halt(cp, "gap", offset, earliest)
+        with tail.cond:
+            # a second gap loses what the records since the first one determined again
+            tail.halt = halt
+            tail.regained = Regained(earliest)
+            tail.cond.notify_all()
+        log.error(
+            "%s/%d: records %d..%d were deleted before this replay applied them and no valid "
+            "snapshot of its key configuration covers them. Every group coordinated there is "
+            "halted (no claims, heartbeats, releases or hand-outs of its partitions) until an "
+            "admin reset of the group written from offset %d on has set a partition's "
+            "position and its pause has ended (logmarshal group reset GROUP ... --execute; %s)",
+            COORDINATION_TOPIC, cp, offset, earliest - 1, earliest, RECOVERY,
+        )
+        if self._halted is not None:
+            self._halted(halt)
 
     def _snapshot_due(
         self, mine: list[int], offsets: list[int], timestamps: list[int], before: int
@@ -598,6 +856,12 @@ class Tailer:
         Runs on the tail's own thread, the only one that changes its world, so the world is
         read without the lock. A failure costs this snapshot only; the next point retries."""
         cp = tail.partition
+        if tail.halt is not None:
+            # its world misses records (a gap): published, it would be a valid snapshot of
+            # this configuration, and a cold start would take it for the whole log's
+            log.info("%s/%d: not publishing a snapshot: the replay is halted (%s)",
+                     COORDINATION_TOPIC, cp, tail.halt.why)
+            return
         try:
             # created on first use, so a group that never reaches a snapshot point (the demo,
             # tests) has no extra topic

@@ -38,6 +38,17 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   coordination partition and position heartbeats (to the earliest offset, to "current" as
   read before the pause landed, shifted back, or to the latest) while members are active.
   The checks allow what the admin moved (:mod:`scenarios.sim_checks`).
+- **The log goes back** (its own generator, ``random.Random(f"rewind/{seed}")``, about
+  one partition seed in five with faults): a coordination partition loses its last 1..100
+  records, acknowledged and applied (an unclean leader election on Kafka), and new writes
+  reuse their offsets. A replay that applied a lost record sees it at its next step (the
+  record at the offset it applied last is not the one it applied, or the log ends below
+  it: on a real cluster the fetch after the leader change), stops (``Halted``), and an
+  operator restarts that instance 2..6·HB later. The checks count the loss as a reset of
+  the positions there to what the log now says (members that never saw the lost records
+  resume there); what they still forbid is a member acting on a world the log no longer
+  holds. ``--without rewind-check`` removes the detection: replays take the reused
+  offsets below what they applied as re-deliveries (what ``Tailer`` did before).
 
 Each safety fix can be removed (``--without FIX[,FIX...]``, ``all-amo`` for all of them):
 the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
@@ -75,6 +86,7 @@ from logmarshal.core import (
     CoreOptions,
     Fetch,
     Fetched,
+    Halted,
     HandOut,
     LookUp,
     MemberCore,
@@ -122,7 +134,7 @@ WORLD_FIXES = frozenset(
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
 CORE_FIXES = frozenset({"surprise", "stall"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
-FIXES = WORLD_FIXES | CORE_FIXES | {"restart-fix", "idempotent-writes"}
+FIXES = WORLD_FIXES | CORE_FIXES | {"restart-fix", "idempotent-writes", "rewind-check"}
 #: what ``fix=False`` / ``--without-restart-fix`` removes: the restart bug (module docstring)
 #: needs all of them
 RESTART_BUG_EXPERIMENT = frozenset(
@@ -153,6 +165,18 @@ class _Instance:
     #: woken with a stale replay: until ``stale_until`` it sees no record after this time
     horizon: int | None = None
     stale_until: int = 0
+    #: per coordination partition, the record (the log's own tuple) at the offset its
+    #: replay applied last: another object there means the log went back
+    last_seen: list[object | None] = attrs.field(factory=list)
+    #: coordination partitions whose replay stopped because the log went back
+    halted: set[int] = attrs.field(factory=set)
+    #: coordination partitions that lost records this instance's replay applied (or its
+    #: writes' answers named), until its replay's next step there (it could not know before)
+    unaware: set[int] = attrs.field(factory=set)
+    #: per coordination partition, the records its writes' answers said landed at an
+    #: offset its replay has not reached: (key, value) by offset (another record there means
+    #: the log lost the write, and the verdict there is not its)
+    own: list[dict[int, tuple[bytes, bytes]]] = attrs.field(factory=list)
 
     @property
     def me(self) -> tuple[str, str]:
@@ -230,6 +254,8 @@ class Sim:
         self.core_off = self.without & CORE_FIXES
         #: transport (i), per (instance, cp) FIFO behind a late write; else (ii)
         self.fifo = "idempotent-writes" not in self.without
+        #: replays notice a log that went back (``--without rewind-check``: they do not)
+        self.check_rewind = "rewind-check" not in self.without
         #: (instance, cp) -> when the last write in its FIFO lands (transport i)
         self._held_until: dict[tuple[tuple[str, str], int], int] = {}
         self.tracing = trace
@@ -293,6 +319,17 @@ class Sim:
             if self.faults and self.sources == (TOPIC,) and xrng.random() < 0.3
             else None
         )
+        #: the log that goes back (module docstring), from a generator of its own so the
+        #: seeds it leaves alone keep their schedules
+        rrng = self.rrng = random.Random(f"rewind/{seed}")
+        self.rewind_at = (
+            rrng.randint(2 * HB, self.fault_ms - HB)
+            if self.faults
+            and self.sources == (TOPIC,)
+            and not self.shared_replay
+            and rrng.random() < 0.2
+            else None
+        )
 
     def world(self) -> WorldState:
         """A replayer's world, with the fixes the run removes (every world the same)."""
@@ -321,6 +358,8 @@ class Sim:
             self.at(self.zombie_at, self.zombie)
         if self.reset_at is not None:
             self.at(self.reset_at, self.admin_reset)
+        if self.rewind_at is not None:
+            self.at(self.rewind_at, self.rewind)
         self.at(self.fault_ms, self.settle)
         self.at(self.fault_ms + 2 * HB, self.settled)
         if self.rebalance != "none":
@@ -390,6 +429,8 @@ class Sim:
         )
         inst = _Instance(client_id, options.instance_id, core, worlds)
         inst.applied = [-1] * self.ncoord
+        inst.last_seen = [None] * self.ncoord
+        inst.own = [{} for _ in range(self.ncoord)]
         if shared is not None:
             inst.lag, inst.shared = lag, shared
         else:
@@ -461,8 +502,25 @@ class Sim:
         and a stale wake sees nothing past its horizon); True if it moved, or looked first."""
         if inst.shared is not None:
             return self._apply_shared(inst, cp)
+        if cp in inst.halted:
+            return False  # stopped for good: the log went back under it
+        inst.unaware.discard(cp)
         records = self.log[cp]
-        start = inst.applied[cp] + 1
+        applied = inst.applied[cp]
+        if (
+            self.check_rewind
+            and applied >= 0
+            and (applied >= len(records) or records[applied] is not inst.last_seen[cp])
+        ):
+            self.went_back(inst, cp)
+            return False
+        own = inst.own[cp]
+        if own:
+            for off in [o for o in own if o < len(records)]:
+                if records[off][1:] != own.pop(off):
+                    self.went_back(inst, cp)  # our write's offset holds another record
+                    return False
+        start = applied + 1
         end = len(records)
         visible = self.now - inst.lag
         if inst.horizon is not None:
@@ -476,7 +534,42 @@ class Sim:
             ts, key, value = records[off]
             inst.worlds[cp].apply(off, ts, key, value)
         inst.applied[cp] = end - 1
+        if end > start:
+            inst.last_seen[cp] = records[end - 1]
         return start < end or start == 0
+
+    def own_landed(self, inst: _Instance, action: Write, offset: int) -> None:
+        """The edge heard where a write landed: remember it until the replay reaches it
+        (or, if the replay is past it already, look at the log there now)."""
+        cp = action.cp
+        if cp in inst.halted or inst.shared is not None:
+            return
+        if inst.applied[cp] < offset:
+            inst.own[cp][offset] = (action.key, action.value)
+            return
+        records = self.log[cp]
+        if offset >= len(records) or records[offset][1:] != (action.key, action.value):
+            self.went_back(inst, cp)
+
+    def went_back(self, inst: _Instance, cp: int) -> None:
+        """``inst``'s replay of ``cp`` applied a record the log no longer holds: it halts
+        there (``Halted``: the core drops what it holds there and acts on nothing of it),
+        and an operator restarts the instance a little later (docs/bounded-log.md)."""
+        applied = inst.applied[cp]
+        end = len(self.log[cp])
+        inst.halted.add(cp)
+        self.note(f"{inst.me} sees cp{cp} WENT BACK (applied {applied}, log ends at {end})")
+        self.step(inst, Halted(cp, applied + 1, min(end, applied + 1), "rewound"))
+        cid = inst.client_id
+
+        def restart() -> None:
+            if inst.state == "dead" or inst.core.closed:
+                return
+            self.note(f"OPERATOR restarts {inst.me} (halted)")
+            inst.state = "dead"
+            self.join(cid)
+
+        self.at(self.now + self.rrng.randint(2 * HB, 6 * HB), restart)
 
     def _apply_shared(self, inst: _Instance, cp: int) -> bool:
         """:meth:`_apply_visible` over a shared replay: bring it to what this lag sees now
@@ -554,7 +647,13 @@ class Sim:
                 else:
                     answer = Written(action.token, offset)
                     when = self.now + rng.randint(0, self.max_delay)
-                self.at(when, lambda: self.on(inst, lambda: self.step(inst, answer)))
+
+                def answered() -> None:
+                    if isinstance(answer, Written) and self.check_rewind:
+                        self.own_landed(inst, action, offset)
+                    self.step(inst, answer)
+
+                self.at(when, lambda: self.on(inst, answered))
 
             self.at(land, landed)
         elif isinstance(action, Fetch):
@@ -622,10 +721,13 @@ class Sim:
                 if self.indexed_checks
                 else self.instances
             )
+            cp = coordination_partition(topic, p, self.ncoord)
             clients = {
                 i.client_id
                 for i in among
-                if i.state == "alive" and i.core.may_hand_out(topic, p, self.now)
+                if i.state == "alive"
+                and cp not in i.unaware
+                and i.core.may_hand_out(topic, p, self.now)
             }
             self.checks.holders(self.now, (topic, p), clients)
 
@@ -733,6 +835,36 @@ class Sim:
             self.at(close + rng.randint(0, HB), lambda: self.during_faults(self.join))
         if rng.random() < 0.5 and thaw + 2 * HB < self.fault_ms:
             self.at(thaw + rng.randint(HB, 3 * HB), self.zombie)
+
+    def rewind(self) -> None:
+        """A coordination partition loses its last records, acknowledged and applied (an
+        unclean leader election): new writes reuse their offsets (module docstring)."""
+        if not self.in_faults():
+            return
+        rng = self.rrng
+        candidates = [cp for cp in range(self.ncoord) if len(self.log[cp]) >= 2]
+        if not candidates:
+            self.at(self.now + HB, self.rewind)
+            return
+        cp = rng.choice(candidates)
+        n = len(self.log[cp])
+        cut = max(1, n - rng.randint(1, 100))
+        del self.log[cp][cut:]
+        world = self.oracle[cp] = self.world()
+        world.apply_many((off, *record) for off, record in enumerate(self.log[cp]))
+        keys = [
+            (TOPIC, p)
+            for p in range(self.partitions)
+            if coordination_partition(TOPIC, p, self.ncoord) == cp
+        ]
+        self.note(f"REWIND cp{cp}: records {cut}..{n - 1} are lost ({keys})")
+        for key in keys:
+            pos = world.resume_offset(GROUP, *key)
+            self.checks.went_back(self.now, key, -1 if pos is None else pos - 1)
+        for inst in self.instances:
+            if inst.applied[cp] >= cut or any(o >= cut for o in inst.own[cp]):
+                # it cannot know before its replay's next step (a thawed one may act first)
+                inst.unaware.add(cp)
 
     def admin_reset(self) -> None:
         """The reset race: an operator pauses the group and sets positions while members

@@ -138,6 +138,17 @@ class Checks:
         _, _, lease_from = before
         return any(lease_from < t <= now and pos < off for t, pos in self.resets.get(key, ()))
 
+    def went_back(self, now: int, key: Key, pos: int) -> None:
+        """The log lost records (the simulator's rewind): ``key``'s position is ``pos``
+        again. Like an admin reset at ``now``: members that never saw the lost records
+        resume there and may hand out again what a lost reservation covered, which no
+        member can see. A lease a lost record granted stands until it ends (its holder
+        learned it; it cannot learn the loss before its replay's next step). What stays
+        forbidden: acting on a world the log no longer holds (a lease renewed after the
+        loss by a record the log does not accept, two holders once both could know)."""
+        self.resets[key].append((now, pos))
+        self.positions[key] = pos
+
     def holders(self, now: int, key: Key, clients: set[str]) -> None:
         if len(clients) > 1:
             self.fail(now, f"{key} may be handed out by {sorted(clients)} at once")

@@ -48,6 +48,7 @@ from ..core import (
     CoreOptions,
     Event,
     Fetch,
+    Halted,
     HandOut,
     LogEnds,
     LookUp,
@@ -55,6 +56,7 @@ from ..core import (
     NoStart,
     Poll,
     Replayed,
+    Resumed,
     Revoke,
     Tick,
     Topics,
@@ -73,6 +75,7 @@ from ..core.options import (
 from ..errors import ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
+from ..tailer import Halt
 from .fetcher import MemberFetcher
 from .handler import run_handler
 from .mirror import MirrorSetting, OffsetMirror, open_mirror
@@ -294,7 +297,12 @@ class Consumer:
         marshaler.attach(self, self._reads())
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
+        #: halted coordination partitions -> the partitions told to the core as resumed
+        self._resumed: dict[int, frozenset[TopicPartition]] = {}
         marshaler.add_batch_listener(self._replayed)
+        marshaler.add_halt_listener(self._halted)
+        for halt in marshaler.halts().values():  # those found before we listened
+            self._halted(halt)
         self._thread = threading.Thread(target=self._drive, name=name, daemon=True)
         self._thread.start()
         if self._mirror is not None:
@@ -555,6 +563,7 @@ class Consumer:
             with self._cond:  # releases whose outcome is unknown are written again (bounded)
                 self._step(Tick())
         self._marshaler.remove_batch_listener(self._replayed)
+        self._marshaler.remove_halt_listener(self._halted)
         if self._mirror is not None:
             self._mirror.close(final, timeout=5.0 if timeout is None else timeout)
         self._writer.stop(timeout if timeout is not None else self._fetch_wait + 5)
@@ -636,7 +645,33 @@ class Consumer:
 
     def _replayed(self, reached: list[tuple[int, int]]) -> None:
         """The replay reached these offsets (several partitions at once: stepped together)."""
-        self._feed_many([Replayed(cp, applied) for cp, applied in reached])
+        events: list[Event] = [Replayed(cp, applied) for cp, applied in reached]
+        if self._resumed:
+            events.extend(self._regained(cp for cp, _ in reached))
+        self._feed_many(events)
+
+    def _halted(self, halt: Halt) -> None:
+        """A coordination partition's replay is not the log's any more (core.rewind)."""
+        with self._lock:
+            self._resumed[halt.cp] = frozenset()
+        self._feed(Halted(halt.cp, halt.before, halt.after, halt.why))
+
+    def _regained(self, cps: Iterable[int]) -> list[Resumed]:
+        """Of the halted ``cps``, the partitions the log determines again since we last
+        said (:meth:`Marshaler.regained`: an admin reset seen after a gap, its pause over)."""
+        out = []
+        for cp in cps:
+            told = self._resumed.get(cp)
+            if told is None:
+                continue
+            keys = self._marshaler.regained(cp)
+            if keys - told:
+                with self._lock:
+                    self._resumed[cp] = keys
+                log.warning("%s: coordination partition %d: the log determines %s again "
+                            "(an admin reset after the halt)", self._name(), cp, sorted(keys))
+                out.append(Resumed(cp, tuple(sorted(keys))))
+        return out
 
     def _drive(self) -> None:
         """The driver thread: start-up replay, then ticks and the edge's own look-ups."""
@@ -667,6 +702,10 @@ class Consumer:
                     if self._behind and now >= next_behind:
                         next_behind = now + self._hb
                         self._report_log_ends()
+                    if self._resumed:  # an admin's pause may end while the log is idle
+                        regained = self._regained(list(self._resumed))
+                        if regained:
+                            self._feed_many(regained)
                     self._feed(Tick())
                     self._ticks += 1
                 except Exception:

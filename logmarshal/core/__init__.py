@@ -24,10 +24,12 @@ from .events import (
     Close,
     Event,
     Fetched,
+    Halted,
     LogEnds,
     OutOfRange,
     Poll,
     Replayed,
+    Resumed,
     Tick,
     Topics,
     WriteFailed,
@@ -36,6 +38,7 @@ from .events import (
 from .held import Lease
 from .member import MemberCore
 from .options import CoreOptions
+from .rewind import Regained
 
 __all__ = [
     "Action",
@@ -48,6 +51,7 @@ __all__ = [
     "Event",
     "Fetch",
     "Fetched",
+    "Halted",
     "HandOut",
     "Lease",
     "LogEnds",
@@ -56,7 +60,9 @@ __all__ = [
     "NoStart",
     "OutOfRange",
     "Poll",
+    "Regained",
     "Replayed",
+    "Resumed",
     "Revoke",
     "Tick",
     "Topics",

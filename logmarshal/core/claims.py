@@ -249,6 +249,8 @@ def recover(st: MemberState, wall: int, now: int, taken: set[Key], out: list[Act
             key = (c.topic, c.partition)
             if c.topic not in topics or key in taken or wanted(st) <= 0:
                 continue
+            if key not in st.halted.get(world_index, (key,)):
+                continue  # a halted coordination partition's world (core.rewind)
             position = group_position(st, world, key)
             if position is None:
                 continue  # no position to carry: the claim lapses, then anyone claims it
@@ -268,11 +270,14 @@ def adopt_orphans(
     give them back."""
     topics = subscribed(st)
     giving_back = releasing(st)
-    for world in st.worlds:
+    for cp, world in enumerate(st.worlds):
+        trusted = st.halted.get(cp)
         for c in world.claims_of(st.options.group_id, st.options.client_id):
             key = (c.topic, c.partition)
             if c.instance_id != st.options.instance_id or key in taken:
                 continue
+            if trusted is not None and key not in trusted:
+                continue  # a halted coordination partition's world (core.rewind)
             if c.topic not in topics or key in giving_back or cooling(st, key, now):
                 continue  # one we are giving back: the replay has not shown it yet
             taken.add(key)

@@ -64,6 +64,8 @@ def release_orphans(st: MemberState) -> None:
         key = (c.topic, c.partition)
         if c.instance_id != st.options.instance_id or key in st.releases.pending:
             continue
+        if key not in st.halted.get(cp, (key,)):
+            continue  # a halted coordination partition's world (core.rewind)
         if c.topic not in topics:
             continue
         position = group_position(st, st.worlds[cp], key)

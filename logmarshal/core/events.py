@@ -12,10 +12,12 @@ __all__ = [
     "Close",
     "Event",
     "Fetched",
+    "Halted",
     "LogEnds",
     "OutOfRange",
     "Poll",
     "Replayed",
+    "Resumed",
     "Tick",
     "Topics",
     "WriteFailed",
@@ -36,6 +38,31 @@ class Replayed:
     cp: int
     offset: int
     at_end: bool = False
+
+
+@attrs.frozen
+class Halted:
+    """The replay of coordination partition ``cp`` is no longer a fold of the log as it is
+    (docs/bounded-log.md, "A coordination log that loses records"): ``why`` is ``rewound``
+    (the log ends at ``after``, below ``before``, the next offset the replay would apply:
+    records it applied are gone) or ``gap`` (records ``before..after-1`` were deleted
+    before the replay applied them, and no snapshot covers them). Every group coordinated
+    there stops: nothing of its partitions is claimed, heartbeated, released or handed out
+    until :class:`Resumed` names it."""
+
+    cp: int
+    before: int
+    after: int
+    why: str
+
+
+@attrs.frozen
+class Resumed:
+    """After :class:`Halted`: the log the replay can see determines these partitions of our
+    group again (an admin reset seen after the halt, its pause over: ``core.rewind``)."""
+
+    cp: int
+    keys: tuple[tuple[str, int], ...]
 
 
 @attrs.frozen
@@ -128,4 +155,6 @@ Event = (
     | Topics
     | LogEnds
     | Close
+    | Halted
+    | Resumed
 )

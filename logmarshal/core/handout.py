@@ -45,6 +45,8 @@ def may_hand_out(st: MemberState, topic: str, partition: int, now: int) -> bool:
         return False
     if not held.lease.may_hand_out(now):
         return False
+    if st.halted and held.cp in st.halted and held.key not in st.halted[held.cp]:
+        return False  # its coordination partition's replay is not the log's (core.rewind)
     return st.worlds[held.cp].holder(st.options.group_id, held.topic, held.partition) == me(st)
 
 

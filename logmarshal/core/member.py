@@ -31,10 +31,12 @@ from .events import (
     Close,
     Event,
     Fetched,
+    Halted,
     LogEnds,
     OutOfRange,
     Poll,
     Replayed,
+    Resumed,
     Tick,
     Topics,
     WriteFailed,
@@ -45,6 +47,7 @@ from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out
 from .holding import give_up
 from .membership import announce_member, rebalance, target
 from .options import CoreOptions
+from .rewind import halt, resume
 from .state import CORE_SWITCHES, Key, SharedTargets, busy, claim_of, new_state, position, read
 from .verdicts import check_replay, on_unknown, resolve_landed, stall_began
 
@@ -341,8 +344,32 @@ class MemberCore:
             behind(st, now, dict(event.ends), out)
         elif isinstance(event, Close):
             start_close(st, event.release, out)
+        elif isinstance(event, Halted):
+            why = (
+                f"went back: the log no longer holds from offset {event.after} on what the "
+                f"replay applied or this member wrote (the replay was at {event.before})"
+                if event.why == "rewound"
+                else f"lost records {event.before}..{event.after - 1} before the replay saw them"
+            )
+            halt(st, event.cp, (event.why, event.before, event.after), why, out)
+            self._sweep = True
+        elif isinstance(event, Resumed):
+            resume(st, event.cp, event.keys)
+            st.replay_moved = True
         elif not isinstance(event, Tick):
             raise TypeError(f"not an event: {event!r}")
+
+    def _caught_up(self) -> bool:
+        """Has every coordination partition's replay reached the log end once (a halted one
+        counts: it is acted on no more, and a rewound one's replay never ends)?"""
+        st = self._st
+        if len(st.caught_up) >= len(st.worlds):
+            return True
+        return len(st.caught_up | st.halted.keys()) >= len(st.worlds)
+
+    def halted(self) -> dict[int, frozenset[tuple[str, int]]]:
+        """Halted coordination partitions, each with the partitions resumed there."""
+        return {cp: frozenset(keys) for cp, keys in self._st.halted.items()}
 
     def _touch(self, topic: str, partition: int) -> None:
         held = claim_of(self._st, topic, partition)
@@ -385,7 +412,7 @@ class MemberCore:
             or st.releases.pending
             or st.draining
             or not st.recovered
-            or len(st.caught_up) < len(st.worlds)
+            or not self._caught_up()
         ):
             return now
         due = min(st.next_claim, st.next_announce)
@@ -465,7 +492,7 @@ class MemberCore:
         if st.fenced:
             return
         self._serve(now, out)
-        if len(st.caught_up) < len(st.worlds):
+        if not self._caught_up():
             return  # never claim before the start-up replay is complete
         taken = busy(st)
         if not st.recovered:

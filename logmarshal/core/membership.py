@@ -42,6 +42,9 @@ def announce_member(st: MemberState, now: int, out: list[Action]) -> None:
     """Keep our membership fresh (every third of HB) and say at once what changed. The
     schedule does not wait for the last announcement's verdict: a replay that lags under load
     must not let our membership lapse (only a fence in its answer matters)."""
+    mark = st.halt_marks.get(st.home) if st.home in st.halted else None
+    if mark is not None and mark[0] != "gap":
+        return  # our membership partition went back: its replay is frozen (core.rewind)
     msg = announcement(st)
     changed = st.announced != (msg.topics, msg.weight, msg.max_claims)
     if now < st.next_announce and (not changed or st.announcing is not None):

@@ -7,6 +7,8 @@ heartbeat and release carry its vector of source positions (PROTOCOL.md "Tasks (
 
 from __future__ import annotations
 
+import logging
+
 from rationalizer import (
     Heartbeat,
     HeartbeatingTask,
@@ -17,9 +19,11 @@ from rationalizer import (
 
 from .actions import Action, Write
 from .release import Position
-from .state import Key, MemberState, Pending
+from .state import Key, MemberState, Pending, withheld
 
 __all__ = ["heartbeat_record", "ids", "release_record", "write"]
+
+log = logging.getLogger(__name__)
 
 
 def ids(st: MemberState) -> dict[str, str]:
@@ -29,7 +33,14 @@ def ids(st: MemberState) -> dict[str, str]:
 
 
 def write(st: MemberState, out: list[Action], p: Pending, msg: object) -> int:
-    """Ask the edge to write ``msg`` and remember ``p`` until its verdict; returns the token."""
+    """Ask the edge to write ``msg`` and remember ``p`` until its verdict; returns the token.
+
+    Nothing is written to a halted coordination partition (``core.rewind``) but for a
+    partition the log determines again there: the last guard, whatever asked for it."""
+    if st.halted and withheld(st, p):
+        log.debug("not writing %s of %s/%d: coordination partition %d is halted",
+                  p.kind, p.topic, p.partition, p.cp)
+        return 0
     st.token += 1
     key, value = encode(msg)  # type: ignore[arg-type]
     p.token = st.token

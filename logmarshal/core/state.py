@@ -44,6 +44,7 @@ __all__ = [
     "subscribed",
     "vector",
     "wanted",
+    "withheld",
     "world_of",
 ]
 
@@ -164,6 +165,12 @@ class MemberState:
     # must reach the log end before we write or hand out again after a stall
     last_step: int | None = None
     stalled: set[int] = attrs.field(factory=set)
+    #: coordination partitions whose replay is not a fold of the log any more (a log that
+    #: went back, or lost records before we applied them: ``core.rewind``), each with the
+    #: partitions the log determines again since (acted on; the others are left alone)
+    halted: dict[int, set[Key]] = attrs.field(factory=dict)
+    #: what each halt was (why, before, after): a second loss there halts it afresh
+    halt_marks: dict[int, tuple[str, int, int]] = attrs.field(factory=dict)
 
 
 def new_state(
@@ -280,9 +287,30 @@ def busy(st: MemberState) -> set[Key]:
     }
 
 
+def withheld(st: MemberState, p: Pending) -> bool:
+    """Must ``p`` not be written: its coordination partition is halted (``core.rewind``)
+    and it is not about a partition the log determines again there? Our membership is
+    announced even where a gap halted the replay: it claims, positions and hands out
+    nothing, and the records it adds are what moves that replay's log time past an admin's
+    pause. Where the log went back, the replay is frozen: nothing is written."""
+    trusted = st.halted.get(p.cp)
+    if trusted is None or (p.topic, p.partition) in trusted:
+        return False
+    return not (p.kind in ("announce", "leave") and st.halt_marks[p.cp][0] == "gap")
+
+
 def not_to_claim(st: MemberState) -> set[Key]:
-    """What a claim pass leaves alone: held, being claimed, or being released."""
-    return busy(st) | releasing(st)
+    """What a claim pass leaves alone: held, being claimed, being released, or coordinated
+    in a halted coordination partition (``core.rewind``)."""
+    skip = busy(st) | releasing(st)
+    if st.halted:
+        skip |= {
+            (t, p)
+            for t, n in st.topics
+            for p in range(n)
+            if (t, p) not in st.halted.get(cp_of(st, t, p), (t, p))
+        }
+    return skip
 
 
 def wanted(st: MemberState) -> int:

@@ -233,5 +233,5 @@ def stall_began(st: MemberState, gap: int) -> None:
     partition's replay has reached the log end again (ARCHITECTURE, "At-most-once, enforced
     by the log"); what it shows then is checked as after any replay."""
     log.warning("%s did not run for %d ms: waiting for the replay before acting", me(st), gap)
-    st.stalled = set(range(len(st.worlds)))
+    st.stalled = set(range(len(st.worlds))) - st.halted.keys()
     st.caught_up.clear()
