@@ -28,3 +28,23 @@ def spark() -> Iterator[Any]:
     session = spark_session("local[2]", app_name="logmarshal-audit-tests", conf=conf)
     yield session
     session.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line counting the tests that ran on Apache Kafka (tests/kafka/), so a run that
+    skipped them says so at the end, where CI's log is read."""
+    counts: dict[str, int] = {}
+    for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+        reports = terminalreporter.stats.get(outcome, [])
+        n = sum(
+            1
+            for r in reports
+            if getattr(r, "nodeid", "").startswith("tests/kafka/")
+            and getattr(r, "when", "call") in ("call", "setup")
+            and not (outcome == "passed" and getattr(r, "when", "call") == "setup")
+        )
+        if n:
+            counts[outcome] = n
+    if counts:
+        line = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
+        terminalreporter.write_line(f"Apache Kafka tests (tests/kafka): {line}")
