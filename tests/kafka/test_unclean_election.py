@@ -24,18 +24,17 @@ docs/bounded-log.md, "A coordination log that loses records", gives the recovery
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logmarshal import Consumer, Marshaler
 from logmarshal.coordlog import COORDINATION_TOPIC
 from logmarshal.localkafka import KafkaCluster
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
+from tests.amo_member import PollingMember
 
 from .conftest import start_cluster
 
@@ -58,44 +57,11 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-class _Member:
-    """A Marshaler and an AMO Consumer on their own connection, polled by a thread; every
-    offset handed out is kept with the monotonic time it was handed out."""
-
-    def __init__(self, bootstrap: str, name: str, pause: float, *, check: bool,
-                 metrics: MarshalerMetrics | None = None) -> None:  # fmt: skip
-        self.cluster = NetworkCluster(bootstrap)
-        self.marshaler = Marshaler(
-            self.cluster, name, "g", HB, coordination_partitions=1, snapshot_records=None,
-            snapshot_interval=None, metrics=metrics, _check_rewind=check,
-        )  # fmt: skip
-        # mirror_offsets=False: Kafka's group coordinator may sit on the paused node
-        self.consumer = Consumer(self.marshaler, TOPIC, mode="amo", batch_size=10,
-                                 max_reserved=10, rebalance="none",
-                                 mirror_offsets=False)  # fmt: skip
-        self.handed: list[tuple[int, float]] = []
-        self.halted_at: list[float] = []
-        self.marshaler.add_halt_listener(lambda _: self.halted_at.append(time.monotonic()))
-        self._pause = pause
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"poll-{name}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for message in self.consumer.poll(0.1):
-                self.handed.append((message.offset, time.monotonic()))
-            self._stop.wait(self._pause)
-
-    def offsets(self, since: float = 0.0) -> set[int]:
-        return {o for o, t in list(self.handed) if t >= since}
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self.consumer.close(timeout=5)
-        self.marshaler.close(timeout=5)
-        self.cluster.close()
+def _member(bootstrap: str, name: str, pause: float, *, check: bool,
+            metrics: MarshalerMetrics | None = None) -> PollingMember:
+    # mirror_offsets=False: Kafka's group coordinator may sit on the paused node
+    return PollingMember(bootstrap, name, pause, check=check, hb=HB, metrics=metrics,
+                         mirror_offsets=False)  # fmt: skip
 
 
 def _partition(kafka: KafkaCluster, topic: str) -> tuple[int, list[int]]:
@@ -107,7 +73,7 @@ def _partition(kafka: KafkaCluster, topic: str) -> tuple[int, list[int]]:
 
 def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
     kafka = start_cluster(tmp_path / "kafka", nodes=3, heap="384m", server=SERVER)
-    members: list[_Member] = []
+    members: list[PollingMember] = []
     try:
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         marshal = NewTopic(COORDINATION_TOPIC, 1, replica_assignment=[[1, 2]], config={
@@ -129,7 +95,7 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
         # p consumes a while and closes while both replicas are in sync: its release is the
         # position the elected log keeps
         nodes_1_3 = f"{kafka.node(1).bootstrap},{kafka.node(3).bootstrap}"
-        p = _Member(nodes_1_3, "p", 0.0, check=check)
+        p = _member(nodes_1_3, "p", 0.0, check=check)
         members.append(p)
         _wait(lambda: len(p.handed) >= 300, 60, "p to hand out")
         p.close()
@@ -138,7 +104,7 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
         _wait(lambda: _partition(kafka, COORDINATION_TOPIC)[1] == [1], 30, "node 2 out of ISR")
         # a claims and hands out with its records acknowledged by node 1 alone
         metrics = MarshalerMetrics()
-        a = _Member(nodes_1_3, "a", 0.2, check=check, metrics=metrics)
+        a = _member(nodes_1_3, "a", 0.2, check=check, metrics=metrics)
         members.append(a)
         _wait(lambda: len(a.handed) >= 100, 60, "a to hand out alone on node 1")
         applied = a.marshaler.replay_offsets()[0]
@@ -150,7 +116,7 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
         with NetworkCluster(kafka.node(3).bootstrap) as probe:
             log_end = probe.latest_offset(COORDINATION_TOPIC, 0)
         assert log_end < applied, (log_end, applied)
-        c = _Member(f"{kafka.node(2).bootstrap},{kafka.node(3).bootstrap}", "c", 0.0,
+        c = _member(f"{kafka.node(2).bootstrap},{kafka.node(3).bootstrap}", "c", 0.0,
                     check=check)  # fmt: skip
         members.append(c)
         _wait(lambda: len(c.offsets()) >= 300 or bool(a.halted_at and c.offsets()), 30,

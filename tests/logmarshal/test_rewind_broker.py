@@ -27,20 +27,19 @@ from __future__ import annotations
 
 import logging
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from logmarshal import Consumer, Marshaler
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
 from scenarios.common import wait_until
 from scenarios.process_harness import Broker, free_port
 from storage import NewRecord
 from storage.records import TimestampType, encode_batch
+from tests.amo_member import PollingMember
 
 pytestmark = pytest.mark.slow
 
@@ -48,45 +47,9 @@ TOPIC = "events"
 HB = 0.5
 
 
-class _Member:
-    """A Marshaler and an AMO Consumer on their own connection, polled by a thread; every
-    offset handed out is kept with the monotonic time it was handed out."""
-
-    def __init__(self, address: str, name: str, pause: float, *, check: bool,
-                 metrics: MarshalerMetrics | None = None) -> None:
-        self.name = name
-        self.cluster = NetworkCluster(address)
-        self.marshaler = Marshaler(
-            self.cluster, name, "g", HB, coordination_partitions=1, snapshot_records=None,
-            snapshot_interval=None, metrics=metrics, _check_rewind=check,
-        )
-        self.consumer = Consumer(
-            self.marshaler, TOPIC, mode="amo", batch_size=10, max_reserved=10, rebalance="none"
-        )
-        self.handed: list[tuple[int, float]] = []
-        #: when the Marshaler reported a halt (after the Consumer's core heard of it)
-        self.halted_at: list[float] = []
-        self.marshaler.add_halt_listener(lambda _: self.halted_at.append(time.monotonic()))
-        self._pause = pause
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"poll-{name}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for message in self.consumer.poll(0.1):
-                self.handed.append((message.offset, time.monotonic()))
-            self._stop.wait(self._pause)
-
-    def offsets(self, since: float = 0.0) -> set[int]:
-        return {o for o, t in list(self.handed) if t >= since}
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self.consumer.close(timeout=5)
-        self.marshaler.close(timeout=5)
-        self.cluster.close()
+def _member(address: str, name: str, pause: float, *, check: bool,
+            metrics: MarshalerMetrics | None = None) -> PollingMember:
+    return PollingMember(address, name, pause, check=check, hb=HB, metrics=metrics)
 
 
 def _cut(partition_dir: Path, offset: int) -> int:
@@ -125,7 +88,7 @@ def _run(broker: Broker, *, check: bool, caplog: pytest.LogCaptureFixture) -> di
     """The schedule of the module docstring; returns what it measured."""
     address = broker.address
     admin = NetworkCluster(address)
-    members: list[_Member] = []
+    members: list[PollingMember] = []
     try:
         admin.create_topic(TOPIC, partitions=1)
         for start in range(0, 20_000, 1000):
@@ -133,7 +96,7 @@ def _run(broker: Broker, *, check: bool, caplog: pytest.LogCaptureFixture) -> di
             admin.produce(TOPIC, 0, [NewRecord(value=b"%d" % (start + i), timestamp=now)
                                      for i in range(1000)])
         # p consumes a while and closes: its release is the position the rewound log keeps
-        p = _Member(address, "p", 0.0, check=check)
+        p = _member(address, "p", 0.0, check=check)
         members.append(p)
         assert wait_until(lambda: len(p.handed) >= 300, 30)
         p.close()
@@ -141,7 +104,7 @@ def _run(broker: Broker, *, check: bool, caplog: pytest.LogCaptureFixture) -> di
         cut = admin.latest_offset("__marshal", 0)
         # a (slow: one batch a poll, 0.2 s apart) holds events/0 past the cut
         metrics = MarshalerMetrics()
-        a = _Member(address, "a", 0.2, check=check, metrics=metrics)
+        a = _member(address, "a", 0.2, check=check, metrics=metrics)
         members.append(a)
         assert wait_until(lambda: admin.latest_offset("__marshal", 0) >= cut + 80, 60)
         applied = a.marshaler.replay_offsets()[0]
@@ -153,7 +116,7 @@ def _run(broker: Broker, *, check: bool, caplog: pytest.LogCaptureFixture) -> di
         restarted = time.monotonic()
         assert admin.latest_offset("__marshal", 0) == cut
         # c starts on the log as it now is, consuming fast
-        c = _Member(address, "c", 0.0, check=check)
+        c = _member(address, "c", 0.0, check=check)
         members.append(c)
         wait_until(lambda: len(c.offsets()) >= 800, 15)
         time.sleep(2 * HB)  # a last window for a to show whether it still hands out
@@ -244,7 +207,7 @@ def test_offsets_taken_again_before_the_replay_looked_are_seen(broker, caplog) -
         admin.create_topic(TOPIC, partitions=1)
         now = int(time.time() * 1000)
         admin.produce(TOPIC, 0, [NewRecord(value=b"%d" % i, timestamp=now) for i in range(5000)])
-        a = _Member(address, "a", 0.1, check=True)
+        a = _member(address, "a", 0.1, check=True)
         assert wait_until(lambda: admin.latest_offset("__marshal", 0) >= 60, 60)
         caplog.clear()
         broker.terminate()
