@@ -48,9 +48,9 @@ replayed once with a WorldState per coordination partition, read as a Marshaler 
 above did (the same helper). On Kafka, in the same run: ``apply_many`` over Kafka's records
 (with Kafka's timestamps), a new Marshaler's full catch-up and its cold start from snapshots,
 each alternating with the baseline; both cold-started members' worlds must equal the one-pass
-replay's, byte for byte. The stored batches on Kafka are librdkafka's (thousands of records),
-not the synthesized ticks' (~25) nor a Marshaler's (one record).
-"""
+replay's, byte for byte. The stored batches on Kafka are the copy's as librdkafka batched
+them (up to 10,000 records by default), not the synthesized ticks' (~25) nor a Marshaler's
+(one record)."""
 
 from __future__ import annotations
 
