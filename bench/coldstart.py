@@ -36,11 +36,26 @@ Rates are the median of ``--repeat`` runs (this machine is shared: single runs v
 ``--network`` then serves the whole history with ``logmarshal broker start`` (another
 process) and times the catch-up of a Marshaler over the Kafka protocol (NetworkCluster,
 librdkafka) against the same ``apply_many`` rate, and its cold start from snapshots.
-"""
+
+``--kafka`` does the same on a single-node Apache Kafka (``logmarshal.localkafka``, heap 1g,
+stopped by pid at the end; ``--sizes`` defaults to 1,000,000 then). Kafka stamps
+LogAppendTime itself, so the history cannot keep its injected timestamps: its ``__marshal``
+records (key, value, in order, per coordination partition) are copied into Kafka's
+``__marshal`` (created by ``coordlog.ensure_coordination_topic``) through
+``NetworkCluster.produce`` (acks=all, idempotent, large calls), then Kafka's ``__marshal`` is
+replayed once with a WorldState per coordination partition, read as a Marshaler reads it
+(``coordlog.iter_columns``), and a snapshot is published at the same points as the publisher
+above did (the same helper). On Kafka, in the same run: ``apply_many`` over Kafka's records
+(with Kafka's timestamps), a new Marshaler's full catch-up and its cold start from snapshots,
+each alternating with the baseline; both cold-started members' worlds must equal the one-pass
+replay's, byte for byte. The stored batches on Kafka are the copy's as librdkafka batched
+them (up to 10,000 records by default), not the synthesized ticks' (~25) nor a Marshaler's
+(one record)."""
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import logging
 import random
 import shutil
@@ -126,6 +141,8 @@ class History:
         self.position = [0] * partitions
         self.worlds = [WorldState() for _ in range(N_COORD)]
         self.written = [0] * N_COORD
+        #: per coordination partition, the offsets the published snapshots cover
+        self.points: list[list[int]] = [[] for _ in range(N_COORD)]
         self.total = 0
         self.snapshots = 0
         # everybody claims first
@@ -158,15 +175,9 @@ class History:
             w.apply_many((base + i, res.log_append_time, k, v) for i, (k, v) in enumerate(batch))
             before, after = base // self.every, (res.last_offset + 1) // self.every
             if after > before:  # a snapshot point inside: its writer publishes
-                coordlog.publish_snapshot(self.cluster, cp, w, timestamp_ms=now)
+                _publish(self.cluster, cp, w, now)
+                self.points[cp].append(w.applied_through)
                 self.snapshots += 1
-                # ... and truncates the snapshot topic as a member does (``__marshal`` is
-                # kept whole here, so that the full replay can be measured too)
-                _, snaps_before = coordlog.truncation_bounds(
-                    cp, coordlog.read_snapshots(self.cluster, cp)
-                )
-                if snaps_before:
-                    self.cluster.delete_records(SNAPSHOT_TOPIC, {cp: snaps_before})
             self.written[cp] += len(batch)
             self.total += len(batch)
 
@@ -200,6 +211,16 @@ class History:
             self._write(batches)
 
 
+def _publish(cluster, cp: int, world: WorldState, now: int) -> None:
+    """A member's snapshot at a snapshot point: published, then the snapshot topic truncated
+    as a member does (``__marshal`` is kept whole here, so that the full replay can be
+    measured too)."""
+    coordlog.publish_snapshot(cluster, cp, world, timestamp_ms=now)
+    _, snaps_before = coordlog.truncation_bounds(cp, coordlog.read_snapshots(cluster, cp))
+    if snaps_before:
+        cluster.delete_records(SNAPSHOT_TOPIC, {cp: snaps_before})
+
+
 def _kept_bytes(cluster: EmbeddedCluster) -> tuple[int, int, int]:
     """``(__marshal bytes now, bytes truncation would keep, snapshot topic bytes)``."""
     total = keep = snaps = 0
@@ -217,9 +238,16 @@ def _kept_bytes(cluster: EmbeddedCluster) -> tuple[int, int, int]:
     return total, keep, snaps
 
 
-def _cold_start(cluster, restore: bool, timeout: float = 3600.0, check: bool = True) -> float:
+def _cold_start(
+    cluster,
+    restore: bool,
+    timeout: float = 3600.0,
+    check: bool = True,
+    expect: list[bytes] | None = None,
+) -> float:
     """Wall seconds from a new member's construction until it caught up; its process CPU
-    seconds go to ``last_cpu`` (on the embedded cluster all of the work is in this process)."""
+    seconds go to ``last_cpu`` (on the embedded cluster all of the work is in this process).
+    ``expect``: the worlds (bytes) the member must hold once caught up."""
     c0 = time.process_time()
     t0 = time.perf_counter()
     m = Marshaler(
@@ -243,6 +271,15 @@ def _cold_start(cluster, restore: bool, timeout: float = 3600.0, check: bool = T
         last_cpu[0] = time.process_time() - c0
         if check:  # every partition of the group known, with its holder
             assert len(m.partitions()) == len(cluster_partitions_cache), "member disagrees"
+        if expect is not None:
+            with m.replay_paused():
+                got = [w.to_bytes() for w in m.worlds()]
+            if got != expect:
+                bad = [cp for cp, (a, b) in enumerate(zip(got, expect, strict=True)) if a != b]
+                raise AssertionError(
+                    f"a new member (restore_snapshots={restore}) holds other worlds than the "
+                    f"full replay's on coordination partitions {bad}"
+                )
     finally:
         m.close()
     return took
@@ -329,16 +366,129 @@ def _network(path: Path, baseline: float, repeat: int) -> None:
     )
 
 
+#: records a ``NetworkCluster.produce`` call copies into Kafka (librdkafka batches them)
+COPY_CHUNK = 50_000
+
+
+def _copy_to(src: EmbeddedCluster, dst) -> int:
+    """Copy every ``__marshal`` record of ``src`` (key, value, in order) into ``dst``'s
+    ``__marshal`` partition by partition, with acks=all; the number copied. ``dst`` stamps
+    its own LogAppendTime."""
+    copied = 0
+    for cp in range(N_COORD):
+        end = src.latest_offset(COORDINATION_TOPIC, cp)
+        start = dst.latest_offset(COORDINATION_TOPIC, cp)
+        if start != 0:
+            raise RuntimeError(f"Kafka's {COORDINATION_TOPIC}/{cp} is not empty (ends at {start})")
+        pending: list[NewRecord] = []
+        for _offsets, stamps, keys, values in coordlog.iter_columns(src, cp, 0, end):
+            pending.extend(
+                NewRecord(value=v, key=k, timestamp=t)
+                for t, k, v in zip(stamps, keys, values, strict=True)
+            )
+            while len(pending) >= COPY_CHUNK:
+                dst.produce(COORDINATION_TOPIC, cp, pending[:COPY_CHUNK], durable=True)
+                del pending[:COPY_CHUNK]
+        if pending:
+            dst.produce(COORDINATION_TOPIC, cp, pending, durable=True)
+        got = dst.latest_offset(COORDINATION_TOPIC, cp)
+        if got != end:
+            raise RuntimeError(f"copied {COORDINATION_TOPIC}/{cp} ends at {got}, not {end}")
+        copied += end
+    return copied
+
+
+def _replay_and_publish(cluster, points: list[list[int]]) -> tuple[list[bytes], int]:
+    """Replay ``cluster``'s whole ``__marshal`` once, a WorldState per coordination
+    partition, and publish a snapshot (as the History's publisher does) each time the replay
+    reaches one of ``points[cp]``; the worlds at the end (bytes) and the snapshots published."""
+    worlds: list[bytes] = []
+    published = 0
+    for cp in range(N_COORD):
+        end = cluster.latest_offset(COORDINATION_TOPIC, cp)
+        w = WorldState()
+        todo = sorted(p for p in points[cp] if p < end)
+        i = 0
+        for cols in coordlog.iter_columns(cluster, cp, 0, end):
+            offsets, stamps = cols[0], cols[1]
+            records = list(zip(*cols, strict=True))
+            lo = 0
+            while i < len(todo) and todo[i] <= offsets[-1]:
+                hi = bisect.bisect_right(offsets, todo[i])
+                w.apply_many(records[lo:hi])
+                assert w.applied_through == todo[i], (cp, w.applied_through, todo[i])
+                _publish(cluster, cp, w, stamps[hi - 1])
+                published += 1
+                lo, i = hi, i + 1
+            w.apply_many(records[lo:])
+        if i != len(todo):
+            raise RuntimeError(f"{COORDINATION_TOPIC}/{cp}: snapshot points {todo[i:]} not reached")
+        worlds.append(w.to_bytes())
+    return worlds, published
+
+
+def _kafka(
+    src: EmbeddedCluster,
+    history: History,
+    work: Path,
+    baseline_records: int,
+    repeat: int,
+    embedded: tuple[float, float, float],
+) -> None:
+    """The whole history on a single-node Apache Kafka: copied, replayed once with snapshots
+    published, then the two cold starts and ``apply_many`` timed there (module docstring)."""
+    from logmarshal.localkafka import KAFKA_VERSION, KafkaCluster
+    from logmarshal.network import NetworkCluster
+
+    with KafkaCluster(work / "kafka", heap="1g") as kafka, NetworkCluster(
+        kafka.bootstrap, timeout=120.0
+    ) as net:
+        coordlog.ensure_coordination_topic(net, N_COORD)
+        coordlog.ensure_snapshot_topic(net, N_COORD)
+        t0 = time.perf_counter()
+        copied = _copy_to(src, net)
+        copy_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        reference, published = _replay_and_publish(net, history.points)
+        replay_s = time.perf_counter() - t0
+        limit = min(baseline_records, copied)
+        rates, fulls, snaps = [], [], []
+        for _ in range(repeat):  # alternating, so all three see the same load
+            rates.append(_apply_many_rate(net, limit))
+            fulls.append(_cold_start(net, restore=False, timeout=600, expect=reference))
+            snaps.append(_cold_start(net, restore=True, timeout=600, expect=reference))
+    baseline, full, snap = _median(rates), _median(fulls), _median(snaps)
+    e_base, e_full, e_snap = embedded
+    print(
+        f"Apache Kafka {KAFKA_VERSION} (one KRaft node, heap 1g, 127.0.0.1): copied "
+        f"{copied:,} records in {copy_s:.1f} s, replayed them once and published "
+        f"{published} snapshots in {replay_s:.1f} s; apply_many over Kafka's records "
+        f"{baseline:,.0f}/s; catch-up {full:.2f} s, {copied / full:,.0f} records/s, ratio "
+        f"{copied / full / baseline:.2f}; snapshot+tail {snap:.2f} s; both worlds equal the "
+        f"full replay's. Embedded, same run: apply_many {e_base:,.0f}/s, catch-up "
+        f"{e_full:.2f} s ({copied / e_full:,.0f} records/s, ratio "
+        f"{copied / e_full / e_base:.2f}), snapshot+tail {e_snap:.2f} s",
+        flush=True,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--sizes", default="1000000,10000000,30000000")
+    ap.add_argument(
+        "--sizes", help="history lengths (default 1000000,10000000,30000000; 1000000 with --kafka)"
+    )
     ap.add_argument("--partitions", type=int, default=2000)
     ap.add_argument("--snapshot-records", type=int, default=DEFAULT_SNAPSHOT_RECORDS)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir)")
     ap.add_argument("--network", action="store_true", help="also cold-start over the network")
+    ap.add_argument(
+        "--kafka",
+        action="store_true",
+        help="also cold-start on a single-node Apache Kafka (logmarshal.localkafka)",
+    )
     ap.add_argument("--baseline-records", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3, help="runs per rate (median)")
     ap.add_argument(
@@ -351,6 +501,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.sizes is None:
+        args.sizes = "1000000" if args.kafka else "1000000,10000000,30000000"
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench-coldstart-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -389,7 +541,7 @@ def main() -> None:
                 f"{'catch-up/s':>11} {'ratio':>6} {'cpu ratio':>9}{python_head} {'snapshot+tail':>14} "
                 f"{'__marshal MB':>13} {'kept MB':>8} {'snapshots MB':>13}"
             )
-            baseline = 0.0
+            baseline = full = snap = 0.0
             for size in sizes:
                 t0 = time.perf_counter()
                 history.grow(size)
@@ -419,6 +571,9 @@ def main() -> None:
                     f"{total / 1e6:>13.1f} {keep / 1e6:>8.1f} {snaps / 1e6:>13.1f}",
                     flush=True,
                 )
+            if args.kafka:  # the whole history, copied into Apache Kafka
+                _kafka(cluster, history, work, args.baseline_records, args.repeat,
+                       (baseline, full, snap))  # fmt: skip
         if args.network:  # the whole history, served by a broker process
             _network(work / "data", baseline, args.repeat)
         with EmbeddedCluster(
