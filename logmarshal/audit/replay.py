@@ -150,9 +150,7 @@ class ReplayConfig:
     genesis: Mapping[int, tuple[int, bytes]] = attrs.field(factory=dict)
     #: coordination partition -> published snapshots to compare the replayed world with,
     #: ``(covered offset, snapshot record offset, digest hex)`` sorted (:mod:`.rewind`)
-    snapshot_checks: Mapping[int, tuple[tuple[int, int, str], ...]] = attrs.field(
-        factory=dict
-    )
+    snapshot_checks: Mapping[int, tuple[tuple[int, int, str], ...]] = attrs.field(factory=dict)
 
 
 def new_world(config: ReplayConfig) -> WorldState:
@@ -402,6 +400,8 @@ class PartitionAudit:
                 continue
             mine = hashlib.sha256(world.to_bytes()).hexdigest()
             same = mine == digest and world.applied_through == covered
+            if same and covered == self.genesis:
+                continue  # the snapshot the replay started from: no comparison at all
             self._check_rows.append(
                 (self.coord_partition, offset, covered, world.applied_through, digest, mine,
                  "matches" if same else "world_differs")
