@@ -153,8 +153,8 @@ class ColumnarAudit(PartitionAudit):
                     return
                 batch = batch.slice(0, n)
                 offsets, stamps, now = offsets[:n], stamps[:n], now[:n]
-        if not self._checks:
-            self._fold(batch, offsets, stamps, now)
+        if not self._checks or self._checks[0][0] >= offsets[-1]:
+            self._fold(batch, offsets, stamps, now)  # no snapshot to compare inside it
             return
         # stop at each pending snapshot's covered offset to compare the world with it
         lo = 0

@@ -420,8 +420,8 @@ class PartitionAudit:
         each pending snapshot's covered offset to compare the world with it."""
         if self._stopped or not offsets:
             return
-        if not self._checks:
-            self._feed(offsets, timestamps, keys, values)
+        if not self._checks or self._checks[0][0] >= offsets[-1]:
+            self._feed(offsets, timestamps, keys, values)  # no snapshot to compare inside it
             return
         lo = 0
         for hi in [*self._check_cuts(0, offsets), len(offsets)]:
