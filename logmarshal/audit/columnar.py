@@ -153,7 +153,15 @@ class ColumnarAudit(PartitionAudit):
                     return
                 batch = batch.slice(0, n)
                 offsets, stamps, now = offsets[:n], stamps[:n], now[:n]
-        self._fold(batch, offsets, stamps, now)
+        if not self._checks or self._checks[0][0] >= offsets[-1]:
+            self._fold(batch, offsets, stamps, now)  # no snapshot to compare inside it
+            return
+        # stop at each pending snapshot's covered offset to compare the world with it
+        lo = 0
+        for hi in [*self._check_cuts(0, offsets.tolist()), len(offsets)]:
+            self._run_checks(int(offsets[lo]))
+            self._fold(batch.slice(lo, hi - lo), offsets[lo:hi], stamps[lo:hi], now[lo:hi])
+            lo = hi
 
     def _fold(self, batch: Any, offsets: Any, stamps: Any, now: Any) -> None:
         """Replay the batch, handle its rare records in order, fold the renewals, count."""

@@ -79,7 +79,8 @@ def replay_config_for(
     until_ms: int | None = None,
 ) -> ReplayConfig:
     """The fold's configuration for an export (it brings the data topics' log ends)."""
-    from .genesis import choose_genesis
+    from .genesis import choose_genesis, read_exported_snapshots
+    from .rewind import plan_snapshot_checks
 
     starts = {p.partition: p.earliest for p in info.partitions}
     return ReplayConfig(
@@ -88,6 +89,7 @@ def replay_config_for(
         until_ms=until_ms,
         log_end=dict(info.log_end),
         genesis=choose_genesis(info.path, starts, admin_keys),
+        snapshot_checks=plan_snapshot_checks(read_exported_snapshots(info.path), admin_keys),
     )
 
 

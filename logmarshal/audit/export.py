@@ -69,6 +69,10 @@ class ExportedPartition:
     earliest: int  # > 0: retention removed older records, history starts here
     latest: int  # exclusive: the log end when the export started
     records: int
+    #: the log end read again after the snapshot records were copied (None: an older
+    #: export): a snapshot in the export covering an offset at or past it is evidence of
+    #: a rewind (:mod:`.rewind`), never of a snapshot published while the export ran
+    end_after_snapshots: int | None = None
 
 
 @attrs.frozen
@@ -202,6 +206,8 @@ def _finish(
     from .genesis import export_snapshots  # snapshots beside the export: the audit's genesis
 
     export_snapshots(cluster, root, partitions)
+    ends = {o.partition: o.latest for o in cluster.describe_topic(topic).offsets}
+    exported = [attrs.evolve(p, end_after_snapshots=ends.get(p.partition)) for p in exported]
     info = ExportInfo(
         path=str(root),
         topic=topic,

@@ -22,6 +22,8 @@ their data offset is the scalar of their position vector, as in the world.
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import logging
 import struct
 from collections.abc import Mapping, Sequence
@@ -146,6 +148,9 @@ class ReplayConfig:
     #: coordination partition -> (covered offset, world bytes) of the verified snapshot the
     #: replay starts from when the log was truncated (see :mod:`.genesis`)
     genesis: Mapping[int, tuple[int, bytes]] = attrs.field(factory=dict)
+    #: coordination partition -> published snapshots to compare the replayed world with,
+    #: ``(covered offset, snapshot record offset, digest hex)`` sorted (:mod:`.rewind`)
+    snapshot_checks: Mapping[int, tuple[tuple[int, int, str], ...]] = attrs.field(factory=dict)
 
 
 def new_world(config: ReplayConfig) -> WorldState:
@@ -295,6 +300,11 @@ class PartitionAudit:
         self._members: dict[str, dict[str, _Membership]] = {}
         self._member_events: list[tuple[Any, ...]] = []
         self.genesis: int | None = None  # the offset the starting snapshot covers
+        #: snapshots still to compare with the world, by ascending covered offset
+        self._checks: list[tuple[int, int, str]] = sorted(
+            config.snapshot_checks.get(coord_partition, ())
+        )
+        self._check_rows: list[tuple[Any, ...]] = []
         if coord_partition in config.genesis:
             self._start_from(*config.genesis[coord_partition])
 
@@ -356,6 +366,47 @@ class PartitionAudit:
                 t.open = c
                 self._intervals.append((t, c))
 
+    # ------------------------------------------------------------------ snapshot checks
+
+    def _check_cuts(self, first: int, offsets: Any) -> list[int]:
+        """Positions in ``offsets`` (ascending, from ``first``) before which the world must be
+        compared with a pending snapshot: after the last record at or below its covered
+        offset, when more records follow in this batch."""
+        cuts = []
+        last = offsets[-1]
+        for covered, _offset, _digest in self._checks:
+            if covered >= last:
+                break
+            cut = bisect.bisect_right(offsets, covered, first)
+            if cut > first and (not cuts or cut > cuts[-1]):
+                cuts.append(cut)
+        return cuts
+
+    def _run_checks(self, limit: int) -> None:
+        """Compare the world with every pending snapshot covering an offset below ``limit``
+        (the next record to apply: the world holds exactly the records before it).
+
+        Only where the replay is complete (from offset 0, or from a genesis at or below the
+        covered offset) and has not passed the covered offset; the rest stay unchecked."""
+        checks = self._checks
+        while checks and checks[0][0] < limit:
+            covered, offset, digest = checks.pop(0)
+            world = self._world
+            complete = (self.genesis is not None and covered >= self.genesis) or (
+                self.genesis is None and self._first_offset == 0
+            )
+            if not complete or world.applied_through > covered:
+                log.debug("snapshot %d covering %d: not comparable here", offset, covered)
+                continue
+            mine = hashlib.sha256(world.to_bytes()).hexdigest()
+            same = mine == digest and world.applied_through == covered
+            if same and covered == self.genesis:
+                continue  # the snapshot the replay started from: no comparison at all
+            self._check_rows.append(
+                (self.coord_partition, offset, covered, world.applied_through, digest, mine,
+                 "matches" if same else "world_differs")
+            )  # fmt: skip
+
     # ------------------------------------------------------------------ feeding
 
     def feed(
@@ -365,7 +416,28 @@ class PartitionAudit:
         keys: Sequence[bytes | None],
         values: Sequence[bytes | None],
     ) -> None:
-        """Apply the next records (ascending offsets; columns of equal length)."""
+        """Apply the next records (ascending offsets; columns of equal length), stopping at
+        each pending snapshot's covered offset to compare the world with it."""
+        if self._stopped or not offsets:
+            return
+        if not self._checks or self._checks[0][0] >= offsets[-1]:
+            self._feed(offsets, timestamps, keys, values)  # no snapshot to compare inside it
+            return
+        lo = 0
+        for hi in [*self._check_cuts(0, offsets), len(offsets)]:
+            if self._stopped:
+                return
+            self._run_checks(offsets[lo])
+            self._feed(offsets[lo:hi], timestamps[lo:hi], keys[lo:hi], values[lo:hi])
+            lo = hi
+
+    def _feed(
+        self,
+        offsets: Sequence[int],
+        timestamps: Sequence[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+    ) -> None:
         if self._stopped or not offsets:
             return
         n = len(offsets)
@@ -918,6 +990,9 @@ class PartitionAudit:
                      None, m.hb)
                 )
         rows["membership"] = events
+        # a snapshot covering the last record applied: the world is its world now
+        self._run_checks(world.applied_through + 1)
+        rows["snapshot_checks"] = list(self._check_rows)
         if self._records:
             rows["coordination"].append(
                 (cp, self._records, self._first_offset, self._last_offset, self._first_ms, now)

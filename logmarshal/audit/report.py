@@ -264,6 +264,20 @@ def write_report(
             "<p><b>Warning:</b> the oldest records of coordination partitions "
             f"{late} are gone and no valid snapshot covers them; their history starts late.</p>"
         )
+    rewinds = summary.get("rewinds") or []
+    if rewinds:
+        parts += [
+            f"<h2>The coordination log went back in time ({len(rewinds)})</h2>",
+            "<p><b>Warning:</b> published snapshots show that records once in "
+            "<code>__marshal</code> are gone or were replaced (an unclean leader election, or "
+            "a broker that lost acknowledged records). This audit describes the log as it is "
+            "now, not the history the members acted on; see PROTOCOL.md, \"A coordination log "
+            "that loses records\", for the recovery.</p>",
+            _html_table(
+                rewinds,
+                ["coord_partition", "kind", "snapshot_offset", "covered_offset", "evidence"],
+            ),
+        ]
     if "verify" in summary:
         ok = summary["verify"]["ok"]
         parts.append(

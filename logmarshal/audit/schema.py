@@ -158,6 +158,17 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("trigger_client", STR),  # the member whose membership change caused a rebalance
         ("trigger_ms", TIME),
     ),
+    # the fold's world compared with each published snapshot of the audit's key
+    # configuration that covers an offset inside the exported log (:mod:`.rewind`)
+    "snapshot_checks": (
+        ("coord_partition", INT),
+        ("snapshot_offset", INT),  # the snapshot record's offset in __marshal_snapshots
+        ("covered_offset", INT),  # the __marshal offset the snapshot's world covers
+        ("applied_through", INT),  # the replayed world's, when compared (== covered normally)
+        ("snapshot_digest", STR),  # SHA-256 of the snapshot's world bytes, hex
+        ("replay_digest", STR),  # SHA-256 of the replayed world's bytes there, hex
+        ("result", STR),  # matches | world_differs
+    ),
     "coordination": (
         ("coord_partition", INT),
         ("records", INT),

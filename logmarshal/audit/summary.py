@@ -14,7 +14,9 @@ from typing import Any
 
 from .engine import AuditResult, load_tables
 from .export import ExportInfo
+from .genesis import read_exported_snapshots
 from .replay import ReplayConfig
+from .rewind import beyond_log_end, rewind_findings
 
 __all__ = ["SUMMARY_FILE", "build_summary", "write_summary"]
 
@@ -107,6 +109,13 @@ def build_summary(
         g["membership"] = dict(g["membership"])
         g["moves"] = dict(g["moves"])
 
+    checks = tables["snapshot_checks"].to_pylist() if "snapshot_checks" in tables else []
+    ends = {
+        p.partition: p.latest if p.end_after_snapshots is None else p.end_after_snapshots
+        for p in info.partitions
+    }
+    rewinds = rewind_findings(beyond_log_end(read_exported_snapshots(info.path), ends), checks)
+
     ratios = [g["gap_over_hb"] for g in gaps if g["gap_over_hb"] is not None]
     offenders = Counter((v["client_id"] or "(undecodable)", v["kind"]) for v in viol)
     return {
@@ -116,6 +125,12 @@ def build_summary(
         "truncated_history": info.truncated,
         # coordination partition -> offset covered by the snapshot its replay started from
         "snapshot_genesis": {str(cp): g[0] for cp, g in sorted(config.genesis.items())},
+        # evidence in this export that the coordination log went back in time (.rewind)
+        "rewinds": rewinds,
+        "snapshot_checks": {
+            "compared": len(checks),
+            "by_result": dict(Counter(c["result"] for c in checks)),
+        },
         "window": {"since_ms": config.since_ms, "until_ms": config.until_ms},
         "engine": result.engine,
         "records": result.records,
