@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import struct
 from pathlib import Path
 
 import pytest
@@ -30,31 +29,11 @@ from logmarshal.audit.outputs import write_outputs
 from logmarshal.audit.replay import PartitionAudit, ReplayConfig
 from logmarshal.coordlog import COORDINATION_TOPIC
 from rationalizer import WorldState
+from tests.rewinding import cut_segment
 
 from .logs import LogClock, Script, random_log
 
 OTHER_KEYS = {"other": b"k" * 32}  # a key configuration the audit does not hold
-
-
-def _cut(partition_dir: Path, offset: int) -> int:
-    """Cut the newest segment (cluster closed) back to its first batch at or after
-    ``offset``; returns the log end it leaves. As tests/logmarshal/test_rewind_broker.py."""
-    segment = max(partition_dir.glob("*.log"))
-    data = segment.read_bytes()
-    pos, end = 0, int(segment.stem)
-    while pos + 61 <= len(data):
-        base, length = struct.unpack_from(">qi", data, pos)
-        if base >= offset:
-            break
-        (delta,) = struct.unpack_from(">i", data, pos + 23)
-        end = base + delta + 1
-        pos += 12 + length
-    assert pos < len(data), "nothing to cut"
-    with open(segment, "r+b") as f:
-        f.truncate(pos)
-    for index in partition_dir.glob(f"{segment.stem}.*index"):
-        index.unlink()
-    return end
 
 
 def _world(script: Script, keys=None) -> WorldState:
@@ -110,7 +89,7 @@ def _rewind_scenario(tmp_path: Path):
         assert "went back in time" not in report.read_text()
 
     # an unclean election: the log loses every record from offset 20 on
-    assert _cut(data / f"{COORDINATION_TOPIC}-0", 20) == 20
+    assert cut_segment(data / f"{COORDINATION_TOPIC}-0", 20) == 20
     del script.records[0][20:]
     with EmbeddedCluster(data, clock=clock, maintenance_interval=0) as cluster:
         script.cluster = cluster

@@ -34,7 +34,7 @@ from logmarshal.coordlog import COORDINATION_TOPIC
 from logmarshal.localkafka import KafkaCluster
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
-from tests.amo_member import PollingMember
+from tests.rewinding import PollingMember
 
 from .conftest import start_cluster
 

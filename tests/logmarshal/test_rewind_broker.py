@@ -26,7 +26,6 @@ recovery path (docs/bounded-log.md, "A coordination log that loses records").
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +38,7 @@ from scenarios.common import wait_until
 from scenarios.process_harness import Broker, free_port
 from storage import NewRecord
 from storage.records import TimestampType, encode_batch
-from tests.amo_member import PollingMember
+from tests.rewinding import PollingMember, cut_segment
 
 pytestmark = pytest.mark.slow
 
@@ -50,28 +49,6 @@ HB = 0.5
 def _member(address: str, name: str, pause: float, *, check: bool,
             metrics: MarshalerMetrics | None = None) -> PollingMember:
     return PollingMember(address, name, pause, check=check, hb=HB, metrics=metrics)
-
-
-def _cut(partition_dir: Path, offset: int) -> int:
-    """Cut the newest segment back to its first batch at or after ``offset`` (the broker is
-    stopped); its indexes are rebuilt when it opens. Returns the log end it leaves (a batch
-    of several records that spans ``offset`` stays whole)."""
-    segment = max(partition_dir.glob("*.log"))
-    data = segment.read_bytes()
-    pos, end = 0, int(segment.stem)
-    while pos + 61 <= len(data):
-        base, length = struct.unpack_from(">qi", data, pos)
-        if base >= offset:
-            break
-        (delta,) = struct.unpack_from(">i", data, pos + 23)
-        end = base + delta + 1
-        pos += 12 + length
-    assert pos < len(data), "nothing to cut"
-    with open(segment, "r+b") as f:
-        f.truncate(pos)
-    for index in partition_dir.glob(f"{segment.stem}.*index"):
-        index.unlink()
-    return end
 
 
 @pytest.fixture
@@ -111,7 +88,7 @@ def _run(broker: Broker, *, check: bool, caplog: pytest.LogCaptureFixture) -> di
         assert applied > cut + 40, "a must have applied records the cut removes"
         caplog.clear()
         broker.terminate()
-        assert _cut(broker.data_dir / "__marshal-0", cut) == cut
+        assert cut_segment(broker.data_dir / "__marshal-0", cut) == cut
         broker.start()
         restarted = time.monotonic()
         assert admin.latest_offset("__marshal", 0) == cut
@@ -181,7 +158,7 @@ def _replace_tail(partition_dir: Path, offset: int, end: int) -> int:
     """Cut the newest segment back to ``offset`` and append other records from there up to
     ``end`` (one batch, log-append time now): the log went back and new records took the old
     offsets before anyone looked. Returns where it cut."""
-    offset = _cut(partition_dir, offset)
+    offset = cut_segment(partition_dir, offset)
     segment = max(partition_dir.glob("*.log"))
     now = int(time.time() * 1000)
     batch = encode_batch(

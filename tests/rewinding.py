@@ -1,17 +1,42 @@
-"""An AMO member for the tests of a coordination log that loses records (on logmarshal's
-broker and on Apache Kafka): a Marshaler and a Consumer on a network connection of their own,
-polled by a thread that keeps every offset handed out with the monotonic time it was handed
-out, and the times the Marshaler reported a halt."""
+"""What the tests of a coordination log that loses records share (on logmarshal's broker, in
+the audit and on Apache Kafka): a segment cut back as a lost disk or an unclean election
+leaves it, and an AMO member on a network connection of its own, polled by a thread that keeps
+every offset handed out with the monotonic time it was handed out, and the times the
+Marshaler reported a halt."""
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from logmarshal import Consumer, Marshaler
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
+
+
+def cut_segment(partition_dir: Path, offset: int) -> int:
+    """Cut the newest segment of a partition (its log closed or its broker stopped) back to its
+    first batch at or after ``offset``; its indexes are rebuilt when it opens. Returns the log
+    end it leaves (a batch of several records that spans ``offset`` stays whole)."""
+    segment = max(partition_dir.glob("*.log"))
+    data = segment.read_bytes()
+    pos, end = 0, int(segment.stem)
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        if base >= offset:
+            break
+        (delta,) = struct.unpack_from(">i", data, pos + 23)
+        end = base + delta + 1
+        pos += 12 + length
+    assert pos < len(data), "nothing to cut"
+    with open(segment, "r+b") as f:
+        f.truncate(pos)
+    for index in partition_dir.glob(f"{segment.stem}.*index"):
+        index.unlink()
+    return end
 
 
 class PollingMember:
