@@ -44,12 +44,16 @@ class PollingMember:
     is the Marshaler's rewind detection (off only to show what it prevents)."""
 
     def __init__(self, bootstrap: str, name: str, pause: float, *, check: bool, hb: float,
-                 metrics: MarshalerMetrics | None = None, **consumer: Any) -> None:  # fmt: skip
+                 metrics: MarshalerMetrics | None = None, snapshot_records: int | None = None,
+                 restore_snapshots: bool = True, timeout: float = 30.0,
+                 **consumer: Any) -> None:  # fmt: skip
         self.name = name
-        self.cluster = NetworkCluster(bootstrap)
+        self.cluster = NetworkCluster(bootstrap, timeout=timeout)
+        # snapshots (when asked for) are published, never truncated under the test
         self.marshaler = Marshaler(
-            self.cluster, name, "g", hb, coordination_partitions=1, snapshot_records=None,
-            snapshot_interval=None, metrics=metrics, _check_rewind=check,
+            self.cluster, name, "g", hb, coordination_partitions=1,
+            snapshot_records=snapshot_records, snapshot_interval=None, truncate=False,
+            restore_snapshots=restore_snapshots, metrics=metrics, _check_rewind=check,
         )  # fmt: skip
         self.consumer = Consumer(self.marshaler, "events", mode="amo", batch_size=10,
                                  max_reserved=10, rebalance="none", **consumer)  # fmt: skip

@@ -12,6 +12,8 @@ now is, where ``events/0`` is unheld at ``p``'s position.
 - With the detection, ``a``'s replay sees the log end below what it applied and halts:
   one error line, ``logmarshal_marshaler_halts_total``, and nothing of ``events/0`` handed
   out by ``a`` after that, so no offset is handed out by both after the election.
+- The audit of the elected log (``logmarshal audit``) names the rewind: a snapshot ``a``
+  published while node 2 was paused covers offsets the log no longer has.
 - Without it (``Marshaler(_check_rewind=False)``, the switch only these tests use), ``a``
   acts on its old world while ``c`` claims the partition in the rewound log: both hand out
   the same offsets after the election.
@@ -23,7 +25,10 @@ docs/bounded-log.md, "A coordination log that loses records", gives the recovery
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import time
 
 import pytest
@@ -58,10 +63,13 @@ def _wait(predicate, timeout: float, what: str) -> None:
 
 
 def _member(bootstrap: str, name: str, pause: float, *, check: bool,
-            metrics: MarshalerMetrics | None = None) -> PollingMember:
+            metrics: MarshalerMetrics | None = None, snapshot_records: int | None = None,
+            restore_snapshots: bool = True) -> PollingMember:  # fmt: skip
     # mirror_offsets=False: Kafka's group coordinator may sit on the paused node
+    # timeout=5: a call to the killed leader fails in 5 s, not 30, and is asked again
     return PollingMember(bootstrap, name, pause, check=check, hb=HB, metrics=metrics,
-                         mirror_offsets=False)  # fmt: skip
+                         snapshot_records=snapshot_records, restore_snapshots=restore_snapshots,
+                         timeout=5.0, mirror_offsets=False)  # fmt: skip
 
 
 def _partition(kafka: KafkaCluster, topic: str) -> tuple[int, list[int]]:
@@ -69,6 +77,18 @@ def _partition(kafka: KafkaCluster, topic: str) -> tuple[int, list[int]]:
     admin = AdminClient({"bootstrap.servers": kafka.node(3).bootstrap})
     meta = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
     return int(meta.leader), list(meta.isrs)
+
+
+def _audit(kafka: KafkaCluster, out) -> dict:
+    """``logmarshal audit`` of the cluster as it now is (in this process's engine)."""
+    live = ",".join(n.bootstrap for n in kafka.nodes if n.pid is not None)
+    done = subprocess.run(
+        [sys.executable, "-m", "logmarshal", "--bootstrap", live, "--json", "audit",
+         "--engine", "local", "--out", str(out), "--no-report"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((out / "summary.json").read_text())
 
 
 def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
@@ -104,7 +124,9 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
         _wait(lambda: _partition(kafka, COORDINATION_TOPIC)[1] == [1], 30, "node 2 out of ISR")
         # a claims and hands out with its records acknowledged by node 1 alone
         metrics = MarshalerMetrics()
-        a = _member(nodes_1_3, "a", 0.2, check=check, metrics=metrics)
+        # a publishes snapshots of __marshal/0 to __marshal_snapshots (replicated on 1, 2, 3:
+        # in sync on 1 and 3 while 2 is paused), so they outlive the election
+        a = _member(nodes_1_3, "a", 0.2, check=check, metrics=metrics, snapshot_records=10)
         members.append(a)
         _wait(lambda: len(a.handed) >= 100, 60, "a to hand out alone on node 1")
         applied = a.marshaler.replay_offsets()[0]
@@ -116,12 +138,19 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
         with NetworkCluster(kafka.node(3).bootstrap) as probe:
             log_end = probe.latest_offset(COORDINATION_TOPIC, 0)
         assert log_end < applied, (log_end, applied)
+        # c replays the elected log itself (not a's snapshots: without the detection a goes
+        # on publishing its lost world, and a c restored from that waits behind a instead)
         c = _member(f"{kafka.node(2).bootstrap},{kafka.node(3).bootstrap}", "c", 0.0,
-                    check=check)  # fmt: skip
+                    check=check, restore_snapshots=False)  # fmt: skip
         members.append(c)
         _wait(lambda: len(c.offsets()) >= 300 or bool(a.halted_at and c.offsets()), 30,
               "c to hand out")  # fmt: skip
+        if check:
+            # Kafka answers a fetch past the log end without the log end (-1): the replay
+            # asks for it, which waits out metadata that still names the killed leader
+            _wait(lambda: bool(a.halted_at), 60, "a to halt")
         time.sleep(4 * HB)  # a window for a to show whether it still hands out
+        audit = _audit(kafka, tmp_path / "audit")
         return {
             "applied": applied,
             "log_end": log_end,
@@ -131,6 +160,7 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
             "a_halted_at": list(a.halted_at),
             "c": c.offsets(),
             "errors": [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR],
+            "audit": audit,
             "metric": metrics.registry.get_sample_value(
                 "logmarshal_marshaler_halts_total",
                 {"group": "g", "client_id": "a", "coordination_partition": "0",
@@ -155,6 +185,14 @@ def test_an_unclean_election_halts_the_member_that_replayed_across_it(tmp_path, 
     assert late == [], late[:10]
     assert got["c"], "c must hand out (the log it sees is consistent)"
     assert not (got["a_after"] & got["c"]), sorted(got["a_after"] & got["c"])[:10]
+    # the audit of the elected log names the rewind: a snapshot a published of records the
+    # election lost covers offsets the log lost; the log has no record there any more
+    # (beyond_log_end) or, regrown by c since, not the same ones (world_differs)
+    rewinds = got["audit"]["rewinds"]
+    assert rewinds, got["audit"].get("snapshot_checks")
+    assert {r["coord_partition"] for r in rewinds} == {0}
+    assert {r["kind"] for r in rewinds} <= {"beyond_log_end", "world_differs"}
+    assert any(r["covered_offset"] >= got["log_end"] for r in rewinds), (got["log_end"], rewinds)
 
 
 def test_without_the_detection_members_act_on_the_elected_log(tmp_path, caplog) -> None:
