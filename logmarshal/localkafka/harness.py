@@ -127,7 +127,7 @@ def java(main: str, args: Iterable[str], *, jars: Path | None = None, timeout: f
     ``bin/kafka-*.sh`` would run. Tools log to stderr at WARN; stdout is the tool's answer."""
     cmd = [
         "java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-        "-XX:-UsePerfData", "-Dlog4j2.level=WARN", "-Dlog4j2.configurationFile=",
+        "-XX:-UsePerfData", "-Dlog4j2.level=WARN",
         "-cp", classpath(jars), main, *args,
     ]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
