@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 
 import attrs
@@ -37,7 +38,7 @@ from .cluster import (
     MultiBatchFetcher,
     RecordDeleter,
 )
-from .errors import LogmarshalError, TopicExists
+from .errors import LogmarshalError, TopicExists, UnknownTopic
 
 __all__ = [
     "COORDINATION_TOPIC",
@@ -161,7 +162,17 @@ def ensure_coordination_topic(cluster: Cluster, wanted: int) -> int:
         else:
             log.info("created %s with %d partitions", COORDINATION_TOPIC, wanted)
             return wanted
-    description = cluster.describe_topic(COORDINATION_TOPIC)
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            description = cluster.describe_topic(COORDINATION_TOPIC)
+            break
+        except UnknownTopic:
+            # listed, or just created by another process: Kafka's brokers learn a new
+            # topic's metadata one by one, and this describe may ask one that has not yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     problems = coordination_topic_problems(description.config)
     if problems:
         raise CoordinationTopicError(

@@ -75,7 +75,10 @@ def _member(bootstrap: str, name: str, pause: float, *, check: bool,
 def _partition(kafka: KafkaCluster, topic: str) -> tuple[int, list[int]]:
     """(leader, ISR) of ``topic``/0, asked of node 3: a paused node would hold the request."""
     admin = AdminClient({"bootstrap.servers": kafka.node(3).bootstrap})
-    meta = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    if 0 not in partitions:  # node 3 has not learnt the new topic's partitions yet
+        return -1, []
+    meta = partitions[0]
     return int(meta.leader), list(meta.isrs)
 
 
