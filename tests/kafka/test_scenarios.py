@@ -20,6 +20,7 @@ import pytest
 from logmarshal.localkafka import KafkaCluster
 from scenarios.common import OnKafka, Report, mode_for
 from scenarios.processes import SCENARIOS
+from tests.scenarios.test_processes import _children
 
 pytestmark = [pytest.mark.kafka, pytest.mark.scenario]
 
@@ -43,22 +44,6 @@ DELIVERY = {
     "alo": ("ALO: every produced offset handled at least once", "0 lost"),
     "amo": ("AMO: no offset handed out twice", "0 repeated"),
 }
-
-
-def _children() -> set[int]:
-    """Live processes whose parent is this test process (none may be left behind)."""
-    out = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
-            out.add(int(entry))
-    return out
 
 
 def _run(name: str, seed: int, bootstrap: str) -> Report:
