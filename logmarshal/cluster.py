@@ -16,6 +16,7 @@ from storage import NewRecord, TopicConfig
 
 __all__ = [
     "BatchFetcher",
+    "BoundsAsker",
     "Cluster",
     "ColumnFetcher",
     "Message",
@@ -231,6 +232,16 @@ class RecordDeleter(Protocol):
         """Delete records below ``before[partition]``; returns each partition's new earliest
         offset (its low watermark), which may be lower than asked when only whole
         segments can go, never higher."""
+        ...
+
+
+@runtime_checkable
+class BoundsAsker(Protocol):
+    """A cluster that can ask a partition's leader for its bounds directly (not through a
+    cached view): the replay's check that its log did not go back uses it when there."""
+
+    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(earliest, latest)`` offsets of the partition, as its leader knows them now."""
         ...
 
 

@@ -47,6 +47,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 
 from storage import NewRecord, PolicyViolation, TopicConfig
 from storage.datadir import validate_topic_name
@@ -87,6 +88,15 @@ _EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
 # served by every Kafka since 1.0 and by logmarshal's broker.
 _FETCH_REQUEST = FetchRequest[5]
 _FETCH_RESPONSE = FetchResponse[5]
+# ListOffsets v2 (isolation level, no flexible fields): the log start and end of a partition
+# whose fetch was out of range, asked of the leader that said so. Apache Kafka answers such a
+# fetch with high watermark -1, so without this the replay could not tell a log that went
+# back (an unclean leader election) from one whose start moved (PROTOCOL.md, "A
+# coordination log that loses records").
+_LIST_OFFSETS_REQUEST = ListOffsetsRequest[2]
+_LIST_OFFSETS_RESPONSE = ListOffsetsResponse[2]
+_EARLIEST = -2
+_LATEST = -1
 _OFFSET_OUT_OF_RANGE = 1
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 #: a stored batch's baseOffset, batchLength, magic, crc, attributes and lastOffsetDelta
@@ -789,6 +799,7 @@ class _BatchReader:
                 continue
             out: dict[int, bytes | Exception] = {}
             passed_over = set()
+            unbounded: list[int] = []
             for p, offset in offsets.items():
                 partition = answers[p]
                 code = partition.error_code
@@ -800,6 +811,8 @@ class _BatchReader:
                     out[p] = OffsetOutOfRange(
                         offset, partition.log_start_offset, partition.high_watermark
                     )
+                    if partition.high_watermark < 0:
+                        unbounded.append(p)
                 elif code == _UNKNOWN_TOPIC_OR_PARTITION:
                     out[p] = UnknownPartition(self._topic, p)
                 else:
@@ -808,13 +821,81 @@ class _BatchReader:
                 self.close()  # not the leader (any more): ask the metadata again
                 if not attempt:
                     continue
+            if unbounded:
+                self._bound(out, {p: offsets[p] for p in unbounded})
             return out, passed_over
         raise AssertionError("unreachable")
+
+    def _bound(self, out: dict[int, bytes | Exception], offsets: Mapping[int, int]) -> None:
+        """Fill in the log start and end of the partitions the leader answered out of range
+        without them (Apache Kafka), asked of the same leader at once. Left unknown (-1) when
+        it cannot answer: the caller then treats the answer as before."""
+        try:
+            earliest = self._list(offsets, _EARLIEST)
+            latest = self._list(offsets, _LATEST)
+        except (OSError, ValueError, struct.error) as exc:
+            self.close()
+            log.warning("%s/%s: no log bounds after an out-of-range fetch (%s)",
+                        self._topic, self._name(offsets), exc)  # fmt: skip
+            return
+        for p, offset in offsets.items():
+            start, end = earliest.get(p, -1), latest.get(p, -1)
+            if end >= 0:
+                out[p] = OffsetOutOfRange(offset, start, end)
+
+    def bounds(self, partition: int) -> tuple[int, int]:
+        """``(log start, log end)`` of ``partition``, as its leader knows them now (one
+        ListOffsets each on this reader's connection, retried once on a new one)."""
+        for attempt in range(2):
+            try:
+                start = self._list({partition: 0}, _EARLIEST)
+                end = self._list({partition: 0}, _LATEST)
+            except (OSError, ValueError, struct.error) as exc:
+                self.close()
+                if attempt:
+                    raise NetworkError(
+                        f"asking the bounds of {self._topic}/{partition} of its leader: {exc}"
+                    ) from None
+                continue
+            if partition in start and partition in end:
+                return start[partition], end[partition]
+            self.close()  # an error code (not the leader any more): ask the metadata again
+        raise NetworkError(f"{self._topic}/{partition}: its leader did not say its bounds")
+
+    def _list(self, offsets: Mapping[int, int], spec: int) -> dict[int, int]:
+        """One ListOffsets of ``offsets``' partitions at ``spec`` (earliest or latest): the
+        offset of each partition answered without an error."""
+        r = _LIST_OFFSETS_REQUEST
+        request = r(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                r.ListOffsetsTopic(
+                    name=self._topic,
+                    partitions=[
+                        r.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, timestamp=spec)
+                        for p in offsets
+                    ],
+                )
+            ],
+        )
+        frame = self._round_trip(request, 0.0)
+        response = _LIST_OFFSETS_RESPONSE.decode(memoryview(frame)[4:])
+        found: dict[int, int] = {}
+        for topic in response.topics:
+            if topic.name != self._topic:
+                continue
+            for partition in topic.partitions:
+                if partition.partition_index in offsets and partition.error_code == 0:
+                    found[partition.partition_index] = partition.offset
+        return found
 
     def _name(self, offsets: Mapping[int, int]) -> str:
         return ",".join(str(p) for p in offsets)
 
-    def _call(self, offsets: Mapping[int, int], max_bytes: int, max_wait: float) -> dict[int, Any]:
+    def _round_trip(self, request: Any, max_wait: float) -> bytes:
+        """Send ``request`` to the leader (connecting first if need be) and return its
+        answer's frame (correlation id first, checked)."""
         if self._sock is None:
             host, port = self._leader()
             sock = socket.create_connection((host, port), timeout=self._timeout)
@@ -826,6 +907,17 @@ class _BatchReader:
                     raise
             self._sock = sock
         self._sock.settimeout(self._timeout + max_wait)
+        correlation_id = next(self._correlation)
+        request.with_header(correlation_id=correlation_id, client_id="logmarshal-replay")
+        self._sock.sendall(bytes(request.encode(header=True, framed=True)))
+        (size,) = struct.unpack(">i", self._recv(4))
+        frame = self._recv(size)
+        (got,) = struct.unpack_from(">i", frame, 0)
+        if got != correlation_id:
+            raise ConnectionError(f"answer to request {got}, expected {correlation_id}")
+        return frame
+
+    def _call(self, offsets: Mapping[int, int], max_bytes: int, max_wait: float) -> dict[int, Any]:
         r = _FETCH_REQUEST
         request = r(
             replica_id=-1,
@@ -849,14 +941,7 @@ class _BatchReader:
                 )
             ],
         )
-        correlation_id = next(self._correlation)
-        request.with_header(correlation_id=correlation_id, client_id="logmarshal-replay")
-        self._sock.sendall(bytes(request.encode(header=True, framed=True)))
-        (size,) = struct.unpack(">i", self._recv(4))
-        frame = self._recv(size)
-        (got,) = struct.unpack_from(">i", frame, 0)
-        if got != correlation_id:
-            raise ConnectionError(f"answer to request {got}, expected {correlation_id}")
+        frame = self._round_trip(request, max_wait)
         response = _FETCH_RESPONSE.decode(memoryview(frame)[4:])
         answers: dict[int, Any] = {}
         for topic in response.responses:
@@ -1426,6 +1511,18 @@ class NetworkCluster:
                 return reader.fetch_many(offsets, max_bytes, max_wait)
             except _SplitLeaders:
                 return None
+
+    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        """:class:`~logmarshal.cluster.BoundsAsker`: ``(earliest, latest)`` of the partition
+        as its leader knows them now, asked on the replay's own connection to it (fresh
+        metadata after a failure). The replay asks this after a leader change, when
+        librdkafka's cached metadata may still name a dead leader for many seconds."""
+        self._check_open()
+        if not self._batches_ok:
+            return self._watermarks(topic, partition)
+        reader = self._batch_reader(topic, (partition,))
+        with reader.lock:
+            return reader.bounds(partition)
 
     def _read(
         self, topic: str, partition: int, offset: int, read: Any, *, committed: bool = True

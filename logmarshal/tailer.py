@@ -30,7 +30,7 @@ from rationalizer.world import NO_TIME
 from storage import CorruptBatch
 
 from . import coordlog
-from .cluster import Cluster, Columns, MultiBatchFetcher
+from .cluster import BoundsAsker, Cluster, Columns, MultiBatchFetcher
 from .coordlog import COORDINATION_TOPIC
 from .core.rewind import Regained
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
@@ -80,6 +80,10 @@ class Halt:
 #: ``halted(halt)``: called once per halted coordination partition, from its replay
 #: thread, outside the replay's lock
 HaltListener = Callable[[Halt], None]
+
+
+class _Rewound(Exception):
+    """_recover found the log went back (already reported): this replay ends."""
 
 
 class _Tail:
@@ -566,6 +570,8 @@ class Tailer:
             )
             try:
                 return self._recover(tail, offset), False
+            except _Rewound:
+                return None, False
             except ClosedError:
                 return offset, False  # the loop condition or the next fetch decides
             except Exception as again:
@@ -669,6 +675,19 @@ class Tailer:
         cp = tail.partition
         earliest = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
         restored = coordlog.load_snapshot(self._cluster, cp, self._admin_keys, earliest=earliest)
+        if restored is not None and self._check_rewind:
+            end = self._log_end(cp)
+            if end < offset:
+                # the log ends below what this replay applied (a broker that did not say so
+                # in its out-of-range answer): it went back, whatever the snapshots say
+                self._rewound(tail, offset, end, f"the log now ends at {end}")
+                raise _Rewound
+            if restored.covered >= end:
+                # a snapshot of records the log no longer holds (published before it went
+                # back): restoring it would act on a world the log does not hold
+                log.warning("%s/%d: the newest snapshot covers %d but the log ends at %d; "
+                            "not restored", COORDINATION_TOPIC, cp, restored.covered, end)  # fmt: skip
+                restored = None
         if restored is not None and restored.covered + 1 >= offset:
             with tail.cond:
                 tail.world = restored.world
@@ -687,13 +706,20 @@ class Tailer:
         self._gap(tail, offset, earliest)
         return earliest
 
+    def _log_end(self, cp: int) -> int:
+        """Where ``__marshal/cp`` ends now, asked of its leader itself where the cluster can
+        (after a leader change a cached view may name the old leader for many seconds)."""
+        if isinstance(self._cluster, BoundsAsker):
+            return self._cluster.log_bounds(COORDINATION_TOPIC, cp)[1]
+        return self._cluster.latest_offset(COORDINATION_TOPIC, cp)
+
     def _still_there(self, tail: _Tail, offset: int) -> tuple[int, str] | None:
         """After the log was unreachable: does it still hold the last record this replay
         applied, at its offset? None if it does (or it cannot tell: retention deleted it);
         else from which offset on it does not, and how (it went back: an unclean leader
         election, a disk restored from an older copy; new records may reuse the offsets)."""
         cp = tail.partition
-        end = self._cluster.latest_offset(COORDINATION_TOPIC, cp)
+        end = self._log_end(cp)
         if end < offset:
             return end, f"the log now ends at {end}"
         last = tail.last

@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -137,6 +138,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _dies_with_us() -> list[str]:
+    """A prefix that makes a node get SIGKILL when the process that started it dies, however
+    it dies (a test runner killed by a signal, a crash in native code): without it a node
+    outlives its test as an orphan JVM holding ports and memory. The kernel ties the signal
+    to the starting *thread*, so only a start from the main thread asks for it."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    setpriv = shutil.which("setpriv")  # util-linux, on every Debian and Ubuntu
+    return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
 
 
 def cluster_id() -> str:
@@ -301,6 +313,7 @@ class KafkaCluster:
             f"-Dlog4j2.configurationFile={node.workdir / 'log4j2.properties'}",
             "-cp", classpath(self.jars), "kafka.Kafka", str(node.workdir / "server.properties"),
         ]  # fmt: skip
+        cmd = _dies_with_us() + cmd
         with open(node.workdir / "stdout.log", "ab") as out:
             node.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -3,6 +3,12 @@ checked before any JVM starts."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 import logmarshal
@@ -33,3 +39,44 @@ def test_the_cluster_is_apache_kafka_and_its_tools_see_our_topics(kafka) -> None
     node = kafka.nodes[0]
     assert node.pid is not None and node.log_file.exists()
     assert "Kafka Server started" in node.log_file.read_text(errors="replace")
+
+
+def test_a_node_dies_with_the_process_that_started_it(tmp_path) -> None:
+    """A test runner killed by a signal (or a crash in native code) leaves no orphan JVM: the
+    node gets SIGKILL from the kernel when its starter dies."""
+    script = (
+        "import sys\n"
+        "from logmarshal.localkafka import KafkaCluster\n"
+        "c = KafkaCluster(sys.argv[1], heap='256m').start()\n"
+        "print(c.nodes[0].pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    starter = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    jvm = None
+    try:
+        assert starter.stdout is not None
+        jvm = int(starter.stdout.readline())
+        assert _alive(jvm)
+        starter.kill()  # SIGKILL: the starter cannot stop anything itself
+        starter.wait(10)
+        deadline = time.monotonic() + 20
+        while _alive(jvm) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(jvm), f"node pid {jvm} outlived its starter"
+        jvm = None
+    finally:
+        if starter.poll() is None:
+            starter.kill()
+            starter.wait(10)
+        if jvm is not None and _alive(jvm):
+            os.kill(jvm, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left to init counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from logmarshal import coordlog
-from logmarshal.errors import NetworkError
+from logmarshal.errors import NetworkError, OffsetOutOfRange
 from logmarshal.network import NetworkCluster
 from storage.records import Compression, decode_columns_from, iter_batches
 
@@ -371,3 +371,32 @@ def _read_some(cluster: NetworkCluster, topic: str, offset: int,
         if keep:
             offset = cols[0][keep[-1]] + 1
     return offset
+
+
+# ------------------------------------------------------------- a fetch past either end
+
+
+def test_an_out_of_range_fetch_says_where_the_log_starts_and_ends(
+    bootstrap: str, cluster: NetworkCluster
+) -> None:
+    """Kafka answers OFFSET_OUT_OF_RANGE with high watermark -1; the raw reader asks the same
+    leader (ListOffsets) so that the replay can tell a log that went back (the end below its
+    position) from one whose start moved (the start above it)."""
+
+    topic = _name("bounds")
+    cluster.create_topic(topic, partitions=2)
+    _produce(bootstrap, topic, [_pairs("a", 7)], partition=0)
+    _produce(bootstrap, topic, [_pairs("b", 3)], partition=1)
+    assert cluster.delete_records(topic, {0: 4}) == {0: 4}
+
+    past_end = cluster.fetch_batches_many(topic, {0: 50, 1: 40})
+    assert past_end is not None
+    for p, offset, start, end in ((0, 50, 4, 7), (1, 40, 0, 3)):
+        got = past_end[p]
+        assert isinstance(got, OffsetOutOfRange), got
+        assert (got.offset, got.log_start_offset, got.log_end_offset) == (offset, start, end)
+    with pytest.raises(OffsetOutOfRange) as before_start:
+        cluster.fetch_batches(topic, 0, 1)
+    assert (before_start.value.log_start_offset, before_start.value.log_end_offset) == (4, 7)
+    assert cluster.log_bounds(topic, 0) == (4, 7)
+    assert cluster.log_bounds(topic, 1) == (0, 3)

@@ -82,6 +82,11 @@ def _partition(kafka: KafkaCluster, topic: str) -> tuple[int, list[int]]:
     return int(meta.leader), list(meta.isrs)
 
 
+def _apart(one: object, other: object) -> bool:
+    """Both replays judged the offset, and not alike."""
+    return one is not None and other is not None and one != other
+
+
 def _audit(kafka: KafkaCluster, out) -> dict:
     """``logmarshal audit`` of the cluster as it now is (in this process's engine)."""
     live = ",".join(n.bootstrap for n in kafka.nodes if n.pid is not None)
@@ -150,11 +155,16 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
               "c to hand out")  # fmt: skip
         if check:
             # Kafka answers a fetch past the log end without the log end (-1): the replay
-            # asks for it, which waits out metadata that still names the killed leader
-            _wait(lambda: bool(a.halted_at), 60, "a to halt")
+            # asks the new leader for it (ListOffsets on its own connection)
+            _wait(lambda: bool(a.halted_at), 30, "a to halt")
         time.sleep(4 * HB)  # a window for a to show whether it still hands out
         audit = _audit(kafka, tmp_path / "audit")
+        # what each replay says of the offsets the election reused: a's world keeps the
+        # verdicts of the records it applied before (lost from the log), c's has the new ones
+        a_world, c_world = a.marshaler.worlds()[0], c.marshaler.worlds()[0]
+        reused = range(log_end, applied + 1)
         return {
+            "disagree": [o for o in reused if _apart(a_world.verdict(o), c_world.verdict(o))],
             "applied": applied,
             "log_end": log_end,
             "halts": a.marshaler.halts(),
@@ -176,13 +186,6 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
         kafka.stop()
 
 
-@pytest.mark.xfail(
-    reason="a known gap, not yet fixed: Apache Kafka answers a fetch past the log end without "
-    "the log end (-1), so the tailer's portable check does not fire; the halt then waits for "
-    "the read-back after a failed or slow fetch, and in some runs does not come within 60 s "
-    "(tailer._advance should ask the log end itself, through the raw reader)",
-    strict=False,
-)
 def test_an_unclean_election_halts_the_member_that_replayed_across_it(tmp_path, caplog) -> None:
     caplog.set_level(logging.WARNING)
     got = _run(tmp_path, check=True, caplog=caplog)
@@ -209,5 +212,10 @@ def test_without_the_detection_members_act_on_the_elected_log(tmp_path, caplog) 
     caplog.set_level(logging.WARNING)
     got = _run(tmp_path, check=False, caplog=caplog)
     assert got["halts"] == {} and got["metric"] is None
+    # a went on in the world the log lost: the two replays judge the reused offsets apart
+    # (a split brain of the replays). Whether a also hands out what c hands out depends on
+    # timing (a's own late heartbeats, judged in its lost world, may cost it the lease
+    # first): it did in most runs, so it is reported, not required
+    assert got["disagree"], "a's and c's replays agree on every reused offset"
     twice = got["a_after"] & got["c"]
-    assert twice, (len(got["a_after"]), len(got["c"]))
+    print(f"handed out by both a and c after the election: {len(twice)}")
