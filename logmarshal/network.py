@@ -1007,6 +1007,12 @@ class NetworkCluster:
 
     # ------------------------------------------------------------------ clients
 
+    @property
+    def client_config(self) -> dict[str, Any]:
+        """The librdkafka settings this cluster's clients connect with (bootstrap, TLS,
+        SASL, ...): for another client that must reach the cluster as they do (a copy)."""
+        return dict(self._base)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"the cluster at {self.bootstrap} is closed")

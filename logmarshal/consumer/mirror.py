@@ -240,7 +240,6 @@ def _kafka_sink(group: str, cluster: Any, *, required: bool) -> KafkaOffsetSink 
 
 def _client_config(cluster: Any) -> dict[str, Any]:
     """The connection settings the cluster's own clients use (TLS, SASL, ...), minus its
-    bootstrap (given apart). NetworkCluster keeps them in ``_base``; it has no public
-    accessor yet."""
-    base = getattr(cluster, "_base", None) or {}
+    bootstrap (given apart): a NetworkCluster's ``client_config``."""
+    base = getattr(cluster, "client_config", None) or {}
     return {k: v for k, v in base.items() if k != "bootstrap.servers"}

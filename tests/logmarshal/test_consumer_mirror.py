@@ -253,3 +253,22 @@ def test_amo_mirrors_what_it_reserved_and_at_close_what_it_handed_out(realtime) 
     assert sink.latest() == {(TOPIC, 0): 5}
     state = read_coordination(realtime.cluster)
     assert positions(state, G) == {(TOPIC, 0): 5}  # the log agrees
+
+
+def test_the_mirror_connects_as_the_cluster_does(tmp_path) -> None:
+    """The settings given to the cluster (TLS, SASL, client id, ...) reach the mirror's own
+    client; its bootstrap is given apart."""
+    from logmarshal.consumer.mirror import _client_config
+    from storage.broker import BrokerConfig, BrokerThread
+
+    settings = {"client.id": "mirror-test", "socket.keepalive.enable": True}
+    with BrokerThread(BrokerConfig(data_dir=tmp_path / "b", port=0)) as broker:
+        network = connect(bootstrap=broker.bootstrap, client_config=settings)
+        try:
+            got = _client_config(network)
+            assert {k: got[k] for k in settings} == settings
+            assert "bootstrap.servers" not in got
+            got["client.id"] = "changed"
+            assert network.client_config["client.id"] == "mirror-test"  # a copy
+        finally:
+            network.close()
