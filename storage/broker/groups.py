@@ -44,6 +44,7 @@ from .errors import ErrorCode
 
 __all__ = [
     "CLASSIC_REFUSED",
+    "NO_TRANSACTIONS",
     "GroupHandlers",
     "GroupMember",
     "GroupSnapshot",
@@ -59,6 +60,10 @@ CLASSIC_REFUSED = (
     "__marshal. Consume with logmarshal's Consumer (logmarshal.Consumer) and move a group's "
     "position with `logmarshal group reset`; Kafka tools can list, describe and read the "
     "positions of a group (read-only)."
+)
+NO_TRANSACTIONS = (
+    "logmarshal's broker has no transactions (nor any coordinator but the read-only group "
+    "view): produce without transactional.id; idempotent producers are served"
 )
 PROTOCOL_TYPE = "consumer"
 PROTOCOL_NAME = "marshal"
@@ -229,10 +234,10 @@ class GroupHandlers:
         key_type = getattr(request, "key_type", _GROUP_KEY) if version >= 1 else _GROUP_KEY
         error, message = ErrorCode.NONE, None
         if key_type != _GROUP_KEY:
-            error, message = (
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "logmarshal's broker has no transactions",
-            )
+            # Not COORDINATOR_NOT_AVAILABLE: that is retriable, and a transactional producer
+            # would look for a coordinator until max.block.ms. UNSUPPORTED_VERSION is final:
+            # the Java producer fails initTransactions at once with this message.
+            error, message = ErrorCode.UNSUPPORTED_VERSION, NO_TRANSACTIONS
         elif self._was_refused(client, request.key):
             error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, CLASSIC_REFUSED
         me = self.layout.me
