@@ -13,6 +13,7 @@ Marked ``kafka``: counted and skipped with the Kafka tests when Java or Maven is
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import struct
@@ -258,7 +259,7 @@ def test_get_offsets_and_delete_records(broker) -> None:
     assert offsets(str(stamps[-1] + 1)) == ""  # later than every record: no offset
 
     spec = Path(broker.config.data_dir).parent / "delete.json"
-    spec.write_text('{"version": 1, "partitions": [{"topic": "%s", "partition": 0, "offset": 12}]}' % topic)
+    spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 12}]}))
     out = ok(tool("kafka-delete-records", "--bootstrap-server", b, "--offset-json-file", str(spec)))
     assert f"partition: {topic}-0\tlow_watermark: 12" in out, out
     assert offsets("-2") == f"{topic}:0:12"
@@ -403,7 +404,7 @@ def written(tmp_path_factory, jars) -> Path:
             "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"}))  # fmt: skip
         for future in admin.create_topics(topics).values():
             future.result(10)
-        for codec in CODECS[1:] + ("none",):
+        for codec in (*CODECS[1:], "none"):
             producer = KafkaProducer({"bootstrap.servers": running.bootstrap, "linger.ms": 20,
                                       "compression.type": codec})  # fmt: skip
             topic = "keyed" if codec == "none" else f"zipped-{codec}"
@@ -496,7 +497,7 @@ def test_dump_log_reads_marshal_segments(written) -> None:
 
 def test_dump_log_reads_a_cleaned_compacted_topic(written) -> None:
     files = segments(written, "compacted")
-    batches, records = parsed(dump("--files", ",".join(map(str, files)), "--print-data-log"))
+    _, records = parsed(dump("--files", ",".join(map(str, files)), "--print-data-log"))
     offsets = [int(r[0]) for r in records]
     assert offsets == sorted(set(offsets))
     assert len(records) < COMPACT_KEYS * COMPACT_ROUNDS  # cleaned
