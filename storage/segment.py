@@ -435,6 +435,11 @@ class Segment:
         finally:
             handles.release(self)
 
+    @property
+    def max_timestamp_last_offset(self) -> int:
+        """The last offset of the (first) batch holding :attr:`max_timestamp`."""
+        return self.base_offset + self._max_timestamp_rel
+
     def position_of(self, offset: int) -> int:
         return self.index.lookup(offset - self.base_offset)
 

@@ -257,6 +257,8 @@ def test_get_offsets_and_delete_records(broker) -> None:
     # by timestamp: the first offset whose timestamp is at least the one asked for
     assert offsets(str(stamps[7])) == f"{topic}:0:{stamps.index(stamps[7])}"
     assert offsets(str(stamps[-1] + 1)) == ""  # later than every record: no offset
+    # MAX_TIMESTAMP (ListOffsets v7): the first record holding the largest timestamp
+    assert offsets("-3") == f"{topic}:0:{stamps.index(max(stamps))}"
 
     spec = Path(broker.config.data_dir).parent / "delete.json"
     spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 12}]}))
@@ -305,6 +307,11 @@ def marshal_group(broker) -> Iterator[str]:
 def test_kafka_consumer_groups_lists_and_describes_a_marshal_group(marshal_group) -> None:
     b = marshal_group
     assert GROUP in ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--list")).split()
+    # with its state (ListGroups v4), and filtered by it
+    by_state = ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--list", "--state"))
+    assert re.search(rf"^{GROUP}\s+Stable\s*$", by_state, re.M), by_state
+    empty_only = ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--list", "--state", "Empty"))
+    assert GROUP not in empty_only.split(), empty_only
     half = GROUP_RECORDS // 2
 
     def described() -> list[tuple[str, ...]] | None:
