@@ -40,6 +40,7 @@ from storage import DataDir
 from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.errors import ErrorCode
 from storage.broker.groups import CLASSIC_REFUSED, NO_TRANSACTIONS
+from storage.broker.wire import SUPPORTED
 from tests.broker.helpers import RawClient
 from tests.kafka.conftest import kafka_required
 
@@ -158,6 +159,17 @@ def test_every_tool_name_is_a_main_class_in_the_jars(jars) -> None:
                            if n.endswith(".class"))  # fmt: skip
     missing = {name: main for name, main in tools().items() if main not in classes}
     assert not missing, missing
+
+
+def test_the_java_client_can_use_every_version_the_broker_advertises(broker) -> None:
+    """kafka-broker-api-versions: ApiVersions v3 after the broker refused the client's v4
+    (with Kafka's v0 answer), and each advertised range usable up to its top."""
+    out = ok(tool("org.apache.kafka.tools.BrokerApiVersionsCommand", "--bootstrap-server",
+                  broker.bootstrap))  # fmt: skip
+    for spec in SUPPORTED.values():
+        versions = (f"{spec.min_version} to {spec.max_version}"
+                    if spec.min_version != spec.max_version else str(spec.min_version))  # fmt: skip
+        assert re.search(rf"\({spec.key}\): {versions} \[usable: {spec.max_version}\]", out), (spec, out)
 
 
 def test_kafka_topics_create_describe_list_alter_delete(broker) -> None:
