@@ -344,6 +344,9 @@ def test_kafka_consumer_groups_lists_and_describes_a_marshal_group(marshal_group
     state = ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe",
                     "--group", GROUP, "--state"))  # fmt: skip
     assert re.search(rf"^{GROUP}\s+\S+\s+\(0\)\s+marshal\s+Stable\s+1\s*$", state, re.M), state
+    # deleting needs DeleteGroups, which the broker does not advertise: the client says so
+    deleted = tool("kafka-consumer-groups", "--bootstrap-server", b, "--delete", "--group", GROUP)
+    assert "does not support DELETE_GROUPS" in deleted.stdout + deleted.stderr, deleted.stdout
 
 
 def test_producer_perf_test_with_an_idempotent_producer(broker) -> None:
@@ -373,6 +376,11 @@ def test_consumer_perf_test_is_refused_at_once(broker, broker_log) -> None:
     assert done.returncode != 0
     assert "GroupAuthorizationException" in done.stdout + done.stderr
     assert any(CLASSIC_REFUSED in r.getMessage() for r in broker_log.records)
+    started = time.monotonic()
+    console = tool("kafka-console-consumer", "--bootstrap-server", b, "--topic", "jt-consume",
+                   "--from-beginning", "--max-messages", "1", "--timeout-ms", "60000")  # fmt: skip
+    assert time.monotonic() - started < 30
+    assert "GroupAuthorizationException" in console.stdout + console.stderr
 
 
 def test_a_transactional_producer_gets_kafkas_code_at_once(broker) -> None:
