@@ -3,13 +3,18 @@
 Both can always be rebuilt from the log, so they are written without fsync on the hot
 path and validated on open; an index that looks wrong is thrown away and rebuilt.
 
+Both are Kafka's layout, entry for entry, so that Kafka's ``kafka-dump-log`` reads them
+without a mismatch:
+
 * ``.index``: 8-byte entries ``(relative offset int32, position uint32)``, both strictly
-  increasing. An entry points at the start of the batch whose base offset it names.
+  increasing. An entry points at the start of the batch whose *last* offset it names.
 * ``.timeindex``: 12-byte entries ``(timestamp int64, relative offset int32)`` with
-  strictly increasing timestamps. An entry ``(T, r)`` means "every batch before relative
-  offset r has a max timestamp <= T", so a search for ts may skip to r when T < ts.
-  When a segment is sealed a last entry ``(segment max timestamp, relative next offset)``
-  is added, which is how a sealed segment's max timestamp survives restarts.
+  strictly increasing timestamps. An entry ``(T, r)`` says that T is the largest timestamp
+  of the batches up to the one ending at relative offset r (the batch holding T ends there),
+  so a search for ts > T may skip every batch up to r.
+  When a segment is sealed a last entry ``(segment max timestamp, relative last offset of
+  the batch holding it)`` is added, which is how a sealed segment's max timestamp survives
+  restarts.
 """
 
 from __future__ import annotations
@@ -109,7 +114,7 @@ class _IndexFile:
 
 
 class OffsetIndex(_IndexFile):
-    """Maps a relative offset to the file position of the batch that starts there."""
+    """Maps a relative offset to the file position of the batch that ends there."""
 
     entry = _OFFSET_ENTRY
 
@@ -144,7 +149,8 @@ class OffsetIndex(_IndexFile):
         self._write(rel, pos)
 
     def lookup(self, rel: int) -> int:
-        """Position of the last indexed batch starting at or before rel (0 if none)."""
+        """Position of the last indexed batch ending at or before rel (0 if none): the batch
+        holding rel starts there or later."""
         i = bisect.bisect_right(self.rel, rel) - 1
         return self.pos[i] if i >= 0 else 0
 

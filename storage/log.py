@@ -652,6 +652,32 @@ class PartitionLog:
                     pass
         raise StorageError(f"{self.directory}: segments kept changing under a lookup")
 
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """The largest timestamp in the log and the first offset holding it (Kafka's
+        ListOffsets MAX_TIMESTAMP, ``kafka-get-offsets --time -3``); None for an empty log."""
+        for _ in range(_VIEW_RETRIES):
+            try:
+                return self._max_timestamp_and_offset()
+            except SegmentGone:
+                with self._lock:
+                    pass
+        raise StorageError(f"{self.directory}: segments kept changing under a lookup")
+
+    def _max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        view = self._view
+        last = len(view.segments) - 1
+        best = None  # the first segment with the largest max timestamp, as Kafka picks
+        for i, seg in enumerate(view.segments):
+            if seg.max_timestamp != NO_TIMESTAMP and (best is None or seg.max_timestamp > best[1].max_timestamp):
+                best = (i, seg)
+        if best is None:
+            return None
+        i, seg = best
+        limit = view.active_size if i == last else seg.size
+        ts = seg.max_timestamp
+        found = _find_timestamp(seg, seg.position_of(seg.max_timestamp_last_offset), limit, ts)
+        return None if found is None else (ts, found)
+
     def _offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         view = self._view
         last = len(view.segments) - 1

@@ -242,6 +242,7 @@ class Segment:
             self.size = os.fstat(fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
+        self._max_timestamp_rel = 0  # relative last offset of the batch holding max_timestamp
         self.first_batch_max_timestamp = NO_TIMESTAMP
         self.roll_base_ms: int | None = None  # when age-based rolling starts counting
         self._bytes_since_index = 0
@@ -258,18 +259,22 @@ class Segment:
     # ---------------------------------------------------------------- bookkeeping
 
     def note_batch(self, pos: int, base: int, size: int, next_offset: int, max_ts: int) -> None:
-        """Update indexes and counters for a batch now stored at pos (Kafka's sparse rule)."""
+        """Update indexes and counters for a batch now stored at pos: Kafka's sparse rule and
+        Kafka's entries (``LogSegment.append``), so that Kafka's own reader accepts the files:
+        the offset entry names the batch's last offset, the time entry the max timestamp so
+        far (this batch included) and the last offset of the batch that holds it."""
+        last_rel = next_offset - 1 - self.base_offset
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self._max_timestamp_rel = last_rel
         if self._bytes_since_index > self.index_interval_bytes:
-            rel = base - self.base_offset
-            self.index.append(rel, pos)
+            self.index.append(last_rel, pos)
             if self.max_timestamp != NO_TIMESTAMP:
-                self.time_index.maybe_append(self.max_timestamp, rel)
+                self.time_index.maybe_append(self.max_timestamp, self._max_timestamp_rel)
             self._bytes_since_index = 0
         self._bytes_since_index += size
         if self.first_batch_max_timestamp == NO_TIMESTAMP and pos == 0:
             self.first_batch_max_timestamp = max_ts
-        if max_ts > self.max_timestamp:
-            self.max_timestamp = max_ts
         self.next_offset = next_offset
 
     def _reset_bookkeeping(self) -> None:
@@ -278,6 +283,7 @@ class Segment:
         self._bytes_since_index = 0
         self.next_offset = self.base_offset
         self.max_timestamp = NO_TIMESTAMP
+        self._max_timestamp_rel = 0
         self.first_batch_max_timestamp = NO_TIMESTAMP
 
     # ---------------------------------------------------------------- open paths
@@ -310,11 +316,14 @@ class Segment:
             and self.index.load(self.size, rel_limit)
             and self.time_index.load(rel_limit)
             and self.time_index.rel
-            and self.time_index.rel[-1] == rel_limit
+            # Kafka's sealing entry names an offset inside the segment; an entry at the next
+            # segment's base is the layout before 2026-11-29, rebuilt once into Kafka's
+            and self.time_index.rel[-1] < rel_limit
             and self._index_tail_matches()
         ):
             self.next_offset = next_base
             self.max_timestamp = self.time_index.ts[-1]
+            self._max_timestamp_rel = self.time_index.rel[-1]
             self.first_batch_max_timestamp = self._first_batch_max_ts()
             return
         log.warning("%s: index missing or inconsistent, rebuilding from the log", self.log_path)
@@ -350,14 +359,16 @@ class Segment:
         self._write_indexes()
 
     def _index_tail_matches(self) -> bool:
-        """Spot-check: the last offset-index entry must point at a batch with that base offset."""
+        """Spot-check: the last offset-index entry must point at a batch with that last offset
+        (an index of the earlier layout, which named base offsets, fails it and is rebuilt)."""
         if not self.index.rel:
             return True
-        pos = self.index.pos[-1]
-        raw = self.read(pos, 8)
-        return (
-            len(raw) == 8 and struct.unpack(">q", raw)[0] == self.base_offset + self.index.rel[-1]
-        )
+        raw = self.read(self.index.pos[-1], 27)
+        if len(raw) != 27:
+            return False
+        (base,) = struct.unpack_from(">q", raw)
+        (last_delta,) = struct.unpack_from(">i", raw, 23)
+        return base + last_delta == self.base_offset + self.index.rel[-1]
 
     def _first_batch_max_ts(self) -> int:
         raw = self.read(0, BATCH_OVERHEAD)
@@ -396,8 +407,10 @@ class Segment:
             os.fsync(fd)
 
     def _seal_time_index(self) -> None:
+        """Kafka's entry on roll: (segment max timestamp, last offset of the batch holding it);
+        how a sealed segment's max timestamp survives restarts."""
         if self.max_timestamp != NO_TIMESTAMP:
-            self.time_index.maybe_append(self.max_timestamp, self.next_offset - self.base_offset)
+            self.time_index.maybe_append(self.max_timestamp, self._max_timestamp_rel)
 
     def seal(self) -> None:
         """Make this segment read-only history: final time entry, everything fsynced."""
@@ -421,6 +434,11 @@ class Segment:
             return os.pread(fd, n, pos)
         finally:
             handles.release(self)
+
+    @property
+    def max_timestamp_last_offset(self) -> int:
+        """The last offset of the (first) batch holding :attr:`max_timestamp`."""
+        return self.base_offset + self._max_timestamp_rel
 
     def position_of(self, offset: int) -> int:
         return self.index.lookup(offset - self.base_offset)

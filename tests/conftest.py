@@ -31,15 +31,16 @@ def spark() -> Iterator[Any]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line counting the tests that ran on Apache Kafka (tests/kafka/), so a run that
-    skipped them says so at the end, where CI's log is read."""
+    """One line counting the tests that ran on Apache Kafka (tests/kafka/) or Kafka's tools
+    (marker ``kafka`` elsewhere: tests/broker/test_java_tools.py), so a run that skipped them
+    says so at the end, where CI's log is read."""
     counts: dict[str, int] = {}
     for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
         reports = terminalreporter.stats.get(outcome, [])
         n = sum(
             1
             for r in reports
-            if getattr(r, "nodeid", "").startswith("tests/kafka/")
+            if (getattr(r, "nodeid", "").startswith("tests/kafka/") or "kafka" in getattr(r, "keywords", {}))
             and getattr(r, "when", "call") in ("call", "setup")
             and not (outcome == "passed" and getattr(r, "when", "call") == "setup")
         )
@@ -47,4 +48,4 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             counts[outcome] = n
     if counts:
         line = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
-        terminalreporter.write_line(f"Apache Kafka tests (tests/kafka): {line}")
+        terminalreporter.write_line(f"Apache Kafka tests (marker kafka): {line}")

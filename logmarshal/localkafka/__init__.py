@@ -12,6 +12,7 @@ from logmarshal.localkafka.harness import (
     jars_dir,
     java,
     missing_tools,
+    run_tool,
     tools,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "jars_dir",
     "java",
     "missing_tools",
+    "run_tool",
     "tools",
 ]

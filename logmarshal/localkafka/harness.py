@@ -123,15 +123,26 @@ def classpath(jars: Path | None = None) -> str:
 
 
 def java(main: str, args: Iterable[str], *, jars: Path | None = None, timeout: float = 120.0,
-         heap: str = "256m") -> subprocess.CompletedProcess[str]:  # fmt: skip
+         heap: str = "256m", input: str | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Runs one of Kafka's Java tools (a main class from the jars) to the end; what
-    ``bin/kafka-*.sh`` would run. Tools log to stderr at WARN; stdout is the tool's answer."""
+    ``bin/kafka-*.sh`` would run. Tools log to stderr at WARN; stdout is the tool's answer;
+    ``input`` is its stdin (the console producer's lines), else stdin is empty."""
     cmd = [
         "java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         "-XX:-UsePerfData", "-Dlog4j2.level=WARN",
         "-cp", classpath(jars), main, *args,
     ]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, input=input or "",
+    )  # fmt: skip
+
+
+def run_tool(name: str, *args: str, timeout: float = 120.0, input: str | None = None,
+             jars: Path | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """One of Kafka's command-line tools by its ``bin/`` name (``kafka-topics``, see
+    :func:`tools`) or main class, against whatever ``--bootstrap-server`` its arguments name:
+    Kafka, or logmarshal's own broker. The same code path as :meth:`KafkaCluster.tool`."""
+    return java(_TOOLS.get(name, name), args, jars=jars, timeout=timeout, input=input)
 
 
 def free_port() -> int:
@@ -418,10 +429,11 @@ class KafkaCluster:
 
     # -- tools -----------------------------------------------------------------------------
 
-    def tool(self, main: str, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    def tool(self, main: str, *args: str, timeout: float = 120.0,
+             input: str | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
         """One of Kafka's command-line tools (a main class, see :func:`tools`), run to the end
         with the jars this cluster runs on."""
-        return java(main, args, jars=self.jars, timeout=timeout)
+        return java(main, args, jars=self.jars, timeout=timeout, input=input)
 
     def leader(self, topic: str, partition: int) -> int:
         """The node id leading ``topic/partition`` now (-1 while none does)."""
@@ -441,13 +453,13 @@ def tools() -> dict[str, str]:
 _TOOLS = {
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
-    "kafka-dump-log": "kafka.tools.DumpLogSegments",
+    "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-storage": "kafka.tools.StorageTool",
 }

@@ -44,6 +44,7 @@ from .errors import ErrorCode
 
 __all__ = [
     "CLASSIC_REFUSED",
+    "NO_TRANSACTIONS",
     "GroupHandlers",
     "GroupMember",
     "GroupSnapshot",
@@ -60,8 +61,15 @@ CLASSIC_REFUSED = (
     "position with `logmarshal group reset`; Kafka tools can list, describe and read the "
     "positions of a group (read-only)."
 )
+NO_TRANSACTIONS = (
+    "logmarshal's broker has no transactions (nor any coordinator but the read-only group "
+    "view): produce without transactional.id; idempotent producers are served"
+)
 PROTOCOL_TYPE = "consumer"
 PROTOCOL_NAME = "marshal"
+#: Kafka's group type (ListGroups v5): a Marshal group looks like a classic consumer group,
+#: which is what DescribeGroups describes
+GROUP_TYPE = "classic"
 _GROUP_KEY = 0
 _REFUSAL_MEMORY_S = 3.0
 
@@ -229,10 +237,10 @@ class GroupHandlers:
         key_type = getattr(request, "key_type", _GROUP_KEY) if version >= 1 else _GROUP_KEY
         error, message = ErrorCode.NONE, None
         if key_type != _GROUP_KEY:
-            error, message = (
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "logmarshal's broker has no transactions",
-            )
+            # Not COORDINATOR_NOT_AVAILABLE: that is retriable, and a transactional producer
+            # would look for a coordinator until max.block.ms. UNSUPPORTED_VERSION is final:
+            # the Java producer fails initTransactions at once with this message.
+            error, message = ErrorCode.UNSUPPORTED_VERSION, NO_TRANSACTIONS
         elif self._was_refused(client, request.key):
             error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, CLASSIC_REFUSED
         me = self.layout.me
@@ -253,11 +261,33 @@ class GroupHandlers:
         except Exception:
             log.exception("the group view failed")
             return r(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, groups=[])
-        return r(
-            throttle_time_ms=0,
-            error_code=0,
-            groups=[r.ListedGroup(group_id=g, protocol_type=PROTOCOL_TYPE) for g in ids],
-        )
+        states = {s.lower() for s in getattr(request, "states_filter", None) or ()}
+        types = {t.lower() for t in getattr(request, "types_filter", None) or ()}
+        if types and GROUP_TYPE not in types:
+            ids = []
+        listed = []
+        for group_id in ids:
+            state = ""
+            if version >= 4:  # the state is in the answer: ask the view for it
+                try:
+                    snap = await self._call(self._group, group_id)
+                except Exception:
+                    log.exception("the group view failed for %r", group_id)
+                    continue
+                if snap is None:
+                    continue
+                state = snap.state
+                if states and state.lower() not in states:
+                    continue
+            listed.append(
+                r.ListedGroup(
+                    group_id=group_id,
+                    protocol_type=PROTOCOL_TYPE,
+                    group_state=state,
+                    group_type=GROUP_TYPE,
+                )
+            )
+        return r(throttle_time_ms=0, error_code=0, groups=listed)
 
     async def describe_groups(self, request: Any, version: int, client: str | None) -> Any:
         r = DescribeGroupsResponse[version]

@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 
 _LATEST = -1
 _EARLIEST = -2
+_MAX_TIMESTAMP = -3  # ListOffsets v7 on (KIP-734)
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
 _SOURCE_TOPIC = 1
@@ -525,7 +526,7 @@ class Handlers:
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
-                error, ts, offset = self._offset_for(topic.name, p.partition_index, p.timestamp)
+                error, ts, offset = self._offset_for(topic.name, p.partition_index, p.timestamp, version)
                 parts.append(
                     r.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,
@@ -538,7 +539,9 @@ class Handlers:
             topics.append(r.ListOffsetsTopicResponse(name=topic.name, partitions=parts))
         return r(throttle_time_ms=0, topics=topics)
 
-    def _offset_for(self, topic: str, partition: int, timestamp: int) -> tuple[int, int, int]:
+    def _offset_for(
+        self, topic: str, partition: int, timestamp: int, version: int
+    ) -> tuple[int, int, int]:
         plog, error = self._leader_log(topic, partition)
         if plog is None:
             return error, -1, -1
@@ -546,6 +549,12 @@ class Handlers:
             return ErrorCode.NONE, -1, plog.log_end_offset
         if timestamp == _EARLIEST:
             return ErrorCode.NONE, -1, plog.log_start_offset
+        if timestamp == _MAX_TIMESTAMP and version >= 7:
+            try:
+                found = plog.max_timestamp_and_offset()
+            except StorageError as exc:
+                return error_code_for(exc), -1, -1
+            return (ErrorCode.NONE, -1, -1) if found is None else (ErrorCode.NONE, *found)
         if timestamp < 0:
             return ErrorCode.INVALID_REQUEST, -1, -1
         try:

@@ -117,16 +117,18 @@ class ApiSpec(NamedTuple):
     response: Any
 
 
-# Only non-flexible versions (plus ApiVersions 0-3), which every client measured accepts.
-# The ranges contain Produce 3 and Fetch 4 (old librdkafka matches features on exact
-# versions) and Metadata 4 (kafka-python infers the broker version from it). See the
-# project's measured-facts note.
+# Non-flexible versions, which every client measured accepts, and flexible ones (KIP-482)
+# where a client needs them: ApiVersions 3, ListOffsets 6-7 (MAX_TIMESTAMP, Kafka's
+# get-offsets --time -3), ListGroups 3-5 (group states and types: Kafka's consumer-groups
+# --list --state). The ranges contain Produce 3 and Fetch 4 (old librdkafka matches
+# features on exact versions) and Metadata 4 (kafka-python infers the broker version from
+# it). See the project's measured-facts note.
 SUPPORTED: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
         ApiSpec(ApiKey.PRODUCE, 3, 8, ProduceRequest, ProduceResponse),
         ApiSpec(ApiKey.FETCH, 4, 11, FetchRequest, None),
-        ApiSpec(ApiKey.LIST_OFFSETS, 1, 5, ListOffsetsRequest, ListOffsetsResponse),
+        ApiSpec(ApiKey.LIST_OFFSETS, 1, 7, ListOffsetsRequest, ListOffsetsResponse),
         ApiSpec(ApiKey.METADATA, 0, 8, MetadataRequest, MetadataResponse),
         ApiSpec(ApiKey.API_VERSIONS, 0, 3, ApiVersionsRequest, None),
         ApiSpec(ApiKey.CREATE_TOPICS, 2, 4, CreateTopicsRequest, CreateTopicsResponse),
@@ -152,7 +154,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.LEAVE_GROUP, 0, 3, LeaveGroupRequest, LeaveGroupResponse),
         ApiSpec(ApiKey.SYNC_GROUP, 0, 3, SyncGroupRequest, SyncGroupResponse),
         ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 4, DescribeGroupsRequest, DescribeGroupsResponse),
-        ApiSpec(ApiKey.LIST_GROUPS, 0, 2, ListGroupsRequest, ListGroupsResponse),
+        ApiSpec(ApiKey.LIST_GROUPS, 0, 5, ListGroupsRequest, ListGroupsResponse),
     )
 }
 API_VERSIONS = ApiKey.API_VERSIONS
