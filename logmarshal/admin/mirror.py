@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from .describe import require_group
 from .reader import CoordinationState
@@ -74,14 +74,44 @@ def changed_positions(current: Positions, mirrored: Mapping[tuple[str, int], int
 
 
 class KafkaOffsetSink:
-    """Commits through confluent-kafka's AdminClient (OffsetCommit as a memberless group)."""
+    """Commits as a memberless group (OffsetCommit, generation -1), as a standalone consumer
+    does: through a librdkafka consumer of the group that never joins it.
+
+    Not through the AdminClient's AlterConsumerGroupOffsets: librdkafka (2.16) aborts the
+    whole process when a coordinator-bound admin request loses its connection (assertion
+    ``eonce->refcnt > 0`` in ``rd_kafka_admin_coord_response_parse``, librdkafka PR 5397),
+    which a mirror meets whenever a Kafka node dies under it (measured: the 3-node fault
+    test, a core dump at the node's kill). The consumer's commit goes through its group
+    coordinator state machine instead, which survives a coordinator that dies."""
 
     def __init__(self, bootstrap: str, config: Mapping[str, object] | None = None,
                  timeout: float = 30.0) -> None:
         from confluent_kafka.admin import AdminClient
 
-        self._admin = AdminClient({"bootstrap.servers": bootstrap, **(config or {})})
+        self._config = {"bootstrap.servers": bootstrap, **(config or {})}
+        self._admin = AdminClient(dict(self._config))
         self._timeout = timeout
+        self._committers: dict[str, Any] = {}
+        self._answers: list[tuple[Any, list[Any]]] = []
+
+    def close(self) -> None:
+        """Close the group clients (the sink is not used after)."""
+        committers, self._committers = self._committers, {}
+        for consumer in committers.values():
+            consumer.close()
+
+    def _committer(self, group: str) -> Any:
+        consumer = self._committers.get(group)
+        if consumer is None:
+            from confluent_kafka import Consumer
+
+            consumer = Consumer({
+                **self._config, "group.id": group, "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "on_commit": lambda error, parts: self._answers.append((error, parts)),
+            })  # fmt: skip
+            self._committers[group] = consumer
+        return consumer
 
     def broker(self) -> str:
         """``"logmarshal"`` or ``"kafka"``: whose brokers answer, told by the cluster id
@@ -122,19 +152,28 @@ class KafkaOffsetSink:
         return None  # unreachable: the last attempt returns or raises
 
     def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
 
         parts = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        request = [ConsumerGroupTopicPartitions(group, parts)]
+        consumer = self._committer(group)
+        self._answers.clear()
         try:
-            result = self._admin.alter_consumer_group_offsets(request)[group].result(
-                self._timeout
-            )
+            consumer.commit(offsets=parts, asynchronous=True)
+            deadline = time.monotonic() + self._timeout
+            while not self._answers and time.monotonic() < deadline:
+                consumer.poll(0.05)  # serves the commit's answer (on_commit)
         except KafkaException as exc:
             error = str(exc.args[0])
             raise MirrorError(f"Kafka refused the offsets of group {group!r}: {error}"
                               f"{_hint(error)}") from None
-        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if not self._answers:
+            raise MirrorError(f"no answer to the offsets of group {group!r} within "
+                              f"{self._timeout:g} s")
+        error, answered = self._answers[-1]
+        if error is not None:
+            raise MirrorError(f"Kafka refused the offsets of group {group!r}: {error}"
+                              f"{_hint(str(error))}")
+        failed = [tp for tp in answered if tp.error is not None]
         if failed:
             errors = ", ".join(f"{tp.topic}/{tp.partition}: {tp.error}" for tp in failed)
             raise MirrorError(f"Kafka refused offsets of group {group!r}: {errors}{_hint(errors)}")

@@ -668,7 +668,7 @@ def _pause(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _mirror(args: argparse.Namespace, ctx: Context) -> int:
-    from ..admin.mirror import KafkaOffsetSink, MirrorError, changed_positions, positions
+    from ..admin.mirror import KafkaOffsetSink
 
     if ctx.bootstrap is None:
         raise CliError(_MIRROR_NEEDS_BOOTSTRAP)
@@ -677,6 +677,16 @@ def _mirror(args: argparse.Namespace, ctx: Context) -> int:
     target = args.kafka_group or args.group
     cluster = ctx.cluster  # checks the brokers answer before a client is built for them
     sink = KafkaOffsetSink(ctx.bootstrap)
+    try:
+        return _mirror_loop(args, ctx, cluster, sink, target)
+    finally:
+        sink.close()
+
+
+def _mirror_loop(args: argparse.Namespace, ctx: Context, cluster: Any, sink: Any,
+                 target: str) -> int:
+    from ..admin.mirror import MirrorError, changed_positions, positions
+
     keys = admin_keys_from(args)
     mirrored: dict[tuple[str, int], int] = {}
     while True:

@@ -70,6 +70,7 @@ class OffsetMirror:
         clock: Callable[[], float],
         name: str = "logmarshal-consumer-mirror",
         log_every: float = LOG_EVERY,
+        close_sink: bool = False,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
@@ -80,6 +81,7 @@ class OffsetMirror:
         self._clock = clock
         self._name = name
         self._log_every = log_every
+        self._close_sink = close_sink  # the sink is the mirror's own (open_mirror made it)
         self._mirrored: Positions = {}
         self._next_at: float | None = None  # no commit before this (None: none yet)
         self._failing_since: float | None = None
@@ -156,6 +158,15 @@ class OffsetMirror:
             self.mirror_once()
         if self._final is not None:
             self.mirror_once(self._final, force=True)
+        self._close_own_sink()
+
+    def _close_own_sink(self) -> None:
+        close = getattr(self._sink, "close", None) if self._close_sink else None
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                log.debug("%s: closing the mirror's client failed", self._name, exc_info=True)
 
     def close(
         self, final: Mapping[tuple[str, int], int] | None = None, timeout: float = 5.0
@@ -167,6 +178,7 @@ class OffsetMirror:
         if self._thread is None:
             if final is not None:
                 self.mirror_once(final, force=True)
+            self._close_own_sink()
             return
         if self._thread is not threading.current_thread():
             self._thread.join(timeout)
@@ -208,7 +220,8 @@ def open_mirror(
             "cannot mirror the Marshal group's; rename one group, or pass "
             "mirror_offsets=False"
         )
-    return OffsetMirror(group, sink, positions, interval=interval, clock=clock, name=name)
+    return OffsetMirror(group, sink, positions, interval=interval, clock=clock, name=name,
+                        close_sink=setting is None or setting is True)
 
 
 def _kafka_sink(group: str, cluster: Any, *, required: bool) -> KafkaOffsetSink | None:
