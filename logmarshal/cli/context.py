@@ -2,7 +2,7 @@
 opened cluster.
 
 Every command declares a :class:`DataSource`: whether it honours ``--bootstrap`` and
-``--data-dir`` (ARCHITECTURE.md, "Connections": embedded or network) or refuses them with its
+``--data-dir`` (docs/architecture.md, "Connections": embedded or network) or refuses them with its
 reason. ``main`` applies the declaration before the command runs, so no command can ignore
 either option in silence.
 """
