@@ -31,7 +31,7 @@ if it had not reached its steady state, its steady-state figures come from a log
 shape synthesized from the core's schedule (:func:`synthesized_cost`), and the table says
 so. The simulator's invariants (:mod:`scenarios.sim_checks`) stay on. The fleet runs with
 the simulator's opt-in economies (``Sim.shared_replay``: members of equal replay lag share
-one replay, since replay is a pure fold, ARCHITECTURE "The coordination log";
+one replay, since replay is a pure fold, docs/architecture.md, "The coordination log";
 ``Sim.indexed_checks``); the seeded runs (``python -m scenarios.sim``) leave them off.
 """
 

@@ -11,7 +11,7 @@ sampled over ``--seconds`` and its OS thread count read from /proc. ``network`` 
 ``--baseline-ref`` runs the same figures with the Consumer of that commit (its tree from
 ``git archive``, this tree's built extensions copied in) in the same run.
 
-Figures, not pass/fail. Goal (ARCHITECTURE, "Consumer core: decisions apart from threads":
+Figures, not pass/fail. Goal (docs/architecture.md, "Consumer core: decisions apart from threads":
 a member's cost grows with the records it handles, never with the partitions it holds
 idle): at most 5% of a core at 256 idle partitions, HB 1 s (aim: 2%), and as many threads
 at 1024 partitions as at 24.

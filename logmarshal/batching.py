@@ -3,7 +3,7 @@
 :class:`RecordColumns` is what :class:`~logmarshal.producer.Producer` hands to
 ``Cluster.produce``: a ``Sequence[NewRecord]`` like any other (a NewRecord is built only when
 someone indexes it), whose columns the embedded cluster encodes directly. :func:`encode_plain`
-writes the very bytes :func:`storage.encode_batch` writes (RecordBatch v2, ARCHITECTURE.md
+writes the very bytes :func:`storage.encode_batch` writes (RecordBatch v2, docs/architecture.md,
 "One record format end to end") for the common case - no headers, timestamps not older than
 the batch's first, lengths under 16 KiB - with the per-record work in C loops (``map`` over
 precomputed varints and ``bytes.join``), about a third of the per-record cost of

@@ -258,7 +258,7 @@ class Read(NamedTuple):
 
 @runtime_checkable
 class PartitionReader(Protocol):
-    """Many partitions read by one loop (ARCHITECTURE, "Consumer core: decisions apart from
+    """Many partitions read by one loop (docs/architecture.md, "Consumer core: decisions apart from
     threads": one fetch loop per member, not one per partition).
 
     :meth:`want` asks for the records of a partition from an offset; :meth:`poll` answers

@@ -1,6 +1,6 @@
 """Producer: sends records to a cluster's topics, batched, with each record's offset on demand.
 
-Two ways of sending, one API (ARCHITECTURE.md, "Connections"):
+Two ways of sending, one API (docs/architecture.md, "Connections"):
 
 * **Over the network** the records go straight to a librdkafka producer of the Producer's
   own (:meth:`NetworkCluster.client_producer <logmarshal.network.NetworkCluster.client_producer>`):

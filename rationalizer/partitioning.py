@@ -1,4 +1,4 @@
-"""Which ``__marshal`` partition coordinates a data partition (ARCHITECTURE, normative)."""
+"""A data partition's ``__marshal`` partition (docs/architecture.md, "The coordination log")."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ STALE = "stale"
 NO_TIME = -(2**63)
 
 #: :attr:`PartitionEntry.last` of a partition no record ever gave a position (a claim alone
-#: gives none); "no position" and "position -1" are different states (ARCHITECTURE, D3).
+#: gives none); "no position" and "position -1" differ (docs/architecture.md, "Invariants").
 NO_POSITION = -2
 
 #: ``(client_id, instance_id)`` of a record's sender.

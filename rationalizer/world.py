@@ -1,4 +1,4 @@
-"""The deterministic replay of one ``__marshal`` partition (ARCHITECTURE, "Transitions").
+"""The deterministic replay of one ``__marshal`` partition (docs/architecture.md, "Transitions").
 
 ``WorldState`` folds records in log order into: per (group, topic, partition) the holder,
 ``last_beat``, ``last_offset`` and ``claimed_through``; per group the pause window; the

@@ -1,4 +1,4 @@
-"""Deterministic simulation of a consumer group (ARCHITECTURE, "Deterministic simulation").
+"""Deterministic simulation of a consumer group (docs/architecture.md, "Deterministic simulation").
 
     python -m scenarios.sim --seeds 1000            # seeds 0..999, summary
     python -m scenarios.sim --seed 42 --trace       # replay one seed and print its trace
@@ -12,7 +12,7 @@ instance sometimes lingers as a zombie), joins and graceful leaves, delayed / dr
 duplicated writes, writes that land but report failure, lost answers. After the faults stop
 the group settles and the invariants of :mod:`scenarios.sim_checks` are judged.
 
-As unkind as real processes (ARCHITECTURE.md, "Deterministic simulation"; the schedules are
+As unkind as real processes (docs/architecture.md, "Deterministic simulation"; the schedules are
 those of docs/protocol-notes.md). The faults below draw from a second generator
 (``random.Random(f"unkind/{seed}")``), so a seed that meets none of them keeps its schedule:
 

@@ -1,4 +1,4 @@
-"""The simulator's invariants (ARCHITECTURE, "Deterministic simulation"), judged from the
+"""The simulator's invariants (docs/architecture.md, "Deterministic simulation"), judged from the
 simulated log and the hand-outs, not from what the cores believe about themselves.
 
 Positions move backwards only through an admin reset (a pause admin's heartbeat accepted as

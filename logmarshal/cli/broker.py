@@ -13,7 +13,8 @@ from storage.datadir import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 
 from ..broker_groups import MarshalGroupView
 from .argtypes import positive
-from .context import CliError, Context, DataSource, declare
+from .context import CliError, Context, DataSource, declare, describe_json
+from .output import emit
 
 __all__ = ["register"]
 
@@ -102,6 +103,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     start.set_defaults(func=_start)
     declare(start, SERVES)
+    describe_json(
+        start,
+        'once listening, one JSON document instead of the line "listening on HOST:PORT": '
+        '{"listening": "HOST:PORT", "host": ..., "port": ..., "broker_id": ..., "data_dir": ...}',
+    )
 
 
 def _start(args: argparse.Namespace, ctx: Context) -> int:
@@ -142,7 +148,16 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
         raise CliError(f"--metrics-port {args.metrics_port} is not a port")
 
     def ready(address: tuple[str, int]) -> None:
-        print(f"listening on {address[0]}:{address[1]}", flush=True)
+        bound = f"{address[0]}:{address[1]}"
+        payload = {
+            "listening": bound,
+            "host": address[0],
+            "port": address[1],
+            "broker_id": args.broker_id,
+            "data_dir": ctx.data_dir,
+        }
+        emit(ctx.as_json, payload, f"listening on {bound}")
+        sys.stdout.flush()  # a parent process waits for this line
 
     try:
         status = run_broker(config, on_ready=ready)

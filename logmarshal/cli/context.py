@@ -2,7 +2,7 @@
 opened cluster.
 
 Every command declares a :class:`DataSource`: whether it honours ``--bootstrap`` and
-``--data-dir`` (ARCHITECTURE.md, "Connections": embedded or network) or refuses them with its
+``--data-dir`` (docs/architecture.md, "Connections": embedded or network) or refuses them with its
 reason. ``main`` applies the declaration before the command runs, so no command can ignore
 either option in silence.
 """
@@ -27,7 +27,9 @@ __all__ = [
     "DataSource",
     "commands_of",
     "declare",
+    "describe_json",
     "parse_bootstrap",
+    "refuse_json",
 ]
 
 #: how long one bootstrap address may take to accept a TCP connection
@@ -89,8 +91,23 @@ def declare(parser: argparse.ArgumentParser, source: DataSource) -> None:
     """Attach ``source`` to a command: ``main`` enforces it, ``--help`` states it."""
     command = parser.prog.partition(" ")[2] or parser.prog  # "logmarshal topic list" -> "topic list"
     parser.set_defaults(data_source=source, command_name=command)
-    note = f"where the data comes from: {source.help}."
+    _add_note(parser, f"where the data comes from: {source.help}.")
+
+
+def _add_note(parser: argparse.ArgumentParser, note: str) -> None:
     parser.epilog = f"{parser.epilog}\n\n{note}" if parser.epilog else note
+
+
+def describe_json(parser: argparse.ArgumentParser, document: str) -> None:
+    """State in ``--help`` what ``--json`` prints for a command whose JSON is not obvious."""
+    _add_note(parser, f"--json: {document}.")
+
+
+def refuse_json(parser: argparse.ArgumentParser, reason: str) -> None:
+    """A command with no JSON document to print: ``main`` refuses ``--json`` with ``reason``
+    (rather than ignore it), and ``--help`` says so."""
+    parser.set_defaults(json_refusal=reason)
+    _add_note(parser, f"--json is refused: {reason}.")
 
 
 def commands_of(

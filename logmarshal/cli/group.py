@@ -180,7 +180,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     reset.add_argument("--execute", action="store_true", help="apply the plan")
     reset.add_argument(
-        "--export", action="store_true", help="print the plan as CSV (what --from-file reads)"
+        "--export",
+        action="store_true",
+        help="print the plan as CSV (what --from-file reads); not with --json, which prints "
+        "it as JSON",
     )
     reset.add_argument(
         "--pause-for",
@@ -511,6 +514,8 @@ def _target(args: argparse.Namespace, group: str) -> Target:
 def _reset(args: argparse.Namespace, ctx: Context) -> int:
     if args.dry_run and args.execute:
         raise CliError("give either --dry-run or --execute, not both")
+    if args.export and ctx.as_json:
+        raise CliError("give either --export (the plan as CSV) or --json, not both")
     scopes = [parse_topic_scope(t) for t in args.topic]
     pause_ms = None if args.pause_for is None else parse_span_ms(args.pause_for)
     target = _target(args, args.group)

@@ -113,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     source: DataSource = getattr(args, "data_source", _UNDECLARED)
     try:
         source.admit(args.bootstrap, args.data_dir, getattr(args, "command_name", ""))
+        refusal = getattr(args, "json_refusal", None)
+        if args.json and refusal is not None:
+            raise CliError(f"{getattr(args, 'command_name', '')} refuses --json: {refusal}")
         ctx = Context(
             data_dir=args.data_dir,
             as_json=args.json,

@@ -10,6 +10,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from storage import NewRecord
@@ -17,9 +18,10 @@ from storage import NewRecord
 from ..streams import App, Topology
 from ..streams.examples import windowed_count, word_count
 from ..streams.task import read_changelog
-from .context import READS, CliError, Context, DataSource, declare
+from .context import READS, CliError, Context, DataSource, declare, describe_json, refuse_json
+from .output import emit
 
-__all__ = ["load_topology", "register"]
+__all__ = ["load_topology", "register", "topology_json"]
 
 
 #: describe loads a topology and prints it: there is no data to read
@@ -54,14 +56,31 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--heartbeat", type=float, default=1.0, help="HB seconds (default: 1)")
     run.set_defaults(func=_run)
     declare(run, READS)
+    refuse_json(
+        run,
+        "it prints nothing to turn into JSON: its results go to the topology's sink topics "
+        "and changelogs (read them with 'logmarshal --json read')",
+    )
     describe = sub.add_parser("describe", parents=[common], help="print a topology")
     describe.add_argument("topology", help="module:attribute")
     describe.set_defaults(func=_describe)
     declare(describe, NO_CLUSTER)
+    describe_json(
+        describe,
+        'the topology as one JSON document: {"subtopologies": [{"index", "source_topics", '
+        '"stores", "nodes": [{"name", "type": source|processor|sink, "children", ...}]}], '
+        '"stores": [{"name", "kind", "logged"}]}',
+    )
     demo = sub.add_parser("demo", parents=[common], help="word count with a crash, windowed count")
     demo.add_argument("--lines", type=int, default=2000, help="default: 2000")
     demo.set_defaults(func=_demo)
     declare(demo, STREAMS_DEMO)
+    describe_json(
+        demo,
+        "no progress lines; one JSON document at the end: the word-count topology, the "
+        'counts against the true ones ("exact"), the windowed counts, and on --data-dir or '
+        '--bootstrap the run tag and the topics left behind ("left_behind")',
+    )
 
 
 def load_topology(spec: str) -> Topology:
@@ -78,8 +97,51 @@ def load_topology(spec: str) -> Topology:
     return topology
 
 
+def topology_json(topology: Topology) -> dict[str, Any]:
+    """What :meth:`Topology.describe` prints, as data: sub-topologies with their nodes."""
+    subtopologies = []
+    for sub in topology.subtopologies():
+        nodes: list[dict[str, Any]] = []
+        for name in sub.nodes:
+            node: dict[str, Any] = {"name": name, "children": topology.children_of(name)}
+            if name in topology.sources:
+                source = topology.sources[name]
+                node["type"] = "source"
+                if source.pattern is not None:
+                    node["pattern"] = source.pattern.pattern
+                else:
+                    node["topics"] = list(source.topics)
+            elif name in topology.processors:
+                node["type"] = "processor"
+                node["parents"] = list(topology.processors[name].parents)
+                node["stores"] = sorted(
+                    store for store, users in topology.store_users.items() if name in users
+                )
+            else:
+                sink = topology.sinks[name]
+                node.update(type="sink", topic=sink.topic, parents=list(sink.parents))
+            nodes.append(node)
+        subtopologies.append(
+            {
+                "index": sub.index,
+                "source_topics": list(sub.source_topics),
+                "stores": list(sub.stores),
+                "nodes": nodes,
+            }
+        )
+    stores = [
+        {"name": spec.name, "kind": spec.kind, "logged": spec.logged}
+        for spec in sorted(topology.stores.values(), key=lambda spec: spec.name)
+    ]
+    return {"subtopologies": subtopologies, "stores": stores}
+
+
 def _describe(args: argparse.Namespace, ctx: Context) -> int:
-    print(load_topology(args.topology).describe())
+    topology = load_topology(args.topology)
+    if ctx.as_json:
+        emit(True, topology_json(topology))
+    else:
+        print(topology.describe())
     return 0
 
 
@@ -105,29 +167,38 @@ TEXT = ("all streams lead to the log", "the log is the truth", "streams of recor
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
     from .demo import run_tag
 
+    say = (lambda _text: None) if ctx.as_json else print
     with tempfile.TemporaryDirectory(prefix="logmarshal-streams-demo-") as tmp:
         if ctx.bootstrap is None and ctx.explicit_data_dir is None:
             temporary = Context(data_dir=f"{tmp}/data", as_json=ctx.as_json)
             try:
-                return _demo_on(temporary.cluster, tmp, args.lines, "")
+                code, result = _demo_on(temporary.cluster, tmp, args.lines, "", say)
             finally:
                 temporary.close()
+            emit(ctx.as_json, result)
+            return code
         # stores' local state is scratch (the changelogs are the truth): it stays in tmp
         tag = f"-{run_tag()}"
         cluster = ctx.cluster  # an unreachable broker or a locked directory: before any output
-        print(f"on {ctx.where()}; topics and application ids end in {tag}")
-        code = _demo_on(cluster, tmp, args.lines, tag)
-        print(
+        say(f"on {ctx.where()}; topics and application ids end in {tag}")
+        code, result = _demo_on(cluster, tmp, args.lines, tag, say)
+        left = [f"lines{tag}", f"word-counts{tag}", f"clicks{tag}", f"clicks-per-minute{tag}",
+                f"wordcount{tag}-counts-changelog", f"clicks{tag}-clicks-per-window-changelog"]
+        say(
             f"left behind: topics lines{tag}, word-counts{tag}, clicks{tag}, "
             f"clicks-per-minute{tag}, the changelogs wordcount{tag}-counts-changelog and "
             f"clicks{tag}-clicks-per-window-changelog, and the two applications' records in "
             "__marshal"
         )
+        emit(ctx.as_json, {**result, "where": ctx.where(), "tag": tag, "left_behind": left})
         return code
 
 
-def _demo_on(cluster: Any, tmp: str, n: int, tag: str) -> int:
-    """The demo on ``cluster``; ``tag`` ends every topic and application id ("" for none)."""
+def _demo_on(
+    cluster: Any, tmp: str, n: int, tag: str, say: Callable[[str], object]
+) -> tuple[int, dict[str, Any]]:
+    """The demo on ``cluster``; ``tag`` ends every topic and application id ("" for none).
+    Returns the exit status and what happened, as the JSON document of ``--json``."""
     lines, words, wordcount = f"lines{tag}", f"word-counts{tag}", f"wordcount{tag}"
     clicks_in, clicks_out, clicks_app = f"clicks{tag}", f"clicks-per-minute{tag}", f"clicks{tag}"
     cluster.create_topic(lines, 2)
@@ -141,9 +212,9 @@ def _demo_on(cluster: Any, tmp: str, n: int, tag: str) -> int:
             truth.update(line.split())
             batch.append(NewRecord(line.encode(), timestamp=now + i))
         cluster.produce(lines, p, batch)
-    print(f"produced {n} lines to {lines!r} (2 partitions); word-count topology:")
+    say(f"produced {n} lines to {lines!r} (2 partitions); word-count topology:")
     topo = word_count(lines, words, store_kind="sqlite")
-    print(topo.describe())
+    say(topo.describe())
     first = App(cluster, wordcount, topo, client_id="member-1", heartbeat_interval=0.5,
                 state_dir=f"{tmp}/m1", commit_interval=0.05)
     t = threading.Thread(target=first.run, kwargs={"max_records": n // 3})
@@ -153,7 +224,7 @@ def _demo_on(cluster: Any, tmp: str, n: int, tag: str) -> int:
     first.consumer.close(release=False)
     first.producer.close()
     first.marshaler.close()
-    print(f"member-1 processed {n // 3} lines and crashed; member-2 takes over after 2·HB")
+    say(f"member-1 processed {n // 3} lines and crashed; member-2 takes over after 2·HB")
     second = App(cluster, wordcount, word_count(lines, words, store_kind="sqlite"),
                  client_id="member-2",
                  heartbeat_interval=0.5, state_dir=f"{tmp}/m2", commit_interval=0.05)
@@ -168,11 +239,11 @@ def _demo_on(cluster: Any, tmp: str, n: int, tag: str) -> int:
     second.close()
     runner.join()
     counts = _counts(cluster, wordcount, "counts")
-    print(f"{'word':<12}{'count':>7}{'true':>7}")
+    say(f"{'word':<12}{'count':>7}{'true':>7}")
     for word in sorted(truth):
-        print(f"{word:<12}{counts.get(word, 0):>7}{truth[word]:>7}")
+        say(f"{word:<12}{counts.get(word, 0):>7}{truth[word]:>7}")
     exact = counts == truth
-    print("exactly the true counts in the store:", "yes" if exact else "NO")
+    say("exactly the true counts in the store: " + ("yes" if exact else "NO"))
 
     cluster.create_topic(clicks_in, 1)
     cluster.create_topic(clicks_out, 1)
@@ -187,10 +258,20 @@ def _demo_on(cluster: Any, tmp: str, n: int, tag: str) -> int:
     app.run(max_records=len(clicks))
     app.close()
     table, _ = read_changelog(cluster, clicks_app, "clicks-per-window", 0)
-    print("clicks per user per tumbling minute of event time:")
+    say("clicks per user per tumbling minute of event time:")
+    windows = []
     for (user, start), count in sorted(table.items()):
-        print(f"  {user:<5} minute +{(start - minute) // 60_000}: {count}")
-    return 0 if exact else 1
+        say(f"  {user:<5} minute +{(start - minute) // 60_000}: {count}")
+        windows.append({"user": user, "minute": (start - minute) // 60_000, "count": count})
+    result = {
+        "lines": n,
+        "topology": topology_json(topo),
+        "crashed_after": n // 3,
+        "counts": {word: {"count": counts.get(word, 0), "true": truth[word]} for word in truth},
+        "exact": exact,
+        "clicks_per_minute": windows,
+    }
+    return (0 if exact else 1), result
 
 
 def _counts(cluster: Any, app: str, store: str) -> collections.Counter:

@@ -9,7 +9,7 @@ lock, and carries its actions out without blocking:
   partition, a step's writes to one partition in one call), their answers come back as
   events;
 - fetches go to one :class:`.fetcher.MemberFetcher` (one thread, one reader of every held
-  partition: ARCHITECTURE, "Consumer core: decisions apart from threads");
+  partition: docs/architecture.md, "Consumer core: decisions apart from threads");
 - the Marshaler's replay threads report progress as events;
 - events that arrive together from several threads are stepped together (one pass of the
   core for all of them), so a heartbeat pass's answers cost one pass, not one each;

@@ -3,7 +3,7 @@
 Every held partition is read through one :class:`~logmarshal.cluster.PartitionReader` (over
 the network one librdkafka consumer, assigned and unassigned as claims change; embedded, a
 long poll woken by appends), so a member's threads and its idle cost do not grow with the
-partitions it holds (ARCHITECTURE, "Consumer core: decisions apart from threads"). A fetch
+partitions it holds (docs/architecture.md, "Consumer core: decisions apart from threads"). A fetch
 is answered when records arrive, never with an empty answer after a timeout: an idle
 partition wakes nothing.
 """

@@ -1,4 +1,4 @@
-"""The consumer's decisions without threads, I/O or a clock (ARCHITECTURE, "Consumer core").
+"""The consumer's decisions without threads, I/O or a clock (docs/architecture.md, "Consumer core").
 
 A :class:`MemberCore` is fed events (time is T, replay reached offset O, a write returned O or
 failed, a fetch returned records, user code polls) and answers with actions (write this

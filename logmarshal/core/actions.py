@@ -24,7 +24,7 @@ __all__ = [
 @attrs.frozen
 class CatchUp:
     """After a stall: replay every coordination partition up to its end as the log shows it
-    now, then answer with ``Replayed(cp, applied, at_end=True)`` for each (ARCHITECTURE,
+    now, then answer with ``Replayed(cp, applied, at_end=True)`` for each (docs/architecture.md,
     "At-most-once, enforced by the log": the member acts on nothing it remembers before)."""
 
 

@@ -4,7 +4,7 @@ Every member computes it from the same replayed log (the group's live members an
 announcements, the current holders), so they all derive the same target without talking
 to each other. It is only advice: a member claims what the target gives it and releases
 what the target moves away, but claims, heartbeats and fencing still decide ownership, so a
-target computed from a late view costs time, never safety (ARCHITECTURE, "Membership and
+target computed from a late view costs time, never safety (docs/architecture.md, "Membership and
 rebalancing"; docs/rebalancing.md).
 
 ``balanced`` is sticky (a unit stays with its holder while the holder is within its

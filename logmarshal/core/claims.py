@@ -2,7 +2,7 @@
 
 A member claims only what the replay says is claimable at its estimate of log time, starting
 at a point given by its client_id so members do not all race for the same partition; the log
-decides who won (ARCHITECTURE, "Consumer algorithms": claim, restart recovery).
+decides who won (docs/architecture.md, "Consumer algorithms": claim, restart recovery).
 
 Restart recovery: the resume position must be read from the replay *after* the takeover
 heartbeat's verdict, not before it is sent: until the takeover lands the old instance is the

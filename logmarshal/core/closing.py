@@ -2,7 +2,7 @@
 
 On a clean shutdown a member writes ReleasingPartition (a task: ReleasingTask) with each
 partition's exact position and LeavingGroup, so another member takes over within one
-replay round trip (ARCHITECTURE, "Consumer algorithms": release). Releases are bounded
+replay round trip (docs/architecture.md, "Consumer algorithms": release). Releases are bounded
 (``release.Releases``); a fenced instance writes nothing.
 """
 

@@ -2,7 +2,7 @@
 
 The hot path of every consumer (poll, then what that partition needs next). Self-fencing
 decides what may be handed out: the replay says we hold it and our lease cannot have lapsed
-(ARCHITECTURE, "Consumer algorithms"); AMO hands out only what an accepted reservation and
+(docs/architecture.md, "Consumer algorithms"); AMO hands out only what an accepted reservation and
 the heartbeat behind it confirmed (PROTOCOL.md "Version 4: at-most-once enforced by the log").
 AMO reservations run ahead of the polls, up to ``max_reserved`` records of a partition, one
 in flight at a time (``delivery.AtMostOnce``).
@@ -32,7 +32,7 @@ HEARTBEAT_GAP = 0.65
 #: A due heartbeat starts a pass that sends, with it, every heartbeat due within this
 #: fraction of HB (``MemberCore._serve``): a member's heartbeats gather into one write per
 #: coordination partition, in at most two passes per gap (instead of one write per
-#: partition, spread over the gap: ARCHITECTURE, "Consumer core"). A heartbeat is only
+#: partition, spread over the gap: docs/architecture.md, "Consumer core"). A heartbeat is only
 #: ever sent early, never late: each goes out 0.325 to 0.65 HB after the last.
 HEARTBEAT_SLACK = HEARTBEAT_GAP / 2
 

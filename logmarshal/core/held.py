@@ -3,7 +3,7 @@
 The log decides ownership with append times; a member only knows when it *sent* a message.
 Sending precedes appending, so an age measured from the send time over-estimates the log's
 age of our claim: stopping at ``send + 2·HB - margin`` is always before anyone else's claim
-can be accepted (``append + 2·HB``; ARCHITECTURE, "Consumer algorithms": self-fencing).
+can be accepted (``append + 2·HB``; docs/architecture.md, "Consumer algorithms": self-fencing).
 """
 
 from __future__ import annotations

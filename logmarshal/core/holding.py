@@ -2,7 +2,7 @@
 
 A claim the log accepted is adopted (its start looked up, then heartbeated and fetched); a
 partition stops being ours when the replay or a verdict says so (lost), when we give it up
-while running, or when we close (ARCHITECTURE, "Consumer algorithms").
+while running, or when we close (docs/architecture.md, "Consumer algorithms").
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ comes from verdicts in the replay.
 
 :class:`MemberCore` only dispatches: its state is one record (``state.MemberState``) and
 each concern is a module of functions over it (``verdicts``, ``fetching``, ``holding``,
-``claims``, ``membership``, ``closing``, ``handout``; ARCHITECTURE, "Consumer core:
+``claims``, ``membership``, ``closing``, ``handout``; docs/architecture.md, "Consumer core:
 decisions apart from threads"). The same core runs in production threads
 (``logmarshal.consumer``) and in the deterministic simulator (``scenarios.sim``).
 """
@@ -399,7 +399,7 @@ class MemberCore:
         release, a drain, a stall, start-up, an event's follow-up), else the earliest of the
         next claim pass, announcement, heartbeat and target expiry (``wall``: log time, for
         the target). The same decisions as a full pass, at no cost per partition
-        (ARCHITECTURE, "Consumer core": a member's cost never grows with idle partitions);
+        (docs/architecture.md, "Consumer core": a member's cost never grows with idle partitions);
         an edge on the real clock sleeps until then instead of ticking idly."""
         st = self._st
         if (

@@ -2,7 +2,7 @@
 
 Members announce themselves in the log even while they hold nothing; every member derives
 the same target from the same replay and converges incrementally: an over-share holder
-releases exactly what moves, an under-share member claims it (ARCHITECTURE, "Membership and
+releases exactly what moves, an under-share member claims it (docs/architecture.md, "Membership and
 rebalancing"; PROTOCOL.md "Membership (version 2)"; docs/rebalancing.md). The target is only
 advice: claims and fencing still decide ownership.
 """

@@ -4,7 +4,7 @@ Each held partition gets a ReleasingPartition with its exact position (a task: a
 ReleasingTask with its sources' positions). A rejection is an answer (we no longer held it:
 nothing to release); only an unknown outcome is retried, at most ``attempts`` times, so a
 fenced or refused close cannot rewrite its releases without end. A fenced instance writes
-nothing (``closing``; ARCHITECTURE, "Consumer algorithms": release).
+nothing (``closing``; docs/architecture.md, "Consumer algorithms": release).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The concern modules (``verdicts``, ``fetching``, ``holding``, ``claims``, ``membership``,
 ``closing``, ``handout``) are functions over this record, the way ``rationalizer.rules``
 works over a partition's state; ``MemberCore`` only dispatches events to them
-(ARCHITECTURE, "Consumer core: decisions apart from threads"). Nothing here writes, reads a
+(docs/architecture.md, "Consumer core: decisions apart from threads"). Nothing here writes, reads a
 clock or decides what to write: this module sits below every other one of the core.
 """
 

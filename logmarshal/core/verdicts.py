@@ -1,10 +1,10 @@
 """What the replay tells a member: the verdicts of its writes, who holds what, and a stall.
 
 A client learns whether its write won by reading the verdict at the offset it landed at
-(ARCHITECTURE, "Transitions"); a write whose outcome it will never learn is retried where
+(docs/architecture.md, "Transitions"); a write whose outcome it will never learn is retried where
 that is safe. A member surprised by a verdict starts again from the replay's view, never from
 its memory, and after a stall longer than its lease it acts on nothing until its replay has
-reached the log end (ARCHITECTURE, "At-most-once, enforced by the log").
+reached the log end (docs/architecture.md, "At-most-once, enforced by the log").
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
 
 
 def _took_back(st: MemberState, now: int, p: Pending, out: list[Action]) -> None:
-    """Our restart takeover was accepted: resume where the replay says now (ARCHITECTURE,
+    """Our restart takeover was accepted: resume where the replay says now (docs/architecture.md,
     "Consumer algorithms": restart recovery)."""
     resume: int | dict[str, int]
     if p.topic in st.tasks:
@@ -230,7 +230,7 @@ def restart(st: MemberState, now: int, held: Held, why: str, out: list[Action]) 
 def stall_began(st: MemberState, gap: int) -> None:
     """We did not run for ``gap`` ms, longer than our lease (SIGSTOP, a GC pause, a stalled
     VM): what we remember may be stale. Write and hand out nothing until every coordination
-    partition's replay has reached the log end again (ARCHITECTURE, "At-most-once, enforced
+    partition's replay has reached the log end again (docs/architecture.md, "At-most-once, enforced
     by the log"); what it shows then is checked as after any replay."""
     log.warning("%s did not run for %d ms: waiting for the replay before acting", me(st), gap)
     st.stalled = set(range(len(st.worlds))) - st.halted.keys()

@@ -1,4 +1,4 @@
-"""One fetch loop per member, embedded and over the network (ARCHITECTURE, "Consumer core:
+"""One fetch loop per member, embedded and over the network (docs/architecture.md, "Consumer core:
 decisions apart from threads"): threads do not grow with held partitions, an idle want
 wakes nothing, and a partition dropped (revoked) and wanted again is read afresh."""
 

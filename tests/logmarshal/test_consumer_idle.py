@@ -1,4 +1,4 @@
-"""What an idle member costs (ARCHITECTURE, "Consumer core": a member's cost grows with the
+"""What an idle member costs (docs/architecture.md, "Consumer core": a member's cost grows with the
 records it handles, never with the partitions it holds idle): its heartbeats go out in
 passes, one write per coordination partition, and a Tick with nothing due does nothing."""
 

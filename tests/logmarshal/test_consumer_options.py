@@ -441,7 +441,7 @@ def test_partitions_are_read_by_one_fetch_loop_and_each_stays_in_order(realtime)
     got = drain(consumer, 200)
     for p in range(4):
         assert [m.offset for m in got if m.partition == p] == list(range(50))
-    # one fetch loop per member (ARCHITECTURE, "Consumer core"), not one per partition
+    # one fetch loop per member (docs/architecture.md, "Consumer core"), not one per partition
     fetchers = [t for t in threading.enumerate() if t.name.startswith("logmarshal-consumer-fetch")]
     assert len(fetchers) == 1
 
