@@ -156,6 +156,19 @@ def write_lines(path: Path, n: int, size: int, seed: int) -> None:
             f.write(b"".join(raw[i * size : (i + 1) * size] + b"\n" for i in range(k)))
 
 
+def check_stored(bootstrap: str, topic: str, n: int) -> None:
+    """The run counts only if the broker holds all ``n`` records (a client may give up)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "log_level": 4})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    finally:
+        consumer.close()
+    if high != n:
+        raise RuntimeError(f"{topic} holds {high} of the {n} records produced")
+
+
 def kcat_produce(bootstrap: str, topic: str, lines: Path, n: int, acks: str, codec: str) -> float:
     start = time.perf_counter()
     subprocess.run(
@@ -164,7 +177,9 @@ def kcat_produce(bootstrap: str, topic: str, lines: Path, n: int, acks: str, cod
          "-X", "queue.buffering.max.messages=1000000"],
         check=True, timeout=600, capture_output=True,
     )  # fmt: skip
-    return n / (time.perf_counter() - start)
+    rate = n / (time.perf_counter() - start)
+    check_stored(bootstrap, topic, n)
+    return rate
 
 
 def kcat_consume(bootstrap: str, topic: str, n: int, out: Path) -> float:
@@ -219,6 +234,7 @@ def java_produce(jars: Path, bootstrap: str, topic: str, n: int, size: int, acks
     match = re.search(r"^(\d+) records sent, ([\d.]+) records/sec", out, re.M)
     if match is None or int(match.group(1)) != n:
         raise RuntimeError("kafka-producer-perf-test printed no final line")
+    check_stored(bootstrap, topic, n)
     return float(match.group(2))
 
 
