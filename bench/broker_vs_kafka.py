@@ -30,6 +30,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -72,6 +73,11 @@ def memory_kib(pid: int) -> dict[str, int]:
             if key in ("VmRSS", "VmHWM"):
                 out[key] = int(value.split()[0])
     return out
+
+
+def machine_memory_gib() -> float:
+    with open("/proc/meminfo") as f:
+        return int(f.readline().split()[1]) / 1024 / 1024
 
 
 def load_average() -> str:
@@ -143,6 +149,16 @@ def measured(pid: int, n: int, size: int, run: Callable[[], float]) -> Result:
         )
     cpu = cpu_seconds(pid) - before
     return Result(rate, rate * size / MB, cpu / n * 1_000_000)
+
+
+def median(results: list[Result]) -> Result:
+    """The median rate and the median CPU of repeated runs; a failure in any run stands."""
+    failed = [r.failed for r in results if r.failed is not None]
+    if failed:
+        return Result(failed=failed[0])
+    rate = statistics.median(r.records_s for r in results)
+    size = results[0].mb_s * MB / results[0].records_s
+    return Result(rate, rate * size / MB, statistics.median(r.cpu_s_per_m for r in results))
 
 
 def write_lines(path: Path, n: int, size: int, seed: int) -> None:
@@ -231,9 +247,13 @@ def java_produce(jars: Path, bootstrap: str, topic: str, n: int, size: int, acks
         "batch.size=1000000",
         heap=heap,
     )
-    match = re.search(r"^(\d+) records sent, ([\d.]+) records/sec", out, re.M)
+    # every 5 s it prints a progress line of the same shape; the final one has percentiles
+    match = re.search(r"^(\d+) records sent, ([\d.]+) records/sec .* 50th", out, re.M)
     if match is None or int(match.group(1)) != n:
-        raise RuntimeError("kafka-producer-perf-test printed no final line")
+        raise RuntimeError(
+            "kafka-producer-perf-test printed no final line: "
+            + (out.strip().splitlines() or ["(nothing)"])[-1][:80]
+        )
     check_stored(bootstrap, topic, n)
     return float(match.group(2))
 
@@ -342,8 +362,13 @@ def throughput_row(label: str, res: dict[str, Result]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a tenth of the records, 3 s latency")
+    parser.add_argument(
+        "--quick", action="store_true", help="a fifth of the records, one run each, 3 s latency"
+    )
     parser.add_argument("--count", type=int, help="records of 100 B per run (1 KiB: a fifth)")
+    parser.add_argument(
+        "--repeat", type=int, help="runs per row and broker, median shown (default 3; --quick 1)"
+    )
     parser.add_argument("--sizes", default="100,1024", help="record sizes, comma-separated")
     parser.add_argument("--codecs", default="none,zstd")
     parser.add_argument("--acks", default="1,all")
@@ -361,7 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-bootstrap", help="use this running Kafka (with --kafka-pid)")
     parser.add_argument("--kafka-pid", type=int, help="the running Kafka broker's pid")
     args = parser.parse_args(argv)
-    n100 = args.count or (100_000 if args.quick else 1_000_000)
+    n100 = args.count or (100_000 if args.quick else 500_000)
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
     sizes = [int(s) for s in args.sizes.split(",")]
     codecs = args.codecs.split(",")
     acks_list = args.acks.split(",")
@@ -407,7 +434,9 @@ def run(args: argparse.Namespace, tmp: Path, jars: Path, lm: LogmarshalBroker,
     print(f"bench/broker_vs_kafka.py  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  "
           f"python {sys.version.split()[0]}  cores {os.cpu_count()}  "
           f"Apache Kafka {harness.KAFKA_VERSION} (1 KRaft node, {heap_note})")  # fmt: skip
-    print(f"load average at start: {start_load}")
+    print(f"load average at start: {start_load}; memory {machine_memory_gib():.0f} GiB")
+    print(f"per run: {n100:,} records of 100 B, {max(1, n100 // 5):,} of larger sizes; rows show "
+          f"the median of {args.repeat} run(s) on each broker; MB/s counts record values")  # fmt: skip
     print(
         "acks=all: logmarshal's broker answers after fsync; Kafka (one node, default "
         "flush settings) once the records are in its page cache"
@@ -418,14 +447,16 @@ def run(args: argparse.Namespace, tmp: Path, jars: Path, lm: LogmarshalBroker,
     flip = [False]
 
     def both(label: str, n: int, size: int, job: Callable[[str, str], float]) -> None:
-        """One measurement on each broker, back to back, the order alternating."""
-        order = BROKERS[::-1] if flip[0] else BROKERS
-        flip[0] = not flip[0]
-        res = {}
-        for name in order:
-            bootstrap, pid = brokers[name]
-            res[name] = measured(pid, n, size, lambda b=bootstrap, nm=name: job(b, nm))
-        rows.append(throughput_row(label, res))
+        """``--repeat`` measurements on each broker, back to back, the order alternating;
+        the row shows the medians."""
+        runs: dict[str, list[Result]] = {name: [] for name in BROKERS}
+        for _ in range(args.repeat):
+            order = BROKERS[::-1] if flip[0] else BROKERS
+            flip[0] = not flip[0]
+            for name in order:
+                bootstrap, pid = brokers[name]
+                runs[name].append(measured(pid, n, size, lambda b=bootstrap, nm=name: job(b, nm)))
+        rows.append(throughput_row(label, {name: median(rs) for name, rs in runs.items()}))
         print(rows[-1], flush=True)
 
     seq = [0]
