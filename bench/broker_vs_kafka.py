@@ -374,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acks", default="1,all")
     parser.add_argument("--tools", default="kcat,java", help="kcat, java or both")
     parser.add_argument("--rate", type=int, default=1000, help="latency run: records/s")
-    parser.add_argument("--latency-seconds", type=float, help="latency run: how long")
+    parser.add_argument(
+        "--latency-seconds", type=float, help="latency: seconds a round (--repeat rounds)"
+    )
     parser.add_argument("--heap", default="1g", help="Kafka's JVM heap (-Xms = -Xmx)")
     parser.add_argument("--tool-heap", default="1g", help="heap of the Java perf tools")
     parser.add_argument(
@@ -393,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     codecs = args.codecs.split(",")
     acks_list = args.acks.split(",")
     tools = args.tools.split(",")
-    lat_s = args.latency_seconds or (3.0 if args.quick else 10.0)
+    lat_s = args.latency_seconds or (3.0 if args.quick else 5.0)
     if shutil.which("kcat") is None and "kcat" in tools:
         print("kcat is not installed (apt-get install kcat)", file=sys.stderr)
         return 2
@@ -518,13 +520,20 @@ def run(args: argparse.Namespace, tmp: Path, jars: Path, lm: LogmarshalBroker,
                      lambda b, nm, names=names, n=n: java_consume(jars, b, names[nm], n,
                                                                   args.tool_heap))  # fmt: skip
 
-    lat: dict[str, tuple[float, float, int] | str] = {}
-    for name in BROKERS[::-1] if flip[0] else BROKERS:
-        bootstrap, _ = brokers[name]
-        try:
-            lat[name] = latency(bootstrap, topic("lat"), args.rate, lat_s, min(1.0, lat_s / 3))
-        except Exception as exc:
-            lat[name] = str(exc).splitlines()[0][:120]
+    # --repeat rounds per broker, alternating: one stall of a loaded machine lands in one
+    # round of one broker, and the row shows the median round (and the range)
+    lat: dict[str, list[tuple[float, float, int]] | str] = {name: [] for name in BROKERS}
+    for _ in range(args.repeat):
+        for name in BROKERS[::-1] if flip[0] else BROKERS:
+            if isinstance(lat[name], str):
+                continue
+            try:
+                lat[name].append(
+                    latency(brokers[name][0], topic("lat"), args.rate, lat_s, min(1.0, lat_s / 3))
+                )
+            except Exception as exc:
+                lat[name] = str(exc).splitlines()[0][:120]
+        flip[0] = not flip[0]
     end_mem = {name: memory_kib(pid) for name, (_, pid) in brokers.items()}
     end_load = load_average()
 
@@ -538,13 +547,18 @@ def run(args: argparse.Namespace, tmp: Path, jars: Path, lm: LogmarshalBroker,
     for row in rows:
         print(row)
     for i, pct in ((0, "p50"), (1, "p99")):
-        cells = []
+        cells, medians = [], []
         for name in BROKERS:
             v = lat[name]
-            cells.append(f"n/a ({v})" if isinstance(v, str) else f"{v[i]:.2f} ms")
-        a, b = lat["logmarshal"], lat["kafka"]
-        ratio = "-" if isinstance(a, str) or isinstance(b, str) else _ratio(a[i], b[i])
-        print(f"| end-to-end latency {pct}, {args.rate} rec/s of 100 B for {lat_s:g} s "
+            if isinstance(v, str):
+                cells.append(f"n/a ({v})")
+                continue
+            values = [r[i] for r in v]
+            medians.append(statistics.median(values))
+            spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
+            cells.append(f"{medians[-1]:.2f} ms{spread}")
+        ratio = _ratio(*medians) if len(medians) == 2 else "-"
+        print(f"| end-to-end latency {pct}, {args.rate} rec/s of 100 B, {lat_s:g} s a round "
               f"| {cells[0]} | {cells[1]} | {ratio} | |")  # fmt: skip
     for label, mem, key in (("resident memory idle, after start (VmRSS)", idle_mem, "VmRSS"),
                             ("resident memory at end (VmRSS)", end_mem, "VmRSS"),
