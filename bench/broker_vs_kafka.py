@@ -222,7 +222,13 @@ def java_tool(jars: Path, tool: str, *args: str, heap: str) -> str:
     if done.returncode != 0:
         lines = [ln for ln in (done.stderr + done.stdout).splitlines() if "Exception" in ln
                  or "rror" in ln] or (done.stderr + done.stdout).splitlines()[-1:]  # fmt: skip
-        raise RuntimeError(lines[0] if lines else f"exit {done.returncode}")
+        # one line for a table cell: the exception's class without its package
+        first = (
+            re.sub(r"\b(?:[a-z]\w*\.)+(?=[A-Z]\w*(?:Exception|Error))", "", lines[0])
+            if lines
+            else ""
+        )
+        raise RuntimeError(first or f"exit {done.returncode}")
     return done.stdout
 
 
