@@ -2,8 +2,10 @@
 
 Run ``python bench/broker_vs_kafka.py [--quick]``. Figures, not pass/fail. Both brokers run
 for the whole bench (each its own process, stopped by its pid at the end); every measurement
-runs once on each, back to back, the order alternating from row to row so that load from
-elsewhere on a shared machine hits both alike:
+runs ``--repeat`` times on each (median shown), back to back, the order alternating so that
+load from elsewhere on a shared machine hits both alike. The load average is printed at the
+start and the end. A full run takes about 5 minutes on an idle 2-core machine (15 under a
+load of 20); ``--quick`` under one:
 
 * produce throughput, 100 B and 1 KiB records, acks=1 and acks=all, uncompressed and zstd,
   with kcat (librdkafka) and with Kafka's ``kafka-producer-perf-test`` (the Java client);
@@ -19,7 +21,10 @@ gets the same material from both clients. Kafka is one KRaft node from
 :mod:`logmarshal.localkafka` with the heap given by ``--heap``; ``--kafka-bootstrap`` and
 ``--kafka-pid`` use a Kafka already running instead (the test does, with the session's).
 
-A Java tool that fails against a broker prints its row as ``n/a (reason)``.
+A Java tool that fails against a broker prints its row as ``n/a (reason)``. acks=all is not
+the same promise on both: logmarshal's broker fsyncs before it answers, Kafka (default
+``flush.messages``) does not. ``--profile-broker FILE`` runs logmarshal's broker under
+cProfile (its event loop; the worker threads that run acks=all appends are not in it).
 """
 
 from __future__ import annotations
