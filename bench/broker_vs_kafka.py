@@ -4,8 +4,8 @@ Run ``python bench/broker_vs_kafka.py [--quick]``. Figures, not pass/fail. Both 
 for the whole bench (each its own process, stopped by its pid at the end); every measurement
 runs ``--repeat`` times on each (median shown), back to back, the order alternating so that
 load from elsewhere on a shared machine hits both alike. The load average is printed at the
-start and the end. A full run takes about 5 minutes on an idle 2-core machine (15 under a
-load of 20); ``--quick`` under one:
+start and the end. On the 2-core machine a full run took 8 minutes at a load average of 4-10
+and 16 at 10-30; ``--quick`` under one:
 
 * produce throughput, 100 B and 1 KiB records, acks=1 and acks=all, uncompressed and zstd,
   with kcat (librdkafka) and with Kafka's ``kafka-producer-perf-test`` (the Java client);
