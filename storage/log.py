@@ -292,6 +292,13 @@ class PartitionLog:
             self._publish()
         return AppendInfo(base, next_offset - 1, -1 if lat is None else lat, records)
 
+    def may_roll(self, incoming: int) -> bool:
+        """Whether an append of ``incoming`` bytes would fill the active segment (a roll:
+        fsyncs of the old segment, its indexes and the directory). A caller on an event loop
+        runs such an append off the loop. Size only: a roll by age is not foreseen."""
+        seg = self._active
+        return seg.size > 0 and seg.size + incoming > self.config.segment_bytes
+
     def _maybe_roll(self, now: int, incoming: int, records: int) -> None:
         seg = self._active
         if seg.size == 0:

@@ -346,6 +346,8 @@ class Handlers:
                     and self._idempotence.needs_load(plog)
                 ):
                     slow = True  # the first idempotent append reads the partition's headers
+                if plog is not None and part.records and plog.may_roll(len(part.records)):
+                    slow = True  # sealing a full segment fsyncs it: not on the event loop
                 work.append((topic.name, part.index, plog, part.records, error))
         if slow:
             loop = asyncio.get_running_loop()

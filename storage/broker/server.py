@@ -355,10 +355,20 @@ def run_broker(config: BrokerConfig, on_ready=None) -> int:
 
     async def main() -> None:
         server = BrokerServer(config)
-        address = await server.start()
+        # the handlers come before start(), which writes the ready file: a parent that sends
+        # SIGTERM as soon as the file appears gets a clean shutdown (partitions flushed)
+        signalled = asyncio.Event()
+
+        def on_signal() -> None:
+            signalled.set()
+            server.stop()
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, server.stop)
+            loop.add_signal_handler(sig, on_signal)
+        address = await server.start()
+        if signalled.is_set():
+            server.stop()  # asked during start(), perhaps before its stop event existed
         if on_ready is not None:
             on_ready(address)
         await server.serve()

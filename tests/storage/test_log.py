@@ -135,6 +135,22 @@ def test_roll_by_size_and_reopen(tmp_path: Path, clock: FakeClock) -> None:
     again.close()
 
 
+def test_may_roll_foresees_exactly_the_appends_that_roll_by_size(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    plog = open_log(tmp_path, clock, segment_bytes=1000)
+    assert not plog.may_roll(5000)  # an empty segment takes any batch
+    foreseen = []
+    for i in range(60):
+        data = batch([b"%03d" % i, b"x" * 20])
+        before = plog.segment_count
+        foreseen.append(plog.may_roll(len(data)))
+        plog.append(data)
+        assert foreseen[-1] == (plog.segment_count > before), i
+    assert any(foreseen) and not all(foreseen)
+    plog.close()
+
+
 def test_roll_by_age_uses_injected_clock(tmp_path: Path, clock: FakeClock) -> None:
     plog = open_log(tmp_path, clock, segment_ms=1000)
     plog.append(batch([b"a"]))
