@@ -30,7 +30,7 @@ __all__ = ["KINDS", "PERSISTENT", "InMemoryStore", "KeyValueStore", "RocksDBStor
 KINDS = ("memory", "sqlite", "rocksdb")
 #: the persistent engine a spec of kind ``"persistent"`` gets: the fastest durable one in
 #: the same-run measurement of ``bench/stores.py`` (docs/streams.md, "Stores")
-PERSISTENT = "sqlite"
+PERSISTENT = "rocksdb"
 
 
 @attrs.frozen

@@ -10,7 +10,7 @@ import pytest
 from logmarshal.cluster import Message
 from logmarshal.streams import Processor, StoreSpec, Topology
 from logmarshal.streams.serde import string_deserializer
-from logmarshal.streams.stores import KINDS, InMemoryStore
+from logmarshal.streams.stores import KINDS, PERSISTENT, InMemoryStore
 from logmarshal.streams.task import COMMIT_KEY, Task, marker_of, read_changelog
 
 from .conftest import PERSISTENT_KINDS, open_store
@@ -23,6 +23,14 @@ def store(request, tmp_path):
     opened = open_store(request.param, "s", tmp_path)
     yield opened
     opened.close()
+
+
+def test_a_spec_names_an_engine_and_persistent_is_rocksdb():
+    """"persistent" is the fastest durable engine of bench/stores.py's run (docs/streams.md)."""
+    assert StoreSpec("c", "persistent").kind == "rocksdb" == PERSISTENT
+    assert [StoreSpec("c", k).kind for k in KINDS] == ["memory", "sqlite", "rocksdb"]
+    with pytest.raises(ValueError, match="store kind"):
+        StoreSpec("c", "leveldb")
 
 
 def test_reads_see_unflushed_writes_and_a_flush_encodes_each_key_once(store):
