@@ -19,7 +19,12 @@ million records (the program's process, and the broker's, over the same span). T
 counts of both, read back from their changelogs (Kafka Streams' with
 ``isolation.level=read_committed``), must equal the input's, else the bench fails.
 
-    python3 bench/streams_vs_kafka_streams.py [--lines 500000] [--rounds 2] [--partitions 2]
+    python3 bench/streams_vs_kafka_streams.py [--lines 500000] [--rounds 3] [--partitions 2]
+                                              [--with-alos]
+
+``--with-alos`` adds a third program, the same Kafka Streams word count with
+``processing.guarantee=at_least_once``: what its transactions cost (a row beside, not a
+baseline: its state is not exactly-once).
 
 Needs java, javac and mvn (the jars are fetched on first use); the broker is stopped by its
 pid at the end, and so is any program still running.
@@ -86,7 +91,8 @@ class Run:
 def run_program(name: str, cmd: list[str], records: int, broker_pid: int, workdir: Path) -> Run:
     """Start ``cmd``, follow its ``first`` and ``done`` lines, read its CPU time before it
     exits (it waits for its stdin to close), and stop it by its pid if anything fails."""
-    log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = open(workdir / "program.log", "wb")  # noqa: SIM115
     broker_start = cpu_seconds(broker_pid)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
@@ -97,8 +103,8 @@ def run_program(name: str, cmd: list[str], records: int, broker_pid: int, workdi
         while True:
             line = proc.stdout.readline().decode().strip()
             if not line:
-                raise SystemExit(f"{name} exited ({proc.wait(30)}) before it was done; its log: "
-                                 f"{workdir / f'{name}.log'}")
+                raise SystemExit(f"{name} exited ({proc.wait(30)}) before it was done:\n"
+                                 + (workdir / "program.log").read_text(errors="replace")[-3000:])
             if line.startswith("first"):
                 first, first_cpu = time.monotonic(), cpu_seconds(proc.pid)
             elif line.startswith("done"):
@@ -243,8 +249,10 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=500_000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--with-alos", action="store_true",
+                        help="also Kafka Streams with processing.guarantee=at_least_once")
     parser.add_argument("--member", nargs=6, metavar=("BOOTSTRAP", "APP_ID", "SOURCE", "SINK",
                                                       "STATE_DIR", "RECORDS"),
                         help=argparse.SUPPRESS)  # the logmarshal program itself
@@ -259,7 +267,10 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"load average at the start: {load()}")
     jars = fetch()
-    runs: dict[str, list[Run]] = {"Kafka Streams": [], "logmarshal App": []}
+    names = {"ks": "Kafka Streams, exactly_once_v2", "lm": "logmarshal App, exactly-once state",
+             "ka": "Kafka Streams, at_least_once"}
+    sides = ("ks", "lm", "ka") if args.with_alos else ("ks", "lm")
+    runs: dict[str, list[Run]] = {names[side]: [] for side in sides}
     with tempfile.TemporaryDirectory(prefix="streams-vs-ks-") as tmp:
         work = Path(tmp)
         compile_java(jars, work / "classes")
@@ -272,31 +283,32 @@ def main() -> None:
             with connect(bootstrap=bootstrap) as cluster:
                 cluster.create_topic("lines", args.partitions)
                 for r in range(args.rounds):
-                    for side in ("ks", "lm"):
+                    for side in sides:
                         cluster.create_topic(f"counts-{side}-{r}", args.partitions)
             truth = produce(bootstrap, args.lines, args.partitions)
             print(f"input: {args.lines} lines, {sum(truth.values())} words, {len(truth)} "
                   f"distinct, {args.partitions} partitions; broker pid {broker_pid}")
             for r in range(args.rounds):
-                # which program runs first alternates: the machine's load drifts
-                order = ("ks", "lm") if r % 2 == 0 else ("lm", "ks")
-                for side in order:
+                # the programs' order rotates: the machine's load drifts
+                for side in sides[r % len(sides):] + sides[:r % len(sides)]:
                     app_id = f"wc-{side}-{r}"
-                    if side == "ks":
+                    name = names[side]
+                    if side in ("ks", "ka"):
+                        guarantee = "exactly_once_v2" if side == "ks" else "at_least_once"
                         cmd = ["java", "-Xmx1g", "-Dlog4j2.level=WARN", "-cp",
                                f"{work / 'classes'}:{jars}/*", "WordCount", bootstrap, app_id,
-                               "lines", f"counts-ks-{r}", str(work / "ks-state" / app_id),
-                               str(args.lines)]
-                        run = run_program("Kafka Streams", cmd, args.lines, broker_pid, work)
+                               "lines", f"counts-{side}-{r}", str(work / "ks-state" / app_id),
+                               str(args.lines), guarantee]
+                        run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
                         counts = kafka_streams_counts(bootstrap, f"{app_id}-counts-changelog",
                                                       args.partitions)
-                        if not transactions_logged(bootstrap):
+                        if side == "ks" and not transactions_logged(bootstrap):
                             raise SystemExit("Kafka Streams ran without transactions")
                     else:
                         cmd = [sys.executable, str(Path(__file__).resolve()), "--member",
                                bootstrap, app_id, "lines", f"counts-lm-{r}",
                                str(work / "lm-state"), str(args.lines)]
-                        run = run_program("logmarshal App", cmd, args.lines, broker_pid, work)
+                        run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
                         counts = logmarshal_counts(bootstrap, app_id, args.partitions)
                     if counts != truth:
                         wrong = sorted(w for w in truth.keys() | counts.keys()

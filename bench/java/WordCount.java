@@ -3,8 +3,11 @@
 // the words of its partition's lines in a persistent (RocksDB), cached, changelogged store
 // "counts" and, every second of stream time, forwards the counts changed since to the sink.
 //
-//   java -cp CLASSES:JARS/* WordCount BOOTSTRAP APPLICATION_ID SOURCE SINK STATE_DIR RECORDS
+//   java -cp CLASSES:JARS/* WordCount BOOTSTRAP APPLICATION_ID SOURCE SINK STATE_DIR RECORDS \
+//        [GUARANTEE]
 //
+// GUARANTEE is StreamsConfig's processing.guarantee: exactly_once_v2 (the default here) or
+// at_least_once (to show what the transactions cost).
 // Runs until RECORDS input records were processed, closes (a clean close commits the last
 // transaction), prints "first <epoch ms>" at the first record and "done <epoch ms>" after the
 // close, then waits for its stdin to close so that the bench can read /proc/<pid>/stat first.
@@ -15,6 +18,7 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.regex.Pattern;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
@@ -30,6 +34,9 @@ import org.apache.kafka.streams.state.Stores;
 public final class WordCount {
     /** Input records processed so far, by the one stream thread. */
     static final AtomicLong PROCESSED = new AtomicLong();
+    /** Python's str.split(): runs of whitespace (compiled once; String.split would compile
+     * a regex of two characters for every line). */
+    static final Pattern WHITESPACE = Pattern.compile("\\s+");
 
     /** KIP-28's word count processor: per-task counts, changed ones forwarded every second. */
     static final class CountProcessor implements Processor<String, String, String, Long> {
@@ -47,7 +54,7 @@ public final class WordCount {
         @Override
         public void process(Record<String, String> record) {
             String line = record.value() == null ? "" : record.value().toLowerCase();
-            for (String word : line.split("\\s+")) {
+            for (String word : WHITESPACE.split(line)) {
                 if (word.isEmpty()) {
                     continue;
                 }
@@ -73,11 +80,12 @@ public final class WordCount {
         String sink = args[3];
         String stateDir = args[4];
         long records = Long.parseLong(args[5]);
+        String guarantee = args.length > 6 ? args[6] : StreamsConfig.EXACTLY_ONCE_V2;
 
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, applicationId);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);  // the default under EOS
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
         props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
