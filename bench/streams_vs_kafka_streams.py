@@ -21,13 +21,16 @@ counts of both, read back from their changelogs (Kafka Streams' with
 
     python3 bench/streams_vs_kafka_streams.py [--lines 500000] [--rounds 3] [--partitions 2]
                                               [--with-alos]
+                                              [--bootstrap HOST:PORT --broker-pid PID]
 
 ``--with-alos`` adds a third program, the same Kafka Streams word count with
 ``processing.guarantee=at_least_once``: what its transactions cost (a row beside, not a
 baseline: its state is not exactly-once).
 
 Needs java, javac and mvn (the jars are fetched on first use); the broker is stopped by its
-pid at the end, and so is any program still running.
+pid at the end, and so is any program still running. ``--bootstrap`` and ``--broker-pid``
+name a Kafka already running instead (the tests' session Kafka); topics and application ids
+end in a tag of the run.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import attrs
@@ -150,9 +154,9 @@ def member(bootstrap: str, app_id: str, source: str, sink: str, state_dir: str,
 # -- input, programs and their counts ----------------------------------------------------
 
 
-def produce(bootstrap: str, lines: int, partitions: int) -> collections.Counter:
-    """``lines`` lines of ``TEXT`` into topic ``lines``, line i to partition i % partitions;
-    the true counts."""
+def produce(bootstrap: str, topic: str, lines: int, partitions: int) -> collections.Counter:
+    """``lines`` lines of ``TEXT`` into ``topic``, line i to partition i % partitions; the
+    true counts."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
@@ -163,7 +167,7 @@ def produce(bootstrap: str, lines: int, partitions: int) -> collections.Counter:
         truth.update(line.split())
         while True:
             try:
-                producer.produce("lines", line.encode(), partition=i % partitions)
+                producer.produce(topic, line.encode(), partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -253,6 +257,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--with-alos", action="store_true",
                         help="also Kafka Streams with processing.guarantee=at_least_once")
+    parser.add_argument("--bootstrap", help="a Kafka already running (default: start one)")
+    parser.add_argument("--broker-pid", type=int, help="that Kafka's pid (its CPU time)")
     parser.add_argument("--member", nargs=6, metavar=("BOOTSTRAP", "APP_ID", "SOURCE", "SINK",
                                                       "STATE_DIR", "RECORDS"),
                         help=argparse.SUPPRESS)  # the logmarshal program itself
@@ -264,65 +270,78 @@ def main() -> None:
     missing = [tool for tool in ("java", "javac", "mvn") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"this bench needs {' and '.join(missing)} on PATH")
+    if (args.bootstrap is None) != (args.broker_pid is None):
+        raise SystemExit("--bootstrap and --broker-pid go together")
     print(f"machine: {machine()}")
     print(f"load average at the start: {load()}")
     jars = fetch()
+    with tempfile.TemporaryDirectory(prefix="streams-vs-ks-") as tmp:
+        work = Path(tmp)
+        compile_java(jars, work / "classes")
+        if args.bootstrap is not None:
+            runs = measure(args, jars, work, args.bootstrap, args.broker_pid)
+        else:
+            kafka = KafkaCluster(work / "kafka", nodes=1)
+            try:
+                kafka.start()
+                broker_pid = kafka.nodes[0].pid
+                assert broker_pid is not None
+                runs = measure(args, jars, work, kafka.bootstrap, broker_pid)
+            finally:
+                kafka.stop()
+    report(runs, args.lines)
+    print(f"load average at the end: {load()}")
+
+
+def measure(args: argparse.Namespace, jars: Path, work: Path, bootstrap: str,
+            broker_pid: int) -> dict[str, list[Run]]:
+    """Every round of every program on the broker at ``bootstrap``; their runs by program.
+    Topics and application ids end in a tag of this run (a shared Kafka may hold others)."""
     names = {"ks": "Kafka Streams, exactly_once_v2", "lm": "logmarshal App, exactly-once state",
              "ka": "Kafka Streams, at_least_once"}
     sides = ("ks", "lm", "ka") if args.with_alos else ("ks", "lm")
     runs: dict[str, list[Run]] = {names[side]: [] for side in sides}
-    with tempfile.TemporaryDirectory(prefix="streams-vs-ks-") as tmp:
-        work = Path(tmp)
-        compile_java(jars, work / "classes")
-        kafka = KafkaCluster(work / "kafka", nodes=1)
-        try:
-            kafka.start()
-            bootstrap = kafka.bootstrap
-            broker_pid = kafka.nodes[0].pid
-            assert broker_pid is not None
-            with connect(bootstrap=bootstrap) as cluster:
-                cluster.create_topic("lines", args.partitions)
-                for r in range(args.rounds):
-                    for side in sides:
-                        cluster.create_topic(f"counts-{side}-{r}", args.partitions)
-            truth = produce(bootstrap, args.lines, args.partitions)
-            print(f"input: {args.lines} lines, {sum(truth.values())} words, {len(truth)} "
-                  f"distinct, {args.partitions} partitions; broker pid {broker_pid}")
-            for r in range(args.rounds):
-                # the programs' order rotates: the machine's load drifts
-                for side in sides[r % len(sides):] + sides[:r % len(sides)]:
-                    app_id = f"wc-{side}-{r}"
-                    name = names[side]
-                    if side in ("ks", "ka"):
-                        guarantee = "exactly_once_v2" if side == "ks" else "at_least_once"
-                        cmd = ["java", "-Xmx1g", "-Dlog4j2.level=WARN", "-cp",
-                               f"{work / 'classes'}:{jars}/*", "WordCount", bootstrap, app_id,
-                               "lines", f"counts-{side}-{r}", str(work / "ks-state" / app_id),
-                               str(args.lines), guarantee]
-                        run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
-                        counts = kafka_streams_counts(bootstrap, f"{app_id}-counts-changelog",
-                                                      args.partitions)
-                        if side == "ks" and not transactions_logged(bootstrap):
-                            raise SystemExit("Kafka Streams ran without transactions")
-                    else:
-                        cmd = [sys.executable, str(Path(__file__).resolve()), "--member",
-                               bootstrap, app_id, "lines", f"counts-lm-{r}",
-                               str(work / "lm-state"), str(args.lines)]
-                        run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
-                        counts = logmarshal_counts(bootstrap, app_id, args.partitions)
-                    if counts != truth:
-                        wrong = sorted(w for w in truth.keys() | counts.keys()
-                                       if counts[w] != truth[w])[:5]
-                        raise SystemExit(f"{run.program}, round {r}: final counts differ from the "
-                                         f"input's, e.g. {[(w, counts[w], truth[w]) for w in wrong]}")
-                    runs[run.program].append(run)
-                    print(f"  round {r}, {run.program}: {run.records / run.steady_s:,.0f} "
-                          f"records/s, {run.cpu_s:.2f} CPU s, counts equal the input's "
-                          f"(load {load()})", flush=True)
-        finally:
-            kafka.stop()
-    report(runs, args.lines)
-    print(f"load average at the end: {load()}")
+    tag = uuid.uuid4().hex[:6]
+    source = f"lines-{tag}"
+    with connect(bootstrap=bootstrap) as cluster:
+        cluster.create_topic(source, args.partitions)
+        for r in range(args.rounds):
+            for side in sides:
+                cluster.create_topic(f"counts-{side}-{r}-{tag}", args.partitions)
+    truth = produce(bootstrap, source, args.lines, args.partitions)
+    print(f"input: {args.lines} lines, {sum(truth.values())} words, {len(truth)} "
+          f"distinct, {args.partitions} partitions; broker pid {broker_pid}")
+    for r in range(args.rounds):
+        # the programs' order rotates: the machine's load drifts
+        for side in sides[r % len(sides):] + sides[:r % len(sides)]:
+            app_id = f"wc-{side}-{r}-{tag}"
+            sink = f"counts-{side}-{r}-{tag}"
+            name = names[side]
+            if side in ("ks", "ka"):
+                guarantee = "exactly_once_v2" if side == "ks" else "at_least_once"
+                cmd = ["java", "-Xmx1g", "-Dlog4j2.level=WARN", "-cp",
+                       f"{work / 'classes'}:{jars}/*", "WordCount", bootstrap, app_id, source,
+                       sink, str(work / "ks-state" / app_id), str(args.lines), guarantee]
+                run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
+                counts = kafka_streams_counts(bootstrap, f"{app_id}-counts-changelog",
+                                              args.partitions)
+                if side == "ks" and not transactions_logged(bootstrap):
+                    raise SystemExit("Kafka Streams ran without transactions")
+            else:
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--member", bootstrap,
+                       app_id, source, sink, str(work / "lm-state"), str(args.lines)]
+                run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
+                counts = logmarshal_counts(bootstrap, app_id, args.partitions)
+            if counts != truth:
+                wrong = sorted(w for w in truth.keys() | counts.keys()
+                               if counts[w] != truth[w])[:5]
+                raise SystemExit(f"{run.program}, round {r}: final counts differ from the "
+                                 f"input's, e.g. {[(w, counts[w], truth[w]) for w in wrong]}")
+            runs[run.program].append(run)
+            print(f"  round {r}, {run.program}: {run.records / run.steady_s:,.0f} "
+                  f"records/s, {run.cpu_s:.2f} CPU s, counts equal the input's "
+                  f"(load {load()})", flush=True)
+    return runs
 
 
 def report(runs: dict[str, list[Run]], lines: int) -> None:
