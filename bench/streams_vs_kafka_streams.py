@@ -77,11 +77,30 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def compiler_cpu_seconds(pid: int) -> float:
+    """CPU seconds of the JVM's JIT compiler threads (``C1 CompilerThre``, ``C2
+    CompilerThre``; 0 in any other process). The JVM runs with a fixed number of them
+    (``-XX:-UseDynamicNumberOfCompilerThreads``), so none exits and takes its time along."""
+    total = 0.0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                raw = f.read()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        name, rest = raw[raw.index("(") + 1:].rsplit(")", 1)
+        if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / TICK
+    return total
+
+
 @attrs.frozen
 class Run:
     """One program's run: seconds from its start and from its first record to the end of
     its close; CPU seconds of its process (whole run, and from the first record on) and of
-    the broker over the whole run."""
+    the broker over the whole run; of the process's CPU from the first record on, what its
+    JIT compiler threads spent."""
 
     program: str
     records: int
@@ -90,6 +109,8 @@ class Run:
     cpu_s: float
     steady_cpu_s: float
     broker_cpu_s: float
+    #: of ``steady_cpu_s``, the JIT compiler threads' (a JVM's; 0 for Python)
+    steady_jit_s: float
 
 
 def run_program(name: str, cmd: list[str], records: int, broker_pid: int, workdir: Path) -> Run:
@@ -101,7 +122,7 @@ def run_program(name: str, cmd: list[str], records: int, broker_pid: int, workdi
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    first = first_cpu = None
+    first = first_cpu = first_jit = None
     try:
         assert proc.stdout is not None and proc.stdin is not None
         while True:
@@ -111,8 +132,10 @@ def run_program(name: str, cmd: list[str], records: int, broker_pid: int, workdi
                                  + (workdir / "program.log").read_text(errors="replace")[-3000:])
             if line.startswith("first"):
                 first, first_cpu = time.monotonic(), cpu_seconds(proc.pid)
+                first_jit = compiler_cpu_seconds(proc.pid)
             elif line.startswith("done"):
                 done, done_cpu = time.monotonic(), cpu_seconds(proc.pid)
+                done_jit = compiler_cpu_seconds(proc.pid)
                 broker_cpu = cpu_seconds(broker_pid) - broker_start
                 break
             elif line.startswith("failed"):
@@ -126,10 +149,10 @@ def run_program(name: str, cmd: list[str], records: int, broker_pid: int, workdi
             proc.kill()
             proc.wait(30)
         log.close()
-    if first is None or first_cpu is None:
+    if first is None or first_cpu is None or first_jit is None:
         raise SystemExit(f"{name} was done without a first record")
     return Run(name, records, done - start, done - first, done_cpu, done_cpu - first_cpu,
-               broker_cpu)
+               broker_cpu, done_jit - first_jit)
 
 
 # -- the logmarshal side: a program of its own ---------------------------------------------
@@ -319,7 +342,8 @@ def measure(args: argparse.Namespace, jars: Path, work: Path, bootstrap: str,
             name = names[side]
             if side in ("ks", "ka"):
                 guarantee = "exactly_once_v2" if side == "ks" else "at_least_once"
-                cmd = ["java", "-Xmx1g", "-Dlog4j2.level=WARN", "-cp",
+                cmd = ["java", "-Xmx1g", "-XX:-UseDynamicNumberOfCompilerThreads",
+                       "-Dlog4j2.level=WARN", "-cp",
                        f"{work / 'classes'}:{jars}/*", "WordCount", bootstrap, app_id, source,
                        sink, str(work / "ks-state" / app_id), str(args.lines), guarantee]
                 run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
@@ -339,7 +363,8 @@ def measure(args: argparse.Namespace, jars: Path, work: Path, bootstrap: str,
                                  f"input's, e.g. {[(w, counts[w], truth[w]) for w in wrong]}")
             runs[run.program].append(run)
             print(f"  round {r}, {run.program}: {run.records / run.steady_s:,.0f} "
-                  f"records/s, {run.cpu_s:.2f} CPU s, counts equal the input's "
+                  f"records/s, {run.cpu_s:.2f} CPU s ({run.steady_cpu_s:.2f} from the first "
+                  f"record, {run.steady_jit_s:.2f} of it JIT), counts equal the input's "
                   f"(load {load()})", flush=True)
     return runs
 
@@ -347,18 +372,19 @@ def measure(args: argparse.Namespace, jars: Path, work: Path, bootstrap: str,
 def report(runs: dict[str, list[Run]], lines: int) -> None:
     """The table: medians over the rounds, per program."""
     per_m = 1e6 / lines
-    print(f"\nword count, {lines} lines, exactly-once state, medians of "
-          f"{len(next(iter(runs.values())))} rounds; final counts of every run checked:")
+    print(f"\nword count, {lines} lines, medians of {len(next(iter(runs.values())))} rounds; "
+          "final counts of every run checked:")
     print("| program | records/s (first record → closed) | records/s (whole run) | CPU s per "
-          "M records, process (whole run) | same, from the first record | broker CPU s per "
-          "M records |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+          "M records, process (whole run) | same, from the first record | of which JIT "
+          "compiler | broker CPU s per M records |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for program, each in runs.items():
         med = {f: statistics.median(getattr(r, f) for r in each)
-               for f in ("steady_s", "whole_s", "cpu_s", "steady_cpu_s", "broker_cpu_s")}
+               for f in ("steady_s", "whole_s", "cpu_s", "steady_cpu_s", "steady_jit_s",
+                         "broker_cpu_s")}
         print(f"| {program} | {lines / med['steady_s']:,.0f} | {lines / med['whole_s']:,.0f} | "
               f"{med['cpu_s'] * per_m:.2f} | {med['steady_cpu_s'] * per_m:.2f} | "
-              f"{med['broker_cpu_s'] * per_m:.2f} |")
+              f"{med['steady_jit_s'] * per_m:.2f} | {med['broker_cpu_s'] * per_m:.2f} |")
 
 
 if __name__ == "__main__":

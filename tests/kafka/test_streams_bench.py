@@ -32,4 +32,4 @@ def test_the_word_count_in_kafka_streams_and_in_an_app_agree(kafka) -> None:
         row = re.search(rf"^\| {program} \|(.*)\|$", done.stdout, re.MULTILINE)
         assert row, done.stdout
         cells = [c.strip() for c in row.group(1).split("|")]
-        assert len(cells) == 5 and all(re.fullmatch(r"[\d,.]+", c) for c in cells), cells
+        assert len(cells) == 6 and all(re.fullmatch(r"[\d,.]+", c) for c in cells), cells
