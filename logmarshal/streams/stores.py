@@ -406,7 +406,9 @@ class RocksDBStore(KeyValueStore):
     the directory never runs ahead of the changelog, and :meth:`close` drops them. The WAL
     is on and not synced per write (as SQLite's ``synchronous=NORMAL``): a process crash
     loses nothing written, a power loss may lose the last batches, and the changelog is the
-    durable copy either way."""
+    durable copy either way. Pending writes are held in memory: a commit's changed keys, and
+    during a restore from the changelog's start the whole restored state until the fence's
+    checkpoint (SQLite's open transaction spills to its file instead)."""
 
     def __init__(self, name: str, path: str | os.PathLike[str]) -> None:
         super().__init__(name)
