@@ -213,7 +213,7 @@ def _demo_on(
             batch.append(NewRecord(line.encode(), timestamp=now + i))
         cluster.produce(lines, p, batch)
     say(f"produced {n} lines to {lines!r} (2 partitions); word-count topology:")
-    topo = word_count(lines, words, store_kind="sqlite")
+    topo = word_count(lines, words, store_kind="persistent")
     say(topo.describe())
     first = App(cluster, wordcount, topo, client_id="member-1", heartbeat_interval=0.5,
                 state_dir=f"{tmp}/m1", commit_interval=0.05)
@@ -225,7 +225,7 @@ def _demo_on(
     first.producer.close()
     first.marshaler.close()
     say(f"member-1 processed {n // 3} lines and crashed; member-2 takes over after 2·HB")
-    second = App(cluster, wordcount, word_count(lines, words, store_kind="sqlite"),
+    second = App(cluster, wordcount, word_count(lines, words, store_kind="persistent"),
                  client_id="member-2",
                  heartbeat_interval=0.5, state_dir=f"{tmp}/m2", commit_interval=0.05)
     stop_at = time.monotonic() + 30

@@ -5,8 +5,8 @@ loopback ports, stopped by its own pid and by nothing else.
 Why here and not in the tests: the tests, the benches, the process scenarios and the docs all
 start the same Kafka the same way, and an operator trying logmarshal on Kafka runs
 ``python -m logmarshal.localkafka start``. No Docker, no tarball: ``mvn`` resolves the pinned
-``pom.xml`` beside this file (``kafka_2.13``, ``kafka-tools`` and the slf4j→log4j2 binding the
-broker needs to log at all).
+``pom.xml`` beside this file (``kafka_2.13``, ``kafka-tools``, ``kafka-streams`` for the
+streams bench, and the slf4j→log4j2 binding the broker needs to log at all).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def fetch(
     quiet: bool = True,
     pom: Path | None = None,
     properties: Mapping[str, str] | None = None,
-    expect: str = "kafka_2.13-",
+    expect: str | tuple[str, ...] = ("kafka_2.13-", "kafka-streams-"),
     what: str = "Apache Kafka",
 ) -> Path:
     """The cached jar directory, filled from Maven Central on first use (``mvn
@@ -83,16 +83,19 @@ def fetch(
 
     By default Kafka's jars (the pom beside this file, into :func:`jars_dir`); other jar sets
     (Spark's Kafka source for the audit) pass their own ``pom``, ``target`` directory,
-    ``-D`` ``properties``, the file name prefix of the jar that must be there (``expect``)
+    ``-D`` ``properties``, the file name prefix of each jar that must be there (``expect``)
     and ``what`` names them in errors: one fetch, cached the same way for every jar set.
+    A cache lacking an expected jar (filled before the pom named it: kafka-streams) is
+    complemented by the same fetch into the same directory.
     """
     if pom is None:
         pom = POM
     elif target is None:
         raise ValueError("fetch with another pom needs its own target directory")
     target = jars_dir() if target is None else target
+    expected = (expect,) if isinstance(expect, str) else tuple(expect)
     marker = target / ".complete"
-    if marker.exists():
+    if marker.exists() and not _lacking(target, expected):
         return target
     missing = missing_tools()
     if missing:
@@ -110,11 +113,18 @@ def fetch(
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
         raise KafkaUnavailable(f"mvn could not fetch {what}'s jars:\n" + "\n".join(tail))
-    if not any(p.name.startswith(expect) for p in target.glob("*.jar")):
-        raise KafkaUnavailable(f"mvn finished but {target} holds no {expect}*.jar")
+    lacking = _lacking(target, expected)
+    if lacking:
+        raise KafkaUnavailable(f"mvn finished but {target} holds no {lacking[0]}*.jar")
     label = " ".join(f"{k}={v}" for k, v in sorted((properties or {}).items()))
     marker.write_text((label or KAFKA_VERSION) + "\n")
     return target
+
+
+def _lacking(target: Path, expected: tuple[str, ...]) -> list[str]:
+    """The file name prefixes in ``expected`` that no jar in ``target`` has."""
+    names = [p.name for p in target.glob("*.jar")]
+    return [prefix for prefix in expected if not any(n.startswith(prefix) for n in names)]
 
 
 def classpath(jars: Path | None = None) -> str:

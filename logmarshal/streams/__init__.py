@@ -10,7 +10,7 @@ from .processor import (
     PunctuationType,
     StreamRecord,
 )
-from .stores import InMemoryStore, KeyValueStore, SqliteStore, StoreSpec
+from .stores import InMemoryStore, KeyValueStore, RocksDBStore, SqliteStore, StoreSpec
 from .task import Task, changelog_topic
 from .topology import Topology, TopologyError
 
@@ -25,6 +25,7 @@ __all__ = [
     "Processor",
     "ProcessorContext",
     "PunctuationType",
+    "RocksDBStore",
     "SqliteStore",
     "StoreSpec",
     "StreamRecord",

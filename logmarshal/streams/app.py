@@ -39,7 +39,7 @@ from ..consumer.handler import dead_letter
 from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
-from .stores import InMemoryStore, KeyValueStore, SqliteStore
+from .stores import InMemoryStore, KeyValueStore, RocksDBStore, SqliteStore
 from .task import Fenced, Task, changelog_topic
 from .topology import SubTopology, Topology, TopologyError
 
@@ -68,7 +68,8 @@ def task_name(application_id: str, sub: SubTopology) -> str:
 class App:
     """Runs ``topology`` as member ``client_id`` of group ``application_id``.
 
-    ``state_dir``: where persistent (sqlite) stores live, one file per task and store.
+    ``state_dir``: where persistent (sqlite, rocksdb) stores live, one file (a directory
+    for rocksdb) per task and store.
     ``retry``: a record whose processing raises is retried per the policy (state changes
     of a failed attempt are discarded by reprocessing from the last commit is NOT done:
     processors should raise before they write); then dead-lettered, or the app stops.
@@ -173,11 +174,11 @@ class App:
 
     def _make_store(self, name: str, partition: int, sub: SubTopology) -> KeyValueStore:
         spec = self.topology.stores[name]
-        if spec.kind == "sqlite":
-            path = os.path.join(self.state_dir, self.application_id, f"{sub.index}_{partition}",
-                                f"{name}.sqlite")
-            return SqliteStore(name, path)
-        return InMemoryStore(name)
+        if spec.kind == "memory":
+            return InMemoryStore(name)
+        path = os.path.join(self.state_dir, self.application_id, f"{sub.index}_{partition}",
+                            f"{name}.{spec.kind}")
+        return SqliteStore(name, path) if spec.kind == "sqlite" else RocksDBStore(name, path)
 
     # -- assignment -----------------------------------------------------------------------
 

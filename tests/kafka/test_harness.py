@@ -80,3 +80,29 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_cache_lacking_an_expected_jar_is_complemented_by_the_next_fetch(tmp_path,
+                                                                          monkeypatch) -> None:
+    """A cache filled before the pom named kafka-streams is fetched into again, once; a
+    complete one is returned without running mvn."""
+    import subprocess
+
+    from logmarshal.localkafka import harness
+
+    cache = tmp_path / "jars"
+    cache.mkdir()
+    (cache / f"kafka_2.13-{KAFKA_VERSION}.jar").write_bytes(b"")
+    (cache / ".complete").write_text(KAFKA_VERSION + "\n")
+    runs = []
+
+    def mvn(cmd, **_kw):
+        runs.append(cmd)
+        (cache / f"kafka-streams-{KAFKA_VERSION}.jar").write_bytes(b"")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(harness.subprocess, "run", mvn)
+    assert harness.fetch(cache, pom=harness.POM) == cache
+    assert len(runs) == 1 and f"-DoutputDirectory={cache}" in runs[0]
+    assert harness.fetch(cache, pom=harness.POM) == cache
+    assert len(runs) == 1  # complete now: no second mvn

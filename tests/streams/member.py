@@ -4,7 +4,8 @@ one line per commit: ``committed N`` with N the tasks it runs. With ``LM_STALE_W
 the environment it writes every task's changelog before the runner checks that it still
 holds the task (a stall between that check and the write, made as wide as it gets). With
 ``LM_SOURCES=lines,more-lines`` it counts the words of several co-partitioned topics in one
-task (one claim, both topics' positions in its heartbeats)."""
+task (one claim, both topics' positions in its heartbeats). ``LM_STORE_KIND=rocksdb`` puts the
+counts in that engine (default: sqlite)."""
 
 from __future__ import annotations
 
@@ -36,14 +37,16 @@ class CountEveryUpdate(Processor):
             self.context.forward(word, [self.context.partition, n])
 
 
-def topology(delay: float = 0.0, sources: tuple[str, ...] = ("lines",)) -> Topology:
-    """Word count over ``sources`` (co-partitioned: partition p of each is one task)."""
+def topology(delay: float = 0.0, sources: tuple[str, ...] = ("lines",), kind: str = "sqlite"
+             ) -> Topology:
+    """Word count over ``sources`` (co-partitioned: partition p of each is one task), its
+    counts in a store of engine ``kind``."""
     CountEveryUpdate.delay = delay
     t = Topology()
     for topic in sources:
         t.add_source(topic, topic, value_deserializer=string_deserializer)
     t.add_processor("count", CountEveryUpdate, list(sources))
-    t.add_state_store(StoreSpec("counts", "sqlite"), "count")
+    t.add_state_store(StoreSpec("counts", kind), "count")
     t.add_sink("out", "counts-out", "count")
     return t
 
@@ -56,7 +59,9 @@ def main() -> None:
         cluster = EmbeddedCluster(data_dir, maintenance_interval=0)
     with cluster:
         sources = tuple(os.environ.get("LM_SOURCES", "lines").split(","))
-        app = App(cluster, "wc", topology(delay=0.0005, sources=sources), client_id=client_id,
+        kind = os.environ.get("LM_STORE_KIND", "sqlite")
+        app = App(cluster, "wc", topology(delay=0.0005, sources=sources, kind=kind),
+                  client_id=client_id,
                   heartbeat_interval=0.3, state_dir=state_dir, commit_interval=0.05)
         original = app.commit
 

@@ -17,9 +17,10 @@ import pytest
 
 from logmarshal import EmbeddedCluster
 from logmarshal.streams import App
-from logmarshal.streams.task import _replay, read_changelog, valid_commits
+from logmarshal.streams.task import _replay, marker_of, read_changelog, valid_commits
 from storage import NewRecord
 
+from .conftest import PERSISTENT_KINDS
 from .member import topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,6 +138,15 @@ def test_crash_between_changelog_and_heartbeat_updates_state_once(cluster, tmp_p
     assert tables(cluster) == truth  # had b re-read from the heartbeats, counts would double
 
 
+def changelog_records(cluster, partition: int) -> list:
+    """Every record of the word count's changelog partition."""
+    out, offset = [], cluster.earliest_offset("wc-counts-changelog", partition)
+    while batch := cluster.fetch("wc-counts-changelog", partition, offset):
+        out.extend(batch)
+        offset = batch[-1].offset + 1
+    return out
+
+
 def task_records(cluster) -> list:
     """Every HeartbeatingTask and ReleasingTask in ``__marshal``."""
     from rationalizer import HeartbeatingTask, ReleasingTask, decode
@@ -157,10 +167,15 @@ def task_records(cluster) -> list:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("machine", ["another", "same"])
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
 @pytest.mark.parametrize("sources", [("lines",), ("lines", "more-lines")])
-def test_sigkilled_member_leaves_exact_counts(tmp_path, sources):
+def test_sigkilled_member_leaves_exact_counts(tmp_path, sources, kind, machine):
     """The exactly-once state promise, with one source topic per task and with two
-    co-partitioned ones (one claim per task, both positions in its heartbeats)."""
+    co-partitioned ones (one claim per task, both positions in its heartbeats), in each
+    persistent store engine; the successor runs on another machine (restores from the
+    changelogs) or on the same one (opens the killed member's local files and replays only
+    the changelogs after their checkpoints)."""
     data = tmp_path / "data"
     with EmbeddedCluster(data, maintenance_interval=0) as cluster:
         setup_topics(cluster)
@@ -173,7 +188,8 @@ def test_sigkilled_member_leaves_exact_counts(tmp_path, sources):
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.streams.member", str(data), "m1", str(tmp_path / "s1")],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "LM_SOURCES": ",".join(sources)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "LM_SOURCES": ",".join(sources),
+             "LM_STORE_KIND": kind},
     )
     try:
         deadline = time.monotonic() + 30
@@ -192,10 +208,24 @@ def test_sigkilled_member_leaves_exact_counts(tmp_path, sources):
         partial = tables(cluster)
         done = sum(sum(c.values()) for c in partial.values())
         assert 0 < done < total, "the kill must land mid-stream"
-        b = App(cluster, "wc", topology(sources=sources), client_id="m2", heartbeat_interval=0.3,
-                state_dir=tmp_path / "s2", commit_interval=0.05)
-        run_until(b, lambda: store_total(b) >= total and len(b.tasks) == 2, timeout=60)
+        logged = sum(1 for p in (0, 1) for m in changelog_records(cluster, p)
+                     if marker_of(m.key) is None)
+        b = App(cluster, "wc", topology(sources=sources, kind=kind), client_id="m2",
+                heartbeat_interval=0.3, commit_interval=0.05,
+                state_dir=tmp_path / ("s1" if machine == "same" else "s2"))
+        restored: dict = {}  # task key -> changelog records its restore applied
+
+        def done() -> bool:
+            restored.update((k, t.restored_records) for k, t in list(b.tasks.items()))
+            return store_total(b) >= total and len(b.tasks) == 2
+
+        run_until(b, done, timeout=60)
         assert tables(cluster) == truth
+        assert len(restored) == 2
+        if machine == "same":  # the local files were current to their last checkpoints
+            assert sum(restored.values()) < logged / 2, (restored, logged)
+        else:  # the whole changelog (but a commit the kill cut short: never applied)
+            assert logged / 2 < sum(restored.values()) <= logged, (restored, logged)
         # each task was one claim whose heartbeats carried every source's position
         beats = task_records(cluster)
         assert {(m.client_id, m.topic, m.partition) for m in beats} == {

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logmarshal.cluster import Message
-from logmarshal.streams import Processor, SqliteStore, StoreSpec, Topology
+from logmarshal.streams import Processor, StoreSpec, Topology
 from logmarshal.streams.task import (
     COMMIT_KEY,
     EPOCH_HEADER,
@@ -26,6 +26,8 @@ from logmarshal.streams.task import (
     valid_commits,
 )
 from storage import NewRecord
+
+from .conftest import PERSISTENT_KINDS, StateDirs
 
 NOW = int(time.time() * 1000)
 TOPIC = "app-n-changelog"
@@ -40,11 +42,12 @@ class Count(Processor):
         self.n.put(record.value, (self.n.get(record.value) or 0) + 1)
 
 
-def make_task(tmp_path, where: str, epoch: int) -> Task:
+def make_task(state: StateDirs, where: str, epoch: int) -> Task:
+    """The task on machine ``where``, its store in ``state``'s persistent engine."""
     topo = Topology().add_source("s", "in").add_processor("p", Count, "s")
-    topo.add_state_store(StoreSpec("n", "sqlite"), "p")
+    topo.add_state_store(StoreSpec("n", state.kind), "p")
     (sub,) = topo.subtopologies()
-    stores = {"n": SqliteStore("n", tmp_path / where / "n.sqlite")}
+    stores = {"n": state.store(where, "n")}
     return Task("app", topo, sub, 0, stores, lambda *a: None, lambda _t: 1, lambda: NOW,
                 epoch=epoch)
 
@@ -60,9 +63,9 @@ def changelog(cluster):
     return cluster
 
 
-def first_owner(cluster, tmp_path) -> Task:
+def first_owner(cluster, state) -> Task:
     """Owner A, epoch 5: counts a=15 and commits, then counts one more (a=16) and stalls."""
-    a = make_task(tmp_path, "machine-a", epoch=5)
+    a = make_task(state, "machine-a", epoch=5)
     assert a.restore(cluster) == {}
     feed(a, 0, 15)
     a.write_changelogs(cluster)
@@ -70,18 +73,18 @@ def first_owner(cluster, tmp_path) -> Task:
     return a
 
 
-def check_fresh_restore(cluster, tmp_path, where: str) -> None:
+def check_fresh_restore(cluster, state, where: str) -> None:
     assert read_changelog(cluster, "app", "n", 0) == ({"a": 20}, {"in": 20})
-    c = make_task(tmp_path, where, epoch=12)
+    c = make_task(state, where, epoch=12)
     assert c.restore(cluster) == {"in": 20}
     assert c.stores["n"].all() == {"a": 20}
     c.close()
 
 
-def test_a_stale_commit_after_the_new_owner_fenced_is_not_restored(changelog, tmp_path):
+def test_a_stale_commit_after_the_new_owner_fenced_is_not_restored(changelog, state):
     cluster = changelog
-    a = first_owner(cluster, tmp_path)
-    b = make_task(tmp_path, "machine-b", epoch=9)
+    a = first_owner(cluster, state)
+    b = make_task(state, "machine-b", epoch=9)
     assert b.restore(cluster) == {"in": 15}  # and fences epoch 5 out
     feed(b, 15, 20)
     b.write_changelogs(cluster)
@@ -92,18 +95,18 @@ def test_a_stale_commit_after_the_new_owner_fenced_is_not_restored(changelog, tm
         a.write_changelogs(cluster)
     assert cluster.latest_offset(TOPIC, 0) == end + 2  # the stale commit is in the log
     a.close()
-    check_fresh_restore(cluster, tmp_path, "machine-c")
+    check_fresh_restore(cluster, state, "machine-c")
     # on A's machine: its file's last checkpoint is its valid commit (a=15); the tail holds
     # B's fence and commit, and the stale commit, which is not applied
-    check_fresh_restore(cluster, tmp_path, "machine-a")
+    check_fresh_restore(cluster, state, "machine-a")
 
 
 def test_a_stale_commit_between_the_new_owners_restore_and_fence_is_not_restored(
-    changelog, tmp_path, monkeypatch
+    changelog, state, monkeypatch
 ):
     cluster = changelog
-    a = first_owner(cluster, tmp_path)
-    b = make_task(tmp_path, "machine-b", epoch=9)
+    a = first_owner(cluster, state)
+    b = make_task(state, "machine-b", epoch=9)
     produce = cluster.produce
     raced = []
 
@@ -127,16 +130,16 @@ def test_a_stale_commit_between_the_new_owners_restore_and_fence_is_not_restored
     feed(b, 15, 20)
     b.write_changelogs(cluster)
     a.close()  # its local file was checkpointed at the stale commit
-    check_fresh_restore(cluster, tmp_path, "machine-c")
+    check_fresh_restore(cluster, state, "machine-c")
     # A's file is ahead of the valid state: B's fence reaches back into it, full replay
-    check_fresh_restore(cluster, tmp_path, "machine-a")
+    check_fresh_restore(cluster, state, "machine-a")
 
 
-def test_a_commit_cut_short_is_still_ignored(changelog, tmp_path):
+def test_a_commit_cut_short_is_still_ignored(changelog, state):
     cluster = changelog
-    a = first_owner(cluster, tmp_path)
+    a = first_owner(cluster, state)
     a.close()
-    b = make_task(tmp_path, "machine-b", epoch=9)
+    b = make_task(state, "machine-b", epoch=9)
     assert b.restore(cluster) == {"in": 15}
     feed(b, 15, 20)
     # B crashes in the middle of its commit: data records, no marker
@@ -144,7 +147,7 @@ def test_a_commit_cut_short_is_still_ignored(changelog, tmp_path):
     cluster.produce(TOPIC, 0, [NewRecord(b"20", key=b'"a"', headers=epoch, timestamp=NOW),
                                NewRecord(b"1", key=b'"z"', headers=epoch, timestamp=NOW)])
     assert read_changelog(cluster, "app", "n", 0) == ({"a": 15}, {"in": 15})
-    c = make_task(tmp_path, "machine-c", epoch=12)
+    c = make_task(state, "machine-c", epoch=12)
     assert c.restore(cluster) == {"in": 15}
     assert c.stores["n"].all() == {"a": 15}
     assert set(c.stores["n"].dirty) == {b'"a"', b'"z"'}  # rewritten by its next commit
@@ -153,7 +156,7 @@ def test_a_commit_cut_short_is_still_ignored(changelog, tmp_path):
     c.close()
 
 
-def test_a_changelog_without_epochs_restores_and_is_fenced_afterwards(changelog, tmp_path):
+def test_a_changelog_without_epochs_restores_and_is_fenced_afterwards(changelog, state):
     cluster = changelog
     cluster.produce(TOPIC, 0, [
         NewRecord(b"3", key=b'"a"', timestamp=NOW),
@@ -161,7 +164,7 @@ def test_a_changelog_without_epochs_restores_and_is_fenced_afterwards(changelog,
         NewRecord(b"4", key=b'"a"', timestamp=NOW),  # a commit cut short
     ])
     assert read_changelog(cluster, "app", "n", 0) == ({"a": 3}, {"in": 3})
-    b = make_task(tmp_path, "machine-b", epoch=7)
+    b = make_task(state, "machine-b", epoch=7)
     assert b.restore(cluster) == {"in": 3}
     feed(b, 3, 5)
     b.write_changelogs(cluster)
@@ -190,12 +193,12 @@ def test_validity_rules():
 
 
 def test_a_fence_landing_between_our_restore_and_our_fence_restores_again(
-    changelog, tmp_path, monkeypatch
+    changelog, state, monkeypatch
 ):
     cluster = changelog
-    a = first_owner(cluster, tmp_path)
+    a = first_owner(cluster, state)
     a.close()
-    b = make_task(tmp_path, "machine-b", epoch=9)
+    b = make_task(state, "machine-b", epoch=9)
     produce = cluster.produce
     calls = []
 
@@ -216,12 +219,12 @@ def test_a_fence_landing_between_our_restore_and_our_fence_restores_again(
     assert read_changelog(cluster, "app", "n", 0) == ({}, None)
 
 
-def test_a_record_of_a_newer_epoch_before_our_fence_means_we_are_fenced(changelog, tmp_path,
+def test_a_record_of_a_newer_epoch_before_our_fence_means_we_are_fenced(changelog, state,
                                                                        monkeypatch):
     cluster = changelog
-    first_owner(cluster, tmp_path).close()
-    old = make_task(tmp_path, "machine-b", epoch=6)
-    new = make_task(tmp_path, "machine-c", epoch=9)
+    first_owner(cluster, state).close()
+    old = make_task(state, "machine-b", epoch=6)
+    new = make_task(state, "machine-c", epoch=9)
     produce = cluster.produce
 
     def racing(topic, partition, records, **kw):
@@ -319,17 +322,17 @@ def truth(stop: int) -> dict:
     return counts
 
 
-def test_a_compacted_changelog_keeps_a_stale_writers_earlier_valid_commit(cluster, tmp_path):
+def test_a_compacted_changelog_keeps_a_stale_writers_earlier_valid_commit(cluster, state):
     """A commits b=... (valid), B takes over, A (stalled) appends a stale commit of a: the
     cleaner then keeps A's stale commit marker and drops A's valid one (same epoch). B's
     fence recorded that A's commits were valid through the first: b survives the cleaner."""
     cluster.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": 1024,
                                    "min.compaction.lag.ms": 0})
-    a = make_task(tmp_path, "machine-a", epoch=5)
+    a = make_task(state, "machine-a", epoch=5)
     a.restore(cluster)
     feed_values(a, 0, 12)
     a.write_changelogs(cluster)
-    b = make_task(tmp_path, "machine-b", epoch=9)
+    b = make_task(state, "machine-b", epoch=9)
     assert b.restore(cluster) == {"in": 12}
     feed_values(a, 12, 13)  # a stale update of one key, landing after B's fence
     with pytest.raises(Fenced):
@@ -349,19 +352,22 @@ def test_a_compacted_changelog_keeps_a_stale_writers_earlier_valid_commit(cluste
     assert positions == {"in": 61} and table["b"] == truth(12)["b"]
 
 
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
 @settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.sampled_from(["commit", "takeover", "stale", "cut"]),
                                 st.integers(1, 5)), min_size=1, max_size=12))
-def test_restore_from_a_compacted_changelog_equals_restore_from_the_whole(steps, tmp_path_factory):
+def test_restore_from_a_compacted_changelog_equals_restore_from_the_whole(
+    steps, tmp_path_factory, kind
+):
     """Random owners, takeovers, stale commits of fenced owners and commits cut short, then
     the next owner's restore and commit: the state restored from the fully compacted
     changelog is the one restored from the whole changelog, and it is exactly the input
     below the positions it reflects."""
-    tmp = tmp_path_factory.mktemp("compaction")
+    tmp = StateDirs(tmp_path_factory.mktemp("compaction"), kind)
     from logmarshal import EmbeddedCluster
 
-    with EmbeddedCluster(tmp / "data", maintenance_interval=0) as cluster:
+    with EmbeddedCluster(tmp.root / "data", maintenance_interval=0) as cluster:
         cluster.create_topic(TOPIC, 1)
         epoch = 1
         owner = make_task(tmp, f"m{epoch}", epoch=epoch)

@@ -8,20 +8,29 @@ import time
 import pytest
 
 from logmarshal.cluster import Message
-from logmarshal.streams import Processor, SqliteStore, StoreSpec, Topology
+from logmarshal.streams import Processor, StoreSpec, Topology
 from logmarshal.streams.serde import string_deserializer
-from logmarshal.streams.stores import InMemoryStore
+from logmarshal.streams.stores import KINDS, PERSISTENT, InMemoryStore
 from logmarshal.streams.task import COMMIT_KEY, Task, marker_of, read_changelog
+
+from .conftest import PERSISTENT_KINDS, open_store
 
 NOW = int(time.time() * 1000)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=KINDS)
 def store(request, tmp_path):
-    opened = InMemoryStore("s") if request.param == "memory" else SqliteStore(
-        "s", tmp_path / "s.sqlite")
+    opened = open_store(request.param, "s", tmp_path)
     yield opened
     opened.close()
+
+
+def test_a_spec_names_an_engine_and_persistent_is_rocksdb():
+    """"persistent" is the fastest durable engine of bench/stores.py's run (docs/streams.md)."""
+    assert StoreSpec("c", "persistent").kind == "rocksdb" == PERSISTENT
+    assert [StoreSpec("c", k).kind for k in KINDS] == ["memory", "sqlite", "rocksdb"]
+    with pytest.raises(ValueError, match="store kind"):
+        StoreSpec("c", "leveldb")
 
 
 def test_reads_see_unflushed_writes_and_a_flush_encodes_each_key_once(store):
@@ -99,18 +108,48 @@ def test_a_full_cache_writes_through_and_the_commit_still_logs_every_key(tmp_pat
     assert store.take_dirty() == {f'"k{i}"'.encode(): str(i).encode() for i in range(10)}
 
 
-def test_closing_drops_writes_not_committed(tmp_path):
-    path = tmp_path / "s.sqlite"
-    store = SqliteStore("s", path)
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_closing_drops_writes_not_committed(tmp_path, kind):
+    store = open_store(kind, "s", tmp_path)
     store.put("kept", 1)
     store.take_dirty()
     store.checkpoint(0, {"in": 1}, 0)
     store.put("lost", 2)  # cached only
     store.put("lost too", [2])  # written through to the open transaction
+    store.put("kept", 5)
+    store.take_dirty()  # flushed to the engine, never checkpointed
     store.close()
-    again = SqliteStore("s", path)
+    again = open_store(kind, "s", tmp_path)
     assert again.all() == {"kept": 1}
+    assert again.local_checkpoint() == (0, {"in": 1}, 0)
     again.close()
+
+
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_a_checkpoint_keeps_the_writes_and_clear_forgets_them(tmp_path, kind):
+    """What a checkpoint covers survives a reopen with the offset it matches; clear drops
+    the entries and the checkpoint at once (a crash after it restores from the start)."""
+    store = open_store(kind, "s", tmp_path)
+    assert store.local_checkpoint() is None
+    store.put("a", 1)
+    store.put(["w", 0], {"n": 2})
+    store.delete("gone")
+    store.take_dirty()
+    store.checkpoint(7, {"in": 3}, 2)
+    store.close()
+    again = open_store(kind, "s", tmp_path)
+    assert again.all() == {"a": 1, ("w", 0): {"n": 2}}
+    assert again.get("a") == 1 and again.local_checkpoint() == (7, {"in": 3}, 2)
+    again.delete("a")
+    again.take_dirty()
+    again.checkpoint(8, {"in": 4}, 2)
+    assert again.all() == {("w", 0): {"n": 2}} and again._get(b'"a"') is None
+    again.clear()
+    assert again.all() == {} and again.local_checkpoint() is None
+    again.close()
+    last = open_store(kind, "s", tmp_path)
+    assert last.all() == {} and last.local_checkpoint() is None
+    last.close()
 
 
 class Counter(Processor):
@@ -180,12 +219,13 @@ def test_reading_every_entry_changes_nothing(store):
     assert store.all() == {"a": 3, ("w", 0): 4}
 
 
-def test_a_thread_reading_every_entry_loses_no_update_of_the_processor(tmp_path):
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_a_thread_reading_every_entry_loses_no_update_of_the_processor(tmp_path, kind):
     """The race all() had when it flushed: a watcher thread (as the App tests' probes) beside
     a processor counting and committing. Reads change nothing, so every count is exact."""
     import threading
 
-    store = SqliteStore("s", tmp_path / "s.sqlite")
+    store = open_store(kind, "s", tmp_path)
     stop = threading.Event()
 
     def watch():

@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 
 from logmarshal.cluster import Message
-from logmarshal.streams import Processor, SqliteStore, StoreSpec, Topology
+from logmarshal.streams import Processor, StoreSpec, Topology
 from logmarshal.streams.stores import InMemoryStore
 from logmarshal.streams.task import Task, read_changelog
+
+from .conftest import StateDirs
 
 NOW = int(time.time() * 1000)
 
@@ -24,15 +26,16 @@ class TwoCounters(Processor):
             store.put(record.value, (store.get(record.value) or 0) + 1)
 
 
-def topology() -> Topology:
+def topology(kind: str) -> Topology:
     t = Topology().add_source("s", "in").add_processor("p", TwoCounters, "s")
-    return t.add_state_store(StoreSpec("a"), "p").add_state_store(StoreSpec("b", "sqlite"), "p")
+    return t.add_state_store(StoreSpec("a"), "p").add_state_store(StoreSpec("b", kind), "p")
 
 
-def make_task(tmp_path, name: str) -> Task:
-    topo = topology()
+def make_task(state: StateDirs, name: str) -> Task:
+    """Store a in memory, store b on local disk (in each persistent engine: ``state``)."""
+    topo = topology(state.kind)
     (sub,) = topo.subtopologies()
-    stores = {"a": InMemoryStore("a"), "b": SqliteStore("b", tmp_path / name / "b.sqlite")}
+    stores = {"a": InMemoryStore("a"), "b": state.store(name, "b")}
     return Task("app", topo, sub, 0, stores, lambda *a: None, lambda _t: 1, lambda: NOW)
 
 
@@ -40,10 +43,10 @@ def msg(offset: int) -> Message:
     return Message("in", 0, offset, NOW, None, b'"x"' if offset % 3 else b'"y"')
 
 
-def test_crash_between_two_stores_changelogs_counts_each_input_once(cluster, tmp_path):
+def test_crash_between_two_stores_changelogs_counts_each_input_once(cluster, state):
     cluster.create_topic("app-a-changelog", 1)
     cluster.create_topic("app-b-changelog", 1)
-    task = make_task(tmp_path, "first")
+    task = make_task(state, "first")
     task.restore(cluster)  # nothing to restore; fences the empty changelogs
     for o in range(10):
         task.process(msg(o))
@@ -59,7 +62,7 @@ def test_crash_between_two_stores_changelogs_counts_each_input_once(cluster, tmp
     assert read_changelog(cluster, "app", "a", 0) == ({"x": 13, "y": 7}, {"in": 20})
     assert read_changelog(cluster, "app", "b", 0) == ({"x": 6, "y": 4}, {"in": 10})
 
-    again = make_task(tmp_path, "second")
+    again = make_task(state, "second")
     assert again.restore(cluster) == {"in": 10}  # the store furthest behind decides
     for o in range(10, 25):
         again.process(msg(o))
@@ -72,26 +75,26 @@ def test_crash_between_two_stores_changelogs_counts_each_input_once(cluster, tmp
     again.close()
 
 
-def test_restore_takes_the_last_record_per_key_and_deletes(cluster, tmp_path):
+def test_restore_takes_the_last_record_per_key_and_deletes(cluster, state):
     cluster.create_topic("app-a-changelog", 1)
     cluster.create_topic("app-b-changelog", 1)
-    task = make_task(tmp_path, "first")
+    task = make_task(state, "first")
     task.restore(cluster)
     task.process(msg(0))
     task.write_changelogs(cluster)
     task.stores["a"].delete("y")
     task.write_changelogs(cluster)
     task.close()
-    again = make_task(tmp_path, "second")
+    again = make_task(state, "second")
     again.restore(cluster)
     assert again.stores["a"].all() == {} and again.stores["b"].all() == {"y": 1}
     again.close()
 
 
-def test_a_current_local_sqlite_file_replays_only_the_changelog_tail(cluster, tmp_path):
+def test_a_current_local_file_replays_only_the_changelog_tail(cluster, state):
     cluster.create_topic("app-a-changelog", 1)
     cluster.create_topic("app-b-changelog", 1)
-    first = make_task(tmp_path, "here")
+    first = make_task(state, "here")
     first.restore(cluster)
     for o in range(30):
         first.process(msg(o))
@@ -99,29 +102,29 @@ def test_a_current_local_sqlite_file_replays_only_the_changelog_tail(cluster, tm
     first.process(msg(30))  # processed but never written to the changelog: must not survive
     first.close()
     # the task ran elsewhere meanwhile (another machine, empty local state) and went on
-    elsewhere = make_task(tmp_path, "elsewhere")
+    elsewhere = make_task(state, "elsewhere")
     assert elsewhere.restore(cluster) == {"in": 30}
     assert elsewhere.restored_records == 60
     for o in range(30, 40):
         elsewhere.process(msg(o))
     elsewhere.write_changelogs(cluster)
     elsewhere.close()
-    back = make_task(tmp_path, "here")
+    back = make_task(state, "here")
     assert back.restore(cluster) == {"in": 40}
     truth = {"x": sum(1 for o in range(40) if o % 3), "y": sum(1 for o in range(40) if not o % 3)}
     assert back.stores["b"].all() == truth and back.stores["a"].all() == truth
-    # store a (memory) replays its whole changelog (30 + 2 records); store b (sqlite) only
+    # store a (memory) replays its whole changelog (30 + 2 records); store b (on disk) only
     # the 2 records written elsewhere after its local checkpoint
     assert back.restored_records == 32 + 2
     back.close()
 
 
-def test_a_large_commit_spans_batches_and_a_cut_short_commit_is_not_applied(cluster, tmp_path):
+def test_a_large_commit_spans_batches_and_a_cut_short_commit_is_not_applied(cluster, state):
     from storage import NewRecord
 
     cluster.create_topic("app-a-changelog", 1)
     cluster.create_topic("app-b-changelog", 1)
-    task = make_task(tmp_path, "first")
+    task = make_task(state, "first")
     task.restore(cluster)
     big = "v" * 2000
     for i in range(700):  # 700 distinct keys of 2 kB: 1.4 MB in one commit, over 1 MiB
@@ -136,7 +139,7 @@ def test_a_large_commit_spans_batches_and_a_cut_short_commit_is_not_applied(clus
         NewRecord(b"999", key=b'"k1"', timestamp=NOW), NewRecord(b"1", key=b'"new"', timestamp=NOW)
     ])
     assert read_changelog(cluster, "app", "a", 0) == (table, {"in": 7})
-    again = make_task(tmp_path, "second")
+    again = make_task(state, "second")
     assert again.restore(cluster) == {"in": 7}
     assert again.stores["a"].get("k1") == big and again.stores["a"].get("new") is None
     # its first commit rewrites the cut-short keys with their committed values (a
