@@ -50,6 +50,14 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   holds. ``--without rewind-check`` removes the detection: replays take the reused
   offsets below what they applied as re-deliveries (what ``Tailer`` did before).
 
+- **Snapshots, truncation and cold starts** (:mod:`scenarios.sim_bounded`, its own
+  generator ``random.Random(f"bounded/{seed}")``, about one partition seed in six with
+  faults): a second group of another replay configuration (keyed where the checked group is
+  not, or the other way round) shares the coordination partitions, publishes snapshots and
+  truncates; so do some of the checked group's members; the group stops and comes back, and
+  its cold starts may come after a truncation. ``--without announce`` removes the
+  announcements of replay configurations, ``--without gap-refusal`` the cold-start refusal.
+
 Each safety fix can be removed (``--without FIX[,FIX...]``, ``all-amo`` for all of them):
 the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
 ``reservation_start`` (rule c); the core's ``surprise`` and ``stall``; ``restart-fix``
