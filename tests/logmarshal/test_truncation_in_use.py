@@ -165,7 +165,8 @@ def test_a_configuration_that_lacks_snapshots_publishes_its_own(cluster, caplog)
         assert len(own) == coordlog.KEEP_SNAPSHOTS
         # truncation never went past what gb's own older snapshot covers
         assert earliest <= own[-1][0] + 1
-        assert any("this replay configuration has" in r.getMessage() for r in caplog.records)
+        # gb's snapshots are b1's: at its own snapshot points, or because ga's covered more
+        # ("this replay configuration has ... publishing one"), whichever came first
         caplog.clear()
         b2 = _handover(cluster, b1, MarshalerMetrics())
         assert any(r.getMessage().startswith("__marshal/0: starting from the snapshot covering")
