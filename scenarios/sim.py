@@ -51,7 +51,7 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   offsets below what they applied as re-deliveries (what ``Tailer`` did before).
 
 - **Snapshots, truncation and cold starts** (:mod:`scenarios.sim_bounded`, its own
-  generator ``random.Random(f"bounded/{seed}")``, about one partition seed in six with
+  generator ``random.Random(f"bounded/{seed}")``, about one seed in five: partition seeds with
   faults): a second group of another replay configuration (keyed where the checked group is
   not, or the other way round) shares the coordination partitions, publishes snapshots and
   truncates; so do some of the checked group's members; the group stops and comes back, and
