@@ -17,12 +17,15 @@ from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 
-from rationalizer import SnapshotError, WorldState
+from rationalizer import PROTOCOL_VERSION, SnapshotError, WorldState
 from rationalizer.codec import T_ANNOUNCING_MEMBER, T_LEAVING_GROUP, T_RELEASE_GROUP
 from rationalizer.snapshot_record import (
     PublishedSnapshot,
+    config_fingerprint,
+    encode_announcement,
     encode_snapshot_record,
-    fingerprint,
+    is_announcement_key,
+    parse_announcement,
     parse_snapshot_record,
     restore_snapshot,
     snapshot_key,
@@ -45,6 +48,8 @@ __all__ = [
     "SNAPSHOT_TOPIC",
     "CoordinationTopicError",
     "Restored",
+    "announce",
+    "configs_in_use",
     "coordination_topic_config",
     "coordination_topic_problems",
     "coordination_topic_settings",
@@ -55,6 +60,7 @@ __all__ = [
     "group_of_record",
     "iter_columns",
     "load_snapshot",
+    "own_snapshots",
     "publish_snapshot",
     "read_snapshots",
     "records_from_cluster",
@@ -71,8 +77,11 @@ SNAPSHOT_TOPIC = "__marshal_snapshots"
 _TIMESTAMP_TYPE = "message.timestamp.type"
 _LOG_APPEND_TIME = "LogAppendTime"
 _READ_BYTES = 8 << 20
-#: snapshots kept per key configuration: the newest, and one to fall back on
+#: snapshots kept per replay configuration: the newest, and one to fall back on
 KEEP_SNAPSHOTS = 2
+#: how long a Marshaler's announcement of its replay configuration holds (wall clock); it
+#: is written again every quarter of it
+DEFAULT_ANNOUNCE_TTL_MS = 600_000
 
 Record = tuple[int, int, "bytes | None", "bytes | None"]
 
@@ -395,7 +404,9 @@ def load_snapshot(
     still stored (``covered + 1 >= earliest`` of ``__marshal``), or None (replay the log).
 
     Each refused snapshot (digest, tag, decode, gap) is one warning; snapshots published
-    under another key configuration are for other replayers and skipped silently.
+    under another replay configuration (other keyed groups, or other rules: another
+    protocol version, or a record version 1 that does not say) are for other replayers and
+    skipped silently, and so are announcements.
     ``cluster`` may be None when ``earliest`` and ``snapshots`` are given (the audit)."""
     keys = dict(admin_keys or {})
     mine = snapshot_key(cp, keys)
@@ -468,49 +479,111 @@ def publish_snapshot(
     return result.base_offset
 
 
-def truncation_bounds(
+def _newest_valid(
     cp: int,
-    snapshots: list[tuple[int, bytes | None, bytes | None]],
-    admin_keys: Mapping[str, bytes] | None = None,
-) -> tuple[int, int]:
-    """``(marshal_before, snapshots_before)``: how far ``__marshal`` and the snapshot topic of
-    ``cp`` may be truncated so that every key configuration that published keeps its
-    :data:`KEEP_SNAPSHOTS` newest snapshots and the tails they need. (0, 0) while any
-    configuration has fewer.
+    found: list[tuple[int, int, PublishedSnapshot]],
+    keys: Mapping[str, bytes] | None,
+) -> list[tuple[int, int]]:
+    """``(covered, offset)`` of the :data:`KEEP_SNAPSHOTS` newest valid snapshots among
+    ``found`` (one configuration's), newest first. With ``keys`` (our own configuration) a
+    snapshot counts only if it fully restores; without (another configuration's, whose keys
+    we do not hold) if its digest matches. Checked only until KEEP_SNAPSHOTS pass: a full
+    restore is the expensive part, and older snapshots do not move the bound."""
+    valid: list[tuple[int, int]] = []
+    for covered, offset, snap in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
+        if keys is not None:
+            try:
+                restore_snapshot(snap, cp, keys)
+            except SnapshotError:
+                continue
+        elif hashlib.sha256(snap.world).digest() != snap.digest:
+            continue
+        valid.append((covered, offset))
+        if len(valid) == KEEP_SNAPSHOTS:
+            break
+    return valid
 
-    Our own configuration's snapshots count only if they fully verify; another
-    configuration's (whose keys we do not hold) only if their digest matches.
-    """
-    keys = dict(admin_keys or {})
-    mine = fingerprint(keys)
+
+def _by_config(
+    cp: int, snapshots: list[tuple[int, bytes | None, bytes | None]]
+) -> tuple[dict[str, list[tuple[int, int, PublishedSnapshot]]], dict[str, int]]:
+    """The snapshot records of ``cp`` by replay configuration, and per configuration the
+    latest expiry (wall ms) its announcements carry."""
     by_config: dict[str, list[tuple[int, int, PublishedSnapshot]]] = {}
+    announced: dict[str, int] = {}
     for offset, key, value in snapshots:
+        if is_announcement_key(key):
+            try:
+                a = parse_announcement(key, value)
+            except SnapshotError:
+                continue
+            if a.coord_partition == cp:
+                announced[a.config] = max(announced.get(a.config, a.expires_ms), a.expires_ms)
+            continue
         try:
             snap = parse_snapshot_record(key, value)
         except SnapshotError:
             continue
         if snap.coord_partition == cp:
-            by_config.setdefault(fingerprint(snap.keyed_groups), []).append(
-                (snap.covered, offset, snap)
-            )
-    if not by_config:
+            by_config.setdefault(snap.config, []).append((snap.covered, offset, snap))
+    return by_config, announced
+
+
+def configs_in_use(
+    cp: int, snapshots: list[tuple[int, bytes | None, bytes | None]], now_ms: int
+) -> set[str]:
+    """The replay configurations of ``cp`` in use (PROTOCOL.md, "Bounded coordination
+    log"): those with a snapshot record, and those with an announcement that has not
+    expired at ``now_ms`` (the caller's wall clock)."""
+    by_config, announced = _by_config(cp, snapshots)
+    return set(by_config) | {c for c, until in announced.items() if until > now_ms}
+
+
+def own_snapshots(
+    cp: int,
+    snapshots: list[tuple[int, bytes | None, bytes | None]],
+    admin_keys: Mapping[str, bytes] | None = None,
+) -> tuple[list[tuple[int, int]], int | None]:
+    """``(covered, offset)`` of our own configuration's newest valid snapshots of ``cp``
+    (at most :data:`KEEP_SNAPSHOTS`, newest first: what a cold start of ours can use and
+    what bounds the truncation for us), and the highest offset another configuration's
+    snapshot covers (None: there is none; not checked beyond parsing)."""
+    keys = dict(admin_keys or {})
+    mine = config_fingerprint(keys, PROTOCOL_VERSION)
+    by_config, _ = _by_config(cp, snapshots)
+    others = [c for config, found in by_config.items() if config != mine for c, _, _ in found]
+    own = _newest_valid(cp, by_config.get(mine, []), keys)
+    return own, max(others, default=None)
+
+
+def truncation_bounds(
+    cp: int,
+    snapshots: list[tuple[int, bytes | None, bytes | None]],
+    admin_keys: Mapping[str, bytes] | None = None,
+    *,
+    now_ms: int | None = None,
+) -> tuple[int, int]:
+    """``(marshal_before, snapshots_before)``: how far ``__marshal`` and the snapshot topic of
+    ``cp`` may be truncated so that every replay configuration in use keeps its
+    :data:`KEEP_SNAPSHOTS` newest snapshots and the tails they need. (0, 0) while any
+    configuration in use has fewer (PROTOCOL.md, "Bounded coordination log").
+
+    In use: every configuration (key configuration and rules) with a snapshot record, and
+    every one announced with an expiry after ``now_ms`` (this process's wall clock, by
+    default the system's). Our own configuration's snapshots count only if they fully
+    verify; another configuration's (whose keys we do not hold) only if their digest
+    matches.
+    """
+    keys = dict(admin_keys or {})
+    mine = config_fingerprint(keys, PROTOCOL_VERSION)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    by_config, announced = _by_config(cp, snapshots)
+    in_use = set(by_config) | {c for c, until in announced.items() if until > now}
+    if not in_use:
         return 0, 0
     marshal_before = snapshots_before = None
-    for config, found in by_config.items():
-        # newest first, checked only until KEEP_SNAPSHOTS pass: a full restore is the
-        # expensive part, and older snapshots do not move the bound
-        valid: list[tuple[int, int]] = []
-        for covered, offset, snap in sorted(found, key=lambda f: (f[0], f[1]), reverse=True):
-            if config == mine:
-                try:
-                    restore_snapshot(snap, cp, keys)
-                except SnapshotError:
-                    continue
-            elif hashlib.sha256(snap.world).digest() != snap.digest:
-                continue
-            valid.append((covered, offset))
-            if len(valid) == KEEP_SNAPSHOTS:
-                break
+    for config in sorted(in_use):
+        valid = _newest_valid(cp, by_config.get(config, []), keys if config == mine else None)
         if len(valid) < KEEP_SNAPSHOTS:
             return 0, 0
         covered, offset = valid[-1]
@@ -520,16 +593,42 @@ def truncation_bounds(
     return marshal_before, snapshots_before
 
 
+def announce(
+    cluster: Cluster,
+    cp: int,
+    admin_keys: Mapping[str, bytes] | None = None,
+    *,
+    now_ms: int,
+    ttl_ms: int = DEFAULT_ANNOUNCE_TTL_MS,
+) -> int:
+    """Announce that this process replays ``cp`` with ``admin_keys`` under this code's
+    rules, until ``now_ms + ttl_ms`` (wall clock): a truncator then keeps what that
+    configuration needs until it has snapshots of its own. Returns the record's offset."""
+    key, value = encode_announcement(
+        cp, sorted(dict(admin_keys or {})), written_ms=now_ms, expires_ms=now_ms + ttl_ms
+    )
+    record = NewRecord(value=value, key=key, timestamp=now_ms)
+    result = cluster.produce(SNAPSHOT_TOPIC, cp, [record], durable=True)
+    log.debug("announced %s at %s/%d@%d", key.decode(), SNAPSHOT_TOPIC, cp, result.base_offset)
+    return result.base_offset
+
+
 def truncate(
-    cluster: Cluster, cp: int, admin_keys: Mapping[str, bytes] | None = None
+    cluster: Cluster,
+    cp: int,
+    admin_keys: Mapping[str, bytes] | None = None,
+    *,
+    now_ms: int | None = None,
 ) -> tuple[int, int] | None:
-    """Delete what the kept snapshots of ``cp`` make unnecessary (both topics); returns the
-    new earliest offsets ``(__marshal, snapshots)``, or None when the cluster cannot delete
-    records (it has no :class:`~logmarshal.cluster.RecordDeleter`) or nothing may go."""
+    """Delete what the kept snapshots of ``cp`` make unnecessary (both topics): nothing
+    that a configuration in use still needs (:func:`truncation_bounds`, ``now_ms`` the
+    wall clock announcements are judged by); returns the new earliest offsets
+    ``(__marshal, snapshots)``, or None when the cluster cannot delete records (it has no
+    :class:`~logmarshal.cluster.RecordDeleter`) or nothing may go."""
     if not isinstance(cluster, RecordDeleter):
         return None
     marshal_before, snapshots_before = truncation_bounds(
-        cp, read_snapshots(cluster, cp), admin_keys
+        cp, read_snapshots(cluster, cp), admin_keys, now_ms=now_ms
     )
     if marshal_before <= 0:
         return None

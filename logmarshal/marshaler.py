@@ -34,6 +34,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .cluster import Cluster, MultiBatchFetcher
 from .coordlog import (
     COORDINATION_TOPIC,
+    DEFAULT_ANNOUNCE_TTL_MS,
     CoordinationTopicError,
     coordination_topic_config,
     ensure_coordination_topic,
@@ -44,6 +45,7 @@ from .tailer import Halt, Tailer
 
 __all__ = [
     "COORDINATION_TOPIC",
+    "DEFAULT_ANNOUNCE_TTL",
     "DEFAULT_SNAPSHOT_INTERVAL",
     "DEFAULT_SNAPSHOT_RECORDS",
     "AttachedConsumer",
@@ -69,6 +71,9 @@ LINGER_PER_HB = 10
 DEFAULT_SNAPSHOT_RECORDS = 25_000
 #: ... and at least every this many seconds of log time while records arrive.
 DEFAULT_SNAPSHOT_INTERVAL = 3600.0
+#: How long (seconds, wall clock) an announcement of this Marshaler's replay configuration
+#: keeps truncators from deleting what the configuration needs; renewed every quarter of it.
+DEFAULT_ANNOUNCE_TTL = DEFAULT_ANNOUNCE_TTL_MS / 1000
 
 
 @attrs.frozen
@@ -118,7 +123,15 @@ class Marshaler:
     (``restore_snapshots``); this marshaler publishes a snapshot when its own record lands on
     a snapshot point (every ``snapshot_records`` records, or the first record of each
     ``snapshot_interval`` seconds of log time; None disables either) and then, if
-    ``truncate``, deletes what the two newest snapshots of every key configuration cover.
+    ``truncate``, deletes what the two newest snapshots of every replay configuration in use
+    cover. Every Marshaler announces its replay configuration (admin keys and protocol
+    version) in the snapshot topic for every coordination partition, before its cold start
+    reads the log and then every ``announce_ttl``/4 seconds (each announcement holds
+    ``announce_ttl``, wall clock): a configuration announced without two valid snapshots
+    holds every truncation at nothing, and a publishing Marshaler (one with a snapshot point)
+    whose configuration lacks them, or whose newest lags by ``snapshot_records``, publishes
+    one once caught up and again every snapshot interval. ``_announce=False`` removes the
+    announcements (only the tests that show what they prevent use it).
 
     A coordination log that loses records (docs/bounded-log.md, "A coordination log that
     loses records"): when the log goes back below what the replay of a coordination
@@ -148,7 +161,9 @@ class Marshaler:
         snapshot_interval: float | None = DEFAULT_SNAPSHOT_INTERVAL,
         truncate: bool = True,
         restore_snapshots: bool = True,
+        announce_ttl: float = DEFAULT_ANNOUNCE_TTL,
         _check_rewind: bool = True,
+        _announce: bool = True,
     ) -> None:
         if not valid_id(client_id):
             raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
@@ -178,6 +193,8 @@ class Marshaler:
             raise ValueError(f"snapshot_records must be positive, got {snapshot_records}")
         if snapshot_interval is not None and snapshot_interval <= 0:
             raise ValueError(f"snapshot_interval must be positive, got {snapshot_interval}")
+        if announce_ttl < 0.004:
+            raise ValueError(f"announce_ttl must be at least 4 ms, got {announce_ttl}")
         self._cluster = cluster
         self._client_id = client_id
         self._group_id = group_id
@@ -209,6 +226,7 @@ class Marshaler:
             truncate=truncate,
             restore=restore_snapshots,
             halted=self._on_halt,
+            announce_ttl_ms=round(announce_ttl * 1000) if _announce else None,
             _check_rewind=_check_rewind,
         )
         self._tailer.start()

@@ -9,9 +9,14 @@ batch replay is :mod:`logmarshal.audit.replay`, and reading the coordination log
 
 Each partition's world and the offset its replay reached are guarded by that partition's
 lock (:meth:`Tailer.locks`), which the replay thread holds only while it applies a fetched
-chunk. A cold start restores the newest valid published snapshot and replays the tail; a
-tailer whose own record lands on a snapshot point publishes the next snapshot and then
-truncates (PROTOCOL.md, "Bounded coordination log"; docs/bounded-log.md).
+chunk. A cold start first announces the replay configuration (key configuration and rules)
+in the snapshot topic, and goes on announcing it while it runs, so that no truncator deletes
+what that configuration still needs; it then restores the newest valid published snapshot of
+that configuration and replays the tail. A tailer whose own record lands on a snapshot point
+publishes the next snapshot and then truncates; one whose configuration has fewer than
+``KEEP_SNAPSHOTS`` valid snapshots (or only old ones) publishes one once caught up, and
+again after the next snapshot interval (PROTOCOL.md, "Bounded coordination log";
+docs/bounded-log.md).
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ _SLOW_FETCH = 1.0
 #: an answer with this many records or more is a backlog's (a cold start catching up, a
 #: replay that fell behind): the next fetch follows at once, without the linger
 _LINGER_BELOW = 1000
+#: without a ``snapshot_ms``, how often (wall ms) a tailer looks whether its configuration
+#: has snapshots of its own that bound the truncation closely enough
+_KEEP_CURRENT_MS = 3_600_000
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +125,13 @@ class _Tail:
         # the offsets, keys and values of the chunk applied last (a write's answer that comes
         # after the replay applied it is checked against them, without reading the log)
         self.recent: tuple[list[int], list[bytes | None], list[bytes | None]] = ([], [], [])
+        # wall ms when this replay's configuration is announced again (None: never)
+        self.announce_at: int | None = None
+        # wall ms when to look again whether our configuration has snapshots of its own
+        # (None: this tailer does not publish)
+        self.keep_current_at: int | None = None
+        # the last fetch found no backlog: the replay is at (or near) the log end
+        self.caught_up = False
 
 
 class _Worlds(Sequence[WorldState]):
@@ -147,6 +162,10 @@ class Tailer:
     ``now_ms`` stamps a published snapshot, ``truncate`` deletes what the kept snapshots
     cover, ``restore`` starts from a snapshot instead of the log's start. ``admin_keys``
     authenticate admin records (PROTOCOL.md): every replayer must be given the same.
+    ``announce_ttl_ms``: how long each announcement of this replay's configuration holds
+    (wall clock, ``now_ms``); it is renewed every quarter of it, and made before a cold start
+    reads the log (None: never announced; only the tests that show what announcing
+    prevents do that).
     ``halted`` hears of a coordination partition whose replay stopped being a fold of the
     log (a log that went back below what the replay applied, or records deleted before the
     replay saw them with no snapshot covering them: :class:`Halt`); ``_check_rewind=False``
@@ -172,9 +191,13 @@ class Tailer:
         truncate: bool,
         restore: bool,
         halted: HaltListener | None = None,
+        announce_ttl_ms: int | None = coordlog.DEFAULT_ANNOUNCE_TTL_MS,
         _check_rewind: bool = True,
     ) -> None:
+        if announce_ttl_ms is not None and announce_ttl_ms < 4:
+            raise ValueError(f"announce_ttl_ms must be at least 4, got {announce_ttl_ms}")
         self._cluster = cluster
+        self._announce_ttl_ms = announce_ttl_ms
         self._halted = halted
         self._check_rewind = _check_rewind
         self._n = partitions
@@ -192,6 +215,12 @@ class Tailer:
         self._stopped = threading.Event()
         self._hurry = threading.Event()  # the shared replay's: a record of ours is awaited
         self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(partitions)]
+        #: how often a publishing tailer looks whether its configuration's snapshots bound
+        #: the truncation closely enough
+        self._keep_current_ms = snapshot_ms if snapshot_ms is not None else _KEEP_CURRENT_MS
+        if snapshot_records is not None or snapshot_ms is not None:
+            for tail in self._tails:
+                tail.keep_current_at = 0  # once caught up
         self._fetch_linger = fetch_linger
         #: the one replay thread of every partition (None: a thread each)
         self._together: threading.Thread | None = None
@@ -343,8 +372,13 @@ class Tailer:
     def _start(self, tail: _Tail) -> int:
         """Cold start of one partition: the newest valid snapshot, else the log's start.
 
-        Returns the next offset to fetch."""
+        Returns the next offset to fetch. The configuration is announced before the log is
+        read: a truncator that reads the announcement keeps what this replay needs (one that
+        computed its bound before it landed may delete it: then no snapshot of ours covers
+        the gap and :meth:`_gap` refuses the world, PROTOCOL.md "Bounded coordination
+        log")."""
         cp = tail.partition
+        self._announce_config(tail, starting=True)
         earliest = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
         restored = None
         if self._restore:
@@ -371,6 +405,79 @@ class Tailer:
         if earliest > 0:
             self._gap(tail, 0, earliest)
         return earliest
+
+    def _announce_config(self, tail: _Tail, *, starting: bool = False) -> None:
+        """Announce this replay's configuration for ``tail``'s partition (PROTOCOL.md,
+        "Bounded coordination log"). At a cold start an unreachable log is raised (the start
+        is retried: it must not read the log unannounced); any other failure is a warning and
+        the next try comes sooner (the cold-start refusal keeps an unannounced replay safe)."""
+        ttl = self._announce_ttl_ms
+        if ttl is None:
+            return
+        cp = tail.partition
+        now = self._now_ms()
+        try:
+            coordlog.ensure_snapshot_topic(self._cluster, self._n)
+            coordlog.announce(self._cluster, cp, self._admin_keys, now_ms=now, ttl_ms=ttl)
+        except (*RETRIABLE, ClosedError):
+            if starting:
+                raise
+            tail.announce_at = now + max(1, ttl // 16)
+            return
+        except Exception as exc:
+            log.warning("%s/%d: cannot announce this replay's configuration: %s",
+                        COORDINATION_TOPIC, cp, exc)
+            tail.announce_at = now + max(1, ttl // 16)
+            return
+        tail.announce_at = now + ttl // 4
+
+    def _housekeeping(self, tail: _Tail) -> None:
+        """On the replay thread of ``tail``, between fetches: renew the announcement when
+        due, and keep our configuration's snapshots current (:meth:`_keep_current`)."""
+        if tail.announce_at is not None and self._now_ms() >= tail.announce_at:
+            self._announce_config(tail)
+        if (
+            tail.keep_current_at is not None
+            and tail.caught_up
+            and self._now_ms() >= tail.keep_current_at
+        ):
+            self._keep_current(tail)
+
+    def _keep_current(self, tail: _Tail) -> None:
+        """Once caught up, and then every snapshot interval: when another configuration's
+        snapshots cover more than ours and ours are fewer than ``KEEP_SNAPSHOTS`` valid ones
+        of this partition, or our newest lags the replay by ``snapshot_records`` or more,
+        publish one (then truncate, if asked). Without it a configuration whose members
+        rarely write on a snapshot point (a small group beside a busy one) would hold every
+        truncation back while it is announced (PROTOCOL.md, "Bounded coordination log")."""
+        cp = tail.partition
+        if tail.next_offset == 0:
+            return  # nothing applied yet: nothing worth publishing
+        tail.keep_current_at = self._now_ms() + self._keep_current_ms
+        if tail.halt is not None:
+            return  # its world misses records: never published
+        try:
+            own, others = coordlog.own_snapshots(
+                cp, coordlog.read_snapshots(self._cluster, cp), self._admin_keys
+            )
+        except ClosedError:
+            return
+        except Exception as exc:
+            log.warning("%s/%d: cannot read the snapshots: %s", COORDINATION_TOPIC, cp, exc)
+            return
+        applied = tail.next_offset - 1
+        newest = own[0][0] if own else -1
+        if others is None or newest >= others or newest >= applied:
+            return  # nobody is held back by us, or ours covers what we applied
+        lag = self._snapshot_records
+        if len(own) >= coordlog.KEEP_SNAPSHOTS and (lag is None or applied - newest < lag):
+            return
+        log.info(
+            "%s/%d: this replay configuration has %d valid snapshots of its own (the newest "
+            "covering %d, another configuration's %d); publishing one",
+            COORDINATION_TOPIC, cp, len(own), newest, others,
+        )
+        self._snapshot(tail)
 
     def _begin(self, tail: _Tail) -> int | None:
         """:meth:`_start` of one partition, retried while the log is unreachable; None if
@@ -436,6 +543,7 @@ class Tailer:
                 offset = moved
                 continue
             backoff = 0.05
+            self._housekeeping(tail)
             if moved != offset:
                 offset = moved
                 records = 0 if isinstance(got, Exception) else len(got[0])
@@ -492,6 +600,8 @@ class Tailer:
                 moved_any = moved_any or moved != offset
             if batch:
                 self._announce(batch)
+            for cp in offsets:
+                self._housekeeping(self._tails[cp])
             if pause:
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -617,7 +727,9 @@ class Tailer:
             return offset, True
         offsets = got[0]
         if not offsets:
+            tail.caught_up = True
             return offset, False
+        tail.caught_up = len(offsets) < _LINGER_BELOW
         if tail.suspect and self._check_rewind:
             try:
                 gone = self._still_there(tail, offset)
@@ -898,7 +1010,7 @@ class Tailer:
                 self._cluster, cp, tail.world, self._admin_keys, timestamp_ms=self._now_ms()
             )
             if self._truncate:
-                coordlog.truncate(self._cluster, cp, self._admin_keys)
+                coordlog.truncate(self._cluster, cp, self._admin_keys, now_ms=self._now_ms())
         except ClosedError:
             return
         except Exception as exc:

@@ -58,14 +58,23 @@ class Checks:
     gave_back: list[str] = attrs.field(factory=list)
     #: positions a restart takeover moved back (not a violation, counted for the summary)
     takeover_rewinds: int = 0
+    #: other violations that do not stop the run, so it shows what they cause (a truncation
+    #: that deleted what a running configuration needs: the cold starts after it)
+    going_on: list[str] = attrs.field(factory=list)
 
     def fail(self, now: int, what: str) -> None:
         self.violations.append(f"t={now}: {what}")
 
+    def fail_and_go_on(self, now: int, what: str) -> None:
+        """A violation after which the run goes on (it shows what the violation causes)."""
+        self.going_on.append(f"t={now}: {what}")
+        self.fail(now, what)
+
     @property
     def stop(self) -> bool:
-        """A violation that ends the run (every one but a release that gave back)."""
-        return len(self.violations) > len(self.gave_back)
+        """A violation that ends the run (every one but a release that gave back and those
+        recorded with :meth:`fail_and_go_on`)."""
+        return len(self.violations) > len(self.gave_back) + len(self.going_on)
 
     def landed(self, world: WorldState, msg: object, verdict: Verdict | None, ts: int) -> None:
         """Called after the oracle world applied one record ``msg`` at log time ``ts``."""

@@ -31,8 +31,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rationalizer import PROTOCOL_VERSION
 from rationalizer.snapshot import SnapshotError
-from rationalizer.snapshot_record import fingerprint, parse_snapshot_record, restore_snapshot
+from rationalizer.snapshot_record import (
+    config_fingerprint,
+    parse_snapshot_record,
+    restore_snapshot,
+)
 
 from ..coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 
@@ -60,16 +65,17 @@ def plan_snapshot_checks(
     snapshots: Mapping[int, SnapshotRecords], admin_keys: Mapping[str, bytes] | None
 ) -> dict[int, tuple[SnapshotCheck, ...]]:
     """Per coordination partition, the snapshots the fold compares its world with, sorted by
-    covered offset: those of the audit's key configuration that fully verify."""
+    covered offset: those of the audit's replay configuration (its keys and this code's
+    rules) that fully verify."""
     keys = dict(admin_keys or {})
-    mine = fingerprint(keys)
+    mine = config_fingerprint(keys, PROTOCOL_VERSION)
     out: dict[int, tuple[SnapshotCheck, ...]] = {}
     for cp, records in snapshots.items():
         found: set[SnapshotCheck] = set()
         for offset, key, value in records:
             try:
                 snap = parse_snapshot_record(key, value)
-                if snap.coord_partition != cp or fingerprint(snap.keyed_groups) != mine:
+                if snap.coord_partition != cp or snap.config != mine:
                     continue
                 restore_snapshot(snap, cp, keys)
             except ValueError as exc:  # SnapshotError, or a world that does not decode
@@ -107,7 +113,7 @@ def beyond_log_end(
                     "snapshot_offset": offset,
                     "covered_offset": snap.covered,
                     "log_end": end,
-                    "fingerprint": fingerprint(snap.keyed_groups),
+                    "fingerprint": snap.config,
                     "snapshot_digest": snap.digest.hex(),
                     "evidence": (
                         f"{SNAPSHOT_TOPIC}/{cp}@{offset} covers {COORDINATION_TOPIC}/{cp} "

@@ -19,6 +19,11 @@ only snapshots are ``ga``'s configuration's, which b2 must not restore (PROTOCOL
   partition, tagged with gb's key), once its pause is over, b2 takes up the partitions the
   admin positioned and hands out from there: nothing twice (PROTOCOL.md, "A coordination
   log that loses records").
+
+Every test here runs without the announcements of replay configurations (issue 36 item 1,
+``Tailer._announce_config`` patched out): with them, b1's announcement keeps ga's truncator
+from deleting anything gb needs and the gap never opens
+(tests/logmarshal/test_truncation_in_use.py).
 """
 
 from __future__ import annotations
@@ -76,6 +81,12 @@ class _Reader:
         self._thread.join(10)
         self.consumer.close(timeout=5)
         self.marshaler.close(timeout=5)
+
+
+@pytest.fixture(autouse=True)
+def _unannounced(monkeypatch) -> None:
+    """Without fix 1: no replayer announces its configuration."""
+    monkeypatch.setattr(Tailer, "_announce_config", lambda self, tail, starting=False: None)
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from logmarshal import EmbeddedCluster, NewRecord, coordlog, direct
 from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.marshaler import Marshaler
-from rationalizer import WorldState
-from rationalizer.snapshot_record import encode_snapshot_record
+from rationalizer import PROTOCOL_VERSION, WorldState
+from rationalizer.snapshot_record import encode_snapshot_record, is_announcement_key
 from tests.rationalizer.helpers import KEY, OTHER_KEY
 from tests.rationalizer.test_properties import KEYS, logs
 
@@ -36,6 +36,11 @@ def _eventually(check, timeout: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.02)
+
+
+def _snapshots(cluster, cp: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    """The snapshot records of ``cp`` (not the announcements beside them)."""
+    return [r for r in coordlog.read_snapshots(cluster, cp) if not is_announcement_key(r[1])]
 
 
 def _worlds(m: Marshaler) -> list[bytes]:
@@ -87,7 +92,7 @@ def test_members_snapshot_and_truncate_and_a_late_member_agrees(cluster, caplog)
 
         _eventually(truncated)
         # the snapshot topic is truncated too: few snapshots are kept
-        kept = [len(coordlog.read_snapshots(cluster, cp)) for cp in busy]
+        kept = [len(_snapshots(cluster, cp)) for cp in busy]
         assert all(2 <= k <= 6 for k in kept), kept
         # a corrupt newest snapshot is ignored with one warning: the older one serves
         cp = busy[0]
@@ -136,10 +141,13 @@ def test_only_the_writer_of_a_snapshot_point_publishes(cluster) -> None:
         _traffic(members, 10)  # 6 claims + 60 heartbeats: offsets 0..65
         for m in members:
             assert m.wait_caught_up(10)
-        _eventually(lambda: cluster.latest_offset(SNAPSHOT_TOPIC, 0) == 6)
+        _eventually(lambda: len(_snapshots(cluster, 0)) == 6)
+        # and each member's announcement of its configuration, before its replay started
+        live = [k for _, k, _ in coordlog.read_snapshots(cluster, 0) if is_announcement_key(k)]
+        assert live == [b"0/-@%d/live" % PROTOCOL_VERSION] * 2
         covered = sorted(
             coordlog.load_snapshot(cluster, 0, snapshots=[s]).covered
-            for s in coordlog.read_snapshots(cluster, 0)
+            for s in _snapshots(cluster, 0)
         )
         # one snapshot per multiple of 10, each covering at least that offset
         assert len(covered) == 6
@@ -259,12 +267,11 @@ def test_a_snapshot_every_interval_of_log_time(tmp_path) -> None:
                 clock.advance(0.3)
                 assert direct.wait_verdict(m, direct.heartbeat(m, "events", 0, i), 5).accepted
             assert m.wait_caught_up(5)
-            _eventually(lambda: c.latest_offset(SNAPSHOT_TOPIC, 0) >= 3)
+            _eventually(lambda: len(_snapshots(c, 0)) >= 3)
             # the log time went from .25 to 3.85: seconds 1, 2 and 3 began, one snapshot each
-            assert c.latest_offset(SNAPSHOT_TOPIC, 0) == 3
+            assert len(_snapshots(c, 0)) == 3
             covered = [
-                coordlog.load_snapshot(c, 0, snapshots=[s]).covered
-                for s in coordlog.read_snapshots(c, 0)
+                coordlog.load_snapshot(c, 0, snapshots=[s]).covered for s in _snapshots(c, 0)
             ]
             # offset k is at .25 + 0.3 k s: the first records of seconds 1, 2, 3 are 3, 6, 10
             assert covered == [3, 6, 10]
