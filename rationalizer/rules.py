@@ -135,6 +135,7 @@ def release_group(
             part.holder = None
             part.hb = 0
             part.floor = None
+            part.tenure = -1
     if expiry > now:
         pauses[group] = (expiry, sender)
     else:  # a window already over replaces (ends) the current one
@@ -189,15 +190,16 @@ def claim(
     hb: int,
     fenced: dict[str, Sender],
     leases: bool = False,
+    offset: int = -1,
 ) -> Verdict:
-    """Rule 4: ClaimingPartition from ``sender`` declaring the lease ``hb``.
+    """Rule 4: ClaimingPartition from ``sender`` declaring the lease ``hb``, at ``offset``.
 
     Claimable — no state (``create()`` makes it), no holder, or a holder STALE by its own
     lease — → accepted: ``sender`` holds it from ``now`` with lease ``hb``; CLAIMED, or
     TOOK_OVER_STALE naming the previous holder, which is fenced if it is another instance of
     the same client (deviation D1). Otherwise (holder fresh or unknown, ``sender`` itself
     included) STILL_OWNED. Positions are not touched; the new tenure's floor is recorded
-    (:func:`tenure_floor`).
+    (:func:`tenure_floor`), and its name, the claim's ``offset`` (version 6).
 
     ``leases`` (a version 5 ClaimingPartition): also STILL_OWNED while a lease the log took
     away early may still run (``now < fenced_until``, property e)."""
@@ -221,6 +223,7 @@ def claim(
     part.beat = now
     part.hb = hb
     part.floor = tenure_floor(part)
+    part.tenure = offset
     return v
 
 
@@ -234,6 +237,7 @@ def heartbeat(
     takeovers: dict[str, Verdict],
     positions: Positions | None = None,
     current: bool = True,
+    offset: int = -1,
 ) -> Verdict:
     """Rule 5: Heartbeat from ``sender`` at ``last_offset`` declaring the lease ``hb``; a
     HeartbeatingTask is judged here the same way, with its ``positions`` vector and
@@ -248,7 +252,10 @@ def heartbeat(
       holds it, the old instance is fenced (``takeovers`` keeps one shared verdict per fenced
       instance: a restarted client takes over each of its partitions with it), its lease is
       kept (``fenced_until``, property e: it may be alive and hand out until it replays
-      this) and the new tenure's floor is recorded;
+      this) and the new tenure's floor is recorded, and its name, the heartbeat's ``offset``,
+      when the tenure it ends had one (version 6: a version 6 claim began it, so no replayer
+      of version 5 or before reads this log any further; the heartbeat lane, which only
+      renews, need not pass it);
     - otherwise NOT_HOLDER.
 
     ``current=False`` drops property a (the simulator's experiment only).
@@ -269,6 +276,8 @@ def heartbeat(
     ):
         _keep_lease(part)
         part.floor = tenure_floor(part)
+        if part.tenure >= 0:  # (a tenure begun by a version 1 or 5 claim has no name)
+            part.tenure = offset
         fk = fence_key(*h)
         fenced[fk] = h
         v = takeovers.get(fk)
@@ -291,9 +300,14 @@ def release(
     last_offset: int,
     positions: Positions | None = None,
     floored: bool = True,
+    tenure: int | None = None,
 ) -> Verdict:
     """Rule 6: ReleasingPartition from ``sender`` at ``last_offset``; a ReleasingTask is
     judged here the same way, with its ``positions`` and their scalar as ``last_offset``.
+    A version 6 release names the ``tenure`` it ends (None: a version 1 or 3 release, which
+    names none): it is accepted only from the holder *in that tenure* (version 6, property
+    f: a release that lands late, after its instance claimed the partition again, is
+    NOT_HOLDER instead of ending the new tenure).
 
     From the holder: RELEASED, no holder (and no lease), ``last_beat = now``, ``last_offset
     := last_offset``, ``claimed_through := max(last_offset, floor)`` — the holder's final
@@ -304,7 +318,10 @@ def release(
     (the simulator's experiment only)."""
     if part is None or part.holder != sender:
         return _NOT_HOLDER
+    if tenure is not None and tenure != part.tenure:
+        return _NOT_HOLDER
     floor = part.floor
+    part.tenure = -1
     part.holder = None
     part.hb = 0
     part.beat = now

@@ -41,9 +41,12 @@ MAGIC = b"LMWS"
 #: the tenure floors (a flag and a varint in a held partition's entry) and each member's
 #: announced protocol version (a byte in its entry), version 5 the leases a restart takeover
 #: or a ReleaseGroup took away early that may still run (a flag and a varint in a
-#: partition's entry). A world is written in the oldest version that can hold it, byte for
+#: partition's entry), version 6 the name of a holder's tenure (a flag and a varint: the
+#: offset of the version 6 claim or the restart takeover that began it, which a version 6
+#: release names). A world is written in the oldest version that can hold it, byte for
 #: byte as before (so older snapshots stay canonical).
-SNAPSHOT_VERSION = 5
+SNAPSHOT_VERSION = 6
+_SNAPSHOT_V5 = 5
 _SNAPSHOT_V4 = 4
 _SNAPSHOT_V1 = 1
 _SNAPSHOT_V2 = 2
@@ -82,6 +85,7 @@ _HELD = 0x01  # a holder follows (ids, heartbeat interval)
 _POSITIONED = 0x02  # a position was set: last_offset+1 and claimed_through+1 follow
 _FLOORED = 0x04  # version 4: the holder's tenure floor + 1 follows (held and positioned only)
 _LEASED = 0x08  # version 5: fenced_until - now follows (a lease taken away early, still running)
+_TENURED = 0x10  # version 6: the holder's tenure follows its heartbeat interval (held only)
 _MEMBER_VERSIONS = (2, 4)  # version 4: what a member's protocol byte may be
 
 
@@ -137,10 +141,13 @@ def dump(w: WorldImage) -> bytes:
     tasks = [p for p in parts if p.positions is not None]
     now = w.now
     leased = any(p.fenced_until > now for p in parts)
+    tenured = any(p.tenure >= 0 for p in parts)
     v4 = any(p.floor is not None for p in parts) or any(m.version != 2 for _, _, m in members)
     out = bytearray(MAGIC)
-    if leased:
+    if tenured:
         version = SNAPSHOT_VERSION
+    elif leased:
+        version = _SNAPSHOT_V5
     elif v4:
         version = _SNAPSHOT_V4
     elif tasks:
@@ -176,11 +183,14 @@ def dump(w: WorldImage) -> bytes:
             | (_POSITIONED if positioned else 0)
             | (_FLOORED if p.floor is not None else 0)
             | (_LEASED if p.fenced_until > now else 0)
+            | (_TENURED if p.tenure >= 0 else 0)
         )
         if p.holder is not None:
             _s(out, p.holder[0])
             _s(out, p.holder[1])
             _uv(out, p.hb)
+            if p.tenure >= 0:
+                _uv(out, p.tenure)
         _sv(out, p.beat)
         if positioned:
             _uv(out, p.last + 1)
@@ -189,7 +199,7 @@ def dump(w: WorldImage) -> bytes:
             _uv(out, p.floor + 1)
         if p.fenced_until > now:
             _uv(out, p.fenced_until - now)
-    if version >= _SNAPSHOT_V2:  # versions 3 to 5: the count may be 0
+    if version >= _SNAPSHOT_V2:  # versions 3 to 6: the count may be 0
         _uv(out, len(members))
         for group, client, m in members:
             _s(out, group)
@@ -207,7 +217,7 @@ def dump(w: WorldImage) -> bytes:
             for topic, count in m.topics:
                 _s(out, topic)
                 _uv(out, count)
-    if version >= _SNAPSHOT_V3:  # versions 4 and 5: the count may be 0
+    if version >= _SNAPSHOT_V3:  # versions 4 to 6: the count may be 0
         _uv(out, len(tasks))
         for p in tasks:
             _s(out, p.group)
@@ -408,7 +418,9 @@ def load(data: bytes) -> WorldImage:
     r = _Reader(buf)
     r.pos = 4
     version = r.byte()
-    if version not in (_SNAPSHOT_V1, _SNAPSHOT_V2, _SNAPSHOT_V3, _SNAPSHOT_V4, SNAPSHOT_VERSION):
+    if version not in (
+        _SNAPSHOT_V1, _SNAPSHOT_V2, _SNAPSHOT_V3, _SNAPSHOT_V4, _SNAPSHOT_V5, SNAPSHOT_VERSION
+    ):
         raise SnapshotError(f"unsupported snapshot version {version}")
     window = r.uv()
     if window == 0:
@@ -439,16 +451,26 @@ def load(data: bytes) -> WorldImage:
             _HELD
             | _POSITIONED
             | (_FLOORED if version >= _SNAPSHOT_V4 else 0)
-            | (_LEASED if version >= SNAPSHOT_VERSION else 0)
+            | (_LEASED if version >= _SNAPSHOT_V5 else 0)
+            | (_TENURED if version >= SNAPSHOT_VERSION else 0)
         )
-        if flags & ~allowed or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3):
+        if (
+            flags & ~allowed
+            or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3)
+            or (flags & _TENURED and not flags & _HELD)
+        ):
             raise SnapshotError(f"bad partition flags {flags}")
         holder = hb = None
+        tenure = -1
         if flags & _HELD:
             holder = (r.ident(), r.ident())
             hb = r.uv(MAX_HEARTBEAT_INTERVAL_MS)
             if hb == 0:
                 raise SnapshotError("heartbeat interval out of range")
+            if flags & _TENURED:
+                tenure = r.uv(MAX_OFFSET)
+                if tenure > applied:
+                    raise SnapshotError("a tenure that begins after applied_through")
         beat = r.sv()
         if beat > now:
             raise SnapshotError("a partition's last beat after the world's now")
@@ -474,12 +496,25 @@ def load(data: bytes) -> WorldImage:
             raise SnapshotError("partitions not strictly sorted")
         prev_key = sort_key
         parts[record_key(group, topic, partition)] = PartitionEntry(
-            group, topic, partition, holder, beat, last, claimed, hb or 0, None, floor, fenced_until
+            group,
+            topic,
+            partition,
+            holder,
+            beat,
+            last,
+            claimed,
+            hb or 0,
+            None,
+            floor,
+            fenced_until,
+            tenure,
         )
     members = _read_members(r, version) if version >= _SNAPSHOT_V2 else {}
     if version >= _SNAPSHOT_V3:
         _read_positions(r, parts, version)
-    if version == SNAPSHOT_VERSION and not any(p.fenced_until > now for p in parts.values()):
+    if version == SNAPSHOT_VERSION and not any(p.tenure >= 0 for p in parts.values()):
+        raise SnapshotError("a version 6 snapshot of a world an older version holds")
+    if version == _SNAPSHOT_V5 and not any(p.fenced_until > now for p in parts.values()):
         raise SnapshotError("a version 5 snapshot of a world an older version holds")
     if version == _SNAPSHOT_V4 and not (
         any(p.floor is not None for p in parts.values())

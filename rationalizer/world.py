@@ -42,12 +42,14 @@ from .codec import (
     VERSION_3,
     VERSION_4,
     VERSION_5,
+    VERSION_6,
     DecodeError,
     UnknownVersion,
     decode_fields,
     decode_member_fields,
     decode_reservation_fields,
     decode_task_fields,
+    decode_v6_fields,
     record_key,
     unsigned_value,
 )
@@ -103,13 +105,18 @@ __all__ = [
 #: The version 4 properties a simulator experiment may switch off (``WorldState(_without=)``):
 #: a restart takeover needs a current position (a), a release gives back only its own
 #: tenure's reservations (b), a version 4 reservation starts at the resume point (c); and
-#: the version 5 one: a version 5 claim waits out a lease the log took away early (e).
+#: the version 5 one: a version 5 claim waits out a lease the log took away early (e); and
+#: the version 6 one: a version 6 release ends only the tenure it names (f).
 RULE_SWITCHES = frozenset(
-    {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
+    {"takeover_position", "release_floor", "reservation_start", "fenced_lease", "release_tenure"}
 )
 
 #: ``apply_many``'s own code for a version 5 ClaimingPartition (a type byte is below 256)
 _T_CLAIM_V5 = 0x100 | T_CLAIMING_PARTITION
+#: ... and for the version 6 ClaimingPartition (its offset names the tenure it begins) and
+#: ReleasingPartition (it names the tenure it ends)
+_T_CLAIM_V6 = 0x600 | T_CLAIMING_PARTITION
+_T_RELEASE_V6 = 0x600 | T_RELEASING_PARTITION
 
 MIN_TIMESTAMP = -(2**63)
 
@@ -158,6 +165,10 @@ class PartitionState:
     #: holder fenced by a restart takeover or voided by a ReleaseGroup (version 5, property
     #: e); a version 5 claim is refused before it. None when there is no such lease.
     fenced_until: int | None = None
+    #: The log offset of the accepted claim or restart takeover that began the holder's
+    #: tenure, which a version 6 release names (version 6). None without a holder, or when
+    #: the world was restored from a snapshot older than version 6.
+    tenure: int | None = None
 
     @property
     def resume_offset(self) -> int:
@@ -208,6 +219,7 @@ class WorldState:
         self._floored = "release_floor" not in _without
         self._exact = "reservation_start" not in _without
         self._leases = "fenced_lease" not in _without
+        self._tenures = "release_tenure" not in _without
         # private: read task vectors by the pure-Python layouts even where the C reader is
         # built (tests check both against the strict decoder); never changes a verdict
         self._python_vectors = _python_vectors or not NATIVE_VECTORS
@@ -296,6 +308,7 @@ class WorldState:
         layouts = self._layouts
         current, floored, exact = self._current, self._floored, self._exact
         leases = self._leases
+        tenures = self._tenures
         nxt = self._applied + 1  # the next offset: applied_through + 1, always
         now = self._now
         out: list[Verdict | None] = []
@@ -505,11 +518,14 @@ class WorldState:
                         continue
                 # (ownership_epoch moves with every change of holder, not with renewals)
                 if typ == T_HEARTBEAT:
-                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, None, current)
+                    v = rule_heartbeat(
+                        part, ident, now, num, hb, fenced, takeovers, None, current, offset
+                    )
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
-                elif typ in (T_CLAIMING_PARTITION, _T_CLAIM_V5):
-                    # (only _slow hands a version 5 claim here; it waits out a kept lease)
+                elif typ in (T_CLAIMING_PARTITION, _T_CLAIM_V5, _T_CLAIM_V6):
+                    # (only _slow hands a version 5 or 6 claim here; it waits out a kept
+                    # lease; a version 6 one's offset names the tenure it begins)
                     v = rule_claim(
                         part,
                         partial(new_part, ent, None, now),
@@ -517,12 +533,20 @@ class WorldState:
                         now,
                         hb,
                         fenced,
-                        leases and typ == _T_CLAIM_V5,
+                        leases and typ != T_CLAIMING_PARTITION,
+                        offset if typ == _T_CLAIM_V6 else -1,
                     )
                     if v.accepted:
                         self._epoch += 1
                 elif typ == T_RELEASING_PARTITION:
                     v = rule_release(part, ident, now, num, None, floored)
+                    if v.accepted:
+                        self._epoch += 1
+                elif typ == _T_RELEASE_V6:
+                    # (only _slow hands it here, with the tenure it names in ``vector``)
+                    v = rule_release(
+                        part, ident, now, num, None, floored, vector if tenures else None
+                    )
                     if v.accepted:
                         self._epoch += 1
                 elif typ == T_CLAIMING_MESSAGES:
@@ -531,7 +555,9 @@ class WorldState:
                 # version 3 tasks (only _slow hands them here, with their vector): rules 5
                 # and 6 as for a Heartbeat and a ReleasingPartition, num their scalar
                 elif typ == T_HEARTBEATING_TASK:
-                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, vector, current)
+                    v = rule_heartbeat(
+                        part, ident, now, num, hb, fenced, takeovers, vector, current, offset
+                    )
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
                 elif typ == T_RELEASING_TASK:
@@ -702,6 +728,8 @@ class WorldState:
                 if value[1:2] == b"\x04":
                     return self._reservation(key, value)
                 return None, 0, 0, 0, self._membership(key, value, now), None
+            if version == VERSION_6:
+                return self._v6(key, value)
             if version in FUTURE_VERSIONS and len(value) >= 2:  # a version and a type
                 raise UnknownVersion(-1, version)
         try:
@@ -766,6 +794,25 @@ class WorldState:
             return None, 0, 0, 0, _INVALID, None
         ent = self._entry(key, value, start, client, instance, group, topic, partition)
         return ent, T_CLAIMING_MESSAGES, last, 0, None, first
+
+    def _v6(
+        self, key: object, value: bytes | bytearray | memoryview
+    ) -> tuple[list | None, int, int, int, Verdict | None, int | None]:
+        """A version 6 record (ClaimingPartition, ReleasingPartition): strict decode (rule 0,
+        the envelope's check included), then the identity entry of its key (shared with the
+        version 1 types), for ``apply_many`` to judge by rules 1, 3 and 4 (a claim, with its
+        heartbeat interval) or 6 (a release, with the tenure it names as the last item)."""
+        try:
+            typ, client, instance, group, topic, partition, number, start, last = (
+                decode_v6_fields(key, value)
+            )
+        except DecodeError:
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return None, 0, 0, 0, _INVALID, None
+        ent = self._entry(key, value, start, client, instance, group, topic, partition)
+        if typ == T_CLAIMING_PARTITION:
+            return ent, _T_CLAIM_V6, -1, number, None, None
+        return ent, _T_RELEASE_V6, last, 0, None, number
 
     def _entry(
         self,
@@ -1146,4 +1193,5 @@ def _export(p: PartitionEntry, now: int) -> PartitionState:
         p.positions,
         p.floor,
         p.fenced_until if p.fenced_until > now else None,
+        p.tenure if p.tenure >= 0 else None,
     )

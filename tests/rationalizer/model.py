@@ -65,7 +65,10 @@ class Model:
         end = st["beat"] + 2 * st["hb"]
         st["lease_end"] = max(end, st.get("lease_end", end))
 
-    def apply(self, ts: int, msg: object) -> tuple[bool, Reason | None, Effect | None]:
+    def apply(
+        self, ts: int, msg: object, offset: int = 0
+    ) -> tuple[bool, Reason | None, Effect | None]:
+        """Judge ``msg`` at log time ``ts``, the record at ``offset``."""
         t = self.tick(ts)
         if msg is None:
             return False, Reason.INVALID_RECORD, None
@@ -82,7 +85,7 @@ class Model:
                 if pg == g:
                     if st["holder"] is not None:
                         self._lease_taken(st)
-                    st.update(holder=None, hb=None, floor=None)
+                    st.update(holder=None, hb=None, floor=None, tenure=None)
             if msg.msg_expire_time > t:
                 self.paused[g] = (msg.msg_expire_time, me)
             else:
@@ -111,9 +114,15 @@ class Model:
         hb = st["hb"] if st else None  # the holder's lease, judged before any update
         position = max(st["last"], st["claimed"]) if st and st.get("pos") else None
         if isinstance(msg, ClaimingPartition):
-            if msg.version == 5 and st is not None and t <= st.get("lease_end", t - 1):
+            if msg.version >= 5 and st is not None and t <= st.get("lease_end", t - 1):
                 return False, Reason.STILL_OWNED, None
-            new = {"holder": me, "beat": t, "hb": msg.heartbeat_interval_ms, "floor": position}
+            new = {
+                "holder": me,
+                "beat": t,
+                "hb": msg.heartbeat_interval_ms,
+                "floor": position,
+                "tenure": offset if msg.version == 6 else None,
+            }
             if st is None:
                 self.parts[key] = {**new, "last": -1, "claimed": -1, "pos": False}
                 return True, None, Effect.CLAIMED
@@ -146,15 +155,19 @@ class Model:
                     holder=me, beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec
                 )
                 st["floor"] = position
+                if st.get("tenure") is not None:  # only a named tenure's successor is named
+                    st["tenure"] = offset
                 return True, None, Effect.RESTART_TAKEOVER
             return False, Reason.NOT_HOLDER, None
         if holder != me:
             return False, Reason.NOT_HOLDER, None
         if isinstance(msg, ReleasingPartition | ReleasingTask):
+            if getattr(msg, "tenure", None) is not None and msg.tenure != st.get("tenure"):
+                return False, Reason.NOT_HOLDER, None  # another tenure's release
             floor = st.get("floor")
             claimed = last if floor is None else max(last, floor)
             st.update(holder=None, hb=None, beat=t, last=last, claimed=claimed, pos=True, vec=vec)
-            st["floor"] = None
+            st["floor"] = st["tenure"] = None
             return True, None, Effect.RELEASED
         assert isinstance(msg, ClaimingMessages)
         starts_elsewhere = position is not None and msg.first_offset != position + 1

@@ -79,15 +79,22 @@ big_vectors = st.one_of(
 
 
 def _msg(
-    kind: str, w: tuple[str, str], g: str, p: int, n: int, hb: int = HB, key: bytes | None = None
+    kind: str,
+    w: tuple[str, str],
+    g: str,
+    p: int,
+    n: int,
+    hb: int = HB,
+    key: bytes | None = None,
+    tenure: int | None = None,
 ):
     if kind == "admin_beat":  # the admin setting a position (or trying to)
         kind, w = "beat", WHO[-1]
     elif kind == "admin_group":
         kind, w = "group", WHO[-1]
     ids = {"client_id": w[0], "instance_id": w[1], "group_id": g}
-    if kind in ("claim", "claim5"):
-        version = 5 if kind == "claim5" else 1
+    if kind in ("claim", "claim5", "claim6"):
+        version = {"claim": 1, "claim5": 5, "claim6": 6}[kind]
         return ClaimingPartition(
             **ids, topic=TOPIC, partition=p, heartbeat_interval_ms=hb, version=version
         )
@@ -96,6 +103,9 @@ def _msg(
         return msg if key is None else sign(msg, key)
     if kind == "release":
         return ReleasingPartition(**ids, topic=TOPIC, partition=p, last_offset=n)
+    if kind == "release6":  # version 6: naming a tenure (the right one or another)
+        tenure = max(0, n) if tenure is None else tenure
+        return ReleasingPartition(**ids, topic=TOPIC, partition=p, last_offset=n, tenure=tenure)
     if kind == "msgs":
         return ClaimingMessages(**ids, topic=TOPIC, partition=p, proposed_last_offset=n)
     if kind == "msgs4":  # version 4: a reservation naming its first offset
@@ -114,9 +124,10 @@ def _msg(
 
 
 kinds = st.sampled_from(
-    ["claim", "claim5", "claim5"]
+    ["claim", "claim5", "claim5", "claim6", "claim6"]
     + ["beat"] * 5
-    + ["release", "msgs", "msgs", "msgs4", "msgs4", "group", "admin_group"]
+    + ["release", "release6", "release6", "msgs", "msgs", "msgs4", "msgs4", "group"]
+    + ["admin_group"]
     + ["admin_beat", "admin_beat"]
     + ["task_beat", "task_beat", "task_release"]
 )
@@ -175,6 +186,7 @@ def logs(draw, max_size=80, tasks=False, members=False):
     offset = 0
     admin_g = None
     vectors: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}  # the last, per key
+    tenures: dict[tuple[str, int], int] = {}  # offset of the key's last claim6 or heartbeat
     for _ in range(draw(st.integers(0, max_size))):
         t += draw(dts)
         offset += draw(st.sampled_from([1, 1, 1, 2, 7]))
@@ -196,7 +208,12 @@ def logs(draw, max_size=80, tasks=False, members=False):
         elif kind == "admin_beat" and admin_g and draw(st.integers(0, 4)):
             g = admin_g  # mostly into the group the admin paused
         p = draw(parts)
-        msg = _msg(kind, draw(who), g, p, n, draw(hbs), draw(auths))
+        # a version 6 release mostly names the tenure the key's last claim or heartbeat
+        # would have begun (it may not have been accepted), else any offset
+        tenure = tenures.get((g, p)) if draw(st.integers(0, 2)) else None
+        msg = _msg(kind, draw(who), g, p, n, draw(hbs), draw(auths), tenure)
+        if kind in ("claim6", "beat"):
+            tenures[(g, p)] = offset
         if tasks and kind.startswith("task"):
             last = vectors.get((g, p))
             if last is not None and draw(st.integers(0, 3)):
@@ -299,7 +316,7 @@ def test_agrees_with_oracle_and_single_holder(records):
     m = Model(KEYS)
     for o, t, k, v, msg in records:
         got = w.apply(o, t, k, v)
-        want = m.apply(t, msg)
+        want = m.apply(t, msg, o)
         assert (got.accepted, got.reason, got.effect) == want, msg
         for g in GROUPS:
             for p in PARTS:
@@ -350,7 +367,7 @@ class Replayers(RuleBasedStateMachine):
 
     def _apply(self, key, value, msg):
         got = self.w.apply(self.offset, self.t, key, value)
-        want = self.m.apply(self.t, msg)
+        want = self.m.apply(self.t, msg, self.offset)
         assert (got.accepted, got.reason, got.effect) == want
         assert self.w.verdict(self.offset) == got
         self.offset += 1
@@ -369,15 +386,18 @@ class Replayers(RuleBasedStateMachine):
         extra=st.integers(-50, 4 * HB),
         hb=hbs,
         key=auths,
+        exact=st.booleans(),
     )
-    def send(self, kind, w, g, p, n, extra, hb, key):
+    def send(self, kind, w, g, p, n, extra, hb, key, exact):
         if kind in ("group", "admin_group"):
             n = self.t + extra
         if kind == "admin_group":
             self.admin_g = g
         elif kind == "admin_beat" and self.admin_g and n % 4:
             g = self.admin_g  # mostly into the group the admin paused
-        msg = _msg(kind, w, g, p, n, hb, key)
+        # a version 6 release names the partition's tenure (exact) or an offset near it
+        tenure = self.m.parts.get((g, TOPIC, p), {}).get("tenure") if exact else None
+        msg = _msg(kind, w, g, p, n, hb, key, tenure)
         self._apply(*encode(msg), msg)
 
     @rule(kv=garbage)
@@ -426,6 +446,7 @@ class Replayers(RuleBasedStateMachine):
                         )
                         want_until = lease + 1 if lease is not None and lease + 1 > self.w.now else None
                         assert state.fenced_until == want_until
+                    assert state.tenure == (st_.get("tenure") if st_["holder"] else None)
 
 
 Replayers.TestCase.settings = settings(

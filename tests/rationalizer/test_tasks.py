@@ -120,7 +120,7 @@ def test_golden_vectors_are_documented():
     for _msg, key, value in GOLDEN:
         assert f"`{key}`" in text and f"`{value}`" in text
     assert f"`{GOLDEN_SNAPSHOT}`" in text
-    assert "(rationalizer v5)" in text.splitlines()[0]  # versions 4 and 5 keep the task records
+    assert "(rationalizer v6)" in text.splitlines()[0]  # versions 4 to 6 keep the task records
 
 
 def test_a_task_is_coordinated_where_its_claim_is():

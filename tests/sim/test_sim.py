@@ -36,13 +36,17 @@ ZOMBIE_SEEDS = (40, 155, 199)
 #: older instance's heartbeat, written before it stopped, lands after its newer instance took
 #: the partition; the restart takeover fences the newer one, the older one closes and
 #: releases, a third client claims while the fenced instance still hands out on its lease.
-#: Found by the 10,000-seed run of 2026-11-27 (7158, ALO; the only one of 0..9,999).
+#: Found by the 10,000-seed run of 2026-11-27 (7158, ALO; the only one of 0..9,999). Since
+#: version 6 the older instance's release is refused too (it names the tenure its stale
+#: replay shows, not the one its heartbeat's takeover began: property f), so both rules are
+#: removed to find it.
 FENCED_LEASE_SEEDS = (7158,)
 
 
 @pytest.mark.parametrize("seed", FENCED_LEASE_SEEDS)
 def test_two_clients_at_once_are_found_without_the_fenced_lease(seed):
-    without = run_seed(seed, without=frozenset({"fenced_lease"}), trace=True)
+    assert run_seed(seed, without=frozenset({"fenced_lease"})).violations == ()
+    without = run_seed(seed, without=frozenset({"fenced_lease", "release_tenure"}), trace=True)
     assert any("handed out by" in v and "at once" in v for v in without.violations)
     assert any("accepted restart_takeover" in line for line in without.trace)
     assert run_seed(seed).violations == ()
