@@ -160,6 +160,17 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
         return record_key(msg.group_id), head + ident + _topic_numbers(msg.topics, 0)
     if cls is LeavingGroup:
         return record_key(msg.group_id), _HDR.pack(VERSION_2, T_LEAVING_GROUP) + ident
+    if cls is ReleasingTask and msg.tenure is not None:  # version 6, naming its tenure
+        body = (
+            _I64.pack(msg.tenure)
+            + _topic_numbers(msg.positions, 1)
+            + ident
+            + _str(msg.topic)
+            + uvarint(msg.partition)
+        )
+        return record_key(msg.group_id, msg.topic, msg.partition), seal(
+            VERSION_6, T_RELEASING_TASK, msg.group_id, body
+        )
     if cls is HeartbeatingTask or cls is ReleasingTask:
         if cls is HeartbeatingTask:
             head = _HDR.pack(VERSION_3, T_HEARTBEATING_TASK) + _U32.pack(msg.heartbeat_interval_ms)
@@ -467,17 +478,20 @@ def decode_reservation_fields(key: object, value: object) -> ReservationFields:
     return client, instance, group, topic, partition, first, last, 18
 
 
-#: ``(type, client_id, instance_id, group_id, topic, partition, number, ident_start)`` of
-#: a version 6 record: ``number`` is the heartbeat interval of a ClaimingPartition, the
-#: tenure of a ReleasingPartition (then ``last_offset`` is the ninth item, else -1);
-#: ``value[ident_start:]`` is the identity part, byte for byte that of the version 1 types.
-V6Fields = tuple[int, str, str, str, str, int, int, int, int]
+#: ``(type, client_id, instance_id, group_id, topic, partition, number, ident_start,
+#: last_offset, positions)`` of a version 6 record: ``number`` is the heartbeat interval of
+#: a ClaimingPartition, the tenure of a ReleasingPartition or ReleasingTask; ``last_offset``
+#: is a release's (a task's: its vector's scalar), else -1; ``positions`` a ReleasingTask's
+#: vector, else None; ``value[ident_start:]`` is the identity part, byte for byte that of
+#: the version 1 types.
+V6Fields = tuple[int, str, str, str, str, int, int, int, int, "Positions | None"]
 
 
 def decode_v6_fields(key: object, value: object) -> V6Fields:
     """Decode a version 6 record strictly (:data:`V6Fields`): the envelope (its check and
     group id), then per type: a ClaimingPartition's heartbeat interval (1..3,600,000), a
-    ReleasingPartition's tenure (0..2^63-1) and last_offset (-1..2^63-1); then the identity
+    ReleasingPartition's tenure (0..2^63-1) and last_offset (-1..2^63-1), a ReleasingTask's
+    tenure and position vector (as version 3 writes it); then the identity
     part, whose group must be the envelope's. Raises only :class:`DecodeError`."""
     _record_bytes(key, value)
     version, typ, group, pos = envelope(value)
@@ -485,6 +499,7 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
         raise DecodeError(f"not a version 6 record (version {version})")
     buf = bytes(value)  # type: ignore[arg-type]
     last = -1
+    vector: Positions | None = None
     if typ == T_CLAIMING_PARTITION:
         if len(buf) < pos + 4:
             raise DecodeError("truncated heartbeat_interval_ms")
@@ -502,13 +517,28 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
         if last < -1:
             raise DecodeError(f"last_offset {last} below -1")
         start = pos + 16
+    elif typ == T_RELEASING_TASK:
+        if len(buf) < pos + 8:
+            raise DecodeError("truncated int64 field")
+        number = _I64.unpack_from(buf, pos)[0]
+        if number < 0:
+            raise DecodeError(f"tenure {number} below 0")
+        positions, start = _read_topic_numbers(
+            buf, pos + 8, MAX_TASK_SOURCES, "source topic", MAX_OFFSET + 1, "source position", 1
+        )
+        if not positions:
+            raise DecodeError("a task without sources")
+        vector = tuple(positions)
+        last = task_last_offset(vector)
+        if last > MAX_OFFSET:
+            raise DecodeError("the task's positions add up beyond 2^63 - 1")
     else:
         raise DecodeError(f"unknown version 6 message type {typ}")
     client, instance, ident_group, topic, partition = _read_identity(key, buf, start, True)
     if ident_group != group:
         raise DecodeError("the envelope's group is not the record's")
     assert topic is not None and partition is not None
-    return typ, client, instance, group, topic, partition, number, start, last
+    return typ, client, instance, group, topic, partition, number, start, last, vector
 
 
 #: ``(type, client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms,
@@ -553,8 +583,8 @@ def decode_task_fields(key: object, value: object) -> TaskFields:
 def decode(key: bytes, value: bytes) -> Message:
     """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
     if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x06":
-        typ, client, instance, group, topic, partition, number, _, last = decode_v6_fields(
-            key, value
+        typ, client, instance, group, topic, partition, number, _, last, vector = (
+            decode_v6_fields(key, value)
         )
         where = {
             "client_id": client,
@@ -565,6 +595,8 @@ def decode(key: bytes, value: bytes) -> Message:
         }
         if typ == T_CLAIMING_PARTITION:
             return ClaimingPartition(**where, heartbeat_interval_ms=number, version=VERSION_6)  # type: ignore[arg-type]
+        if vector is not None:
+            return ReleasingTask(**where, positions=vector, tenure=number)  # type: ignore[arg-type]
         return ReleasingPartition(**where, last_offset=last, tenure=number)  # type: ignore[arg-type]
     if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x03":
         typ, client, instance, group, topic, partition, hb, vector, _ = decode_task_fields(

@@ -476,7 +476,8 @@ class HeartbeatingTask:
 @attrs.frozen(kw_only=True)
 class ReleasingTask:
     """Version 3: the holder gives a task up cleanly, recording every source's final
-    position. Judged by rule 6 exactly like a :class:`ReleasingPartition`."""
+    position. Judged by rule 6 exactly like a :class:`ReleasingPartition`; version 6 names
+    the ``tenure`` it ends, as a version 6 ReleasingPartition does."""
 
     client_id: str = _id()
     instance_id: str = _id()
@@ -484,7 +485,22 @@ class ReleasingTask:
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
     positions: Positions = attrs.field(validator=_check_positions)
-    version: int = _version_3()
+    tenure: int | None = attrs.field(default=None)
+    #: 3 without ``tenure``, 6 with it (the default follows ``tenure``)
+    version: int = attrs.field(
+        default=attrs.Factory(lambda m: 3 if m.tenure is None else 6, takes_self=True),
+        kw_only=True,
+        validator=_version_check("a ReleasingTask", 3, 6),
+    )
+
+    @tenure.validator
+    def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):  # type: ignore[operator]
+            raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
+
+    def __attrs_post_init__(self) -> None:
+        if (self.tenure is None) != (self.version == 3):
+            raise ValueError("a version 6 ReleasingTask names its tenure, version 3 none")
 
     @property
     def last_offset(self) -> int:

@@ -238,6 +238,7 @@ def heartbeat(
     positions: Positions | None = None,
     current: bool = True,
     offset: int = -1,
+    monotone: bool = True,
 ) -> Verdict:
     """Rule 5: Heartbeat from ``sender`` at ``last_offset`` declaring the lease ``hb``; a
     HeartbeatingTask is judged here the same way, with its ``positions`` vector and
@@ -258,7 +259,14 @@ def heartbeat(
       renews, need not pass it);
     - otherwise NOT_HOLDER.
 
-    ``current=False`` drops property a (the simulator's experiment only).
+    ``current=False`` drops property a, ``monotone=False`` property g (the simulator's
+    experiments only).
+
+    Property g (version 6): in a named tenure (``tenure >= 0``: a version 6 claim began it),
+    a holder's heartbeat below the partition's ``last_offset`` is one that was overtaken by a
+    later one of the same holder (a writer without an idempotent producer): it renews the
+    lease (RENEWED or RENEWED_LATE, as ever) but sets no position, so the position a holder
+    wrote never moves back.
 
     Accepted: ``last_beat = now``, ``last_offset`` set, lease := ``hb``, ``positions`` set
     (None for a plain Heartbeat: the vector no longer describes the position)."""
@@ -268,6 +276,11 @@ def heartbeat(
     if h == sender:
         # judged with the lease the holder declared last, renewed with the one it declares now
         v = _RENEWED_LATE if freshness(now - part.beat, part.hb) is STALE else _RENEWED
+        if last_offset < part.last and part.tenure >= 0 and monotone:
+            # a late heartbeat of this holder: it renews, the position stays (property g)
+            part.beat = now
+            part.hb = hb
+            return v
     elif (
         h is not None
         and h[0] == sender[0]

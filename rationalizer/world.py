@@ -106,9 +106,17 @@ __all__ = [
 #: a restart takeover needs a current position (a), a release gives back only its own
 #: tenure's reservations (b), a version 4 reservation starts at the resume point (c); and
 #: the version 5 one: a version 5 claim waits out a lease the log took away early (e); and
-#: the version 6 one: a version 6 release ends only the tenure it names (f).
+#: the version 6 ones: a version 6 release ends only the tenure it names (f), a holder's
+#: late heartbeat does not move its named tenure's position back (g).
 RULE_SWITCHES = frozenset(
-    {"takeover_position", "release_floor", "reservation_start", "fenced_lease", "release_tenure"}
+    {
+        "takeover_position",
+        "release_floor",
+        "reservation_start",
+        "fenced_lease",
+        "release_tenure",
+        "late_heartbeat",
+    }
 )
 
 #: ``apply_many``'s own code for a version 5 ClaimingPartition (a type byte is below 256)
@@ -117,6 +125,7 @@ _T_CLAIM_V5 = 0x100 | T_CLAIMING_PARTITION
 #: ReleasingPartition (it names the tenure it ends)
 _T_CLAIM_V6 = 0x600 | T_CLAIMING_PARTITION
 _T_RELEASE_V6 = 0x600 | T_RELEASING_PARTITION
+_T_RELEASE_TASK_V6 = 0x600 | T_RELEASING_TASK
 
 MIN_TIMESTAMP = -(2**63)
 
@@ -220,6 +229,7 @@ class WorldState:
         self._exact = "reservation_start" not in _without
         self._leases = "fenced_lease" not in _without
         self._tenures = "release_tenure" not in _without
+        self._monotone = "late_heartbeat" not in _without
         # private: read task vectors by the pure-Python layouts even where the C reader is
         # built (tests check both against the strict decoder); never changes a verdict
         self._python_vectors = _python_vectors or not NATIVE_VECTORS
@@ -309,6 +319,7 @@ class WorldState:
         current, floored, exact = self._current, self._floored, self._exact
         leases = self._leases
         tenures = self._tenures
+        monotone = self._monotone
         nxt = self._applied + 1  # the next offset: applied_through + 1, always
         now = self._now
         out: list[Verdict | None] = []
@@ -364,6 +375,7 @@ class WorldState:
                         and part.holder is ent[1]
                         and not paused
                         and not (fenced and ent[2] in fenced)
+                        and monotone  # (the experiment without property g: general path)
                     ):
                         # Rules 1 and 3 cannot fire (these gates only choose the lane: a
                         # fenced sender or any pause window takes the general path below,
@@ -426,7 +438,8 @@ class WorldState:
                             # renews
                             push(
                                 rule_heartbeat(
-                                    part, ent[1], now, num, hb, fenced, takeovers, vector, current
+                                    part, ent[1], now, num, hb, fenced, takeovers, vector,
+                                    current, -1, monotone,
                                 )
                             )
                             continue
@@ -519,7 +532,8 @@ class WorldState:
                 # (ownership_epoch moves with every change of holder, not with renewals)
                 if typ == T_HEARTBEAT:
                     v = rule_heartbeat(
-                        part, ident, now, num, hb, fenced, takeovers, None, current, offset
+                        part, ident, now, num, hb, fenced, takeovers, None, current, offset,
+                        monotone,
                     )
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
@@ -556,12 +570,21 @@ class WorldState:
                 # and 6 as for a Heartbeat and a ReleasingPartition, num their scalar
                 elif typ == T_HEARTBEATING_TASK:
                     v = rule_heartbeat(
-                        part, ident, now, num, hb, fenced, takeovers, vector, current, offset
+                        part, ident, now, num, hb, fenced, takeovers, vector, current, offset,
+                        monotone,
                     )
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
                 elif typ == T_RELEASING_TASK:
                     v = rule_release(part, ident, now, num, vector, floored)
+                    if v.accepted:
+                        self._epoch += 1
+                elif typ == _T_RELEASE_TASK_V6:
+                    # (only _slow hands it here, with its vector and the tenure it names)
+                    vector, named = vector
+                    v = rule_release(
+                        part, ident, now, num, vector, floored, named if tenures else None
+                    )
                     if v.accepted:
                         self._epoch += 1
                 else:  # the fast path and _slow only hand the six partition types here
@@ -803,7 +826,7 @@ class WorldState:
         version 1 types), for ``apply_many`` to judge by rules 1, 3 and 4 (a claim, with its
         heartbeat interval) or 6 (a release, with the tenure it names as the last item)."""
         try:
-            typ, client, instance, group, topic, partition, number, start, last = (
+            typ, client, instance, group, topic, partition, number, start, last, vector = (
                 decode_v6_fields(key, value)
             )
         except DecodeError:
@@ -812,6 +835,8 @@ class WorldState:
         ent = self._entry(key, value, start, client, instance, group, topic, partition)
         if typ == T_CLAIMING_PARTITION:
             return ent, _T_CLAIM_V6, -1, number, None, None
+        if vector is not None:
+            return ent, _T_RELEASE_TASK_V6, last, 0, None, (vector, number)  # type: ignore[return-value]
         return ent, _T_RELEASE_V6, last, 0, None, number
 
     def _entry(

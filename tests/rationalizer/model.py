@@ -145,6 +145,10 @@ class Model:
         if isinstance(msg, Heartbeat | HeartbeatingTask):
             if holder == me:
                 effect = Effect.RENEWED if age <= 2 * hb else Effect.RENEWED_LATE
+                if st.get("tenure") is not None and st["pos"] and last < st["last"]:
+                    # a late heartbeat of a named tenure: renews, keeps the position (g)
+                    st.update(beat=t, hb=msg.heartbeat_interval_ms)
+                    return True, None, effect
                 st.update(beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec)
                 return True, None, effect
             current = position is None or last >= position

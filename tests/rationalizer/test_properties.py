@@ -119,6 +119,9 @@ def _msg(
         )
     if kind == "task_release":
         return ReleasingTask(**ids, topic=TOPIC, partition=p, positions=_vector(n))
+    if kind == "task_release6":  # version 6: naming a tenure
+        tenure = max(0, n) if tenure is None else tenure
+        return ReleasingTask(**ids, topic=TOPIC, partition=p, positions=_vector(n), tenure=tenure)
     msg = ReleaseGroup(**ids, msg_expire_time=max(0, n))
     return msg if key is None else sign(msg, key)
 
@@ -129,7 +132,7 @@ kinds = st.sampled_from(
     + ["release", "release6", "release6", "msgs", "msgs", "msgs4", "msgs4", "group"]
     + ["admin_group"]
     + ["admin_beat", "admin_beat"]
-    + ["task_beat", "task_beat", "task_release"]
+    + ["task_beat", "task_beat", "task_release", "task_release6"]
 )
 #: more task records, for the logs of the fast-lane equivalence
 task_kinds = st.sampled_from(["task_beat"] * 4 + ["task_release", "claim", "claim5", "beat"])

@@ -20,6 +20,7 @@ from rationalizer import (
     Effect,
     Reason,
     ReleasingPartition,
+    ReleasingTask,
     SnapshotError,
     WorldState,
     decode,
@@ -52,6 +53,20 @@ RELEASE_V6_HEX = (
     "672f6f72646572732f33",
     "06032420babd0167000000000000000000000000000000290263310269310167066f726465727303",
 )
+RELEASE_TASK_V6 = ReleasingTask(
+    client_id="c1",
+    instance_id="i1",
+    group_id="g",
+    topic="wordcount.task.0",
+    partition=0,
+    positions=(("a", -1), ("b", 200)),
+    tenure=5,
+)
+RELEASE_TASK_V6_HEX = (
+    "672f776f7264636f756e742e7461736b2e302f30",
+    "060947648ee601670000000000000005020161000162c901026331026931016710776f7264636f756e742e"
+    "7461736b2e3000",
+)
 #: CLAIM_V6 at offset 0 (log time 1000), Heartbeat(c1, i1, g, orders, 3, 41, hb=1000) at
 #: 1 (1001), window 4: flags 0x13 (held, positioned, tenured), tenure 0 after the HB
 SNAPSHOT_V6_HEX = (
@@ -67,14 +82,16 @@ def release6(who: str, last: int, tenure: int, p: int = 0, g: str = "g") -> Rele
 
 
 @pytest.mark.parametrize(
-    ("msg", "hexes"), [(CLAIM_V6, CLAIM_V6_HEX), (RELEASE_V6, RELEASE_V6_HEX)], ids=str
+    ("msg", "hexes"),
+    [(CLAIM_V6, CLAIM_V6_HEX), (RELEASE_V6, RELEASE_V6_HEX), (RELEASE_TASK_V6, RELEASE_TASK_V6_HEX)],
+    ids=str,
 )
 def test_golden_records(msg, hexes):
     key, value = encode(msg)
     assert (key.hex(), value.hex()) == hexes
     assert decode(key, value) == msg
     assert msg.version == 6
-    typ = 3 if isinstance(msg, ReleasingPartition) else 2
+    typ = {ClaimingPartition: 2, ReleasingPartition: 3, ReleasingTask: 9}[type(msg)]
     assert envelope(value) == (6, typ, "g", 8)
 
 
@@ -100,7 +117,7 @@ def test_golden_snapshot_names_the_tenure():
 
 def test_golden_vectors_are_in_protocol_md():
     text = (Path(__file__).resolve().parents[2] / "PROTOCOL.md").read_text()
-    for key, value in (CLAIM_V6_HEX, RELEASE_V6_HEX):
+    for key, value in (CLAIM_V6_HEX, RELEASE_V6_HEX, RELEASE_TASK_V6_HEX):
         assert f"`{key}`" in text and f"`{value}`" in text
     assert f"`{SNAPSHOT_V6_HEX}`" in text
 
@@ -121,7 +138,9 @@ def _flip(value: bytes, i: int) -> bytes:
     return value[:i] + bytes((value[i] ^ 0x01,)) + value[i + 1 :]
 
 
-@pytest.mark.parametrize("hexes", [CLAIM_V6_HEX, RELEASE_V6_HEX], ids=["claim", "release"])
+@pytest.mark.parametrize(
+    "hexes", [CLAIM_V6_HEX, RELEASE_V6_HEX, RELEASE_TASK_V6_HEX], ids=["claim", "release", "task"]
+)
 def test_every_byte_is_under_the_check(hexes):
     """One flipped bit anywhere (version byte aside, which makes it another version) fails
     the check: skipped and counted, never judged."""
@@ -264,3 +283,81 @@ def test_snapshot_tenures_are_read_strictly():
     late = good[:tenure_at] + b"\x05" + good[tenure_at + 1 :]  # after applied_through (1)
     with pytest.raises(SnapshotError, match="after applied_through"):
         WorldState.from_bytes(late)
+
+
+# ----------------------------------------------------------------------------- property g
+
+
+def _overtaken(version: int, without: frozenset[str] = frozenset()) -> Log:
+    """a:1 claims (of ``version``) and heartbeats 20, then its earlier heartbeat of 10,
+    overtaken in the transport, lands."""
+    log = Log()
+    log.w = WorldState(_without=without)
+    assert log.put(claim("a:1", hb=HBL, version=version), 0).accepted
+    assert log.put(beat("a:1", 20, hb=HBL), 10).effect is Effect.RENEWED
+    assert log.put(beat("a:1", 10, hb=50), 20).effect is Effect.RENEWED
+    return log
+
+
+def test_a_holders_late_heartbeat_renews_and_keeps_its_position():
+    log = _overtaken(6)
+    st = log.w.partition_state("g", "orders", 0)
+    assert (st.last_offset, st.last_beat, st.heartbeat_interval_ms) == (20, 20, 50)
+    assert log.w.resume_offset("g", "orders", 0) == 21
+    assert log.put(beat("a:1", 25, hb=HBL), 30).accepted
+    assert log.w.resume_offset("g", "orders", 0) == 26
+
+
+def test_a_late_heartbeat_after_a_stale_lease_still_renews_late():
+    log = _overtaken(6)
+    assert log.put(beat("a:1", 5, hb=HBL), 500).effect is Effect.RENEWED_LATE
+    assert log.w.resume_offset("g", "orders", 0) == 21
+
+
+@pytest.mark.parametrize("version", [1, 5])
+def test_an_unnamed_tenure_is_judged_as_before(version):
+    """What a version 5 replayer also computes (it reads no version 6 record of this log)."""
+    log = _overtaken(version)
+    assert log.w.resume_offset("g", "orders", 0) == 11
+
+
+def test_without_property_g_the_position_moves_back():
+    log = _overtaken(6, frozenset({"late_heartbeat"}))
+    assert log.w.resume_offset("g", "orders", 0) == 11
+
+
+def test_a_late_task_heartbeat_keeps_the_vector():
+    from rationalizer import HeartbeatingTask
+
+    def task_beat(a: int, b: int, t: int) -> None:
+        msg = HeartbeatingTask(
+            **ids("a:1"), group_id="g", topic="orders", partition=0, heartbeat_interval_ms=HBL,
+            positions=(("a", a), ("b", b)),
+        )
+        assert log.put(msg, t).effect is Effect.RENEWED
+
+    log = Log()
+    assert log.put(claim("a:1", hb=HBL, version=6), 0).accepted
+    task_beat(10, 10, 10)
+    task_beat(5, 9, 20)  # overtaken: its scalar (15) is below 21
+    assert log.w.resume_positions("g", "orders", 0) == {"a": 11, "b": 11}
+    assert log.w.partition_state("g", "orders", 0).last_offset == 21
+
+
+def test_a_late_task_release_of_an_earlier_tenure_is_not_the_holders():
+    """The simulator's seed 56 without an idempotent producer: a ReleasingTask of the
+    previous tenure lands after the same instance claimed the task again."""
+
+    def task_release(tenure: int, b: int) -> ReleasingTask:
+        return ReleasingTask(
+            **ids("a:1"), group_id="g", topic="orders", partition=0,
+            positions=(("a", 5), ("b", b)), tenure=tenure,
+        )
+
+    log = Log()
+    assert log.put(claim("a:1", hb=HBL, version=6), 0).accepted
+    assert log.put(task_release(0, 5), 10).effect is Effect.RELEASED
+    assert log.put(claim("a:1", hb=HBL, version=6), 20).accepted
+    assert log.put(task_release(0, 5), 30).reason is Reason.NOT_HOLDER
+    assert log.put(task_release(2, 9), 40).effect is Effect.RELEASED
+    assert log.w.resume_positions("g", "orders", 0) == {"a": 6, "b": 10}
