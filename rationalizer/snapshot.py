@@ -18,6 +18,7 @@ from itertools import pairwise
 
 from .codec import record_key
 from .messages import (
+    FUTURE_VERSIONS,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
     MAX_MEMBER_TOPICS,
@@ -43,7 +44,8 @@ MAGIC = b"LMWS"
 #: or a ReleaseGroup took away early that may still run (a flag and a varint in a
 #: partition's entry), version 6 the name of a holder's tenure (a flag and a varint: the
 #: offset of the version 6 claim or the restart takeover that began it, which a version 6
-#: release names). A world is written in the oldest version that can hold it, byte for
+#: release names), the groups a record of a version to come halted (a section) and the
+#: count of GROUP_HALTED rejections (an eighth count, verdict code 7). A world is written in the oldest version that can hold it, byte for
 #: byte as before (so older snapshots stay canonical).
 SNAPSHOT_VERSION = 6
 _SNAPSHOT_V5 = 5
@@ -62,7 +64,10 @@ REASON_CODES: tuple[Reason, ...] = (
     Reason.OFFSET_REGRESSION,
     Reason.INVALID_RECORD,
     Reason.UNAUTHENTICATED,
+    Reason.GROUP_HALTED,  # version 6
 )
+#: the rejection counts a snapshot of version 5 or before holds (GROUP_HALTED is 0 there)
+_OLD_REASONS = 7
 EFFECT_CODES: tuple[Effect, ...] = (
     Effect.CLAIMED,
     Effect.TOOK_OVER_STALE,
@@ -141,7 +146,8 @@ def dump(w: WorldImage) -> bytes:
     tasks = [p for p in parts if p.positions is not None]
     now = w.now
     leased = any(p.fenced_until > now for p in parts)
-    tenured = any(p.tenure >= 0 for p in parts)
+    halted = sorted(w.halted_groups.items())
+    tenured = any(p.tenure >= 0 for p in parts) or bool(halted)
     v4 = any(p.floor is not None for p in parts) or any(m.version != 2 for _, _, m in members)
     out = bytearray(MAGIC)
     if tenured:
@@ -158,7 +164,7 @@ def dump(w: WorldImage) -> bytes:
     _uv(out, w.verdict_window)
     _uv(out, w.applied_through + 1)
     _sv(out, w.now)
-    for r in REASON_CODES:
+    for r in REASON_CODES if version >= SNAPSHOT_VERSION else REASON_CODES[:_OLD_REASONS]:
         _uv(out, w.rejections[r])
     fenced = sorted(w.fenced)
     _uv(out, len(fenced))
@@ -227,6 +233,12 @@ def dump(w: WorldImage) -> bytes:
             for topic, offset in p.positions:
                 _s(out, topic)
                 _uv(out, offset + 1)
+    if version >= SNAPSHOT_VERSION:  # the halted groups (the count may be 0)
+        _uv(out, len(halted))
+        for group, (offset, protocol) in halted:
+            _s(out, group)
+            _uv(out, offset)
+            out.append(protocol)
     woff = w.verdict_offsets
     _uv(out, len(woff))
     prev = -1
@@ -429,7 +441,9 @@ def load(data: bytes) -> WorldImage:
     now = r.sv()
     if not NO_TIME <= now <= MAX_OFFSET:
         raise SnapshotError("now out of range")
-    rejections = {reason: r.uv() for reason in REASON_CODES}
+    counted = REASON_CODES if version >= SNAPSHOT_VERSION else REASON_CODES[:_OLD_REASONS]
+    rejections = dict.fromkeys(REASON_CODES, 0)
+    rejections.update((reason, r.uv()) for reason in counted)
     fenced = [(r.ident(), r.ident()) for _ in range(r.uv())]
     if not _sorted_strictly(fenced):
         raise SnapshotError("fenced instances not strictly sorted")
@@ -512,8 +526,21 @@ def load(data: bytes) -> WorldImage:
     members = _read_members(r, version) if version >= _SNAPSHOT_V2 else {}
     if version >= _SNAPSHOT_V3:
         _read_positions(r, parts, version)
-    if version == SNAPSHOT_VERSION and not any(p.tenure >= 0 for p in parts.values()):
-        raise SnapshotError("a version 6 snapshot of a world an older version holds")
+    halted: dict[str, tuple[int, int]] = {}
+    if version >= SNAPSHOT_VERSION:
+        for _ in range(r.uv()):
+            group = r.ident()
+            offset = r.uv(MAX_OFFSET)
+            protocol = r.byte()
+            if offset > applied or protocol not in FUTURE_VERSIONS:
+                raise SnapshotError("a halted group no log could give")
+            if halted and max(halted) >= group:
+                raise SnapshotError("halted groups not strictly sorted")
+            halted[group] = (offset, protocol)
+        if not halted and not any(p.tenure >= 0 for p in parts.values()):
+            raise SnapshotError("a version 6 snapshot of a world an older version holds")
+        if bool(halted) != bool(rejections[Reason.GROUP_HALTED]):
+            raise SnapshotError("halted groups without their rejections, or the other way")
     if version == _SNAPSHOT_V5 and not any(p.fenced_until > now for p in parts.values()):
         raise SnapshotError("a version 5 snapshot of a world an older version holds")
     if version == _SNAPSHOT_V4 and not (
@@ -549,6 +576,8 @@ def load(data: bytes) -> WorldImage:
     if (offsets[-1] if n else -1) != applied:
         raise SnapshotError("verdict offsets out of range")
     verdicts = _read_verdicts(r, n)
+    if version < SNAPSHOT_VERSION and REJECTED[Reason.GROUP_HALTED] in verdicts:
+        raise SnapshotError("a GROUP_HALTED verdict in a snapshot older than version 6")
     if r.pos != len(buf):
         raise SnapshotError(f"{len(buf) - r.pos} trailing bytes")
     return WorldImage(
@@ -562,4 +591,5 @@ def load(data: bytes) -> WorldImage:
         members=members,
         verdict_offsets=offsets,
         verdicts=verdicts,
+        halted_groups=halted,
     )

@@ -224,3 +224,6 @@ class WorldImage:
     #: offsets of the verdicts in the window, ascending, and the verdicts themselves
     verdict_offsets: array
     verdicts: list[Verdict]
+    #: group -> (offset, version) of the record of a protocol version to come that halted
+    #: it (version 6)
+    halted_groups: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)

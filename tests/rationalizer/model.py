@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import attrs
+
 from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
@@ -18,6 +20,14 @@ from rationalizer import (
 )
 
 
+@attrs.frozen
+class Future:
+    """A well-formed record of a protocol version to come (its envelope names ``group``)."""
+
+    group: str
+    version: int
+
+
 class Model:
     """Per partition: holder, beat, last, claimed, ``hb``, the holder's own heartbeat
     interval (None without a holder; there is no reader HB anywhere), ``pos``: whether
@@ -29,7 +39,15 @@ class Model:
     least the partition's; a version 4 reservation starts at the resume point.
     Version 5: ``lease_end``, when the lease of a holder removed by a restart takeover or a
     ReleaseGroup is over (its last beat + 2·its hb, inclusive); a version 5 claim is
-    refused until after it."""
+    refused until after it.
+    Version 6: ``tenure``, the offset of the version 6 claim or restart takeover that began
+    the holder's tenure (None: a tenure begun by an older claim has no name, and a takeover
+    of it names none); a version 6 claim is judged as a version 5 one; a version 6 release
+    is the holder's only if it names that tenure (property f); in a named tenure, the
+    holder's heartbeat below the partition's ``last`` renews but sets no position
+    (property g); a record of a version to come (:class:`Future`) halts its group: it and
+    every later record of the group are GROUP_HALTED (``halted``: group -> (offset,
+    version) of the first)."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -37,6 +55,7 @@ class Model:
         self.parts: dict[tuple[str, str, int], dict] = {}
         self.fenced: set[tuple[str, str]] = set()
         self.paused: dict[str, tuple[int, tuple[str, str]]] = {}
+        self.halted: dict[str, tuple[int, int]] = {}
 
     def tick(self, ts: int) -> int:
         self.now = ts if self.now is None else max(self.now, ts)
@@ -72,6 +91,11 @@ class Model:
         t = self.tick(ts)
         if msg is None:
             return False, Reason.INVALID_RECORD, None
+        if isinstance(msg, Future):
+            self.halted.setdefault(msg.group, (offset, msg.version))
+            return False, Reason.GROUP_HALTED, None
+        if msg.group_id in self.halted:
+            return False, Reason.GROUP_HALTED, None
         me = (msg.client_id, msg.instance_id)
         if me in self.fenced:
             return False, Reason.FENCED, None

@@ -70,8 +70,8 @@ RELEASE_TASK_V6_HEX = (
 #: CLAIM_V6 at offset 0 (log time 1000), Heartbeat(c1, i1, g, orders, 3, 41, hb=1000) at
 #: 1 (1001), window 4: flags 0x13 (held, positioned, tenured), tenure 0 after the HB
 SNAPSHOT_V6_HEX = (
-    "4c4d5753060402d20f000000000000000000010167066f72646572730313026331026931e80700d20f2a00"
-    "00000201011013"
+    "4c4d5753060402d20f00000000000000000000010167066f72646572730313026331026931e80700d20f2a"
+    "000000000201011013"
 )
 
 
@@ -276,7 +276,8 @@ def test_snapshot_tenures_are_read_strictly():
     good = bytes.fromhex(SNAPSHOT_V6_HEX)
     flags_at = good.index(bytes.fromhex("066f726465727303")) + 8
     assert good[flags_at] == 0x13
-    as_v5 = good[:4] + b"\x05" + good[5:]
+    assert good[9:17] == bytes(8)  # eight rejection counts; version 5 has seven
+    as_v5 = good[:4] + b"\x05" + good[5:16] + good[17:]
     with pytest.raises(SnapshotError, match="flags"):
         WorldState.from_bytes(as_v5)
     tenure_at = good.index(bytes.fromhex("e80700"), flags_at) + 2
@@ -361,3 +362,71 @@ def test_a_late_task_release_of_an_earlier_tenure_is_not_the_holders():
     assert log.put(task_release(0, 5), 30).reason is Reason.NOT_HOLDER
     assert log.put(task_release(2, 9), 40).effect is Effect.RELEASED
     assert log.w.resume_positions("g", "orders", 0) == {"a": 6, "b": 10}
+
+
+# ----------------------------------------------------------------------------- versions to come
+
+
+def test_junk_is_skipped_and_a_version_7_record_halts_only_its_group():
+    """Two groups in one coordination partition: version-shaped junk (byte 0 in 7..15, no
+    envelope) is skipped and counted; a well-formed version 7 record of group g halts g
+    (frozen as it was, nothing of it judged) while group h goes on claiming, renewing,
+    reserving and releasing."""
+    import random
+
+    from rationalizer.messages import FUTURE_VERSIONS
+
+    from .helpers import claim_msgs
+
+    log = Log()
+    assert log.put(claim("a:1", hb=HBL, version=6), 0).accepted
+    assert log.put(claim("b:1", g="h", hb=HBL, version=6), 0).accepted
+    rnd = random.Random(33)
+    junk = [bytes([v]) + rnd.randbytes(rnd.randrange(1, 40)) for v in list(FUTURE_VERSIONS) * 50]
+    for value in junk:
+        assert log.raw(rnd.randbytes(5), value, 1).reason is Reason.INVALID_RECORD
+    assert log.w.skipped == len(junk) and log.w.halted_groups == {}
+    v7 = seal(7, 4, "g", b"a record whose rules this replayer does not know")
+    at = log.offset
+    assert log.raw(b"g/orders/0", v7, 2).reason is Reason.GROUP_HALTED
+    assert log.w.halted_groups == {"g": (at, 7)} and log.w.is_halted("g")
+    # g: nothing is judged any more, its state is as it was
+    for msg in (beat("a:1", 5, hb=HBL), release6("a:1", 5, 0), claim("c:1", p=1, version=6),
+                release_group("adm:x", 500)):
+        assert log.put(msg, 3).reason is Reason.GROUP_HALTED
+    assert log.w.holder("g", "orders", 0) == ("a", "1")
+    assert log.w.resume_offset("g", "orders", 0) is None
+    assert not log.w.claimable("g", "orders", 1, 1000)
+    # h: judged as ever
+    assert log.put(beat("b:1", 9, g="h", hb=HBL), 4).effect is Effect.RENEWED
+    assert log.put(claim_msgs("b:1", 19, g="h", first=10), 5).effect is Effect.MESSAGES_CLAIMED
+    assert log.put(claim("c:1", p=1, g="h", hb=HBL, version=6), 6).effect is Effect.CLAIMED
+    assert log.put(release6("b:1", 19, 1, g="h"), 7).effect is Effect.RELEASED
+    assert log.w.resume_offset("h", "orders", 0) == 20
+    assert log.w.claimable("h", "orders", 0, 1000)
+    # the halt is part of the world's snapshot
+    restored = WorldState.from_bytes(log.w.to_bytes())
+    assert restored.halted_groups == {"g": (at, 7)}
+    assert restored.to_bytes() == log.w.to_bytes()
+    assert restored.apply(log.offset, 8, *encode(beat("a:1", 6, hb=HBL))).reason is (
+        Reason.GROUP_HALTED
+    )
+    assert log.w.rejections()[Reason.GROUP_HALTED] == 5  # the v7 record and four after it
+
+
+def test_an_envelope_needs_its_check_and_a_valid_group():
+    good = seal(9, 1, "g", b"x")
+    assert envelope(good) == (9, 1, "g", 8)
+    for bad in (
+        good[:2] + bytes(4) + good[6:],  # check zeroed
+        good[:-1],  # truncated
+        seal(9, 1, "g", b"x")[:6] + b"\x00" + good[7:],  # empty group (check no longer matches)
+    ):
+        with pytest.raises(DecodeError):
+            envelope(bad)
+    from zlib import crc32
+
+    rest = b"\x00\x00"  # an empty group id, then one byte
+    check = crc32(rest, crc32(bytes([9, 1]))).to_bytes(4, "big")
+    with pytest.raises(DecodeError, match="empty group_id"):
+        envelope(bytes([9, 1]) + check + rest)  # a valid check over an empty group id
