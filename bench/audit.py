@@ -263,8 +263,12 @@ def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: i
                 position[gtp] += 10
                 put(cp, *enc(ClaimingMessages, *h, g, t, p, pos + 10), "claim_messages")
                 put(cp, *enc(Heartbeat, *h, g, t, p, pos + 10), "heartbeat")
-            elif r < 0.0702:
-                put(cp, b"junk", bytes(rng.getrandbits(8) for _ in range(12)), "junk")
+            elif r < 0.0702:  # junk, half of it version-shaped: byte 0 of a version to
+                # come (6..15) but no envelope, skipped and counted (PROTOCOL.md "Version 6")
+                junk = bytes(rng.getrandbits(8) for _ in range(12))
+                if rng.random() < 0.5:
+                    junk = bytes((rng.randrange(6, 16),)) + junk[1:]
+                put(cp, b"junk", junk, "junk")
             elif r < 0.07021:  # an admin resets a group (written to every partition)
                 key, value = encode(
                     ReleaseGroup(

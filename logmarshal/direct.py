@@ -91,13 +91,18 @@ def heartbeat(marshaler: Marshaler, topic: str, partition: int, last_offset: int
 
 
 def release_partition(
-    marshaler: Marshaler, topic: str, partition: int, last_offset: int
+    marshaler: Marshaler, topic: str, partition: int, last_offset: int, tenure: int | None = None
 ) -> Landed:
-    """ReleasingPartition: gives our claim up at ``last_offset``."""
+    """ReleasingPartition: gives our claim up at ``last_offset``; with ``tenure`` (the offset
+    our claim landed at) a version 6 release, which ends only that tenure."""
     return send(
         marshaler,
         ReleasingPartition(
-            **_ids(marshaler), topic=topic, partition=partition, last_offset=last_offset
+            **_ids(marshaler),
+            topic=topic,
+            partition=partition,
+            last_offset=last_offset,
+            tenure=tenure,
         ),
     )
 

@@ -8,6 +8,7 @@ value, ...) is a ``DecodeError``. That makes every replayer skip exactly the sam
 from __future__ import annotations
 
 from struct import Struct
+from zlib import crc32
 
 from .messages import (
     AUTH_TAG_BYTES,
@@ -50,7 +51,9 @@ __all__ = [
     "VERSION_3",
     "VERSION_4",
     "VERSION_5",
+    "VERSION_6",
     "DecodeError",
+    "Envelope",
     "MemberFields",
     "ReservationFields",
     "TaskFields",
@@ -59,7 +62,9 @@ __all__ = [
     "decode_member_fields",
     "decode_reservation_fields",
     "decode_task_fields",
+    "decode_v6_fields",
     "encode",
+    "envelope",
     "record_key",
 ]
 
@@ -68,6 +73,7 @@ VERSION_2 = 2
 VERSION_3 = 3
 VERSION_4 = 4
 VERSION_5 = 5
+VERSION_6 = 6
 
 T_HEARTBEAT = 1
 T_CLAIMING_PARTITION = 2
@@ -106,7 +112,7 @@ _PARTITION_TYPES = (Heartbeat, ClaimingPartition, ReleasingPartition, ClaimingMe
 
 
 class DecodeError(ValueError):
-    """The record is not a valid encoding of any known message (versions 1 to 5)."""
+    """The record is not a valid encoding of any known message (versions 1 to 6)."""
 
 
 class UnknownVersion(Exception):
@@ -119,7 +125,7 @@ class UnknownVersion(Exception):
     def __init__(self, offset: int, version: int, verdicts: list | tuple = ()) -> None:
         super().__init__(
             f"the record at offset {offset} is of protocol version {version}; this replayer "
-            f"knows versions 1 to 5 and stops here: upgrade it before replaying this log"
+            f"knows versions 1 to 6 and stops here: upgrade it before replaying this log"
         )
         self.offset = offset
         self.version = version
@@ -154,6 +160,17 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
         return record_key(msg.group_id), head + ident + _topic_numbers(msg.topics, 0)
     if cls is LeavingGroup:
         return record_key(msg.group_id), _HDR.pack(VERSION_2, T_LEAVING_GROUP) + ident
+    if cls is ReleasingTask and msg.tenure is not None:  # version 6, naming its tenure
+        body = (
+            _I64.pack(msg.tenure)
+            + _topic_numbers(msg.positions, 1)
+            + ident
+            + _str(msg.topic)
+            + uvarint(msg.partition)
+        )
+        return record_key(msg.group_id, msg.topic, msg.partition), seal(
+            VERSION_6, T_RELEASING_TASK, msg.group_id, body
+        )
     if cls is HeartbeatingTask or cls is ReleasingTask:
         if cls is HeartbeatingTask:
             head = _HDR.pack(VERSION_3, T_HEARTBEATING_TASK) + _U32.pack(msg.heartbeat_interval_ms)
@@ -181,8 +198,18 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
             + _tag(msg.auth_tag)
         )
     elif cls is ClaimingPartition:
+        if msg.version == VERSION_6:  # in the envelope: its offset names the tenure it begins
+            body = _U32.pack(msg.heartbeat_interval_ms) + tail
+            return record_key(msg.group_id, msg.topic, msg.partition), seal(
+                VERSION_6, T_CLAIMING_PARTITION, msg.group_id, body
+            )
         head = _HDR.pack(msg.version, T_CLAIMING_PARTITION) + _U32.pack(msg.heartbeat_interval_ms)
     elif cls is ReleasingPartition:
+        if msg.tenure is not None:  # version 6: in the envelope, naming the tenure it ends
+            body = _I64.pack(msg.tenure) + _I64.pack(msg.last_offset) + tail
+            return record_key(msg.group_id, msg.topic, msg.partition), seal(
+                VERSION_6, T_RELEASING_PARTITION, msg.group_id, body
+            )
         head = _HDR.pack(msg.version, T_RELEASING_PARTITION) + _I64.pack(msg.last_offset)
     elif msg.first_offset is not None:  # version 4: the reservation names where it starts
         head = (
@@ -193,6 +220,46 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
     else:
         head = _HDR.pack(msg.version, T_CLAIMING_MESSAGES) + _I64.pack(msg.proposed_last_offset)
     return record_key(msg.group_id, msg.topic, msg.partition), head + tail
+
+
+#: ``(version, type, group_id, end)`` of a record's envelope (version 6 and later):
+#: ``value[end:]`` is what the version and type define.
+Envelope = tuple[int, int, str, int]
+
+#: Where the check of an envelope sits (bytes 2..5) and where its group id starts.
+_CHECK_AT = 2
+ENVELOPE_GROUP_AT = 6
+
+
+def _check(value: bytes) -> int:
+    """CRC-32 (ISO-HDLC, ``zlib.crc32``) of the value without its four check bytes."""
+    return crc32(value[ENVELOPE_GROUP_AT:], crc32(value[:_CHECK_AT]))
+
+
+def seal(version: int, typ: int, group_id: str, body: bytes) -> bytes:
+    """A record in the envelope of version 6 and later (PROTOCOL.md, "Version 6"): version,
+    type, the check, the group id, then ``body`` (what the version and type define)."""
+    rest = _str(group_id) + body
+    head = _HDR.pack(version, typ)
+    return head + _U32.pack(crc32(rest, crc32(head))) + rest
+
+
+def envelope(value: object) -> Envelope:
+    """The envelope of a record of version 6 or later: version and type, the check, and the
+    group id the record belongs to (a valid id). What follows is the version's own; a
+    replayer that does not know the version still learns, from the envelope alone, that the
+    bytes are a record and which group it concerns. Raises only :class:`DecodeError`: a
+    check that does not match (random bytes whose first byte looks like a version), a
+    truncated or invalid group id."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise DecodeError(f"value must be bytes, got {type(value).__name__}")
+    buf = bytes(value)
+    if len(buf) < ENVELOPE_GROUP_AT + 2:
+        raise DecodeError("value shorter than an envelope")
+    if _U32.unpack_from(buf, _CHECK_AT)[0] != _check(buf):
+        raise DecodeError("the envelope's check does not match")
+    group, end = _read_str(buf, ENVELOPE_GROUP_AT, MAX_ID_BYTES, "group_id")
+    return buf[0], buf[1], group, end
 
 
 def unsigned_value(value: bytes) -> bytes:
@@ -411,6 +478,69 @@ def decode_reservation_fields(key: object, value: object) -> ReservationFields:
     return client, instance, group, topic, partition, first, last, 18
 
 
+#: ``(type, client_id, instance_id, group_id, topic, partition, number, ident_start,
+#: last_offset, positions)`` of a version 6 record: ``number`` is the heartbeat interval of
+#: a ClaimingPartition, the tenure of a ReleasingPartition or ReleasingTask; ``last_offset``
+#: is a release's (a task's: its vector's scalar), else -1; ``positions`` a ReleasingTask's
+#: vector, else None; ``value[ident_start:]`` is the identity part, byte for byte that of
+#: the version 1 types.
+V6Fields = tuple[int, str, str, str, str, int, int, int, int, "Positions | None"]
+
+
+def decode_v6_fields(key: object, value: object) -> V6Fields:
+    """Decode a version 6 record strictly (:data:`V6Fields`): the envelope (its check and
+    group id), then per type: a ClaimingPartition's heartbeat interval (1..3,600,000), a
+    ReleasingPartition's tenure (0..2^63-1) and last_offset (-1..2^63-1), a ReleasingTask's
+    tenure and position vector (as version 3 writes it); then the identity
+    part, whose group must be the envelope's. Raises only :class:`DecodeError`."""
+    _record_bytes(key, value)
+    version, typ, group, pos = envelope(value)
+    if version != VERSION_6:
+        raise DecodeError(f"not a version 6 record (version {version})")
+    buf = bytes(value)  # type: ignore[arg-type]
+    last = -1
+    vector: Positions | None = None
+    if typ == T_CLAIMING_PARTITION:
+        if len(buf) < pos + 4:
+            raise DecodeError("truncated heartbeat_interval_ms")
+        number = _U32.unpack_from(buf, pos)[0]
+        if not 1 <= number <= MAX_HEARTBEAT_INTERVAL_MS:
+            raise DecodeError(f"heartbeat_interval_ms {number} out of range")
+        start = pos + 4
+    elif typ == T_RELEASING_PARTITION:
+        if len(buf) < pos + 16:
+            raise DecodeError("truncated int64 field")
+        number = _I64.unpack_from(buf, pos)[0]
+        last = _I64.unpack_from(buf, pos + 8)[0]
+        if number < 0:
+            raise DecodeError(f"tenure {number} below 0")
+        if last < -1:
+            raise DecodeError(f"last_offset {last} below -1")
+        start = pos + 16
+    elif typ == T_RELEASING_TASK:
+        if len(buf) < pos + 8:
+            raise DecodeError("truncated int64 field")
+        number = _I64.unpack_from(buf, pos)[0]
+        if number < 0:
+            raise DecodeError(f"tenure {number} below 0")
+        positions, start = _read_topic_numbers(
+            buf, pos + 8, MAX_TASK_SOURCES, "source topic", MAX_OFFSET + 1, "source position", 1
+        )
+        if not positions:
+            raise DecodeError("a task without sources")
+        vector = tuple(positions)
+        last = task_last_offset(vector)
+        if last > MAX_OFFSET:
+            raise DecodeError("the task's positions add up beyond 2^63 - 1")
+    else:
+        raise DecodeError(f"unknown version 6 message type {typ}")
+    client, instance, ident_group, topic, partition = _read_identity(key, buf, start, True)
+    if ident_group != group:
+        raise DecodeError("the envelope's group is not the record's")
+    assert topic is not None and partition is not None
+    return typ, client, instance, group, topic, partition, number, start, last, vector
+
+
 #: ``(type, client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms,
 #: positions, ident_start)``: ``heartbeat_interval_ms`` is 0 for ReleasingTask and
 #: ``value[ident_start:]`` is the identity part (ids, topic, partition), byte for byte that of
@@ -452,6 +582,22 @@ def decode_task_fields(key: object, value: object) -> TaskFields:
 
 def decode(key: bytes, value: bytes) -> Message:
     """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
+    if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x06":
+        typ, client, instance, group, topic, partition, number, _, last, vector = (
+            decode_v6_fields(key, value)
+        )
+        where = {
+            "client_id": client,
+            "instance_id": instance,
+            "group_id": group,
+            "topic": topic,
+            "partition": partition,
+        }
+        if typ == T_CLAIMING_PARTITION:
+            return ClaimingPartition(**where, heartbeat_interval_ms=number, version=VERSION_6)  # type: ignore[arg-type]
+        if vector is not None:
+            return ReleasingTask(**where, positions=vector, tenure=number)  # type: ignore[arg-type]
+        return ReleasingPartition(**where, last_offset=last, tenure=number)  # type: ignore[arg-type]
     if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x03":
         typ, client, instance, group, topic, partition, hb, vector, _ = decode_task_fields(
             key, value

@@ -53,16 +53,21 @@ __all__ = [
 #: ``AnnouncingMember`` whose version byte says which protocol its writer speaks. Version 5
 #: (leases the log took away early are kept) adds a ``ClaimingPartition`` layout that is
 #: refused while such a lease may still run; membership records keep version 4's layouts.
-PROTOCOL_VERSION = 5
-SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5})
+#: Version 6 (releases that name their tenure) defines the envelope every later version
+#: keeps (version, type, a CRC-32, the group id) and a ``ReleasingPartition`` that names the
+#: tenure it ends: the log offset of the claim or restart takeover that began it.
+PROTOCOL_VERSION = 6
+SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5, 6})
 #: The version byte of what a member of this release announces: version 5 changed no
 #: membership rule, and a byte 5 announcement would stop every version 4 replayer of the
 #: group's membership partition (PROTOCOL.md, "Version 5").
 ANNOUNCED_VERSION = 4
-#: Version bytes kept for protocol versions to come: a replayer that meets one stops that
-#: coordination partition (``UnknownVersion``) rather than skip records whose rules it does
-#: not know. Any other unknown byte is not a coordination record at all (skipped, counted).
-FUTURE_VERSIONS = range(6, 16)
+#: Version bytes kept for protocol versions to come. From version 6 on a record of such a
+#: version is recognised by its envelope (PROTOCOL.md, "Version 6"): a well-formed one stops
+#: the replay of the group it names rather than let this replayer skip a record whose rules
+#: it does not know; anything else (a bad check, no group) is not a coordination record at
+#: all (skipped, counted).
+FUTURE_VERSIONS = range(7, 16)
 
 #: Ids are bounded so a hostile record cannot make every replayer allocate megabytes.
 MAX_ID_BYTES = 1024
@@ -310,13 +315,21 @@ class ClaimingPartition:
     partition: int = attrs.field(validator=_check_partition)
     heartbeat_interval_ms: int = _heartbeat_interval()
     #: 5 (version 5): also refused while a lease the log took away early may still run
-    #: (PROTOCOL.md, property e); 1 for replayers of version 4 and before
-    version: int = _version_field(1, "a ClaimingPartition", 5)
+    #: (PROTOCOL.md, property e); 1 for replayers of version 4 and before; 6 (version 6, in
+    #: the envelope): judged as version 5, and its offset names the tenure it begins, which
+    #: the tenure's version 6 release names
+    version: int = _version_field(1, "a ClaimingPartition", 5, 6)
 
 
 @attrs.frozen(kw_only=True)
 class ReleasingPartition:
-    """The holder gives the partition up cleanly, recording its final position."""
+    """The holder gives the partition up cleanly, recording its final position.
+
+    Version 6 names the ``tenure`` it ends: the log offset of the claim or restart takeover
+    that began it. The log accepts it only from that tenure, so a release that lands late,
+    after the same instance claimed the partition again, cannot end the new tenure
+    (PROTOCOL.md, "Version 6"). Version 1 (``tenure`` None) is what older members write.
+    """
 
     client_id: str = _id()
     instance_id: str = _id()
@@ -324,7 +337,22 @@ class ReleasingPartition:
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
     last_offset: int = attrs.field(validator=_check_offset)
-    version: int = _version()
+    tenure: int | None = attrs.field(default=None)
+    #: 1 without ``tenure``, 6 with it (the default follows ``tenure``)
+    version: int = attrs.field(
+        default=attrs.Factory(lambda m: 1 if m.tenure is None else 6, takes_self=True),
+        kw_only=True,
+        validator=_version_check("a ReleasingPartition", 1, 6),
+    )
+
+    @tenure.validator
+    def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):  # type: ignore[operator]
+            raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
+
+    def __attrs_post_init__(self) -> None:
+        if (self.tenure is None) != (self.version == 1):
+            raise ValueError("a version 6 ReleasingPartition names its tenure, version 1 none")
 
 
 @attrs.frozen(kw_only=True)
@@ -448,7 +476,8 @@ class HeartbeatingTask:
 @attrs.frozen(kw_only=True)
 class ReleasingTask:
     """Version 3: the holder gives a task up cleanly, recording every source's final
-    position. Judged by rule 6 exactly like a :class:`ReleasingPartition`."""
+    position. Judged by rule 6 exactly like a :class:`ReleasingPartition`; version 6 names
+    the ``tenure`` it ends, as a version 6 ReleasingPartition does."""
 
     client_id: str = _id()
     instance_id: str = _id()
@@ -456,7 +485,22 @@ class ReleasingTask:
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
     positions: Positions = attrs.field(validator=_check_positions)
-    version: int = _version_3()
+    tenure: int | None = attrs.field(default=None)
+    #: 3 without ``tenure``, 6 with it (the default follows ``tenure``)
+    version: int = attrs.field(
+        default=attrs.Factory(lambda m: 3 if m.tenure is None else 6, takes_self=True),
+        kw_only=True,
+        validator=_version_check("a ReleasingTask", 3, 6),
+    )
+
+    @tenure.validator
+    def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):  # type: ignore[operator]
+            raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
+
+    def __attrs_post_init__(self) -> None:
+        if (self.tenure is None) != (self.version == 3):
+            raise ValueError("a version 6 ReleasingTask names its tenure, version 3 none")
 
     @property
     def last_offset(self) -> int:

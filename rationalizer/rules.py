@@ -135,6 +135,7 @@ def release_group(
             part.holder = None
             part.hb = 0
             part.floor = None
+            part.tenure = -1
     if expiry > now:
         pauses[group] = (expiry, sender)
     else:  # a window already over replaces (ends) the current one
@@ -189,15 +190,16 @@ def claim(
     hb: int,
     fenced: dict[str, Sender],
     leases: bool = False,
+    offset: int = -1,
 ) -> Verdict:
-    """Rule 4: ClaimingPartition from ``sender`` declaring the lease ``hb``.
+    """Rule 4: ClaimingPartition from ``sender`` declaring the lease ``hb``, at ``offset``.
 
     Claimable — no state (``create()`` makes it), no holder, or a holder STALE by its own
     lease — → accepted: ``sender`` holds it from ``now`` with lease ``hb``; CLAIMED, or
     TOOK_OVER_STALE naming the previous holder, which is fenced if it is another instance of
     the same client (deviation D1). Otherwise (holder fresh or unknown, ``sender`` itself
     included) STILL_OWNED. Positions are not touched; the new tenure's floor is recorded
-    (:func:`tenure_floor`).
+    (:func:`tenure_floor`), and its name, the claim's ``offset`` (version 6).
 
     ``leases`` (a version 5 ClaimingPartition): also STILL_OWNED while a lease the log took
     away early may still run (``now < fenced_until``, property e)."""
@@ -221,6 +223,7 @@ def claim(
     part.beat = now
     part.hb = hb
     part.floor = tenure_floor(part)
+    part.tenure = offset
     return v
 
 
@@ -234,6 +237,8 @@ def heartbeat(
     takeovers: dict[str, Verdict],
     positions: Positions | None = None,
     current: bool = True,
+    offset: int = -1,
+    monotone: bool = True,
 ) -> Verdict:
     """Rule 5: Heartbeat from ``sender`` at ``last_offset`` declaring the lease ``hb``; a
     HeartbeatingTask is judged here the same way, with its ``positions`` vector and
@@ -248,10 +253,20 @@ def heartbeat(
       holds it, the old instance is fenced (``takeovers`` keeps one shared verdict per fenced
       instance: a restarted client takes over each of its partitions with it), its lease is
       kept (``fenced_until``, property e: it may be alive and hand out until it replays
-      this) and the new tenure's floor is recorded;
+      this) and the new tenure's floor is recorded, and its name, the heartbeat's ``offset``,
+      when the tenure it ends had one (version 6: a version 6 claim began it, so no replayer
+      of version 5 or before reads this log any further; the heartbeat lane, which only
+      renews, need not pass it);
     - otherwise NOT_HOLDER.
 
-    ``current=False`` drops property a (the simulator's experiment only).
+    ``current=False`` drops property a, ``monotone=False`` property g (the simulator's
+    experiments only).
+
+    Property g (version 6): in a named tenure (``tenure >= 0``: a version 6 claim began it),
+    a holder's heartbeat below the partition's ``last_offset`` is one that was overtaken by a
+    later one of the same holder (a writer without an idempotent producer): it renews the
+    lease (RENEWED or RENEWED_LATE, as ever) but sets no position, so the position a holder
+    wrote never moves back.
 
     Accepted: ``last_beat = now``, ``last_offset`` set, lease := ``hb``, ``positions`` set
     (None for a plain Heartbeat: the vector no longer describes the position)."""
@@ -261,6 +276,11 @@ def heartbeat(
     if h == sender:
         # judged with the lease the holder declared last, renewed with the one it declares now
         v = _RENEWED_LATE if freshness(now - part.beat, part.hb) is STALE else _RENEWED
+        if last_offset < part.last and part.tenure >= 0 and monotone:
+            # a late heartbeat of this holder: it renews, the position stays (property g)
+            part.beat = now
+            part.hb = hb
+            return v
     elif (
         h is not None
         and h[0] == sender[0]
@@ -269,6 +289,8 @@ def heartbeat(
     ):
         _keep_lease(part)
         part.floor = tenure_floor(part)
+        if part.tenure >= 0:  # (a tenure begun by a version 1 or 5 claim has no name)
+            part.tenure = offset
         fk = fence_key(*h)
         fenced[fk] = h
         v = takeovers.get(fk)
@@ -291,9 +313,14 @@ def release(
     last_offset: int,
     positions: Positions | None = None,
     floored: bool = True,
+    tenure: int | None = None,
 ) -> Verdict:
     """Rule 6: ReleasingPartition from ``sender`` at ``last_offset``; a ReleasingTask is
     judged here the same way, with its ``positions`` and their scalar as ``last_offset``.
+    A version 6 release names the ``tenure`` it ends (None: a version 1 or 3 release, which
+    names none): it is accepted only from the holder *in that tenure* (version 6, property
+    f: a release that lands late, after its instance claimed the partition again, is
+    NOT_HOLDER instead of ending the new tenure).
 
     From the holder: RELEASED, no holder (and no lease), ``last_beat = now``, ``last_offset
     := last_offset``, ``claimed_through := max(last_offset, floor)`` — the holder's final
@@ -304,7 +331,10 @@ def release(
     (the simulator's experiment only)."""
     if part is None or part.holder != sender:
         return _NOT_HOLDER
+    if tenure is not None and tenure != part.tenure:
+        return _NOT_HOLDER
     floor = part.floor
+    part.tenure = -1
     part.holder = None
     part.hb = 0
     part.beat = now

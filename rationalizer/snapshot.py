@@ -18,6 +18,7 @@ from itertools import pairwise
 
 from .codec import record_key
 from .messages import (
+    FUTURE_VERSIONS,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
     MAX_MEMBER_TOPICS,
@@ -41,9 +42,13 @@ MAGIC = b"LMWS"
 #: the tenure floors (a flag and a varint in a held partition's entry) and each member's
 #: announced protocol version (a byte in its entry), version 5 the leases a restart takeover
 #: or a ReleaseGroup took away early that may still run (a flag and a varint in a
-#: partition's entry). A world is written in the oldest version that can hold it, byte for
+#: partition's entry), version 6 the name of a holder's tenure (a flag and a varint: the
+#: offset of the version 6 claim or the restart takeover that began it, which a version 6
+#: release names), the groups a record of a version to come halted (a section) and the
+#: count of GROUP_HALTED rejections (an eighth count, verdict code 7). A world is written in the oldest version that can hold it, byte for
 #: byte as before (so older snapshots stay canonical).
-SNAPSHOT_VERSION = 5
+SNAPSHOT_VERSION = 6
+_SNAPSHOT_V5 = 5
 _SNAPSHOT_V4 = 4
 _SNAPSHOT_V1 = 1
 _SNAPSHOT_V2 = 2
@@ -59,7 +64,10 @@ REASON_CODES: tuple[Reason, ...] = (
     Reason.OFFSET_REGRESSION,
     Reason.INVALID_RECORD,
     Reason.UNAUTHENTICATED,
+    Reason.GROUP_HALTED,  # version 6
 )
+#: the rejection counts a snapshot of version 5 or before holds (GROUP_HALTED is 0 there)
+_OLD_REASONS = 7
 EFFECT_CODES: tuple[Effect, ...] = (
     Effect.CLAIMED,
     Effect.TOOK_OVER_STALE,
@@ -82,6 +90,7 @@ _HELD = 0x01  # a holder follows (ids, heartbeat interval)
 _POSITIONED = 0x02  # a position was set: last_offset+1 and claimed_through+1 follow
 _FLOORED = 0x04  # version 4: the holder's tenure floor + 1 follows (held and positioned only)
 _LEASED = 0x08  # version 5: fenced_until - now follows (a lease taken away early, still running)
+_TENURED = 0x10  # version 6: the holder's tenure follows its heartbeat interval (held only)
 _MEMBER_VERSIONS = (2, 4)  # version 4: what a member's protocol byte may be
 
 
@@ -137,10 +146,14 @@ def dump(w: WorldImage) -> bytes:
     tasks = [p for p in parts if p.positions is not None]
     now = w.now
     leased = any(p.fenced_until > now for p in parts)
+    halted = sorted(w.halted_groups.items())
+    tenured = any(p.tenure >= 0 for p in parts) or bool(halted)
     v4 = any(p.floor is not None for p in parts) or any(m.version != 2 for _, _, m in members)
     out = bytearray(MAGIC)
-    if leased:
+    if tenured:
         version = SNAPSHOT_VERSION
+    elif leased:
+        version = _SNAPSHOT_V5
     elif v4:
         version = _SNAPSHOT_V4
     elif tasks:
@@ -151,7 +164,7 @@ def dump(w: WorldImage) -> bytes:
     _uv(out, w.verdict_window)
     _uv(out, w.applied_through + 1)
     _sv(out, w.now)
-    for r in REASON_CODES:
+    for r in REASON_CODES if version >= SNAPSHOT_VERSION else REASON_CODES[:_OLD_REASONS]:
         _uv(out, w.rejections[r])
     fenced = sorted(w.fenced)
     _uv(out, len(fenced))
@@ -176,11 +189,14 @@ def dump(w: WorldImage) -> bytes:
             | (_POSITIONED if positioned else 0)
             | (_FLOORED if p.floor is not None else 0)
             | (_LEASED if p.fenced_until > now else 0)
+            | (_TENURED if p.tenure >= 0 else 0)
         )
         if p.holder is not None:
             _s(out, p.holder[0])
             _s(out, p.holder[1])
             _uv(out, p.hb)
+            if p.tenure >= 0:
+                _uv(out, p.tenure)
         _sv(out, p.beat)
         if positioned:
             _uv(out, p.last + 1)
@@ -189,7 +205,7 @@ def dump(w: WorldImage) -> bytes:
             _uv(out, p.floor + 1)
         if p.fenced_until > now:
             _uv(out, p.fenced_until - now)
-    if version >= _SNAPSHOT_V2:  # versions 3 to 5: the count may be 0
+    if version >= _SNAPSHOT_V2:  # versions 3 to 6: the count may be 0
         _uv(out, len(members))
         for group, client, m in members:
             _s(out, group)
@@ -207,7 +223,7 @@ def dump(w: WorldImage) -> bytes:
             for topic, count in m.topics:
                 _s(out, topic)
                 _uv(out, count)
-    if version >= _SNAPSHOT_V3:  # versions 4 and 5: the count may be 0
+    if version >= _SNAPSHOT_V3:  # versions 4 to 6: the count may be 0
         _uv(out, len(tasks))
         for p in tasks:
             _s(out, p.group)
@@ -217,6 +233,12 @@ def dump(w: WorldImage) -> bytes:
             for topic, offset in p.positions:
                 _s(out, topic)
                 _uv(out, offset + 1)
+    if version >= SNAPSHOT_VERSION:  # the halted groups (the count may be 0)
+        _uv(out, len(halted))
+        for group, (offset, protocol) in halted:
+            _s(out, group)
+            _uv(out, offset)
+            out.append(protocol)
     woff = w.verdict_offsets
     _uv(out, len(woff))
     prev = -1
@@ -408,7 +430,9 @@ def load(data: bytes) -> WorldImage:
     r = _Reader(buf)
     r.pos = 4
     version = r.byte()
-    if version not in (_SNAPSHOT_V1, _SNAPSHOT_V2, _SNAPSHOT_V3, _SNAPSHOT_V4, SNAPSHOT_VERSION):
+    if version not in (
+        _SNAPSHOT_V1, _SNAPSHOT_V2, _SNAPSHOT_V3, _SNAPSHOT_V4, _SNAPSHOT_V5, SNAPSHOT_VERSION
+    ):
         raise SnapshotError(f"unsupported snapshot version {version}")
     window = r.uv()
     if window == 0:
@@ -417,7 +441,9 @@ def load(data: bytes) -> WorldImage:
     now = r.sv()
     if not NO_TIME <= now <= MAX_OFFSET:
         raise SnapshotError("now out of range")
-    rejections = {reason: r.uv() for reason in REASON_CODES}
+    counted = REASON_CODES if version >= SNAPSHOT_VERSION else REASON_CODES[:_OLD_REASONS]
+    rejections = dict.fromkeys(REASON_CODES, 0)
+    rejections.update((reason, r.uv()) for reason in counted)
     fenced = [(r.ident(), r.ident()) for _ in range(r.uv())]
     if not _sorted_strictly(fenced):
         raise SnapshotError("fenced instances not strictly sorted")
@@ -439,16 +465,26 @@ def load(data: bytes) -> WorldImage:
             _HELD
             | _POSITIONED
             | (_FLOORED if version >= _SNAPSHOT_V4 else 0)
-            | (_LEASED if version >= SNAPSHOT_VERSION else 0)
+            | (_LEASED if version >= _SNAPSHOT_V5 else 0)
+            | (_TENURED if version >= SNAPSHOT_VERSION else 0)
         )
-        if flags & ~allowed or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3):
+        if (
+            flags & ~allowed
+            or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3)
+            or (flags & _TENURED and not flags & _HELD)
+        ):
             raise SnapshotError(f"bad partition flags {flags}")
         holder = hb = None
+        tenure = -1
         if flags & _HELD:
             holder = (r.ident(), r.ident())
             hb = r.uv(MAX_HEARTBEAT_INTERVAL_MS)
             if hb == 0:
                 raise SnapshotError("heartbeat interval out of range")
+            if flags & _TENURED:
+                tenure = r.uv(MAX_OFFSET)
+                if tenure > applied:
+                    raise SnapshotError("a tenure that begins after applied_through")
         beat = r.sv()
         if beat > now:
             raise SnapshotError("a partition's last beat after the world's now")
@@ -474,12 +510,38 @@ def load(data: bytes) -> WorldImage:
             raise SnapshotError("partitions not strictly sorted")
         prev_key = sort_key
         parts[record_key(group, topic, partition)] = PartitionEntry(
-            group, topic, partition, holder, beat, last, claimed, hb or 0, None, floor, fenced_until
+            group,
+            topic,
+            partition,
+            holder,
+            beat,
+            last,
+            claimed,
+            hb or 0,
+            None,
+            floor,
+            fenced_until,
+            tenure,
         )
     members = _read_members(r, version) if version >= _SNAPSHOT_V2 else {}
     if version >= _SNAPSHOT_V3:
         _read_positions(r, parts, version)
-    if version == SNAPSHOT_VERSION and not any(p.fenced_until > now for p in parts.values()):
+    halted: dict[str, tuple[int, int]] = {}
+    if version >= SNAPSHOT_VERSION:
+        for _ in range(r.uv()):
+            group = r.ident()
+            offset = r.uv(MAX_OFFSET)
+            protocol = r.byte()
+            if offset > applied or protocol not in FUTURE_VERSIONS:
+                raise SnapshotError("a halted group no log could give")
+            if halted and max(halted) >= group:
+                raise SnapshotError("halted groups not strictly sorted")
+            halted[group] = (offset, protocol)
+        if not halted and not any(p.tenure >= 0 for p in parts.values()):
+            raise SnapshotError("a version 6 snapshot of a world an older version holds")
+        if bool(halted) != bool(rejections[Reason.GROUP_HALTED]):
+            raise SnapshotError("halted groups without their rejections, or the other way")
+    if version == _SNAPSHOT_V5 and not any(p.fenced_until > now for p in parts.values()):
         raise SnapshotError("a version 5 snapshot of a world an older version holds")
     if version == _SNAPSHOT_V4 and not (
         any(p.floor is not None for p in parts.values())
@@ -514,6 +576,8 @@ def load(data: bytes) -> WorldImage:
     if (offsets[-1] if n else -1) != applied:
         raise SnapshotError("verdict offsets out of range")
     verdicts = _read_verdicts(r, n)
+    if version < SNAPSHOT_VERSION and REJECTED[Reason.GROUP_HALTED] in verdicts:
+        raise SnapshotError("a GROUP_HALTED verdict in a snapshot older than version 6")
     if r.pos != len(buf):
         raise SnapshotError(f"{len(buf) - r.pos} trailing bytes")
     return WorldImage(
@@ -527,4 +591,5 @@ def load(data: bytes) -> WorldImage:
         members=members,
         verdict_offsets=offsets,
         verdicts=verdicts,
+        halted_groups=halted,
     )

@@ -99,6 +99,10 @@ class PartitionEntry:
     then by its own clock, so a version 5 claim is refused before it (version 5, property
     e; ``stale_from`` of the removed holder's last beat and lease). :data:`NO_TIME` when no
     lease was taken away.
+
+    ``tenure`` is the log offset of the accepted claim or restart takeover that began the
+    holder's tenure (version 6: a version 6 release names it); -1 without a holder, or when
+    the world was restored from a snapshot older than version 6, which did not hold it.
     """
 
     __slots__ = (
@@ -112,6 +116,7 @@ class PartitionEntry:
         "last",
         "partition",
         "positions",
+        "tenure",
         "topic",
     )
 
@@ -128,7 +133,9 @@ class PartitionEntry:
         positions: Positions | None = None,
         floor: int | None = None,
         fenced_until: int = NO_TIME,
+        tenure: int = -1,
     ) -> None:
+        self.tenure = tenure
         self.floor = floor
         self.fenced_until = fenced_until
         self.group = group
@@ -217,3 +224,6 @@ class WorldImage:
     #: offsets of the verdicts in the window, ascending, and the verdicts themselves
     verdict_offsets: array
     verdicts: list[Verdict]
+    #: group -> (offset, version) of the record of a protocol version to come that halted
+    #: it (version 6)
+    halted_groups: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)

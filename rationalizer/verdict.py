@@ -22,6 +22,10 @@ class Reason(enum.Enum):
     # group has an admin key: ReleaseGroup or pausing admin's heartbeat without a valid tag,
     # or a tagged ReleaseGroup whose window had already ended at its log time (a replay)
     UNAUTHENTICATED = "unauthenticated"
+    # version 6: the record's group was halted by a well-formed record of a protocol version
+    # to come (that record included): its rules are unknown here, so nothing of the group is
+    # judged any more (WorldState.halted_groups)
+    GROUP_HALTED = "group_halted"
 
 
 class Effect(enum.Enum):

@@ -42,12 +42,15 @@ from .codec import (
     VERSION_3,
     VERSION_4,
     VERSION_5,
+    VERSION_6,
     DecodeError,
     UnknownVersion,
     decode_fields,
     decode_member_fields,
     decode_reservation_fields,
     decode_task_fields,
+    decode_v6_fields,
+    envelope,
     record_key,
     unsigned_value,
 )
@@ -103,13 +106,27 @@ __all__ = [
 #: The version 4 properties a simulator experiment may switch off (``WorldState(_without=)``):
 #: a restart takeover needs a current position (a), a release gives back only its own
 #: tenure's reservations (b), a version 4 reservation starts at the resume point (c); and
-#: the version 5 one: a version 5 claim waits out a lease the log took away early (e).
+#: the version 5 one: a version 5 claim waits out a lease the log took away early (e); and
+#: the version 6 ones: a version 6 release ends only the tenure it names (f), a holder's
+#: late heartbeat does not move its named tenure's position back (g).
 RULE_SWITCHES = frozenset(
-    {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
+    {
+        "takeover_position",
+        "release_floor",
+        "reservation_start",
+        "fenced_lease",
+        "release_tenure",
+        "late_heartbeat",
+    }
 )
 
 #: ``apply_many``'s own code for a version 5 ClaimingPartition (a type byte is below 256)
 _T_CLAIM_V5 = 0x100 | T_CLAIMING_PARTITION
+#: ... and for the version 6 ClaimingPartition (its offset names the tenure it begins) and
+#: ReleasingPartition (it names the tenure it ends)
+_T_CLAIM_V6 = 0x600 | T_CLAIMING_PARTITION
+_T_RELEASE_V6 = 0x600 | T_RELEASING_PARTITION
+_T_RELEASE_TASK_V6 = 0x600 | T_RELEASING_TASK
 
 MIN_TIMESTAMP = -(2**63)
 
@@ -123,6 +140,8 @@ _NUMBERED_TYPES = frozenset({T_RELEASING_PARTITION, T_CLAIMING_MESSAGES})
 Record = tuple[int, int, "bytes | None", "bytes | None"]
 
 _INVALID = REJECTED[Reason.INVALID_RECORD]
+_GROUP_HALTED = Reason.GROUP_HALTED
+_HALTED = REJECTED[Reason.GROUP_HALTED]
 _RESTART_TAKEOVER = Effect.RESTART_TAKEOVER
 #: What the key cache answers for an unknown key: an entry no value can match.
 _NO_ENTRY: list = [None] * 10 + [-1, None, 0, None]
@@ -158,6 +177,10 @@ class PartitionState:
     #: holder fenced by a restart takeover or voided by a ReleaseGroup (version 5, property
     #: e); a version 5 claim is refused before it. None when there is no such lease.
     fenced_until: int | None = None
+    #: The log offset of the accepted claim or restart takeover that began the holder's
+    #: tenure, which a version 6 release names (version 6). None without a holder, or when
+    #: the world was restored from a snapshot older than version 6.
+    tenure: int | None = None
 
     @property
     def resume_offset(self) -> int:
@@ -208,11 +231,14 @@ class WorldState:
         self._floored = "release_floor" not in _without
         self._exact = "reservation_start" not in _without
         self._leases = "fenced_lease" not in _without
+        self._tenures = "release_tenure" not in _without
+        self._monotone = "late_heartbeat" not in _without
         # private: read task vectors by the pure-Python layouts even where the C reader is
         # built (tests check both against the strict decoder); never changes a verdict
         self._python_vectors = _python_vectors or not NATIVE_VECTORS
-        # (offset, version) of a record of a protocol version to come: replay stopped there
-        self._halted: tuple[int, int] | None = None
+        # group -> (offset, version) of the well-formed record of a protocol version to come
+        # that halted it (version 6): nothing of the group is judged any more
+        self._halted_groups: dict[str, tuple[int, int]] = {}
         self._keys = validate_admin_keys(admin_keys)
         self._window = verdict_window
         self._applied = -1
@@ -274,13 +300,14 @@ class WorldState:
     def apply_many(self, records: Iterable[Record]) -> list[Verdict | None]:
         """Apply ``(offset, timestamp_ms, key, value)`` records in order; same as ``apply`` each.
 
-        A record of a protocol version to come (``FUTURE_VERSIONS``) stops the replay: the
-        records before it are applied, it is not, and :class:`UnknownVersion` is raised now
-        and by every later call (this code does not know its rules, and skipping it could
-        decide differently from the replayers that do)."""
-        if self._halted is not None:
-            raise UnknownVersion(*self._halted)
+        A well-formed record of a protocol version to come (``FUTURE_VERSIONS``, its envelope
+        checked) halts the group it names: it and every later record of that group are
+        GROUP_HALTED (this code does not know its rules, and judging the group's records
+        without it could decide differently from the replayers that do); the other groups of
+        this coordination partition go on. Version-shaped bytes without a valid envelope are
+        INVALID_RECORD, as any record that does not decode."""
         parts = self._parts
+        halted = self._halted_groups
         kcache = self._kcache
         kget = kcache.get
         pcache = self._pcache
@@ -296,6 +323,8 @@ class WorldState:
         layouts = self._layouts
         current, floored, exact = self._current, self._floored, self._exact
         leases = self._leases
+        tenures = self._tenures
+        monotone = self._monotone
         nxt = self._applied + 1  # the next offset: applied_through + 1, always
         now = self._now
         out: list[Verdict | None] = []
@@ -351,6 +380,8 @@ class WorldState:
                         and part.holder is ent[1]
                         and not paused
                         and not (fenced and ent[2] in fenced)
+                        and monotone  # (the experiment without property g: general path)
+                        and not halted
                     ):
                         # Rules 1 and 3 cannot fire (these gates only choose the lane: a
                         # fenced sender or any pause window takes the general path below,
@@ -408,12 +439,14 @@ class WorldState:
                             and part.holder is ent[1]
                             and not paused
                             and not (fenced and ent[2] in fenced)
+                            and not halted
                         ):
                             # as in the heartbeat lane: rules 1 and 3 cannot fire, rule 5
                             # renews
                             push(
                                 rule_heartbeat(
-                                    part, ent[1], now, num, hb, fenced, takeovers, vector, current
+                                    part, ent[1], now, num, hb, fenced, takeovers, vector,
+                                    current, -1, monotone,
                                 )
                             )
                             continue
@@ -467,17 +500,17 @@ class WorldState:
                 else:
                     ent = None
                 if ent is None:
-                    try:
-                        ent, typ, num, hb, v, vector = self._slow(key, value, now)
-                    except UnknownVersion as exc:
-                        nxt = offset  # not applied: replay stops before it
-                        self._halted = (offset, exc.version)
-                        raise UnknownVersion(offset, exc.version, out) from None
+                    ent, typ, num, hb, v, vector = self._slow(key, value, now, offset)
                     if v is not None:  # decided there (invalid record, ReleaseGroup)
                         push(v)
                         continue
                 # The rules in PROTOCOL.md's order: 0 (invalid) and 2 (ReleaseGroup) were
-                # decided in _slow; then 1 (fenced), 3 (paused), and 4-7 by type.
+                # decided in _slow; then the group halted (version 6), 1 (fenced), 3
+                # (paused), and 4-7 by type.
+                if halted and ent[3] in halted:
+                    rejections[_GROUP_HALTED] += 1
+                    push(_HALTED)
+                    continue
                 ident = ent[1]
                 if fenced and (v := rule_fenced(fenced, ent[2])) is not None:
                     rejections[v.reason] += 1
@@ -505,11 +538,15 @@ class WorldState:
                         continue
                 # (ownership_epoch moves with every change of holder, not with renewals)
                 if typ == T_HEARTBEAT:
-                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, None, current)
+                    v = rule_heartbeat(
+                        part, ident, now, num, hb, fenced, takeovers, None, current, offset,
+                        monotone,
+                    )
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
-                elif typ in (T_CLAIMING_PARTITION, _T_CLAIM_V5):
-                    # (only _slow hands a version 5 claim here; it waits out a kept lease)
+                elif typ in (T_CLAIMING_PARTITION, _T_CLAIM_V5, _T_CLAIM_V6):
+                    # (only _slow hands a version 5 or 6 claim here; it waits out a kept
+                    # lease; a version 6 one's offset names the tenure it begins)
                     v = rule_claim(
                         part,
                         partial(new_part, ent, None, now),
@@ -517,12 +554,20 @@ class WorldState:
                         now,
                         hb,
                         fenced,
-                        leases and typ == _T_CLAIM_V5,
+                        leases and typ != T_CLAIMING_PARTITION,
+                        offset if typ == _T_CLAIM_V6 else -1,
                     )
                     if v.accepted:
                         self._epoch += 1
                 elif typ == T_RELEASING_PARTITION:
                     v = rule_release(part, ident, now, num, None, floored)
+                    if v.accepted:
+                        self._epoch += 1
+                elif typ == _T_RELEASE_V6:
+                    # (only _slow hands it here, with the tenure it names in ``vector``)
+                    v = rule_release(
+                        part, ident, now, num, None, floored, vector if tenures else None
+                    )
                     if v.accepted:
                         self._epoch += 1
                 elif typ == T_CLAIMING_MESSAGES:
@@ -531,11 +576,22 @@ class WorldState:
                 # version 3 tasks (only _slow hands them here, with their vector): rules 5
                 # and 6 as for a Heartbeat and a ReleasingPartition, num their scalar
                 elif typ == T_HEARTBEATING_TASK:
-                    v = rule_heartbeat(part, ident, now, num, hb, fenced, takeovers, vector, current)
+                    v = rule_heartbeat(
+                        part, ident, now, num, hb, fenced, takeovers, vector, current, offset,
+                        monotone,
+                    )
                     if v.effect is _RESTART_TAKEOVER:
                         self._epoch += 1
                 elif typ == T_RELEASING_TASK:
                     v = rule_release(part, ident, now, num, vector, floored)
+                    if v.accepted:
+                        self._epoch += 1
+                elif typ == _T_RELEASE_TASK_V6:
+                    # (only _slow hands it here, with its vector and the tenure it names)
+                    vector, named = vector
+                    v = rule_release(
+                        part, ident, now, num, vector, floored, named if tenures else None
+                    )
                     if v.accepted:
                         self._epoch += 1
                 else:  # the fast path and _slow only hand the six partition types here
@@ -683,7 +739,7 @@ class WorldState:
         kcache[key] = ent
 
     def _slow(
-        self, key: object, value: object, now: int
+        self, key: object, value: object, now: int, offset: int
     ) -> tuple[list | None, int, int, int, Verdict | None, Positions | int | None]:
         """Cache miss: strict decode. Decides rule 0 here (a record that does not decode is
         INVALID_RECORD), a ReleaseGroup completely (``_release_group``: rules 1 and 2) and the
@@ -691,7 +747,7 @@ class WorldState:
         (``_task``) and version 4 reservations (``_reservation``) are decoded here and judged
         like the partition types; the last item is a task's position vector or a
         reservation's first offset (None for the other types). A record of a version to come
-        raises :class:`UnknownVersion`."""
+        (at ``offset``) halts its group if its envelope is well-formed (``_future``)."""
         if isinstance(value, bytes | bytearray | memoryview) and value:
             version = value[0]
             if version == 2 and value.__class__ is bytes:
@@ -702,8 +758,10 @@ class WorldState:
                 if value[1:2] == b"\x04":
                     return self._reservation(key, value)
                 return None, 0, 0, 0, self._membership(key, value, now), None
-            if version in FUTURE_VERSIONS and len(value) >= 2:  # a version and a type
-                raise UnknownVersion(-1, version)
+            if version == VERSION_6:
+                return self._v6(key, value)
+            if version in FUTURE_VERSIONS:
+                return None, 0, 0, 0, self._future(value, offset), None
         try:
             fields = decode_fields(key, value)
         except DecodeError:
@@ -722,6 +780,9 @@ class WorldState:
             admin_ok = compare_digest(tag_for_value(admin_key, unsigned), tag)
         if typ == T_RELEASE_GROUP:
             assert num is not None
+            if group in self._halted_groups:
+                self._rejections[_GROUP_HALTED] += 1
+                return None, typ, 0, 0, _HALTED, None
             v = self._release_group(fkey, ident, group, num, now, admin_key is not None, admin_ok)
             return None, typ, 0, 0, v, None
         if value[0] == VERSION_5:  # type: ignore[index]
@@ -766,6 +827,43 @@ class WorldState:
             return None, 0, 0, 0, _INVALID, None
         ent = self._entry(key, value, start, client, instance, group, topic, partition)
         return ent, T_CLAIMING_MESSAGES, last, 0, None, first
+
+    def _future(self, value: bytes | bytearray | memoryview, offset: int) -> Verdict:
+        """A record whose byte 0 is a version to come (7..15): with a well-formed envelope
+        (its check matches, its group id is valid) it halts the group it names, for good (the
+        first such record is remembered: offset and version); anything else is junk that
+        happens to start with such a byte, INVALID_RECORD."""
+        try:
+            version, _, group, _ = envelope(value)
+        except DecodeError:
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return _INVALID
+        if group not in self._halted_groups:
+            self._halted_groups[group] = (offset, version)
+            self._epoch += 1  # the group's members stop acting here
+        self._rejections[_GROUP_HALTED] += 1
+        return _HALTED
+
+    def _v6(
+        self, key: object, value: bytes | bytearray | memoryview
+    ) -> tuple[list | None, int, int, int, Verdict | None, int | None]:
+        """A version 6 record (ClaimingPartition, ReleasingPartition): strict decode (rule 0,
+        the envelope's check included), then the identity entry of its key (shared with the
+        version 1 types), for ``apply_many`` to judge by rules 1, 3 and 4 (a claim, with its
+        heartbeat interval) or 6 (a release, with the tenure it names as the last item)."""
+        try:
+            typ, client, instance, group, topic, partition, number, start, last, vector = (
+                decode_v6_fields(key, value)
+            )
+        except DecodeError:
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return None, 0, 0, 0, _INVALID, None
+        ent = self._entry(key, value, start, client, instance, group, topic, partition)
+        if typ == T_CLAIMING_PARTITION:
+            return ent, _T_CLAIM_V6, -1, number, None, None
+        if vector is not None:
+            return ent, _T_RELEASE_TASK_V6, last, 0, None, (vector, number)  # type: ignore[return-value]
+        return ent, _T_RELEASE_V6, last, 0, None, number
 
     def _entry(
         self,
@@ -873,6 +971,9 @@ class WorldState:
         except DecodeError:
             self._rejections[Reason.INVALID_RECORD] += 1
             return _INVALID
+        if group in self._halted_groups:
+            self._rejections[_GROUP_HALTED] += 1
+            return _HALTED
         v = rule_fenced(self._fenced, fence_key(client, instance))
         if v is not None:
             self._rejections[Reason.FENCED] += 1
@@ -912,9 +1013,21 @@ class WorldState:
 
     @property
     def halted(self) -> tuple[int, int] | None:
-        """``(offset, version)`` of the record of a protocol version to come at which replay
-        stopped; None while it runs."""
-        return self._halted
+        """Always None since version 6: a record of a protocol version to come no longer
+        stops the whole replay, it halts its own group (:attr:`halted_groups`)."""
+        return None
+
+    @property
+    def halted_groups(self) -> dict[str, tuple[int, int]]:
+        """Group -> ``(offset, version)`` of the well-formed record of a protocol version to
+        come that halted it (version 6): none of the group's records after it (nor it) is
+        judged (``GROUP_HALTED``), its state stays as it was, and none of its partitions is
+        claimable. Other groups of the coordination partition go on."""
+        return dict(self._halted_groups)
+
+    def is_halted(self, group: str) -> bool:
+        """True if a record of a protocol version to come halted ``group`` here."""
+        return group in self._halted_groups
 
     @property
     def applied_through(self) -> int:
@@ -962,8 +1075,10 @@ class WorldState:
         return classify_freshness(now_ms - part.beat, part.hb)
 
     def claimable(self, group: str, topic: str, partition: int, now_ms: int) -> bool:
-        """Would a ClaimingPartition of this release (version 5) at log time ``now_ms`` be
-        accepted (given no other record before it)?"""
+        """Would a ClaimingPartition of this release (version 6) at log time ``now_ms`` be
+        accepted (given no other record before it)? Never in a halted group."""
+        if group in self._halted_groups:
+            return False
         p = self._paused.get(group)
         if p is not None and now_ms < p[0]:
             return False
@@ -1067,11 +1182,8 @@ class WorldState:
 
     def image(self) -> WorldImage:
         """The world's contents as its snapshot holds them (PROTOCOL.md, "Snapshots"): the
-        snapshot writer's one view of this world. Not a copy (see :class:`WorldImage`). A
-        halted world has none (:class:`UnknownVersion`): restored, it would replay on past
-        the record of a version to come."""
-        if self._halted is not None:
-            raise UnknownVersion(*self._halted)
+        snapshot writer's one view of this world. Not a copy (see :class:`WorldImage`); its
+        halted groups are part of it (a restored world keeps them halted)."""
         now = self._now
         return WorldImage(
             verdict_window=self._window,
@@ -1084,6 +1196,7 @@ class WorldState:
             members=self._members,
             verdict_offsets=self._woff,
             verdicts=self._wv,
+            halted_groups=self._halted_groups,
         )
 
     @classmethod
@@ -1108,11 +1221,11 @@ class WorldState:
         w._members = image.members
         w._woff = image.verdict_offsets
         w._wv = image.verdicts
+        w._halted_groups = dict(image.halted_groups)
         return w
 
     def to_bytes(self) -> bytes:
-        """Deterministic snapshot (format in PROTOCOL.md); equal states give equal bytes.
-        A halted world has no snapshot (:class:`UnknownVersion`)."""
+        """Deterministic snapshot (format in PROTOCOL.md); equal states give equal bytes."""
         return dump(self.image())
 
     @classmethod
@@ -1146,4 +1259,5 @@ def _export(p: PartitionEntry, now: int) -> PartitionState:
         p.positions,
         p.floor,
         p.fenced_until if p.fenced_until > now else None,
+        p.tenure if p.tenure >= 0 else None,
     )

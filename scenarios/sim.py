@@ -60,7 +60,10 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
 
 Each safety fix can be removed (``--without FIX[,FIX...]``, ``all-amo`` for all of them):
 the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
-``reservation_start`` (rule c); the core's ``surprise`` and ``stall``; ``restart-fix``
+``reservation_start`` (rule c), ``fenced_lease`` (property e, version 5),
+``release_tenure`` (property f, version 6: a release ends only the tenure it names),
+``late_heartbeat`` (property g, version 6: a holder's late heartbeat does not move its
+position back); the core's ``surprise`` and ``stall``; ``restart-fix``
 (the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``
@@ -139,7 +142,14 @@ Key = tuple[str, int]
 
 #: fixes a WorldState can be built without (``WorldState(_without=...)``)
 WORLD_FIXES = frozenset(
-    {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
+    {
+        "takeover_position",
+        "release_floor",
+        "reservation_start",
+        "fenced_lease",
+        "release_tenure",
+        "late_heartbeat",
+    }
 )
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
 CORE_FIXES = frozenset({"surprise", "stall"})

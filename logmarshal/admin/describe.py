@@ -167,8 +167,16 @@ class GroupSummary:
 
 
 def require_group(state: CoordinationState, group: str) -> None:
-    """One clear error for a group the coordination log never mentioned."""
+    """One clear error for a group the coordination log never mentioned, or one a record of
+    a protocol version to come halted (this admin does not know its rules)."""
     if state.has_group(group):
+        halted = state.halted(group)
+        if halted is not None:
+            cp, offset, version = halted
+            raise AdminError(
+                f"group {group!r} is halted: the record at __marshal/{cp} offset {offset} is of "
+                f"protocol version {version}, which this admin does not know; upgrade it"
+            )
         return
     if not state.groups:
         raise AdminError(f"unknown group {group!r}: __marshal has no groups yet")

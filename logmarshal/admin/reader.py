@@ -34,7 +34,7 @@ from rationalizer import (
     decode,
     membership_partition,
 )
-from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3, VERSION_4
+from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3, VERSION_4, VERSION_6
 from rationalizer.membership import Member
 from rationalizer.messages import Message
 from storage import CorruptBatch
@@ -154,6 +154,16 @@ class CoordinationState:
 
     def has_group(self, group: str) -> bool:
         return group in self.groups
+
+    def halted(self, group: str) -> tuple[int, int, int] | None:
+        """``(coordination partition, offset, version)`` of a record of a protocol version
+        to come that halted ``group`` (PROTOCOL.md "Version 6"), the first; None if none."""
+        found = [
+            (cp, *w.halted_groups[group])
+            for cp, w in enumerate(self.worlds)
+            if group in w.halted_groups
+        ]
+        return min(found, key=lambda h: (h[1], h[0])) if found else None
 
     def partitions(self, group: str) -> list[PartitionState]:
         """Partitions of ``group`` the log mentions, sorted by topic and partition."""
@@ -294,9 +304,12 @@ def read_coordination(
             if pk is None:
                 pk = keyparts[key] = _partition_of_key(key)
             if effect in _CLAIM_EFFECTS and value[1] == T_CLAIMING_PARTITION:
-                leases[pk] = _U32.unpack_from(value, 2)[0]
+                if value[0] == VERSION_6:  # (in the envelope: the group id comes first)
+                    leases[pk] = decode(key, value).heartbeat_interval_ms  # type: ignore[union-attr]
+                else:
+                    leases[pk] = _U32.unpack_from(value, 2)[0]
                 continue
-            if value[0] == VERSION_3:  # a task's heartbeat or release: decode it
+            if value[0] in (VERSION_3, VERSION_6):  # a task record or a v6 release: decode it
                 task = decode(key, value)
                 last_offset = task.last_offset  # type: ignore[union-attr]
                 if source == "heartbeat":

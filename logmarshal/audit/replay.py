@@ -839,6 +839,9 @@ class PartitionAudit:
             return
         reason = v.reason
         assert reason is not None
+        if reason is Reason.GROUP_HALTED:
+            self._halted(off, now, key, value)
+            return
         fields = self._fields(key, value, reason)
         group = None if fields is None else fields[3]
         self._count(group, "rejected", reason.value)
@@ -884,6 +887,28 @@ class PartitionAudit:
                 lost_at,
             )
         )
+
+    def _halted(self, off: int, now: int, key: bytes | None, value: bytes | None) -> None:
+        """A record of a group that a record of a protocol version to come halted
+        (PROTOCOL.md, "Version 6"): the halting record itself is a finding (kind
+        ``group_halted``, its version as the message type: this audit cannot judge the
+        group's records after it); the group's later records are only counted."""
+        for group, (at, version) in self._world.halted_groups.items():
+            if at == off:
+                self._count(group, "rejected", Reason.GROUP_HALTED.value)
+                self._violations.append(
+                    (self.coord_partition, off, now, group, None, None, None, None,
+                     f"version_{version}", Reason.GROUP_HALTED.value, "group_halted", None,
+                     None, None)
+                )  # fmt: skip
+                log.warning(
+                    "coordination partition %d: group %r is halted at offset %d by a record of "
+                    "protocol version %d; its records after it are not judged",
+                    self.coord_partition, group, off, version,
+                )  # fmt: skip
+                return
+        fields = self._fields(key, value, Reason.GROUP_HALTED)
+        self._count(None if fields is None else fields[3], "rejected", Reason.GROUP_HALTED.value)
 
     # ------------------------------------------------------------------ results
 

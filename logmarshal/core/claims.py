@@ -36,6 +36,7 @@ from .state import (
     not_to_claim,
     releasing,
     subscribed,
+    tenure_of,
     wanted,
     world_of,
 )
@@ -286,7 +287,9 @@ def adopt_orphans(
                 # the group's position (none: it lapses, and "no position" stays so)
                 position = group_position(st, world, key)
                 if position is not None and key not in st.releases.pending:
-                    st.releases.add(key, position, cp_of(st, *key))
+                    st.releases.add(
+                        key, position, cp_of(st, *key), tenure=tenure_of(world, st, key)
+                    )
                 continue
             # we do not know when we sent what the log accepted: start with a lapsed lease,
             # so nothing is handed out before our next heartbeat is accepted

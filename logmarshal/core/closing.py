@@ -13,7 +13,7 @@ from rationalizer import LeavingGroup
 from .actions import Action
 from .holding import drop, queue_release
 from .records import ids, release_record, write
-from .state import MemberState, Pending, group_position, me, subscribed
+from .state import MemberState, Pending, group_position, me, subscribed, tenure_of
 
 __all__ = ["release_orphans", "start_close", "write_releases"]
 
@@ -26,8 +26,8 @@ def write_releases(st: MemberState, now: int, out: list[Action]) -> None:
     for key, entry in list(st.releases.pending.items()):
         if entry[2] and st.worlds[entry[1]].holder(group, *key) != mine:
             st.releases.answered(key)  # an earlier attempt landed (or it is not ours)
-    for key, position, cp in st.releases.due(in_flight, now):
-        msg = release_record(st, key, position)
+    for key, position, cp, tenure in st.releases.due(in_flight, now):
+        msg = release_record(st, key, position, tenure)
         write(st, out, Pending("release", key[0], key[1], cp, now, msg.last_offset), msg)
 
 
@@ -70,4 +70,4 @@ def release_orphans(st: MemberState) -> None:
             continue
         position = group_position(st, st.worlds[cp], key)
         if position is not None:
-            st.releases.add(key, position, cp)
+            st.releases.add(key, position, cp, tenure=tenure_of(st.worlds[cp], st, key))

@@ -79,6 +79,10 @@ class Held:
     lag_sample: int | None = None
     #: fencing epoch of this claim (MemberCore.epoch)
     epoch: int = -1
+    #: the offset of our claim or restart takeover that began this tenure, as the verdict
+    #: we read at it says (or the replay, for a claim we recovered): the tenure our version 6
+    #: release names; None when the log names none (a world from an older snapshot)
+    tenure: int | None = None
     #: taken back from an earlier instance of our client (restart recovery): that instance
     #: may hand out until its lease ends, so a release waits until then (else the next
     #: holder and the zombie would overlap)

@@ -12,7 +12,7 @@ import logging
 from .actions import Action, Assigned, LookUp, Revoke
 from .held import Held, Lease
 from .release import Position
-from .state import MemberState, cp_of, me, vector, world_of
+from .state import MemberState, cp_of, me, tenure_of, vector, world_of
 
 __all__ = ["adopt", "announce", "become_fenced", "drop", "give_up", "lose", "queue_release"]
 
@@ -61,6 +61,14 @@ def adopt(
         else epoch,
     )
     held.how = how
+    # our (version 6) claim's verdict was read at ``epoch``: that offset names the tenure;
+    # a restart takeover names one only where the tenure it ended had one, and a claim we
+    # recovered has the one the replay shows
+    held.tenure = (
+        epoch
+        if epoch is not None and how != "took_back"
+        else tenure_of(st.worlds[held.cp], st, held.key)
+    )
     st.held[held.key] = held
     if sources is not None:
         held.sources = tuple(
@@ -133,7 +141,7 @@ def queue_release(st: MemberState, held: Held) -> None:
     position: Position = (
         vector(st, held, release=True) if held.sources else st.delivery.release_position(held)
     )
-    st.releases.add(held.key, position, held.cp, held.release_after)
+    st.releases.add(held.key, position, held.cp, held.release_after, held.tenure)
 
 
 def become_fenced(st: MemberState, out: list[Action]) -> None:

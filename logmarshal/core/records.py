@@ -59,10 +59,12 @@ def heartbeat_record(st: MemberState, key: Key, position: Position) -> Heartbeat
 
 
 def release_record(
-    st: MemberState, key: Key, position: Position
+    st: MemberState, key: Key, position: Position, tenure: int | None = None
 ) -> ReleasingPartition | ReleasingTask:
-    """The release of ``key`` at ``position``: a task's carries its vector."""
+    """The release of ``key`` at ``position`` (a task's carries its vector), naming the
+    ``tenure`` it ends (version 6), the offset of the claim or restart takeover that began
+    it, when we know it (else version 1, a task's version 3)."""
     where = {**ids(st), "topic": key[0], "partition": key[1]}
     if isinstance(position, tuple):
-        return ReleasingTask(**where, positions=position)
-    return ReleasingPartition(**where, last_offset=position)
+        return ReleasingTask(**where, positions=position, tenure=tenure)
+    return ReleasingPartition(**where, last_offset=position, tenure=tenure)

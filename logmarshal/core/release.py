@@ -20,11 +20,20 @@ Position = int | tuple[tuple[str, int], ...]
 @attrs.define
 class Releases:
     attempts: int
-    #: (topic, partition) -> [position, cp, attempts made, not before]
+    #: (topic, partition) -> [position, cp, attempts made, not before, tenure]; tenure: the
+    #: offset of the claim or restart takeover that began the tenure the release ends, which
+    #: a version 6 release names (None: unknown, a version 1 release is written)
     pending: dict[tuple[str, int], list] = attrs.field(factory=dict)
 
-    def add(self, key: tuple[str, int], position: Position, cp: int, not_before: int = 0) -> None:
-        self.pending[key] = [position, cp, 0, not_before]
+    def add(
+        self,
+        key: tuple[str, int],
+        position: Position,
+        cp: int,
+        not_before: int = 0,
+        tenure: int | None = None,
+    ) -> None:
+        self.pending[key] = [position, cp, 0, not_before, tenure]
 
     def unknown(self, key: tuple[str, int], retry_at: int) -> None:
         """The last attempt's outcome is unknown: it may have landed. Look again at
@@ -35,8 +44,8 @@ class Releases:
 
     def due(
         self, in_flight: set[tuple[str, int]], now: int
-    ) -> list[tuple[tuple[str, int], Position, int]]:
-        """Releases to (re)write now: ``(key, position, cp)``; counts the attempt."""
+    ) -> list[tuple[tuple[str, int], Position, int, int | None]]:
+        """Releases to (re)write now: ``(key, position, cp, tenure)``; counts the attempt."""
         out = []
         for key, entry in list(self.pending.items()):
             if key in in_flight or now < entry[3]:
@@ -45,7 +54,7 @@ class Releases:
                 del self.pending[key]  # given up: the claim lapses after 2·HB instead
                 continue
             entry[2] += 1
-            out.append((key, entry[0], entry[1]))
+            out.append((key, entry[0], entry[1], entry[4]))
         return out
 
     def answered(self, key: tuple[str, int]) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "read",
     "releasing",
     "subscribed",
+    "tenure_of",
     "vector",
     "wanted",
     "withheld",
@@ -264,6 +265,16 @@ def group_position(st: MemberState, world: WorldState, key: Key) -> Position | N
         return None if vec is None else tuple((t, o - 1) for t, o in sorted(vec.items()))
     r = world.resume_offset(st.options.group_id, *key)
     return None if r is None else r - 1
+
+
+def tenure_of(world: WorldState, st: MemberState, key: Key) -> int | None:
+    """The tenure in which this instance holds ``key`` as the replay shows it (the offset of
+    the claim or restart takeover that began it, PROTOCOL.md "Version 6"); None if we do not
+    hold it there or the world does not name it (restored from an older snapshot)."""
+    state = world.partition_state(st.options.group_id, *key)
+    if state is None or state.holder != me(st):
+        return None
+    return state.tenure
 
 
 # -- what is spoken for -------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.cli.main import main
 from logmarshal.marshaler import COORDINATION_TOPIC
+from rationalizer.codec import seal
 from tests.audit.logs import LogClock, Script
 
 MINUTE = 60_000
@@ -319,11 +320,14 @@ def test_reset_help_says_when_relative_targets_are_computed(capsys) -> None:
 
 
 def test_a_record_of_a_version_to_come_stops_the_admin_with_its_name(data, capsys) -> None:
-    """PROTOCOL.md "Version 4": a replayer never skips a record of a version it does not know."""
+    """PROTOCOL.md "Version 6": a replayer never judges a group after a record of a version
+    it does not know (the record's envelope names the group); version-shaped junk without an
+    envelope is skipped."""
     with EmbeddedCluster(data["dir"], maintenance_interval=0) as cluster:
-        future = NewRecord(key=b"g/events/0", value=b"\x06\x01future", timestamp=0)
+        junk = NewRecord(key=b"g/events/0", value=b"\x07\x01future", timestamp=0)
+        future = NewRecord(key=b"g/events/0", value=seal(7, 1, "g", b"future"), timestamp=0)
         for cp in range(cluster.partitions(COORDINATION_TOPIC)):
-            cluster.produce(COORDINATION_TOPIC, cp, [future])
+            cluster.produce(COORDINATION_TOPIC, cp, [junk, future])
     rc, _out, err = run(data, capsys, "group", "describe", "g")
     assert rc != 0
-    assert "protocol version 6" in err and "upgrade" in err
+    assert "protocol version 7" in err and "upgrade" in err and "offset 1" in err

@@ -238,3 +238,20 @@ def test_an_unheld_partition_shows_the_lease_the_log_keeps(scripted) -> None:
     (p,) = [x for x in describe_group(cluster, state, "g5", BASE + 2101).partitions
             if x.partition == 0]
     assert p.fenced_until_ms is None and _fresh_text(p) == "-"
+
+
+def test_version_6_claims_and_releases_are_read_for_lease_and_position(scripted) -> None:
+    """A version 6 record starts with its envelope (PROTOCOL.md "Version 6"): the admin reads
+    a claim's lease and a release's position by decoding it, not at version 1's places."""
+    from rationalizer import ClaimingPartition, ReleasingPartition
+
+    cluster, s = scripted
+    ids = {"client_id": "c", "instance_id": "1", "group_id": "six"}
+    where = {"topic": "t6", "partition": 0}
+    s.put(ClaimingPartition(**ids, **where, heartbeat_interval_ms=1500, version=6), 0)
+    state = read_coordination(cluster)
+    assert state.lease_ms("six", "t6", 0) == 1500
+    (tenure,) = [p.tenure for p in state.partitions("six")]
+    s.put(ReleasingPartition(**ids, **where, last_offset=41, tenure=tenure), 100)
+    state = read_coordination(cluster)
+    assert [x.position for x in state.samples("six", "t6", 0)] == [42]

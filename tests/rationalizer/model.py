@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import attrs
+
 from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
@@ -18,6 +20,14 @@ from rationalizer import (
 )
 
 
+@attrs.frozen
+class Future:
+    """A well-formed record of a protocol version to come (its envelope names ``group``)."""
+
+    group: str
+    version: int
+
+
 class Model:
     """Per partition: holder, beat, last, claimed, ``hb``, the holder's own heartbeat
     interval (None without a holder; there is no reader HB anywhere), ``pos``: whether
@@ -29,7 +39,15 @@ class Model:
     least the partition's; a version 4 reservation starts at the resume point.
     Version 5: ``lease_end``, when the lease of a holder removed by a restart takeover or a
     ReleaseGroup is over (its last beat + 2·its hb, inclusive); a version 5 claim is
-    refused until after it."""
+    refused until after it.
+    Version 6: ``tenure``, the offset of the version 6 claim or restart takeover that began
+    the holder's tenure (None: a tenure begun by an older claim has no name, and a takeover
+    of it names none); a version 6 claim is judged as a version 5 one; a version 6 release
+    is the holder's only if it names that tenure (property f); in a named tenure, the
+    holder's heartbeat below the partition's ``last`` renews but sets no position
+    (property g); a record of a version to come (:class:`Future`) halts its group: it and
+    every later record of the group are GROUP_HALTED (``halted``: group -> (offset,
+    version) of the first)."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -37,6 +55,7 @@ class Model:
         self.parts: dict[tuple[str, str, int], dict] = {}
         self.fenced: set[tuple[str, str]] = set()
         self.paused: dict[str, tuple[int, tuple[str, str]]] = {}
+        self.halted: dict[str, tuple[int, int]] = {}
 
     def tick(self, ts: int) -> int:
         self.now = ts if self.now is None else max(self.now, ts)
@@ -65,10 +84,18 @@ class Model:
         end = st["beat"] + 2 * st["hb"]
         st["lease_end"] = max(end, st.get("lease_end", end))
 
-    def apply(self, ts: int, msg: object) -> tuple[bool, Reason | None, Effect | None]:
+    def apply(
+        self, ts: int, msg: object, offset: int = 0
+    ) -> tuple[bool, Reason | None, Effect | None]:
+        """Judge ``msg`` at log time ``ts``, the record at ``offset``."""
         t = self.tick(ts)
         if msg is None:
             return False, Reason.INVALID_RECORD, None
+        if isinstance(msg, Future):
+            self.halted.setdefault(msg.group, (offset, msg.version))
+            return False, Reason.GROUP_HALTED, None
+        if msg.group_id in self.halted:
+            return False, Reason.GROUP_HALTED, None
         me = (msg.client_id, msg.instance_id)
         if me in self.fenced:
             return False, Reason.FENCED, None
@@ -82,7 +109,7 @@ class Model:
                 if pg == g:
                     if st["holder"] is not None:
                         self._lease_taken(st)
-                    st.update(holder=None, hb=None, floor=None)
+                    st.update(holder=None, hb=None, floor=None, tenure=None)
             if msg.msg_expire_time > t:
                 self.paused[g] = (msg.msg_expire_time, me)
             else:
@@ -111,9 +138,15 @@ class Model:
         hb = st["hb"] if st else None  # the holder's lease, judged before any update
         position = max(st["last"], st["claimed"]) if st and st.get("pos") else None
         if isinstance(msg, ClaimingPartition):
-            if msg.version == 5 and st is not None and t <= st.get("lease_end", t - 1):
+            if msg.version >= 5 and st is not None and t <= st.get("lease_end", t - 1):
                 return False, Reason.STILL_OWNED, None
-            new = {"holder": me, "beat": t, "hb": msg.heartbeat_interval_ms, "floor": position}
+            new = {
+                "holder": me,
+                "beat": t,
+                "hb": msg.heartbeat_interval_ms,
+                "floor": position,
+                "tenure": offset if msg.version == 6 else None,
+            }
             if st is None:
                 self.parts[key] = {**new, "last": -1, "claimed": -1, "pos": False}
                 return True, None, Effect.CLAIMED
@@ -136,6 +169,10 @@ class Model:
         if isinstance(msg, Heartbeat | HeartbeatingTask):
             if holder == me:
                 effect = Effect.RENEWED if age <= 2 * hb else Effect.RENEWED_LATE
+                if st.get("tenure") is not None and st["pos"] and last < st["last"]:
+                    # a late heartbeat of a named tenure: renews, keeps the position (g)
+                    st.update(beat=t, hb=msg.heartbeat_interval_ms)
+                    return True, None, effect
                 st.update(beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec)
                 return True, None, effect
             current = position is None or last >= position
@@ -146,15 +183,19 @@ class Model:
                     holder=me, beat=t, last=last, hb=msg.heartbeat_interval_ms, pos=True, vec=vec
                 )
                 st["floor"] = position
+                if st.get("tenure") is not None:  # only a named tenure's successor is named
+                    st["tenure"] = offset
                 return True, None, Effect.RESTART_TAKEOVER
             return False, Reason.NOT_HOLDER, None
         if holder != me:
             return False, Reason.NOT_HOLDER, None
         if isinstance(msg, ReleasingPartition | ReleasingTask):
+            if getattr(msg, "tenure", None) is not None and msg.tenure != st.get("tenure"):
+                return False, Reason.NOT_HOLDER, None  # another tenure's release
             floor = st.get("floor")
             claimed = last if floor is None else max(last, floor)
             st.update(holder=None, hb=None, beat=t, last=last, claimed=claimed, pos=True, vec=vec)
-            st["floor"] = None
+            st["floor"] = st["tenure"] = None
             return True, None, Effect.RELEASED
         assert isinstance(msg, ClaimingMessages)
         starts_elsewhere = position is not None and msg.first_offset != position + 1

@@ -160,10 +160,10 @@ def test_a_task_s_other_partitions_start_from_its_layout(python, native):
     decoded = []
     slow = w._slow
 
-    def counting(key, value, now):
+    def counting(key, value, now, offset):
         if value[:1] == b"\x03":
             decoded.append(key)
-        return slow(key, value, now)
+        return slow(key, value, now, offset)
 
     w._slow = counting  # type: ignore[method-assign]
     got = w.apply_many(log)

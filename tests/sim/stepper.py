@@ -72,6 +72,13 @@ class Group:
         factory=lambda: defaultdict(list)
     )
     members: list[Member] = attrs.field(factory=list)
+    #: rules every replay (the oracle's and each member's) is built without (an experiment:
+    #: ``WorldState(_without=...)``)
+    rules_off: frozenset[str] = frozenset()
+
+    def __attrs_post_init__(self) -> None:
+        if self.rules_off:
+            self.oracle = WorldState(_without=self.rules_off)
 
     def start(self, client_id: str, instance_id: str, budget: int = 0) -> Member:
         options = CoreOptions(
@@ -88,7 +95,7 @@ class Group:
             claim_every_ms=HB // 2,
             rebalance="none",
         )
-        world = WorldState()  # the member's own replay, which its core reads
+        world = WorldState(_without=self.rules_off)  # the member's own replay (its core reads it)
         m = Member(MemberCore(options, [world]), world, budget=budget)
         self.members.append(m)
         self.replay(m)

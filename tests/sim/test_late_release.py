@@ -9,17 +9,18 @@ holder hands 30..59 out a second time.
 - FIFO transport (an idempotent producer, the simulator's default): everything i1 sends after
   the stuck release lands behind it, so its new claim cannot land before the stray release.
 - Overtaking transport (``--without idempotent-writes``): i1's later writes land first.
+  Version 6 releases name the tenure they end (the offset of the claim that began it), so
+  the log refuses the stray one (PROTOCOL.md, "Version 6", property f); without that rule
+  it gives back what i1's new tenure handed out and c2 hands it out again.
 """
 
 from __future__ import annotations
 
-import pytest
-
 from .stepper import HB, TOPIC, Group, Member, describe
 
 
-def _hands_out_then_gives_up() -> tuple[Group, Member]:
-    g = Group(batch=30)
+def _hands_out_then_gives_up(rules_off: frozenset[str] = frozenset()) -> tuple[Group, Member]:
+    g = Group(batch=30, rules_off=rules_off)
     i1 = g.start("c1", "i1", budget=30)
     g.run([i1], until=3 * HB)
     assert g.handed_by(i1) == list(range(30)), describe(g)
@@ -45,14 +46,8 @@ def test_stray_late_release_fifo_hands_nothing_out_twice():
     assert g.repeats() == {}, describe(g)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PROTOCOL.md rule b cannot tell the stray release from the same instance's new tenure "
-    "(its floor is 29, the release says 29: it 'gives back' 30..59, handed out); only the FIFO "
-    "transport (an idempotent producer) prevents it",
-)
-def test_stray_late_release_overtaken_hands_nothing_out_twice():
-    g, i1 = _hands_out_then_gives_up()
+def _stray_release_overtaken(rules_off: frozenset[str] = frozenset()) -> Group:
+    g, i1 = _hands_out_then_gives_up(rules_off)
     g.carry(i1, i1.core.give_up(g.now, TOPIC, 0, "the test gives it up"))
     kinds = [w.kind for w in i1.outbox]
     stray = g.fail(i1, kinds.index("release"))  # reported failed, still in the transport
@@ -65,4 +60,21 @@ def test_stray_late_release_overtaken_hands_nothing_out_twice():
     g.close(i1)
     g.run([i1, c2], until=18 * HB)
     assert g.handed_by(c2), "c2 never took p0 over\n" + describe(g)
+    return g
+
+
+def test_stray_late_release_overtaken_hands_nothing_out_twice():
+    """Version 6 (PROTOCOL.md, property f): the stray release names the tenure it ended (the
+    offset of i1's first claim), not the one i1's new claim began, so the log refuses it."""
+    g = _stray_release_overtaken()
+    late = [v.split(" ", 1)[1] for v in g.verdicts if "LATE ReleasingPartition" in v]
+    assert late == ["LATE ReleasingPartition ('c1', 'i1'): rejected not_holder"], describe(g)
     assert g.repeats() == {}, describe(g)
+
+
+def test_without_the_tenure_rule_the_stray_release_gives_back_what_was_handed_out():
+    """The same schedule judged without property f (rule 4 of version 4 alone): the stray
+    release ends i1's new tenure and gives back 30..59, which c2 hands out again."""
+    g = _stray_release_overtaken(frozenset({"release_tenure"}))
+    assert any("LATE ReleasingPartition ('c1', 'i1'): accepted" in v for v in g.verdicts)
+    assert g.repeats(), describe(g)

@@ -39,13 +39,17 @@ ZOMBIE_SEEDS = (30, 155, 199)
 #: older instance's heartbeat, written before it stopped, lands after its newer instance took
 #: the partition; the restart takeover fences the newer one, the older one closes and
 #: releases, a third client claims while the fenced instance still hands out on its lease.
-#: Found by the 10,000-seed run of 2026-11-27 (7158, ALO; the only one of 0..9,999).
+#: Found by the 10,000-seed run of 2026-11-27 (7158, ALO; the only one of 0..9,999). Since
+#: version 6 the older instance's release is refused too (it names the tenure its stale
+#: replay shows, not the one its heartbeat's takeover began: property f), so both rules are
+#: removed to find it.
 FENCED_LEASE_SEEDS = (7158,)
 
 
 @pytest.mark.parametrize("seed", FENCED_LEASE_SEEDS)
 def test_two_clients_at_once_are_found_without_the_fenced_lease(seed):
-    without = run_seed(seed, without=frozenset({"fenced_lease"}), trace=True)
+    assert run_seed(seed, without=frozenset({"fenced_lease"})).violations == ()
+    without = run_seed(seed, without=frozenset({"fenced_lease", "release_tenure"}), trace=True)
     assert any("handed out by" in v and "at once" in v for v in without.violations)
     assert any("accepted restart_takeover" in line for line in without.trace)
     assert run_seed(seed).violations == ()
@@ -57,6 +61,26 @@ def test_the_zombie_double_delivery_is_found_without_the_fixes(seed):
     assert any("handed out twice" in v for v in without.violations)
     assert any("accepted restart_takeover" in line for line in without.trace)
     assert run_seed(seed).violations == ()
+
+
+#: seeds whose positions moved back under the overtaking transport (``--without
+#: idempotent-writes``) before protocol version 6 (issue 33: 44 of seeds 0..299): a holder's
+#: heartbeat, overtaken by its later one, landed last and lowered ``last_offset``. Property g
+#: (a late heartbeat of a named tenure keeps the position) stops it; property f stops the
+#: late ReleasingTask of seed 56 (a tenure the same instance had ended and begun again).
+LATE_HEARTBEAT_SEEDS = (3, 7, 29)
+LATE_TASK_RELEASE_SEEDS = (56,)
+
+
+@pytest.mark.parametrize(
+    ("seed", "rule"),
+    [(s, "late_heartbeat") for s in LATE_HEARTBEAT_SEEDS]
+    + [(s, "release_tenure") for s in LATE_TASK_RELEASE_SEEDS],
+)
+def test_positions_move_back_without_version_6(seed, rule):
+    without = run_seed(seed, without=frozenset({"idempotent-writes", rule}))
+    assert any("moved back" in v for v in without.violations), without.violations
+    assert run_seed(seed, without=frozenset({"idempotent-writes"})).violations == ()
 
 
 def test_a_few_hundred_seeds_hold_every_invariant():

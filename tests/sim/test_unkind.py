@@ -184,6 +184,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     sim.join()
     assert len(worlds) == 3 * sim.ncoord  # the oracle's and both members'
     rules = {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
+    rules |= {"release_tenure", "late_heartbeat"}
     assert all(kw == {"_without": rules} for kw in worlds)
     assert [kw["_without"] for kw in cores] == [{"surprise", "stall"}] * 2
     assert all(kw["_reread_after_takeover"] is False for kw in cores)
