@@ -1139,6 +1139,13 @@ class WorldState:
         p = self._paused.get(group)
         return p[0] if p is not None and self._now < p[0] else None
 
+    def pause_end(self, group: str) -> int | None:
+        """End (log ms, exclusive) of the group's latest pause, over or not; None if it
+        never paused. For a reader handed a whole chunk of records, whose ``now`` may have
+        passed the end of a pause the chunk began."""
+        p = self._paused.get(group)
+        return None if p is None else p[0]
+
     def pause_admin(self, group: str) -> tuple[str, str] | None:
         """The admin whose ReleaseGroup pauses ``group`` at ``now``, else None."""
         p = self._paused.get(group)

@@ -119,7 +119,8 @@ class Regained:
                 continue
             if verdict.effect is Effect.GROUP_PAUSED:
                 group = key.decode("utf-8", "replace")
-                self._pause[group] = world.paused_until(group)
+                # pause_end, not paused_until: the chunk may have run past the pause's end
+                self._pause[group] = world.pause_end(group)
             elif verdict.effect is Effect.POSITION_SET:
                 parsed = _partition_key(key)
                 if parsed is None:

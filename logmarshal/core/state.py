@@ -315,12 +315,11 @@ def not_to_claim(st: MemberState) -> set[Key]:
     in a halted coordination partition (``core.rewind``)."""
     skip = busy(st) | releasing(st)
     if st.halted:
-        skip |= {
-            (t, p)
-            for t, n in st.topics
-            for p in range(n)
-            if (t, p) not in st.halted.get(cp_of(st, t, p), (t, p))
-        }
+        for t, n in st.topics:
+            for p in range(n):
+                trusted = st.halted.get(cp_of(st, t, p))
+                if trusted is not None and (t, p) not in trusted:
+                    skip.add((t, p))
     return skip
 
 

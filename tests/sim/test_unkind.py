@@ -185,7 +185,8 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     assert len(worlds) == 3 * sim.ncoord  # the oracle's and both members'
     rules = {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
     rules |= {"release_tenure", "late_heartbeat"}
-    assert all(kw == {"_without": rules} for kw in worlds)
+    # admin_keys: the bounded-log schedule's keyed group (None here: seed 5 has none)
+    assert all(kw == {"admin_keys": None, "_without": rules} for kw in worlds)
     assert [kw["_without"] for kw in cores] == [{"surprise", "stall"}] * 2
     assert all(kw["_reread_after_takeover"] is False for kw in cores)
     assert not sim.fifo
@@ -193,7 +194,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     cores.clear()
     plain = Sim(5)
     plain.join()
-    assert all(kw == {"_without": frozenset()} for kw in worlds)
+    assert all(kw == {"admin_keys": None, "_without": frozenset()} for kw in worlds)
     assert cores[0]["_without"] == frozenset() and cores[0]["_reread_after_takeover"]
     assert plain.fifo and plain.fix
     restart_bug = Sim(5, fix=False)  # --without-restart-fix: the restart bug's whole experiment
