@@ -17,7 +17,6 @@ import json
 import logging
 import re
 import struct
-import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -43,6 +42,7 @@ from storage.broker.groups import CLASSIC_REFUSED, NO_TRANSACTIONS
 from storage.broker.wire import SUPPORTED
 from tests.broker.helpers import RawClient
 from tests.kafka.conftest import kafka_required
+from tests.marshal_group import consuming_group, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -137,15 +137,6 @@ def stored_batch(broker: BrokerThread, topic: str, partition: int = 0, offset: i
     return handlers.data_dir.partition(topic, partition).read(offset, 1).data
 
 
-def _wait_for(check, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 # ---------------------------------------------------------------------------- the tools
@@ -286,34 +277,8 @@ def test_get_offsets_and_delete_records(broker) -> None:
 @pytest.fixture
 def marshal_group(broker) -> Iterator[str]:
     """A live Marshal group: logmarshal's Consumer reading GROUP_TOPIC until the test ends."""
-    cluster = logmarshal.connect(bootstrap=broker.bootstrap)
-    cluster.create_topic(GROUP_TOPIC, partitions=2)
-    with logmarshal.Producer(cluster) as producer:
-        for i in range(GROUP_RECORDS):
-            producer.send(GROUP_TOPIC, b"m%d" % i, partition=i % 2)
-    stop = threading.Event()
-    seen: list[int] = []
-    marshaler = logmarshal.Marshaler(
-        cluster, client_id="worker-1", group_id=GROUP, heartbeat_interval=3.0
-    )
-
-    def run() -> None:
-        with logmarshal.Consumer(marshaler, [GROUP_TOPIC], mode="alo") as consumer:
-            while not stop.is_set():
-                for message in consumer.poll(timeout=0.2):
-                    seen.append(message.offset)
-                    consumer.commit(message)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        _wait_for(lambda: len(seen) >= GROUP_RECORDS, what="the Marshal group to consume")
+    with consuming_group(broker.bootstrap, GROUP_TOPIC, GROUP, GROUP_RECORDS):
         yield broker.bootstrap
-    finally:
-        stop.set()
-        thread.join(30)
-        marshaler.close()
-        cluster.close()
 
 
 def test_kafka_consumer_groups_lists_and_describes_a_marshal_group(marshal_group) -> None:
@@ -332,7 +297,7 @@ def test_kafka_consumer_groups_lists_and_describes_a_marshal_group(marshal_group
         rows = [line.split() for line in out.splitlines() if line.startswith(f"{GROUP} ")]
         return rows if len(rows) == 2 and all(r[3] == str(half) for r in rows) else None
 
-    rows = _wait_for(described, what="the positions committed through the heartbeats")
+    rows = wait_for(described, what="the positions committed through the heartbeats")
     assert sorted(r[:6] for r in rows) == [
         [GROUP, GROUP_TOPIC, str(p), str(half), str(half), "0"] for p in (0, 1)
     ]
@@ -465,7 +430,7 @@ def written(tmp_path_factory, jars) -> Path:
                             consumer.commit(message)
                         return bool(got)
 
-                    _wait_for(consumed, what="the Marshal member to consume")
+                    wait_for(consumed, what="the Marshal member to consume")
             finally:
                 marshaler.close()
         finally:

@@ -8,7 +8,6 @@ as committed offsets. A classic Kafka consumer is refused at once, with the expl
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 
@@ -23,21 +22,13 @@ from logmarshal import direct
 from logmarshal.broker_groups import MarshalGroupView
 from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.groups import CLASSIC_REFUSED
+from tests.marshal_group import consuming_group, wait_for
 
 TOPIC = "orders"
 GROUP = "billing"
 N = 20
 
 
-def _wait_for(check, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 @pytest.fixture
@@ -50,34 +41,8 @@ def group_broker(tmp_path) -> Iterator[BrokerThread]:
 @pytest.fixture
 def consuming(group_broker) -> Iterator[str]:
     """A Marshal group consuming TOPIC (2 partitions) until the test ends."""
-    cluster = logmarshal.connect(bootstrap=group_broker.bootstrap)
-    cluster.create_topic(TOPIC, partitions=2)
-    with logmarshal.Producer(cluster) as producer:
-        for i in range(N):
-            producer.send(TOPIC, b"m%d" % i, partition=i % 2)
-    stop = threading.Event()
-    seen: list[int] = []
-    marshaler = logmarshal.Marshaler(
-        cluster, client_id="worker-1", group_id=GROUP, heartbeat_interval=3.0
-    )
-
-    def run() -> None:
-        with logmarshal.Consumer(marshaler, [TOPIC], mode="alo") as consumer:
-            while not stop.is_set():
-                for message in consumer.poll(timeout=0.2):
-                    seen.append(message.offset)
-                    consumer.commit(message)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        _wait_for(lambda: len(seen) >= N, what="the Marshal group to consume")
+    with consuming_group(group_broker.bootstrap, TOPIC, GROUP, N):
         yield group_broker.bootstrap
-    finally:
-        stop.set()
-        thread.join(30)
-        marshaler.close()
-        cluster.close()
 
 
 def _confluent_offsets(admin: AdminClient) -> dict[tuple[str, int], int]:
@@ -92,13 +57,13 @@ def test_confluent_admin_lists_describes_and_reads_positions(consuming):
     assert GROUP in [g.group_id for g in listed.valid]
     # positions arrive with the heartbeats that carry the commits
     expected = {(TOPIC, 0): N // 2, (TOPIC, 1): N // 2}
-    _wait_for(lambda: _confluent_offsets(admin) == expected, what="committed offsets")
+    wait_for(lambda: _confluent_offsets(admin) == expected, what="committed offsets")
 
     def described():
         d = admin.describe_consumer_groups([GROUP])[GROUP].result(10)
         return d if d.members else None
 
-    d = _wait_for(described, what="a fresh member")
+    d = wait_for(described, what="a fresh member")
     assert d.group_id == GROUP and str(d.state).endswith("STABLE")
     (member,) = d.members
     assert member.client_id == "worker-1"
@@ -117,12 +82,12 @@ def test_kafka_python_admin_lists_describes_and_reads_positions(consuming):
             g for g in listed if g["group_id"] == GROUP
         ).items()
         expected = {KTP(TOPIC, 0): N // 2, KTP(TOPIC, 1): N // 2}
-        _wait_for(
+        wait_for(
             lambda: {tp: o.offset for tp, o in admin.list_group_offsets(GROUP)[GROUP].items()}
             == expected,
             what="committed offsets",
         )
-        group = _wait_for(
+        group = wait_for(
             lambda: (g := admin.describe_groups([GROUP])[GROUP])["members"] and g,
             what="a fresh member",
         )
@@ -152,7 +117,7 @@ def test_kcat_and_consumer_committed_give_the_lag(consuming, kcat):
     assert ends.stdout.split("\n")[:2] == [f"{TOPIC} [{p}] offset {N // 2}" for p in (0, 1)]
     consumer = KafkaConsumer({"bootstrap.servers": consuming, "group.id": GROUP})
     try:
-        _wait_for(
+        wait_for(
             lambda: [tp.offset for tp in consumer.committed(
                 [CTP(TOPIC, 0), CTP(TOPIC, 1)], timeout=10)] == [N // 2, N // 2],
             what="committed offsets through OffsetFetch",
