@@ -49,6 +49,7 @@ __all__ = [
     "CoordinationTopicError",
     "Restored",
     "announce",
+    "check_snapshot_topic",
     "configs_in_use",
     "coordination_topic_config",
     "coordination_topic_problems",
@@ -65,6 +66,7 @@ __all__ = [
     "read_snapshots",
     "records_from_cluster",
     "snapshot_topic_config",
+    "snapshot_topic_problems",
     "truncate",
     "truncation_bounds",
 ]
@@ -197,6 +199,35 @@ def ensure_coordination_topic(cluster: Cluster, wanted: int) -> int:
             description.partitions,
         )
     return description.partitions
+
+
+def snapshot_topic_problems(config: Mapping[str, str]) -> list[str]:
+    """What in a ``__marshal_snapshots`` topic's configs loses what the bounded log needs
+    (empty: nothing). Compaction keeps one record per key (a configuration's newest
+    snapshot: truncation needs two), and time or size retention can delete an idle group's
+    only snapshots and the announcements of configurations in use. Neither breaks safety (a
+    cold start without its snapshots refuses to act), but either can stop truncation or
+    halt a cold start. A setting the cluster does not report is not judged."""
+    problems = []
+    policy = config.get("cleanup.policy")
+    if policy is not None and {p.strip() for p in policy.split(",")} != {"delete"}:
+        problems.append(f"cleanup.policy={policy} (keeps one snapshot per configuration: delete)")
+    for name in ("retention.ms", "retention.bytes"):
+        value = config.get(name)
+        if value is not None and value.strip() != "-1":
+            problems.append(f"{name}={value} (may delete snapshots still needed: -1)")
+    return problems
+
+
+def check_snapshot_topic(cluster: Cluster) -> list[str]:
+    """Warn (one line) when an existing ``__marshal_snapshots`` is configured so that it can
+    lose what the bounded log needs; returns the problems (empty if none or no topic)."""
+    if SNAPSHOT_TOPIC not in cluster.topics():
+        return []
+    problems = snapshot_topic_problems(cluster.describe_topic(SNAPSHOT_TOPIC).config)
+    if problems:
+        log.warning("%s has %s; alter the topic's configs", SNAPSHOT_TOPIC, "; ".join(problems))
+    return problems
 
 
 def ensure_snapshot_topic(cluster: Cluster, partitions: int) -> None:

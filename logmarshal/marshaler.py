@@ -36,6 +36,7 @@ from .coordlog import (
     COORDINATION_TOPIC,
     DEFAULT_ANNOUNCE_TTL_MS,
     CoordinationTopicError,
+    check_snapshot_topic,
     coordination_topic_config,
     ensure_coordination_topic,
 )
@@ -210,6 +211,7 @@ class Marshaler:
         self._halt_listeners: tuple[Callable[[Halt], None], ...] = ()
         self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
         self._n = ensure_coordination_topic(cluster, coordination_partitions)
+        check_snapshot_topic(cluster)  # a warning only: safety does not rest on it
         self._tailer = Tailer(
             cluster,
             self._n,

@@ -327,3 +327,25 @@ def test_a_waiter_wakes_when_a_snapshot_covering_the_whole_log_is_restored(clust
     finally:
         slow.release.set()
         late.close()
+
+
+def test_a_snapshot_topic_that_can_lose_snapshots_is_warned_of(tmp_path, caplog) -> None:
+    """Compaction (one snapshot per configuration kept) and time or size retention (an idle
+    group's only snapshots deleted) are named in one warning when a Marshaler starts."""
+    import logging
+
+    from logmarshal import EmbeddedCluster, Marshaler
+
+    with EmbeddedCluster(tmp_path) as cluster:
+        assert coordlog.check_snapshot_topic(cluster) == []  # no topic yet: nothing to judge
+        cluster.create_topic(coordlog.SNAPSHOT_TOPIC, 1,
+                             {"cleanup.policy": "compact", "retention.ms": "3600000"})  # fmt: skip
+        caplog.set_level(logging.WARNING, logger="logmarshal.coordlog")
+        m = Marshaler(cluster, "c", "g", 1.0, coordination_partitions=1)
+        m.close()
+        (warning,) = [r.getMessage() for r in caplog.records if "__marshal_snapshots has" in
+                      r.getMessage()]  # fmt: skip
+        assert "cleanup.policy=compact" in warning and "retention.ms=3600000" in warning
+        assert coordlog.snapshot_topic_problems(
+            {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+        ) == []
