@@ -276,8 +276,15 @@ def heartbeat(
     if h == sender:
         # judged with the lease the holder declared last, renewed with the one it declares now
         v = _RENEWED_LATE if freshness(now - part.beat, part.hb) is STALE else _RENEWED
-        if last_offset < part.last and part.tenure >= 0 and monotone:
-            # a late heartbeat of this holder: it renews, the position stays (property g)
+        if (
+            last_offset < part.last
+            and part.tenure >= 0
+            and monotone
+            and (part.floor is None or last_offset >= part.floor)
+        ):
+            # a late heartbeat of this holder: it renews, the position stays (property g);
+            # below the tenure's starting position it is no late one but a reset (the data
+            # log lost records past the position): that sets the position
             part.beat = now
             part.hb = hb
             return v

@@ -35,7 +35,7 @@ gap-refusal`` the cold-start refusal.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from typing import Any
 
 from logmarshal import coordlog
 from logmarshal.core import Halted, Resumed
@@ -56,8 +56,11 @@ from rationalizer.snapshot_record import (
     encode_snapshot_record,
 )
 
-if TYPE_CHECKING:
-    from .sim import Sim, _Instance
+# scenarios.sim's Sim and _Instance are not imported, not even for type checking: sim
+# imports this module, and the import graph allows no circle (tests/house). ``Sim`` and
+# ``_Instance`` below are those types, spelled as aliases of Any.
+Sim = Any
+_Instance = Any
 
 __all__ = ["Bounded"]
 
