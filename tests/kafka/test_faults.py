@@ -138,9 +138,9 @@ def _progress(members: list[Member], since: float, timeout: float) -> None:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="a known regression since the protocol 6 and bounded-log merges of 2026-11-29: the "
-    "ALO members hand out nothing after the faults (3 of 3 runs on the merged code; 8d1d149 "
-    "passes; the old offsets mirror on the merged code fails too); see the session's note",
+    reason="a known regression from protocol 6's rules (2026-11-29): the ALO members hand out "
+    "nothing after the faults (3 of 3 runs on the merged code; alone, 8d1d149 and the "
+    "bounded-log branch pass, the protocol 6 rules branch fails); see the session's note",
 )
 def test_leaders_killed_and_rolling_restart(cluster3: KafkaCluster) -> None:
     bootstrap = cluster3.bootstrap
