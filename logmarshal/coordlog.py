@@ -41,7 +41,7 @@ from .cluster import (
     MultiBatchFetcher,
     RecordDeleter,
 )
-from .errors import LogmarshalError, TopicExists, UnknownTopic
+from .errors import RETRIABLE, LogmarshalError, TopicExists
 
 __all__ = [
     "COORDINATION_TOPIC",
@@ -178,9 +178,11 @@ def ensure_coordination_topic(cluster: Cluster, wanted: int) -> int:
         try:
             description = cluster.describe_topic(COORDINATION_TOPIC)
             break
-        except UnknownTopic:
+        except RETRIABLE:
             # listed, or just created by another process: Kafka's brokers learn a new
             # topic's metadata one by one, and this describe may ask one that has not yet
+            # (an unknown topic, or a partition unknown to the broker asked for its offsets:
+            # found on a 3-node Kafka, where a member died of it at start)
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
@@ -222,9 +224,13 @@ def snapshot_topic_problems(config: Mapping[str, str]) -> list[str]:
 def check_snapshot_topic(cluster: Cluster) -> list[str]:
     """Warn (one line) when an existing ``__marshal_snapshots`` is configured so that it can
     lose what the bounded log needs; returns the problems (empty if none or no topic)."""
-    if SNAPSHOT_TOPIC not in cluster.topics():
+    try:
+        if SNAPSHOT_TOPIC not in cluster.topics():
+            return []
+        problems = snapshot_topic_problems(cluster.describe_topic(SNAPSHOT_TOPIC).config)
+    except RETRIABLE as exc:  # (a topic just created, a broker away): only a check is lost
+        log.info("cannot check the configs of %s now: %s", SNAPSHOT_TOPIC, exc)
         return []
-    problems = snapshot_topic_problems(cluster.describe_topic(SNAPSHOT_TOPIC).config)
     if problems:
         log.warning("%s has %s; alter the topic's configs", SNAPSHOT_TOPIC, "; ".join(problems))
     return problems

@@ -72,7 +72,7 @@ from ..core.options import (
     DEFAULT_RESET,
     DEFAULT_WEIGHT,
 )
-from ..errors import ClosedError, NoPosition, UnknownTopic
+from ..errors import RETRIABLE, ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
 from ..tailer import Halt
@@ -676,9 +676,18 @@ class Consumer:
     def _drive(self) -> None:
         """The driver thread: start-up replay, then ticks and the edge's own look-ups."""
         try:
+            backoff = self._tick
             while not self._stop.is_set():
-                if self._marshaler.wait_caught_up(timeout=self._tick * 4):
-                    break
+                try:
+                    if self._marshaler.wait_caught_up(timeout=self._tick * 4):
+                        break
+                except RETRIABLE as exc:
+                    # the log's end unknown for now (a topic just created, a leader away):
+                    # this thread must live on, or nothing is ever handed out
+                    log.warning("%s: cannot read the coordination log's end (%s); retrying",
+                                self._name(), exc)  # fmt: skip
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 0.25)
             else:
                 return
             self._report_caught_up()
