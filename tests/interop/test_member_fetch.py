@@ -136,17 +136,11 @@ def test_fetch_loop_follows_claims_away_and_back(cluster) -> None:
     assert not fetcher.thread.is_alive()
 
 
-def test_consumer_hands_out_nothing_of_a_partition_it_gave_up(cluster, request) -> None:
-    if request.node.callspec.params.get("cluster") == "network":
-        # a known regression since the bounded-log work merged (2026-11-29, 4 of 4 passes
-        # before it, about 1 in 2 after): over the network, records landing on the partition
-        # just given up delay the first hand-out of the one still held by about 0.83 s, past
-        # this test's 0.8 s window (measured; cause not found yet: see the session's note)
-        request.applymarker(pytest.mark.xfail(strict=False, reason="a hand-out delayed 0.83 s"))
+def test_consumer_hands_out_nothing_of_a_partition_it_gave_up(cluster) -> None:
     cluster.create_topic("t", 2)
     marshaler = Marshaler(cluster, "m", "g", 0.5)
     consumer = Consumer(
-        marshaler, "t", rebalance="none", greedy=True, reclaim_cooldown=1.0
+        marshaler, "t", rebalance="none", greedy=True, reclaim_cooldown=6.0
     )
     try:
         _wait(lambda: len(consumer.claims()) == 2)
@@ -155,7 +149,11 @@ def test_consumer_hands_out_nothing_of_a_partition_it_gave_up(cluster, request) 
         _produce(cluster, "t", 0, 3)
         _produce(cluster, "t", 1, 3)
         seen = []
-        deadline = time.monotonic() + 0.8
+        # a window well inside the cooldown (partition 0 cannot be claimed back in it) and
+        # long enough for a fresh librdkafka reader's first fetch: over the network that
+        # came 0.9 s after the assignment in 1 of 2 runs (librdkafka debug "fetch"), which
+        # a 0.8 s window mistook for a delayed hand-out
+        deadline = time.monotonic() + 2.5
         while time.monotonic() < deadline:
             seen += [(m.partition, m.offset) for m in consumer.poll(0.1)]
         assert seen == [(1, 0), (1, 1), (1, 2)]
