@@ -71,6 +71,7 @@ from ..core.options import (
     DEFAULT_REBALANCE,
     DEFAULT_RESET,
     DEFAULT_WEIGHT,
+    PROTOCOL_VERSION,
 )
 from ..errors import RETRIABLE, ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
@@ -161,6 +162,11 @@ class Consumer:
       error where there is nothing to mirror into); False: off; or a
       :class:`~logmarshal.consumer.mirror.GroupSink`. A live Kafka consumer group of the
       same name is refused (:class:`~logmarshal.consumer.mirror.MirrorConflict`).
+    - ``protocol_version`` (default: the newest, 6): the newest protocol version whose
+      records this consumer writes, from 4. A replayer of an older version stops at the
+      first record of a later one, so during a rolling upgrade from version N the upgraded
+      consumers run with ``protocol_version=N`` until no member of N is left, then without
+      it (PROTOCOL.md, "Upgrading a running group").
     """
 
     def __init__(
@@ -193,6 +199,7 @@ class Consumer:
         rng: random.Random | None = None,
         tasks: Mapping[str, Iterable[str]] | None = None,
         mirror_offsets: MirrorSetting = None,
+        protocol_version: int = PROTOCOL_VERSION,
     ) -> None:
         self._pattern: re.Pattern[str] | None = None
         #: tasks: task name -> its source topics (sorted)
@@ -240,6 +247,7 @@ class Consumer:
             rebalance=rebalance,
             weight=weight,
             tasks=tuple(sorted(self._tasks.items())),
+            protocol_version=protocol_version,
         )
         self._core = MemberCore(options, marshaler.worlds(), offset_of=_OFFSET)
         # the edge's own timing, in seconds of its waits, read from the options

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import mmh3
 
-from rationalizer import FRESH, PROTOCOL_VERSION, Claim, ClaimingPartition, WorldState
+from rationalizer import FRESH, Claim, ClaimingPartition, WorldState
 from rationalizer.rules import stale_from
 
 from .actions import Action
@@ -114,6 +114,14 @@ def group_paused(st: MemberState, now: int, wall: int) -> bool:
 # -- claim passes --------------------------------------------------------------------------------
 
 
+def claim_version(protocol_version: int) -> int:
+    """The ClaimingPartition layout a member capped at ``protocol_version`` writes: 6 names
+    its tenure, 5 carries the lease rule (property e), 1 is what version 4 and before read."""
+    if protocol_version >= 6:
+        return 6
+    return 5 if protocol_version == 5 else 1
+
+
 def claim(st: MemberState, now: int, wall: int, key: Key, out: list[Action]) -> None:
     """Write a ClaimingPartition for ``key``."""
     topic, part = key
@@ -125,7 +133,7 @@ def claim(st: MemberState, now: int, wall: int, key: Key, out: list[Action]) -> 
         topic=topic,
         partition=part,
         heartbeat_interval_ms=st.options.heartbeat_ms,
-        version=PROTOCOL_VERSION,
+        version=claim_version(st.options.protocol_version),
     )
     write(st, out, Pending("claim", topic, part, cp_of(st, topic, part), now, how=how), msg)
 

@@ -7,7 +7,13 @@ from typing import Any, Final
 
 import attrs
 
-from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_WEIGHT, valid_id, valid_topic
+from rationalizer.messages import (
+    MAX_HEARTBEAT_INTERVAL_MS,
+    MAX_WEIGHT,
+    PROTOCOL_VERSION,
+    valid_id,
+    valid_topic,
+)
 
 #: sources of one task: a HeartbeatingTask carries at most this many positions
 MAX_TASK_SOURCES = 64
@@ -37,6 +43,9 @@ DEFAULT_WEIGHT: Final = 1
 DEFAULT_GREEDY: Final = False
 DEFAULT_ENTIRE_TOPIC: Final = False
 DEFAULT_FAST_RECLAIM: Final = True
+#: the oldest protocol version a member of this release can write for (its membership
+#: announcements are version 4's): the lowest ``protocol_version``
+OLDEST_PROTOCOL_VERSION: Final = 4
 #: ``max_claims`` when not capped
 UNLIMITED_CLAIMS: Final = 1 << 30
 #: ``prefetch`` when not given: at least this many records, and at least two batches
@@ -95,6 +104,14 @@ def _none_or_positive(_inst: Any, attribute: attrs.Attribute[Any], value: object
 def _none_or_int(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and type(value) is not int:
         raise TypeError(f"{_named(attribute)} must be an int or None, got {value!r}")
+
+
+def _protocol_version(_inst: object, _attr: attrs.Attribute[Any], value: object) -> None:
+    if type(value) is not int or not OLDEST_PROTOCOL_VERSION <= value <= PROTOCOL_VERSION:
+        raise ValueError(
+            f"protocol_version must be an int from {OLDEST_PROTOCOL_VERSION} to "
+            f"{PROTOCOL_VERSION} (the versions this release can write for), got {value!r}"
+        )
 
 
 def _one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], object], None]:
@@ -259,6 +276,13 @@ class CoreOptions:
     #: only; it is subscribed like a topic in ``topics`` (with the sources' partition
     #: count), so claiming and the target treat a task as a partition (docs/streams.md).
     tasks: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), validator=_tasks)
+    #: the newest protocol version whose records this member writes (a rolling upgrade's
+    #: cap: a replayer of version N stops at the first record of a later version, so while
+    #: members of version N run, the upgraded ones write for N; PROTOCOL.md "Upgrading a
+    #: running group"). 5: version 5 claims and version 1 releases that name no tenure; 4:
+    #: version 1 claims too. Its replay applies this release's rules either way: on a log
+    #: without records of a later version they judge as version N's
+    protocol_version: int = attrs.field(default=PROTOCOL_VERSION, validator=_protocol_version)
 
     def __attrs_post_init__(self) -> None:
         margin = self.margin_ms

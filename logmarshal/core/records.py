@@ -65,6 +65,8 @@ def release_record(
     ``tenure`` it ends (version 6), the offset of the claim or restart takeover that began
     it, when we know it (else version 1, a task's version 3)."""
     where = {**ids(st), "topic": key[0], "partition": key[1]}
+    if st.options.protocol_version < 6:
+        tenure = None  # capped below version 6: a release its replayers can read
     if isinstance(position, tuple):
         return ReleasingTask(**where, positions=position, tenure=tenure)
     return ReleasingPartition(**where, last_offset=position, tenure=tenure)
