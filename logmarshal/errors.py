@@ -1,4 +1,5 @@
-"""The errors logmarshal raises.
+"""The errors logmarshal raises. Every one derives from :class:`LogmarshalError`, the one
+root (defined in :mod:`storage.errors`, the lowest layer, so the log's errors share it).
 
 The log's own errors come from :mod:`storage` and keep their types whichever connection is
 used, so callers catch one set of exceptions on the embedded cluster and over the network.
@@ -11,6 +12,7 @@ from storage.errors import (
     DataDirLocked,
     InvalidConfig,
     InvalidTopicName,
+    LogmarshalError,
     OffsetOutOfRange,
     RecordTooLarge,
     StorageError,
@@ -37,10 +39,6 @@ __all__ = [
     "UnknownPartition",
     "UnknownTopic",
 ]
-
-
-class LogmarshalError(Exception):
-    """Base of the errors raised by the logmarshal layer itself."""
 
 
 class ClosedError(LogmarshalError):

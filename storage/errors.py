@@ -9,7 +9,14 @@ from __future__ import annotations
 import os
 
 
-class StorageError(Exception):
+class LogmarshalError(Exception):
+    """The root of every error logmarshal raises on purpose, in every layer (storage, the
+    library, the CLI, streams, the audit): ``except LogmarshalError`` catches them all. It
+    lives here, in the lowest layer, so that storage's errors can derive from it too; the
+    library re-exports it as :class:`logmarshal.errors.LogmarshalError`."""
+
+
+class StorageError(LogmarshalError):
     """Base class of every error the storage layer raises on purpose."""
 
 

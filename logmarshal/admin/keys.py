@@ -32,13 +32,15 @@ import attrs
 from rationalizer import MIN_KEY_BYTES
 from rationalizer.messages import valid_id
 
+from ..errors import LogmarshalError
+
 __all__ = ["AdminKeyError", "AdminKeys", "load_admin_keys", "parse_admin_keys"]
 
 WILDCARD = "*"
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2})+\Z")
 
 
-class AdminKeyError(ValueError):
+class AdminKeyError(LogmarshalError, ValueError):
     """The key file is unusable (unreadable, too open, malformed). Never contains key bytes."""
 
 

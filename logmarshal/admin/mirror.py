@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..errors import LogmarshalError
 from .describe import require_group
 from .reader import CoordinationState
 
@@ -50,7 +51,7 @@ _COORDINATOR_MOVING = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
                                  "COORDINATOR_LOAD_IN_PROGRESS"})
 
 
-class MirrorError(Exception):
+class MirrorError(LogmarshalError):
     """Kafka refused the mirrored offsets (the message says why and what to do)."""
 
 

@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..errors import LogmarshalError
 from .columnar import ColumnarAudit
 from .deps import fewer_collections, require
 from .replay import AuditRows, ReplayConfig
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 
-class InputOrderError(RuntimeError):
+class InputOrderError(LogmarshalError, RuntimeError):
     """The fold got a coordination partition's records out of order or split across tasks."""
 
 

@@ -13,6 +13,8 @@ import importlib
 from collections.abc import Iterator
 from types import ModuleType
 
+from ..errors import LogmarshalError
+
 __all__ = ["MissingDependency", "fewer_collections", "require"]
 
 _HINT = (
@@ -21,7 +23,7 @@ _HINT = (
 )
 
 
-class MissingDependency(ImportError):
+class MissingDependency(LogmarshalError, ImportError):
     """An optional package of the ``spark`` extra is not installed."""
 
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import LogmarshalError
 from .deps import require
 from .export import KAFKA, ExportInfo
 
@@ -64,7 +65,7 @@ _PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}
 KAFKA_COLUMNS = ("partition", "offset", "timestamp", "timestampType", "key", "value")
 
 
-class KafkaSourceError(RuntimeError):
+class KafkaSourceError(LogmarshalError, RuntimeError):
     """Spark's Kafka source cannot audit this: a record off the broker's clock, a timestamp
     that is not whole milliseconds, or a coordination partition not read whole in order."""
 

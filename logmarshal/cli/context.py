@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..cluster import Cluster
 from ..connect import DATA_DIR_ENV, connect, default_data_dir
-from ..errors import NetworkError
+from ..errors import LogmarshalError, NetworkError
 
 __all__ = [
     "CREATES",
@@ -36,7 +36,7 @@ __all__ = [
 PROBE_TIMEOUT_S = 5.0
 
 
-class CliError(Exception):
+class CliError(LogmarshalError):
     """A mistake in how the command was called; printed as one line."""
 
 

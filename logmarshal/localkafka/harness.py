@@ -27,6 +27,8 @@ from typing import Any
 
 import attrs
 
+from ..errors import LogmarshalError
+
 log = logging.getLogger(__name__)
 
 POM = Path(__file__).with_name("pom.xml")
@@ -47,11 +49,11 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
 }
 
 
-class KafkaUnavailable(RuntimeError):
+class KafkaUnavailable(LogmarshalError, RuntimeError):
     """Java or Maven is missing, or the jars cannot be fetched: Kafka cannot run here."""
 
 
-class KafkaStartError(RuntimeError):
+class KafkaStartError(LogmarshalError, RuntimeError):
     """A node exited or did not answer in time; the message carries its log's tail."""
 
 

@@ -38,6 +38,7 @@ import attrs
 from storage import NewRecord
 
 from ..cluster import Cluster, Message
+from ..errors import LogmarshalError
 from .processor import Processor, PunctuationType, StreamRecord
 from .serde import bytes_deserializer, json_deserializer, string_deserializer
 from .stores import InMemoryStore, KeyValueStore
@@ -93,7 +94,7 @@ def marker_of(key: bytes | None) -> bytes | None:
     return None
 
 
-class Fenced(Exception):
+class Fenced(LogmarshalError):
     """A newer owner of the task has fenced this task's epoch in a changelog: what this task
     writes is not valid state any more; the runner drops the task."""
 
