@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import ssl
-import struct
 from typing import Any
 
 from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
+from ..kafka_framing import decode_response, encode_request, read_frame
 from .cluster_file import BrokerAddress
 
 __all__ = ["PeerClient"]
@@ -34,8 +34,7 @@ class PeerClient:
 
     async def _call(self, request: Any, response_cls: Any, version: int) -> Any:
         correlation_id = next(self._correlation)
-        request.with_header(correlation_id=correlation_id, client_id="logmarshal-broker")
-        payload = request.encode(header=True, framed=True)
+        payload = encode_request(request, correlation_id, "logmarshal-broker")
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(self._controller.host, self._controller.port, ssl=self._ssl),
             _TIMEOUT_S,
@@ -43,14 +42,10 @@ class PeerClient:
         try:
             writer.write(payload)
             await writer.drain()
-            (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), _TIMEOUT_S))
-            frame = await asyncio.wait_for(reader.readexactly(size), _TIMEOUT_S)
+            frame = await read_frame(reader, _TIMEOUT_S)
         finally:
             writer.close()
-        (got,) = struct.unpack_from(">i", frame, 0)
-        if got != correlation_id:
-            raise ConnectionError(f"controller answered correlation id {got}, expected {correlation_id}")
-        return response_cls[version].decode(memoryview(frame)[4:])
+        return decode_response(frame, response_cls, version, correlation_id)
 
     async def topics(self) -> dict[str, int]:
         """Topic name -> partition count, as the controller knows them."""

@@ -8,6 +8,9 @@ things are done by hand because they are on the hot path or where the library is
   with ``header=True`` copies the whole frame: 860 µs for a 1 MiB produce against 20 µs);
 * the Fetch response is written here as a list of buffers, so stored batches go to the
   socket without being copied into an encode buffer.
+
+Tagged fields and which answers carry response header v1 are :mod:`storage.kafka_framing`'s,
+shared with the clients that speak to Kafka brokers.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
+from ..kafka_framing import MalformedFrame, response_header_is_flexible, skip_tagged_fields
 from .errors import ErrorCode, ProtocolError
 
 __all__ = [
@@ -175,34 +179,12 @@ class RequestHeader(NamedTuple):
 
 
 def _skip_tagged_fields(frame: memoryview, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
-        pos += size
-        if pos > len(frame):
-            raise ProtocolError("tagged field runs past the end of the request")
-    return pos
-
-
-def _read_uvarint(frame: memoryview, pos: int) -> tuple[int, int]:
-    """Kafka's UNSIGNED_VARINT of flexible request headers (tagged fields): no zigzag, at
-    most 5 bytes (a uint32), and a malformed one is a request that does not parse
-    (ProtocolError: the connection closes). Not the records' varint (``storage.varint``:
-    signed, up to 10 bytes, CorruptRecordError), so not shared with it."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(frame):
-            raise ProtocolError("varint runs past the end of the request")
-        b = frame[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("varint is too long")
+    """The request header's tagged fields skipped; malformed ones are a request that does not
+    parse (ProtocolError: the connection closes)."""
+    try:
+        return skip_tagged_fields(frame, pos)
+    except MalformedFrame as exc:
+        raise ProtocolError(f"request header: {exc}") from None
 
 
 def request_header_is_flexible(api_key: int, api_version: int) -> bool:
@@ -245,7 +227,7 @@ def _frame(correlation_id: int, body: bytes | bytearray, flexible_header: bool) 
 
 def encode_response(correlation_id: int, spec: ApiSpec, version: int, response: Any) -> bytes:
     """A whole response frame: size, header (v0, or v1 for flexible bodies), body."""
-    flexible = bool(spec.response.flexible_version_q(version))
+    flexible = response_header_is_flexible(spec.response, version)
     return _frame(correlation_id, response.encode(), flexible)
 
 

@@ -1,9 +1,9 @@
-"""A raw Kafka client for tests: frames built with kafka-python's protocol classes."""
+"""A raw Kafka client for tests: bodies are kafka-python's protocol classes, framed by
+:mod:`storage.kafka_framing` (the framing logmarshal's own clients use)."""
 
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from typing import Any
 
@@ -11,6 +11,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
 from storage import NewRecord, encode_batch
+from storage.kafka_framing import decode_response, encode_request, recv_frame
 
 
 class RawClient:
@@ -33,18 +34,8 @@ class RawClient:
         self.sock.sendall(data)
 
     def recv_frame(self) -> bytes:
-        size = struct.unpack(">i", self._recv_exactly(4))[0]
-        return self._recv_exactly(size)
-
-    def _recv_exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        """The next answer, without its size (correlation id first)."""
+        return recv_frame(self.sock)
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
         self.sock.settimeout(timeout)
@@ -59,17 +50,13 @@ class RawClient:
         if correlation_id is None:
             self._correlation += 1
             correlation_id = self._correlation
-        request.with_header(correlation_id=correlation_id, client_id="test")
-        return bytes(request.encode(header=True, framed=True))
+        return encode_request(request, correlation_id, "test")
 
     def call(self, request: Any, response_cls: Any) -> Any:
         self.send_raw(self.request_bytes(request))
-        frame = self.recv_frame()
-        (correlation_id,) = struct.unpack_from(">i", frame, 0)
-        assert correlation_id == self._correlation
-        version = request.API_VERSION
-        offset = 5 if response_cls.flexible_version_q(version) and response_cls.API_KEY != 18 else 4
-        return response_cls[version].decode(memoryview(frame)[offset:])
+        return decode_response(
+            self.recv_frame(), response_cls, request.API_VERSION, self._correlation
+        )
 
 
 def batch(n: int = 3, start: int = 0, ts: int | None = None) -> bytes:

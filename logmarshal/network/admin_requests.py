@@ -1,0 +1,176 @@
+"""The network connection's questions to the cluster through librdkafka's AdminClient
+(metadata, configs, offsets, record deletion), each answer's errors raised or returned as
+the embedded cluster's exceptions. :class:`NetworkCluster` adds what it keeps across calls
+(open checks, waiting for metadata to propagate, its readers)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    OffsetSpec,
+)
+
+from ..errors import NetworkError, UnknownPartition, UnknownTopic
+from .error_map import _map_error, _raise_from
+from .fetch_client import _SplitLeaders
+from .settings import _INTERNAL_TOPICS, _KNOWN_CONFIGS
+
+
+def topic_names(admin: AdminClient, timeout: float) -> list[str]:
+    """The topics' names, sorted, without Kafka's internal ones."""
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise _raise_from(exc) from None
+    return sorted(n for n in metadata.topics if n not in _INTERNAL_TOPICS)
+
+
+def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
+    """How many partitions ``topic`` has (UnknownTopic while it has no metadata yet)."""
+    try:
+        metadata = admin.list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise _raise_from(exc, topic) from None
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None:
+        if info is not None and info.error.code() not in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError._UNKNOWN_TOPIC,
+            KafkaError.LEADER_NOT_AVAILABLE,
+        ):
+            raise _map_error(info.error, topic)
+        raise UnknownTopic(topic)
+    if not info.partitions:
+        raise UnknownTopic(topic)
+    return len(info.partitions)
+
+
+def known_configs(admin: AdminClient, name: str, timeout: float) -> dict[str, str]:
+    """The topic's configs logmarshal knows, by Kafka name (defaults included)."""
+    resource = ConfigResource("topic", name)
+    future = admin.describe_configs([resource], request_timeout=timeout)[resource]
+    try:
+        entries = future.result(timeout)
+    except KafkaException as exc:
+        raise _raise_from(exc, name) from None
+    return {
+        key: entry.value
+        for key, entry in entries.items()
+        if key in _KNOWN_CONFIGS and entry.value is not None
+    }
+
+
+def alter_configs(
+    admin: AdminClient, name: str, changes: Mapping[str, str | int | None], timeout: float
+) -> None:
+    """IncrementalAlterConfigs: SET each value, DELETE (reset) each None."""
+    entries = [
+        ConfigEntry(
+            key,
+            None if value is None else str(value),
+            incremental_operation=(
+                AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
+            ),
+        )
+        for key, value in changes.items()
+    ]
+    resource = ConfigResource("topic", name, incremental_configs=entries)
+    future = admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
+    try:
+        future.result(timeout)
+    except KafkaException as exc:
+        raise _raise_from(exc, name) from None
+
+
+def delete_records(
+    admin: AdminClient, topic: str, before: Mapping[int, int], timeout: float
+) -> dict[int, int]:
+    """Kafka's DeleteRecords (so it works on Apache Kafka too): each partition's low
+    watermark as the broker reports it."""
+    wanted = [TopicPartition(topic, p, o) for p, o in before.items()]
+    if not wanted:
+        return {}
+    futures = admin.delete_records(wanted, request_timeout=timeout)
+    out = {}
+    for tp, future in futures.items():
+        try:
+            result = future.result(timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, topic, tp.partition) from None
+        out[tp.partition] = result.low_watermark
+    return out
+
+
+def list_bounds(
+    admin: AdminClient, keys: Sequence[tuple[str, int]], timeout: float
+) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+    """Earliest and latest offsets of many partitions: one ListOffsets request per
+    end (AdminClient.list_offsets), each partition's error apart."""
+    out: dict[tuple[str, int], Any] = {key: [0, 0] for key in keys}
+    for i, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
+        wanted = {TopicPartition(t, p): spec for (t, p), v in out.items() if isinstance(v, list)}
+        if not wanted:
+            break
+        try:
+            futures = admin.list_offsets(wanted, request_timeout=timeout)
+        except KafkaException as exc:
+            error = _raise_from(exc)
+            return {key: error for key in keys}
+        for tp, future in futures.items():
+            key = (tp.topic, tp.partition)
+            try:
+                out[key][i] = future.result(timeout).offset
+            except KafkaException as exc:
+                out[key] = _raise_from(exc, tp.topic, tp.partition)
+    return {key: tuple(v) if isinstance(v, list) else v for key, v in out.items()}
+
+
+def leader(admin: AdminClient, topic: str, partition: int, timeout: float) -> tuple[str, int]:
+    """Host and port of the partition's leader, from fresh metadata."""
+    try:
+        metadata = admin.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        raise _raise_from(exc, topic, partition) from None
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        raise UnknownTopic(topic)
+    state = found.partitions.get(partition)
+    if state is None:
+        raise UnknownPartition(topic, partition)
+    broker = metadata.brokers.get(state.leader)
+    if broker is None:
+        raise NetworkError(f"{topic}/{partition} has no leader now")
+    return broker.host, broker.port
+
+
+def common_leader(
+    admin: AdminClient, topic: str, partitions: tuple[int, ...], timeout: float
+) -> tuple[str, int]:
+    """Host and port of the one leader of all ``partitions`` (fresh metadata);
+    _SplitLeaders if they have more than one."""
+    try:
+        metadata = admin.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        raise _raise_from(exc, topic) from None
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        raise UnknownTopic(topic)
+    leaders = set()
+    for partition in partitions:
+        state = found.partitions.get(partition)
+        if state is None:
+            raise UnknownPartition(topic, partition)
+        leaders.add(state.leader)
+    if len(leaders) > 1:
+        raise _SplitLeaders(topic, partitions)
+    broker = metadata.brokers.get(leaders.pop())
+    if broker is None:
+        raise NetworkError(f"{topic}/{','.join(map(str, partitions))} have no leader now")
+    return broker.host, broker.port

@@ -1,0 +1,505 @@
+"""The network cluster: :class:`~logmarshal.cluster.Cluster` over Kafka brokers through
+librdkafka, with the replay's stored batches read by its own client (:mod:`.fetch_client`).
+The package's docstring (``logmarshal/network/__init__.py``) says how the clients are used."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from storage import NewRecord, TopicConfig
+from storage.datadir import validate_topic_name
+
+from ..cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
+from ..errors import (
+    ClosedError,
+    InvalidConfig,
+    NetworkError,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
+from . import admin_requests
+from .error_map import _leader_moving, _map_error, _raise_from
+from .fetch_client import _batch_transport, _BatchReader, _SplitLeaders
+from .produce import produce_records
+from .readers import _PartitionReader, _Reader
+from .settings import (
+    _config_to_send,
+    client_producer_settings,
+    consumer_settings,
+    producer_settings,
+)
+
+__all__ = ["NetworkCluster"]
+
+_MAX_READERS = 64
+
+
+class NetworkCluster:
+    """:class:`~logmarshal.cluster.Cluster` over Kafka brokers at ``bootstrap``.
+
+    ``config`` adds librdkafka settings (e.g. ``security.protocol``) to every client.
+    ``timeout`` bounds every administrative call.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        config: Mapping[str, Any] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if not bootstrap or not bootstrap.strip():
+            raise ValueError("bootstrap needs at least one HOST:PORT")
+        self.bootstrap = bootstrap
+        self._timeout = timeout
+        self._base: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "log.connection.close": False,
+            "log_level": 4,
+            **(config or {}),
+        }
+        self._closed = False
+        self._lock = threading.Lock()
+        self._admin = AdminClient(dict(self._base))
+        self._producers: dict[bool, Producer] = {}
+        self._readers: dict[tuple[str, int, bool], _PartitionReader] = {}
+        self._batch_readers: dict[tuple[str, tuple[int, ...]], _BatchReader] = {}
+        self._batches_ok, self._batch_tls = _batch_transport(self._base)
+        self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
+        self._offsets_consumer: Consumer | None = None
+        # Fail early (and clearly) if nothing answers at bootstrap.
+        try:
+            self._admin.list_topics(timeout=min(timeout, 10.0))
+        except KafkaException as exc:
+            raise NetworkError(f"cannot reach brokers at {bootstrap}: {exc}") from None
+
+    # ------------------------------------------------------------------ clients
+
+    @property
+    def client_config(self) -> dict[str, Any]:
+        """The librdkafka settings this cluster's clients connect with (bootstrap, TLS,
+        SASL, ...): for another client that must reach the cluster as they do (a copy)."""
+        return dict(self._base)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the cluster at {self.bootstrap} is closed")
+
+    def _consumer_conf(self, *, committed: bool = True) -> dict[str, Any]:
+        """librdkafka's settings for a reader (``committed``: read_committed, else
+        read_uncommitted; :func:`.settings.consumer_settings` says which reads use which)."""
+        return consumer_settings(self._base, self._group, committed=committed)
+
+    def _producer(self, durable: bool) -> Producer:
+        with self._lock:
+            producer = self._producers.get(durable)
+            if producer is None:
+                producer = Producer(
+                    producer_settings(self._base, durable=durable, timeout=self._timeout)
+                )
+                self._producers[durable] = producer
+            return producer
+
+    def client_producer(self, settings: Mapping[str, Any]) -> Producer:
+        """A librdkafka producer of its own for :class:`logmarshal.Producer`, with the
+        cluster's connection settings plus ``settings`` (acks, linger, batch size,
+        partitioner). Its own, not :meth:`produce`'s: a user's flush then waits for the
+        user's records only, and their batching settings are not the coordination writes'."""
+        self._check_open()
+        return Producer(client_producer_settings(self._base, settings))
+
+    def open_reader(self, *, max_bytes: int = 1 << 20) -> _Reader:
+        """:class:`~logmarshal.cluster.ReaderSource`: one librdkafka consumer reading many
+        partitions (a Consumer's claims), assigned and unassigned as they change."""
+        self._check_open()
+        return _Reader(self._consumer_conf(), self._timeout, max_bytes, self._bounds)
+
+    def _bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        """Earliest and latest offsets of many partitions: one ListOffsets request per
+        end (AdminClient.list_offsets), each partition's error apart."""
+        if self._closed:
+            closed = ClosedError(f"the cluster at {self.bootstrap} is closed")
+            return {key: closed for key in keys}
+        return admin_requests.list_bounds(self._admin, keys, self._timeout)
+
+    def _offsets(self) -> Consumer:
+        with self._lock:
+            if self._offsets_consumer is None:
+                self._offsets_consumer = Consumer(self._consumer_conf())
+            return self._offsets_consumer
+
+    def _reader(self, topic: str, partition: int, committed: bool = True) -> _PartitionReader:
+        key = (topic, partition, committed)
+        with self._lock:
+            reader = self._readers.get(key)
+            if reader is None:
+                if len(self._readers) >= _MAX_READERS:
+                    self._evict_idle_reader()
+                conf = self._consumer_conf(committed=committed)
+                reader = _PartitionReader(conf, topic, partition)
+                self._readers[key] = reader
+            return reader
+
+    def _evict_idle_reader(self, readers: dict[Any, Any] | None = None) -> None:
+        readers = self._readers if readers is None else readers
+        for key, reader in sorted(readers.items(), key=lambda kv: kv[1].last_used):
+            if reader.lock.acquire(blocking=False):
+                try:
+                    reader.close()
+                finally:
+                    reader.lock.release()
+                del readers[key]
+                return
+
+    def _batch_reader(self, topic: str, partitions: tuple[int, ...]) -> _BatchReader:
+        key = (topic, partitions)
+        with self._lock:
+            reader = self._batch_readers.get(key)
+            if reader is None:
+                if len(self._batch_readers) >= _MAX_READERS:
+                    self._evict_idle_reader(self._batch_readers)
+                if len(partitions) == 1:
+                    leader = functools.partial(self._leader, topic, partitions[0])
+                else:
+                    leader = functools.partial(self._common_leader, topic, partitions)
+                reader = _BatchReader(topic, partitions, leader, self._timeout, self._batch_tls)
+                self._batch_readers[key] = reader
+            return reader
+
+    def _common_leader(self, topic: str, partitions: tuple[int, ...]) -> tuple[str, int]:
+        """Host and port of the one leader of all ``partitions`` (fresh metadata);
+        _SplitLeaders if they have more than one."""
+        return admin_requests.common_leader(self._admin, topic, partitions, self._timeout)
+
+    def _leader(self, topic: str, partition: int) -> tuple[str, int]:
+        """Host and port of the partition's leader, from fresh metadata."""
+        return admin_requests.leader(self._admin, topic, partition, self._timeout)
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: TopicConfig | Mapping[str, str | int] | None = None,
+    ) -> TopicDescription:
+        self._check_open()
+        validate_topic_name(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidConfig(f"partition count must be a positive integer, got {partitions!r}")
+        settings = _config_to_send(config)
+        topic = NewTopic(name, partitions, replication_factor=-1, config=settings)
+        future = self._admin.create_topics([topic], request_timeout=self._timeout)[name]
+        exists: TopicExists | None = None
+        try:
+            future.result(self._timeout)
+        except KafkaException as exc:
+            error = _raise_from(exc, name)
+            if not isinstance(error, TopicExists):
+                raise error from None
+            # Another client created it a moment ago: wait until its metadata shows, so the
+            # caller that goes on to describe it (as ensure_coordination_topic does) finds it.
+            exists = error
+        deadline = time.monotonic() + self._timeout
+        while True:  # Kafka propagates new topics' metadata asynchronously
+            try:
+                description = self.describe_topic(name)
+            except UnknownTopic:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+                continue
+            if exists is not None:
+                raise exists
+            return description
+
+    def delete_topic(self, name: str) -> None:
+        self._check_open()
+        future = self._admin.delete_topics([name], request_timeout=self._timeout)[name]
+        try:
+            future.result(self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, name) from None
+        with self._lock:
+            doomed = [k for k in self._readers if k[0] == name]
+            readers = [self._readers.pop(k) for k in doomed]
+        for reader in readers:
+            with reader.lock:
+                reader.close()
+
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        """:class:`~logmarshal.cluster.RecordDeleter` through Kafka's DeleteRecords
+        (``AdminClient.delete_records``), so it works on Apache Kafka too; returns each
+        partition's low watermark as the broker reports it."""
+        self._check_open()
+        return admin_requests.delete_records(self._admin, topic, before, self._timeout)
+
+    def add_partitions(self, name: str, total: int) -> TopicDescription:
+        self._check_open()
+        current = self.partitions(name)
+        if isinstance(total, bool) or not isinstance(total, int) or total <= current:
+            raise InvalidConfig(
+                f"topic {name!r} has {current} partitions; the count can only grow, got {total}"
+            )
+        future = self._admin.create_partitions(
+            [NewPartitions(name, total)], request_timeout=self._timeout
+        )[name]
+        try:
+            future.result(self._timeout)
+        except KafkaException as exc:
+            raise _raise_from(exc, name) from None
+        deadline = time.monotonic() + self._timeout
+        while self.partitions(name) < total and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.describe_topic(name)
+
+    def alter_topic_config(
+        self, name: str, changes: Mapping[str, str | int | None]
+    ) -> TopicDescription:
+        """IncrementalAlterConfigs: SET each value, DELETE (reset) each None."""
+        self._check_open()
+        TopicConfig().with_changes(changes)  # refuse unknown names and bad values here too
+        admin_requests.alter_configs(self._admin, name, changes, self._timeout)
+        return self.describe_topic(name)
+
+    def topics(self) -> list[str]:
+        self._check_open()
+        return admin_requests.topic_names(self._admin, self._timeout)
+
+    def partitions(self, topic: str) -> int:
+        self._check_open()
+        return admin_requests.partition_count(self._admin, topic, self._timeout)
+
+    def topic_config(self, name: str) -> dict[str, str]:
+        """The topic's configs logmarshal knows, by Kafka name (defaults included)."""
+        self._check_open()
+        return admin_requests.known_configs(self._admin, name, self._timeout)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        self._check_open()
+        count = self.partitions(name)
+        config = self.topic_config(name)
+        offsets = []
+        for p in range(count):
+            low, high = self._watermarks(name, p)
+            offsets.append(PartitionOffsets(p, low, high))
+        return TopicDescription(name, count, config, tuple(offsets))
+
+    # ------------------------------------------------------------------ records
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[NewRecord],
+        *,
+        durable: bool = False,
+    ) -> ProduceResult:
+        self._check_open()
+        if not records:
+            raise ValueError("produce needs at least one record")
+        return produce_records(self._producer(durable), topic, partition, records, self._timeout)
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> list[Message]:
+        return self._read(
+            topic, partition, offset, lambda reader: reader.fetch(offset, max_bytes, max_wait)
+        )
+
+    def fetch_columns(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> Columns:
+        """:class:`~logmarshal.cluster.ColumnFetcher`: what :meth:`fetch` returns, as columns,
+        except that records of aborted transactions are included (read_uncommitted): this is
+        the coordination log's read where stored batches cannot be fetched, and it must
+        hand out what :meth:`fetch_batches` does (docs/broker.md, "Apache Kafka")."""
+        return self._read(
+            topic,
+            partition,
+            offset,
+            lambda reader: reader.fetch_columns(offset, max_bytes, max_wait),
+            committed=False,
+        )
+
+    def fetch_batches(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> bytes | None:
+        """:class:`~logmarshal.cluster.BatchFetcher`: the stored batches from the one holding
+        ``offset`` on, as the leader serves them (see :class:`_BatchReader` for why replay
+        reads these rather than librdkafka's records). None when the connection needs what
+        only librdkafka speaks here (SASL, or TLS settings beyond CA, client certificate and
+        hostname check): the caller then reads records, and a damaged batch stalls it."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        if not self._batches_ok:
+            return None
+        reader = self._batch_reader(topic, (partition,))
+        with reader.lock:
+            return reader.fetch(offset, max_bytes, max_wait)
+
+    def fetch_batches_many(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        *,
+        max_bytes: int = 1 << 20,
+        max_wait: float = 0.0,
+    ) -> dict[int, bytes | Exception] | None:
+        """:class:`~logmarshal.cluster.MultiBatchFetcher`: :meth:`fetch_batches` of several
+        partitions of ``topic`` in one Fetch request on one connection, answered as soon as
+        any of them has records (or after ``max_wait``). Per partition, its stored batches
+        or the error its leader answered; a failure of the connection is raised for all.
+        None when one request cannot carry them: the partitions have different leaders, or
+        the connection needs what only librdkafka speaks here (then fetch each alone)."""
+        self._check_open()
+        if any(offset < 0 for offset in offsets.values()):
+            raise ValueError(f"offsets are never negative, got {dict(offsets)}")
+        if not self._batches_ok or not offsets:
+            return None
+        reader = self._batch_reader(topic, tuple(offsets))
+        with reader.lock:
+            try:
+                return reader.fetch_many(offsets, max_bytes, max_wait)
+            except _SplitLeaders:
+                return None
+
+    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        """:class:`~logmarshal.cluster.BoundsAsker`: ``(earliest, latest)`` of the partition
+        as its leader knows them now, asked on the replay's own connection to it (fresh
+        metadata after a failure). The replay asks this after a leader change, when
+        librdkafka's cached metadata may still name a dead leader for many seconds."""
+        self._check_open()
+        if not self._batches_ok:
+            return self._watermarks(topic, partition)
+        reader = self._batch_reader(topic, (partition,))
+        with reader.lock:
+            return reader.bounds(partition)
+
+    def _read(
+        self, topic: str, partition: int, offset: int, read: Any, *, committed: bool = True
+    ) -> Any:
+        """Run ``read(reader)`` on the partition's reader, its errors mapped as the embedded
+        cluster raises them (one place for what fetch and fetch_columns share)."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offsets are never negative, got {offset}")
+        reader = self._reader(topic, partition, committed)
+        with reader.lock:
+            try:
+                return read(reader)
+            except KafkaException as exc:
+                raise _raise_from(exc, topic, partition) from None
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        stale_metadata_retried = False
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                return self._offsets().get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self._timeout, cached=False
+                )
+            except KafkaException as exc:
+                kafka_error = exc.args[0] if exc.args else None
+                error = _raise_from(exc, topic, partition)
+            if _leader_moving(kafka_error) and time.monotonic() < deadline:
+                # Apache Kafka: a new topic's partitions elect leaders after CreateTopics
+                # returns, and a leader moves on a node's failure; both pass.
+                time.sleep(0.1)
+                continue
+            if stale_metadata_retried or not isinstance(error, UnknownPartition | UnknownTopic):
+                break
+            if partition >= self.partitions(topic):
+                break
+            # The partition exists (it was just added): this consumer's metadata is stale.
+            stale_metadata_retried = True
+            self._reset_offsets_consumer()
+        raise error
+
+    def _reset_offsets_consumer(self) -> None:
+        with self._lock:
+            old, self._offsets_consumer = self._offsets_consumer, None
+        if old is not None:
+            old.close()
+
+    def earliest_offset(self, topic: str, partition: int) -> int:
+        self._check_open()
+        return self._watermarks(topic, partition)[0]
+
+    def latest_offset(self, topic: str, partition: int) -> int:
+        self._check_open()
+        return self._watermarks(topic, partition)[1]
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        self._check_open()
+        try:
+            (found,) = self._offsets().offsets_for_times(
+                [TopicPartition(topic, partition, timestamp_ms)], timeout=self._timeout
+            )
+        except KafkaException as exc:
+            raise _raise_from(exc, topic, partition) from None
+        if found.error is not None:
+            raise _map_error(found.error, topic, partition)
+        return None if found.offset < 0 else found.offset
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            readers = [*self._readers.values(), *self._batch_readers.values()]
+            self._readers.clear()
+            self._batch_readers.clear()
+            producers = list(self._producers.values())
+            self._producers.clear()  # else they live (and reconnect) as long as this object
+            offsets, self._offsets_consumer = self._offsets_consumer, None
+        for producer in producers:
+            producer.flush(self._timeout)
+        for reader in readers:
+            with reader.lock:
+                reader.close()
+        if offsets is not None:
+            offsets.close()
+        self._admin = None  # librdkafka handles are destroyed with their last reference
+        producers.clear()
+
+    def __enter__(self) -> NetworkCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"NetworkCluster({self.bootstrap!r})"

@@ -1,0 +1,415 @@
+"""The replay's own Kafka client: Fetch and ListOffsets on a raw socket (TLS when the
+connection has it) to a partition's leader, for the stored batches themselves.
+
+Why not librdkafka (:class:`_BatchReader` says more): it parses records itself, and a
+stored batch that does not decode stalls or garbles it, so a replay over the network could
+neither skip the batch nor agree with an embedded replay of the same log. The framing of
+each request and answer is :mod:`storage.kafka_framing`'s; the bodies are kafka-python's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import socket
+import ssl
+import struct
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+
+from storage.kafka_framing import decode_response, encode_request, recv_frame
+from storage.records import crc32c
+
+from ..errors import NetworkError, OffsetOutOfRange, UnknownPartition
+
+log = logging.getLogger(__name__)
+
+# Raw batches for replay (_BatchReader): Fetch v5, the first with the log start offset,
+# served by every Kafka since 1.0 and by logmarshal's broker.
+_FETCH_VERSION = 5
+_FETCH_REQUEST = FetchRequest[_FETCH_VERSION]
+# ListOffsets v2 (isolation level, no flexible fields): the log start and end of a partition
+# whose fetch was out of range, asked of the leader that said so. Apache Kafka answers such a
+# fetch with high watermark -1, so without this the replay could not tell a log that went
+# back (an unclean leader election) from one whose start moved (PROTOCOL.md, "A
+# coordination log that loses records").
+_LIST_OFFSETS_VERSION = 2
+_LIST_OFFSETS_REQUEST = ListOffsetsRequest[_LIST_OFFSETS_VERSION]
+_EARLIEST = -2
+_LATEST = -1
+_OFFSET_OUT_OF_RANGE = 1
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+#: a stored batch's baseOffset, batchLength, magic, crc, attributes and lastOffsetDelta
+#: (storage/records.py has the whole layout): enough to find Kafka's control batches
+_BATCH_HEAD = struct.Struct(">qi4xbIhi")
+_LOG_OVERHEAD = 12  # baseOffset and batchLength, outside batchLength's count
+_MIN_BATCH_LENGTH = 49
+_CONTROL = 0x20
+#: the one record of a control batch as Kafka writes it (length 16, attributes 0, timestamp
+#: and offset deltas 0, a 4-byte key whose version and type's high byte are 0): where these
+#: bytes do not occur, an answer holds no control batch. bytes.find scans 8 MiB in about a
+#: millisecond; walking the batch headers in Python costs more than decoding them (a log of
+#: one-record batches, as Marshalers write __marshal), so only a hit pays for the walk
+_CONTROL_RECORD = b"\x20\x00\x00\x00\x08\x00\x00\x00"
+#: how often one fetch_batches call fetches again past control batches before it answers
+#: with what it has (each round moves past at least one)
+_CONTROL_ROUNDS = 8
+# the librdkafka TLS settings _BatchReader follows; any other ssl.* setting means it cannot
+# connect as librdkafka would, and replay then reads through librdkafka
+_TLS_SETTINGS = frozenset(
+    {
+        "ssl.ca.location",
+        "ssl.ca.pem",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+
+
+def _batch_transport(conf: Mapping[str, Any]) -> tuple[bool, ssl.SSLContext | None]:
+    """Whether :class:`_BatchReader` can connect as librdkafka does, and its TLS context.
+
+    PLAINTEXT, or SSL with the usual settings (CA, client certificate, hostname check, as
+    librdkafka applies them). SASL is librdkafka's alone: (False, None)."""
+    protocol = str(conf.get("security.protocol", "plaintext")).lower()
+    if protocol == "plaintext":
+        return True, None
+    tls_keys = {k for k in conf if k.startswith("ssl.") or k == "enable.ssl.certificate.verification"}
+    if protocol != "ssl" or tls_keys - _TLS_SETTINGS - {"enable.ssl.certificate.verification"}:
+        return False, None
+    try:
+        context = ssl.create_default_context(
+            cafile=conf.get("ssl.ca.location"), cadata=conf.get("ssl.ca.pem")
+        )
+        if conf.get("ssl.certificate.location"):
+            context.load_cert_chain(
+                conf["ssl.certificate.location"],
+                conf.get("ssl.key.location"),
+                conf.get("ssl.key.password"),
+            )
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        log.warning("replay reads records through librdkafka: its TLS settings fail here (%s)", exc)
+        return False, None
+    if str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
+        context.check_hostname = False
+    if str(conf.get("enable.ssl.certificate.verification", "true")).lower() in ("false", "0"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return True, context
+
+
+def _whole_batch_first(data: bytes) -> bool:
+    """Whether ``data`` starts with a whole batch (as far as its length says)."""
+    if len(data) < _LOG_OVERHEAD:
+        return False
+    (length,) = struct.unpack_from(">i", data, 8)
+    return _LOG_OVERHEAD + length <= len(data)
+
+
+def _drop_control(data: bytes) -> tuple[bytes, int | None]:
+    """``data`` without its control batches (Kafka's transaction markers, which carry no
+    records for a reader), and the offset after the last one dropped (None: none was).
+
+    Only batches whose CRC matches are dropped; a damaged one, and whatever does not parse
+    as a batch, is left for the decoder to report. Costs one scan at C speed, and where a
+    control record may be, one header read per batch."""
+    if _CONTROL_RECORD not in data:
+        return data, None
+    n = len(data)
+    pos = start = 0
+    kept: list[memoryview] = []
+    after = None
+    view = memoryview(data)
+    head = _BATCH_HEAD
+    while n - pos >= head.size:
+        base, length, magic, crc, attributes, last_delta = head.unpack_from(data, pos)
+        end = pos + _LOG_OVERHEAD + length
+        if length < _MIN_BATCH_LENGTH or end > n or magic != 2:
+            break
+        if attributes & _CONTROL and crc32c(view[pos + 21 : end]) == crc:
+            if pos > start:
+                kept.append(view[start:pos])
+            start = end
+            after = base + last_delta + 1
+        pos = end
+    if after is None:
+        return data, None
+    kept.append(view[start:])
+    return b"".join(kept), after
+
+
+class _SplitLeaders(Exception):
+    """The partitions asked for together have more than one leader (one request cannot
+    carry them: the caller fetches each on its own)."""
+
+
+class _BatchReader:
+    """Stored batches of some partitions of one topic as their leader serves them (Fetch v5
+    on one socket): one partition for :meth:`NetworkCluster.fetch_batches`, several (the
+    replay's coordination partitions) in one request for
+    :meth:`NetworkCluster.fetch_batches_many`.
+
+    Why not librdkafka for replay: it parses records itself, and on a stored batch that does
+    not decode it stalls without an error (a length past the batch), drops records or hands
+    out part of the batch (measured with confluent-kafka against this broker). A replay over
+    the network could then neither skip the batch nor agree with an embedded replay of the
+    same log. The bytes read here are decoded as the embedded cluster decodes its own
+    (:func:`storage.records.decode_columns_from`), so every replayer skips the same batches.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partitions: tuple[int, ...],
+        leader: Callable[[], tuple[str, int]],
+        timeout: float,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.lock = threading.Lock()
+        self.last_used = time.monotonic()
+        self._topic = topic
+        self._partitions = partitions
+        self._leader = leader  # () -> (host, port), asked afresh after a failure
+        self._timeout = timeout
+        self._tls = tls
+        self._sock: socket.socket | None = None
+        self._correlation = itertools.count(1)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+
+    def fetch(self, offset: int, max_bytes: int, max_wait: float) -> bytes:
+        """The stored batches from the one holding ``offset`` on (about ``max_bytes``)."""
+        (partition,) = self._partitions
+        got = self.fetch_many({partition: offset}, max_bytes, max_wait)[partition]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def fetch_many(
+        self, offsets: Mapping[int, int], max_bytes: int, max_wait: float
+    ) -> dict[int, bytes | Exception]:
+        """Per partition, the stored batches from the one holding its offset on (about
+        ``max_bytes`` each), or the error its leader answered for it, all in one request: the
+        broker answers once any has records (or ``max_wait`` elapsed). A failure of the
+        connection itself is raised (NetworkError) for them all.
+
+        What Apache Kafka answers beyond logmarshal's broker is handled here (docs/broker.md,
+        "Apache Kafka"): control batches (transaction markers) are dropped, and a partition
+        that had nothing else is fetched again past them (else its reader, whose position
+        moves only with records, would ask for the marker again at once, forever); a
+        partition whose first batch came cut (Kafka exempts only the first partition with
+        records from ``max_bytes``: the next one gets nothing when its first batch is larger)
+        is fetched again alone, which brings it whole."""
+        self.last_used = time.monotonic()
+        out, passed_over = self._fetch_raw(offsets, max_bytes, max_wait)
+        at = dict(offsets)  # where each partition's answer was fetched from
+        shared = len(at) > 1  # whether they were fetched in one request
+        for _ in range(_CONTROL_ROUNDS):
+            again: dict[int, int] = {}
+            alone = False
+            for p in at:  # the answers of the last fetch
+                got = out[p]
+                if not isinstance(got, bytes):
+                    continue
+                if shared and (p in passed_over or (got and not _whole_batch_first(got))):
+                    again[p] = at[p]
+                    alone = True
+                    continue
+                kept, after = _drop_control(got)
+                out[p] = kept
+                if after is not None and not _whole_batch_first(kept):
+                    again[p] = after
+            if not again:
+                break
+            alone = alone or any(
+                isinstance(g, bytes) and _whole_batch_first(g)
+                for p, g in out.items()
+                if p not in again
+            )
+            if alone:  # each by itself, at once: records are on hand or one was passed over
+                passed_over, shared = set(), False
+                for p, offset in again.items():
+                    out[p] = self._fetch_raw({p: offset}, max_bytes, 0.0)[0][p]
+            else:  # nothing to hand out yet: long-poll past the markers as asked
+                more, passed_over = self._fetch_raw(again, max_bytes, max_wait)
+                out.update(more)
+                shared = len(again) > 1
+            at = again
+        return out
+
+    def _fetch_raw(
+        self, offsets: Mapping[int, int], max_bytes: int, max_wait: float
+    ) -> tuple[dict[int, bytes | Exception], set[int]]:
+        """One Fetch (retried once on a new connection): each partition's bytes as served,
+        and the partitions answered with nothing although records follow their offset."""
+        for attempt in range(2):
+            try:
+                answers = self._call(offsets, max_bytes, max_wait)
+            except (OSError, ValueError, struct.error) as exc:  # socket, TLS, a torn answer
+                self.close()
+                if attempt:
+                    raise NetworkError(
+                        f"fetching {self._topic}/{self._name(offsets)} from its leader: {exc}"
+                    ) from None
+                continue
+            out: dict[int, bytes | Exception] = {}
+            passed_over = set()
+            unbounded: list[int] = []
+            for p, offset in offsets.items():
+                partition = answers[p]
+                code = partition.error_code
+                if code == 0:
+                    out[p] = bytes(partition.records or b"")
+                    if not out[p] and partition.high_watermark > offset:
+                        passed_over.add(p)
+                elif code == _OFFSET_OUT_OF_RANGE:
+                    out[p] = OffsetOutOfRange(
+                        offset, partition.log_start_offset, partition.high_watermark
+                    )
+                    if partition.high_watermark < 0:
+                        unbounded.append(p)
+                elif code == _UNKNOWN_TOPIC_OR_PARTITION:
+                    out[p] = UnknownPartition(self._topic, p)
+                else:
+                    out[p] = NetworkError(f"fetching {self._topic}/{p}: Kafka error code {code}")
+            if any(type(got) is NetworkError for got in out.values()):
+                self.close()  # not the leader (any more): ask the metadata again
+                if not attempt:
+                    continue
+            if unbounded:
+                self._bound(out, {p: offsets[p] for p in unbounded})
+            return out, passed_over
+        raise AssertionError("unreachable")
+
+    def _bound(self, out: dict[int, bytes | Exception], offsets: Mapping[int, int]) -> None:
+        """Fill in the log start and end of the partitions the leader answered out of range
+        without them (Apache Kafka), asked of the same leader at once. Left unknown (-1) when
+        it cannot answer: the caller then treats the answer as before."""
+        try:
+            earliest = self._list(offsets, _EARLIEST)
+            latest = self._list(offsets, _LATEST)
+        except (OSError, ValueError, struct.error) as exc:
+            self.close()
+            log.warning("%s/%s: no log bounds after an out-of-range fetch (%s)",
+                        self._topic, self._name(offsets), exc)  # fmt: skip
+            return
+        for p, offset in offsets.items():
+            start, end = earliest.get(p, -1), latest.get(p, -1)
+            if end >= 0:
+                out[p] = OffsetOutOfRange(offset, start, end)
+
+    def bounds(self, partition: int) -> tuple[int, int]:
+        """``(log start, log end)`` of ``partition``, as its leader knows them now (one
+        ListOffsets each on this reader's connection, retried once on a new one)."""
+        for attempt in range(2):
+            try:
+                start = self._list({partition: 0}, _EARLIEST)
+                end = self._list({partition: 0}, _LATEST)
+            except (OSError, ValueError, struct.error) as exc:
+                self.close()
+                if attempt:
+                    raise NetworkError(
+                        f"asking the bounds of {self._topic}/{partition} of its leader: {exc}"
+                    ) from None
+                continue
+            if partition in start and partition in end:
+                return start[partition], end[partition]
+            self.close()  # an error code (not the leader any more): ask the metadata again
+        raise NetworkError(f"{self._topic}/{partition}: its leader did not say its bounds")
+
+    def _list(self, offsets: Mapping[int, int], spec: int) -> dict[int, int]:
+        """One ListOffsets of ``offsets``' partitions at ``spec`` (earliest or latest): the
+        offset of each partition answered without an error."""
+        r = _LIST_OFFSETS_REQUEST
+        request = r(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                r.ListOffsetsTopic(
+                    name=self._topic,
+                    partitions=[
+                        r.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, timestamp=spec)
+                        for p in offsets
+                    ],
+                )
+            ],
+        )
+        response = self._round_trip(request, ListOffsetsResponse, _LIST_OFFSETS_VERSION, 0.0)
+        found: dict[int, int] = {}
+        for topic in response.topics:
+            if topic.name != self._topic:
+                continue
+            for partition in topic.partitions:
+                if partition.partition_index in offsets and partition.error_code == 0:
+                    found[partition.partition_index] = partition.offset
+        return found
+
+    def _name(self, offsets: Mapping[int, int]) -> str:
+        return ",".join(str(p) for p in offsets)
+
+    def _round_trip(self, request: Any, response_cls: Any, version: int, max_wait: float) -> Any:
+        """Send ``request`` to the leader (connecting first if need be) and return its
+        answer, decoded as ``response_cls[version]`` (its correlation id checked)."""
+        if self._sock is None:
+            host, port = self._leader()
+            sock = socket.create_connection((host, port), timeout=self._timeout)
+            if self._tls is not None:
+                try:
+                    sock = self._tls.wrap_socket(sock, server_hostname=host)
+                except BaseException:
+                    sock.close()
+                    raise
+            self._sock = sock
+        self._sock.settimeout(self._timeout + max_wait)
+        correlation_id = next(self._correlation)
+        self._sock.sendall(encode_request(request, correlation_id, "logmarshal-replay"))
+        frame = recv_frame(self._sock)
+        return decode_response(frame, response_cls, version, correlation_id)
+
+    def _call(self, offsets: Mapping[int, int], max_bytes: int, max_wait: float) -> dict[int, Any]:
+        r = _FETCH_REQUEST
+        request = r(
+            replica_id=-1,
+            max_wait_ms=int(max_wait * 1000),
+            min_bytes=1,
+            # every partition may fill its own max_bytes, as when each was fetched alone
+            max_bytes=min(max_bytes * len(offsets), 0x7FFFFFFF),
+            isolation_level=0,
+            topics=[
+                r.FetchTopic(
+                    topic=self._topic,
+                    partitions=[
+                        r.FetchTopic.FetchPartition(
+                            partition=p,
+                            fetch_offset=offset,
+                            log_start_offset=-1,
+                            partition_max_bytes=max_bytes,
+                        )
+                        for p, offset in offsets.items()
+                    ],
+                )
+            ],
+        )
+        response = self._round_trip(request, FetchResponse, _FETCH_VERSION, max_wait)
+        answers: dict[int, Any] = {}
+        for topic in response.responses:
+            if topic.topic != self._topic:
+                continue
+            for partition in topic.partitions:
+                if partition.partition_index in offsets:
+                    answers[partition.partition_index] = partition
+        if len(answers) != len(offsets):
+            raise ConnectionError("the answer does not name every partition asked for")
+        return answers

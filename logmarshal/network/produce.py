@@ -1,0 +1,87 @@
+"""A coordination write or a batch of records through librdkafka's producer, waiting for
+the call's own delivery reports (not flush(): that waits for every message in flight)."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, Producer
+
+from storage import NewRecord
+
+from ..cluster import ProduceResult
+from ..errors import NetworkError
+from .error_map import _map_error, _raise_from
+
+
+def produce_records(
+    producer: Producer,
+    topic: str,
+    partition: int,
+    records: Sequence[NewRecord],
+    timeout: float,
+) -> ProduceResult:
+    """:meth:`NetworkCluster.produce`: ``records`` (at least one) to ``topic``/``partition``,
+    each record's offset as its delivery report gave it; NetworkError when the reports do
+    not all come within ``timeout``."""
+    # each record's delivery report, by the record's index (reports may come in any
+    # order, and from another caller's poll)
+    reports: dict[int, tuple[KafkaError | None, int, tuple[int, int]]] = {}
+
+    def delivered(index: int, error: KafkaError | None, message: Any) -> None:
+        reports[index] = (error, message.offset(), message.timestamp())
+
+    # No lock across calls and no flush(): flush waits for *every* message in flight,
+    # so a call to a dead broker would hold up writes to live ones (a consumer's
+    # heartbeats to a live coordination partition). Each call waits for its own
+    # delivery reports only; librdkafka keeps each partition's records in order.
+    deadline = time.monotonic() + timeout
+    for index, rec in enumerate(records):
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value=rec.value,
+                    key=rec.key,
+                    partition=partition,
+                    timestamp=rec.timestamp,
+                    headers=list(rec.headers) if rec.headers else None,
+                    on_delivery=functools.partial(delivered, index),
+                )
+                break
+            except BufferError:  # the local queue is full: serve callbacks, try again
+                producer.poll(0.05)
+                if time.monotonic() >= deadline:
+                    raise NetworkError(
+                        f"produce to {topic}/{partition}: the client's queue stayed full "
+                        f"for {timeout} s"
+                    ) from None
+            except KafkaException as exc:
+                raise _raise_from(exc, topic, partition) from None
+    while len(reports) < len(records) and time.monotonic() < deadline:
+        producer.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+    if len(reports) < len(records):
+        raise NetworkError(
+            f"produce to {topic}/{partition}: no acknowledgement within {timeout} s"
+        )
+    for error, _, _ in reports.values():
+        if error is not None:
+            raise _map_error(error, topic, partition)
+    # each record's own offset: one call's records may span several batches, with
+    # another writer's in between
+    offsets = tuple(reports[i][1] for i in range(len(records)))
+    ts_type, ts = reports[0][2]
+    log_append_time = ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else -1
+    contiguous = all(b == a + 1 for a, b in itertools.pairwise(offsets))
+    return ProduceResult(
+        topic,
+        partition,
+        min(offsets),
+        max(offsets),
+        log_append_time,
+        record_offsets=() if contiguous else offsets,
+    )

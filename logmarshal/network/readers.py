@@ -1,0 +1,454 @@
+"""The network connection's data reads through librdkafka: :class:`_Reader`, one
+assign-only consumer for every partition a member holds (a Consumer's claims), and
+:class:`_PartitionReader`, one for a single partition (:meth:`NetworkCluster.fetch` and
+:meth:`NetworkCluster.fetch_columns`). Assign-only: positions live in ``__marshal``, and
+independent readers never move each other's."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Message as KafkaMessage
+
+from ..cluster import Columns, Message, Read
+from ..errors import OffsetOutOfRange
+from .error_map import _map_error, _raise_from
+
+log = logging.getLogger(__name__)
+
+_MAX_BATCH = 10_000  # records one fetch_columns() returns at most
+#: records one fetch() returns at most. Building a Message costs ~0.5 us under the GIL, and
+#: a long run of that in a consumer's fetch thread starves its poll() thread: with 1 MB
+#: (~10,000 records) a call, a Consumer read 0.41 M msg/s, with ~1,000 records 0.58 M
+#: (bench/consumer.py --network). Fewer records a call is allowed: fetch is "up to".
+_FETCH_MAX_RECORDS = 1_000
+_EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
+
+# librdkafka's error accessor as a plain callable, for a C-speed map() over a fetch
+_ERROR = KafkaMessage.error
+_PARTITION = KafkaMessage.partition
+_TOPIC = KafkaMessage.topic
+#: _Reader: messages one consume() call takes at most
+_CONSUME_BATCH = 5_000
+#: _Reader: a partition read this far ahead of its wants stops being fetched until they
+#: catch up (the messages librdkafka hands over are out of its queue's bounds)
+_AHEAD_MAX = 10 * _FETCH_MAX_RECORDS
+#: _Reader: how long one wait inside librdkafka lasts (it cannot be woken, so a new want
+#: waits up to this long); short while read-ahead is on hand (its want may come any
+#: moment), long while every wanted partition is idle
+_LIBRDKAFKA_SLICE = 0.05
+_AHEAD_SLICE = 0.002
+
+
+def _messages(topic: str, partition: int, raw: Any) -> list[Message]:
+    """librdkafka's messages as Messages (tuple.__new__: no arity check, seven fields)."""
+    new = tuple.__new__
+    return [
+        new(
+            Message,
+            (
+                topic,
+                partition,
+                m.offset(),
+                m.timestamp()[1],
+                m.key(),
+                m.value(),
+                tuple(h) if (h := m.headers()) else (),
+            ),
+        )
+        for m in raw
+    ]
+
+
+class _Reader:
+    """:class:`~logmarshal.cluster.PartitionReader` over one assign-only librdkafka
+    consumer for every partition a member reads (``incremental_assign`` /
+    ``incremental_unassign`` as its claims change): librdkafka long-polls them all in one
+    fetch request per broker, so idle partitions cost no Python at all.
+
+    Messages librdkafka delivers for a partition without a want wait in a read-ahead; a
+    partition whose read-ahead is full is unassigned until its wants catch up, then assigned
+    again where they left off (exact, whatever librdkafka had fetched meanwhile)."""
+
+    def __init__(
+        self,
+        conf: dict[str, Any],
+        timeout: float,
+        max_bytes: int,
+        list_offsets: Callable[
+            [Sequence[tuple[str, int]]], dict[tuple[str, int], tuple[int, int] | Exception]
+        ],
+    ) -> None:
+        self._consumer = Consumer(conf)
+        self._list_offsets = list_offsets
+        self._timeout = timeout
+        self._max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._woken = False
+        self._wanted: dict[tuple[str, int], int] = {}
+        #: assigned partitions: the offset after the last message handed out (None: ask
+        #: librdkafka to start again at the next want's offset)
+        self._given: dict[tuple[str, int], int | None] = {}
+        #: the next offset librdkafka should deliver (older ones are duplicates)
+        self._next: dict[tuple[str, int], int] = {}
+        self._ahead: dict[tuple[str, int], collections.deque[Any]] = {}
+        self._errors: dict[tuple[str, int], Exception] = {}
+        self._has: set[tuple[str, int]] = set()  # read-ahead or an error on hand
+        self._suspended: set[tuple[str, int]] = set()  # unassigned: read-ahead full
+
+    # -- the owner thread ---------------------------------------------------------------
+
+    def want(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        if key not in self._given:
+            self._assign(key, offset)
+        elif self._given[key] != offset:
+            self._unassign(key)
+            self._assign(key, offset)
+        self._wanted[key] = offset
+
+    def drop(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        self._wanted.pop(key, None)
+        if key in self._given:
+            self._unassign(key)
+
+    def bounds(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
+        """Two ListOffsets requests for all of ``keys`` (earliest, latest), not two each."""
+        return self._list_offsets(keys)
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        try:
+            return self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self._timeout, cached=False
+            )
+        except KafkaException as exc:
+            raise _raise_from(exc, topic, partition) from None
+
+    def _assign(self, key: tuple[str, int], offset: int) -> None:
+        self._consumer.incremental_assign([TopicPartition(key[0], key[1], offset)])
+        self._given[key] = self._next[key] = offset
+        self._ahead[key] = collections.deque()
+
+    def _unassign(self, key: tuple[str, int]) -> None:
+        if key not in self._suspended:
+            self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+        self._suspended.discard(key)
+        for table in (self._given, self._next, self._ahead, self._errors):
+            table.pop(key, None)  # type: ignore[attr-defined]
+        self._has.discard(key)
+
+    def poll(self, timeout: float) -> list[Read]:
+        """Messages are taken from librdkafka only while a want has nothing read ahead
+        (so the read-ahead stays small); a want answerable from the read-ahead is answered
+        as soon as it comes."""
+        deadline = time.monotonic() + timeout
+        consumer = self._consumer
+        while True:
+            out = self._answers() if self._has else []
+            starving = self._wanted.keys() - self._has
+            if starving:
+                self._take(consumer.consume(_CONSUME_BATCH, 0))
+                if self._has:
+                    out += self._answers()
+            with self._cond:
+                woken, self._woken = self._woken, False
+            remaining = deadline - time.monotonic()
+            if out or woken or remaining <= 0:
+                return out
+            if starving:
+                # records can only come from librdkafka, whose wait cannot be woken: short
+                # waits while read-ahead is on hand (its want may come any moment)
+                first = consumer.poll(
+                    min(remaining, _AHEAD_SLICE if self._has else _LIBRDKAFKA_SLICE)
+                )
+                if first is not None:  # and what came with it
+                    self._take([first, *consumer.consume(_CONSUME_BATCH - 1, 0)])
+            else:
+                with self._cond:  # every want is answerable: wait for one
+                    if not self._woken:
+                        self._cond.wait(min(remaining, _LIBRDKAFKA_SLICE))
+
+    def _take(self, messages: list[Any]) -> None:
+        if not messages:
+            return
+        errors = list(map(_ERROR, messages))
+        parts = list(map(_PARTITION, messages))
+        topics = list(map(_TOPIC, messages))
+        if (
+            errors.count(None) == len(errors)
+            and parts.count(parts[0]) == len(parts)
+            and topics.count(topics[0]) == len(topics)
+        ):
+            self._keep((topics[0], parts[0]), messages)  # the usual case, in bulk
+            return
+        run: list[Any] = []
+        run_key: tuple[str, int] | None = None
+        for m, error, topic, partition in zip(messages, errors, topics, parts, strict=True):
+            if error is not None:
+                self._error(m, error)
+                continue
+            key = (topic, partition)
+            if key != run_key and run:
+                self._keep(run_key, run)  # type: ignore[arg-type]
+                run = []
+            run_key = key
+            run.append(m)
+        if run:
+            self._keep(run_key, run)  # type: ignore[arg-type]
+
+    def _keep(self, key: tuple[str, int], messages: list[Any]) -> None:
+        expected = self._next.get(key)
+        if expected is None:
+            return  # dropped meanwhile
+        if messages[0].offset() < expected:  # delivered again after an unassign
+            messages = [m for m in messages if m.offset() >= expected]
+            if not messages:
+                return
+        ahead = self._ahead[key]
+        ahead.extend(messages)
+        self._next[key] = messages[-1].offset() + 1
+        self._has.add(key)
+        if len(ahead) > _AHEAD_MAX and key not in self._suspended:
+            self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+            self._suspended.add(key)
+
+    def _error(self, message: Any, error: KafkaError) -> None:
+        code = error.code()
+        if code == KafkaError._PARTITION_EOF:
+            return
+        topic, partition = message.topic(), message.partition()
+        key = (topic, partition)
+        if topic is None or key not in self._given:
+            log.debug("reader: %s", error.str())  # a client-wide error: librdkafka retries
+            return
+        if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+            try:
+                low, high = self._watermarks(topic, partition)
+            except Exception as exc:
+                self._errors[key] = exc
+            else:
+                offset = self._given[key]
+                self._errors[key] = OffsetOutOfRange(-1 if offset is None else offset, low, high)
+        else:
+            self._errors[key] = _map_error(error, topic, partition)
+        self._has.add(key)
+
+    def _answers(self) -> list[Read]:
+        out = []
+        for key in list(self._has & self._wanted.keys()):
+            offset = self._wanted.pop(key)
+            error = self._errors.pop(key, None)
+            if error is not None:
+                self._given[key] = None  # the next want assigns again
+                if not self._ahead[key]:
+                    self._has.discard(key)
+                out.append(Read(key[0], key[1], offset, [], error))
+                continue
+            records = self._take_ahead(key, offset)
+            if records:
+                out.append(Read(key[0], key[1], offset, records))
+            else:
+                self._wanted[key] = offset
+        return out
+
+    def _take_ahead(self, key: tuple[str, int], offset: int) -> list[Message]:
+        ahead = self._ahead[key]
+        while ahead and ahead[0].offset() < offset:
+            ahead.popleft()
+        if len(ahead) <= _FETCH_MAX_RECORDS and sum(map(len, ahead)) <= self._max_bytes:
+            raw = list(ahead)
+            ahead.clear()
+        else:
+            raw, size = [], 0
+            while ahead and len(raw) < _FETCH_MAX_RECORDS:
+                m = ahead[0]
+                value, k = m.value(), m.key()
+                n = (len(value) if value else 0) + (len(k) if k else 0)
+                if raw and size + n > self._max_bytes:
+                    break
+                ahead.popleft()
+                size += n
+                raw.append(m)
+        if not ahead:
+            self._has.discard(key)
+        if not raw:
+            return []
+        self._given[key] = raw[-1].offset() + 1
+        if key in self._suspended and len(ahead) <= _AHEAD_MAX // 2:
+            self._suspended.discard(key)
+            resume = self._next[key]
+            self._consumer.incremental_assign([TopicPartition(key[0], key[1], resume)])
+        return _messages(key[0], key[1], raw)
+
+    def close(self) -> None:
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self._consumer.close()
+
+    # -- any thread -------------------------------------------------------------------
+
+    def wake(self) -> None:
+        with self._cond:
+            self._woken = True
+            self._cond.notify()
+
+
+class _PartitionReader:
+    """An assign-only consumer for one partition, with the records read ahead of the caller."""
+
+    def __init__(self, conf: dict[str, Any], topic: str, partition: int) -> None:
+        self.lock = threading.Lock()
+        self._conf = conf
+        self._topic = topic
+        self._partition = partition
+        self._consumer: Consumer | None = None
+        self._position: int | None = None  # next offset the consumer delivers
+        self._pending: collections.deque[Any] = collections.deque()
+        self.last_used = time.monotonic()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            with contextlib.suppress(KafkaException, RuntimeError):
+                self._consumer.close()
+            self._consumer = None
+
+    def _seek(self, offset: int) -> None:
+        if self._consumer is None:
+            self._consumer = Consumer(self._conf)
+        self._pending.clear()
+        self._consumer.assign([TopicPartition(self._topic, self._partition, offset)])
+        self._position = offset
+
+    def _take(self, messages: list[Any]) -> None:
+        errors = list(map(_ERROR, messages))
+        if errors.count(None) == len(errors):
+            self._pending.extend(messages)  # the usual case, in bulk
+            return
+        for m in messages:
+            error = m.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                    self._out_of_range()
+                raise _map_error(error, self._topic, self._partition)
+            self._pending.append(m)
+
+    def _out_of_range(self) -> None:
+        assert self._consumer is not None
+        offset = self._position if self._position is not None else -1
+        tp = TopicPartition(self._topic, self._partition)
+        low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        self._position = None
+        raise OffsetOutOfRange(offset, low, high)
+
+    def _raw(
+        self, offset: int, max_bytes: int, max_wait: float, max_records: int = _MAX_BATCH
+    ) -> list[Any]:
+        """librdkafka's messages from ``offset`` on (up to about ``max_bytes``)."""
+        self.last_used = time.monotonic()
+        head = self._pending[0].offset() if self._pending else self._position
+        if head != offset:
+            self._seek(offset)
+        consumer = self._consumer
+        assert consumer is not None
+        want = max(1, min(max_records, max_bytes // 64))
+        if not self._pending:
+            self._take(consumer.consume(want, 0))
+        if not self._pending:
+            if max_wait > 0:
+                first = consumer.poll(max_wait)
+                if first is not None:
+                    self._take([first, *consumer.consume(want - 1, 0)])
+            if not self._pending:
+                self._wait_if_behind(consumer, offset, want)
+        return self._take_pending(offset, max_bytes, max_records)
+
+    def _take_pending(self, offset: int, max_bytes: int, max_records: int) -> list[Any]:
+        """The read-ahead from ``offset`` on, up to about ``max_bytes`` (values and keys)."""
+        pending = self._pending
+        if not pending:
+            return []
+        if pending[0].offset() < offset:  # only after a seek into read-ahead; offsets increase
+            while pending and pending[0].offset() < offset:
+                pending.popleft()
+        # len() of a librdkafka message is its value's size: the whole read-ahead fits
+        # unless it is large, and then the walk below counts keys too
+        if len(pending) <= max_records and sum(map(len, pending)) <= max_bytes:
+            out = list(pending)
+            pending.clear()
+        else:
+            out = []
+            size = 0
+            while pending and len(out) < max_records:
+                m = pending[0]
+                value, key = m.value(), m.key()
+                n = (len(value) if value else 0) + (len(key) if key else 0)
+                if out and size + n > max_bytes:
+                    break
+                pending.popleft()
+                size += n
+                out.append(m)
+        if out:
+            self._position = out[-1].offset() + 1
+        return out
+
+    def fetch(self, offset: int, max_bytes: int, max_wait: float) -> list[Message]:
+        t, p, new = self._topic, self._partition, tuple.__new__
+        # this runs for every record a network consumer reads: tuple.__new__ skips
+        # Message's arity check (always seven fields here)
+        return [
+            new(
+                Message,
+                (
+                    t,
+                    p,
+                    m.offset(),
+                    m.timestamp()[1],
+                    m.key(),
+                    m.value(),
+                    tuple(h) if (h := m.headers()) else (),
+                ),
+            )
+            for m in self._raw(offset, max_bytes, max_wait, _FETCH_MAX_RECORDS)
+        ]
+
+    def fetch_columns(self, offset: int, max_bytes: int, max_wait: float) -> Columns:
+        """The same records as four lists, without a ``Message`` per record."""
+        raw = self._raw(offset, max_bytes, max_wait)
+        return (
+            [m.offset() for m in raw],
+            [m.timestamp()[1] for m in raw],
+            [m.key() for m in raw],
+            [m.value() for m in raw],
+        )
+
+    def _wait_if_behind(self, consumer: Consumer, offset: int, want: int) -> None:
+        """Nothing arrived: if the broker holds records from ``offset``, wait for them.
+
+        The embedded cluster returns stored records even with ``max_wait=0``; librdkafka
+        fetches in the background, so without this a quick call could miss records.
+        """
+        tp = TopicPartition(self._topic, self._partition)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        except KafkaException as exc:
+            raise _raise_from(exc, self._topic, self._partition) from None
+        if not low <= offset <= high:
+            self._position = None
+            raise OffsetOutOfRange(offset, low, high)
+        deadline = time.monotonic() + _EMPTY_CHECK_WAIT
+        while offset < high and not self._pending and time.monotonic() < deadline:
+            first = consumer.poll(0.5)
+            if first is not None:
+                self._take([first, *consumer.consume(want - 1, 0)])
+
