@@ -145,7 +145,7 @@ class LocalBroker:
                 self.command(), cwd=_CODE, env=env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=err, start_new_session=True, preexec_fn=self.preexec_fn,
             )  # fmt: skip
-        log.info("%s started, pid %d", self.name, self.proc.pid)
+        log.debug("%s started, pid %d", self.name, self.proc.pid)
         try:
             self._wait_ready()
         except BaseException:
