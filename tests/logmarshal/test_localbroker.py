@@ -25,9 +25,12 @@ def _records(bootstrap: str, topic: str, produce: int = 0) -> int:
 
 
 def test_restart_keeps_the_port_and_the_data_and_stop_is_clean(tmp_path: Path) -> None:
-    broker = LocalBroker(tmp_path)
+    broker = LocalBroker(tmp_path, env={"LOCALBROKER_TEST": "given"})
     with broker:
         first = broker.bootstrap
+        environ = Path(f"/proc/{broker.pid}/environ")
+        if environ.exists():  # the variables given are the broker's
+            assert b"LOCALBROKER_TEST=given\0" in environ.read_bytes()
         assert broker.port > 0 and broker.address == ("127.0.0.1", broker.port)
         assert broker.first_line() == f"listening on {first}"
         assert _records(first, "t", produce=5) == 5
