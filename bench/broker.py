@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from logmarshal.localbroker import LocalBroker
 from storage import DataDir, NewRecord, encode_batch
 
 MB = 1_000_000
@@ -49,36 +50,6 @@ def _row(name: str, n: int, size: int, seconds: float) -> tuple[str, float, floa
     msgs, mbs = _rate(n, size, seconds)
     print(f"  {name:<44} {msgs:>12,.0f} msg/s {mbs:>9.1f} MB/s")
     return name, msgs, mbs
-
-
-# ---------------------------------------------------------------------------------- broker
-
-
-class BrokerProcess:
-    def __init__(self, data_dir: str, *extra: str) -> None:
-        ready = Path(data_dir) / "ready"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "logmarshal", "--data-dir", data_dir, "broker", "start",
-             "--listen", "127.0.0.1:0", "--ready-file", str(ready), *extra],
-            stdout=subprocess.DEVNULL,
-            cwd=Path(__file__).resolve().parents[1],
-        )
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                raise RuntimeError("the broker did not start")
-            time.sleep(0.05)
-        self.bootstrap = ready.read_text().strip()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def bench_broker(bootstrap: str, n: int, size: int, acks: str, topic: str) -> tuple[float, float]:
@@ -294,8 +265,11 @@ def bench_validation(n: int, rounds: int) -> None:
             with open(lines, "w") as f:
                 for i in range(n):
                     f.write(f"{i:0{size - 1}d}\n")
-            on = BrokerProcess(os.path.join(tmp, "on"))
-            off = BrokerProcess(os.path.join(tmp, "off"), "--no-record-validation")
+            # the broker's stderr stays on this terminal
+            on = LocalBroker(os.path.join(tmp, "on"), inherit_stderr=True).start()
+            off = LocalBroker(
+                os.path.join(tmp, "off"), args=["--no-record-validation"], inherit_stderr=True
+            ).start()
             try:
                 for codec in ("none", "zstd"):
                     times: dict[str, list[float]] = {"on": [], "off": []}
@@ -352,7 +326,7 @@ def main() -> None:
     print(f"bench/broker.py  python {sys.version.split()[0]}  cores {os.cpu_count()}")
     results: dict[tuple[int, str], float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-broker-") as tmp:
-        broker = BrokerProcess(tmp)
+        broker = LocalBroker(tmp, inherit_stderr=True).start()  # its stderr on this terminal
         try:
             for size, n in sizes.items():
                 print(f"\n{n:,} records of {size} B")

@@ -50,6 +50,7 @@ import attrs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from logmarshal.localbroker import LocalBroker  # noqa: E402
 from logmarshal.localkafka import KafkaCluster, harness  # noqa: E402
 
 MB = 1_000_000
@@ -87,38 +88,6 @@ def machine_memory_gib() -> float:
 
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-class LogmarshalBroker:
-    """``logmarshal broker start`` as a subprocess, like bench/broker.py's."""
-
-    def __init__(self, data_dir: str, profile: str | None = None) -> None:
-        ready = Path(data_dir) / "ready"
-        Path(data_dir).mkdir(parents=True, exist_ok=True)
-        with open(Path(data_dir) / "stderr", "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []),
-                 "-m", "logmarshal", "--data-dir", str(Path(data_dir) / "data"),
-                 "broker", "start", "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
-                stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
-            )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while not ready.exists() or not ready.read_text().strip():
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                raise RuntimeError("logmarshal's broker did not start")
-            time.sleep(0.05)
-        self.bootstrap = ready.read_text().strip()
-        self.pid = self.proc.pid
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
@@ -443,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.start()
                 kafka_bootstrap, kafka_pid = cluster.bootstrap, cluster.nodes[0].pid
                 heap_note = f"heap -Xms{args.heap} -Xmx{args.heap}, G1"
-            lm = LogmarshalBroker(str(tmp / "logmarshal"), profile=args.profile_broker)
+            profile = ["-m", "cProfile", "-o", args.profile_broker] if args.profile_broker else []
+            lm = LocalBroker(tmp / "logmarshal", python_args=profile).start()
             return run(args, tmp, jars, lm, kafka_bootstrap, kafka_pid, heap_note, n100, sizes,
                        codecs, acks_list, tools, lat_s, start_load)  # fmt: skip
         finally:
@@ -453,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.stop()
 
 
-def run(args: argparse.Namespace, tmp: Path, jars: Path, lm: LogmarshalBroker,
+def run(args: argparse.Namespace, tmp: Path, jars: Path, lm: LocalBroker,
         kafka_bootstrap: str, kafka_pid: int, heap_note: str, n100: int, sizes: list[int],
         codecs: list[str], acks_list: list[str], tools: list[str], lat_s: float,
         start_load: str) -> int:  # fmt: skip

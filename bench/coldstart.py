@@ -59,10 +59,8 @@ import bisect
 import logging
 import random
 import shutil
-import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -326,38 +324,22 @@ def _catch_up(cluster, python_decoder: bool = False) -> float:
         storage.records._fast = saved
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _network(path: Path, baseline: float, repeat: int) -> None:
     """Serve ``path`` with ``logmarshal broker start`` (its own process) and time the
     catch-up of a Marshaler over the Kafka protocol (NetworkCluster, librdkafka)."""
     from logmarshal import connect
+    from logmarshal.localbroker import LocalBroker
 
-    bootstrap = f"127.0.0.1:{_free_port()}"
-    broker = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(path), "broker", "start",
-         "--listen", bootstrap],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        assert broker.stdout is not None
-        broker.stdout.readline()  # "listening on ..."
-        with connect(bootstrap=bootstrap) as net:
-            stored = sum(
-                net.latest_offset(COORDINATION_TOPIC, cp)
-                - net.earliest_offset(COORDINATION_TOPIC, cp)
-                for cp in range(N_COORD)
-            )
-            runs = [_cold_start(net, restore=False, timeout=600) for _ in range(repeat)]
-            full = _median(runs)
-            snap = _cold_start(net, restore=True, timeout=600)
-    finally:
-        broker.terminate()
-        broker.wait(30)
+    with tempfile.TemporaryDirectory(prefix="bench-coldstart-broker-") as work, LocalBroker(
+        work, data_dir=path
+    ) as broker, connect(bootstrap=broker.bootstrap) as net:
+        stored = sum(
+            net.latest_offset(COORDINATION_TOPIC, cp) - net.earliest_offset(COORDINATION_TOPIC, cp)
+            for cp in range(N_COORD)
+        )
+        runs = [_cold_start(net, restore=False, timeout=600) for _ in range(repeat)]
+        full = _median(runs)
+        snap = _cold_start(net, restore=True, timeout=600)
     print(
         f"network (logmarshal broker start on 127.0.0.1): catch-up over the "
         f"{stored:,} stored records {full:.2f} s, {stored / full:,.0f} records/s against "

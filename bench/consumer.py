@@ -260,14 +260,6 @@ def _run_reader(kind: str, bootstrap: str, count: int, code: Path | None = None)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def _broker(kind: str, data: str) -> Iterator[str]:
     """logmarshal's broker (``kind == "logmarshal"``) or a single-node Apache Kafka
@@ -279,19 +271,11 @@ def _broker(kind: str, data: str) -> Iterator[str]:
             print(f"Apache Kafka {KAFKA_VERSION}, one KRaft node, at {kafka.bootstrap}")
             yield kafka.bootstrap
         return
-    bootstrap = f"127.0.0.1:{_free_port()}"
-    broker = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", data, "broker", "start",
-         "--listen", bootstrap],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    try:
-        assert broker.stdout is not None
-        print(broker.stdout.readline().strip())
-        yield bootstrap
-    finally:
-        broker.terminate()
-        broker.wait(30)
+    from logmarshal.localbroker import LocalBroker
+
+    with LocalBroker(Path(data) / "broker") as broker:
+        print(broker.first_line())  # listening on 127.0.0.1:PORT
+        yield broker.bootstrap
 
 
 def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> None:

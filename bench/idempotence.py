@@ -9,27 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def start_broker(data_dir: str) -> tuple[subprocess.Popen, str]:
-    ready = Path(data_dir) / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", data_dir, "broker", "start",
-         "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
-        stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1],
-    )
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError("the broker did not start")
-        time.sleep(0.05)
-    return proc, ready.read_text().strip()
+from logmarshal.localbroker import LocalBroker
 
 
 def produce(bootstrap: str, topic: str, n: int, size: int, idempotent: bool) -> float:
@@ -66,7 +53,8 @@ def main() -> None:
     print(f"bench/idempotence.py  python {sys.version.split()[0]}  cores {os.cpu_count()}  "
           f"{args.records:,} records of {size} B, acks=all")
     with tempfile.TemporaryDirectory(prefix="bench-idem-") as tmp:
-        proc, bootstrap = start_broker(tmp)
+        broker = LocalBroker(tmp, inherit_stderr=True).start()  # its stderr on this terminal
+        bootstrap = broker.bootstrap
         try:
             for r in range(args.rounds):  # interleaved, so drift hits both alike
                 for idem in (False, True):
@@ -75,8 +63,7 @@ def main() -> None:
                     print(f"  round {r}  idempotence {label}: {args.records / s / 1e6:6.3f} M msg/s"
                           f"  ({s:.2f} s)")
         finally:
-            proc.terminate()
-            proc.wait(30)
+            broker.stop()
 
 
 if __name__ == "__main__":

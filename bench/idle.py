@@ -108,25 +108,15 @@ def _extract(ref: str) -> Path:
     return target
 
 
-def _free_port() -> int:
-    import socket
+def _start_broker():  # -> tuple[LocalBroker, str, str]; imported here, see below
+    """This tree's broker in a directory of its own: (broker, bootstrap, directory). Its
+    module is imported here, not at the top: a worker must import the baseline's logmarshal."""
+    sys.path.insert(0, str(ROOT))
+    from logmarshal.localbroker import LocalBroker
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_broker() -> tuple[subprocess.Popen, str, str]:
     data = tempfile.mkdtemp(prefix="bench-idle-broker-")
-    bootstrap = f"127.0.0.1:{_free_port()}"
-    broker = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", data, "broker", "start",
-         "--listen", bootstrap],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    assert broker.stdout is not None
-    broker.stdout.readline()  # it says where it listens once it does
-    return broker, bootstrap, data
+    broker = LocalBroker(data).start()
+    return broker, broker.bootstrap, data
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{r['threads']:>8} {r['claimed_s']:>13.1f}", flush=True)
     finally:
         if broker is not None:
-            broker.terminate()
-            broker.wait(30)
+            broker.stop()
         if data is not None:
             shutil.rmtree(data, ignore_errors=True)
         if baseline is not None:

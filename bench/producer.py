@@ -37,9 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from broker import BrokerProcess  # noqa: E402  (bench/broker.py: starts the broker process)
 
 from logmarshal import EmbeddedCluster, NewRecord, Producer  # noqa: E402
 
@@ -192,9 +190,10 @@ def main() -> None:
         broker = None
         network = None
         if not args.skip_network:
+            from logmarshal.localbroker import LocalBroker
             from logmarshal.network import NetworkCluster
 
-            broker = BrokerProcess(str(Path(tmp) / "broker"))
+            broker = LocalBroker(Path(tmp) / "broker", inherit_stderr=True).start()
             network = NetworkCluster(broker.bootstrap)
         embedded = None
         if not args.skip_embedded:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import attrs
 
+from logmarshal.localbroker import LocalBroker
 from logmarshal.localkafka import KafkaCluster
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
@@ -38,7 +39,7 @@ from logmarshal.network import NetworkCluster
 from .common import GROUP, TOPIC, NumberedStream, OnKafka, new_dir, wait_until
 from .stages.base import GroupChecks, Handed
 
-__all__ = ["GROUP", "ROOT", "TOPIC", "Broker", "MemberProc", "Procs", "free_port", "procs"]
+__all__ = ["GROUP", "ROOT", "TOPIC", "MemberProc", "Procs", "free_port", "procs"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,62 +115,6 @@ class _Child:
     def output(self) -> str:
         path = self.workdir / f"{self.name}.{self.generation}.out"
         return path.read_text(errors="replace") if path.exists() else ""
-
-
-class Broker(_Child):
-    """``logmarshal broker start`` on a data directory; restartable on the same port."""
-
-    def __init__(
-        self,
-        workdir: Path,
-        data_dir: Path,
-        port: int = 0,
-        *,
-        broker_id: int | None = None,
-        cluster_file: Path | None = None,
-    ) -> None:
-        self.data_dir = data_dir
-        self.port = port
-        self.broker_id = broker_id
-        self.cluster_file = cluster_file
-        self.ready_file = workdir / f"broker{broker_id or 0}.ready"
-        super().__init__(f"broker{broker_id or 0}", [], workdir)
-
-    def start(self, timeout: float = 30.0) -> str:
-        """Start (or restart) it; returns ``HOST:PORT`` once it listens."""
-        with contextlib.suppress(FileNotFoundError):
-            self.ready_file.unlink()
-        self.argv = [
-            sys.executable,
-            "-m",
-            "logmarshal",
-            "--data-dir",
-            str(self.data_dir),
-            "broker",
-            "start",
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--ready-file",
-            str(self.ready_file),
-        ]
-        if self.cluster_file is not None:
-            self.argv += [
-                "--cluster-file",
-                str(self.cluster_file),
-                "--broker-id",
-                str(self.broker_id),
-            ]
-        self.spawn()
-        ok = wait_until(lambda: self.ready_file.exists() or not self.alive, timeout)
-        if not ok or not self.ready_file.exists():
-            raise RuntimeError(f"{self.name} did not start: {self.output()[-2000:]}")
-        address = self.ready_file.read_text().strip()
-        self.port = int(address.rsplit(":", 1)[1])
-        return address
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
 
 @attrs.define
@@ -295,7 +240,7 @@ class Procs(NumberedStream, GroupChecks):
         # not TemporaryDirectory: its finalizer would remove a workdir kept for inspection
         self.workdir = Path(tempfile.mkdtemp(prefix=f"logmarshal-proc-{name}-"))
         self.data_root = Path(data_dir) if data_dir is not None else self.workdir / "data"
-        self.brokers: list[Broker] = []
+        self.brokers: list[LocalBroker] = []
         self.members: list[MemberProc] = []
         self.cluster: NetworkCluster | None = None
         self.observer: Marshaler | None = None
@@ -342,7 +287,7 @@ class Procs(NumberedStream, GroupChecks):
 
     def _start_brokers(self, n: int) -> None:
         if n == 1:
-            broker = Broker(self.workdir, self.data_root)
+            broker = self._broker(self.data_root, "broker0")
             self.brokers.append(broker)
             broker.start()
         else:
@@ -352,18 +297,19 @@ class Procs(NumberedStream, GroupChecks):
                 "".join(f"{i + 1} 127.0.0.1:{port}\n" for i, port in enumerate(ports))
             )
             for i, port in enumerate(ports):
+                args = ["--cluster-file", str(cluster_file), "--broker-id", str(i + 1)]
                 self.brokers.append(
-                    Broker(
-                        self.workdir,
-                        self.data_root / f"broker{i + 1}",
-                        port,
-                        broker_id=i + 1,
-                        cluster_file=cluster_file,
-                    )
+                    self._broker(self.data_root / f"broker{i + 1}", f"broker{i + 1}", port, args)
                 )
             for broker in self.brokers:
                 broker.start()
-        self.bootstrap = ",".join(b.address for b in self.brokers)
+        self.bootstrap = ",".join(b.bootstrap for b in self.brokers)
+
+    def _broker(
+        self, data_dir: Path, name: str, port: int = 0, args: list[str] | None = None
+    ) -> LocalBroker:
+        """``logmarshal broker start`` on ``data_dir``; restartable on the same port."""
+        return LocalBroker(self.workdir, data_dir=data_dir, name=name, port=port, args=args or ())
 
     def connect(self, coordination_partitions: int = 8) -> None:
         """The orchestrator's own connection, the topic, and the observer."""
@@ -515,7 +461,7 @@ class Procs(NumberedStream, GroupChecks):
             with contextlib.suppress(Exception):
                 self.cluster.close()
         for broker in self.brokers:
-            broker.terminate()  # flushed, lock released: the log can be audited afterwards
+            broker.stop(timeout=15)  # flushed, lock released: the log can be audited afterwards
         if self.kafka_cluster is not None:
             self.kafka_cluster.stop()  # SIGTERM by pid, SIGKILL what is left after 30 s
         if os.environ.get("SCENARIO_KEEP_WORKDIR"):

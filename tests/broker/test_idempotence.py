@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from kafka.protocol.producer.produce import ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
+from logmarshal.localbroker import LocalBroker
 from storage import DataDir, NewRecord, decode_records, encode_batch
 from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.errors import ErrorCode
@@ -104,39 +101,26 @@ def test_producer_ids_differ_per_call_and_between_brokers(tmp_path):
                 assert min(ids) > max(seen - set(ids))  # a restart continues above
 
 
-def _start(data: Path, ready: Path) -> tuple[subprocess.Popen, tuple[str, int]]:
-    ready.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(data), "broker", "start",
-         "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
-    line = proc.stdout.readline()
+def _start(broker: LocalBroker) -> tuple[str, int]:
+    broker.start()
+    line = broker.first_line()
     assert line.startswith("listening on 127.0.0.1:"), line
-    host, port = ready.read_text().strip().rsplit(":", 1)
-    return proc, (host, int(port))
-
-
-def _stop(proc: subprocess.Popen, sig: int) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    proc.wait(20)
+    return broker.address
 
 
 def test_retries_still_dedupe_after_sigkill_and_restart(tmp_path):
-    data, ready = tmp_path / "data", tmp_path / "ready"
+    data = tmp_path / "data"
     with DataDir(data) as d:
         d.create_topic("s", 1)
-    proc, address = _start(data, ready)
+    broker = LocalBroker(tmp_path, data_dir=data)
+    address = _start(broker)
     try:
         with RawClient(address) as c:
             pid, epoch = init_producer_id(c)
             for seq in range(0, 30, 3):
                 assert produce(c, "s", idem_batch(pid, epoch, seq))[:2] == (0, seq)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(20)
-        proc, address = _start(data, ready)
+        broker.kill()
+        address = _start(broker)  # on the same port and data
         with RawClient(address) as c:
             # the producer did not hear back and retries its in-flight batches
             for seq in (21, 24, 27):
@@ -148,7 +132,7 @@ def test_retries_still_dedupe_after_sigkill_and_restart(tmp_path):
             new_pid, _ = init_producer_id(c)
             assert new_pid != pid and new_pid > pid
     finally:
-        _stop(proc, signal.SIGTERM)
+        broker.stop(timeout=20)
     assert stored_values(data, "s") == [str(i).encode() for i in range(33)]
 
 

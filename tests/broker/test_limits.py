@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,10 +21,11 @@ from kafka.protocol.admin.topics import (
 )
 from kafka.protocol.producer.produce import ProduceResponse
 
+from logmarshal.localbroker import LocalBroker
 from storage import DataDir, LimitExceeded
 from storage.broker import BrokerConfig, BrokerThread
 from storage.errors import InvalidConfig
-from tests.broker.helpers import RawClient, batch, free_port, produce_request
+from tests.broker.helpers import RawClient, batch, produce_request
 
 INVALID_PARTITIONS, POLICY_VIOLATION = 37, 44
 
@@ -146,16 +144,10 @@ def test_sigkill_in_the_middle_of_a_creation_leaves_metadata_and_disk_agreeing(t
     data = tmp_path / "data"
     with DataDir(data) as d:
         d.create_topic("big", 1)
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(data), "broker", "start",
-         "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
-    try:
-        assert proc.stdout is not None and b"listening" in proc.stdout.readline()
-        client = RawClient(("127.0.0.1", port))
+    broker = LocalBroker(tmp_path, data_dir=data)
+    with broker:
+        assert "listening" in broker.first_line()
+        client = RawClient(broker.address)
         client.send_raw(client.request_bytes(
             CreatePartitionsRequest[0](
                 topics=[CreatePartitionsRequest[0].CreatePartitionsTopic(
@@ -166,13 +158,8 @@ def test_sigkill_in_the_middle_of_a_creation_leaves_metadata_and_disk_agreeing(t
         deadline = time.monotonic() + 30
         while _partition_dirs(data, "big") < 200 and time.monotonic() < deadline:
             time.sleep(0.01)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        broker.kill()
         client.close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert _partition_dirs(data, "big") >= 200  # the kill really landed mid-creation
     with DataDir(data) as d:
         count = d.describe("big").partitions
@@ -206,31 +193,23 @@ def test_buffers_of_a_closed_connection_are_given_back(tmp_path) -> None:
     import socket
     import struct
 
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(tmp_path / "d"), "broker", "start",
-         "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
-    try:
-        assert proc.stdout is not None and b"listening" in proc.stdout.readline()
-        with RawClient(("127.0.0.1", port)) as client:  # warm up the request path
+    with LocalBroker(tmp_path, data_dir=tmp_path / "d") as broker:
+        assert "listening" in broker.first_line()
+        pid = broker.pid
+        assert pid is not None
+        with RawClient(broker.address) as client:  # warm up the request path
             assert _create(client, ["warm"]) == [0]
-        before = _rss_mib(proc.pid)
+        before = _rss_mib(pid)
         for _ in range(3):
-            with socket.create_connection(("127.0.0.1", port)) as s:
+            with socket.create_connection(broker.address) as s:
                 s.sendall(struct.pack(">i", 100 << 20) + b"\0" * 10 + b"x" * (20 << 20))
                 time.sleep(0.3)  # let the broker take the bytes in before the peer leaves
         deadline = time.monotonic() + 10
-        while _rss_mib(proc.pid) > before + 10 and time.monotonic() < deadline:
+        while _rss_mib(pid) > before + 10 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _rss_mib(proc.pid) <= before + 10  # not +60 MiB
-        with RawClient(("127.0.0.1", port)) as client:
+        assert _rss_mib(pid) <= before + 10  # not +60 MiB
+        with RawClient(broker.address) as client:
             assert _create(client, ["after"]) == [0]
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")

@@ -62,29 +62,18 @@ def test_scrape_shows_requests_errors_bytes_latency_and_sizes(tmp_path):
 
 
 def test_broker_start_metrics_port(tmp_path):
-    import signal
-    import subprocess
-    import sys
+    from logmarshal.localbroker import LocalBroker
 
     from .helpers import free_port
 
     port = free_port()
-    ready = tmp_path / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(tmp_path / "d"), "broker", "start",
-         "--listen", "127.0.0.1:0", "--ready-file", str(ready), "--metrics-port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        assert proc.stdout.readline().startswith("listening on")
-        host, broker_port = ready.read_text().strip().rsplit(":", 1)
+    broker = LocalBroker(tmp_path, data_dir=tmp_path / "d", args=["--metrics-port", str(port)])
+    with broker:
+        assert broker.first_line().startswith("listening on")
         first = scrape(("127.0.0.1", port))
-        with RawClient((host, int(broker_port))) as c:
+        with RawClient(broker.address) as c:
             c.call(produce_request("missing", 0, batch(1)), ProduceResponse)
         second = scrape(("127.0.0.1", port))
         key = ("logmarshal_broker_requests_total",
                (("api", "produce"), ("error", "UNKNOWN_TOPIC_OR_PARTITION")))
         assert first.get(key, 0) == 0 and second[key] == 1
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(20)

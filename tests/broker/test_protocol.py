@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceResponse
 
+from logmarshal.localbroker import LocalBroker
 from storage import DataDir, decode_records
 from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.errors import ErrorCode
@@ -168,28 +168,15 @@ def test_create_topics_errors(broker):
 
 def test_subprocess_sigterm_flushes_and_exits_cleanly(tmp_path):
     data = tmp_path / "data"
-    ready = tmp_path / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(data), "broker", "start",
-         "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("listening on 127.0.0.1:")
-        host, port = ready.read_text().strip().rsplit(":", 1)
-        with RawClient((host, int(port))) as client:
+    with LocalBroker(tmp_path, data_dir=data) as broker:
+        assert broker.first_line().startswith("listening on 127.0.0.1:")
+        with RawClient(broker.address) as client:
             r = CreateTopicsRequest[4]
             client.call(r(topics=[r.CreatableTopic(name="s", num_partitions=1, replication_factor=1,
                                                    assignments=[], configs=[])],
                           timeout_ms=5000, validate_only=False), CreateTopicsResponse)
             client.call(produce_request("s", 0, batch(4), acks=1), ProduceResponse)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        assert broker.stop(timeout=20) == 0  # SIGTERM
     with DataDir(data) as d:
         assert d.partition("s", 0).log_end_offset == 4
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 
 from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.producer.produce import ProduceResponse
+
+from logmarshal.localbroker import LocalBroker
 
 from .helpers import RawClient, batch, produce_request
 
@@ -29,17 +28,12 @@ def _offsets(client: RawClient, topic: str) -> tuple[int, int]:
 
 
 def test_quiet_topic_is_trimmed_by_the_periodic_check(tmp_path) -> None:
-    ready = tmp_path / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(tmp_path / "d"), "broker", "start",
-         "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-         "--retention-check-interval-ms", "1000"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    broker = LocalBroker(
+        tmp_path, data_dir=tmp_path / "d", args=["--retention-check-interval-ms", "1000"]
     )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().startswith("listening on")
-        host, port = ready.read_text().strip().rsplit(":", 1)
-        with RawClient((host, int(port))) as client:
+    with broker:
+        assert broker.first_line().startswith("listening on")
+        with RawClient(broker.address) as client:
             r = CreateTopicsRequest[4]
             created = client.call(r(topics=[r.CreatableTopic(
                 name="quiet", num_partitions=1, replication_factor=1, assignments=[],
@@ -56,10 +50,3 @@ def test_quiet_topic_is_trimmed_by_the_periodic_check(tmp_path) -> None:
             while _offsets(client, "quiet")[0] != 1000 and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert _offsets(client, "quiet") == (1000, 1000)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)

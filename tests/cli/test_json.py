@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,8 +14,7 @@ import pytest
 
 from logmarshal.cli.context import commands_of
 from logmarshal.cli.main import build_parser
-
-from .conftest import ROOT
+from logmarshal.localbroker import LocalBroker
 
 WORD_COUNT = "logmarshal.streams.examples:word_count"
 
@@ -142,30 +140,17 @@ def test_streams_demo_in_a_data_dir_names_what_it_left_in_json(cli, tmp_path) ->
 def test_broker_start_announces_itself_in_json(tmp_path: Path) -> None:
     """A real broker process: its first line is one JSON document naming where it listens."""
     data = tmp_path / "data"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "logmarshal", "--json", "--data-dir", str(data),
-         "broker", "start", "--listen", "127.0.0.1:0", "--broker-id", "3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the broker flushes it once bound; EOF if it died
-        assert line, proc.stderr.read() if proc.stderr else ""
+    broker = LocalBroker(tmp_path, data_dir=data, args=["--broker-id", "3"], global_args=["--json"])
+    with broker:
+        line = broker.first_line()  # the broker flushes it once bound
         ready = json.loads(line)
         assert ready["host"] == "127.0.0.1" and ready["port"] > 0
-        assert ready["listening"] == f"127.0.0.1:{ready['port']}"
+        assert ready["listening"] == f"127.0.0.1:{ready['port']}" == broker.bootstrap
         assert (ready["broker_id"], ready["data_dir"]) == (3, str(data))
         with socket.create_connection(("127.0.0.1", ready["port"]), timeout=5):
             pass  # it does listen where it says
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    assert proc.returncode == 0
-    assert proc.stdout.read() == ""  # nothing after the one document
+        assert broker.stop(timeout=20) == 0
+    assert broker.stdout_file.read_text() == line + "\n"  # nothing after the one document
 
 
 def test_broker_start_help_states_its_json(cli) -> None:

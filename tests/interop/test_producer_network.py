@@ -19,11 +19,11 @@ import pytest
 from logmarshal import Producer, RecordMetadata
 from logmarshal import producer as producer_module
 from logmarshal.errors import ClosedError, NetworkError, RecordTooLarge, UnknownTopic
+from logmarshal.localbroker import LocalBroker
 from logmarshal.network import NetworkCluster
 from logmarshal.partitioners import Murmur2Partitioner
 from logmarshal.producer import Delivery
 from logmarshal.serializers import json_serializer, string_serializer
-from tests.broker_process import broker_process
 
 _topics = itertools.count()
 
@@ -31,8 +31,8 @@ _topics = itertools.count()
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory) -> Iterator[str]:
     """One broker process for the module (each test uses topics of its own)."""
-    with broker_process(tmp_path_factory.mktemp("producer-broker")) as bootstrap:
-        yield bootstrap
+    with LocalBroker(tmp_path_factory.mktemp("producer-broker")) as broker:
+        yield broker.bootstrap
 
 
 @pytest.fixture
@@ -257,8 +257,8 @@ def test_records_that_cannot_be_delivered_fail_in_result_callback_and_flush(
 ) -> None:
     """The broker goes away: a send()'s record fails in its result(), exception() and
     callback; a send_nowait()'s in the next flush(). Nothing is reported stored."""
-    with broker_process(tmp_path) as bootstrap:
-        cluster = NetworkCluster(bootstrap, timeout=10.0)
+    with LocalBroker(tmp_path) as broker:
+        cluster = NetworkCluster(broker.bootstrap, timeout=10.0)
         cluster.create_topic("t", 1)
         producer = Producer(cluster, client_config={"message.timeout.ms": 1500})
         assert producer.send("t", b"stored").result(10).offset == 0

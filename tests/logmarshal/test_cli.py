@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -8,23 +7,15 @@ import sys
 import pytest
 
 from logmarshal.cli.main import main
+from tests.cli_runner import Cli, in_process_cli
 
 
 @pytest.fixture
-def run(tmp_path, monkeypatch, capsys):
-    """Run the CLI in-process against a temporary data dir; returns (code, stdout, stderr)."""
+def run(tmp_path, monkeypatch, capsys) -> Cli:
+    """The CLI in-process (tests/cli_runner.py) against a temporary data dir, an empty stdin
+    unless a call gives one; returns (code, stdout, stderr)."""
     monkeypatch.setenv("LOGMARSHAL_DATA_DIR", str(tmp_path / "data"))
-
-    def invoke(*argv: str, stdin: str = "") -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-        try:
-            code = main(list(argv))
-        except SystemExit as exit_:  # argparse usage errors
-            code = exit_.code
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
+    return in_process_cli(capsys, monkeypatch, stdin="")
 
 
 def test_topic_lifecycle(run) -> None:

@@ -23,9 +23,9 @@ import pytest
 
 from logmarshal import EmbeddedCluster, direct
 from logmarshal.admin.reader import read_coordination
+from logmarshal.localbroker import LocalBroker
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.network import NetworkCluster
-from tests.broker_process import broker_process
 from tests.storage.corruptions import CORRUPTIONS
 
 HB = 1.0
@@ -71,8 +71,8 @@ def damaged(tmp_path) -> Iterator[tuple[str, dict]]:
     """The damaged log, served by a broker process; yields (bootstrap, embedded reference)."""
     data = tmp_path / "data"
     reference = _write_damaged_log(data)  # the embedded cluster is closed: nothing runs now
-    with broker_process(tmp_path, data_dir=data) as bootstrap:
-        yield bootstrap, reference
+    with LocalBroker(tmp_path, data_dir=data) as broker:
+        yield broker.bootstrap, reference
 
 
 def test_the_embedded_reference_skips_the_batch(damaged) -> None:

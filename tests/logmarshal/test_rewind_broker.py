@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pytest
 
+from logmarshal.localbroker import LocalBroker
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
 from scenarios.common import wait_until
-from scenarios.process_harness import Broker, free_port
 from storage import NewRecord
 from storage.records import TimestampType, encode_batch
 from tests.rewinding import PollingMember, cut_segment
@@ -52,18 +52,14 @@ def _member(address: str, name: str, pause: float, *, check: bool,
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path, tmp_path / "data", port=free_port())
-    b.start()
-    try:
+def broker(tmp_path: Path) -> Iterator[LocalBroker]:
+    with LocalBroker(tmp_path) as b:  # restarts on the same port
         yield b
-    finally:
-        b.terminate()
 
 
-def _run(broker: Broker, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
+def _run(broker: LocalBroker, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
     """The schedule of the module docstring; returns what it measured."""
-    address = broker.address
+    address = broker.bootstrap
     admin = NetworkCluster(address)
     members: list[PollingMember] = []
     try:
@@ -87,7 +83,7 @@ def _run(broker: Broker, *, check: bool, caplog: pytest.LogCaptureFixture) -> di
         applied = a.marshaler.replay_offsets()[0]
         assert applied > cut + 40, "a must have applied records the cut removes"
         caplog.clear()
-        broker.terminate()
+        broker.stop(timeout=15)
         assert cut_segment(broker.data_dir / "__marshal-0", cut) == cut
         broker.start()
         restarted = time.monotonic()
@@ -177,7 +173,7 @@ def test_offsets_taken_again_before_the_replay_looked_are_seen(broker, caplog) -
     record it applied last, read back after the fetch errors of the restart, or a record of
     its own, read back where the log acknowledged it, is not there any more."""
     caplog.set_level(logging.WARNING)
-    address = broker.address
+    address = broker.bootstrap
     admin = NetworkCluster(address)
     a = None
     try:
@@ -187,7 +183,7 @@ def test_offsets_taken_again_before_the_replay_looked_are_seen(broker, caplog) -
         a = _member(address, "a", 0.1, check=True)
         assert wait_until(lambda: admin.latest_offset("__marshal", 0) >= 60, 60)
         caplog.clear()
-        broker.terminate()
+        broker.stop(timeout=15)
         end = admin_end = a.marshaler.replay_offsets()[0]
         _replace_tail(broker.data_dir / "__marshal-0", end // 2, end + 50)
         # down long enough that the replay's fetch fails or is slow (the reader retries a

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from logmarshal import EmbeddedCluster
+from logmarshal.localbroker import LocalBroker
 from logmarshal.streams import App
 from logmarshal.streams.task import _replay, marker_of, read_changelog, valid_commits
 from storage import NewRecord
@@ -317,10 +318,8 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
         cluster.create_topic("wc-counts-changelog", 2)
         truth = produce_lines(cluster, 0, 4000)
     total = sum(sum(c.values()) for c in truth.values())
-    ready = tmp_path / "broker.ready"
-    procs = [_spawn([sys.executable, "-m", "logmarshal", "--data-dir", str(data), "broker",
-                     "start", "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
-                    tmp_path / "broker.out")]
+    broker = LocalBroker(tmp_path, data_dir=data)
+    procs: list[subprocess.Popen] = []  # the members
     hb = 0.3
 
     def wait(cond, seconds: float) -> bool:
@@ -328,44 +327,38 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
         while time.monotonic() < deadline:
             if cond():
                 return True
-            assert all(p.poll() is None for p in procs), [
-                (tmp_path / f).read_text()[-2000:] for f in ("broker.out", "m1.out", "m2.out")
-                if (tmp_path / f).exists()]
+            assert broker.alive and all(p.poll() is None for p in procs), [
+                broker.output()[-2000:], *((tmp_path / f).read_text()[-2000:]
+                                           for f in ("m1.out", "m2.out") if (tmp_path / f).exists())]
             time.sleep(0.02)
         return False
 
     def counted(cluster) -> int:
         return sum(sum(read_changelog(cluster, "wc", "counts", p)[0].values()) for p in (0, 1))
 
+    broker.start()
     try:
-        assert wait(ready.exists, 30)
-        time.sleep(0.05)
-        bootstrap = ready.read_text().strip()
+        bootstrap = broker.bootstrap
         member = [sys.executable, "-m", "tests.streams.member", f"bootstrap={bootstrap}"]
         procs.append(_spawn([*member, "m1", str(tmp_path / "s1")], tmp_path / "m1.out",
                             LM_STALE_WRITER="1"))
         assert wait(lambda: _commits(tmp_path / "m1.out", 2) >= 10, 60)
         frozen_at = time.monotonic()
-        os.killpg(procs[1].pid, signal.SIGSTOP)
+        os.killpg(procs[0].pid, signal.SIGSTOP)
         procs.append(_spawn([*member, "m2", str(tmp_path / "s2")], tmp_path / "m2.out"))
         # m2 takes both tasks over (m1's leases run out) and commits under them
         assert wait(lambda: _commits(tmp_path / "m2.out", 2) >= 3, 60)
         time.sleep(max(0.0, frozen_at + 2 * hb + 0.2 - time.monotonic()))
         assert time.monotonic() - frozen_at > 2 * hb
-        os.killpg(procs[1].pid, signal.SIGCONT)
+        os.killpg(procs[0].pid, signal.SIGCONT)
         with connect(bootstrap=bootstrap) as cluster:
             assert counted(cluster) < total, "the freeze must land mid-stream"
             assert wait(lambda: counted(cluster) >= total, 90), counted(cluster)
             time.sleep(4 * hb)  # anything the thawed member still appends lands now
     finally:
-        for proc in reversed(procs[1:]):
+        for proc in reversed(procs):
             _stop(proc)
-        if procs[0].poll() is None:
-            procs[0].terminate()
-            try:
-                procs[0].wait(20)
-            except subprocess.TimeoutExpired:
-                _stop(procs[0])
+        broker.stop(timeout=20)  # SIGTERM: flushed, its lock released; SIGKILL after 20 s
     with EmbeddedCluster(data, maintenance_interval=0) as cluster:
         assert tables(cluster) == truth
         stale = 0
