@@ -309,6 +309,8 @@ def retake_refused(st: MemberState, now: int, p: Pending, v: Verdict) -> None:
     again (:func:`retake`): at once after a first refusal, else an HB after the last try;
     within 2·HB of the first refusal and never past the claim's lapse as the replay showed
     it then."""
+    log.info("%s: takeover of %s/%d from %s refused (%s)", me(st), p.topic, p.partition,
+             p.previous, v.reason.value if v.reason is not None else "?")
     if not st.retaking or p.previous is None or v.reason is not Reason.NOT_HOLDER:
         return
     key = (p.topic, p.partition)

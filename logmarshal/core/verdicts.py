@@ -118,6 +118,8 @@ def _took_back(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
             p.value + 1,
             reread=st.reread,
         )
+    if p.until is not None:
+        log.info("%s took %s/%d back from %s on a retry", me(st), p.topic, p.partition, p.previous)
     adopt(st, p.topic, p.partition, p.sent, resume, "took_back", out, p.offset)
     # the instance we took it from may not know yet: its lease runs at most fence_after from
     # a message it sent before our takeover landed
