@@ -11,13 +11,31 @@ did before the takeover precedes the takeover in log order, so the replay at the
 verdict includes it; everything after is rejected as fenced (docs/protocol-notes.md; the
 simulator's ``--without-restart-fix`` shows offsets handed out twice when the position is
 read before: docs/simulation.md).
+
+A restart takeover the log refuses because the earlier instance, still alive, moved the
+position after we read it (PROTOCOL.md, property a) is tried again with the position the
+replay shows at the refusal (:func:`retake`): at once, the refusal being the moment right
+after that instance's write, and then at most once per HB, while its claim is fresh and for
+at most 2·HB from the first refusal (never past the claim's lapse as the refusal showed it).
+Then the partition waits, as before, until that claim lapses or is released and is claimed
+the ordinary way. Each try is an ordinary takeover: nothing is handed out before one is
+accepted, and its resume position is read after its verdict.
 """
 
 from __future__ import annotations
 
+import logging
+
 import mmh3
 
-from rationalizer import FRESH, Claim, ClaimingPartition, WorldState
+from rationalizer import (
+    FRESH,
+    Claim,
+    ClaimingPartition,
+    Reason,
+    Verdict,
+    WorldState,
+)
 from rationalizer.rules import stale_from
 
 from .actions import Action
@@ -28,6 +46,7 @@ from .state import (
     Key,
     MemberState,
     Pending,
+    Retake,
     busy,
     cooling,
     cp_of,
@@ -49,13 +68,18 @@ __all__ = [
     "claim_pass",
     "claim_topics",
     "group_paused",
+    "next_retake",
     "recover",
     "released_nearby",
     "resume_after_takeover",
     "resume_task_after_takeover",
+    "retake",
+    "retake_refused",
     "stale_at",
     "takeover_candidates",
 ]
+
+log = logging.getLogger(__name__)
 
 
 # -- what the replay says is claimable -----------------------------------------------------------
@@ -263,12 +287,95 @@ def recover(st: MemberState, wall: int, now: int, taken: set[Key], out: list[Act
             position = group_position(st, world, key)
             if position is None:
                 continue  # no position to carry: the claim lapses, then anyone claims it
-            msg = heartbeat_record(st, key, position)
-            vec = position if isinstance(position, tuple) else ()
-            p = Pending("takeover", c.topic, c.partition, world_index, now,
-                        msg.last_offset, positions=vec)
-            write(st, out, p, msg)
+            take_over(st, now, key, world_index, position, (c.client_id, c.instance_id), out)
             taken.add(key)
+
+
+def take_over(
+    st: MemberState,
+    now: int,
+    key: Key,
+    cp: int,
+    position: int | tuple[tuple[str, int], ...],
+    previous: tuple[str, str],
+    out: list[Action],
+    until: int | None = None,
+) -> None:
+    """Write the restart takeover of ``key`` from ``previous``: a heartbeat of ours carrying
+    the position the replay shows (``until``: a try again, see :func:`retake`)."""
+    msg = heartbeat_record(st, key, position)
+    vec = position if isinstance(position, tuple) else ()
+    p = Pending("takeover", key[0], key[1], cp, now, msg.last_offset, positions=vec,
+                previous=previous, until=until)
+    write(st, out, p, msg)
+
+
+def retake_refused(st: MemberState, now: int, p: Pending, v: Verdict) -> None:
+    """Our restart takeover ``p`` was refused: if the instance it takes from still holds the
+    partition, fresh (it moved the position after we read it: NOT_HOLDER, property a), try
+    again (:func:`retake`): at once after a first refusal, else an HB after the last try;
+    within 2·HB of the first refusal and never past the claim's lapse as the replay showed
+    it then."""
+    log.info("%s: takeover of %s/%d from %s refused (%s)", me(st), p.topic, p.partition,
+             p.previous, v.reason.value if v.reason is not None else "?")
+    if not st.retaking or p.previous is None or v.reason is not Reason.NOT_HOLDER:
+        return
+    key = (p.topic, p.partition)
+    group = st.options.group_id
+    world = st.worlds[p.cp]
+    state = world.partition_state(group, *key)
+    if (
+        state is None
+        or state.holder != p.previous
+        or not state.heartbeat_interval_ms
+        or world.freshness(group, *key, world.now) != FRESH
+    ):
+        return  # released, claimed by another, or no longer fresh: claimed as before
+    hb = st.options.heartbeat_ms
+    if p.until is None:
+        life = stale_from(state.last_beat, state.heartbeat_interval_ms) - world.now
+        until, at = now + max(0, min(2 * hb, life)), now
+    else:
+        until, at = p.until, max(now, p.sent + hb)
+    if at <= until:
+        st.retakes[key] = Retake(p.previous, at, until)
+
+
+def retake(st: MemberState, wall: int, now: int, taken: set[Key], out: list[Action]) -> None:
+    """Restart recovery, again: the refused takeovers (:func:`retake_refused`) whose time has
+    come, each with the position the replay shows now, while the earlier instance still
+    holds the partition and its claim is fresh; any other is dropped (the partition is then
+    claimed the ordinary way once that claim lapses or is released)."""
+    if not st.retakes:
+        return
+    group = st.options.group_id
+    topics = subscribed(st)
+    for key, r in list(st.retakes.items()):
+        if now < r.at:
+            continue
+        del st.retakes[key]
+        cp = cp_of(st, *key)
+        world = st.worlds[cp]
+        if (
+            key in taken
+            or key[0] not in topics
+            or wanted(st) <= 0
+            or key not in st.halted.get(cp, (key,))
+            or world.holder(group, *key) != r.previous
+            or world.freshness(group, *key, wall) != FRESH
+        ):
+            continue
+        position = group_position(st, world, key)
+        if position is None:
+            continue
+        log.info("%s: %s/%d: taking it over from %s again", me(st), *key, r.previous)
+        take_over(st, now, key, cp, position, r.previous, out, r.until)
+        taken.add(key)
+
+
+def next_retake(st: MemberState) -> int | None:
+    """When :func:`retake` next has a try to make (clock ms), if ever."""
+    return min((r.at for r in st.retakes.values()), default=None)
 
 
 def adopt_orphans(

@@ -24,7 +24,16 @@ from rationalizer import WorldState
 
 from . import assignment
 from .actions import Action, CatchUp, Closed
-from .claims import adopt_orphans, behind, claim_pass, claim_topics, recover, released_nearby
+from .claims import (
+    adopt_orphans,
+    behind,
+    claim_pass,
+    claim_topics,
+    next_retake,
+    recover,
+    released_nearby,
+    retake,
+)
 from .closing import start_close, write_releases
 from .events import (
     Bounds,
@@ -416,6 +425,9 @@ class MemberCore:
         ):
             return now
         due = min(st.next_claim, st.next_announce)
+        retry = next_retake(st)
+        if retry is not None:
+            due = min(due, retry)
         if self._beats:
             due = min(due, self._beats[0][0])
         if self.options.rebalance != "none":
@@ -498,6 +510,7 @@ class MemberCore:
         if not st.recovered:
             st.recovered = True
             recover(st, wall, now, taken, out)
+        retake(st, wall, now, taken, out)
         announce_member(st, now, out)
         if self.options.rebalance != "none":
             # through the method, so what measures it (bench/rebalance.py) sees every call

@@ -30,6 +30,7 @@ __all__ = [
     "Key",
     "MemberState",
     "Pending",
+    "Retake",
     "busy",
     "claim_of",
     "cooling",
@@ -52,9 +53,11 @@ __all__ = [
 Key = tuple[str, int]
 
 #: What a simulator experiment may switch off (``MemberCore(_without=)``): restarting a
-#: partition from the replay after a verdict we did not ask for ("surprise"), and waiting for
-#: the replay after a stall longer than our lease ("stall").
-CORE_SWITCHES = frozenset({"surprise", "stall"})
+#: partition from the replay after a verdict we did not ask for ("surprise"), waiting for
+#: the replay after a stall longer than our lease ("stall"), and trying a refused restart
+#: takeover again while the earlier instance's claim is fresh ("retake": without it, the
+#: partition waits until that claim lapses or is released, as before).
+CORE_SWITCHES = frozenset({"surprise", "stall", "retake"})
 
 
 @attrs.define
@@ -74,6 +77,20 @@ class Pending:
     #: the write's token (``records.write`` sets it): a heartbeat or reservation answers for
     #: the tenure that wrote it, not for a later one of the same partition
     token: int = 0
+    #: a takeover: the earlier instance of our client it takes the partition from, and (a
+    #: try again after a refusal: ``claims.retake``) the latest clock time of any further try
+    previous: tuple[str, str] | None = None
+    until: int | None = None
+
+
+@attrs.define
+class Retake:
+    """A restart takeover the log refused, to try again (``claims.retake``): the instance
+    it takes from, the soonest clock time of the next try and the latest of any."""
+
+    previous: tuple[str, str]
+    at: int
+    until: int
 
 
 class SharedTargets:
@@ -122,6 +139,8 @@ class MemberState:
     releases: Releases
     #: AMO start-up: whether restart recovery still has to run
     recovered: bool
+    #: whether a refused restart takeover is tried again ("retake", ``claims.retake``)
+    retaking: bool
     topics: tuple[tuple[str, int], ...]
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
     tasks: dict[str, tuple[str, ...]]
@@ -144,6 +163,8 @@ class MemberState:
     paused: set[Key] = attrs.field(factory=set)
     #: given up while running: left to others until then
     cooldown: dict[Key, int] = attrs.field(factory=dict)
+    #: restart takeovers the log refused, to be tried again while the old claim is fresh
+    retakes: dict[Key, Retake] = attrs.field(factory=dict)
     # membership and the target (rebalance != "none")
     next_announce: int = 0
     announcing: int | None = None  # token of the announcement in flight
@@ -199,6 +220,7 @@ def new_state(
         home=membership_partition(options.group_id, options.coordination_partitions),
         releases=Releases(options.release_attempts),
         recovered=not options.fast_reclaim,
+        retaking="retake" not in without,
         topics=options.topics,
         tasks=dict(options.tasks),
         shared_targets=shared_targets,

@@ -14,7 +14,7 @@ import logging
 from rationalizer import Effect, Reason, Verdict
 
 from .actions import Action
-from .claims import resume_after_takeover, resume_task_after_takeover
+from .claims import resume_after_takeover, resume_task_after_takeover, retake_refused
 from .held import Held
 from .holding import adopt, announce, become_fenced, lose
 from .state import MemberState, Pending, me
@@ -76,8 +76,12 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
             adopt(st, p.topic, p.partition, p.sent, None, p.how, out, p.offset)
         return
     if p.kind == "takeover":
-        if v.accepted and held is None and not st.closing and not st.fenced:
+        if st.closing or st.fenced:
+            return
+        if v.accepted and held is None:
             _took_back(st, now, p, out)
+        elif not v.accepted:
+            retake_refused(st, now, p, v)  # the earlier instance moved on: try again soon
         return
     if held is None or p.token not in (held.heartbeat_token, held.reserve_token):
         return  # (written for an earlier tenure of ours of this partition)
@@ -114,6 +118,8 @@ def _took_back(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
             p.value + 1,
             reread=st.reread,
         )
+    if p.until is not None:
+        log.info("%s took %s/%d back from %s on a retry", me(st), p.topic, p.partition, p.previous)
     adopt(st, p.topic, p.partition, p.sent, resume, "took_back", out, p.offset)
     # the instance we took it from may not know yet: its lease runs at most fence_after from
     # a message it sent before our takeover landed

@@ -7,8 +7,10 @@ to ``claimed_through`` is accepted) and handed it out again. Forced here: the ne
 takeover heartbeat waits until the old instance has handed out its next batch.
 
 Since protocol version 4 the log refuses that takeover (its position is behind the old
-instance's reservation: PROTOCOL.md property a): the old instance keeps the partition, and the
-new one takes it once the old one has released it.
+instance's reservation: PROTOCOL.md property a). The new instance then tries again with the
+position its replay shows at the refusal (issue 33, item 5: ``claims.retake``), takes the
+partition over there and fences the old one: what the old one reserved and never handed out
+is lost, as AMO allows, and nothing is handed out twice.
 
 The old instance's reservations run ahead of its polls by one batch (``max_reserved``): what
 it reserves in the window is the batch after the one it hands out there.
@@ -76,11 +78,15 @@ def test_amo_restart_recovery_never_hands_out_what_the_old_instance_did(manual) 
     wait_until(lambda: _takeover_verdict(marshaler, wrapped) is not None, what="the takeover's verdict")
     assert in_window == list(range(100, 200))
     assert _takeover_verdict(marshaler, wrapped).reason is Reason.NOT_HOLDER  # 199 < 299: refused
-    assert not old.fenced and new.claims() == []
-    old.close()  # releases at 199 (giving 200..299 back): the new instance claims it there
-    wait_until(lambda: new.claims() == [(TOPIC, 0)], what="the new instance's claim")
+    # tried again at once with 299, the position the replay shows: taken over, old fenced
+    wait_until(lambda: new.claims() == [(TOPIC, 0)], what="the new instance's takeover")
+    wait_until(lambda: old.fenced, what="the old instance to see it was fenced")
+    state = marshaler.partition_state(TOPIC, 0)
+    assert state is not None and state.holder == ("a", marshaler.instance_id)
+    assert state.last_offset == 299  # the retry carried the old instance's reservation
+    produce(manual.cluster, 0, 100)
     rest = [m.offset for m in drain(new, 100, commit=False)]
-    assert rest == list(range(200, 300))
+    assert rest == list(range(300, 400))  # 200..299: reserved by the old one, lost (AMO)
     handed = [m.offset for m in first] + in_window + rest
     assert len(handed) == len(set(handed)), "an offset was handed out twice"
 

@@ -75,6 +75,8 @@ class Group:
     #: rules every replay (the oracle's and each member's) is built without (an experiment:
     #: ``WorldState(_without=...)``)
     rules_off: frozenset[str] = frozenset()
+    #: what every member's core is built without (``MemberCore(_without=...)``)
+    core_off: frozenset[str] = frozenset()
 
     def __attrs_post_init__(self) -> None:
         if self.rules_off:
@@ -96,7 +98,7 @@ class Group:
             rebalance="none",
         )
         world = WorldState(_without=self.rules_off)  # the member's own replay (its core reads it)
-        m = Member(MemberCore(options, [world]), world, budget=budget)
+        m = Member(MemberCore(options, [world], _without=self.core_off), world, budget=budget)
         self.members.append(m)
         self.replay(m)
         return m
