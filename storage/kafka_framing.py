@@ -18,6 +18,8 @@ import socket
 import struct
 from typing import Any
 
+from .errors import LogmarshalError
+
 __all__ = [
     "API_VERSIONS",
     "SIZE",
@@ -40,7 +42,7 @@ API_VERSIONS = 18
 _RECV_CHUNK = 1 << 20
 
 
-class MalformedFrame(ValueError):
+class MalformedFrame(LogmarshalError, ValueError):
     """Bytes that do not parse as Kafka's framing (a varint or a tagged field that runs
     past the frame's end)."""
 
