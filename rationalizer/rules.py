@@ -121,7 +121,9 @@ def release_group(
 
     A keyed group (``keyed``: it has an admin key) needs a valid tag (``authentic``; always
     true without a key) and ``expiry > now``, else UNAUTHENTICATED. Accepted: every holder of
-    the group is voided (listed, sorted, in the verdict), positions are kept; the group is
+    the group is voided (listed, sorted, in the verdict; a named tenure's holder becomes the
+    partition's ``last_holder``, voided at ``now``, which only the audit reads), positions
+    are kept; the group is
     paused until ``expiry`` by ``sender``, or, if ``expiry <= now``, its pause ends."""
     if not authentic or (keyed and expiry <= now):
         # forged, untagged, or a window already over at its log time (a replayed old
@@ -132,6 +134,9 @@ def release_group(
         if part.holder is not None:
             voided.append((part.topic, part.partition, *part.holder))
             _keep_lease(part)
+            if part.tenure >= 0:  # (audit only: the failover the next claim makes)
+                part.last_holder = part.holder
+                part.voided_at = now
             part.holder = None
             part.hb = 0
             part.floor = None
@@ -199,7 +204,8 @@ def claim(
     TOOK_OVER_STALE naming the previous holder, which is fenced if it is another instance of
     the same client (deviation D1). Otherwise (holder fresh or unknown, ``sender`` itself
     included) STILL_OWNED. Positions are not touched; the new tenure's floor is recorded
-    (:func:`tenure_floor`), and its name, the claim's ``offset`` (version 6).
+    (:func:`tenure_floor`), and its name, the claim's ``offset`` (version 6); the
+    partition's ``last_holder`` is cleared (its failover is made).
 
     ``leases`` (a version 5 ClaimingPartition): also STILL_OWNED while a lease the log took
     away early may still run (``now < fenced_until``, property e)."""
@@ -224,6 +230,8 @@ def claim(
     part.hb = hb
     part.floor = tenure_floor(part)
     part.tenure = offset
+    part.last_holder = None  # (audit only) the failover is made: nothing ended is pending
+    part.voided_at = None
     return v
 
 
@@ -329,8 +337,10 @@ def release(
     f: a release that lands late, after its instance claimed the partition again, is
     NOT_HOLDER instead of ending the new tenure).
 
-    From the holder: RELEASED, no holder (and no lease), ``last_beat = now``, ``last_offset
-    := last_offset``, ``claimed_through := max(last_offset, floor)`` — the holder's final
+    From the holder: RELEASED, no holder (and no lease; the sender of a named tenure's
+    release becomes the partition's ``last_holder``, which only the audit reads),
+    ``last_beat = now``, ``last_offset := last_offset``, ``claimed_through :=
+    max(last_offset, floor)`` — the holder's final
     position gives back the reservations of its own tenure beyond it (never handed out),
     and nothing an earlier tenure reserved (property b, version 4: the floor is the
     position the tenure started from) — and ``positions`` set (None for a
@@ -341,6 +351,8 @@ def release(
     if tenure is not None and tenure != part.tenure:
         return _NOT_HOLDER
     floor = part.floor
+    if part.tenure >= 0:  # (audit only: the failover the next claim makes; ends at ``beat``)
+        part.last_holder = part.holder
     part.tenure = -1
     part.holder = None
     part.hb = 0

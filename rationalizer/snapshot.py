@@ -44,9 +44,11 @@ MAGIC = b"LMWS"
 #: or a ReleaseGroup took away early that may still run (a flag and a varint in a
 #: partition's entry), version 6 the name of a holder's tenure (a flag and a varint: the
 #: offset of the version 6 claim or the restart takeover that began it, which a version 6
-#: release names), the groups a record of a version to come halted (a section) and the
-#: count of GROUP_HALTED rejections (an eighth count, verdict code 7). A world is written in the oldest version that can hold it, byte for
-#: byte as before (so older snapshots stay canonical).
+#: release names), the groups a record of a version to come halted (a section), the
+#: count of GROUP_HALTED rejections (an eighth count, verdict code 7) and an unheld
+#: partition's last holder (a flag and its ids; another flag and a varint when a ReleaseGroup
+#: voided it: audit only). A world is written in the oldest version that can hold it, byte
+#: for byte as before (so older snapshots stay canonical).
 SNAPSHOT_VERSION = 6
 _SNAPSHOT_V5 = 5
 _SNAPSHOT_V4 = 4
@@ -91,6 +93,8 @@ _POSITIONED = 0x02  # a position was set: last_offset+1 and claimed_through+1 fo
 _FLOORED = 0x04  # version 4: the holder's tenure floor + 1 follows (held and positioned only)
 _LEASED = 0x08  # version 5: fenced_until - now follows (a lease taken away early, still running)
 _TENURED = 0x10  # version 6: the holder's tenure follows its heartbeat interval (held only)
+_ENDED = 0x20  # version 6: the last holder's ids follow, at the end (unheld only)
+_VOIDED = 0x40  # version 6, with _ENDED: a ReleaseGroup voided it; voided_at - beat follows
 _MEMBER_VERSIONS = (2, 4)  # version 4: what a member's protocol byte may be
 
 
@@ -147,7 +151,9 @@ def dump(w: WorldImage) -> bytes:
     now = w.now
     leased = any(p.fenced_until > now for p in parts)
     halted = sorted(w.halted_groups.items())
-    tenured = any(p.tenure >= 0 for p in parts) or bool(halted)
+    tenured = (
+        any(p.tenure >= 0 or p.last_holder is not None for p in parts) or bool(halted)
+    )
     v4 = any(p.floor is not None for p in parts) or any(m.version != 2 for _, _, m in members)
     out = bytearray(MAGIC)
     if tenured:
@@ -190,6 +196,8 @@ def dump(w: WorldImage) -> bytes:
             | (_FLOORED if p.floor is not None else 0)
             | (_LEASED if p.fenced_until > now else 0)
             | (_TENURED if p.tenure >= 0 else 0)
+            | (_ENDED if p.last_holder is not None else 0)
+            | (_VOIDED if p.voided_at is not None else 0)
         )
         if p.holder is not None:
             _s(out, p.holder[0])
@@ -205,6 +213,11 @@ def dump(w: WorldImage) -> bytes:
             _uv(out, p.floor + 1)
         if p.fenced_until > now:
             _uv(out, p.fenced_until - now)
+        if p.last_holder is not None:
+            _s(out, p.last_holder[0])
+            _s(out, p.last_holder[1])
+            if p.voided_at is not None:
+                _uv(out, p.voided_at - p.beat)
     if version >= _SNAPSHOT_V2:  # versions 3 to 6: the count may be 0
         _uv(out, len(members))
         for group, client, m in members:
@@ -466,12 +479,14 @@ def load(data: bytes) -> WorldImage:
             | _POSITIONED
             | (_FLOORED if version >= _SNAPSHOT_V4 else 0)
             | (_LEASED if version >= _SNAPSHOT_V5 else 0)
-            | (_TENURED if version >= SNAPSHOT_VERSION else 0)
+            | (_TENURED | _ENDED | _VOIDED if version >= SNAPSHOT_VERSION else 0)
         )
         if (
             flags & ~allowed
             or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3)
             or (flags & _TENURED and not flags & _HELD)
+            or (flags & _ENDED and flags & _HELD)
+            or (flags & _VOIDED and not flags & _ENDED)
         ):
             raise SnapshotError(f"bad partition flags {flags}")
         holder = hb = None
@@ -505,6 +520,14 @@ def load(data: bytes) -> WorldImage:
             # moves last_beat on)
             if fenced_until > beat + 2 * MAX_HEARTBEAT_INTERVAL_MS + 1:
                 raise SnapshotError("a lease end no log could give")
+        last_holder = None
+        voided_at = None
+        if flags & _ENDED:
+            last_holder = (r.ident(), r.ident())
+            if flags & _VOIDED:
+                voided_at = beat + r.uv()
+                if voided_at > now:
+                    raise SnapshotError("a holder voided after the world's now")
         sort_key = (group, topic, partition)
         if prev_key is not None and not prev_key < sort_key:
             raise SnapshotError("partitions not strictly sorted")
@@ -522,6 +545,8 @@ def load(data: bytes) -> WorldImage:
             floor,
             fenced_until,
             tenure,
+            last_holder,
+            voided_at,
         )
     members = _read_members(r, version) if version >= _SNAPSHOT_V2 else {}
     if version >= _SNAPSHOT_V3:
@@ -537,7 +562,9 @@ def load(data: bytes) -> WorldImage:
             if halted and max(halted) >= group:
                 raise SnapshotError("halted groups not strictly sorted")
             halted[group] = (offset, protocol)
-        if not halted and not any(p.tenure >= 0 for p in parts.values()):
+        if not halted and not any(
+            p.tenure >= 0 or p.last_holder is not None for p in parts.values()
+        ):
             raise SnapshotError("a version 6 snapshot of a world an older version holds")
         if bool(halted) != bool(rejections[Reason.GROUP_HALTED]):
             raise SnapshotError("halted groups without their rejections, or the other way")

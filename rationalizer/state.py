@@ -103,6 +103,15 @@ class PartitionEntry:
     ``tenure`` is the log offset of the accepted claim or restart takeover that began the
     holder's tenure (version 6: a version 6 release names it); -1 without a holder, or when
     the world was restored from a snapshot older than version 6, which did not hold it.
+
+    ``last_holder`` is, while nobody holds the partition, the holder whose named tenure
+    (``tenure``) ended last: by its release (it ended at ``beat``, which the release set),
+    or voided by a ReleaseGroup at log time ``voided_at`` (None for a release). None while
+    held, when no named tenure ended since the last claim (a tenure begun by a version 1 or
+    5 claim has no name: a log a version 5 replayer reads leaves the state it did), or when
+    the world was restored from a snapshot older than version 6, which did not hold it
+    (unknown). Audit only: no rule reads it, so it never changes a verdict; it lets an
+    audit that starts from a snapshot name the failover the next claim makes (version 6).
     """
 
     __slots__ = (
@@ -114,10 +123,12 @@ class PartitionEntry:
         "hb",
         "holder",
         "last",
+        "last_holder",
         "partition",
         "positions",
         "tenure",
         "topic",
+        "voided_at",
     )
 
     def __init__(
@@ -134,8 +145,12 @@ class PartitionEntry:
         floor: int | None = None,
         fenced_until: int = NO_TIME,
         tenure: int = -1,
+        last_holder: Sender | None = None,
+        voided_at: int | None = None,
     ) -> None:
         self.tenure = tenure
+        self.last_holder = last_holder
+        self.voided_at = voided_at
         self.floor = floor
         self.fenced_until = fenced_until
         self.group = group

@@ -181,6 +181,16 @@ class PartitionState:
     #: tenure, which a version 6 release names (version 6). None without a holder, or when
     #: the world was restored from a snapshot older than version 6.
     tenure: int | None = None
+    #: While nobody holds the partition: the holder whose named tenure ended last, by its
+    #: release or voided by a ReleaseGroup (``last_holder_voided``), at log time
+    #: ``last_holder_end_ms`` (version 6). Audit only, no rule reads it: the audit of a log
+    #: that starts from a snapshot names with it the failover the next claim makes. None
+    #: while held, when no named tenure ended since the last claim (a version 1 or 5 claim
+    #: names none), or when the world was restored from a snapshot older than version 6,
+    #: which did not hold it (unknown).
+    last_holder: tuple[str, str] | None = None
+    last_holder_end_ms: int | None = None
+    last_holder_voided: bool = False
 
     @property
     def resume_offset(self) -> int:
@@ -1267,4 +1277,7 @@ def _export(p: PartitionEntry, now: int) -> PartitionState:
         p.floor,
         p.fenced_until if p.fenced_until > now else None,
         p.tenure if p.tenure >= 0 else None,
+        p.last_holder,
+        None if p.last_holder is None else p.beat if p.voided_at is None else p.voided_at,
+        p.voided_at is not None,
     )

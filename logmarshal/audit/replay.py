@@ -42,6 +42,7 @@ from rationalizer import (
     HeartbeatingTask,
     LeavingGroup,
     Message,
+    PartitionState,
     Reason,
     ReleasingPartition,
     ReleasingTask,
@@ -206,6 +207,18 @@ class _Interval:
         self.end_position: int | None = None
 
 
+def _ended_before(s: PartitionState) -> _Interval:
+    """The claim of ``s.last_holder`` that ended before the history (a genesis snapshot):
+    only what the failover row reads, its holder, last accepted message, end and reason.
+    Never an ownership row (its start is unknown): that row is the full history's."""
+    assert s.last_holder is not None and s.last_holder_end_ms is not None
+    c = _Interval(*s.last_holder, s.last_beat, -1, "snapshot", None, 0)
+    c.last_ms = s.last_beat  # a release's own time; else the voided holder's last message
+    c.end_ms = s.last_holder_end_ms
+    c.end_reason = "group_reset" if s.last_holder_voided else "released"
+    return c
+
+
 class _Membership:
     """One live member as the fold tracks it (the world keeps the same, privately)."""
 
@@ -315,7 +328,10 @@ class PartitionAudit:
     def _start_from(self, covered: int, data: bytes) -> None:
         """Start from a snapshot: its world, and for each partition it knows a track whose
         position is the world's and, if held, an interval opened at the holder's last
-        accepted message with cause ``snapshot`` (its real start is before the history)."""
+        accepted message with cause ``snapshot`` (its real start is before the history); if
+        unheld, the claim that ended last (the world's ``last_holder``: released or voided by
+        a group reset, version 6), so that the next claim's failover names it as the full
+        history's does."""
         world = WorldState.from_bytes(data, admin_keys=self._config.admin_keys)
         self._world = world
         self.genesis = covered
@@ -365,6 +381,9 @@ class PartitionAudit:
                 )
                 t.open = c
                 self._intervals.append((t, c))
+            elif s.last_holder is not None:
+                t.ended = _ended_before(s)
+                t.lost[s.last_holder] = t.ended.end_ms  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ snapshot checks
 

@@ -47,7 +47,9 @@ class Model:
     holder's heartbeat below the partition's ``last`` renews but sets no position
     (property g); a record of a version to come (:class:`Future`) halts its group: it and
     every later record of the group are GROUP_HALTED (``halted``: group -> (offset,
-    version) of the first)."""
+    version) of the first); ``ended``, while unheld, ``(holder, end time, voided)`` of the
+    last named tenure that a release or a ReleaseGroup ended (audit only), cleared by a
+    claim."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -109,6 +111,8 @@ class Model:
                 if pg == g:
                     if st["holder"] is not None:
                         self._lease_taken(st)
+                        if st.get("tenure") is not None:
+                            st["ended"] = (st["holder"], t, True)
                     st.update(holder=None, hb=None, floor=None, tenure=None)
             if msg.msg_expire_time > t:
                 self.paused[g] = (msg.msg_expire_time, me)
@@ -146,6 +150,7 @@ class Model:
                 "hb": msg.heartbeat_interval_ms,
                 "floor": position,
                 "tenure": offset if msg.version == 6 else None,
+                "ended": None,
             }
             if st is None:
                 self.parts[key] = {**new, "last": -1, "claimed": -1, "pos": False}
@@ -196,6 +201,8 @@ class Model:
                 return False, Reason.NOT_HOLDER, None  # another tenure's release
             floor = st.get("floor")
             claimed = last if floor is None else max(last, floor)
+            if st.get("tenure") is not None:
+                st["ended"] = (me, t, False)
             st.update(holder=None, hb=None, beat=t, last=last, claimed=claimed, pos=True, vec=vec)
             st["floor"] = st["tenure"] = None
             return True, None, Effect.RELEASED

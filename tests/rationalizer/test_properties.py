@@ -467,6 +467,10 @@ class Replayers(RuleBasedStateMachine):
                         want_until = lease + 1 if lease is not None and lease + 1 > self.w.now else None
                         assert state.fenced_until == want_until
                     assert state.tenure == (st_.get("tenure") if st_["holder"] else None)
+                    ended = st_.get("ended")
+                    assert (
+                        state.last_holder, state.last_holder_end_ms, state.last_holder_voided
+                    ) == (ended or (None, None, False))
 
 
 Replayers.TestCase.settings = settings(

@@ -73,6 +73,20 @@ SNAPSHOT_V6_HEX = (
     "4c4d5753060402d20f00000000000000000000010167066f72646572730313026331026931e80700d20f2a"
     "000000000201011013"
 )
+#: ... then RELEASE_V6 at 2 (1002): flags 0x22 (positioned, a last holder), its ids after
+#: claimed_through + 1 (issue 33 item 3: the audit of a log that starts here names the
+#: failover the next claim makes)
+SNAPSHOT_V6_RELEASED_HEX = (
+    "4c4d5753060403d40f00000000000000000000010167066f72646572730322d40f2a2a02633102693100"
+    "000003010101101315"
+)
+#: ... or instead ReleaseGroup(adm, x, g, expires 0) at 2 (1005): flags 0x6a (positioned,
+#: a lease still running, a last holder, voided), after the lease (3002 - 1005) the ids and
+#: 4, the void's time after the last beat (1001)
+SNAPSHOT_V6_VOIDED_HEX = (
+    "4c4d5753060403da0f00000000000000000000010167066f7264657273036ad20f2a00cd0f026331026931"
+    "04000000030101011013270001066f726465727303026331026931"
+)
 
 
 def release6(who: str, last: int, tenure: int, p: int = 0, g: str = "g") -> ReleasingPartition:
@@ -119,7 +133,8 @@ def test_golden_vectors_are_in_protocol_md():
     text = (Path(__file__).resolve().parents[2] / "PROTOCOL.md").read_text()
     for key, value in (CLAIM_V6_HEX, RELEASE_V6_HEX, RELEASE_TASK_V6_HEX):
         assert f"`{key}`" in text and f"`{value}`" in text
-    assert f"`{SNAPSHOT_V6_HEX}`" in text
+    for snapshot in (SNAPSHOT_V6_HEX, SNAPSHOT_V6_RELEASED_HEX, SNAPSHOT_V6_VOIDED_HEX):
+        assert f"`{snapshot}`" in text
 
 
 def test_a_world_without_named_tenures_is_written_as_before():
@@ -284,6 +299,108 @@ def test_snapshot_tenures_are_read_strictly():
     late = good[:tenure_at] + b"\x05" + good[tenure_at + 1 :]  # after applied_through (1)
     with pytest.raises(SnapshotError, match="after applied_through"):
         WorldState.from_bytes(late)
+
+
+# ----------------------------------------------------------------------------- last holders
+
+
+def _ended(how: str) -> Log:
+    """The golden snapshots' logs: CLAIM_V6, a heartbeat, then a release or a ReleaseGroup."""
+    log = Log()
+    log.w = WorldState(verdict_window=4)
+    assert log.put(CLAIM_V6, 1000).effect is Effect.CLAIMED
+    assert log.put(beat("c1:i1", 41, p=3, hb=1000), 1001).effect is Effect.RENEWED
+    if how == "released":
+        assert log.put(RELEASE_V6, 1002).effect is Effect.RELEASED
+    else:
+        assert log.put(release_group("adm:x", 0), 1005).voided == (("orders", 3, "c1", "i1"),)
+    return log
+
+
+@pytest.mark.parametrize(
+    ("how", "hexed", "end", "voided"),
+    [
+        ("released", SNAPSHOT_V6_RELEASED_HEX, 1002, False),
+        ("voided", SNAPSHOT_V6_VOIDED_HEX, 1005, True),
+    ],
+)
+def test_golden_snapshot_keeps_the_last_holder(how, hexed, end, voided):
+    log = _ended(how)
+    st = log.w.partition_state("g", "orders", 3)
+    assert (st.holder, st.tenure) == (None, None)
+    assert (st.last_holder, st.last_holder_end_ms, st.last_holder_voided) == (
+        ("c1", "i1"),
+        end,
+        voided,
+    )
+    data = log.w.to_bytes()
+    assert data[4] == SNAPSHOT_VERSION == 6  # a last holder alone makes a version 6 world
+    assert data.hex() == hexed
+    restored = WorldState.from_bytes(data)
+    assert restored.to_bytes() == data
+    assert restored.partition_state("g", "orders", 3) == st
+    # the next claim clears it, in the restored world as in the original
+    for world in (log.w, restored):
+        assert world.apply(3, 5000, *encode(claim("c2:i2", p=3, version=6))).accepted
+        assert world.partition_state("g", "orders", 3).last_holder is None
+    assert restored.to_bytes() == log.w.to_bytes()
+
+
+@pytest.mark.parametrize("version", [1, 5])
+def test_an_unnamed_tenure_leaves_no_last_holder(version):
+    """A log a version 5 replayer reads leaves the state it did: a tenure begun by a version
+    1 or 5 claim has no name, and its end no last holder; its world keeps its older bytes."""
+    for ending in (release("a:1", 3), release_group("adm:x", 0)):
+        log = Log()
+        assert log.put(claim("a:1", version=version), 0).accepted
+        assert log.put(beat("a:1", 3), 1).accepted
+        assert log.put(ending, 2).accepted
+        st = log.w.partition_state("g", "orders", 0)
+        assert (st.last_holder, st.last_holder_end_ms, st.last_holder_voided) == (
+            None,
+            None,
+            False,
+        )
+        assert log.w.to_bytes()[4] < SNAPSHOT_VERSION
+
+
+def test_a_snapshot_older_than_version_6_restores_no_last_holder():
+    """Older snapshots decode as before: the last holder is unknown there (None)."""
+    log = Log()
+    assert log.put(claim("a:1", hb=HBL, version=5), 0).accepted
+    assert log.put(beat("a:2", -1, hb=HBL), 10).effect is Effect.RESTART_TAKEOVER
+    assert log.put(release("a:2", -1), 20).accepted
+    data = log.w.to_bytes()
+    assert data[4] == 5  # a lease taken away early still runs
+    restored = WorldState.from_bytes(data)
+    assert restored.to_bytes() == data
+    assert restored.partition_state("g", "orders", 0).last_holder is None
+
+
+def test_snapshot_last_holders_are_read_strictly():
+    good = bytes.fromhex(SNAPSHOT_V6_VOIDED_HEX)
+    flags_at = good.index(bytes.fromhex("066f726465727303")) + 8
+    assert good[flags_at] == 0x6A
+    for flags, why in ((0x4A, "flags"), (0x6B, "flags")):  # voided alone; a holder too
+        with pytest.raises(SnapshotError, match=why):
+            WorldState.from_bytes(good[:flags_at] + bytes((flags,)) + good[flags_at + 1 :])
+    delta_at = good.index(bytes.fromhex("026331026931"), flags_at) + 6
+    assert good[delta_at] == 4
+    late = good[:delta_at] + b"\x05" + good[delta_at + 1 :]  # voided at 1006, after now
+    with pytest.raises(SnapshotError, match="after the world's now"):
+        WorldState.from_bytes(late)
+    released = bytes.fromhex(SNAPSHOT_V6_RELEASED_HEX)
+    flags_at = released.index(bytes.fromhex("066f726465727303")) + 8
+    assert released[flags_at] == 0x22
+    assert released[16] == 0 and released[-8:-7] == b"\x00"  # GROUP_HALTED count, halted
+    as_v5 = released[:4] + b"\x05" + released[5:16] + released[17:-8] + released[-7:]
+    with pytest.raises(SnapshotError, match="flags"):  # (seven counts, no halted section)
+        WorldState.from_bytes(as_v5)
+    # without the flag and the ids it is a version 5 snapshot (of a world version 1 holds)
+    plain = as_v5.replace(bytes.fromhex("22d40f2a2a026331026931"), bytes.fromhex("02d40f2a2a"))
+    with pytest.raises(SnapshotError, match="older version holds"):
+        WorldState.from_bytes(plain)
+    assert WorldState.from_bytes(plain[:4] + b"\x01" + plain[5:-9] + plain[-7:]).now == 1002
 
 
 # ----------------------------------------------------------------------------- property g
