@@ -51,6 +51,8 @@ from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 __all__ = [
     "FRESH",
+    "RENEWED_KEPT",
+    "RENEWED_LATE_KEPT",
     "STALE",
     "UNKNOWN",
     "claim",
@@ -70,6 +72,12 @@ _CLAIMED = ACCEPTED[Effect.CLAIMED]
 _RENEWED = ACCEPTED[Effect.RENEWED]
 _RENEWED_LATE = ACCEPTED[Effect.RENEWED_LATE]
 _RELEASED = ACCEPTED[Effect.RELEASED]
+#: property g's renewals (a holder's late heartbeat: renewed, its position not set): equal to
+#: RENEWED and RENEWED_LATE, the same verdict to every reader, in every window and snapshot,
+#: but other objects, so that a fold that follows positions without the world's state (the
+#: audit) can tell that this heartbeat set none
+RENEWED_KEPT = Verdict(True, effect=Effect.RENEWED)
+RENEWED_LATE_KEPT = Verdict(True, effect=Effect.RENEWED_LATE)
 _MESSAGES_CLAIMED = ACCEPTED[Effect.MESSAGES_CLAIMED]
 _POSITION_SET = ACCEPTED[Effect.POSITION_SET]
 _GROUP_PAUSED = ACCEPTED[Effect.GROUP_PAUSED]
@@ -295,7 +303,7 @@ def heartbeat(
             # log lost records past the position): that sets the position
             part.beat = now
             part.hb = hb
-            return v
+            return RENEWED_LATE_KEPT if v is _RENEWED_LATE else RENEWED_KEPT
     elif (
         h is not None
         and h[0] == sender[0]

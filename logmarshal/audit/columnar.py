@@ -34,6 +34,7 @@ from itertools import pairwise, repeat
 from typing import Any
 
 from rationalizer import Effect, Reason, Verdict
+from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 from rationalizer.verdict import ACCEPTED, REJECTED
 
 from .deps import require
@@ -45,12 +46,18 @@ __all__ = ["ColumnarAudit"]
 _RARE = 0  # the per-record fold's code handles it
 _LOST = 1  # a lost race (STILL_OWNED): counted only
 #: the renewals, deferred: code 2 + their index here; (effect, the _Track counter the
-#: per-record fold counts it in, whether it sets claimed_through rather than last_offset)
+#: per-record fold counts it in, what it sets: "last" last_offset, "claimed"
+#: claimed_through, "none" nothing: a holder's late heartbeat, version 6 property g, whose
+#: verdicts are the rules' RENEWED_KEPT and RENEWED_LATE_KEPT objects)
 _RENEWALS = (
-    (Effect.RENEWED, "n_renewed", False),
-    (Effect.RENEWED_LATE, "n_late", False),
-    (Effect.MESSAGES_CLAIMED, "n_messages", True),
+    (Effect.RENEWED, "n_renewed", "last"),
+    (Effect.RENEWED_LATE, "n_late", "last"),
+    (Effect.MESSAGES_CLAIMED, "n_messages", "claimed"),
+    (Effect.RENEWED, "n_renewed", "none"),
+    (Effect.RENEWED_LATE, "n_late", "none"),
 )
+#: the codes of property g's verdicts (identity: equal to RENEWED / RENEWED_LATE)
+_KEPT_CODES = {id(RENEWED_KEPT): 2 + 3, id(RENEWED_LATE_KEPT): 2 + 4}
 _FIRST_RENEWAL = 2
 #: a run of renewals this short is folded in Python; longer ones with numpy
 _SHORT_RUN = 12
@@ -59,7 +66,10 @@ _SHORT_RUN = 12
 def _classify(v: Verdict) -> int:
     """The code of a verdict."""
     if v.accepted:
-        for index, (effect, _counter, _claims) in enumerate(_RENEWALS):
+        kept = _KEPT_CODES.get(id(v))
+        if kept is not None:
+            return kept
+        for index, (effect, _counter, _sets) in enumerate(_RENEWALS):
             if v.effect is effect:
                 return _FIRST_RENEWAL + index
         return _RARE
@@ -84,9 +94,13 @@ class ColumnarAudit(PartitionAudit):
         # the rationalizer's shared verdicts by identity -> code; they live as long as the
         # process, so their ids are stable (any other verdict is classified)
         self._shared = {id(v): _classify(v) for v in (*ACCEPTED.values(), *REJECTED.values())}
-        #: code -> whether that renewal sets claimed_through
+        self._shared.update(_KEPT_CODES)
+        #: code -> whether that renewal sets claimed_through; whether it sets last_offset
         self._claims = self._np.array(
-            [False] * _FIRST_RENEWAL + [claims for _e, _c, claims in _RENEWALS]
+            [False] * _FIRST_RENEWAL + [sets == "claimed" for _e, _c, sets in _RENEWALS]
+        )
+        self._beats = self._np.array(
+            [False] * _FIRST_RENEWAL + [sets == "last" for _e, _c, sets in _RENEWALS]
         )
         # key -> slot (a small int per distinct key seen), and back
         self._slot_of: dict[bytes | None, int] = {}
@@ -197,7 +211,7 @@ class ColumnarAudit(PartitionAudit):
             np.subtract(hot_now[1:], hot_now[:-1], out=gap[1:])
         marks = np.arange(len(at))
         claims = self._claims[codes[at]]
-        self._last_beat = np.maximum.accumulate(np.where(claims, -1, marks))
+        self._last_beat = np.maximum.accumulate(np.where(self._beats[codes[at]], marks, -1))
         self._last_msg = np.maximum.accumulate(np.where(claims, marks, -1))
         firsts = np.flatnonzero(np.diff(sorted_slots, prepend=-1)) if len(at) else marks
         bounds = [*firsts.tolist(), len(at)]

@@ -59,7 +59,7 @@ from rationalizer.codec import (
     VERSION_1,
     decode_fields,
 )
-from rationalizer.rules import STALE, freshness, stale_from
+from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT, STALE, freshness, stale_from
 
 from .schema import TABLES
 
@@ -83,6 +83,9 @@ _I64 = struct.Struct(">q")
 
 _RENEWED = Effect.RENEWED
 _RENEWED_LATE = Effect.RENEWED_LATE
+#: a holder's late heartbeat (version 6, property g): renewed, but it sets no position
+_KEPT = RENEWED_KEPT
+_KEPT_LATE = RENEWED_LATE_KEPT
 _MESSAGES_CLAIMED = Effect.MESSAGES_CLAIMED
 
 #: effects that give the sender a claim; the interval's start_cause is the effect's value
@@ -515,7 +518,8 @@ class PartitionAudit:
                         if now >= since:
                             t.n_messages += 1
                     else:
-                        t.last_ref = value
+                        if v is not _KEPT and v is not _KEPT_LATE:  # (property g: kept)
+                            t.last_ref = value
                         if now >= since:
                             if e is _RENEWED:
                                 t.n_renewed += 1

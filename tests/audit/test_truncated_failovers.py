@@ -200,11 +200,11 @@ def _random_log(rng: random.Random, steps: int) -> V6Log:
         if r < 0.3:
             log.claim(who, p, t)
         elif r < 0.6:
-            # a holder's positions only grow (a holder's late heartbeat keeps the position,
-            # property g, which the audit's fold does not mirror: see the session's report)
+            # mostly forward; some late heartbeats below the position (property g keeps it)
+            # and some below the tenure's floor (a reset: they set it)
             st = log.world.partition_state("g", "events", p)
-            at = -1 if st is None else st.resume_offset - 1
-            log.beat(who, p, at + rng.randrange(0, 40), t)
+            at = -1 if st is None or st.resume_offset is None else st.resume_offset - 1
+            log.beat(who, p, max(-1, at + rng.randrange(-60, 40)), t)
         elif r < 0.75:
             wrong = rng.random() < 0.1
             log.release(who, p, rng.randrange(-1, 500), t, tenure=rng.randrange(5) if wrong else None)
@@ -229,3 +229,43 @@ def test_random_logs_cut_anywhere_give_the_full_failovers(fold, seed):
         spanning.update(f[CAUSE] for f in full if f[ENDED] < since)
     # the logs do end claims before a snapshot that the next claim follows after it
     assert spanning == {"released", "group_reset"}
+
+
+RESUME = column_index("failovers", "resume_position")
+AT = column_index("failovers", "offset")
+
+
+@FOLDS
+def test_a_late_heartbeat_sets_no_position_in_the_audit_either(fold):
+    """Property g: a holder's heartbeat below its position renews but keeps the position;
+    the audit's failover resumes where the world does (it took the late one's before)."""
+    log = V6Log()
+    log.claim("a:1", 0, 0)
+    log.beat("a:1", 0, 20, 100)
+    log.beat("a:1", 0, 10, 200)  # overtaken by the one at 20: late
+    assert log.world.resume_offset("g", "events", 0) == 21
+    at = log.claim("b:1", 0, 200 + 3 * HB)  # a:1's lease is over
+    assert log.world.holder("g", "events", 0) == ("b", "1")
+    rows = audit_records({0: log.records}, ReplayConfig(), fold=fold)["failovers"]
+    assert [(r[AT], r[RESUME]) for r in rows] == [(at, 21)]
+
+
+@FOLDS
+@pytest.mark.parametrize("seed", range(6))
+def test_failovers_resume_where_the_world_does(fold, seed):
+    """Every failover's resume position in the audit is the world's resume offset right
+    after that claim, on random logs with late heartbeats and resets."""
+    log = _random_log(random.Random(100 + seed), 300)
+    want = {}
+    world = WorldState()
+    for rec in log.records:
+        v = world.apply(*rec)
+        if v is not None and v.accepted and v.effect is not None and v.effect.name in (
+            "TOOK_OVER_STALE", "CLAIMED", "RESTART_TAKEOVER",
+        ):
+            msg_key = rec[2].decode()
+            _, _, p = msg_key.split("/")
+            want[rec[0]] = world.resume_offset("g", "events", int(p))
+    rows = audit_records({0: log.records}, ReplayConfig(), fold=fold)["failovers"]
+    assert rows
+    assert {r[AT]: r[RESUME] for r in rows} == {o: want[o] for o in (r[AT] for r in rows)}
