@@ -15,6 +15,7 @@ import attrs
 from storage import NewRecord, TopicConfig
 
 __all__ = [
+    "FETCH_MAX_BYTES",
     "BatchFetcher",
     "BoundsAsker",
     "Cluster",
@@ -31,6 +32,11 @@ __all__ = [
 ]
 
 Header = tuple[str, bytes | None]
+
+#: the most bytes one fetch of one partition answers by default: Kafka's
+#: ``max.partition.fetch.bytes`` default (1 MiB); at least one record is answered, however
+#: large, so a record above it is never stuck
+FETCH_MAX_BYTES = 1 << 20
 
 
 class Message(NamedTuple):
@@ -140,7 +146,7 @@ class Cluster(Protocol):
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> list[Message]:
         """Records from ``offset`` on; waits up to ``max_wait`` seconds while there are none."""
@@ -177,7 +183,7 @@ class ColumnFetcher(Protocol):
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> Columns:
         """The records from ``offset`` on as four lists, as :meth:`Cluster.fetch` would."""
@@ -195,7 +201,7 @@ class BatchFetcher(Protocol):
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> bytes | None:
         """The stored batches from the one holding ``offset`` on, or None when this cluster
@@ -214,7 +220,7 @@ class MultiBatchFetcher(Protocol):
         topic: str,
         offsets: Mapping[int, int],
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> dict[int, bytes | Exception] | None:
         """Per partition of ``offsets``, its stored batches from the one holding its offset
@@ -297,7 +303,7 @@ class ReaderSource(Protocol):
     """A cluster that offers :class:`PartitionReader` s (a wrapper without it is read with
     :meth:`Cluster.fetch`, a partition at a time)."""
 
-    def open_reader(self, *, max_bytes: int = 1 << 20) -> PartitionReader: ...
+    def open_reader(self, *, max_bytes: int = FETCH_MAX_BYTES) -> PartitionReader: ...
 
 
 def bounds_one_by_one(

@@ -18,6 +18,7 @@ from storage.records import decode_columns_from, decode_readable
 
 from .batching import columns_of, encode_plain
 from .cluster import (
+    FETCH_MAX_BYTES,
     Columns,
     Message,
     PartitionOffsets,
@@ -175,7 +176,7 @@ class EmbeddedCluster:
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> list[Message]:
         data = self._read(topic, partition, offset, max_bytes, max_wait)
@@ -195,7 +196,7 @@ class EmbeddedCluster:
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> Columns:
         """:class:`~logmarshal.cluster.ColumnFetcher`: stored batches parsed straight into
@@ -221,7 +222,7 @@ class EmbeddedCluster:
         self._check_open()
         return self._dir.partition(topic, partition).offset_for_timestamp(timestamp_ms)
 
-    def open_reader(self, *, max_bytes: int = 1 << 20) -> _Reader:
+    def open_reader(self, *, max_bytes: int = FETCH_MAX_BYTES) -> _Reader:
         """:class:`~logmarshal.cluster.ReaderSource`: one loop's reads of many partitions,
         woken by this cluster's appends to them (never by a timer per partition)."""
         self._check_open()

@@ -22,7 +22,7 @@ import attrs
 
 from storage import NewRecord, TopicConfig
 
-from .cluster import Cluster, Message, ProduceResult, TopicDescription
+from .cluster import FETCH_MAX_BYTES, Cluster, Message, ProduceResult, TopicDescription
 from .errors import RetriableError
 
 __all__ = ["FaultEvent", "FaultPlan", "FaultyCluster", "InjectedFault"]
@@ -212,7 +212,7 @@ class FaultyCluster:
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> list[Message]:
         self._gate()

@@ -31,7 +31,7 @@ from rationalizer.messages import valid_id
 from storage import NewRecord
 
 from .clock import SYSTEM_CLOCK, Clock
-from .cluster import Cluster, MultiBatchFetcher
+from .cluster import FETCH_MAX_BYTES, Cluster, MultiBatchFetcher
 from .coordlog import (
     COORDINATION_TOPIC,
     DEFAULT_ANNOUNCE_TTL_MS,
@@ -154,7 +154,7 @@ class Marshaler:
         coordination_partitions: int = 8,
         rng: random.Random | None = None,
         fetch_wait: float = 0.5,
-        fetch_max_bytes: int = 1 << 20,
+        fetch_max_bytes: int = FETCH_MAX_BYTES,
         fetch_linger: float | None = None,
         admin_keys: Mapping[str, bytes] | None = None,
         metrics: MarshalerMetrics | None = None,

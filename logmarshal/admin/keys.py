@@ -38,6 +38,8 @@ __all__ = ["AdminKeyError", "AdminKeys", "load_admin_keys", "parse_admin_keys"]
 
 WILDCARD = "*"
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2})+\Z")
+#: how much of a key file is read (its keys are a few lines)
+_MAX_KEY_FILE = 1 << 20
 
 
 class AdminKeyError(LogmarshalError, ValueError):
@@ -149,7 +151,7 @@ def load_admin_keys(path: str | os.PathLike[str]) -> AdminKeys:
                 f"admin key file {name} is accessible by others (mode "
                 f"{stat.S_IMODE(st.st_mode):04o}); keys must be private: chmod 600 {name}"
             )
-        data = f.read(1 << 20)
+        data = f.read(_MAX_KEY_FILE)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

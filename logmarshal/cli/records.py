@@ -8,7 +8,7 @@ from collections import defaultdict
 from concurrent.futures import Future
 from typing import Any
 
-from ..cluster import Message
+from ..cluster import FETCH_MAX_BYTES, Message
 from ..producer import Producer, RecordMetadata
 from .argtypes import non_negative, positive
 from .context import READS, CliError, Context, declare
@@ -16,7 +16,7 @@ from .output import emit
 
 __all__ = ["register"]
 
-_FETCH_BYTES = 1 << 20
+_FETCH_BYTES = FETCH_MAX_BYTES
 
 
 def _start_offset(text: str) -> int | str:

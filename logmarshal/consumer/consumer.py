@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 
 from ..clock import SystemClock
-from ..cluster import Message
+from ..cluster import FETCH_MAX_BYTES, Message
 from ..core import (
     Action,
     Assigned,
@@ -192,7 +192,7 @@ class Consumer:
         on_lost: PartitionsCallback | None = None,
         claim_interval: float | None = None,
         fence_margin: float | None = None,
-        fetch_max_bytes: int = 1 << 20,
+        fetch_max_bytes: int = FETCH_MAX_BYTES,
         fetch_wait: float = 0.2,
         prefetch: int | None = None,
         verdict_timeout: float | None = None,

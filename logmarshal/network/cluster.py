@@ -17,7 +17,14 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from storage import NewRecord, TopicConfig
 from storage.datadir import validate_topic_name
 
-from ..cluster import Columns, Message, PartitionOffsets, ProduceResult, TopicDescription
+from ..cluster import (
+    FETCH_MAX_BYTES,
+    Columns,
+    Message,
+    PartitionOffsets,
+    ProduceResult,
+    TopicDescription,
+)
 from ..errors import (
     ClosedError,
     InvalidConfig,
@@ -117,7 +124,7 @@ class NetworkCluster:
         self._check_open()
         return Producer(client_producer_settings(self._base, settings))
 
-    def open_reader(self, *, max_bytes: int = 1 << 20) -> _Reader:
+    def open_reader(self, *, max_bytes: int = FETCH_MAX_BYTES) -> _Reader:
         """:class:`~logmarshal.cluster.ReaderSource`: one librdkafka consumer reading many
         partitions (a Consumer's claims), assigned and unassigned as they change."""
         self._check_open()
@@ -317,7 +324,7 @@ class NetworkCluster:
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> list[Message]:
         return self._read(
@@ -330,7 +337,7 @@ class NetworkCluster:
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> Columns:
         """:class:`~logmarshal.cluster.ColumnFetcher`: what :meth:`fetch` returns, as columns,
@@ -351,7 +358,7 @@ class NetworkCluster:
         partition: int,
         offset: int,
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> bytes | None:
         """:class:`~logmarshal.cluster.BatchFetcher`: the stored batches from the one holding
@@ -373,7 +380,7 @@ class NetworkCluster:
         topic: str,
         offsets: Mapping[int, int],
         *,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> dict[int, bytes | Exception] | None:
         """:class:`~logmarshal.cluster.MultiBatchFetcher`: :meth:`fetch_batches` of several
