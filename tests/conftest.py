@@ -32,7 +32,7 @@ def spark() -> Iterator[Any]:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """One line counting the tests that ran on Apache Kafka (tests/kafka/) or Kafka's tools
-    (marker ``kafka`` elsewhere: tests/broker/test_java_tools.py), so a run that skipped them
+    (marker ``kafka`` elsewhere: tests/storage/broker/test_java_tools.py), so a run that skipped them
     says so at the end, where CI's log is read."""
     counts: dict[str, int] = {}
     for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):

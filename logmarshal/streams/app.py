@@ -56,7 +56,7 @@ _TOPIC_PARTITION = operator.itemgetter(0, 1)
 #: how changelog topics are created: compacted, and never a record younger than an hour
 #: superseding an older one: a stale or cut-short commit's record is rewritten by the task's
 #: next owner when it restores and commits, and until then the valid record it supersedes
-#: must survive the cleaner (``tests/streams/test_fence.py``, the compaction tests)
+#: must survive the cleaner (``tests/logmarshal/streams/test_fence.py``, the compaction tests)
 CHANGELOG_CONFIG = (("cleanup.policy", "compact"), ("min.compaction.lag.ms", str(3_600_000)))
 
 

@@ -109,7 +109,7 @@ def test_raw_alter_configs_replaces_the_whole_set(tmp_path) -> None:
     defaults, as on Kafka."""
     from kafka.protocol.admin.configs import AlterConfigsRequest, AlterConfigsResponse
 
-    from tests.broker.helpers import RawClient
+    from tests.storage.broker.helpers import RawClient
 
     with BrokerThread(BrokerConfig(data_dir=tmp_path / "d", port=0)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})

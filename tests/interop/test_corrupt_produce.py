@@ -15,7 +15,7 @@ from kafka.protocol.producer.produce import ProduceResponse
 from storage import DataDir
 from storage.broker import BrokerConfig, BrokerThread
 from storage.records import iter_batches
-from tests.broker.helpers import RawClient, fetch_request, produce_request
+from tests.storage.broker.helpers import RawClient, fetch_request, produce_request
 from tests.storage.corruptions import CORRUPTIONS, good
 
 REFUSED = {2, 87}  # CORRUPT_MESSAGE, INVALID_RECORD

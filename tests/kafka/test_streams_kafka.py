@@ -1,7 +1,7 @@
 """Streams with exactly-once state on Apache Kafka, under SIGKILL and SIGSTOP: the word count
 of ``tests/streams`` as member processes over the session's Kafka. Whatever a killed member
 committed, and whatever a frozen member appends to the changelogs when it wakes, the stores end
-with exactly the true counts (the same checks as on logmarshal's broker, tests/streams/test_app.py)."""
+with exactly the true counts (the same checks as on logmarshal's broker, tests/logmarshal/streams/test_app.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ import pytest
 
 from logmarshal import connect
 from logmarshal.streams.task import _replay, read_changelog, valid_commits
-from tests.streams.test_app import _commits, _spawn, _stop, produce_lines, setup_topics, tables
+from tests.logmarshal.streams.test_app import (
+    _commits,
+    _spawn,
+    _stop,
+    produce_lines,
+    setup_topics,
+    tables,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -45,7 +52,7 @@ def test_sigkilled_and_sigstopped_members_leave_exact_counts_on_kafka(kafka, tmp
         cluster.create_topic("wc-counts-changelog", 2)
         truth = produce_lines(cluster, 0, 4000)
     total = sum(sum(c.values()) for c in truth.values())
-    member = [sys.executable, "-m", "tests.streams.member", f"bootstrap={bootstrap}"]
+    member = [sys.executable, "-m", "tests.logmarshal.streams.member", f"bootstrap={bootstrap}"]
     outs = [tmp_path / f"m{i}.out" for i in (1, 2, 3)]
     procs = []
     try:

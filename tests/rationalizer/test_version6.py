@@ -5,7 +5,7 @@ A holder's tenure begins with an accepted claim or restart takeover; a version 6
 offset (or the takeover heartbeat's) names it, and a version 6 release names the tenure it
 ends. A release that lands late, after its instance claimed the same partition again, names
 the old tenure and is ``NOT_HOLDER``: before version 6 it ended the new tenure and gave back
-what that tenure had handed out (``tests/sim/test_late_release.py``).
+what that tenure had handed out (``tests/logmarshal/core/test_late_release.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The offset and time indexes hold Kafka's entries (``LogSegment.append``), checked here
-without a JVM: Kafka's own reader on these files is tests/broker/test_java_tools.py.
+without a JVM: Kafka's own reader on these files is tests/storage/broker/test_java_tools.py.
 
 Kafka's rule, per batch at ``pos`` once more than ``index.interval.bytes`` were written since
 the last entry: offset entry ``(batch last offset, pos)``; time entry ``(max timestamp so far,

@@ -1,0 +1,135 @@
+"""When a reset resolves its targets, on a hand-written log with exact log times: relative
+targets from the world after the pause landed (and the log end of then), absolute ones as
+planned, and nothing at all when the pause did not land."""
+
+from __future__ import annotations
+
+from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal.admin import (
+    AdminIdentity,
+    Target,
+    execute,
+    plan_from_log,
+    plan_reset,
+    read_coordination,
+)
+from logmarshal.admin.reset import PlanRow
+from logmarshal.clock import ManualClock
+from rationalizer import Effect, Reason
+from tests.logmarshal.audit.logs import Script
+
+from .conftest import BASE, TOPIC
+
+P0, P1 = (TOPIC, 0), (TOPIC, 1)
+ADMIN = AdminIdentity("admin@test", "1")
+
+
+def admin_clock(script_ms: int) -> ManualClock:
+    """The admin's wall clock at ``script_ms`` into the script (it sets the pause's end)."""
+    return ManualClock((BASE + script_ms) / 1000)
+
+
+def holder_at_30(s: Script) -> None:
+    """a:1 holds p0 (handed out 0..29) and p1 (0..9), HB 1 s."""
+    s.claim("a:1", 0, 0)
+    s.claim("a:1", 1, 0)
+    s.claim_messages("a:1", 0, 29, 50)
+    s.beat("a:1", 0, 29, 60)
+    s.beat("a:1", 1, 9, 60)
+
+
+def positions(cluster: EmbeddedCluster) -> dict:
+    view = read_coordination(cluster).view
+    assert view is not None
+    return {k: view.resume_offset("g", *k) for k in (P0, P1)}
+
+
+def reserve_through_59(cluster: EmbeddedCluster, s: Script) -> None:
+    """The log grows by 20 records and a:1 reserves and confirms 30..59 of p0."""
+    cluster.produce(TOPIC, 0, [NewRecord(value=b"late", timestamp=BASE)] * 20)
+    s.claim_messages("a:1", 0, 59, 200)
+    s.beat("a:1", 0, 59, 210)
+
+
+def test_current_is_the_position_after_the_pause_within_the_log_end_of_then(scripted) -> None:
+    cluster, s = scripted
+    holder_at_30(s)
+    state = read_coordination(cluster)
+    plan = plan_from_log(cluster, state, "g", [P0, P1], Target("current"))
+    assert [(r.current, r.new) for r in plan.rows] == [(30, 30), (10, 10)]
+    assert plan.relative and plan.target == Target("current")
+
+    # after the read: the log end moves past the plan's bounds (50) and a:1 reserves more
+    reserve_through_59(cluster, s)
+
+    result = execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
+    assert result.ok, [w.describe_verdict() for w in result.rejected]
+    # not clamped to the log end of the plan (50): the bounds are read again, too
+    assert result.rows == (PlanRow(TOPIC, 0, 60, 60), PlanRow(TOPIC, 1, 10, 10))
+    assert result.planned == plan.rows and result.warnings == ()
+    written = [(w.kind, w.partition, w.verdict.effect) for w in result.written if w.verdict]
+    assert written[-2:] == [
+        ("position", 0, Effect.POSITION_SET),
+        ("position", 1, Effect.POSITION_SET),
+    ]
+    assert positions(cluster) == {P0: 60, P1: 10}
+
+
+def test_shift_is_applied_to_the_position_after_the_pause(scripted) -> None:
+    cluster, s = scripted
+    holder_at_30(s)
+    state = read_coordination(cluster)
+    plan = plan_from_log(cluster, state, "g", [P0, P1], Target("shift", -5))
+    assert [r.new for r in plan.rows] == [25, 5]
+    reserve_through_59(cluster, s)
+    result = execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
+    assert result.ok, [w.describe_verdict() for w in result.rejected]
+    assert [(r.current, r.new) for r in result.rows] == [(60, 55), (10, 5)]
+    assert positions(cluster) == {P0: 55, P1: 5}
+
+
+def test_a_plan_built_by_hand_with_a_relative_target_is_resolved_again(scripted) -> None:
+    """Library users who pass their own ``current`` get the same: it is provisional."""
+    cluster, s = scripted
+    holder_at_30(s)
+    state = read_coordination(cluster)
+    plan = plan_reset("g", [P0], {P0: 12}, {P0: (0, 50)}, Target("current"))
+    result = execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
+    assert result.ok and result.rows == (PlanRow(TOPIC, 0, 30, 30),)
+
+
+def test_absolute_targets_are_applied_as_planned(scripted) -> None:
+    cluster, s = scripted
+    holder_at_30(s)
+    state = read_coordination(cluster)
+    plan = plan_from_log(cluster, state, "g", [P0], Target("offset", 40))
+    assert not plan.relative
+    reserve_through_59(cluster, s)
+    result = execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
+    assert result.ok and result.rows == (PlanRow(TOPIC, 0, 30, 40),)  # the operator's choice
+    assert positions(cluster)[P0] == 40
+
+
+def test_a_pause_that_did_not_land_sets_no_position(scripted) -> None:
+    """The admin writes under an identity fenced in p0's coordination partition: its
+    ReleaseGroup there is rejected, so a member could still move p0: nothing is written."""
+    cluster, s = scripted
+    holder_at_30(s)
+    s.beat("a:2", 0, 29, 100)  # a's restart takes p0 over and fences instance a:1 there
+    state = read_coordination(cluster)
+    plan = plan_from_log(cluster, state, "g", [P0, P1], Target("offset", 0))
+    result = execute(
+        cluster,
+        state,
+        plan,
+        admin=AdminIdentity("a", "1"),
+        pause_ms=5000,
+        clock=admin_clock(300),
+    )
+    assert not result.ok
+    assert {w.kind for w in result.written} == {"release_group"}
+    assert result.rows == () and result.planned == plan.rows
+    [fenced] = result.rejected
+    assert fenced.coord_partition == s.cp(0)
+    assert fenced.verdict is not None and fenced.verdict.reason is Reason.FENCED
+    assert positions(cluster) == {P0: 30, P1: 10}

@@ -1,0 +1,81 @@
+"""Consumer metrics: a scrape of the user's endpoint during a failover shows the series move."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from prometheus_client import start_http_server
+
+from logmarshal.consumer import Consumer
+from logmarshal.marshaler import Marshaler
+from logmarshal.metrics import MarshalerMetrics
+
+from ..consumer_world import TOPIC, drain, produce, wait_until
+from ..test_marshaler_metrics import scrape
+
+
+@pytest.fixture
+def endpoint():
+    metrics = MarshalerMetrics()
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=metrics.registry)
+    yield metrics, server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def test_scrape_shows_hand_out_commits_claims_lag_and_a_failover(manual, endpoint) -> None:
+    metrics, port = endpoint
+    cluster, clock = manual.cluster, manual.clock
+    cluster.create_topic(TOPIC, 2)
+    for p in range(2):
+        produce(cluster, p, 40)
+
+    def member(client_id: str) -> Consumer:
+        marshaler = Marshaler(cluster, client_id, "g", manual.hb, fetch_wait=0.05, clock=clock,
+                              metrics=metrics)
+        manual.marshalers.append(marshaler)
+        return manual.consumer(marshaler, greedy=True)
+
+    def value(sample: dict, name: str, **labels: str) -> float:
+        return sample.get((name, tuple(sorted({"group": "g", **labels}.items()))), 0.0)
+
+    victim = member("a")
+    wait_until(lambda: len(victim.claims()) == 2, what="the victim's claims")
+    drain(victim, 30, max_records=10)  # 30 handed out and committed
+    uncommitted = drain(victim, 4, commit=False, max_records=4)
+    before = scrape(port)
+    assert value(before, "logmarshal_consumer_claims_held", client_id="a") == 2
+    assert value(before, "logmarshal_consumer_messages_total", client_id="a", topic=TOPIC,
+                 mode="alo") == 34
+    assert value(before, "logmarshal_consumer_committed_total", client_id="a", topic=TOPIC) == 30
+    assert value(before, "logmarshal_consumer_assignments_total", client_id="a",
+                 how="claimed") == 2
+    held = {m.partition for m in uncommitted}
+    for p in range(2):
+        pending = value(before, "logmarshal_consumer_commit_lag", client_id="a", topic=TOPIC,
+                        partition=str(p))
+        assert pending == sum(1 for m in uncommitted if m.partition == p)
+        # nothing heartbeated yet on the manual clock: the lag is the whole partition
+        assert value(before, "logmarshal_consumer_lag", client_id="a", topic=TOPIC,
+                     partition=str(p)) > 0
+    assert held  # the four uncommitted ones show up somewhere
+
+    victim.close(release=False)  # an abrupt stop: nobody releases
+    victim.marshaler.close()
+    survivor = member("b")
+    clock.advance(2.5)  # the victim's claims are stale by the log's clock
+    wait_until(lambda: len(survivor.claims()) == 2, what="the takeover")
+    after = scrape(port)
+    assert value(after, "logmarshal_consumer_assignments_total", client_id="b",
+                 how="failover") == 2
+    assert value(after, "logmarshal_consumer_claims_held", client_id="b") == 2
+    assert ("logmarshal_consumer_claims_held", (("client_id", "a"), ("group", "g"))) not in after
+
+    survivor.close()  # a clean close releases both
+    done = scrape(port)
+    assert value(done, "logmarshal_consumer_revocations_total", client_id="b",
+                 why="released") == 2
+    assert not any(k[0] == "logmarshal_consumer_claims_held" for k in done)
+    assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-consumer")]

@@ -1,0 +1,84 @@
+"""A word-count member process for the SIGKILL and SIGSTOP tests:
+``python -m tests.logmarshal.streams.member DATA_DIR|bootstrap=HOST:PORT CLIENT_ID STATE_DIR``. Prints
+one line per commit: ``committed N`` with N the tasks it runs. With ``LM_STALE_WRITER=1`` in
+the environment it writes every task's changelog before the runner checks that it still
+holds the task (a stall between that check and the write, made as wide as it gets). With
+``LM_SOURCES=lines,more-lines`` it counts the words of several co-partitioned topics in one
+task (one claim, both topics' positions in its heartbeats). ``LM_STORE_KIND=rocksdb`` puts the
+counts in that engine (default: sqlite)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from logmarshal import EmbeddedCluster, connect
+from logmarshal.streams import App, Processor, StoreSpec, Topology
+from logmarshal.streams.serde import string_deserializer
+from logmarshal.streams.task import Fenced
+
+
+class CountEveryUpdate(Processor):
+    """Counts words per task and forwards every new count as (word, [partition, count])."""
+
+    delay = 0.0
+
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("counts")
+
+    def process(self, record):
+        if self.delay:
+            time.sleep(self.delay)
+        for word in record.value.split():
+            n = (self.store.get(word) or 0) + 1
+            self.store.put(word, n)
+            self.context.forward(word, [self.context.partition, n])
+
+
+def topology(delay: float = 0.0, sources: tuple[str, ...] = ("lines",), kind: str = "sqlite"
+             ) -> Topology:
+    """Word count over ``sources`` (co-partitioned: partition p of each is one task), its
+    counts in a store of engine ``kind``."""
+    CountEveryUpdate.delay = delay
+    t = Topology()
+    for topic in sources:
+        t.add_source(topic, topic, value_deserializer=string_deserializer)
+    t.add_processor("count", CountEveryUpdate, list(sources))
+    t.add_state_store(StoreSpec("counts", kind), "count")
+    t.add_sink("out", "counts-out", "count")
+    return t
+
+
+def main() -> None:
+    data_dir, client_id, state_dir = sys.argv[1:4]
+    if data_dir.startswith("bootstrap="):
+        cluster = connect(bootstrap=data_dir.removeprefix("bootstrap="))
+    else:
+        cluster = EmbeddedCluster(data_dir, maintenance_interval=0)
+    with cluster:
+        sources = tuple(os.environ.get("LM_SOURCES", "lines").split(","))
+        kind = os.environ.get("LM_STORE_KIND", "sqlite")
+        app = App(cluster, "wc", topology(delay=0.0005, sources=sources, kind=kind),
+                  client_id=client_id,
+                  heartbeat_interval=0.3, state_dir=state_dir, commit_interval=0.05)
+        original = app.commit
+
+        def commit() -> None:
+            if os.environ.get("LM_STALE_WRITER") == "1":
+                app.producer.flush()
+                for task in list(app.tasks.values()):
+                    try:
+                        task.write_changelogs(app.cluster)
+                    except Fenced:
+                        print(f"stale commit written by task {task.task_id}", flush=True)
+            original()
+            print(f"committed {len(app.tasks)}", flush=True)
+
+        app.commit = commit  # type: ignore[method-assign]
+        app.run()
+
+
+if __name__ == "__main__":
+    main()

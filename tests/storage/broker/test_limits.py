@@ -1,0 +1,222 @@
+"""Bounded requests (docs/broker.md). A 65535-partition request, a CreateTopics flood and too many topics
+per request get Kafka error codes; other clients are served throughout; a creation either
+completes or leaves nothing behind, also across a SIGKILL in the middle; a null array is
+answered with INVALID_REQUEST (tests/storage/broker/test_nulls.py), never an unexpected error."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kafka.protocol.admin.topics import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from kafka.protocol.producer.produce import ProduceResponse
+
+from logmarshal.localbroker import LocalBroker
+from storage import DataDir, LimitExceeded
+from storage.broker import BrokerConfig, BrokerThread
+from storage.errors import InvalidConfig
+from tests.storage.broker.helpers import RawClient, batch, produce_request
+
+INVALID_PARTITIONS, POLICY_VIOLATION = 37, 44
+
+
+def _grow(client: RawClient, topic: str, count: int) -> int:
+    r = CreatePartitionsRequest[0]
+    req = r(topics=[r.CreatePartitionsTopic(name=topic, count=count, assignments=None)],
+            timeout_ms=10_000, validate_only=False)
+    return client.call(req, CreatePartitionsResponse).results[0].error_code
+
+
+def _create(client: RawClient, names: list[str], partitions: int = 1) -> list[int]:
+    r = CreateTopicsRequest[4]
+    req = r(
+        topics=[r.CreatableTopic(name=n, num_partitions=partitions, replication_factor=1,
+                                 assignments=[], configs=[]) for n in names],
+        timeout_ms=10_000, validate_only=False,
+    )
+    return [t.error_code for t in client.call(req, CreateTopicsResponse).topics]
+
+
+def _partition_dirs(data: Path, topic: str) -> int:
+    return sum(1 for e in data.iterdir() if e.is_dir() and e.name.rsplit("-", 1)[0] == topic)
+
+
+def _metadata_partitions(data: Path, topic: str) -> int:
+    return json.loads((data / "topics.json").read_text())["topics"][topic]["partitions"]
+
+
+def test_65535_partitions_refused_and_nothing_created(broker, tmp_path) -> None:
+    with RawClient(broker.address) as client:
+        assert _grow(client, "t", 65535) == INVALID_PARTITIONS
+        # the broker still serves this client and others
+        with RawClient(broker.address) as other:
+            resp = other.call(produce_request("t", 0, batch()), ProduceResponse)
+            assert resp.responses[0].partition_responses[0].error_code == 0
+    data = tmp_path / "data"
+    assert _partition_dirs(data, "t") == 2
+
+
+def test_create_topics_flood_hits_the_budget_while_others_are_served(tmp_path) -> None:
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("t", 1)
+    cfg = BrokerConfig(data_dir=data, port=0, max_partitions=60)
+    with BrokerThread(cfg) as running:
+        produced: list[int] = []
+        stop = threading.Event()
+
+        def other_client() -> None:
+            with RawClient(running.address) as c:
+                while not stop.is_set():
+                    resp = c.call(produce_request("t", 0, batch(1)), ProduceResponse)
+                    produced.append(resp.responses[0].partition_responses[0].error_code)
+
+        thread = threading.Thread(target=other_client)
+        thread.start()
+        try:
+            codes: list[int] = []
+            with RawClient(running.address) as client:
+                for i in range(40):
+                    codes.extend(_create(client, [f"flood{i}"], partitions=3))
+                too_many = _create(client, [f"bulk{i}" for i in range(101)])
+        finally:
+            stop.set()
+            thread.join(30)
+        assert codes[:19] == [0] * 19  # 1 + 19 * 3 = 58 partitions fit in 60
+        assert set(codes[19:]) == {POLICY_VIOLATION}
+        assert too_many == [POLICY_VIOLATION] * 101
+        assert produced and set(produced) == {0}
+    with DataDir(data) as d:
+        assert len(d.topics()) == 20 and not any(n.startswith("bulk") for n in d.topics())
+    assert not any(e.name.startswith(("flood19-", "bulk")) for e in data.iterdir())
+
+
+def test_datadir_limits(tmp_path) -> None:
+    with DataDir(tmp_path / "d", max_partitions=5, max_partitions_per_topic=4) as d:
+        with pytest.raises(InvalidConfig):
+            d.create_topic("a", 5)
+        d.create_topic("a", 3)
+        with pytest.raises(LimitExceeded):
+            d.create_topic("b", 3)
+        with pytest.raises(InvalidConfig):
+            d.add_partitions("a", 5)
+        d.create_topic("c", 2)
+        with pytest.raises(LimitExceeded):
+            d.add_partitions("a", 4)
+        assert d.describe("a").partitions == 3
+    assert _partition_dirs(tmp_path / "d", "b") == 0
+
+
+def test_failed_creation_leaves_no_directories(tmp_path, monkeypatch) -> None:
+    with DataDir(tmp_path / "d") as d:
+        d.create_topic("a", 2)
+        real = d._open_log
+        calls = {"n": 0}
+
+        def failing(name, p, config):
+            calls["n"] += 1
+            if calls["n"] == 5:
+                raise OSError(24, "Too many open files")
+            return real(name, p, config)
+
+        monkeypatch.setattr(d, "_open_log", failing)
+        with pytest.raises(OSError):
+            d.add_partitions("a", 10)
+        assert d.describe("a").partitions == 2
+        with pytest.raises(OSError):
+            calls["n"] = 2
+            d.create_topic("b", 6)
+    assert _partition_dirs(tmp_path / "d", "a") == 2
+    assert _partition_dirs(tmp_path / "d", "b") == 0
+
+
+def test_sigkill_in_the_middle_of_a_creation_leaves_metadata_and_disk_agreeing(tmp_path) -> None:
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("big", 1)
+    broker = LocalBroker(tmp_path, data_dir=data)
+    with broker:
+        assert "listening" in broker.first_line()
+        client = RawClient(broker.address)
+        client.send_raw(client.request_bytes(
+            CreatePartitionsRequest[0](
+                topics=[CreatePartitionsRequest[0].CreatePartitionsTopic(
+                    name="big", count=4000, assignments=None)],
+                timeout_ms=60_000, validate_only=False,
+            )
+        ))
+        deadline = time.monotonic() + 30
+        while _partition_dirs(data, "big") < 200 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        broker.kill()
+        client.close()
+    assert _partition_dirs(data, "big") >= 200  # the kill really landed mid-creation
+    with DataDir(data) as d:
+        count = d.describe("big").partitions
+    assert count in (1, 4000)
+    assert _partition_dirs(data, "big") == count == _metadata_partitions(data, "big")
+
+
+def test_null_array_is_answered_as_invalid_not_unexpected(broker, caplog) -> None:
+    """A null list of topics: an answer (no entries to mirror), the connection stays."""
+    r = CreateTopicsRequest[4]
+    req = r(topics=None, timeout_ms=1000, validate_only=False)
+    with caplog.at_level(logging.INFO, logger="storage.broker"), RawClient(broker.address) as client:
+        response = client.call(req, CreateTopicsResponse)
+        assert response.topics == []
+        assert _create(client, ["after"]) == [0]
+    assert "topics is null" in caplog.text
+    assert "unexpected" not in caplog.text
+
+
+def _rss_mib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+def test_buffers_of_a_closed_connection_are_given_back(tmp_path) -> None:
+    """A connection that declared a 100 MiB frame, sent 20 MiB and left used to
+    leave the broker 20 MiB bigger each time."""
+    import socket
+    import struct
+
+    with LocalBroker(tmp_path, data_dir=tmp_path / "d") as broker:
+        assert "listening" in broker.first_line()
+        pid = broker.pid
+        assert pid is not None
+        with RawClient(broker.address) as client:  # warm up the request path
+            assert _create(client, ["warm"]) == [0]
+        before = _rss_mib(pid)
+        for _ in range(3):
+            with socket.create_connection(broker.address) as s:
+                s.sendall(struct.pack(">i", 100 << 20) + b"\0" * 10 + b"x" * (20 << 20))
+                time.sleep(0.3)  # let the broker take the bytes in before the peer leaves
+        deadline = time.monotonic() + 10
+        while _rss_mib(pid) > before + 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _rss_mib(pid) <= before + 10  # not +60 MiB
+        with RawClient(broker.address) as client:
+            assert _create(client, ["after"]) == [0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+def test_an_idle_partition_holds_one_descriptor(tmp_path) -> None:
+    """Index files are opened at their first entry: 100 never-written partitions hold 100
+    descriptors (their log files), not 300."""
+    with DataDir(tmp_path / "d") as d:
+        before = len(os.listdir("/proc/self/fd"))
+        d.create_topic("idle", 100)
+        assert len(os.listdir("/proc/self/fd")) - before <= 100
