@@ -12,7 +12,7 @@ replay reaches it (read-your-writes)::
         direct.heartbeat(marshaler, "events", 0, last_offset=41)
 
 Every record carries ``marshaler``'s client, instance and group ids, and claims and
-heartbeats its HB (PROTOCOL.md, "Messages"). ReleaseGroup is the admin's
+heartbeats its HB (PROTOCOL.md, "Record value, version 1"). ReleaseGroup is the admin's
 (:mod:`logmarshal.admin`), written to every coordination partition.
 """
 

@@ -173,15 +173,16 @@ def _on_spark(
     timings["spark_start"] = phases.done("Spark is up")
     try:
         groups = None
-        if kafka and keys is not None and keys.default is not None:
+        bootstrap = ctx.bootstrap if kafka else None  # --source kafka refused without it
+        if bootstrap is not None and keys is not None and keys.default is not None:
             phases.start("reading the groups of the cut (for the '*' admin key)")
-            groups = groups_on_kafka(spark, ctx.bootstrap, info)
+            groups = groups_on_kafka(spark, bootstrap, info)
             phases.done(f"{len(groups)} groups")
         config = _config(args, info, keys, groups)
         phases.start("replaying on Spark" + (" from Kafka" if kafka else ""))
         try:
             result = run_spark(
-                spark, info, out, config, kafka_bootstrap=ctx.bootstrap if kafka else None
+                spark, info, out, config, kafka_bootstrap=bootstrap
             )
         except KafkaSourceError as exc:
             raise CliError(f"the audit refuses __marshal on Kafka: {exc}") from None

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..cluster import Cluster, Message
 from ..consumer import Consumer
@@ -152,7 +152,7 @@ class _Member:
         cluster: Cluster,
         name: str,
         hb: float,
-        say: Any,
+        say: Callable[[str], None],
         t0: float,
         done: threading.Event,
         topic: str = DEMO_TOPIC,
@@ -160,26 +160,20 @@ class _Member:
     ) -> None:
         self.name = name
         self.connection = FaultyCluster(cluster, name=name)
-        self.marshaler = Marshaler(self.connection, name, group, hb, fetch_wait=0.2)
+        # the Marshaler uses only what a FaultyCluster has (it never alters a topic's config)
+        self.marshaler = Marshaler(cast(Cluster, self.connection), name, group, hb, fetch_wait=0.2)
+
+        def assigned(ps: list[tuple[str, int]]) -> None:
+            if not done.is_set():
+                say(f"  {time.monotonic() - t0:6.2f} s  {name} now owns " + _names(ps))
+
+        def revoked(ps: list[tuple[str, int]]) -> None:
+            if not done.is_set():
+                say(f"  {time.monotonic() - t0:6.2f} s  {name} hands over " + _names(ps)
+                    + " (rebalance)")
+
         self.consumer = Consumer(
-            self.marshaler,
-            topic,
-            batch_size=200,
-            on_assigned=lambda ps: (
-                done.is_set()
-                or say(
-                    f"  {time.monotonic() - t0:6.2f} s  {name} now owns "
-                    + ", ".join(f"p{p}" for _, p in ps)
-                )
-            ),
-            on_revoked=lambda ps: (
-                done.is_set()
-                or say(
-                    f"  {time.monotonic() - t0:6.2f} s  {name} hands over "
-                    + ", ".join(f"p{p}" for _, p in ps)
-                    + " (rebalance)"
-                )
-            ),
+            self.marshaler, topic, batch_size=200, on_assigned=assigned, on_revoked=revoked
         )
         self.handled: Counter[tuple[int, int]] = Counter()
         self.values: list[Message] = []
@@ -209,13 +203,162 @@ class _Member:
         self.consumer.close(release=not self.connection.killed)
         self.marshaler.close()
 
+    def row(self) -> dict[str, Any]:
+        """The member's line of the tally."""
+        return {
+            "member": self.name,
+            "handled": sum(self.handled.values()),
+            "partitions_at_end": len(self.consumer.claims()),
+            "state": "killed" if self.connection.killed else "alive",
+        }
+
+
+def _names(partitions: Any) -> str:
+    return ", ".join(f"p{p}" for _, p in partitions)
+
+
+class _Group:
+    """The demo's group as it runs: its members, the living ones, and an observer's view of
+    who holds what (the observer replays the coordination log and writes nothing)."""
+
+    def __init__(self, cluster: Cluster, topic: str, group: str, n_partitions: int,
+                 heartbeat: float, say: Callable[[str], None], consumers: int) -> None:
+        self.cluster, self.topic, self.group = cluster, topic, group
+        self.n_partitions, self.heartbeat, self.say = n_partitions, heartbeat, say
+        self.t0 = time.monotonic()
+        self.done = threading.Event()  # quiet from here: the clean shutdown hands partitions around
+        self.members = [self._member(f"c{i}") for i in range(consumers)]
+        self.observer = Marshaler(cluster, "demo-observer", group, heartbeat, fetch_wait=0.2)
+        self.alive = list(self.members)
+
+    def _member(self, name: str) -> _Member:
+        return _Member(self.cluster, name, self.heartbeat, self.say, self.t0, self.done,
+                       self.topic, self.group)
+
+    def at(self, text: str) -> None:
+        """Say ``text`` after the seconds since the group started."""
+        self.say(f"  {time.monotonic() - self.t0:6.2f} s  {text}")
+
+    def held(self) -> Counter[Any]:
+        return Counter(self.observer.holder(self.topic, p) for p in range(self.n_partitions))
+
+    def owned_by(self, who: list[_Member]) -> bool:
+        ids = {m.marshaler.identity for m in who}
+        return all(self.observer.holder(self.topic, p) in ids for p in range(self.n_partitions))
+
+    def fair(self, who: list[_Member]) -> bool:
+        """Every partition held by one of ``who``, each holding its share (within one)."""
+        if not self.owned_by(who):
+            return False
+        held = self.held()
+        low, high = self.n_partitions // len(who), -(-self.n_partitions // len(who))
+        return all(low <= held[m.marshaler.identity] <= high for m in who)
+
+    def wait(self, predicate: Callable[[], bool]) -> None:
+        _wait(predicate, 10 + 4 * self.heartbeat)
+
+    def kill_one(self, rng: random.Random) -> tuple[_Member, float]:
+        """Kill a member at random; return it and the seconds until the survivors own all."""
+        victim = rng.choice(self.members)
+        lost_partitions = sorted(p for _, p in victim.consumer.claims())
+        killed_at = time.monotonic()
+        # said first: closing a member's clients can take a while over the network, and the
+        # lines of the other members must not come before this one
+        self.say(
+            f"  {killed_at - self.t0:6.2f} s  killed {victim.name} (no release) while it held "
+            + ", ".join(f"p{p}" for p in lost_partitions)
+            + f"; its claims go stale after 2·HB = {2 * self.heartbeat:g} s"
+        )
+        victim.kill()
+        self.alive.remove(victim)
+        self.wait(lambda: self.owned_by(self.alive))
+        failover = time.monotonic() - killed_at
+        self.at(f"failover complete: {failover:.2f} s after the kill")
+        return victim, failover
+
+    def join_one(self, name: str) -> tuple[_Member, float]:
+        """Start a new member; return it and the seconds until the group is fair again."""
+        joiner = self._member(name)
+        self.members.append(joiner)
+        self.alive.append(joiner)
+        joined_at = time.monotonic()
+        self.at(f"{joiner.name} joins the group")
+        self.wait(lambda: self.fair(self.alive))
+        rebalanced = time.monotonic() - joined_at
+        held = self.held()
+        shares = ", ".join(f"{m.name} {held[m.marshaler.identity]}" for m in self.alive)
+        self.at(f"rebalanced {rebalanced:.2f} s after the join: {shares}")
+        return joiner, rebalanced
+
+    def drain(self) -> None:
+        """Wait until the living members reached the end of every partition."""
+        ends = {p: self.cluster.latest_offset(self.topic, p) for p in range(self.n_partitions)}
+
+        def drained() -> bool:
+            for p, end in ends.items():
+                holder = next((m for m in self.alive if (self.topic, p) in m.consumer.claims()),
+                              None)
+                if holder is None or (holder.consumer.position(self.topic, p) or -1) < end - 1:
+                    return False
+            return True
+
+        _wait(drained, 30)
+        self.at("the survivors reached the end of every partition")
+
+    def close(self) -> list[dict[str, Any]]:
+        """Stop every member and the observer; return the members' rows, taken before."""
+        self.done.set()
+        rows = [m.row() for m in self.members]
+        for m in self.members:
+            m.close()
+        self.observer.close()
+        return rows
+
+
+def _produce(cluster: Cluster, topic: str, n_records: int, n_keys: int, heartbeat: float,
+             futures: list[Any]) -> threading.Thread:
+    """Produce ``n_records`` keyed records in 20 chunks over 5·HB, in a thread (still flowing
+    when the new member joins); each send's future is appended to ``futures``."""
+
+    def produce() -> None:
+        with Producer(cluster, linger_ms=2) as producer:
+            chunks = 20
+            for c in range(chunks):
+                for i in range(c * n_records // chunks, (c + 1) * n_records // chunks):
+                    futures.append(
+                        producer.send(
+                            topic, f"event-{i}".encode(), key=f"user-{i % n_keys}".encode()
+                        )
+                    )
+                time.sleep(5 * heartbeat / chunks)
+
+    thread = threading.Thread(target=produce, name="demo-producer", daemon=True)
+    thread.start()
+    return thread
+
+
+def _count(members: list[_Member], n_partitions: int) -> tuple[Counter[int], int]:
+    """How many times each produced record was handled, and how many were handled from a
+    partition other than the one its key maps to."""
+    seen: Counter[int] = Counter()
+    misplaced = 0
+    expected = Murmur2Partitioner()
+    for m in members:
+        for message in m.values:
+            if message.value is None:
+                continue  # the demo produces no tombstones (one would count as lost)
+            seen[int(message.value.removeprefix(b"event-"))] += 1
+            if expected(message.key, n_partitions) != message.partition:
+                misplaced += 1
+    return seen, misplaced
+
 
 def run_demo(
     cluster: Cluster,
     n_records: int,
     n_partitions: int,
     n_keys: int,
-    say: Any = print,
+    say: Callable[[str], None] = print,
     *,
     consumers: int = 3,
     heartbeat: float = 1.0,
@@ -233,122 +376,23 @@ def run_demo(
         f"created topic {topic!r} with {n_partitions} partitions; group {group!r} of "
         f"{consumers} consumers, heartbeat every {heartbeat:g} s"
     )
-    t0 = time.monotonic()
-    done = threading.Event()  # quiet from here: the clean shutdown hands partitions around
-    members = [
-        _Member(cluster, f"c{i}", heartbeat, say, t0, done, topic, group) for i in range(consumers)
-    ]
-    observer = Marshaler(cluster, "demo-observer", group, heartbeat, fetch_wait=0.2)
-    alive = list(members)
-
-    def owned_by(who: list[_Member]) -> bool:
-        ids = {m.marshaler.identity for m in who}
-        return all(observer.holder(topic, p) in ids for p in range(n_partitions))
-
-    def fair(who: list[_Member]) -> bool:
-        """Every partition held by one of ``who``, each holding its share (within one)."""
-        if not owned_by(who):
-            return False
-        held = Counter(observer.holder(topic, p) for p in range(n_partitions))
-        low, high = n_partitions // len(who), -(-n_partitions // len(who))
-        return all(low <= held[m.marshaler.identity] <= high for m in who)
-
+    run = _Group(cluster, topic, group, n_partitions, heartbeat, say, consumers)
     started = time.perf_counter()
     futures: list[Any] = []
     try:
-        _wait(lambda: fair(members), 10 + 4 * heartbeat)
-        say(
-            f"  {time.monotonic() - t0:6.2f} s  every partition owned, each member its share; "
-            f"producing {n_records} records"
-        )
-        produced = threading.Event()
-
-        def produce() -> None:
-            with Producer(cluster, linger_ms=2) as producer:
-                chunks = 20
-                for c in range(chunks):
-                    for i in range(c * n_records // chunks, (c + 1) * n_records // chunks):
-                        futures.append(
-                            producer.send(
-                                topic,
-                                f"event-{i}".encode(),
-                                key=f"user-{i % n_keys}".encode(),
-                            )
-                        )
-                    time.sleep(5 * heartbeat / chunks)  # still flowing at the join
-            produced.set()
-
-        producer_thread = threading.Thread(target=produce, name="demo-producer", daemon=True)
-        producer_thread.start()
+        run.wait(lambda: run.fair(run.members))
+        run.at(f"every partition owned, each member its share; producing {n_records} records")
+        producer_thread = _produce(cluster, topic, n_records, n_keys, heartbeat, futures)
         time.sleep(rng.uniform(0.3, 0.8) * heartbeat)
-        victim = rng.choice(members)
-        lost_partitions = sorted(p for _, p in victim.consumer.claims())
-        killed_at = time.monotonic()
-        # said first: closing a member's clients can take a while over the network, and the
-        # lines of the other members must not come before this one
-        say(
-            f"  {killed_at - t0:6.2f} s  killed {victim.name} (no release) while it held "
-            + ", ".join(f"p{p}" for p in lost_partitions)
-            + f"; its claims go stale after 2·HB = {2 * heartbeat:g} s"
-        )
-        victim.kill()
-        alive.remove(victim)
-        _wait(lambda: owned_by(alive), 10 + 4 * heartbeat)
-        failover = time.monotonic() - killed_at
-        say(f"  {time.monotonic() - t0:6.2f} s  failover complete: {failover:.2f} s after the kill")
-        joiner = _Member(cluster, f"c{consumers}", heartbeat, say, t0, done, topic, group)
-        members.append(joiner)
-        alive.append(joiner)
-        joined_at = time.monotonic()
-        say(f"  {joined_at - t0:6.2f} s  {joiner.name} joins the group")
-        _wait(lambda: fair(alive), 10 + 4 * heartbeat)
-        rebalanced = time.monotonic() - joined_at
-        held = Counter(observer.holder(topic, p) for p in range(n_partitions))
-        shares = ", ".join(f"{m.name} {held[m.marshaler.identity]}" for m in alive)
-        say(
-            f"  {time.monotonic() - t0:6.2f} s  rebalanced {rebalanced:.2f} s after the join: "
-            f"{shares}"
-        )
+        victim, failover = run.kill_one(rng)
+        joiner, rebalanced = run.join_one(f"c{consumers}")
         producer_thread.join(60)
         produce_s = time.perf_counter() - started
-        ends = {p: cluster.latest_offset(topic, p) for p in range(n_partitions)}
-
-        def drained() -> bool:
-            for p, end in ends.items():
-                holder = next((m for m in alive if (topic, p) in m.consumer.claims()), None)
-                if holder is None or (holder.consumer.position(topic, p) or -1) < end - 1:
-                    return False
-            return True
-
-        _wait(drained, 30)
-        say(f"  {time.monotonic() - t0:6.2f} s  the survivors reached the end of every partition")
+        run.drain()
     finally:
-        done.set()
-        rows = []
-        for m in members:
-            rows.append(
-                {
-                    "member": m.name,
-                    "handled": sum(m.handled.values()),
-                    "partitions_at_end": len(m.consumer.claims()),
-                    "state": "killed" if m.connection.killed else "alive",
-                }
-            )
-        for m in members:
-            m.close()
-        observer.close()
+        rows = run.close()
 
-    handled: Counter[tuple[int, int]] = Counter()
-    for m in members:
-        handled.update(m.handled)
-    seen: Counter[int] = Counter()
-    misplaced = 0
-    expected = Murmur2Partitioner()
-    for m in members:
-        for message in m.values:
-            seen[int(message.value.removeprefix(b"event-"))] += 1  # type: ignore[union-attr]
-            if expected(message.key, n_partitions) != message.partition:
-                misplaced += 1
+    seen, misplaced = _count(run.members, n_partitions)
     acknowledged = {i for i, f in enumerate(futures) if f.exception() is None}
     tally = {
         "topic": topic,

@@ -84,7 +84,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "group", help="list, describe, reset and pause consumer groups (from __marshal)"
     )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for add in (_register_list, _register_describe, _register_reset, _register_pause,
+                _register_mirror):
+        add(verbs, common)
 
+
+def _register_list(verbs: Any, common: argparse.ArgumentParser) -> None:
     listing = verbs.add_parser(
         "list",
         parents=[common],
@@ -97,6 +102,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     listing.set_defaults(func=_list)
     declare(listing, READS)
 
+
+def _register_describe(verbs: Any, common: argparse.ArgumentParser) -> None:
     describe = verbs.add_parser(
         "describe",
         parents=[common],
@@ -119,6 +126,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     describe.set_defaults(func=_describe)
     declare(describe, READS)
 
+
+def _register_reset(verbs: Any, common: argparse.ArgumentParser) -> None:
     reset = verbs.add_parser(
         "reset",
         parents=[common],
@@ -196,6 +205,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     reset.set_defaults(func=_reset)
     declare(reset, READS)
 
+
+def _register_pause(verbs: Any, common: argparse.ArgumentParser) -> None:
     pause = verbs.add_parser(
         "pause",
         parents=[common],
@@ -216,6 +227,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     pause.set_defaults(func=_pause)
     declare(pause, READS)
 
+
+def _register_mirror(verbs: Any, common: argparse.ArgumentParser) -> None:
     mirror = verbs.add_parser(
         "mirror-offsets",
         parents=[common],
@@ -534,10 +547,11 @@ def _reset(args: argparse.Namespace, ctx: Context) -> int:
         for t, p in rows:
             if (t, p) not in known:
                 raise CliError(f"{args.from_file}: topic {t!r} has no partition {p}")
-        target = Target("file", {k: v for k, v in rows.items() if k in in_scope})
-        if not target.value:
+        chosen = {k: v for k, v in rows.items() if k in in_scope}
+        if not chosen:
             raise CliError(f"{args.from_file}: no row is within the given --topic scope")
-        partitions = sorted(target.value)  # type: ignore[arg-type]
+        target = Target("file", chosen)
+        partitions = sorted(chosen)
     else:
         partitions = resolve_scope(cluster, state, args.group, scopes, args.all_topics)
     plan = plan_from_log(cluster, state, args.group, partitions, target)

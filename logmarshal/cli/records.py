@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
-from concurrent.futures import Future
 from typing import Any
 
 from ..cluster import FETCH_MAX_BYTES, Message
-from ..producer import Producer, RecordMetadata
+from ..producer import Delivery, Producer
 from .argtypes import non_negative, positive
 from .context import READS, CliError, Context, declare
 from .output import emit
@@ -78,7 +77,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _produce(args: argparse.Namespace, ctx: Context) -> int:
-    futures: list[Future[RecordMetadata]] = []
+    futures: list[Delivery] = []
     problem: str | None = None
     with Producer(ctx.cluster, partitioner=args.partitioner) as producer:
         for number, raw in enumerate(sys.stdin.buffer, start=1):

@@ -204,7 +204,7 @@ def _demo_on(
     cluster.create_topic(lines, 2)
     cluster.create_topic(words, 2)
     now = int(time.time() * 1000)
-    truth = collections.Counter()
+    truth: collections.Counter[str] = collections.Counter()
     for p in (0, 1):
         batch = []
         for i in range(p, n, 2):

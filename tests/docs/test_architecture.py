@@ -75,10 +75,11 @@ def test_the_sections_named_by_the_code_are_there() -> None:
         assert name in sections
 
 
-def test_no_code_cites_the_external_document() -> None:
+def test_nothing_cites_the_external_document() -> None:
+    """Neither the code nor a page (PROTOCOL.md included) names the old contract."""
     bare = [
         f"{path.relative_to(ROOT)}:{number}"
-        for path in _code()
+        for path in _code() + _pages()
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if BARE.search(line)
     ]

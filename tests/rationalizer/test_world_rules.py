@@ -478,7 +478,7 @@ def test_claims_of_and_partitions():
 
 
 def test_split_brain_example_every_reader_agrees():
-    """The PROTOCOL.md example: before HB was in the log, a reader configured with HB=1000
+    """The example of docs/protocol-notes.md (D2): before HB was in the log, a reader configured with HB=1000
     saw the holder stale at t=2500 and accepted b's claim, a reader with HB=3000 rejected it.
     Now the holder's own HB (3000) decides, so there is one verdict, for every reader."""
     log = Log()
