@@ -1,5 +1,5 @@
 """``logmarshal --json group mirror-offsets`` on Apache Kafka: one JSON document per round,
-naming what it committed (the one command tests/cli/test_json_every_command.py cannot run
+naming what it committed (the one command tests/logmarshal/cli/test_json_every_command.py cannot run
 on a data directory)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Streams with exactly-once state on Apache Kafka, under SIGKILL and SIGSTOP: the word count
-of ``tests/streams`` as member processes over the session's Kafka. Whatever a killed member
+of ``tests/logmarshal/streams`` as member processes over the session's Kafka. Whatever a killed member
 committed, and whatever a frozen member appends to the changelogs when it wakes, the stores end
 with exactly the true counts (the same checks as on logmarshal's broker, tests/logmarshal/streams/test_app.py)."""
 

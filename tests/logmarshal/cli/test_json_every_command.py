@@ -47,7 +47,7 @@ NO_DATA_DIR: dict[str, tuple[str, ...]] = {
 }
 #: commands whose JSON a test of another file shows, and why not here
 ELSEWHERE = {
-    "broker start": "runs until stopped: tests/cli/test_json.py reads its JSON announcement "
+    "broker start": "runs until stopped: tests/logmarshal/cli/test_json.py reads its JSON announcement "
     "from a real broker process",
     "group mirror-offsets": "needs Apache Kafka (--bootstrap): tests/kafka/test_mirror_cli.py",
 }
