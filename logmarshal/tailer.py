@@ -184,7 +184,7 @@ class Tailer:
         now_ms: Callable[[], int],
         thread_name: str,
         fetch_wait: float,
-        fetch_max_bytes: int,
+        max_partition_fetch_bytes: int,
         fetch_linger: float = 0.0,
         snapshot_records: int | None,
         snapshot_ms: int | None,
@@ -207,7 +207,7 @@ class Tailer:
         self._now_ms = now_ms
         self._thread_name = thread_name
         self._fetch_wait = fetch_wait
-        self._fetch_max_bytes = fetch_max_bytes
+        self._max_partition_fetch_bytes = max_partition_fetch_bytes
         self._snapshot_records = snapshot_records
         self._snapshot_ms = snapshot_ms
         self._truncate = truncate
@@ -525,7 +525,7 @@ class Tailer:
                     COORDINATION_TOPIC,
                     cp,
                     offset,
-                    max_bytes=self._fetch_max_bytes,
+                    max_bytes=self._max_partition_fetch_bytes,
                     max_wait=self._fetch_wait,
                     skip_damaged=False,  # skipped in _advance: the position moves past it
                 )
@@ -572,7 +572,7 @@ class Tailer:
                     self._cluster,
                     COORDINATION_TOPIC,
                     offsets,
-                    max_bytes=self._fetch_max_bytes,
+                    max_bytes=self._max_partition_fetch_bytes,
                     max_wait=self._fetch_wait,
                 )
             except Exception as exc:
