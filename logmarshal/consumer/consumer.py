@@ -373,10 +373,10 @@ class Consumer:
         if len(messages) == 1:
             message = messages[0]
             with self._lock:
-                done = self._core.commit_one(message.topic, message.partition, message.offset)
-            if done and self._metrics is not None:
+                one = self._core.commit_one(message.topic, message.partition, message.offset)
+            if one and self._metrics is not None:
                 self._metrics.committed(self, message.topic, 1)
-            return done
+            return one
         keys = set(map(_TOPIC_PARTITION, messages))  # C-speed: a batch is one partition
         done = 0
         with self._lock:

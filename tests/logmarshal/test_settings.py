@@ -13,8 +13,8 @@ import pytest
 from logmarshal import Consumer, Marshaler
 from logmarshal.consumer.config import ConsumerConfig, core_options
 from logmarshal.core import CoreOptions
-from logmarshal.marshaler import MarshalerConfig
 from logmarshal.core.options import MIN_PREFETCH, UNLIMITED_CLAIMS
+from logmarshal.marshaler import MarshalerConfig
 
 from .consumer_world import TOPIC
 
