@@ -164,10 +164,10 @@ class Marshaler:
         # where the instance id comes from (None: ``random.SystemRandom()``)
         "rng": None,
         # seconds: the bound of each long poll of the replay, answered as soon as records
-        # come, so it costs no latency: it sets the idle cost (a request per coordination
-        # partition set per this much) and how long :meth:`close` may take. Kafka's
-        # fetch.max.wait.ms default; longer than the Consumer's 0.2 s, which is latency
-        # where it is used (a reader that polls)
+        # come, so it costs no latency: it sets the idle cost (while idle, a request every
+        # this much: one for every partition over the network, one per partition elsewhere)
+        # and how long :meth:`close` may take. Kafka's fetch.max.wait.ms default; longer than
+        # the Consumer's 0.2 s, which is latency where it is used (a reader that polls)
         "fetch_wait": 0.5,
         # the most bytes one fetch returns of one coordination partition (Kafka's
         # max.partition.fetch.bytes)

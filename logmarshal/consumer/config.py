@@ -131,7 +131,8 @@ DEFAULT_CONFIG: Final[Mapping[str, Any]] = MappingProxyType({
     # seconds: where the cluster offers no long-polling reader (a wrapper such as
     # FaultyCluster), how long an idle fetch loop waits before it fetches every wanted
     # partition again, so at most this much delivery latency; also how long a fetch of a
-    # topic or partition not there yet waits to ask again. Shorter than the Marshaler's
+    # topic or partition not there yet waits to ask again (and, plus 5 s, how long ``close``
+    # waits for its threads). Shorter than the Marshaler's
     # (0.5 s, a long poll answered as soon as records come): here it is latency, there only
     # idle cost. The embedded and network readers wake on records and do not use it
     "fetch_wait": 0.2,

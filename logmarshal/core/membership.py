@@ -18,6 +18,7 @@ from .actions import Action
 from .claims import adopt_orphans, candidates, claim, group_paused
 from .held import Held
 from .holding import give_up
+from .options import UNLIMITED_CLAIMS
 from .records import ids, write
 from .state import Key, MemberState, Pending, busy, not_to_claim, wanted, world_of
 
@@ -32,7 +33,7 @@ def announcement(st: MemberState) -> AnnouncingMember:
         topics=tuple(sorted(st.topics)),
         heartbeat_interval_ms=o.heartbeat_interval_ms,
         weight=o.weight,
-        max_claims=0 if o.max_claims >= 1 << 30 else o.max_claims,
+        max_claims=0 if o.max_claims >= UNLIMITED_CLAIMS else o.max_claims,
         entire_topic=o.claim_entire_topic,
         version=ANNOUNCED_VERSION,
     )
