@@ -20,7 +20,7 @@ from .core.rewind import Regained
 from .errors import OffsetOutOfRange
 from .tail_state import Halt, HaltListener, Tail
 
-__all__ = ["READ_BACK_BYTES", "RECOVERY", "LossChecking", "Rewound"]
+__all__ = ["READ_BACK_BYTES", "RECOVERY", "LossChecking"]
 
 #: the replay's one logger: its lines keep their name whichever module writes them
 log = logging.getLogger("logmarshal.tailer")
@@ -31,7 +31,7 @@ RECOVERY = 'docs/bounded-log.md, "A coordination log that loses records"'
 READ_BACK_BYTES = 1 << 16
 
 
-class Rewound(Exception):
+class _Rewound(Exception):
     """_recover found the log went back (already reported): this replay ends."""
 
 
@@ -57,7 +57,7 @@ class LossChecking:
                 # the log ends below what this replay applied (a broker that did not say so
                 # in its out-of-range answer): it went back, whatever the snapshots say
                 self._rewound(tail, offset, end, f"the log now ends at {end}")
-                raise Rewound
+                raise _Rewound
             if restored.covered >= end:
                 # a snapshot of records the log no longer holds (published before it went
                 # back): restoring it would act on a world the log does not hold

@@ -40,7 +40,7 @@ from . import coordlog
 from .cluster import Cluster, Columns, MultiBatchFetcher
 from .coordlog import COORDINATION_TOPIC
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
-from .tail_losses import LossChecking, Rewound
+from .tail_losses import LossChecking, _Rewound
 from .tail_snapshots import RETRIABLE_OR_CLOSED, SnapshotKeeping
 from .tail_state import Halt, HaltListener, Tail
 
@@ -544,7 +544,7 @@ class Tailer(SnapshotKeeping, LossChecking):
             )
             try:
                 return self._recover(tail, offset), False
-            except Rewound:
+            except _Rewound:
                 return None, False
             except ClosedError:
                 return offset, False  # the loop condition or the next fetch decides
