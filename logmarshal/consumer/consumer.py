@@ -114,7 +114,7 @@ class Consumer:
         topics: TopicSelection,
         **configs: Unpack[ConsumerConfig],
     ) -> None:
-        config = configure(type(self).__name__, self.DEFAULT_CONFIG, configs, RENAMED)
+        config = configure(type(self).__name__, self.DEFAULT_CONFIG, configs, self.RENAMED)
         self._config: Mapping[str, Any] = MappingProxyType(config)
         self._pattern: re.Pattern[str] | None = None
         #: tasks: task name -> its source topics (sorted)
