@@ -104,7 +104,8 @@ class FleetSim(_ScriptedSim):
 
     def start(self) -> _Instance:
         return self.join(
-            rebalance="balanced", heartbeat_ms=self.hb, claim_every_ms=self.hb // 2, batch=20
+            rebalance="balanced", heartbeat_interval_ms=self.hb, claim_interval_ms=self.hb // 2,
+            batch_size=20,
         )
 
     def tick(self, inst: _Instance) -> None:

@@ -21,7 +21,8 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from types import MappingProxyType
+from typing import Any, ClassVar, Protocol, TypedDict, Unpack
 
 import attrs
 
@@ -32,6 +33,7 @@ from storage import NewRecord
 
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster import FETCH_MAX_BYTES, Cluster, MultiBatchFetcher
+from .config import configure
 from .coordlog import (
     COORDINATION_TOPIC,
     DEFAULT_ANNOUNCE_TTL_MS,
@@ -97,6 +99,26 @@ class AttachedConsumer(Protocol):
     def close(self) -> None: ...
 
 
+class MarshalerConfig(TypedDict, total=False):
+    """The types of :attr:`Marshaler.DEFAULT_CONFIG`'s settings (and of the old names in
+    ``RENAMED``), for a type checker; tests hold the two lists equal."""
+
+    clock: Clock
+    coordination_partitions: int
+    rng: random.Random | None
+    fetch_wait: float
+    max_partition_fetch_bytes: int
+    fetch_linger: float | None
+    admin_keys: Mapping[str, bytes] | None
+    metrics: MarshalerMetrics | None
+    snapshot_records: int | None
+    snapshot_interval: float | None
+    truncate: bool
+    restore_snapshots: bool
+    announce_ttl: float
+    fetch_max_bytes: int  # deprecated: max_partition_fetch_bytes
+
+
 class Marshaler:
     """Replays ``__marshal`` for ``group_id`` and writes this client's coordination messages.
 
@@ -104,35 +126,24 @@ class Marshaler:
     written into every claim and heartbeat, and every replayer judges a holder's freshness
     with the holder's own HB, so members may use different values. The Marshaler owns it:
     it is converted to whole milliseconds here, once (:attr:`heartbeat_interval_ms`).
-    ``instance_id`` is random per Marshaler (per process start) and drawn from ``rng``, so a
-    restart of the same ``client_id`` is told apart from the instance it replaces.
-    ``fetch_wait`` bounds each long poll (and so how long :meth:`close` may take).
-    ``fetch_linger`` (seconds; 0 turns it off; default over the network HB/10, at most
-    ``fetch_wait``, and 0 on the embedded cluster) is how
-    long the replay lets pass after an answer that carried records before it asks again, so
-    that the appends of that time come in one answer: without it every member's replay is
-    answered once per append to ``__marshal``, M answers an append from the broker
-    (docs/performance.md, the M² term). Others' records are seen up to that much later; a
-    claim or release of our own (and any record :meth:`wait_applied` waits for) is fetched
-    without it, and so is a backlog.
-    ``admin_keys`` (group id -> key bytes, read from a file by the caller) makes the replay
-    reject unauthenticated admin records of those groups; every member and the audit must be
-    given the same keys (PROTOCOL.md).
+    The other settings are keywords, kafka-python style: :attr:`DEFAULT_CONFIG` lists every
+    one with its default and what it means (an unknown name is refused, naming the known
+    ones). The instance id is random per Marshaler (per process start) and drawn from
+    ``rng``, so a restart of the same ``client_id`` is told apart from the instance it
+    replaces.
 
     Bounded log (PROTOCOL.md, "Bounded coordination log"): a cold start restores each
-    partition's newest valid published snapshot and replays only the tail
-    (``restore_snapshots``); this marshaler publishes a snapshot when its own record lands on
-    a snapshot point (every ``snapshot_records`` records, or the first record of each
-    ``snapshot_interval`` seconds of log time; None disables either) and then, if
+    partition's newest valid published snapshot and replays only the tail; this marshaler
+    publishes a snapshot when its own record lands on a snapshot point and then, if
     ``truncate``, deletes what the two newest snapshots of every replay configuration in use
     cover. Every Marshaler announces its replay configuration (admin keys and protocol
     version) in the snapshot topic for every coordination partition, before its cold start
-    reads the log and then every ``announce_ttl``/4 seconds (each announcement holds
-    ``announce_ttl``, wall clock): a configuration announced without two valid snapshots
-    holds every truncation at nothing, and a publishing Marshaler (one with a snapshot point)
-    whose configuration lacks them, or whose newest lags by ``snapshot_records``, publishes
-    one once caught up and again every snapshot interval. ``_announce=False`` removes the
-    announcements (only the tests that show what they prevent use it).
+    reads the log and then every ``announce_ttl``/4 seconds: a configuration announced
+    without two valid snapshots holds every truncation at nothing, and a publishing
+    Marshaler (one with a snapshot point) whose configuration lacks them, or whose newest
+    lags by ``snapshot_records``, publishes one once caught up and again every snapshot
+    interval. ``_announce=False`` removes the announcements (only the tests that show what
+    they prevent use it).
 
     A coordination log that loses records (docs/bounded-log.md, "A coordination log that
     loses records"): when the log goes back below what the replay of a coordination
@@ -143,6 +154,59 @@ class Marshaler:
     for a log that went back (only the test that shows what it prevents uses it).
     """
 
+    #: every setting but the four above, name -> default: the only list of them
+    DEFAULT_CONFIG: ClassVar[Mapping[str, Any]] = MappingProxyType({
+        # the injected clock: predictions only (is a partition likely claimable yet?)
+        "clock": SYSTEM_CLOCK,
+        # partitions of ``__marshal`` when this Marshaler creates it (an existing topic's
+        # count is used, with a warning if it differs; a CoreOptions setting)
+        "coordination_partitions": 8,
+        # where the instance id comes from (None: ``random.SystemRandom()``)
+        "rng": None,
+        # seconds: the bound of each long poll of the replay, answered as soon as records
+        # come, so it costs no latency: it sets the idle cost (while idle, a request every
+        # this much: one for every partition over the network, one per partition elsewhere)
+        # and how long :meth:`close` may take. Kafka's fetch.max.wait.ms default; longer than
+        # the Consumer's 0.2 s, which is latency where it is used (a reader that polls)
+        "fetch_wait": 0.5,
+        # the most bytes one fetch returns of one coordination partition (Kafka's
+        # max.partition.fetch.bytes)
+        "max_partition_fetch_bytes": FETCH_MAX_BYTES,
+        # seconds (0 turns it off; None: over the network HB/10, at most ``fetch_wait``, and
+        # 0 on the embedded cluster): how long the replay lets pass after an answer that
+        # carried records before it asks again, so that the appends of that time come in
+        # one answer: without it every member's replay is answered once per append to
+        # ``__marshal``, M answers an append from the broker (docs/performance.md, the M²
+        # term). Others' records are seen up to that much later; a claim or release of our
+        # own (and any record :meth:`wait_applied` waits for) is fetched without it, and so
+        # is a backlog
+        "fetch_linger": None,
+        # group id -> key bytes (read from a file by the caller): the replay rejects
+        # unauthenticated admin records of those groups; every member and the audit must
+        # be given the same keys (PROTOCOL.md)
+        "admin_keys": None,
+        # Prometheus series (:mod:`logmarshal.metrics`), or None
+        "metrics": None,
+        # publish a snapshot every this many records of a coordination partition (the
+        # writer of each multiple of it does); None: never by count
+        "snapshot_records": DEFAULT_SNAPSHOT_RECORDS,
+        # seconds: ... and at the first record of each this much log time; None: never by time
+        "snapshot_interval": DEFAULT_SNAPSHOT_INTERVAL,
+        # after publishing, delete what the two newest snapshots of every configuration in
+        # use cover
+        "truncate": True,
+        # a cold start restores the newest valid snapshot and replays only the tail
+        "restore_snapshots": True,
+        # seconds, wall clock, at least 4 ms: how long an announcement of this Marshaler's
+        # replay configuration keeps truncators from deleting what it needs
+        "announce_ttl": DEFAULT_ANNOUNCE_TTL,
+    })
+    #: old name -> the setting's name: taken with a DeprecationWarning
+    RENAMED: ClassVar[Mapping[str, str]] = MappingProxyType({
+        # Kafka's fetch.max.bytes bounds a whole fetch request; this bounds one partition's
+        "fetch_max_bytes": "max_partition_fetch_bytes",
+    })
+
     def __init__(
         self,
         cluster: Cluster,
@@ -150,22 +214,20 @@ class Marshaler:
         group_id: str,
         heartbeat_interval: float,
         *,
-        clock: Clock = SYSTEM_CLOCK,
-        coordination_partitions: int = 8,
-        rng: random.Random | None = None,
-        fetch_wait: float = 0.5,
-        fetch_max_bytes: int = FETCH_MAX_BYTES,
-        fetch_linger: float | None = None,
-        admin_keys: Mapping[str, bytes] | None = None,
-        metrics: MarshalerMetrics | None = None,
-        snapshot_records: int | None = DEFAULT_SNAPSHOT_RECORDS,
-        snapshot_interval: float | None = DEFAULT_SNAPSHOT_INTERVAL,
-        truncate: bool = True,
-        restore_snapshots: bool = True,
-        announce_ttl: float = DEFAULT_ANNOUNCE_TTL,
         _check_rewind: bool = True,
         _announce: bool = True,
+        **configs: Unpack[MarshalerConfig],
     ) -> None:
+        config = configure(type(self).__name__, self.DEFAULT_CONFIG, configs, self.RENAMED)
+        clock: Clock = config["clock"]
+        coordination_partitions: int = config["coordination_partitions"]
+        rng: random.Random | None = config["rng"]
+        fetch_wait: float = config["fetch_wait"]
+        fetch_linger: float | None = config["fetch_linger"]
+        metrics: MarshalerMetrics | None = config["metrics"]
+        snapshot_records: int | None = config["snapshot_records"]
+        snapshot_interval: float | None = config["snapshot_interval"]
+        announce_ttl: float = config["announce_ttl"]
         if not valid_id(client_id):
             raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
         if not valid_id(group_id):
@@ -215,18 +277,18 @@ class Marshaler:
         self._tailer = Tailer(
             cluster,
             self._n,
-            admin_keys=admin_keys,
+            admin_keys=config["admin_keys"],
             applied=self._applied,
             applied_many=self._applied_many,
             now_ms=self.now_ms,
             thread_name=f"logmarshal-tail:{group_id}:{client_id}",
             fetch_wait=fetch_wait,
-            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=config["max_partition_fetch_bytes"],
             fetch_linger=fetch_linger,
             snapshot_records=snapshot_records,
             snapshot_ms=None if snapshot_interval is None else round(snapshot_interval * 1000),
-            truncate=truncate,
-            restore=restore_snapshots,
+            truncate=config["truncate"],
+            restore=config["restore_snapshots"],
             halted=self._on_halt,
             announce_ttl_ms=round(announce_ttl * 1000) if _announce else None,
             _check_rewind=_check_rewind,

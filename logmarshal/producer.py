@@ -148,7 +148,7 @@ class Delivery(abc.ABC):
         return None
 
 
-class _ClientDelivery(dict, Delivery):  # type: ignore[type-arg]
+class _ClientDelivery(dict, Delivery):
     """A record given to librdkafka and its delivery report callback, when the C extension
     (``_fastproduce.Report``, the same without a dict or GC tracking) is not built: calling
     it stores the report as ``{error: message}`` through ``dict.__setitem__``, a C call with
@@ -183,7 +183,7 @@ if _FastReport is not None:
     Delivery.register(_FastReport)
 
 
-class _ReportSink(dict):  # type: ignore[type-arg]
+class _ReportSink(dict):
     """The one report callback of every send_nowait() record over the network: a call
     stores ``{error: message}``, a C call with no Python frame. Successes overwrite each
     other under None; a failure stays under its KafkaError (equal codes share a key) until
@@ -233,7 +233,7 @@ class _Batch:
         self.headers.append(headers)
 
 
-class _BatchDelivery(tuple, Delivery):  # type: ignore[type-arg]
+class _BatchDelivery(tuple, Delivery):
     """A record in a batch for ``Cluster.produce``: ``(batch, index in the batch)``. A tuple,
     built by ``tuple.__new__`` in send(): no ``__init__`` frame per record."""
 
@@ -353,7 +353,7 @@ class Producer:
                 and value_serializer is None
                 and self._wall_clock
             )
-            self._client = cluster.client_producer(settings)  # type: ignore[attr-defined]
+            self._client = cluster.client_producer(settings)  # type: ignore[attr-defined]  # a NetworkCluster (checked above), not in the Cluster protocol
             self._produce = self._client.produce
             self._untracked_reports = _ReportSink()
             # a record's Delivery (and report callback), built with no argument per record
@@ -488,35 +488,65 @@ class Producer:
         else:
             target = self._target(topic, key, partition)
         if client is not None:
-            # librdkafka's producer, inline (a call less per record)
-            if on_delivery is None:
-                delivery: Any = self._new_delivery()
-                report = delivery
-            elif on_delivery is _UNTRACKED:
-                delivery = None
-                report = self._untracked_reports
-            else:
-                delivery = self._new_delivery()
-                report = self._reporter(delivery, on_delivery)
-            if timestamp is None:
-                # 0: librdkafka stamps the record with the time now, as our default clock would
-                timestamp = 0 if self._wall_clock else self._clock()
-            kafka_headers = list(headers) if headers else None
-            # by position: topic, value, key, partition, on_delivery, callback (its alias),
-            # timestamp, headers (keywords cost confluent-kafka a parse per record)
-            try:
-                self._produce(topic, value, key, target, report, None, timestamp, kafka_headers)
-            except BufferError:
-                self._produce_when_room(
-                    (topic, value, key, target, report, None, timestamp, kafka_headers)
-                )
-            except Exception as exc:
-                raise self._client_error(exc, topic, target) from None
-            self._unpolled += 1
-            if self._unpolled >= _POLL_EVERY:
-                self._unpolled = 0
-                client.poll(0)
-            return delivery
+            return self._send_to_client(
+                client, topic, value, key, target, headers, timestamp, on_delivery
+            )
+        return self._append(topic, value, key, target, headers, timestamp, on_delivery, now_ns)
+
+    def _send_to_client(
+        self,
+        client: Any,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        target: int,
+        headers: tuple[tuple[str, bytes | None], ...] | None,
+        timestamp: int | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> Delivery:
+        """:meth:`send`'s record, checked and placed, given to librdkafka's producer."""
+        if on_delivery is None:
+            delivery: Any = self._new_delivery()
+            report = delivery
+        elif on_delivery is _UNTRACKED:
+            delivery = None
+            report = self._untracked_reports
+        else:
+            delivery = self._new_delivery()
+            report = self._reporter(delivery, on_delivery)
+        if timestamp is None:
+            # 0: librdkafka stamps the record with the time now, as our default clock would
+            timestamp = 0 if self._wall_clock else self._clock()
+        kafka_headers = list(headers) if headers else None
+        # by position: topic, value, key, partition, on_delivery, callback (its alias),
+        # timestamp, headers (keywords cost confluent-kafka a parse per record)
+        try:
+            self._produce(topic, value, key, target, report, None, timestamp, kafka_headers)
+        except BufferError:
+            self._produce_when_room(
+                (topic, value, key, target, report, None, timestamp, kafka_headers)
+            )
+        except Exception as exc:
+            raise self._client_error(exc, topic, target) from None
+        self._unpolled += 1
+        if self._unpolled >= _POLL_EVERY:
+            self._unpolled = 0
+            client.poll(0)
+        return delivery
+
+    def _append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        target: int,
+        headers: tuple[tuple[str, bytes | None], ...] | None,
+        timestamp: int | None,
+        on_delivery: DeliveryCallback | None,
+        now_ns: int,
+    ) -> Delivery:
+        """:meth:`send`'s record, checked and placed, appended to its partition's open batch
+        (any cluster but the network's); ``now_ns``: the wall clock if :meth:`send` read it."""
         if timestamp is None:  # (the wall clock read above for the partition count, if any)
             timestamp = (now_ns or _time_ns()) // 1_000_000 if self._wall_clock else self._clock()
         size = _RECORD_OVERHEAD

@@ -17,6 +17,12 @@ publishes the next snapshot and then truncates; one whose configuration has fewe
 ``KEEP_SNAPSHOTS`` valid snapshots (or only old ones) publishes one once caught up, and
 again after the next snapshot interval (PROTOCOL.md, "Bounded coordination log";
 docs/bounded-log.md).
+
+The :class:`Tailer` here fetches and applies; one partition's state is
+:mod:`logmarshal.tail_state`, the bounded log's announcements, snapshots and truncation are
+:mod:`logmarshal.tail_snapshots`, and the checks for a log that lost records are
+:mod:`logmarshal.tail_losses` (mixins of the Tailer; every line they log is the
+``logmarshal.tailer`` logger's).
 """
 
 from __future__ import annotations
@@ -25,25 +31,20 @@ import contextlib
 import logging
 import threading
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-import attrs
-
 from rationalizer import UnknownVersion, Verdict, WorldState
-from rationalizer.world import NO_TIME
 from storage import CorruptBatch
 
 from . import coordlog
-from .cluster import BoundsAsker, Cluster, Columns, MultiBatchFetcher
+from .cluster import Cluster, Columns, MultiBatchFetcher
 from .coordlog import COORDINATION_TOPIC
-from .core.rewind import Regained
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
+from .tail_losses import LossChecking, _Rewound
+from .tail_snapshots import RETRIABLE_OR_CLOSED, SnapshotKeeping
+from .tail_state import Halt, HaltListener, Tail
 
 __all__ = ["Applied", "AppliedMany", "Halt", "HaltListener", "Tailer"]
-
-#: where an operator reads what to do about a halt (named in its error line)
-RECOVERY = 'docs/bounded-log.md, "A coordination log that loses records"'
 
 #: a fetch that took this much longer than its long poll may have met a broker restart or a
 #: leader change its reader retried by itself: the replay reads back what it applied last
@@ -70,84 +71,20 @@ Applied = Callable[[int, int, list[Verdict | None]], None]
 AppliedMany = Callable[[list[tuple[int, int, list[Verdict | None]]]], None]
 
 
-@attrs.frozen
-class Halt:
-    """A coordination partition whose replay is no longer a fold of the log
-    (:mod:`logmarshal.core.rewind`): ``rewound`` (the log ends at ``after``, below
-    ``before``, where the replay was: its replay is frozen) or ``gap`` (records
-    ``before..after-1`` were deleted unseen and no snapshot covers them: the replay goes on
-    from ``after``, and :class:`~logmarshal.core.rewind.Regained` says what the log
-    determines again)."""
-
-    cp: int
-    why: str
-    before: int
-    after: int
-
-
-#: ``halted(halt)``: called once per halted coordination partition, from its replay
-#: thread, outside the replay's lock
-HaltListener = Callable[[Halt], None]
-
-
-class _Rewound(Exception):
-    """_recover found the log went back (already reported): this replay ends."""
-
-
-class _Tail:
-    """One coordination partition: its WorldState and the thread that feeds it."""
-
-    def __init__(self, partition: int, world: WorldState) -> None:
-        self.partition = partition
-        self.world = world
-        self.cond = threading.Condition()
-        self.next_offset = 0  # the next log offset to apply
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
-        self.skipped_batches = 0  # corrupt stored batches the replay skipped
-        # offsets of this tailer's own records not applied yet: the writer of a record at
-        # a snapshot point publishes the snapshot (PROTOCOL.md, "Who publishes")
-        self.own: set[int] = set()
-        # set when a record of ours is awaited: the replay of this partition skips its linger
-        self.hurry = threading.Event()
-        # the log lost records this replay applied, or never saw (core.rewind); with a gap,
-        # what the records after it determine again
-        self.halt: Halt | None = None
-        self.regained: Regained | None = None
-        # the log was unreachable: before applying more, check it still holds what we
-        # applied (a broker may come back with less: an unclean leader election, a restore)
-        self.suspect = False
-        # (offset, timestamp, key, value) of the last record applied, for that check
-        self.last: tuple[int, int, bytes | None, bytes | None] | None = None
-        # this process's records the replay has not reached: (key, value) by the offset the
-        # log acknowledged them at (Tailer.mark_written)
-        self.written: dict[int, tuple[bytes, bytes]] = {}
-        # the offsets, keys and values of the chunk applied last (a write's answer that comes
-        # after the replay applied it is checked against them, without reading the log)
-        self.recent: tuple[list[int], list[bytes | None], list[bytes | None]] = ([], [], [])
-        # wall ms when this replay's configuration is announced again (None: never)
-        self.announce_at: int | None = None
-        # wall ms when to look again whether our configuration has snapshots of its own
-        # (None: this tailer does not publish)
-        self.keep_current_at: int | None = None
-        # the last fetch found no backlog: the replay is at (or near) the log end
-        self.caught_up = False
-
-
 class _Worlds(Sequence[WorldState]):
     """A live view of the tails' worlds (a restored snapshot replaces a tail's world)."""
 
-    def __init__(self, tails: list[_Tail]) -> None:
+    def __init__(self, tails: list[Tail]) -> None:
         self._tails = tails
 
     def __len__(self) -> int:
         return len(self._tails)
 
-    def __getitem__(self, index: int) -> WorldState:  # type: ignore[override]
+    def __getitem__(self, index: int) -> WorldState:  # type: ignore[override]  # an int index only: no slice of worlds is ever asked for
         return self._tails[index].world
 
 
-class Tailer:
+class Tailer(SnapshotKeeping, LossChecking):
     """Replays coordination partitions ``0..partitions-1`` of ``cluster`` until :meth:`stop`:
     one thread and one long poll for them all where the cluster can fetch them together,
     else a thread each.
@@ -184,7 +121,7 @@ class Tailer:
         now_ms: Callable[[], int],
         thread_name: str,
         fetch_wait: float,
-        fetch_max_bytes: int,
+        max_partition_fetch_bytes: int,
         fetch_linger: float = 0.0,
         snapshot_records: int | None,
         snapshot_ms: int | None,
@@ -207,14 +144,14 @@ class Tailer:
         self._now_ms = now_ms
         self._thread_name = thread_name
         self._fetch_wait = fetch_wait
-        self._fetch_max_bytes = fetch_max_bytes
+        self._max_partition_fetch_bytes = max_partition_fetch_bytes
         self._snapshot_records = snapshot_records
         self._snapshot_ms = snapshot_ms
         self._truncate = truncate
         self._restore = restore
         self._stopped = threading.Event()
         self._hurry = threading.Event()  # the shared replay's: a record of ours is awaited
-        self._tails = [_Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(partitions)]
+        self._tails = [Tail(cp, WorldState(admin_keys=admin_keys)) for cp in range(partitions)]
         #: how often a publishing tailer looks whether its configuration's snapshots bound
         #: the truncation closely enough
         self._keep_current_ms = snapshot_ms if snapshot_ms is not None else _KEEP_CURRENT_MS
@@ -346,7 +283,7 @@ class Tailer:
             return tail.regained.trusted(group, tail.world.now)
 
     @staticmethod
-    def _frozen(tail: _Tail) -> bool:
+    def _frozen(tail: Tail) -> bool:
         halt = tail.halt
         return halt is not None and halt.why == "rewound"
 
@@ -369,7 +306,7 @@ class Tailer:
 
     # -- the tail threads -------------------------------------------------------------------
 
-    def _start(self, tail: _Tail) -> int:
+    def _start(self, tail: Tail) -> int:
         """Cold start of one partition: the newest valid snapshot, else the log's start.
 
         Returns the next offset to fetch. The configuration is announced before the log is
@@ -406,80 +343,7 @@ class Tailer:
             self._gap(tail, 0, earliest)
         return earliest
 
-    def _announce_config(self, tail: _Tail, *, starting: bool = False) -> None:
-        """Announce this replay's configuration for ``tail``'s partition (PROTOCOL.md,
-        "Bounded coordination log"). At a cold start an unreachable log is raised (the start
-        is retried: it must not read the log unannounced); any other failure is a warning and
-        the next try comes sooner (the cold-start refusal keeps an unannounced replay safe)."""
-        ttl = self._announce_ttl_ms
-        if ttl is None:
-            return
-        cp = tail.partition
-        now = self._now_ms()
-        try:
-            coordlog.ensure_snapshot_topic(self._cluster, self._n)
-            coordlog.announce(self._cluster, cp, self._admin_keys, now_ms=now, ttl_ms=ttl)
-        except (*RETRIABLE, ClosedError):
-            if starting:
-                raise
-            tail.announce_at = now + max(1, ttl // 16)
-            return
-        except Exception as exc:
-            log.warning("%s/%d: cannot announce this replay's configuration: %s",
-                        COORDINATION_TOPIC, cp, exc)
-            tail.announce_at = now + max(1, ttl // 16)
-            return
-        tail.announce_at = now + ttl // 4
-
-    def _housekeeping(self, tail: _Tail) -> None:
-        """On the replay thread of ``tail``, between fetches: renew the announcement when
-        due, and keep our configuration's snapshots current (:meth:`_keep_current`)."""
-        if tail.announce_at is not None and self._now_ms() >= tail.announce_at:
-            self._announce_config(tail)
-        if (
-            tail.keep_current_at is not None
-            and tail.caught_up
-            and self._now_ms() >= tail.keep_current_at
-        ):
-            self._keep_current(tail)
-
-    def _keep_current(self, tail: _Tail) -> None:
-        """Once caught up, and then every snapshot interval: when another configuration's
-        snapshots cover more than ours and ours are fewer than ``KEEP_SNAPSHOTS`` valid ones
-        of this partition, or our newest lags the replay by ``snapshot_records`` or more,
-        publish one (then truncate, if asked). Without it a configuration whose members
-        rarely write on a snapshot point (a small group beside a busy one) would hold every
-        truncation back while it is announced (PROTOCOL.md, "Bounded coordination log")."""
-        cp = tail.partition
-        if tail.next_offset == 0:
-            return  # nothing applied yet: nothing worth publishing
-        tail.keep_current_at = self._now_ms() + self._keep_current_ms
-        if tail.halt is not None:
-            return  # its world misses records: never published
-        try:
-            own, others = coordlog.own_snapshots(
-                cp, coordlog.read_snapshots(self._cluster, cp), self._admin_keys
-            )
-        except ClosedError:
-            return
-        except Exception as exc:
-            log.warning("%s/%d: cannot read the snapshots: %s", COORDINATION_TOPIC, cp, exc)
-            return
-        applied = tail.next_offset - 1
-        newest = own[0][0] if own else -1
-        if others is None or newest >= others or newest >= applied:
-            return  # nobody is held back by us, or ours covers what we applied
-        lag = self._snapshot_records
-        if len(own) >= coordlog.KEEP_SNAPSHOTS and (lag is None or applied - newest < lag):
-            return
-        log.info(
-            "%s/%d: this replay configuration has %d valid snapshots of its own (the newest "
-            "covering %d, another configuration's %d); publishing one",
-            COORDINATION_TOPIC, cp, len(own), newest, others,
-        )
-        self._snapshot(tail)
-
-    def _begin(self, tail: _Tail) -> int | None:
+    def _begin(self, tail: Tail) -> int | None:
         """:meth:`_start` of one partition, retried while the log is unreachable; None if
         its replay cannot start (the error is on the tail)."""
         cp = tail.partition
@@ -487,7 +351,7 @@ class Tailer:
         while True:
             try:
                 return self._start(tail)
-            except (*RETRIABLE, ClosedError) as exc:
+            except RETRIABLE_OR_CLOSED as exc:
                 # the log (or the snapshot topic) is unreachable for now: never fall back to
                 # a replay that would miss what a snapshot holds, retry instead
                 if self._stopped.is_set() or isinstance(exc, ClosedError):
@@ -507,7 +371,7 @@ class Tailer:
                     tail.cond.notify_all()
                 return None
 
-    def _run(self, tail: _Tail, offset: int | None = None) -> None:
+    def _run(self, tail: Tail, offset: int | None = None) -> None:
         """Feed one WorldState from its partition until stopped (from ``offset`` if given,
         else from its cold start)."""
         cp = tail.partition
@@ -525,7 +389,7 @@ class Tailer:
                     COORDINATION_TOPIC,
                     cp,
                     offset,
-                    max_bytes=self._fetch_max_bytes,
+                    max_bytes=self._max_partition_fetch_bytes,
                     max_wait=self._fetch_wait,
                     skip_damaged=False,  # skipped in _advance: the position moves past it
                 )
@@ -572,7 +436,7 @@ class Tailer:
                     self._cluster,
                     COORDINATION_TOPIC,
                     offsets,
-                    max_bytes=self._fetch_max_bytes,
+                    max_bytes=self._max_partition_fetch_bytes,
                     max_wait=self._fetch_wait,
                 )
             except Exception as exc:
@@ -589,7 +453,7 @@ class Tailer:
                 for cp in offsets:  # a reconnect the reader retried by itself, maybe
                     self._tails[cp].suspect = True
             pause = moved_any = False
-            batch: list[tuple[int, int, list[Verdict | None], _Tail | None]] = []
+            batch: list[tuple[int, int, list[Verdict | None], Tail | None]] = []
             for cp, offset in list(offsets.items()):
                 moved, wait = self._advance(self._tails[cp], offset, got[cp], backoff, batch)
                 if moved is None:
@@ -614,7 +478,7 @@ class Tailer:
             with tail.cond:
                 tail.cond.notify_all()
 
-    def _announce(self, batch: list[tuple[int, int, list[Verdict | None], _Tail | None]]) -> None:
+    def _announce(self, batch: list[tuple[int, int, list[Verdict | None], Tail | None]]) -> None:
         """Tell the listeners what one answer brought (all at once if they take it so), then
         publish the snapshots it made due."""
         if self._applied_many is not None:
@@ -651,11 +515,11 @@ class Tailer:
 
     def _advance(
         self,
-        tail: _Tail,
+        tail: Tail,
         offset: int,
         got: Columns | Exception,
         backoff: float,
-        batch: list[tuple[int, int, list[Verdict | None], _Tail | None]] | None = None,
+        batch: list[tuple[int, int, list[Verdict | None], Tail | None]] | None = None,
     ) -> tuple[int | None, bool]:
         """Apply what one fetch of ``tail`` from ``offset`` brought (its columns, or what it
         raised): returns the offset to fetch next (None: this partition's replay ends) and
@@ -780,238 +644,3 @@ class Tailer:
         if due:
             self._snapshot(tail)
         return offset, False
-
-    def _recover(self, tail: _Tail, offset: int) -> int:
-        """After OffsetOutOfRange (the log was truncated past us): a snapshot that reaches at
-        least where we are, else the earliest offset (positions may be lost: warned)."""
-        cp = tail.partition
-        earliest = self._cluster.earliest_offset(COORDINATION_TOPIC, cp)
-        restored = coordlog.load_snapshot(self._cluster, cp, self._admin_keys, earliest=earliest)
-        if restored is not None and self._check_rewind:
-            end = self._log_end(cp)
-            if end < offset:
-                # the log ends below what this replay applied (a broker that did not say so
-                # in its out-of-range answer): it went back, whatever the snapshots say
-                self._rewound(tail, offset, end, f"the log now ends at {end}")
-                raise _Rewound
-            if restored.covered >= end:
-                # a snapshot of records the log no longer holds (published before it went
-                # back): restoring it would act on a world the log does not hold
-                log.warning("%s/%d: the newest snapshot covers %d but the log ends at %d; "
-                            "not restored", COORDINATION_TOPIC, cp, restored.covered, end)  # fmt: skip
-                restored = None
-        if restored is not None and restored.covered + 1 >= offset:
-            with tail.cond:
-                tail.world = restored.world
-                tail.next_offset = restored.covered + 1
-                tail.cond.notify_all()
-            return restored.covered + 1
-        if earliest <= offset:
-            # the log ends below us (OffsetOutOfRange) and the check for that is off: what
-            # the replay did before that check (continuing into the same world, which takes
-            # every reused offset up to what it applied as a re-delivery)
-            log.warning("%s/%d: continuing at %d", COORDINATION_TOPIC, cp, earliest)
-            return earliest
-        with tail.cond:
-            tail.next_offset = earliest
-            tail.cond.notify_all()
-        self._gap(tail, offset, earliest)
-        return earliest
-
-    def _log_end(self, cp: int) -> int:
-        """Where ``__marshal/cp`` ends now, asked of its leader itself where the cluster can
-        (after a leader change a cached view may name the old leader for many seconds)."""
-        if isinstance(self._cluster, BoundsAsker):
-            return self._cluster.log_bounds(COORDINATION_TOPIC, cp)[1]
-        return self._cluster.latest_offset(COORDINATION_TOPIC, cp)
-
-    def _still_there(self, tail: _Tail, offset: int) -> tuple[int, str] | None:
-        """After the log was unreachable: does it still hold the last record this replay
-        applied, at its offset? None if it does (or it cannot tell: retention deleted it);
-        else from which offset on it does not, and how (it went back: an unclean leader
-        election, a disk restored from an older copy; new records may reuse the offsets)."""
-        cp = tail.partition
-        end = self._log_end(cp)
-        if end < offset:
-            return end, f"the log now ends at {end}"
-        last = tail.last
-        if last is None:
-            return None
-        changed = f"the record it applied at {last[0]} is not there any more"
-        try:
-            cols = coordlog.fetch_columns(
-                self._cluster, COORDINATION_TOPIC, cp, last[0], max_bytes=1 << 16,
-                skip_damaged=False,
-            )
-        except OffsetOutOfRange as exc:
-            if exc.log_end_offset <= last[0]:
-                return exc.log_end_offset, f"the log now ends at {exc.log_end_offset}"
-            return None  # deleted from the start (retention): nothing to compare
-        except CorruptBatch:
-            return last[0], changed  # it does not even decode now: not the same log
-        if not cols[0] or cols[0][0] != last[0]:
-            return last[0], changed
-        if (cols[1][0], cols[2][0], cols[3][0]) != last[1:]:
-            return last[0], changed
-        return None
-
-    def mark_written(
-        self, cp: int, offsets: Sequence[int], records: Sequence[tuple[bytes, bytes]]
-    ) -> None:
-        """Where records this process wrote to ``cp`` landed: the replay checks the log holds
-        them there when it reaches them. A write the log acknowledged and then lost (an
-        unclean leader election) leaves another record at its offset, whose verdict a
-        member would otherwise read as its own. If the replay passed an offset already, the
-        log is read there now."""
-        if not self._check_rewind:
-            return
-        tail = self._tails[cp]
-        passed = []
-        lost = None
-        with tail.cond:
-            if tail.halt is not None and tail.halt.why == "rewound":
-                return
-            applied, keys, values = tail.recent
-            for offset, (key, value) in zip(offsets, records, strict=True):
-                if offset >= tail.next_offset:
-                    tail.written[offset] = (key, value)
-                    continue
-                i = bisect_left(applied, offset)
-                if i < len(applied) and applied[i] == offset:
-                    if (keys[i], values[i]) != (key, value) and lost is None:
-                        lost = offset  # the replay applied another record there
-                else:
-                    passed.append((offset, key, value))  # applied in an earlier chunk
-            before = tail.next_offset
-        if lost is not None:
-            self._rewound(
-                tail, before, lost, f"the record this process wrote at {lost} is not there"
-            )
-            return
-        for offset, key, value in passed:
-            try:
-                cols = coordlog.fetch_columns(
-                    self._cluster, COORDINATION_TOPIC, cp, offset, max_bytes=1 << 16,
-                    skip_damaged=False,
-                )
-            except Exception as exc:  # unreadable now: the replay's own checks remain
-                log.debug("%s/%d: cannot read back %d: %s", COORDINATION_TOPIC, cp, offset, exc)
-                continue
-            if not cols[0] or cols[0][0] != offset or (cols[2][0], cols[3][0]) != (key, value):
-                with tail.cond:
-                    before = tail.next_offset
-                self._rewound(
-                    tail, before, offset, f"the record this process wrote at {offset} is not there"
-                )
-                return
-
-    @staticmethod
-    def _written_lost(tail: _Tail, offset: int, got: Columns) -> int | None:
-        """Of our writes at offsets ``got`` covers, the first the log does not hold (another
-        record, or none, at its offset); forgets those checked."""
-        offsets = got[0]
-        last = offsets[-1]
-        mine = sorted(o for o in tail.written if o <= last)
-        if not mine:
-            return None
-        lost = None
-        for o in mine:
-            written = tail.written.pop(o)
-            if o < offset or lost is not None:
-                continue  # passed before we heard where it landed (mark_written read it)
-            i = bisect_left(offsets, o)
-            held = (got[2][i], got[3][i]) if i < len(offsets) and offsets[i] == o else None
-            if held != written:
-                lost = o
-        return lost
-
-    def _rewound(self, tail: _Tail, before: int, after: int, what: str) -> None:
-        """The log no longer holds what this replay applied or this process wrote, from
-        ``after`` on (``before``: where the replay was): freeze it and say so once."""
-        cp = tail.partition
-        halt = Halt(cp, "rewound", before, after)
-        with tail.cond:
-            if tail.halt is not None and tail.halt.why == "rewound":
-                return
-            tail.halt = halt
-            tail.cond.notify_all()
-        log.error(
-            "%s/%d went back: the replay applied up to offset %d and %s (records acknowledged "
-            "are gone; new ones may reuse their offsets). Every group coordinated there is "
-            "halted: no claims, heartbeats, releases or hand-outs of its partitions. To "
-            "recover: stop the group's members, reset its positions (logmarshal group reset "
-            "GROUP ... --execute), restart them (%s)",
-            COORDINATION_TOPIC, cp, before - 1, what, RECOVERY,
-        )
-        if self._halted is not None:
-            self._halted(halt)
-
-    def _gap(self, tail: _Tail, offset: int, earliest: int) -> None:
-        """Records ``offset..earliest-1`` were deleted before this replay applied them and
-        no valid snapshot covers them: halt the partition's groups until the log determines
-        them again (:class:`~logmarshal.core.rewind.Regained`), and say so once."""
-        cp = tail.partition
-        halt = Halt(cp, "gap", offset, earliest)
-        with tail.cond:
-            # a second gap loses what the records since the first one determined again
-            tail.halt = halt
-            tail.regained = Regained(earliest)
-            tail.cond.notify_all()
-        log.error(
-            "%s/%d: records %d..%d were deleted before this replay applied them and no valid "
-            "snapshot of its key configuration covers them. Every group coordinated there is "
-            "halted (no claims, heartbeats, releases or hand-outs of its partitions) until an "
-            "admin reset of the group written from offset %d on has set a partition's "
-            "position and its pause has ended (logmarshal group reset GROUP ... --execute; %s)",
-            COORDINATION_TOPIC, cp, offset, earliest - 1, earliest, RECOVERY,
-        )
-        if self._halted is not None:
-            self._halted(halt)
-
-    def _snapshot_due(
-        self, mine: list[int], offsets: list[int], timestamps: list[int], before: int
-    ) -> bool:
-        """Did one of our records land on a snapshot point? A multiple of
-        ``snapshot_records``, or the first record of a new ``snapshot_ms`` of log time
-        (clamped, as replay sees it)."""
-        n = self._snapshot_records
-        if n is not None and any(o > 0 and o % n == 0 for o in mine):
-            return True
-        t = self._snapshot_ms
-        if t is None:
-            return False
-        wanted = set(mine)
-        now = before
-        for o, ts in zip(offsets, timestamps, strict=True):
-            prev = now
-            if ts > now:
-                now = ts
-            if o in wanted and prev != NO_TIME and now // t > prev // t:
-                return True
-        return False
-
-    def _snapshot(self, tail: _Tail) -> None:
-        """Publish the world of ``tail`` and truncate what the kept snapshots cover.
-
-        Runs on the tail's own thread, the only one that changes its world, so the world is
-        read without the lock. A failure costs this snapshot only; the next point retries."""
-        cp = tail.partition
-        if tail.halt is not None:
-            # its world misses records (a gap): published, it would be a valid snapshot of
-            # this configuration, and a cold start would take it for the whole log's
-            log.info("%s/%d: not publishing a snapshot: the replay is halted (%s)",
-                     COORDINATION_TOPIC, cp, tail.halt.why)
-            return
-        try:
-            # created on first use, so a group that never reaches a snapshot point (the demo,
-            # tests) has no extra topic
-            coordlog.ensure_snapshot_topic(self._cluster, self._n)
-            coordlog.publish_snapshot(
-                self._cluster, cp, tail.world, self._admin_keys, timestamp_ms=self._now_ms()
-            )
-            if self._truncate:
-                coordlog.truncate(self._cluster, cp, self._admin_keys, now_ms=self._now_ms())
-        except ClosedError:
-            return
-        except Exception as exc:
-            log.warning("%s/%d: snapshot or truncation failed: %s", COORDINATION_TOPIC, cp, exc)

@@ -460,7 +460,7 @@ class Sim:
             worlds = shared.worlds
         else:
             worlds = [self.world() for _ in range(self.ncoord)]
-        batch = core_options.pop("batch", self.rng.choice((1, 5, 20)))
+        batch = core_options.pop("batch_size", self.rng.choice((1, 5, 20)))
         options = CoreOptions(
             group_id=GROUP,
             client_id=client_id,
@@ -468,10 +468,10 @@ class Sim:
             topics=((TOPIC, self.partitions),),
             coordination_partitions=self.ncoord,
             mode=self.mode,
-            heartbeat_ms=core_options.pop("heartbeat_ms", HB),
-            batch=batch,
+            heartbeat_interval_ms=core_options.pop("heartbeat_interval_ms", HB),
+            batch_size=batch,
             prefetch=batch,  # pinned: the seeds' traces were recorded fetching one batch ahead
-            claim_every_ms=core_options.pop("claim_every_ms", HB // 2),
+            claim_interval_ms=core_options.pop("claim_interval_ms", HB // 2),
             rebalance=core_options.pop("rebalance", self.rebalance),
             tasks=((TOPIC, self.sources),) if self.sources != (TOPIC,) else (),
             **core_options,  # type: ignore[arg-type]

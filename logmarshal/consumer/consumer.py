@@ -35,17 +35,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal, cast
+from types import MappingProxyType
+from typing import Any, ClassVar, Unpack, cast
 
 from ..clock import SystemClock
-from ..cluster import FETCH_MAX_BYTES, Message
+from ..cluster import Message
+from ..config import configure
 from ..core import (
     Action,
     Assigned,
     CatchUp,
     Close,
     Closed,
-    CoreOptions,
     Event,
     Fetch,
     Halted,
@@ -62,150 +63,65 @@ from ..core import (
     Topics,
     Write,
 )
-from ..core.options import (
-    DEFAULT_BATCH,
-    DEFAULT_ENTIRE_TOPIC,
-    DEFAULT_FAST_RECLAIM,
-    DEFAULT_GREEDY,
-    DEFAULT_MODE,
-    DEFAULT_REBALANCE,
-    DEFAULT_RESET,
-    DEFAULT_WEIGHT,
-    PROTOCOL_VERSION,
-)
 from ..errors import RETRIABLE, ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
 from ..tailer import Halt
+from .config import (
+    DEFAULT_CONFIG,
+    RENAMED,
+    ConsumerConfig,
+    Mode,
+    PartitionsCallback,
+    TopicPartition,
+    TopicSelection,
+    core_options,
+)
 from .fetcher import MemberFetcher
 from .handler import run_handler
-from .mirror import MirrorSetting, OffsetMirror, open_mirror
+from .mirror import OffsetMirror, open_mirror
 from .writer import CoordinationWriter
 
 __all__ = ["Consumer", "NoPosition"]
 
 log = logging.getLogger(__name__)
 
-Mode = Literal["alo", "amo"]
-OffsetReset = Literal["earliest", "latest", "error"]
-TopicPartition = tuple[str, int]
-PartitionsCallback = Callable[[list[TopicPartition]], None]
-
 #: a Message's (topic, partition) and offset, as C-speed getters for the per-batch hot path
 _TOPIC_PARTITION = operator.itemgetter(0, 1)
 _OFFSET = operator.itemgetter(2)
-
-
-def _ms(seconds: float | None) -> int | None:
-    """A Consumer argument in seconds as CoreOptions takes it: whole ms (None: the default)."""
-    return None if seconds is None else round(seconds * 1000)
 
 
 class Consumer:
     """Consumes ``topics`` (names, or a compiled regex matched in full against the cluster's
     topics on every claim pass) as member ``marshaler.client_id`` of ``marshaler.group_id``.
 
-    Settings of the member's decisions go into one :class:`~logmarshal.core.CoreOptions`,
-    which validates them and holds their defaults; seconds are converted to its milliseconds
-    here, once (HB is the Marshaler's, :attr:`Marshaler.heartbeat_interval_ms`).
-
-    - ``batch_size`` (default 100): the most messages one ``poll`` returns by default.
-    - ``max_reserved`` (AMO; default 4·batch_size): the most messages of a partition
-      reserved (ClaimingMessages) and not handed out yet. The next window is reserved while
-      the current one is handed out, so one coordination round trip covers several polls;
-      at most this many are lost to a crash, and a graceful ``close`` gives them back.
-    - ``prefetch`` (default ``max(2·batch_size, 500)``, in AMO at least
-      ``max_reserved + batch_size``): a held partition is fetched while fewer messages than
-      this are buffered.
-    - ``claim_interval`` (default HB/4): how often claimable partitions are looked for
-      (and patterns and partition counts read again).
-    - ``rebalance``: how the group shares its partitions. ``"balanced"`` (default): every
-      member announces itself in the log and all compute the same sticky, balanced target
-      from it; a member over its share releases exactly the partitions that move, one under
-      it claims them (``weight`` sets this member's relative share). ``"none"``: claim
-      whatever is claimable, as Go Marshal does (a member that joins late waits for
-      partitions to be released). Or a callable, see ``logmarshal.core.assignment.Strategy``.
-      Every member of a group should use the same strategy.
-    - ``max_claims``: cap on partitions held (topics, with ``claim_entire_topic``).
-    - ``tasks``: ``{task name: source topics}`` (ALO only). Partition p of a task is one
-      claim (one coordination key, ``task name/p``) under which partition p of every source
-      is read; its heartbeats carry every source's position, and the target moves it as a
-      unit. Messages are those of the source partitions; ``claims()`` names the tasks. The
-      streams runner claims its co-partitioned sources this way.
-    - ``greedy``: (``rebalance="none"``) a claim pass takes as many partitions as allowed,
-      not one.
-    - ``claim_entire_topic``: partition 0 stands for its topic; whoever wins it claims every
-      partition of the topic, the others leave the topic alone.
-    - ``release_if_behind``: (``rebalance="none"`` only) release the partition furthest
-      behind when its lag (messages not handed out yet) exceeds this and is not shrinking,
-      but only while another fresh member exists that could take it over; None disables.
-    - ``reclaim_cooldown`` (default 2·HB): how long a partition this consumer released while
-      running is left for others before it may claim it again.
-    - ``auto_offset_reset``: where to start without a usable position (the group never
-      consumed the partition, or its position is outside the log): "earliest", "latest",
-      or "error" (``poll`` raises :class:`NoPosition` until :meth:`seek`).
-    - ``retry``: what :meth:`run` does when the handler raises.
-    - ``fast_reclaim``: take back claims still fresh from a previous instance of our
-      client_id (restart recovery).
-    - ``fence_margin`` (default HB/4): we stop handing out when nothing of ours was accepted
-      for ``2·HB - fence_margin``.
-    - ``on_assigned`` / ``on_revoked``: called in the thread that polls (or closes) with the
-      partitions gained / lost. A revocation is reported after the fact (the log decided it),
-      except on ``close()``, where it comes before the release so work in flight can commit.
-    - ``on_lost`` (as confluent-kafka's): partitions taken from us (another member's claim,
-      a fence, a lapsed lease) go here instead of ``on_revoked``, which then reports only
-      what we gave up ourselves: work in flight on a lost partition must not be committed.
-    - ``mirror_offsets``: copy the positions our heartbeats carry, for the partitions we
-      hold, into Kafka's committed offsets of the group of the same name, at most once per
-      HB, so Kafka's tools show the group's offsets and lag (advisory: never read back).
-      None (default): on when the cluster is Apache Kafka over the network; True: on (an
-      error where there is nothing to mirror into); False: off; or a
-      :class:`~logmarshal.consumer.mirror.GroupSink`. A live Kafka consumer group of the
-      same name is refused (:class:`~logmarshal.consumer.mirror.MirrorConflict`).
-    - ``protocol_version`` (default: the newest, 6): the newest protocol version whose
-      records this consumer writes, from 4. A replayer of an older version stops at the
-      first record of a later one, so during a rolling upgrade from version N the upgraded
-      consumers run with ``protocol_version=N`` until no member of N is left, then without
-      it (PROTOCOL.md, "Upgrading a running group").
+    Settings are keywords, kafka-python style: :attr:`DEFAULT_CONFIG` lists every one with
+    its default and what it means (an unknown name is refused, naming the known ones). Those
+    of the member's decisions go into one :class:`~logmarshal.core.CoreOptions` under the
+    same names (seconds here are its milliseconds under the name with ``_ms``), which
+    validates them and derives the defaults given as None; HB is the Marshaler's
+    (:attr:`Marshaler.heartbeat_interval_ms`).
     """
+
+    #: every setting, name -> default (:data:`logmarshal.consumer.config.DEFAULT_CONFIG`)
+    DEFAULT_CONFIG: ClassVar[Mapping[str, Any]] = DEFAULT_CONFIG
+    #: old name -> the setting's name: taken with a DeprecationWarning
+    RENAMED: ClassVar[Mapping[str, str]] = RENAMED
 
     def __init__(
         self,
         marshaler: Marshaler,
-        topics: str | Iterable[str] | re.Pattern[str],
-        *,
-        mode: Mode = DEFAULT_MODE,
-        batch_size: int = DEFAULT_BATCH,
-        max_reserved: int | None = None,
-        rebalance: str | Callable[..., Any] = DEFAULT_REBALANCE,
-        weight: int = DEFAULT_WEIGHT,
-        max_claims: int | None = None,
-        greedy: bool = DEFAULT_GREEDY,
-        claim_entire_topic: bool = DEFAULT_ENTIRE_TOPIC,
-        release_if_behind: int | None = None,
-        reclaim_cooldown: float | None = None,
-        auto_offset_reset: OffsetReset = DEFAULT_RESET,
-        retry: RetryPolicy | None = None,
-        fast_reclaim: bool = DEFAULT_FAST_RECLAIM,
-        on_assigned: PartitionsCallback | None = None,
-        on_revoked: PartitionsCallback | None = None,
-        on_lost: PartitionsCallback | None = None,
-        claim_interval: float | None = None,
-        fence_margin: float | None = None,
-        fetch_max_bytes: int = FETCH_MAX_BYTES,
-        fetch_wait: float = 0.2,
-        prefetch: int | None = None,
-        verdict_timeout: float | None = None,
-        rng: random.Random | None = None,
-        tasks: Mapping[str, Iterable[str]] | None = None,
-        mirror_offsets: MirrorSetting = None,
-        protocol_version: int = PROTOCOL_VERSION,
+        topics: TopicSelection,
+        **configs: Unpack[ConsumerConfig],
     ) -> None:
+        config = configure(type(self).__name__, self.DEFAULT_CONFIG, configs, self.RENAMED)
+        self._config: Mapping[str, Any] = MappingProxyType(config)
         self._pattern: re.Pattern[str] | None = None
         #: tasks: task name -> its source topics (sorted)
+        tasks: Mapping[str, Iterable[str]] = config["tasks"] or {}
         self._tasks = {
             name: tuple(sorted(set([sources] if isinstance(sources, str) else sources)))
-            for name, sources in (tasks or {}).items()
+            for name, sources in tasks.items()
         }
         if isinstance(topics, re.Pattern):
             self._pattern = topics
@@ -214,54 +130,33 @@ class Consumer:
             self._topics = (topics,) if isinstance(topics, str) else tuple(dict.fromkeys(topics))
             if not self._topics and not self._tasks:
                 raise ValueError("a consumer needs at least one topic (or a pattern, or tasks)")
+        fetch_wait: float = config["fetch_wait"]
         if fetch_wait <= 0:
             raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
         self._marshaler = marshaler
         self._cluster = marshaler.cluster
         self._clock = marshaler.clock
         self._metrics = marshaler.metrics  # its Prometheus series, if the Marshaler has them
+        rng: random.Random | None = config["rng"]
         self._rng = rng if rng is not None else random.Random()
         if self._pattern is not None:
             self._topics = self._match_topics()
         self._subscribed = self._subscription()
-        options = CoreOptions(
-            group_id=marshaler.group_id,
-            client_id=marshaler.client_id,
-            instance_id=marshaler.instance_id,
-            topics=self._subscribed,
-            coordination_partitions=marshaler.coordination_partitions,
-            mode=mode,
-            heartbeat_ms=marshaler.heartbeat_interval_ms,
-            fence_margin_ms=_ms(fence_margin),
-            max_claims=max_claims,
-            batch=batch_size,
-            max_reserved=max_reserved,
-            claim_every_ms=_ms(claim_interval),
-            reset=auto_offset_reset,
-            greedy=greedy,
-            entire_topic=claim_entire_topic,
-            release_if_behind=release_if_behind,
-            cooldown_ms=_ms(reclaim_cooldown),
-            fast_reclaim=fast_reclaim,
-            prefetch=prefetch,
-            rebalance=rebalance,
-            weight=weight,
-            tasks=tuple(sorted(self._tasks.items())),
-            protocol_version=protocol_version,
-        )
+        options = core_options(marshaler, config, self._subscribed, self._tasks)
         self._core = MemberCore(options, marshaler.worlds(), offset_of=_OFFSET)
         # the edge's own timing, in seconds of its waits, read from the options
-        hb = options.heartbeat_ms / 1000
+        hb = options.heartbeat_interval_ms / 1000
         self._mode = cast(Mode, options.mode)
-        self._batch_size = options.batch
+        self._batch_size = options.batch_size
         self._hb = hb
         self._behind = options.release_if_behind is not None
+        retry: RetryPolicy | None = config["retry"]
         self._retry = retry if retry is not None else RetryPolicy()
-        self._on_assigned = on_assigned
-        self._on_revoked = on_revoked
-        self._on_lost = on_lost
-        self._fetch_max_bytes = fetch_max_bytes
+        self._on_assigned: PartitionsCallback | None = config["on_assigned"]
+        self._on_revoked: PartitionsCallback | None = config["on_revoked"]
+        self._on_lost: PartitionsCallback | None = config["on_lost"]
         self._fetch_wait = fetch_wait
+        verdict_timeout: float | None = config["verdict_timeout"]
         self._verdict_timeout = max(hb, 1.0) if verdict_timeout is None else verdict_timeout
         self._tick = min(0.02, hb / 10)  # how soon a due heartbeat or a release is acted on
         self._polls: dict[int, Poll] = {}
@@ -288,7 +183,7 @@ class Consumer:
         self._mirror: OffsetMirror | None = open_mirror(
             marshaler.group_id,
             self._cluster,
-            mirror_offsets,
+            config["mirror_offsets"],
             self._mirror_positions,
             interval=hb,
             clock=self._clock.monotonic,
@@ -298,7 +193,7 @@ class Consumer:
         self._fetcher = MemberFetcher(
             self._cluster,
             self._feed_many,
-            max_bytes=fetch_max_bytes,
+            max_bytes=config["max_partition_fetch_bytes"],
             max_wait=fetch_wait,
             name=f"logmarshal-consumer-fetch:{marshaler.group_id}:{marshaler.client_id}",
         )
@@ -478,10 +373,10 @@ class Consumer:
         if len(messages) == 1:
             message = messages[0]
             with self._lock:
-                done = self._core.commit_one(message.topic, message.partition, message.offset)
-            if done and self._metrics is not None:
+                one = self._core.commit_one(message.topic, message.partition, message.offset)
+            if one and self._metrics is not None:
                 self._metrics.committed(self, message.topic, 1)
-            return done
+            return one
         keys = set(map(_TOPIC_PARTITION, messages))  # C-speed: a batch is one partition
         done = 0
         with self._lock:

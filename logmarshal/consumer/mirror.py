@@ -202,10 +202,12 @@ def open_mirror(
     for ``True`` where there is nothing to mirror into."""
     if setting is False:
         return None
+    sink: GroupSink
     if setting is None or setting is True:
-        sink = _kafka_sink(group, cluster, required=setting is True)
-        if sink is None:
+        kafka = _kafka_sink(group, cluster, required=setting is True)
+        if kafka is None:
             return None
+        sink = kafka
     else:
         sink = setting
     try:

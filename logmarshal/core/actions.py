@@ -84,7 +84,7 @@ class Assigned:
 
 @attrs.frozen
 class NoStart:
-    """Under ``reset="error"``: (topic, partition) has no usable position (``offset`` -1: none
+    """Under ``auto_offset_reset="error"``: (topic, partition) has no usable position (``offset`` -1: none
     at all; else outside the log ``[start, end]``). Nothing of it is handed out until seek."""
 
     topic: str

@@ -156,7 +156,7 @@ def claim(st: MemberState, now: int, wall: int, key: Key, out: list[Action]) -> 
         **ids(st),
         topic=topic,
         partition=part,
-        heartbeat_interval_ms=st.options.heartbeat_ms,
+        heartbeat_interval_ms=st.options.heartbeat_interval_ms,
         version=claim_version(st.options.protocol_version),
     )
     write(st, out, Pending("claim", topic, part, cp_of(st, topic, part), now, how=how), msg)
@@ -203,7 +203,7 @@ def claim_topics(st: MemberState, now: int, wall: int, out: list[Action]) -> Non
 def released_nearby(st: MemberState, now: int, wall: int) -> bool:
     """Has someone released a partition we could take? Then a pass runs at once and takes
     all of them: a clean handoff costs one replay round trip, not a pass."""
-    if st.options.entire_topic or wanted(st) == 0:
+    if st.options.claim_entire_topic or wanted(st) == 0:
         return False
     epochs = tuple(w.ownership_epoch for w in st.worlds)
     if epochs == st.released_epochs:
@@ -331,7 +331,7 @@ def retake_refused(st: MemberState, now: int, p: Pending, v: Verdict) -> None:
         or world.freshness(group, *key, world.now) != FRESH
     ):
         return  # released, claimed by another, or no longer fresh: claimed as before
-    hb = st.options.heartbeat_ms
+    hb = st.options.heartbeat_interval_ms
     if p.until is None:
         life = stale_from(state.last_beat, state.heartbeat_interval_ms) - world.now
         until, at = now + max(0, min(2 * hb, life)), now
@@ -419,7 +419,7 @@ def behind(st: MemberState, now: int, ends: dict[Key, int], out: list[Action]) -
     """release_if_behind: give up the partition furthest behind, if it is not catching up
     and someone else is alive to take it (never release into the void: zorkian/marshal#41)."""
     limit = st.options.release_if_behind
-    if limit is None or st.options.entire_topic or st.closing or st.fenced:
+    if limit is None or st.options.claim_entire_topic or st.closing or st.fenced:
         return
     lagging: list[tuple[int, Held]] = []
     for key, end in ends.items():

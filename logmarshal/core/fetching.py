@@ -46,7 +46,7 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         return
     held.fetch_token = None
     offset = held.next_fetch
-    reset = st.options.reset
+    reset = st.options.auto_offset_reset
     if reset == "error":
         held.no_start = (offset, event.start, event.end)  # a poll raises until seek()
         return
@@ -85,7 +85,7 @@ def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> No
     if held is None or held.lookup_token != event.token:
         return
     held.lookup_token = None
-    position, reset = held.group_start, st.options.reset
+    position, reset = held.group_start, st.options.auto_offset_reset
     start: int
     if position is not None and (
         event.start <= position <= event.end

@@ -53,7 +53,7 @@ def may_hand_out(st: MemberState, topic: str, partition: int, now: int) -> bool:
 def heartbeat_gap(st: MemberState, held: Held) -> int:
     """When ``held``'s next heartbeat is due after this one (:data:`HEARTBEAT_GAP`): the
     same for every partition, so heartbeats sent in one pass stay together."""
-    return int(st.options.heartbeat_ms * HEARTBEAT_GAP)
+    return int(st.options.heartbeat_interval_ms * HEARTBEAT_GAP)
 
 
 def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
@@ -65,7 +65,7 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
             r.fetch_token is None
             and r.next_fetch is not None
             and r.no_start is None
-            and len(r.buffer) < o.prefetch_records
+            and len(r.buffer) < o.prefetch
         ):
             st.token += 1
             r.fetch_token = st.token
@@ -81,7 +81,7 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
         # version 4 names where the reservation starts: where we believe the log's resume
         # point is (a stale belief is refused, not believed)
         first = st.delivery.position(held) + 1
-    last = st.delivery.to_reserve(held, o.max_reserved_records, st.offset_of)
+    last = st.delivery.to_reserve(held, o.max_reserved, st.offset_of)
     if last is not None and may_hand_out(st, held.topic, held.partition, now):
         msg = ClaimingMessages(
             **ids(st),

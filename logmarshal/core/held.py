@@ -65,7 +65,7 @@ class Held:
     reserve_token: int | None = None
     lookup_token: int | None = None
     next_heartbeat: int = 0
-    #: reset="error" and no usable position: (offset, start, end); nothing is handed out,
+    #: auto_offset_reset="error" and no usable position: (offset, start, end); nothing is handed out,
     #: and with no position at all (offset -1) nothing carrying one is written, until seek
     no_start: tuple[int, int, int] | None = None
     #: the group's resume offset when we adopted it (None: no position); where we start

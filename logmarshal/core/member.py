@@ -100,7 +100,7 @@ class MemberCore:
         self._beats: list[tuple[int, Key]] = []
         self._beat_at: dict[Key, int] = {}
         self._sweep = False
-        self._slack = int(options.heartbeat_ms * HEARTBEAT_SLACK)
+        self._slack = int(options.heartbeat_interval_ms * HEARTBEAT_SLACK)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -436,7 +436,7 @@ class MemberCore:
                 return now
             due = min(due, now + st.target_until - wall)
             if st.target_deferred:  # a holder or member changed since: the next target
-                due = min(due, st.target_at + self.options.claim_every_ms)
+                due = min(due, st.target_at + self.options.claim_interval_ms)
         return max(due, now)
 
     def _serve(self, now: int, out: list[Action]) -> None:
@@ -520,9 +520,9 @@ class MemberCore:
         st.replay_moved = False
         if now < st.next_claim and not released:
             return
-        st.next_claim = now + self.options.claim_every_ms
+        st.next_claim = now + self.options.claim_interval_ms
         adopt_orphans(st, now, taken, out)
-        if self.options.entire_topic:
+        if self.options.claim_entire_topic:
             claim_topics(st, now, wall, out)
         else:
             claim_pass(st, now, wall, released, out)

@@ -18,6 +18,7 @@ from .actions import Action
 from .claims import adopt_orphans, candidates, claim, group_paused
 from .held import Held
 from .holding import give_up
+from .options import UNLIMITED_CLAIMS
 from .records import ids, write
 from .state import Key, MemberState, Pending, busy, not_to_claim, wanted, world_of
 
@@ -30,10 +31,10 @@ def announcement(st: MemberState) -> AnnouncingMember:
     return AnnouncingMember(
         **ids(st),
         topics=tuple(sorted(st.topics)),
-        heartbeat_interval_ms=o.heartbeat_ms,
+        heartbeat_interval_ms=o.heartbeat_interval_ms,
         weight=o.weight,
-        max_claims=0 if o.max_claims >= 1 << 30 else o.max_claims,
-        entire_topic=o.entire_topic,
+        max_claims=0 if o.max_claims >= UNLIMITED_CLAIMS else o.max_claims,
+        entire_topic=o.claim_entire_topic,
         version=ANNOUNCED_VERSION,
     )
 
@@ -75,7 +76,7 @@ def target(st: MemberState, wall: int, now: int | None = None) -> frozenset[assi
     """Our share of the group's target at log time ``wall`` (``MemberCore.target``).
 
     With ``now`` (the clock of a step that acts on it), a change of holder or member is
-    taken up at most once per claim interval (``claim_every_ms``): the target computed
+    taken up at most once per claim interval (``claim_interval_ms``): the target computed
     last stays in use until then, and ``st.target_deferred`` says that a newer one is due
     (``MemberCore.due`` wakes for it). A group that starts or rebalances changes holders
     thousands of times in a claim interval, and every member recomputing its target after
@@ -112,7 +113,7 @@ def target(st: MemberState, wall: int, now: int | None = None) -> frozenset[assi
             now is not None
             and st.target_members is not None  # not holding still
             and key[1] == previous[1]
-            and now < st.target_at + st.options.claim_every_ms
+            and now < st.target_at + st.options.claim_interval_ms
         ):
             st.target_deferred = True  # a holder or member changed: taken up at the next pass
             return cached
@@ -125,7 +126,7 @@ def target(st: MemberState, wall: int, now: int | None = None) -> frozenset[assi
     mine = next((m for m in live if m.client_id == me), None)
     others = [m for m in live if m.client_id != me]
     st.target_key = key
-    settle = settle_ms(st.options.heartbeat_ms)
+    settle = settle_ms(st.options.heartbeat_interval_ms)
     # settled: a member for ``settle`` of log time (the others also want a second
     # announcement before they count us: proof that we did not die at once)
     settled_at = at + settle if mine is None else mine.since + settle
@@ -174,7 +175,7 @@ def target(st: MemberState, wall: int, now: int | None = None) -> frozenset[assi
 def _holding_still(st: MemberState) -> frozenset[assignment.Unit]:
     """The target of a member that has not settled: what it holds (or claims), nothing more."""
     spoken = busy(st)
-    if st.options.entire_topic:
+    if st.options.claim_entire_topic:
         return frozenset((t, assignment.WHOLE_TOPIC) for t, p in spoken if p == 0)
     return frozenset(spoken)
 
@@ -191,7 +192,7 @@ def rebalance(
     gives us. A deferred target (``st.target_deferred``: the log moved since it was
     computed) moves nothing away: only a current one does."""
     o = st.options
-    if o.entire_topic:
+    if o.claim_entire_topic:
         # a topic is ours through its partition 0; the rest follows once we hold that
         topics = {t for t, _ in mine}
         zeros = {t for t, p in st.held if p == 0 and t in topics}
@@ -213,13 +214,13 @@ def rebalance(
         # not track costs a look at every partition of the group, too much for every step
         # of the replay in a large group; between passes, what the replay moved is only
         # looked up in our target (a partition released to us is claimed at once)
-        st.next_claim = now + o.claim_every_ms
+        st.next_claim = now + o.claim_interval_ms
         adopt_orphans(st, now, taken, out, keep)
     if group_paused(st, now, wall):
         return
     skip = not_to_claim(st)
     bids = sorted(k for k in keep if k not in skip)
-    if o.entire_topic:
+    if o.claim_entire_topic:
         # max_claims counts topics: it limits the partitions 0, not the rest of a topic
         rest = [k for k in bids if k[1] > 0]
         bids = [k for k in bids if k[1] == 0]

@@ -19,14 +19,14 @@ from rationalizer.messages import (
 MAX_TASK_SOURCES = 64
 
 __all__ = [
-    "DEFAULT_BATCH",
-    "DEFAULT_ENTIRE_TOPIC",
+    "DEFAULT_AUTO_OFFSET_RESET",
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_CLAIM_ENTIRE_TOPIC",
     "DEFAULT_FAST_RECLAIM",
     "DEFAULT_GREEDY",
     "DEFAULT_MODE",
     "DEFAULT_REBALANCE",
     "DEFAULT_RESERVED_BATCHES",
-    "DEFAULT_RESET",
     "DEFAULT_WEIGHT",
     "MIN_PREFETCH",
     "UNLIMITED_CLAIMS",
@@ -34,14 +34,15 @@ __all__ = [
 ]
 
 
-#: where a member's settings come from, when not given (the defaults a ``Consumer`` shows)
+#: where a member's settings come from, when not given (the defaults a ``Consumer`` shows:
+#: ``Consumer.DEFAULT_CONFIG`` takes them from here)
 DEFAULT_MODE: Final = "alo"
-DEFAULT_BATCH: Final = 100
-DEFAULT_RESET: Final = "earliest"
+DEFAULT_BATCH_SIZE: Final = 100
+DEFAULT_AUTO_OFFSET_RESET: Final = "earliest"
 DEFAULT_REBALANCE: Final = "balanced"
 DEFAULT_WEIGHT: Final = 1
 DEFAULT_GREEDY: Final = False
-DEFAULT_ENTIRE_TOPIC: Final = False
+DEFAULT_CLAIM_ENTIRE_TOPIC: Final = False
 DEFAULT_FAST_RECLAIM: Final = True
 #: the oldest protocol version a member of this release can write for (its membership
 #: announcements are version 4's): the lowest ``protocol_version``
@@ -54,24 +55,10 @@ MIN_PREFETCH: Final = 500
 #: covers several polls, few enough that a crash loses little (AMO)
 DEFAULT_RESERVED_BATCHES: Final = 4
 
-#: the name a ``Consumer`` (or, for the heartbeat, a ``Marshaler``) gives each option whose
-#: name differs here, so an error names the argument its caller wrote
-_FACING = {
-    "heartbeat_ms": "heartbeat_interval",
-    "fence_margin_ms": "fence_margin",
-    "batch": "batch_size",
-    "claim_every_ms": "claim_interval",
-    "reset": "auto_offset_reset",
-    "entire_topic": "claim_entire_topic",
-    "cooldown_ms": "reclaim_cooldown",
-}
-
-
 def _named(attribute: attrs.Attribute[Any]) -> str:
-    """``batch_size (batch)``: the caller's name for an option, and this class's."""
-    name = attribute.alias or attribute.name
-    facing = _FACING.get(name)
-    return name if facing is None else f"{facing} ({name})"
+    """The name a caller writes for an option (a ``Consumer``'s setting in seconds ``x`` is
+    this class's ``x_ms``; every other setting has the same name in both)."""
+    return attribute.alias or attribute.name
 
 
 def _quarter_hb(heartbeat_ms: int) -> int:
@@ -128,9 +115,9 @@ def _at_least_one(value: int | None) -> int | None:
     return value if value is None or type(value) is not int else max(1, value)
 
 
-def _ident(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not valid_id(value):
-        raise ValueError(f"{attribute.name} must be a non-empty id string, got {value!r}")
+def _unlimited_if_none(value: int | None) -> int:
+    """``max_claims=None`` is no cap."""
+    return UNLIMITED_CLAIMS if value is None else value
 
 
 def _ident(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -205,16 +192,19 @@ def _heartbeat(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> No
 class CoreOptions:
     """One member's configuration: the one place its settings are validated and defaulted.
 
-    Times are milliseconds of the injected clock; a :class:`~logmarshal.Consumer` converts
-    its seconds once and builds this, so its defaults are these. An option left None takes a
-    default derived from others: ``fence_margin_ms`` and ``claim_every_ms`` HB/4,
-    ``cooldown_ms`` 2·HB, ``prefetch`` ``max(2·batch, 500)`` (AMO: at least
-    ``max_reserved + batch``), ``max_reserved`` 4·batch, ``max_claims`` unlimited.
+    Every setting has one name: a :class:`~logmarshal.Consumer` setting is passed here under
+    its own name, and one in seconds (``claim_interval``) as whole milliseconds of the
+    injected clock under its name with ``_ms`` (``claim_interval_ms``); HB is the
+    Marshaler's ``heartbeat_interval``. A setting given as None takes a default derived from
+    others, and reading it gives that value: ``fence_margin_ms`` and ``claim_interval_ms``
+    HB/4, ``reclaim_cooldown_ms`` 2·HB, ``prefetch`` ``max(2·batch_size, 500)`` (AMO: at
+    least ``max_reserved + batch_size``), ``max_reserved`` 4·batch_size, ``max_claims``
+    unlimited. What each setting means is said once, in ``Consumer.DEFAULT_CONFIG``.
 
-    ``fence_margin_ms``: the member stops handing out a partition when none of its messages
-    for it was accepted for ``2·HB - fence_margin_ms`` after it was *sent*.
     ``topics`` pairs each subscribed topic with its partition count as first known (0: not
     known yet); the edge reports changes with a ``Topics`` event (patterns, growth).
+    ``release_attempts`` (no Consumer setting): how many times a graceful close writes a
+    ReleasingPartition whose outcome is unknown.
     """
 
     group_id: str = attrs.field(validator=_ident)
@@ -223,79 +213,51 @@ class CoreOptions:
     topics: tuple[tuple[str, int], ...] = attrs.field(validator=_topics)
     coordination_partitions: int = attrs.field(validator=_positive)
     mode: str = attrs.field(default=DEFAULT_MODE, validator=_one_of("alo", "amo"))
-    heartbeat_ms: int = attrs.field(validator=_heartbeat)
-    fence_margin_ms: int | None = attrs.field(default=None, validator=_none_or_int)
+    heartbeat_interval_ms: int = attrs.field(validator=_heartbeat)
+    _fence_margin_ms: int | None = attrs.field(default=None, validator=_none_or_int)
     max_claims: int = attrs.field(
-        default=UNLIMITED_CLAIMS,
-        converter=attrs.converters.default_if_none(UNLIMITED_CLAIMS),
-        validator=_positive,
+        default=UNLIMITED_CLAIMS, converter=_unlimited_if_none, validator=_positive
     )
-    #: the most records a poll hands out by default
-    batch: int = attrs.field(default=DEFAULT_BATCH, validator=_positive)
-    #: AMO: the most records of a partition reserved (ClaimingMessages) and not handed out
-    #: yet. The next window is reserved while the current one is handed out, so one
-    #: coordination round trip covers several polls; at most this many are lost to a crash,
-    #: and a graceful close gives them back. None: ``DEFAULT_RESERVED_BATCHES`` batches (read
-    #: :attr:`max_reserved_records`). ALO reserves nothing.
-    max_reserved: int | None = attrs.field(default=None, validator=_none_or_positive)
-    #: how often a member looks for claimable partitions (None: HB/4; read
-    #: :attr:`claim_every_ms`)
-    _claim_every_ms: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
-    #: how many times a graceful close writes a ReleasingPartition whose outcome is unknown
+    batch_size: int = attrs.field(default=DEFAULT_BATCH_SIZE, validator=_positive)
+    _max_reserved: int | None = attrs.field(default=None, validator=_none_or_positive)
+    _claim_interval_ms: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
     release_attempts: int = attrs.field(default=3, validator=_positive)
-    #: where to start without a usable position: "earliest", "latest" or "error"
-    reset: str = attrs.field(
-        default=DEFAULT_RESET, validator=_one_of("earliest", "latest", "error")
+    auto_offset_reset: str = attrs.field(
+        default=DEFAULT_AUTO_OFFSET_RESET, validator=_one_of("earliest", "latest", "error")
     )
-    #: a claim pass takes as many partitions as allowed, not one
     greedy: bool = DEFAULT_GREEDY
-    #: partition 0 stands for its topic: whoever holds it claims the whole topic
-    entire_topic: bool = DEFAULT_ENTIRE_TOPIC
-    #: give up the partition furthest behind when its lag exceeds this and is not shrinking
+    claim_entire_topic: bool = DEFAULT_CLAIM_ENTIRE_TOPIC
     release_if_behind: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
-    #: how long a partition this member gave up while running is left to others
-    cooldown_ms: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
-    #: take back fresh claims of a previous instance of our client_id (restart recovery)
+    _reclaim_cooldown_ms: int | None = attrs.field(
+        default=None, validator=_none_or_at_least_zero
+    )
     fast_reclaim: bool = DEFAULT_FAST_RECLAIM
-    #: fetch more while fewer than this many records are buffered (read
-    #: :attr:`prefetch_records`; below 1 counts as 1)
-    prefetch: int | None = attrs.field(
+    #: below 1 counts as 1
+    _prefetch: int | None = attrs.field(
         default=None, converter=_at_least_one, validator=_none_or_int
     )
-    #: how the group shares its partitions: "balanced" (the sticky balanced target every
-    #: member computes from the log), "none" (claim whatever is claimable, as Go Marshal
-    #: does) or a callable (``logmarshal.core.assignment.Strategy``)
     rebalance: str | Callable[..., Any] = attrs.field(
         default=DEFAULT_REBALANCE, validator=_strategy
     )
-    #: this member's relative share under "balanced"
     weight: int = attrs.field(default=DEFAULT_WEIGHT, validator=_weight)
-    #: tasks: ``(task topic, source topics)``. Partition p of a task topic is one claim
-    #: (HeartbeatingTask carries every source's position) under which partition p of each
-    #: source topic is fetched and handed out. The task topic is a name in ``__marshal``
-    #: only; it is subscribed like a topic in ``topics`` (with the sources' partition
-    #: count), so claiming and the target treat a task as a partition (docs/streams.md).
+    #: ``(task topic, source topics)``, sorted. The task topic is a name in ``__marshal``
+    #: only; it is subscribed like a topic in ``topics`` (with the sources' partition count),
+    #: so claiming and the target treat a task as a partition (docs/streams.md).
     tasks: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), validator=_tasks)
-    #: the newest protocol version whose records this member writes (a rolling upgrade's
-    #: cap: a replayer of version N stops at the first record of a later version, so while
-    #: members of version N run, the upgraded ones write for N; PROTOCOL.md "Upgrading a
-    #: running group"). 5: version 5 claims and version 1 releases that name no tenure; 4:
-    #: version 1 claims too. Its replay applies this release's rules either way: on a log
-    #: without records of a later version they judge as version N's
     protocol_version: int = attrs.field(default=PROTOCOL_VERSION, validator=_protocol_version)
 
     def __attrs_post_init__(self) -> None:
-        margin = self.margin_ms
-        if not 0 <= margin < 2 * self.heartbeat_ms:
+        margin = self.fence_margin_ms
+        if not 0 <= margin < 2 * self.heartbeat_interval_ms:
             raise ValueError(
-                f"fence_margin (fence_margin_ms) must be in [0, 2·HB) = "
-                f"[0, {2 * self.heartbeat_ms}) ms, got {margin} ms"
+                f"fence_margin_ms must be in [0, 2·HB) = "
+                f"[0, {2 * self.heartbeat_interval_ms}) ms, got {margin} ms"
             )
         if self.tasks:
             if self.mode != "alo":
                 raise ValueError("tasks are consumed at least once (mode alo), not at most once")
-            if self.entire_topic:
-                raise ValueError("tasks cannot be claimed with entire_topic")
+            if self.claim_entire_topic:
+                raise ValueError("tasks cannot be claimed with claim_entire_topic")
             plain = {t for t, _ in self.topics} - {t for t, _ in self.tasks}
             sources = {s for _, srcs in self.tasks for s in srcs}
             if plain & sources:
@@ -310,52 +272,60 @@ class CoreOptions:
             )
 
     @property
-    def claim_every_ms(self) -> int:
-        """How often a member looks for claimable partitions."""
-        if self._claim_every_ms is None:
-            return _quarter_hb(self.heartbeat_ms)
-        return self._claim_every_ms
+    def fence_margin_ms(self) -> int:
+        """The member stops handing out a partition when none of its messages for it was
+        accepted for ``2·HB - fence_margin_ms`` after it was *sent* (None: HB/4)."""
+        if self._fence_margin_ms is None:
+            return _quarter_hb(self.heartbeat_interval_ms)
+        return self._fence_margin_ms
+
+    @property
+    def claim_interval_ms(self) -> int:
+        """How often a member looks for claimable partitions (None: HB/4)."""
+        if self._claim_interval_ms is None:
+            return _quarter_hb(self.heartbeat_interval_ms)
+        return self._claim_interval_ms
+
+    @property
+    def reclaim_cooldown_ms(self) -> int:
+        """How long a partition this member gave up while running is left to others
+        (None: 2·HB)."""
+        if self._reclaim_cooldown_ms is None:
+            return 2 * self.heartbeat_interval_ms
+        return self._reclaim_cooldown_ms
+
+    @property
+    def prefetch(self) -> int:
+        """Fetch more while fewer than this many records are buffered."""
+        if self._prefetch is None:
+            if self.mode == "amo":
+                # the reserved window waits in the buffer: room for it and a batch more to
+                # reserve, or the window is only as large as what happens to be buffered
+                return max(2 * self.batch_size, MIN_PREFETCH, self.max_reserved + self.batch_size)
+            return max(2 * self.batch_size, MIN_PREFETCH)
+        return self._prefetch
+
+    @property
+    def max_reserved(self) -> int:
+        """AMO: the reservation window of a partition (reserved, not handed out yet;
+        None: ``DEFAULT_RESERVED_BATCHES`` batches). ALO reserves nothing."""
+        if self._max_reserved is None:
+            return DEFAULT_RESERVED_BATCHES * self.batch_size
+        return self._max_reserved
 
     @property
     def announce_every_ms(self) -> int:
         """How often the member announces itself: a third of HB, so it stays a member
         (2·HB) through a lost announcement or two."""
-        return max(1, self.heartbeat_ms // 3)
+        return max(1, self.heartbeat_interval_ms // 3)
 
     @property
     def drain_ms(self) -> int:
         """ALO: how long a partition the target moves away waits for the commits of what was
         handed out before it is released anyway (the rest is then delivered again)."""
-        return max(1, self.heartbeat_ms // 2)
-
-    @property
-    def margin_ms(self) -> int:
-        if self.fence_margin_ms is None:
-            return _quarter_hb(self.heartbeat_ms)
-        return self.fence_margin_ms
-
-    @property
-    def reclaim_cooldown_ms(self) -> int:
-        return 2 * self.heartbeat_ms if self.cooldown_ms is None else self.cooldown_ms
-
-    @property
-    def prefetch_records(self) -> int:
-        if self.prefetch is None:
-            if self.mode == "amo":
-                # the reserved window waits in the buffer: room for it and a batch more to
-                # reserve, or the window is only as large as what happens to be buffered
-                return max(2 * self.batch, MIN_PREFETCH, self.max_reserved_records + self.batch)
-            return max(2 * self.batch, MIN_PREFETCH)
-        return self.prefetch
-
-    @property
-    def max_reserved_records(self) -> int:
-        """AMO: the reservation window of a partition (reserved, not handed out yet)."""
-        if self.max_reserved is None:
-            return DEFAULT_RESERVED_BATCHES * self.batch
-        return self.max_reserved
+        return max(1, self.heartbeat_interval_ms // 2)
 
     @property
     def fence_after_ms(self) -> int:
         """Age (from sending our newest accepted message) at which we stop handing out."""
-        return 2 * self.heartbeat_ms - self.margin_ms
+        return 2 * self.heartbeat_interval_ms - self.fence_margin_ms

@@ -52,7 +52,7 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: object) -> int:
 def heartbeat_record(st: MemberState, key: Key, position: Position) -> Heartbeat | HeartbeatingTask:
     """The heartbeat of ``key`` carrying ``position``: a task's carries its vector."""
     where = {**ids(st), "topic": key[0], "partition": key[1],
-             "heartbeat_interval_ms": st.options.heartbeat_ms}
+             "heartbeat_interval_ms": st.options.heartbeat_interval_ms}
     if isinstance(position, tuple):
         return HeartbeatingTask(**where, positions=position)
     return Heartbeat(**where, last_offset=position)

@@ -348,7 +348,7 @@ def not_to_claim(st: MemberState) -> set[Key]:
 def wanted(st: MemberState) -> int:
     """How many more partitions (topics, with entire_topic) we may bid for."""
     spoken = busy(st)
-    held = len({t for t, p in spoken if p == 0}) if st.options.entire_topic else len(spoken)
+    held = len({t for t, p in spoken if p == 0}) if st.options.claim_entire_topic else len(spoken)
     return max(0, st.options.max_claims - held)
 
 

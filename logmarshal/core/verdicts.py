@@ -179,7 +179,7 @@ def on_unknown(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
     if p.kind == "release":
         # it may have landed: look at the replay before writing it again (bounded), so a
         # lost answer does not put a second, rejected release in the log
-        st.releases.unknown((p.topic, p.partition), now + st.options.heartbeat_ms // 2)
+        st.releases.unknown((p.topic, p.partition), now + st.options.heartbeat_interval_ms // 2)
         return
     if held is None:
         return  # a claim or takeover that landed anyway is adopted by the next pass

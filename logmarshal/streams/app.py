@@ -20,7 +20,6 @@ committed to the consumer (which heartbeats them).
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import logging
 import operator
@@ -121,7 +120,7 @@ class App:
         self._uncommitted: dict[Key, list[Message]] = {}
         #: the consumer's ``batch_size`` (its default when not given): the most one poll takes
         self._poll_batch = int((consumer_options or {}).get(
-            "batch_size", inspect.signature(Consumer).parameters["batch_size"].default))
+            "batch_size", Consumer.DEFAULT_CONFIG["batch_size"]))
         self._stop = threading.Event()
         self._closed = False
         self._running = threading.Event()

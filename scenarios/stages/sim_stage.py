@@ -118,7 +118,7 @@ class SimStage(Stage):
         before()
         # the real stages' Consumers hand out batches of up to 20 too; "greedy" has no
         # core option (the core claims one partition per pass)
-        core_options: dict[str, Any] = {"batch": member.options.get("batch_size", 20)}
+        core_options: dict[str, Any] = {"batch_size": member.options.get("batch_size", 20)}
         for name in ("max_claims", "rebalance"):
             if name in member.options:
                 core_options[name] = member.options[name]

@@ -71,5 +71,5 @@ def test_a_cap_outside_the_versions_this_release_writes_is_refused(bad):
     with pytest.raises(ValueError, match="protocol_version must be an int from 4 to 6"):
         CoreOptions(
             group_id="g", client_id="c", instance_id="i", topics=(("t", 1),),
-            coordination_partitions=1, heartbeat_ms=100, protocol_version=bad,
+            coordination_partitions=1, heartbeat_interval_ms=100, protocol_version=bad,
         )  # fmt: skip

@@ -90,11 +90,11 @@ class Group:
             topics=((TOPIC, 1),),
             coordination_partitions=1,
             mode="amo",
-            heartbeat_ms=HB,
-            batch=self.batch,
+            heartbeat_interval_ms=HB,
+            batch_size=self.batch,
             prefetch=self.batch,
             max_reserved=self.max_reserved,
-            claim_every_ms=HB // 2,
+            claim_interval_ms=HB // 2,
             rebalance="none",
         )
         world = WorldState(_without=self.rules_off)  # the member's own replay (its core reads it)

@@ -44,12 +44,12 @@ def options(**kw):
         topics=(("t", 1),),
         coordination_partitions=1,
         mode="amo",
-        heartbeat_ms=HB,
-        batch=5,
-        claim_every_ms=0,  # these tests' claim passes run on every tick
+        heartbeat_interval_ms=HB,
+        batch_size=5,
+        claim_interval_ms=0,  # these tests' claim passes run on every tick
     )
     base.update(kw)
-    base.setdefault("prefetch", base["batch"])  # a batch buffered is a batch fetched
+    base.setdefault("prefetch", base["batch_size"])  # a batch buffered is a batch fetched
     return CoreOptions(**base)
 
 
@@ -98,7 +98,7 @@ def test_options_validate():
     with pytest.raises(ValueError):
         options(mode="exactly-once")
     with pytest.raises(ValueError):
-        options(heartbeat_ms=0)
+        options(heartbeat_interval_ms=0)
     with pytest.raises(ValueError):
         options(fence_margin_ms=2 * HB)
     with pytest.raises(ValueError):
@@ -113,19 +113,19 @@ _REQUIRED = dict(
     instance_id="i1",
     topics=(("t", 1),),
     coordination_partitions=1,
-    heartbeat_ms=HB,
+    heartbeat_interval_ms=HB,
 )
 
 
 def test_max_reserved_defaults_to_a_few_batches_and_is_validated():
-    assert options().max_reserved_records == 4 * 5
+    assert options().max_reserved == 4 * 5
     # the window waits in the buffer: AMO's default prefetch has room for it and a batch
-    amo = CoreOptions(**{**_REQUIRED, "mode": "amo", "batch": 500})
-    assert (amo.max_reserved_records, amo.prefetch_records) == (2000, 2500)
-    alo = CoreOptions(**{**_REQUIRED, "batch": 500})
-    assert alo.prefetch_records == 1000  # ALO reserves nothing
-    assert CoreOptions(**_REQUIRED, mode="amo").prefetch_records == 500  # batch 100: as before
-    assert options(max_reserved=7).max_reserved_records == 7
+    amo = CoreOptions(**{**_REQUIRED, "mode": "amo", "batch_size": 500})
+    assert (amo.max_reserved, amo.prefetch) == (2000, 2500)
+    alo = CoreOptions(**{**_REQUIRED, "batch_size": 500})
+    assert alo.prefetch == 1000  # ALO reserves nothing
+    assert CoreOptions(**_REQUIRED, mode="amo").prefetch == 500  # batch 100: as before
+    assert options(max_reserved=7).max_reserved == 7
     with pytest.raises(ValueError, match="max_reserved must be at least 1"):
         options(max_reserved=0)
     with pytest.raises(TypeError, match="max_reserved must be an int"):
@@ -340,7 +340,7 @@ def test_without_the_stall_rule_a_thawed_member_heartbeats_what_it_remembers():
 
 def test_a_claim_whose_answer_was_lost_is_adopted_with_a_lapsed_lease():
     world, log = WorldState(), Log()
-    core = MemberCore(options(mode="alo", claim_every_ms=50), [world])
+    core = MemberCore(options(mode="alo", claim_interval_ms=50), [world])
     out = core.step(0, Replayed(0, -1, at_end=True))
     # its announcement lands (until then it cannot tell that it is alone), then it claims
     out = _land_announcements(core, world, log, 0, out)
@@ -408,7 +408,7 @@ def _claims(actions):
 
 def test_a_partition_given_up_is_left_alone_for_the_cooldown():
     world, log = WorldState(), Log()
-    core = MemberCore(options(mode="alo", claim_every_ms=10, cooldown_ms=500), [world])
+    core = MemberCore(options(mode="alo", claim_interval_ms=10, reclaim_cooldown_ms=500), [world])
     land_all(core, world, log, 0, start(core, world, log))
     assert core.assigned() == [("t", 0)]
     land_all(core, world, log, 100, core.give_up(100, "t", 0, "test"))  # released in the log
@@ -424,7 +424,7 @@ def test_no_claim_is_tried_while_the_group_is_paused():
     world, log = WorldState(), Log()
     log.append(0, *encode(ReleaseGroup(client_id="adm", instance_id="x", group_id="g",
                                        msg_expire_time=1000)))
-    core = MemberCore(options(mode="alo", claim_every_ms=10), [world])
+    core = MemberCore(options(mode="alo", claim_interval_ms=10), [world])
     out = core.step(0, Replayed(0, log.replay(world), at_end=True))
     for now in range(0, 1000, 10):
         assert _claims(out) == [], now
@@ -448,7 +448,7 @@ def test_a_fresh_holders_partition_is_claimed_only_once_stale():
     world, log = WorldState(), Log()
     other = MemberCore(options(mode="alo", client_id="c2", instance_id="j1"), [world])
     land_all(other, world, log, 0, start(other, world, log))  # c2 holds it, beat at 0
-    core = MemberCore(options(mode="alo", claim_every_ms=10), [world])
+    core = MemberCore(options(mode="alo", claim_interval_ms=10), [world])
     out = core.step(0, Replayed(0, log.replay(world), at_end=True))
     for now in range(0, 2 * HB + 1, 10):
         assert _claims(out) == [], now  # fresh, then unknown: not claimable

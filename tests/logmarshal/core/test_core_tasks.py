@@ -65,7 +65,7 @@ def test_options_refuse_what_a_task_cannot_be():
     with pytest.raises(ValueError, match="named twice"):
         options(mode="alo", topics=(("T", 1), ("U", 1)), tasks=(("T", ("a",)), ("U", ("a",))))
     with pytest.raises(ValueError, match="entire_topic"):
-        options(mode="alo", topics=(("T", 1),), tasks=TASKS, entire_topic=True)
+        options(mode="alo", topics=(("T", 1),), tasks=TASKS, claim_entire_topic=True)
 
 
 def test_a_task_is_one_claim_read_from_every_source_and_heartbeated_as_a_vector():
