@@ -190,8 +190,8 @@ class Handlers:
     async def _handle(self, header: RequestHeader, frame: memoryview) -> Response:
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
-            spec = SUPPORTED[key]
-            ok = spec.min_version <= version <= spec.max_version
+            versions = SUPPORTED[key]
+            ok = versions.min_version <= version <= versions.max_version
             error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_VERSION
             return api_versions_response(header.correlation_id, version, error)
         spec = SUPPORTED.get(key)
@@ -216,8 +216,8 @@ class Handlers:
         else:
             result = await self._table[key](request, version)
         if self.metrics is not None:
-            error = getattr(result, "error", None)  # hand-encoded answers carry it
-            self._last_error[id(frame)] = first_error(result) if error is None else error
+            carried = getattr(result, "error", None)  # hand-encoded answers carry it
+            self._last_error[id(frame)] = first_error(result) if carried is None else carried
         if result is None or isinstance(result, bytes | list):
             return _with_correlation(result, header.correlation_id)
         return encode_response(header.correlation_id, spec, version, result)
@@ -356,25 +356,25 @@ class Handlers:
             )
         else:
             results = _append_all(work, False, self._idempotence)
-        for (name, index, _, _, _), (error, _, _, _) in zip(work, results, strict=True):
-            if error == ErrorCode.NONE:
+        for (name, index, _, _, _), (code, _, _, _) in zip(work, results, strict=True):
+            if code == ErrorCode.NONE:
                 self._waiters.notify((name, index))
         if acks == 0:
             return None
         r = ProduceResponse[version]
         by_topic: dict[str, list[Any]] = {}
-        for (name, index, _, _, _), (error, base, append_time, start) in zip(
+        for (name, index, _, _, _), (code, base, append_time, start) in zip(
             work, results, strict=True
         ):
             by_topic.setdefault(name, []).append(
                 r.TopicProduceResponse.PartitionProduceResponse(
                     index=index,
-                    error_code=error,
+                    error_code=code,
                     base_offset=base,
                     log_append_time_ms=append_time,
                     log_start_offset=start,
                     record_errors=[],
-                    error_message=None if error == ErrorCode.NONE else error.name,
+                    error_message=None if code == ErrorCode.NONE else code.name,
                 )
             )
         return r(
@@ -662,9 +662,9 @@ class Handlers:
         error_message=)``. A request naming more than MAX_TOPICS_PER_REQUEST topics is
         refused whole (POLICY_VIOLATION, "...; ``refused``") before any runs."""
         if len(topics) > MAX_TOPICS_PER_REQUEST:
-            message = f"at most {MAX_TOPICS_PER_REQUEST} topics per request; {refused}"
+            why = f"at most {MAX_TOPICS_PER_REQUEST} topics per request; {refused}"
             return [
-                result(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
+                result(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=why)
                 for t in topics
             ]
         loop = asyncio.get_running_loop()
@@ -898,13 +898,13 @@ def _append_all(
     work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]],
     flush: bool,
     idempotence: Idempotence | None = None,
-) -> list[tuple[int, int, int, int]]:
+) -> list[tuple[ErrorCode, int, int, int]]:
     """Append each partition's batches; per partition: (error, base, append time, log start).
 
     Batches of idempotent producers go through ``idempotence``: a retry of a stored batch
     is answered with the original offsets (and not stored again).
     """
-    out = []
+    out: list[tuple[ErrorCode, int, int, int]] = []
     for name, index, plog, records, error in work:
         if plog is None or error != ErrorCode.NONE:
             out.append((error, -1, -1, -1))
