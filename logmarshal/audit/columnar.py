@@ -230,11 +230,11 @@ class ColumnarAudit(PartitionAudit):
         try:
             for i in rare:
                 self._cursor = i
-                self._rare(offset_list[i], now_list[i], keys[i], values[i], verdicts[i])  # type: ignore[arg-type]
+                self._rare(offset_list[i], now_list[i], keys[i], values[i], verdicts[i])
             self._cursor = n
             for slot, (lo, hi) in self._ranges.items():
                 if lo < hi:
-                    self._sync(self._tracks[self._slot_keys[slot]])  # type: ignore[index]
+                    self._sync(self._tracks[self._slot_keys[slot]])
         finally:
             self._now = last_now
             self._last_offset = offset_list[-1]
@@ -281,7 +281,7 @@ class ColumnarAudit(PartitionAudit):
             per = np.bincount(slots[hot] * width + (codes[hot] - _FIRST_RENEWAL))
             for cell in np.flatnonzero(per).tolist():
                 slot, which = divmod(cell, width)
-                t = self._tracks[self._slot_keys[slot]]  # type: ignore[index]
+                t = self._tracks[self._slot_keys[slot]]
                 counter = _RENEWALS[which][1]
                 setattr(t, counter, getattr(t, counter) + int(per[cell]))
         lost = np.flatnonzero(counted & (codes == _LOST))
@@ -290,9 +290,10 @@ class ColumnarAudit(PartitionAudit):
             lost_slots = slots[lost]
             per = np.bincount(lost_slots)
             for slot in np.flatnonzero(per).tolist():
-                t = self._tracks.get(self._slot_keys[slot])  # type: ignore[arg-type]
-                if t is not None:
-                    group = t.group
+                seen = self._tracks.get(self._slot_keys[slot])
+                group: str | None
+                if seen is not None:
+                    group = seen.group
                 else:  # a race for a partition whose claim this fold never saw start
                     i = int(lost[np.argmax(lost_slots == slot)])
                     msg = self._decode(keys[i], values[i])

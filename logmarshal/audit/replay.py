@@ -122,6 +122,18 @@ _NOT_HOLDER_KIND: dict[type, str] = {
 
 _MEMBERSHIP_EFFECTS = frozenset({Effect.JOINED, Effect.ANNOUNCED, Effect.LEFT})
 
+#: the message types that name a partition (or a task's key), and those that carry a
+#: ``last_offset`` (a task's: the scalar of its vector)
+_KEYED = (
+    Heartbeat
+    | ClaimingPartition
+    | ReleasingPartition
+    | ClaimingMessages
+    | HeartbeatingTask
+    | ReleasingTask
+)
+_POSITIONED = Heartbeat | ReleasingPartition | HeartbeatingTask | ReleasingTask
+
 AuditRows = dict[str, list[tuple[Any, ...]]]
 
 
@@ -297,7 +309,9 @@ class PartitionAudit:
         self._first_offset: int | None = None
         self._first_ms: int | None = None
         self._records = 0
-        self._tracks: dict[bytes, _Track] = {}
+        #: by record key; looked up with a record's key as it came (None: a keyless record,
+        #: which no track has)
+        self._tracks: dict[bytes | None, _Track] = {}
         self._intervals: list[tuple[_Track, _Interval]] = []
         self._counts: dict[tuple[str | None, str, str], int] = {}
         self._failovers: list[tuple[Any, ...]] = []
@@ -363,14 +377,17 @@ class PartitionAudit:
             t = self._tracks[key] = _Track(key, s.group_id, s.topic, s.partition)
             holder = s.holder or ("snapshot", "genesis")
             if s.has_position:
-                ids = {"client_id": holder[0], "instance_id": holder[1], "group_id": s.group_id}
-                where = {"topic": s.topic, "partition": s.partition}
+                client, instance = holder
                 t.last_ref = encode(
-                    Heartbeat(**ids, **where, last_offset=s.last_offset, heartbeat_interval_ms=1)
-                )[1]
+                    Heartbeat(client_id=client, instance_id=instance, group_id=s.group_id,
+                              topic=s.topic, partition=s.partition, last_offset=s.last_offset,
+                              heartbeat_interval_ms=1)
+                )[1]  # fmt: skip
                 t.claimed_ref = encode(
-                    ClaimingMessages(**ids, **where, proposed_last_offset=s.claimed_through)
-                )[1]
+                    ClaimingMessages(client_id=client, instance_id=instance, group_id=s.group_id,
+                                     topic=s.topic, partition=s.partition,
+                                     proposed_last_offset=s.claimed_through)
+                )[1]  # fmt: skip
             t.floor = s.tenure_floor
             if s.holder is not None:
                 c = _Interval(
@@ -385,8 +402,9 @@ class PartitionAudit:
                 t.open = c
                 self._intervals.append((t, c))
             elif s.last_holder is not None:
+                assert s.last_holder_end_ms is not None  # (the world dates the tenure it names)
                 t.ended = _ended_before(s)
-                t.lost[s.last_holder] = t.ended.end_ms  # type: ignore[assignment]
+                t.lost[s.last_holder] = s.last_holder_end_ms
 
     # ------------------------------------------------------------------ snapshot checks
 
@@ -394,7 +412,7 @@ class PartitionAudit:
         """Positions in ``offsets`` (ascending, from ``first``) before which the world must be
         compared with a pending snapshot: after the last record at or below its covered
         offset, when more records follow in this batch."""
-        cuts = []
+        cuts: list[int] = []
         last = offsets[-1]
         for covered, _offset, _digest in self._checks:
             if covered >= last:
@@ -497,22 +515,23 @@ class PartitionAudit:
             for off, ts, key, value, v in zip(
                 offsets, timestamps, keys, values, verdicts, strict=True
             ):
-                if off <= last_off:  # a re-delivery changes nothing
+                if v is None or off <= last_off:  # a re-delivery (no verdict) changes nothing
                     continue
                 last_off = off
                 records += 1
                 if ts > now:
                     now = ts
-                e = v.effect  # type: ignore[union-attr]
+                e = v.effect
                 if e is _RENEWED or e is _MESSAGES_CLAIMED or e is _RENEWED_LATE:
-                    t = tracks[key]  # type: ignore[index]
+                    t = tracks[key]
                     c = t.open
-                    gap = now - c.last_ms  # type: ignore[union-attr]
-                    if c.max_gap is None or gap > c.max_gap:  # type: ignore[union-attr]
-                        c.max_gap = gap  # type: ignore[union-attr]
-                        c.max_gap_end = now  # type: ignore[union-attr]
-                    c.last_ms = now  # type: ignore[union-attr]
-                    c.msgs += 1  # type: ignore[union-attr]
+                    assert c is not None  # (only a holder's records renew)
+                    gap = now - c.last_ms
+                    if c.max_gap is None or gap > c.max_gap:
+                        c.max_gap = gap
+                        c.max_gap_end = now
+                    c.last_ms = now
+                    c.msgs += 1
                     if e is _MESSAGES_CLAIMED:
                         t.claimed_ref = value
                         if now >= since:
@@ -526,7 +545,7 @@ class PartitionAudit:
                             else:
                                 t.n_late += 1
                 else:
-                    self._rare(off, now, key, value, v)  # type: ignore[arg-type]
+                    self._rare(off, now, key, value, v)
         finally:
             self._now = now
             self._last_offset = last_off
@@ -541,14 +560,16 @@ class PartitionAudit:
         try:
             return memo[k]
         except KeyError:
-            pass
+            hashable = True
         except TypeError:  # unhashable junk; decode says what it is
-            k = None
-        try:
-            msg = decode(key, value)  # type: ignore[arg-type]
-        except DecodeError:
-            msg = None
-        if k is not None:
+            hashable = False
+        msg: Message | None = None
+        if key is not None and value is not None:  # (else decode refuses it too)
+            try:
+                msg = decode(key, value)
+            except DecodeError:
+                msg = None
+        if hashable:
             if len(memo) >= _DECODE_MEMO_LIMIT:
                 memo.clear()
             memo[k] = msg
@@ -562,7 +583,7 @@ class PartitionAudit:
         one whose header (version, type) decoded to a class before goes through the codec's
         field decoder, without a message object; any other through ``decode`` (memoised)."""
         if reason is not Reason.INVALID_RECORD and value.__class__ is bytes and key is not None:
-            cls = self._classes.get(value[:2])  # type: ignore[index]
+            cls = self._classes.get(value[:2])
             if cls is not None:
                 try:
                     f = decode_fields(key, value)
@@ -573,8 +594,8 @@ class PartitionAudit:
         msg = self._decode(key, value)
         if msg is None:
             return None
-        if value[0] == VERSION_1:  # type: ignore[index]
-            self._classes[value[:2]] = type(msg)  # type: ignore[index]
+        if value is not None and value[0] == VERSION_1:  # (it decoded: value is not None)
+            self._classes[value[:2]] = type(msg)
         return (
             type(msg),
             msg.client_id,
@@ -589,22 +610,26 @@ class PartitionAudit:
         restart: a version 1 record through the codec's own field decoder (no message
         object, half the cost of ``decode``), any other through ``decode``."""
         if value[0] == VERSION_1:
-            fields = decode_fields(key, value)
-            return fields[1], fields[2], fields[3], fields[4], fields[5], fields[8]  # type: ignore[return-value]
+            _, client, instance, group, topic, partition, _, _, hb, _ = decode_fields(key, value)
+            # (a claim's and a heartbeat's fields: a topic, a partition and a lease)
+            assert topic is not None and partition is not None and hb is not None
+            return client, instance, group, topic, partition, hb
         msg = decode(key, value)
+        assert isinstance(msg, ClaimingPartition | Heartbeat | HeartbeatingTask)  # (see _STARTS)
         return (
             msg.client_id,
             msg.instance_id,
             msg.group_id,
-            msg.topic,  # type: ignore[union-attr]
-            msg.partition,  # type: ignore[union-attr]
-            msg.heartbeat_interval_ms,  # type: ignore[union-attr]
+            msg.topic,
+            msg.partition,
+            msg.heartbeat_interval_ms,
         )
 
     def _track(self, key: bytes, msg: Message) -> _Track:
         t = self._tracks.get(key)
         if t is None:
-            t = self._tracks[key] = _Track(key, msg.group_id, msg.topic, msg.partition)  # type: ignore[union-attr]
+            assert isinstance(msg, _KEYED)  # (a record with a partition key names one)
+            t = self._tracks[key] = _Track(key, msg.group_id, msg.topic, msg.partition)
         return t
 
     def _count(self, group: str | None, outcome: str, reason: str) -> None:
@@ -620,15 +645,17 @@ class PartitionAudit:
         if value is None:
             return -1
         if value[0] == VERSION_1 and value[1] in _NUMBERED:
-            return _I64.unpack_from(value, 2)[0]  # type: ignore[no-any-return]
+            return _I64.unpack_from(value, 2)[0]
         numbers = self._numbers
         n = numbers.get(value)
         if n is None:
             msg = decode(key, value)
             # a reservation (any version of ClaimingMessages) carries proposed_last_offset
-            n = getattr(msg, "proposed_last_offset", None)
-            if n is None:
-                n = msg.last_offset  # type: ignore[union-attr]
+            if isinstance(msg, ClaimingMessages):
+                n = msg.proposed_last_offset
+            else:
+                assert isinstance(msg, _POSITIONED)  # (an accepted record that set a position)
+                n = msg.last_offset
             if len(numbers) >= _NUMBER_MEMO_LIMIT:
                 numbers.clear()
             numbers[value] = n
@@ -729,23 +756,24 @@ class PartitionAudit:
             if counted:
                 self._count(t.group, "accepted", e.value)
         elif e is Effect.RELEASED:
-            t = self._tracks[key]  # type: ignore[index]
+            assert key is not None, "an accepted record decodes"
+            t = self._tracks[key]
             self._sync(t)
-            c = t.open
-            assert c is not None
-            gap = now - c.last_ms
-            if c.max_gap is None or gap > c.max_gap:
-                c.max_gap, c.max_gap_end = gap, now
-            c.last_ms = now
-            c.msgs += 1
+            held = t.open
+            assert held is not None
+            gap = now - held.last_ms
+            if held.max_gap is None or gap > held.max_gap:
+                held.max_gap, held.max_gap_end = gap, now
+            held.last_ms = now
+            held.msgs += 1
             # the release sets both: its own tenure's reservations beyond it are given back,
             # never below the tenure's floor (PROTOCOL.md rule 6 and property b)
             t.last_ref = t.claimed_ref = value
-            if t.floor is not None and self._number(key, value) < t.floor:  # type: ignore[arg-type]
+            if t.floor is not None and self._number(key, value) < t.floor:
                 t.claimed_ref = encode(
                     ClaimingMessages(
-                        client_id=c.client,
-                        instance_id=c.instance,
+                        client_id=held.client,
+                        instance_id=held.instance,
                         group_id=t.group,
                         topic=t.topic,
                         partition=t.partition,
@@ -767,10 +795,11 @@ class PartitionAudit:
             if counted:
                 self._count(group, "accepted", e.value)
         elif e is Effect.POSITION_SET:
-            t = self._tracks.get(key)  # type: ignore[arg-type]
+            assert key is not None, "an accepted record decodes"
+            t = self._tracks.get(key)
             if t is None:
                 msg = self._decode(key, value)
-                assert msg is not None and key is not None
+                assert msg is not None
                 t = self._track(key, msg)
             self._sync(t)
             t.last_ref = t.claimed_ref = value
@@ -889,7 +918,7 @@ class PartitionAudit:
             if t is not None:
                 if t.open is not None:
                     holder = (t.open.client, t.open.instance)
-                lost_at = t.lost.get(ident)  # type: ignore[arg-type]
+                lost_at = t.lost.get((fields[1], fields[2]))
         if reason is Reason.FENCED and ident is not None:
             lost_at = self._fenced_at.get(ident, lost_at)
         self._violations.append(
