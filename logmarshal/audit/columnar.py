@@ -38,14 +38,15 @@ from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 from rationalizer.verdict import ACCEPTED, REJECTED
 
 from .deps import require
-from .replay import PartitionAudit, ReplayConfig, _Track
+from .replay import PartitionAudit, ReplayConfig
+from .tracks import Track
 
 __all__ = ["ColumnarAudit"]
 
 # What the columns do with a record: its verdict's code (int8)
 _RARE = 0  # the per-record fold's code handles it
 _LOST = 1  # a lost race (STILL_OWNED): counted only
-#: the renewals, deferred: code 2 + their index here; (effect, the _Track counter the
+#: the renewals, deferred: code 2 + their index here; (effect, the Track counter the
 #: per-record fold counts it in, what it sets: "last" last_offset, "claimed"
 #: claimed_through, "none" nothing: a holder's late heartbeat, version 6 property g, whose
 #: verdicts are the rules' RENEWED_KEPT and RENEWED_LATE_KEPT objects)
@@ -303,7 +304,7 @@ class ColumnarAudit(PartitionAudit):
 
     # ------------------------------------------------------------------ deferred renewals
 
-    def _sync(self, t: _Track) -> None:
+    def _sync(self, t: Track) -> None:
         """Fold ``t``'s renewals before the record being handled into its open interval and
         position: count, last seen, largest gap (the first one wins a tie, as record by
         record), and the last records that set last_offset and claimed_through."""

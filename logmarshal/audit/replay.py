@@ -3,7 +3,9 @@
 The same :class:`rationalizer.WorldState` the consumers run decides every record; this
 module only *reads* its verdicts (``effect``, ``previous_holder``, ``voided``) and turns
 them into ownership intervals, failovers, violations, heartbeat gaps and final positions.
-So the audit's conclusions are the runtime's conclusions by construction.
+So the audit's conclusions are the runtime's conclusions by construction. What the fold
+keeps of each partition is :mod:`.tracks`' (claims, positions), of each group's members
+:mod:`.members`'.
 
 Pure Python (rationalizer + attrs). The engines run :mod:`.columnar`, which shares this
 fold's state and its code for every record but the renewals and lost races, and keeps the
@@ -33,7 +35,6 @@ import attrs
 
 from rationalizer import (
     MESSAGE_NAMES,
-    AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     DecodeError,
@@ -42,7 +43,6 @@ from rationalizer import (
     HeartbeatingTask,
     LeavingGroup,
     Message,
-    PartitionState,
     Reason,
     ReleasingPartition,
     ReleasingTask,
@@ -59,9 +59,11 @@ from rationalizer.codec import (
     VERSION_1,
     decode_fields,
 )
-from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT, STALE, freshness, stale_from
+from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 
+from .members import MemberFold
 from .schema import TABLES
+from .tracks import Interval, Track, ended_before
 
 __all__ = [
     "AuditRows",
@@ -174,126 +176,6 @@ def new_world(config: ReplayConfig) -> WorldState:
     return WorldState(admin_keys=config.admin_keys)
 
 
-class _Interval:
-    """One holder's claim on one partition, from the record that granted it to its end."""
-
-    __slots__ = (
-        "client",
-        "end_ms",
-        "end_offset",
-        "end_position",
-        "end_reason",
-        "hb_ms",
-        "instance",
-        "last_ms",
-        "max_gap",
-        "max_gap_end",
-        "msgs",
-        "start_cause",
-        "start_ms",
-        "start_offset",
-        "start_position",
-    )
-
-    def __init__(
-        self,
-        client: str,
-        instance: str,
-        start_ms: int,
-        start_offset: int,
-        start_cause: str,
-        start_position: int | None,
-        hb_ms: int,
-    ) -> None:
-        self.client = client
-        self.instance = instance
-        self.start_ms = start_ms
-        self.start_offset = start_offset
-        self.start_cause = start_cause
-        self.start_position = start_position
-        self.hb_ms = hb_ms
-        self.last_ms = start_ms
-        self.msgs = 1
-        self.max_gap: int | None = None
-        self.max_gap_end: int | None = None
-        self.end_ms: int | None = None
-        self.end_offset: int | None = None
-        self.end_reason = "open"
-        self.end_position: int | None = None
-
-
-def _ended_before(s: PartitionState) -> _Interval:
-    """The claim of ``s.last_holder`` that ended before the history (a genesis snapshot):
-    only what the failover row reads, its holder, last accepted message, end and reason.
-    Never an ownership row (its start is unknown): that row is the full history's."""
-    assert s.last_holder is not None and s.last_holder_end_ms is not None
-    c = _Interval(*s.last_holder, s.last_beat, -1, "snapshot", None, 0)
-    c.last_ms = s.last_beat  # a release's own time; else the voided holder's last message
-    c.end_ms = s.last_holder_end_ms
-    c.end_reason = "group_reset" if s.last_holder_voided else "released"
-    return c
-
-
-class _Membership:
-    """One live member as the fold tracks it (the world keeps the same, privately)."""
-
-    __slots__ = ("hb", "instance", "last", "topics")
-
-    def __init__(
-        self, instance: str, last: int, hb: int, topics: tuple[tuple[str, int], ...]
-    ) -> None:
-        self.instance = instance
-        self.last = last
-        self.hb = hb
-        self.topics = topics
-
-
-def _stale(m: _Membership, now: int) -> bool:
-    """The member's last announcement is stale at ``now`` by its own heartbeat interval."""
-    return freshness(now - m.last, m.hb) is STALE
-
-
-class _Track:
-    """What the fold knows of one (group, topic, partition) of this coordination partition."""
-
-    __slots__ = (
-        "claimed_ref",
-        "ended",
-        "floor",
-        "group",
-        "key",
-        "last_ref",
-        "lost",
-        "n_late",
-        "n_messages",
-        "n_renewed",
-        "open",
-        "partition",
-        "topic",
-    )
-
-    def __init__(self, key: bytes, group: str, topic: str, partition: int) -> None:
-        self.key = key
-        self.group = group
-        self.topic = topic
-        self.partition = partition
-        self.open: _Interval | None = None
-        #: the last claim that ended, until a successor starts (it makes the failover row)
-        self.ended: _Interval | None = None
-        #: values of the accepted records that last set last_offset / claimed_through; both
-        #: None exactly while the partition has no position (a claim alone sets none)
-        self.last_ref: bytes | None = None
-        self.claimed_ref: bytes | None = None
-        #: the open claim's tenure floor (PROTOCOL.md "Version 4", property b): its release
-        #: gives nothing back below it
-        self.floor: int | None = None
-        #: (client, instance) -> log time it lost this partition
-        self.lost: dict[tuple[str, str], int] = {}
-        self.n_renewed = 0
-        self.n_late = 0
-        self.n_messages = 0
-
-
 class PartitionAudit:
     """Fold over one coordination partition; feed records in offset order, then finish."""
 
@@ -311,8 +193,8 @@ class PartitionAudit:
         self._records = 0
         #: by record key; looked up with a record's key as it came (None: a keyless record,
         #: which no track has)
-        self._tracks: dict[bytes | None, _Track] = {}
-        self._intervals: list[tuple[_Track, _Interval]] = []
+        self._tracks: dict[bytes | None, Track] = {}
+        self._intervals: list[tuple[Track, Interval]] = []
         self._counts: dict[tuple[str | None, str, str], int] = {}
         self._failovers: list[tuple[Any, ...]] = []
         self._violations: list[tuple[Any, ...]] = []
@@ -326,9 +208,8 @@ class PartitionAudit:
         self._type_names: dict[type, tuple[str, str]] = {}
         #: value of an accepted record -> the data offset it carries (see _number)
         self._numbers: dict[bytes, int] = {}
-        #: group -> client_id -> its membership as this fold tracks it (mirrors the world's)
-        self._members: dict[str, dict[str, _Membership]] = {}
-        self._member_events: list[tuple[Any, ...]] = []
+        #: the groups' members and their history (the membership table)
+        self._members = MemberFold(coord_partition)
         self.genesis: int | None = None  # the offset the starting snapshot covers
         #: snapshots still to compare with the world, by ascending covered offset
         self._checks: list[tuple[int, int, str]] = sorted(
@@ -354,27 +235,10 @@ class PartitionAudit:
         self.genesis = covered
         self._last_offset = covered
         self._now = world.now
-        for group in world.member_groups():
-            live = world.members(group)
-            self._members[group] = {
-                m.client_id: _Membership(m.instance_id, m.last, m.heartbeat_interval_ms, m.topics)
-                for m in live
-            }
-            # their joins are before the history: dated, without a record
-            for m in sorted(live, key=lambda m: (m.since, m.client_id)):
-                self._member_event(
-                    group,
-                    m.since,
-                    None,
-                    m.client_id,
-                    m.instance_id,
-                    "joined",
-                    "before the snapshot",
-                    m.heartbeat_interval_ms,
-                )
+        self._members.start_from(world)
         for s in world.partitions():
             key = record_key(s.group_id, s.topic, s.partition)
-            t = self._tracks[key] = _Track(key, s.group_id, s.topic, s.partition)
+            t = self._tracks[key] = Track(key, s.group_id, s.topic, s.partition)
             holder = s.holder or ("snapshot", "genesis")
             if s.has_position:
                 client, instance = holder
@@ -390,7 +254,7 @@ class PartitionAudit:
                 )[1]  # fmt: skip
             t.floor = s.tenure_floor
             if s.holder is not None:
-                c = _Interval(
+                c = Interval(
                     s.holder[0],
                     s.holder[1],
                     s.last_beat,
@@ -403,7 +267,7 @@ class PartitionAudit:
                 self._intervals.append((t, c))
             elif s.last_holder is not None:
                 assert s.last_holder_end_ms is not None  # (the world dates the tenure it names)
-                t.ended = _ended_before(s)
+                t.ended = ended_before(s)
                 t.lost[s.last_holder] = s.last_holder_end_ms
 
     # ------------------------------------------------------------------ snapshot checks
@@ -625,11 +489,11 @@ class PartitionAudit:
             msg.heartbeat_interval_ms,
         )
 
-    def _track(self, key: bytes, msg: Message) -> _Track:
+    def _track(self, key: bytes, msg: Message) -> Track:
         t = self._tracks.get(key)
         if t is None:
             assert isinstance(msg, _KEYED)  # (a record with a partition key names one)
-            t = self._tracks[key] = _Track(key, msg.group_id, msg.topic, msg.partition)
+            t = self._tracks[key] = Track(key, msg.group_id, msg.topic, msg.partition)
         return t
 
     def _count(self, group: str | None, outcome: str, reason: str) -> None:
@@ -661,13 +525,13 @@ class PartitionAudit:
             numbers[value] = n
         return n
 
-    def _sync(self, t: _Track) -> None:
+    def _sync(self, t: Track) -> None:
         """Bring ``t`` up to the record being handled before it is read or changed.
 
         Nothing to do here: this fold applies every record as it comes. The columnar fold
         (:mod:`.columnar`) defers its tracks' heartbeats and folds them in here."""
 
-    def _resume(self, t: _Track) -> int | None:
+    def _resume(self, t: Track) -> int | None:
         """``max(last_offset, claimed_through) + 1`` as the replay has it right now; None while
         no accepted record set a position (``WorldState.resume_offset`` agrees)."""
         self._sync(t)
@@ -675,7 +539,7 @@ class PartitionAudit:
             return None
         return max(self._number(t.key, t.last_ref), self._number(t.key, t.claimed_ref)) + 1
 
-    def _end(self, t: _Track, reason: str, now: int, offset: int) -> _Interval | None:
+    def _end(self, t: Track, reason: str, now: int, offset: int) -> Interval | None:
         self._sync(t)
         c = t.open
         if c is None:
@@ -701,7 +565,7 @@ class PartitionAudit:
             client, instance, group, topic, partition, hb = self._sender(key, value)
             t = self._tracks.get(key)
             if t is None:
-                t = self._tracks[key] = _Track(key, group, topic, partition)
+                t = self._tracks[key] = Track(key, group, topic, partition)
             self._sync(t)
             new = (client, instance)
             prev = v.previous_holder
@@ -719,7 +583,7 @@ class PartitionAudit:
                     self._fenced_at[prev] = now
             elif t.open is not None:  # cannot happen if the fold mirrors the world
                 self._end(t, "unexplained", now, off)
-            c = _Interval(
+            c = Interval(
                 new[0],
                 new[1],
                 now,
@@ -808,7 +672,7 @@ class PartitionAudit:
         elif e in _MEMBERSHIP_EFFECTS:
             msg = self._decode(key, value)
             assert msg is not None, "an accepted record decodes"
-            self._membership(off, now, msg, e)
+            self._members.apply(off, now, msg, e)
             if counted:
                 self._count(msg.group_id, "accepted", e.value)
         else:  # an effect this fold does not know yet: count it, change nothing
@@ -823,66 +687,6 @@ class PartitionAudit:
             msg = self._decode(key, value)
             if counted:
                 self._count(None if msg is None else msg.group_id, "accepted", e.value)
-
-    # ------------------------------------------------------------------ membership
-
-    def _expire(self, group: str, members: dict[str, _Membership], now: int) -> None:
-        """Members of ``group`` stale at ``now`` leave the fold's view, as they leave the
-        world's; the event is dated at the first log time each was stale."""
-        for client in sorted(c for c, m in members.items() if _stale(m, now)):
-            m = members.pop(client)
-            self._member_event(
-                group, stale_from(m.last, m.hb), None, client, m.instance, "expired", None, m.hb
-            )
-
-    def _member_event(
-        self,
-        group: str,
-        time_ms: int,
-        offset: int | None,
-        client: str,
-        instance: str,
-        event: str,
-        detail: str | None,
-        hb: int,
-    ) -> None:
-        self._member_events.append(
-            (group, self.coord_partition, time_ms, offset, client, instance, event, detail, hb)
-        )
-
-    def _membership(self, off: int, now: int, msg: Message, e: Effect) -> None:
-        """An accepted AnnouncingMember (JOINED, ANNOUNCED) or LeavingGroup (LEFT)."""
-        group = msg.group_id
-        members = self._members.setdefault(group, {})
-        self._expire(group, members, now)
-        client, instance = msg.client_id, msg.instance_id
-        if e is Effect.LEFT:
-            m = members.pop(client, None)
-            self._member_event(
-                group, now, off, client, instance, "left", None, 0 if m is None else m.hb
-            )
-            if not members:
-                del self._members[group]
-            return
-        assert isinstance(msg, AnnouncingMember)
-        hb = msg.heartbeat_interval_ms
-        before: dict[str, int] = {}
-        for m in members.values():
-            for topic, count in m.topics:
-                before[topic] = max(before.get(topic, 0), count)
-        if e is Effect.JOINED or client not in members:
-            members[client] = _Membership(instance, now, hb, msg.topics)
-            self._member_event(group, now, off, client, instance, "joined", None, hb)
-        else:
-            m = members[client]
-            m.instance, m.last, m.hb, m.topics = instance, now, hb, msg.topics
-        for topic, count in msg.topics:
-            old = before.get(topic, 0)
-            if 0 < old < count:
-                self._member_event(
-                    group, now, off, client, instance, "partitions_added",
-                    f"{topic} {old}->{count}", hb,
-                )
 
     def _reject(
         self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict
@@ -1057,16 +861,7 @@ class PartitionAudit:
                     None if end is None or resume is None else end - resume,
                 )
             )
-        events = list(self._member_events)
-        for group, members in sorted(self._members.items()):
-            # what expired by the end of the replay (the partition's own log time)
-            for client in sorted(c for c, m in members.items() if _stale(m, now)):
-                m = members[client]
-                events.append(
-                    (group, cp, stale_from(m.last, m.hb), None, client, m.instance, "expired",
-                     None, m.hb)
-                )
-        rows["membership"] = events
+        rows["membership"] = self._members.rows(now)
         # a snapshot covering the last record applied: the world is its world now
         self._run_checks(world.applied_through + 1)
         rows["snapshot_checks"] = list(self._check_rows)
