@@ -19,7 +19,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from itertools import repeat
 from operator import add, attrgetter, sub
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import crc32c
 
@@ -136,7 +136,7 @@ def _lengths_and_parts(
 ) -> tuple[Any, Any, Any] | None:
     """(varint lengths, their sizes, payloads) of a key or value column; None: a slow case."""
     if None not in column:
-        lengths = list(map(len, column))
+        lengths = list(map(len, cast("list[bytes]", column)))  # (no None: checked above)
         if max(lengths) >= _LIMIT:
             return None
         return map(_VARINT.__getitem__, lengths), lengths, column

@@ -23,13 +23,15 @@ from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
-    Message,
+    HeartbeatingTask,
     ReleaseGroup,
     ReleasingPartition,
+    ReleasingTask,
     Verdict,
     encode,
 )
 
+from .core.records import WriterIds
 from .errors import ClosedError
 from .marshaler import Landed, Marshaler
 
@@ -44,17 +46,29 @@ __all__ = [
 ]
 
 
-def send(marshaler: Marshaler, message: Message) -> Landed:
+#: The records that name a partition (or a task), which :func:`send` writes to that key's
+#: coordination partition; membership records and ReleaseGroup name none.
+PartitionMessage = (
+    Heartbeat
+    | ClaimingPartition
+    | ReleasingPartition
+    | ClaimingMessages
+    | HeartbeatingTask
+    | ReleasingTask
+)
+
+
+def send(marshaler: Marshaler, message: PartitionMessage) -> Landed:
     """Write ``message`` durably to its coordination partition."""
     if marshaler.closed:
         raise ClosedError("the marshaler is closed")
-    if isinstance(message, ReleaseGroup):
+    if isinstance(message, ReleaseGroup):  # a caller without the type checker's word
         raise TypeError("ReleaseGroup is written to every coordination partition by the admin")
     cp = marshaler.coordination_partition(message.topic, message.partition)
     return marshaler.write_records(cp, [encode(message)])[0]
 
 
-def _ids(marshaler: Marshaler) -> dict[str, str]:
+def _ids(marshaler: Marshaler) -> WriterIds:
     return {
         "client_id": marshaler.client_id,
         "instance_id": marshaler.instance_id,

@@ -191,14 +191,14 @@ class TopicConfig:
     def with_changes(self, changes: Mapping[str, str | int | None]) -> TopicConfig:
         """A copy with Kafka-named settings set (a value) or reset to the default (None),
         validated as a whole; what AlterConfigs and IncrementalAlterConfigs apply."""
-        current = self.to_dict()
+        current: dict[str, str | int] = dict(self.to_dict())
         for key, value in changes.items():
             if key not in _BY_KAFKA_NAME and key not in REPLICATION_ONLY_CONFIGS:
                 raise InvalidConfig(f"unknown topic config {key!r}")
             if value is None:
                 current.pop(key, None)
             else:
-                current[key] = value  # type: ignore[assignment]
+                current[key] = value
         return TopicConfig.from_dict(current)
 
     def log_notes(self, topic: str) -> None:

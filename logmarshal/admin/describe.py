@@ -294,14 +294,14 @@ def describe_group(
                 log.warning("topic %s of group %s no longer exists", topic, group)
     hb_max = state.hb_max_ms(group) or 0
     views = []
-    members = set()
+    members: set[tuple[str, str]] = set()
     for topic, partition in sorted(keys):
         s = known.get((topic, partition))
         bounds = ends.bounds(topic, partition)
         earliest, latest = bounds if bounds is not None else (None, None)
         holder = s.holder if s is not None else None
         fresh = state.view.freshness(group, topic, partition, now_ms) if holder else None
-        if fresh == FRESH:
+        if fresh == FRESH and holder is not None:  # (fresh is None without a holder)
             members.add(holder)
         lease = state.lease_ms(group, topic, partition)
         # A partition only claimed, never consumed, has no position (and so no lag or status).
@@ -371,7 +371,7 @@ def describe_group(
         for m in announced
     ]
     names = {m.client_id for m in announced}
-    for client, instance in sorted(members):  # type: ignore[type-var]
+    for client, instance in sorted(members):
         if client in names:
             continue
         member_views.append(
@@ -397,7 +397,7 @@ def describe_group(
         status=worst(v.status for v in views if v.status is not None),
         paused_until_ms=state.paused_until(group),
         pause_admin=state.pause_admin(group),
-        members=_with_announced(members, announced),  # type: ignore[arg-type]
+        members=_with_announced(members, announced),
         partitions=tuple(views),
         member_views=tuple(member_views),
         balanced=bal.balanced,

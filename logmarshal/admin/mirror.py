@@ -89,7 +89,8 @@ class KafkaOffsetSink:
                  timeout: float = 30.0) -> None:
         from confluent_kafka.admin import AdminClient
 
-        self._config = {"bootstrap.servers": bootstrap, **(config or {})}
+        # librdkafka's values: str, numbers and bools, but also loggers and callbacks (Any)
+        self._config: dict[str, Any] = {"bootstrap.servers": bootstrap, **(config or {})}
         self._admin = AdminClient(dict(self._config))
         self._timeout = timeout
         self._committers: dict[str, Any] = {}

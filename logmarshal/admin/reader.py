@@ -26,9 +26,13 @@ from struct import Struct
 import attrs
 
 from rationalizer import (
+    ClaimingPartition,
     Effect,
     GroupView,
+    HeartbeatingTask,
     PartitionState,
+    ReleasingPartition,
+    ReleasingTask,
     Verdict,
     WorldState,
     decode,
@@ -109,8 +113,10 @@ class CoordRecord:
 
     def message(self) -> Message | None:
         """The decoded message, or None for an invalid record."""
+        if self.key is None or self.value is None:
+            return None  # (a null key or value is no coordination record)
         try:
-            return decode(self.key, self.value)  # type: ignore[arg-type]
+            return decode(self.key, self.value)
         except Exception:  # DecodeError; decode raises nothing else, but never fail a dump
             return None
 
@@ -293,10 +299,10 @@ def read_coordination(
             now = max(now, ts)
             if on_record is not None:
                 on_record(CoordRecord(cp, offset, ts, now, key, value, verdict))
-            if verdict is None or not verdict.accepted:
+            if verdict is None or not verdict.accepted or verdict.effect is None:
                 continue
             effect = verdict.effect
-            source = _POSITION_EFFECTS.get(effect)  # type: ignore[arg-type]
+            source = _POSITION_EFFECTS.get(effect)
             if source is None and effect not in _CLAIM_EFFECTS:
                 continue
             assert key is not None and value is not None  # accepted records decode
@@ -305,15 +311,20 @@ def read_coordination(
                 pk = keyparts[key] = _partition_of_key(key)
             if effect in _CLAIM_EFFECTS and value[1] == T_CLAIMING_PARTITION:
                 if value[0] == VERSION_6:  # (in the envelope: the group id comes first)
-                    leases[pk] = decode(key, value).heartbeat_interval_ms  # type: ignore[union-attr]
+                    claim = decode(key, value)
+                    assert isinstance(claim, ClaimingPartition)  # (its type byte says so)
+                    leases[pk] = claim.heartbeat_interval_ms
                 else:
                     leases[pk] = _U32.unpack_from(value, 2)[0]
                 continue
+            assert source is not None  # (only claims, gone on above, set no position)
             if value[0] in (VERSION_3, VERSION_6):  # a task record or a v6 release: decode it
                 task = decode(key, value)
-                last_offset = task.last_offset  # type: ignore[union-attr]
+                assert isinstance(task, HeartbeatingTask | ReleasingTask | ReleasingPartition)
+                last_offset = task.last_offset
                 if source == "heartbeat":
-                    leases[pk] = task.heartbeat_interval_ms  # type: ignore[union-attr]
+                    assert isinstance(task, HeartbeatingTask)  # (a task's renewal)
+                    leases[pk] = task.heartbeat_interval_ms
             else:  # (a version 4 reservation: first_offset, then proposed_last_offset)
                 last_offset = _I64.unpack_from(value, 10 if value[0] == VERSION_4 else 2)[0]
                 if value[1] == T_HEARTBEAT and source == "heartbeat":
@@ -321,7 +332,7 @@ def read_coordination(
             window = samples.get(pk)
             if window is None:
                 window = samples[pk] = deque(maxlen=history)
-            window.append(Sample(now, last_offset + 1, source))  # type: ignore[arg-type]
+            window.append(Sample(now, last_offset + 1, source))
         worlds[cp] = world
         ends[cp] = records[-1][0] + 1 if records else cluster.latest_offset(topic, cp)
     log.debug("replayed %s: %d partitions, groups %s", topic, len(worlds), sorted(groups))

@@ -255,13 +255,15 @@ def plan_reset(
             else:
                 new = now
         elif kind == "offset":
-            new = target.value  # type: ignore[assignment]
+            assert isinstance(target.value, int)  # an offset target carries its offset
+            new = target.value
         elif kind == "shift":
             if now is None:
                 raise AdminError(
                     f"cannot shift {topic}/{partition}: the group has no position for it"
                 )
-            new = now + target.value  # type: ignore[operator]
+            assert isinstance(target.value, int)  # a shift target carries its shift
+            new = now + target.value
         elif kind == "datetime":
             found = (time_offsets or {}).get(key)
             if found is None:
@@ -273,7 +275,8 @@ def plan_reset(
             else:
                 new = found
         else:  # file
-            new = target.value[key]  # type: ignore[index]
+            assert isinstance(target.value, Mapping)  # (checked above)
+            new = target.value[key]
         if new < earliest:
             warnings.append(
                 f"{topic}/{partition}: new offset {new} is before the earliest offset {earliest}; "

@@ -38,14 +38,15 @@ from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 from rationalizer.verdict import ACCEPTED, REJECTED
 
 from .deps import require
-from .replay import PartitionAudit, ReplayConfig, _Track
+from .replay import PartitionAudit, ReplayConfig
+from .tracks import Track
 
 __all__ = ["ColumnarAudit"]
 
 # What the columns do with a record: its verdict's code (int8)
 _RARE = 0  # the per-record fold's code handles it
 _LOST = 1  # a lost race (STILL_OWNED): counted only
-#: the renewals, deferred: code 2 + their index here; (effect, the _Track counter the
+#: the renewals, deferred: code 2 + their index here; (effect, the Track counter the
 #: per-record fold counts it in, what it sets: "last" last_offset, "claimed"
 #: claimed_through, "none" nothing: a holder's late heartbeat, version 6 property g, whose
 #: verdicts are the rules' RENEWED_KEPT and RENEWED_LATE_KEPT objects)
@@ -230,11 +231,11 @@ class ColumnarAudit(PartitionAudit):
         try:
             for i in rare:
                 self._cursor = i
-                self._rare(offset_list[i], now_list[i], keys[i], values[i], verdicts[i])  # type: ignore[arg-type]
+                self._rare(offset_list[i], now_list[i], keys[i], values[i], verdicts[i])
             self._cursor = n
             for slot, (lo, hi) in self._ranges.items():
                 if lo < hi:
-                    self._sync(self._tracks[self._slot_keys[slot]])  # type: ignore[index]
+                    self._sync(self._tracks[self._slot_keys[slot]])
         finally:
             self._now = last_now
             self._last_offset = offset_list[-1]
@@ -281,7 +282,7 @@ class ColumnarAudit(PartitionAudit):
             per = np.bincount(slots[hot] * width + (codes[hot] - _FIRST_RENEWAL))
             for cell in np.flatnonzero(per).tolist():
                 slot, which = divmod(cell, width)
-                t = self._tracks[self._slot_keys[slot]]  # type: ignore[index]
+                t = self._tracks[self._slot_keys[slot]]
                 counter = _RENEWALS[which][1]
                 setattr(t, counter, getattr(t, counter) + int(per[cell]))
         lost = np.flatnonzero(counted & (codes == _LOST))
@@ -290,9 +291,10 @@ class ColumnarAudit(PartitionAudit):
             lost_slots = slots[lost]
             per = np.bincount(lost_slots)
             for slot in np.flatnonzero(per).tolist():
-                t = self._tracks.get(self._slot_keys[slot])  # type: ignore[arg-type]
-                if t is not None:
-                    group = t.group
+                seen = self._tracks.get(self._slot_keys[slot])
+                group: str | None
+                if seen is not None:
+                    group = seen.group
                 else:  # a race for a partition whose claim this fold never saw start
                     i = int(lost[np.argmax(lost_slots == slot)])
                     msg = self._decode(keys[i], values[i])
@@ -302,7 +304,7 @@ class ColumnarAudit(PartitionAudit):
 
     # ------------------------------------------------------------------ deferred renewals
 
-    def _sync(self, t: _Track) -> None:
+    def _sync(self, t: Track) -> None:
         """Fold ``t``'s renewals before the record being handled into its open interval and
         position: count, last seen, largest gap (the first one wins a tie, as record by
         record), and the last records that set last_offset and claimed_through."""

@@ -258,9 +258,13 @@ def capture_cut(
 def _read_into(cluster: Cluster, topic: str, cp: int, offset: int, cols: RecordColumns) -> None:
     """Append the records from ``offset`` on (one fetch's worth, at least one if any) to
     ``cols``."""
-    got = fetch_columns(cluster, topic, cp, offset, max_bytes=_FETCH_BYTES)
-    for mine, theirs in zip(cols, got, strict=True):
-        mine.extend(theirs)
+    offsets, timestamps, keys, values = fetch_columns(
+        cluster, topic, cp, offset, max_bytes=_FETCH_BYTES
+    )
+    cols[0].extend(offsets)
+    cols[1].extend(timestamps)
+    cols[2].extend(keys)
+    cols[3].extend(values)
 
 
 def _flush(pa: Any, writer: Any, schema: Any, cp: int, cols: tuple[list, ...]) -> int:

@@ -115,8 +115,8 @@ def _ship_code(spark: Any) -> None:
     fd, name = tempfile.mkstemp(prefix="logmarshal-audit-", suffix=".zip")
     os.close(fd)
     with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as zf:
-        for package in (rationalizer, logmarshal):
-            base = Path(package.__file__).resolve().parent
+        for package_file in (rationalizer.__file__, logmarshal.__file__):
+            base = Path(package_file).resolve().parent
             for path in base.rglob("*.py"):
                 zf.write(path, path.relative_to(root))
         storage_dir = root / "storage"
@@ -376,7 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if info.stored == KAFKA:
             parser.error(f"{args.input} is a cut of Kafka, not an export: use --kafka-bootstrap")
     else:
-        info = _capture(args.kafka_bootstrap, Path(args.out if local else local_dir) / "kafka-cut")
+        cut_root = args.out if local_dir is None else local_dir  # (None: the output is local)
+        info = _capture(args.kafka_bootstrap, Path(cut_root) / "kafka-cut")
         if "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit: its --jars, set already
             from logmarshal.audit.kafkasource import fetch_jars, spark_conf
 

@@ -78,9 +78,10 @@ def pinned_version() -> str:
     root = ET.parse(POM).getroot()
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
     found = root.find("m:properties/m:spark.version", ns)
-    if found is None or not (found.text or "").strip():
+    version = "" if found is None else (found.text or "").strip()
+    if not version:
         raise ValueError(f"{POM} pins no spark.version")
-    return found.text.strip()
+    return version
 
 
 def connector_version() -> str:

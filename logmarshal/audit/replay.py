@@ -3,7 +3,9 @@
 The same :class:`rationalizer.WorldState` the consumers run decides every record; this
 module only *reads* its verdicts (``effect``, ``previous_holder``, ``voided``) and turns
 them into ownership intervals, failovers, violations, heartbeat gaps and final positions.
-So the audit's conclusions are the runtime's conclusions by construction.
+So the audit's conclusions are the runtime's conclusions by construction. What the fold
+keeps of each partition is :mod:`.tracks`' (claims, positions), of each group's members
+:mod:`.members`'.
 
 Pure Python (rationalizer + attrs). The engines run :mod:`.columnar`, which shares this
 fold's state and its code for every record but the renewals and lost races, and keeps the
@@ -33,7 +35,6 @@ import attrs
 
 from rationalizer import (
     MESSAGE_NAMES,
-    AnnouncingMember,
     ClaimingMessages,
     ClaimingPartition,
     DecodeError,
@@ -42,7 +43,6 @@ from rationalizer import (
     HeartbeatingTask,
     LeavingGroup,
     Message,
-    PartitionState,
     Reason,
     ReleasingPartition,
     ReleasingTask,
@@ -59,9 +59,11 @@ from rationalizer.codec import (
     VERSION_1,
     decode_fields,
 )
-from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT, STALE, freshness, stale_from
+from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 
+from .members import MemberFold
 from .schema import TABLES
+from .tracks import Interval, Track, ended_before
 
 __all__ = [
     "AuditRows",
@@ -122,6 +124,18 @@ _NOT_HOLDER_KIND: dict[type, str] = {
 
 _MEMBERSHIP_EFFECTS = frozenset({Effect.JOINED, Effect.ANNOUNCED, Effect.LEFT})
 
+#: the message types that name a partition (or a task's key), and those that carry a
+#: ``last_offset`` (a task's: the scalar of its vector)
+_KEYED = (
+    Heartbeat
+    | ClaimingPartition
+    | ReleasingPartition
+    | ClaimingMessages
+    | HeartbeatingTask
+    | ReleasingTask
+)
+_POSITIONED = Heartbeat | ReleasingPartition | HeartbeatingTask | ReleasingTask
+
 AuditRows = dict[str, list[tuple[Any, ...]]]
 
 
@@ -162,126 +176,6 @@ def new_world(config: ReplayConfig) -> WorldState:
     return WorldState(admin_keys=config.admin_keys)
 
 
-class _Interval:
-    """One holder's claim on one partition, from the record that granted it to its end."""
-
-    __slots__ = (
-        "client",
-        "end_ms",
-        "end_offset",
-        "end_position",
-        "end_reason",
-        "hb_ms",
-        "instance",
-        "last_ms",
-        "max_gap",
-        "max_gap_end",
-        "msgs",
-        "start_cause",
-        "start_ms",
-        "start_offset",
-        "start_position",
-    )
-
-    def __init__(
-        self,
-        client: str,
-        instance: str,
-        start_ms: int,
-        start_offset: int,
-        start_cause: str,
-        start_position: int | None,
-        hb_ms: int,
-    ) -> None:
-        self.client = client
-        self.instance = instance
-        self.start_ms = start_ms
-        self.start_offset = start_offset
-        self.start_cause = start_cause
-        self.start_position = start_position
-        self.hb_ms = hb_ms
-        self.last_ms = start_ms
-        self.msgs = 1
-        self.max_gap: int | None = None
-        self.max_gap_end: int | None = None
-        self.end_ms: int | None = None
-        self.end_offset: int | None = None
-        self.end_reason = "open"
-        self.end_position: int | None = None
-
-
-def _ended_before(s: PartitionState) -> _Interval:
-    """The claim of ``s.last_holder`` that ended before the history (a genesis snapshot):
-    only what the failover row reads, its holder, last accepted message, end and reason.
-    Never an ownership row (its start is unknown): that row is the full history's."""
-    assert s.last_holder is not None and s.last_holder_end_ms is not None
-    c = _Interval(*s.last_holder, s.last_beat, -1, "snapshot", None, 0)
-    c.last_ms = s.last_beat  # a release's own time; else the voided holder's last message
-    c.end_ms = s.last_holder_end_ms
-    c.end_reason = "group_reset" if s.last_holder_voided else "released"
-    return c
-
-
-class _Membership:
-    """One live member as the fold tracks it (the world keeps the same, privately)."""
-
-    __slots__ = ("hb", "instance", "last", "topics")
-
-    def __init__(
-        self, instance: str, last: int, hb: int, topics: tuple[tuple[str, int], ...]
-    ) -> None:
-        self.instance = instance
-        self.last = last
-        self.hb = hb
-        self.topics = topics
-
-
-def _stale(m: _Membership, now: int) -> bool:
-    """The member's last announcement is stale at ``now`` by its own heartbeat interval."""
-    return freshness(now - m.last, m.hb) is STALE
-
-
-class _Track:
-    """What the fold knows of one (group, topic, partition) of this coordination partition."""
-
-    __slots__ = (
-        "claimed_ref",
-        "ended",
-        "floor",
-        "group",
-        "key",
-        "last_ref",
-        "lost",
-        "n_late",
-        "n_messages",
-        "n_renewed",
-        "open",
-        "partition",
-        "topic",
-    )
-
-    def __init__(self, key: bytes, group: str, topic: str, partition: int) -> None:
-        self.key = key
-        self.group = group
-        self.topic = topic
-        self.partition = partition
-        self.open: _Interval | None = None
-        #: the last claim that ended, until a successor starts (it makes the failover row)
-        self.ended: _Interval | None = None
-        #: values of the accepted records that last set last_offset / claimed_through; both
-        #: None exactly while the partition has no position (a claim alone sets none)
-        self.last_ref: bytes | None = None
-        self.claimed_ref: bytes | None = None
-        #: the open claim's tenure floor (PROTOCOL.md "Version 4", property b): its release
-        #: gives nothing back below it
-        self.floor: int | None = None
-        #: (client, instance) -> log time it lost this partition
-        self.lost: dict[tuple[str, str], int] = {}
-        self.n_renewed = 0
-        self.n_late = 0
-        self.n_messages = 0
-
-
 class PartitionAudit:
     """Fold over one coordination partition; feed records in offset order, then finish."""
 
@@ -297,8 +191,10 @@ class PartitionAudit:
         self._first_offset: int | None = None
         self._first_ms: int | None = None
         self._records = 0
-        self._tracks: dict[bytes, _Track] = {}
-        self._intervals: list[tuple[_Track, _Interval]] = []
+        #: by record key; looked up with a record's key as it came (None: a keyless record,
+        #: which no track has)
+        self._tracks: dict[bytes | None, Track] = {}
+        self._intervals: list[tuple[Track, Interval]] = []
         self._counts: dict[tuple[str | None, str, str], int] = {}
         self._failovers: list[tuple[Any, ...]] = []
         self._violations: list[tuple[Any, ...]] = []
@@ -312,9 +208,8 @@ class PartitionAudit:
         self._type_names: dict[type, tuple[str, str]] = {}
         #: value of an accepted record -> the data offset it carries (see _number)
         self._numbers: dict[bytes, int] = {}
-        #: group -> client_id -> its membership as this fold tracks it (mirrors the world's)
-        self._members: dict[str, dict[str, _Membership]] = {}
-        self._member_events: list[tuple[Any, ...]] = []
+        #: the groups' members and their history (the membership table)
+        self._members = MemberFold(coord_partition)
         self.genesis: int | None = None  # the offset the starting snapshot covers
         #: snapshots still to compare with the world, by ascending covered offset
         self._checks: list[tuple[int, int, str]] = sorted(
@@ -340,40 +235,26 @@ class PartitionAudit:
         self.genesis = covered
         self._last_offset = covered
         self._now = world.now
-        for group in world.member_groups():
-            live = world.members(group)
-            self._members[group] = {
-                m.client_id: _Membership(m.instance_id, m.last, m.heartbeat_interval_ms, m.topics)
-                for m in live
-            }
-            # their joins are before the history: dated, without a record
-            for m in sorted(live, key=lambda m: (m.since, m.client_id)):
-                self._member_event(
-                    group,
-                    m.since,
-                    None,
-                    m.client_id,
-                    m.instance_id,
-                    "joined",
-                    "before the snapshot",
-                    m.heartbeat_interval_ms,
-                )
+        self._members.start_from(world)
         for s in world.partitions():
             key = record_key(s.group_id, s.topic, s.partition)
-            t = self._tracks[key] = _Track(key, s.group_id, s.topic, s.partition)
+            t = self._tracks[key] = Track(key, s.group_id, s.topic, s.partition)
             holder = s.holder or ("snapshot", "genesis")
             if s.has_position:
-                ids = {"client_id": holder[0], "instance_id": holder[1], "group_id": s.group_id}
-                where = {"topic": s.topic, "partition": s.partition}
+                client, instance = holder
                 t.last_ref = encode(
-                    Heartbeat(**ids, **where, last_offset=s.last_offset, heartbeat_interval_ms=1)
-                )[1]
+                    Heartbeat(client_id=client, instance_id=instance, group_id=s.group_id,
+                              topic=s.topic, partition=s.partition, last_offset=s.last_offset,
+                              heartbeat_interval_ms=1)
+                )[1]  # fmt: skip
                 t.claimed_ref = encode(
-                    ClaimingMessages(**ids, **where, proposed_last_offset=s.claimed_through)
-                )[1]
+                    ClaimingMessages(client_id=client, instance_id=instance, group_id=s.group_id,
+                                     topic=s.topic, partition=s.partition,
+                                     proposed_last_offset=s.claimed_through)
+                )[1]  # fmt: skip
             t.floor = s.tenure_floor
             if s.holder is not None:
-                c = _Interval(
+                c = Interval(
                     s.holder[0],
                     s.holder[1],
                     s.last_beat,
@@ -385,8 +266,9 @@ class PartitionAudit:
                 t.open = c
                 self._intervals.append((t, c))
             elif s.last_holder is not None:
-                t.ended = _ended_before(s)
-                t.lost[s.last_holder] = t.ended.end_ms  # type: ignore[assignment]
+                assert s.last_holder_end_ms is not None  # (the world dates the tenure it names)
+                t.ended = ended_before(s)
+                t.lost[s.last_holder] = s.last_holder_end_ms
 
     # ------------------------------------------------------------------ snapshot checks
 
@@ -394,7 +276,7 @@ class PartitionAudit:
         """Positions in ``offsets`` (ascending, from ``first``) before which the world must be
         compared with a pending snapshot: after the last record at or below its covered
         offset, when more records follow in this batch."""
-        cuts = []
+        cuts: list[int] = []
         last = offsets[-1]
         for covered, _offset, _digest in self._checks:
             if covered >= last:
@@ -497,22 +379,23 @@ class PartitionAudit:
             for off, ts, key, value, v in zip(
                 offsets, timestamps, keys, values, verdicts, strict=True
             ):
-                if off <= last_off:  # a re-delivery changes nothing
+                if v is None or off <= last_off:  # a re-delivery (no verdict) changes nothing
                     continue
                 last_off = off
                 records += 1
                 if ts > now:
                     now = ts
-                e = v.effect  # type: ignore[union-attr]
+                e = v.effect
                 if e is _RENEWED or e is _MESSAGES_CLAIMED or e is _RENEWED_LATE:
-                    t = tracks[key]  # type: ignore[index]
+                    t = tracks[key]
                     c = t.open
-                    gap = now - c.last_ms  # type: ignore[union-attr]
-                    if c.max_gap is None or gap > c.max_gap:  # type: ignore[union-attr]
-                        c.max_gap = gap  # type: ignore[union-attr]
-                        c.max_gap_end = now  # type: ignore[union-attr]
-                    c.last_ms = now  # type: ignore[union-attr]
-                    c.msgs += 1  # type: ignore[union-attr]
+                    assert c is not None  # (only a holder's records renew)
+                    gap = now - c.last_ms
+                    if c.max_gap is None or gap > c.max_gap:
+                        c.max_gap = gap
+                        c.max_gap_end = now
+                    c.last_ms = now
+                    c.msgs += 1
                     if e is _MESSAGES_CLAIMED:
                         t.claimed_ref = value
                         if now >= since:
@@ -526,7 +409,7 @@ class PartitionAudit:
                             else:
                                 t.n_late += 1
                 else:
-                    self._rare(off, now, key, value, v)  # type: ignore[arg-type]
+                    self._rare(off, now, key, value, v)
         finally:
             self._now = now
             self._last_offset = last_off
@@ -541,14 +424,16 @@ class PartitionAudit:
         try:
             return memo[k]
         except KeyError:
-            pass
+            hashable = True
         except TypeError:  # unhashable junk; decode says what it is
-            k = None
-        try:
-            msg = decode(key, value)  # type: ignore[arg-type]
-        except DecodeError:
-            msg = None
-        if k is not None:
+            hashable = False
+        msg: Message | None = None
+        if key is not None and value is not None:  # (else decode refuses it too)
+            try:
+                msg = decode(key, value)
+            except DecodeError:
+                msg = None
+        if hashable:
             if len(memo) >= _DECODE_MEMO_LIMIT:
                 memo.clear()
             memo[k] = msg
@@ -562,7 +447,7 @@ class PartitionAudit:
         one whose header (version, type) decoded to a class before goes through the codec's
         field decoder, without a message object; any other through ``decode`` (memoised)."""
         if reason is not Reason.INVALID_RECORD and value.__class__ is bytes and key is not None:
-            cls = self._classes.get(value[:2])  # type: ignore[index]
+            cls = self._classes.get(value[:2])
             if cls is not None:
                 try:
                     f = decode_fields(key, value)
@@ -573,8 +458,8 @@ class PartitionAudit:
         msg = self._decode(key, value)
         if msg is None:
             return None
-        if value[0] == VERSION_1:  # type: ignore[index]
-            self._classes[value[:2]] = type(msg)  # type: ignore[index]
+        if value is not None and value[0] == VERSION_1:  # (it decoded: value is not None)
+            self._classes[value[:2]] = type(msg)
         return (
             type(msg),
             msg.client_id,
@@ -589,22 +474,26 @@ class PartitionAudit:
         restart: a version 1 record through the codec's own field decoder (no message
         object, half the cost of ``decode``), any other through ``decode``."""
         if value[0] == VERSION_1:
-            fields = decode_fields(key, value)
-            return fields[1], fields[2], fields[3], fields[4], fields[5], fields[8]  # type: ignore[return-value]
+            _, client, instance, group, topic, partition, _, _, hb, _ = decode_fields(key, value)
+            # (a claim's and a heartbeat's fields: a topic, a partition and a lease)
+            assert topic is not None and partition is not None and hb is not None
+            return client, instance, group, topic, partition, hb
         msg = decode(key, value)
+        assert isinstance(msg, ClaimingPartition | Heartbeat | HeartbeatingTask)  # (see _STARTS)
         return (
             msg.client_id,
             msg.instance_id,
             msg.group_id,
-            msg.topic,  # type: ignore[union-attr]
-            msg.partition,  # type: ignore[union-attr]
-            msg.heartbeat_interval_ms,  # type: ignore[union-attr]
+            msg.topic,
+            msg.partition,
+            msg.heartbeat_interval_ms,
         )
 
-    def _track(self, key: bytes, msg: Message) -> _Track:
+    def _track(self, key: bytes, msg: Message) -> Track:
         t = self._tracks.get(key)
         if t is None:
-            t = self._tracks[key] = _Track(key, msg.group_id, msg.topic, msg.partition)  # type: ignore[union-attr]
+            assert isinstance(msg, _KEYED)  # (a record with a partition key names one)
+            t = self._tracks[key] = Track(key, msg.group_id, msg.topic, msg.partition)
         return t
 
     def _count(self, group: str | None, outcome: str, reason: str) -> None:
@@ -620,27 +509,29 @@ class PartitionAudit:
         if value is None:
             return -1
         if value[0] == VERSION_1 and value[1] in _NUMBERED:
-            return _I64.unpack_from(value, 2)[0]  # type: ignore[no-any-return]
+            return _I64.unpack_from(value, 2)[0]
         numbers = self._numbers
         n = numbers.get(value)
         if n is None:
             msg = decode(key, value)
             # a reservation (any version of ClaimingMessages) carries proposed_last_offset
-            n = getattr(msg, "proposed_last_offset", None)
-            if n is None:
-                n = msg.last_offset  # type: ignore[union-attr]
+            if isinstance(msg, ClaimingMessages):
+                n = msg.proposed_last_offset
+            else:
+                assert isinstance(msg, _POSITIONED)  # (an accepted record that set a position)
+                n = msg.last_offset
             if len(numbers) >= _NUMBER_MEMO_LIMIT:
                 numbers.clear()
             numbers[value] = n
         return n
 
-    def _sync(self, t: _Track) -> None:
+    def _sync(self, t: Track) -> None:
         """Bring ``t`` up to the record being handled before it is read or changed.
 
         Nothing to do here: this fold applies every record as it comes. The columnar fold
         (:mod:`.columnar`) defers its tracks' heartbeats and folds them in here."""
 
-    def _resume(self, t: _Track) -> int | None:
+    def _resume(self, t: Track) -> int | None:
         """``max(last_offset, claimed_through) + 1`` as the replay has it right now; None while
         no accepted record set a position (``WorldState.resume_offset`` agrees)."""
         self._sync(t)
@@ -648,7 +539,7 @@ class PartitionAudit:
             return None
         return max(self._number(t.key, t.last_ref), self._number(t.key, t.claimed_ref)) + 1
 
-    def _end(self, t: _Track, reason: str, now: int, offset: int) -> _Interval | None:
+    def _end(self, t: Track, reason: str, now: int, offset: int) -> Interval | None:
         self._sync(t)
         c = t.open
         if c is None:
@@ -674,7 +565,7 @@ class PartitionAudit:
             client, instance, group, topic, partition, hb = self._sender(key, value)
             t = self._tracks.get(key)
             if t is None:
-                t = self._tracks[key] = _Track(key, group, topic, partition)
+                t = self._tracks[key] = Track(key, group, topic, partition)
             self._sync(t)
             new = (client, instance)
             prev = v.previous_holder
@@ -692,7 +583,7 @@ class PartitionAudit:
                     self._fenced_at[prev] = now
             elif t.open is not None:  # cannot happen if the fold mirrors the world
                 self._end(t, "unexplained", now, off)
-            c = _Interval(
+            c = Interval(
                 new[0],
                 new[1],
                 now,
@@ -729,23 +620,24 @@ class PartitionAudit:
             if counted:
                 self._count(t.group, "accepted", e.value)
         elif e is Effect.RELEASED:
-            t = self._tracks[key]  # type: ignore[index]
+            assert key is not None, "an accepted record decodes"
+            t = self._tracks[key]
             self._sync(t)
-            c = t.open
-            assert c is not None
-            gap = now - c.last_ms
-            if c.max_gap is None or gap > c.max_gap:
-                c.max_gap, c.max_gap_end = gap, now
-            c.last_ms = now
-            c.msgs += 1
+            held = t.open
+            assert held is not None
+            gap = now - held.last_ms
+            if held.max_gap is None or gap > held.max_gap:
+                held.max_gap, held.max_gap_end = gap, now
+            held.last_ms = now
+            held.msgs += 1
             # the release sets both: its own tenure's reservations beyond it are given back,
             # never below the tenure's floor (PROTOCOL.md rule 6 and property b)
             t.last_ref = t.claimed_ref = value
-            if t.floor is not None and self._number(key, value) < t.floor:  # type: ignore[arg-type]
+            if t.floor is not None and self._number(key, value) < t.floor:
                 t.claimed_ref = encode(
                     ClaimingMessages(
-                        client_id=c.client,
-                        instance_id=c.instance,
+                        client_id=held.client,
+                        instance_id=held.instance,
                         group_id=t.group,
                         topic=t.topic,
                         partition=t.partition,
@@ -767,10 +659,11 @@ class PartitionAudit:
             if counted:
                 self._count(group, "accepted", e.value)
         elif e is Effect.POSITION_SET:
-            t = self._tracks.get(key)  # type: ignore[arg-type]
+            assert key is not None, "an accepted record decodes"
+            t = self._tracks.get(key)
             if t is None:
                 msg = self._decode(key, value)
-                assert msg is not None and key is not None
+                assert msg is not None
                 t = self._track(key, msg)
             self._sync(t)
             t.last_ref = t.claimed_ref = value
@@ -779,7 +672,7 @@ class PartitionAudit:
         elif e in _MEMBERSHIP_EFFECTS:
             msg = self._decode(key, value)
             assert msg is not None, "an accepted record decodes"
-            self._membership(off, now, msg, e)
+            self._members.apply(off, now, msg, e)
             if counted:
                 self._count(msg.group_id, "accepted", e.value)
         else:  # an effect this fold does not know yet: count it, change nothing
@@ -794,66 +687,6 @@ class PartitionAudit:
             msg = self._decode(key, value)
             if counted:
                 self._count(None if msg is None else msg.group_id, "accepted", e.value)
-
-    # ------------------------------------------------------------------ membership
-
-    def _expire(self, group: str, members: dict[str, _Membership], now: int) -> None:
-        """Members of ``group`` stale at ``now`` leave the fold's view, as they leave the
-        world's; the event is dated at the first log time each was stale."""
-        for client in sorted(c for c, m in members.items() if _stale(m, now)):
-            m = members.pop(client)
-            self._member_event(
-                group, stale_from(m.last, m.hb), None, client, m.instance, "expired", None, m.hb
-            )
-
-    def _member_event(
-        self,
-        group: str,
-        time_ms: int,
-        offset: int | None,
-        client: str,
-        instance: str,
-        event: str,
-        detail: str | None,
-        hb: int,
-    ) -> None:
-        self._member_events.append(
-            (group, self.coord_partition, time_ms, offset, client, instance, event, detail, hb)
-        )
-
-    def _membership(self, off: int, now: int, msg: Message, e: Effect) -> None:
-        """An accepted AnnouncingMember (JOINED, ANNOUNCED) or LeavingGroup (LEFT)."""
-        group = msg.group_id
-        members = self._members.setdefault(group, {})
-        self._expire(group, members, now)
-        client, instance = msg.client_id, msg.instance_id
-        if e is Effect.LEFT:
-            m = members.pop(client, None)
-            self._member_event(
-                group, now, off, client, instance, "left", None, 0 if m is None else m.hb
-            )
-            if not members:
-                del self._members[group]
-            return
-        assert isinstance(msg, AnnouncingMember)
-        hb = msg.heartbeat_interval_ms
-        before: dict[str, int] = {}
-        for m in members.values():
-            for topic, count in m.topics:
-                before[topic] = max(before.get(topic, 0), count)
-        if e is Effect.JOINED or client not in members:
-            members[client] = _Membership(instance, now, hb, msg.topics)
-            self._member_event(group, now, off, client, instance, "joined", None, hb)
-        else:
-            m = members[client]
-            m.instance, m.last, m.hb, m.topics = instance, now, hb, msg.topics
-        for topic, count in msg.topics:
-            old = before.get(topic, 0)
-            if 0 < old < count:
-                self._member_event(
-                    group, now, off, client, instance, "partitions_added",
-                    f"{topic} {old}->{count}", hb,
-                )
 
     def _reject(
         self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict
@@ -889,7 +722,7 @@ class PartitionAudit:
             if t is not None:
                 if t.open is not None:
                     holder = (t.open.client, t.open.instance)
-                lost_at = t.lost.get(ident)  # type: ignore[arg-type]
+                lost_at = t.lost.get((fields[1], fields[2]))
         if reason is Reason.FENCED and ident is not None:
             lost_at = self._fenced_at.get(ident, lost_at)
         self._violations.append(
@@ -1028,16 +861,7 @@ class PartitionAudit:
                     None if end is None or resume is None else end - resume,
                 )
             )
-        events = list(self._member_events)
-        for group, members in sorted(self._members.items()):
-            # what expired by the end of the replay (the partition's own log time)
-            for client in sorted(c for c, m in members.items() if _stale(m, now)):
-                m = members[client]
-                events.append(
-                    (group, cp, stale_from(m.last, m.hb), None, client, m.instance, "expired",
-                     None, m.hb)
-                )
-        rows["membership"] = events
+        rows["membership"] = self._members.rows(now)
         # a snapshot covering the last record applied: the world is its world now
         self._run_checks(world.applied_through + 1)
         rows["snapshot_checks"] = list(self._check_rows)

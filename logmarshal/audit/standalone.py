@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 def spark_bin(name: str) -> str:
     """Path of one of pyspark's scripts (``spark-class``, ``spark-submit``)."""
     pyspark = require("pyspark")
+    assert pyspark.__file__ is not None  # (an installed package, not a namespace)
     path = Path(pyspark.__file__).resolve().parent / "bin" / name
     if not path.exists():
         raise FileNotFoundError(f"pyspark has no {path}")

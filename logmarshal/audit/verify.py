@@ -105,14 +105,16 @@ def reference_replay(
             assert v is not None
             if since is not None and t < since:
                 continue
-            try:
-                group: str | None = decode(key, value).group_id  # type: ignore[arg-type]
-            except DecodeError:
-                group = None
-            if v.accepted:
-                counts[(group, "accepted", v.effect.value)] += 1  # type: ignore[union-attr]
-            else:
-                counts[(group, "rejected", v.reason.value)] += 1  # type: ignore[union-attr]
+            group: str | None = None
+            if key is not None and value is not None:  # (else decode refuses it too)
+                try:
+                    group = decode(key, value).group_id
+                except DecodeError:
+                    group = None
+            # an accepted verdict names its effect, a rejection its reason
+            outcome = v.effect if v.accepted else v.reason
+            assert outcome is not None
+            counts[(group, "accepted" if v.accepted else "rejected", outcome.value)] += 1
         for s in world.partitions():
             positions[(s.group_id, s.topic, s.partition)] = (
                 s.holder,

@@ -112,4 +112,4 @@ class Closed:
     """A graceful close finished: every release was resolved (accepted, rejected or given up)."""
 
 
-Action = Write | Fetch | LookUp | HandOut | Assigned | NoStart | Revoke | Closed
+Action = Write | Fetch | LookUp | HandOut | Assigned | NoStart | Revoke | Closed | CatchUp

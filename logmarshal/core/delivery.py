@@ -111,7 +111,7 @@ class AtMostOnce:
     def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:
         buffer = held.buffer
         if not buffer or offset_of(buffer[-1]) > held.confirmed_through:
-            out = []
+            out: list[Any] = []
             while buffer and len(out) < limit and offset_of(buffer[0]) <= held.confirmed_through:
                 out.append(buffer.popleft())
         else:

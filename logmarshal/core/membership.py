@@ -112,6 +112,7 @@ def target(st: MemberState, wall: int, now: int | None = None) -> frozenset[assi
         if (
             now is not None
             and st.target_members is not None  # not holding still
+            and previous is not None  # (always so once a target is cached)
             and key[1] == previous[1]
             and now < st.target_at + st.options.claim_interval_ms
         ):

@@ -8,10 +8,12 @@ heartbeat and release carry its vector of source positions (PROTOCOL.md "Tasks (
 from __future__ import annotations
 
 import logging
+from typing import TypedDict
 
 from rationalizer import (
     Heartbeat,
     HeartbeatingTask,
+    Message,
     ReleasingPartition,
     ReleasingTask,
     encode,
@@ -21,18 +23,27 @@ from .actions import Action, Write
 from .release import Position
 from .state import Key, MemberState, Pending, withheld
 
-__all__ = ["heartbeat_record", "ids", "release_record", "write"]
+__all__ = ["WriterIds", "heartbeat_record", "ids", "release_record", "write"]
 
 log = logging.getLogger(__name__)
 
 
-def ids(st: MemberState) -> dict[str, str]:
+class WriterIds(TypedDict):
+    """The fields that say who writes a record: a TypedDict, so ``**ids`` into a message's
+    constructor is checked field by field."""
+
+    client_id: str
+    instance_id: str
+    group_id: str
+
+
+def ids(st: MemberState) -> WriterIds:
     """The fields that say who writes a record."""
     o = st.options
     return {"client_id": o.client_id, "instance_id": o.instance_id, "group_id": o.group_id}
 
 
-def write(st: MemberState, out: list[Action], p: Pending, msg: object) -> int:
+def write(st: MemberState, out: list[Action], p: Pending, msg: Message) -> int:
     """Ask the edge to write ``msg`` and remember ``p`` until its verdict; returns the token.
 
     Nothing is written to a halted coordination partition (``core.rewind``) but for a
@@ -42,7 +53,7 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: object) -> int:
                   p.kind, p.topic, p.partition, p.cp)
         return 0
     st.token += 1
-    key, value = encode(msg)  # type: ignore[arg-type]
+    key, value = encode(msg)
     p.token = st.token
     st.pending[st.token] = p
     out.append(Write(st.token, p.cp, key, value, p.kind))
@@ -51,11 +62,12 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: object) -> int:
 
 def heartbeat_record(st: MemberState, key: Key, position: Position) -> Heartbeat | HeartbeatingTask:
     """The heartbeat of ``key`` carrying ``position``: a task's carries its vector."""
-    where = {**ids(st), "topic": key[0], "partition": key[1],
-             "heartbeat_interval_ms": st.options.heartbeat_interval_ms}
+    hb = st.options.heartbeat_interval_ms
     if isinstance(position, tuple):
-        return HeartbeatingTask(**where, positions=position)
-    return Heartbeat(**where, last_offset=position)
+        return HeartbeatingTask(**ids(st), topic=key[0], partition=key[1],
+                                heartbeat_interval_ms=hb, positions=position)
+    return Heartbeat(**ids(st), topic=key[0], partition=key[1], heartbeat_interval_ms=hb,
+                     last_offset=position)
 
 
 def release_record(
@@ -64,9 +76,10 @@ def release_record(
     """The release of ``key`` at ``position`` (a task's carries its vector), naming the
     ``tenure`` it ends (version 6), the offset of the claim or restart takeover that began
     it, when we know it (else version 1, a task's version 3)."""
-    where = {**ids(st), "topic": key[0], "partition": key[1]}
     if st.options.protocol_version < 6:
         tenure = None  # capped below version 6: a release its replayers can read
     if isinstance(position, tuple):
-        return ReleasingTask(**where, positions=position, tenure=tenure)
-    return ReleasingPartition(**where, last_offset=position, tenure=tenure)
+        return ReleasingTask(**ids(st), topic=key[0], partition=key[1], positions=position,
+                             tenure=tenure)
+    return ReleasingPartition(**ids(st), topic=key[0], partition=key[1], last_offset=position,
+                              tenure=tenure)

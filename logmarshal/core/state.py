@@ -171,7 +171,8 @@ class MemberState:
     announced: tuple | None = None  # what we announced last
     leaving: bool = False  # LeavingGroup written (on close)
     target: frozenset[Unit] | None = None
-    target_key: tuple | None = None
+    #: what the target was computed from: every world's ownership epoch, and our topics
+    target_key: tuple[tuple[int, ...], tuple[tuple[str, int], ...]] | None = None
     target_until: int = 0  # wall time at which a member's status changes
     #: the members the target was computed for (id, weight, cap, entire_topic, topics)
     target_members: tuple | None = None

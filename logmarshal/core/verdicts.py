@@ -85,10 +85,11 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
         return
     if held is None or p.token not in (held.heartbeat_token, held.reserve_token):
         return  # (written for an earlier tenure of ours of this partition)
-    if st.surprise and v.accepted and v.effect not in _EXPECTED.get(p.kind, (v.effect,)):
+    effect = v.effect  # an accepted verdict's is never None
+    if st.surprise and v.accepted and effect is not None and effect not in _EXPECTED.get(p.kind, (effect,)):
         # e.g. our heartbeat took the partition over from a newer instance of our client:
         # what we remember of it is not what the log says
-        restart(st, now, held, f"{p.kind} answered {v.effect.value}", out)
+        restart(st, now, held, f"{p.kind} answered {effect.value}", out)
         return
     if p.kind == "heartbeat":
         _heartbeat_judged(st, p, v, held, out)

@@ -364,8 +364,10 @@ class KafkaCluster:
         wanted = list(self.nodes if nodes is None else nodes)
         deadline = time.monotonic() + float(timeout or self.config["start_timeout"])
         for node in wanted:
-            admin = AdminClient({"bootstrap.servers": node.bootstrap, "log_level": 0,
-                                 "logger": logging.getLogger("localkafka.admin")})  # fmt: skip
+            # (Any: librdkafka takes a logger, which confluent_kafka's stub types leave out)
+            conf: dict[str, Any] = {"bootstrap.servers": node.bootstrap, "log_level": 0,
+                                    "logger": logging.getLogger("localkafka.admin")}  # fmt: skip
+            admin = AdminClient(conf)
             while True:
                 if node.proc is None or node.proc.poll() is not None:
                     raise KafkaStartError(

@@ -6,12 +6,13 @@ the embedded cluster's exceptions. :class:`NetworkCluster` adds what it keeps ac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
+    BrokerMetadata,
     ConfigEntry,
     ConfigResource,
     OffsetSpec,
@@ -39,13 +40,14 @@ def partition_count(admin: AdminClient, topic: str, timeout: float) -> int:
     except KafkaException as exc:
         raise _raise_from(exc, topic) from None
     info = metadata.topics.get(topic)
-    if info is None or info.error is not None:
-        if info is not None and info.error.code() not in (
+    error = None if info is None else info.error
+    if info is None or error is not None:
+        if error is not None and error.code() not in (
             KafkaError.UNKNOWN_TOPIC_OR_PART,
             KafkaError._UNKNOWN_TOPIC,
             KafkaError.LEADER_NOT_AVAILABLE,
         ):
-            raise _map_error(info.error, topic)
+            raise _map_error(error, topic)
         raise UnknownTopic(topic)
     if not info.partitions:
         raise UnknownTopic(topic)
@@ -147,7 +149,7 @@ def leader(admin: AdminClient, topic: str, partition: int, timeout: float) -> tu
     broker = metadata.brokers.get(state.leader)
     if broker is None:
         raise NetworkError(f"{topic}/{partition} has no leader now")
-    return broker.host, broker.port
+    return _address(broker)
 
 
 def common_leader(
@@ -173,4 +175,13 @@ def common_leader(
     broker = metadata.brokers.get(leaders.pop())
     if broker is None:
         raise NetworkError(f"{topic}/{','.join(map(str, partitions))} have no leader now")
-    return broker.host, broker.port
+    return _address(broker)
+
+
+def _address(broker: BrokerMetadata) -> tuple[str, int]:
+    """A leader's host and port. (confluent_kafka types ``host`` as its Python default,
+    None: librdkafka sets it on every broker of an answer, which this checks.)"""
+    host = cast("str | None", broker.host)
+    if host is None:
+        raise NetworkError(f"broker {broker.id} has no host in the metadata")
+    return host, broker.port

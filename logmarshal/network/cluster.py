@@ -76,7 +76,7 @@ class NetworkCluster:
         }
         self._closed = False
         self._lock = threading.Lock()
-        self._admin = AdminClient(dict(self._base))
+        self._admin: AdminClient | None = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
         self._readers: dict[tuple[str, int, bool], _PartitionReader] = {}
         self._batch_readers: dict[tuple[str, tuple[int, ...]], _BatchReader] = {}
@@ -85,7 +85,7 @@ class NetworkCluster:
         self._offsets_consumer: Consumer | None = None
         # Fail early (and clearly) if nothing answers at bootstrap.
         try:
-            self._admin.list_topics(timeout=min(timeout, 10.0))
+            self._admin_client().list_topics(timeout=min(timeout, 10.0))
         except KafkaException as exc:
             raise NetworkError(f"cannot reach brokers at {bootstrap}: {exc}") from None
 
@@ -100,6 +100,13 @@ class NetworkCluster:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"the cluster at {self.bootstrap} is closed")
+
+    def _admin_client(self) -> AdminClient:
+        """The admin client, while the cluster is open (``close`` lets go of it)."""
+        admin = self._admin
+        if admin is None:
+            raise ClosedError(f"the cluster at {self.bootstrap} is closed")
+        return admin
 
     def _consumer_conf(self, *, committed: bool = True) -> dict[str, Any]:
         """librdkafka's settings for a reader (``committed``: read_committed, else
@@ -138,7 +145,7 @@ class NetworkCluster:
         if self._closed:
             closed = ClosedError(f"the cluster at {self.bootstrap} is closed")
             return {key: closed for key in keys}
-        return admin_requests.list_bounds(self._admin, keys, self._timeout)
+        return admin_requests.list_bounds(self._admin_client(), keys, self._timeout)
 
     def _offsets(self) -> Consumer:
         with self._lock:
@@ -187,11 +194,11 @@ class NetworkCluster:
     def _common_leader(self, topic: str, partitions: tuple[int, ...]) -> tuple[str, int]:
         """Host and port of the one leader of all ``partitions`` (fresh metadata);
         _SplitLeaders if they have more than one."""
-        return admin_requests.common_leader(self._admin, topic, partitions, self._timeout)
+        return admin_requests.common_leader(self._admin_client(), topic, partitions, self._timeout)
 
     def _leader(self, topic: str, partition: int) -> tuple[str, int]:
         """Host and port of the partition's leader, from fresh metadata."""
-        return admin_requests.leader(self._admin, topic, partition, self._timeout)
+        return admin_requests.leader(self._admin_client(), topic, partition, self._timeout)
 
     # ------------------------------------------------------------------ topics
 
@@ -207,7 +214,7 @@ class NetworkCluster:
             raise InvalidConfig(f"partition count must be a positive integer, got {partitions!r}")
         settings = _config_to_send(config)
         topic = NewTopic(name, partitions, replication_factor=-1, config=settings)
-        future = self._admin.create_topics([topic], request_timeout=self._timeout)[name]
+        future = self._admin_client().create_topics([topic], request_timeout=self._timeout)[name]
         exists: TopicExists | None = None
         try:
             future.result(self._timeout)
@@ -233,7 +240,7 @@ class NetworkCluster:
 
     def delete_topic(self, name: str) -> None:
         self._check_open()
-        future = self._admin.delete_topics([name], request_timeout=self._timeout)[name]
+        future = self._admin_client().delete_topics([name], request_timeout=self._timeout)[name]
         try:
             future.result(self._timeout)
         except KafkaException as exc:
@@ -250,7 +257,7 @@ class NetworkCluster:
         (``AdminClient.delete_records``), so it works on Apache Kafka too; returns each
         partition's low watermark as the broker reports it."""
         self._check_open()
-        return admin_requests.delete_records(self._admin, topic, before, self._timeout)
+        return admin_requests.delete_records(self._admin_client(), topic, before, self._timeout)
 
     def add_partitions(self, name: str, total: int) -> TopicDescription:
         self._check_open()
@@ -259,7 +266,7 @@ class NetworkCluster:
             raise InvalidConfig(
                 f"topic {name!r} has {current} partitions; the count can only grow, got {total}"
             )
-        future = self._admin.create_partitions(
+        future = self._admin_client().create_partitions(
             [NewPartitions(name, total)], request_timeout=self._timeout
         )[name]
         try:
@@ -277,21 +284,21 @@ class NetworkCluster:
         """IncrementalAlterConfigs: SET each value, DELETE (reset) each None."""
         self._check_open()
         TopicConfig().with_changes(changes)  # refuse unknown names and bad values here too
-        admin_requests.alter_configs(self._admin, name, changes, self._timeout)
+        admin_requests.alter_configs(self._admin_client(), name, changes, self._timeout)
         return self.describe_topic(name)
 
     def topics(self) -> list[str]:
         self._check_open()
-        return admin_requests.topic_names(self._admin, self._timeout)
+        return admin_requests.topic_names(self._admin_client(), self._timeout)
 
     def partitions(self, topic: str) -> int:
         self._check_open()
-        return admin_requests.partition_count(self._admin, topic, self._timeout)
+        return admin_requests.partition_count(self._admin_client(), topic, self._timeout)
 
     def topic_config(self, name: str) -> dict[str, str]:
         """The topic's configs logmarshal knows, by Kafka name (defaults included)."""
         self._check_open()
-        return admin_requests.known_configs(self._admin, name, self._timeout)
+        return admin_requests.known_configs(self._admin_client(), name, self._timeout)
 
     def describe_topic(self, name: str) -> TopicDescription:
         self._check_open()
@@ -486,7 +493,10 @@ class NetworkCluster:
             if self._closed:
                 return
             self._closed = True
-            readers = [*self._readers.values(), *self._batch_readers.values()]
+            readers: list[_PartitionReader | _BatchReader] = [
+                *self._readers.values(),
+                *self._batch_readers.values(),
+            ]
             self._readers.clear()
             self._batch_readers.clear()
             producers = list(self._producers.values())

@@ -144,7 +144,7 @@ class _Reader:
             self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
         self._suspended.discard(key)
         for table in (self._given, self._next, self._ahead, self._errors):
-            table.pop(key, None)  # type: ignore[attr-defined]
+            table.pop(key, None)
         self._has.discard(key)
 
     def poll(self, timeout: float) -> list[Read]:
@@ -192,21 +192,24 @@ class _Reader:
             self._keep((topics[0], parts[0]), messages)  # the usual case, in bulk
             return
         run: list[Any] = []
-        run_key: tuple[str, int] | None = None
+        run_key: tuple[str | None, int | None] = (None, None)  # (read once ``run`` has some)
         for m, error, topic, partition in zip(messages, errors, topics, parts, strict=True):
             if error is not None:
                 self._error(m, error)
                 continue
             key = (topic, partition)
             if key != run_key and run:
-                self._keep(run_key, run)  # type: ignore[arg-type]
+                self._keep(run_key, run)
                 run = []
             run_key = key
             run.append(m)
         if run:
-            self._keep(run_key, run)  # type: ignore[arg-type]
+            self._keep(run_key, run)
 
-    def _keep(self, key: tuple[str, int], messages: list[Any]) -> None:
+    def _keep(self, where: tuple[str | None, int | None], messages: list[Any]) -> None:
+        topic, partition = where
+        assert topic is not None and partition is not None  # (a message without error has both)
+        key = (topic, partition)
         expected = self._next.get(key)
         if expected is None:
             return  # dropped meanwhile

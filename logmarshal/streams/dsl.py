@@ -225,10 +225,12 @@ class KGroupedStream:
                     return  # like Kafka Streams: a null key cannot be grouped
                 key = r.key if windows is None else [r.key, windows.start(r.timestamp)]
                 old = self.store.get(key)
-                if old is None and initializer is None:
+                if old is not None:
+                    new = aggregator(r.key, r.value, old)
+                elif initializer is None:
                     new = r.value  # reduce: the first value is the aggregate
                 else:
-                    new = aggregator(r.key, r.value, initializer() if old is None else old)
+                    new = aggregator(r.key, r.value, initializer())
                 self.store.put(key, new)
                 self.context.forward(key, new)
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .dsl import StreamsBuilder, TimeWindows
-from .processor import STREAM_TIME, Processor, StreamRecord
+from .processor import STREAM_TIME, Processor, ProcessorContext, StreamRecord
 from .serde import string_deserializer, string_serializer
 from .stores import StoreSpec
 from .topology import Topology
@@ -18,7 +18,7 @@ class WordCountProcessor(Processor):
 
     interval_ms = 1000
 
-    def init(self, context):  # type: ignore[no-untyped-def]
+    def init(self, context: ProcessorContext) -> None:
         super().init(context)
         self.store = context.get_state_store("counts")
         self.changed: set[str] = set()

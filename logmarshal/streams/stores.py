@@ -12,11 +12,12 @@ persistent engines; both keep the local data at a state the changelog has (docs/
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import sqlite3
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import attrs
 from rocksdict import Options, Rdict, WriteBatch
@@ -71,7 +72,13 @@ def _hashable(obj: Any) -> Any:
 CACHE_ENTRIES = 100_000
 
 #: an absent cache entry (None is a cached delete)
-_MISSING = object()
+class _Missing(enum.Enum):
+    """What ``dict.get`` answers for a key a cache lacks: a type, so checks narrow it."""
+
+    MISSING = enum.auto()
+
+
+_MISSING = _Missing.MISSING
 
 #: ints this far from 0 always have a JSON form (Python refuses to print ints of more than
 #: 4300 digits): a bigger one is serialized at ``put``, where its error belongs
@@ -86,7 +93,7 @@ def _drop_write(*_args: Any) -> None:
 
 def _encoded(cache_key: str | bytes) -> bytes:
     """A cache key's store key: the JSON bytes of a str, the bytes themselves otherwise."""
-    return _k(cache_key) if type(cache_key) is str else cache_key  # type: ignore[return-value]
+    return _k(cache_key) if isinstance(cache_key, str) else cache_key  # (str: exactly, see _cache_key)
 
 
 def _utf8_ok(text: str) -> bool:
@@ -172,7 +179,7 @@ class KeyValueStore:
             return key
         data = _k(key)
         if data[:1] == b'"':  # a str subclass (or a type that serializes as one)
-            return json_deserializer(data)  # type: ignore[no-any-return]
+            return json_deserializer(data)
         return data
 
     def get(self, key: Any) -> Any:
@@ -258,10 +265,11 @@ class KeyValueStore:
         writes = dict(self._writes)  # one C-level copy: consistent even beside the processor
         entries = dict(self._items())
         for ck, value in writes.items():
-            if value is None:
+            data = json_serializer(value)  # None for None: a delete
+            if data is None:
                 entries.pop(_encoded(ck), None)
             else:
-                entries[_encoded(ck)] = json_serializer(value)  # type: ignore[assignment]
+                entries[_encoded(ck)] = data
         return {_hashable(json_deserializer(k)): json_deserializer(v)
                 for k, v in sorted(entries.items())}
 
@@ -422,8 +430,8 @@ class RocksDBStore(KeyValueStore):
     def _get(self, key: bytes) -> bytes | None:
         value = self._pending.get(key, _MISSING)
         if value is _MISSING:
-            return self._db.get(key)  # type: ignore[no-any-return]
-        return value  # type: ignore[return-value]
+            return self._db.get(key)
+        return value
 
     def _put(self, key: bytes, value: bytes | None) -> None:
         self._pending[key] = value
@@ -435,7 +443,9 @@ class RocksDBStore(KeyValueStore):
         # the pending writes first (one C-level copy), then the engine: a checkpoint between
         # the two moves them into the engine, where the scan finds them
         pending = dict(self._pending)
-        entries = {bytes(k): bytes(v) for k, v in self._db.items(from_key=_FIRST_KEY)}
+        # raw_mode: keys and values are bytes (rocksdict's types say any of its Python types)
+        stored = cast("Iterator[tuple[bytes, bytes]]", self._db.items(from_key=_FIRST_KEY))
+        entries = {bytes(k): bytes(v) for k, v in stored}
         for key, value in pending.items():
             if value is None:
                 entries.pop(key, None)

@@ -311,7 +311,8 @@ def _restore_store(
         # the local file equals the valid state through local[0], judged by an owner of
         # epoch local[2] that had seen every record up to there: replay the rest, unless a
         # newer owner's fence reaches back into it (its restore did not see all of it)
-        at, positions, epoch = local
+        at, positions, _ = local
+        epoch = local[2]
         found = _replay(cluster, topic, partition, apply, at + 1, end, seed=epoch,
                         last=positions)
         reaches_back = any(f[2] <= at for f in _effective(found.fences, epoch))

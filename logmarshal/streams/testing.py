@@ -14,7 +14,7 @@ from typing import Any
 
 from ..cluster import Message
 from .serde import Serializer, json_deserializer, json_serializer
-from .stores import InMemoryStore
+from .stores import InMemoryStore, KeyValueStore
 from .task import Task
 from .topology import Topology
 
@@ -32,7 +32,7 @@ class TopologyTestDriver:
         self.tasks: list[Task] = []
         self._task_of: dict[str, Task] = {}
         for sub in topology.subtopologies(None):
-            stores = {s: InMemoryStore(s) for s in sub.stores}
+            stores: dict[str, KeyValueStore] = {s: InMemoryStore(s) for s in sub.stores}
             task = Task(application_id, topology, sub, 0, stores, self._send,
                         lambda _t: 1, now_ms)
             self.tasks.append(task)

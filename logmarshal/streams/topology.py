@@ -99,10 +99,12 @@ class Topology:
         value_deserializer: Deserializer = json_deserializer,
     ) -> Topology:
         self._new_name(name)
-        pattern = topics if isinstance(topics, re.Pattern) else None
+        pattern: re.Pattern[str] | None = None
         names: tuple[str, ...] = ()
-        if pattern is None:
-            names = (topics,) if isinstance(topics, str) else tuple(topics)  # type: ignore[arg-type]
+        if isinstance(topics, re.Pattern):
+            pattern = topics
+        else:
+            names = (topics,) if isinstance(topics, str) else tuple(topics)
             if not names or not all(isinstance(t, str) and t for t in names):
                 raise TopologyError(f"source {name!r} needs topic names or a pattern, got {topics!r}")
         self.sources[name] = SourceNode(name, names, pattern, key_deserializer, value_deserializer)
@@ -163,7 +165,8 @@ class Topology:
         """Raise :class:`TopologyError` for the first mistake found."""
         if not self.sources:
             raise TopologyError("the topology has no source")
-        for node in (*self.processors.values(), *self.sinks.values()):
+        nodes: list[ProcessorNode | SinkNode] = [*self.processors.values(), *self.sinks.values()]
+        for node in nodes:
             if not node.parents:
                 raise TopologyError(f"{node.name!r} has no parent")
             for parent in node.parents:

@@ -4,7 +4,8 @@ Handlers run on the broker's event loop. Reads (Fetch, ListOffsets, Metadata) ar
 inline from the page cache; appends that must reach the disk (acks=all, or a topic with a
 flush policy) and topic changes run in a worker thread so one fsync never stalls the other
 connections. Every failure a client can cause becomes a Kafka error code in the response;
-only a request that cannot be parsed at all closes its connection.
+only a request that cannot be parsed at all closes its connection. The group APIs are
+:mod:`.groups`', the topic admin APIs :mod:`.topic_admin`'s.
 """
 
 from __future__ import annotations
@@ -13,21 +14,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kafka.protocol.admin.configs import (
-    AlterConfigsResponse,
-    DescribeConfigsResponse,
-    IncrementalAlterConfigsResponse,
-)
-from kafka.protocol.admin.topics import (
-    CreatePartitionsResponse,
-    CreateTopicsResponse,
-    DeleteRecordsResponse,
-    DeleteTopicsResponse,
-)
+from kafka.protocol.admin.topics import DeleteRecordsResponse
 from kafka.protocol.consumer.offsets import ListOffsetsResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 from kafka.protocol.producer.produce import ProduceResponse
@@ -36,7 +27,6 @@ from kafka.protocol.producer.transaction import InitProducerIdResponse
 from storage.config import TopicConfig
 from storage.datadir import DataDir
 from storage.errors import (
-    InvalidConfig,
     OffsetOutOfRange,
     StorageError,
     UnknownPartition,
@@ -45,13 +35,13 @@ from storage.errors import (
 from storage.log import PartitionLog
 from storage.records import decode_batch
 
-from .alter import alter_topic_config
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode, ProtocolError, error_code_for
 from .groups import GroupHandlers, GroupViewProvider
 from .idempotence import Idempotence, ProducerIdAllocator, has_producer_id
 from .metrics import BrokerMetrics, first_error
 from .nulls import null_refusal, null_violation
+from .topic_admin import TopicAdminHandlers
 from .wire import (
     SUPPORTED,
     ApiKey,
@@ -70,11 +60,6 @@ log = logging.getLogger(__name__)
 _LATEST = -1
 _EARLIEST = -2
 _MAX_TIMESTAMP = -3  # ListOffsets v7 on (KIP-734)
-_TOPIC_RESOURCE = 2
-_BROKER_RESOURCE = 4
-_SOURCE_TOPIC = 1
-_SOURCE_DEFAULT = 5
-_DEFAULT_PARTITIONS = 1
 _SYNC_STALE_S = 1.0
 _METADATA_ANSWERS = 64  # distinct Metadata questions whose answers are kept
 
@@ -138,18 +123,20 @@ class Handlers:
         # error code of its answer, keyed by the frame being answered.
         self.metrics: BrokerMetrics | None = None
         self._last_error: dict[int, int] = {}
+        # Topic admin (topic_admin.py): changed on the controller only.
+        self.topics = TopicAdminHandlers(data_dir, layout, self._executor, self._know_topics)
         self._table = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.METADATA: self.metadata,
-            ApiKey.CREATE_TOPICS: self.create_topics,
-            ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.CREATE_TOPICS: self.topics.create_topics,
+            ApiKey.DELETE_TOPICS: self.topics.delete_topics,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
-            ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
-            ApiKey.CREATE_PARTITIONS: self.create_partitions,
-            ApiKey.ALTER_CONFIGS: self.alter_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.DESCRIBE_CONFIGS: self.topics.describe_configs,
+            ApiKey.CREATE_PARTITIONS: self.topics.create_partitions,
+            ApiKey.ALTER_CONFIGS: self.topics.alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.topics.incremental_alter_configs,
             ApiKey.DELETE_RECORDS: self.delete_records,
         }
         # Group APIs also see the client id (to explain a refused classic consumer).
@@ -190,8 +177,8 @@ class Handlers:
     async def _handle(self, header: RequestHeader, frame: memoryview) -> Response:
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
-            spec = SUPPORTED[key]
-            ok = spec.min_version <= version <= spec.max_version
+            versions = SUPPORTED[key]
+            ok = versions.min_version <= version <= versions.max_version
             error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_VERSION
             return api_versions_response(header.correlation_id, version, error)
         spec = SUPPORTED.get(key)
@@ -216,8 +203,8 @@ class Handlers:
         else:
             result = await self._table[key](request, version)
         if self.metrics is not None:
-            error = getattr(result, "error", None)  # hand-encoded answers carry it
-            self._last_error[id(frame)] = first_error(result) if error is None else error
+            carried = getattr(result, "error", None)  # hand-encoded answers carry it
+            self._last_error[id(frame)] = first_error(result) if carried is None else carried
         if result is None or isinstance(result, bytes | list):
             return _with_correlation(result, header.correlation_id)
         return encode_response(header.correlation_id, spec, version, result)
@@ -356,25 +343,25 @@ class Handlers:
             )
         else:
             results = _append_all(work, False, self._idempotence)
-        for (name, index, _, _, _), (error, _, _, _) in zip(work, results, strict=True):
-            if error == ErrorCode.NONE:
+        for (name, index, _, _, _), (code, _, _, _) in zip(work, results, strict=True):
+            if code == ErrorCode.NONE:
                 self._waiters.notify((name, index))
         if acks == 0:
             return None
         r = ProduceResponse[version]
         by_topic: dict[str, list[Any]] = {}
-        for (name, index, _, _, _), (error, base, append_time, start) in zip(
+        for (name, index, _, _, _), (code, base, append_time, start) in zip(
             work, results, strict=True
         ):
             by_topic.setdefault(name, []).append(
                 r.TopicProduceResponse.PartitionProduceResponse(
                     index=index,
-                    error_code=error,
+                    error_code=code,
                     base_offset=base,
                     log_append_time_ms=append_time,
                     log_start_offset=start,
                     record_errors=[],
-                    error_message=None if error == ErrorCode.NONE else error.name,
+                    error_message=None if code == ErrorCode.NONE else code.name,
                 )
             )
         return r(
@@ -647,214 +634,6 @@ class Handlers:
             topics=topics,
         )
 
-    # ------------------------------------------------------------------ topic admin
-
-    async def _per_topic(
-        self,
-        topics: Sequence[Any],
-        one: Callable[[Any, bool], tuple[int, str | None]],
-        validate_only: bool,
-        result: Callable[..., Any],
-        refused: str,
-    ) -> list[Any]:
-        """CreateTopics' and CreatePartitions' fan-out: ``one(topic, validate_only)`` for each
-        topic in turn, in the worker thread, answered as ``result(name=, error_code=,
-        error_message=)``. A request naming more than MAX_TOPICS_PER_REQUEST topics is
-        refused whole (POLICY_VIOLATION, "...; ``refused``") before any runs."""
-        if len(topics) > MAX_TOPICS_PER_REQUEST:
-            message = f"at most {MAX_TOPICS_PER_REQUEST} topics per request; {refused}"
-            return [
-                result(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
-                for t in topics
-            ]
-        loop = asyncio.get_running_loop()
-        results = []
-        for topic in topics:
-            error, message = await loop.run_in_executor(self._executor, one, topic, validate_only)
-            results.append(result(name=topic.name, error_code=error, error_message=message))
-        return results
-
-    async def create_topics(self, request: Any, version: int) -> Any:
-        r = CreateTopicsResponse[version]
-        results = await self._per_topic(
-            request.topics,
-            self._create_one,
-            request.validate_only,
-            r.CreatableTopicResult,
-            "nothing was created",
-        )
-        return r(throttle_time_ms=0, topics=results)
-
-    def _create_one(self, topic: Any, validate_only: bool) -> tuple[int, str | None]:
-        if not self.layout.is_controller:
-            return ErrorCode.NOT_CONTROLLER, "send CreateTopics to the controller"
-        if topic.assignments:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
-        if topic.replication_factor not in (-1, 1):
-            return (
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                "logmarshal keeps one copy of each partition: use replication factor 1 (or -1)",
-            )
-        count = _DEFAULT_PARTITIONS if topic.num_partitions == -1 else topic.num_partitions
-        try:
-            config = TopicConfig.from_dict({c.name: c.value for c in topic.configs})
-            if count < 1:
-                return ErrorCode.INVALID_PARTITIONS, f"partition count {count} must be >= 1"
-            if validate_only:
-                if topic.name in self.data_dir.topics():
-                    return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
-                return ErrorCode.NONE, None
-            self.data_dir.create_topic(topic.name, count, config)
-        except InvalidConfig as exc:
-            code = ErrorCode.INVALID_CONFIG if "config" in str(exc) else ErrorCode.INVALID_PARTITIONS
-            return code, str(exc)
-        except StorageError as exc:
-            return error_code_for(exc), str(exc)
-        log.info("created topic %s with %d partition(s)", topic.name, count)
-        return ErrorCode.NONE, None
-
-    async def delete_topics(self, request: Any, version: int) -> Any:
-        r = DeleteTopicsResponse[version]
-        loop = asyncio.get_running_loop()
-        results = []
-        for name in request.topic_names:
-            error = await loop.run_in_executor(self._executor, self._delete_one, name)
-            results.append(r.DeletableTopicResult(name=name, error_code=error))
-        return r(throttle_time_ms=0, responses=results)
-
-    def _delete_one(self, name: str) -> int:
-        if not self.layout.is_controller:
-            return ErrorCode.NOT_CONTROLLER
-        try:
-            self.data_dir.delete_topic(name)
-        except StorageError as exc:
-            return error_code_for(exc)
-        log.info("deleted topic %s", name)
-        return ErrorCode.NONE
-
-    async def create_partitions(self, request: Any, version: int) -> Any:
-        r = CreatePartitionsResponse[version]
-        results = await self._per_topic(
-            request.topics,
-            self._grow_one,
-            request.validate_only,
-            r.CreatePartitionsTopicResult,
-            "nothing was changed",
-        )
-        return r(throttle_time_ms=0, results=results)
-
-    def _grow_one(self, topic: Any, validate_only: bool) -> tuple[int, str | None]:
-        if not self.layout.is_controller:
-            return ErrorCode.NOT_CONTROLLER, "send CreatePartitions to the controller"
-        if topic.assignments:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
-        try:
-            current = self.data_dir.describe(topic.name).partitions
-            if topic.count <= current:
-                return (
-                    ErrorCode.INVALID_PARTITIONS,
-                    f"topic has {current} partitions; the count can only grow",
-                )
-            if not validate_only:
-                self.data_dir.add_partitions(topic.name, topic.count)
-        except InvalidConfig as exc:
-            return ErrorCode.INVALID_PARTITIONS, str(exc)
-        except StorageError as exc:
-            return error_code_for(exc), str(exc)
-        return ErrorCode.NONE, None
-
-    async def describe_configs(self, request: Any, version: int) -> Any:
-        r = DescribeConfigsResponse[version]
-        await self._know_topics(
-            res.resource_name for res in request.resources if res.resource_type == _TOPIC_RESOURCE
-        )
-        await self._know_topics(None)  # configs altered on the controller: at most 1 s stale
-        results = []
-        cfg_cls = r.DescribeConfigsResult.DescribeConfigsResourceResult
-        defaults = TopicConfig().to_dict()
-        for res in request.resources:
-            error, message, configs = ErrorCode.NONE, None, []
-            if res.resource_type == _TOPIC_RESOURCE:
-                try:
-                    values = self.data_dir.describe(res.resource_name).config.to_dict()
-                except StorageError as exc:
-                    error, message = error_code_for(exc), str(exc)
-                else:
-                    keys = res.configuration_keys
-                    for name, value in sorted(values.items()):
-                        if keys is not None and name not in keys:
-                            continue
-                        is_default = defaults.get(name) == value
-                        configs.append(
-                            cfg_cls(
-                                name=name,
-                                value=value,
-                                read_only=False,
-                                config_source=_SOURCE_DEFAULT if is_default else _SOURCE_TOPIC,
-                                is_default=is_default,
-                                is_sensitive=False,
-                                synonyms=[],
-                                config_type=0,
-                                documentation=None,
-                            )
-                        )
-            elif res.resource_type != _BROKER_RESOURCE:
-                error, message = ErrorCode.INVALID_REQUEST, "only topic and broker resources"
-            results.append(
-                r.DescribeConfigsResult(
-                    error_code=error,
-                    error_message=message,
-                    resource_type=res.resource_type,
-                    resource_name=res.resource_name,
-                    configs=configs,
-                )
-            )
-        return r(throttle_time_ms=0, results=results)
-
-    async def alter_configs(self, request: Any, version: int) -> Any:
-        """AlterConfigs: each topic's whole config is replaced (unnamed settings reset)."""
-        return await self._alter(request, version, AlterConfigsResponse, incremental=False)
-
-    async def incremental_alter_configs(self, request: Any, version: int) -> Any:
-        """IncrementalAlterConfigs: SET / DELETE (reset) / APPEND / SUBTRACT per setting."""
-        return await self._alter(request, version, IncrementalAlterConfigsResponse, incremental=True)
-
-    async def _alter(self, request: Any, version: int, response: Any, *, incremental: bool) -> Any:
-        r = response[version]
-        loop = asyncio.get_running_loop()
-        results = []
-        for res in request.resources:
-            error, message = await loop.run_in_executor(
-                self._executor, self._alter_one, res, request.validate_only, incremental
-            )
-            results.append(
-                r.AlterConfigsResourceResponse(
-                    error_code=error,
-                    error_message=message,
-                    resource_type=res.resource_type,
-                    resource_name=res.resource_name,
-                )
-            )
-        return r(throttle_time_ms=0, responses=results)
-
-    def _alter_one(self, res: Any, validate_only: bool, incremental: bool) -> tuple[int, str | None]:
-        if res.resource_type != _TOPIC_RESOURCE:
-            return ErrorCode.INVALID_REQUEST, "only topic configs can be altered on this broker"
-        if not self.layout.is_controller:
-            return ErrorCode.NOT_CONTROLLER, "send config changes to the controller"
-        try:
-            current = self.data_dir.describe(res.resource_name).config
-            config = alter_topic_config(current, res.configs, incremental=incremental)
-            if validate_only:
-                self.data_dir.check_alter(res.resource_name, config)
-            else:
-                self.data_dir.alter_config(res.resource_name, config)
-        except InvalidConfig as exc:
-            return ErrorCode.INVALID_CONFIG, str(exc)
-        except StorageError as exc:
-            return error_code_for(exc), str(exc)
-        return ErrorCode.NONE, None
-
     async def init_producer_id(self, request: Any, version: int) -> Any:
         r = InitProducerIdResponse[version]
         if request.transactional_id is not None:
@@ -879,10 +658,6 @@ class _Frames(list):
     error: int = 0
 
 
-#: CreateTopics / CreatePartitions naming more topics are refused whole (POLICY_VIOLATION)
-MAX_TOPICS_PER_REQUEST = 100
-
-
 def _with_correlation(result: bytes | list[bytes] | None, correlation_id: int) -> Response:
     """Hand-built responses carry correlation id 0 in their frame head; set the real one."""
     if result is None:
@@ -898,13 +673,13 @@ def _append_all(
     work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]],
     flush: bool,
     idempotence: Idempotence | None = None,
-) -> list[tuple[int, int, int, int]]:
+) -> list[tuple[ErrorCode, int, int, int]]:
     """Append each partition's batches; per partition: (error, base, append time, log start).
 
     Batches of idempotent producers go through ``idempotence``: a retry of a stored batch
     is answered with the original offsets (and not stored again).
     """
-    out = []
+    out: list[tuple[ErrorCode, int, int, int]] = []
     for name, index, plog, records, error in work:
         if plog is None or error != ErrorCode.NONE:
             out.append((error, -1, -1, -1))

@@ -268,6 +268,9 @@ class BrokerServer:
         handlers = self.handlers
         assert handlers is not None
         big_frames = False
+        # the last request, let go of before the memory is given back (``finally``)
+        frame: bytes | bytearray | None = None
+        view: memoryview | None = None
         try:
             while True:
                 try:
@@ -326,7 +329,7 @@ class BrokerServer:
             self._connections.discard(task)
             writer.close()
             if big_frames:
-                frame = view = None  # type: ignore[assignment]
+                frame = view = None
                 _give_memory_back()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
