@@ -1,4 +1,4 @@
-"""rationalizer/rules.py: one function per PROTOCOL.md rule, one freshness classifier."""
+"""rationalizer/rules.py: one method of the rule table per PROTOCOL.md rule, one freshness classifier."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "PROTOCOL.md"
 RULE_FUNCTIONS = {
-    1: rules.fenced,
-    2: rules.release_group,
-    3: rules.paused,
-    4: rules.claim,
-    5: rules.heartbeat,
-    6: rules.release,
-    7: rules.claim_messages,
+    1: rules.Rules.fenced,
+    2: rules.Rules.release_group,
+    3: rules.Rules.paused,
+    4: rules.Rules.claim,
+    5: rules.Rules.heartbeat,
+    6: rules.Rules.release,
+    7: rules.Rules.claim_messages,
 }
 
 

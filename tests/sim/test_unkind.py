@@ -10,9 +10,11 @@ import pytest
 
 from logmarshal.core import MemberCore, Write
 from rationalizer import Heartbeat, WorldState, encode
+from rationalizer.rules import RULES
 from scenarios import sim as sim_module
 from scenarios.sim import FIXES, HB, Sim, parse_without, run_seed
 from scenarios.sim_checks import Checks
+from scenarios.sim_rules import RulesWithout
 
 
 def _drain(sim: Sim, until: int) -> None:
@@ -185,8 +187,11 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     assert len(worlds) == 3 * sim.ncoord  # the oracle's and both members'
     rules = {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
     rules |= {"release_tenure", "late_heartbeat"}
-    # admin_keys: the bounded-log schedule's keyed group (None here: seed 5 has none)
-    assert all(kw == {"admin_keys": None, "_without": rules} for kw in worlds)
+    # admin_keys: the bounded-log schedule's keyed group (None here: seed 5 has none); one
+    # rule table without every property, the same for every world
+    assert all(kw.keys() == {"admin_keys", "rules"} and kw["admin_keys"] is None for kw in worlds)
+    assert all(kw["rules"] is sim.rules for kw in worlds)
+    assert isinstance(sim.rules, RulesWithout) and sim.rules.without == rules
     assert [kw["_without"] for kw in cores] == [{"surprise", "stall"}] * 2
     assert all(kw["_reread_after_takeover"] is False for kw in cores)
     assert not sim.fifo
@@ -194,7 +199,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     cores.clear()
     plain = Sim(5)
     plain.join()
-    assert all(kw == {"admin_keys": None, "_without": frozenset()} for kw in worlds)
+    assert all(kw == {"admin_keys": None, "rules": RULES} for kw in worlds)  # the protocol's
     assert cores[0]["_without"] == frozenset() and cores[0]["_reread_after_takeover"]
     assert plain.fifo and plain.fix
     restart_bug = Sim(5, fix=False)  # --without-restart-fix: the restart bug's whole experiment
