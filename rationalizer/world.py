@@ -183,7 +183,6 @@ class WorldState(WorldQueries):
         without it could decide differently from the replayers that do); the other groups of
         this coordination partition go on. Version-shaped bytes without a valid envelope are
         INVALID_RECORD, as any record that does not decode."""
-        parts = self._parts
         halted = self._halted_groups
         kget = self._ids.by_key.get
         read = self._ids.read
@@ -191,11 +190,8 @@ class WorldState(WorldQueries):
         takeovers = self._takeovers
         paused = self._paused
         unpack_i64 = _I64.unpack_from
-        new_part = self._new_part
-        rejections = self._rejections
-        rules = self._rules
-        heartbeat, fenced_rule, paused_rule = rules.heartbeat, rules.fenced, rules.paused
-        transitions = self._transitions
+        heartbeat = self._rules.heartbeat
+        judge = self._judge
         nxt = self._applied + 1  # the next offset: applied_through + 1, always
         now = self._now
         out: list[Verdict | None] = []
@@ -283,41 +279,48 @@ class WorldState(WorldQueries):
                     # to count).
                     push(heartbeat(part, ent.sender, now, num, hb, fenced, takeovers, extra))
                     continue
-                # The rules in PROTOCOL.md's order: 0 (invalid) and 2 (ReleaseGroup) were
-                # decided in _slow; then the group halted (version 6), 1 (fenced), 3
-                # (paused), and 4-7 by type (the rule table's transitions).
-                if halted and ent.group in halted:
-                    rejections[_GROUP_HALTED] += 1
-                    push(_HALTED)
-                    continue
-                if fenced and (v := fenced_rule(fenced, ent.fkey)) is not None:
-                    rejections[v.reason] += 1  # type: ignore[index]  # rejected: it has a reason
-                    push(v)
-                    continue
-                if part is None:
-                    part = ent.part = parts.get(ent.key)
-                create = _no_create if part is not None else partial(new_part, ent, None, now)
-                if paused and ent.group in paused:  # the group has a pause window: rule 3
-                    v = paused_rule(
-                        paused, ent.group, now, part, create, ent.sender, typ, ent.admin_ok, num
-                    )
-                    if v is not None:
-                        if not v.accepted:
-                            rejections[v.reason] += 1  # type: ignore[index]  # rejected: it has a reason
-                        push(v)
-                        continue
-                v = transitions[typ](part, create, ent.sender, now, num, hb, extra, offset)
-                if v.accepted:
-                    if v.effect in HOLDER_MOVES:  # (ownership_epoch: not with renewals)
-                        self._epoch += 1
-                else:
-                    rejections[v.reason] += 1  # type: ignore[index]  # rejected: it has a reason
-                push(v)
+                push(judge(ent, typ, num, hb, extra, now, offset))
         finally:
             self._window_add(out, base, seg, nxt)
             self._applied = nxt - 1
             self._now = now
         return out
+
+    def _judge(
+        self, ent: Identity, typ: int, num: int, hb: int, extra: object, now: int, offset: int
+    ) -> Verdict:
+        """A partition record read (``identity.Decoded``) that is no renewal the loop could
+        decide: the rules in PROTOCOL.md's order. 0 (invalid) and 2 (ReleaseGroup) were
+        decided in ``_slow``; then the group halted (version 6), 1 (fenced), 3 (paused), and
+        4-7 by type (the rule table's transitions); the rejection counted, ``ownership_epoch``
+        moved with the holder."""
+        halted = self._halted_groups
+        if halted and ent.group in halted:
+            self._rejections[_GROUP_HALTED] += 1
+            return _HALTED
+        fenced = self._fenced
+        if fenced and (v := self._rules.fenced(fenced, ent.fkey)) is not None:
+            self._rejections[v.reason] += 1  # type: ignore[index]  # rejected: it has a reason
+            return v
+        part = ent.part
+        if part is None:
+            part = ent.part = self._parts.get(ent.key)
+        create = _no_create if part is not None else partial(self._new_part, ent, None, now)
+        paused = self._paused
+        if paused and ent.group in paused:  # the group has a pause window: rule 3
+            v = self._rules.paused(
+                paused, ent.group, now, part, create, ent.sender, typ, ent.admin_ok, num
+            )
+            if v is not None:
+                if not v.accepted:
+                    self._rejections[v.reason] += 1  # type: ignore[index]  # rejected: it has a reason
+                return v
+        v = self._transitions[typ](part, create, ent.sender, now, num, hb, extra, offset)
+        if not v.accepted:
+            self._rejections[v.reason] += 1  # type: ignore[index]  # rejected: it has a reason
+        elif v.effect in HOLDER_MOVES:  # (ownership_epoch: not with renewals)
+            self._epoch += 1
+        return v
 
     def _window_add(self, out: list, base: int, first: int, end: int) -> None:
         """Put the verdicts ``out[base:]`` of offsets ``first..end-1`` into the window.
