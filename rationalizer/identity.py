@@ -53,11 +53,11 @@ class Identity:
 
     ``admin_ok``: the record may act as the pausing admin (the group has no key, or the
     record is validly tagged; tagged records are never cached). ``ident``: the identity
-    part's bytes and ``size`` their length; ``b""`` and -1 when it is not cached. The heartbeat lane's
-    fields describe the key's last heartbeat from this sender: its length (``beat_size``,
-    -1 before any), its bytes after the int64 position (``beat_tail``) and its lease
-    (``beat_hb``); ``layout`` is the layout of the vector of its last task record
-    (``vectors.learn``), None before any.
+    part's bytes and ``size`` their length; ``b""`` and -1 when it is not cached. The
+    heartbeat lane's fields describe the key's last heartbeat from this sender: its length
+    (``beat_size``, -1 before any), its bytes after the int64 position (``beat_tail``,
+    ``b""`` before any) and its lease (``beat_hb``); ``layout`` is the layout of the vector
+    of its last task record (``vectors.learn``), None before any.
     """
 
     __slots__ = (
@@ -100,7 +100,7 @@ class Identity:
         self.size = len(ident) if ident else -1
         self.ident = ident
         self.beat_size = -1
-        self.beat_tail: bytes | None = None
+        self.beat_tail = b""
         self.beat_hb = 0
         self.layout: Layout | None = None
 
@@ -110,7 +110,7 @@ NO_IDENTITY = Identity(b"", ("", ""), "", "", None, "", -1, False)
 
 #: A record read without a verdict yet: its identity, type code (``rules.Transition``), its
 #: number, its lease and what else its type carries (see ``rules.Transition``).
-Decoded = tuple[Identity, int, int, int, object]
+Decoded = tuple[Identity, int, int, int, Any]
 
 
 class IdentityCache:
@@ -189,25 +189,25 @@ class IdentityCache:
             hl = 10
         else:
             return None
-        found: Identity | None = ent
-        if ent is NO_IDENTITY or ent.size != len(value) - hl or not value.endswith(ent.ident):
-            found = self.by_bytes.get(value[hl:])
-            if found is None:
-                found = self.miss(key, value, hl)
-                if found is None:
+        if ent.size != len(value) - hl or not value.endswith(ent.ident):  # (NO_IDENTITY: -1)
+            cached = self.by_bytes.get(value[hl:])
+            if cached is None:
+                cached = self.miss(key, value, hl)
+                if cached is None:
                     return None
-            elif found.key == key:
-                self.by_key[key] = found
-                if found.layout is None and ent is not NO_IDENTITY:
-                    found.layout = ent.layout  # (the key's vector layout, for the task lane)
+            elif cached.key == key:
+                self.by_key[key] = cached
+                if cached.layout is None:
+                    cached.layout = ent.layout  # (the key's vector layout, for the task lane)
             else:
                 return None
+            ent = cached
         if typ == T_HEARTBEAT:
             # open the lane for this sender's next heartbeats
-            found.beat_size = len(value)
-            found.beat_tail = value[10:]
-            found.beat_hb = hb
-        return found, typ, num, hb, None
+            ent.beat_size = len(value)
+            ent.beat_tail = value[10:]
+            ent.beat_hb = hb
+        return ent, typ, num, hb, None
 
     def _task(self, key: Any, value: bytes, ent: Identity, lay: Layout) -> Decoded | None:
         """Task lane (PROTOCOL.md, "Tasks (version 3)"): a HeartbeatingTask or ReleasingTask
@@ -232,14 +232,14 @@ class IdentityCache:
         if got is None:
             return None
         vector, num, end = got
-        found: Identity | None = ent
         if len(value) - ent.size != end or not value.endswith(ent.ident):
             # another sender on this key: a claim's winner, a restart
-            found = self.other_sender(key, value, end)
-            if found is None:
+            other = self.other_sender(key, value, end)
+            if other is None:
                 return None
-        found.layout = lay
-        return found, typ, num, hb, vector
+            ent = other
+        ent.layout = lay
+        return ent, typ, num, hb, vector
 
     def miss(self, key: bytes, value: bytes, hl: int) -> Identity | None:
         """Cache miss on a partition record whose header (``hl`` bytes) is valid: parse the

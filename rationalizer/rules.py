@@ -448,9 +448,11 @@ class Rules:
                 part.tenure = offset
             fk = fence_key(*h)
             fenced[fk] = h
-            v = takeovers.get(fk)
-            if v is None:
-                v = takeovers[fk] = Verdict(True, effect=Effect.RESTART_TAKEOVER, previous_holder=h)
+            taken = takeovers.get(fk)
+            if taken is None:
+                taken = Verdict(True, effect=Effect.RESTART_TAKEOVER, previous_holder=h)
+                takeovers[fk] = taken
+            v = taken
         else:
             return _NOT_HOLDER
         part.holder = sender  # (on renewal: the replay's cached tuple itself, for its `is` test)

@@ -147,7 +147,7 @@ def dump(w: WorldImage) -> bytes:
         (group, client, m) for group, entries in w.members.items() for client, m in entries.items()
     )
     parts = sorted(w.partitions, key=lambda p: (p.group, p.topic, p.partition))
-    tasks = [p for p in parts if p.positions is not None]
+    tasks = [(p, vector) for p in parts if (vector := p.positions) is not None]
     now = w.now
     leased = any(p.fenced_until > now for p in parts)
     halted = sorted(w.halted_groups.items())
@@ -238,12 +238,12 @@ def dump(w: WorldImage) -> bytes:
                 _uv(out, count)
     if version >= _SNAPSHOT_V3:  # versions 4 to 6: the count may be 0
         _uv(out, len(tasks))
-        for p in tasks:
+        for p, vector in tasks:
             _s(out, p.group)
             _s(out, p.topic)
             _uv(out, p.partition)
-            _uv(out, len(p.positions))
-            for topic, offset in p.positions:
+            _uv(out, len(vector))
+            for topic, offset in vector:
                 _s(out, topic)
                 _uv(out, offset + 1)
     if version >= SNAPSHOT_VERSION:  # the halted groups (the count may be 0)
@@ -362,7 +362,7 @@ def _read_verdicts(r: _Reader, n: int) -> list[Verdict]:
     while len(out) < n:
         m = run(buf, pos, pos + n - len(out))
         if m is not None:
-            out.extend(map(simple.__getitem__, buf[pos : m.end()]))
+            out.extend(map(simple.__getitem__, buf[pos : m.end()]))  # type: ignore[arg-type]  # a run holds only codes of shared verdicts: never None
             pos = m.end()
             continue
         r.pos = pos
