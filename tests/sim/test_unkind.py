@@ -215,3 +215,34 @@ def test_cli_without_and_without_restart_fix(capsys):
     assert "fixes removed: reservation_start,restart-fix,surprise,takeover_position " in two
     with pytest.raises(SystemExit):
         sim_module.main(["--seeds", "1", "--without", "bogus"])
+
+
+def test_the_rule_switches_are_a_variant_rule_table():
+    """``--without`` names a property of the rules: the simulator's table drops it (what
+    each one then admits: tests/rationalizer/test_version*.py), the production one
+    (``rules.RULES``) keeps them all."""
+    from rationalizer.state import PartitionEntry
+    from scenarios.sim_rules import PROPERTIES, rules_without
+
+    # held in tenure 3 from position 7 (floor), at 5 with 10 reserved, a lease kept until 100
+    part = PartitionEntry("g", "t", 0, ("a", "1"), 0, 5, 10, 100, None, 7, 100, 3)
+    asked = {  # property: (its arguments, the protocol's answer, the answer without it)
+        "takeover_position": ((part, 3), False, True),  # a takeover behind the position
+        "release_floor": ((part, 2), 7, 2),  # a release below the tenure's floor
+        "reservation_start": ((part, 5), False, True),  # a reservation not at 11
+        "fenced_lease": ((part, 50), True, False),  # a claim inside the kept lease
+        "release_tenure": ((part, 4), False, True),  # a release naming another tenure
+        "late_heartbeat": ((part, 8), True, False),  # a heartbeat below the position
+    }
+    assert rules_without(frozenset()) is RULES
+    assert asked.keys() == PROPERTIES.keys()
+    for name, method in PROPERTIES.items():
+        table = rules_without(frozenset({name}))
+        assert isinstance(table, RulesWithout) and table.without == {name}
+        args, kept, dropped = asked[name]
+        assert getattr(RULES, method)(*args) == kept
+        assert getattr(table, method)(*args) == dropped
+        other = rules_without(frozenset(PROPERTIES) - {name})  # every other one dropped
+        assert getattr(other, method)(*args) == kept
+    with pytest.raises(ValueError, match="unknown rule switches"):
+        RulesWithout(frozenset({"stall"}))
