@@ -7,7 +7,9 @@ value, ...) is a ``DecodeError``. That makes every replayer skip exactly the sam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from struct import Struct
+from typing import Any
 from zlib import crc32
 
 from .messages import (
@@ -108,7 +110,15 @@ _U32 = Struct(">I")
 _HDR = Struct(">BB")
 _ANNOUNCE_HEAD = Struct(">IHIB")  # heartbeat_interval_ms, weight, max_claims, flags
 _ENTIRE_TOPIC = 0x01
-_PARTITION_TYPES = (Heartbeat, ClaimingPartition, ReleasingPartition, ClaimingMessages)
+#: The messages of one partition: their identity part names the topic and partition.
+PartitionMessage = (
+    Heartbeat
+    | ClaimingPartition
+    | ReleasingPartition
+    | ClaimingMessages
+    | HeartbeatingTask
+    | ReleasingTask
+)
 
 
 class DecodeError(ValueError):
@@ -150,68 +160,89 @@ def _tag(tag: bytes | None) -> bytes:
 
 def encode(msg: Message) -> tuple[bytes, bytes]:
     """Encode a message to its ``(key, value)`` record; the inverse of :func:`decode`."""
-    cls = type(msg)
-    ident = _str(msg.client_id) + _str(msg.instance_id) + _str(msg.group_id)
-    if cls is AnnouncingMember:
-        flags = _ENTIRE_TOPIC if msg.entire_topic else 0
-        head = _HDR.pack(msg.version, T_ANNOUNCING_MEMBER) + _ANNOUNCE_HEAD.pack(
-            msg.heartbeat_interval_ms, msg.weight, msg.max_claims, flags
-        )
-        return record_key(msg.group_id), head + ident + _topic_numbers(msg.topics, 0)
-    if cls is LeavingGroup:
-        return record_key(msg.group_id), _HDR.pack(VERSION_2, T_LEAVING_GROUP) + ident
-    if cls is ReleasingTask and msg.tenure is not None:  # version 6, naming its tenure
-        body = (
-            _I64.pack(msg.tenure)
-            + _topic_numbers(msg.positions, 1)
-            + ident
-            + _str(msg.topic)
-            + uvarint(msg.partition)
-        )
-        return record_key(msg.group_id, msg.topic, msg.partition), seal(
-            VERSION_6, T_RELEASING_TASK, msg.group_id, body
-        )
-    if cls is HeartbeatingTask or cls is ReleasingTask:
-        if cls is HeartbeatingTask:
-            head = _HDR.pack(VERSION_3, T_HEARTBEATING_TASK) + _U32.pack(msg.heartbeat_interval_ms)
-        else:
-            head = _HDR.pack(VERSION_3, T_RELEASING_TASK)
-        vector = _topic_numbers(msg.positions, 1)  # an offset is stored + 1: -1 is 0x00
-        tail = ident + _str(msg.topic) + uvarint(msg.partition)
-        return record_key(msg.group_id, msg.topic, msg.partition), head + vector + tail
-    if cls is ReleaseGroup:
-        value = (
-            _HDR.pack(msg.version, T_RELEASE_GROUP)
-            + _I64.pack(msg.msg_expire_time)
-            + _tag(msg.auth_tag)
-            + ident
-        )
-        return record_key(msg.group_id), value
-    if cls not in _PARTITION_TYPES:
+    encoder = _ENCODERS.get(type(msg))
+    if encoder is None:
         raise TypeError(f"not a coordination message: {msg!r}")
-    tail = ident + _str(msg.topic) + uvarint(msg.partition)
-    if cls is Heartbeat:
-        head = (
-            _HDR.pack(msg.version, T_HEARTBEAT)
-            + _I64.pack(msg.last_offset)
-            + _U32.pack(msg.heartbeat_interval_ms)
-            + _tag(msg.auth_tag)
-        )
-    elif cls is ClaimingPartition:
-        if msg.version == VERSION_6:  # in the envelope: its offset names the tenure it begins
-            body = _U32.pack(msg.heartbeat_interval_ms) + tail
-            return record_key(msg.group_id, msg.topic, msg.partition), seal(
-                VERSION_6, T_CLAIMING_PARTITION, msg.group_id, body
-            )
-        head = _HDR.pack(msg.version, T_CLAIMING_PARTITION) + _U32.pack(msg.heartbeat_interval_ms)
-    elif cls is ReleasingPartition:
-        if msg.tenure is not None:  # version 6: in the envelope, naming the tenure it ends
-            body = _I64.pack(msg.tenure) + _I64.pack(msg.last_offset) + tail
-            return record_key(msg.group_id, msg.topic, msg.partition), seal(
-                VERSION_6, T_RELEASING_PARTITION, msg.group_id, body
-            )
-        head = _HDR.pack(msg.version, T_RELEASING_PARTITION) + _I64.pack(msg.last_offset)
-    elif msg.first_offset is not None:  # version 4: the reservation names where it starts
+    return encoder(msg)
+
+
+def _ident(msg: Message) -> bytes:
+    return _str(msg.client_id) + _str(msg.instance_id) + _str(msg.group_id)
+
+
+def _tail(msg: PartitionMessage) -> bytes:
+    """A partition record's identity part: the ids, the topic and the partition."""
+    return _ident(msg) + _str(msg.topic) + uvarint(msg.partition)
+
+
+def _partition_key(msg: PartitionMessage) -> bytes:
+    return record_key(msg.group_id, msg.topic, msg.partition)
+
+
+def _encode_announcing_member(msg: AnnouncingMember) -> tuple[bytes, bytes]:
+    flags = _ENTIRE_TOPIC if msg.entire_topic else 0
+    head = _HDR.pack(msg.version, T_ANNOUNCING_MEMBER) + _ANNOUNCE_HEAD.pack(
+        msg.heartbeat_interval_ms, msg.weight, msg.max_claims, flags
+    )
+    return record_key(msg.group_id), head + _ident(msg) + _topic_numbers(msg.topics, 0)
+
+
+def _encode_leaving_group(msg: LeavingGroup) -> tuple[bytes, bytes]:
+    return record_key(msg.group_id), _HDR.pack(VERSION_2, T_LEAVING_GROUP) + _ident(msg)
+
+
+def _encode_heartbeating_task(msg: HeartbeatingTask) -> tuple[bytes, bytes]:
+    head = _HDR.pack(VERSION_3, T_HEARTBEATING_TASK) + _U32.pack(msg.heartbeat_interval_ms)
+    vector = _topic_numbers(msg.positions, 1)  # an offset is stored + 1: -1 is 0x00
+    return _partition_key(msg), head + vector + _tail(msg)
+
+
+def _encode_releasing_task(msg: ReleasingTask) -> tuple[bytes, bytes]:
+    if msg.tenure is not None:  # version 6, naming its tenure
+        body = _I64.pack(msg.tenure) + _topic_numbers(msg.positions, 1) + _tail(msg)
+        return _partition_key(msg), seal(VERSION_6, T_RELEASING_TASK, msg.group_id, body)
+    head = _HDR.pack(VERSION_3, T_RELEASING_TASK)
+    return _partition_key(msg), head + _topic_numbers(msg.positions, 1) + _tail(msg)
+
+
+def _encode_release_group(msg: ReleaseGroup) -> tuple[bytes, bytes]:
+    value = (
+        _HDR.pack(msg.version, T_RELEASE_GROUP)
+        + _I64.pack(msg.msg_expire_time)
+        + _tag(msg.auth_tag)
+        + _ident(msg)
+    )
+    return record_key(msg.group_id), value
+
+
+def _encode_heartbeat(msg: Heartbeat) -> tuple[bytes, bytes]:
+    head = (
+        _HDR.pack(msg.version, T_HEARTBEAT)
+        + _I64.pack(msg.last_offset)
+        + _U32.pack(msg.heartbeat_interval_ms)
+        + _tag(msg.auth_tag)
+    )
+    return _partition_key(msg), head + _tail(msg)
+
+
+def _encode_claiming_partition(msg: ClaimingPartition) -> tuple[bytes, bytes]:
+    if msg.version == VERSION_6:  # in the envelope: its offset names the tenure it begins
+        body = _U32.pack(msg.heartbeat_interval_ms) + _tail(msg)
+        return _partition_key(msg), seal(VERSION_6, T_CLAIMING_PARTITION, msg.group_id, body)
+    head = _HDR.pack(msg.version, T_CLAIMING_PARTITION) + _U32.pack(msg.heartbeat_interval_ms)
+    return _partition_key(msg), head + _tail(msg)
+
+
+def _encode_releasing_partition(msg: ReleasingPartition) -> tuple[bytes, bytes]:
+    if msg.tenure is not None:  # version 6: in the envelope, naming the tenure it ends
+        body = _I64.pack(msg.tenure) + _I64.pack(msg.last_offset) + _tail(msg)
+        return _partition_key(msg), seal(VERSION_6, T_RELEASING_PARTITION, msg.group_id, body)
+    head = _HDR.pack(msg.version, T_RELEASING_PARTITION) + _I64.pack(msg.last_offset)
+    return _partition_key(msg), head + _tail(msg)
+
+
+def _encode_claiming_messages(msg: ClaimingMessages) -> tuple[bytes, bytes]:
+    if msg.first_offset is not None:  # version 4: the reservation names where it starts
         head = (
             _HDR.pack(VERSION_4, T_CLAIMING_MESSAGES)
             + _I64.pack(msg.first_offset)
@@ -219,7 +250,21 @@ def encode(msg: Message) -> tuple[bytes, bytes]:
         )
     else:
         head = _HDR.pack(msg.version, T_CLAIMING_MESSAGES) + _I64.pack(msg.proposed_last_offset)
-    return record_key(msg.group_id, msg.topic, msg.partition), head + tail
+    return _partition_key(msg), head + _tail(msg)
+
+
+#: Message class (exactly: not a subclass) -> its encoder.
+_ENCODERS: dict[type, Callable[[Any], tuple[bytes, bytes]]] = {
+    AnnouncingMember: _encode_announcing_member,
+    LeavingGroup: _encode_leaving_group,
+    HeartbeatingTask: _encode_heartbeating_task,
+    ReleasingTask: _encode_releasing_task,
+    ReleaseGroup: _encode_release_group,
+    Heartbeat: _encode_heartbeat,
+    ClaimingPartition: _encode_claiming_partition,
+    ReleasingPartition: _encode_releasing_partition,
+    ClaimingMessages: _encode_claiming_messages,
+}
 
 
 #: ``(version, type, group_id, end)`` of a record's envelope (version 6 and later):
@@ -285,9 +330,9 @@ def _read_str(buf: bytes, pos: int, limit: int, what: str) -> tuple[str, int]:
     return s, end
 
 
-def _record_bytes(key: object, value: object) -> bytes:
-    """The value as bytes, once key and value are byte strings and the value holds at least
-    a version and a type byte."""
+def _record_bytes(key: object, value: object) -> tuple[bytes | bytearray | memoryview, bytes]:
+    """The key and the value as bytes, once key and value are byte strings and the value
+    holds at least a version and a type byte."""
     if not isinstance(value, bytes | bytearray | memoryview):
         raise DecodeError(f"value must be bytes, got {type(value).__name__}")
     if not isinstance(key, bytes | bytearray | memoryview):
@@ -295,7 +340,7 @@ def _record_bytes(key: object, value: object) -> bytes:
     buf = bytes(value)
     if len(buf) < 2:
         raise DecodeError("value shorter than its header")
-    return buf
+    return key, buf
 
 
 Fields = tuple[
@@ -328,7 +373,7 @@ def _read_topic_numbers(
 
 
 def _read_identity(
-    key: bytes, buf: bytes, pos: int, partitioned: bool
+    key: bytes | bytearray | memoryview, buf: bytes, pos: int, partitioned: bool
 ) -> tuple[str, str, str, str | None, int | None]:
     """The identity part that ends every partition record (versions 1 and 3): ids, then
     topic and partition (``partitioned``), nothing after it, and the key that names them."""
@@ -357,7 +402,7 @@ def decode_fields(key: object, value: object) -> Fields:
     (ids, topic, partition) after the header, ``heartbeat_interval_ms`` is None for the types
     without one and ``auth_tag`` is None when absent. Raises only :class:`DecodeError`.
     """
-    buf = _record_bytes(key, value)
+    key, buf = _record_bytes(key, value)
     version, typ = buf[0], buf[1]
     if version != VERSION_1:
         # version 5 has one layout: a ClaimingPartition (the version 1 one, byte 0 aside)
@@ -413,7 +458,7 @@ MemberFields = tuple[int, str, str, str, tuple[tuple[str, int], ...], int, int, 
 def decode_member_fields(key: object, value: object) -> MemberFields:
     """Decode a membership record strictly (AnnouncingMember of version 2 or 4, LeavingGroup
     of version 2), to a plain tuple (:data:`MemberFields`). Raises only :class:`DecodeError`."""
-    buf = _record_bytes(key, value)
+    key, buf = _record_bytes(key, value)
     version, typ = buf[0], buf[1]
     if version == VERSION_4:
         if typ != T_ANNOUNCING_MEMBER:
@@ -464,7 +509,7 @@ def decode_reservation_fields(key: object, value: object) -> ReservationFields:
     """Decode a version 4 ClaimingMessages strictly (:data:`ReservationFields`): two int64,
     ``0 <= first_offset <= proposed_last_offset``, then the identity part. Raises only
     :class:`DecodeError`."""
-    buf = _record_bytes(key, value)
+    key, buf = _record_bytes(key, value)
     if buf[0] != VERSION_4 or buf[1] != T_CLAIMING_MESSAGES:
         raise DecodeError(f"not a version 4 ClaimingMessages (version {buf[0]}, type {buf[1]})")
     if len(buf) < 18:
@@ -493,11 +538,10 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
     ReleasingPartition's tenure (0..2^63-1) and last_offset (-1..2^63-1), a ReleasingTask's
     tenure and position vector (as version 3 writes it); then the identity
     part, whose group must be the envelope's. Raises only :class:`DecodeError`."""
-    _record_bytes(key, value)
+    key, buf = _record_bytes(key, value)
     version, typ, group, pos = envelope(value)
     if version != VERSION_6:
         raise DecodeError(f"not a version 6 record (version {version})")
-    buf = bytes(value)  # type: ignore[arg-type]
     last = -1
     vector: Positions | None = None
     if typ == T_CLAIMING_PARTITION:
@@ -551,7 +595,7 @@ TaskFields = tuple[int, str, str, str, str, int, int, Positions, int]
 def decode_task_fields(key: object, value: object) -> TaskFields:
     """Decode a version 3 task record (HeartbeatingTask, ReleasingTask) strictly, to a plain
     tuple (:data:`TaskFields`). Raises only :class:`DecodeError`."""
-    buf = _record_bytes(key, value)
+    key, buf = _record_bytes(key, value)
     if buf[0] != VERSION_3:
         raise DecodeError(f"not a version 3 record (version {buf[0]})")
     typ = buf[1]
@@ -582,89 +626,161 @@ def decode_task_fields(key: object, value: object) -> TaskFields:
 
 def decode(key: bytes, value: bytes) -> Message:
     """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
-    if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x06":
-        typ, client, instance, group, topic, partition, number, _, last, vector = (
-            decode_v6_fields(key, value)
-        )
-        where = {
-            "client_id": client,
-            "instance_id": instance,
-            "group_id": group,
-            "topic": topic,
-            "partition": partition,
-        }
-        if typ == T_CLAIMING_PARTITION:
-            return ClaimingPartition(**where, heartbeat_interval_ms=number, version=VERSION_6)  # type: ignore[arg-type]
-        if vector is not None:
-            return ReleasingTask(**where, positions=vector, tenure=number)  # type: ignore[arg-type]
-        return ReleasingPartition(**where, last_offset=last, tenure=number)  # type: ignore[arg-type]
-    if isinstance(value, bytes | bytearray | memoryview) and value[:1] == b"\x03":
-        typ, client, instance, group, topic, partition, hb, vector, _ = decode_task_fields(
-            key, value
-        )
-        task = {
-            "client_id": client,
-            "instance_id": instance,
-            "group_id": group,
-            "topic": topic,
-            "partition": partition,
-            "positions": vector,
-        }
-        if typ == T_HEARTBEATING_TASK:
-            return HeartbeatingTask(**task, heartbeat_interval_ms=hb)  # type: ignore[arg-type]
-        return ReleasingTask(**task)  # type: ignore[arg-type]
-    if isinstance(value, bytes | bytearray | memoryview) and value[:2] == b"\x04\x04":
-        client, instance, group, topic, partition, first, last, _ = decode_reservation_fields(
-            key, value
-        )
-        return ClaimingMessages(
+    if isinstance(value, bytes | bytearray | memoryview):
+        if value[:1] == b"\x06":
+            return _decode_v6(key, value)
+        if value[:1] == b"\x03":
+            return _decode_task(key, value)
+        if value[:2] == b"\x04\x04":
+            return _decode_reservation(key, value)
+        if value[:1] in (b"\x02", b"\x04"):
+            return _decode_member(key, value)
+    return _decode_v1(key, value)
+
+
+def _decode_v6(key: object, value: object) -> Message:
+    typ, client, instance, group, topic, partition, number, _, last, vector = (
+        decode_v6_fields(key, value)
+    )
+    if typ == T_CLAIMING_PARTITION:
+        return ClaimingPartition(
             client_id=client,
             instance_id=instance,
             group_id=group,
             topic=topic,
             partition=partition,
-            proposed_last_offset=last,
-            first_offset=first,
-            version=VERSION_4,
+            heartbeat_interval_ms=number,
+            version=VERSION_6,
         )
-    if isinstance(value, bytes | bytearray | memoryview) and value[:1] in (b"\x02", b"\x04"):
-        typ, client, instance, group, topics, hb, weight, cap, entire, version = (
-            decode_member_fields(key, value)
-        )
-        if typ == T_LEAVING_GROUP:
-            return LeavingGroup(client_id=client, instance_id=instance, group_id=group)
-        return AnnouncingMember(
+    if vector is not None:
+        return ReleasingTask(
             client_id=client,
             instance_id=instance,
             group_id=group,
-            topics=topics,
+            topic=topic,
+            partition=partition,
+            positions=vector,
+            tenure=number,
+        )
+    return ReleasingPartition(
+        client_id=client,
+        instance_id=instance,
+        group_id=group,
+        topic=topic,
+        partition=partition,
+        last_offset=last,
+        tenure=number,
+    )
+
+
+def _decode_task(key: object, value: object) -> Message:
+    typ, client, instance, group, topic, partition, hb, vector, _ = decode_task_fields(key, value)
+    if typ == T_HEARTBEATING_TASK:
+        return HeartbeatingTask(
+            client_id=client,
+            instance_id=instance,
+            group_id=group,
+            topic=topic,
+            partition=partition,
+            positions=vector,
             heartbeat_interval_ms=hb,
-            weight=weight,
-            max_claims=cap,
-            entire_topic=entire,
-            version=version,
         )
+    return ReleasingTask(
+        client_id=client,
+        instance_id=instance,
+        group_id=group,
+        topic=topic,
+        partition=partition,
+        positions=vector,
+    )
+
+
+def _decode_reservation(key: object, value: object) -> Message:
+    client, instance, group, topic, partition, first, last, _ = decode_reservation_fields(
+        key, value
+    )
+    return ClaimingMessages(
+        client_id=client,
+        instance_id=instance,
+        group_id=group,
+        topic=topic,
+        partition=partition,
+        proposed_last_offset=last,
+        first_offset=first,
+        version=VERSION_4,
+    )
+
+
+def _decode_member(key: object, value: object) -> Message:
+    typ, client, instance, group, topics, hb, weight, cap, entire, version = (
+        decode_member_fields(key, value)
+    )
+    if typ == T_LEAVING_GROUP:
+        return LeavingGroup(client_id=client, instance_id=instance, group_id=group)
+    return AnnouncingMember(
+        client_id=client,
+        instance_id=instance,
+        group_id=group,
+        topics=topics,
+        heartbeat_interval_ms=hb,
+        weight=weight,
+        max_claims=cap,
+        entire_topic=entire,
+        version=version,
+    )
+
+
+def _decode_v1(key: object, value: object) -> Message:
+    """The version 1 types (and a version 5 ClaimingPartition)."""
     typ, client, instance, group, topic, partition, number, _, hb, tag = decode_fields(key, value)
-    ids = {"client_id": client, "instance_id": instance, "group_id": group}
     if typ == T_RELEASE_GROUP:
-        return ReleaseGroup(**ids, msg_expire_time=number, auth_tag=tag)  # type: ignore[arg-type]
-    if typ == T_CLAIMING_PARTITION:
-        return ClaimingPartition(
-            **ids,
-            topic=topic,  # type: ignore[arg-type]
-            partition=partition,  # type: ignore[arg-type]
-            heartbeat_interval_ms=hb,  # type: ignore[arg-type]
-            version=value[0],  # type: ignore[index]
+        assert number is not None  # (its expiry)
+        return ReleaseGroup(
+            client_id=client,
+            instance_id=instance,
+            group_id=group,
+            msg_expire_time=number,
+            auth_tag=tag,
         )
+    assert topic is not None and partition is not None  # (a partition type)
+    if typ == T_CLAIMING_PARTITION:
+        assert hb is not None and isinstance(value, bytes | bytearray | memoryview)
+        return ClaimingPartition(
+            client_id=client,
+            instance_id=instance,
+            group_id=group,
+            topic=topic,
+            partition=partition,
+            heartbeat_interval_ms=hb,
+            version=value[0],
+        )
+    assert number is not None  # (a claim has none: it returned above)
     if typ == T_HEARTBEAT:
+        assert hb is not None
         return Heartbeat(
-            **ids,
-            topic=topic,  # type: ignore[arg-type]
-            partition=partition,  # type: ignore[arg-type]
-            last_offset=number,  # type: ignore[arg-type]
-            heartbeat_interval_ms=hb,  # type: ignore[arg-type]
+            client_id=client,
+            instance_id=instance,
+            group_id=group,
+            topic=topic,
+            partition=partition,
+            last_offset=number,
+            heartbeat_interval_ms=hb,
             auth_tag=tag,
         )
     if typ == T_RELEASING_PARTITION:
-        return ReleasingPartition(**ids, topic=topic, partition=partition, last_offset=number)  # type: ignore[arg-type]
-    return ClaimingMessages(**ids, topic=topic, partition=partition, proposed_last_offset=number)  # type: ignore[arg-type]
+        return ReleasingPartition(
+            client_id=client,
+            instance_id=instance,
+            group_id=group,
+            topic=topic,
+            partition=partition,
+            last_offset=number,
+        )
+    return ClaimingMessages(
+        client_id=client,
+        instance_id=instance,
+        group_id=group,
+        topic=topic,
+        partition=partition,
+        proposed_last_offset=number,
+    )

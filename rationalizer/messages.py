@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -116,7 +116,7 @@ def valid_topic(value: object) -> bool:
     )
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return type(value) is int  # bool and int subclasses are refused on purpose
 
 
@@ -146,7 +146,7 @@ def valid_positions(value: object) -> bool:
         ):
             return False
         previous = item[0]
-    return task_last_offset(value) <= MAX_OFFSET  # type: ignore[arg-type]
+    return task_last_offset(value) <= MAX_OFFSET
 
 
 def _check_id(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -163,22 +163,22 @@ def _check_topic(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> 
 
 
 def _check_partition(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or not 0 <= value <= MAX_PARTITION:  # type: ignore[operator]
+    if not _is_int(value) or not 0 <= value <= MAX_PARTITION:
         raise ValueError(f"{attribute.name} must be an int in [0, {MAX_PARTITION}], got {value!r}")
 
 
 def _check_offset(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or not -1 <= value <= MAX_OFFSET:  # type: ignore[operator]
+    if not _is_int(value) or not -1 <= value <= MAX_OFFSET:
         raise ValueError(f"{attribute.name} must be an int in [-1, {MAX_OFFSET}], got {value!r}")
 
 
 def _check_time(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or not 0 <= value <= MAX_OFFSET:  # type: ignore[operator]
+    if not _is_int(value) or not 0 <= value <= MAX_OFFSET:
         raise ValueError(f"{attribute.name} must be an int in [0, {MAX_OFFSET}], got {value!r}")
 
 
 def _check_heartbeat_interval(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or not 1 <= value <= MAX_HEARTBEAT_INTERVAL_MS:  # type: ignore[operator]
+    if not _is_int(value) or not 1 <= value <= MAX_HEARTBEAT_INTERVAL_MS:
         raise ValueError(
             f"{attribute.name} must be an int in [1, {MAX_HEARTBEAT_INTERVAL_MS}] (ms), "
             f"got {value!r}"
@@ -210,21 +210,22 @@ def _version_field(version: int, of: str, *also: int) -> Any:
 
 
 def _check_weight(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or not 1 <= value <= MAX_WEIGHT:  # type: ignore[operator]
+    if not _is_int(value) or not 1 <= value <= MAX_WEIGHT:
         raise ValueError(f"{attribute.name} must be an int in [1, {MAX_WEIGHT}], got {value!r}")
 
 
 def _check_max_claims(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not _is_int(value) or not 0 <= value <= MAX_PARTITION:  # type: ignore[operator]
+    if not _is_int(value) or not 0 <= value <= MAX_PARTITION:
         raise ValueError(
             f"{attribute.name} must be an int in [0, {MAX_PARTITION}] (0: no limit), got {value!r}"
         )
 
 
 def _check_member_topics(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    ok = type(value) is tuple and len(value) <= MAX_MEMBER_TOPICS
+    items = value if type(value) is tuple else ()
+    ok = items is value and len(items) <= MAX_MEMBER_TOPICS
     previous = None
-    for item in value if ok else ():  # type: ignore[union-attr]
+    for item in items if ok else ():
         if not (
             type(item) is tuple
             and len(item) == 2
@@ -347,7 +348,7 @@ class ReleasingPartition:
 
     @tenure.validator
     def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):  # type: ignore[operator]
+        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):
             raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
 
     def __attrs_post_init__(self) -> None:
@@ -383,7 +384,7 @@ class ClaimingMessages:
     def _check_first(self, attribute: attrs.Attribute[Any], value: object) -> None:
         if value is None:
             return
-        if not _is_int(value) or not 0 <= value <= self.proposed_last_offset:  # type: ignore[operator]
+        if not _is_int(value) or not 0 <= value <= self.proposed_last_offset:
             raise ValueError(
                 f"first_offset must be an int in 0..proposed_last_offset "
                 f"({self.proposed_last_offset}), got {value!r}"
@@ -495,7 +496,7 @@ class ReleasingTask:
 
     @tenure.validator
     def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):  # type: ignore[operator]
+        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):
             raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
 
     def __attrs_post_init__(self) -> None:

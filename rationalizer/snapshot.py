@@ -147,7 +147,7 @@ def dump(w: WorldImage) -> bytes:
         (group, client, m) for group, entries in w.members.items() for client, m in entries.items()
     )
     parts = sorted(w.partitions, key=lambda p: (p.group, p.topic, p.partition))
-    tasks = [p for p in parts if p.positions is not None]
+    tasks = [(p, vector) for p in parts if (vector := p.positions) is not None]
     now = w.now
     leased = any(p.fenced_until > now for p in parts)
     halted = sorted(w.halted_groups.items())
@@ -238,12 +238,12 @@ def dump(w: WorldImage) -> bytes:
                 _uv(out, count)
     if version >= _SNAPSHOT_V3:  # versions 4 to 6: the count may be 0
         _uv(out, len(tasks))
-        for p in tasks:
+        for p, vector in tasks:
             _s(out, p.group)
             _s(out, p.topic)
             _uv(out, p.partition)
-            _uv(out, len(p.positions))
-            for topic, offset in p.positions:
+            _uv(out, len(vector))
+            for topic, offset in vector:
                 _s(out, topic)
                 _uv(out, offset + 1)
     if version >= SNAPSHOT_VERSION:  # the halted groups (the count may be 0)
@@ -362,7 +362,7 @@ def _read_verdicts(r: _Reader, n: int) -> list[Verdict]:
     while len(out) < n:
         m = run(buf, pos, pos + n - len(out))
         if m is not None:
-            out.extend(map(simple.__getitem__, buf[pos : m.end()]))
+            out.extend(map(simple.__getitem__, buf[pos : m.end()]))  # type: ignore[arg-type]  # a run holds only codes of shared verdicts: never None
             pos = m.end()
             continue
         r.pos = pos
@@ -432,6 +432,159 @@ def _read_positions(r: _Reader, parts: dict[bytes, PartitionEntry], version: int
         part.positions = vector
 
 
+def _read_partition(r: _Reader, version: int, applied: int, now: int) -> PartitionEntry:
+    """One partition's entry of a snapshot of ``version`` (the world's ``applied_through``
+    and ``now`` bound what it may hold)."""
+    group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
+    flags = r.byte()
+    allowed = (
+        _HELD
+        | _POSITIONED
+        | (_FLOORED if version >= _SNAPSHOT_V4 else 0)
+        | (_LEASED if version >= _SNAPSHOT_V5 else 0)
+        | (_TENURED | _ENDED | _VOIDED if version >= SNAPSHOT_VERSION else 0)
+    )
+    if (
+        flags & ~allowed
+        or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3)
+        or (flags & _TENURED and not flags & _HELD)
+        or (flags & _ENDED and flags & _HELD)
+        or (flags & _VOIDED and not flags & _ENDED)
+    ):
+        raise SnapshotError(f"bad partition flags {flags}")
+    holder = hb = None
+    tenure = -1
+    if flags & _HELD:
+        holder = (r.ident(), r.ident())
+        hb = r.uv(MAX_HEARTBEAT_INTERVAL_MS)
+        if hb == 0:
+            raise SnapshotError("heartbeat interval out of range")
+        if flags & _TENURED:
+            tenure = r.uv(MAX_OFFSET)
+            if tenure > applied:
+                raise SnapshotError("a tenure that begins after applied_through")
+    beat = r.sv()
+    if beat > now:
+        raise SnapshotError("a partition's last beat after the world's now")
+    last, claimed = NO_POSITION, -1
+    if flags & _POSITIONED:
+        last = r.uv(MAX_OFFSET + 1) - 1
+        claimed = r.uv(MAX_OFFSET + 1) - 1
+    floor = r.uv(MAX_OFFSET + 1) - 1 if flags & _FLOORED else None
+    fenced_until = NO_TIME
+    if flags & _LEASED:
+        # (a lease ends at most 2·HB + 1 after its last beat, which is at most now)
+        ahead = r.uv(2 * MAX_HEARTBEAT_INTERVAL_MS + 1)
+        if ahead == 0:
+            raise SnapshotError("a lease end that is not ahead of now")
+        fenced_until = now + ahead
+        # every lease the log keeps ends within 2·HB + 1 of a beat at or before the
+        # partition's last one (the removed holder's; a takeover or release only
+        # moves last_beat on)
+        if fenced_until > beat + 2 * MAX_HEARTBEAT_INTERVAL_MS + 1:
+            raise SnapshotError("a lease end no log could give")
+    last_holder = None
+    voided_at = None
+    if flags & _ENDED:
+        last_holder = (r.ident(), r.ident())
+        if flags & _VOIDED:
+            voided_at = beat + r.uv()
+            if voided_at > now:
+                raise SnapshotError("a holder voided after the world's now")
+    return PartitionEntry(
+        group,
+        topic,
+        partition,
+        holder,
+        beat,
+        last,
+        claimed,
+        hb or 0,
+        None,
+        floor,
+        fenced_until,
+        tenure,
+        last_holder,
+        voided_at,
+    )
+
+
+def _read_partitions(
+    r: _Reader, version: int, applied: int, now: int
+) -> dict[bytes, PartitionEntry]:
+    """The partitions section: record key -> entry, strictly sorted by (group, topic,
+    partition)."""
+    parts: dict[bytes, PartitionEntry] = {}
+    prev_key = None
+    for _ in range(r.uv()):
+        part = _read_partition(r, version, applied, now)
+        sort_key = (part.group, part.topic, part.partition)
+        if prev_key is not None and not prev_key < sort_key:
+            raise SnapshotError("partitions not strictly sorted")
+        prev_key = sort_key
+        parts[record_key(part.group, part.topic, part.partition)] = part
+    return parts
+
+
+def _read_halted(
+    r: _Reader,
+    applied: int,
+    parts: dict[bytes, PartitionEntry],
+    rejections: dict[Reason, int],
+) -> dict[str, tuple[int, int]]:
+    """The halted groups section (version 6), checked against what else the snapshot
+    holds: a version 6 snapshot must need version 6."""
+    halted: dict[str, tuple[int, int]] = {}
+    for _ in range(r.uv()):
+        group = r.ident()
+        offset = r.uv(MAX_OFFSET)
+        protocol = r.byte()
+        if offset > applied or protocol not in FUTURE_VERSIONS:
+            raise SnapshotError("a halted group no log could give")
+        if halted and max(halted) >= group:
+            raise SnapshotError("halted groups not strictly sorted")
+        halted[group] = (offset, protocol)
+    if not halted and not any(
+        p.tenure >= 0 or p.last_holder is not None for p in parts.values()
+    ):
+        raise SnapshotError("a version 6 snapshot of a world an older version holds")
+    if bool(halted) != bool(rejections[Reason.GROUP_HALTED]):
+        raise SnapshotError("halted groups without their rejections, or the other way")
+    return halted
+
+
+def _read_verdict_offsets(r: _Reader, n: int, applied: int) -> array:
+    """The ``n`` offsets of the verdict window, ascending, the last ``applied``."""
+    buf = r.buf
+    offsets = array("q")
+    prev = -1
+    i = 0
+    while i < n:
+        delta = r.uv()
+        if delta == 0:
+            raise SnapshotError("verdict offsets not increasing")
+        prev += delta
+        i += 1
+        # fast path: a run of consecutive offsets is a run of 0x01 bytes
+        run = min(n - i, len(buf) - r.pos)
+        if run and buf[r.pos] == 1:
+            k = 0
+            while k < run and buf[r.pos + k] == 1:
+                k += 1
+            offsets.append(prev)
+            offsets.extend(range(prev + 1, prev + 1 + k))
+            prev += k
+            r.pos += k
+            i += k
+        else:
+            offsets.append(prev)
+        if prev > applied:
+            raise SnapshotError("verdict offset beyond applied_through")
+    if (offsets[-1] if n else -1) != applied:
+        raise SnapshotError("verdict offsets out of range")
+    return offsets
+
+
 def load(data: bytes) -> WorldImage:
     """The image of a world in a snapshot (``WorldState.from_bytes`` restores it); strict:
     ``SnapshotError`` on anything but a canonical snapshot of a supported version."""
@@ -469,105 +622,11 @@ def load(data: bytes) -> WorldImage:
             raise SnapshotError("expired pause window in snapshot")
     if not _sorted_strictly([p[0] for p in pauses]):
         raise SnapshotError("pauses not strictly sorted")
-    parts: dict[bytes, PartitionEntry] = {}
-    prev_key = None
-    for _ in range(r.uv()):
-        group, topic, partition = r.ident(), r.topic(), r.uv(MAX_PARTITION)
-        flags = r.byte()
-        allowed = (
-            _HELD
-            | _POSITIONED
-            | (_FLOORED if version >= _SNAPSHOT_V4 else 0)
-            | (_LEASED if version >= _SNAPSHOT_V5 else 0)
-            | (_TENURED | _ENDED | _VOIDED if version >= SNAPSHOT_VERSION else 0)
-        )
-        if (
-            flags & ~allowed
-            or (flags & _FLOORED and flags & (_HELD | _POSITIONED) != 3)
-            or (flags & _TENURED and not flags & _HELD)
-            or (flags & _ENDED and flags & _HELD)
-            or (flags & _VOIDED and not flags & _ENDED)
-        ):
-            raise SnapshotError(f"bad partition flags {flags}")
-        holder = hb = None
-        tenure = -1
-        if flags & _HELD:
-            holder = (r.ident(), r.ident())
-            hb = r.uv(MAX_HEARTBEAT_INTERVAL_MS)
-            if hb == 0:
-                raise SnapshotError("heartbeat interval out of range")
-            if flags & _TENURED:
-                tenure = r.uv(MAX_OFFSET)
-                if tenure > applied:
-                    raise SnapshotError("a tenure that begins after applied_through")
-        beat = r.sv()
-        if beat > now:
-            raise SnapshotError("a partition's last beat after the world's now")
-        last, claimed = NO_POSITION, -1
-        if flags & _POSITIONED:
-            last = r.uv(MAX_OFFSET + 1) - 1
-            claimed = r.uv(MAX_OFFSET + 1) - 1
-        floor = r.uv(MAX_OFFSET + 1) - 1 if flags & _FLOORED else None
-        fenced_until = NO_TIME
-        if flags & _LEASED:
-            # (a lease ends at most 2·HB + 1 after its last beat, which is at most now)
-            ahead = r.uv(2 * MAX_HEARTBEAT_INTERVAL_MS + 1)
-            if ahead == 0:
-                raise SnapshotError("a lease end that is not ahead of now")
-            fenced_until = now + ahead
-            # every lease the log keeps ends within 2·HB + 1 of a beat at or before the
-            # partition's last one (the removed holder's; a takeover or release only
-            # moves last_beat on)
-            if fenced_until > beat + 2 * MAX_HEARTBEAT_INTERVAL_MS + 1:
-                raise SnapshotError("a lease end no log could give")
-        last_holder = None
-        voided_at = None
-        if flags & _ENDED:
-            last_holder = (r.ident(), r.ident())
-            if flags & _VOIDED:
-                voided_at = beat + r.uv()
-                if voided_at > now:
-                    raise SnapshotError("a holder voided after the world's now")
-        sort_key = (group, topic, partition)
-        if prev_key is not None and not prev_key < sort_key:
-            raise SnapshotError("partitions not strictly sorted")
-        prev_key = sort_key
-        parts[record_key(group, topic, partition)] = PartitionEntry(
-            group,
-            topic,
-            partition,
-            holder,
-            beat,
-            last,
-            claimed,
-            hb or 0,
-            None,
-            floor,
-            fenced_until,
-            tenure,
-            last_holder,
-            voided_at,
-        )
+    parts = _read_partitions(r, version, applied, now)
     members = _read_members(r, version) if version >= _SNAPSHOT_V2 else {}
     if version >= _SNAPSHOT_V3:
         _read_positions(r, parts, version)
-    halted: dict[str, tuple[int, int]] = {}
-    if version >= SNAPSHOT_VERSION:
-        for _ in range(r.uv()):
-            group = r.ident()
-            offset = r.uv(MAX_OFFSET)
-            protocol = r.byte()
-            if offset > applied or protocol not in FUTURE_VERSIONS:
-                raise SnapshotError("a halted group no log could give")
-            if halted and max(halted) >= group:
-                raise SnapshotError("halted groups not strictly sorted")
-            halted[group] = (offset, protocol)
-        if not halted and not any(
-            p.tenure >= 0 or p.last_holder is not None for p in parts.values()
-        ):
-            raise SnapshotError("a version 6 snapshot of a world an older version holds")
-        if bool(halted) != bool(rejections[Reason.GROUP_HALTED]):
-            raise SnapshotError("halted groups without their rejections, or the other way")
+    halted = _read_halted(r, applied, parts, rejections) if version >= SNAPSHOT_VERSION else {}
     if version == _SNAPSHOT_V5 and not any(p.fenced_until > now for p in parts.values()):
         raise SnapshotError("a version 5 snapshot of a world an older version holds")
     if version == _SNAPSHOT_V4 and not (
@@ -576,32 +635,7 @@ def load(data: bytes) -> WorldImage:
     ):
         raise SnapshotError("a version 4 snapshot of a world an older version holds")
     n = r.uv(2 * window)
-    offsets = array("q")
-    prev = -1
-    i = 0
-    while i < n:
-        delta = r.uv()
-        if delta == 0:
-            raise SnapshotError("verdict offsets not increasing")
-        prev += delta
-        i += 1
-        # fast path: a run of consecutive offsets is a run of 0x01 bytes
-        run = min(n - i, len(buf) - r.pos)
-        if run and buf[r.pos] == 1:
-            k = 0
-            while k < run and buf[r.pos + k] == 1:
-                k += 1
-            offsets.append(prev)
-            offsets.extend(range(prev + 1, prev + 1 + k))
-            prev += k
-            r.pos += k
-            i += k
-        else:
-            offsets.append(prev)
-        if prev > applied:
-            raise SnapshotError("verdict offset beyond applied_through")
-    if (offsets[-1] if n else -1) != applied:
-        raise SnapshotError("verdict offsets out of range")
+    offsets = _read_verdict_offsets(r, n, applied)
     verdicts = _read_verdicts(r, n)
     if version < SNAPSHOT_VERSION and REJECTED[Reason.GROUP_HALTED] in verdicts:
         raise SnapshotError("a GROUP_HALTED verdict in a snapshot older than version 6")

@@ -69,7 +69,7 @@ def fingerprint(keyed_groups: object) -> str:
 
     Writers with different configurations publish under different record keys, so a
     compacted snapshot topic keeps the newest snapshot of each."""
-    names = sorted(keyed_groups)  # type: ignore[call-overload]
+    names = sorted(keyed_groups)  # type: ignore[call-overload]  # any iterable of group ids (a dict of keys too)
     if not names:
         return "-"
     h = hashlib.sha256()
@@ -338,7 +338,7 @@ def encode_announcement(
     _rules(rules)
     if not 0 <= written_ms <= expires_ms <= _MAX_MS:
         raise ValueError(f"bad announcement times {written_ms!r}..{expires_ms!r}")
-    groups = sorted(keyed_groups)  # type: ignore[call-overload]
+    groups = sorted(keyed_groups)  # type: ignore[call-overload]  # any iterable of group ids (a dict of keys too)
     out = bytearray(ANNOUNCEMENT_MAGIC)
     out.append(_ANNOUNCEMENT_VERSION)
     out.append(rules)

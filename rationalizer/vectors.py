@@ -44,7 +44,7 @@ from .varint import uvarint
 try:
     from . import _vectors
 except ImportError:  # built without a C compiler: every layout is read by low bytes
-    _vectors = None
+    _vectors = None  # type: ignore[assignment]  # the module or None, as NATIVE says
 
 __all__ = ["MAX_FAST_SOURCES", "NATIVE", "Layout", "learn", "read"]
 

@@ -122,6 +122,7 @@ from rationalizer import (
 
 from .sim_bounded import Bounded
 from .sim_checks import Checks
+from .sim_rules import PROPERTIES, rules_without
 
 __all__ = ["FIXES", "Result", "parse_without", "run_seed"]
 
@@ -140,17 +141,9 @@ STEADY = 20
 
 Key = tuple[str, int]
 
-#: fixes a WorldState can be built without (``WorldState(_without=...)``)
-WORLD_FIXES = frozenset(
-    {
-        "takeover_position",
-        "release_floor",
-        "reservation_start",
-        "fenced_lease",
-        "release_tenure",
-        "late_heartbeat",
-    }
-)
+#: fixes a WorldState can be built without: properties of the rules its rule table drops
+#: (``WorldState(rules=sim_rules.rules_without(...))``)
+WORLD_FIXES = frozenset(PROPERTIES)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
 CORE_FIXES = frozenset({"surprise", "stall"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
@@ -280,6 +273,8 @@ class Sim:
         #: what every world and every core is built without
         self.rules_off = self.without & WORLD_FIXES
         self.core_off = self.without & CORE_FIXES
+        #: the rule table of every replay (the production one unless rules are off)
+        self.rules = rules_without(self.rules_off)
         #: transport (i), per (instance, cp) FIFO behind a late write; else (ii)
         self.fifo = "idempotent-writes" not in self.without
         #: replays notice a log that went back (``--without rewind-check``: they do not)
@@ -382,7 +377,7 @@ class Sim:
         """A replayer's world, with the fixes the run removes (every world the same) and, in
         the bounded-log schedule, the checked group's admin key if it has one."""
         keys = self.bounded.g_keys if self.bounded is not None else None
-        return WorldState(admin_keys=keys, _without=self.rules_off)
+        return WorldState(admin_keys=keys, rules=self.rules)
 
     # -- scheduling --------------------------------------------------------------------------
 

@@ -296,7 +296,7 @@ class Bounded:
         )
         if restored is not None and restored.covered + 1 >= need:
             world = WorldState.from_bytes(
-                restored.world.to_bytes(), admin_keys=self.g_keys, _without=sim.rules_off
+                restored.world.to_bytes(), admin_keys=self.g_keys, rules=sim.rules
             )
             inst.worlds[cp] = world
             inst.applied[cp] = restored.covered

@@ -281,7 +281,7 @@ def _cold(records, window=8):
     out = []
     for o, t, k, v, _ in records:
         out.append(w.apply(o, t, k, v))
-        for cache in (w._pcache, w._kcache, w._scache, w._tcache, w._layouts):
+        for cache in (w._ids.by_bytes, w._ids.by_key, w._ids.senders, w._ids.topics, w._ids.layouts):
             cache.clear()
     return w, out
 

@@ -1,4 +1,4 @@
-"""rationalizer/rules.py: one function per PROTOCOL.md rule, one freshness classifier."""
+"""rationalizer/rules.py: one method of the rule table per PROTOCOL.md rule, one freshness classifier."""
 
 from __future__ import annotations
 
@@ -6,21 +6,30 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rationalizer import FRESH, STALE, UNKNOWN, rules
+from rationalizer import FRESH, STALE, UNKNOWN, WorldState, rules
+from rationalizer.codec import (
+    T_CLAIMING_MESSAGES,
+    T_CLAIMING_PARTITION,
+    T_HEARTBEAT,
+    T_HEARTBEATING_TASK,
+    T_RELEASING_PARTITION,
+    T_RELEASING_TASK,
+)
 from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "PROTOCOL.md"
 RULE_FUNCTIONS = {
-    1: rules.fenced,
-    2: rules.release_group,
-    3: rules.paused,
-    4: rules.claim,
-    5: rules.heartbeat,
-    6: rules.release,
-    7: rules.claim_messages,
+    1: rules.Rules.fenced,
+    2: rules.Rules.release_group,
+    3: rules.Rules.paused,
+    4: rules.Rules.claim,
+    5: rules.Rules.heartbeat,
+    6: rules.Rules.release,
+    7: rules.Rules.claim_messages,
 }
 
 
@@ -57,3 +66,39 @@ def test_protocol_says_where_each_rule_lives():
         assert rows.get(str(n)) == fn.__name__, n
     assert rows.get("0") == "WorldState._slow"
     assert "`freshness`" in section
+
+
+def test_the_transition_table_sends_every_partition_type_to_its_rule():
+    """Every record type ``apply_many`` judges by rules 4-7 has a transition, and no other."""
+    table = rules.RULES.transitions({}, {})
+    assert set(table) == {
+        T_HEARTBEAT,
+        T_HEARTBEATING_TASK,
+        T_CLAIMING_PARTITION,
+        rules.T_CLAIM_V5,
+        rules.T_CLAIM_V6,
+        T_RELEASING_PARTITION,
+        T_RELEASING_TASK,
+        rules.T_RELEASE_V6,
+        rules.T_RELEASE_TASK_V6,
+        T_CLAIMING_MESSAGES,
+    }
+    assert len({rules.T_CLAIM_V5, rules.T_CLAIM_V6, rules.T_RELEASE_V6, rules.T_RELEASE_TASK_V6}) == 4
+
+
+def test_each_property_method_names_its_property():
+    for letter, name in {
+        "a": "carries_position",
+        "b": "gives_back",
+        "c": "starts_at_resume",
+        "e": "lease_runs",
+        "f": "names_tenure",
+        "g": "keeps_position",
+    }.items():
+        assert inspect.getdoc(getattr(rules.Rules, name)).startswith(f"Property {letter} "), name
+
+
+def test_a_world_takes_only_a_rule_table():
+    with pytest.raises(TypeError, match=r"rules must be a rules\.Rules"):
+        WorldState(rules=frozenset({"fenced_lease"}))  # type: ignore[arg-type]
+    assert WorldState()._rules is rules.RULES

@@ -69,7 +69,7 @@ def _strict(records: list) -> WorldState:
     w = WorldState()
     for rec in records:
         w.apply(*rec)
-        for cache in (w._pcache, w._kcache, w._scache, w._tcache, w._layouts):
+        for cache in (w._ids.by_bytes, w._ids.by_key, w._ids.senders, w._ids.topics, w._ids.layouts):
             cache.clear()
     return w
 
@@ -106,7 +106,7 @@ def test_the_unmutated_record_takes_the_lane_when_it_can(vector, python, native)
     records = _records(vector, False, 0)
     w = WorldState(_python_vectors=python)
     w.apply_many(records[:-1])
-    lay = w._kcache[records[-1][2]][13]
+    lay = w._ids.by_key[records[-1][2]].layout
     fast = native or (len(vector) <= MAX_FAST_SOURCES and max(o for _, o in vector) < MAX_OFFSET)
     assert (lay is not None) == fast
     if fast:
@@ -114,7 +114,7 @@ def test_the_unmutated_record_takes_the_lane_when_it_can(vector, python, native)
         got = lay[1](lay, value, 6)
         assert got is not None
         assert got[:2] == (vector, task_last_offset(vector))
-        assert value[got[2] :] == w._kcache[records[-1][2]][9]  # the identity part
+        assert value[got[2] :] == w._ids.by_key[records[-1][2]].ident  # the identity part
     strict = _strict(records)
     assert w.apply_many(records[-1:]) == [strict.verdict(2)]
     assert w.to_bytes() == strict.to_bytes()
@@ -173,11 +173,11 @@ def test_a_task_s_other_partitions_start_from_its_layout(python, native):
     keys = [first[0][2], second[0][2], other[0][2]]
     if native:  # partition 1's first task record took partition 0's layout
         assert decoded == [keys[0], keys[2]]
-        assert w._kcache[keys[1]][13] is w._kcache[keys[0]][13]
-        assert w._layouts == {TASK["topic"]: w._kcache[keys[2]][13]}
+        assert w._ids.by_key[keys[1]].layout is w._ids.by_key[keys[0]].layout
+        assert w._ids.layouts == {TASK["topic"]: w._ids.by_key[keys[2]].layout}
     else:  # layouts by low bytes are not offered to other keys
         assert decoded == keys
-        assert w._layouts == {}
+        assert w._ids.layouts == {}
 
 
 # ------------------------------------------------------------------ the readers themselves

@@ -26,6 +26,7 @@ from rationalizer import (
 )
 from rationalizer.snapshot import SNAPSHOT_VERSION
 from rationalizer.varint import append_svarint
+from scenarios.sim_rules import rules_without
 
 from .helpers import Log, beat, claim, release, release_group
 
@@ -106,7 +107,7 @@ def _woken_older_instance(without: frozenset[str] = frozenset()) -> Log:
     closes and releases at 70. a:4 may hand out until 50 + HB by its own clock; the log
     keeps its lease until 251."""
     log = Log()
-    log.w = WorldState(verdict_window=8, _without=without)
+    log.w = WorldState(verdict_window=8, rules=rules_without(without))
     assert log.put(claim("a:2", hb=HBL), 0).effect is Effect.CLAIMED
     assert log.put(claim("a:4", hb=HBL), 1).reason is Reason.STILL_OWNED
     assert log.put(release("a:2", -1), 2).effect is Effect.RELEASED

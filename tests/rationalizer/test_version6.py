@@ -28,6 +28,7 @@ from rationalizer import (
 )
 from rationalizer.codec import envelope, seal
 from rationalizer.snapshot import SNAPSHOT_VERSION
+from scenarios.sim_rules import rules_without
 
 from .helpers import Log, beat, claim, ids, release, release_group
 
@@ -204,7 +205,7 @@ def _stray_release(without: frozenset[str] = frozenset()) -> tuple[Log, int]:
     reports it failed), claims again (offset 3) and reserves 30..59; the first release then
     lands a second time, late."""
     log = Log()
-    log.w = WorldState(_without=without)
+    log.w = WorldState(rules=rules_without(without))
     assert log.put(claim("a:1", hb=HBL, version=6), 0).effect is Effect.CLAIMED
     assert log.w.partition_state("g", "orders", 0).tenure == 0
     assert log.put(beat("a:1", 29, hb=HBL), 10).accepted
@@ -410,7 +411,7 @@ def _overtaken(version: int, without: frozenset[str] = frozenset()) -> Log:
     """a:1 claims (of ``version``) and heartbeats 20, then its earlier heartbeat of 10,
     overtaken in the transport, lands."""
     log = Log()
-    log.w = WorldState(_without=without)
+    log.w = WorldState(rules=rules_without(without))
     assert log.put(claim("a:1", hb=HBL, version=version), 0).accepted
     assert log.put(beat("a:1", 20, hb=HBL), 10).effect is Effect.RENEWED
     assert log.put(beat("a:1", 10, hb=50), 20).effect is Effect.RENEWED

@@ -29,6 +29,7 @@ from rationalizer import (
 )
 from rationalizer.codec import seal
 from rationalizer.messages import FUTURE_VERSIONS
+from scenarios.sim_rules import rules_without
 
 from .helpers import HB, Log, beat, claim, claim_msgs, release, release_group
 
@@ -181,7 +182,7 @@ def _zombie_log(without: frozenset[str] = frozenset()) -> Log:
     """The zombie schedule (docs/protocol-notes.md): a:1 handed out 0..29 and froze; c:3 took over stale and released;
     a:2 (a:1's restart) claimed and reserved 30..59."""
     log = Log()
-    log.w = WorldState(_without=without)
+    log.w = WorldState(rules=rules_without(without))
     assert log.put(claim("a:1", hb=HBZ), 0).accepted
     assert log.put(beat("a:1", -1, hb=HBZ), 1).accepted
     assert log.put(claim_msgs("a:1", 29, first=0), 2).accepted
@@ -381,7 +382,7 @@ def _check_log(records, without=frozenset()):
     live reservations never overlap; every resume point lies above every live reservation
     of another tenure; a restart takeover carries at least the partition's position. An
     admin position set ends every reservation (the admin path may move positions back)."""
-    w = WorldState(_without=without)
+    w = WorldState(rules=rules_without(without))
     found: list[str] = []
     live: list[tuple[int, int, int]] = []  # (start, end, tenure)
     tenure = 0

@@ -10,9 +10,11 @@ import pytest
 
 from logmarshal.core import MemberCore, Write
 from rationalizer import Heartbeat, WorldState, encode
+from rationalizer.rules import RULES
 from scenarios import sim as sim_module
 from scenarios.sim import FIXES, HB, Sim, parse_without, run_seed
 from scenarios.sim_checks import Checks
+from scenarios.sim_rules import RulesWithout
 
 
 def _drain(sim: Sim, until: int) -> None:
@@ -185,8 +187,11 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     assert len(worlds) == 3 * sim.ncoord  # the oracle's and both members'
     rules = {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
     rules |= {"release_tenure", "late_heartbeat"}
-    # admin_keys: the bounded-log schedule's keyed group (None here: seed 5 has none)
-    assert all(kw == {"admin_keys": None, "_without": rules} for kw in worlds)
+    # admin_keys: the bounded-log schedule's keyed group (None here: seed 5 has none); one
+    # rule table without every property, the same for every world
+    assert all(kw.keys() == {"admin_keys", "rules"} and kw["admin_keys"] is None for kw in worlds)
+    assert all(kw["rules"] is sim.rules for kw in worlds)
+    assert isinstance(sim.rules, RulesWithout) and sim.rules.without == rules
     assert [kw["_without"] for kw in cores] == [{"surprise", "stall"}] * 2
     assert all(kw["_reread_after_takeover"] is False for kw in cores)
     assert not sim.fifo
@@ -194,7 +199,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     cores.clear()
     plain = Sim(5)
     plain.join()
-    assert all(kw == {"admin_keys": None, "_without": frozenset()} for kw in worlds)
+    assert all(kw == {"admin_keys": None, "rules": RULES} for kw in worlds)  # the protocol's
     assert cores[0]["_without"] == frozenset() and cores[0]["_reread_after_takeover"]
     assert plain.fifo and plain.fix
     restart_bug = Sim(5, fix=False)  # --without-restart-fix: the restart bug's whole experiment
@@ -210,3 +215,34 @@ def test_cli_without_and_without_restart_fix(capsys):
     assert "fixes removed: reservation_start,restart-fix,surprise,takeover_position " in two
     with pytest.raises(SystemExit):
         sim_module.main(["--seeds", "1", "--without", "bogus"])
+
+
+def test_the_rule_switches_are_a_variant_rule_table():
+    """``--without`` names a property of the rules: the simulator's table drops it (what
+    each one then admits: tests/rationalizer/test_version*.py), the production one
+    (``rules.RULES``) keeps them all."""
+    from rationalizer.state import PartitionEntry
+    from scenarios.sim_rules import PROPERTIES, rules_without
+
+    # held in tenure 3 from position 7 (floor), at 5 with 10 reserved, a lease kept until 100
+    part = PartitionEntry("g", "t", 0, ("a", "1"), 0, 5, 10, 100, None, 7, 100, 3)
+    asked = {  # property: (its arguments, the protocol's answer, the answer without it)
+        "takeover_position": ((part, 3), False, True),  # a takeover behind the position
+        "release_floor": ((part, 2), 7, 2),  # a release below the tenure's floor
+        "reservation_start": ((part, 5), False, True),  # a reservation not at 11
+        "fenced_lease": ((part, 50), True, False),  # a claim inside the kept lease
+        "release_tenure": ((part, 4), False, True),  # a release naming another tenure
+        "late_heartbeat": ((part, 8), True, False),  # a heartbeat below the position
+    }
+    assert rules_without(frozenset()) is RULES
+    assert asked.keys() == PROPERTIES.keys()
+    for name, method in PROPERTIES.items():
+        table = rules_without(frozenset({name}))
+        assert isinstance(table, RulesWithout) and table.without == {name}
+        args, kept, dropped = asked[name]
+        assert getattr(RULES, method)(*args) == kept
+        assert getattr(table, method)(*args) == dropped
+        other = rules_without(frozenset(PROPERTIES) - {name})  # every other one dropped
+        assert getattr(other, method)(*args) == kept
+    with pytest.raises(ValueError, match="unknown rule switches"):
+        RulesWithout(frozenset({"stall"}))

@@ -29,6 +29,7 @@ from logmarshal.core import (
     Written,
 )
 from rationalizer import WorldState, decode
+from scenarios.sim_rules import rules_without
 
 HB = 100
 GROUP = "g"
@@ -73,14 +74,14 @@ class Group:
     )
     members: list[Member] = attrs.field(factory=list)
     #: rules every replay (the oracle's and each member's) is built without (an experiment:
-    #: ``WorldState(_without=...)``)
+    #: ``WorldState(rules=rules_without(...))``)
     rules_off: frozenset[str] = frozenset()
     #: what every member's core is built without (``MemberCore(_without=...)``)
     core_off: frozenset[str] = frozenset()
 
     def __attrs_post_init__(self) -> None:
         if self.rules_off:
-            self.oracle = WorldState(_without=self.rules_off)
+            self.oracle = WorldState(rules=rules_without(self.rules_off))
 
     def start(self, client_id: str, instance_id: str, budget: int = 0) -> Member:
         options = CoreOptions(
@@ -97,7 +98,7 @@ class Group:
             claim_interval_ms=HB // 2,
             rebalance="none",
         )
-        world = WorldState(_without=self.rules_off)  # the member's own replay (its core reads it)
+        world = WorldState(rules=rules_without(self.rules_off))  # the member's own replay (its core reads it)
         m = Member(MemberCore(options, [world], _without=self.core_off), world, budget=budget)
         self.members.append(m)
         self.replay(m)

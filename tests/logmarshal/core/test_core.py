@@ -31,6 +31,7 @@ from logmarshal.core.claims import resume_after_takeover
 from logmarshal.core.delivery import AtMostOnce
 from logmarshal.core.held import Held
 from rationalizer import ClaimingMessages, ClaimingPartition, Heartbeat, Reason, WorldState, encode
+from scenarios.sim_rules import rules_without
 
 HB = 100
 FIRST = operator.itemgetter(0)
@@ -204,7 +205,7 @@ def test_resume_after_takeover_includes_the_old_instances_reservation(rule_a):
     4 the log refuses that takeover (its position 99 is behind the reservation: property a);
     without property a it is accepted, and the new instance must read its resume point after
     the verdict (the core's own defence, kept for older logs)."""
-    world = WorldState(_without=frozenset() if rule_a else frozenset({"takeover_position"}))
+    world = WorldState(rules=rules_without(frozenset() if rule_a else frozenset({"takeover_position"})))
     ids = dict(client_id="a", group_id="g", topic="t", partition=0)
     assert _apply(
         world, 0, ClaimingPartition(instance_id="1", heartbeat_interval_ms=HB, **ids)
