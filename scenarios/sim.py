@@ -595,7 +595,7 @@ class Sim:
             if halted_gap:
                 # record by record: Regained reads the pause from the world after the chunk
                 # it is given, so a chunk that runs past the pause's end would lose it (a
-                # known gap of core.rewind, tests/sim/test_bounded.py)
+                # known gap of core.rewind, tests/scenarios/test_bounded.py)
                 assert self.bounded is not None
                 self.bounded.applied(inst, cp, [off], [key], [v])
         inst.applied[cp] = end - 1
