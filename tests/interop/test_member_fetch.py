@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from logmarshal import EmbeddedCluster, Marshaler, connect
+from logmarshal.cluster import Message
 from logmarshal.consumer import Consumer
 from logmarshal.consumer.fetcher import MemberFetcher
-from logmarshal.cluster import Message
 from logmarshal.core import Bounds, Event, Fetch, Fetched, LookUp
 from logmarshal.network import readers
 from storage import NewRecord
