@@ -7,6 +7,7 @@ and which buffered records may be handed out once the lease and the replay allow
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -42,7 +43,8 @@ def _pop(held: Held, limit: int) -> list[Any]:
         out = list(buffer)
         buffer.clear()
         return out
-    return [buffer.popleft() for _ in range(limit)]
+    # popleft ``limit`` times at C speed (iter(callable, sentinel): a record is never None)
+    return list(itertools.islice(iter(buffer.popleft, None), limit))
 
 
 class AtLeastOnce:

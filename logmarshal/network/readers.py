@@ -314,8 +314,11 @@ class _Reader:
                 stale.append(ahead.popleft())
             self._ahead_bytes[key] -= _size(stale)
         # up to _FETCH_MAX_RECORDS records and about max_bytes (at least one record)
-        out = list(itertools.islice(ahead, _FETCH_MAX_RECORDS))
-        size = _size(out)
+        if len(ahead) <= _FETCH_MAX_RECORDS and self._ahead_bytes[key] <= self._max_bytes:
+            out, size = list(ahead), self._ahead_bytes[key]  # all of it: the usual case
+        else:
+            out = list(itertools.islice(ahead, _FETCH_MAX_RECORDS))
+            size = _size(out)
         if size > self._max_bytes:
             n, size = 0, 0
             for record in out:
