@@ -4,7 +4,8 @@
  * both.
  *
  * - messages(Message, topic, partition, raw): librdkafka's messages (confluent-kafka's
- *   Message objects, read through their methods) as logmarshal Messages, each untracked
+ *   Message objects, read through their methods) as logmarshal Messages, with the bytes of
+ *   their keys and values (what a fetch's max_bytes counts), each Message untracked
  *   by the cyclic garbage collector as soon as it is built (below: why), so that a
  *   collection running meanwhile never sees one. A Message is a NamedTuple, a tuple subclass, and CPython untracks
  *   only exact tuples whose items cannot refer back (gcmodule.c, untrack_tuples): every
@@ -46,7 +47,7 @@ static PyObject *messages(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     PyTypeObject *type = (PyTypeObject *)args[0];
     PyObject *topic = args[1], *partition = args[2], *raw = args[3];
-    Py_ssize_t n = PyList_GET_SIZE(raw);
+    Py_ssize_t n = PyList_GET_SIZE(raw), size = 0;
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -77,8 +78,10 @@ static PyObject *messages(PyObject *self, PyObject *const *args, Py_ssize_t narg
         PyTuple_SET_ITEM(record, 3, item);
         if ((item = call0(m, s_key)) == NULL) goto fail;
         PyTuple_SET_ITEM(record, 4, item);
+        if (PyBytes_Check(item)) size += PyBytes_GET_SIZE(item);
         if ((item = call0(m, s_value)) == NULL) goto fail;
         PyTuple_SET_ITEM(record, 5, item);
+        if (PyBytes_Check(item)) size += PyBytes_GET_SIZE(item);
         PyObject *headers = call0(m, s_headers);
         if (headers == NULL) goto fail;
         if (headers == Py_None || (PyList_Check(headers) && PyList_GET_SIZE(headers) == 0)) {
@@ -92,7 +95,8 @@ static PyObject *messages(PyObject *self, PyObject *const *args, Py_ssize_t narg
         PyTuple_SET_ITEM(record, 6, item);
         if (!untrackable(record, 0)) PyObject_GC_Track(record); /* odd headers: as Python */
     }
-    return out;
+    PyObject *pair = Py_BuildValue("(Nn)", out, size);
+    return pair;
 fail:
     Py_DECREF(out); /* a record not filled in has NULL items: tuple dealloc skips them */
     return NULL;
@@ -100,8 +104,9 @@ fail:
 
 static PyMethodDef methods[] = {
     {"messages", (PyCFunction)(void (*)(void))messages, METH_FASTCALL,
-     "messages(Message, topic, partition, raw): confluent-kafka's messages as Messages "
-     "(offset, timestamp()[1], key, value, headers as a tuple), untracked by the cyclic GC."},
+     "messages(Message, topic, partition, raw) -> (Messages, bytes): confluent-kafka's "
+     "messages as Messages (offset, timestamp()[1], key, value, headers as a tuple), "
+     "untracked by the cyclic GC, and the bytes of their keys and values."},
     {NULL, NULL, 0, NULL},
 };
 

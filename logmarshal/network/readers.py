@@ -52,10 +52,14 @@ _SECOND = operator.itemgetter(1)
 _M_KEY = operator.itemgetter(4)
 _M_VALUE = operator.itemgetter(5)
 #: _Reader: messages one consume() call takes at most. Small on purpose: librdkafka's
-#: messages are turned into Messages and freed while they are still in the CPU's caches;
-#: 500 a call cost ~0.2 us a record to convert, 2,000 a call ~0.6 us, and 5,000 more again
-#: (2026-11-29, 500,000 records of 100 B)
-_CONSUME_BATCH = 500
+#: messages are turned into Messages and freed while they are still in the CPU's caches
+#: (500 a call cost ~0.2 us a record to convert, 2,000 a call ~0.6 us), and the objects one
+#: call allocates (a confluent-kafka Message, GC-tracked, and a Message each) stay under
+#: the cyclic GC's youngest threshold (700): at 500 a call collections ran during nearly
+#: every call and moved the messages alive then to older generations, which set off full
+#: collections (916 young and 4 full per 500,000 records, against ~280 and none at 200;
+#: 2026-11-29, 100 B records)
+_CONSUME_BATCH = 200
 #: _Reader: a partition read this far ahead of its wants (records, or bytes of keys and
 #: values) stops being fetched until they catch up (what librdkafka hands over is out of
 #: its queue's bounds). A librdkafka fetch answer carries up to max.partition.fetch.bytes
@@ -71,9 +75,9 @@ _LIBRDKAFKA_SLICE = 0.05
 _AHEAD_SLICE = 0.002
 
 
-def _messages(topic: str, partition: int, raw: list[Any]) -> list[Message]:
-    """librdkafka's messages as Messages: this runs for every record a network consumer
-    reads. In C when the optional extension is built (``logmarshal/_fastconsume.c``), which
+def _messages(topic: str, partition: int, raw: list[Any]) -> tuple[list[Message], int]:
+    """librdkafka's messages as Messages, and the bytes of their keys and values: this runs
+    for every record a network consumer reads. In C when the optional extension is built (``logmarshal/_fastconsume.c``), which
     also keeps them out of the cyclic GC's sight: they wait in read-ahead and buffers by
     the ten thousand, and as GC-tracked objects they made the collector traverse them again
     and again (a third of a network Consumer's CPU). Else with C-speed maps
@@ -81,7 +85,7 @@ def _messages(topic: str, partition: int, raw: list[Any]) -> list[Message]:
     if _messages_c is not None:
         return _messages_c(Message, topic, partition, raw)  # type: ignore[no-any-return]
     headers = list(map(_HEADERS, raw))
-    return list(
+    records = list(
         map(
             functools.partial(tuple.__new__, Message),
             zip(
@@ -95,6 +99,7 @@ def _messages(topic: str, partition: int, raw: list[Any]) -> list[Message]:
             ),
         )
     )
+    return records, _size(records)
 
 
 def _size(records: Sequence[Message]) -> int:
@@ -255,10 +260,10 @@ class _Reader:
             messages = [m for m in messages if m.offset() >= expected]
             if not messages:
                 return
-        records = _messages(key[0], key[1], messages)
+        records, size = _messages(key[0], key[1], messages)
         ahead = self._ahead[key]
         ahead.extend(records)
-        size = self._ahead_bytes[key] = self._ahead_bytes[key] + _size(records)
+        size = self._ahead_bytes[key] = self._ahead_bytes[key] + size
         self._next[key] = records[-1].offset + 1
         self._has.add(key)
         if (
@@ -466,7 +471,7 @@ class _PartitionReader:
 
     def fetch(self, offset: int, max_bytes: int, max_wait: float) -> list[Message]:
         raw = self._raw(offset, max_bytes, max_wait, _FETCH_MAX_RECORDS)
-        return _messages(self._topic, self._partition, raw) if raw else []
+        return _messages(self._topic, self._partition, raw)[0] if raw else []
 
     def fetch_columns(self, offset: int, max_bytes: int, max_wait: float) -> Columns:
         """The same records as four lists, without a ``Message`` per record."""

@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterator, Sequence
 
 import pytest
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import TopicPartition
 
 from logmarshal import EmbeddedCluster, Marshaler, connect
 from logmarshal.cluster import Message
@@ -225,6 +227,19 @@ def test_network_reader_messages_carry_every_field(broker, messages_kind) -> Non
         # C: out of the cyclic GC's sight (they wait in buffers by the ten thousand)
         assert [gc.is_tracked(m) for m in got] == [messages_kind == "python-messages"] * 3
         assert [tuple(m) for m in cluster.fetch("t", 0, 0)] == [tuple(m) for m in got]
+        # the bytes of keys and values, which bound a fetch's answer and the read-ahead
+        raw_reader = KafkaConsumer(cluster._consumer_conf())
+        try:
+            raw_reader.assign([TopicPartition("t", 0, 0)])
+            raw: list = []
+            deadline = time.monotonic() + 30
+            while len(raw) < 3 and time.monotonic() < deadline:
+                raw += raw_reader.consume(3 - len(raw), 0.5)
+        finally:
+            raw_reader.close()
+        records, size = readers._messages("t", 0, raw)
+        assert [tuple(m) for m in records] == [tuple(m) for m in got]
+        assert size == len(b"k0v0k1v2")
 
 
 def test_network_read_ahead_suspended_and_resumed_loses_and_repeats_nothing(
