@@ -11,8 +11,12 @@ implementation in a fresh process, and prints them side by side.
 
 ``--network`` starts ``logmarshal broker start`` on 127.0.0.1, writes ``--count`` records of
 100 B to a 4-partition topic and reads them all back, each reader in a fresh process, in
-the same run: kcat, a raw confluent-kafka consume loop (librdkafka's defaults, and tuned),
-and logmarshal's ``Consumer`` (ALO batch 500 committing each batch or each message, AMO).
+the same run: kcat, a raw confluent-kafka ``consume(500)`` loop (librdkafka's defaults, and
+with exactly the librdkafka settings of the Consumer's reader,
+``logmarshal.network.settings.consumer_settings``: the same fetch settings), and
+logmarshal's ``Consumer`` (ALO batch 500 committing each batch or each message, AMO), each
+Consumer row with its rate and p99 call latency against the raw loop's with the reader's
+settings (goal, issue 34: rate >= 0.8, p99 <= 2x).
 ``--baseline-ref`` also runs the Consumer of that git commit (e.g. the one before a change)
 on the same data. Goal: the Consumer >= 0.5 M msg/s over the network. ``--kafka`` runs the
 same readers on a single-node Apache Kafka (started from the Maven jars, stopped by pid)
@@ -171,10 +175,22 @@ def throughput(mode: str, batch: int, count: int, hb: float) -> float:
 # -- over the network -----------------------------------------------------------------------
 
 NET_PARTITIONS = 4
-#: librdkafka waits fetch.queue.backoff.ms (default 1 s) after a partition's queue passed
-#: queued.min.messages: a reader that keeps up then reads about one queue a second
-TUNED = {"fetch.queue.backoff.ms": 10}
-READERS = ("kcat", "raw-default", "raw-tuned", "alo-batch", "alo-each", "amo")
+READERS = ("kcat", "raw-default", "raw-reader", "alo-batch", "alo-each", "amo")
+#: the raw loop the Consumer rows are compared with
+BASELINE = "raw-reader"
+
+
+def _raw_settings(kind: str, bootstrap: str) -> dict[str, object]:
+    """librdkafka's defaults (``raw-default``), or exactly what the Consumer's reader sets
+    (``raw-reader``: ``consumer_settings`` over NetworkCluster's base settings)."""
+    base = {"bootstrap.servers": bootstrap, "log_level": 3}
+    if kind == "raw-reader":
+        from logmarshal.network.settings import consumer_settings
+
+        return consumer_settings(
+            {**base, "log.connection.close": False}, "bench-raw", committed=True
+        )
+    return {**base, "group.id": "bench-raw", "enable.auto.commit": False}
 
 
 def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
@@ -186,15 +202,8 @@ def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
         from confluent_kafka import Consumer as KafkaConsumer
         from confluent_kafka import TopicPartition
 
-        conf = {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-raw",  # required, unused: assign() and no commits
-            "enable.auto.commit": False,
-            "log_level": 3,
-        }
-        if kind == "raw-tuned":
-            conf.update(TUNED)
-        raw = KafkaConsumer(conf)
+        # group.id: required, unused (assign() and no commits)
+        raw = KafkaConsumer(_raw_settings(kind, bootstrap))
         raw.assign([TopicPartition(TOPIC, p, 0) for p in range(NET_PARTITIONS)])
         start, cpu = time.perf_counter(), time.process_time()
         while got < count:
@@ -308,20 +317,30 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
               "them all in a fresh process (poll/consume call latency; peak RSS)")
         rows = [(kind, None) for kind in READERS]
         if baseline is not None:
-            rows += [(kind, baseline) for kind in ("alo-each", "amo")]  # commit(*batch) is new
+            rows += [(kind, baseline) for kind in ("alo-batch", "alo-each", "amo")]
+        base: dict | None = None
         for kind, code in rows:
             if kind == "kcat" and shutil.which("kcat") is None:
                 print(f"  {'kcat':<28} not installed")
                 continue
             r = _run_reader(kind, bootstrap, count, code)
+            if kind == BASELINE:
+                base = r
             label = kind if code is None else f"{kind} @ {baseline_ref}"
             extra = (
                 f"  cpu {r['cpu']:5.2f} s  call p50 {r['p50_ms']:6.2f} ms  "
                 f"p99 {r['p99_ms']:6.2f} ms" if "cpu" in r else ""
             )
+            if base is not None and not kind.startswith(("raw", "kcat")):
+                extra += (
+                    f"  = {r['rate'] / base['rate']:.2f}x rate, "
+                    f"{r['p99_ms'] / base['p99_ms']:.1f}x p99 of {BASELINE}"
+                )
             print(f"  {label:<28} {r['rate']:>11,.0f} msg/s  rss {r['rss_mb']:6.0f} MB{extra}")
-        print("(alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500); "
-              f"raw-tuned: {TUNED}, which NetworkCluster also sets)")
+        print("(alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500), "
+              "raw-reader with the Consumer's reader's librdkafka settings "
+              "(logmarshal.network.settings.consumer_settings); goal: >= 0.8x rate, "
+              "<= 2x p99 of raw-reader)")
 
 
 def main(argv: list[str] | None = None) -> int:

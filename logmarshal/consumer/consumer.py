@@ -88,6 +88,8 @@ log = logging.getLogger(__name__)
 
 #: a Message's (topic, partition) and offset, as C-speed getters for the per-batch hot path
 _TOPIC_PARTITION = operator.itemgetter(0, 1)
+_TOPIC = operator.itemgetter(0)
+_PARTITION = operator.itemgetter(1)
 _OFFSET = operator.itemgetter(2)
 
 
@@ -377,7 +379,13 @@ class Consumer:
             if one and self._metrics is not None:
                 self._metrics.committed(self, message.topic, 1)
             return one
-        keys = set(map(_TOPIC_PARTITION, messages))  # C-speed: a batch is one partition
+        # C-speed, and without a tuple per message: a polled batch is of one partition
+        topics, partitions = set(map(_TOPIC, messages)), set(map(_PARTITION, messages))
+        keys = (
+            {(topics.pop(), partitions.pop())}
+            if len(topics) == 1 and len(partitions) == 1
+            else set(map(_TOPIC_PARTITION, messages))
+        )
         done = 0
         with self._lock:
             for key in keys:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
+import itertools
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +21,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from ..cluster import Columns, Message, Read
+
+try:
+    from .._fastconsume import messages as _messages_c
+except ImportError:  # the optional extension is not built: _messages in Python (slower)
+    _messages_c = None
 from ..errors import OffsetOutOfRange
 from .error_map import _map_error, _raise_from
 
@@ -31,15 +39,35 @@ _MAX_BATCH = 10_000  # records one fetch_columns() returns at most
 _FETCH_MAX_RECORDS = 1_000
 _EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
 
-# librdkafka's error accessor as a plain callable, for a C-speed map() over a fetch
+# librdkafka's accessors as plain callables, for C-speed map()s over a batch
 _ERROR = KafkaMessage.error
 _PARTITION = KafkaMessage.partition
 _TOPIC = KafkaMessage.topic
-#: _Reader: messages one consume() call takes at most
-_CONSUME_BATCH = 5_000
-#: _Reader: a partition read this far ahead of its wants stops being fetched until they
-#: catch up (the messages librdkafka hands over are out of its queue's bounds)
-_AHEAD_MAX = 10 * _FETCH_MAX_RECORDS
+_OFFSET_OF = KafkaMessage.offset
+_TIMESTAMP = KafkaMessage.timestamp
+_KEY = KafkaMessage.key
+_VALUE = KafkaMessage.value
+_HEADERS = KafkaMessage.headers
+_SECOND = operator.itemgetter(1)
+_M_KEY = operator.itemgetter(4)
+_M_VALUE = operator.itemgetter(5)
+#: _Reader: messages one consume() call takes at most. Small on purpose: librdkafka's
+#: messages are turned into Messages and freed while they are still in the CPU's caches
+#: (500 a call cost ~0.2 us a record to convert, 2,000 a call ~0.6 us), and the objects one
+#: call allocates (a confluent-kafka Message, GC-tracked, and a Message each) stay under
+#: the cyclic GC's youngest threshold (700): at 500 a call collections ran during nearly
+#: every call and moved the messages alive then to older generations, which set off full
+#: collections (916 young and 4 full per 500,000 records, against ~280 and none at 200;
+#: 2026-11-29, 100 B records)
+_CONSUME_BATCH = 200
+#: _Reader: a partition read this far ahead of its wants (records, or bytes of keys and
+#: values) stops being fetched until they catch up (what librdkafka hands over is out of
+#: its queue's bounds). A librdkafka fetch answer carries up to max.partition.fetch.bytes
+#: (1 MiB) of each partition at once, so a smaller bound would suspend partitions merely
+#: for arriving in runs; and resuming costs a new fetch, which can wait behind a long poll
+#: (fetch.wait.max.ms) of the partitions at their end, so it resumes at half the bound.
+_AHEAD_MAX = 20_000
+_AHEAD_MAX_BYTES = 2 * 1024 * 1024
 #: _Reader: how long one wait inside librdkafka lasts (it cannot be woken, so a new want
 #: waits up to this long); short while read-ahead is on hand (its want may come any
 #: moment), long while every wanted partition is idle
@@ -47,24 +75,38 @@ _LIBRDKAFKA_SLICE = 0.05
 _AHEAD_SLICE = 0.002
 
 
-def _messages(topic: str, partition: int, raw: Any) -> list[Message]:
-    """librdkafka's messages as Messages (tuple.__new__: no arity check, seven fields)."""
-    new = tuple.__new__
-    return [
-        new(
-            Message,
-            (
-                topic,
-                partition,
-                m.offset(),
-                m.timestamp()[1],
-                m.key(),
-                m.value(),
-                tuple(h) if (h := m.headers()) else (),
+def _messages(topic: str, partition: int, raw: list[Any]) -> tuple[list[Message], int]:
+    """librdkafka's messages as Messages, and the bytes of their keys and values: this runs
+    for every record a network consumer reads. In C when the optional extension is built (``logmarshal/_fastconsume.c``), which
+    also keeps them out of the cyclic GC's sight: they wait in read-ahead and buffers by
+    the ten thousand, and as GC-tracked objects they made the collector traverse them again
+    and again (a third of a network Consumer's CPU). Else with C-speed maps
+    (``tuple.__new__``: no arity check, seven fields)."""
+    if _messages_c is not None:
+        return _messages_c(Message, topic, partition, raw)
+    headers = list(map(_HEADERS, raw))
+    records = list(
+        map(
+            functools.partial(tuple.__new__, Message),
+            zip(
+                itertools.repeat(topic),
+                itertools.repeat(partition),
+                map(_OFFSET_OF, raw),
+                map(_SECOND, map(_TIMESTAMP, raw)),
+                map(_KEY, raw),
+                map(_VALUE, raw),
+                [tuple(h) if h else () for h in headers] if any(headers) else itertools.repeat(()),
             ),
         )
-        for m in raw
-    ]
+    )
+    return records, _size(records)
+
+
+def _size(records: Sequence[Message]) -> int:
+    """Bytes of keys and values (what ``max_bytes`` counts)."""
+    return sum(map(len, filter(None, map(_M_VALUE, records)))) + sum(
+        map(len, filter(None, map(_M_KEY, records)))
+    )
 
 
 class _Reader:
@@ -98,7 +140,10 @@ class _Reader:
         self._given: dict[tuple[str, int], int | None] = {}
         #: the next offset librdkafka should deliver (older ones are duplicates)
         self._next: dict[tuple[str, int], int] = {}
-        self._ahead: dict[tuple[str, int], collections.deque[Any]] = {}
+        #: records delivered for a partition and not handed out yet (as Messages), and
+        #: the bytes of their keys and values
+        self._ahead: dict[tuple[str, int], collections.deque[Message]] = {}
+        self._ahead_bytes: dict[tuple[str, int], int] = {}
         self._errors: dict[tuple[str, int], Exception] = {}
         self._has: set[tuple[str, int]] = set()  # read-ahead or an error on hand
         self._suspended: set[tuple[str, int]] = set()  # unassigned: read-ahead full
@@ -138,12 +183,13 @@ class _Reader:
         self._consumer.incremental_assign([TopicPartition(key[0], key[1], offset)])
         self._given[key] = self._next[key] = offset
         self._ahead[key] = collections.deque()
+        self._ahead_bytes[key] = 0
 
     def _unassign(self, key: tuple[str, int]) -> None:
         if key not in self._suspended:
             self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
         self._suspended.discard(key)
-        for table in (self._given, self._next, self._ahead, self._errors):
+        for table in (self._given, self._next, self._ahead, self._ahead_bytes, self._errors):
             table.pop(key, None)
         self._has.discard(key)
 
@@ -217,11 +263,15 @@ class _Reader:
             messages = [m for m in messages if m.offset() >= expected]
             if not messages:
                 return
+        records, size = _messages(key[0], key[1], messages)
         ahead = self._ahead[key]
-        ahead.extend(messages)
-        self._next[key] = messages[-1].offset() + 1
+        ahead.extend(records)
+        size = self._ahead_bytes[key] = self._ahead_bytes[key] + size
+        self._next[key] = records[-1].offset + 1
         self._has.add(key)
-        if len(ahead) > _AHEAD_MAX and key not in self._suspended:
+        if (
+            len(ahead) > _AHEAD_MAX or size > _AHEAD_MAX_BYTES
+        ) and key not in self._suspended:
             self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
             self._suspended.add(key)
 
@@ -266,32 +316,49 @@ class _Reader:
 
     def _take_ahead(self, key: tuple[str, int], offset: int) -> list[Message]:
         ahead = self._ahead[key]
-        while ahead and ahead[0].offset() < offset:
-            ahead.popleft()
-        if len(ahead) <= _FETCH_MAX_RECORDS and sum(map(len, ahead)) <= self._max_bytes:
-            raw = list(ahead)
+        if ahead and ahead[0].offset < offset:
+            stale = []
+            while ahead and ahead[0].offset < offset:
+                stale.append(ahead.popleft())
+            self._ahead_bytes[key] -= _size(stale)
+        # up to _FETCH_MAX_RECORDS records and about max_bytes (at least one record)
+        if len(ahead) <= _FETCH_MAX_RECORDS and self._ahead_bytes[key] <= self._max_bytes:
+            out, size = list(ahead), self._ahead_bytes[key]  # all of it: the usual case
+        else:
+            out = list(itertools.islice(ahead, _FETCH_MAX_RECORDS))
+            size = _size(out)
+        if size > self._max_bytes:
+            n, size = 0, 0
+            for record in out:
+                k, v = record.key, record.value
+                more = (len(k) if k else 0) + (len(v) if v else 0)
+                if n and size + more > self._max_bytes:
+                    break
+                n += 1
+                size += more
+            del out[n:]
+        if len(out) == len(ahead):
             ahead.clear()
         else:
-            raw, size = [], 0
-            while ahead and len(raw) < _FETCH_MAX_RECORDS:
-                m = ahead[0]
-                value, k = m.value(), m.key()
-                n = (len(value) if value else 0) + (len(k) if k else 0)
-                if raw and size + n > self._max_bytes:
-                    break
-                ahead.popleft()
-                size += n
-                raw.append(m)
+            # pop as many from the left, at C speed (a Message is never None)
+            collections.deque(
+                itertools.islice(iter(ahead.popleft, None), len(out)), maxlen=0
+            )
+        left = self._ahead_bytes[key] = self._ahead_bytes[key] - size
         if not ahead:
             self._has.discard(key)
-        if not raw:
+        if not out:
             return []
-        self._given[key] = raw[-1].offset() + 1
-        if key in self._suspended and len(ahead) <= _AHEAD_MAX // 2:
+        self._given[key] = out[-1].offset + 1
+        if (
+            key in self._suspended
+            and len(ahead) <= _AHEAD_MAX // 2
+            and left <= _AHEAD_MAX_BYTES // 2
+        ):
             self._suspended.discard(key)
             resume = self._next[key]
             self._consumer.incremental_assign([TopicPartition(key[0], key[1], resume)])
-        return _messages(key[0], key[1], raw)
+        return out
 
     def close(self) -> None:
         with contextlib.suppress(KafkaException, RuntimeError):
@@ -406,24 +473,8 @@ class _PartitionReader:
         return out
 
     def fetch(self, offset: int, max_bytes: int, max_wait: float) -> list[Message]:
-        t, p, new = self._topic, self._partition, tuple.__new__
-        # this runs for every record a network consumer reads: tuple.__new__ skips
-        # Message's arity check (always seven fields here)
-        return [
-            new(
-                Message,
-                (
-                    t,
-                    p,
-                    m.offset(),
-                    m.timestamp()[1],
-                    m.key(),
-                    m.value(),
-                    tuple(h) if (h := m.headers()) else (),
-                ),
-            )
-            for m in self._raw(offset, max_bytes, max_wait, _FETCH_MAX_RECORDS)
-        ]
+        raw = self._raw(offset, max_bytes, max_wait, _FETCH_MAX_RECORDS)
+        return _messages(self._topic, self._partition, raw)[0] if raw else []
 
     def fetch_columns(self, offset: int, max_bytes: int, max_wait: float) -> Columns:
         """The same records as four lists, without a ``Message`` per record."""
