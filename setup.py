@@ -5,8 +5,8 @@
 ``rationalizer._vectors`` (the task lane's reader of position vectors).
 
 ``optional=True``: without a compiler the install still succeeds and
-``storage.records.decode_columns``, ``storage.validation``, the Producer and
-``rationalizer.vectors`` use their Python references (same results, slower).
+``storage._records.decode_columns``, ``storage._validation``, the Producer and
+``rationalizer._task_vectors`` use their Python references (same results, slower).
 """
 
 from setuptools import Extension, setup

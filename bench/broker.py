@@ -314,7 +314,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.validation:
-        from storage.validation import FAST_WALK
+        from storage._validation import FAST_WALK
 
         print(f"bench/broker.py --validation  python {sys.version.split()[0]}  cores {os.cpu_count()}"
               f"  record walk: {'C (storage._fastrecords)' if FAST_WALK else 'Python'}")

@@ -6,7 +6,7 @@ cluster's ``__marshal`` (8 partitions, LogAppendTime from an injected clock), gr
 to each of ``--sizes`` records. While writing, it plays the members' snapshot publisher:
 one WorldState per coordination partition replays every batch, and at each snapshot point
 (every ``--snapshot-records`` records of a partition) the world is published to
-``__marshal_snapshots``, exactly as a Marshaler does (logmarshal.coordlog). Nothing is
+``__marshal_snapshots``, exactly as a Marshaler does (logmarshal._coordlog). Nothing is
 truncated while growing, so both cold starts can be measured on the same log.
 
 At each size it measures, side by side in the same run:
@@ -70,9 +70,10 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import storage.records
-from logmarshal import EmbeddedCluster, Marshaler, NewRecord, coordlog
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+import storage._records
+from logmarshal import EmbeddedCluster, Marshaler, NewRecord
+from logmarshal import _coordlog as coordlog
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.marshaler import DEFAULT_SNAPSHOT_RECORDS
 from rationalizer import (
     ClaimingPartition,
@@ -315,13 +316,13 @@ def _median(runs: list[float]) -> float:
 
 def _catch_up(cluster, python_decoder: bool = False) -> float:
     """Seconds of a new member's full replay (no snapshots)."""
-    saved = storage.records._fast
+    saved = storage._records._fast
     if python_decoder:
-        storage.records._fast = None  # decode_columns falls back to its Python reference
+        storage._records._fast = None  # decode_columns falls back to its Python reference
     try:
         return _cold_start(cluster, restore=False)
     finally:
-        storage.records._fast = saved
+        storage._records._fast = saved
 
 
 def _network(path: Path, baseline: float, repeat: int) -> None:
@@ -495,7 +496,7 @@ def main() -> None:
         f"{N_COORD} coordination partitions, a snapshot every {args.snapshot_records:,} "
         f"records of a coordination partition; "
         f"{'one record' if args.one_record_batches else 'one tick of a partition'} a batch; "
-        f"C batch decoder {'built' if storage.records.FAST_DECODER else 'NOT built'}; "
+        f"C batch decoder {'built' if storage._records.FAST_DECODER else 'NOT built'}; "
         f"median of {args.repeat}"
     )
     print(

@@ -63,7 +63,7 @@ from rationalizer import (
     encode,
     membership_partition,
 )
-from rationalizer.membership import Member
+from rationalizer._membership import Member
 from scenarios.sim import GROUP, TOPIC, _Instance
 from scenarios.stages.sim_stage import _ScriptedSim
 

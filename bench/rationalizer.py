@@ -51,14 +51,14 @@ from rationalizer import (
     encode,
     sign,
 )
-from rationalizer.codec import (
+from rationalizer._codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
     T_RELEASING_PARTITION,
 )
-from rationalizer.messages import FUTURE_VERSIONS
-from rationalizer.varint import uvarint
+from rationalizer._messages import FUTURE_VERSIONS
+from rationalizer._varint import uvarint
 
 HB_MS = 3000  # the fastest lease; the log advances so every partition beats about every HB_MS/3
 N_COORD = 8

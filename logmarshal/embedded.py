@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from storage import DataDir, NewRecord, TopicConfig, encode_batch
-from storage.datadir import TopicInfo
-from storage.records import decode_columns_from, decode_readable
+from storage._datadir import TopicInfo
+from storage._records import decode_columns_from, decode_readable
 
-from .batching import columns_of, encode_plain
+from ._batching import columns_of, encode_plain
 from .cluster import (
     FETCH_MAX_BYTES,
     Columns,
@@ -140,7 +140,7 @@ class EmbeddedCluster:
         if not records:
             raise ValueError("produce needs at least one record")
         log_ = self._dir.partition(topic, partition)
-        # the usual batch is encoded column-wise (logmarshal.batching), about twice as fast
+        # the usual batch is encoded column-wise (logmarshal._batching), about twice as fast
         # as encode_batch and the same bytes; encode_batch takes every other case
         columns = columns_of(records)
         batch = None if columns is None else encode_plain(columns)

@@ -1,5 +1,5 @@
 """The errors logmarshal raises. Every one derives from :class:`LogmarshalError`, the one
-root (defined in :mod:`storage.errors`, the lowest layer, so the log's errors share it).
+root (defined in :mod:`storage._errors`, the lowest layer, so the log's errors share it).
 
 The log's own errors come from :mod:`storage` and keep their types whichever connection is
 used, so callers catch one set of exceptions on the embedded cluster and over the network.
@@ -7,7 +7,7 @@ used, so callers catch one set of exceptions on the embedded cluster and over th
 
 from __future__ import annotations
 
-from storage.errors import (
+from storage._errors import (
     CorruptRecordError,
     DataDirLocked,
     InvalidConfig,

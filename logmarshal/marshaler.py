@@ -1,13 +1,13 @@
 """The Marshaler: one process's window onto a group's coordination log.
 
 It replays every ``__marshal`` partition into its own :class:`rationalizer.WorldState`
-(a :class:`~logmarshal.tailer.Tailer`, long-polling the log: over the network one request
+(a :class:`~logmarshal._tailer.Tailer`, long-polling the log: over the network one request
 for every partition, else a thread each),
 writes this process's coordination records durably, and answers queries from what the
 replay has applied. A client learns whether a record won by waiting until the replay has
 reached the offset its write returned (read-your-writes) and reading that offset's verdict.
 Consumers attach to it (:meth:`Marshaler.attach`) and build their claims, heartbeats and
-fencing on top of it; writing single messages by hand is :mod:`logmarshal.direct`.
+fencing on top of it; writing single messages by hand is :mod:`logmarshal._direct`.
 
 Decisions come only from the replay. The injected clock is for predictions (is a partition
 likely claimable yet?), so a wrong clock costs at most a rejected claim, never a double
@@ -27,14 +27,12 @@ from typing import Any, ClassVar, Protocol, TypedDict, Unpack
 import attrs
 
 from rationalizer import Claim, PartitionState, Verdict, WorldState, coordination_partition
-from rationalizer.codec import T_ANNOUNCING_MEMBER, T_HEARTBEAT, T_HEARTBEATING_TASK
-from rationalizer.messages import valid_id
+from rationalizer._codec import T_ANNOUNCING_MEMBER, T_HEARTBEAT, T_HEARTBEATING_TASK
+from rationalizer._messages import valid_id
 from storage import NewRecord
 
-from .clock import SYSTEM_CLOCK, Clock
-from .cluster import FETCH_MAX_BYTES, Cluster, MultiBatchFetcher
-from .config import configure
-from .coordlog import (
+from ._config import configure
+from ._coordlog import (
     COORDINATION_TOPIC,
     DEFAULT_ANNOUNCE_TTL_MS,
     CoordinationTopicError,
@@ -42,9 +40,11 @@ from .coordlog import (
     coordination_topic_config,
     ensure_coordination_topic,
 )
+from ._tailer import Halt, Tailer
+from .clock import SYSTEM_CLOCK, Clock
+from .cluster import FETCH_MAX_BYTES, Cluster, MultiBatchFetcher
 from .errors import ClosedError
 from .metrics import MarshalerMetrics
-from .tailer import Halt, Tailer
 
 __all__ = [
     "COORDINATION_TOPIC",

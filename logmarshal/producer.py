@@ -10,7 +10,7 @@ Two ways of sending, one API (docs/architecture.md, "Connections"):
   ``dict.__setitem__`` (no Python frame per record), and served by librdkafka's poll, which
   ``send`` calls now and then, and ``flush``, ``result`` and ``close`` call as they wait.
 * **Any other cluster** (the embedded one, or a wrapper such as the fault injector): records
-  are appended to a per-partition batch, kept as columns (:class:`~logmarshal.batching.
+  are appended to a per-partition batch, kept as columns (:class:`~logmarshal._batching.
   RecordColumns`), which a background sender hands to ``Cluster.produce`` in one call when
   ``batch_size`` bytes have accumulated or the oldest record has waited ``linger_ms``.
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from .batching import RecordColumns
+from ._batching import RecordColumns
 from .cluster import Cluster, ProduceResult
 from .errors import ClosedError, NetworkError
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner

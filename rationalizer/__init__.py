@@ -5,10 +5,10 @@ records); no I/O, no clock, no threads. The same code runs in
 every consumer, the admin CLI and the Spark audit, which is what makes them agree.
 """
 
-from .auth import MIN_KEY_BYTES, sign, verify
-from .codec import DecodeError, UnknownVersion, decode, encode, record_key
-from .group_view import GroupView
-from .messages import (
+from ._auth import MIN_KEY_BYTES, sign, verify
+from ._codec import DecodeError, UnknownVersion, decode, encode, record_key
+from ._group_view import GroupView
+from ._messages import (
     ANNOUNCED_VERSION,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_TASK_SOURCES,
@@ -25,10 +25,10 @@ from .messages import (
     ReleasingPartition,
     ReleasingTask,
 )
-from .partitioning import coordination_partition, membership_partition
-from .snapshot import SnapshotError
-from .verdict import Effect, Reason, Verdict
-from .world import FRESH, STALE, UNKNOWN, Claim, PartitionState, WorldState
+from ._partitioning import coordination_partition, membership_partition
+from ._snapshot import SnapshotError
+from ._verdict import Effect, Reason, Verdict
+from ._world import FRESH, STALE, UNKNOWN, Claim, PartitionState, WorldState
 
 __all__ = [
     "ANNOUNCED_VERSION",

@@ -1,5 +1,5 @@
 /* rationalizer._vectors: a task record's position vector read by its sources alone
- * (rationalizer/vectors.py, the layout "by sources"; PROTOCOL.md, "Tasks (version 3)").
+ * (rationalizer/_task_vectors.py, the layout "by sources"; PROTOCOL.md, "Tasks (version 3)").
  *
  * Why C: a streams member heartbeats every task it holds with every source's position, so
  * the replay reads a vector per record. In Python that read needs a layout per key that
@@ -121,7 +121,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "rationalizer._vectors",
-    "A task record's position vector read by its sources (see rationalizer/vectors.py).", 0,
+    "A task record's position vector read by its sources (see rationalizer/_task_vectors.py).", 0,
     methods, NULL, NULL, NULL, NULL,
 };
 

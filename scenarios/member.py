@@ -46,9 +46,9 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any, TypeVar
 
 from logmarshal import NewRecord
+from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.cluster import Columns, Message
 from logmarshal.consumer import Consumer
-from logmarshal.coordlog import COORDINATION_TOPIC
 from logmarshal.marshaler import DEFAULT_SNAPSHOT_RECORDS, Marshaler
 from logmarshal.network import NetworkCluster
 

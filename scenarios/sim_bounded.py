@@ -14,10 +14,10 @@ members cold-start (or thaw) after a truncation.
   cover more than ``g``'s and ``g`` has fewer than two or its newest lags by
   ``SNAP_EVERY``, they publish their world and truncate.
 - A truncator reads the snapshot topic and computes its bound with the real
-  :func:`logmarshal.coordlog.truncation_bounds` at one instant and deletes up to 3·HB later
+  :func:`logmarshal._coordlog.truncation_bounds` at one instant and deletes up to 3·HB later
   (the race of the proof sketch, point 5).
 - A cold start restores the newest valid snapshot of its own configuration with the real
-  :func:`logmarshal.coordlog.load_snapshot`, else starts at the log start; a replay that
+  :func:`logmarshal._coordlog.load_snapshot`, else starts at the log start; a replay that
   fell below the log start restores one that reaches it. When none does: with the
   cold-start refusal, ``Halted(gap)`` (an operator then resets the group, as
   docs/bounded-log.md says, and the member takes up what the reset positioned once its
@@ -37,7 +37,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from logmarshal import coordlog
+from logmarshal import _coordlog as coordlog
 from logmarshal.core import Halted, Resumed
 from logmarshal.core.rewind import Regained
 from rationalizer import (
@@ -50,7 +50,7 @@ from rationalizer import (
     encode,
     sign,
 )
-from rationalizer.snapshot_record import (
+from rationalizer._snapshot_record import (
     config_fingerprint,
     encode_announcement,
     encode_snapshot_record,

@@ -2,7 +2,7 @@
 
 Each property a later protocol version added to the rules (PROTOCOL.md: a, b, c from
 version 4, e from version 5, f and g from version 6) is one method of
-``rationalizer.rules.Rules``; :class:`RulesWithout` overrides the ones an experiment drops
+``rationalizer._rules.Rules``; :class:`RulesWithout` overrides the ones an experiment drops
 (``python -m scenarios.sim --without takeover_position`` and the like), so that the
 simulator shows which bug each property prevents. The production modules know nothing of
 these variants: a world is handed one (``WorldState(rules=rules_without(...))``).
@@ -10,8 +10,8 @@ these variants: a world is handed one (``WorldState(rules=rules_without(...))``)
 
 from __future__ import annotations
 
-from rationalizer.rules import RULES, Rules
-from rationalizer.state import PartitionEntry
+from rationalizer._rules import RULES, Rules
+from rationalizer._state import PartitionEntry
 
 __all__ = ["PROPERTIES", "RulesWithout", "rules_without"]
 

@@ -29,7 +29,9 @@ from pathlib import Path
 
 import attrs
 
-from logmarshal import Marshaler, coordlog
+from logmarshal import Marshaler
+from logmarshal import _coordlog as coordlog
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.audit.engine import replay_config_for
 from logmarshal.audit.export import export_coordination
 from logmarshal.audit.genesis import read_exported_snapshots
@@ -37,7 +39,6 @@ from logmarshal.audit.local import audit_records
 from logmarshal.audit.schema import column_index
 from logmarshal.audit.verify import records_from_export
 from logmarshal.cluster import Cluster
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.network import NetworkCluster
 from rationalizer import WorldState
 

@@ -3,9 +3,9 @@
 Everything public is re-exported here; see the per-module docstrings for the why.
 """
 
-from storage.config import TopicConfig
-from storage.datadir import DataDir, PartitionInfo, TopicInfo
-from storage.errors import (
+from storage._config import TopicConfig
+from storage._datadir import DataDir, PartitionInfo, TopicInfo
+from storage._errors import (
     CorruptBatch,
     CorruptRecordError,
     DataDirLocked,
@@ -22,8 +22,8 @@ from storage.errors import (
     UnknownTopic,
     UnsupportedCompression,
 )
-from storage.log import AppendInfo, FetchData, PartitionLog
-from storage.records import (
+from storage._log import AppendInfo, FetchData, PartitionLog
+from storage._records import (
     BATCH_OVERHEAD,
     BatchHeader,
     Compression,

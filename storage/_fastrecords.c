@@ -1,5 +1,5 @@
-/* Plain RecordBatch v2 batches straight into four columns (storage.records.decode_columns),
- * and the record walk of produce validation (storage.validation, walk_records below).
+/* Plain RecordBatch v2 batches straight into four columns (storage._records.decode_columns),
+ * and the record walk of produce validation (storage._validation, walk_records below).
  *
  * Why C: a coordination log is replayed by every member at every cold start, and decoding
  * a stored record in Python costs more than folding it (bench/coldstart.py). This parses
@@ -217,7 +217,7 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* ------------------------------------------------------------------ the validation walk
  *
- * storage.validation's record walk (``_walk``), rule for rule and in the same order, so the
+ * storage._validation's record walk (``_walk``), rule for rule and in the same order, so the
  * first rule a batch breaks is the same one. Values are 128-bit: a 10-byte varint carries up
  * to 70 bits and Python compares them unbounded, so nothing may wrap here either. The
  * verdict comes back as (kind, value): (0, largest record timestamp), or (1, record) for
@@ -232,7 +232,7 @@ typedef unsigned __int128 u128;
 
 enum { WALK_OK = 0, WALK_CORRUPT = 1, WALK_INVALID = 2 };
 
-/* One zigzag varint inside [*p, end), at most 10 bytes, as storage.varint.read_varint.
+/* One zigzag varint inside [*p, end), at most 10 bytes, as storage._varint.read_varint.
  * Most fields of a record are one byte: that case is inlined, the rest is the loop. */
 static int walk_varint_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out);
 
@@ -395,7 +395,7 @@ static PyMethodDef methods[] = {
 #ifdef HAVE_WALK
     {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
      "walk_records(data, count, first_ts, require_keys) -> (kind, value)\n\n"
-     "storage.validation's record walk: (0, max timestamp), (1, record) corrupt, "
+     "storage._validation's record walk: (0, max timestamp), (1, record) corrupt, "
      "(2, record) invalid."},
 #endif
     {NULL, NULL, 0, NULL},
@@ -403,7 +403,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "storage._fastrecords",
-    "Plain RecordBatch v2 batches into columns (see storage.records.decode_columns).", -1,
+    "Plain RecordBatch v2 batches into columns (see storage._records.decode_columns).", -1,
     methods,
 };
 

@@ -21,7 +21,7 @@ import logging
 import attrs
 
 from rationalizer import FRESH, STALE, coordination_partition
-from rationalizer.membership import Member
+from rationalizer._membership import Member
 
 from ..cluster import Cluster
 from ..core import assignment

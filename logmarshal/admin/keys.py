@@ -1,5 +1,5 @@
 """Admin key files: the per-group HMAC keys that authenticate ReleaseGroup and the admin's
-position heartbeats (PROTOCOL.md, "Authenticated admin"; :mod:`rationalizer.auth`).
+position heartbeats (PROTOCOL.md, "Authenticated admin"; :mod:`rationalizer._auth`).
 
 A key is a secret, so it is only ever read from a file, never taken on a command line (where
 ``ps`` and shell history would show it), and the file must be private to its owner, as ssh
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from rationalizer import MIN_KEY_BYTES
-from rationalizer.messages import valid_id
+from rationalizer._messages import valid_id
 
 from ..errors import LogmarshalError
 

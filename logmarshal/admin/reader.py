@@ -1,7 +1,7 @@
 """Read the whole coordination log of a cluster into replayed worlds, once.
 
 The admin never keeps a replay running: each command reads every ``__marshal`` partition to
-its end as of the call (with :func:`~logmarshal.coordlog.records_from_cluster`, the one
+its end as of the call (with :func:`~logmarshal._coordlog.records_from_cluster`, the one
 reader of the coordination log), folds it through one :class:`rationalizer.WorldState` per partition
 (the very rationalizer every consumer runs, so the admin sees what the group sees) and keeps
 besides the worlds only what they do not hold:
@@ -38,13 +38,12 @@ from rationalizer import (
     decode,
     membership_partition,
 )
-from rationalizer.codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3, VERSION_4, VERSION_6
-from rationalizer.membership import Member
-from rationalizer.messages import Message
+from rationalizer._codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3, VERSION_4, VERSION_6
+from rationalizer._membership import Member
+from rationalizer._messages import Message
 from storage import CorruptBatch
 
-from ..cluster import Cluster
-from ..coordlog import (
+from .._coordlog import (
     COORDINATION_TOPIC,
     Restored,
     group_of_record,
@@ -52,6 +51,7 @@ from ..coordlog import (
     load_snapshot,
     read_snapshots,
 )
+from ..cluster import Cluster
 from .keys import AdminKeys
 
 __all__ = [
@@ -222,7 +222,7 @@ def _restore(
     if not isinstance(admin_keys, AdminKeys):
         return load_snapshot(cluster, cp, dict(admin_keys or {}), earliest=earliest)
     from rationalizer import SnapshotError
-    from rationalizer.snapshot_record import parse_snapshot_record
+    from rationalizer._snapshot_record import parse_snapshot_record
 
     snapshots = read_snapshots(cluster, cp)
     configs: list[tuple[str, ...]] = []

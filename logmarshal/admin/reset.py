@@ -47,12 +47,12 @@ from rationalizer import (
     encode,
     sign,
 )
-from rationalizer.messages import valid_id, valid_topic
+from rationalizer._messages import valid_id, valid_topic
 from storage import NewRecord
 
+from .._coordlog import COORDINATION_TOPIC
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cluster import Cluster
-from ..coordlog import COORDINATION_TOPIC
 from ..errors import UnknownTopic
 from .errors import AdminError
 from .keys import AdminKeys

@@ -34,8 +34,8 @@ from itertools import pairwise, repeat
 from typing import Any
 
 from rationalizer import Effect, Reason, Verdict
-from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT
-from rationalizer.verdict import ACCEPTED, REJECTED
+from rationalizer._rules import RENEWED_KEPT, RENEWED_LATE_KEPT
+from rationalizer._verdict import ACCEPTED, REJECTED
 
 from .deps import require
 from .replay import PartitionAudit, ReplayConfig

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from ..coordlog import group_of_record
+from .._coordlog import group_of_record
 from .arrow import final_schema, fold_partitions, tables_from_rows
 from .deps import fewer_collections, require
 from .export import PARQUET, ExportInfo, iter_export

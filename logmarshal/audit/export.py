@@ -14,7 +14,7 @@ A *cut* (:func:`capture_cut`) is the same directory without the Parquet: ``expor
 (``"stored": "kafka"``) and the snapshots, for the audit that reads ``__marshal`` straight
 from Apache Kafka with Spark's Kafka source (:mod:`.kafkasource`) up to the offsets it names.
 
-Speed: the export reads through :func:`logmarshal.coordlog.fetch_columns`, which uses a
+Speed: the export reads through :func:`logmarshal._coordlog.fetch_columns`, which uses a
 cluster's :class:`~logmarshal.cluster.ColumnFetcher` capability when it has one (the
 embedded cluster parses stored batches straight into columns, about three times faster than
 a ``Message`` per record) and ``Cluster.fetch`` otherwise.
@@ -34,8 +34,8 @@ import attrs
 
 from storage import RecordColumns
 
+from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, fetch_columns
 from ..cluster import Cluster
-from ..coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, fetch_columns
 from .deps import require
 
 __all__ = [

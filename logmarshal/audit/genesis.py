@@ -4,7 +4,7 @@ The export copies the snapshot topic's records next to the coordination log
 (``snapshots/part-00003.bin``: the published snapshots of coordination partition 3, as
 stored). The audit, which holds the admin keys, picks for each coordination partition the
 newest snapshot that is valid for its configuration and whose tail the export holds
-(:func:`logmarshal.coordlog.load_snapshot`, the members' own rule), and replays from there:
+(:func:`logmarshal._coordlog.load_snapshot`, the members' own rule), and replays from there:
 the snapshot is the replay's *genesis*. Partitions whose log still starts at offset 0 start
 from the empty world, as before. Summary and report say which partitions started where.
 """
@@ -17,8 +17,8 @@ import struct
 from collections.abc import Mapping
 from pathlib import Path
 
+from .._coordlog import SNAPSHOT_TOPIC, load_snapshot, read_snapshots
 from ..cluster import Cluster
-from ..coordlog import SNAPSHOT_TOPIC, load_snapshot, read_snapshots
 
 __all__ = ["SNAPSHOT_DIR", "choose_genesis", "export_snapshots", "read_exported_snapshots"]
 

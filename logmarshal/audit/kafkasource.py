@@ -226,7 +226,7 @@ def export_batches(batches: Iterable[Any], topic: str = "__marshal") -> Iterator
 def _groups(batches: Iterator[Any]) -> Iterator[Any]:
     """The groups named in a task's records (for a wildcard admin key); executors."""
     pa = require("pyarrow")
-    from ..coordlog import group_of_record
+    from .._coordlog import group_of_record
 
     found: set[str] = set()
     for batch in batches:

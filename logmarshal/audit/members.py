@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rationalizer import AnnouncingMember, Effect, Message, WorldState
-from rationalizer.rules import STALE, freshness, stale_from
+from rationalizer._rules import STALE, freshness, stale_from
 
 __all__ = ["MemberFold", "Membership"]
 

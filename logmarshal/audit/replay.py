@@ -52,14 +52,14 @@ from rationalizer import (
     encode,
     record_key,
 )
-from rationalizer.codec import (
+from rationalizer._codec import (
     T_CLAIMING_MESSAGES,
     T_HEARTBEAT,
     T_RELEASING_PARTITION,
     VERSION_1,
     decode_fields,
 )
-from rationalizer.rules import RENEWED_KEPT, RENEWED_LATE_KEPT
+from rationalizer._rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 
 from .members import MemberFold
 from .schema import TABLES

@@ -32,14 +32,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rationalizer import PROTOCOL_VERSION
-from rationalizer.snapshot import SnapshotError
-from rationalizer.snapshot_record import (
+from rationalizer._snapshot import SnapshotError
+from rationalizer._snapshot_record import (
     config_fingerprint,
     parse_snapshot_record,
     restore_snapshot,
 )
 
-from ..coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 
 __all__ = [
     "BEYOND_LOG_END",

@@ -17,7 +17,7 @@ import attrs
 
 from rationalizer import DecodeError, WorldState, decode
 
-from ..coordlog import records_from_cluster
+from .._coordlog import records_from_cluster
 from .export import ExportInfo, iter_export
 from .replay import ReplayConfig, new_world
 

@@ -6,12 +6,12 @@ import argparse
 import sys
 from typing import Any
 
+from storage._datadir import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 from storage.broker import BrokerConfig, load_cluster_file, run_broker
 from storage.broker.cluster_file import parse_host_port
 from storage.broker.server import DEFAULT_MAX_FRAME
-from storage.datadir import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 
-from ..broker_groups import MarshalGroupView
+from .._broker_groups import MarshalGroupView
 from .argtypes import positive
 from .context import CliError, Context, DataSource, declare, describe_json
 from .output import emit

@@ -103,7 +103,7 @@ def _export(args: argparse.Namespace, ctx: Context) -> int:
     from ..audit.export import export_coordination  # pyarrow only when used
 
     counter = _SkippedBatches()
-    coordlog_log = logging.getLogger("logmarshal.coordlog")
+    coordlog_log = logging.getLogger("logmarshal._coordlog")
     coordlog_log.addHandler(counter)
     try:
         info = export_coordination(ctx.cluster, args.out, progress=export_progress())
@@ -199,9 +199,9 @@ def dump_row(rec: Any) -> dict[str, Any]:
 
 
 def _dump(args: argparse.Namespace, ctx: Context) -> int:
+    from .._coordlog import group_of_record
     from ..admin import read_coordination
     from ..admin.times import parse_datetime_ms
-    from ..coordlog import group_of_record
 
     since = None if args.since is None else parse_datetime_ms(args.since)
     keys = admin_keys_from(args)

@@ -27,9 +27,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, cast
 
+from .._faults import FaultyCluster
 from ..cluster import Cluster, Message
 from ..consumer import Consumer
-from ..faults import FaultyCluster
 from ..marshaler import Marshaler
 from ..partitioners import Murmur2Partitioner
 from ..producer import Producer

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from rationalizer import UnknownVersion
-from storage.errors import StorageError
+from storage._errors import StorageError
 
 from ..errors import LogmarshalError
 from . import audit, broker, coord, demo, group, records, streams, topic

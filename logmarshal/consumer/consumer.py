@@ -38,9 +38,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar, Unpack, cast
 
+from .._config import configure
+from .._tailer import Halt
 from ..clock import SystemClock
 from ..cluster import Message
-from ..config import configure
 from ..core import (
     Action,
     Assigned,
@@ -66,7 +67,6 @@ from ..core import (
 from ..errors import RETRIABLE, ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
-from ..tailer import Halt
 from .config import (
     DEFAULT_CONFIG,
     RENAMED,

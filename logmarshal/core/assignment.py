@@ -18,7 +18,7 @@ import heapq
 from bisect import insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from rationalizer.membership import Member
+from rationalizer._membership import Member
 
 __all__ = ["WHOLE_TOPIC", "Strategy", "Unit", "balanced", "target", "units_of"]
 

@@ -36,7 +36,7 @@ from rationalizer import (
     Verdict,
     WorldState,
 )
-from rationalizer.rules import stale_from
+from rationalizer._rules import stale_from
 
 from .actions import Action
 from .held import Held

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..commits import CommitTracker
+from .._commits import CommitTracker
 from .held import Held
 
 __all__ = ["AtLeastOnce", "AtMostOnce", "Delivery", "delivery_for"]

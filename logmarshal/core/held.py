@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ..commits import CommitTracker
+from .._commits import CommitTracker
 
 __all__ = ["Held", "Lease"]
 

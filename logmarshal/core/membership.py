@@ -10,8 +10,8 @@ advice: claims and fencing still decide ownership.
 from __future__ import annotations
 
 from rationalizer import ANNOUNCED_VERSION, AnnouncingMember
-from rationalizer.membership import Member, settle_ms
-from rationalizer.world import NO_TIME
+from rationalizer._membership import Member, settle_ms
+from rationalizer._world import NO_TIME
 
 from . import assignment
 from .actions import Action

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 import attrs
 
-from rationalizer.messages import (
+from rationalizer._messages import (
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_WEIGHT,
     PROTOCOL_VERSION,

@@ -1,7 +1,7 @@
 """One member's mutable state, as one record, and the plain reads every concern shares.
 
 The concern modules (``verdicts``, ``fetching``, ``holding``, ``claims``, ``membership``,
-``closing``, ``handout``) are functions over this record, the way ``rationalizer.rules``
+``closing``, ``handout``) are functions over this record, the way ``rationalizer._rules``
 works over a partition's state; ``MemberCore`` only dispatches events to them
 (docs/architecture.md, "Consumer core: decisions apart from threads"). Nothing here writes, reads a
 clock or decides what to write: this module sits below every other one of the core.
@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from rationalizer import WorldState, coordination_partition, membership_partition
-from rationalizer.messages import task_last_offset
+from rationalizer._messages import task_last_offset
 
 from .assignment import Unit
 from .delivery import Delivery, delivery_for

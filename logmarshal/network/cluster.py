@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from storage import NewRecord, TopicConfig
-from storage.datadir import validate_topic_name
+from storage._datadir import validate_topic_name
 
 from ..cluster import (
     FETCH_MAX_BYTES,

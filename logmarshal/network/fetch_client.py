@@ -4,7 +4,7 @@ connection has it) to a partition's leader, for the stored batches themselves.
 Why not librdkafka (:class:`_BatchReader` says more): it parses records itself, and a
 stored batch that does not decode stalls or garbles it, so a replay over the network could
 neither skip the batch nor agree with an embedded replay of the same log. The framing of
-each request and answer is :mod:`storage.kafka_framing`'s; the bodies are kafka-python's.
+each request and answer is :mod:`storage._kafka_framing`'s; the bodies are kafka-python's.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 
-from storage.kafka_framing import decode_response, encode_request, recv_frame
-from storage.records import crc32c
+from storage._kafka_framing import decode_response, encode_request, recv_frame
+from storage._records import crc32c
 
 from ..errors import NetworkError, OffsetOutOfRange, UnknownPartition
 
@@ -46,7 +46,7 @@ _LATEST = -1
 _OFFSET_OUT_OF_RANGE = 1
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 #: a stored batch's baseOffset, batchLength, magic, crc, attributes and lastOffsetDelta
-#: (storage/records.py has the whole layout): enough to find Kafka's control batches
+#: (storage/_records.py has the whole layout): enough to find Kafka's control batches
 _BATCH_HEAD = struct.Struct(">qi4xbIhi")
 _LOG_OVERHEAD = 12  # baseOffset and batchLength, outside batchLength's count
 _MIN_BATCH_LENGTH = 49
@@ -162,7 +162,7 @@ class _BatchReader:
     out part of the batch (measured with confluent-kafka against this broker). A replay over
     the network could then neither skip the batch nor agree with an embedded replay of the
     same log. The bytes read here are decoded as the embedded cluster decodes its own
-    (:func:`storage.records.decode_columns_from`), so every replayer skips the same batches.
+    (:func:`storage._records.decode_columns_from`), so every replayer skips the same batches.
     """
 
     def __init__(

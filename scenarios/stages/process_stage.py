@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from logmarshal.coordlog import COORDINATION_TOPIC, iter_columns
+from logmarshal._coordlog import COORDINATION_TOPIC, iter_columns
 from rationalizer import DecodeError, WorldState, coordination_partition, decode
 
 from ..common import wait_until

@@ -1,6 +1,6 @@
 """Members as threads of this process on one embedded cluster.
 
-Each member gets its own :class:`~logmarshal.faults.FaultyCluster` (so it can be frozen or
+Each member gets its own :class:`~logmarshal._faults.FaultyCluster` (so it can be frozen or
 killed alone) and its own Marshaler, as separate processes would; an observer Marshaler reads
 ownership from the log. Every random choice comes from the seed: which member fails, when,
 and which writes and reads meet a fault.
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from logmarshal import EmbeddedCluster
+from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.cluster import Cluster
 from logmarshal.consumer import Consumer
-from logmarshal.faults import FaultPlan, FaultyCluster
 from logmarshal.marshaler import Marshaler
 
 from ..common import GROUP, TOPIC, NumberedStream, new_dir, wait_until

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from storage.config import TopicConfig
-from storage.errors import InvalidConfig
+from storage._config import TopicConfig
+from storage._errors import InvalidConfig
 
 __all__ = ["alter_topic_config"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-from storage.errors import (
+from storage._errors import (
     CorruptRecordError,
     InvalidConfig,
     InvalidRecord,
@@ -22,7 +22,7 @@ from storage.errors import (
     UnknownTopic,
     UnsupportedCompression,
 )
-from storage.producers import InvalidProducerEpoch, OutOfOrderSequence
+from storage._producers import InvalidProducerEpoch, OutOfOrderSequence
 
 __all__ = ["ErrorCode", "ProtocolError", "error_code_for"]
 

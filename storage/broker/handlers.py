@@ -24,16 +24,16 @@ from kafka.protocol.metadata.metadata import MetadataResponse
 from kafka.protocol.producer.produce import ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdResponse
 
-from storage.config import TopicConfig
-from storage.datadir import DataDir
-from storage.errors import (
+from storage._config import TopicConfig
+from storage._datadir import DataDir
+from storage._errors import (
     OffsetOutOfRange,
     StorageError,
     UnknownPartition,
     UnknownTopic,
 )
-from storage.log import PartitionLog
-from storage.records import decode_batch
+from storage._log import PartitionLog
+from storage._records import decode_batch
 
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode, ProtocolError, error_code_for

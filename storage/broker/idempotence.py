@@ -6,7 +6,7 @@ any id of a block is given out: ids are never reused after a restart, even after
 A data directory without the file starts the counter at the wall clock in milliseconds,
 above every id the earlier time-based scheme could have produced.
 
-Each partition's :class:`storage.producers.ProducerStates` is built on the first
+Each partition's :class:`storage._producers.ProducerStates` is built on the first
 idempotent append by reading the stored batch headers (Kafka rebuilds it the same way on
 recovery), then kept up to date by every append. Check, append and record happen under
 one per-partition lock, so a retry arriving on another connection while the original is
@@ -24,10 +24,10 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from storage.errors import OffsetOutOfRange, StorageError
-from storage.log import AppendInfo, PartitionLog
-from storage.producers import ProducerStates, RetainedBatch, batch_identities
-from storage.records import _validate_batches
+from storage._errors import OffsetOutOfRange, StorageError
+from storage._log import AppendInfo, PartitionLog
+from storage._producers import ProducerStates, RetainedBatch, batch_identities
+from storage._records import _validate_batches
 
 __all__ = ["Idempotence", "ProducerIdAllocator", "has_producer_id"]
 

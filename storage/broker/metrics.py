@@ -24,8 +24,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from storage.datadir import DataDir
-from storage.errors import StorageError
+from storage._datadir import DataDir
+from storage._errors import StorageError
 
 from .errors import ErrorCode
 from .wire import ApiKey

@@ -15,7 +15,7 @@ from typing import Any
 from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-from ..kafka_framing import decode_response, encode_request, read_frame
+from .._kafka_framing import decode_response, encode_request, read_frame
 from .cluster_file import BrokerAddress
 
 __all__ = ["PeerClient"]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import attrs
 
-from storage.datadir import (
+from storage._datadir import (
     DEFAULT_MAX_PARTITIONS_PER_TOPIC,
     DEFAULT_RETENTION_CHECK_INTERVAL_MS,
     DataDir,

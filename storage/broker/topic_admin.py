@@ -25,9 +25,9 @@ from kafka.protocol.admin.topics import (
     DeleteTopicsResponse,
 )
 
-from storage.config import TopicConfig
-from storage.datadir import DataDir
-from storage.errors import InvalidConfig, StorageError
+from storage._config import TopicConfig
+from storage._datadir import DataDir
+from storage._errors import InvalidConfig, StorageError
 
 from .alter import alter_topic_config
 from .cluster_file import ClusterLayout

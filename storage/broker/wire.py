@@ -9,7 +9,7 @@ things are done by hand because they are on the hot path or where the library is
 * the Fetch response is written here as a list of buffers, so stored batches go to the
   socket without being copied into an encode buffer.
 
-Tagged fields and which answers carry response header v1 are :mod:`storage.kafka_framing`'s,
+Tagged fields and which answers carry response header v1 are :mod:`storage._kafka_framing`'s,
 shared with the clients that speak to Kafka brokers.
 """
 
@@ -68,7 +68,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
-from ..kafka_framing import MalformedFrame, response_header_is_flexible, skip_tagged_fields
+from .._kafka_framing import MalformedFrame, response_header_is_flexible, skip_tagged_fields
 from .errors import ErrorCode, ProtocolError
 
 __all__ = [

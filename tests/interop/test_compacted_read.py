@@ -26,7 +26,7 @@ def _prepare(data) -> list[tuple[int, bytes, bytes]]:
         survivors = []
         offset = plog.log_start_offset
         while offset < plog.log_end_offset:
-            from storage.records import decode_records
+            from storage._records import decode_records
 
             recs = [r for r in decode_records(plog.read(offset).data) if r.offset >= offset]
             survivors += [(r.offset, r.key, r.value) for r in recs]

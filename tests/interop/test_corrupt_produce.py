@@ -13,8 +13,8 @@ from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.producer.produce import ProduceResponse
 
 from storage import DataDir
+from storage._records import iter_batches
 from storage.broker import BrokerConfig, BrokerThread
-from storage.records import iter_batches
 from tests.storage.broker.helpers import RawClient, fetch_request, produce_request
 from tests.storage.corruptions import CORRUPTIONS, good
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from logmarshal import Marshaler, connect, direct
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal import Marshaler, connect
+from logmarshal import _direct as direct
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from storage import NewRecord
 
 SMALL = {"segment.bytes": "2048", "retention.ms": "-1"}

@@ -18,8 +18,8 @@ from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import logmarshal
-from logmarshal import direct
-from logmarshal.broker_groups import MarshalGroupView
+from logmarshal import _direct as direct
+from logmarshal._broker_groups import MarshalGroupView
 from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.groups import CLASSIC_REFUSED
 from tests.marshal_group import consuming_group, wait_for

@@ -6,7 +6,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from storage import DataDir, decode_records
-from storage.producers import batch_identities
+from storage._producers import batch_identities
 
 
 def test_idempotent_producers_store_each_message_once(broker):

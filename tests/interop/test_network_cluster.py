@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from logmarshal import Marshaler, Producer, connect, coordlog, direct
+from logmarshal import Marshaler, Producer, connect
+from logmarshal import _coordlog as coordlog
+from logmarshal import _direct as direct
 from logmarshal.errors import (
     InvalidTopicName,
     OffsetOutOfRange,
@@ -20,7 +22,7 @@ from logmarshal.errors import (
 )
 from logmarshal.marshaler import COORDINATION_TOPIC, CoordinationTopicError
 from storage import NewRecord
-from storage.records import decode_columns_from
+from storage._records import decode_columns_from
 
 
 @pytest.fixture

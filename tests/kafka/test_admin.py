@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from logmarshal import Consumer, NewRecord
+from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.admin import read_coordination
-from logmarshal.coordlog import COORDINATION_TOPIC
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
 

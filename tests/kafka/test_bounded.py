@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from logmarshal import coordlog, direct
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal import _coordlog as coordlog
+from logmarshal import _direct as direct
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.errors import OffsetOutOfRange
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
@@ -102,7 +103,7 @@ def test_truncation_by_delete_records_and_a_cold_start_from_snapshots(
             assert cols[0][0] == earliest
 
         # a cold start: the newest snapshot of each partition, then the tail
-        caplog.set_level(logging.INFO, logger="logmarshal.tailer")
+        caplog.set_level(logging.INFO, logger="logmarshal._tailer")
         cold = marshaler(cluster, "b", group, **QUIET)
         assert cold.wait_caught_up(30) and observer.wait_caught_up(30)
         started = [r.getMessage() for r in caplog.records

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 import pytest
 
 import logmarshal
+from logmarshal._coordlog import COORDINATION_TOPIC, records_from_cluster
 from logmarshal.audit.local import audit_records
 from logmarshal.audit.replay import ReplayConfig
 from logmarshal.audit.schema import column_index
-from logmarshal.coordlog import COORDINATION_TOPIC, records_from_cluster
 from logmarshal.localkafka import KafkaCluster
 
 from .conftest import start_cluster

@@ -15,13 +15,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
-from logmarshal import direct
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal import _direct as direct
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.errors import TopicExists
 from logmarshal.marshaler import CoordinationTopicError, Marshaler
 from logmarshal.network import NetworkCluster
 from rationalizer import PROTOCOL_VERSION, ClaimingPartition, encode
-from storage.records import TimestampType, iter_batches
+from storage._records import TimestampType, iter_batches
 
 pytestmark = pytest.mark.kafka
 

@@ -1,5 +1,5 @@
 """The replay's stored-batch reader (``NetworkCluster.fetch_batches`` / ``fetch_batches_many``,
-decoded by ``storage.records.decode_columns_from`` through ``coordlog.fetch_columns``) on
+decoded by ``storage._records.decode_columns_from`` through ``coordlog.fetch_columns``) on
 Apache Kafka's own answers, and the librdkafka readers beside it.
 
 Each case is one Kafka answers and logmarshal's broker never does: a batch cut at the end of
@@ -19,10 +19,10 @@ from collections.abc import Iterator, Sequence
 import pytest
 from confluent_kafka import Producer
 
-from logmarshal import coordlog
+from logmarshal import _coordlog as coordlog
 from logmarshal.errors import NetworkError, OffsetOutOfRange
 from logmarshal.network import NetworkCluster
-from storage.records import Compression, decode_columns_from, iter_batches
+from storage._records import Compression, decode_columns_from, iter_batches
 
 pytestmark = pytest.mark.kafka
 

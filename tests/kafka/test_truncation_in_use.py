@@ -18,11 +18,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from logmarshal import NewRecord, coordlog, direct
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal import NewRecord
+from logmarshal import _coordlog as coordlog
+from logmarshal import _direct as direct
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal._tailer import Tailer
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
-from logmarshal.tailer import Tailer
 from scenarios.common import wait_until
 from tests.kafka.test_marshal_topic import drop_topic
 from tests.logmarshal.test_gap_refusal import _Reader

@@ -35,7 +35,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from logmarshal.coordlog import COORDINATION_TOPIC
+from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.localkafka import KafkaCluster
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster

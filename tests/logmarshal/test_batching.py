@@ -1,4 +1,4 @@
-"""logmarshal.batching: the column-wise encoders (the C one of ``logmarshal._fastproduce``
+"""logmarshal._batching: the column-wise encoders (the C one of ``logmarshal._fastproduce``
 when built, and the Python reference) write exactly what storage.encode_batch writes, or
 decline (None) and leave the records to encode_batch."""
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logmarshal import batching
-from logmarshal.batching import RecordColumns, columns_of, encode_plain, encode_plain_py
+from logmarshal import _batching as batching
+from logmarshal._batching import RecordColumns, columns_of, encode_plain, encode_plain_py
 from storage import NewRecord, encode_batch
 
 needs_c = pytest.mark.skipif(

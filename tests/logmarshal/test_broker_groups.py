@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from logmarshal.broker_groups import MarshalGroupView
+from logmarshal._broker_groups import MarshalGroupView
 from logmarshal.marshaler import COORDINATION_TOPIC
 from rationalizer import ClaimingPartition, Heartbeat, coordination_partition, encode
 from storage import DataDir, NewRecord, TopicConfig, encode_batch

@@ -24,7 +24,7 @@ def test_public_errors_are_exported_once() -> None:
 def test_retriable_errors_have_one_home() -> None:
     """The loops that retry (replay, fetch) catch ``errors.RETRIABLE``: transient errors of
     our own, the log's, the OS's; a closed object is not one of them."""
-    from logmarshal.faults import InjectedFault
+    from logmarshal._faults import InjectedFault
 
     assert issubclass(logmarshal.NetworkError, logmarshal.RetriableError)
     assert issubclass(InjectedFault, logmarshal.RetriableError)

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from logmarshal import NewRecord
-from logmarshal.faults import FaultPlan, FaultyCluster, InjectedFault
+from logmarshal._faults import FaultPlan, FaultyCluster, InjectedFault
 
 
 def _record() -> list[NewRecord]:

@@ -35,11 +35,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from logmarshal import Consumer, EmbeddedCluster, NewRecord, direct
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal import Consumer, EmbeddedCluster, NewRecord
+from logmarshal import _direct as direct
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal._tailer import Tailer
 from logmarshal.marshaler import Marshaler
 from logmarshal.metrics import MarshalerMetrics
-from logmarshal.tailer import Tailer
 from rationalizer import Heartbeat, ReleaseGroup, encode, sign
 from scenarios.common import wait_until
 

@@ -15,10 +15,10 @@ import threading
 from collections import Counter
 
 from logmarshal import EmbeddedCluster
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, ensure_coordination_topic
 from logmarshal.consumer import Consumer
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, ensure_coordination_topic
 from logmarshal.marshaler import Marshaler
-from storage.errors import UnknownPartition
+from storage._errors import UnknownPartition
 
 from .consumer_world import TOPIC, drain, produce
 

@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from logmarshal import EmbeddedCluster, direct
+from logmarshal import EmbeddedCluster
+from logmarshal import _direct as direct
 from logmarshal.clock import ManualClock
 from logmarshal.errors import ClosedError
 from logmarshal.marshaler import (

@@ -8,7 +8,7 @@ import urllib.request
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
-from logmarshal import direct
+from logmarshal import _direct as direct
 from logmarshal.marshaler import Marshaler
 from logmarshal.metrics import MarshalerMetrics
 from rationalizer import coordination_partition

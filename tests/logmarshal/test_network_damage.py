@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from logmarshal import EmbeddedCluster, direct
+from logmarshal import EmbeddedCluster
+from logmarshal import _direct as direct
 from logmarshal.admin.reader import read_coordination
 from logmarshal.localbroker import LocalBroker
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler

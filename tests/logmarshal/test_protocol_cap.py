@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from logmarshal import EmbeddedCluster
+from logmarshal._coordlog import COORDINATION_TOPIC, records_from_cluster
 from logmarshal.consumer import Consumer
-from logmarshal.coordlog import COORDINATION_TOPIC, records_from_cluster
 from logmarshal.core.options import CoreOptions
 from logmarshal.marshaler import Marshaler
 from rationalizer import ClaimingMessages, ClaimingPartition, ReleasingPartition, decode

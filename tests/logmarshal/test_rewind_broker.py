@@ -37,7 +37,7 @@ from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
 from scenarios.common import wait_until
 from storage import NewRecord
-from storage.records import TimestampType, encode_batch
+from storage._records import TimestampType, encode_batch
 from tests.rewinding import PollingMember, cut_segment
 
 pytestmark = pytest.mark.slow

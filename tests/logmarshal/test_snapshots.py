@@ -13,11 +13,13 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logmarshal import EmbeddedCluster, NewRecord, coordlog, direct
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal import _coordlog as coordlog
+from logmarshal import _direct as direct
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.marshaler import Marshaler
 from rationalizer import PROTOCOL_VERSION, WorldState
-from rationalizer.snapshot_record import encode_snapshot_record, is_announcement_key
+from rationalizer._snapshot_record import encode_snapshot_record, is_announcement_key
 from tests.rationalizer.helpers import KEY, OTHER_KEY
 from tests.rationalizer.test_properties import KEYS, logs
 
@@ -100,7 +102,7 @@ def test_members_snapshot_and_truncate_and_a_late_member_agrees(cluster, caplog)
         key, value = encode_snapshot_record(world, cp)
         bad = value[:-3] + bytes([value[-3] ^ 1]) + value[-2:]
         cluster.produce(SNAPSHOT_TOPIC, cp, [NewRecord(value=bad, key=key, timestamp=0)])
-        caplog.set_level(logging.WARNING, logger="logmarshal.coordlog")
+        caplog.set_level(logging.WARNING, logger="logmarshal._coordlog")
         late = _members(cluster, "c", snapshot_records=None, snapshot_interval=None)
         assert late[0].wait_caught_up(10)
         warnings = [r for r in caplog.records if "ignoring snapshot" in r.getMessage()]
@@ -184,7 +186,7 @@ def test_a_group_with_a_key_restores_only_its_own_snapshots(cluster, caplog) -> 
             ),
         ):
             cluster.produce(SNAPSHOT_TOPIC, 0, [NewRecord(value=v, key=k, timestamp=0)])
-        caplog.set_level(logging.WARNING, logger="logmarshal.coordlog")
+        caplog.set_level(logging.WARNING, logger="logmarshal._coordlog")
         late = _members(
             cluster, "c", coordination_partitions=1, snapshot_records=None, admin_keys=keys
         )
@@ -340,7 +342,7 @@ def test_a_snapshot_topic_that_can_lose_snapshots_is_warned_of(tmp_path, caplog)
         assert coordlog.check_snapshot_topic(cluster) == []  # no topic yet: nothing to judge
         cluster.create_topic(coordlog.SNAPSHOT_TOPIC, 1,
                              {"cleanup.policy": "compact", "retention.ms": "3600000"})  # fmt: skip
-        caplog.set_level(logging.WARNING, logger="logmarshal.coordlog")
+        caplog.set_level(logging.WARNING, logger="logmarshal._coordlog")
         m = Marshaler(cluster, "c", "g", 1.0, coordination_partitions=1)
         m.close()
         (warning,) = [r.getMessage() for r in caplog.records if "__marshal_snapshots has" in

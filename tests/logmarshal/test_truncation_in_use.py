@@ -28,13 +28,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from logmarshal import EmbeddedCluster, NewRecord, coordlog, direct
-from logmarshal.coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal import _coordlog as coordlog
+from logmarshal import _direct as direct
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal._tailer import Tailer
 from logmarshal.marshaler import Marshaler
 from logmarshal.metrics import MarshalerMetrics
-from logmarshal.tailer import Tailer
 from rationalizer import PROTOCOL_VERSION
-from rationalizer.snapshot_record import config_fingerprint, parse_snapshot_record
+from rationalizer._snapshot_record import config_fingerprint, parse_snapshot_record
 from scenarios.common import wait_until
 from tests.logmarshal.test_gap_refusal import KEYS, SMALL_SEGMENTS, _Reader
 
@@ -144,7 +146,7 @@ def test_an_announced_configuration_without_snapshots_holds_truncation(cluster) 
 
 
 def test_a_configuration_that_lacks_snapshots_publishes_its_own(cluster, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="logmarshal.tailer")
+    caplog.set_level(logging.INFO, logger="logmarshal._tailer")
     # ga first: b1 publishes and truncates on its own, so a configuration that starts after
     # b1's first truncation finds a prefix gone with no snapshot of its own and halts (the
     # cold-start refusal, as PROTOCOL.md says; met once in the day's four full runs)

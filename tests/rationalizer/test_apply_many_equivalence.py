@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rationalizer import Effect, Reason, WorldState, encode
-from rationalizer.codec import seal
-from rationalizer.messages import FUTURE_VERSIONS
-from rationalizer.verdict import ACCEPTED, REJECTED
+from rationalizer._codec import seal
+from rationalizer._messages import FUTURE_VERSIONS
+from rationalizer._verdict import ACCEPTED, REJECTED
 
 from .helpers import beat, claim
 from .test_properties import KEYS, logs

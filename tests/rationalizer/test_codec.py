@@ -18,8 +18,8 @@ from rationalizer import (
     encode,
     sign,
 )
-from rationalizer.auth import verify
-from rationalizer.codec import decode_fields
+from rationalizer._auth import verify
+from rationalizer._codec import decode_fields
 
 from .strategies import messages
 
@@ -109,7 +109,7 @@ def test_golden_vectors_are_documented():
 
 
 def test_tagged_vectors_are_hmac_sha256_of_the_untagged_encoding():
-    """Independent of rationalizer.auth: the tag is HMAC-SHA256(key, value with an empty tag),
+    """Independent of rationalizer._auth: the tag is HMAC-SHA256(key, value with an empty tag),
     and the empty-tag encoding is the tagged one with its 33-byte tag field (length 32 + tag,
     at byte 14 of a Heartbeat, 10 of a ReleaseGroup) replaced by one 0x00 byte."""
     for msg, _key, value in GOLDEN:

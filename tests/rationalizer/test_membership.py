@@ -21,10 +21,12 @@ from rationalizer import (
     WorldState,
     decode,
     encode,
-    membership,
     membership_partition,
 )
-from rationalizer.membership import settle_ms
+from rationalizer import (
+    _membership as membership,
+)
+from rationalizer._membership import settle_ms
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "PROTOCOL.md"
 IDS = {"client_id": "c1", "instance_id": "i1", "group_id": "g"}

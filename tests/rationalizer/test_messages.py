@@ -7,7 +7,7 @@ from rationalizer import (
     ReleaseGroup,
     ReleasingPartition,
 )
-from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_ID_BYTES
+from rationalizer._messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_ID_BYTES
 
 IDS = {"client_id": "c", "instance_id": "i", "group_id": "g"}
 HB = {"heartbeat_interval_ms": 1000}

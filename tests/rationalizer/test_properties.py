@@ -32,9 +32,9 @@ from rationalizer import (
     encode,
     sign,
 )
-from rationalizer.codec import DecodeError, seal
-from rationalizer.messages import FUTURE_VERSIONS, MAX_OFFSET
-from rationalizer.varint import uvarint
+from rationalizer._codec import DecodeError, seal
+from rationalizer._messages import FUTURE_VERSIONS, MAX_OFFSET
+from rationalizer._varint import uvarint
 
 from .helpers import KEY, OTHER_KEY
 from .model import Future, Model

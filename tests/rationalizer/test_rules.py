@@ -1,4 +1,4 @@
-"""rationalizer/rules.py: one method of the rule table per PROTOCOL.md rule, one freshness classifier."""
+"""rationalizer/_rules.py: one method of the rule table per PROTOCOL.md rule, one freshness classifier."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rationalizer import FRESH, STALE, UNKNOWN, WorldState, rules
-from rationalizer.codec import (
+from rationalizer import FRESH, STALE, UNKNOWN, WorldState
+from rationalizer import _rules as rules
+from rationalizer._codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
@@ -19,7 +20,7 @@ from rationalizer.codec import (
     T_RELEASING_PARTITION,
     T_RELEASING_TASK,
 )
-from rationalizer.messages import MAX_HEARTBEAT_INTERVAL_MS
+from rationalizer._messages import MAX_HEARTBEAT_INTERVAL_MS
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "PROTOCOL.md"
 RULE_FUNCTIONS = {

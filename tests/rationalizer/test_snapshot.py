@@ -51,7 +51,7 @@ def test_round_trip_is_canonical_and_keeps_everything():
 def test_the_snapshot_sees_the_world_through_its_image():
     """``image`` / ``from_image`` are the format's one view of a world: the bytes are the
     image's, and a world restored from the image the reader gives writes the same bytes."""
-    from rationalizer.snapshot import dump, load
+    from rationalizer._snapshot import dump, load
 
     w = _busy_world()
     b = w.to_bytes()

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rationalizer import PROTOCOL_VERSION, SnapshotError, WorldState, encode
-from rationalizer.snapshot_record import (
+from rationalizer._snapshot_record import (
     announcement_key,
     config_fingerprint,
     encode_announcement,

@@ -1,4 +1,4 @@
-"""``apply_many``'s task lane (``rationalizer/vectors.py``) against the strict decoder.
+"""``apply_many``'s task lane (``rationalizer/_task_vectors.py``) against the strict decoder.
 
 A world that has decoded a task record of a key reads the key's next task records by that
 record's vector layout: by sources (the C reader ``rationalizer._vectors``, where it is
@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rationalizer import ClaimingPartition, HeartbeatingTask, ReleasingTask, WorldState, encode
-from rationalizer.codec import DecodeError, decode_task_fields
-from rationalizer.messages import MAX_OFFSET, MAX_TASK_SOURCES, Positions, task_last_offset
-from rationalizer.varint import uvarint
-from rationalizer.vectors import MAX_FAST_SOURCES, NATIVE, learn
+from rationalizer._codec import DecodeError, decode_task_fields
+from rationalizer._messages import MAX_OFFSET, MAX_TASK_SOURCES, Positions, task_last_offset
+from rationalizer._task_vectors import MAX_FAST_SOURCES, NATIVE, learn
+from rationalizer._varint import uvarint
 
 IDS = {"client_id": "c1", "instance_id": "i1", "group_id": "g"}
 TASK = {"topic": "app.task.0", "partition": 3}

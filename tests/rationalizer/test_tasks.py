@@ -27,13 +27,13 @@ from rationalizer import (
     decode,
     encode,
 )
-from rationalizer.codec import (
+from rationalizer._codec import (
     decode_fields,
     decode_member_fields,
     decode_task_fields,
 )
-from rationalizer.messages import MAX_OFFSET, task_last_offset
-from rationalizer.snapshot_record import (
+from rationalizer._messages import MAX_OFFSET, task_last_offset
+from rationalizer._snapshot_record import (
     encode_snapshot_record,
     parse_snapshot_record,
     restore_snapshot,

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rationalizer.varint import (
+from rationalizer._varint import (
     append_svarint,
     append_uvarint,
     read_svarint,

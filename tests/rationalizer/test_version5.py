@@ -24,8 +24,8 @@ from rationalizer import (
     decode,
     encode,
 )
-from rationalizer.snapshot import SNAPSHOT_VERSION
-from rationalizer.varint import append_svarint
+from rationalizer._snapshot import SNAPSHOT_VERSION
+from rationalizer._varint import append_svarint
 from scenarios.sim_rules import rules_without
 
 from .helpers import Log, beat, claim, release, release_group

@@ -26,8 +26,8 @@ from rationalizer import (
     decode,
     encode,
 )
-from rationalizer.codec import envelope, seal
-from rationalizer.snapshot import SNAPSHOT_VERSION
+from rationalizer._codec import envelope, seal
+from rationalizer._snapshot import SNAPSHOT_VERSION
 from scenarios.sim_rules import rules_without
 
 from .helpers import Log, beat, claim, ids, release, release_group
@@ -492,7 +492,7 @@ def test_junk_is_skipped_and_a_version_7_record_halts_only_its_group():
     reserving and releasing."""
     import random
 
-    from rationalizer.messages import FUTURE_VERSIONS
+    from rationalizer._messages import FUTURE_VERSIONS
 
     from .helpers import claim_msgs
 

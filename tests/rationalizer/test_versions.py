@@ -27,8 +27,8 @@ from rationalizer import (
     decode,
     encode,
 )
-from rationalizer.codec import seal
-from rationalizer.messages import FUTURE_VERSIONS
+from rationalizer._codec import seal
+from rationalizer._messages import FUTURE_VERSIONS
 from scenarios.sim_rules import rules_without
 
 from .helpers import HB, Log, beat, claim, claim_msgs, release, release_group

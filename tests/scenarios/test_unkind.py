@@ -10,7 +10,7 @@ import pytest
 
 from logmarshal.core import MemberCore, Write
 from rationalizer import Heartbeat, WorldState, encode
-from rationalizer.rules import RULES
+from rationalizer._rules import RULES
 from scenarios import sim as sim_module
 from scenarios.sim import FIXES, HB, Sim, parse_without, run_seed
 from scenarios.sim_checks import Checks
@@ -221,7 +221,7 @@ def test_the_rule_switches_are_a_variant_rule_table():
     """``--without`` names a property of the rules: the simulator's table drops it (what
     each one then admits: tests/rationalizer/test_version*.py), the production one
     (``rules.RULES``) keeps them all."""
-    from rationalizer.state import PartitionEntry
+    from rationalizer._state import PartitionEntry
     from scenarios.sim_rules import PROPERTIES, rules_without
 
     # held in tenure 3 from position 7 (floor), at 5 with 10 reserved, a lease kept until 100

@@ -13,7 +13,7 @@ import zlib
 import crc32c
 import zstandard
 
-from storage.errors import InvalidRecord
+from storage._errors import InvalidRecord
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 TS = 1_700_000_000_000

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import NewRecord, PartitionLog, TopicConfig, encode_batch
-from storage.errors import InvalidRecord
-from storage.records import decode_records
+from storage._errors import InvalidRecord
+from storage._records import decode_records
 
 from .conftest import FakeClock
 
@@ -176,7 +176,7 @@ def _crash_during_clean(plog, directory, cfg, clock, point) -> PartitionLog:
             state["unlinks"] += 1
             raise _Crash
 
-    import storage.log as log_module
+    import storage._log as log_module
 
     os_replace = log_module.os.replace
     log_module.os.replace = replace

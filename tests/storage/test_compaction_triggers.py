@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from storage import DataDir, NewRecord, PartitionLog, TopicConfig, encode_batch
-from storage.compaction import (
+from storage._compaction import (
     CHECKPOINT_FILE,
     CleanerState,
     SegmentSummary,
@@ -19,7 +19,7 @@ from storage.compaction import (
     group_by_size,
     iter_segment_batches,
 )
-from storage.records import decode_records
+from storage._records import decode_records
 
 from .conftest import FakeClock
 
@@ -290,7 +290,7 @@ def test_iter_segment_batches_reads_in_chunks(tmp_path: Path) -> None:
 
 
 def test_a_pass_never_reads_a_segment_whole(tmp_path: Path, clock: FakeClock, monkeypatch) -> None:
-    from storage import segment as segment_module
+    from storage import _segment as segment_module
 
     cfg = _cfg(segment_bytes=200_000, min_cleanable_dirty_ratio=0.0)
     plog = PartitionLog(tmp_path, cfg, clock)
@@ -309,7 +309,7 @@ def test_a_pass_never_reads_a_segment_whole(tmp_path: Path, clock: FakeClock, mo
         return real(self, pos, n)
 
     monkeypatch.setattr(segment_module.Segment, "read", spy)
-    import storage.compaction as compaction
+    import storage._compaction as compaction
 
     monkeypatch.setattr(compaction, "_READ_CHUNK", 16 * 1024)
     assert plog.clean() > 0
@@ -341,7 +341,7 @@ _POINTS = ("before_commit", "after_commit", "after_old_removed")
 def test_a_crash_in_a_merging_swap_leaves_a_valid_log(
     tmp_path: Path, clock: FakeClock, monkeypatch, point: str
 ) -> None:
-    import storage.log as log_module
+    import storage._log as log_module
 
     cfg = _cfg(segment_bytes=3000, segment_ms=10, min_cleanable_dirty_ratio=0.0)
     plog = PartitionLog(tmp_path, cfg, clock)

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import Compression, CorruptRecordError, NewRecord, TimestampType, encode_batch
-from storage import records as records_module
-from storage.records import decode_columns, decode_columns_python
+from storage import _records as records_module
+from storage._records import decode_columns, decode_columns_python
 
 from .corruptions import CORRUPTIONS, good
 

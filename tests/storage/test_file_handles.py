@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from storage import DataDir, PartitionLog, TopicConfig
-from storage.errors import OffsetOutOfRange
-from storage.segment import FileHandles
+from storage._errors import OffsetOutOfRange
+from storage._segment import FileHandles
 
 from .conftest import FakeClock, batch
 
@@ -92,7 +92,7 @@ def test_a_deleted_segment_is_never_reopened(tmp_path: Path, clock: FakeClock) -
     plog.enforce_retention()
     with pytest.raises(OffsetOutOfRange):
         plog.read(0)
-    from storage.segment import SegmentGone
+    from storage._segment import SegmentGone
 
     with pytest.raises(SegmentGone):
         old.read(0, 10)  # a reader holding the old view is told to look again

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from storage import NewRecord, assign_offsets, encode_batch
-from storage.producers import (
+from storage._producers import (
     BatchIdentity,
     InvalidProducerEpoch,
     OutOfOrderSequence,

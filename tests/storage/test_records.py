@@ -25,7 +25,7 @@ from storage import (
     read_header,
     verify_crc,
 )
-from storage.varint import read_varint, write_varint
+from storage._varint import read_varint, write_varint
 
 opt_bytes = st.none() | st.binary(max_size=64)
 headers = st.lists(st.tuples(st.text(max_size=8), opt_bytes), max_size=3).map(tuple)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from storage import DataDir, PartitionLog, TopicConfig
-from storage.errors import OffsetOutOfRange
+from storage._errors import OffsetOutOfRange
 
 from .conftest import FakeClock, batch
 

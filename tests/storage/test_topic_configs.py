@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from storage import Compression, DataDir, NewRecord, PartitionLog, TopicConfig, encode_batch
-from storage.errors import InvalidConfig, PolicyViolation
-from storage.records import decode_records, iter_batches
+from storage._errors import InvalidConfig, PolicyViolation
+from storage._records import decode_records, iter_batches
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import Compression, NewRecord, PartitionLog, TopicConfig, encode_batch
-from storage.errors import CorruptRecordError, InvalidRecord
-from storage.records import decode_batch
-from storage.validation import validate_batch
+from storage._errors import CorruptRecordError, InvalidRecord
+from storage._records import decode_batch
+from storage._validation import validate_batch
 from tests.storage.corruptions import CORRUPTIONS, good
 
 
@@ -124,7 +124,7 @@ def test_a_stored_corrupt_batch_is_an_error_readers_can_skip(tmp_path, clock) ->
     """Damage behind a valid CRC: records before it are returned, then CorruptBatch names the
     offsets to skip to; the records after it are readable from there."""
     from storage import CorruptBatch
-    from storage.records import decode_readable
+    from storage._records import decode_readable
 
     plog = _log(tmp_path, clock, validate=False)
     plog.append(good(2))

@@ -1,6 +1,6 @@
 """The C record walk gives the verdict the Python reference gives, on any input.
 
-``storage.validation._walk`` runs ``storage._fastrecords.walk_records`` and, when it refuses
+``storage._validation._walk`` runs ``storage._fastrecords.walk_records`` and, when it refuses
 a batch, the Python walk to raise the error. Two things must hold for that to be safe: the C
 walk never accepts what the reference refuses (or the reverse), and it refuses with the same
 kind (CORRUPT_MESSAGE or INVALID_RECORD) at the same record. Both are compared here directly,
@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import Compression, NewRecord, TimestampType, encode_batch
-from storage import validation as validation_module
-from storage.errors import CorruptRecordError, InvalidRecord
-from storage.validation import validate_batch
+from storage import _validation as validation_module
+from storage._errors import CorruptRecordError, InvalidRecord
+from storage._validation import validate_batch
 
 from .corruptions import CORRUPTIONS, TS, batch, record, varint
 
@@ -84,7 +84,7 @@ def _same_validation(buf: bytes, monkeypatch: pytest.MonkeyPatch, require_keys: 
 
 def _records_section(buf: bytes) -> tuple[bytes, int, int]:
     """The records bytes (decompressed) of one batch, its count and first timestamp."""
-    from storage.compression import decompress
+    from storage._compression import decompress
 
     (attributes,) = struct.unpack_from(">h", buf, 21)
     (first_ts,) = struct.unpack_from(">q", buf, 27)
@@ -131,7 +131,7 @@ def test_damaged_records_behind_a_valid_crc(spec, data) -> None:
     struct.pack_into(">i", head, 23, count - 1)
     payload = bytes(records)
     if compression != Compression.NONE:
-        from storage.compression import compress
+        from storage._compression import compress
 
         payload = compress(compression, payload)
         struct.pack_into(">h", head, 21, struct.unpack_from(">h", head, 21)[0] | compression)
@@ -253,7 +253,7 @@ def test_the_c_walk_accepts_and_refuses_on_its_own() -> None:
 
 
 def _zstd_outcome(payload: bytes, limit: int) -> tuple:
-    from storage.compression import decompress
+    from storage._compression import decompress
 
     try:
         return decompress(Compression.ZSTD, payload, limit), None
@@ -271,7 +271,7 @@ def _zstd_outcome(payload: bytes, limit: int) -> tuple:
 def test_zstd_fast_path_agrees_with_the_stream_reader(chunks, shape, limit, data) -> None:
     import zstandard
 
-    from storage import compression
+    from storage import _compression as compression
 
     frame = zstandard.ZstdCompressor().compress
     if shape == "one":
@@ -297,7 +297,7 @@ def test_zstd_fast_path_takes_one_frame_sized_or_not() -> None:
     frames do not declare their size: those are the ones that matter."""
     import zstandard
 
-    from storage import compression
+    from storage import _compression as compression
 
     raw = b"x" * 5000 + bytes(range(256)) * 40
     for compressor in (zstandard.ZstdCompressor(), zstandard.ZstdCompressor(write_content_size=False)):
@@ -322,7 +322,7 @@ def test_zstd_fast_path_takes_one_frame_sized_or_not() -> None:
 def test_zstd_block_bound_is_never_below_the_output(raw, sized, checksum) -> None:
     import zstandard
 
-    from storage.compression import _zstd_bound
+    from storage._compression import _zstd_bound
 
     payload = zstandard.ZstdCompressor(
         write_content_size=sized, write_checksum=checksum
@@ -339,7 +339,7 @@ def test_unsized_zstd_bomb_is_refused_within_bounded_memory() -> None:
 
     import zstandard
 
-    from storage.compression import decompress
+    from storage._compression import decompress
 
     payload = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(80 << 20))
     tracemalloc.start()

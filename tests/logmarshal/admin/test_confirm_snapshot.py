@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal._coordlog import ensure_coordination_topic, ensure_snapshot_topic, publish_snapshot
 from logmarshal.admin.reset import WrittenRecord, _confirm
-from logmarshal.coordlog import ensure_coordination_topic, ensure_snapshot_topic, publish_snapshot
 from logmarshal.marshaler import COORDINATION_TOPIC
 from rationalizer import Effect, ReleaseGroup, WorldState, encode
 

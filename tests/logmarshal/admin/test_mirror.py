@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from logmarshal import connect
+from logmarshal._broker_groups import MarshalGroupView
 from logmarshal.admin import read_coordination
 from logmarshal.admin.mirror import changed_positions, positions
-from logmarshal.broker_groups import MarshalGroupView
 from logmarshal.marshaler import COORDINATION_TOPIC
 from rationalizer import ClaimingPartition, Heartbeat, coordination_partition, encode
 from storage import DataDir, NewRecord, TopicConfig, encode_batch

@@ -26,7 +26,7 @@ from rationalizer import (
     encode,
     membership_partition,
 )
-from rationalizer.messages import FUTURE_VERSIONS
+from rationalizer._messages import FUTURE_VERSIONS
 
 HB = 1000
 GROUP = "g"

@@ -188,7 +188,7 @@ def test_every_effect_is_classified_by_value_not_by_instance(effect: Effect) -> 
     """The columns pick the rationalizer's shared verdicts by identity; a verdict built
     anew (as a rule may) is classified by its effect, the same way."""
     from logmarshal.audit.columnar import _classify
-    from rationalizer.verdict import ACCEPTED
+    from rationalizer._verdict import ACCEPTED
 
     assert _classify(Verdict(True, effect=effect)) == _classify(ACCEPTED[effect])
 

@@ -10,12 +10,13 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from logmarshal import EmbeddedCluster, coordlog
+from logmarshal import EmbeddedCluster
+from logmarshal import _coordlog as coordlog
+from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.audit import summary as summary_mod
 from logmarshal.audit.engine import load_tables, replay_config_for, run_inprocess
 from logmarshal.audit.export import ExportInfo, export_coordination
 from logmarshal.audit.genesis import read_exported_snapshots
-from logmarshal.coordlog import COORDINATION_TOPIC
 from rationalizer import WorldState
 from storage import TimestampType, TopicConfig
 

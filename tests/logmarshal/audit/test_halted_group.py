@@ -14,8 +14,8 @@ from logmarshal.audit.columnar import ColumnarAudit
 from logmarshal.audit.local import audit_records
 from logmarshal.audit.replay import PartitionAudit
 from rationalizer import ClaimingPartition, Heartbeat, encode
-from rationalizer.codec import seal
-from rationalizer.messages import FUTURE_VERSIONS
+from rationalizer._codec import seal
+from rationalizer._messages import FUTURE_VERSIONS
 
 
 def _claim(client: str, group: str, t: int) -> tuple[int, bytes, bytes]:

@@ -21,13 +21,14 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from logmarshal import EmbeddedCluster, coordlog
+from logmarshal import EmbeddedCluster
+from logmarshal import _coordlog as coordlog
+from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.audit.columnar import ColumnarAudit
 from logmarshal.audit.engine import load_tables, replay_config_for, run_inprocess
 from logmarshal.audit.export import export_coordination
 from logmarshal.audit.outputs import write_outputs
 from logmarshal.audit.replay import PartitionAudit, ReplayConfig
-from logmarshal.coordlog import COORDINATION_TOPIC
 from rationalizer import WorldState
 from tests.rewinding import cut_segment
 

@@ -12,7 +12,7 @@ import pytest
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.cli.main import main
 from logmarshal.marshaler import COORDINATION_TOPIC
-from rationalizer.codec import seal
+from rationalizer._codec import seal
 from tests.logmarshal.audit.logs import LogClock, Script
 
 MINUTE = 60_000

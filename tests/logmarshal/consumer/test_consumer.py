@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from logmarshal import EmbeddedCluster, Message, direct
+from logmarshal import EmbeddedCluster, Message
+from logmarshal import _direct as direct
 from logmarshal.clock import ManualClock
 from logmarshal.consumer import Consumer
 from logmarshal.errors import ClosedError

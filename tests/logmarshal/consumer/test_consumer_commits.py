@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logmarshal.commits import CommitTracker
+from logmarshal._commits import CommitTracker
 
 
 def test_in_order_commits_advance_the_position() -> None:

@@ -8,7 +8,7 @@ partition coordinated there, and a rejected release was simply written again.
 
 from __future__ import annotations
 
-from logmarshal import direct
+from logmarshal import _direct as direct
 from logmarshal.marshaler import COORDINATION_TOPIC
 from rationalizer import Effect
 

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from logmarshal import EmbeddedCluster, Marshaler
+from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.consumer import Consumer
-from logmarshal.coordlog import COORDINATION_TOPIC
 
 from ..consumer_world import wait_until
 

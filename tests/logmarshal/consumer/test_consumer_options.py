@@ -10,10 +10,11 @@ import time
 
 import pytest
 
-from logmarshal import NewRecord, direct
+from logmarshal import NewRecord
+from logmarshal import _direct as direct
+from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
 from logmarshal.consumer import Consumer, NoPosition
-from logmarshal.faults import FaultPlan, FaultyCluster
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.retry import HandlerFailed, RetryPolicy
 from rationalizer import Effect, Heartbeat, ReleaseGroup, decode, encode

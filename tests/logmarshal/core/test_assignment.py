@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logmarshal.core.assignment import WHOLE_TOPIC, balanced, target, units_of
-from rationalizer.membership import Member
+from rationalizer._membership import Member
 
 
 def member(client: str, topics=(("t", 24),), weight=1, cap=0, whole=False) -> Member:

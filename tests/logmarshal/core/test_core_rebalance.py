@@ -16,7 +16,7 @@ from logmarshal.core import (
     WriteFailed,
 )
 from rationalizer import AnnouncingMember, LeavingGroup, WorldState, decode, encode
-from rationalizer.membership import settle_ms
+from rationalizer._membership import settle_ms
 
 from .test_core import HB, Log, land_all, options
 

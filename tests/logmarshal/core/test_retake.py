@@ -18,7 +18,7 @@ import itertools
 import pytest
 
 from logmarshal.core import Tick
-from rationalizer.rules import stale_from
+from rationalizer._rules import stale_from
 
 from .stepper import GROUP, HB, TOPIC, Group, Member, describe
 

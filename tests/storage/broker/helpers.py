@@ -1,5 +1,5 @@
 """A raw Kafka client for tests: bodies are kafka-python's protocol classes, framed by
-:mod:`storage.kafka_framing` (the framing logmarshal's own clients use)."""
+:mod:`storage._kafka_framing` (the framing logmarshal's own clients use)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
 from storage import NewRecord, encode_batch
-from storage.kafka_framing import decode_response, encode_request, recv_frame
+from storage._kafka_framing import decode_response, encode_request, recv_frame
 
 
 class RawClient:

@@ -1,4 +1,4 @@
-"""storage.kafka_framing, the one framing of every raw Kafka client here (the replay's, a
+"""storage._kafka_framing, the one framing of every raw Kafka client here (the replay's, a
 broker asking its controller, these tests'), against the broker's own parser and hand-made
 bytes: the cases a real broker rarely sends (tagged fields in a response header, a frame
 that arrives in pieces or stops) are the ones a copy would get wrong."""
@@ -14,9 +14,7 @@ from kafka.protocol.admin.groups import ListGroupsRequest, ListGroupsResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
 
-from storage.broker.errors import ProtocolError
-from storage.broker.wire import parse_request_header
-from storage.kafka_framing import (
+from storage._kafka_framing import (
     MalformedFrame,
     decode_response,
     encode_request,
@@ -24,6 +22,8 @@ from storage.kafka_framing import (
     response_body_offset,
     skip_tagged_fields,
 )
+from storage.broker.errors import ProtocolError
+from storage.broker.wire import parse_request_header
 
 
 def _list_groups_body() -> bytes:

@@ -33,7 +33,7 @@ from kafka.protocol.metadata.find_coordinator import (
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 import logmarshal
-from logmarshal.broker_groups import MarshalGroupView
+from logmarshal._broker_groups import MarshalGroupView
 from logmarshal.localkafka import KafkaUnavailable, fetch, missing_tools, run_tool, tools
 from storage import DataDir
 from storage.broker import BrokerConfig, BrokerThread

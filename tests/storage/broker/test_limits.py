@@ -23,8 +23,8 @@ from kafka.protocol.producer.produce import ProduceResponse
 
 from logmarshal.localbroker import LocalBroker
 from storage import DataDir, LimitExceeded
+from storage._errors import InvalidConfig
 from storage.broker import BrokerConfig, BrokerThread
-from storage.errors import InvalidConfig
 from tests.storage.broker.helpers import RawClient, batch, produce_request
 
 INVALID_PARTITIONS, POLICY_VIOLATION = 37, 44

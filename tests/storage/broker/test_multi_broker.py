@@ -138,7 +138,8 @@ def test_replay_over_several_leaders_falls_back_to_a_thread_each(two_brokers):
     thread per partition, seeing its claims as before."""
     import threading
 
-    from logmarshal import Marshaler, direct
+    from logmarshal import Marshaler
+    from logmarshal import _direct as direct
     from logmarshal.network import NetworkCluster
 
     bootstrap = ",".join(b.bootstrap for b in two_brokers)

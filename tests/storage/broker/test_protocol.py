@@ -17,9 +17,9 @@ from kafka.protocol.producer.produce import ProduceResponse
 
 from logmarshal.localbroker import LocalBroker
 from storage import DataDir, decode_records
+from storage._records import TimestampType, read_header
 from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.errors import ErrorCode
-from storage.records import TimestampType, read_header
 
 from .helpers import RawClient, batch, fetch_request, free_port, produce_request
 

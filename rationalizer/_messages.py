@@ -288,7 +288,7 @@ class Heartbeat:
 
     ``heartbeat_interval_ms`` is the sender's lease length (HB); an accepted heartbeat records
     it on the partition and freshness of the holder is judged with it. ``auth_tag`` is only
-    used by a pausing admin of a group with an admin key (see :mod:`rationalizer.auth`).
+    used by a pausing admin of a group with an admin key (see :mod:`rationalizer._auth`).
     """
 
     client_id: str = _id()
@@ -399,7 +399,7 @@ class ClaimingMessages:
 class ReleaseGroup:
     """Admin: void every claim of the group and pause it until ``msg_expire_time`` (log ms).
 
-    ``auth_tag`` (HMAC-SHA256, see :mod:`rationalizer.auth`) is required by replayers that hold
+    ``auth_tag`` (HMAC-SHA256, see :mod:`rationalizer._auth`) is required by replayers that hold
     an admin key for the group.
     """
 

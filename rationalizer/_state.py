@@ -15,8 +15,8 @@ from collections.abc import Collection, Mapping
 
 import attrs
 
-from .messages import Positions
-from .verdict import Reason, Verdict
+from ._messages import Positions
+from ._verdict import Reason, Verdict
 
 __all__ = [
     "FRESH",

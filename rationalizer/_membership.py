@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import attrs
 
-from .state import STALE, MemberState, freshness, stale_from
-from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
+from ._state import STALE, MemberState, freshness, stale_from
+from ._verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 __all__ = ["Member", "MemberState", "announce", "export", "leave", "settle_ms"]
 

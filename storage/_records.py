@@ -21,7 +21,7 @@ Layout of the 61-byte batch header (big endian)::
 Each record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
 key (varint length, -1 = null), value (same), header count varint, then headers
 (key: varint length + UTF-8, value: varint length, -1 = null). Varints are zigzag
-encoded base-128, as in protobuf (:mod:`storage.varint`).
+encoded base-128, as in protobuf (:mod:`storage._varint`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from typing import Any
 import attrs
 import crc32c as _crc32c
 
-from storage import compression as _compression
-from storage.errors import CorruptBatch, CorruptRecordError, RecordTooLarge
-from storage.varint import read_varint, write_varint
+from storage import _compression as _compression
+from storage._errors import CorruptBatch, CorruptRecordError, RecordTooLarge
+from storage._varint import read_varint, write_varint
 
 try:  # built by `pip install -e .` where a C compiler is present (setup.py); optional
     from storage import _fastrecords as _fast

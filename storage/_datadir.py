@@ -26,8 +26,8 @@ from types import TracebackType
 
 import attrs
 
-from storage.config import TopicConfig
-from storage.errors import (
+from storage._config import TopicConfig
+from storage._errors import (
     DataDirLocked,
     InvalidConfig,
     InvalidTopicName,
@@ -38,8 +38,8 @@ from storage.errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from storage.log import PartitionLog, _fsync_dir
-from storage.segment import FileHandles
+from storage._log import PartitionLog, _fsync_dir
+from storage._segment import FileHandles
 
 __all__ = ["DataDir", "PartitionInfo", "TopicInfo", "validate_topic_name", "wall_clock_ms"]
 
@@ -136,7 +136,7 @@ class DataDir:
     ) -> None:
         self.path = Path(path)
         #: the open-file budget: segment files open at once across all partitions
-        #: (None: from ulimit -n, see storage.segment.default_file_budget)
+        #: (None: from ulimit -n, see storage._segment.default_file_budget)
         self.handles = FileHandles(max_open_files)
         self._validate_records = validate_records
         #: how often the maintenance thread runs the cleaner (Kafka's log.cleaner.backoff.ms;

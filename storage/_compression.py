@@ -18,7 +18,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from storage.errors import CorruptRecordError, UnsupportedCompression
+from storage._errors import CorruptRecordError, UnsupportedCompression
 
 __all__ = ["DEFAULT_MAX_DECOMPRESSED", "compress", "decompress"]
 

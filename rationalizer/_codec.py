@@ -12,7 +12,7 @@ from struct import Struct
 from typing import Any
 from zlib import crc32
 
-from .messages import (
+from ._messages import (
     AUTH_TAG_BYTES,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
@@ -36,7 +36,7 @@ from .messages import (
     task_last_offset,
     valid_topic,
 )
-from .varint import read_uvarint, uvarint
+from ._varint import read_uvarint, uvarint
 
 __all__ = [
     "T_ANNOUNCING_MEMBER",

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from struct import Struct
 from typing import Any
 
-from .codec import (
+from ._codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
@@ -32,10 +32,10 @@ from .codec import (
     DecodeError,
     record_key,
 )
-from .messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_PARTITION, valid_topic
-from .state import PartitionEntry, Sender, fence_key
-from .varint import read_uvarint
-from .vectors import Layout
+from ._messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_PARTITION, valid_topic
+from ._state import PartitionEntry, Sender, fence_key
+from ._task_vectors import Layout
+from ._varint import read_uvarint
 
 __all__ = ["NO_IDENTITY", "Decoded", "Identity", "IdentityCache"]
 

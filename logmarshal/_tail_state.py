@@ -1,4 +1,4 @@
-"""One coordination partition's replay, as a :class:`~logmarshal.tailer.Tailer` keeps it:
+"""One coordination partition's replay, as a :class:`~logmarshal._tailer.Tailer` keeps it:
 its world, how far it got, what it awaits, and a halt when the log stops being one it can
 fold (:class:`Halt`)."""
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .partitioning import coordination_partition
-from .world import Claim, PartitionState, WorldState
+from ._partitioning import coordination_partition
+from ._world import Claim, PartitionState, WorldState
 
 __all__ = ["GroupView"]
 

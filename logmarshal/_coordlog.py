@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping
 import attrs
 
 from rationalizer import PROTOCOL_VERSION, SnapshotError, WorldState
-from rationalizer.codec import T_ANNOUNCING_MEMBER, T_LEAVING_GROUP, T_RELEASE_GROUP
-from rationalizer.snapshot_record import (
+from rationalizer._codec import T_ANNOUNCING_MEMBER, T_LEAVING_GROUP, T_RELEASE_GROUP
+from rationalizer._snapshot_record import (
     PublishedSnapshot,
     config_fingerprint,
     encode_announcement,
@@ -31,7 +31,7 @@ from rationalizer.snapshot_record import (
     snapshot_key,
 )
 from storage import CorruptBatch, NewRecord, TimestampType, TopicConfig
-from storage.records import decode_columns_from
+from storage._records import decode_columns_from
 
 from .cluster import (
     BatchFetcher,

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from storage.errors import CorruptRecordError, StorageError
+from storage._errors import CorruptRecordError, StorageError
 
 __all__ = [
     "BatchIdentity",

@@ -34,7 +34,7 @@ __all__ = ["RecordColumns", "columns_of", "encode_plain", "encode_plain_py"]
 
 Header = tuple[str, bytes | None]
 
-# What storage.records writes (its batch header layout, section "encode"): kept equal by
+# What storage._records writes (its batch header layout, section "encode"): kept equal by
 # tests/logmarshal/test_batching.py, which compares bytes with storage.encode_batch.
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _BATCH_OVERHEAD = 61

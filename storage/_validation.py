@@ -1,6 +1,6 @@
 """Record-level validation of producer batches before they are stored (Kafka's magic-2 rules).
 
-The batch checks in :mod:`storage.records` (length, magic, CRC, counts) vouch that the bytes
+The batch checks in :mod:`storage._records` (length, magic, CRC, counts) vouch that the bytes
 arrived as the producer sent them, not that the producer sent well-formed records. A batch
 with a valid CRC over corrupt records would be stored and then stop every reader of the
 partition, so every record is walked once here: lengths and varints, key / value / header
@@ -24,9 +24,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from storage.compression import DEFAULT_MAX_DECOMPRESSED, decompress
-from storage.errors import CorruptRecordError, InvalidRecord
-from storage.varint import read_varint
+from storage._compression import DEFAULT_MAX_DECOMPRESSED, decompress
+from storage._errors import CorruptRecordError, InvalidRecord
+from storage._varint import read_varint
 
 try:  # built where a C compiler is present (setup.py); optional
     from storage._fastrecords import walk_records as _walk_records
@@ -107,7 +107,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
     record timestamp.
 
     The hot loop of a produce: varints of one or two bytes (every field of a record under
-    8 KiB) are decoded inline, longer ones by :func:`storage.varint.read_varint`.
+    8 KiB) are decoded inline, longer ones by :func:`storage._varint.read_varint`.
     """
     if isinstance(data, memoryview):
         data = data.tobytes()  # indexing bytes is faster than a memoryview

@@ -38,8 +38,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from struct import Struct
 
-from .messages import MAX_OFFSET, MAX_TASK_SOURCES, Positions
-from .varint import uvarint
+from ._messages import MAX_OFFSET, MAX_TASK_SOURCES, Positions
+from ._varint import uvarint
 
 try:
     from . import _vectors

@@ -20,8 +20,8 @@ from typing import TypeVar
 
 import attrs
 
-from .codec import encode
-from .messages import AUTH_TAG_BYTES, Heartbeat, ReleaseGroup, valid_id
+from ._codec import encode
+from ._messages import AUTH_TAG_BYTES, Heartbeat, ReleaseGroup, valid_id
 
 __all__ = ["MIN_KEY_BYTES", "sign", "tag_for_value", "valid_key", "validate_admin_keys", "verify"]
 

@@ -24,12 +24,12 @@ from itertools import pairwise
 
 import attrs
 
-from .auth import validate_admin_keys
-from .messages import MAX_ID_BYTES, MAX_OFFSET, PROTOCOL_VERSION, valid_id
-from .snapshot import SnapshotError
-from .varint import append_uvarint as _uv
-from .varint import read_uvarint
-from .world import WorldState
+from ._auth import validate_admin_keys
+from ._messages import MAX_ID_BYTES, MAX_OFFSET, PROTOCOL_VERSION, valid_id
+from ._snapshot import SnapshotError
+from ._varint import append_uvarint as _uv
+from ._varint import read_uvarint
+from ._world import WorldState
 
 __all__ = [
     "ANNOUNCEMENT_MAGIC",

@@ -18,9 +18,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from storage.errors import StorageError
-from storage.index import OffsetIndex, TimeIndex
-from storage.records import BATCH_OVERHEAD, MAGIC, Compression, crc32c
+from storage._errors import StorageError
+from storage._index import OffsetIndex, TimeIndex
+from storage._records import BATCH_OVERHEAD, MAGIC, Compression, crc32c
 
 __all__ = [
     "NO_TIMESTAMP",

@@ -5,7 +5,7 @@ by one thread per partition.
 
 A :class:`~logmarshal.marshaler.Marshaler` composes one :class:`Tailer`; the Spark audit's
 batch replay is :mod:`logmarshal.audit.replay`, and reading the coordination log's storage
-(fetching, snapshots, truncation) is :mod:`logmarshal.coordlog`, which this module calls.
+(fetching, snapshots, truncation) is :mod:`logmarshal._coordlog`, which this module calls.
 
 Each partition's world and the offset its replay reached are guarded by that partition's
 lock (:meth:`Tailer.locks`), which the replay thread holds only while it applies a fetched
@@ -19,10 +19,10 @@ again after the next snapshot interval (PROTOCOL.md, "Bounded coordination log";
 docs/bounded-log.md).
 
 The :class:`Tailer` here fetches and applies; one partition's state is
-:mod:`logmarshal.tail_state`, the bounded log's announcements, snapshots and truncation are
-:mod:`logmarshal.tail_snapshots`, and the checks for a log that lost records are
-:mod:`logmarshal.tail_losses` (mixins of the Tailer; every line they log is the
-``logmarshal.tailer`` logger's).
+:mod:`logmarshal._tail_state`, the bounded log's announcements, snapshots and truncation are
+:mod:`logmarshal._tail_snapshots`, and the checks for a log that lost records are
+:mod:`logmarshal._tail_losses` (mixins of the Tailer; every line they log is the
+``logmarshal._tailer`` logger's).
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from rationalizer import UnknownVersion, Verdict, WorldState
 from storage import CorruptBatch
 
-from . import coordlog
+from . import _coordlog as coordlog
+from ._coordlog import COORDINATION_TOPIC
+from ._tail_losses import LossChecking, _Rewound
+from ._tail_snapshots import RETRIABLE_OR_CLOSED, SnapshotKeeping
+from ._tail_state import Halt, HaltListener, Tail
 from .cluster import Cluster, Columns, MultiBatchFetcher
-from .coordlog import COORDINATION_TOPIC
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
-from .tail_losses import LossChecking, _Rewound
-from .tail_snapshots import RETRIABLE_OR_CLOSED, SnapshotKeeping
-from .tail_state import Halt, HaltListener, Tail
 
 __all__ = ["Applied", "AppliedMany", "Halt", "HaltListener", "Tailer"]
 

@@ -27,9 +27,9 @@ from hmac import compare_digest
 from struct import Struct
 from typing import Any
 
-from . import membership
-from .auth import tag_for_value, validate_admin_keys
-from .codec import (
+from . import _membership as membership
+from ._auth import tag_for_value, validate_admin_keys
+from ._codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
@@ -51,10 +51,10 @@ from .codec import (
     record_key,
     unsigned_value,
 )
-from .identity import NO_IDENTITY, Decoded, Identity, IdentityCache
-from .messages import FUTURE_VERSIONS, MAX_OFFSET, task_last_offset
-from .queries import Claim, PartitionState, WorldQueries
-from .rules import (
+from ._identity import NO_IDENTITY, Decoded, Identity, IdentityCache
+from ._messages import FUTURE_VERSIONS, MAX_OFFSET, task_last_offset
+from ._queries import Claim, PartitionState, WorldQueries
+from ._rules import (
     HOLDER_MOVES,
     RULES,
     T_CLAIM_V5,
@@ -63,11 +63,11 @@ from .rules import (
     T_RELEASE_V6,
     Rules,
 )
-from .snapshot import dump, load
-from .state import FRESH, NO_TIME, STALE, UNKNOWN, PartitionEntry, WorldImage, fence_key
-from .vectors import NATIVE as NATIVE_VECTORS
-from .vectors import learn as learn_layout
-from .verdict import REJECTED, Reason, Verdict
+from ._snapshot import dump, load
+from ._state import FRESH, NO_TIME, STALE, UNKNOWN, PartitionEntry, WorldImage, fence_key
+from ._task_vectors import NATIVE as NATIVE_VECTORS
+from ._task_vectors import learn as learn_layout
+from ._verdict import REJECTED, Reason, Verdict
 
 MIN_INT64 = -(2**63)
 

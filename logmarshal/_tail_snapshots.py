@@ -2,32 +2,32 @@
 docs/bounded-log.md): announcing the replay's configuration so no truncator deletes what it
 needs, publishing a snapshot when one of our records lands on a snapshot point (or when our
 configuration lacks current snapshots of its own), and truncating what the kept snapshots
-cover. A mixin of :class:`~logmarshal.tailer.Tailer`, on the replay threads."""
+cover. A mixin of :class:`~logmarshal._tailer.Tailer`, on the replay threads."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from rationalizer.world import NO_TIME
+from rationalizer._world import NO_TIME
 
-from . import coordlog
+from . import _coordlog as coordlog
+from ._coordlog import COORDINATION_TOPIC
+from ._tail_state import Tail
 from .cluster import Cluster
-from .coordlog import COORDINATION_TOPIC
 from .errors import RETRIABLE, ClosedError
-from .tail_state import Tail
 
 __all__ = ["RETRIABLE_OR_CLOSED", "SnapshotKeeping"]
 
 #: the replay's one logger: its lines keep their name whichever module writes them
-log = logging.getLogger("logmarshal.tailer")
+log = logging.getLogger("logmarshal._tailer")
 
 #: what a replay step survives (it retries): the cluster's transient errors, and a close
 RETRIABLE_OR_CLOSED: tuple[type[BaseException], ...] = (*RETRIABLE, ClosedError)
 
 
 class SnapshotKeeping:
-    """Announcements, snapshots and truncation of a :class:`~logmarshal.tailer.Tailer`
+    """Announcements, snapshots and truncation of a :class:`~logmarshal._tailer.Tailer`
     (whose settings these are)."""
 
     _cluster: Cluster

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage.errors import CorruptRecordError
+from storage._errors import CorruptRecordError
 
 __all__ = ["read_varint", "write_varint"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import attrs
 
-from storage.errors import InvalidConfig
-from storage.records import TimestampType
+from storage._errors import InvalidConfig
+from storage._records import TimestampType
 
 __all__ = ["REPLICATION_ONLY_CONFIGS", "TopicConfig"]
 

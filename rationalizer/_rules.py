@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .codec import (
+from ._codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
@@ -43,11 +43,11 @@ from .codec import (
     T_RELEASING_PARTITION,
     T_RELEASING_TASK,
 )
-from .messages import Positions
+from ._messages import Positions
 
 # The time vocabulary lives with the state it judges; the rules use it and pass it on (the
 # consumer core and the audit import it from here).
-from .state import (
+from ._state import (
     FRESH,
     NO_POSITION,
     STALE,
@@ -58,7 +58,7 @@ from .state import (
     freshness,
     stale_from,
 )
-from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
+from ._verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 __all__ = [
     "FRESH",

@@ -16,8 +16,8 @@ import re
 from array import array
 from itertools import pairwise
 
-from .codec import record_key
-from .messages import (
+from ._codec import record_key
+from ._messages import (
     FUTURE_VERSIONS,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
@@ -31,9 +31,9 @@ from .messages import (
     valid_id,
     valid_topic,
 )
-from .state import NO_POSITION, NO_TIME, MemberState, PartitionEntry, WorldImage
-from .varint import append_svarint, append_uvarint, read_svarint, read_uvarint
-from .verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
+from ._state import NO_POSITION, NO_TIME, MemberState, PartitionEntry, WorldImage
+from ._varint import append_svarint, append_uvarint, read_svarint, read_uvarint
+from ._verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict
 
 __all__ = ["MAGIC", "SNAPSHOT_VERSION", "SnapshotError", "dump", "load"]
 

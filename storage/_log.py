@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import attrs
 
-from storage.compaction import (
+from storage._compaction import (
     CLEANED_SUFFIX,
     SWAP_FILE,
     CleanerState,
@@ -34,24 +34,24 @@ from storage.compaction import (
     offset_map,
     swap_name,
 )
-from storage.config import TopicConfig
-from storage.errors import (
+from storage._config import TopicConfig
+from storage._errors import (
     CorruptRecordError,
     OffsetOutOfRange,
     RecordTooLarge,
     StorageError,
     UnsupportedCompression,
 )
-from storage.recompression import CODEC_IDS, recompress
-from storage.records import (
+from storage._recompression import CODEC_IDS, recompress
+from storage._records import (
     TimestampType,
     _patched_header,
     _validate_batches,
     decode_batch,
     read_header,
 )
-from storage.segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone
-from storage.validation import validate_batches
+from storage._segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone
+from storage._validation import validate_batches
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog"]
 
@@ -110,7 +110,7 @@ class PartitionLog:
         self.directory = Path(directory)
         #: the open-file budget this log's segments share (the DataDir's, or its own)
         self.handles = handles if handles is not None else FileHandles()
-        #: walk every record of an append (storage.validation); off only to measure its cost
+        #: walk every record of an append (storage._validation); off only to measure its cost
         self.validate_records = validate_records
         self.config = config
         self.topic = topic
@@ -442,7 +442,7 @@ class PartitionLog:
     # ------------------------------------------------------------------ compaction
 
     def clean(self, now: int | None = None) -> int:
-        """One cleaner pass if the log is due (see :func:`storage.compaction.choose`); returns
+        """One cleaner pass if the log is due (see :func:`storage._compaction.choose`); returns
         the number of records removed. ``now`` defaults to the log's clock.
 
         Segments are read batch by batch and the cleaned groups written outside the lock;
@@ -565,7 +565,7 @@ class PartitionLog:
     def _swap_group(
         self, group: list[Segment], tmp: Path, notes: list[tuple[int, int, int, int, int]]
     ) -> bool:
-        """Replace the group's segments with the cleaned file (see storage.compaction)."""
+        """Replace the group's segments with the cleaned file (see storage._compaction)."""
         with self._lock:
             i = next((j for j, s in enumerate(self._segments) if s is group[0]), -1)
             k = i + len(group)

@@ -18,7 +18,7 @@ import socket
 import struct
 from typing import Any
 
-from .errors import LogmarshalError
+from ._errors import LogmarshalError
 
 __all__ = [
     "API_VERSIONS",
@@ -119,7 +119,7 @@ def skip_tagged_fields(frame: memoryview, pos: int) -> int:
 
 def _read_uvarint(frame: memoryview, pos: int) -> tuple[int, int]:
     """Kafka's UNSIGNED_VARINT of flexible headers (tagged fields): no zigzag, at most 5
-    bytes (a uint32). Not the records' varint (``storage.varint``: signed, up to 10 bytes,
+    bytes (a uint32). Not the records' varint (``storage._varint``: signed, up to 10 bytes,
     CorruptRecordError), so not shared with it."""
     result = 0
     shift = 0

@@ -14,13 +14,13 @@ from collections.abc import Iterable, Iterator
 
 import attrs
 
-from . import membership
-from .codec import record_key
-from .messages import Positions
-from .rules import Rules
-from .state import NO_POSITION, STALE, MemberState, PartitionEntry, fence_key
-from .state import freshness as classify_freshness
-from .verdict import Reason, Verdict
+from . import _membership as membership
+from ._codec import record_key
+from ._messages import Positions
+from ._rules import Rules
+from ._state import NO_POSITION, STALE, MemberState, PartitionEntry, fence_key
+from ._state import freshness as classify_freshness
+from ._verdict import Reason, Verdict
 
 __all__ = ["Claim", "PartitionState", "WorldQueries"]
 

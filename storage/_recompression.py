@@ -11,7 +11,7 @@ from typing import Any
 
 import crc32c
 
-from storage.compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress
+from storage._compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress
 
 __all__ = ["CODEC_IDS", "recompress"]
 

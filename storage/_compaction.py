@@ -49,9 +49,9 @@ from pathlib import Path
 
 import attrs
 
-from storage.config import TopicConfig
-from storage.errors import CorruptRecordError
-from storage.records import (
+from storage._config import TopicConfig
+from storage._errors import CorruptRecordError
+from storage._records import (
     Compression,
     NewRecord,
     Record,

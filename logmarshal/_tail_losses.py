@@ -2,8 +2,8 @@
 loses records"): the checks of a replay that the log still holds what it applied and what
 this process wrote (it may go back: an unclean leader election, a restored disk), and that
 nothing was deleted before the replay saw it with no snapshot covering it; and the halt that
-either finding puts on the partition (:class:`~logmarshal.tail_state.Halt`). A mixin of
-:class:`~logmarshal.tailer.Tailer`, on the replay threads and the writers'."""
+either finding puts on the partition (:class:`~logmarshal._tail_state.Halt`). A mixin of
+:class:`~logmarshal._tailer.Tailer`, on the replay threads and the writers'."""
 
 from __future__ import annotations
 
@@ -13,17 +13,17 @@ from collections.abc import Sequence
 
 from storage import CorruptBatch
 
-from . import coordlog
+from . import _coordlog as coordlog
+from ._coordlog import COORDINATION_TOPIC
+from ._tail_state import Halt, HaltListener, Tail
 from .cluster import BoundsAsker, Cluster, Columns
-from .coordlog import COORDINATION_TOPIC
 from .core.rewind import Regained
 from .errors import OffsetOutOfRange
-from .tail_state import Halt, HaltListener, Tail
 
 __all__ = ["READ_BACK_BYTES", "RECOVERY", "LossChecking"]
 
 #: the replay's one logger: its lines keep their name whichever module writes them
-log = logging.getLogger("logmarshal.tailer")
+log = logging.getLogger("logmarshal._tailer")
 
 #: where an operator reads what to do about a halt (named in its error line)
 RECOVERY = 'docs/bounded-log.md, "A coordination log that loses records"'
@@ -36,7 +36,7 @@ class _Rewound(Exception):
 
 
 class LossChecking:
-    """The checks of a :class:`~logmarshal.tailer.Tailer` for a log that went back or lost
+    """The checks of a :class:`~logmarshal._tailer.Tailer` for a log that went back or lost
     records before its replay saw them."""
 
     _cluster: Cluster
