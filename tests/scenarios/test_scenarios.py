@@ -11,7 +11,7 @@ import pytest
 
 from scenarios.common import mode_for, parse_args
 
-STAGED = ("failover", "handoff", "pause", "restart", "race", "rebalance")
+STAGED = ("failover", "handoff", "pause", "restart", "race", "rebalance", "upgrade")
 #: the other parity than test_processes' seeds, so each scenario meets both modes
 THREAD_SEEDS = {"failover": 1, "pause": 0, "handoff": 3, "restart": 2, "race": 4, "rebalance": 5}
 #: seeds 0, 1 and 4 (alo, amo, alo). Seed 2 of ``pause`` fails "each member's own claims match
