@@ -57,6 +57,14 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   truncates; so do some of the checked group's members; the group stops and comes back, and
   its cold starts may come after a truncation. ``--without announce`` removes the
   announcements of replay configurations, ``--without gap-refusal`` the cold-start refusal.
+  A world restored from a snapshot must be the world of the log's replay through the offset
+  it covers, and judge every later record as that replay does.
+- **Upgrades** (:mod:`scenarios.sim_upgrade`, its own generator
+  ``random.Random(f"upgrade/{seed}")``, about one seed in five: eligible seeds the
+  bounded-log schedule left, which it then gets too): members start capped at protocol
+  version 4, two rolling restarts bring them to 5, then 6, and snapshot publishers of every
+  version (4 and 5 emulated) publish and truncate. ``--without snapshot-rules`` removes rule 1
+  (a replayer restores only a snapshot of its own rules).
 
 Each safety fix can be removed (``--without FIX[,FIX...]``, ``all-amo`` for all of them):
 the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),

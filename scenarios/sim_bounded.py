@@ -30,6 +30,12 @@ ttl) leaves ``g`` either the whole log or a valid snapshot of its own that reach
 log start. The other checks (two holders at once, AMO repeats, ALO completeness) judge what
 the members do. ``--without announce`` removes the announcements, ``--without
 gap-refusal`` the cold-start refusal.
+
+Restoring only snapshots of one's own replay configuration guarantees more, and that is
+judged too: a restored world is the world of a full replay of the log through the offset
+it covers (:meth:`Bounded._as_the_log`), and the replay that goes on from it judges every
+record as the full replay did (:meth:`Bounded.agree`). ``--without snapshot-rules`` (rule 1,
+:mod:`scenarios.sim_upgrade`) restores snapshots of any rules.
 """
 
 from __future__ import annotations
