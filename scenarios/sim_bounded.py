@@ -391,10 +391,10 @@ class Bounded:
             return
         self.disagreed.add((inst.me, cp))
         _, key, value = sim.log[cp][offset]
-        msg = decode(key, value)
-        what = f"{type(msg).__name__} {msg.client_id}:{msg.instance_id}"  # type: ignore[attr-defined]
+        msg: Any = decode(key, value)
+        what = f"{type(msg).__name__} {msg.client_id}:{msg.instance_id}"
         if hasattr(msg, "partition"):
-            what += f" {msg.topic}/{msg.partition}"  # type: ignore[attr-defined]
+            what += f" {msg.topic}/{msg.partition}"
         sim.checks.fail_and_go_on(
             sim.now,
             f"{inst.me}'s replay of cp{cp} disagrees with the log's at offset {offset} "

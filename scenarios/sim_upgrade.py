@@ -80,7 +80,7 @@ def _restore_as_published(snap: Any, cp: int, keys: dict[str, bytes]) -> WorldSt
     """Restore ``snap`` with every check but its rules: as if the replayer's rules were the
     ones it names (a record version 1 snapshot names none). What rule 1 forbids a cold
     start, and what an older replayer does with its own snapshots."""
-    return restore_snapshot(snap, cp, keys, rules=snap.rules)  # type: ignore[arg-type]
+    return restore_snapshot(snap, cp, keys, rules=snap.rules)
 
 
 def _of_keys(cp: int, records: list[Record], keys: dict[str, bytes]) -> list[tuple[int, int, Any]]:
