@@ -51,6 +51,7 @@ from logmarshal.cluster import Columns, Message
 from logmarshal.consumer import Consumer
 from logmarshal.marshaler import DEFAULT_SNAPSHOT_RECORDS, Marshaler
 from logmarshal.network import NetworkCluster
+from rationalizer import PROTOCOL_VERSION
 
 T = TypeVar("T")
 
@@ -193,6 +194,7 @@ def _consume(args: argparse.Namespace, report: _Report, stop: threading.Event) -
         max_claims=args.max_claims,
         rebalance=args.rebalance,
         rng=random.Random(f"{args.client_id}/{marshaler.instance_id}"),
+        protocol_version=args.protocol_version,
     )
     report.write([f"I {marshaler.instance_id} {time.time():.6f}"])
 
@@ -290,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the replay's wait after an answer with records (Marshaler's "
                         "fetch_linger; default its own)")
     parser.add_argument("--snapshot-records", type=int, help="publish snapshots this often")
+    parser.add_argument("--protocol-version", type=int, default=PROTOCOL_VERSION,
+                        help="the newest protocol version whose records it writes (a cap)")
     parser.add_argument(
         "--wake-lag", type=float, help="test only: __marshal fetches lag this long after a stall"
     )

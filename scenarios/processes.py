@@ -17,7 +17,9 @@ These need real processes and a real broker, each in its own module:
   (:mod:`scenarios.sim`) in real processes: a member frozen past 2·HB, its partition moved,
   its client restarted in a new process, then thawed with its ``__marshal`` fetches lagging;
 - ``multi-broker`` (:mod:`scenarios.multi_broker`): 3 brokers, the one leading some
-  ``__marshal`` partitions is SIGKILLed.
+  ``__marshal`` partitions is SIGKILLed;
+- ``upgrade`` (:mod:`scenarios.upgrade`, written once for every stage): members capped at
+  protocol version 4, then 5, then 6, by two rolling restarts while records are produced.
 
 This module is only the list of them and its command line; the harness they run on is
 :mod:`scenarios.process_harness`.
@@ -37,6 +39,7 @@ from . import (
     rebalance,
     reset,
     restart,
+    upgrade,
     zombie,
 )
 from .common import OnKafka, Report, main_on_processes, mode_for
@@ -63,6 +66,7 @@ SCENARIOS: dict[str, Callable[..., Report]] = {
     "restart": _on_processes(restart.SCENARIO),
     "rebalance": _on_processes(rebalance.SCENARIO),
     "zombie": _on_processes(zombie.SCENARIO),
+    "upgrade": _on_processes(upgrade.SCENARIO),
     "broker-crash": broker_crash.run,
     "reset": reset.run,
     "multi-broker": multi_broker.run,

@@ -4,7 +4,8 @@
     python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash] [-v]
     python -m scenarios.run_all --kafka --seeds 2 [--kafka-bootstrap HOST:PORT]
 
-``failover``, ``pause``, ``handoff``, ``restart``, ``race`` and ``rebalance`` are written once
+``failover``, ``pause``, ``handoff``, ``restart``, ``race``, ``rebalance`` and ``upgrade`` are
+written once
 (:mod:`scenarios.scenario`) and run on the simulator (``--stage sim``: simulated time, a seed
 replays exactly), on members in threads of one process (``threads``, the default) or on
 real processes with a broker (``processes``; ``--processes`` is the same); the real-process
@@ -32,7 +33,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from logmarshal.localkafka import KafkaCluster
 
-from . import failover, handoff, pause, race, rebalance, restart
+from . import failover, handoff, pause, race, rebalance, restart, upgrade
 from .common import STAGES, OnKafka, add_kafka_options, kafka_from, mode_for
 from .processes import NOT_ON_KAFKA
 from .processes import SCENARIOS as ON_PROCESSES
@@ -46,6 +47,7 @@ WRITTEN_ONCE: dict[str, Scenario] = {
     "pause": pause.SCENARIO,
     "restart": restart.SCENARIO,
     "rebalance": rebalance.SCENARIO,
+    "upgrade": upgrade.SCENARIO,
 }
 STAGED = tuple(WRITTEN_ONCE)
 DEFAULT = {
@@ -61,6 +63,7 @@ DEFAULT = {
         "reset",
         "multi-broker",
         "zombie",
+        "upgrade",
     ),
 }
 FIGURES = {
@@ -74,6 +77,7 @@ FIGURES = {
     "reset": "first hand-out after the expiry (s)",
     "multi-broker": "d's last hand-out after the kill (s)",
     "zombie": "offsets handed out twice",
+    "upgrade": "lost (allowed in AMO)",
 }
 
 

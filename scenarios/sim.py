@@ -57,6 +57,14 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   truncates; so do some of the checked group's members; the group stops and comes back, and
   its cold starts may come after a truncation. ``--without announce`` removes the
   announcements of replay configurations, ``--without gap-refusal`` the cold-start refusal.
+  A world restored from a snapshot must be the world of the log's replay through the offset
+  it covers, and judge every later record as that replay does.
+- **Upgrades** (:mod:`scenarios.sim_upgrade`, its own generator
+  ``random.Random(f"upgrade/{seed}")``, about one seed in five: eligible seeds the
+  bounded-log schedule left, which it then gets too): members start capped at protocol
+  version 4, two rolling restarts bring them to 5, then 6, and snapshot publishers of every
+  version (4 and 5 emulated) publish and truncate. ``--without snapshot-rules`` removes rule 1
+  (a replayer restores only a snapshot of its own rules).
 
 Each safety fix can be removed (``--without FIX[,FIX...]``, ``all-amo`` for all of them):
 the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
@@ -123,6 +131,7 @@ from rationalizer import (
 from .sim_bounded import Bounded
 from .sim_checks import Checks
 from .sim_rules import PROPERTIES, rules_without
+from .sim_upgrade import Upgrade
 
 __all__ = ["FIXES", "Result", "parse_without", "run_seed"]
 
@@ -148,7 +157,8 @@ WORLD_FIXES = frozenset(PROPERTIES)
 CORE_FIXES = frozenset({"surprise", "stall"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = WORLD_FIXES | CORE_FIXES | {
-    "restart-fix", "idempotent-writes", "rewind-check", "announce", "gap-refusal"
+    "restart-fix", "idempotent-writes", "rewind-check", "announce", "gap-refusal",
+    "snapshot-rules",
 }
 #: what ``fix=False`` / ``--without-restart-fix`` removes: the restart bug (module docstring)
 #: needs all of them
@@ -225,6 +235,9 @@ class Result:
     trace: tuple[str, ...]
     #: with the bounded-log schedule: (truncations, gaps found), else None
     bounded: tuple[int, int] | None = None
+    #: with the upgrade schedule: (rolling restarts done, restarts, old-rules snapshots,
+    #: cold starts that passed one over), else None
+    upgrade: tuple[int, int, int, int] | None = None
 
 
 class Sim:
@@ -247,6 +260,9 @@ class Sim:
 
     shared_replay = False
     indexed_checks = False
+    #: a share of the seeds upgrade the group (:mod:`scenarios.sim_upgrade`); a scripted
+    #: stage's script supplies its members, so it has none
+    upgrades = True
 
     def __init__(
         self,
@@ -283,10 +299,14 @@ class Sim:
         #: prefix gone without a snapshot of its own halts (:mod:`scenarios.sim_bounded`)
         self.announce = "announce" not in self.without
         self.refuse_gaps = "gap-refusal" not in self.without
+        #: a cold start restores only a snapshot of its own rules (rule 1; without it, any)
+        self.snapshot_rules = "snapshot-rules" not in self.without
         self.group = GROUP
         self.topic = TOPIC
         #: the bounded-log schedule (None: this seed has none)
         self.bounded: Bounded | None = None
+        #: the upgrade schedule (:mod:`scenarios.sim_upgrade`; None: this seed has none)
+        self.upgrade: Upgrade | None = None
         #: (instance, cp) -> when the last write in its FIFO lands (transport i)
         self._held_until: dict[tuple[tuple[str, str], int], int] = {}
         self.tracing = trace
@@ -363,13 +383,16 @@ class Sim:
         )
         #: the bounded-log schedule (:mod:`scenarios.sim_bounded`), a generator of its own
         brng = random.Random(f"bounded/{seed}")
-        if (
+        eligible = (
             self.faults
             and self.sources == (TOPIC,)
             and not self.shared_replay
             and self.rewind_at is None
-            and brng.random() < 0.4
-        ):
+        )
+        bounded = eligible and brng.random() < 0.4
+        if eligible and not bounded and self.upgrades:  # the upgrade schedule brings one
+            self.upgrade = Upgrade.drawn(self, seed, HB)
+        if bounded or self.upgrade is not None:
             self.bounded = Bounded(self, brng, HB)
             self.oracle = [self.world() for _ in range(self.ncoord)]  # with g's keys
 
@@ -408,6 +431,8 @@ class Sim:
             self.at(0, self.bounded.start_u)
             if self.bounded.outage_at is not None:
                 self.at(self.bounded.outage_at, self.bounded.outage)
+        if self.upgrade is not None:
+            self.upgrade.start()
         self.at(self.fault_ms, self.settle)
         self.at(self.fault_ms + 2 * HB, self.settled)
         if self.rebalance != "none":
@@ -433,6 +458,7 @@ class Sim:
             None
             if self.bounded is None
             else (self.bounded.truncations, self.bounded.gaps),
+            None if self.upgrade is None else self.upgrade.summary(),
         )
 
     # -- members -----------------------------------------------------------------------------
@@ -456,6 +482,8 @@ class Sim:
         else:
             worlds = [self.world() for _ in range(self.ncoord)]
         batch = core_options.pop("batch_size", self.rng.choice((1, 5, 20)))
+        if self.upgrade is not None:
+            core_options.setdefault("protocol_version", self.upgrade.cap_for(client_id))
         options = CoreOptions(
             group_id=GROUP,
             client_id=client_id,
@@ -589,6 +617,7 @@ class Sim:
         while end > start and records[end - 1][0] > visible:
             end -= 1  # not visible to this instance's replay yet
         halted_gap = cp in inst.gapped and self.bounded is not None
+        restored = self.bounded is not None and (inst.me, cp) in self.bounded.restored
         for off in range(start, end):
             ts, key, value = records[off]
             v = inst.worlds[cp].apply(off, ts, key, value)
@@ -598,6 +627,9 @@ class Sim:
                 # known gap of core.rewind, tests/scenarios/test_bounded.py)
                 assert self.bounded is not None
                 self.bounded.applied(inst, cp, [off], [key], [v])
+            elif restored:  # it started from a snapshot: it must judge as the log's replay
+                assert self.bounded is not None
+                self.bounded.agree(inst, cp, off, v)
         inst.applied[cp] = end - 1
         if end > start:
             inst.last_seen[cp] = records[end - 1]
@@ -1159,6 +1191,7 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[Result] = []
     sim_ms = tasks = amo = doubles = gave_back = 0
     bounded = truncations = gaps = 0
+    upgrades = [0, 0, 0, 0, 0]  # seeds, rolling restarts done, restarts, old snapshots, passed
     t0 = time.perf_counter()
     for seed in seeds:
         result = run_seed(seed, fix=fix, **opts)
@@ -1169,6 +1202,8 @@ def main(argv: list[str] | None = None) -> int:
             bounded += 1
             truncations += result.bounded[0]
             gaps += result.bounded[1]
+        if result.upgrade is not None:
+            upgrades = [a + b for a, b in zip(upgrades, (1, *result.upgrade), strict=True)]
         if result.violations:
             failed.append(result)
             doubles += any("handed out twice" in v for v in result.violations)
@@ -1179,7 +1214,9 @@ def main(argv: list[str] | None = None) -> int:
         f"seeds run: {len(seeds)} ({tasks} claiming tasks, {amo} amo)  fixes removed: "
         f"{removed}  violations: {len(failed)} seeds (handed out twice: {doubles}, released "
         f"below a handed-out offset: {gave_back})  bounded-log seeds: {bounded} "
-        f"({truncations} truncations, {gaps} gaps found)  "
+        f"({truncations} truncations, {gaps} gaps found)  upgrade seeds: {upgrades[0]} "
+        f"({upgrades[1]} rolling restarts done, {upgrades[2]} restarts, {upgrades[3]} snapshots "
+        f"of versions 4 and 5, {upgrades[4]} cold starts passed one over)  "
         f"{len(seeds) / real:.1f} seeds/s  simulated/real time: {sim_ms / 1000 / real:.0f}x  "
         f"({real:.1f} s)"
     )

@@ -30,12 +30,20 @@ ttl) leaves ``g`` either the whole log or a valid snapshot of its own that reach
 log start. The other checks (two holders at once, AMO repeats, ALO completeness) judge what
 the members do. ``--without announce`` removes the announcements, ``--without
 gap-refusal`` the cold-start refusal.
+
+Restoring only snapshots of one's own replay configuration guarantees more, and that is
+judged too: a restored world is the world of a full replay of the log through the offset
+it covers (:meth:`Bounded._as_the_log`), and the replay that goes on from it judges every
+record as the full replay did (:meth:`Bounded.agree`). ``--without snapshot-rules`` (rule 1,
+:mod:`scenarios.sim_upgrade`) restores snapshots of any rules.
 """
 
 from __future__ import annotations
 
 import random
 from typing import Any
+
+import attrs
 
 from logmarshal import _coordlog as coordlog
 from logmarshal.core import Halted, Resumed
@@ -47,6 +55,7 @@ from rationalizer import (
     ReleaseGroup,
     WorldState,
     coordination_partition,
+    decode,
     encode,
     sign,
 )
@@ -54,7 +63,10 @@ from rationalizer._snapshot_record import (
     config_fingerprint,
     encode_announcement,
     encode_snapshot_record,
+    parse_snapshot_record,
 )
+
+from .sim_upgrade import load_any_rules
 
 # scenarios.sim's Sim and _Instance are not imported, not even for type checking: sim
 # imports this module, and the import graph allows no circle (tests/house). ``Sim`` and
@@ -88,6 +100,8 @@ class Bounded:
         self.delay = rng.choice((0, hb, 3 * hb))
         self.keep_every = rng.choice((3, 10)) * hb
         self.p_publisher = rng.choice((0.0, 0.5, 1.0))
+        if sim.upgrade is not None:  # an upgrade seed has publishers of every version
+            self.p_publisher = max(self.p_publisher, 0.5)
         self.u_period = rng.choice((5, 15, 30))
         #: the group stops (its members killed, or one frozen) and comes back after a
         #: downtime around the ttl: its cold starts may come after a truncation
@@ -118,6 +132,13 @@ class Bounded:
         self.down_until = 0
         self.truncations = 0
         self.gaps = 0
+        #: (instance, cp) whose replay started from a snapshot -> what it said about it
+        #: (:meth:`agree`); instances whose replay has a gap are not in it
+        self.restored: dict[tuple[tuple[str, str], int], str] = {}
+        #: (instance, cp) whose disagreement with the log's replay was reported
+        self.disagreed: set[tuple[tuple[str, str], int]] = set()
+        #: (cp, covered) -> the world of a full replay of the log through ``covered``
+        self._full: dict[tuple[int, int], WorldState] = {}
 
     @property
     def mine(self) -> str:
@@ -238,6 +259,8 @@ class Bounded:
         self.cold[inst.me] = set(range(sim.ncoord))
         if self.rng.random() < self.p_publisher:
             self.publishers.add(inst.me)
+        if sim.upgrade is not None:
+            sim.upgrade.joined(inst)
         if sim.now < self.down_until:
             sim.note(f"{inst.me} waits for the outage to end")
             inst.state = "frozen"
@@ -259,6 +282,9 @@ class Bounded:
         if sim.now >= self.announced.get(inst.me, 0) + self.ttl // 4:
             self._announce(inst)
         if inst.me not in self.publishers:
+            return
+        if sim.upgrade is not None and sim.upgrade.publishes_old(inst):
+            sim.upgrade.housekeeping(inst)  # an emulated publisher of an older version
             return
         for cp in range(sim.ncoord):
             key = (inst.me, cp)
@@ -291,9 +317,15 @@ class Bounded:
         if cp not in cold and need >= start:
             return
         cold.discard(cp)
-        restored = coordlog.load_snapshot(
-            None, cp, self.g_keys, earliest=start, snapshots=self.records(cp)
-        )
+        if sim.snapshot_rules:  # rule 1: only a snapshot of its own rules
+            restored = coordlog.load_snapshot(
+                None, cp, self.g_keys, earliest=start, snapshots=self.records(cp)
+            )
+        else:
+            restored = load_any_rules(cp, self.g_keys, start, self.records(cp))
+        if sim.upgrade is not None:
+            sim.upgrade.cold_start(cp, start, restored)
+        self.restored.pop((inst.me, cp), None)
         if restored is not None and restored.covered + 1 >= need:
             world = WorldState.from_bytes(
                 restored.world.to_bytes(), admin_keys=self.g_keys, rules=sim.rules
@@ -301,7 +333,12 @@ class Bounded:
             inst.worlds[cp] = world
             inst.applied[cp] = restored.covered
             inst.last_seen[cp] = sim.log[cp][restored.covered] if restored.covered >= 0 else None
-            sim.note(f"{inst.me} restores cp{cp} from a snapshot covering {restored.covered}")
+            rules = parse_snapshot_record(*self.topic[cp][restored.offset][1:]).rules
+            said = "record version 1" if rules is None else f"rules {rules}"
+            self.restored[(inst.me, cp)] = f"a snapshot ({said}) covering {restored.covered}"
+            self._as_the_log(inst, cp, world, restored.covered)
+            sim.note(f"{inst.me} restores cp{cp} from a snapshot ({said}) covering "
+                     f"{restored.covered}")
             return
         if need >= start:
             return
@@ -319,6 +356,51 @@ class Bounded:
         if not self.reset_pending and self.last_reset[cp] < start:
             self.reset_pending = True
             sim.at(sim.now + self.rng.randint(self.hb, 3 * self.hb), self.operator_reset)
+
+    def _as_the_log(self, inst: _Instance, cp: int, world: WorldState, covered: int) -> None:
+        """A restored world is the world a full replay of the log through ``covered``
+        builds (what restoring only snapshots of one's own rules and key configuration
+        guarantees: the proof sketch's point 4); else the two replayers disagree from here
+        on (reported once per instance and partition, and the run goes on)."""
+        full = self._full.get((cp, covered))
+        if full is None:
+            full = self._full[(cp, covered)] = self.sim.world()
+            full.apply_many((off, *self.sim.log[cp][off]) for off in range(covered + 1))
+        if world.to_bytes() == full.to_bytes():
+            return
+        mine = {(p.group_id, p.topic, p.partition): p for p in world.partitions()}
+        theirs = {(p.group_id, p.topic, p.partition): p for p in full.partitions()}
+        differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+        self.disagreed.add((inst.me, cp))
+        self.sim.checks.fail_and_go_on(
+            self.sim.now,
+            f"{inst.me} restored cp{cp} from {self.restored[(inst.me, cp)]}, which is not "
+            f"the world of the log's replay through {covered} (partitions that differ: "
+            f"{['/'.join(map(str, k)) for k in differ][:4]}, e.g. "
+            f"{_differ(mine, theirs, differ[0]) if differ else 'elsewhere'})",
+        )
+
+    def agree(self, inst: _Instance, cp: int, offset: int, verdict: object) -> None:
+        """A replay that started from a snapshot judges the record at ``offset`` as the
+        full replay of the log does (what restoring only snapshots of one's own rules and
+        key configuration guarantees); reported once per instance and partition, and the
+        run goes on to show what the disagreement causes."""
+        sim = self.sim
+        want = sim.oracle[cp].verdict(offset)
+        if want is None or verdict == want or (inst.me, cp) in self.disagreed:
+            return
+        self.disagreed.add((inst.me, cp))
+        _, key, value = sim.log[cp][offset]
+        msg: Any = decode(key, value)
+        what = f"{type(msg).__name__} {msg.client_id}:{msg.instance_id}"
+        if hasattr(msg, "partition"):
+            what += f" {msg.topic}/{msg.partition}"
+        sim.checks.fail_and_go_on(
+            sim.now,
+            f"{inst.me}'s replay of cp{cp} disagrees with the log's at offset {offset} "
+            f"({what}): {_said(verdict)}, the log's {_said(want)}; it started from "
+            f"{self.restored[(inst.me, cp)]}",
+        )
 
     def applied(self, inst: _Instance, cp: int, offsets: list[int], keys: list[bytes | None],
                 verdicts: list) -> None:
@@ -365,3 +447,18 @@ class Bounded:
     def summary(self) -> str:
         return f"truncations {self.truncations}, gaps {self.gaps}"
 
+
+
+def _said(v: Any) -> str:
+    if v is None:
+        return "?"
+    return f"accepted {v.effect.value}" if v.accepted else f"rejected {v.reason.value}"
+
+
+def _differ(mine: dict, theirs: dict, key: object) -> str:
+    """What differs in one partition's state: its fields that are not equal."""
+    a, b = mine.get(key), theirs.get(key)
+    if a is None or b is None:
+        return f"{'missing' if a is None else a} vs the log's {'missing' if b is None else b}"
+    fields = [f.name for f in attrs.fields(type(a)) if getattr(a, f.name) != getattr(b, f.name)]
+    return ", ".join(f"{f} {getattr(a, f)} vs the log's {getattr(b, f)}" for f in fields)

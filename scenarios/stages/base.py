@@ -294,11 +294,13 @@ class Stage(GroupChecks, abc.ABC):
     def _start_again(self, member: Member, before: Callable[[], None]) -> Member:
         """A new instance of ``member``'s client; ``before`` runs just before it connects."""
 
-    def restart(self, member: Member, old: str = "kill") -> Member:
-        """A new instance under the same client_id and options. The old one is first killed
-        (``old="kill"``), hung (``"freeze"``: a zombie) or left running (``"keep"``)."""
+    def restart(self, member: Member, old: str = "kill", **options: Any) -> Member:
+        """A new instance under the same client_id and options (``options`` override some:
+        an operator's new configuration). The old one is first killed (``old="kill"``), hung
+        (``"freeze"``: a zombie) or left running (``"keep"``)."""
         act = {"kill": self.kill, "freeze": self.freeze, "keep": lambda m: None}[old]
-        return self._start_again(member, lambda: act(member))
+        template = attrs.evolve(member, options={**member.options, **options}) if options else member
+        return self._start_again(template, lambda: act(member))
 
     @abc.abstractmethod
     def leave(self, member: Member) -> bool:

@@ -33,6 +33,7 @@ class _ScriptedSim(Sim):
 
     #: False puts the AMO restart bug back (``scenarios.sim --without-restart-fix``)
     fix = True
+    upgrades = False
 
     def __init__(self, seed: int, *, mode: str, partitions: int, faults: str) -> None:
         # (the restart-bug experiment needs writes that overtake each other too: FIFO writes, as
@@ -119,7 +120,7 @@ class SimStage(Stage):
         # the real stages' Consumers hand out batches of up to 20 too; "greedy" has no
         # core option (the core claims one partition per pass)
         core_options: dict[str, Any] = {"batch_size": member.options.get("batch_size", 20)}
-        for name in ("max_claims", "rebalance"):
+        for name in ("max_claims", "rebalance", "protocol_version"):
             if name in member.options:
                 core_options[name] = member.options[name]
         inst = self.sim.join(member.client_id, **core_options)

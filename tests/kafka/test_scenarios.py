@@ -36,6 +36,8 @@ RUNS = [
     ("rebalance", 6),
     ("rebalance", 7),
     ("zombie", 1),
+    ("upgrade", 8),
+    ("upgrade", 9),
 ]
 
 #: the delivery checks of each mode, one of which a run must have made (handoff makes the

@@ -24,6 +24,7 @@ SEEDS = {
     "broker-crash": 4,
     "reset": 5,
     "multi-broker": 7,
+    "upgrade": 9,
 }
 
 

@@ -11,9 +11,11 @@ import pytest
 
 from scenarios.common import mode_for, parse_args
 
-STAGED = ("failover", "handoff", "pause", "restart", "race", "rebalance")
+STAGED = ("failover", "handoff", "pause", "restart", "race", "rebalance", "upgrade")
 #: the other parity than test_processes' seeds, so each scenario meets both modes
-THREAD_SEEDS = {"failover": 1, "pause": 0, "handoff": 3, "restart": 2, "race": 4, "rebalance": 5}
+THREAD_SEEDS = {
+    "failover": 1, "pause": 0, "handoff": 3, "restart": 2, "race": 4, "rebalance": 5, "upgrade": 8
+}
 #: seeds 0, 1 and 4 (alo, amo, alo). Seed 2 of ``pause`` fails "each member's own claims match
 #: the log" since heartbeats go out in passes: a member whose two heartbeat answers in a row were
 #: lost let its lease lapse and learned it still held the partition some ms after the check's

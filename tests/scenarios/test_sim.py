@@ -19,8 +19,9 @@ from scenarios.sim_checks import Checks
 #: 155, 157, 171, 199, 226 of 0..226 (schedules change with the core's timing); and after the
 #: target is recomputed at most once per claim interval: 99, 155, 157, 199, 226 of 0..229;
 #: 157 then took the bounded-log schedule (tests/scenarios/test_bounded.py), whose other group's
-#: records change its schedule: 155, 199, 253 of the seeds without it in 0..253
-RESTART_BUG_SEEDS = (155, 199, 253)
+#: records change its schedule: 155, 199, 253 of the seeds without it in 0..253; 199 then took
+#: the upgrade schedule (scenarios/sim_upgrade.py): 442 is the next of the seeds without it
+RESTART_BUG_SEEDS = (155, 253, 442)
 RESTART_BUG_TRANSPORT = frozenset({"idempotent-writes"})
 
 
@@ -30,8 +31,9 @@ RESTART_BUG_TRANSPORT = frozenset({"idempotent-writes"})
 #: partition back from the newer instance (restart_takeover), it closes and its release gives
 #: back offsets already handed out, which the next holder hands out again; clean with the fixes.
 #: Found again on 2026-11-27 on the final core: 40, 155, 199 of 0..199; 40 then took the
-#: bounded-log schedule (tests/scenarios/test_bounded.py): 30, 83, 155, 199 of the others
-ZOMBIE_SEEDS = (30, 155, 199)
+#: bounded-log schedule (tests/scenarios/test_bounded.py): 30, 83, 155, 199 of the others; 30
+#: and 199 then took the upgrade schedule (scenarios/sim_upgrade.py): 265 and 406 of 200..406
+ZOMBIE_SEEDS = (155, 265, 406)
 
 
 #: seeds on which the simulator finds two clients handing out one partition at once without
@@ -68,7 +70,8 @@ def test_the_zombie_double_delivery_is_found_without_the_fixes(seed):
 #: heartbeat, overtaken by its later one, landed last and lowered ``last_offset``. Property g
 #: (a late heartbeat of a named tenure keeps the position) stops it; property f stops the
 #: late ReleasingTask of seed 56 (a tenure the same instance had ended and begun again).
-LATE_HEARTBEAT_SEEDS = (3, 7, 29)
+#: (7 then took the upgrade schedule, scenarios/sim_upgrade.py: 9 is the next without it.)
+LATE_HEARTBEAT_SEEDS = (3, 9, 29)
 LATE_TASK_RELEASE_SEEDS = (56,)
 
 
