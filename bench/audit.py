@@ -479,7 +479,9 @@ def _bench_export(info: Any, n: int, records: int, args: argparse.Namespace, wor
             " driver, executors run inside the driver JVM)"
         )
         print(f"  tables == in-process tables: {_same(work / 'out-local', work / 'out-spark')}")
-        print(f"  the fold alone, one task per file          : {t_fold:6.2f}s  {n / t_fold:>10,.0f} records/s")
+        print(
+            f"  the fold alone, one task per file          : {t_fold:6.2f}s  {n / t_fold:>10,.0f} records/s"
+        )
         print(f"    peak MiB: {fold_mem.line()}")
         print(
             f"  the fold alone, repartition + sort (before): {t_shuffled:6.2f}s"

@@ -208,7 +208,9 @@ def bench_redis(n: int, size: int) -> tuple[float, float] | None:
         produce_s = time.perf_counter() - start
         client.sock.sendall(Resp.command(b"XGROUP", b"CREATE", b"s", b"g", b"0"))
         client.reply()
-        read = Resp.command(b"XREADGROUP", b"GROUP", b"g", b"c", b"COUNT", b"1000", b"STREAMS", b"s", b">")
+        read = Resp.command(
+            b"XREADGROUP", b"GROUP", b"g", b"c", b"COUNT", b"1000", b"STREAMS", b"s", b">"
+        )
         got = 0
         start = time.perf_counter()
         while got < n:
@@ -235,10 +237,28 @@ def _kcat_produce(kcat: str, bootstrap: str, topic: str, lines: str, codec: str)
     admin.create_topics([NewTopic(topic, 1, replication_factor=1)])[topic].result(10)
     start = time.perf_counter()
     subprocess.run(
-        [kcat, "-b", bootstrap, "-P", "-t", topic, "-p", "0", "-l", lines, "-z", codec,
-         "-X", "linger.ms=5", "-X", "batch.num.messages=10000",
-         "-X", "queue.buffering.max.messages=1000000"],
-        check=True, timeout=600,
+        [
+            kcat,
+            "-b",
+            bootstrap,
+            "-P",
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-l",
+            lines,
+            "-z",
+            codec,
+            "-X",
+            "linger.ms=5",
+            "-X",
+            "batch.num.messages=10000",
+            "-X",
+            "queue.buffering.max.messages=1000000",
+        ],
+        check=True,
+        timeout=600,
     )
     return time.perf_counter() - start
 
@@ -276,7 +296,9 @@ def bench_validation(n: int, rounds: int) -> None:
                     for r in range(rounds):
                         for name, broker in (("off", off), ("on", on)):
                             topic = f"v-{codec}-{r}"
-                            times[name].append(_kcat_produce(kcat, broker.bootstrap, topic, lines, codec))
+                            times[name].append(
+                                _kcat_produce(kcat, broker.bootstrap, topic, lines, codec)
+                            )
                     for name in ("off", "on"):
                         label = f"kcat produce, codec {codec}, validation {name}"
                         _row(label, n, size, statistics.median(times[name]))
@@ -285,14 +307,18 @@ def bench_validation(n: int, rounds: int) -> None:
                 off.stop()
         per_batch = 100
         batches = [
-            encode_batch([NewRecord(b"x" * size, key=b"k%d" % i, timestamp=1) for i in range(per_batch)])
+            encode_batch(
+                [NewRecord(b"x" * size, key=b"k%d" % i, timestamp=1) for i in range(per_batch)]
+            )
         ] * (n // per_batch)
         # off and on take turns, as the brokers do: load from elsewhere hits both alike
         appends: dict[bool, list[float]] = {False: [], True: []}
         for r in range(rounds):
             for validate in (False, True):
                 plog = PartitionLog(
-                    os.path.join(tmp, f"s-{validate}-{r}"), TopicConfig(), lambda: 0,
+                    os.path.join(tmp, f"s-{validate}-{r}"),
+                    TopicConfig(),
+                    lambda: 0,
                     validate_records=validate,
                 )
                 start = time.perf_counter()
@@ -301,23 +327,30 @@ def bench_validation(n: int, rounds: int) -> None:
                 appends[validate].append(time.perf_counter() - start)
                 plog.close()
         for validate in (False, True):
-            _row(f"storage append, {per_batch}-record batches, validation {'on' if validate else 'off'}",
-                 len(batches) * per_batch, size, statistics.median(appends[validate]))
+            _row(
+                f"storage append, {per_batch}-record batches, validation {'on' if validate else 'off'}",
+                len(batches) * per_batch,
+                size,
+                statistics.median(appends[validate]),
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer records (smoke run)")
     parser.add_argument(
-        "--validation", action="store_true",
+        "--validation",
+        action="store_true",
         help="only measure record validation's cost (kcat produce, validation on vs off)",
     )
     args = parser.parse_args()
     if args.validation:
         from storage._validation import FAST_WALK
 
-        print(f"bench/broker.py --validation  python {sys.version.split()[0]}  cores {os.cpu_count()}"
-              f"  record walk: {'C (storage._fastrecords)' if FAST_WALK else 'Python'}")
+        print(
+            f"bench/broker.py --validation  python {sys.version.split()[0]}  cores {os.cpu_count()}"
+            f"  record walk: {'C (storage._fastrecords)' if FAST_WALK else 'Python'}"
+        )
         bench_validation(200_000 if args.quick else 2_000_000, 3 if args.quick else 5)
         return
     sizes = {100: 2_000_000, 1024: 500_000}
@@ -331,9 +364,13 @@ def main() -> None:
             for size, n in sizes.items():
                 print(f"\n{n:,} records of {size} B")
                 for acks in ("1", "all"):
-                    produce_s, consume_s = bench_broker(broker.bootstrap, n, size, acks, f"b{size}-{acks}")
+                    produce_s, consume_s = bench_broker(
+                        broker.bootstrap, n, size, acks, f"b{size}-{acks}"
+                    )
                     _, p, _ = _row(f"broker produce (confluent, acks={acks})", n, size, produce_s)
-                    _, c, _ = _row(f"broker consume (confluent, acks={acks} data)", n, size, consume_s)
+                    _, c, _ = _row(
+                        f"broker consume (confluent, acks={acks} data)", n, size, consume_s
+                    )
                     results[(size, f"produce-{acks}")] = p
                     results[(size, f"consume-{acks}")] = c
                 append_s, read_s = bench_storage(n, size)
@@ -341,14 +378,18 @@ def main() -> None:
                 _row("raw storage read (PartitionLog, batch walk)", n, size, read_s)
                 redis = bench_redis(n, size)
                 if redis is None:
-                    print("  redis baseline skipped: redis-server is not installed "
-                          "(apt-get install redis-server)")
+                    print(
+                        "  redis baseline skipped: redis-server is not installed "
+                        "(apt-get install redis-server)"
+                    )
                     continue
                 _, rp, _ = _row("redis streams XADD (pipelined 1000)", n, size, redis[0])
                 _, rc, _ = _row("redis streams XREADGROUP (COUNT 1000)", n, size, redis[1])
-                print(f"  ratio broker/redis: produce {results[(size, 'produce-1')] / rp:.2f}x "
-                      f"(acks=all {results[(size, 'produce-all')] / rp:.2f}x), "
-                      f"consume {results[(size, 'consume-1')] / rc:.2f}x")
+                print(
+                    f"  ratio broker/redis: produce {results[(size, 'produce-1')] / rp:.2f}x "
+                    f"(acks=all {results[(size, 'produce-all')] / rp:.2f}x), "
+                    f"consume {results[(size, 'consume-1')] / rc:.2f}x"
+                )
         finally:
             broker.stop()
 

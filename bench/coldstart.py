@@ -331,9 +331,11 @@ def _network(path: Path, baseline: float, repeat: int) -> None:
     from logmarshal import connect
     from logmarshal.localbroker import LocalBroker
 
-    with tempfile.TemporaryDirectory(prefix="bench-coldstart-broker-") as work, LocalBroker(
-        work, data_dir=path
-    ) as broker, connect(bootstrap=broker.bootstrap) as net:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-coldstart-broker-") as work,
+        LocalBroker(work, data_dir=path) as broker,
+        connect(bootstrap=broker.bootstrap) as net,
+    ):
         stored = sum(
             net.latest_offset(COORDINATION_TOPIC, cp) - net.earliest_offset(COORDINATION_TOPIC, cp)
             for cp in range(N_COORD)
@@ -423,9 +425,10 @@ def _kafka(
     from logmarshal.localkafka import KAFKA_VERSION, KafkaCluster
     from logmarshal.network import NetworkCluster
 
-    with KafkaCluster(work / "kafka", heap="1g") as kafka, NetworkCluster(
-        kafka.bootstrap, timeout=120.0
-    ) as net:
+    with (
+        KafkaCluster(work / "kafka", heap="1g") as kafka,
+        NetworkCluster(kafka.bootstrap, timeout=120.0) as net,
+    ):
         coordlog.ensure_coordination_topic(net, N_COORD)
         coordlog.ensure_snapshot_topic(net, N_COORD)
         t0 = time.perf_counter()
@@ -518,7 +521,9 @@ def main() -> None:
                 args.seed,
                 args.one_record_batches,
             )
-            python_head = f" {'py catch-up/s':>14} {'py ratio':>8}" if args.python_decoder_too else ""
+            python_head = (
+                f" {'py catch-up/s':>14} {'py ratio':>8}" if args.python_decoder_too else ""
+            )
             print(
                 f"{'records':>11} {'gen s':>7} {'apply_many/s':>13} {'catch-up':>10} "
                 f"{'catch-up/s':>11} {'ratio':>6} {'cpu ratio':>9}{python_head} {'snapshot+tail':>14} "

@@ -302,8 +302,14 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
             stack.callback(shutil.rmtree, baseline, ignore_errors=True)
         with logmarshal.connect(bootstrap=bootstrap) as cluster:
             cluster.create_topic(TOPIC, NET_PARTITIONS)
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                             "batch.num.messages": 10_000, "log_level": 3})
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 20,
+                "batch.num.messages": 10_000,
+                "log_level": 3,
+            }
+        )
         value = b"x" * 100
         for i in range(count):
             while True:
@@ -313,8 +319,10 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
                 except BufferError:
                     producer.poll(0.01)
         producer.flush()
-        print(f"{count:,} records of 100 B in {NET_PARTITIONS} partitions; each reader reads "
-              "them all in a fresh process (poll/consume call latency; peak RSS)")
+        print(
+            f"{count:,} records of 100 B in {NET_PARTITIONS} partitions; each reader reads "
+            "them all in a fresh process (poll/consume call latency; peak RSS)"
+        )
         rows = [(kind, None) for kind in READERS]
         if baseline is not None:
             rows += [(kind, baseline) for kind in ("alo-batch", "alo-each", "amo")]
@@ -329,7 +337,9 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
             label = kind if code is None else f"{kind} @ {baseline_ref}"
             extra = (
                 f"  cpu {r['cpu']:5.2f} s  call p50 {r['p50_ms']:6.2f} ms  "
-                f"p99 {r['p99_ms']:6.2f} ms" if "cpu" in r else ""
+                f"p99 {r['p99_ms']:6.2f} ms"
+                if "cpu" in r
+                else ""
             )
             if base is not None and not kind.startswith(("raw", "kcat")):
                 extra += (
@@ -337,10 +347,12 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
                     f"{r['p99_ms'] / base['p99_ms']:.1f}x p99 of {BASELINE}"
                 )
             print(f"  {label:<28} {r['rate']:>11,.0f} msg/s  rss {r['rss_mb']:6.0f} MB{extra}")
-        print("(alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500), "
-              "raw-reader with the Consumer's reader's librdkafka settings "
-              "(logmarshal.network.settings.consumer_settings); goal: >= 0.8x rate, "
-              "<= 2x p99 of raw-reader)")
+        print(
+            "(alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500), "
+            "raw-reader with the Consumer's reader's librdkafka settings "
+            "(logmarshal.network.settings.consumer_settings); goal: >= 0.8x rate, "
+            "<= 2x p99 of raw-reader)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,13 +363,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     parser.add_argument("--hb", type=float, default=0.5, help="heartbeat interval (default 0.5)")
-    parser.add_argument("--network", action="store_true",
-                        help="read over the network: Consumer vs kcat vs raw confluent-kafka")
-    parser.add_argument("--kafka", action="store_true",
-                        help="with --network: on a single-node Apache Kafka (logmarshal.localkafka) "
-                        "instead of logmarshal's broker")
-    parser.add_argument("--count", type=int, default=1_000_000,
-                        help="records for --network (default 1,000,000)")
+    parser.add_argument(
+        "--network",
+        action="store_true",
+        help="read over the network: Consumer vs kcat vs raw confluent-kafka",
+    )
+    parser.add_argument(
+        "--kafka",
+        action="store_true",
+        help="with --network: on a single-node Apache Kafka (logmarshal.localkafka) "
+        "instead of logmarshal's broker",
+    )
+    parser.add_argument(
+        "--count", type=int, default=1_000_000, help="records for --network (default 1,000,000)"
+    )
     parser.add_argument(
         "--baseline-ref", help="also run this commit's Consumer, side by side in the same run"
     )
@@ -435,7 +454,8 @@ def _print_embedded(labels: list[str], figures: list[dict[str, float]], hb: floa
     print("".ljust(width) + "".join(f"{label:>16}" for label in labels))
     for key in figures[0]:
         cells = "".join(
-            f"{f.get(key, float('nan')):>16,.3f}" if key.endswith(" s") or key.endswith(" ms")
+            f"{f.get(key, float('nan')):>16,.3f}"
+            if key.endswith(" s") or key.endswith(" ms")
             else f"{f.get(key, float('nan')):>16,.0f}"
             for f in figures
         )

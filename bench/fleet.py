@@ -104,7 +104,9 @@ class FleetSim(_ScriptedSim):
 
     def start(self) -> _Instance:
         return self.join(
-            rebalance="balanced", heartbeat_interval_ms=self.hb, claim_interval_ms=self.hb // 2,
+            rebalance="balanced",
+            heartbeat_interval_ms=self.hb,
+            claim_interval_ms=self.hb // 2,
             batch_size=20,
         )
 
@@ -180,9 +182,7 @@ class FleetSim(_ScriptedSim):
         for inst in self.running():
             self.on(inst, lambda inst=inst: self.step(inst, Topics(((TOPIC, partitions),))))
 
-    def converge(
-        self, stable_ms: int, limit_ms: int, deadline: float
-    ) -> tuple[int | None, int]:
+    def converge(self, stable_ms: int, limit_ms: int, deadline: float) -> tuple[int | None, int]:
         """Run until balanced and unchanged for ``stable_ms``. Returns (simulated ms from now
         to the start of that stable window, or None past ``limit_ms``; partitions held at
         the start that ended with another holder). Raises :class:`OutOfTime` past the wall
@@ -296,17 +296,30 @@ def synthesized_cost(
     every = max(1, hb_ms // 3)
     for m in range(members):
         for ts in range(m % every, end, every):
-            add(home, ts, AnnouncingMember(**ids(m), topics=((TOPIC, partitions),),
-                                           heartbeat_interval_ms=hb_ms, version=4))
+            add(
+                home,
+                ts,
+                AnnouncingMember(
+                    **ids(m), topics=((TOPIC, partitions),), heartbeat_interval_ms=hb_ms, version=4
+                ),
+            )
     for p in range(partitions):
         cp = coordination_partition(TOPIC, p, ncoord)
         who = ids(p % members)
-        add(cp, hb_ms // 2, ClaimingPartition(**who, topic=TOPIC, partition=p,
-                                              heartbeat_interval_ms=hb_ms))
+        add(
+            cp,
+            hb_ms // 2,
+            ClaimingPartition(**who, topic=TOPIC, partition=p, heartbeat_interval_ms=hb_ms),
+        )
         gap = int(hb_ms * HEARTBEAT_GAP)
         for ts in range(hb_ms // 2 + 1, end, gap):
-            add(cp, ts, Heartbeat(**who, topic=TOPIC, partition=p, last_offset=-1,
-                                  heartbeat_interval_ms=hb_ms))
+            add(
+                cp,
+                ts,
+                Heartbeat(
+                    **who, topic=TOPIC, partition=p, last_offset=-1, heartbeat_interval_ms=hb_ms
+                ),
+            )
     by_type: Counter[str] = Counter()
     logs = []
     for cp_events in events:
@@ -490,13 +503,15 @@ def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
             rate += " (synthesized log)"
         cells = [
             f"{r.members} x {r.partitions}",
-            _phase_cell(r, PHASES[0])
-            + (f" ({r.start_claims:,})" if r.start_claims else ""),
+            _phase_cell(r, PHASES[0]) + (f" ({r.start_claims:,})" if r.start_claims else ""),
             *(_phase_cell(r, n) for n in PHASES[1:]),
             rate,
             f"{beats:,.0f} / {ann:,.0f}" if hbs else "-",
-            (f"{r.us_per_record:.2f} ({r.us_split()[0]:.1f} / {r.us_split()[1]:.2f})"
-             if r.replay_records else "-"),
+            (
+                f"{r.us_per_record:.2f} ({r.us_split()[0]:.1f} / {r.us_split()[1]:.2f})"
+                if r.replay_records
+                else "-"
+            ),
             f"{r.replay_cpu:.1%} of a core" if r.replay_records else "-",
             f"{r.target_s[0]:.4f} / {r.target_s[1]:.3f}",
             f"{r.simulated_ms / 1000:.1f}",
@@ -505,8 +520,10 @@ def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     notes = [r for r in results if r.stopped]
     for r in notes:
-        lines.append(f"\n{r.members} x {r.partitions} stopped: {r.stopped} "
-                     f"({r.steps:,} steps, {r.simulated_ms / 1000:.2f} s simulated).")
+        lines.append(
+            f"\n{r.members} x {r.partitions} stopped: {r.stopped} "
+            f"({r.steps:,} steps, {r.simulated_ms / 1000:.2f} s simulated)."
+        )
     lines.append(
         f"\n{ncoord} coordination partitions; convergence in HB of simulated time until the "
         "assignment is balanced and then stays unchanged; moved = partitions that changed "
@@ -519,18 +536,32 @@ def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--sizes", type=parse_sizes, default=parse_sizes("32x256,100x1024,1000x10000"),
+        "--sizes",
+        type=parse_sizes,
+        default=parse_sizes("32x256,100x1024,1000x10000"),
         help="MEMBERSxPARTITIONS, comma separated",
     )
     parser.add_argument("--hb-ms", type=int, default=100, help="the members' heartbeat (ms)")
     parser.add_argument("--coordination-partitions", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--stable-hb", type=float, default=5,
-                        help="balanced and unchanged for this many HB counts as converged")
-    parser.add_argument("--limit-hb", type=float, default=60,
-                        help="give a phase up after this many HB of simulated time")
-    parser.add_argument("--max-wall-s", type=float, default=600,
-                        help="wall-clock budget per size; a size that runs out says where")
+    parser.add_argument(
+        "--stable-hb",
+        type=float,
+        default=5,
+        help="balanced and unchanged for this many HB counts as converged",
+    )
+    parser.add_argument(
+        "--limit-hb",
+        type=float,
+        default=60,
+        help="give a phase up after this many HB of simulated time",
+    )
+    parser.add_argument(
+        "--max-wall-s",
+        type=float,
+        default=600,
+        help="wall-clock budget per size; a size that runs out says where",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile each size")
     args = parser.parse_args(argv)
     if args.hb_ms < 10:

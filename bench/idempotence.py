@@ -25,12 +25,18 @@ def produce(bootstrap: str, topic: str, n: int, size: int, idempotent: bool) -> 
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, replication_factor=1)])[topic].result(10)
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
-        "batch.size": 1_000_000, "batch.num.messages": 1_000_000,
-        "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_000_000,
-        "enable.idempotence": idempotent,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+            "enable.idempotence": idempotent,
+        }
+    )
     value = b"x" * size
     start = time.perf_counter()
     for _ in range(n):
@@ -50,8 +56,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     size = 100
-    print(f"bench/idempotence.py  python {sys.version.split()[0]}  cores {os.cpu_count()}  "
-          f"{args.records:,} records of {size} B, acks=all")
+    print(
+        f"bench/idempotence.py  python {sys.version.split()[0]}  cores {os.cpu_count()}  "
+        f"{args.records:,} records of {size} B, acks=all"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-idem-") as tmp:
         broker = LocalBroker(tmp, inherit_stderr=True).start()  # its stderr on this terminal
         bootstrap = broker.bootstrap
@@ -60,8 +68,10 @@ def main() -> None:
                 for idem in (False, True):
                     s = produce(bootstrap, f"t{r}-{int(idem)}", args.records, size, idem)
                     label = "on " if idem else "off"
-                    print(f"  round {r}  idempotence {label}: {args.records / s / 1e6:6.3f} M msg/s"
-                          f"  ({s:.2f} s)")
+                    print(
+                        f"  round {r}  idempotence {label}: {args.records / s / 1e6:6.3f} M msg/s"
+                        f"  ({s:.2f} s)"
+                    )
         finally:
             broker.stop()
 

@@ -86,8 +86,17 @@ def worker(mode: str, partitions: int, hb: float, seconds: float, bootstrap: str
 
 def _run(code: Path, mode: str, n: int, args: argparse.Namespace, bootstrap: str | None) -> dict:
     argv = [
-        sys.executable, str(Path(__file__).resolve()), "--worker", mode, str(n),
-        "--hb", str(args.hb), "--seconds", str(args.seconds), "--code", str(code),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        mode,
+        str(n),
+        "--hb",
+        str(args.hb),
+        "--seconds",
+        str(args.seconds),
+        "--code",
+        str(code),
     ]
     if bootstrap:
         argv += ["--bootstrap", bootstrap]
@@ -101,7 +110,9 @@ def _extract(ref: str) -> Path:
     """The tree of commit ``ref`` in a temporary directory, with this tree's built
     extensions (they are not in git)."""
     target = Path(tempfile.mkdtemp(prefix="bench-idle-baseline-"))
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
+    )
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
     for so in (ROOT / "storage").glob("*.so"):
         shutil.copy(so, target / "storage" / so.name)
@@ -147,10 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "network" in modes:
             broker, bootstrap, data = _start_broker()
-        print(f"idle member: HB {args.hb} s, CPU over {args.seconds:g} s, each in a fresh "
-              "process (the broker's CPU not counted)")
-        print(f"{'code':<18} {'mode':<9} {'partitions':>10} {'% of a core':>12} {'threads':>8}"
-              f" {'claimed in s':>13}")
+        print(
+            f"idle member: HB {args.hb} s, CPU over {args.seconds:g} s, each in a fresh "
+            "process (the broker's CPU not counted)"
+        )
+        print(
+            f"{'code':<18} {'mode':<9} {'partitions':>10} {'% of a core':>12} {'threads':>8}"
+            f" {'claimed in s':>13}"
+        )
         for label, code in codes:
             for mode in modes:
                 for n in sizes:
@@ -159,8 +174,11 @@ def main(argv: list[str] | None = None) -> int:
                     if "error" in r:
                         print(f"{label:<18} {mode:<9} {n:>10} failed: {r['error']}")
                         continue
-                    print(f"{label:<18} {mode:<9} {n:>10} {r['cpu_pct']:>12.1f} "
-                          f"{r['threads']:>8} {r['claimed_s']:>13.1f}", flush=True)
+                    print(
+                        f"{label:<18} {mode:<9} {n:>10} {r['cpu_pct']:>12.1f} "
+                        f"{r['threads']:>8} {r['claimed_s']:>13.1f}",
+                        flush=True,
+                    )
     finally:
         if broker is not None:
             broker.stop()

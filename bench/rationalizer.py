@@ -288,7 +288,10 @@ def _json_tag_ok(m: dict, typ: int) -> bool:
 #: claimed with ClaimingPartition on ``<app>.task.<i>/p`` and heartbeated and released with
 #: the position of every co-partitioned source (2 or 3 here, one a long repartition topic).
 TASK_APPS = {
-    "wordcount": (("lines", "lines2"), ("wordcount-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition", "words")),
+    "wordcount": (
+        ("lines", "lines2"),
+        ("wordcount-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition", "words"),
+    ),
     "sessions": (("clicks", "logins", "views"), ("sessions-by-user-repartition", "user-profiles")),
     "enrich": (("orders", "payments"), ("customers", "enriched-orders-repartition", "refunds")),
 }
@@ -331,8 +334,12 @@ def generate_tasks(n_records: int, parts_per_topic: int, seed: int):
         if hit is None:
             key, value = encode(
                 ReleasingPartition(
-                    client_id=client, instance_id=instance, group_id=app, topic=name,
-                    partition=p, last_offset=0,
+                    client_id=client,
+                    instance_id=instance,
+                    group_id=app,
+                    topic=name,
+                    partition=p,
+                    last_offset=0,
                 )
             )
             hit = idents[k] = (key, value[10:])
@@ -352,13 +359,20 @@ def generate_tasks(n_records: int, parts_per_topic: int, seed: int):
             )
             value = (b"\x03\x08" + _I.pack(hb) if kind == "task_hb" else b"\x03\x09") + body + tail
         if kind not in checked:  # the same bytes as the codec's
-            ids = {"client_id": who[0], "instance_id": who[1], "group_id": app, "topic": name,
-                   "partition": p}
+            ids = {
+                "client_id": who[0],
+                "instance_id": who[1],
+                "group_id": app,
+                "topic": name,
+                "partition": p,
+            }
             vec = tuple(zip(sources, vector, strict=True))
             msg = (
-                ClaimingPartition(**ids, heartbeat_interval_ms=hb) if kind == "claim"
+                ClaimingPartition(**ids, heartbeat_interval_ms=hb)
+                if kind == "claim"
                 else HeartbeatingTask(**ids, heartbeat_interval_ms=hb, positions=vec)
-                if kind == "task_hb" else ReleasingTask(**ids, positions=vec)
+                if kind == "task_hb"
+                else ReleasingTask(**ids, positions=vec)
             )
             assert encode(msg) == (key, value), kind
             checked.add(kind)
@@ -540,7 +554,9 @@ def _verdict_tuple(v) -> tuple | None:
     )
 
 
-def compare_baseline(ref: str, world_cls, logs: list[tuple[str, list, int]], changes: bool = False) -> None:
+def compare_baseline(
+    ref: str, world_cls, logs: list[tuple[str, list, int]], changes: bool = False
+) -> None:
     """Replay each ``(name, records per coordination partition, count)`` log with the current
     ``world_cls`` and with ``rationalizer/`` at ``ref``, alternating (so both see the same
     machine state), and print both rates side by side."""
@@ -579,8 +595,10 @@ def _compare(ref: str, base, world_cls, name: str, binary: list, n: int, changes
     print(f"  apply_many this tree   : {n / t_new:>12,.0f} records/s  ({t_new:.2f}s, best of 5)")
     print(f"  apply_many {ref:<12.12}: {n / t_base:>12,.0f} records/s  ({t_base:.2f}s, best of 5)")
     print(f"  ratio this tree / {ref}: {t_base / t_new:.3f}")
-    print(f"  identical verdicts: {same_verdicts} ({differing:,} records judged differently);"
-          f" identical snapshot bytes: {same_bytes}")
+    print(
+        f"  identical verdicts: {same_verdicts} ({differing:,} records judged differently);"
+        f" identical snapshot bytes: {same_bytes}"
+    )
     if not (same_verdicts and same_bytes) and not changes:
         raise SystemExit(f"this tree and {ref} disagree on the {name}")
 

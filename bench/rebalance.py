@@ -165,7 +165,11 @@ class Cell:
         self.cluster = EmbeddedCluster(self._tmp.name, maintenance_interval=0)
         self.cluster.create_topic(TOPIC, partitions)
         self.observer = Marshaler(
-            self.cluster, "observer", GROUP, self.hb, fetch_wait=0.1,
+            self.cluster,
+            "observer",
+            GROUP,
+            self.hb,
+            fetch_wait=0.1,
             coordination_partitions=args.coordination_partitions,
         )
         self.live: list[ThreadMember] = []
@@ -208,6 +212,7 @@ class Cell:
 
     def close_later(self, member: ThreadMember) -> None:
         """Stop a killed member's threads (off the clock)."""
+
         def close() -> None:
             with contextlib.suppress(Exception):
                 member.close(release=False)
@@ -298,8 +303,15 @@ def run_cell(args: argparse.Namespace, n: int, partitions: int, strategy: str) -
     """Every figure of one cell and one strategy."""
     hb, timeout = args.hb, args.timeout
     out: dict[str, Any] = {
-        "join": [], "join_not": [], "crash_owned": [], "crash_bal": [], "crash_not": [],
-        "join_repeats": 0, "join_moved": 0, "crash_repeats": 0, "crash_moved": 0,
+        "join": [],
+        "join_not": [],
+        "crash_owned": [],
+        "crash_bal": [],
+        "crash_not": [],
+        "join_repeats": 0,
+        "join_moved": 0,
+        "crash_repeats": 0,
+        "crash_moved": 0,
         "notes": [],
     }
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -406,15 +418,20 @@ def print_cell(n: int, partitions: int, figures: dict[str, dict[str, Any]], args
         ("repeated per move, join", lambda f: _per_move(f["join_repeats"], f["join_moved"])),
         ("repeated per move, crash", lambda f: _per_move(f["crash_repeats"], f["crash_moved"])),
         ("setup: n-1 own all s", lambda f: f"{f['setup_s']:.1f}" if "setup_s" in f else "-"),
-        ("cpu steady / whole cell %", lambda f: (
-            f"{100 * f.get('steady_cpu', math.nan):.0f} / {100 * f['cpu']:.0f}"
-        )),
-        ("MemberCore.target calls/s, cpu %", lambda f: (
-            f"{f['target_calls'] / f['wall_s']:,.0f}/s, {100 * f['target_cpu'] / f['wall_s']:.0f}"
-        )),
-        ("assignment.target calls, cpu %", lambda f: (
-            f"{f['compute_calls']:,}, {100 * f['compute_cpu'] / f['wall_s']:.1f}"
-        )),
+        (
+            "cpu steady / whole cell %",
+            lambda f: f"{100 * f.get('steady_cpu', math.nan):.0f} / {100 * f['cpu']:.0f}",
+        ),
+        (
+            "MemberCore.target calls/s, cpu %",
+            lambda f: (
+                f"{f['target_calls'] / f['wall_s']:,.0f}/s, {100 * f['target_cpu'] / f['wall_s']:.0f}"
+            ),
+        ),
+        (
+            "assignment.target calls, cpu %",
+            lambda f: f"{f['compute_calls']:,}, {100 * f['compute_cpu'] / f['wall_s']:.1f}",
+        ),
     ]
     width = max(len(label) for label, _ in rows) + 2
     col = 34
@@ -423,16 +440,20 @@ def print_cell(n: int, partitions: int, figures: dict[str, dict[str, Any]], args
         print(label.ljust(width) + "".join(f"{cell(f):>{col}}" for f in figures.values()))
     for strategy, f in figures.items():
         if f["join_not"]:
-            print(f"  {strategy}: after a join (not balanced in {args.timeout:g} s): "
-                  f"{f['join_not'][0]}")
+            print(
+                f"  {strategy}: after a join (not balanced in {args.timeout:g} s): "
+                f"{f['join_not'][0]}"
+            )
         if f["crash_not"]:
             print(f"  {strategy}: after a crash (not balanced): {f['crash_not'][0]}")
         for note in f["notes"]:
             print(f"  {strategy}: {note}")
         if f.get("steady_cpu", 0.0) > 0.9:
-            print(f"  {strategy}: CPU-bound already in steady state ({100 * f['steady_cpu']:.0f}%"
-                  " of a core, i.e. the GIL is saturated): replays and announcements lag, so "
-                  "these figures measure this machine more than the protocol")
+            print(
+                f"  {strategy}: CPU-bound already in steady state ({100 * f['steady_cpu']:.0f}%"
+                " of a core, i.e. the GIL is saturated): replays and announcements lag, so "
+                "these figures measure this machine more than the protocol"
+            )
 
 
 def profile(args: argparse.Namespace, n: int, partitions: int) -> None:
@@ -460,8 +481,10 @@ def profile(args: argparse.Namespace, n: int, partitions: int) -> None:
     for p in profiles:
         with contextlib.suppress(TypeError):
             stats.add(p)
-    print(f"\ncProfile (thread CPU time) of every thread, {n} members x {partitions} partitions, balanced "
-          f"({figures['wall_s']:.0f} s wall, cpu {100 * figures['cpu']:.0f}% under the profiler)")
+    print(
+        f"\ncProfile (thread CPU time) of every thread, {n} members x {partitions} partitions, balanced "
+        f"({figures['wall_s']:.0f} s wall, cpu {100 * figures['cpu']:.0f}% under the profiler)"
+    )
     stats.sort_stats("tottime").print_stats(20)
     stats.sort_stats("cumulative").print_stats(r"assignment|member\.py.*(target|_rebalance|_act)")
     print(stream.getvalue())
@@ -529,15 +552,17 @@ def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: s
                 )
             if strategy == "none":
                 continue
-            victim = max(members, key=lambda m: sum(1 for h in p.holders().values()
-                                                    if h == m.identity))
+            victim = max(
+                members, key=lambda m: sum(1 for h in p.holders().values() if h == m.identity)
+            )
             killed = time.monotonic()
             victim.kill()
             members.remove(victim)
             balanced = p.wait_until(lambda: fair(members), args.timeout + 2 * args.hb)
             took = time.monotonic() - killed
             out.append(
-                f"{strategy}: crash -> balanced {took:.2f} s" if balanced
+                f"{strategy}: crash -> balanced {took:.2f} s"
+                if balanced
                 else f"{strategy}: crash -> not balanced in {took:.2f} s"
             )
         stream.kill()
@@ -546,36 +571,68 @@ def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="one round, shorter waits (sizes as given)")
+    parser.add_argument(
+        "--quick", action="store_true", help="one round, shorter waits (sizes as given)"
+    )
     parser.add_argument("--hb", type=float, default=1.0, help="heartbeat interval (default 1)")
     parser.add_argument("--members", default="2,8,32", help="member counts after a join")
     parser.add_argument("--partitions", default="24,256", help="partition counts")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="joins and crashes per cell (default 2; --quick 1)")
-    parser.add_argument("--rate", type=float, default=2.0,
-                        help="messages per second into every partition (default 2)")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="how long to wait for balance (default 4·HB + 2 s)")
-    parser.add_argument("--fetch-linger", type=float,
-                        help="with --processes: the members' replay linger (Marshaler "
-                        "fetch_linger; default its own)")
-    parser.add_argument("--coordination-partitions", type=int, default=8,
-                        help="coordination partitions of every Marshaler (default 8)")
-    parser.add_argument("--fetch-wait", type=float, default=0.5,
-                        help="the Consumers' fetch_wait: each held partition's fetcher wakes "
-                        "this often when idle (default 0.5)")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="joins and crashes per cell (default 2; --quick 1)"
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=2.0,
+        help="messages per second into every partition (default 2)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="how long to wait for balance (default 4·HB + 2 s)",
+    )
+    parser.add_argument(
+        "--fetch-linger",
+        type=float,
+        help="with --processes: the members' replay linger (Marshaler "
+        "fetch_linger; default its own)",
+    )
+    parser.add_argument(
+        "--coordination-partitions",
+        type=int,
+        default=8,
+        help="coordination partitions of every Marshaler (default 8)",
+    )
+    parser.add_argument(
+        "--fetch-wait",
+        type=float,
+        default=0.5,
+        help="the Consumers' fetch_wait: each held partition's fetcher wakes "
+        "this often when idle (default 0.5)",
+    )
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
-    parser.add_argument("--none-not-greedy", dest="none_greedy", action="store_false",
-                        help='"none" claims one partition per pass (default: greedy)')
-    parser.add_argument("--processes", action="store_true",
-                        help="one process per member over logmarshal's broker instead of "
-                        "threads (joins and crashes timed on real processes)")
-    parser.add_argument("--kafka", action="store_true",
-                        help="with --processes: over a single-node Apache Kafka "
-                        "(logmarshal.localkafka, stopped by pid) instead of logmarshal's broker")
-    parser.add_argument("--profile", action="store_true",
-                        help="profile the largest cell ('balanced') instead")
+    parser.add_argument(
+        "--none-not-greedy",
+        dest="none_greedy",
+        action="store_false",
+        help='"none" claims one partition per pass (default: greedy)',
+    )
+    parser.add_argument(
+        "--processes",
+        action="store_true",
+        help="one process per member over logmarshal's broker instead of "
+        "threads (joins and crashes timed on real processes)",
+    )
+    parser.add_argument(
+        "--kafka",
+        action="store_true",
+        help="with --processes: over a single-node Apache Kafka "
+        "(logmarshal.localkafka, stopped by pid) instead of logmarshal's broker",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="profile the largest cell ('balanced') instead"
+    )
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 1 if args.quick else 2
@@ -592,8 +649,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.processes:
         where = "Apache Kafka (one KRaft node)" if args.kafka else "logmarshal's broker"
-        print(f"rebalance benchmark on processes: HB = {args.hb} s, one process per member, "
-              f"{where} on 127.0.0.1, {args.rate:g} msg/s per partition")
+        print(
+            f"rebalance benchmark on processes: HB = {args.hb} s, one process per member, "
+            f"{where} on 127.0.0.1, {args.rate:g} msg/s per partition"
+        )
         for n in members:
             for p in partitions:
                 print(f"\n{n} members x {p} partitions (rounds: {args.rounds})")
@@ -604,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"rebalance benchmark: HB = {args.hb} s, {args.rate:g} msg/s into every partition, "
         f"coordination_partitions = {args.coordination_partitions}, embedded cluster, members "
-        "in threads of one process, ALO committing after each message; \"none\" is "
+        'in threads of one process, ALO committing after each message; "none" is '
         f"{'greedy' if args.none_greedy else 'one claim per pass'}; fetch_wait = "
         f"{args.fetch_wait:g} s\n"
         "join -> balanced: from a new member's construction until each of the n members owns "

@@ -70,20 +70,34 @@ def produce(cluster: EmbeddedCluster, topic: str, text: list[str]) -> collection
     for p in (0, 1):
         batch = [NewRecord(text[i].encode(), timestamp=now + i) for i in range(p, len(text), 2)]
         for k in range(0, len(batch), 500):
-            cluster.produce(topic, p, batch[k:k + 500])
+            cluster.produce(topic, p, batch[k : k + 500])
     return collections.Counter(w for line in text for w in line.lower().split())
 
 
-def app_run(cluster: EmbeddedCluster, kind: str, source: str, n: int,
-            truth: collections.Counter, tmp: str, app_id: str) -> tuple[float, float]:
+def app_run(
+    cluster: EmbeddedCluster,
+    kind: str,
+    source: str,
+    n: int,
+    truth: collections.Counter,
+    tmp: str,
+    app_id: str,
+) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the process) for a fresh App to count ``n`` lines with
     its counts in ``kind``; the counts it ends with are checked against ``truth``."""
     sink = f"{source}-counts"
     if sink not in cluster.topics():
         cluster.create_topic(sink, 2)
-    app = App(cluster, app_id, word_count(source, sink, store_kind=kind), client_id="s1",
-              heartbeat_interval=1.0, state_dir=f"{tmp}/state", commit_interval=0.1,
-              consumer_options={"batch_size": 500})
+    app = App(
+        cluster,
+        app_id,
+        word_count(source, sink, store_kind=kind),
+        client_id="s1",
+        heartbeat_interval=1.0,
+        state_dir=f"{tmp}/state",
+        commit_interval=0.1,
+        consumer_options={"batch_size": 500},
+    )
     start, start_cpu = time.perf_counter(), time.process_time()
     app.run(max_records=n)
     wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
@@ -92,8 +106,10 @@ def app_run(cluster: EmbeddedCluster, kind: str, source: str, n: int,
         counts.update(task.stores["counts"].all())
     app.close()
     if counts != truth:
-        raise SystemExit(f"{kind}: the App's counts differ from the truth "
-                         f"({sum(counts.values())} words against {sum(truth.values())})")
+        raise SystemExit(
+            f"{kind}: the App's counts differ from the truth "
+            f"({sum(counts.values())} words against {sum(truth.values())})"
+        )
     return wall, cpu
 
 
@@ -136,8 +152,9 @@ def point_reads(kind: str, ops: int, tmp: str) -> float:
     return elapsed
 
 
-def restore_time(cluster: EmbeddedCluster, kind: str, size: int, tmp: str,
-                 again: bool = False) -> float:
+def restore_time(
+    cluster: EmbeddedCluster, kind: str, size: int, tmp: str, again: bool = False
+) -> float:
     """Seconds to restore a store of ``kind`` from a changelog of ``size`` records (¼
     distinct keys); ``again``: the same local file, current with the changelog."""
     app_id = f"restore-{kind}-{size}"
@@ -147,16 +164,30 @@ def restore_time(cluster: EmbeddedCluster, kind: str, size: int, tmp: str,
         now = int(time.time() * 1000)
         keys = max(1, size // 4)
         for k in range(0, size, 1000):
-            cluster.produce(topic, 0, [
-                NewRecord(str(i).encode(), key=f'"k{i % keys}"'.encode(), timestamp=now)
-                for i in range(k, min(size, k + 1000))])
-        cluster.produce(topic, 0, [NewRecord(b'{"lines":1}', key=marker_key(COMMIT_KEY, -1),
-                                             timestamp=now)])
+            cluster.produce(
+                topic,
+                0,
+                [
+                    NewRecord(str(i).encode(), key=f'"k{i % keys}"'.encode(), timestamp=now)
+                    for i in range(k, min(size, k + 1000))
+                ],
+            )
+        cluster.produce(
+            topic, 0, [NewRecord(b'{"lines":1}', key=marker_key(COMMIT_KEY, -1), timestamp=now)]
+        )
     topo = word_count()
     (sub,) = topo.subtopologies()
     store = open_store(kind, f"restore-{size}", tmp)
-    task = Task(app_id, topo, sub, 0, {"counts": store}, lambda *a: None, lambda _t: 1,
-                lambda: int(time.time() * 1000))
+    task = Task(
+        app_id,
+        topo,
+        sub,
+        0,
+        {"counts": store},
+        lambda *a: None,
+        lambda _t: 1,
+        lambda: int(time.time() * 1000),
+    )
     start = time.perf_counter()
     task.restore(cluster)
     elapsed = time.perf_counter() - start
@@ -169,18 +200,22 @@ def restore_time(cluster: EmbeddedCluster, kind: str, size: int, tmp: str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=50_000)
-    parser.add_argument("--vocabulary", type=int, default=200_000,
-                        help="distinct words of the many-keys run")
+    parser.add_argument(
+        "--vocabulary", type=int, default=200_000, help="distinct words of the many-keys run"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ops", type=int, default=200_000)
     parser.add_argument("--restore", type=int, default=100_000)
     args = parser.parse_args()
-    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
-          f"({os.cpu_count()} cores)")
+    print(
+        f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+        f"({os.cpu_count()} cores)"
+    )
     many: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedCluster(
-        f"{tmp}/data", maintenance_interval=0
-    ) as cluster:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        EmbeddedCluster(f"{tmp}/data", maintenance_interval=0) as cluster,
+    ):
         for label, vocabulary in (("few keys", 0), ("many keys", args.vocabulary)):
             source = "few" if not vocabulary else "many"
             truth = produce(cluster, source, lines(args.lines, vocabulary))
@@ -188,11 +223,16 @@ def main() -> None:
             for r in range(args.rounds):
                 # the order rotates: on a shared machine the load drifts, and a fixed order
                 # would hand one engine the same share of the drift every round
-                for kind in KINDS[r % 3:] + KINDS[:r % 3]:
-                    runs[kind].append(app_run(cluster, kind, source, args.lines, truth, tmp,
-                                              f"wc-{source}-{kind}-{r}"))
-            print(f"App word count, {args.lines} lines, {label} ({len(truth)} distinct words, "
-                  f"{sum(truth.values())} words), median of {args.rounds} rounds:")
+                for kind in KINDS[r % 3 :] + KINDS[: r % 3]:
+                    runs[kind].append(
+                        app_run(
+                            cluster, kind, source, args.lines, truth, tmp, f"wc-{source}-{kind}-{r}"
+                        )
+                    )
+            print(
+                f"App word count, {args.lines} lines, {label} ({len(truth)} distinct words, "
+                f"{sum(truth.values())} words), median of {args.rounds} rounds:"
+            )
             print(f"  {'store':<8} {'wall s':>8} {'records/s':>10} {'CPU s':>7}   rounds (wall s)")
             for kind in KINDS:
                 wall = statistics.median(w for w, _ in runs[kind])
@@ -201,26 +241,39 @@ def main() -> None:
                 print(f"  {kind:<8} {wall:8.3f} {args.lines / wall:10,.0f} {cpu:7.3f}   {each}")
                 if vocabulary:
                     many[kind] = wall
-        print(f"each engine alone: {args.ops} puts of distinct keys committed every 5000; "
-              f"{args.ops} point reads missing the cache:")
-        print(f"  {'store':<8} {'commit cycle s':>15} {'puts/s':>10} {'reads s':>8} "
-              f"{'reads/s':>10}")
+        print(
+            f"each engine alone: {args.ops} puts of distinct keys committed every 5000; "
+            f"{args.ops} point reads missing the cache:"
+        )
+        print(
+            f"  {'store':<8} {'commit cycle s':>15} {'puts/s':>10} {'reads s':>8} {'reads/s':>10}"
+        )
         for kind in KINDS:
             cycle = commit_cycle(kind, args.ops, tmp)
             reads = point_reads(kind, args.ops, tmp)
-            print(f"  {kind:<8} {cycle:15.3f} {args.ops / cycle:10,.0f} {reads:8.3f} "
-                  f"{args.ops / reads:10,.0f}")
+            print(
+                f"  {kind:<8} {cycle:15.3f} {args.ops / cycle:10,.0f} {reads:8.3f} "
+                f"{args.ops / reads:10,.0f}"
+            )
         print(f"restore from a changelog of {args.restore} records ({args.restore // 4} keys):")
         print(f"  {'store':<8} {'from scratch s':>15} {'local file current s':>21}")
         for kind in KINDS:
             scratch = restore_time(cluster, kind, args.restore, f"{tmp}/restore-{kind}")
-            current = "" if kind == "memory" else "{:21.4f}".format(
-                restore_time(cluster, kind, args.restore, f"{tmp}/restore-{kind}", again=True))
+            current = (
+                ""
+                if kind == "memory"
+                else "{:21.4f}".format(
+                    restore_time(cluster, kind, args.restore, f"{tmp}/restore-{kind}", again=True)
+                )
+            )
             print(f"  {kind:<8} {scratch:15.3f} {current:>21}")
     fastest = min(DURABLE, key=many.__getitem__)
-    print(f"fastest durable store (App word count, many keys, median wall time): {fastest} "
-          f"({many[fastest]:.3f} s against "
-          + ", ".join(f"{k} {many[k]:.3f} s" for k in DURABLE if k != fastest) + ")")
+    print(
+        f"fastest durable store (App word count, many keys, median wall time): {fastest} "
+        f"({many[fastest]:.3f} s against "
+        + ", ".join(f"{k} {many[k]:.3f} s" for k in DURABLE if k != fastest)
+        + ")"
+    )
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -52,8 +52,12 @@ def two_topic_word_count() -> Topology:
     """The word count over ``lines`` and ``lines2``: one task per partition of both."""
     t = Topology()
     for topic in ("lines", "lines2"):
-        t.add_source(topic, topic, value_deserializer=string_deserializer,
-                     key_deserializer=string_deserializer)
+        t.add_source(
+            topic,
+            topic,
+            value_deserializer=string_deserializer,
+            key_deserializer=string_deserializer,
+        )
     t.add_processor("count", WordCountProcessor, ["lines", "lines2"])
     t.add_state_store(StoreSpec("counts", "memory"), "count")
     return t.add_sink("out", "word-counts", "count", key_serializer=string_serializer)
@@ -72,7 +76,7 @@ def produce(cluster: EmbeddedCluster, n: int, topic: str = "lines") -> collectio
             truth.update(line.split())
             batch.append(NewRecord(line.encode(), timestamp=now + i))
         for k in range(0, len(batch), 500):
-            cluster.produce(topic, p, batch[k:k + 500])
+            cluster.produce(topic, p, batch[k : k + 500])
     return truth
 
 
@@ -90,14 +94,27 @@ def produce(cluster: EmbeddedCluster, n: int, topic: str = "lines") -> collectio
 Timing = tuple[float, float, float, float, float]
 
 
-def streams_time(cluster: EmbeddedCluster, n: int, tmp: str, app_id: str,
-                 two: bool = False, profile: cProfile.Profile | None = None) -> Timing:
+def streams_time(
+    cluster: EmbeddedCluster,
+    n: int,
+    tmp: str,
+    app_id: str,
+    two: bool = False,
+    profile: cProfile.Profile | None = None,
+) -> Timing:
     """Seconds for a fresh App (no state yet) to process ``n`` records: its first record
     (claim, restore), then the others (under ``profile`` if given)."""
     topology = two_topic_word_count() if two else word_count()
-    app = App(cluster, app_id, topology, client_id="s1", heartbeat_interval=1.0,
-              state_dir=f"{tmp}/state", commit_interval=0.1,
-              consumer_options={"batch_size": 500})
+    app = App(
+        cluster,
+        app_id,
+        topology,
+        client_id="s1",
+        heartbeat_interval=1.0,
+        state_dir=f"{tmp}/state",
+        commit_interval=0.1,
+        consumer_options={"batch_size": 500},
+    )
     start = time.perf_counter()
     start_cpu = time.process_time()
     app.run(max_records=1)
@@ -162,24 +179,32 @@ def compare(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int, two: bool) 
         loops.append(poll_loop_time(cluster, n, f"bench-loop{tag}-{r}", two))
         if not r % 2:
             apps.append(streams_time(cluster, n, tmp, f"bench-wc{tag}-{r}", two))
-    for i, what in enumerate(("whole run (claim, restore, all records)",
-                              "from the first record on (steady state)",
-                              "CPU time of the process, from the first record on",
-                              "CPU time of the processing thread, from the first record on",
-                              "CPU time of the process, whole run")):
+    for i, what in enumerate(
+        (
+            "whole run (claim, restore, all records)",
+            "from the first record on (steady state)",
+            "CPU time of the process, from the first record on",
+            "CPU time of the processing thread, from the first record on",
+            "CPU time of the process, whole run",
+        )
+    ):
         loop = statistics.median(t[i] for t in loops)
         app = statistics.median(t[i] for t in apps)
         each = " ".join(f"{a[i] / b[i]:.2f}" for a, b in zip(apps, loops, strict=True))
         print(f"  {what}:")
-        print(f"    hand-written poll loop (Consumer, dict): {loop:7.3f} s {n / loop:>9,.0f} "
-              "records/s")
-        print(f"    streams App (store, changelog, sinks):   {app:7.3f} s {n / app:>9,.0f} "
-              "records/s")
+        print(
+            f"    hand-written poll loop (Consumer, dict): {loop:7.3f} s {n / loop:>9,.0f} "
+            "records/s"
+        )
+        print(
+            f"    streams App (store, changelog, sinks):   {app:7.3f} s {n / app:>9,.0f} records/s"
+        )
         print(f"    overhead ratio (App time / loop time):   {app / loop:7.2f}x  (rounds: {each})")
 
 
-def restore_time(cluster: EmbeddedCluster, size: int, kind: str, tmp: str,
-                 again: bool = False) -> float:
+def restore_time(
+    cluster: EmbeddedCluster, size: int, kind: str, tmp: str, again: bool = False
+) -> float:
     """Seconds to restore a store from a changelog of ``size`` records; ``again``: a second
     restore of the same sqlite file, current with the changelog (nothing to replay)."""
     app_id = f"restore-{kind}-{size}"
@@ -190,11 +215,17 @@ def restore_time(cluster: EmbeddedCluster, size: int, kind: str, tmp: str,
     now = int(time.time() * 1000)
     keys = max(1, size // 4)  # every key written four times: what a compaction would shrink
     for k in range(0, size, 1000):
-        cluster.produce(topic, 0, [
-            NewRecord(str(i).encode(), key=f'"k{i % keys}"'.encode(), timestamp=now)
-            for i in range(k, min(size, k + 1000))])
-    cluster.produce(topic, 0, [NewRecord(b'{"lines":1}', key=marker_key(COMMIT_KEY, -1),
-                                         timestamp=now)])
+        cluster.produce(
+            topic,
+            0,
+            [
+                NewRecord(str(i).encode(), key=f'"k{i % keys}"'.encode(), timestamp=now)
+                for i in range(k, min(size, k + 1000))
+            ],
+        )
+    cluster.produce(
+        topic, 0, [NewRecord(b'{"lines":1}', key=marker_key(COMMIT_KEY, -1), timestamp=now)]
+    )
     return _restore(cluster, app_id, kind, tmp)
 
 
@@ -202,10 +233,12 @@ def _restore(cluster: EmbeddedCluster, app_id: str, kind: str, tmp: str) -> floa
     now = int(time.time() * 1000)
     topo = word_count()
     (sub,) = topo.subtopologies()
-    store = InMemoryStore("counts") if kind == "memory" else SqliteStore(
-        "counts", f"{tmp}/{app_id}.sqlite")
-    task = Task(app_id, topo, sub, 0, {"counts": store}, lambda *a: None, lambda _t: 1,
-                lambda: now)
+    store = (
+        InMemoryStore("counts")
+        if kind == "memory"
+        else SqliteStore("counts", f"{tmp}/{app_id}.sqlite")
+    )
+    task = Task(app_id, topo, sub, 0, {"counts": store}, lambda *a: None, lambda _t: 1, lambda: now)
     start = time.perf_counter()
     task.restore(cluster)
     elapsed = time.perf_counter() - start
@@ -218,19 +251,29 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes", default="1000,10000,50000")
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="profile one more App run; print its N costliest functions")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="profile one more App run; print its N costliest functions",
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedCluster(
-        f"{tmp}/data", maintenance_interval=0
-    ) as cluster:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        EmbeddedCluster(f"{tmp}/data", maintenance_interval=0) as cluster,
+    ):
         produce(cluster, args.lines)
-        print(f"word count over {args.lines} lines, 2 partitions, one member "
-              "(median time of each side):")
+        print(
+            f"word count over {args.lines} lines, 2 partitions, one member "
+            "(median time of each side):"
+        )
         compare(cluster, args.lines, tmp, args.rounds, two=False)
         produce(cluster, args.lines, "lines2")
-        print(f"the same over two co-partitioned topics ({2 * args.lines} lines; a task is "
-              "partition p of both; the loop reads 4 partitions):")
+        print(
+            f"the same over two co-partitioned topics ({2 * args.lines} lines; a task is "
+            "partition p of both; the loop reads 4 partitions):"
+        )
         compare(cluster, 2 * args.lines, tmp, args.rounds, two=True)
         print("restore time vs changelog size (records; 1/4 distinct keys):")
         print(f"  {'records':>8} {'memory s':>9} {'sqlite s':>9} {'sqlite, file current s':>23}")
@@ -242,10 +285,11 @@ def main() -> None:
         if args.profile:
             profile = cProfile.Profile()
             streams_time(cluster, args.lines, tmp, "bench-wc-profiled", profile=profile)
-            print(f"one App under cProfile, {args.lines} lines from the first record on "
-                  "(the processing thread; own time):")
-            pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(
-                args.profile)
+            print(
+                f"one App under cProfile, {args.lines} lines from the first record on "
+                "(the processing thread; own time):"
+            )
+            pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def compiler_cpu_seconds(pid: int) -> float:
                 raw = f.read()
         except FileNotFoundError:  # a thread that ended meanwhile
             continue
-        name, rest = raw[raw.index("(") + 1:].rsplit(")", 1)
+        name, rest = raw[raw.index("(") + 1 :].rsplit(")", 1)
         if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
             fields = rest.split()
             total += (int(fields[11]) + int(fields[12])) / TICK
@@ -120,16 +120,24 @@ def run_program(name: str, cmd: list[str], records: int, broker_pid: int, workdi
     log = open(workdir / "program.log", "wb")  # noqa: SIM115
     broker_start = cpu_seconds(broker_pid)
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     first = first_cpu = first_jit = None
     try:
         assert proc.stdout is not None and proc.stdin is not None
         while True:
             line = proc.stdout.readline().decode().strip()
             if not line:
-                raise SystemExit(f"{name} exited ({proc.wait(30)}) before it was done:\n"
-                                 + (workdir / "program.log").read_text(errors="replace")[-3000:])
+                raise SystemExit(
+                    f"{name} exited ({proc.wait(30)}) before it was done:\n"
+                    + (workdir / "program.log").read_text(errors="replace")[-3000:]
+                )
             if line.startswith("first"):
                 first, first_cpu = time.monotonic(), cpu_seconds(proc.pid)
                 first_jit = compiler_cpu_seconds(proc.pid)
@@ -151,20 +159,36 @@ def run_program(name: str, cmd: list[str], records: int, broker_pid: int, workdi
         log.close()
     if first is None or first_cpu is None or first_jit is None:
         raise SystemExit(f"{name} was done without a first record")
-    return Run(name, records, done - start, done - first, done_cpu, done_cpu - first_cpu,
-               broker_cpu, done_jit - first_jit)
+    return Run(
+        name,
+        records,
+        done - start,
+        done - first,
+        done_cpu,
+        done_cpu - first_cpu,
+        broker_cpu,
+        done_jit - first_jit,
+    )
 
 
 # -- the logmarshal side: a program of its own ---------------------------------------------
 
 
-def member(bootstrap: str, app_id: str, source: str, sink: str, state_dir: str,
-           records: int) -> None:
+def member(
+    bootstrap: str, app_id: str, source: str, sink: str, state_dir: str, records: int
+) -> None:
     """logmarshal's word count App until ``records`` lines are processed and it is closed."""
     cluster = connect(bootstrap=bootstrap)
-    app = App(cluster, app_id, word_count(source, sink, store_kind="persistent"),
-              client_id=f"{app_id}-1", heartbeat_interval=1.0, state_dir=state_dir,
-              commit_interval=0.1, consumer_options={"batch_size": 500})
+    app = App(
+        cluster,
+        app_id,
+        word_count(source, sink, store_kind="persistent"),
+        client_id=f"{app_id}-1",
+        heartbeat_interval=1.0,
+        state_dir=state_dir,
+        commit_interval=0.1,
+        consumer_options={"batch_size": 500},
+    )
     app.run(max_records=1)
     print(f"first {time.time() * 1000:.0f}", flush=True)
     app.run(max_records=records - 1)
@@ -182,8 +206,14 @@ def produce(bootstrap: str, topic: str, lines: int, partitions: int) -> collecti
     true counts."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                         "batch.num.messages": 10_000, "acks": "all"})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10_000,
+            "acks": "all",
+        }
+    )
     truth: collections.Counter = collections.Counter()
     for i in range(lines):
         line = TEXT[i % len(TEXT)]
@@ -204,13 +234,21 @@ def kafka_streams_counts(bootstrap: str, topic: str, partitions: int) -> collect
     its changelog (String keys, Long values), summed over partitions (one task each)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
     last: dict[tuple[int, str], int] = {}
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in range(partitions)}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -219,8 +257,9 @@ def kafka_streams_counts(bootstrap: str, topic: str, partitions: int) -> collect
                 break
             for m in consumer.consume(1000, 0.5):
                 if m.error() is None and m.value() is not None:
-                    last[(m.partition(), m.key().decode())] = int.from_bytes(m.value(), "big",
-                                                                             signed=True)
+                    last[(m.partition(), m.key().decode())] = int.from_bytes(
+                        m.value(), "big", signed=True
+                    )
         else:
             raise SystemExit(f"{topic} could not be read to its end")
     finally:
@@ -251,8 +290,11 @@ def logmarshal_counts(bootstrap: str, app_id: str, partitions: int) -> collectio
 
 def compile_java(jars: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["javac", "-cp", f"{jars}/*", "-d", str(out), str(JAVA_SOURCE)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["javac", "-cp", f"{jars}/*", "-d", str(out), str(JAVA_SOURCE)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise SystemExit(f"javac failed:\n{done.stdout}{done.stderr}")
 
@@ -265,8 +307,10 @@ def java_version() -> str:
 def machine() -> str:
     with open("/proc/meminfo") as f:
         kib = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
-    return (f"{os.cpu_count()} cores, {kib / 2**20:.0f} GiB, Python "
-            f"{platform.python_version()}, {java_version()}, Apache Kafka {KAFKA_VERSION}")
+    return (
+        f"{os.cpu_count()} cores, {kib / 2**20:.0f} GiB, Python "
+        f"{platform.python_version()}, {java_version()}, Apache Kafka {KAFKA_VERSION}"
+    )
 
 
 def load() -> str:
@@ -278,13 +322,19 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--with-alos", action="store_true",
-                        help="also Kafka Streams with processing.guarantee=at_least_once")
+    parser.add_argument(
+        "--with-alos",
+        action="store_true",
+        help="also Kafka Streams with processing.guarantee=at_least_once",
+    )
     parser.add_argument("--bootstrap", help="a Kafka already running (default: start one)")
     parser.add_argument("--broker-pid", type=int, help="that Kafka's pid (its CPU time)")
-    parser.add_argument("--member", nargs=6, metavar=("BOOTSTRAP", "APP_ID", "SOURCE", "SINK",
-                                                      "STATE_DIR", "RECORDS"),
-                        help=argparse.SUPPRESS)  # the logmarshal program itself
+    parser.add_argument(
+        "--member",
+        nargs=6,
+        metavar=("BOOTSTRAP", "APP_ID", "SOURCE", "SINK", "STATE_DIR", "RECORDS"),
+        help=argparse.SUPPRESS,
+    )  # the logmarshal program itself
     args = parser.parse_args()
     if args.member:
         *strings, records = args.member
@@ -316,12 +366,16 @@ def main() -> None:
     print(f"load average at the end: {load()}")
 
 
-def measure(args: argparse.Namespace, jars: Path, work: Path, bootstrap: str,
-            broker_pid: int) -> dict[str, list[Run]]:
+def measure(
+    args: argparse.Namespace, jars: Path, work: Path, bootstrap: str, broker_pid: int
+) -> dict[str, list[Run]]:
     """Every round of every program on the broker at ``bootstrap``; their runs by program.
     Topics and application ids end in a tag of this run (a shared Kafka may hold others)."""
-    names = {"ks": "Kafka Streams, exactly_once_v2", "lm": "logmarshal App, exactly-once state",
-             "ka": "Kafka Streams, at_least_once"}
+    names = {
+        "ks": "Kafka Streams, exactly_once_v2",
+        "lm": "logmarshal App, exactly-once state",
+        "ka": "Kafka Streams, at_least_once",
+    }
     sides = ("ks", "lm", "ka") if args.with_alos else ("ks", "lm")
     runs: dict[str, list[Run]] = {names[side]: [] for side in sides}
     tag = uuid.uuid4().hex[:6]
@@ -332,59 +386,101 @@ def measure(args: argparse.Namespace, jars: Path, work: Path, bootstrap: str,
             for side in sides:
                 cluster.create_topic(f"counts-{side}-{r}-{tag}", args.partitions)
     truth = produce(bootstrap, source, args.lines, args.partitions)
-    print(f"input: {args.lines} lines, {sum(truth.values())} words, {len(truth)} "
-          f"distinct, {args.partitions} partitions; broker pid {broker_pid}")
+    print(
+        f"input: {args.lines} lines, {sum(truth.values())} words, {len(truth)} "
+        f"distinct, {args.partitions} partitions; broker pid {broker_pid}"
+    )
     for r in range(args.rounds):
         # the programs' order rotates: the machine's load drifts
-        for side in sides[r % len(sides):] + sides[:r % len(sides)]:
+        for side in sides[r % len(sides) :] + sides[: r % len(sides)]:
             app_id = f"wc-{side}-{r}-{tag}"
             sink = f"counts-{side}-{r}-{tag}"
             name = names[side]
             if side in ("ks", "ka"):
                 guarantee = "exactly_once_v2" if side == "ks" else "at_least_once"
-                cmd = ["java", "-Xmx1g", "-XX:-UseDynamicNumberOfCompilerThreads",
-                       "-Dlog4j2.level=WARN", "-cp",
-                       f"{work / 'classes'}:{jars}/*", "WordCount", bootstrap, app_id, source,
-                       sink, str(work / "ks-state" / app_id), str(args.lines), guarantee]
+                cmd = [
+                    "java",
+                    "-Xmx1g",
+                    "-XX:-UseDynamicNumberOfCompilerThreads",
+                    "-Dlog4j2.level=WARN",
+                    "-cp",
+                    f"{work / 'classes'}:{jars}/*",
+                    "WordCount",
+                    bootstrap,
+                    app_id,
+                    source,
+                    sink,
+                    str(work / "ks-state" / app_id),
+                    str(args.lines),
+                    guarantee,
+                ]
                 run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
-                counts = kafka_streams_counts(bootstrap, f"{app_id}-counts-changelog",
-                                              args.partitions)
+                counts = kafka_streams_counts(
+                    bootstrap, f"{app_id}-counts-changelog", args.partitions
+                )
                 if side == "ks" and not transactions_logged(bootstrap):
                     raise SystemExit("Kafka Streams ran without transactions")
             else:
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--member", bootstrap,
-                       app_id, source, sink, str(work / "lm-state"), str(args.lines)]
+                cmd = [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--member",
+                    bootstrap,
+                    app_id,
+                    source,
+                    sink,
+                    str(work / "lm-state"),
+                    str(args.lines),
+                ]
                 run = run_program(name, cmd, args.lines, broker_pid, work / app_id)
                 counts = logmarshal_counts(bootstrap, app_id, args.partitions)
             if counts != truth:
-                wrong = sorted(w for w in truth.keys() | counts.keys()
-                               if counts[w] != truth[w])[:5]
-                raise SystemExit(f"{run.program}, round {r}: final counts differ from the "
-                                 f"input's, e.g. {[(w, counts[w], truth[w]) for w in wrong]}")
+                wrong = sorted(w for w in truth.keys() | counts.keys() if counts[w] != truth[w])[:5]
+                raise SystemExit(
+                    f"{run.program}, round {r}: final counts differ from the "
+                    f"input's, e.g. {[(w, counts[w], truth[w]) for w in wrong]}"
+                )
             runs[run.program].append(run)
-            print(f"  round {r}, {run.program}: {run.records / run.steady_s:,.0f} "
-                  f"records/s, {run.cpu_s:.2f} CPU s ({run.steady_cpu_s:.2f} from the first "
-                  f"record, {run.steady_jit_s:.2f} of it JIT), counts equal the input's "
-                  f"(load {load()})", flush=True)
+            print(
+                f"  round {r}, {run.program}: {run.records / run.steady_s:,.0f} "
+                f"records/s, {run.cpu_s:.2f} CPU s ({run.steady_cpu_s:.2f} from the first "
+                f"record, {run.steady_jit_s:.2f} of it JIT), counts equal the input's "
+                f"(load {load()})",
+                flush=True,
+            )
     return runs
 
 
 def report(runs: dict[str, list[Run]], lines: int) -> None:
     """The table: medians over the rounds, per program."""
     per_m = 1e6 / lines
-    print(f"\nword count, {lines} lines, medians of {len(next(iter(runs.values())))} rounds; "
-          "final counts of every run checked:")
-    print("| program | records/s (first record → closed) | records/s (whole run) | CPU s per "
-          "M records, process (whole run) | same, from the first record | of which JIT "
-          "compiler | broker CPU s per M records |")
+    print(
+        f"\nword count, {lines} lines, medians of {len(next(iter(runs.values())))} rounds; "
+        "final counts of every run checked:"
+    )
+    print(
+        "| program | records/s (first record → closed) | records/s (whole run) | CPU s per "
+        "M records, process (whole run) | same, from the first record | of which JIT "
+        "compiler | broker CPU s per M records |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for program, each in runs.items():
-        med = {f: statistics.median(getattr(r, f) for r in each)
-               for f in ("steady_s", "whole_s", "cpu_s", "steady_cpu_s", "steady_jit_s",
-                         "broker_cpu_s")}
-        print(f"| {program} | {lines / med['steady_s']:,.0f} | {lines / med['whole_s']:,.0f} | "
-              f"{med['cpu_s'] * per_m:.2f} | {med['steady_cpu_s'] * per_m:.2f} | "
-              f"{med['steady_jit_s'] * per_m:.2f} | {med['broker_cpu_s'] * per_m:.2f} |")
+        med = {
+            f: statistics.median(getattr(r, f) for r in each)
+            for f in (
+                "steady_s",
+                "whole_s",
+                "cpu_s",
+                "steady_cpu_s",
+                "steady_jit_s",
+                "broker_cpu_s",
+            )
+        }
+        print(
+            f"| {program} | {lines / med['steady_s']:,.0f} | {lines / med['whole_s']:,.0f} | "
+            f"{med['cpu_s'] * per_m:.2f} | {med['steady_cpu_s'] * per_m:.2f} | "
+            f"{med['steady_jit_s'] * per_m:.2f} | {med['broker_cpu_s'] * per_m:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -119,7 +119,10 @@ class MarshalGroupView:
             if self._next[cp] > 0:
                 log.warning(
                     "%s/%d: records up to %d were deleted before they were read; the group "
-                    "view restarts from the earliest offset", self._topic, cp, start
+                    "view restarts from the earliest offset",
+                    self._topic,
+                    cp,
+                    start,
                 )
             self._worlds[cp] = WorldState()
             self._next[cp] = start
@@ -148,9 +151,7 @@ class MarshalGroupView:
             messages = peers.fetch(self._topic, cp, self._next[cp], max_bytes=_READ_BYTES)
             if not messages:
                 break
-            self._worlds[cp].apply_many(
-                (m.offset, m.timestamp, m.key, m.value) for m in messages
-            )
+            self._worlds[cp].apply_many((m.offset, m.timestamp, m.key, m.value) for m in messages)
             self._next[cp] = messages[-1].offset + 1
 
     # ------------------------------------------------------------------ GroupViewProvider

@@ -152,9 +152,7 @@ def coordination_topic_problems(config: Mapping[str, str]) -> list[str]:
         )
     policy = config.get("cleanup.policy")
     if policy is not None and {p.strip() for p in policy.split(",")} != {"delete"}:
-        problems.append(
-            f"cleanup.policy={policy} (compaction drops records replay needs: delete)"
-        )
+        problems.append(f"cleanup.policy={policy} (compaction drops records replay needs: delete)")
     for name in ("retention.ms", "retention.bytes"):
         value = config.get(name)
         if value is not None and value.strip() != "-1":

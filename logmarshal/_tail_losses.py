@@ -104,7 +104,11 @@ class LossChecking:
         changed = f"the record it applied at {last[0]} is not there any more"
         try:
             cols = coordlog.fetch_columns(
-                self._cluster, COORDINATION_TOPIC, cp, last[0], max_bytes=READ_BACK_BYTES,
+                self._cluster,
+                COORDINATION_TOPIC,
+                cp,
+                last[0],
+                max_bytes=READ_BACK_BYTES,
                 skip_damaged=False,
             )
         except OffsetOutOfRange as exc:
@@ -155,7 +159,11 @@ class LossChecking:
         for offset, key, value in passed:
             try:
                 cols = coordlog.fetch_columns(
-                    self._cluster, COORDINATION_TOPIC, cp, offset, max_bytes=READ_BACK_BYTES,
+                    self._cluster,
+                    COORDINATION_TOPIC,
+                    cp,
+                    offset,
+                    max_bytes=READ_BACK_BYTES,
                     skip_damaged=False,
                 )
             except Exception as exc:  # unreadable now: the replay's own checks remain
@@ -205,7 +213,11 @@ class LossChecking:
             "halted: no claims, heartbeats, releases or hand-outs of its partitions. To "
             "recover: stop the group's members, reset its positions (logmarshal group reset "
             "GROUP ... --execute), restart them (%s)",
-            COORDINATION_TOPIC, cp, before - 1, what, RECOVERY,
+            COORDINATION_TOPIC,
+            cp,
+            before - 1,
+            what,
+            RECOVERY,
         )
         if self._halted is not None:
             self._halted(halt)
@@ -227,7 +239,12 @@ class LossChecking:
             "halted (no claims, heartbeats, releases or hand-outs of its partitions) until an "
             "admin reset of the group written from offset %d on has set a partition's "
             "position and its pause has ended (logmarshal group reset GROUP ... --execute; %s)",
-            COORDINATION_TOPIC, cp, offset, earliest - 1, earliest, RECOVERY,
+            COORDINATION_TOPIC,
+            cp,
+            offset,
+            earliest - 1,
+            earliest,
+            RECOVERY,
         )
         if self._halted is not None:
             self._halted(halt)

@@ -59,8 +59,12 @@ class SnapshotKeeping:
             tail.announce_at = now + max(1, ttl // 16)
             return
         except Exception as exc:
-            log.warning("%s/%d: cannot announce this replay's configuration: %s",
-                        COORDINATION_TOPIC, cp, exc)
+            log.warning(
+                "%s/%d: cannot announce this replay's configuration: %s",
+                COORDINATION_TOPIC,
+                cp,
+                exc,
+            )
             tail.announce_at = now + max(1, ttl // 16)
             return
         tail.announce_at = now + ttl // 4
@@ -109,7 +113,11 @@ class SnapshotKeeping:
         log.info(
             "%s/%d: this replay configuration has %d valid snapshots of its own (the newest "
             "covering %d, another configuration's %d); publishing one",
-            COORDINATION_TOPIC, cp, len(own), newest, others,
+            COORDINATION_TOPIC,
+            cp,
+            len(own),
+            newest,
+            others,
         )
         self._snapshot(tail)
 
@@ -144,8 +152,12 @@ class SnapshotKeeping:
         if tail.halt is not None:
             # its world misses records (a gap): published, it would be a valid snapshot of
             # this configuration, and a cold start would take it for the whole log's
-            log.info("%s/%d: not publishing a snapshot: the replay is halted (%s)",
-                     COORDINATION_TOPIC, cp, tail.halt.why)
+            log.info(
+                "%s/%d: not publishing a snapshot: the replay is halted (%s)",
+                COORDINATION_TOPIC,
+                cp,
+                tail.halt.why,
+            )
             return
         try:
             # created on first use, so a group that never reaches a snapshot point (the demo,

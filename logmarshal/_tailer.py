@@ -535,8 +535,7 @@ class Tailer(SnapshotKeeping, LossChecking):
                 self._rewound(tail, offset, end, f"the log now ends at {end}")
                 return None, False
             log.warning(
-                "%s/%d: offset %d is out of range (%s); restarting from a snapshot or "
-                "the earliest",
+                "%s/%d: offset %d is out of range (%s); restarting from a snapshot or the earliest",
                 COORDINATION_TOPIC,
                 cp,
                 offset,
@@ -554,12 +553,17 @@ class Tailer(SnapshotKeeping, LossChecking):
                 return offset, True
         if isinstance(got, CorruptBatch):
             if got.next_offset is None or got.next_offset <= offset:
-                log.error("%s/%d: %s; cannot tell where it ends, retrying",
-                          COORDINATION_TOPIC, cp, got)
+                log.error(
+                    "%s/%d: %s; cannot tell where it ends, retrying", COORDINATION_TOPIC, cp, got
+                )
                 return offset, True
             # as the rationalizer does for a bad record: count it, skip it, keep going
-            log.error("%s/%d: %s; skipped (its coordination messages are lost)",
-                      COORDINATION_TOPIC, cp, got)
+            log.error(
+                "%s/%d: %s; skipped (its coordination messages are lost)",
+                COORDINATION_TOPIC,
+                cp,
+                got,
+            )
             offset = got.next_offset
             with tail.cond:
                 tail.skipped_batches += 1
@@ -598,8 +602,12 @@ class Tailer(SnapshotKeeping, LossChecking):
             try:
                 gone = self._still_there(tail, offset)
             except Exception as exc:
-                log.warning("%s/%d: cannot check the log still holds what was applied (%s); "
-                            "retrying", COORDINATION_TOPIC, cp, exc)
+                log.warning(
+                    "%s/%d: cannot check the log still holds what was applied (%s); retrying",
+                    COORDINATION_TOPIC,
+                    cp,
+                    exc,
+                )
                 return offset, True
             tail.suspect = False
             if gone is not None:

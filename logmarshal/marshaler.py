@@ -155,57 +155,61 @@ class Marshaler:
     """
 
     #: every setting but the four above, name -> default: the only list of them
-    DEFAULT_CONFIG: ClassVar[Mapping[str, Any]] = MappingProxyType({
-        # the injected clock: predictions only (is a partition likely claimable yet?)
-        "clock": SYSTEM_CLOCK,
-        # partitions of ``__marshal`` when this Marshaler creates it (an existing topic's
-        # count is used, with a warning if it differs; a CoreOptions setting)
-        "coordination_partitions": 8,
-        # where the instance id comes from (None: ``random.SystemRandom()``)
-        "rng": None,
-        # seconds: the bound of each long poll of the replay, answered as soon as records
-        # come, so it costs no latency: it sets the idle cost (while idle, a request every
-        # this much: one for every partition over the network, one per partition elsewhere)
-        # and how long :meth:`close` may take. Kafka's fetch.max.wait.ms default; longer than
-        # the Consumer's 0.2 s, which is latency where it is used (a reader that polls)
-        "fetch_wait": 0.5,
-        # the most bytes one fetch returns of one coordination partition (Kafka's
-        # max.partition.fetch.bytes)
-        "max_partition_fetch_bytes": FETCH_MAX_BYTES,
-        # seconds (0 turns it off; None: over the network HB/10, at most ``fetch_wait``, and
-        # 0 on the embedded cluster): how long the replay lets pass after an answer that
-        # carried records before it asks again, so that the appends of that time come in
-        # one answer: without it every member's replay is answered once per append to
-        # ``__marshal``, M answers an append from the broker (docs/performance.md, the M²
-        # term). Others' records are seen up to that much later; a claim or release of our
-        # own (and any record :meth:`wait_applied` waits for) is fetched without it, and so
-        # is a backlog
-        "fetch_linger": None,
-        # group id -> key bytes (read from a file by the caller): the replay rejects
-        # unauthenticated admin records of those groups; every member and the audit must
-        # be given the same keys (PROTOCOL.md)
-        "admin_keys": None,
-        # Prometheus series (:mod:`logmarshal.metrics`), or None
-        "metrics": None,
-        # publish a snapshot every this many records of a coordination partition (the
-        # writer of each multiple of it does); None: never by count
-        "snapshot_records": DEFAULT_SNAPSHOT_RECORDS,
-        # seconds: ... and at the first record of each this much log time; None: never by time
-        "snapshot_interval": DEFAULT_SNAPSHOT_INTERVAL,
-        # after publishing, delete what the two newest snapshots of every configuration in
-        # use cover
-        "truncate": True,
-        # a cold start restores the newest valid snapshot and replays only the tail
-        "restore_snapshots": True,
-        # seconds, wall clock, at least 4 ms: how long an announcement of this Marshaler's
-        # replay configuration keeps truncators from deleting what it needs
-        "announce_ttl": DEFAULT_ANNOUNCE_TTL,
-    })
+    DEFAULT_CONFIG: ClassVar[Mapping[str, Any]] = MappingProxyType(
+        {
+            # the injected clock: predictions only (is a partition likely claimable yet?)
+            "clock": SYSTEM_CLOCK,
+            # partitions of ``__marshal`` when this Marshaler creates it (an existing topic's
+            # count is used, with a warning if it differs; a CoreOptions setting)
+            "coordination_partitions": 8,
+            # where the instance id comes from (None: ``random.SystemRandom()``)
+            "rng": None,
+            # seconds: the bound of each long poll of the replay, answered as soon as records
+            # come, so it costs no latency: it sets the idle cost (while idle, a request every
+            # this much: one for every partition over the network, one per partition elsewhere)
+            # and how long :meth:`close` may take. Kafka's fetch.max.wait.ms default; longer than
+            # the Consumer's 0.2 s, which is latency where it is used (a reader that polls)
+            "fetch_wait": 0.5,
+            # the most bytes one fetch returns of one coordination partition (Kafka's
+            # max.partition.fetch.bytes)
+            "max_partition_fetch_bytes": FETCH_MAX_BYTES,
+            # seconds (0 turns it off; None: over the network HB/10, at most ``fetch_wait``, and
+            # 0 on the embedded cluster): how long the replay lets pass after an answer that
+            # carried records before it asks again, so that the appends of that time come in
+            # one answer: without it every member's replay is answered once per append to
+            # ``__marshal``, M answers an append from the broker (docs/performance.md, the M²
+            # term). Others' records are seen up to that much later; a claim or release of our
+            # own (and any record :meth:`wait_applied` waits for) is fetched without it, and so
+            # is a backlog
+            "fetch_linger": None,
+            # group id -> key bytes (read from a file by the caller): the replay rejects
+            # unauthenticated admin records of those groups; every member and the audit must
+            # be given the same keys (PROTOCOL.md)
+            "admin_keys": None,
+            # Prometheus series (:mod:`logmarshal.metrics`), or None
+            "metrics": None,
+            # publish a snapshot every this many records of a coordination partition (the
+            # writer of each multiple of it does); None: never by count
+            "snapshot_records": DEFAULT_SNAPSHOT_RECORDS,
+            # seconds: ... and at the first record of each this much log time; None: never by time
+            "snapshot_interval": DEFAULT_SNAPSHOT_INTERVAL,
+            # after publishing, delete what the two newest snapshots of every configuration in
+            # use cover
+            "truncate": True,
+            # a cold start restores the newest valid snapshot and replays only the tail
+            "restore_snapshots": True,
+            # seconds, wall clock, at least 4 ms: how long an announcement of this Marshaler's
+            # replay configuration keeps truncators from deleting what it needs
+            "announce_ttl": DEFAULT_ANNOUNCE_TTL,
+        }
+    )
     #: old name -> the setting's name: taken with a DeprecationWarning
-    RENAMED: ClassVar[Mapping[str, str]] = MappingProxyType({
-        # Kafka's fetch.max.bytes bounds a whole fetch request; this bounds one partition's
-        "fetch_max_bytes": "max_partition_fetch_bytes",
-    })
+    RENAMED: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            # Kafka's fetch.max.bytes bounds a whole fetch request; this bounds one partition's
+            "fetch_max_bytes": "max_partition_fetch_bytes",
+        }
+    )
 
     def __init__(
         self,

@@ -106,19 +106,23 @@ class _Gauges(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         labels = ["group", "client_id", "coordination_partition"]
         offset = GaugeMetricFamily(
-            "logmarshal_marshaler_replay_offset", "Next __marshal offset the replay applies",
+            "logmarshal_marshaler_replay_offset",
+            "Next __marshal offset the replay applies",
             labels=labels,
         )
         end = GaugeMetricFamily(
-            "logmarshal_marshaler_log_end_offset", "End of the coordination partition",
+            "logmarshal_marshaler_log_end_offset",
+            "End of the coordination partition",
             labels=labels,
         )
         lag = GaugeMetricFamily(
-            "logmarshal_marshaler_replay_lag", "Coordination records not replayed yet",
+            "logmarshal_marshaler_replay_lag",
+            "Coordination records not replayed yet",
             labels=labels,
         )
         claims = GaugeMetricFamily(
-            "logmarshal_marshaler_claims_held", "Partitions this client holds by the replay",
+            "logmarshal_marshaler_claims_held",
+            "Partitions this client holds by the replay",
             labels=["group", "client_id"],
         )
         for marshaler in self._owner.watched():
@@ -262,9 +266,7 @@ class MarshalerMetrics:
 
     def halted(self, marshaler: WatchedMarshaler, coord_partition: int, why: str) -> None:
         """A coordination partition's replay halted (``rewound`` or ``gap``)."""
-        self._halts.labels(
-            marshaler.group_id, marshaler.client_id, str(coord_partition), why
-        ).inc()
+        self._halts.labels(marshaler.group_id, marshaler.client_id, str(coord_partition), why).inc()
 
     def count_verdicts(
         self, marshaler: WatchedMarshaler, coord_partition: int, verdicts: Iterable[Verdict | None]
@@ -280,6 +282,6 @@ class MarshalerMetrics:
                 tally["rejected", v.reason.value if v.reason is not None else ""] += 1
         cp = str(coord_partition)
         for (outcome, reason), n in tally.items():
-            self._verdicts.labels(
-                marshaler.group_id, marshaler.client_id, cp, outcome, reason
-            ).inc(n)
+            self._verdicts.labels(marshaler.group_id, marshaler.client_id, cp, outcome, reason).inc(
+                n
+            )

@@ -639,8 +639,8 @@ def decode(key: bytes, value: bytes) -> Message:
 
 
 def _decode_v6(key: object, value: object) -> Message:
-    typ, client, instance, group, topic, partition, number, _, last, vector = (
-        decode_v6_fields(key, value)
+    typ, client, instance, group, topic, partition, number, _, last, vector = decode_v6_fields(
+        key, value
     )
     if typ == T_CLAIMING_PARTITION:
         return ClaimingPartition(
@@ -712,8 +712,8 @@ def _decode_reservation(key: object, value: object) -> Message:
 
 
 def _decode_member(key: object, value: object) -> Message:
-    typ, client, instance, group, topics, hb, weight, cap, entire, version = (
-        decode_member_fields(key, value)
+    typ, client, instance, group, topics, hb, weight, cap, entire, version = decode_member_fields(
+        key, value
     )
     if typ == T_LEAVING_GROUP:
         return LeavingGroup(client_id=client, instance_id=instance, group_id=group)

@@ -301,7 +301,14 @@ class IdentityCache:
             return None
         ident_bytes = value[hl:]
         ent = Identity(
-            canonical, ident, fkey, group, self.parts.get(canonical), topic, partition, admin_ok,
+            canonical,
+            ident,
+            fkey,
+            group,
+            self.parts.get(canonical),
+            topic,
+            partition,
+            admin_ok,
             ident_bytes,
         )
         self.put(ident_bytes, canonical, ent)

@@ -74,9 +74,7 @@ class Member:
         return frozenset(t for t, _ in self.topics)
 
 
-def _purge(
-    members: dict[str, MemberState], now: int, group: str, expiry: dict[str, int]
-) -> bool:
+def _purge(members: dict[str, MemberState], now: int, group: str, expiry: dict[str, int]) -> bool:
     """Drop the group's stale members. ``expiry[group]`` is a time before which none of them
     can be stale (a lower bound of their :func:`stale_from`): until then there is nothing to
     look at, so an announcement costs O(1), not O(members), in a large group. Absent (a

@@ -90,7 +90,6 @@ class Claim:
     heartbeat_interval_ms: int
 
 
-
 class WorldQueries:
     """The queries of a ``WorldState`` (its state is declared here for them; the world's
     constructor sets it)."""

@@ -244,13 +244,10 @@ class Rules:
 
     # ------------------------------------------------------------------ the rules
 
-
-
     def fenced(self, instances: dict[str, Sender], fkey: str) -> Verdict | None:
         """Rule 1: a record whose sender (its ``fence_key``) is fenced in this world is
         rejected FENCED, whatever it is; None if the sender is not fenced."""
         return _FENCED if fkey in instances else None
-
 
     def release_group(
         self,
@@ -296,7 +293,6 @@ class Rules:
             return _GROUP_PAUSED
         return Verdict(True, effect=Effect.GROUP_PAUSED, voided=tuple(sorted(voided)))
 
-
     def paused(
         self,
         pauses: dict[str, tuple[int, Sender]],
@@ -333,7 +329,6 @@ class Rules:
         part.last = part.claimed = position
         part.positions = None
         return _POSITION_SET
-
 
     def claim(
         self,
@@ -382,7 +377,6 @@ class Rules:
         part.last_holder = None  # (audit only) the failover is made: nothing ended is pending
         part.voided_at = None
         return v
-
 
     def heartbeat(
         self,
@@ -462,7 +456,6 @@ class Rules:
         part.positions = positions
         return v
 
-
     def release(
         self,
         part: PartitionEntry | None,
@@ -503,7 +496,6 @@ class Rules:
         part.floor = None
         part.positions = positions
         return _RELEASED
-
 
     def claim_messages(
         self,

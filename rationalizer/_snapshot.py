@@ -151,9 +151,7 @@ def dump(w: WorldImage) -> bytes:
     now = w.now
     leased = any(p.fenced_until > now for p in parts)
     halted = sorted(w.halted_groups.items())
-    tenured = (
-        any(p.tenure >= 0 or p.last_holder is not None for p in parts) or bool(halted)
-    )
+    tenured = any(p.tenure >= 0 or p.last_holder is not None for p in parts) or bool(halted)
     v4 = any(p.floor is not None for p in parts) or any(m.version != 2 for _, _, m in members)
     out = bytearray(MAGIC)
     if tenured:
@@ -544,9 +542,7 @@ def _read_halted(
         if halted and max(halted) >= group:
             raise SnapshotError("halted groups not strictly sorted")
         halted[group] = (offset, protocol)
-    if not halted and not any(
-        p.tenure >= 0 or p.last_holder is not None for p in parts.values()
-    ):
+    if not halted and not any(p.tenure >= 0 or p.last_holder is not None for p in parts.values()):
         raise SnapshotError("a version 6 snapshot of a world an older version holds")
     if bool(halted) != bool(rejections[Reason.GROUP_HALTED]):
         raise SnapshotError("halted groups without their rejections, or the other way")
@@ -597,7 +593,12 @@ def load(data: bytes) -> WorldImage:
     r.pos = 4
     version = r.byte()
     if version not in (
-        _SNAPSHOT_V1, _SNAPSHOT_V2, _SNAPSHOT_V3, _SNAPSHOT_V4, _SNAPSHOT_V5, SNAPSHOT_VERSION
+        _SNAPSHOT_V1,
+        _SNAPSHOT_V2,
+        _SNAPSHOT_V3,
+        _SNAPSHOT_V4,
+        _SNAPSHOT_V5,
+        SNAPSHOT_VERSION,
     ):
         raise SnapshotError(f"unsupported snapshot version {version}")
     window = r.uv()

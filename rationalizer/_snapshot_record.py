@@ -282,8 +282,10 @@ def restore_snapshot(
             f"snapshot of coordination partition {snap.coord_partition}, not {coord_partition}"
         )
     if snap.rules != rules:
-        said = "unknown rules (record version 1)" if snap.rules is None else (
-            f"the rules of protocol version {snap.rules}"
+        said = (
+            "unknown rules (record version 1)"
+            if snap.rules is None
+            else (f"the rules of protocol version {snap.rules}")
         )
         raise SnapshotError(f"snapshot replayed under {said}, not version {rules}'s")
     if not hmac.compare_digest(hashlib.sha256(snap.world).digest(), snap.digest):

@@ -348,7 +348,6 @@ class WorldState(WorldQueries):
             del wv[:cut]
             del woff[:cut]
 
-
     def _slow(self, key: object, value: object, now: int, offset: int) -> Decoded | Verdict:
         """Cache miss: strict decode. Decides rule 0 here (a record that does not decode is
         INVALID_RECORD), a ReleaseGroup completely (``_release_group``: rules 1 and 2) and the
@@ -393,7 +392,9 @@ class WorldState(WorldQueries):
             if group in self._halted_groups:
                 self._rejections[_GROUP_HALTED] += 1
                 return _HALTED
-            return self._release_group(fkey, sender, group, num, now, admin_key is not None, admin_ok)
+            return self._release_group(
+                fkey, sender, group, num, now, admin_key is not None, admin_ok
+            )
         assert topic is not None and partition is not None  # (a partition type)
         if value[0] == VERSION_5:
             typ = T_CLAIM_V5  # (decode_fields has no other type under byte 5)
@@ -401,8 +402,15 @@ class WorldState(WorldQueries):
         cacheable = tag is None and value.__class__ is bytes and key.__class__ is bytes
         ident_bytes = bytes(value[start:]) if cacheable else b""
         ent = Identity(
-            canonical, sender, fkey, group, self._parts.get(canonical), topic, partition,
-            admin_ok, ident_bytes,
+            canonical,
+            sender,
+            fkey,
+            group,
+            self._parts.get(canonical),
+            topic,
+            partition,
+            admin_ok,
+            ident_bytes,
         )
         if cacheable:
             if typ == T_HEARTBEAT:
@@ -469,8 +477,8 @@ class WorldState(WorldQueries):
         rules 1, 3 and 5 or 6 with its vector and the vector's scalar. The vector's layout is
         learnt for the task lane."""
         try:
-            typ, client, instance, group, topic, partition, hb, vector, start = (
-                decode_task_fields(key, value)
+            typ, client, instance, group, topic, partition, hb, vector, start = decode_task_fields(
+                key, value
             )
         except DecodeError:
             self._rejections[Reason.INVALID_RECORD] += 1
@@ -542,8 +550,18 @@ class WorldState(WorldQueries):
                 self._rejections[Reason.NOT_HOLDER] += 1
         else:
             v, changed = membership.announce(
-                self._members, self._member_expiry, now, client, instance, group, topics, hb,
-                weight, cap, entire, version,
+                self._members,
+                self._member_expiry,
+                now,
+                client,
+                instance,
+                group,
+                topics,
+                hb,
+                weight,
+                cap,
+                entire,
+                version,
             )
         if changed:
             self._epoch += 1

@@ -288,12 +288,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-claims", type=int)
     parser.add_argument("--rebalance", choices=["balanced", "none"], default="balanced")
     parser.add_argument("--coordination-partitions", type=int, default=8)
-    parser.add_argument("--fetch-linger", type=float,
-                        help="the replay's wait after an answer with records (Marshaler's "
-                        "fetch_linger; default its own)")
+    parser.add_argument(
+        "--fetch-linger",
+        type=float,
+        help="the replay's wait after an answer with records (Marshaler's "
+        "fetch_linger; default its own)",
+    )
     parser.add_argument("--snapshot-records", type=int, help="publish snapshots this often")
-    parser.add_argument("--protocol-version", type=int, default=PROTOCOL_VERSION,
-                        help="the newest protocol version whose records it writes (a cap)")
+    parser.add_argument(
+        "--protocol-version",
+        type=int,
+        default=PROTOCOL_VERSION,
+        help="the newest protocol version whose records it writes (a cap)",
+    )
     parser.add_argument(
         "--wake-lag", type=float, help="test only: __marshal fetches lag this long after a stall"
     )

@@ -129,9 +129,7 @@ def _run_many(
     if not names:
         return
     with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
-        futures = [
-            pool.submit(_one, name, seed, stage, kafka) for name in names for seed in seeds
-        ]
+        futures = [pool.submit(_one, name, seed, stage, kafka) for name in names for seed in seeds]
         for future in as_completed(futures):
             name, seed, mode, ok, took, failed, figures = future.result()
             results[name].append((seed, mode, ok, took, failed, figures))

@@ -156,10 +156,18 @@ WORLD_FIXES = frozenset(PROPERTIES)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
 CORE_FIXES = frozenset({"surprise", "stall"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
-FIXES = WORLD_FIXES | CORE_FIXES | {
-    "restart-fix", "idempotent-writes", "rewind-check", "announce", "gap-refusal",
-    "snapshot-rules",
-}
+FIXES = (
+    WORLD_FIXES
+    | CORE_FIXES
+    | {
+        "restart-fix",
+        "idempotent-writes",
+        "rewind-check",
+        "announce",
+        "gap-refusal",
+        "snapshot-rules",
+    }
+)
 #: what ``fix=False`` / ``--without-restart-fix`` removes: the restart bug (module docstring)
 #: needs all of them
 RESTART_BUG_EXPERIMENT = frozenset(
@@ -214,6 +222,7 @@ class _Instance:
 
 #: a record of the simulated log, (append time, key, value): its append time
 _append_time = operator.itemgetter(0)
+
 
 @attrs.define
 class _Replay:
@@ -455,9 +464,7 @@ class Sim:
             self.now,
             self.steps,
             tuple(self.trace),
-            None
-            if self.bounded is None
-            else (self.bounded.truncations, self.bounded.gaps),
+            None if self.bounded is None else (self.bounded.truncations, self.bounded.gaps),
             None if self.upgrade is None else self.upgrade.summary(),
         )
 
@@ -680,9 +687,7 @@ class Sim:
         # see yet is found by bisection, not by walking back from the log end
         end = bisect_right(records, visible, lo=start, key=_append_time)
         if end > start:
-            shared.worlds[cp].apply_many(
-                (off, *records[off]) for off in range(start, end)
-            )
+            shared.worlds[cp].apply_many((off, *records[off]) for off in range(start, end))
             shared.applied[cp] = end - 1
         seen = inst.applied[cp]
         inst.applied[cp] = shared.applied[cp]
@@ -973,9 +978,11 @@ class Sim:
         pause = rng.randint(2 * HB, 5 * HB)
         # the admin's clock: the pause is at least 2·HB after every record of it lands
         expiry = self.now + self.max_delay + pause
-        pausing = self._signed(ReleaseGroup(
-            client_id=client, instance_id=instance, group_id=GROUP, msg_expire_time=expiry
-        ))
+        pausing = self._signed(
+            ReleaseGroup(
+                client_id=client, instance_id=instance, group_id=GROUP, msg_expire_time=expiry
+            )
+        )
         landed = self.now
         for cp in range(self.ncoord):
             when = self.now + rng.randint(0, self.max_delay // 2)
@@ -999,15 +1006,17 @@ class Sim:
             plan.append((p, kind, new))
         self.note(f"ADMIN RESET pause until {expiry}: {plan}")
         for p, _, new in plan:
-            msg = self._signed(Heartbeat(
-                client_id=client,
-                instance_id=instance,
-                group_id=GROUP,
-                topic=TOPIC,
-                partition=p,
-                last_offset=new - 1,
-                heartbeat_interval_ms=HB,
-            ))
+            msg = self._signed(
+                Heartbeat(
+                    client_id=client,
+                    instance_id=instance,
+                    group_id=GROUP,
+                    topic=TOPIC,
+                    partition=p,
+                    last_offset=new - 1,
+                    heartbeat_interval_ms=HB,
+                )
+            )
             cp = coordination_partition(TOPIC, p, self.ncoord)
             when = landed + rng.randint(1, self.max_delay // 2 + 1)
             self.at(when, lambda cp=cp, msg=msg: self.append(cp, *encode(msg)))

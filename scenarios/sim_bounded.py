@@ -145,7 +145,7 @@ class Bounded:
         return config_fingerprint(self.g_keys, PROTOCOL_VERSION)
 
     def records(self, cp: int) -> list[Record]:
-        return self.topic[cp][self.topic_start[cp]:]
+        return self.topic[cp][self.topic_start[cp] :]
 
     def put(self, cp: int, key: bytes, value: bytes) -> None:
         self.topic[cp].append((len(self.topic[cp]), key, value))
@@ -162,9 +162,16 @@ class Bounded:
             p += 1
         self.u_parts = sorted(seen.values())
         for p in self.u_parts:
-            self._u_write(ClaimingPartition(
-                client_id="u1", instance_id="i1", group_id=OTHER_GROUP, topic=OTHER_TOPIC,
-                partition=p, heartbeat_interval_ms=3_600_000))
+            self._u_write(
+                ClaimingPartition(
+                    client_id="u1",
+                    instance_id="i1",
+                    group_id=OTHER_GROUP,
+                    topic=OTHER_TOPIC,
+                    partition=p,
+                    heartbeat_interval_ms=3_600_000,
+                )
+            )
             self.u_pos[p] = -1
         self.sim.at(self.sim.now + self.u_period, self.u_beat)
 
@@ -172,9 +179,17 @@ class Bounded:
         sim = self.sim
         p = self.rng.choice(self.u_parts)
         self.u_pos[p] += 1
-        self._u_write(Heartbeat(
-            client_id="u1", instance_id="i1", group_id=OTHER_GROUP, topic=OTHER_TOPIC,
-            partition=p, last_offset=self.u_pos[p], heartbeat_interval_ms=3_600_000))
+        self._u_write(
+            Heartbeat(
+                client_id="u1",
+                instance_id="i1",
+                group_id=OTHER_GROUP,
+                topic=OTHER_TOPIC,
+                partition=p,
+                last_offset=self.u_pos[p],
+                heartbeat_interval_ms=3_600_000,
+            )
+        )
         period = self.u_period if sim.in_faults() else 4 * self.u_period
         sim.at(sim.now + self.rng.randint(1, period), self.u_beat)
 
@@ -200,8 +215,9 @@ class Bounded:
         if not live:
             return
         # over before the faults end (the group then settles, and its balance is judged)
-        downtime = min(self.rng.randint(self.ttl // 2, 2 * self.ttl),
-                       sim.fault_ms - sim.now - 2 * self.hb)
+        downtime = min(
+            self.rng.randint(self.ttl // 2, 2 * self.ttl), sim.fault_ms - sim.now - 2 * self.hb
+        )
         if downtime <= 0:
             return
         self.down_until = sim.now + downtime
@@ -210,8 +226,10 @@ class Bounded:
         for inst in live:
             if inst is frozen:
                 sim.freeze(inst)
-                sim.at(sim.now + downtime + self.rng.randint(0, 2 * self.hb),
-                       lambda inst=inst: sim.thaw(inst))
+                sim.at(
+                    sim.now + downtime + self.rng.randint(0, 2 * self.hb),
+                    lambda inst=inst: sim.thaw(inst),
+                )
             else:
                 sim.kill(inst)
         for cid in sorted({i.client_id for i in live if i is not frozen}):
@@ -272,8 +290,12 @@ class Bounded:
         if not sim.announce:
             return
         for cp in range(sim.ncoord):
-            self.put(cp, *encode_announcement(
-                cp, sorted(self.g_keys), written_ms=sim.now, expires_ms=sim.now + self.ttl))
+            self.put(
+                cp,
+                *encode_announcement(
+                    cp, sorted(self.g_keys), written_ms=sim.now, expires_ms=sim.now + self.ttl
+                ),
+            )
 
     def housekeeping(self, inst: _Instance) -> None:
         """From an instance's replay step: renew its announcement, keep its configuration's
@@ -337,8 +359,9 @@ class Bounded:
             said = "record version 1" if rules is None else f"rules {rules}"
             self.restored[(inst.me, cp)] = f"a snapshot ({said}) covering {restored.covered}"
             self._as_the_log(inst, cp, world, restored.covered)
-            sim.note(f"{inst.me} restores cp{cp} from a snapshot ({said}) covering "
-                     f"{restored.covered}")
+            sim.note(
+                f"{inst.me} restores cp{cp} from a snapshot ({said}) covering {restored.covered}"
+            )
             return
         if need >= start:
             return
@@ -346,8 +369,10 @@ class Bounded:
         inst.applied[cp] = start - 1
         inst.last_seen[cp] = sim.log[cp][start - 1]
         if not sim.refuse_gaps:
-            sim.note(f"{inst.me} replays cp{cp} from {start}: records {need}..{start - 1} "
-                     "are gone (no refusal)")
+            sim.note(
+                f"{inst.me} replays cp{cp} from {start}: records {need}..{start - 1} "
+                "are gone (no refusal)"
+            )
             return
         sim.note(f"{inst.me} HALTS cp{cp}: records {need}..{start - 1} are gone, no snapshot")
         inst.gapped.add(cp)
@@ -402,8 +427,9 @@ class Bounded:
             f"{self.restored[(inst.me, cp)]}",
         )
 
-    def applied(self, inst: _Instance, cp: int, offsets: list[int], keys: list[bytes | None],
-                verdicts: list) -> None:
+    def applied(
+        self, inst: _Instance, cp: int, offsets: list[int], keys: list[bytes | None], verdicts: list
+    ) -> None:
         """A halted replay's chunk: what the records after the gap determine again."""
         regained = self.regained.get((inst.me, cp))
         if regained is None:
@@ -425,8 +451,11 @@ class Bounded:
         client, instance = "admin", "gap-reset"
         hb = self.hb
         expiry = sim.now + sim.max_delay + self.rng.randint(2 * hb, 4 * hb)
-        pausing = self._signed(ReleaseGroup(
-            client_id=client, instance_id=instance, group_id=sim.group, msg_expire_time=expiry))
+        pausing = self._signed(
+            ReleaseGroup(
+                client_id=client, instance_id=instance, group_id=sim.group, msg_expire_time=expiry
+            )
+        )
         for cp in range(sim.ncoord):
             self.last_reset[cp] = sim.append(cp, *encode(pausing))
         plan = []
@@ -435,9 +464,17 @@ class Bounded:
             plan.append((p, world.resume_offset(sim.group, sim.topic, p) or 0))
         sim.note(f"OPERATOR RESET after a gap, pause until {expiry}: {plan}")
         for p, new in plan:
-            msg = self._signed(Heartbeat(
-                client_id=client, instance_id=instance, group_id=sim.group, topic=sim.topic,
-                partition=p, last_offset=new - 1, heartbeat_interval_ms=hb))
+            msg = self._signed(
+                Heartbeat(
+                    client_id=client,
+                    instance_id=instance,
+                    group_id=sim.group,
+                    topic=sim.topic,
+                    partition=p,
+                    last_offset=new - 1,
+                    heartbeat_interval_ms=hb,
+                )
+            )
             sim.append(coordination_partition(sim.topic, p, sim.ncoord), *encode(msg))
 
     def _signed(self, msg: object) -> object:
@@ -446,7 +483,6 @@ class Bounded:
 
     def summary(self) -> str:
         return f"truncations {self.truncations}, gaps {self.gaps}"
-
 
 
 def _said(v: Any) -> str:

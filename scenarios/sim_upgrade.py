@@ -279,8 +279,10 @@ class Upgrade:
             bounded.put(cp, *encode_snapshot_record(world, cp, keys, rules=rules))
             self.old_snapshots += 1
             said = "record version 1" if rules is None else f"rules {rules}"
-            sim.note(f"{inst.me} publishes as version {version} ({said}) a snapshot of cp{cp} "
-                     f"covering {covered}{' (its replay stopped)' if fold.stopped else ''}")
+            sim.note(
+                f"{inst.me} publishes as version {version} ({said}) a snapshot of cp{cp} "
+                f"covering {covered}{' (its replay stopped)' if fold.stopped else ''}"
+            )
             bounded.truncate(cp, keys, f"{inst.me} (version {version})")
 
     def _fold(self, inst: _Instance, cp: int, version: int, rules: int | None) -> _Fold | None:

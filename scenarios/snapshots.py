@@ -244,7 +244,8 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
             )
             try:
                 report.check(
-                    "an observer started after truncation catches up", late_observer.wait_caught_up(20)
+                    "an observer started after truncation catches up",
+                    late_observer.wait_caught_up(20),
                 )
                 late = h.member(
                     "late", coordination_partitions=N_COORD, snapshot_records=SNAPSHOT_RECORDS
@@ -302,17 +303,22 @@ def run(seed: int, *, mode: str, data_dir: str | None = None) -> Report:
                 h.observer.wait_caught_up(10)
                 late_observer.wait_caught_up(10)
                 same = _worlds(h.observer) == _worlds(late_observer)
-                report.check("the late observer's worlds equal the full replay's, byte for byte", same)
-                log_ends = {cp: cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(N_COORD)}
+                report.check(
+                    "the late observer's worlds equal the full replay's, byte for byte", same
+                )
+                log_ends = {
+                    cp: cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(N_COORD)
+                }
                 problem = recorder.finish(log_ends, 20)
-                if report.check("a full copy of __marshal was kept", problem is None, problem or ""):
+                if report.check(
+                    "a full copy of __marshal was kept", problem is None, problem or ""
+                ):
                     _audits_agree(report, cluster, recorder.records, h.workdir / "audit-export")
             finally:
                 late_observer.close()
             return report
         finally:
             recorder.finish({}, 0)  # stops it if the run ended early
-
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -352,7 +352,10 @@ def clean_batch(
         delta = run[0].offset - h.base_offset
         pieces.append(
             encode_batch(
-                [NewRecord(r.value, key=r.key, headers=r.headers, timestamp=r.timestamp) for r in run],
+                [
+                    NewRecord(r.value, key=r.key, headers=r.headers, timestamp=r.timestamp)
+                    for r in run
+                ],
                 base_offset=run[0].offset,
                 timestamp_type=h.timestamp_type,
                 compression=Compression(h.compression),

@@ -61,7 +61,9 @@ def decompress(codec: int, data: Any, limit: int = DEFAULT_MAX_DECOMPRESSED) -> 
     except CorruptRecordError:
         raise
     except (OSError, EOFError, ValueError, RuntimeError, zlib.error, zstandard.ZstdError) as exc:
-        raise CorruptRecordError(f"{_NAMES.get(codec, codec)} records do not decompress: {exc}") from exc
+        raise CorruptRecordError(
+            f"{_NAMES.get(codec, codec)} records do not decompress: {exc}"
+        ) from exc
     raise UnsupportedCompression(f"unknown compression codec {codec}")
 
 

@@ -228,7 +228,11 @@ class DataDir:
             if topic is not None and p < len(topic.logs):
                 continue
             if any(f.stat().st_size for f in entry.glob("*.log")):
-                log.error("%s: %s is not in the metadata but holds data; left alone", self.path, entry.name)
+                log.error(
+                    "%s: %s is not in the metadata but holds data; left alone",
+                    self.path,
+                    entry.name,
+                )
                 continue
             log.info("%s: removing %s, left by an interrupted creation", self.path, entry.name)
             shutil.rmtree(entry, ignore_errors=True)

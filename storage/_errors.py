@@ -30,7 +30,11 @@ class CorruptBatch(CorruptRecordError):
     skip it."""
 
     def __init__(self, reason: str, offset: int, next_offset: int | None) -> None:
-        where = f"offsets {offset}..{next_offset - 1}" if next_offset is not None else f"offset {offset}"
+        where = (
+            f"offsets {offset}..{next_offset - 1}"
+            if next_offset is not None
+            else f"offset {offset}"
+        )
         super().__init__(f"stored batch at {where} is corrupt: {reason}")
         self.reason = reason
         self.offset = offset

@@ -187,7 +187,9 @@ class PartitionLog:
             if m is not None:
                 swaps.append((int(m.group(1)), int(m.group(2)), entry))
         for base, end, swap in sorted(swaps):
-            log.warning("%s: completing an interrupted cleaner swap of [%d, %d)", self.directory, base, end)
+            log.warning(
+                "%s: completing an interrupted cleaner swap of [%d, %d)", self.directory, base, end
+            )
             for entry in list(self.directory.iterdir()):
                 m = _SEGMENT_FILE.match(entry.name)
                 if m is not None and base <= int(m.group(1)) < end:
@@ -306,7 +308,9 @@ class PartitionLog:
         cfg = self.config
         # Kafka's maxSegmentMs: a compacted log also rolls at max.compaction.lag.ms, so the
         # active segment (never cleaned) cannot hold a record past that lag
-        segment_ms = min(cfg.segment_ms, cfg.max_compaction_lag_ms) if cfg.compact else cfg.segment_ms
+        segment_ms = (
+            min(cfg.segment_ms, cfg.max_compaction_lag_ms) if cfg.compact else cfg.segment_ms
+        )
         if (
             seg.size + incoming > cfg.segment_bytes
             or (
@@ -397,7 +401,9 @@ class PartitionLog:
                 gone, self._segments = self._segments[:doomed], self._segments[doomed:]
                 self._publish(segments_changed=True)
                 for seg in gone:
-                    log.info("%s: delete-records removes segment %d", self.directory, seg.base_offset)
+                    log.info(
+                        "%s: delete-records removes segment %d", self.directory, seg.base_offset
+                    )
                     seg.delete()
             return self._segments[0].base_offset
 
@@ -470,7 +476,9 @@ class PartitionLog:
             try:
                 return self._clean(plan, segs, now)
             except SegmentGone:
-                log.info("%s: retention removed segments during cleaning; retried later", self.directory)
+                log.info(
+                    "%s: retention removed segments during cleaning; retried later", self.directory
+                )
                 return 0
 
     def _clean(self, plan: CleaningPlan, segs: list[Segment], now: int) -> int:
@@ -488,7 +496,9 @@ class PartitionLog:
 
         removed_total = 0
         tombstones: list[int] = []
-        groups = group_by_size([(s.base_offset, s.size) for s in closed], cfg.segment_bytes, plan.end)
+        groups = group_by_size(
+            [(s.base_offset, s.size) for s in closed], cfg.segment_bytes, plan.end
+        )
         for indexes in groups:
             group = [closed[i] for i in indexes]
             removed, kept_tombstones, swapped = self._clean_group(group, latest, drop_tombstone)
@@ -503,7 +513,9 @@ class PartitionLog:
         state.first_dirty = plan.end
         state.mark_cleaned(plan.first_dirty, plan.end, now, log_start)
         times = [state.cleaned_at(o) for o in tombstones]
-        state.tombstones_cleaned_at = min((now if t is None else t) for t in times) if times else None
+        state.tombstones_cleaned_at = (
+            min((now if t is None else t) for t in times) if times else None
+        )
         state.save(self.directory)
         log.info(
             "%s: cleaned offsets [%d, %d) (%s): %d record(s) removed, %d segment(s) into %d",
@@ -675,7 +687,9 @@ class PartitionLog:
         last = len(view.segments) - 1
         best = None  # the first segment with the largest max timestamp, as Kafka picks
         for i, seg in enumerate(view.segments):
-            if seg.max_timestamp != NO_TIMESTAMP and (best is None or seg.max_timestamp > best[1].max_timestamp):
+            if seg.max_timestamp != NO_TIMESTAMP and (
+                best is None or seg.max_timestamp > best[1].max_timestamp
+            ):
                 best = (i, seg)
         if best is None:
             return None

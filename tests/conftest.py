@@ -40,7 +40,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         n = sum(
             1
             for r in reports
-            if (getattr(r, "nodeid", "").startswith("tests/kafka/") or "kafka" in getattr(r, "keywords", {}))
+            if (
+                getattr(r, "nodeid", "").startswith("tests/kafka/")
+                or "kafka" in getattr(r, "keywords", {})
+            )
             and getattr(r, "when", "call") in ("call", "setup")
             and not (outcome == "passed" and getattr(r, "when", "call") == "setup")
         )

@@ -112,9 +112,7 @@ class Balance:
         return not self.to_move
 
 
-def balance(
-    members: list[Member], holders: dict[tuple[str, int], str], now_ms: int
-) -> Balance:
+def balance(members: list[Member], holders: dict[tuple[str, int], str], now_ms: int) -> Balance:
     """The target of the members counted at ``now_ms`` (``assignment.target("balanced")``,
     with the current ``holders``: (topic, partition) -> client_id, as every member computes
     it) and the units not yet where the target puts them. A whole-topic unit is held by the
@@ -223,8 +221,7 @@ def list_groups(state: CoordinationState, now_ms: int) -> list[GroupSummary]:
     return out
 
 
-def _task_lag(ends: _LogEnds, positions: tuple[tuple[str, int], ...], partition: int
-              ) -> int | None:
+def _task_lag(ends: _LogEnds, positions: tuple[tuple[str, int], ...], partition: int) -> int | None:
     """A task's lag: the records after its position in each of its sources, summed."""
     total = 0
     for source, last in positions:
@@ -345,9 +342,7 @@ def describe_group(
                 ),
             )
         )
-    holders = {
-        (s.topic, s.partition): s.holder[0] for s in known.values() if s.holder is not None
-    }
+    holders = {(s.topic, s.partition): s.holder[0] for s in known.values() if s.holder is not None}
     bal = balance(announced, holders, now_ms)
     held: dict[str, list[tuple[str, int]]] = {}
     for (topic, partition), client in sorted(holders.items()):

@@ -47,8 +47,9 @@ LOGMARSHAL_CLUSTER_ID_PREFIX = "logmarshal"
 _IDLE_STATES = frozenset({"EMPTY", "DEAD", "UNKNOWN"})
 
 #: answers of a group coordinator still being elected or loaded: asked again, briefly
-_COORDINATOR_MOVING = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
-                                 "COORDINATOR_LOAD_IN_PROGRESS"})
+_COORDINATOR_MOVING = frozenset(
+    {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"}
+)
 
 
 class MirrorError(LogmarshalError):
@@ -63,9 +64,7 @@ def positions(state: CoordinationState, group: str) -> Positions:
     """Next offset to consume per partition, where the log ever set a position."""
     require_group(state, group)
     return {
-        (s.topic, s.partition): s.resume_offset
-        for s in state.partitions(group)
-        if s.has_position
+        (s.topic, s.partition): s.resume_offset for s in state.partitions(group) if s.has_position
     }
 
 
@@ -85,8 +84,9 @@ class KafkaOffsetSink:
     test, a core dump at the node's kill). The consumer's commit goes through its group
     coordinator state machine instead, which survives a coordinator that dies."""
 
-    def __init__(self, bootstrap: str, config: Mapping[str, object] | None = None,
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self, bootstrap: str, config: Mapping[str, object] | None = None, timeout: float = 30.0
+    ) -> None:
         from confluent_kafka.admin import AdminClient
 
         # librdkafka's values: str, numbers and bools, but also loggers and callbacks (Any)
@@ -136,9 +136,7 @@ class KafkaOffsetSink:
 
         for attempt in range(attempts):
             try:
-                found = self._admin.describe_consumer_groups([group])[group].result(
-                    self._timeout
-                )
+                found = self._admin.describe_consumer_groups([group])[group].result(self._timeout)
             except KafkaException as exc:
                 error = exc.args[0]
                 if error.name() in _COORDINATOR_MOVING and attempt + 1 < attempts:
@@ -166,15 +164,18 @@ class KafkaOffsetSink:
                 consumer.poll(0.05)  # serves the commit's answer (on_commit)
         except KafkaException as exc:
             error = str(exc.args[0])
-            raise MirrorError(f"Kafka refused the offsets of group {group!r}: {error}"
-                              f"{_hint(error)}") from None
+            raise MirrorError(
+                f"Kafka refused the offsets of group {group!r}: {error}{_hint(error)}"
+            ) from None
         if not self._answers:
-            raise MirrorError(f"no answer to the offsets of group {group!r} within "
-                              f"{self._timeout:g} s")
+            raise MirrorError(
+                f"no answer to the offsets of group {group!r} within {self._timeout:g} s"
+            )
         error, answered = self._answers[-1]
         if error is not None:
-            raise MirrorError(f"Kafka refused the offsets of group {group!r}: {error}"
-                              f"{_hint(str(error))}")
+            raise MirrorError(
+                f"Kafka refused the offsets of group {group!r}: {error}{_hint(str(error))}"
+            )
         failed = [tp for tp in answered if tp.error is not None]
         if failed:
             errors = ", ".join(f"{tp.topic}/{tp.partition}: {tp.error}" for tp in failed)

@@ -173,9 +173,7 @@ def _executor_fold(batches: Iterator[Any], config: ReplayConfig) -> Iterator[Any
     return fold_batches(batches, config)
 
 
-def _executor_kafka_fold(
-    batches: Iterator[Any], config: ReplayConfig, topic: str
-) -> Iterator[Any]:
+def _executor_kafka_fold(batches: Iterator[Any], config: ReplayConfig, topic: str) -> Iterator[Any]:
     """The same fold behind the adapter from Spark's Kafka rows to the export's rows."""
     from logmarshal.audit.kafkasource import export_batches
 
@@ -295,8 +293,8 @@ def _write_derived(
     folded = {}
     for name in ("ownership", "membership"):
         schema = final_schema(name)
-        folded[name] = spark.read.parquet(f"{base}/{name}").toArrow().select(schema.names).cast(
-            schema
+        folded[name] = (
+            spark.read.parquet(f"{base}/{name}").toArrow().select(schema.names).cast(schema)
         )
     moves = moves_table(folded, config.since_ms)
     path = f"{base}/moves"

@@ -134,7 +134,9 @@ def _timeline(
         xs = [(t - start) / 1000 for t, k, kind in marks if kind == cause and k in row]
         ys = [row[k] for t, k, kind in marks if kind == cause and k in row]
         if xs:
-            ax.scatter(xs, ys, marker=marker, color=c, s=28, zorder=3, label=_LABELS.get(cause, cause))
+            ax.scatter(
+                xs, ys, marker=marker, color=c, s=28, zorder=3, label=_LABELS.get(cause, cause)
+            )
     ax.set_yticks(range(len(chosen)))
     ax.set_yticklabels([f"{g}:{t}/{p}" if multi_group else f"{t}/{p}" for g, t, p in chosen])
     ax.invert_yaxis()
@@ -217,7 +219,12 @@ def _member_moves(summary: dict[str, Any]) -> list[dict[str, Any]]:
         return ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "-"
 
     return [
-        {"group": group, "client_id": client, "took": text(m["took"]), "gave_up": text(m["gave_up"])}
+        {
+            "group": group,
+            "client_id": client,
+            "took": text(m["took"]),
+            "gave_up": text(m["gave_up"]),
+        }
         for group, g in sorted(summary["groups"].items())
         for client, m in sorted(g.get("moves_by_member", {}).items())
     ]
@@ -271,8 +278,8 @@ def write_report(
             "<p><b>Warning:</b> published snapshots show that records once in "
             "<code>__marshal</code> are gone or were replaced (an unclean leader election, or "
             "a broker that lost acknowledged records). This audit describes the log as it is "
-            "now, not the history the members acted on; see PROTOCOL.md, \"A coordination log "
-            "that loses records\", for the recovery.</p>",
+            'now, not the history the members acted on; see PROTOCOL.md, "A coordination log '
+            'that loses records", for the recovery.</p>',
             _html_table(
                 rewinds,
                 ["coord_partition", "kind", "snapshot_offset", "covered_offset", "evidence"],

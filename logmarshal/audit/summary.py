@@ -154,7 +154,10 @@ def build_summary(
                 for cause in sorted({f["cause"] for f in fail})
             },
         },
-        "membership": {"changes": len(members), "by_event": dict(Counter(e["event"] for e in members))},
+        "membership": {
+            "changes": len(members),
+            "by_event": dict(Counter(e["event"] for e in members)),
+        },
         "moves": {
             "count": len(moves),
             "by_kind": dict(Counter(m["cause_kind"] for m in moves)),

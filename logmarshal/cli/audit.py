@@ -129,11 +129,7 @@ class _Phases:
         return show
 
 
-
-
-def _config(
-    args: argparse.Namespace, info: Any, keys: Any, groups: set[str] | None = None
-) -> Any:
+def _config(args: argparse.Namespace, info: Any, keys: Any, groups: set[str] | None = None) -> Any:
     from ..audit.engine import replay_config_for
 
     return replay_config_for(
@@ -167,9 +163,7 @@ def _on_spark(
         except KafkaUnavailable as exc:
             raise CliError(f"Spark's Kafka source is unavailable: {exc}") from None
     phases.start(f"starting Spark ({args.master})")
-    spark = spark_session(
-        args.master, console_progress=phases.tty and not phases.quiet, conf=conf
-    )
+    spark = spark_session(args.master, console_progress=phases.tty and not phases.quiet, conf=conf)
     timings["spark_start"] = phases.done("Spark is up")
     try:
         groups = None
@@ -181,9 +175,7 @@ def _on_spark(
         config = _config(args, info, keys, groups)
         phases.start("replaying on Spark" + (" from Kafka" if kafka else ""))
         try:
-            result = run_spark(
-                spark, info, out, config, kafka_bootstrap=bootstrap
-            )
+            result = run_spark(spark, info, out, config, kafka_bootstrap=bootstrap)
         except KafkaSourceError as exc:
             raise CliError(f"the audit refuses __marshal on Kafka: {exc}") from None
     finally:
@@ -214,7 +206,10 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
     )
 
     if args.input:
-        for option, value in (("--bootstrap", ctx.bootstrap), ("--data-dir", ctx.explicit_data_dir)):
+        for option, value in (
+            ("--bootstrap", ctx.bootstrap),
+            ("--data-dir", ctx.explicit_data_dir),
+        ):
             if value is not None:
                 raise CliError(
                     f"audit refuses {option} with --input: it reads that export "
@@ -314,7 +309,8 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
         moves = summary.get("moves", {})
         if moves.get("count"):
             causes = ", ".join(
-                f"{c} {n}" for c, n in sorted(moves["by_cause"].items(), key=lambda x: (-x[1], x[0]))
+                f"{c} {n}"
+                for c, n in sorted(moves["by_cause"].items(), key=lambda x: (-x[1], x[0]))
             )
             print(f"moves: {moves['count']} ({causes})")
             for group, g in sorted(summary["groups"].items()):

@@ -89,7 +89,9 @@ CREATES = DataSource(
 
 def declare(parser: argparse.ArgumentParser, source: DataSource) -> None:
     """Attach ``source`` to a command: ``main`` enforces it, ``--help`` states it."""
-    command = parser.prog.partition(" ")[2] or parser.prog  # "logmarshal topic list" -> "topic list"
+    command = (
+        parser.prog.partition(" ")[2] or parser.prog
+    )  # "logmarshal topic list" -> "topic list"
     parser.set_defaults(data_source=source, command_name=command)
     _add_note(parser, f"where the data comes from: {source.help}.")
 
@@ -211,8 +213,10 @@ class Context:
             raise CliError(f"data directory {path} is not a directory")
         if self.existing and not os.path.isdir(path):
             how = (
-                "given by --data-dir" if self.explicit_data_dir is not None
-                else f"${DATA_DIR_ENV}" if os.environ.get(DATA_DIR_ENV)
+                "given by --data-dir"
+                if self.explicit_data_dir is not None
+                else f"${DATA_DIR_ENV}"
+                if os.environ.get(DATA_DIR_ENV)
                 else "the default; give --data-dir DIR or --bootstrap HOST:PORT"
             )
             raise CliError(f"no data directory at {path} ({how}): nothing to read there")

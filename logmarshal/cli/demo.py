@@ -133,7 +133,8 @@ def _run_on(ctx: Context, args: argparse.Namespace, topic: str, group: str, kept
         print_table(tally["members"], ["member", "handled", "partitions_at_end", "state"])
         if kept:
             where = (
-                f"--bootstrap {ctx.bootstrap}" if ctx.bootstrap is not None
+                f"--bootstrap {ctx.bootstrap}"
+                if ctx.bootstrap is not None
                 else f"--data-dir {ctx.data_dir}"
             )
             print(
@@ -169,8 +170,11 @@ class _Member:
 
         def revoked(ps: list[tuple[str, int]]) -> None:
             if not done.is_set():
-                say(f"  {time.monotonic() - t0:6.2f} s  {name} hands over " + _names(ps)
-                    + " (rebalance)")
+                say(
+                    f"  {time.monotonic() - t0:6.2f} s  {name} hands over "
+                    + _names(ps)
+                    + " (rebalance)"
+                )
 
         self.consumer = Consumer(
             self.marshaler, topic, batch_size=200, on_assigned=assigned, on_revoked=revoked
@@ -221,8 +225,16 @@ class _Group:
     """The demo's group as it runs: its members, the living ones, and an observer's view of
     who holds what (the observer replays the coordination log and writes nothing)."""
 
-    def __init__(self, cluster: Cluster, topic: str, group: str, n_partitions: int,
-                 heartbeat: float, say: Callable[[str], None], consumers: int) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        topic: str,
+        group: str,
+        n_partitions: int,
+        heartbeat: float,
+        say: Callable[[str], None],
+        consumers: int,
+    ) -> None:
         self.cluster, self.topic, self.group = cluster, topic, group
         self.n_partitions, self.heartbeat, self.say = n_partitions, heartbeat, say
         self.t0 = time.monotonic()
@@ -232,8 +244,9 @@ class _Group:
         self.alive = list(self.members)
 
     def _member(self, name: str) -> _Member:
-        return _Member(self.cluster, name, self.heartbeat, self.say, self.t0, self.done,
-                       self.topic, self.group)
+        return _Member(
+            self.cluster, name, self.heartbeat, self.say, self.t0, self.done, self.topic, self.group
+        )
 
     def at(self, text: str) -> None:
         """Say ``text`` after the seconds since the group started."""
@@ -296,8 +309,9 @@ class _Group:
 
         def drained() -> bool:
             for p, end in ends.items():
-                holder = next((m for m in self.alive if (self.topic, p) in m.consumer.claims()),
-                              None)
+                holder = next(
+                    (m for m in self.alive if (self.topic, p) in m.consumer.claims()), None
+                )
                 if holder is None or (holder.consumer.position(self.topic, p) or -1) < end - 1:
                     return False
             return True
@@ -315,8 +329,9 @@ class _Group:
         return rows
 
 
-def _produce(cluster: Cluster, topic: str, n_records: int, n_keys: int, heartbeat: float,
-             futures: list[Any]) -> threading.Thread:
+def _produce(
+    cluster: Cluster, topic: str, n_records: int, n_keys: int, heartbeat: float, futures: list[Any]
+) -> threading.Thread:
     """Produce ``n_records`` keyed records in 20 chunks over 5·HB, in a thread (still flowing
     when the new member joins); each send's future is appended to ``futures``."""
 

@@ -84,8 +84,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "group", help="list, describe, reset and pause consumer groups (from __marshal)"
     )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for add in (_register_list, _register_describe, _register_reset, _register_pause,
-                _register_mirror):
+    for add in (
+        _register_list,
+        _register_describe,
+        _register_reset,
+        _register_pause,
+        _register_mirror,
+    ):
         add(verbs, common)
 
 
@@ -702,8 +707,9 @@ def _mirror(args: argparse.Namespace, ctx: Context) -> int:
         sink.close()
 
 
-def _mirror_loop(args: argparse.Namespace, ctx: Context, cluster: Any, sink: Any,
-                 target: str) -> int:
+def _mirror_loop(
+    args: argparse.Namespace, ctx: Context, cluster: Any, sink: Any, target: str
+) -> int:
     from ..admin.mirror import MirrorError, changed_positions, positions
 
     keys = admin_keys_from(args)
@@ -719,8 +725,12 @@ def _mirror_loop(args: argparse.Namespace, ctx: Context, cluster: Any, sink: Any
             mirrored.update(changed)
         emit(
             ctx.as_json,
-            {"group": args.group, "kafka_group": target, "committed": len(changed),
-             "partitions": len(mirrored)},
+            {
+                "group": args.group,
+                "kafka_group": target,
+                "committed": len(changed),
+                "partitions": len(mirrored),
+            },
             f"{target}: committed {len(changed)} position(s), "
             f"{len(mirrored)} partition(s) mirrored",
         )

@@ -37,7 +37,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         ),
     )
     produce.add_argument("topic")
-    produce.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
+    produce.add_argument(
+        "--key-separator", metavar="SEP", help="split each line into key SEP value"
+    )
     produce.add_argument("--partition", type=non_negative, help="write every record to this one")
     produce.add_argument(
         "--partitioner",
@@ -88,9 +90,7 @@ def _produce(args: argparse.Namespace, ctx: Context) -> int:
                 if not sep:
                     problem = f"line {number} has no key separator {args.key_separator!r}"
                     break
-            futures.append(
-                producer.send(args.topic, line, key=key, partition=args.partition)
-            )
+            futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
     offsets: dict[int, list[int]] = defaultdict(list)
     for future in futures:
         meta = future.result()

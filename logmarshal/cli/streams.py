@@ -146,9 +146,14 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    app = App(ctx.cluster, args.application_id, load_topology(args.topology),
-              client_id=args.client_id, heartbeat_interval=args.heartbeat,
-              state_dir=args.state_dir)
+    app = App(
+        ctx.cluster,
+        args.application_id,
+        load_topology(args.topology),
+        client_id=args.client_id,
+        heartbeat_interval=args.heartbeat,
+        state_dir=args.state_dir,
+    )
     previous = signal.signal(signal.SIGTERM, lambda *_: app.stop())
     try:
         app.run()
@@ -160,8 +165,13 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-TEXT = ("all streams lead to the log", "the log is the truth", "streams of records flow",
-        "the processor counts the words", "state lives in the changelog")
+TEXT = (
+    "all streams lead to the log",
+    "the log is the truth",
+    "streams of records flow",
+    "the processor counts the words",
+    "state lives in the changelog",
+)
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
@@ -182,8 +192,14 @@ def _demo(args: argparse.Namespace, ctx: Context) -> int:
         cluster = ctx.cluster  # an unreachable broker or a locked directory: before any output
         say(f"on {ctx.where()}; topics and application ids end in {tag}")
         code, result = _demo_on(cluster, tmp, args.lines, tag, say)
-        left = [f"lines{tag}", f"word-counts{tag}", f"clicks{tag}", f"clicks-per-minute{tag}",
-                f"wordcount{tag}-counts-changelog", f"clicks{tag}-clicks-per-window-changelog"]
+        left = [
+            f"lines{tag}",
+            f"word-counts{tag}",
+            f"clicks{tag}",
+            f"clicks-per-minute{tag}",
+            f"wordcount{tag}-counts-changelog",
+            f"clicks{tag}-clicks-per-window-changelog",
+        ]
         say(
             f"left behind: topics lines{tag}, word-counts{tag}, clicks{tag}, "
             f"clicks-per-minute{tag}, the changelogs wordcount{tag}-counts-changelog and "
@@ -215,8 +231,15 @@ def _demo_on(
     say(f"produced {n} lines to {lines!r} (2 partitions); word-count topology:")
     topo = word_count(lines, words, store_kind="persistent")
     say(topo.describe())
-    first = App(cluster, wordcount, topo, client_id="member-1", heartbeat_interval=0.5,
-                state_dir=f"{tmp}/m1", commit_interval=0.05)
+    first = App(
+        cluster,
+        wordcount,
+        topo,
+        client_id="member-1",
+        heartbeat_interval=0.5,
+        state_dir=f"{tmp}/m1",
+        commit_interval=0.05,
+    )
     t = threading.Thread(target=first.run, kwargs={"max_records": n // 3})
     t.start()
     t.join()
@@ -225,9 +248,15 @@ def _demo_on(
     first.producer.close()
     first.marshaler.close()
     say(f"member-1 processed {n // 3} lines and crashed; member-2 takes over after 2·HB")
-    second = App(cluster, wordcount, word_count(lines, words, store_kind="persistent"),
-                 client_id="member-2",
-                 heartbeat_interval=0.5, state_dir=f"{tmp}/m2", commit_interval=0.05)
+    second = App(
+        cluster,
+        wordcount,
+        word_count(lines, words, store_kind="persistent"),
+        client_id="member-2",
+        heartbeat_interval=0.5,
+        state_dir=f"{tmp}/m2",
+        commit_interval=0.05,
+    )
     stop_at = time.monotonic() + 30
     runner = threading.Thread(target=second.run)
     runner.start()
@@ -249,12 +278,22 @@ def _demo_on(
     cluster.create_topic(clicks_out, 1)
     minute = now - now % 60_000
     clicks = [("ann", minute + s * 1000) for s in (1, 20, 59, 61, 130)] + [
-        ("bob", minute + s * 1000) for s in (5, 65, 66)]
-    cluster.produce(clicks_in, 0, [NewRecord(b'"click"', key=f'"{u}"'.encode(), timestamp=ts)
-                                  for u, ts in clicks])
-    app = App(cluster, clicks_app, windowed_count(clicks_in, clicks_out), client_id="w1",
-              heartbeat_interval=0.5,
-              state_dir=f"{tmp}/w", commit_interval=0.05)
+        ("bob", minute + s * 1000) for s in (5, 65, 66)
+    ]
+    cluster.produce(
+        clicks_in,
+        0,
+        [NewRecord(b'"click"', key=f'"{u}"'.encode(), timestamp=ts) for u, ts in clicks],
+    )
+    app = App(
+        cluster,
+        clicks_app,
+        windowed_count(clicks_in, clicks_out),
+        client_id="w1",
+        heartbeat_interval=0.5,
+        state_dir=f"{tmp}/w",
+        commit_interval=0.05,
+    )
     app.run(max_records=len(clicks))
     app.close()
     table, _ = read_changelog(cluster, clicks_app, "clicks-per-window", 0)

@@ -46,108 +46,112 @@ TopicSelection = str | Iterable[str] | re.Pattern[str]
 
 #: The Consumer's settings, name -> default: the only list of them. HB is the Marshaler's
 #: (``heartbeat_interval``); times are seconds.
-DEFAULT_CONFIG: Final[Mapping[str, Any]] = MappingProxyType({
-    # "alo" (at least once: ``commit`` marks messages handled, in any order; heartbeats carry
-    # the highest contiguous committed offset) or "amo" (at most once: a batch is reserved
-    # with ClaimingMessages and confirmed by a heartbeat before the user sees it)
-    "mode": DEFAULT_MODE,
-    # the most messages one ``poll`` returns by default
-    "batch_size": DEFAULT_BATCH_SIZE,
-    # AMO (None: 4·batch_size): the most messages of a partition reserved (ClaimingMessages)
-    # and not handed out yet. The next window is reserved while the current one is handed
-    # out, so one coordination round trip covers several polls; at most this many are lost
-    # to a crash, and a graceful ``close`` gives them back
-    "max_reserved": None,
-    # (None: ``max(2·batch_size, 500)``, in AMO at least ``max_reserved + batch_size``;
-    # below 1 counts as 1) a held partition is fetched while fewer messages are buffered
-    "prefetch": None,
-    # (None: HB/4) how often claimable partitions are looked for (and patterns and
-    # partition counts read again)
-    "claim_interval": None,
-    # how the group shares its partitions. "balanced": every member announces itself in the
-    # log and all compute the same sticky, balanced target from it; a member over its share
-    # releases exactly the partitions that move, one under it claims them. "none": claim
-    # whatever is claimable, as Go Marshal does (a member that joins late waits for
-    # partitions to be released). Or a callable (``logmarshal.core.assignment.Strategy``).
-    # Every member of a group should use the same strategy
-    "rebalance": DEFAULT_REBALANCE,
-    # this member's relative share under "balanced"
-    "weight": DEFAULT_WEIGHT,
-    # cap on partitions held (topics, with ``claim_entire_topic``); None: no cap
-    "max_claims": None,
-    # ``{task name: source topics}`` (ALO only). Partition p of a task is one claim (one
-    # coordination key, ``task name/p``) under which partition p of every source is read;
-    # its heartbeats carry every source's position, and the target moves it as a unit.
-    # Messages are those of the source partitions; ``claims()`` names the tasks. The
-    # streams runner claims its co-partitioned sources this way
-    "tasks": None,
-    # (``rebalance="none"``) a claim pass takes as many partitions as allowed, not one
-    "greedy": DEFAULT_GREEDY,
-    # partition 0 stands for its topic: whoever wins it claims every partition of the
-    # topic, the others leave the topic alone
-    "claim_entire_topic": DEFAULT_CLAIM_ENTIRE_TOPIC,
-    # (``rebalance="none"`` only) release the partition furthest behind when its lag
-    # (messages not handed out yet) exceeds this and is not shrinking, but only while
-    # another fresh member exists that could take it over; None disables
-    "release_if_behind": None,
-    # (None: 2·HB) how long a partition this consumer released while running is left for
-    # others before it may claim it again
-    "reclaim_cooldown": None,
-    # where to start without a usable position (the group never consumed the partition, or
-    # its position is outside the log): "earliest", "latest", or "error" (``poll`` raises
-    # :class:`~logmarshal.errors.NoPosition` until ``seek``)
-    "auto_offset_reset": DEFAULT_AUTO_OFFSET_RESET,
-    # take back claims still fresh from a previous instance of our client_id (restart
-    # recovery)
-    "fast_reclaim": DEFAULT_FAST_RECLAIM,
-    # (None: HB/4) we stop handing out when nothing of ours was accepted for
-    # ``2·HB - fence_margin``
-    "fence_margin": None,
-    # the newest protocol version whose records this consumer writes, from 4. A replayer of
-    # an older version stops at the first record of a later one, so during a rolling
-    # upgrade from version N the upgraded consumers run with ``protocol_version=N`` until no
-    # member of N is left, then without it (PROTOCOL.md, "Upgrading a running group")
-    "protocol_version": PROTOCOL_VERSION,
-    # what ``run`` does when the handler raises (None: ``RetryPolicy()``)
-    "retry": None,
-    # called in the thread that polls (or closes) with the partitions gained / lost. A
-    # revocation is reported after the fact (the log decided it), except on ``close()``,
-    # where it comes before the release so work in flight can commit
-    "on_assigned": None,
-    "on_revoked": None,
-    # (as confluent-kafka's) partitions taken from us (another member's claim, a fence, a
-    # lapsed lease) go here instead of ``on_revoked``, which then reports only what we gave
-    # up ourselves: work in flight on a lost partition must not be committed
-    "on_lost": None,
-    # copy the positions our heartbeats carry, for the partitions we hold, into Kafka's
-    # committed offsets of the group of the same name, at most once per HB, so Kafka's tools
-    # show the group's offsets and lag (advisory: never read back). None: on when the
-    # cluster is Apache Kafka over the network; True: on (an error where there is nothing to
-    # mirror into); False: off; or a :class:`~logmarshal.consumer.mirror.GroupSink`. A live
-    # Kafka consumer group of the same name is refused (``MirrorConflict``)
-    "mirror_offsets": None,
-    # the most bytes one fetch returns of one partition (Kafka's max.partition.fetch.bytes)
-    "max_partition_fetch_bytes": FETCH_MAX_BYTES,
-    # seconds: where the cluster offers no long-polling reader (a wrapper such as
-    # FaultyCluster), how long an idle fetch loop waits before it fetches every wanted
-    # partition again, so at most this much delivery latency; also how long a fetch of a
-    # topic or partition not there yet waits to ask again (and, plus 5 s, how long ``close``
-    # waits for its threads). Shorter than the Marshaler's
-    # (0.5 s, a long poll answered as soon as records come): here it is latency, there only
-    # idle cost. The embedded and network readers wake on records and do not use it
-    "fetch_wait": 0.2,
-    # (None: max(HB, 1 s)) how long a poll waits for a reserved batch's verdict, and
-    # ``close`` for its releases' verdicts
-    "verdict_timeout": None,
-    # the randomness of retries' jitter (None: a fresh ``random.Random()``)
-    "rng": None,
-})
+DEFAULT_CONFIG: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        # "alo" (at least once: ``commit`` marks messages handled, in any order; heartbeats carry
+        # the highest contiguous committed offset) or "amo" (at most once: a batch is reserved
+        # with ClaimingMessages and confirmed by a heartbeat before the user sees it)
+        "mode": DEFAULT_MODE,
+        # the most messages one ``poll`` returns by default
+        "batch_size": DEFAULT_BATCH_SIZE,
+        # AMO (None: 4·batch_size): the most messages of a partition reserved (ClaimingMessages)
+        # and not handed out yet. The next window is reserved while the current one is handed
+        # out, so one coordination round trip covers several polls; at most this many are lost
+        # to a crash, and a graceful ``close`` gives them back
+        "max_reserved": None,
+        # (None: ``max(2·batch_size, 500)``, in AMO at least ``max_reserved + batch_size``;
+        # below 1 counts as 1) a held partition is fetched while fewer messages are buffered
+        "prefetch": None,
+        # (None: HB/4) how often claimable partitions are looked for (and patterns and
+        # partition counts read again)
+        "claim_interval": None,
+        # how the group shares its partitions. "balanced": every member announces itself in the
+        # log and all compute the same sticky, balanced target from it; a member over its share
+        # releases exactly the partitions that move, one under it claims them. "none": claim
+        # whatever is claimable, as Go Marshal does (a member that joins late waits for
+        # partitions to be released). Or a callable (``logmarshal.core.assignment.Strategy``).
+        # Every member of a group should use the same strategy
+        "rebalance": DEFAULT_REBALANCE,
+        # this member's relative share under "balanced"
+        "weight": DEFAULT_WEIGHT,
+        # cap on partitions held (topics, with ``claim_entire_topic``); None: no cap
+        "max_claims": None,
+        # ``{task name: source topics}`` (ALO only). Partition p of a task is one claim (one
+        # coordination key, ``task name/p``) under which partition p of every source is read;
+        # its heartbeats carry every source's position, and the target moves it as a unit.
+        # Messages are those of the source partitions; ``claims()`` names the tasks. The
+        # streams runner claims its co-partitioned sources this way
+        "tasks": None,
+        # (``rebalance="none"``) a claim pass takes as many partitions as allowed, not one
+        "greedy": DEFAULT_GREEDY,
+        # partition 0 stands for its topic: whoever wins it claims every partition of the
+        # topic, the others leave the topic alone
+        "claim_entire_topic": DEFAULT_CLAIM_ENTIRE_TOPIC,
+        # (``rebalance="none"`` only) release the partition furthest behind when its lag
+        # (messages not handed out yet) exceeds this and is not shrinking, but only while
+        # another fresh member exists that could take it over; None disables
+        "release_if_behind": None,
+        # (None: 2·HB) how long a partition this consumer released while running is left for
+        # others before it may claim it again
+        "reclaim_cooldown": None,
+        # where to start without a usable position (the group never consumed the partition, or
+        # its position is outside the log): "earliest", "latest", or "error" (``poll`` raises
+        # :class:`~logmarshal.errors.NoPosition` until ``seek``)
+        "auto_offset_reset": DEFAULT_AUTO_OFFSET_RESET,
+        # take back claims still fresh from a previous instance of our client_id (restart
+        # recovery)
+        "fast_reclaim": DEFAULT_FAST_RECLAIM,
+        # (None: HB/4) we stop handing out when nothing of ours was accepted for
+        # ``2·HB - fence_margin``
+        "fence_margin": None,
+        # the newest protocol version whose records this consumer writes, from 4. A replayer of
+        # an older version stops at the first record of a later one, so during a rolling
+        # upgrade from version N the upgraded consumers run with ``protocol_version=N`` until no
+        # member of N is left, then without it (PROTOCOL.md, "Upgrading a running group")
+        "protocol_version": PROTOCOL_VERSION,
+        # what ``run`` does when the handler raises (None: ``RetryPolicy()``)
+        "retry": None,
+        # called in the thread that polls (or closes) with the partitions gained / lost. A
+        # revocation is reported after the fact (the log decided it), except on ``close()``,
+        # where it comes before the release so work in flight can commit
+        "on_assigned": None,
+        "on_revoked": None,
+        # (as confluent-kafka's) partitions taken from us (another member's claim, a fence, a
+        # lapsed lease) go here instead of ``on_revoked``, which then reports only what we gave
+        # up ourselves: work in flight on a lost partition must not be committed
+        "on_lost": None,
+        # copy the positions our heartbeats carry, for the partitions we hold, into Kafka's
+        # committed offsets of the group of the same name, at most once per HB, so Kafka's tools
+        # show the group's offsets and lag (advisory: never read back). None: on when the
+        # cluster is Apache Kafka over the network; True: on (an error where there is nothing to
+        # mirror into); False: off; or a :class:`~logmarshal.consumer.mirror.GroupSink`. A live
+        # Kafka consumer group of the same name is refused (``MirrorConflict``)
+        "mirror_offsets": None,
+        # the most bytes one fetch returns of one partition (Kafka's max.partition.fetch.bytes)
+        "max_partition_fetch_bytes": FETCH_MAX_BYTES,
+        # seconds: where the cluster offers no long-polling reader (a wrapper such as
+        # FaultyCluster), how long an idle fetch loop waits before it fetches every wanted
+        # partition again, so at most this much delivery latency; also how long a fetch of a
+        # topic or partition not there yet waits to ask again (and, plus 5 s, how long ``close``
+        # waits for its threads). Shorter than the Marshaler's
+        # (0.5 s, a long poll answered as soon as records come): here it is latency, there only
+        # idle cost. The embedded and network readers wake on records and do not use it
+        "fetch_wait": 0.2,
+        # (None: max(HB, 1 s)) how long a poll waits for a reserved batch's verdict, and
+        # ``close`` for its releases' verdicts
+        "verdict_timeout": None,
+        # the randomness of retries' jitter (None: a fresh ``random.Random()``)
+        "rng": None,
+    }
+)
 
 #: old name -> the setting's name: taken with a DeprecationWarning (kafka-python style)
-RENAMED: Final[Mapping[str, str]] = MappingProxyType({
-    # Kafka's fetch.max.bytes bounds a whole fetch request; this bounds one partition's
-    "fetch_max_bytes": "max_partition_fetch_bytes",
-})
+RENAMED: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # Kafka's fetch.max.bytes bounds a whole fetch request; this bounds one partition's
+        "fetch_max_bytes": "max_partition_fetch_bytes",
+    }
+)
 
 
 class ConsumerConfig(TypedDict, total=False):

@@ -579,8 +579,13 @@ class Consumer:
             if keys - told:
                 with self._lock:
                     self._resumed[cp] = keys
-                log.warning("%s: coordination partition %d: the log determines %s again "
-                            "(an admin reset after the halt)", self._name(), cp, sorted(keys))
+                log.warning(
+                    "%s: coordination partition %d: the log determines %s again "
+                    "(an admin reset after the halt)",
+                    self._name(),
+                    cp,
+                    sorted(keys),
+                )
                 out.append(Resumed(cp, tuple(sorted(keys))))
         return out
 
@@ -774,7 +779,9 @@ class Consumer:
         if not self._core.closing:
             self._event("lost" if action.lost and self._on_lost is not None else "revoked", key)
         if action.lost:
-            log.warning("%s lost %s/%d: %s", self._name(), action.topic, action.partition, action.why)
+            log.warning(
+                "%s lost %s/%d: %s", self._name(), action.topic, action.partition, action.why
+            )
         if self._metrics is not None:
             self._metrics.revoked(self, why)
 
@@ -812,9 +819,7 @@ class Consumer:
         # internal topics (``__marshal``, ``__marshal_snapshots``) never match a pattern, as
         # Kafka's exclude.internal.topics does for ``__consumer_offsets``
         return tuple(
-            sorted(
-                t for t in names if not t.startswith("__") and self._pattern.fullmatch(t)
-            )
+            sorted(t for t in names if not t.startswith("__") and self._pattern.fullmatch(t))
         )
 
     def _callback(self, callback: PartitionsCallback, keys: list[TopicPartition]) -> None:

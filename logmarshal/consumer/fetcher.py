@@ -55,9 +55,7 @@ class PollingReader:
         out = []
         for (topic, partition), offset in list(self._wanted.items()):
             try:
-                records = self._cluster.fetch(
-                    topic, partition, offset, max_bytes=self._max_bytes
-                )
+                records = self._cluster.fetch(topic, partition, offset, max_bytes=self._max_bytes)
             except Exception as exc:
                 out.append(Read(topic, partition, offset, [], exc))
             else:

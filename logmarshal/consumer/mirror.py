@@ -126,8 +126,12 @@ class OffsetMirror:
             return 0
         self._mirrored.update(changed)
         if self._failing_since is not None:
-            log.info("%s: mirroring offsets of group %r to Kafka works again (%.1f s of "
-                     "failures)", self._name, self.group, now - self._failing_since)
+            log.info(
+                "%s: mirroring offsets of group %r to Kafka works again (%.1f s of failures)",
+                self._name,
+                self.group,
+                now - self._failing_since,
+            )
             self._failing_since = None
             self._suppressed = 0
         return len(changed)
@@ -139,11 +143,20 @@ class OffsetMirror:
         if now < self._next_warning:
             self._suppressed += 1
             return
-        more = f" ({self._suppressed} more failure(s) since the last warning)" \
-            if self._suppressed else ""
-        log.warning("%s: cannot mirror offsets of group %r to Kafka (consumption goes on; "
-                    "retried every %.1f s): %s%s", self._name, self.group, self._interval,
-                    exc if isinstance(exc, MirrorError) else repr(exc), more)
+        more = (
+            f" ({self._suppressed} more failure(s) since the last warning)"
+            if self._suppressed
+            else ""
+        )
+        log.warning(
+            "%s: cannot mirror offsets of group %r to Kafka (consumption goes on; "
+            "retried every %.1f s): %s%s",
+            self._name,
+            self.group,
+            self._interval,
+            exc if isinstance(exc, MirrorError) else repr(exc),
+            more,
+        )
         self._suppressed = 0
         self._next_warning = now + self._log_every
 
@@ -213,8 +226,7 @@ def open_mirror(
     try:
         live = sink.live(group)
     except MirrorError as exc:
-        log.warning("%s: %s; mirroring anyway (Kafka refuses commits to a live group)",
-                    name, exc)
+        log.warning("%s: %s; mirroring anyway (Kafka refuses commits to a live group)", name, exc)
         live = None
     if live is not None:
         raise MirrorConflict(
@@ -222,8 +234,15 @@ def open_mirror(
             "cannot mirror the Marshal group's; rename one group, or pass "
             "mirror_offsets=False"
         )
-    return OffsetMirror(group, sink, positions, interval=interval, clock=clock, name=name,
-                        close_sink=setting is None or setting is True)
+    return OffsetMirror(
+        group,
+        sink,
+        positions,
+        interval=interval,
+        clock=clock,
+        name=name,
+        close_sink=setting is None or setting is True,
+    )
 
 
 def _kafka_sink(group: str, cluster: Any, *, required: bool) -> KafkaOffsetSink | None:
@@ -232,8 +251,10 @@ def _kafka_sink(group: str, cluster: Any, *, required: bool) -> KafkaOffsetSink 
     bootstrap = getattr(cluster, "bootstrap", None)
     if not isinstance(bootstrap, str):
         if required:
-            raise ValueError("mirror_offsets=True needs a network cluster on Apache Kafka "
-                             "(an embedded cluster has no Kafka group offsets)")
+            raise ValueError(
+                "mirror_offsets=True needs a network cluster on Apache Kafka "
+                "(an embedded cluster has no Kafka group offsets)"
+            )
         return None
     sink = KafkaOffsetSink(bootstrap, _client_config(cluster), timeout=10.0)
     try:

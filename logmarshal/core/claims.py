@@ -305,8 +305,17 @@ def take_over(
     the position the replay shows (``until``: a try again, see :func:`retake`)."""
     msg = heartbeat_record(st, key, position)
     vec = position if isinstance(position, tuple) else ()
-    p = Pending("takeover", key[0], key[1], cp, now, msg.last_offset, positions=vec,
-                previous=previous, until=until)
+    p = Pending(
+        "takeover",
+        key[0],
+        key[1],
+        cp,
+        now,
+        msg.last_offset,
+        positions=vec,
+        previous=previous,
+        until=until,
+    )
     write(st, out, p, msg)
 
 
@@ -316,8 +325,14 @@ def retake_refused(st: MemberState, now: int, p: Pending, v: Verdict) -> None:
     again (:func:`retake`): at once after a first refusal, else an HB after the last try;
     within 2·HB of the first refusal and never past the claim's lapse as the replay showed
     it then."""
-    log.info("%s: takeover of %s/%d from %s refused (%s)", me(st), p.topic, p.partition,
-             p.previous, v.reason.value if v.reason is not None else "?")
+    log.info(
+        "%s: takeover of %s/%d from %s refused (%s)",
+        me(st),
+        p.topic,
+        p.partition,
+        p.previous,
+        v.reason.value if v.reason is not None else "?",
+    )
     if not st.retaking or p.previous is None or v.reason is not Reason.NOT_HOLDER:
         return
     key = (p.topic, p.partition)
@@ -408,8 +423,7 @@ def adopt_orphans(
                 continue
             # we do not know when we sent what the log accepted: start with a lapsed lease,
             # so nothing is handed out before our next heartbeat is accepted
-            adopt(st, c.topic, c.partition, now - st.options.fence_after_ms, None, "recovered",
-                  out)
+            adopt(st, c.topic, c.partition, now - st.options.fence_after_ms, None, "recovered", out)
 
 
 # -- release_if_behind ---------------------------------------------------------------------------

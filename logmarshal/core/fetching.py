@@ -88,8 +88,7 @@ def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> No
     position, reset = held.group_start, st.options.auto_offset_reset
     start: int
     if position is not None and (
-        event.start <= position <= event.end
-        or (position > event.end and st.options.mode == "amo")
+        event.start <= position <= event.end or (position > event.end and st.options.mode == "amo")
     ):
         # inside the log; AMO cannot move below what the log reserved: past the end it waits
         # for the log to reach the position

@@ -134,8 +134,7 @@ def hand_out(st: MemberState, now: int, limit: int, out: list[Action]) -> Held |
         if h.announced  # the log has our position: nothing before our first heartbeat
         and (not draining or h.key not in draining)
         for r in h.reads
-        if (r.buffer or r.no_start is not None)
-        and (not paused or r.key not in paused)
+        if (r.buffer or r.no_start is not None) and (not paused or r.key not in paused)
     ]
     if not ready:
         return None

@@ -36,14 +36,16 @@ def adopt(
     (``resume``: a takeover's)."""
     sources = st.tasks.get(topic)
     if sources is not None:
-        vec = resume if isinstance(resume, dict) else world_of(
-            st, topic, partition
-        ).resume_positions(st.options.group_id, topic, partition)
+        vec = (
+            resume
+            if isinstance(resume, dict)
+            else world_of(st, topic, partition).resume_positions(
+                st.options.group_id, topic, partition
+            )
+        )
         resume = None
     elif resume is None:
-        resume = world_of(st, topic, partition).resume_offset(
-            st.options.group_id, topic, partition
-        )
+        resume = world_of(st, topic, partition).resume_offset(st.options.group_id, topic, partition)
     assert not isinstance(resume, dict)
     held = Held(
         topic=topic,
@@ -56,9 +58,7 @@ def adopt(
         confirmed_through=-1,
         next_heartbeat=0,
         group_start=resume,
-        epoch=st.worlds[cp_of(st, topic, partition)].applied_through
-        if epoch is None
-        else epoch,
+        epoch=st.worlds[cp_of(st, topic, partition)].applied_through if epoch is None else epoch,
     )
     held.how = how
     # our (version 6) claim's verdict was read at ``epoch``: that offset names the tenure;
@@ -94,8 +94,14 @@ def adopt(
         out.append(LookUp(st.token, r.topic, r.partition))
         if r is not held:
             st.sources[r.key] = r
-    log.debug("%s adopted %s/%d at %s (%s)", me(st), topic, partition,
-              resume if sources is None else vec, how)
+    log.debug(
+        "%s adopted %s/%d at %s (%s)",
+        me(st),
+        topic,
+        partition,
+        resume if sources is None else vec,
+        how,
+    )
 
 
 def announce(held: Held, out: list[Action]) -> None:

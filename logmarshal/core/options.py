@@ -55,6 +55,7 @@ MIN_PREFETCH: Final = 500
 #: covers several polls, few enough that a crash loses little (AMO)
 DEFAULT_RESERVED_BATCHES: Final = 4
 
+
 def _named(attribute: attrs.Attribute[Any]) -> str:
     """The name a caller writes for an option (a ``Consumer``'s setting in seconds ``x`` is
     this class's ``x_ms``; every other setting has the same name in both)."""
@@ -228,9 +229,7 @@ class CoreOptions:
     greedy: bool = DEFAULT_GREEDY
     claim_entire_topic: bool = DEFAULT_CLAIM_ENTIRE_TOPIC
     release_if_behind: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
-    _reclaim_cooldown_ms: int | None = attrs.field(
-        default=None, validator=_none_or_at_least_zero
-    )
+    _reclaim_cooldown_ms: int | None = attrs.field(default=None, validator=_none_or_at_least_zero)
     fast_reclaim: bool = DEFAULT_FAST_RECLAIM
     #: below 1 counts as 1
     _prefetch: int | None = attrs.field(

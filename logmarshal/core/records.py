@@ -49,8 +49,13 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: Message) -> int:
     Nothing is written to a halted coordination partition (``core.rewind``) but for a
     partition the log determines again there: the last guard, whatever asked for it."""
     if st.halted and withheld(st, p):
-        log.debug("not writing %s of %s/%d: coordination partition %d is halted",
-                  p.kind, p.topic, p.partition, p.cp)
+        log.debug(
+            "not writing %s of %s/%d: coordination partition %d is halted",
+            p.kind,
+            p.topic,
+            p.partition,
+            p.cp,
+        )
         return 0
     st.token += 1
     key, value = encode(msg)
@@ -64,10 +69,12 @@ def heartbeat_record(st: MemberState, key: Key, position: Position) -> Heartbeat
     """The heartbeat of ``key`` carrying ``position``: a task's carries its vector."""
     hb = st.options.heartbeat_interval_ms
     if isinstance(position, tuple):
-        return HeartbeatingTask(**ids(st), topic=key[0], partition=key[1],
-                                heartbeat_interval_ms=hb, positions=position)
-    return Heartbeat(**ids(st), topic=key[0], partition=key[1], heartbeat_interval_ms=hb,
-                     last_offset=position)
+        return HeartbeatingTask(
+            **ids(st), topic=key[0], partition=key[1], heartbeat_interval_ms=hb, positions=position
+        )
+    return Heartbeat(
+        **ids(st), topic=key[0], partition=key[1], heartbeat_interval_ms=hb, last_offset=position
+    )
 
 
 def release_record(
@@ -79,7 +86,9 @@ def release_record(
     if st.options.protocol_version < 6:
         tenure = None  # capped below version 6: a release its replayers can read
     if isinstance(position, tuple):
-        return ReleasingTask(**ids(st), topic=key[0], partition=key[1], positions=position,
-                             tenure=tenure)
-    return ReleasingPartition(**ids(st), topic=key[0], partition=key[1], last_offset=position,
-                              tenure=tenure)
+        return ReleasingTask(
+            **ids(st), topic=key[0], partition=key[1], positions=position, tenure=tenure
+        )
+    return ReleasingPartition(
+        **ids(st), topic=key[0], partition=key[1], last_offset=position, tenure=tenure
+    )

@@ -56,8 +56,7 @@ __all__ = ["Regained", "halt", "resume"]
 log = logging.getLogger(__name__)
 
 
-def halt(st: MemberState, cp: int, mark: tuple[str, int, int], why: str,
-         out: list[Action]) -> None:
+def halt(st: MemberState, cp: int, mark: tuple[str, int, int], why: str, out: list[Action]) -> None:
     """The replay of ``cp`` is not a fold of the log any more (``mark``: what was lost,
     ``(why, before, after)``; the same one again changes nothing): drop what we hold there
     (lost: no release, which would act on that world), forget writes in flight there and

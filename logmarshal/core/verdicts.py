@@ -86,7 +86,12 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
     if held is None or p.token not in (held.heartbeat_token, held.reserve_token):
         return  # (written for an earlier tenure of ours of this partition)
     effect = v.effect  # an accepted verdict's is never None
-    if st.surprise and v.accepted and effect is not None and effect not in _EXPECTED.get(p.kind, (effect,)):
+    if (
+        st.surprise
+        and v.accepted
+        and effect is not None
+        and effect not in _EXPECTED.get(p.kind, (effect,))
+    ):
         # e.g. our heartbeat took the partition over from a newer instance of our client:
         # what we remember of it is not what the log says
         restart(st, now, held, f"{p.kind} answered {effect.value}", out)
@@ -127,7 +132,9 @@ def _took_back(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
     st.held[(p.topic, p.partition)].release_after = now + st.options.fence_after_ms
 
 
-def _heartbeat_judged(st: MemberState, p: Pending, v: Verdict, held: Held, out: list[Action]) -> None:
+def _heartbeat_judged(
+    st: MemberState, p: Pending, v: Verdict, held: Held, out: list[Action]
+) -> None:
     """A heartbeat is our lease: rejected, the partition is not ours; accepted, it renews
     the lease and (AMO) confirms what it carries."""
     held.heartbeat_token = None

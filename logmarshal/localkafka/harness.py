@@ -357,7 +357,9 @@ class KafkaCluster:
             raise
         return self
 
-    def wait_ready(self, timeout: float | None = None, nodes: Iterable[KafkaNode] | None = None) -> None:
+    def wait_ready(
+        self, timeout: float | None = None, nodes: Iterable[KafkaNode] | None = None
+    ) -> None:
         """Until every node (or those named) answers metadata and sees all brokers alive."""
         from confluent_kafka.admin import AdminClient
 
@@ -370,9 +372,7 @@ class KafkaCluster:
             admin = AdminClient(conf)
             while True:
                 if node.proc is None or node.proc.poll() is not None:
-                    raise KafkaStartError(
-                        f"kafka node {node.node_id} exited:\n{node.log_tail()}"
-                    )
+                    raise KafkaStartError(f"kafka node {node.node_id} exited:\n{node.log_tail()}")
                 try:
                     md = admin.list_topics(timeout=2.0)
                     alive = {b.id for b in md.brokers.values()}

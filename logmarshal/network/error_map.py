@@ -65,9 +65,7 @@ def _raise_from(exc: KafkaException, topic: str = "", partition: int = -1) -> Ex
     return _map_error(exc.args[0] if exc.args else None, topic, partition)
 
 
-def produce_error(
-    error: BaseException | KafkaError, topic: str, partition: int
-) -> BaseException:
+def produce_error(error: BaseException | KafkaError, topic: str, partition: int) -> BaseException:
     """What :class:`~logmarshal.producer.Producer` raises for a librdkafka error of its own
     producer: a delivery report's KafkaError, or what ``produce()`` raised."""
     if isinstance(error, KafkaError):
@@ -75,4 +73,3 @@ def produce_error(
     if isinstance(error, KafkaException):
         return _raise_from(error, topic, partition)
     return error
-

@@ -82,7 +82,9 @@ def _batch_transport(conf: Mapping[str, Any]) -> tuple[bool, ssl.SSLContext | No
     protocol = str(conf.get("security.protocol", "plaintext")).lower()
     if protocol == "plaintext":
         return True, None
-    tls_keys = {k for k in conf if k.startswith("ssl.") or k == "enable.ssl.certificate.verification"}
+    tls_keys = {
+        k for k in conf if k.startswith("ssl.") or k == "enable.ssl.certificate.verification"
+    }
     if protocol != "ssl" or tls_keys - _TLS_SETTINGS - {"enable.ssl.certificate.verification"}:
         return False, None
     try:

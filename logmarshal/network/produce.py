@@ -65,9 +65,7 @@ def produce_records(
     while len(reports) < len(records) and time.monotonic() < deadline:
         producer.poll(min(0.05, max(0.0, deadline - time.monotonic())))
     if len(reports) < len(records):
-        raise NetworkError(
-            f"produce to {topic}/{partition}: no acknowledgement within {timeout} s"
-        )
+        raise NetworkError(f"produce to {topic}/{partition}: no acknowledgement within {timeout} s")
     for error, _, _ in reports.values():
         if error is not None:
             raise _map_error(error, topic, partition)

@@ -269,9 +269,7 @@ class _Reader:
         size = self._ahead_bytes[key] = self._ahead_bytes[key] + size
         self._next[key] = records[-1].offset + 1
         self._has.add(key)
-        if (
-            len(ahead) > _AHEAD_MAX or size > _AHEAD_MAX_BYTES
-        ) and key not in self._suspended:
+        if (len(ahead) > _AHEAD_MAX or size > _AHEAD_MAX_BYTES) and key not in self._suspended:
             self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
             self._suspended.add(key)
 
@@ -341,9 +339,7 @@ class _Reader:
             ahead.clear()
         else:
             # pop as many from the left, at C speed (a Message is never None)
-            collections.deque(
-                itertools.islice(iter(ahead.popleft, None), len(out)), maxlen=0
-            )
+            collections.deque(itertools.islice(iter(ahead.popleft, None), len(out)), maxlen=0)
         left = self._ahead_bytes[key] = self._ahead_bytes[key] - size
         if not ahead:
             self._has.discard(key)
@@ -505,4 +501,3 @@ class _PartitionReader:
             first = consumer.poll(0.5)
             if first is not None:
                 self._take([first, *consumer.consume(want - 1, 0)])
-

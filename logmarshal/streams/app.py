@@ -105,7 +105,9 @@ class App:
         self._ensure_internal_topics()
         self._owns_marshaler = marshaler is None
         self.marshaler = marshaler or Marshaler(
-            cluster, client_id or f"{application_id}-{os.getpid()}", application_id,
+            cluster,
+            client_id or f"{application_id}-{os.getpid()}",
+            application_id,
             heartbeat_interval,
         )
         #: sinks' records: sent with ``send_nowait`` (no per-record Delivery; a failed one
@@ -119,8 +121,9 @@ class App:
         self.tasks: dict[Key, Task] = {}
         self._uncommitted: dict[Key, list[Message]] = {}
         #: the consumer's ``batch_size`` (its default when not given): the most one poll takes
-        self._poll_batch = int((consumer_options or {}).get(
-            "batch_size", Consumer.DEFAULT_CONFIG["batch_size"]))
+        self._poll_batch = int(
+            (consumer_options or {}).get("batch_size", Consumer.DEFAULT_CONFIG["batch_size"])
+        )
         self._stop = threading.Event()
         self._closed = False
         self._running = threading.Event()
@@ -167,16 +170,20 @@ class App:
                 try:
                     self.cluster.create_topic(topic, n, dict(CHANGELOG_CONFIG))
                 except InvalidConfig as exc:  # no broker-side compaction on this branch yet
-                    log.info("changelog %s: compaction not accepted (%s); created uncompacted",
-                             topic, exc)
+                    log.info(
+                        "changelog %s: compaction not accepted (%s); created uncompacted",
+                        topic,
+                        exc,
+                    )
                     self.cluster.create_topic(topic, n)
 
     def _make_store(self, name: str, partition: int, sub: SubTopology) -> KeyValueStore:
         spec = self.topology.stores[name]
         if spec.kind == "memory":
             return InMemoryStore(name)
-        path = os.path.join(self.state_dir, self.application_id, f"{sub.index}_{partition}",
-                            f"{name}.{spec.kind}")
+        path = os.path.join(
+            self.state_dir, self.application_id, f"{sub.index}_{partition}", f"{name}.{spec.kind}"
+        )
         return SqliteStore(name, path) if spec.kind == "sqlite" else RocksDBStore(name, path)
 
     # -- assignment -----------------------------------------------------------------------
@@ -191,8 +198,17 @@ class App:
                 log.info("task %s/%d assigned but no longer held: not set up", name, p)
                 continue
             stores = {s: self._make_store(s, p, sub) for s in sub.stores}
-            task = Task(self.application_id, self.topology, sub, p, stores, self._send,
-                        self.cluster.partitions, self._now_ms, epoch=epoch)
+            task = Task(
+                self.application_id,
+                self.topology,
+                sub,
+                p,
+                stores,
+                self._send,
+                self.cluster.partitions,
+                self._now_ms,
+                epoch=epoch,
+            )
             started = time.monotonic()
             try:
                 resume = task.restore(self.cluster)  # and fences the changelogs with epoch
@@ -212,8 +228,12 @@ class App:
                     self.consumer.seek(topic, p, want)
                     held = want - 1
                 starts[topic] = None if held is None else held + 1
-            log.info("task %s restored in %.3fs, resuming at %s",
-                     task.task_id, time.monotonic() - started, starts)
+            log.info(
+                "task %s restored in %.3fs, resuming at %s",
+                task.task_id,
+                time.monotonic() - started,
+                starts,
+            )
 
     def _revoked(self, keys: list[Key]) -> None:
         for key in keys:
@@ -227,10 +247,18 @@ class App:
     def _now_ms(self) -> int:
         return round(self.marshaler.clock.time() * 1000)
 
-    def _send(self, topic: str, key: bytes | None, value: bytes | None, partition: int,
-              ts: int, headers: tuple) -> None:
-        self.producer.send_nowait(topic, value, key, None if partition < 0 else partition,
-                                  headers or None, ts)
+    def _send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        ts: int,
+        headers: tuple,
+    ) -> None:
+        self.producer.send_nowait(
+            topic, value, key, None if partition < 0 else partition, headers or None, ts
+        )
 
     def process(self, message: Message) -> None:
         self.process_batch((message,))
@@ -296,8 +324,9 @@ class App:
     def commit(self) -> None:
         """Sinks flushed, then changelogs, then the inputs committed (heartbeated)."""
         if self._sink_failure is not None:
-            raise RuntimeError("a sink write failed earlier: nothing more is committed"
-                               ) from self._sink_failure
+            raise RuntimeError(
+                "a sink write failed earlier: nothing more is committed"
+            ) from self._sink_failure
         try:
             self.producer.flush()  # a failed sink write raises before anything is committed
         except BaseException as exc:
@@ -311,15 +340,19 @@ class App:
                 # under a new epoch: a new task must restore what happened in between). Not
                 # writing is only an optimisation: a commit this stale would not be valid
                 # anyway, the new owner's fence marker invalidates it for every restore.
-                log.warning("task %s no longer held under epoch %d: its uncommitted state "
-                            "is dropped", task.task_id, task.epoch)
+                log.warning(
+                    "task %s no longer held under epoch %d: its uncommitted state is dropped",
+                    task.task_id,
+                    task.epoch,
+                )
                 self._revoked([key])
                 continue
             try:
                 task.write_changelogs(self.cluster)
             except Fenced as exc:
-                log.warning("task %s fenced: %s; its uncommitted state is dropped",
-                            task.task_id, exc)
+                log.warning(
+                    "task %s fenced: %s; its uncommitted state is dropped", task.task_id, exc
+                )
                 self._revoked([key])
                 continue
             task.commit_requested = False
@@ -392,4 +425,3 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

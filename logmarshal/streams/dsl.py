@@ -93,8 +93,13 @@ class KStream:
         self.node = node
         self.key_changed = key_changed
 
-    def _add(self, kind: str, fn: Callable[[_Fn, StreamRecord], None],
-             key_changed: bool | None = None, parents: tuple[str, ...] | None = None) -> KStream:
+    def _add(
+        self,
+        kind: str,
+        fn: Callable[[_Fn, StreamRecord], None],
+        key_changed: bool | None = None,
+        parents: tuple[str, ...] | None = None,
+    ) -> KStream:
         name = self._b._name(kind)
         self._b.topology.add_processor(name, _factory(fn), parents or (self.node,))
         return KStream(self._b, name, self.key_changed if key_changed is None else key_changed)
@@ -103,6 +108,7 @@ class KStream:
         def fn(p: _Fn, r: StreamRecord) -> None:
             if predicate(r.key, r.value):
                 p.context.forward(r.key, r.value)
+
         return self._add("FILTER", fn)
 
     def filter_not(self, predicate: Callable[[Any, Any], bool]) -> KStream:
@@ -112,29 +118,34 @@ class KStream:
         def fn(p: _Fn, r: StreamRecord) -> None:
             k, v = mapper(r.key, r.value)
             p.context.forward(k, v)
+
         return self._add("MAP", fn, key_changed=True)
 
     def map_values(self, mapper: Callable[[Any], Any]) -> KStream:
         def fn(p: _Fn, r: StreamRecord) -> None:
             p.context.forward(r.key, mapper(r.value))
+
         return self._add("MAPVALUES", fn)
 
     def flat_map(self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]]) -> KStream:
         def fn(p: _Fn, r: StreamRecord) -> None:
             for k, v in mapper(r.key, r.value):
                 p.context.forward(k, v)
+
         return self._add("FLATMAP", fn, key_changed=True)
 
     def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]]) -> KStream:
         def fn(p: _Fn, r: StreamRecord) -> None:
             for v in mapper(r.value):
                 p.context.forward(r.key, v)
+
         return self._add("FLATMAPVALUES", fn)
 
     def peek(self, action: Callable[[Any, Any], None]) -> KStream:
         def fn(p: _Fn, r: StreamRecord) -> None:
             action(r.key, r.value)
             p.context.forward(r.key, r.value)
+
         return self._add("PEEK", fn)
 
     def branch(self, *predicates: Callable[[Any, Any], bool]) -> list[KStream]:
@@ -163,15 +174,30 @@ class KStream:
     def merge(self, other: KStream) -> KStream:
         def fn(p: _Fn, r: StreamRecord) -> None:
             p.context.forward(r.key, r.value)
-        return self._add("MERGE", fn, key_changed=self.key_changed or other.key_changed,
-                         parents=(self.node, other.node))
 
-    def to(self, topic: str, *, key_serializer: Serializer = json_serializer,
-           value_serializer: Serializer = json_serializer,
-           partitioner: Callable[[Any, Any, int], int] | None = None) -> None:
-        self._b.topology.add_sink(self._b._name("SINK"), topic, (self.node,),
-                                  key_serializer=key_serializer,
-                                  value_serializer=value_serializer, partitioner=partitioner)
+        return self._add(
+            "MERGE",
+            fn,
+            key_changed=self.key_changed or other.key_changed,
+            parents=(self.node, other.node),
+        )
+
+    def to(
+        self,
+        topic: str,
+        *,
+        key_serializer: Serializer = json_serializer,
+        value_serializer: Serializer = json_serializer,
+        partitioner: Callable[[Any, Any, int], int] | None = None,
+    ) -> None:
+        self._b.topology.add_sink(
+            self._b._name("SINK"),
+            topic,
+            (self.node,),
+            key_serializer=key_serializer,
+            value_serializer=value_serializer,
+            partitioner=partitioner,
+        )
 
     def through(self, topic: str) -> KStream:
         """Write to ``topic`` (which must exist) and continue from it: a new sub-topology
@@ -204,14 +230,20 @@ class KGroupedStream:
     def windowed_by(self, windows: TimeWindows) -> KGroupedStream:
         return KGroupedStream(self._s, windows)
 
-    def aggregate(self, initializer: Callable[[], Any] | None,
-                  aggregator: Callable[[Any, Any, Any], Any],
-                  store: str | StoreSpec | None = None) -> KTable:
+    def aggregate(
+        self,
+        initializer: Callable[[], Any] | None,
+        aggregator: Callable[[Any, Any, Any], Any],
+        store: str | StoreSpec | None = None,
+    ) -> KTable:
         """Table of ``aggregator(key, value, aggregate)`` per key (per key and window when
         windowed: keys become ``[key, window_start]``)."""
         b = self._s._b
-        spec = store if isinstance(store, StoreSpec) else StoreSpec(
-            store or b._name("STATE-STORE"), "memory")
+        spec = (
+            store
+            if isinstance(store, StoreSpec)
+            else StoreSpec(store or b._name("STATE-STORE"), "memory")
+        )
         windows = self._windows
         name = b._name("AGGREGATE")
 
@@ -241,8 +273,9 @@ class KGroupedStream:
     def count(self, store: str | StoreSpec | None = None) -> KTable:
         return self.aggregate(lambda: 0, lambda _k, _v, agg: agg + 1, store)
 
-    def reduce(self, reducer: Callable[[Any, Any], Any],
-               store: str | StoreSpec | None = None) -> KTable:
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any], store: str | StoreSpec | None = None
+    ) -> KTable:
         return self.aggregate(None, lambda _k, v, acc: reducer(acc, v), store)
 
 

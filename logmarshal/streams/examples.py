@@ -35,25 +35,32 @@ class WordCountProcessor(Processor):
         self.changed.clear()
 
 
-def word_count(source: str = "lines", sink: str = "word-counts", store_kind: str = "memory"
-               ) -> Topology:
+def word_count(
+    source: str = "lines", sink: str = "word-counts", store_kind: str = "memory"
+) -> Topology:
     """Lines (UTF-8 text values) -> counts per word in store ``counts`` -> ``sink``."""
     return (
         Topology()
-        .add_source("lines", source, value_deserializer=string_deserializer,
-                    key_deserializer=string_deserializer)
+        .add_source(
+            "lines",
+            source,
+            value_deserializer=string_deserializer,
+            key_deserializer=string_deserializer,
+        )
         .add_processor("count", WordCountProcessor, "lines")
         .add_state_store(StoreSpec("counts", store_kind), "count")
         .add_sink("out", sink, "count", key_serializer=string_serializer)
     )
 
 
-def word_count_dsl(source: str = "lines", sink: str = "word-counts",
-                   prefix: str = "wordcount") -> Topology:
+def word_count_dsl(
+    source: str = "lines", sink: str = "word-counts", prefix: str = "wordcount"
+) -> Topology:
     b = StreamsBuilder(prefix)
     (
-        b.stream(source, key_deserializer=string_deserializer,
-                 value_deserializer=string_deserializer)
+        b.stream(
+            source, key_deserializer=string_deserializer, value_deserializer=string_deserializer
+        )
         .flat_map_values(lambda line: (line or "").lower().split())
         .group_by(lambda _k, word: word)
         .count("counts")
@@ -63,8 +70,9 @@ def word_count_dsl(source: str = "lines", sink: str = "word-counts",
     return b.build()
 
 
-def windowed_count(source: str = "clicks", sink: str = "clicks-per-minute",
-                   window_ms: int = 60_000) -> Topology:
+def windowed_count(
+    source: str = "clicks", sink: str = "clicks-per-minute", window_ms: int = 60_000
+) -> Topology:
     """Clicks keyed by user -> clicks per user per tumbling minute of event time."""
     b = StreamsBuilder("windowed")
     (

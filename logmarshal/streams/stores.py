@@ -24,8 +24,15 @@ from rocksdict import Options, Rdict, WriteBatch
 
 from .serde import json_deserializer, json_serializer
 
-__all__ = ["KINDS", "PERSISTENT", "InMemoryStore", "KeyValueStore", "RocksDBStore", "SqliteStore",
-           "StoreSpec"]
+__all__ = [
+    "KINDS",
+    "PERSISTENT",
+    "InMemoryStore",
+    "KeyValueStore",
+    "RocksDBStore",
+    "SqliteStore",
+    "StoreSpec",
+]
 
 #: the store engines a :class:`StoreSpec` may name
 KINDS = ("memory", "sqlite", "rocksdb")
@@ -40,8 +47,9 @@ class StoreSpec:
     on local disk), or ``"persistent"``: the default persistent engine (:data:`PERSISTENT`)."""
 
     name: str = attrs.field()
-    kind: str = attrs.field(default="memory",
-                            converter=lambda k: PERSISTENT if k == "persistent" else k)
+    kind: str = attrs.field(
+        default="memory", converter=lambda k: PERSISTENT if k == "persistent" else k
+    )
     logged: bool = True
 
     @name.validator
@@ -52,8 +60,9 @@ class StoreSpec:
     @kind.validator
     def _kind(self, _a: object, value: str) -> None:
         if value not in KINDS:
-            raise ValueError('store kind must be "memory", "sqlite", "rocksdb" or "persistent", '
-                             f"got {value!r}")
+            raise ValueError(
+                f'store kind must be "memory", "sqlite", "rocksdb" or "persistent", got {value!r}'
+            )
 
 
 def _k(key: Any) -> bytes:
@@ -70,6 +79,7 @@ def _hashable(obj: Any) -> Any:
 #: a store's cache holds at most this many entries (dirty and clean) by default; past it,
 #: the dirty ones are written through to the engine (not to the changelog) and it is emptied
 CACHE_ENTRIES = 100_000
+
 
 #: an absent cache entry (None is a cached delete)
 class _Missing(enum.Enum):
@@ -93,7 +103,9 @@ def _drop_write(*_args: Any) -> None:
 
 def _encoded(cache_key: str | bytes) -> bytes:
     """A cache key's store key: the JSON bytes of a str, the bytes themselves otherwise."""
-    return _k(cache_key) if isinstance(cache_key, str) else cache_key  # (str: exactly, see _cache_key)
+    return (
+        _k(cache_key) if isinstance(cache_key, str) else cache_key
+    )  # (str: exactly, see _cache_key)
 
 
 def _utf8_ok(text: str) -> bool:
@@ -270,8 +282,10 @@ class KeyValueStore:
                 entries.pop(_encoded(ck), None)
             else:
                 entries[_encoded(ck)] = data
-        return {_hashable(json_deserializer(k)): json_deserializer(v)
-                for k, v in sorted(entries.items())}
+        return {
+            _hashable(json_deserializer(k)): json_deserializer(v)
+            for k, v in sorted(entries.items())
+        }
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (not marked dirty)."""
@@ -292,8 +306,9 @@ class KeyValueStore:
     def clear(self) -> None:
         raise NotImplementedError
 
-    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None,
-                   epoch: int | None = None) -> None:
+    def checkpoint(
+        self, changelog_offset: int, positions: dict[str, int] | None, epoch: int | None = None
+    ) -> None:
         """The local data now equals the valid state of the changelog through
         ``changelog_offset``, reflecting input ``positions``, as judged by a task of fencing
         ``epoch`` that accounted for every record up to there: make it durable locally
@@ -362,8 +377,10 @@ class SqliteStore(KeyValueStore):
     def _put_many(self, items: list[tuple[bytes, bytes | None]]) -> None:
         """One statement per kind for a whole flush: a commit's writes as batched upserts."""
         self._db.executemany("DELETE FROM kv WHERE k = ?", [(k,) for k, v in items if v is None])
-        self._db.executemany("INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)",
-                             [(k, v) for k, v in items if v is not None])
+        self._db.executemany(
+            "INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)",
+            [(k, v) for k, v in items if v is not None],
+        )
 
     def _items(self) -> Iterator[tuple[bytes, bytes]]:
         for k, v in self._db.execute("SELECT k, v FROM kv ORDER BY k").fetchall():
@@ -375,8 +392,9 @@ class SqliteStore(KeyValueStore):
         self._db.commit()
         self._drop_cache()
 
-    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None,
-                   epoch: int | None = None) -> None:
+    def checkpoint(
+        self, changelog_offset: int, positions: dict[str, int] | None, epoch: int | None = None
+    ) -> None:
         """Commit the local transaction together with the changelog offset it matches:
         writes not yet in the changelog stay uncommitted, so the file never runs ahead."""
         meta = json.dumps({"offset": changelog_offset, "positions": positions, "epoch": epoch})
@@ -460,8 +478,9 @@ class RocksDBStore(KeyValueStore):
         self._db.delete_range(b"", _PAST_KEYS)
         self._drop_cache()
 
-    def checkpoint(self, changelog_offset: int, positions: dict[str, int] | None,
-                   epoch: int | None = None) -> None:
+    def checkpoint(
+        self, changelog_offset: int, positions: dict[str, int] | None, epoch: int | None = None
+    ) -> None:
         """Write the pending writes and the changelog offset they match in one batch."""
         batch = WriteBatch(raw_mode=True)
         for key, value in self._pending.items():

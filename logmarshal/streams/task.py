@@ -45,8 +45,17 @@ from .stores import InMemoryStore, KeyValueStore
 from .topology import SinkNode, SubTopology, Topology, TopologyError
 
 __all__ = [
-    "COMMIT_KEY", "EPOCH_HEADER", "FENCE_KEY", "POSITIONS_HEADER", "Fenced", "Task",
-    "changelog_topic", "epoch_bounds", "marker_key", "marker_of", "read_changelog",
+    "COMMIT_KEY",
+    "EPOCH_HEADER",
+    "FENCE_KEY",
+    "POSITIONS_HEADER",
+    "Fenced",
+    "Task",
+    "changelog_topic",
+    "epoch_bounds",
+    "marker_key",
+    "marker_of",
+    "read_changelog",
     "valid_commits",
 ]
 
@@ -89,7 +98,7 @@ def marker_of(key: bytes | None) -> bytes | None:
     if not key or key[0] != 0:
         return None
     for prefix in (COMMIT_KEY, FENCE_KEY):
-        if key == prefix or (key.startswith(prefix) and key[len(prefix):len(prefix) + 1] == b"/"):
+        if key == prefix or (key.startswith(prefix) and key[len(prefix) : len(prefix) + 1] == b"/"):
             return prefix
     return None
 
@@ -154,8 +163,9 @@ def valid_commits(commits: list[_Commit], fences: list[_Fence], seed: int = NO_E
     return out
 
 
-def epoch_bounds(commits: list[_Commit], fences: list[_Fence], seed: int = NO_EPOCH
-                 ) -> dict[int, int]:
+def epoch_bounds(
+    commits: list[_Commit], fences: list[_Fence], seed: int = NO_EPOCH
+) -> dict[int, int]:
     """Per epoch with a commit marker: the offset below which its commits are valid state.
     The first effective fence of a higher epoch judged the epoch when it restored; if it
     recorded that verdict (``through``) it is the bound, since compaction may since have
@@ -170,9 +180,13 @@ def epoch_bounds(commits: list[_Commit], fences: list[_Fence], seed: int = NO_EP
         judge = next((f for f in eff if f[1] > epoch), None)
         # the judge's verdict: its epoch's latest recorded one (a fence written again, after
         # a restore redone because another fence landed in between, supersedes the first)
-        verdicts = [] if judge is None else [
-            f[3] for f in fences if f[1] == judge[1] and f[0] >= judge[0] and f[3] is not None
-        ]
+        verdicts = (
+            []
+            if judge is None
+            else [
+                f[3] for f in fences if f[1] == judge[1] and f[0] >= judge[0] and f[3] is not None
+            ]
+        )
         if verdicts:
             bounds[epoch] = verdicts[-1].get(epoch, -1) + 1
         else:
@@ -217,8 +231,15 @@ def _fence_fields(value: bytes | None) -> tuple[int, dict[int, int] | None, dict
 
 
 def _replay(
-    cluster: Cluster, topic: str, partition: int, apply: Callable[[bytes, bytes | None], None],
-    start: int, end: int, *, seed: int = NO_EPOCH, bounds: dict[int, int] | None = None,
+    cluster: Cluster,
+    topic: str,
+    partition: int,
+    apply: Callable[[bytes, bytes | None], None],
+    start: int,
+    end: int,
+    *,
+    seed: int = NO_EPOCH,
+    bounds: dict[int, int] | None = None,
     last: dict[str, int] | None = None,
 ) -> ChangelogPass:
     """Apply the commits of changelog range ``[start, end)`` in order. A data record belongs
@@ -289,8 +310,12 @@ def _replay(
             offset = m.offset + 1
     left = sum(len(r) for r in pending.values())
     if left:
-        log.warning("%s/%d: %d changelog record(s) of no commit marker (a commit cut short) "
-                    "ignored", topic, partition, left)
+        log.warning(
+            "%s/%d: %d changelog record(s) of no commit marker (a commit cut short) ignored",
+            topic,
+            partition,
+            left,
+        )
     for epoch, records in pending.items():
         settle(epoch, records, -1)
     uncommitted = frozenset(k for k, (_, ok) in latest.items() if not ok)
@@ -298,8 +323,13 @@ def _replay(
 
 
 def _restore_store(
-    cluster: Cluster, topic: str, partition: int, store: KeyValueStore,
-    apply: Callable[[bytes, bytes | None], None], *, use_local: bool = True,
+    cluster: Cluster,
+    topic: str,
+    partition: int,
+    store: KeyValueStore,
+    apply: Callable[[bytes, bytes | None], None],
+    *,
+    use_local: bool = True,
 ) -> tuple[ChangelogPass, int, dict[int, int]]:
     """Rebuild ``store`` to the valid commits of its changelog partition below the offset
     returned with the replay (the log end when it started). Also returns the verdict a fence
@@ -313,8 +343,7 @@ def _restore_store(
         # newer owner's fence reaches back into it (its restore did not see all of it)
         at, positions, _ = local
         epoch = local[2]
-        found = _replay(cluster, topic, partition, apply, at + 1, end, seed=epoch,
-                        last=positions)
+        found = _replay(cluster, topic, partition, apply, at + 1, end, seed=epoch, last=positions)
         reaches_back = any(f[2] <= at for f in _effective(found.fences, epoch))
         bounds = epoch_bounds(found.commits, found.fences, epoch)
         if not reaches_back and found.agrees(bounds):
@@ -322,15 +351,21 @@ def _restore_store(
             # the local epoch's commits before the tail were valid (the owner judged them)
             through[epoch] = max(through.get(epoch, at), at)
             return found, end, through
-        log.info("%s/%d: the local state is not current with the changelog's fences; "
-                 "full replay", topic, partition)
+        log.info(
+            "%s/%d: the local state is not current with the changelog's fences; full replay",
+            topic,
+            partition,
+        )
     store.clear()
     earliest = cluster.earliest_offset(topic, partition)
     found = _replay(cluster, topic, partition, apply, earliest, end)
     bounds = epoch_bounds(found.commits, found.fences)
     if not found.agrees(bounds):
-        log.warning("%s/%d: stale commits (written after their writer was fenced) are not "
-                    "applied", topic, partition)
+        log.warning(
+            "%s/%d: stale commits (written after their writer was fenced) are not applied",
+            topic,
+            partition,
+        )
         store.clear()
         found = _replay(cluster, topic, partition, apply, earliest, end, bounds=bounds)
     return found, end, {e: b - 1 for e, b in bounds.items() if b > 0}
@@ -392,8 +427,9 @@ class _Context:
         self._task.commit_requested = True
 
     def get_state_store(self, name: str) -> Any:
-        if name not in self._task.topology.store_users or self._node not in (
-            self._task.topology.store_users[name]
+        if (
+            name not in self._task.topology.store_users
+            or self._node not in (self._task.topology.store_users[name])
         ):
             raise TopologyError(f"processor {self._node!r} is not connected to store {name!r}")
         return self._task.stores[name]
@@ -497,7 +533,8 @@ class Task:
         self.process_batch((message,))
 
     def process_batch(
-        self, messages: Iterable[Message],
+        self,
+        messages: Iterable[Message],
         on_error: Callable[[Message, Exception], None] | None = None,
     ) -> None:
         """Run input messages through the sub-topology, in order, each exactly as
@@ -527,10 +564,18 @@ class Task:
                     keyless = any(key_of is d for d in _NULL_KEEPING)
                     text = value_of is string_deserializer
                 _, partition, offset, ts, key, value, headers = m
-                self.current = record = _new_record(StreamRecord, (
-                    None if key is None and keyless else key_of(key),
-                    (None if value is None else value.decode()) if text else value_of(value),
-                    ts, topic, partition, offset, headers))
+                self.current = record = _new_record(
+                    StreamRecord,
+                    (
+                        None if key is None and keyless else key_of(key),
+                        (None if value is None else value.decode()) if text else value_of(value),
+                        ts,
+                        topic,
+                        partition,
+                        offset,
+                        headers,
+                    ),
+                )
                 self.current_timestamp = ts
                 if guards:
                     self._deliver_guarded(record, deliveries, guards)
@@ -555,8 +600,11 @@ class Task:
         self.current = None
 
     @staticmethod
-    def _deliver_guarded(record: StreamRecord, deliveries: tuple[_Delivery, ...],
-                         guards: list[tuple[KeyValueStore, int]]) -> None:
+    def _deliver_guarded(
+        record: StreamRecord,
+        deliveries: tuple[_Delivery, ...],
+        guards: list[tuple[KeyValueStore, int]],
+    ) -> None:
         """Deliver a record with the writes of the stores that already reflect it dropped."""
         offset = record[5]
         for store, done in guards:
@@ -577,11 +625,14 @@ class Task:
             deliveries = (self._delivery[to],)
         base = self.current
         if base is None:
-            record = _new_record(StreamRecord, (key, value, self.current_timestamp, None, -1,
-                                                -1, ()))
+            record = _new_record(
+                StreamRecord, (key, value, self.current_timestamp, None, -1, -1, ())
+            )
         else:
-            record = _new_record(StreamRecord, (key, value, self.current_timestamp, base[3],
-                                                base[4], base[5], base[6]))
+            record = _new_record(
+                StreamRecord,
+                (key, value, self.current_timestamp, base[3], base[4], base[5], base[6]),
+            )
         for deliver in deliveries:
             deliver(record)
 
@@ -622,8 +673,11 @@ class Task:
 
     def _next_stream_due(self) -> None:
         self._stream_due = min(
-            (_AT_ONCE if p.due is None else p.due for p in self._punctuations
-             if p.kind is PunctuationType.STREAM_TIME and not p.cancelled),
+            (
+                _AT_ONCE if p.due is None else p.due
+                for p in self._punctuations
+                if p.kind is PunctuationType.STREAM_TIME and not p.cancelled
+            ),
             default=_NEVER,
         )
         self._wall_clock_scheduled = any(
@@ -661,8 +715,9 @@ class Task:
     def _epoch_header(self) -> tuple[str, bytes]:
         return (EPOCH_HEADER, str(self.epoch).encode())
 
-    def _append(self, cluster: Cluster, name: str, records: list[NewRecord],
-                durable: bool) -> tuple[int, bool]:
+    def _append(
+        self, cluster: Cluster, name: str, records: list[NewRecord], durable: bool
+    ) -> tuple[int, bool]:
         """Produce to store ``name``'s changelog partition and account for every record
         between the last one we accounted for and ours (another writer's): a record of a
         higher epoch means a newer owner has the task (:class:`Fenced`); a lower epoch's
@@ -729,8 +784,11 @@ class Task:
                     batch, size = [], 0
                 batch.append(NewRecord(v, key=k, headers=(epoch,), timestamp=ts))
                 size += len(k) + len(v or b"")
-            batch.append(NewRecord(positions, key=marker_key(COMMIT_KEY, self.epoch),
-                                   headers=header, timestamp=ts))
+            batch.append(
+                NewRecord(
+                    positions, key=marker_key(COMMIT_KEY, self.epoch), headers=header, timestamp=ts
+                )
+            )
             marker, _ = self._append(cluster, name, batch, durable)
             self.stores[name].checkpoint(marker, dict(self.positions), self.epoch)
             written += len(dirty)
@@ -745,11 +803,16 @@ class Task:
         for attempt in range(1, attempts + 1):
             if self._restore_once(cluster, use_local=attempt == 1):
                 break
-            log.info("task %s: another fence landed between our restore and our fence; "
-                     "restoring again (attempt %d)", self.task_id, attempt + 1)
+            log.info(
+                "task %s: another fence landed between our restore and our fence; "
+                "restoring again (attempt %d)",
+                self.task_id,
+                attempt + 1,
+            )
         else:
-            raise Fenced(f"task {self.task_id}: could not fence its changelogs in "
-                         f"{attempts} attempts")
+            raise Fenced(
+                f"task {self.task_id}: could not fence its changelogs in {attempts} attempts"
+            )
         resume: dict[str, int] = {}
         for pos in self.store_positions.values():
             for t, o in pos.items():
@@ -763,18 +826,21 @@ class Task:
         self.store_positions = {}
         self._chain = {}
 
-        def counting(apply: Callable[[bytes, bytes | None], None]
-                     ) -> Callable[[bytes, bytes | None], None]:
+        def counting(
+            apply: Callable[[bytes, bytes | None], None],
+        ) -> Callable[[bytes, bytes | None], None]:
             def inner(key: bytes, value: bytes | None) -> None:
                 self.restored_records += 1
                 apply(key, value)
+
             return inner
 
         clean = True
         for name, store in sorted(self.stores.items()):
             topic = changelog_topic(self.application_id, name)
-            found, end, through = _restore_store(cluster, topic, self.partition, store,
-                                                 counting(store.restore), use_local=use_local)
+            found, end, through = _restore_store(
+                cluster, topic, self.partition, store, counting(store.restore), use_local=use_local
+            )
             for key in found.uncommitted:
                 # rewrite what a cut-short or stale commit left as a key's last record, so
                 # that for every key the last record is a valid commit's (compaction may
@@ -783,15 +849,28 @@ class Task:
             if found.positions is not None:
                 self.store_positions[name] = found.positions
             self._chain[name] = end
-            fence = json.dumps({
-                "epoch": self.epoch, "base": end,
-                "through": {str(e): o for e, o in sorted(through.items()) if e < self.epoch},
-                "positions": found.positions,
-            }, sort_keys=True).encode()
-            at, foreign_fence = self._append(cluster, name, [NewRecord(
-                fence, key=marker_key(FENCE_KEY, self.epoch), headers=(self._epoch_header(),),
-                timestamp=self._now_ms(),
-            )], durable=True)
+            fence = json.dumps(
+                {
+                    "epoch": self.epoch,
+                    "base": end,
+                    "through": {str(e): o for e, o in sorted(through.items()) if e < self.epoch},
+                    "positions": found.positions,
+                },
+                sort_keys=True,
+            ).encode()
+            at, foreign_fence = self._append(
+                cluster,
+                name,
+                [
+                    NewRecord(
+                        fence,
+                        key=marker_key(FENCE_KEY, self.epoch),
+                        headers=(self._epoch_header(),),
+                        timestamp=self._now_ms(),
+                    )
+                ],
+                durable=True,
+            )
             if foreign_fence:
                 # a fence of a lower epoch may still be effective there and invalidate part
                 # of what we restored: read it all again (it precedes our fence now)

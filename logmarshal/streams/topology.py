@@ -106,7 +106,9 @@ class Topology:
         else:
             names = (topics,) if isinstance(topics, str) else tuple(topics)
             if not names or not all(isinstance(t, str) and t for t in names):
-                raise TopologyError(f"source {name!r} needs topic names or a pattern, got {topics!r}")
+                raise TopologyError(
+                    f"source {name!r} needs topic names or a pattern, got {topics!r}"
+                )
         self.sources[name] = SourceNode(name, names, pattern, key_deserializer, value_deserializer)
         return self
 
@@ -157,9 +159,7 @@ class Topology:
         return () if node is None else node.parents
 
     def children_of(self, name: str) -> list[str]:
-        return [
-            n for n in (*self.processors, *self.sinks) if name in self.parents_of(n)
-        ]
+        return [n for n in (*self.processors, *self.sinks) if name in self.parents_of(n)]
 
     def validate(self) -> None:
         """Raise :class:`TopologyError` for the first mistake found."""
@@ -196,7 +196,7 @@ class Topology:
             path.append(name)
             for parent in self.parents_of(name):
                 if state.get(parent) == 1:
-                    return [*path[path.index(parent):], parent]
+                    return [*path[path.index(parent) :], parent]
                 if state.get(parent) is None:
                     found = visit(parent)
                     if found:
@@ -247,8 +247,12 @@ class Topology:
             groups.setdefault(find(n), []).append(n)
         resolved = self.resolve_sources(cluster)
         subs = []
-        ordered = sorted(groups.values(), key=lambda g: min(
-            list(self.sources).index(s) if s in self.sources else 10**9 for s in g))
+        ordered = sorted(
+            groups.values(),
+            key=lambda g: min(
+                list(self.sources).index(s) if s in self.sources else 10**9 for s in g
+            ),
+        )
         for i, members in enumerate(ordered):
             topics = sorted({t for n in members if n in self.sources for t in resolved[n]})
             stores = sorted(s for s, users in self.store_users.items() if users & set(members))

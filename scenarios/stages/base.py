@@ -299,7 +299,9 @@ class Stage(GroupChecks, abc.ABC):
         an operator's new configuration). The old one is first killed (``old="kill"``), hung
         (``"freeze"``: a zombie) or left running (``"keep"``)."""
         act = {"kill": self.kill, "freeze": self.freeze, "keep": lambda m: None}[old]
-        template = attrs.evolve(member, options={**member.options, **options}) if options else member
+        template = (
+            attrs.evolve(member, options={**member.options, **options}) if options else member
+        )
         return self._start_again(template, lambda: act(member))
 
     @abc.abstractmethod

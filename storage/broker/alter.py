@@ -20,7 +20,9 @@ _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 _LIST_VALUED = frozenset({"cleanup.policy"})
 
 
-def alter_topic_config(current: TopicConfig, configs: Iterable[Any], *, incremental: bool) -> TopicConfig:
+def alter_topic_config(
+    current: TopicConfig, configs: Iterable[Any], *, incremental: bool
+) -> TopicConfig:
     """``configs`` are the request's entries (name, value, and config_operation if incremental)."""
     entries = list(configs)
     names = [c.name for c in entries]

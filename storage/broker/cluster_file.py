@@ -118,7 +118,9 @@ def parse_cluster_file(text: str, source: str = "<cluster file>") -> list[Broker
         try:
             node_id = int(fields[0])
         except ValueError:
-            raise ValueError(f"{source}:{number}: broker id {fields[0]!r} is not a number") from None
+            raise ValueError(
+                f"{source}:{number}: broker id {fields[0]!r} is not a number"
+            ) from None
         if node_id < 0:
             raise ValueError(f"{source}:{number}: broker id must be >= 0")
         try:

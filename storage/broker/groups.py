@@ -303,8 +303,12 @@ class GroupHandlers:
                 # Kafka's answer for a group it does not know: no error, state Dead.
                 described.append(
                     r.DescribedGroup(
-                        error_code=error, group_id=group_id, group_state="Dead",
-                        protocol_type="", protocol_data="", members=[],
+                        error_code=error,
+                        group_id=group_id,
+                        group_state="Dead",
+                        protocol_type="",
+                        protocol_data="",
+                        members=[],
                         authorized_operations=None,
                     )
                 )

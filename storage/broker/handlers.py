@@ -271,9 +271,7 @@ class Handlers:
             # controller (AlterConfigs) reach this broker's logs too
             configs = await self._peer.topic_configs(list(wanted)) if wanted else {}
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(
-                self._executor, self._apply_topics, wanted, local, configs
-            )
+            await loop.run_in_executor(self._executor, self._apply_topics, wanted, local, configs)
         finally:
             self._last_sync = time.monotonic()
 
@@ -515,7 +513,9 @@ class Handlers:
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
-                error, ts, offset = self._offset_for(topic.name, p.partition_index, p.timestamp, version)
+                error, ts, offset = self._offset_for(
+                    topic.name, p.partition_index, p.timestamp, version
+                )
                 parts.append(
                     r.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,
@@ -637,7 +637,12 @@ class Handlers:
     async def init_producer_id(self, request: Any, version: int) -> Any:
         r = InitProducerIdResponse[version]
         if request.transactional_id is not None:
-            return r(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+            return r(
+                throttle_time_ms=0,
+                error_code=ErrorCode.INVALID_REQUEST,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
         loop = asyncio.get_running_loop()
         try:
             producer_id = await loop.run_in_executor(self._executor, self._producer_ids.next_id)
@@ -690,11 +695,18 @@ def _append_all(
                 if original is not None:
                     log.info(
                         "produce to %s/%d: retried batch (offsets %d-%d) not stored again",
-                        name, index, original.first_offset, original.last_offset,
+                        name,
+                        index,
+                        original.first_offset,
+                        original.last_offset,
                     )
                     out.append(
-                        (ErrorCode.NONE, original.first_offset, original.append_time,
-                         plog.log_start_offset)
+                        (
+                            ErrorCode.NONE,
+                            original.first_offset,
+                            original.append_time,
+                            plog.log_start_offset,
+                        )
                     )
                     continue
                 assert info is not None

@@ -164,7 +164,11 @@ class Idempotence:
         states.loaded = True
         log.info(
             "%s/%d: producer state rebuilt from offsets %d-%d (%d producers) in %.3f s",
-            plog.topic, plog.partition, plog.log_start_offset, end, len(states),
+            plog.topic,
+            plog.partition,
+            plog.log_start_offset,
+            end,
+            len(states),
             time.monotonic() - started,
         )
 

@@ -34,9 +34,7 @@ __all__ = ["BrokerMetrics", "first_error"]
 
 log = logging.getLogger(__name__)
 
-_API_NAMES = {
-    value: name.lower() for name, value in vars(ApiKey).items() if isinstance(value, int)
-}
+_API_NAMES = {value: name.lower() for name, value in vars(ApiKey).items() if isinstance(value, int)}
 # Produce with acks=all waits for an fsync (ms); a fetch may long-poll up to max_wait (s).
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -110,8 +108,10 @@ class BrokerMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "logmarshal_broker_requests", "Requests answered, by API and first error code",
-            ["api", "error"], registry=r,
+            "logmarshal_broker_requests",
+            "Requests answered, by API and first error code",
+            ["api", "error"],
+            registry=r,
         )
         self.bytes_in = Counter(
             "logmarshal_broker_request_bytes", "Bytes of request frames received", registry=r
@@ -120,21 +120,25 @@ class BrokerMetrics:
             "logmarshal_broker_response_bytes", "Bytes of response frames sent", registry=r
         )
         self.produce_latency = Histogram(
-            "logmarshal_broker_produce_latency_seconds", "Produce: request decoded to answer",
-            buckets=_BUCKETS, registry=r,
+            "logmarshal_broker_produce_latency_seconds",
+            "Produce: request decoded to answer",
+            buckets=_BUCKETS,
+            registry=r,
         )
         self.fetch_latency = Histogram(
             "logmarshal_broker_fetch_latency_seconds",
             "Fetch: request decoded to answer, long-poll wait included",
-            buckets=_BUCKETS, registry=r,
+            buckets=_BUCKETS,
+            registry=r,
         )
         if data_dir is not None:
             r.register(_Partitions(data_dir))
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
-    def observe(self, api_key: int, error: int, seconds: float, bytes_in: int,
-                bytes_out: int) -> None:
+    def observe(
+        self, api_key: int, error: int, seconds: float, bytes_in: int, bytes_out: int
+    ) -> None:
         """Count one answered request (called on the broker's loop; cheap)."""
         self.requests.labels(_API_NAMES.get(api_key, str(api_key)), _error_name(error)).inc()
         self.bytes_in.inc(bytes_in)

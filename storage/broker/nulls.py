@@ -59,11 +59,17 @@ _TOPIC = {"name": "name"}
 _PARTITION = {"partition_index": "partition_index"}
 _RESOURCE = {"resource_type": "resource_type", "resource_name": "resource_name"}
 _MIRRORS: dict[int, list[tuple[str, str, dict[str, str] | str]]] = {
-    ApiKey.PRODUCE: [("topic_data", "responses", _TOPIC), ("partition_data", "partition_responses", {"index": "index"})],
+    ApiKey.PRODUCE: [
+        ("topic_data", "responses", _TOPIC),
+        ("partition_data", "partition_responses", {"index": "index"}),
+    ],
     ApiKey.LIST_OFFSETS: [("topics", "topics", _TOPIC), ("partitions", "partitions", _PARTITION)],
     ApiKey.METADATA: [("topics", "topics", _TOPIC)],
     ApiKey.OFFSET_COMMIT: [("topics", "topics", _TOPIC), ("partitions", "partitions", _PARTITION)],
-    ApiKey.OFFSET_FETCH: [("topics", "topics", _TOPIC), ("partition_indexes", "partitions", "partition_index")],
+    ApiKey.OFFSET_FETCH: [
+        ("topics", "topics", _TOPIC),
+        ("partition_indexes", "partitions", "partition_index"),
+    ],
     ApiKey.LEAVE_GROUP: [
         ("members", "members", {"member_id": "member_id", "group_instance_id": "group_instance_id"})
     ],

@@ -27,7 +27,9 @@ _TOPIC_RESOURCE = 2
 class PeerClient:
     """One request at a time over a fresh connection: topic changes are rare."""
 
-    def __init__(self, controller: BrokerAddress, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, controller: BrokerAddress, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self._controller = controller
         self._ssl = ssl_context
         self._correlation = itertools.count(1)

@@ -303,7 +303,9 @@ class BrokerServer:
                     log.info("%s: disconnected in the middle of a request", peer)
                     return
                 except TimeoutError:
-                    log.warning("%s: request not finished within %.0f s; closing", peer, cfg.request_timeout)
+                    log.warning(
+                        "%s: request not finished within %.0f s; closing", peer, cfg.request_timeout
+                    )
                     return
                 view = memoryview(frame)
                 try:

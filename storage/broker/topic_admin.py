@@ -103,7 +103,10 @@ class TopicAdminHandlers:
         if not self.layout.is_controller:
             return ErrorCode.NOT_CONTROLLER, "send CreateTopics to the controller"
         if topic.assignments:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+            return (
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "manual replica assignment is not supported",
+            )
         if topic.replication_factor not in (-1, 1):
             return (
                 ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -120,7 +123,9 @@ class TopicAdminHandlers:
                 return ErrorCode.NONE, None
             self.data_dir.create_topic(topic.name, count, config)
         except InvalidConfig as exc:
-            code = ErrorCode.INVALID_CONFIG if "config" in str(exc) else ErrorCode.INVALID_PARTITIONS
+            code = (
+                ErrorCode.INVALID_CONFIG if "config" in str(exc) else ErrorCode.INVALID_PARTITIONS
+            )
             return code, str(exc)
         except StorageError as exc:
             return error_code_for(exc), str(exc)
@@ -161,7 +166,10 @@ class TopicAdminHandlers:
         if not self.layout.is_controller:
             return ErrorCode.NOT_CONTROLLER, "send CreatePartitions to the controller"
         if topic.assignments:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+            return (
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "manual replica assignment is not supported",
+            )
         try:
             current = self.data_dir.describe(topic.name).partitions
             if topic.count <= current:
@@ -231,7 +239,9 @@ class TopicAdminHandlers:
 
     async def incremental_alter_configs(self, request: Any, version: int) -> Any:
         """IncrementalAlterConfigs: SET / DELETE (reset) / APPEND / SUBTRACT per setting."""
-        return await self._alter(request, version, IncrementalAlterConfigsResponse, incremental=True)
+        return await self._alter(
+            request, version, IncrementalAlterConfigsResponse, incremental=True
+        )
 
     async def _alter(self, request: Any, version: int, response: Any, *, incremental: bool) -> Any:
         r = response[version]
@@ -251,7 +261,9 @@ class TopicAdminHandlers:
             )
         return r(throttle_time_ms=0, responses=results)
 
-    def _alter_one(self, res: Any, validate_only: bool, incremental: bool) -> tuple[int, str | None]:
+    def _alter_one(
+        self, res: Any, validate_only: bool, incremental: bool
+    ) -> tuple[int, str | None]:
         if res.resource_type != _TOPIC_RESOURCE:
             return ErrorCode.INVALID_REQUEST, "only topic configs can be altered on this broker"
         if not self.layout.is_controller:

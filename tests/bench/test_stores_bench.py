@@ -14,13 +14,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_tiny_store_bench_measures_every_engine() -> None:
     done = subprocess.run(
-        [sys.executable, "bench/stores.py", "--lines", "2000", "--vocabulary", "3000",
-         "--rounds", "1", "--ops", "2000", "--restore", "1000"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        [
+            sys.executable,
+            "bench/stores.py",
+            "--lines",
+            "2000",
+            "--vocabulary",
+            "3000",
+            "--rounds",
+            "1",
+            "--ops",
+            "2000",
+            "--restore",
+            "1000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     for kind in ("memory", "sqlite", "rocksdb"):
         rows = re.findall(rf"^  {kind} +[\d.]+ ", done.stdout, re.MULTILINE)
         assert len(rows) == 4, (kind, done.stdout)  # 2 App runs, engine alone, restore
-    assert re.search(r"^fastest durable store .*: (sqlite|rocksdb) \(", done.stdout,
-                     re.MULTILINE), done.stdout
+    assert re.search(
+        r"^fastest durable store .*: (sqlite|rocksdb) \(", done.stdout, re.MULTILINE
+    ), done.stdout

@@ -33,7 +33,8 @@ def test_each_current_figure_is_one_dated_table_naming_the_machine() -> None:
 def test_every_current_figure_points_to_a_history_heading() -> None:
     current, history = _sections()
     headings = set(re.findall(r"^### (.+)$", history, re.M))
-    pointers = re.findall(r'Conditions, method and what the figures mean: "([^"]+)" under History',
-                          current)
+    pointers = re.findall(
+        r'Conditions, method and what the figures mean: "([^"]+)" under History', current
+    )
     assert len(pointers) == len(re.findall(r"^### ", current, re.M))
     assert set(pointers) <= headings, set(pointers) - headings

@@ -20,8 +20,12 @@ NOTES_CITATION = re.compile(r'protocol-notes\.md,?\s*\(?"([A-Z][^"]{0,100})"')
 
 def _files() -> list[Path]:
     here = Path(__file__).resolve()
-    code = [p for folder in SOURCES for p in sorted((ROOT / folder).rglob("*"))
-            if p.suffix in (".py", ".c") and p.resolve() != here]
+    code = [
+        p
+        for folder in SOURCES
+        for p in sorted((ROOT / folder).rglob("*"))
+        if p.suffix in (".py", ".c") and p.resolve() != here
+    ]
     return [ROOT / "README.md", PROTOCOL, *sorted((ROOT / "docs").glob("*.md")), *code]
 
 
@@ -55,8 +59,9 @@ def _resolves(name: str, page: Path) -> bool:
 def test_every_cited_protocol_section_is_there() -> None:
     citations = _citations(PROTOCOL_CITATION)
     assert len(citations) >= 80  # the pattern still finds the comments that cite the page
-    missing = sorted({f"{where}: {name!r}" for where, name in citations
-                      if not _resolves(name, PROTOCOL)})
+    missing = sorted(
+        {f"{where}: {name!r}" for where, name in citations if not _resolves(name, PROTOCOL)}
+    )
     assert not missing, f"citations of sections PROTOCOL.md does not have: {missing}"
 
 

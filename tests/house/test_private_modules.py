@@ -17,9 +17,27 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the public modules and subpackages of each package (its ``__init__`` re-exports the rest)
 PUBLIC = {
     logmarshal: {
-        "__main__", "admin", "audit", "cli", "clock", "cluster", "connect", "consumer", "core",
-        "embedded", "errors", "localbroker", "localkafka", "marshaler", "metrics", "network",
-        "partitioners", "producer", "retry", "serializers", "streams",
+        "__main__",
+        "admin",
+        "audit",
+        "cli",
+        "clock",
+        "cluster",
+        "connect",
+        "consumer",
+        "core",
+        "embedded",
+        "errors",
+        "localbroker",
+        "localkafka",
+        "marshaler",
+        "metrics",
+        "network",
+        "partitioners",
+        "producer",
+        "retry",
+        "serializers",
+        "streams",
     },
     rationalizer: set(),
     storage: {"broker"},
@@ -41,7 +59,9 @@ def test_packages_export_only_names_they_have() -> None:
 
 
 def test_docs_import_no_private_module() -> None:
-    private = re.compile(r"(?:from|import)\s+(?:logmarshal|rationalizer|storage)(?:\.\w+)*\._(?!_)\w+")
+    private = re.compile(
+        r"(?:from|import)\s+(?:logmarshal|rationalizer|storage)(?:\.\w+)*\._(?!_)\w+"
+    )
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     found = [
         f"{page.name}: {m.group(0)}" for page in pages for m in private.finditer(page.read_text())
@@ -51,6 +71,8 @@ def test_docs_import_no_private_module() -> None:
 
 def test_the_check_can_fail() -> None:
     """The pattern above finds a private import when there is one."""
-    private = re.compile(r"(?:from|import)\s+(?:logmarshal|rationalizer|storage)(?:\.\w+)*\._(?!_)\w+")
+    private = re.compile(
+        r"(?:from|import)\s+(?:logmarshal|rationalizer|storage)(?:\.\w+)*\._(?!_)\w+"
+    )
     assert private.search("from rationalizer._world import WorldState")
     assert not private.search("from rationalizer import WorldState")

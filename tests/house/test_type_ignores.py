@@ -84,6 +84,6 @@ def test_every_type_ignore_names_its_code_and_reason() -> None:
         for path in _files()
         for line, text in _bad(path.read_text(encoding="utf-8"))
     ]
-    assert not bad, (
-        f"{len(bad)} type: ignore comment(s) without '[code]  # reason':\n" + "\n".join(bad)
+    assert not bad, f"{len(bad)} type: ignore comment(s) without '[code]  # reason':\n" + "\n".join(
+        bad
     )

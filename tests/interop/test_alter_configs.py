@@ -32,13 +32,22 @@ def test_incremental_alter_changes_retention_and_survives_a_restart(tmp_path) ->
     data = tmp_path / "data"
     with BrokerThread(BrokerConfig(data_dir=data, port=0)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        config = {"cleanup.policy": "compact", "min.insync.replicas": "1",
-                  "compression.type": "producer"}
+        config = {
+            "cleanup.policy": "compact",
+            "min.insync.replicas": "1",
+            "compression.type": "producer",
+        }
         admin.create_topics([NewTopic("t", 2, replication_factor=1, config=config)])["t"].result(10)
-        _incremental(admin, "t", ConfigEntry("retention.ms", "3600000",
-                                             incremental_operation=AlterConfigOpType.SET))
-        _incremental(admin, "t", ConfigEntry("cleanup.policy", "delete",
-                                             incremental_operation=AlterConfigOpType.APPEND))
+        _incremental(
+            admin,
+            "t",
+            ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+        )
+        _incremental(
+            admin,
+            "t",
+            ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.APPEND),
+        )
         described = _describe(admin, "t")
         assert described["retention.ms"] == "3600000"
         assert described["cleanup.policy"] == "compact,delete"
@@ -49,8 +58,11 @@ def test_incremental_alter_changes_retention_and_survives_a_restart(tmp_path) ->
         described = _describe(admin, "t")
         assert described["retention.ms"] == "3600000"
         # DELETE resets to the default
-        _incremental(admin, "t", ConfigEntry("retention.ms", None,
-                                             incremental_operation=AlterConfigOpType.DELETE))
+        _incremental(
+            admin,
+            "t",
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        )
         assert _describe(admin, "t")["retention.ms"] == str(TopicConfig().retention_ms)
 
 
@@ -64,8 +76,9 @@ def test_invalid_changes_get_invalid_config_and_change_nothing(tmp_path, name, v
         admin.create_topics([NewTopic("t", 1, replication_factor=1)])["t"].result(10)
         before = _describe(admin, "t")
         with pytest.raises(KafkaException) as info:
-            _incremental(admin, "t", ConfigEntry(name, value,
-                                                 incremental_operation=AlterConfigOpType.SET))
+            _incremental(
+                admin, "t", ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            )
         assert info.value.args[0].name() == "INVALID_CONFIG"
         assert _describe(admin, "t") == before
 
@@ -77,11 +90,21 @@ def test_marshal_topic_keeps_log_append_time(tmp_path) -> None:
     with BrokerThread(BrokerConfig(data_dir=data, port=0)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         with pytest.raises(KafkaException) as info:
-            _incremental(admin, "__marshal", ConfigEntry(
-                "message.timestamp.type", "CreateTime", incremental_operation=AlterConfigOpType.SET))
+            _incremental(
+                admin,
+                "__marshal",
+                ConfigEntry(
+                    "message.timestamp.type",
+                    "CreateTime",
+                    incremental_operation=AlterConfigOpType.SET,
+                ),
+            )
         assert info.value.args[0].name() == "POLICY_VIOLATION"
-        _incremental(admin, "__marshal", ConfigEntry(
-            "retention.ms", "-1", incremental_operation=AlterConfigOpType.SET))
+        _incremental(
+            admin,
+            "__marshal",
+            ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET),
+        )
         described = _describe(admin, "__marshal")
         assert described["message.timestamp.type"] == "LogAppendTime"
         assert described["retention.ms"] == "-1"
@@ -93,12 +116,14 @@ def test_kafka_python_alter_configs(tmp_path) -> None:
 
     with BrokerThread(BrokerConfig(data_dir=tmp_path / "d", port=0)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic("t", 1, replication_factor=1,
-                                      config={"retention.ms": "5000"})])["t"].result(10)
+        admin.create_topics(
+            [NewTopic("t", 1, replication_factor=1, config={"retention.ms": "5000"})]
+        )["t"].result(10)
         kadmin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
-            kadmin.alter_configs([KConfigResource(ConfigResourceType.TOPIC, "t",
-                                                  configs={"segment.ms": "60000"})])
+            kadmin.alter_configs(
+                [KConfigResource(ConfigResourceType.TOPIC, "t", configs={"segment.ms": "60000"})]
+            )
         finally:
             kadmin.close()
         assert _describe(admin, "t")["segment.ms"] == "60000"
@@ -113,12 +138,21 @@ def test_raw_alter_configs_replaces_the_whole_set(tmp_path) -> None:
 
     with BrokerThread(BrokerConfig(data_dir=tmp_path / "d", port=0)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic("t", 1, replication_factor=1,
-                                      config={"retention.ms": "5000"})])["t"].result(10)
+        admin.create_topics(
+            [NewTopic("t", 1, replication_factor=1, config={"retention.ms": "5000"})]
+        )["t"].result(10)
         r = AlterConfigsRequest[1]
         res = r.AlterConfigsResource
-        req = r(resources=[res(resource_type=2, resource_name="t", configs=[
-            res.AlterableConfig(name="segment.ms", value="60000")])], validate_only=False)
+        req = r(
+            resources=[
+                res(
+                    resource_type=2,
+                    resource_name="t",
+                    configs=[res.AlterableConfig(name="segment.ms", value="60000")],
+                )
+            ],
+            validate_only=False,
+        )
         with RawClient(broker.address) as client:
             resp = client.call(req, AlterConfigsResponse)
         assert resp.responses[0].error_code == 0

@@ -31,7 +31,12 @@ def _confluent_produce(bootstrap: str, topic: str, base_ts: int) -> None:
     for i in range(N):
         key, value, headers, ts = _expected(i, base_ts)
         producer.produce(
-            topic, value, key, partition=i % PARTITIONS, timestamp=ts, headers=headers,
+            topic,
+            value,
+            key,
+            partition=i % PARTITIONS,
+            timestamp=ts,
+            headers=headers,
             on_delivery=lambda e, _m: e and errors.append(e),
         )
         producer.poll(0)
@@ -47,7 +52,9 @@ def _kafka_python_produce(bootstrap: str, topic: str, base_ts: int) -> None:
     for i in range(N):
         key, value, headers, ts = _expected(i, base_ts)
         futures.append(
-            producer.send(topic, value, key, headers=headers, partition=i % PARTITIONS, timestamp_ms=ts)
+            producer.send(
+                topic, value, key, headers=headers, partition=i % PARTITIONS, timestamp_ms=ts
+            )
         )
     producer.flush(30)
     for future in futures:
@@ -57,8 +64,12 @@ def _kafka_python_produce(bootstrap: str, topic: str, base_ts: int) -> None:
 
 def _confluent_consume(bootstrap: str, topic: str, n: int = N) -> list[tuple]:
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "interop", "enable.auto.commit": False,
-         "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "interop",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
     )
     consumer.assign([CTP(topic, p, 0) for p in range(PARTITIONS)])
     out = []
@@ -68,7 +79,9 @@ def _confluent_consume(bootstrap: str, topic: str, n: int = N) -> list[tuple]:
             for m in consumer.consume(1000, 0.5):
                 assert m.error() is None, m.error()
                 ts_type, ts = m.timestamp()
-                out.append((m.partition(), m.offset(), m.key(), m.value(), m.headers(), ts_type, ts))
+                out.append(
+                    (m.partition(), m.offset(), m.key(), m.value(), m.headers(), ts_type, ts)
+                )
     finally:
         consumer.close()
     return out
@@ -88,7 +101,17 @@ def _kafka_python_consume(bootstrap: str, topic: str, n: int = N) -> list[tuple]
             for _tp, records in consumer.poll(500, max_records=5000).items():
                 for r in records:
                     ts_type = (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME)[r.timestamp_type]
-                    out.append((r.partition, r.offset, r.key, r.value, list(r.headers), ts_type, r.timestamp))
+                    out.append(
+                        (
+                            r.partition,
+                            r.offset,
+                            r.key,
+                            r.value,
+                            list(r.headers),
+                            ts_type,
+                            r.timestamp,
+                        )
+                    )
     finally:
         consumer.close()
     return out
@@ -116,8 +139,12 @@ def _check(rows: list[tuple], base_ts: int, create_time: bool = True) -> None:
         (_kafka_python_produce, _confluent_consume),
         (_kafka_python_produce, _kafka_python_consume),
     ],
-    ids=["confluent->confluent", "confluent->kafka-python", "kafka-python->confluent",
-         "kafka-python->kafka-python"],
+    ids=[
+        "confluent->confluent",
+        "confluent->kafka-python",
+        "kafka-python->confluent",
+        "kafka-python->kafka-python",
+    ],
 )
 def test_round_trip_10k(broker, produce, consume):
     _create(broker, "rt")
@@ -128,26 +155,47 @@ def test_round_trip_10k(broker, produce, consume):
 
 def test_kcat_metadata_produce_consume(broker, kcat):
     _create(broker, "kc")
-    listing = subprocess.run([kcat, "-b", broker.bootstrap, "-L"], capture_output=True, text=True, timeout=30)
+    listing = subprocess.run(
+        [kcat, "-b", broker.bootstrap, "-L"], capture_output=True, text=True, timeout=30
+    )
     assert listing.returncode == 0, listing.stderr
     assert f"at {broker.bootstrap}" in listing.stdout
     assert 'topic "kc" with 3 partitions' in listing.stdout
     lines = "".join(f"key-{i}:value-{i}\n" for i in range(N))
     produced = subprocess.run(
         [kcat, "-b", broker.bootstrap, "-P", "-t", "kc", "-K:", "-H", "src=kcat", "-p", "-1"],
-        input=lines, capture_output=True, text=True, timeout=60,
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert produced.returncode == 0, produced.stderr
     consumed = subprocess.run(
-        [kcat, "-b", broker.bootstrap, "-C", "-t", "kc", "-o", "beginning", "-e", "-q",
-         "-f", "%k|%s|%h|%T\n"],
-        capture_output=True, text=True, timeout=60,
+        [
+            kcat,
+            "-b",
+            broker.bootstrap,
+            "-C",
+            "-t",
+            "kc",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%k|%s|%h|%T\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert consumed.returncode == 0, consumed.stderr
     rows = [line.split("|") for line in consumed.stdout.splitlines()]
     assert len(rows) == N
     assert sorted(r[1] for r in rows) == sorted(f"value-{i}" for i in range(N))
-    assert all(r[0] == "key-" + r[1].split("-")[1] and r[2] == "src=kcat" and int(r[3]) > 0 for r in rows)
+    assert all(
+        r[0] == "key-" + r[1].split("-")[1] and r[2] == "src=kcat" and int(r[3]) > 0 for r in rows
+    )
     # What kcat wrote, the Python clients read.
     assert len(_confluent_consume(broker.bootstrap, "kc")) == N
 
@@ -172,6 +220,8 @@ def test_log_append_time_on_marshal_topic(broker, kcat):
     assert all(r[6] >= before for r in rows)
     consumed = subprocess.run(
         [kcat, "-b", broker.bootstrap, "-C", "-t", COORDINATION_TOPIC, "-e", "-q", "-f", "%T\n"],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert all(int(t) >= before for t in consumed.stdout.split())

@@ -42,15 +42,40 @@ def test_three_clients_read_a_compacted_topic(tmp_path, kcat) -> None:
     expected = _prepare(data)
     with BrokerThread(BrokerConfig(data_dir=data, port=0)) as broker:
         out = subprocess.run(
-            [kcat, "-b", broker.bootstrap, "-C", "-t", "compacted", "-p", "0", "-o", "beginning",
-             "-e", "-q", "-f", "%o %k %s\n"],
-            capture_output=True, text=True, timeout=60, check=True,
+            [
+                kcat,
+                "-b",
+                broker.bootstrap,
+                "-C",
+                "-t",
+                "compacted",
+                "-p",
+                "0",
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+                "-f",
+                "%o %k %s\n",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout.split("\n")
-        got = [(int(o), k.encode(), v.encode()) for o, k, v in (line.split() for line in out if line)]
+        got = [
+            (int(o), k.encode(), v.encode()) for o, k, v in (line.split() for line in out if line)
+        ]
         assert got == expected
 
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "c",
-                             "enable.partition.eof": True, "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "c",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+            }
+        )
         consumer.assign([CTP("compacted", 0, 0)])
         rows = []
         try:
@@ -69,7 +94,9 @@ def test_three_clients_read_a_compacted_topic(tmp_path, kcat) -> None:
 
         from kafka import KafkaConsumer, TopicPartition
 
-        kc = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, group_id=None)
+        kc = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap, enable_auto_commit=False, group_id=None
+        )
         tp = TopicPartition("compacted", 0)
         kc.assign([tp])
         kc.seek_to_beginning(tp)

@@ -47,16 +47,39 @@ def test_each_corruption_refused_over_the_wire_and_nothing_stored(broker, name) 
 
 def _kcat_values(kcat: str, bootstrap: str) -> list[str]:
     out = subprocess.run(
-        [kcat, "-b", bootstrap, "-C", "-t", "poison", "-p", "0", "-o", "beginning", "-e", "-q",
-         "-f", "%o\n"],
-        capture_output=True, text=True, timeout=60, check=True,
+        [
+            kcat,
+            "-b",
+            bootstrap,
+            "-C",
+            "-t",
+            "poison",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%o\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return out.stdout.split()
 
 
 def _confluent_to_end(bootstrap: str) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "poison",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "poison",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([CTP("poison", 0, 0)])
     offsets: list[int] = []
     deadline = time.monotonic() + 30
@@ -110,11 +133,19 @@ def test_after_every_corruption_three_clients_read_to_the_end(broker, kcat) -> N
 def _confluent_compressed(bootstrap: str, codec: str) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20}
+    )
     errors: list = []
     for i in range(500):
-        producer.produce("poison", b"value-%d " % i * 10, b"k%d" % (i % 7), partition=0,
-                         headers=[("h", b"x")], on_delivery=lambda e, _m: e and errors.append(e))
+        producer.produce(
+            "poison",
+            b"value-%d " % i * 10,
+            b"k%d" % (i % 7),
+            partition=0,
+            headers=[("h", b"x")],
+            on_delivery=lambda e, _m: e and errors.append(e),
+        )
     assert producer.flush(30) == 0 and not errors
 
 
@@ -123,8 +154,9 @@ def _kafka_python_compressed(bootstrap: str, codec: str) -> None:
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, linger_ms=20)
     futures = [
-        producer.send("poison", b"value-%d " % i * 10, b"k%d" % (i % 7), partition=0,
-                      headers=[("h", b"x")])
+        producer.send(
+            "poison", b"value-%d " % i * 10, b"k%d" % (i % 7), partition=0, headers=[("h", b"x")]
+        )
         for i in range(500)
     ]
     producer.flush(30)
@@ -136,9 +168,14 @@ def _kafka_python_compressed(bootstrap: str, codec: str) -> None:
 # librdkafka sends lz4 only to a broker that advertises FindCoordinator: kafka-python covers it
 @pytest.mark.parametrize(
     "produce,codec",
-    [(_confluent_compressed, "gzip"), (_confluent_compressed, "snappy"),
-     (_confluent_compressed, "zstd"), (_kafka_python_compressed, "gzip"),
-     (_kafka_python_compressed, "lz4"), (_kafka_python_compressed, "zstd")],
+    [
+        (_confluent_compressed, "gzip"),
+        (_confluent_compressed, "snappy"),
+        (_confluent_compressed, "zstd"),
+        (_kafka_python_compressed, "gzip"),
+        (_kafka_python_compressed, "lz4"),
+        (_kafka_python_compressed, "zstd"),
+    ],
 )
 def test_compressed_batches_of_real_clients_pass_validation(broker, produce, codec) -> None:
     produce(broker.bootstrap, codec)

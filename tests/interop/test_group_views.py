@@ -29,8 +29,6 @@ GROUP = "billing"
 N = 20
 
 
-
-
 @pytest.fixture
 def group_broker(tmp_path) -> Iterator[BrokerThread]:
     config = BrokerConfig(data_dir=tmp_path / "data", port=0, group_view=MarshalGroupView)
@@ -83,8 +81,10 @@ def test_kafka_python_admin_lists_describes_and_reads_positions(consuming):
         ).items()
         expected = {KTP(TOPIC, 0): N // 2, KTP(TOPIC, 1): N // 2}
         wait_for(
-            lambda: {tp: o.offset for tp, o in admin.list_group_offsets(GROUP)[GROUP].items()}
-            == expected,
+            lambda: (
+                {tp: o.offset for tp, o in admin.list_group_offsets(GROUP)[GROUP].items()}
+                == expected
+            ),
             what="committed offsets",
         )
         group = wait_for(
@@ -111,15 +111,19 @@ def test_kcat_and_consumer_committed_give_the_lag(consuming, kcat):
     assert listing.returncode == 0 and f'topic "{TOPIC}" with 2 partitions' in listing.stdout
     ends = subprocess.run(
         [kcat, "-b", consuming, "-Q", "-t", f"{TOPIC}:0:-1", "-t", f"{TOPIC}:1:-1"],
-        capture_output=True, text=True, timeout=20,
+        capture_output=True,
+        text=True,
+        timeout=20,
     )
     assert ends.returncode == 0, ends.stderr
     assert ends.stdout.split("\n")[:2] == [f"{TOPIC} [{p}] offset {N // 2}" for p in (0, 1)]
     consumer = KafkaConsumer({"bootstrap.servers": consuming, "group.id": GROUP})
     try:
         wait_for(
-            lambda: [tp.offset for tp in consumer.committed(
-                [CTP(TOPIC, 0), CTP(TOPIC, 1)], timeout=10)] == [N // 2, N // 2],
+            lambda: (
+                [tp.offset for tp in consumer.committed([CTP(TOPIC, 0), CTP(TOPIC, 1)], timeout=10)]
+                == [N // 2, N // 2]
+            ),
             what="committed offsets through OffsetFetch",
         )
     finally:
@@ -131,16 +135,17 @@ def test_classic_subscribe_fails_fast_with_the_explanation(group_broker):
 
     admin.create_topics([NewTopic("plain", 1, replication_factor=1)])["plain"].result(10)
     consumer = KafkaConsumer(
-        {"bootstrap.servers": group_broker.bootstrap, "group.id": "classic",
-         "session.timeout.ms": 45000}
+        {
+            "bootstrap.servers": group_broker.bootstrap,
+            "group.id": "classic",
+            "session.timeout.ms": 45000,
+        }
     )
     started = time.monotonic()
     errors = []
     try:
         consumer.subscribe(["plain"])
-        while time.monotonic() - started < 10 and not any(
-            "logmarshal" in e.str() for e in errors
-        ):
+        while time.monotonic() - started < 10 and not any("logmarshal" in e.str() for e in errors):
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is not None:
                 errors.append(msg.error())
@@ -157,7 +162,8 @@ def test_classic_subscribe_fails_fast_with_the_explanation(group_broker):
     # bounds against a hang (librdkafka used to wait 46 s), not performance figures
     assert explained < 10 and committed < 10
     assert raised.value.args[0].code() in (
-        KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError._WAIT_COORD
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError._WAIT_COORD,
     )
 
 
@@ -187,10 +193,18 @@ def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
     cluster_file.write_text(format_cluster_file(addresses))
     with contextlib.ExitStack() as stack:
         brokers = [
-            stack.enter_context(BrokerThread(BrokerConfig(
-                data_dir=tmp_path / f"b{a.node_id}", host=a.host, port=a.port,
-                broker_id=a.node_id, cluster_file=cluster_file, group_view=MarshalGroupView,
-            )))
+            stack.enter_context(
+                BrokerThread(
+                    BrokerConfig(
+                        data_dir=tmp_path / f"b{a.node_id}",
+                        host=a.host,
+                        port=a.port,
+                        broker_id=a.node_id,
+                        cluster_file=cluster_file,
+                        group_view=MarshalGroupView,
+                    )
+                )
+            )
             for a in addresses
         ]
         bootstrap = ",".join(b.bootstrap for b in brokers)

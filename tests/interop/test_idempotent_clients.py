@@ -17,8 +17,9 @@ def test_idempotent_producers_store_each_message_once(broker):
     )
     errors = []
     for i in range(3000):
-        producer.produce("idem", b"c%d" % i, partition=i % 2,
-                         on_delivery=lambda e, _m: e and errors.append(e))
+        producer.produce(
+            "idem", b"c%d" % i, partition=i % 2, on_delivery=lambda e, _m: e and errors.append(e)
+        )
         producer.poll(0)
     assert producer.flush(30) == 0 and not errors
 
@@ -42,4 +43,6 @@ def test_idempotent_producers_store_each_message_once(broker):
                 recs = decode_records(data)
                 values += [r.value for r in recs]
                 offset = recs[-1].offset + 1
-    assert sorted(values) == sorted([b"c%d" % i for i in range(3000)] + [b"k%d" % i for i in range(3000)])
+    assert sorted(values) == sorted(
+        [b"c%d" % i for i in range(3000)] + [b"k%d" % i for i in range(3000)]
+    )

@@ -35,7 +35,11 @@ def cluster(request, tmp_path) -> Iterator[object]:
 
 
 def _produce(cluster, topic: str, partition: int, n: int) -> None:
-    cluster.produce(topic, partition, [NewRecord(value=b"v%d" % i, timestamp=int(time.time() * 1000)) for i in range(n)])
+    cluster.produce(
+        topic,
+        partition,
+        [NewRecord(value=b"v%d" % i, timestamp=int(time.time() * 1000)) for i in range(n)],
+    )
 
 
 def _threads() -> tuple[int, int]:
@@ -144,9 +148,7 @@ def test_fetch_loop_follows_claims_away_and_back(cluster) -> None:
 def test_consumer_hands_out_nothing_of_a_partition_it_gave_up(cluster) -> None:
     cluster.create_topic("t", 2)
     marshaler = Marshaler(cluster, "m", "g", 0.5)
-    consumer = Consumer(
-        marshaler, "t", rebalance="none", greedy=True, reclaim_cooldown=6.0
-    )
+    consumer = Consumer(marshaler, "t", rebalance="none", greedy=True, reclaim_cooldown=6.0)
     try:
         _wait(lambda: len(consumer.claims()) == 2)
         consumer._give_up(("t", 0), "test")

@@ -39,7 +39,9 @@ def test_cluster_interface(cluster):
         cluster.create_topic("events", 1)
     with pytest.raises(InvalidTopicName):
         cluster.create_topic("no/slash")
-    records = [NewRecord(b"v%d" % i, key=b"k", headers=[("h", b"x")], timestamp=1000 + i) for i in range(5)]
+    records = [
+        NewRecord(b"v%d" % i, key=b"k", headers=[("h", b"x")], timestamp=1000 + i) for i in range(5)
+    ]
     result = cluster.produce("events", 1, records, durable=True)
     assert (result.base_offset, result.last_offset, result.log_append_time) == (0, 4, -1)
     messages = cluster.fetch("events", 1, 2)  # max_wait=0 still returns stored records
@@ -81,7 +83,9 @@ def test_producer_over_network(cluster):
 
 def test_marshaler_over_network(cluster):
     cluster.create_topic("work", 2)
-    with Marshaler(cluster, "client-a", "group", heartbeat_interval=5.0, coordination_partitions=4) as marshaler:
+    with Marshaler(
+        cluster, "client-a", "group", heartbeat_interval=5.0, coordination_partitions=4
+    ) as marshaler:
         description = cluster.describe_topic(COORDINATION_TOPIC)
         assert description.config["message.timestamp.type"] == "LogAppendTime"
         written = direct.claim_partition(marshaler, "work", 0)
@@ -93,7 +97,9 @@ def test_marshaler_over_network(cluster):
 def test_fetch_batches_many_one_request_for_several_partitions(cluster):
     cluster.create_topic("many", 3)
     for p in range(3):
-        cluster.produce("many", p, [NewRecord(b"p%d-%d" % (p, i), timestamp=1) for i in range(p + 1)])
+        cluster.produce(
+            "many", p, [NewRecord(b"p%d-%d" % (p, i), timestamp=1) for i in range(p + 1)]
+        )
     got = cluster.fetch_batches_many("many", {0: 0, 1: 1, 2: 5}, max_wait=0.1)
     assert set(got) == {0, 1, 2}
     assert decode_columns_from(got[0], 0)[3] == [b"p0-0"]
@@ -101,7 +107,9 @@ def test_fetch_batches_many_one_request_for_several_partitions(cluster):
     assert isinstance(got[2], OffsetOutOfRange)  # its own error; the others still answered
     # a long poll answered by an append to any of them, well before max_wait
     started = time.monotonic()
-    threading.Timer(0.2, lambda: cluster.produce("many", 2, [NewRecord(b"late", timestamp=1)])).start()
+    threading.Timer(
+        0.2, lambda: cluster.produce("many", 2, [NewRecord(b"late", timestamp=1)])
+    ).start()
     got = cluster.fetch_batches_many("many", {0: 1, 2: 3}, max_wait=5.0)
     assert time.monotonic() - started < 4
     assert got[0] == b"" and decode_columns_from(got[2], 3)[3] == [b"late"]
@@ -111,9 +119,10 @@ def test_fetch_batches_many_one_request_for_several_partitions(cluster):
 
 def test_marshaler_over_network_replays_in_one_thread(cluster):
     cluster.create_topic("work", 8)
-    with Marshaler(cluster, "a", "g", heartbeat_interval=5.0, fetch_wait=0.5) as a, Marshaler(
-        cluster, "b", "g", heartbeat_interval=5.0, fetch_wait=0.5
-    ) as b:
+    with (
+        Marshaler(cluster, "a", "g", heartbeat_interval=5.0, fetch_wait=0.5) as a,
+        Marshaler(cluster, "b", "g", heartbeat_interval=5.0, fetch_wait=0.5) as b,
+    ):
         names = [t.name for t in threading.enumerate() if t.name.startswith("logmarshal-tail:g:a")]
         assert names == ["logmarshal-tail:g:a:all"]
         started = time.monotonic()
@@ -133,7 +142,10 @@ def test_marshaler_refuses_create_time_topic(cluster):
 
 def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "logmarshal", *args], input=stdin, capture_output=True, text=True,
+        [sys.executable, "-m", "logmarshal", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
         timeout=60,
     )
 
@@ -141,8 +153,9 @@ def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
 def test_cli_with_bootstrap(broker, tmp_path):
     bootstrap = ["--bootstrap", broker.bootstrap]
     assert _cli(*bootstrap, "topic", "create", "cli", "-p", "2").returncode == 0
-    produced = _cli(*bootstrap, "produce", "cli", "--partition", "1", "--key-separator", ":",
-                    stdin="a:1\nb:2\n")
+    produced = _cli(
+        *bootstrap, "produce", "cli", "--partition", "1", "--key-separator", ":", stdin="a:1\nb:2\n"
+    )
     assert produced.returncode == 0, produced.stderr
     read = _cli(*bootstrap, "--json", "read", "cli", "-p", "1")
     assert [json.loads(line)["value"] for line in read.stdout.splitlines()] == ["1", "2"]

@@ -24,8 +24,10 @@ def kafka_required() -> bool:
 def _unavailable(reason: str) -> None:
     if kafka_required():
         pytest.fail(f"Apache Kafka is required here but cannot run: {reason}", pytrace=False)
-    pytest.skip(f"Apache Kafka cannot run here ({reason}); install java and mvn "
-                "(apt-get install openjdk-17-jdk-headless maven) to run these tests")
+    pytest.skip(
+        f"Apache Kafka cannot run here ({reason}); install java and mvn "
+        "(apt-get install openjdk-17-jdk-headless maven) to run these tests"
+    )
 
 
 def start_cluster(workdir, **config) -> KafkaCluster:

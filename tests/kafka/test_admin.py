@@ -36,7 +36,10 @@ def cli(bootstrap: str, *argv: str, timeout: float = 120.0) -> Any:
     """``python -m logmarshal --bootstrap B --json ARGV``: its JSON (exit 0 required)."""
     done = subprocess.run(
         [sys.executable, "-m", "logmarshal", "--bootstrap", bootstrap, "--json", *argv],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert done.returncode == 0, (argv, done.returncode, done.stderr[-2000:])
     return json.loads(done.stdout)
@@ -54,8 +57,15 @@ class Member:
     and noting (partition, offset, wall time) of each record."""
 
     def __init__(self, cluster: NetworkCluster, group: str, topic: str) -> None:
-        self.marshaler = Marshaler(cluster, "c0", group, HB, fetch_wait=0.1,
-                                   coordination_partitions=4, snapshot_interval=None)
+        self.marshaler = Marshaler(
+            cluster,
+            "c0",
+            group,
+            HB,
+            fetch_wait=0.1,
+            coordination_partitions=4,
+            snapshot_interval=None,
+        )
         self.consumer = Consumer(self.marshaler, topic, batch_size=10, fetch_wait=0.1)
         self.handed: list[tuple[int, int, float]] = []
         self._lock = threading.Lock()
@@ -111,8 +121,10 @@ def positions(cluster: NetworkCluster, group: str, topic: str) -> list[int | Non
 
 def test_list_describe_reset_dump_and_export_a_live_group(live, bootstrap: str, tmp_path) -> None:
     cluster, member, topic, group = live
-    wait_for("every record handed out and committed",
-             lambda: positions(cluster, group, topic) == [RECORDS] * PARTITIONS)
+    wait_for(
+        "every record handed out and committed",
+        lambda: positions(cluster, group, topic) == [RECORDS] * PARTITIONS,
+    )
     client_id, instance_id = member.marshaler.identity
     assert member.seen() == {p: list(range(RECORDS)) for p in range(PARTITIONS)}
 
@@ -137,8 +149,17 @@ def test_list_describe_reset_dump_and_export_a_live_group(live, bootstrap: str, 
         (topic, p) for p in range(PARTITIONS)
     ]
     rows = [
-        (p["topic"], p["partition"], p["client_id"], p["instance_id"], p["freshness"],
-         p["position"], p["earliest"], p["log_end"], p["lag"])
+        (
+            p["topic"],
+            p["partition"],
+            p["client_id"],
+            p["instance_id"],
+            p["freshness"],
+            p["position"],
+            p["earliest"],
+            p["log_end"],
+            p["lag"],
+        )
         for p in described["partitions"]
     ]
     assert rows == [
@@ -148,8 +169,19 @@ def test_list_describe_reset_dump_and_export_a_live_group(live, bootstrap: str, 
 
     # group reset --execute while the member holds every partition
     before_reset = time.time()
-    reset = cli(bootstrap, "group", "reset", group, "--topic", topic, "--to-offset", str(TARGET),
-                "--execute", "--pause-for", "5s")
+    reset = cli(
+        bootstrap,
+        "group",
+        "reset",
+        group,
+        "--topic",
+        topic,
+        "--to-offset",
+        str(TARGET),
+        "--execute",
+        "--pause-for",
+        "5s",
+    )
     assert reset["ok"] is True and reset["executed"] is True
     assert reset["partitions"] == [
         {"topic": topic, "partition": p, "old": RECORDS, "new": TARGET} for p in range(PARTITIONS)
@@ -164,18 +196,25 @@ def test_list_describe_reset_dump_and_export_a_live_group(live, bootstrap: str, 
 
     # while paused: nothing handed out (after the member had 2 HB to see the pause); after
     # it: the member claims again and resumes exactly at the new position
-    wait_for("the member to re-read from the new position",
-             lambda: all(member.seen(since=before_reset).get(p, [])[-1:] == [RECORDS - 1]
-                         for p in range(PARTITIONS)),
-             timeout=45)
+    wait_for(
+        "the member to re-read from the new position",
+        lambda: all(
+            member.seen(since=before_reset).get(p, [])[-1:] == [RECORDS - 1]
+            for p in range(PARTITIONS)
+        ),
+        timeout=45,
+    )
     again = member.seen(since=before_reset)
     assert again == {p: list(range(TARGET, RECORDS)) for p in range(PARTITIONS)}, again
     with member._lock:
-        during = [(p, o) for p, o, at in member.handed
-                  if before_reset + 2 * HB + 1.0 <= at < pause_end]
+        during = [
+            (p, o) for p, o, at in member.handed if before_reset + 2 * HB + 1.0 <= at < pause_end
+        ]
     assert during == []
-    wait_for("the positions back at the end",
-             lambda: positions(cluster, group, topic) == [RECORDS] * PARTITIONS)
+    wait_for(
+        "the positions back at the end",
+        lambda: positions(cluster, group, topic) == [RECORDS] * PARTITIONS,
+    )
     described = cli(bootstrap, "group", "describe", group)
     assert described["paused"] is False
     assert [(p["client_id"], p["position"], p["lag"]) for p in described["partitions"]] == [
@@ -184,23 +223,40 @@ def test_list_describe_reset_dump_and_export_a_live_group(live, bootstrap: str, 
 
     # coord dump: the group's records with the verdicts replay gave them
     dumped = subprocess.run(
-        [sys.executable, "-m", "logmarshal", "--bootstrap", bootstrap, "--json", "coord", "dump",
-         "--group", group],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "logmarshal",
+            "--bootstrap",
+            bootstrap,
+            "--json",
+            "coord",
+            "dump",
+            "--group",
+            group,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     dump = [json.loads(line) for line in dumped.stdout.splitlines()]
     assert {r["group"] for r in dump} == {group}
     assert all(r["verdict"] != "-" for r in dump)
-    claims = [(r["client_id"], r["partition"], r["reason"]) for r in dump
-              if r["type"] == "claiming_partition" and r["verdict"] == "accepted"]
+    claims = [
+        (r["client_id"], r["partition"], r["reason"])
+        for r in dump
+        if r["type"] == "claiming_partition" and r["verdict"] == "accepted"
+    ]
     # each partition claimed twice by the member: at first, and again after the pause
     assert sorted(claims) == sorted([(client_id, p, "claimed") for p in range(PARTITIONS)] * 2)
     released = [r for r in dump if r["type"] == "release_group"]
     assert sorted(r["cp"] for r in released) == list(range(n_coord))
     assert all(r["verdict"] == "accepted" and r["client_id"] == admin_id[0] for r in released)
     admin_beats = sorted(
-        (r["partition"], r["value"]) for r in dump
+        (r["partition"], r["value"])
+        for r in dump
         if r["type"] == "heartbeat" and r["client_id"] == admin_id[0]
     )
     assert admin_beats == [(p, TARGET - 1) for p in range(PARTITIONS)]  # last_offset: 9
@@ -211,8 +267,13 @@ def test_list_describe_reset_dump_and_export_a_live_group(live, bootstrap: str, 
     out = tmp_path / "export"
     exported = cli(bootstrap, "coord", "export", "--out", str(out))
     assert exported["skipped_batches"] == 0
-    bounds = [(cluster.earliest_offset(COORDINATION_TOPIC, cp),
-               cluster.latest_offset(COORDINATION_TOPIC, cp)) for cp in range(n_coord)]
+    bounds = [
+        (
+            cluster.earliest_offset(COORDINATION_TOPIC, cp),
+            cluster.latest_offset(COORDINATION_TOPIC, cp),
+        )
+        for cp in range(n_coord)
+    ]
     parts = sorted(exported["partitions"], key=lambda p: p["partition"])
     assert [p["partition"] for p in parts] == list(range(n_coord))
     # the member still heartbeats: the export's ends are at most today's

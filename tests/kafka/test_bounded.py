@@ -42,8 +42,9 @@ def cluster(bootstrap: str) -> Iterator[NetworkCluster]:
 
 
 def marshaler(cluster: NetworkCluster, name: str, group: str, **options) -> Marshaler:
-    return Marshaler(cluster, name, group, HB, coordination_partitions=N_COORD, fetch_wait=0.05,
-                     **options)
+    return Marshaler(
+        cluster, name, group, HB, coordination_partitions=N_COORD, fetch_wait=0.05, **options
+    )
 
 
 def wait_for(what: str, check, timeout: float = 30.0) -> None:
@@ -64,8 +65,9 @@ def test_truncation_by_delete_records_and_a_cold_start_from_snapshots(
 ) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
     # replays every record from offset 0 as it is written: the reference
-    observer = marshaler(cluster, "observer", group, truncate=False, restore_snapshots=False,
-                         **QUIET)
+    observer = marshaler(
+        cluster, "observer", group, truncate=False, restore_snapshots=False, **QUIET
+    )
     writer = marshaler(cluster, "a", group, snapshot_records=EVERY, snapshot_interval=None)
     cold = None
     try:
@@ -83,6 +85,7 @@ def test_truncation_by_delete_records_and_a_cold_start_from_snapshots(
         # Kafka moved each partition's log start to exactly what the two newest snapshots
         # leave (DeleteRecords is per offset on Kafka, per segment on logmarshal's broker)
         for cp in range(N_COORD):
+
             def truncated(cp: int = cp) -> bool:
                 bound = coordlog.truncation_bounds(cp, coordlog.read_snapshots(cluster, cp))
                 return bound[0] > 0 and cluster.earliest_offset(COORDINATION_TOPIC, cp) == bound[0]
@@ -106,8 +109,11 @@ def test_truncation_by_delete_records_and_a_cold_start_from_snapshots(
         caplog.set_level(logging.INFO, logger="logmarshal._tailer")
         cold = marshaler(cluster, "b", group, **QUIET)
         assert cold.wait_caught_up(30) and observer.wait_caught_up(30)
-        started = [r.getMessage() for r in caplog.records
-                   if "starting from the snapshot covering" in r.getMessage()]
+        started = [
+            r.getMessage()
+            for r in caplog.records
+            if "starting from the snapshot covering" in r.getMessage()
+        ]
         assert len(started) == N_COORD, started
         assert not [r for r in caplog.records if "no valid snapshot covers" in r.getMessage()]
 

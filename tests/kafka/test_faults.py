@@ -45,9 +45,7 @@ def cluster3(tmp_path_factory) -> Iterator[KafkaCluster]:
     # a killed node is fenced by the controller after broker.session.timeout.ms (9 s by
     # default); 3 s keeps each round of the test short without changing what it exercises
     server = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
-    cluster = start_cluster(
-        tmp_path_factory.mktemp("kafka3"), nodes=3, heap="384m", server=server
-    )
+    cluster = start_cluster(tmp_path_factory.mktemp("kafka3"), nodes=3, heap="384m", server=server)
     try:
         yield cluster
     finally:
@@ -152,9 +150,7 @@ def _explain(stuck: list[Member]) -> None:
         print(f"thread {names.get(ident, ident)}:\n{stack}", file=sys.stderr)
 
 
-def _progress(
-    members: list[Member], since: float, timeout: float, producing: Producing
-) -> None:
+def _progress(members: list[Member], since: float, timeout: float, producing: Producing) -> None:
     """Until every member with a partition hands out something after ``since`` (while the
     producer, alive, keeps giving them something new to hand out)."""
     deadline = time.monotonic() + timeout
@@ -238,7 +234,9 @@ def test_leaders_killed_and_rolling_restart(cluster3: KafkaCluster) -> None:
     kinds = Counter(row[column_index("violations", "kind")] for row in rows["violations"])
     assert set(kinds) <= LAPSED_WRITES, kinds
     tenures: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
-    cols = [column_index("ownership", c) for c in ("group", "topic", "partition", "start_ms", "end_ms")]
+    cols = [
+        column_index("ownership", c) for c in ("group", "topic", "partition", "start_ms", "end_ms")
+    ]
     for row in rows["ownership"]:
         group, topic, partition, start, end = (row[i] for i in cols)
         tenures.setdefault((group, topic, partition), []).append(

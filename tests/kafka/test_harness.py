@@ -82,8 +82,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_cache_lacking_an_expected_jar_is_complemented_by_the_next_fetch(tmp_path,
-                                                                          monkeypatch) -> None:
+def test_a_cache_lacking_an_expected_jar_is_complemented_by_the_next_fetch(
+    tmp_path, monkeypatch
+) -> None:
     """A cache filled before the pom named kafka-streams is fetched into again, once; a
     complete one is returned without running mvn."""
     import subprocess

@@ -39,8 +39,9 @@ def drop_topic(cluster: NetworkCluster, name: str) -> None:
         time.sleep(0.1)  # Kafka deletes asynchronously: no clock of ours to advance
 
 
-def create_topic(cluster: NetworkCluster, name: str, partitions: int,
-                 config: Mapping[str, str]) -> None:
+def create_topic(
+    cluster: NetworkCluster, name: str, partitions: int, config: Mapping[str, str]
+) -> None:
     """create_topic, retried while Kafka still finishes deleting an earlier one."""
     deadline = time.monotonic() + 30
     while True:
@@ -67,8 +68,15 @@ def cluster(bootstrap: str) -> Iterator[NetworkCluster]:
 def test_a_marshaler_creates_marshal_with_the_protocols_settings_on_the_topic(
     cluster: NetworkCluster, bootstrap: str
 ) -> None:
-    m = Marshaler(cluster, "a", "g-create", 1.0, coordination_partitions=3,
-                  fetch_wait=0.1, snapshot_interval=None)
+    m = Marshaler(
+        cluster,
+        "a",
+        "g-create",
+        1.0,
+        coordination_partitions=3,
+        fetch_wait=0.1,
+        snapshot_interval=None,
+    )
     try:
         landed = direct.claim_partition(m, "events", 0)
         assert direct.wait_verdict(m, landed, timeout=20) is not None
@@ -101,14 +109,24 @@ def test_a_marshaler_creates_marshal_with_the_protocols_settings_on_the_topic(
     ("config", "named"),
     [
         pytest.param(KEEP, "message.timestamp.type=CreateTime", id="CreateTime"),
-        pytest.param({**LAT, **KEEP, "cleanup.policy": "compact"}, "cleanup.policy=compact",
-                     id="compact"),
-        pytest.param({**LAT, **KEEP, "cleanup.policy": "compact,delete"},
-                     "cleanup.policy=compact,delete", id="compact-delete"),
-        pytest.param({**LAT, **KEEP, "retention.ms": "604800000"}, "retention.ms=604800000",
-                     id="retention-ms"),
-        pytest.param({**LAT, **KEEP, "retention.bytes": "1073741824"},
-                     "retention.bytes=1073741824", id="retention-bytes"),
+        pytest.param(
+            {**LAT, **KEEP, "cleanup.policy": "compact"}, "cleanup.policy=compact", id="compact"
+        ),
+        pytest.param(
+            {**LAT, **KEEP, "cleanup.policy": "compact,delete"},
+            "cleanup.policy=compact,delete",
+            id="compact-delete",
+        ),
+        pytest.param(
+            {**LAT, **KEEP, "retention.ms": "604800000"},
+            "retention.ms=604800000",
+            id="retention-ms",
+        ),
+        pytest.param(
+            {**LAT, **KEEP, "retention.bytes": "1073741824"},
+            "retention.bytes=1073741824",
+            id="retention-bytes",
+        ),
     ],
 )
 def test_a_misconfigured_marshal_is_refused_when_a_marshaler_is_created(
@@ -118,7 +136,9 @@ def test_a_misconfigured_marshal_is_refused_when_a_marshaler_is_created(
     with pytest.raises(CoordinationTopicError) as raised:
         Marshaler(cluster, "a", "g-refused", 1.0, coordination_partitions=2, fetch_wait=0.1)
     message = str(raised.value)
-    assert "\n" not in message and message.startswith(f"refusing to coordinate on {COORDINATION_TOPIC}")
+    assert "\n" not in message and message.startswith(
+        f"refusing to coordinate on {COORDINATION_TOPIC}"
+    )
     assert named in message
     # only what is wrong is named
     for other in ("message.timestamp.type", "cleanup.policy", "retention.ms", "retention.bytes"):
@@ -129,22 +149,33 @@ def test_a_misconfigured_marshal_is_refused_when_a_marshaler_is_created(
 
 
 def test_every_problem_is_named_in_one_line(cluster: NetworkCluster) -> None:
-    create_topic(cluster, COORDINATION_TOPIC, 1,
-                 {"cleanup.policy": "compact", "retention.ms": "3600000"})
+    create_topic(
+        cluster, COORDINATION_TOPIC, 1, {"cleanup.policy": "compact", "retention.ms": "3600000"}
+    )
     with pytest.raises(CoordinationTopicError) as raised:
         Marshaler(cluster, "a", "g-refused", 1.0, coordination_partitions=1, fetch_wait=0.1)
     message = str(raised.value)
     assert "\n" not in message
-    for named in ("message.timestamp.type=CreateTime", "cleanup.policy=compact",
-                  "retention.ms=3600000"):
+    for named in (
+        "message.timestamp.type=CreateTime",
+        "cleanup.policy=compact",
+        "retention.ms=3600000",
+    ):
         assert named in message
     assert "retention.bytes=" not in message
 
 
 def test_a_well_configured_existing_marshal_is_used_as_it_is(cluster: NetworkCluster) -> None:
     create_topic(cluster, COORDINATION_TOPIC, 2, {**LAT, **KEEP, "cleanup.policy": "delete"})
-    m = Marshaler(cluster, "a", "g-existing", 1.0, coordination_partitions=4, fetch_wait=0.1,
-                  snapshot_interval=None)
+    m = Marshaler(
+        cluster,
+        "a",
+        "g-existing",
+        1.0,
+        coordination_partitions=4,
+        fetch_wait=0.1,
+        snapshot_interval=None,
+    )
     try:
         landed = direct.claim_partition(m, "events", 0)
         assert direct.wait_verdict(m, landed, timeout=20) is not None
@@ -168,13 +199,22 @@ def _worlds(m: Marshaler) -> tuple[dict[int, int], list[bytes]]:
 def _foreign_transactions(bootstrap: str, group: str, outcomes: list[tuple[int, bool]]) -> None:
     """A transactional producer that is no Marshaler writes, per (partition, commit), a
     valid claim of orders/partition to __marshal/0 in a transaction of its own."""
-    producer = Producer({"bootstrap.servers": bootstrap,
-                         "transactional.id": f"foreign-{uuid.uuid4().hex[:8]}"})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"foreign-{uuid.uuid4().hex[:8]}"}
+    )
     producer.init_transactions(30)
     for partition, commit in outcomes:
-        key, value = encode(ClaimingPartition(
-            client_id="foreign", instance_id="f1", group_id=group, topic="orders",
-            partition=partition, heartbeat_interval_ms=600_000, version=PROTOCOL_VERSION))
+        key, value = encode(
+            ClaimingPartition(
+                client_id="foreign",
+                instance_id="f1",
+                group_id=group,
+                topic="orders",
+                partition=partition,
+                heartbeat_interval_ms=600_000,
+                version=PROTOCOL_VERSION,
+            )
+        )
         producer.begin_transaction()
         producer.produce(COORDINATION_TOPIC, value=value, key=key, partition=0)
         assert producer.flush(30) == 0
@@ -194,8 +234,9 @@ def test_foreign_transactions_in_marshal_replay_alike_on_both_read_paths(
     The stored-batch reader and librdkafka's read (the fallback where the batches cannot be
     fetched, e.g. SASL) give the same worlds."""
     group = f"g-{uuid.uuid4().hex[:8]}"
-    m = Marshaler(cluster, "a", group, 1.0, coordination_partitions=1, fetch_wait=0.1,
-                  snapshot_interval=None)
+    m = Marshaler(
+        cluster, "a", group, 1.0, coordination_partitions=1, fetch_wait=0.1, snapshot_interval=None
+    )
     fallback = NetworkCluster(bootstrap, timeout=30.0)
     fallback._batches_ok = False  # as under SASL: replay reads through librdkafka
     other = None
@@ -210,8 +251,15 @@ def test_foreign_transactions_in_marshal_replay_alike_on_both_read_paths(
         assert [m.holder("orders", p) for p in range(3)] == [m.identity, foreign, foreign]
         assert m.skipped_batches == 0
 
-        other = Marshaler(fallback, "b", group, 1.0, coordination_partitions=1,
-                          fetch_wait=0.1, snapshot_interval=None)
+        other = Marshaler(
+            fallback,
+            "b",
+            group,
+            1.0,
+            coordination_partitions=1,
+            fetch_wait=0.1,
+            snapshot_interval=None,
+        )
         assert fallback.fetch_batches(COORDINATION_TOPIC, 0, 0) is None  # librdkafka's path
         assert other.wait_caught_up(20)
         assert _worlds(other) == _worlds(m)
@@ -231,8 +279,9 @@ def test_a_replay_is_caught_up_when_marshal_ends_with_a_transaction_marker(
     cluster: NetworkCluster, bootstrap: str
 ) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
-    m = Marshaler(cluster, "a", group, 1.0, coordination_partitions=1, fetch_wait=0.1,
-                  snapshot_interval=None)
+    m = Marshaler(
+        cluster, "a", group, 1.0, coordination_partitions=1, fetch_wait=0.1, snapshot_interval=None
+    )
     try:
         _foreign_transactions(bootstrap, group, [(1, True)])
         _wait_end(cluster, 2)  # the claim, its COMMIT

@@ -41,7 +41,11 @@ def _topic(network, partitions: int) -> str:
     topic = _name("mirror")
     network.create_topic(topic, partitions)
     for p in range(partitions):
-        network.produce(topic, p, [NewRecord(value=b"%d" % i, timestamp=int(time.time() * 1000)) for i in range(N)])
+        network.produce(
+            topic,
+            p,
+            [NewRecord(value=b"%d" % i, timestamp=int(time.time() * 1000)) for i in range(N)],
+        )
     return topic
 
 
@@ -64,24 +68,38 @@ def _drain(consumer: Consumer, count: int, timeout: float = 60.0) -> list[Messag
 
 def _describe(kafka: KafkaCluster, group: str) -> dict[tuple[str, int], tuple[int, int, int]]:
     """kafka-consumer-groups --describe: (topic, partition) -> (current offset, log end, lag)."""
-    run = kafka.tool(tools()["kafka-consumer-groups"], "--bootstrap-server", kafka.bootstrap,
-                     "--describe", "--group", group, timeout=120)
+    run = kafka.tool(
+        tools()["kafka-consumer-groups"],
+        "--bootstrap-server",
+        kafka.bootstrap,
+        "--describe",
+        "--group",
+        group,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     rows = {}
     lines = run.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["GROUP", "TOPIC"])
-    for line in lines[header + 1:]:
+    for line in lines[header + 1 :]:
         cells = line.split()
         if len(cells) >= 6 and cells[0] == group:
             rows[(cells[1], int(cells[2]))] = (int(cells[3]), int(cells[4]), int(cells[5]))
     return rows
 
 
-def _live_kafka_group(bootstrap: str, group: str, topic: str,
-                      protocol: str = "classic") -> KafkaConsumer:
-    member = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                            "group.protocol": protocol, "auto.offset.reset": "earliest",
-                            "enable.auto.commit": False})
+def _live_kafka_group(
+    bootstrap: str, group: str, topic: str, protocol: str = "classic"
+) -> KafkaConsumer:
+    member = KafkaConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     member.subscribe([topic])
     deadline = time.monotonic() + 60
     while not member.assignment():
@@ -121,8 +139,11 @@ def test_a_marshal_group_named_as_a_live_kafka_group_is_refused(kafka, network, 
     member = _live_kafka_group(kafka.bootstrap, group, topic, protocol)
     marshaler = Marshaler(network, "c1", group, HB)
     try:
-        with pytest.raises(MirrorConflict, match=rf"group '{group}' is also a live Kafka "
-                                                 r"consumer group \(state STABLE, 1 member"):
+        with pytest.raises(
+            MirrorConflict,
+            match=rf"group '{group}' is also a live Kafka "
+            r"consumer group \(state STABLE, 1 member",
+        ):
             Consumer(marshaler, topic, mode="alo")
         consumer = Consumer(marshaler, topic, mode="alo", mirror_offsets=False)  # opted out
         try:

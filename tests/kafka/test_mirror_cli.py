@@ -41,8 +41,20 @@ def test_mirror_offsets_prints_one_json_document(kafka, capsys, monkeypatch) -> 
     finally:
         network.close()
     cli = in_process_cli(capsys, monkeypatch)
-    code, out, err = cli("--bootstrap", kafka.bootstrap, "--json", "group", "mirror-offsets",
-                         group, "--kafka-group", f"{group}-mirror")
+    code, out, err = cli(
+        "--bootstrap",
+        kafka.bootstrap,
+        "--json",
+        "group",
+        "mirror-offsets",
+        group,
+        "--kafka-group",
+        f"{group}-mirror",
+    )
     assert code == 0, err
-    assert json.loads(out) == {"group": group, "kafka_group": f"{group}-mirror",
-                               "committed": 2, "partitions": 2}
+    assert json.loads(out) == {
+        "group": group,
+        "kafka_group": f"{group}-mirror",
+        "committed": 2,
+        "partitions": 2,
+    }

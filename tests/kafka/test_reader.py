@@ -43,12 +43,22 @@ def _pairs(tag: str, n: int, size: int = 0) -> list[Pair]:
     return [(f"{tag}-{i}".encode(), f"{tag}-{i}:".encode().ljust(size, b"x")) for i in range(n)]
 
 
-def _produce(bootstrap: str, topic: str, batches: Sequence[Sequence[Pair]], partition: int = 0,
-             **conf: object) -> None:
+def _produce(
+    bootstrap: str,
+    topic: str,
+    batches: Sequence[Sequence[Pair]],
+    partition: int = 0,
+    **conf: object,
+) -> None:
     """Each of ``batches`` as one stored batch: all its records queued, then flushed."""
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 10_000, "batch.num.messages": 100_000,
-         "enable.idempotence": False, **conf}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 10_000,
+            "batch.num.messages": 100_000,
+            "enable.idempotence": False,
+            **conf,
+        }
     )
     for batch in batches:
         for key, value in batch:
@@ -56,8 +66,9 @@ def _produce(bootstrap: str, topic: str, batches: Sequence[Sequence[Pair]], part
         assert producer.flush(30) == 0
 
 
-def _replay_read(cluster: NetworkCluster, topic: str, start: int, end: int,
-                 partition: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
+def _replay_read(
+    cluster: NetworkCluster, topic: str, start: int, end: int, partition: int = 0
+) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of ``start <= offset < end`` as the replay reads them."""
     out = []
     for cols in coordlog.iter_columns(cluster, partition, start, end, topic):
@@ -217,8 +228,9 @@ def test_batches_compressed_by_librdkafka_decode_as_produced(
 # ------------------------------------------------------------------------- transactions
 
 
-def _transactional_log(cluster: NetworkCluster, bootstrap: str,
-                       topic: str) -> tuple[list[Pair], list[Pair], list[Pair]]:
+def _transactional_log(
+    cluster: NetworkCluster, bootstrap: str, topic: str
+) -> tuple[list[Pair], list[Pair], list[Pair]]:
     """a (committed), b (aborted), c (committed) by one transactional producer:
     offsets 0-2 a, 3 COMMIT, 4-6 b, 7 ABORT, 8-9 c, 10 COMMIT; returns once the last
     marker is written (Kafka writes markers after commit_transaction returns)."""
@@ -352,16 +364,20 @@ def cluster_produce(cluster: NetworkCluster, topic: str, pairs: Sequence[Pair]) 
     cluster.produce(topic, 0, records, durable=True)
 
 
-def _read_some(cluster: NetworkCluster, topic: str, offset: int,
-               seen: list[tuple[int, bytes | None, bytes | None]], stop_at: int) -> int:
+def _read_some(
+    cluster: NetworkCluster,
+    topic: str,
+    offset: int,
+    seen: list[tuple[int, bytes | None, bytes | None]],
+    stop_at: int,
+) -> int:
     """Read as the replay does (retrying what fails) until ``stop_at``; the next offset."""
     deadline = time.monotonic() + 90
     failures = 0
     while offset < stop_at:
         assert time.monotonic() < deadline, f"stuck at {offset} after {failures} failures"
         try:
-            cols = coordlog.fetch_columns(cluster, topic, 0, offset, max_bytes=2000,
-                                          max_wait=0.2)
+            cols = coordlog.fetch_columns(cluster, topic, 0, offset, max_bytes=2000, max_wait=0.2)
         except NetworkError:
             failures += 1
             time.sleep(0.1)  # a real cluster electing a leader: no clock to advance

@@ -22,9 +22,22 @@ def test_the_word_count_in_kafka_streams_and_in_an_app_agree(kafka) -> None:
     if shutil.which("javac") is None:
         pytest.skip("javac is not on PATH (apt-get install openjdk-17-jdk-headless)")
     done = subprocess.run(
-        [sys.executable, "bench/streams_vs_kafka_streams.py", "--lines", "3000", "--rounds", "1",
-         "--bootstrap", kafka.bootstrap, "--broker-pid", str(kafka.nodes[0].pid)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            "bench/streams_vs_kafka_streams.py",
+            "--lines",
+            "3000",
+            "--rounds",
+            "1",
+            "--bootstrap",
+            kafka.bootstrap,
+            "--broker-pid",
+            str(kafka.nodes[0].pid),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert done.stdout.count("counts equal the input's") == 2, done.stdout

@@ -42,8 +42,7 @@ def cluster(bootstrap: str) -> Iterator[NetworkCluster]:
         c.create_topic("events", 2)
         for p in range(2):
             now = int(time.time() * 1000)
-            c.produce("events", p, [NewRecord(value=b"%d" % i, timestamp=now)
-                                    for i in range(2000)])
+            c.produce("events", p, [NewRecord(value=b"%d" % i, timestamp=now) for i in range(2000)])
         try:
             yield c
         finally:
@@ -52,8 +51,16 @@ def cluster(bootstrap: str) -> Iterator[NetworkCluster]:
 
 
 def _ga(cluster: NetworkCluster) -> Marshaler:
-    ga = Marshaler(cluster, "a1", f"ga-{uuid.uuid4().hex[:6]}", 1.0, coordination_partitions=1,
-                   snapshot_records=20, snapshot_interval=None, fetch_wait=0.05)
+    ga = Marshaler(
+        cluster,
+        "a1",
+        f"ga-{uuid.uuid4().hex[:6]}",
+        1.0,
+        coordination_partitions=1,
+        snapshot_records=20,
+        snapshot_interval=None,
+        fetch_wait=0.05,
+    )
     v = direct.wait_verdict(ga, direct.claim_partition(ga, "other", 0), 10)
     assert v is not None and v.accepted
     return ga
@@ -73,8 +80,14 @@ def test_an_announced_configuration_holds_kafka_truncation(cluster) -> None:
         ga = _ga(cluster)
         _ga_traffic(ga, 120)
         snapshots = coordlog.read_snapshots(cluster, 0)
-        assert sum(1 for _, k, _ in snapshots if k is not None and k.startswith(b"0/-@")
-                   and not k.endswith(b"/live")) >= coordlog.KEEP_SNAPSHOTS
+        assert (
+            sum(
+                1
+                for _, k, _ in snapshots
+                if k is not None and k.startswith(b"0/-@") and not k.endswith(b"/live")
+            )
+            >= coordlog.KEEP_SNAPSHOTS
+        )
         assert coordlog.truncation_bounds(0, snapshots) == (0, 0)
         assert cluster.earliest_offset(COORDINATION_TOPIC, 0) == 0
         b2 = _Reader(cluster, "b2")  # type: ignore[arg-type]
@@ -89,7 +102,8 @@ def test_an_announced_configuration_holds_kafka_truncation(cluster) -> None:
         assert not set(b1.handed) & set(reader.handed)
         for p in range(2):
             assert min(o for q, o in reader.handed if q == p) > max(
-                o for q, o in b1.handed if q == p)
+                o for q, o in b1.handed if q == p
+            )
     finally:
         for m in (b2, b1):
             if m is not None:

@@ -176,8 +176,7 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
             "audit": audit,
             "metric": metrics.registry.get_sample_value(
                 "logmarshal_marshaler_halts_total",
-                {"group": "g", "client_id": "a", "coordination_partition": "0",
-                 "why": "rewound"},
+                {"group": "g", "client_id": "a", "coordination_partition": "0", "why": "rewound"},
             ),
         }
     finally:

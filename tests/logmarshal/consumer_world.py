@@ -100,5 +100,3 @@ def holders(marshaler: Marshaler, partitions: int) -> dict[int, tuple[str, str] 
 
 
 # -- claiming ----------------------------------------------------------------------------------
-
-

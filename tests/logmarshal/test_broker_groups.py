@@ -11,13 +11,26 @@ N_COORD = 4
 
 
 def claim(client, instance, group, p, hb=1_000):
-    return ClaimingPartition(client_id=client, instance_id=instance, group_id=group, topic="t",
-                             partition=p, heartbeat_interval_ms=hb)
+    return ClaimingPartition(
+        client_id=client,
+        instance_id=instance,
+        group_id=group,
+        topic="t",
+        partition=p,
+        heartbeat_interval_ms=hb,
+    )
 
 
 def beat(client, instance, group, p, last, hb=1_000):
-    return Heartbeat(client_id=client, instance_id=instance, group_id=group, topic="t",
-                     partition=p, last_offset=last, heartbeat_interval_ms=hb)
+    return Heartbeat(
+        client_id=client,
+        instance_id=instance,
+        group_id=group,
+        topic="t",
+        partition=p,
+        last_offset=last,
+        heartbeat_interval_ms=hb,
+    )
 
 
 class Clock:
@@ -76,8 +89,13 @@ def test_announced_members_are_members_even_holding_nothing(tmp_path):
         d.create_topic(COORDINATION_TOPIC, N_COORD, TopicConfig(timestamp_type="LogAppendTime"))
         view = MarshalGroupView(d, clock=clock)
         write(d, claim("c1", "i1", "g", 0), 1_000)
-        idle = AnnouncingMember(client_id="c2", instance_id="i2", group_id="g",
-                                topics=(("t", 2),), heartbeat_interval_ms=1_000)
+        idle = AnnouncingMember(
+            client_id="c2",
+            instance_id="i2",
+            group_id="g",
+            topics=(("t", 2),),
+            heartbeat_interval_ms=1_000,
+        )
         key, value = encode(idle)
         d.partition(COORDINATION_TOPIC, membership_partition("g", N_COORD)).append(
             encode_batch([NewRecord(value, key=key, timestamp=1_000)])

@@ -56,14 +56,27 @@ class _Reader:
     """A gb member: a Marshaler with gb's key and an AMO Consumer of ``events``, polled by a
     thread that keeps every offset handed out."""
 
-    def __init__(self, cluster: EmbeddedCluster, name: str,
-                 metrics: MarshalerMetrics | None = None) -> None:
+    def __init__(
+        self, cluster: EmbeddedCluster, name: str, metrics: MarshalerMetrics | None = None
+    ) -> None:
         self.marshaler = Marshaler(
-            cluster, name, "gb", HB, coordination_partitions=1, admin_keys=KEYS,
-            snapshot_records=None, snapshot_interval=None, fetch_wait=0.05, metrics=metrics,
+            cluster,
+            name,
+            "gb",
+            HB,
+            coordination_partitions=1,
+            admin_keys=KEYS,
+            snapshot_records=None,
+            snapshot_interval=None,
+            fetch_wait=0.05,
+            metrics=metrics,
         )
         self.consumer = Consumer(
-            self.marshaler, "events", mode="amo", batch_size=10, max_reserved=10,
+            self.marshaler,
+            "events",
+            mode="amo",
+            batch_size=10,
+            max_reserved=10,
             rebalance="none",
         )
         self.handed: list[tuple[int, int]] = []
@@ -93,15 +106,19 @@ def _unannounced(monkeypatch) -> None:
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[EmbeddedCluster]:
     with EmbeddedCluster(tmp_path / "data", maintenance_interval=0) as c:
-        c.create_topic(COORDINATION_TOPIC, 1,
-                       {**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"})
+        c.create_topic(
+            COORDINATION_TOPIC, 1, {**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"}
+        )
         c.create_topic(SNAPSHOT_TOPIC, 1, {**SMALL_SEGMENTS, "max.message.bytes": 1 << 20})
         c.create_topic("events", 2)
         for p in range(2):
             for start in range(0, 4000, 1000):
                 now = int(time.time() * 1000)
-                c.produce("events", p, [NewRecord(value=b"%d" % (start + i), timestamp=now)
-                                        for i in range(1000)])
+                c.produce(
+                    "events",
+                    p,
+                    [NewRecord(value=b"%d" % (start + i), timestamp=now) for i in range(1000)],
+                )
         yield c
 
 
@@ -111,8 +128,16 @@ def _truncated_past_b1(cluster: EmbeddedCluster) -> tuple[_Reader, Marshaler, in
     b1 = _Reader(cluster, "b1")
     assert wait_until(lambda: {p for p, _ in b1.handed} == {0, 1}, 20)
     claimed_by = cluster.latest_offset(COORDINATION_TOPIC, 0)
-    ga = Marshaler(cluster, "a1", "ga", 1.0, coordination_partitions=1, snapshot_records=20,
-                   snapshot_interval=None, fetch_wait=0.05)
+    ga = Marshaler(
+        cluster,
+        "a1",
+        "ga",
+        1.0,
+        coordination_partitions=1,
+        snapshot_records=20,
+        snapshot_interval=None,
+        fetch_wait=0.05,
+    )
     v = direct.wait_verdict(ga, direct.claim_partition(ga, "other", 0), 5)
     assert v is not None and v.accepted
     n = 0
@@ -124,8 +149,11 @@ def _truncated_past_b1(cluster: EmbeddedCluster) -> tuple[_Reader, Marshaler, in
 
 
 def _halt_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.levelno >= logging.ERROR and "deleted before this replay" in r.getMessage()]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.ERROR and "deleted before this replay" in r.getMessage()
+    ]
 
 
 def test_a_cold_start_without_a_snapshot_of_its_own_refuses_the_tail(cluster, caplog) -> None:
@@ -147,10 +175,13 @@ def test_a_cold_start_without_a_snapshot_of_its_own_refuses_the_tail(cluster, ca
         assert len(lines) == 1, lines
         assert lines[0].startswith(f"__marshal/0: records 0..{earliest - 1} were deleted")
         assert "group reset" in lines[0] and "bounded-log.md" in lines[0]
-        assert metrics.registry.get_sample_value(
-            "logmarshal_marshaler_halts_total",
-            {"group": "gb", "client_id": "b2", "coordination_partition": "0", "why": "gap"},
-        ) == 1.0
+        assert (
+            metrics.registry.get_sample_value(
+                "logmarshal_marshaler_halts_total",
+                {"group": "gb", "client_id": "b2", "coordination_partition": "0", "why": "gap"},
+            )
+            == 1.0
+        )
         assert b2.handed == []
         assert b2.consumer.claims() == []
         assert not set(b1.handed) & set(b2.handed)
@@ -195,11 +226,18 @@ def test_after_an_admin_reset_past_the_gap_the_halted_member_resumes(cluster, ca
         release = sign(ReleaseGroup(**admin, msg_expire_time=expiry), KEY)
         cluster.produce(COORDINATION_TOPIC, 0, [_record(release)])
         assert b1.marshaler.wait_caught_up(5)
-        positions = {p: max((o for q, o in b1.handed if q == p), default=-1) + 50
-                     for p in range(2)}
+        positions = {p: max((o for q, o in b1.handed if q == p), default=-1) + 50 for p in range(2)}
         for p, pos in positions.items():
-            beat = sign(Heartbeat(**admin, topic="events", partition=p, last_offset=pos,
-                                  heartbeat_interval_ms=int(HB * 1000)), KEY)
+            beat = sign(
+                Heartbeat(
+                    **admin,
+                    topic="events",
+                    partition=p,
+                    last_offset=pos,
+                    heartbeat_interval_ms=int(HB * 1000),
+                ),
+                KEY,
+            )
             cluster.produce(COORDINATION_TOPIC, 0, [_record(beat)])
         # b1 stops (its claims were voided): after the pause b2 alone takes up what the
         # admin positioned, from there

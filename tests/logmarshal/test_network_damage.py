@@ -111,9 +111,22 @@ def test_coord_export_over_the_network_reads_past_the_damage(damaged, tmp_path) 
     bootstrap, reference = damaged
     out = tmp_path / "export"
     done = subprocess.run(
-        [sys.executable, "-m", "logmarshal", "--bootstrap", bootstrap, "--json", "coord",
-         "export", "--out", str(out)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "logmarshal",
+            "--bootstrap",
+            bootstrap,
+            "--json",
+            "coord",
+            "export",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
@@ -130,21 +143,40 @@ def test_over_tls_too(tmp_path) -> None:
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     made = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        capture_output=True,
+        timeout=60,
     )
     if made.returncode != 0:
         pytest.skip("openssl cannot make a test certificate here")
     data = tmp_path / "data"
     reference = _write_damaged_log(data)
     config = BrokerConfig(data_dir=data, port=0, tls_cert=str(cert), tls_key=str(key))
-    with BrokerThread(config) as running, NetworkCluster(
-        running.bootstrap,
-        config={"security.protocol": "SSL", "ssl.ca.location": str(cert)},
-        timeout=10,
-    ) as cluster:
+    with (
+        BrokerThread(config) as running,
+        NetworkCluster(
+            running.bootstrap,
+            config={"security.protocol": "SSL", "ssl.ca.location": str(cert)},
+            timeout=10,
+        ) as cluster,
+    ):
         state = read_coordination(cluster)
     assert state.skipped_batches == 1
     assert state.partitions("g") == reference["partitions"]

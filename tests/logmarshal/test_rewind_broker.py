@@ -46,8 +46,9 @@ TOPIC = "events"
 HB = 0.5
 
 
-def _member(address: str, name: str, pause: float, *, check: bool,
-            metrics: MarshalerMetrics | None = None) -> PollingMember:
+def _member(
+    address: str, name: str, pause: float, *, check: bool, metrics: MarshalerMetrics | None = None
+) -> PollingMember:
     return PollingMember(address, name, pause, check=check, hb=HB, metrics=metrics)
 
 
@@ -66,8 +67,9 @@ def _run(broker: LocalBroker, *, check: bool, caplog: pytest.LogCaptureFixture) 
         admin.create_topic(TOPIC, partitions=1)
         for start in range(0, 20_000, 1000):
             now = int(time.time() * 1000)
-            admin.produce(TOPIC, 0, [NewRecord(value=b"%d" % (start + i), timestamp=now)
-                                     for i in range(1000)])
+            admin.produce(
+                TOPIC, 0, [NewRecord(value=b"%d" % (start + i), timestamp=now) for i in range(1000)]
+            )
         # p consumes a while and closes: its release is the position the rewound log keeps
         p = _member(address, "p", 0.0, check=check)
         members.append(p)
@@ -106,8 +108,7 @@ def _run(broker: LocalBroker, *, check: bool, caplog: pytest.LogCaptureFixture) 
             "errors": [r for r in caplog.records if r.levelno >= logging.ERROR],
             "metric": metrics.registry.get_sample_value(
                 "logmarshal_marshaler_halts_total",
-                {"group": "g", "client_id": "a", "coordination_partition": "0",
-                 "why": "rewound"},
+                {"group": "g", "client_id": "a", "coordination_partition": "0", "why": "rewound"},
             ),
         }
     finally:
@@ -195,8 +196,11 @@ def test_offsets_taken_again_before_the_replay_looked_are_seen(broker, caplog) -
         assert wait_until(lambda: 0 in a.marshaler.halts(), 20), "the rewind was not seen"
         halt = a.marshaler.halts()[0]
         assert halt.why == "rewound" and halt.after < halt.before <= end + 50
-        lines = [r.getMessage() for r in caplog.records
-                 if r.levelno >= logging.ERROR and "went back" in r.getMessage()]
+        lines = [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno >= logging.ERROR and "went back" in r.getMessage()
+        ]
         assert len(lines) == 1, lines
         assert "is not there" in lines[0], lines[0]  # not the log end: it is past the replay
         assert len(a.halted_at) == 1

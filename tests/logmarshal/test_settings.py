@@ -192,9 +192,7 @@ def test_every_setting_in_default_config_is_taken(realtime) -> None:
 
 
 @pytest.mark.parametrize("cls", ["Consumer", "Marshaler"])
-def test_an_unknown_setting_is_refused_in_one_line_listing_the_known_ones(
-    realtime, cls
-) -> None:
+def test_an_unknown_setting_is_refused_in_one_line_listing_the_known_ones(realtime, cls) -> None:
     realtime.cluster.create_topic(TOPIC, 1)
     with pytest.raises(TypeError) as refused:
         if cls == "Consumer":

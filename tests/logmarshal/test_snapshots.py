@@ -348,6 +348,9 @@ def test_a_snapshot_topic_that_can_lose_snapshots_is_warned_of(tmp_path, caplog)
         (warning,) = [r.getMessage() for r in caplog.records if "__marshal_snapshots has" in
                       r.getMessage()]  # fmt: skip
         assert "cleanup.policy=compact" in warning and "retention.ms=3600000" in warning
-        assert coordlog.snapshot_topic_problems(
-            {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
-        ) == []
+        assert (
+            coordlog.snapshot_topic_problems(
+                {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+            )
+            == []
+        )

@@ -48,8 +48,9 @@ GB = config_fingerprint(["gb"], PROTOCOL_VERSION)
 class _PublishingReader(_Reader):
     """A gb member that publishes snapshots (a point every 20 records, or 1 s)."""
 
-    def __init__(self, cluster: EmbeddedCluster, name: str,
-                 metrics: MarshalerMetrics | None = None) -> None:
+    def __init__(
+        self, cluster: EmbeddedCluster, name: str, metrics: MarshalerMetrics | None = None
+    ) -> None:
         original = Marshaler.__init__
 
         def publishing(self, *args, **kw):  # type: ignore[no-untyped-def]
@@ -68,22 +69,37 @@ def cluster(tmp_path) -> Iterator[EmbeddedCluster]:
     """test_gap_refusal's cluster, with room for bigger snapshots: here ``__marshal`` may
     not be truncated for a while, and every world keeps the verdicts of its window."""
     with EmbeddedCluster(tmp_path / "data", maintenance_interval=0) as c:
-        c.create_topic(COORDINATION_TOPIC, 1,
-                       {**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"})
-        c.create_topic(SNAPSHOT_TOPIC, 1, {**SMALL_SEGMENTS, "segment.bytes": 1 << 20,
-                                           "max.message.bytes": 1 << 20})
+        c.create_topic(
+            COORDINATION_TOPIC, 1, {**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"}
+        )
+        c.create_topic(
+            SNAPSHOT_TOPIC,
+            1,
+            {**SMALL_SEGMENTS, "segment.bytes": 1 << 20, "max.message.bytes": 1 << 20},
+        )
         c.create_topic("events", 2)
         for p in range(2):
             for start in range(0, 4000, 1000):
                 now = int(time.time() * 1000)
-                c.produce("events", p, [NewRecord(value=b"%d" % (start + i), timestamp=now)
-                                        for i in range(1000)])
+                c.produce(
+                    "events",
+                    p,
+                    [NewRecord(value=b"%d" % (start + i), timestamp=now) for i in range(1000)],
+                )
         yield c
 
 
 def _ga(cluster: EmbeddedCluster) -> Marshaler:
-    ga = Marshaler(cluster, "a1", "ga", 1.0, coordination_partitions=1, snapshot_records=20,
-                   snapshot_interval=None, fetch_wait=0.05)
+    ga = Marshaler(
+        cluster,
+        "a1",
+        "ga",
+        1.0,
+        coordination_partitions=1,
+        snapshot_records=20,
+        snapshot_interval=None,
+        fetch_wait=0.05,
+    )
     v = direct.wait_verdict(ga, direct.claim_partition(ga, "other", 0), 5)
     assert v is not None and v.accepted
     return ga
@@ -174,9 +190,11 @@ def test_a_configuration_that_lacks_snapshots_publishes_its_own(cluster, caplog)
         # ("this replay configuration has ... publishing one"), whichever came first
         caplog.clear()
         b2 = _handover(cluster, b1, MarshalerMetrics())
-        assert any(r.getMessage().startswith("__marshal/0: starting from the snapshot covering")
-                   and r.threadName.startswith("logmarshal-tail:gb:b2")
-                   for r in caplog.records)
+        assert any(
+            r.getMessage().startswith("__marshal/0: starting from the snapshot covering")
+            and r.threadName.startswith("logmarshal-tail:gb:b2")
+            for r in caplog.records
+        )
     finally:
         for m in (b2, b1):
             if m is not None:
@@ -194,8 +212,11 @@ def test_without_the_announcement_the_same_schedule_opens_the_gap(cluster, monke
         for n in range(200):
             direct.wait_verdict(ga, direct.heartbeat(ga, "other", 0, n), 5)
         assert cluster.earliest_offset(COORDINATION_TOPIC, 0) > 0
-        assert not [k for _, k, _ in coordlog.read_snapshots(cluster, 0)
-                    if k is not None and k.endswith(b"/live")]
+        assert not [
+            k
+            for _, k, _ in coordlog.read_snapshots(cluster, 0)
+            if k is not None and k.endswith(b"/live")
+        ]
         b2 = _Reader(cluster, "b2")
         assert wait_until(lambda: 0 in b2.marshaler.halts(), 10)
         assert b2.marshaler.halts()[0].why == "gap"

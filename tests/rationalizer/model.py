@@ -175,8 +175,12 @@ class Model:
             if holder == me:
                 effect = Effect.RENEWED if age <= 2 * hb else Effect.RENEWED_LATE
                 floor = st.get("floor")
-                if (st.get("tenure") is not None and st["pos"] and last < st["last"]
-                        and (floor is None or last >= floor)):
+                if (
+                    st.get("tenure") is not None
+                    and st["pos"]
+                    and last < st["last"]
+                    and (floor is None or last >= floor)
+                ):
                     # a late heartbeat of a named tenure: renews, keeps the position (g)
                     st.update(beat=t, hb=msg.heartbeat_interval_ms)
                     return True, None, effect

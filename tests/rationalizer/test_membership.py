@@ -44,9 +44,7 @@ GOLDEN = [
         "020600000bb800020000000500026331026931016702066f726465727318087061796d656e747303",
     ),
     (
-        AnnouncingMember(
-            **IDS, topics=(("t", 4),), heartbeat_interval_ms=1000, entire_topic=True
-        ),
+        AnnouncingMember(**IDS, topics=(("t", 4),), heartbeat_interval_ms=1000, entire_topic=True),
         "67",
         "0206000003e800010000000001026331026931016701017404",
     ),
@@ -77,7 +75,7 @@ def test_golden_vectors_and_the_membership_partition_are_documented():
         "020600000000000100000000000263310269310167",  # heartbeat interval 0 (and truncated)
         "0206000003e80001000000000002633102693101670201740401740a",  # topics not ascending
         "0206000003e8000100000000000263310269310167010174040000",  # trailing bytes
-        "0206000003e800010000000000026331026931016780" "00",  # overlong varint count
+        "0206000003e80001000000000002633102693101678000",  # overlong varint count
         "02010000000000000029000003e8000263310269310167066f726465727303",  # v2 + a v1 type
         "02080263310269310167",  # unknown type
         "020702633102693101",  # truncated

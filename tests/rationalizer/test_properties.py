@@ -281,7 +281,13 @@ def _cold(records, window=8):
     out = []
     for o, t, k, v, _ in records:
         out.append(w.apply(o, t, k, v))
-        for cache in (w._ids.by_bytes, w._ids.by_key, w._ids.senders, w._ids.topics, w._ids.layouts):
+        for cache in (
+            w._ids.by_bytes,
+            w._ids.by_key,
+            w._ids.senders,
+            w._ids.topics,
+            w._ids.layouts,
+        ):
             cache.clear()
     return w, out
 
@@ -464,12 +470,16 @@ class Replayers(RuleBasedStateMachine):
                             and got in (None, "stale")
                             and (lease is None or at > lease)  # a version 5 claim's view
                         )
-                        want_until = lease + 1 if lease is not None and lease + 1 > self.w.now else None
+                        want_until = (
+                            lease + 1 if lease is not None and lease + 1 > self.w.now else None
+                        )
                         assert state.fenced_until == want_until
                     assert state.tenure == (st_.get("tenure") if st_["holder"] else None)
                     ended = st_.get("ended")
                     assert (
-                        state.last_holder, state.last_holder_end_ms, state.last_holder_voided
+                        state.last_holder,
+                        state.last_holder_end_ms,
+                        state.last_holder_voided,
                     ) == (ended or (None, None, False))
 
 

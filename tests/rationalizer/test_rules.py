@@ -84,7 +84,9 @@ def test_the_transition_table_sends_every_partition_type_to_its_rule():
         rules.T_RELEASE_TASK_V6,
         T_CLAIMING_MESSAGES,
     }
-    assert len({rules.T_CLAIM_V5, rules.T_CLAIM_V6, rules.T_RELEASE_V6, rules.T_RELEASE_TASK_V6}) == 4
+    assert (
+        len({rules.T_CLAIM_V5, rules.T_CLAIM_V6, rules.T_RELEASE_V6, rules.T_RELEASE_TASK_V6}) == 4
+    )
 
 
 def test_each_property_method_names_its_property():

@@ -351,7 +351,9 @@ def test_snapshot_plus_tail_equals_full_replay(records, data) -> None:
     if restored is None:
         restored = WorldState(verdict_window=8, admin_keys=KEYS)
     tail = [r[:4] for r in records if r[0] >= start]
-    assert restored.apply_many(tail) == [v for r, v in zip(records, verdicts, strict=True) if r[0] >= start]
+    assert restored.apply_many(tail) == [
+        v for r, v in zip(records, verdicts, strict=True) if r[0] >= start
+    ]
     assert restored.to_bytes() == full.to_bytes()
     for o, *_ in records:
         assert restored.verdict(o) == full.verdict(o)

@@ -69,7 +69,13 @@ def _strict(records: list) -> WorldState:
     w = WorldState()
     for rec in records:
         w.apply(*rec)
-        for cache in (w._ids.by_bytes, w._ids.by_key, w._ids.senders, w._ids.topics, w._ids.layouts):
+        for cache in (
+            w._ids.by_bytes,
+            w._ids.by_key,
+            w._ids.senders,
+            w._ids.topics,
+            w._ids.layouts,
+        ):
             cache.clear()
     return w
 

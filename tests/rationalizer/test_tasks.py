@@ -63,7 +63,12 @@ def task_beat(who: str, positions, p: int = 0, g: str = "g", t: str = "orders", 
 def task_release(who: str, positions, p: int = 0, g: str = "g", t: str = "orders"):
     client, instance = who.split(":")
     return ReleasingTask(
-        client_id=client, instance_id=instance, group_id=g, topic=t, partition=p, positions=positions
+        client_id=client,
+        instance_id=instance,
+        group_id=g,
+        topic=t,
+        partition=p,
+        positions=positions,
     )
 
 
@@ -73,7 +78,11 @@ def task_release(who: str, positions, p: int = 0, g: str = "g", t: str = "orders
 GOLDEN = [
     (
         HeartbeatingTask(
-            **IDS, topic=TASK, partition=0, heartbeat_interval_ms=3000, positions=(("a", 12), ("b", 7))
+            **IDS,
+            topic=TASK,
+            partition=0,
+            heartbeat_interval_ms=3000,
+            positions=(("a", 12), ("b", 7)),
         ),
         "672f776f7264636f756e742e7461736b2e302f30",
         "030800000bb80201610d016208026331026931016710776f7264636f756e742e7461736b2e3000",
@@ -160,7 +169,9 @@ def test_the_scalar_is_the_number_of_records_consumed_minus_one():
 )
 def test_invalid_vectors_cannot_be_built(positions):
     with pytest.raises(ValueError):
-        HeartbeatingTask(**IDS, topic=TASK, partition=0, heartbeat_interval_ms=1, positions=positions)
+        HeartbeatingTask(
+            **IDS, topic=TASK, partition=0, heartbeat_interval_ms=1, positions=positions
+        )
     with pytest.raises(ValueError):
         ReleasingTask(**IDS, topic=TASK, partition=0, positions=positions)
 
@@ -635,7 +646,9 @@ _EVENTS = st.lists(
         st.integers(-20, 800),  # time step (log time is clamped)
         st.sampled_from(WHO),
         st.sampled_from(
-            ["claim"] * 4 + ["task_beat"] * 6 + ["task_release", "beat", "release", "msgs"]
+            ["claim"] * 4
+            + ["task_beat"] * 6
+            + ["task_release", "beat", "release", "msgs"]
             + ["announce", "leave", "pause", "admin_beat", "junk"]
         ),
         st.integers(0, 1),  # partition

@@ -47,7 +47,12 @@ CLAIM_V6 = ClaimingPartition(
 )
 CLAIM_V6_HEX = ("672f6f72646572732f33", "0602789518180167000003e80263310269310167066f726465727303")
 RELEASE_V6 = ReleasingPartition(
-    client_id="c1", instance_id="i1", group_id="g", topic="orders", partition=3, last_offset=41,
+    client_id="c1",
+    instance_id="i1",
+    group_id="g",
+    topic="orders",
+    partition=3,
+    last_offset=41,
     tenure=0,
 )
 RELEASE_V6_HEX = (
@@ -98,7 +103,11 @@ def release6(who: str, last: int, tenure: int, p: int = 0, g: str = "g") -> Rele
 
 @pytest.mark.parametrize(
     ("msg", "hexes"),
-    [(CLAIM_V6, CLAIM_V6_HEX), (RELEASE_V6, RELEASE_V6_HEX), (RELEASE_TASK_V6, RELEASE_TASK_V6_HEX)],
+    [
+        (CLAIM_V6, CLAIM_V6_HEX),
+        (RELEASE_V6, RELEASE_V6_HEX),
+        (RELEASE_TASK_V6, RELEASE_TASK_V6_HEX),
+    ],
     ids=str,
 )
 def test_golden_records(msg, hexes):
@@ -190,8 +199,9 @@ def test_version_6_decodes_strictly(typ, group, body, why):
 def test_the_version_fields():
     assert release("a:1", 3).version == 1
     with pytest.raises(ValueError, match="tenure"):
-        ReleasingPartition(**ids("a:1"), group_id="g", topic="t", partition=0, last_offset=1,
-                           version=6)
+        ReleasingPartition(
+            **ids("a:1"), group_id="g", topic="t", partition=0, last_offset=1, version=6
+        )
     with pytest.raises(ValueError, match="tenure"):
         release6("a:1", 1, -1)
     assert claim("a:1", version=6).version == 6
@@ -450,7 +460,11 @@ def test_a_late_task_heartbeat_keeps_the_vector():
 
     def task_beat(a: int, b: int, t: int) -> None:
         msg = HeartbeatingTask(
-            **ids("a:1"), group_id="g", topic="orders", partition=0, heartbeat_interval_ms=HBL,
+            **ids("a:1"),
+            group_id="g",
+            topic="orders",
+            partition=0,
+            heartbeat_interval_ms=HBL,
             positions=(("a", a), ("b", b)),
         )
         assert log.put(msg, t).effect is Effect.RENEWED
@@ -469,8 +483,12 @@ def test_a_late_task_release_of_an_earlier_tenure_is_not_the_holders():
 
     def task_release(tenure: int, b: int) -> ReleasingTask:
         return ReleasingTask(
-            **ids("a:1"), group_id="g", topic="orders", partition=0,
-            positions=(("a", 5), ("b", b)), tenure=tenure,
+            **ids("a:1"),
+            group_id="g",
+            topic="orders",
+            partition=0,
+            positions=(("a", 5), ("b", b)),
+            tenure=tenure,
         )
 
     log = Log()
@@ -509,8 +527,12 @@ def test_junk_is_skipped_and_a_version_7_record_halts_only_its_group():
     assert log.raw(b"g/orders/0", v7, 2).reason is Reason.GROUP_HALTED
     assert log.w.halted_groups == {"g": (at, 7)} and log.w.is_halted("g")
     # g: nothing is judged any more, its state is as it was
-    for msg in (beat("a:1", 5, hb=HBL), release6("a:1", 5, 0), claim("c:1", p=1, version=6),
-                release_group("adm:x", 500)):
+    for msg in (
+        beat("a:1", 5, hb=HBL),
+        release6("a:1", 5, 0),
+        claim("c:1", p=1, version=6),
+        release_group("adm:x", 500),
+    ):
         assert log.put(msg, 3).reason is Reason.GROUP_HALTED
     assert log.w.holder("g", "orders", 0) == ("a", "1")
     assert log.w.resume_offset("g", "orders", 0) is None

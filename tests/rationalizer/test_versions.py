@@ -157,7 +157,10 @@ def test_a_version_to_come_halts_its_group_since_version_6(version):
         (3, 13, *encode(beat("a:1", 5))),
     ]
     assert [v.reason for v in w.apply_many(records)] == [
-        None, Reason.INVALID_RECORD, Reason.GROUP_HALTED, Reason.GROUP_HALTED,
+        None,
+        Reason.INVALID_RECORD,
+        Reason.GROUP_HALTED,
+        Reason.GROUP_HALTED,
     ]
     assert w.applied_through == 3 and w.halted is None and w.halted_groups == {"g": (2, version)}
     assert w.holder("g", "orders", 0) == ("a", "1")  # frozen as it was

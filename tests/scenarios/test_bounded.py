@@ -125,11 +125,28 @@ def test_regained_keeps_a_pause_whose_end_its_chunk_passes():
     admin = {"client_id": "admin", "instance_id": "a1", "group_id": "g"}
     records = [
         (10, 1_000, *encode(ReleaseGroup(**admin, msg_expire_time=1_500))),
-        (11, 1_001, *encode(Heartbeat(**admin, topic="t", partition=0, last_offset=9,
-                                      heartbeat_interval_ms=100))),
-        (12, 1_600, *encode(Heartbeat(client_id="c", instance_id="i", group_id="other",
-                                      topic="x", partition=0, last_offset=0,
-                                      heartbeat_interval_ms=100))),
+        (
+            11,
+            1_001,
+            *encode(
+                Heartbeat(**admin, topic="t", partition=0, last_offset=9, heartbeat_interval_ms=100)
+            ),
+        ),
+        (
+            12,
+            1_600,
+            *encode(
+                Heartbeat(
+                    client_id="c",
+                    instance_id="i",
+                    group_id="other",
+                    topic="x",
+                    partition=0,
+                    last_offset=0,
+                    heartbeat_interval_ms=100,
+                )
+            ),
+        ),
     ]
     one_by_one, chunk = WorldState(), WorldState()
     a, b = Regained(10), Regained(10)

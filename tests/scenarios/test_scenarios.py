@@ -14,13 +14,21 @@ from scenarios.common import mode_for, parse_args
 STAGED = ("failover", "handoff", "pause", "restart", "race", "rebalance", "upgrade")
 #: the other parity than test_processes' seeds, so each scenario meets both modes
 THREAD_SEEDS = {
-    "failover": 1, "pause": 0, "handoff": 3, "restart": 2, "race": 4, "rebalance": 5, "upgrade": 8
+    "failover": 1,
+    "pause": 0,
+    "handoff": 3,
+    "restart": 2,
+    "race": 4,
+    "rebalance": 5,
+    "upgrade": 8,
 }
 #: seeds 0, 1 and 4 (alo, amo, alo). Seed 2 of ``pause`` fails "each member's own claims match
 #: the log" since heartbeats go out in passes: a member whose two heartbeat answers in a row were
 #: lost let its lease lapse and learned it still held the partition some ms after the check's
 #: 4·HB wait (a liveness gap, no invariant broken; seed 17 did the same before). docs/simulation.md
 SIM_SEEDS = (0, 1, 4)
+
+
 def _passes(name: str, seed: int, stage: str) -> None:
     report = importlib.import_module(f"scenarios.{name}").run(
         seed, mode=mode_for(seed, None), stage=stage

@@ -138,8 +138,14 @@ def test_checks_catch_what_they_claim_to():
 
 
 def test_cli_replays_a_failing_seed_with_its_trace(capsys):
-    cli = ["--seed", str(RESTART_BUG_SEEDS[0]), "--trace", "--without-restart-fix", "--without",
-           "idempotent-writes"]
+    cli = [
+        "--seed",
+        str(RESTART_BUG_SEEDS[0]),
+        "--trace",
+        "--without-restart-fix",
+        "--without",
+        "idempotent-writes",
+    ]
     assert main(cli) == 1
     out = capsys.readouterr().out
     assert "HANDS OUT" in out and "handed out twice" in out and "restart_takeover" in out

@@ -203,7 +203,12 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     assert cores[0]["_without"] == frozenset() and cores[0]["_reread_after_takeover"]
     assert plain.fifo and plain.fix
     restart_bug = Sim(5, fix=False)  # --without-restart-fix: the restart bug's whole experiment
-    assert restart_bug.without == {"restart-fix", "takeover_position", "reservation_start", "surprise"}
+    assert restart_bug.without == {
+        "restart-fix",
+        "takeover_position",
+        "reservation_start",
+        "surprise",
+    }
 
 
 def test_cli_without_and_without_restart_fix(capsys):

@@ -61,8 +61,21 @@ def batch(
     """A v2 batch around ``payload`` with a correct CRC and counts."""
     buf = bytearray(61 + len(payload))
     _HEADER.pack_into(
-        buf, 0, 0, len(buf) - 12, -1, 2, 0, attributes,
-        count - 1 if last_delta is None else last_delta, first_ts, max_ts, -1, -1, -1, count,
+        buf,
+        0,
+        0,
+        len(buf) - 12,
+        -1,
+        2,
+        0,
+        attributes,
+        count - 1 if last_delta is None else last_delta,
+        first_ts,
+        max_ts,
+        -1,
+        -1,
+        -1,
+        count,
     )
     buf[61:] = payload
     struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
@@ -97,21 +110,33 @@ CORRUPTIONS = {
         InvalidRecord,
     ),
     "header count -7": (lambda: batch(record(hcount=-7), 1), None),
-    "gzip flag over garbage": (lambda: batch(b"\x1f\x8b garbage, not deflate" * 3, 1, attributes=1), None),
-    "zstd flag over garbage": (lambda: batch(b"\x28\xb5\x2f\xfd garbage" * 3, 1, attributes=4), None),
-    "snappy flag over garbage": (lambda: batch(b"\xff\xff\xff\xff\x0f garbage", 1, attributes=2), None),
+    "gzip flag over garbage": (
+        lambda: batch(b"\x1f\x8b garbage, not deflate" * 3, 1, attributes=1),
+        None,
+    ),
+    "zstd flag over garbage": (
+        lambda: batch(b"\x28\xb5\x2f\xfd garbage" * 3, 1, attributes=4),
+        None,
+    ),
+    "snappy flag over garbage": (
+        lambda: batch(b"\xff\xff\xff\xff\x0f garbage", 1, attributes=2),
+        None,
+    ),
     "lz4 flag over garbage": (lambda: batch(b"\x04\x22\x4d\x18 garbage", 1, attributes=3), None),
     "transactional + control from a client": (
-        lambda: batch(record(), 1, attributes=0x30), InvalidRecord,
+        lambda: batch(record(), 1, attributes=0x30),
+        InvalidRecord,
     ),
     "transactional from a client": (lambda: batch(record(), 1, attributes=0x10), InvalidRecord),
     "header key not UTF-8": (
-        lambda: batch(record(hcount=1, headers=varint(2) + b"\xff\xfe" + varint(-1)), 1), None,
+        lambda: batch(record(hcount=1, headers=varint(2) + b"\xff\xfe" + varint(-1)), 1),
+        None,
     ),
     "fewer records than declared": (lambda: batch(record(), 2), None),
     "bytes after the last record": (lambda: batch(record() + b"\x00\x00", 1), None),
     "maxTimestamp not the records' maximum": (
-        lambda: batch(record(ts_delta=5), 1, max_ts=TS), InvalidRecord,
+        lambda: batch(record(ts_delta=5), 1, max_ts=TS),
+        InvalidRecord,
     ),
     "gzip bomb (80 MiB of zeros)": (_gzip_bomb, None),
     "zstd bomb (80 MiB of zeros)": (_zstd_bomb, None),

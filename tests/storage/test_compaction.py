@@ -118,7 +118,9 @@ def test_min_compaction_lag_keeps_recent_segments(tmp_path, clock) -> None:
 _CRASH_POINTS = ("after_tmp", "after_index_unlink", "after_replace")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     st.lists(
         st.one_of(
@@ -231,7 +233,8 @@ def _readline(stream, seconds: float) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("mode", "delay"), [("plain", 0.3), ("plain", 0.7), ("plain", 1.1), ("merge", 0.1), ("merge", 0.5)]
+    ("mode", "delay"),
+    [("plain", 0.3), ("plain", 0.7), ("plain", 1.1), ("merge", 0.1), ("merge", 0.5)],
 )
 def test_sigkill_mid_clean_leaves_a_valid_log(tmp_path, mode, delay) -> None:
     directory = tmp_path / "p"
@@ -271,7 +274,9 @@ def test_the_data_dir_cleans_periodically(tmp_path) -> None:
         d.create_topic("c", 1, _config())
         plog = d.partition("c", 0)
         for i in range(40):
-            plog.append(encode_batch([NewRecord(b"v%d" % i, key=b"k", timestamp=int(time.time() * 1000))]))
+            plog.append(
+                encode_batch([NewRecord(b"v%d" % i, key=b"k", timestamp=int(time.time() * 1000))])
+            )
         deadline = time.monotonic() + 10
         while len(_all(plog)) > 10 and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -32,7 +32,9 @@ def _cfg(**kw: object) -> TopicConfig:
     return TopicConfig(**kw)
 
 
-def _seg(base: int, size: int = 100, ts: int = NOW - 1000, first: int | None = None) -> SegmentSummary:
+def _seg(
+    base: int, size: int = 100, ts: int = NOW - 1000, first: int | None = None
+) -> SegmentSummary:
     return SegmentSummary(base, size, ts, ts if first is None else first)
 
 
@@ -101,7 +103,12 @@ def test_cleaner_state_remembers_when_each_range_was_first_cleaned() -> None:
     state.mark_cleaned(0, 100, 5000, 0)
     state.mark_cleaned(100, 250, 9000, 0)
     assert [state.cleaned_at(o) for o in (0, 99, 100, 249, 250, 10_000)] == [
-        5000, 5000, 9000, 9000, None, None,
+        5000,
+        5000,
+        9000,
+        9000,
+        None,
+        None,
     ]
     state.mark_cleaned(250, 300, 9500, 120)  # retention moved the log start to 120
     assert state.cleaned_at(120) == 9000 and state.cleaned_at(299) == 9500
@@ -156,7 +163,9 @@ def test_dirty_ratio_decides_on_a_real_log(tmp_path: Path, clock: FakeClock) -> 
     plog.close()
 
 
-def test_max_compaction_lag_cleans_and_rolls_on_a_manual_clock(tmp_path: Path, clock: FakeClock) -> None:
+def test_max_compaction_lag_cleans_and_rolls_on_a_manual_clock(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     cfg = _cfg(segment_bytes=100_000, min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=10_000)
     plog = PartitionLog(tmp_path, cfg, clock)
     for i in range(20):
@@ -172,8 +181,12 @@ def test_max_compaction_lag_cleans_and_rolls_on_a_manual_clock(tmp_path: Path, c
 
 
 def test_min_compaction_lag_never_cleans_recent_records(tmp_path: Path, clock: FakeClock) -> None:
-    cfg = _cfg(segment_bytes=300, min_cleanable_dirty_ratio=0.0, min_compaction_lag_ms=5000,
-               max_compaction_lag_ms=1)
+    cfg = _cfg(
+        segment_bytes=300,
+        min_cleanable_dirty_ratio=0.0,
+        min_compaction_lag_ms=5000,
+        max_compaction_lag_ms=1,
+    )
     plog = PartitionLog(tmp_path, cfg, clock)
     for i in range(30):
         _put(plog, clock, b"k", b"v%d" % i)
@@ -188,8 +201,12 @@ def test_min_compaction_lag_never_cleans_recent_records(tmp_path: Path, clock: F
 def test_tombstone_goes_delete_retention_ms_after_its_first_cleaning(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    cfg = _cfg(segment_bytes=100_000, segment_ms=1000, delete_retention_ms=5000,
-               min_cleanable_dirty_ratio=0.0)
+    cfg = _cfg(
+        segment_bytes=100_000,
+        segment_ms=1000,
+        delete_retention_ms=5000,
+        min_cleanable_dirty_ratio=0.0,
+    )
     plog = PartitionLog(tmp_path, cfg, clock)
     _put(plog, clock, b"gone", b"value")
     _put(plog, clock, b"gone", None)
@@ -254,9 +271,16 @@ def test_segments_merge_up_to_segment_bytes_and_the_log_start_stays(
     again.close()
 
 
-def test_an_emptied_first_segment_does_not_block_retention(tmp_path: Path, clock: FakeClock) -> None:
-    cfg = _cfg(cleanup_policy="compact,delete", segment_bytes=150, segment_ms=10,
-               min_cleanable_dirty_ratio=0.0, retention_ms=60_000)
+def test_an_emptied_first_segment_does_not_block_retention(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    cfg = _cfg(
+        cleanup_policy="compact,delete",
+        segment_bytes=150,
+        segment_ms=10,
+        min_cleanable_dirty_ratio=0.0,
+        retention_ms=60_000,
+    )
     plog = PartitionLog(tmp_path, cfg, clock)
     for i in range(5):
         _put(plog, clock, b"k", b"v%d" % i)
@@ -274,8 +298,10 @@ def test_an_emptied_first_segment_does_not_block_retention(tmp_path: Path, clock
 
 
 def test_iter_segment_batches_reads_in_chunks(tmp_path: Path) -> None:
-    batches = [encode_batch([NewRecord(b"x" * (i * 37 % 500), key=b"k", timestamp=i)], base_offset=i)
-               for i in range(200)]
+    batches = [
+        encode_batch([NewRecord(b"x" * (i * 37 % 500), key=b"k", timestamp=i)], base_offset=i)
+        for i in range(200)
+    ]
     data = b"".join(batches)
     asked = []
 
@@ -411,9 +437,16 @@ def test_a_crash_in_a_merging_swap_leaves_a_valid_log(
 
 
 def test_data_dir_passes_its_clock_to_the_cleaner(tmp_path: Path, clock: FakeClock) -> None:
-    with DataDir(tmp_path / "d", clock=clock, clean_interval_s=0, retention_check_interval_ms=0) as d:
-        d.create_topic("c", 1, _cfg(segment_bytes=100_000, min_cleanable_dirty_ratio=1.0,
-                                    max_compaction_lag_ms=10_000))
+    with DataDir(
+        tmp_path / "d", clock=clock, clean_interval_s=0, retention_check_interval_ms=0
+    ) as d:
+        d.create_topic(
+            "c",
+            1,
+            _cfg(
+                segment_bytes=100_000, min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=10_000
+            ),
+        )
         plog = d.partition("c", 0)
         for i in range(10):
             _put(plog, clock, b"k", b"v%d" % i)

@@ -134,9 +134,7 @@ def test_the_fast_path_takes_plain_batches_whole() -> None:
 def test_the_fast_path_stops_before_anything_else() -> None:
     plain = _plain(2)
     with_headers = encode_batch([NewRecord(value=b"x", headers=[("h", b"1")], timestamp=1)])
-    compressed = encode_batch(
-        [NewRecord(value=b"x", timestamp=1)], compression=Compression.GZIP
-    )
+    compressed = encode_batch([NewRecord(value=b"x", timestamp=1)], compression=Compression.GZIP)
     bad_crc = bytearray(_plain(1))
     bad_crc[-1] ^= 1
     for other in (with_headers, compressed, bytes(bad_crc), plain[:-1]):

@@ -83,8 +83,9 @@ def test_reads_follow_a_cleaned_segment_after_its_descriptor_was_closed(
 
 def test_a_deleted_segment_is_never_reopened(tmp_path: Path, clock: FakeClock) -> None:
     handles = FileHandles(1)
-    plog = PartitionLog(tmp_path, TopicConfig(segment_bytes=300, retention_ms=1000), clock,
-                        handles=handles)
+    plog = PartitionLog(
+        tmp_path, TopicConfig(segment_bytes=300, retention_ms=1000), clock, handles=handles
+    )
     for i in range(30):
         plog.append(batch([b"v%d" % i], ts=clock()))
     old = plog._view.segments[0]
@@ -127,7 +128,10 @@ def _limit_files() -> None:
 def test_2000_partitions_under_ulimit_256(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-c", _CHILD, str(tmp_path / "d"), str(ROOT)],
-        preexec_fn=_limit_files, capture_output=True, text=True, timeout=240,
+        preexec_fn=_limit_files,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -144,8 +148,13 @@ def test_readers_during_merging_cleans_with_a_tiny_budget(tmp_path: Path, clock:
     from storage import decode_records
 
     handles = FileHandles(2)
-    cfg = TopicConfig(cleanup_policy="compact", retention_ms=-1, segment_bytes=3000,
-                      segment_ms=10, min_cleanable_dirty_ratio=0.0)
+    cfg = TopicConfig(
+        cleanup_policy="compact",
+        retention_ms=-1,
+        segment_bytes=3000,
+        segment_ms=10,
+        min_cleanable_dirty_ratio=0.0,
+    )
     plog = PartitionLog(tmp_path, cfg, clock, handles=handles)
     written: dict[int, bytes] = {}
     recorded = [0]  # offsets below this are in written

@@ -19,7 +19,9 @@ T0 = 1_700_000_000_000
 
 
 def _batch(first: int, stamps: list[int]) -> bytes:
-    return encode_batch([NewRecord(b"v%d" % (first + i), timestamp=ts) for i, ts in enumerate(stamps)])
+    return encode_batch(
+        [NewRecord(b"v%d" % (first + i), timestamp=ts) for i, ts in enumerate(stamps)]
+    )
 
 
 def _kafka_entries(batches: list[tuple[int, int, int, int]], interval: int, base: int):
@@ -45,7 +47,9 @@ def _read(path: Path, fmt: str) -> list[tuple[int, int]]:
     return list(struct.iter_unpack(fmt, path.read_bytes()))
 
 
-def _write_segment_then_roll(tmp_path: Path, clock: FakeClock) -> tuple[PartitionLog, list[tuple[int, int, int, int]]]:
+def _write_segment_then_roll(
+    tmp_path: Path, clock: FakeClock
+) -> tuple[PartitionLog, list[tuple[int, int, int, int]]]:
     plog = PartitionLog(tmp_path, TopicConfig(segment_bytes=800, index_interval_bytes=60), clock)
     stamps = [[T0 + 5, T0 + 1, T0 + 9], [T0 + 2], [T0 + 30, T0 + 3], [T0 + 30], [T0 + 4, T0 + 40],
               [T0 + 6], [T0 + 7, T0 + 8, T0 + 8], [T0 + 50], [T0 + 1]]  # fmt: skip
@@ -71,7 +75,9 @@ def test_sealed_segment_indexes_are_kafkas(tmp_path: Path, clock: FakeClock) -> 
     plog.close()
 
 
-def test_an_index_of_the_earlier_layout_is_rebuilt_into_kafkas(tmp_path: Path, clock: FakeClock) -> None:
+def test_an_index_of_the_earlier_layout_is_rebuilt_into_kafkas(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     plog, written = _write_segment_then_roll(tmp_path, clock)
     plog.close()
     index, timeindex = tmp_path / f"{0:020d}.index", tmp_path / f"{0:020d}.timeindex"
@@ -92,10 +98,18 @@ def test_an_index_of_the_earlier_layout_is_rebuilt_into_kafkas(tmp_path: Path, c
         again.close()
 
 
-def test_max_timestamp_is_the_first_offset_holding_the_largest(tmp_path: Path, clock: FakeClock) -> None:
+def test_max_timestamp_is_the_first_offset_holding_the_largest(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     plog = PartitionLog(tmp_path, TopicConfig(segment_bytes=300, index_interval_bytes=0), clock)
     assert plog.max_timestamp_and_offset() is None  # empty: no offset (Kafka answers -1)
-    for stamps in ([T0 + 3, T0 + 1], [T0 + 20, T0 + 2, T0 + 20], [T0 + 4], [T0 + 20], [T0 + 5, T0 + 6]):
+    for stamps in (
+        [T0 + 3, T0 + 1],
+        [T0 + 20, T0 + 2, T0 + 20],
+        [T0 + 4],
+        [T0 + 20],
+        [T0 + 5, T0 + 6],
+    ):
         plog.append(_batch(plog.log_end_offset, stamps))
     assert plog.segment_count > 1
     # offset 2 is the first record stamped T0 + 20 (a batch of three, in a sealed segment)

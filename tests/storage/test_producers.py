@@ -87,8 +87,13 @@ def test_sequence_wraps_at_int32_max():
 def test_replay_rebuilds_from_stored_headers():
     recs = [NewRecord(b"x", timestamp=1)] * 2
     data = b"".join(
-        bytes(assign_offsets(encode_batch(recs, producer_id=5, producer_epoch=1, base_sequence=2 * i),
-                             10 + 2 * i, None))
+        bytes(
+            assign_offsets(
+                encode_batch(recs, producer_id=5, producer_epoch=1, base_sequence=2 * i),
+                10 + 2 * i,
+                None,
+            )
+        )
         for i in range(3)
     ) + bytes(assign_offsets(encode_batch(recs), 16, None))
     s = ProducerStates()

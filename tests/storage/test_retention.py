@@ -83,7 +83,9 @@ def test_size_retention_may_take_the_active_segment(tmp_path: Path, clock: FakeC
     plog.close()
 
 
-def test_size_retention_keeps_the_newest_within_the_budget(tmp_path: Path, clock: FakeClock) -> None:
+def test_size_retention_keeps_the_newest_within_the_budget(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     plog = _log(tmp_path, clock, retention_ms=-1, retention_bytes=700, segment_bytes=300)
     _fill(plog, clock, 40)
     plog.enforce_retention()

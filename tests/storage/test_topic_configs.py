@@ -24,8 +24,12 @@ from storage._records import decode_records, iter_batches
         {"message.timestamp.type": "LogAppendTime"},
         {"min.compaction.lag.ms": "1000", "delete.retention.ms": "0", "max.compaction.lag.ms": "9"},
         {"min.cleanable.dirty.ratio": "0.1"},
-        {"segment.bytes": "100000", "segment.ms": "1000", "segment.index.bytes": "4096",
-         "segment.jitter.ms": "10"},
+        {
+            "segment.bytes": "100000",
+            "segment.ms": "1000",
+            "segment.index.bytes": "4096",
+            "segment.jitter.ms": "10",
+        },
         {"retention.ms": "-1", "retention.bytes": "1000"},
         {"flush.messages": "1", "flush.ms": "0"},
     ],
@@ -39,7 +43,9 @@ def test_standard_configs_are_accepted_and_round_trip(settings) -> None:
 
 
 def test_replication_only_configs_are_accepted_with_a_note(tmp_path, caplog) -> None:
-    config = TopicConfig.from_dict({"min.insync.replicas": "1", "unclean.leader.election.enable": "false"})
+    config = TopicConfig.from_dict(
+        {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
+    )
     assert config.to_dict()["min.insync.replicas"] == "1"
     with caplog.at_level(logging.INFO), DataDir(tmp_path / "d") as d:
         d.create_topic("t", 1, config)
@@ -101,7 +107,9 @@ def test_alter_config_is_durable_and_in_force(tmp_path, clock) -> None:
     with DataDir(tmp_path / "d", clock=clock) as d:
         d.create_topic("t", 2)
         d.create_topic("__internal", 1, TopicConfig(timestamp_type="LogAppendTime"))
-        new = d.describe("t").config.with_changes({"retention.ms": "1234", "cleanup.policy": "compact"})
+        new = d.describe("t").config.with_changes(
+            {"retention.ms": "1234", "cleanup.policy": "compact"}
+        )
         d.alter_config("t", new)
         assert d.partition("t", 1).config.retention_ms == 1234
         with pytest.raises(PolicyViolation):

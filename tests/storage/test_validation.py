@@ -63,8 +63,12 @@ def test_zip_bomb_is_refused_within_bounded_memory() -> None:
 @pytest.mark.parametrize("codec", list(Compression))
 def test_valid_batches_of_every_codec_pass(codec) -> None:
     recs = [
-        NewRecord(b"v%d" % i, key=None if i % 3 else b"k", headers=[("h", None), ("é", b"x")],
-                  timestamp=1000 + (i * 7919) % 50)
+        NewRecord(
+            b"v%d" % i,
+            key=None if i % 3 else b"k",
+            headers=[("h", None), ("é", b"x")],
+            timestamp=1000 + (i * 7919) % 50,
+        )
         for i in range(40)
     ]
     validate_batch(encode_batch(recs, compression=codec))
@@ -76,7 +80,10 @@ def test_valid_batches_of_every_codec_pass(codec) -> None:
         st.tuples(
             st.one_of(st.none(), st.binary(max_size=20)),
             st.one_of(st.none(), st.binary(max_size=200)),
-            st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))), max_size=3),
+            st.lists(
+                st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))),
+                max_size=3,
+            ),
             st.integers(-(10**12), 10**12),
         ),
         min_size=1,
@@ -136,4 +143,3 @@ def test_a_stored_corrupt_batch_is_an_error_readers_can_skip(tmp_path, clock) ->
     records, damage = decode_readable(plog.read(damage.next_offset).data)
     assert [r.offset for r in records] == [3, 4, 5] and damage is None
     plog.close()
-

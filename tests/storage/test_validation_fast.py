@@ -300,7 +300,10 @@ def test_zstd_fast_path_takes_one_frame_sized_or_not() -> None:
     from storage import _compression as compression
 
     raw = b"x" * 5000 + bytes(range(256)) * 40
-    for compressor in (zstandard.ZstdCompressor(), zstandard.ZstdCompressor(write_content_size=False)):
+    for compressor in (
+        zstandard.ZstdCompressor(),
+        zstandard.ZstdCompressor(write_content_size=False),
+    ):
         payload = compressor.compress(raw)
         assert compression._zstd_one_frame(payload, len(raw) + 128 * 1024) == raw
         assert compression._zstd_one_frame(payload + payload, 1 << 20) is None
@@ -324,9 +327,9 @@ def test_zstd_block_bound_is_never_below_the_output(raw, sized, checksum) -> Non
 
     from storage._compression import _zstd_bound
 
-    payload = zstandard.ZstdCompressor(
-        write_content_size=sized, write_checksum=checksum
-    ).compress(raw)
+    payload = zstandard.ZstdCompressor(write_content_size=sized, write_checksum=checksum).compress(
+        raw
+    )
     bound = _zstd_bound(payload)
     assert bound is not None and bound >= len(raw)
     assert _zstd_bound(payload + b"x") is None

@@ -17,8 +17,9 @@ def test_a_record_covered_by_a_snapshot_keeps_its_verdict(tmp_path) -> None:
         ensure_coordination_topic(cluster, 1)
         ensure_snapshot_topic(cluster, 1)
         now = int(time.time() * 1000)
-        msg = ReleaseGroup(client_id="admin", instance_id="a", group_id="g",
-                           msg_expire_time=now + 60_000)
+        msg = ReleaseGroup(
+            client_id="admin", instance_id="a", group_id="g", msg_expire_time=now + 60_000
+        )
         key, value = encode(msg)
         done = cluster.produce(COORDINATION_TOPIC, 0, [NewRecord(value, key=key, timestamp=now)])
         written = [WrittenRecord("release_group", 0, done.base_offset, done.log_append_time)]

@@ -231,12 +231,14 @@ def test_an_unheld_partition_shows_the_lease_the_log_keeps(scripted) -> None:
     s.put(Heartbeat(**old, last_offset=-1, heartbeat_interval_ms=1000), 200)  # takeover
     s.put(ReleasingPartition(**old, last_offset=-1), 300)
     state = read_coordination(cluster)
-    (p,) = [x for x in describe_group(cluster, state, "g5", BASE + 400).partitions
-            if x.partition == 0]
+    (p,) = [
+        x for x in describe_group(cluster, state, "g5", BASE + 400).partitions if x.partition == 0
+    ]
     assert p.client_id is None and p.fenced_until_ms == BASE + 100 + 2001
     assert _fresh_text(p).startswith("fenced until ")
-    (p,) = [x for x in describe_group(cluster, state, "g5", BASE + 2101).partitions
-            if x.partition == 0]
+    (p,) = [
+        x for x in describe_group(cluster, state, "g5", BASE + 2101).partitions if x.partition == 0
+    ]
     assert p.fenced_until_ms is None and _fresh_text(p) == "-"
 
 

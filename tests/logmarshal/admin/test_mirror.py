@@ -52,7 +52,10 @@ def test_positions_and_changes(tmp_path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "logmarshal", *args], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "logmarshal", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"},
     )
 

@@ -184,7 +184,12 @@ class _SharedCluster:
     [(["--to-current"], 0, True), (["--shift-by", "5"], 5, False)],
 )
 def test_cli_relative_reset_counts_what_the_holder_reserved_before_the_pause(
-    holder: AmoHolder, monkeypatch, capsys, tmp_path, flags: list[str], shift: int,
+    holder: AmoHolder,
+    monkeypatch,
+    capsys,
+    tmp_path,
+    flags: list[str],
+    shift: int,
     as_json: bool,
 ) -> None:
     """CLI path: ``group reset`` reads the position; the holder moves on right before the

@@ -385,7 +385,10 @@ class RebalanceStory:
         6010: [("claim", "a:1", 3)],
     }
     JOIN: ClassVar[dict[str, int]] = {"a:1": 0, "c:1": 1000, "b:1": 2000}
-    GONE: ClassVar[dict[str, int]] = {"c:1": 3010, "b:1": 3300}  # last announcement/heartbeat at or before this
+    GONE: ClassVar[dict[str, int]] = {
+        "c:1": 3010,
+        "b:1": 3300,
+    }  # last announcement/heartbeat at or before this
     END = 6600
 
     def __init__(self, script: Script) -> None:

@@ -20,16 +20,26 @@ from rationalizer._messages import FUTURE_VERSIONS
 
 def _claim(client: str, group: str, t: int) -> tuple[int, bytes, bytes]:
     msg = ClaimingPartition(
-        client_id=client, instance_id="1", group_id=group, topic="t", partition=0,
-        heartbeat_interval_ms=1000, version=6,
+        client_id=client,
+        instance_id="1",
+        group_id=group,
+        topic="t",
+        partition=0,
+        heartbeat_interval_ms=1000,
+        version=6,
     )
     return (t, *encode(msg))
 
 
 def _beat(client: str, group: str, t: int, last: int) -> tuple[int, bytes, bytes]:
     msg = Heartbeat(
-        client_id=client, instance_id="1", group_id=group, topic="t", partition=0,
-        last_offset=last, heartbeat_interval_ms=1000,
+        client_id=client,
+        instance_id="1",
+        group_id=group,
+        topic="t",
+        partition=0,
+        last_offset=last,
+        heartbeat_interval_ms=1000,
     )
     return (t, *encode(msg))
 

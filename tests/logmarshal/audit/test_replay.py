@@ -444,7 +444,7 @@ def test_an_audit_from_a_version_3_snapshot_equals_the_full_history() -> None:
             holder = w.holder("g", "wc.task", p)
             if holder is not None and script.cp(p) == cp:
                 script.task_beat(f"{holder[0]}:{holder[1]}", p, (("left", 500),), 10**6)
-    tail = {cp: recs[done[cp]:] for cp, recs in script.records.items()}
+    tail = {cp: recs[done[cp] :] for cp, recs in script.records.items()}
     from_snapshot = audit_records(tail, ReplayConfig(genesis=genesis))
     full = audit_records(script.records, CONFIG)
     assert from_snapshot["positions"] == full["positions"]

@@ -85,7 +85,11 @@ class V6Log:
 
     def beat(self, who: str, p: int, last: int, t: int) -> int:
         msg = Heartbeat(
-            **self._ids(who), topic="events", partition=p, last_offset=last, heartbeat_interval_ms=HB
+            **self._ids(who),
+            topic="events",
+            partition=p,
+            last_offset=last,
+            heartbeat_interval_ms=HB,
         )
         return self._put(msg, t)
 
@@ -169,7 +173,9 @@ def test_an_older_claim_names_no_previous_holder_after_the_snapshot(fold):
     members and every member of this release claim with version 6)."""
     log = V6Log()
     log._put(
-        ClaimingPartition(**V6Log._ids("a:1"), topic="events", partition=0, heartbeat_interval_ms=HB),
+        ClaimingPartition(
+            **V6Log._ids("a:1"), topic="events", partition=0, heartbeat_interval_ms=HB
+        ),
         0,
     )
     log._put(
@@ -207,7 +213,9 @@ def _random_log(rng: random.Random, steps: int) -> V6Log:
             log.beat(who, p, max(-1, at + rng.randrange(-60, 40)), t)
         elif r < 0.75:
             wrong = rng.random() < 0.1
-            log.release(who, p, rng.randrange(-1, 500), t, tenure=rng.randrange(5) if wrong else None)
+            log.release(
+                who, p, rng.randrange(-1, 500), t, tenure=rng.randrange(5) if wrong else None
+            )
         elif r < 0.85:
             log.reserve(who, p, rng.randrange(-1, 500), t)
         elif r < 0.93:
@@ -260,8 +268,16 @@ def test_failovers_resume_where_the_world_does(fold, seed):
     world = WorldState()
     for rec in log.records:
         v = world.apply(*rec)
-        if v is not None and v.accepted and v.effect is not None and v.effect.name in (
-            "TOOK_OVER_STALE", "CLAIMED", "RESTART_TAKEOVER",
+        if (
+            v is not None
+            and v.accepted
+            and v.effect is not None
+            and v.effect.name
+            in (
+                "TOOK_OVER_STALE",
+                "CLAIMED",
+                "RESTART_TAKEOVER",
+            )
         ):
             msg_key = rec[2].decode()
             _, _, p = msg_key.split("/")

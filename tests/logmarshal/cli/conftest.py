@@ -26,7 +26,10 @@ def run_process(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess
     """``python -m logmarshal ARGV`` as its own process, from this tree."""
     return subprocess.run(
         [sys.executable, "-m", "logmarshal", *argv],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
     )
 
 

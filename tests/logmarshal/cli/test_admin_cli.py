@@ -261,10 +261,26 @@ def test_describe_and_list_show_announced_members_and_balance(
     assert lines[0].endswith("3 member(s), not paused, balanced: no (1 partition to move)")
     table = {line.split()[0]: line.split() for line in lines[2:5]}
     assert lines[1].split() == [
-        "MEMBER", "INSTANCE", "SINCE", "LAST_SEEN", "WEIGHT", "TOPICS", "TARGET", "CURRENT"
+        "MEMBER",
+        "INSTANCE",
+        "SINCE",
+        "LAST_SEEN",
+        "WEIGHT",
+        "TOPICS",
+        "TARGET",
+        "CURRENT",
     ]
-    assert table["a"][1:] == ["1", "2.4s", "ago", "0.0s", "ago", "1", "events(3)", "events/0",
-                              "events/0,1"]
+    assert table["a"][1:] == [
+        "1",
+        "2.4s",
+        "ago",
+        "0.0s",
+        "ago",
+        "1",
+        "events(3)",
+        "events/0",
+        "events/0,1",
+    ]
     assert table["b"][-2:] == ["events/1", "-"]  # b holds nothing yet
     assert table["c"][-2:] == ["events/2", "events/2"]
     rc, out, _ = run(data, capsys, "--json", "group", "describe", "g")

@@ -122,8 +122,17 @@ def test_demo_runs_and_tallies_nothing_lost(run, tmp_path) -> None:
 
 def test_topic_alter_sets_resets_and_refuses(run) -> None:
     assert run("topic", "create", "events", "-c", "retention.ms=1000")[0] == 0
-    code, out, _ = run("topic", "alter", "events", "--set", "retention.ms=5000",
-                       "--set", "cleanup.policy=compact,delete", "--set", "min.insync.replicas=1")
+    code, out, _ = run(
+        "topic",
+        "alter",
+        "events",
+        "--set",
+        "retention.ms=5000",
+        "--set",
+        "cleanup.policy=compact,delete",
+        "--set",
+        "min.insync.replicas=1",
+    )
     assert code == 0 and "retention.ms=5000" in out
     described = json.loads(run("--json", "topic", "describe", "events")[1])["config"]
     assert described["retention.ms"] == "5000"
@@ -141,8 +150,20 @@ def test_topic_alter_over_the_network(tmp_path, capsys) -> None:
 
     with BrokerThread(BrokerConfig(data_dir=tmp_path / "b", port=0)) as broker:
         assert main(["--bootstrap", broker.bootstrap, "topic", "create", "t"]) == 0
-        assert main(["--bootstrap", broker.bootstrap, "topic", "alter", "t",
-                     "--set", "retention.ms=7777"]) == 0
+        assert (
+            main(
+                [
+                    "--bootstrap",
+                    broker.bootstrap,
+                    "topic",
+                    "alter",
+                    "t",
+                    "--set",
+                    "retention.ms=7777",
+                ]
+            )
+            == 0
+        )
         capsys.readouterr()
         assert main(["--bootstrap", broker.bootstrap, "--json", "topic", "describe", "t"]) == 0
         assert json.loads(capsys.readouterr().out)["config"]["retention.ms"] == "7777"

@@ -48,8 +48,11 @@ TABLE: dict[str, tuple[list[str], str, str]] = {
     "group pause": (["g", "--for", "5s"], HONOURS, HONOURS),
     "group mirror-offsets": (["g"], HONOURS, REFUSES),
     "audit": (["--out", "{tmp}/audit", "--engine", "local", "--no-report"], HONOURS, HONOURS),
-    "streams run": ([TOPOLOGY, "--application-id", "a", "--state-dir", "{tmp}/s"],
-                    HONOURS, HONOURS),
+    "streams run": (
+        [TOPOLOGY, "--application-id", "a", "--state-dir", "{tmp}/s"],
+        HONOURS,
+        HONOURS,
+    ),
     "streams describe": ([TOPOLOGY], REFUSES, REFUSES),
     "streams demo": (["--lines", "10"], HONOURS, HONOURS),
 }
@@ -131,9 +134,13 @@ def test_bootstrap_is_honoured_or_refused(
     assert time.monotonic() - started < 30  # refused at once: no librdkafka retries
 
 
-READERS = [n for n, leaf in LEAVES.items()
-           if (s := leaf.get_default("data_source")) is not None and s.existing
-           and s.refuse_data_dir is None]
+READERS = [
+    n
+    for n, leaf in LEAVES.items()
+    if (s := leaf.get_default("data_source")) is not None
+    and s.existing
+    and s.refuse_data_dir is None
+]
 
 
 @pytest.mark.parametrize("name", READERS)
@@ -160,7 +167,9 @@ def test_the_default_directory_missing_says_how_to_choose_one(cli, tmp_path, mon
     assert "give --data-dir DIR or --bootstrap HOST:PORT" in err
     monkeypatch.setenv("LOGMARSHAL_DATA_DIR", str(tmp_path / "env-dir"))
     code, _, err = cli("topic", "list")
-    assert code == 1 and f"no data directory at {tmp_path / 'env-dir'} ($LOGMARSHAL_DATA_DIR)" in err
+    assert (
+        code == 1 and f"no data directory at {tmp_path / 'env-dir'} ($LOGMARSHAL_DATA_DIR)" in err
+    )
 
 
 def test_a_file_is_not_a_data_directory(cli, tmp_path) -> None:
@@ -197,8 +206,9 @@ def test_an_unknown_host_is_named(cli) -> None:
 
 
 def test_ipv6_and_several_brokers_parse(cli, closed_port) -> None:
-    code, _, err = cli("--bootstrap", f"[::1]:{closed_port},127.0.0.1:{closed_port}",
-                       "topic", "list")
+    code, _, err = cli(
+        "--bootstrap", f"[::1]:{closed_port},127.0.0.1:{closed_port}", "topic", "list"
+    )
     assert code == 1 and f"127.0.0.1:{closed_port}: connection refused" in err, err
     assert f"[::1]:{closed_port}: " in err  # both were tried, each named
 
@@ -219,34 +229,55 @@ def test_a_listener_that_never_answers_fails_within_a_bound(cli) -> None:
 
 
 def test_bootstrap_and_data_dir_exclude_each_other(cli, tmp_path) -> None:
-    code, _, err = cli("--bootstrap", "127.0.0.1:9092", "--data-dir", str(tmp_path), "topic",
-                       "list")
+    code, _, err = cli(
+        "--bootstrap", "127.0.0.1:9092", "--data-dir", str(tmp_path), "topic", "list"
+    )
     assert code == 1 and "exclude each other" in err
 
 
 def test_options_after_the_command_name_count_too(cli, closed_port) -> None:
     code, _, err = cli("streams", "describe", TOPOLOGY, "--bootstrap", f"127.0.0.1:{closed_port}")
     assert code == 1
-    assert err.strip() == ("logmarshal: error: streams describe refuses --bootstrap: it only "
-                           "prints a topology and opens no cluster")
+    assert err.strip() == (
+        "logmarshal: error: streams describe refuses --bootstrap: it only "
+        "prints a topology and opens no cluster"
+    )
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--bootstrap", "127.0.0.1:9092", "broker", "start"],
-         "broker start refuses --bootstrap: a broker serves its own data directory (give "
-         "--data-dir DIR); --bootstrap names brokers for a client to connect to"),
-        (["--data-dir", "d", "group", "mirror-offsets", "g"],
-         "group mirror-offsets refuses --data-dir: mirror-offsets writes Kafka committed "
-         "offsets: use --bootstrap (an embedded data directory has no Kafka groups to mirror "
-         "into)"),
-        (["--data-dir", "d", "streams", "describe", TOPOLOGY],
-         "streams describe refuses --data-dir: it only prints a topology and opens no cluster"),
-        (["--data-dir", "d", "audit", "--input", "e", "--out", "o", "--engine", "local",
-          "--no-report"],
-         "audit refuses --data-dir with --input: it reads that export alone and "
-         "opens no cluster"),
+        (
+            ["--bootstrap", "127.0.0.1:9092", "broker", "start"],
+            "broker start refuses --bootstrap: a broker serves its own data directory (give "
+            "--data-dir DIR); --bootstrap names brokers for a client to connect to",
+        ),
+        (
+            ["--data-dir", "d", "group", "mirror-offsets", "g"],
+            "group mirror-offsets refuses --data-dir: mirror-offsets writes Kafka committed "
+            "offsets: use --bootstrap (an embedded data directory has no Kafka groups to mirror "
+            "into)",
+        ),
+        (
+            ["--data-dir", "d", "streams", "describe", TOPOLOGY],
+            "streams describe refuses --data-dir: it only prints a topology and opens no cluster",
+        ),
+        (
+            [
+                "--data-dir",
+                "d",
+                "audit",
+                "--input",
+                "e",
+                "--out",
+                "o",
+                "--engine",
+                "local",
+                "--no-report",
+            ],
+            "audit refuses --data-dir with --input: it reads that export alone and "
+            "opens no cluster",
+        ),
     ],
 )
 def test_refusals_say_why(cli, tmp_path, monkeypatch, argv, message) -> None:

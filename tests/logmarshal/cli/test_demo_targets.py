@@ -44,16 +44,20 @@ def test_demo_in_a_data_dir_twice_keeps_both_runs_apart(cli, tmp_path) -> None:
     assert out.splitlines()[0] == f"embedded cluster in {data}"
     assert _tally(out) == (400, 400, 0)
     assert f"Inspect: logmarshal --data-dir {data} group describe demo-" in out
-    code, out, err = cli("demo", "--records", "300", "--heartbeat", "0.5", "--json",
-                         "--data-dir", str(data))
+    code, out, err = cli(
+        "demo", "--records", "300", "--heartbeat", "0.5", "--json", "--data-dir", str(data)
+    )
     assert code == 0, err
     second = json.loads(out)
     assert (second["produced"], second["handled"], second["lost"]) == (300, 300, 0)
     code, out, _ = cli("--data-dir", str(data), "--json", "topic", "list")
     # __marshal and __marshal_snapshots (every member announces its replay configuration
     # there, PROTOCOL.md "Bounded coordination log") are the coordination log's
-    records = {t["topic"]: t["records"] for t in json.loads(out)
-               if t["topic"] not in ("__marshal", "__marshal_snapshots")}
+    records = {
+        t["topic"]: t["records"]
+        for t in json.loads(out)
+        if t["topic"] not in ("__marshal", "__marshal_snapshots")
+    }
     assert len(records) == 2 and second["topic"] in records
     assert sorted(records.values()) == [300, 400]
     code, out, _ = cli("--data-dir", str(data), "--json", "group", "list")
@@ -63,18 +67,24 @@ def test_demo_in_a_data_dir_twice_keeps_both_runs_apart(cli, tmp_path) -> None:
 @pytest.mark.slow
 def test_demo_on_a_broker_process(broker_process) -> None:
     """Real processes: the broker, and the demo as a client of it; run twice."""
-    done = run_process("--bootstrap", broker_process, "demo", "--records", "1000",
-                       "--heartbeat", "0.5")
+    done = run_process(
+        "--bootstrap", broker_process, "demo", "--records", "1000", "--heartbeat", "0.5"
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"brokers at {broker_process}"
     assert _tally(done.stdout) == (1000, 1000, 0)
-    assert re.search(r"^tally: 1000 produced, 1000 handled, 0 lost, \d+ repeated .*, "
-                     r"0 on the wrong partition$", done.stdout, re.M)
+    assert re.search(
+        r"^tally: 1000 produced, 1000 handled, 0 lost, \d+ repeated .*, "
+        r"0 on the wrong partition$",
+        done.stdout,
+        re.M,
+    )
     topic = re.search(r"created topic '(demo-events-[\w-]+)'", done.stdout).group(1)
     assert f"left behind: topic {topic} (1000 records)" in done.stdout
-    again = run_process("--bootstrap", broker_process, "--json", "demo", "--records", "200",
-                        "--heartbeat", "0.5")
+    again = run_process(
+        "--bootstrap", broker_process, "--json", "demo", "--records", "200", "--heartbeat", "0.5"
+    )
     assert again.returncode == 0, again.stderr
     tally = json.loads(again.stdout)
     assert tally["topic"] != topic and (tally["handled"], tally["lost"]) == (200, 0)
@@ -93,5 +103,9 @@ def test_streams_demo_in_a_data_dir(cli, tmp_path) -> None:
     tag = re.search(r"end in (-\S+)", out).group(1)
     _, listed, _ = cli("--data-dir", str(data), "--json", "topic", "list")
     topics = {t["topic"] for t in json.loads(listed)}
-    assert {f"lines{tag}", f"word-counts{tag}", f"clicks{tag}",
-            f"wordcount{tag}-counts-changelog"} <= topics
+    assert {
+        f"lines{tag}",
+        f"word-counts{tag}",
+        f"clicks{tag}",
+        f"wordcount{tag}-counts-changelog",
+    } <= topics

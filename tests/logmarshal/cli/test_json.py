@@ -21,10 +21,26 @@ WORD_COUNT = "logmarshal.streams.examples:word_count"
 #: commands that print JSON under --json (shown here, or by the tests of their own folder:
 #: tests/admin, tests/audit, tests/kafka/test_mirror.py, tests/logmarshal/cli/test_demo_targets.py)
 HONOURED = {
-    "topic create", "topic list", "topic describe", "topic delete", "topic add-partitions",
-    "topic alter", "produce", "read", "demo", "broker start", "coord export", "coord dump",
-    "group list", "group describe", "group reset", "group pause", "group mirror-offsets",
-    "audit", "streams describe", "streams demo",
+    "topic create",
+    "topic list",
+    "topic describe",
+    "topic delete",
+    "topic add-partitions",
+    "topic alter",
+    "produce",
+    "read",
+    "demo",
+    "broker start",
+    "coord export",
+    "coord dump",
+    "group list",
+    "group describe",
+    "group reset",
+    "group pause",
+    "group mirror-offsets",
+    "audit",
+    "streams describe",
+    "streams demo",
 }
 
 
@@ -60,7 +76,9 @@ def test_the_topic_and_record_commands_print_json(cli, tmp_path, monkeypatch) ->
     assert len(created) == 1 and (created[0]["name"], created[0]["partitions"]) == ("events", 2)
     (altered,) = run("topic", "alter", "events", "--set", "retention.ms=60000")
     assert altered["config"]["retention.ms"] == "60000"
-    assert [d["partitions"] for d in run("topic", "add-partitions", "events", "--total", "3")] == [3]
+    assert [d["partitions"] for d in run("topic", "add-partitions", "events", "--total", "3")] == [
+        3
+    ]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"k:v1\nk:v2\n")))
     (produced,) = run("produce", "events", "--key-separator", ":")
     assert produced["records"] == 2 and list(produced["offsets"].values()) == [[0, 1]]
@@ -75,18 +93,35 @@ def test_the_topic_and_record_commands_print_json(cli, tmp_path, monkeypatch) ->
 
 
 def test_streams_run_refuses_json_in_one_line(cli, tmp_path) -> None:
-    code, out, err = cli("--data-dir", str(tmp_path), "--json", "streams", "run", WORD_COUNT,
-                         "--application-id", "wc")
+    code, out, err = cli(
+        "--data-dir",
+        str(tmp_path),
+        "--json",
+        "streams",
+        "run",
+        WORD_COUNT,
+        "--application-id",
+        "wc",
+    )
     assert code == 1 and out == ""
     assert err.startswith("logmarshal: error: streams run refuses --json: it prints nothing")
     assert len(err.splitlines()) == 1
     # after the command name too, and only --json is refused: without it the command runs
     # as far as its data (here: a source topic that does not exist)
-    code, _, err = cli("--data-dir", str(tmp_path), "streams", "run", WORD_COUNT,
-                       "--application-id", "wc", "--json")
+    code, _, err = cli(
+        "--data-dir",
+        str(tmp_path),
+        "streams",
+        "run",
+        WORD_COUNT,
+        "--application-id",
+        "wc",
+        "--json",
+    )
     assert code == 1 and "refuses --json" in err
-    code, _, err = cli("--data-dir", str(tmp_path), "streams", "run", WORD_COUNT,
-                       "--application-id", "wc")
+    code, _, err = cli(
+        "--data-dir", str(tmp_path), "streams", "run", WORD_COUNT, "--application-id", "wc"
+    )
     assert code == 1 and "refuses --json" not in err and "'lines' does not exist" in err
 
 
@@ -99,10 +134,20 @@ def test_streams_describe_prints_the_topology_as_json(cli) -> None:
     assert sub["source_topics"] == ["lines"] and sub["stores"] == ["counts"]
     assert sub["nodes"] == [
         {"name": "lines", "type": "source", "topics": ["lines"], "children": ["count"]},
-        {"name": "count", "type": "processor", "parents": ["lines"], "stores": ["counts"],
-         "children": ["out"]},
-        {"name": "out", "type": "sink", "topic": "word-counts", "parents": ["count"],
-         "children": []},
+        {
+            "name": "count",
+            "type": "processor",
+            "parents": ["lines"],
+            "stores": ["counts"],
+            "children": ["out"],
+        },
+        {
+            "name": "out",
+            "type": "sink",
+            "topic": "word-counts",
+            "parents": ["count"],
+            "children": [],
+        },
     ]
     code, text, _ = cli("streams", "describe", WORD_COUNT)  # without --json: as before
     assert code == 0 and text.startswith("Topology:\n") and "{" not in text
@@ -165,12 +210,34 @@ def test_group_reset_refuses_export_with_json(cli, tmp_path) -> None:
     """--export prints the plan as CSV, --json as JSON: asking for both is a mistake, whether
     or not the plan is executed (before, a dry run printed CSV and an execution JSON)."""
     for extra in ((), ("--execute",)):
-        code, out, err = cli("--data-dir", str(tmp_path), "--json", "group", "reset", "g",
-                             "--topic", "t", "--to-earliest", "--export", *extra)
+        code, out, err = cli(
+            "--data-dir",
+            str(tmp_path),
+            "--json",
+            "group",
+            "reset",
+            "g",
+            "--topic",
+            "t",
+            "--to-earliest",
+            "--export",
+            *extra,
+        )
         assert code == 1 and out == ""
-        assert err == "logmarshal: error: give either --export (the plan as CSV) or --json, not both\n"
-    code, _, err = cli("--data-dir", str(tmp_path), "group", "reset", "g", "--topic", "t",
-                       "--to-earliest", "--export")
+        assert (
+            err == "logmarshal: error: give either --export (the plan as CSV) or --json, not both\n"
+        )
+    code, _, err = cli(
+        "--data-dir",
+        str(tmp_path),
+        "group",
+        "reset",
+        "g",
+        "--topic",
+        "t",
+        "--to-earliest",
+        "--export",
+    )
     assert code == 1 and "--export" not in err  # without --json it gets as far as the group
     code, out, _ = cli("group", "reset", "--help")
     assert "not with --json" in " ".join(out.split())

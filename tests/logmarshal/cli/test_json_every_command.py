@@ -112,7 +112,8 @@ def test_every_command_prints_json_or_refuses_it(cli, tmp_path) -> None:
     plan = printed["group reset"][0]
     assert plan["executed"] is False
     assert {(p["partition"], p["new"]) for p in plan["partitions"]} == {(0, 0), (1, 0)}
-    assert printed["produce"] == [{"offsets": printed["produce"][0]["offsets"],
-                                   "records": 2, "topic": "t"}]
+    assert printed["produce"] == [
+        {"offsets": printed["produce"][0]["offsets"], "records": 2, "topic": "t"}
+    ]
     assert printed["demo"][0]["produced"] == 60
     assert printed["streams demo"][0]["exact"] is True

@@ -365,8 +365,9 @@ def test_a_dead_coordination_partition_stops_only_its_own_claims(manual) -> None
         for _ in range(8):  # 2.4 s of log time: past 2·HB since partition 0's last beat
             manual.clock.advance(0.3)
             wait_until(
-                lambda: marshaler.partition_state(TOPIC, 1).last_beat
-                >= manual.clock.time_ms() - 1000,
+                lambda: (
+                    marshaler.partition_state(TOPIC, 1).last_beat >= manual.clock.time_ms() - 1000
+                ),
                 what="partition 1 heartbeated within the last HB",
             )
         produce(manual.cluster, 0, 5)

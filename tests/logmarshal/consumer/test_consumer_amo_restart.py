@@ -75,7 +75,9 @@ def test_amo_restart_recovery_never_hands_out_what_the_old_instance_did(manual) 
     manual.marshalers.append(marshaler)
     new = Consumer(marshaler, TOPIC, mode="amo", batch_size=100)
     manual.consumers.append(new)
-    wait_until(lambda: _takeover_verdict(marshaler, wrapped) is not None, what="the takeover's verdict")
+    wait_until(
+        lambda: _takeover_verdict(marshaler, wrapped) is not None, what="the takeover's verdict"
+    )
     assert in_window == list(range(100, 200))
     assert _takeover_verdict(marshaler, wrapped).reason is Reason.NOT_HOLDER  # 199 < 299: refused
     # tried again at once with 299, the position the replay shows: taken over, old fenced
@@ -89,7 +91,6 @@ def test_amo_restart_recovery_never_hands_out_what_the_old_instance_did(manual) 
     assert rest == list(range(300, 400))  # 200..299: reserved by the old one, lost (AMO)
     handed = [m.offset for m in first] + in_window + rest
     assert len(handed) == len(set(handed)), "an offset was handed out twice"
-
 
 
 def _reserved(consumer: Consumer) -> int | None:

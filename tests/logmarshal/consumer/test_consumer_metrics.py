@@ -33,8 +33,9 @@ def test_scrape_shows_hand_out_commits_claims_lag_and_a_failover(manual, endpoin
         produce(cluster, p, 40)
 
     def member(client_id: str) -> Consumer:
-        marshaler = Marshaler(cluster, client_id, "g", manual.hb, fetch_wait=0.05, clock=clock,
-                              metrics=metrics)
+        marshaler = Marshaler(
+            cluster, client_id, "g", manual.hb, fetch_wait=0.05, clock=clock, metrics=metrics
+        )
         manual.marshalers.append(marshaler)
         return manual.consumer(marshaler, greedy=True)
 
@@ -47,19 +48,23 @@ def test_scrape_shows_hand_out_commits_claims_lag_and_a_failover(manual, endpoin
     uncommitted = drain(victim, 4, commit=False, max_records=4)
     before = scrape(port)
     assert value(before, "logmarshal_consumer_claims_held", client_id="a") == 2
-    assert value(before, "logmarshal_consumer_messages_total", client_id="a", topic=TOPIC,
-                 mode="alo") == 34
+    assert (
+        value(before, "logmarshal_consumer_messages_total", client_id="a", topic=TOPIC, mode="alo")
+        == 34
+    )
     assert value(before, "logmarshal_consumer_committed_total", client_id="a", topic=TOPIC) == 30
-    assert value(before, "logmarshal_consumer_assignments_total", client_id="a",
-                 how="claimed") == 2
+    assert value(before, "logmarshal_consumer_assignments_total", client_id="a", how="claimed") == 2
     held = {m.partition for m in uncommitted}
     for p in range(2):
-        pending = value(before, "logmarshal_consumer_commit_lag", client_id="a", topic=TOPIC,
-                        partition=str(p))
+        pending = value(
+            before, "logmarshal_consumer_commit_lag", client_id="a", topic=TOPIC, partition=str(p)
+        )
         assert pending == sum(1 for m in uncommitted if m.partition == p)
         # nothing heartbeated yet on the manual clock: the lag is the whole partition
-        assert value(before, "logmarshal_consumer_lag", client_id="a", topic=TOPIC,
-                     partition=str(p)) > 0
+        assert (
+            value(before, "logmarshal_consumer_lag", client_id="a", topic=TOPIC, partition=str(p))
+            > 0
+        )
     assert held  # the four uncommitted ones show up somewhere
 
     victim.close(release=False)  # an abrupt stop: nobody releases
@@ -68,14 +73,12 @@ def test_scrape_shows_hand_out_commits_claims_lag_and_a_failover(manual, endpoin
     clock.advance(2.5)  # the victim's claims are stale by the log's clock
     wait_until(lambda: len(survivor.claims()) == 2, what="the takeover")
     after = scrape(port)
-    assert value(after, "logmarshal_consumer_assignments_total", client_id="b",
-                 how="failover") == 2
+    assert value(after, "logmarshal_consumer_assignments_total", client_id="b", how="failover") == 2
     assert value(after, "logmarshal_consumer_claims_held", client_id="b") == 2
     assert ("logmarshal_consumer_claims_held", (("client_id", "a"), ("group", "g"))) not in after
 
     survivor.close()  # a clean close releases both
     done = scrape(port)
-    assert value(done, "logmarshal_consumer_revocations_total", client_id="b",
-                 why="released") == 2
+    assert value(done, "logmarshal_consumer_revocations_total", client_id="b", why="released") == 2
     assert not any(k[0] == "logmarshal_consumer_claims_held" for k in done)
     assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-consumer")]

@@ -208,8 +208,11 @@ def test_a_group_taken_by_a_live_kafka_group_is_refused_at_start(cluster) -> Non
     cluster.create_topic(TOPIC, 1)
     sink = CountingSink(live_as="state STABLE, 1 member(s)")
     try:
-        with pytest.raises(MirrorConflict, match=r"group 'g' is also a live Kafka consumer "
-                                                 r"group \(state STABLE, 1 member\(s\)\)"):
+        with pytest.raises(
+            MirrorConflict,
+            match=r"group 'g' is also a live Kafka consumer "
+            r"group \(state STABLE, 1 member\(s\)\)",
+        ):
             world.consumer("c1", mirror_offsets=sink)
         assert world.consumers == []
         assert world.consumer("c2", mirror_offsets=False)._mirror is None  # opted out: runs
@@ -240,8 +243,9 @@ def test_amo_mirrors_what_it_reserved_and_at_close_what_it_handed_out(realtime) 
     consumer = realtime.consumer("c1", mode="amo", batch_size=5, max_reserved=20)
     assert consumer._mirror is None  # auto: an embedded cluster has no Kafka group offsets
     consumer.close()
-    consumer = realtime.consumer("c2", mode="amo", batch_size=5, max_reserved=20,
-                                 mirror_offsets=sink)
+    consumer = realtime.consumer(
+        "c2", mode="amo", batch_size=5, max_reserved=20, mirror_offsets=sink
+    )
     handed = drain(consumer, 5, max_records=5)
     assert [m.offset for m in handed] == list(range(5))
     reserved = consumer.position(TOPIC, 0)

@@ -98,7 +98,9 @@ class Group:
             claim_interval_ms=HB // 2,
             rebalance="none",
         )
-        world = WorldState(rules=rules_without(self.rules_off))  # the member's own replay (its core reads it)
+        world = WorldState(
+            rules=rules_without(self.rules_off)
+        )  # the member's own replay (its core reads it)
         m = Member(MemberCore(options, [world], _without=self.core_off), world, budget=budget)
         self.members.append(m)
         self.replay(m)

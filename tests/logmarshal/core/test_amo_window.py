@@ -32,7 +32,9 @@ def _records(g: Group, kind: type) -> list[tuple[object, bool]]:
 
 def _reservations(g: Group) -> list[tuple[int, int]]:
     """(first, last) of every accepted ClaimingMessages, in log order."""
-    return [(m.first_offset, m.proposed_last_offset) for m, ok in _records(g, ClaimingMessages) if ok]
+    return [
+        (m.first_offset, m.proposed_last_offset) for m, ok in _records(g, ClaimingMessages) if ok
+    ]
 
 
 def _claimed_through(g: Group) -> int:

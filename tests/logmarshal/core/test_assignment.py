@@ -224,8 +224,9 @@ def test_balanced_equals_its_rules_written_plainly(specs, equal, alike, hog, see
     if alike:
         specs = [(specs[0][0], w, cap, specs[0][3]) for _, w, cap, _ in specs]
     members = [
-        member(f"m{i}", tuple((t, counts[t]) for t in sorted(topics)), 1 if equal else w, cap,
-               whole)
+        member(
+            f"m{i}", tuple((t, counts[t]) for t in sorted(topics)), 1 if equal else w, cap, whole
+        )
         for i, (topics, w, cap, whole) in enumerate(specs)
     ]
     rng = random.Random(seed)
@@ -244,9 +245,13 @@ def test_of_two_equally_most_loaded_members_the_last_client_id_gives():
     balances the group, and it is m1's highest partition that moves (m0's would be as
     balanced, and a member computing that would disagree with the rest)."""
     members = [member(c, (("t", 7),)) for c in ("m0", "m1", "m2")]
-    holders = {("t", p): c for c, ps in (("m0", (0, 1, 2)), ("m1", (3, 4, 5)), ("m2", (6,)))
-               for p in ps}
-    expected = {"m0": [("t", 0), ("t", 1), ("t", 2)], "m1": [("t", 3), ("t", 4)],
-                "m2": [("t", 5), ("t", 6)]}
+    holders = {
+        ("t", p): c for c, ps in (("m0", (0, 1, 2)), ("m1", (3, 4, 5)), ("m2", (6,))) for p in ps
+    }
+    expected = {
+        "m0": [("t", 0), ("t", 1), ("t", 2)],
+        "m1": [("t", 3), ("t", 4)],
+        "m2": [("t", 5), ("t", 6)],
+    }
     assert _plain_balanced(members, units_of(members), holders) == expected
     assert balanced(members, units_of(members), holders) == expected

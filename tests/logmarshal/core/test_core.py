@@ -205,7 +205,9 @@ def test_resume_after_takeover_includes_the_old_instances_reservation(rule_a):
     4 the log refuses that takeover (its position 99 is behind the reservation: property a);
     without property a it is accepted, and the new instance must read its resume point after
     the verdict (the core's own defence, kept for older logs)."""
-    world = WorldState(rules=rules_without(frozenset() if rule_a else frozenset({"takeover_position"})))
+    world = WorldState(
+        rules=rules_without(frozenset() if rule_a else frozenset({"takeover_position"}))
+    )
     ids = dict(client_id="a", group_id="g", topic="t", partition=0)
     assert _apply(
         world, 0, ClaimingPartition(instance_id="1", heartbeat_interval_ms=HB, **ids)
@@ -423,8 +425,10 @@ def test_no_claim_is_tried_while_the_group_is_paused():
     from rationalizer import ReleaseGroup
 
     world, log = WorldState(), Log()
-    log.append(0, *encode(ReleaseGroup(client_id="adm", instance_id="x", group_id="g",
-                                       msg_expire_time=1000)))
+    log.append(
+        0,
+        *encode(ReleaseGroup(client_id="adm", instance_id="x", group_id="g", msg_expire_time=1000)),
+    )
     core = MemberCore(options(mode="alo", claim_interval_ms=10), [world])
     out = core.step(0, Replayed(0, log.replay(world), at_end=True))
     for now in range(0, 1000, 10):

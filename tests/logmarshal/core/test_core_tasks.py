@@ -106,9 +106,7 @@ def test_a_close_releases_the_vector_and_the_next_holder_resumes_every_source_fr
     core.commit("b", 0, range(4))
     actions = land_all(core, world, log, 3, core.step(3, Close()))
     revokes = [a for a in actions if isinstance(a, Revoke)]
-    assert [(r.topic, r.partition, r.sources) for r in revokes] == [
-        ("T", 0, (("a", 0), ("b", 0)))
-    ]
+    assert [(r.topic, r.partition, r.sources) for r in revokes] == [("T", 0, (("a", 0), ("b", 0)))]
     assert written(log, ReleasingTask)[-1].positions == (("a", 5), ("b", 3))
     assert world.holder("g", "T", 0) is None
 

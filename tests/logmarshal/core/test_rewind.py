@@ -93,16 +93,24 @@ def test_regained_needs_a_reset_after_the_halt_a_position_and_the_pause_over() -
     world = WorldState()
     regained = Regained(trusted_from=10)
     # a reset before the halt point counts for nothing
-    _apply(world, regained, [
-        (5, 1000, ReleaseGroup(**admin, msg_expire_time=1500)),
-        (6, 1001, Heartbeat(**beat, partition=0, last_offset=7)),
-    ])
+    _apply(
+        world,
+        regained,
+        [
+            (5, 1000, ReleaseGroup(**admin, msg_expire_time=1500)),
+            (6, 1001, Heartbeat(**beat, partition=0, last_offset=7)),
+        ],
+    )
     assert regained.trusted("g", 2000) == frozenset()
     # after it: a pause until 3000, a position for t/0 only
-    _apply(world, regained, [
-        (10, 2000, ReleaseGroup(**admin, msg_expire_time=3000)),
-        (11, 2001, Heartbeat(**beat, partition=0, last_offset=41)),
-    ])
+    _apply(
+        world,
+        regained,
+        [
+            (10, 2000, ReleaseGroup(**admin, msg_expire_time=3000)),
+            (11, 2001, Heartbeat(**beat, partition=0, last_offset=41)),
+        ],
+    )
     assert regained.trusted("g", 2500) == frozenset()  # paused
     assert regained.trusted("g", 3000) == frozenset()  # not past the pause's end yet
     assert regained.trusted("g", 3001) == {("t", 0)}

@@ -37,8 +37,9 @@ class CountEveryUpdate(Processor):
             self.context.forward(word, [self.context.partition, n])
 
 
-def topology(delay: float = 0.0, sources: tuple[str, ...] = ("lines",), kind: str = "sqlite"
-             ) -> Topology:
+def topology(
+    delay: float = 0.0, sources: tuple[str, ...] = ("lines",), kind: str = "sqlite"
+) -> Topology:
     """Word count over ``sources`` (co-partitioned: partition p of each is one task), its
     counts in a store of engine ``kind``."""
     CountEveryUpdate.delay = delay
@@ -60,9 +61,15 @@ def main() -> None:
     with cluster:
         sources = tuple(os.environ.get("LM_SOURCES", "lines").split(","))
         kind = os.environ.get("LM_STORE_KIND", "sqlite")
-        app = App(cluster, "wc", topology(delay=0.0005, sources=sources, kind=kind),
-                  client_id=client_id,
-                  heartbeat_interval=0.3, state_dir=state_dir, commit_interval=0.05)
+        app = App(
+            cluster,
+            "wc",
+            topology(delay=0.0005, sources=sources, kind=kind),
+            client_id=client_id,
+            heartbeat_interval=0.3,
+            state_dir=state_dir,
+            commit_interval=0.05,
+        )
         original = app.commit
 
         def commit() -> None:

@@ -29,8 +29,9 @@ WORDS = ["alpha", "beta", "gamma", "delta", "eps"]
 BASE_MS = int(time.time() * 1000)  # recent timestamps: retention must not delete the input
 
 
-def produce_lines(cluster, start: int, n: int, topic: str = "lines"
-                  ) -> dict[int, collections.Counter]:
+def produce_lines(
+    cluster, start: int, n: int, topic: str = "lines"
+) -> dict[int, collections.Counter]:
     """Line i goes to partition i % 2 and holds words chosen by i; returns per-partition truth."""
     truth = {0: collections.Counter(), 1: collections.Counter()}
     for p in (0, 1):
@@ -42,7 +43,7 @@ def produce_lines(cluster, start: int, n: int, topic: str = "lines"
             truth[p].update(line.split())
             batch.append(NewRecord(line.encode(), timestamp=BASE_MS + i))
         for k in range(0, len(batch), 200):
-            cluster.produce(topic, p, batch[k:k + 200])
+            cluster.produce(topic, p, batch[k : k + 200])
     return truth
 
 
@@ -83,8 +84,15 @@ def store_total(app: App) -> int:
 def test_state_restored_after_the_task_moves(cluster, tmp_path):
     setup_topics(cluster)
     truth = produce_lines(cluster, 0, 300)
-    a = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
-            state_dir=tmp_path / "a", commit_interval=0.05)
+    a = App(
+        cluster,
+        "wc",
+        topology(),
+        client_id="a",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / "a",
+        commit_interval=0.05,
+    )
     total = sum(sum(c.values()) for c in truth.values())
     run_until(a, lambda: store_total(a) >= total)
     assert tables(cluster) == truth
@@ -92,8 +100,15 @@ def test_state_restored_after_the_task_moves(cluster, tmp_path):
     truth = merge(truth, more)
     total = sum(sum(c.values()) for c in truth.values())
     # another member, empty local state (another machine): must restore, then continue
-    b = App(cluster, "wc", topology(), client_id="b", heartbeat_interval=0.3,
-            state_dir=tmp_path / "b", commit_interval=0.05)
+    b = App(
+        cluster,
+        "wc",
+        topology(),
+        client_id="b",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / "b",
+        commit_interval=0.05,
+    )
     restored = []
     original = b._assigned
 
@@ -106,8 +121,10 @@ def test_state_restored_after_the_task_moves(cluster, tmp_path):
     # callback, or by the first record if that comes first)
     b.consumer._on_assigned = b._assigned = watch
     run_until(b, lambda: store_total(b) >= total)
-    assert sorted(restored) == [(("wc.task.0", 0), sum(truth[0].values()) - sum(more[0].values())),
-                                (("wc.task.0", 1), sum(truth[1].values()) - sum(more[1].values()))]
+    assert sorted(restored) == [
+        (("wc.task.0", 0), sum(truth[0].values()) - sum(more[0].values())),
+        (("wc.task.0", 1), sum(truth[1].values()) - sum(more[1].values())),
+    ]
     assert tables(cluster) == truth
 
 
@@ -115,8 +132,15 @@ def test_crash_between_changelog_and_heartbeat_updates_state_once(cluster, tmp_p
     setup_topics(cluster)
     truth = produce_lines(cluster, 0, 200)
     total = sum(sum(c.values()) for c in truth.values())
-    a = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
-            state_dir=tmp_path / "a", commit_interval=3600)
+    a = App(
+        cluster,
+        "wc",
+        topology(),
+        client_id="a",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / "a",
+        commit_interval=3600,
+    )
     deadline = time.monotonic() + 20
     while store_total(a) < total and time.monotonic() < deadline:
         for m in a.consumer.poll(0.1):
@@ -130,8 +154,15 @@ def test_crash_between_changelog_and_heartbeat_updates_state_once(cluster, tmp_p
     a.consumer.close(release=False)
     a.producer.close()
     a.marshaler.close()
-    b = App(cluster, "wc", topology(), client_id="b", heartbeat_interval=0.3,
-            state_dir=tmp_path / "b", commit_interval=0.05)
+    b = App(
+        cluster,
+        "wc",
+        topology(),
+        client_id="b",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / "b",
+        commit_interval=0.05,
+    )
     more = produce_lines(cluster, 200, 50)
     truth = merge(truth, more)
     total = sum(sum(c.values()) for c in truth.values())
@@ -187,10 +218,24 @@ def test_sigkilled_member_leaves_exact_counts(tmp_path, sources, kind, machine):
     total = sum(sum(c.values()) for c in truth.values())
     out = open(tmp_path / "member.out", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.logmarshal.streams.member", str(data), "m1", str(tmp_path / "s1")],
-        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "LM_SOURCES": ",".join(sources),
-             "LM_STORE_KIND": kind},
+        [
+            sys.executable,
+            "-m",
+            "tests.logmarshal.streams.member",
+            str(data),
+            "m1",
+            str(tmp_path / "s1"),
+        ],
+        cwd=ROOT,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "LM_SOURCES": ",".join(sources),
+            "LM_STORE_KIND": kind,
+        },
     )
     try:
         deadline = time.monotonic() + 30
@@ -209,11 +254,18 @@ def test_sigkilled_member_leaves_exact_counts(tmp_path, sources, kind, machine):
         partial = tables(cluster)
         done = sum(sum(c.values()) for c in partial.values())
         assert 0 < done < total, "the kill must land mid-stream"
-        logged = sum(1 for p in (0, 1) for m in changelog_records(cluster, p)
-                     if marker_of(m.key) is None)
-        b = App(cluster, "wc", topology(sources=sources, kind=kind), client_id="m2",
-                heartbeat_interval=0.3, commit_interval=0.05,
-                state_dir=tmp_path / ("s1" if machine == "same" else "s2"))
+        logged = sum(
+            1 for p in (0, 1) for m in changelog_records(cluster, p) if marker_of(m.key) is None
+        )
+        b = App(
+            cluster,
+            "wc",
+            topology(sources=sources, kind=kind),
+            client_id="m2",
+            heartbeat_interval=0.3,
+            commit_interval=0.05,
+            state_dir=tmp_path / ("s1" if machine == "same" else "s2"),
+        )
         restored: dict = {}  # task key -> changelog records its restore applied
 
         def done() -> bool:
@@ -243,7 +295,9 @@ def test_sigkilled_member_leaves_exact_counts(tmp_path, sources, kind, machine):
                 offset = batch[-1].offset + 1
         expected = {
             (f'"{w}"'.encode(), f"[{p},{n}]".encode())
-            for p in (0, 1) for w, c in truth[p].items() for n in range(1, c + 1)
+            for p in (0, 1)
+            for w, c in truth[p].items()
+            for n in range(1, c + 1)
         }
         assert expected <= seen
 
@@ -251,8 +305,18 @@ def test_sigkilled_member_leaves_exact_counts(tmp_path, sources, kind, machine):
 def test_two_running_members_share_tasks_and_one_leaves(cluster, tmp_path):
     setup_topics(cluster)
     truth = produce_lines(cluster, 0, 2000)
-    apps = [App(cluster, "wc", topology(delay=0.001), client_id=c, heartbeat_interval=0.3,
-                state_dir=tmp_path / c, commit_interval=0.05) for c in ("a", "b")]
+    apps = [
+        App(
+            cluster,
+            "wc",
+            topology(delay=0.001),
+            client_id=c,
+            heartbeat_interval=0.3,
+            state_dir=tmp_path / c,
+            commit_interval=0.05,
+        )
+        for c in ("a", "b")
+    ]
     threads = [threading.Thread(target=a.run, daemon=True) for a in apps]
     for t in threads:
         t.start()
@@ -282,9 +346,14 @@ def test_two_running_members_share_tasks_and_one_leaves(cluster, tmp_path):
 def _spawn(argv: list[str], out_path: Path, **env: str) -> subprocess.Popen:
     out = open(out_path, "wb")  # noqa: SIM115
     try:
-        return subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+        return subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        )
     finally:
         out.close()
 
@@ -299,8 +368,11 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _commits(path: Path, tasks: int | None = None) -> int:
     lines = path.read_text().splitlines() if path.exists() else []
-    return sum(1 for line in lines if line.startswith("committed")
-               and (tasks is None or line == f"committed {tasks}"))
+    return sum(
+        1
+        for line in lines
+        if line.startswith("committed") and (tasks is None or line == f"committed {tasks}")
+    )
 
 
 @pytest.mark.slow
@@ -328,8 +400,13 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
             if cond():
                 return True
             assert broker.alive and all(p.poll() is None for p in procs), [
-                broker.output()[-2000:], *((tmp_path / f).read_text()[-2000:]
-                                           for f in ("m1.out", "m2.out") if (tmp_path / f).exists())]
+                broker.output()[-2000:],
+                *(
+                    (tmp_path / f).read_text()[-2000:]
+                    for f in ("m1.out", "m2.out")
+                    if (tmp_path / f).exists()
+                ),
+            ]
             time.sleep(0.02)
         return False
 
@@ -340,8 +417,9 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
     try:
         bootstrap = broker.bootstrap
         member = [sys.executable, "-m", "tests.logmarshal.streams.member", f"bootstrap={bootstrap}"]
-        procs.append(_spawn([*member, "m1", str(tmp_path / "s1")], tmp_path / "m1.out",
-                            LM_STALE_WRITER="1"))
+        procs.append(
+            _spawn([*member, "m1", str(tmp_path / "s1")], tmp_path / "m1.out", LM_STALE_WRITER="1")
+        )
         assert wait(lambda: _commits(tmp_path / "m1.out", 2) >= 10, 60)
         frozen_at = time.monotonic()
         os.killpg(procs[0].pid, signal.SIGSTOP)
@@ -363,8 +441,14 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
         assert tables(cluster) == truth
         stale = 0
         for p in (0, 1):
-            found = _replay(cluster, "wc-counts-changelog", p, lambda k, v: None, 0,
-                            cluster.latest_offset("wc-counts-changelog", p))
+            found = _replay(
+                cluster,
+                "wc-counts-changelog",
+                p,
+                lambda k, v: None,
+                0,
+                cluster.latest_offset("wc-counts-changelog", p),
+            )
             stale += len(found.commits) - len(valid_commits(found.commits, found.fences))
     assert stale == (tmp_path / "m1.out").read_text().count("stale commit written")
     assert stale >= 1, "the thawed member must have appended a stale commit"
@@ -380,8 +464,15 @@ def test_a_task_of_two_topics_is_one_claim_and_moves_as_a_unit(cluster, tmp_path
     cluster.create_topic("more-lines", 2)
     sources = ("lines", "more-lines")
     truth = merge(produce_lines(cluster, 0, 400), produce_lines(cluster, 400, 300, "more-lines"))
-    a = App(cluster, "wc", topology(sources=sources), client_id="a", heartbeat_interval=0.3,
-            state_dir=tmp_path / "a", commit_interval=0.05)
+    a = App(
+        cluster,
+        "wc",
+        topology(sources=sources),
+        client_id="a",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / "a",
+        commit_interval=0.05,
+    )
     b = None
     threads = [threading.Thread(target=a.run, daemon=True)]
     threads[0].start()
@@ -392,8 +483,15 @@ def test_a_task_of_two_topics_is_one_claim_and_moves_as_a_unit(cluster, tmp_path
             time.sleep(0.02)
         assert a.consumer.claims() == [("wc.task.0", 0), ("wc.task.0", 1)]
         assert sorted(a.consumer.lag()) == [(t, p) for t in sources for p in (0, 1)]
-        b = App(cluster, "wc", topology(sources=sources), client_id="b", heartbeat_interval=0.3,
-                state_dir=tmp_path / "b", commit_interval=0.05)
+        b = App(
+            cluster,
+            "wc",
+            topology(sources=sources),
+            client_id="b",
+            heartbeat_interval=0.3,
+            state_dir=tmp_path / "b",
+            commit_interval=0.05,
+        )
         threads.append(threading.Thread(target=b.run, daemon=True))
         threads[1].start()
         deadline = time.monotonic() + 20
@@ -401,14 +499,16 @@ def test_a_task_of_two_topics_is_one_claim_and_moves_as_a_unit(cluster, tmp_path
             time.sleep(0.02)
         assert len(a.tasks) == len(b.tasks) == 1
         ((name, moved),) = b.tasks
-        released = [m for m in task_records(cluster)
-                    if isinstance(m, ReleasingTask) and m.client_id == "a"]
+        released = [
+            m for m in task_records(cluster) if isinstance(m, ReleasingTask) and m.client_id == "a"
+        ]
         assert [(m.topic, m.partition) for m in released] == [(name, moved)]
         assert dict(released[0].positions) == {
             t: cluster.latest_offset(t, moved) - 1 for t in sources
         }  # a had handled both topics of the moved task to their ends
-        more = merge(produce_lines(cluster, 700, 200), produce_lines(cluster, 900, 200,
-                                                                      "more-lines"))
+        more = merge(
+            produce_lines(cluster, 700, 200), produce_lines(cluster, 900, 200, "more-lines")
+        )
         truth = merge(truth, more)
         total = sum(sum(c.values()) for c in truth.values())
         deadline = time.monotonic() + 20

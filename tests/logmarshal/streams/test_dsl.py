@@ -19,19 +19,31 @@ def test_stateless_operators():
     b = StreamsBuilder()
     seen = []
     s = b.stream("in")
-    (s.filter(lambda k, v: v % 2 == 0)
-      .map_values(lambda v: v * 10)
-      .peek(lambda k, v: seen.append((k, v)))
-      .map(lambda k, v: (v, k))
-      .to("out"))
+    (
+        s.filter(lambda k, v: v % 2 == 0)
+        .map_values(lambda v: v * 10)
+        .peek(lambda k, v: seen.append((k, v)))
+        .map(lambda k, v: (v, k))
+        .to("out")
+    )
     s.flat_map(lambda k, v: [(k, v)] * v).to("repeated")
     d = TopologyTestDriver(b.build())
     for i in range(1, 5):
         d.pipe("in", f"k{i}", i)
     assert d.read("out") == [(20, "k2"), (40, "k4")]
     assert seen == [("k2", 20), ("k4", 40)]
-    assert d.read("repeated") == [("k1", 1), ("k2", 2), ("k2", 2), ("k3", 3), ("k3", 3),
-                                  ("k3", 3), ("k4", 4), ("k4", 4), ("k4", 4), ("k4", 4)]
+    assert d.read("repeated") == [
+        ("k1", 1),
+        ("k2", 2),
+        ("k2", 2),
+        ("k3", 3),
+        ("k3", 3),
+        ("k3", 3),
+        ("k4", 4),
+        ("k4", 4),
+        ("k4", 4),
+        ("k4", 4),
+    ]
 
 
 def test_branch_and_merge():
@@ -91,7 +103,10 @@ def test_tumbling_windowed_count_by_event_time():
     for user, ts in [("u1", 0), ("u1", 59_999), ("u2", 30_000), ("u1", 60_000), ("u1", 125_000)]:
         d.pipe("clicks", user, "click", ts)
     assert d.store("clicks-per-window") == {
-        ("u1", 0): 2, ("u2", 0): 1, ("u1", 60_000): 1, ("u1", 120_000): 1,
+        ("u1", 0): 2,
+        ("u2", 0): 1,
+        ("u1", 60_000): 1,
+        ("u1", 120_000): 1,
     }
     assert d.read("clicks-per-minute")[-1] == (["u1", 120_000], 1)
 
@@ -102,8 +117,14 @@ def test_word_count_processor_api_and_dsl_agree():
     for topo in (word_count(), word_count_dsl()):
         d = TopologyTestDriver(topo)
         for i, line in enumerate(lines):
-            d.pipe("lines", None, line.lower(), i * 400,
-                   key_serializer=string_serializer, value_serializer=string_serializer)
+            d.pipe(
+                "lines",
+                None,
+                line.lower(),
+                i * 400,
+                key_serializer=string_serializer,
+                value_serializer=string_serializer,
+            )
         assert d.store("counts") == truth
 
 
@@ -180,8 +201,12 @@ def test_context_exposes_record_metadata_and_guards_stores():
     d = TopologyTestDriver(t)
     d.pipe("in", "k", 1, 42)
     d.pipe("in", "k", 2, 43)
-    assert seen == [("in", 0, 0, 42, (), "0_0"), "TopologyError",
-                    ("in", 0, 1, 43, (), "0_0"), "TopologyError"]
+    assert seen == [
+        ("in", 0, 0, 42, (), "0_0"),
+        "TopologyError",
+        ("in", 0, 1, 43, (), "0_0"),
+        "TopologyError",
+    ]
 
 
 def test_windows_validate():

@@ -42,9 +42,16 @@ def feed(cluster, values):
 def test_failing_record_is_retried_then_dead_lettered(cluster, tmp_path):
     feed(cluster, ["a", "bad", "a", "b"])  # dlq does not exist: created like the source
     CountOrFail.attempts = []
-    app = App(cluster, "err", topology(), client_id="x", heartbeat_interval=0.3,
-              state_dir=tmp_path, commit_interval=0.05,
-              retry=RetryPolicy(max_attempts=3, backoff=0, dead_letter_topic="dlq"))
+    app = App(
+        cluster,
+        "err",
+        topology(),
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        commit_interval=0.05,
+        retry=RetryPolicy(max_attempts=3, backoff=0, dead_letter_topic="dlq"),
+    )
     t = threading.Thread(target=app.run, kwargs={"max_records": 4})
     t.start()
     t.join(20)
@@ -60,8 +67,15 @@ def test_failing_record_is_retried_then_dead_lettered(cluster, tmp_path):
 def test_failing_record_without_dead_letter_stops_the_app(cluster, tmp_path):
     feed(cluster, ["a", "bad", "b"])
     CountOrFail.attempts = []
-    app = App(cluster, "err2", topology(), client_id="x", heartbeat_interval=0.3,
-              state_dir=tmp_path, retry=RetryPolicy(max_attempts=2, backoff=0))
+    app = App(
+        cluster,
+        "err2",
+        topology(),
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        retry=RetryPolicy(max_attempts=2, backoff=0),
+    )
     with pytest.raises(HandlerFailed, match="offset 1"):
         app.run(max_records=3)
     app.close()
@@ -99,16 +113,30 @@ def test_a_failed_sink_write_commits_nothing_after_it(cluster, tmp_path, monkeyp
         t = Topology().add_source("s", "in").add_processor("p", CountAndForward, "s")
         return t.add_state_store(StoreSpec("n"), "p").add_sink("o", "out", "p")
 
-    app = App(cluster, "sinkfail", counting(), client_id="x", heartbeat_interval=0.3,
-              state_dir=tmp_path, commit_interval=60)
+    app = App(
+        cluster,
+        "sinkfail",
+        counting(),
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        commit_interval=60,
+    )
     monkeypatch.setattr(app.producer, "_cluster", FailingSinkWrites(cluster))
     with pytest.raises(OSError, match="no space"):
         app.run(max_records=2)  # its last commit flushes the sink first: raised there
     app.close()  # the final commit refuses too (logged): the flush's failure was raised once
     assert read_changelog(cluster, "sinkfail", "n", 0)[0] == {}
     # the inputs were not committed either: the group's next member reads them again
-    again = App(cluster, "sinkfail", counting(), client_id="y", heartbeat_interval=0.3,
-                state_dir=tmp_path / "2", commit_interval=60)
+    again = App(
+        cluster,
+        "sinkfail",
+        counting(),
+        client_id="y",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / "2",
+        commit_interval=60,
+    )
     t = threading.Thread(target=again.run, kwargs={"max_records": 2})
     t.start()
     t.join(20)

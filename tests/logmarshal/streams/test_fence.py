@@ -48,8 +48,9 @@ def make_task(state: StateDirs, where: str, epoch: int) -> Task:
     topo.add_state_store(StoreSpec("n", state.kind), "p")
     (sub,) = topo.subtopologies()
     stores = {"n": state.store(where, "n")}
-    return Task("app", topo, sub, 0, stores, lambda *a: None, lambda _t: 1, lambda: NOW,
-                epoch=epoch)
+    return Task(
+        "app", topo, sub, 0, stores, lambda *a: None, lambda _t: 1, lambda: NOW, epoch=epoch
+    )
 
 
 def feed(task: Task, start: int, stop: int) -> None:
@@ -121,10 +122,12 @@ def test_a_stale_commit_between_the_new_owners_restore_and_fence_is_not_restored
     assert raced == [1]
     records = cluster.fetch(TOPIC, 0, cluster.earliest_offset(TOPIC, 0))
     assert [m.key for m in records][-3:] == [
-        b'"a"', marker_key(COMMIT_KEY, 5), marker_key(FENCE_KEY, 9)
+        b'"a"',
+        marker_key(COMMIT_KEY, 5),
+        marker_key(FENCE_KEY, 9),
     ]
     assert b.stores["n"].all() == {"a": 15}
-    assert b"\"a\"" in b.stores["n"].dirty  # the stale record's key is rewritten by B
+    assert b'"a"' in b.stores["n"].dirty  # the stale record's key is rewritten by B
     # before B commits anything, a restore already leaves the stale commit out
     assert read_changelog(cluster, "app", "n", 0) == ({"a": 15}, {"in": 15})
     feed(b, 15, 20)
@@ -144,8 +147,14 @@ def test_a_commit_cut_short_is_still_ignored(changelog, state):
     feed(b, 15, 20)
     # B crashes in the middle of its commit: data records, no marker
     epoch = ((EPOCH_HEADER, b"9"),)
-    cluster.produce(TOPIC, 0, [NewRecord(b"20", key=b'"a"', headers=epoch, timestamp=NOW),
-                               NewRecord(b"1", key=b'"z"', headers=epoch, timestamp=NOW)])
+    cluster.produce(
+        TOPIC,
+        0,
+        [
+            NewRecord(b"20", key=b'"a"', headers=epoch, timestamp=NOW),
+            NewRecord(b"1", key=b'"z"', headers=epoch, timestamp=NOW),
+        ],
+    )
     assert read_changelog(cluster, "app", "n", 0) == ({"a": 15}, {"in": 15})
     c = make_task(state, "machine-c", epoch=12)
     assert c.restore(cluster) == {"in": 15}
@@ -158,11 +167,15 @@ def test_a_commit_cut_short_is_still_ignored(changelog, state):
 
 def test_a_changelog_without_epochs_restores_and_is_fenced_afterwards(changelog, state):
     cluster = changelog
-    cluster.produce(TOPIC, 0, [
-        NewRecord(b"3", key=b'"a"', timestamp=NOW),
-        NewRecord(b'{"in": 3}', key=COMMIT_KEY, timestamp=NOW),
-        NewRecord(b"4", key=b'"a"', timestamp=NOW),  # a commit cut short
-    ])
+    cluster.produce(
+        TOPIC,
+        0,
+        [
+            NewRecord(b"3", key=b'"a"', timestamp=NOW),
+            NewRecord(b'{"in": 3}', key=COMMIT_KEY, timestamp=NOW),
+            NewRecord(b"4", key=b'"a"', timestamp=NOW),  # a commit cut short
+        ],
+    )
     assert read_changelog(cluster, "app", "n", 0) == ({"a": 3}, {"in": 3})
     b = make_task(state, "machine-b", epoch=7)
     assert b.restore(cluster) == {"in": 3}
@@ -170,8 +183,14 @@ def test_a_changelog_without_epochs_restores_and_is_fenced_afterwards(changelog,
     b.write_changelogs(cluster)
     b.close()
     # a member of the version before epochs, still running, appends a commit: fenced
-    cluster.produce(TOPIC, 0, [NewRecord(b"9", key=b'"a"', timestamp=NOW),
-                               NewRecord(b'{"in": 9}', key=COMMIT_KEY, timestamp=NOW)])
+    cluster.produce(
+        TOPIC,
+        0,
+        [
+            NewRecord(b"9", key=b'"a"', timestamp=NOW),
+            NewRecord(b'{"in": 9}', key=COMMIT_KEY, timestamp=NOW),
+        ],
+    )
     assert read_changelog(cluster, "app", "n", 0) == ({"a": 5}, {"in": 5})
 
 
@@ -205,9 +224,20 @@ def test_a_fence_landing_between_our_restore_and_our_fence_restores_again(
     def racing(topic, partition, records, **kw):
         if marker_of(records[0].key) is FENCE_KEY and not calls:
             # a stalled owner of epoch 7 fences (its restore read up to offset 0) just now
-            calls.append(produce(topic, partition, [NewRecord(
-                json.dumps({"epoch": 7, "base": 0}).encode(), key=FENCE_KEY,
-                headers=((EPOCH_HEADER, b"7"),), timestamp=NOW)]))
+            calls.append(
+                produce(
+                    topic,
+                    partition,
+                    [
+                        NewRecord(
+                            json.dumps({"epoch": 7, "base": 0}).encode(),
+                            key=FENCE_KEY,
+                            headers=((EPOCH_HEADER, b"7"),),
+                            timestamp=NOW,
+                        )
+                    ],
+                )
+            )
         return produce(topic, partition, records, **kw)
 
     monkeypatch.setattr(cluster, "produce", racing)
@@ -219,8 +249,9 @@ def test_a_fence_landing_between_our_restore_and_our_fence_restores_again(
     assert read_changelog(cluster, "app", "n", 0) == ({}, None)
 
 
-def test_a_record_of_a_newer_epoch_before_our_fence_means_we_are_fenced(changelog, state,
-                                                                       monkeypatch):
+def test_a_record_of_a_newer_epoch_before_our_fence_means_we_are_fenced(
+    changelog, state, monkeypatch
+):
     cluster = changelog
     first_owner(cluster, state).close()
     old = make_task(state, "machine-b", epoch=6)
@@ -251,8 +282,15 @@ def test_app_commit_drops_a_task_whose_claim_epoch_changed(cluster, tmp_path):
 
     setup_topics(cluster)
     produce_lines(cluster, 0, 200)
-    app = App(cluster, "wc", word_count(), client_id="a", heartbeat_interval=0.3,
-              state_dir=tmp_path / "a", commit_interval=3600)
+    app = App(
+        cluster,
+        "wc",
+        word_count(),
+        client_id="a",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / "a",
+        commit_interval=3600,
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (
@@ -298,8 +336,9 @@ class Compacted:
             records.extend(batch)
             at = batch[-1].offset + 1
         last = {m.key: m.offset for m in records if m.key is not None}
-        return [m for m in records
-                if m.offset >= offset and (m.key is None or last[m.key] == m.offset)]
+        return [
+            m for m in records if m.offset >= offset and (m.key is None or last[m.key] == m.offset)
+        ]
 
 
 VALUES = [b'"a"', b'"b"', b'"c"', b'"d"']
@@ -326,8 +365,9 @@ def test_a_compacted_changelog_keeps_a_stale_writers_earlier_valid_commit(cluste
     """A commits b=... (valid), B takes over, A (stalled) appends a stale commit of a: the
     cleaner then keeps A's stale commit marker and drops A's valid one (same epoch). B's
     fence recorded that A's commits were valid through the first: b survives the cleaner."""
-    cluster.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": 1024,
-                                   "min.compaction.lag.ms": 0})
+    cluster.create_topic(
+        TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": 1024, "min.compaction.lag.ms": 0}
+    )
     a = make_task(state, "machine-a", epoch=5)
     a.restore(cluster)
     feed_values(a, 0, 12)
@@ -353,10 +393,16 @@ def test_a_compacted_changelog_keeps_a_stale_writers_earlier_valid_commit(cluste
 
 
 @pytest.mark.parametrize("kind", PERSISTENT_KINDS)
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.tuples(st.sampled_from(["commit", "takeover", "stale", "cut"]),
-                                st.integers(1, 5)), min_size=1, max_size=12))
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["commit", "takeover", "stale", "cut"]), st.integers(1, 5)),
+        min_size=1,
+        max_size=12,
+    )
+)
 def test_restore_from_a_compacted_changelog_equals_restore_from_the_whole(
     steps, tmp_path_factory, kind
 ):
@@ -392,8 +438,14 @@ def test_restore_from_a_compacted_changelog_equals_restore_from_the_whole(
             elif kind == "cut" and owner is not None:
                 feed_values(owner, at, at + n)
                 header = ((EPOCH_HEADER, str(epoch).encode()),)
-                cluster.produce(TOPIC, 0, [NewRecord(v, key=k, headers=header, timestamp=NOW)
-                                           for k, v in owner.stores["n"].take_dirty().items()])
+                cluster.produce(
+                    TOPIC,
+                    0,
+                    [
+                        NewRecord(v, key=k, headers=header, timestamp=NOW)
+                        for k, v in owner.stores["n"].take_dirty().items()
+                    ],
+                )
                 owner.close()
                 owner = None  # crashed mid-commit
         # the next owner restores and commits (rewriting what a stale or cut-short commit

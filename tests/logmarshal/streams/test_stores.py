@@ -26,7 +26,7 @@ def store(request, tmp_path):
 
 
 def test_a_spec_names_an_engine_and_persistent_is_rocksdb():
-    """"persistent" is the fastest durable engine of bench/stores.py's run (docs/streams.md)."""
+    """ "persistent" is the fastest durable engine of bench/stores.py's run (docs/streams.md)."""
     assert StoreSpec("c", "persistent").kind == "rocksdb" == PERSISTENT
     assert [StoreSpec("c", k).kind for k in KINDS] == ["memory", "sqlite", "rocksdb"]
     with pytest.raises(ValueError, match="store kind"):
@@ -83,18 +83,17 @@ def test_bad_keys_and_values_fail_at_the_write_and_lose_nothing(store):
     with pytest.raises(ValueError):
         store.put(None, 1)
     with pytest.raises(ValueError):
-        store.put("k", 10 ** 5000)  # more digits than Python prints
+        store.put("k", 10**5000)  # more digits than Python prints
     assert store.take_dirty() == {b'"ok"': b"1"}
 
 
 def test_ints_on_both_sides_of_the_small_int_check_are_kept_exactly(store):
-    values = [0x3FFFFFFF, -0x3FFFFFFF, 0x40000000, -0x40000000, 2 ** 1023, -(2 ** 1023),
-              2 ** 1024, True]
+    values = [0x3FFFFFFF, -0x3FFFFFFF, 0x40000000, -0x40000000, 2**1023, -(2**1023), 2**1024, True]
     for i, v in enumerate(values):
         store.put(f"k{i}", v)
     assert [store.get(f"k{i}") for i in range(len(values))] == values
     dirty = store.take_dirty()
-    assert dirty[b'"k6"'] == str(2 ** 1024).encode() and dirty[b'"k7"'] == b"true"
+    assert dirty[b'"k6"'] == str(2**1024).encode() and dirty[b'"k7"'] == b"true"
     assert store.all() == {f"k{i}": v for i, v in enumerate(values)}
 
 
@@ -167,8 +166,9 @@ def counter_task() -> Task:
     topo = Topology().add_source("s", "in").add_processor("p", Counter, "s")
     topo.add_state_store(StoreSpec("n"), "p")
     (sub,) = topo.subtopologies()
-    return Task("app", topo, sub, 0, {"n": InMemoryStore("n")}, lambda *a: None,
-                lambda _t: 1, lambda: NOW)
+    return Task(
+        "app", topo, sub, 0, {"n": InMemoryStore("n")}, lambda *a: None, lambda _t: 1, lambda: NOW
+    )
 
 
 def messages(values: list[str]) -> list[Message]:
@@ -276,8 +276,11 @@ def test_processors_get_the_store_itself_and_a_custom_key_deserializer_sees_null
         def process(self, record):
             seen.append(record.key)
 
-    topo = Topology().add_source("s", "in", key_deserializer=lambda b: b"none" if b is None
-                                 else b).add_processor("p", P, "s")
+    topo = (
+        Topology()
+        .add_source("s", "in", key_deserializer=lambda b: b"none" if b is None else b)
+        .add_processor("p", P, "s")
+    )
     topo.add_state_store(StoreSpec("n"), "p")
     (sub,) = topo.subtopologies()
     n = InMemoryStore("n")
@@ -299,8 +302,12 @@ def test_a_value_string_deserializer_rejects_bad_utf8_per_record():
     topo.add_processor("p", P, "s")
     (sub,) = topo.subtopologies()
     task = Task("app", topo, sub, 0, {}, lambda *a: None, lambda _t: 1, lambda: NOW)
-    task.process_batch([Message("in", 0, o, NOW, None, v) for o, v in
-                        enumerate([b"a", b"\xff", None, "é".encode()])],
-                       lambda m, exc: failed.append((m.offset, type(exc))))
+    task.process_batch(
+        [
+            Message("in", 0, o, NOW, None, v)
+            for o, v in enumerate([b"a", b"\xff", None, "é".encode()])
+        ],
+        lambda m, exc: failed.append((m.offset, type(exc))),
+    )
     assert seen == ["a", None, "é"] and failed == [(1, UnicodeDecodeError)]
     assert task.positions == {"in": 4}

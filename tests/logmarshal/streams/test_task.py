@@ -135,9 +135,14 @@ def test_a_large_commit_spans_batches_and_a_cut_short_commit_is_not_applied(clus
     table, positions = read_changelog(cluster, "app", "a", 0)
     assert len(table) == 700 and positions == {"in": 7}
     # a writer crashes in the middle of its next commit: data records, no marker
-    cluster.produce("app-a-changelog", 0, [
-        NewRecord(b"999", key=b'"k1"', timestamp=NOW), NewRecord(b"1", key=b'"new"', timestamp=NOW)
-    ])
+    cluster.produce(
+        "app-a-changelog",
+        0,
+        [
+            NewRecord(b"999", key=b'"k1"', timestamp=NOW),
+            NewRecord(b"1", key=b'"new"', timestamp=NOW),
+        ],
+    )
     assert read_changelog(cluster, "app", "a", 0) == (table, {"in": 7})
     again = make_task(state, "second")
     assert again.restore(cluster) == {"in": 7}

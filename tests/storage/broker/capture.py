@@ -94,20 +94,34 @@ def _drive(bootstrap: str) -> None:
     from kafka.admin import NewTopic as KNewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("cap", 2, replication_factor=1,
-                                  config={"retention.ms": "86400000"})])["cap"].result(10)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "zstd"})
+    admin.create_topics(
+        [NewTopic("cap", 2, replication_factor=1, config={"retention.ms": "86400000"})]
+    )["cap"].result(10)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "zstd"}
+    )
     for i in range(20):
         producer.produce("cap", b"value-%d" % i, b"k%d" % i, partition=i % 2, headers=[("h", b"x")])
     producer.flush(10)
     resource = ConfigResource("topic", "cap")
     admin.describe_configs([resource])[resource].result(10)
-    inc = ConfigResource("topic", "cap", incremental_configs=[
-        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    inc = ConfigResource(
+        "topic",
+        "cap",
+        incremental_configs=[
+            ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     admin.incremental_alter_configs([inc])[inc].result(10)
     admin.create_partitions([NewPartitions("cap", 3)])["cap"].result(10)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cap",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "cap",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition("cap", 0, 0)])
     for _ in range(10):
         consumer.poll(0.2)
@@ -134,10 +148,19 @@ def _drive(bootstrap: str) -> None:
     kcat = shutil.which("kcat")
     if kcat is not None:
         subprocess.run([kcat, "-b", bootstrap, "-L"], capture_output=True, timeout=30, check=True)
-        subprocess.run([kcat, "-b", bootstrap, "-P", "-t", "cap", "-p", "0"], input=b"a\nb\n",
-                       capture_output=True, timeout=30, check=True)
-        subprocess.run([kcat, "-b", bootstrap, "-C", "-t", "cap", "-p", "0", "-e", "-q"],
-                       capture_output=True, timeout=30, check=True)
+        subprocess.run(
+            [kcat, "-b", bootstrap, "-P", "-t", "cap", "-p", "0"],
+            input=b"a\nb\n",
+            capture_output=True,
+            timeout=30,
+            check=True,
+        )
+        subprocess.run(
+            [kcat, "-b", bootstrap, "-C", "-t", "cap", "-p", "0", "-e", "-q"],
+            capture_output=True,
+            timeout=30,
+            check=True,
+        )
 
 
 def capture() -> list[bytes]:

@@ -79,36 +79,93 @@ def _requests(version_of: dict[int, int]) -> list[Any]:
     out.append(produce_request("t", 0, records, version=v[0]))
     out.append(fetch_request("t", 0, 0, version=v[1]))
     r = ListOffsetsRequest[v[2]]
-    out.append(r(topics=[r.ListOffsetsTopic(name="t", partitions=[
-        r.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-2)])]))
+    out.append(
+        r(
+            topics=[
+                r.ListOffsetsTopic(
+                    name="t",
+                    partitions=[
+                        r.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-2)
+                    ],
+                )
+            ]
+        )
+    )
     r = MetadataRequest[v[3]]
     out.append(r(topics=[r.MetadataRequestTopic(name="t")]))
     out.append(ApiVersionsRequest[v[18]]())
     r = CreateTopicsRequest[v[19]]
-    out.append(r(topics=[r.CreatableTopic(name="fz", num_partitions=2, replication_factor=1,
-                                          assignments=[], configs=[])], timeout_ms=1000))
+    out.append(
+        r(
+            topics=[
+                r.CreatableTopic(
+                    name="fz", num_partitions=2, replication_factor=1, assignments=[], configs=[]
+                )
+            ],
+            timeout_ms=1000,
+        )
+    )
     r = DeleteTopicsRequest[v[20]]
     out.append(r(topic_names=["fz"], timeout_ms=1000))
     out.append(InitProducerIdRequest[v[22]](transactional_id=None, transaction_timeout_ms=1000))
     r = DescribeConfigsRequest[v[32]]
-    out.append(r(resources=[r.DescribeConfigsResource(resource_type=2, resource_name="t",
-                                                      configuration_keys=None)]))
+    out.append(
+        r(
+            resources=[
+                r.DescribeConfigsResource(
+                    resource_type=2, resource_name="t", configuration_keys=None
+                )
+            ]
+        )
+    )
     r = AlterConfigsRequest[v[33]]
     res = r.AlterConfigsResource
-    out.append(r(resources=[res(resource_type=2, resource_name="t", configs=[
-        res.AlterableConfig(name="retention.ms", value="86400000")])], validate_only=False))
+    out.append(
+        r(
+            resources=[
+                res(
+                    resource_type=2,
+                    resource_name="t",
+                    configs=[res.AlterableConfig(name="retention.ms", value="86400000")],
+                )
+            ],
+            validate_only=False,
+        )
+    )
     r = CreatePartitionsRequest[v[37]]
-    out.append(r(topics=[r.CreatePartitionsTopic(name="t", count=3, assignments=None)],
-                 timeout_ms=1000, validate_only=True))
+    out.append(
+        r(
+            topics=[r.CreatePartitionsTopic(name="t", count=3, assignments=None)],
+            timeout_ms=1000,
+            validate_only=True,
+        )
+    )
     r = IncrementalAlterConfigsRequest[v[44]]
     res = r.AlterConfigsResource
-    out.append(r(resources=[res(resource_type=2, resource_name="t", configs=[
-        res.AlterableConfig(name="segment.ms", config_operation=0, value="600000")])],
-        validate_only=False))
+    out.append(
+        r(
+            resources=[
+                res(
+                    resource_type=2,
+                    resource_name="t",
+                    configs=[
+                        res.AlterableConfig(name="segment.ms", config_operation=0, value="600000")
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+    )
     r = DeleteRecordsRequest[v[21]]
     t = r.DeleteRecordsTopic
-    out.append(r(topics=[t(name="t", partitions=[t.DeleteRecordsPartition(
-        partition_index=0, offset=1)])], timeout_ms=1000))
+    out.append(
+        r(
+            topics=[
+                t(name="t", partitions=[t.DeleteRecordsPartition(partition_index=0, offset=1)])
+            ],
+            timeout_ms=1000,
+        )
+    )
     out.extend(_group_requests(v))
     return out
 
@@ -118,16 +175,36 @@ def _group_requests(v: dict[int, int]) -> list[Any]:
     out = []
     r = OffsetCommitRequest[v[8]]
     t = r.OffsetCommitRequestTopic
-    out.append(r(group_id="g", member_id="m", topics=[t(name="t", partitions=[
-        t.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
-                                       committed_metadata=None)])]))
+    out.append(
+        r(
+            group_id="g",
+            member_id="m",
+            topics=[
+                t(
+                    name="t",
+                    partitions=[
+                        t.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=5, committed_metadata=None
+                        )
+                    ],
+                )
+            ],
+        )
+    )
     r = OffsetFetchRequest[v[9]]
     out.append(r(group_id="g", topics=[r.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]))
     out.append(FindCoordinatorRequest[v[10]](key="g"))
     r = JoinGroupRequest[v[11]]
-    out.append(r(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
-                 protocol_type="consumer",
-                 protocols=[r.JoinGroupRequestProtocol(name="range", metadata=b"x")]))
+    out.append(
+        r(
+            group_id="g",
+            session_timeout_ms=10000,
+            rebalance_timeout_ms=10000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[r.JoinGroupRequestProtocol(name="range", metadata=b"x")],
+        )
+    )
     out.append(HeartbeatRequest[v[12]](group_id="g", generation_id=1, member_id="m"))
     r = LeaveGroupRequest[v[13]]
     if v[13] >= 3:
@@ -135,8 +212,14 @@ def _group_requests(v: dict[int, int]) -> list[Any]:
     else:
         out.append(r(group_id="g", member_id="m"))
     r = SyncGroupRequest[v[14]]
-    out.append(r(group_id="g", generation_id=1, member_id="m",
-                 assignments=[r.SyncGroupRequestAssignment(member_id="m", assignment=b"")]))
+    out.append(
+        r(
+            group_id="g",
+            generation_id=1,
+            member_id="m",
+            assignments=[r.SyncGroupRequestAssignment(member_id="m", assignment=b"")],
+        )
+    )
     out.append(DescribeGroupsRequest[v[15]](groups=["g"]))
     out.append(ListGroupsRequest[v[16]]())
     return out
@@ -161,7 +244,9 @@ def seed_frames() -> list[bytes]:
     as kafka-python encodes it, plus the frames real clients were recorded sending."""
     frames = []
     for pick in (min, max):
-        versions = {key: pick(spec.min_version, spec.max_version) for key, spec in SUPPORTED.items()}
+        versions = {
+            key: pick(spec.min_version, spec.max_version) for key, spec in SUPPORTED.items()
+        }
         frames.extend(_encode(req) for req in _requests(versions))
     return frames + captured_frames()
 
@@ -221,8 +306,13 @@ class _Unexpected(logging.Handler):
             self.report.unexpected.append(self.format(record))
 
 
-def _exchange(address: tuple[str, int], sock: socket.socket | None, frame: bytes,
-              report: FuzzReport, wait: float) -> socket.socket | None:
+def _exchange(
+    address: tuple[str, int],
+    sock: socket.socket | None,
+    frame: bytes,
+    report: FuzzReport,
+    wait: float,
+) -> socket.socket | None:
     if sock is None:
         sock = socket.create_connection(address, timeout=wait)
     sock.settimeout(wait)
@@ -278,8 +368,15 @@ def run_fuzz(data_dir: Path, iterations: int, seed: int, wait: float = 0.2) -> F
     rng = random.Random(seed)
     frames = seed_frames()
     try:
-        with BrokerThread(BrokerConfig(data_dir=data_dir, port=0, max_frame_bytes=1 << 20,
-                                       request_timeout=wait * 2, max_partitions=200)) as broker:
+        with BrokerThread(
+            BrokerConfig(
+                data_dir=data_dir,
+                port=0,
+                max_frame_bytes=1 << 20,
+                request_timeout=wait * 2,
+                max_partitions=200,
+            )
+        ) as broker:
             assert broker.address is not None
             sock = None
             for i in range(iterations):

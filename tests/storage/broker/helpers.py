@@ -62,11 +62,16 @@ class RawClient:
 def batch(n: int = 3, start: int = 0, ts: int | None = None) -> bytes:
     now = int(time.time() * 1000) if ts is None else ts
     return encode_batch(
-        [NewRecord(f"v{i}".encode(), key=f"k{i}".encode(), timestamp=now) for i in range(start, start + n)]
+        [
+            NewRecord(f"v{i}".encode(), key=f"k{i}".encode(), timestamp=now)
+            for i in range(start, start + n)
+        ]
     )
 
 
-def produce_request(topic: str, partition: int, records: bytes, acks: int = -1, version: int = 8) -> Any:
+def produce_request(
+    topic: str, partition: int, records: bytes, acks: int = -1, version: int = 8
+) -> Any:
     r = ProduceRequest[version]
     return r(
         transactional_id=None,
@@ -75,14 +80,21 @@ def produce_request(topic: str, partition: int, records: bytes, acks: int = -1, 
         topic_data=[
             r.TopicProduceData(
                 name=topic,
-                partition_data=[r.TopicProduceData.PartitionProduceData(index=partition, records=records)],
+                partition_data=[
+                    r.TopicProduceData.PartitionProduceData(index=partition, records=records)
+                ],
             )
         ],
     )
 
 
 def fetch_request(
-    topic: str, partition: int, offset: int, max_wait_ms: int = 0, min_bytes: int = 1, version: int = 11
+    topic: str,
+    partition: int,
+    offset: int,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    version: int = 11,
 ) -> Any:
     r = FetchRequest[version]
     return r(

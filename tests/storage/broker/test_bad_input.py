@@ -119,13 +119,18 @@ def test_produce_too_large(broker):
     records = encode_batch([NewRecord(os.urandom(2 << 20), timestamp=1)])
     with RawClient(broker.address) as client:
         response = client.call(produce_request("t", 0, records), ProduceResponse)
-        assert response.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
+        assert (
+            response.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
+        )
 
 
 def test_bad_acks(broker):
     with RawClient(broker.address) as client:
         response = client.call(produce_request("t", 0, batch(), acks=5), ProduceResponse)
-        assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+        assert (
+            response.responses[0].partition_responses[0].error_code
+            == ErrorCode.INVALID_REQUIRED_ACKS
+        )
 
 
 def test_fetch_out_of_range_and_unknown(broker):
@@ -136,5 +141,7 @@ def test_fetch_out_of_range_and_unknown(broker):
         assert part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
         assert part.high_watermark == 3
         response = client.call(fetch_request("nope", 0, 0), FetchResponse)
-        assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (
+            response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
     _still_serving(broker)

@@ -27,9 +27,22 @@ def test_2000_partitions_under_ulimit_256(tmp_path) -> None:
         assert broker.first_line().startswith("listening on")
         with RawClient(broker.address, timeout=60) as client:
             r = CreateTopicsRequest[4]
-            created = client.call(r(topics=[r.CreatableTopic(
-                name="wide", num_partitions=N, replication_factor=1, assignments=[], configs=[],
-            )], timeout_ms=60_000, validate_only=False), CreateTopicsResponse)
+            created = client.call(
+                r(
+                    topics=[
+                        r.CreatableTopic(
+                            name="wide",
+                            num_partitions=N,
+                            replication_factor=1,
+                            assignments=[],
+                            configs=[],
+                        )
+                    ],
+                    timeout_ms=60_000,
+                    validate_only=False,
+                ),
+                CreateTopicsResponse,
+            )
             assert created.topics[0].error_code == 0
             for p in range(N):
                 answer = client.call(produce_request("wide", p, batch(2, start=p)), ProduceResponse)

@@ -101,7 +101,8 @@ def test_list_groups_v3_to_v5_states_and_types(group_broker) -> None:
 
         assert listed(3) == [("busy", "consumer"), ("idle", "consumer")]
         assert listed(4, states_filter=[]) == [
-            ("busy", "consumer", "Stable"), ("idle", "consumer", "Empty")
+            ("busy", "consumer", "Stable"),
+            ("idle", "consumer", "Empty"),
         ]
         assert listed(4, states_filter=["empty"]) == [("idle", "consumer", "Empty")]
         assert listed(5, states_filter=["Stable"], types_filter=["Classic", "consumer"]) == [

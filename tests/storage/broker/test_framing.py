@@ -64,7 +64,13 @@ def test_a_flexible_answer_with_tagged_fields_in_its_header() -> None:
 
 def test_api_versions_answers_with_header_v0_at_a_flexible_version() -> None:
     r = ApiVersionsResponse[3]
-    body = bytes(r(error_code=0, api_keys=[r.ApiVersion(api_key=18, min_version=0, max_version=3)], throttle_time_ms=0).encode())
+    body = bytes(
+        r(
+            error_code=0,
+            api_keys=[r.ApiVersion(api_key=18, min_version=0, max_version=3)],
+            throttle_time_ms=0,
+        ).encode()
+    )
     frame = struct.pack(">i", 3) + body  # no tagged-field byte after the correlation id
     assert response_body_offset(frame, ApiVersionsResponse, 3) == 4
     assert decode_response(frame, ApiVersionsResponse, 3, 3).api_keys[0].max_version == 3

@@ -27,7 +27,10 @@ def init_producer_id(client: RawClient) -> tuple[int, int]:
 
 def idem_batch(pid: int, epoch: int, seq: int, n: int = 3, tag: str = "") -> bytes:
     return encode_batch(
-        [NewRecord(f"{tag}{seq + i}".encode(), timestamp=int(time.time() * 1000)) for i in range(n)],
+        [
+            NewRecord(f"{tag}{seq + i}".encode(), timestamp=int(time.time() * 1000))
+            for i in range(n)
+        ],
         producer_id=pid,
         producer_epoch=epoch,
         base_sequence=seq,
@@ -91,9 +94,10 @@ def test_gap_old_epoch_and_bad_retry_are_refused_and_not_stored(broker):
 def test_producer_ids_differ_per_call_and_between_brokers(tmp_path):
     seen = set()
     for run in range(2):
-        with BrokerThread(BrokerConfig(data_dir=tmp_path / "d", port=0)) as b, RawClient(
-            b.address
-        ) as c:
+        with (
+            BrokerThread(BrokerConfig(data_dir=tmp_path / "d", port=0)) as b,
+            RawClient(b.address) as c,
+        ):
             ids = [init_producer_id(c)[0] for _ in range(3)]
             assert len(set(ids)) == 3 and not seen & set(ids)
             seen |= set(ids)

@@ -65,7 +65,9 @@ def jars() -> Path:
         except KafkaUnavailable as exc:
             reason = str(exc)
     if kafka_required():
-        pytest.fail(f"Apache Kafka's tools are required here but cannot run: {reason}", pytrace=False)
+        pytest.fail(
+            f"Apache Kafka's tools are required here but cannot run: {reason}", pytrace=False
+        )
     pytest.skip(f"Apache Kafka's tools cannot run here ({reason})")
 
 
@@ -113,7 +115,9 @@ def _no_connection_dropped(broker_log) -> Iterator[None]:
     assert not dropped, dropped
 
 
-def tool(name: str, *args: str, input: str | None = None, timeout: float = 90.0) -> CompletedProcess[str]:
+def tool(
+    name: str, *args: str, input: str | None = None, timeout: float = 90.0
+) -> CompletedProcess[str]:
     return run_tool(name, *args, input=input, timeout=timeout)
 
 
@@ -137,8 +141,6 @@ def stored_batch(broker: BrokerThread, topic: str, partition: int = 0, offset: i
     return handlers.data_dir.partition(topic, partition).read(offset, 1).data
 
 
-
-
 # ---------------------------------------------------------------------------- the tools
 
 
@@ -160,21 +162,28 @@ def test_the_java_client_can_use_every_version_the_broker_advertises(broker) -> 
     for spec in SUPPORTED.values():
         versions = (f"{spec.min_version} to {spec.max_version}"
                     if spec.min_version != spec.max_version else str(spec.min_version))  # fmt: skip
-        assert re.search(rf"\({spec.key}\): {versions} \[usable: {spec.max_version}\]", out), (spec, out)
+        assert re.search(rf"\({spec.key}\): {versions} \[usable: {spec.max_version}\]", out), (
+            spec,
+            out,
+        )
 
 
 def test_kafka_topics_create_describe_list_alter_delete(broker) -> None:
     b = broker.bootstrap
     create(b, "jt-topics", 2, retention_ms="3600000")
     assert "jt-topics" in ok(tool("kafka-topics", "--bootstrap-server", b, "--list")).split()
-    described = ok(tool("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "jt-topics"))
+    described = ok(
+        tool("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "jt-topics")
+    )
     assert "PartitionCount: 2" in described and "retention.ms=3600000" in described, described
     rows = re.findall(r"Partition: (\d+)\tLeader: (\d+)\tReplicas: (\d+)\tIsr: (\d+)", described)
     assert rows == [("0", "0", "0", "0"), ("1", "0", "0", "0")], described
 
     ok(tool("kafka-topics", "--bootstrap-server", b, "--alter", "--topic", "jt-topics",
             "--partitions", "4"))  # fmt: skip
-    described = ok(tool("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "jt-topics"))
+    described = ok(
+        tool("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "jt-topics")
+    )
     assert "PartitionCount: 4" in described and described.count("Partition: ") == 4, described
 
     # refusals are Kafka's codes, with the broker's reason
@@ -201,8 +210,20 @@ def test_kafka_configs_describe_and_alter_a_topic(broker) -> None:
         return dict(re.findall(r"^\s+([a-z.]+)=(\S*) sensitive=false", out, re.M))
 
     assert dynamic() == {"cleanup.policy": "compact"}
-    ok(tool("kafka-configs", *entity, "--alter", "--add-config", "retention.ms=12345,segment.bytes=1048576"))
-    assert dynamic() == {"cleanup.policy": "compact", "retention.ms": "12345", "segment.bytes": "1048576"}
+    ok(
+        tool(
+            "kafka-configs",
+            *entity,
+            "--alter",
+            "--add-config",
+            "retention.ms=12345,segment.bytes=1048576",
+        )
+    )
+    assert dynamic() == {
+        "cleanup.policy": "compact",
+        "retention.ms": "12345",
+        "segment.bytes": "1048576",
+    }
     ok(tool("kafka-configs", *entity, "--alter", "--delete-config", "retention.ms"))
     assert dynamic() == {"cleanup.policy": "compact", "segment.bytes": "1048576"}
     every = ok(tool("kafka-configs", *entity, "--describe", "--all"))
@@ -252,9 +273,25 @@ def test_get_offsets_and_delete_records(broker) -> None:
 
     assert offsets("-1") == f"{topic}:0:20"
     assert offsets("-2") == f"{topic}:0:0"
-    consumed = ok(tool("kafka-console-consumer", "--bootstrap-server", b, "--topic", topic,
-                       "--partition", "0", "--offset", "earliest", "--max-messages", "20",
-                       "--timeout-ms", "30000", "--formatter-property", "print.timestamp=true"))
+    consumed = ok(
+        tool(
+            "kafka-console-consumer",
+            "--bootstrap-server",
+            b,
+            "--topic",
+            topic,
+            "--partition",
+            "0",
+            "--offset",
+            "earliest",
+            "--max-messages",
+            "20",
+            "--timeout-ms",
+            "30000",
+            "--formatter-property",
+            "print.timestamp=true",
+        )
+    )
     stamps = [int(t) for t in re.findall(r"^CreateTime:(\d+)\t", consumed, re.M)]
     assert len(stamps) == 20 and stamps == sorted(stamps)
     # by timestamp: the first offset whose timestamp is at least the one asked for
@@ -264,7 +301,9 @@ def test_get_offsets_and_delete_records(broker) -> None:
     assert offsets("-3") == f"{topic}:0:{stamps.index(max(stamps))}"
 
     spec = Path(broker.config.data_dir).parent / "delete.json"
-    spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 12}]}))
+    spec.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 12}]})
+    )
     out = ok(tool("kafka-delete-records", "--bootstrap-server", b, "--offset-json-file", str(spec)))
     assert f"partition: {topic}-0\tlow_watermark: 12" in out, out
     assert offsets("-2") == f"{topic}:0:12"
@@ -287,12 +326,16 @@ def test_kafka_consumer_groups_lists_and_describes_a_marshal_group(marshal_group
     # with its state (ListGroups v4), and filtered by it
     by_state = ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--list", "--state"))
     assert re.search(rf"^{GROUP}\s+Stable\s*$", by_state, re.M), by_state
-    empty_only = ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--list", "--state", "Empty"))
+    empty_only = ok(
+        tool("kafka-consumer-groups", "--bootstrap-server", b, "--list", "--state", "Empty")
+    )
     assert GROUP not in empty_only.split(), empty_only
     half = GROUP_RECORDS // 2
 
     def described() -> list[tuple[str, ...]] | None:
-        out = ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe", "--group", GROUP))
+        out = ok(
+            tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe", "--group", GROUP)
+        )
         # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
         rows = [line.split() for line in out.splitlines() if line.startswith(f"{GROUP} ")]
         return rows if len(rows) == 2 and all(r[3] == str(half) for r in rows) else None
@@ -305,7 +348,9 @@ def test_kafka_consumer_groups_lists_and_describes_a_marshal_group(marshal_group
         assert row[6].startswith("worker-1/") and row[-1] == "worker-1", row
     members = ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe",
                       "--group", GROUP, "--members", "--verbose"))  # fmt: skip
-    assert re.search(rf"^{GROUP}\s+worker-1/\S+\s+worker-1\s+2\s+-\s+{GROUP_TOPIC}:0,1\s", members, re.M), members
+    assert re.search(
+        rf"^{GROUP}\s+worker-1/\S+\s+worker-1\s+2\s+-\s+{GROUP_TOPIC}:0,1\s", members, re.M
+    ), members
     state = ok(tool("kafka-consumer-groups", "--bootstrap-server", b, "--describe",
                     "--group", GROUP, "--state"))  # fmt: skip
     assert re.search(rf"^{GROUP}\s+\S+\s+\(0\)\s+marshal\s+Stable\s+1\s*$", state, re.M), state
@@ -317,9 +362,24 @@ def test_kafka_consumer_groups_lists_and_describes_a_marshal_group(marshal_group
 def test_producer_perf_test_with_an_idempotent_producer(broker) -> None:
     b = broker.bootstrap
     create(b, "jt-perf", 2)
-    out = ok(tool("kafka-producer-perf-test", "--topic", "jt-perf", "--num-records", "3000",
-                  "--record-size", "100", "--throughput", "-1", "--command-property",
-                  f"bootstrap.servers={b}", "enable.idempotence=true", "acks=all", "linger.ms=5"))
+    out = ok(
+        tool(
+            "kafka-producer-perf-test",
+            "--topic",
+            "jt-perf",
+            "--num-records",
+            "3000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--command-property",
+            f"bootstrap.servers={b}",
+            "enable.idempotence=true",
+            "acks=all",
+            "linger.ms=5",
+        )
+    )
     assert re.search(r"^3000 records sent, ", out, re.M), out
     ends = ok(tool("kafka-get-offsets", "--bootstrap-server", b, "--topic", "jt-perf")).split()
     assert sum(int(line.rsplit(":", 1)[1]) for line in ends) == 3000, ends
@@ -359,11 +419,16 @@ def test_a_transactional_producer_gets_kafkas_code_at_once(broker) -> None:
     assert done.returncode != 0
     assert "Could not find a coordinator with type TRANSACTION" in done.stderr, done.stderr
     assert NO_TRANSACTIONS in done.stderr
-    assert ok(tool("kafka-get-offsets", "--bootstrap-server", b, "--topic", "jt-tx")).strip() == "jt-tx:0:0"
+    assert (
+        ok(tool("kafka-get-offsets", "--bootstrap-server", b, "--topic", "jt-tx")).strip()
+        == "jt-tx:0:0"
+    )
     # on the wire: UNSUPPORTED_VERSION, and the connection answers the next request
     assert broker.address is not None
     with RawClient(broker.address) as raw:
-        answer = raw.call(FindCoordinatorRequest[2](key="jt-tx-1", key_type=1), FindCoordinatorResponse)
+        answer = raw.call(
+            FindCoordinatorRequest[2](key="jt-tx-1", key_type=1), FindCoordinatorResponse
+        )
         assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
         md = raw.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False,
                                          include_cluster_authorized_operations=False,
@@ -452,10 +517,16 @@ def segments(data: Path, topic: str, suffix: str = ".log") -> list[Path]:
     return found
 
 
-_BATCH = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*? (CreateTime|LogAppendTime): "
-                    r"(\d+) size: \d+ magic: 2 compresscodec: (\w+) crc: \d+ isvalid: (\w+)$", re.M)
-_RECORD = re.compile(r"^\| offset: (\d+) (CreateTime|LogAppendTime): (\d+) keySize: \d+ valueSize: \d+ "
-                     r"sequence: -?\d+ headerKeys: \[([^\]]*)\] key: (\S*) payload: (.*)$", re.M)
+_BATCH = re.compile(
+    r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*? (CreateTime|LogAppendTime): "
+    r"(\d+) size: \d+ magic: 2 compresscodec: (\w+) crc: \d+ isvalid: (\w+)$",
+    re.M,
+)
+_RECORD = re.compile(
+    r"^\| offset: (\d+) (CreateTime|LogAppendTime): (\d+) keySize: \d+ valueSize: \d+ "
+    r"sequence: -?\d+ headerKeys: \[([^\]]*)\] key: (\S*) payload: (.*)$",
+    re.M,
+)
 
 
 def parsed(out: str) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
@@ -511,7 +582,9 @@ def test_index_files_are_kafkas(written) -> None:
     indexes = []
     for topic in ["keyed", "compacted", *(f"zipped-{c}" for c in CODECS[1:])]:
         indexes += segments(written, topic, ".index") + segments(written, topic, ".timeindex")
-    indexes += sorted(written.glob("__marshal-*/*.index")) + sorted(written.glob("__marshal-*/*.timeindex"))
+    indexes += sorted(written.glob("__marshal-*/*.index")) + sorted(
+        written.glob("__marshal-*/*.timeindex")
+    )
     files = ",".join(map(str, indexes))
     checked = dump("--files", files, "--index-sanity-check")
     passed = checked.count(" passed sanity check.")

@@ -32,17 +32,25 @@ INVALID_PARTITIONS, POLICY_VIOLATION = 37, 44
 
 def _grow(client: RawClient, topic: str, count: int) -> int:
     r = CreatePartitionsRequest[0]
-    req = r(topics=[r.CreatePartitionsTopic(name=topic, count=count, assignments=None)],
-            timeout_ms=10_000, validate_only=False)
+    req = r(
+        topics=[r.CreatePartitionsTopic(name=topic, count=count, assignments=None)],
+        timeout_ms=10_000,
+        validate_only=False,
+    )
     return client.call(req, CreatePartitionsResponse).results[0].error_code
 
 
 def _create(client: RawClient, names: list[str], partitions: int = 1) -> list[int]:
     r = CreateTopicsRequest[4]
     req = r(
-        topics=[r.CreatableTopic(name=n, num_partitions=partitions, replication_factor=1,
-                                 assignments=[], configs=[]) for n in names],
-        timeout_ms=10_000, validate_only=False,
+        topics=[
+            r.CreatableTopic(
+                name=n, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
+            )
+            for n in names
+        ],
+        timeout_ms=10_000,
+        validate_only=False,
     )
     return [t.error_code for t in client.call(req, CreateTopicsResponse).topics]
 
@@ -148,13 +156,19 @@ def test_sigkill_in_the_middle_of_a_creation_leaves_metadata_and_disk_agreeing(t
     with broker:
         assert "listening" in broker.first_line()
         client = RawClient(broker.address)
-        client.send_raw(client.request_bytes(
-            CreatePartitionsRequest[0](
-                topics=[CreatePartitionsRequest[0].CreatePartitionsTopic(
-                    name="big", count=4000, assignments=None)],
-                timeout_ms=60_000, validate_only=False,
+        client.send_raw(
+            client.request_bytes(
+                CreatePartitionsRequest[0](
+                    topics=[
+                        CreatePartitionsRequest[0].CreatePartitionsTopic(
+                            name="big", count=4000, assignments=None
+                        )
+                    ],
+                    timeout_ms=60_000,
+                    validate_only=False,
+                )
             )
-        ))
+        )
         deadline = time.monotonic() + 30
         while _partition_dirs(data, "big") < 200 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -171,7 +185,10 @@ def test_null_array_is_answered_as_invalid_not_unexpected(broker, caplog) -> Non
     """A null list of topics: an answer (no entries to mirror), the connection stays."""
     r = CreateTopicsRequest[4]
     req = r(topics=None, timeout_ms=1000, validate_only=False)
-    with caplog.at_level(logging.INFO, logger="storage.broker"), RawClient(broker.address) as client:
+    with (
+        caplog.at_level(logging.INFO, logger="storage.broker"),
+        RawClient(broker.address) as client,
+    ):
         response = client.call(req, CreateTopicsResponse)
         assert response.topics == []
         assert _create(client, ["after"]) == [0]

@@ -31,8 +31,10 @@ def test_scrape_shows_requests_errors_bytes_latency_and_sizes(tmp_path):
     with BrokerThread(config) as broker:
         address = broker.server.metrics_address
         before = scrape(address)
-        assert before[("logmarshal_broker_partition_size_bytes",
-                       (("partition", "0"), ("topic", "t")))] == 0
+        assert (
+            before[("logmarshal_broker_partition_size_bytes", (("partition", "0"), ("topic", "t")))]
+            == 0
+        )
         with RawClient(broker.address) as c:
             for _ in range(3):
                 c.call(produce_request("t", 0, batch(5)), ProduceResponse)
@@ -47,8 +49,10 @@ def test_scrape_shows_requests_errors_bytes_latency_and_sizes(tmp_path):
         return after.get((name, tuple(sorted(labels.items()))), 0.0)
 
     assert v("logmarshal_broker_requests_total", api="produce", error="NONE") == 3
-    assert v("logmarshal_broker_requests_total", api="produce",
-             error="UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert (
+        v("logmarshal_broker_requests_total", api="produce", error="UNKNOWN_TOPIC_OR_PARTITION")
+        == 1
+    )
     assert v("logmarshal_broker_requests_total", api="fetch", error="NONE") == 1
     assert v("logmarshal_broker_requests_total", api="fetch", error="OFFSET_OUT_OF_RANGE") == 1
     assert v("logmarshal_broker_produce_latency_seconds_count") == 4
@@ -74,6 +78,8 @@ def test_broker_start_metrics_port(tmp_path):
         with RawClient(broker.address) as c:
             c.call(produce_request("missing", 0, batch(1)), ProduceResponse)
         second = scrape(("127.0.0.1", port))
-        key = ("logmarshal_broker_requests_total",
-               (("api", "produce"), ("error", "UNKNOWN_TOPIC_OR_PARTITION")))
+        key = (
+            "logmarshal_broker_requests_total",
+            (("api", "produce"), ("error", "UNKNOWN_TOPIC_OR_PARTITION")),
+        )
         assert first.get(key, 0) == 0 and second[key] == 1

@@ -76,12 +76,18 @@ def test_non_controller_refuses_create_and_learns_deletes(two_brokers):
 
     r = CreateTopicsRequest[4]
     request = r(
-        topics=[r.CreatableTopic(name="x", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+        topics=[
+            r.CreatableTopic(
+                name="x", num_partitions=1, replication_factor=1, assignments=[], configs=[]
+            )
+        ],
         timeout_ms=1000,
         validate_only=False,
     )
     with RawClient(two_brokers[1].address) as raw:
-        assert raw.call(request, CreateTopicsResponse).topics[0].error_code == ErrorCode.NOT_CONTROLLER
+        assert (
+            raw.call(request, CreateTopicsResponse).topics[0].error_code == ErrorCode.NOT_CONTROLLER
+        )
     with RawClient(two_brokers[0].address) as raw:
         assert raw.call(request, CreateTopicsResponse).topics[0].error_code == 0
     from logmarshal.network import NetworkCluster
@@ -116,9 +122,14 @@ def test_config_changes_on_the_controller_reach_the_other_broker(two_brokers):
         cluster.create_topic("conf", 2)
         cluster.alter_topic_config("conf", {"retention.ms": "4242"})
     r = DescribeConfigsRequest[1]
-    request = r(resources=[r.DescribeConfigsResource(resource_type=2, resource_name="conf",
-                                                     configuration_keys=["retention.ms"])],
-                include_synonyms=False)
+    request = r(
+        resources=[
+            r.DescribeConfigsResource(
+                resource_type=2, resource_name="conf", configuration_keys=["retention.ms"]
+            )
+        ],
+        include_synonyms=False,
+    )
     data_dir = two_brokers[1].server._data_dir
     deadline = time.monotonic() + 10
     seen = None
@@ -152,5 +163,7 @@ def test_replay_over_several_leaders_falls_back_to_a_thread_each(two_brokers):
             for p in range(4):
                 verdict = direct.wait_verdict(a, direct.claim_partition(a, "work", p), timeout=10)
                 assert verdict is not None and verdict.accepted
-            names = {t.name for t in threading.enumerate() if t.name.startswith("logmarshal-tail:g:a")}
+            names = {
+                t.name for t in threading.enumerate() if t.name.startswith("logmarshal-tail:g:a")
+            }
             assert names == {f"logmarshal-tail:g:a:{cp}" for cp in range(4)}

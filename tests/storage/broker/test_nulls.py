@@ -300,7 +300,10 @@ def test_a_forbidden_null_gets_invalid_request_and_the_connection_stays(
     name, broker, caplog
 ) -> None:
     build, response_cls, at_least = CASES[name]
-    with caplog.at_level(logging.WARNING, logger="storage.broker"), RawClient(broker.address) as client:
+    with (
+        caplog.at_level(logging.WARNING, logger="storage.broker"),
+        RawClient(broker.address) as client,
+    ):
         request = build()
         response = client.call(request, response_cls)
         codes = _codes(response, request.API_VERSION)
@@ -372,4 +375,3 @@ def test_produce_with_acks_0_gets_no_answer_and_the_next_request_is_served(broke
     with RawClient(broker.address) as client:
         client.send_raw(client.request_bytes(request))
         _serves_next(client)  # its answer is the next frame on the wire: nothing came before
-

@@ -37,10 +37,15 @@ def test_api_versions_v0_and_v3(broker):
 
 def test_metadata_advertises_bound_address(broker):
     with RawClient(broker.address) as client:
-        response = client.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False,
-                                                  include_cluster_authorized_operations=False,
-                                                  include_topic_authorized_operations=False),
-                               MetadataResponse)
+        response = client.call(
+            MetadataRequest[8](
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            ),
+            MetadataResponse,
+        )
         (only,) = response.brokers
         assert (only.host, only.port) == broker.address
         assert response.controller_id == only.node_id
@@ -53,12 +58,20 @@ def test_metadata_answers_follow_topic_changes(broker):
     correlation id, and a new topic, more partitions or a deleted topic show at once."""
 
     def ask(client, topics=None):
-        names = None if topics is None else [MetadataRequest[8].MetadataRequestTopic(name=n)
-                                             for n in topics]
-        response = client.call(MetadataRequest[8](topics=names, allow_auto_topic_creation=False,
-                                                  include_cluster_authorized_operations=False,
-                                                  include_topic_authorized_operations=False),
-                               MetadataResponse)  # call() checks the correlation id
+        names = (
+            None
+            if topics is None
+            else [MetadataRequest[8].MetadataRequestTopic(name=n) for n in topics]
+        )
+        response = client.call(
+            MetadataRequest[8](
+                topics=names,
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            ),
+            MetadataResponse,
+        )  # call() checks the correlation id
         return {t.name: (t.error_code, len(t.partitions)) for t in response.topics}
 
     data_dir = broker.server.handlers.data_dir
@@ -135,9 +148,20 @@ def test_list_offsets_earliest_latest_and_time(broker):
         r = ListOffsetsRequest[5]
 
         def ask(ts: int) -> tuple[int, int, int]:
-            request = r(replica_id=-1, isolation_level=0, topics=[r.ListOffsetsTopic(
-                name="t", partitions=[r.ListOffsetsTopic.ListOffsetsPartition(
-                    partition_index=0, current_leader_epoch=-1, timestamp=ts)])])
+            request = r(
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    r.ListOffsetsTopic(
+                        name="t",
+                        partitions=[
+                            r.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=0, current_leader_epoch=-1, timestamp=ts
+                            )
+                        ],
+                    )
+                ],
+            )
             part = client.call(request, ListOffsetsResponse).topics[0].partitions[0]
             return part.error_code, part.offset, part.timestamp
 
@@ -151,9 +175,13 @@ def test_create_topics_errors(broker):
     r = CreateTopicsRequest[4]
 
     def create(name: str, partitions: int = 1, rf: int = -1, configs=()):
-        topic = r.CreatableTopic(name=name, num_partitions=partitions, replication_factor=rf,
-                                 assignments=[], configs=[r.CreatableTopic.CreatableTopicConfig(
-                                     name=k, value=v) for k, v in configs])
+        topic = r.CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=rf,
+            assignments=[],
+            configs=[r.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs],
+        )
         request = r(topics=[topic], timeout_ms=5000, validate_only=False)
         with RawClient(broker.address) as client:
             return client.call(request, CreateTopicsResponse).topics[0].error_code
@@ -172,9 +200,22 @@ def test_subprocess_sigterm_flushes_and_exits_cleanly(tmp_path):
         assert broker.first_line().startswith("listening on 127.0.0.1:")
         with RawClient(broker.address) as client:
             r = CreateTopicsRequest[4]
-            client.call(r(topics=[r.CreatableTopic(name="s", num_partitions=1, replication_factor=1,
-                                                   assignments=[], configs=[])],
-                          timeout_ms=5000, validate_only=False), CreateTopicsResponse)
+            client.call(
+                r(
+                    topics=[
+                        r.CreatableTopic(
+                            name="s",
+                            num_partitions=1,
+                            replication_factor=1,
+                            assignments=[],
+                            configs=[],
+                        )
+                    ],
+                    timeout_ms=5000,
+                    validate_only=False,
+                ),
+                CreateTopicsResponse,
+            )
             client.call(produce_request("s", 0, batch(4), acks=1), ProduceResponse)
         assert broker.stop(timeout=20) == 0  # SIGTERM
     with DataDir(data) as d:
@@ -186,9 +227,24 @@ def test_tls(tmp_path):
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     made = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
         capture_output=True,
     )
     if made.returncode != 0:
@@ -200,21 +256,37 @@ def test_tls(tmp_path):
         ctx = ssl.create_default_context(cafile=str(cert))
         import socket
 
-        with socket.create_connection(running.address, timeout=5) as raw, ctx.wrap_socket(
-            raw, server_hostname="127.0.0.1"
-        ) as tls:
+        with (
+            socket.create_connection(running.address, timeout=5) as raw,
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
             client = RawClient.__new__(RawClient)
             client.sock, client._correlation = tls, 0
-            assert client.call(ApiVersionsRequest[3](client_software_name="t",
-                                                     client_software_version="1"),
-                               ApiVersionsResponse).error_code == 0
+            assert (
+                client.call(
+                    ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
+                    ApiVersionsResponse,
+                ).error_code
+                == 0
+            )
 
 
 def test_port_in_use_is_a_clean_error(tmp_path, broker):
     result = subprocess.run(
-        [sys.executable, "-m", "logmarshal", "--data-dir", str(tmp_path / "other"), "broker",
-         "start", "--listen", f"127.0.0.1:{broker.address[1]}"],
-        capture_output=True, text=True, timeout=30,
+        [
+            sys.executable,
+            "-m",
+            "logmarshal",
+            "--data-dir",
+            str(tmp_path / "other"),
+            "broker",
+            "start",
+            "--listen",
+            f"127.0.0.1:{broker.address[1]}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode == 1
     assert "cannot listen" in result.stderr
