@@ -61,53 +61,7 @@ def build_summary(
         else:
             rejected += v["records"]
 
-    groups: dict[str, dict[str, Any]] = {}
-
-    def group(name: str | None) -> dict[str, Any]:
-        return groups.setdefault(
-            name or "(undecodable)",
-            {
-                "partitions": 0,
-                "held": 0,
-                "claims": 0,
-                "failovers": Counter(),
-                "violations": Counter(),
-                "accepted": 0,
-                "rejected": 0,
-                "lag": 0,
-                "membership": Counter(),
-                "moves": Counter(),
-                # client -> {"took": {cause_kind: n}, "gave_up": {cause_kind: n}}
-                "moves_by_member": {},
-            },
-        )
-
-    for p in pos:
-        g = group(p["group"])
-        g["partitions"] += 1
-        g["held"] += p["holder_client"] is not None
-        g["lag"] += max(0, p["lag"] or 0)
-    for o in own:
-        group(o["group"])["claims"] += 1
-    for f in fail:
-        group(f["group"])["failovers"][f["cause"]] += 1
-    for v in viol:
-        group(v["group"])["violations"][v["kind"]] += 1
-    for v in verd:
-        group(v["group"])[v["outcome"]] += v["records"]
-    for e in members:
-        group(e["group"])["membership"][e["event"]] += 1
-    for m in moves:
-        g = group(m["group"])
-        g["moves"][m["cause"]] += 1
-        per = g["moves_by_member"].setdefault(m["client_id"], {"took": {}, "gave_up": {}})
-        side = per[m["action"]]
-        side[m["cause_kind"]] = side.get(m["cause_kind"], 0) + 1
-    for g in groups.values():
-        g["failovers"] = dict(g["failovers"])
-        g["violations"] = dict(g["violations"])
-        g["membership"] = dict(g["membership"])
-        g["moves"] = dict(g["moves"])
+    groups = _groups(pos, own, fail, viol, verd, members, moves)
 
     checks = tables["snapshot_checks"].to_pylist() if "snapshot_checks" in tables else []
     ends = {
@@ -186,6 +140,67 @@ def build_summary(
         "tables": dict(result.rows),
         **(extra or {}),
     }
+
+
+def _groups(
+    pos: list[dict[str, Any]],
+    own: list[dict[str, Any]],
+    fail: list[dict[str, Any]],
+    viol: list[dict[str, Any]],
+    verd: list[dict[str, Any]],
+    members: list[dict[str, Any]],
+    moves: list[dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Each group's counts over the tables' rows (rows of no decodable group count under
+    ``(undecodable)``)."""
+    groups: dict[str, dict[str, Any]] = {}
+
+    def group(name: str | None) -> dict[str, Any]:
+        return groups.setdefault(
+            name or "(undecodable)",
+            {
+                "partitions": 0,
+                "held": 0,
+                "claims": 0,
+                "failovers": Counter(),
+                "violations": Counter(),
+                "accepted": 0,
+                "rejected": 0,
+                "lag": 0,
+                "membership": Counter(),
+                "moves": Counter(),
+                # client -> {"took": {cause_kind: n}, "gave_up": {cause_kind: n}}
+                "moves_by_member": {},
+            },
+        )
+
+    for p in pos:
+        g = group(p["group"])
+        g["partitions"] += 1
+        g["held"] += p["holder_client"] is not None
+        g["lag"] += max(0, p["lag"] or 0)
+    for o in own:
+        group(o["group"])["claims"] += 1
+    for f in fail:
+        group(f["group"])["failovers"][f["cause"]] += 1
+    for v in viol:
+        group(v["group"])["violations"][v["kind"]] += 1
+    for v in verd:
+        group(v["group"])[v["outcome"]] += v["records"]
+    for e in members:
+        group(e["group"])["membership"][e["event"]] += 1
+    for m in moves:
+        g = group(m["group"])
+        g["moves"][m["cause"]] += 1
+        per = g["moves_by_member"].setdefault(m["client_id"], {"took": {}, "gave_up": {}})
+        side = per[m["action"]]
+        side[m["cause_kind"]] = side.get(m["cause_kind"], 0) + 1
+    for g in groups.values():
+        g["failovers"] = dict(g["failovers"])
+        g["violations"] = dict(g["violations"])
+        g["membership"] = dict(g["membership"])
+        g["moves"] = dict(g["moves"])
+    return groups
 
 
 def write_summary(
