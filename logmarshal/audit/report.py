@@ -278,8 +278,8 @@ def write_report(
             "<p><b>Warning:</b> published snapshots show that records once in "
             "<code>__marshal</code> are gone or were replaced (an unclean leader election, or "
             "a broker that lost acknowledged records). This audit describes the log as it is "
-            'now, not the history the members acted on; see PROTOCOL.md, "A coordination log '
-            'that loses records", for the recovery.</p>',
+            "now, not the history the members acted on; for the recovery see PROTOCOL.md, "
+            '"A coordination log that loses records".</p>',
             _html_table(
                 rewinds,
                 ["coord_partition", "kind", "snapshot_offset", "covered_offset", "evidence"],
