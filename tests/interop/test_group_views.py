@@ -185,8 +185,7 @@ def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
     import contextlib
 
     from storage.broker import BrokerAddress, format_cluster_file
-
-    from ..broker.helpers import free_port
+    from tests.storage.broker.helpers import free_port
 
     addresses = [BrokerAddress(i, "127.0.0.1", free_port()) for i in (1, 2)]
     cluster_file = tmp_path / "cluster"
