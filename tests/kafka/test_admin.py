@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -252,7 +253,13 @@ def test_list_describe_reset_dump_and_export_a_live_group(live, bootstrap: str, 
     # each partition claimed twice by the member: at first, and again after the pause
     assert sorted(claims) == sorted([(client_id, p, "claimed") for p in range(PARTITIONS)] * 2)
     released = [r for r in dump if r["type"] == "release_group"]
-    assert sorted(r["cp"] for r in released) == list(range(n_coord))
+    # the pause is one round of ReleaseGroup on every coordination partition, or two: when
+    # the first round's LogAppendTime shows the log's clock ahead of the admin's by more than
+    # the slack (the round landing late, as under load), the admin writes a second round with
+    # the expiry moved out (logmarshal/admin/reset.py, "extending the pause")
+    rounds = Counter(r["cp"] for r in released)
+    assert sorted(rounds) == list(range(n_coord))
+    assert len(set(rounds.values())) == 1 and set(rounds.values()) <= {1, 2}, rounds
     assert all(r["verdict"] == "accepted" and r["client_id"] == admin_id[0] for r in released)
     admin_beats = sorted(
         (r["partition"], r["value"])
