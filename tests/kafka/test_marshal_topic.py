@@ -272,7 +272,7 @@ def test_foreign_transactions_in_marshal_replay_alike_on_both_read_paths(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the replay's position moves only with records (tailer.py): after a trailing "
+    reason="the replay's position moves only with records (logmarshal/_tailer.py): after a trailing "
     "transaction marker it stays on the marker, so wait_caught_up waits for the next record",
 )
 def test_a_replay_is_caught_up_when_marshal_ends_with_a_transaction_marker(
