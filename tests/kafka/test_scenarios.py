@@ -34,10 +34,10 @@ RUNS = [
     ("restart", 4),
     ("restart", 5),
     ("rebalance", 6),
-    ("rebalance", 7),
+    pytest.param("rebalance", 7, marks=pytest.mark.long),  # .ci/run's second stage
     ("zombie", 1),
     ("upgrade", 8),
-    ("upgrade", 9),
+    pytest.param("upgrade", 9, marks=pytest.mark.long),
 ]
 
 #: the delivery checks of each mode, one of which a run must have made (handoff makes the
@@ -64,7 +64,12 @@ def _run(name: str, seed: int, bootstrap: str) -> Report:
     return report
 
 
-@pytest.mark.parametrize(("name", "seed"), RUNS, ids=[f"{n}-{s}" for n, s in RUNS])
+def _id(run) -> str:
+    name, seed = run.values if hasattr(run, "values") else run
+    return f"{name}-{seed}"
+
+
+@pytest.mark.parametrize(("name", "seed"), RUNS, ids=[_id(r) for r in RUNS])
 def test_scenario_passes_on_kafka(kafka: KafkaCluster, name: str, seed: int) -> None:
     report = _run(name, seed, kafka.bootstrap)
     mode = report.mode.split(",")[0]

@@ -21,7 +21,8 @@ from logmarshal.audit.standalone import spark_bin, spark_env, standalone_cluster
 from .reports import assert_outputs
 from .test_spark import same_rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster]
+# in .ci/run's second stage (-m long): the in-process and Kafka-source audits run by default
+pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster, pytest.mark.long]
 
 
 def _jvms(work: Path) -> list[int]:
