@@ -21,7 +21,8 @@ settings (goal, issue 34: rate >= 0.8, p99 <= 2x).
 on the same data, each of its rows right after the same row of this tree. Goal: the Consumer
 >= 0.5 M msg/s over the network. ``--kafka`` runs the same readers on a single-node Apache
 Kafka (started from the Maven jars, stopped by pid) instead of logmarshal's broker, after
-one uncounted pass of the raw reader (Kafka's JVM compiles its read path meanwhile).
+an uncounted pass of the raw reader and one of the Consumer (Kafka's JVM compiles its read
+and write paths meanwhile, and ``__marshal`` is created).
 """
 
 from __future__ import annotations
@@ -325,9 +326,11 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
             "them all in a fresh process (poll/consume call latency; peak RSS)"
         )
         if on == "kafka":
-            # Kafka's JVM compiles its read path while the first readers run: a pass not
-            # counted first, so that rows run early are not slower for running early
+            # Kafka's JVM compiles its read and write paths while the first readers run,
+            # and the first Consumer also has __marshal created: a raw pass and a Consumer
+            # pass, not counted, first, so that rows run early are not slower for it
             _run_reader("raw-reader", bootstrap, count)
+            _run_reader("alo-batch", bootstrap, count)
         # each baseline row right after its own, so that drift (a JVM warming up, other
         # work on a shared machine) weighs on both alike
         rows: list[tuple[str, Path | None]] = []
