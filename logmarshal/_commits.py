@@ -40,9 +40,7 @@ class _Run:
         """The outstanding offsets as a set (made on the first commit out of order)."""
         if self.left is None:
             self.left = (
-                set(range(self.first, self.last + 1))
-                if self.offsets is None
-                else set(self.offsets)
+                set(range(self.first, self.last + 1)) if self.offsets is None else set(self.offsets)
             )
         return self.left
 

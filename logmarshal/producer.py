@@ -30,8 +30,8 @@ from typing import Any
 
 import attrs
 
-from ._batching import RecordColumns
-from .cluster import Cluster, ProduceResult
+from ._batching import RecordColumns, _Batch
+from .cluster import Cluster
 from .errors import ClosedError, NetworkError
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
 
@@ -193,46 +193,6 @@ class _ReportSink(dict):
 
     __slots__ = ()
     __call__ = dict.__setitem__
-
-
-class _Batch:
-    """One partition's records on their way to a single ``Cluster.produce`` call."""
-
-    __slots__ = (
-        "callbacks",
-        "created",
-        "done",
-        "error",
-        "headers",
-        "keys",
-        "partition",
-        "result",
-        "size",
-        "timestamps",
-        "topic",
-        "untracked",
-        "values",
-    )
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.created = _monotonic()
-        self.timestamps: list[int] = []
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.headers: list[tuple[Header, ...]] | None = None
-        self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
-        self.size = 0
-        self.untracked = 0  # records sent by send_nowait(): nobody asks for their outcome
-        self.done = threading.Event()
-        self.result: ProduceResult | None = None
-        self.error: BaseException | None = None
-
-    def add_headers(self, index: int, headers: tuple[Header, ...]) -> None:
-        if self.headers is None:
-            self.headers = [()] * index
-        self.headers.append(headers)
 
 
 class _BatchDelivery(tuple, Delivery):

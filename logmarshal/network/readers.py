@@ -110,7 +110,8 @@ def _fields_readable() -> bool:
     its own constructor with known fields, with and without key and headers."""
     if _layout_matches is None:
         return False
-    topic, key, value, headers = "logmarshal-layout-check", b"key", b"value", [("h", b"1")]
+    topic, key, value = "logmarshal-layout-check", b"key", b"value"
+    headers: list[tuple[str, str | bytes | None]] = [("h", b"1")]
     try:
         samples = [
             (

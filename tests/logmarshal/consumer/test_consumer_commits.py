@@ -132,9 +132,7 @@ class _Model:
 
 
 @given(
-    batches=st.lists(
-        st.lists(st.integers(1, 3), min_size=1, max_size=12), min_size=1, max_size=8
-    ),
+    batches=st.lists(st.lists(st.integers(1, 3), min_size=1, max_size=12), min_size=1, max_size=8),
     data=st.data(),
 )
 def test_the_books_by_runs_match_a_naive_model(batches: list[list[int]], data) -> None:
