@@ -75,6 +75,15 @@ _AHEAD_MAX_BYTES = 2 * 1024 * 1024
 #: moment), long while every wanted partition is idle
 _LIBRDKAFKA_SLICE = 0.05
 _AHEAD_SLICE = 0.002
+#: _Reader: records read ahead of a partition's wants that the reader takes from librdkafka
+#: without being asked (below _AHEAD_MAX, where it stops fetching the partition)
+_FILL_AHEAD = 4_000
+#: _Reader: consume() calls (of _CONSUME_BATCH) at most before answering wants (a bound on
+#: how long an answer waits for the read-ahead to fill)
+_FILL_CONSUMES = 5
+#: _Reader: records came from librdkafka this recently (s): they flow, and the reader waits
+#: for wants in short slices to go on draining librdkafka's queue meanwhile
+_FLOWING = 0.1
 
 
 def _messages(topic: str, partition: int, raw: list[Any]) -> tuple[list[Message], int]:
@@ -199,6 +208,7 @@ class _Reader:
         self._errors: dict[tuple[str, int], Exception] = {}
         self._has: set[tuple[str, int]] = set()  # read-ahead or an error on hand
         self._suspended: set[tuple[str, int]] = set()  # unassigned: read-ahead full
+        self._records_at = 0.0  # when librdkafka last gave records (time.monotonic)
 
     # -- the owner thread ---------------------------------------------------------------
 
@@ -252,6 +262,7 @@ class _Reader:
         deadline = time.monotonic() + timeout
         consumer = self._consumer
         while True:
+            self._fill()
             out = self._answers() if self._has else []
             starving = self._wanted.keys() - self._has
             if starving:
@@ -272,13 +283,46 @@ class _Reader:
                 if first is not None:  # and what came with it
                     self._take([first, *consumer.consume(_CONSUME_BATCH - 1, 0)])
             else:
-                with self._cond:  # every want is answerable: wait for one
+                # nothing wanted: wait for a want, in short waits while records flow and a
+                # partition's read-ahead is below _FILL_AHEAD (to go on draining
+                # librdkafka's queue); idle partitions wait as long as before
+                flowing = time.monotonic() - self._records_at < _FLOWING
+                slice_ = _AHEAD_SLICE if flowing and self._filling() else _LIBRDKAFKA_SLICE
+                with self._cond:
                     if not self._woken:
-                        self._cond.wait(min(remaining, _LIBRDKAFKA_SLICE))
+                        self._cond.wait(min(remaining, slice_))
+
+    def _fill(self) -> None:
+        """Take what librdkafka has on hand (without waiting) while an assigned partition
+        has less than ``_FILL_AHEAD`` records read ahead, wanted or not.
+
+        Two reasons. An answer then carries up to ``_FETCH_MAX_RECORDS`` records rather
+        than the few that came last: each answer wakes the consumer's poll() thread, and
+        each wake costs this thread the GIL for a while. And librdkafka's queue keeps being
+        drained while the consumer works through its buffers: a queue left full stops
+        librdkafka's fetching (queued.min.messages) until it is drained and a backoff
+        passed, and the consumer then waited for the broker (docs/performance.md,
+        "Consumer")."""
+        for _ in range(_FILL_CONSUMES):
+            if not self._filling():
+                return
+            messages = self._consumer.consume(_CONSUME_BATCH, 0)
+            if not messages:
+                return
+            self._take(messages)
+
+    def _filling(self) -> bool:
+        """Whether an assigned partition has less than ``_FILL_AHEAD`` records read ahead."""
+        suspended = self._suspended
+        return any(
+            len(records) < _FILL_AHEAD and key not in suspended
+            for key, records in self._ahead.items()
+        )
 
     def _take(self, messages: list[Any]) -> None:
         if not messages:
             return
+        self._records_at = time.monotonic()
         if _FIELDS_READABLE:  # the usual case, in C: one partition's records, no error
             fast = _batch_c(Message, messages)
             if fast is not None:
