@@ -5,10 +5,14 @@
 Figures, not pass/fail. Each round runs, one after the other on the same machine:
 
 * **network**: ``logmarshal broker start`` on 127.0.0.1 (a subprocess, started and stopped
-  here), fed by a raw confluent-kafka Producer (``linger.ms=5``, ``acks=1``, ``poll(0)`` every
-  10,000 records, BufferError answered by a short poll) and by ``logmarshal.Producer`` over
-  a ``NetworkCluster`` (its defaults: ``linger_ms=5``, acks=1), with ``send`` (a result per
-  record) and with ``send_nowait`` (none);
+  here; with ``--kafka`` a single-node Apache Kafka from logmarshal.localkafka instead), fed
+  by a raw confluent-kafka Producer with exactly the librdkafka settings of the Producer's
+  own client (``linger.ms=5``, ``acks=1``, ``batch.size``, ``murmur2_random``; no delivery
+  callback, ``poll(0)`` every 10,000 records, BufferError answered by a short poll), by the
+  same raw loop with a Python ``on_delivery`` per record that keeps errors (what a raw user
+  who wants failures reported writes), and by ``logmarshal.Producer`` over a
+  ``NetworkCluster`` (its defaults: ``linger_ms=5``, acks=1), with ``send`` (a result per
+  record) and with ``send_nowait`` (none; a failure raised by the next flush);
 * **embedded**: ``EmbeddedCluster.produce`` of the same records in batches of 1,000 (each
   batch to the next partition, NewRecords built in the loop, as a caller would), and
   ``logmarshal.Producer`` on the embedded cluster (``send``, ``send_nowait``).
@@ -43,6 +47,7 @@ from logmarshal import EmbeddedCluster, NewRecord, Producer  # noqa: E402
 
 SAMPLE_EVERY = 100
 NET_RAW = "network raw confluent-kafka"
+NET_RAW_CB = "network raw, on_delivery per record"
 NET_SEND = "network Producer.send"
 NET_NOWAIT = "network Producer.send_nowait"
 EMB_BASE = "embedded cluster.produce (batches of 1,000)"
@@ -89,13 +94,38 @@ def _measure(n: int, send: Callable[[int], object], finish: Callable[[], None]) 
     return Run(n, time.perf_counter() - start, cpu, time.process_time() - process0, samples)
 
 
-def raw_confluent(bootstrap: str, topic: str, keys: list[bytes], value: bytes) -> Run:
+def raw_settings(bootstrap: str) -> dict[str, object]:
+    """The librdkafka settings of ``logmarshal.Producer(NetworkCluster(bootstrap))``'s own
+    client (its defaults: acks=1, linger 5 ms, batch.size 1,000,000, murmur2_random), built
+    the way NetworkCluster.client_producer builds them."""
+    from logmarshal.network.settings import client_producer_settings
+
+    return client_producer_settings(
+        {"bootstrap.servers": bootstrap, "log.connection.close": False, "log_level": 3},
+        {
+            "acks": "1",
+            "enable.idempotence": False,
+            "linger.ms": 5.0,
+            "batch.size": 1_000_000,
+            "partitioner": "murmur2_random",
+        },
+    )
+
+
+def raw_confluent(
+    bootstrap: str, topic: str, keys: list[bytes], value: bytes, callback: bool = False
+) -> Run:
+    """A raw confluent-kafka loop; ``callback``: with a Python delivery callback per record
+    that keeps failures (checked after flush: none is expected)."""
     from confluent_kafka import Producer as KafkaProducer
 
-    client = KafkaProducer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1", "log_level": 3}
-    )
+    client = KafkaProducer(raw_settings(bootstrap))
     produce, poll = client.produce, client.poll
+    errors: list[object] = []
+
+    def on_delivery(error: object, message: object) -> None:
+        if error is not None:
+            errors.append(error)
 
     def send(i: int) -> None:
         while True:
@@ -107,11 +137,23 @@ def raw_confluent(bootstrap: str, topic: str, keys: list[bytes], value: bytes) -
         if i % 10_000 == 0:
             poll(0)
 
+    def send_reported(i: int) -> None:
+        while True:
+            try:
+                produce(topic, value, keys[i], on_delivery=on_delivery)
+                break
+            except BufferError:
+                poll(0.01)
+        if i % 1_000 == 0:
+            poll(0)
+
     def finish() -> None:
         if client.flush(60):
             raise RuntimeError("raw producer: records left after 60 s")
+        if errors:
+            raise RuntimeError(f"raw producer: {len(errors)} records failed: {errors[0]}")
 
-    return _measure(len(keys), send, finish)
+    return _measure(len(keys), send_reported if callback else send, finish)
 
 
 def producer_run(
@@ -170,6 +212,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-network", action="store_true")
     parser.add_argument("--skip-embedded", action="store_true")
+    parser.add_argument(
+        "--kafka",
+        action="store_true",
+        help="the network rows on a single-node Apache Kafka (logmarshal.localkafka) instead "
+        "of logmarshal's broker",
+    )
     args = parser.parse_args()
 
     n = args.records
@@ -190,10 +238,18 @@ def main() -> None:
         broker = None
         network = None
         if not args.skip_network:
-            from logmarshal.localbroker import LocalBroker
             from logmarshal.network import NetworkCluster
 
-            broker = LocalBroker(Path(tmp) / "broker", inherit_stderr=True).start()
+            if args.kafka:
+                from logmarshal.localkafka import KAFKA_VERSION, KafkaCluster
+
+                broker = KafkaCluster(Path(tmp) / "kafka", heap="1g").start()
+                print(f"Apache Kafka {KAFKA_VERSION}, one KRaft node, at {broker.bootstrap}")
+            else:
+                from logmarshal.localbroker import LocalBroker
+
+                broker = LocalBroker(Path(tmp) / "broker", inherit_stderr=True).start()
+                print(f"logmarshal's broker at {broker.bootstrap}")
             network = NetworkCluster(broker.bootstrap)
         embedded = None
         if not args.skip_embedded:
@@ -203,11 +259,17 @@ def main() -> None:
                 print(f"round {r + 1}/{args.rounds}", flush=True)
                 if network is not None:
                     net_order = (NET_SEND, NET_NOWAIT)[:: 1 if r % 2 == 0 else -1]
-                    for name in (NET_RAW, *net_order):
+                    for name in (NET_RAW, NET_RAW_CB, *net_order):
                         topic = f"{name.split()[-1]}-{r}"
                         network.create_topic(topic, args.partitions)
-                        if name == NET_RAW:
-                            result = raw_confluent(broker.bootstrap, topic, keys, value)  # type: ignore[union-attr]
+                        if name in (NET_RAW, NET_RAW_CB):
+                            result = raw_confluent(
+                                broker.bootstrap,  # type: ignore[union-attr]
+                                topic,
+                                keys,
+                                value,
+                                callback=name == NET_RAW_CB,
+                            )
                         else:
                             result = producer_run(network, topic, keys, value, name == NET_NOWAIT)
                         stored = _stored(network, topic, args.partitions)
@@ -237,7 +299,9 @@ def main() -> None:
     print()
     print(
         f"{n:,} keyed records ({distinct:,} distinct keys) x {args.size} B, "
-        f"{args.partitions} partitions, load average {os.getloadavg()[0]:.2f}, "
+        f"{args.partitions} partitions, network rows on "
+        f"{'Apache Kafka' if args.kafka else 'logmarshal broker'}, "
+        f"load average {os.getloadavg()[0]:.2f}, "
         f"logmarshal._fastproduce {'built' if _fast_built() else 'NOT built (Python fallback)'}, "
         f"median of {args.rounds} round(s)"
     )
@@ -249,6 +313,7 @@ def main() -> None:
     print("-" * len(header))
     pairs = [
         (NET_RAW, None),
+        (NET_RAW_CB, NET_RAW),
         (NET_SEND, NET_RAW),
         (NET_NOWAIT, NET_RAW),
         (EMB_BASE, None),

@@ -16,14 +16,19 @@ encoding was most of ``Cluster.produce``'s time, which capped the embedded Produ
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from operator import add, attrgetter, sub
-from typing import Any, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import crc32c
 
 from storage import NewRecord
+
+if TYPE_CHECKING:
+    from .cluster import ProduceResult
 
 try:
     from ._fastproduce import encode_plain as _encode_plain_c
@@ -231,3 +236,48 @@ def encode_plain_py(columns: RecordColumns) -> bytes | None:
     buf[_BATCH_OVERHEAD:] = payload
     _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[_CRC_START:]))
     return bytes(buf)
+
+
+_Header = tuple[str, bytes | None]
+
+
+class _Batch:
+    """One partition's records on their way to a single ``Cluster.produce`` call (the
+    Producer's batches for any cluster but the network one: logmarshal/producer.py)."""
+
+    __slots__ = (
+        "callbacks",
+        "created",
+        "done",
+        "error",
+        "headers",
+        "keys",
+        "partition",
+        "result",
+        "size",
+        "timestamps",
+        "topic",
+        "untracked",
+        "values",
+    )
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.created = time.monotonic()
+        self.timestamps: list[int] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.headers: list[tuple[_Header, ...]] | None = None
+        #: (index in the batch, delivery callback) of the records sent with one
+        self.callbacks: list[tuple[int, Callable[[Any, BaseException | None], None]]] | None = None
+        self.size = 0
+        self.untracked = 0  # records sent by send_nowait(): nobody asks for their outcome
+        self.done = threading.Event()
+        self.result: ProduceResult | None = None
+        self.error: BaseException | None = None
+
+    def add_headers(self, index: int, headers: tuple[_Header, ...]) -> None:
+        if self.headers is None:
+            self.headers = [()] * index
+        self.headers.append(headers)

@@ -14,9 +14,21 @@
  *   triggered full collections, each traversing all of them again (a third of a network
  *   Consumer's CPU, 2026-11-29). A Message whose items are str, int, bytes, None and tuples
  *   of those cannot be part of a reference cycle; anything else is left tracked.
+ * - batch(Message, raw): the same for a consume() batch, with the checks the reader made
+ *   in Python before (no error, one topic and partition), reading confluent-kafka's
+ *   Message objects' fields directly instead of calling five methods a record (and three
+ *   more for the checks): about half of the per-record work of a network Consumer's fetch
+ *   thread (docs/performance.md, "Consumer"). confluent-kafka's Message struct is not a
+ *   public API, so this is used only once layout_matches() has checked, on Messages built
+ *   with known fields by confluent-kafka's own constructor, that the struct below is its
+ *   layout (size, and every field read); otherwise batch() returns None and the reader
+ *   takes the method-calling path. A record with headers is read through headers().
+ * - offsets_of_one(messages): Consumer.commit(*batch)'s check that a batch is of one
+ *   partition, and its offsets, in one pass.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 /* 1 if ``o`` can refer to no GC-tracked object: not a GC type, or a tuple (exact or a
  * subclass without a dict, as a NamedTuple) whose items are such (untracked on the way) */
@@ -102,11 +114,208 @@ fail:
     return NULL;
 }
 
+
+/* confluent-kafka's Message (src/confluent_kafka/src/confluent_kafka.h, 2.x), checked by
+ * layout_matches() before batch() reads it */
+typedef struct {
+    PyObject_HEAD
+    PyObject *topic;
+    PyObject *value;
+    PyObject *key;
+    PyObject *headers;
+    void *c_headers; /* rd_kafka_headers_t *: headers not converted to Python yet */
+    PyObject *error;
+    int32_t partition;
+    int64_t offset;
+    int32_t leader_epoch;
+    int64_t timestamp;
+    int tstype;
+    int64_t latency;
+    int16_t delivery_count;
+} CkMessage;
+
+static PyTypeObject *ck_type = NULL; /* set by layout_matches() once it held */
+
+/* layout_matches(samples): each sample is (message, topic, partition, offset, key, value,
+ * headers, timestamp), the message built by confluent_kafka.Message(...) with those; True
+ * (and batch() enabled for that type) if the struct above reads every one back */
+static PyObject *layout_matches(PyObject *self, PyObject *samples) {
+    if (!PyList_Check(samples) || PyList_GET_SIZE(samples) == 0) {
+        PyErr_SetString(PyExc_TypeError, "layout_matches(samples: non-empty list)");
+        return NULL;
+    }
+    PyTypeObject *type = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples); i++) {
+        PyObject *t = PyList_GET_ITEM(samples, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8) {
+            PyErr_SetString(PyExc_TypeError, "a sample is (message, topic, partition, offset, "
+                                             "key, value, headers, timestamp)");
+            return NULL;
+        }
+        PyObject *m = PyTuple_GET_ITEM(t, 0);
+        if (type == NULL) type = Py_TYPE(m);
+        if (Py_TYPE(m) != type || type->tp_basicsize != (Py_ssize_t)sizeof(CkMessage) ||
+            type->tp_itemsize != 0)
+            Py_RETURN_FALSE;
+        CkMessage *c = (CkMessage *)m;
+        long long partition = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
+        long long offset = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+        long long timestamp = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 7));
+        if (PyErr_Occurred()) return NULL;
+        PyObject *key = PyTuple_GET_ITEM(t, 4), *value = PyTuple_GET_ITEM(t, 5);
+        PyObject *headers = PyTuple_GET_ITEM(t, 6);
+        if (c->topic != PyTuple_GET_ITEM(t, 1) || c->key != (key == Py_None ? NULL : key) ||
+            c->value != (value == Py_None ? NULL : value) ||
+            c->headers != (headers == Py_None ? NULL : headers) || c->c_headers != NULL ||
+            !(c->error == NULL || c->error == Py_None) || c->partition != partition ||
+            c->offset != offset || c->timestamp != timestamp)
+            Py_RETURN_FALSE;
+    }
+    ck_type = type;
+    Py_RETURN_TRUE;
+}
+
+/* batch(Message, raw): None unless layout_matches() held, every message is of that type
+ * with no error and all are of one topic and partition; else (topic, partition, Messages,
+ * bytes of keys and values), the Messages untracked as messages() leaves them */
+static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "batch(Message, raw: list)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *raw = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(raw), size = 0;
+    if (ck_type == NULL || n == 0) Py_RETURN_NONE;
+    CkMessage *first = (CkMessage *)PyList_GET_ITEM(raw, 0);
+    if (Py_TYPE(first) != ck_type || first->topic == NULL || !PyUnicode_CheckExact(first->topic))
+        Py_RETURN_NONE;
+    PyObject *topic = first->topic;
+    int32_t part = first->partition;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        CkMessage *c = (CkMessage *)PyList_GET_ITEM(raw, i);
+        if (Py_TYPE(c) != ck_type || !(c->error == NULL || c->error == Py_None) ||
+            c->partition != part || c->topic == NULL)
+            Py_RETURN_NONE;
+        if (c->topic != topic) {
+            int same = PyUnicode_Check(c->topic) ? PyUnicode_Compare(c->topic, topic) : 1;
+            if (same == -1 && PyErr_Occurred()) return NULL;
+            if (same != 0) Py_RETURN_NONE;
+        }
+    }
+    PyObject *partition = PyLong_FromLong(part);
+    if (partition == NULL) return NULL;
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(partition);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        CkMessage *c = (CkMessage *)PyList_GET_ITEM(raw, i);
+        PyObject *record = type->tp_alloc(type, 7);
+        if (record == NULL) goto fail;
+        PyList_SET_ITEM(out, i, record);
+        PyObject_GC_UnTrack(record); /* as in messages() */
+        Py_INCREF(topic);
+        PyTuple_SET_ITEM(record, 0, topic);
+        Py_INCREF(partition);
+        PyTuple_SET_ITEM(record, 1, partition);
+        PyObject *item = PyLong_FromLongLong(c->offset);
+        if (item == NULL) goto fail;
+        PyTuple_SET_ITEM(record, 2, item);
+        if ((item = PyLong_FromLongLong(c->timestamp)) == NULL) goto fail;
+        PyTuple_SET_ITEM(record, 3, item);
+        item = c->key != NULL ? c->key : Py_None;
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(record, 4, item);
+        if (PyBytes_Check(item)) size += PyBytes_GET_SIZE(item);
+        item = c->value != NULL ? c->value : Py_None;
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(record, 5, item);
+        if (PyBytes_Check(item)) size += PyBytes_GET_SIZE(item);
+        if (c->c_headers == NULL && (c->headers == NULL || c->headers == Py_None)) {
+            item = PyTuple_New(0);
+        } else { /* headers: through the method, which converts librdkafka's */
+            PyObject *headers = call0((PyObject *)c, s_headers);
+            if (headers == NULL) goto fail;
+            if (headers == Py_None || (PyList_Check(headers) && PyList_GET_SIZE(headers) == 0)) {
+                Py_DECREF(headers);
+                item = PyTuple_New(0);
+            } else {
+                item = PySequence_Tuple(headers);
+                Py_DECREF(headers);
+            }
+        }
+        if (item == NULL) goto fail;
+        PyTuple_SET_ITEM(record, 6, item);
+        if (!untrackable(record, 0)) PyObject_GC_Track(record);
+    }
+    Py_INCREF(topic);
+    return Py_BuildValue("(NNNn)", topic, partition, out, size);
+fail:
+    Py_DECREF(partition);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* offsets_of_one(messages): (topic, partition, [offsets]) if every message is a tuple of
+ * at least three items (a Message) of the first one's topic and partition; else None */
+static PyObject *offsets_of_one(PyObject *self, PyObject *messages) {
+    if (!PyTuple_Check(messages) && !PyList_Check(messages)) Py_RETURN_NONE;
+    PyObject **items = PySequence_Fast_ITEMS(messages);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(messages);
+    if (n == 0 || !PyTuple_Check(items[0]) || PyTuple_GET_SIZE(items[0]) < 3) Py_RETURN_NONE;
+    PyObject *topic = PyTuple_GET_ITEM(items[0], 0);
+    PyObject *partition = PyTuple_GET_ITEM(items[0], 1);
+    if (!PyUnicode_CheckExact(topic) || !PyLong_CheckExact(partition)) Py_RETURN_NONE;
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = items[i];
+        if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) < 3) goto other;
+        PyObject *t = PyTuple_GET_ITEM(m, 0), *p = PyTuple_GET_ITEM(m, 1);
+        if (t != topic) {
+            if (!PyUnicode_CheckExact(t)) goto other;
+            int same = PyUnicode_Compare(t, topic);
+            if (same == -1 && PyErr_Occurred()) goto fail;
+            if (same != 0) goto other;
+        }
+        if (p != partition) {
+            if (!PyLong_CheckExact(p)) goto other;
+            int same = PyObject_RichCompareBool(p, partition, Py_EQ);
+            if (same < 0) goto fail;
+            if (!same) goto other;
+        }
+        PyObject *offset = PyTuple_GET_ITEM(m, 2);
+        Py_INCREF(offset);
+        PyList_SET_ITEM(out, i, offset);
+    }
+    return Py_BuildValue("(OON)", topic, partition, out);
+other:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"messages", (PyCFunction)(void (*)(void))messages, METH_FASTCALL,
      "messages(Message, topic, partition, raw) -> (Messages, bytes): confluent-kafka's "
      "messages as Messages (offset, timestamp()[1], key, value, headers as a tuple), "
      "untracked by the cyclic GC, and the bytes of their keys and values."},
+    {"batch", (PyCFunction)(void (*)(void))batch, METH_FASTCALL,
+     "batch(Message, raw) -> (topic, partition, Messages, bytes) | None: messages() of a "
+     "consume() batch of one partition without errors, read from confluent-kafka's struct "
+     "once layout_matches() held; None otherwise (the caller takes the general path)."},
+    {"offsets_of_one", (PyCFunction)offsets_of_one, METH_O,
+     "offsets_of_one(messages) -> (topic, partition, offsets) | None: the offsets of "
+     "Messages all of one partition (None when they are not, or are not Messages)."},
+    {"layout_matches", (PyCFunction)layout_matches, METH_O,
+     "layout_matches(samples) -> bool: whether confluent-kafka's Message struct is the one "
+     "batch() reads (samples: (message, topic, partition, offset, key, value, headers, "
+     "timestamp) built by confluent_kafka.Message); enables batch() when it is."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,6 +10,15 @@
  *   Producer and to the Message it was given; neither refers back to it (librdkafka holds
  *   it until the report), so it is never part of a reference cycle. Not subclassable: since
  *   Python 3.11 every Python-defined subclass's instances are GC-tracked.
+ * - Sender: Producer.send (and send_nowait) over the network for the usual record, a keyed
+ *   bytes record of a topic seen before with nothing else given, without a Python frame: it
+ *   builds the record's Report (or passes the shared sink), hands the record to librdkafka's
+ *   produce and polls librdkafka every POLL_EVERY records, as the Python shortcut in
+ *   logmarshal/producer.py does. Any other call, and any produce() that raised (a full queue,
+ *   an error to translate), goes to the Python method it stands for, which does the same
+ *   again with everything checked (a produce() that raised queued nothing).
+ * - ErrorSink: send_nowait()'s one report callback over the network, which keeps failures
+ *   only (a success, nearly every report, costs a check and no dict write).
  * - encode_plain: a RecordBatch v2 of records without headers, byte for byte what
  *   storage.encode_batch writes (base offset 0, CreateTime, uncompressed, no producer id),
  *   in two passes over the columns (sizes, then bytes). The CRC32C is the caller's function
@@ -19,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------ Report */
@@ -154,6 +164,235 @@ static PyTypeObject ReportType = {
     .tp_as_number = &Report_as_number,
     .tp_methods = Report_methods,
     .tp_getset = Report_getset,
+};
+
+
+/* -------------------------------------------------------------------------------- Sink */
+
+/* ErrorSink(errors): send_nowait()'s shared report callback. A success costs a check; a
+ * failure is stored as errors[error] = message (equal errors share a key, as they did in
+ * the Python sink), for the next flush to raise. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *errors; /* a dict */
+} ErrorSink;
+
+static PyObject *ErrorSink_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *errors;
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) ||
+        !PyArg_ParseTuple(args, "O!:ErrorSink", &PyDict_Type, &errors))
+        return NULL;
+    ErrorSink *self = PyObject_New(ErrorSink, type);
+    if (self == NULL) return NULL;
+    Py_INCREF(errors);
+    self->errors = errors;
+    return (PyObject *)self;
+}
+
+static void ErrorSink_dealloc(ErrorSink *self) {
+    Py_CLEAR(self->errors);
+    PyObject_Free(self);
+}
+
+static PyObject *ErrorSink_call(ErrorSink *self, PyObject *args, PyObject *kwargs) {
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a delivery report is (error, message)");
+        return NULL;
+    }
+    PyObject *error = PyTuple_GET_ITEM(args, 0);
+    if (error != Py_None &&
+        PyDict_SetItem(self->errors, error, PyTuple_GET_ITEM(args, 1)) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyTypeObject ErrorSinkType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "logmarshal._fastproduce.ErrorSink",
+    .tp_doc = "ErrorSink(errors): called with (error, message), stores errors[error] = "
+              "message unless error is None. Not GC-tracked: it holds only the dict, which "
+              "holds reported errors and messages, never the sink.",
+    .tp_basicsize = sizeof(ErrorSink),
+    .tp_itemsize = 0,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = ErrorSink_new,
+    .tp_dealloc = (destructor)ErrorSink_dealloc,
+    .tp_call = (ternaryfunc)ErrorSink_call,
+};
+
+/* ------------------------------------------------------------------------------ Sender */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *owner;    /* the Producer: each Report refers to it */
+    PyObject *produce;  /* librdkafka's producer's produce (NULL once closed) */
+    PyObject *poll;     /* its poll */
+    PyObject *counts;   /* the Producer's _partition_counts: a topic in it was checked */
+    PyObject *fallback; /* the Python method this stands for, bound to the Producer */
+    PyObject *sink;     /* send_nowait: every record's report callback; NULL for send */
+    Py_ssize_t unpolled;
+    Py_ssize_t poll_every;
+} Sender;
+
+static PyTypeObject SenderType;
+static PyObject *minus_one; /* partition -1: librdkafka's partitioner places the record */
+static PyObject *zero;      /* poll(0) */
+
+static PyObject *Sender_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    Sender *self = (Sender *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *key = NULL;
+    /* (topic, value, key) or (topic, value, key=key): the usual call */
+    if (nargs == 3 && nkw == 0) {
+        key = args[2];
+    } else if (nargs == 2 && nkw == 1) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, 0);
+        if (PyUnicode_CheckExact(name) && PyUnicode_CompareWithASCIIString(name, "key") == 0)
+            key = args[2];
+    }
+    PyObject *produce = self->produce;
+    if (key == NULL || produce == NULL || !PyBytes_CheckExact(key) ||
+        !PyBytes_CheckExact(args[1]) || !PyUnicode_CheckExact(args[0]))
+        goto fallback;
+    int known = PyDict_Contains(self->counts, args[0]);
+    if (known < 0) return NULL;
+    if (!known) goto fallback;
+    PyObject *report;
+    if (self->sink != NULL) {
+        report = self->sink;
+        Py_INCREF(report);
+    } else {
+        report = Report_vectorcall((PyObject *)&ReportType, &self->owner, 1, NULL);
+        if (report == NULL) return NULL;
+    }
+    PyObject *call[5] = {args[0], args[1], key, minus_one, report};
+    Py_INCREF(produce); /* close() may let go of it while librdkafka has the GIL released */
+    PyObject *done = PyObject_Vectorcall(produce, call, 5, NULL);
+    Py_DECREF(produce);
+    if (done == NULL) {
+        /* nothing was queued: the Python method tries again, waits for room or raises the
+         * error in logmarshal's terms */
+        Py_DECREF(report);
+        PyErr_Clear();
+        goto fallback;
+    }
+    Py_DECREF(done);
+    if (++self->unpolled >= self->poll_every && self->poll != NULL) {
+        self->unpolled = 0;
+        PyObject *poll = self->poll;
+        Py_INCREF(poll);
+        PyObject *served = PyObject_CallOneArg(poll, zero);
+        Py_DECREF(poll);
+        if (served == NULL) {
+            Py_DECREF(report);
+            return NULL;
+        }
+        Py_DECREF(served);
+    }
+    if (self->sink != NULL) {
+        Py_DECREF(report);
+        Py_RETURN_NONE;
+    }
+    return report;
+fallback:
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static PyObject *Sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *owner, *produce, *poll, *counts, *fallback, *sink;
+    Py_ssize_t poll_every;
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) ||
+        !PyArg_ParseTuple(args, "OOOO!OOn:Sender", &owner, &produce, &poll, &PyDict_Type,
+                          &counts, &fallback, &sink, &poll_every))
+        return NULL;
+    Sender *self = PyObject_GC_New(Sender, type);
+    if (self == NULL) return NULL;
+    self->vectorcall = Sender_vectorcall;
+    Py_INCREF(owner);
+    self->owner = owner;
+    Py_INCREF(produce);
+    self->produce = produce;
+    Py_INCREF(poll);
+    self->poll = poll;
+    Py_INCREF(counts);
+    self->counts = counts;
+    Py_INCREF(fallback);
+    self->fallback = fallback;
+    if (sink == Py_None) {
+        self->sink = NULL;
+    } else {
+        Py_INCREF(sink);
+        self->sink = sink;
+    }
+    self->unpolled = 0;
+    self->poll_every = poll_every < 1 ? 1 : poll_every;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+/* close(): every call from now on goes to the Python method (which raises ClosedError), and
+ * librdkafka's handle is let go */
+static PyObject *Sender_close(Sender *self, PyObject *Py_UNUSED(ignored)) {
+    Py_CLEAR(self->produce);
+    Py_CLEAR(self->poll);
+    Py_RETURN_NONE;
+}
+
+static int Sender_traverse(Sender *self, visitproc visit, void *arg) {
+    Py_VISIT(self->owner);
+    Py_VISIT(self->produce);
+    Py_VISIT(self->poll);
+    Py_VISIT(self->counts);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->sink);
+    return 0;
+}
+
+static int Sender_clear(Sender *self) {
+    Py_CLEAR(self->owner);
+    Py_CLEAR(self->produce);
+    Py_CLEAR(self->poll);
+    Py_CLEAR(self->counts);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->sink);
+    return 0;
+}
+
+static void Sender_dealloc(Sender *self) {
+    PyObject_GC_UnTrack(self);
+    Sender_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *Sender_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyMethodDef Sender_methods[] = {
+    {"close", (PyCFunction)Sender_close, METH_NOARGS,
+     "Every later call goes to the Python method; librdkafka's producer is let go."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "logmarshal._fastproduce.Sender",
+    .tp_doc = "Sender(owner, produce, poll, partition_counts, fallback, sink, poll_every): "
+              "Producer.send (sink None) or send_nowait (sink: the shared report callback) "
+              "for the usual record over the network; any other call is fallback(...).",
+    .tp_basicsize = sizeof(Sender),
+    .tp_itemsize = 0,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Sender, vectorcall),
+    .tp_new = Sender_new,
+    .tp_dealloc = (destructor)Sender_dealloc,
+    .tp_traverse = (traverseproc)Sender_traverse,
+    .tp_clear = (inquiry)Sender_clear,
+    .tp_call = Sender_call,
+    .tp_methods = Sender_methods,
 };
 
 /* ------------------------------------------------------------------------ encode_plain */
@@ -382,9 +621,26 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__fastproduce(void) {
-    if (PyType_Ready(&ReportType) < 0) return NULL;
+    if (PyType_Ready(&ReportType) < 0 || PyType_Ready(&SenderType) < 0 ||
+        PyType_Ready(&ErrorSinkType) < 0)
+        return NULL;
+    minus_one = PyLong_FromLong(-1);
+    zero = PyLong_FromLong(0);
+    if (minus_one == NULL || zero == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    Py_INCREF(&SenderType);
+    if (PyModule_AddObject(m, "Sender", (PyObject *)&SenderType) < 0) {
+        Py_DECREF(&SenderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&ErrorSinkType);
+    if (PyModule_AddObject(m, "ErrorSink", (PyObject *)&ErrorSinkType) < 0) {
+        Py_DECREF(&ErrorSinkType);
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&ReportType);
     if (PyModule_AddObject(m, "Report", (PyObject *)&ReportType) < 0) {
         Py_DECREF(&ReportType);

@@ -30,15 +30,17 @@ from typing import Any
 
 import attrs
 
-from ._batching import RecordColumns
-from .cluster import Cluster, ProduceResult
+from ._batching import RecordColumns, _Batch
+from .cluster import Cluster
 from .errors import ClosedError, NetworkError
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
 
 try:
+    from ._fastproduce import ErrorSink as _FastErrorSink
     from ._fastproduce import Report as _FastReport
-except ImportError:  # built without a C compiler: _ClientDelivery below
-    _FastReport = None
+    from ._fastproduce import Sender as _FastSender
+except ImportError:  # built without a C compiler: _ClientDelivery, _ReportSink, Python send()
+    _FastReport = _FastSender = _FastErrorSink = None
 
 __all__ = ["Delivery", "Producer", "RecordMetadata"]
 
@@ -193,46 +195,6 @@ class _ReportSink(dict):
     __call__ = dict.__setitem__
 
 
-class _Batch:
-    """One partition's records on their way to a single ``Cluster.produce`` call."""
-
-    __slots__ = (
-        "callbacks",
-        "created",
-        "done",
-        "error",
-        "headers",
-        "keys",
-        "partition",
-        "result",
-        "size",
-        "timestamps",
-        "topic",
-        "untracked",
-        "values",
-    )
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.created = _monotonic()
-        self.timestamps: list[int] = []
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.headers: list[tuple[Header, ...]] | None = None
-        self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
-        self.size = 0
-        self.untracked = 0  # records sent by send_nowait(): nobody asks for their outcome
-        self.done = threading.Event()
-        self.result: ProduceResult | None = None
-        self.error: BaseException | None = None
-
-    def add_headers(self, index: int, headers: tuple[Header, ...]) -> None:
-        if self.headers is None:
-            self.headers = [()] * index
-        self.headers.append(headers)
-
-
 class _BatchDelivery(tuple, Delivery):
     """A record in a batch for ``Cluster.produce``: ``(batch, index in the batch)``. A tuple,
     built by ``tuple.__new__`` in send(): no ``__init__`` frame per record."""
@@ -328,6 +290,8 @@ class Producer:
             and self._wall_clock
         )
         self._unpolled = 0
+        #: _fastproduce.Sender objects standing for send and send_nowait (network only)
+        self._fast_senders: list[Any] = []
         self._lost_count = 0  # send_nowait() records that failed, since the last flush
         self._lost_error: BaseException | None = None
         self._network = getattr(type(cluster), "client_producer", None) is not None
@@ -355,7 +319,13 @@ class Producer:
             )
             self._client = cluster.client_producer(settings)  # type: ignore[attr-defined]  # a NetworkCluster (checked above), not in the Cluster protocol
             self._produce = self._client.produce
-            self._untracked_reports = _ReportSink()
+            # send_nowait()'s records' one report callback, and where it keeps failures
+            self._lost_reports: dict[Any, Any]
+            if _FastErrorSink is not None:
+                self._lost_reports = {}
+                self._untracked_reports: Any = _FastErrorSink(self._lost_reports)
+            else:
+                self._lost_reports = self._untracked_reports = _ReportSink()
             # a record's Delivery (and report callback), built with no argument per record
             self._new_delivery: Callable[[], Any] = (
                 functools.partial(_FastReport, self)
@@ -363,6 +333,7 @@ class Producer:
                 else type("_ClientDelivery", (_ClientDelivery,), {"__slots__": (), "_owner": self})
             )
             self._sender: threading.Thread | None = None
+            self._install_fast_senders()
             return
         # any other cluster: per-partition batches, sent by a background thread
         self._open: dict[tuple[str, int], _Batch] = {}
@@ -371,6 +342,32 @@ class Producer:
         self._flushing = 0
         self._sender = threading.Thread(target=self._run, name="logmarshal-producer", daemon=True)
         self._sender.start()
+
+    def _install_fast_senders(self) -> None:
+        """Over the network, with the C extension: ``send`` and ``send_nowait`` of this
+        Producer become ``_fastproduce.Sender`` objects, which do what the shortcuts at the
+        top of those methods do without a Python frame (about a third of the Producer's own
+        cost per record: docs/performance.md, "Producer") and hand any other call to the
+        method itself. Not for a subclass that overrides either method."""
+        if _FastSender is None or _FastReport is None or not self._plain_network:
+            return
+        cls = type(self)
+        client = self._client
+        for name, sink in (("send", None), ("send_nowait", self._untracked_reports)):
+            method = getattr(cls, name)
+            if method is not getattr(Producer, name):
+                continue
+            sender = _FastSender(
+                self,
+                client.produce,
+                client.poll,
+                self._partition_counts,
+                method.__get__(self, cls),
+                sink,
+                _POLL_EVERY,
+            )
+            setattr(self, name, sender)
+            self._fast_senders.append(sender)
 
     # -- public API -------------------------------------------------------------------------
 
@@ -685,6 +682,8 @@ class Producer:
         with self._cond:
             self._closed = True
             self._plain_network = self._plain_local = False
+            for sender in self._fast_senders:
+                sender.close()  # later calls take the methods, which raise ClosedError
             self._cond.notify_all()
         if self._sender is not None:
             self._sender.join(timeout)
@@ -811,7 +810,7 @@ class Producer:
     def _raise_lost(self) -> None:
         """Raise (once) the first failure of send_nowait() records since the last flush."""
         if self._network:
-            sink = self._untracked_reports
+            sink = self._lost_reports
             for error in [e for e in list(sink) if e is not None]:
                 message = sink.pop(error, None)
                 if message is not None:

@@ -86,6 +86,11 @@ __all__ = ["Consumer", "NoPosition"]
 
 log = logging.getLogger(__name__)
 
+try:
+    from .._fastconsume import offsets_of_one as _offsets_of_one
+except ImportError:  # the optional extension is not built: commit() checks in Python
+    _offsets_of_one = None
+
 #: a Message's (topic, partition) and offset, as C-speed getters for the per-batch hot path
 _TOPIC_PARTITION = operator.itemgetter(0, 1)
 _TOPIC = operator.itemgetter(0)
@@ -379,6 +384,14 @@ class Consumer:
             if one and self._metrics is not None:
                 self._metrics.committed(self, message.topic, 1)
             return one
+        if _offsets_of_one is not None:  # a polled batch: one partition, checked in C
+            one = _offsets_of_one(messages)
+            if one is not None:
+                with self._lock:
+                    n = self._core.commit(*one)
+                if n and self._metrics is not None:
+                    self._metrics.committed(self, one[0], n)
+                return n > 0
         # C-speed, and without a tuple per message: a polled batch is of one partition
         topics, partitions = set(map(_TOPIC, messages)), set(map(_PARTITION, messages))
         keys = (

@@ -23,9 +23,11 @@ from confluent_kafka import Message as KafkaMessage
 from ..cluster import Columns, Message, Read
 
 try:
+    from .._fastconsume import batch as _batch_c
+    from .._fastconsume import layout_matches as _layout_matches
     from .._fastconsume import messages as _messages_c
 except ImportError:  # the optional extension is not built: _messages in Python (slower)
-    _messages_c = None
+    _batch_c = _layout_matches = _messages_c = None
 from ..errors import OffsetOutOfRange
 from .error_map import _map_error, _raise_from
 
@@ -73,6 +75,15 @@ _AHEAD_MAX_BYTES = 2 * 1024 * 1024
 #: moment), long while every wanted partition is idle
 _LIBRDKAFKA_SLICE = 0.05
 _AHEAD_SLICE = 0.002
+#: _Reader: records read ahead of a partition's wants that the reader takes from librdkafka
+#: without being asked (below _AHEAD_MAX, where it stops fetching the partition)
+_FILL_AHEAD = 4_000
+#: _Reader: consume() calls (of _CONSUME_BATCH) at most before answering wants (a bound on
+#: how long an answer waits for the read-ahead to fill)
+_FILL_CONSUMES = 5
+#: _Reader: records came from librdkafka this recently (s): they flow, and the reader waits
+#: for wants in short slices to go on draining librdkafka's queue meanwhile
+_FLOWING = 0.1
 
 
 def _messages(topic: str, partition: int, raw: list[Any]) -> tuple[list[Message], int]:
@@ -100,6 +111,56 @@ def _messages(topic: str, partition: int, raw: list[Any]) -> tuple[list[Message]
         )
     )
     return records, _size(records)
+
+
+def _fields_readable() -> bool:
+    """Whether ``_fastconsume.batch`` may read confluent-kafka's Message objects' fields
+    directly (a struct that is not confluent-kafka's API): checked once, on Messages built by
+    its own constructor with known fields, with and without key and headers."""
+    if _layout_matches is None:
+        return False
+    topic, key, value = "logmarshal-layout-check", b"key", b"value"
+    headers: list[tuple[str, str | bytes | None]] = [("h", b"1")]
+    try:
+        samples = [
+            (
+                KafkaMessage(
+                    topic=topic, partition=3, offset=7, key=key, value=value, timestamp=(1, 99)
+                ),
+                topic,
+                3,
+                7,
+                key,
+                value,
+                None,
+                99,
+            ),
+            (
+                KafkaMessage(
+                    topic=topic,
+                    partition=123_456,
+                    offset=(1 << 40) + 5,
+                    value=value,
+                    headers=headers,
+                    timestamp=(0, -1),
+                ),
+                topic,
+                123_456,
+                (1 << 40) + 5,
+                None,
+                value,
+                headers,
+                -1,
+            ),
+        ]
+        return bool(_layout_matches(samples))
+    except Exception as exc:  # a confluent-kafka whose Message cannot be built this way
+        log.debug("confluent-kafka's Message fields are read through its methods: %s", exc)
+        return False
+
+
+#: confluent-kafka's Message fields are read in C (``_fastconsume.batch``) when this holds
+_FIELDS_READABLE = _fields_readable()
 
 
 def _size(records: Sequence[Message]) -> int:
@@ -147,6 +208,7 @@ class _Reader:
         self._errors: dict[tuple[str, int], Exception] = {}
         self._has: set[tuple[str, int]] = set()  # read-ahead or an error on hand
         self._suspended: set[tuple[str, int]] = set()  # unassigned: read-ahead full
+        self._records_at = 0.0  # when librdkafka last gave records (time.monotonic)
 
     # -- the owner thread ---------------------------------------------------------------
 
@@ -200,6 +262,7 @@ class _Reader:
         deadline = time.monotonic() + timeout
         consumer = self._consumer
         while True:
+            self._fill()
             out = self._answers() if self._has else []
             starving = self._wanted.keys() - self._has
             if starving:
@@ -220,13 +283,52 @@ class _Reader:
                 if first is not None:  # and what came with it
                     self._take([first, *consumer.consume(_CONSUME_BATCH - 1, 0)])
             else:
-                with self._cond:  # every want is answerable: wait for one
+                # nothing wanted: wait for a want, in short waits while records flow and a
+                # partition's read-ahead is below _FILL_AHEAD (to go on draining
+                # librdkafka's queue); idle partitions wait as long as before
+                flowing = time.monotonic() - self._records_at < _FLOWING
+                slice_ = _AHEAD_SLICE if flowing and self._filling() else _LIBRDKAFKA_SLICE
+                with self._cond:
                     if not self._woken:
-                        self._cond.wait(min(remaining, _LIBRDKAFKA_SLICE))
+                        self._cond.wait(min(remaining, slice_))
+
+    def _fill(self) -> None:
+        """Take what librdkafka has on hand (without waiting) while an assigned partition
+        has less than ``_FILL_AHEAD`` records read ahead, wanted or not.
+
+        Two reasons. An answer then carries up to ``_FETCH_MAX_RECORDS`` records rather
+        than the few that came last: each answer wakes the consumer's poll() thread, and
+        each wake costs this thread the GIL for a while. And librdkafka's queue keeps being
+        drained while the consumer works through its buffers: a queue left full stops
+        librdkafka's fetching (queued.min.messages) until it is drained and a backoff
+        passed, and the consumer then waited for the broker (docs/performance.md,
+        "Consumer")."""
+        for _ in range(_FILL_CONSUMES):
+            if not self._filling():
+                return
+            messages = self._consumer.consume(_CONSUME_BATCH, 0)
+            if not messages:
+                return
+            self._take(messages)
+
+    def _filling(self) -> bool:
+        """Whether an assigned partition has less than ``_FILL_AHEAD`` records read ahead."""
+        suspended = self._suspended
+        return any(
+            len(records) < _FILL_AHEAD and key not in suspended
+            for key, records in self._ahead.items()
+        )
 
     def _take(self, messages: list[Any]) -> None:
         if not messages:
             return
+        self._records_at = time.monotonic()
+        if _FIELDS_READABLE:  # the usual case, in C: one partition's records, no error
+            fast = _batch_c(Message, messages)
+            if fast is not None:
+                topic, partition, records, size = fast
+                self._keep_records((topic, partition), records, size)
+                return
         errors = list(map(_ERROR, messages))
         parts = list(map(_PARTITION, messages))
         topics = list(map(_TOPIC, messages))
@@ -264,6 +366,18 @@ class _Reader:
             if not messages:
                 return
         records, size = _messages(key[0], key[1], messages)
+        self._keep_records(key, records, size)
+
+    def _keep_records(self, key: tuple[str, int], records: list[Message], size: int) -> None:
+        """Put ``records`` (``size`` bytes of keys and values) in ``key``'s read-ahead."""
+        expected = self._next.get(key)
+        if expected is None:
+            return  # dropped meanwhile
+        if records[0].offset < expected:  # delivered again after an unassign
+            records = [r for r in records if r.offset >= expected]
+            if not records:
+                return
+            size = _size(records)
         ahead = self._ahead[key]
         ahead.extend(records)
         size = self._ahead_bytes[key] = self._ahead_bytes[key] + size

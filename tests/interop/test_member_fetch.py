@@ -177,14 +177,20 @@ def test_consumer_hands_out_nothing_of_a_partition_it_gave_up(cluster) -> None:
         marshaler.close()
 
 
-@pytest.fixture(params=["c-messages", "python-messages"])
+@pytest.fixture(params=["c-fields", "c-messages", "python-messages"])
 def messages_kind(request, monkeypatch) -> str:
-    """The network reader's Messages: built by ``_fastconsume.messages`` (C, not GC-tracked)
-    or by the Python maps it falls back to without the extension."""
+    """The network reader's Messages: built by ``_fastconsume.batch`` from confluent-kafka's
+    Message fields (C, once their layout was checked), by ``_fastconsume.messages`` through
+    their methods (C; a confluent-kafka whose layout differs), both not GC-tracked, or by
+    the Python maps the reader falls back to without the extension."""
+    if request.param != "python-messages" and readers._messages_c is None:
+        pytest.skip("logmarshal._fastconsume was not built (no C compiler at install)")
+    if request.param == "c-fields":
+        assert readers._FIELDS_READABLE  # confluent-kafka's layout is the one checked
+    else:
+        monkeypatch.setattr(readers, "_FIELDS_READABLE", False)
     if request.param == "python-messages":
         monkeypatch.setattr(readers, "_messages_c", None)
-    elif readers._messages_c is None:
-        pytest.skip("logmarshal._fastconsume was not built (no C compiler at install)")
     return request.param
 
 
@@ -263,13 +269,13 @@ def test_network_read_ahead_suspended_and_resumed_loses_and_repeats_nothing(
                 )
         reader = cluster.open_reader()
         suspended = []
-        keep = reader._keep
+        keep = reader._keep_records
 
-        def counting_keep(key, messages) -> None:
-            keep(key, messages)
+        def counting_keep(key, records, size) -> None:
+            keep(key, records, size)
             suspended.append(len(reader._suspended))
 
-        monkeypatch.setattr(reader, "_keep", counting_keep)
+        monkeypatch.setattr(reader, "_keep_records", counting_keep)
         try:
             got = _read_through(reader, {("t", 0): 0, ("t", 1): 0}, 600)
         finally:
@@ -278,3 +284,33 @@ def test_network_read_ahead_suspended_and_resumed_loses_and_repeats_nothing(
     for key in (("t", 0), ("t", 1)):
         assert [m.offset for m in got[key]] == list(range(600)), key
         assert [m.value for m in got[key]] == [b"%d" % i for i in range(600)]
+
+
+def test_confluent_kafka_fields_are_read_in_c_only_as_checked() -> None:
+    """``_fastconsume.batch`` reads confluent-kafka's Message struct only once
+    ``layout_matches`` saw its fields where it reads them, and hands anything but one
+    partition's records without errors back to the general path (None)."""
+    if readers._batch_c is None:
+        pytest.skip("logmarshal._fastconsume was not built (no C compiler at install)")
+    from confluent_kafka import KafkaError
+    from confluent_kafka import Message as KafkaMessage
+
+    def kafka(partition: int, offset: int, **fields) -> KafkaMessage:
+        return KafkaMessage(
+            topic="t", partition=partition, offset=offset, value=b"v", timestamp=(1, 5), **fields
+        )
+
+    one = kafka(1, 2, key=b"k")
+    assert readers._layout_matches([(one, "t", 1, 2, b"k", b"v", None, 5)])
+    assert not readers._layout_matches([(one, "t", 1, 3, b"k", b"v", None, 5)])  # offset
+    assert not readers._layout_matches([(one, "t", 1, 2, None, b"v", None, 5)])  # key
+    topic, partition, records, size = readers._batch_c(Message, [one, kafka(1, 3)])
+    assert (topic, partition, size) == ("t", 1, 3)  # bytes of keys and values
+    assert [tuple(m) for m in records] == [
+        ("t", 1, 2, 5, b"k", b"v", ()),
+        ("t", 1, 3, 5, None, b"v", ()),
+    ]
+    assert readers._batch_c(Message, [one, kafka(2, 3)]) is None  # two partitions
+    failed = kafka(1, 3, error=KafkaError(KafkaError._MSG_TIMED_OUT))
+    assert readers._batch_c(Message, [one, failed]) is None  # an error
+    assert readers._batch_c(Message, []) is None

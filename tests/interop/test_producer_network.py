@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -279,3 +280,64 @@ def test_records_that_cannot_be_delivered_fail_in_result_callback_and_flush(
     finally:
         producer.close(5)
         cluster.close()
+
+
+def test_the_usual_record_goes_through_c_and_everything_else_through_the_methods(
+    network,
+) -> None:
+    """With the C extension, a network Producer's ``send`` and ``send_nowait`` are
+    ``_fastproduce.Sender`` objects: the usual keyed record goes from there to librdkafka; a
+    full queue, an error, a first record to a topic, any other argument and a closed producer
+    are handed to the Python methods. What is stored is what each result says."""
+    if producer_module._FastSender is None:
+        pytest.skip("logmarshal._fastproduce was not built (no C compiler at install)")
+    topic = new_topic(network, 2)
+    # a queue of 5 records: most sends meet a full queue and wait for room
+    producer = Producer(network, client_config={"queue.buffering.max.messages": 5})
+    send, send_nowait = producer.send, producer.send_nowait
+    assert type(send) is producer_module._FastSender
+    assert type(send_nowait) is producer_module._FastSender
+    tracked = [send(topic, b"s%d" % i, b"k%d" % (i % 3)) for i in range(100)]
+    tracked += [send(topic, b"t%d" % i, key=b"k%d" % (i % 3)) for i in range(100)]
+    tracked.append(send(topic, b"h", key=b"k0", headers=[("h", b"1")]))
+    for i in range(100):
+        send_nowait(topic, b"n%d" % i, key=b"k%d" % (i % 3))
+    with pytest.raises(RecordTooLarge):
+        send(topic, b"x" * 2_000_000, key=b"k0")
+    with pytest.raises(RecordTooLarge):
+        send_nowait(topic, b"x" * 2_000_000, key=b"k0")
+    with pytest.raises(UnknownTopic):
+        send("no-such-topic", b"v", key=b"k0")
+    producer.flush()
+    stored = {p: read_all(network, topic, p) for p in range(2)}
+    assert sum(len(v) for v in stored.values()) == 301
+    expected = Murmur2Partitioner()
+    for delivery in tracked:
+        meta = delivery.result(0)
+        message = stored[meta.partition][meta.offset]
+        assert expected(message.key, 2) == meta.partition
+        assert message.timestamp == meta.timestamp
+    values = sorted(m.value for v in stored.values() for m in v)
+    assert values == sorted(
+        [b"s%d" % i for i in range(100)]
+        + [b"t%d" % i for i in range(100)]
+        + [b"n%d" % i for i in range(100)]
+        + [b"h"]
+    )
+    producer.close()
+    with pytest.raises(ClosedError):
+        send(topic, b"late", key=b"k0")
+    with pytest.raises(ClosedError):
+        send_nowait(topic, b"late", key=b"k0")
+
+
+def test_an_unclosed_producer_is_collected(network) -> None:
+    """``send`` standing for itself on the instance makes a reference cycle (the Producer
+    holds its Sender, the Sender its Producer): the garbage collector still frees both."""
+    topic = new_topic(network, 1)
+    producer = Producer(network)
+    assert producer.send(topic, b"v", key=b"k").result(10).offset == 0
+    ref = weakref.ref(producer)
+    del producer
+    gc.collect()
+    assert ref() is None

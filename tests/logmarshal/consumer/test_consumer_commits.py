@@ -105,3 +105,73 @@ def test_bulk_hand_out_refuses_offsets_that_do_not_increase() -> None:
     with pytest.raises(ValueError, match="must increase"):
         tracker.handed_out_many([12])
     assert tracker.commit_many([12, 10]) == 2 and tracker.position == 12
+
+
+class _Model:
+    """The books kept naively: every handed-out offset, every committed one."""
+
+    def __init__(self, last_offset: int) -> None:
+        self.start = last_offset
+        self.handed: list[int] = []
+        self.committed: set[int] = set()
+
+    def commit(self, offset: int) -> bool:
+        if offset not in self.handed or offset in self.committed:
+            return False
+        self.committed.add(offset)
+        return True
+
+    @property
+    def position(self) -> int:
+        position = self.start
+        for offset in self.handed:
+            if offset not in self.committed:
+                break
+            position = offset
+        return position
+
+
+@given(
+    batches=st.lists(st.lists(st.integers(1, 3), min_size=1, max_size=12), min_size=1, max_size=8),
+    data=st.data(),
+)
+def test_the_books_by_runs_match_a_naive_model(batches: list[list[int]], data) -> None:
+    """Batches handed out (contiguous, or with gaps where a step is above 1), then commits
+    of every shape the consumer makes: a whole batch, a prefix of one in order, single
+    offsets in or out of order, repeated and unknown offsets. Position and outstanding are
+    those of a set of handed-out and committed offsets, after every call."""
+    tracker, model = CommitTracker(-1), _Model(-1)
+    offset, handed = -1, []
+    for steps in batches:
+        batch = []
+        for step in steps:
+            offset += step
+            batch.append(offset)
+        if len(batch) == 1 and data.draw(st.booleans()):
+            tracker.handed_out(batch[0])
+        else:
+            tracker.handed_out_many(batch)
+        model.handed.extend(batch)
+        handed.append(batch)
+    calls = data.draw(st.integers(1, 30))
+    for _ in range(calls):
+        shape = data.draw(st.sampled_from(["batch", "prefix", "one", "subset"]))
+        batch = data.draw(st.sampled_from(handed))
+        if shape == "batch":
+            offsets = list(batch)
+        elif shape == "prefix":
+            offsets = batch[: data.draw(st.integers(1, len(batch)))]
+        elif shape == "one":
+            offsets = [data.draw(st.integers(-1, offset + 2))]
+        else:
+            pool = [*batch, offset + 5]
+            offsets = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=8))
+        if len(offsets) == 1 and data.draw(st.booleans()):
+            assert tracker.commit(offsets[0]) == model.commit(offsets[0])
+        else:
+            assert tracker.commit_many(offsets) == sum(model.commit(o) for o in offsets)
+        assert tracker.position == model.position
+        assert tracker.outstanding == len(model.handed) - len(model.committed)
+    for o in model.handed:
+        tracker.commit(o)
+    assert tracker.position == offset and tracker.outstanding == 0
