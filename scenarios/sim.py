@@ -1106,6 +1106,8 @@ def _short(msg: object) -> str:
     for attr in ("last_offset", "proposed_last_offset", "positions"):
         if hasattr(msg, attr):
             fields.append(str(getattr(msg, attr)))
+    for topic, p, tenure, last in getattr(msg, "entries", ()):  # a MemberHeartbeat
+        fields.append(f"{topic}/{p}@{tenure}:{last}")
     return f"{name} {' '.join(fields)}"
 
 
