@@ -42,7 +42,6 @@ from rationalizer import (
     Heartbeat,
     HeartbeatingTask,
     LeavingGroup,
-    MemberHeartbeat,
     Message,
     Reason,
     ReleasingPartition,
@@ -62,6 +61,7 @@ from rationalizer._codec import (
 )
 from rationalizer._rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 
+from .beats import MemberBeatsFold
 from .members import MemberFold
 from .schema import TABLES
 from .tracks import Interval, Track, ended_before
@@ -177,7 +177,7 @@ def new_world(config: ReplayConfig) -> WorldState:
     return WorldState(admin_keys=config.admin_keys)
 
 
-class PartitionAudit:
+class PartitionAudit(MemberBeatsFold):
     """Fold over one coordination partition; feed records in offset order, then finish."""
 
     def __init__(self, coord_partition: int, config: ReplayConfig) -> None:
@@ -751,77 +751,6 @@ class PartitionAudit:
                 lost_at,
             )
         )
-
-    def _member_beats(
-        self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict
-    ) -> None:
-        """A version 7 MemberHeartbeat: each entry is folded and counted as its partition's
-        Heartbeat with the entry's verdict (PROTOCOL.md, "Version 7"): an accepted one renews
-        the partition's open interval (its position, unless property g kept it), a rejected
-        one is counted and, as a Heartbeat's, listed (message type ``member_heartbeat``)."""
-        msg = self._decode(key, value)
-        assert isinstance(msg, MemberHeartbeat)  # (it has entries: the world decoded it)
-        counted = now >= self._since
-        group, sender = msg.group_id, (msg.client_id, msg.instance_id)
-        for (topic, partition, _, last), ev in zip(msg.entries, v.entries, strict=True):
-            pkey = record_key(group, topic, partition)
-            if not ev.accepted:
-                self._reject_entry(off, now, group, sender, topic, partition, ev)
-                continue
-            t = self._tracks[pkey]  # (only a holder's entries are accepted: its claim's)
-            self._sync(t)
-            c = t.open
-            assert c is not None
-            gap = now - c.last_ms
-            if c.max_gap is None or gap > c.max_gap:
-                c.max_gap = gap
-                c.max_gap_end = now
-            c.last_ms = now
-            c.msgs += 1
-            if ev is not _KEPT and ev is not _KEPT_LATE:  # (property g: kept)
-                t.last_ref = last  # (the position itself: _number reads it as it is)
-            if counted:
-                if ev.effect is _RENEWED:
-                    t.n_renewed += 1
-                else:
-                    t.n_late += 1
-
-    def _reject_entry(
-        self,
-        off: int,
-        now: int,
-        group: str,
-        sender: tuple[str, str],
-        topic: str,
-        partition: int,
-        v: Verdict,
-    ) -> None:
-        """A rejected entry of a MemberHeartbeat: counted and listed as :meth:`_reject`
-        does a Heartbeat's rejection."""
-        if now < self._since:
-            return
-        reason = v.reason
-        assert reason is not None
-        self._count(group, "rejected", reason.value)
-        if reason is Reason.GROUP_HALTED:
-            return  # (only the halting record itself is a finding)
-        if reason is Reason.NOT_HOLDER:
-            kind = _NOT_HOLDER_KIND[Heartbeat]
-        else:
-            kind = _VIOLATION_KIND.get(reason, reason.value)
-        holder: tuple[str | None, str | None] = (None, None)
-        lost_at = None
-        t = self._tracks.get(record_key(group, topic, partition))
-        if t is not None:
-            if t.open is not None:
-                holder = (t.open.client, t.open.instance)
-            lost_at = t.lost.get(sender)
-        if reason is Reason.FENCED:
-            lost_at = self._fenced_at.get(sender, lost_at)
-        self._violations.append(
-            (self.coord_partition, off, now, group, topic, partition, sender[0], sender[1],
-             MESSAGE_NAMES[MemberHeartbeat], reason.value, kind, holder[0], holder[1], lost_at)
-        )  # fmt: skip
 
     def _halted(self, off: int, now: int, key: bytes | None, value: bytes | None) -> None:
         """A record of a group that a record of a protocol version to come halted
