@@ -8,6 +8,7 @@ value, ...) is a ``DecodeError``. That makes every replayer skip exactly the sam
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from struct import Struct
 from typing import Any
 from zlib import crc32
@@ -616,6 +617,38 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
 V7Fields = tuple[str, str, str, int, list[BeatEntry]]
 
 
+def _read_varints(buf: bytes, pos: int, count: int) -> tuple[list[int], int]:
+    """``count`` canonical varints of at most 64 bits from ``buf[pos:]`` (what
+    ``read_uvarint`` reads one at a time, here in one loop: a MemberHeartbeat is mostly
+    them), and the position after them; the caller checks each one's range."""
+    out: list[int] = []
+    append = out.append
+    try:
+        for _ in range(count):
+            b = buf[pos]
+            pos += 1
+            if b < 0x80:
+                append(b)
+                continue
+            n = b & 0x7F
+            shift = 7
+            while True:
+                b = buf[pos]
+                pos += 1
+                n |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+                if shift > 63:
+                    raise DecodeError("varint out of range")
+            if b == 0:
+                raise DecodeError("overlong varint")
+            append(n)
+    except IndexError:
+        raise DecodeError("truncated entries") from None
+    return out, pos
+
+
 def decode_v7_fields(key: object, value: object) -> V7Fields:
     """Decode a version 7 MemberHeartbeat strictly (:data:`V7Fields`): the envelope (its
     check and group id; key ``group``), the heartbeat interval (1..3,600,000), the sender's
@@ -654,15 +687,19 @@ def decode_v7_fields(key: object, value: object) -> V7Fields:
         n, pos = read_uvarint(buf, pos, room, "entry count", DecodeError)
         if n == 0:
             raise DecodeError(f"topic {topic!r} without entries")
-        last_partition = -1
-        for _ in range(n):
-            partition, pos = read_uvarint(buf, pos, MAX_PARTITION, "partition", DecodeError)
-            if partition <= last_partition:
-                raise DecodeError("partitions are not sorted and unique")
-            last_partition = partition
-            tenure, pos = read_uvarint(buf, pos, MAX_OFFSET, "tenure", DecodeError)
-            last, pos = read_uvarint(buf, pos, MAX_OFFSET + 1, "last_offset", DecodeError)
-            entries.append((topic, partition, tenure, last - 1))
+        numbers, pos = _read_varints(buf, pos, 3 * n)
+        partitions = numbers[0::3]
+        tenures = numbers[1::3]
+        lasts = numbers[2::3]
+        if n > 1 and (partitions != sorted(partitions) or len(set(partitions)) != n):
+            raise DecodeError("partitions are not sorted and unique")
+        if partitions[-1] > MAX_PARTITION:
+            raise DecodeError("partition out of range")
+        if max(tenures) > MAX_OFFSET:
+            raise DecodeError("tenure out of range")
+        if max(lasts) > MAX_OFFSET + 1:
+            raise DecodeError("last_offset out of range")
+        entries += zip(repeat(topic), partitions, tenures, [x - 1 for x in lasts])
     if pos != len(buf):
         raise DecodeError(f"{len(buf) - pos} trailing bytes")
     return client, instance, group, hb, entries

@@ -94,6 +94,8 @@ _I64 = Struct(">q")
 Record = tuple[int, int, "bytes | None", "bytes | None"]
 
 _INVALID = REJECTED[Reason.INVALID_RECORD]
+#: the varint of each number below 128 (a MemberHeartbeat entry's partition, mostly)
+_ONE_BYTE = tuple(bytes((i,)) for i in range(128))
 _GROUP_HALTED = Reason.GROUP_HALTED
 _HALTED = REJECTED[Reason.GROUP_HALTED]
 
@@ -495,7 +497,20 @@ class WorldState(WorldQueries):
         c, i, g = client.encode(), instance.encode(), group.encode()
         who = uvarint(len(c)) + c + uvarint(len(i)) + i + uvarint(len(g)) + g
         judge = self._judge
+        # a renewal (the sender holds the partition in the tenure the entry names; rules 0',
+        # 1 and 3 cannot fire) goes straight to rule 5, as the heartbeat lane's does; any
+        # other entry through every rule (``_judge``)
+        halted, fenced, paused = self._halted_groups, self._fenced, self._paused
+        lane = not (
+            (halted and group in halted)
+            or (paused and group in paused)
+            or (fenced and fence_key(client, instance) in fenced)
+        )
+        heartbeat = self._rules.heartbeat
+        takeovers = self._takeovers
+        parts = self._parts
         verdicts = []
+        push = verdicts.append
         topic_bytes = b""
         last_topic = ""
         for topic, partition, tenure, last in entries:
@@ -503,11 +518,17 @@ class WorldState(WorldQueries):
                 t = topic.encode()
                 topic_bytes = who + uvarint(len(t)) + t
                 last_topic = topic
-            ident = topic_bytes + uvarint(partition)
+            ident = topic_bytes + (_ONE_BYTE[partition] if partition < 128 else uvarint(partition))
             ent = cached(ident)
             if ent is None:
                 ent = ids.entry(ident, client, instance, group, topic, partition)
-            verdicts.append(judge(ent, T_MEMBER_BEAT, last, hb, tenure, now, offset))
+            part = ent.part
+            if part is None:
+                part = ent.part = parts.get(ent.key)
+            if lane and part is not None and part.holder is ent.sender and part.tenure == tenure:
+                push(heartbeat(part, ent.sender, now, last, hb, fenced, takeovers))
+            else:
+                push(judge(ent, T_MEMBER_BEAT, last, hb, tenure, now, offset))
         return of_entries(tuple(verdicts))
 
     def _task(self, key: object, value: bytes | bytearray | memoryview) -> Decoded | Verdict:
