@@ -42,6 +42,11 @@ from ._messages import (
 )
 from ._varint import read_uvarint, uvarint
 
+try:  # the C reader of many varints (setup.py builds it); else the Python one, the same
+    from ._vectors import varints as _native_varints
+except ImportError:  # pragma: no cover - an unbuilt tree
+    _native_varints = None
+
 __all__ = [
     "T_ANNOUNCING_MEMBER",
     "T_CLAIMING_MESSAGES",
@@ -687,7 +692,9 @@ def decode_v7_fields(key: object, value: object) -> V7Fields:
         n, pos = read_uvarint(buf, pos, room, "entry count", DecodeError)
         if n == 0:
             raise DecodeError(f"topic {topic!r} without entries")
-        numbers, pos = _read_varints(buf, pos, 3 * n)
+        got = None if _native_varints is None else _native_varints(buf, pos, 3 * n)
+        # (None: anything unusual, which the Python reader names)
+        numbers, pos = _read_varints(buf, pos, 3 * n) if got is None else got
         partitions = numbers[0::3]
         tenures = numbers[1::3]
         lasts = numbers[2::3]

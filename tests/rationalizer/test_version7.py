@@ -325,3 +325,32 @@ def test_apply_many_in_any_chunks_is_apply_one_by_one():
     many = WorldState()
     assert many.apply_many(records) == got
     assert many.to_bytes() == one.to_bytes()
+
+
+def test_the_c_reader_of_entries_is_the_python_one(monkeypatch):
+    """``_vectors.varints`` (C) and ``codec._read_varints`` read the same entries and refuse
+    the same bytes: every single-byte change of the golden record decodes alike both ways."""
+    import random
+
+    from rationalizer import _codec
+
+    assert _codec._native_varints is not None  # (setup.py builds it)
+    key, value = (bytes.fromhex(h) for h in BEATS_HEX)
+    rnd = random.Random(7)
+    body = value[6:]
+    cases = [value]
+    for _ in range(400):
+        i = rnd.randrange(len(body))
+        b = rnd.choice([0x00, 0x01, 0x7F, 0x80, 0x81, 0xFF, rnd.randrange(256)])
+        cases.append(seal(7, 1, "g", body[2:i] + bytes((b,)) + body[i + 1 :]))
+
+    def outcome(v: bytes) -> object:
+        try:
+            return decode(key, v)
+        except DecodeError:
+            return DecodeError
+
+    native = [outcome(v) for v in cases]
+    monkeypatch.setattr(_codec, "_native_varints", None)
+    assert [outcome(v) for v in cases] == native
+    assert native.count(DecodeError) < len(cases) - 1  # some changes still decode
