@@ -140,6 +140,13 @@ def _beats_judged(st: MemberState, now: int, p: Pending, v: Verdict, out: list[A
     heartbeat verdict (PROTOCOL.md, "Version 7"). A verdict without entries (read from a
     window restored from a snapshot, which keeps only the sum) is an unknown outcome."""
     entries = v.entries
+    if len(entries) != len(p.beats):
+        # a verdict without entries (read from a window restored from a snapshot), or not
+        # this record's (the log went back and the offset holds another record: core.rewind
+        # stops acting on it): an outcome we do not know
+        if entries:
+            log.warning("%s: the verdict at %d is not our heartbeat's", me(st), p.offset)
+        entries = ()
     for i, (key, pos) in enumerate(p.beats):
         held = st.held.get(key)
         if held is None or held.heartbeat_token != p.token:
