@@ -40,7 +40,7 @@ from ._messages import (
     task_last_offset,
     valid_topic,
 )
-from ._varint import read_uvarint, uvarint
+from ._varint import read_uvarint, read_varints, uvarint
 
 try:  # the C reader of many varints (setup.py builds it); else the Python one, the same
     from ._vectors import varints as _native_varints
@@ -622,38 +622,6 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
 V7Fields = tuple[str, str, str, int, list[BeatEntry]]
 
 
-def _read_varints(buf: bytes, pos: int, count: int) -> tuple[list[int], int]:
-    """``count`` canonical varints of at most 64 bits from ``buf[pos:]`` (what
-    ``read_uvarint`` reads one at a time, here in one loop: a MemberHeartbeat is mostly
-    them), and the position after them; the caller checks each one's range."""
-    out: list[int] = []
-    append = out.append
-    try:
-        for _ in range(count):
-            b = buf[pos]
-            pos += 1
-            if b < 0x80:
-                append(b)
-                continue
-            n = b & 0x7F
-            shift = 7
-            while True:
-                b = buf[pos]
-                pos += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-                if shift > 63:
-                    raise DecodeError("varint out of range")
-            if b == 0:
-                raise DecodeError("overlong varint")
-            append(n)
-    except IndexError:
-        raise DecodeError("truncated entries") from None
-    return out, pos
-
-
 def decode_v7_fields(key: object, value: object) -> V7Fields:
     """Decode a version 7 MemberHeartbeat strictly (:data:`V7Fields`): the envelope (its
     check and group id; key ``group``), the heartbeat interval (1..3,600,000), the sender's
@@ -694,7 +662,7 @@ def decode_v7_fields(key: object, value: object) -> V7Fields:
             raise DecodeError(f"topic {topic!r} without entries")
         got = None if _native_varints is None else _native_varints(buf, pos, 3 * n)
         # (None: anything unusual, which the Python reader names)
-        numbers, pos = _read_varints(buf, pos, 3 * n) if got is None else got
+        numbers, pos = read_varints(buf, pos, 3 * n, DecodeError) if got is None else got
         partitions = numbers[0::3]
         tenures = numbers[1::3]
         lasts = numbers[2::3]

@@ -114,7 +114,7 @@ static PyObject *read_vector(PyObject *self, PyObject *const *args, Py_ssize_t n
 /* varints(value, at, count) -> (numbers, end) | None
  *
  * count minimal varints of at most 2^63 each at value[at:] (a version 7 MemberHeartbeat's
- * entries: partition, tenure, last_offset + 1; codec._read_varints reads the same in
+ * entries: partition, tenure, last_offset + 1; varint.read_varints reads the same in
  * Python), as a list of ints, and the position after them; None for anything else
  * (truncated, overlong, larger): the Python reader then says what is wrong. */
 static PyObject *read_varints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

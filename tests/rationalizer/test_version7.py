@@ -328,7 +328,7 @@ def test_apply_many_in_any_chunks_is_apply_one_by_one():
 
 
 def test_the_c_reader_of_entries_is_the_python_one(monkeypatch):
-    """``_vectors.varints`` (C) and ``codec._read_varints`` read the same entries and refuse
+    """``_vectors.varints`` (C) and ``varint.read_varints`` read the same entries and refuse
     the same bytes: every single-byte change of the golden record decodes alike both ways."""
     import random
 
