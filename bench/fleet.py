@@ -3,6 +3,13 @@
     python -m bench.fleet [--sizes 32x256,100x1024,1000x10000] [--hb-ms 100]
                           [--coordination-partitions 8] [--seed 0] [--stable-hb 5]
                           [--limit-hb 60] [--max-wall-s 600] [--profile]
+                          [--protocol-versions 6,7]
+
+``--protocol-versions`` runs every size once per members' cap (``protocol_version``), one
+row each, in the same run: cap 6 writes a Heartbeat per held partition, cap 7 one
+MemberHeartbeat per member and coordination partition (PROTOCOL.md, "Version 7"); the
+heartbeats column then counts heartbeat records per HB (and, for cap 7, the partitions they
+carry).
 
 For each size (members x partitions) the deterministic simulator (:mod:`scenarios.sim`: the
 real :class:`logmarshal.core.MemberCore` of every member, real ``WorldState`` replays of a
@@ -91,7 +98,14 @@ class FleetSim(_ScriptedSim):
     is produced) and a tick polls only when the core has something to hand out."""
 
     def __init__(
-        self, seed: int, *, partitions: int, ncoord: int, hb_ms: int, shared: bool = True
+        self,
+        seed: int,
+        *,
+        partitions: int,
+        ncoord: int,
+        hb_ms: int,
+        shared: bool = True,
+        protocol_version: int | None = None,
     ) -> None:
         super().__init__(seed, mode="alo", partitions=partitions, faults="none")
         self.ncoord = ncoord
@@ -101,13 +115,18 @@ class FleetSim(_ScriptedSim):
         self.max_delay = 10  # ms a write takes to land, and its answer to come back
         self.shared_replay = shared
         self.indexed_checks = True
+        self.protocol_version = protocol_version
 
     def start(self) -> _Instance:
+        capped = (
+            {} if self.protocol_version is None else {"protocol_version": self.protocol_version}
+        )
         return self.join(
             rebalance="balanced",
             heartbeat_interval_ms=self.hb,
             claim_interval_ms=self.hb // 2,
             batch_size=20,
+            **capped,
         )
 
     def tick(self, inst: _Instance) -> None:
@@ -353,6 +372,10 @@ class SizeResult:
     #: ClaimingPartition records written until the start converged (about P when members
     #: that start together hold still until they settled; about M·P when they do not)
     start_claims: int = 0
+    #: the members' cap (None: the default, the newest version)
+    protocol_version: int | None = None
+    #: partitions the window's MemberHeartbeats carried (version 7)
+    beat_entries: int = 0
 
     @property
     def records(self) -> int:
@@ -392,14 +415,17 @@ def run_size(
     limit_hb: float = 60,
     max_wall_s: float = 600,
     log: bool = True,
+    protocol_version: int | None = None,
 ) -> SizeResult:
     """The four phases at one size (module docstring)."""
     t_all = time.perf_counter()
     deadline = t_all + max_wall_s
-    sim = FleetSim(seed, partitions=partitions, ncoord=ncoord, hb_ms=hb_ms)
+    sim = FleetSim(
+        seed, partitions=partitions, ncoord=ncoord, hb_ms=hb_ms, protocol_version=protocol_version
+    )
     stable_ms = int(stable_hb * hb_ms)
     limit_ms = int(limit_hb * hb_ms)
-    result = SizeResult(members, partitions, hb_ms, [])
+    result = SizeResult(members, partitions, hb_ms, [], protocol_version=protocol_version)
     result.target_s = target_cost(members, partitions)
 
     def phase(name: str) -> None:
@@ -441,7 +467,9 @@ def run_size(
         by_type: Counter[str] = Counter()
         for cp, records in enumerate(sim.log):
             for _ts, key, value in records[marks[cp] :]:
-                by_type[type(decode(key, value)).__name__] += 1
+                msg = decode(key, value)
+                by_type[type(msg).__name__] += 1
+                result.beat_entries += len(getattr(msg, "entries", ()))
         result.by_type = dict(by_type)
         result.replay = replay_cost(sim, marks)
         sim.start()
@@ -488,7 +516,7 @@ def _phase_cell(r: SizeResult, name: str) -> str:
 def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
     """The figures as a Markdown table (docs/performance.md, "What a fleet costs")."""
     head = (
-        "| members x partitions | start → balanced (claims written) | join | crash | grow +25% "
+        "| members x partitions (cap) | start → balanced (claims written) | join | crash | grow +25% "
         f"| `__marshal` records/s (HB {hb_ms} ms) | heartbeats / announcements per HB "
         "| apply_many µs/record: all (membership partition / others) | replay CPU per member | target() s, steady / from nothing "
         "| simulated s | wall s |"
@@ -496,17 +524,23 @@ def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
     lines = [head, "|" + " --- |" * 12]
     for r in results:
         hbs = r.window_ms / r.hb_ms if r.window_ms else 0
-        beats = r.by_type.get("Heartbeat", 0) / hbs if hbs else 0
+        beats = (
+            (r.by_type.get("Heartbeat", 0) + r.by_type.get("MemberHeartbeat", 0)) / hbs
+            if hbs
+            else 0
+        )
+        carried = f" ({r.beat_entries / hbs:,.0f} partitions)" if hbs and r.beat_entries else ""
         ann = r.by_type.get("AnnouncingMember", 0) / hbs if hbs else 0
         rate = f"{r.per_second:,.0f}" if r.window_ms else "-"
         if r.synthesized:
             rate += " (synthesized log)"
         cells = [
-            f"{r.members} x {r.partitions}",
+            f"{r.members} x {r.partitions}"
+            + ("" if r.protocol_version is None else f" ({r.protocol_version})"),
             _phase_cell(r, PHASES[0]) + (f" ({r.start_claims:,})" if r.start_claims else ""),
             *(_phase_cell(r, n) for n in PHASES[1:]),
             rate,
-            f"{beats:,.0f} / {ann:,.0f}" if hbs else "-",
+            f"{beats:,.0f}{carried} / {ann:,.0f}" if hbs else "-",
             (
                 f"{r.us_per_record:.2f} ({r.us_split()[0]:.1f} / {r.us_split()[1]:.2f})"
                 if r.replay_records
@@ -563,11 +597,18 @@ def main(argv: list[str] | None = None) -> int:
         help="wall-clock budget per size; a size that runs out says where",
     )
     parser.add_argument("--profile", action="store_true", help="cProfile each size")
+    parser.add_argument(
+        "--protocol-versions",
+        help="comma-separated members' caps, each size run once per cap (default: the newest)",
+    )
     args = parser.parse_args(argv)
+    caps: list[int | None] = (
+        [int(v) for v in args.protocol_versions.split(",")] if args.protocol_versions else [None]
+    )
     if args.hb_ms < 10:
         parser.error("--hb-ms must be at least 10")
     results = []
-    for members, partitions in args.sizes:
+    for (members, partitions), cap in ((size, cap) for size in args.sizes for cap in caps):
         prof = cProfile.Profile() if args.profile else None
         if prof:
             prof.enable()
@@ -581,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
                 stable_hb=args.stable_hb,
                 limit_hb=args.limit_hb,
                 max_wall_s=args.max_wall_s,
+                protocol_version=cap,
             )
         )
         if prof:

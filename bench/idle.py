@@ -3,6 +3,7 @@ written to.
 
     python bench/idle.py [--partitions 24,256,1024] [--hb 1.0] [--seconds 10]
                          [--modes embedded,network] [--baseline-ref REF]
+                         [--protocol-versions 6,7]
 
 Each figure is one member in a fresh process (so a broker's CPU is never counted): it
 claims every partition of an N-partition topic, settles, then its process CPU time is
@@ -10,6 +11,9 @@ sampled over ``--seconds`` and its OS thread count read from /proc. ``network`` 
 ``logmarshal broker start`` on 127.0.0.1, started here and stopped at the end.
 ``--baseline-ref`` runs the same figures with the Consumer of that commit (its tree from
 ``git archive``, this tree's built extensions copied in) in the same run.
+``--protocol-versions`` runs each figure once per member's cap (``protocol_version``; cap 7
+heartbeats with one MemberHeartbeat per coordination partition, cap 6 one Heartbeat per
+partition: PROTOCOL.md, "Version 7"), side by side in the same run.
 
 Figures, not pass/fail. Goal (docs/architecture.md, "Consumer core: decisions apart from threads":
 a member's cost grows with the records it handles, never with the partitions it holds
@@ -43,7 +47,14 @@ def _os_threads() -> int:
     return -1
 
 
-def worker(mode: str, partitions: int, hb: float, seconds: float, bootstrap: str | None) -> dict:
+def worker(
+    mode: str,
+    partitions: int,
+    hb: float,
+    seconds: float,
+    bootstrap: str | None,
+    protocol_version: int | None = None,
+) -> dict:
     """One member holding ``partitions`` idle partitions; runs in a fresh process."""
     import logmarshal
     from logmarshal.consumer import Consumer
@@ -58,7 +69,8 @@ def worker(mode: str, partitions: int, hb: float, seconds: float, bootstrap: str
     topic = f"idle-{partitions}-{os.getpid()}"
     cluster.create_topic(topic, partitions)
     marshaler = Marshaler(cluster, "member", f"idle-{os.getpid()}", hb)
-    consumer = Consumer(marshaler, topic)
+    capped = {} if protocol_version is None else {"protocol_version": protocol_version}
+    consumer = Consumer(marshaler, topic, **capped)
     start = time.monotonic()
     while len(consumer.claims()) < partitions:
         if time.monotonic() - start > 300:
@@ -84,7 +96,14 @@ def worker(mode: str, partitions: int, hb: float, seconds: float, bootstrap: str
     }
 
 
-def _run(code: Path, mode: str, n: int, args: argparse.Namespace, bootstrap: str | None) -> dict:
+def _run(
+    code: Path,
+    mode: str,
+    n: int,
+    args: argparse.Namespace,
+    bootstrap: str | None,
+    cap: int | None = None,
+) -> dict:
     argv = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -100,6 +119,8 @@ def _run(code: Path, mode: str, n: int, args: argparse.Namespace, bootstrap: str
     ]
     if bootstrap:
         argv += ["--bootstrap", bootstrap]
+    if cap is not None:
+        argv += ["--protocol-versions", str(cap)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
@@ -140,11 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--protocol-versions", help="comma-separated members' caps, each measured (default: newest)"
+    )
     args = parser.parse_args(argv)
+    caps: list[int | None] = (
+        [int(v) for v in args.protocol_versions.split(",")] if args.protocol_versions else [None]
+    )
     if args.worker:
         sys.path.insert(0, args.code)
         mode, n = args.worker
-        print(json.dumps(worker(mode, int(n), args.hb, args.seconds, args.bootstrap)))
+        print(json.dumps(worker(mode, int(n), args.hb, args.seconds, args.bootstrap, caps[0])))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     codes = [("this tree", ROOT)]
@@ -163,22 +190,25 @@ def main(argv: list[str] | None = None) -> int:
             "process (the broker's CPU not counted)"
         )
         print(
-            f"{'code':<18} {'mode':<9} {'partitions':>10} {'% of a core':>12} {'threads':>8}"
-            f" {'claimed in s':>13}"
+            f"{'code':<18} {'cap':>4} {'mode':<9} {'partitions':>10} {'% of a core':>12}"
+            f" {'threads':>8} {'claimed in s':>13}"
         )
         for label, code in codes:
             for mode in modes:
                 for n in sizes:
-                    r = _run(code, mode, n, args, bootstrap if mode == "network" else None)
-                    rows.append((label, mode, n, r))
-                    if "error" in r:
-                        print(f"{label:<18} {mode:<9} {n:>10} failed: {r['error']}")
-                        continue
-                    print(
-                        f"{label:<18} {mode:<9} {n:>10} {r['cpu_pct']:>12.1f} "
-                        f"{r['threads']:>8} {r['claimed_s']:>13.1f}",
-                        flush=True,
-                    )
+                    for cap in caps:
+                        where = bootstrap if mode == "network" else None
+                        r = _run(code, mode, n, args, where, cap)
+                        rows.append((label, mode, n, r))
+                        c = "-" if cap is None else str(cap)
+                        if "error" in r:
+                            print(f"{label:<18} {c:>4} {mode:<9} {n:>10} failed: {r['error']}")
+                            continue
+                        print(
+                            f"{label:<18} {c:>4} {mode:<9} {n:>10} {r['cpu_pct']:>12.1f} "
+                            f"{r['threads']:>8} {r['claimed_s']:>13.1f}",
+                            flush=True,
+                        )
     finally:
         if broker is not None:
             broker.stop()

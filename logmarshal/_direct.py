@@ -31,6 +31,7 @@ from rationalizer import (
     encode,
 )
 
+from .core.claims import claim_version
 from .core.records import WriterIds
 from .errors import ClosedError
 from .marshaler import Landed, Marshaler
@@ -85,7 +86,7 @@ def claim_partition(marshaler: Marshaler, topic: str, partition: int) -> Landed:
             topic=topic,
             partition=partition,
             heartbeat_interval_ms=marshaler.heartbeat_interval_ms,
-            version=PROTOCOL_VERSION,
+            version=claim_version(PROTOCOL_VERSION),
         ),
     )
 

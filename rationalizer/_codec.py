@@ -8,12 +8,14 @@ value, ...) is a ``DecodeError``. That makes every replayer skip exactly the sam
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from struct import Struct
 from typing import Any
 from zlib import crc32
 
 from ._messages import (
     AUTH_TAG_BYTES,
+    MAX_BEAT_ENTRIES,
     MAX_HEARTBEAT_INTERVAL_MS,
     MAX_ID_BYTES,
     MAX_MEMBER_TOPICS,
@@ -23,11 +25,13 @@ from ._messages import (
     MAX_TOPIC_LENGTH,
     MAX_WEIGHT,
     AnnouncingMember,
+    BeatEntry,
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
     HeartbeatingTask,
     LeavingGroup,
+    MemberHeartbeat,
     Message,
     Positions,
     ReleaseGroup,
@@ -36,7 +40,12 @@ from ._messages import (
     task_last_offset,
     valid_topic,
 )
-from ._varint import read_uvarint, uvarint
+from ._varint import read_uvarint, read_varints, uvarint
+
+try:  # the C reader of many varints (setup.py builds it); else the Python one, the same
+    from ._vectors import varints as _native_varints
+except ImportError:  # pragma: no cover - an unbuilt tree
+    _native_varints = None
 
 __all__ = [
     "T_ANNOUNCING_MEMBER",
@@ -54,6 +63,7 @@ __all__ = [
     "VERSION_4",
     "VERSION_5",
     "VERSION_6",
+    "VERSION_7",
     "DecodeError",
     "Envelope",
     "MemberFields",
@@ -65,6 +75,7 @@ __all__ = [
     "decode_reservation_fields",
     "decode_task_fields",
     "decode_v6_fields",
+    "decode_v7_fields",
     "encode",
     "envelope",
     "record_key",
@@ -76,6 +87,7 @@ VERSION_3 = 3
 VERSION_4 = 4
 VERSION_5 = 5
 VERSION_6 = 6
+VERSION_7 = 7
 
 T_HEARTBEAT = 1
 T_CLAIMING_PARTITION = 2
@@ -122,7 +134,7 @@ PartitionMessage = (
 
 
 class DecodeError(ValueError):
-    """The record is not a valid encoding of any known message (versions 1 to 6)."""
+    """The record is not a valid encoding of any known message (versions 1 to 7)."""
 
 
 class UnknownVersion(Exception):
@@ -135,7 +147,7 @@ class UnknownVersion(Exception):
     def __init__(self, offset: int, version: int, verdicts: list | tuple = ()) -> None:
         super().__init__(
             f"the record at offset {offset} is of protocol version {version}; this replayer "
-            f"knows versions 1 to 6 and stops here: upgrade it before replaying this log"
+            f"knows versions 1 to 7 and stops here: upgrade it before replaying this log"
         )
         self.offset = offset
         self.version = version
@@ -253,6 +265,25 @@ def _encode_claiming_messages(msg: ClaimingMessages) -> tuple[bytes, bytes]:
     return _partition_key(msg), head + _tail(msg)
 
 
+def _encode_member_heartbeat(msg: MemberHeartbeat) -> tuple[bytes, bytes]:
+    """Version 7 (PROTOCOL.md, "Version 7"): the envelope, the heartbeat interval, the
+    sender's ids, then the entries grouped by topic, every number a varint."""
+    parts = [_U32.pack(msg.heartbeat_interval_ms), _str(msg.client_id), _str(msg.instance_id)]
+    groups: list[tuple[str, list[BeatEntry]]] = []
+    for entry in msg.entries:
+        if not groups or groups[-1][0] != entry[0]:
+            groups.append((entry[0], []))
+        groups[-1][1].append(entry)
+    parts.append(uvarint(len(groups)))
+    for topic, entries in groups:
+        parts.append(_str(topic))
+        parts.append(uvarint(len(entries)))
+        for _, partition, tenure, last in entries:
+            parts.append(uvarint(partition) + uvarint(tenure) + uvarint(last + 1))
+    body = b"".join(parts)
+    return record_key(msg.group_id), seal(VERSION_7, T_HEARTBEAT, msg.group_id, body)
+
+
 #: Message class (exactly: not a subclass) -> its encoder.
 _ENCODERS: dict[type, Callable[[Any], tuple[bytes, bytes]]] = {
     AnnouncingMember: _encode_announcing_member,
@@ -264,6 +295,7 @@ _ENCODERS: dict[type, Callable[[Any], tuple[bytes, bytes]]] = {
     ClaimingPartition: _encode_claiming_partition,
     ReleasingPartition: _encode_releasing_partition,
     ClaimingMessages: _encode_claiming_messages,
+    MemberHeartbeat: _encode_member_heartbeat,
 }
 
 
@@ -585,6 +617,69 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
     return typ, client, instance, group, topic, partition, number, start, last, vector
 
 
+#: ``(client_id, instance_id, group_id, heartbeat_interval_ms, entries)`` of a version 7
+#: MemberHeartbeat: ``entries`` as ``MemberHeartbeat.entries``.
+V7Fields = tuple[str, str, str, int, list[BeatEntry]]
+
+
+def decode_v7_fields(key: object, value: object) -> V7Fields:
+    """Decode a version 7 MemberHeartbeat strictly (:data:`V7Fields`): the envelope (its
+    check and group id; key ``group``), the heartbeat interval (1..3,600,000), the sender's
+    ids, then 1..``MAX_BEAT_ENTRIES`` entries grouped by topic (each topic and each group
+    non-empty), strictly ascending by (topic, partition), each a partition, a tenure
+    (0..2^63-1) and ``last_offset + 1`` (0..2^63), canonical varints, nothing after them.
+    Raises only :class:`DecodeError`."""
+    key, buf = _record_bytes(key, value)
+    version, typ, group, pos = envelope(value)
+    if version != VERSION_7:
+        raise DecodeError(f"not a version 7 record (version {version})")
+    if typ != T_HEARTBEAT:
+        raise DecodeError(f"unknown version 7 message type {typ}")
+    if bytes(key) != record_key(group):
+        raise DecodeError("record key does not match the value")
+    if len(buf) < pos + 4:
+        raise DecodeError("truncated heartbeat_interval_ms")
+    hb = _U32.unpack_from(buf, pos)[0]
+    if not 1 <= hb <= MAX_HEARTBEAT_INTERVAL_MS:
+        raise DecodeError(f"heartbeat_interval_ms {hb} out of range")
+    client, pos = _read_str(buf, pos + 4, MAX_ID_BYTES, "client_id")
+    instance, pos = _read_str(buf, pos, MAX_ID_BYTES, "instance_id")
+    n_topics, pos = read_uvarint(buf, pos, MAX_BEAT_ENTRIES, "topic count", DecodeError)
+    if n_topics == 0:
+        raise DecodeError("a member heartbeat without entries")
+    entries: list[BeatEntry] = []
+    previous = ""
+    for _ in range(n_topics):
+        topic, pos = _read_str(buf, pos, MAX_TOPIC_LENGTH, "topic")
+        if not valid_topic(topic):
+            raise DecodeError(f"invalid topic name {topic!r}")
+        if topic <= previous:
+            raise DecodeError("topics are not sorted and unique")
+        previous = topic
+        room = MAX_BEAT_ENTRIES - len(entries)
+        n, pos = read_uvarint(buf, pos, room, "entry count", DecodeError)
+        if n == 0:
+            raise DecodeError(f"topic {topic!r} without entries")
+        got = None if _native_varints is None else _native_varints(buf, pos, 3 * n)
+        # (None: anything unusual, which the Python reader names)
+        numbers, pos = read_varints(buf, pos, 3 * n, DecodeError) if got is None else got
+        partitions = numbers[0::3]
+        tenures = numbers[1::3]
+        lasts = numbers[2::3]
+        if n > 1 and (partitions != sorted(partitions) or len(set(partitions)) != n):
+            raise DecodeError("partitions are not sorted and unique")
+        if partitions[-1] > MAX_PARTITION:
+            raise DecodeError("partition out of range")
+        if max(tenures) > MAX_OFFSET:
+            raise DecodeError("tenure out of range")
+        if max(lasts) > MAX_OFFSET + 1:
+            raise DecodeError("last_offset out of range")
+        entries += zip(repeat(topic), partitions, tenures, [x - 1 for x in lasts])
+    if pos != len(buf):
+        raise DecodeError(f"{len(buf) - pos} trailing bytes")
+    return client, instance, group, hb, entries
+
+
 #: ``(type, client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms,
 #: positions, ident_start)``: ``heartbeat_interval_ms`` is 0 for ReleasingTask and
 #: ``value[ident_start:]`` is the identity part (ids, topic, partition), byte for byte that of
@@ -627,6 +722,8 @@ def decode_task_fields(key: object, value: object) -> TaskFields:
 def decode(key: bytes, value: bytes) -> Message:
     """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
     if isinstance(value, bytes | bytearray | memoryview):
+        if value[:1] == b"\x07":
+            return _decode_v7(key, value)
         if value[:1] == b"\x06":
             return _decode_v6(key, value)
         if value[:1] == b"\x03":
@@ -636,6 +733,17 @@ def decode(key: bytes, value: bytes) -> Message:
         if value[:1] in (b"\x02", b"\x04"):
             return _decode_member(key, value)
     return _decode_v1(key, value)
+
+
+def _decode_v7(key: object, value: object) -> Message:
+    client, instance, group, hb, entries = decode_v7_fields(key, value)
+    return MemberHeartbeat(
+        client_id=client,
+        instance_id=instance,
+        group_id=group,
+        heartbeat_interval_ms=hb,
+        entries=tuple(entries),
+    )
 
 
 def _decode_v6(key: object, value: object) -> Message:

@@ -330,6 +330,32 @@ class IdentityCache:
         self.by_key[key] = ent
         return ent
 
+    def entry(
+        self, ident: bytes, client: str, instance: str, group: str, topic: str, partition: int
+    ) -> Identity:
+        """The identity of one entry of a version 7 MemberHeartbeat that the cache does not
+        hold yet: ``ident`` is the identity part a version 1 record of the same sender and
+        partition carries (so the two share one entry). The key cache is left alone: it
+        points at what the key's version 1 records used last (the heartbeat lane's)."""
+        canonical = record_key(group, topic, partition)
+        ent = Identity(
+            canonical,
+            (client, instance),
+            fence_key(client, instance),
+            group,
+            self.parts.get(canonical),
+            topic,
+            partition,
+            group not in self.keyed,
+            ident,
+        )
+        by_bytes = self.by_bytes
+        if len(by_bytes) >= CACHE_LIMIT:
+            self.put(ident, canonical, ent)  # (starts anew)
+        else:
+            by_bytes[ident] = ent
+        return ent
+
     def shared(
         self,
         key: object,

@@ -17,6 +17,7 @@ __all__ = [
     "ANNOUNCED_VERSION",
     "AUTH_TAG_BYTES",
     "FUTURE_VERSIONS",
+    "MAX_BEAT_ENTRIES",
     "MAX_HEARTBEAT_INTERVAL_MS",
     "MAX_ID_BYTES",
     "MAX_MEMBER_TOPICS",
@@ -29,11 +30,13 @@ __all__ = [
     "PROTOCOL_VERSION",
     "SUPPORTED_VERSIONS",
     "AnnouncingMember",
+    "BeatEntry",
     "ClaimingMessages",
     "ClaimingPartition",
     "Heartbeat",
     "HeartbeatingTask",
     "LeavingGroup",
+    "MemberHeartbeat",
     "Message",
     "Positions",
     "ReleaseGroup",
@@ -56,8 +59,10 @@ __all__ = [
 #: Version 6 (releases that name their tenure) defines the envelope every later version
 #: keeps (version, type, a CRC-32, the group id) and a ``ReleasingPartition`` that names the
 #: tenure it ends: the log offset of the claim or restart takeover that began it.
-PROTOCOL_VERSION = 6
-SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5, 6})
+#: Version 7 adds the ``MemberHeartbeat``: one record per member and coordination partition
+#: that heartbeats every partition it holds there, each entry naming its tenure.
+PROTOCOL_VERSION = 7
+SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, 7})
 #: The version byte of what a member of this release announces: version 5 changed no
 #: membership rule, and a byte 5 announcement would stop every version 4 replayer of the
 #: group's membership partition (PROTOCOL.md, "Version 5").
@@ -67,7 +72,7 @@ ANNOUNCED_VERSION = 4
 #: the replay of the group it names rather than let this replayer skip a record whose rules
 #: it does not know; anything else (a bad check, no group) is not a coordination record at
 #: all (skipped, counted).
-FUTURE_VERSIONS = range(7, 16)
+FUTURE_VERSIONS = range(8, 16)
 
 #: Ids are bounded so a hostile record cannot make every replayer allocate megabytes.
 MAX_ID_BYTES = 1024
@@ -89,6 +94,12 @@ MAX_WEIGHT = 1000
 AUTH_TAG_BYTES = 32
 #: How many source topics one task's position vector may have (it is in every heartbeat).
 MAX_TASK_SOURCES = 64
+
+#: How many partitions one MemberHeartbeat may carry: far more than one member holds in one
+#: coordination partition (a member holding more writes several records), and a bound on
+#: what one record makes every replayer do. An entry takes 3 to 23 bytes (its topic once
+#: per topic), so this many entries of one topic fit a 1 MiB record whatever their numbers.
+MAX_BEAT_ENTRIES = 32_768
 
 #: A task's position vector: ``(source topic, last_offset)`` pairs, sorted by topic.
 Positions = tuple[tuple[str, int], ...]
@@ -509,6 +520,54 @@ class ReleasingTask:
         return task_last_offset(self.positions)
 
 
+#: One partition of a :class:`MemberHeartbeat`: ``(topic, partition, tenure, last_offset)``.
+BeatEntry = tuple[str, int, int, int]
+
+
+def _check_beat_entries(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    ok = type(value) is tuple and 1 <= len(value) <= MAX_BEAT_ENTRIES
+    previous: tuple[str, int] | None = None
+    for item in value if ok else ():  # type: ignore[union-attr]  # (a tuple when ok)
+        if not (
+            type(item) is tuple
+            and len(item) == 4
+            and valid_topic(item[0])
+            and _is_int(item[1])
+            and 0 <= item[1] <= MAX_PARTITION
+            and _is_int(item[2])
+            and 0 <= item[2] <= MAX_OFFSET
+            and _is_int(item[3])
+            and -1 <= item[3] <= MAX_OFFSET
+            and (previous is None or previous < (item[0], item[1]))
+        ):
+            ok = False
+            break
+        previous = (item[0], item[1])
+    if not ok:
+        raise ValueError(
+            f"{attribute.name} must be a tuple of 1..{MAX_BEAT_ENTRIES} (topic, partition, "
+            f"tenure, last_offset) entries strictly ascending by (topic, partition), tenure in "
+            f"[0, {MAX_OFFSET}], last_offset in [-1, {MAX_OFFSET}], got {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class MemberHeartbeat:
+    """Version 7: one member's heartbeat of every partition it holds in one coordination
+    partition (PROTOCOL.md, "Version 7"). Each entry ``(topic, partition, tenure,
+    last_offset)`` is judged as a :class:`Heartbeat` of that partition would be (rule 5,
+    property g), and only in the tenure it names (property h: the offset of the claim or
+    restart takeover that began it); an entry never takes a partition over. Its verdict
+    is one per entry (``Verdict.entries``)."""
+
+    client_id: str = _id()
+    instance_id: str = _id()
+    group_id: str = _id()
+    heartbeat_interval_ms: int = _heartbeat_interval()
+    entries: tuple[BeatEntry, ...] = attrs.field(validator=_check_beat_entries)
+    version: int = _version_field(7, "a MemberHeartbeat")
+
+
 Message = (
     Heartbeat
     | ClaimingPartition
@@ -519,6 +578,7 @@ Message = (
     | LeavingGroup
     | HeartbeatingTask
     | ReleasingTask
+    | MemberHeartbeat
 )
 
 #: The name of each message type where a person or a table reads it: the ``type`` of
@@ -535,5 +595,6 @@ MESSAGE_NAMES: Mapping[type, str] = MappingProxyType(
         LeavingGroup: "leaving_group",
         HeartbeatingTask: "heartbeating_task",
         ReleasingTask: "releasing_task",
+        MemberHeartbeat: "member_heartbeat",
     }
 )

@@ -8,6 +8,7 @@
     rule 4  ClaimingPartition           claim
     rule 5  Heartbeat                   heartbeat (renewal and restart takeover)
             HeartbeatingTask            heartbeat (version 3 tasks: with a position vector)
+            MemberHeartbeat entry       member_beat (version 7: property h, then heartbeat)
     rule 6  ReleasingPartition          release
             ReleasingTask               release (version 3 tasks: with a position vector)
     rule 7  ClaimingMessages            claim_messages
@@ -15,7 +16,7 @@
     rule 9  LeavingGroup                membership.leave
 
 Rules 1 to 7 are the methods of the same names of :class:`Rules`, which also holds the
-properties later versions added to them (a, b, c, e, f, g: a method each) and the table
+properties later versions added to them (a, b, c, e, f, g, h: a method each) and the table
 that sends each record type to its rule (:meth:`Rules.transitions`): everything that
 decides a verdict is in this module. A rule judges one record that reached it (no earlier
 rule fired), changes the state it concerns when the record is accepted (a
@@ -69,6 +70,7 @@ __all__ = [
     "STALE",
     "T_CLAIM_V5",
     "T_CLAIM_V6",
+    "T_MEMBER_BEAT",
     "T_RELEASE_TASK_V6",
     "T_RELEASE_V6",
     "UNKNOWN",
@@ -88,6 +90,8 @@ T_CLAIM_V5 = 0x100 | T_CLAIMING_PARTITION
 T_CLAIM_V6 = 0x600 | T_CLAIMING_PARTITION
 T_RELEASE_V6 = 0x600 | T_RELEASING_PARTITION
 T_RELEASE_TASK_V6 = 0x600 | T_RELEASING_TASK
+#: ... and one entry of a version 7 MemberHeartbeat (a heartbeat that names its tenure)
+T_MEMBER_BEAT = 0x700 | T_HEARTBEAT
 
 _CLAIMED = ACCEPTED[Effect.CLAIMED]
 _RENEWED = ACCEPTED[Effect.RENEWED]
@@ -145,7 +149,7 @@ class Rules:
     PROTOCOL.md's rules 1 to 7 are its methods (one each, named in PROTOCOL.md's table), the
     properties later protocol versions added to them are methods too (``carries_position``
     for a, ``gives_back`` for b, ``starts_at_resume`` for c, ``lease_runs`` for e,
-    ``names_tenure`` for f and ``keeps_position`` for g), and :meth:`transitions` is the
+    ``names_tenure`` for f, ``keeps_position`` for g and ``beats_in_tenure`` for h), and :meth:`transitions` is the
     table that sends each record type to its rule. A world replays with one table
     (``WorldState(rules=)``, :data:`RULES` by default); the simulator's experiments hand it
     a variant that overrides some properties to show what each one prevents
@@ -192,6 +196,11 @@ class Rules:
         tenure started from (a reset: the data log lost records past the position)."""
         return part.tenure >= 0 and (part.floor is None or last_offset >= part.floor)
 
+    def beats_in_tenure(self, part: PartitionEntry, tenure: int) -> bool:
+        """Property h (version 7): a MemberHeartbeat's entry renews the holder's lease only
+        in the tenure it names (an unnamed tenure is never named: ``tenure`` is >= 0)."""
+        return tenure == part.tenure
+
     # ------------------------------------------------------------------ the dispatch
 
     def transitions(
@@ -229,6 +238,11 @@ class Rules:
         def on_claim_messages(part, create, sender, now, num, hb, first, offset):
             return claim_messages(part, sender, now, num, first)
 
+        member_beat = self.member_beat
+
+        def on_member_beat(part, create, sender, now, num, hb, tenure, offset):
+            return member_beat(part, sender, now, num, hb, tenure, fenced, takeovers, offset)
+
         return {
             T_HEARTBEAT: on_heartbeat,
             T_HEARTBEATING_TASK: on_heartbeat,  # version 3: with its vector
@@ -240,6 +254,7 @@ class Rules:
             T_RELEASE_V6: on_release_v6,  # names the tenure it ends
             T_RELEASE_TASK_V6: on_release_task_v6,  # its vector and the tenure it ends
             T_CLAIMING_MESSAGES: on_claim_messages,  # version 4: with its first offset
+            T_MEMBER_BEAT: on_member_beat,  # version 7: one entry, naming its tenure
         }
 
     # ------------------------------------------------------------------ the rules
@@ -455,6 +470,28 @@ class Rules:
         part.hb = hb
         part.positions = positions
         return v
+
+    def member_beat(
+        self,
+        part: PartitionEntry | None,
+        sender: Sender,
+        now: int,
+        last_offset: int,
+        hb: int,
+        tenure: int,
+        fenced: dict[str, Sender],
+        takeovers: dict[str, Verdict],
+        offset: int = -1,
+    ) -> Verdict:
+        """Rule 5 for one entry of a version 7 MemberHeartbeat, naming ``tenure``: from the
+        holder in that tenure (property h, :meth:`beats_in_tenure`) it is judged exactly as
+        the holder's Heartbeat at ``last_offset`` (:meth:`heartbeat`: RENEWED or RENEWED_LATE,
+        property g); from anyone else, or in another tenure (an earlier tenure's entry that
+        landed late, an unnamed tenure, no holder) NOT_HOLDER, nothing changes. An entry never
+        takes a partition over: a restart takeover is a Heartbeat of its own."""
+        if part is None or part.holder != sender or not self.beats_in_tenure(part, tenure):
+            return _NOT_HOLDER
+        return self.heartbeat(part, sender, now, last_offset, hb, fenced, takeovers, None, offset)
 
     def release(
         self,

@@ -10,7 +10,14 @@ caller passes its class and what the number is, for the message.
 
 from __future__ import annotations
 
-__all__ = ["append_svarint", "append_uvarint", "read_svarint", "read_uvarint", "uvarint"]
+__all__ = [
+    "append_svarint",
+    "append_uvarint",
+    "read_svarint",
+    "read_uvarint",
+    "read_varints",
+    "uvarint",
+]
 
 
 def append_uvarint(out: bytearray, n: int) -> None:
@@ -62,3 +69,36 @@ def read_svarint(
     """The inverse of :func:`append_svarint`; ``limit`` bounds the zigzag form."""
     z, pos = read_uvarint(buf, pos, limit, what, error)
     return (z >> 1 if not z & 1 else -((z + 1) >> 1)), pos
+
+
+def read_varints(buf: bytes, pos: int, count: int, error: type[Exception]) -> tuple[list[int], int]:
+    """``count`` minimal varints of at most 64 bits from ``buf[pos:]`` (what
+    :func:`read_uvarint` reads one at a time, here in one loop: a version 7
+    MemberHeartbeat's entries are mostly them), and the position after them; else ``error``.
+    The caller checks each one's range."""
+    out: list[int] = []
+    append = out.append
+    try:
+        for _ in range(count):
+            b = buf[pos]
+            pos += 1
+            if b < 0x80:
+                append(b)
+                continue
+            n = b & 0x7F
+            shift = 7
+            while True:
+                b = buf[pos]
+                pos += 1
+                n |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+                if shift > 63:
+                    raise error("varint out of range")
+            if b == 0:
+                raise error("overlong varint")
+            append(n)
+    except IndexError:
+        raise error("truncated entries") from None
+    return out, pos

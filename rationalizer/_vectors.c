@@ -111,7 +111,75 @@ static PyObject *read_vector(PyObject *self, PyObject *const *args, Py_ssize_t n
     return out;
 }
 
+/* varints(value, at, count) -> (numbers, end) | None
+ *
+ * count minimal varints of at most 2^63 each at value[at:] (a version 7 MemberHeartbeat's
+ * entries: partition, tenure, last_offset + 1; varint.read_varints reads the same in
+ * Python), as a list of ints, and the position after them; None for anything else
+ * (truncated, overlong, larger): the Python reader then says what is wrong. */
+static PyObject *read_varints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "varints(value, at, count) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *value = args[0];
+    if (!PyBytes_CheckExact(value)) Py_RETURN_NONE;
+    Py_ssize_t at = PyLong_AsSsize_t(args[1]);
+    if (at == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t count = PyLong_AsSsize_t(args[2]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t len = PyBytes_GET_SIZE(value);
+    if (at < 0 || at > len || count < 0 || count > len - at) Py_RETURN_NONE;
+    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(value);
+    const unsigned char *p = base + at, *end = base + len;
+    PyObject *out = PyList_New(count);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t v = 0;
+        int shift = 0;
+        for (;;) {
+            if (p >= end) goto none;
+            unsigned b = *p++;
+            if (shift == 63 && b > 1) goto none; /* past 2^63, or a tenth byte */
+            v |= (uint64_t)(b & 0x7F) << shift;
+            if (v > NUMBER_LIMIT) goto none;
+            if (b < 0x80) {
+                if (b == 0 && shift) goto none; /* overlong */
+                break;
+            }
+            shift += 7;
+        }
+        PyObject *n = PyLong_FromUnsignedLongLong(v);
+        if (n == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, n);
+    }
+    PyObject *stop = PyLong_FromSsize_t((Py_ssize_t)(p - base));
+    if (stop == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(out);
+        Py_DECREF(stop);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, out);
+    PyTuple_SET_ITEM(pair, 1, stop);
+    return pair;
+none:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"varints", (PyCFunction)(void (*)(void))read_varints, METH_FASTCALL,
+     "varints(value, at, count) -> (numbers, end) | None\n\n"
+     "count minimal varints of at most 2^63 at value[at:]; None for anything else."},
     {"read", (PyCFunction)(void (*)(void))read_vector, METH_FASTCALL,
      "read(layout, value, at) -> (positions, scalar, end) | None\n\n"
      "The position vector at value[at:] if it has the layout's sources, as the strict\n"

@@ -51,7 +51,12 @@ class Verdict:
 
     ``previous_holder`` is the (client_id, instance_id) displaced by TOOK_OVER_STALE or
     fenced by RESTART_TAKEOVER; ``voided`` lists ``(topic, partition, client_id,
-    instance_id)`` of the claims a ReleaseGroup voided, sorted.
+    instance_id)`` of the claims a ReleaseGroup voided, sorted. ``entries``: a version 7
+    MemberHeartbeat's verdict per entry, in entry order (empty for every other record);
+    the verdict itself then sums them up for readers of whole records: accepted (RENEWED)
+    if every entry was, else the first rejected entry's rejection. A snapshot keeps only
+    that sum (PROTOCOL.md, "Version 7"), so ``entries`` take no part in equality: a
+    restored world's verdict equals the one it was made from.
     """
 
     accepted: bool
@@ -59,6 +64,15 @@ class Verdict:
     effect: Effect | None = None
     previous_holder: tuple[str, str] | None = None
     voided: tuple[tuple[str, int, str, str], ...] = ()
+    entries: tuple[Verdict, ...] = attrs.field(default=(), eq=False)
+
+
+def of_entries(entries: tuple[Verdict, ...]) -> Verdict:
+    """A MemberHeartbeat's verdict: its entries' verdicts, summed up (see :class:`Verdict`)."""
+    for v in entries:
+        if not v.accepted:
+            return Verdict(False, reason=v.reason, entries=entries)
+    return Verdict(True, effect=Effect.RENEWED, entries=entries)
 
 
 # Shared instances for the common outcomes: verdicts are immutable, so replay never

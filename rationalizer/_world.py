@@ -40,6 +40,7 @@ from ._codec import (
     VERSION_4,
     VERSION_5,
     VERSION_6,
+    VERSION_7,
     DecodeError,
     UnknownVersion,
     decode_fields,
@@ -47,6 +48,7 @@ from ._codec import (
     decode_reservation_fields,
     decode_task_fields,
     decode_v6_fields,
+    decode_v7_fields,
     envelope,
     record_key,
     unsigned_value,
@@ -59,6 +61,7 @@ from ._rules import (
     RULES,
     T_CLAIM_V5,
     T_CLAIM_V6,
+    T_MEMBER_BEAT,
     T_RELEASE_TASK_V6,
     T_RELEASE_V6,
     Rules,
@@ -67,7 +70,8 @@ from ._snapshot import dump, load
 from ._state import FRESH, NO_TIME, STALE, UNKNOWN, PartitionEntry, WorldImage, fence_key
 from ._task_vectors import NATIVE as NATIVE_VECTORS
 from ._task_vectors import learn as learn_layout
-from ._verdict import REJECTED, Reason, Verdict
+from ._varint import uvarint
+from ._verdict import REJECTED, Reason, Verdict, of_entries
 
 MIN_INT64 = -(2**63)
 
@@ -90,6 +94,8 @@ _I64 = Struct(">q")
 Record = tuple[int, int, "bytes | None", "bytes | None"]
 
 _INVALID = REJECTED[Reason.INVALID_RECORD]
+#: the varint of each number below 128 (a MemberHeartbeat entry's partition, mostly)
+_ONE_BYTE = tuple(bytes((i,)) for i in range(128))
 _GROUP_HALTED = Reason.GROUP_HALTED
 _HALTED = REJECTED[Reason.GROUP_HALTED]
 
@@ -368,6 +374,8 @@ class WorldState(WorldQueries):
                 return self._membership(key, value, now)
             if version == VERSION_6:
                 return self._v6(key, value)
+            if version == VERSION_7:
+                return self._member_beat(key, value, now, offset)
             if version in FUTURE_VERSIONS:
                 return self._future(value, offset)
         try:
@@ -469,6 +477,59 @@ class WorldState(WorldQueries):
         if vector is not None:
             return ent, T_RELEASE_TASK_V6, last, 0, (vector, number)
         return ent, T_RELEASE_V6, last, 0, number
+
+    def _member_beat(
+        self, key: object, value: bytes | bytearray | memoryview, now: int, offset: int
+    ) -> Verdict:
+        """A version 7 MemberHeartbeat: strict decode (rule 0: the whole record is invalid or
+        none of it is), then every entry judged in entry order as the Heartbeat of its
+        partition would be, by rules 0' (halted group), 1, 3 and 5 with property h
+        (``_judge``; rejections counted per entry); its verdict holds one per entry
+        (``Verdict.entries``). Each entry's identity is the one a version 1 record of that
+        sender and partition has (the same cache entry, built from the same bytes)."""
+        try:
+            client, instance, group, hb, entries = decode_v7_fields(key, value)
+        except DecodeError:
+            self._rejections[Reason.INVALID_RECORD] += 1
+            return _INVALID
+        ids = self._ids
+        cached = ids.by_bytes.get
+        c, i, g = client.encode(), instance.encode(), group.encode()
+        who = uvarint(len(c)) + c + uvarint(len(i)) + i + uvarint(len(g)) + g
+        judge = self._judge
+        # a renewal (the sender holds the partition in the tenure the entry names; rules 0',
+        # 1 and 3 cannot fire) goes straight to rule 5, as the heartbeat lane's does; any
+        # other entry through every rule (``_judge``)
+        halted, fenced, paused = self._halted_groups, self._fenced, self._paused
+        lane = not (
+            (halted and group in halted)
+            or (paused and group in paused)
+            or (fenced and fence_key(client, instance) in fenced)
+        )
+        heartbeat = self._rules.heartbeat
+        takeovers = self._takeovers
+        parts = self._parts
+        verdicts = []
+        push = verdicts.append
+        topic_bytes = b""
+        last_topic = ""
+        for topic, partition, tenure, last in entries:
+            if topic is not last_topic:
+                t = topic.encode()
+                topic_bytes = who + uvarint(len(t)) + t
+                last_topic = topic
+            ident = topic_bytes + (_ONE_BYTE[partition] if partition < 128 else uvarint(partition))
+            ent = cached(ident)
+            if ent is None:
+                ent = ids.entry(ident, client, instance, group, topic, partition)
+            part = ent.part
+            if part is None:
+                part = ent.part = parts.get(ent.key)
+            if lane and part is not None and part.holder is ent.sender and part.tenure == tenure:
+                push(heartbeat(part, ent.sender, now, last, hb, fenced, takeovers))
+            else:
+                push(judge(ent, T_MEMBER_BEAT, last, hb, tenure, now, offset))
+        return of_entries(tuple(verdicts))
 
     def _task(self, key: object, value: bytes | bytearray | memoryview) -> Decoded | Verdict:
         """A version 3 record (HeartbeatingTask, ReleasingTask): strict decode (rule 0), then

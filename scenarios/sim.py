@@ -282,8 +282,13 @@ class Sim:
         rebalance: str | None = None,
         units: str | None = None,
         without: frozenset[str] = frozenset(),
+        protocol_version: int | None = None,
     ) -> None:
         rng = self.rng = random.Random(seed)
+        #: every member's cap (``CoreOptions.protocol_version``; None: the newest, or the
+        #: upgrade schedule's): the experiments of properties older than version 7 keep the
+        #: schedules of members that heartbeat per partition
+        self.protocol_version = protocol_version
         #: the unkind faults' own generator (module docstring)
         xrng = self.xrng = random.Random(f"unkind/{seed}")
         self.seed = seed
@@ -490,7 +495,12 @@ class Sim:
             worlds = [self.world() for _ in range(self.ncoord)]
         batch = core_options.pop("batch_size", self.rng.choice((1, 5, 20)))
         if self.upgrade is not None:
-            core_options.setdefault("protocol_version", self.upgrade.cap_for(client_id))
+            cap = self.upgrade.cap_for(client_id)
+            if self.protocol_version is not None:
+                cap = min(cap, self.protocol_version)
+            core_options.setdefault("protocol_version", cap)
+        elif self.protocol_version is not None:
+            core_options.setdefault("protocol_version", self.protocol_version)
         options = CoreOptions(
             group_id=GROUP,
             client_id=client_id,
@@ -1106,6 +1116,8 @@ def _short(msg: object) -> str:
     for attr in ("last_offset", "proposed_last_offset", "positions"):
         if hasattr(msg, attr):
             fields.append(str(getattr(msg, attr)))
+    for topic, p, tenure, last in getattr(msg, "entries", ()):  # a MemberHeartbeat
+        fields.append(f"{topic}/{p}@{tenure}:{last}")
     return f"{name} {' '.join(fields)}"
 
 
@@ -1125,8 +1137,17 @@ def run_seed(
     rebalance: str | None = None,
     units: str | None = None,
     without: frozenset[str] = frozenset(),
+    protocol_version: int | None = None,
 ) -> Result:
-    return Sim(seed, fix=fix, trace=trace, rebalance=rebalance, units=units, without=without).run()
+    return Sim(
+        seed,
+        fix=fix,
+        trace=trace,
+        rebalance=rebalance,
+        units=units,
+        without=without,
+        protocol_version=protocol_version,
+    ).run()
 
 
 def parse_without(values: list[str]) -> frozenset[str]:

@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import attrs
 
-from rationalizer import Effect, Verdict, WorldState
+from rationalizer import Effect, Heartbeat, MemberHeartbeat, Verdict, WorldState
 
 __all__ = ["Checks"]
 
@@ -78,6 +78,20 @@ class Checks:
 
     def landed(self, world: WorldState, msg: object, verdict: Verdict | None, ts: int) -> None:
         """Called after the oracle world applied one record ``msg`` at log time ``ts``."""
+        if isinstance(msg, MemberHeartbeat) and verdict is not None:
+            # version 7: each entry is its partition's heartbeat, with its own verdict
+            for (topic, part, _, last), v in zip(msg.entries, verdict.entries, strict=True):
+                beat = Heartbeat(
+                    client_id=msg.client_id,
+                    instance_id=msg.instance_id,
+                    group_id=msg.group_id,
+                    topic=topic,
+                    partition=part,
+                    last_offset=last,
+                    heartbeat_interval_ms=msg.heartbeat_interval_ms,
+                )
+                self.landed(world, beat, v, ts)
+            return
         if verdict is None or not verdict.accepted or not hasattr(msg, "partition"):
             return
         me = (msg.client_id, msg.instance_id)  # type: ignore[attr-defined]

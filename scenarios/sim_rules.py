@@ -1,7 +1,7 @@
 """The simulator's rule tables without some of the protocol's properties (its experiments).
 
 Each property a later protocol version added to the rules (PROTOCOL.md: a, b, c from
-version 4, e from version 5, f and g from version 6) is one method of
+version 4, e from version 5, f and g from version 6, h from version 7) is one method of
 ``rationalizer._rules.Rules``; :class:`RulesWithout` overrides the ones an experiment drops
 (``python -m scenarios.sim --without takeover_position`` and the like), so that the
 simulator shows which bug each property prevents. The production modules know nothing of
@@ -23,6 +23,7 @@ PROPERTIES = {
     "fenced_lease": "lease_runs",  # e: a claim waits out a lease the log took away early
     "release_tenure": "names_tenure",  # f: a release ends only the tenure it names
     "late_heartbeat": "keeps_position",  # g: a late heartbeat does not move the position
+    "member_tenure": "beats_in_tenure",  # h: a member heartbeat's entry names its tenure
 }
 
 
@@ -61,6 +62,10 @@ class RulesWithout(Rules):
 
     def keeps_position(self, part: PartitionEntry, last_offset: int) -> bool:
         return "late_heartbeat" not in self.without and super().keeps_position(part, last_offset)
+
+    def beats_in_tenure(self, part: PartitionEntry, tenure: int) -> bool:
+        # (an entry is then judged as its sender's Heartbeat, whichever tenure it names)
+        return "member_tenure" in self.without or super().beats_in_tenure(part, tenure)
 
 
 def rules_without(without: frozenset[str]) -> Rules:

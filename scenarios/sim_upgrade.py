@@ -1,6 +1,6 @@
 """The simulator's upgrade schedule (issue 33 item 8; PROTOCOL.md, "Upgrading a running
 group" and "Bounded coordination log"): the group is upgraded member by member through
-protocol versions 4, 5 and 6 while snapshots are published and the log truncated.
+protocol versions 4, 5, 6 and 7 while snapshots are published and the log truncated.
 
 - **Who.** About one seed in five: partition seeds with faults, without a rewind, that the
   bounded-log schedule did not take (drawn from ``random.Random(f"upgrade/{seed}")``, so the
@@ -12,9 +12,10 @@ protocol versions 4, 5 and 6 while snapshots are published and the log truncated
   releases). An operator's rolling restart replaces each client's instance by a new one
   capped at 5 (version 5 claims), one client after the other (HB/2..3·HB apart; the old
   instance is stopped gracefully before or after the new one starts, or killed, or lingers
-  for up to 2·HB), then a second rolling restart brings every client to 6. A client that
-  joins or restarts meanwhile gets the cap of the rollout under way.
-- **Publishers of every version.** The in-tree code replays with version 6 rules only, so a
+  for up to 2·HB), then a second rolling restart brings every client to 6 and a third to 7
+  (MemberHeartbeats). A client that joins or restarts meanwhile gets the cap of the rollout
+  under way.
+- **Publishers of every version.** The in-tree code replays with version 7 rules only, so a
   publisher of version 4 or 5 is emulated: it publishes what a replayer of that version
   could have published. Its replay stops at the first record of a later version (a version
   4 replayer stops at byte 5..15, a version 5 one at 6..15), and its snapshot holds what its
@@ -22,7 +23,7 @@ protocol versions 4, 5 and 6 while snapshots are published and the log truncated
   keeps a named tenure or a last holder (version 6), so the world is dumped in the image
   version that holds it. The record names rules 4 or 5, or (half the version 5 publishers)
   is of record version 1, which names none. A publishing instance capped below 6 publishes
-  as its version's release (60%) or as the in-tree code does (rules 6); a member capped at 6
+  as its version's release (60%) or as the in-tree code does (rules 7); a member capped at 6 or 7
   always as the in-tree code. Publishers truncate with the in-tree rule (every configuration
   in use keeps two valid snapshots); the old configurations' snapshots keep being in use.
 - **Rule 1** (PROTOCOL.md, "Bounded coordination log", Restoring): a replayer restores only a
@@ -66,7 +67,10 @@ __all__ = ["UPGRADE_SHARE", "Upgrade", "load_any_rules"]
 #: seed in five of all seeds)
 UPGRADE_SHARE = 0.6
 #: the versions a group is upgraded through
-FIRST, LAST = 4, 6
+FIRST, LAST = 4, 7
+#: a member capped at this version or later publishes as the in-tree code (rules 7); below
+#: it, as its own version's release too (emulated: versions 4 and 5)
+OLDEST_IN_TREE = 6
 #: a publisher capped below 6 publishes as its own version's release this often
 OLD_PUBLISHER = 0.6
 #: version bytes a replayer of version N stops at are N+1..15 (PROTOCOL.md "Versions to
@@ -239,7 +243,8 @@ class Upgrade:
     def joined(self, inst: _Instance) -> None:
         """Draw the version a new instance publishes as (if it is a publisher)."""
         cap = inst.core.options.protocol_version
-        version = cap if cap < LAST and self.rng.random() < OLD_PUBLISHER else LAST
+        old = cap < OLDEST_IN_TREE and self.rng.random() < OLD_PUBLISHER
+        version = cap if old else LAST
         self.publishes_as[inst.me] = version
         if version == 5 and self.rng.random() < 0.5:
             self.v1.add(inst.me)

@@ -30,6 +30,7 @@ from rationalizer import (
     Effect,
     GroupView,
     HeartbeatingTask,
+    MemberHeartbeat,
     PartitionState,
     ReleasingPartition,
     ReleasingTask,
@@ -38,7 +39,14 @@ from rationalizer import (
     decode,
     membership_partition,
 )
-from rationalizer._codec import T_CLAIMING_PARTITION, T_HEARTBEAT, VERSION_3, VERSION_4, VERSION_6
+from rationalizer._codec import (
+    T_CLAIMING_PARTITION,
+    T_HEARTBEAT,
+    VERSION_3,
+    VERSION_4,
+    VERSION_6,
+    VERSION_7,
+)
 from rationalizer._membership import Member
 from rationalizer._messages import Message
 from storage import CorruptBatch
@@ -124,6 +132,30 @@ class CoordRecord:
 def _partition_of_key(key: bytes) -> PartitionKey:
     group, topic, partition = key.rsplit(b"/", 2)
     return group.decode("utf-8"), topic.decode("utf-8"), int(partition)
+
+
+def _member_beats(
+    key: bytes,
+    value: bytes,
+    verdict: Verdict,
+    now: int,
+    samples: dict[PartitionKey, deque[Sample]],
+    leases: dict[PartitionKey, int],
+    history: int,
+) -> None:
+    """An accepted version 7 MemberHeartbeat: each accepted entry is its partition's
+    heartbeat (PROTOCOL.md, "Version 7"), as a version 1 Heartbeat's sample and lease."""
+    beats = decode(key, value)
+    assert isinstance(beats, MemberHeartbeat)  # (its version byte says so)
+    for (topic, partition, _, last), v in zip(beats.entries, verdict.entries, strict=True):
+        if not v.accepted:
+            continue
+        pk = (beats.group_id, topic, partition)
+        leases[pk] = beats.heartbeat_interval_ms
+        window = samples.get(pk)
+        if window is None:
+            window = samples[pk] = deque(maxlen=history)
+        window.append(Sample(now, last + 1, "heartbeat"))
 
 
 class CoordinationState:
@@ -306,6 +338,9 @@ def read_coordination(
             if source is None and effect not in _CLAIM_EFFECTS:
                 continue
             assert key is not None and value is not None  # accepted records decode
+            if value[0] == VERSION_7:  # a MemberHeartbeat: a heartbeat per accepted entry
+                _member_beats(key, value, verdict, now, samples, leases, history)
+                continue
             pk = keyparts.get(key)
             if pk is None:
                 pk = keyparts[key] = _partition_of_key(key)

@@ -66,6 +66,8 @@ _SHORT_RUN = 12
 
 def _classify(v: Verdict) -> int:
     """The code of a verdict."""
+    if v.entries:  # a MemberHeartbeat (version 7): folded entry by entry, as a rare record
+        return _RARE
     if v.accepted:
         kept = _KEPT_CODES.get(id(v))
         if kept is not None:

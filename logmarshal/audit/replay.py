@@ -61,6 +61,7 @@ from rationalizer._codec import (
 )
 from rationalizer._rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 
+from .beats import MemberBeatsFold
 from .members import MemberFold
 from .schema import TABLES
 from .tracks import Interval, Track, ended_before
@@ -176,7 +177,7 @@ def new_world(config: ReplayConfig) -> WorldState:
     return WorldState(admin_keys=config.admin_keys)
 
 
-class PartitionAudit:
+class PartitionAudit(MemberBeatsFold):
     """Fold over one coordination partition; feed records in offset order, then finish."""
 
     def __init__(self, coord_partition: int, config: ReplayConfig) -> None:
@@ -386,7 +387,9 @@ class PartitionAudit:
                 if ts > now:
                     now = ts
                 e = v.effect
-                if e is _RENEWED or e is _MESSAGES_CLAIMED or e is _RENEWED_LATE:
+                if (e is _RENEWED or e is _MESSAGES_CLAIMED or e is _RENEWED_LATE) and not (
+                    v.entries  # (a MemberHeartbeat's sum: its entries are folded in _rare)
+                ):
                     t = tracks[key]
                     c = t.open
                     assert c is not None  # (only a holder's records renew)
@@ -508,6 +511,8 @@ class PartitionAudit:
         it); anything else is decoded, memoised by value."""
         if value is None:
             return -1
+        if value.__class__ is int:  # a MemberHeartbeat's entry: its position itself
+            return value  # type: ignore[return-value]  # (an int, as tested)
         if value[0] == VERSION_1 and value[1] in _NUMBERED:
             return _I64.unpack_from(value, 2)[0]
         numbers = self._numbers
@@ -554,6 +559,9 @@ class PartitionAudit:
         return c
 
     def _rare(self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict) -> None:
+        if v.entries:  # a MemberHeartbeat (version 7): one heartbeat per entry
+            self._member_beats(off, now, key, value, v)
+            return
         if not v.accepted:
             self._reject(off, now, key, value, v)
             return

@@ -111,10 +111,12 @@ def reference_replay(
                     group = decode(key, value).group_id
                 except DecodeError:
                     group = None
-            # an accepted verdict names its effect, a rejection its reason
-            outcome = v.effect if v.accepted else v.reason
-            assert outcome is not None
-            counts[(group, "accepted" if v.accepted else "rejected", outcome.value)] += 1
+            # an accepted verdict names its effect, a rejection its reason; a MemberHeartbeat
+            # (version 7) counts one per entry
+            for one in v.entries or (v,):
+                outcome = one.effect if one.accepted else one.reason
+                assert outcome is not None
+                counts[(group, "accepted" if one.accepted else "rejected", outcome.value)] += 1
         for s in world.partitions():
             positions[(s.group_id, s.topic, s.partition)] = (
                 s.holder,

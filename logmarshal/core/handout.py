@@ -10,12 +10,13 @@ in flight at a time (``delivery.AtMostOnce``).
 
 from __future__ import annotations
 
-from rationalizer import ClaimingMessages
+from rationalizer import ClaimingMessages, MemberHeartbeat
+from rationalizer._messages import MAX_BEAT_ENTRIES
 
 from .actions import Action, Fetch, HandOut, NoStart
 from .held import Held
 from .records import heartbeat_record, ids, write
-from .state import MemberState, Pending, claim_of, me, position, vector
+from .state import MemberState, Pending, claim_of, me, position, vector, withheld
 
 __all__ = [
     "HEARTBEAT_GAP",
@@ -24,7 +25,11 @@ __all__ = [
     "hand_out",
     "heartbeat",
     "may_hand_out",
+    "write_beats",
 ]
+
+#: ``Held.heartbeat_token`` of a heartbeat queued for this step's MemberHeartbeat
+QUEUED = -1
 
 #: A held partition's heartbeat goes out this fraction of HB after its last one, so the
 #: holder always looks fresh (< HB) to others, with room for the write and the replay.
@@ -97,8 +102,8 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
         if held.heartbeat_token is None:
             # the confirming heartbeat goes right behind the reservation (same partition, in
             # order): it counts only once the reservation before it was accepted, so waiting
-            # for that verdict first would only cost a round trip
-            heartbeat(st, now, held, last, out)
+            # for that verdict first would only cost a round trip (a Heartbeat of its own)
+            heartbeat(st, now, held, last, out, alone=True)
     if held.heartbeat_token is None and now >= held.next_heartbeat:
         heartbeat(st, now, held, st.delivery.position(held), out)
 
@@ -110,8 +115,22 @@ def speaks_4(st: MemberState) -> bool:
     return all(m.version >= 4 for m in home.members(st.options.group_id))
 
 
-def heartbeat(st: MemberState, now: int, held: Held, pos: int, out: list[Action]) -> None:
-    """Write a heartbeat of ``held`` carrying ``pos`` (a task's: its vector)."""
+def heartbeat(
+    st: MemberState, now: int, held: Held, pos: int, out: list[Action], alone: bool = False
+) -> None:
+    """Write a heartbeat of ``held`` carrying ``pos`` (a task's: its vector). Capped at 7
+    or more, a partition of a named tenure (no task, not ``alone``) is queued instead: the
+    step's heartbeats of a coordination partition go out as one MemberHeartbeat
+    (:func:`write_beats`)."""
+    if st.options.protocol_version >= 7 and held.tenure is not None and not held.sources:
+        held.next_heartbeat = now + heartbeat_gap(st, held)
+        held.beaten_through = max(held.beaten_through, pos)
+        if alone:  # right behind its reservation, in order: a MemberHeartbeat of its own
+            _write_beats(st, now, held.cp, [(held, pos)], out)
+        else:
+            st.beat_queue.setdefault(held.cp, {})[held.key] = pos
+            held.heartbeat_token = QUEUED
+        return
     msg = heartbeat_record(st, held.key, vector(st, held) if held.sources else pos)
     held.heartbeat_token = write(
         st, out, Pending("heartbeat", held.topic, held.partition, held.cp, now, pos), msg
@@ -119,6 +138,52 @@ def heartbeat(st: MemberState, now: int, held: Held, pos: int, out: list[Action]
     held.next_heartbeat = now + heartbeat_gap(st, held)
     # it may land whatever we hear back: later heartbeats never carry less
     held.beaten_through = max(held.beaten_through, pos)
+
+
+def write_beats(st: MemberState, now: int, out: list[Action]) -> None:
+    """Write the heartbeats queued in this step (:func:`heartbeat`): per coordination
+    partition one MemberHeartbeat (version 7) of every partition still held whose heartbeat
+    is queued, each entry naming its tenure, in (topic, partition) order; a partition whose
+    coordination partition is halted is not written (``records.write``'s guard)."""
+    queue, st.beat_queue = st.beat_queue, {}
+    for cp in sorted(queue):
+        beats = []
+        for key, pos in sorted(queue[cp].items()):
+            held = st.held.get(key)
+            if held is None or held.heartbeat_token != QUEUED:
+                continue  # lost or released since it was queued
+            if st.halted and withheld(st, Pending("heartbeat", *key, cp, now)):
+                held.heartbeat_token = 0  # (as records.write answers a withheld write)
+                continue
+            beats.append((held, pos))
+        for i in range(0, len(beats), MAX_BEAT_ENTRIES):
+            _write_beats(st, now, cp, beats[i : i + MAX_BEAT_ENTRIES], out)
+
+
+def _write_beats(
+    st: MemberState, now: int, cp: int, beats: list[tuple[Held, int]], out: list[Action]
+) -> None:
+    """One MemberHeartbeat of ``beats`` (held partitions of named tenures in ``cp``, in
+    (topic, partition) order, with the positions they carry)."""
+    entries = []
+    for h, pos in beats:
+        assert h.tenure is not None  # (only a named tenure's heartbeat is queued)
+        entries.append((h.topic, h.partition, h.tenure, pos))
+    msg = MemberHeartbeat(
+        **ids(st), heartbeat_interval_ms=st.options.heartbeat_interval_ms, entries=tuple(entries)
+    )
+    first = beats[0][0]
+    p = Pending(
+        "beats",
+        first.topic,
+        first.partition,
+        cp,
+        now,
+        beats=tuple((h.key, pos) for h, pos in beats),
+    )
+    token = write(st, out, p, msg)
+    for h, _ in beats:
+        h.heartbeat_token = token
 
 
 def hand_out(st: MemberState, now: int, limit: int, out: list[Action]) -> Held | None:

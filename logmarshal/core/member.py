@@ -52,7 +52,7 @@ from .events import (
     Written,
 )
 from .fetching import move, on_bounds, on_fetched, on_out_of_range
-from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out
+from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out, write_beats
 from .holding import give_up
 from .membership import announce_member, rebalance, target
 from .options import CoreOptions
@@ -271,12 +271,16 @@ class MemberCore:
             held = hand_out(st, now, event.max_records, out)
             if held is not None:
                 act_held(st, now, held, out)
+            if st.beat_queue:
+                write_beats(st, now, out)
             return out
         wall = now if wall is None else wall
         if type(event) is Tick and self._quiet(now, wall):
             return out  # nothing is due: this Tick would change nothing
         self._apply(now, event, out)
         self._act(now, wall, out)
+        if st.beat_queue:
+            write_beats(st, now, out)
         return out
 
     def step_many(
@@ -309,6 +313,8 @@ class MemberCore:
         if landed:
             self._resolve(now, out)
         self._act(now, now if wall is None else wall, out)
+        if st.beat_queue:
+            write_beats(st, now, out)
         return out
 
     def _check_stall(self, now: int, out: list[Action]) -> None:
@@ -330,6 +336,8 @@ class MemberCore:
             p = st.pending.pop(event.token, None)
             if p is not None:
                 self._touched.add((p.topic, p.partition))
+                for key, _ in p.beats:
+                    self._touched.add(key)
                 on_unknown(st, now, p, out)
         elif isinstance(event, Replayed):
             if event.at_end:
@@ -396,6 +404,8 @@ class MemberCore:
         for token in before.keys() - pending.keys():
             p = before[token]
             self._touched.add((p.topic, p.partition))
+            for key, _ in p.beats:  # (a MemberHeartbeat: every partition it carried)
+                self._touched.add(key)
 
     # -- what is due: a Tick costs nothing per held partition -----------------------------
 

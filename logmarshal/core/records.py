@@ -61,7 +61,8 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: Message) -> int:
     key, value = encode(msg)
     p.token = st.token
     st.pending[st.token] = p
-    out.append(Write(st.token, p.cp, key, value, p.kind))
+    # (a MemberHeartbeat is a heartbeat to whoever traces writes)
+    out.append(Write(st.token, p.cp, key, value, "heartbeat" if p.kind == "beats" else p.kind))
     return st.token
 
 

@@ -64,7 +64,7 @@ CORE_SWITCHES = frozenset({"surprise", "stall", "retake"})
 class Pending:
     """A write whose verdict we wait for."""
 
-    kind: str  # claim | takeover | heartbeat | reserve | release | announce | leave
+    kind: str  # claim | takeover | heartbeat | beats | reserve | release | announce | leave
     topic: str
     partition: int
     cp: int
@@ -81,6 +81,9 @@ class Pending:
     #: try again after a refusal: ``claims.retake``) the latest clock time of any further try
     previous: tuple[str, str] | None = None
     until: int | None = None
+    #: a MemberHeartbeat ("beats", version 7): each entry's partition and the position it
+    #: carries, in entry order (its verdict has one per entry)
+    beats: tuple[tuple[Key, int], ...] = ()
 
 
 @attrs.define
@@ -194,6 +197,10 @@ class MemberState:
     halted: dict[int, set[Key]] = attrs.field(factory=dict)
     #: what each halt was (why, before, after): a second loss there halts it afresh
     halt_marks: dict[int, tuple[str, int, int]] = attrs.field(factory=dict)
+    #: version 7: heartbeats due in this step, per coordination partition (partition, the
+    #: position to carry), written as one MemberHeartbeat each when the step ends
+    #: (``handout.write_beats``)
+    beat_queue: dict[int, dict[Key, int]] = attrs.field(factory=dict)
 
 
 def new_state(

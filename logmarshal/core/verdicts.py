@@ -75,6 +75,9 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
         if v.accepted and held is None and not st.closing and not st.fenced:
             adopt(st, p.topic, p.partition, p.sent, None, p.how, out, p.offset)
         return
+    if p.kind == "beats":
+        _beats_judged(st, now, p, v, out)
+        return
     if p.kind == "takeover":
         if st.closing or st.fenced:
             return
@@ -130,6 +133,29 @@ def _took_back(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
     # the instance we took it from may not know yet: its lease runs at most fence_after from
     # a message it sent before our takeover landed
     st.held[(p.topic, p.partition)].release_after = now + st.options.fence_after_ms
+
+
+def _beats_judged(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Action]) -> None:
+    """A MemberHeartbeat (version 7) was judged: each entry's verdict is that partition's
+    heartbeat verdict (PROTOCOL.md, "Version 7"). A verdict without entries (read from a
+    window restored from a snapshot, which keeps only the sum) is an unknown outcome."""
+    entries = v.entries
+    if len(entries) != len(p.beats):
+        # a verdict without entries (read from a window restored from a snapshot), or not
+        # this record's (the log went back and the offset holds another record: core.rewind
+        # stops acting on it): an outcome we do not know
+        if entries:
+            log.warning("%s: the verdict at %d is not our heartbeat's", me(st), p.offset)
+        entries = ()
+    for i, (key, pos) in enumerate(p.beats):
+        held = st.held.get(key)
+        if held is None or held.heartbeat_token != p.token:
+            continue  # (written for an earlier tenure of ours of this partition)
+        one = Pending("heartbeat", key[0], key[1], p.cp, p.sent, pos, p.offset, token=p.token)
+        if not entries:
+            on_unknown(st, now, one, out)
+        else:
+            _heartbeat_judged(st, one, entries[i], held, out)
 
 
 def _heartbeat_judged(
@@ -188,6 +214,11 @@ def on_unknown(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
         # it may have landed: look at the replay before writing it again (bounded), so a
         # lost answer does not put a second, rejected release in the log
         st.releases.unknown((p.topic, p.partition), now + st.options.heartbeat_interval_ms // 2)
+        return
+    if p.kind == "beats":
+        for key, pos in p.beats:
+            one = Pending("heartbeat", key[0], key[1], p.cp, p.sent, pos, p.offset, token=p.token)
+            on_unknown(st, now, one, out)
         return
     if held is None:
         return  # a claim or takeover that landed anyway is adopted by the next pass

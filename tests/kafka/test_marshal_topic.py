@@ -20,7 +20,7 @@ from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.errors import TopicExists
 from logmarshal.marshaler import CoordinationTopicError, Marshaler
 from logmarshal.network import NetworkCluster
-from rationalizer import PROTOCOL_VERSION, ClaimingPartition, encode
+from rationalizer import ClaimingPartition, encode
 from storage._records import TimestampType, iter_batches
 
 pytestmark = pytest.mark.kafka
@@ -212,7 +212,7 @@ def _foreign_transactions(bootstrap: str, group: str, outcomes: list[tuple[int, 
                 topic="orders",
                 partition=partition,
                 heartbeat_interval_ms=600_000,
-                version=PROTOCOL_VERSION,
+                version=6,  # (the newest ClaimingPartition layout)
             )
         )
         producer.begin_transaction()

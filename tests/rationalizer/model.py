@@ -12,6 +12,7 @@ from rationalizer import (
     Effect,
     Heartbeat,
     HeartbeatingTask,
+    MemberHeartbeat,
     Reason,
     ReleaseGroup,
     ReleasingPartition,
@@ -49,7 +50,12 @@ class Model:
     every later record of the group are GROUP_HALTED (``halted``: group -> (offset,
     version) of the first); ``ended``, while unheld, ``(holder, end time, voided)`` of the
     last named tenure that a release or a ReleaseGroup ended (audit only), cleared by a
-    claim."""
+    claim.
+    Version 7: a MemberHeartbeat's entries are judged one by one, each as its sender's
+    Heartbeat of that partition, but only from the holder in the tenure it names (property
+    h; never a restart takeover); ``entries`` holds the last one's per-entry outcomes, and
+    :meth:`apply` answers the sum (accepted RENEWED if all were, else the first
+    rejection)."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -58,6 +64,7 @@ class Model:
         self.fenced: set[tuple[str, str]] = set()
         self.paused: dict[str, tuple[int, tuple[str, str]]] = {}
         self.halted: dict[str, tuple[int, int]] = {}
+        self.entries: tuple[tuple[bool, Reason | None, Effect | None], ...] = ()
 
     def tick(self, ts: int) -> int:
         self.now = ts if self.now is None else max(self.now, ts)
@@ -86,6 +93,32 @@ class Model:
         end = st["beat"] + 2 * st["hb"]
         st["lease_end"] = max(end, st.get("lease_end", end))
 
+    def _entry(
+        self, t: int, msg: MemberHeartbeat, topic: str, p: int, tenure: int, last: int, offset: int
+    ) -> tuple[bool, Reason | None, Effect | None]:
+        """One entry of a MemberHeartbeat: rules 0', 1, 3, then h and 5."""
+        if msg.group_id in self.halted:
+            return False, Reason.GROUP_HALTED, None
+        if (msg.client_id, msg.instance_id) in self.fenced:
+            return False, Reason.FENCED, None
+        pause = self.paused.get(msg.group_id)
+        if pause is not None and t < pause[0]:
+            return False, Reason.GROUP_PAUSED, None
+        st = self.parts.get((msg.group_id, topic, p))
+        me = (msg.client_id, msg.instance_id)
+        if st is None or st["holder"] != me or st.get("tenure") != tenure:
+            return False, Reason.NOT_HOLDER, None
+        beat = Heartbeat(
+            client_id=me[0],
+            instance_id=me[1],
+            group_id=msg.group_id,
+            topic=topic,
+            partition=p,
+            last_offset=last,
+            heartbeat_interval_ms=msg.heartbeat_interval_ms,
+        )
+        return self.apply(t, beat, offset)
+
     def apply(
         self, ts: int, msg: object, offset: int = 0
     ) -> tuple[bool, Reason | None, Effect | None]:
@@ -96,6 +129,12 @@ class Model:
         if isinstance(msg, Future):
             self.halted.setdefault(msg.group, (offset, msg.version))
             return False, Reason.GROUP_HALTED, None
+        if isinstance(msg, MemberHeartbeat):
+            self.entries = tuple(self._entry(t, msg, *e, offset) for e in msg.entries)
+            for ok, reason, _ in self.entries:
+                if not ok:
+                    return False, reason, None
+            return True, None, Effect.RENEWED
         if msg.group_id in self.halted:
             return False, Reason.GROUP_HALTED, None
         me = (msg.client_id, msg.instance_id)

@@ -24,6 +24,7 @@ from rationalizer import (
     Heartbeat,
     HeartbeatingTask,
     LeavingGroup,
+    MemberHeartbeat,
     ReleaseGroup,
     ReleasingPartition,
     ReleasingTask,
@@ -87,6 +88,7 @@ def _msg(
     hb: int = HB,
     key: bytes | None = None,
     tenure: int | None = None,
+    tenures: dict[int, int | None] | None = None,
 ):
     if kind == "admin_beat":  # the admin setting a position (or trying to)
         kind, w = "beat", WHO[-1]
@@ -98,6 +100,13 @@ def _msg(
         return ClaimingPartition(
             **ids, topic=TOPIC, partition=p, heartbeat_interval_ms=hb, version=version
         )
+    if kind == "beats":  # version 7: p and maybe the next partitions, each naming a tenure
+        ps = sorted({PARTS[(p + i) % len(PARTS)] for i in range(1 + (n + 1) % 3)})
+        entries = []
+        for q in ps:
+            named = (tenures or {}).get(q)
+            entries.append((TOPIC, q, max(0, n - q) if named is None else named, max(-1, n - q)))
+        return MemberHeartbeat(**ids, heartbeat_interval_ms=hb, entries=tuple(entries))
     if kind == "beat":
         msg = Heartbeat(**ids, topic=TOPIC, partition=p, last_offset=n, heartbeat_interval_ms=hb)
         return msg if key is None else sign(msg, key)
@@ -133,6 +142,7 @@ kinds = st.sampled_from(
     + ["admin_group"]
     + ["admin_beat", "admin_beat"]
     + ["task_beat", "task_beat", "task_release", "task_release6"]
+    + ["beats"] * 4
 )
 #: more task records, for the logs of the fast-lane equivalence
 task_kinds = st.sampled_from(["task_beat"] * 4 + ["task_release", "claim", "claim5", "beat"])
@@ -217,7 +227,8 @@ def logs(draw, max_size=80, tasks=False, members=False):
         # a version 6 release mostly names the tenure the key's last claim or heartbeat
         # would have begun (it may not have been accepted), else any offset
         tenure = tenures.get((g, p)) if draw(st.integers(0, 2)) else None
-        msg = _msg(kind, draw(who), g, p, n, draw(hbs), draw(auths), tenure)
+        named = {q: tenures.get((g, q)) for q in PARTS} if draw(st.integers(0, 3)) else None
+        msg = _msg(kind, draw(who), g, p, n, draw(hbs), draw(auths), tenure, named)
         if kind in ("claim6", "beat"):
             tenures[(g, p)] = offset
         if tasks and kind.startswith("task"):
@@ -330,6 +341,8 @@ def test_agrees_with_oracle_and_single_holder(records):
         got = w.apply(o, t, k, v)
         want = m.apply(t, msg, o)
         assert (got.accepted, got.reason, got.effect) == want, msg
+        if isinstance(msg, MemberHeartbeat):
+            assert [(e.accepted, e.reason, e.effect) for e in got.entries] == list(m.entries)
         for g in GROUPS:
             for p in PARTS:
                 st_ = m.parts.get((g, TOPIC, p))
@@ -381,6 +394,8 @@ class Replayers(RuleBasedStateMachine):
         got = self.w.apply(self.offset, self.t, key, value)
         want = self.m.apply(self.t, msg, self.offset)
         assert (got.accepted, got.reason, got.effect) == want
+        if isinstance(msg, MemberHeartbeat):
+            assert [(e.accepted, e.reason, e.effect) for e in got.entries] == list(self.m.entries)
         assert self.w.verdict(self.offset) == got
         self.offset += 1
         return got
@@ -409,7 +424,8 @@ class Replayers(RuleBasedStateMachine):
             g = self.admin_g  # mostly into the group the admin paused
         # a version 6 release names the partition's tenure (exact) or an offset near it
         tenure = self.m.parts.get((g, TOPIC, p), {}).get("tenure") if exact else None
-        msg = _msg(kind, w, g, p, n, hb, key, tenure)
+        named = {q: self.m.parts.get((g, TOPIC, q), {}).get("tenure") for q in PARTS}
+        msg = _msg(kind, w, g, p, n, hb, key, tenure, named if exact else None)
         self._apply(*encode(msg), msg)
 
     # (late in a run, at most once: a halted group takes no further part)

@@ -83,6 +83,7 @@ def test_the_transition_table_sends_every_partition_type_to_its_rule():
         rules.T_RELEASE_V6,
         rules.T_RELEASE_TASK_V6,
         T_CLAIMING_MESSAGES,
+        rules.T_MEMBER_BEAT,
     }
     assert (
         len({rules.T_CLAIM_V5, rules.T_CLAIM_V6, rules.T_RELEASE_V6, rules.T_RELEASE_TASK_V6}) == 4

@@ -8,6 +8,13 @@ import pytest
 from scenarios.sim import main, parse_without, run_seed
 from scenarios.sim_checks import Checks
 
+#: The experiments below show properties of protocol versions 4 to 6 and were found with
+#: members that heartbeat per partition: since version 7 (MemberHeartbeats) a member's
+#: writes, and so every seed's schedule, differ, so they run with members capped at 6
+#: (``Sim(protocol_version=6)``), which write what they wrote then. Each still passes
+#: uncapped with every property on.
+V6 = 6
+
 #: seeds on which the simulator finds the restart bug's AMO double delivery (docs/simulation.md)
 #: on its own with the restart fix off (``--without-restart-fix``, which since protocol version 4
 #: also switches off property a and c and the core's restart after a surprising verdict: each of
@@ -50,10 +57,14 @@ FENCED_LEASE_SEEDS = (7158,)
 
 @pytest.mark.parametrize("seed", FENCED_LEASE_SEEDS)
 def test_two_clients_at_once_are_found_without_the_fenced_lease(seed):
-    assert run_seed(seed, without=frozenset({"fenced_lease"})).violations == ()
-    without = run_seed(seed, without=frozenset({"fenced_lease", "release_tenure"}), trace=True)
+    cap = {"protocol_version": V6}
+    assert run_seed(seed, without=frozenset({"fenced_lease"}), **cap).violations == ()
+    without = run_seed(
+        seed, without=frozenset({"fenced_lease", "release_tenure"}), trace=True, **cap
+    )
     assert any("handed out by" in v and "at once" in v for v in without.violations)
     assert any("accepted restart_takeover" in line for line in without.trace)
+    assert run_seed(seed, **cap).violations == ()
     assert run_seed(seed).violations == ()
 
 
@@ -81,9 +92,10 @@ LATE_TASK_RELEASE_SEEDS = (56,)
     + [(s, "release_tenure") for s in LATE_TASK_RELEASE_SEEDS],
 )
 def test_positions_move_back_without_version_6(seed, rule):
-    without = run_seed(seed, without=frozenset({"idempotent-writes", rule}))
+    without = run_seed(seed, without=frozenset({"idempotent-writes", rule}), protocol_version=V6)
     assert any("moved back" in v for v in without.violations), without.violations
-    assert run_seed(seed, without=frozenset({"idempotent-writes"})).violations == ()
+    fixed = run_seed(seed, without=frozenset({"idempotent-writes"}), protocol_version=V6)
+    assert fixed.violations == ()
 
 
 def test_a_few_hundred_seeds_hold_every_invariant():
@@ -102,7 +114,7 @@ def test_a_seed_replays_exactly():
 
 @pytest.mark.parametrize("seed", RESTART_BUG_SEEDS)
 def test_the_restart_double_delivery_is_found_without_the_fix(seed):
-    without = run_seed(seed, fix=False, without=RESTART_BUG_TRANSPORT)
+    without = run_seed(seed, fix=False, without=RESTART_BUG_TRANSPORT, protocol_version=V6)
     assert any("handed out twice" in v for v in without.violations)
     assert run_seed(seed).violations == ()
 

@@ -1,5 +1,5 @@
 """The simulator's upgrade schedule (scenarios/sim_upgrade.py, issue 33 item 8): rolling
-restarts capped 4 -> 5 -> 6 with snapshots and truncation on, publishers of every version,
+restarts capped 4 -> 5 -> 6 -> 7 with snapshots and truncation on, publishers of every version,
 and rule 1 (a replayer restores only a snapshot of its own rules) switched off to show the
 F1 split brain."""
 
@@ -71,17 +71,22 @@ def test_about_one_seed_in_five_upgrades_and_only_seeds_the_bounded_schedule_lef
 
 
 @pytest.mark.parametrize("seed", [6, 11])
-def test_an_upgrade_seed_rolls_4_5_6_publishes_every_version_and_refuses_the_old(seed):
+def test_an_upgrade_seed_rolls_4_5_6_7_publishes_every_version_and_refuses_the_old(seed):
     result = run_seed(seed, trace=True)
     assert result.violations == ()
     rollouts, restarts, old_snapshots, passed_over = result.upgrade
-    assert rollouts == 2 and restarts >= 2 and old_snapshots > 0 and passed_over > 0
+    assert rollouts == 3 and restarts >= 3 and old_snapshots > 0 and passed_over > 0
     trace = "\n".join(result.trace)
     assert "ROLLING RESTART to protocol version 5" in trace
     assert "ROLLING RESTART to 6 done" in trace
+    assert "ROLLING RESTART to 7 done" in trace
+    # version 7 members heartbeat with MemberHeartbeats, and only they (after the rollout)
+    assert trace.index("sends heartbeat MemberHeartbeat") > trace.index(
+        "ROLLING RESTART to protocol version 7"
+    )
     assert "publishes as version 4 (rules 4)" in trace
     restores = [line for line in result.trace if " restores cp" in line]
-    assert restores and all("(rules 6)" in line for line in restores)
+    assert restores and all("(rules 7)" in line for line in restores)
 
 
 @pytest.mark.parametrize("seed", F1_SEEDS)
@@ -96,4 +101,4 @@ def test_without_rule_1_a_cold_start_from_a_version_4_snapshot_splits_the_group(
 def test_the_summary_line_counts_the_upgrade_seeds(capsys):
     assert main(["--seeds", "12", "--first", "0"]) == 0
     out = capsys.readouterr().out
-    assert "upgrade seeds: 4 (8 rolling restarts done" in out, out
+    assert "upgrade seeds: 4 (12 rolling restarts done" in out, out
