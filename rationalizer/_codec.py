@@ -42,6 +42,7 @@ from ._messages import (
 )
 from ._varint import read_uvarint, read_varints, uvarint
 
+_native_varints: Callable[[bytes, int, int], tuple[list[int], int] | None] | None
 try:  # the C reader of many varints (setup.py builds it); else the Python one, the same
     from ._vectors import varints as _native_varints
 except ImportError:  # pragma: no cover - an unbuilt tree

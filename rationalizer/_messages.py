@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 import attrs
 
@@ -527,7 +527,7 @@ BeatEntry = tuple[str, int, int, int]
 def _check_beat_entries(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     ok = type(value) is tuple and 1 <= len(value) <= MAX_BEAT_ENTRIES
     previous: tuple[str, int] | None = None
-    for item in value if ok else ():  # type: ignore[union-attr]  # (a tuple when ok)
+    for item in cast("tuple[object, ...]", value) if ok else ():  # (a tuple when ok)
         if not (
             type(item) is tuple
             and len(item) == 4

@@ -2,3 +2,8 @@
 def read(
     layout: tuple, value: bytes, at: int, /
 ) -> tuple[tuple[tuple[str, int], ...], int, int] | None: ...
+
+# The C reader of a version 7 MemberHeartbeat's numbers (varint.read_varints in Python):
+# ``count`` minimal varints of at most 2^63 at ``value[at:]`` and the position after them,
+# or None for anything else.
+def varints(value: bytes, at: int, count: int, /) -> tuple[list[int], int] | None: ...

@@ -509,7 +509,7 @@ class WorldState(WorldQueries):
         heartbeat = self._rules.heartbeat
         takeovers = self._takeovers
         parts = self._parts
-        verdicts = []
+        verdicts: list[Verdict] = []
         push = verdicts.append
         topic_bytes = b""
         last_topic = ""

@@ -503,7 +503,7 @@ class PartitionAudit(MemberBeatsFold):
         k = (group, outcome, reason)
         self._counts[k] = self._counts.get(k, 0) + 1
 
-    def _number(self, key: bytes, value: bytes | None) -> int:
+    def _number(self, key: bytes, value: bytes | int | None) -> int:
         """The data offset an accepted record carried (it decoded once already): for a task
         record (version 3) the scalar of its vector, which is what the world records.
 
@@ -511,8 +511,8 @@ class PartitionAudit(MemberBeatsFold):
         it); anything else is decoded, memoised by value."""
         if value is None:
             return -1
-        if value.__class__ is int:  # a MemberHeartbeat's entry: its position itself
-            return value  # type: ignore[return-value]  # (an int, as tested)
+        if isinstance(value, int):  # a MemberHeartbeat's entry: its position itself
+            return value
         if value[0] == VERSION_1 and value[1] in _NUMBERED:
             return _I64.unpack_from(value, 2)[0]
         numbers = self._numbers

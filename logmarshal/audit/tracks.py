@@ -101,7 +101,9 @@ class Track:
         self.ended: Interval | None = None
         #: values of the accepted records that last set last_offset / claimed_through; both
         #: None exactly while the partition has no position (a claim alone sets none)
-        self.last_ref: bytes | None = None
+        #: the accepted record that set the position (bytes), or a MemberHeartbeat entry's
+        #: position itself (an int: the entry has no bytes of its own)
+        self.last_ref: bytes | int | None = None
         self.claimed_ref: bytes | None = None
         #: the open claim's tenure floor (PROTOCOL.md "Version 4", property b): its release
         #: gives nothing back below it
