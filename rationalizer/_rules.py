@@ -197,8 +197,9 @@ class Rules:
         return part.tenure >= 0 and (part.floor is None or last_offset >= part.floor)
 
     def beats_in_tenure(self, part: PartitionEntry, tenure: int) -> bool:
-        """Property h (version 7): a MemberHeartbeat's entry renews the holder's lease only
-        in the tenure it names (an unnamed tenure is never named: ``tenure`` is >= 0)."""
+        """Property h (version 7): a MemberHeartbeat's entry renews the holder's lease, or
+        takes the partition over for a newer instance of the holder's client, only in the
+        tenure it names (an unnamed tenure is never named: ``tenure`` is >= 0)."""
         return tenure == part.tenure
 
     # ------------------------------------------------------------------ the dispatch
@@ -483,13 +484,14 @@ class Rules:
         takeovers: dict[str, Verdict],
         offset: int = -1,
     ) -> Verdict:
-        """Rule 5 for one entry of a version 7 MemberHeartbeat, naming ``tenure``: from the
-        holder in that tenure (property h, :meth:`beats_in_tenure`) it is judged exactly as
-        the holder's Heartbeat at ``last_offset`` (:meth:`heartbeat`: RENEWED or RENEWED_LATE,
-        property g); from anyone else, or in another tenure (an earlier tenure's entry that
-        landed late, an unnamed tenure, no holder) NOT_HOLDER, nothing changes. An entry never
-        takes a partition over: a restart takeover is a Heartbeat of its own."""
-        if part is None or part.holder != sender or not self.beats_in_tenure(part, tenure):
+        """Rule 5 for one entry of a version 7 MemberHeartbeat, naming ``tenure``: in the
+        partition's tenure (property h, :meth:`beats_in_tenure`) it is judged exactly as
+        ``sender``'s Heartbeat at ``last_offset`` (:meth:`heartbeat`): the holder's renews
+        (RENEWED or RENEWED_LATE, property g), a newer instance's of the holder's client is
+        a restart takeover (property a; the new tenure is named by the record's ``offset``),
+        anyone else's NOT_HOLDER; in another tenure (an earlier tenure's entry that landed
+        late, a takeover too, an unnamed tenure, no holder) NOT_HOLDER, nothing changes."""
+        if part is None or not self.beats_in_tenure(part, tenure):
             return _NOT_HOLDER
         return self.heartbeat(part, sender, now, last_offset, hb, fenced, takeovers, None, offset)
 

@@ -52,10 +52,10 @@ class Model:
     last named tenure that a release or a ReleaseGroup ended (audit only), cleared by a
     claim.
     Version 7: a MemberHeartbeat's entries are judged one by one, each as its sender's
-    Heartbeat of that partition, but only from the holder in the tenure it names (property
-    h; never a restart takeover); ``entries`` holds the last one's per-entry outcomes, and
-    :meth:`apply` answers the sum (accepted RENEWED if all were, else the first
-    rejection)."""
+    Heartbeat of that partition (a renewal, or a restart takeover from a newer instance of the
+    holder's client), but only in the tenure it names (property h); ``entries`` holds the
+    last one's per-entry outcomes, and :meth:`apply` answers the sum (accepted RENEWED if
+    all were, else the first rejection)."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -106,7 +106,7 @@ class Model:
             return False, Reason.GROUP_PAUSED, None
         st = self.parts.get((msg.group_id, topic, p))
         me = (msg.client_id, msg.instance_id)
-        if st is None or st["holder"] != me or st.get("tenure") != tenure:
+        if st is None or st.get("tenure") != tenure:  # (property h: in the tenure it names)
             return False, Reason.NOT_HOLDER, None
         beat = Heartbeat(
             client_id=me[0],

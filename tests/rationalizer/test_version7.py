@@ -32,6 +32,7 @@ from rationalizer._varint import uvarint
 from scenarios.sim_rules import rules_without
 
 from .helpers import Log, beat, claim, claim_msgs, ids, release_group
+from .model import Model
 
 HBL = 100
 
@@ -214,15 +215,103 @@ def test_an_entry_is_judged_as_its_partitions_heartbeat():
     assert seen[1] is RENEWED_KEPT and seen[2].effect is Effect.RENEWED_LATE
 
 
-def test_an_entry_never_takes_over():
-    """A Heartbeat of another instance of the holder's client is a restart takeover; an
-    entry naming the tenure is NOT_HOLDER and fences nobody."""
+def _judged(msgs: list[tuple[object, int]], rules=None) -> list[tuple]:
+    """Each record's entries' outcomes ``(accepted, reason, effect)`` (a MemberHeartbeat) or
+    its own, replayed by ``apply`` one at a time, by ``apply_many`` at once and, with the
+    production rules, by the reference model: all three must agree."""
+    records = [(i, t, *encode(msg)) for i, (msg, t) in enumerate(msgs)]  # type: ignore[arg-type]
+    one = WorldState(rules=rules) if rules else WorldState()
+    many = WorldState(rules=rules) if rules else WorldState()
+    by_one = [one.apply(*r) for r in records]
+    by_many = many.apply_many(records)
+    assert by_many == by_one and many.to_bytes() == one.to_bytes()
+
+    def outcomes(v) -> tuple:
+        return tuple((e.accepted, e.reason, e.effect) for e in (v.entries or (v,)))
+
+    got = [outcomes(v) for v in by_one]
+    assert [outcomes(v) for v in by_many] == got
+    if rules is None:
+        model = Model()
+        want = []
+        for i, (msg, t) in enumerate(msgs):
+            whole = model.apply(t, msg, i)
+            want.append(model.entries if isinstance(msg, MemberHeartbeat) else (whole,))
+        assert got == want
+    return got
+
+
+def test_a_takeover_entry_naming_the_tenure_is_a_restart_takeover():
+    """Property h: an entry of a newer instance of the holder's client naming the
+    partition's tenure is judged as rule 5's restart takeover (property a: it carries the
+    position; the new tenure is named by the record's offset); naming another tenure, or
+    carrying less than the position, it is NOT_HOLDER and fences nobody."""
+    ok, not_holder = (True, None, Effect.RENEWED), (False, Reason.NOT_HOLDER, None)
+    took = (True, None, Effect.RESTART_TAKEOVER)
+    got = _judged(
+        [
+            (claim("a:1", hb=HBL, version=6), 0),  # 0: tenure 0
+            (beats("a:1", (0, 0, 50)), 1),  # 1
+            (beats("a:2", (0, 1, 60)), 2),  # 2: names no tenure of partition 0
+            (beats("a:2", (0, 0, 40)), 3),  # 3: below the position (property a)
+            (beats("a:2", (0, 0, 60)), 4),  # 4: the restart takeover, tenure 4
+            (beats("a:2", (0, 0, 61)), 5),  # 5: the tenure it ended
+            (beats("a:2", (0, 4, 62)), 6),  # 6: its own tenure
+            (beats("a:1", (0, 0, 70)), 7),  # 7: fenced
+            (beats("a:3", (0, 0, 70)), 8),  # 8: a later takeover of an earlier tenure
+        ]
+    )
+    assert got[1:] == [
+        (ok,),
+        (not_holder,),
+        (not_holder,),
+        (took,),
+        (not_holder,),
+        (ok,),
+        ((False, Reason.FENCED, None),),
+        (not_holder,),
+    ]
     log = Log()
     log.put(claim("a:1", hb=HBL, version=6), 0)
-    v = log.put(beats("a:2", (0, 0, 5)), 10)
-    assert v.entries[0].reason is Reason.NOT_HOLDER
-    assert log.w.holder("g", "orders", 0) == ("a", "1")
-    assert not log.w.is_fenced("a", "1")
+    log.put(beats("a:1", (0, 0, 50)), 1)
+    assert log.put(beats("a:2", (0, 1, 60)), 2).entries[0].reason is Reason.NOT_HOLDER
+    assert not log.w.is_fenced("a", "1")  # a rejected entry fences nobody
+    v = log.put(beats("a:2", (0, 0, 60)), 3).entries[0]
+    assert v.effect is Effect.RESTART_TAKEOVER and v.previous_holder == ("a", "1")
+    assert log.w.holder("g", "orders", 0) == ("a", "2") and log.w.is_fenced("a", "1")
+    assert log.w.resume_offset("g", "orders", 0) == 61
+    assert log.put(beats("a:2", (0, 3, 65)), 4).accepted  # the takeover's offset names it
+
+
+def test_a_late_takeover_entry_naming_an_earlier_tenure_is_not_holder():
+    """Issue 33 item 4, the takeover (seed 231 of ``python -m scenarios.sim --without
+    idempotent-writes``): a:2's restart takeover of a:1's tenure 0, carrying 100, is
+    overtaken in the transport; a:1 releases at 150, a:2 claims again (tenure 3, floor 150)
+    and heartbeats 160, then the takeover lands. It names tenure 0: NOT_HOLDER. Without
+    property h it is judged as tenure 3's holder's heartbeat: below the floor, a reset to
+    100."""
+    from .test_version6 import release6
+
+    msgs = [
+        (claim("a:1", hb=HBL, version=6), 0),  # tenure 0
+        (beats("a:1", (0, 0, 90)), 1),
+        (release6("a:1", 150, 0), 2),
+        (claim("a:2", hb=HBL, version=6), 3),  # tenure 3
+        (beats("a:2", (0, 3, 160)), 4),
+        (beats("a:2", (0, 0, 100)), 5),  # the late takeover
+    ]
+    for without, late, want in (
+        (frozenset(), (False, Reason.NOT_HOLDER, None), 160),
+        (frozenset({"member_tenure"}), (True, None, Effect.RENEWED), 100),
+    ):
+        got = _judged(msgs, rules_without(without) if without else None)
+        assert got[-1] == (late,)
+        log = Log()
+        log.w = WorldState(rules=rules_without(without))
+        for msg, t in msgs:
+            log.put(msg, t)
+        assert log.w.partition_state("g", "orders", 0).last_offset == want
+        assert log.w.holder("g", "orders", 0) == ("a", "2")
 
 
 def test_whole_record_rules_give_every_entry_the_same_verdict():
