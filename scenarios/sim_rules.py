@@ -23,7 +23,7 @@ PROPERTIES = {
     "fenced_lease": "lease_runs",  # e: a claim waits out a lease the log took away early
     "release_tenure": "names_tenure",  # f: a release ends only the tenure it names
     "late_heartbeat": "keeps_position",  # g: a late heartbeat does not move the position
-    "member_tenure": "beats_in_tenure",  # h: a member heartbeat's entry names its tenure
+    "member_tenure": "beats_in_tenure",  # h: a member heartbeat's entry (renewal, takeover) names its tenure
 }
 
 
@@ -64,7 +64,8 @@ class RulesWithout(Rules):
         return "late_heartbeat" not in self.without and super().keeps_position(part, last_offset)
 
     def beats_in_tenure(self, part: PartitionEntry, tenure: int) -> bool:
-        # (an entry is then judged as its sender's Heartbeat, whichever tenure it names)
+        # (an entry, a restart takeover's too, is then judged as its sender's Heartbeat,
+        # whichever tenure it names)
         return "member_tenure" in self.without or super().beats_in_tenure(part, tenure)
 
 

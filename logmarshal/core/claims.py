@@ -32,6 +32,9 @@ from rationalizer import (
     FRESH,
     Claim,
     ClaimingPartition,
+    Heartbeat,
+    HeartbeatingTask,
+    MemberHeartbeat,
     Reason,
     Verdict,
     WorldState,
@@ -302,8 +305,20 @@ def take_over(
     until: int | None = None,
 ) -> None:
     """Write the restart takeover of ``key`` from ``previous``: a heartbeat of ours carrying
-    the position the replay shows (``until``: a try again, see :func:`retake`)."""
-    msg = heartbeat_record(st, key, position)
+    the position the replay shows (``until``: a try again, see :func:`retake`). Capped at 7
+    or more, the takeover of a named tenure (no task) is a MemberHeartbeat of that one entry
+    naming it (property h), so that if it lands late, in a later tenure (even one of ours),
+    it is NOT_HOLDER instead of that tenure's heartbeat; else a version 1 (3) heartbeat."""
+    beat = heartbeat_record(st, key, position)
+    msg: Heartbeat | HeartbeatingTask | MemberHeartbeat = beat
+    if st.options.protocol_version >= 7 and isinstance(position, int):
+        state = st.worlds[cp].partition_state(st.options.group_id, *key)
+        if state is not None and state.holder == previous and state.tenure is not None:
+            msg = MemberHeartbeat(
+                **ids(st),
+                heartbeat_interval_ms=st.options.heartbeat_interval_ms,
+                entries=((key[0], key[1], state.tenure, position),),
+            )
     vec = position if isinstance(position, tuple) else ()
     p = Pending(
         "takeover",
@@ -311,7 +326,7 @@ def take_over(
         key[1],
         cp,
         now,
-        msg.last_offset,
+        beat.last_offset,
         positions=vec,
         previous=previous,
         until=until,

@@ -81,6 +81,8 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
     if p.kind == "takeover":
         if st.closing or st.fenced:
             return
+        if len(v.entries) == 1:  # a MemberHeartbeat's one entry (version 7): its verdict
+            v = v.entries[0]
         if v.accepted and held is None:
             _took_back(st, now, p, out)
         elif not v.accepted:
