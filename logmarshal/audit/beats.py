@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 from rationalizer import (
     MESSAGE_NAMES,
     Effect,
+    Heartbeat,
     MemberHeartbeat,
     Reason,
     Verdict,
+    encode,
     record_key,
 )
 from rationalizer._rules import RENEWED_KEPT, RENEWED_LATE_KEPT
@@ -45,13 +47,18 @@ class MemberBeatsFold:
 
     def _count(self, group: str | None, outcome: str, reason: str) -> None: ...  # (the fold's)
 
+    def _rare(
+        self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict
+    ) -> None: ...  # (the fold's)
+
     def _member_beats(
         self, off: int, now: int, key: bytes | None, value: bytes | None, v: Verdict
     ) -> None:
         """A version 7 MemberHeartbeat: each entry is folded and counted as its partition's
         Heartbeat with the entry's verdict (PROTOCOL.md, "Version 7"): an accepted one renews
-        the partition's open interval (its position, unless property g kept it), a rejected
-        one is counted and, as a Heartbeat's, listed (message type ``member_heartbeat``)."""
+        the partition's open interval (its position, unless property g kept it), or is a
+        restart takeover (property h), folded as that Heartbeat's; a rejected one is counted
+        and, as a Heartbeat's, listed (message type ``member_heartbeat``)."""
         msg = self._decode(key, value)
         assert isinstance(msg, MemberHeartbeat)  # (it has entries: the world decoded it)
         counted = now >= self._since
@@ -61,7 +68,19 @@ class MemberBeatsFold:
             if not ev.accepted:
                 self._reject_entry(off, now, group, sender, topic, partition, ev)
                 continue
-            t = self._tracks[pkey]  # (only a holder's entries are accepted: its claim's)
+            if ev.effect is Effect.RESTART_TAKEOVER:  # (property h: a takeover's entry)
+                beat = Heartbeat(
+                    client_id=sender[0],
+                    instance_id=sender[1],
+                    group_id=group,
+                    topic=topic,
+                    partition=partition,
+                    last_offset=last,
+                    heartbeat_interval_ms=msg.heartbeat_interval_ms,
+                )
+                self._rare(off, now, *encode(beat), ev)  # folded as that Heartbeat's takeover
+                continue
+            t = self._tracks[pkey]  # (else a holder's renewal: its claim's)
             self._sync(t)
             c = t.open
             assert c is not None

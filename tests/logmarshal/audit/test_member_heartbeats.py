@@ -80,3 +80,37 @@ def test_entries_are_folded_as_heartbeats(fold):
 
 def test_both_folds_agree():
     assert _rows(True, PartitionAudit) == _rows(True, ColumnarAudit)
+
+
+def _takeover_log(member: bool) -> list[tuple[int, int, bytes, bytes]]:
+    """a:1 claims t/0 (tenure 0) and heartbeats 10; a:2 takes it over at 20 (property h: an
+    entry naming tenure 0, or a version 1 Heartbeat) and heartbeats 30 in its own tenure."""
+    new = {**ME, "instance_id": "2"}
+
+    def beat(who: dict, last: int, tenure: int) -> object:
+        if member:
+            entries = (("t", 0, tenure, last),)
+            return MemberHeartbeat(**who, heartbeat_interval_ms=1000, entries=entries)
+        return Heartbeat(
+            **who, topic="t", partition=0, last_offset=last, heartbeat_interval_ms=1000
+        )
+
+    msgs = [_claim(0), beat(ME, 10, 0), beat(new, 20, 0), beat(new, 30, 2)]
+    return [(o, 1000 + 100 * o, *encode(m)) for o, m in enumerate(msgs)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fold", [PartitionAudit, ColumnarAudit], ids=["per-record", "columnar"])
+def test_a_takeover_entry_is_folded_as_the_heartbeats_takeover(fold):
+    beats = audit_records({0: _takeover_log(True)}, ReplayConfig(), fold=fold)
+    plain = audit_records({0: _takeover_log(False)}, ReplayConfig(), fold=fold)
+    verdicts = {(g, o, r): n for g, o, r, n in beats["verdicts"]}
+    assert verdicts[("g", "accepted", "restart_takeover")] == 1
+    assert verdicts == {(g, o, r): n for g, o, r, n in plain["verdicts"]}
+    assert beats["violations"] == plain["violations"] == []
+    cols = [0, 1, 2, 4, 5, 7, 8, 9]
+    assert [[r[i] for i in cols] for r in beats["positions"]] == [
+        [r[i] for i in cols] for r in plain["positions"]
+    ]
+    assert [r[7] for r in beats["positions"]] == [30]
+    assert beats["failovers"] == plain["failovers"] != []
+    assert [r[-5] for r in beats["heartbeat_gaps"]] == [r[-5] for r in plain["heartbeat_gaps"]]
