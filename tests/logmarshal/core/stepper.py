@@ -217,6 +217,8 @@ class Group:
 def _verdict(v: object) -> str:
     if v is None:
         return "?"
+    if len(getattr(v, "entries", ())) == 1:  # a one-entry MemberHeartbeat: its entry's
+        v = v.entries[0]  # type: ignore[attr-defined]
     if v.accepted:  # type: ignore[attr-defined]
         return f"accepted {v.effect.value}"  # type: ignore[attr-defined]
     return f"rejected {v.reason.value}"  # type: ignore[attr-defined]

@@ -22,8 +22,10 @@ from rationalizer._rules import stale_from
 
 from .stepper import GROUP, HB, TOPIC, Group, Member, describe
 
-REFUSED = "Heartbeat ('c1', 'i2'): rejected not_holder"
-TAKEN = "Heartbeat ('c1', 'i2'): accepted restart_takeover"
+#: (a cap-7 takeover of a named tenure is a one-entry MemberHeartbeat naming it, property h;
+#: the stepper shows its entry's verdict)
+REFUSED = "MemberHeartbeat ('c1', 'i2'): rejected not_holder"
+TAKEN = "MemberHeartbeat ('c1', 'i2'): accepted restart_takeover"
 
 
 def _takeovers(m: Member) -> list[int]:
