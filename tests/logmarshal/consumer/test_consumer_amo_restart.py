@@ -23,14 +23,15 @@ from typing import Any
 
 from logmarshal.consumer import Consumer
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
-from rationalizer import Heartbeat, Reason, Verdict, decode
+from rationalizer import Heartbeat, MemberHeartbeat, Reason, Verdict, decode
 
 from ..consumer_world import TOPIC, drain, produce, wait_until
 
 
 class BeforeFirstHeartbeat:
     """The shared cluster, except that ``hook`` runs once, just before this member's first
-    Heartbeat reaches the log (the restart's takeover)."""
+    heartbeat reaches the log (the restart's takeover: since protocol version 7 a
+    MemberHeartbeat of one entry naming the tenure it takes over, property h)."""
 
     def __init__(self, cluster: Any, hook: Any) -> None:
         self._cluster = cluster
@@ -45,7 +46,7 @@ class BeforeFirstHeartbeat:
         if (
             topic == COORDINATION_TOPIC
             and not self._done.is_set()
-            and isinstance(decode(records[0].key, records[0].value), Heartbeat)
+            and isinstance(decode(records[0].key, records[0].value), Heartbeat | MemberHeartbeat)
         ):
             self._done.set()
             self._hook()
@@ -100,9 +101,11 @@ def _reserved(consumer: Consumer) -> int | None:
 
 
 def _takeover_verdict(marshaler: Marshaler, wrapped: BeforeFirstHeartbeat) -> Verdict | None:
-    """The verdict of the new instance's first heartbeat (its takeover), once replayed."""
+    """The verdict of the new instance's first heartbeat (its takeover), once replayed (a
+    MemberHeartbeat's: its one entry's)."""
     if wrapped.landed is None:
         return None
     cp, offset = wrapped.landed
     world = marshaler.worlds()[cp]
-    return world.verdict(offset) if world.applied_through >= offset else None
+    v = world.verdict(offset) if world.applied_through >= offset else None
+    return v.entries[0] if v is not None and len(v.entries) == 1 else v
