@@ -556,9 +556,9 @@ class MemberHeartbeat:
     """Version 7: one member's heartbeat of every partition it holds in one coordination
     partition (PROTOCOL.md, "Version 7"). Each entry ``(topic, partition, tenure,
     last_offset)`` is judged as a :class:`Heartbeat` of that partition would be (rule 5,
-    property g), and only in the tenure it names (property h: the offset of the claim or
-    restart takeover that began it); an entry never takes a partition over. Its verdict
-    is one per entry (``Verdict.entries``)."""
+    property g; a newer instance's of the holder's client is a restart takeover), and only
+    in the tenure it names (property h: the offset of the claim or restart takeover that
+    began it). Its verdict is one per entry (``Verdict.entries``)."""
 
     client_id: str = _id()
     instance_id: str = _id()
