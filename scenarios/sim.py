@@ -121,6 +121,7 @@ from logmarshal.core.state import SharedTargets
 from rationalizer import (
     Heartbeat,
     ReleaseGroup,
+    Verdict,
     WorldState,
     coordination_partition,
     decode,
@@ -1121,12 +1122,18 @@ def _short(msg: object) -> str:
     return f"{name} {' '.join(fields)}"
 
 
-def _verdict(v: object) -> str:
+def _verdict(v: Verdict | None) -> str:
+    """A verdict for the trace: a MemberHeartbeat's of one entry (a takeover's, say) is its
+    entry's; of several, the sum, then each entry's where the sum hides what one did."""
     if v is None:
         return "?"
-    if v.accepted:  # type: ignore[attr-defined]
-        return f"accepted {v.effect.value}"  # type: ignore[attr-defined]
-    return f"rejected {v.reason.value}"  # type: ignore[attr-defined]
+    entries = v.entries
+    if len(entries) == 1:
+        return _verdict(entries[0])
+    said = f"accepted {v.effect.value}" if v.accepted else f"rejected {v.reason.value}"  # type: ignore[union-attr]
+    if any(_verdict(e) != said for e in entries):
+        said += f" [{', '.join(map(_verdict, entries))}]"
+    return said
 
 
 def run_seed(
