@@ -35,6 +35,8 @@ def test_tiny_fleet_converges_in_every_phase() -> None:
     assert float(crash.split()[0]) >= 2.0, crash
     # records/s, heartbeats / announcements per HB, µs per record: numbers, not dashes
     assert re.fullmatch(r"[\d,]+", cells[5]), cells[5]
-    assert re.fullmatch(r"[\d,]+ / [\d,]+", cells[6]), cells[6]
+    # heartbeat records per HB / coordination partitions; version 7 names the partitions its
+    # MemberHeartbeats carried
+    assert re.fullmatch(r"[\d,]+( \([\d,]+ partitions\))? / [\d,]+", cells[6]), cells[6]
     assert float(cells[7].split()[0]) > 0, cells[7]
     assert "stopped" not in done.stdout, done.stdout

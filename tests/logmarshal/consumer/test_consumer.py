@@ -11,7 +11,7 @@ from logmarshal.clock import ManualClock
 from logmarshal.consumer import Consumer
 from logmarshal.errors import ClosedError
 from logmarshal.marshaler import Marshaler
-from rationalizer import Effect, Heartbeat, decode
+from rationalizer import Effect, Heartbeat, MemberHeartbeat, decode
 
 from ..consumer_world import (
     TOPIC,
@@ -217,7 +217,9 @@ class _GatedMarshaler(Marshaler):
         self.blocked = threading.Event()
 
     def write_records(self, cp: int, records):
-        gated = self.every_write or any(isinstance(decode(*r), Heartbeat) for r in records)
+        gated = self.every_write or any(
+            isinstance(decode(*r), Heartbeat | MemberHeartbeat) for r in records
+        )
         if gated and not self.gate.is_set():
             self.blocked.set()
             self.gate.wait(10)

@@ -10,20 +10,30 @@ from typing import Any
 from logmarshal import EmbeddedCluster, Marshaler
 from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.consumer import Consumer
+from rationalizer import Heartbeat, MemberHeartbeat, decode
 
 from ..consumer_world import wait_until
 
 
 class _CountingWrites:
-    """The cluster, counting the records of each coordination write."""
+    """The cluster, counting what each coordination write carries: a record counts one, a
+    MemberHeartbeat (version 7) its entries; ``beats`` and ``entries`` count the heartbeat
+    records and the partitions they carried."""
 
     def __init__(self, inner: EmbeddedCluster) -> None:
         self._inner = inner
         self.writes: list[int] = []
+        self.beats: list[int] = []
+        self.entries: list[int] = []
 
     def produce(self, topic: str, partition: int, records: Any, **kw: Any) -> Any:
         if topic == COORDINATION_TOPIC:
-            self.writes.append(len(records))
+            msgs = [decode(r.key, r.value) for r in records]
+            beats = [m for m in msgs if isinstance(m, Heartbeat | MemberHeartbeat)]
+            carried = sum(len(getattr(m, "entries", (m,))) for m in beats)
+            self.writes.append(len(msgs) - len(beats) + carried)
+            self.beats.append(len(beats))
+            self.entries.append(carried)
         return self._inner.produce(topic, partition, records, **kw)
 
     def __getattr__(self, name: str) -> Any:
@@ -48,3 +58,6 @@ def test_heartbeats_go_out_in_passes(tmp_path) -> None:
     # 32 heartbeats every 0.26 s over 8 coordination partitions (and an announcement every
     # HB/3): one record a write would be ~135 writes; passes put ~4 in each
     assert writes and sum(writes) / len(writes) >= 2, writes
+    # version 7: a pass's heartbeats of a coordination partition are one MemberHeartbeat
+    # (4 partitions each here; a Heartbeat each would be 1)
+    assert sum(cluster.entries) >= 3 * sum(cluster.beats) > 0, (cluster.entries, cluster.beats)

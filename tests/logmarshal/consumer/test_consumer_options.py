@@ -17,7 +17,7 @@ from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordi
 from logmarshal.consumer import Consumer, NoPosition
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.retry import HandlerFailed, RetryPolicy
-from rationalizer import Effect, Heartbeat, ReleaseGroup, decode, encode
+from rationalizer import Effect, Heartbeat, MemberHeartbeat, ReleaseGroup, decode, encode
 
 from ..consumer_world import (
     TOPIC,
@@ -40,7 +40,10 @@ class _LostHeartbeat(Marshaler):
         self.failures = 1
 
     def write_records(self, cp: int, records):
-        if any(isinstance(decode(*r), Heartbeat) for r in records) and self.failures:
+        if (
+            any(isinstance(decode(*r), Heartbeat | MemberHeartbeat) for r in records)
+            and self.failures
+        ):
             self.failures -= 1
             raise OSError("connection reset")
         return super().write_records(cp, records)
