@@ -123,19 +123,43 @@ class LossChecking:
             return last[0], changed
         return None
 
+    def replayed_to(self, cp: int) -> int:
+        """The next offset the replay of ``cp`` applies: a write sent now lands at or past it
+        in a log that keeps what it acknowledged (:meth:`mark_written`)."""
+        tail = self._tails[cp]
+        with tail.cond:
+            return tail.next_offset
+
     def mark_written(
-        self, cp: int, offsets: Sequence[int], records: Sequence[tuple[bytes, bytes]]
+        self,
+        cp: int,
+        offsets: Sequence[int],
+        records: Sequence[tuple[bytes, bytes]],
+        sent_at: int = 0,
     ) -> None:
         """Where records this process wrote to ``cp`` landed: the replay checks the log holds
         them there when it reaches them. A write the log acknowledged and then lost (an
         unclean leader election) leaves another record at its offset, whose verdict a
         member would otherwise read as its own. If the replay passed an offset already, the
-        log is read there now."""
+        log is read there now. ``sent_at`` is :meth:`replayed_to` when the write was sent:
+        a record landing below it took an offset whose record the replay had applied
+        already, so the log went back, whatever it holds there now (our own record, whose
+        verdict the replay's world holds of the record it applied there)."""
         if not self._check_rewind:
             return
         tail = self._tails[cp]
         passed = []
         lost = None
+        below = [o for o in offsets if o < sent_at]
+        if below:
+            self._rewound(
+                tail,
+                sent_at,
+                below[0],
+                f"the log acknowledged a record this process wrote at {below[0]}, below offset "
+                f"{sent_at} its replay had reached when it was sent",
+            )
+            return
         with tail.cond:
             if tail.halt is not None and tail.halt.why == "rewound":
                 return

@@ -439,6 +439,7 @@ class Marshaler:
         if self._closed.is_set():
             raise ClosedError("the marshaler is closed")
         now = self.now_ms()
+        sent_at = self._tailer.replayed_to(cp)  # a record landing below it: the log went back
         result = self._cluster.produce(
             COORDINATION_TOPIC,
             cp,
@@ -447,7 +448,7 @@ class Marshaler:
         )
         offsets = result.offsets
         self._tailer.mark_own(cp, offsets)
-        self._tailer.mark_written(cp, offsets, records)
+        self._tailer.mark_written(cp, offsets, records, sent_at)
         if any(len(value) < 2 or value[1] not in _ROUTINE for _, value in records):
             # a claim or a release: its verdict is awaited, the replay skips its linger
             self._tailer.hurry(cp)

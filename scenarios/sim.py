@@ -164,6 +164,7 @@ FIXES = (
         "restart-fix",
         "idempotent-writes",
         "rewind-check",
+        "landed-below",
         "announce",
         "gap-refusal",
         "snapshot-rules",
@@ -310,6 +311,10 @@ class Sim:
         self.fifo = "idempotent-writes" not in self.without
         #: replays notice a log that went back (``--without rewind-check``: they do not)
         self.check_rewind = "rewind-check" not in self.without
+        #: a write that lands below the offset its sender's replay had reached when it was
+        #: sent shows the log went back (``--without landed-below``: only what the log holds
+        #: there now is compared, and our own record there passes)
+        self.check_landed_below = "landed-below" not in self.without
         #: members announce their replay configuration; a cold start that finds the log's
         #: prefix gone without a snapshot of its own halts (:mod:`scenarios.sim_bounded`)
         self.announce = "announce" not in self.without
@@ -653,11 +658,16 @@ class Sim:
             inst.last_seen[cp] = records[end - 1]
         return start < end or start == 0
 
-    def own_landed(self, inst: _Instance, action: Write, offset: int) -> None:
+    def own_landed(self, inst: _Instance, action: Write, offset: int, sent_at: int) -> None:
         """The edge heard where a write landed: remember it until the replay reaches it
-        (or, if the replay is past it already, look at the log there now)."""
+        (or, if the replay is past it already, look at the log there now). ``sent_at``: the
+        last offset the replay had applied when the write was sent; landing at or below it,
+        the write took an offset whose record the replay applied (the log went back)."""
         cp = action.cp
         if cp in inst.halted or inst.shared is not None:
+            return
+        if self.check_landed_below and offset <= sent_at:
+            self.went_back(inst, cp)
             return
         if inst.applied[cp] < offset:
             inst.own[cp][offset] = (action.key, action.value)
@@ -742,6 +752,7 @@ class Sim:
                     self.note(f"  ... it will land late, at {late}")
                     self.at(late, lambda: self.land_late(action))
                 return
+            sent_at = inst.applied[action.cp]
             land = self.now + rng.randint(0, self.max_delay)
             if self.fifo:  # never before an earlier write (inserted after it: ties keep order)
                 land = max(land, self._held_until.get(fifo, land))
@@ -763,7 +774,7 @@ class Sim:
 
                 def answered() -> None:
                     if isinstance(answer, Written) and self.check_rewind:
-                        self.own_landed(inst, action, offset)
+                        self.own_landed(inst, action, offset, sent_at)
                     self.step(inst, answer)
 
                 self.at(when, lambda: self.on(inst, answered))

@@ -119,6 +119,22 @@ def test_a_late_takeover_moves_no_position_back(seed):
     assert any("MemberHeartbeat" in line and "rejected not_holder" in line for line in fixed.trace)
 
 
+#: a member's write lands at an offset its replay had applied before the log went back, where
+#: the reused offset's old record was a one-entry MemberHeartbeat accepted: comparing only with
+#: what the log holds there now (our own record), the member read that old verdict as its
+#: heartbeat's and handed out after its lease (found at seed 5067 of 2000..7999)
+LANDED_BELOW_SEEDS = (5067,)
+
+
+@pytest.mark.parametrize("seed", LANDED_BELOW_SEEDS)
+def test_a_write_landing_below_the_replay_halts_its_coordination_partition(seed):
+    without = run_seed(seed, without=frozenset({"landed-below"}), trace=True)
+    assert any("after its lease" in v for v in without.violations), without.violations
+    fixed = run_seed(seed, trace=True)
+    assert fixed.violations == ()
+    assert any("WENT BACK" in line for line in fixed.trace)
+
+
 def test_a_few_hundred_seeds_hold_every_invariant():
     from tests.scenarios.test_bounded import NOT_TO_CLAIM_SEEDS  # a core bug's, strict xfail there
 
