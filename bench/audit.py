@@ -50,6 +50,7 @@ from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
     Heartbeat,
+    MemberHeartbeat,
     ReleaseGroup,
     ReleasingPartition,
     coordination_partition,
@@ -177,12 +178,13 @@ class Encoder:
         self._cache: dict[tuple, tuple[bytes, bytes]] = {}
 
     def __call__(self, kind: type, client: str, inst: str, g: str, t: str, p: int, n: int = 0):
+        """Encode one record; ``n`` is the position (a ClaimingPartition's: its version)."""
         k = (kind, client, inst, g, t, p, n)
         hit = self._cache.get(k)
         if hit is None:
             ids = {"client_id": client, "instance_id": inst, "group_id": g}
             if kind is ClaimingPartition:
-                msg = kind(**ids, topic=t, partition=p, heartbeat_interval_ms=HB_MS)
+                msg = kind(**ids, topic=t, partition=p, heartbeat_interval_ms=HB_MS, version=n)
             elif kind is Heartbeat:
                 msg = kind(**ids, topic=t, partition=p, last_offset=n, heartbeat_interval_ms=HB_MS)
             elif kind is ReleasingPartition:
@@ -195,8 +197,163 @@ class Encoder:
         return hit
 
 
-def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: int) -> dict:
-    """Write about ``records`` coordination records; returns the event mix."""
+class _Log:
+    """One tick's batches per coordination partition, and the offset each record will get
+    (the synthesized topic starts empty, so a record's offset is known when it is put)."""
+
+    def __init__(self, mix: dict[str, int]) -> None:
+        self.base = [0] * N_COORD
+        self.batches: list[list[NewRecord]] = [[] for _ in range(N_COORD)]
+        self.mix = mix
+        self.now = 0
+
+    def put(self, cp: int, key: bytes, value: bytes, kind: str) -> int:
+        batch = self.batches[cp]
+        batch.append(NewRecord(value=value, key=key, timestamp=self.now))
+        self.mix[kind] = self.mix.get(kind, 0) + 1
+        return self.base[cp] + len(batch) - 1
+
+    def produce(self, cluster: EmbeddedCluster) -> int:
+        written = 0
+        for cp, batch in enumerate(self.batches):
+            if batch:
+                cluster.produce(COORDINATION_TOPIC, cp, batch)
+                self.base[cp] += len(batch)
+                written += len(batch)
+                self.batches[cp] = []
+        return written
+
+
+Holder = tuple[str, str]
+
+
+class _PartitionWriter:
+    """What members capped at 6 and below write: version 1 claims, releases and one
+    Heartbeat per held partition (a restart takeover is the new instance's Heartbeat)."""
+
+    def __init__(self, log: _Log, enc: Encoder) -> None:
+        self.log, self.enc = log, enc
+
+    def claim(self, cp: int, h: Holder, g: str, t: str, p: int, kind: str, wins: bool) -> None:
+        self.log.put(cp, *self.enc(ClaimingPartition, *h, g, t, p, 1), kind)
+
+    def beat(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int, kind: str) -> None:
+        self.log.put(cp, *self.enc(Heartbeat, *h, g, t, p, pos), kind)
+
+    confirm = beat
+
+    def takeover(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int) -> Any:
+        self.log.put(cp, *self.enc(Heartbeat, *h, g, t, p, pos), "restart")
+        return None
+
+    def zombie(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int, tenure: Any) -> None:
+        self.log.put(cp, *self.enc(Heartbeat, *h, g, t, p, pos), "zombie")
+
+    def release(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int) -> None:
+        self.log.put(cp, *self.enc(ReleasingPartition, *h, g, t, p, pos), "release")
+
+    def drop(self, gtp: tuple) -> None:
+        """The synthesized holder stopped writing for ``gtp`` (it died, or a reset)."""
+
+    def end_pass(self, holder: dict, position: dict) -> None:
+        """A heartbeat pass ends (every HB/3): nothing is queued here."""
+
+
+class _MemberWriter(_PartitionWriter):
+    """What members of cap 7 write (PROTOCOL.md, "Version 7"): version 6 claims whose offset
+    names the tenure, releases naming it, and per heartbeat pass one MemberHeartbeat per
+    member and coordination partition with an entry per held partition there. The AMO
+    confirmation, a restart takeover and a fenced instance's last word are one-entry
+    MemberHeartbeats written at once. An entry of a newer instance of the holder's client is
+    the restart takeover of the tenure it names, so the tenure then takes that record's
+    offset."""
+
+    def __init__(self, log: _Log, enc: Encoder) -> None:
+        super().__init__(log, enc)
+        self.tenure: dict[tuple, int] = {}
+        self.in_log: dict[tuple, Holder] = {}  # the holder the log has for each partition
+        self.pending: dict[tuple, tuple[int, Holder]] = {}
+
+    def _member_beat(self, cp: int, h: Holder, g: str, entries: list, kind: str) -> int:
+        entries.sort(key=lambda e: (e[0].encode(), e[1]))
+        msg = MemberHeartbeat(
+            client_id=h[0],
+            instance_id=h[1],
+            group_id=g,
+            heartbeat_interval_ms=HB_MS,
+            entries=tuple(entries),
+        )
+        offset = self.log.put(cp, *encode(msg), kind)
+        for t, p, _tenure, _pos in entries:
+            gtp = (g, t, p)
+            if self.in_log.get(gtp) != h:  # a restart takeover: the record names the tenure
+                self.in_log[gtp] = h
+                self.tenure[gtp] = offset
+        return offset
+
+    def claim(self, cp: int, h: Holder, g: str, t: str, p: int, kind: str, wins: bool) -> None:
+        offset = self.log.put(cp, *self.enc(ClaimingPartition, *h, g, t, p, 6), kind)
+        if wins:
+            self.tenure[(g, t, p)], self.in_log[(g, t, p)] = offset, h
+
+    def beat(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int, kind: str) -> None:
+        self.pending[(g, t, p)] = (cp, h)
+
+    def confirm(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int, kind: str) -> None:
+        self._member_beat(cp, h, g, [(t, p, self.tenure[(g, t, p)], pos)], kind)
+
+    def takeover(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int) -> Any:
+        old = self.tenure[(g, t, p)]
+        self.pending.pop((g, t, p), None)
+        self._member_beat(cp, h, g, [(t, p, old, pos)], "restart")
+        return old
+
+    def zombie(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int, tenure: Any) -> None:
+        entry = (t, p, tenure, pos)
+        msg = MemberHeartbeat(
+            client_id=h[0],
+            instance_id=h[1],
+            group_id=g,
+            heartbeat_interval_ms=HB_MS,
+            entries=(entry,),
+        )
+        self.log.put(cp, *encode(msg), "zombie")
+
+    def release(self, cp: int, h: Holder, g: str, t: str, p: int, pos: int) -> None:
+        gtp = (g, t, p)
+        self.pending.pop(gtp, None)
+        msg = ReleasingPartition(
+            client_id=h[0],
+            instance_id=h[1],
+            group_id=g,
+            topic=t,
+            partition=p,
+            last_offset=pos,
+            tenure=self.tenure[gtp],
+        )
+        self.log.put(cp, *encode(msg), "release")
+
+    def drop(self, gtp: tuple) -> None:
+        self.pending.pop(gtp, None)
+
+    def end_pass(self, holder: dict, position: dict) -> None:
+        records: dict[tuple[int, Holder, str], list] = {}
+        for gtp, (cp, _h) in self.pending.items():
+            g, t, p = gtp
+            h = holder[gtp]  # a restart since the beat was queued: the new instance writes it
+            records.setdefault((cp, h, g), []).append((t, p, self.tenure[gtp], position[gtp]))
+        self.pending.clear()
+        for (cp, h, g), entries in records.items():
+            self._member_beat(cp, h, g, entries, "member_heartbeat")
+            self.log.mix["entries"] = self.log.mix.get("entries", 0) + len(entries)
+
+
+def synthesize(
+    cluster: EmbeddedCluster, clock: list[int], records: int, seed: int, *, members: bool = True
+) -> dict:
+    """Write about ``records`` coordination records; returns the event mix. ``members``:
+    what cap 7 writes (MemberHeartbeats, tenures named); else what cap 6 and below write
+    (one version 1 Heartbeat per held partition)."""
     rng = random.Random(seed)
     enc = Encoder()
     cluster.create_topic(COORDINATION_TOPIC, N_COORD, coordination_topic_config())
@@ -206,23 +363,22 @@ def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: i
         cluster.create_topic(t, parts_per_topic)
     coord = {(t, p): coordination_partition(t, p, N_COORD) for _g, t, p in partitions}
     instance = {(g, c): f"{rng.getrandbits(48):012x}" for g in GROUPS for c in range(CLIENTS)}
-    holder: dict[tuple, tuple[str, str] | None] = dict.fromkeys(partitions)
+    holder: dict[tuple, Holder | None] = dict.fromkeys(partitions)
     position = dict.fromkeys(partitions, 0)
     silent_until = dict.fromkeys(partitions, 0)
     zombies: list[tuple] = []
     mix: dict[str, int] = {}
+    log = _Log(mix)
+    out = (_MemberWriter if members else _PartitionWriter)(log, enc)
     total = 0
     now = 1_700_000_000_000
     per_tick = max(1, len(partitions) * TICK_MS // (HB_MS // 3))  # each beats ~every HB/3
-    cursor = 0
+    ticks_per_pass = max(1, HB_MS // 3 // TICK_MS)
+    cursor = tick = 0
     while total < records:
         now += TICK_MS
-        batches: list[list[NewRecord]] = [[] for _ in range(N_COORD)]
-
-        def put(cp: int, key: bytes, value: bytes, kind: str, batches=batches, now=now) -> None:
-            batches[cp].append(NewRecord(value=value, key=key, timestamp=now))
-            mix[kind] = mix.get(kind, 0) + 1
-
+        tick += 1
+        log.now = now
         for _ in range(per_tick):
             gtp = partitions[cursor % len(partitions)]
             cursor += 1
@@ -234,7 +390,7 @@ def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: i
             if h is None:
                 c = rng.randrange(CLIENTS)
                 h = holder[gtp] = (f"{g}-c{c}", instance[(g, c)])
-                put(cp, *enc(ClaimingPartition, *h, g, t, p), "claim")
+                out.claim(cp, h, g, t, p, "claim", wins=True)
                 continue
             r = rng.random()
             if rng.random() < 0.1:  # most beats of a quiet partition repeat its position
@@ -243,8 +399,9 @@ def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: i
             if r < 0.002:  # the holder dies: silence, then a stale takeover
                 silent_until[gtp] = now + int(2.3 * HB_MS)
                 holder[gtp] = None
+                out.drop(gtp)
             elif r < 0.004:  # clean release; re-claimed on the next turn
-                put(cp, *enc(ReleasingPartition, *h, g, t, p, pos), "release")
+                out.release(cp, h, g, t, p, pos)
                 holder[gtp] = None
             elif r < 0.0045:  # restart: a new instance takes its fresh claims back
                 c = int(h[0].rsplit("-c", 1)[1])
@@ -253,22 +410,23 @@ def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: i
                 for other in partitions:
                     if holder[other] == h:
                         holder[other] = (h[0], new)
-                put(cp, *enc(Heartbeat, h[0], new, g, t, p, pos), "restart")
-                zombies.append((cp, h, g, t, p, pos))
+                tenure = out.takeover(cp, (h[0], new), g, t, p, pos)
+                zombies.append((cp, h, g, t, p, pos, tenure))
             elif r < 0.05:  # a lost race, then the holder's heartbeat
                 c = rng.randrange(CLIENTS)
-                put(cp, *enc(ClaimingPartition, f"{g}-c{c}", instance[(g, c)], g, t, p), "race")
-                put(cp, *enc(Heartbeat, *h, g, t, p, pos), "heartbeat")
-            elif r < 0.07:  # AMO
+                out.claim(cp, (f"{g}-c{c}", instance[(g, c)]), g, t, p, "race", wins=False)
+                out.beat(cp, h, g, t, p, pos, "heartbeat")
+            elif r < 0.07:  # AMO: the reservation, and its confirmation right behind it
                 position[gtp] += 10
-                put(cp, *enc(ClaimingMessages, *h, g, t, p, pos + 10), "claim_messages")
-                put(cp, *enc(Heartbeat, *h, g, t, p, pos + 10), "heartbeat")
+                log.put(cp, *enc(ClaimingMessages, *h, g, t, p, pos + 10), "claim_messages")
+                out.confirm(cp, h, g, t, p, pos + 10, "heartbeat")
             elif r < 0.0702:  # junk, half of it version-shaped: byte 0 of a version to
-                # come (6..15) but no envelope, skipped and counted (PROTOCOL.md "Version 6")
+                # come then (6..15) but no envelope, skipped and counted (PROTOCOL.md
+                # "Version 6")
                 junk = bytes(rng.getrandbits(8) for _ in range(12))
                 if rng.random() < 0.5:
                     junk = bytes((rng.randrange(6, 16),)) + junk[1:]
-                put(cp, b"junk", junk, "junk")
+                log.put(cp, b"junk", junk, "junk")
             elif r < 0.07021:  # an admin resets a group (written to every partition)
                 key, value = encode(
                     ReleaseGroup(
@@ -276,21 +434,20 @@ def synthesize(cluster: EmbeddedCluster, clock: list[int], records: int, seed: i
                     )
                 )
                 for c2 in range(N_COORD):
-                    put(c2, key, value, "release_group")
-                for other in partitions:
-                    if other[0] == g:
+                    log.put(c2, key, value, "release_group")
+                for other in partitions:  # re-claimed once the voided leases ran out
+                    if other[0] == g:  # (version 5 keeps them, PROTOCOL.md rule 2)
                         holder[other] = None
-                        silent_until[other] = now + 2500
+                        silent_until[other] = now + 2 * HB_MS + 500
+                        out.drop(other)
             else:
-                put(cp, *enc(Heartbeat, *h, g, t, p, pos), "heartbeat")
+                out.beat(cp, h, g, t, p, pos, "heartbeat")
         while zombies and rng.random() < 0.5:  # fenced instances write once more
-            cp, h, g, t, p, pos = zombies.pop()
-            put(cp, *enc(Heartbeat, *h, g, t, p, pos), "zombie")
+            out.zombie(*zombies.pop())
+        if tick % ticks_per_pass == 0:
+            out.end_pass(holder, position)
         clock[0] = now
-        for cp, batch in enumerate(batches):
-            if batch:
-                cluster.produce(COORDINATION_TOPIC, cp, batch)
-                total += len(batch)
+        total += log.produce(cluster)
     return {"partitions": len(partitions), "mix": mix, "records": total}
 
 
@@ -391,11 +548,12 @@ def bench_one(records: int, args: argparse.Namespace, work: Path) -> None:
     clock = [0]
     t0 = time.perf_counter()
     with EmbeddedCluster(work / "data", clock=lambda: clock[0], maintenance_interval=0) as cluster:
-        made = synthesize(cluster, clock, records, args.seed)
+        made = synthesize(cluster, clock, records, args.seed, members=args.heartbeats == "member")
         n = made["records"]
         print(
             f"\n== {n:,} coordination records ({made['partitions']:,} partitions, {N_COORD} "
-            f"coordination partitions), synthesized in {time.perf_counter() - t0:.1f}s; "
+            f"coordination partitions, {args.heartbeats} heartbeats), synthesized in "
+            f"{time.perf_counter() - t0:.1f}s; "
             f"python {sys.version.split()[0]}, {os.cpu_count()} cores"
         )
         mix = made["mix"]
@@ -550,6 +708,14 @@ def main() -> None:
         help="comma-separated sizes, each benchmarked in turn (e.g. 1000000,10000000)",
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--heartbeats",
+        choices=("member", "partition"),
+        default="member",
+        help="member: what members of cap 7 (the default) write, one MemberHeartbeat per member"
+        " and coordination partition per pass, tenures named; partition: what cap 6 and below"
+        " write, one version 1 Heartbeat per held partition (the figures before version 7)",
+    )
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir)")
     ap.add_argument("--skip-spark", action="store_true")

@@ -176,10 +176,195 @@ none:
     Py_RETURN_NONE;
 }
 
+/* One minimal varint of at most `limit` at *pp (advanced past it); -1 for anything else. */
+static int read_one(const unsigned char **pp, const unsigned char *end, uint64_t limit,
+                    uint64_t *out) {
+    const unsigned char *p = *pp;
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+        if (p >= end) return -1;
+        unsigned b = *p++;
+        if (shift == 63 && b > 1) return -1;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (v > limit) return -1;
+        if (b < 0x80) {
+            if (b == 0 && shift) return -1;
+            break;
+        }
+        shift += 7;
+    }
+    *pp = p;
+    *out = v;
+    return 0;
+}
+
+#define MAX_ID_BYTES 1024          /* messages.MAX_ID_BYTES */
+#define MAX_TOPIC_LENGTH 249       /* messages.MAX_TOPIC_LENGTH */
+#define MAX_PARTITION 2147483647u  /* messages.MAX_PARTITION */
+#define MAX_BEAT_ENTRIES 32768     /* messages.MAX_BEAT_ENTRIES */
+#define MAX_HB_MS 3600000u         /* messages.MAX_HEARTBEAT_INTERVAL_MS */
+
+static int legal_topic(const unsigned char *t, Py_ssize_t n) {
+    if (n == 1 && t[0] == '.') return 0;
+    if (n == 2 && t[0] == '.' && t[1] == '.') return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned c = t[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* beat(value, at) -> (heartbeat_interval_ms, client_id, instance_id, rows) | None
+ *
+ * The body of a version 7 MemberHeartbeat (PROTOCOL.md, "Version 7") at value[at:], right
+ * after its envelope's group id (value[6:at], length included; the caller checked the
+ * envelope and the key), read exactly as codec.decode_v7_fields reads it: the interval
+ * (1..3,600,000), the two ids (1..1,024 bytes of UTF-8), then 1..32,768 entries grouped by
+ * topic, topics (legal names) and partitions strictly ascending, canonical varints, nothing
+ * after. rows: per entry (identity part, topic, partition, tenure, last_offset), the
+ * identity part being the bytes a version 1 record of that sender and partition carries
+ * (ids, group, topic, partition, each as the codec writes it). None for anything else: the
+ * Python decoder then says what is wrong, so what is accepted is its by construction
+ * (tests/rationalizer/test_version7.py compares the two). */
+static PyObject *read_beat(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "beat(value, at) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *value = args[0];
+    if (!PyBytes_CheckExact(value)) Py_RETURN_NONE;
+    Py_ssize_t at = PyLong_AsSsize_t(args[1]);
+    if (at == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t len = PyBytes_GET_SIZE(value);
+    if (at < 7 || at > len) Py_RETURN_NONE;
+    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(value);
+    const unsigned char *p = base + at, *end = base + len;
+    if (end - p < 4) Py_RETURN_NONE;
+    uint32_t hb = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+    if (hb < 1 || hb > MAX_HB_MS) Py_RETURN_NONE;
+    p += 4;
+    const unsigned char *ids_start = p;
+    const unsigned char *id_at[2];
+    Py_ssize_t id_len[2];
+    for (int k = 0; k < 2; k++) {
+        uint64_t n;
+        if (read_one(&p, end, MAX_ID_BYTES, &n) < 0 || n == 0 || (Py_ssize_t)n > end - p)
+            Py_RETURN_NONE;
+        id_at[k] = p;
+        id_len[k] = (Py_ssize_t)n;
+        p += n;
+    }
+    const unsigned char *ids_end = p;
+    uint64_t n_topics;
+    if (read_one(&p, end, MAX_BEAT_ENTRIES, &n_topics) < 0 || n_topics == 0) Py_RETURN_NONE;
+
+    PyObject *client = NULL, *instance = NULL, *rows = NULL, *topic = NULL, *out = NULL;
+    unsigned char *ident = NULL;
+    client = PyUnicode_DecodeUTF8((const char *)id_at[0], id_len[0], NULL);
+    if (client == NULL) goto none;
+    instance = PyUnicode_DecodeUTF8((const char *)id_at[1], id_len[1], NULL);
+    if (instance == NULL) goto none;
+    rows = PyList_New(0);
+    if (rows == NULL) goto fail;
+    /* the identity part: ids and group (as in the value), topic, partition varint */
+    Py_ssize_t who = (ids_end - ids_start) + (at - 6);
+    ident = PyMem_Malloc((size_t)who + 2 + MAX_TOPIC_LENGTH + 5);
+    if (ident == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memcpy(ident, ids_start, (size_t)(ids_end - ids_start));
+    memcpy(ident + (ids_end - ids_start), base + 6, (size_t)(at - 6));
+    const unsigned char *prev = NULL;
+    Py_ssize_t prev_len = 0;
+    Py_ssize_t total = 0;
+    for (uint64_t ti = 0; ti < n_topics; ti++) {
+        const unsigned char *tlen_at = p;
+        uint64_t tn;
+        if (read_one(&p, end, MAX_TOPIC_LENGTH, &tn) < 0 || tn == 0 || (Py_ssize_t)tn > end - p)
+            goto none;
+        const unsigned char *t = p;
+        if (!legal_topic(t, (Py_ssize_t)tn)) goto none;
+        if (prev != NULL) {
+            Py_ssize_t m = prev_len < (Py_ssize_t)tn ? prev_len : (Py_ssize_t)tn;
+            int c = memcmp(prev, t, (size_t)m);
+            if (c > 0 || (c == 0 && prev_len >= (Py_ssize_t)tn)) goto none; /* not ascending */
+        }
+        prev = t;
+        prev_len = (Py_ssize_t)tn;
+        p += tn;
+        Py_ssize_t tpart = who + (p - tlen_at); /* ids, group, topic with its length */
+        memcpy(ident + who, tlen_at, (size_t)(p - tlen_at));
+        Py_XDECREF(topic);
+        topic = PyUnicode_DecodeASCII((const char *)t, (Py_ssize_t)tn, NULL);
+        if (topic == NULL) goto fail;
+        uint64_t count;
+        if (read_one(&p, end, (uint64_t)(MAX_BEAT_ENTRIES - total), &count) < 0 || count == 0)
+            goto none;
+        int64_t last_partition = -1;
+        for (uint64_t e = 0; e < count; e++) {
+            uint64_t part, tenure, next;
+            const unsigned char *part_at = p;
+            if (read_one(&p, end, NUMBER_LIMIT, &part) < 0) goto none;
+            const unsigned char *part_end = p;
+            if (read_one(&p, end, NUMBER_LIMIT, &tenure) < 0) goto none;
+            if (read_one(&p, end, NUMBER_LIMIT, &next) < 0) goto none;
+            if (part > MAX_PARTITION || (int64_t)part <= last_partition) goto none;
+            if (tenure > NUMBER_LIMIT - 1) goto none;
+            last_partition = (int64_t)part;
+            memcpy(ident + tpart, part_at, (size_t)(part_end - part_at));
+            PyObject *row = Py_BuildValue(
+                "(y#OKKL)", (const char *)ident, tpart + (part_end - part_at), topic,
+                (unsigned long long)part, (unsigned long long)tenure,
+                next ? (long long)(next - 1) : -1LL);
+            if (row == NULL) goto fail;
+            if (PyList_Append(rows, row) < 0) {
+                Py_DECREF(row);
+                goto fail;
+            }
+            Py_DECREF(row);
+        }
+        total += (Py_ssize_t)count;
+    }
+    if (p != end) goto none;
+    PyObject *entries = PyList_AsTuple(rows);
+    if (entries == NULL) goto fail;
+    Py_DECREF(rows);
+    rows = NULL;
+    out = Py_BuildValue("(INNN)", (unsigned int)hb, client, instance, entries);
+    client = instance = NULL; /* (stolen by N, as entries) */
+    Py_XDECREF(topic);
+    PyMem_Free(ident);
+    return out;
+none:
+    PyErr_Clear(); /* (invalid UTF-8: the Python decoder names it) */
+    Py_XDECREF(client);
+    Py_XDECREF(instance);
+    Py_XDECREF(rows);
+    Py_XDECREF(topic);
+    PyMem_Free(ident);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(client);
+    Py_XDECREF(instance);
+    Py_XDECREF(rows);
+    Py_XDECREF(topic);
+    PyMem_Free(ident);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"varints", (PyCFunction)(void (*)(void))read_varints, METH_FASTCALL,
      "varints(value, at, count) -> (numbers, end) | None\n\n"
      "count minimal varints of at most 2^63 at value[at:]; None for anything else."},
+    {"beat", (PyCFunction)(void (*)(void))read_beat, METH_FASTCALL,
+     "beat(value, at) -> (heartbeat_interval_ms, client_id, instance_id, rows) | None\n\n"
+     "A version 7 MemberHeartbeat's body at value[at:] as the strict decoder reads it,\n"
+     "each entry with its identity part; None for anything else."},
     {"read", (PyCFunction)(void (*)(void))read_vector, METH_FASTCALL,
      "read(layout, value, at) -> (positions, scalar, end) | None\n\n"
      "The position vector at value[at:] if it has the layout's sources, as the strict\n"

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 from hmac import compare_digest
 from struct import Struct
-from typing import Any
+from typing import Any, cast
 
 from . import _membership as membership
 from ._auth import tag_for_value, validate_admin_keys
@@ -41,6 +41,7 @@ from ._codec import (
     VERSION_5,
     VERSION_6,
     VERSION_7,
+    BeatRow,
     DecodeError,
     UnknownVersion,
     decode_fields,
@@ -48,8 +49,8 @@ from ._codec import (
     decode_reservation_fields,
     decode_task_fields,
     decode_v6_fields,
-    decode_v7_fields,
     envelope,
+    read_v7,
     record_key,
     unsigned_value,
 )
@@ -70,7 +71,6 @@ from ._snapshot import dump, load
 from ._state import FRESH, NO_TIME, STALE, UNKNOWN, PartitionEntry, WorldImage, fence_key
 from ._task_vectors import NATIVE as NATIVE_VECTORS
 from ._task_vectors import learn as learn_layout
-from ._varint import uvarint
 from ._verdict import REJECTED, Reason, Verdict, of_entries
 
 MIN_INT64 = -(2**63)
@@ -95,7 +95,14 @@ Record = tuple[int, int, "bytes | None", "bytes | None"]
 
 _INVALID = REJECTED[Reason.INVALID_RECORD]
 #: the varint of each number below 128 (a MemberHeartbeat entry's partition, mostly)
-_ONE_BYTE = tuple(bytes((i,)) for i in range(128))
+
+#: ``(key, client_id, instance_id, group_id, heartbeat_interval_ms, rows)`` of a
+#: MemberHeartbeat (``codec.read_v7``), remembered by value (``WorldState._beats``)
+_BeatRead = tuple[bytes, str, str, str, int, tuple[BeatRow, ...]]
+#: MemberHeartbeat values remembered read, starting anew beyond
+BEAT_CACHE_LIMIT = 1 << 14
+
+
 _GROUP_HALTED = Reason.GROUP_HALTED
 _HALTED = REJECTED[Reason.GROUP_HALTED]
 
@@ -165,6 +172,9 @@ class WorldState(WorldQueries):
         self._wv: list[Verdict] = []
         # the identity parts accepted before, and the lanes that read records by them
         self._ids = IdentityCache(self._parts, self._keys)
+        # MemberHeartbeat value -> its key and what decoding it gave (``_member_beat``): a
+        # member's next pass repeats its record byte for byte while its positions stand
+        self._beats: dict[bytes, _BeatRead] = {}
 
     # ------------------------------------------------------------------ replay
 
@@ -486,16 +496,15 @@ class WorldState(WorldQueries):
         partition would be, by rules 0' (halted group), 1, 3 and 5 with property h
         (``_judge``; rejections counted per entry); its verdict holds one per entry
         (``Verdict.entries``). Each entry's identity is the one a version 1 record of that
-        sender and partition has (the same cache entry, built from the same bytes)."""
-        try:
-            client, instance, group, hb, entries = decode_v7_fields(key, value)
-        except DecodeError:
+        sender and partition has (the same cache entry, built from the same bytes). A value
+        met before is not decoded again (``_read_beat``)."""
+        read = self._read_beat(key, value)
+        if read is None:
             self._rejections[Reason.INVALID_RECORD] += 1
             return _INVALID
+        _, client, instance, group, hb, rows = read
         ids = self._ids
         cached = ids.by_bytes.get
-        c, i, g = client.encode(), instance.encode(), group.encode()
-        who = uvarint(len(c)) + c + uvarint(len(i)) + i + uvarint(len(g)) + g
         judge = self._judge
         # a renewal (the sender holds the partition in the tenure the entry names; rules 0',
         # 1 and 3 cannot fire) goes straight to rule 5, as the heartbeat lane's does; any
@@ -511,14 +520,7 @@ class WorldState(WorldQueries):
         parts = self._parts
         verdicts: list[Verdict] = []
         push = verdicts.append
-        topic_bytes = b""
-        last_topic = ""
-        for topic, partition, tenure, last in entries:
-            if topic is not last_topic:
-                t = topic.encode()
-                topic_bytes = who + uvarint(len(t)) + t
-                last_topic = topic
-            ident = topic_bytes + (_ONE_BYTE[partition] if partition < 128 else uvarint(partition))
+        for ident, topic, partition, tenure, last in rows:
             ent = cached(ident)
             if ent is None:
                 ent = ids.entry(ident, client, instance, group, topic, partition)
@@ -530,6 +532,26 @@ class WorldState(WorldQueries):
             else:
                 push(judge(ent, T_MEMBER_BEAT, last, hb, tenure, now, offset))
         return of_entries(tuple(verdicts))
+
+    def _read_beat(self, key: object, value: object) -> _BeatRead | None:
+        """A version 7 MemberHeartbeat strictly decoded (None: it does not decode), with each
+        entry's identity part (``codec.BeatRow``). Remembered by value: a member's next pass
+        repeats its record byte for byte while its positions stand, and the same bytes decode
+        the same. (The audit's fold reads the entries of what it replayed here too.)"""
+        hit = self._beats.get(value) if value.__class__ is bytes else None
+        if hit is not None and key.__class__ is bytes and hit[0] == key:
+            return hit
+        try:
+            client, instance, group, hb, rows = read_v7(key, value, native=not self._python_vectors)
+        except DecodeError:
+            return None
+        kb = key if isinstance(key, bytes) else bytes(cast("bytearray", key))  # (it decoded)
+        read = (kb, client, instance, group, hb, rows)
+        if value.__class__ is bytes and key.__class__ is bytes:
+            if len(self._beats) >= BEAT_CACHE_LIMIT:
+                self._beats.clear()
+            self._beats[value] = read
+        return read
 
     def _task(self, key: object, value: bytes | bytearray | memoryview) -> Decoded | Verdict:
         """A version 3 record (HeartbeatingTask, ReleasingTask): strict decode (rule 0), then

@@ -19,6 +19,8 @@ from rationalizer import (
 from rationalizer._rules import RENEWED_KEPT, RENEWED_LATE_KEPT
 
 if TYPE_CHECKING:
+    from rationalizer import WorldState
+
     from .tracks import Track
 
 __all__ = ["MemberBeatsFold"]
@@ -40,8 +42,7 @@ class MemberBeatsFold:
     _tracks: dict[bytes | None, Track]
     _fenced_at: dict[tuple[str, str], int]
     _violations: list[tuple[Any, ...]]
-
-    def _decode(self, key: bytes | None, value: bytes | None) -> Any: ...  # (the fold's)
+    _world: WorldState
 
     def _sync(self, t: Track) -> None: ...  # (the fold's)
 
@@ -59,11 +60,12 @@ class MemberBeatsFold:
         the partition's open interval (its position, unless property g kept it), or is a
         restart takeover (property h), folded as that Heartbeat's; a rejected one is counted
         and, as a Heartbeat's, listed (message type ``member_heartbeat``)."""
-        msg = self._decode(key, value)
-        assert isinstance(msg, MemberHeartbeat)  # (it has entries: the world decoded it)
+        read = self._world._read_beat(key, value)  # (what the replay decoded, not again)
+        assert read is not None  # (it has entries: the world decoded it)
+        _, client, instance, group, hb, rows = read
         counted = now >= self._since
-        group, sender = msg.group_id, (msg.client_id, msg.instance_id)
-        for (topic, partition, _, last), ev in zip(msg.entries, v.entries, strict=True):
+        sender = (client, instance)
+        for (_, topic, partition, _, last), ev in zip(rows, v.entries, strict=True):
             pkey = record_key(group, topic, partition)
             if not ev.accepted:
                 self._reject_entry(off, now, group, sender, topic, partition, ev)
@@ -76,7 +78,7 @@ class MemberBeatsFold:
                     topic=topic,
                     partition=partition,
                     last_offset=last,
-                    heartbeat_interval_ms=msg.heartbeat_interval_ms,
+                    heartbeat_interval_ms=hb,
                 )
                 self._rare(off, now, *encode(beat), ev)  # folded as that Heartbeat's takeover
                 continue

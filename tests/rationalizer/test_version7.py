@@ -18,13 +18,14 @@ import pytest
 from rationalizer import (
     DecodeError,
     Effect,
+    Heartbeat,
     MemberHeartbeat,
     Reason,
     WorldState,
     decode,
     encode,
 )
-from rationalizer._codec import envelope, seal
+from rationalizer._codec import decode_fields, envelope, seal
 from rationalizer._messages import MAX_BEAT_ENTRIES
 from rationalizer._rules import RENEWED_KEPT
 from rationalizer._snapshot import SNAPSHOT_VERSION
@@ -443,3 +444,89 @@ def test_the_c_reader_of_entries_is_the_python_one(monkeypatch):
     monkeypatch.setattr(_codec, "_native_varints", None)
     assert [outcome(v) for v in cases] == native
     assert native.count(DecodeError) < len(cases) - 1  # some changes still decode
+
+
+def test_the_c_reader_of_a_record_is_the_python_one():
+    """``_vectors.beat`` (C) reads a MemberHeartbeat's body as ``decode_v7_fields`` does and
+    refuses the same bytes: random records (ids in any script, many topics, numbers at
+    their bounds), then single-byte changes of them, resealed so that the check passes and
+    the body is what is judged. Each entry's identity part is the one ``beat_rows`` builds."""
+    import random
+
+    from rationalizer import _codec
+    from rationalizer._codec import read_v7
+
+    assert _codec._native_beat is not None  # (setup.py builds it)
+    rnd = random.Random(11)
+
+    def number(top: int) -> int:
+        return rnd.choice([0, 1, 127, 128, 16383, 16384, top, top - 1, rnd.randrange(top)])
+
+    def record() -> tuple[bytes, bytes]:
+        topics = sorted({rnd.choice(["t", "a.b", "x-y_z", "T9", "..a", "é"[:0] + "q" * 249])
+                         for _ in range(rnd.randrange(1, 5))})  # fmt: skip
+        entries = tuple(
+            (t, p, number(2**63 - 1), number(2**63) - 1)
+            for t in topics
+            for p in sorted({number(2**31 - 1) for _ in range(rnd.randrange(1, 4))})
+        )
+        msg = MemberHeartbeat(
+            client_id=rnd.choice(["c1", "ç-客户", "x" * 1024]),
+            instance_id=rnd.choice(["i1", "inst-ü"]),
+            group_id=rnd.choice(["g", "grp/with/slash"]),
+            heartbeat_interval_ms=rnd.choice([1, 3000, 3_600_000]),
+            entries=entries,
+        )
+        return encode(msg)
+
+    def outcome(key: bytes, value: bytes, native: bool) -> object:
+        try:
+            return read_v7(key, value, native=native)
+        except DecodeError as exc:
+            return str(exc)
+
+    two = bytes.fromhex("01002a")
+    for body in (  # the edges a random change seldom makes (see the strict decoding test)
+        _body((b"t", [E]), (b"t", [two])),
+        _body((b"t", [E]), (b"tt", [two])),
+        _body((b"tt", [E]), (b"t", [two])),
+        _body((b"t", [E, E])),
+        _body((b"t", [two, E])),
+        _body((b".", [E])),
+        _body((b"..", [E])),
+        _body((b"q" * 250, [E])),
+        _body((b"t", [E]), tail=b"\x00"),
+        _body((b"t", [E]), hb=3_600_001),
+        _body((b"t", [bytes.fromhex("8080808008") + b"\x00\x2a"])),
+        _body((b"t", [bytes.fromhex("00ffffffffffffffff7f") + b"\x00"])),
+        _body((b"t", [bytes.fromhex("0000808080808080808080") + b"\x01"])),
+    ):
+        for key in (b"g", b"h"):
+            v = seal(7, 1, "g", body)
+            assert outcome(key, v, True) == outcome(key, v, False), body.hex()
+    valid = changed = 0
+    for _ in range(300):
+        key, value = record()
+        _, _, group, at = envelope(value)
+        cases = [value]
+        for _ in range(8):
+            i = rnd.randrange(at, len(value))
+            b = rnd.choice([0x00, 0x01, 0x2E, 0x7F, 0x80, 0x81, 0xFF, rnd.randrange(256)])
+            cases.append(seal(7, 1, group, value[at:i] + bytes((b,)) + value[i + 1 :]))
+        cases.append(seal(7, 1, group, value[at:] + b"\x00"))
+        cases.append(seal(7, 1, group, value[at:-1]))
+        for v in cases:
+            native = outcome(key, v, True)
+            assert native == outcome(key, v, False), v.hex()
+            if not isinstance(native, str):
+                valid += 1
+                changed += v != value
+                _, _, _, _, rows = native
+                assert _codec._native_beat(v, at) is not None
+                for ident, topic, partition, _, _ in rows:  # a version 1 record's
+                    one = Heartbeat(client_id=native[0], instance_id=native[1],
+                                    group_id=group, topic=topic, partition=partition,
+                                    last_offset=0, heartbeat_interval_ms=1)  # fmt: skip
+                    k1, v1 = encode(one)
+                    assert ident == v1[decode_fields(k1, v1)[7] :]
+    assert valid > 300 and changed > 0  # every record, and some changes still decode
