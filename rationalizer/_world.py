@@ -71,7 +71,7 @@ from ._snapshot import dump, load
 from ._state import FRESH, NO_TIME, STALE, UNKNOWN, PartitionEntry, WorldImage, fence_key
 from ._task_vectors import NATIVE as NATIVE_VECTORS
 from ._task_vectors import learn as learn_layout
-from ._verdict import REJECTED, Reason, Verdict, of_entries
+from ._verdict import ACCEPTED, REJECTED, Effect, Reason, Verdict, of_entries
 
 MIN_INT64 = -(2**63)
 
@@ -103,6 +103,7 @@ _BeatRead = tuple[bytes, str, str, str, int, tuple[BeatRow, ...]]
 BEAT_CACHE_LIMIT = 1 << 14
 
 
+_RENEWED = ACCEPTED[Effect.RENEWED]  # (the rules' shared renewal, compared by identity)
 _GROUP_HALTED = Reason.GROUP_HALTED
 _HALTED = REJECTED[Reason.GROUP_HALTED]
 
@@ -175,6 +176,10 @@ class WorldState(WorldQueries):
         # MemberHeartbeat value -> its key and what decoding it gave (``_member_beat``): a
         # member's next pass repeats its record byte for byte while its positions stand
         self._beats: dict[bytes, _BeatRead] = {}
+        # n -> the sum of n entries that are all the shared RENEWED verdict: verdicts are
+        # immutable, so a MemberHeartbeat whose entries all renewed shares it with every
+        # other of its length (at most MAX_BEAT_ENTRIES of them)
+        self._renewed_sums: dict[int, Verdict] = {}
 
     # ------------------------------------------------------------------ replay
 
@@ -531,7 +536,14 @@ class WorldState(WorldQueries):
                 push(heartbeat(part, ent.sender, now, last, hb, fenced, takeovers))
             else:
                 push(judge(ent, T_MEMBER_BEAT, last, hb, tenure, now, offset))
-        return of_entries(tuple(verdicts))
+        for v in verdicts:
+            if v is not _RENEWED:
+                return of_entries(tuple(verdicts))
+        n = len(verdicts)  # every entry the shared RENEWED: the common sum, one per length
+        summed = self._renewed_sums.get(n)
+        if summed is None:
+            summed = self._renewed_sums[n] = of_entries(tuple(verdicts))
+        return summed
 
     def _read_beat(self, key: object, value: object) -> _BeatRead | None:
         """A version 7 MemberHeartbeat strictly decoded (None: it does not decode), with each
