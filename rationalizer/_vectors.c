@@ -317,11 +317,24 @@ static PyObject *read_beat(PyObject *self, PyObject *const *args, Py_ssize_t nar
             if (tenure > NUMBER_LIMIT - 1) goto none;
             last_partition = (int64_t)part;
             memcpy(ident + tpart, part_at, (size_t)(part_end - part_at));
-            PyObject *row = Py_BuildValue(
-                "(y#OKKL)", (const char *)ident, tpart + (part_end - part_at), topic,
-                (unsigned long long)part, (unsigned long long)tenure,
-                next ? (long long)(next - 1) : -1LL);
+            /* (built field by field: Py_BuildValue parses its format for every entry) */
+            PyObject *row = PyTuple_New(5);
             if (row == NULL) goto fail;
+            PyObject *f0 = PyBytes_FromStringAndSize((const char *)ident,
+                                                     tpart + (part_end - part_at));
+            PyObject *f2 = PyLong_FromUnsignedLongLong(part);
+            PyObject *f3 = PyLong_FromUnsignedLongLong(tenure);
+            PyObject *f4 = PyLong_FromLongLong(next ? (long long)(next - 1) : -1LL);
+            Py_INCREF(topic);
+            PyTuple_SET_ITEM(row, 0, f0);
+            PyTuple_SET_ITEM(row, 1, topic);
+            PyTuple_SET_ITEM(row, 2, f2);
+            PyTuple_SET_ITEM(row, 3, f3);
+            PyTuple_SET_ITEM(row, 4, f4);
+            if (f0 == NULL || f2 == NULL || f3 == NULL || f4 == NULL) {
+                Py_DECREF(row); /* (frees what was made; NULL items are skipped) */
+                goto fail;
+            }
             if (PyList_Append(rows, row) < 0) {
                 Py_DECREF(row);
                 goto fail;
