@@ -43,12 +43,10 @@ from ._messages import (
 from ._varint import read_uvarint, read_varints, uvarint
 
 _native_varints: Callable[[bytes, int, int], tuple[list[int], int] | None] | None
-_native_beat: Callable[[bytes, int], tuple[int, str, str, tuple[BeatRow, ...]] | None] | None
-try:  # the C readers (setup.py builds them); else the Python ones, the same
-    from ._vectors import beat as _native_beat
+try:  # the C reader of many varints (setup.py builds it); else the Python one, the same
     from ._vectors import varints as _native_varints
 except ImportError:  # pragma: no cover - an unbuilt tree
-    _native_varints = _native_beat = None
+    _native_varints = None
 
 __all__ = [
     "T_ANNOUNCING_MEMBER",
@@ -681,56 +679,6 @@ def decode_v7_fields(key: object, value: object) -> V7Fields:
     if pos != len(buf):
         raise DecodeError(f"{len(buf) - pos} trailing bytes")
     return client, instance, group, hb, entries
-
-
-#: One entry of a MemberHeartbeat as the replay reads it: the identity part a version 1
-#: record of the same sender and partition carries (ids, group, topic and partition as
-#: :func:`encode` writes them, so the two share one cache entry), the topic, the partition,
-#: the tenure named and ``last_offset``.
-BeatRow = tuple[bytes, str, int, int, int]
-#: ``(client_id, instance_id, group_id, heartbeat_interval_ms, rows)``
-BeatRead = tuple[str, str, str, int, tuple[BeatRow, ...]]
-
-_ONE_BYTE = tuple(bytes((i,)) for i in range(128))
-
-
-def beat_rows(
-    client: str, instance: str, group: str, entries: list[BeatEntry]
-) -> tuple[BeatRow, ...]:
-    """``entries`` of a decoded MemberHeartbeat, each with its identity part (:data:`BeatRow`)."""
-    c, i, g = client.encode(), instance.encode(), group.encode()
-    who = uvarint(len(c)) + c + uvarint(len(i)) + i + uvarint(len(g)) + g
-    rows = []
-    topic_bytes = b""
-    last_topic = ""
-    for topic, partition, tenure, last in entries:
-        if topic is not last_topic:
-            t = topic.encode()
-            topic_bytes = who + uvarint(len(t)) + t
-            last_topic = topic
-        ident = topic_bytes + (_ONE_BYTE[partition] if partition < 128 else uvarint(partition))
-        rows.append((ident, topic, partition, tenure, last))
-    return tuple(rows)
-
-
-def read_v7(key: object, value: object, *, native: bool = True) -> BeatRead:
-    """A version 7 MemberHeartbeat read for the replay (:data:`BeatRead`): what
-    :func:`decode_v7_fields` accepts, with each entry's identity part. The C reader reads
-    the body when it is built (and ``native``); anything it does not take, the Python
-    decoder reads, so what is accepted and every error are the decoder's. Raises only
-    :class:`DecodeError`."""
-    if native and _native_beat is not None and value.__class__ is bytes:
-        try:
-            version, typ, group, at = envelope(value)
-        except DecodeError:
-            version = typ = -1  # (the decoder names it)
-        if version == VERSION_7 and typ == T_HEARTBEAT and key == record_key(group):
-            got = _native_beat(value, at)
-            if got is not None:
-                hb, client, instance, rows = got
-                return client, instance, group, hb, rows
-    client, instance, group, hb, entries = decode_v7_fields(key, value)
-    return client, instance, group, hb, beat_rows(client, instance, group, entries)
 
 
 #: ``(type, client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms,

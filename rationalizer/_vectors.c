@@ -217,31 +217,59 @@ static int legal_topic(const unsigned char *t, Py_ssize_t n) {
     return 1;
 }
 
-/* beat(value, at) -> (heartbeat_interval_ms, client_id, instance_id, rows) | None
+/* CRC-32 (ISO-HDLC, zlib's) by table: the envelope's check (codec._check). The table is
+ * filled once, when the module is imported, and only read after. */
+static uint32_t crc_table[256];
+
+static void fill_crc_table(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+static uint32_t crc32_update(uint32_t crc, const unsigned char *p, Py_ssize_t n) {
+    crc = ~crc;
+    for (Py_ssize_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* beat(key, value) -> (group_id, heartbeat_interval_ms, client_id, instance_id, rows) | None
  *
- * The body of a version 7 MemberHeartbeat (PROTOCOL.md, "Version 7") at value[at:], right
- * after its envelope's group id (value[6:at], length included; the caller checked the
- * envelope and the key), read exactly as codec.decode_v7_fields reads it: the interval
- * (1..3,600,000), the two ids (1..1,024 bytes of UTF-8), then 1..32,768 entries grouped by
- * topic, topics (legal names) and partitions strictly ascending, canonical varints, nothing
- * after. rows: per entry (identity part, topic, partition, tenure, last_offset), the
- * identity part being the bytes a version 1 record of that sender and partition carries
- * (ids, group, topic, partition, each as the codec writes it). None for anything else: the
- * Python decoder then says what is wrong, so what is accepted is its by construction
+ * A version 7 MemberHeartbeat (PROTOCOL.md, "Version 7") read exactly as
+ * codec.decode_v7_fields reads it: the envelope (version 7, type 1, the CRC-32 check, the
+ * group id: 1..1,024 bytes of UTF-8, the key that very group id), the interval
+ * (1..3,600,000), the two ids (as the group id), then 1..32,768 entries grouped by topic,
+ * topics (legal names) and partitions strictly ascending, canonical varints, nothing after.
+ * rows: per entry (identity part, topic, partition, tenure, last_offset), the identity part
+ * being the bytes a version 1 record of that sender and partition carries (ids, group,
+ * topic, partition, each as the codec writes it). None for anything else: the Python
+ * decoder then says what is wrong, so what is accepted is its by construction
  * (tests/rationalizer/test_version7.py compares the two). */
 static PyObject *read_beat(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "beat(value, at) takes 2 arguments");
+        PyErr_SetString(PyExc_TypeError, "beat(key, value) takes 2 arguments");
         return NULL;
     }
-    PyObject *value = args[0];
-    if (!PyBytes_CheckExact(value)) Py_RETURN_NONE;
-    Py_ssize_t at = PyLong_AsSsize_t(args[1]);
-    if (at == -1 && PyErr_Occurred()) return NULL;
+    PyObject *key = args[0], *value = args[1];
+    if (!PyBytes_CheckExact(value) || !PyBytes_CheckExact(key)) Py_RETURN_NONE;
     Py_ssize_t len = PyBytes_GET_SIZE(value);
-    if (at < 7 || at > len) Py_RETURN_NONE;
     const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(value);
+    if (len < 8 || base[0] != 7 || base[1] != 1) Py_RETURN_NONE;
+    uint32_t check = ((uint32_t)base[2] << 24) | ((uint32_t)base[3] << 16) |
+                     ((uint32_t)base[4] << 8) | base[5];
+    if (crc32_update(crc32_update(0, base, 2), base + 6, len - 6) != check) Py_RETURN_NONE;
+    const unsigned char *g = base + 6;
+    uint64_t group_len;
+    if (read_one(&g, base + len, MAX_ID_BYTES, &group_len) < 0 || group_len == 0 ||
+        (Py_ssize_t)group_len > base + len - g)
+        Py_RETURN_NONE;
+    if (PyBytes_GET_SIZE(key) != (Py_ssize_t)group_len ||
+        memcmp(PyBytes_AS_STRING(key), g, (size_t)group_len) != 0)
+        Py_RETURN_NONE;
+    Py_ssize_t at = (g - base) + (Py_ssize_t)group_len;
     const unsigned char *p = base + at, *end = base + len;
     if (end - p < 4) Py_RETURN_NONE;
     uint32_t hb = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
@@ -262,8 +290,11 @@ static PyObject *read_beat(PyObject *self, PyObject *const *args, Py_ssize_t nar
     uint64_t n_topics;
     if (read_one(&p, end, MAX_BEAT_ENTRIES, &n_topics) < 0 || n_topics == 0) Py_RETURN_NONE;
 
-    PyObject *client = NULL, *instance = NULL, *rows = NULL, *topic = NULL, *out = NULL;
+    PyObject *group = NULL, *client = NULL, *instance = NULL, *rows = NULL, *topic = NULL;
+    PyObject *out = NULL;
     unsigned char *ident = NULL;
+    group = PyUnicode_DecodeUTF8((const char *)g, (Py_ssize_t)group_len, NULL);
+    if (group == NULL) goto none;
     client = PyUnicode_DecodeUTF8((const char *)id_at[0], id_len[0], NULL);
     if (client == NULL) goto none;
     instance = PyUnicode_DecodeUTF8((const char *)id_at[1], id_len[1], NULL);
@@ -348,13 +379,14 @@ static PyObject *read_beat(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (entries == NULL) goto fail;
     Py_DECREF(rows);
     rows = NULL;
-    out = Py_BuildValue("(INNN)", (unsigned int)hb, client, instance, entries);
-    client = instance = NULL; /* (stolen by N, as entries) */
+    out = Py_BuildValue("(NINNN)", group, (unsigned int)hb, client, instance, entries);
+    group = client = instance = NULL; /* (stolen by N, as entries) */
     Py_XDECREF(topic);
     PyMem_Free(ident);
     return out;
 none:
     PyErr_Clear(); /* (invalid UTF-8: the Python decoder names it) */
+    Py_XDECREF(group);
     Py_XDECREF(client);
     Py_XDECREF(instance);
     Py_XDECREF(rows);
@@ -362,6 +394,7 @@ none:
     PyMem_Free(ident);
     Py_RETURN_NONE;
 fail:
+    Py_XDECREF(group);
     Py_XDECREF(client);
     Py_XDECREF(instance);
     Py_XDECREF(rows);
@@ -375,9 +408,10 @@ static PyMethodDef methods[] = {
      "varints(value, at, count) -> (numbers, end) | None\n\n"
      "count minimal varints of at most 2^63 at value[at:]; None for anything else."},
     {"beat", (PyCFunction)(void (*)(void))read_beat, METH_FASTCALL,
-     "beat(value, at) -> (heartbeat_interval_ms, client_id, instance_id, rows) | None\n\n"
-     "A version 7 MemberHeartbeat's body at value[at:] as the strict decoder reads it,\n"
-     "each entry with its identity part; None for anything else."},
+     "beat(key, value) -> (group_id, heartbeat_interval_ms, client_id, instance_id, rows)"
+     " | None\n\n"
+     "A version 7 MemberHeartbeat as the strict decoder reads it, each entry with its\n"
+     "identity part; None for anything else."},
     {"read", (PyCFunction)(void (*)(void))read_vector, METH_FASTCALL,
      "read(layout, value, at) -> (positions, scalar, end) | None\n\n"
      "The position vector at value[at:] if it has the layout's sources, as the strict\n"
@@ -391,4 +425,7 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__vectors(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__vectors(void) {
+    fill_crc_table();
+    return PyModule_Create(&module);
+}

@@ -8,9 +8,9 @@ def read(
 # or None for anything else.
 def varints(value: bytes, at: int, count: int, /) -> tuple[list[int], int] | None: ...
 
-# The C reader of a version 7 MemberHeartbeat's body at ``value[at:]`` (right after its
-# envelope's group id), as codec.decode_v7_fields reads it: the heartbeat interval, the ids
-# and each entry with its identity part (codec.BeatRow), or None for anything else.
+# The C reader of a version 7 MemberHeartbeat, as codec.decode_v7_fields reads it: the
+# group id, the heartbeat interval, the ids and each entry with its identity part
+# (codec.BeatRow), or None for anything else.
 def beat(
-    value: bytes, at: int, /
-) -> tuple[int, str, str, tuple[tuple[bytes, str, int, int, int], ...]] | None: ...
+    key: bytes, value: bytes, /
+) -> tuple[str, int, str, str, tuple[tuple[bytes, str, int, int, int], ...]] | None: ...

@@ -29,6 +29,7 @@ from typing import Any, cast
 
 from . import _membership as membership
 from ._auth import tag_for_value, validate_admin_keys
+from ._beat_read import BeatRow, read_v7
 from ._codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
@@ -41,7 +42,6 @@ from ._codec import (
     VERSION_5,
     VERSION_6,
     VERSION_7,
-    BeatRow,
     DecodeError,
     UnknownVersion,
     decode_fields,
@@ -50,7 +50,6 @@ from ._codec import (
     decode_task_fields,
     decode_v6_fields,
     envelope,
-    read_v7,
     record_key,
     unsigned_value,
 )

@@ -447,16 +447,17 @@ def test_the_c_reader_of_entries_is_the_python_one(monkeypatch):
 
 
 def test_the_c_reader_of_a_record_is_the_python_one():
-    """``_vectors.beat`` (C) reads a MemberHeartbeat's body as ``decode_v7_fields`` does and
-    refuses the same bytes: random records (ids in any script, many topics, numbers at
-    their bounds), then single-byte changes of them, resealed so that the check passes and
-    the body is what is judged. Each entry's identity part is the one ``beat_rows`` builds."""
+    """``_vectors.beat`` (C) reads a MemberHeartbeat as ``decode_v7_fields`` does and refuses
+    the same bytes: random records (ids in any script, many topics, numbers at their
+    bounds), then single-byte changes of them, most resealed so that the check passes and
+    the body is what is judged, some not (the check, the envelope), and another key. Each
+    entry's identity part is the one a version 1 record of the sender carries."""
     import random
 
-    from rationalizer import _codec
-    from rationalizer._codec import read_v7
+    from rationalizer import _beat_read
+    from rationalizer._beat_read import read_v7
 
-    assert _codec._native_beat is not None  # (setup.py builds it)
+    assert _beat_read._native_beat is not None  # (setup.py builds it)
     rnd = random.Random(11)
 
     def number(top: int) -> int:
@@ -513,6 +514,12 @@ def test_the_c_reader_of_a_record_is_the_python_one():
             i = rnd.randrange(at, len(value))
             b = rnd.choice([0x00, 0x01, 0x2E, 0x7F, 0x80, 0x81, 0xFF, rnd.randrange(256)])
             cases.append(seal(7, 1, group, value[at:i] + bytes((b,)) + value[i + 1 :]))
+        for _ in range(4):  # anywhere, the envelope too, not resealed: the check
+            i = rnd.randrange(len(value))
+            cases.append(
+                value[:i] + bytes((value[i] ^ rnd.choice([1, 0x80, 0xFF]),)) + value[i + 1 :]
+            )
+        cases.append(value[:1] + b"\x02" + value[2:])  # (another type, a check to match)
         cases.append(seal(7, 1, group, value[at:] + b"\x00"))
         cases.append(seal(7, 1, group, value[at:-1]))
         for v in cases:
@@ -522,7 +529,7 @@ def test_the_c_reader_of_a_record_is_the_python_one():
                 valid += 1
                 changed += v != value
                 _, _, _, _, rows = native
-                assert _codec._native_beat(v, at) is not None
+                assert _beat_read._native_beat(key, v) is not None
                 for ident, topic, partition, _, _ in rows:  # a version 1 record's
                     one = Heartbeat(client_id=native[0], instance_id=native[1],
                                     group_id=group, topic=topic, partition=partition,
