@@ -200,6 +200,10 @@ def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
     latencies: list[float] = []
     start = cpu = 0.0
     got = 0
+    # steady: from the first call that returned records with every partition read (raw:
+    # assigned; the Consumer: claimed) to the end, the records after it; this leaves out
+    # the Consumer's wait for its claims (coordination round trips), which the rate counts
+    steady_at, steady_got = 0.0, 0
     if kind.startswith("raw"):
         from confluent_kafka import Consumer as KafkaConsumer
         from confluent_kafka import TopicPartition
@@ -215,6 +219,8 @@ def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
                     message.value()
                     got += 1
             latencies.append(time.perf_counter() - t)
+            if got and not steady_at:
+                steady_at, steady_got = time.perf_counter(), got
         raw.close()
     else:
         import logmarshal
@@ -241,12 +247,16 @@ def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
                 else:
                     consumer.commit(*batch)
             got += len(batch)
+            if batch and not steady_at and len(consumer.claims()) == NET_PARTITIONS:
+                steady_at, steady_got = time.perf_counter(), got
         consumer.close()
         m.close()
         cluster.close()
-    elapsed = time.perf_counter() - start
+    end = time.perf_counter()
+    elapsed = end - start
     return {
         "rate": got / elapsed,
+        "steady": (got - steady_got) / (end - steady_at) if steady_at < end else 0.0,
         "cpu": time.process_time() - cpu,
         "p50_ms": _pct(latencies, 0.5) * 1000 if latencies else 0.0,
         "p99_ms": _pct(latencies, 0.99) * 1000 if latencies else 0.0,
@@ -353,9 +363,12 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
                 if "cpu" in r
                 else ""
             )
+            if "steady" in r:
+                extra += f"  steady {r['steady']:>11,.0f} msg/s"
             if base is not None and not kind.startswith(("raw", "kcat")):
                 extra += (
                     f"  = {r['rate'] / base['rate']:.2f}x rate, "
+                    f"{r.get('steady', 0.0) / base.get('steady', 1.0):.2f}x steady, "
                     f"{r['p99_ms'] / base['p99_ms']:.1f}x p99 of {BASELINE}"
                 )
             print(f"  {label:<28} {r['rate']:>11,.0f} msg/s  rss {r['rss_mb']:6.0f} MB{extra}")
@@ -363,7 +376,8 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
             "(alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500), "
             "raw-reader with the Consumer's reader's librdkafka settings "
             "(logmarshal.network.settings.consumer_settings); goal: >= 0.8x rate, "
-            "<= 2x p99 of raw-reader)"
+            "<= 2x p99 of raw-reader; steady: after the first call that returned records "
+            "with every partition assigned (raw) or claimed (Consumer))"
         )
 
 
@@ -448,6 +462,13 @@ def _extract(ref: str) -> Path:
         ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    # its C extensions too, as this tree has them (else the baseline reads without them)
+    subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace", "-q"],
+        cwd=target,
+        capture_output=True,
+        check=False,
+    )
     return target
 
 

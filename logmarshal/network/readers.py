@@ -178,7 +178,12 @@ class _Reader:
 
     Messages librdkafka delivers for a partition without a want wait in a read-ahead; a
     partition whose read-ahead is full is unassigned until its wants catch up, then assigned
-    again where they left off (exact, whatever librdkafka had fetched meanwhile)."""
+    again where they left off (exact, whatever librdkafka had fetched meanwhile).
+
+    ``poll(0)`` never waits: a consumer's ``poll()`` may drive it on its own thread
+    (:meth:`MemberFetcher.pump`)."""
+
+    caller_pumps = True
 
     def __init__(
         self,
