@@ -105,7 +105,9 @@ def parts(monkeypatch) -> Iterator[tuple[_Reader, _Answers, MemberFetcher]]:
     # act sooner saw it take over for another reason (a look-up, a pass that found nothing)
     monkeypatch.setattr(fetcher_module, "CALLER_HOLD", 5.0)
     reader, answers = _Reader(), _Answers()
-    fetcher = MemberFetcher(_Cluster(reader), answers, max_bytes=1 << 20, max_wait=0.2, name="fetch")
+    fetcher = MemberFetcher(
+        _Cluster(reader), answers, max_bytes=1 << 20, max_wait=0.2, name="fetch"
+    )
     try:
         yield reader, answers, fetcher
     finally:
