@@ -195,8 +195,19 @@ def _raw_settings(kind: str, bootstrap: str) -> dict[str, object]:
     return {**base, "group.id": "bench-raw", "enable.auto.commit": False}
 
 
-def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
-    """Read ``count`` records of the bench topic once; runs in a fresh process."""
+#: --primed: how long a reader waits, once it reads every partition, before the clock starts
+PRIMED_WAIT = 1.0
+
+
+def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict[str, float]:
+    """Read ``count`` records of the bench topic once; runs in a fresh process.
+
+    ``primed``: the clock starts ``PRIMED_WAIT`` after every partition is read (raw:
+    assigned; the Consumer: claimed, before its first poll), so that both start with their
+    buffers full: the Consumer's rate without its wait for its claims (coordination round
+    trips, which the plain rate counts), the read path alone. The Consumer starts with a
+    little more on hand (its read-ahead and its core's buffer: up to ~5,000 records a
+    partition beside librdkafka's queue, which both have)."""
     latencies: list[float] = []
     start = cpu = 0.0
     got = 0
@@ -207,6 +218,8 @@ def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
         # group.id: required, unused (assign() and no commits)
         raw = KafkaConsumer(_raw_settings(kind, bootstrap))
         raw.assign([TopicPartition(TOPIC, p, 0) for p in range(NET_PARTITIONS)])
+        if primed:
+            time.sleep(PRIMED_WAIT)
         start, cpu = time.perf_counter(), time.process_time()
         while got < count:
             t = time.perf_counter()
@@ -227,6 +240,13 @@ def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
         mode = "amo" if kind == "amo" else "alo"
         consumer = Consumer(m, TOPIC, mode=mode, batch_size=500, greedy=True)  # type: ignore[arg-type]
         each = kind == "alo-each"
+        if primed:
+            deadline = time.monotonic() + 60
+            while len(consumer.claims()) < NET_PARTITIONS:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"claimed {consumer.claims()} in 60 s")
+                time.sleep(0.01)
+            time.sleep(PRIMED_WAIT)
         while got < count:
             t = time.perf_counter()
             batch = consumer.poll(1.0)
@@ -254,7 +274,9 @@ def _worker(kind: str, bootstrap: str, count: int) -> dict[str, float]:
     }
 
 
-def _run_reader(kind: str, bootstrap: str, count: int, code: Path | None = None) -> dict:
+def _run_reader(
+    kind: str, bootstrap: str, count: int, code: Path | None = None, primed: bool = False
+) -> dict:
     if kind == "kcat":
         argv = ["kcat", "-b", bootstrap, "-C", "-t", TOPIC, "-o", "beginning", "-e", "-q"]
         start = time.perf_counter()
@@ -263,6 +285,8 @@ def _run_reader(kind: str, bootstrap: str, count: int, code: Path | None = None)
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         return {"rate": out.stdout.count(b"\n") / elapsed, "rss_mb": rss}
     argv = [sys.executable, __file__, "--network-worker", kind, bootstrap, str(count)]
+    if primed:
+        argv.append("primed")
     if code is not None:
         argv += ["--code", str(code)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
@@ -289,7 +313,9 @@ def _broker(kind: str, data: str) -> Iterator[str]:
         yield broker.bootstrap
 
 
-def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> None:
+def network(
+    count: int, baseline_ref: str | None, on: str = "logmarshal", primed: bool = False
+) -> None:
     from confluent_kafka import Producer
 
     import logmarshal
@@ -343,7 +369,7 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
             if kind == "kcat" and shutil.which("kcat") is None:
                 print(f"  {'kcat':<28} not installed")
                 continue
-            r = _run_reader(kind, bootstrap, count, code)
+            r = _run_reader(kind, bootstrap, count, code, primed)
             if kind == BASELINE:
                 base = r
             label = kind if code is None else f"{kind} @ {baseline_ref}"
@@ -363,14 +389,20 @@ def network(count: int, baseline_ref: str | None, on: str = "logmarshal") -> Non
             "(alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500), "
             "raw-reader with the Consumer's reader's librdkafka settings "
             "(logmarshal.network.settings.consumer_settings); goal: >= 0.8x rate, "
-            "<= 2x p99 of raw-reader)"
+            "<= 2x p99 of raw-reader"
+            + (
+                f"; primed: each clock started {PRIMED_WAIT:g} s after every partition was "
+                "assigned (raw) or claimed (Consumer))"
+                if primed
+                else ")"
+            )
         )
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--network-worker"]:
-        print(json.dumps(_worker(argv[1], argv[2], int(argv[3]))))
+        print(json.dumps(_worker(argv[1], argv[2], int(argv[3]), "primed" in argv[4:])))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs")
@@ -392,11 +424,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline-ref", help="also run this commit's Consumer, side by side in the same run"
     )
+    parser.add_argument(
+        "--primed",
+        action="store_true",
+        help="with --network: each reader's clock starts once it reads every partition "
+        f"(the Consumer: has claimed them) and {PRIMED_WAIT:g} s more, buffers full",
+    )
     parser.add_argument("--embedded-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.network:
-        network(args.count, args.baseline_ref, "kafka" if args.kafka else "logmarshal")
+        network(args.count, args.baseline_ref, "kafka" if args.kafka else "logmarshal", args.primed)
         return 0
     if args.embedded_worker:
         print(json.dumps(embedded_figures(args.hb, args.quick)))
@@ -448,6 +486,13 @@ def _extract(ref: str) -> Path:
         ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    # its C extensions too, as this tree has them (else the baseline reads without them)
+    subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace", "-q"],
+        cwd=target,
+        capture_output=True,
+        check=False,
+    )
     return target
 
 

@@ -300,7 +300,31 @@ fail:
     return NULL;
 }
 
+/* size(records): the bytes of the keys and values of Messages (what a fetch's max_bytes
+ * counts): items 4 and 5 of each, None counting 0; None if one is not such a tuple */
+static PyObject *size(PyObject *self, PyObject *records) {
+    if (!PyList_Check(records) && !PyTuple_Check(records)) Py_RETURN_NONE;
+    PyObject **items = PySequence_Fast_ITEMS(records);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(records), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = items[i];
+        if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) < 6) Py_RETURN_NONE;
+        for (int j = 4; j <= 5; j++) {
+            PyObject *item = PyTuple_GET_ITEM(m, j);
+            if (PyBytes_Check(item)) {
+                total += PyBytes_GET_SIZE(item);
+            } else if (item != Py_None) {
+                Py_RETURN_NONE; /* not bytes: the caller counts with len() */
+            }
+        }
+    }
+    return PyLong_FromSsize_t(total);
+}
+
 static PyMethodDef methods[] = {
+    {"size", (PyCFunction)size, METH_O,
+     "size(records) -> int | None: the bytes of the keys and values of Messages (None "
+     "when one is not a Message of bytes or None: the caller counts in Python)."},
     {"messages", (PyCFunction)(void (*)(void))messages, METH_FASTCALL,
      "messages(Message, topic, partition, raw) -> (Messages, bytes): confluent-kafka's "
      "messages as Messages (offset, timestamp()[1], key, value, headers as a tuple), "

@@ -332,6 +332,9 @@ class Consumer:
         # real time, not the injected clock: a ManualClock must not hang a poll
         deadline = time.monotonic() + timeout
         extended = False
+        # the caller's thread reads records itself while they flow (MemberFetcher.pump):
+        # tried once each time the core has nothing, before waiting for the fetch thread
+        pump = self._fetcher.pumps
         with self._poll_lock:
             while True:
                 if self._events:  # peeked without the lock: one queued later waits a turn
@@ -354,10 +357,16 @@ class Consumer:
                         extended = True
                         deadline += self._verdict_timeout
                         remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                    if remaining <= 0 and not pump:
                         return []
-                    # woken by every event; the cap only bounds a missed wake-up
-                    self._cond.wait(min(remaining, self._hb))
+                    if not pump:
+                        # woken by every event; the cap only bounds a missed wake-up
+                        self._cond.wait(min(remaining, self._hb))
+                        pump = self._fetcher.pumps
+                        continue
+                # outside the lock: the pass steps what it reads into the core (_feed_many);
+                # then the core is asked again, and only a pass that read nothing waits
+                pump = self._fetcher.pump(max(0.0, deadline - time.monotonic()))
 
     def __iter__(self) -> Iterator[Message]:
         """Messages until the consumer is closed (ALO: remember to ``commit`` each)."""

@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 Key = tuple[str, int]
 #: the longest a fetch loop sleeps with nothing to do (a wake ends it at once)
 IDLE_WAIT = 1.0
+#: how long the fetch thread stays parked after the caller's last pass that answered: a
+#: caller that stops polling (a long batch, a pause) leaves the reading to the thread again
+CALLER_HOLD = 0.1
+#: how long the caller waits for the fetch thread to end its pass and leave it the reader
+#: (a pass ends within one librdkafka wait once woken: 2 ms while records flow, 50 ms idle)
+TAKEOVER_WAIT = 0.06
 
 
 class PollingReader:
@@ -86,7 +92,15 @@ class MemberFetcher:
 
     A newer request for a partition replaces an older one not answered yet (the core asks
     again with a new token after a move); :meth:`drop` forgets a partition's request and
-    stops reading it (a revoked claim: nothing of it is answered after that)."""
+    stops reading it (a revoked claim: nothing of it is answered after that).
+
+    The caller's thread may drive the reader itself (:meth:`pump`, from ``poll()`` when the
+    core has nothing to hand out), as a raw confluent-kafka loop does: while its passes
+    find records the fetch thread stays parked, so records go from librdkafka to the core
+    on one thread, without a hand-over (and the GIL lost) at every answer. Whichever thread
+    holds the role runs the same pass, so what is answered, dropped and retried is the
+    same; the fetch thread takes over again when a caller's pass finds nothing, when a
+    ``LookUp`` waits, and when the caller has not pumped for ``CALLER_HOLD``."""
 
     def __init__(
         self,
@@ -110,6 +124,17 @@ class MemberFetcher:
         self._requests: dict[Key, Fetch | LookUp] = {}
         self._drops: set[Key] = set()
         self._stopped = False
+        #: whoever holds it uses the reader and the pass state below (fetch thread or caller)
+        self._role = threading.Lock()
+        self._tokens: dict[Key, int] = {}  # the Fetch each wanted partition answers
+        self._retries: dict[Key, tuple[float, Fetch | LookUp]] = {}
+        self._backoff: dict[Key, float] = {}
+        self._closed = False  # the reader is closed (under the role)
+        #: readers whose poll(0) never waits may be driven by the caller (the network one)
+        self.pumps = bool(getattr(self._reader, "caller_pumps", False))
+        self._hot_at = 0.0  # monotonic time of the caller's last pass that answered (0: none)
+        self._claim = False  # the caller asked for the role while the thread held it
+        self._unpark = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
@@ -118,6 +143,8 @@ class MemberFetcher:
     def request(self, action: Fetch | LookUp) -> None:
         with self._lock:
             self._requests[(action.topic, action.partition)] = action
+        if isinstance(action, LookUp) and self._hot_at:
+            self._handback()  # the fetch thread answers look-ups, not the caller
         self._reader.wake()
 
     def drop(self, keys: Sequence[Key]) -> None:
@@ -130,90 +157,162 @@ class MemberFetcher:
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
+        self._unpark.set()
         self._reader.wake()
+
+    # -- the caller's thread ------------------------------------------------------------
+
+    def pump(self, wait: float) -> bool:
+        """One pass on the caller's thread, without waiting for records: True if it answered
+        something (through ``answer``). False when it did not (nothing on hand, a look-up
+        waits, or the fetch thread kept the reader longer than ``wait``): the caller then
+        waits for the fetch thread's answers; the thread does the waiting again."""
+        if not self.pumps:
+            return False
+        if not self._role.acquire(blocking=False):
+            # the fetch thread is in a pass: woken, it ends it within a librdkafka wait's
+            # slice and parks instead of starting the next one
+            self._claim = True
+            self._reader.wake()
+            if not self._role.acquire(timeout=max(0.0, min(wait, TAKEOVER_WAIT))):
+                self._claim = False
+                return False
+        try:
+            self._claim = False
+            if self._closed:
+                return False
+            with self._lock:
+                if self._stopped or any(
+                    isinstance(a, LookUp)
+                    for a in (*self._requests.values(), *(a for _, a in self._retries.values()))
+                ):
+                    answered = False
+                else:
+                    self._hot_at = time.monotonic()
+                    answered = None
+            if answered is None:
+                try:
+                    answered = self._pass(0.0) is True
+                except Exception:  # as in the fetch thread: reading stops, said once
+                    log.exception("%s: the fetch loop stopped", self._name)
+                    self.stop()
+                    return False
+        finally:
+            self._role.release()
+        if not answered:
+            self._handback()
+        return answered
+
+    def _handback(self) -> None:
+        """The fetch thread drives the reader again (it waits for records, answers look-ups)."""
+        self._hot_at = 0.0
+        self._unpark.set()
 
     # -- the fetch thread -------------------------------------------------------------
 
     def _run(self) -> None:
-        tokens: dict[Key, int] = {}  # the Fetch each wanted partition answers
-        retries: dict[Key, tuple[float, Fetch | LookUp]] = {}
-        backoff: dict[Key, float] = {}
-        reader = self._reader
         try:
             while True:
-                with self._lock:
-                    if self._stopped:
+                hot_at = self._hot_at
+                if hot_at:  # the caller drives: park until it hands back or stops pumping
+                    left = hot_at + CALLER_HOLD - time.monotonic()
+                    if left > 0:
+                        self._unpark.wait(left)
+                        self._unpark.clear()
+                        with self._lock:
+                            if self._stopped:
+                                return
+                        continue
+                    self._hot_at = 0.0
+                with self._role:
+                    if self._pass(IDLE_WAIT) is None:
                         return
-                    requests, self._requests = self._requests, {}
-                    drops, self._drops = self._drops, set()
-                now = time.monotonic()
-                for key in drops:
-                    tokens.pop(key, None)
-                    retries.pop(key, None)
-                    backoff.pop(key, None)
-                    reader.drop(*key)
-                for key, (at, action) in list(retries.items()):
-                    if key in requests:
-                        del retries[key]  # a newer request replaces the retry
-                    elif at <= now:
-                        del retries[key]
-                        requests[key] = action
-                events: list[Event] = []
-                lookups = {k: a for k, a in requests.items() if isinstance(a, LookUp)}
-                for key, action in requests.items():
-                    if isinstance(action, Fetch):
-                        tokens[key] = action.token
-                        reader.want(key[0], key[1], action.offset)
-                    else:
-                        tokens.pop(key, None)
-                if lookups:
-                    for key, found in reader.bounds(list(lookups)).items():
-                        lookup = lookups[key]
-                        if isinstance(found, ClosedError):
-                            return
-                        if isinstance(found, Exception):
-                            self._failed(key, lookup, found, retries, backoff, now)
-                        else:
-                            events.append(Bounds(lookup.token, key[0], key[1], *found))
-                if events:
-                    self._answer(events)
-                    events = []
-                wait = IDLE_WAIT
-                if retries:
-                    wait = max(0.0, min(wait, min(at for at, _ in retries.values()) - now))
-                reads = reader.poll(wait)
-                with self._lock:
-                    dropping = set(self._drops) if self._drops else ()
-                for read in reads:
-                    key = (read.topic, read.partition)
-                    token = tokens.pop(key, None)
-                    if token is None or key in dropping:
-                        continue  # dropped (maybe while it was read)
-                    error = read.error
-                    if error is None:
-                        backoff.pop(key, None)
-                        events.append(Fetched(token, read.topic, read.partition, read.records))
-                    elif isinstance(error, OffsetOutOfRange):
-                        events.append(
-                            OutOfRange(
-                                token,
-                                read.topic,
-                                read.partition,
-                                error.log_start_offset,
-                                error.log_end_offset,
-                            )
-                        )
-                    elif isinstance(error, ClosedError):
-                        return
-                    else:
-                        action = Fetch(token, read.topic, read.partition, read.offset)
-                        self._failed(key, action, error, retries, backoff, time.monotonic())
-                if events:
-                    self._answer(events)
+                    if self._claim:  # the caller waits for the reader: park
+                        self._hot_at = time.monotonic()
         except Exception:
             log.exception("%s: the fetch loop stopped", self._name)
         finally:
-            reader.close()
+            with self._role:
+                self._closed = True
+                self._reader.close()
+
+    def _pass(self, wait: float) -> bool | None:
+        """Take requests and drops, answer look-ups, wait up to ``wait`` for records and
+        answer them: True if it answered something, None once stopped or closed."""
+        tokens, retries, backoff = self._tokens, self._retries, self._backoff
+        reader = self._reader
+        with self._lock:
+            if self._stopped:
+                return None
+            requests, self._requests = self._requests, {}
+            drops, self._drops = self._drops, set()
+        answered = False
+        now = time.monotonic()
+        for key in drops:
+            tokens.pop(key, None)
+            retries.pop(key, None)
+            backoff.pop(key, None)
+            reader.drop(*key)
+        for key, (at, action) in list(retries.items()):
+            if key in requests:
+                del retries[key]  # a newer request replaces the retry
+            elif at <= now:
+                del retries[key]
+                requests[key] = action
+        events: list[Event] = []
+        lookups = {k: a for k, a in requests.items() if isinstance(a, LookUp)}
+        for key, action in requests.items():
+            if isinstance(action, Fetch):
+                tokens[key] = action.token
+                reader.want(key[0], key[1], action.offset)
+            else:
+                tokens.pop(key, None)
+        if lookups:
+            for key, found in reader.bounds(list(lookups)).items():
+                lookup = lookups[key]
+                if isinstance(found, ClosedError):
+                    return None
+                if isinstance(found, Exception):
+                    self._failed(key, lookup, found, retries, backoff, now)
+                else:
+                    events.append(Bounds(lookup.token, key[0], key[1], *found))
+        if events:
+            self._answer(events)
+            answered = True
+            events = []
+        if retries:
+            wait = max(0.0, min(wait, min(at for at, _ in retries.values()) - now))
+        reads = reader.poll(wait)
+        with self._lock:
+            dropping = set(self._drops) if self._drops else ()
+        for read in reads:
+            key = (read.topic, read.partition)
+            token = tokens.pop(key, None)
+            if token is None or key in dropping:
+                continue  # dropped (maybe while it was read)
+            error = read.error
+            if error is None:
+                backoff.pop(key, None)
+                events.append(Fetched(token, read.topic, read.partition, read.records))
+            elif isinstance(error, OffsetOutOfRange):
+                events.append(
+                    OutOfRange(
+                        token,
+                        read.topic,
+                        read.partition,
+                        error.log_start_offset,
+                        error.log_end_offset,
+                    )
+                )
+            elif isinstance(error, ClosedError):
+                return None
+            else:
+                action = Fetch(token, read.topic, read.partition, read.offset)
+                self._failed(key, action, error, retries, backoff, time.monotonic())
+        if events:
+            self._answer(events)
+            answered = True
+        return answered
 
     def _failed(
         self,

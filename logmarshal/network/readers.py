@@ -28,6 +28,10 @@ try:
     from .._fastconsume import messages as _messages_c
 except ImportError:  # the optional extension is not built: _messages in Python (slower)
     _batch_c = _layout_matches = _messages_c = None
+try:
+    from .._fastconsume import size as _size_c
+except ImportError:  # not built, or built before size() was added
+    _size_c = None
 from ..errors import OffsetOutOfRange
 from .error_map import _map_error, _raise_from
 
@@ -164,7 +168,12 @@ _FIELDS_READABLE = _fields_readable()
 
 
 def _size(records: Sequence[Message]) -> int:
-    """Bytes of keys and values (what ``max_bytes`` counts)."""
+    """Bytes of keys and values (what ``max_bytes`` counts): in C when built (a read-ahead
+    answered in parts counts each part it hands out)."""
+    if _size_c is not None:
+        found = _size_c(records)
+        if found is not None:
+            return int(found)
     return sum(map(len, filter(None, map(_M_VALUE, records)))) + sum(
         map(len, filter(None, map(_M_KEY, records)))
     )
@@ -178,7 +187,12 @@ class _Reader:
 
     Messages librdkafka delivers for a partition without a want wait in a read-ahead; a
     partition whose read-ahead is full is unassigned until its wants catch up, then assigned
-    again where they left off (exact, whatever librdkafka had fetched meanwhile)."""
+    again where they left off (exact, whatever librdkafka had fetched meanwhile).
+
+    ``poll(0)`` never waits: a consumer's ``poll()`` may drive it on its own thread
+    (:meth:`MemberFetcher.pump`)."""
+
+    caller_pumps = True
 
     def __init__(
         self,

@@ -314,3 +314,40 @@ def test_confluent_kafka_fields_are_read_in_c_only_as_checked() -> None:
     failed = kafka(1, 3, error=KafkaError(KafkaError._MSG_TIMED_OUT))
     assert readers._batch_c(Message, [one, failed]) is None  # an error
     assert readers._batch_c(Message, []) is None
+
+
+def test_network_consumer_reads_on_the_callers_thread_while_records_flow(broker) -> None:
+    """Over the network, ``poll()`` takes the records from librdkafka on the caller's thread
+    while they flow (no hand-over from the fetch thread per answer), and hands each out once,
+    in order."""
+    with connect(bootstrap=broker.bootstrap) as cluster:
+        cluster.create_topic("t", 1)
+        for _ in range(10):
+            _produce(cluster, "t", 0, 1000)
+        marshaler = Marshaler(cluster, "m", "g", 0.5)
+        consumer = Consumer(marshaler, "t", rebalance="none", greedy=True, batch_size=100)
+        answered_by: list[str] = []
+        answer = consumer._fetcher._answer
+
+        def noting(events: Sequence[Event]) -> None:
+            if any(isinstance(e, Fetched) for e in events):
+                answered_by.append(threading.current_thread().name)
+            answer(events)
+
+        consumer._fetcher._answer = noting  # type: ignore[method-assign]
+        try:
+            assert consumer._fetcher.pumps
+            seen: list[int] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 10_000 and time.monotonic() < deadline:
+                batch = consumer.poll(0.5)
+                consumer.commit(*batch)
+                seen += [m.offset for m in batch]
+            assert seen == list(range(10_000))
+            caller = threading.current_thread().name
+            # the first answers may come from the fetch thread (the caller waits for its
+            # claim); once records flow, the caller's own passes read most of them
+            assert answered_by.count(caller) > len(answered_by) / 2, answered_by
+        finally:
+            consumer.close()
+            marshaler.close()
