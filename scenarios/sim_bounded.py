@@ -377,6 +377,10 @@ class Bounded:
         sim.note(f"{inst.me} HALTS cp{cp}: records {need}..{start - 1} are gone, no snapshot")
         inst.gapped.add(cp)
         self.regained[(inst.me, cp)] = Regained(start)
+        # a second gap: what an earlier reset determined again is lost too (the core drops
+        # it at the halt), so every partition must be named again, as the Consumer's edge
+        # does (``Consumer._halted``)
+        inst.resumed[cp] = set()
         sim.step(inst, Halted(cp, need, start, "gap"))
         if not self.reset_pending and self.last_reset[cp] < start:
             self.reset_pending = True

@@ -121,6 +121,35 @@ def test_the_not_to_claim_seeds_fail_with_the_bug_put_back(seed, monkeypatch):
     assert run_seed(seed).violations != ()
 
 
+#: A second gap halt of one instance: the simulator's edge still counted the partitions an
+#: earlier reset had given back as told, so it never named them again after the second
+#: reset, and the member (whose core drops them at every halt) left them unheld for good
+#: (seed 8354: "not balanced 10·HB after the faults", t/0 and t/2 held by nobody). The
+#: Consumer's edge starts anew at every halt (``Consumer._halted``); so does the
+#: simulator's now.
+SECOND_GAP_SEEDS = (8354,)
+
+
+@pytest.mark.parametrize("seed", SECOND_GAP_SEEDS)
+def test_a_second_gap_halt_resumes_after_its_own_reset(seed):
+    assert run_seed(seed).violations == ()
+
+
+@pytest.mark.parametrize("seed", SECOND_GAP_SEEDS)
+def test_the_second_gap_seeds_fail_when_the_edge_remembers_the_first_reset(seed, monkeypatch):
+    import scenarios.sim_bounded as bounded
+
+    reachable = bounded.Bounded.reachable
+
+    def remembering(self, inst, cp):  # the edge as it was: what it told before, kept
+        told = set(inst.resumed.get(cp, ()))
+        reachable(self, inst, cp)
+        inst.resumed.setdefault(cp, set()).update(told)
+
+    monkeypatch.setattr(bounded.Bounded, "reachable", remembering)
+    assert run_seed(seed).violations != ()
+
+
 def test_regained_keeps_a_pause_whose_end_its_chunk_passes():
     from logmarshal.core.rewind import Regained
     from rationalizer import Heartbeat, ReleaseGroup, WorldState, encode
