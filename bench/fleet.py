@@ -261,11 +261,8 @@ class Passes:
     max_per_cp: int
     #: sum over the members of the coordination partitions they hold partitions in
     member_cps: int
-
-    @property
-    def per_pass(self) -> float:
-        """Heartbeat records of one pass of the whole fleet (every member once)."""
-        return self.records / (self.member_passes / self.members) if self.member_passes else 0.0
+    #: sum over the members of their records per pass: one pass of the whole fleet
+    per_pass: float
 
 
 def pass_stats(writes: list[tuple[str, int, int]], member_cps: dict[str, int]) -> Passes:
@@ -273,12 +270,15 @@ def pass_stats(writes: list[tuple[str, int, int]], member_cps: dict[str, int]) -
     record); ``member_cps``: each member's coordination partitions it holds partitions in."""
     per: Counter[tuple[str, int, int]] = Counter(writes)
     passes = {(m, t) for m, t, _ in writes}
+    records: Counter[str] = Counter(m for m, _, _ in writes)
+    count: Counter[str] = Counter(m for m, _ in passes)
     return Passes(
-        members=len({m for m, _ in passes}),
+        members=len(count),
         member_passes=len(passes),
         records=len(writes),
         max_per_cp=max(per.values(), default=0),
-        member_cps=sum(member_cps.get(m, 0) for m in {m for m, _ in passes}),
+        member_cps=sum(member_cps.get(m, 0) for m in count),
+        per_pass=sum(records[m] / count[m] for m in count),
     )
 
 
