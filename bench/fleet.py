@@ -709,7 +709,7 @@ def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
         "assignment is balanced and then stays unchanged; moved = partitions that changed "
         "holder. Replay CPU per member = records/s x apply_many's µs/record (every member "
         "replays every coordination partition). A pass: the heartbeat records one member "
-        "wrote in one step; per pass = the window's heartbeat records / its passes per member."
+        "wrote in one step; per pass = the sum over the members of their heartbeat records per pass."
     )
     return "\n".join(lines)
 
