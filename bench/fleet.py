@@ -33,10 +33,19 @@ measured per-record cost times what a member replays: every record of every coor
 partition (the target needs the holder of every partition, docs/performance.md "What a
 fleet costs").
 
+The steady window also counts heartbeat passes (:class:`Passes`): a member's pass is the
+heartbeat records it wrote in one step, and the table gives a pass of the whole fleet (the
+sum over the members of their records per pass) beside members x coordination partitions,
+the most records one member's pass wrote into one coordination partition (1 at cap 7), and
+the passes per member per HB (1.5-3: freshness is age < HB, PROTOCOL.md "Time and
+freshness").
+
 A size that spends its wall-clock budget (``--max-wall-s``) stops where it is and says so;
 if it had not reached its steady state, its steady-state figures come from a log of its
-shape synthesized from the core's schedule (:func:`synthesized_cost`), and the table says
-so. The simulator's invariants (:mod:`scenarios.sim_checks`) stay on. The fleet runs with
+shape synthesized from the core's schedule (:func:`synthesized_cost`, cap 6 and cap 7
+alike), and the table says so. ``--simulate-up-to N`` sends every size of more than N
+members x partitions straight to that log (no phases): 1,000 x 10,000 takes about 20
+minutes a cap in the simulator. The simulator's invariants (:mod:`scenarios.sim_checks`) stay on. The fleet runs with
 the simulator's opt-in economies (``Sim.shared_replay``: members of equal replay lag share
 one replay, since replay is a pure fold, docs/architecture.md, "The coordination log";
 ``Sim.indexed_checks``); the seeded runs (``python -m scenarios.sim``) leave them off.
