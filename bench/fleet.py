@@ -3,7 +3,7 @@
     python -m bench.fleet [--sizes 32x256,100x1024,1000x10000] [--hb-ms 100]
                           [--coordination-partitions 8] [--seed 0] [--stable-hb 5]
                           [--limit-hb 60] [--max-wall-s 600] [--profile]
-                          [--protocol-versions 6,7]
+                          [--protocol-versions 6,7] [--simulate-up-to 2000000]
 
 ``--protocol-versions`` runs every size once per members' cap (``protocol_version``), one
 row each, in the same run: cap 6 writes a Heartbeat per held partition, cap 7 one
@@ -33,10 +33,19 @@ measured per-record cost times what a member replays: every record of every coor
 partition (the target needs the holder of every partition, docs/performance.md "What a
 fleet costs").
 
+The steady window also counts heartbeat passes (:class:`Passes`): a member's pass is the
+heartbeat records it wrote in one step, and the table gives a pass of the whole fleet (the
+sum over the members of their records per pass) beside members x coordination partitions,
+the most records one member's pass wrote into one coordination partition (1 at cap 7), and
+the passes per member per HB (1.5-3: freshness is age < HB, PROTOCOL.md "Time and
+freshness").
+
 A size that spends its wall-clock budget (``--max-wall-s``) stops where it is and says so;
 if it had not reached its steady state, its steady-state figures come from a log of its
-shape synthesized from the core's schedule (:func:`synthesized_cost`), and the table says
-so. The simulator's invariants (:mod:`scenarios.sim_checks`) stay on. The fleet runs with
+shape synthesized from the core's schedule (:func:`synthesized_cost`, cap 6 and cap 7
+alike), and the table says so. ``--simulate-up-to N`` sends every size of more than N
+members x partitions straight to that log (no phases): 1,000 x 10,000 takes about 20
+minutes a cap in the simulator. The simulator's invariants (:mod:`scenarios.sim_checks`) stay on. The fleet runs with
 the simulator's opt-in economies (``Sim.shared_replay``: members of equal replay lag share
 one replay, since replay is a pure fold, docs/architecture.md, "The coordination log";
 ``Sim.indexed_checks``); the seeded runs (``python -m scenarios.sim``) leave them off.
@@ -58,12 +67,13 @@ import attrs
 if __package__ in (None, ""):  # run as a script: python3 bench/fleet.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from logmarshal.core import Poll, Replayed, Tick, Topics, assignment
+from logmarshal.core import Poll, Replayed, Tick, Topics, Write, assignment
 from logmarshal.core.handout import HEARTBEAT_GAP
 from rationalizer import (
     AnnouncingMember,
     ClaimingPartition,
     Heartbeat,
+    MemberHeartbeat,
     WorldState,
     coordination_partition,
     decode,
@@ -116,6 +126,18 @@ class FleetSim(_ScriptedSim):
         self.shared_replay = shared
         self.indexed_checks = True
         self.protocol_version = protocol_version
+        #: while not None, every heartbeat write as (member, simulated ms, coordination
+        #: partition): a member's heartbeat pass is the writes of one of its steps
+        self.beat_writes: list[tuple[str, int, int]] | None = None
+
+    def carry(self, inst: _Instance, action: object) -> None:
+        if (
+            self.beat_writes is not None
+            and isinstance(action, Write)
+            and action.kind == "heartbeat"
+        ):
+            self.beat_writes.append((inst.me, self.now, action.cp))
+        super().carry(inst, action)
 
     def start(self) -> _Instance:
         capped = (
@@ -232,6 +254,43 @@ class FleetSim(_ScriptedSim):
         return (None if since is None else since - began), moved
 
 
+@attrs.define
+class Passes:
+    """Heartbeat passes in the steady window: a member's pass is the heartbeat records it
+    wrote in one step (cap 6: a Heartbeat per partition due; cap 7: a MemberHeartbeat per
+    coordination partition). Freshness is age < HB (PROTOCOL.md, "Time and freshness"), so a
+    member makes a pass every 0.325-0.65 HB (``HEARTBEAT_SLACK``, ``HEARTBEAT_GAP``): the
+    figure per pass is what "one record per member per coordination partition" bounds."""
+
+    #: members writing in the window, their passes, the heartbeat records of those passes
+    members: int
+    member_passes: int
+    records: int
+    #: the most records one member's pass wrote into one coordination partition
+    max_per_cp: int
+    #: sum over the members of the coordination partitions they hold partitions in
+    member_cps: int
+    #: sum over the members of their records per pass: one pass of the whole fleet
+    per_pass: float
+
+
+def pass_stats(writes: list[tuple[str, int, int]], member_cps: dict[str, int]) -> Passes:
+    """:class:`Passes` of ``writes`` ((member, ms, coordination partition) per heartbeat
+    record); ``member_cps``: each member's coordination partitions it holds partitions in."""
+    per: Counter[tuple[str, int, int]] = Counter(writes)
+    passes = {(m, t) for m, t, _ in writes}
+    records: Counter[str] = Counter(m for m, _, _ in writes)
+    count: Counter[str] = Counter(m for m, _ in passes)
+    return Passes(
+        members=len(count),
+        member_passes=len(passes),
+        records=len(writes),
+        max_per_cp=max(per.values(), default=0),
+        member_cps=sum(member_cps.get(m, 0) for m in count),
+        per_pass=sum(records[m] / count[m] for m in count),
+    )
+
+
 class OutOfTime(Exception):
     """The size's wall-clock budget ran out (after this many simulated ms of the phase)."""
 
@@ -290,14 +349,26 @@ def target_cost(members: int, partitions: int) -> tuple[float, float]:
 
 
 def synthesized_cost(
-    members: int, partitions: int, hb_ms: int, ncoord: int, window_hb: float
-) -> tuple[dict[str, int], Cost]:
+    members: int,
+    partitions: int,
+    hb_ms: int,
+    ncoord: int,
+    window_hb: float,
+    protocol_version: int | None = None,
+) -> tuple[dict[str, int], Cost, Passes, int]:
     """For a size the simulator could not bring to its steady state: the steady log that
-    the core writes, synthesized (every partition held by member ``p % members``; each
-    heartbeats after the core's gap, ``HEARTBEAT_GAP`` of HB; each member
-    announces every HB/3), and ``apply_many`` timed over its window as in
-    :func:`replay_cost`. Returns (records by type in the window, the timing)."""
+    the core writes, synthesized, and ``apply_many`` timed over its window as in
+    :func:`replay_cost`. Every partition is held by member ``p % members`` (claimed at
+    HB/2); each member announces every HB/3 and makes a heartbeat pass every
+    ``HEARTBEAT_GAP`` of HB (members spread over the gap), in which, capped at 6, it writes a
+    Heartbeat of every partition it holds and, capped at 7 (the default), one
+    MemberHeartbeat per coordination partition it holds partitions in, its entries naming
+    every partition held there with its tenure (the claim's offset). Every record is the
+    real encoder's, and a replay of the whole log must accept every one (else this raises:
+    the model would not be the core's). Returns (records by type in the window, the
+    timing, the window's passes, partitions the MemberHeartbeats carried)."""
 
+    cap = 7 if protocol_version is None else protocol_version
     home = membership_partition(GROUP, ncoord)
     start = 2 * hb_ms
     end = start + int(window_hb * hb_ms)
@@ -319,36 +390,91 @@ def synthesized_cost(
                 home,
                 ts,
                 AnnouncingMember(
-                    **ids(m), topics=((TOPIC, partitions),), heartbeat_interval_ms=hb_ms, version=4
+                    **ids(m),
+                    topics=((TOPIC, partitions),),
+                    heartbeat_interval_ms=hb_ms,
+                    version=4,
                 ),
             )
+    claimed = hb_ms // 2
     for p in range(partitions):
         cp = coordination_partition(TOPIC, p, ncoord)
-        who = ids(p % members)
         add(
             cp,
-            hb_ms // 2,
-            ClaimingPartition(**who, topic=TOPIC, partition=p, heartbeat_interval_ms=hb_ms),
+            claimed,
+            ClaimingPartition(
+                **ids(p % members),
+                topic=TOPIC,
+                partition=p,
+                heartbeat_interval_ms=hb_ms,
+                version=6,  # (what the core writes at 6 and 7: its offset names its tenure)
+            ),
         )
-        gap = int(hb_ms * HEARTBEAT_GAP)
-        for ts in range(hb_ms // 2 + 1, end, gap):
-            add(
-                cp,
-                ts,
-                Heartbeat(
-                    **who, topic=TOPIC, partition=p, last_offset=-1, heartbeat_interval_ms=hb_ms
-                ),
-            )
+    # a claim's offset is its tenure: every beat comes after every claim and announcement
+    # before the first beat, so sorting now gives the offsets the final log has
+    tenure: dict[int, int] = {}
+    for cp_events in events:
+        cp_events.sort()
+        for offset, (ts, _, k, v) in enumerate(cp_events):
+            if ts == claimed and k and type(msg := decode(k, v)) is ClaimingPartition:
+                tenure[msg.partition] = offset
+    held: list[dict[int, list[int]]] = [{} for _ in range(members)]
+    for p in range(partitions):
+        held[p % members].setdefault(coordination_partition(TOPIC, p, ncoord), []).append(p)
+    gap = int(hb_ms * HEARTBEAT_GAP)
+    writes: list[tuple[str, int, int]] = []
+    entries_in_window = 0
+    for m in range(members):
+        who = ids(m)
+        for ts in range(claimed + 1 + m % gap, end, gap):
+            for cp, parts in sorted(held[m].items()):
+                if cap >= 7:
+                    msgs: list[object] = [
+                        MemberHeartbeat(
+                            **who,
+                            heartbeat_interval_ms=hb_ms,
+                            entries=tuple((TOPIC, p, tenure[p], -1) for p in sorted(parts)),
+                        )
+                    ]
+                else:
+                    msgs = [
+                        Heartbeat(
+                            **who,
+                            topic=TOPIC,
+                            partition=p,
+                            last_offset=-1,
+                            heartbeat_interval_ms=hb_ms,
+                        )
+                        for p in parts
+                    ]
+                for msg in msgs:
+                    add(cp, ts, msg)
+                    if ts >= start:
+                        writes.append((who["client_id"], ts, cp))
+                        entries_in_window += len(getattr(msg, "entries", ()))
     by_type: Counter[str] = Counter()
     logs = []
     for cp_events in events:
         cp_events.sort()
         recs = [(o, ts, k, v) for o, (ts, _, k, v) in enumerate(cp_events)]
+        rejected = [
+            (r[0], v)
+            for r, v in zip(recs, WorldState().apply_many(recs), strict=True)
+            if v is None or not v.accepted
+        ]
+        if rejected:
+            raise SystemExit(f"the synthesized log is not the core's: rejected {rejected[:3]}")
         cut = next((i for i, r in enumerate(recs) if r[1] >= start), len(recs))
         logs.append((recs[:cut], recs[cut:]))
         for _, _, k, v in recs[cut:]:
             by_type[type(decode(k, v)).__name__] += 1
-    return dict(by_type), timed_replay(logs, home)
+    member_cps = {f"c{m:05d}": len(held[m]) for m in range(members)}
+    return (
+        dict(by_type),
+        timed_replay(logs, home),
+        pass_stats(writes, member_cps),
+        entries_in_window,
+    )
 
 
 @attrs.define
@@ -376,6 +502,8 @@ class SizeResult:
     protocol_version: int | None = None
     #: partitions the window's MemberHeartbeats carried (version 7)
     beat_entries: int = 0
+    #: the window's heartbeat passes
+    passes: Passes | None = None
 
     @property
     def records(self) -> int:
@@ -416,8 +544,10 @@ def run_size(
     max_wall_s: float = 600,
     log: bool = True,
     protocol_version: int | None = None,
+    simulate: bool = True,
 ) -> SizeResult:
-    """The four phases at one size (module docstring)."""
+    """The four phases at one size (module docstring); ``simulate=False``: none of them,
+    the steady state from the synthesized log alone (:func:`synthesized_cost`)."""
     t_all = time.perf_counter()
     deadline = t_all + max_wall_s
     sim = FleetSim(
@@ -450,6 +580,9 @@ def run_size(
             )
 
     try:
+        if not simulate:
+            result.stopped = "not simulated (--simulate-up-to): steady state synthesized"
+            raise OutOfTime(0)
         for _ in range(members):
             sim.start()
         phase("start")
@@ -462,8 +595,17 @@ def run_size(
         # the steady state: a window as long as the stable one, nothing happening
         marks = [len(r) for r in sim.log]
         w0 = sim.now
+        sim.beat_writes = []
         sim.run_until(sim.now + stable_ms)
         result.window_ms = sim.now - w0
+        result.passes = pass_stats(
+            sim.beat_writes,
+            {
+                i.me: len({coordination_partition(t, p, ncoord) for t, p in i.core.held()})
+                for i in sim.running()
+            },
+        )
+        sim.beat_writes = None
         by_type: Counter[str] = Counter()
         for cp, records in enumerate(sim.log):
             for _ts, key, value in records[marks[cp] :]:
@@ -482,8 +624,8 @@ def run_size(
     except OutOfTime:
         if not result.window_ms:
             window_hb = stable_ms / hb_ms
-            result.by_type, result.replay = synthesized_cost(
-                members, partitions, hb_ms, ncoord, window_hb
+            result.by_type, result.replay, result.passes, result.beat_entries = synthesized_cost(
+                members, partitions, hb_ms, ncoord, window_hb, protocol_version
             )
             result.window_ms = stable_ms
             result.synthesized = True
@@ -513,15 +655,27 @@ def _phase_cell(r: SizeResult, name: str) -> str:
     return "-"
 
 
+def _pass_cell(r: SizeResult, ncoord: int, hbs: float) -> str:
+    ps = r.passes
+    if ps is None or not ps.member_passes or not hbs:
+        return "-"
+    return (
+        f"{ps.per_pass:,.0f} ({ps.max_per_cp}) / {ps.members * ncoord:,} ({ps.member_cps:,}); "
+        f"{ps.member_passes / ps.members / hbs:.2f}"
+    )
+
+
 def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
     """The figures as a Markdown table (docs/performance.md, "What a fleet costs")."""
     head = (
         "| members x partitions (cap) | start → balanced (claims written) | join | crash | grow +25% "
         f"| `__marshal` records/s (HB {hb_ms} ms) | heartbeats / announcements per HB "
+        "| heartbeat records per pass (most of one member in one CP) / members x CPs "
+        "(x CPs held in); passes per member per HB "
         "| apply_many µs/record: all (membership partition / others) | replay CPU per member | target() s, steady / from nothing "
         "| simulated s | wall s |"
     )
-    lines = [head, "|" + " --- |" * 12]
+    lines = [head, "|" + " --- |" * 13]
     for r in results:
         hbs = r.window_ms / r.hb_ms if r.window_ms else 0
         beats = (
@@ -541,6 +695,7 @@ def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
             *(_phase_cell(r, n) for n in PHASES[1:]),
             rate,
             f"{beats:,.0f}{carried} / {ann:,.0f}" if hbs else "-",
+            _pass_cell(r, ncoord, hbs),
             (
                 f"{r.us_per_record:.2f} ({r.us_split()[0]:.1f} / {r.us_split()[1]:.2f})"
                 if r.replay_records
@@ -562,7 +717,8 @@ def table(results: list[SizeResult], hb_ms: int, ncoord: int) -> str:
         f"\n{ncoord} coordination partitions; convergence in HB of simulated time until the "
         "assignment is balanced and then stays unchanged; moved = partitions that changed "
         "holder. Replay CPU per member = records/s x apply_many's µs/record (every member "
-        "replays every coordination partition)."
+        "replays every coordination partition). A pass: the heartbeat records one member "
+        "wrote in one step; per pass = the sum over the members of their heartbeat records per pass."
     )
     return "\n".join(lines)
 
@@ -596,6 +752,12 @@ def main(argv: list[str] | None = None) -> int:
         default=600,
         help="wall-clock budget per size; a size that runs out says where",
     )
+    parser.add_argument(
+        "--simulate-up-to",
+        type=int,
+        help="simulate only sizes of at most this many members x partitions; a larger size "
+        "gets its steady-state figures from a synthesized log alone (no phases)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile each size")
     parser.add_argument(
         "--protocol-versions",
@@ -623,6 +785,7 @@ def main(argv: list[str] | None = None) -> int:
                 limit_hb=args.limit_hb,
                 max_wall_s=args.max_wall_s,
                 protocol_version=cap,
+                simulate=args.simulate_up_to is None or members * partitions <= args.simulate_up_to,
             )
         )
         if prof:

@@ -2,7 +2,7 @@
 written to.
 
     python bench/idle.py [--partitions 24,256,1024] [--hb 1.0] [--seconds 10]
-                         [--modes embedded,network] [--baseline-ref REF]
+                         [--modes embedded,network,raw] [--baseline-ref REF]
                          [--protocol-versions 6,7]
 
 Each figure is one member in a fresh process (so a broker's CPU is never counted): it
@@ -11,6 +11,9 @@ sampled over ``--seconds`` and its OS thread count read from /proc. ``network`` 
 ``logmarshal broker start`` on 127.0.0.1, started here and stopped at the end.
 ``--baseline-ref`` runs the same figures with the Consumer of that commit (its tree from
 ``git archive``, this tree's built extensions copied in) in the same run.
+Mode ``raw`` is no member: a bare confluent-kafka consumer assigned the same idle partitions
+with the member's reader settings, polled as that reader polls (librdkafka's own cost, the
+floor under the network figures); it needs the broker, as ``network`` does.
 ``--protocol-versions`` runs each figure once per member's cap (``protocol_version``; cap 7
 heartbeats with one MemberHeartbeat per coordination partition, cap 6 one Heartbeat per
 partition: PROTOCOL.md, "Version 7"), side by side in the same run.
@@ -55,7 +58,11 @@ def worker(
     bootstrap: str | None,
     protocol_version: int | None = None,
 ) -> dict:
-    """One member holding ``partitions`` idle partitions; runs in a fresh process."""
+    """One member holding ``partitions`` idle partitions; runs in a fresh process (mode
+    ``raw``: :func:`raw_worker` instead)."""
+    if mode == "raw":
+        assert bootstrap is not None
+        return raw_worker(partitions, seconds, bootstrap)
     import logmarshal
     from logmarshal.consumer import Consumer
     from logmarshal.marshaler import Marshaler
@@ -93,6 +100,45 @@ def worker(
         "threads": threads,
         "claimed_s": claimed,
         "held": held,
+    }
+
+
+def raw_worker(partitions: int, seconds: float, bootstrap: str) -> dict:
+    """librdkafka's own idle cost, the floor of a network member's data reads: one
+    confluent-kafka consumer with the member's reader settings
+    (``network.settings.consumer_settings``), assigned every partition of an idle topic at
+    its end, polled as the member's reader polls while nothing comes (``poll`` in slices of
+    ``readers._LIBRDKAFKA_SLICE``); no logmarshal code runs while the CPU is sampled."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    import logmarshal
+    from logmarshal.network import readers
+    from logmarshal.network.settings import consumer_settings
+
+    cluster = logmarshal.connect(bootstrap=bootstrap)
+    topic = f"idle-raw-{partitions}-{os.getpid()}"
+    cluster.create_topic(topic, partitions)
+    cluster.close()
+    conf = consumer_settings({"bootstrap.servers": bootstrap}, f"raw-{os.getpid()}", committed=True)
+    consumer = Consumer(conf)
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
+    def poll_until(deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if consumer.poll(readers._LIBRDKAFKA_SLICE) is not None:
+                raise SystemExit("a record came to an idle topic")
+
+    poll_until(time.monotonic() + 2.0)  # settle: connected, every partition fetched once
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    poll_until(wall0 + seconds)
+    cpu1, wall1 = time.process_time(), time.monotonic()
+    threads = _os_threads()
+    consumer.close()
+    return {
+        "cpu_pct": 100 * (cpu1 - cpu0) / (wall1 - wall0),
+        "threads": threads,
+        "claimed_s": 0.0,
+        "held": partitions,
     }
 
 
@@ -135,8 +181,10 @@ def _extract(ref: str) -> Path:
         ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    for so in (ROOT / "storage").glob("*.so"):
-        shutil.copy(so, target / "storage" / so.name)
+    for so in ROOT.rglob("*.so"):  # every built extension (storage, rationalizer, logmarshal)
+        rel = so.relative_to(ROOT)
+        if (target / rel.parent).is_dir():
+            shutil.copy(so, target / rel)
     return target
 
 
@@ -183,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     broker = data = bootstrap = None
     rows = []
     try:
-        if "network" in modes:
+        if "network" in modes or "raw" in modes:
             broker, bootstrap, data = _start_broker()
         print(
             f"idle member: HB {args.hb} s, CPU over {args.seconds:g} s, each in a fresh "
@@ -197,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
             for mode in modes:
                 for n in sizes:
                     for cap in caps:
-                        where = bootstrap if mode == "network" else None
+                        if mode == "raw" and (code != ROOT or cap != caps[0]):
+                            continue  # no member: one figure, whatever the code and cap
+                        where = bootstrap if mode in ("network", "raw") else None
                         r = _run(code, mode, n, args, where, cap)
                         rows.append((label, mode, n, r))
                         c = "-" if cap is None else str(cap)

@@ -5,6 +5,8 @@
                                [--coordination-partitions 8] [--fetch-wait 0.5]
                                [--strategies balanced,none] [--none-not-greedy] [--profile]
     python3 bench/rebalance.py --processes --members 16 --partitions 24   # one process each
+    python3 bench/rebalance.py --processes --members 32 --partitions 256 \
+        --strategies balanced --protocol-versions 6,7      # each cap in the same run
 
 Rebalancing (docs/rebalancing.md), figures only (timings are never pass/fail). Real Consumers (ALO, the
 handler commits each message after handling it) run in threads of this process, each with
@@ -490,11 +492,22 @@ def profile(args: argparse.Namespace, n: int, partitions: int) -> None:
     print(stream.getvalue())
 
 
-def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: str) -> str:
+def run_processes(
+    args: argparse.Namespace,
+    n: int,
+    partitions: int,
+    strategy: str,
+    cap: int | None = None,
+    times: dict[str, list[float]] | None = None,
+) -> str:
     """The same join and crash with one process per member over logmarshal's broker on
     127.0.0.1 (``scenarios.process_harness``): no GIL shared by the members. A join is timed
     from the joiner's first announcement in the log (a process's imports and start-up replay
-    are not the protocol's latency) and, in brackets, from its start."""
+    are not the protocol's latency) and, in brackets, from its start. ``cap``: every
+    member's ``protocol_version`` (None: the newest). ``times`` collects the seconds of each
+    "join" and "crash" that balanced."""
+    times = {} if times is None else times
+    label = strategy if cap is None else f"{strategy} (cap {cap})"
     from scenarios.common import GROUP, OnKafka
     from scenarios.process_harness import procs
     from scenarios.stages.base import members_in_log
@@ -511,6 +524,8 @@ def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: s
             opts["greedy"] = True
         if args.fetch_linger is not None:
             opts["fetch_linger"] = args.fetch_linger
+        if cap is not None:
+            opts["protocol_version"] = cap
         members = p.members_together([f"m{i:02d}" for i in range(n - 1)], **opts)
 
         def fair(group: list[Any]) -> bool:
@@ -527,7 +542,7 @@ def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: s
             seen = len(members_in_log(p.observer, GROUP))
             stream.kill()
             return (
-                f"{strategy}: setup did not settle in 60 s: {seen} members in the log, "
+                f"{label}: setup did not settle in 60 s: {seen} members in the log, "
                 f"holdings {sorted(counts.values())}, unheld {counts.get(None, 0)}, "
                 f"load average {os.getloadavg()[0]:.1f}"
             )
@@ -540,14 +555,15 @@ def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: s
             balanced = p.wait_until(lambda: fair(members), args.timeout)
             done = time.monotonic()
             if balanced:
+                times.setdefault("join", []).append(done - announced)
                 out.append(
-                    f"{strategy}: join -> balanced {done - announced:.2f} s "
+                    f"{label}: join -> balanced {done - announced:.2f} s "
                     f"(from the process start {done - started:.2f} s)"
                 )
             else:
                 counts = Counter(p.holders().values())
                 out.append(
-                    f"{strategy}: join -> not balanced in {args.timeout:g} s (joiner holds "
+                    f"{label}: join -> not balanced in {args.timeout:g} s (joiner holds "
                     f"{counts[joiner.identity]})"
                 )
             if strategy == "none":
@@ -560,13 +576,32 @@ def run_processes(args: argparse.Namespace, n: int, partitions: int, strategy: s
             members.remove(victim)
             balanced = p.wait_until(lambda: fair(members), args.timeout + 2 * args.hb)
             took = time.monotonic() - killed
+            if balanced:
+                times.setdefault("crash", []).append(took)
             out.append(
-                f"{strategy}: crash -> balanced {took:.2f} s"
+                f"{label}: crash -> balanced {took:.2f} s"
                 if balanced
-                else f"{strategy}: crash -> not balanced in {took:.2f} s"
+                else f"{label}: crash -> not balanced in {took:.2f} s"
             )
         stream.kill()
     return "\n".join(out)
+
+
+def medians(strategy: str, times: dict[int | None, dict[str, list[float]]]) -> str:
+    """Per cap: the median seconds (and how many) of the joins and crashes that balanced."""
+    lines = []
+    for cap, got in times.items():
+        cells = []
+        for what in ("join", "crash"):
+            xs = got.get(what, [])
+            cells.append(
+                f"{what} -> balanced median {statistics.median(xs):.2f} s "
+                f"(n={len(xs)}, {min(xs):.2f}-{max(xs):.2f})"
+                if xs
+                else f"{what}: none balanced"
+            )
+        lines.append(f"{strategy} cap {cap}: " + "; ".join(cells))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -631,6 +666,12 @@ def main(argv: list[str] | None = None) -> int:
         "(logmarshal.localkafka, stopped by pid) instead of logmarshal's broker",
     )
     parser.add_argument(
+        "--protocol-versions",
+        help="with --processes: comma-separated members' caps (protocol_version), each cell "
+        "run once per cap in the order given, in the same run (repeat one for ABBA order, "
+        "e.g. 6,7,7,6), medians per cap printed (default: the newest)",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="profile the largest cell ('balanced') instead"
     )
     args = parser.parse_args(argv)
@@ -647,6 +688,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         profile(args, max(members), max(partitions))
         return 0
+    caps: list[int | None] = (
+        [int(v) for v in args.protocol_versions.split(",")] if args.protocol_versions else [None]
+    )
+    if args.protocol_versions and not args.processes:
+        parser.error("--protocol-versions needs --processes")
     if args.processes:
         where = "Apache Kafka (one KRaft node)" if args.kafka else "logmarshal's broker"
         print(
@@ -657,8 +703,12 @@ def main(argv: list[str] | None = None) -> int:
             for p in partitions:
                 print(f"\n{n} members x {p} partitions (rounds: {args.rounds})")
                 for strategy in strategies:
-                    print(run_processes(args, n, p, strategy))
-                    sys.stdout.flush()
+                    times: dict[int | None, dict[str, list[float]]] = {}
+                    for cap in caps:
+                        print(run_processes(args, n, p, strategy, cap, times.setdefault(cap, {})))
+                        sys.stdout.flush()
+                    if len(times) > 1:
+                        print(medians(strategy, times))
         return 0
     print(
         f"rebalance benchmark: HB = {args.hb} s, {args.rate:g} msg/s into every partition, "

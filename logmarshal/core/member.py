@@ -485,15 +485,19 @@ class MemberCore:
         if not touched and not sweep:
             return
         # in the order of st.held, as a pass over all of them would (tokens, writes)
-        for key, held in list(held_map.items()):
-            if sweep or key in touched:
-                act_held(st, now, held, out)
-                if held.heartbeat_token is None and not held.unpositioned:
-                    t = held.next_heartbeat
-                    current = at.get(key)
-                    if current is None or t < current:
-                        at[key] = t
-                        heapq.heappush(beats, (t, key))
+        todo = (
+            list(held_map.items())
+            if sweep
+            else [(k, held_map[k]) for k in held_map if k in touched]
+        )
+        for key, held in todo:
+            act_held(st, now, held, out)
+            if held.heartbeat_token is None and not held.unpositioned:
+                t = held.next_heartbeat
+                current = at.get(key)
+                if current is None or t < current:
+                    at[key] = t
+                    heapq.heappush(beats, (t, key))
 
     def _act(self, now: int, wall: int, out: list[Action]) -> None:
         """What to do now, after any event but a poll: releases, what held partitions

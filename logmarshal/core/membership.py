@@ -46,10 +46,17 @@ def announce_member(st: MemberState, now: int, out: list[Action]) -> None:
     mark = st.halt_marks.get(st.home) if st.home in st.halted else None
     if mark is not None and mark[0] != "gap":
         return  # our membership partition went back: its replay is frozen (core.rewind)
-    msg = announcement(st)
-    changed = st.announced != (msg.topics, msg.weight, msg.max_claims)
-    if now < st.next_announce and (not changed or st.announcing is not None):
+    o = st.options
+    # what :func:`announcement` would carry, without building (and validating) the record
+    # at every step: only when it is written
+    said = (
+        tuple(sorted(st.topics)),
+        o.weight,
+        0 if o.max_claims >= UNLIMITED_CLAIMS else o.max_claims,
+    )
+    if now < st.next_announce and (st.announced == said or st.announcing is not None):
         return
+    msg = announcement(st)
     st.announced = (msg.topics, msg.weight, msg.max_claims)
     st.next_announce = now + st.options.announce_every_ms
     st.announcing = write(st, out, Pending("announce", "", -1, st.home, now), msg)
@@ -201,10 +208,15 @@ def rebalance(
         keep = {k for k in keep if k[1] == 0 or k[0] in zeros}
     else:
         keep = set(mine)
-    for held in list(st.held.values()):
-        if held.key in keep:
-            st.draining.pop(held.key, None)
-        elif not st.target_deferred:
+    # every step of the core comes here: by the keys (no Held.key call per held partition),
+    # and a move away only where the target moved one (each touches its own key alone, so
+    # this is the order and the outcome of one pass over what we hold)
+    held_map, draining = st.held, st.draining
+    if draining:
+        for key in [k for k in draining if k in keep and k in held_map]:
+            del draining[key]
+    if not st.target_deferred:
+        for held in [h for k, h in held_map.items() if k not in keep]:
             move_away(st, now, held, out)
     moved, st.replay_moved = st.replay_moved, False
     due = now >= st.next_claim
@@ -220,7 +232,7 @@ def rebalance(
     if group_paused(st, now, wall):
         return
     skip = not_to_claim(st)
-    bids = sorted(k for k in keep if k not in skip)
+    bids = sorted(keep.difference(skip))
     if o.claim_entire_topic:
         # max_claims counts topics: it limits the partitions 0, not the rest of a topic
         rest = [k for k in bids if k[1] > 0]

@@ -1,0 +1,138 @@
+"""The replay's Fetch v5, packed and read by hand (``network.fetch_client.encode_fetch`` /
+``decode_fetch``), against kafka-python's FetchRequest[5] / FetchResponse[5], which the
+replay used before: the same bytes out, the same fields read back."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+
+from logmarshal.network.fetch_client import FetchedPartition, decode_fetch, encode_fetch
+from storage._kafka_framing import encode_request
+
+
+@pytest.mark.parametrize(
+    ("offsets", "max_bytes", "wait_ms", "correlation"),
+    [
+        ({0: 5}, 1 << 20, 500, 1),
+        ({0: 5, 3: 1 << 40, 7: 0, 200: 12}, 1 << 20, 0, 2**31 - 1),
+        ({p: p * 1000 for p in range(8)}, 1 << 30, 1500, 77),  # max bytes x 8 capped
+    ],
+)
+def test_request_is_kafka_pythons_byte_for_byte(
+    offsets: dict[int, int], max_bytes: int, wait_ms: int, correlation: int
+) -> None:
+    r = FetchRequest[5]
+    theirs = r(
+        replica_id=-1,
+        max_wait_ms=wait_ms,
+        min_bytes=1,
+        max_bytes=min(max_bytes * len(offsets), 0x7FFFFFFF),
+        isolation_level=0,
+        topics=[
+            r.FetchTopic(
+                topic="__marshal",
+                partitions=[
+                    r.FetchTopic.FetchPartition(
+                        partition=p,
+                        fetch_offset=o,
+                        log_start_offset=-1,
+                        partition_max_bytes=max_bytes,
+                    )
+                    for p, o in offsets.items()
+                ],
+            )
+        ],
+    )
+    expected = encode_request(theirs, correlation, "logmarshal-replay")
+    assert encode_fetch(correlation, "__marshal", offsets, max_bytes, wait_ms) == expected
+
+
+def _answer(correlation: int) -> bytes:
+    """A Fetch v5 answer as kafka-python encodes it: two topics, records, none (null), an
+    error, aborted transactions."""
+    R = FetchResponse[5]
+    P = R.FetchableTopicResponse.PartitionData
+    body = R(
+        throttle_time_ms=3,
+        responses=[
+            R.FetchableTopicResponse(
+                topic="__marshal",
+                partitions=[
+                    P(
+                        partition_index=0,
+                        error_code=0,
+                        high_watermark=10,
+                        last_stable_offset=10,
+                        log_start_offset=2,
+                        aborted_transactions=None,
+                        records=b"batch-0",
+                    ),
+                    P(
+                        partition_index=5,
+                        error_code=1,
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        aborted_transactions=None,
+                        records=None,
+                    ),
+                    P(
+                        partition_index=6,
+                        error_code=0,
+                        high_watermark=99,
+                        last_stable_offset=90,
+                        log_start_offset=0,
+                        aborted_transactions=[
+                            P.AbortedTransaction(producer_id=7, first_offset=80),
+                            P.AbortedTransaction(producer_id=8, first_offset=85),
+                        ],
+                        records=b"",
+                    ),
+                ],
+            ),
+            R.FetchableTopicResponse(
+                topic="other",
+                partitions=[
+                    P(
+                        partition_index=1,
+                        error_code=3,
+                        high_watermark=0,
+                        last_stable_offset=0,
+                        log_start_offset=0,
+                        aborted_transactions=[],
+                        records=b"x" * 300,
+                    ),
+                ],
+            ),
+        ],
+    ).encode()
+    return struct.pack(">i", correlation) + bytes(body)
+
+
+def test_answer_reads_as_kafka_python_reads_it() -> None:
+    frame = _answer(9)
+    theirs = FetchResponse[5].decode(memoryview(frame)[4:])
+    ours = decode_fetch(frame, 9)
+    assert list(ours) == [t.topic for t in theirs.responses] == ["__marshal", "other"]
+    for topic in theirs.responses:
+        assert ours[topic.topic] == [
+            FetchedPartition(
+                p.partition_index, p.error_code, p.high_watermark, p.log_start_offset, p.records
+            )
+            for p in topic.partitions
+        ]
+    assert ours["__marshal"][0].records == b"batch-0"
+    assert ours["__marshal"][1].records is None
+    assert ours["other"][0].records == b"x" * 300
+
+
+def test_answer_to_another_request_or_torn_is_refused() -> None:
+    frame = _answer(9)
+    with pytest.raises(ConnectionError, match="expected 10"):
+        decode_fetch(frame, 10)
+    for cut in (len(frame) - 1, len(frame) - 300, 40, 13):
+        with pytest.raises((ValueError, struct.error)):
+            decode_fetch(frame[:cut], 9)
