@@ -60,6 +60,10 @@ def _produce(
             **conf,
         }
     )
+    # the topic's partitions known first: a record produced while librdkafka still waits
+    # for them is queued apart and may be sent in a batch of its own (seen once under load:
+    # 15 records stored as 0..13 and 14)
+    producer.list_topics(topic, timeout=30)
     for batch in batches:
         for key, value in batch:
             producer.produce(topic, value=value, key=key, partition=partition)
