@@ -1,6 +1,6 @@
-"""upgrade: a running group is upgraded member by member, protocol version 4 → 5 → 6, by two
-rolling restarts while records are produced (issue 33 item 8; PROTOCOL.md, "Upgrading a
-running group").
+"""upgrade: a running group is upgraded member by member, protocol version 4 → 5 → 6 → 7, by
+three rolling restarts while records are produced (issue 33 item 8; PROTOCOL.md, "Upgrading
+a running group").
 
 Three members start capped at 4 (``protocol_version=4``: version 1 claims and releases, what
 a version 4 replayer reads). An operator's rolling restart replaces each member's instance
@@ -8,7 +8,7 @@ by one capped at 5 (version 5 claims), one member after the other, each in one o
 ways drawn by the seed: the old process is killed and the new one starts (SIGKILL), the old
 one is stopped gracefully first (SIGTERM, its claims released), or the new one starts
 beside it and the old one is then stopped (a surge). A second rolling restart brings every
-member to 6. Records are produced throughout. Checks: after each rolling restart every
+member to 6, a third to 7 (MemberHeartbeats). Records are produced throughout. Checks: after each rolling restart every
 partition is held by a live member; at the end the group reaches the end of the data, each
 partition has one holder and the members' views agree with the log; ALO: nothing lost;
 AMO: nothing handed out twice.
@@ -21,7 +21,7 @@ from collections import Counter
 from typing import Any
 
 from logmarshal._coordlog import records_from_cluster
-from rationalizer import ClaimingPartition, DecodeError, decode
+from rationalizer import ClaimingPartition, DecodeError, MemberHeartbeat, decode
 
 from .member import GROUP
 from .scenario import Scenario, main_for
@@ -30,7 +30,7 @@ from .stages.base import Member, Stage
 __all__ = ["SCENARIO", "main", "run"]
 
 #: the caps the group goes through: it starts at the first, each rolling restart moves it on
-CAPS = (4, 5, 6)
+CAPS = (4, 5, 6, 7)
 
 
 def _replace(stage: Stage, member: Member, cap: int, how: str) -> Member:
@@ -48,7 +48,8 @@ def _replace(stage: Stage, member: Member, cap: int, how: str) -> Member:
 
 def _claim_versions(stage: Stage) -> Counter[int] | None:
     """How many of the group's ClaimingPartition records ``__marshal`` holds, by version
-    (what the caps wrote: 1 at 4, 5 at 5, 6 at 6); None where the stage does not say."""
+    (what the caps wrote: 1 at 4, 5 at 5, 6 at 6 and 7), and its MemberHeartbeats (cap 7)
+    under the key 0; None where the stage does not say."""
     sim: Any = getattr(stage, "sim", None)
     procs: Any = getattr(stage, "procs", None)
     if sim is not None:
@@ -67,6 +68,8 @@ def _claim_versions(stage: Stage) -> Counter[int] | None:
             continue
         if isinstance(msg, ClaimingPartition) and msg.group_id == group:
             out[msg.version] += 1
+        elif isinstance(msg, MemberHeartbeat) and msg.group_id == group:
+            out[0] += 1
     return out
 
 
@@ -104,12 +107,15 @@ def body(stage: Stage) -> None:
     stage.delivery(everyone)
     versions = _claim_versions(stage)
     if versions is not None:
+        beats = versions.pop(0, 0)
         for version, n in sorted(versions.items()):
             report.figures[f"claims of version {version}"] = float(n)
+        report.figures["MemberHeartbeats"] = float(beats)
         report.check(
-            "the log holds the capped members' claims, none but what a cap writes",
-            versions[1] > 0 and set(versions) <= {1, 5, 6},
-            str(dict(versions)),
+            "the log holds the capped members' claims, none but what a cap writes, and the "
+            "MemberHeartbeats of cap 7",
+            versions[1] > 0 and set(versions) <= {1, 5, 6} and beats > 0,
+            f"{dict(versions)}, {beats} MemberHeartbeats",
         )
 
 
