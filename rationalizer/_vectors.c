@@ -111,6 +111,30 @@ static PyObject *read_vector(PyObject *self, PyObject *const *args, Py_ssize_t n
     return out;
 }
 
+/* One minimal varint of at most `limit` at *pp (advanced past it); -1 for anything else
+ * (truncated, overlong: a zero last byte after the first, past 2^63 or a tenth byte). */
+static int read_one(const unsigned char **pp, const unsigned char *end, uint64_t limit,
+                    uint64_t *out) {
+    const unsigned char *p = *pp;
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+        if (p >= end) return -1;
+        unsigned b = *p++;
+        if (shift == 63 && b > 1) return -1; /* past 2^63, or a tenth byte */
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (v > limit) return -1;
+        if (b < 0x80) {
+            if (b == 0 && shift) return -1; /* overlong */
+            break;
+        }
+        shift += 7;
+    }
+    *pp = p;
+    *out = v;
+    return 0;
+}
+
 /* varints(value, at, count) -> (numbers, end) | None
  *
  * count minimal varints of at most 2^63 each at value[at:] (a version 7 MemberHeartbeat's
@@ -136,20 +160,8 @@ static PyObject *read_varints(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyObject *out = PyList_New(count);
     if (out == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        uint64_t v = 0;
-        int shift = 0;
-        for (;;) {
-            if (p >= end) goto none;
-            unsigned b = *p++;
-            if (shift == 63 && b > 1) goto none; /* past 2^63, or a tenth byte */
-            v |= (uint64_t)(b & 0x7F) << shift;
-            if (v > NUMBER_LIMIT) goto none;
-            if (b < 0x80) {
-                if (b == 0 && shift) goto none; /* overlong */
-                break;
-            }
-            shift += 7;
-        }
+        uint64_t v;
+        if (read_one(&p, end, NUMBER_LIMIT, &v) < 0) goto none;
         PyObject *n = PyLong_FromUnsignedLongLong(v);
         if (n == NULL) {
             Py_DECREF(out);
@@ -174,29 +186,6 @@ static PyObject *read_varints(PyObject *self, PyObject *const *args, Py_ssize_t 
 none:
     Py_DECREF(out);
     Py_RETURN_NONE;
-}
-
-/* One minimal varint of at most `limit` at *pp (advanced past it); -1 for anything else. */
-static int read_one(const unsigned char **pp, const unsigned char *end, uint64_t limit,
-                    uint64_t *out) {
-    const unsigned char *p = *pp;
-    uint64_t v = 0;
-    int shift = 0;
-    for (;;) {
-        if (p >= end) return -1;
-        unsigned b = *p++;
-        if (shift == 63 && b > 1) return -1;
-        v |= (uint64_t)(b & 0x7F) << shift;
-        if (v > limit) return -1;
-        if (b < 0x80) {
-            if (b == 0 && shift) return -1;
-            break;
-        }
-        shift += 7;
-    }
-    *pp = p;
-    *out = v;
-    return 0;
 }
 
 #define MAX_ID_BYTES 1024          /* messages.MAX_ID_BYTES */
