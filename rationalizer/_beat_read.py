@@ -27,6 +27,7 @@ try:  # the C reader (setup.py builds it); else the Python decoder, the same
 except ImportError:  # pragma: no cover - an unbuilt tree
     _native_beat = None
 
+#: the varint of each number below 128 (a MemberHeartbeat entry's partition, mostly)
 _ONE_BYTE = tuple(bytes((i,)) for i in range(128))
 
 

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 from hmac import compare_digest
 from struct import Struct
-from typing import Any, cast
+from typing import Any
 
 from . import _membership as membership
 from ._auth import tag_for_value, validate_admin_keys
-from ._beat_read import BeatRow, read_v7
+from ._beat_read import BeatRead, read_v7
 from ._codec import (
     T_CLAIMING_MESSAGES,
     T_CLAIMING_PARTITION,
@@ -93,12 +93,7 @@ _I64 = Struct(">q")
 Record = tuple[int, int, "bytes | None", "bytes | None"]
 
 _INVALID = REJECTED[Reason.INVALID_RECORD]
-#: the varint of each number below 128 (a MemberHeartbeat entry's partition, mostly)
-
-#: ``(key, client_id, instance_id, group_id, heartbeat_interval_ms, rows)`` of a
-#: MemberHeartbeat (``codec.read_v7``), remembered by value (``WorldState._beats``)
-_BeatRead = tuple[bytes, str, str, str, int, tuple[BeatRow, ...]]
-#: MemberHeartbeat values remembered read, starting anew beyond
+#: MemberHeartbeat values remembered read (``WorldState._beats``), starting anew beyond
 BEAT_CACHE_LIMIT = 1 << 14
 
 
@@ -172,9 +167,9 @@ class WorldState(WorldQueries):
         self._wv: list[Verdict] = []
         # the identity parts accepted before, and the lanes that read records by them
         self._ids = IdentityCache(self._parts, self._keys)
-        # MemberHeartbeat value -> its key and what decoding it gave (``_member_beat``): a
+        # MemberHeartbeat value -> its key and what reading it gave (``_read_beat``): a
         # member's next pass repeats its record byte for byte while its positions stand
-        self._beats: dict[bytes, _BeatRead] = {}
+        self._beats: dict[bytes, tuple[bytes, BeatRead]] = {}
         # n -> the sum of n entries that are all the shared RENEWED verdict: verdicts are
         # immutable, so a MemberHeartbeat whose entries all renewed shares it with every
         # other of its length (at most MAX_BEAT_ENTRIES of them)
@@ -506,7 +501,7 @@ class WorldState(WorldQueries):
         if read is None:
             self._rejections[Reason.INVALID_RECORD] += 1
             return _INVALID
-        _, client, instance, group, hb, rows = read
+        client, instance, group, hb, rows = read
         ids = self._ids
         cached = ids.by_bytes.get
         judge = self._judge
@@ -544,24 +539,25 @@ class WorldState(WorldQueries):
             summed = self._renewed_sums[n] = of_entries(tuple(verdicts))
         return summed
 
-    def _read_beat(self, key: object, value: object) -> _BeatRead | None:
+    def _read_beat(self, key: object, value: object) -> BeatRead | None:
         """A version 7 MemberHeartbeat strictly decoded (None: it does not decode), with each
         entry's identity part (``codec.BeatRow``). Remembered by value: a member's next pass
         repeats its record byte for byte while its positions stand, and the same bytes decode
         the same. (The audit's fold reads the entries of what it replayed here too.)"""
-        hit = self._beats.get(value) if value.__class__ is bytes else None
-        if hit is not None and key.__class__ is bytes and hit[0] == key:
-            return hit
+        vb = value if type(value) is bytes else None  # (exactly bytes: hashed as bytes)
+        kb = key if type(key) is bytes else None
+        if vb is not None and kb is not None:
+            hit = self._beats.get(vb)
+            if hit is not None and hit[0] == kb:
+                return hit[1]
         try:
-            client, instance, group, hb, rows = read_v7(key, value, native=not self._python_vectors)
+            read = read_v7(key, value, native=not self._python_vectors)
         except DecodeError:
             return None
-        kb = key if isinstance(key, bytes) else bytes(cast("bytearray", key))  # (it decoded)
-        read = (kb, client, instance, group, hb, rows)
-        if value.__class__ is bytes and key.__class__ is bytes:
+        if vb is not None and kb is not None:
             if len(self._beats) >= BEAT_CACHE_LIMIT:
                 self._beats.clear()
-            self._beats[value] = read
+            self._beats[vb] = (kb, read)
         return read
 
     def _task(self, key: object, value: bytes | bytearray | memoryview) -> Decoded | Verdict:

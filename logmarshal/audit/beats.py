@@ -62,7 +62,7 @@ class MemberBeatsFold:
         and, as a Heartbeat's, listed (message type ``member_heartbeat``)."""
         read = self._world._read_beat(key, value)  # (what the replay decoded, not again)
         assert read is not None  # (it has entries: the world decoded it)
-        _, client, instance, group, hb, rows = read
+        client, instance, group, hb, rows = read
         counted = now >= self._since
         sender = (client, instance)
         for (_, topic, partition, _, last), ev in zip(rows, v.entries, strict=True):
