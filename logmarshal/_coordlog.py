@@ -18,7 +18,14 @@ from collections.abc import Callable, Iterator, Mapping
 import attrs
 
 from rationalizer import PROTOCOL_VERSION, SnapshotError, WorldState
-from rationalizer._codec import T_ANNOUNCING_MEMBER, T_LEAVING_GROUP, T_RELEASE_GROUP
+from rationalizer._codec import (
+    T_ANNOUNCING_MEMBER,
+    T_LEAVING_GROUP,
+    T_RELEASE_GROUP,
+    VERSION_6,
+    DecodeError,
+    envelope,
+)
 from rationalizer._snapshot_record import (
     PublishedSnapshot,
     config_fingerprint,
@@ -389,10 +396,16 @@ def group_of_record(key: bytes | None, value: bytes | None) -> str | None:
 
     Keys are ``group/topic/partition`` (group ids may contain ``/``, topics cannot) or
     ``group`` for ReleaseGroup; the decoder checks the key against the value, so for every
-    record that replay accepts this is exact.
+    record that replay accepts this is exact. A record of version 6 or later says it in its
+    envelope (a MemberHeartbeat's key is ``group``, under a heartbeat's type byte).
     """
     if key is None or value is None or len(value) < 2:
         return None
+    if value[0] >= VERSION_6:  # the envelope names it (a MemberHeartbeat's key is the group)
+        try:
+            return envelope(value)[2]
+        except DecodeError:
+            return None
     try:
         if value[1] in _GROUP_KEYED:
             # ReleaseGroup and the membership records (versions 2 and 4) are keyed by the group

@@ -125,3 +125,25 @@ def test_group_of_record_reads_membership_of_every_version(version) -> None:
     claim = ClaimingPartition(**ids, topic="t", partition=0, heartbeat_interval_ms=1000, version=5)
     assert coordlog.group_of_record(*encode(claim)) == "g"
     assert coordlog.group_of_record(b"g", b"\x01") is None
+
+
+def test_group_of_record_reads_the_envelope_of_version_6_and_later() -> None:
+    """A MemberHeartbeat (version 7) is keyed by the group alone under a heartbeat's type
+    byte: the envelope names its group, as it does every record of version 6 and later
+    (``coord dump --group g`` kept none of g's MemberHeartbeats before it read it)."""
+    from rationalizer import ClaimingPartition, HeartbeatingTask, MemberHeartbeat, encode
+    from rationalizer._codec import seal
+
+    ids = {"client_id": "c", "instance_id": "i", "group_id": "g/x"}
+    beats = MemberHeartbeat(**ids, heartbeat_interval_ms=1000, entries=(("t", 0, 3, 5),))
+    assert coordlog.group_of_record(*encode(beats)) == "g/x"
+    task = HeartbeatingTask(
+        **ids, topic="t", partition=0, heartbeat_interval_ms=1, positions=(("a", 0),), tenure=3
+    )
+    assert coordlog.group_of_record(*encode(task)) == "g/x"
+    claim = ClaimingPartition(**ids, topic="t", partition=0, heartbeat_interval_ms=1000, version=6)
+    assert coordlog.group_of_record(*encode(claim)) == "g/x"
+    future = seal(9, 1, "h", b"rules to come")
+    assert coordlog.group_of_record(b"h", future) == "h"  # the group it halts
+    junk = bytes([7]) + future[1:]  # the check no longer matches
+    assert coordlog.group_of_record(b"h", junk) is None
