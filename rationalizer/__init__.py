@@ -6,7 +6,8 @@ every consumer, the admin CLI and the Spark audit, which is what makes them agre
 """
 
 from ._auth import MIN_KEY_BYTES, sign, verify
-from ._codec import DecodeError, UnknownVersion, decode, encode, record_key
+from ._codec import DecodeError, UnknownVersion, encode, record_key
+from ._decode import decode
 from ._group_view import GroupView
 from ._messages import (
     ANNOUNCED_VERSION,

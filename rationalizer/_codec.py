@@ -65,18 +65,19 @@ __all__ = [
     "VERSION_5",
     "VERSION_6",
     "VERSION_7",
+    "VERSION_8",
     "DecodeError",
     "Envelope",
     "MemberFields",
     "ReservationFields",
     "TaskFields",
     "UnknownVersion",
-    "decode",
     "decode_member_fields",
     "decode_reservation_fields",
     "decode_task_fields",
     "decode_v6_fields",
     "decode_v7_fields",
+    "decode_v8_fields",
     "encode",
     "envelope",
     "record_key",
@@ -89,6 +90,7 @@ VERSION_4 = 4
 VERSION_5 = 5
 VERSION_6 = 6
 VERSION_7 = 7
+VERSION_8 = 8
 
 T_HEARTBEAT = 1
 T_CLAIMING_PARTITION = 2
@@ -135,7 +137,7 @@ PartitionMessage = (
 
 
 class DecodeError(ValueError):
-    """The record is not a valid encoding of any known message (versions 1 to 7)."""
+    """The record is not a valid encoding of any known message (versions 1 to 8)."""
 
 
 class UnknownVersion(Exception):
@@ -148,7 +150,7 @@ class UnknownVersion(Exception):
     def __init__(self, offset: int, version: int, verdicts: list | tuple = ()) -> None:
         super().__init__(
             f"the record at offset {offset} is of protocol version {version}; this replayer "
-            f"knows versions 1 to 7 and stops here: upgrade it before replaying this log"
+            f"knows versions 1 to 8 and stops here: upgrade it before replaying this log"
         )
         self.offset = offset
         self.version = version
@@ -205,6 +207,14 @@ def _encode_leaving_group(msg: LeavingGroup) -> tuple[bytes, bytes]:
 
 
 def _encode_heartbeating_task(msg: HeartbeatingTask) -> tuple[bytes, bytes]:
+    if msg.tenure is not None:  # version 8: in the envelope, naming the tenure it beats in
+        body = (
+            _U32.pack(msg.heartbeat_interval_ms)
+            + _I64.pack(msg.tenure)
+            + _topic_numbers(msg.positions, 1)
+            + _tail(msg)
+        )
+        return _partition_key(msg), seal(VERSION_8, T_HEARTBEATING_TASK, msg.group_id, body)
     head = _HDR.pack(VERSION_3, T_HEARTBEATING_TASK) + _U32.pack(msg.heartbeat_interval_ms)
     vector = _topic_numbers(msg.positions, 1)  # an offset is stored + 1: -1 is 0x00
     return _partition_key(msg), head + vector + _tail(msg)
@@ -681,6 +691,46 @@ def decode_v7_fields(key: object, value: object) -> V7Fields:
     return client, instance, group, hb, entries
 
 
+#: ``(client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms, tenure,
+#: positions, ident_start)`` of a version 8 HeartbeatingTask: ``value[ident_start:]`` is the
+#: identity part, byte for byte that of the version 1 types.
+V8Fields = tuple[str, str, str, str, int, int, int, Positions, int]
+
+
+def decode_v8_fields(key: object, value: object) -> V8Fields:
+    """Decode a version 8 HeartbeatingTask strictly (:data:`V8Fields`): the envelope (its
+    check and group id), the heartbeat interval (1..3,600,000), the tenure (0..2^63-1), the
+    position vector (as version 3 writes it), then the identity part, whose group must be
+    the envelope's. Raises only :class:`DecodeError`."""
+    key, buf = _record_bytes(key, value)
+    version, typ, group, pos = envelope(value)
+    if version != VERSION_8:
+        raise DecodeError(f"not a version 8 record (version {version})")
+    if typ != T_HEARTBEATING_TASK:
+        raise DecodeError(f"unknown version 8 message type {typ}")
+    if len(buf) < pos + 12:
+        raise DecodeError("truncated heartbeat_interval_ms or tenure")
+    hb = _U32.unpack_from(buf, pos)[0]
+    if not 1 <= hb <= MAX_HEARTBEAT_INTERVAL_MS:
+        raise DecodeError(f"heartbeat_interval_ms {hb} out of range")
+    tenure = _I64.unpack_from(buf, pos + 4)[0]
+    if tenure < 0:
+        raise DecodeError(f"tenure {tenure} below 0")
+    positions, start = _read_topic_numbers(
+        buf, pos + 12, MAX_TASK_SOURCES, "source topic", MAX_OFFSET + 1, "source position", 1
+    )
+    if not positions:
+        raise DecodeError("a task without sources")
+    vector = tuple(positions)
+    if task_last_offset(vector) > MAX_OFFSET:
+        raise DecodeError("the task's positions add up beyond 2^63 - 1")
+    client, instance, ident_group, topic, partition = _read_identity(key, buf, start, True)
+    if ident_group != group:
+        raise DecodeError("the envelope's group is not the record's")
+    assert topic is not None and partition is not None
+    return client, instance, group, topic, partition, hb, tenure, vector, start
+
+
 #: ``(type, client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms,
 #: positions, ident_start)``: ``heartbeat_interval_ms`` is 0 for ReleasingTask and
 #: ``value[ident_start:]`` is the identity part (ids, topic, partition), byte for byte that of
@@ -718,178 +768,3 @@ def decode_task_fields(key: object, value: object) -> TaskFields:
     client, instance, group, topic, partition = _read_identity(key, buf, pos, True)
     assert topic is not None and partition is not None
     return typ, client, instance, group, topic, partition, hb, vector, start
-
-
-def decode(key: bytes, value: bytes) -> Message:
-    """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        if value[:1] == b"\x07":
-            return _decode_v7(key, value)
-        if value[:1] == b"\x06":
-            return _decode_v6(key, value)
-        if value[:1] == b"\x03":
-            return _decode_task(key, value)
-        if value[:2] == b"\x04\x04":
-            return _decode_reservation(key, value)
-        if value[:1] in (b"\x02", b"\x04"):
-            return _decode_member(key, value)
-    return _decode_v1(key, value)
-
-
-def _decode_v7(key: object, value: object) -> Message:
-    client, instance, group, hb, entries = decode_v7_fields(key, value)
-    return MemberHeartbeat(
-        client_id=client,
-        instance_id=instance,
-        group_id=group,
-        heartbeat_interval_ms=hb,
-        entries=tuple(entries),
-    )
-
-
-def _decode_v6(key: object, value: object) -> Message:
-    typ, client, instance, group, topic, partition, number, _, last, vector = decode_v6_fields(
-        key, value
-    )
-    if typ == T_CLAIMING_PARTITION:
-        return ClaimingPartition(
-            client_id=client,
-            instance_id=instance,
-            group_id=group,
-            topic=topic,
-            partition=partition,
-            heartbeat_interval_ms=number,
-            version=VERSION_6,
-        )
-    if vector is not None:
-        return ReleasingTask(
-            client_id=client,
-            instance_id=instance,
-            group_id=group,
-            topic=topic,
-            partition=partition,
-            positions=vector,
-            tenure=number,
-        )
-    return ReleasingPartition(
-        client_id=client,
-        instance_id=instance,
-        group_id=group,
-        topic=topic,
-        partition=partition,
-        last_offset=last,
-        tenure=number,
-    )
-
-
-def _decode_task(key: object, value: object) -> Message:
-    typ, client, instance, group, topic, partition, hb, vector, _ = decode_task_fields(key, value)
-    if typ == T_HEARTBEATING_TASK:
-        return HeartbeatingTask(
-            client_id=client,
-            instance_id=instance,
-            group_id=group,
-            topic=topic,
-            partition=partition,
-            positions=vector,
-            heartbeat_interval_ms=hb,
-        )
-    return ReleasingTask(
-        client_id=client,
-        instance_id=instance,
-        group_id=group,
-        topic=topic,
-        partition=partition,
-        positions=vector,
-    )
-
-
-def _decode_reservation(key: object, value: object) -> Message:
-    client, instance, group, topic, partition, first, last, _ = decode_reservation_fields(
-        key, value
-    )
-    return ClaimingMessages(
-        client_id=client,
-        instance_id=instance,
-        group_id=group,
-        topic=topic,
-        partition=partition,
-        proposed_last_offset=last,
-        first_offset=first,
-        version=VERSION_4,
-    )
-
-
-def _decode_member(key: object, value: object) -> Message:
-    typ, client, instance, group, topics, hb, weight, cap, entire, version = decode_member_fields(
-        key, value
-    )
-    if typ == T_LEAVING_GROUP:
-        return LeavingGroup(client_id=client, instance_id=instance, group_id=group)
-    return AnnouncingMember(
-        client_id=client,
-        instance_id=instance,
-        group_id=group,
-        topics=topics,
-        heartbeat_interval_ms=hb,
-        weight=weight,
-        max_claims=cap,
-        entire_topic=entire,
-        version=version,
-    )
-
-
-def _decode_v1(key: object, value: object) -> Message:
-    """The version 1 types (and a version 5 ClaimingPartition)."""
-    typ, client, instance, group, topic, partition, number, _, hb, tag = decode_fields(key, value)
-    if typ == T_RELEASE_GROUP:
-        assert number is not None  # (its expiry)
-        return ReleaseGroup(
-            client_id=client,
-            instance_id=instance,
-            group_id=group,
-            msg_expire_time=number,
-            auth_tag=tag,
-        )
-    assert topic is not None and partition is not None  # (a partition type)
-    if typ == T_CLAIMING_PARTITION:
-        assert hb is not None and isinstance(value, bytes | bytearray | memoryview)
-        return ClaimingPartition(
-            client_id=client,
-            instance_id=instance,
-            group_id=group,
-            topic=topic,
-            partition=partition,
-            heartbeat_interval_ms=hb,
-            version=value[0],
-        )
-    assert number is not None  # (a claim has none: it returned above)
-    if typ == T_HEARTBEAT:
-        assert hb is not None
-        return Heartbeat(
-            client_id=client,
-            instance_id=instance,
-            group_id=group,
-            topic=topic,
-            partition=partition,
-            last_offset=number,
-            heartbeat_interval_ms=hb,
-            auth_tag=tag,
-        )
-    if typ == T_RELEASING_PARTITION:
-        return ReleasingPartition(
-            client_id=client,
-            instance_id=instance,
-            group_id=group,
-            topic=topic,
-            partition=partition,
-            last_offset=number,
-        )
-    return ClaimingMessages(
-        client_id=client,
-        instance_id=instance,
-        group_id=group,
-        topic=topic,
-        partition=partition,
-        proposed_last_offset=number,
-    )

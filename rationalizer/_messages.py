@@ -61,8 +61,10 @@ __all__ = [
 #: tenure it ends: the log offset of the claim or restart takeover that began it.
 #: Version 7 adds the ``MemberHeartbeat``: one record per member and coordination partition
 #: that heartbeats every partition it holds there, each entry naming its tenure.
-PROTOCOL_VERSION = 7
-SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, 7})
+#: Version 8 adds a ``HeartbeatingTask`` that names its tenure (a task's heartbeat, as a
+#: MemberHeartbeat's entry does for a partition).
+PROTOCOL_VERSION = 8
+SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
 #: The version byte of what a member of this release announces: version 5 changed no
 #: membership rule, and a byte 5 announcement would stop every version 4 replayer of the
 #: group's membership partition (PROTOCOL.md, "Version 5").
@@ -72,7 +74,7 @@ ANNOUNCED_VERSION = 4
 #: the replay of the group it names rather than let this replayer skip a record whose rules
 #: it does not know; anything else (a bad check, no group) is not a coordination record at
 #: all (skipped, counted).
-FUTURE_VERSIONS = range(8, 16)
+FUTURE_VERSIONS = range(9, 16)
 
 #: Ids are bounded so a hostile record cannot make every replayer allocate megabytes.
 MAX_ID_BYTES = 1024
@@ -467,7 +469,8 @@ class HeartbeatingTask:
     every source topic with its ``last_offset``, sorted by topic. Judged by rule 5 exactly
     like a :class:`Heartbeat` (no auth tag: only the admin's plain Heartbeat sets positions
     during a pause); when accepted the world records the vector and, as the key's scalar
-    ``last_offset``, :attr:`last_offset`.
+    ``last_offset``, :attr:`last_offset`. Version 8 names the ``tenure`` it heartbeats in
+    (property i: it counts only in that tenure, as a MemberHeartbeat's entry does).
     """
 
     client_id: str = _id()
@@ -477,7 +480,22 @@ class HeartbeatingTask:
     partition: int = attrs.field(validator=_check_partition)
     heartbeat_interval_ms: int = _heartbeat_interval()
     positions: Positions = attrs.field(validator=_check_positions)
-    version: int = _version_3()
+    tenure: int | None = attrs.field(default=None)
+    #: 3 without ``tenure``, 8 with it (the default follows ``tenure``)
+    version: int = attrs.field(
+        default=attrs.Factory(lambda m: 3 if m.tenure is None else 8, takes_self=True),
+        kw_only=True,
+        validator=_version_check("a HeartbeatingTask", 3, 8),
+    )
+
+    @tenure.validator
+    def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):
+            raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
+
+    def __attrs_post_init__(self) -> None:
+        if (self.tenure is None) != (self.version == 3):
+            raise ValueError("a version 8 HeartbeatingTask names its tenure, version 3 none")
 
     @property
     def last_offset(self) -> int:

@@ -9,6 +9,7 @@
     rule 5  Heartbeat                   heartbeat (renewal and restart takeover)
             HeartbeatingTask            heartbeat (version 3 tasks: with a position vector)
             MemberHeartbeat entry       member_beat (version 7: property h, then heartbeat)
+            HeartbeatingTask (v8)       task_beat (version 8: property i, then heartbeat)
     rule 6  ReleasingPartition          release
             ReleasingTask               release (version 3 tasks: with a position vector)
     rule 7  ClaimingMessages            claim_messages
@@ -16,7 +17,7 @@
     rule 9  LeavingGroup                membership.leave
 
 Rules 1 to 7 are the methods of the same names of :class:`Rules`, which also holds the
-properties later versions added to them (a, b, c, e, f, g, h: a method each) and the table
+properties later versions added to them (a, b, c, e, f, g, h, i: a method each) and the table
 that sends each record type to its rule (:meth:`Rules.transitions`): everything that
 decides a verdict is in this module. A rule judges one record that reached it (no earlier
 rule fired), changes the state it concerns when the record is accepted (a
@@ -73,6 +74,7 @@ __all__ = [
     "T_MEMBER_BEAT",
     "T_RELEASE_TASK_V6",
     "T_RELEASE_V6",
+    "T_TASK_BEAT_V8",
     "UNKNOWN",
     "Rules",
     "Transition",
@@ -92,6 +94,8 @@ T_RELEASE_V6 = 0x600 | T_RELEASING_PARTITION
 T_RELEASE_TASK_V6 = 0x600 | T_RELEASING_TASK
 #: ... and one entry of a version 7 MemberHeartbeat (a heartbeat that names its tenure)
 T_MEMBER_BEAT = 0x700 | T_HEARTBEAT
+#: ... and a version 8 HeartbeatingTask (a task's heartbeat that names its tenure)
+T_TASK_BEAT_V8 = 0x800 | T_HEARTBEATING_TASK
 
 _CLAIMED = ACCEPTED[Effect.CLAIMED]
 _RENEWED = ACCEPTED[Effect.RENEWED]
@@ -149,7 +153,8 @@ class Rules:
     PROTOCOL.md's rules 1 to 7 are its methods (one each, named in PROTOCOL.md's table), the
     properties later protocol versions added to them are methods too (``carries_position``
     for a, ``gives_back`` for b, ``starts_at_resume`` for c, ``lease_runs`` for e,
-    ``names_tenure`` for f, ``keeps_position`` for g and ``beats_in_tenure`` for h), and :meth:`transitions` is the
+    ``names_tenure`` for f, ``keeps_position`` for g, ``beats_in_tenure`` for h and
+    ``task_beats_in_tenure`` for i), and :meth:`transitions` is the
     table that sends each record type to its rule. A world replays with one table
     (``WorldState(rules=)``, :data:`RULES` by default); the simulator's experiments hand it
     a variant that overrides some properties to show what each one prevents
@@ -202,6 +207,12 @@ class Rules:
         tenure it names (an unnamed tenure is never named: ``tenure`` is >= 0)."""
         return tenure == part.tenure
 
+    def task_beats_in_tenure(self, part: PartitionEntry, tenure: int) -> bool:
+        """Property i (version 8): a task's heartbeat that names its tenure renews the
+        holder's lease, or takes the task over for a newer instance of the holder's client,
+        only in that tenure (property h, for tasks)."""
+        return tenure == part.tenure
+
     # ------------------------------------------------------------------ the dispatch
 
     def transitions(
@@ -244,6 +255,12 @@ class Rules:
         def on_member_beat(part, create, sender, now, num, hb, tenure, offset):
             return member_beat(part, sender, now, num, hb, tenure, fenced, takeovers, offset)
 
+        task_beat = self.task_beat
+
+        def on_task_beat_v8(part, create, sender, now, num, hb, extra, offset):
+            vector, tenure = extra
+            return task_beat(part, sender, now, num, hb, vector, tenure, fenced, takeovers, offset)
+
         return {
             T_HEARTBEAT: on_heartbeat,
             T_HEARTBEATING_TASK: on_heartbeat,  # version 3: with its vector
@@ -256,6 +273,7 @@ class Rules:
             T_RELEASE_TASK_V6: on_release_task_v6,  # its vector and the tenure it ends
             T_CLAIMING_MESSAGES: on_claim_messages,  # version 4: with its first offset
             T_MEMBER_BEAT: on_member_beat,  # version 7: one entry, naming its tenure
+            T_TASK_BEAT_V8: on_task_beat_v8,  # version 8: a task's, naming its tenure
         }
 
     # ------------------------------------------------------------------ the rules
@@ -494,6 +512,31 @@ class Rules:
         if part is None or not self.beats_in_tenure(part, tenure):
             return _NOT_HOLDER
         return self.heartbeat(part, sender, now, last_offset, hb, fenced, takeovers, None, offset)
+
+    def task_beat(
+        self,
+        part: PartitionEntry | None,
+        sender: Sender,
+        now: int,
+        last_offset: int,
+        hb: int,
+        positions: Positions,
+        tenure: int,
+        fenced: dict[str, Sender],
+        takeovers: dict[str, Verdict],
+        offset: int = -1,
+    ) -> Verdict:
+        """Rule 5 for a version 8 HeartbeatingTask, naming ``tenure``: in the task's tenure
+        (property i, :meth:`task_beats_in_tenure`) it is judged exactly as ``sender``'s
+        version 3 HeartbeatingTask with ``positions`` (:meth:`heartbeat`, properties a and g;
+        a restart takeover's new tenure is named by the record's ``offset``); in another
+        tenure (an earlier tenure's heartbeat or takeover that landed late, an unnamed
+        tenure, no holder) NOT_HOLDER, nothing changes."""
+        if part is None or not self.task_beats_in_tenure(part, tenure):
+            return _NOT_HOLDER
+        return self.heartbeat(
+            part, sender, now, last_offset, hb, fenced, takeovers, positions, offset
+        )
 
     def release(
         self,

@@ -71,7 +71,9 @@ the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
 ``reservation_start`` (rule c), ``fenced_lease`` (property e, version 5),
 ``release_tenure`` (property f, version 6: a release ends only the tenure it names),
 ``late_heartbeat`` (property g, version 6: a holder's late heartbeat does not move its
-position back); the core's ``surprise`` and ``stall``; ``restart-fix``
+position back), ``member_tenure`` (property h, version 7: a MemberHeartbeat's entry counts
+only in the tenure it names), ``task_tenure`` (property i, version 8: so does a task's
+heartbeat); the core's ``surprise`` and ``stall``; ``restart-fix``
 (the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``

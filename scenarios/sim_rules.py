@@ -1,10 +1,10 @@
 """The simulator's rule tables without some of the protocol's properties (its experiments).
 
 Each property a later protocol version added to the rules (PROTOCOL.md: a, b, c from
-version 4, e from version 5, f and g from version 6, h from version 7) is one method of
-``rationalizer._rules.Rules``; :class:`RulesWithout` overrides the ones an experiment drops
-(``python -m scenarios.sim --without takeover_position`` and the like), so that the
-simulator shows which bug each property prevents. The production modules know nothing of
+version 4, e from version 5, f and g from version 6, h from version 7, i from version 8) is
+one method of ``rationalizer._rules.Rules``; :class:`RulesWithout` overrides the ones an
+experiment drops (``python -m scenarios.sim --without takeover_position`` and the like), so
+that the simulator shows which bug each property prevents. The production modules know nothing of
 these variants: a world is handed one (``WorldState(rules=rules_without(...))``).
 """
 
@@ -24,6 +24,7 @@ PROPERTIES = {
     "release_tenure": "names_tenure",  # f: a release ends only the tenure it names
     "late_heartbeat": "keeps_position",  # g: a late heartbeat does not move the position
     "member_tenure": "beats_in_tenure",  # h: a member heartbeat's entry (renewal, takeover) names its tenure
+    "task_tenure": "task_beats_in_tenure",  # i: a task's heartbeat (renewal, takeover) names its tenure
 }
 
 
@@ -67,6 +68,11 @@ class RulesWithout(Rules):
         # (an entry, a restart takeover's too, is then judged as its sender's Heartbeat,
         # whichever tenure it names)
         return "member_tenure" in self.without or super().beats_in_tenure(part, tenure)
+
+    def task_beats_in_tenure(self, part: PartitionEntry, tenure: int) -> bool:
+        # (a version 8 task heartbeat, a restart takeover's too, is then judged as its
+        # sender's version 3 one, whichever tenure it names)
+        return "task_tenure" in self.without or super().task_beats_in_tenure(part, tenure)
 
 
 def rules_without(without: frozenset[str]) -> Rules:

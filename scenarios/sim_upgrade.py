@@ -15,7 +15,7 @@ protocol versions 4, 5, 6 and 7 while snapshots are published and the log trunca
   for up to 2·HB), then a second rolling restart brings every client to 6 and a third to 7
   (MemberHeartbeats). A client that joins or restarts meanwhile gets the cap of the rollout
   under way.
-- **Publishers of every version.** The in-tree code replays with version 7 rules only, so a
+- **Publishers of every version.** The in-tree code replays with version 8 rules only, so a
   publisher of version 4 or 5 is emulated: it publishes what a replayer of that version
   could have published. Its replay stops at the first record of a later version (a version
   4 replayer stops at byte 5..15, a version 5 one at 6..15), and its snapshot holds what its
@@ -23,8 +23,8 @@ protocol versions 4, 5, 6 and 7 while snapshots are published and the log trunca
   keeps a named tenure or a last holder (version 6), so the world is dumped in the image
   version that holds it. The record names rules 4 or 5, or (half the version 5 publishers)
   is of record version 1, which names none. A publishing instance capped below 6 publishes
-  as its version's release (60%) or as the in-tree code does (rules 7); a member capped at 6 or 7
-  always as the in-tree code. Publishers truncate with the in-tree rule (every configuration
+  as its version's release (60%) or as the in-tree code does (rules 8); a member capped at 6
+  or more always as the in-tree code. Publishers truncate with the in-tree rule (every configuration
   in use keeps two valid snapshots); the old configurations' snapshots keep being in use.
 - **Rule 1** (PROTOCOL.md, "Bounded coordination log", Restoring): a replayer restores only a
   snapshot of its own rules. ``--without snapshot-rules`` removes it: a cold start restores
@@ -66,9 +66,11 @@ __all__ = ["UPGRADE_SHARE", "Upgrade", "load_any_rules"]
 #: the share of the eligible seeds the bounded-log schedule left that upgrade (about one
 #: seed in five of all seeds)
 UPGRADE_SHARE = 0.6
-#: the versions a group is upgraded through
+#: the versions a group is upgraded through (not on to 8: version 8 changes only what a
+#: task's heartbeat is, and upgrade seeds claim partitions, for which a member capped at 8
+#: writes what one capped at 7 does)
 FIRST, LAST = 4, 7
-#: a member capped at this version or later publishes as the in-tree code (rules 7); below
+#: a member capped at this version or later publishes as the in-tree code (rules 8); below
 #: it, as its own version's release too (emulated: versions 4 and 5)
 OLDEST_IN_TREE = 6
 #: a publisher capped below 6 publishes as its own version's release this often

@@ -46,6 +46,7 @@ from rationalizer._codec import (
     VERSION_4,
     VERSION_6,
     VERSION_7,
+    VERSION_8,
 )
 from rationalizer._membership import Member
 from rationalizer._messages import Message
@@ -353,7 +354,7 @@ def read_coordination(
                     leases[pk] = _U32.unpack_from(value, 2)[0]
                 continue
             assert source is not None  # (only claims, gone on above, set no position)
-            if value[0] in (VERSION_3, VERSION_6):  # a task record or a v6 release: decode it
+            if value[0] in (VERSION_3, VERSION_6, VERSION_8):  # a task's, a v6 release: decode
                 task = decode(key, value)
                 assert isinstance(task, HeartbeatingTask | ReleasingTask | ReleasingPartition)
                 last_offset = task.last_offset

@@ -308,17 +308,20 @@ def take_over(
     the position the replay shows (``until``: a try again, see :func:`retake`). Capped at 7
     or more, the takeover of a named tenure (no task) is a MemberHeartbeat of that one entry
     naming it (property h), so that if it lands late, in a later tenure (even one of ours),
-    it is NOT_HOLDER instead of that tenure's heartbeat; else a version 1 (3) heartbeat."""
-    beat = heartbeat_record(st, key, position)
+    it is NOT_HOLDER instead of that tenure's heartbeat; a task's, capped at 8 or more, is a
+    version 8 HeartbeatingTask naming it (property i); else a version 1 (3) heartbeat."""
+    state = st.worlds[cp].partition_state(st.options.group_id, *key)
+    tenure = None
+    if state is not None and state.holder == previous:
+        tenure = state.tenure  # the tenure it ends, as the replay shows it (None: unnamed)
+    beat = heartbeat_record(st, key, position, tenure)  # (a task's names it at cap 8)
     msg: Heartbeat | HeartbeatingTask | MemberHeartbeat = beat
-    if st.options.protocol_version >= 7 and isinstance(position, int):
-        state = st.worlds[cp].partition_state(st.options.group_id, *key)
-        if state is not None and state.holder == previous and state.tenure is not None:
-            msg = MemberHeartbeat(
-                **ids(st),
-                heartbeat_interval_ms=st.options.heartbeat_interval_ms,
-                entries=((key[0], key[1], state.tenure, position),),
-            )
+    if st.options.protocol_version >= 7 and isinstance(position, int) and tenure is not None:
+        msg = MemberHeartbeat(
+            **ids(st),
+            heartbeat_interval_ms=st.options.heartbeat_interval_ms,
+            entries=((key[0], key[1], tenure, position),),
+        )
     vec = position if isinstance(position, tuple) else ()
     p = Pending(
         "takeover",

@@ -118,9 +118,10 @@ def speaks_4(st: MemberState) -> bool:
 def heartbeat(
     st: MemberState, now: int, held: Held, pos: int, out: list[Action], alone: bool = False
 ) -> None:
-    """Write a heartbeat of ``held`` carrying ``pos`` (a task's: its vector). Capped at 7
-    or more, a partition of a named tenure (no task, not ``alone``) is queued instead: the
-    step's heartbeats of a coordination partition go out as one MemberHeartbeat
+    """Write a heartbeat of ``held`` carrying ``pos`` (a task's: its vector, and capped at
+    8 or more the tenure it beats in: a version 8 HeartbeatingTask). Capped at 7 or more, a
+    partition of a named tenure (no task, not ``alone``) is queued instead: the step's
+    heartbeats of a coordination partition go out as one MemberHeartbeat
     (:func:`write_beats`)."""
     if st.options.protocol_version >= 7 and held.tenure is not None and not held.sources:
         held.next_heartbeat = now + heartbeat_gap(st, held)
@@ -131,7 +132,10 @@ def heartbeat(
             st.beat_queue.setdefault(held.cp, {})[held.key] = pos
             held.heartbeat_token = QUEUED
         return
-    msg = heartbeat_record(st, held.key, vector(st, held) if held.sources else pos)
+    if held.sources:  # a task's: its vector, naming its tenure (capped at 8 or more)
+        msg = heartbeat_record(st, held.key, vector(st, held), held.tenure)
+    else:
+        msg = heartbeat_record(st, held.key, pos)
     held.heartbeat_token = write(
         st, out, Pending("heartbeat", held.topic, held.partition, held.cp, now, pos), msg
     )

@@ -66,12 +66,23 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: Message) -> int:
     return st.token
 
 
-def heartbeat_record(st: MemberState, key: Key, position: Position) -> Heartbeat | HeartbeatingTask:
-    """The heartbeat of ``key`` carrying ``position``: a task's carries its vector."""
+def heartbeat_record(
+    st: MemberState, key: Key, position: Position, tenure: int | None = None
+) -> Heartbeat | HeartbeatingTask:
+    """The heartbeat of ``key`` carrying ``position``: a task's carries its vector and,
+    capped at 8 or more, names the ``tenure`` it beats in when we know it (version 8,
+    property i; else version 3)."""
     hb = st.options.heartbeat_interval_ms
     if isinstance(position, tuple):
+        if st.options.protocol_version < 8:
+            tenure = None  # capped below version 8: a heartbeat its replayers can read
         return HeartbeatingTask(
-            **ids(st), topic=key[0], partition=key[1], heartbeat_interval_ms=hb, positions=position
+            **ids(st),
+            topic=key[0],
+            partition=key[1],
+            heartbeat_interval_ms=hb,
+            positions=position,
+            tenure=tenure,
         )
     return Heartbeat(
         **ids(st), topic=key[0], partition=key[1], heartbeat_interval_ms=hb, last_offset=position

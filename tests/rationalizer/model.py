@@ -55,7 +55,9 @@ class Model:
     Heartbeat of that partition (a renewal, or a restart takeover from a newer instance of the
     holder's client), but only in the tenure it names (property h); ``entries`` holds the
     last one's per-entry outcomes, and :meth:`apply` answers the sum (accepted RENEWED if
-    all were, else the first rejection)."""
+    all were, else the first rejection).
+    Version 8: a HeartbeatingTask that names its tenure is judged as a version 3 one, but
+    only in that tenure (property i)."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -210,6 +212,9 @@ class Model:
             last = sum(offset + 1 for _, offset in vec) - 1
         elif isinstance(msg, Heartbeat | ReleasingPartition):
             last = msg.last_offset
+        named = isinstance(msg, HeartbeatingTask) and msg.tenure is not None
+        if named and (st is None or st.get("tenure") != msg.tenure):
+            return False, Reason.NOT_HOLDER, None  # property i: in the tenure it names
         if isinstance(msg, Heartbeat | HeartbeatingTask):
             if holder == me:
                 effect = Effect.RENEWED if age <= 2 * hb else Effect.RENEWED_LATE

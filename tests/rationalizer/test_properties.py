@@ -126,6 +126,16 @@ def _msg(
         return HeartbeatingTask(
             **ids, topic=TOPIC, partition=p, heartbeat_interval_ms=hb, positions=_vector(n)
         )
+    if kind == "task_beat8":  # version 8: naming a tenure (the right one or another)
+        tenure = max(0, n) if tenure is None else tenure
+        return HeartbeatingTask(
+            **ids,
+            topic=TOPIC,
+            partition=p,
+            heartbeat_interval_ms=hb,
+            positions=_vector(n),
+            tenure=tenure,
+        )
     if kind == "task_release":
         return ReleasingTask(**ids, topic=TOPIC, partition=p, positions=_vector(n))
     if kind == "task_release6":  # version 6: naming a tenure
@@ -141,11 +151,13 @@ kinds = st.sampled_from(
     + ["release", "release6", "release6", "msgs", "msgs", "msgs4", "msgs4", "group"]
     + ["admin_group"]
     + ["admin_beat", "admin_beat"]
-    + ["task_beat", "task_beat", "task_release", "task_release6"]
+    + ["task_beat", "task_beat", "task_release", "task_release6", "task_beat8", "task_beat8"]
     + ["beats"] * 4
 )
 #: more task records, for the logs of the fast-lane equivalence
-task_kinds = st.sampled_from(["task_beat"] * 4 + ["task_release", "claim", "claim5", "beat"])
+task_kinds = st.sampled_from(
+    ["task_beat"] * 4 + ["task_beat8", "task_release", "claim", "claim5", "claim6", "beat"]
+)
 garbage = st.tuples(
     st.one_of(st.none(), st.binary(max_size=20)),
     # version-shaped junk too: byte 0 of a version to come, but no envelope (no valid check)
@@ -229,7 +241,7 @@ def logs(draw, max_size=80, tasks=False, members=False):
         tenure = tenures.get((g, p)) if draw(st.integers(0, 2)) else None
         named = {q: tenures.get((g, q)) for q in PARTS} if draw(st.integers(0, 3)) else None
         msg = _msg(kind, draw(who), g, p, n, draw(hbs), draw(auths), tenure, named)
-        if kind in ("claim6", "beat"):
+        if kind in ("claim6", "beat", "task_beat8"):
             tenures[(g, p)] = offset
         if tasks and kind.startswith("task"):
             last = vectors.get((g, p))

@@ -84,10 +84,17 @@ def test_the_transition_table_sends_every_partition_type_to_its_rule():
         rules.T_RELEASE_TASK_V6,
         T_CLAIMING_MESSAGES,
         rules.T_MEMBER_BEAT,
+        rules.T_TASK_BEAT_V8,
     }
-    assert (
-        len({rules.T_CLAIM_V5, rules.T_CLAIM_V6, rules.T_RELEASE_V6, rules.T_RELEASE_TASK_V6}) == 4
-    )
+    derived = {
+        rules.T_CLAIM_V5,
+        rules.T_CLAIM_V6,
+        rules.T_RELEASE_V6,
+        rules.T_RELEASE_TASK_V6,
+        rules.T_MEMBER_BEAT,
+        rules.T_TASK_BEAT_V8,
+    }
+    assert len(derived) == 6 and not derived & set(range(256))
 
 
 def test_each_property_method_names_its_property():
@@ -98,6 +105,8 @@ def test_each_property_method_names_its_property():
         "e": "lease_runs",
         "f": "names_tenure",
         "g": "keeps_position",
+        "h": "beats_in_tenure",
+        "i": "task_beats_in_tenure",
     }.items():
         assert inspect.getdoc(getattr(rules.Rules, name)).startswith(f"Property {letter} "), name
 

@@ -186,7 +186,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     sim.join()
     assert len(worlds) == 3 * sim.ncoord  # the oracle's and both members'
     rules = {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
-    rules |= {"release_tenure", "late_heartbeat", "member_tenure"}
+    rules |= {"release_tenure", "late_heartbeat", "member_tenure", "task_tenure"}
     # admin_keys: the bounded-log schedule's keyed group (None here: seed 5 has none); one
     # rule table without every property, the same for every world
     assert all(kw.keys() == {"admin_keys", "rules"} and kw["admin_keys"] is None for kw in worlds)
@@ -239,6 +239,7 @@ def test_the_rule_switches_are_a_variant_rule_table():
         "release_tenure": ((part, 4), False, True),  # a release naming another tenure
         "late_heartbeat": ((part, 8), True, False),  # a heartbeat below the position
         "member_tenure": ((part, 4), False, True),  # a MemberHeartbeat entry of another tenure
+        "task_tenure": ((part, 4), False, True),  # a task's heartbeat of another tenure
     }
     assert rules_without(frozenset()) is RULES
     assert asked.keys() == PROPERTIES.keys()

@@ -86,7 +86,7 @@ def test_an_upgrade_seed_rolls_4_5_6_7_publishes_every_version_and_refuses_the_o
     )
     assert "publishes as version 4 (rules 4)" in trace
     restores = [line for line in result.trace if " restores cp" in line]
-    assert restores and all("(rules 7)" in line for line in restores)
+    assert restores and all("(rules 8)" in line for line in restores)
 
 
 @pytest.mark.parametrize("seed", F1_SEEDS)

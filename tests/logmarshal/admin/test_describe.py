@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from logmarshal.admin import Status, describe_group, list_groups, read_coordination
 
 from .conftest import BASE, TOPIC
@@ -170,10 +172,12 @@ def test_a_group_known_only_by_its_members_is_listed(scripted) -> None:
     assert [(g.group, len(g.members)) for g in list_groups(state, BASE + 400)] == [("idle", 1)]
 
 
-def test_a_task_key_shows_its_position_vector(scripted) -> None:
+@pytest.mark.parametrize("version", [3, 8])
+def test_a_task_key_shows_its_position_vector(scripted, version) -> None:
     """A task (protocol version 3) is one key whose heartbeats carry a vector: describe shows
     the scalar as last_offset with the vector beside it, status samples and the lease come
-    from the task's heartbeats, and ``coord dump`` names the record types."""
+    from the task's heartbeats, and ``coord dump`` names the record types. A version 8
+    heartbeat (naming the tenure of a version 6 claim) reads the same."""
     from logmarshal.cli.coord import dump_row
     from logmarshal.cli.group import _last_offset_text
     from rationalizer import ClaimingPartition, HeartbeatingTask, ReleasingTask
@@ -181,9 +185,15 @@ def test_a_task_key_shows_its_position_vector(scripted) -> None:
     cluster, s = scripted
     ids = {"client_id": "t", "instance_id": "1", "group_id": "tasks"}
     where = {"topic": "wc.task", "partition": 0}
-    s.put(ClaimingPartition(**ids, **where, heartbeat_interval_ms=1000), 0)
+    claim = ClaimingPartition(
+        **ids, **where, heartbeat_interval_ms=1000, version=6 if version == 8 else 1
+    )
+    claimed_at = s.put(claim, 0)
+    tenure = claimed_at if version == 8 else None  # (the tenure the claim began)
     ab = (("a", 12), ("b", 7))
-    s.put(HeartbeatingTask(**ids, **where, heartbeat_interval_ms=2000, positions=ab), 100)
+    beat = HeartbeatingTask(**ids, **where, heartbeat_interval_ms=2000, positions=ab, tenure=tenure)
+    assert beat.version == version
+    s.put(beat, 100)
     dumped = []
     state = read_coordination(cluster, on_record=lambda rec: dumped.append(dump_row(rec)))
     assert state.lease_ms("tasks", "wc.task", 0) == 2000

@@ -341,9 +341,9 @@ def test_a_record_of_a_version_to_come_stops_the_admin_with_its_name(data, capsy
     envelope is skipped."""
     with EmbeddedCluster(data["dir"], maintenance_interval=0) as cluster:
         junk = NewRecord(key=b"g/events/0", value=b"\x07\x01future", timestamp=0)
-        future = NewRecord(key=b"g/events/0", value=seal(8, 1, "g", b"future"), timestamp=0)
+        future = NewRecord(key=b"g/events/0", value=seal(9, 1, "g", b"future"), timestamp=0)
         for cp in range(cluster.partitions(COORDINATION_TOPIC)):
             cluster.produce(COORDINATION_TOPIC, cp, [junk, future])
     rc, _out, err = run(data, capsys, "group", "describe", "g")
     assert rc != 0
-    assert "protocol version 8" in err and "upgrade" in err and "offset 1" in err
+    assert "protocol version 9" in err and "upgrade" in err and "offset 1" in err

@@ -20,11 +20,18 @@ from .test_core import HB, Log, land_all, options
 TASKS = (("T", ("a", "b")),)
 
 
-def task_core(client: str = "c1", instance: str = "i1") -> tuple[MemberCore, WorldState]:
+def task_core(
+    client: str = "c1", instance: str = "i1", **kwargs: object
+) -> tuple[MemberCore, WorldState]:
     """A member claiming task T (sources a, b) with its own replay of the log."""
     world = WorldState()
     opts = options(
-        mode="alo", client_id=client, instance_id=instance, topics=(("T", 1),), tasks=TASKS
+        mode="alo",
+        client_id=client,
+        instance_id=instance,
+        topics=(("T", 1),),
+        tasks=TASKS,
+        **kwargs,
     )
     return MemberCore(opts, [world]), world
 
@@ -135,6 +142,43 @@ def test_a_restarted_instance_takes_the_task_back_with_its_vector():
     assert new_world.is_fenced("c1", "old")
     fetched = sorted((a.topic, a.offset) for a in out if isinstance(a, Fetch))
     assert fetched == [("a", 3), ("b", 0)]
+
+
+@pytest.mark.parametrize("cap", [None, 8, 7])
+def test_task_heartbeats_name_their_tenure_from_cap_8(cap):
+    """PROTOCOL.md, "Version 8": capped at 8 (the default) a task's heartbeats and its
+    restart takeover name the tenure (the offset of the claim or takeover that began it);
+    capped at 7 they are version 3, which a version 7 replayer reads."""
+    kwargs = {} if cap is None else {"protocol_version": cap}
+    log = Log()
+    old, world = task_core("c1", "old", **kwargs)
+    out = start(old, world, log)
+    feed(old, out, 2, upto=3)
+    poll_all(old, 2)
+    old.commit("a", 0, range(3))
+    land_all(old, world, log, HB, old.step(HB, Tick()))
+    decoded = [decode(k, v) for _, k, v in log.records]  # the index is the offset
+    claim_at = next(o for o, m in enumerate(decoded) if isinstance(m, ClaimingPartition))
+    new, new_world = task_core("c1", "new", **kwargs)
+    start(new, new_world, log, now=HB + 10)
+    assert new.held() == [("T", 0)] and new_world.is_fenced("c1", "old")
+    decoded = [decode(k, v) for _, k, v in log.records]
+    beats = [(o, m) for o, m in enumerate(decoded) if isinstance(m, HeartbeatingTask)]
+    mine = [(o, m) for o, m in beats if m.instance_id == "new"]
+    takeover_at, takeover = mine[0]
+    if cap == 7:
+        assert {m.version for _, m in beats} == {3} and {m.tenure for _, m in beats} == {None}
+        return
+    assert {m.version for _, m in beats} == {8}
+    assert {m.tenure for _, m in beats if m.instance_id == "old"} == {claim_at}
+    assert takeover.tenure == claim_at  # the tenure it takes over...
+    land_all(new, new_world, log, 2 * HB, new.step(2 * HB, Tick()))
+    later = [(o, decode(k, v)) for o, (_, k, v) in enumerate(log.records) if o > takeover_at]
+    later = [(o, m) for o, m in later if isinstance(m, HeartbeatingTask)]
+    assert later and {m.instance_id for _, m in later} == {"new"}
+    assert {m.tenure for _, m in later} == {takeover_at}  # its own: the takeover's offset
+    assert all(new_world.verdict(o).accepted for o, _ in later)
+    assert new_world.verdict(len(log.records) - 1).accepted
 
 
 def test_losing_the_task_stops_every_source_and_nothing_more_is_handed_out():
