@@ -7,6 +7,8 @@ costs for each, per record and per partition heartbeat, in the same run: records
 and 32 entries, each either repeating byte for byte (idle partitions: positions stand) or
 with every position moved (busy partitions: no record repeats), and version 1 Heartbeats
 (the baseline) the same two ways. Every record renews: this is the replay's common path.
+Then a task's heartbeat (two sources): version 8, naming its tenure (PROTOCOL.md, "Version
+8"), beside version 3 (its baseline) in the same run.
 
     python bench/member_beats.py [--beats 200000] [--rounds 3] [--code DIR]
 
@@ -78,6 +80,26 @@ def _v1_log(r: Any, beats: int, busy: bool) -> tuple[list, list]:
     return claims, out
 
 
+def _task_log(r: Any, version: int, beats: int, busy: bool) -> tuple[list, list]:
+    """A task (two sources) claimed by a version 6 claim, then ``beats`` of its
+    HeartbeatingTasks: version 3, or version 8 naming the claim's tenure."""
+    claims, tenures = _claims(r, 1)
+    out = []
+    for i in range(beats):
+        msg = r.HeartbeatingTask(
+            client_id="c1",
+            instance_id="i1",
+            group_id="g",
+            topic="orders",
+            partition=0,
+            heartbeat_interval_ms=HB_MS,
+            positions=(("lines", 5 + (i if busy else 0)), ("more-lines", 7)),
+            tenure=tenures[0] if version == 8 else None,
+        )
+        out.append((1 + i, 1000 + 10 * i, *r.encode(msg)))
+    return claims, out
+
+
 def _time(r: Any, claims: list, records: list, rounds: int) -> float:
     """Best CPU seconds of ``rounds`` replays of ``records`` into a world that applied
     ``claims`` (each round a new world)."""
@@ -126,6 +148,21 @@ def main() -> None:
         print(
             f"| MemberHeartbeat, {entries} entries | {rec[False]:.2f} µs | {rec[True]:.2f} µs |"
             f" {idle:.2f} / {busy_:.2f} µs ({idle / base[False]:.2f}x / {busy_ / base[True]:.2f}x) |"
+        )
+    if "tenure" not in getattr(r.HeartbeatingTask, "__attrs_attrs__", ()).__repr__():
+        return  # a rationalizer before version 8 (``--code``): no version 8 task heartbeat
+    tasks: dict[int, dict[bool, float]] = {}
+    for version in (3, 8):
+        tasks[version] = {}
+        for busy in (False, True):
+            claims, recs = _task_log(r, version, args.beats, busy)
+            tasks[version][busy] = _time(r, claims, recs, args.rounds) / len(recs) * 1e6
+    for version, what in ((3, "version 3 HeartbeatingTask (baseline of the next)"),
+                          (8, "version 8 HeartbeatingTask")):  # fmt: skip
+        idle, busy_ = tasks[version][False], tasks[version][True]
+        print(
+            f"| {what}, 2 sources | {idle:.2f} µs | {busy_:.2f} µs | {idle:.2f} / {busy_:.2f} µs"
+            f" ({idle / tasks[3][False]:.2f}x / {busy_ / tasks[3][True]:.2f}x of version 3) |"
         )
 
 

@@ -209,6 +209,7 @@ class WorldState(WorldQueries):
         paused = self._paused
         unpack_i64 = _I64.unpack_from
         heartbeat = self._rules.heartbeat
+        in_tenure = self._rules.task_beats_in_tenure
         judge = self._judge
         nxt = self._applied + 1  # the next offset: applied_through + 1, always
         now = self._now
@@ -220,6 +221,7 @@ class WorldState(WorldQueries):
         seg = nxt
         key: Any  # (any object: what is not a record is INVALID_RECORD, never an exception)
         value: Any
+        extra: Any  # what a record's type carries besides its number (``rules.Transition``)
         try:
             for offset, ts, key, value in records:
                 if offset != nxt or offset.__class__ is not int:
@@ -296,6 +298,19 @@ class WorldState(WorldQueries):
                     # which renews (the sender holds the partition: never rejected, nothing
                     # to count).
                     push(heartbeat(part, ent.sender, now, num, hb, fenced, takeovers, extra))
+                    continue
+                if (
+                    typ == T_TASK_BEAT_V8
+                    and part is not None
+                    and part.holder is ent.sender
+                    and not paused
+                    and not (fenced and ent.fkey in fenced)
+                    and not halted
+                    and in_tenure(part, extra[1])
+                ):
+                    # the same renewal, of a version 8 task heartbeat in the tenure it names
+                    # (property i; the rule table's, as ``task_beat`` asks it)
+                    push(heartbeat(part, ent.sender, now, num, hb, fenced, takeovers, extra[0]))
                     continue
                 push(judge(ent, typ, num, hb, extra, now, offset))
         finally:
@@ -505,6 +520,12 @@ class WorldState(WorldQueries):
             self._rejections[Reason.INVALID_RECORD] += 1
             return _INVALID
         ent = self._ids.shared(key, value, start, client, instance, group, topic, partition)
+        if ent.size >= 0:  # cached: the sender's next records may take the task lane
+            lay = ent.layout = learn_layout(
+                bytes(value), envelope(value)[3] + 12, start, vector, self._python_vectors
+            )
+            if lay is not None and not self._python_vectors:
+                self._ids.layouts[topic] = lay
         return ent, T_TASK_BEAT_V8, task_last_offset(vector), hb, (vector, tenure)
 
     def _member_beat(

@@ -12,6 +12,8 @@ readers themselves against the decoder, including every case where they must giv
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -269,3 +271,80 @@ def test_a_reader_reads_exactly_what_the_decoder_reads(python, native, case):
         assert [s for s, _ in positions] == [s for s, _ in first]
     elif native and vector is not None and [s for s, _ in vector] == [s for s, _ in first]:
         pytest.fail(f"a layout by sources gave up on {vector} ({first} learned)")
+
+
+# ------------------------------------------------------------ version 8 task heartbeats
+
+
+def _reseal(value: bytes) -> bytes:
+    """``value`` with its envelope's check made to match again (what the decoder then
+    judges is the body)."""
+    return value[:2] + _check(value) + value[6:]
+
+
+def _check(value: bytes) -> bytes:
+    return zlib.crc32(value[6:], zlib.crc32(value[:2])).to_bytes(4, "big")
+
+
+def _records8(vector: Positions, first: int, step: int = 1) -> list[tuple[int, int, bytes, bytes]]:
+    """A version 6 claim (its offset, 0, names the tenure), a HeartbeatingTask of version
+    ``first`` (3, or 8 naming tenure 0), then the version 8 one to judge, each offset one
+    on by ``step`` (the key's layout, learnt from the first, reads the second)."""
+    claim = encode(ClaimingPartition(**IDS, **TASK, heartbeat_interval_ms=1000, version=6))
+    tenure = 0 if first == 8 else None
+    beat = HeartbeatingTask(
+        **IDS, **TASK, heartbeat_interval_ms=1000, positions=vector, tenure=tenure
+    )
+    moved = tuple((s, o + step if o < MAX_OFFSET - 8 else o) for s, o in vector)
+    last = HeartbeatingTask(**IDS, **TASK, heartbeat_interval_ms=1000, positions=moved, tenure=0)
+    return [(0, 10, *claim), (1, 11, *encode(beat)), (2, 12, *encode(last))]
+
+
+@pytest.mark.parametrize(("python", "native"), LANES)
+@pytest.mark.parametrize("first", [3, 8])
+@pytest.mark.parametrize("vector", VECTORS)
+def test_every_byte_of_a_version_8_heartbeat_is_judged_as_the_decoder_judges_it(
+    vector, first, python, native
+):
+    """Every byte after version and type (the check, the envelope's group, the interval,
+    the tenure, the vector, the identity part) replaced by values that matter, with the
+    check as it then is and made to match again: the lane judges each exactly as a world
+    that decodes it strictly (the lane checks the envelope as decode does)."""
+    records = _records8(vector, first)
+    offset, ts, key, value = records[-1]
+    cases = 0
+    for i in range(2, len(value)):
+        for b in {0x00, 0x01, 0x80, 0xFF, value[i] ^ 0x80, value[i] ^ 0x01}:
+            raw = value[:i] + bytes((b,)) + value[i + 1 :]
+            for mutated in {raw, _reseal(raw)}:
+                rec = (offset, ts, key, mutated)
+                lane = WorldState(_python_vectors=python)
+                got = lane.apply_many([*records[:-1], rec])
+                strict = _strict([*records[:-1], rec])
+                assert got[-1] == strict.verdict(offset), (i, b, mutated == raw)
+                assert lane.to_bytes() == strict.to_bytes(), (i, b)
+                cases += 1
+    assert cases >= 4 * len(value)
+
+
+@pytest.mark.parametrize(("python", "native"), LANES)
+@pytest.mark.parametrize("first", [3, 8])
+@pytest.mark.parametrize("vector", VECTORS)
+def test_a_version_8_heartbeat_takes_the_lane_when_it_can(vector, first, python, native):
+    """(So the test above tests the lane.) The key's layout, learnt from a version 3 or a
+    version 8 record, reads the version 8 record after the envelope, interval and tenure;
+    the renewal is the strict world's, and the strict decoder is not asked."""
+    records = _records8(vector, first, step=0)
+    w = WorldState(_python_vectors=python)
+    w.apply_many(records[:-1])
+    ent = w._ids.by_key[records[-1][2]]
+    fast = native or (len(vector) <= MAX_FAST_SOURCES and max(o for _, o in vector) < MAX_OFFSET)
+    assert (ent.layout is not None) == fast
+    asked = []
+    slow = w._slow
+    w._slow = lambda *a: asked.append(a) or slow(*a)  # type: ignore[method-assign]
+    strict = _strict(records)
+    assert w.apply_many(records[-1:]) == [strict.verdict(2)]
+    assert strict.verdict(2).accepted
+    assert w.to_bytes() == strict.to_bytes()
+    assert (asked == []) == fast
