@@ -255,14 +255,19 @@ class IdentityCache:
         if got is None:
             return None
         vector, num, end = got
+        sender = self._sender(key, value, ent, end)
+        if sender is None:
+            return None
+        sender.layout = lay
+        return sender, typ, num, hb, vector
+
+    def _sender(self, key: Any, value: bytes, ent: Identity, end: int) -> Identity | None:
+        """The identity of a task record whose identity part starts at ``end``: the key's
+        last (``ent``) if it is byte for byte that, else another sender's on this key (a
+        claim's winner, a restart: :meth:`other_sender`); None: the decoder decides."""
         if len(value) - ent.size != end or not value.endswith(ent.ident):
-            # another sender on this key: a claim's winner, a restart
-            other = self.other_sender(key, value, end)
-            if other is None:
-                return None
-            ent = other
-        ent.layout = lay
-        return ent, typ, num, hb, vector
+            return self.other_sender(key, value, end)
+        return ent
 
     def _task8(self, key: Any, value: bytes, ent: Identity, lay: Layout) -> Decoded | None:
         """Task lane for a version 8 HeartbeatingTask (PROTOCOL.md, "Version 8"): the
@@ -289,15 +294,11 @@ class IdentityCache:
         if got is None:
             return None
         vector, num, end = got
-        if len(value) - ent.size != end or not value.endswith(ent.ident):
-            other = self.other_sender(key, value, end)
-            if other is None:
-                return None
-            ent = other
-        if _U32.unpack_from(value, 2)[0] != crc32(value[6:], _V8_TASK_HEAD_CRC):
-            return None  # (the decoder says why: the check does not match)
-        ent.layout = lay
-        return ent, T_TASK_BEAT_V8, num, hb, (vector, tenure)
+        sender = self._sender(key, value, ent, end)
+        if sender is None or _U32.unpack_from(value, 2)[0] != crc32(value[6:], _V8_TASK_HEAD_CRC):
+            return None  # (the decoder says why: another key's identity, a check that fails)
+        sender.layout = lay
+        return sender, T_TASK_BEAT_V8, num, hb, (vector, tenure)
 
     def miss(self, key: bytes, value: bytes, hl: int) -> Identity | None:
         """Cache miss on a partition record whose header (``hl`` bytes) is valid: parse the

@@ -295,6 +295,35 @@ def _auth_tag() -> Any:
     return attrs.field(default=None, validator=_check_auth_tag)
 
 
+def _check_tenure(_inst: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):
+        raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
+
+
+def _tenure() -> Any:
+    """The ``tenure`` a later layout of a type names (the offset of the claim or restart
+    takeover that began it); None in the earlier layout."""
+    return attrs.field(default=None, validator=_check_tenure)
+
+
+def _tenure_version(of: str, without: int, named: int) -> Any:
+    """The ``version`` of a type whose layout ``named`` adds a ``tenure`` to layout
+    ``without``: its default follows ``tenure``."""
+    return attrs.field(
+        default=attrs.Factory(lambda m: without if m.tenure is None else named, takes_self=True),
+        kw_only=True,
+        validator=_version_check(of, without, named),
+    )
+
+
+def _check_tenure_version(msg: Any, without: int, named: int) -> None:
+    """A message names its tenure exactly in layout ``named``."""
+    if (msg.tenure is None) != (msg.version == without):
+        raise ValueError(
+            f"a version {named} {type(msg).__name__} names its tenure, version {without} none"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class Heartbeat:
     """The holder is alive and has fully handled everything up to ``last_offset``.
@@ -351,22 +380,12 @@ class ReleasingPartition:
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
     last_offset: int = attrs.field(validator=_check_offset)
-    tenure: int | None = attrs.field(default=None)
+    tenure: int | None = _tenure()
     #: 1 without ``tenure``, 6 with it (the default follows ``tenure``)
-    version: int = attrs.field(
-        default=attrs.Factory(lambda m: 1 if m.tenure is None else 6, takes_self=True),
-        kw_only=True,
-        validator=_version_check("a ReleasingPartition", 1, 6),
-    )
-
-    @tenure.validator
-    def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):
-            raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
+    version: int = _tenure_version("a ReleasingPartition", 1, 6)
 
     def __attrs_post_init__(self) -> None:
-        if (self.tenure is None) != (self.version == 1):
-            raise ValueError("a version 6 ReleasingPartition names its tenure, version 1 none")
+        _check_tenure_version(self, 1, 6)
 
 
 @attrs.frozen(kw_only=True)
@@ -480,22 +499,12 @@ class HeartbeatingTask:
     partition: int = attrs.field(validator=_check_partition)
     heartbeat_interval_ms: int = _heartbeat_interval()
     positions: Positions = attrs.field(validator=_check_positions)
-    tenure: int | None = attrs.field(default=None)
+    tenure: int | None = _tenure()
     #: 3 without ``tenure``, 8 with it (the default follows ``tenure``)
-    version: int = attrs.field(
-        default=attrs.Factory(lambda m: 3 if m.tenure is None else 8, takes_self=True),
-        kw_only=True,
-        validator=_version_check("a HeartbeatingTask", 3, 8),
-    )
-
-    @tenure.validator
-    def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):
-            raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
+    version: int = _tenure_version("a HeartbeatingTask", 3, 8)
 
     def __attrs_post_init__(self) -> None:
-        if (self.tenure is None) != (self.version == 3):
-            raise ValueError("a version 8 HeartbeatingTask names its tenure, version 3 none")
+        _check_tenure_version(self, 3, 8)
 
     @property
     def last_offset(self) -> int:
@@ -515,22 +524,12 @@ class ReleasingTask:
     topic: str = attrs.field(validator=_check_topic)
     partition: int = attrs.field(validator=_check_partition)
     positions: Positions = attrs.field(validator=_check_positions)
-    tenure: int | None = attrs.field(default=None)
+    tenure: int | None = _tenure()
     #: 3 without ``tenure``, 6 with it (the default follows ``tenure``)
-    version: int = attrs.field(
-        default=attrs.Factory(lambda m: 3 if m.tenure is None else 6, takes_self=True),
-        kw_only=True,
-        validator=_version_check("a ReleasingTask", 3, 6),
-    )
-
-    @tenure.validator
-    def _check_tenure(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_OFFSET):
-            raise ValueError(f"tenure must be an int in [0, {MAX_OFFSET}], got {value!r}")
+    version: int = _tenure_version("a ReleasingTask", 3, 6)
 
     def __attrs_post_init__(self) -> None:
-        if (self.tenure is None) != (self.version == 3):
-            raise ValueError("a version 6 ReleasingTask names its tenure, version 3 none")
+        _check_tenure_version(self, 3, 6)
 
     @property
     def last_offset(self) -> int:

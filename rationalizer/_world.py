@@ -56,7 +56,7 @@ from ._codec import (
     unsigned_value,
 )
 from ._identity import NO_IDENTITY, Decoded, Identity, IdentityCache
-from ._messages import FUTURE_VERSIONS, MAX_OFFSET, task_last_offset
+from ._messages import FUTURE_VERSIONS, MAX_OFFSET, Positions, task_last_offset
 from ._queries import Claim, PartitionState, WorldQueries
 from ._rules import (
     HOLDER_MOVES,
@@ -520,12 +520,7 @@ class WorldState(WorldQueries):
             self._rejections[Reason.INVALID_RECORD] += 1
             return _INVALID
         ent = self._ids.shared(key, value, start, client, instance, group, topic, partition)
-        if ent.size >= 0:  # cached: the sender's next records may take the task lane
-            lay = ent.layout = learn_layout(
-                bytes(value), envelope(value)[3] + 12, start, vector, self._python_vectors
-            )
-            if lay is not None and not self._python_vectors:
-                self._ids.layouts[topic] = lay
+        self._learn(ent, value, envelope(value)[3] + 12, start, vector)  # (after hb, tenure)
         return ent, T_TASK_BEAT_V8, task_last_offset(vector), hb, (vector, tenure)
 
     def _member_beat(
@@ -615,18 +610,26 @@ class WorldState(WorldQueries):
             self._rejections[Reason.INVALID_RECORD] += 1
             return _INVALID
         ent = self._ids.shared(key, value, start, client, instance, group, topic, partition)
-        if ent.size >= 0:  # cached: the sender's next records may take the task lane
-            lay = ent.layout = learn_layout(
-                bytes(value),
-                6 if typ == T_HEARTBEATING_TASK else 2,
-                start,
-                vector,
-                self._python_vectors,
-            )
-            if lay is not None and not self._python_vectors:
-                # (a layout by low bytes pins a key's upper offset bytes: rarely another's)
-                self._ids.layouts[topic] = lay
+        self._learn(ent, value, 6 if typ == T_HEARTBEATING_TASK else 2, start, vector)
         return ent, typ, task_last_offset(vector), hb, vector
+
+    def _learn(
+        self,
+        ent: Identity,
+        value: bytes | bytearray | memoryview,
+        at: int,
+        end: int,
+        vector: Positions,
+    ) -> None:
+        """Learn the layout of a task record's vector (``value[at:end]``) for the task lane:
+        the sender's next records of the key, and (layouts by sources) the first record of
+        the task's other keys, are read by it. Only for a cached identity."""
+        if ent.size < 0:
+            return
+        lay = ent.layout = learn_layout(bytes(value), at, end, vector, self._python_vectors)
+        if lay is not None and not self._python_vectors:
+            # (a layout by low bytes pins a key's upper offset bytes: rarely another's)
+            self._ids.layouts[ent.topic] = lay
 
     def _release_group(
         self,
