@@ -32,13 +32,14 @@ from ._codec import (
     VERSION_3,
     VERSION_8,
     DecodeError,
+    _str,
     record_key,
 )
 from ._messages import MAX_HEARTBEAT_INTERVAL_MS, MAX_PARTITION, valid_topic
 from ._rules import T_TASK_BEAT_V8
 from ._state import PartitionEntry, Sender, fence_key
 from ._task_vectors import Layout
-from ._varint import read_uvarint, uvarint
+from ._varint import read_uvarint
 
 __all__ = ["NO_IDENTITY", "Decoded", "Identity", "IdentityCache"]
 
@@ -280,8 +281,7 @@ class IdentityCache:
             return None
         group = self.groups.get(ent.group)
         if group is None:
-            raw = ent.group.encode("utf-8")
-            group = self.groups[ent.group] = uvarint(len(raw)) + raw
+            group = self.groups[ent.group] = _str(ent.group)  # (as the encoder writes it)
         if not value.startswith(group, 6):
             return None
         at = 6 + len(group)

@@ -283,10 +283,6 @@ def _version_2() -> Any:
     return _version_field(2, "a membership message")
 
 
-def _version_3() -> Any:
-    return _version_field(3, "a task message")
-
-
 def _heartbeat_interval() -> Any:
     return attrs.field(validator=_check_heartbeat_interval)
 

@@ -287,7 +287,6 @@ class WorldState(WorldQueries):
                 if (
                     part is not None
                     and part.holder is ent.sender
-                    and typ in (T_HEARTBEAT, T_HEARTBEATING_TASK)
                     and not paused
                     and not (fenced and ent.fkey in fenced)
                     and not halted
@@ -296,22 +295,15 @@ class WorldState(WorldQueries):
                     # gates only choose the lane: a fenced sender or any pause window takes
                     # the general path below, where the rules decide), so straight to rule 5,
                     # which renews (the sender holds the partition: never rejected, nothing
-                    # to count).
-                    push(heartbeat(part, ent.sender, now, num, hb, fenced, takeovers, extra))
-                    continue
-                if (
-                    typ == T_TASK_BEAT_V8
-                    and part is not None
-                    and part.holder is ent.sender
-                    and not paused
-                    and not (fenced and ent.fkey in fenced)
-                    and not halted
-                    and in_tenure(part, extra[1])
-                ):
-                    # the same renewal, of a version 8 task heartbeat in the tenure it names
-                    # (property i; the rule table's, as ``task_beat`` asks it)
-                    push(heartbeat(part, ent.sender, now, num, hb, fenced, takeovers, extra[0]))
-                    continue
+                    # to count). A version 8 task heartbeat only in the tenure it names
+                    # (property i, the rule table's, as ``task_beat`` asks it).
+                    if typ in (T_HEARTBEAT, T_HEARTBEATING_TASK):
+                        push(heartbeat(part, ent.sender, now, num, hb, fenced, takeovers, extra))
+                        continue
+                    if typ == T_TASK_BEAT_V8 and in_tenure(part, extra[1]):
+                        vector = extra[0]
+                        push(heartbeat(part, ent.sender, now, num, hb, fenced, takeovers, vector))
+                        continue
                 push(judge(ent, typ, num, hb, extra, now, offset))
         finally:
             self._window_add(out, base, seg, nxt)
