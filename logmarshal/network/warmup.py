@@ -8,10 +8,10 @@ id once a broker is up, and otherwise retries on a timer); an assign-only consum
 0.3-1.5 s after it was created saw its first message 0.5-0.7 s after the assignment, and
 6 ms when it had asked for metadata at creation. A Marshaler's first coordination write (its
 announcement, before its cold start reads the log) and a Consumer's first read after its
-claims waited that long. librdkafka asks for the producer id when a metadata answer comes
-from a broker it is connected to; the first answer may come over the bootstrap connection
-before that, so a producer asks twice (one request left its first write at 0.5 s in 1 of 3
-trials, two in none of 5)."""
+claims waited that long. librdkafka asks for the producer id when it handles a metadata
+answer and a broker is up (its idempotence state machine, else a 500 ms retry timer); the
+first answer can come before that, so a producer asks twice (one request left its first
+write at 0.5 s in 1 of 3 trials, two in none of 5)."""
 
 from __future__ import annotations
 
