@@ -17,14 +17,21 @@ from ..cluster import ProduceResult
 from ..errors import NetworkError
 from .error_map import _map_error, _raise_from
 
-#: How long one wait for delivery reports lasts. Callers share the producer (a member's
-#: coordination writers, a thread per coordination partition), and a report is served by
-#: whichever caller polls: once another caller's poll has run ours, our own poll waits for
-#: the *next* event or its timeout. With 50 ms waits an AMO reservation's write took 7 ms
-#: (p50) while the consumer read at full speed, against 1.6 ms alone; with 1 ms waits, 4 ms
-#: (bench/consumer.py --network, the amo row: 0.49 -> 0.65-0.72 M msg/s, 2026-11-30). A
-#: wait costs librdkafka a timed condition wait, and a write waits a few of them.
-_REPORT_WAIT = 0.001
+#: How long the waits for delivery reports last: the first one short, each next one twice as
+#: long, up to the last. Callers share the producer (a member's coordination writers, a
+#: thread per coordination partition), and a report is served by whichever caller polls:
+#: once another caller's poll has run ours, our own poll waits for the *next* event or its
+#: timeout. With 50 ms waits an AMO reservation's write took 7 ms (p50) while the consumer
+#: read at full speed, against 1.6 ms alone; with 1 ms waits 4 ms (bench/consumer.py
+#: --network, the amo row: 0.49 -> 0.65-0.72 M msg/s, 2026-11-30). But 1 ms waits all along
+#: spun every waiting writer a thousand times a second while a loaded broker took long to
+#: answer: 32 member processes starting at once (bench/rebalance.py --processes --members 32
+#: --partitions 256) spent 56 s of system time against 12 and did not settle. Doubling
+#: waits cost a write that waits T about log2(T / 1 ms) polls, and notice a report served by
+#: another caller within about the time waited so far: the AMO write 4.5 ms (p50) against
+#: 7.8-8.5 ms with 50 ms waits in the same run, and the 32 members settled as before.
+_REPORT_WAIT_FIRST = 0.001
+_REPORT_WAIT_MAX = 0.05
 
 
 def produce_records(
@@ -71,8 +78,10 @@ def produce_records(
                     ) from None
             except KafkaException as exc:
                 raise _raise_from(exc, topic, partition) from None
+    wait = _REPORT_WAIT_FIRST
     while len(reports) < len(records) and time.monotonic() < deadline:
-        producer.poll(min(_REPORT_WAIT, max(0.0, deadline - time.monotonic())))
+        producer.poll(min(wait, max(0.0, deadline - time.monotonic())))
+        wait = min(wait * 2, _REPORT_WAIT_MAX)
     if len(reports) < len(records):
         raise NetworkError(f"produce to {topic}/{partition}: no acknowledgement within {timeout} s")
     for error, _, _ in reports.values():
