@@ -44,7 +44,6 @@ from .settings import (
     consumer_settings,
     producer_settings,
 )
-from .warmup import warm_up
 
 __all__ = ["NetworkCluster"]
 
@@ -117,15 +116,12 @@ class NetworkCluster:
     def _producer(self, durable: bool) -> Producer:
         with self._lock:
             producer = self._producers.get(durable)
-            if producer is not None:
-                return producer
-            producer = Producer(
-                producer_settings(self._base, durable=durable, timeout=self._timeout)
-            )
-            self._producers[durable] = producer
-        if durable:  # idempotent: its producer id comes with a connection (.warmup)
-            warm_up(producer, self._timeout, requests=2)
-        return producer
+            if producer is None:
+                producer = Producer(
+                    producer_settings(self._base, durable=durable, timeout=self._timeout)
+                )
+                self._producers[durable] = producer
+            return producer
 
     def client_producer(self, settings: Mapping[str, Any]) -> Producer:
         """A librdkafka producer of its own for :class:`logmarshal.Producer`, with the

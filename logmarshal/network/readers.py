@@ -34,7 +34,6 @@ except ImportError:  # not built, or built before size() was added
     _size_c = None
 from ..errors import OffsetOutOfRange
 from .error_map import _map_error, _raise_from
-from .warmup import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +204,6 @@ class _Reader:
         ],
     ) -> None:
         self._consumer = Consumer(conf)
-        warm_up(self._consumer, timeout)  # its first fetch, after the claims, comes sooner
         self._list_offsets = list_offsets
         self._timeout = timeout
         self._max_bytes = max_bytes
