@@ -544,7 +544,8 @@ def _check_beat_entries(_inst: Any, attribute: attrs.Attribute[Any], value: obje
         if not (
             type(item) is tuple
             and len(item) == 4
-            and valid_topic(item[0])
+            # (a record's entries are mostly of one topic: checked once, then the same str)
+            and ((previous is not None and item[0] is previous[0]) or valid_topic(item[0]))
             and _is_int(item[1])
             and 0 <= item[1] <= MAX_PARTITION
             and _is_int(item[2])

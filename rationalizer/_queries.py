@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 
 import attrs
 
@@ -240,6 +240,28 @@ class WorldQueries:
             ),
             key=lambda c: (c.topic, c.partition),
         )
+
+    def claims_of_instance(
+        self, group: str, holder: tuple[str, str], skip: Container[tuple[str, int]] = ()
+    ) -> list[Claim]:
+        """Partitions of ``group`` held by exactly ``holder`` (client_id, instance_id), but
+        those in ``skip`` (topic, partition), sorted: a member's look for claims of its own
+        it does not track, every claim pass, at a test per partition and no object for the
+        ones it does track (:meth:`claims_of` builds one for each)."""
+        return sorted(
+            (
+                Claim(p.topic, p.partition, holder[0], holder[1], p.beat, p.hb)
+                for p in self._groups.get(group, ())
+                if p.holder == holder and (p.topic, p.partition) not in skip
+            ),
+            key=lambda c: (c.topic, c.partition),
+        )
+
+    def held_by(self, group: str, holder: tuple[str, str]) -> set[tuple[str, int]]:
+        """(topic, partition) of every partition of ``group`` that ``holder`` (client_id,
+        instance_id) holds: what a member checks its own view against after each replay
+        step, without a look-up per partition."""
+        return {(p.topic, p.partition) for p in self._groups.get(group, ()) if p.holder == holder}
 
     def paused_until(self, group: str) -> int | None:
         """End (log ms, exclusive) of the group's pause if it is paused at ``now``, else None."""

@@ -25,6 +25,7 @@ accepted, and its resume position is read after its verdict.
 from __future__ import annotations
 
 import logging
+from collections.abc import Set as AbstractSet
 
 import mmh3
 
@@ -412,19 +413,24 @@ def next_retake(st: MemberState) -> int | None:
 
 
 def adopt_orphans(
-    st: MemberState, now: int, taken: set[Key], out: list[Action], keep: set[Key] | None = None
+    st: MemberState,
+    now: int,
+    taken: set[Key],
+    out: list[Action],
+    keep: AbstractSet[Key] | None = None,
 ) -> None:
     """Claims the replay says this instance holds but we do not track (an accepted claim
     whose answer was lost): take them up; beyond max_claims or outside our target (``keep``),
     give them back."""
     topics = subscribed(st)
     giving_back = releasing(st)
+    mine = me(st)
     for cp, world in enumerate(st.worlds):
         trusted = st.halted.get(cp)
-        for c in world.claims_of(st.options.group_id, st.options.client_id):
+        for c in world.claims_of_instance(st.options.group_id, mine, taken):
             key = (c.topic, c.partition)
-            if c.instance_id != st.options.instance_id or key in taken:
-                continue
+            if key in taken:
+                continue  # (taken in an earlier world of this pass)
             if trusted is not None and key not in trusted:
                 continue  # a halted coordination partition's world (core.rewind)
             if c.topic not in topics or key in giving_back or cooling(st, key, now):

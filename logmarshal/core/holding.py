@@ -70,6 +70,7 @@ def adopt(
         else tenure_of(st.worlds[held.cp], st, held.key)
     )
     st.held[held.key] = held
+    st.held_changes += 1
     if sources is not None:
         held.sources = tuple(
             Held(
@@ -114,6 +115,7 @@ def announce(held: Held, out: list[Action]) -> None:
 def drop(st: MemberState, held: Held, lost: bool, why: str, out: list[Action]) -> None:
     """No longer ours: forget it (and a task's sources), tell the edge to stop."""
     del st.held[held.key]
+    st.held_changes += 1
     for source in held.sources:
         st.sources.pop(source.key, None)
     keys = tuple(s.key for s in held.sources)

@@ -520,7 +520,15 @@ class MemberCore:
         self._serve(now, out)
         if not self._caught_up():
             return  # never claim before the start-up replay is complete
-        taken = busy(st)
+        if (
+            self.options.rebalance != "none"
+            and st.recovered
+            and not st.retakes
+            and now < st.next_claim
+        ):
+            taken: set[Key] = set()  # no claim pass is due: nothing below looks at it
+        else:
+            taken = busy(st)  # held or being claimed: a claim pass leaves those alone
         if not st.recovered:
             st.recovered = True
             recover(st, wall, now, taken, out)

@@ -9,6 +9,8 @@ advice: claims and fencing still decide ownership.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from rationalizer import ANNOUNCED_VERSION, AnnouncingMember
 from rationalizer._membership import Member, settle_ms
 from rationalizer._world import NO_TIME
@@ -200,6 +202,7 @@ def rebalance(
     gives us. A deferred target (``st.target_deferred``: the log moved since it was
     computed) moves nothing away: only a current one does."""
     o = st.options
+    keep: AbstractSet[Key]
     if o.claim_entire_topic:
         # a topic is ours through its partition 0; the rest follows once we hold that
         topics = {t for t, _ in mine}
@@ -207,7 +210,7 @@ def rebalance(
         keep = {(t, p) for t, n in st.topics if t in topics for p in range(n)}
         keep = {k for k in keep if k[1] == 0 or k[0] in zeros}
     else:
-        keep = set(mine)
+        keep = mine
     # every step of the core comes here: by the keys (no Held.key call per held partition),
     # and a move away only where the target moved one (each touches its own key alone, so
     # this is the order and the outcome of one pass over what we hold)
@@ -215,7 +218,7 @@ def rebalance(
     if draining:
         for key in [k for k in draining if k in keep and k in held_map]:
             del draining[key]
-    if not st.target_deferred:
+    if not st.target_deferred and not _fit(st, keep)[0]:
         for held in [h for k, h in held_map.items() if k not in keep]:
             move_away(st, now, held, out)
     moved, st.replay_moved = st.replay_moved, False
@@ -231,6 +234,8 @@ def rebalance(
         adopt_orphans(st, now, taken, out, keep)
     if group_paused(st, now, wall):
         return
+    if not o.claim_entire_topic and _fit(st, keep)[1]:
+        return  # we hold all of our share: nothing to bid for (what a pass would find)
     skip = not_to_claim(st)
     bids = sorted(keep.difference(skip))
     if o.claim_entire_topic:
@@ -242,6 +247,18 @@ def rebalance(
     if bids:
         for key in candidates(st, bids, now, wall)[: wanted(st)]:
             claim(st, now, wall, key, out)
+
+
+def _fit(st: MemberState, keep: AbstractSet[Key]) -> tuple[bool, bool]:
+    """(Is every held partition in ``keep``, is every one of ``keep`` held?), remembered
+    while neither changes: every step of the core asks, and the answer costs a hash of every
+    held key."""
+    held = st.held
+    fit = st.fit
+    if fit is None or fit[0] is not keep or fit[1] != st.held_changes or fit[2] != len(held):
+        keys = held.keys()
+        fit = st.fit = (keep, st.held_changes, len(held), keys <= keep, keys >= keep)
+    return fit[3], fit[4]
 
 
 def move_away(st: MemberState, now: int, held: Held, out: list[Action]) -> None:

@@ -148,6 +148,12 @@ class MemberState:
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
     tasks: dict[str, tuple[str, ...]]
     held: dict[Key, Held] = attrs.field(factory=dict)
+    #: counts the changes to ``held`` (``holding.adopt`` and ``drop``): what a cached
+    #: comparison with it is keyed by (``membership.rebalance``)
+    held_changes: int = 0
+    #: ``membership.rebalance``'s last comparison of ``held`` with the target: (the target,
+    #: held_changes, len(held), nothing to move away, nothing to bid for)
+    fit: tuple[Any, int, int, bool, bool] | None = None
     #: a held task's source partitions by key (what fetches, hand-outs and commits name)
     sources: dict[Key, Held] = attrs.field(factory=dict)
     #: writes in flight, by token

@@ -153,11 +153,11 @@ def _beats_judged(st: MemberState, now: int, p: Pending, v: Verdict, out: list[A
         held = st.held.get(key)
         if held is None or held.heartbeat_token != p.token:
             continue  # (written for an earlier tenure of ours of this partition)
-        one = Pending("heartbeat", key[0], key[1], p.cp, p.sent, pos, p.offset, token=p.token)
         if not entries:
+            one = Pending("heartbeat", key[0], key[1], p.cp, p.sent, pos, p.offset, token=p.token)
             on_unknown(st, now, one, out)
         else:
-            _heartbeat_judged(st, one, entries[i], held, out)
+            _beat_judged(st, p.sent, pos, entries[i], held, out)
 
 
 def _heartbeat_judged(
@@ -165,17 +165,25 @@ def _heartbeat_judged(
 ) -> None:
     """A heartbeat is our lease: rejected, the partition is not ours; accepted, it renews
     the lease and (AMO) confirms what it carries."""
+    _beat_judged(st, p.sent, p.value, v, held, out)
+
+
+def _beat_judged(
+    st: MemberState, sent: int, pos: int, v: Verdict, held: Held, out: list[Action]
+) -> None:
+    """:func:`_heartbeat_judged` of a heartbeat sent at ``sent`` carrying ``pos`` (a
+    MemberHeartbeat's entry: no Pending of its own)."""
     held.heartbeat_token = None
     if not v.accepted:
         lose(st, held, f"heartbeat rejected ({_why(v)})", out)
         return
-    held.lease.renewed(p.sent)
-    if p.value > held.confirmed_through and st.options.mode == "amo":
-        # the log's position is now at least p.value, so whatever we had buffered up to it
-        # is ours alone to hand out (every later holder resumes after it), even when the
+    held.lease.renewed(sent)
+    if pos > held.confirmed_through and st.options.mode == "amo":
+        # the log's position is now at least pos, so whatever we had buffered up to it is
+        # ours alone to hand out (every later holder resumes after it), even when the
         # reservation in front of this heartbeat never landed
-        held.confirmed_through = p.value
-        held.claimed_through = max(held.claimed_through, p.value)
+        held.confirmed_through = pos
+        held.claimed_through = max(held.claimed_through, pos)
     announce(held, out)
 
 
@@ -238,11 +246,14 @@ def check_replay(st: MemberState, cp: int, out: list[Action]) -> None:
     if world.is_fenced(*mine):
         become_fenced(st, out)
         return
-    for held in list(st.held.values()):
-        if held.cp == cp:
+    here = [(key, held) for key, held in st.held.items() if held.cp == cp]
+    if not here:
+        return
+    ours = world.held_by(st.options.group_id, mine)
+    for key, held in here:
+        if key not in ours:
             holder = world.holder(st.options.group_id, held.topic, held.partition)
-            if holder != mine:
-                lose(st, held, f"the replay shows holder {holder}", out)
+            lose(st, held, f"the replay shows holder {holder}", out)
 
 
 def reserved_already(st: MemberState, held: Held, through: int) -> bool:
