@@ -370,6 +370,7 @@ def network(
                 except BufferError:
                     producer.poll(0.01)
         producer.flush()
+        del producer  # closed here: not retrying its connection once the broker stops below
         print(
             f"{count:,} records of 100 B in {NET_PARTITIONS} partitions; each reader reads "
             "them all in a fresh process (poll/consume call latency; peak RSS)"

@@ -760,3 +760,29 @@ def test_keyed_verdicts_survive_snapshots_and_keys_are_not_stored():
     # restored without the key, the same record is accepted: keys are configuration
     unkeyed = WorldState.from_bytes(data)
     assert unkeyed.apply(2, 2, k, v).effect is Effect.POSITION_SET
+
+
+def test_a_members_own_claims_are_found_without_a_claim_object_for_each():
+    """What a member's core asks after each replay step and each claim pass: the partitions
+    its very instance holds (``held_by``) and those of them it does not track
+    (``claims_of_instance``), in (topic, partition) order; another instance's and another
+    client's are not among them."""
+    log = Log()
+    for p in (3, 0, 1):
+        assert log.put(claim("a:1", p=p), 0).accepted
+    assert log.put(claim("a:2", p=2), 0).accepted
+    assert log.put(claim("b:1", p=4), 0).accepted
+    w = log.w
+    assert w.held_by("g", ("a", "1")) == {("orders", 0), ("orders", 1), ("orders", 3)}
+    assert w.held_by("g", ("a", "2")) == {("orders", 2)}
+    assert w.held_by("g", ("c", "1")) == set() and w.held_by("other", ("a", "1")) == set()
+    mine = w.claims_of_instance("g", ("a", "1"), {("orders", 1)})
+    assert [(c.partition, c.client_id, c.instance_id) for c in mine] == [
+        (0, "a", "1"),
+        (3, "a", "1"),
+    ]
+    assert [c.partition for c in w.claims_of_instance("g", ("a", "1"))] == [0, 1, 3]
+    # the same claims as claims_of, but for the other instance's
+    assert [c for c in w.claims_of("g", "a") if c.instance_id == "1"] == w.claims_of_instance(
+        "g", ("a", "1")
+    )
