@@ -253,12 +253,11 @@ def _fit(st: MemberState, keep: AbstractSet[Key]) -> tuple[bool, bool]:
     """(Is every held partition in ``keep``, is every one of ``keep`` held?), remembered
     while neither changes: every step of the core asks, and the answer costs a hash of every
     held key."""
-    held = st.held
     fit = st.fit
-    if fit is None or fit[0] is not keep or fit[1] != st.held_changes or fit[2] != len(held):
-        keys = held.keys()
-        fit = st.fit = (keep, st.held_changes, len(held), keys <= keep, keys >= keep)
-    return fit[3], fit[4]
+    if fit is None or fit[0] is not keep or fit[1] != st.held_changes:
+        keys = st.held.keys()
+        fit = st.fit = (keep, st.held_changes, keys <= keep, keys >= keep)
+    return fit[2], fit[3]
 
 
 def move_away(st: MemberState, now: int, held: Held, out: list[Action]) -> None:

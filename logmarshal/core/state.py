@@ -152,8 +152,8 @@ class MemberState:
     #: comparison with it is keyed by (``membership.rebalance``)
     held_changes: int = 0
     #: ``membership.rebalance``'s last comparison of ``held`` with the target: (the target,
-    #: held_changes, len(held), nothing to move away, nothing to bid for)
-    fit: tuple[Any, int, int, bool, bool] | None = None
+    #: held_changes, nothing to move away, nothing to bid for)
+    fit: tuple[Any, int, bool, bool] | None = None
     #: a held task's source partitions by key (what fetches, hand-outs and commits name)
     sources: dict[Key, Held] = attrs.field(factory=dict)
     #: writes in flight, by token

@@ -102,7 +102,7 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
         restart(st, now, held, f"{p.kind} answered {effect.value}", out)
         return
     if p.kind == "heartbeat":
-        _heartbeat_judged(st, p, v, held, out)
+        _heartbeat_judged(st, p.sent, p.value, v, held, out)
     elif p.kind == "reserve":
         _reservation_judged(st, now, p, v, held, out)
 
@@ -157,22 +157,15 @@ def _beats_judged(st: MemberState, now: int, p: Pending, v: Verdict, out: list[A
             one = Pending("heartbeat", key[0], key[1], p.cp, p.sent, pos, p.offset, token=p.token)
             on_unknown(st, now, one, out)
         else:
-            _beat_judged(st, p.sent, pos, entries[i], held, out)
+            _heartbeat_judged(st, p.sent, pos, entries[i], held, out)
 
 
 def _heartbeat_judged(
-    st: MemberState, p: Pending, v: Verdict, held: Held, out: list[Action]
-) -> None:
-    """A heartbeat is our lease: rejected, the partition is not ours; accepted, it renews
-    the lease and (AMO) confirms what it carries."""
-    _beat_judged(st, p.sent, p.value, v, held, out)
-
-
-def _beat_judged(
     st: MemberState, sent: int, pos: int, v: Verdict, held: Held, out: list[Action]
 ) -> None:
-    """:func:`_heartbeat_judged` of a heartbeat sent at ``sent`` carrying ``pos`` (a
-    MemberHeartbeat's entry: no Pending of its own)."""
+    """A heartbeat (sent at ``sent``, carrying ``pos``; or a MemberHeartbeat's entry) is our
+    lease: rejected, the partition is not ours; accepted, it renews the lease and (AMO)
+    confirms what it carries."""
     held.heartbeat_token = None
     if not v.accepted:
         lose(st, held, f"heartbeat rejected ({_why(v)})", out)
