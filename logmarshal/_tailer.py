@@ -56,6 +56,8 @@ _SLOW_FETCH = 1.0
 #: an answer with this many records or more is a backlog's (a cold start catching up, a
 #: replay that fell behind): the next fetch follows at once, without the linger
 _LINGER_BELOW = 1000
+#: while stopping, how long a join waits before waking the fetches again (seconds)
+_WAKE_AGAIN = 0.05
 #: without a ``snapshot_ms``, how often (wall ms) a tailer looks whether its configuration
 #: has snapshots of its own that bound the truncation closely enough
 _KEEP_CURRENT_MS = 3_600_000
@@ -195,11 +197,37 @@ class Tailer(SnapshotKeeping, LossChecking):
             tail.hurry.set()
             with tail.cond:
                 tail.cond.notify_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._wake_fetches()
         if self._together is not None:
-            self._together.join(timeout)  # before the tails: it may start their threads
+            self._join(self._together, deadline)  # before the tails: it may start their threads
         for tail in self._tails:
             if tail.thread is not None:
-                tail.thread.join(timeout)
+                self._join(tail.thread, deadline)
+
+    def _wake_fetches(self) -> None:
+        """End the tails' long polls now, where the cluster can (a ``FetchWaker``: the
+        embedded one), so a close does not wait out ``fetch_wait``."""
+        wake = getattr(self._cluster, "wake_fetches", None)
+        if wake is None:
+            return
+        try:
+            wake(COORDINATION_TOPIC, [tail.partition for tail in self._tails])
+        except Exception as exc:  # a wrapper's own failure: the joins still end
+            log.debug("could not wake the replay's fetches: %s", exc)
+
+    def _join(self, thread: threading.Thread, deadline: float | None) -> None:
+        """Join ``thread`` by ``deadline``, waking the fetches again while it lives (one
+        that began its wait just after the first wake would otherwise wait it out)."""
+        while thread.is_alive():
+            left = (
+                _WAKE_AGAIN if deadline is None else min(_WAKE_AGAIN, deadline - time.monotonic())
+            )
+            if left <= 0:
+                return
+            thread.join(left)
+            if thread.is_alive():
+                self._wake_fetches()
 
     # -- what the replay reached ------------------------------------------------------------
 

@@ -7,7 +7,7 @@ wire protocol, on logmarshal's broker or an Apache Kafka cluster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
 import attrs
@@ -20,6 +20,7 @@ __all__ = [
     "BoundsAsker",
     "Cluster",
     "ColumnFetcher",
+    "FetchWaker",
     "Message",
     "MultiBatchFetcher",
     "PartitionOffsets",
@@ -167,7 +168,8 @@ class Cluster(Protocol):
 # A Cluster may offer more than the interface above. Callers test for a capability with
 # ``isinstance(cluster, ColumnFetcher)`` (the protocols are runtime-checkable) and fall back
 # to the plain interface otherwise, so wrappers (fault injection) and other implementations
-# keep working without it.
+# keep working without it. (A path taken per read tests the method itself, as that isinstance
+# does, for less: ``getattr(cluster, "fetch_columns", None)``.)
 
 #: offsets, timestamps, keys, values of consecutive records
 Columns = tuple[list[int], list[int], list["bytes | None"], list["bytes | None"]]
@@ -227,6 +229,17 @@ class MultiBatchFetcher(Protocol):
         on (about ``max_bytes`` each), or the error it alone met (OffsetOutOfRange, ...),
         answered once any has records or after ``max_wait``; a failure of the whole request
         is raised. None when one request cannot carry them (fetch each alone instead)."""
+        ...
+
+
+@runtime_checkable
+class FetchWaker(Protocol):
+    """Fetches that stop waiting on request (Kafka's consumer ``wakeup()``): a replay that
+    is stopping wakes its long polls instead of waiting them out."""
+
+    def wake_fetches(self, topic: str, partitions: Iterable[int]) -> None:
+        """Every fetch now waiting on one of ``partitions`` returns what is there (maybe
+        nothing), as if its wait were over."""
         ...
 
 

@@ -10,9 +10,17 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from storage import DataDir, NewRecord, TopicConfig, encode_batch
+from storage import (
+    DataDir,
+    NewRecord,
+    StorageError,
+    TopicConfig,
+    UnknownPartition,
+    UnknownTopic,
+    encode_batch,
+)
 from storage._datadir import TopicInfo
 from storage._records import decode_columns_from, decode_readable
 
@@ -204,6 +212,18 @@ class EmbeddedCluster:
         data = self._read(topic, partition, offset, max_bytes, max_wait)
         # a damaged stored batch: the records before it, then CorruptBatch to skip it
         return decode_columns_from(data, offset)
+
+    def wake_fetches(self, topic: str, partitions: Iterable[int]) -> None:
+        """:class:`~logmarshal.cluster.FetchWaker`: every fetch now waiting on one of these
+        partitions returns what is there (maybe nothing), as if its wait were over."""
+        if self._closed.is_set():
+            return  # (a closed cluster's logs woke their waiters as they closed)
+        for p in partitions:
+            try:
+                log_ = self._dir.partition(topic, p)
+            except (UnknownTopic, UnknownPartition, StorageError):
+                continue  # (no such partition, or closed meanwhile: nobody waits on it)
+            log_.wake_waiters()
 
     def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
         """:class:`~logmarshal.cluster.RecordDeleter`: whole segments below each offset go."""

@@ -40,7 +40,7 @@ from ._messages import (
     task_last_offset,
     valid_topic,
 )
-from ._varint import read_uvarint, read_varints, uvarint
+from ._varint import append_uvarint, read_uvarint, read_varints, uvarint
 
 _native_varints: Callable[[bytes, int, int], tuple[list[int], int] | None] | None
 try:  # the C reader of many varints (setup.py builds it); else the Python one, the same
@@ -285,13 +285,16 @@ def _encode_member_heartbeat(msg: MemberHeartbeat) -> tuple[bytes, bytes]:
         if not groups or groups[-1][0] != entry[0]:
             groups.append((entry[0], []))
         groups[-1][1].append(entry)
-    parts.append(uvarint(len(groups)))
+    out = bytearray(b"".join(parts))
+    append_uvarint(out, len(groups))
     for topic, entries in groups:
-        parts.append(_str(topic))
-        parts.append(uvarint(len(entries)))
-        for _, partition, tenure, last in entries:
-            parts.append(uvarint(partition) + uvarint(tenure) + uvarint(last + 1))
-    body = b"".join(parts)
+        out += _str(topic)
+        append_uvarint(out, len(entries))
+        for _, partition, tenure, last in entries:  # (a member's every held partition)
+            append_uvarint(out, partition)
+            append_uvarint(out, tenure)
+            append_uvarint(out, last + 1)
+    body = bytes(out)
     return record_key(msg.group_id), seal(VERSION_7, T_HEARTBEAT, msg.group_id, body)
 
 

@@ -125,6 +125,8 @@ class PartitionLog:
         self._segments: list[Segment] = self._open_segments()
         self._active.open_writers()
         self._waiters = 0
+        #: counts wake_waiters() calls: a waiter that began before one returns
+        self._wakes = 0
         self._clean_lock = threading.Lock()
         self._cleaner = CleanerState.load(self.directory)
         self._publish(segments_changed=True)
@@ -646,20 +648,32 @@ class PartitionLog:
         return FetchData(b"", end, start)
 
     def wait_for(self, offset: int, timeout: float) -> bool:
-        """Long poll: True as soon as log_end_offset > offset, False on timeout or close."""
+        """Long poll: True as soon as log_end_offset > offset, False on timeout, close or
+        :meth:`wake_waiters`."""
         if self._view.log_end_offset > offset:
             return True
         with self._cond:
             # Counted before the predicate is checked, so an append that publishes after
             # the check is sure to see a waiter and notify.
             self._waiters += 1
+            wakes = self._wakes
             try:
                 self._cond.wait_for(
-                    lambda: self._view.log_end_offset > offset or self._closed, max(timeout, 0.0)
+                    lambda: (
+                        self._view.log_end_offset > offset or self._closed or self._wakes != wakes
+                    ),
+                    max(timeout, 0.0),
                 )
             finally:
                 self._waiters -= 1
         return self._view.log_end_offset > offset
+
+    def wake_waiters(self) -> None:
+        """End every :meth:`wait_for` under way now, as its timeout would (Kafka's consumer
+        ``wakeup()``): a reader that is stopping need not wait out its long poll."""
+        with self._cond:
+            self._wakes += 1
+            self._cond.notify_all()
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """First offset whose timestamp is >= timestamp_ms, or None (Kafka ListOffsets)."""

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -127,6 +128,25 @@ def test_close_stops_replay_and_writes(make) -> None:
     with pytest.raises(ClosedError):
         direct.claim_partition(marshaler, "events", 0)
     assert not marshaler.wait_applied(0, 0, timeout=0.1)
+
+
+def test_close_wakes_the_replays_long_polls(cluster, make) -> None:
+    """The embedded cluster's fetches wake on close (FetchWaker): a close does not wait out
+    ``fetch_wait`` (it took 0.5 s at the default, here it would take 30)."""
+    marshaler = make(fetch_wait=30.0)
+    assert marshaler.wait_caught_up(timeout=10)
+    logs = [
+        cluster._dir.partition(COORDINATION_TOPIC, cp)
+        for cp in range(marshaler.coordination_partitions)
+    ]
+    deadline = time.monotonic() + 10
+    while not all(log_._waiters for log_ in logs):  # every tail in its long poll
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    marshaler.close()
+    assert time.monotonic() - t0 < 15
+    assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-tail")]
 
 
 def test_rejects_bad_arguments(cluster) -> None:

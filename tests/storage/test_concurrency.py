@@ -100,6 +100,30 @@ def test_close_releases_waiters(tmp_path: Path, clock: FakeClock) -> None:
     assert result == [False]
 
 
+def test_wake_waiters_ends_the_waits_under_way_only(tmp_path: Path, clock: FakeClock) -> None:
+    plog = PartitionLog(tmp_path, TopicConfig(), clock)
+    result: list[tuple[bool, float]] = []
+
+    def waiter() -> None:
+        t0 = time.monotonic()
+        result.append((plog.wait_for(0, 30.0), time.monotonic() - t0))
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    while not plog._waiters:  # (counted under the lock before it waits)
+        time.sleep(0.01)
+    plog.wake_waiters()
+    t.join(20)
+    assert result and result[0][0] is False and result[0][1] < 20  # not the 30 s wait
+    # a wait that begins after the wake is not ended by it
+    t0 = time.monotonic()
+    assert plog.wait_for(0, 0.2) is False
+    assert time.monotonic() - t0 >= 0.15
+    plog.append(batch([b"x"]))
+    assert plog.wait_for(0, 0) is True
+    plog.close()
+
+
 def test_reader_survives_retention(tmp_path: Path) -> None:
     clock = FakeClock()
     plog = PartitionLog(
