@@ -260,6 +260,12 @@ class FaultyCluster:
         self._gate()
         return self._inner.add_partitions(name, total)
 
+    def alter_topic_config(
+        self, name: str, changes: Mapping[str, str | int | None]
+    ) -> TopicDescription:
+        self._gate()
+        return self._inner.alter_topic_config(name, changes)
+
     def topics(self) -> list[str]:
         self._gate()
         return self._inner.topics()

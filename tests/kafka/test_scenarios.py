@@ -25,14 +25,15 @@ from tests.scenarios.test_processes import _children
 pytestmark = [pytest.mark.kafka, pytest.mark.scenario]
 
 #: (scenario, seed): even seeds run ALO, odd AMO; zombie is AMO whatever the seed (restart
-#: wakes a stale instance of the same client id in both modes). About 2 minutes in all.
+#: wakes a stale instance of the same client id in both modes). About 2 minutes in all; the
+#: second mode of most runs in .ci/run's second stage (-m long), the README's run at 20 min.
 RUNS = [
     ("failover", 0),
-    ("failover", 1),
+    pytest.param("failover", 1, marks=pytest.mark.long),
     ("handoff", 2),
-    ("handoff", 3),
+    pytest.param("handoff", 3, marks=pytest.mark.long),
     ("restart", 4),
-    ("restart", 5),
+    pytest.param("restart", 5, marks=pytest.mark.long),
     ("rebalance", 6),
     pytest.param("rebalance", 7, marks=pytest.mark.long),  # .ci/run's second stage
     ("zombie", 1),

@@ -7,6 +7,7 @@ import pytest
 
 from logmarshal import NewRecord
 from logmarshal._faults import FaultPlan, FaultyCluster, InjectedFault
+from logmarshal.cluster import Cluster
 
 
 def _record() -> list[NewRecord]:
@@ -86,3 +87,17 @@ def test_freeze_blocks_calls_until_thawed_and_kill_fails_them(cluster) -> None:
     assert errors and faulty.killed
     with pytest.raises(InjectedFault, match="dead"):
         faulty.topics()
+
+
+def test_every_cluster_call_passes_through_the_gate(cluster) -> None:
+    """The wrapper is a whole Cluster (alter_topic_config included), and a killed one fails
+    each call instead of reaching the shared cluster."""
+    cluster.create_topic("t", 1)
+    faulty = FaultyCluster(cluster)
+    assert isinstance(faulty, Cluster)
+    faulty.alter_topic_config("t", {"retention.ms": 60_000})
+    assert cluster.describe_topic("t").config["retention.ms"] == "60000"
+    faulty.kill()
+    with pytest.raises(InjectedFault, match="dead"):
+        faulty.alter_topic_config("t", {"retention.ms": 120_000})
+    assert cluster.describe_topic("t").config["retention.ms"] == "60000"

@@ -141,10 +141,19 @@ def test_a_write_landing_below_the_replay_halts_its_coordination_partition(seed)
     assert any("WENT BACK" in line for line in fixed.trace)
 
 
-def test_a_few_hundred_seeds_hold_every_invariant():
+@pytest.mark.parametrize(
+    "first, last",
+    # 60 seeds in the README's run, the other 140 in .ci/run's second stage (-m long)
+    [
+        (1040, 1100),
+        pytest.param(1000, 1040, marks=pytest.mark.long),
+        pytest.param(1100, 1200, marks=pytest.mark.long),
+    ],
+)
+def test_a_few_hundred_seeds_hold_every_invariant(first, last):
     from tests.scenarios.test_bounded import NOT_TO_CLAIM_SEEDS  # a core bug's, strict xfail there
 
-    seeds = [s for s in range(1000, 1200) if s not in NOT_TO_CLAIM_SEEDS]
+    seeds = [s for s in range(first, last) if s not in NOT_TO_CLAIM_SEEDS]
     failed = [r for r in (run_seed(s) for s in seeds) if r.violations]
     assert failed == [], failed[0].violations[:3]
 
@@ -168,8 +177,13 @@ def _all_to_the_first(members, units, holders):
 
 
 def test_the_balance_check_catches_an_unbalanced_target():
-    results = [run_seed(s, rebalance=_all_to_the_first) for s in range(1000, 1040)]
-    caught = [r for r in results if any("not balanced" in v for v in r.violations)]
+    caught = []
+    for seed in range(1000, 1040):  # until three seeds catch it
+        result = run_seed(seed, rebalance=_all_to_the_first)
+        if any("not balanced" in v for v in result.violations):
+            caught.append(result)
+            if len(caught) == 3:
+                break
     assert caught, "no seed with two members and two partitions in 40?"
     assert all(run_seed(r.seed, rebalance="balanced").violations == () for r in caught)
 

@@ -99,6 +99,6 @@ def test_without_rule_1_a_cold_start_from_a_version_4_snapshot_splits_the_group(
 
 
 def test_the_summary_line_counts_the_upgrade_seeds(capsys):
-    assert main(["--seeds", "12", "--first", "0"]) == 0
+    assert main(["--seeds", "2", "--first", "6"]) == 0  # seeds 6 and 7: both upgrade
     out = capsys.readouterr().out
-    assert "upgrade seeds: 4 (12 rolling restarts done" in out, out
+    assert "upgrade seeds: 2 (6 rolling restarts done" in out, out

@@ -146,6 +146,9 @@ def test_reader_survives_retention(tmp_path: Path) -> None:
                 return
             if data:
                 decode_records(data)
+            # let the appender in: a reader that takes the log's locks back at once starves
+            # it (the test took 2 to 19 s, as the scheduler happened to favour one or other)
+            time.sleep(0)
 
     t = threading.Thread(target=reader)
     t.start()
