@@ -25,8 +25,8 @@ from tests.scenarios.test_processes import _children
 pytestmark = [pytest.mark.kafka, pytest.mark.scenario]
 
 #: (scenario, seed): even seeds run ALO, odd AMO; zombie is AMO whatever the seed (restart
-#: wakes a stale instance of the same client id in both modes). About 2 minutes in all; the
-#: second mode of most runs in .ci/run's second stage (-m long), the README's run at 20 min.
+#: wakes a stale instance of the same client id in both modes). The second mode of most runs
+#: is in .ci/run's second stage (-m long), to keep the README's run under 20 minutes.
 RUNS = [
     ("failover", 0),
     pytest.param("failover", 1, marks=pytest.mark.long),

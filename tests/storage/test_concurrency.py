@@ -67,17 +67,30 @@ def test_concurrent_appenders_and_readers(tmp_path: Path, clock: FakeClock) -> N
     plog.close()
 
 
-def test_wait_for_wakes_up_on_append(tmp_path: Path, clock: FakeClock) -> None:
-    plog = PartitionLog(tmp_path, TopicConfig(), clock)
+def _waiting(
+    plog: PartitionLog, offset: int, timeout: float
+) -> tuple[threading.Thread, list[tuple[bool, float]]]:
+    """A thread in ``plog.wait_for(offset, timeout)``, returned once it waits (the log counts
+    its waiters under the lock it waits on); its answer and how long it took land in the
+    list when the wait ends."""
     result: list[tuple[bool, float]] = []
 
     def waiter() -> None:
         t0 = time.monotonic()
-        result.append((plog.wait_for(0, 10.0), time.monotonic() - t0))
+        result.append((plog.wait_for(offset, timeout), time.monotonic() - t0))
 
     t = threading.Thread(target=waiter)
     t.start()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while not plog._waiters:
+        assert time.monotonic() < deadline, "the waiter never waited"
+        time.sleep(0.01)
+    return t, result
+
+
+def test_wait_for_wakes_up_on_append(tmp_path: Path, clock: FakeClock) -> None:
+    plog = PartitionLog(tmp_path, TopicConfig(), clock)
+    t, result = _waiting(plog, 0, 10.0)
     plog.append(batch([b"x"]))
     t.join(5)
     assert result and result[0][0] is True and result[0][1] < 5
@@ -91,27 +104,15 @@ def test_wait_for_wakes_up_on_append(tmp_path: Path, clock: FakeClock) -> None:
 
 def test_close_releases_waiters(tmp_path: Path, clock: FakeClock) -> None:
     plog = PartitionLog(tmp_path, TopicConfig(), clock)
-    result: list[bool] = []
-    t = threading.Thread(target=lambda: result.append(plog.wait_for(0, 10.0)))
-    t.start()
-    time.sleep(0.1)
+    t, result = _waiting(plog, 0, 10.0)
     plog.close()
     t.join(5)
-    assert result == [False]
+    assert [answer for answer, _ in result] == [False]
 
 
 def test_wake_waiters_ends_the_waits_under_way_only(tmp_path: Path, clock: FakeClock) -> None:
     plog = PartitionLog(tmp_path, TopicConfig(), clock)
-    result: list[tuple[bool, float]] = []
-
-    def waiter() -> None:
-        t0 = time.monotonic()
-        result.append((plog.wait_for(0, 30.0), time.monotonic() - t0))
-
-    t = threading.Thread(target=waiter)
-    t.start()
-    while not plog._waiters:  # (counted under the lock before it waits)
-        time.sleep(0.01)
+    t, result = _waiting(plog, 0, 30.0)
     plog.wake_waiters()
     t.join(20)
     assert result and result[0][0] is False and result[0][1] < 20  # not the 30 s wait
