@@ -1,7 +1,7 @@
 """The live replay of ``__marshal``: each coordination partition tailed into a
 :class:`rationalizer.WorldState`, by one thread long-polling them all in one request where
-the cluster can (:class:`~logmarshal.cluster.MultiBatchFetcher`: the network cluster), else
-by one thread per partition.
+the cluster can (:class:`~logmarshal.cluster.MultiBatchFetcher`: the network and the
+embedded cluster), else by one thread per partition.
 
 A :class:`~logmarshal.marshaler.Marshaler` composes one :class:`Tailer`; the Spark audit's
 batch replay is :mod:`logmarshal.audit.replay`, and reading the coordination log's storage
@@ -63,6 +63,13 @@ _WAKE_AGAIN = 0.05
 _KEEP_CURRENT_MS = 3_600_000
 
 log = logging.getLogger(__name__)
+
+
+class _Again:
+    """``_AGAIN``: a cold start the log could not answer for now (try it again)."""
+
+
+_AGAIN = _Again()
 
 #: ``applied(cp, applied_through, verdicts)``: called by the tail thread of ``cp`` after
 #: each chunk, outside the replay's lock
@@ -374,30 +381,60 @@ class Tailer(SnapshotKeeping, LossChecking):
     def _begin(self, tail: Tail) -> int | None:
         """:meth:`_start` of one partition, retried while the log is unreachable; None if
         its replay cannot start (the error is on the tail)."""
-        cp = tail.partition
         backoff = 0.05
         while True:
-            try:
-                return self._start(tail)
-            except RETRIABLE_OR_CLOSED as exc:
-                # the log (or the snapshot topic) is unreachable for now: never fall back to
-                # a replay that would miss what a snapshot holds, retry instead
-                if self._stopped.is_set() or isinstance(exc, ClosedError):
-                    with tail.cond:
-                        tail.error = exc
-                        tail.cond.notify_all()
-                    return None
-                log.warning(
-                    "cannot start replaying %s/%d (%s); retrying", COORDINATION_TOPIC, cp, exc
-                )
+            offset = self._begin_once(tail)
+            if not isinstance(offset, _Again):
+                return offset
+            self._stopped.wait(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def _begin_all(self) -> dict[int, int]:
+        """:meth:`_begin` of every partition, for the one replay thread: each tried in turn,
+        and those the log could not answer for now tried again after one backoff shared by
+        all (a coordination topic its brokers do not all know yet, right after its
+        creation, then costs a backoff a round, not one per partition in a row). The next
+        offset of each partition whose replay starts."""
+        offsets: dict[int, int] = {}
+        pending = list(self._tails)
+        backoff = 0.05
+        while pending and not self._stopped.is_set():
+            again = []
+            for tail in pending:
+                offset = self._begin_once(tail)
+                if isinstance(offset, _Again):
+                    again.append(tail)
+                elif offset is not None:
+                    offsets[tail.partition] = offset
+            pending = again
+            if pending:
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
-            except Exception as exc:
-                log.exception("cannot start replaying %s/%d", COORDINATION_TOPIC, cp)
+        return offsets
+
+    def _begin_once(self, tail: Tail) -> int | _Again | None:
+        """One try of :meth:`_start`: the next offset, ``_AGAIN`` when the log (or the
+        snapshot topic) is unreachable for now, None if the replay cannot start (the error
+        is on the tail)."""
+        cp = tail.partition
+        try:
+            return self._start(tail)
+        except RETRIABLE_OR_CLOSED as exc:
+            # the log (or the snapshot topic) is unreachable for now: never fall back to
+            # a replay that would miss what a snapshot holds, retry instead
+            if self._stopped.is_set() or isinstance(exc, ClosedError):
                 with tail.cond:
                     tail.error = exc
                     tail.cond.notify_all()
                 return None
+            log.warning("cannot start replaying %s/%d (%s); retrying", COORDINATION_TOPIC, cp, exc)
+            return _AGAIN
+        except Exception as exc:
+            log.exception("cannot start replaying %s/%d", COORDINATION_TOPIC, cp)
+            with tail.cond:
+                tail.error = exc
+                tail.cond.notify_all()
+            return None
 
     def _run(self, tail: Tail, offset: int | None = None) -> None:
         """Feed one WorldState from its partition until stopped (from ``offset`` if given,
@@ -448,13 +485,9 @@ class Tailer(SnapshotKeeping, LossChecking):
         fetch: an append to any of them answers it, and one answer carries the records of
         all). Falls back to a thread per partition if the cluster cannot fetch them
         together (any more)."""
-        offsets: dict[int, int] = {}
-        for tail in self._tails:
-            offset = self._begin(tail)
-            if offset is not None:
-                offsets[tail.partition] = offset
-            if self._stopped.is_set():
-                return
+        offsets = self._begin_all()
+        if self._stopped.is_set():
+            return
         backoff = 0.05
         while offsets and not self._stopped.is_set():
             self._hurry.clear()  # what was written before this fetch, it brings

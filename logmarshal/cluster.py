@@ -23,6 +23,7 @@ __all__ = [
     "FetchWaker",
     "Message",
     "MultiBatchFetcher",
+    "MultiProducer",
     "PartitionOffsets",
     "PartitionReader",
     "ProduceResult",
@@ -229,6 +230,24 @@ class MultiBatchFetcher(Protocol):
         on (about ``max_bytes`` each), or the error it alone met (OffsetOutOfRange, ...),
         answered once any has records or after ``max_wait``; a failure of the whole request
         is raised. None when one request cannot carry them (fetch each alone instead)."""
+        ...
+
+
+@runtime_checkable
+class MultiProducer(Protocol):
+    """Records for several partitions of one topic in one call, whose readers hear of them
+    once all are appended: a heartbeat pass's records, one per coordination partition,
+    then reach a replay in one answer, not one each."""
+
+    def produce_many(
+        self,
+        topic: str,
+        batches: Mapping[int, Sequence[NewRecord]],
+        *,
+        durable: bool = False,
+    ) -> dict[int, ProduceResult | Exception]:
+        """:meth:`Cluster.produce` of each partition's records (in order, one flush each);
+        per partition, where they landed or the error it alone met."""
         ...
 
 

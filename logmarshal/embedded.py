@@ -86,7 +86,7 @@ class EmbeddedCluster:
         # the readers waiting on each partition, told of every append made through
         # produce() (the only writer: one process owns the directory)
         self._watch_lock = threading.Lock()
-        self._watchers: dict[tuple[str, int], tuple[_Reader, ...]] = {}
+        self._watchers: dict[tuple[str, int], tuple[_Reader | _Waiter, ...]] = {}
 
     @property
     def data_dir(self) -> DataDir:
@@ -133,8 +133,10 @@ class EmbeddedCluster:
         return self._dir.describe(name).config
 
     def partitions(self, topic: str) -> int:
+        """A member's driver asks this once per HB: the count only, not every partition's
+        offsets and size."""
         self._check_open()
-        return self._dir.describe(topic).partitions
+        return self._dir.partition_count(topic)
 
     def produce(
         self,
@@ -147,16 +149,43 @@ class EmbeddedCluster:
         self._check_open()
         if not records:
             raise ValueError("produce needs at least one record")
+        result = self._append(topic, partition, records, durable)
+        self._tell_readers(topic, (partition,))
+        return result
+
+    def produce_many(
+        self,
+        topic: str,
+        batches: Mapping[int, Sequence[NewRecord]],
+        *,
+        durable: bool = False,
+    ) -> dict[int, ProduceResult | Exception]:
+        """:class:`~logmarshal.cluster.MultiProducer`: each partition's records appended (one
+        flush each), then the readers told of them all at once."""
+        self._check_open()
+        if any(not records for records in batches.values()):
+            raise ValueError("produce needs at least one record for each partition")
+        out: dict[int, ProduceResult | Exception] = {}
+        try:
+            for partition, records in batches.items():
+                try:
+                    out[partition] = self._append(topic, partition, records, durable)
+                except StorageError as exc:  # this partition's alone (unknown, a failed write)
+                    self._check_open()
+                    out[partition] = exc
+        finally:
+            self._tell_readers(topic, [p for p, r in out.items() if type(r) is ProduceResult])
+        return out
+
+    def _append(
+        self, topic: str, partition: int, records: Sequence[NewRecord], durable: bool
+    ) -> ProduceResult:
         log_ = self._dir.partition(topic, partition)
         # the usual batch is encoded column-wise (logmarshal._batching), about twice as fast
         # as encode_batch and the same bytes; encode_batch takes every other case
         columns = columns_of(records)
         batch = None if columns is None else encode_plain(columns)
         info = log_.append(batch or encode_batch(list(records)), flush=durable)
-        watchers = self._watchers.get((topic, partition))
-        if watchers:
-            for reader in watchers:
-                reader.appended((topic, partition))
         return ProduceResult(
             topic=topic,
             partition=partition,
@@ -164,6 +193,14 @@ class EmbeddedCluster:
             last_offset=info.last_offset,
             log_append_time=info.log_append_time,
         )
+
+    def _tell_readers(self, topic: str, partitions: Iterable[int]) -> None:
+        """The readers waiting on these partitions hear of the appends made to them."""
+        watchers = self._watchers
+        for partition in partitions:
+            key = (topic, partition)
+            for reader in watchers.get(key, ()):
+                reader.appended(key)
 
     def _read(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait: float
@@ -213,12 +250,69 @@ class EmbeddedCluster:
         # a damaged stored batch: the records before it, then CorruptBatch to skip it
         return decode_columns_from(data, offset)
 
+    def fetch_batches_many(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        *,
+        max_bytes: int = FETCH_MAX_BYTES,
+        max_wait: float = 0.0,
+    ) -> dict[int, bytes | Exception] | None:
+        """:class:`~logmarshal.cluster.MultiBatchFetcher`: per partition of ``offsets``, its
+        stored batches from its offset on (about ``max_bytes`` each) or the error it alone
+        met (OffsetOutOfRange, ...), answered once any has records or after ``max_wait``.
+        One long poll for them all, woken by an append to any: the replay of every
+        coordination partition is then one thread, as over the network, and the records a
+        heartbeat pass writes to several partitions come back in one answer (one step of
+        the core instead of one per partition). None for no partitions."""
+        self._check_open()
+        if any(offset < 0 for offset in offsets.values()):
+            raise ValueError(f"offsets are never negative, got {dict(offsets)}")
+        if not offsets:
+            return None
+        got = self._read_many(topic, offsets, max_bytes)
+        if max_wait <= 0 or any(got.values()):  # (an error is an answer too)
+            return got
+        waiter = _Waiter()
+        keys = [(topic, p) for p in offsets]
+        for key in keys:
+            self._watch(key, waiter, True)
+        try:
+            # read again once watched: an append since the first read is not missed
+            got = self._read_many(topic, offsets, max_bytes)
+            if not any(got.values()) and waiter.wait(max_wait):
+                got = self._read_many(topic, offsets, max_bytes)
+            return got
+        finally:
+            for key in keys:
+                self._watch(key, waiter, False)
+
+    def _read_many(
+        self, topic: str, offsets: Mapping[int, int], max_bytes: int
+    ) -> dict[int, bytes | Exception]:
+        """One read of each partition, without waiting; what one partition alone met is its
+        answer (an unknown topic or a closed cluster is raised for all)."""
+        self._check_open()
+        out: dict[int, bytes | Exception] = {}
+        for p, offset in offsets.items():
+            try:
+                out[p] = self._dir.partition(topic, p).read(offset, max_bytes).data
+            except UnknownTopic:
+                raise
+            except StorageError as exc:  # OffsetOutOfRange, UnknownPartition, a failed read
+                self._check_open()
+                out[p] = exc
+        return out
+
     def wake_fetches(self, topic: str, partitions: Iterable[int]) -> None:
         """:class:`~logmarshal.cluster.FetchWaker`: every fetch now waiting on one of these
         partitions returns what is there (maybe nothing), as if its wait were over."""
         if self._closed.is_set():
             return  # (a closed cluster's logs woke their waiters as they closed)
         for p in partitions:
+            for watcher in self._watchers.get((topic, p), ()):
+                if isinstance(watcher, _Waiter):
+                    watcher.wake()
             try:
                 log_ = self._dir.partition(topic, p)
             except (UnknownTopic, UnknownPartition, StorageError):
@@ -248,7 +342,7 @@ class EmbeddedCluster:
         self._check_open()
         return _Reader(self, max_bytes)
 
-    def _watch(self, key: tuple[str, int], reader: _Reader, on: bool) -> None:
+    def _watch(self, key: tuple[str, int], reader: _Reader | _Waiter, on: bool) -> None:
         """Copy on write: produce() reads the map without a lock."""
         with self._watch_lock:
             now = self._watchers.get(key, ())
@@ -279,6 +373,25 @@ class EmbeddedCluster:
 
     def __repr__(self) -> str:
         return f"EmbeddedCluster({str(self._dir.path)!r})"
+
+
+class _Waiter:
+    """One :meth:`EmbeddedCluster.fetch_batches_many` long poll: woken by the first append
+    to any of its partitions, by :meth:`~EmbeddedCluster.wake_fetches` or by a close."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def appended(self, key: tuple[str, int]) -> None:
+        self._event.set()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout)
 
 
 class _Reader:

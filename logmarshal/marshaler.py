@@ -1,8 +1,8 @@
 """The Marshaler: one process's window onto a group's coordination log.
 
 It replays every ``__marshal`` partition into its own :class:`rationalizer.WorldState`
-(a :class:`~logmarshal._tailer.Tailer`, long-polling the log: over the network one request
-for every partition, else a thread each),
+(a :class:`~logmarshal._tailer.Tailer`, long-polling the log: one wait for every partition
+over the network and embedded, else a thread each),
 writes this process's coordination records durably, and answers queries from what the
 replay has applied. A client learns whether a record won by waiting until the replay has
 reached the offset its write returned (read-your-writes) and reading that offset's verdict.
@@ -17,6 +17,7 @@ owner.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import random
 import threading
@@ -42,7 +43,8 @@ from ._coordlog import (
 )
 from ._tailer import Halt, Tailer
 from .clock import SYSTEM_CLOCK, Clock
-from .cluster import FETCH_MAX_BYTES, Cluster, MultiBatchFetcher
+from .cluster import FETCH_MAX_BYTES, Cluster, MultiBatchFetcher, ProduceResult
+from .embedded import EmbeddedCluster
 from .errors import ClosedError
 from .metrics import MarshalerMetrics
 
@@ -252,7 +254,9 @@ class Marshaler:
             # a member see others' records later (an admin's pause, for one: a holder polled
             # right after it still hands out the window it reserved before it, as the
             # protocol allows until its replay shows the pause)
-            networked = isinstance(cluster, MultiBatchFetcher)
+            networked = isinstance(cluster, MultiBatchFetcher) and not isinstance(
+                cluster, EmbeddedCluster
+            )
             fetch_linger = min(heartbeat_interval / LINGER_PER_HB, fetch_wait) if networked else 0.0
         if fetch_linger < 0:
             raise ValueError(f"fetch_linger must not be negative, got {fetch_linger}")
@@ -263,6 +267,13 @@ class Marshaler:
         if announce_ttl < 0.004:
             raise ValueError(f"announce_ttl must be at least 4 ms, got {announce_ttl}")
         self._cluster = cluster
+        # the cluster's own (its class's), never one a wrapper forwards through __getattr__:
+        # a wrapper that intercepts produce must see every coordination write
+        self._produce_many: Callable[..., dict[int, ProduceResult | Exception]] | None = (
+            cluster.produce_many  # type: ignore[attr-defined]  # a MultiProducer: checked just below
+            if inspect.getattr_static(cluster, "produce_many", None) is not None
+            else None
+        )
         self._client_id = client_id
         self._group_id = group_id
         self._hb_ms = hb_ms
@@ -446,7 +457,63 @@ class Marshaler:
             [NewRecord(value=value, key=key, timestamp=now) for key, value in records],
             durable=True,
         )
-        offsets = result.offsets
+        return self._landed(cp, result.offsets, records, sent_at)
+
+    @property
+    def writes_together(self) -> bool:
+        """Can one thread write to every coordination partition? Where the cluster's class
+        writes several partitions in one call (:class:`~logmarshal.cluster.MultiProducer`:
+        the embedded one, one directory in this process, whose partitions are never away
+        apart). Over the network a partition whose broker is down must hold up only its own
+        writes: a thread each."""
+        return self._produce_many is not None
+
+    def write_records_many(
+        self, batches: Mapping[int, Sequence[tuple[bytes, bytes]]]
+    ) -> dict[int, list[Landed] | Exception]:
+        """:meth:`write_records` of several partitions' records; per partition, where they
+        landed or what its write alone met. One call where the cluster can
+        (:class:`~logmarshal.cluster.MultiProducer`: the replay then hears of them all in one
+        answer), else a call per partition."""
+        if self._closed.is_set():
+            raise ClosedError("the marshaler is closed")
+        produce_many = self._produce_many
+        out: dict[int, list[Landed] | Exception] = {}
+        if produce_many is None:
+            for cp, records in batches.items():
+                try:
+                    out[cp] = self.write_records(cp, records)
+                except ClosedError:
+                    raise
+                except Exception as exc:
+                    out[cp] = exc
+            return out
+        for cp in batches:
+            if not 0 <= cp < self._n:
+                out[cp] = ValueError(f"no coordination partition {cp} (there are {self._n})")
+        now = self.now_ms()
+        sent_at = {cp: self._tailer.replayed_to(cp) for cp in batches if cp not in out}
+        results = produce_many(
+            COORDINATION_TOPIC,
+            {
+                cp: [NewRecord(value=value, key=key, timestamp=now) for key, value in records]
+                for cp, records in batches.items()
+                if cp not in out
+            },
+            durable=True,
+        )
+        for cp, result in results.items():
+            out[cp] = (
+                result
+                if isinstance(result, Exception)
+                else self._landed(cp, result.offsets, batches[cp], sent_at[cp])
+            )
+        return out
+
+    def _landed(
+        self, cp: int, offsets: Sequence[int], records: Sequence[tuple[bytes, bytes]], sent_at: int
+    ) -> list[Landed]:
+        """What the replay is told of our records written to ``cp`` at ``offsets``."""
         self._tailer.mark_own(cp, offsets)
         self._tailer.mark_written(cp, offsets, records, sent_at)
         if any(len(value) < 2 or value[1] not in _ROUTINE for _, value in records):

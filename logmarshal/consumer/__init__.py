@@ -4,7 +4,8 @@ decisions out with threads, the log and the clock.
 - :mod:`.consumer`: the public :class:`Consumer` and the glue (one lock around the core).
 - :mod:`.config`: its settings, their one list with defaults and meanings
   (``Consumer.DEFAULT_CONFIG``), and how they become the core's ``CoreOptions``.
-- :mod:`.writer`: coordination writes, one thread per coordination partition.
+- :mod:`.writer`: coordination writes, one thread per coordination partition (one for all
+  on the embedded cluster).
 - :mod:`.fetcher`: one fetch loop for every held partition (one librdkafka consumer over
   the network, a long poll woken by appends embedded).
 - :mod:`.handler`: ``Consumer.run``: retries and the dead-letter topic, on poll and commit.

@@ -6,8 +6,8 @@ core the deterministic simulator runs. This module is its edge: it feeds the cor
 lock, and carries its actions out without blocking:
 
 - coordination writes go to :class:`.writer.CoordinationWriter` (a thread per coordination
-  partition, a step's writes to one partition in one call), their answers come back as
-  events;
+  partition, or one for all on the embedded cluster; a step's writes to one partition in
+  one call), their answers come back as events;
 - fetches go to one :class:`.fetcher.MemberFetcher` (one thread, one reader of every held
   partition: docs/architecture.md, "Consumer core: decisions apart from threads");
 - the Marshaler's replay threads report progress as events;
@@ -196,7 +196,12 @@ class Consumer:
             clock=self._clock.monotonic,
             name=f"logmarshal-consumer-mirror:{marshaler.group_id}:{marshaler.client_id}",
         )
-        self._writer = CoordinationWriter(marshaler, self._feed_many, name)
+        self._writer = CoordinationWriter(
+            marshaler,
+            self._feed_many,
+            name,
+            together=marshaler.writes_together,
+        )
         self._fetcher = MemberFetcher(
             self._cluster,
             self._feed_many,

@@ -1,10 +1,14 @@
-"""Coordination writes for a consumer core: one thread per coordination partition.
+"""Coordination writes for a consumer core: one thread per coordination partition, or one
+for them all on a cluster whose partitions cannot fail apart.
 
 Writes to one coordination partition keep their order (a heartbeat never overtakes the
-reservation before it), and a partition whose broker is down holds up only its own writes:
-claims coordinated elsewhere keep heartbeating (a single writer once blocked them all).
-What one step of the core asks for a partition (a heartbeat pass) goes in one call, and
-its answers come back together.
+reservation before it), and over the network a partition whose broker is down holds up only
+its own writes: claims coordinated elsewhere keep heartbeating (a single writer once blocked
+them all). What one step of the core asks for a partition (a heartbeat pass) goes in one
+call, and its answers come back together. On the embedded cluster (one directory in this
+process: no partition is away while the others answer) one thread writes what a step asks
+for every partition, and answers it all at once: a heartbeat pass's records, one per
+coordination partition, then cost one wake-up and one step of the core, not one each.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from ..core import Write, WriteFailed, Written
 from ..errors import ClosedError
-from ..marshaler import Marshaler
+from ..marshaler import Landed, Marshaler
 
 __all__ = ["CoordinationWriter"]
 
@@ -26,37 +30,48 @@ _STOP = None
 #: the most records one write carries
 MAX_BATCH = 512
 
-Item = list[tuple[int, bytes, bytes]]
+#: queued writes: (coordination partition, token, key, value), in the order asked
+Item = list[tuple[int, int, bytes, bytes]]
+#: the queue of the one thread that writes to every partition (``together``)
+_ALL = -1
 
 
 class CoordinationWriter:
-    """Carries ``Write`` actions out; answers each with ``Written`` or ``WriteFailed``."""
+    """Carries ``Write`` actions out; answers each with ``Written`` or ``WriteFailed``.
+
+    ``together``: one thread writes to every coordination partition (a cluster whose
+    partitions cannot be down apart: the embedded one), else a thread per partition."""
 
     def __init__(
         self,
         marshaler: Marshaler,
         answer: Callable[[Sequence[Written | WriteFailed]], None],
         name: str,
+        *,
+        together: bool = False,
     ) -> None:
         self._marshaler = marshaler
         self._answer = answer
         self._name = name
+        self._together = together
         self._queues: dict[int, queue.SimpleQueue[Item | None]] = {}
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._stopped = False
-        # every coordination partition's thread from the start: a member's threads are the
-        # same whatever it holds
-        for cp in range(marshaler.coordination_partitions):
+        # every thread from the start: a member's threads are the same whatever it holds
+        for cp in [_ALL] if together else range(marshaler.coordination_partitions):
             self._queue(cp)
 
     def _queue(self, cp: int) -> queue.SimpleQueue[Item | None]:
         """Under the lock (or before any other thread): ``cp``'s queue and thread."""
+        if self._together:
+            cp = _ALL
         q = self._queues.get(cp)
         if q is None:
             q = self._queues[cp] = queue.SimpleQueue()
+            what = "all" if cp == _ALL else str(cp)
             thread = threading.Thread(
-                target=self._run, args=(cp, q), name=f"{self._name}:write:{cp}", daemon=True
+                target=self._run, args=(q,), name=f"{self._name}:write:{what}", daemon=True
             )
             self._threads.append(thread)
             thread.start()
@@ -64,17 +79,19 @@ class CoordinationWriter:
 
     def write(self, writes: Sequence[Write]) -> None:
         """Queue ``writes`` (in order); each partition's share goes out as one call."""
-        by_cp: dict[int, Item] = {}
+        by_queue: dict[int, Item] = {}
         for w in writes:
-            by_cp.setdefault(w.cp, []).append((w.token, w.key, w.value))
-        for cp, item in by_cp.items():
+            by_queue.setdefault(_ALL if self._together else w.cp, []).append(
+                (w.cp, w.token, w.key, w.value)
+            )
+        for cp, item in by_queue.items():
             with self._lock:
                 if self._stopped:
                     return  # closed: nothing more is written, and nobody waits for an answer
                 q = self._queue(cp)
             q.put(item)
 
-    def _run(self, cp: int, q: queue.SimpleQueue[Item | None]) -> None:
+    def _run(self, q: queue.SimpleQueue[Item | None]) -> None:
         while True:
             item = q.get()
             batch: Item = []
@@ -83,26 +100,57 @@ class CoordinationWriter:
                 if len(batch) >= MAX_BATCH or q.empty():
                     break
                 item = q.get()
-            for start in range(0, len(batch), MAX_BATCH):
-                self._send(cp, batch[start : start + MAX_BATCH])
+            if batch:
+                self._send(batch)
             if item is _STOP:
                 return
 
-    def _send(self, cp: int, batch: Item) -> None:
-        """What queued up meanwhile goes in one call: in order, one flush."""
+    def _send(self, batch: Item) -> None:
+        """What queued up meanwhile, each partition's share in calls of ``MAX_BATCH`` (in
+        order, one flush each; together, every partition's in one call); answered all
+        together."""
+        by_cp: dict[int, Item] = {}
+        for entry in batch:
+            by_cp.setdefault(entry[0], []).append(entry)
+        answers: list[Written | WriteFailed] = []
+        for start in range(0, max(len(w) for w in by_cp.values()), MAX_BATCH):
+            chunk = {cp: w[start : start + MAX_BATCH] for cp, w in by_cp.items()}
+            chunk = {cp: w for cp, w in chunk.items() if w}
+            if self._together:
+                answers.extend(self._write_many(chunk))
+            else:
+                for cp, writes in chunk.items():
+                    answers.extend(self._write(cp, writes))
+        self._answer(answers)
+
+    def _write(self, cp: int, writes: Item) -> list[Written | WriteFailed]:
+        written: list[Landed] | Exception
         try:
-            written = self._marshaler.write_records(cp, [(k, v) for _, k, v in batch])
-        except ClosedError:
-            written = None
+            written = self._marshaler.write_records(cp, [(k, v) for _, _, k, v in writes])
         except Exception as exc:
-            log.info("%s: coordination write to %d failed: %s", self._name, cp, exc)
-            written = None
-        self._answer(
-            [
-                WriteFailed(token) if written is None else Written(token, written[i].offset)
-                for i, (token, _, _) in enumerate(batch)
-            ]
-        )
+            written = exc
+        return self._answers(cp, writes, written)
+
+    def _write_many(self, chunk: dict[int, Item]) -> list[Written | WriteFailed]:
+        try:
+            landed = self._marshaler.write_records_many(
+                {cp: [(k, v) for _, _, k, v in writes] for cp, writes in chunk.items()}
+            )
+        except Exception as exc:
+            landed = dict.fromkeys(chunk, exc)
+        out: list[Written | WriteFailed] = []
+        for cp, writes in chunk.items():
+            out.extend(self._answers(cp, writes, landed.get(cp, ClosedError("not written"))))
+        return out
+
+    def _answers(
+        self, cp: int, writes: Item, written: list[Landed] | Exception
+    ) -> list[Written | WriteFailed]:
+        if isinstance(written, Exception):
+            if not isinstance(written, ClosedError):
+                log.info("%s: coordination write to %d failed: %s", self._name, cp, written)
+            return [WriteFailed(token) for _, token, _, _ in writes]
+        return [Written(token, written[i].offset) for i, (_, token, _, _) in enumerate(writes)]
 
     def stop(self, timeout: float | None) -> None:
         """Stop after the writes queued so far."""

@@ -150,3 +150,96 @@ def test_embedded_fetch_raises_corrupt_batch_with_the_offset_to_resume(tmp_path)
             cluster.fetch("t", 0, 1)
         assert info.value.next_offset == 2
         assert [m.offset for m in cluster.fetch("t", 0, 2)] == [2]
+
+
+# -- several partitions in one call (the replay's one thread, a heartbeat pass's writes) -----
+
+
+def test_fetch_batches_many_answers_each_partition(cluster) -> None:
+    """Per partition its stored batches, or what it alone met; no wait when any has some."""
+    from storage._records import decode_columns_from
+
+    cluster.create_topic("t", 3)
+    cluster.produce("t", 0, records(b"a", b"b"))
+    cluster.produce("t", 2, records(b"c"))
+    started = time.monotonic()
+    got = cluster.fetch_batches_many("t", {0: 1, 1: 0, 2: 5}, max_wait=10)
+    assert time.monotonic() - started < 5, "records were there: answered at once"
+    assert decode_columns_from(got[0], 1)[3] == [b"b"]
+    assert got[1] == b""
+    assert isinstance(got[2], OffsetOutOfRange)  # past partition 2's end: its error only
+    assert cluster.fetch_batches_many("t", {}) is None
+    with pytest.raises(ValueError, match="negative"):
+        cluster.fetch_batches_many("t", {0: -1})
+    with pytest.raises(UnknownTopic):
+        cluster.fetch_batches_many("nope", {0: 0})
+
+
+def test_fetch_batches_many_waits_for_an_append_to_any(cluster) -> None:
+    cluster.create_topic("t", 3)
+    timer = threading.Timer(0.2, lambda: cluster.produce("t", 2, records(b"late")))
+    timer.start()
+    try:
+        started = time.monotonic()
+        got = cluster.fetch_batches_many("t", {0: 0, 1: 0, 2: 0}, max_wait=10)
+        waited = time.monotonic() - started
+    finally:
+        timer.join()
+    assert waited < 9, "woken by the append, not by the timeout"
+    assert got[0] == got[1] == b""
+    assert got[2]
+    assert not cluster._watchers, "the wait leaves no watcher behind"
+    started = time.monotonic()
+    assert cluster.fetch_batches_many("t", {0: 0, 1: 0}, max_wait=0.05) == {0: b"", 1: b""}
+    assert time.monotonic() - started >= 0.05
+
+
+def test_fetch_batches_many_is_woken_and_closed(tmp_path) -> None:
+    """A stopping replay wakes its wait (FetchWaker); a close ends it with ClosedError."""
+    opened = EmbeddedCluster(tmp_path / "d", maintenance_interval=0)
+    opened.create_topic("t", 2)
+    answers: list[object] = []
+
+    def fetch() -> None:
+        try:
+            answers.append(opened.fetch_batches_many("t", {0: 0, 1: 0}, max_wait=30))
+        except Exception as exc:
+            answers.append(exc)
+
+    for end in (lambda: opened.wake_fetches("t", [1]), opened.close):
+        thread = threading.Thread(target=fetch)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while len(opened._watchers) < 2:  # the fetch is in its wait
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        end()
+        thread.join(10)
+        assert not thread.is_alive()
+    assert answers[0] == {0: b"", 1: b""}
+    assert isinstance(answers[1], ClosedError)
+
+
+def test_produce_many_appends_each_then_tells_the_readers(cluster) -> None:
+    """Every partition's records land (one flush each) before a waiting reader hears of
+    any: its one answer carries them all. A partition's own error is its answer alone."""
+    cluster.create_topic("t", 3)
+    seen: list[dict] = []
+    reader = threading.Thread(
+        target=lambda: seen.append(cluster.fetch_batches_many("t", {0: 0, 1: 0}, max_wait=30))
+    )
+    reader.start()
+    deadline = time.monotonic() + 10
+    while len(cluster._watchers) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    got = cluster.produce_many(
+        "t", {0: records(b"a"), 1: records(b"b", b"c"), 7: records(b"x")}, durable=True
+    )
+    reader.join(10)
+    assert (got[0].base_offset, got[1].base_offset, got[1].last_offset) == (0, 0, 1)
+    assert isinstance(got[7], UnknownPartition)
+    assert seen[0][0] and seen[0][1], "one answer carried both partitions' appends"
+    assert [m.value for m in cluster.fetch("t", 1, 0)] == [b"b", b"c"]
+    with pytest.raises(ValueError, match="at least one record"):
+        cluster.produce_many("t", {0: []})

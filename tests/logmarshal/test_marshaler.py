@@ -135,12 +135,9 @@ def test_close_wakes_the_replays_long_polls(cluster, make) -> None:
     ``fetch_wait`` (it took 0.5 s at the default, here it would take 30)."""
     marshaler = make(fetch_wait=30.0)
     assert marshaler.wait_caught_up(timeout=10)
-    logs = [
-        cluster._dir.partition(COORDINATION_TOPIC, cp)
-        for cp in range(marshaler.coordination_partitions)
-    ]
+    keys = [(COORDINATION_TOPIC, cp) for cp in range(marshaler.coordination_partitions)]
     deadline = time.monotonic() + 10
-    while not all(log_._waiters for log_ in logs):  # every tail in its long poll
+    while not all(cluster._watchers.get(key) for key in keys):  # the replay's long poll
         assert time.monotonic() < deadline
         time.sleep(0.01)
     t0 = time.monotonic()

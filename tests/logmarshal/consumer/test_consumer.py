@@ -207,6 +207,9 @@ def test_stops_handing_out_as_soon_as_the_replay_says_the_claim_is_lost(tmp_path
 class _GatedMarshaler(Marshaler):
     """Heartbeats block while the gate is shut: a consumer whose writes cannot get through."""
 
+    #: write_records is what this gates: a writer thread per coordination partition calls it
+    writes_together = False
+
     #: block every write, announcements too (cut off from the log), not only heartbeats
     every_write = False
 
@@ -336,6 +339,9 @@ def test_lost_partitions_go_to_on_lost_not_on_revoked(manual) -> None:
 
 class _DeadCoordinationPartition(Marshaler):
     """Writes to one coordination partition hang while the gate is shut (its broker died)."""
+
+    #: write_records is what this gates: a writer thread per coordination partition calls it
+    writes_together = False
 
     def __init__(self, *args, dead_cp: int, **kwargs) -> None:
         super().__init__(*args, **kwargs)

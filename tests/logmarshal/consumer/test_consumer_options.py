@@ -35,6 +35,9 @@ from ..consumer_world import (
 class _LostHeartbeat(Marshaler):
     """The first heartbeat after a claim fails to reach the log (its verdict is unknown)."""
 
+    #: write_records is what this gates: a writer thread per coordination partition calls it
+    writes_together = False
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.failures = 1
