@@ -11,12 +11,13 @@ failure replayable.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -89,7 +90,17 @@ class FaultyCluster:
     :meth:`freeze` blocks every call (those under way finish) until :meth:`thaw`;
     :meth:`kill` makes every call, including blocked ones, fail at once for good. Closing
     the wrapper kills it and leaves ``inner`` open (it is shared).
+
+    What the inner cluster's class offers of several partitions in one call
+    (``produce_many``, ``fetch_batches_many``: the embedded edge's one writer thread and one
+    replay thread) is offered here too, each partition meeting its faults as in a call of
+    its own, and ``wake_fetches`` is passed through (a stopping replay is not gated); a
+    wrapper of a cluster without them has none.
     """
+
+    produce_many: Callable[..., dict[int, ProduceResult | Exception]]
+    fetch_batches_many: Callable[..., dict[int, bytes | Exception] | None]
+    wake_fetches: Callable[[str, Iterable[int]], None]
 
     def __init__(
         self,
@@ -111,6 +122,12 @@ class FaultyCluster:
         self._running.set()
         self._dead = False
         self.events: list[FaultEvent] = []
+        if inspect.getattr_static(inner, "produce_many", None) is not None:
+            self.produce_many = self._produce_many
+        if inspect.getattr_static(inner, "fetch_batches_many", None) is not None:
+            self.fetch_batches_many = self._fetch_batches_many
+        if inspect.getattr_static(inner, "wake_fetches", None) is not None:
+            self.wake_fetches = inner.wake_fetches  # type: ignore[attr-defined]  # just checked
 
     @property
     def inner(self) -> Cluster:
@@ -176,6 +193,34 @@ class FaultyCluster:
         topics = self._plan.topics
         return topics is None or topic in topics
 
+    def _roll(self, operation: str, topic: str, partition: int) -> tuple[str, int]:
+        """The dice of one ``operation`` ("produce" or "fetch") on one partition: its delay
+        slept (then the gate again), a failure recorded; returns ``"fail"``, ``"drop"`` or
+        ``"ok"``, and the call's number (a drop is recorded where it is carried out)."""
+        plan = self._plan
+        if operation == "produce":
+            delay_p, delays = plan.produce_delay, plan.produce_delay_range
+            fail, drop = plan.produce_fail, plan.produce_drop
+        else:
+            delay_p, delays = plan.fetch_delay, plan.fetch_delay_range
+            fail, drop = plan.fetch_fail, plan.fetch_drop
+        rng, n = self._rng(operation, topic, partition)
+        if rng.random() < delay_p:
+            delay = rng.uniform(*delays)
+            self._record(FaultEvent(self._name, operation, topic, partition, n, "delay", delay))
+            self._sleep(delay)
+            self._gate()
+        roll = rng.random()
+        if roll < fail:
+            self._record(FaultEvent(self._name, operation, topic, partition, n, "fail"))
+            return "fail", n
+        return ("drop" if roll < fail + drop else "ok"), n
+
+    def _dropped(self, operation: str, topic: str, partition: int, n: int) -> InjectedFault:
+        """Record the lost answer of a call that reached the log; the fault it raises."""
+        self._record(FaultEvent(self._name, operation, topic, partition, n, "drop"))
+        return InjectedFault(f"the answer to a produce to {topic}/{partition} was lost")
+
     # -- faulty operations ------------------------------------------------------------------
 
     def produce(
@@ -187,23 +232,14 @@ class FaultyCluster:
         durable: bool = False,
     ) -> ProduceResult:
         self._gate()
-        plan = self._plan
         if not self._applies(topic):
             return self._inner.produce(topic, partition, records, durable=durable)
-        rng, n = self._rng("produce", topic, partition)
-        if rng.random() < plan.produce_delay:
-            delay = rng.uniform(*plan.produce_delay_range)
-            self._record(FaultEvent(self._name, "produce", topic, partition, n, "delay", delay))
-            self._sleep(delay)
-            self._gate()
-        roll = rng.random()
-        if roll < plan.produce_fail:
-            self._record(FaultEvent(self._name, "produce", topic, partition, n, "fail"))
+        kind, n = self._roll("produce", topic, partition)
+        if kind == "fail":
             raise InjectedFault(f"produce to {topic}/{partition} lost before the log")
         result = self._inner.produce(topic, partition, records, durable=durable)
-        if roll < plan.produce_fail + plan.produce_drop:
-            self._record(FaultEvent(self._name, "produce", topic, partition, n, "drop"))
-            raise InjectedFault(f"the answer to a produce to {topic}/{partition} was lost")
+        if kind == "drop":
+            raise self._dropped("produce", topic, partition, n)
         return result
 
     def fetch(
@@ -216,22 +252,14 @@ class FaultyCluster:
         max_wait: float = 0.0,
     ) -> list[Message]:
         self._gate()
-        plan = self._plan
         if not self._applies(topic):
             return self._inner.fetch(
                 topic, partition, offset, max_bytes=max_bytes, max_wait=max_wait
             )
-        rng, n = self._rng("fetch", topic, partition)
-        if rng.random() < plan.fetch_delay:
-            delay = rng.uniform(*plan.fetch_delay_range)
-            self._record(FaultEvent(self._name, "fetch", topic, partition, n, "delay", delay))
-            self._sleep(delay)
-            self._gate()
-        roll = rng.random()
-        if roll < plan.fetch_fail:
-            self._record(FaultEvent(self._name, "fetch", topic, partition, n, "fail"))
+        kind, n = self._roll("fetch", topic, partition)
+        if kind == "fail":
             raise InjectedFault(f"fetch from {topic}/{partition} failed")
-        if roll < plan.fetch_fail + plan.fetch_drop:
+        if kind == "drop":
             self._record(FaultEvent(self._name, "fetch", topic, partition, n, "drop"))
             self._sleep(min(max_wait, 0.01))
             return []
@@ -240,6 +268,82 @@ class FaultyCluster:
         )
         self._gate()  # a member frozen during a long poll does not see its answer until thawed
         return messages
+
+    def _produce_many(
+        self,
+        topic: str,
+        batches: Mapping[int, Sequence[NewRecord]],
+        *,
+        durable: bool = False,
+    ) -> dict[int, ProduceResult | Exception]:
+        """``produce_many`` of the inner cluster, each partition's share meeting the faults
+        of a ``produce`` of its own (the same dice, counted per partition): a failed one is
+        not written, a dropped one is written and answered with the fault."""
+        self._gate()
+        inner: Callable[..., dict[int, ProduceResult | Exception]]
+        inner = self._inner.produce_many  # type: ignore[attr-defined]  # offered only if there
+        if not self._applies(topic):
+            return inner(topic, batches, durable=durable)
+        out: dict[int, ProduceResult | Exception] = {}
+        send: dict[int, Sequence[NewRecord]] = {}
+        dropped = []
+        for partition, records in batches.items():
+            kind, n = self._roll("produce", topic, partition)
+            if kind == "fail":
+                out[partition] = InjectedFault(
+                    f"produce to {topic}/{partition} lost before the log"
+                )
+                continue
+            send[partition] = records
+            if kind == "drop":
+                dropped.append((partition, n))
+        if send:
+            out.update(inner(topic, send, durable=durable))
+        for partition, n in dropped:
+            if not isinstance(out[partition], Exception):
+                out[partition] = self._dropped("produce", topic, partition, n)
+        return {partition: out[partition] for partition in batches}
+
+    def _fetch_batches_many(
+        self,
+        topic: str,
+        offsets: Mapping[int, int],
+        *,
+        max_bytes: int = FETCH_MAX_BYTES,
+        max_wait: float = 0.0,
+    ) -> dict[int, bytes | Exception] | None:
+        """``fetch_batches_many`` of the inner cluster, each partition meeting the faults of
+        a ``fetch`` of its own: a failed one is answered with the fault (and nobody waits
+        for the others), a dropped one with nothing yet."""
+        self._gate()
+        inner: Callable[..., dict[int, bytes | Exception] | None]
+        inner = self._inner.fetch_batches_many  # type: ignore[attr-defined]  # offered only if there
+        if not self._applies(topic):
+            got = inner(topic, offsets, max_bytes=max_bytes, max_wait=max_wait)
+            self._gate()
+            return got
+        out: dict[int, bytes | Exception] = {}
+        ask: dict[int, int] = {}
+        failed = False
+        for partition, offset in offsets.items():
+            kind, n = self._roll("fetch", topic, partition)
+            if kind == "fail":
+                out[partition] = InjectedFault(f"fetch from {topic}/{partition} failed")
+                failed = True
+            elif kind == "drop":
+                self._record(FaultEvent(self._name, "fetch", topic, partition, n, "drop"))
+                out[partition] = b""
+            else:
+                ask[partition] = offset
+        if ask:
+            got = inner(topic, ask, max_bytes=max_bytes, max_wait=0.0 if failed else max_wait)
+            if got is None:
+                return None
+            out.update(got)
+        else:
+            self._sleep(min(max_wait, 0.01))
+        self._gate()  # a member frozen during a long poll does not see its answer until thawed
+        return {partition: out[partition] for partition in offsets}
 
     # -- passed through (behind the freeze/kill gate) ----------------------------------------
 

@@ -101,3 +101,70 @@ def test_every_cluster_call_passes_through_the_gate(cluster) -> None:
     with pytest.raises(InjectedFault, match="dead"):
         faulty.alter_topic_config("t", {"retention.ms": 120_000})
     assert cluster.describe_topic("t").config["retention.ms"] == "60000"
+
+
+def _outcomes(call) -> str:
+    try:
+        got = call()
+    except InjectedFault as exc:
+        return str(exc)[:8]
+    return "ok" if not isinstance(got, Exception) else str(got)[:8]
+
+
+def test_produce_many_meets_each_partitions_faults_as_produce_would(cluster) -> None:
+    """The embedded edge writes a heartbeat pass in one call: each partition's share meets
+    the dice a ``produce`` of its own would (same seed, counted per partition), a failed one
+    is not written and a dropped one is."""
+    cluster.create_topic("t", 3)
+    plan = FaultPlan(produce_fail=0.3, produce_drop=0.3, produce_delay=0.3)
+    one = FaultyCluster(cluster, plan, seed=7, name="m", sleep=lambda _s: None)
+    many = FaultyCluster(cluster, plan, seed=7, name="m", sleep=lambda _s: None)
+    alone = [
+        [_outcomes(lambda p=p: one.produce("t", p, _record())) for p in range(3)] for _ in range(16)
+    ]
+    together = []
+    for _ in range(16):
+        before = [cluster.latest_offset("t", p) for p in range(3)]
+        got = many.produce_many("t", {p: _record() for p in range(3)})
+        row = ["ok" if not isinstance(r, Exception) else str(r)[:8] for r in got.values()]
+        together.append(row)
+        for p, kind in enumerate(row):  # "produce " (lost before the log): nothing written
+            assert cluster.latest_offset("t", p) == before[p] + (kind != "produce ")
+    assert together == alone
+    assert {k for row in together for k in row} == {"ok", "produce ", "the answ"}
+
+
+def test_fetch_batches_many_meets_each_partitions_faults(cluster) -> None:
+    cluster.create_topic("t", 2)
+    cluster.produce("t", 0, _record())
+    cluster.produce("t", 1, _record())
+    failing = FaultyCluster(cluster, FaultPlan(fetch_fail=1.0))
+    got = failing.fetch_batches_many("t", {0: 0, 1: 0}, max_wait=30)
+    assert all(isinstance(v, InjectedFault) for v in got.values())
+    dropping = FaultyCluster(cluster, FaultPlan(fetch_drop=1.0, topics={"t"}))
+    started = time.monotonic()
+    assert dropping.fetch_batches_many("t", {0: 0, 1: 0}, max_wait=30) == {0: b"", 1: b""}
+    assert time.monotonic() - started < 10  # "nothing yet", not a long poll
+    clean = FaultyCluster(cluster)
+    assert all(clean.fetch_batches_many("t", {0: 0, 1: 0}).values())
+    clean.kill()
+    with pytest.raises(InjectedFault, match="dead"):
+        clean.fetch_batches_many("t", {0: 0})
+    with pytest.raises(InjectedFault, match="dead"):
+        clean.produce_many("t", {0: _record()})
+
+
+def test_a_wrapper_offers_only_what_its_inner_cluster_offers(cluster) -> None:
+    """Over a cluster without several partitions in one call (the network one writes a
+    thread per partition), the wrapper has none either: a Marshaler over it then keeps the
+    edge that cluster would get."""
+
+    class Bare:
+        def __init__(self, inner) -> None:
+            self.produce = inner.produce
+
+    faulty = FaultyCluster(cluster)
+    assert callable(faulty.produce_many) and callable(faulty.fetch_batches_many)
+    bare = FaultyCluster(Bare(cluster))  # type: ignore[arg-type]  # a cluster of one call
+    assert not hasattr(bare, "produce_many") and not hasattr(bare, "fetch_batches_many")
+    assert not hasattr(bare, "wake_fetches")

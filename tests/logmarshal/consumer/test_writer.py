@@ -94,6 +94,39 @@ def test_together_a_failed_write_fails_its_own_tokens_only(cluster, marshaler) -
     assert kinds == {1: Written, 2: WriteFailed, 3: Written}
 
 
+def test_together_behind_the_fault_injector_each_partition_meets_its_own_faults(
+    tmp_path,
+) -> None:
+    """The scenarios' thread stage wraps each member's embedded cluster in a FaultyCluster,
+    which offers ``produce_many`` too: one writer thread, and a write whose answer was lost
+    (dropped) or that never reached the log (failed) fails only its own partition's tokens."""
+    with EmbeddedCluster(tmp_path / "d", maintenance_interval=0) as inner:
+        faulty = FaultyCluster(
+            inner, FaultPlan(produce_fail=0.3, produce_drop=0.3, topics={COORDINATION_TOPIC})
+        )
+        marshaler = Marshaler(faulty, "a", "g", HB, fetch_wait=0.05)
+        try:
+            assert marshaler.writes_together
+            answers = _Answers()
+            answers.want = 40
+            writer = CoordinationWriter(marshaler, answers, "w4", together=True)
+            try:
+                assert _threads("w4") == ["w4:write:all"]
+                writer.write([_write(t, t % 8) for t in range(1, 41)])
+                assert answers.done.wait(10)
+            finally:
+                writer.stop(10)
+            got = {a.token: a for call in answers.calls for a in call}
+            assert sorted(got) == list(range(1, 41))
+            by_cp: dict[int, set[type]] = {}
+            for token, answer in got.items():
+                by_cp.setdefault(token % 8, set()).add(type(answer))
+            assert all(len(kinds) == 1 for kinds in by_cp.values()), "a partition's write is one"
+            assert {k for kinds in by_cp.values() for k in kinds} == {Written, WriteFailed}
+        finally:
+            marshaler.close()
+
+
 class _Proxy:
     """A wrapper that forwards what it does not define (a user's, a test's): its class has
     no ``produce_many``, so every coordination write goes through its ``produce``."""
@@ -110,15 +143,12 @@ class _Proxy:
         return getattr(self._inner, name)
 
 
-@pytest.mark.parametrize("wrapper", ["faulty", "proxy"])
-def test_a_thread_per_partition_where_the_cluster_cannot_write_them_together(
-    tmp_path, wrapper
-) -> None:
-    """A cluster whose class has no ``produce_many`` (the fault-injecting wrapper, a proxy
-    that forwards the rest to an embedded cluster): a thread per coordination partition,
-    each answering its own partition's writes, through the wrapper's ``produce``."""
+def test_a_thread_per_partition_where_the_cluster_cannot_write_them_together(tmp_path) -> None:
+    """A cluster whose class has no ``produce_many`` (a proxy that forwards the rest to an
+    embedded cluster): a thread per coordination partition, each answering its own
+    partition's writes, through the wrapper's ``produce``."""
     with EmbeddedCluster(tmp_path / "d", maintenance_interval=0) as inner:
-        wrapped = FaultyCluster(inner, FaultPlan()) if wrapper == "faulty" else _Proxy(inner)
+        wrapped = _Proxy(inner)
         marshaler = Marshaler(wrapped, "a", "g", HB, fetch_wait=0.05)
         try:
             assert not marshaler.writes_together
@@ -132,8 +162,7 @@ def test_a_thread_per_partition_where_the_cluster_cannot_write_them_together(
             finally:
                 writer.stop(10)
             assert sorted(len(c) for c in answers.calls) == [1, 1]  # an answer per partition
-            if isinstance(wrapped, _Proxy):
-                assert wrapped.produced >= 2  # (and the replay's configuration announcements)
+            assert wrapped.produced >= 2  # (and the replay's configuration announcements)
             assert {type(a) for c in answers.calls for a in c} == {Written}
             # write_records_many without produce_many: a write per partition, same answers
             record = (_write(5, 0).key, _write(5, 0).value)
