@@ -335,6 +335,9 @@ def fetch_columns_many(
         if isinstance(data, Exception):
             out[partition] = data
             continue
+        if not data:  # nothing new: most of a replay's partitions, most of the time
+            out[partition] = ([], [], [], [])
+            continue
         try:
             out[partition] = decode_columns_from(data, offsets[partition])
         except CorruptBatch as exc:

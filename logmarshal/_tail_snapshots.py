@@ -69,16 +69,15 @@ class SnapshotKeeping:
             return
         tail.announce_at = now + ttl // 4
 
-    def _housekeeping(self, tail: Tail) -> None:
+    def _housekeeping(self, tail: Tail, now: int | None = None) -> None:
         """On the replay thread of ``tail``, between fetches: renew the announcement when
-        due, and keep our configuration's snapshots current (:meth:`_keep_current`)."""
-        if tail.announce_at is not None and self._now_ms() >= tail.announce_at:
+        due, and keep our configuration's snapshots current (:meth:`_keep_current`).
+        ``now``: the wall clock read once for every partition of one replay thread."""
+        if now is None:
+            now = self._now_ms()
+        if tail.announce_at is not None and now >= tail.announce_at:
             self._announce_config(tail)
-        if (
-            tail.keep_current_at is not None
-            and tail.caught_up
-            and self._now_ms() >= tail.keep_current_at
-        ):
+        if tail.keep_current_at is not None and tail.caught_up and now >= tail.keep_current_at:
             self._keep_current(tail)
 
     def _keep_current(self, tail: Tail) -> None:

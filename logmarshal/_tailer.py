@@ -516,7 +516,11 @@ class Tailer(SnapshotKeeping, LossChecking):
             pause = moved_any = False
             batch: list[tuple[int, int, list[Verdict | None], Tail | None]] = []
             for cp, offset in list(offsets.items()):
-                moved, wait = self._advance(self._tails[cp], offset, got[cp], backoff, batch)
+                answer = got[cp]
+                if type(answer) is tuple and not answer[0] and not self._frozen(self._tails[cp]):
+                    self._tails[cp].caught_up = True  # nothing new: as _advance would say
+                    continue
+                moved, wait = self._advance(self._tails[cp], offset, answer, backoff, batch)
                 if moved is None:
                     del offsets[cp]  # this partition's replay ended (its error is kept)
                     continue
@@ -525,8 +529,9 @@ class Tailer(SnapshotKeeping, LossChecking):
                 moved_any = moved_any or moved != offset
             if batch:
                 self._announce(batch)
+            now = self._now_ms()
             for cp in offsets:
-                self._housekeeping(self._tails[cp])
+                self._housekeeping(self._tails[cp], now)
             if pause:
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 1.0)

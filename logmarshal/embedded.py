@@ -281,7 +281,9 @@ class EmbeddedCluster:
             # read again once watched: an append since the first read is not missed
             got = self._read_many(topic, offsets, max_bytes)
             if not any(got.values()) and waiter.wait(max_wait):
-                got = self._read_many(topic, offsets, max_bytes)
+                # what was appended to (all, when woken otherwise); the rest stay empty
+                appended = {p: offsets[p] for _, p in tuple(waiter.keys) if p in offsets} or offsets
+                got.update(self._read_many(topic, appended, max_bytes))
             return got
         finally:
             for key in keys:
@@ -296,7 +298,9 @@ class EmbeddedCluster:
         out: dict[int, bytes | Exception] = {}
         for p, offset in offsets.items():
             try:
-                out[p] = self._dir.partition(topic, p).read(offset, max_bytes).data
+                log_ = self._dir.partition(topic, p)
+                # nothing new (the usual answer of a replay's partitions): no read
+                out[p] = b"" if offset == log_.log_end_offset else log_.read(offset, max_bytes).data
             except UnknownTopic:
                 raise
             except StorageError as exc:  # OffsetOutOfRange, UnknownPartition, a failed read
@@ -379,12 +383,15 @@ class _Waiter:
     """One :meth:`EmbeddedCluster.fetch_batches_many` long poll: woken by the first append
     to any of its partitions, by :meth:`~EmbeddedCluster.wake_fetches` or by a close."""
 
-    __slots__ = ("_event",)
+    __slots__ = ("_event", "keys")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        #: the partitions appended to since it was made
+        self.keys: set[tuple[str, int]] = set()
 
     def appended(self, key: tuple[str, int]) -> None:
+        self.keys.add(key)
         self._event.set()
 
     def wake(self) -> None:
