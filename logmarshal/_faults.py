@@ -216,9 +216,9 @@ class FaultyCluster:
             return "fail", n
         return ("drop" if roll < fail + drop else "ok"), n
 
-    def _dropped(self, operation: str, topic: str, partition: int, n: int) -> InjectedFault:
-        """Record the lost answer of a call that reached the log; the fault it raises."""
-        self._record(FaultEvent(self._name, operation, topic, partition, n, "drop"))
+    def _dropped(self, topic: str, partition: int, n: int) -> InjectedFault:
+        """Record the lost answer of a produce that reached the log; the fault it raises."""
+        self._record(FaultEvent(self._name, "produce", topic, partition, n, "drop"))
         return InjectedFault(f"the answer to a produce to {topic}/{partition} was lost")
 
     # -- faulty operations ------------------------------------------------------------------
@@ -239,7 +239,7 @@ class FaultyCluster:
             raise InjectedFault(f"produce to {topic}/{partition} lost before the log")
         result = self._inner.produce(topic, partition, records, durable=durable)
         if kind == "drop":
-            raise self._dropped("produce", topic, partition, n)
+            raise self._dropped(topic, partition, n)
         return result
 
     def fetch(
@@ -301,7 +301,7 @@ class FaultyCluster:
             out.update(inner(topic, send, durable=durable))
         for partition, n in dropped:
             if not isinstance(out[partition], Exception):
-                out[partition] = self._dropped("produce", topic, partition, n)
+                out[partition] = self._dropped(topic, partition, n)
         return {partition: out[partition] for partition in batches}
 
     def _fetch_batches_many(

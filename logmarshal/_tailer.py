@@ -516,11 +516,7 @@ class Tailer(SnapshotKeeping, LossChecking):
             pause = moved_any = False
             batch: list[tuple[int, int, list[Verdict | None], Tail | None]] = []
             for cp, offset in list(offsets.items()):
-                answer = got[cp]
-                if type(answer) is tuple and not answer[0] and not self._frozen(self._tails[cp]):
-                    self._tails[cp].caught_up = True  # nothing new: as _advance would say
-                    continue
-                moved, wait = self._advance(self._tails[cp], offset, answer, backoff, batch)
+                moved, wait = self._advance(self._tails[cp], offset, got[cp], backoff, batch)
                 if moved is None:
                     del offsets[cp]  # this partition's replay ended (its error is kept)
                     continue
@@ -594,6 +590,11 @@ class Tailer(SnapshotKeeping, LossChecking):
         cp = tail.partition
         if self._frozen(tail):
             return None, False  # a write of ours found the log went back (mark_written)
+        if not isinstance(got, Exception) and not got[0]:
+            # nothing new (most partitions of the one replay thread, most of the time):
+            # answered before the checks for each kind of error
+            tail.caught_up = True
+            return offset, False
         if isinstance(got, OffsetOutOfRange):
             if self._check_rewind and 0 <= got.log_end_offset < offset:
                 # the log ends below what this replay applied: it went back
@@ -660,9 +661,6 @@ class Tailer(SnapshotKeeping, LossChecking):
             log.error("fetching %s/%d failed; retrying", COORDINATION_TOPIC, cp, exc_info=got)
             return offset, True
         offsets = got[0]
-        if not offsets:
-            tail.caught_up = True
-            return offset, False
         tail.caught_up = len(offsets) < _LINGER_BELOW
         if tail.suspect and self._check_rewind:
             try:

@@ -43,8 +43,7 @@ from ._coordlog import (
 )
 from ._tailer import Halt, Tailer
 from .clock import SYSTEM_CLOCK, Clock
-from .cluster import FETCH_MAX_BYTES, Cluster, MultiBatchFetcher, ProduceResult
-from .embedded import EmbeddedCluster
+from .cluster import FETCH_MAX_BYTES, Cluster, FetchWaker, MultiBatchFetcher, ProduceResult
 from .errors import ClosedError
 from .metrics import MarshalerMetrics
 
@@ -254,8 +253,10 @@ class Marshaler:
             # a member see others' records later (an admin's pause, for one: a holder polled
             # right after it still hands out the window it reserved before it, as the
             # protocol allows until its replay shows the pause)
+            # (a long poll this process can end at will, a FetchWaker's, waits on a log in
+            # this process: the embedded cluster, or a wrapper of it)
             networked = isinstance(cluster, MultiBatchFetcher) and not isinstance(
-                cluster, EmbeddedCluster
+                cluster, FetchWaker
             )
             fetch_linger = min(heartbeat_interval / LINGER_PER_HB, fetch_wait) if networked else 0.0
         if fetch_linger < 0:

@@ -114,8 +114,7 @@ class CoordinationWriter:
             by_cp.setdefault(entry[0], []).append(entry)
         answers: list[Written | WriteFailed] = []
         for start in range(0, max(len(w) for w in by_cp.values()), MAX_BATCH):
-            chunk = {cp: w[start : start + MAX_BATCH] for cp, w in by_cp.items()}
-            chunk = {cp: w for cp, w in chunk.items() if w}
+            chunk = {cp: w[start : start + MAX_BATCH] for cp, w in by_cp.items() if len(w) > start}
             if self._together:
                 answers.extend(self._write_many(chunk))
             else:
@@ -140,7 +139,7 @@ class CoordinationWriter:
             landed = dict.fromkeys(chunk, exc)
         out: list[Written | WriteFailed] = []
         for cp, writes in chunk.items():
-            out.extend(self._answers(cp, writes, landed.get(cp, ClosedError("not written"))))
+            out.extend(self._answers(cp, writes, landed[cp]))
         return out
 
     def _answers(
