@@ -64,6 +64,31 @@ def test_cluster_interface(cluster):
     assert "events" not in cluster.topics()
 
 
+def test_a_created_topics_partitions_not_known_yet_are_waited_for(cluster, monkeypatch):
+    """Kafka's brokers learn a new topic's partitions one by one: right after CreateTopics,
+    the broker asked for a partition's offsets may not know it (UNKNOWN_TOPIC_OR_PARTITION).
+    The creator waits, as it waits for the topic itself; a Marshaler that won the race to
+    create ``__marshal`` died of it once (CI, a 3-node Kafka, 2026-11-30)."""
+    real = type(cluster)._watermarks
+    unknown = {"left": 3}
+
+    def not_yet(self, topic, partition):
+        if topic == COORDINATION_TOPIC and unknown["left"]:
+            unknown["left"] -= 1
+            raise UnknownPartition(topic, partition)
+        return real(self, topic, partition)
+
+    monkeypatch.setattr(type(cluster), "_watermarks", not_yet)
+    marshaler = Marshaler(
+        cluster, client_id="c", group_id="g", heartbeat_interval=1.0, coordination_partitions=2
+    )
+    try:
+        assert unknown["left"] == 0  # the describe after the create met them all
+        assert cluster.partitions(COORDINATION_TOPIC) == 2
+    finally:
+        marshaler.close()
+
+
 def test_producer_over_network(cluster):
     cluster.create_topic("p", 3)
     with Producer(cluster) as producer:
