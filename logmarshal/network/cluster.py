@@ -79,7 +79,8 @@ class NetworkCluster:
         self._admin: AdminClient | None = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
         self._readers: dict[tuple[str, int, bool], _PartitionReader] = {}
-        self._batch_readers: dict[tuple[str, tuple[int, ...]], _BatchReader] = {}
+        # per (topic, partitions, the calling thread's ident): see _batch_reader
+        self._batch_readers: dict[tuple[str, tuple[int, ...], int], _BatchReader] = {}
         self._batches_ok, self._batch_tls = _batch_transport(self._base)
         self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
         self._offsets_consumer: Consumer | None = None
@@ -177,10 +178,15 @@ class NetworkCluster:
                 return
 
     def _batch_reader(self, topic: str, partitions: tuple[int, ...]) -> _BatchReader:
-        key = (topic, partitions)
+        """The calling thread's reader (connection) of these partitions. A thread's own: a
+        replay's long poll holds its reader for ``fetch_wait``, so Marshalers sharing this
+        cluster (several groups in one process) would each wait for the others' long polls
+        before their own began. The readers of threads that ended are closed here."""
+        key = (topic, partitions, threading.get_ident())
         with self._lock:
             reader = self._batch_readers.get(key)
             if reader is None:
+                self._drop_orphans()
                 if len(self._batch_readers) >= _MAX_READERS:
                     self._evict_idle_reader(self._batch_readers)
                 if len(partitions) == 1:
@@ -190,6 +196,19 @@ class NetworkCluster:
                 reader = _BatchReader(topic, partitions, leader, self._timeout, self._batch_tls)
                 self._batch_readers[key] = reader
             return reader
+
+    def _drop_orphans(self) -> None:
+        """Close the batch readers of threads that ended (a closed Marshaler's replay), with
+        ``self._lock`` held: no call can be using one (but :meth:`close` may be closing it)."""
+        alive = {t.ident for t in threading.enumerate()}
+        for key in [k for k in self._batch_readers if k[2] not in alive]:
+            reader = self._batch_readers[key]
+            if reader.lock.acquire(blocking=False):
+                try:
+                    reader.close()
+                finally:
+                    reader.lock.release()
+                del self._batch_readers[key]
 
     def _common_leader(self, topic: str, partitions: tuple[int, ...]) -> tuple[str, int]:
         """Host and port of the one leader of all ``partitions`` (fresh metadata);

@@ -159,6 +159,45 @@ def test_marshaler_over_network_replays_in_one_thread(cluster):
         assert all(b.holder("work", p) == a.identity for p in range(8))
 
 
+def test_marshalers_sharing_a_cluster_long_poll_at_once(cluster, monkeypatch):
+    """Two Marshalers on one NetworkCluster (two groups of one process): each replay long-polls
+    ``__marshal`` on a connection of its own. On a shared one, each waited for the other's
+    long poll (``fetch_wait``) before its own began, so a write's verdict could wait a whole
+    ``fetch_wait`` more."""
+    from logmarshal.network.fetch_client import _BatchReader
+
+    real = _BatchReader.fetch_many
+    polls: list[tuple[str, float, float]] = []
+
+    def timed(self, offsets, max_bytes, max_wait):
+        started = time.monotonic()
+        try:
+            return real(self, offsets, max_bytes, max_wait)
+        finally:
+            if len(offsets) > 1:  # the replay's long poll (not a cold start's snapshot read)
+                polls.append((threading.current_thread().name, started, time.monotonic()))
+
+    monkeypatch.setattr(_BatchReader, "fetch_many", timed)
+    with (
+        Marshaler(cluster, "a", "g1", heartbeat_interval=5.0, fetch_wait=0.5) as a,
+        Marshaler(cluster, "b", "g2", heartbeat_interval=5.0, fetch_wait=0.5) as b,
+    ):
+        assert a.wait_caught_up(10) and b.wait_caught_up(10)
+        deadline = time.monotonic() + 10
+        overlapped = False
+        while not overlapped and time.monotonic() < deadline:
+            time.sleep(0.2)
+            done = list(polls)
+            mine = [(s, e) for name, s, e in done if ":g1:" in name]
+            theirs = [(s, e) for name, s, e in done if ":g2:" in name]
+            overlapped = any(s1 < e2 and s2 < e1 for s1, e1 in mine for s2, e2 in theirs)
+        assert overlapped, "the two replays' long polls never ran at the same time"
+    # their replay threads ended: the next reader opened closes theirs
+    cluster.fetch_batches(COORDINATION_TOPIC, 0, 0)
+    alive = {t.ident for t in threading.enumerate()}
+    assert all(key[2] in alive for key in cluster._batch_readers)
+
+
 def test_marshaler_refuses_create_time_topic(cluster):
     cluster.create_topic(COORDINATION_TOPIC, 2)  # CreateTime: wrong
     with pytest.raises(CoordinationTopicError):
