@@ -94,13 +94,14 @@ class FaultyCluster:
     What the inner cluster's class offers of several partitions in one call
     (``produce_many``, ``fetch_batches_many``: the embedded edge's one writer thread and one
     replay thread) is offered here too, each partition meeting its faults as in a call of
-    its own, and ``wake_fetches`` is passed through (a stopping replay is not gated); a
-    wrapper of a cluster without them has none.
+    its own, and ``wake_fetches`` and ``cancel_fetches`` are passed through (a stopping
+    replay is not gated); a wrapper of a cluster without them has none.
     """
 
     produce_many: Callable[..., dict[int, ProduceResult | Exception]]
     fetch_batches_many: Callable[..., dict[int, bytes | Exception] | None]
     wake_fetches: Callable[[str, Iterable[int]], None]
+    cancel_fetches: Callable[[Iterable[int]], None]
 
     def __init__(
         self,
@@ -128,6 +129,8 @@ class FaultyCluster:
             self.fetch_batches_many = self._fetch_batches_many
         if inspect.getattr_static(inner, "wake_fetches", None) is not None:
             self.wake_fetches = inner.wake_fetches  # type: ignore[attr-defined]  # just checked
+        if inspect.getattr_static(inner, "cancel_fetches", None) is not None:
+            self.cancel_fetches = inner.cancel_fetches  # type: ignore[attr-defined]  # just checked
 
     @property
     def inner(self) -> Cluster:

@@ -214,12 +214,16 @@ class Tailer(SnapshotKeeping, LossChecking):
 
     def _wake_fetches(self) -> None:
         """End the tails' long polls now, where the cluster can (a ``FetchWaker``: the
-        embedded one), so a close does not wait out ``fetch_wait``."""
+        embedded one; a ``FetchCanceller``: the network one, which ends our replay threads'
+        fetches only), so a close does not wait out ``fetch_wait``."""
         wake = getattr(self._cluster, "wake_fetches", None)
-        if wake is None:
-            return
+        cancel = getattr(self._cluster, "cancel_fetches", None)
         try:
-            wake(COORDINATION_TOPIC, [tail.partition for tail in self._tails])
+            if wake is not None:
+                wake(COORDINATION_TOPIC, [tail.partition for tail in self._tails])
+            elif cancel is not None:
+                threads = [self._together, *(tail.thread for tail in self._tails)]
+                cancel([t.ident for t in threads if t is not None and t.ident is not None])
         except Exception as exc:  # a wrapper's own failure: the joins still end
             log.debug("could not wake the replay's fetches: %s", exc)
 

@@ -20,6 +20,7 @@ __all__ = [
     "BoundsAsker",
     "Cluster",
     "ColumnFetcher",
+    "FetchCanceller",
     "FetchWaker",
     "Message",
     "MultiBatchFetcher",
@@ -259,6 +260,18 @@ class FetchWaker(Protocol):
     def wake_fetches(self, topic: str, partitions: Iterable[int]) -> None:
         """Every fetch now waiting on one of ``partitions`` returns what is there (maybe
         nothing), as if its wait were over."""
+        ...
+
+
+@runtime_checkable
+class FetchCanceller(Protocol):
+    """Fetches that another thread can end (a network cluster, whose replay reads on a
+    connection of each thread's own): a replay that is stopping ends its own long poll, and
+    nobody else's, instead of waiting it out."""
+
+    def cancel_fetches(self, threads: Iterable[int]) -> None:
+        """The fetch each of ``threads`` (``threading.get_ident()``) is in raises
+        ClosedError now; a thread in none is left alone."""
         ...
 
 

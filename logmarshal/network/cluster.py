@@ -8,7 +8,7 @@ import functools
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -196,6 +196,16 @@ class NetworkCluster:
                 reader = _BatchReader(topic, partitions, leader, self._timeout, self._batch_tls)
                 self._batch_readers[key] = reader
             return reader
+
+    def cancel_fetches(self, threads: Iterable[int]) -> None:
+        """:class:`~logmarshal.cluster.FetchCanceller`: the fetch each of ``threads`` is in
+        on this cluster's replay connections (its own: :meth:`_batch_reader`) raises
+        ClosedError now, so a stopping Marshaler's close does not wait out ``fetch_wait``."""
+        wanted = set(threads)
+        with self._lock:
+            readers = [r for key, r in self._batch_readers.items() if key[2] in wanted]
+        for reader in readers:
+            reader.cancel()
 
     def _drop_orphans(self) -> None:
         """Close the batch readers of threads that ended (a closed Marshaler's replay), with

@@ -25,7 +25,7 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsRespo
 from storage._kafka_framing import decode_response, encode_request, recv_frame
 from storage._records import crc32c
 
-from ..errors import NetworkError, OffsetOutOfRange, UnknownPartition
+from ..errors import ClosedError, NetworkError, OffsetOutOfRange, UnknownPartition
 
 log = logging.getLogger(__name__)
 
@@ -277,6 +277,21 @@ class _BatchReader:
         self._tls = tls
         self._sock: socket.socket | None = None
         self._correlation = itertools.count(1)
+        #: :meth:`cancel` ended the fetch in flight (its connection shut down under it)
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        """End the fetch in flight now, from another thread: it raises ClosedError instead
+        of waiting out its long poll (a stopping replay). Nothing when none is in flight (a
+        fetch not begun yet is the stopping caller's to skip)."""
+        if not self.lock.locked():
+            return
+        self._cancelled = True
+        sock = self._sock
+        if sock is not None:
+            # the plain socket's shutdown, under TLS too (the TLS object is the reader's)
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
     def close(self) -> None:
         if self._sock is not None:
@@ -308,6 +323,7 @@ class _BatchReader:
         records from ``max_bytes``: the next one gets nothing when its first batch is larger)
         is fetched again alone, which brings it whole."""
         self.last_used = time.monotonic()
+        self._cancelled = False  # a cancel that came after the last fetch ended
         out, passed_over = self._fetch_raw(offsets, max_bytes, max_wait)
         at = dict(offsets)  # where each partition's answer was fetched from
         shared = len(at) > 1  # whether they were fetched in one request
@@ -354,6 +370,9 @@ class _BatchReader:
                 answers = self._call(offsets, max_bytes, max_wait)
             except (OSError, ValueError, struct.error) as exc:  # socket, TLS, a torn answer
                 self.close()
+                if self._cancelled:
+                    self._cancelled = False
+                    raise ClosedError(f"the fetch of {self._topic} was cancelled") from None
                 if attempt:
                     raise NetworkError(
                         f"fetching {self._topic}/{self._name(offsets)} from its leader: {exc}"

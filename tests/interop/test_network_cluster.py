@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -196,6 +197,47 @@ def test_marshalers_sharing_a_cluster_long_poll_at_once(cluster, monkeypatch):
     cluster.fetch_batches(COORDINATION_TOPIC, 0, 0)
     alive = {t.ident for t in threading.enumerate()}
     assert all(key[2] in alive for key in cluster._batch_readers)
+
+
+def test_a_network_marshalers_close_ends_its_long_poll(cluster, caplog, monkeypatch):
+    """A closing Marshaler cancels its replay's long poll (its own connection's) instead of
+    waiting it out: with ``fetch_wait`` 30 s a close took 30 s; every network consumer,
+    admin command and streams app paid up to ``fetch_wait`` (0.5 s by default) on exit.
+    Another Marshaler's replay on the same cluster goes on."""
+    from logmarshal.network.fetch_client import _BatchReader
+
+    real = _BatchReader.fetch_many
+    in_flight: dict[str, float] = {}  # thread name -> when its fetch in flight began
+
+    def tracked(self, offsets, max_bytes, max_wait):
+        name = threading.current_thread().name
+        in_flight[name] = time.monotonic()
+        try:
+            return real(self, offsets, max_bytes, max_wait)
+        finally:
+            in_flight.pop(name, None)
+
+    monkeypatch.setattr(_BatchReader, "fetch_many", tracked)
+    with Marshaler(cluster, "other", "g2", heartbeat_interval=5.0, fetch_wait=30.0) as other:
+        marshaler = Marshaler(cluster, "c", "g", heartbeat_interval=5.0, fetch_wait=30.0)
+        assert marshaler.wait_caught_up(10) and other.wait_caught_up(10)
+        replay = "logmarshal-tail:g:c:all"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # until its replay is well into a long poll
+            began = in_flight.get(replay)
+            if began is not None and time.monotonic() - began > 0.5:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the replay never long-polled")
+        started = time.monotonic()
+        marshaler.close()
+        assert time.monotonic() - started < 10
+        assert not [t for t in threading.enumerate() if t.name == replay]
+        claim = direct.claim_partition(other, "work", 0)
+        verdict = direct.wait_verdict(other, claim, timeout=10)
+        assert verdict is not None and verdict.accepted  # the other replay was not cancelled
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_marshaler_refuses_create_time_topic(cluster):

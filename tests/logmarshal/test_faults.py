@@ -167,4 +167,17 @@ def test_a_wrapper_offers_only_what_its_inner_cluster_offers(cluster) -> None:
     assert callable(faulty.produce_many) and callable(faulty.fetch_batches_many)
     bare = FaultyCluster(Bare(cluster))  # type: ignore[arg-type]  # a cluster of one call
     assert not hasattr(bare, "produce_many") and not hasattr(bare, "fetch_batches_many")
-    assert not hasattr(bare, "wake_fetches")
+    assert not hasattr(bare, "wake_fetches") and not hasattr(bare, "cancel_fetches")
+    assert not hasattr(faulty, "cancel_fetches")  # the embedded cluster wakes, never cancels
+
+    class Cancelling(Bare):
+        def __init__(self, inner) -> None:
+            super().__init__(inner)
+            self.cancelled: list[list[int]] = []
+
+        def cancel_fetches(self, threads) -> None:
+            self.cancelled.append(list(threads))
+
+    inner = Cancelling(cluster)
+    FaultyCluster(inner).cancel_fetches([7])  # type: ignore[arg-type]  # (the same)
+    assert inner.cancelled == [[7]]
