@@ -31,9 +31,9 @@ def _unavailable(reason: str) -> None:
 
 
 #: start_timeout of the 3-node clusters of the fault tests (the harness default is 90 s). A
-#: node restarted mid-test shares two cores with two live nodes, the test's clients and,
-#: while a leader is away, librdkafka broker threads that can spin (poll with a zero timeout,
-#: two at ~50 % each, seen with gdb on 2026-11-30): one restart then took over 90 s.
+#: node restarted mid-test shares two cores with two live nodes and the test's clients
+#: (whose load producer's librdkafka threads spun while a leader was away: test_faults.py's
+#: Producing): one restart took over 90 s on 2026-11-30.
 FAULT_START_TIMEOUT = 240.0
 
 
