@@ -169,11 +169,7 @@ class NetworkCluster:
     def _evict_idle_reader(self, readers: dict[Any, Any] | None = None) -> None:
         readers = self._readers if readers is None else readers
         for key, reader in sorted(readers.items(), key=lambda kv: kv[1].last_used):
-            if reader.lock.acquire(blocking=False):
-                try:
-                    reader.close()
-                finally:
-                    reader.lock.release()
+            if _close_unused(reader):
                 del readers[key]
                 return
 
@@ -212,12 +208,7 @@ class NetworkCluster:
         ``self._lock`` held: no call can be using one (but :meth:`close` may be closing it)."""
         alive = {t.ident for t in threading.enumerate()}
         for key in [k for k in self._batch_readers if k[2] not in alive]:
-            reader = self._batch_readers[key]
-            if reader.lock.acquire(blocking=False):
-                try:
-                    reader.close()
-                finally:
-                    reader.lock.release()
+            if _close_unused(self._batch_readers[key]):
                 del self._batch_readers[key]
 
     def _common_leader(self, topic: str, partitions: tuple[int, ...]) -> tuple[str, int]:
@@ -552,3 +543,14 @@ class NetworkCluster:
 
     def __repr__(self) -> str:
         return f"NetworkCluster({self.bootstrap!r})"
+
+
+def _close_unused(reader: _PartitionReader | _BatchReader) -> bool:
+    """Close ``reader`` unless a call holds it now; whether it was closed."""
+    if not reader.lock.acquire(blocking=False):
+        return False
+    try:
+        reader.close()
+    finally:
+        reader.lock.release()
+    return True

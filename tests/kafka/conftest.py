@@ -38,6 +38,8 @@ FAULT_START_TIMEOUT = 240.0
 
 
 def start_cluster(workdir, **config) -> KafkaCluster:
+    if config.get("nodes", 1) > 1:  # a fault test's cluster, whose nodes it restarts
+        config.setdefault("start_timeout", FAULT_START_TIMEOUT)
     missing = missing_tools()
     if missing:
         _unavailable(f"{' and '.join(missing)} not on PATH")

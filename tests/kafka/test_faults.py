@@ -29,7 +29,7 @@ from logmarshal.audit.replay import ReplayConfig
 from logmarshal.audit.schema import column_index
 from logmarshal.localkafka import KafkaCluster
 
-from .conftest import FAULT_START_TIMEOUT, start_cluster
+from .conftest import start_cluster
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.slow]
 
@@ -45,13 +45,7 @@ def cluster3(tmp_path_factory) -> Iterator[KafkaCluster]:
     # a killed node is fenced by the controller after broker.session.timeout.ms (9 s by
     # default); 3 s keeps each round of the test short without changing what it exercises
     server = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
-    cluster = start_cluster(
-        tmp_path_factory.mktemp("kafka3"),
-        nodes=3,
-        start_timeout=FAULT_START_TIMEOUT,
-        heap="384m",
-        server=server,
-    )
+    cluster = start_cluster(tmp_path_factory.mktemp("kafka3"), nodes=3, heap="384m", server=server)
     try:
         yield cluster
     finally:

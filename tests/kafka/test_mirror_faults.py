@@ -22,7 +22,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .conftest import FAULT_START_TIMEOUT, start_cluster
+from .conftest import start_cluster
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.slow]
 
@@ -49,9 +49,7 @@ sink.close()
 
 def test_a_mirror_lives_through_nodes_killed_under_it(tmp_path) -> None:
     server = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
-    kafka = start_cluster(
-        tmp_path / "kafka", nodes=3, start_timeout=FAULT_START_TIMEOUT, heap="384m", server=server
-    )
+    kafka = start_cluster(tmp_path / "kafka", nodes=3, heap="384m", server=server)
     child = None
     try:
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})

@@ -331,9 +331,9 @@ def test_a_trailing_marker_long_polls_instead_of_answering_at_once(
 def test_the_reader_follows_a_new_leader_without_losing_or_repeating_records(
     tmp_path,
 ) -> None:
-    from tests.kafka.conftest import FAULT_START_TIMEOUT, start_cluster
+    from tests.kafka.conftest import start_cluster
 
-    kafka = start_cluster(tmp_path, nodes=3, start_timeout=FAULT_START_TIMEOUT)
+    kafka = start_cluster(tmp_path, nodes=3)
     try:
         topic = _name("moving")
         with NetworkCluster(kafka.bootstrap, timeout=30.0) as cluster:

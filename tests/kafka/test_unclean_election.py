@@ -41,7 +41,7 @@ from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
 from tests.rewinding import PollingMember
 
-from .conftest import FAULT_START_TIMEOUT, start_cluster
+from .conftest import start_cluster
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.slow]
 
@@ -100,9 +100,7 @@ def _audit(kafka: KafkaCluster, out) -> dict:
 
 
 def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
-    kafka = start_cluster(
-        tmp_path / "kafka", nodes=3, start_timeout=FAULT_START_TIMEOUT, heap="384m", server=SERVER
-    )
+    kafka = start_cluster(tmp_path / "kafka", nodes=3, heap="384m", server=SERVER)
     members: list[PollingMember] = []
     try:
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
