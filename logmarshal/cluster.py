@@ -7,7 +7,7 @@ wire protocol, on logmarshal's broker or an Apache Kafka cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
 import attrs
@@ -16,6 +16,7 @@ from storage import NewRecord, TopicConfig
 
 __all__ = [
     "FETCH_MAX_BYTES",
+    "AsyncProducer",
     "BatchFetcher",
     "BoundsAsker",
     "Cluster",
@@ -249,6 +250,25 @@ class MultiProducer(Protocol):
     ) -> dict[int, ProduceResult | Exception]:
         """:meth:`Cluster.produce` of each partition's records (in order, one flush each);
         per partition, where they landed or the error it alone met."""
+        ...
+
+
+@runtime_checkable
+class AsyncProducer(Protocol):
+    """Durable writes that do not wait for their answers: one thread can write to every
+    coordination partition while a partition whose broker is away holds up only its own
+    answer (a network cluster; the embedded one is a :class:`MultiProducer`)."""
+
+    def produce_async(
+        self,
+        topic: str,
+        batches: Mapping[int, Sequence[NewRecord]],
+        done: Callable[[dict[int, ProduceResult | Exception]], None],
+    ) -> None:
+        """Durable :meth:`Cluster.produce` of each partition's records (in order); ``done``
+        is called from a thread of the cluster's with the partitions answered together,
+        until each was answered once (where its records landed, or the error it alone
+        met). ``done`` must not block: it holds up every other answer."""
         ...
 
 

@@ -275,6 +275,11 @@ class Marshaler:
             if inspect.getattr_static(cluster, "produce_many", None) is not None
             else None
         )
+        self._produce_async: Callable[..., None] | None = (
+            cluster.produce_async  # type: ignore[attr-defined]  # an AsyncProducer: checked just below
+            if inspect.getattr_static(cluster, "produce_async", None) is not None
+            else None
+        )
         self._client_id = client_id
         self._group_id = group_id
         self._hb_ms = hb_ms
@@ -468,6 +473,67 @@ class Marshaler:
         apart). Over the network a partition whose broker is down must hold up only its own
         writes: a thread each."""
         return self._produce_many is not None
+
+    @property
+    def writes_async(self) -> bool:
+        """Can one thread write to every coordination partition without waiting for the
+        answers? Where the cluster's class offers it (:class:`~logmarshal.cluster.AsyncProducer`:
+        the network one: a partition whose broker is away holds up only its own answers),
+        and this class writes through :meth:`write_records` as it is (a subclass that
+        overrides it means to see every write)."""
+        return (
+            self._produce_async is not None and type(self).write_records is Marshaler.write_records
+        )
+
+    def write_records_async(
+        self,
+        batches: Mapping[int, Sequence[tuple[bytes, bytes]]],
+        done: Callable[[dict[int, list[Landed] | Exception]], None],
+    ) -> None:
+        """:meth:`write_records` of several partitions' records without waiting: ``done``
+        is called (from a thread of the cluster's; it must not block) with the partitions
+        answered together, until each was answered once (a partition that does not exist
+        at once, from this call). Only where :attr:`writes_async`."""
+        if self._closed.is_set():
+            raise ClosedError("the marshaler is closed")
+        produce_async = self._produce_async
+        if produce_async is None:
+            raise TypeError(f"{self._cluster!r} does not write without waiting")
+        missing = [cp for cp in batches if not 0 <= cp < self._n]
+        if missing:
+            done(
+                {
+                    cp: ValueError(f"no coordination partition {cp} (there are {self._n})")
+                    for cp in missing
+                }
+            )
+            batches = {cp: records for cp, records in batches.items() if cp not in missing}
+            if not batches:
+                return
+        now = self.now_ms()
+        sent_at = {cp: self._tailer.replayed_to(cp) for cp in batches}
+
+        def landed(results: dict[int, ProduceResult | Exception]) -> None:
+            out: dict[int, list[Landed] | Exception] = {}
+            for cp, result in results.items():
+                try:
+                    out[cp] = (
+                        result
+                        if isinstance(result, Exception)
+                        else self._landed(cp, result.offsets, batches[cp], sent_at[cp])
+                    )
+                except Exception as exc:  # (never leave a write unanswered)
+                    out[cp] = exc
+            done(out)
+
+        produce_async(
+            COORDINATION_TOPIC,
+            {
+                cp: [NewRecord(value=value, key=key, timestamp=now) for key, value in records]
+                for cp, records in batches.items()
+            },
+            landed,
+        )
 
     def write_records_many(
         self, batches: Mapping[int, Sequence[tuple[bytes, bytes]]]

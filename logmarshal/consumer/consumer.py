@@ -201,6 +201,7 @@ class Consumer:
             self._feed_many,
             name,
             together=marshaler.writes_together,
+            asynchronous=marshaler.writes_async,
         )
         self._fetcher = MemberFetcher(
             self._cluster,

@@ -1,5 +1,6 @@
-"""Coordination writes for a consumer core: one thread per coordination partition, or one
-for them all on a cluster whose partitions cannot fail apart.
+"""Coordination writes for a consumer core: one thread for every coordination partition
+where the cluster writes without waiting (the network one) or cannot fail apart (the
+embedded one), else one thread per coordination partition.
 
 Writes to one coordination partition keep their order (a heartbeat never overtakes the
 reservation before it), and over the network a partition whose broker is down holds up only
@@ -8,11 +9,17 @@ them all). What one step of the core asks for a partition (a heartbeat pass) goe
 call, and its answers come back together. On the embedded cluster (one directory in this
 process: no partition is away while the others answer) one thread writes what a step asks
 for every partition, and answers it all at once: a heartbeat pass's records, one per
-coordination partition, then cost one wake-up and one step of the core, not one each.
+coordination partition, then cost one wake-up and one step of the core, not one each. Over
+the network (``asynchronous``) one thread hands every partition's writes to the cluster
+without waiting, and the answers that come together (the cluster's thread serves the
+delivery reports: ``network.reports``) come back to it and go to the core in one call: a
+dead partition's writes wait for their own answers only, and a write is sent the moment
+it is asked for, behind the ones in flight (librdkafka keeps a partition's order).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -32,15 +39,27 @@ MAX_BATCH = 512
 
 #: queued writes: (coordination partition, token, key, value), in the order asked
 Item = list[tuple[int, int, bytes, bytes]]
-#: the queue of the one thread that writes to every partition (``together``)
+#: the queue of the one thread that writes to every partition (``together``, ``asynchronous``)
 _ALL = -1
+
+
+class _Answers:
+    """Queued for the asynchronous writer: answers from the cluster's thread."""
+
+    __slots__ = ("answers", "parts")
+
+    def __init__(self, answers: list[Written | WriteFailed], parts: int) -> None:
+        self.answers = answers
+        self.parts = parts  # how many partitions' writes they answer
 
 
 class CoordinationWriter:
     """Carries ``Write`` actions out; answers each with ``Written`` or ``WriteFailed``.
 
     ``together``: one thread writes to every coordination partition (a cluster whose
-    partitions cannot be down apart: the embedded one), else a thread per partition."""
+    partitions cannot be down apart: the embedded one); ``asynchronous``: one thread hands
+    every partition's writes over without waiting (:attr:`Marshaler.writes_async`: the
+    network one); else a thread per partition."""
 
     def __init__(
         self,
@@ -49,29 +68,35 @@ class CoordinationWriter:
         name: str,
         *,
         together: bool = False,
+        asynchronous: bool = False,
     ) -> None:
         self._marshaler = marshaler
         self._answer = answer
         self._name = name
         self._together = together
-        self._queues: dict[int, queue.SimpleQueue[Item | None]] = {}
+        self._async = asynchronous
+        self._one = together or asynchronous
+        self._queues: dict[int, queue.SimpleQueue[Item | _Answers | None]] = {}
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._stopped = False
         # every thread from the start: a member's threads are the same whatever it holds
-        for cp in [_ALL] if together else range(marshaler.coordination_partitions):
+        for cp in [_ALL] if self._one else range(marshaler.coordination_partitions):
             self._queue(cp)
 
-    def _queue(self, cp: int) -> queue.SimpleQueue[Item | None]:
+    def _queue(self, cp: int) -> queue.SimpleQueue[Item | _Answers | None]:
         """Under the lock (or before any other thread): ``cp``'s queue and thread."""
-        if self._together:
+        if self._one:
             cp = _ALL
         q = self._queues.get(cp)
         if q is None:
             q = self._queues[cp] = queue.SimpleQueue()
             what = "all" if cp == _ALL else str(cp)
             thread = threading.Thread(
-                target=self._run, args=(q,), name=f"{self._name}:write:{what}", daemon=True
+                target=self._run_async if self._async else self._run,
+                args=(q,),
+                name=f"{self._name}:write:{what}",
+                daemon=True,
             )
             self._threads.append(thread)
             thread.start()
@@ -81,7 +106,7 @@ class CoordinationWriter:
         """Queue ``writes`` (in order); each partition's share goes out as one call."""
         by_queue: dict[int, Item] = {}
         for w in writes:
-            by_queue.setdefault(_ALL if self._together else w.cp, []).append(
+            by_queue.setdefault(_ALL if self._one else w.cp, []).append(
                 (w.cp, w.token, w.key, w.value)
             )
         for cp, item in by_queue.items():
@@ -91,11 +116,12 @@ class CoordinationWriter:
                 q = self._queue(cp)
             q.put(item)
 
-    def _run(self, q: queue.SimpleQueue[Item | None]) -> None:
+    def _run(self, q: queue.SimpleQueue[Item | _Answers | None]) -> None:
         while True:
             item = q.get()
             batch: Item = []
             while item is not _STOP:
+                assert not isinstance(item, _Answers)  # (only the asynchronous writer's)
                 batch.extend(item)
                 if len(batch) >= MAX_BATCH or q.empty():
                     break
@@ -104,6 +130,72 @@ class CoordinationWriter:
                 self._send(batch)
             if item is _STOP:
                 return
+
+    def _run_async(self, q: queue.SimpleQueue[Item | _Answers | None]) -> None:
+        """Hand over what is queued, and pass on the answers that came meanwhile in one
+        call; once stopped, until every write handed over was answered."""
+        in_flight = 0  # partitions' writes handed over and not answered
+        stopping = False
+        while True:
+            item = q.get()
+            writes: Item = []
+            answers: list[Written | WriteFailed] = []
+            while True:
+                if item is _STOP:
+                    stopping = True
+                elif isinstance(item, _Answers):
+                    answers.extend(item.answers)
+                    in_flight -= item.parts
+                else:
+                    writes.extend(item)
+                if q.empty():
+                    break
+                item = q.get()
+            if writes:
+                in_flight += self._hand_over(q, writes, answers)
+            if answers:
+                self._answer(answers)
+            if stopping and in_flight <= 0:
+                return
+
+    def _hand_over(
+        self,
+        q: queue.SimpleQueue[Item | _Answers | None],
+        writes: Item,
+        answers: list[Written | WriteFailed],
+    ) -> int:
+        """Hand ``writes`` to the cluster, each partition's share in calls of ``MAX_BATCH``
+        (in order); how many partitions' writes are now in flight (a call refused at once is
+        answered into ``answers``)."""
+        by_cp: dict[int, Item] = {}
+        for entry in writes:
+            by_cp.setdefault(entry[0], []).append(entry)
+        handed = 0
+        for start in range(0, max(len(w) for w in by_cp.values()), MAX_BATCH):
+            chunk = {cp: w[start : start + MAX_BATCH] for cp, w in by_cp.items() if len(w) > start}
+            try:
+                self._marshaler.write_records_async(
+                    {cp: [(k, v) for _, _, k, v in w] for cp, w in chunk.items()},
+                    functools.partial(self._landed, q, chunk),
+                )
+            except Exception as exc:
+                for cp, w in chunk.items():
+                    answers.extend(self._answers(cp, w, exc))
+            else:
+                handed += len(chunk)
+        return handed
+
+    def _landed(
+        self,
+        q: queue.SimpleQueue[Item | _Answers | None],
+        chunk: dict[int, Item],
+        results: dict[int, list[Landed] | Exception],
+    ) -> None:
+        """(The cluster's thread.) Partitions of a handed-over call answered together."""
+        answers: list[Written | WriteFailed] = []
+        for cp, written in results.items():
+            answers.extend(self._answers(cp, chunk[cp], written))
+        q.put(_Answers(answers, len(results)))
 
     def _send(self, batch: Item) -> None:
         """What queued up meanwhile, each partition's share in calls of ``MAX_BATCH`` (in

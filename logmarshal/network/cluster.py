@@ -8,7 +8,7 @@ import functools
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -38,6 +38,7 @@ from .error_map import _leader_moving, _map_error, _raise_from
 from .fetch_client import _batch_transport, _BatchReader, _SplitLeaders
 from .produce import produce_records
 from .readers import _PartitionReader, _Reader
+from .reports import DeliveryReports
 from .settings import (
     _config_to_send,
     client_producer_settings,
@@ -78,6 +79,7 @@ class NetworkCluster:
         self._lock = threading.Lock()
         self._admin: AdminClient | None = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
+        self._reports: DeliveryReports | None = None  # the durable producer's
         self._readers: dict[tuple[str, int, bool], _PartitionReader] = {}
         # per (topic, partitions, the calling thread's ident): see _batch_reader
         self._batch_readers: dict[tuple[str, tuple[int, ...], int], _BatchReader] = {}
@@ -123,6 +125,18 @@ class NetworkCluster:
                 )
                 self._producers[durable] = producer
             return producer
+
+    def _durable(self) -> DeliveryReports:
+        """The durable producer's writes, its reports served by a thread of their own (and
+        by nothing else: :mod:`.reports`)."""
+        producer = self._producer(True)
+        with self._lock:
+            self._check_open()
+            if self._reports is None:
+                self._reports = DeliveryReports(
+                    producer, f"logmarshal-reports:{self.bootstrap}", self._timeout
+                )
+            return self._reports
 
     def client_producer(self, settings: Mapping[str, Any]) -> Producer:
         """A librdkafka producer of its own for :class:`logmarshal.Producer`, with the
@@ -346,7 +360,21 @@ class NetworkCluster:
         self._check_open()
         if not records:
             raise ValueError("produce needs at least one record")
-        return produce_records(self._producer(durable), topic, partition, records, self._timeout)
+        if durable:
+            return self._durable().produce(topic, partition, records)
+        return produce_records(self._producer(False), topic, partition, records, self._timeout)
+
+    def produce_async(
+        self,
+        topic: str,
+        batches: Mapping[int, Sequence[NewRecord]],
+        done: Callable[[dict[int, ProduceResult | Exception]], None],
+    ) -> None:
+        """:class:`~logmarshal.cluster.AsyncProducer`: durable writes of each partition's
+        records that do not wait; ``done`` hears of the partitions answered together (a
+        partition whose broker is away holds up only its own answer)."""
+        self._check_open()
+        self._durable().submit(topic, batches, done)
 
     def fetch(
         self,
@@ -525,6 +553,9 @@ class NetworkCluster:
             producers = list(self._producers.values())
             self._producers.clear()  # else they live (and reconnect) as long as this object
             offsets, self._offsets_consumer = self._offsets_consumer, None
+            reports, self._reports = self._reports, None
+        if reports is not None:
+            reports.close(self._timeout)
         for producer in producers:
             producer.flush(self._timeout)
         for reader in readers:

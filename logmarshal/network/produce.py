@@ -1,5 +1,7 @@
-"""A coordination write or a batch of records through librdkafka's producer, waiting for
-the call's own delivery reports (not flush(): that waits for every message in flight)."""
+"""A batch of records through librdkafka's producer, waiting for the call's own delivery
+reports (not flush(): that waits for every message in flight); and what a call's reports
+say. Durable writes (coordination records) have their reports served by a thread of their
+own instead (:mod:`.reports`)."""
 
 from __future__ import annotations
 
@@ -84,12 +86,25 @@ def produce_records(
         wait = min(wait * 2, _REPORT_WAIT_MAX)
     if len(reports) < len(records):
         raise NetworkError(f"produce to {topic}/{partition}: no acknowledgement within {timeout} s")
-    for error, _, _ in reports.values():
+    result = produce_result(topic, partition, [reports[i] for i in range(len(records))])
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def produce_result(
+    topic: str,
+    partition: int,
+    reports: Sequence[tuple[KafkaError | None, int, tuple[int, int]]],
+) -> ProduceResult | Exception:
+    """What one call's delivery reports (error, offset, timestamp of each record, in order)
+    say: where the records landed, or the first error met."""
+    for error, _, _ in reports:
         if error is not None:
-            raise _map_error(error, topic, partition)
+            return _map_error(error, topic, partition)
     # each record's own offset: one call's records may span several batches, with
     # another writer's in between
-    offsets = tuple(reports[i][1] for i in range(len(records)))
+    offsets = tuple(offset for _, offset, _ in reports)
     ts_type, ts = reports[0][2]
     log_append_time = ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else -1
     contiguous = all(b == a + 1 for a, b in itertools.pairwise(offsets))

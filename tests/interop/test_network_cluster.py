@@ -14,6 +14,8 @@ import pytest
 from logmarshal import Marshaler, Producer, connect
 from logmarshal import _coordlog as coordlog
 from logmarshal import _direct as direct
+from logmarshal.consumer.writer import CoordinationWriter
+from logmarshal.core import Write, WriteFailed, Written
 from logmarshal.errors import (
     InvalidTopicName,
     OffsetOutOfRange,
@@ -22,6 +24,8 @@ from logmarshal.errors import (
     UnknownTopic,
 )
 from logmarshal.marshaler import COORDINATION_TOPIC, CoordinationTopicError
+from rationalizer import AnnouncingMember
+from rationalizer._codec import encode
 from storage import NewRecord
 from storage._records import decode_columns_from
 
@@ -158,6 +162,62 @@ def test_marshaler_over_network_replays_in_one_thread(cluster):
         assert time.monotonic() - started < 4
         assert b.wait_caught_up(10)
         assert all(b.holder("work", p) == a.identity for p in range(8))
+
+
+def test_a_network_consumers_coordination_writes_go_through_one_thread(cluster):
+    """Over the network one writer thread hands every coordination partition's writes over
+    without waiting (the cluster's reports thread answers them): each partition's in the
+    order asked, a write to a partition that does not exist failing only its own tokens; a
+    Marshaler whose class overrides write_records keeps a thread per partition."""
+    answered: list[list] = []
+    want = threading.Event()
+
+    def answer(answers):
+        answered.append(list(answers))
+        if sum(len(a) for a in answered) >= 5:
+            want.set()
+
+    def write(token: int, cp: int) -> Write:
+        key, value = encode(
+            AnnouncingMember(
+                client_id=f"c{token}",
+                instance_id="i",
+                group_id="g",
+                topics=(("t", 1),),
+                heartbeat_interval_ms=5000,
+            )
+        )
+        return Write(token, cp, key, value, "announce")
+
+    with Marshaler(cluster, "a", "g", heartbeat_interval=5.0, coordination_partitions=4) as m:
+        assert m.writes_async and not m.writes_together
+        ends = {cp: cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in (0, 3)}
+        writer = CoordinationWriter(m, answer, "wa", asynchronous=True)
+        try:
+            names = [t.name for t in threading.enumerate() if t.name.startswith("wa:write:")]
+            assert names == ["wa:write:all"]
+            writer.write([write(1, 0), write(2, 3), write(3, 0), write(4, 3), write(5, 99)])
+            assert want.wait(10)
+        finally:
+            writer.stop(10)
+        got = {a.token: a for call in answered for a in call}
+        assert {t: type(a) for t, a in got.items()} == {
+            1: Written,
+            2: Written,
+            3: Written,
+            4: Written,
+            5: WriteFailed,
+        }
+        assert [got[1].offset, got[3].offset] == [ends[0], ends[0] + 1]
+        assert [got[2].offset, got[4].offset] == [ends[3], ends[3] + 1]
+        assert not [t for t in threading.enumerate() if t.name.startswith("wa:write:")]
+
+    class Gated(Marshaler):
+        def write_records(self, cp, records):
+            return super().write_records(cp, records)
+
+    with Gated(cluster, "b", "g", heartbeat_interval=5.0, coordination_partitions=4) as gated:
+        assert not gated.writes_async  # every write goes through its write_records
 
 
 def test_marshalers_sharing_a_cluster_long_poll_at_once(cluster, monkeypatch):

@@ -9,14 +9,15 @@ and answers partition 0 at once, so the interleaving is forced, not hoped for.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
 
 from logmarshal import NewRecord, Producer
-from logmarshal.errors import LogmarshalError, NetworkError
-from logmarshal.network import NetworkCluster
+from logmarshal.errors import ClosedError, LogmarshalError, NetworkError
+from logmarshal.network import NetworkCluster, reports
 
 DEAD = 1
 
@@ -167,3 +168,104 @@ def test_failed_deliveries_reach_results_and_the_next_flush(network, monkeypatch
     with pytest.raises(NetworkError, match="timed out"):
         tracked.result(0)  # a send() record's failure is its result's
     producer.close()
+
+
+# -- durable writes: one thread serves their delivery reports (network.reports) ----------------
+
+
+class OneReportAPoll(OneDeadLeader):
+    """OneDeadLeader whose poll serves one report at a time, and which notes the thread of
+    every poll (nothing but the reports' own thread may poll the durable producer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pollers: set[str] = set()
+
+    def _serve(self) -> int:
+        with self._lock:
+            ready = [(p, cb) for p, cb in self._pending if p != DEAD][:1]
+            if ready:
+                self._pending.remove(ready[0])
+        for partition, callback in ready:
+            offset, self._next = self._next, self._next + 1
+            callback(None, _Message(offset, partition=partition))
+        return len(ready)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        self.pollers.add(threading.current_thread().name)
+        return super().poll(timeout)
+
+
+class _Done:
+    """Every call of a write's ``done``: (when, what it was given)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, dict]] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, results: dict) -> None:
+        with self.cond:
+            self.calls.append((time.monotonic(), dict(results)))
+            self.cond.notify_all()
+
+    def wait_for(self, partitions: int, timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(
+                lambda: sum(len(r) for _, r in self.calls) >= partitions, timeout
+            )
+
+
+def test_a_dead_leader_holds_up_only_its_own_durable_answers(network, monkeypatch) -> None:
+    """A coordination write to partitions 0 and DEAD: 0 is answered at once, DEAD when its
+    time is up; a write of another caller to 0 meanwhile is answered too; every poll of the
+    producer is the reports thread's."""
+    monkeypatch.setattr(reports, "_GRACE", 0.3)
+    fake = OneReportAPoll()
+    monkeypatch.setattr(network, "_producer", lambda durable: fake)
+    done = _Done()
+    start = time.monotonic()
+    network.produce_async(
+        "t",
+        {
+            0: [NewRecord(b"a", timestamp=0), NewRecord(b"b", timestamp=0)],
+            DEAD: [NewRecord(b"c", timestamp=0)],
+        },
+        done,
+    )
+    assert done.wait_for(1, 2.0), "the live partition waited for the dead one"
+    _, first = done.calls[0]
+    assert list(first) == [0] and first[0].offsets == (0, 1)
+    assert network.produce("t", 0, [NewRecord(b"d", timestamp=0)], durable=True).offsets == (2,)
+    assert done.wait_for(2, 10.0)
+    dead_at, dead = done.calls[1]
+    assert list(dead) == [DEAD] and isinstance(dead[DEAD], NetworkError)
+    assert dead_at - start >= 3.0  # (the network's timeout: librdkafka's delivery timeout)
+    assert len(done.calls) == 2
+    assert fake.pollers and all(name.startswith("logmarshal-reports:") for name in fake.pollers)
+
+
+def test_a_calls_partitions_reported_in_turn_are_answered_together(network, monkeypatch) -> None:
+    """librdkafka reports a write's partitions one at a time: answered in one piece (one
+    step of the core for a heartbeat pass), not one each."""
+    monkeypatch.setattr(reports, "_GATHER", 1.0)  # (a loaded machine's polls stay within it)
+    fake = OneReportAPoll()
+    monkeypatch.setattr(network, "_producer", lambda durable: fake)
+    done = _Done()
+    network.produce_async("t", {p: [NewRecord(b"x", timestamp=0)] for p in (0, 2, 3, 4)}, done)
+    assert done.wait_for(4, 5.0)
+    assert len(done.calls) == 1
+    assert sorted(done.calls[0][1]) == [0, 2, 3, 4]
+
+
+def test_closing_answers_the_durable_writes_in_flight(broker, monkeypatch) -> None:
+    network = NetworkCluster(broker.bootstrap, timeout=1.0)
+    fake = OneReportAPoll()
+    monkeypatch.setattr(network, "_producer", lambda durable: fake)
+    done = _Done()
+    network.produce_async("t", {DEAD: [NewRecord(b"x", timestamp=0)]}, done)
+    network.close()
+    assert done.wait_for(1, 5.0)
+    assert [type(r[DEAD]) for _, r in done.calls] == [ClosedError]
+    with pytest.raises(ClosedError):
+        network.produce_async("t", {0: [NewRecord(b"x", timestamp=0)]}, done)
+    assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-reports:")]
