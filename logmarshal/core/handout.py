@@ -81,13 +81,22 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
         if held.heartbeat_token is None and now >= held.next_heartbeat:
             heartbeat(st, now, held, position(st, held), out)
         return
-    first = None
-    if o.mode == "amo" and speaks_4(st):
-        # version 4 names where the reservation starts: where we believe the log's resume
-        # point is (a stale belief is refused, not believed)
-        first = st.delivery.position(held) + 1
-    last = st.delivery.to_reserve(held, o.max_reserved, st.offset_of)
+    if o.mode == "amo":  # (ALO reserves nothing)
+        _reserve(st, now, held, out)
+    if held.heartbeat_token is None and now >= held.next_heartbeat:
+        heartbeat(st, now, held, st.delivery.position(held), out)
+
+
+def _reserve(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
+    """AMO: the next reservation of ``held``, when a poll wants one and none is in flight,
+    with its confirming heartbeat right behind it."""
+    last = st.delivery.to_reserve(held, st.options.max_reserved, st.offset_of)
     if last is not None and may_hand_out(st, held.topic, held.partition, now):
+        first = None
+        if speaks_4(st):
+            # version 4 names where the reservation starts: where we believe the log's
+            # resume point is (a stale belief is refused, not believed)
+            first = st.delivery.position(held) + 1
         msg = ClaimingMessages(
             **ids(st),
             topic=held.topic,
@@ -104,8 +113,6 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
             # order): it counts only once the reservation before it was accepted, so waiting
             # for that verdict first would only cost a round trip (a Heartbeat of its own)
             heartbeat(st, now, held, last, out, alone=True)
-    if held.heartbeat_token is None and now >= held.next_heartbeat:
-        heartbeat(st, now, held, st.delivery.position(held), out)
 
 
 def speaks_4(st: MemberState) -> bool:

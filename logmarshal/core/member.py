@@ -97,6 +97,8 @@ class MemberCore:
         # the last pass, due heartbeats as a heap of (due, key) (an entry counts while
         # ``_beat_at[key]`` names its time), and whether to look at every held partition
         self._touched: set[Key] = set()
+        #: partitions of answered MemberHeartbeats (ALO), back on the heap in the next pass
+        self._requeue: list[Key] = []
         self._beats: list[tuple[int, Key]] = []
         self._beat_at: dict[Key, int] = {}
         self._sweep = False
@@ -401,8 +403,18 @@ class MemberCore:
         pending = st.pending
         if len(before) == len(pending) and before.keys() == pending.keys():
             return
+        amo = self.options.mode == "amo"
         for token in before.keys() - pending.keys():
             p = before[token]
+            if p.kind == "beats" and not amo:
+                # a MemberHeartbeat's answer (ALO): each partition it carried goes back on
+                # the heap of due heartbeats in the next pass (``_serve``), without act_held,
+                # which would do nothing else for it: an ALO heartbeat's verdict changes no
+                # fetch and reserves nothing. One whose heartbeat is due by then (its outcome
+                # unknown) is touched there. Two act_held per held partition and heartbeat
+                # become one (docs/performance.md, "Idle member").
+                self._requeue.extend(key for key, _ in p.beats)
+                continue
             self._touched.add((p.topic, p.partition))
             for key, _ in p.beats:  # (a MemberHeartbeat: every partition it carried)
                 self._touched.add(key)
@@ -423,6 +435,7 @@ class MemberCore:
         st = self._st
         if (
             self._touched
+            or self._requeue
             or self._sweep
             or st.stalled
             or st.closing
@@ -457,6 +470,7 @@ class MemberCore:
         st = self._st
         touched, self._touched = self._touched, set()
         sweep, self._sweep = self._sweep, False
+        requeue, self._requeue = self._requeue, []
         beats, at = self._beats, self._beat_at
         held_map = st.held
         beat_pass = False
@@ -482,7 +496,13 @@ class MemberCore:
                 if held is not None and held.heartbeat_token is None:
                     held.next_heartbeat = now
                     touched.add(key)
+        for key in requeue:
+            held = held_map.get(key)
+            if held is not None and held.next_heartbeat <= now:
+                touched.add(key)  # due already: act_held sends it
         if not touched and not sweep:
+            if requeue:
+                self._push(requeue, touched)
             return
         # in the order of st.held, as a pass over all of them would (tokens, writes)
         todo = (
@@ -498,6 +518,22 @@ class MemberCore:
                 if current is None or t < current:
                     at[key] = t
                     heapq.heappush(beats, (t, key))
+        if requeue and not sweep:
+            self._push(requeue, touched)
+
+    def _push(self, keys: list[Key], done: set[Key]) -> None:
+        """Put held partitions back on the heap of due heartbeats (those not in ``done``,
+        which act_held served), as ``_serve`` does after act_held."""
+        held_map, at, beats = self._st.held, self._beat_at, self._beats
+        for key in keys:
+            held = held_map.get(key)
+            if key in done or held is None or held.heartbeat_token is not None or held.unpositioned:
+                continue  # served, lost, or waiting for another heartbeat's answer
+            t = held.next_heartbeat
+            current = at.get(key)
+            if current is None or t < current:
+                at[key] = t
+                heapq.heappush(beats, (t, key))
 
     def _act(self, now: int, wall: int, out: list[Action]) -> None:
         """What to do now, after any event but a poll: releases, what held partitions

@@ -465,3 +465,38 @@ def test_a_fresh_holders_partition_is_claimed_only_once_stale():
         claims += _claims(out)
         out = _land_announcements(core, world, log, now, core.step(now, Tick()))
     assert len(claims + _claims(out)) == 1
+
+
+def test_an_alo_heartbeats_answer_puts_its_partitions_back_without_serving_them(monkeypatch):
+    """An ALO member's MemberHeartbeat answered: its partitions go back on the heap of due
+    heartbeats as they are, without act_held (which would only put them back): one
+    act_held per held partition and heartbeat, not two (an idle member's largest cost per
+    partition; docs/performance.md, "Idle member"). Every partition goes on heartbeating."""
+    import logmarshal.core.member as member_module
+    from rationalizer import MemberHeartbeat, decode
+
+    served: list[tuple[str, int]] = []
+    real = member_module.act_held
+
+    def counted(st, now, held, out):
+        served.append(held.key)
+        return real(st, now, held, out)
+
+    monkeypatch.setattr(member_module, "act_held", counted)
+    world, log = WorldState(), Log()
+    core = MemberCore(options(mode="alo", topics=(("t", 8),), rebalance="none"), [world])
+    out = start(core, world, log)
+    for now in range(1, HB + 1, 5):  # claims land, each partition's first heartbeat
+        out = land_all(core, world, log, now, out + core.step(now, Tick()))
+    assert sorted(core.held()) == [("t", p) for p in range(8)]
+    served.clear()
+    first = len(log.records)
+    for now in range(HB + 1, 6 * HB, 5):
+        out = land_all(core, world, log, now, out + core.step(now, Tick()))
+    beats = [decode(key, value) for _, key, value in log.records[first:]]
+    entries = [(e[0], e[1]) for m in beats if isinstance(m, MemberHeartbeat) for e in m.entries]
+    assert sorted(set(entries)) == [("t", p) for p in range(8)]  # all beat throughout
+    assert len(entries) >= 8 * 6  # (a pass every 0.325..0.65 HB, over 5 HB)
+    assert sorted(core.held()) == [("t", p) for p in range(8)]
+    # each heartbeat served once (as it is sent), not again at its answer
+    assert len(served) <= len(entries) + 8, (len(served), len(entries))
