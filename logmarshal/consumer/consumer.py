@@ -470,6 +470,10 @@ class Consumer:
             self._cond.notify_all()
         self._stop.set()
         self._wake.set()
+        # nothing is handed out from here on: the fetch loop stops now, while the claims are
+        # released (an idle reader's wait in librdkafka, up to readers._IDLE_SLICE, ends
+        # meanwhile instead of after)
+        self._fetcher.stop()
         in_driver = threading.current_thread() is self._thread
         if not in_driver:
             self._thread.join(timeout)
@@ -506,7 +510,6 @@ class Consumer:
         if self._mirror is not None:
             self._mirror.close(final, timeout=5.0 if timeout is None else timeout)
         self._writer.stop(timeout if timeout is not None else self._fetch_wait + 5)
-        self._fetcher.stop()
         if self._fetcher.thread is not threading.current_thread():
             self._fetcher.thread.join(timeout if timeout is not None else self._fetch_wait + 5)
         self._marshaler.detach(self)

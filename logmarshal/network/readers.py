@@ -79,6 +79,12 @@ _AHEAD_MAX_BYTES = 2 * 1024 * 1024
 #: moment), long while every wanted partition is idle
 _LIBRDKAFKA_SLICE = 0.05
 _AHEAD_SLICE = 0.002
+#: _Reader: ... and longer once no record came and no partition was newly wanted for
+#: _IDLE_AFTER: each of librdkafka's waits costs about 0.15 ms of CPU with 256 partitions
+#: assigned (0.40 % of a core at 20 a second, 0.11 % at 4; docs/performance.md, "Idle
+#: member"), while a want that comes then (a new claim) or a stop waits up to this long
+_IDLE_SLICE = 0.2
+_IDLE_AFTER = 1.0
 #: _Reader: records read ahead of a partition's wants that the reader takes from librdkafka
 #: without being asked (below _AHEAD_MAX, where it stops fetching the partition)
 _FILL_AHEAD = 4_000
@@ -223,12 +229,14 @@ class _Reader:
         self._has: set[tuple[str, int]] = set()  # read-ahead or an error on hand
         self._suspended: set[tuple[str, int]] = set()  # unassigned: read-ahead full
         self._records_at = 0.0  # when librdkafka last gave records (time.monotonic)
+        self._wanted_at = 0.0  # when a partition not read before was last wanted
 
     # -- the owner thread ---------------------------------------------------------------
 
     def want(self, topic: str, partition: int, offset: int) -> None:
         key = (topic, partition)
         if key not in self._given:
+            self._wanted_at = time.monotonic()
             self._assign(key, offset)
         elif self._given[key] != offset:
             self._unassign(key)
@@ -291,9 +299,7 @@ class _Reader:
             if starving:
                 # records can only come from librdkafka, whose wait cannot be woken: short
                 # waits while read-ahead is on hand (its want may come any moment)
-                first = consumer.poll(
-                    min(remaining, _AHEAD_SLICE if self._has else _LIBRDKAFKA_SLICE)
-                )
+                first = consumer.poll(min(remaining, self._slice()))
                 if first is not None:  # and what came with it
                     self._take([first, *consumer.consume(_CONSUME_BATCH - 1, 0)])
             else:
@@ -305,6 +311,14 @@ class _Reader:
                 with self._cond:
                     if not self._woken:
                         self._cond.wait(min(remaining, slice_))
+
+    def _slice(self) -> float:
+        """How long the next wait inside librdkafka may last (it cannot be woken)."""
+        if self._has:
+            return _AHEAD_SLICE
+        if time.monotonic() - max(self._records_at, self._wanted_at) < _IDLE_AFTER:
+            return _LIBRDKAFKA_SLICE
+        return _IDLE_SLICE
 
     def _fill(self) -> None:
         """Take what librdkafka has on hand (without waiting) while an assigned partition

@@ -351,3 +351,41 @@ def test_network_consumer_reads_on_the_callers_thread_while_records_flow(broker)
         finally:
             consumer.close()
             marshaler.close()
+
+
+def test_an_idle_network_reader_waits_in_librdkafka_in_longer_slices(broker, monkeypatch) -> None:
+    """librdkafka's wait cannot be woken, so a reader waits in it in slices; each costs
+    CPU (about 0.15 ms with 256 partitions assigned). Once nothing came and nothing new
+    was wanted for a while, the slices are longer (docs/performance.md, "Idle member");
+    a newly wanted partition makes them short again."""
+    monkeypatch.setattr(readers, "_IDLE_AFTER", 0.3)
+    with connect(bootstrap=broker.bootstrap) as cluster:
+        cluster.create_topic("idle", 4)
+        reader = cluster.open_reader()
+        waits: list[float] = []
+        real = reader._consumer
+
+        class Counting:
+            def poll(self, timeout: float):
+                waits.append(timeout)
+                return real.poll(timeout)
+
+            def __getattr__(self, name: str):
+                return getattr(real, name)
+
+        reader._consumer = Counting()
+        try:
+            for p in range(3):
+                reader.want("idle", p, 0)
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                assert reader.poll(0.5) == []
+            assert waits[0] == readers._LIBRDKAFKA_SLICE  # just wanted: short
+            assert max(waits) == readers._IDLE_SLICE > readers._LIBRDKAFKA_SLICE  # idle: long
+            waits.clear()
+            reader.want("idle", 3, 0)  # a new claim's partition
+            assert reader.poll(0.1) == []
+            assert waits and waits[0] <= readers._LIBRDKAFKA_SLICE
+        finally:
+            reader._consumer = real
+            reader.close()
