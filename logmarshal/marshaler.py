@@ -488,43 +488,49 @@ class Marshaler:
     def write_records_async(
         self,
         batches: Mapping[int, Sequence[tuple[bytes, bytes]]],
-        done: Callable[[dict[int, list[Landed] | Exception]], None],
+        done: Callable[[Callable[[], dict[int, list[Landed] | Exception]]], None],
     ) -> None:
-        """:meth:`write_records` of several partitions' records without waiting: ``done``
-        is called (from a thread of the cluster's; it must not block) with the partitions
-        answered together, until each was answered once (a partition that does not exist
-        at once, from this call). Only where :attr:`writes_async`."""
+        """:meth:`write_records` of several partitions' records without waiting. ``done`` is
+        called from a thread of the cluster's (it must not block) for the partitions
+        answered together, until each was answered once (a partition that does not exist at
+        once, from this call), with a function to call once, on the writer's own thread,
+        before anyone acts on the answer: it says where each one's records landed (or what
+        it met), after the replay's checks of our writes that may read the log back (a
+        write the log acknowledged and then lost, :meth:`write_records`). Only where
+        :attr:`writes_async`."""
         if self._closed.is_set():
             raise ClosedError("the marshaler is closed")
         produce_async = self._produce_async
         if produce_async is None:
             raise TypeError(f"{self._cluster!r} does not write without waiting")
-        missing = [cp for cp in batches if not 0 <= cp < self._n]
+        missing = {
+            cp: ValueError(f"no coordination partition {cp} (there are {self._n})")
+            for cp in batches
+            if not 0 <= cp < self._n
+        }
         if missing:
-            done(
-                {
-                    cp: ValueError(f"no coordination partition {cp} (there are {self._n})")
-                    for cp in missing
-                }
-            )
             batches = {cp: records for cp, records in batches.items() if cp not in missing}
             if not batches:
+                done(lambda: dict(missing))
                 return
         now = self.now_ms()
         sent_at = {cp: self._tailer.replayed_to(cp) for cp in batches}
 
         def landed(results: dict[int, ProduceResult | Exception]) -> None:
-            out: dict[int, list[Landed] | Exception] = {}
-            for cp, result in results.items():
-                try:
-                    out[cp] = (
-                        result
-                        if isinstance(result, Exception)
-                        else self._landed(cp, result.offsets, batches[cp], sent_at[cp])
-                    )
-                except Exception as exc:  # (never leave a write unanswered)
-                    out[cp] = exc
-            done(out)
+            def finish() -> dict[int, list[Landed] | Exception]:
+                out: dict[int, list[Landed] | Exception] = {}
+                for cp, result in results.items():
+                    try:
+                        out[cp] = (
+                            result
+                            if isinstance(result, Exception)
+                            else self._landed(cp, result.offsets, batches[cp], sent_at[cp])
+                        )
+                    except Exception as exc:  # (never leave a write unanswered)
+                        out[cp] = exc
+                return out
+
+            done(finish)
 
         produce_async(
             COORDINATION_TOPIC,
@@ -534,6 +540,8 @@ class Marshaler:
             },
             landed,
         )
+        if missing:  # (after the others were handed over: a call that raises answers none)
+            done(lambda: dict(missing))
 
     def write_records_many(
         self, batches: Mapping[int, Sequence[tuple[bytes, bytes]]]

@@ -19,7 +19,6 @@ it is asked for, behind the ones in flight (librdkafka keeps a partition's order
 
 from __future__ import annotations
 
-import functools
 import logging
 import queue
 import threading
@@ -44,13 +43,28 @@ _ALL = -1
 
 
 class _Answers:
-    """Queued for the asynchronous writer: answers from the cluster's thread."""
+    """Queued for the asynchronous writer from the cluster's thread: partitions of a
+    handed-over call answered together (``finish`` says where each landed: on the writer's
+    thread, since it may read the log back)."""
 
-    __slots__ = ("answers", "parts")
+    __slots__ = ("chunk", "finish")
 
-    def __init__(self, answers: list[Written | WriteFailed], parts: int) -> None:
-        self.answers = answers
-        self.parts = parts  # how many partitions' writes they answer
+    def __init__(
+        self, chunk: dict[int, Item], finish: Callable[[], dict[int, list[Landed] | Exception]]
+    ) -> None:
+        self.chunk = chunk
+        self.finish = finish
+
+    @staticmethod
+    def queue_to(
+        q: queue.SimpleQueue[Item | _Answers | None], chunk: dict[int, Item]
+    ) -> Callable[[Callable[[], dict[int, list[Landed] | Exception]]], None]:
+        """The ``done`` of a handed-over call: its answers go to the writer's queue."""
+
+        def done(finish: Callable[[], dict[int, list[Landed] | Exception]]) -> None:
+            q.put(_Answers(chunk, finish))
+
+        return done
 
 
 class CoordinationWriter:
@@ -144,8 +158,10 @@ class CoordinationWriter:
                 if item is _STOP:
                     stopping = True
                 elif isinstance(item, _Answers):
-                    answers.extend(item.answers)
-                    in_flight -= item.parts
+                    results = item.finish()
+                    for cp, written in results.items():
+                        answers.extend(self._answers(cp, item.chunk[cp], written))
+                    in_flight -= len(results)
                 else:
                     writes.extend(item)
                 if q.empty():
@@ -176,7 +192,7 @@ class CoordinationWriter:
             try:
                 self._marshaler.write_records_async(
                     {cp: [(k, v) for _, _, k, v in w] for cp, w in chunk.items()},
-                    functools.partial(self._landed, q, chunk),
+                    _Answers.queue_to(q, chunk),
                 )
             except Exception as exc:
                 for cp, w in chunk.items():
@@ -184,18 +200,6 @@ class CoordinationWriter:
             else:
                 handed += len(chunk)
         return handed
-
-    def _landed(
-        self,
-        q: queue.SimpleQueue[Item | _Answers | None],
-        chunk: dict[int, Item],
-        results: dict[int, list[Landed] | Exception],
-    ) -> None:
-        """(The cluster's thread.) Partitions of a handed-over call answered together."""
-        answers: list[Written | WriteFailed] = []
-        for cp, written in results.items():
-            answers.extend(self._answers(cp, chunk[cp], written))
-        q.put(_Answers(answers, len(results)))
 
     def _send(self, batch: Item) -> None:
         """What queued up meanwhile, each partition's share in calls of ``MAX_BATCH`` (in

@@ -164,7 +164,7 @@ def test_marshaler_over_network_replays_in_one_thread(cluster):
         assert all(b.holder("work", p) == a.identity for p in range(8))
 
 
-def test_a_network_consumers_coordination_writes_go_through_one_thread(cluster):
+def test_a_network_consumers_coordination_writes_go_through_one_thread(cluster, monkeypatch):
     """Over the network one writer thread hands every coordination partition's writes over
     without waiting (the cluster's reports thread answers them): each partition's in the
     order asked, a write to a partition that does not exist failing only its own tokens; a
@@ -192,6 +192,16 @@ def test_a_network_consumers_coordination_writes_go_through_one_thread(cluster):
     with Marshaler(cluster, "a", "g", heartbeat_interval=5.0, coordination_partitions=4) as m:
         assert m.writes_async and not m.writes_together
         ends = {cp: cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in (0, 3)}
+        # the replay's checks of our writes may read the log back: on the writer's thread,
+        # before the answer goes on, never on the thread that serves every delivery report
+        checked_on: list[str] = []
+        mark_written = m._tailer.mark_written
+
+        def recording(*args, **kwargs):
+            checked_on.append(threading.current_thread().name)
+            return mark_written(*args, **kwargs)
+
+        monkeypatch.setattr(m._tailer, "mark_written", recording)
         writer = CoordinationWriter(m, answer, "wa", asynchronous=True)
         try:
             names = [t.name for t in threading.enumerate() if t.name.startswith("wa:write:")]
@@ -211,6 +221,7 @@ def test_a_network_consumers_coordination_writes_go_through_one_thread(cluster):
         assert [got[1].offset, got[3].offset] == [ends[0], ends[0] + 1]
         assert [got[2].offset, got[4].offset] == [ends[3], ends[3] + 1]
         assert not [t for t in threading.enumerate() if t.name.startswith("wa:write:")]
+        assert checked_on and set(checked_on) == {"wa:write:all"}
 
     class Gated(Marshaler):
         def write_records(self, cp, records):
