@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, Producer
@@ -61,15 +61,7 @@ def produce_records(
     for index, rec in enumerate(records):
         while True:
             try:
-                producer.produce(
-                    topic,
-                    value=rec.value,
-                    key=rec.key,
-                    partition=partition,
-                    timestamp=rec.timestamp,
-                    headers=list(rec.headers) if rec.headers else None,
-                    on_delivery=functools.partial(delivered, index),
-                )
+                produce_one(producer, topic, partition, rec, functools.partial(delivered, index))
                 break
             except BufferError:  # the local queue is full: serve callbacks, try again
                 producer.poll(0.05)
@@ -90,6 +82,25 @@ def produce_records(
     if isinstance(result, Exception):
         raise result
     return result
+
+
+def produce_one(
+    producer: Producer,
+    topic: str,
+    partition: int,
+    rec: NewRecord,
+    on_delivery: Callable[[KafkaError | None, Any], None],
+) -> None:
+    """Hand one record to librdkafka (its BufferError and KafkaException are the caller's)."""
+    producer.produce(
+        topic,
+        value=rec.value,
+        key=rec.key,
+        partition=partition,
+        timestamp=rec.timestamp,
+        headers=list(rec.headers) if rec.headers else None,
+        on_delivery=on_delivery,
+    )
 
 
 def produce_result(

@@ -27,7 +27,7 @@ from storage import NewRecord
 from ..cluster import ProduceResult
 from ..errors import ClosedError, NetworkError
 from .error_map import _raise_from
-from .produce import produce_result
+from .produce import produce_one, produce_result
 
 __all__ = ["DeliveryReports", "Done"]
 
@@ -129,15 +129,8 @@ class DeliveryReports:
         for index, rec in enumerate(records):
             while True:
                 try:
-                    self._producer.produce(
-                        topic,
-                        value=rec.value,
-                        key=rec.key,
-                        partition=cp,
-                        timestamp=rec.timestamp,
-                        headers=list(rec.headers) if rec.headers else None,
-                        on_delivery=functools.partial(self._delivered, call, cp, index),
-                    )
+                    delivered = functools.partial(self._delivered, call, cp, index)
+                    produce_one(self._producer, topic, cp, rec, delivered)
                     break
                 except BufferError:  # the local queue is full: this object's thread drains it
                     if time.monotonic() >= call.deadline - _GRACE:

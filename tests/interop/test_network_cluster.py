@@ -15,7 +15,7 @@ from logmarshal import Marshaler, Producer, connect
 from logmarshal import _coordlog as coordlog
 from logmarshal import _direct as direct
 from logmarshal.consumer.writer import CoordinationWriter
-from logmarshal.core import Write, WriteFailed, Written
+from logmarshal.core import WriteFailed, Written
 from logmarshal.errors import (
     InvalidTopicName,
     OffsetOutOfRange,
@@ -24,10 +24,9 @@ from logmarshal.errors import (
     UnknownTopic,
 )
 from logmarshal.marshaler import COORDINATION_TOPIC, CoordinationTopicError
-from rationalizer import AnnouncingMember
-from rationalizer._codec import encode
 from storage import NewRecord
 from storage._records import decode_columns_from
+from tests.logmarshal.consumer.test_writer import _write
 
 
 @pytest.fixture
@@ -177,18 +176,6 @@ def test_a_network_consumers_coordination_writes_go_through_one_thread(cluster, 
         if sum(len(a) for a in answered) >= 5:
             want.set()
 
-    def write(token: int, cp: int) -> Write:
-        key, value = encode(
-            AnnouncingMember(
-                client_id=f"c{token}",
-                instance_id="i",
-                group_id="g",
-                topics=(("t", 1),),
-                heartbeat_interval_ms=5000,
-            )
-        )
-        return Write(token, cp, key, value, "announce")
-
     with Marshaler(cluster, "a", "g", heartbeat_interval=5.0, coordination_partitions=4) as m:
         assert m.writes_async and not m.writes_together
         ends = {cp: cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in (0, 3)}
@@ -206,7 +193,7 @@ def test_a_network_consumers_coordination_writes_go_through_one_thread(cluster, 
         try:
             names = [t.name for t in threading.enumerate() if t.name.startswith("wa:write:")]
             assert names == ["wa:write:all"]
-            writer.write([write(1, 0), write(2, 3), write(3, 0), write(4, 3), write(5, 99)])
+            writer.write([_write(1, 0), _write(2, 3), _write(3, 0), _write(4, 3), _write(5, 99)])
             assert want.wait(10)
         finally:
             writer.stop(10)
