@@ -118,6 +118,7 @@ class NetworkCluster:
 
     def _producer(self, durable: bool) -> Producer:
         with self._lock:
+            self._check_open()  # (one made after close would live on, never flushed)
             producer = self._producers.get(durable)
             if producer is None:
                 producer = Producer(

@@ -9,6 +9,9 @@ producer: a report is served as it arrives, and the partitions of a call whose r
 in one poll are answered together (a heartbeat pass's records, one per coordination
 partition, then cost one answer). A partition whose broker is away holds up only its own
 answer: librdkafka reports each record once, at the latest after ``delivery.timeout.ms``.
+The records of a partition land in the order handed over; their answers may reach ``done``
+out of that order across calls (one call waiting to gather its partitions while a later one
+of a single partition is answered): callers match answers by call, not by order.
 """
 
 from __future__ import annotations
@@ -141,6 +144,8 @@ class DeliveryReports:
                     time.sleep(0.01)
                 except KafkaException as exc:
                     return _raise_from(exc, topic, cp)
+                except Exception as exc:  # (any other refusal: still this partition's alone)
+                    return NetworkError(f"produce to {topic}/{cp}: {exc!r}")
         return None
 
     def produce(self, topic: str, partition: int, records: Sequence[NewRecord]) -> ProduceResult:

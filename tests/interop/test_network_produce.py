@@ -269,3 +269,30 @@ def test_closing_answers_the_durable_writes_in_flight(broker, monkeypatch) -> No
     with pytest.raises(ClosedError):
         network.produce_async("t", {0: [NewRecord(b"x", timestamp=0)]}, done)
     assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-reports:")]
+
+
+class RefusesPartition1(OneReportAPoll):
+    """Hands partition 0's records over; refuses partition 1's with an unexpected error."""
+
+    def produce(self, topic, value=None, key=None, partition=0, on_delivery=None, **kw) -> None:
+        if partition == 1:
+            raise TypeError("refused")
+        super().produce(topic, value, key, partition, on_delivery)
+
+
+def test_a_partition_refused_on_hand_over_is_answered_once_alone(network, monkeypatch) -> None:
+    """A record librdkafka refuses at once (any error) fails its partition alone, once; the
+    partition handed over before it is answered as it lands, once."""
+    fake = RefusesPartition1()
+    monkeypatch.setattr(network, "_producer", lambda durable: fake)
+    done = _Done()
+    network.produce_async(
+        "t", {0: [NewRecord(b"a", timestamp=0)], 1: [NewRecord(b"b", timestamp=0)]}, done
+    )
+    assert done.wait_for(2, 5.0)
+    time.sleep(0.3)  # (a second answer of either would come by now)
+    answered = [cp for _, results in done.calls for cp in results]
+    assert sorted(answered) == [0, 1]
+    got = {cp: r for _, results in done.calls for cp, r in results.items()}
+    assert got[0].offsets == (0,)
+    assert isinstance(got[1], NetworkError) and "refused" in str(got[1])
