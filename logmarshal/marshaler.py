@@ -458,10 +458,7 @@ class Marshaler:
         now = self.now_ms()
         sent_at = self._tailer.replayed_to(cp)  # a record landing below it: the log went back
         result = self._cluster.produce(
-            COORDINATION_TOPIC,
-            cp,
-            [NewRecord(value=value, key=key, timestamp=now) for key, value in records],
-            durable=True,
+            COORDINATION_TOPIC, cp, _new_records(records, now), durable=True
         )
         return self._landed(cp, result.offsets, records, sent_at)
 
@@ -503,16 +500,8 @@ class Marshaler:
         produce_async = self._produce_async
         if produce_async is None:
             raise TypeError(f"{self._cluster!r} does not write without waiting")
-        missing = {
-            cp: ValueError(f"no coordination partition {cp} (there are {self._n})")
-            for cp in batches
-            if not 0 <= cp < self._n
-        }
-        if missing:
-            batches = {cp: records for cp, records in batches.items() if cp not in missing}
-            if not batches:
-                done(lambda: dict(missing))
-                return
+        missing = self._missing(batches)
+        batches = {cp: records for cp, records in batches.items() if cp not in missing}
         now = self.now_ms()
         sent_at = {cp: self._tailer.replayed_to(cp) for cp in batches}
 
@@ -532,16 +521,22 @@ class Marshaler:
 
             done(finish)
 
-        produce_async(
-            COORDINATION_TOPIC,
-            {
-                cp: [NewRecord(value=value, key=key, timestamp=now) for key, value in records]
-                for cp, records in batches.items()
-            },
-            landed,
-        )
+        if batches:
+            produce_async(
+                COORDINATION_TOPIC,
+                {cp: _new_records(records, now) for cp, records in batches.items()},
+                landed,
+            )
         if missing:  # (after the others were handed over: a call that raises answers none)
             done(lambda: dict(missing))
+
+    def _missing(self, cps: Iterable[int]) -> dict[int, Exception]:
+        """The error of each of ``cps`` that is no coordination partition."""
+        return {
+            cp: ValueError(f"no coordination partition {cp} (there are {self._n})")
+            for cp in cps
+            if not 0 <= cp < self._n
+        }
 
     def write_records_many(
         self, batches: Mapping[int, Sequence[tuple[bytes, bytes]]]
@@ -563,18 +558,12 @@ class Marshaler:
                 except Exception as exc:
                     out[cp] = exc
             return out
-        for cp in batches:
-            if not 0 <= cp < self._n:
-                out[cp] = ValueError(f"no coordination partition {cp} (there are {self._n})")
+        out.update(self._missing(batches))
         now = self.now_ms()
         sent_at = {cp: self._tailer.replayed_to(cp) for cp in batches if cp not in out}
         results = produce_many(
             COORDINATION_TOPIC,
-            {
-                cp: [NewRecord(value=value, key=key, timestamp=now) for key, value in records]
-                for cp, records in batches.items()
-                if cp not in out
-            },
+            {cp: _new_records(records, now) for cp, records in batches.items() if cp not in out},
             durable=True,
         )
         for cp, result in results.items():
@@ -776,3 +765,8 @@ class Marshaler:
             f"Marshaler(group={self._group_id!r}, client={self._client_id!r}, "
             f"instance={self._instance_id!r})"
         )
+
+
+def _new_records(records: Sequence[tuple[bytes, bytes]], now: int) -> list[NewRecord]:
+    """Encoded ``(key, value)`` coordination records as records to produce, stamped ``now``."""
+    return [NewRecord(value=value, key=key, timestamp=now) for key, value in records]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..core import Write, WriteFailed, Written
 from ..errors import ClosedError
@@ -40,6 +40,16 @@ MAX_BATCH = 512
 Item = list[tuple[int, int, bytes, bytes]]
 #: the queue of the one thread that writes to every partition (``together``, ``asynchronous``)
 _ALL = -1
+
+
+def _chunks(writes: Item) -> Iterator[dict[int, Item]]:
+    """``writes`` by partition (each in the order asked), in rounds of at most ``MAX_BATCH``
+    of each partition's: a partition's second round comes after its first."""
+    by_cp: dict[int, Item] = {}
+    for entry in writes:
+        by_cp.setdefault(entry[0], []).append(entry)
+    for start in range(0, max(len(w) for w in by_cp.values()), MAX_BATCH):
+        yield {cp: w[start : start + MAX_BATCH] for cp, w in by_cp.items() if len(w) > start}
 
 
 class _Answers:
@@ -183,12 +193,8 @@ class CoordinationWriter:
         """Hand ``writes`` to the cluster, each partition's share in calls of ``MAX_BATCH``
         (in order); how many partitions' writes are now in flight (a call refused at once is
         answered into ``answers``)."""
-        by_cp: dict[int, Item] = {}
-        for entry in writes:
-            by_cp.setdefault(entry[0], []).append(entry)
         handed = 0
-        for start in range(0, max(len(w) for w in by_cp.values()), MAX_BATCH):
-            chunk = {cp: w[start : start + MAX_BATCH] for cp, w in by_cp.items() if len(w) > start}
+        for chunk in _chunks(writes):
             try:
                 self._marshaler.write_records_async(
                     {cp: [(k, v) for _, _, k, v in w] for cp, w in chunk.items()},
@@ -205,12 +211,8 @@ class CoordinationWriter:
         """What queued up meanwhile, each partition's share in calls of ``MAX_BATCH`` (in
         order, one flush each; together, every partition's in one call); answered all
         together."""
-        by_cp: dict[int, Item] = {}
-        for entry in batch:
-            by_cp.setdefault(entry[0], []).append(entry)
         answers: list[Written | WriteFailed] = []
-        for start in range(0, max(len(w) for w in by_cp.values()), MAX_BATCH):
-            chunk = {cp: w[start : start + MAX_BATCH] for cp, w in by_cp.items() if len(w) > start}
+        for chunk in _chunks(batch):
             if self._together:
                 answers.extend(self._write_many(chunk))
             else:

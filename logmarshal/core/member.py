@@ -53,6 +53,7 @@ from .events import (
 )
 from .fetching import move, on_bounds, on_fetched, on_out_of_range
 from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out, write_beats
+from .held import Held
 from .holding import give_up
 from .membership import announce_member, rebalance, target
 from .options import CoreOptions
@@ -500,40 +501,32 @@ class MemberCore:
             held = held_map.get(key)
             if held is not None and held.next_heartbeat <= now:
                 touched.add(key)  # due already: act_held sends it
-        if not touched and not sweep:
-            if requeue:
-                self._push(requeue, touched)
-            return
-        # in the order of st.held, as a pass over all of them would (tokens, writes)
-        todo = (
-            list(held_map.items())
-            if sweep
-            else [(k, held_map[k]) for k in held_map if k in touched]
-        )
-        for key, held in todo:
-            act_held(st, now, held, out)
-            if held.heartbeat_token is None and not held.unpositioned:
-                t = held.next_heartbeat
-                current = at.get(key)
-                if current is None or t < current:
-                    at[key] = t
-                    heapq.heappush(beats, (t, key))
-        if requeue and not sweep:
-            self._push(requeue, touched)
+        if touched or sweep:
+            # in the order of st.held, as a pass over all of them would (tokens, writes)
+            todo = (
+                list(held_map.items())
+                if sweep
+                else [(k, held_map[k]) for k in held_map if k in touched]
+            )
+            for key, held in todo:
+                act_held(st, now, held, out)
+                self._schedule(key, held)
+        if not sweep:  # (a sweep served every held partition)
+            for key in requeue:
+                held = held_map.get(key)
+                if held is not None and key not in touched:  # (else act_held served it)
+                    self._schedule(key, held)
 
-    def _push(self, keys: list[Key], done: set[Key]) -> None:
-        """Put held partitions back on the heap of due heartbeats (those not in ``done``,
-        which act_held served), as ``_serve`` does after act_held."""
-        held_map, at, beats = self._st.held, self._beat_at, self._beats
-        for key in keys:
-            held = held_map.get(key)
-            if key in done or held is None or held.heartbeat_token is not None or held.unpositioned:
-                continue  # served, lost, or waiting for another heartbeat's answer
-            t = held.next_heartbeat
-            current = at.get(key)
-            if current is None or t < current:
-                at[key] = t
-                heapq.heappush(beats, (t, key))
+    def _schedule(self, key: Key, held: Held) -> None:
+        """Put ``held`` on the heap of due heartbeats at its next heartbeat, unless one is in
+        flight (its answer puts it back) or it carries no position yet."""
+        if held.heartbeat_token is not None or held.unpositioned:
+            return
+        t = held.next_heartbeat
+        current = self._beat_at.get(key)
+        if current is None or t < current:
+            self._beat_at[key] = t
+            heapq.heappush(self._beats, (t, key))
 
     def _act(self, now: int, wall: int, out: list[Action]) -> None:
         """What to do now, after any event but a poll: releases, what held partitions

@@ -224,11 +224,14 @@ class DeliveryReports:
             if due:
                 self._calls = [c for c in self._calls if c.unanswered]
         for call, results in due:
-            try:
-                call.done(results)
-            except Exception:
-                log.exception("%s: a write's done callback failed", self._name)
+            self._pass_on(call, results)
         return wait
+
+    def _pass_on(self, call: _Call, results: dict[int, ProduceResult | Exception]) -> None:
+        try:
+            call.done(results)
+        except Exception:
+            log.exception("%s: a write's done callback failed", self._name)
 
     def close(self, timeout: float) -> None:
         """Serve what is in flight for up to ``timeout``, then answer the rest with
@@ -249,7 +252,4 @@ class DeliveryReports:
             thread.join(2 * _POLL)  # (nothing in flight now: it ends after its last poll)
         for call, cps in unanswered:
             closed = ClosedError(f"{self._name}: closed before the write was answered")
-            try:
-                call.done(dict.fromkeys(cps, closed))
-            except Exception:
-                log.exception("%s: a write's done callback failed", self._name)
+            self._pass_on(call, dict.fromkeys(cps, closed))
