@@ -55,6 +55,7 @@ from .state import (
     cooling,
     cp_of,
     group_position,
+    held_here,
     me,
     not_to_claim,
     releasing,
@@ -424,16 +425,17 @@ def adopt_orphans(
     give them back."""
     topics = subscribed(st)
     giving_back = releasing(st)
-    mine = me(st)
     for cp, world in enumerate(st.worlds):
         trusted = st.halted.get(cp)
-        for c in world.claims_of_instance(st.options.group_id, mine, taken):
-            key = (c.topic, c.partition)
+        ours = held_here(st, cp)
+        if ours <= taken:
+            continue  # (every one we hold there, we track or are claiming: the idle case)
+        for key in sorted(ours - taken):
             if key in taken:
                 continue  # (taken in an earlier world of this pass)
             if trusted is not None and key not in trusted:
                 continue  # a halted coordination partition's world (core.rewind)
-            if c.topic not in topics or key in giving_back or cooling(st, key, now):
+            if key[0] not in topics or key in giving_back or cooling(st, key, now):
                 continue  # one we are giving back: the replay has not shown it yet
             taken.add(key)
             if wanted(st) <= 0 or (keep is not None and key not in keep):
@@ -447,7 +449,7 @@ def adopt_orphans(
                 continue
             # we do not know when we sent what the log accepted: start with a lapsed lease,
             # so nothing is handed out before our next heartbeat is accepted
-            adopt(st, c.topic, c.partition, now - st.options.fence_after_ms, None, "recovered", out)
+            adopt(st, *key, now - st.options.fence_after_ms, None, "recovered", out)
 
 
 # -- release_if_behind ---------------------------------------------------------------------------

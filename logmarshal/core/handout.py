@@ -10,12 +10,12 @@ in flight at a time (``delivery.AtMostOnce``).
 
 from __future__ import annotations
 
-from rationalizer import ClaimingMessages, MemberHeartbeat
+from rationalizer import ClaimingMessages, MemberHeartbeat, encode
 from rationalizer._messages import MAX_BEAT_ENTRIES
 
 from .actions import Action, Fetch, HandOut, NoStart
 from .held import Held
-from .records import heartbeat_record, ids, write
+from .records import heartbeat_record, ids, write, write_encoded
 from .state import MemberState, Pending, claim_of, me, position, vector, withheld
 
 __all__ = [
@@ -134,7 +134,7 @@ def heartbeat(
         held.next_heartbeat = now + heartbeat_gap(st, held)
         held.beaten_through = max(held.beaten_through, pos)
         if alone:  # right behind its reservation, in order: a MemberHeartbeat of its own
-            _write_beats(st, now, held.cp, [(held, pos)], out)
+            _write_beats(st, now, held.cp, -1, [(held, pos)], out)
         else:
             st.beat_queue.setdefault(held.cp, {})[held.key] = pos
             held.heartbeat_token = QUEUED
@@ -168,21 +168,25 @@ def write_beats(st: MemberState, now: int, out: list[Action]) -> None:
                 continue
             beats.append((held, pos))
         for i in range(0, len(beats), MAX_BEAT_ENTRIES):
-            _write_beats(st, now, cp, beats[i : i + MAX_BEAT_ENTRIES], out)
+            _write_beats(st, now, cp, i // MAX_BEAT_ENTRIES, beats[i : i + MAX_BEAT_ENTRIES], out)
 
 
 def _write_beats(
-    st: MemberState, now: int, cp: int, beats: list[tuple[Held, int]], out: list[Action]
+    st: MemberState,
+    now: int,
+    cp: int,
+    chunk: int,
+    beats: list[tuple[Held, int]],
+    out: list[Action],
 ) -> None:
     """One MemberHeartbeat of ``beats`` (held partitions of named tenures in ``cp``, in
-    (topic, partition) order, with the positions they carry)."""
+    (topic, partition) order, with the positions they carry): chunk ``chunk`` of ``cp``'s.
+    The same entries as this chunk's last record are the same bytes (``st.beat_records``)."""
     entries = []
     for h, pos in beats:
         assert h.tenure is not None  # (only a named tenure's heartbeat is queued)
         entries.append((h.topic, h.partition, h.tenure, pos))
-    msg = MemberHeartbeat(
-        **ids(st), heartbeat_interval_ms=st.options.heartbeat_interval_ms, entries=tuple(entries)
-    )
+    said = tuple(entries)
     first = beats[0][0]
     p = Pending(
         "beats",
@@ -192,7 +196,16 @@ def _write_beats(
         now,
         beats=tuple((h.key, pos) for h, pos in beats),
     )
-    token = write(st, out, p, msg)
+    last = st.beat_records.get((cp, chunk))
+    if last is not None and last[0] == said:
+        token = write_encoded(st, out, p, last[1], last[2])
+    else:
+        msg = MemberHeartbeat(
+            **ids(st), heartbeat_interval_ms=st.options.heartbeat_interval_ms, entries=said
+        )
+        key, value = encode(msg)
+        st.beat_records[(cp, chunk)] = (said, key, value)
+        token = write_encoded(st, out, p, key, value)
     for h, _ in beats:
         h.heartbeat_token = token
 

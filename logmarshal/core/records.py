@@ -23,7 +23,7 @@ from .actions import Action, Write
 from .release import Position
 from .state import Key, MemberState, Pending, withheld
 
-__all__ = ["WriterIds", "heartbeat_record", "ids", "release_record", "write"]
+__all__ = ["WriterIds", "heartbeat_record", "ids", "release_record", "write", "write_encoded"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,13 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: Message) -> int:
 
     Nothing is written to a halted coordination partition (``core.rewind``) but for a
     partition the log determines again there: the last guard, whatever asked for it."""
+    key, value = encode(msg)
+    return write_encoded(st, out, p, key, value)
+
+
+def write_encoded(st: MemberState, out: list[Action], p: Pending, key: bytes, value: bytes) -> int:
+    """:func:`write` of a record encoded already (``key``, ``value``: the bytes a member's
+    repeated MemberHeartbeat had last time)."""
     if st.halted and withheld(st, p):
         log.debug(
             "not writing %s of %s/%d: coordination partition %d is halted",
@@ -58,7 +65,6 @@ def write(st: MemberState, out: list[Action], p: Pending, msg: Message) -> int:
         )
         return 0
     st.token += 1
-    key, value = encode(msg)
     p.token = st.token
     st.pending[st.token] = p
     # (a MemberHeartbeat is a heartbeat to whoever traces writes)

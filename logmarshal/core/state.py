@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from rationalizer import WorldState, coordination_partition, membership_partition
-from rationalizer._messages import task_last_offset
+from rationalizer._messages import BeatEntry, task_last_offset
 
 from .assignment import Unit
 from .delivery import Delivery, delivery_for
@@ -36,6 +36,7 @@ __all__ = [
     "cooling",
     "cp_of",
     "group_position",
+    "held_here",
     "me",
     "new_state",
     "not_to_claim",
@@ -154,6 +155,14 @@ class MemberState:
     #: ``membership.rebalance``'s last comparison of ``held`` with the target: (the target,
     #: held_changes, nothing to move away, nothing to bid for)
     fit: tuple[Any, int, bool, bool] | None = None
+    #: per coordination partition, what its replay says this instance holds, as last read:
+    #: (the world, its ``ownership_epoch`` then, the keys); read again only once a holder
+    #: there changed (:func:`held_here`)
+    held_there: dict[int, tuple[WorldState, int, frozenset[Key]]] = attrs.field(factory=dict)
+    #: per coordination partition, the replay's last check of what we hold there found
+    #: nothing to lose at (the world, its ``ownership_epoch``, held_changes): nothing
+    #: moved since, nothing to look at again (``verdicts.check_replay``)
+    replay_checked: dict[int, tuple[WorldState, int, int]] = attrs.field(factory=dict)
     #: a held task's source partitions by key (what fetches, hand-outs and commits name)
     sources: dict[Key, Held] = attrs.field(factory=dict)
     #: writes in flight, by token
@@ -207,6 +216,13 @@ class MemberState:
     #: position to carry), written as one MemberHeartbeat each when the step ends
     #: (``handout.write_beats``)
     beat_queue: dict[int, dict[Key, int]] = attrs.field(factory=dict)
+    #: version 7: the last MemberHeartbeat written per (coordination partition, chunk): its
+    #: entries and encoded key and value. An idle member's next pass carries the same
+    #: entries, so its record is the same bytes: not built, validated and encoded again
+    #: (``handout._write_beats``; docs/performance.md, "Idle member")
+    beat_records: dict[tuple[int, int], tuple[tuple[BeatEntry, ...], bytes, bytes]] = attrs.field(
+        factory=dict
+    )
 
 
 def new_state(
@@ -246,6 +262,21 @@ def new_state(
 
 def me(st: MemberState) -> tuple[str, str]:
     return (st.options.client_id, st.options.instance_id)
+
+
+def held_here(st: MemberState, cp: int) -> frozenset[Key]:
+    """(topic, partition) of every partition of our group that the replay of ``cp`` says
+    this instance holds. Read from the world (a look at each partition of the group there)
+    only when a holder there changed since (its ``ownership_epoch`` moved) or the world was
+    replaced: an idle member asks every claim pass and every replay step."""
+    world = st.worlds[cp]
+    epoch = world.ownership_epoch
+    last = st.held_there.get(cp)
+    if last is not None and last[0] is world and last[1] == epoch:
+        return last[2]
+    keys = frozenset(world.held_by(st.options.group_id, me(st)))
+    st.held_there[cp] = (world, epoch, keys)
+    return keys
 
 
 def subscribed(st: MemberState) -> set[str]:

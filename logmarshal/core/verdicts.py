@@ -17,7 +17,7 @@ from .actions import Action
 from .claims import resume_after_takeover, resume_task_after_takeover, retake_refused
 from .held import Held
 from .holding import adopt, announce, become_fenced, lose
-from .state import MemberState, Pending, me
+from .state import MemberState, Pending, held_here, me
 
 __all__ = ["check_replay", "on_unknown", "resolve_landed", "restart", "stall_began"]
 
@@ -239,14 +239,21 @@ def check_replay(st: MemberState, cp: int, out: list[Action]) -> None:
     if world.is_fenced(*mine):
         become_fenced(st, out)
         return
-    here = [(key, held) for key, held in st.held.items() if held.cp == cp]
-    if not here:
-        return
-    ours = world.held_by(st.options.group_id, mine)
-    for key, held in here:
+    checked = st.replay_checked.get(cp)
+    epoch = world.ownership_epoch
+    if (
+        checked is not None
+        and checked[0] is world
+        and checked[1] == epoch
+        and checked[2] == st.held_changes
+    ):
+        return  # no holder there and nothing we hold changed since the last look
+    ours = held_here(st, cp)
+    for key, held in [(key, held) for key, held in st.held.items() if held.cp == cp]:
         if key not in ours:
             holder = world.holder(st.options.group_id, held.topic, held.partition)
             lose(st, held, f"the replay shows holder {holder}", out)
+    st.replay_checked[cp] = (world, epoch, st.held_changes)
 
 
 def reserved_already(st: MemberState, held: Held, through: int) -> bool:

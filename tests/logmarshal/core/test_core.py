@@ -467,6 +467,54 @@ def test_a_fresh_holders_partition_is_claimed_only_once_stale():
     assert len(claims + _claims(out)) == 1
 
 
+def test_an_idle_members_repeated_heartbeat_is_not_built_again_and_a_moved_one_is(monkeypatch):
+    """An idle member's heartbeat passes carry the same entries: the MemberHeartbeat of a
+    coordination partition is built, validated and encoded once and its bytes written
+    again (docs/performance.md, "Idle member"). A partition whose position moved makes the
+    next pass's record anew, carrying the new position."""
+    import logmarshal.core.handout as handout_module
+    from rationalizer import MemberHeartbeat, decode
+
+    built: list[MemberHeartbeat] = []
+
+    def counted(**fields):
+        msg = MemberHeartbeat(**fields)
+        built.append(msg)
+        return msg
+
+    monkeypatch.setattr(handout_module, "MemberHeartbeat", counted)
+    world, log = WorldState(), Log()
+    core = MemberCore(options(mode="alo", topics=(("t", 4),), rebalance="none"), [world])
+    out = start(core, world, log)
+    for now in range(1, HB + 1, 5):  # claims land, each partition's first heartbeat
+        out = land_all(core, world, log, now, out + core.step(now, Tick()))
+    assert sorted(core.held()) == [("t", p) for p in range(4)]
+
+    def passes(since: int, until: int) -> list[MemberHeartbeat]:
+        nonlocal out
+        first = len(log.records)
+        for now in range(since, until, 5):
+            out = land_all(core, world, log, now, out + core.step(now, Tick()))
+        records = [decode(key, value) for _, key, value in log.records[first:]]
+        return [m for m in records if isinstance(m, MemberHeartbeat)]
+
+    passes(HB + 1, 2 * HB)  # (settled: every partition's position is its last one)
+    built.clear()
+    idle = passes(2 * HB, 6 * HB)
+    assert len(idle) >= 5 and len({m.entries for m in idle}) == 1  # the same record, again
+    assert built == []  # ... and never built again
+    fetch = next(a for a in out if isinstance(a, Fetch) and a.partition == 2)
+    core.step(6 * HB, Fetched(fetch.token, "t", 2, tuple((o, b"x") for o in range(3))))
+    handed = [a for a in core.step(6 * HB, Poll(100)) if isinstance(a, HandOut)]
+    assert [o for h in handed for o, _ in h.records] == [0, 1, 2]
+    core.commit("t", 2, [0, 1, 2])
+    moved = passes(6 * HB, 8 * HB)
+    positions = {(e[0], e[1]): e[3] for m in moved for e in m.entries}
+    assert positions[("t", 2)] == 2  # the new position is written ...
+    assert len(built) == 1 and built[0].entries == moved[-1].entries  # ... in a record built once
+    assert {(e[0], e[1]): e[3] for e in built[0].entries} == positions
+
+
 def test_an_alo_heartbeats_answer_puts_its_partitions_back_without_serving_them(monkeypatch):
     """An ALO member's MemberHeartbeat answered: its partitions go back on the heap of due
     heartbeats as they are, without act_held (which would only put them back): one
