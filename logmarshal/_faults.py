@@ -93,12 +93,17 @@ class FaultyCluster:
 
     What the inner cluster's class offers of several partitions in one call
     (``produce_many``, ``fetch_batches_many``: the embedded edge's one writer thread and one
-    replay thread) is offered here too, each partition meeting its faults as in a call of
-    its own, and ``wake_fetches`` and ``cancel_fetches`` are passed through (a stopping
-    replay is not gated); a wrapper of a cluster without them has none.
+    replay thread; ``produce_async``: the network edge's writer) is offered here too, each
+    partition meeting its faults as in a call of its own, and ``wake_fetches`` and
+    ``cancel_fetches`` are passed through (a stopping replay is not gated); a wrapper of a
+    cluster without them has none. The answers of ``produce_async`` that come while the
+    member is frozen are held until it thaws (its threads would not run meanwhile; the
+    inner cluster's thread that answers is shared, so it is not held up), and once it is
+    killed every one is the fault.
     """
 
     produce_many: Callable[..., dict[int, ProduceResult | Exception]]
+    produce_async: Callable[..., None]
     fetch_batches_many: Callable[..., dict[int, bytes | Exception] | None]
     wake_fetches: Callable[[str, Iterable[int]], None]
     cancel_fetches: Callable[[Iterable[int]], None]
@@ -122,9 +127,13 @@ class FaultyCluster:
         self._running = threading.Event()
         self._running.set()
         self._dead = False
+        #: answers of produce_async that came while frozen: (done, results), in order
+        self._held: list[tuple[Callable[[dict[int, ProduceResult | Exception]], None], dict]] = []
         self.events: list[FaultEvent] = []
         if inspect.getattr_static(inner, "produce_many", None) is not None:
             self.produce_many = self._produce_many
+        if inspect.getattr_static(inner, "produce_async", None) is not None:
+            self.produce_async = self._produce_async
         if inspect.getattr_static(inner, "fetch_batches_many", None) is not None:
             self.fetch_batches_many = self._fetch_batches_many
         if inspect.getattr_static(inner, "wake_fetches", None) is not None:
@@ -158,12 +167,20 @@ class FaultyCluster:
 
     def thaw(self) -> None:
         log.info("fault: thawing %s", self._name)
-        self._running.set()
+        with self._lock:
+            self._running.set()
+            held, self._held = self._held, []
+        for done, results in held:  # what came while frozen, heard now
+            done(results)
 
     def kill(self) -> None:
         log.info("fault: killing %s", self._name)
-        self._dead = True
-        self._running.set()  # wake blocked calls so they fail
+        with self._lock:
+            self._dead = True
+            self._running.set()  # wake blocked calls so they fail
+            held, self._held = self._held, []
+        for done, results in held:
+            done(self._killed(results))
 
     def injected(self) -> Counter[str]:
         """How many faults of each kind were injected so far."""
@@ -306,6 +323,71 @@ class FaultyCluster:
             if not isinstance(out[partition], Exception):
                 out[partition] = self._dropped(topic, partition, n)
         return {partition: out[partition] for partition in batches}
+
+    def _produce_async(
+        self,
+        topic: str,
+        batches: Mapping[int, Sequence[NewRecord]],
+        done: Callable[[dict[int, ProduceResult | Exception]], None],
+    ) -> None:
+        """``produce_async`` of the inner cluster, each partition's share meeting the faults
+        of a ``produce`` of its own (delays are slept here, on the caller's thread): a failed
+        one is not written and is answered with the fault, a dropped one is written and
+        answered with the fault. A call that raises answers none (as the inner one)."""
+        self._gate()
+        inner: Callable[..., None]
+        inner = self._inner.produce_async  # type: ignore[attr-defined]  # offered only if there
+        answer = self._answer_to(done)
+        if not self._applies(topic):
+            inner(topic, batches, answer)
+            return
+        failed: dict[int, ProduceResult | Exception] = {}
+        send: dict[int, Sequence[NewRecord]] = {}
+        dropped: dict[int, int] = {}
+        for partition, records in batches.items():
+            kind, n = self._roll("produce", topic, partition)
+            if kind == "fail":
+                failed[partition] = InjectedFault(
+                    f"produce to {topic}/{partition} lost before the log"
+                )
+                continue
+            send[partition] = records
+            if kind == "drop":
+                dropped[partition] = n
+
+        def landed(results: dict[int, ProduceResult | Exception]) -> None:
+            out = dict(results)
+            for partition, result in results.items():
+                if partition in dropped and not isinstance(result, Exception):
+                    out[partition] = self._dropped(topic, partition, dropped[partition])
+            answer(out)
+
+        if send:
+            inner(topic, send, landed)
+        if failed:  # (after the others were handed over: a call that raises answers none)
+            answer(failed)
+
+    def _answer_to(
+        self, done: Callable[[dict[int, ProduceResult | Exception]], None]
+    ) -> Callable[[dict[int, ProduceResult | Exception]], None]:
+        """``done`` as this member hears it: held while frozen, the fault once killed."""
+
+        def answer(results: dict[int, ProduceResult | Exception]) -> None:
+            with self._lock:
+                if not self._dead and not self._running.is_set():
+                    self._held.append((done, results))
+                    return
+                dead = self._dead
+            done(self._killed(results) if dead else results)
+
+        return answer
+
+    def _killed(
+        self, results: dict[int, ProduceResult | Exception]
+    ) -> dict[int, ProduceResult | Exception]:
+        """What a killed member hears of ``results``: nothing but the fault."""
+        fault = InjectedFault(f"{self._name} is dead")
+        return {p: r if isinstance(r, Exception) else fault for p, r in results.items()}
 
     def _fetch_batches_many(
         self,

@@ -42,7 +42,7 @@ __all__ = [
 GROUP = "scenario"
 TOPIC = "events"
 #: where a scenario can run (:func:`scenarios.scenario.make_stage`)
-STAGES = ("sim", "threads", "processes")
+STAGES = ("sim", "threads", "network", "processes")
 
 
 @attrs.frozen

@@ -1,14 +1,16 @@
 """Run every scenario for many seeds on one stage and print a summary table.
 
-    python -m scenarios.run_all --seeds 100 [--stage sim|threads|processes] [--jobs 2]
+    python -m scenarios.run_all --seeds 100 [--stage sim|threads|network|processes] [--jobs 2]
     python -m scenarios.run_all --processes --seeds 20 [--only reset,broker-crash] [-v]
     python -m scenarios.run_all --kafka --seeds 2 [--kafka-bootstrap HOST:PORT]
 
 ``failover``, ``pause``, ``handoff``, ``restart``, ``race``, ``rebalance`` and ``upgrade`` are
 written once
 (:mod:`scenarios.scenario`) and run on the simulator (``--stage sim``: simulated time, a seed
-replays exactly), on members in threads of one process (``threads``, the default) or on
-real processes with a broker (``processes``; ``--processes`` is the same); the real-process
+replays exactly), on members in threads of one process (``threads``, the default; ``network``:
+each on a connection of its own to logmarshal's broker, the network edge under the same
+injected faults) or on real processes with a broker (``processes``; ``--processes`` is the
+same); the real-process
 stage adds ``broker-crash``, ``reset``, ``multi-broker`` and ``zombie`` (the woken zombie of
 docs/protocol-notes.md; AMO only, whatever the seed). Each run happens in a fresh process.
 A failing seed is printed with the command that replays it.
@@ -53,6 +55,7 @@ STAGED = tuple(WRITTEN_ONCE)
 DEFAULT = {
     "sim": STAGED,
     "threads": STAGED,
+    "network": STAGED,
     "processes": (
         "failover",
         "pause",

@@ -16,7 +16,7 @@ from .common import OnKafka, Report, configure_logging, kafka_from, mode_for, pa
 from .stages.base import Setup, Stage, StageError
 from .stages.process_stage import ProcessStage
 from .stages.sim_stage import SimStage
-from .stages.thread_stage import ThreadStage
+from .stages.thread_stage import NetworkThreadStage, ThreadStage
 
 __all__ = ["Scenario", "main_for", "make_stage"]
 
@@ -24,16 +24,18 @@ __all__ = ["Scenario", "main_for", "make_stage"]
 _STAGE_KINDS: dict[str, Callable[[Setup], Stage]] = {
     "sim": SimStage,
     "threads": ThreadStage,
+    "network": NetworkThreadStage,
     "processes": ProcessStage,
 }
 
 
 def make_stage(kind: str, setup: Setup) -> Stage:
-    """A stage of ``kind`` (``sim``, ``threads`` or ``processes``) for one scenario run."""
+    """A stage of ``kind`` (``sim``, ``threads``, ``network`` or ``processes``) for one
+    scenario run."""
     try:
         stage = _STAGE_KINDS[kind]
     except KeyError:
-        raise ValueError(f"no stage {kind!r} (sim, threads, processes)") from None
+        raise ValueError(f"no stage {kind!r} (sim, threads, network, processes)") from None
     return stage(setup)
 
 

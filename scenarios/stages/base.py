@@ -187,9 +187,16 @@ class GroupChecks:
 
     def one_holder_each(self, members: list[Any]) -> None:
         """Each partition is held by a live, unfenced member, and the members' own views
-        agree with the log (nobody left believing it holds what the log gave away)."""
-        holders = self.holders()
+        agree with the log (nobody left believing it holds what the log gave away). A
+        partition the target is moving when this is called (released, its next holder's claim
+        not replayed yet) is waited for, up to 4·HB."""
         live = {self.identity(m): m for m in members if self.alive(m) and self.fenced_at(m) is None}
+
+        def unheld() -> list[int]:
+            return [p for p, h in self.holders().items() if h not in live]
+
+        self.wait_until(lambda: not unheld(), 4 * self.hb)
+        holders = self.holders()
         unowned = [p for p, h in holders.items() if h not in live]
         self.report.check(
             "every partition has exactly one holder, a live member",

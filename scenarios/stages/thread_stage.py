@@ -1,9 +1,12 @@
-"""Members as threads of this process on one embedded cluster.
+"""Members as threads of this process on one embedded cluster (``threads``), or each on its
+own connection to logmarshal's broker on 127.0.0.1 (``network``: the network edge, its
+librdkafka clients, delivery reports' thread and one writer thread).
 
 Each member gets its own :class:`~logmarshal._faults.FaultyCluster` (so it can be frozen or
 killed alone) and its own Marshaler, as separate processes would; an observer Marshaler reads
 ownership from the log. Every random choice comes from the seed: which member fails, when,
-and which writes and reads meet a fault.
+and which writes and reads meet a fault (on the network, when the calls interleave with the
+broker's answers is not the seed's).
 """
 
 from __future__ import annotations
@@ -17,16 +20,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import logmarshal
 from logmarshal import EmbeddedCluster
 from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.cluster import Cluster
 from logmarshal.consumer import Consumer
+from logmarshal.localbroker import LocalBroker
 from logmarshal.marshaler import Marshaler
 
 from ..common import GROUP, TOPIC, NumberedStream, new_dir, wait_until
 from .base import Handed, Member, Setup, Stage, StageError, members_in_log
 
-__all__ = ["ThreadMember", "ThreadStage", "light_faults"]
+__all__ = ["NetworkThreadStage", "ThreadMember", "ThreadStage", "light_faults"]
 
 log = logging.getLogger(__name__)
 
@@ -191,12 +196,20 @@ class ThreadStage(NumberedStream, Stage):
             self._tmp = tempfile.TemporaryDirectory(prefix=f"logmarshal-{name}-")
             data_dir = self._tmp.name
         self.data_dir = data_dir
-        self.cluster = EmbeddedCluster(data_dir, maintenance_interval=0)
+        self.cluster = self._open(data_dir)
         self.cluster.create_topic(TOPIC, partitions)
         self._init_stream()
         self.observer = Marshaler(self.cluster, "observer", GROUP, self.hb, fetch_wait=0.1)
         self._instances = 0
         self._lock = threading.Lock()
+
+    def _open(self, data_dir: str) -> Cluster:
+        """The cluster the stage writes and observes through."""
+        return EmbeddedCluster(data_dir, maintenance_interval=0)
+
+    def _connection(self) -> Cluster:
+        """A new member's connection (here: the one embedded cluster, shared)."""
+        return self.cluster
 
     # -- members ---------------------------------------------------------------------------
 
@@ -231,7 +244,7 @@ class ThreadStage(NumberedStream, Stage):
             instance = self._instances
             name = self._name(member.client_id)
         impl = ThreadMember(
-            self.cluster,
+            self._connection(),
             member.client_id,
             GROUP,
             self.hb,
@@ -304,3 +317,37 @@ class ThreadStage(NumberedStream, Stage):
         self.cluster.close()
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+class NetworkThreadStage(ThreadStage):
+    """Members in threads, each on a connection of its own (a ``NetworkCluster``, as a
+    process would have) to logmarshal's broker, a process on 127.0.0.1 started here and
+    stopped by its pid at the end: the network edge under the same injected faults as the
+    embedded one (a write's answer lost, late or refused, a member frozen or killed)."""
+
+    kind = "network"
+
+    def _open(self, data_dir: str) -> Cluster:
+        self.broker: LocalBroker | None = LocalBroker(data_dir).start()
+        self._connections: list[Cluster] = []
+        return self._connect()
+
+    def _connect(self) -> Cluster:
+        assert self.broker is not None
+        cluster = logmarshal.connect(bootstrap=self.broker.bootstrap)
+        self._connections.append(cluster)
+        return cluster
+
+    def _connection(self) -> Cluster:
+        return self._connect()
+
+    def close(self) -> None:
+        try:
+            super().close()  # (closes the stage's own connection: the first one)
+        finally:
+            for cluster in self._connections[1:]:
+                with contextlib.suppress(Exception):
+                    cluster.close()
+            if self.broker is not None:
+                self.broker.stop()
+                self.broker = None

@@ -181,3 +181,104 @@ def test_a_wrapper_offers_only_what_its_inner_cluster_offers(cluster) -> None:
     inner = Cancelling(cluster)
     FaultyCluster(inner).cancel_fetches([7])  # type: ignore[arg-type]  # (the same)
     assert inner.cancelled == [[7]]
+
+
+class _Async:
+    """An embedded cluster that also writes without waiting (as the network one does): each
+    call's partitions are written and answered together from a thread of its own."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.produce = inner.produce
+        self.latest_offset = inner.latest_offset
+        self.threads: list[threading.Thread] = []
+
+    def produce_async(self, topic, batches, done) -> None:
+        def run() -> None:
+            done({p: self.inner.produce(topic, p, r, durable=True) for p, r in batches.items()})
+
+        thread = threading.Thread(target=run)
+        self.threads.append(thread)
+        thread.start()
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(10)
+
+
+def _heard(calls: list[dict]) -> dict[int, str]:
+    """What each partition was answered, over every call of ``done``."""
+    out: dict[int, str] = {}
+    for results in calls:
+        for p, r in results.items():
+            assert p not in out, f"partition {p} answered twice"
+            out[p] = "ok" if not isinstance(r, Exception) else str(r)[:8]
+    return out
+
+
+def test_produce_async_meets_each_partitions_faults_as_produce_would(cluster) -> None:
+    """The network edge's writer hands a heartbeat pass over in one call: each partition's
+    share meets the dice a ``produce`` of its own would, a failed one is not written and
+    is answered with the fault, a dropped one is written and answered with the fault; each
+    partition is answered once."""
+    cluster.create_topic("t", 3)
+    plan = FaultPlan(produce_fail=0.3, produce_drop=0.3, produce_delay=0.3)
+    one = FaultyCluster(cluster, plan, seed=7, name="m", sleep=lambda _s: None)
+    inner = _Async(cluster)
+    many = FaultyCluster(inner, plan, seed=7, name="m", sleep=lambda _s: None)  # type: ignore[arg-type]
+    alone = [
+        [_outcomes(lambda p=p: one.produce("t", p, _record())) for p in range(3)] for _ in range(16)
+    ]
+    together = []
+    for _ in range(16):
+        before = [cluster.latest_offset("t", p) for p in range(3)]
+        calls: list[dict] = []
+        many.produce_async("t", {p: _record() for p in range(3)}, calls.append)
+        inner.join()
+        heard = _heard(calls)
+        row = [heard[p] for p in range(3)]
+        together.append(row)
+        for p, kind in enumerate(row):  # "produce " (lost before the log): nothing written
+            assert cluster.latest_offset("t", p) == before[p] + (kind != "produce ")
+    assert together == alone
+    assert {k for row in together for k in row} == {"ok", "produce ", "the answ"}
+
+
+def test_produce_async_answers_wait_while_frozen_and_are_the_fault_once_killed(cluster) -> None:
+    """A frozen member hears no answer until it thaws (its threads would not run), without
+    holding up the cluster's thread that answers; a killed one hears only the fault, also
+    for what landed while it was frozen. The wrapper offers ``produce_async`` only over a
+    cluster that does (a Marshaler over it then writes as over that cluster)."""
+    cluster.create_topic("t", 2)
+    inner = _Async(cluster)
+    faulty = FaultyCluster(inner)  # type: ignore[arg-type]
+    calls: list[dict] = []
+    faulty.freeze()
+    blocked = threading.Thread(
+        target=lambda: faulty.produce_async("t", {0: _record()}, calls.append)
+    )
+    blocked.start()
+    blocked.join(0.3)
+    assert blocked.is_alive()  # a frozen member's own call waits at the gate
+    faulty.thaw()
+    blocked.join(10)
+    inner.join()
+    assert _heard(calls) == {0: "ok"}
+    calls.clear()
+    faulty.produce_async("t", {1: _record()}, calls.append)  # handed over, then frozen
+    faulty.freeze()
+    inner.join()  # the cluster's thread answered (it is not held up) ...
+    assert cluster.latest_offset("t", 1) == 1
+    assert calls == []  # ... and the frozen member heard nothing yet
+    faulty.thaw()
+    assert _heard(calls) == {1: "ok"}
+    calls.clear()
+    faulty.produce_async("t", {0: _record()}, calls.append)
+    faulty.freeze()
+    inner.join()
+    faulty.kill()  # what landed while it was frozen: a killed process never hears of it
+    assert cluster.latest_offset("t", 0) == 2
+    assert {p: type(r) for results in calls for p, r in results.items()} == {0: InjectedFault}
+    with pytest.raises(InjectedFault, match="dead"):
+        faulty.produce_async("t", {0: _record()}, calls.append)
+    assert not hasattr(FaultyCluster(cluster), "produce_async")  # (the embedded one has none)
