@@ -210,7 +210,8 @@ def test_offsets_taken_again_before_the_replay_looked_are_seen(broker, caplog) -
         ]
         assert len(lines) == 1, lines
         assert "is not there" in lines[0], lines[0]  # not the log end: it is past the replay
-        assert len(a.halted_at) == 1
+        # (the listener is called on the replay thread right after halts() shows the halt)
+        assert wait_until(lambda: len(a.halted_at) == 1, 5), a.halted_at
         time.sleep(4 * HB)
         late = [o for o, t in a.handed if t > a.halted_at[0] + 0.2]
         assert late == [], late[:10]
