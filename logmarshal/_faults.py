@@ -304,25 +304,44 @@ class FaultyCluster:
         inner = self._inner.produce_many  # type: ignore[attr-defined]  # offered only if there
         if not self._applies(topic):
             return inner(topic, batches, durable=durable)
-        out: dict[int, ProduceResult | Exception] = {}
+        failed, send, dropped = self._deal(topic, batches)
+        out = dict(failed)
+        if send:
+            out.update(self._with_drops(topic, inner(topic, send, durable=durable), dropped))
+        return {partition: out[partition] for partition in batches}
+
+    def _deal(
+        self, topic: str, batches: Mapping[int, Sequence[NewRecord]]
+    ) -> tuple[
+        dict[int, ProduceResult | Exception], dict[int, Sequence[NewRecord]], dict[int, int]
+    ]:
+        """The dice of each partition's share of a call of several, as a ``produce`` of its
+        own would meet them: (the failed ones' faults, what to send, the dropped ones with
+        their call's number)."""
+        failed: dict[int, ProduceResult | Exception] = {}
         send: dict[int, Sequence[NewRecord]] = {}
-        dropped = []
+        dropped: dict[int, int] = {}
         for partition, records in batches.items():
             kind, n = self._roll("produce", topic, partition)
             if kind == "fail":
-                out[partition] = InjectedFault(
+                failed[partition] = InjectedFault(
                     f"produce to {topic}/{partition} lost before the log"
                 )
                 continue
             send[partition] = records
             if kind == "drop":
-                dropped.append((partition, n))
-        if send:
-            out.update(inner(topic, send, durable=durable))
-        for partition, n in dropped:
-            if not isinstance(out[partition], Exception):
+                dropped[partition] = n
+        return failed, send, dropped
+
+    def _with_drops(
+        self, topic: str, results: dict[int, ProduceResult | Exception], dropped: dict[int, int]
+    ) -> dict[int, ProduceResult | Exception]:
+        """``results`` with the dropped partitions that landed answered with the fault."""
+        out = dict(results)
+        for partition, n in dropped.items():
+            if partition in out and not isinstance(out[partition], Exception):
                 out[partition] = self._dropped(topic, partition, n)
-        return {partition: out[partition] for partition in batches}
+        return out
 
     def _produce_async(
         self,
@@ -341,26 +360,10 @@ class FaultyCluster:
         if not self._applies(topic):
             inner(topic, batches, answer)
             return
-        failed: dict[int, ProduceResult | Exception] = {}
-        send: dict[int, Sequence[NewRecord]] = {}
-        dropped: dict[int, int] = {}
-        for partition, records in batches.items():
-            kind, n = self._roll("produce", topic, partition)
-            if kind == "fail":
-                failed[partition] = InjectedFault(
-                    f"produce to {topic}/{partition} lost before the log"
-                )
-                continue
-            send[partition] = records
-            if kind == "drop":
-                dropped[partition] = n
+        failed, send, dropped = self._deal(topic, batches)
 
         def landed(results: dict[int, ProduceResult | Exception]) -> None:
-            out = dict(results)
-            for partition, result in results.items():
-                if partition in dropped and not isinstance(result, Exception):
-                    out[partition] = self._dropped(topic, partition, dropped[partition])
-            answer(out)
+            answer(self._with_drops(topic, results, dropped))
 
         if send:
             inner(topic, send, landed)

@@ -427,12 +427,8 @@ def adopt_orphans(
     giving_back = releasing(st)
     for cp, world in enumerate(st.worlds):
         trusted = st.halted.get(cp)
-        ours = held_here(st, cp)
-        if ours <= taken:
-            continue  # (every one we hold there, we track or are claiming: the idle case)
-        for key in sorted(ours - taken):
-            if key in taken:
-                continue  # (taken in an earlier world of this pass)
+        # (those taken in an earlier world of this pass are in ``taken`` already)
+        for key in sorted(held_here(st, cp) - taken):
             if trusted is not None and key not in trusted:
                 continue  # a halted coordination partition's world (core.rewind)
             if key[0] not in topics or key in giving_back or cooling(st, key, now):
