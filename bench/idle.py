@@ -18,6 +18,12 @@ floor under the network figures); it needs the broker, as ``network`` does.
 heartbeats with one MemberHeartbeat per coordination partition, cap 6 one Heartbeat per
 partition: PROTOCOL.md, "Version 7"), side by side in the same run.
 
+``--per-thread`` adds, under each figure, its CPU and wake-ups per thread (from /proc; a
+thread's name with its numbers folded, librdkafka's by its own names), the records the member
+wrote to ``__marshal`` a second, and at the top the CPU one thread wake-up costs on this
+machine in this run (a thread woken through a socket by another, 10 ms apart): an idle
+member's cost is mostly wake-ups, and their price differs from machine to machine.
+
 Figures, not pass/fail. Goal (docs/architecture.md, "Consumer core: decisions apart from threads":
 a member's cost grows with the records it handles, never with the partitions it holds
 idle): at most 5% of a core at 256 idle partitions, HB 1 s (aim: 2%), and as many threads
@@ -30,6 +36,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,6 +57,77 @@ def _os_threads() -> int:
     return -1
 
 
+def _thread_samples() -> dict[int, tuple[str, int, int]]:
+    """Per OS thread of this process: (name, CPU ticks, voluntary context switches). A
+    Python thread's name is its ``threading`` name; another's (librdkafka's) its own."""
+    import threading
+
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[int, tuple[str, int, int]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                status = f.read()
+        except OSError:
+            continue  # (ended meanwhile)
+        found = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M)
+        wakes = int(found.group(1)) if found else 0
+        # fields[11], fields[12]: utime, stime (stat fields 14, 15, after the name)
+        out[int(tid)] = (names.get(int(tid), comm), int(fields[11]) + int(fields[12]), wakes)
+    return out
+
+
+def _per_thread(
+    before: dict[int, tuple[str, int, int]], after: dict[int, tuple[str, int, int]], wall: float
+) -> list[list]:
+    """[group, % of a core, wake-ups a second, threads] per thread name with its numbers
+    folded (``rdk:broker1`` and ``rdk:broker2`` are one group), busiest first."""
+    tick = os.sysconf("SC_CLK_TCK")
+    groups: dict[str, list] = {}
+    for tid, (name, cpu, wakes) in after.items():
+        _, cpu0, wakes0 = before.get(tid, (name, 0, 0))
+        g = groups.setdefault(re.sub(r"\d+", "N", name), [0.0, 0.0, 0])
+        g[0] += 100 * (cpu - cpu0) / tick / wall
+        g[1] += (wakes - wakes0) / wall
+        g[2] += 1
+    rows = [[name, round(c, 2), round(w, 1), n] for name, (c, w, n) in groups.items()]
+    return sorted(rows, key=lambda r: (-r[1], -r[2], r[0]))
+
+
+def _marshal_end(cluster) -> int:
+    """The sum of ``__marshal``'s partitions' ends (the records written to it so far)."""
+    from logmarshal import COORDINATION_TOPIC
+
+    n = cluster.partitions(COORDINATION_TOPIC)
+    return sum(cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(n))
+
+
+def wake_cost(rounds: int = 200) -> float:
+    """Microseconds of this process's CPU per thread wake-up: a thread blocked on a socket
+    woken by another every 10 ms (both sides: the sender's sleep and send, the receiver's
+    wake-up), the unit an idle member's wake-ups are paid in on this machine."""
+    import socket
+    import threading
+
+    a, b = socket.socketpair()
+    try:
+        reader = threading.Thread(target=lambda: [a.recv(1) for _ in range(rounds)])
+        reader.start()
+        cpu0 = time.process_time()
+        for _ in range(rounds):
+            time.sleep(0.01)
+            b.send(b"x")
+        reader.join()
+        return 1e6 * (time.process_time() - cpu0) / rounds
+    finally:
+        a.close()
+        b.close()
+
+
 def worker(
     mode: str,
     partitions: int,
@@ -57,12 +135,13 @@ def worker(
     seconds: float,
     bootstrap: str | None,
     protocol_version: int | None = None,
+    per_thread: bool = False,
 ) -> dict:
     """One member holding ``partitions`` idle partitions; runs in a fresh process (mode
     ``raw``: :func:`raw_worker` instead)."""
     if mode == "raw":
         assert bootstrap is not None
-        return raw_worker(partitions, seconds, bootstrap)
+        return raw_worker(partitions, seconds, bootstrap, per_thread)
     import logmarshal
     from logmarshal.consumer import Consumer
     from logmarshal.marshaler import Marshaler
@@ -85,9 +164,17 @@ def worker(
         time.sleep(0.05)
     claimed = time.monotonic() - start
     time.sleep(max(2.0, 2 * hb))  # settle: first heartbeats answered, passes in step
+    if per_thread:
+        written0, threads0 = _marshal_end(cluster), _thread_samples()
     cpu0, wall0 = time.process_time(), time.monotonic()
     time.sleep(seconds)
     cpu1, wall1 = time.process_time(), time.monotonic()
+    detail = {}
+    if per_thread:
+        detail = {
+            "per_thread": _per_thread(threads0, _thread_samples(), wall1 - wall0),
+            "marshal_records_s": (_marshal_end(cluster) - written0) / (wall1 - wall0),
+        }
     threads = _os_threads()
     held = len(consumer.claims())
     consumer.close()
@@ -100,10 +187,11 @@ def worker(
         "threads": threads,
         "claimed_s": claimed,
         "held": held,
+        **detail,
     }
 
 
-def raw_worker(partitions: int, seconds: float, bootstrap: str) -> dict:
+def raw_worker(partitions: int, seconds: float, bootstrap: str, per_thread: bool = False) -> dict:
     """librdkafka's own idle cost, the floor of a network member's data reads: one
     confluent-kafka consumer with the member's reader settings
     (``network.settings.consumer_settings``), assigned every partition of an idle topic at
@@ -129,9 +217,13 @@ def raw_worker(partitions: int, seconds: float, bootstrap: str) -> dict:
                 raise SystemExit("a record came to an idle topic")
 
     poll_until(time.monotonic() + 2.0)  # settle: connected, every partition fetched once
+    threads0 = _thread_samples() if per_thread else {}
     cpu0, wall0 = time.process_time(), time.monotonic()
     poll_until(wall0 + seconds)
     cpu1, wall1 = time.process_time(), time.monotonic()
+    detail = {}
+    if per_thread:
+        detail = {"per_thread": _per_thread(threads0, _thread_samples(), wall1 - wall0)}
     threads = _os_threads()
     consumer.close()
     return {
@@ -139,6 +231,7 @@ def raw_worker(partitions: int, seconds: float, bootstrap: str) -> dict:
         "threads": threads,
         "claimed_s": 0.0,
         "held": partitions,
+        **detail,
     }
 
 
@@ -167,6 +260,8 @@ def _run(
         argv += ["--bootstrap", bootstrap]
     if cap is not None:
         argv += ["--protocol-versions", str(cap)]
+    if args.per_thread:
+        argv.append("--per-thread")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
@@ -209,8 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-wake", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--protocol-versions", help="comma-separated members' caps, each measured (default: newest)"
+    )
+    parser.add_argument(
+        "--per-thread",
+        action="store_true",
+        help="each figure's CPU and wake-ups per thread, and the price of a wake-up here",
     )
     args = parser.parse_args(argv)
     caps: list[int | None] = (
@@ -219,7 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         sys.path.insert(0, args.code)
         mode, n = args.worker
-        print(json.dumps(worker(mode, int(n), args.hb, args.seconds, args.bootstrap, caps[0])))
+        result = worker(
+            mode, int(n), args.hb, args.seconds, args.bootstrap, caps[0], args.per_thread
+        )
+        print(json.dumps(result))
+        return 0
+    if args.worker_wake:
+        print(json.dumps({"wake_us": wake_cost()}))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     codes = [("this tree", ROOT)]
@@ -237,6 +344,16 @@ def main(argv: list[str] | None = None) -> int:
             f"idle member: HB {args.hb} s, CPU over {args.seconds:g} s, each in a fresh "
             "process (the broker's CPU not counted)"
         )
+        if args.per_thread:
+            probe = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--worker-wake"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if probe.returncode == 0:
+                wake = json.loads(probe.stdout.strip().splitlines()[-1])["wake_us"]
+                print(f"one thread wake-up here: {wake:.0f} us of CPU (both sides, 10 ms apart)")
         print(
             f"{'code':<18} {'cap':>4} {'mode':<9} {'partitions':>10} {'% of a core':>12}"
             f" {'threads':>8} {'claimed in s':>13}"
@@ -259,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
                             f"{r['threads']:>8} {r['claimed_s']:>13.1f}",
                             flush=True,
                         )
+                        if "marshal_records_s" in r:
+                            print(f"    __marshal records written: {r['marshal_records_s']:.1f}/s")
+                        for name, cpu, wakes, count in r.get("per_thread", []):
+                            print(f"    {cpu:6.2f} %  {wakes:6.1f} wake-ups/s  x{count:<3} {name}")
     finally:
         if broker is not None:
             broker.stop()
