@@ -568,6 +568,28 @@ class Sim:
         if self.indexed_checks:
             self._index_held(inst)
         self.check_holders(inst)
+        if type(event) is Replayed:
+            self.check_lost(inst, event.cp)
+
+    def check_lost(self, inst: _Instance, cp: int) -> None:
+        """After ``inst``'s replay of ``cp`` moved, its core holds nothing there that the
+        replay gives another holder (or none): what it lost is revoked in that very step,
+        not at a later heartbeat's verdict (``on_lost`` is the user's signal to stop)."""
+        if inst.state != "alive" or inst.core.closed or cp in inst.halted or cp in inst.gapped:
+            return
+        if inst.shared is not None:
+            return  # (a shared world may be ahead of what this instance was told)
+        world = inst.worlds[cp]
+        for topic, p in inst.core.held():
+            if coordination_partition(topic, p, self.ncoord) != cp:
+                continue
+            holder = world.holder(GROUP, topic, p)
+            if holder != inst.me:
+                self.checks.fail(
+                    self.now,
+                    f"{inst.me} still holds {topic}/{p} after its replay of cp{cp} showed "
+                    f"holder {holder}",
+                )
 
     def _index_held(self, inst: _Instance) -> None:
         """Keep ``_holding`` current for ``inst`` (only its own steps change what it holds)."""

@@ -20,7 +20,7 @@ SEEDS = {
     "pause": 1,
     "handoff": 2,
     "restart": 3,
-    "rebalance": 6,
+    "rebalance": 7,  # AMO (Kafka runs it ALO; the threads stage in -m long)
     "broker-crash": 4,
     "reset": 5,
     "multi-broker": 7,

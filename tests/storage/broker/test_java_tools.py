@@ -263,8 +263,9 @@ def test_get_offsets_and_delete_records(broker) -> None:
     # tools refuse segment.bytes below 1 MiB before sending, logmarshal's broker takes it
     admin = AdminClient({"bootstrap.servers": b})
     admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "100"})])[topic].result(10)
+    # --timeout is the tool's linger.ms (1 s by default): each --sync send would wait it out
     ok(tool("kafka-console-producer", "--bootstrap-server", b, "--topic", topic, "--sync",
-            input="".join(f"record {i}\n" for i in range(20))))  # fmt: skip
+            "--timeout", "0", input="".join(f"record {i}\n" for i in range(20))))  # fmt: skip
 
     def offsets(time_spec: str) -> str:
         out = ok(tool("kafka-get-offsets", "--bootstrap-server", b, "--topic", topic,
