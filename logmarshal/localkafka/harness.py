@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -134,19 +135,69 @@ def classpath(jars: Path | None = None) -> str:
     return str((jars or fetch()) / "*")
 
 
+#: the tools' class data sharing archive, in the jars' directory (below)
+_SHARED_CLASSES = "tools.jsa"
+#: what a JVM prints on stdout when it dies (a damaged class archive, for one)
+_JVM_FATAL = "A fatal error has been detected by the Java Runtime Environment"
+
+
 def java(main: str, args: Iterable[str], *, jars: Path | None = None, timeout: float = 120.0,
-         heap: str = "256m", input: str | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+         heap: str = "256m", input: str | None = None,
+         save_classes: bool = True) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Runs one of Kafka's Java tools (a main class from the jars) to the end; what
     ``bin/kafka-*.sh`` would run. Tools log to stderr at WARN; stdout is the tool's answer;
-    ``input`` is its stdin (the console producer's lines), else stdin is empty."""
-    cmd = [
+    ``input`` is its stdin (the console producer's lines), else stdin is empty.
+
+    Class data sharing (AppCDS): the first tool run on a machine saves the classes it loaded
+    into an archive beside the jars, and later runs map it instead of loading those classes
+    from the jars, which halves a short tool's run (0.87 s -> 0.42 s for ``kafka-topics
+    --list``, 2026-12-01). An archive that does not fit (other jars, another JDK) is ignored
+    quietly; one that makes the JVM die at start (a damaged file) is deleted and the tool
+    run again without it. ``save_classes=False``: this run uses an archive but makes none (a
+    tool unlike the others, whose classes would make a poor archive for them)."""
+    jars = jars or fetch()
+    base = [
         "java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         "-XX:-UsePerfData", "-Dlog4j2.level=WARN",
-        "-cp", classpath(jars), main, *args,
     ]  # fmt: skip
-    return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, input=input or "",
-    )  # fmt: skip
+    tail = ["-cp", classpath(jars), main, *args]
+    archive = jars / _SHARED_CLASSES
+    dumping = None
+    # (a JDK without these options ignores them; the JVM's own notes on the archive stay off
+    # stdout, which is the tool's answer)
+    sharing = ["-XX:+IgnoreUnrecognizedVMOptions", "-Xlog:cds=off,cds+dynamic=off"]
+    # a JVM that dies writes its report into the temporary directory, not the caller's
+    base.append(f"-XX:ErrorFile={Path(tempfile.gettempdir()) / 'logmarshal-java-hs_err_%p.log'}")
+    if archive.exists():
+        sharing.append(f"-XX:SharedArchiveFile={archive}")
+    elif save_classes and os.access(jars, os.W_OK):
+        # written under a name of its own, and in place only once the JVM exited cleanly
+        # (a file cut short would make every later JVM die at start)
+        dumping = jars / f"{_SHARED_CLASSES}.{os.getpid()}.{threading.get_ident()}"
+        sharing.append(f"-XX:ArchiveClassesAtExit={dumping}")
+
+    def run(flags: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*base, *flags, *tail], capture_output=True, text=True, timeout=timeout,
+            input=input or "",
+        )  # fmt: skip
+
+    try:
+        done = run(sharing)
+    except BaseException:
+        if dumping is not None:
+            dumping.unlink(missing_ok=True)  # (a JVM killed while it wrote)
+        raise
+    if dumping is not None and dumping.exists():
+        if done.returncode >= 0 and _JVM_FATAL not in done.stdout and not archive.exists():
+            os.replace(dumping, archive)
+        else:  # killed by a signal, dead, or another tool's run saved one meanwhile
+            dumping.unlink()
+    if dumping is None and done.returncode != 0 and _JVM_FATAL in done.stdout:
+        log.warning("a Kafka tool's JVM died with the class archive %s: deleted", archive)
+        archive.unlink(missing_ok=True)
+        done = run([])
+    return done
 
 
 def run_tool(name: str, *args: str, timeout: float = 120.0, input: str | None = None,
@@ -322,7 +373,7 @@ class KafkaCluster:
         args = ["format", "-t", self.cluster_id, "-c", str(node.workdir / "server.properties")]
         if len(self.nodes) == 1:
             args.append("--standalone")
-        done = java("kafka.tools.StorageTool", args, jars=self.jars)
+        done = java("kafka.tools.StorageTool", args, jars=self.jars, save_classes=False)
         if done.returncode != 0:
             raise KafkaStartError(
                 f"formatting node {node.node_id} failed:\n{done.stdout}\n{done.stderr}"

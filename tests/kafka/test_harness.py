@@ -107,3 +107,47 @@ def test_a_cache_lacking_an_expected_jar_is_complemented_by_the_next_fetch(
     assert len(runs) == 1 and f"-DoutputDirectory={cache}" in runs[0]
     assert harness.fetch(cache, pom=harness.POM) == cache
     assert len(runs) == 1  # complete now: no second mvn
+
+
+def _linked_jars(tmp_path):
+    """The cached jars, linked into a directory of their own (its own class archive)."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for jar in jars_dir().glob("*.jar"):
+        (jars / jar.name).symlink_to(jar)
+    return jars
+
+
+def test_the_first_tool_run_saves_a_class_archive_the_next_runs_use(tmp_path) -> None:
+    """The tools' class data sharing: the first run leaves ``tools.jsa`` (and no partial
+    file), later runs answer the same; a damaged archive is deleted, the tool answers."""
+    from logmarshal.localkafka.harness import run_tool
+
+    jars = _linked_jars(tmp_path)
+    first = run_tool("kafka-topics", "--version", jars=jars)
+    assert (first.returncode, first.stdout) == (0, f"{KAFKA_VERSION}\n"), first.stderr
+    archive = jars / "tools.jsa"
+    assert archive.stat().st_size > 1 << 20
+    assert sorted(p.name for p in jars.iterdir() if not p.name.endswith(".jar")) == ["tools.jsa"]
+    again = run_tool("kafka-topics", "--version", jars=jars)
+    assert (again.returncode, again.stdout) == (0, f"{KAFKA_VERSION}\n"), again.stderr
+    # cut short (a disk that filled up): the JVM dies mapping it (SIGBUS, JDK 17)
+    archive.write_bytes(archive.read_bytes()[:4096])
+    damaged = run_tool("kafka-topics", "--version", jars=jars)
+    assert (damaged.returncode, damaged.stdout) == (0, f"{KAFKA_VERSION}\n"), damaged.stderr
+    assert not archive.exists()
+
+
+def test_an_archive_of_other_jars_is_ignored_quietly(tmp_path) -> None:
+    """An archive made with another class path (another Kafka's jars) is not used, and the
+    JVM's note about it stays off the tool's answer."""
+    from logmarshal.localkafka.harness import run_tool
+
+    jars = _linked_jars(tmp_path)
+    run_tool("kafka-topics", "--version", jars=jars)
+    (jars / "tools.jsa").rename(tmp_path / "tools.jsa")
+    next(jars.glob("zstd-jni-*.jar")).unlink()  # another jar set
+    (jars / "tools.jsa").symlink_to(tmp_path / "tools.jsa")
+    other = run_tool("kafka-topics", "--version", jars=jars)
+    assert (other.returncode, other.stdout) == (0, f"{KAFKA_VERSION}\n"), other.stderr
+    assert "archive" not in other.stderr.lower()
