@@ -168,7 +168,8 @@ def java(main: str, args: Iterable[str], *, jars: Path | None = None, timeout: f
     sharing = ["-XX:+IgnoreUnrecognizedVMOptions", "-Xlog:cds=off,cds+dynamic=off"]
     # a JVM that dies writes its report into the temporary directory, not the caller's
     base.append(f"-XX:ErrorFile={Path(tempfile.gettempdir()) / 'logmarshal-java-hs_err_%p.log'}")
-    if archive.exists():
+    mapped = archive.exists()
+    if mapped:
         sharing.append(f"-XX:SharedArchiveFile={archive}")
     elif save_classes and os.access(jars, os.W_OK):
         # written under a name of its own, and in place only once the JVM exited cleanly
@@ -193,7 +194,7 @@ def java(main: str, args: Iterable[str], *, jars: Path | None = None, timeout: f
             os.replace(dumping, archive)
         else:  # killed by a signal, dead, or another tool's run saved one meanwhile
             dumping.unlink()
-    if dumping is None and done.returncode != 0 and _JVM_FATAL in done.stdout:
+    if mapped and done.returncode != 0 and _JVM_FATAL in done.stdout:
         log.warning("a Kafka tool's JVM died with the class archive %s: deleted", archive)
         archive.unlink(missing_ok=True)
         done = run([])
