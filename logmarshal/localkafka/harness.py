@@ -159,6 +159,8 @@ def java(main: str, args: Iterable[str], *, jars: Path | None = None, timeout: f
     base = [
         "java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         "-XX:-UsePerfData", "-Dlog4j2.level=WARN",
+        # a JVM that dies writes its report into the temporary directory, not the caller's
+        f"-XX:ErrorFile={Path(tempfile.gettempdir()) / 'logmarshal-java-hs_err_%p.log'}",
     ]  # fmt: skip
     tail = ["-cp", classpath(jars), main, *args]
     archive = jars / _SHARED_CLASSES
@@ -166,8 +168,6 @@ def java(main: str, args: Iterable[str], *, jars: Path | None = None, timeout: f
     # (a JDK without these options ignores them; the JVM's own notes on the archive stay off
     # stdout, which is the tool's answer)
     sharing = ["-XX:+IgnoreUnrecognizedVMOptions", "-Xlog:cds=off,cds+dynamic=off"]
-    # a JVM that dies writes its report into the temporary directory, not the caller's
-    base.append(f"-XX:ErrorFile={Path(tempfile.gettempdir()) / 'logmarshal-java-hs_err_%p.log'}")
     mapped = archive.exists()
     if mapped:
         sharing.append(f"-XX:SharedArchiveFile={archive}")

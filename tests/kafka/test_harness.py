@@ -120,8 +120,9 @@ def _linked_jars(tmp_path):
 
 def test_the_first_tool_run_saves_a_class_archive_the_next_runs_use(tmp_path) -> None:
     """The tools' class data sharing: the first run leaves ``tools.jsa`` (and no partial
-    file), later runs answer the same; a damaged archive is deleted, the tool answers."""
-    from logmarshal.localkafka.harness import run_tool
+    file), one the JVM maps for these jars, and later runs answer the same; a damaged
+    archive is deleted, the tool answers."""
+    from logmarshal.localkafka.harness import classpath, run_tool, tools
 
     jars = _linked_jars(tmp_path)
     first = run_tool("kafka-topics", "--version", jars=jars)
@@ -129,6 +130,14 @@ def test_the_first_tool_run_saves_a_class_archive_the_next_runs_use(tmp_path) ->
     archive = jars / "tools.jsa"
     assert archive.stat().st_size > 1 << 20
     assert sorted(p.name for p in jars.iterdir() if not p.name.endswith(".jar")) == ["tools.jsa"]
+    # -Xshare:on: a JVM that cannot map the archive for this class path refuses to start
+    mapped = subprocess.run(
+        ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:on",
+         f"-XX:SharedArchiveFile={archive}", "-cp", classpath(jars),
+         tools()["kafka-topics"], "--version"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (mapped.returncode, mapped.stdout) == (0, f"{KAFKA_VERSION}\n"), mapped.stderr
     again = run_tool("kafka-topics", "--version", jars=jars)
     assert (again.returncode, again.stdout) == (0, f"{KAFKA_VERSION}\n"), again.stderr
     # cut short (a disk that filled up): the JVM dies mapping it (SIGBUS, JDK 17)
@@ -145,9 +154,9 @@ def test_an_archive_of_other_jars_is_ignored_quietly(tmp_path) -> None:
 
     jars = _linked_jars(tmp_path)
     run_tool("kafka-topics", "--version", jars=jars)
-    (jars / "tools.jsa").rename(tmp_path / "tools.jsa")
-    next(jars.glob("zstd-jni-*.jar")).unlink()  # another jar set
-    (jars / "tools.jsa").symlink_to(tmp_path / "tools.jsa")
+    assert (jars / "tools.jsa").exists()
+    next(jars.glob("zstd-jni-*.jar")).unlink()  # another jar set, the archive kept
     other = run_tool("kafka-topics", "--version", jars=jars)
     assert (other.returncode, other.stdout) == (0, f"{KAFKA_VERSION}\n"), other.stderr
     assert "archive" not in other.stderr.lower()
+    assert (jars / "tools.jsa").exists()  # not taken for a damaged one
