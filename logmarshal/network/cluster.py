@@ -5,6 +5,7 @@ The package's docstring (``logmarshal/network/__init__.py``) says how the client
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 import uuid
@@ -45,6 +46,8 @@ from .settings import (
     consumer_settings,
     producer_settings,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = ["NetworkCluster"]
 
@@ -130,7 +133,18 @@ class NetworkCluster:
     def _durable(self) -> DeliveryReports:
         """The durable producer's writes, its reports served by a thread of their own (and
         by nothing else: :mod:`.reports`)."""
-        producer = self._producer(True)
+        with self._lock:
+            self._check_open()
+            reports = self._reports
+            if reports is not None and not reports.broken:
+                return reports
+            if reports is not None:
+                # librdkafka's producer takes no writes after a fatal error: a new one (a
+                # new producer id; the old one's requests were all answered first)
+                log.warning("%s: a new durable producer replaces the failed one", self.bootstrap)
+                self._producers.pop(True, None)
+                self._reports = None
+        producer = self._producer(True)  # (this one's, made once under the lock)
         with self._lock:
             self._check_open()
             if self._reports is None:

@@ -54,6 +54,12 @@ _GATHER = 0.002
 _GRACE = 5.0
 
 
+def _fatal(exc: KafkaException) -> bool:
+    """librdkafka's fatal error: its producer takes no writes any more."""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and (error.fatal() or error.code() == KafkaError._FATAL)
+
+
 class _Call:
     """One :meth:`DeliveryReports.submit`: its partitions' reports as they arrive."""
 
@@ -95,6 +101,9 @@ class DeliveryReports:
         #: (call, partition, result): answered, not yet passed to the call's ``done``
         self._finished: list[tuple[_Call, int, ProduceResult | Exception]] = []
         self._closed = False
+        #: librdkafka's fatal error, once met (the thread then retires the producer)
+        self._fatal: KafkaException | None = None
+        self._broken = False
         self._thread: threading.Thread | None = None
 
     def submit(self, topic: str, batches: Mapping[int, Sequence[NewRecord]], done: Done) -> None:
@@ -111,6 +120,8 @@ class DeliveryReports:
             time.monotonic() + self._timeout + _GRACE,
         )
         with self._cond:
+            if self._broken:  # (its owner makes a new one for the next write)
+                raise NetworkError(f"{self._name}: the producer failed for good")
             if self._closed:
                 raise ClosedError(f"{self._name}: closed")
             if self._thread is None:
@@ -143,6 +154,10 @@ class DeliveryReports:
                         )
                     time.sleep(0.01)
                 except KafkaException as exc:
+                    if _fatal(exc):  # (met here first when no poll has seen it yet)
+                        with self._cond:
+                            self._fatal = self._fatal or exc
+                            self._cond.notify()
                     return _raise_from(exc, topic, cp)
                 except Exception as exc:  # (any other refusal: still this partition's alone)
                     return NetworkError(f"produce to {topic}/{cp}: {exc!r}")
@@ -182,15 +197,63 @@ class DeliveryReports:
         wait = _POLL
         while True:
             with self._cond:
-                while not self._calls and not self._closed:
+                while not self._calls and not self._closed and self._fatal is None:
                     self._cond.wait()
-                if not self._calls:
+                fatal = self._fatal
+                if not self._calls and fatal is None:
                     return  # closed, and nothing is in flight
+            if fatal is not None:
+                self._retire(fatal)
+                return
             try:
                 self._producer.poll(wait)
+            except KafkaException as exc:
+                if _fatal(exc):
+                    with self._cond:
+                        self._fatal = self._fatal or exc
+                else:
+                    log.exception("%s: serving delivery reports failed", self._name)
             except Exception:  # (a callback's error surfaces here; the thread goes on)
                 log.exception("%s: serving delivery reports failed", self._name)
             wait = self._answer(time.monotonic())
+
+    @property
+    def broken(self) -> bool:
+        """The producer met a fatal error and was retired: librdkafka takes no more writes
+        through it (an idempotent producer whose sequence the log lost, as an unclean
+        election loses acknowledged records). Its owner makes a new one
+        (:class:`NetworkCluster`)."""
+        return self._broken
+
+    def _retire(self, exc: KafkaException) -> None:
+        """After a fatal error: wait (up to the write timeout) until every request the
+        producer sent was answered, so that none of its writes can land behind a new
+        producer's; pass on what was answered; answer the rest failed (not known to have
+        landed); then say :attr:`broken`. Writes handed over meanwhile fail at once."""
+        try:
+            self._producer.flush(self._timeout)
+        except Exception:  # (a report's callback; the answers below still go out)
+            log.exception("%s: waiting for the failed producer's requests", self._name)
+        self._answer(time.monotonic())  # (what was reported)
+        with self._cond:
+            self._closed = self._broken = True
+            left, self._calls = self._calls, []
+            self._finished = []
+            answers = []
+            for call in left:
+                failed = NetworkError(f"produce to {call.topic}: the producer failed for good")
+                # (a partition reported and held back for its call's others keeps its report)
+                answers.append((call, {cp: call.ready.get(cp, failed) for cp in call.unanswered}))
+                call.unanswered, call.ready = set(), {}
+        for call, results in answers:
+            self._pass_on(call, results)
+        error = exc.args[0] if exc.args else exc
+        log.error(
+            "%s: the producer failed for good (%s); its writes in flight were answered and "
+            "the next ones go through a new producer",
+            self._name,
+            error.str() if isinstance(error, KafkaError) else error,
+        )
 
     def _answer(self, now: float) -> float:
         """Pass each call's partitions answered since the last time to its ``done``, in one

@@ -216,6 +216,17 @@ def test_offsets_taken_again_before_the_replay_looked_are_seen(broker, caplog) -
         late = [o for o, t in a.handed if t > a.halted_at[0] + 0.2]
         assert late == [], late[:10]
         assert a.consumer.claims() == []
+        # a's durable producer wrote records whose sequence numbers the log lost: librdkafka
+        # failed it for good; the connection's next durable write goes through a new one
+        # (without it, every coordination write of the process failed from then on)
+        assert wait_until(
+            lambda: any("failed for good" in r.getMessage() for r in caplog.records), 10
+        ), [r.getMessage() for r in caplog.records]
+        admin.create_topic("after", partitions=1)
+        landed = a.cluster.produce(
+            "after", 0, [NewRecord(value=b"x", timestamp=int(time.time() * 1000))], durable=True
+        )
+        assert (landed.base_offset, landed.last_offset) == (0, 0)
     finally:
         if a is not None:
             a.close()
