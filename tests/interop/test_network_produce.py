@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from logmarshal import NewRecord, Producer
 from logmarshal.errors import ClosedError, LogmarshalError, NetworkError
@@ -296,3 +296,58 @@ def test_a_partition_refused_on_hand_over_is_answered_once_alone(network, monkey
     got = {cp: r for _, results in done.calls for cp, r in results.items()}
     assert got[0].offsets == (0,)
     assert isinstance(got[1], NetworkError) and "refused" in str(got[1])
+
+
+class FailsForGood(OneDeadLeader):
+    """Answers partition 0; its first poll with nothing to answer raises librdkafka's fatal
+    error (an idempotent producer whose sequence the log lost), and it takes no more."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def produce(self, topic, value=None, key=None, partition=0, on_delivery=None, **kw) -> None:
+        if self.failed:
+            raise KafkaException(KafkaError(KafkaError._FATAL))
+        super().produce(topic, value, key, partition, on_delivery)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        served = self._serve()
+        if served or self.failed:
+            return served
+        self.failed = True
+        raise KafkaException(KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True))
+
+    def flush(self, timeout: float = -1) -> int:
+        return 0  # (its requests answered: what it never reported stays unreported)
+
+
+def test_a_producer_failed_for_good_is_replaced_and_its_writes_answered_once(
+    network, monkeypatch, caplog
+) -> None:
+    """librdkafka's fatal error: the write in flight is answered once per partition (the
+    partition reported before it with its offsets, the other failed), and the next durable
+    write goes through a new producer."""
+    # partition 0's report is held back for its call's other partition when the error comes
+    monkeypatch.setattr(reports, "_GATHER", 1.0)
+    made: list[OneDeadLeader] = []
+
+    def producer(durable: bool) -> OneDeadLeader:
+        made.append(FailsForGood() if not made else OneDeadLeader())
+        return made[-1]
+
+    monkeypatch.setattr(network, "_producer", producer)
+    done = _Done()
+    network.produce_async(
+        "t", {0: [NewRecord(b"a", timestamp=0)], DEAD: [NewRecord(b"b", timestamp=0)]}, done
+    )
+    assert done.wait_for(2, 2.0), done.calls  # (not at the write's deadline: 3 s + grace)
+    answered = [cp for _, results in done.calls for cp in results]
+    assert sorted(answered) == [0, DEAD]
+    got = {cp: r for _, results in done.calls for cp, r in results.items()}
+    assert got[0].offsets == (0,)
+    assert isinstance(got[DEAD], NetworkError) and "failed for good" in str(got[DEAD])
+    result = network.produce("t", 0, [NewRecord(b"c", timestamp=0)], durable=True)
+    assert result.offsets == (0,) and len(made) == 2
+    failed = [r for r in caplog.records if "failed for good" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].levelname == "ERROR"
