@@ -36,9 +36,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logmarshal._coordlog import COORDINATION_TOPIC
+from logmarshal.errors import LogmarshalError
 from logmarshal.localkafka import KafkaCluster
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
+from storage import NewRecord
 from tests.rewinding import PollingMember
 
 from .conftest import start_cluster
@@ -97,6 +99,19 @@ def _audit(kafka: KafkaCluster, out) -> dict:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads((out / "summary.json").read_text())
+
+
+def _write_until(cluster: NetworkCluster, topic: str, timeout: float) -> int | None:
+    """The offset of a durable write to ``topic``/0 through ``cluster``, asked again until it
+    lands or ``timeout`` is over (None)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = NewRecord(value=b"after", timestamp=int(time.time() * 1000))
+        try:
+            return cluster.produce(topic, 0, [record], durable=True).base_offset
+        except LogmarshalError:
+            time.sleep(0.5)
+    return None
 
 
 def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
@@ -159,6 +174,12 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
             _wait(lambda: bool(a.halted_at), 30, "a to halt")
         time.sleep(4 * HB)  # a window for a to show whether it still hands out
         audit = _audit(kafka, tmp_path / "audit")
+        # a's connection still writes durably (another group's coordination writes would):
+        # if the election failed its idempotent producer for good, a new one took over
+        after = NewTopic("after", 1, replica_assignment=[[3]])
+        to_node_3 = AdminClient({"bootstrap.servers": kafka.node(3).bootstrap})
+        to_node_3.create_topics([after])["after"].result(60)
+        written = _write_until(a.cluster, "after", 30)
         # what each replay says of the offsets the election reused: a's world keeps the
         # verdicts of the records it applied before (lost from the log), c's has the new ones
         a_world, c_world = a.marshaler.worlds()[0], c.marshaler.worlds()[0]
@@ -173,6 +194,7 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
             "a_halted_at": list(a.halted_at),
             "c": c.offsets(),
             "errors": [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR],
+            "written_after": written,
             "audit": audit,
             "metric": metrics.registry.get_sample_value(
                 "logmarshal_marshaler_halts_total",
@@ -196,6 +218,8 @@ def test_an_unclean_election_halts_the_member_that_replayed_across_it(tmp_path, 
     late = [o for o, t in got["a_handed"] if t > got["a_halted_at"][0] + 0.2]
     assert late == [], late[:10]
     assert got["c"], "c must hand out (the log it sees is consistent)"
+    assert got["written_after"] == 0, got["errors"]
+    print("a's producer failed for good:", any("failed for good" in m for m in got["errors"]))
     assert not (got["a_after"] & got["c"]), sorted(got["a_after"] & got["c"])[:10]
     # the audit of the elected log names the rewind: a snapshot a published of records the
     # election lost covers offsets the log lost; the log has no record there any more
