@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,6 +107,25 @@ def _marshal_end(cluster) -> int:
     return sum(cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(n))
 
 
+def _sleep_until(deadline: float) -> None:
+    time.sleep(max(0.0, deadline - time.monotonic()))
+
+
+def _sample(
+    wait_until: Callable[[float], None], seconds: float, per_thread: bool
+) -> tuple[dict, float]:
+    """The process's CPU (% of a core) over ``seconds`` of ``wait_until(deadline)`` and, with
+    ``per_thread``, each thread group's CPU and wake-ups; and the wall time it took."""
+    threads0 = _thread_samples() if per_thread else {}
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    wait_until(wall0 + seconds)
+    cpu1, wall1 = time.process_time(), time.monotonic()
+    sample: dict = {"cpu_pct": 100 * (cpu1 - cpu0) / (wall1 - wall0)}
+    if per_thread:
+        sample["per_thread"] = _per_thread(threads0, _thread_samples(), wall1 - wall0)
+    return sample, wall1 - wall0
+
+
 def wake_cost(rounds: int = 200) -> float:
     """Microseconds of this process's CPU per thread wake-up: a thread blocked on a socket
     woken by another every 10 ms (both sides: the sender's sleep and send, the receiver's
@@ -164,17 +184,10 @@ def worker(
         time.sleep(0.05)
     claimed = time.monotonic() - start
     time.sleep(max(2.0, 2 * hb))  # settle: first heartbeats answered, passes in step
+    written0 = _marshal_end(cluster) if per_thread else 0
+    sample, wall = _sample(_sleep_until, seconds, per_thread)
     if per_thread:
-        written0, threads0 = _marshal_end(cluster), _thread_samples()
-    cpu0, wall0 = time.process_time(), time.monotonic()
-    time.sleep(seconds)
-    cpu1, wall1 = time.process_time(), time.monotonic()
-    detail = {}
-    if per_thread:
-        detail = {
-            "per_thread": _per_thread(threads0, _thread_samples(), wall1 - wall0),
-            "marshal_records_s": (_marshal_end(cluster) - written0) / (wall1 - wall0),
-        }
+        sample["marshal_records_s"] = (_marshal_end(cluster) - written0) / wall
     threads = _os_threads()
     held = len(consumer.claims())
     consumer.close()
@@ -182,13 +195,7 @@ def worker(
     cluster.close()
     if data is not None:
         shutil.rmtree(data, ignore_errors=True)
-    return {
-        "cpu_pct": 100 * (cpu1 - cpu0) / (wall1 - wall0),
-        "threads": threads,
-        "claimed_s": claimed,
-        "held": held,
-        **detail,
-    }
+    return {**sample, "threads": threads, "claimed_s": claimed, "held": held}
 
 
 def raw_worker(partitions: int, seconds: float, bootstrap: str, per_thread: bool = False) -> dict:
@@ -217,22 +224,10 @@ def raw_worker(partitions: int, seconds: float, bootstrap: str, per_thread: bool
                 raise SystemExit("a record came to an idle topic")
 
     poll_until(time.monotonic() + 2.0)  # settle: connected, every partition fetched once
-    threads0 = _thread_samples() if per_thread else {}
-    cpu0, wall0 = time.process_time(), time.monotonic()
-    poll_until(wall0 + seconds)
-    cpu1, wall1 = time.process_time(), time.monotonic()
-    detail = {}
-    if per_thread:
-        detail = {"per_thread": _per_thread(threads0, _thread_samples(), wall1 - wall0)}
+    sample, _ = _sample(poll_until, seconds, per_thread)
     threads = _os_threads()
     consumer.close()
-    return {
-        "cpu_pct": 100 * (cpu1 - cpu0) / (wall1 - wall0),
-        "threads": threads,
-        "claimed_s": 0.0,
-        "held": partitions,
-        **detail,
-    }
+    return {**sample, "threads": threads, "claimed_s": 0.0, "held": partitions}
 
 
 def _run(
