@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 __all__ = ["NetworkCluster"]
 
 _MAX_READERS = 64
+#: a durable producer failed for good is replaced at most this often after the first time
+_REMAKE_AFTER = 5.0
 
 
 class NetworkCluster:
@@ -83,6 +85,9 @@ class NetworkCluster:
         self._admin: AdminClient | None = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
         self._reports: DeliveryReports | None = None  # the durable producer's
+        #: when a failed durable producer was last replaced, and how many times
+        self._durable_remade = -float("inf")
+        self._durable_generation = 0
         self._readers: dict[tuple[str, int, bool], _PartitionReader] = {}
         # per (topic, partitions, the calling thread's ident): see _batch_reader
         self._batch_readers: dict[tuple[str, tuple[int, ...], int], _BatchReader] = {}
@@ -132,26 +137,41 @@ class NetworkCluster:
 
     def _durable(self) -> DeliveryReports:
         """The durable producer's writes, its reports served by a thread of their own (and
-        by nothing else: :mod:`.reports`)."""
-        with self._lock:
-            self._check_open()
-            reports = self._reports
-            if reports is not None and not reports.broken:
-                return reports
-            if reports is not None:
-                # librdkafka's producer takes no writes after a fatal error: a new one (a
-                # new producer id; the old one's requests were all answered first)
-                log.warning("%s: a new durable producer replaces the failed one", self.bootstrap)
-                self._producers.pop(True, None)
-                self._reports = None
-        producer = self._producer(True)  # (this one's, made once under the lock)
-        with self._lock:
-            self._check_open()
-            if self._reports is None:
-                self._reports = DeliveryReports(
-                    producer, f"logmarshal-reports:{self.bootstrap}", self._timeout
-                )
-            return self._reports
+        by nothing else: :mod:`.reports`). One librdkafka failed for good is replaced: at
+        once the first time, then at most every ``_REMAKE_AFTER`` seconds (a fatal error
+        that comes back, such as a missing permission, fails the writes meanwhile)."""
+        while True:
+            with self._lock:
+                self._check_open()
+                reports = self._reports
+                if reports is not None and not reports.broken:
+                    return reports
+                if reports is not None:
+                    now = time.monotonic()
+                    if now < self._durable_remade + _REMAKE_AFTER:
+                        raise NetworkError(
+                            f"{self.bootstrap}: the durable producer failed for good again; "
+                            f"another is made {_REMAKE_AFTER:g} s after the last"
+                        )
+                    # a new producer id; the old one's requests were all answered first
+                    log.warning(
+                        "%s: a new durable producer replaces the failed one", self.bootstrap
+                    )
+                    self._durable_remade = now
+                    self._producers.pop(True, None)
+                    self._reports = None
+                    self._durable_generation += 1
+                generation = self._durable_generation
+            producer = self._producer(True)  # (this one's, made once under the lock)
+            with self._lock:
+                self._check_open()
+                if self._durable_generation != generation:
+                    continue  # (replaced meanwhile: that producer may be the failed one)
+                if self._reports is None:
+                    self._reports = DeliveryReports(
+                        producer, f"logmarshal-reports:{self.bootstrap}", self._timeout
+                    )
+                return self._reports
 
     def client_producer(self, settings: Mapping[str, Any]) -> Producer:
         """A librdkafka producer of its own for :class:`logmarshal.Producer`, with the
@@ -572,7 +592,10 @@ class NetworkCluster:
         if reports is not None:
             reports.close(self._timeout)
         for producer in producers:
-            producer.flush(self._timeout)
+            try:
+                producer.flush(self._timeout)
+            except KafkaException:  # (a producer failed for good: nothing more of it to wait for)
+                log.debug("%s: flushing a failed producer at close", self.bootstrap, exc_info=True)
         for reader in readers:
             with reader.lock:
                 reader.close()

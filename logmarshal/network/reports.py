@@ -54,6 +54,11 @@ _GATHER = 0.002
 _GRACE = 5.0
 
 
+def _code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
+
+
 def _fatal(exc: KafkaException) -> bool:
     """librdkafka's fatal error: its producer takes no writes any more."""
     error = exc.args[0] if exc.args else None
@@ -120,7 +125,7 @@ class DeliveryReports:
             time.monotonic() + self._timeout + _GRACE,
         )
         with self._cond:
-            if self._broken:  # (its owner makes a new one for the next write)
+            if self._broken or self._fatal is not None:  # (its owner makes a new one)
                 raise NetworkError(f"{self._name}: the producer failed for good")
             if self._closed:
                 raise ClosedError(f"{self._name}: closed")
@@ -226,28 +231,48 @@ class DeliveryReports:
         return self._broken
 
     def _retire(self, exc: KafkaException) -> None:
-        """After a fatal error: wait (up to the write timeout) until every request the
-        producer sent was answered, so that none of its writes can land behind a new
-        producer's; pass on what was answered; answer the rest failed (not known to have
-        landed); then say :attr:`broken`. Writes handed over meanwhile fail at once."""
-        try:
-            self._producer.flush(self._timeout)
-        except Exception:  # (a report's callback; the answers below still go out)
-            log.exception("%s: waiting for the failed producer's requests", self._name)
-        self._answer(time.monotonic())  # (what was reported)
+        """After a fatal error: serve the producer's reports until every request it sent
+        was answered (up to librdkafka's delivery timeout and a grace), so that none of its
+        writes lands behind a new producer's, passing each on as it comes; answer the rest
+        failed (not known to have landed); then say :attr:`broken`. Writes handed over
+        meanwhile fail at once."""
+        reason = exc
+        deadline = time.monotonic() + self._timeout + _GRACE
+        left = -1
+        while left != 0 and time.monotonic() < deadline:
+            try:
+                left = self._producer.flush(_POLL)
+            except KafkaException as again:  # (the error itself, when a write met it first)
+                if _fatal(again) and _code(reason) == KafkaError._FATAL:
+                    reason = again
+            except Exception:  # (a report's callback; the answers below still go out)
+                log.exception("%s: serving the failed producer's reports", self._name)
+            self._answer(time.monotonic())
+        if left != 0:
+            log.warning(
+                "%s: %s of the failed producer's records still unanswered after %.0f s",
+                self._name,
+                left if left > 0 else "some",
+                self._timeout + _GRACE,
+            )
+        try:  # what librdkafka still holds is dropped, and with it our callbacks
+            self._producer.purge()
+            self._producer.poll(0)
+        except Exception:
+            pass  # (a fatal error raised again, or a callback's: nothing left to answer)
         with self._cond:
             self._closed = self._broken = True
-            left, self._calls = self._calls, []
+            left_calls, self._calls = self._calls, []
             self._finished = []
             answers = []
-            for call in left:
+            for call in left_calls:
                 failed = NetworkError(f"produce to {call.topic}: the producer failed for good")
                 # (a partition reported and held back for its call's others keeps its report)
                 answers.append((call, {cp: call.ready.get(cp, failed) for cp in call.unanswered}))
                 call.unanswered, call.ready = set(), {}
         for call, results in answers:
             self._pass_on(call, results)
-        error = exc.args[0] if exc.args else exc
+        error = reason.args[0] if reason.args else reason
         log.error(
             "%s: the producer failed for good (%s); its writes in flight were answered and "
             "the next ones go through a new producer",

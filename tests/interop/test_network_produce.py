@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from logmarshal import NewRecord, Producer
 from logmarshal.errors import ClosedError, LogmarshalError, NetworkError
 from logmarshal.network import NetworkCluster, reports
+from logmarshal.network import cluster as cluster_module
 
 DEAD = 1
 
@@ -298,56 +299,164 @@ def test_a_partition_refused_on_hand_over_is_answered_once_alone(network, monkey
     assert isinstance(got[1], NetworkError) and "refused" in str(got[1])
 
 
-class FailsForGood(OneDeadLeader):
-    """Answers partition 0; its first poll with nothing to answer raises librdkafka's fatal
-    error (an idempotent producer whose sequence the log lost), and it takes no more."""
+SLOW = 2
 
-    def __init__(self) -> None:
+
+class FailsForGood(OneDeadLeader):
+    """Answers partition 0 at once and SLOW only when flushed (a request the broker answers
+    late); once ``fail`` is set, its next poll with nothing to answer raises librdkafka's
+    fatal error (an idempotent producer whose sequence the log lost), and it takes no more
+    records. DEAD's request is dropped unreported then, or with ``hangs`` never answered."""
+
+    def __init__(self, *, hangs: bool = False) -> None:
         super().__init__()
+        self.fail = threading.Event()
         self.failed = False
+        self.hangs = hangs
 
     def produce(self, topic, value=None, key=None, partition=0, on_delivery=None, **kw) -> None:
         if self.failed:
             raise KafkaException(KafkaError(KafkaError._FATAL))
         super().produce(topic, value, key, partition, on_delivery)
 
+    def _serve(self, slow: bool = False) -> int:
+        with self._lock:
+            ready = [(p, cb) for p, cb in self._pending if p != DEAD and (slow or p != SLOW)]
+            self._pending = [(p, cb) for p, cb in self._pending if (p, cb) not in ready]
+        for _p, callback in ready:
+            offset, self._next = self._next, self._next + 1
+            callback(None, _Message(offset))
+        return len(ready)
+
     def poll(self, timeout: float = 0.0) -> int:
         served = self._serve()
-        if served or self.failed:
+        if served or self.failed or not self.fail.is_set():
+            if not served and timeout:
+                threading.Event().wait(min(timeout, 0.01))
             return served
         self.failed = True
+        if not self.hangs:
+            with self._lock:
+                self._pending = [(p, cb) for p, cb in self._pending if p != DEAD]
         raise KafkaException(KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True))
 
     def flush(self, timeout: float = -1) -> int:
-        return 0  # (its requests answered: what it never reported stays unreported)
+        self._serve(slow=True)
+        with self._lock:
+            left = len(self._pending)
+        if left:
+            threading.Event().wait(min(timeout, 0.05))
+        return left
+
+    def purge(self, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            self._pending = []
+
+
+def _failing_producers(*, hangs: bool) -> tuple[list[OneDeadLeader], Any]:
+    """A stand-in for ``NetworkCluster._producer``: a FailsForGood first, then good ones."""
+    made: list[OneDeadLeader] = []
+
+    def producer(durable: bool) -> OneDeadLeader:
+        made.append(FailsForGood(hangs=hangs) if not made else OneDeadLeader())
+        return made[-1]
+
+    return made, producer
+
+
+def _errors(caplog, text: str) -> list[Any]:
+    return [r for r in caplog.records if text in r.getMessage() and r.levelname == "ERROR"]
 
 
 def test_a_producer_failed_for_good_is_replaced_and_its_writes_answered_once(
     network, monkeypatch, caplog
 ) -> None:
     """librdkafka's fatal error: the write in flight is answered once per partition (the
-    partition reported before it with its offsets, the other failed), and the next durable
-    write goes through a new producer."""
-    # partition 0's report is held back for its call's other partition when the error comes
+    partition reported before it, and the one reported while its requests are waited for,
+    with their offsets; the other failed), and the next durable write goes through a new
+    producer."""
+    # partition 0's report is held back for its call's others while the error comes
     monkeypatch.setattr(reports, "_GATHER", 1.0)
-    made: list[OneDeadLeader] = []
-
-    def producer(durable: bool) -> OneDeadLeader:
-        made.append(FailsForGood() if not made else OneDeadLeader())
-        return made[-1]
-
+    made, producer = _failing_producers(hangs=False)
     monkeypatch.setattr(network, "_producer", producer)
     done = _Done()
     network.produce_async(
-        "t", {0: [NewRecord(b"a", timestamp=0)], DEAD: [NewRecord(b"b", timestamp=0)]}, done
+        "t", {p: [NewRecord(b"%d" % p, timestamp=0)] for p in (0, DEAD, SLOW)}, done
     )
-    assert done.wait_for(2, 2.0), done.calls  # (not at the write's deadline: 3 s + grace)
+    made[0].fail.set()
+    assert done.wait_for(3, 2.0), done.calls  # (not at the write's deadline: 3 s + grace)
     answered = [cp for _, results in done.calls for cp in results]
-    assert sorted(answered) == [0, DEAD]
+    assert sorted(answered) == [0, DEAD, SLOW]
     got = {cp: r for _, results in done.calls for cp, r in results.items()}
-    assert got[0].offsets == (0,)
+    assert got[0].offsets == (0,) and got[SLOW].offsets == (1,)
     assert isinstance(got[DEAD], NetworkError) and "failed for good" in str(got[DEAD])
     result = network.produce("t", 0, [NewRecord(b"c", timestamp=0)], durable=True)
     assert result.offsets == (0,) and len(made) == 2
-    failed = [r for r in caplog.records if "failed for good" in r.getMessage()]
-    assert len(failed) == 1 and failed[0].levelname == "ERROR"
+    assert len(_errors(caplog, "failed for good")) == 1
+
+
+def test_a_failed_producer_is_replaced_once_its_requests_are_answered_or_timed_out(
+    broker, monkeypatch, caplog
+) -> None:
+    """While the failed producer's requests are waited for, what they answer is passed on
+    as it comes and new writes fail at once; a request never answered holds the new
+    producer back until librdkafka's delivery timeout and the grace are over."""
+    monkeypatch.setattr(reports, "_GRACE", 0.3)
+    network = NetworkCluster(broker.bootstrap, timeout=1.0)
+    try:
+        made, producer = _failing_producers(hangs=True)
+        monkeypatch.setattr(network, "_producer", producer)
+        first, late = _Done(), _Done()
+        network.produce_async("t", {0: [NewRecord(b"a", timestamp=0)], DEAD: [NewRecord(b"b", timestamp=0)]}, first)  # fmt: skip
+        network.produce_async("t", {SLOW: [NewRecord(b"c", timestamp=0)]}, late)
+        assert first.wait_for(1, 2.0)  # partition 0, alone
+        made[0].fail.set()
+        failed_at = time.time()
+        assert late.wait_for(1, 0.8), "a report of the failed producer waited for the others"
+        assert late.calls[0][1][SLOW].offsets == (1,)
+        with pytest.raises(NetworkError, match="failed for good"):
+            network.produce_async("t", {0: [NewRecord(b"d", timestamp=0)]}, _Done())
+        assert first.wait_for(2, 5.0)
+        _, dead = first.calls[-1]
+        assert list(dead) == [DEAD] and isinstance(dead[DEAD], NetworkError)
+        ends = time.monotonic() + 5.0  # the retirement's end: its one error line
+        while not _errors(caplog, "failed for good"):
+            assert time.monotonic() < ends, "the failed producer was never retired"
+            time.sleep(0.01)
+        (ended,) = _errors(caplog, "failed for good")
+        assert ended.created - failed_at >= 1.0  # (librdkafka's delivery timeout: 1 s here)
+        assert [r for r in caplog.records if "still unanswered" in r.getMessage()]
+        result = network.produce("t", 0, [NewRecord(b"e", timestamp=0)], durable=True)
+        assert result.offsets == (0,) and len(made) == 2
+    finally:
+        network.close()
+
+
+def test_a_producer_that_fails_for_good_again_soon_is_not_remade_at_once(
+    network, monkeypatch, caplog
+) -> None:
+    """A fatal error that comes back (a missing permission, say) does not make a producer
+    per write: the first failed one is replaced at once, the next only after
+    ``_REMAKE_AFTER`` (its writes meanwhile fail with a clear error)."""
+    made: list[FailsForGood] = []
+
+    def producer(durable: bool) -> FailsForGood:
+        made.append(FailsForGood())
+        made[-1].fail.set()
+        return made[-1]
+
+    monkeypatch.setattr(network, "_producer", producer)
+    for expected in (1, 2):
+        done = _Done()
+        network.produce_async("t", {DEAD: [NewRecord(b"x", timestamp=0)]}, done)
+        assert done.wait_for(1, 2.0) and len(made) == expected
+        ends = time.monotonic() + 5.0
+        while len(_errors(caplog, "failed for good")) < expected:
+            assert time.monotonic() < ends, "not retired"
+            time.sleep(0.01)
+    with pytest.raises(NetworkError, match="failed for good again"):
+        network.produce_async("t", {0: [NewRecord(b"y", timestamp=0)]}, _Done())
+    assert len(made) == 2
+    monkeypatch.setattr(cluster_module, "_REMAKE_AFTER", 0.0)
+    network.produce_async("t", {0: [NewRecord(b"z", timestamp=0)]}, _Done())
+    assert len(made) == 3
