@@ -13,8 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from logmarshal import Consumer, Marshaler
+from logmarshal.errors import LogmarshalError
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
+from storage import NewRecord
+
+
+def write_until(cluster: NetworkCluster, topic: str, timeout: float) -> int | None:
+    """The offset of a durable write to ``topic``/0 through ``cluster``, asked again until it
+    lands or ``timeout`` is over (None): a failed producer's writes fail while it is retired."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = NewRecord(value=b"after", timestamp=int(time.time() * 1000))
+        try:
+            return cluster.produce(topic, 0, [record], durable=True).base_offset
+        except LogmarshalError:
+            time.sleep(0.5)
+    return None
 
 
 def cut_segment(partition_dir: Path, offset: int) -> int:

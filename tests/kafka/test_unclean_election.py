@@ -36,12 +36,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from logmarshal._coordlog import COORDINATION_TOPIC
-from logmarshal.errors import LogmarshalError
 from logmarshal.localkafka import KafkaCluster
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
-from storage import NewRecord
-from tests.rewinding import PollingMember
+from tests.rewinding import PollingMember, write_until
 
 from .conftest import start_cluster
 
@@ -99,19 +97,6 @@ def _audit(kafka: KafkaCluster, out) -> dict:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads((out / "summary.json").read_text())
-
-
-def _write_until(cluster: NetworkCluster, topic: str, timeout: float) -> int | None:
-    """The offset of a durable write to ``topic``/0 through ``cluster``, asked again until it
-    lands or ``timeout`` is over (None)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        record = NewRecord(value=b"after", timestamp=int(time.time() * 1000))
-        try:
-            return cluster.produce(topic, 0, [record], durable=True).base_offset
-        except LogmarshalError:
-            time.sleep(0.5)
-    return None
 
 
 def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
@@ -179,7 +164,7 @@ def _run(tmp_path, *, check: bool, caplog: pytest.LogCaptureFixture) -> dict:
         after = NewTopic("after", 1, replica_assignment=[[3]])
         to_node_3 = AdminClient({"bootstrap.servers": kafka.node(3).bootstrap})
         to_node_3.create_topics([after])["after"].result(60)
-        written = _write_until(a.cluster, "after", 30)
+        written = write_until(a.cluster, "after", 30)
         # what each replay says of the offsets the election reused: a's world keeps the
         # verdicts of the records it applied before (lost from the log), c's has the new ones
         a_world, c_world = a.marshaler.worlds()[0], c.marshaler.worlds()[0]

@@ -38,7 +38,7 @@ from logmarshal.network import NetworkCluster
 from scenarios.common import wait_until
 from storage import NewRecord
 from storage._records import TimestampType, encode_batch
-from tests.rewinding import PollingMember, cut_segment
+from tests.rewinding import PollingMember, cut_segment, write_until
 
 pytestmark = pytest.mark.slow
 
@@ -216,17 +216,14 @@ def test_offsets_taken_again_before_the_replay_looked_are_seen(broker, caplog) -
         late = [o for o, t in a.handed if t > a.halted_at[0] + 0.2]
         assert late == [], late[:10]
         assert a.consumer.claims() == []
-        # a's durable producer wrote records whose sequence numbers the log lost: librdkafka
-        # failed it for good; the connection's next durable write goes through a new one
-        # (without it, every coordination write of the process failed from then on)
-        assert wait_until(
-            lambda: any("failed for good" in r.getMessage() for r in caplog.records), 10
-        ), [r.getMessage() for r in caplog.records]
+        # a's durable producer may have written records whose sequence numbers the log lost
+        # (most runs): librdkafka then fails it for good, and the connection's next durable
+        # writes go through a new one (before, every coordination write of the process
+        # failed from then on); whether it was, the connection writes
         admin.create_topic("after", partitions=1)
-        landed = a.cluster.produce(
-            "after", 0, [NewRecord(value=b"x", timestamp=int(time.time() * 1000))], durable=True
-        )
-        assert (landed.base_offset, landed.last_offset) == (0, 0)
+        assert write_until(a.cluster, "after", 45) == 0, [r.getMessage() for r in caplog.records]
+        failed = [r for r in caplog.records if "failed for good" in r.getMessage()]
+        print(f"a's producer failed for good: {bool(failed)}")
     finally:
         if a is not None:
             a.close()
