@@ -54,15 +54,16 @@ _GATHER = 0.002
 _GRACE = 5.0
 
 
-def _code(exc: KafkaException) -> int | None:
+def _error(exc: KafkaException) -> KafkaError | None:
+    """The KafkaError confluent-kafka raised ``exc`` with, if any."""
     error = exc.args[0] if exc.args else None
-    return error.code() if isinstance(error, KafkaError) else None
+    return error if isinstance(error, KafkaError) else None
 
 
 def _fatal(exc: KafkaException) -> bool:
     """librdkafka's fatal error: its producer takes no writes any more."""
-    error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and (error.fatal() or error.code() == KafkaError._FATAL)
+    error = _error(exc)
+    return error is not None and (error.fatal() or error.code() == KafkaError._FATAL)
 
 
 class _Call:
@@ -243,7 +244,8 @@ class DeliveryReports:
             try:
                 left = self._producer.flush(_POLL)
             except KafkaException as again:  # (the error itself, when a write met it first)
-                if _fatal(again) and _code(reason) == KafkaError._FATAL:
+                generic = _error(reason)
+                if _fatal(again) and generic is not None and generic.code() == KafkaError._FATAL:
                     reason = again
             except Exception:  # (a report's callback; the answers below still go out)
                 log.exception("%s: serving the failed producer's reports", self._name)
@@ -262,23 +264,29 @@ class DeliveryReports:
             pass  # (a fatal error raised again, or a callback's: nothing left to answer)
         with self._cond:
             self._closed = self._broken = True
-            left_calls, self._calls = self._calls, []
-            self._finished = []
-            answers = []
-            for call in left_calls:
-                failed = NetworkError(f"produce to {call.topic}: the producer failed for good")
-                # (a partition reported and held back for its call's others keeps its report)
-                answers.append((call, {cp: call.ready.get(cp, failed) for cp in call.unanswered}))
-                call.unanswered, call.ready = set(), {}
-        for call, results in answers:
-            self._pass_on(call, results)
-        error = reason.args[0] if reason.args else reason
+            taken = self._take_calls()
+        for call, cps, ready in taken:
+            failed = NetworkError(f"produce to {call.topic}: the producer failed for good")
+            # (a partition reported and held back for its call's others keeps its report)
+            self._pass_on(call, {cp: ready.get(cp, failed) for cp in cps})
+        error = _error(reason)
         log.error(
             "%s: the producer failed for good (%s); its writes in flight were answered and "
             "the next ones go through a new producer",
             self._name,
-            error.str() if isinstance(error, KafkaError) else error,
+            error.str() if error is not None else reason,
         )
+
+    def _take_calls(self) -> list[tuple[_Call, set[int], dict[int, ProduceResult | Exception]]]:
+        """Take every call in flight out (under ``_cond``): each with its partitions not
+        passed on yet and those of them reported but held back. Nothing more of theirs is
+        passed on by the thread; the caller answers them."""
+        left, self._calls = self._calls, []
+        self._finished = []
+        taken = [(call, call.unanswered, call.ready) for call in left]
+        for call in left:
+            call.unanswered, call.ready = set(), {}  # (a report that comes after is dropped)
+        return taken
 
     def _answer(self, now: float) -> float:
         """Pass each call's partitions answered since the last time to its ``done``, in one
@@ -331,13 +339,9 @@ class DeliveryReports:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         with self._cond:
-            left, self._calls = self._calls, []
-            self._finished = []
-            unanswered = [(call, call.unanswered) for call in left]
-            for call in left:
-                call.unanswered = set()  # (a report that comes after all is not passed on)
+            taken = self._take_calls()
         if thread is not None and thread is not threading.current_thread():
             thread.join(2 * _POLL)  # (nothing in flight now: it ends after its last poll)
-        for call, cps in unanswered:
+        for call, cps, _ in taken:
             closed = ClosedError(f"{self._name}: closed before the write was answered")
             self._pass_on(call, dict.fromkeys(cps, closed))

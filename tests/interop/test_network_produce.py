@@ -65,10 +65,11 @@ class OneDeadLeader:
         with self._lock:
             self._pending.append((partition, on_delivery))
 
-    def _serve(self) -> int:
+    def _serve(self, held: tuple[int, ...] = (DEAD,)) -> int:
+        """Report every pending record but those of the ``held`` partitions."""
         with self._lock:
-            ready = [(p, cb) for p, cb in self._pending if p != DEAD]
-            self._pending = [(p, cb) for p, cb in self._pending if p == DEAD]
+            ready = [(p, cb) for p, cb in self._pending if p not in held]
+            self._pending = [(p, cb) for p, cb in self._pending if p in held]
         for _p, callback in ready:
             if self._offsets is not None:
                 offset = self._offsets.pop(0)
@@ -319,17 +320,8 @@ class FailsForGood(OneDeadLeader):
             raise KafkaException(KafkaError(KafkaError._FATAL))
         super().produce(topic, value, key, partition, on_delivery)
 
-    def _serve(self, slow: bool = False) -> int:
-        with self._lock:
-            ready = [(p, cb) for p, cb in self._pending if p != DEAD and (slow or p != SLOW)]
-            self._pending = [(p, cb) for p, cb in self._pending if (p, cb) not in ready]
-        for _p, callback in ready:
-            offset, self._next = self._next, self._next + 1
-            callback(None, _Message(offset))
-        return len(ready)
-
     def poll(self, timeout: float = 0.0) -> int:
-        served = self._serve()
+        served = self._serve(held=(DEAD, SLOW))
         if served or self.failed or not self.fail.is_set():
             if not served and timeout:
                 threading.Event().wait(min(timeout, 0.01))
@@ -341,7 +333,7 @@ class FailsForGood(OneDeadLeader):
         raise KafkaException(KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True))
 
     def flush(self, timeout: float = -1) -> int:
-        self._serve(slow=True)
+        self._serve()
         with self._lock:
             left = len(self._pending)
         if left:
