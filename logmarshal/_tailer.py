@@ -292,14 +292,27 @@ class Tailer(SnapshotKeeping, LossChecking):
 
     def wait_caught_up(self, timeout: float) -> bool:
         """Wait until every partition is replayed up to its end as of this call."""
+        return self.wait_reached(self.log_ends(), timeout)
+
+    def log_ends(self) -> dict[int, int]:
+        """The end of every partition whose replay goes on, as the log shows it now (one
+        look-up each; raises what the cluster raises)."""
+        return {
+            tail.partition: self._cluster.latest_offset(COORDINATION_TOPIC, tail.partition)
+            for tail in self._tails
+            if not self._frozen(tail)  # its replay stopped for good: acted on no more
+        }
+
+    def wait_reached(self, ends: Mapping[int, int], timeout: float) -> bool:
+        """Wait until the replay of each partition in ``ends`` has applied what precedes its
+        end there (:meth:`log_ends`). A caller that waits in several tries keeps the ends
+        of its first: ends looked up afresh each try may stay ahead of a replay that
+        follows a busy log, however close it follows."""
         deadline = time.monotonic() + timeout
-        for tail in self._tails:
-            if self._frozen(tail):
-                continue  # its replay stopped for good: acted on no more (core.rewind)
-            end = self._cluster.latest_offset(COORDINATION_TOPIC, tail.partition)
-            if not self.wait_applied(
-                tail.partition, end - 1, max(0.0, deadline - time.monotonic())
-            ):
+        for cp, end in ends.items():
+            if self._frozen(self._tails[cp]):
+                continue  # it stopped for good since (core.rewind)
+            if not self.wait_applied(cp, end - 1, max(0.0, deadline - time.monotonic())):
                 return False
         return True
 

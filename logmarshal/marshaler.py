@@ -393,6 +393,17 @@ class Marshaler:
         """Wait until every partition is replayed up to its end as of this call."""
         return self._tailer.wait_caught_up(timeout)
 
+    def log_ends(self) -> dict[int, int]:
+        """The end of every coordination partition still replayed, as the log shows it now
+        (a look-up each), for :meth:`wait_reached`."""
+        return self._tailer.log_ends()
+
+    def wait_reached(self, ends: Mapping[int, int], timeout: float) -> bool:
+        """Wait until the replay has reached ``ends`` (:meth:`log_ends`): what
+        :meth:`wait_caught_up` does, in as many tries as the caller likes, towards the
+        same ends."""
+        return self._tailer.wait_reached(ends, timeout)
+
     def _applied(self, cp: int, applied: int, verdicts: list[Verdict | None]) -> None:
         """From the tail thread of ``cp``, after each applied chunk (outside its lock)."""
         self._applied_many([(cp, applied, verdicts)])

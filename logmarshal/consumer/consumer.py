@@ -178,6 +178,9 @@ class Consumer:
         self._closed = False
         self._finished = threading.Event()  # the core closed (all releases answered)
         self._catch_up = threading.Event()  # the core asked for CatchUp (after a stall)
+        self._catch_up_asked = 0  # CatchUps so far (under the lock)
+        # (CatchUps when looked up, the log's ends then): what the driver waits for
+        self._catch_up_ends: tuple[int, dict[int, int]] | None = None
         self._stop = threading.Event()
         # the driver sleeps until the core's next due time on the real clock, woken early
         # when an event leaves it work (a manual clock moves by hand: it ticks instead)
@@ -624,9 +627,12 @@ class Consumer:
         """The driver thread: start-up replay, then ticks and the edge's own look-ups."""
         try:
             backoff = self._tick
+            ends = None
             while not self._stop.is_set():
                 try:
-                    if self._marshaler.wait_caught_up(timeout=self._tick * 4):
+                    if ends is None:
+                        ends = self._marshaler.log_ends()
+                    if self._marshaler.wait_reached(ends, timeout=self._tick * 4):
                         break
                 except RETRIABLE as exc:
                     # the log's end unknown for now (a topic just created, a leader away):
@@ -647,9 +653,8 @@ class Consumer:
                     break
                 now = time.monotonic()
                 try:
-                    if self._catch_up.is_set() and self._marshaler.wait_caught_up(self._tick):
-                        self._catch_up.clear()
-                        self._report_caught_up()
+                    if self._catch_up.is_set():
+                        self._catching_up()
                     if now >= next_topics:
                         # once per HB: a metadata request to the cluster (every member's,
                         # the broker's load at 32 members), for growth seen within an HB
@@ -682,6 +687,32 @@ class Consumer:
             pause = min(max(self._tick, (due - now) / 1000), self._hb / 4)
             self._sleeping = pause > self._tick
         return pause
+
+    def _catching_up(self) -> None:
+        """A driver pass while the core waits for ``CatchUp``'s answer: the log's ends
+        looked up once for each ``CatchUp`` and waited for a tick per pass (ticks go on
+        meanwhile). Looked up afresh each pass, on a busy log with slow look-ups (a loaded
+        machine, a leader away) the replay may be found short of them pass after pass,
+        and the member then hands out nothing until the log goes quiet."""
+        with self._lock:
+            asked, ends = self._catch_up_asked, self._catch_up_ends
+        if ends is None or ends[0] != asked:
+            try:
+                ends = (asked, self._marshaler.log_ends())
+            except RETRIABLE as exc:
+                log.warning("%s: cannot read the coordination log's end (%s); retrying",
+                            self._name(), exc)  # fmt: skip
+                return
+            with self._lock:
+                self._catch_up_ends = ends
+        if not self._marshaler.wait_reached(ends[1], self._tick):
+            return
+        with self._lock:
+            if self._catch_up_asked != ends[0]:
+                return  # the core asked again meanwhile (another stall): ends after that one
+            self._catch_up.clear()
+            self._catch_up_ends = None
+        self._report_caught_up()
 
     def _report_caught_up(self) -> None:
         """Tell the core the replay reached the log end (at start-up, and when it asks after
@@ -777,7 +808,9 @@ class Consumer:
                     action.topic, action.partition, action.offset, action.start, action.end
                 )
             elif isinstance(action, CatchUp):
-                self._catch_up.set()  # the driver replays to the log end, then says so
+                # the driver replays to the log's end as looked up after this, then says so
+                self._catch_up_asked += 1
+                self._catch_up.set()
             elif isinstance(action, Closed):
                 self._finished.set()
         if writes:
