@@ -474,6 +474,25 @@ class KafkaCluster:
             node.proc.wait(10)
             node.proc = None
 
+    def shut_down(self, node_id: int, timeout: float = 120.0) -> bool:
+        """SIGTERM: a clean shutdown (Kafka's controlled shutdown moves the node's leaders
+        away first). False if the node had not exited within ``timeout`` seconds and was
+        killed instead: on a starved machine Kafka's controller quorum can miss its own
+        timeouts and keep a controlled shutdown waiting for a minute or more."""
+        node = self.node(node_id)
+        if node.proc is None:
+            return True
+        node.proc.terminate()
+        try:
+            node.proc.wait(timeout)
+            clean = True
+        except subprocess.TimeoutExpired:
+            node.proc.kill()
+            node.proc.wait(10)
+            clean = False
+        node.proc = None
+        return clean
+
     def pause(self, node_id: int) -> None:
         pid = self.node(node_id).pid
         if pid is not None:

@@ -24,6 +24,33 @@ def test_settings_are_checked_before_anything_starts(tmp_path) -> None:
         KafkaCluster(tmp_path, nodes=0)
 
 
+def test_a_node_that_does_not_shut_down_in_time_is_killed(tmp_path) -> None:
+    """``shut_down`` (the rolling restart of the fault stage): SIGTERM, and SIGKILL once its
+    time is up, by the node's pid. Stand-ins for the JVM: one that exits on SIGTERM, one
+    that ignores it (a controlled shutdown that does not end)."""
+    cluster = KafkaCluster(tmp_path, nodes=2)
+    clean, stuck = cluster.nodes
+    clean.proc = subprocess.Popen(["sleep", "60"])
+    ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    stuck.proc = subprocess.Popen([sys.executable, "-c", ignores + "print(1, flush=True); time.sleep(60)"],
+                                  stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert stuck.proc.stdout is not None and stuck.proc.stdout.readline()  # handler set
+        started = time.monotonic()
+        sleeper, ignorer = clean.proc, stuck.proc
+        assert cluster.shut_down(1, timeout=10) is True
+        assert clean.proc is None and sleeper.returncode == -signal.SIGTERM
+        assert cluster.shut_down(2, timeout=0.5) is False
+        assert stuck.proc is None and ignorer.returncode == -signal.SIGKILL
+        assert time.monotonic() - started < 10
+        assert cluster.shut_down(2) is True  # a stopped node: nothing to do
+    finally:
+        for node in cluster.nodes:
+            if node.proc is not None:
+                node.proc.kill()
+                node.proc.wait(10)
+
+
 def test_the_cluster_is_apache_kafka_and_its_tools_see_our_topics(kafka) -> None:
     assert (jars_dir() / f"kafka_2.13-{KAFKA_VERSION}.jar").exists()
     with logmarshal.connect(bootstrap=kafka.bootstrap) as cluster:
