@@ -219,6 +219,7 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
     core's buffer: up to ~5,000 records a partition beside librdkafka's queue, which both
     have)."""
     latencies: list[float] = []
+    trips: _RoundTrips | None = None  # AMO: its coordination round trips
     first = last = cpu = 0.0
     got = skipped = 0
     opened = time.perf_counter()
@@ -255,8 +256,10 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
         cluster = logmarshal.connect(bootstrap=bootstrap)
         m = Marshaler(cluster, "bench", f"bench-{kind}-{os.getpid()}", 2.0)
         m.wait_caught_up(30)
-        mode = "amo" if kind == "amo" else "alo"
-        consumer = Consumer(m, TOPIC, mode=mode, batch_size=500, greedy=True)  # type: ignore[arg-type]
+        mode = "amo" if kind.startswith("amo") else "alo"
+        window = {"max_reserved": int(kind[4:])} if kind.startswith("amo-") else {}
+        trips = _RoundTrips(m) if mode == "amo" else None
+        consumer = Consumer(m, TOPIC, mode=mode, batch_size=500, greedy=True, **window)  # type: ignore[arg-type]
         each = kind == "alo-each"
         if primed:
             deadline = time.monotonic() + 60
@@ -286,7 +289,9 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
         consumer.close()
         m.close()
         cluster.close()
+    trip = trips.figures() if trips is not None else {}
     return {
+        **trip,
         "rate": (got - skipped) / (last - first),
         "cpu": cpu,
         "start_s": first - opened,
@@ -295,6 +300,59 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
         "p99_ms": _pct(latencies, 0.99) * 1000 if latencies else 0.0,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+class _RoundTrips:
+    """An AMO worker's coordination round trips, timed: from handing a write to
+    ``__marshal`` over to its acknowledgement, and to the replay applying it (the verdict
+    that lets a reserved window be handed out). Wraps the Marshaler's asynchronous write."""
+
+    def __init__(self, marshaler: Marshaler) -> None:
+        self._open: dict[tuple[int, int], tuple[float, float]] = {}
+        self._lock = threading.Lock()
+        self.acked: list[float] = []
+        self.replayed: list[float] = []
+        self.writes = 0
+        write = marshaler.write_records_async
+
+        def timed(batches, done):  # (the Marshaler's own signature)
+            sent = time.perf_counter()
+            self.writes += 1
+
+            def answered(finish):
+                acked = time.perf_counter()
+
+                def landed():
+                    out = finish()
+                    with self._lock:
+                        for cp, where in out.items():
+                            for at in where if isinstance(where, list) else ():
+                                self._open[(cp, at.offset)] = (sent, acked)
+                    return out
+
+                done(landed)
+
+            return write(batches, answered)
+
+        marshaler.write_records_async = timed  # type: ignore[method-assign]
+        marshaler.add_listener(self._applied)
+
+    def _applied(self, cp: int, applied: int) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            for key in [k for k in self._open if k[0] == cp and k[1] <= applied]:
+                sent, acked = self._open.pop(key)
+                self.acked.append(acked - sent)
+                self.replayed.append(now - sent)
+
+    def figures(self) -> dict[str, float]:
+        with self._lock:
+            return {
+                "records": len(self.replayed),
+                "writes": self.writes,
+                "ack_ms": _pct(self.acked, 0.5) * 1000 if self.acked else 0.0,
+                "verdict_ms": _pct(self.replayed, 0.5) * 1000 if self.replayed else 0.0,
+            }
 
 
 def _run_reader(
@@ -337,7 +395,11 @@ def _broker(kind: str, data: str) -> Iterator[str]:
 
 
 def network(
-    count: int, baseline_ref: str | None, on: str = "logmarshal", primed: bool = False
+    count: int,
+    baseline_ref: str | None,
+    on: str = "logmarshal",
+    primed: bool = False,
+    amo_windows: tuple[int, ...] = (),
 ) -> None:
     from confluent_kafka import Producer
 
@@ -388,6 +450,8 @@ def network(
             rows.append((kind, None))
             if baseline is not None and kind in ("alo-batch", "alo-each", "amo"):
                 rows.append((kind, baseline))
+            if kind == "amo":
+                rows.extend((f"amo-{window}", None) for window in amo_windows)
         base: dict | None = None
         for kind, code in rows:
             if kind == "kcat" and shutil.which("kcat") is None:
@@ -410,6 +474,13 @@ def network(
                     f"{r['p99_ms'] / base['p99_ms']:.1f}x p99 of {BASELINE}"
                 )
             print(f"  {label:<28} {r['rate']:>11,.0f} msg/s  rss {r['rss_mb']:6.0f} MB{extra}")
+            if "verdict_ms" in r:
+                print(
+                    f"  {'':<28} {r['records']:,} coordination records in {r['writes']:,} "
+                    f"writes, {count / max(r['records'], 1):,.0f} records handed out each; "
+                    f"p50 acknowledged {r['ack_ms']:.1f} ms, verdict replayed "
+                    f"{r['verdict_ms']:.1f} ms after the write"
+                )
         print(
             "(rate and cpu: from the first records in hand to the last, ALO: committed; "
             "start: from the reader's creation to its first records (the Consumer: joining "
@@ -417,7 +488,8 @@ def network(
             "alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500), "
             "raw-reader with the Consumer's reader's librdkafka settings "
             "(logmarshal.network.settings.consumer_settings); goal: >= 0.8x rate, "
-            "<= 2x p99 of raw-reader"
+            "<= 2x p99 of raw-reader; amo-N: AMO with max_reserved N (default: 4 batches, "
+            "2,000), at most N records of a partition lost to a crash"
             + (
                 f"; primed: each clock started {PRIMED_WAIT:g} s after every partition was "
                 "assigned (raw) or claimed (Consumer))"
@@ -458,11 +530,24 @@ def main(argv: list[str] | None = None) -> int:
         help="with --network: each reader's clock starts once it reads every partition "
         f"(the Consumer: has claimed them) and {PRIMED_WAIT:g} s more, buffers full",
     )
+    parser.add_argument(
+        "--amo-windows",
+        default="",
+        help="with --network: more AMO rows, one per max_reserved in this comma-separated "
+        "list (e.g. 4000,8000): the rate a larger loss bound buys",
+    )
     parser.add_argument("--embedded-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.network:
-        network(args.count, args.baseline_ref, "kafka" if args.kafka else "logmarshal", args.primed)
+        try:
+            windows = tuple(int(w) for w in args.amo_windows.split(",") if w.strip())
+        except ValueError:
+            parser.error(f"--amo-windows takes whole numbers, got {args.amo_windows!r}")
+        if any(w < 1 for w in windows):
+            parser.error("--amo-windows: each max_reserved must be at least 1")
+        on = "kafka" if args.kafka else "logmarshal"
+        network(args.count, args.baseline_ref, on, args.primed, windows)
         return 0
     if args.embedded_worker:
         print(json.dumps(embedded_figures(args.hb, args.quick)))
