@@ -67,6 +67,7 @@ from ..core import (
 from ..errors import RETRIABLE, ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
+from .catchup import CatchingUp
 from .config import (
     DEFAULT_CONFIG,
     RENAMED,
@@ -177,10 +178,8 @@ class Consumer:
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._finished = threading.Event()  # the core closed (all releases answered)
-        self._catch_up = threading.Event()  # the core asked for CatchUp (after a stall)
-        self._catch_up_asked = 0  # CatchUps so far (under the lock)
-        # (CatchUps when looked up, the log's ends then): what the driver waits for
-        self._catch_up_ends: tuple[int, dict[int, int]] | None = None
+        self._catch_up = CatchingUp(marshaler)  # the start-up replay, then CatchUp's
+        self._catch_up.ask()
         self._stop = threading.Event()
         # the driver sleeps until the core's next due time on the real clock, woken early
         # when an event leaves it work (a manual clock moves by hand: it ticks instead)
@@ -627,12 +626,9 @@ class Consumer:
         """The driver thread: start-up replay, then ticks and the edge's own look-ups."""
         try:
             backoff = self._tick
-            ends = None
             while not self._stop.is_set():
                 try:
-                    if ends is None:
-                        ends = self._marshaler.log_ends()
-                    if self._marshaler.wait_reached(ends, timeout=self._tick * 4):
+                    if self._catch_up.reached(timeout=self._tick * 4):
                         break
                 except RETRIABLE as exc:
                     # the log's end unknown for now (a topic just created, a leader away):
@@ -653,8 +649,8 @@ class Consumer:
                     break
                 now = time.monotonic()
                 try:
-                    if self._catch_up.is_set():
-                        self._catching_up()
+                    if self._catch_up.wanted.is_set() and self._caught_up():
+                        self._report_caught_up()
                     if now >= next_topics:
                         # once per HB: a metadata request to the cluster (every member's,
                         # the broker's load at 32 members), for growth seen within an HB
@@ -688,31 +684,14 @@ class Consumer:
             self._sleeping = pause > self._tick
         return pause
 
-    def _catching_up(self) -> None:
-        """A driver pass while the core waits for ``CatchUp``'s answer: the log's ends
-        looked up once for each ``CatchUp`` and waited for a tick per pass (ticks go on
-        meanwhile). Looked up afresh each pass, on a busy log with slow look-ups (a loaded
-        machine, a leader away) the replay may be found short of them pass after pass,
-        and the member then hands out nothing until the log goes quiet."""
-        with self._lock:
-            asked, ends = self._catch_up_asked, self._catch_up_ends
-        if ends is None or ends[0] != asked:
-            try:
-                ends = (asked, self._marshaler.log_ends())
-            except RETRIABLE as exc:
-                log.warning("%s: cannot read the coordination log's end (%s); retrying",
-                            self._name(), exc)  # fmt: skip
-                return
-            with self._lock:
-                self._catch_up_ends = ends
-        if not self._marshaler.wait_reached(ends[1], self._tick):
-            return
-        with self._lock:
-            if self._catch_up_asked != ends[0]:
-                return  # the core asked again meanwhile (another stall): ends after that one
-            self._catch_up.clear()
-            self._catch_up_ends = None
-        self._report_caught_up()
+    def _caught_up(self) -> bool:
+        """A driver pass's wait (a tick) for the catch-up the core asked for (ticks go on)."""
+        try:
+            return self._catch_up.reached(self._tick)
+        except RETRIABLE as exc:
+            log.warning("%s: cannot read the coordination log's end (%s); retrying",
+                        self._name(), exc)  # fmt: skip
+            return False
 
     def _report_caught_up(self) -> None:
         """Tell the core the replay reached the log end (at start-up, and when it asks after
@@ -808,9 +787,7 @@ class Consumer:
                     action.topic, action.partition, action.offset, action.start, action.end
                 )
             elif isinstance(action, CatchUp):
-                # the driver replays to the log's end as looked up after this, then says so
-                self._catch_up_asked += 1
-                self._catch_up.set()
+                self._catch_up.ask()  # the driver replays to the log end, then says so
             elif isinstance(action, Closed):
                 self._finished.set()
         if writes:

@@ -62,13 +62,17 @@ def test_a_stalled_member_catches_up_with_a_log_that_grows_at_every_look_up(
     assert [m.offset for m in drain(member, 10)] == list(range(10))
 
     fetch_many = coordlog.fetch_columns_many
+    late = []
 
     def late_replay(*args, **kwargs):
+        late.append(True)
         got = fetch_many(*args, **kwargs)
         time.sleep(0.06)
         return got
 
     monkeypatch.setattr(coordlog, "fetch_columns_many", late_replay)
+    # the replay's long poll begun before is over: every answer from here on comes late
+    wait_until(lambda: len(late) >= 2, what="the replay's late answers")
     cluster = manual.cluster
     latest = cluster.latest_offset
     looked_up = []
@@ -83,9 +87,9 @@ def test_a_stalled_member_catches_up_with_a_log_that_grows_at_every_look_up(
 
     monkeypatch.setattr(cluster, "latest_offset", busy_log_end)
     manual.clock.advance(2.5 * manual.hb)  # stopped longer than the lease
-    wait_until(lambda: member._catch_up.is_set(), what="the core's CatchUp")
+    wait_until(lambda: member._catch_up.wanted.is_set(), what="the core's CatchUp")
     wait_until(
-        lambda: not member._catch_up.is_set() and not member._core._st.stalled,
+        lambda: not member._catch_up.wanted.is_set() and not member._core._st.stalled,
         what="the catch-up after the stall",
     )
     # one look-up for the one CatchUp (a second only if a pass raced it): not one a pass
