@@ -104,8 +104,6 @@ class MemberCore:
         self._beat_at: dict[Key, int] = {}
         self._sweep = False
         self._slack = int(options.heartbeat_interval_ms * HEARTBEAT_SLACK)
-        #: this step found a stall (``_check_stall``): its answers say nothing of after it
-        self._stall_now = False
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -325,11 +323,9 @@ class MemberCore:
     def _check_stall(self, now: int, out: list[Action]) -> None:
         st = self._st
         last, st.last_step = st.last_step, now
-        self._stall_now = False
         if st.stall and last is not None and now - last > self.options.fence_after_ms:
             stall_began(st, now - last)
             out.append(CatchUp())
-            self._stall_now = True
 
     def _apply(self, now: int, event: Event, out: list[Action]) -> None:
         """What ``event`` changes; notes the held partitions it concerns (``_serve``)."""
@@ -347,10 +343,7 @@ class MemberCore:
                     self._touched.add(key)
                 on_unknown(st, now, p, out)
         elif isinstance(event, Replayed):
-            if event.at_end and not self._stall_now:
-                # (one stepped in the step that found a stall was made before that step: the
-                # edge reached the ends, then the process stopped; it answers no CatchUp of
-                # after the stall, the one just asked is answered later)
+            if event.at_end:
                 st.caught_up.add(event.cp)
                 st.stalled.discard(event.cp)
             st.replay_moved = True

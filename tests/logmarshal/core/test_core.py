@@ -331,22 +331,6 @@ def test_thawed_alo_member_hands_out_nothing_before_its_replay_catches_up():
     assert not any(isinstance(a, HandOut) for a in out + core.step(thawed_at + 2, Poll(100)))
 
 
-def test_a_catch_up_answer_made_before_a_stall_does_not_end_it():
-    """An edge makes ``Replayed(at_end=True)`` before the step that takes it: a process
-    stopped in between (its replay had reached the ends it looked up) wakes with an answer
-    from before its stall, stepped in the very step that finds the stall."""
-    world, log = WorldState(), Log()
-    core = MemberCore(options(mode="alo"), [world])
-    land_all(core, world, log, 0, start(core, world, log))
-    thawed_at = 3 * HB
-    stale = Replayed(0, log.replay(world), at_end=True)
-    out = core.step(thawed_at, stale)
-    assert [type(a) for a in out] == [CatchUp]  # nothing written from memory
-    assert core.step_many(thawed_at + 3 * HB, [stale]) == [CatchUp()]  # (a batch likewise)
-    out = core.step(thawed_at + 3 * HB + 1, Replayed(0, log.replay(world), at_end=True))
-    assert any(isinstance(a, Write) and a.kind == "heartbeat" for a in out)
-
-
 def test_without_the_stall_rule_a_thawed_member_heartbeats_what_it_remembers():
     world, log = WorldState(), Log()
     core = MemberCore(options(mode="alo"), [world], _without=frozenset({"stall"}))
