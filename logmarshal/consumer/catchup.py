@@ -18,37 +18,40 @@ __all__ = ["CatchingUp"]
 
 
 class CatchingUp:
-    """Whether a catch-up is wanted (:attr:`wanted`) and how far it has to go."""
+    """Asks (from any thread) and how far the one thread that answers them has to go."""
 
     def __init__(self, marshaler: Marshaler) -> None:
         self._marshaler = marshaler
         self._lock = threading.Lock()
         self._asked = 0  # asks so far
-        self._ends: tuple[int, dict[int, int]] | None = None  # (asks then, the log's ends)
-        #: set by :meth:`ask`, cleared once :meth:`reached` says so
-        self.wanted = threading.Event()
+        self._answered = 0  # the asks :meth:`reached` answered
+        # (asks when looked up, the log's ends then): the answering thread's alone
+        self._ends: tuple[int, dict[int, int]] | None = None
+
+    @property
+    def wanted(self) -> bool:
+        """Is an ask not answered yet?"""
+        return self._asked != self._answered
 
     def ask(self) -> None:
         """The core asked (``CatchUp``): ends looked up from now on count, not earlier ones."""
         with self._lock:
             self._asked += 1
-            self.wanted.set()
 
     def reached(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for the replay to reach the ends of the last ask (looked up
         now if not yet: raises what the look-up raises). True once, then not :attr:`wanted`
         until asked again; False if the core asked again meanwhile (its ends come next)."""
         with self._lock:
-            asked, ends = self._asked, self._ends
-        if ends is None or ends[0] != asked:
-            ends = (asked, self._marshaler.log_ends())
-            with self._lock:
-                self._ends = ends
+            asked = self._asked
+        if self._ends is None or self._ends[0] != asked:
+            self._ends = (asked, self._marshaler.log_ends())
+        ends = self._ends
         if not self._marshaler.wait_reached(ends[1], timeout):
             return False
         with self._lock:
             if self._asked != ends[0]:
                 return False
-            self.wanted.clear()
-            self._ends = None
+            self._answered = ends[0]
+        self._ends = None
         return True

@@ -649,7 +649,7 @@ class Consumer:
                     break
                 now = time.monotonic()
                 try:
-                    if self._catch_up.wanted.is_set() and self._caught_up():
+                    if self._catch_up.wanted and self._caught_up():
                         self._report_caught_up()
                     if now >= next_topics:
                         # once per HB: a metadata request to the cluster (every member's,

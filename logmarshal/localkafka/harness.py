@@ -485,13 +485,11 @@ class KafkaCluster:
         node.proc.terminate()
         try:
             node.proc.wait(timeout)
-            clean = True
         except subprocess.TimeoutExpired:
-            node.proc.kill()
-            node.proc.wait(10)
-            clean = False
+            self.kill(node_id)
+            return False
         node.proc = None
-        return clean
+        return True
 
     def pause(self, node_id: int) -> None:
         pid = self.node(node_id).pid

@@ -35,14 +35,14 @@ def test_the_ends_of_one_ask_are_waited_for_until_reached() -> None:
     log = BusyLog()
     catching = CatchingUp(log)  # type: ignore[arg-type]
     catching.ask()
-    assert catching.wanted.is_set()
+    assert catching.wanted
     passes = 1
     while not catching.reached(0.02):
         passes += 1
         # ends looked up afresh each pass would stay a record ahead of this replay forever
         assert passes <= 3, f"not caught up in {passes} passes"
     assert (log.looked_up, passes) == (1, 2)
-    assert not catching.wanted.is_set()
+    assert not catching.wanted
 
 
 def test_an_ask_while_waiting_looks_the_ends_up_again() -> None:
@@ -52,7 +52,7 @@ def test_an_ask_while_waiting_looks_the_ends_up_again() -> None:
     log.applied = 10  # the replay is already past the first look-up's end (11)
     log.during_wait = catching.ask  # another stall meanwhile: earlier ends answer it not
     assert not catching.reached(0.02)
-    assert catching.wanted.is_set() and log.looked_up == 1
+    assert catching.wanted and log.looked_up == 1
     assert not catching.reached(0.02)  # looked up again (end 12): not reached yet
     assert catching.reached(0.02)
-    assert log.looked_up == 2 and not catching.wanted.is_set()
+    assert log.looked_up == 2 and not catching.wanted

@@ -87,9 +87,9 @@ def test_a_stalled_member_catches_up_with_a_log_that_grows_at_every_look_up(
 
     monkeypatch.setattr(cluster, "latest_offset", busy_log_end)
     manual.clock.advance(2.5 * manual.hb)  # stopped longer than the lease
-    wait_until(lambda: member._catch_up.wanted.is_set(), what="the core's CatchUp")
+    wait_until(lambda: member._catch_up.wanted, what="the core's CatchUp")
     wait_until(
-        lambda: not member._catch_up.wanted.is_set() and not member._core._st.stalled,
+        lambda: not member._catch_up.wanted and not member._core._st.stalled,
         what="the catch-up after the stall",
     )
     # one look-up for the one CatchUp (a second only if a pass raced it): not one a pass
