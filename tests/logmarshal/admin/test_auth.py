@@ -59,7 +59,15 @@ def test_forged_release_group_changes_nothing_for_keyed_members(tmp_path) -> Non
                 view = read_coordination(cluster, admin_keys=keys).view
                 return {k: view and view.resume_offset("g", *k) for k in parts}
 
-            assert wait_until(lambda: all((c or 0) > 20 for c in positions().values()), 15)
+            def settled() -> bool:
+                """Positions past 20 and the partitions shared by both members (no hand-over
+                still under way: a position can pass 20 under a first holder that then
+                gives a partition to the second)."""
+                held = [sorted(m.consumer.claims()) for m in members]
+                shared = all(held) and sorted(k for h in held for k in h) == parts
+                return shared and all((c or 0) > 20 for c in positions().values())
+
+            assert wait_until(settled, 15)
             claims = {m.client_id: sorted(m.consumer.claims()) for m in members}
             assert sorted(k for v in claims.values() for k in v) == parts
 
