@@ -6,11 +6,16 @@ The ends are looked up once per ask and waited for across the driver's passes. L
 afresh each pass, on a busy log with slow look-ups and a lagging replay (a loaded machine,
 a Kafka leader away) they stayed ahead of the replay pass after pass, and the member handed
 out nothing until the log went quiet.
+
+The answer says when its ends were looked up (``Replayed.ends_at``): the process can stop
+between reaching them and the core's step, and ends from before a stall answer no catch-up
+after it (the core asks again).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from ..marshaler import Marshaler
 
@@ -20,13 +25,14 @@ __all__ = ["CatchingUp"]
 class CatchingUp:
     """Asks (from any thread) and how far the one thread that answers them has to go."""
 
-    def __init__(self, marshaler: Marshaler) -> None:
+    def __init__(self, marshaler: Marshaler, clock: Callable[[], int]) -> None:
         self._marshaler = marshaler
+        self._clock = clock  # the core's (ms)
         self._lock = threading.Lock()
         self._asked = 0  # asks so far
         self._answered = 0  # the asks :meth:`reached` answered
-        # (asks when looked up, the log's ends then): the answering thread's alone
-        self._ends: tuple[int, dict[int, int]] | None = None
+        # (asks when looked up, when, the log's ends then): the answering thread's alone
+        self._ends: tuple[int, int, dict[int, int]] | None = None
 
     @property
     def wanted(self) -> bool:
@@ -38,20 +44,22 @@ class CatchingUp:
         with self._lock:
             self._asked += 1
 
-    def reached(self, timeout: float) -> bool:
+    def reached(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` for the replay to reach the ends of the last ask (looked up
-        now if not yet: raises what the look-up raises). True once, then not :attr:`wanted`
-        until asked again; False if the core asked again meanwhile (its ends come next)."""
+        now if not yet: raises what the look-up raises). Once reached, when (the clock) those
+        ends were looked up, and not :attr:`wanted` until asked again; None if not reached,
+        or if the core asked again meanwhile (its ends come next)."""
         with self._lock:
             asked = self._asked
         if self._ends is None or self._ends[0] != asked:
-            self._ends = (asked, self._marshaler.log_ends())
+            looked_at = self._clock()  # before: a stall before the look-up makes it older
+            self._ends = (asked, looked_at, self._marshaler.log_ends())
         ends = self._ends
-        if not self._marshaler.wait_reached(ends[1], timeout):
-            return False
+        if not self._marshaler.wait_reached(ends[2], timeout):
+            return None
         with self._lock:
             if self._asked != ends[0]:
-                return False
+                return None
             self._answered = ends[0]
         self._ends = None
-        return True
+        return ends[1]

@@ -178,7 +178,7 @@ class Consumer:
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._finished = threading.Event()  # the core closed (all releases answered)
-        self._catch_up = CatchingUp(marshaler)  # the start-up replay, then CatchUp's
+        self._catch_up = CatchingUp(marshaler, self._now)  # the start-up replay, then CatchUp's
         self._catch_up.ask()
         self._stop = threading.Event()
         # the driver sleeps until the core's next due time on the real clock, woken early
@@ -628,7 +628,8 @@ class Consumer:
             backoff = self._tick
             while not self._stop.is_set():
                 try:
-                    if self._catch_up.reached(timeout=self._tick * 4):
+                    looked_at = self._catch_up.reached(timeout=self._tick * 4)
+                    if looked_at is not None:
                         break
                 except RETRIABLE as exc:
                     # the log's end unknown for now (a topic just created, a leader away):
@@ -639,7 +640,7 @@ class Consumer:
                     backoff = min(backoff * 2, 0.25)
             else:
                 return
-            self._report_caught_up()
+            self._report_caught_up(looked_at)
             next_topics = next_behind = time.monotonic()
             while not self._stop.is_set():
                 self._wake.clear()
@@ -649,8 +650,10 @@ class Consumer:
                     break
                 now = time.monotonic()
                 try:
-                    if self._catch_up.wanted and self._caught_up():
-                        self._report_caught_up()
+                    if self._catch_up.wanted:
+                        looked_at = self._caught_up()
+                        if looked_at is not None:
+                            self._report_caught_up(looked_at)
                     if now >= next_topics:
                         # once per HB: a metadata request to the cluster (every member's,
                         # the broker's load at 32 members), for growth seen within an HB
@@ -684,23 +687,24 @@ class Consumer:
             self._sleeping = pause > self._tick
         return pause
 
-    def _caught_up(self) -> bool:
-        """A driver pass's wait (a tick) for the catch-up the core asked for (ticks go on)."""
+    def _caught_up(self) -> int | None:
+        """A driver pass's wait (a tick) for the catch-up the core asked for (ticks go on):
+        when the ends reached were looked up, or None."""
         try:
             return self._catch_up.reached(self._tick)
         except RETRIABLE as exc:
             log.warning("%s: cannot read the coordination log's end (%s); retrying",
                         self._name(), exc)  # fmt: skip
-            return False
+            return None
 
-    def _report_caught_up(self) -> None:
-        """Tell the core the replay reached the log end (at start-up, and when it asks after
-        a stall: ``CatchUp``)."""
+    def _report_caught_up(self, looked_at: int) -> None:
+        """Tell the core the replay reached the log's ends looked up at ``looked_at`` (at
+        start-up, and when it asks after a stall: ``CatchUp``)."""
         worlds = self._marshaler.worlds()
         with self._marshaler.replay_paused():
             applied = [worlds[cp].applied_through for cp in range(len(worlds))]
         for cp, offset in enumerate(applied):
-            self._feed(Replayed(cp, offset, at_end=True))
+            self._feed(Replayed(cp, offset, at_end=True, ends_at=looked_at))
 
     def _reads(self) -> tuple[str, ...]:
         """Every topic we fetch from: the subscribed ones and the tasks' sources."""

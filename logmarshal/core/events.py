@@ -33,11 +33,15 @@ class Tick:
 @attrs.frozen
 class Replayed:
     """The replay of coordination partition ``cp`` reached ``offset`` (inclusive);
-    ``at_end``: it reached the log's end as last seen (the start-up replay is complete)."""
+    ``at_end``: it reached the log's end as last seen (the start-up replay is complete);
+    ``ends_at``: when (the core's clock) those ends were looked up, if before the step that
+    takes it (None: as of that step). An edge that builds the answer, then steps it, can be
+    stopped in between: ends looked up before a stall answer no catch-up after it."""
 
     cp: int
     offset: int
     at_end: bool = False
+    ends_at: int | None = None
 
 
 @attrs.frozen

@@ -325,7 +325,17 @@ class MemberCore:
         last, st.last_step = st.last_step, now
         if st.stall and last is not None and now - last > self.options.fence_after_ms:
             stall_began(st, now - last)
+            st.stall_found_at = now
             out.append(CatchUp())
+
+    def _answers_stall(self, event: Replayed) -> bool:
+        """Whether an ``at_end`` answer counts: not one whose ends were looked up before the
+        step that found our last stall. The edge builds it before stepping it; a process
+        stopped in between wakes with an answer from before its stall, stepped once another
+        of its threads or the very step that takes it found the stall."""
+        st = self._st
+        found = st.stall_found_at
+        return not st.fresh_ends or found is None or event.ends_at is None or event.ends_at >= found
 
     def _apply(self, now: int, event: Event, out: list[Action]) -> None:
         """What ``event`` changes; notes the held partitions it concerns (``_serve``)."""
@@ -343,7 +353,7 @@ class MemberCore:
                     self._touched.add(key)
                 on_unknown(st, now, p, out)
         elif isinstance(event, Replayed):
-            if event.at_end:
+            if event.at_end and self._answers_stall(event):
                 st.caught_up.add(event.cp)
                 st.stalled.discard(event.cp)
             st.replay_moved = True

@@ -57,8 +57,11 @@ Key = tuple[str, int]
 #: partition from the replay after a verdict we did not ask for ("surprise"), waiting for
 #: the replay after a stall longer than our lease ("stall"), and trying a refused restart
 #: takeover again while the earlier instance's claim is fresh ("retake": without it, the
-#: partition waits until that claim lapses or is released, as before).
-CORE_SWITCHES = frozenset({"surprise", "stall", "retake"})
+#: partition waits until that claim lapses or is released, as before), and taking only ends
+#: looked up after a stall as its catch-up ("fresh-ends": without it, an answer whose ends
+#: were looked up before the stall ends it, as before; the core's tests switch it off, the
+#: simulator builds and steps its answers at once, so its schedules never have one).
+CORE_SWITCHES = frozenset({"surprise", "stall", "retake", "fresh-ends"})
 
 
 @attrs.define
@@ -145,6 +148,9 @@ class MemberState:
     recovered: bool
     #: whether a refused restart takeover is tried again ("retake", ``claims.retake``)
     retaking: bool
+    #: whether an answer stepped in the step that finds a stall is not taken as its catch-up
+    #: ("fresh-ends", ``MemberCore._apply``)
+    fresh_ends: bool
     topics: tuple[tuple[str, int], ...]
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
     tasks: dict[str, tuple[str, ...]]
@@ -206,6 +212,9 @@ class MemberState:
     # must reach the log end before we write or hand out again after a stall
     last_step: int | None = None
     stalled: set[int] = attrs.field(factory=set)
+    #: when the last stall was found: an ``at_end`` answer whose ends were looked up earlier
+    #: ends none (``MemberCore._answers_stall``)
+    stall_found_at: int | None = None
     #: coordination partitions whose replay is not a fold of the log any more (a log that
     #: went back, or lost records before we applied them: ``core.rewind``), each with the
     #: partitions the log determines again since (acted on; the others are left alone)
@@ -251,6 +260,7 @@ def new_state(
         releases=Releases(options.release_attempts),
         recovered=not options.fast_reclaim,
         retaking="retake" not in without,
+        fresh_ends="fresh-ends" not in without,
         topics=options.topics,
         tasks=dict(options.tasks),
         shared_targets=shared_targets,

@@ -94,3 +94,43 @@ def test_a_stalled_member_catches_up_with_a_log_that_grows_at_every_look_up(
     )
     # one look-up for the one CatchUp (a second only if a pass raced it): not one a pass
     assert 1 <= len(looked_up) <= 2, looked_up
+
+
+def test_a_member_stopped_between_its_catch_up_and_its_step_catches_up_again(manual) -> None:
+    """The driver reaches the ends it looked up, then steps the core with that answer; a
+    process stopped in between wakes with ends from before its stall. Forced here by
+    advancing the manual clock past 2·HB as the answer is reached (the stop): the core takes
+    the answer as not ending the stall it then finds, and its catch-up waits for ends looked
+    up after it (``Replayed.ends_at``)."""
+    manual.cluster.create_topic(TOPIC, 1)
+    member = manual.consumer("z")
+    produce(manual.cluster, 0, 10)
+    assert [m.offset for m in drain(member, 10)] == list(range(10))
+    catching = member._catch_up
+    reached = catching.reached
+    answers: list[int] = []
+
+    def stopped_once_reached(timeout: float):
+        looked_at = reached(timeout)
+        if looked_at is not None:
+            answers.append(looked_at)
+            if len(answers) == 1:
+                manual.clock.advance(2.5 * manual.hb)  # the process was stopped right here
+        return looked_at
+
+    catching.reached = stopped_once_reached
+    report = member._report_caught_up
+    stalled_after = []
+
+    def report_and_look(looked_at: int) -> None:
+        report(looked_at)  # a Replayed(at_end=True, ends_at=looked_at) per coordination partition
+        stalled_after.append(bool(member._core._st.stalled))
+
+    member._report_caught_up = report_and_look
+    manual.clock.advance(2.5 * manual.hb)  # a first stall: the core asks for a catch-up
+    wait_until(lambda: len(stalled_after) >= 2, what="two catch-ups")
+    # the answer from before the second stop left the member stalled; the next one ended it
+    assert stalled_after[:2] == [True, False], stalled_after
+    assert answers[1] > answers[0]
+    produce(manual.cluster, 0, 5)
+    assert [m.offset for m in drain(member, 5)] == list(range(10, 15))

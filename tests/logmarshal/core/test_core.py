@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import deque
 
@@ -329,6 +330,40 @@ def test_thawed_alo_member_hands_out_nothing_before_its_replay_catches_up():
     out = core.step(thawed_at + 2, Replayed(0, log.replay(world), at_end=True))
     assert any(isinstance(a, Write) and a.kind == "heartbeat" for a in out)
     assert not any(isinstance(a, HandOut) for a in out + core.step(thawed_at + 2, Poll(100)))
+
+
+def test_a_catch_up_answer_made_before_a_stall_does_not_end_it():
+    """An edge builds ``Replayed(at_end=True)`` before stepping it: a process stopped in
+    between (its replay had reached the ends it looked up) wakes with an answer from before
+    its stall, stepped in the very step that finds the stall, or after another of its
+    threads' steps found it. Ends looked up before the stall end no catch-up."""
+    looked_at, thawed_at = HB, 4 * HB  # looked up, then stopped for 3·HB
+    # ends looked up once the stall was found answer it (None: as of the step)
+    for finder, ends_at in itertools.product((None, Tick(), Poll(100)), (thawed_at, None)):
+        world, log = WorldState(), Log()
+        core = MemberCore(options(mode="alo"), [world])
+        land_all(core, world, log, 0, start(core, world, log))
+        stale = Replayed(0, log.replay(world), at_end=True, ends_at=looked_at)
+        if finder is None:
+            out = core.step(thawed_at, stale)
+            assert [type(a) for a in out] == [CatchUp]  # nothing written from memory
+        else:
+            assert [type(a) for a in core.step(thawed_at, finder)] == [CatchUp]
+            assert core.step(thawed_at + 1, stale) == []
+        assert core.step_many(thawed_at + 2, [stale]) == []  # (a batch likewise)
+        fresh = Replayed(0, log.replay(world), at_end=True, ends_at=ends_at)
+        out = core.step(thawed_at + 3, fresh)
+        assert any(isinstance(a, Write) and a.kind == "heartbeat" for a in out), finder
+
+
+def test_without_fresh_ends_an_answer_from_before_a_stall_ends_it():
+    world, log = WorldState(), Log()
+    core = MemberCore(options(mode="alo"), [world], _without=frozenset({"fresh-ends"}))
+    land_all(core, world, log, 0, start(core, world, log))
+    stale = Replayed(0, log.replay(world), at_end=True, ends_at=HB)
+    out = core.step(4 * HB, stale)
+    assert CatchUp() in out
+    assert any(isinstance(a, Write) and a.kind == "heartbeat" for a in out)  # from memory
 
 
 def test_without_the_stall_rule_a_thawed_member_heartbeats_what_it_remembers():
