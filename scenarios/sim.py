@@ -21,6 +21,12 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   and hand out before its replay moved. Most thaws also wake with a stale replay: for
   HB/2..2·HB its replay sees nothing newer than the moment it froze (a VM whose fetch answers
   are stale on waking, the answer in flight fetched again).
+- **A catch-up answer from before a stall** (``--stale-answers``, off by default, its own
+  generator ``random.Random(f"stale-answers/{seed}")``): half the catch-up answers (to
+  ``CatchUp``) are built, then the instance freezes for 2·HB+1..5·HB before it steps them
+  (a process stopped between its replay reaching the ends it looked up and its step); they
+  carry when those ends were looked up (``Replayed.ends_at``), the core's "fresh-ends"
+  refuses them after the stall it then finds.
 - **A write reported failed lands later.** A dropped write (its ``WriteFailed`` comes after
   the timeout) may still land 1..3·HB after that failure was reported. Two transports:
   (i) default, as an idempotent producer guarantees: per (instance, coordination partition)
@@ -73,7 +79,8 @@ the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
 ``late_heartbeat`` (property g, version 6: a holder's late heartbeat does not move its
 position back), ``member_tenure`` (property h, version 7: a MemberHeartbeat's entry counts
 only in the tenure it names), ``task_tenure`` (property i, version 8: so does a task's
-heartbeat); the core's ``surprise`` and ``stall``; ``restart-fix``
+heartbeat); the core's ``surprise``, ``stall`` and ``fresh-ends`` (seen only with
+``--stale-answers``); ``restart-fix``
 (the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``
@@ -157,7 +164,7 @@ Key = tuple[str, int]
 #: (``WorldState(rules=sim_rules.rules_without(...))``)
 WORLD_FIXES = frozenset(PROPERTIES)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
-CORE_FIXES = frozenset({"surprise", "stall"})
+CORE_FIXES = frozenset({"surprise", "stall", "fresh-ends"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = (
     WORLD_FIXES
@@ -202,6 +209,12 @@ class _Instance:
     #: woken with a stale replay: until ``stale_until`` it sees no record after this time
     horizon: int | None = None
     stale_until: int = 0
+    #: the stale-answer schedule: it froze holding catch-up answers (0: none), then stepping
+    #: them (1), which count for nothing after its stall: until another answer at the end,
+    #: it must write nothing (``Sim.step``)
+    held_answers: int = 0
+    #: when its core last stepped
+    last_step_at: int | None = None
     #: per coordination partition, the record (the log's own tuple) at the offset its
     #: replay applied last: another object there means the log went back
     last_seen: list[object | None] = attrs.field(factory=list)
@@ -287,8 +300,12 @@ class Sim:
         units: str | None = None,
         without: frozenset[str] = frozenset(),
         protocol_version: int | None = None,
+        stale_answers: bool = False,
     ) -> None:
         rng = self.rng = random.Random(seed)
+        #: the stale-answer schedule (module docstring), off unless asked: its own generator
+        self.stale_answers = stale_answers
+        self.srng = random.Random(f"stale-answers/{seed}")
         #: every member's cap (``CoreOptions.protocol_version``; None: the newest, or the
         #: upgrade schedule's): the experiments of properties older than version 7 keep the
         #: schedules of members that heartbeat per partition
@@ -559,10 +576,23 @@ class Sim:
             return
         fn()
 
+    def _step_held(self, inst: _Instance, answers: list[Replayed]) -> None:
+        """Step the catch-up answers ``inst`` froze holding (the stale-answer schedule)."""
+        armed = inst.held_answers > 0  # (not if it thawed before a stall its core finds)
+        if armed:
+            inst.held_answers = 2
+        for answer in answers:
+            self.step(inst, answer)
+        if armed:
+            inst.held_answers = min(inst.held_answers, 1)
+
     def step(self, inst: _Instance, event: object) -> None:
         if inst.state != "alive" or inst.core.closed:
             return
         actions = inst.core.step(self.now, event)  # type: ignore[arg-type]
+        inst.last_step_at = self.now
+        if inst.held_answers:
+            self._check_held(inst, event, actions)
         for action in actions:
             self.carry(inst, action)
         if self.indexed_checks:
@@ -570,6 +600,19 @@ class Sim:
         self.check_holders(inst)
         if type(event) is Replayed:
             self.check_lost(inst, event.cp)
+
+    def _check_held(self, inst: _Instance, event: object, actions: list) -> None:
+        """The check of the core's "fresh-ends" itself: after a stall, an instance that woke
+        holding catch-up answers from before it writes nothing until another answer at the
+        end (the one its ``CatchUp`` gets, or its replay's) was stepped."""
+        fresh = type(event) is Replayed and event.at_end and inst.held_answers == 1
+        if fresh:
+            inst.held_answers = 0
+        elif any(isinstance(a, Write) for a in actions):
+            inst.held_answers = 0  # (once)
+            self.checks.fail_and_go_on(
+                self.now, f"{inst.me} wrote after a stall before its replay caught up with it"
+            )
 
     def check_lost(self, inst: _Instance, cp: int) -> None:
         """After ``inst``'s replay of ``cp`` moved, its core holds nothing there that the
@@ -747,9 +790,24 @@ class Sim:
                 # woken stale: its replay cannot reach the end yet, so the answer waits
                 self.at(inst.stale_until, lambda: self.catch_up(inst))
                 return
+            if self.stale_answers and self.in_faults() and self.srng.random() < 0.5:
+                # the process stops between reaching the ends and stepping its answers
+                answers = []
+                for cp in range(self.ncoord):
+                    self._apply_visible(inst, cp)
+                    answers.append(Replayed(cp, inst.applied[cp], at_end=True, ends_at=self.now))
+                self.note(f"{inst.me} stops holding a catch-up answer")
+                self.freeze(inst)
+                inst.held_answers = 1
+                inst.postponed.append(lambda: self._step_held(inst, answers))
+                fence = inst.core.options.fence_after_ms  # a stall its core will find
+                self.at(
+                    self.now + self.srng.randint(fence + 1, fence + 3 * HB), lambda: self.thaw(inst)
+                )
+                return
             for cp in range(self.ncoord):
                 self._apply_visible(inst, cp)
-                self.step(inst, Replayed(cp, inst.applied[cp], at_end=True))
+                self.step(inst, Replayed(cp, inst.applied[cp], at_end=True, ends_at=self.now))
 
         self.on(inst, run)
 
@@ -943,6 +1001,11 @@ class Sim:
             inst.stale_until = self.now + rng.randint(HB // 2, 2 * HB)
             stale = f", replay stale until {inst.stale_until}"
         self.note(f"thaw {inst.me} ({len(postponed)} postponed{stale})")
+        last = inst.last_step_at
+        if inst.held_answers and (
+            last is None or self.now - last <= inst.core.options.fence_after_ms
+        ):
+            inst.held_answers = 0  # thawed early (the faults stopped): no stall, they count
         inst.state = "alive"
         inst.frozen_at = None
         for fn in postponed:
@@ -1180,6 +1243,7 @@ def run_seed(
     units: str | None = None,
     without: frozenset[str] = frozenset(),
     protocol_version: int | None = None,
+    stale_answers: bool = False,
 ) -> Result:
     return Sim(
         seed,
@@ -1189,6 +1253,7 @@ def run_seed(
         units=units,
         without=without,
         protocol_version=protocol_version,
+        stale_answers=stale_answers,
     ).run()
 
 
@@ -1244,6 +1309,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=("partitions", "tasks"),
         help="every seed claims these (tasks: ALO); default: half the ALO seeds claim tasks",
     )
+    parser.add_argument(
+        "--stale-answers",
+        action="store_true",
+        help="the stale-answer schedule: half the catch-up answers are stepped after the "
+        "instance froze for 2·HB+ (a process stopped between its replay and its step)",
+    )
     args = parser.parse_args(argv)
     try:
         without = parse_without(args.without)
@@ -1251,6 +1322,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     fix = not args.without_restart_fix
     opts: dict[str, object] = {"rebalance": args.rebalance, "units": args.units, "without": without}
+    if args.stale_answers:
+        opts["stale_answers"] = True
     if args.seed is not None:
         result = run_seed(args.seed, fix=fix, trace=args.trace, **opts)
         if args.trace:
