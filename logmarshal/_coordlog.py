@@ -40,7 +40,7 @@ from rationalizer._snapshot_record import (
 from storage import CorruptBatch, NewRecord, TimestampType, TopicConfig
 from storage._records import decode_columns_from
 
-from .cluster import Cluster, Columns, RecordDeleter
+from .cluster import Cluster, Columns, PastMarkers, RecordDeleter
 from .errors import RETRIABLE, LogmarshalError, TopicExists
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "ensure_snapshot_topic",
     "fetch_columns",
     "fetch_columns_many",
+    "fetch_replay",
     "group_of_record",
     "iter_columns",
     "load_snapshot",
@@ -267,10 +268,16 @@ def fetch_columns(
     (PROTOCOL.md): logged as an error, handed to ``on_skip``, and read past. With
     ``skip_damaged=False`` its :class:`~storage.CorruptBatch` is raised instead, for a
     caller that must move its own position past it (the Marshaler's replay, which counts it).
+
+    An answer of transaction markers only is read past (:func:`fetch_replay` returns it).
     """
     while True:
         try:
-            return _fetch_columns_once(cluster, topic, partition, offset, max_bytes, max_wait)
+            got = _fetch_columns_once(cluster, topic, partition, offset, max_bytes, max_wait)
+            if isinstance(got, PastMarkers):
+                offset = got.next_offset
+                continue
+            return got
         except CorruptBatch as exc:
             if not skip_damaged or exc.next_offset is None or exc.next_offset <= offset:
                 raise
@@ -286,15 +293,25 @@ def fetch_columns(
             offset = exc.next_offset
 
 
+def fetch_replay(
+    cluster: Cluster, partition: int, offset: int, *, max_bytes: int, max_wait: float
+) -> Columns | PastMarkers:
+    """One fetch of a replay of ``__marshal``: :func:`fetch_columns` with ``skip_damaged``
+    off, and an answer of transaction markers only returned as :class:`PastMarkers`."""
+    return _fetch_columns_once(cluster, COORDINATION_TOPIC, partition, offset, max_bytes, max_wait)
+
+
 def _fetch_columns_once(
     cluster: Cluster, topic: str, partition: int, offset: int, max_bytes: int, max_wait: float
-) -> Columns:
+) -> Columns | PastMarkers:
     # the capabilities' test as a runtime-checkable protocol does it (the method is there and
     # not None), without typing's isinstance: this runs once per replay read, and that costs
     # tens of microseconds per protocol (an idle member reads 15 records a second)
     fetch_batches = getattr(cluster, "fetch_batches", None)
     if fetch_batches is not None:
         data = fetch_batches(topic, partition, offset, max_bytes=max_bytes, max_wait=max_wait)
+        if isinstance(data, PastMarkers):
+            return data
         if data is not None:
             return decode_columns_from(data, offset)
     fetch_columns = getattr(cluster, "fetch_columns", None)
@@ -316,13 +333,13 @@ def fetch_columns_many(
     *,
     max_bytes: int = _READ_BYTES,
     max_wait: float = 0.0,
-) -> dict[int, Columns | Exception] | None:
+) -> dict[int, Columns | Exception | PastMarkers] | None:
     """Records of several partitions of ``topic``, each from its offset on, fetched in one
     request (:class:`~logmarshal.cluster.MultiBatchFetcher`) and answered as soon as any has
     records: per partition, its columns or what it alone met (a
     :class:`~storage.CorruptBatch` that starts its answer, OffsetOutOfRange, ...), for the
     caller to handle as :func:`fetch_columns` with ``skip_damaged=False`` would have raised
-    it. A failure of the whole request is raised. None when the cluster cannot fetch them
+    it, or :class:`PastMarkers`. A failure of the whole request is raised. None when the cluster cannot fetch them
     together: fetch each with :func:`fetch_columns` instead."""
     fetch_batches_many = getattr(cluster, "fetch_batches_many", None)  # (as above)
     if fetch_batches_many is None:
@@ -330,9 +347,9 @@ def fetch_columns_many(
     got = fetch_batches_many(topic, offsets, max_bytes=max_bytes, max_wait=max_wait)
     if got is None:
         return None
-    out: dict[int, Columns | Exception] = {}
+    out: dict[int, Columns | Exception | PastMarkers] = {}
     for partition, data in got.items():
-        if isinstance(data, Exception):
+        if isinstance(data, (Exception, PastMarkers)):
             out[partition] = data
             continue
         if not data:  # nothing new: most of a replay's partitions, most of the time

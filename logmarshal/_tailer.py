@@ -41,7 +41,7 @@ from ._coordlog import COORDINATION_TOPIC
 from ._tail_losses import LossChecking, _Rewound
 from ._tail_snapshots import RETRIABLE_OR_CLOSED, SnapshotKeeping
 from ._tail_state import Halt, HaltListener, Tail
-from .cluster import Cluster, Columns, MultiBatchFetcher
+from .cluster import Cluster, Columns, MultiBatchFetcher, PastMarkers
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
 
 __all__ = ["Applied", "AppliedMany", "Halt", "HaltListener", "Tailer"]
@@ -466,14 +466,13 @@ class Tailer(SnapshotKeeping, LossChecking):
             tail.hurry.clear()  # what was written before this fetch, it brings
             asked = time.monotonic()
             try:
-                got: Columns | Exception = coordlog.fetch_columns(
+                # (a damaged batch is raised: _advance skips it, the position moves past it)
+                got: Columns | PastMarkers | Exception = coordlog.fetch_replay(
                     self._cluster,
-                    COORDINATION_TOPIC,
                     cp,
                     offset,
                     max_bytes=self._max_partition_fetch_bytes,
                     max_wait=self._fetch_wait,
-                    skip_damaged=False,  # skipped in _advance: the position moves past it
                 )
             except Exception as exc:
                 got = exc
@@ -492,7 +491,7 @@ class Tailer(SnapshotKeeping, LossChecking):
             self._housekeeping(tail)
             if moved != offset:
                 offset = moved
-                records = 0 if isinstance(got, Exception) else len(got[0])
+                records = 0 if isinstance(got, (Exception, PastMarkers)) else len(got[0])
                 self._linger(answered, records, tail.hurry)
         with tail.cond:
             tail.cond.notify_all()
@@ -510,12 +509,14 @@ class Tailer(SnapshotKeeping, LossChecking):
             self._hurry.clear()  # what was written before this fetch, it brings
             asked = time.monotonic()
             try:
-                got: Mapping[int, Columns | Exception] | None = coordlog.fetch_columns_many(
-                    self._cluster,
-                    COORDINATION_TOPIC,
-                    offsets,
-                    max_bytes=self._max_partition_fetch_bytes,
-                    max_wait=self._fetch_wait,
+                got: Mapping[int, Columns | PastMarkers | Exception] | None = (
+                    coordlog.fetch_columns_many(
+                        self._cluster,
+                        COORDINATION_TOPIC,
+                        offsets,
+                        max_bytes=self._max_partition_fetch_bytes,
+                        max_wait=self._fetch_wait,
+                    )
                 )
             except Exception as exc:
                 got = dict.fromkeys(offsets, exc)
@@ -551,7 +552,9 @@ class Tailer(SnapshotKeeping, LossChecking):
                 continue
             backoff = 0.05
             if moved_any:
-                records = sum(len(g[0]) for g in got.values() if not isinstance(g, Exception))
+                records = sum(
+                    len(g[0]) for g in got.values() if not isinstance(g, (Exception, PastMarkers))
+                )
                 self._linger(answered, records, self._hurry)
         for tail in self._tails:
             with tail.cond:
@@ -596,7 +599,7 @@ class Tailer(SnapshotKeeping, LossChecking):
         self,
         tail: Tail,
         offset: int,
-        got: Columns | Exception,
+        got: Columns | PastMarkers | Exception,
         backoff: float,
         batch: list[tuple[int, int, list[Verdict | None], Tail | None]] | None = None,
     ) -> tuple[int | None, bool]:
@@ -607,6 +610,14 @@ class Tailer(SnapshotKeeping, LossChecking):
         cp = tail.partition
         if self._frozen(tail):
             return None, False  # a write of ours found the log went back (mark_written)
+        if isinstance(got, PastMarkers):
+            # transaction markers only (a foreign transactional writer): no record, but the
+            # position moves past them, or a catch-up to the log's end waits at the last one
+            tail.caught_up = True
+            with tail.cond:
+                tail.next_offset = got.next_offset
+                tail.cond.notify_all()
+            return got.next_offset, False
         if not isinstance(got, Exception) and not got[0]:
             # nothing new (most partitions of the one replay thread, most of the time):
             # answered before the checks for each kind of error

@@ -178,6 +178,17 @@ class Cluster(Protocol):
 Columns = tuple[list[int], list[int], list["bytes | None"], list["bytes | None"]]
 
 
+@attrs.frozen
+class PastMarkers:
+    """A fetch of stored batches found only transaction markers (Kafka's control batches:
+    they take offsets and hold no record) from its offset on, up to ``next_offset``, and
+    nothing after them: a replay's position moves past them, or a catch-up to the log's end
+    would wait at a trailing marker for a record that may never come (a foreign
+    transactional writer to ``__marshal``; logmarshal never writes transactionally)."""
+
+    next_offset: int
+
+
 @runtime_checkable
 class ColumnFetcher(Protocol):
     """Bulk reads without a ``Message`` per record: what replay and export need."""
@@ -208,9 +219,10 @@ class BatchFetcher(Protocol):
         *,
         max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
-    ) -> bytes | None:
-        """The stored batches from the one holding ``offset`` on, or None when this cluster
-        cannot serve them under its configuration (read records instead)."""
+    ) -> bytes | PastMarkers | None:
+        """The stored batches from the one holding ``offset`` on (:class:`PastMarkers` if
+        only transaction markers), or None when this cluster cannot serve them under its
+        configuration (read records instead)."""
         ...
 
 
@@ -227,9 +239,10 @@ class MultiBatchFetcher(Protocol):
         *,
         max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
-    ) -> dict[int, bytes | Exception] | None:
+    ) -> dict[int, bytes | PastMarkers | Exception] | None:
         """Per partition of ``offsets``, its stored batches from the one holding its offset
-        on (about ``max_bytes`` each), or the error it alone met (OffsetOutOfRange, ...),
+        on (about ``max_bytes`` each; :class:`PastMarkers` if only transaction markers), or
+        the error it alone met (OffsetOutOfRange, ...),
         answered once any has records or after ``max_wait``; a failure of the whole request
         is raised. None when one request cannot carry them (fetch each alone instead)."""
         ...

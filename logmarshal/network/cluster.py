@@ -23,6 +23,7 @@ from ..cluster import (
     Columns,
     Message,
     PartitionOffsets,
+    PastMarkers,
     ProduceResult,
     TopicDescription,
 )
@@ -453,7 +454,7 @@ class NetworkCluster:
         *,
         max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
-    ) -> bytes | None:
+    ) -> bytes | PastMarkers | None:
         """:class:`~logmarshal.cluster.BatchFetcher`: the stored batches from the one holding
         ``offset`` on, as the leader serves them (see :class:`_BatchReader` for why replay
         reads these rather than librdkafka's records). None when the connection needs what
@@ -475,7 +476,7 @@ class NetworkCluster:
         *,
         max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
-    ) -> dict[int, bytes | Exception] | None:
+    ) -> dict[int, bytes | PastMarkers | Exception] | None:
         """:class:`~logmarshal.cluster.MultiBatchFetcher`: :meth:`fetch_batches` of several
         partitions of ``topic`` in one Fetch request on one connection, answered as soon as
         any of them has records (or after ``max_wait``). Per partition, its stored batches

@@ -25,6 +25,7 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsRespo
 from storage._kafka_framing import decode_response, encode_request, recv_frame
 from storage._records import crc32c
 
+from ..cluster import PastMarkers
 from ..errors import ClosedError, NetworkError, OffsetOutOfRange, UnknownPartition
 
 log = logging.getLogger(__name__)
@@ -299,7 +300,7 @@ class _BatchReader:
                 self._sock.close()
             self._sock = None
 
-    def fetch(self, offset: int, max_bytes: int, max_wait: float) -> bytes:
+    def fetch(self, offset: int, max_bytes: int, max_wait: float) -> bytes | PastMarkers:
         """The stored batches from the one holding ``offset`` on (about ``max_bytes``)."""
         (partition,) = self._partitions
         got = self.fetch_many({partition: offset}, max_bytes, max_wait)[partition]
@@ -309,7 +310,7 @@ class _BatchReader:
 
     def fetch_many(
         self, offsets: Mapping[int, int], max_bytes: int, max_wait: float
-    ) -> dict[int, bytes | Exception]:
+    ) -> dict[int, bytes | PastMarkers | Exception]:
         """Per partition, the stored batches from the one holding its offset on (about
         ``max_bytes`` each), or the error its leader answered for it, all in one request: the
         broker answers once any has records (or ``max_wait`` elapsed). A failure of the
@@ -318,14 +319,18 @@ class _BatchReader:
         What Apache Kafka answers beyond logmarshal's broker is handled here (docs/broker.md,
         "Apache Kafka"): control batches (transaction markers) are dropped, and a partition
         that had nothing else is fetched again past them (else its reader, whose position
-        moves only with records, would ask for the marker again at once, forever); a
+        moves only with records, would ask for the marker again at once, forever); one that
+        has nothing after them either is answered :class:`PastMarkers` (its reader's position
+        moves past them: a catch-up to the log's end must not wait at a trailing marker); a
         partition whose first batch came cut (Kafka exempts only the first partition with
         records from ``max_bytes``: the next one gets nothing when its first batch is larger)
         is fetched again alone, which brings it whole."""
         self.last_used = time.monotonic()
         self._cancelled = False  # a cancel that came after the last fetch ended
-        out, passed_over = self._fetch_raw(offsets, max_bytes, max_wait)
+        raw, passed_over = self._fetch_raw(offsets, max_bytes, max_wait)
+        out: dict[int, bytes | PastMarkers | Exception] = dict(raw)
         at = dict(offsets)  # where each partition's answer was fetched from
+        past: dict[int, int] = {}  # the offset after the last marker each one dropped
         shared = len(at) > 1  # whether they were fetched in one request
         for _ in range(_CONTROL_ROUNDS):
             again: dict[int, int] = {}
@@ -340,8 +345,10 @@ class _BatchReader:
                     continue
                 kept, after = _drop_control(got)
                 out[p] = kept
-                if after is not None and not _whole_batch_first(kept):
-                    again[p] = after
+                if after is not None:
+                    past[p] = after
+                    if not _whole_batch_first(kept):
+                        again[p] = after
             if not again:
                 break
             alone = alone or any(
@@ -358,6 +365,10 @@ class _BatchReader:
                 out.update(more)
                 shared = len(again) > 1
             at = again
+        for p, after in past.items():
+            got = out[p]
+            if isinstance(got, bytes) and not _whole_batch_first(got):
+                out[p] = PastMarkers(max(after, at.get(p, after)))  # nothing after them
         return out
 
     def _fetch_raw(

@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from logmarshal import _coordlog as coordlog
+from logmarshal.cluster import PastMarkers
 from logmarshal.errors import NetworkError, OffsetOutOfRange
 from logmarshal.network import NetworkCluster
 from storage._records import Compression, decode_columns_from, iter_batches
@@ -309,16 +310,20 @@ def test_a_trailing_marker_long_polls_instead_of_answering_at_once(
 ) -> None:
     """Fetched from the last transaction's marker (the replay's position after its last
     record), the reader goes past the marker and waits there for max_wait, as at the log's
-    end, rather than answering at once with nothing: a replay would then spin on it."""
+    end, rather than answering at once with nothing: a replay would then spin on it. It
+    answers where the marker ends (``PastMarkers``): the replay's position moves there, so
+    a catch-up to the log's end does not wait at the marker."""
     topic = _name("tx-end")
     cluster.create_topic(topic, 1)
     _transactional_log(cluster, bootstrap, topic)
     started = time.monotonic()
-    assert cluster.fetch_batches(topic, 0, 10, max_wait=1.0) == b""
+    assert cluster.fetch_batches(topic, 0, 10, max_wait=1.0) == PastMarkers(11)
     assert time.monotonic() - started >= 0.8
     started = time.monotonic()
-    assert cluster.fetch_batches_many(topic, {0: 10}, max_wait=1.0) == {0: b""}
+    assert cluster.fetch_batches_many(topic, {0: 10}, max_wait=1.0) == {0: PastMarkers(11)}
     assert time.monotonic() - started >= 0.8
+    assert cluster.fetch_batches(topic, 0, 11, max_wait=0.1) == b""  # the log's end: no marker
+    assert coordlog.fetch_columns(cluster, topic, 0, 10, max_wait=0.1)[0] == []
     # a record after the marker is handed out from the marker's offset
     _produce(bootstrap, topic, [_pairs("after", 1)])
     assert coordlog.fetch_columns(cluster, topic, 0, 10)[0] == [11]
