@@ -605,14 +605,11 @@ class Sim:
         """The check of the core's "fresh-ends" itself: after a stall, an instance that woke
         holding catch-up answers from before it writes nothing until another answer at the
         end (the one its ``CatchUp`` gets, or its replay's) was stepped. Not counted: its
-        leave (a close says nothing it remembers), and writes to a coordination partition
-        halted by a gap (the stall rule waits for none: a known gap, docs/simulation.md)."""
+        leave (a close says nothing it remembers)."""
         fresh = type(event) is Replayed and event.at_end and inst.held_answers == 1
         if fresh:
             inst.held_answers = 0
-        elif any(
-            isinstance(a, Write) and a.kind != "leave" and a.cp not in inst.gapped for a in actions
-        ):
+        elif any(isinstance(a, Write) and a.kind != "leave" for a in actions):
             inst.held_answers = 0  # (once)
             self.checks.fail_and_go_on(
                 self.now, f"{inst.me} wrote after a stall before its replay caught up with it"

@@ -291,5 +291,9 @@ def stall_began(st: MemberState, gap: int) -> None:
     partition's replay has reached the log end again (docs/architecture.md, "At-most-once, enforced
     by the log"); what it shows then is checked as after any replay."""
     log.warning("%s did not run for %d ms: waiting for the replay before acting", me(st), gap)
-    st.stalled = set(range(len(st.worlds))) - st.halted.keys()
+    # every replay that goes on: a partition halted by a gap too (its group may have regained
+    # partitions there), not one that went back (its replay stopped for good: core.rewind)
+    st.stalled = {
+        cp for cp in range(len(st.worlds)) if cp not in st.halted or st.halt_marks[cp][0] == "gap"
+    }
     st.caught_up.clear()

@@ -7,12 +7,14 @@ from __future__ import annotations
 import pytest
 
 from logmarshal.core import (
+    CatchUp,
     Close,
     Halted,
     HandOut,
     MemberCore,
     Poll,
     Regained,
+    Replayed,
     Resumed,
     Revoke,
     Tick,
@@ -21,7 +23,7 @@ from logmarshal.core import (
 from rationalizer import Heartbeat, ReleaseGroup, WorldState, encode
 from scenarios.sim import Sim, run_seed
 
-from .test_core import Log, land_all, options, start
+from .test_core import HB, Log, land_all, options, start
 
 #: found by ``python -m scenarios.sim --seeds 300 --without rewind-check``: its coordination
 #: partition loses records 28..39 at 252 ms; without the detection c4, whose replay took the
@@ -75,6 +77,26 @@ def test_a_gap_halt_still_announces_membership_a_rewound_one_does_not() -> None:
         out = core.step(0, Halted(0, 0, 5, why)) + core.step(1, Tick())
         kinds = [a.kind for a in out if isinstance(a, Write)]
         assert kinds == (["announce"] if announces else []), (why, kinds)
+
+
+def test_after_a_stall_the_replay_of_a_partition_a_gap_halted_is_waited_for() -> None:
+    """A gap halts cp 0, an admin's reset regains t/0 there, the member claims it. The replay
+    of a partition a gap halted goes on, so after a stall the member waits for it as for any
+    other (until 2026-12-01 the stall rule left every halted partition out, and a member that
+    did not run for 3·HB heartbeated t/0 at once from memory: found by the simulator's
+    stale-answer check, seeds 746 and 1082 of ``--stale-answers``)."""
+    world, log = WorldState(), Log()
+    core = MemberCore(options(mode="amo"), [world])
+    for now, event in ((0, Halted(0, 0, 3, "gap")), (1, Tick()), (2, Tick())):
+        land_all(core, world, log, now, core.step(now, event))
+    land_all(core, world, log, 3, core.step(3, Resumed(0, (("t", 0),))) + core.step(4, Tick()))
+    assert core.held() == [("t", 0)]
+    thawed = 4 + 3 * HB
+    out = core.step(thawed, Tick())
+    assert CatchUp() in out and not any(isinstance(a, Write) for a in out)
+    assert not any(isinstance(a, Write) for a in core.step(thawed + 1, Tick()))
+    out = core.step(thawed + 2, Replayed(0, log.replay(world), at_end=True))
+    assert any(isinstance(a, Write) and a.kind == "heartbeat" for a in out)
 
 
 def _apply(world: WorldState, regained: Regained, records: list[tuple[int, int, object]]) -> None:
