@@ -339,8 +339,8 @@ def fetch_columns_many(
     records: per partition, its columns or what it alone met (a
     :class:`~storage.CorruptBatch` that starts its answer, OffsetOutOfRange, ...), for the
     caller to handle as :func:`fetch_columns` with ``skip_damaged=False`` would have raised
-    it, or :class:`PastMarkers`. A failure of the whole request is raised. None when the cluster cannot fetch them
-    together: fetch each with :func:`fetch_columns` instead."""
+    it, or :class:`PastMarkers`. A failure of the whole request is raised. None when the
+    cluster cannot fetch them together: fetch each with :func:`fetch_columns` instead."""
     fetch_batches_many = getattr(cluster, "fetch_batches_many", None)  # (as above)
     if fetch_batches_many is None:
         return None

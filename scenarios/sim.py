@@ -209,9 +209,9 @@ class _Instance:
     #: woken with a stale replay: until ``stale_until`` it sees no record after this time
     horizon: int | None = None
     stale_until: int = 0
-    #: the stale-answer schedule: it froze holding catch-up answers (0: none), then stepping
-    #: them (1), which count for nothing after its stall: until another answer at the end,
-    #: it must write nothing (``Sim.step``)
+    #: the stale-answer schedule: 1 once it froze holding catch-up answers, which count for
+    #: nothing after its stall (until another answer at the end it must write nothing:
+    #: ``Sim._check_held``), 2 while those are stepped, 0 otherwise
     held_answers: int = 0
     #: when its core last stepped
     last_step_at: int | None = None

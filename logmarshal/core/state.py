@@ -148,8 +148,8 @@ class MemberState:
     recovered: bool
     #: whether a refused restart takeover is tried again ("retake", ``claims.retake``)
     retaking: bool
-    #: whether an answer stepped in the step that finds a stall is not taken as its catch-up
-    #: ("fresh-ends", ``MemberCore._apply``)
+    #: whether an answer whose ends were looked up before the last stall was found is not
+    #: taken as its catch-up ("fresh-ends", ``MemberCore._answers_stall``)
     fresh_ends: bool
     topics: tuple[tuple[str, int], ...]
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")

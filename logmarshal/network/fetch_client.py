@@ -368,7 +368,7 @@ class _BatchReader:
         for p, after in past.items():
             got = out[p]
             if isinstance(got, bytes) and not _whole_batch_first(got):
-                out[p] = PastMarkers(max(after, at.get(p, after)))  # nothing after them
+                out[p] = PastMarkers(after)  # nothing after them
         return out
 
     def _fetch_raw(
