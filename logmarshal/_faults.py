@@ -466,9 +466,9 @@ class FaultyCluster:
         self._gate()
         return self._inner.describe_topic(name)
 
-    def partitions(self, topic: str) -> int:
+    def partitions(self, topic: str, timeout: float | None = None) -> int:
         self._gate()
-        return self._inner.partitions(topic)
+        return self._inner.partitions(topic, timeout=timeout)
 
     def earliest_offset(self, topic: str, partition: int) -> int:
         self._gate()

@@ -131,7 +131,10 @@ class Cluster(Protocol):
 
     def describe_topic(self, name: str) -> TopicDescription: ...
 
-    def partitions(self, topic: str) -> int: ...
+    def partitions(self, topic: str, timeout: float | None = None) -> int:
+        """How many partitions ``topic`` has; ``timeout`` bounds a look-up over the network
+        (None: the cluster's own bound). A member's driver asks once per HB, bounded."""
+        ...
 
     def produce(
         self,

@@ -132,9 +132,9 @@ class EmbeddedCluster:
         self._check_open()
         return self._dir.describe(name).config
 
-    def partitions(self, topic: str) -> int:
+    def partitions(self, topic: str, timeout: float | None = None) -> int:
         """A member's driver asks this once per HB: the count only, not every partition's
-        offsets and size."""
+        offsets and size (at once: ``timeout`` has nothing to bound)."""
         self._check_open()
         return self._dir.partition_count(topic)
 

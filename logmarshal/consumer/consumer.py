@@ -655,8 +655,7 @@ class Consumer:
                         if looked_at is not None:
                             self._report_caught_up(looked_at)
                     if now >= next_topics:
-                        # once per HB: a metadata request to the cluster (every member's,
-                        # the broker's load at 32 members), for growth seen within an HB
+                        # once per HB (a metadata request): growth seen within an HB
                         next_topics = now + self._hb
                         self._refresh_topics()
                     if self._behind and now >= next_behind:
@@ -710,13 +709,13 @@ class Consumer:
         """Every topic we fetch from: the subscribed ones and the tasks' sources."""
         return (*self._topics, *(t for sources in self._tasks.values() for t in sources))
 
-    def _subscription(self) -> tuple[tuple[str, int], ...]:
+    def _subscription(self, timeout: float | None = None) -> tuple[tuple[str, int], ...]:
         """(topic, partitions) of what we claim; a task has as many as its sources (the
         fewest, if they differ: partition p is a task only if every source has one)."""
         counts = {}
         for topic in self._reads():
             try:
-                counts[topic] = self._cluster.partitions(topic)
+                counts[topic] = self._cluster.partitions(topic, timeout=timeout)
             except UnknownTopic:
                 log.debug("%s: topic %s does not exist (yet)", self._name(), topic)
                 counts[topic] = 0
@@ -729,7 +728,11 @@ class Consumer:
         """Patterns matched afresh and partition counts read again: growth is seen."""
         if self._pattern is not None:
             self._topics = self._match_topics()
-        subscription = self._subscription()
+        try:  # bounded: this thread answers catch-ups (a count not read now is read next HB)
+            subscription = self._subscription(timeout=max(2.0, 2 * self._hb))
+        except RETRIABLE as exc:
+            log.warning("%s: cannot read partition counts (%s)", self._name(), exc)
+            return
         with self._cond:
             if subscription != self._subscribed:
                 self._subscribed = subscription

@@ -364,9 +364,10 @@ class NetworkCluster:
         self._check_open()
         return admin_requests.topic_names(self._admin_client(), self._timeout)
 
-    def partitions(self, topic: str) -> int:
+    def partitions(self, topic: str, timeout: float | None = None) -> int:
         self._check_open()
-        return admin_requests.partition_count(self._admin_client(), topic, self._timeout)
+        bound = self._timeout if timeout is None else min(timeout, self._timeout)
+        return admin_requests.partition_count(self._admin_client(), topic, bound)
 
     def topic_config(self, name: str) -> dict[str, str]:
         """The topic's configs logmarshal knows, by Kafka name (defaults included)."""
