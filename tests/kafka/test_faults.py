@@ -295,9 +295,25 @@ def test_leaders_killed_and_rolling_restart(cluster3: KafkaCluster) -> None:
     rows = audit_records(records, ReplayConfig())
     # Rejected records of a member whose claim lapsed while its writes stalled behind a dead
     # leader are expected (the log refused them; the member was fenced by its lease). Nothing
-    # else may be refused: no fenced instance, no offset regression, no invalid record.
+    # else may be refused (no fenced instance, no invalid record), but for the one below.
     kinds = Counter(row[column_index("violations", "kind")] for row in rows["violations"])
-    assert set(kinds) <= LAPSED_WRITES, kinds
+    # A holder's own AMO reservation refused for not continuing the log's reservations is
+    # the log doing its work after a write whose answer the member never had (it may have
+    # landed: core.verdicts.on_unknown, "the next reservation is refused"); the member then
+    # starts again from the replay, and nothing is handed out twice (asserted above). The
+    # simulator makes such writes too (landed, then answered WriteFailed: scenarios/sim.py).
+    # Seen here in 1 of 11 runs on 2026-12-01. From anyone but the holder: something else.
+    col = {c: column_index("violations", c) for c in ("kind", "group", "client_id",
+                                                      "instance_id", "holder_client",
+                                                      "holder_instance")}  # fmt: skip
+    for row in rows["violations"]:
+        if row[col["kind"]] == "offset_regression":
+            assert row[col["group"]] == "faults-amo", row
+            assert (row[col["client_id"]], row[col["instance_id"]]) == (
+                row[col["holder_client"]],
+                row[col["holder_instance"]],
+            ), row
+    assert set(kinds) <= LAPSED_WRITES | {"offset_regression"}, kinds
     tenures: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
     cols = [
         column_index("ownership", c) for c in ("group", "topic", "partition", "start_ms", "end_ms")
