@@ -23,7 +23,14 @@ import attrs
 
 from storage import NewRecord, TopicConfig
 
-from .cluster import FETCH_MAX_BYTES, Cluster, Message, ProduceResult, TopicDescription
+from .cluster import (
+    FETCH_MAX_BYTES,
+    Cluster,
+    Message,
+    PastMarkers,
+    ProduceResult,
+    TopicDescription,
+)
 from .errors import RetriableError
 
 __all__ = ["FaultEvent", "FaultPlan", "FaultyCluster", "InjectedFault"]
@@ -104,7 +111,7 @@ class FaultyCluster:
 
     produce_many: Callable[..., dict[int, ProduceResult | Exception]]
     produce_async: Callable[..., None]
-    fetch_batches_many: Callable[..., dict[int, bytes | Exception] | None]
+    fetch_batches_many: Callable[..., dict[int, bytes | PastMarkers | Exception] | None]
     wake_fetches: Callable[[str, Iterable[int]], None]
     cancel_fetches: Callable[[Iterable[int]], None]
 
@@ -399,18 +406,18 @@ class FaultyCluster:
         *,
         max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
-    ) -> dict[int, bytes | Exception] | None:
+    ) -> dict[int, bytes | PastMarkers | Exception] | None:
         """``fetch_batches_many`` of the inner cluster, each partition meeting the faults of
         a ``fetch`` of its own: a failed one is answered with the fault (and nobody waits
         for the others), a dropped one with nothing yet."""
         self._gate()
-        inner: Callable[..., dict[int, bytes | Exception] | None]
+        inner: Callable[..., dict[int, bytes | PastMarkers | Exception] | None]
         inner = self._inner.fetch_batches_many  # type: ignore[attr-defined]  # offered only if there
         if not self._applies(topic):
             got = inner(topic, offsets, max_bytes=max_bytes, max_wait=max_wait)
             self._gate()
             return got
-        out: dict[int, bytes | Exception] = {}
+        out: dict[int, bytes | PastMarkers | Exception] = {}
         ask: dict[int, int] = {}
         failed = False
         for partition, offset in offsets.items():

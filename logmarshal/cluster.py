@@ -246,7 +246,8 @@ class MultiBatchFetcher(Protocol):
         """Per partition of ``offsets``, its stored batches from the one holding its offset
         on (about ``max_bytes`` each; :class:`PastMarkers` if only transaction markers), or
         the error it alone met (OffsetOutOfRange, ...), answered once any has records or
-        after ``max_wait``; a failure of the whole request is raised. None when one request cannot carry them (fetch each alone instead)."""
+        after ``max_wait``; a failure of the whole request is raised. None when one request
+        cannot carry them (fetch each alone instead)."""
         ...
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "claim_of",
     "cooling",
     "cp_of",
+    "gap_halted",
     "group_position",
     "held_here",
     "me",
@@ -375,6 +376,12 @@ def busy(st: MemberState) -> set[Key]:
     }
 
 
+def gap_halted(st: MemberState, cp: int) -> bool:
+    """Is ``cp`` halted by a gap (its replay goes on, and its group may regain partitions
+    there), rather than by a log that went back (its replay stopped for good)?"""
+    return cp in st.halted and st.halt_marks[cp][0] == "gap"
+
+
 def withheld(st: MemberState, p: Pending) -> bool:
     """Must ``p`` not be written: its coordination partition is halted (``core.rewind``)
     and it is not about a partition the log determines again there? Our membership is
@@ -384,7 +391,7 @@ def withheld(st: MemberState, p: Pending) -> bool:
     trusted = st.halted.get(p.cp)
     if trusted is None or (p.topic, p.partition) in trusted:
         return False
-    return not (p.kind in ("announce", "leave") and st.halt_marks[p.cp][0] == "gap")
+    return not (p.kind in ("announce", "leave") and gap_halted(st, p.cp))
 
 
 def not_to_claim(st: MemberState) -> set[Key]:

@@ -17,7 +17,7 @@ from .actions import Action
 from .claims import resume_after_takeover, resume_task_after_takeover, retake_refused
 from .held import Held
 from .holding import adopt, announce, become_fenced, lose
-from .state import MemberState, Pending, held_here, me
+from .state import MemberState, Pending, gap_halted, held_here, me
 
 __all__ = ["check_replay", "on_unknown", "resolve_landed", "restart", "stall_began"]
 
@@ -293,7 +293,5 @@ def stall_began(st: MemberState, gap: int) -> None:
     log.warning("%s did not run for %d ms: waiting for the replay before acting", me(st), gap)
     # every replay that goes on: a partition halted by a gap too (its group may have regained
     # partitions there), not one that went back (its replay stopped for good: core.rewind)
-    st.stalled = {
-        cp for cp in range(len(st.worlds)) if cp not in st.halted or st.halt_marks[cp][0] == "gap"
-    }
+    st.stalled = {cp for cp in range(len(st.worlds)) if cp not in st.halted or gap_halted(st, cp)}
     st.caught_up.clear()
