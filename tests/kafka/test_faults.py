@@ -6,7 +6,8 @@ restart does, while an ALO group and an AMO group consume.
 Required, and asserted: 0 offsets handed out twice in the AMO group, 0 produced offsets never
 handed out in the ALO group, every member handing out again within 90 s once Kafka takes
 writes to every partition again after each fault (Kafka's own recovery is timed apart and
-printed: on two cores it took up to tens of seconds), and the audit of ``__marshal`` finding no violation and no two tenures of one partition at once.
+printed: on two cores it took up to tens of seconds), and the audit of ``__marshal``
+finding no violation and no two tenures of one partition at once.
 
 A separate stage of ``.ci/run`` (``pytest -m kafka_cluster``): minutes, three JVMs.
 """
@@ -20,6 +21,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -146,11 +148,15 @@ def _leader_of_most(cluster: KafkaCluster) -> int:
     return leaders.most_common(1)[0][0]
 
 
+def _core_state(m: Member) -> Any:
+    """The member's core state (``MemberState``), or None before its Consumer exists."""
+    return getattr(getattr(m.consumer, "_core", None), "_st", None)
+
+
 def _explain(stuck: list[Member]) -> None:
     """What a stuck member holds and where its threads are, for the failure's report."""
     for m in stuck:
-        core = getattr(m.consumer, "_core", None)
-        st = getattr(core, "_st", None)
+        st = _core_state(m)
         for key, held in sorted((getattr(st, "held", None) or {}).items()):
             print(f"{m.client_id} holds {key}: {held!r}", file=sys.stderr)
     names = {t.ident: t.name for t in threading.enumerate()}
@@ -161,8 +167,7 @@ def _explain(stuck: list[Member]) -> None:
 
 def _state(m: Member) -> str:
     """A stuck member's core in one line: what it holds, where, and what it waits for."""
-    core = getattr(m.consumer, "_core", None)
-    st = getattr(core, "_st", None)
+    st = _core_state(m)
     last = f"{time.monotonic() - m.handed[-1][2]:.1f}s ago" if m.handed else "never"
     if st is None:
         return f"{m.client_id}: no consumer yet"
@@ -175,7 +180,8 @@ def _state(m: Member) -> str:
         return "-" if t is None else f"{now - t}ms"
 
     return (
-        f"{m.client_id}: last handed out {last}, held [{held}] buffered {sum(len(h.buffer) for h in st.held.values())}"
+        f"{m.client_id}: last handed out {last}, held [{held}]"
+        f" buffered {sum(len(h.buffer) for h in st.held.values())}"
         f" stalled {sorted(st.stalled)} caught_up {sorted(st.caught_up)}"
         f" halted {sorted(st.halted)} pending {len(st.pending)} fenced {st.fenced}"
         f" last step {age(st.last_step)} ago, stall found {age(st.stall_found_at)} ago,"
@@ -188,8 +194,8 @@ def _writes_land(producing: Producing, since: float, what: str) -> float:
     """Until Kafka acknowledges writes (acks=all) to every partition of TOPIC again after
     ``since``; when it did. Kafka's own recovery, apart from ours: on this machine's two cores
     its controller quorum, starved by a restarting node, let brokers' heartbeats time out and
-    held acks=all writes for a whole request timeout (30 s, 2026-12-01), and a run in CI
-    spent the 60 s the members had before its cluster took writes again."""
+    held acks=all writes for a whole request timeout (30 s, 2026-12-01). The 60 s the
+    members once had counted that recovery too, and a CI run ran out of them."""
     deadline = time.monotonic() + 180.0
     while time.monotonic() < deadline:
         assert producing.is_alive() and producing.error is None, f"producer: {producing.error!r}"
