@@ -19,6 +19,7 @@ from tests.logmarshal.streams.test_app import (
     _commits,
     _spawn,
     _stop,
+    _stopped,
     produce_lines,
     setup_topics,
     tables,
@@ -63,12 +64,13 @@ def test_sigkilled_and_sigstopped_members_leave_exact_counts_on_kafka(kafka, tmp
         procs[0].wait(10)
         procs.pop(0)
         # m2 takes over and writes its changelogs before checking it still holds its tasks;
-        # it is frozen past 2·HB while m3 takes over, then thawed
+        # it stops itself (SIGSTOP) past its 10th commit, between the check and the write,
+        # stays frozen past 2·HB while m3 takes over, then is thawed
         procs.append(_spawn([*member, "m2", str(tmp_path / "s2")], outs[1],
-                            LM_STALE_WRITER="1"))  # fmt: skip
-        assert _wait(lambda: _commits(outs[1], 2) >= 10, 90, procs, outs)
+                            LM_STALE_WRITER="1", LM_FREEZE_AFTER="10"))  # fmt: skip
+        assert _wait(lambda: _stopped(procs[0].pid), 90, procs, outs), "m2 did not stop itself"
+        assert _commits(outs[1], 2) >= 10
         frozen_at = time.monotonic()
-        os.killpg(procs[0].pid, signal.SIGSTOP)
         procs.append(_spawn([*member, "m3", str(tmp_path / "s3")], outs[2]))
         assert _wait(lambda: _commits(outs[2], 2) >= 3, 90, procs, outs)
         time.sleep(max(0.0, frozen_at + 2 * HB + 0.2 - time.monotonic()))

@@ -1,15 +1,22 @@
 """A word-count member process for the SIGKILL and SIGSTOP tests:
-``python -m tests.logmarshal.streams.member DATA_DIR|bootstrap=HOST:PORT CLIENT_ID STATE_DIR``. Prints
-one line per commit: ``committed N`` with N the tasks it runs. With ``LM_STALE_WRITER=1`` in
-the environment it writes every task's changelog before the runner checks that it still
-holds the task (a stall between that check and the write, made as wide as it gets). With
-``LM_SOURCES=lines,more-lines`` it counts the words of several co-partitioned topics in one
-task (one claim, both topics' positions in its heartbeats). ``LM_STORE_KIND=rocksdb`` puts the
-counts in that engine (default: sqlite)."""
+``python -m tests.logmarshal.streams.member DATA_DIR|bootstrap=HOST:PORT CLIENT_ID STATE_DIR``.
+Prints one line per commit: ``committed N`` with N the tasks it runs.
+
+- ``LM_STALE_WRITER=1``: it writes every task's changelog before the runner checks that it
+  still holds the task (a stall between that check and the write, made as wide as it gets).
+- ``LM_FREEZE_AFTER=N`` as well: at its first commit with a dirty store after N commits that
+  ran both tasks (the tests' sources have two partitions), it prints ``freezing`` and stops
+  itself (SIGSTOP) right there, between the check and the write. Whoever thaws it (SIGCONT)
+  gets a stale write for certain; stopped from outside, it sometimes woke where the runner
+  first saw its tasks gone, and wrote nothing stale.
+- ``LM_SOURCES=lines,more-lines``: it counts the words of several co-partitioned topics in
+  one task (one claim, both topics' positions in its heartbeats).
+- ``LM_STORE_KIND=rocksdb`` puts the counts in that engine (default: sqlite)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -71,16 +78,27 @@ def main() -> None:
             commit_interval=0.05,
         )
         original = app.commit
+        freeze_after = int(os.environ.get("LM_FREEZE_AFTER", "0"))
+        commits = 0
+        frozen = False
 
         def commit() -> None:
+            nonlocal commits, frozen
             if os.environ.get("LM_STALE_WRITER") == "1":
                 app.producer.flush()
-                for task in list(app.tasks.values()):
+                tasks = list(app.tasks.values())
+                dirty = any(s.dirty for t in tasks for s in t.stores.values())
+                if freeze_after and commits >= freeze_after and dirty and not frozen:
+                    frozen = True
+                    print("freezing", flush=True)
+                    os.kill(os.getpid(), signal.SIGSTOP)  # the test thaws it
+                for task in tasks:
                     try:
                         task.write_changelogs(app.cluster)
                     except Fenced:
                         print(f"stale commit written by task {task.task_id}", flush=True)
             original()
+            commits += len(app.tasks) == 2
             print(f"committed {len(app.tasks)}", flush=True)
 
         app.commit = commit  # type: ignore[method-assign]

@@ -366,6 +366,12 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait(10)
 
 
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (by a signal): its state in /proc is ``T``."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
 def _commits(path: Path, tasks: int | None = None) -> int:
     lines = path.read_text().splitlines() if path.exists() else []
     return sum(
@@ -380,8 +386,9 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
     """m1 is frozen (SIGSTOP) mid-stream beyond 2·HB while m2 takes its tasks over, then
     thawed: whatever it appends to the changelogs when it wakes is fenced; the stores end
     with exactly the true counts. Real processes: a broker, two members; m1 writes its
-    changelogs before checking it still holds its tasks, so that it does append stale
-    commits."""
+    changelogs before checking it still holds its tasks and stops itself between the check
+    and the write, so that it does append stale commits (stopped from outside, it sometimes
+    woke where the runner first saw its tasks gone, and wrote nothing stale)."""
     from logmarshal import connect
 
     data = tmp_path / "data"
@@ -417,12 +424,18 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path):
     try:
         bootstrap = broker.bootstrap
         member = [sys.executable, "-m", "tests.logmarshal.streams.member", f"bootstrap={bootstrap}"]
+        # m1 stops itself (SIGSTOP) past its 10th commit, between its check and its write
         procs.append(
-            _spawn([*member, "m1", str(tmp_path / "s1")], tmp_path / "m1.out", LM_STALE_WRITER="1")
+            _spawn(
+                [*member, "m1", str(tmp_path / "s1")],
+                tmp_path / "m1.out",
+                LM_STALE_WRITER="1",
+                LM_FREEZE_AFTER="10",
+            )
         )
-        assert wait(lambda: _commits(tmp_path / "m1.out", 2) >= 10, 60)
+        assert wait(lambda: _stopped(procs[0].pid), 60), "m1 did not stop itself"
+        assert _commits(tmp_path / "m1.out", 2) >= 10
         frozen_at = time.monotonic()
-        os.killpg(procs[0].pid, signal.SIGSTOP)
         procs.append(_spawn([*member, "m2", str(tmp_path / "s2")], tmp_path / "m2.out"))
         # m2 takes both tasks over (m1's leases run out) and commits under them
         assert wait(lambda: _commits(tmp_path / "m2.out", 2) >= 3, 60)
