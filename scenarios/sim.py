@@ -79,12 +79,16 @@ the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
 ``late_heartbeat`` (property g, version 6: a holder's late heartbeat does not move its
 position back), ``member_tenure`` (property h, version 7: a MemberHeartbeat's entry counts
 only in the tenure it names), ``task_tenure`` (property i, version 8: so does a task's
-heartbeat); the core's ``surprise``, ``stall`` and ``fresh-ends`` (seen only with
-``--stale-answers``); ``restart-fix``
+heartbeat); the core's ``surprise``, ``stall``, ``fresh-ends`` (seen only with
+``--stale-answers``) and ``unnamed-confirm`` (seen only with ``idempotent-writes`` removed
+and members capped below 7, as in upgrade seeds: an AMO heartbeat that names no tenure
+confirms its reservation only once the log holds it); ``restart-fix``
 (the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``
-plus rule a, rule c and ``surprise``, each of which alone now stops that bug.
+plus rule a, rule c and ``surprise``, each of which alone now stops that bug, and
+``unnamed-confirm``, which stops it too where members are capped below 7 (as the seeds that
+show it: a heartbeat overtaking its reservation is how that batch was confirmed).
 
 Half the ALO seeds claim *tasks* (docs/streams.md) instead of partitions: partition p of the task
 ``t`` is one claim under which partition p of the source topics ``a`` and ``b`` is read, and
@@ -164,7 +168,7 @@ Key = tuple[str, int]
 #: (``WorldState(rules=sim_rules.rules_without(...))``)
 WORLD_FIXES = frozenset(PROPERTIES)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
-CORE_FIXES = frozenset({"surprise", "stall", "fresh-ends"})
+CORE_FIXES = frozenset({"surprise", "stall", "fresh-ends", "unnamed-confirm"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = (
     WORLD_FIXES
@@ -182,7 +186,7 @@ FIXES = (
 #: what ``fix=False`` / ``--without-restart-fix`` removes: the restart bug (module docstring)
 #: needs all of them
 RESTART_BUG_EXPERIMENT = frozenset(
-    {"restart-fix", "takeover_position", "reservation_start", "surprise"}
+    {"restart-fix", "takeover_position", "reservation_start", "surprise", "unnamed-confirm"}
 )
 #: the pause admin of the reset race
 ADMIN = ("admin", "a1")
@@ -264,6 +268,9 @@ class Result:
     #: with the upgrade schedule: (rolling restarts done, restarts, old-rules snapshots,
     #: cold starts that passed one over), else None
     upgrade: tuple[int, int, int, int] | None = None
+    #: positions moved back where the protocol allows it (not violations): by restart
+    #: takeovers, and by late heartbeats that name no tenure (:mod:`scenarios.sim_checks`)
+    rewinds: tuple[int, int] = (0, 0)
 
 
 class Sim:
@@ -496,6 +503,7 @@ class Sim:
             tuple(self.trace),
             None if self.bounded is None else (self.bounded.truncations, self.bounded.gaps),
             None if self.upgrade is None else self.upgrade.summary(),
+            (self.checks.takeover_rewinds, self.checks.unnamed_rewinds),
         )
 
     # -- members -----------------------------------------------------------------------------
@@ -1290,7 +1298,8 @@ def main(argv: list[str] | None = None) -> int:
         "--without-restart-fix",
         action="store_true",
         help="experiment: resume a restart takeover where it was read before (the restart bug); "
-        "since protocol version 4 also without rules a and c and the core's surprise",
+        "since protocol version 4 also without rules a and c and the core's surprise "
+        "(and unnamed-confirm)",
     )
     parser.add_argument(
         "--without",
@@ -1338,6 +1347,7 @@ def main(argv: list[str] | None = None) -> int:
     sim_ms = tasks = amo = doubles = gave_back = 0
     bounded = truncations = gaps = 0
     upgrades = [0, 0, 0, 0, 0]  # seeds, rolling restarts done, restarts, old snapshots, passed
+    rewinds = [0, 0, 0]  # restart takeovers, unnamed late heartbeats, seeds with the latter
     t0 = time.perf_counter()
     for seed in seeds:
         result = run_seed(seed, fix=fix, **opts)
@@ -1350,6 +1360,8 @@ def main(argv: list[str] | None = None) -> int:
             gaps += result.bounded[1]
         if result.upgrade is not None:
             upgrades = [a + b for a, b in zip(upgrades, (1, *result.upgrade), strict=True)]
+        rewinds = [rewinds[0] + result.rewinds[0], rewinds[1] + result.rewinds[1],
+                   rewinds[2] + (result.rewinds[1] > 0)]  # fmt: skip
         if result.violations:
             failed.append(result)
             doubles += any("handed out twice" in v for v in result.violations)
@@ -1362,7 +1374,9 @@ def main(argv: list[str] | None = None) -> int:
         f"below a handed-out offset: {gave_back})  bounded-log seeds: {bounded} "
         f"({truncations} truncations, {gaps} gaps found)  upgrade seeds: {upgrades[0]} "
         f"({upgrades[1]} rolling restarts done, {upgrades[2]} restarts, {upgrades[3]} snapshots "
-        f"of versions 4 and 5, {upgrades[4]} cold starts passed one over)  "
+        f"of versions 4 and 5, {upgrades[4]} cold starts passed one over)  positions "
+        f"moved back as the protocol allows: {rewinds[0]} by restart takeovers, {rewinds[1]} "
+        f"by late heartbeats naming no tenure ({rewinds[2]} seeds)  "
         f"{len(seeds) / real:.1f} seeds/s  simulated/real time: {sim_ms / 1000 / real:.0f}x  "
         f"({real:.1f} s)"
     )

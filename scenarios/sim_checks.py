@@ -2,7 +2,12 @@
 simulated log and the hand-outs, not from what the cores believe about themselves.
 
 Positions move backwards only through an admin reset (a pause admin's heartbeat accepted as
-``POSITION_SET``). So AMO's "never handed out twice" forgives exactly what an admin rewound:
+``POSITION_SET``), with two exceptions the protocol states and the summary counts: a restart
+takeover (ALO's predecessor's later progress, D1), and a late heartbeat that names no tenure
+(a version 1 Heartbeat or version 3 HeartbeatingTask, which only members capped below 7 write
+for a named tenure) landing where no rule can tell it is late: in a tenure without a name, or
+below the tenure's floor (PROTOCOL.md, "Upgrading a running group": writes that overtake
+each other while members are capped below 7). So AMO's "never handed out twice" forgives exactly what an admin rewound:
 offset ``o`` handed out again is allowed when, between the two, an admin set a position below
 ``o`` *after the lease under which it was first handed out began* (a holder may still hand out
 what it reserved before the reset landed, until its lease runs out; the reset rewinds that
@@ -16,7 +21,15 @@ from collections import defaultdict
 
 import attrs
 
-from rationalizer import Effect, Heartbeat, MemberHeartbeat, Verdict, WorldState
+from rationalizer import (
+    Effect,
+    Heartbeat,
+    HeartbeatingTask,
+    MemberHeartbeat,
+    PartitionState,
+    Verdict,
+    WorldState,
+)
 
 __all__ = ["Checks"]
 
@@ -58,6 +71,9 @@ class Checks:
     gave_back: list[str] = attrs.field(factory=list)
     #: positions a restart takeover moved back (not a violation, counted for the summary)
     takeover_rewinds: int = 0
+    #: positions a late heartbeat naming no tenure moved back where no rule can tell it is
+    #: late (module docstring; not a violation, counted for the summary)
+    unnamed_rewinds: int = 0
     #: other violations that do not stop the run, so it shows what they cause (a truncation
     #: that deleted what a running configuration needs: the cold starts after it)
     going_on: list[str] = attrs.field(factory=list)
@@ -76,8 +92,11 @@ class Checks:
         recorded with :meth:`fail_and_go_on`)."""
         return len(self.violations) > len(self.gave_back) + len(self.going_on)
 
-    def landed(self, world: WorldState, msg: object, verdict: Verdict | None, ts: int) -> None:
-        """Called after the oracle world applied one record ``msg`` at log time ``ts``."""
+    def landed(
+        self, world: WorldState, msg: object, verdict: Verdict | None, ts: int, entry: bool = False
+    ) -> None:
+        """Called after the oracle world applied one record ``msg`` at log time ``ts``
+        (``entry``: ``msg`` is a MemberHeartbeat's entry, which names its tenure)."""
         if isinstance(msg, MemberHeartbeat) and verdict is not None:
             # version 7: each entry is its partition's heartbeat, with its own verdict
             for (topic, part, _, last), v in zip(msg.entries, verdict.entries, strict=True):
@@ -90,7 +109,7 @@ class Checks:
                     last_offset=last,
                     heartbeat_interval_ms=msg.heartbeat_interval_ms,
                 )
-                self.landed(world, beat, v, ts)
+                self.landed(world, beat, v, ts, entry=True)
             return
         if verdict is None or not verdict.accepted or not hasattr(msg, "partition"):
             return
@@ -127,9 +146,28 @@ class Checks:
                 # D1: the takeover heartbeat carries the position the new instance read; an
                 # ALO predecessor's later progress is handed out again (allowed by ALO)
                 self.takeover_rewinds += 1
+            elif pos < before and self._unnamed_late(msg, verdict, state, entry):
+                self.unnamed_rewinds += 1
             elif pos < before:
                 self.fail(ts, f"position of {key} moved back to {pos} without an admin reset")
             self.positions[key] = pos
+
+    @staticmethod
+    def _unnamed_late(msg: object, verdict: Verdict, state: PartitionState, entry: bool) -> bool:
+        """A holder's heartbeat that names no tenure (a version 1 Heartbeat, not an entry;
+        a version 3 HeartbeatingTask) set this position where property g does not judge it:
+        the tenure has no name, or the position is below the tenure's floor (a late one
+        of an earlier tenure, or a reset policy's: the record cannot say which)."""
+        if verdict.effect not in (Effect.RENEWED, Effect.RENEWED_LATE):
+            return False
+        if isinstance(msg, Heartbeat):
+            unnamed = not entry
+        else:
+            unnamed = isinstance(msg, HeartbeatingTask) and msg.tenure is None
+        floor = state.tenure_floor
+        # (a task's floor is of its vector's scalar, which the record's last_offset is)
+        below = floor is not None and msg.last_offset < floor  # type: ignore[attr-defined]
+        return unnamed and (state.tenure is None or below)
 
     def handed_out(self, now: int, me: tuple[str, str], key: Key, offsets: list[int]) -> None:
         claim = self.task_of.get(key[0], key[0])  # a task's source is handed out under it

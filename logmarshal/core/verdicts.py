@@ -102,7 +102,8 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
         restart(st, now, held, f"{p.kind} answered {effect.value}", out)
         return
     if p.kind == "heartbeat":
-        _heartbeat_judged(st, p.sent, p.value, v, held, out)
+        # a Heartbeat of version 1 (a task's, the other kind, reserves nothing): no tenure
+        _heartbeat_judged(st, now, p.sent, p.value, v, held, out, named=False)
     elif p.kind == "reserve":
         _reservation_judged(st, now, p, v, held, out)
 
@@ -157,20 +158,44 @@ def _beats_judged(st: MemberState, now: int, p: Pending, v: Verdict, out: list[A
             one = Pending("heartbeat", key[0], key[1], p.cp, p.sent, pos, p.offset, token=p.token)
             on_unknown(st, now, one, out)
         else:
-            _heartbeat_judged(st, p.sent, pos, entries[i], held, out)
+            _heartbeat_judged(st, now, p.sent, pos, entries[i], held, out, named=True)
 
 
 def _heartbeat_judged(
-    st: MemberState, sent: int, pos: int, v: Verdict, held: Held, out: list[Action]
+    st: MemberState,
+    now: int,
+    sent: int,
+    pos: int,
+    v: Verdict,
+    held: Held,
+    out: list[Action],
+    *,
+    named: bool,
 ) -> None:
-    """A heartbeat (sent at ``sent``, carrying ``pos``; or a MemberHeartbeat's entry) is our
-    lease: rejected, the partition is not ours; accepted, it renews the lease and (AMO)
-    confirms what it carries."""
+    """A heartbeat (sent at ``sent``, carrying ``pos``; or, ``named``, a MemberHeartbeat's
+    entry, which names its tenure) is our lease: rejected, the partition is not ours;
+    accepted, it renews the lease and (AMO) confirms what it carries."""
     held.heartbeat_token = None
     if not v.accepted:
         lose(st, held, f"heartbeat rejected ({_why(v)})", out)
         return
     held.lease.renewed(sent)
+    if (
+        pos > held.confirmed_through
+        and st.options.mode == "amo"
+        and not named
+        and st.unnamed_confirm
+    ):
+        # a heartbeat that names no tenure may be overtaken by an earlier one of ours that
+        # lands later and sets the position back (PROTOCOL.md, "Upgrading a running group":
+        # no rule can tell it is late): only our reservation in the log keeps the position
+        # at ``pos`` then (claims and heartbeats never lower ``claimed_through``). Without
+        # it (the heartbeat overtook its reservation), nothing up to ``pos`` is handed out:
+        # start again after it (AMO: what lies between is lost, never repeated)
+        state = st.worlds[held.cp].partition_state(st.options.group_id, *held.key)
+        if state is None or state.claimed_through < pos:
+            restart(st, now, held, "heartbeat accepted before the reservation it confirms", out)
+            return
     if pos > held.confirmed_through and st.options.mode == "amo":
         # the log's position is now at least pos, so whatever we had buffered up to it is
         # ours alone to hand out (every later holder resumes after it), even when the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rationalizer import Effect, Heartbeat, MemberHeartbeat, PartitionState, Verdict
 from scenarios.sim import main, parse_without, run_seed
 from scenarios.sim_checks import Checks
 
@@ -18,7 +19,8 @@ V6 = 6
 #: seeds on which the simulator finds the restart bug's AMO double delivery (docs/simulation.md)
 #: on its own with the restart fix off (``--without-restart-fix``, which since protocol version 4
 #: also switches off property a and c and the core's restart after a surprising verdict: each of
-#: those alone now stops this bug); on the core that drives the threaded Consumer too; with the
+#: those alone now stops this bug; so does, capped below 7, the core's "unnamed-confirm", since
+#: 2026-12-01 in the experiment too); on the core that drives the threaded Consumer too; with the
 #: fix they pass. Writes are FIFO per (instance, coordination partition) by default, so these
 #: seeds need the old overtaking transport too (``--without idempotent-writes``). Found again on
 #: 2026-11-27 after AMO windows ran ahead and heartbeats went out in passes (155, 172, 199 of
@@ -81,8 +83,10 @@ def test_the_zombie_double_delivery_is_found_without_the_fixes(seed):
 #: heartbeat, overtaken by its later one, landed last and lowered ``last_offset``. Property g
 #: (a late heartbeat of a named tenure keeps the position) stops it; property f stops the
 #: late ReleasingTask of seed 56 (a tenure the same instance had ended and begun again).
-#: (7 then took the upgrade schedule, scenarios/sim_upgrade.py: 9 is the next without it.)
-LATE_HEARTBEAT_SEEDS = (3, 9, 29)
+#: (7 then took the upgrade schedule, scenarios/sim_upgrade.py: 9 is the next without it; on
+#: 2026-12-01 the core's "unnamed-confirm" changed 9's schedule, its member starting again where
+#: a heartbeat had overtaken its reservation: 48 is the next.)
+LATE_HEARTBEAT_SEEDS = (3, 29, 48)
 LATE_TASK_RELEASE_SEEDS = (56,)
 
 
@@ -123,6 +127,55 @@ def test_a_late_takeover_moves_no_position_back(seed, switch, record):
     assert fixed.violations == ()
     late = [line for line in fixed.trace if record in line and "rejected not_holder" in line]
     assert late, "the late takeover was not refused"
+
+
+#: upgrade seeds (members capped below 7 write version 1 Heartbeats, which name no tenure) under
+#: the overtaking transport: an AMO heartbeat landed before the reservation it confirmed, was
+#: taken as confirmation, then an earlier heartbeat of the holder landed late and set the
+#: position back, where the next holder resumed (docs/protocol-notes.md, "A heartbeat that
+#: names no tenure"). Found on 2026-12-01 once such moves back were no longer the first
+#: violation that ended the run (7 of 0..299)
+UNNAMED_CONFIRM_SEEDS = (7,)
+
+
+@pytest.mark.parametrize("seed", UNNAMED_CONFIRM_SEEDS)
+def test_a_heartbeat_naming_no_tenure_confirms_only_a_reservation_in_the_log(seed):
+    without = run_seed(seed, without=frozenset({"idempotent-writes", "unnamed-confirm"}))
+    assert without.upgrade is not None
+    assert any("handed out twice" in v for v in without.violations), without.violations
+    fixed = run_seed(seed, without=frozenset({"idempotent-writes"}))
+    assert fixed.violations == ()
+
+
+def test_only_a_heartbeat_naming_no_tenure_may_move_a_position_back():
+    """The checks let a late heartbeat move a position back only where no rule can tell it
+    is late: it names no tenure, and its tenure has no name or it is below the floor."""
+
+    class World:
+        def __init__(self, tenure, floor):
+            self.state = PartitionState(
+                "g", "t", 0, ("c1", "i1"), 0, 5, -1, tenure=tenure, tenure_floor=floor
+            )
+
+        def partition_state(self, group, topic, partition):
+            return self.state
+
+    renewed = Verdict(accepted=True, effect=Effect.RENEWED)
+    beat = Heartbeat(client_id="c1", instance_id="i1", group_id="g", topic="t", partition=0,
+                     last_offset=5, heartbeat_interval_ms=100)  # fmt: skip
+    for tenure, floor, allowed in ((None, None, True), (40, 3, False), (40, 8, True)):
+        checks = Checks("amo", fence_after_ms=150)
+        checks.positions[("t", 0)] = 9
+        checks.landed(World(tenure, floor), beat, renewed, 100)
+        assert (checks.violations == []) is allowed, (tenure, floor, checks.violations)
+        assert checks.unnamed_rewinds == allowed
+    # a MemberHeartbeat's entry names its tenure: never allowed
+    entry = MemberHeartbeat(client_id="c1", instance_id="i1", group_id="g",
+                            heartbeat_interval_ms=100, entries=(("t", 0, 40, 5),))  # fmt: skip
+    checks = Checks("amo", fence_after_ms=150)
+    checks.positions[("t", 0)] = 9
+    checks.landed(World(None, None), entry, Verdict(accepted=True, entries=(renewed,)), 100)
+    assert "moved back" in checks.violations[-1]
 
 
 #: a member's write lands at an offset its replay had applied before the log went back, where
