@@ -78,6 +78,8 @@ class Group:
     rules_off: frozenset[str] = frozenset()
     #: what every member's core is built without (``MemberCore(_without=...)``)
     core_off: frozenset[str] = frozenset()
+    #: every member's cap (``CoreOptions.protocol_version``; None: the newest)
+    protocol_version: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.rules_off:
@@ -97,6 +99,9 @@ class Group:
             max_reserved=self.max_reserved,
             claim_interval_ms=HB // 2,
             rebalance="none",
+            **(
+                {} if self.protocol_version is None else {"protocol_version": self.protocol_version}
+            ),
         )
         world = WorldState(
             rules=rules_without(self.rules_off)
