@@ -1347,7 +1347,7 @@ def main(argv: list[str] | None = None) -> int:
     sim_ms = tasks = amo = doubles = gave_back = 0
     bounded = truncations = gaps = 0
     upgrades = [0, 0, 0, 0, 0]  # seeds, rolling restarts done, restarts, old snapshots, passed
-    rewinds = [0, 0, 0]  # restart takeovers, unnamed late heartbeats, seeds with the latter
+    takeover_rewinds = unnamed_rewinds = unnamed_seeds = 0  # positions moved back, allowed
     t0 = time.perf_counter()
     for seed in seeds:
         result = run_seed(seed, fix=fix, **opts)
@@ -1360,8 +1360,9 @@ def main(argv: list[str] | None = None) -> int:
             gaps += result.bounded[1]
         if result.upgrade is not None:
             upgrades = [a + b for a, b in zip(upgrades, (1, *result.upgrade), strict=True)]
-        rewinds = [rewinds[0] + result.rewinds[0], rewinds[1] + result.rewinds[1],
-                   rewinds[2] + (result.rewinds[1] > 0)]  # fmt: skip
+        takeover_rewinds += result.rewinds[0]
+        unnamed_rewinds += result.rewinds[1]
+        unnamed_seeds += result.rewinds[1] > 0
         if result.violations:
             failed.append(result)
             doubles += any("handed out twice" in v for v in result.violations)
@@ -1375,8 +1376,8 @@ def main(argv: list[str] | None = None) -> int:
         f"({truncations} truncations, {gaps} gaps found)  upgrade seeds: {upgrades[0]} "
         f"({upgrades[1]} rolling restarts done, {upgrades[2]} restarts, {upgrades[3]} snapshots "
         f"of versions 4 and 5, {upgrades[4]} cold starts passed one over)  positions "
-        f"moved back as the protocol allows: {rewinds[0]} by restart takeovers, {rewinds[1]} "
-        f"by late heartbeats naming no tenure ({rewinds[2]} seeds)  "
+        f"moved back as the protocol allows: {takeover_rewinds} by restart takeovers, "
+        f"{unnamed_rewinds} by late heartbeats naming no tenure ({unnamed_seeds} seeds)  "
         f"{len(seeds) / real:.1f} seeds/s  simulated/real time: {sim_ms / 1000 / real:.0f}x  "
         f"({real:.1f} s)"
     )

@@ -7,10 +7,11 @@ takeover (ALO's predecessor's later progress, D1), and a late heartbeat that nam
 (a version 1 Heartbeat or version 3 HeartbeatingTask, which only members capped below 7 write
 for a named tenure) landing where no rule can tell it is late: in a tenure without a name, or
 below the tenure's floor (PROTOCOL.md, "Upgrading a running group": writes that overtake
-each other while members are capped below 7). So AMO's "never handed out twice" forgives exactly what an admin rewound:
-offset ``o`` handed out again is allowed when, between the two, an admin set a position below
-``o`` *after the lease under which it was first handed out began* (a holder may still hand out
-what it reserved before the reset landed, until its lease runs out; the reset rewinds that
+each other while members are capped below 7). So AMO's "never handed out twice" forgives
+exactly what an admin rewound: offset ``o`` handed out again is allowed when, between the
+two, an admin set a position below ``o`` *after the lease under which it was first handed
+out began* (a holder may still hand out what it reserved before the reset landed, until its
+lease runs out; the reset rewinds that
 too). Any other repeat is a violation. ALO's "every produced offset was handed out" excuses
 offsets an admin moved the group past.
 """

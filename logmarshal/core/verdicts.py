@@ -102,7 +102,8 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
         restart(st, now, held, f"{p.kind} answered {effect.value}", out)
         return
     if p.kind == "heartbeat":
-        # a Heartbeat of version 1 (a task's, the other kind, reserves nothing): no tenure
+        # a version 1 Heartbeat, which names no tenure (a task's may name one, but a task
+        # reserves nothing: there is nothing for it to confirm)
         _heartbeat_judged(st, now, p.sent, p.value, v, held, out, named=False)
     elif p.kind == "reserve":
         _reservation_judged(st, now, p, v, held, out)
@@ -180,23 +181,20 @@ def _heartbeat_judged(
         lose(st, held, f"heartbeat rejected ({_why(v)})", out)
         return
     held.lease.renewed(sent)
-    if (
-        pos > held.confirmed_through
-        and st.options.mode == "amo"
-        and not named
-        and st.unnamed_confirm
-    ):
-        # a heartbeat that names no tenure may be overtaken by an earlier one of ours that
-        # lands later and sets the position back (PROTOCOL.md, "Upgrading a running group":
-        # no rule can tell it is late): only our reservation in the log keeps the position
-        # at ``pos`` then (claims and heartbeats never lower ``claimed_through``). Without
-        # it (the heartbeat overtook its reservation), nothing up to ``pos`` is handed out:
-        # start again after it (AMO: what lies between is lost, never repeated)
-        state = st.worlds[held.cp].partition_state(st.options.group_id, *held.key)
-        if state is None or state.claimed_through < pos:
-            restart(st, now, held, "heartbeat accepted before the reservation it confirms", out)
-            return
     if pos > held.confirmed_through and st.options.mode == "amo":
+        if not named and st.unnamed_confirm:
+            # a heartbeat that names no tenure may be overtaken by an earlier one of ours
+            # that lands later and sets the position back (PROTOCOL.md, "Upgrading a running
+            # group": no rule can tell it is late): only our reservation in the log keeps
+            # the position at ``pos`` then (claims and heartbeats never lower
+            # ``claimed_through``). Without it (the heartbeat overtook its reservation),
+            # nothing up to ``pos`` is handed out: start again after it (AMO: what lies
+            # between is lost, never repeated)
+            state = st.worlds[held.cp].partition_state(st.options.group_id, *held.key)
+            if state is None or state.claimed_through < pos:
+                why = "heartbeat accepted before the reservation it confirms"
+                restart(st, now, held, why, out)
+                return
         # the log's position is now at least pos, so whatever we had buffered up to it is
         # ours alone to hand out (every later holder resumes after it), even when the
         # reservation in front of this heartbeat never landed
