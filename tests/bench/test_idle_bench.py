@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+# in .ci/run's second stage (-m long): a bench's smoke run, kept out of the README's run
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def test_network_member_at_each_cap_and_the_raw_consumer() -> None:

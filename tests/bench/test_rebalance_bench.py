@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+# in .ci/run's second stage (-m long): a bench's smoke run, kept out of the README's run
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def test_quick_rebalance_bench_prints_both_strategies() -> None:
