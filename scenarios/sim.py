@@ -366,6 +366,9 @@ class Sim:
         self.now = 0
         self.steps = 0
         self._seq = 0
+        #: writes sent so far: each member write's number, in the order sent (the checks
+        #: tell a record that landed after a later write of its writer's, to that partition)
+        self._sent = 0
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self.log: list[list[tuple[int, bytes, bytes]]] = [[] for _ in range(self.ncoord)]
         self.oracle = [self.world() for _ in range(self.ncoord)]
@@ -827,6 +830,8 @@ class Sim:
         if isinstance(action, Write):
             msg = decode(action.key, action.value)
             self.note(f"{inst.me} sends {action.kind} {_short(msg)} -> cp{action.cp}")
+            self._sent += 1
+            sent = self._sent
             timeout = 2 * self.max_delay + HB
             fifo = (inst.me, action.cp)
             if self.in_faults() and rng.random() < self.p_drop:
@@ -841,7 +846,7 @@ class Sim:
                         late = max(late, self._held_until.get(fifo, late))
                         self._held_until[fifo] = late
                     self.note(f"  ... it will land late, at {late}")
-                    self.at(late, lambda: self.land_late(action))
+                    self.at(late, lambda: self.land_late(action, sent))
                 return
             sent_at = inst.applied[action.cp]
             land = self.now + rng.randint(0, self.max_delay)
@@ -850,9 +855,9 @@ class Sim:
                 self._held_until[fifo] = land
 
             def landed() -> None:
-                offset = self.append(action.cp, action.key, action.value)
+                offset = self.append(action.cp, action.key, action.value, sent)
                 if self.in_faults() and rng.random() < self.p_dup:
-                    self.append(action.cp, action.key, action.value)
+                    self.append(action.cp, action.key, action.value, sent)
                 if self.in_faults() and rng.random() < self.p_fail:
                     answer: object = WriteFailed(action.token)
                     when = self.now + rng.randint(0, self.max_delay)
@@ -910,19 +915,21 @@ class Sim:
             lambda: self.step(inst, Fetched(action.token, action.topic, action.partition, records)),
         )
 
-    def land_late(self, action: Write) -> None:
+    def land_late(self, action: Write, sent: int) -> None:
         """A write whose failure was reported lands after all (nobody hears of it)."""
         self.note("  LATE write lands:")
-        self.append(action.cp, action.key, action.value)
+        self.append(action.cp, action.key, action.value, sent)
 
-    def append(self, cp: int, key: bytes, value: bytes) -> int:
+    def append(self, cp: int, key: bytes, value: bytes, sent: int | None = None) -> int:
+        """Append a record to ``cp`` (``sent``: a member's write, its number in send order;
+        None: the admin's)."""
         offset = len(self.log[cp])
         self.log[cp].append((self.now, key, value))
         world = self.oracle[cp]
         verdict = world.apply(offset, self.now, key, value)
         msg = decode(key, value)
         self.note(f"  cp{cp}@{offset} {_short(msg)}: {_verdict(verdict)}")
-        self.checks.landed(world, msg, verdict, self.now)
+        self.checks.landed(world, msg, verdict, self.now, sent=None if sent is None else (cp, sent))
         return offset
 
     def check_holders(self, inst: _Instance) -> None:

@@ -75,6 +75,10 @@ class Checks:
     #: positions a late heartbeat naming no tenure moved back where no rule can tell it is
     #: late (module docstring; not a violation, counted for the summary)
     unnamed_rewinds: int = 0
+    #: (instance, coordination partition) -> the highest send number of its writes landed
+    #: there so far: a record that lands below it was overtaken by a later write of its
+    #: writer's (what makes a heartbeat late)
+    sent_landed: dict[tuple[tuple[str, str], int], int] = attrs.field(factory=dict)
     #: other violations that do not stop the run, so it shows what they cause (a truncation
     #: that deleted what a running configuration needs: the cold starts after it)
     going_on: list[str] = attrs.field(factory=list)
@@ -94,10 +98,24 @@ class Checks:
         return len(self.violations) > len(self.gave_back) + len(self.going_on)
 
     def landed(
-        self, world: WorldState, msg: object, verdict: Verdict | None, ts: int, entry: bool = False
+        self,
+        world: WorldState,
+        msg: object,
+        verdict: Verdict | None,
+        ts: int,
+        entry: bool = False,
+        sent: tuple[int, int] | None = None,
+        overtaken: bool = False,
     ) -> None:
         """Called after the oracle world applied one record ``msg`` at log time ``ts``
-        (``entry``: ``msg`` is a MemberHeartbeat's entry, which names its tenure)."""
+        (``entry``: ``msg`` is a MemberHeartbeat's entry, which names its tenure; ``sent``:
+        a member's write, (coordination partition, its number in send order); ``overtaken``,
+        for an entry: its record was)."""
+        if sent is not None and hasattr(msg, "instance_id"):
+            writer = ((msg.client_id, msg.instance_id), sent[0])  # type: ignore[attr-defined]
+            top = self.sent_landed.get(writer, -1)
+            overtaken = sent[1] < top
+            self.sent_landed[writer] = max(top, sent[1])
         if isinstance(msg, MemberHeartbeat) and verdict is not None:
             # version 7: each entry is its partition's heartbeat, with its own verdict
             for (topic, part, _, last), v in zip(msg.entries, verdict.entries, strict=True):
@@ -110,7 +128,7 @@ class Checks:
                     last_offset=last,
                     heartbeat_interval_ms=msg.heartbeat_interval_ms,
                 )
-                self.landed(world, beat, v, ts, entry=True)
+                self.landed(world, beat, v, ts, entry=True, overtaken=overtaken)
             return
         if verdict is None or not verdict.accepted or not hasattr(msg, "partition"):
             return
@@ -147,7 +165,7 @@ class Checks:
                 # D1: the takeover heartbeat carries the position the new instance read; an
                 # ALO predecessor's later progress is handed out again (allowed by ALO)
                 self.takeover_rewinds += 1
-            elif pos < before and self._unnamed_late(msg, verdict, state, entry):
+            elif pos < before and overtaken and self._unnamed_late(msg, verdict, state, entry):
                 self.unnamed_rewinds += 1
             elif pos < before:
                 self.fail(ts, f"position of {key} moved back to {pos} without an admin reset")
@@ -156,9 +174,10 @@ class Checks:
     @staticmethod
     def _unnamed_late(msg: object, verdict: Verdict, state: PartitionState, entry: bool) -> bool:
         """A holder's heartbeat that names no tenure (a version 1 Heartbeat, not an entry;
-        a version 3 HeartbeatingTask) set this position where property g does not judge it:
-        the tenure has no name, or the position is below the tenure's floor (a late one
-        of an earlier tenure, or a reset policy's: the record cannot say which)."""
+        a version 3 HeartbeatingTask), overtaken by a later write of its writer's (the
+        caller knows), set this position where property g does not judge it: the tenure has
+        no name, or the position is below the tenure's floor (a late one of an earlier
+        tenure, or a reset policy's: the record cannot say which)."""
         if verdict.effect not in (Effect.RENEWED, Effect.RENEWED_LATE):
             return False
         if isinstance(msg, Heartbeat):

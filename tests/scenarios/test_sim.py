@@ -149,7 +149,8 @@ def test_a_heartbeat_naming_no_tenure_confirms_only_a_reservation_in_the_log(see
 
 def test_only_a_heartbeat_naming_no_tenure_may_move_a_position_back():
     """The checks let a late heartbeat move a position back only where no rule can tell it
-    is late: it names no tenure, and its tenure has no name or it is below the floor."""
+    is late: it was overtaken by a later write of its writer's to that partition, it names
+    no tenure, and its tenure has no name or it is below the floor."""
 
     class World:
         def __init__(self, tenure, floor):
@@ -164,17 +165,23 @@ def test_only_a_heartbeat_naming_no_tenure_may_move_a_position_back():
     beat = Heartbeat(client_id="c1", instance_id="i1", group_id="g", topic="t", partition=0,
                      last_offset=5, heartbeat_interval_ms=100)  # fmt: skip
     for tenure, floor, allowed in ((None, None, True), (40, 3, False), (40, 8, True)):
-        checks = Checks("amo", fence_after_ms=150)
-        checks.positions[("t", 0)] = 9
-        checks.landed(World(tenure, floor), beat, renewed, 100)
-        assert (checks.violations == []) is allowed, (tenure, floor, checks.violations)
-        assert checks.unnamed_rewinds == allowed
+        for overtaken in (True, False):
+            checks = Checks("amo", fence_after_ms=150)
+            checks.positions[("t", 0)] = 9
+            checks.sent_landed[(("c1", "i1"), 0)] = 7  # its write number 7 landed there
+            sent = (0, 6 if overtaken else 8)  # sent before it, or after it (in order)
+            checks.landed(World(tenure, floor), beat, renewed, 100, sent=sent)
+            ok = allowed and overtaken  # a holder's own in-order heartbeat never may
+            assert (checks.violations == []) is ok, (tenure, floor, overtaken, checks.violations)
+            assert checks.unnamed_rewinds == ok
     # a MemberHeartbeat's entry names its tenure: never allowed
     entry = MemberHeartbeat(client_id="c1", instance_id="i1", group_id="g",
                             heartbeat_interval_ms=100, entries=(("t", 0, 40, 5),))  # fmt: skip
     checks = Checks("amo", fence_after_ms=150)
     checks.positions[("t", 0)] = 9
-    checks.landed(World(None, None), entry, Verdict(accepted=True, entries=(renewed,)), 100)
+    checks.sent_landed[(("c1", "i1"), 0)] = 7
+    verdict = Verdict(accepted=True, entries=(renewed,))
+    checks.landed(World(None, None), entry, verdict, 100, sent=(0, 6))
     assert "moved back" in checks.violations[-1]
 
 

@@ -16,11 +16,15 @@ holder hands 30..59 out a second time.
 
 from __future__ import annotations
 
+import pytest
+
 from .stepper import HB, TOPIC, Group, Member, describe
 
 
-def _hands_out_then_gives_up(rules_off: frozenset[str] = frozenset()) -> tuple[Group, Member]:
-    g = Group(batch=30, rules_off=rules_off)
+def _hands_out_then_gives_up(
+    rules_off: frozenset[str] = frozenset(), protocol_version: int | None = None
+) -> tuple[Group, Member]:
+    g = Group(batch=30, rules_off=rules_off, protocol_version=protocol_version)
     i1 = g.start("c1", "i1", budget=30)
     g.run([i1], until=3 * HB)
     assert g.handed_by(i1) == list(range(30)), describe(g)
@@ -46,8 +50,10 @@ def test_stray_late_release_fifo_hands_nothing_out_twice():
     assert g.repeats() == {}, describe(g)
 
 
-def _stray_release_overtaken(rules_off: frozenset[str] = frozenset()) -> Group:
-    g, i1 = _hands_out_then_gives_up(rules_off)
+def _stray_release_overtaken(
+    rules_off: frozenset[str] = frozenset(), protocol_version: int | None = None
+) -> Group:
+    g, i1 = _hands_out_then_gives_up(rules_off, protocol_version)
     g.carry(i1, i1.core.give_up(g.now, TOPIC, 0, "the test gives it up"))
     kinds = [w.kind for w in i1.outbox]
     stray = g.fail(i1, kinds.index("release"))  # reported failed, still in the transport
@@ -78,3 +84,19 @@ def test_without_the_tenure_rule_the_stray_release_gives_back_what_was_handed_ou
     g = _stray_release_overtaken(frozenset({"release_tenure"}))
     assert any("LATE ReleasingPartition ('c1', 'i1'): accepted" in v for v in g.verdicts)
     assert g.repeats(), describe(g)
+
+
+@pytest.mark.parametrize("cap", [4, 5, 6, 7])
+def test_members_capped_below_6_keep_the_hole_version_6_closed(cap):
+    """A member capped at 4 or 5 writes version 1 releases, which name no tenure: the log
+    judges the stray one as the new tenure's release, as those versions did, and c2 hands
+    30..59 out again (PROTOCOL.md, "Upgrading a running group": what caps 4 and 5 leave
+    open). Capped at 6 or more its releases name their tenure and the stray one is refused."""
+    g = _stray_release_overtaken(protocol_version=cap)
+    late = [v.split(" ", 1)[1] for v in g.verdicts if "LATE ReleasingPartition" in v]
+    if cap < 6:
+        assert late == ["LATE ReleasingPartition ('c1', 'i1'): accepted released"], describe(g)
+        assert set(g.repeats()) == set(range(30, 60)), describe(g)
+    else:
+        assert late == ["LATE ReleasingPartition ('c1', 'i1'): rejected not_holder"], describe(g)
+        assert g.repeats() == {}, describe(g)
