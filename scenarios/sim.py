@@ -80,14 +80,15 @@ the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
 position back), ``member_tenure`` (property h, version 7: a MemberHeartbeat's entry counts
 only in the tenure it names), ``task_tenure`` (property i, version 8: so does a task's
 heartbeat); the core's ``surprise``, ``stall``, ``fresh-ends`` (seen only with
-``--stale-answers``) and ``unnamed-confirm`` (seen only with ``idempotent-writes`` removed
-and members capped below 7, as in upgrade seeds: an AMO heartbeat that names no tenure
-confirms its reservation only once the log holds it); ``restart-fix``
+``--stale-answers``) and ``reserved-confirm`` (an AMO heartbeat confirms its reservation
+only once the log holds it: seen in upgrade seeds with ``idempotent-writes`` removed, where a
+heartbeat naming no tenure, written by a member capped below 7, lands late and sets the
+position back); ``restart-fix``
 (the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``
 plus rule a, rule c and ``surprise``, each of which alone now stops that bug, and
-``unnamed-confirm``, which stops it too where members are capped below 7 (as the seeds that
+``reserved-confirm``, which stops it too where members are capped below 7 (as the seeds that
 show it: a heartbeat overtaking its reservation is how that batch was confirmed).
 
 Half the ALO seeds claim *tasks* (docs/streams.md) instead of partitions: partition p of the task
@@ -168,7 +169,7 @@ Key = tuple[str, int]
 #: (``WorldState(rules=sim_rules.rules_without(...))``)
 WORLD_FIXES = frozenset(PROPERTIES)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
-CORE_FIXES = frozenset({"surprise", "stall", "fresh-ends", "unnamed-confirm"})
+CORE_FIXES = frozenset({"surprise", "stall", "fresh-ends", "reserved-confirm"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = (
     WORLD_FIXES
@@ -186,7 +187,7 @@ FIXES = (
 #: what ``fix=False`` / ``--without-restart-fix`` removes: the restart bug (module docstring)
 #: needs all of them
 RESTART_BUG_EXPERIMENT = frozenset(
-    {"restart-fix", "takeover_position", "reservation_start", "surprise", "unnamed-confirm"}
+    {"restart-fix", "takeover_position", "reservation_start", "surprise", "reserved-confirm"}
 )
 #: the pause admin of the reset race
 ADMIN = ("admin", "a1")
@@ -1306,7 +1307,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="experiment: resume a restart takeover where it was read before (the restart bug); "
         "since protocol version 4 also without rules a and c and the core's surprise "
-        "(and unnamed-confirm)",
+        "(and reserved-confirm)",
     )
     parser.add_argument(
         "--without",

@@ -90,13 +90,25 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
 def _reserve(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
     """AMO: the next reservation of ``held``, when a poll wants one and none is in flight,
     with its confirming heartbeat right behind it."""
-    last = st.delivery.to_reserve(held, st.options.max_reserved, st.offset_of)
+    again = held.unknown_reservation
+    if again is not None and again <= held.claimed_through:
+        again = held.unknown_reservation = None  # confirmed meanwhile: nothing to write again
+    if again is not None and held.reserve_token is None and held.heartbeat_token is None:
+        # our reservation whose write failed, written again with its heartbeat behind it
+        # (a heartbeat confirms only a reservation in the log: verdicts._heartbeat_judged);
+        # if the first landed after all, this one is refused and taken as its answer
+        last: int | None = again
+        start = held.claimed_through + 1
+    else:
+        last = st.delivery.to_reserve(held, st.options.max_reserved, st.offset_of)
+        start = st.delivery.position(held) + 1
     if last is not None and may_hand_out(st, held.topic, held.partition, now):
+        held.unknown_reservation = None
         first = None
         if speaks_4(st):
             # version 4 names where the reservation starts: where we believe the log's
             # resume point is (a stale belief is refused, not believed)
-            first = st.delivery.position(held) + 1
+            first = start
         msg = ClaimingMessages(
             **ids(st),
             topic=held.topic,

@@ -63,6 +63,9 @@ class Held:
     fetch_token: int | None = None
     heartbeat_token: int | None = None
     reserve_token: int | None = None
+    #: AMO: the last offset of our reservation whose write's outcome we never learned: it is
+    #: written again (with its heartbeat) before anything confirms it
+    unknown_reservation: int | None = None
     lookup_token: int | None = None
     next_heartbeat: int = 0
     #: auto_offset_reset="error" and no usable position: (offset, start, end); nothing is handed out,

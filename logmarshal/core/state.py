@@ -62,10 +62,10 @@ Key = tuple[str, int]
 #: looked up after a stall as its catch-up ("fresh-ends": without it, an answer whose ends
 #: were looked up before the stall ends it, as before; the core's tests switch it off, the
 #: simulator builds and steps its answers at once, so its schedules never have one), and
-#: confirming an AMO reservation by a heartbeat that names no tenure only once the
-#: reservation is in the log ("unnamed-confirm", ``verdicts._heartbeat_judged``: without
-#: it, the heartbeat's verdict alone confirms, as before).
-CORE_SWITCHES = frozenset({"surprise", "stall", "retake", "fresh-ends", "unnamed-confirm"})
+#: confirming an AMO reservation by a heartbeat only once the reservation is in the log
+#: ("reserved-confirm", ``verdicts._heartbeat_judged``: without it, the heartbeat's verdict
+#: alone confirms, as before).
+CORE_SWITCHES = frozenset({"surprise", "stall", "retake", "fresh-ends", "reserved-confirm"})
 
 
 @attrs.define
@@ -155,9 +155,9 @@ class MemberState:
     #: whether an answer whose ends were looked up before the last stall was found is not
     #: taken as its catch-up ("fresh-ends", ``MemberCore._answers_stall``)
     fresh_ends: bool
-    #: whether a heartbeat naming no tenure confirms a reservation only once the log holds
-    #: it ("unnamed-confirm", ``verdicts._heartbeat_judged``)
-    unnamed_confirm: bool
+    #: whether a heartbeat confirms a reservation only once the log holds it
+    #: ("reserved-confirm", ``verdicts._heartbeat_judged``)
+    reserved_confirm: bool
     topics: tuple[tuple[str, int], ...]
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
     tasks: dict[str, tuple[str, ...]]
@@ -268,7 +268,7 @@ def new_state(
         recovered=not options.fast_reclaim,
         retaking="retake" not in without,
         fresh_ends="fresh-ends" not in without,
-        unnamed_confirm="unnamed-confirm" not in without,
+        reserved_confirm="reserved-confirm" not in without,
         topics=options.topics,
         tasks=dict(options.tasks),
         shared_targets=shared_targets,

@@ -102,9 +102,7 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
         restart(st, now, held, f"{p.kind} answered {effect.value}", out)
         return
     if p.kind == "heartbeat":
-        # a version 1 Heartbeat, which names no tenure (a task's may name one, but a task
-        # reserves nothing: there is nothing for it to confirm)
-        _heartbeat_judged(st, now, p.sent, p.value, v, held, out, named=False)
+        _heartbeat_judged(st, now, p.sent, p.value, v, held, out)
     elif p.kind == "reserve":
         _reservation_judged(st, now, p, v, held, out)
 
@@ -159,7 +157,7 @@ def _beats_judged(st: MemberState, now: int, p: Pending, v: Verdict, out: list[A
             one = Pending("heartbeat", key[0], key[1], p.cp, p.sent, pos, p.offset, token=p.token)
             on_unknown(st, now, one, out)
         else:
-            _heartbeat_judged(st, now, p.sent, pos, entries[i], held, out, named=True)
+            _heartbeat_judged(st, now, p.sent, pos, entries[i], held, out)
 
 
 def _heartbeat_judged(
@@ -170,34 +168,35 @@ def _heartbeat_judged(
     v: Verdict,
     held: Held,
     out: list[Action],
-    *,
-    named: bool,
 ) -> None:
-    """A heartbeat (sent at ``sent``, carrying ``pos``; or, ``named``, a MemberHeartbeat's
-    entry, which names its tenure) is our lease: rejected, the partition is not ours;
-    accepted, it renews the lease and (AMO) confirms what it carries."""
+    """A heartbeat (sent at ``sent``, carrying ``pos``; a Heartbeat or a MemberHeartbeat's
+    entry) is our lease: rejected, the partition is not ours; accepted, it renews the lease
+    and (AMO) confirms what it carries, once the log holds the reservation of it."""
     held.heartbeat_token = None
     if not v.accepted:
         lose(st, held, f"heartbeat rejected ({_why(v)})", out)
         return
     held.lease.renewed(sent)
     if pos > held.confirmed_through and st.options.mode == "amo":
-        if not named and st.unnamed_confirm:
-            # a heartbeat that names no tenure may be overtaken by an earlier one of ours
-            # that lands later and sets the position back (PROTOCOL.md, "Upgrading a running
-            # group": no rule can tell it is late): only our reservation in the log keeps
-            # the position at ``pos`` then (claims and heartbeats never lower
-            # ``claimed_through``). Without it (the heartbeat overtook its reservation),
-            # nothing up to ``pos`` is handed out: start again after it (AMO: what lies
-            # between is lost, never repeated)
+        if st.reserved_confirm:
+            # Only our reservation in the log keeps every later holder past ``pos``: no
+            # claim or heartbeat lowers ``claimed_through``, while the position this
+            # heartbeat set (``last_offset``) is set back by a heartbeat that names no
+            # tenure landing late, a member capped below 7's: our own (no rule can tell it
+            # is late), or in a group of mixed caps one of another member's earlier tenure,
+            # below the floor of its next one (PROTOCOL.md, "Upgrading a running group").
+            # So a heartbeat, named or not, whose reservation the log does not hold (it
+            # overtook it) confirms nothing: start again after it (AMO: what lies between is
+            # lost, never repeated). A reservation whose write failed is written again
+            # before its heartbeat (``Held.unknown_reservation``), so no window is lost to
+            # a write that failed outright
             state = st.worlds[held.cp].partition_state(st.options.group_id, *held.key)
             if state is None or state.claimed_through < pos:
-                why = "heartbeat accepted before the reservation it confirms"
+                why = "heartbeat accepted without the reservation it confirms in the log"
                 restart(st, now, held, why, out)
                 return
-        # the log's position is now at least pos, so whatever we had buffered up to it is
-        # ours alone to hand out (every later holder resumes after it), even when the
-        # reservation in front of this heartbeat never landed
+        # every later holder resumes after pos: what we had buffered up to it is ours alone
+        # to hand out
         held.confirmed_through = pos
         held.claimed_through = max(held.claimed_through, pos)
     announce(held, out)
@@ -209,6 +208,7 @@ def _reservation_judged(
     """AMO: a reservation (ClaimingMessages) was judged; a refused one that the log shows
     as ours already is the answer of an earlier write of it."""
     held.reserve_token = None
+    held.unknown_reservation = None
     if not v.accepted:
         why = f"ClaimingMessages rejected ({_why(v)})"
         if not st.surprise or v.reason is not Reason.OFFSET_REGRESSION:
@@ -252,7 +252,10 @@ def on_unknown(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
         held.heartbeat_token = None
         held.next_heartbeat = now
     elif p.kind == "reserve" and held.reserve_token == p.token:
-        held.reserve_token = None  # (if it landed, the next reservation is refused)
+        held.reserve_token = None
+        # written again, with its heartbeat, before anything confirms it (if it landed,
+        # the second is refused and taken as its answer: reserved_already)
+        held.unknown_reservation = p.value
 
 
 def check_replay(st: MemberState, cp: int, out: list[Action]) -> None:

@@ -192,7 +192,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     assert all(kw.keys() == {"admin_keys", "rules"} and kw["admin_keys"] is None for kw in worlds)
     assert all(kw["rules"] is sim.rules for kw in worlds)
     assert isinstance(sim.rules, RulesWithout) and sim.rules.without == rules
-    switches = {"surprise", "stall", "fresh-ends", "unnamed-confirm"}
+    switches = {"surprise", "stall", "fresh-ends", "reserved-confirm"}
     assert [kw["_without"] for kw in cores] == [switches] * 2
     assert all(kw["_reread_after_takeover"] is False for kw in cores)
     assert not sim.fifo
@@ -209,7 +209,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
         "takeover_position",
         "reservation_start",
         "surprise",
-        "unnamed-confirm",
+        "reserved-confirm",
     }
 
 
@@ -219,7 +219,7 @@ def test_cli_without_and_without_restart_fix(capsys):
     assert sim_module.main(["--seeds", "2", "--first", "63", "--without-restart-fix"]) in (0, 1)
     two = capsys.readouterr().out
     assert "fixes removed: restart-fix " in one
-    removed = "reservation_start,restart-fix,surprise,takeover_position,unnamed-confirm"
+    removed = "reservation_start,reserved-confirm,restart-fix,surprise,takeover_position"
     assert f"fixes removed: {removed} " in two
     with pytest.raises(SystemExit):
         sim_module.main(["--seeds", "1", "--without", "bogus"])
