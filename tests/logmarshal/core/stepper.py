@@ -9,6 +9,7 @@ hand-out is recorded per offset, so a test can assert that none was handed out t
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 import attrs
 
@@ -195,21 +196,34 @@ class Group:
 
     # -- everyone who runs --------------------------------------------------------------------
 
-    def run(self, running: list[Member], until: int, every: int = 10) -> None:
+    def run(
+        self,
+        running: list[Member],
+        until: int,
+        every: int = 10,
+        dropped: Callable[[Write], bool] | None = None,
+    ) -> None:
         """The running members (the others are frozen) tick, write, replay and poll every
-        ``every`` ms until ``until``; their writes land at once."""
+        ``every`` ms until ``until``; their writes land at once, but those ``dropped`` says
+        of, which are reported failed and kept (never landed unless the test lands them)."""
         while self.now < until:
             self.now = min(until, self.now + every)
             for m in running:
                 if m.core.closed:
                     continue
                 self.step(m, Tick())
-                self.land(m)
+                self._land_but(m, dropped)
                 self.replay(m)
                 self.serve(m)
                 self.poll(m)
-                self.land(m)
+                self._land_but(m, dropped)
                 self.replay(m)
+
+    def _land_but(self, m: Member, dropped: Callable[[Write], bool] | None) -> None:
+        if dropped is not None:
+            for w in [w for w in m.outbox if dropped(w)]:
+                self.fail(m, m.outbox.index(w))
+        self.land(m)
 
     def repeats(self) -> dict[int, list[tuple[tuple[str, str], int]]]:
         """Offsets handed out more than once: offset -> (instance, time) of each hand-out."""

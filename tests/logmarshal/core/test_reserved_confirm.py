@@ -57,27 +57,8 @@ def test_a_heartbeat_that_overtook_its_reservation_confirms_nothing(switched_off
     assert g.repeats() == {}, describe(g)
 
 
-def _step(g: Group, m, drop_reservations: bool) -> None:
-    """One pass of ``m``: a tick, its writes landed (its reservations' writes reported
-    failed and kept, never landed, if ``drop_reservations``), its replay, then a poll's."""
-    g.step(m, Tick())
-    for first in (True, False):
-        if drop_reservations:
-            kept = [w for w in m.outbox if isinstance(decode(w.key, w.value), ClaimingMessages)]
-            for w in kept:
-                g.fail(m, m.outbox.index(w))
-        g.land(m)
-        g.replay(m)
-        if first:
-            g.serve(m)
-            g.poll(m)
-
-
-def _run(g: Group, members, until: int, drop_reservations: bool = False) -> None:
-    while g.now < until:
-        g.now += 10
-        for m in members:
-            _step(g, m, drop_reservations)
+def _reservation(w) -> bool:
+    return type(decode(w.key, w.value)) is ClaimingMessages
 
 
 @pytest.mark.parametrize("next_holder", ["another member capped at 6", "its own next instance"])
@@ -88,7 +69,7 @@ def test_in_a_group_of_mixed_caps_a_named_heartbeat_confirms_only_a_reservation_
     off = frozenset({"reserved-confirm"}) if switched_off else frozenset()
     g = Group(batch=10, max_reserved=10, protocol_version=6, core_off=off)
     a = g.start("c1", "i1", budget=10)  # capped at 6: version 1 Heartbeats
-    _run(g, [a], until=3 * HB)
+    g.run([a], until=3 * HB)
     assert g.handed_by(a) == list(range(10)), describe(g)
     stale = None  # one of a's heartbeats: its write reported failed, kept to land late
     while stale is None:
@@ -107,7 +88,7 @@ def test_in_a_group_of_mixed_caps_a_named_heartbeat_confirms_only_a_reservation_
 
     g.protocol_version = None  # c runs uncapped: MemberHeartbeats, which name its tenure
     c = g.start("c2", "i2", budget=30)
-    _run(g, [c], until=g.now + 3 * HB, drop_reservations=True)  # no reservation of c lands
+    g.run([c], until=g.now + 3 * HB, dropped=_reservation)  # no reservation of c lands
     state = g.oracle.partition_state(GROUP, TOPIC, 0)
     assert state.holder == c.me and state.claimed_through == 9, describe(g)
     if switched_off:  # c confirmed on its heartbeats' verdicts alone
@@ -117,7 +98,7 @@ def test_in_a_group_of_mixed_caps_a_named_heartbeat_confirms_only_a_reservation_
     # c stops (frozen for good); a, still capped at 6, takes the partition again once c's
     # lease lapsed: a new tenure, whose floor is the position c's heartbeats left
     a.budget = 0
-    _run(g, [a], until=g.now + 6 * HB)
+    g.run([a], until=g.now + 6 * HB)
     state = g.oracle.partition_state(GROUP, TOPIC, 0)
     assert state.holder == a.me and state.tenure_floor > 19, describe(g)
     g.land_late(a, stale)  # a's heartbeat of its earlier tenure: accepted, no name to judge
@@ -129,7 +110,7 @@ def test_in_a_group_of_mixed_caps_a_named_heartbeat_confirms_only_a_reservation_
     else:
         g.protocol_version = 6
         d = g.start("c3", "i3", budget=40)
-    _run(g, [d], until=g.now + 8 * HB)
+    g.run([d], until=g.now + 8 * HB)
     handed = g.handed_by(d)
     assert handed and handed[0] == state.last_offset + 1, describe(g)
     if switched_off:
