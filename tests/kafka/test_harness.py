@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -145,7 +146,7 @@ def _linked_jars(tmp_path):
     return jars
 
 
-def test_the_first_tool_run_saves_a_class_archive_the_next_runs_use(tmp_path) -> None:
+def test_the_first_tool_run_saves_a_class_archive_the_next_runs_use(tmp_path, monkeypatch) -> None:
     """The tools' class data sharing: the first run leaves ``tools.jsa`` (and no partial
     file), one the JVM maps for these jars, and later runs answer the same; a damaged
     archive is deleted, the tool answers."""
@@ -167,11 +168,16 @@ def test_the_first_tool_run_saves_a_class_archive_the_next_runs_use(tmp_path) ->
     assert (mapped.returncode, mapped.stdout) == (0, f"{KAFKA_VERSION}\n"), mapped.stderr
     again = run_tool("kafka-topics", "--version", jars=jars)
     assert (again.returncode, again.stdout) == (0, f"{KAFKA_VERSION}\n"), again.stderr
-    # cut short (a disk that filled up): the JVM dies mapping it (SIGBUS, JDK 17)
+    # cut short (a disk that filled up): the JVM dies mapping it (SIGBUS, JDK 17), and its
+    # crash report goes to the temporary directory: this test's, not the machine's
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(reports))
     archive.write_bytes(archive.read_bytes()[:4096])
     damaged = run_tool("kafka-topics", "--version", jars=jars)
     assert (damaged.returncode, damaged.stdout) == (0, f"{KAFKA_VERSION}\n"), damaged.stderr
     assert not archive.exists()
+    assert [p.name.startswith("logmarshal-java-hs_err_") for p in reports.iterdir()] == [True]
 
 
 def test_an_archive_of_other_jars_is_ignored_quietly(tmp_path) -> None:
