@@ -83,8 +83,9 @@ heartbeat); the core's ``surprise``, ``stall``, ``fresh-ends`` (seen only with
 ``--stale-answers``) and ``reserved-confirm`` (an AMO heartbeat confirms its reservation
 only once the log holds it: seen in upgrade seeds with ``idempotent-writes`` removed, where a
 heartbeat naming no tenure, written by a member capped below 7, lands late and sets the
-position back); ``restart-fix``
-(the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
+position back), ``given-up`` (a tenure whose release the member gave up is left to lapse,
+not taken up again: a late attempt of the release would end it under the member);
+``restart-fix`` (the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``
 plus rule a, rule c and ``surprise``, each of which alone now stops that bug, and
@@ -169,7 +170,7 @@ Key = tuple[str, int]
 #: (``WorldState(rules=sim_rules.rules_without(...))``)
 WORLD_FIXES = frozenset(PROPERTIES)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
-CORE_FIXES = frozenset({"surprise", "stall", "fresh-ends", "reserved-confirm"})
+CORE_FIXES = frozenset({"surprise", "stall", "fresh-ends", "reserved-confirm", "given-up"})
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = (
     WORLD_FIXES

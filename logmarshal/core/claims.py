@@ -425,6 +425,9 @@ def adopt_orphans(
     give them back."""
     topics = subscribed(st)
     giving_back = releasing(st)
+    given_up = st.releases.given_up
+    if given_up:
+        _forget_ended(st, given_up)
     for cp, world in enumerate(st.worlds):
         trusted = st.halted.get(cp)
         # (those taken in an earlier world of this pass are in ``taken`` already)
@@ -433,6 +436,12 @@ def adopt_orphans(
                 continue  # a halted coordination partition's world (core.rewind)
             if key[0] not in topics or key in giving_back or cooling(st, key, now):
                 continue  # one we are giving back: the replay has not shown it yet
+            if key in given_up and st.keep_given_up:
+                # the tenure whose release we gave up: an attempt of it may land yet, and
+                # it names this tenure, so it would end it under us (AMO: below what we
+                # handed out since, and the next holder hands that out again). It lapses,
+                # and is claimed anew (a new tenure, which the late release does not name)
+                continue
             taken.add(key)
             if wanted(st) <= 0 or (keep is not None and key not in keep):
                 # the pass went on claiming while this verdict was unknown: give it back at
@@ -446,6 +455,16 @@ def adopt_orphans(
             # we do not know when we sent what the log accepted: start with a lapsed lease,
             # so nothing is handed out before our next heartbeat is accepted
             adopt(st, *key, now - st.options.fence_after_ms, None, "recovered", out)
+
+
+def _forget_ended(st: MemberState, given_up: dict[Key, int | None]) -> None:
+    """Forget given-up releases whose tenure the replay shows ended (another holder, none,
+    or a new tenure of ours): a late attempt of one can no longer end anything."""
+    group, mine = st.options.group_id, me(st)
+    for key, tenure in list(given_up.items()):
+        state = world_of(st, *key).partition_state(group, *key)
+        if state is None or state.holder != mine or state.tenure != tenure or key in st.held:
+            del given_up[key]
 
 
 # -- release_if_behind ---------------------------------------------------------------------------

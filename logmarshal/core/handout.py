@@ -46,9 +46,15 @@ def may_hand_out(st: MemberState, topic: str, partition: int, now: int) -> bool:
     """Self-fencing: the replay says we hold it (a task's source: its task) and our lease
     cannot have lapsed."""
     held = claim_of(st, topic, partition)
-    if held is None or st.fenced or st.closing or st.stalled:
+    if held is None or not held.lease.may_hand_out(now):
         return False
-    if not held.lease.may_hand_out(now):
+    return _ours(st, held)
+
+
+def _ours(st: MemberState, held: Held) -> bool:
+    """We may write for ``held``: the replay says we hold it, and nothing stops us (fenced,
+    closing, stalled, its coordination partition halted); our lease may have lapsed."""
+    if st.fenced or st.closing or st.stalled:
         return False
     if st.halted and held.cp in st.halted and held.key not in st.halted[held.cp]:
         return False  # its coordination partition's replay is not the log's (core.rewind)
@@ -83,6 +89,17 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
         return
     if o.mode == "amo":  # (ALO reserves nothing)
         _reserve(st, now, held, out)
+        if held.unknown_reservation is not None or (
+            held.reserve_token is not None and held.beaten_through > held.claimed_through
+        ):
+            # no heartbeat alone: it would carry the end of a reservation the log may not
+            # hold (``beaten_through``, what the heartbeat behind it carried) and, accepted,
+            # move the resume point past a window nobody handed out. It waits for the
+            # reservation's answer, or goes behind the reservation written again (_reserve)
+            if held.heartbeat_token is None and now >= held.next_heartbeat:
+                # looked at again on the answer (an event), not at every tick meanwhile
+                held.next_heartbeat = now + heartbeat_gap(st, held) // 8
+            return
     if held.heartbeat_token is None and now >= held.next_heartbeat:
         heartbeat(st, now, held, st.delivery.position(held), out)
 
@@ -93,16 +110,23 @@ def _reserve(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
     again = held.unknown_reservation
     if again is not None and again <= held.claimed_through:
         again = held.unknown_reservation = None  # confirmed meanwhile: nothing to write again
-    if again is not None and held.reserve_token is None and held.heartbeat_token is None:
+    if again is not None:
+        if held.reserve_token is not None or held.heartbeat_token is not None:
+            return  # written again once what is in flight is answered
         # our reservation whose write failed, written again with its heartbeat behind it
         # (a heartbeat confirms only a reservation in the log: verdicts._heartbeat_judged);
-        # if the first landed after all, this one is refused and taken as its answer
+        # if the first landed after all, this one is refused and taken as its answer. Also
+        # once our lease lapsed meanwhile (writes failing for 2·HB): the log refuses it
+        # unless we still hold the partition, and nothing is handed out before the heartbeat
+        # behind it is accepted, which renews the lease
         last: int | None = again
         start = held.claimed_through + 1
+        allowed = _ours(st, held)
     else:
         last = st.delivery.to_reserve(held, st.options.max_reserved, st.offset_of)
         start = st.delivery.position(held) + 1
-    if last is not None and may_hand_out(st, held.topic, held.partition, now):
+        allowed = last is not None and may_hand_out(st, held.topic, held.partition, now)
+    if last is not None and allowed:
         held.unknown_reservation = None
         first = None
         if speaks_4(st):

@@ -24,6 +24,11 @@ class Releases:
     #: offset of the claim or restart takeover that began the tenure the release ends, which
     #: a version 6 release names (None: unknown, a version 1 release is written)
     pending: dict[tuple[str, int], list] = attrs.field(factory=dict)
+    #: (topic, partition) -> the tenure whose release was given up (every attempt's outcome
+    #: unknown): any attempt may still land, and a release names its tenure, so that tenure
+    #: is never taken up again by us (``claims.adopt_orphans``), only claimed anew once it
+    #: lapsed or ended
+    given_up: dict[tuple[str, int], int | None] = attrs.field(factory=dict)
 
     def add(
         self,
@@ -52,6 +57,7 @@ class Releases:
                 continue
             if entry[2] >= self.attempts:
                 del self.pending[key]  # given up: the claim lapses after 2·HB instead
+                self.given_up[key] = entry[4]
                 continue
             entry[2] += 1
             out.append((key, entry[0], entry[1], entry[4]))

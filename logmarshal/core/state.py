@@ -64,8 +64,12 @@ Key = tuple[str, int]
 #: simulator builds and steps its answers at once, so its schedules never have one), and
 #: confirming an AMO reservation by a heartbeat only once the reservation is in the log
 #: ("reserved-confirm", ``verdicts._heartbeat_judged``: without it, the heartbeat's verdict
-#: alone confirms, as before).
-CORE_SWITCHES = frozenset({"surprise", "stall", "retake", "fresh-ends", "reserved-confirm"})
+#: alone confirms, as before), and leaving a tenure whose release we gave up to lapse
+#: ("given-up", ``claims.adopt_orphans``: without it, the replay still showing us its holder,
+#: we take it up again, as before, and a late attempt of the release ends it under us).
+CORE_SWITCHES = frozenset(
+    {"surprise", "stall", "retake", "fresh-ends", "reserved-confirm", "given-up"}
+)
 
 
 @attrs.define
@@ -158,6 +162,9 @@ class MemberState:
     #: whether a heartbeat confirms a reservation only once the log holds it
     #: ("reserved-confirm", ``verdicts._heartbeat_judged``)
     reserved_confirm: bool
+    #: whether a tenure whose release was given up is left to lapse, never taken up again
+    #: ("given-up", ``claims.adopt_orphans``)
+    keep_given_up: bool
     topics: tuple[tuple[str, int], ...]
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
     tasks: dict[str, tuple[str, ...]]
@@ -269,6 +276,7 @@ def new_state(
         retaking="retake" not in without,
         fresh_ends="fresh-ends" not in without,
         reserved_confirm="reserved-confirm" not in without,
+        keep_given_up="given-up" not in without,
         topics=options.topics,
         tasks=dict(options.tasks),
         shared_targets=shared_targets,
@@ -368,7 +376,9 @@ def tenure_of(world: WorldState, st: MemberState, key: Key) -> int | None:
 def releasing(st: MemberState) -> set[Key]:
     """Partitions whose release is queued or in flight: never claimed again until it is
     answered or given up, or a late release could land on top of the new claim (it is ours
-    too) and move its position back."""
+    too) and move its position back (a release of caps 4 and 5 names no tenure). Once given
+    up, a new claim is a tenure its release does not name; the same tenure is never taken up
+    again (``Releases.given_up``, ``claims.adopt_orphans``)."""
     return set(st.releases.pending) | {
         (p.topic, p.partition) for p in st.pending.values() if p.kind == "release"
     }

@@ -16,8 +16,9 @@ from scenarios.sim import Sim, main, run_seed
 ANNOUNCE_SEEDS = (14, 27, 29)
 #: ... and with the cold-start refusal removed too, what that causes: two clients handing
 #: out one partition at once (14, the split brain of issue 36), an AMO offset handed out
-#: twice (81, 130)
-BOTH_SEEDS = {14: "at once", 81: "handed out twice", 130: "handed out twice"}
+#: twice (81, 130; on 2026-12-02 the core's wait for a reservation's answer before a heartbeat
+#: alone moved 81's schedule: 7 is the first of 0..130 that hands out twice)
+BOTH_SEEDS = {14: "at once", 7: "handed out twice", 130: "handed out twice"}
 #: found by ``python -m scenarios.sim --seeds 600 --without gap-refusal`` (with the
 #: announcements): a group whose members were all down longer than the announcement's
 #: ttl comes back after a truncation; its cold starts replay the tail as if it were the
@@ -90,13 +91,15 @@ def test_the_summary_line_counts_the_bounded_seeds(capsys):
 #:   partition that is *not* halted, ``(t, p) in (t, p)`` tests the tuple's elements and is
 #:   False, so a member with any halted coordination partition never claimed a partition
 #:   coordinated anywhere else (of seeds 0..1999, 378, 453, 1035, 1066, 1623, 1759 and 1767
-#:   failed on it: balance not reached);
+#:   failed on it: balance not reached; on 2026-12-02 the core's wait for a reservation's
+#:   answer before a heartbeat alone moved the schedules: of 378, 453, 1035, 1066, 1623,
+#:   1759, 1767 only 1066 still fails on it, and of 1000..1999 1066 and 1338);
 #: - ``rewind.Regained.note`` read a pause's end from the world *after* the chunk it is
 #:   given (``world.paused_until``): a chunk that held the reset and ran past the pause's
 #:   end lost it, and the halted member never took the partitions up (the tailer feeds it
 #:   whole fetched chunks; the simulator feeds it record by record). It reads
 #:   ``world.pause_end`` now.
-NOT_TO_CLAIM_SEEDS = (1035, 1066)
+NOT_TO_CLAIM_SEEDS = (1066, 1338)
 
 
 def _old_not_to_claim(st):

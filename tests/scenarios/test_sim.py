@@ -29,8 +29,10 @@ V6 = 6
 #: target is recomputed at most once per claim interval: 99, 155, 157, 199, 226 of 0..229;
 #: 157 then took the bounded-log schedule (tests/scenarios/test_bounded.py), whose other group's
 #: records change its schedule: 155, 199, 253 of the seeds without it in 0..253; 199 then took
-#: the upgrade schedule (scenarios/sim_upgrade.py): 442 is the next of the seeds without it
-RESTART_BUG_SEEDS = (155, 253, 442)
+#: the upgrade schedule (scenarios/sim_upgrade.py): 442 is the next of the seeds without it;
+#: on 2026-12-02 the core's wait for a reservation's answer before a heartbeat alone moved 253's
+#: schedule: 265 is the next of the seeds without the upgrade schedule in 250..700
+RESTART_BUG_SEEDS = (155, 265, 442)
 RESTART_BUG_TRANSPORT = frozenset({"idempotent-writes"})
 
 
@@ -41,8 +43,10 @@ RESTART_BUG_TRANSPORT = frozenset({"idempotent-writes"})
 #: back offsets already handed out, which the next holder hands out again; clean with the fixes.
 #: Found again on 2026-11-27 on the final core: 40, 155, 199 of 0..199; 40 then took the
 #: bounded-log schedule (tests/scenarios/test_bounded.py): 30, 83, 155, 199 of the others; 30
-#: and 199 then took the upgrade schedule (scenarios/sim_upgrade.py): 265 and 406 of 200..406
-ZOMBIE_SEEDS = (155, 265, 406)
+#: and 199 then took the upgrade schedule (scenarios/sim_upgrade.py): 265 and 406 of 200..406;
+#: on 2026-12-02 the core's wait for a reservation's answer before a heartbeat alone moved 265's
+#: schedule: 202 is the first of 200..406 without the upgrade schedule again
+ZOMBIE_SEEDS = (155, 202, 406)
 
 
 #: seeds on which the simulator finds two clients handing out one partition at once without
@@ -134,8 +138,9 @@ def test_a_late_takeover_moves_no_position_back(seed, switch, record):
 #: taken as confirmation, then an earlier heartbeat of the holder landed late and set the
 #: position back, where the next holder resumed (docs/protocol-notes.md, "A heartbeat that
 #: names no tenure"). Found on 2026-12-01 once such moves back were no longer the first
-#: violation that ended the run (7 of 0..299)
-RESERVED_CONFIRM_SEEDS = (7,)
+#: violation that ended the run (7 of 0..299); on 2026-12-02 the core's wait for a reservation's
+#: answer before a heartbeat alone moved 7's schedule: 1018 is the first of 0..1018 again
+RESERVED_CONFIRM_SEEDS = (1018,)
 
 
 @pytest.mark.parametrize("seed", RESERVED_CONFIRM_SEEDS)

@@ -161,15 +161,21 @@ class Group:
         for action in transit:
             self.land_late(m, action)
 
-    def land_late(self, m: Member, action: Write) -> None:
-        """A write reported failed lands after all (no answer: the member gave up on it)."""
+    def land_late(self, m: Member, action: Write, answered: bool = False) -> None:
+        """A write lands now, out of the order it was sent in: one reported failed (no
+        answer: the member gave up on it), or one still waiting (``answered``: the member
+        hears where it landed)."""
         if action in m.transit:
             m.transit.remove(action)
+        if action in m.outbox:
+            m.outbox.remove(action)
         offset = len(self.log)
         self.log.append((self.now, action.key, action.value))
         verdict = self.oracle.apply(offset, self.now, action.key, action.value)
         msg = decode(action.key, action.value)
         self.verdicts.append(f"{self.now} LATE {type(msg).__name__} {m.me}: {_verdict(verdict)}")
+        if answered:
+            self.step(m, Written(action.token, offset))
 
     def replay(self, m: Member, through: int | None = None) -> None:
         end = len(self.log) - 1 if through is None else through

@@ -138,3 +138,49 @@ def test_a_reservation_whose_write_failed_outright_is_written_again_and_nothing_
     assert reservations and reservations[0].endswith("accepted messages_claimed"), describe(g)
     assert g.handed_by(i1) == list(range(10)), describe(g)
     assert not any("without the reservation" in v for v in g.verdicts), describe(g)
+
+
+@pytest.mark.parametrize("cap", [6, None])
+def test_a_failed_reservation_is_written_again_after_the_lease_lapsed(cap):
+    """The same, with every write of the member failing outright for 2·HB, so its lease
+    lapses before anything is written again (an attack on 58b20f6, 2026-12-02): the
+    reservation is written again all the same (the log refuses it unless the member still
+    holds the partition), not the due heartbeat alone, which carried the window's end
+    (``beaten_through``), was accepted without the reservation and moved the resume point
+    past a window nobody had handed out."""
+    g = Group(batch=10, max_reserved=30, protocol_version=cap)
+    i1 = g.start("c1", "i1")
+    g.run([i1], until=HB // 2)
+    i1.budget = 10
+    g.poll(i1)
+    assert _kinds(i1.outbox)[0] is ClaimingMessages, describe(g)
+    i1.stuck = True  # every write reported failed (kept in transit, dropped below)
+    g.land(i1)
+    g.run([i1], until=g.now + 2 * HB)
+    i1.stuck = False
+    assert not i1.core.may_hand_out(TOPIC, 0, g.now), "the lease did not lapse"
+    i1.transit.clear()
+    g.run([i1], until=g.now + 3 * HB)
+    assert g.handed_by(i1)[:10] == list(range(10)), describe(g)
+    assert not any("without the reservation" in v for v in g.verdicts), describe(g)
+
+
+@pytest.mark.parametrize("cap", [6, None])
+def test_a_heartbeat_reported_failed_before_its_reservation_waits_for_it(cap):
+    """The heartbeat's failure stepped before its reservation's (the stepper's order; the
+    Consumer's writer reports a batch in order): the member wrote the heartbeat again alone,
+    carrying the window's end, while the reservation was in flight, and lost the window. It
+    now waits for the reservation's answer, then writes both again."""
+    g = Group(batch=10, max_reserved=30, protocol_version=cap)
+    i1 = g.start("c1", "i1")
+    g.run([i1], until=HB // 2)
+    i1.budget = 10
+    g.poll(i1)
+    assert _kinds(i1.outbox)[:1] == [ClaimingMessages], describe(g)
+    g.fail(i1, 1)  # the heartbeat's failure first...
+    assert [w.kind for w in i1.outbox] == ["reserve"], "a heartbeat went out alone, ahead"
+    g.fail(i1, 0)  # ...then the reservation's; neither ever lands
+    i1.transit.clear()
+    g.run([i1], until=g.now + 3 * HB)
+    assert g.handed_by(i1)[:10] == list(range(10)), describe(g)
+    assert not any("without the reservation" in v for v in g.verdicts), describe(g)
