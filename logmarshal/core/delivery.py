@@ -128,9 +128,14 @@ class AtMostOnce:
         return out
 
     def start(self, held: Held, last_offset: int) -> None:
+        # only what was handed out moves (a seek or a reset only ever moves it forward):
+        # what the log reserved stays what it is, so the next reservation starts at the
+        # log's resume point (property c) and spans the records skipped, which are never
+        # handed out. Raising ``claimed_through`` to the seek made that reservation name
+        # the target, which the log refused, and the heartbeat behind it, accepted, moved
+        # the position a window past the target (found by an attack, 2026-12-02). A new
+        # claim's books are set where the log's position is (``fetching.on_bounds``)
         held.handed_through = last_offset
-        held.claimed_through = max(held.claimed_through, last_offset)
-        held.confirmed_through = max(held.confirmed_through, last_offset)
 
 
 def delivery_for(mode: str) -> Delivery:

@@ -98,7 +98,7 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
             # reservation's answer, or goes behind the reservation written again (_reserve)
             if held.heartbeat_token is None and now >= held.next_heartbeat:
                 # looked at again on the answer (an event), not at every tick meanwhile
-                held.next_heartbeat = now + heartbeat_gap(st, held) // 8
+                held.next_heartbeat = now + max(1, heartbeat_gap(st, held) // 8)
             return
     if held.heartbeat_token is None and now >= held.next_heartbeat:
         heartbeat(st, now, held, st.delivery.position(held), out)

@@ -12,12 +12,15 @@ Now a tenure whose release was given up is never taken up again: it lapses (i1 h
 no more), and is claimed anew, a tenure the stray release does not name (NOT_HOLDER). It
 needs writes that overtake each other: in order, the release lands before anything i1
 writes after it. Caps 4 and 5 write releases that name no tenure, the hole
-test_late_release.py states.
+test_late_release.py states, and so does any member releasing a tenure without a name (the
+last test here).
 """
 
 from __future__ import annotations
 
 import pytest
+
+from logmarshal.core import Tick
 
 from .stepper import GROUP, HB, TOPIC, Group, Member, describe
 
@@ -71,4 +74,95 @@ def test_without_the_rule_a_late_release_ends_the_tenure_taken_up_again(cap) -> 
     g.land_transit(i1)
     assert any("LATE ReleasingPartition ('c1', 'i1'): accepted" in v for v in g.verdicts)
     _c2_takes_over(g)
+    assert set(g.repeats()) == set(again), describe(g)
+
+
+@pytest.mark.parametrize("cap", [None, 6])
+def test_given_up_release_then_a_restart_takeover_by_a_new_instance(cap):
+    """i1 gives its release up, stops at once (crash) while its tenure is fresh; i1b takes
+    it over (restart); the stray releases land after: not the holder."""
+    g = Group(batch=30, protocol_version=cap)
+    i1 = g.start("c1", "i1", budget=30)
+    g.run([i1], until=3 * HB)
+    g.carry(i1, i1.core.give_up(g.now, TOPIC, 0, "the test gives it up"))
+    # every attempt fails, quickly (the replay is not consulted: writes just fail)
+    for _ in range(12):
+        g.now += HB // 2
+        g.step(i1, Tick())
+        for w in [w for w in i1.outbox if w.kind == "release"]:
+            g.fail(i1, i1.outbox.index(w))
+        g.land(i1)
+        g.replay(i1)
+    assert len(i1.transit) == 3 and g.oracle.holder(GROUP, TOPIC, 0) == i1.me, describe(g)
+    i1b = g.start("c1", "i1b", budget=100)
+    g.run([i1b], until=g.now + 3 * HB)
+    assert g.handed_by(i1b), describe(g)
+    g.land_transit(i1)
+    i1b.budget = 100
+    g.run([i1b], until=g.now + 3 * HB)
+    c2 = g.start("c2", "i2", budget=300)
+    g.run([c2], until=g.now + 8 * HB)
+    assert g.handed_by(c2) and g.repeats() == {}, describe(g)
+
+
+@pytest.mark.parametrize("cap", [None, 6])
+def test_resent_reservation_after_lapse_when_another_member_claimed_unseen(cap):
+    """i1's reservation and heartbeat fail; its writes keep failing past 2·HB and it does not
+    replay; c2 claims and hands out; i1 (replay behind) writes the reservation again: the
+    log refuses it (not the holder) and i1 lets p0 go; nothing twice."""
+    g = Group(batch=10, max_reserved=30, protocol_version=cap)
+    i1 = g.start("c1", "i1")
+    g.run([i1], until=HB // 2)
+    i1.budget = 10
+    g.poll(i1)
+    i1.stuck = True
+    g.land(i1)
+    i1.transit.clear()
+    c2 = g.start("c2", "i2", budget=60)
+    g.run([c2], until=g.now + 4 * HB)  # i1 frozen: lapsed, c2 claims and hands out
+    assert g.handed_by(c2), describe(g)
+    i1.stuck = False
+    g.now += 10
+    g.step(i1, Tick())  # i1 wakes without replaying: re-sends its reservation
+    assert "reserve" in [w.kind for w in i1.outbox], describe(g)
+    g.land(i1)
+    g.replay(i1)
+    assert i1.core.held() == [], describe(g)
+    i1.budget = 100
+    g.run([i1, c2], until=g.now + 4 * HB)
+    assert g.repeats() == {}, describe(g)
+
+
+def test_a_given_up_release_of_an_unnamed_tenure_ends_the_next_one_the_hole_stated():
+    """The hole PROTOCOL.md states for tenures without a name ("Upgrading a running group"),
+    shown: ``c1:i1`` (uncapped) took over by restart the tenure its earlier instance, capped
+    at 5, began with a claim that names none; its release of it is version 1, names no
+    tenure, and given up it ends the next tenure the same instance claims (writes that
+    overtake each other): what that tenure handed out is handed out again. No core rule can
+    tell the stray release from a real one (an attack on 770572e, 2026-12-02)."""
+    g = Group(batch=30, protocol_version=5)
+    i0 = g.start("c1", "i0", budget=30)
+    g.run([i0], until=3 * HB)
+    assert g.handed_by(i0) == list(range(30)), describe(g)
+    assert g.oracle.partition_state(GROUP, TOPIC, 0).tenure is None
+    # i0 restarts as i1, without the cap: it takes the unnamed tenure over
+    g.protocol_version = None
+    i1 = g.start("c1", "i1", budget=30)
+    g.run([i1], until=g.now + 3 * HB)
+    st = g.oracle.partition_state(GROUP, TOPIC, 0)
+    assert st.holder == i1.me and st.tenure is None, describe(g)
+    first = g.handed_by(i1)
+    assert first, describe(g)
+    g.carry(i1, i1.core.give_up(g.now, TOPIC, 0, "the test gives it up"))
+    i1.budget = 30
+    g.run([i1], until=g.now + 12 * HB, dropped=lambda w: w.kind == "release")
+    assert len(i1.transit) == 3, describe(g)
+    st = g.oracle.partition_state(GROUP, TOPIC, 0)
+    assert st.holder == i1.me and st.tenure is not None, describe(g)  # claimed anew
+    again = [o for o in g.handed_by(i1) if o > first[-1]]
+    assert again, describe(g)
+    g.land_transit(i1)
+    c2 = g.start("c2", "i2", budget=300)
+    g.run([c2], until=g.now + 8 * HB)
+    assert g.handed_by(c2), describe(g)
     assert set(g.repeats()) == set(again), describe(g)

@@ -21,6 +21,7 @@ import pytest
 from logmarshal.core import Tick
 from rationalizer import ClaimingMessages, Heartbeat, decode
 
+from . import stepper
 from .stepper import GROUP, HB, TOPIC, Group, describe
 
 
@@ -184,3 +185,28 @@ def test_a_heartbeat_reported_failed_before_its_reservation_waits_for_it(cap):
     g.run([i1], until=g.now + 3 * HB)
     assert g.handed_by(i1)[:10] == list(range(10)), describe(g)
     assert not any("without the reservation" in v for v in g.verdicts), describe(g)
+
+
+@pytest.mark.parametrize("fail", [True, False])
+@pytest.mark.parametrize("hb", [100, 10])
+def test_a_heartbeat_waiting_for_its_reservation_leaves_the_core_idle(monkeypatch, hb, fail):
+    """While a heartbeat waits for its reservation's answer (``handout.act_held``), ``due``
+    is not ``now`` at every tick (an edge would spin): at HB 10 ms the wait's re-check was 0
+    ms away (found by an attack on 770572e)."""
+    monkeypatch.setattr(stepper, "HB", hb)
+    g = Group(batch=10, max_reserved=30)
+    i1 = g.start("c1", "i1")
+    g.run([i1], until=hb // 2, every=max(1, hb // 10))
+    i1.budget = 10
+    g.poll(i1)
+    assert [w.kind for w in i1.outbox][:2] == ["reserve", "heartbeat"], describe(g)
+    if fail:
+        g.fail(i1, 1)  # the heartbeat's answer first (a batch of its own); R still in flight
+    g.now += 1
+    ticks = 0
+    for _ in range(50):  # an edge on a clock that does not move: Tick while due() <= now
+        if i1.core.due(g.now, g.now) > g.now:
+            break
+        g.step(i1, Tick())
+        ticks += 1
+    assert ticks < 5, f"{ticks} Ticks at the same instant: due() stays at now"
