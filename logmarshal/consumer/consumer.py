@@ -317,7 +317,11 @@ class Consumer:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """Move a held partition to ``offset`` (and clear a :class:`NoPosition` error).
 
-        AMO can only move forward: the log refuses reservations below what it has reserved.
+        Raises ValueError for a partition not assigned yet (its start still being looked
+        up: seek it from ``on_assign`` or later), and under AMO for an offset not past what
+        was handed out: AMO only moves forward. The records skipped are never handed out;
+        the log learns the new position with the next reservation or release (a crash
+        before either resumes the group where the log had it, as an uncommitted Kafka seek).
         """
         with self._cond:
             self._core.seek(self._now(), topic, partition, offset)

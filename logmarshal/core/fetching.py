@@ -51,8 +51,10 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         held.no_start = (offset, event.start, event.end)  # a poll raises until seek()
         return
     target = event.start if reset == "earliest" else event.end
-    if st.options.mode == "amo" and target <= held.claimed_through:
-        # the log refuses reservations below claimed_through: wait for the log to grow
+    if st.options.mode == "amo" and offset > event.end and target <= held.claimed_through:
+        # beyond the log's end (a log deleted and made again): offsets up to claimed_through
+        # may have been handed out already, so wait for the log to grow. Below its start
+        # (retention, or a seek there) the target is above what was handed out: move on
         log.error(
             "%s: %s/%d position %d is beyond the log end %d; AMO waits for the log to reach "
             "it (set the position with the admin to move back)",
@@ -101,6 +103,8 @@ def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> No
         start = event.start if reset == "earliest" else event.end
     held.claimed_through = held.confirmed_through = start - 1
     st.delivery.start(held, start - 1)
+    held.buffer.clear()  # (nothing read before the start was known is handed out)
+    held.fetch_token = None
     held.next_fetch = start
     claim = held.task or held
     claim.next_heartbeat = now  # the log learns where this claim really starts

@@ -235,6 +235,14 @@ class MemberCore:
         claim = held.task or held
         if offset < 0:
             raise ValueError(f"cannot seek to a negative offset, got {offset}")
+        if held.lookup_token is not None:
+            # its start (the group's position, or the reset policy's) is not known yet:
+            # what a seek could not check (AMO: below the group's position was handed out
+            # already) and what the answer would overwrite. It is assigned once it is known
+            raise ValueError(
+                f"{topic}/{partition} is not assigned yet (its start is being looked up): "
+                "seek it once it is assigned"
+            )
         if self.options.mode == "amo" and offset <= held.handed_through:
             # what we reserved and have not handed out yet is ours alone to hand out (or to
             # skip); below it, only what was handed out already
@@ -243,8 +251,13 @@ class MemberCore:
                 f"{held.handed_through} were already handed out"
             )
         had_position = not claim.unpositioned
+        no_position = held.no_start is not None and held.no_start[0] < 0
         held.no_start = None
         move(self._st, held, offset)
+        if no_position and self.options.mode == "amo":
+            # the log has no position (auto_offset_reset="error"): the seek's is its first,
+            # which the next heartbeat carries (any first reservation is taken then)
+            held.claimed_through = held.confirmed_through = offset - 1
         if not had_position:  # the log learns the position with the next heartbeat
             claim.next_heartbeat = now
         self._touched.add(claim.key)

@@ -308,6 +308,11 @@ def restart(st: MemberState, now: int, held: Held, why: str, out: list[Action]) 
             # never moves back (AMO: what lies between is lost, never repeated; ALO
             # heartbeats carry only committed offsets)
             resume = max(resume, held.beaten_through + 1)
+            if st.options.mode == "amo":
+                # nor below a seek the log has not seen yet (``handed_through``: AMO hands
+                # out only what the log reserved, so beyond the replay's position only a seek
+                # puts it)
+                resume = max(resume, held.handed_through + 1)
         adopt(st, held.topic, held.partition, lapsed, resume, "recovered", out)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -22,6 +23,7 @@ from logmarshal.core import (
     HandOut,
     LookUp,
     MemberCore,
+    OutOfRange,
     Poll,
     Replayed,
     Tick,
@@ -81,13 +83,18 @@ class Group:
     core_off: frozenset[str] = frozenset()
     #: every member's cap (``CoreOptions.protocol_version``; None: the newest)
     protocol_version: int | None = None
+    #: the data log is ``data_start..produced-1``: a fetch outside it is answered OutOfRange
+    #: (as Kafka answers one below the log start or past the log end), counted here
+    data_start: int = 0
+    out_of_range: int = 0
 
     def __attrs_post_init__(self) -> None:
         if self.rules_off:
             self.oracle = WorldState(rules=rules_without(self.rules_off))
 
-    def start(self, client_id: str, instance_id: str, budget: int = 0) -> Member:
-        options = CoreOptions(
+    def start(self, client_id: str, instance_id: str, budget: int = 0, **options: Any) -> Member:
+        """A member of the group (``options``: CoreOptions beside the group's)."""
+        settings = dict(
             group_id=GROUP,
             client_id=client_id,
             instance_id=instance_id,
@@ -104,10 +111,12 @@ class Group:
                 {} if self.protocol_version is None else {"protocol_version": self.protocol_version}
             ),
         )
+        settings.update(options)
         world = WorldState(
             rules=rules_without(self.rules_off)
         )  # the member's own replay (its core reads it)
-        m = Member(MemberCore(options, [world], _without=self.core_off), world, budget=budget)
+        core = MemberCore(CoreOptions(**settings), [world], _without=self.core_off)
+        m = Member(core, world, budget=budget)
         self.members.append(m)
         self.replay(m)
         return m
@@ -184,14 +193,36 @@ class Group:
         self.step(m, Replayed(0, end, at_end=True))
 
     def serve(self, m: Member) -> None:
-        """Answer the member's look-ups and fetches (the data log is ``produced`` long)."""
+        """Answer the member's look-ups and fetches (the data log is ``data_start`` to
+        ``produced - 1``)."""
         lookups, m.lookups = m.lookups, []
         for a in lookups:
-            self.step(m, Bounds(a.token, a.topic, a.partition, 0, self.produced))
+            self.step(m, Bounds(a.token, a.topic, a.partition, self.data_start, self.produced))
         fetches, m.fetches = m.fetches, []
         for a in fetches:
+            if a.offset < self.data_start or a.offset > self.produced:
+                self.out_of_range += 1
+                bounds = (a.token, a.topic, a.partition, self.data_start, self.produced)
+                self.step(m, OutOfRange(*bounds))
+                continue
             records = tuple((o, b"") for o in range(a.offset, min(self.produced, a.offset + 100)))
             self.step(m, Fetched(a.token, a.topic, a.partition, records))
+
+    def position(self) -> int | None:
+        """The log's resume offset of p0 (None: the group has no position)."""
+        return self.oracle.resume_offset(GROUP, TOPIC, 0)
+
+    def hand_out_ahead(self, m: Member, base: int = 0) -> None:
+        """``m`` (holding p0 at ``base``) hands out base..base+34 and reserves ahead through
+        base+64 (a window of 30, as test_amo_window's ``_running_ahead``)."""
+        self.run([m], until=self.now + HB // 2)
+        for budget in (10, 10, 25):
+            m.budget = budget
+            self.poll(m)
+            self.land(m)
+            self.replay(m)
+        assert self.handed_by(m) == list(range(base, base + 35)), describe(self)
+        assert self.oracle.partition_state(GROUP, TOPIC, 0).claimed_through == base + 64
 
     def poll(self, m: Member) -> None:
         if m.budget > 0:
