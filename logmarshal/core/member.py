@@ -254,10 +254,12 @@ class MemberCore:
         no_position = held.no_start is not None and held.no_start[0] < 0
         held.no_start = None
         move(self._st, held, offset)
-        if no_position and self.options.mode == "amo":
+        if no_position:
             # the log has no position (auto_offset_reset="error"): the seek's is its first,
-            # which the next heartbeat carries (any first reservation is taken then)
-            held.claimed_through = held.confirmed_through = offset - 1
+            # which the next heartbeat carries (AMO: any first reservation is taken then)
+            self._st.delivery.start(held, offset - 1)
+            if self.options.mode == "amo":
+                held.claimed_through = held.confirmed_through = offset - 1
         if not had_position:  # the log learns the position with the next heartbeat
             claim.next_heartbeat = now
         self._touched.add(claim.key)
