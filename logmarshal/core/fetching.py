@@ -51,10 +51,11 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         held.no_start = (offset, event.start, event.end)  # a poll raises until seek()
         return
     target = event.start if reset == "earliest" else event.end
-    if st.options.mode == "amo" and event.start <= offset <= event.end:
-        # the log holds the position again: its bounds were read after the fetch was refused
-        # (the edge asks for them then), and it grew meanwhile. Fetch again; a reset now
-        # could go back below what was handed out
+    if event.start <= offset <= event.end:
+        # the log holds the position: its bounds were read after the fetch was refused (the
+        # edge asks for them then) and it grew meanwhile, or the refused fetch was a read-
+        # ahead's, past our position (network/readers.py). Fetch again: a reset now could go
+        # back below what was handed out (AMO) or skip what was not (ALO, "latest")
         return
     if st.options.mode == "amo" and offset > event.end and target <= held.claimed_through:
         # beyond the log's end (a log deleted and made again): offsets up to claimed_through

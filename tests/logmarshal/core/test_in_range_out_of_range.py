@@ -1,0 +1,51 @@
+"""An OutOfRange whose bounds hold the member's position (start <= next_fetch <= end): the
+member fetches again, in ALO as in AMO. ALO applied the reset policy, and "latest" jumped to
+the end, skipping next_fetch..end-1, records the user never skipped and nobody handed out
+(found by an attack on 972f4ba, which fetched again under AMO only).
+
+Real edges that answer so: the multi-partition librdkafka reader (network/readers.py
+``_error``) reports the OutOfRange librdkafka met at *its* fetch position, which runs ahead
+of the core's (read-ahead in ``_ahead``), with watermarks read afterwards; and
+fetch_client._bound / readers._out_of_range read the bounds after the refusal."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from logmarshal.core import OutOfRange, Tick
+
+from .stepper import HB, Group, describe
+
+
+def _refuse_pending_fetch(g, m, start, end):
+    g.step(m, Tick())
+    assert m.fetches, describe(g)
+    fetches, m.fetches = m.fetches, []
+    for a in fetches:
+        g.step(m, OutOfRange(a.token, a.topic, a.partition, start, end))
+    return [a.offset for a in fetches]
+
+
+@pytest.mark.parametrize("mode", ["alo", "amo"])
+def test_bounds_holding_the_position_latest_skips_nothing(mode):
+    g = Group(batch=10, max_reserved=30, produced=1000)
+    i1 = g.start("c1", "i1", auto_offset_reset="latest", mode=mode)
+    g.run([i1], until=HB // 2)  # claimed; no position: latest -> starts at 1000
+    g.produced = 1050
+    i1.budget = 50
+    g.run([i1], until=g.now + HB)
+    assert g.handed_by(i1) == list(range(1000, 1050)), describe(g)
+    g.produced = 1100  # the tail grew (or: truncated, then grew, while bounds were read)
+    # the next fetch (at next_fetch, inside 0..1100) is refused with bounds (0, 1100): the
+    # reader's read-ahead ran into a truncated tail, or the bounds were read after regrowth
+    asked = _refuse_pending_fetch(g, i1, 0, 1100)
+    assert all(0 <= o <= 1100 for o in asked), asked
+    g.produced = 1200  # more records come
+    i1.budget = 200
+    g.run([i1], until=g.now + 4 * HB)
+    handed = g.handed_by(i1)
+    gaps = [(a, b) for a, b in itertools.pairwise(handed) if b != a + 1]
+    assert not gaps, f"{mode}: fetch at {asked} skipped {gaps}\n" + describe(g)
+    assert not g.repeats(), describe(g)
