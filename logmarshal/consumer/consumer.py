@@ -316,13 +316,8 @@ class Consumer:
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """Move a held partition to ``offset`` (and clear a :class:`NoPosition` error).
-
-        Raises ValueError for a partition not assigned yet (its start still being looked
-        up: seek it from ``on_assign`` or later), and under AMO for an offset not past what
-        was handed out: AMO only moves forward. The records skipped are never handed out;
-        the log learns the new position with the next reservation or release (a crash
-        before either resumes the group where the log had it, as an uncommitted Kafka seek).
-        """
+        ValueError: not assigned yet (seek from ``on_assign`` on), or AMO not past what was
+        handed out. AMO: the log learns it with the next reservation or release."""
         with self._cond:
             self._core.seek(self._now(), topic, partition, offset)
             self._step(Tick())
