@@ -85,7 +85,8 @@ only once the log holds it: seen in upgrade seeds with ``idempotent-writes`` rem
 heartbeat naming no tenure, written by a member capped below 7, lands late and sets the
 position back), ``given-up`` (a tenure whose release the member gave up is left to lapse,
 not taken up again: a late attempt of the release would end it under the member);
-``restart-fix`` (the core's re-read after a restart takeover) and ``idempotent-writes`` (transport ii).
+``restart-fix`` (the core's re-read after a restart takeover) and ``idempotent-writes``
+(transport ii).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``
 plus rule a, rule c and ``surprise``, each of which alone now stops that bug, and

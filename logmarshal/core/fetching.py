@@ -107,8 +107,7 @@ def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> No
         held.no_start = (offset, event.start, event.end)
     else:
         start = event.start if reset == "earliest" else event.end
-    held.claimed_through = held.confirmed_through = start - 1
-    st.delivery.start(held, start - 1)
+    start_books(st, held, start - 1)
     held.buffer.clear()  # (nothing read before the start was known is handed out)
     held.fetch_token = None
     held.next_fetch = start
@@ -117,6 +116,13 @@ def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> No
     if claim.unpositioned and all(s.lookup_token is None for s in claim.reads):
         # no position under "error": nothing to heartbeat until seek()
         announce(claim, out)
+
+
+def start_books(st: MemberState, held: Held, last_offset: int) -> None:
+    """A read's first position, where the log has none yet or has ``last_offset``: nothing
+    beyond it reserved, confirmed or handed out (the next heartbeat carries it)."""
+    held.claimed_through = held.confirmed_through = last_offset
+    st.delivery.start(held, last_offset)
 
 
 def move(st: MemberState, held: Held, offset: int) -> None:

@@ -51,7 +51,7 @@ from .events import (
     WriteFailed,
     Written,
 )
-from .fetching import move, on_bounds, on_fetched, on_out_of_range
+from .fetching import move, on_bounds, on_fetched, on_out_of_range, start_books
 from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out, write_beats
 from .held import Held
 from .holding import give_up
@@ -256,10 +256,8 @@ class MemberCore:
         move(self._st, held, offset)
         if no_position:
             # the log has no position (auto_offset_reset="error"): the seek's is its first,
-            # which the next heartbeat carries (AMO: any first reservation is taken then)
-            self._st.delivery.start(held, offset - 1)
-            if self.options.mode == "amo":
-                held.claimed_through = held.confirmed_through = offset - 1
+            # as the start's answer sets it (AMO: any first reservation is taken then)
+            start_books(self._st, held, offset - 1)
         if not had_position:  # the log learns the position with the next heartbeat
             claim.next_heartbeat = now
         self._touched.add(claim.key)
