@@ -46,17 +46,28 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         return
     held.fetch_token = None
     offset = held.next_fetch
+    if event.start <= offset <= event.end:
+        # the log holds the position: its bounds were read after the fetch was refused (the
+        # edge asks for them then) and it grew meanwhile, or the refused fetch was a read-
+        # ahead's, past our position (network/readers.py). Fetch again: a reset now could go
+        # back below what was handed out (AMO) or skip what was not (ALO, "latest"); under
+        # "error" there is nothing to raise (attack 25)
+        return
+    buffer = held.buffer
+    if buffer and offset > event.end and event.start <= st.offset_of(buffer[0]) <= event.end:
+        # a read-ahead fetch refused past the end while our position (the first record read
+        # and not handed out) is still in the log: only the tail we read ahead was cut. Keep
+        # what the log still holds and fetch on from its end (attack 25: "latest" skipped the
+        # rest, "earliest" went back to the log start)
+        while buffer and st.offset_of(buffer[-1]) >= event.end:
+            buffer.pop()
+        held.next_fetch = event.end
+        return
     reset = st.options.auto_offset_reset
     if reset == "error":
         held.no_start = (offset, event.start, event.end)  # a poll raises until seek()
         return
     target = event.start if reset == "earliest" else event.end
-    if event.start <= offset <= event.end:
-        # the log holds the position: its bounds were read after the fetch was refused (the
-        # edge asks for them then) and it grew meanwhile, or the refused fetch was a read-
-        # ahead's, past our position (network/readers.py). Fetch again: a reset now could go
-        # back below what was handed out (AMO) or skip what was not (ALO, "latest")
-        return
     if st.options.mode == "amo" and offset > event.end and target <= held.claimed_through:
         # beyond the log's end (a log deleted and made again): offsets up to claimed_through
         # may have been handed out already, so wait for the log to grow. Below its start
@@ -82,6 +93,11 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         reset,
         target,
     )
+    if st.options.mode != "amo" and target >= offset:
+        # ALO forward (below the log start): what was read before the log start passed it
+        # is still handed out (attack 25); fetch on from the target
+        held.next_fetch = target
+        return
     move(st, held, target)
 
 

@@ -14,9 +14,9 @@ import itertools
 
 import pytest
 
-from logmarshal.core import OutOfRange, Tick
+from logmarshal.core import NoStart, OutOfRange, Poll, Tick
 
-from .stepper import HB, Group, describe
+from .stepper import HB, TOPIC, Group, describe
 
 
 def _refuse_pending_fetch(g, m, start, end):
@@ -48,4 +48,39 @@ def test_bounds_holding_the_position_latest_skips_nothing(mode):
     handed = g.handed_by(i1)
     gaps = [(a, b) for a, b in itertools.pairwise(handed) if b != a + 1]
     assert not gaps, f"{mode}: fetch at {asked} skipped {gaps}\n" + describe(g)
+    assert not g.repeats(), describe(g)
+
+
+# Under auto_offset_reset="error" too (an attack on fa85478: its "error" branch came before
+# the bounds check, so every poll raised NoStart for a position inside the log, "position
+# 1050 is outside the log (0..1100)", and nothing more was handed out until user code
+# sought; under AMO the natural answer, a seek to the reported start, is refused)
+
+
+@pytest.mark.parametrize("mode", ["alo", "amo"])
+def test_bounds_holding_the_position_under_error_raise_nothing(mode):
+    g = Group(batch=10, max_reserved=30, produced=1000)
+    i1 = g.start("c1", "i1", auto_offset_reset="error", mode=mode)
+    g.run([i1], until=HB // 2)  # claimed: no position, NoStart
+    i1.core.seek(g.now, TOPIC, 0, 1000)  # the user starts it at the end
+    g.produced = 1050
+    i1.budget = 50
+    g.run([i1], until=g.now + HB)
+    assert g.handed_by(i1) == list(range(1000, 1050)), describe(g)
+    g.produced = 1100
+    # the fetch at 1050 is refused with bounds (0, 1100), which hold it: in ALO and AMO
+    # alike (3463a12) the member must fetch again, not apply the reset policy
+    asked = _refuse_pending_fetch(g, i1, 0, 1100)
+    assert all(0 <= o <= 1100 for o in asked), asked
+    no_starts = [a for a in i1.core.step(g.now, Poll(1)) if isinstance(a, NoStart)]
+    g.produced = 1200
+    i1.budget = 150
+    g.run([i1], until=g.now + 4 * HB)
+    handed = g.handed_by(i1)
+    bogus = [n for n in no_starts if n.start <= n.offset <= n.end]
+    assert not bogus, f"{mode}: NoStart for a position inside the log: {bogus}"
+    gaps = [(a, b) for a, b in itertools.pairwise(handed) if b != a + 1]
+    assert not gaps and handed[-1] == 1199, (
+        f"{mode}: stalled at {handed[-1]} (log end 1200)\n" + describe(g)
+    )
     assert not g.repeats(), describe(g)
