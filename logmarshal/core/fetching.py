@@ -54,11 +54,14 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         # "error" there is nothing to raise (attack 25)
         return
     buffer = held.buffer
-    if buffer and offset > event.end and event.start <= st.offset_of(buffer[0]) <= event.end:
+    if buffer and offset > event.end and st.offset_of(buffer[0]) <= event.end:
         # a read-ahead fetch refused past the end while our position (the first record read
         # and not handed out) is still in the log: only the tail we read ahead was cut. Keep
         # what the log still holds and fetch on from its end (attack 25: "latest" skipped the
-        # rest, "earliest" went back to the log start)
+        # rest, "earliest" went back to the log start). Also when that first record is below
+        # the log start: read before retention passed it (an ALO reset forward keeps those),
+        # it is handed out as the rest, and what we read from the log start on is in the log
+        # (attack 26: the reset jumped past it, or dropped what was read)
         while buffer and st.offset_of(buffer[-1]) >= event.end:
             buffer.pop()
         held.next_fetch = event.end

@@ -126,30 +126,6 @@ def test_amo_out_of_range_of_a_fetch_from_before_the_release_reaches_the_new_ten
     assert min(g.handed_by(i1)[-40:]) < 900, "a stale answer moved the new tenure"
 
 
-@pytest.mark.parametrize("cap", CAPS)
-@pytest.mark.parametrize("reset", ["earliest", "latest"])
-def test_amo_tail_cut_below_the_read_ahead(cap, reset):
-    """AMO: i1 handed out 0..34 (reserved through 64) and reads ahead; the log's tail is
-    cut between what it handed out and its fetch position, and the log grows again: nothing
-    twice, it goes on."""
-    g = Group(batch=10, max_reserved=30, protocol_version=cap, produced=0)
-    i1 = g.start("c1", "i1", auto_offset_reset=reset, prefetch=1000)
-    g.run([i1], until=HB // 2)  # (no position: it starts at 0 either way)
-    g.produced = 100
-    g.hand_out_ahead(i1)
-    g.step(i1, Tick())
-    g.serve(i1)
-    g.step(i1, Tick())
-    assert [f.offset for f in i1.fetches] == [100], i1.fetches
-    g.produced = 80
-    g.serve(i1)  # OutOfRange(0, 80)
-    g.produced = 300
-    i1.budget = 400
-    g.run([i1], until=g.now + 5 * HB)
-    assert not g.repeats(), describe(g)
-    assert max(g.handed_by(i1)) >= 250, describe(g)
-
-
 @pytest.mark.parametrize("reset", ["earliest", "latest"])
 def test_alo_back_and_forth_with_truncations_commits(reset):
     """ALO: two members hand the partition back and forth, committing what they handle;
