@@ -65,6 +65,11 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   announcements of replay configurations, ``--without gap-refusal`` the cold-start refusal.
   A world restored from a snapshot must be the world of the log's replay through the offset
   it covers, and judge every later record as that replay does.
+- **User code seeks, and the data log moves under the group** (``--seeks``, off by
+  default; :mod:`scenarios.sim_seeks`, its own generator ``random.Random(f"seeks/{seed}")``):
+  running instances seek held partitions (to anywhere from the log start to past its end),
+  retention moves a data partition's start up, an unclean election cuts its tail, one seed
+  in three resets "latest"; a refused fetch is answered with the bounds read after it.
 - **Upgrades** (:mod:`scenarios.sim_upgrade`, its own generator
   ``random.Random(f"upgrade/{seed}")``, about one seed in five: eligible seeds the
   bounded-log schedule left, which it then gets too): members start capped at protocol
@@ -148,6 +153,7 @@ from rationalizer import (
 from .sim_bounded import Bounded
 from .sim_checks import Checks
 from .sim_rules import PROPERTIES, rules_without
+from .sim_seeks import UserHand
 from .sim_upgrade import Upgrade
 
 __all__ = ["FIXES", "Result", "parse_without", "run_seed"]
@@ -274,6 +280,9 @@ class Result:
     #: positions moved back where the protocol allows it (not violations): by restart
     #: takeovers, and by late heartbeats that name no tenure (:mod:`scenarios.sim_checks`)
     rewinds: tuple[int, int] = (0, 0)
+    #: with the user-hand schedule (``--seeks``): (seeks, seeks refused, retentions, tail
+    #: cuts, fetches refused out of range), else None
+    hand: tuple[int, int, int, int, int] | None = None
 
 
 class Sim:
@@ -311,6 +320,7 @@ class Sim:
         without: frozenset[str] = frozenset(),
         protocol_version: int | None = None,
         stale_answers: bool = False,
+        seeks: bool = False,
     ) -> None:
         rng = self.rng = random.Random(seed)
         #: the stale-answer schedule (module docstring), off unless asked: its own generator
@@ -447,6 +457,8 @@ class Sim:
         if bounded or self.upgrade is not None:
             self.bounded = Bounded(self, brng, HB)
             self.oracle = [self.world() for _ in range(self.ncoord)]  # with g's keys
+        #: the user-hand schedule (:mod:`scenarios.sim_seeks`; ``--seeks``, else None)
+        self.hand = UserHand.drawn(self, seed, HB) if seeks else None
 
     def world(self) -> WorldState:
         """A replayer's world, with the fixes the run removes (every world the same) and, in
@@ -485,6 +497,8 @@ class Sim:
                 self.at(self.bounded.outage_at, self.bounded.outage)
         if self.upgrade is not None:
             self.upgrade.start()
+        if self.hand is not None:
+            self.hand.begin()
         self.at(self.fault_ms, self.settle)
         self.at(self.fault_ms + 2 * HB, self.settled)
         if self.rebalance != "none":
@@ -510,6 +524,7 @@ class Sim:
             None if self.bounded is None else (self.bounded.truncations, self.bounded.gaps),
             None if self.upgrade is None else self.upgrade.summary(),
             (self.checks.takeover_rewinds, self.checks.unnamed_rewinds),
+            None if self.hand is None else self.hand.summary(),
         )
 
     # -- members -----------------------------------------------------------------------------
@@ -533,6 +548,8 @@ class Sim:
         else:
             worlds = [self.world() for _ in range(self.ncoord)]
         batch = core_options.pop("batch_size", self.rng.choice((1, 5, 20)))
+        if self.hand is not None:
+            core_options.setdefault("auto_offset_reset", self.hand.reset)
         if self.upgrade is not None:
             cap = self.upgrade.cap_for(client_id)
             if self.protocol_version is not None:
@@ -880,12 +897,18 @@ class Sim:
 
             self.at(land, landed)
         elif isinstance(action, Fetch):
+            if self.hand is not None and self.hand.refuses(inst, action):
+                return
             self.at(
                 self.now + rng.randint(0, self.max_delay), lambda: self.fetch(inst, action, False)
             )
         elif isinstance(action, LookUp):
             key = (action.topic, action.partition)
-            bounds = Bounds(action.token, action.topic, action.partition, 0, self.produced[key])
+            bounds = (
+                Bounds(action.token, action.topic, action.partition, 0, self.produced[key])
+                if self.hand is None
+                else self.hand.bounds(action)
+            )
             self.at(
                 self.now + rng.randint(0, self.max_delay),
                 lambda: self.on(inst, lambda: self.step(inst, bounds)),
@@ -1263,6 +1286,7 @@ def run_seed(
     without: frozenset[str] = frozenset(),
     protocol_version: int | None = None,
     stale_answers: bool = False,
+    seeks: bool = False,
 ) -> Result:
     return Sim(
         seed,
@@ -1273,6 +1297,7 @@ def run_seed(
         without=without,
         protocol_version=protocol_version,
         stale_answers=stale_answers,
+        seeks=seeks,
     ).run()
 
 
@@ -1335,6 +1360,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the stale-answer schedule: half the catch-up answers are stepped after the "
         "instance froze for 2·HB+ (a process stopped between its replay and its step)",
     )
+    parser.add_argument(
+        "--seeks",
+        action="store_true",
+        help="the user-hand schedule: user code seeks held partitions and the data log's "
+        "start moves up (retention) during the faults (scenarios/sim_seeks.py)",
+    )
     args = parser.parse_args(argv)
     try:
         without = parse_without(args.without)
@@ -1344,6 +1375,8 @@ def main(argv: list[str] | None = None) -> int:
     opts: dict[str, object] = {"rebalance": args.rebalance, "units": args.units, "without": without}
     if args.stale_answers:
         opts["stale_answers"] = True
+    if args.seeks:
+        opts["seeks"] = True
     if args.seed is not None:
         result = run_seed(args.seed, fix=fix, trace=args.trace, **opts)
         if args.trace:
@@ -1358,6 +1391,7 @@ def main(argv: list[str] | None = None) -> int:
     bounded = truncations = gaps = 0
     upgrades = [0, 0, 0, 0, 0]  # seeds, rolling restarts done, restarts, old snapshots, passed
     takeover_rewinds = unnamed_rewinds = unnamed_seeds = 0  # positions moved back, allowed
+    hand = [0] * 6  # seeds, seeks, seeks refused, retentions, tail cuts, fetches out of range
     t0 = time.perf_counter()
     for seed in seeds:
         result = run_seed(seed, fix=fix, **opts)
@@ -1370,6 +1404,8 @@ def main(argv: list[str] | None = None) -> int:
             gaps += result.bounded[1]
         if result.upgrade is not None:
             upgrades = [a + b for a, b in zip(upgrades, (1, *result.upgrade), strict=True)]
+        if result.hand is not None:
+            hand = [a + b for a, b in zip(hand, (1, *result.hand), strict=True)]
         takeover_rewinds += result.rewinds[0]
         unnamed_rewinds += result.rewinds[1]
         unnamed_seeds += result.rewinds[1] > 0
@@ -1388,7 +1424,13 @@ def main(argv: list[str] | None = None) -> int:
         f"of versions 4 and 5, {upgrades[4]} cold starts passed one over)  positions "
         f"moved back as the protocol allows: {takeover_rewinds} by restart takeovers, "
         f"{unnamed_rewinds} by late heartbeats naming no tenure ({unnamed_seeds} seeds)  "
-        f"{len(seeds) / real:.1f} seeds/s  simulated/real time: {sim_ms / 1000 / real:.0f}x  "
+        + (
+            f"user-hand seeds: {hand[0]} ({hand[1]} seeks, {hand[2]} refused, {hand[3]} "
+            f"retentions, {hand[4]} tail cuts, {hand[5]} fetches out of range)  "
+            if args.seeks
+            else ""
+        )
+        + f"{len(seeds) / real:.1f} seeds/s  simulated/real time: {sim_ms / 1000 / real:.0f}x  "
         f"({real:.1f} s)"
     )
     for result in failed[:10]:

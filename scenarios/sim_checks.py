@@ -82,6 +82,11 @@ class Checks:
     #: other violations that do not stop the run, so it shows what they cause (a truncation
     #: that deleted what a running configuration needs: the cold starts after it)
     going_on: list[str] = attrs.field(factory=list)
+    #: the user-hand schedule (:mod:`scenarios.sim_seeks`): (topic, partition) -> seeks,
+    #: (time, what the seeking instance had handed out through, target), and the data log's
+    #: first offset where retention moved it
+    seeks: dict[Key, list[tuple[int, int, int]]] = attrs.field(factory=lambda: defaultdict(list))
+    log_start: dict[Key, int] = attrs.field(factory=dict)
 
     def fail(self, now: int, what: str) -> None:
         self.violations.append(f"t={now}: {what}")
@@ -167,6 +172,8 @@ class Checks:
                 self.takeover_rewinds += 1
             elif pos < before and overtaken and self._unnamed_late(msg, verdict, state, entry):
                 self.unnamed_rewinds += 1
+            elif pos < before and self.mode == "alo" and self._sought_back(key, pos, ts):
+                pass  # user code sought back there (ALO hands it out again)
             elif pos < before:
                 self.fail(ts, f"position of {key} moved back to {pos} without an admin reset")
             self.positions[key] = pos
@@ -230,6 +237,26 @@ class Checks:
         self.resets[key].append((now, pos))
         self.positions[key] = pos
 
+    def sought(self, now: int, key: Key, through: int, target: int) -> None:
+        """User code sought ``key`` to ``target``; the instance had handed out through
+        ``through``: ALO may skip what lies between (a seek forward)."""
+        self.seeks[key].append((now, through, target))
+
+    def truncated(self, key: Key, start: int) -> None:
+        """Retention moved ``key``'s log start to ``start``: what nobody handed out below
+        it is gone (ALO cannot hand it out)."""
+        self.log_start[key] = max(start, self.log_start.get(key, 0))
+
+    def _sought_back(self, key: Key, pos: int, ts: int) -> bool:
+        """Did user code seek ``key`` to ``pos + 1`` or below by ``ts``?"""
+        return any(t <= ts and target <= pos + 1 for t, _, target in self.seeks.get(key, ()))
+
+    def _skipped(self, key: Key, offset: int) -> bool:
+        """ALO: did a seek forward skip ``offset``, or retention delete it?"""
+        if offset < self.log_start.get(key, 0):
+            return True
+        return any(through < offset < target for _, through, target in self.seeks.get(key, ()))
+
     def holders(self, now: int, key: Key, clients: set[str]) -> None:
         if len(clients) > 1:
             self.fail(now, f"{key} may be handed out by {sorted(clients)} at once")
@@ -240,7 +267,10 @@ class Checks:
             return
         for key, n in produced.items():
             skipped = max((pos for _, pos in self.resets.get(key, ())), default=-1)
-            missing = [o for o in range(skipped + 1, n) if o not in self.handed[key]]
+            handed = self.handed[key]
+            missing = [
+                o for o in range(skipped + 1, n) if o not in handed and not self._skipped(key, o)
+            ]
             if missing:
                 self.fail(
                     now, f"ALO: {key} never handed out {len(missing)} offsets, first {missing[0]}"

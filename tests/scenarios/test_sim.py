@@ -342,3 +342,56 @@ def test_cli_replays_a_failing_seed_with_its_trace(capsys):
     assert "HANDS OUT" in out and "handed out twice" in out and "restart_takeover" in out
     assert main(["--seeds", "3", "--first", "63"]) == 0
     assert "seeds/s" in capsys.readouterr().out
+
+
+#: the user-hand schedule (``--seeks``, scenarios/sim_seeks.py): user code seeks held
+#: partitions (anywhere from the log start to 10 past its end) and retention moves the data
+#: log's start up during the faults; a refused fetch is answered with bounds read after the
+#: refusal. 2757f24 held it over seeds 0..1,999 (docs/simulation.md).
+HAND_SEEDS = range(20)
+
+#: seeds on which the simulator finds an AMO double delivery once an OutOfRange whose bounds
+#: hold the member's position (read after the log grew over a seek beyond its end) applies the
+#: reset policy instead of fetching again (the core before 972f4ba): 8 of seeds 0..99
+IN_RANGE_SEEDS = (12, 23, 24)
+
+
+def test_seeks_and_retention_hold_every_invariant():
+    results = [run_seed(s, seeks=True) for s in HAND_SEEDS]
+    assert [(r.seed, r.violations[:2]) for r in results if r.violations] == []
+    hands = [r.hand for r in results if r.hand is not None]
+    seeks, refused, retentions, cuts, out_of_range = (sum(h[i] for h in hands) for i in range(5))
+    assert seeks > 50 and refused > 10 and retentions > 20 and cuts > 10, hands
+    assert out_of_range > 50, hands
+    assert run_seed(3).hand is None  # opt-in: the other schedules are left as they were
+
+
+@pytest.mark.parametrize("seed", IN_RANGE_SEEDS)
+def test_an_out_of_range_holding_the_position_is_found_when_it_resets(seed, monkeypatch):
+    from logmarshal.core import fetching, member
+    from logmarshal.core.state import read
+
+    real = fetching.on_out_of_range
+
+    def resetting(st, now, event, out):
+        """The reset policy applied whatever the bounds (the mutant)."""
+        held = read(st, event.topic, event.partition)
+        offset = None if held is None else held.next_fetch
+        if (
+            held is not None
+            and held.fetch_token == event.token
+            and offset is not None
+            and event.start <= offset <= event.end
+        ):
+            held.fetch_token = None
+            target = event.start if st.options.auto_offset_reset == "earliest" else event.end
+            fetching.move(st, held, target)
+            return
+        real(st, now, event, out)
+
+    assert run_seed(seed, seeks=True).violations == ()
+    monkeypatch.setattr(member, "on_out_of_range", resetting)
+    reset = run_seed(seed, seeks=True)
+    assert reset.mode == "amo" and any("handed out twice" in v for v in reset.violations), (
+        reset.violations
+    )
