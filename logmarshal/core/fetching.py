@@ -37,6 +37,7 @@ def on_fetched(st: MemberState, event: Fetched) -> None:
             return
     held.buffer.extend(records)
     held.next_fetch = offset_of(records[-1]) + 1
+    held.fetch_after = 0
 
 
 def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Action]) -> None:
@@ -74,16 +75,20 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
     if st.options.mode == "amo" and offset > event.end and target <= held.claimed_through:
         # beyond the log's end (a log deleted and made again): offsets up to claimed_through
         # may have been handed out already, so wait for the log to grow. Below its start
-        # (retention, or a seek there) the target is above what was handed out: move on
-        log.error(
-            "%s: %s/%d position %d is beyond the log end %d; AMO waits for the log to reach "
-            "it (set the position with the admin to move back)",
-            me(st),
-            held.topic,
-            held.partition,
-            offset,
-            event.end,
-        )
+        # (retention, or a seek there) the target is above what was handed out: move on.
+        # The log is looked at again every HB/4 (its next heartbeat pass acts on it), and
+        # said once: each refusal comes back at once, a fetch at a time would spin
+        if not held.fetch_after:
+            log.error(
+                "%s: %s/%d position %d is beyond the log end %d; AMO waits for the log to "
+                "reach it (set the position with the admin to move back)",
+                me(st),
+                held.topic,
+                held.partition,
+                offset,
+                event.end,
+            )
+        held.fetch_after = now + max(1, st.options.heartbeat_interval_ms // 4)
         return
     log.warning(
         "%s: %s/%d position %d is outside the log (%d..%d); resetting to the %s offset %d",
@@ -150,4 +155,5 @@ def move(st: MemberState, held: Held, offset: int) -> None:
         st.delivery.start(held, offset - 1)
     held.buffer.clear()
     held.next_fetch = offset
+    held.fetch_after = 0
     held.fetch_token = None  # an answer to a fetch from the old offset is ignored

@@ -77,6 +77,7 @@ def act_held(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
             and r.next_fetch is not None
             and r.no_start is None
             and len(r.buffer) < o.prefetch
+            and now >= r.fetch_after
         ):
             st.token += 1
             r.fetch_token = st.token
