@@ -352,8 +352,10 @@ HAND_SEEDS = range(20)
 
 #: seeds on which the simulator finds an AMO double delivery once an OutOfRange whose bounds
 #: hold the member's position (read after the log grew over a seek beyond its end) applies the
-#: reset policy instead of fetching again (the core before 972f4ba): 8 of seeds 0..99
-IN_RANGE_SEEDS = (12, 23, 24)
+#: reset policy instead of fetching again (the core before 972f4ba): 8 of seeds 0..99 while
+#: AMO fetched again at every refusal of a position beyond the end, 4 of 0..199 since it
+#: waits HB/4 between (b4c442a)
+IN_RANGE_SEEDS = (23, 24, 115)
 
 
 def test_seeks_and_retention_hold_every_invariant():
@@ -362,7 +364,7 @@ def test_seeks_and_retention_hold_every_invariant():
     hands = [r.hand for r in results if r.hand is not None]
     seeks, refused, retentions, cuts, out_of_range = (sum(h[i] for h in hands) for i in range(5))
     assert seeks > 50 and refused > 10 and retentions > 20 and cuts > 10, hands
-    assert out_of_range > 50, hands
+    assert out_of_range > 20, hands
     assert run_seed(3).hand is None  # opt-in: the other schedules are left as they were
 
 
