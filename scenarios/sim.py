@@ -177,7 +177,9 @@ Key = tuple[str, int]
 #: (``WorldState(rules=sim_rules.rules_without(...))``)
 WORLD_FIXES = frozenset(PROPERTIES)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
-CORE_FIXES = frozenset({"surprise", "stall", "fresh-ends", "reserved-confirm", "given-up"})
+CORE_FIXES = frozenset(
+    {"surprise", "stall", "fresh-ends", "reserved-confirm", "given-up", "live-gap"}
+)
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = (
     WORLD_FIXES

@@ -247,7 +247,8 @@ class Consumer:
 
     @property
     def fenced(self) -> bool:
-        """True once a newer instance of our client_id took over: this one has stopped."""
+        """True once a newer instance of our client_id took over (or may have, in records
+        the coordination log lost after this one began to act): this one has stopped."""
         with self._lock:
             return self._core.fenced
 

@@ -152,12 +152,17 @@ def queue_release(st: MemberState, held: Held) -> None:
     st.releases.add(held.key, position, held.cp, held.release_after, held.tenure)
 
 
-def become_fenced(st: MemberState, out: list[Action]) -> None:
-    """A newer instance of our client_id took over: stop everything, write nothing more."""
+def become_fenced(
+    st: MemberState,
+    out: list[Action],
+    why: str = "was fenced by a newer instance of its client_id",
+) -> None:
+    """A newer instance of our client_id took over (or may have: ``why``): stop everything,
+    write nothing more."""
     if st.fenced:
         return
     st.fenced = True
-    log.error("%s was fenced by a newer instance of its client_id; it stops", me(st))
+    log.error("%s %s; it stops", me(st), why)
     for held in list(st.held.values()):
         lose(st, held, "this instance is fenced", out)
     st.releases.pending.clear()

@@ -54,7 +54,7 @@ from .events import (
 from .fetching import move, on_bounds, on_fetched, on_out_of_range, start_books
 from .handout import HEARTBEAT_SLACK, act_held, hand_out, may_hand_out, write_beats
 from .held import Held
-from .holding import give_up
+from .holding import become_fenced, give_up
 from .membership import announce_member, rebalance, target
 from .options import CoreOptions
 from .rewind import halt, resume
@@ -395,6 +395,20 @@ class MemberCore:
                 else f"lost records {event.before}..{event.after - 1} before the replay saw them"
             )
             halt(st, event.cp, (event.why, event.before, event.after), why, out)
+            if event.why == "gap" and st.began and st.live_gap:
+                # records lost after this instance began to act may have fenced it (a newer
+                # instance of its client_id taking over): no world it can build says, and the
+                # admin's reset voids holders and positions, not fences. A fenced instance
+                # that regained after the reset would claim as if it were not (PROTOCOL.md, "A
+                # coordination log that loses records"; simulator seed 659 with --seeks). A
+                # cold start, which never acted, is a new instance nothing fenced
+                become_fenced(
+                    st,
+                    out,
+                    f"lost records of coordination partition {event.cp} after it began to act "
+                    "(a newer instance of its client_id may have taken over in them); restart "
+                    "it",
+                )
             self._sweep = True
         elif isinstance(event, Resumed):
             resume(st, event.cp, event.keys)
@@ -572,6 +586,7 @@ class MemberCore:
         self._serve(now, out)
         if not self._caught_up():
             return  # never claim before the start-up replay is complete
+        st.began = True
         if (
             self.options.rebalance != "none"
             and st.recovered

@@ -66,9 +66,12 @@ Key = tuple[str, int]
 #: ("reserved-confirm", ``verdicts._heartbeat_judged``: without it, the heartbeat's verdict
 #: alone confirms, as before), and leaving a tenure whose release we gave up to lapse
 #: ("given-up", ``claims.adopt_orphans``: without it, the replay still showing us its holder,
-#: we take it up again, as before, and a late attempt of the release ends it under us).
+#: we take it up again, as before, and a late attempt of the release ends it under us), and
+#: stopping an instance whose replay lost records after it began to act ("live-gap",
+#: ``MemberCore._apply``: without it, it regains its partitions after the admin's reset as a
+#: cold start does, as before, though the lost records may have fenced it).
 CORE_SWITCHES = frozenset(
-    {"surprise", "stall", "retake", "fresh-ends", "reserved-confirm", "given-up"}
+    {"surprise", "stall", "retake", "fresh-ends", "reserved-confirm", "given-up", "live-gap"}
 )
 
 
@@ -165,6 +168,8 @@ class MemberState:
     #: whether a tenure whose release was given up is left to lapse, never taken up again
     #: ("given-up", ``claims.adopt_orphans``)
     keep_given_up: bool
+    #: a gap found after the start-up replay stops this instance ("live-gap")
+    live_gap: bool
     topics: tuple[tuple[str, int], ...]
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
     tasks: dict[str, tuple[str, ...]]
@@ -198,6 +203,9 @@ class MemberState:
     closing: bool = False
     closed: bool = False
     fenced: bool = False
+    #: its start-up replay was complete once: it may have claimed and written since (a gap
+    #: found after that may hide what fenced it: ``live_gap``)
+    began: bool = False
     paused: set[Key] = attrs.field(factory=set)
     #: given up while running: left to others until then
     cooldown: dict[Key, int] = attrs.field(factory=dict)
@@ -277,6 +285,7 @@ def new_state(
         fresh_ends="fresh-ends" not in without,
         reserved_confirm="reserved-confirm" not in without,
         keep_given_up="given-up" not in without,
+        live_gap="live-gap" not in without,
         topics=options.topics,
         tasks=dict(options.tasks),
         shared_targets=shared_targets,

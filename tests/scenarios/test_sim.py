@@ -397,3 +397,22 @@ def test_an_out_of_range_holding_the_position_is_found_when_it_resets(seed, monk
     assert reset.mode == "amo" and any("handed out twice" in v for v in reset.violations), (
         reset.violations
     )
+
+
+#: seeds on which the simulator finds an instance that regained after a gap though the lost
+#: records fenced it: frozen (the zombie schedule) while a newer instance of its client took
+#: its partitions over, the takeover then truncated away before its replay saw it, it woke,
+#: found the gap, regained after the operator's reset, claimed (accepted by its own world,
+#: refused as fenced by the log) and handed out without a lease. Found by the user-hand
+#: schedule's first 2,000 seeds (659, whose seeks only moved the schedule there); the core
+#: now stops an instance that finds a gap after it began to act ("live-gap")
+LIVE_GAP_SEEDS = (659,)
+
+
+@pytest.mark.parametrize("seed", LIVE_GAP_SEEDS)
+def test_an_instance_that_finds_a_gap_after_it_began_to_act_stops(seed):
+    without = run_seed(seed, seeks=True, without=frozenset({"live-gap"}), trace=True)
+    assert any("after its lease" in v for v in without.violations), without.violations
+    assert any("HALTS" in line and "are gone" in line for line in without.trace)
+    fixed = run_seed(seed, seeks=True)
+    assert fixed.violations == ()
