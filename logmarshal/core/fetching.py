@@ -47,6 +47,12 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         return
     held.fetch_token = None
     offset = held.next_fetch
+    if event.start < 0 or event.end < 0:
+        # bounds unknown (the edge could not read them: network/fetch_client._bound): no
+        # reset on them (ALO went to offset -1, a heartbeat of -2 the log's codec refuses);
+        # fetch again a little later, as AMO waiting beyond the end does
+        held.fetch_after = now + max(1, st.options.heartbeat_interval_ms // 4)
+        return
     if event.start <= offset <= event.end:
         # the log holds the position: its bounds were read after the fetch was refused (the
         # edge asks for them then) and it grew meanwhile, or the refused fetch was a read-

@@ -84,3 +84,35 @@ def test_bounds_holding_the_position_under_error_raise_nothing(mode):
         f"{mode}: stalled at {handed[-1]} (log end 1200)\n" + describe(g)
     )
     assert not g.repeats(), describe(g)
+
+
+# Bounds the edge could not read (-1, -1: the network reader's ``fetch_client._bound``
+# leaves them unknown when its ListOffsets fails, and Apache Kafka answers an out-of-range
+# fetch without them): an attack on b4c442a found the core took -1 for the log's start and
+# end, and ALO reset to offset -1 (its heartbeat carried -2, which the codec refuses at every
+# pass). It looks again after a pause and moves nothing.
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+@pytest.mark.parametrize("mode", ["alo", "amo"])
+def test_unknown_bounds_move_nothing(mode, reset):
+    g = Group(batch=10, produced=50)
+    if reset == "latest":  # a group position at 0 first (else "latest" starts at the end)
+        g.produced = 0
+    i1 = g.start("c1", "i1", mode=mode, auto_offset_reset=reset, budget=10**6)
+    g.run([i1], until=3 * HB)
+    for _ in range(200):
+        if i1.fetches:
+            break
+        g.now += 1
+        g.step(i1, Tick())
+    fetch = i1.fetches.pop()
+    assert fetch.offset == g.produced
+    before = i1.core.position(TOPIC, 0)
+    g.step(i1, OutOfRange(fetch.token, TOPIC, 0, -1, -1))
+    g.run([i1], until=g.now + HB)  # (the stepper's serve answers the fetches: in range)
+    assert i1.core.position(TOPIC, 0) == before
+    top = g.produced
+    g.produced = top + 10
+    g.run([i1], until=g.now + 2 * HB)
+    assert max(g.handed_by(i1)) == top + 9 and not g.repeats()
