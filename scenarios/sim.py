@@ -130,6 +130,7 @@ from logmarshal.core import (
     HandOut,
     LookUp,
     MemberCore,
+    NoStart,
     Poll,
     Replayed,
     Revoke,
@@ -322,7 +323,7 @@ class Sim:
         without: frozenset[str] = frozenset(),
         protocol_version: int | None = None,
         stale_answers: bool = False,
-        seeks: bool = False,
+        seeks: bool | str = False,
     ) -> None:
         rng = self.rng = random.Random(seed)
         #: the stale-answer schedule (module docstring), off unless asked: its own generator
@@ -415,6 +416,9 @@ class Sim:
         self.p_fail = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.p_lost_answer = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.max_delay = rng.choice((2, 10, 40))
+        # (the user-hand schedule: how long after a seek its instance's records may move
+        # the position back there: a freeze, a late write, its next heartbeats)
+        self.checks.sought_window = self.checks.fence_after_ms + 2 * self.max_delay + 5 * HB
         #: the group's strategy (docs/rebalancing.md); "balanced" runs also check the target
         #: is reached after the faults and that nothing moves in the steady state after it
         self.rebalance = rebalance or rng.choice(("balanced", "balanced", "none"))
@@ -460,7 +464,7 @@ class Sim:
             self.bounded = Bounded(self, brng, HB)
             self.oracle = [self.world() for _ in range(self.ncoord)]  # with g's keys
         #: the user-hand schedule (:mod:`scenarios.sim_seeks`; ``--seeks``, else None)
-        self.hand = UserHand.drawn(self, seed, HB) if seeks else None
+        self.hand = UserHand.drawn(self, seed, HB, deep=seeks == "deep") if seeks else None
 
     def world(self) -> WorldState:
         """A replayer's world, with the fixes the run removes (every world the same) and, in
@@ -552,6 +556,9 @@ class Sim:
         batch = core_options.pop("batch_size", self.rng.choice((1, 5, 20)))
         if self.hand is not None:
             core_options.setdefault("auto_offset_reset", self.hand.reset)
+            prefetch = self.hand.prefetch(batch)
+            if prefetch is not None:
+                core_options.setdefault("prefetch", prefetch)
         if self.upgrade is not None:
             cap = self.upgrade.cap_for(client_id)
             if self.protocol_version is not None:
@@ -568,7 +575,9 @@ class Sim:
             mode=self.mode,
             heartbeat_interval_ms=core_options.pop("heartbeat_interval_ms", HB),
             batch_size=batch,
-            prefetch=batch,  # pinned: the seeds' traces were recorded fetching one batch ahead
+            # pinned: the seeds' traces were recorded fetching one batch ahead (the deep
+            # user-hand schedule reads ahead as a Consumer does: sim_seeks.UserHand.prefetch)
+            prefetch=core_options.pop("prefetch", batch),
             claim_interval_ms=core_options.pop("claim_interval_ms", HB // 2),
             rebalance=core_options.pop("rebalance", self.rebalance),
             tasks=((TOPIC, self.sources),) if self.sources != (TOPIC,) else (),
@@ -909,7 +918,7 @@ class Sim:
             bounds = (
                 Bounds(action.token, action.topic, action.partition, 0, self.produced[key])
                 if self.hand is None
-                else self.hand.bounds(action)
+                else self.hand.bounds(action, inst)
             )
             self.at(
                 self.now + rng.randint(0, self.max_delay),
@@ -920,6 +929,8 @@ class Sim:
             key = (action.topic, action.partition)
             self.note(f"{inst.me} HANDS OUT {key} {offsets[0]}..{offsets[-1]}")
             self.checks.handed_out(self.now, inst.me, key, offsets)
+            if self.hand is not None:
+                self.hand.handed(inst, key, offsets)
             inst.core.commit(action.topic, action.partition, offsets)  # ALO: handled at once
         elif isinstance(action, Revoke):
             self.note(
@@ -930,6 +941,8 @@ class Sim:
             self.at(self.now + rng.randint(0, self.max_delay), lambda: self.catch_up(inst))
         elif isinstance(action, Closed):
             self.note(f"{inst.me} closed")
+        elif isinstance(action, NoStart) and self.hand is not None:
+            self.hand.no_start(inst, action)  # user code seeks (auto_offset_reset="error")
 
     def fetch(self, inst: _Instance, action: Fetch, waited: bool) -> None:
         key = (action.topic, action.partition)
@@ -1288,7 +1301,7 @@ def run_seed(
     without: frozenset[str] = frozenset(),
     protocol_version: int | None = None,
     stale_answers: bool = False,
-    seeks: bool = False,
+    seeks: bool | str = False,
 ) -> Result:
     return Sim(
         seed,
@@ -1363,6 +1376,12 @@ def main(argv: list[str] | None = None) -> int:
         "instance froze for 2·HB+ (a process stopped between its replay and its step)",
     )
     parser.add_argument(
+        "--read-ahead",
+        action="store_true",
+        help="with --seeks: members read ahead as a Consumer does (prefetch up to 500), and "
+        "retention and tail cuts land inside what a member read and has not handed out",
+    )
+    parser.add_argument(
         "--seeks",
         action="store_true",
         help="the user-hand schedule: user code seeks held partitions and the data log's "
@@ -1378,7 +1397,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.stale_answers:
         opts["stale_answers"] = True
     if args.seeks:
-        opts["seeks"] = True
+        opts["seeks"] = "deep" if args.read_ahead else True
     if args.seed is not None:
         result = run_seed(args.seed, fix=fix, trace=args.trace, **opts)
         if args.trace:

@@ -87,6 +87,13 @@ class Checks:
     #: first offset where retention moved it
     seeks: dict[Key, list[tuple[int, int, int]]] = attrs.field(factory=lambda: defaultdict(list))
     log_start: dict[Key, int] = attrs.field(factory=dict)
+    #: (topic, partition) -> (time, target, instance) of each seek or reset that may move
+    #: ALO's position back: only that instance's records move it back there, and only
+    #: within ``sought_window`` ms (its next heartbeats, late ones, a freeze meanwhile)
+    sought_by: dict[Key, list[tuple[int, int, object]]] = attrs.field(
+        factory=lambda: defaultdict(list)
+    )
+    sought_window: int | None = None
 
     def fail(self, now: int, what: str) -> None:
         self.violations.append(f"t={now}: {what}")
@@ -172,7 +179,7 @@ class Checks:
                 self.takeover_rewinds += 1
             elif pos < before and overtaken and self._unnamed_late(msg, verdict, state, entry):
                 self.unnamed_rewinds += 1
-            elif pos < before and self.mode == "alo" and self._sought_back(key, pos, ts):
+            elif pos < before and self.mode == "alo" and self._sought_back(key, pos, ts, me):
                 pass  # user code sought back there (ALO hands it out again)
             elif pos < before:
                 self.fail(ts, f"position of {key} moved back to {pos} without an admin reset")
@@ -237,19 +244,29 @@ class Checks:
         self.resets[key].append((now, pos))
         self.positions[key] = pos
 
-    def sought(self, now: int, key: Key, through: int, target: int) -> None:
+    def sought(self, now: int, key: Key, through: int, target: int, who: object = None) -> None:
         """User code sought ``key`` to ``target``; the instance had handed out through
-        ``through``: ALO may skip what lies between (a seek forward)."""
+        ``through``: ALO may skip what lies between (a seek forward). ``who``: the instance
+        whose records may move the position back to ``target - 1`` (None: any, any time)."""
         self.seeks[key].append((now, through, target))
+        self.sought_by[key].append((now, target, who))
 
     def truncated(self, key: Key, start: int) -> None:
         """Retention moved ``key``'s log start to ``start``: what nobody handed out below
         it is gone (ALO cannot hand it out)."""
         self.log_start[key] = max(start, self.log_start.get(key, 0))
 
-    def _sought_back(self, key: Key, pos: int, ts: int) -> bool:
-        """Did user code seek ``key`` to ``pos + 1`` or below by ``ts``?"""
-        return any(t <= ts and target <= pos + 1 for t, _, target in self.seeks.get(key, ()))
+    def _sought_back(self, key: Key, pos: int, ts: int, writer: object = None) -> bool:
+        """Did ``writer`` seek ``key`` to ``pos + 1`` or below (or a reset take it there)
+        shortly before ``ts``?"""
+        window = self.sought_window
+        return any(
+            t <= ts
+            and target <= pos + 1
+            and (who is None or who == writer)
+            and (window is None or who is None or ts <= t + window)
+            for t, target, who in self.sought_by.get(key, ())
+        )
 
     def _skipped(self, key: Key, offset: int) -> bool:
         """ALO: did a seek forward skip ``offset``, or retention delete it?"""

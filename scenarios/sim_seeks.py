@@ -24,13 +24,21 @@ schedule makes them:
   the bounds read 0..max_delay after the refusal, as the network edges read them (so the log
   may have grown over the position meanwhile); a claim's look-up gets the current bounds.
 
+- **The deep variant** (``--seeks --read-ahead``, generators of its own): members read ahead
+  as a Consumer does (``prefetch`` drawn from one batch to 500), user code pauses a
+  partition for HB/2..3·HB, retention and tail cuts land inside what a member read and has
+  not handed out, and one seed in four resets "error" (user code answers NoStart with a
+  seek).
+
 What the checks allow (:mod:`scenarios.sim_checks`): ALO may skip what a seek forward
 skipped (from what the seeking instance had handed out up to its target), what the log
-deleted before anybody handed it out, and under "latest" what lies between a position
-outside the log (the group's at a claim, the member's own at a refused fetch) and the end; its position may move back through a seek backward,
-and through the reset policy ("earliest") that a position beyond the end meets (a seek
-there, a tail cut below it).
-AMO allows nothing more: its core refuses a seek at or below what it handed out.
+deleted before anybody read it, and under "latest" what lies between the refused offset
+and the end; its position may move back through the writer's own seek back or reset
+("earliest" after a position beyond the end, a claim's look-up after a tail cut), within a
+window after it. What an instance read before retention deleted it must be handed out, in
+order, before anything after it, within its tenure, unless user code seeks; a NoStart whose
+bounds hold its offset is a violation. AMO allows nothing more: its core refuses a seek at
+or below what it handed out.
 """
 
 from __future__ import annotations
@@ -38,7 +46,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from logmarshal.core import Bounds, Fetch, LookUp, OutOfRange, Tick
+from logmarshal.core import Bounds, Fetch, LookUp, NoStart, OutOfRange, Tick
+from logmarshal.core.state import read
 from rationalizer import coordination_partition
 
 Sim = Any  # scenarios.sim imports this module (the import graph allows no circle)
@@ -48,22 +57,93 @@ Key = tuple[str, int]
 class UserHand:
     """The seeks and the moving log start of one seed."""
 
-    def __init__(self, sim: Sim, seed: int, hb: int) -> None:
+    def __init__(self, sim: Sim, seed: int, hb: int, deep: bool = False) -> None:
         self.sim = sim
         self.hb = hb
         self.rng = random.Random(f"seeks/{seed}")
+        #: the deep variant (``--seeks --read-ahead``): members read ahead as a Consumer does
+        #: (prefetch up to 500), and retention and tail cuts land inside what a member read
+        #: and has not handed out; its own generator (the plain schedule's draws unchanged)
+        self.deep = deep
+        self.drng = random.Random(f"seeks-deep/{seed}")
+        #: ALO: (instance, key) -> (epoch, offsets): what the instance had read and not
+        #: handed out when retention deleted it: the core hands it out (attack 25), in
+        #: order, before anything after it, unless user code seeks or the tenure ends
+        self.kept: dict[tuple[Any, Key], tuple[int | None, set[int]]] = {}
+        #: (instance, key) whose NoStart user code is about to answer with a seek
+        self.answering: set[tuple[Any, Key]] = set()
         #: (topic, partition) -> the data log's first offset
         self.start: dict[Key, int] = dict.fromkeys(sim.produced, 0)
         self.seeks = self.refused_seeks = self.truncations = self.cuts = self.out_of_range = 0
         #: every member's ``auto_offset_reset`` (a Consumer's default is "earliest")
         self.reset = self.rng.choice(("earliest", "earliest", "latest"))
+        if deep and random.Random(f"seeks-error/{seed}").random() < 0.25:
+            # user code that sets the position itself (auto_offset_reset="error"): a poll
+            # raises NoPosition and it seeks (no_start); its own generator
+            self.reset = "error"
 
     @classmethod
-    def drawn(cls, sim: Sim, seed: int, hb: int) -> UserHand | None:
+    def drawn(cls, sim: Sim, seed: int, hb: int, deep: bool = False) -> UserHand | None:
         """This seed's hand, if it gets one (partition seeds with faults)."""
         if not sim.faults or sim.sources != (sim.topic,):
             return None
-        return cls(sim, seed, hb)
+        return cls(sim, seed, hb, deep)
+
+    def prefetch(self, batch: int) -> int | None:
+        """A new member's prefetch (None: the simulator's, one batch)."""
+        if not self.deep:
+            return None
+        return self.drng.choice((batch, 4 * batch, 100, 500))
+
+    def _buffers(self, key: Key) -> list[tuple[Any, list[int], int]]:
+        """Live instances holding ``key`` with records read and not handed out (and where
+        each fetches next)."""
+        out = []
+        for inst in self.sim.live():
+            held = read(inst.core._st, *key)
+            if held is not None and held.buffer and held.next_fetch is not None:
+                out.append((inst, [r[0] for r in held.buffer], held.next_fetch))
+        return out
+
+    def pause(self) -> None:
+        """User code pauses a held partition for HB/2..3·HB (Consumer.pause): the member
+        reads ahead up to its prefetch meanwhile, and a backlog builds."""
+        sim, drng = self.sim, self.drng
+        running = [i for i in sim.live() if i.state == "alive" and i.core.held()]
+        if not running:
+            return
+        inst = drng.choice(running)
+        key = drng.choice(sorted(inst.core.held()))
+        inst.core.pause([key])
+        sim.note(f"{inst.me} PAUSES {key}")
+
+        def resume() -> None:
+            inst.core.resume([key])
+            sim.note(f"{inst.me} RESUMES {key}")
+            sim.step(inst, Tick())
+
+        sim.at(sim.now + drng.randint(self.hb // 2, 3 * self.hb), lambda: sim.on(inst, resume))
+
+    def handed(self, inst: Any, key: Key, offsets: list[int]) -> None:
+        """ALO: ``inst`` handed out ``offsets``: nothing it kept before them is skipped."""
+        kept = self.kept.get((inst.me, key))
+        if kept is None:
+            return
+        epoch, owed = kept
+        if inst.core.epoch(*key) != epoch:
+            del self.kept[(inst.me, key)]  # another tenure: its buffer was dropped with it
+            return
+        owed.difference_update(offsets)
+        skipped = sorted(o for o in owed if o < offsets[0])
+        if skipped:
+            self.sim.checks.fail(
+                self.sim.now,
+                f"ALO: {inst.me} skipped {key} {skipped[0]}..{skipped[-1]} ({len(skipped)}), "
+                f"read before retention deleted it, handing out {offsets[0]}",
+            )
+            owed.difference_update(skipped)
+        if not owed:
+            del self.kept[(inst.me, key)]
 
     def begin(self) -> None:
         self.sim.at(self.rng.randint(self.hb, 3 * self.hb), self.act)
@@ -79,6 +159,8 @@ class UserHand:
             self.cut()
         else:
             self.seek()
+        if self.deep and self.drng.random() < 0.4:
+            self.pause()
         sim.at(sim.now + rng.randint(self.hb // 2, 2 * self.hb), self.act)
 
     def retention(self) -> None:
@@ -88,26 +170,82 @@ class UserHand:
         if end <= start:
             return
         new = rng.randint(start + 1, end)
+        if self.deep and self.drng.random() < 0.5:
+            # into what a member read and has not handed out, or past where it reads next
+            # (its next fetch is refused below the start with records read: attack 25)
+            buffers = self._buffers(key)
+            if buffers:
+                _, buffer, next_fetch = self.drng.choice(buffers)
+                if next_fetch < end and self.drng.random() < 0.5:
+                    new = self.drng.randint(next_fetch + 1, end)
+                    # and a tail cut soon, while what was read below the start drains
+                    # (attack 26)
+                    if self.drng.random() < 0.5:
+                        later = self.sim.now + self.drng.randint(self.hb // 10, self.hb)
+                        self.sim.at(later, lambda: self.cut(key, into=True))
+                elif buffer[-1] >= start:
+                    new = min(end, self.drng.choice([o for o in buffer if o >= start]) + 1)
+        if self.sim.mode == "alo":
+            for inst, buffer, _ in self._buffers(key):
+                below = {o for o in buffer if o < new}
+                if below:
+                    epoch, owed = self.kept.get((inst.me, key), (inst.core.epoch(*key), set()))
+                    self.kept[(inst.me, key)] = (epoch, owed | below)
         self.start[key] = new
         self.truncations += 1
         sim.note(f"RETENTION {key} starts at {new} (end {end})")
         sim.checks.truncated(key, new)
 
-    def cut(self) -> None:
+    def cut(self, key: Key | None = None, into: bool = False) -> None:
         """An unclean leader election on a data partition: its last 1..50 records are
         lost, and the next records produced reuse their offsets."""
         sim, rng = self.sim, self.rng
-        key = rng.choice(sorted(self.start))
+        if key is None:
+            key = rng.choice(sorted(self.start))
+        elif not sim.in_faults():
+            return
         start, end = self.start[key], sim.produced[key]
         if end <= start:
             return
-        new = rng.randint(max(start, end - 50), end - 1)
+        new = (self.drng if into else rng).randint(max(start, end - 50), end - 1)
+        if into or (self.deep and self.drng.random() < 0.5):
+            # into what a member read and has not handed out (attacks 25, 26)
+            read_ahead = [
+                o for _, buffer, _ in self._buffers(key) for o in buffer if start <= o < end
+            ]
+            if read_ahead:
+                new = self.drng.choice(read_ahead)
         sim.produced[key] = new
         self.cuts += 1
         sim.note(f"TAIL CUT {key} ends at {new} (was {end})")
-        # a position now beyond the end (the group's, a member's) is out of range: ALO's
-        # "earliest" takes it back to the start, and hands out again what it had handed out
-        sim.checks.sought(sim.now, key, end, start)
+        # a position now beyond the end is out of range: a member's at its refused fetch,
+        # the group's at a claim's look-up (where the checks allow ALO's "earliest" back)
+
+    def no_start(self, inst: Any, action: NoStart) -> None:
+        """A poll raised NoPosition (auto_offset_reset="error"): user code seeks a little
+        later, to the log's start, its end or anywhere between. A NoStart whose bounds hold
+        its offset is a violation: the log has the position (2757f24)."""
+        sim, drng = self.sim, self.drng
+        key = (action.topic, action.partition)
+        if action.offset >= 0 and action.start <= action.offset <= action.end:
+            sim.checks.fail(
+                sim.now,
+                f"{inst.me} NoStart {key} at {action.offset}, inside the log "
+                f"({action.start}..{action.end})",
+            )
+        if (inst.me, key) in self.answering:
+            return
+        self.answering.add((inst.me, key))
+
+        def answer() -> None:
+            self.answering.discard((inst.me, key))
+            if inst.state != "alive" or key not in inst.core.held():
+                return
+            start, end = self.start[key], sim.produced[key]
+            target = drng.choice((start, end, drng.randint(start, end)))
+            self._seek(inst, key, target)
+
+        sim.at(sim.now + drng.randint(0, self.hb // 2), lambda: sim.on(inst, answer))
 
     def seek(self) -> None:
         sim, rng = self.sim, self.rng
@@ -118,6 +256,11 @@ class UserHand:
         topic, partition = rng.choice(sorted(inst.core.held()))
         key = (topic, partition)
         target = rng.randint(self.start[key], sim.produced[key] + 10)
+        self._seek(inst, key, target)
+
+    def _seek(self, inst: Any, key: Key, target: int) -> None:
+        sim = self.sim
+        topic, partition = key
         through = inst.core.handed_through(topic, partition)
         try:
             inst.core.seek(sim.now, topic, partition, target)
@@ -126,11 +269,12 @@ class UserHand:
             sim.note(f"{inst.me} SEEK {key} to {target} refused: {exc}")
             return
         self.seeks += 1
+        self.kept.pop((inst.me, key), None)  # (a seek drops what was read)
         sim.note(f"{inst.me} SEEKS {key} to {target} (handed through {through})")
-        sim.checks.sought(sim.now, key, -1 if through is None else through, target)
+        sim.checks.sought(sim.now, key, -1 if through is None else through, target, inst.me)
         sim.step(inst, Tick())  # (a Consumer's next pass acts on it)
 
-    def bounds(self, action: LookUp) -> Bounds:
+    def bounds(self, action: LookUp, inst: Any = None) -> Bounds:
         """A claim's look-up: the bounds now. Under "latest" a group's position outside
         them (or none) starts at the end: ALO may skip from the position to it."""
         sim = self.sim
@@ -140,7 +284,16 @@ class UserHand:
             cp = coordination_partition(action.topic, action.partition, sim.ncoord)
             resume = sim.oracle[cp].resume_offset(sim.group, action.topic, action.partition)
             if resume is None or not start <= resume <= end:
-                sim.checks.sought(sim.now, key, -1 if resume is None else resume - 1, end)
+                sim.checks.sought(
+                    sim.now, key, -1 if resume is None else resume - 1, end, inst and inst.me
+                )
+        else:
+            cp = coordination_partition(action.topic, action.partition, sim.ncoord)
+            resume = sim.oracle[cp].resume_offset(sim.group, action.topic, action.partition)
+            if resume is not None and resume > end:
+                # the group's position beyond the end (a tail cut below it): "earliest"
+                # takes ALO back to the start
+                sim.checks.sought(sim.now, key, resume, start, inst and inst.me)
         return Bounds(action.token, action.topic, action.partition, start, end)
 
     def refuses(self, inst: Any, action: Fetch) -> bool:
@@ -155,19 +308,20 @@ class UserHand:
         def answer() -> None:  # the bounds, read after the refusal
             bounds = (self.start[key], sim.produced[key])
             sim.note(f"{inst.me} OUT OF RANGE {key} at {action.offset}, bounds {bounds}")
-            if action.offset > bounds[1]:
-                # beyond the end (a seek there): "earliest" takes ALO back to the start, as
-                # Kafka's consumer does, and hands out again what it had handed out
-                sim.checks.sought(sim.now, key, action.offset, bounds[0])
-            # the member's own position (not its read-ahead's) out of range: "latest" may
-            # skip from it to the end; a position inside the log may skip nothing
-            through = inst.core.handed_through(action.topic, action.partition)
-            if (
-                self.reset == "latest"
-                and through is not None
-                and not bounds[0] <= through + 1 <= bounds[1]
-            ):
-                sim.checks.sought(sim.now, key, through, bounds[1])
+            held = read(inst.core._st, *key)
+            if held is not None and held.fetch_token == action.token:  # (else ignored)
+                # the member's position: the first record it read and has not handed out,
+                # else where it fetches
+                position = held.buffer[0][0] if held.buffer else action.offset
+                if position > bounds[1]:
+                    # beyond the end (a seek there, a tail cut below it): "earliest" takes
+                    # ALO back to the start, as Kafka's consumer does. Not when only a
+                    # read-ahead lies beyond it (the core keeps what the log holds)
+                    sim.checks.sought(sim.now, key, action.offset, bounds[0], inst.me)
+                if self.reset == "latest" and action.offset < bounds[0]:
+                    # below the start: "latest" skips from the refused fetch to the end
+                    # (what was read before it is handed out: attack 25)
+                    sim.checks.sought(sim.now, key, action.offset - 1, bounds[1], inst.me)
             sim.step(inst, OutOfRange(action.token, action.topic, action.partition, *bounds))
 
         sim.at(sim.now + self.rng.randint(0, sim.max_delay), lambda: sim.on(inst, answer))
