@@ -82,18 +82,17 @@ class Checks:
     #: other violations that do not stop the run, so it shows what they cause (a truncation
     #: that deleted what a running configuration needs: the cold starts after it)
     going_on: list[str] = attrs.field(factory=list)
-    #: the user-hand schedule (:mod:`scenarios.sim_seeks`): (topic, partition) -> seeks,
-    #: (time, what the seeking instance had handed out through, target), and the data log's
-    #: first offset where retention moved it
-    seeks: dict[Key, list[tuple[int, int, int]]] = attrs.field(factory=lambda: defaultdict(list))
-    log_start: dict[Key, int] = attrs.field(factory=dict)
-    #: (topic, partition) -> (time, target, instance) of each seek or reset that may move
-    #: ALO's position back: only that instance's records move it back there, and only
-    #: within ``sought_window`` ms (its next heartbeats, late ones, a freeze meanwhile)
-    sought_by: dict[Key, list[tuple[int, int, object]]] = attrs.field(
+    #: the user-hand schedule (:mod:`scenarios.sim_seeks`): (topic, partition) -> each seek
+    #: or reset, (time, what the instance had handed out through, target, instance). ALO may
+    #: skip what lies between; only that instance's records move its position back to the
+    #: target, within ``sought_window`` ms (its next heartbeats, late ones, a freeze
+    #: meanwhile; instance None: any, any time)
+    seeks: dict[Key, list[tuple[int, int, int, object]]] = attrs.field(
         factory=lambda: defaultdict(list)
     )
     sought_window: int | None = None
+    #: the data log's first offset where retention moved it
+    log_start: dict[Key, int] = attrs.field(factory=dict)
 
     def fail(self, now: int, what: str) -> None:
         self.violations.append(f"t={now}: {what}")
@@ -248,8 +247,7 @@ class Checks:
         """User code sought ``key`` to ``target``; the instance had handed out through
         ``through``: ALO may skip what lies between (a seek forward). ``who``: the instance
         whose records may move the position back to ``target - 1`` (None: any, any time)."""
-        self.seeks[key].append((now, through, target))
-        self.sought_by[key].append((now, target, who))
+        self.seeks[key].append((now, through, target, who))
 
     def truncated(self, key: Key, start: int) -> None:
         """Retention moved ``key``'s log start to ``start``: what nobody handed out below
@@ -265,14 +263,14 @@ class Checks:
             and target <= pos + 1
             and (who is None or who == writer)
             and (window is None or who is None or ts <= t + window)
-            for t, target, who in self.sought_by.get(key, ())
+            for t, _, target, who in self.seeks.get(key, ())
         )
 
     def _skipped(self, key: Key, offset: int) -> bool:
         """ALO: did a seek forward skip ``offset``, or retention delete it?"""
         if offset < self.log_start.get(key, 0):
             return True
-        return any(through < offset < target for _, through, target in self.seeks.get(key, ()))
+        return any(through < offset < target for _, through, target, _ in self.seeks.get(key, ()))
 
     def holders(self, now: int, key: Key, clients: set[str]) -> None:
         if len(clients) > 1:

@@ -67,7 +67,7 @@ class UserHand:
         self.deep = deep
         self.drng = random.Random(f"seeks-deep/{seed}")
         #: ALO: (instance, key) -> (epoch, offsets): what the instance had read and not
-        #: handed out when retention deleted it: the core hands it out (attack 25), in
+        #: handed out when retention deleted it: the core hands it out (2757f24), in
         #: order, before anything after it, unless user code seeks or the tenure ends
         self.kept: dict[tuple[Any, Key], tuple[int | None, set[int]]] = {}
         #: (instance, key) whose NoStart user code is about to answer with a seek
@@ -105,11 +105,15 @@ class UserHand:
                 out.append((inst, [r[0] for r in held.buffer], held.next_fetch))
         return out
 
+    def _running(self) -> list[Any]:
+        """Instances that run and hold something: what user code can seek or pause."""
+        return [i for i in self.sim.live() if i.state == "alive" and i.core.held()]
+
     def pause(self) -> None:
         """User code pauses a held partition for HB/2..3·HB (Consumer.pause): the member
         reads ahead up to its prefetch meanwhile, and a backlog builds."""
         sim, drng = self.sim, self.drng
-        running = [i for i in sim.live() if i.state == "alive" and i.core.held()]
+        running = self._running()
         if not running:
             return
         inst = drng.choice(running)
@@ -172,14 +176,14 @@ class UserHand:
         new = rng.randint(start + 1, end)
         if self.deep and self.drng.random() < 0.5:
             # into what a member read and has not handed out, or past where it reads next
-            # (its next fetch is refused below the start with records read: attack 25)
+            # (its next fetch is refused below the start with records read: 2757f24)
             buffers = self._buffers(key)
             if buffers:
                 _, buffer, next_fetch = self.drng.choice(buffers)
                 if next_fetch < end and self.drng.random() < 0.5:
                     new = self.drng.randint(next_fetch + 1, end)
                     # and a tail cut soon, while what was read below the start drains
-                    # (attack 26)
+                    # (6774ced)
                     if self.drng.random() < 0.5:
                         later = self.sim.now + self.drng.randint(self.hb // 10, self.hb)
                         self.sim.at(later, lambda: self.cut(key, into=True))
@@ -209,7 +213,7 @@ class UserHand:
             return
         new = (self.drng if into else rng).randint(max(start, end - 50), end - 1)
         if into or (self.deep and self.drng.random() < 0.5):
-            # into what a member read and has not handed out (attacks 25, 26)
+            # into what a member read and has not handed out (2757f24, 6774ced)
             read_ahead = [
                 o for _, buffer, _ in self._buffers(key) for o in buffer if start <= o < end
             ]
@@ -249,7 +253,7 @@ class UserHand:
 
     def seek(self) -> None:
         sim, rng = self.sim, self.rng
-        running = [i for i in sim.live() if i.state == "alive" and i.core.held()]
+        running = self._running()
         if not running:
             return
         inst = rng.choice(running)
@@ -280,20 +284,17 @@ class UserHand:
         sim = self.sim
         key = (action.topic, action.partition)
         start, end = self.start[key], sim.produced[key]
+        cp = coordination_partition(action.topic, action.partition, sim.ncoord)
+        resume = sim.oracle[cp].resume_offset(sim.group, action.topic, action.partition)
         if self.reset == "latest":
-            cp = coordination_partition(action.topic, action.partition, sim.ncoord)
-            resume = sim.oracle[cp].resume_offset(sim.group, action.topic, action.partition)
             if resume is None or not start <= resume <= end:
                 sim.checks.sought(
                     sim.now, key, -1 if resume is None else resume - 1, end, inst and inst.me
                 )
-        else:
-            cp = coordination_partition(action.topic, action.partition, sim.ncoord)
-            resume = sim.oracle[cp].resume_offset(sim.group, action.topic, action.partition)
-            if resume is not None and resume > end:
-                # the group's position beyond the end (a tail cut below it): "earliest"
-                # takes ALO back to the start
-                sim.checks.sought(sim.now, key, resume, start, inst and inst.me)
+        elif resume is not None and resume > end:
+            # the group's position beyond the end (a tail cut below it): "earliest" takes
+            # ALO back to the start
+            sim.checks.sought(sim.now, key, resume, start, inst and inst.me)
         return Bounds(action.token, action.topic, action.partition, start, end)
 
     def refuses(self, inst: Any, action: Fetch) -> bool:
@@ -320,7 +321,7 @@ class UserHand:
                     sim.checks.sought(sim.now, key, action.offset, bounds[0], inst.me)
                 if self.reset == "latest" and action.offset < bounds[0]:
                     # below the start: "latest" skips from the refused fetch to the end
-                    # (what was read before it is handed out: attack 25)
+                    # (what was read before it is handed out: 2757f24)
                     sim.checks.sought(sim.now, key, action.offset - 1, bounds[1], inst.me)
             sim.step(inst, OutOfRange(action.token, action.topic, action.partition, *bounds))
 

@@ -51,24 +51,24 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         # bounds unknown (the edge could not read them: network/fetch_client._bound): no
         # reset on them (ALO went to offset -1, a heartbeat of -2 the log's codec refuses);
         # fetch again a little later, as AMO waiting beyond the end does
-        held.fetch_after = now + max(1, st.options.heartbeat_interval_ms // 4)
+        _look_again_later(st, held, now)
         return
     if event.start <= offset <= event.end:
         # the log holds the position: its bounds were read after the fetch was refused (the
         # edge asks for them then) and it grew meanwhile, or the refused fetch was a read-
         # ahead's, past our position (network/readers.py). Fetch again: a reset now could go
         # back below what was handed out (AMO) or skip what was not (ALO, "latest"); under
-        # "error" there is nothing to raise (attack 25)
+        # "error" there is nothing to raise
         return
     buffer = held.buffer
     if buffer and offset > event.end and st.offset_of(buffer[0]) <= event.end:
         # a read-ahead fetch refused past the end while our position (the first record read
         # and not handed out) is still in the log: only the tail we read ahead was cut. Keep
-        # what the log still holds and fetch on from its end (attack 25: "latest" skipped the
-        # rest, "earliest" went back to the log start). Also when that first record is below
+        # what the log still holds and fetch on from its end (a reset made "latest" skip the
+        # rest and "earliest" go back to the log start). Also when that first record is below
         # the log start: read before retention passed it (an ALO reset forward keeps those),
         # it is handed out as the rest, and what we read from the log start on is in the log
-        # (attack 26: the reset jumped past it, or dropped what was read)
+        # (a reset jumped past it, or dropped what was read)
         while buffer and st.offset_of(buffer[-1]) >= event.end:
             buffer.pop()
         held.next_fetch = event.end
@@ -82,8 +82,7 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         # beyond the log's end (a log deleted and made again): offsets up to claimed_through
         # may have been handed out already, so wait for the log to grow. Below its start
         # (retention, or a seek there) the target is above what was handed out: move on.
-        # The log is looked at again every HB/4 (its next heartbeat pass acts on it), and
-        # said once: each refusal comes back at once, a fetch at a time would spin
+        # Said once per wait (a refusal comes back at every look)
         if not held.fetch_after:
             log.error(
                 "%s: %s/%d position %d is beyond the log end %d; AMO waits for the log to "
@@ -94,7 +93,7 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
                 offset,
                 event.end,
             )
-        held.fetch_after = now + max(1, st.options.heartbeat_interval_ms // 4)
+        _look_again_later(st, held, now)
         return
     log.warning(
         "%s: %s/%d position %d is outside the log (%d..%d); resetting to the %s offset %d",
@@ -109,7 +108,8 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
     )
     if st.options.mode != "amo" and target >= offset:
         # ALO forward (below the log start): what was read before the log start passed it
-        # is still handed out (attack 25); fetch on from the target
+        # is still handed out, as Kafka's consumer, which fetches only at its position,
+        # hands out what it read; fetch on from the target
         held.next_fetch = target
         return
     move(st, held, target)
@@ -146,6 +146,12 @@ def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> No
     if claim.unpositioned and all(s.lookup_token is None for s in claim.reads):
         # no position under "error": nothing to heartbeat until seek()
         announce(claim, out)
+
+
+def _look_again_later(st: MemberState, held: Held, now: int) -> None:
+    """No fetch of ``held`` before HB/4 from ``now`` (its heartbeat passes act on it then):
+    a refusal comes back at once, so fetching again at each would spin."""
+    held.fetch_after = now + max(1, st.options.heartbeat_interval_ms // 4)
 
 
 def start_books(st: MemberState, held: Held, last_offset: int) -> None:

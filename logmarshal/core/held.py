@@ -61,8 +61,9 @@ class Held:
     tracker: CommitTracker | None = None
     buffer: deque[Any] = attrs.field(factory=deque)
     fetch_token: int | None = None
-    #: AMO, a position beyond the log's end: no fetch before this time (0: none waiting),
-    #: as the log is looked at again at a pace, not at every refusal's round trip
+    #: no fetch before this time (0: none waiting): AMO waiting for the log to reach a
+    #: position beyond its end, or bounds the edge could not read; the log is looked at
+    #: again at a pace, not at every refusal's round trip
     fetch_after: int = 0
     heartbeat_token: int | None = None
     reserve_token: int | None = None

@@ -371,28 +371,10 @@ def test_seeks_and_retention_hold_every_invariant():
 @pytest.mark.parametrize("seed", IN_RANGE_SEEDS)
 def test_an_out_of_range_holding_the_position_is_found_when_it_resets(seed, monkeypatch):
     from logmarshal.core import fetching, member
-    from logmarshal.core.state import read
-
-    real = fetching.on_out_of_range
-
-    def resetting(st, now, event, out):
-        """The reset policy applied whatever the bounds (the mutant)."""
-        held = read(st, event.topic, event.partition)
-        offset = None if held is None else held.next_fetch
-        if (
-            held is not None
-            and held.fetch_token == event.token
-            and offset is not None
-            and event.start <= offset <= event.end
-        ):
-            held.fetch_token = None
-            target = event.start if st.options.auto_offset_reset == "earliest" else event.end
-            fetching.move(st, held, target)
-            return
-        real(st, now, event, out)
+    from tests.scenarios.test_sim_seeks import in_range_resets
 
     assert run_seed(seed, seeks=True).violations == ()
-    monkeypatch.setattr(member, "on_out_of_range", resetting)
+    monkeypatch.setattr(member, "on_out_of_range", in_range_resets(fetching.on_out_of_range))
     reset = run_seed(seed, seeks=True)
     assert reset.mode == "amo" and any("handed out twice" in v for v in reset.violations), (
         reset.violations

@@ -74,13 +74,21 @@ def test_the_old_checks_excuse_it(seed, monkeypatch):
     assert run_seed(seed, seeks="deep").violations == ()
 
 
-def _in_range_resets(real):
+def in_range_resets(real):
+    """``on_out_of_range`` as it was before 972f4ba (AMO) and 3463a12 (ALO): the reset
+    policy applied although the bounds hold the position (not under "error": a NoStart)."""
+
     def on_out_of_range(st, now, event, out):
-        """Before 3463a12: ALO applies the reset policy although the bounds hold its
-        position."""
-        held, target = _alo_refused(st, event)
-        if held is not None and event.start <= held.next_fetch <= event.end:
+        held = read(st, event.topic, event.partition)
+        if (
+            held is not None
+            and held.fetch_token == event.token
+            and held.next_fetch is not None
+            and st.options.auto_offset_reset != "error"
+            and event.start <= held.next_fetch <= event.end
+        ):
             held.fetch_token = None
+            target = event.start if st.options.auto_offset_reset == "earliest" else event.end
             move(st, held, target)
             return
         real(st, now, event, out)
@@ -115,7 +123,7 @@ def test_an_alo_reset_inside_the_log_is_found(monkeypatch):
     the handed-out position). The deep schedule with the tightened excuses finds it on seed
     356 (a skip under "latest"; 1 of seeds 0..599: the branch stays rare)."""
     assert run_seed(356, seeks="deep").violations == ()
-    monkeypatch.setattr(member, "on_out_of_range", _in_range_resets(fetching.on_out_of_range))
+    monkeypatch.setattr(member, "on_out_of_range", in_range_resets(fetching.on_out_of_range))
     found = run_seed(356, seeks="deep")
     assert found.violations, found
 
