@@ -33,7 +33,10 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   FIFO: every write lands after the writes that instance sent to that partition before it,
   so a late write holds back the later ones; (ii) ``--without idempotent-writes``: each
   write lands after its own delay (0..max_delay), so writes overtake each other and the
-  late one (the simulator's first transport).
+  late one (the simulator's first transport). An upgrade seed keeps transport (i) unless
+  ``ordered-upgrades`` is removed as well: records of caps below 7 name no tenure, and no
+  rule can tell one that lands late (PROTOCOL.md, "What a cap below 7 leaves open"), so an
+  upgrade through them needs the ordered transport logmarshal's writers always are.
 - **Two instances of one client overlap** (the zombie schedule, most AMO seeds): an
   instance that holds a partition freezes for 5..9·HB; a new instance of its client_id
   starts while it is frozen (mostly after its claims went stale, so it is not fenced), a
@@ -86,12 +89,12 @@ position back), ``member_tenure`` (property h, version 7: a MemberHeartbeat's en
 only in the tenure it names), ``task_tenure`` (property i, version 8: so does a task's
 heartbeat); the core's ``surprise``, ``stall``, ``fresh-ends`` (seen only with
 ``--stale-answers``) and ``reserved-confirm`` (an AMO heartbeat confirms its reservation
-only once the log holds it: seen in upgrade seeds with ``idempotent-writes`` removed, where a
-heartbeat naming no tenure, written by a member capped below 7, lands late and sets the
-position back), ``given-up`` (a tenure whose release the member gave up is left to lapse,
+only once the log holds it: seen in upgrade seeds with ``idempotent-writes`` and
+``ordered-upgrades`` removed, where a heartbeat naming no tenure, written by a member capped
+below 7, lands late and sets the position back), ``given-up`` (a tenure whose release the member gave up is left to lapse,
 not taken up again: a late attempt of the release would end it under the member);
-``restart-fix`` (the core's re-read after a restart takeover) and ``idempotent-writes``
-(transport ii).
+``restart-fix`` (the core's re-read after a restart takeover), ``idempotent-writes``
+(transport ii) and ``ordered-upgrades`` (transport ii in upgrade seeds too).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``
 plus rule a, rule c and ``surprise``, each of which alone now stops that bug, and
@@ -188,6 +191,7 @@ FIXES = (
     | {
         "restart-fix",
         "idempotent-writes",
+        "ordered-upgrades",
         "rewind-check",
         "landed-below",
         "announce",
@@ -460,6 +464,10 @@ class Sim:
         bounded = eligible and brng.random() < 0.4
         if eligible and not bounded and self.upgrades:  # the upgrade schedule brings one
             self.upgrade = Upgrade.drawn(self, seed, HB)
+        if self.upgrade is not None and "ordered-upgrades" not in self.without:
+            # an upgrade through caps below 7 needs an ordered transport (PROTOCOL.md,
+            # "What a cap below 7 leaves open"): the overtaking one only without this too
+            self.fifo = True
         if bounded or self.upgrade is not None:
             self.bounded = Bounded(self, brng, HB)
             self.oracle = [self.world() for _ in range(self.ncoord)]  # with g's keys
