@@ -292,6 +292,10 @@ class Marshaler:
         self._listeners: tuple[Callable[[int, int], None], ...] = ()
         self._batch_listeners: tuple[Callable[[list[tuple[int, int]]], None], ...] = ()
         self._halt_listeners: tuple[Callable[[Halt], None], ...] = ()
+        #: coordination partitions this instance wrote to, and the gaps found in them after
+        #: (kept: the instance stops for good, whichever of its consumers wrote; :meth:`lost`)
+        self._wrote: set[int] = set()
+        self._lost: set[Halt] = set()
         self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
         self._n = ensure_coordination_topic(cluster, coordination_partitions)
         check_snapshot_topic(cluster)  # a warning only: safety does not rest on it
@@ -430,6 +434,21 @@ class Marshaler:
 
     def _on_halt(self, halt: Halt) -> None:
         """From a replay thread: a coordination partition halted (the tailer logged it)."""
+        if halt.why == "gap":
+            with self._lock:
+                live = halt.cp in self._wrote
+                if live:
+                    self._lost.add(halt)
+            if live:
+                log.error(
+                    "instance %s of %s lost records of %s/%d after it wrote there: a newer "
+                    "instance of its client_id may have taken its claims over in them, so its "
+                    "consumers stop as fenced ones do; restart them (a new instance)",
+                    self._instance_id,
+                    self._client_id,
+                    COORDINATION_TOPIC,
+                    halt.cp,
+                )
         if self._metrics is not None:
             self._metrics.halted(self, halt.cp, halt.why)
         for listener in self._halt_listeners:
@@ -442,6 +461,14 @@ class Marshaler:
         """Coordination partitions whose replay is not a fold of the log (rewound or a gap),
         by partition: nothing coordinated there may be acted on (:mod:`logmarshal.core.rewind`)."""
         return self._tailer.halts()
+
+    def lost(self) -> frozenset[Halt]:
+        """Gaps found in a coordination partition after this instance wrote there (kept
+        after the partition resumed): what they deleted may have fenced it, so every consumer
+        of this Marshaler stops, those built later too (PROTOCOL.md, "A coordination log that
+        loses records"). A gap where it never wrote deleted no takeover of its claims."""
+        with self._lock:
+            return frozenset(self._lost)
 
     def regained(self, coord_partition: int) -> frozenset[tuple[str, int]]:
         """After a gap: the partitions of our group the log determines again there (an admin
@@ -466,6 +493,7 @@ class Marshaler:
         messages themselves (an AMO reservation and the heartbeat right behind it)."""
         if self._closed.is_set():
             raise ClosedError("the marshaler is closed")
+        self._writing((cp,))
         now = self.now_ms()
         sent_at = self._tailer.replayed_to(cp)  # a record landing below it: the log went back
         result = self._cluster.produce(
@@ -513,6 +541,7 @@ class Marshaler:
             raise TypeError(f"{self._cluster!r} does not write without waiting")
         missing = self._missing(batches)
         batches = {cp: records for cp, records in batches.items() if cp not in missing}
+        self._writing(batches)
         now = self.now_ms()
         sent_at = {cp: self._tailer.replayed_to(cp) for cp in batches}
 
@@ -540,6 +569,13 @@ class Marshaler:
             )
         if missing:  # (after the others were handed over: a call that raises answers none)
             done(lambda: dict(missing))
+
+    def _writing(self, cps: Iterable[int]) -> None:
+        """Note the partitions written to before the write goes out (:meth:`lost`)."""
+        cps = set(cps) - self._wrote
+        if cps:
+            with self._lock:
+                self._wrote |= cps
 
     def _missing(self, cps: Iterable[int]) -> dict[int, Exception]:
         """The error of each of ``cps`` that is no coordination partition."""
@@ -570,6 +606,7 @@ class Marshaler:
                     out[cp] = exc
             return out
         out.update(self._missing(batches))
+        self._writing(cp for cp in batches if cp not in out)
         now = self.now_ms()
         sent_at = {cp: self._tailer.replayed_to(cp) for cp in batches if cp not in out}
         results = produce_many(
@@ -662,7 +699,10 @@ class Marshaler:
         return max(ends) if ends else None
 
     def is_fenced(self) -> bool:
-        """True if some replay has fenced this instance (a newer one of our client took over)."""
+        """True if some replay has fenced this instance (a newer one of our client took
+        over), or may have in records lost after it wrote there (:meth:`lost`)."""
+        if self.lost():
+            return True
         for cp in range(self._n):
             with self._tailer.world(cp) as world:
                 if world.is_fenced(self._client_id, self._instance_id):

@@ -99,6 +99,11 @@ _PARTITION = operator.itemgetter(1)
 _OFFSET = operator.itemgetter(2)
 
 
+def _halt_order(halt: Halt) -> tuple[int, int]:
+    """The order halts of several partitions are told to a new core in."""
+    return (halt.cp, halt.before)
+
+
 class Consumer:
     """Consumes ``topics`` (names, or a compiled regex matched in full against the cluster's
     topics on every claim pass) as member ``marshaler.client_id`` of ``marshaler.group_id``.
@@ -219,7 +224,9 @@ class Consumer:
         self._resumed: dict[int, frozenset[TopicPartition]] = {}
         marshaler.add_batch_listener(self._replayed)
         marshaler.add_halt_listener(self._halted)
-        for halt in marshaler.halts().values():  # those found before we listened
+        # those found before we listened, and the gaps that stopped this instance for good
+        # (:meth:`Marshaler.lost`: found after a consumer of it wrote there)
+        for halt in sorted({*marshaler.halts().values(), *marshaler.lost()}, key=_halt_order):
             self._halted(halt)
         self._thread = threading.Thread(target=self._drive, name=name, daemon=True)
         self._thread.start()
@@ -248,7 +255,10 @@ class Consumer:
     @property
     def fenced(self) -> bool:
         """True once a newer instance of our client_id took over (or may have, in records
-        the coordination log lost after this one began to act): this one has stopped."""
+        the coordination log lost after this instance wrote there: :meth:`Marshaler.lost`,
+        whichever of its consumers wrote): this one has stopped for good; :meth:`poll`
+        returns nothing and :meth:`run` returns. Restart it (a new Marshaler: a new
+        instance)."""
         with self._lock:
             return self._core.fenced
 
@@ -444,8 +454,9 @@ class Consumer:
         later messages wait). When its attempts are used up it goes to the dead-letter topic
         if one is configured; otherwise the consumer closes (releasing its claims, the failed
         message uncommitted) and :class:`HandlerFailed` is raised. Returns the number of
-        messages handled once ``stop`` is set, ``max_messages`` were handled or the consumer
-        was closed.
+        messages handled once ``stop`` is set, ``max_messages`` were handled, the consumer
+        was closed, or it was fenced (:attr:`fenced`: it will never hand out again; restart
+        it, as a new instance).
         """
         return run_handler(
             self,
@@ -598,7 +609,8 @@ class Consumer:
         """A coordination partition's replay is not the log's any more (core.rewind)."""
         with self._lock:
             self._resumed[halt.cp] = frozenset()
-        self._feed(Halted(halt.cp, halt.before, halt.after, halt.why))
+        live = halt in self._marshaler.lost()  # another consumer of this instance wrote there
+        self._feed(Halted(halt.cp, halt.before, halt.after, halt.why, live=live))
 
     def _regained(self, cps: Iterable[int]) -> list[Resumed]:
         """Of the halted ``cps``, the partitions the log determines again since we last

@@ -37,6 +37,9 @@ class Polled(Protocol):
 
     def claims(self) -> list[tuple[str, int]]: ...
 
+    @property
+    def fenced(self) -> bool: ...
+
     def close(self) -> None: ...
 
 
@@ -61,6 +64,11 @@ def run_handler(
             wanted = batch_size if max_messages is None else max_messages - handled
             batch = consumer.poll(poll_timeout, max_records=min(batch_size, wanted))
         except ClosedError:
+            break
+        if not batch and consumer.fenced:
+            # it never hands out again: return, so that whoever runs it restarts it (a new
+            # instance) instead of waiting on a loop that polls nothing for good
+            log.error("the consumer is fenced: run() returns (restart it as a new instance)")
             break
         for message in batch:
             if consumer.mode == "alo" and not _holds(consumer, message):

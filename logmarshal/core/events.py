@@ -52,12 +52,15 @@ class Halted:
     records it applied are gone) or ``gap`` (records ``before..after-1`` were deleted
     before the replay applied them, and no snapshot covers them). Every group coordinated
     there stops: nothing of its partitions is claimed, heartbeated, released or handed out
-    until :class:`Resumed` names it."""
+    until :class:`Resumed` names it. ``live``: a ``gap`` found after this instance (a
+    core of it, whichever: its Marshaler's) wrote to ``cp``; the instance stops (PROTOCOL.md,
+    "A coordination log that loses records")."""
 
     cp: int
     before: int
     after: int
     why: str
+    live: bool = False
 
 
 @attrs.frozen

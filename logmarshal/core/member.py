@@ -395,19 +395,20 @@ class MemberCore:
                 else f"lost records {event.before}..{event.after - 1} before the replay saw them"
             )
             halt(st, event.cp, (event.why, event.before, event.after), why, out)
-            if event.why == "gap" and st.began and st.live_gap:
-                # records lost after this instance began to act may have fenced it (a newer
-                # instance of its client_id taking over): no world it can build says, and the
-                # admin's reset voids holders and positions, not fences. A fenced instance
-                # that regained after the reset would claim as if it were not (PROTOCOL.md, "A
-                # coordination log that loses records"; simulator seed 659 with --seeks). A
-                # cold start, which never acted, is a new instance nothing fenced
+            if event.why == "gap" and st.live_gap and (event.live or event.cp in st.wrote):
+                # records lost after this instance wrote there may have fenced it (a newer
+                # instance of its client_id taking its claims over): no world it can build
+                # says, and the admin's reset voids holders and positions, not fences. A
+                # fenced instance that regained after the reset would claim as if it were not
+                # (PROTOCOL.md, "A coordination log that loses records"; simulator seed 659
+                # with --seeks). ``live``: another core of this instance (its Marshaler's)
+                # wrote there. A cold start, which never wrote, is an instance nothing fenced
                 become_fenced(
                     st,
                     out,
-                    f"lost records of coordination partition {event.cp} after it began to act "
-                    "(a newer instance of its client_id may have taken over in them); restart "
-                    "it",
+                    f"lost records of coordination partition {event.cp} after this instance "
+                    "wrote there (a newer instance of its client_id may have taken its claims "
+                    "over in them); restart it",
                 )
             self._sweep = True
         elif isinstance(event, Resumed):
@@ -586,7 +587,6 @@ class MemberCore:
         self._serve(now, out)
         if not self._caught_up():
             return  # never claim before the start-up replay is complete
-        st.began = True
         if (
             self.options.rebalance != "none"
             and st.recovered

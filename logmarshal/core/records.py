@@ -65,6 +65,7 @@ def write_encoded(st: MemberState, out: list[Action], p: Pending, key: bytes, va
         )
         return 0
     st.token += 1
+    st.wrote.add(p.cp)
     p.token = st.token
     st.pending[st.token] = p
     # (a MemberHeartbeat is a heartbeat to whoever traces writes)

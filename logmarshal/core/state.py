@@ -203,9 +203,9 @@ class MemberState:
     closing: bool = False
     closed: bool = False
     fenced: bool = False
-    #: its start-up replay was complete once: it may have claimed and written since (a gap
-    #: found after that may hide what fenced it: ``live_gap``)
-    began: bool = False
+    #: the coordination partitions it wrote to: a gap found there may hide what fenced it
+    #: (a newer instance of its client_id taking over its claims: ``live_gap``)
+    wrote: set[int] = attrs.field(factory=set)
     paused: set[Key] = attrs.field(factory=set)
     #: given up while running: left to others until then
     cooldown: dict[Key, int] = attrs.field(factory=dict)

@@ -134,7 +134,7 @@ def test_the_not_to_claim_seeds_fail_with_the_bug_put_back(seed, monkeypatch):
 #: reset, and the member (whose core drops them at every halt) left them unheld for good
 #: (seed 8354: "not balanced 10·HB after the faults", t/0 and t/2 held by nobody). The
 #: Consumer's edge starts anew at every halt (``Consumer._halted``); so does the
-#: simulator's now. An instance's second gap follows a gap found after it began to act, and
+#: simulator's now. An instance's second gap follows a gap found where it wrote, and
 #: since 2026-12-02 such an instance stops ("live-gap", PROTOCOL.md): the edge is checked
 #: with that switch off, as the instance went on before.
 SECOND_GAP_SEEDS = (8354,)

@@ -406,7 +406,7 @@ def test_an_out_of_range_holding_the_position_is_found_when_it_resets(seed, monk
 #: found the gap, regained after the operator's reset, claimed (accepted by its own world,
 #: refused as fenced by the log) and handed out without a lease. Found by the user-hand
 #: schedule's first 2,000 seeds (659, whose seeks only moved the schedule there); the core
-#: now stops an instance that finds a gap after it began to act ("live-gap")
+#: now stops an instance that finds a gap where it wrote ("live-gap")
 LIVE_GAP_SEEDS = (659,)
 
 
