@@ -230,6 +230,8 @@ class LossChecking:
             if tail.halt is not None and tail.halt.why == "rewound":
                 return
             tail.halt = halt
+            # nothing is determined again within the process, not by an earlier gap's reset
+            tail.regained = None
             tail.cond.notify_all()
         log.error(
             "%s/%d went back: the replay applied up to offset %d and %s (records acknowledged "

@@ -325,14 +325,15 @@ class Tailer(SnapshotKeeping, LossChecking):
                     out[tail.partition] = tail.halt
         return out
 
-    def regained(self, cp: int, group: str) -> frozenset[tuple[str, int]]:
-        """After a gap in ``cp``: the partitions of ``group`` the records since determine
-        again (:class:`~logmarshal.core.rewind.Regained`); none after a rewind."""
+    def regained(self, cp: int, group: str) -> tuple[int, frozenset[tuple[str, int]]]:
+        """After a gap in ``cp``: the offset the gap ended at and the partitions of ``group``
+        the records since determine again (:class:`~logmarshal.core.rewind.Regained`), read
+        together (a second gap may come between two reads); none after a rewind."""
         tail = self._tails[cp]
         with tail.cond:
             if tail.regained is None:
-                return frozenset()
-            return tail.regained.trusted(group, tail.world.now)
+                return -1, frozenset()
+            return tail.regained.trusted_from, tail.regained.trusted(group, tail.world.now)
 
     @staticmethod
     def _frozen(tail: Tail) -> bool:

@@ -473,6 +473,11 @@ class Marshaler:
     def regained(self, coord_partition: int) -> frozenset[tuple[str, int]]:
         """After a gap: the partitions of our group the log determines again there (an admin
         reset seen since, its pause over: :class:`logmarshal.core.Regained`)."""
+        return self.regained_after(coord_partition)[1]
+
+    def regained_after(self, coord_partition: int) -> tuple[int, frozenset[tuple[str, int]]]:
+        """:meth:`regained`, with the offset the gap it answers ended at (``Halt.after``;
+        -1: no gap there), read together."""
         return self._tailer.regained(coord_partition, self._group_id)
 
     def add_halt_listener(self, listener: Callable[[Halt], None]) -> None:

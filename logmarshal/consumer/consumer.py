@@ -221,7 +221,9 @@ class Consumer:
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
         #: halted coordination partitions -> the partitions told to the core as resumed
-        self._resumed: dict[int, frozenset[TopicPartition]] = {}
+        #: (the halt's ``after``, the partitions told), kept together: a second gap found
+        #: between a read of what is regained and its telling starts it anew
+        self._resumed: dict[int, tuple[int, frozenset[TopicPartition]]] = {}
         marshaler.add_batch_listener(self._replayed)
         marshaler.add_halt_listener(self._halted)
         # those found before we listened, and the gaps that stopped this instance for good
@@ -608,7 +610,7 @@ class Consumer:
     def _halted(self, halt: Halt) -> None:
         """A coordination partition's replay is not the log's any more (core.rewind)."""
         with self._lock:
-            self._resumed[halt.cp] = frozenset()
+            self._resumed[halt.cp] = (halt.after, frozenset())
         live = halt in self._marshaler.lost()  # another consumer of this instance wrote there
         self._feed(Halted(halt.cp, halt.before, halt.after, halt.why, live=live))
 
@@ -617,13 +619,14 @@ class Consumer:
         said (:meth:`Marshaler.regained`: an admin reset seen after a gap, its pause over)."""
         out = []
         for cp in cps:
-            told = self._resumed.get(cp)
-            if told is None:
+            halted = self._resumed.get(cp)
+            if halted is None:
                 continue
-            keys = self._marshaler.regained(cp)
+            after, keys = self._marshaler.regained_after(cp)
+            told = halted[1] if halted[0] == after else frozenset()
             if keys - told:
                 with self._lock:
-                    self._resumed[cp] = keys
+                    self._resumed[cp] = (after, keys)
                 log.warning(
                     "%s: coordination partition %d: the log determines %s again "
                     "(an admin reset after the halt)",
@@ -631,7 +634,7 @@ class Consumer:
                     cp,
                     sorted(keys),
                 )
-                out.append(Resumed(cp, tuple(sorted(keys))))
+                out.append(Resumed(cp, tuple(sorted(keys)), after=after))
         return out
 
     def _drive(self) -> None:

@@ -70,6 +70,9 @@ class Resumed:
 
     cp: int
     keys: tuple[tuple[str, int], ...]
+    #: the offset the gap these answer ended at (its :class:`Halted`'s ``after``): a
+    #: Resumed read before a later halt of ``cp`` is stale and ignored (-1: any halt)
+    after: int = -1
 
 
 @attrs.frozen

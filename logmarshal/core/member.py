@@ -412,7 +412,9 @@ class MemberCore:
                 )
             self._sweep = True
         elif isinstance(event, Resumed):
-            resume(st, event.cp, event.keys)
+            mark = st.halt_marks.get(event.cp)
+            if event.after < 0 or mark is None or (mark[0] == "gap" and mark[2] == event.after):
+                resume(st, event.cp, event.keys)
             st.replay_moved = True
         elif not isinstance(event, Tick):
             raise TypeError(f"not an event: {event!r}")

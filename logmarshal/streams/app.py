@@ -362,7 +362,9 @@ class App:
                 messages.clear()
 
     def run(self, *, max_records: int | None = None, poll_timeout: float = 0.1) -> int:
-        """Process until :meth:`close` (from another thread) or ``max_records``."""
+        """Process until :meth:`close` (from another thread) or ``max_records``; returns
+        at once if its consumer is fenced (it never processes again: restart the app, a new
+        instance), committing nothing more."""
         handled = 0
         next_commit = time.monotonic() + self.commit_interval
         self._run_exited.clear()
@@ -374,6 +376,9 @@ class App:
                 if limit is not None and limit >= self._poll_batch:
                     limit = None
                 batch = self.consumer.poll(poll_timeout, max_records=limit)
+                if not batch and self.consumer.fenced:
+                    log.error("%s: the consumer is fenced: run() returns (restart it)", self)
+                    return handled
                 if batch:
                     self.process_batch(batch)
                     handled += len(batch)

@@ -534,3 +534,31 @@ def test_a_task_of_two_topics_is_one_claim_and_moves_as_a_unit(cluster, tmp_path
         for t in threads:
             t.join(10)
     assert tables(cluster) == truth  # exactly once per input record, across the move
+
+
+def test_run_returns_once_the_consumer_is_fenced(cluster, tmp_path):
+    """A fenced App never processes again (a newer instance took over, or the coordination
+    log lost records where it wrote: Consumer.fenced): run() returns, so that whoever runs it
+    restarts it, instead of polling nothing for good."""
+    setup_topics(cluster)
+    produce_lines(cluster, 0, 50)
+    app = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
+              state_dir=tmp_path / "a", commit_interval=0.05)  # fmt: skip
+    returned: list[int] = []
+    t = threading.Thread(target=lambda: returned.append(app.run()), daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(app.consumer.claims()) < 2:
+            time.sleep(0.02)
+        assert len(app.consumer.claims()) == 2
+        marshaler = app.consumer.marshaler
+        for cp in marshaler.replay_offsets():  # records lost where it wrote, unseen
+            tail = marshaler._tailer._tails[cp]
+            marshaler._tailer._gap(tail, tail.next_offset, tail.next_offset + 5)
+        t.join(10)
+        assert not t.is_alive() and returned, "run() went on polling a fenced consumer"
+        assert app.consumer.fenced
+    finally:
+        app.close()
+        t.join(10)

@@ -1,0 +1,226 @@
+"""What a Consumer tells its core is regained after a gap (an admin's reset seen since, its
+pause over) answers that gap only (found by an attack on the live-gap rule; neither hole was
+that rule's): a Resumed read before a second gap halted the same coordination partition
+again, and a gap's Regained after the partition went back (rewound: nothing comes back
+within the process).
+
+First: a Resumed computed from the Regained of a first gap, fed after a second gap in the
+same coordination partition halted it again.
+
+``Consumer._drive`` (an admin's pause may end while the log is idle) does::
+
+    regained = self._regained(list(self._resumed))   # reads Marshaler.regained_after(cp): K
+    if regained:
+        self._feed_many(regained)                     # Resumed(cp, K)
+
+with no lock between the read and the feed. If the replay thread finds a second gap in that
+coordination partition in between (``Tailer._gap``: a new Halt, a new Regained that trusts
+nothing), ``Consumer._halted`` steps ``Halted`` (the core halts cp afresh: trusts nothing)
+and then the driver's stale ``Resumed(cp, K)`` is stepped: the core trusts K again,
+determined by records before the second gap, and claims (and hands out) partitions whose
+lost records it never saw. The instance never wrote in that partition (the first gap was a
+cold start's, the partition halted since), so the live-gap rule does not stop it. Now a
+Resumed names the gap it answers (``Resumed.after``) and the core takes only the current
+one's.
+
+The interleaving is made deterministic: the test thread plays the driver's pass (its
+``_regained`` then its ``_feed_many``) and, between them, the replay's second gap; the
+Marshaler's ``regained_after`` answers only that pass until then (the driver and the replay
+thread read it first otherwise, as they may: either one is the first reader)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from logmarshal import Consumer, EmbeddedCluster, NewRecord
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal.marshaler import Marshaler
+from rationalizer import Heartbeat, ReleaseGroup, coordination_partition, encode
+from rationalizer._partitioning import membership_partition
+
+from ..consumer_world import wait_until
+
+HB = 0.5
+N = 4
+GROUP = "g"
+HOME = membership_partition(GROUP, N)
+# a topic whose partition 0 is coordinated away from the group's membership partition (so
+# the member's announcements never write there)
+TOPIC = next(
+    t for t in (f"events{i}" for i in range(100)) if coordination_partition(t, 0, N) != HOME
+)
+CP = coordination_partition(TOPIC, 0, N)
+ADMIN = {"client_id": "adm", "instance_id": "1", "group_id": GROUP}
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(tmp_path / "data", maintenance_interval=0) as c:
+        c.create_topic(
+            COORDINATION_TOPIC, N, {"message.timestamp.type": "LogAppendTime", "retention.ms": -1}
+        )
+        c.create_topic(SNAPSHOT_TOPIC, N, {"retention.ms": -1})
+        c.create_topic(TOPIC, 1)
+        now = int(time.time() * 1000)
+        c.produce(TOPIC, 0, [NewRecord(value=b"%d" % i, timestamp=now) for i in range(100)])
+        yield c
+
+
+def _put(cluster: EmbeddedCluster, msg: object) -> None:
+    key, value = encode(msg)  # type: ignore[arg-type]
+    cluster.produce(
+        COORDINATION_TOPIC, CP, [NewRecord(key=key, value=value, timestamp=int(time.time() * 1000))]
+    )
+
+
+def _filler(cluster: EmbeddedCluster) -> None:
+    """A record of another group in CP: moves that replay's log time."""
+    _put(cluster, ReleaseGroup(**{**ADMIN, "group_id": "other"}, msg_expire_time=1))
+
+
+def test_a_stale_resumed_after_a_second_gap_is_not_trusted(cluster):
+    m = Marshaler(
+        cluster,
+        "c1",
+        GROUP,
+        HB,
+        coordination_partitions=N,
+        fetch_wait=0.05,
+        snapshot_records=None,
+        snapshot_interval=None,
+    )
+    consumer = None
+    try:
+        for _ in range(3):
+            _filler(cluster)
+        assert m.wait_caught_up(10)
+        tail = m._tailer._tails[CP]
+        # first gap: records 0..2 of CP "lost" before anything of this instance was written
+        # (a cold start's: not live)
+        m._tailer._gap(tail, 0, tail.next_offset)
+        assert m.lost() == frozenset() and m.halts()[CP].why == "gap"
+
+        # until the test's own pass, every other reader of regained (driver, replay thread)
+        # sees nothing new: the test's pass is the first to see K
+        armed = threading.Event()
+        original_after = m.regained_after
+
+        def regained_after(cp: int) -> tuple[int, frozenset]:
+            if cp == CP and not armed.is_set():
+                return -1, frozenset()
+            return original_after(cp)
+
+        m.regained_after = regained_after  # type: ignore[method-assign]
+        consumer = Consumer(m, TOPIC, mode="amo", rebalance="none")
+        time.sleep(3 * HB)
+        assert consumer.claims() == [] and not consumer.fenced
+
+        # the operator's reset of the group, written after the first gap
+        end = int(time.time() * 1000) + int(3 * HB * 1000)
+        _put(cluster, ReleaseGroup(**ADMIN, msg_expire_time=end))
+        _put(
+            cluster,
+            Heartbeat(
+                **ADMIN,
+                topic=TOPIC,
+                partition=0,
+                last_offset=49,
+                heartbeat_interval_ms=int(HB * 1000),
+            ),
+        )
+        time.sleep(3 * HB + 0.2)
+        _filler(cluster)  # the pause is over in CP's log time
+        wait_until(lambda: original_after(CP)[1] == {(TOPIC, 0)}, 5)
+        assert CP not in m._wrote  # this instance never wrote in CP
+
+        # the driver's pass: it reads K ...
+        armed.set()
+        resumed = consumer._regained([CP])
+        assert [tuple(r.keys) for r in resumed] == [((TOPIC, 0),)]
+        # ... the replay thread finds a second gap in CP meanwhile (not live: never wrote
+        # there), which halts CP afresh: its new Regained trusts nothing ...
+        m._tailer._gap(tail, tail.next_offset, tail.next_offset + 5)
+        assert m.halts()[CP].before > 0 and original_after(CP)[1] == frozenset()
+        assert m.lost() == frozenset()
+        # ... and the driver feeds what it read
+        consumer._feed_many(resumed)
+        m.regained_after = original_after  # type: ignore[method-assign]
+
+        time.sleep(4 * HB)
+        # the log determines nothing of CP again since the second gap: nothing may be
+        # claimed there (the lost records may hold another member's claim of it)
+        assert consumer.claims() == [], "claimed in a partition halted by a second gap"
+        assert consumer._core.halted().get(CP) == frozenset(), (
+            "the core trusts partitions of CP after its second gap: "
+            f"{consumer._core.halted().get(CP)}"
+        )
+    finally:
+        if consumer is not None:
+            consumer.close()
+        m.close()
+
+
+def test_a_rewind_after_a_regained_gap_is_not_resumed(cluster):
+    """No race: a gap, the operator's reset (the consumer takes the partition up again),
+    then the same coordination partition goes back (a rewind: frozen, "not within the
+    process", PROTOCOL.md). ``Tailer._rewound`` replaces the halt but keeps the gap's
+    Regained, so ``Marshaler.regained(cp)`` still answers K; ``Consumer._halted`` reset what
+    it told the core to nothing, so its next pass resumes K in the rewound partition, and the
+    core writes there again (claims no verdict will ever answer: the replay is frozen)."""
+    m = Marshaler(
+        cluster,
+        "c1",
+        GROUP,
+        HB,
+        coordination_partitions=N,
+        fetch_wait=0.05,
+        snapshot_records=None,
+        snapshot_interval=None,
+    )
+    consumer = None
+    try:
+        for _ in range(3):
+            _filler(cluster)
+        assert m.wait_caught_up(10)
+        tail = m._tailer._tails[CP]
+        m._tailer._gap(tail, 0, tail.next_offset)  # a cold start's gap
+        consumer = Consumer(m, TOPIC, mode="amo", rebalance="none")
+        time.sleep(2 * HB)
+        assert consumer.claims() == []
+        end = int(time.time() * 1000) + int(3 * HB * 1000)
+        _put(cluster, ReleaseGroup(**ADMIN, msg_expire_time=end))
+        _put(
+            cluster,
+            Heartbeat(
+                **ADMIN,
+                topic=TOPIC,
+                partition=0,
+                last_offset=49,
+                heartbeat_interval_ms=int(HB * 1000),
+            ),
+        )
+        time.sleep(3 * HB + 0.2)
+        _filler(cluster)
+        wait_until(lambda: consumer.claims() == [(TOPIC, 0)], 10, "regained after the reset")
+        # CP goes back: the log no longer holds what the replay applied from here on
+        m._tailer._rewound(tail, tail.next_offset, tail.next_offset - 1, "(a test)")
+        assert m.halts()[CP].why == "rewound"
+        # nothing is regained in a rewound partition (the gap's Regained went with its halt);
+        # the core would refuse it anyway now (the Resumed names the gap, not the rewind)
+        assert m.regained_after(CP) == (-1, frozenset())
+        wait_until(lambda: consumer.claims() == [], 5, "the rewind revoked the claim")
+        ended = cluster.latest_offset(COORDINATION_TOPIC, CP)
+        time.sleep(4 * HB)
+        written = cluster.latest_offset(COORDINATION_TOPIC, CP) - ended
+        assert written == 0, f"{written} records written to a rewound coordination partition"
+        assert consumer._core.halted().get(CP) == frozenset(), (
+            f"the core trusts {consumer._core.halted().get(CP)} in a rewound partition"
+        )
+    finally:
+        if consumer is not None:
+            consumer.close()
+        m.close()
