@@ -82,23 +82,33 @@ def _filler(cluster: EmbeddedCluster) -> None:
     _put(cluster, ReleaseGroup(**{**ADMIN, "group_id": "other"}, msg_expire_time=1))
 
 
+def _gapped(cluster: EmbeddedCluster) -> Marshaler:
+    """A Marshaler whose replay of CP went past three records of another group."""
+    m = Marshaler(cluster, "c1", GROUP, HB, coordination_partitions=N, fetch_wait=0.05,
+                  snapshot_records=None, snapshot_interval=None)  # fmt: skip
+    for _ in range(3):
+        _filler(cluster)
+    assert m.wait_caught_up(10)
+    return m
+
+
+def _reset(cluster: EmbeddedCluster) -> None:
+    """The operator's reset of the group (``logmarshal group reset``): a ReleaseGroup and a
+    position, then, once its pause is over, a record that moves CP's log time past it."""
+    end = int(time.time() * 1000) + int(3 * HB * 1000)
+    _put(cluster, ReleaseGroup(**ADMIN, msg_expire_time=end))
+    beat = Heartbeat(**ADMIN, topic=TOPIC, partition=0, last_offset=49,
+                     heartbeat_interval_ms=int(HB * 1000))  # fmt: skip
+    _put(cluster, beat)
+    time.sleep(3 * HB + 0.2)
+    _filler(cluster)
+
+
 def test_a_stale_resumed_after_a_second_gap_is_not_trusted(cluster):
-    m = Marshaler(
-        cluster,
-        "c1",
-        GROUP,
-        HB,
-        coordination_partitions=N,
-        fetch_wait=0.05,
-        snapshot_records=None,
-        snapshot_interval=None,
-    )
+    m = _gapped(cluster)
+    tail = m._tailer._tails[CP]
     consumer = None
     try:
-        for _ in range(3):
-            _filler(cluster)
-        assert m.wait_caught_up(10)
-        tail = m._tailer._tails[CP]
         # first gap: records 0..2 of CP "lost" before anything of this instance was written
         # (a cold start's: not live)
         m._tailer._gap(tail, 0, tail.next_offset)
@@ -120,20 +130,7 @@ def test_a_stale_resumed_after_a_second_gap_is_not_trusted(cluster):
         assert consumer.claims() == [] and not consumer.fenced
 
         # the operator's reset of the group, written after the first gap
-        end = int(time.time() * 1000) + int(3 * HB * 1000)
-        _put(cluster, ReleaseGroup(**ADMIN, msg_expire_time=end))
-        _put(
-            cluster,
-            Heartbeat(
-                **ADMIN,
-                topic=TOPIC,
-                partition=0,
-                last_offset=49,
-                heartbeat_interval_ms=int(HB * 1000),
-            ),
-        )
-        time.sleep(3 * HB + 0.2)
-        _filler(cluster)  # the pause is over in CP's log time
+        _reset(cluster)  # the pause is over in CP's log time
         wait_until(lambda: original_after(CP)[1] == {(TOPIC, 0)}, 5)
         assert CP not in m._wrote  # this instance never wrote in CP
 
@@ -171,40 +168,15 @@ def test_a_rewind_after_a_regained_gap_is_not_resumed(cluster):
     Regained, so ``Marshaler.regained(cp)`` still answers K; ``Consumer._halted`` reset what
     it told the core to nothing, so its next pass resumes K in the rewound partition, and the
     core writes there again (claims no verdict will ever answer: the replay is frozen)."""
-    m = Marshaler(
-        cluster,
-        "c1",
-        GROUP,
-        HB,
-        coordination_partitions=N,
-        fetch_wait=0.05,
-        snapshot_records=None,
-        snapshot_interval=None,
-    )
+    m = _gapped(cluster)
+    tail = m._tailer._tails[CP]
     consumer = None
     try:
-        for _ in range(3):
-            _filler(cluster)
-        assert m.wait_caught_up(10)
-        tail = m._tailer._tails[CP]
         m._tailer._gap(tail, 0, tail.next_offset)  # a cold start's gap
         consumer = Consumer(m, TOPIC, mode="amo", rebalance="none")
         time.sleep(2 * HB)
         assert consumer.claims() == []
-        end = int(time.time() * 1000) + int(3 * HB * 1000)
-        _put(cluster, ReleaseGroup(**ADMIN, msg_expire_time=end))
-        _put(
-            cluster,
-            Heartbeat(
-                **ADMIN,
-                topic=TOPIC,
-                partition=0,
-                last_offset=49,
-                heartbeat_interval_ms=int(HB * 1000),
-            ),
-        )
-        time.sleep(3 * HB + 0.2)
-        _filler(cluster)
+        _reset(cluster)
         wait_until(lambda: consumer.claims() == [(TOPIC, 0)], 10, "regained after the reset")
         # CP goes back: the log no longer holds what the replay applied from here on
         m._tailer._rewound(tail, tail.next_offset, tail.next_offset - 1, "(a test)")
