@@ -50,7 +50,6 @@ from ..core import (
     Closed,
     Event,
     Fetch,
-    Halted,
     HandOut,
     LogEnds,
     LookUp,
@@ -58,7 +57,6 @@ from ..core import (
     NoStart,
     Poll,
     Replayed,
-    Resumed,
     Revoke,
     Tick,
     Topics,
@@ -79,6 +77,7 @@ from .config import (
     core_options,
 )
 from .fetcher import MemberFetcher
+from .halts import Halts
 from .handler import run_handler
 from .mirror import OffsetMirror, open_mirror
 from .writer import CoordinationWriter
@@ -97,11 +96,6 @@ _TOPIC_PARTITION = operator.itemgetter(0, 1)
 _TOPIC = operator.itemgetter(0)
 _PARTITION = operator.itemgetter(1)
 _OFFSET = operator.itemgetter(2)
-
-
-def _halt_order(halt: Halt) -> tuple[int, int]:
-    """The order halts of several partitions are told to a new core in."""
-    return (halt.cp, halt.before)
 
 
 class Consumer:
@@ -220,15 +214,10 @@ class Consumer:
         marshaler.attach(self, self._reads())
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
-        #: halted coordination partitions -> the partitions told to the core as resumed
-        #: (the halt's ``after``, the partitions told), kept together: a second gap found
-        #: between a read of what is regained and its telling starts it anew
-        self._resumed: dict[int, tuple[int, frozenset[TopicPartition]]] = {}
+        self._halts = Halts(marshaler, self._name())
         marshaler.add_batch_listener(self._replayed)
         marshaler.add_halt_listener(self._halted)
-        # those found before we listened, and the gaps that stopped this instance for good
-        # (:meth:`Marshaler.lost`: found after a consumer of it wrote there)
-        for halt in sorted({*marshaler.halts().values(), *marshaler.lost()}, key=_halt_order):
+        for halt in self._halts.found():  # before we listened, and what stopped the instance
             self._halted(halt)
         self._thread = threading.Thread(target=self._drive, name=name, daemon=True)
         self._thread.start()
@@ -603,39 +592,13 @@ class Consumer:
     def _replayed(self, reached: list[tuple[int, int]]) -> None:
         """The replay reached these offsets (several partitions at once: stepped together)."""
         events: list[Event] = [Replayed(cp, applied) for cp, applied in reached]
-        if self._resumed:
-            events.extend(self._regained(cp for cp, _ in reached))
+        if self._halts:
+            events.extend(self._halts.regained(cp for cp, _ in reached))
         self._feed_many(events)
 
     def _halted(self, halt: Halt) -> None:
         """A coordination partition's replay is not the log's any more (core.rewind)."""
-        with self._lock:
-            self._resumed[halt.cp] = (halt.after, frozenset())
-        live = halt in self._marshaler.lost()  # another consumer of this instance wrote there
-        self._feed(Halted(halt.cp, halt.before, halt.after, halt.why, live=live))
-
-    def _regained(self, cps: Iterable[int]) -> list[Resumed]:
-        """Of the halted ``cps``, the partitions the log determines again since we last
-        said (:meth:`Marshaler.regained`: an admin reset seen after a gap, its pause over)."""
-        out = []
-        for cp in cps:
-            halted = self._resumed.get(cp)
-            if halted is None:
-                continue
-            after, keys = self._marshaler.regained_after(cp)
-            told = halted[1] if halted[0] == after else frozenset()
-            if keys - told:
-                with self._lock:
-                    self._resumed[cp] = (after, keys)
-                log.warning(
-                    "%s: coordination partition %d: the log determines %s again "
-                    "(an admin reset after the halt)",
-                    self._name(),
-                    cp,
-                    sorted(keys),
-                )
-                out.append(Resumed(cp, tuple(sorted(keys)), after=after))
-        return out
+        self._feed(self._halts.halted(halt))
 
     def _drive(self) -> None:
         """The driver thread: start-up replay, then ticks and the edge's own look-ups."""
@@ -676,8 +639,8 @@ class Consumer:
                     if self._behind and now >= next_behind:
                         next_behind = now + self._hb
                         self._report_log_ends()
-                    if self._resumed:  # an admin's pause may end while the log is idle
-                        regained = self._regained(list(self._resumed))
+                    if self._halts:  # an admin's pause may end while the log is idle
+                        regained = self._halts.regained()
                         if regained:
                             self._feed_many(regained)
                     self._feed(Tick())

@@ -9,9 +9,9 @@ same coordination partition halted it again.
 
 ``Consumer._drive`` (an admin's pause may end while the log is idle) does::
 
-    regained = self._regained(list(self._resumed))   # reads Marshaler.regained_after(cp): K
+    regained = self._halts.regained()  # reads Marshaler.regained_after(cp): K
     if regained:
-        self._feed_many(regained)                     # Resumed(cp, K)
+        self._feed_many(regained)  # Resumed(cp, K)
 
 with no lock between the read and the feed. If the replay thread finds a second gap in that
 coordination partition in between (``Tailer._gap``: a new Halt, a new Regained that trusts
@@ -24,7 +24,7 @@ Resumed names the gap it answers (``Resumed.after``) and the core takes only the
 one's.
 
 The interleaving is made deterministic: the test thread plays the driver's pass (its
-``_regained`` then its ``_feed_many``) and, between them, the replay's second gap; the
+``_halts.regained`` then its ``_feed_many``) and, between them, the replay's second gap; the
 Marshaler's ``regained_after`` answers only that pass until then (the driver and the replay
 thread read it first otherwise, as they may: either one is the first reader)."""
 
@@ -136,7 +136,7 @@ def test_a_stale_resumed_after_a_second_gap_is_not_trusted(cluster):
 
         # the driver's pass: it reads K ...
         armed.set()
-        resumed = consumer._regained([CP])
+        resumed = consumer._halts.regained([CP])
         assert [tuple(r.keys) for r in resumed] == [((TOPIC, 0),)]
         # ... the replay thread finds a second gap in CP meanwhile (not live: never wrote
         # there), which halts CP afresh: its new Regained trusts nothing ...

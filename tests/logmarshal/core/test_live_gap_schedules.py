@@ -53,7 +53,7 @@ class Gapped:
     """The replay of a member whose records below ``earliest`` were truncated before it
     applied them: what the tailer does (``_recover`` -> ``_gap``: Halted before anything
     after the gap is applied; then every chunk noted by ``Regained``), and what the
-    Consumer does with ``Regained`` (``_regained``: Resumed once the trusted set grows)."""
+    Consumer does with ``Regained`` (``Halts.regained``: Resumed once the trusted set grows)."""
 
     def __init__(self, g: Group, m: Member, earliest: int) -> None:
         self.g, self.m, self.earliest = g, m, earliest
