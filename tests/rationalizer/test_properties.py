@@ -315,7 +315,11 @@ def _cold(records, window=8):
     return w, out
 
 
-@pytest.mark.parametrize("python_vectors", [False, True], ids=["default", "python-vectors"])
+@pytest.mark.parametrize(
+    "python_vectors",
+    [False, pytest.param(True, marks=pytest.mark.long)],  # (the other engine: -m long)
+    ids=["default", "python-vectors"],
+)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(logs(tasks=True, members=True), st.data())
 def test_fast_lanes_judge_every_record_as_the_strict_decoder(python_vectors, records, data):

@@ -65,6 +65,7 @@ def test_demo_in_a_data_dir_twice_keeps_both_runs_apart(cli, tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # (the README's run has the demo embedded and on Kafka: test_demos.py)
 def test_demo_on_a_broker_process(broker_process) -> None:
     """Real processes: the broker, and the demo as a client of it; run twice."""
     done = run_process(
