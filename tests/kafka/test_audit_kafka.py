@@ -117,6 +117,7 @@ def _rows(table) -> list[str]:
     return sorted(map(repr, table.to_pylist()))
 
 
+@pytest.mark.long  # (30 s: .ci/run's second stage; the two below read Kafka in the default run)
 def test_the_audit_read_from_kafka_equals_the_export_and_inprocess_audits(
     kafka: KafkaCluster, kafka_spark, network, tmp_path: Path
 ) -> None:
