@@ -91,8 +91,9 @@ heartbeat); the core's ``surprise``, ``stall``, ``fresh-ends`` (seen only with
 ``--stale-answers``) and ``reserved-confirm`` (an AMO heartbeat confirms its reservation
 only once the log holds it: seen in upgrade seeds with ``idempotent-writes`` and
 ``ordered-upgrades`` removed, where a heartbeat naming no tenure, written by a member capped
-below 7, lands late and sets the position back), ``given-up`` (a tenure whose release the member gave up is left to lapse,
-not taken up again: a late attempt of the release would end it under the member);
+below 7, lands late and sets the position back), ``given-up`` (a tenure whose release the
+member gave up is left to lapse, not taken up again: a late attempt of the release would end
+it under the member);
 ``restart-fix`` (the core's re-read after a restart takeover), ``idempotent-writes``
 (transport ii) and ``ordered-upgrades`` (transport ii in upgrade seeds too).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that

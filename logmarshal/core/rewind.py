@@ -37,9 +37,10 @@ partition is determined again by the records the replay has seen after the halt 
 What the lost records held for that partition no longer decides anything after that: the
 holder was voided, the position overwritten. Not what fenced an instance: one whose replay
 finds a gap in a coordination partition it wrote to stops altogether (``MemberCore._apply``,
-``Halted.live``, PROTOCOL.md), as the lost records may have fenced it. Partitions the admin did not position stay
-halted (their position is unknown). A rewound replay is frozen (the tailer stops applying
-it), so only a restart after the admin's reset takes it up again (docs/bounded-log.md).
+``Halted.live``, PROTOCOL.md), as the lost records may have fenced it. Partitions the admin
+did not position stay halted (their position is unknown). A rewound replay is frozen (the
+tailer stops applying it), so only a restart after the admin's reset takes it up again
+(docs/bounded-log.md).
 """
 
 from __future__ import annotations
