@@ -248,8 +248,8 @@ class Consumer:
         """True once a newer instance of our client_id took over (or may have, in records
         the coordination log lost after this instance wrote there: :meth:`Marshaler.lost`,
         whichever of its consumers wrote): this one has stopped for good; :meth:`poll`
-        returns nothing and :meth:`run` returns. Restart it (a new Marshaler: a new
-        instance)."""
+        returns nothing, and :meth:`run` and a loop over it end. Restart it (a new
+        Marshaler: a new instance)."""
         with self._lock:
             return self._core.fenced
 
@@ -378,11 +378,15 @@ class Consumer:
                 pump = self._fetcher.pump(max(0.0, deadline - time.monotonic()))
 
     def __iter__(self) -> Iterator[Message]:
-        """Messages until the consumer is closed (ALO: remember to ``commit`` each)."""
+        """Messages until the consumer is closed or fenced (ALO: remember to ``commit``
+        each): a fenced consumer never hands out again, so a loop over it ends, as
+        :meth:`run` returns, rather than wait for good."""
         while not self._closed:
             try:
                 batch = self.poll(timeout=0.5)
             except ClosedError:
+                return
+            if not batch and self.fenced:
                 return
             yield from batch
 

@@ -102,3 +102,31 @@ def test_a_gap_found_before_the_instance_wrote_stops_nothing(cluster):
             consumer.close()
     finally:
         m.close()
+
+
+def test_a_loop_over_a_fenced_consumer_ends(cluster):
+    """``for message in consumer`` ends once the consumer is fenced, as ``run()`` returns:
+    it would otherwise wait for good on a consumer that never hands out again."""
+    m = _marshaler(cluster)
+    try:
+        consumer = Consumer(m, "events", mode="alo", rebalance="none")
+        wait_until(lambda: consumer.claims() == [("events", 0)], 10)
+        seen: list[int] = []
+        ended = threading.Event()
+
+        def loop() -> None:
+            for message in consumer:
+                seen.append(message.offset)
+                consumer.commit(message)
+            ended.set()
+
+        looper = threading.Thread(target=loop, daemon=True)
+        looper.start()
+        wait_until(lambda: len(seen) == 100, 10)
+        _lose_records(m)
+        wait_until(lambda: consumer.fenced, 5)
+        assert ended.wait(5), "the loop went on polling a fenced consumer"
+        assert not consumer.closed and seen == list(range(100))
+        consumer.close()
+    finally:
+        m.close()
