@@ -289,6 +289,9 @@ class Marshaler:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._consumers: list[AttachedConsumer] = []
+        #: every topic each attached consumer reads (a pattern's matches as they grow, tasks'
+        #: sources): what a pattern may not grow into (:meth:`take_topics`)
+        self._reading: dict[AttachedConsumer, frozenset[str]] = {}
         self._listeners: tuple[Callable[[int, int], None], ...] = ()
         self._batch_listeners: tuple[Callable[[list[tuple[int, int]]], None], ...] = ()
         self._halt_listeners: tuple[Callable[[Halt], None], ...] = ()
@@ -776,12 +779,32 @@ class Marshaler:
                         "use another Marshaler (client_id) for a second consumer"
                     )
             self._consumers.append(consumer)
+            self._reading[consumer] = frozenset(wanted)
+
+    def take_topics(
+        self, consumer: AttachedConsumer, matched: Iterable[str], sources: Iterable[str] = ()
+    ) -> tuple[str, ...]:
+        """Of the topics a pattern of ``consumer`` matches now, those no other consumer of
+        this Marshaler reads; they, with ``sources`` (its tasks'), are what it reads from
+        now on. A pattern grows into topics created after it was attached, which
+        :meth:`attach`'s check never saw: two consumers of one Marshaler in one topic
+        write as one instance, each takes the other's claims and reservations for its own,
+        and AMO hands out an offset twice. Atomic, so two patterns never both take one new
+        topic: the first to look takes it."""
+        with self._lock:
+            others = [r for c, r in self._reading.items() if c is not consumer]
+            taken = frozenset().union(*others)
+            free = tuple(t for t in matched if t not in taken)
+            if consumer in self._reading:
+                self._reading[consumer] = frozenset(free).union(sources)
+            return free
 
     def detach(self, consumer: AttachedConsumer) -> None:
         """Forget ``consumer`` (it closed itself); its topics are free for another one."""
         with self._lock:
             if consumer in self._consumers:
                 self._consumers.remove(consumer)
+            self._reading.pop(consumer, None)
 
     @property
     def metrics(self) -> MarshalerMetrics | None:

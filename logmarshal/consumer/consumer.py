@@ -101,6 +101,8 @@ _OFFSET = operator.itemgetter(2)
 class Consumer:
     """Consumes ``topics`` (names, or a compiled regex matched in full against the cluster's
     topics on every claim pass) as member ``marshaler.client_id`` of ``marshaler.group_id``.
+    One consumer per topic per Marshaler: a second one naming a topic is refused, and a
+    pattern leaves out the topics another consumer of its Marshaler reads.
 
     Settings are keywords, kafka-python style: :attr:`DEFAULT_CONFIG` lists every one with
     its default and what it means (an unknown name is refused, naming the known ones). Those
@@ -124,6 +126,7 @@ class Consumer:
         config = configure(type(self).__name__, self.DEFAULT_CONFIG, configs, self.RENAMED)
         self._config: Mapping[str, Any] = MappingProxyType(config)
         self._pattern: re.Pattern[str] | None = None
+        self._left_out: set[str] = set()  # a pattern's matches another consumer reads
         #: tasks: task name -> its source topics (sorted)
         tasks: Mapping[str, Iterable[str]] = config["tasks"] or {}
         self._tasks = {
@@ -707,9 +710,18 @@ class Consumer:
         return tuple(out)
 
     def _refresh_topics(self) -> None:
-        """Patterns matched afresh and partition counts read again: growth is seen."""
+        """Patterns matched afresh and partition counts read again: growth is seen. A pattern
+        leaves out a topic another consumer of our Marshaler reads (one instance, one
+        consumer per topic: :meth:`Marshaler.take_topics`)."""
         if self._pattern is not None:
-            self._topics = self._match_topics()
+            matched = self._match_topics()
+            sources = (t for s in self._tasks.values() for t in s)
+            self._topics = self._marshaler.take_topics(self, matched, sources)
+            left, self._left_out = self._left_out, set(matched).difference(self._topics)
+            if self._left_out - left:
+                log.warning("%s: pattern %r: %s left out, read by another consumer of this "
+                            "Marshaler", self._name(), self._pattern.pattern,
+                            sorted(self._left_out - left))  # fmt: skip
         try:  # bounded: this thread answers catch-ups (a count not read now is read next HB)
             subscription = self._subscription(timeout=max(2.0, 2 * self._hb))
         except RETRIABLE as exc:

@@ -160,6 +160,65 @@ def test_a_match_all_pattern_leaves_internal_topics_alone(realtime) -> None:
     assert consumer.topics == ("orders",)
 
 
+def _handed_out(consumers, topic, seconds):
+    """Poll ``consumers`` (AMO: handing out is committing) for ``seconds``; how often each
+    offset of ``topic`` was handed out."""
+    seen: dict[int, int] = {}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for consumer in consumers:
+            for message in consumer.poll(0.02):
+                if message.topic == topic:
+                    seen[message.offset] = seen.get(message.offset, 0) + 1
+    return seen
+
+
+def test_a_pattern_never_grows_into_a_topic_another_consumer_of_its_marshaler_reads(
+    realtime, caplog
+) -> None:
+    """Found by an attack: ``Marshaler.attach`` checked the topics of a Marshaler's consumers
+    once, so a pattern that matched a topic created later (one another consumer of the same
+    Marshaler was made for) took it too: the two write as one instance, each took the other's
+    claim and reservations for its own, and AMO handed out hundreds of offsets twice."""
+    cluster = realtime.cluster
+    cluster.create_topic("ev1", 1)
+    marshaler = realtime.marshaler("a")
+    named = Consumer(marshaler, "evX", mode="amo", greedy=True)  # evX does not exist yet
+    realtime.consumers.append(named)
+    pattern = Consumer(marshaler, re.compile(r"ev.*"), mode="amo", greedy=True)
+    realtime.consumers.append(pattern)
+    wait_until(lambda: pattern.claims() == [("ev1", 0)], what="the pattern's first topic")
+    cluster.create_topic("evX", 1)
+    now = int(time.time() * 1000)
+    cluster.produce("evX", 0, [NewRecord(value=b"%d" % i, timestamp=now) for i in range(300)])
+    wait_until(lambda: named.claims() == [("evX", 0)], what="evX claimed by its consumer")
+    seen = _handed_out([named, pattern], "evX", 4 * realtime.hb)
+    assert pattern.topics == ("ev1",) and pattern.claims() == [("ev1", 0)]
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(said) == 1 and "['evX'] left out" in said[0], said  # once, not every pass
+    assert sorted(seen) == list(range(300)) and set(seen.values()) == {1}, {
+        o: n for o, n in seen.items() if n > 1
+    }
+
+
+def test_two_patterns_of_one_marshaler_never_both_take_a_new_topic(realtime) -> None:
+    cluster = realtime.cluster
+    cluster.create_topic("a1", 1)
+    cluster.create_topic("b1", 1)
+    marshaler = realtime.marshaler("a")
+    first = Consumer(marshaler, re.compile(r"a.*|new"), greedy=True)
+    second = Consumer(marshaler, re.compile(r"b.*|new"), greedy=True)
+    realtime.consumers += [first, second]
+    wait_until(lambda: first.claims() and second.claims(), what="each its first topic")
+    cluster.create_topic("new", 2)
+    wait_until(
+        lambda: len(first.claims()) + len(second.claims()) == 4, what="the new topic claimed"
+    )
+    time.sleep(3 * realtime.hb)  # passes of both patterns: neither takes the other's
+    assert ("new" in first.topics) != ("new" in second.topics), (first.topics, second.topics)
+    assert len(first.claims()) + len(second.claims()) == 4
+
+
 def test_claim_entire_topic_gives_each_member_whole_topics(realtime) -> None:
     for name in ("t1", "t2"):
         realtime.cluster.create_topic(name, 3)
