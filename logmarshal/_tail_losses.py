@@ -255,6 +255,8 @@ class LossChecking:
         cp = tail.partition
         halt = Halt(cp, "gap", offset, earliest)
         with tail.cond:
+            if tail.halt is not None and tail.halt.why == "rewound":
+                return  # frozen for good within the process (a write's check found it first)
             # a second gap loses what the records since the first one determined again
             tail.halt = halt
             tail.regained = Regained(earliest)

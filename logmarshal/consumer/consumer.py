@@ -606,6 +606,7 @@ class Consumer:
     def _halted(self, halt: Halt) -> None:
         """A coordination partition's replay is not the log's any more (core.rewind)."""
         self._feed(self._halts.halted(halt))
+        self._halts.told(halt)
 
     def _drive(self) -> None:
         """The driver thread: start-up replay, then ticks and the edge's own look-ups."""

@@ -26,8 +26,8 @@ class Halts:
         self._marshaler = marshaler
         self._name = name
         self._lock = threading.Lock()
-        #: halted partition -> (its halt's ``after``, the partitions told as regained)
-        self._told: dict[int, tuple[int, frozenset[tuple[str, int]]]] = {}
+        #: halted partition -> (the halt the core has, the partitions told as regained)
+        self._told: dict[int, tuple[Halt, frozenset[tuple[str, int]]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._told)
@@ -40,11 +40,23 @@ class Halts:
 
     def halted(self, halt: Halt) -> Halted:
         """The core's event for ``halt``: live when another consumer of this instance wrote
-        there (``Halted.live``); nothing of that partition is regained yet."""
-        with self._lock:
-            self._told[halt.cp] = (halt.after, frozenset())
+        there (``Halted.live``). :meth:`told` once the core has it."""
         live = halt in self._marshaler.lost()
         return Halted(halt.cp, halt.before, halt.after, halt.why, live=live)
+
+    def told(self, halt: Halt) -> None:
+        """The core has ``halt``: what is regained after it is told from now on, not before
+        (a Resumed stepped before its Halted finds nothing halted and is lost; found by an
+        attack: a new Consumer's core never regained). A gap older than the halt told, or
+        any halt after a rewind, changes nothing, as in the core."""
+        with self._lock:
+            known = self._told.get(halt.cp)
+            if known is None:
+                self._told[halt.cp] = (halt, frozenset())
+                return
+            newer = halt.why == "rewound" or halt.before >= known[0].before
+            if known[0].why == "gap" and newer and known[0] != halt:
+                self._told[halt.cp] = (halt, frozenset())
 
     def regained(self, cps: Iterable[int] | None = None) -> list[Resumed]:
         """Of the halted ``cps`` (None: all), the partitions the log determines again since
@@ -56,10 +68,10 @@ class Halts:
             if halted is None:
                 continue
             after, keys = self._marshaler.regained_after(cp)
-            told = halted[1] if halted[0] == after else frozenset()
+            told = halted[1] if halted[0].after == after else frozenset()
             if keys - told:
                 with self._lock:
-                    self._told[cp] = (after, keys)
+                    self._told[cp] = (halted[0], keys)
                 log.warning(
                     "%s: coordination partition %d: the log determines %s again "
                     "(an admin reset after the halt)",

@@ -196,3 +196,87 @@ def test_a_rewind_after_a_regained_gap_is_not_resumed(cluster):
         if consumer is not None:
             consumer.close()
         m.close()
+
+
+# -- halts told to a core while its Consumer is being built (a third attack) -----------------
+#
+# ``Consumer.__init__`` listens for halts, then tells its core those found before it
+# listened (``Halts.found``); the replay thread may meanwhile tell it a newer halt, or what is
+# regained. Two orders left the group stuck for good, nothing said: (1) an older gap told
+# after a newer one took the core's mark back to it, so every answer to the newer gap was
+# dropped as stale (and counted as told, never sent again); (2) what is regained after a gap,
+# stepped before the gap's Halted, found nothing halted and was lost (counted as told too).
+# Both windows are microseconds wide; each is made deterministic by wrapping the Marshaler's
+# read that opens it. The core now ignores a gap older than its mark, and the edge counts
+# what is regained after a halt only once its core has that halt (``Halts.told``).
+
+
+def test_an_older_gap_told_after_a_newer_one_leaves_the_core_on_the_newer(cluster):
+    m = _gapped(cluster)
+    tail = m._tailer._tails[CP]
+    consumer = None
+    try:
+        m._tailer._gap(tail, 0, 2)  # gap 1 (a cold start's: not live)
+        found = m.halts
+
+        def halts():
+            told = found()  # the new Consumer's Halts.found reads gap 1 ...
+            m.halts = found  # type: ignore[method-assign]
+            m._tailer._gap(tail, 2, tail.next_offset)  # ... the replay finds gap 2 (told) ...
+            return told  # ... and then the constructor tells gap 1
+
+        m.halts = halts  # type: ignore[method-assign]
+        consumer = Consumer(m, TOPIC, mode="amo", rebalance="none")
+        assert m.halts()[CP].before == 2 and m.lost() == frozenset()
+        assert consumer._core.halted() == {CP: frozenset()}
+        _reset(cluster)  # the operator's reset, after gap 2
+        wait_until(lambda: consumer.claims() == [(TOPIC, 0)], 10,
+                   "the consumer claims what the reset after gap 2 determined again")  # fmt: skip
+    finally:
+        if consumer is not None:
+            consumer.close()
+        m.close()
+
+
+def test_what_is_regained_before_the_core_has_the_gap_is_told_after(cluster):
+    m = _gapped(cluster)
+    tail = m._tailer._tails[CP]
+    consumer = None
+    try:
+        m._tailer._gap(tail, 0, tail.next_offset)  # a cold start's gap, not live
+        _reset(cluster)
+        wait_until(lambda: m.regained(CP) == {(TOPIC, 0)}, 5, "the tailer regains it")
+        lost = m.lost
+        calls = []
+
+        def racing_lost():
+            calls.append(1)
+            if len(calls) == 2:  # the constructor's Halts.halted, before its Halted is stepped
+                built = m._halt_listeners[-1].__self__
+                built._replayed([(CP, tail.next_offset - 1)])  # the replay thread's chunk
+            return lost()
+
+        m.lost = racing_lost  # type: ignore[method-assign]
+        consumer = Consumer(m, TOPIC, mode="amo", rebalance="none")
+        assert len(calls) >= 2, "the race was not played"
+        wait_until(lambda: consumer.claims() == [(TOPIC, 0)], 10,
+                   "the consumer claims what the reset determined again")  # fmt: skip
+    finally:
+        if consumer is not None:
+            consumer.close()
+        m.close()
+
+
+def test_a_gap_found_after_a_rewind_leaves_the_replay_frozen(cluster):
+    """A write's check may find the rewind (``mark_written``, on a writer's thread) while the
+    replay thread is finding a gap: the gap used to replace the rewound halt and unfreeze the
+    replay, so the partition could be regained within the process."""
+    m = _gapped(cluster)
+    try:
+        tail = m._tailer._tails[CP]
+        end = tail.next_offset
+        m._tailer._rewound(tail, end, end - 1, "the record this process wrote is not there")
+        m._tailer._gap(tail, end, end + 5)
+        assert m.halts()[CP].why == "rewound" and m.regained_after(CP) == (-1, frozenset())
+    finally:
+        m.close()

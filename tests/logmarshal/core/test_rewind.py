@@ -71,6 +71,23 @@ def test_the_same_halt_again_changes_nothing_and_a_resumed_partition_is_claimed(
     assert len(log2.records) > before and idle.held() == [("t", 0)]
 
 
+def test_an_older_gap_told_late_changes_nothing_and_a_rewind_is_for_good() -> None:
+    """The halts of a coordination partition go forward only: a gap older than the core's
+    (told late, as a new Consumer's edge tells the halts it found before it listened) leaves
+    the newer one, whose Resumed is still taken; a rewound partition stays halted whatever
+    comes after (nothing comes back within the process), a gap or a Resumed."""
+    core, _, _ = _holding()
+    core.step(5, Halted(0, 3, 9, "gap"))
+    assert core.step(6, Halted(0, 0, 3, "gap")) == []  # the older gap, told late
+    core.step(7, Resumed(0, (("t", 0),), after=9))  # the newer gap's answer
+    assert core.halted() == {0: frozenset({("t", 0)})}
+    core.step(8, Halted(0, 12, 10, "rewound"))  # a newer rewind halts it again
+    assert core.halted() == {0: frozenset()}
+    for now, event in ((9, Halted(0, 12, 20, "gap")), (10, Resumed(0, (("t", 0),), after=20))):
+        core.step(now, event)
+        assert core.halted() == {0: frozenset()}, event  # a rewound partition stays so
+
+
 def test_a_gap_halt_still_announces_membership_a_rewound_one_does_not() -> None:
     for why, announces in (("gap", True), ("rewound", False)):
         core = MemberCore(options(rebalance="balanced"), [WorldState()])
