@@ -763,40 +763,47 @@ class Marshaler:
         with self._lock:
             self._batch_listeners = tuple(x for x in self._batch_listeners if x is not listener)
 
-    def attach(self, consumer: AttachedConsumer, topics: Iterable[str]) -> None:
-        """Attach ``consumer``, which reads ``topics``: this Marshaler closes it first when it
-        closes. One consumer per topic per marshaler: two would share (and fight over) its
-        claims, so a second one of a topic is refused with ValueError."""
+    def attach(
+        self, consumer: AttachedConsumer, topics: Iterable[str], matched: Iterable[str] = ()
+    ) -> tuple[str, ...]:
+        """Attach ``consumer``, which reads ``topics`` (those it names, its tasks' sources)
+        and those of ``matched`` (its pattern's matches) no other consumer of this Marshaler
+        reads; returns the latter. This Marshaler closes it first when it closes. One
+        consumer per topic per Marshaler: two would write as one instance, each taking the
+        other's claims and reservations for its own (AMO: offsets handed out twice), so a
+        named topic another consumer reads is refused with ValueError. Atomic with
+        :meth:`take_topics`: a topic is never given to two."""
         wanted = set(topics)
         with self._lock:
             if self._closed.is_set():
                 raise ClosedError("the marshaler is closed")
-            for other in self._consumers:
-                overlap = wanted & set(other.topics)
-                if overlap:
-                    raise ValueError(
-                        f"this marshaler already has a consumer of {sorted(overlap)}; "
-                        "use another Marshaler (client_id) for a second consumer"
-                    )
+            taken = frozenset().union(*self._reading.values())
+            overlap = wanted & taken
+            if overlap:
+                raise ValueError(
+                    f"this marshaler already has a consumer of {sorted(overlap)}; "
+                    "use another Marshaler (client_id) for a second consumer"
+                )
+            free = tuple(t for t in matched if t not in taken and t not in wanted)
             self._consumers.append(consumer)
-            self._reading[consumer] = frozenset(wanted)
+            self._reading[consumer] = frozenset(wanted).union(free)
+            return free
 
     def take_topics(
         self, consumer: AttachedConsumer, matched: Iterable[str], sources: Iterable[str] = ()
     ) -> tuple[str, ...]:
         """Of the topics a pattern of ``consumer`` matches now, those no other consumer of
-        this Marshaler reads; they, with ``sources`` (its tasks'), are what it reads from
-        now on. A pattern grows into topics created after it was attached, which
-        :meth:`attach`'s check never saw: two consumers of one Marshaler in one topic
-        write as one instance, each takes the other's claims and reservations for its own,
-        and AMO hands out an offset twice. Atomic, so two patterns never both take one new
-        topic: the first to look takes it."""
+        this Marshaler reads and that are none of ``sources`` (its tasks'); they, with
+        ``sources``, are what it reads from now on. A pattern grows into topics created
+        after it was attached, which :meth:`attach` never saw. Atomic, so two patterns
+        never both take one new topic: the first to look takes it."""
+        sources = frozenset(sources)
         with self._lock:
             others = [r for c, r in self._reading.items() if c is not consumer]
-            taken = frozenset().union(*others)
+            taken = frozenset().union(*others, sources)
             free = tuple(t for t in matched if t not in taken)
             if consumer in self._reading:
-                self._reading[consumer] = frozenset(free).union(sources)
+                self._reading[consumer] = sources.union(free)
             return free
 
     def detach(self, consumer: AttachedConsumer) -> None:

@@ -80,6 +80,7 @@ from .fetcher import MemberFetcher
 from .halts import Halts
 from .handler import run_handler
 from .mirror import OffsetMirror, open_mirror
+from .patterns import PatternTopics
 from .writer import CoordinationWriter
 
 __all__ = ["Consumer", "NoPosition"]
@@ -125,8 +126,7 @@ class Consumer:
     ) -> None:
         config = configure(type(self).__name__, self.DEFAULT_CONFIG, configs, self.RENAMED)
         self._config: Mapping[str, Any] = MappingProxyType(config)
-        self._pattern: re.Pattern[str] | None = None
-        self._left_out: set[str] = set()  # a pattern's matches another consumer reads
+        self._pattern: PatternTopics | None = None
         #: tasks: task name -> its source topics (sorted)
         tasks: Mapping[str, Iterable[str]] = config["tasks"] or {}
         self._tasks = {
@@ -134,7 +134,7 @@ class Consumer:
             for name, sources in tasks.items()
         }
         if isinstance(topics, re.Pattern):
-            self._pattern = topics
+            self._pattern = PatternTopics(topics, marshaler.cluster, _name_of(marshaler))
             self._topics: tuple[str, ...] = ()
         else:
             self._topics = (topics,) if isinstance(topics, str) else tuple(dict.fromkeys(topics))
@@ -149,10 +149,19 @@ class Consumer:
         self._metrics = marshaler.metrics  # its Prometheus series, if the Marshaler has them
         rng: random.Random | None = config["rng"]
         self._rng = rng if rng is not None else random.Random()
+        # one consumer per topic per Marshaler, refused before anything runs; a pattern
+        # leaves out what another reads (consumer.patterns)
+        sources = tuple(t for names in self._tasks.values() for t in names)
+        matched = self._pattern.match(()) if self._pattern is not None else ()
+        free = marshaler.attach(self, (*self._topics, *sources), matched)
         if self._pattern is not None:
-            self._topics = self._match_topics()
-        self._subscribed = self._subscription()
-        options = core_options(marshaler, config, self._subscribed, self._tasks)
+            self._topics = self._pattern.kept(matched, free)
+        try:
+            self._subscribed = self._subscription()
+            options = core_options(marshaler, config, self._subscribed, self._tasks)
+        except BaseException:
+            marshaler.detach(self)
+            raise
         self._core = MemberCore(options, marshaler.worlds(), offset_of=_OFFSET)
         # the edge's own timing, in seconds of its waits, read from the options
         hb = options.heartbeat_interval_ms / 1000
@@ -191,15 +200,19 @@ class Consumer:
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
         # before any thread starts: a refused group leaves nothing running
-        self._mirror: OffsetMirror | None = open_mirror(
-            marshaler.group_id,
-            self._cluster,
-            config["mirror_offsets"],
-            self._mirror_positions,
-            interval=hb,
-            clock=self._clock.monotonic,
-            name=f"logmarshal-consumer-mirror:{marshaler.group_id}:{marshaler.client_id}",
-        )
+        try:
+            self._mirror: OffsetMirror | None = open_mirror(
+                marshaler.group_id,
+                self._cluster,
+                config["mirror_offsets"],
+                self._mirror_positions,
+                interval=hb,
+                clock=self._clock.monotonic,
+                name=f"logmarshal-consumer-mirror:{marshaler.group_id}:{marshaler.client_id}",
+            )
+        except BaseException:
+            marshaler.detach(self)
+            raise
         self._writer = CoordinationWriter(
             marshaler,
             self._feed_many,
@@ -214,7 +227,6 @@ class Consumer:
             max_wait=fetch_wait,
             name=f"logmarshal-consumer-fetch:{marshaler.group_id}:{marshaler.client_id}",
         )
-        marshaler.attach(self, self._reads())
         if self._metrics is not None:
             self._metrics.watch_consumer(self)
         self._halts = Halts(marshaler, self._name())
@@ -540,7 +552,7 @@ class Consumer:
         self.close()
 
     def __repr__(self) -> str:
-        what = self._pattern.pattern if self._pattern is not None else list(self._topics)
+        what = self._pattern.pattern.pattern if self._pattern else list(self._topics)
         return f"Consumer({self._name()}, topics={what!r}, mode={self._mode!r})"
 
     # -- the edge: events in ----------------------------------------------------------------
@@ -715,14 +727,10 @@ class Consumer:
         leaves out a topic another consumer of our Marshaler reads (one instance, one
         consumer per topic: :meth:`Marshaler.take_topics`)."""
         if self._pattern is not None:
-            matched = self._match_topics()
-            sources = (t for s in self._tasks.values() for t in s)
-            self._topics = self._marshaler.take_topics(self, matched, sources)
-            left, self._left_out = self._left_out, set(matched).difference(self._topics)
-            if self._left_out - left:
-                log.warning("%s: pattern %r: %s left out, read by another consumer of this "
-                            "Marshaler", self._name(), self._pattern.pattern,
-                            sorted(self._left_out - left))  # fmt: skip
+            matched = self._pattern.match(self._topics)
+            sources = (t for names in self._tasks.values() for t in names)
+            free = self._marshaler.take_topics(self, matched, sources)
+            self._topics = self._pattern.kept(matched, free)
         try:  # bounded: this thread answers catch-ups (a count not read now is read next HB)
             subscription = self._subscription(timeout=max(2.0, 2 * self._hb))
         except RETRIABLE as exc:
@@ -836,8 +844,7 @@ class Consumer:
     # -- helpers ----------------------------------------------------------------------------
 
     def _name(self) -> str:
-        m = self._marshaler
-        return f"{m.group_id}/{m.client_id}/{m.instance_id}"
+        return _name_of(self._marshaler)
 
     def _keys(self, partitions: Iterable[int | TopicPartition]) -> list[TopicPartition]:
         out = []
@@ -851,19 +858,6 @@ class Consumer:
                     "this consumer reads several topics: name partitions as (topic, partition)"
                 )
         return out
-
-    def _match_topics(self) -> tuple[str, ...]:
-        assert self._pattern is not None
-        try:
-            names = self._cluster.topics()
-        except Exception:
-            log.debug("%s: cannot list topics", self._name(), exc_info=True)
-            return self._topics
-        # internal topics (``__marshal``, ``__marshal_snapshots``) never match a pattern, as
-        # Kafka's exclude.internal.topics does for ``__consumer_offsets``
-        return tuple(
-            sorted(t for t in names if not t.startswith("__") and self._pattern.fullmatch(t))
-        )
 
     def _callback(self, callback: PartitionsCallback, keys: list[TopicPartition]) -> None:
         try:
@@ -893,3 +887,7 @@ class Consumer:
         """Under the lock."""
         if self._callbacks[kind] is not None:
             self._events.append((kind, key))
+
+
+def _name_of(marshaler: Marshaler) -> str:
+    return f"{marshaler.group_id}/{marshaler.client_id}/{marshaler.instance_id}"

@@ -68,9 +68,12 @@ class Halts:
             if halted is None:
                 continue
             after, keys = self._marshaler.regained_after(cp)
-            told = halted[1] if halted[0].after == after else frozenset()
-            if keys - told:
+            if halted[0].after != after:
+                continue  # a newer halt, not told to the core yet (:meth:`told` comes first)
+            if keys - halted[1]:
                 with self._lock:
+                    if self._told.get(cp) is not halted:
+                        continue  # told a newer halt meanwhile: its answers start anew
                     self._told[cp] = (halted[0], keys)
                 log.warning(
                     "%s: coordination partition %d: the log determines %s again "

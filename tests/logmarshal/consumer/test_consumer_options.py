@@ -195,7 +195,7 @@ def test_a_pattern_never_grows_into_a_topic_another_consumer_of_its_marshaler_re
     seen = _handed_out([named, pattern], "evX", 4 * realtime.hb)
     assert pattern.topics == ("ev1",) and pattern.claims() == [("ev1", 0)]
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert len(said) == 1 and "['evX'] left out" in said[0], said  # once, not every pass
+    assert len(said) == 1 and "matches ['evX']" in said[0], said  # once, not every pass
     assert sorted(seen) == list(range(300)) and set(seen.values()) == {1}, {
         o: n for o, n in seen.items() if n > 1
     }
@@ -217,6 +217,88 @@ def test_two_patterns_of_one_marshaler_never_both_take_a_new_topic(realtime) -> 
     time.sleep(3 * realtime.hb)  # passes of both patterns: neither takes the other's
     assert ("new" in first.topics) != ("new" in second.topics), (first.topics, second.topics)
     assert len(first.claims()) + len(second.claims()) == 4
+
+
+def _fill(cluster, topic, count):
+    now = int(time.time() * 1000)
+    cluster.produce(topic, 0, [NewRecord(value=b"%d" % i, timestamp=now) for i in range(count)])
+
+
+def test_a_consumer_of_a_topic_another_consumer_reads_through_tasks_is_refused(realtime) -> None:
+    """A second attack: ``attach`` compared with the others' topics, not their tasks'
+    sources, so a plain consumer of a task's source was accepted (every record of it handed
+    out twice); refused now, and the refused consumer leaves no thread running (the
+    fixture's teardown looks), since it attaches before it starts any."""
+    for name in ("src", "other", "x"):
+        realtime.cluster.create_topic(name, 1)
+    marshaler = realtime.marshaler("a")
+    realtime.consumers.append(Consumer(marshaler, "x"))
+    with pytest.raises(ValueError, match=r"already has a consumer of \['x'\]"):
+        Consumer(marshaler, "x")  # (it started two threads before it was refused)
+    realtime.consumers.append(Consumer(marshaler, (), tasks={"job": ["other", "src"]}))
+    with pytest.raises(ValueError, match=r"already has a consumer of \['src'\]"):
+        Consumer(marshaler, "src")
+    with pytest.raises(ValueError, match=r"already has a consumer of \['other'\]"):
+        Consumer(marshaler, ["y", "other"])
+
+
+def test_a_pattern_leaves_out_the_tasks_sources_of_its_marshaler_and_its_own(realtime) -> None:
+    """A pattern built after a task consumer claimed the task's source before its first pass
+    left it out, and one that grew into its own tasks' source subscribed to it as well as
+    the task (which then went unclaimed): a pattern now never takes a task's source."""
+    cluster = realtime.cluster
+    for name in ("src", "other", "s1"):
+        cluster.create_topic(name, 1)
+    _fill(cluster, "src", 50)
+    marshaler = realtime.marshaler("a")
+    tasks = Consumer(marshaler, (), tasks={"job": ["other", "src"]}, greedy=True)
+    realtime.consumers.append(tasks)
+    wait_until(lambda: tasks.claims() == [("job", 0)], what="the task")
+    pattern = Consumer(marshaler, re.compile(r"s.*"), greedy=True)
+    realtime.consumers.append(pattern)
+    assert pattern.topics == ("s1",)
+    seen = _handed_out([tasks, pattern], "src", 3 * realtime.hb)
+    assert sorted(seen) == list(range(50)) and set(seen.values()) == {1}
+    assert pattern.claims() == [("s1", 0)]
+    # its own tasks' source, created after it
+    own = Consumer(realtime.marshaler("b"), re.compile(r"t.*"), tasks={"job2": ["tsrc"]},
+                   greedy=True)  # fmt: skip
+    realtime.consumers.append(own)
+    cluster.create_topic("t1", 1)
+    wait_until(lambda: own.claims() == [("t1", 0)], what="t1")
+    cluster.create_topic("tsrc", 1)
+    wait_until(lambda: ("job2", 0) in own.claims(), what="the task of a source created later")
+    assert own.topics == ("t1",)
+
+
+def test_a_named_consumer_attached_as_a_pattern_takes_its_topic_is_refused(realtime) -> None:
+    """The registry is written under the Marshaler's lock when a pattern takes a topic, not
+    when the consumer stores its topics after: a named consumer attached in between is
+    refused (it was accepted, and the two held the partition at once)."""
+    cluster = realtime.cluster
+    cluster.create_topic("ev1", 1)
+    marshaler = realtime.marshaler("a")
+    pattern = Consumer(marshaler, re.compile(r"ev.*"), mode="amo", greedy=True)
+    realtime.consumers.append(pattern)
+    wait_until(lambda: pattern.claims() == [("ev1", 0)], what="ev1")
+    refused: list[BaseException | None] = []
+    take = marshaler.take_topics
+
+    def take_then_attach(consumer, matched, sources=()):
+        free = take(consumer, matched, sources)
+        if "evX" in free and not refused:  # before the pattern's consumer stores it
+            try:
+                realtime.consumers.append(Consumer(marshaler, "evX", mode="amo"))
+                refused.append(None)
+            except ValueError as exc:
+                refused.append(exc)
+        return free
+
+    marshaler.take_topics = take_then_attach  # type: ignore[method-assign]
+    cluster.create_topic("evX", 1)
+    wait_until(lambda: refused, what="the named consumer tried")
+    assert isinstance(refused[0], ValueError), "accepted while the pattern took evX"
+    wait_until(lambda: ("evX", 0) in pattern.claims(), what="evX claimed by the pattern")
 
 
 def test_claim_entire_topic_gives_each_member_whole_topics(realtime) -> None:

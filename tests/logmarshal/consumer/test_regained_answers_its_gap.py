@@ -280,3 +280,49 @@ def test_a_gap_found_after_a_rewind_leaves_the_replay_frozen(cluster):
         assert m.halts()[CP].why == "rewound" and m.regained_after(CP) == (-1, frozenset())
     finally:
         m.close()
+
+
+def test_a_gap_told_while_what_is_regained_is_read_is_not_written_over(cluster, caplog):
+    """A second attack: ``Halts.regained`` read the halt told, then the Marshaler, and wrote
+    back the halt it had read, over a newer one told meanwhile; every pass after took the
+    newer gap's answer for new (a Resumed and a warning line each driver pass and replay
+    chunk, for good)."""
+    m = _gapped(cluster)
+    tail = m._tailer._tails[CP]
+    consumer = None
+    try:
+        m._tailer._gap(tail, 0, tail.next_offset)  # gap 1: a cold start's, not live
+        original_after = m.regained_after
+        test_thread = threading.get_ident()
+        played = threading.Event()
+
+        def regained_after(cp: int) -> tuple[int, frozenset]:
+            if cp != CP:
+                return original_after(cp)
+            if threading.get_ident() != test_thread:
+                return -1, frozenset()  # the test's pass is the first to read what is regained
+            got = original_after(cp)
+            if not played.is_set():
+                played.set()
+                end = tail.next_offset  # the replay finds gap 2 now: stepped and told
+                m._tailer._gap(tail, end - 1, end)
+            return got
+
+        m.regained_after = regained_after  # type: ignore[method-assign]
+        consumer = Consumer(m, TOPIC, mode="amo", rebalance="none")
+        time.sleep(2 * HB)
+        _reset(cluster)  # the operator's reset after gap 1
+        wait_until(lambda: original_after(CP)[1] == {(TOPIC, 0)}, 5, "regained after gap 1")
+        consumer._feed_many(consumer._halts.regained([CP]))  # the driver's pass (gap 2 inside)
+        assert played.is_set() and consumer._core.halted() == {CP: frozenset()}
+        m.regained_after = original_after  # type: ignore[method-assign]
+        _reset(cluster)  # the operator's reset after gap 2
+        wait_until(lambda: consumer.claims() == [(TOPIC, 0)], 10, "regained after gap 2")
+        caplog.clear()
+        time.sleep(2 * HB)
+        said = [r.getMessage() for r in caplog.records if "determines" in r.getMessage()]
+        assert said == [], f"{len(said)} lines in {2 * HB} s: {said[:1]}"
+    finally:
+        if consumer is not None:
+            consumer.close()
+        m.close()
