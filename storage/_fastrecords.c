@@ -307,7 +307,7 @@ static int walk(const unsigned char *d, Py_ssize_t n, long long count, int64_t f
     const i128 i64_min = (i128)INT64_MIN, i64_max = (i128)INT64_MAX;
     i128 max_delta = i64_min, min_delta = i64_max;
     Py_ssize_t p = 0;
-    long long i;
+    long long i, odd = -1; /* odd: the first record with a length below -1 (a reader's null) */
     for (i = 0; i < count; i++) {
         i128 length, ts_delta, off_delta, size, hcount;
         if (p >= n) REFUSE(WALK_CORRUPT);
@@ -322,12 +322,14 @@ static int walk(const unsigned char *d, Py_ssize_t n, long long count, int64_t f
         if (off_delta != (i128)i) REFUSE(WALK_INVALID);
         /* key */
         if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
-        if (size < -1 || size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
+        if (size < -1) { if (odd < 0) odd = i; }
+        else if (size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
         if (size > 0) p += (Py_ssize_t)size;
         else if (size < 0 && require_keys) REFUSE(WALK_INVALID);
         /* value */
         if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
-        if (size < -1 || size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
+        if (size < -1) { if (odd < 0) odd = i; }
+        else if (size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
         if (size > 0) p += (Py_ssize_t)size;
         /* headers: usually none, one zero byte that ends the record */
         if (p + 1 == end && d[p] == 0) {
@@ -342,13 +344,18 @@ static int walk(const unsigned char *d, Py_ssize_t n, long long count, int64_t f
             if (!utf8_ok(d + p, (Py_ssize_t)size)) REFUSE(WALK_CORRUPT);
             p += (Py_ssize_t)size;
             if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
-            if (size < -1 || size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
+            if (size < -1) { if (odd < 0) odd = i; }
+            else if (size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
             if (size > 0) p += (Py_ssize_t)size;
         }
         if (p != end) REFUSE(WALK_CORRUPT);
     }
     i = -1;
     if (p != n) REFUSE(WALK_CORRUPT);
+    if (odd >= 0) { /* decodable, against the rule (after the walk: corrupt comes first) */
+        *at = odd;
+        return WALK_INVALID;
+    }
     if (count == 0) {
         *top = first_ts;
         return WALK_OK;

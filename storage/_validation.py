@@ -116,6 +116,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
     max_delta = _INT64_MIN
     min_delta = _INT64_MAX
     varint = read_varint  # a local: called for every varint of 2+ bytes
+    odd: str | None = None  # the first rule a record breaks that a reader still decodes
     for expected in range(count):
         if p >= n:
             raise CorruptRecordError(f"the batch declares {count} records but holds {expected}")
@@ -168,7 +169,9 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
             p += 2
         else:
             size, p = varint(data, p, end)
-        if size < -1 or p + size > end:
+        if size < -1:  # a reader takes it for null (Kafka's does): it breaks a rule only
+            odd = odd or f"record {expected} has key length {size} (only -1 is null)"
+        elif p + size > end:
             raise CorruptRecordError(f"record {expected} has key length {size}")
         if size > 0:
             p += size
@@ -185,7 +188,9 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
             p += 2
         else:
             size, p = varint(data, p, end)
-        if size < -1 or p + size > end:
+        if size < -1:
+            odd = odd or f"record {expected} has value length {size} (only -1 is null)"
+        elif p + size > end:
             raise CorruptRecordError(f"record {expected} has value length {size}")
         if size > 0:
             p += size
@@ -208,7 +213,9 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
                 ) from None
             p += hklen
             hvlen, p = varint(data, p, end)
-            if hvlen < -1 or p + hvlen > end:
+            if hvlen < -1:
+                odd = odd or f"record {expected} has header value length {hvlen} (only -1 is null)"
+            elif p + hvlen > end:
                 raise CorruptRecordError(f"record {expected} has header value length {hvlen}")
             if hvlen > 0:
                 p += hvlen
@@ -218,6 +225,8 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
             )
     if p != n:
         raise CorruptRecordError(f"{n - p} bytes follow the last of {count} records")
+    if odd is not None:  # (after the walk: a record a reader cannot decode is corrupt first)
+        raise InvalidRecord(odd)
     if count == 0:
         return first_ts
     top = first_ts + max_delta

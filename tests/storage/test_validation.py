@@ -127,6 +127,32 @@ def test_validation_and_decoding_agree_on_mutated_records(data) -> None:
     decode_batch(buf)  # accepted means readable
 
 
+def test_a_length_below_minus_one_is_a_broken_rule_not_corruption() -> None:
+    """Found by the property above (one byte of three records set to 20): a value length of
+    -25 is read as null by Kafka's reader and ours, so validation calls it a broken rule
+    (only -1 is null: InvalidRecord), not corruption, in C and in the reference alike."""
+    import struct
+
+    import crc32c
+
+    from storage._validation import FAST_WALK, _walk_python
+
+    buf = bytearray(
+        encode_batch([NewRecord(b"value-%d" % i, key=b"key", timestamp=5 + i) for i in range(3)])
+    )
+    buf[82] = 20  # record 1's key length 3 -> 10: its value length is read from "1" (-25)
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
+    assert decode_batch(buf)[1][1].value is None  # readable
+    with pytest.raises(InvalidRecord, match="record 1 has value length -25"):
+        validate_batch(buf)
+    with pytest.raises(InvalidRecord):
+        _walk_python(bytes(buf[61:]), 3, 5)
+    if FAST_WALK:
+        from storage._fastrecords import walk_records
+
+        assert walk_records(bytes(buf[61:]), 3, 5, False) == (2, 1)  # invalid, record 1
+
+
 def test_a_stored_corrupt_batch_is_an_error_readers_can_skip(tmp_path, clock) -> None:
     """Damage behind a valid CRC: records before it are returned, then CorruptBatch names the
     offsets to skip to; the records after it are readable from there."""
