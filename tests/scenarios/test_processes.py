@@ -78,7 +78,8 @@ def test_real_process_scenario_passes(name: str) -> None:
 
 
 @pytest.mark.scenario
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.long)])
+@pytest.mark.long  # .ci/run's second stage: the README's run has it on Kafka (tests/kafka)
+@pytest.mark.parametrize("seed", [0, 1])
 def test_a_woken_zombie_makes_nobody_hand_an_offset_out_twice(seed: int) -> None:
     """The woken zombie of docs/protocol-notes.md on real processes (AMO whatever the seed):
     on the code before protocol version 4, the woken instance's heartbeat takes the partition back from its client's newer instance and
