@@ -292,6 +292,7 @@ class Marshaler:
         #: every topic each attached consumer reads (a pattern's matches as they grow, tasks'
         #: sources): what a pattern may not grow into (:meth:`take_topics`)
         self._reading: dict[AttachedConsumer, frozenset[str]] = {}
+        self._closing = False  # close() began: no consumer attaches any more
         self._listeners: tuple[Callable[[int, int], None], ...] = ()
         self._batch_listeners: tuple[Callable[[list[tuple[int, int]]], None], ...] = ()
         self._halt_listeners: tuple[Callable[[Halt], None], ...] = ()
@@ -763,47 +764,67 @@ class Marshaler:
         with self._lock:
             self._batch_listeners = tuple(x for x in self._batch_listeners if x is not listener)
 
-    def attach(
-        self, consumer: AttachedConsumer, topics: Iterable[str], matched: Iterable[str] = ()
+    def reserve(
+        self, consumer: AttachedConsumer, names: Iterable[str], matched: Iterable[str] = ()
     ) -> tuple[str, ...]:
-        """Attach ``consumer``, which reads ``topics`` (those it names, its tasks' sources)
-        and those of ``matched`` (its pattern's matches) no other consumer of this Marshaler
-        reads; returns the latter. This Marshaler closes it first when it closes. One
-        consumer per topic per Marshaler: two would write as one instance, each taking the
-        other's claims and reservations for its own (AMO: offsets handed out twice), so a
-        named topic another consumer reads is refused with ValueError. Atomic with
-        :meth:`take_topics`: a topic is never given to two."""
-        wanted = set(topics)
+        """Reserve for ``consumer`` the ``names`` it claims or reads (the topics it names, its
+        tasks, whose names are its claims' keys, and their sources: one namespace) and those
+        of ``matched`` (its pattern's matches) no other consumer of this Marshaler has;
+        returns the latter. One consumer per name per Marshaler: two would write as one
+        instance, each taking the other's claims and reservations for its own (AMO: offsets
+        handed out twice), so a name another consumer has is refused with ValueError.
+        Atomic with :meth:`take_topics` and :meth:`attach`: a name is never given to two."""
         with self._lock:
-            if self._closed.is_set():
-                raise ClosedError("the marshaler is closed")
-            taken = frozenset().union(*self._reading.values())
-            overlap = wanted & taken
-            if overlap:
-                raise ValueError(
-                    f"this marshaler already has a consumer of {sorted(overlap)}; "
-                    "use another Marshaler (client_id) for a second consumer"
-                )
-            free = tuple(t for t in matched if t not in taken and t not in wanted)
+            self._refuse_closed()
+            return self._reserve(consumer, set(names), matched)
+
+    def _reserve(
+        self, consumer: AttachedConsumer, wanted: set[str], matched: Iterable[str]
+    ) -> tuple[str, ...]:
+        """Under the lock: :meth:`reserve`."""
+        taken = frozenset().union(*(r for c, r in self._reading.items() if c is not consumer))
+        overlap = wanted & taken
+        if overlap:
+            raise ValueError(
+                f"this marshaler already has a consumer of {sorted(overlap)}; "
+                "use another Marshaler (client_id) for a second consumer"
+            )
+        free = tuple(t for t in matched if t not in taken and t not in wanted)
+        self._reading[consumer] = frozenset(wanted).union(free)
+        return free
+
+    def _refuse_closed(self) -> None:
+        """Under the lock: no consumer attaches once :meth:`close` began (it would outlive
+        the replay it reads)."""
+        if self._closing or self._closed.is_set():
+            raise ClosedError("the marshaler is closed")
+
+    def attach(self, consumer: AttachedConsumer, topics: Iterable[str]) -> None:
+        """Attach ``consumer``, which reads ``topics``: this Marshaler closes it first when it
+        closes. A consumer that reserved (:meth:`reserve`: a Consumer does, before it starts
+        anything, and attaches once it runs) keeps what it reserved; else ``topics`` are
+        reserved now, refused as there."""
+        with self._lock:
+            self._refuse_closed()
+            if consumer not in self._reading:
+                self._reserve(consumer, set(topics), ())
             self._consumers.append(consumer)
-            self._reading[consumer] = frozenset(wanted).union(free)
-            return free
 
     def take_topics(
-        self, consumer: AttachedConsumer, matched: Iterable[str], sources: Iterable[str] = ()
+        self, consumer: AttachedConsumer, matched: Iterable[str], own: Iterable[str] = ()
     ) -> tuple[str, ...]:
         """Of the topics a pattern of ``consumer`` matches now, those no other consumer of
-        this Marshaler reads and that are none of ``sources`` (its tasks'); they, with
-        ``sources``, are what it reads from now on. A pattern grows into topics created
-        after it was attached, which :meth:`attach` never saw. Atomic, so two patterns
-        never both take one new topic: the first to look takes it."""
-        sources = frozenset(sources)
+        this Marshaler has and that are none of ``own`` (its tasks and their sources); they,
+        with ``own``, are what it has from now on. A pattern grows into topics created after
+        it reserved, which :meth:`reserve` never saw. Atomic, so two patterns never both
+        take one new topic: the first to look takes it."""
+        own = frozenset(own)
         with self._lock:
             others = [r for c, r in self._reading.items() if c is not consumer]
-            taken = frozenset().union(*others, sources)
+            taken = frozenset().union(*others, own)
             free = tuple(t for t in matched if t not in taken)
             if consumer in self._reading:
-                self._reading[consumer] = sources.union(free)
+                self._reading[consumer] = own.union(free)
             return free
 
     def detach(self, consumer: AttachedConsumer) -> None:
@@ -829,6 +850,7 @@ class Marshaler:
     def close(self, timeout: float | None = None) -> None:
         """Close this marshaler's consumers (releasing their claims), then stop replaying."""
         with self._lock:
+            self._closing = True
             consumers = list(self._consumers)
         for consumer in consumers:
             consumer.close()

@@ -79,7 +79,7 @@ from .config import (
 from .fetcher import MemberFetcher
 from .halts import Halts
 from .handler import run_handler
-from .mirror import OffsetMirror, open_mirror
+from .mirror import OffsetMirror, open_mirror, positions_held
 from .patterns import PatternTopics
 from .writer import CoordinationWriter
 
@@ -102,8 +102,8 @@ _OFFSET = operator.itemgetter(2)
 class Consumer:
     """Consumes ``topics`` (names, or a compiled regex matched in full against the cluster's
     topics on every claim pass) as member ``marshaler.client_id`` of ``marshaler.group_id``.
-    One consumer per topic per Marshaler: a second one naming a topic is refused, and a
-    pattern leaves out the topics another consumer of its Marshaler reads.
+    One consumer per topic, task or task source per Marshaler: a second one naming one is
+    refused, and a pattern leaves out what another consumer of its Marshaler has.
 
     Settings are keywords, kafka-python style: :attr:`DEFAULT_CONFIG` lists every one with
     its default and what it means (an unknown name is refused, naming the known ones). Those
@@ -149,19 +149,23 @@ class Consumer:
         self._metrics = marshaler.metrics  # its Prometheus series, if the Marshaler has them
         rng: random.Random | None = config["rng"]
         self._rng = rng if rng is not None else random.Random()
-        # one consumer per topic per Marshaler, refused before anything runs; a pattern
-        # leaves out what another reads (consumer.patterns)
-        sources = tuple(t for names in self._tasks.values() for t in names)
+        # one consumer per topic, task or source per Marshaler (consumer.patterns)
         matched = self._pattern.match(()) if self._pattern is not None else ()
-        free = marshaler.attach(self, (*self._topics, *sources), matched)
+        free = marshaler.reserve(self, (*self._topics, *self._own()), matched)
         if self._pattern is not None:
             self._topics = self._pattern.kept(matched, free)
         try:
-            self._subscribed = self._subscription()
-            options = core_options(marshaler, config, self._subscribed, self._tasks)
+            self._start(config, fetch_wait)
         except BaseException:
-            marshaler.detach(self)
+            self._abandon()
             raise
+
+    def _start(self, config: Mapping[str, Any], fetch_wait: float) -> None:
+        """The rest of the constructor, once our names are reserved: the core, the edge's
+        threads, and attached to the Marshaler (which closes us when it closes) last."""
+        marshaler = self._marshaler
+        self._subscribed = self._subscription()
+        options = core_options(marshaler, config, self._subscribed, self._tasks)
         self._core = MemberCore(options, marshaler.worlds(), offset_of=_OFFSET)
         # the edge's own timing, in seconds of its waits, read from the options
         hb = options.heartbeat_interval_ms / 1000
@@ -200,19 +204,15 @@ class Consumer:
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
         # before any thread starts: a refused group leaves nothing running
-        try:
-            self._mirror: OffsetMirror | None = open_mirror(
-                marshaler.group_id,
-                self._cluster,
-                config["mirror_offsets"],
-                self._mirror_positions,
-                interval=hb,
-                clock=self._clock.monotonic,
-                name=f"logmarshal-consumer-mirror:{marshaler.group_id}:{marshaler.client_id}",
-            )
-        except BaseException:
-            marshaler.detach(self)
-            raise
+        self._mirror: OffsetMirror | None = open_mirror(
+            marshaler.group_id,
+            self._cluster,
+            config["mirror_offsets"],
+            self._mirror_positions,
+            interval=hb,
+            clock=self._clock.monotonic,
+            name=f"logmarshal-consumer-mirror:{marshaler.group_id}:{marshaler.client_id}",
+        )
         self._writer = CoordinationWriter(
             marshaler,
             self._feed_many,
@@ -238,6 +238,23 @@ class Consumer:
         self._thread.start()
         if self._mirror is not None:
             self._mirror.start()
+        marshaler.attach(self, ())  # running: the Marshaler's close closes us from now on
+
+    def _abandon(self) -> None:
+        """The constructor failed after reserving our names: stop what it started (a
+        running consumer closes as a crash would) and give the names back."""
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread.is_alive():
+            self.close(release=False)
+        else:
+            self._marshaler.remove_batch_listener(self._replayed)
+            self._marshaler.remove_halt_listener(self._halted)
+            if hasattr(self, "_fetcher"):
+                self._fetcher.stop()
+                self._fetcher.thread.join(self._fetch_wait + 5)
+            if hasattr(self, "_writer"):
+                self._writer.stop(self._fetch_wait + 5)
+        self._marshaler.detach(self)
 
     # -- public API -------------------------------------------------------------------------
 
@@ -703,6 +720,10 @@ class Consumer:
         for cp, offset in enumerate(applied):
             self._feed(Replayed(cp, offset, at_end=True, ends_at=looked_at))
 
+    def _own(self) -> tuple[str, ...]:
+        """Our tasks and their sources: names no pattern of ours or anyone's takes."""
+        return (*self._tasks, *(t for sources in self._tasks.values() for t in sources))
+
     def _reads(self) -> tuple[str, ...]:
         """Every topic we fetch from: the subscribed ones and the tasks' sources."""
         return (*self._topics, *(t for sources in self._tasks.values() for t in sources))
@@ -728,8 +749,7 @@ class Consumer:
         consumer per topic: :meth:`Marshaler.take_topics`)."""
         if self._pattern is not None:
             matched = self._pattern.match(self._topics)
-            sources = (t for names in self._tasks.values() for t in names)
-            free = self._marshaler.take_topics(self, matched, sources)
+            free = self._marshaler.take_topics(self, matched, self._own())
             self._topics = self._pattern.kept(matched, free)
         try:  # bounded: this thread answers catch-ups (a count not read now is read next HB)
             subscription = self._subscription(timeout=max(2.0, 2 * self._hb))
@@ -747,21 +767,8 @@ class Consumer:
             return self._positions_held()
 
     def _positions_held(self, releasing: bool = False) -> dict[TopicPartition, int]:
-        """Under the lock: next offsets (Kafka's committed offsets) of what we hold and the
-        log knows we hold: the position our heartbeats carry, plus one; per source partition
-        of a task. ``releasing``: AMO gives back what it reserved and did not hand out."""
-        amo = releasing and self._mode == "amo"
-        out = {}
-        for topic, partition in self._core.assigned():
-            for source in self._tasks.get(topic, (topic,)):
-                position = (
-                    self._core.handed_through(source, partition)
-                    if amo
-                    else self._core.position(source, partition)
-                )
-                if position is not None:
-                    out[(source, partition)] = position + 1
-        return out
+        """Under the lock: :func:`~.mirror.positions_held` of our core."""
+        return positions_held(self._core, self._tasks, releasing and self._mode == "amo")
 
     def _report_log_ends(self) -> None:
         with self._lock:

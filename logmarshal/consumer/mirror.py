@@ -26,7 +26,14 @@ from typing import Any, Protocol
 from ..admin.mirror import KafkaOffsetSink, MirrorError, OffsetSink, changed_positions
 from ..errors import LogmarshalError
 
-__all__ = ["GroupSink", "MirrorConflict", "MirrorSetting", "OffsetMirror", "open_mirror"]
+__all__ = [
+    "GroupSink",
+    "MirrorConflict",
+    "MirrorSetting",
+    "OffsetMirror",
+    "open_mirror",
+    "positions_held",
+]
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +202,25 @@ class OffsetMirror:
             return
         if self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+
+def positions_held(
+    core: Any, tasks: Mapping[str, tuple[str, ...]], amo_releasing: bool
+) -> dict[tuple[str, int], int]:
+    """Next offsets (Kafka's committed offsets) of what ``core`` holds and the log knows it
+    holds: the position its heartbeats carry, plus one; per source partition of a task.
+    ``amo_releasing``: AMO gives back what it reserved and did not hand out."""
+    out = {}
+    for topic, partition in core.assigned():
+        for source in tasks.get(topic, (topic,)):
+            position = (
+                core.handed_through(source, partition)
+                if amo_releasing
+                else core.position(source, partition)
+            )
+            if position is not None:
+                out[(source, partition)] = position + 1
+    return out
 
 
 def open_mirror(

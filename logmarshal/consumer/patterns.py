@@ -3,7 +3,7 @@ claim pass, less those another consumer of its Marshaler reads and its own tasks
 
 Every consumer of one Marshaler writes as one ``(client_id, instance_id)``: two of them in
 one topic would each take the other's claims and reservations for its own, and AMO would
-hand out offsets twice. The Marshaler keeps what each reads (:meth:`Marshaler.attach`,
+hand out offsets twice. The Marshaler keeps what each has (:meth:`Marshaler.reserve`,
 :meth:`Marshaler.take_topics`, atomic: a topic is given to one); a named topic another
 consumer reads is refused, a pattern's match is left out, said once in a warning line.
 """

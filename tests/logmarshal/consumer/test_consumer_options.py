@@ -15,6 +15,7 @@ from logmarshal import _direct as direct
 from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
 from logmarshal.consumer import Consumer, NoPosition
+from logmarshal.errors import ClosedError
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.retry import HandlerFailed, RetryPolicy
 from rationalizer import Effect, Heartbeat, MemberHeartbeat, ReleaseGroup, decode, encode
@@ -299,6 +300,78 @@ def test_a_named_consumer_attached_as_a_pattern_takes_its_topic_is_refused(realt
     wait_until(lambda: refused, what="the named consumer tried")
     assert isinstance(refused[0], ValueError), "accepted while the pattern took evX"
     wait_until(lambda: ("evX", 0) in pattern.claims(), what="evX claimed by the pattern")
+
+
+def test_a_task_is_a_name_no_other_consumer_of_its_marshaler_may_have(realtime) -> None:
+    """A third attack: a task's name is its claims' key (``job/0``), and was not reserved:
+    a consumer of topic ``job`` and one with task ``job`` on one Marshaler both held
+    ``job/0`` as one instance, each heartbeating its own topic's position there; so did two
+    tasks of one name with different sources. Topics, tasks and sources are one namespace."""
+    for name in ("job", "src", "a1", "b1"):
+        realtime.cluster.create_topic(name, 1)
+    marshaler = realtime.marshaler("a")
+    realtime.consumers.append(Consumer(marshaler, "job"))
+    with pytest.raises(ValueError, match=r"already has a consumer of \['job'\]"):
+        Consumer(marshaler, (), tasks={"job": ["src"]})
+    realtime.consumers.append(Consumer(marshaler, (), tasks={"task": ["a1"]}))
+    with pytest.raises(ValueError, match=r"already has a consumer of \['task'\]"):
+        Consumer(marshaler, (), tasks={"task": ["b1"]})
+    with pytest.raises(ValueError, match=r"already has a consumer of \['task'\]"):
+        Consumer(marshaler, "task")
+
+
+def test_a_consumer_whose_construction_fails_gives_its_topics_back(realtime, monkeypatch) -> None:
+    """A constructor that raised after reserving (its fetcher refused, say) left the consumer
+    reserved for good (its topic refused to everyone after) and its writer running."""
+    import logmarshal.consumer.consumer as module
+
+    realtime.cluster.create_topic("x", 1)
+    marshaler = realtime.marshaler("a")
+
+    def broken(*args, **kwargs):
+        raise OSError("cannot open a reader")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(module, "MemberFetcher", broken)
+        with pytest.raises(OSError):
+            Consumer(marshaler, "x")
+    realtime.consumers.append(Consumer(marshaler, "x"))  # free again (and no thread left)
+
+
+@pytest.mark.parametrize("when", ["reserved", "running"])
+def test_a_marshaler_closed_while_a_consumer_is_built_closes_it(realtime, when) -> None:
+    """``Marshaler.close`` while a Consumer of it is built: it closed a consumer that had
+    attached but had no driver yet (AttributeError: the Marshaler never closed), or missed
+    one that attached after it looked (left running on a stopped replay). A consumer now
+    reserves its names first and attaches once it runs; none attaches after close began."""
+    realtime.cluster.create_topic("x", 1)
+    marshaler = realtime.marshaler("a")
+    step = "reserve" if when == "reserved" else "attach"
+    real = getattr(marshaler, step)
+    errors: list[BaseException] = []
+
+    def then_close(*args, **kwargs):
+        out = real(*args, **kwargs)
+        closer = threading.Thread(target=lambda: _closing(marshaler, errors))
+        closer.start()
+        closer.join(15)
+        return out
+
+    setattr(marshaler, step, then_close)
+    built = None
+    try:
+        built = Consumer(marshaler, "x")
+    except ClosedError:
+        assert when == "reserved"  # refused at attach: it had started, and was closed
+    assert errors == [] and marshaler.closed
+    assert built is None or built.closed
+
+
+def _closing(marshaler, errors):
+    try:
+        marshaler.close()
+    except BaseException as exc:
+        errors.append(exc)
 
 
 def test_claim_entire_topic_gives_each_member_whole_topics(realtime) -> None:
