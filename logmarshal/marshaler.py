@@ -289,8 +289,9 @@ class Marshaler:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._consumers: list[AttachedConsumer] = []
-        #: every topic each attached consumer reads (a pattern's matches as they grow, tasks'
-        #: sources): what a pattern may not grow into (:meth:`take_topics`)
+        #: the names each consumer reserved or attached with (the topics it names or its
+        #: pattern matches as they grow, its tasks and their sources): one consumer a name
+        #: (:meth:`reserve`, :meth:`take_topics`)
         self._reading: dict[AttachedConsumer, frozenset[str]] = {}
         self._closing = False  # close() began: no consumer attaches any more
         self._listeners: tuple[Callable[[int, int], None], ...] = ()
@@ -782,7 +783,7 @@ class Marshaler:
         self, consumer: AttachedConsumer, wanted: set[str], matched: Iterable[str]
     ) -> tuple[str, ...]:
         """Under the lock: :meth:`reserve`."""
-        taken = frozenset().union(*(r for c, r in self._reading.items() if c is not consumer))
+        taken = self._taken(consumer)
         overlap = wanted & taken
         if overlap:
             raise ValueError(
@@ -792,6 +793,10 @@ class Marshaler:
         free = tuple(t for t in matched if t not in taken and t not in wanted)
         self._reading[consumer] = frozenset(wanted).union(free)
         return free
+
+    def _taken(self, consumer: AttachedConsumer) -> frozenset[str]:
+        """Under the lock: every name another consumer than ``consumer`` has."""
+        return frozenset().union(*(r for c, r in self._reading.items() if c is not consumer))
 
     def _refuse_closed(self) -> None:
         """Under the lock: no consumer attaches once :meth:`close` began (it would outlive
@@ -818,14 +823,11 @@ class Marshaler:
         with ``own``, are what it has from now on. A pattern grows into topics created after
         it reserved, which :meth:`reserve` never saw. Atomic, so two patterns never both
         take one new topic: the first to look takes it."""
-        own = frozenset(own)
         with self._lock:
-            others = [r for c, r in self._reading.items() if c is not consumer]
-            taken = frozenset().union(*others, own)
-            free = tuple(t for t in matched if t not in taken)
-            if consumer in self._reading:
-                self._reading[consumer] = own.union(free)
-            return free
+            if consumer in self._reading:  # (its own names are its: never refused here)
+                return self._reserve(consumer, set(own), matched)
+            taken = self._taken(consumer).union(own)  # (closed meanwhile: nothing kept)
+            return tuple(t for t in matched if t not in taken)
 
     def detach(self, consumer: AttachedConsumer) -> None:
         """Forget ``consumer`` (it closed itself); its topics are free for another one."""

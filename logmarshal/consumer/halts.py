@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from .._tailer import Halt
 from ..core import Halted, Resumed
+from ..core.rewind import supersedes
 from ..marshaler import Marshaler
 
 __all__ = ["Halts"]
@@ -47,15 +48,15 @@ class Halts:
     def told(self, halt: Halt) -> None:
         """The core has ``halt``: what is regained after it is told from now on, not before
         (a Resumed stepped before its Halted finds nothing halted and is lost; found by an
-        attack: a new Consumer's core never regained). A gap older than the halt told, or
-        any halt after a rewind, changes nothing, as in the core."""
+        attack: a new Consumer's core never regained). The same halt again, or one the
+        core's rule says is older (:func:`~logmarshal.core.rewind.supersedes`), changes
+        nothing, as in the core."""
         with self._lock:
             known = self._told.get(halt.cp)
-            if known is None:
-                self._told[halt.cp] = (halt, frozenset())
-                return
-            newer = halt.why == "rewound" or halt.before >= known[0].before
-            if known[0].why == "gap" and newer and known[0] != halt:
+            mark = None if known is None else (known[0].why, known[0].before, known[0].after)
+            if mark != (halt.why, halt.before, halt.after) and supersedes(
+                mark, halt.why, halt.before
+            ):
                 self._told[halt.cp] = (halt, frozenset())
 
     def regained(self, cps: Iterable[int] | None = None) -> list[Resumed]:

@@ -394,14 +394,7 @@ class MemberCore:
                 if event.why == "rewound"
                 else f"lost records {event.before}..{event.after - 1} before the replay saw them"
             )
-            mark = st.halt_marks.get(event.cp)
-            if mark is None or (
-                mark[0] == "gap" and (event.why == "rewound" or event.before >= mark[1])
-            ):
-                # (a gap older than ours, told late as a new Consumer's edge may tell the halts
-                # it found before it listened, changes nothing: answers to it are stale; a
-                # rewound partition stays so within the process)
-                halt(st, event.cp, (event.why, event.before, event.after), why, out)
+            halt(st, event.cp, (event.why, event.before, event.after), why, out)
             if event.why == "gap" and st.live_gap and (event.live or event.cp in st.wrote):
                 # records lost after this instance wrote there may have fenced it (a newer
                 # instance of its client_id taking its claims over): no world it can build

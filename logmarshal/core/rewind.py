@@ -54,17 +54,28 @@ from .actions import Action
 from .holding import lose
 from .state import Key, MemberState, me
 
-__all__ = ["Regained", "halt", "resume"]
+__all__ = ["Regained", "halt", "resume", "supersedes"]
 
 log = logging.getLogger(__name__)
 
 
+def supersedes(mark: tuple[str, int, int] | None, why: str, before: int) -> bool:
+    """Whether a halt ``why`` found at ``before`` replaces ``mark``, the ``(why, before,
+    after)`` of the one we have: halts of a coordination partition go forward only. A
+    rewound partition stays so within the process; a gap gives way to a rewind and to a gap
+    found at or after it, while an older gap, told late (as a new Consumer's edge tells the
+    halts it found before it listened), changes nothing: answers to it are stale."""
+    return mark is None or (mark[0] == "gap" and (why == "rewound" or before >= mark[1]))
+
+
 def halt(st: MemberState, cp: int, mark: tuple[str, int, int], why: str, out: list[Action]) -> None:
     """The replay of ``cp`` is not a fold of the log any more (``mark``: what was lost,
-    ``(why, before, after)``; the same one again changes nothing): drop what we hold there
-    (lost: no release, which would act on that world), forget writes in flight there and
-    releases queued there, and act on nothing of it until :func:`resume` names it."""
-    if st.halt_marks.get(cp) == mark:
+    ``(why, before, after)``; the same one again, or one :func:`supersedes` says is older,
+    changes nothing): drop what we hold there (lost: no release, which would act on that
+    world), forget writes in flight there and releases queued there, and act on nothing of it
+    until :func:`resume` names it."""
+    current = st.halt_marks.get(cp)
+    if current == mark or not supersedes(current, mark[0], mark[1]):
         return
     st.halt_marks[cp] = mark
     st.halted[cp] = set()
