@@ -47,7 +47,6 @@ import random
 from typing import Any
 
 from logmarshal.core import Bounds, Fetch, LookUp, NoStart, OutOfRange, Tick
-from logmarshal.core.state import read
 from rationalizer import coordination_partition
 
 Sim = Any  # scenarios.sim imports this module (the import graph allows no circle)
@@ -100,9 +99,9 @@ class UserHand:
         each fetches next)."""
         out = []
         for inst in self.sim.live():
-            held = read(inst.core._st, *key)
-            if held is not None and held.buffer and held.next_fetch is not None:
-                out.append((inst, [r[0] for r in held.buffer], held.next_fetch))
+            ahead = inst.core.read_ahead(*key)
+            if ahead is not None and ahead[0] and ahead[1] is not None:
+                out.append((inst, ahead[0], ahead[1]))
         return out
 
     def _running(self) -> list[Any]:
@@ -309,11 +308,11 @@ class UserHand:
         def answer() -> None:  # the bounds, read after the refusal
             bounds = (self.start[key], sim.produced[key])
             sim.note(f"{inst.me} OUT OF RANGE {key} at {action.offset}, bounds {bounds}")
-            held = read(inst.core._st, *key)
-            if held is not None and held.fetch_token == action.token:  # (else ignored)
+            ahead = inst.core.read_ahead(*key)
+            if ahead is not None and ahead[2] == action.token:  # (else ignored)
                 # the member's position: the first record it read and has not handed out,
                 # else where it fetches
-                position = held.buffer[0][0] if held.buffer else action.offset
+                position = ahead[0][0] if ahead[0] else action.offset
                 if position > bounds[1]:
                     # beyond the end (a seek there, a tail cut below it): "earliest" takes
                     # ALO back to the start, as Kafka's consumer does. Not when only a

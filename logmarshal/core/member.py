@@ -154,6 +154,17 @@ class MemberCore:
             for s in h.reads
         }
 
+    def read_ahead(
+        self, topic: str, partition: int
+    ) -> tuple[list[int], int | None, int | None] | None:
+        """What we read ahead of hand-outs: the offsets buffered, where we fetch next and
+        the token of the fetch in flight (a simulator's world model checks its answers
+        against them); None if not held."""
+        held = read(self._st, topic, partition)
+        if held is None:
+            return None
+        return [r[0] for r in held.buffer], held.next_fetch, held.fetch_token
+
     def has_ready(self) -> bool:
         """Could a Poll hand something out (or report a missing start) right now?"""
         paused = self._st.paused
