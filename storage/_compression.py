@@ -60,7 +60,15 @@ def decompress(codec: int, data: Any, limit: int = DEFAULT_MAX_DECOMPRESSED) -> 
             return _zstd(data, limit)
     except CorruptRecordError:
         raise
-    except (OSError, EOFError, ValueError, RuntimeError, zlib.error, zstandard.ZstdError) as exc:
+    except (
+        OSError,
+        EOFError,
+        ValueError,
+        RuntimeError,
+        zlib.error,
+        zstandard.ZstdError,
+        cramjam.DecompressionError,  # not a ValueError: a corrupt snappy block raises it
+    ) as exc:
         raise CorruptRecordError(
             f"{_NAMES.get(codec, codec)} records do not decompress: {exc}"
         ) from exc

@@ -148,11 +148,11 @@ class OffsetIndex(_IndexFile):
         self.pos.append(pos)
         self._write(rel, pos)
 
-    def lookup(self, rel: int) -> int:
-        """Position of the last indexed batch ending at or before rel (0 if none): the batch
-        holding rel starts there or later."""
+    def floor(self, rel: int) -> tuple[int | None, int]:
+        """(last relative offset, position) of the last indexed batch ending at or before
+        rel; (None, 0) if none: a reader checks the batch it finds there against it."""
         i = bisect.bisect_right(self.rel, rel) - 1
-        return self.pos[i] if i >= 0 else 0
+        return (self.rel[i], self.pos[i]) if i >= 0 else (None, 0)
 
     def clear(self) -> None:
         self.rel = array("q")

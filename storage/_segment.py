@@ -440,8 +440,12 @@ class Segment:
         """The last offset of the (first) batch holding :attr:`max_timestamp`."""
         return self.base_offset + self._max_timestamp_rel
 
-    def position_of(self, offset: int) -> int:
-        return self.index.lookup(offset - self.base_offset)
+    def indexed(self, offset: int) -> tuple[int | None, int]:
+        """(last offset, position) of the last indexed batch ending at or before ``offset``:
+        the batch holding ``offset`` starts there or later. (None, 0) when no entry
+        precedes it (the segment's first batch starts at 0)."""
+        rel, pos = self.index.floor(offset - self.base_offset)
+        return (None if rel is None else self.base_offset + rel), pos
 
     # ---------------------------------------------------------------- lifecycle
 

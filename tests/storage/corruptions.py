@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import zlib
 
+import cramjam
 import crc32c
 import zstandard
 
@@ -97,6 +98,12 @@ def _zstd_bomb() -> bytes:
     return batch(zstandard.ZstdCompressor().compress(bytes(80 << 20)), 1, attributes=4)
 
 
+def _snappy_cut_short() -> bytes:
+    """Three records in a snappy block cut in half."""
+    block = bytes(cramjam.snappy.compress_raw(record(value=b"v" * 200) * 3))
+    return batch(block[: len(block) // 2], 3, attributes=2)
+
+
 #: name -> (batch builder, the exception record validation must raise)
 CORRUPTIONS = {
     "record length -5": (lambda: batch(record(length=-5), 1), None),
@@ -122,6 +129,9 @@ CORRUPTIONS = {
         lambda: batch(b"\xff\xff\xff\xff\x0f garbage", 1, attributes=2),
         None,
     ),
+    # a snappy block cut in half: cramjam's DecompressionError, not a ValueError, once
+    # escaped as "unexpected" and closed the producer's connection (an attack, 2026-12-03)
+    "snappy block cut short": (_snappy_cut_short, None),
     "lz4 flag over garbage": (lambda: batch(b"\x04\x22\x4d\x18 garbage", 1, attributes=3), None),
     "transactional + control from a client": (
         lambda: batch(record(), 1, attributes=0x30),
