@@ -19,12 +19,15 @@ committed to the consumer (which heartbeats them).
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import itertools
 import logging
 import operator
 import os
 import random
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -119,6 +122,8 @@ class App:
         self._sink_failure: BaseException | None = None
         #: by task key (task name, partition)
         self.tasks: dict[Key, Task] = {}
+        #: per task key: its directory's lock (fd), or its private directory (locked elsewhere)
+        self._task_dirs: dict[Key, tuple[int | None, str | None]] = {}
         self._uncommitted: dict[Key, list[Message]] = {}
         #: the consumer's ``batch_size`` (its default when not given): the most one poll takes
         self._poll_batch = int(
@@ -177,13 +182,47 @@ class App:
                     )
                     self.cluster.create_topic(topic, n)
 
-    def _make_store(self, name: str, partition: int, sub: SubTopology) -> KeyValueStore:
+    def _task_dir(self, key: Key, sub: SubTopology, partition: int) -> str | None:
+        """The directory of a task's persistent stores, locked (flock) for this task object
+        alone: another live process (a frozen former owner, or an older instance of the same
+        client id) may still have the task's files open and commit its stale writes into
+        them. If the directory is locked, a private one is used instead (restored from the
+        changelogs, deleted when the task is dropped)."""
+        if all(self.topology.stores[s].kind == "memory" for s in sub.stores):
+            return None
+        base = os.path.join(self.state_dir, self.application_id)
+        path = os.path.join(base, f"{sub.index}_{partition}")
+        os.makedirs(path, exist_ok=True)
+        fd = os.open(os.path.join(path, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            private = tempfile.mkdtemp(prefix=f"{sub.index}_{partition}.private-", dir=base)
+            log.warning(
+                "task %s_%d: %s is locked by another process (or App); restoring into %s",
+                sub.index,
+                partition,
+                path,
+                private,
+            )
+            self._task_dirs[key] = (None, private)
+            return private
+        self._task_dirs[key] = (fd, None)
+        return path
+
+    def _release_task_dir(self, key: Key) -> None:
+        fd, private = self._task_dirs.pop(key, (None, None))
+        if fd is not None:
+            os.close(fd)  # releases the flock
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
+
+    def _make_store(self, name: str, directory: str | None) -> KeyValueStore:
         spec = self.topology.stores[name]
-        if spec.kind == "memory":
+        if spec.kind == "memory" or directory is None:
             return InMemoryStore(name)
-        path = os.path.join(
-            self.state_dir, self.application_id, f"{sub.index}_{partition}", f"{name}.{spec.kind}"
-        )
+        path = os.path.join(directory, f"{name}.{spec.kind}")
         return SqliteStore(name, path) if spec.kind == "sqlite" else RocksDBStore(name, path)
 
     # -- assignment -----------------------------------------------------------------------
@@ -197,7 +236,9 @@ class App:
             if epoch is None:
                 log.info("task %s/%d assigned but no longer held: not set up", name, p)
                 continue
-            stores = {s: self._make_store(s, p, sub) for s in sub.stores}
+            self._release_task_dir((name, p))  # a failed set-up's, if any
+            directory = self._task_dir((name, p), sub, p)
+            stores = {s: self._make_store(s, directory) for s in sub.stores}
             task = Task(
                 self.application_id,
                 self.topology,
@@ -215,7 +256,12 @@ class App:
             except Fenced as exc:
                 log.warning("task %s not set up: %s", task.task_id, exc)
                 task.close()
+                self._release_task_dir((name, p))
                 continue
+            except BaseException:
+                task.close()  # its files must not stay open (and locked) in this process
+                self._release_task_dir((name, p))
+                raise
             self.tasks[(name, p)] = task
             self._uncommitted[(name, p)] = []
             starts = {}
@@ -241,6 +287,7 @@ class App:
             self._uncommitted.pop(key, None)
             if task is not None:
                 task.close()
+            self._release_task_dir(key)
 
     # -- processing -----------------------------------------------------------------------
 
@@ -422,6 +469,8 @@ class App:
         for task in self.tasks.values():
             task.close()
         self.tasks.clear()
+        for key in list(self._task_dirs):
+            self._release_task_dir(key)
         if self._owns_marshaler:
             self.marshaler.close()
 

@@ -11,7 +11,9 @@ Prints one line per commit: ``committed N`` with N the tasks it runs.
   first saw its tasks gone, and wrote nothing stale.
 - ``LM_SOURCES=lines,more-lines``: it counts the words of several co-partitioned topics in
   one task (one claim, both topics' positions in its heartbeats).
-- ``LM_STORE_KIND=rocksdb`` puts the counts in that engine (default: sqlite)."""
+- ``LM_STORE_KIND=rocksdb`` puts the counts in that engine (default: sqlite).
+- ``LM_RESTORE_DELAY=S``: after reading a store's changelog to restore it, before fencing
+  it, it prints ``restore-sleep`` and sleeps S seconds (a slow restore, made wide)."""
 
 from __future__ import annotations
 
@@ -59,8 +61,25 @@ def topology(
     return t
 
 
+def _slow_restores(seconds: float) -> None:
+    """Every store's restore sleeps ``seconds`` between its changelog read and its fence."""
+    from logmarshal.streams import task
+
+    restore = task._restore_store
+
+    def slow(*args, **kwargs):
+        found = restore(*args, **kwargs)
+        print("restore-sleep", flush=True)
+        time.sleep(seconds)
+        return found
+
+    task._restore_store = slow
+
+
 def main() -> None:
     data_dir, client_id, state_dir = sys.argv[1:4]
+    if os.environ.get("LM_RESTORE_DELAY"):
+        _slow_restores(float(os.environ["LM_RESTORE_DELAY"]))
     if data_dir.startswith("bootstrap="):
         cluster = connect(bootstrap=data_dir.removeprefix("bootstrap="))
     else:
