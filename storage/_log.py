@@ -13,7 +13,6 @@ import itertools
 import logging
 import os
 import re
-import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -36,18 +35,16 @@ from storage._compaction import (
 )
 from storage._config import TopicConfig
 from storage._errors import (
-    CorruptRecordError,
     OffsetOutOfRange,
     RecordTooLarge,
     StorageError,
-    UnsupportedCompression,
 )
+from storage._reads import find_timestamp, read_segment
 from storage._recompression import CODEC_IDS, recompress
 from storage._records import (
     TimestampType,
     _patched_header,
     _validate_batches,
-    decode_batch,
     read_header,
 )
 from storage._segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone
@@ -58,13 +55,8 @@ __all__ = ["AppendInfo", "FetchData", "PartitionLog"]
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
-_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
-_LAST_DELTA = struct.Struct(">i")  # at byte 23
-_MAX_TS = struct.Struct(">q")  # at byte 35
 _MiB = 1024 * 1024
 _INT32_MAX = (1 << 31) - 1
-_MAGIC = 2
-_BATCH_OVERHEAD = 61
 
 
 @attrs.frozen
@@ -641,7 +633,7 @@ class PartitionLog:
             seg = view.segments[i]
             limit = view.active_size if i == last else seg.size
             try:
-                data = _read_segment(seg, offset, max(max_bytes, 0), limit)
+                data = read_segment(seg, offset, max(max_bytes, 0), limit)
             except OSError as exc:
                 raise StorageError(f"{self.directory}: read failed: {exc}") from exc
             if data:
@@ -712,7 +704,7 @@ class PartitionLog:
         i, seg = best
         limit = view.active_size if i == last else seg.size
         ts = seg.max_timestamp
-        found = _find_timestamp(seg, seg.max_timestamp_last_offset, limit, ts)
+        found = find_timestamp(seg, seg.max_timestamp_last_offset, limit, ts)
         return None if found is None else (ts, found)
 
     def _offset_for_timestamp(self, timestamp_ms: int) -> int | None:
@@ -723,7 +715,7 @@ class PartitionLog:
             if seg.max_timestamp == NO_TIMESTAMP or seg.max_timestamp < timestamp_ms:
                 continue
             offset = seg.base_offset + seg.time_index.lookup(timestamp_ms)
-            found = _find_timestamp(seg, offset, limit, timestamp_ms)
+            found = find_timestamp(seg, offset, limit, timestamp_ms)
             if found is not None:
                 return found
         return None
@@ -760,143 +752,6 @@ def _jitter(base_offset: int, cfg: TopicConfig) -> int:
     if cfg.segment_jitter_ms <= 0:
         return 0
     return (base_offset * 2654435761) % min(cfg.segment_jitter_ms, cfg.segment_ms)
-
-
-class _NotABatch(StorageError):
-    """A position taken from an index names no batch start, or another batch than the
-    index says (a damaged index entry)."""
-
-
-def _checked_head(
-    buf: bytes, rel: int, seg: Segment, p: int, expect: int | None = None
-) -> tuple[int, int]:
-    """(last offset, size) of the batch header at ``buf[rel:]`` (byte ``p`` of ``seg``);
-    _NotABatch if it cannot be one (wrong magic, a length below the header's, a base offset
-    before the segment's) or, with ``expect`` (an index entry's), its last offset is not
-    that: a walk never trusts a size that would not move it forward, nor an index entry
-    that names another batch (which would skip the records between)."""
-    base, length = _BATCH_HEAD.unpack_from(buf, rel)
-    (last_delta,) = _LAST_DELTA.unpack_from(buf, rel + 23)
-    magic = buf[rel + 16]
-    if magic != _MAGIC or length < _BATCH_OVERHEAD - 12 or base < seg.base_offset:
-        raise _NotABatch(
-            f"{seg.log_path}: no batch header at byte {p} (magic {magic}, length {length}, "
-            f"base offset {base})"
-        )
-    if expect is not None and base + last_delta != expect:
-        raise _NotABatch(
-            f"{seg.log_path}: the index names the batch ending at {expect} at byte {p}, "
-            f"which holds one ending at {base + last_delta}"
-        )
-    return base + last_delta, length + 12
-
-
-def _read_segment(seg: Segment, offset: int, max_bytes: int, limit: int) -> bytes:
-    """Bytes of the whole batches of seg from the one holding offset, within limit.
-
-    Positions come from the sparse index; one that names no batch start or another batch
-    (a damaged entry: loading a sealed segment checks only the entries' order and range and
-    its last entry) is not trusted: the walk starts again from the segment's first batch,
-    without the index, and a segment whose batches cannot be walked is a StorageError (the
-    client gets an error code; no read loops or serves bytes that are not batches)."""
-    try:
-        return _read_segment_from(seg, offset, max_bytes, limit, use_index=True)
-    except _NotABatch as exc:
-        log.warning("%s; reading from the start of the segment instead", exc)
-    try:
-        return _read_segment_from(seg, offset, max_bytes, limit, use_index=False)
-    except _NotABatch as exc:
-        raise StorageError(f"damaged segment: {exc}") from None
-
-
-def _read_segment_from(
-    seg: Segment, offset: int, max_bytes: int, limit: int, use_index: bool
-) -> bytes:
-    window = min(max(64 * 1024, max_bytes + seg.index_interval_bytes + 1024), 8 * _MiB)
-    expect, pos = seg.indexed(offset) if use_index else (None, 0)
-    buf = b""
-    buf_start = pos
-
-    def header_at(p: int, expect: int | None = None) -> tuple[int, int]:
-        nonlocal buf, buf_start
-        rel = p - buf_start
-        if rel < 0 or len(buf) - rel < 27:
-            buf = seg.read(p, min(window, limit - p))
-            buf_start, rel = p, 0
-            if len(buf) < 27:
-                raise StorageError(f"{seg.log_path}: short read at byte {p}")
-        return _checked_head(buf, rel, seg, p, expect)
-
-    # find the batch holding offset
-    while True:
-        if pos >= limit:
-            return b""
-        last_offset, size = header_at(pos, expect)
-        expect = None
-        if last_offset >= offset:
-            break
-        pos += size
-    first = pos
-    end = pos + size
-    if limit - first <= max_bytes:
-        end = limit  # everything left fits: no need to walk the headers
-    elif use_index:
-        # Batch starts at index entries are known: jump to the last one that still fits,
-        # then walk at most index_interval_bytes of headers.
-        target = first + max_bytes
-        positions = seg.index.pos
-        i = bisect.bisect_right(positions, target) - 1
-        if i >= 0 and end < positions[i] < limit:
-            end = positions[i]
-            header_at(end, seg.base_offset + seg.index.rel[i])  # (the entry is that batch's)
-    while end < limit:
-        _, size = header_at(end)
-        if end + size - first > max_bytes:
-            break
-        end += size
-    rel = first - buf_start
-    if rel >= 0 and end - buf_start <= len(buf):
-        return buf[rel : end - buf_start]
-    return seg.read(first, end - first)
-
-
-def _find_timestamp(seg: Segment, offset: int, limit: int, ts: int) -> int | None:
-    """The first offset at or after ``offset``'s batch whose timestamp reaches ``ts``: scans
-    batch headers from the indexed batch before ``offset`` and decodes only the one found.
-    A damaged index entry is walked around as :func:`_read_segment` does."""
-    try:
-        return _find_timestamp_from(seg, *seg.indexed(offset), limit, ts)
-    except _NotABatch as exc:
-        log.warning("%s; searching from the start of the segment instead", exc)
-    try:
-        return _find_timestamp_from(seg, None, 0, limit, ts)
-    except _NotABatch as exc:
-        raise StorageError(f"damaged segment: {exc}") from None
-
-
-def _find_timestamp_from(
-    seg: Segment, expect: int | None, pos: int, limit: int, ts: int
-) -> int | None:
-    while pos < limit:
-        head = seg.read(pos, 61)
-        if len(head) < 61:
-            raise StorageError(f"{seg.log_path}: short read at byte {pos}")
-        _, size = _checked_head(head, 0, seg, pos, expect)
-        expect = None
-        (base,) = _BATCH_HEAD.unpack_from(head)[:1]
-        (max_ts,) = _MAX_TS.unpack_from(head, 35)
-        if max_ts >= ts:
-            batch = seg.read(pos, size)
-            try:
-                header, records = decode_batch(batch)
-            except (UnsupportedCompression, CorruptRecordError):
-                return base
-            for rec in records:
-                if rec.timestamp >= ts:
-                    return rec.offset
-            return header.base_offset
-        pos += size
-    return None
 
 
 def _fsync_dir(path: Path) -> None:

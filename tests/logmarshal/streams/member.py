@@ -111,11 +111,14 @@ def main() -> None:
                     frozen = True
                     print("freezing", flush=True)
                     os.kill(os.getpid(), signal.SIGSTOP)  # the test thaws it
+                written = 0
                 for task in tasks:
                     try:
-                        task.write_changelogs(app.cluster)
+                        written += task.write_changelogs(app.cluster)
                     except Fenced:
                         print(f"stale commit written by task {task.task_id}", flush=True)
+                if frozen and written:
+                    print(f"wrote {written} records after the freeze", flush=True)
             original()
             commits += len(app.tasks) == 2
             print(f"committed {len(app.tasks)}", flush=True)

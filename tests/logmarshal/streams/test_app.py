@@ -498,9 +498,15 @@ def test_sigstopped_member_past_two_heartbeats_leaves_exact_counts(tmp_path, suc
                 cluster.latest_offset("wc-counts-changelog", p),
             )
             stale += len(found.commits) - len(valid_commits(found.commits, found.fences))
-    if successor == "another":  # (a restart's fence may come after m1's stale append)
-        assert stale == (tmp_path / "m1.out").read_text().count("stale commit written")
-    assert stale >= 1, "the thawed member must have appended a stale commit"
+    said = (tmp_path / "m1.out").read_text()
+    if successor == "another":
+        assert stale == said.count("stale commit written")
+        assert stale >= 1, "the thawed member must have appended a stale commit"
+    else:
+        # m1 wrote (and checkpointed) its commit while the restart restored: invalid if it
+        # landed after the restart's changelog read, else part of what the restart restores
+        # again before it fences (either way the counts above must be exact)
+        assert "records after the freeze" in said, "the thawed member must have written"
 
 
 def test_a_task_of_two_topics_is_one_claim_and_moves_as_a_unit(cluster, tmp_path):
