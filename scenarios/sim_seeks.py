@@ -100,8 +100,11 @@ class UserHand:
         out = []
         for inst in self.sim.live():
             ahead = inst.core.read_ahead(*key)
-            if ahead is not None and ahead[0] and ahead[1] is not None:
-                out.append((inst, ahead[0], ahead[1]))
+            if ahead is None:
+                continue
+            buffered, next_fetch, _ = ahead
+            if buffered and next_fetch is not None:
+                out.append((inst, buffered, next_fetch))
         return out
 
     def _running(self) -> list[Any]:
@@ -308,11 +311,11 @@ class UserHand:
         def answer() -> None:  # the bounds, read after the refusal
             bounds = (self.start[key], sim.produced[key])
             sim.note(f"{inst.me} OUT OF RANGE {key} at {action.offset}, bounds {bounds}")
-            ahead = inst.core.read_ahead(*key)
-            if ahead is not None and ahead[2] == action.token:  # (else ignored)
+            buffered, _, token = inst.core.read_ahead(*key) or ([], None, None)
+            if token == action.token:  # (else ignored: not held, or another fetch)
                 # the member's position: the first record it read and has not handed out,
                 # else where it fetches
-                position = ahead[0][0] if ahead[0] else action.offset
+                position = buffered[0] if buffered else action.offset
                 if position > bounds[1]:
                     # beyond the end (a seek there, a tail cut below it): "earliest" takes
                     # ALO back to the start, as Kafka's consumer does. Not when only a

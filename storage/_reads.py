@@ -7,6 +7,8 @@ from __future__ import annotations
 import bisect
 import logging
 import struct
+from collections.abc import Callable
+from typing import TypeVar
 
 from storage._errors import CorruptRecordError, StorageError, UnsupportedCompression
 from storage._records import decode_batch
@@ -20,6 +22,8 @@ _MAX_TS = struct.Struct(">q")  # at byte 35
 _MAGIC = 2
 _BATCH_OVERHEAD = 61
 _MiB = 1024 * 1024
+
+T = TypeVar("T")
 
 
 class _NotABatch(StorageError):
@@ -59,12 +63,22 @@ def read_segment(seg: Segment, offset: int, max_bytes: int, limit: int) -> bytes
     its last entry) is not trusted: the walk starts again from the segment's first batch,
     without the index, and a segment whose batches cannot be walked is a StorageError (the
     client gets an error code; no read loops or serves bytes that are not batches)."""
+    return _around_damage(
+        lambda use_index: _read_segment_from(seg, offset, max_bytes, limit, use_index),
+        "reading",
+    )
+
+
+def _around_damage(walk: Callable[[bool], T], doing: str) -> T:
+    """``walk(True)`` (from the index's position), else, if the index named no batch or
+    another batch, ``walk(False)`` (from the segment's start); a StorageError if that walk
+    meets a header that is no batch either."""
     try:
-        return _read_segment_from(seg, offset, max_bytes, limit, use_index=True)
+        return walk(True)
     except _NotABatch as exc:
-        log.warning("%s; reading from the start of the segment instead", exc)
+        log.warning("%s; %s from the start of the segment instead", exc, doing)
     try:
-        return _read_segment_from(seg, offset, max_bytes, limit, use_index=False)
+        return walk(False)
     except _NotABatch as exc:
         raise StorageError(f"damaged segment: {exc}") from None
 
@@ -124,26 +138,22 @@ def find_timestamp(seg: Segment, offset: int, limit: int, ts: int) -> int | None
     """The first offset at or after ``offset``'s batch whose timestamp reaches ``ts``: scans
     batch headers from the indexed batch before ``offset`` and decodes only the one found.
     A damaged index entry is walked around as :func:`read_segment` does."""
-    try:
-        return _find_timestamp_from(seg, *seg.indexed(offset), limit, ts)
-    except _NotABatch as exc:
-        log.warning("%s; searching from the start of the segment instead", exc)
-    try:
-        return _find_timestamp_from(seg, None, 0, limit, ts)
-    except _NotABatch as exc:
-        raise StorageError(f"damaged segment: {exc}") from None
+    return _around_damage(
+        lambda use_index: _find_timestamp_from(seg, offset, limit, ts, use_index), "searching"
+    )
 
 
 def _find_timestamp_from(
-    seg: Segment, expect: int | None, pos: int, limit: int, ts: int
+    seg: Segment, offset: int, limit: int, ts: int, use_index: bool
 ) -> int | None:
+    expect, pos = seg.indexed(offset) if use_index else (None, 0)
     while pos < limit:
         head = seg.read(pos, 61)
         if len(head) < 61:
             raise StorageError(f"{seg.log_path}: short read at byte {pos}")
         _, size = _checked_head(head, 0, seg, pos, expect)
         expect = None
-        (base,) = _BATCH_HEAD.unpack_from(head)[:1]
+        base = _BATCH_HEAD.unpack_from(head)[0]
         (max_ts,) = _MAX_TS.unpack_from(head, 35)
         if max_ts >= ts:
             batch = seg.read(pos, size)

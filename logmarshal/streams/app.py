@@ -182,7 +182,7 @@ class App:
                     )
                     self.cluster.create_topic(topic, n)
 
-    def _task_dir(self, key: Key, sub: SubTopology, partition: int) -> str | None:
+    def _task_dir(self, key: Key, sub: SubTopology) -> str | None:
         """The directory of a task's persistent stores, locked (flock) for this task object
         alone: another live process (a frozen former owner, or an older instance of the same
         client id) may still have the task's files open and commit its stale writes into
@@ -190,6 +190,7 @@ class App:
         changelogs, deleted when the task is dropped)."""
         if all(self.topology.stores[s].kind == "memory" for s in sub.stores):
             return None
+        partition = key[1]
         base = os.path.join(self.state_dir, self.application_id)
         path = os.path.join(base, f"{sub.index}_{partition}")
         os.makedirs(path, exist_ok=True)
@@ -237,7 +238,7 @@ class App:
                 log.info("task %s/%d assigned but no longer held: not set up", name, p)
                 continue
             self._release_task_dir((name, p))  # a failed set-up's, if any
-            directory = self._task_dir((name, p), sub, p)
+            directory = self._task_dir((name, p), sub)
             stores = {s: self._make_store(s, directory) for s in sub.stores}
             task = Task(
                 self.application_id,
