@@ -151,8 +151,17 @@ class OffsetIndex(_IndexFile):
     def floor(self, rel: int) -> tuple[int | None, int]:
         """(last relative offset, position) of the last indexed batch ending at or before
         rel; (None, 0) if none: a reader checks the batch it finds there against it."""
-        i = bisect.bisect_right(self.rel, rel) - 1
-        return (self.rel[i], self.pos[i]) if i >= 0 else (None, 0)
+        rels, positions = self.rel, self.pos  # (a concurrent replace swaps both)
+        i = bisect.bisect_right(rels, rel) - 1
+        return (rels[i], positions[i]) if 0 <= i < len(positions) else (None, 0)
+
+    def replace(self, entries: list[tuple[int, int]]) -> None:
+        """Serve these entries instead (a sealed segment's index rebuilt after a read met a
+        damaged entry), in memory; the file is rewritten by its log (:meth:`rewrite`, under
+        the log's lock). A concurrent reader may pair an old array with a new one: what it
+        finds at such a position is checked against the entry, as every indexed read is."""
+        self.rel = array("q", (e[0] for e in entries))
+        self.pos = array("q", (e[1] for e in entries))
 
     def clear(self) -> None:
         self.rel = array("q")

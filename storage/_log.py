@@ -35,8 +35,8 @@ from storage._compaction import (
 )
 from storage._config import TopicConfig
 from storage._errors import (
+    BatchLargerThanSegment,
     OffsetOutOfRange,
-    RecordTooLarge,
     StorageError,
 )
 from storage._reads import find_timestamp, read_segment
@@ -247,7 +247,7 @@ class PartitionLog:
         records = sum(span[2] for span in spans)
         for span in spans:
             if span[1] > self.config.segment_bytes:
-                raise RecordTooLarge(
+                raise BatchLargerThanSegment(
                     f"batch of {span[1]} bytes exceeds segment.bytes {self.config.segment_bytes}"
                 )
         with self._lock:
@@ -633,9 +633,11 @@ class PartitionLog:
             seg = view.segments[i]
             limit = view.active_size if i == last else seg.size
             try:
-                data = read_segment(seg, offset, max(max_bytes, 0), limit)
+                data = read_segment(seg, offset, max(max_bytes, 0), limit, sealed=i != last)
             except OSError as exc:
                 raise StorageError(f"{self.directory}: read failed: {exc}") from exc
+            if seg.index_repaired:
+                self._keep_repaired_index(seg)
             if data:
                 return FetchData(data, end, start)
             i += 1
@@ -704,7 +706,9 @@ class PartitionLog:
         i, seg = best
         limit = view.active_size if i == last else seg.size
         ts = seg.max_timestamp
-        found = find_timestamp(seg, seg.max_timestamp_last_offset, limit, ts)
+        found = find_timestamp(seg, seg.max_timestamp_last_offset, limit, ts, sealed=i != last)
+        if seg.index_repaired:
+            self._keep_repaired_index(seg)
         return None if found is None else (ts, found)
 
     def _offset_for_timestamp(self, timestamp_ms: int) -> int | None:
@@ -715,10 +719,30 @@ class PartitionLog:
             if seg.max_timestamp == NO_TIMESTAMP or seg.max_timestamp < timestamp_ms:
                 continue
             offset = seg.base_offset + seg.time_index.lookup(timestamp_ms)
-            found = find_timestamp(seg, offset, limit, timestamp_ms)
+            found = find_timestamp(seg, offset, limit, timestamp_ms, sealed=i != last)
+            if seg.index_repaired:
+                self._keep_repaired_index(seg)
             if found is not None:
                 return found
         return None
+
+    def _keep_repaired_index(self, seg: Segment) -> None:
+        """Write the offset index a read rebuilt (it met a damaged entry) over the damaged
+        file, so that the next start trusts a sound one; under the lock, and only while
+        ``seg`` is still this log's (after retention or the cleaner replaced it, its file
+        names are another segment's). A failed write leaves the repair in memory."""
+        with self._lock:
+            if not seg.index_repaired:
+                return  # (another read wrote it)
+            seg.index_repaired = False
+            if self._closed or not any(s is seg for s in self._segments):
+                return
+            try:
+                seg.index.rewrite(seg.index.entries())
+            except OSError:
+                log.exception("%s: could not write its rebuilt index", seg.log_path)
+                return
+            log.warning("%s: its offset index was rebuilt from the log", seg.log_path)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -55,32 +55,43 @@ def _checked_head(
     return base + last_delta, length + 12
 
 
-def read_segment(seg: Segment, offset: int, max_bytes: int, limit: int) -> bytes:
+def read_segment(
+    seg: Segment, offset: int, max_bytes: int, limit: int, *, sealed: bool = False
+) -> bytes:
     """Bytes of the whole batches of seg from the one holding offset, within limit.
 
     Positions come from the sparse index; one that names no batch start or another batch
     (a damaged entry: loading a sealed segment checks only the entries' order and range and
     its last entry) is not trusted: the walk starts again from the segment's first batch,
     without the index, and a segment whose batches cannot be walked is a StorageError (the
-    client gets an error code; no read loops or serves bytes that are not batches)."""
+    client gets an error code; no read loops or serves bytes that are not batches). A
+    ``sealed`` segment's index is then rebuilt (:meth:`Segment.rebuild_offset_index`)."""
     return _around_damage(
         lambda use_index: _read_segment_from(seg, offset, max_bytes, limit, use_index),
         "reading",
+        seg if sealed else None,
+        limit,
     )
 
 
-def _around_damage(walk: Callable[[bool], T], doing: str) -> T:
+def _around_damage(walk: Callable[[bool], T], doing: str, rebuild: Segment | None, limit: int) -> T:
     """``walk(True)`` (from the index's position), else, if the index named no batch or
     another batch, ``walk(False)`` (from the segment's start); a StorageError if that walk
-    meets a header that is no batch either."""
+    meets a header that is no batch either. After a walk from the start, ``rebuild``'s
+    index is rebuilt from its headers: one walk of the segment per damaged index, not one
+    per read that meets the damage (reads run on the broker's event loop). The active
+    segment's index (rebuilt at start-up, appended to since) is never rebuilt here."""
     try:
         return walk(True)
     except _NotABatch as exc:
         log.warning("%s; %s from the start of the segment instead", exc, doing)
     try:
-        return walk(False)
+        found = walk(False)
     except _NotABatch as exc:
         raise StorageError(f"damaged segment: {exc}") from None
+    if rebuild is not None:
+        rebuild.rebuild_offset_index(limit)
+    return found
 
 
 def _read_segment_from(
@@ -118,13 +129,16 @@ def _read_segment_from(
         # Batch starts at index entries are known: jump to the last one that still fits,
         # then walk at most index_interval_bytes of headers.
         target = first + max_bytes
-        positions = seg.index.pos
+        rels, positions = seg.index.rel, seg.index.pos  # (replaced together on a rebuild)
         i = bisect.bisect_right(positions, target) - 1
-        if i >= 0 and end < positions[i] < limit:
+        if 0 <= i < len(rels) and end < positions[i] < limit:
             end = positions[i]
-            header_at(end, seg.base_offset + seg.index.rel[i])  # (the entry is that batch's)
+            header_at(end, seg.base_offset + rels[i])  # (the entry is that batch's)
     while end < limit:
-        _, size = header_at(end)
+        try:
+            _, size = header_at(end)
+        except _NotABatch:
+            break  # damage after what is served: its own read is the StorageError
         if end + size - first > max_bytes:
             break
         end += size
@@ -134,12 +148,17 @@ def _read_segment_from(
     return seg.read(first, end - first)
 
 
-def find_timestamp(seg: Segment, offset: int, limit: int, ts: int) -> int | None:
+def find_timestamp(
+    seg: Segment, offset: int, limit: int, ts: int, *, sealed: bool = False
+) -> int | None:
     """The first offset at or after ``offset``'s batch whose timestamp reaches ``ts``: scans
     batch headers from the indexed batch before ``offset`` and decodes only the one found.
     A damaged index entry is walked around as :func:`read_segment` does."""
     return _around_damage(
-        lambda use_index: _find_timestamp_from(seg, offset, limit, ts, use_index), "searching"
+        lambda use_index: _find_timestamp_from(seg, offset, limit, ts, use_index),
+        "searching",
+        seg if sealed else None,
+        limit,
     )
 
 

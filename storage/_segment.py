@@ -246,6 +246,9 @@ class Segment:
         self.first_batch_max_timestamp = NO_TIMESTAMP
         self.roll_base_ms: int | None = None  # when age-based rolling starts counting
         self._bytes_since_index = 0
+        #: the offset index was rebuilt in memory (a read met a damaged entry) and its file
+        #: is still the damaged one: the log rewrites it (:meth:`Log.keep_repaired_index`)
+        self.index_repaired = False
 
     @contextlib.contextmanager
     def open(self) -> Iterator[int]:
@@ -357,6 +360,34 @@ class Segment:
         self.next_offset = next_base
         self._seal_time_index()
         self._write_indexes()
+
+    def rebuild_offset_index(self, limit: int) -> None:
+        """Rebuild the offset index in memory from the batch headers up to byte ``limit``,
+        by the rule :meth:`note_batch` writes it with: after a read met a damaged entry, so
+        that later reads use the index again instead of each walking the segment from its
+        start. Headers only (no CRCs): a read decodes what it serves. Where a header is no
+        batch the old entries past it are kept, so that the batches after damage are still
+        read through them (each checked by the read, as ever)."""
+        entries: list[tuple[int, int]] = []
+        since = 0
+
+        def on_batch(pos: int, base: int, size: int, next_offset: int, max_ts: int) -> None:
+            nonlocal since
+            if since > self.index_interval_bytes:
+                entries.append((next_offset - 1 - self.base_offset, pos))
+                since = 0
+            since += size
+
+        with self.open() as fd:
+            valid, reason = scan_batches(
+                fd, limit, self.base_offset, on_batch, verify=False, allow_gaps=True
+            )
+        if reason is not None:
+            log.warning("%s: index rebuilt up to byte %d: %s", self.log_path, valid, reason)
+            last = entries[-1][0] if entries else -1
+            entries += [(r, p) for r, p in self.index.entries() if p > valid and r > last]
+        self.index.replace(entries)
+        self.index_repaired = True
 
     def _index_tail_matches(self) -> bool:
         """Spot-check: the last offset-index entry must point at a batch with that last offset

@@ -75,6 +75,16 @@ def _damage(data: Path, how: str) -> None:
     index.write_bytes(bytes(raw))
 
 
+def _break_magic(data: Path, last: int) -> None:
+    """Damage the header (its magic) of the first segment's batch ending at ``last``."""
+    entries = list(struct.iter_unpack(">iI", (data / "t-0" / f"{0:020d}.index").read_bytes()))
+    position = next(p for r, p in entries if r == last)
+    segment = data / "t-0" / f"{0:020d}.log"
+    raw = bytearray(segment.read_bytes())
+    raw[position + 16] = 7  # its magic
+    segment.write_bytes(bytes(raw))
+
+
 def _bounded(call: Callable[[], Any], seconds: float = 20.0) -> Any:
     """``call()``'s result; fails (instead of hanging the run) if it does not end."""
     got: list[Any] = []
@@ -119,12 +129,7 @@ def test_a_batch_no_walk_can_pass_is_a_storage_error(tmp_path):
     are served through the index, and the other segments as ever."""
     data = tmp_path / "data"
     _fill(data)
-    entries = list(struct.iter_unpack(">iI", (data / "t-0" / f"{0:020d}.index").read_bytes()))
-    position = next(p for r, p in entries if r == DAMAGED)
-    segment = data / "t-0" / f"{0:020d}.log"
-    raw = bytearray(segment.read_bytes())
-    raw[position + 16] = 7  # its magic
-    segment.write_bytes(bytes(raw))
+    _break_magic(data, DAMAGED)
     with DataDir(data) as dd:
         plog = dd.partition("t", 0)
         for lookup in (
@@ -166,3 +171,49 @@ def test_the_broker_answers_every_client_over_a_damaged_index(tmp_path):
             assert time.monotonic() - started < 10
     finally:
         broker.kill()
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_a_damaged_index_is_rebuilt_once(tmp_path, caplog, how):
+    """The first read that meets a damaged entry walks the segment once and rebuilds its
+    index: later reads use it again (no walk from the start each time, on the broker's
+    event loop), and its file is written back as it was before the damage, so the next
+    start trusts a sound index."""
+    data = tmp_path / "data"
+    _fill(data)
+    index = data / "t-0" / f"{0:020d}.index"
+    sound = index.read_bytes()
+    _damage(data, how)
+    assert index.read_bytes() != sound
+    with DataDir(data) as dd:
+        plog = dd.partition("t", 0)
+        assert _offsets(_bounded(lambda: plog.read(DAMAGED, 4096).data))[0] == DAMAGED
+        assert "reading from the start of the segment instead" in caplog.text
+        assert index.read_bytes() == sound
+        caplog.clear()
+        for offset in (DAMAGED, DAMAGED + 1, 3):
+            got = _offsets(plog.read(offset, 4096).data)
+            assert got == list(range(offset, offset + len(got))) and got, got
+        assert plog.offset_for_timestamp(TS + DAMAGED) == DAMAGED
+        assert "start of the segment" not in caplog.text
+    caplog.clear()
+    with DataDir(data) as dd:
+        assert _offsets(dd.partition("t", 0).read(DAMAGED, 4096).data)[0] == DAMAGED
+    assert "start of the segment" not in caplog.text and "rebuilding" not in caplog.text
+
+
+def test_a_rebuild_keeps_the_entries_past_a_damaged_batch(tmp_path):
+    """An index rebuilt by a read stops where a batch header is damaged; the batches after
+    it stay readable through the old entries past it, as they were before the rebuild."""
+    data = tmp_path / "data"
+    _fill(data)
+    broken = DAMAGED + 20
+    _break_magic(data, broken)
+    _damage(data, "into its batch")
+    with DataDir(data) as dd:
+        plog = dd.partition("t", 0)
+        assert _offsets(_bounded(lambda: plog.read(DAMAGED, 100).data))[0] == DAMAGED
+        assert _offsets(plog.read(broken + 1, 4096).data)[:2] == [broken + 1, broken + 2]
+        assert _offsets(plog.read(broken - 1, 100).data)[0] == broken - 1
+        exc = _raises(lambda: plog.read(broken, 4096))
+        assert isinstance(exc, StorageError) and "damaged segment" in str(exc), exc
