@@ -57,6 +57,12 @@ class RecordTooLarge(StorageError):
     """A batch is larger than the topic's ``max.message.bytes`` (or its segment size)."""
 
 
+class BatchLargerThanSegment(RecordTooLarge):
+    """A batch is larger than the topic's ``segment.bytes``: Kafka's
+    ``RecordBatchTooLargeException``, RECORD_LIST_TOO_LARGE on the wire (not
+    MESSAGE_TOO_LARGE: the records may each be within ``max.message.bytes``)."""
+
+
 class OffsetOutOfRange(StorageError):
     """A fetch asked for an offset outside ``[log_start_offset, log_end_offset]``."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 
 from storage._errors import (
+    BatchLargerThanSegment,
     CorruptRecordError,
     InvalidConfig,
     InvalidRecord,
@@ -40,6 +41,7 @@ class ErrorCode(enum.IntEnum):
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
     MESSAGE_TOO_LARGE = 10
+    RECORD_LIST_TOO_LARGE = 18
     INVALID_TOPIC_EXCEPTION = 17
     INVALID_REQUIRED_ACKS = 21
     GROUP_AUTHORIZATION_FAILED = 30
@@ -73,6 +75,8 @@ def error_code_for(exc: BaseException) -> ErrorCode:
         return ErrorCode.INVALID_RECORD
     if isinstance(exc, CorruptRecordError):
         return ErrorCode.CORRUPT_MESSAGE
+    if isinstance(exc, BatchLargerThanSegment):
+        return ErrorCode.RECORD_LIST_TOO_LARGE
     if isinstance(exc, RecordTooLarge):
         return ErrorCode.MESSAGE_TOO_LARGE
     if isinstance(exc, UnsupportedCompression):

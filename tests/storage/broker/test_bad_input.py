@@ -12,7 +12,8 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceResponse
 
-from storage import NewRecord, encode_batch
+from storage import DataDir, NewRecord, TopicConfig, encode_batch
+from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.errors import ErrorCode
 
 from .helpers import RawClient, batch, fetch_request, produce_request
@@ -122,6 +123,27 @@ def test_produce_too_large(broker):
         assert (
             response.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
         )
+
+
+def test_produce_larger_than_a_segment_is_kafkas_record_list_too_large(tmp_path):
+    """A batch within ``max.message.bytes`` but over ``segment.bytes`` gets Kafka's code for
+    it (RecordBatchTooLargeException: RECORD_LIST_TOO_LARGE, 18), as librdkafka and the Java
+    client expect, and nothing is stored."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("small", 1, TopicConfig(segment_bytes=4096))
+    records = encode_batch([NewRecord(os.urandom(6000), timestamp=1)])
+    with (
+        BrokerThread(BrokerConfig(data_dir=data, port=0)) as running,
+        RawClient(running.address) as client,
+    ):
+        response = client.call(produce_request("small", 0, records), ProduceResponse)
+        part = response.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.RECORD_LIST_TOO_LARGE == 18
+        small = encode_batch([NewRecord(b"ok", timestamp=1)])
+        response = client.call(produce_request("small", 0, small), ProduceResponse)
+        part = response.responses[0].partition_responses[0]
+        assert (part.error_code, part.base_offset) == (0, 0)
 
 
 def test_bad_acks(broker):
