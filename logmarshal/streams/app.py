@@ -187,19 +187,21 @@ class App:
         alone: another live process (a frozen former owner, or an older instance of the same
         client id) may still have the task's files open and commit its stale writes into
         them. If the directory is locked, a private one is used instead (restored from the
-        changelogs, deleted when the task is dropped)."""
+        changelogs, deleted when the task is dropped, and locked too: one whose lock is free
+        was left by a process that died, and is swept here)."""
         if all(self.topology.stores[s].kind == "memory" for s in sub.stores):
             return None
         partition = key[1]
         base = os.path.join(self.state_dir, self.application_id)
         path = os.path.join(base, f"{sub.index}_{partition}")
         os.makedirs(path, exist_ok=True)
+        _sweep_private(base)
         fd = os.open(os.path.join(path, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            private = tempfile.mkdtemp(prefix=f"{sub.index}_{partition}.private-", dir=base)
+            fd, private = _private_dir(base, f"{sub.index}_{partition}")
             log.warning(
                 "task %s_%d: %s is locked by another process (or App); restoring into %s",
                 sub.index,
@@ -207,17 +209,17 @@ class App:
                 path,
                 private,
             )
-            self._task_dirs[key] = (None, private)
+            self._task_dirs[key] = (fd, private)
             return private
         self._task_dirs[key] = (fd, None)
         return path
 
     def _release_task_dir(self, key: Key) -> None:
         fd, private = self._task_dirs.pop(key, (None, None))
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)  # (before its lock goes)
         if fd is not None:
             os.close(fd)  # releases the flock
-        if private is not None:
-            shutil.rmtree(private, ignore_errors=True)
 
     def _make_store(self, name: str, directory: str | None) -> KeyValueStore:
         spec = self.topology.stores[name]
@@ -480,3 +482,40 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: a private task directory's name: ``<sub>_<partition>`` + this + a random suffix
+PRIVATE = ".private-"
+
+
+def _private_dir(base: str, task: str) -> tuple[int, str]:
+    """A new private directory for ``task`` under ``base``, and the descriptor holding its
+    lock: made under another name and renamed once locked, so that a directory of the
+    private name is locked from the moment it exists, for as long as its process lives."""
+    made = tempfile.mkdtemp(prefix=f".{task}.new-", dir=base)
+    fd = os.open(os.path.join(made, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (new: nobody else knows it yet)
+    private = os.path.join(base, task + PRIVATE + made.rsplit(".new-", 1)[1])
+    os.rename(made, private)
+    return fd, private
+
+
+def _sweep_private(base: str) -> None:
+    """Delete the private task directories under ``base`` whose lock is free: their
+    process died without dropping its tasks (SIGKILL); a live one holds its lock."""
+    with os.scandir(base) as entries:
+        found = [e.path for e in entries if PRIVATE in e.name and e.is_dir()]
+    for path in found:
+        try:
+            fd = os.open(os.path.join(path, ".lock"), os.O_RDWR)
+        except OSError:
+            continue  # (gone meanwhile, or of an older layout: left alone)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # in use
+        else:
+            log.info("deleting %s, left by a process that died", path)
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            os.close(fd)
