@@ -12,6 +12,7 @@ The library API::
 
 from storage import NewRecord, TimestampType, TopicConfig
 
+from ._extensions import warn_if_missing
 from .clock import Clock, ManualClock, SystemClock
 from .cluster import Cluster, Message, ProduceResult, TopicDescription
 from .connect import connect
@@ -32,6 +33,8 @@ from .metrics import MarshalerMetrics
 from .partitioners import Mmh3Partitioner, Murmur2Partitioner, RoundRobinPartitioner, murmur2
 from .producer import Producer, RecordMetadata
 from .retry import HandlerFailed, RetryPolicy
+
+warn_if_missing()
 
 __all__ = [
     "COORDINATION_TOPIC",
