@@ -21,7 +21,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import attrs
 
 from logmarshal.localbroker import LocalBroker
 from logmarshal.localkafka import KafkaCluster
+from logmarshal.localkafka.harness import free_port
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
 
@@ -44,13 +44,6 @@ __all__ = ["GROUP", "ROOT", "TOPIC", "MemberProc", "Procs", "free_port", "procs"
 ROOT = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger(__name__)
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (for brokers whose address must be known ahead)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -210,9 +212,36 @@ def run_tool(name: str, *args: str, timeout: float = 120.0, input: str | None = 
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nobody listens on now, below the kernel's ephemeral range.
+
+    A port from ``bind(0)`` lies in that range, where the kernel also picks the local port
+    of every outgoing connection: a node dialling one still starting, or a client, can take
+    it before its listener binds it, and the node then exits at start-up (a 3-node cluster
+    in CI, stop 61), or cannot come back on it after a kill. Below the range only listeners
+    take ports."""
+    low = _ephemeral_low()
+    pick = random.SystemRandom()
+    for _ in range(100):
+        port = pick.randrange(_PORTS_FROM, low) if low - _PORTS_FROM >= 1000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise OSError("no free loopback port below the ephemeral range after 100 tries")
+
+
+_PORTS_FROM = 10_000
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default 32768 elsewhere)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _dies_with_us() -> list[str]:
@@ -235,6 +264,9 @@ def cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if not text.startswith("-"):
             return text
+
+
+_SERIOUS = re.compile(r"\] (ERROR|FATAL) |Exception|Address already in use")
 
 
 _LOG4J2 = """\
@@ -278,11 +310,18 @@ class KafkaNode:
         return self.workdir / "server.log"
 
     def log_tail(self, lines: int = 30) -> str:
-        parts = []
+        """The first errors of the node's output and log, then their last ``lines``: a node
+        that exits logs its shutdown after the cause, which a tail alone leaves out."""
+        errors: list[str] = []
+        tail: list[str] = []
         for path in (self.workdir / "stdout.log", self.log_file):
             if path.exists():
-                parts.extend(path.read_text(errors="replace").splitlines()[-lines:])
-        return "\n".join(parts)
+                text = path.read_text(errors="replace").splitlines()
+                errors.extend(line for line in text if _SERIOUS.search(line))
+                tail.extend(text[-lines:])
+        if not errors:
+            return "\n".join(tail)
+        return "\n".join(["first errors:", *errors[:10], "last lines:", *tail])
 
 
 class KafkaCluster:
@@ -397,17 +436,33 @@ class KafkaCluster:
         log.info("kafka node %d started, pid %d, %s", node.node_id, node.proc.pid, node.bootstrap)
 
     def start(self) -> KafkaCluster:
+        """Formats and starts every node; once more on new ports if a node could not bind
+        its own (another listener took it between :func:`free_port` and the JVM's bind)."""
         self.jars = fetch()
-        for node in self.nodes:
-            self._prepare(node)
-        try:
+        for attempt in (1, 2):
             for node in self.nodes:
-                self._spawn(node)
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+                self._prepare(node)
+            try:
+                for node in self.nodes:
+                    self._spawn(node)
+                self.wait_ready()
+                return self
+            except KafkaStartError as exc:
+                self.stop()
+                if attempt == 2 or "Address already in use" not in str(exc):
+                    raise
+                log.warning("a kafka node could not bind its port; again on new ports: %s", exc)
+                self._new_ports()
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _new_ports(self) -> None:
+        """Fresh ports and fresh data for every node (a node never started keeps nothing)."""
+        for node in self.nodes:
+            shutil.rmtree(node.workdir, ignore_errors=True)
+            node.port, node.controller_port = free_port(), free_port()
 
     def wait_ready(
         self, timeout: float | None = None, nodes: Iterable[KafkaNode] | None = None

@@ -40,10 +40,14 @@ FAULT_START_TIMEOUT = 240.0
 def start_cluster(workdir, **config) -> KafkaCluster:
     if config.get("nodes", 1) > 1:  # a fault test's cluster, whose nodes it restarts
         config.setdefault("start_timeout", FAULT_START_TIMEOUT)
+    return start(KafkaCluster(workdir, **config))
+
+
+def start(cluster: KafkaCluster) -> KafkaCluster:
+    """``cluster`` started, or the test skipped (failed where Kafka is required)."""
     missing = missing_tools()
     if missing:
         _unavailable(f"{' and '.join(missing)} not on PATH")
-    cluster = KafkaCluster(workdir, **config)
     try:
         return cluster.start()
     except (KafkaUnavailable, KafkaStartError) as exc:

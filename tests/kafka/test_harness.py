@@ -3,8 +3,10 @@ checked before any JVM starts."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,45 @@ def test_a_node_that_does_not_shut_down_in_time_is_killed(tmp_path) -> None:
             if node.proc is not None:
                 node.proc.kill()
                 node.proc.wait(10)
+
+
+def test_ports_are_below_the_range_outgoing_connections_take_theirs_from() -> None:
+    """A node's listening port from bind(0) could be taken by any outgoing connection (one
+    node dialling another still starting) before the node binds it: a 3-node cluster's node
+    exited at start-up in CI (stop 61)."""
+    from logmarshal.localkafka.harness import _ephemeral_low, free_port
+
+    low = _ephemeral_low()
+    ports = {free_port() for _ in range(50)}
+    assert all(p < low for p in ports) and len(ports) > 40
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_a_node_whose_port_is_taken_starts_on_new_ports_and_says_why(tmp_path, caplog) -> None:
+    """Another listener takes a node's port between the pick and the JVM's bind: the node
+    exits at start-up; the cluster starts again on new ports, and the warning carries the
+    cause from the node's log (not only its shutdown, which is all a log's tail shows)."""
+    from tests.kafka.conftest import start
+
+    cluster = KafkaCluster(tmp_path)
+    taken = cluster.nodes[0].port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        with caplog.at_level(logging.WARNING, logger="logmarshal.localkafka.harness"):
+            try:
+                start(cluster)
+                assert cluster.nodes[0].port != taken
+                with logmarshal.connect(bootstrap=cluster.bootstrap) as client:
+                    client.create_topic("after-a-taken-port", 1)
+            finally:
+                cluster.stop()
+    assert all(node.pid is None for node in cluster.nodes)
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "could not bind its port" in said and "first errors:" in said
+    assert "Address already in use" in said
 
 
 def test_the_cluster_is_apache_kafka_and_its_tools_see_our_topics(kafka) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
+from logmarshal.localkafka.harness import free_port as free_port  # the tests import it from here
 from storage import NewRecord, encode_batch
 from storage._kafka_framing import decode_response, encode_request, recv_frame
 
@@ -122,9 +123,3 @@ def fetch_request(
         forgotten_topics_data=[],
         rack_id="",
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
