@@ -120,11 +120,28 @@ class OffsetIndex(_IndexFile):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.rel = array("q")
-        self.pos = array("q")
+        # One pair, swapped by one assignment (:meth:`replace` runs beside readers on other
+        # threads): a reader that takes both from ``_arrays`` at once never pairs an old
+        # array with a new one. An append to the active segment's pair may show one more
+        # relative offset than positions for a moment; readers go by the shorter.
+        self._arrays: tuple[array[int], array[int]] = (array("q"), array("q"))
+
+    @property
+    def rel(self) -> array[int]:
+        return self._arrays[0]
+
+    @property
+    def pos(self) -> array[int]:
+        return self._arrays[1]
+
+    def snapshot(self) -> tuple[array[int], array[int]]:
+        """(relative offsets, positions) of one version of the index."""
+        return self._arrays
 
     def entries(self) -> list[tuple[int, int]]:
-        return list(zip(self.rel, self.pos, strict=True))
+        rels, positions = self._arrays
+        n = min(len(rels), len(positions))
+        return list(zip(rels[:n], positions[:n], strict=True))
 
     def load(self, log_size: int, rel_limit: int) -> bool:
         """Load and validate; False (and nothing loaded) if the file cannot be trusted."""
@@ -139,33 +156,30 @@ class OffsetIndex(_IndexFile):
                 )
                 return False
             prev_rel, prev_pos = rel, pos
-        self.rel = array("q", (e[0] for e in entries))
-        self.pos = array("q", (e[1] for e in entries))
+        self.replace(entries)
         return True
 
     def append(self, rel: int, pos: int) -> None:
-        self.rel.append(rel)
-        self.pos.append(pos)
+        rels, positions = self._arrays
+        rels.append(rel)
+        positions.append(pos)
         self._write(rel, pos)
 
     def floor(self, rel: int) -> tuple[int | None, int]:
         """(last relative offset, position) of the last indexed batch ending at or before
         rel; (None, 0) if none: a reader checks the batch it finds there against it."""
-        rels, positions = self.rel, self.pos  # (a concurrent replace swaps both)
+        rels, positions = self._arrays
         i = bisect.bisect_right(rels, rel) - 1
         return (rels[i], positions[i]) if 0 <= i < len(positions) else (None, 0)
 
     def replace(self, entries: list[tuple[int, int]]) -> None:
         """Serve these entries instead (a sealed segment's index rebuilt after a read met a
         damaged entry), in memory; the file is rewritten by its log (:meth:`rewrite`, under
-        the log's lock). A concurrent reader may pair an old array with a new one: what it
-        finds at such a position is checked against the entry, as every indexed read is."""
-        self.rel = array("q", (e[0] for e in entries))
-        self.pos = array("q", (e[1] for e in entries))
+        the log's lock)."""
+        self._arrays = (array("q", (e[0] for e in entries)), array("q", (e[1] for e in entries)))
 
     def clear(self) -> None:
-        self.rel = array("q")
-        self.pos = array("q")
+        self._arrays = (array("q"), array("q"))
 
 
 class TimeIndex(_IndexFile):

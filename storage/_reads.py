@@ -127,9 +127,12 @@ def _read_segment_from(
         end = limit  # everything left fits: no need to walk the headers
     elif use_index:
         # Batch starts at index entries are known: jump to the last one that still fits,
-        # then walk at most index_interval_bytes of headers.
+        # then walk at most index_interval_bytes of headers. The batches jumped over are
+        # served unwalked, as is everything when all that is left fits: served bytes are
+        # checked by the client's CRC (Kafka serves a segment's bytes unread too); what a
+        # read walks, it checks.
         target = first + max_bytes
-        rels, positions = seg.index.rel, seg.index.pos  # (replaced together on a rebuild)
+        rels, positions = seg.index.snapshot()
         i = bisect.bisect_right(positions, target) - 1
         if 0 <= i < len(rels) and end < positions[i] < limit:
             end = positions[i]
@@ -138,7 +141,7 @@ def _read_segment_from(
         try:
             _, size = header_at(end)
         except _NotABatch:
-            break  # damage after what is served: its own read is the StorageError
+            break  # a damaged header past the batches served: a read of it fails
         if end + size - first > max_bytes:
             break
         end += size

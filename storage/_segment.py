@@ -367,7 +367,9 @@ class Segment:
         that later reads use the index again instead of each walking the segment from its
         start. Headers only (no CRCs): a read decodes what it serves. Where a header is no
         batch the old entries past it are kept, so that the batches after damage are still
-        read through them (each checked by the read, as ever)."""
+        read through them; only those whose position holds a batch header ending at their
+        offset (a wrong one kept would send every read that meets it through another walk
+        and rebuild)."""
         entries: list[tuple[int, int]] = []
         since = 0
 
@@ -385,21 +387,27 @@ class Segment:
         if reason is not None:
             log.warning("%s: index rebuilt up to byte %d: %s", self.log_path, valid, reason)
             last = entries[-1][0] if entries else -1
-            entries += [(r, p) for r, p in self.index.entries() if p > valid and r > last]
+            for r, p in self.index.entries():
+                if p > valid and r > last and self._names_batch_at(r, p):
+                    entries.append((r, p))
+                    last = r
         self.index.replace(entries)
         self.index_repaired = True
+
+    def _names_batch_at(self, rel: int, pos: int) -> bool:
+        """True if byte ``pos`` starts a batch header (magic 2) ending at relative ``rel``."""
+        raw = self.read(pos, 27)
+        if len(raw) != 27 or raw[16] != 2:
+            return False
+        (base,) = struct.unpack_from(">q", raw)
+        (last_delta,) = struct.unpack_from(">i", raw, 23)
+        return base + last_delta == self.base_offset + rel
 
     def _index_tail_matches(self) -> bool:
         """Spot-check: the last offset-index entry must point at a batch with that last offset
         (an index of the earlier layout, which named base offsets, fails it and is rebuilt)."""
-        if not self.index.rel:
-            return True
-        raw = self.read(self.index.pos[-1], 27)
-        if len(raw) != 27:
-            return False
-        (base,) = struct.unpack_from(">q", raw)
-        (last_delta,) = struct.unpack_from(">i", raw, 23)
-        return base + last_delta == self.base_offset + self.index.rel[-1]
+        rels, positions = self.index.snapshot()
+        return not rels or self._names_batch_at(rels[-1], positions[-1])
 
     def _first_batch_max_ts(self) -> int:
         raw = self.read(0, BATCH_OVERHEAD)

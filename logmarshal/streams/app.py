@@ -493,10 +493,17 @@ def _private_dir(base: str, task: str) -> tuple[int, str]:
     lock: made under another name and renamed once locked, so that a directory of the
     private name is locked from the moment it exists, for as long as its process lives."""
     made = tempfile.mkdtemp(prefix=f".{task}.new-", dir=base)
-    fd = os.open(os.path.join(made, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (new: nobody else knows it yet)
-    private = os.path.join(base, task + PRIVATE + made.rsplit(".new-", 1)[1])
-    os.rename(made, private)
+    fd = -1
+    try:
+        fd = os.open(os.path.join(made, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (new: nobody else knows it yet)
+        private = os.path.join(base, task + PRIVATE + made.rsplit(".new-", 1)[1])
+        os.rename(made, private)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        shutil.rmtree(made, ignore_errors=True)
+        raise
     return fd, private
 
 
@@ -512,8 +519,8 @@ def _sweep_private(base: str) -> None:
             continue  # (gone meanwhile, or of an older layout: left alone)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # in use
+        except OSError:
+            continue  # in use (BlockingIOError), or a lock this file system refuses: kept
         else:
             log.info("deleting %s, left by a process that died", path)
             shutil.rmtree(path, ignore_errors=True)

@@ -53,15 +53,15 @@ def _fill(data: Path) -> None:
         assert plog.segment_count >= 3
 
 
-def _damage(data: Path, how: str) -> None:
-    """Move the first segment's index entry of offset DAMAGED: into its batch, onto the
+def _damage(data: Path, how: str, at: int = DAMAGED) -> None:
+    """Move the first segment's index entry of offset ``at``: into its batch, onto the
     looking-like-a-header bytes of its record, or onto the start of the next batch, whose
     own entry goes (the entries stay in order, as in a sparse index: a batch start, but
     another batch than the entry names; a read at DAMAGED would begin after it)."""
     index = data / "t-0" / f"{0:020d}.index"
     raw = bytearray(index.read_bytes())
     entries = list(struct.iter_unpack(">iI", raw))
-    k = next(i for i, (rel, _) in enumerate(entries) if rel == DAMAGED)
+    k = next(i for i, (rel, _) in enumerate(entries) if rel == at)
     rel, pos = entries[k]
     if how == "into its batch":
         moved = pos + 16
@@ -217,3 +217,67 @@ def test_a_rebuild_keeps_the_entries_past_a_damaged_batch(tmp_path):
         assert _offsets(plog.read(broken - 1, 100).data)[0] == broken - 1
         exc = _raises(lambda: plog.read(broken, 4096))
         assert isinstance(exc, StorageError) and "damaged segment" in str(exc), exc
+
+
+def test_a_rebuild_drops_a_damaged_entry_past_a_damaged_batch(tmp_path, caplog):
+    """An old entry kept past a damaged header is kept only if its position holds the batch
+    it names: a damaged one kept would make the read that meets it walk from the segment's
+    start into the damaged header (a StorageError for a batch that is intact) and rebuild
+    again, on every such read."""
+    data = tmp_path / "data"
+    _fill(data)
+    broken = DAMAGED + 20
+    _break_magic(data, broken)
+    _damage(data, "into its batch")
+    _damage(data, "into its batch", at=broken + 5)
+    with DataDir(data) as dd:
+        plog = dd.partition("t", 0)
+        assert _offsets(_bounded(lambda: plog.read(DAMAGED, 100).data))[0] == DAMAGED
+        caplog.clear()
+        got = _offsets(_bounded(lambda: plog.read(broken + 5, 4096).data))
+        assert got[:2] == [broken + 5, broken + 6]
+        assert "start of the segment" not in caplog.text
+
+
+def test_a_rebuild_beside_readers_never_pairs_old_and_new_entries(tmp_path):
+    """A rebuild swaps the index a reader on another thread is using (the broker's event
+    loop and its request threads): swapped as two arrays one after the other, a reader
+    could pair the old offsets with the new positions (a ValueError from a strict zip that
+    dropped the connection, found by review 2026-12-03)."""
+    import sys
+
+    from storage._index import OffsetIndex
+
+    index = OffsetIndex(tmp_path / "x.index")
+    short = [(i, i * 100) for i in range(10)]
+    long = [(i, i * 100) for i in range(40)]
+    index.replace(short)
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                got = index.entries()
+                assert got in (short, long), len(got)
+                rel, pos = index.floor(25)
+                assert (rel, pos) in ((9, 900), (25, 2500)), (rel, pos)
+            except BaseException as exc:  # (handed to the test thread)
+                failures.append(exc)
+                return
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # a thread switch as often as the interpreter allows
+    reader = threading.Thread(target=read, daemon=True)
+    try:
+        reader.start()
+        for _ in range(20_000):
+            index.replace(short)
+            index.replace(long)
+            if failures:
+                break
+    finally:
+        stop.set()
+        reader.join(10)
+        sys.setswitchinterval(old)
+    assert not failures, failures[0]

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 from logmarshal.streams.app import PRIVATE, _private_dir, _sweep_private
@@ -65,16 +65,32 @@ def test_a_dead_process_private_directory_is_swept_a_live_one_kept(tmp_path):
 
 
 def test_a_private_directory_is_locked_from_the_moment_it_has_its_name(tmp_path):
-    """It is made under another name and renamed once locked: a sweep never sees one of
-    its name unlocked (a sweep between making and locking would delete a live one)."""
-    fd, path = _private_dir(str(tmp_path), "1_0")
+    """Made under another name and renamed once locked: a sweep running beside the making
+    (another App's task assignment, on another thread or process) never deletes one (made
+    under its own name and then locked, a sweep between the two deleted the directory its
+    maker went on to use)."""
+    stop = threading.Event()
+
+    def sweep() -> None:
+        while not stop.is_set():
+            _sweep_private(str(tmp_path))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    sweeper = threading.Thread(target=sweep, daemon=True)
+    made: list[tuple[int, str]] = []
     try:
-        assert PRIVATE in os.path.basename(path) and os.path.isdir(path)
-        assert [p.name for p in tmp_path.iterdir()] == [os.path.basename(path)]
-        started = time.monotonic()
-        _sweep_private(str(tmp_path))
-        assert os.path.isdir(path) and time.monotonic() - started < 5
+        sweeper.start()
+        for i in range(300):
+            made.append(_private_dir(str(tmp_path), f"1_{i}"))
     finally:
-        os.close(fd)
-    _sweep_private(str(tmp_path))
-    assert not os.path.exists(path)
+        stop.set()
+        sweeper.join(10)
+        sys.setswitchinterval(old)
+        for fd, _ in made:
+            os.close(fd)
+    gone = [path for _, path in made if not os.path.isfile(os.path.join(path, ".lock"))]
+    assert not gone, f"{len(gone)} of {len(made)} swept while their maker held them"
+    assert all(PRIVATE in os.path.basename(path) for _, path in made)
+    _sweep_private(str(tmp_path))  # their locks are free now
+    assert not any(os.path.exists(path) for _, path in made)

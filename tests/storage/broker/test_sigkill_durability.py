@@ -44,7 +44,7 @@ def test_acknowledged_records_survive_three_sigkills(tmp_path, caplog):
     data = tmp_path / "data"
     with DataDir(data) as dd:
         dd.create_topic("d", PARTITIONS, TopicConfig(segment_bytes=64 * 1024))
-    broker = LocalBroker(tmp_path, data_dir=data)
+    broker = LocalBroker(tmp_path, data_dir=data, global_args=["-v"])  # (INFO: the log's)
     acked: dict[int, set[bytes]] = {p: set() for p in range(PARTITIONS)}
     failed: list[str] = []
 
@@ -119,3 +119,24 @@ def test_acknowledged_records_survive_three_sigkills(tmp_path, caplog):
                 offset = records[-1].offset + 1
             assert values == got[p]
     assert "index" not in caplog.text and "segment" not in caplog.text, caplog.text
+    # each restart recovered the data the SIGKILL left: in the broker process, whose log
+    # (its stderr, a file per start) says what recovery found
+    starts = sorted(tmp_path.glob(f"{broker.name}.*.err"))
+    assert len(starts) == CYCLES + 1, starts
+    logs = "".join(path.read_text(errors="replace") for path in starts)
+    assert logs.count(" listening on ") == CYCLES + 1  # (the broker's log is in these files)
+    for unsound in _UNSOUND:
+        assert unsound not in logs, logs[-3000:]
+
+
+#: what the storage logs when a segment or an index it opens is not sound (a newest
+#: segment's torn tail, truncated, is not among them: a SIGKILL may leave one)
+_UNSOUND = (
+    "index missing or inconsistent",
+    "damaged sealed segment",
+    "index rebuilt",
+    "offset index was rebuilt",
+    "out of order or out of range",
+    "is not a multiple of",
+    "but the next segment starts at",
+)
