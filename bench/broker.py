@@ -30,16 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from logmarshal._ports import free_port
 from logmarshal.localbroker import LocalBroker
 from storage import DataDir, NewRecord, encode_batch
 
 MB = 1_000_000
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rate(n: int, size: int, seconds: float) -> tuple[float, float]:
@@ -182,7 +177,7 @@ def bench_redis(n: int, size: int) -> tuple[float, float] | None:
     server = shutil.which("redis-server")
     if server is None:
         return None
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import attrs
 
+from logmarshal._ports import free_port
 from logmarshal.localbroker import LocalBroker
 from logmarshal.localkafka import KafkaCluster
-from logmarshal.localkafka.harness import free_port
 from logmarshal.marshaler import Marshaler
 from logmarshal.network import NetworkCluster
 

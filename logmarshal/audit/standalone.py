@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from .._ports import free_port
 from .deps import require
 
 __all__ = ["spark_bin", "spark_env", "standalone_cluster"]
@@ -50,12 +50,6 @@ def spark_env(log_dir: str | os.PathLike[str]) -> dict[str, str]:
         SPARK_NO_DAEMONIZE="1",
     )
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _alive_workers(ui_port: int) -> int | None:
@@ -93,7 +87,7 @@ def standalone_cluster(
     (work / "logs").mkdir(parents=True, exist_ok=True)
     (work / "worker").mkdir(exist_ok=True)
     env = spark_env(work / "logs")
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    port, ui, worker_ui = free_port(), free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     spark_class = spark_bin("spark-class")
     procs: list[subprocess.Popen[bytes]] = []

@@ -14,11 +14,9 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -30,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from .._ports import free_port
 from ..errors import LogmarshalError
 
 log = logging.getLogger(__name__)
@@ -209,39 +208,6 @@ def run_tool(name: str, *args: str, timeout: float = 120.0, input: str | None = 
     :func:`tools`) or main class, against whatever ``--bootstrap-server`` its arguments name:
     Kafka, or logmarshal's own broker. The same code path as :meth:`KafkaCluster.tool`."""
     return java(_TOOLS.get(name, name), args, jars=jars, timeout=timeout, input=input)
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now, below the kernel's ephemeral range.
-
-    A port from ``bind(0)`` lies in that range, where the kernel also picks the local port
-    of every outgoing connection: a node dialling one still starting, or a client, can take
-    it before its listener binds it, and the node then exits at start-up (a 3-node cluster
-    in CI, stop 61), or cannot come back on it after a kill. Below the range only listeners
-    take ports."""
-    low = _ephemeral_low()
-    pick = random.SystemRandom()
-    for _ in range(100):
-        port = pick.randrange(_PORTS_FROM, low) if low - _PORTS_FROM >= 1000 else 0
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return int(s.getsockname()[1])
-    raise OSError("no free loopback port below the ephemeral range after 100 tries")
-
-
-_PORTS_FROM = 10_000
-
-
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux's default 32768 elsewhere)."""
-    try:
-        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-        return int(text.split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 def _dies_with_us() -> list[str]:

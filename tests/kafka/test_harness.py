@@ -54,20 +54,6 @@ def test_a_node_that_does_not_shut_down_in_time_is_killed(tmp_path) -> None:
                 node.proc.wait(10)
 
 
-def test_ports_are_below_the_range_outgoing_connections_take_theirs_from() -> None:
-    """A node's listening port from bind(0) could be taken by any outgoing connection (one
-    node dialling another still starting) before the node binds it: a 3-node cluster's node
-    exited at start-up in CI (stop 61)."""
-    from logmarshal.localkafka.harness import _ephemeral_low, free_port
-
-    low = _ephemeral_low()
-    ports = {free_port() for _ in range(50)}
-    assert all(p < low for p in ports) and len(ports) > 40
-    for port in ports:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", port))
-
-
 def test_a_node_whose_port_is_taken_starts_on_new_ports_and_says_why(tmp_path, caplog) -> None:
     """Another listener takes a node's port between the pick and the JVM's bind: the node
     exits at start-up; the cluster starts again on new ports, and the warning carries the
