@@ -42,7 +42,6 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -51,6 +50,7 @@ import attrs
 
 from storage._config import TopicConfig
 from storage._errors import CorruptRecordError
+from storage._files import replace_durably
 from storage._records import (
     Compression,
     NewRecord,
@@ -238,9 +238,7 @@ class CleanerState:
         return state
 
     def save(self, directory: Path) -> None:
-        """Write-temp, fsync, rename: the checkpoint is old or new, never torn."""
-        path = directory / CHECKPOINT_FILE
-        tmp = path.with_name(path.name + ".tmp")
+        """Durably (``replace_durably``): the checkpoint is old or new, never torn."""
         data = json.dumps(
             {
                 "version": _CHECKPOINT_VERSION,
@@ -249,13 +247,7 @@ class CleanerState:
                 "tombstones_cleaned_at": self.tombstones_cleaned_at,
             }
         ).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        replace_durably(directory / CHECKPOINT_FILE, data)
 
 
 # ---------------------------------------------------------------------- streaming

@@ -39,6 +39,7 @@ from storage._errors import (
     OffsetOutOfRange,
     StorageError,
 )
+from storage._log_start import load_log_start, save_log_start
 from storage._reads import find_timestamp, read_segment
 from storage._recompression import CODEC_IDS, recompress
 from storage._records import (
@@ -85,6 +86,9 @@ class _View(NamedTuple):
     bases: tuple[int, ...]
     log_end_offset: int
     active_size: int
+    #: the log start offset: the first segment's base, or past it where DeleteRecords
+    #: moved it inside that segment (Kafka's logStartOffset)
+    start: int
 
 
 class PartitionLog:
@@ -117,6 +121,7 @@ class PartitionLog:
         self._last_flush_ms = clock()
         self.directory.mkdir(parents=True, exist_ok=True)
         self._segments: list[Segment] = self._open_segments()
+        self._start = self._load_start()
         self._active.open_writers()
         self._waiters = 0
         #: counts wake_waiters() calls: a waiter that began before one returns
@@ -174,6 +179,45 @@ class PartitionLog:
             newest.roll_base_ms = first if first <= now else now
         return segments
 
+    def _load_start(self) -> int:
+        """The log start offset: where DeleteRecords last moved it (kept on disk), else the
+        first segment's base. A log that ends before that point (appends not yet on disk
+        when DeleteRecords answered, lost in a crash) starts again, empty, at it, as Kafka's
+        LogLoader does: offsets below it were handed out, and are never handed out again."""
+        first = self._segments[0].base_offset
+        saved = load_log_start(self.directory)
+        if saved is None or saved <= first:
+            return first
+        end = self._active.next_offset
+        if saved > end:
+            log.warning(
+                "%s: the log ends at %d, before its log start offset %d (set by "
+                "delete-records); its segments are removed and it starts again at %d",
+                self.directory,
+                end,
+                saved,
+                saved,
+            )
+            for seg in self._segments:
+                seg.delete()
+                seg.close()
+            self._segments = [
+                Segment(self.directory, saved, self.config.index_interval_bytes, self.handles)
+            ]
+            _fsync_dir(self.directory)
+            return saved
+        # segments wholly below it (a crash between keeping the start and removing them)
+        below = 0
+        while below + 1 < len(self._segments) and self._segments[below + 1].base_offset <= saved:
+            below += 1
+        for seg in self._segments[:below]:
+            log.info("%s: removing segment %d, below the log start %d", self.directory,
+                     seg.base_offset, saved)  # fmt: skip
+            seg.delete()
+            seg.close()
+        del self._segments[:below]
+        return saved
+
     def _complete_swaps(self) -> None:
         """Finish a cleaner swap a crash interrupted after its commit point: the
         ``<b>.log.<end>.swap`` file replaces every segment with a base in [b, end)."""
@@ -204,16 +248,19 @@ class PartitionLog:
         if segments_changed:
             segs = tuple(self._segments)
             self._segs, self._bases = segs, tuple(s.base_offset for s in segs)
+            # retention or the cleaner may have removed the segment the start was in
+            self._start = max(self._start, segs[0].base_offset)
         active = self._segments[-1]
-        self._view = _View(self._segs, self._bases, active.next_offset, active.size)
+        self._view = _View(self._segs, self._bases, active.next_offset, active.size, self._start)
         if self._waiters:
             with self._cond:
                 self._cond.notify_all()
 
     @property
     def log_start_offset(self) -> int:
-        """Earliest offset still stored."""
-        return self._view.bases[0]
+        """The first offset a read may ask for (Kafka's logStartOffset): the first
+        segment's base, or past it where DeleteRecords moved it."""
+        return self._view.start
 
     @property
     def log_end_offset(self) -> int:
@@ -377,9 +424,12 @@ class PartitionLog:
             return self._delete_expired(self._clock() if now is None else now, include_active=True)
 
     def delete_before(self, offset: int) -> int:
-        """DeleteRecords: remove every whole segment all of whose records are below
-        ``offset`` (never the active one); returns the new log start offset, which is at
-        most ``offset``. Raises OffsetOutOfRange beyond the log end, like Kafka."""
+        """DeleteRecords: the log starts at ``offset`` from now on, as in Kafka: a read
+        below it is OffsetOutOfRange, ListOffsets' earliest is it, and every whole segment
+        below it is removed (never the active one). The new start is on disk before this
+        returns, so a restart does not bring the records back. Returns the log start
+        offset (the one it had, when that is past ``offset``). Raises OffsetOutOfRange
+        beyond the log end, like Kafka."""
         if type(offset) is not int or offset < 0:
             raise ValueError(f"offset must be a non-negative int, got {offset!r}")
         with self._lock:
@@ -387,21 +437,26 @@ class PartitionLog:
                 raise StorageError(f"{self.directory}: log is closed")
             end = self._active.next_offset
             if offset > end:
-                raise OffsetOutOfRange(offset, self._segments[0].base_offset, end)
+                raise OffsetOutOfRange(offset, self._start, end)
+            if offset > self._start:
+                try:
+                    save_log_start(self.directory, offset)
+                except OSError as exc:
+                    raise StorageError(
+                        f"{self.directory}: could not keep the log start offset: {exc}"
+                    ) from exc
+                self._start = offset
             doomed = 0
             for nxt in self._segments[1:]:
-                if nxt.base_offset > offset:
+                if nxt.base_offset > self._start:
                     break
                 doomed += 1
-            if doomed:
-                gone, self._segments = self._segments[:doomed], self._segments[doomed:]
-                self._publish(segments_changed=True)
-                for seg in gone:
-                    log.info(
-                        "%s: delete-records removes segment %d", self.directory, seg.base_offset
-                    )
-                    seg.delete()
-            return self._segments[0].base_offset
+            gone, self._segments = self._segments[:doomed], self._segments[doomed:]
+            self._publish(segments_changed=bool(doomed))
+            for seg in gone:
+                log.info("%s: delete-records removes segment %d", self.directory, seg.base_offset)
+                seg.delete()
+            return self._start
 
     def _delete_expired(self, now: int, *, include_active: bool) -> int:
         """Kafka's deletableSegments: the oldest segments while each is past retention.ms
@@ -622,7 +677,7 @@ class PartitionLog:
 
     def _read(self, offset: int, max_bytes: int) -> FetchData:
         view = self._view
-        start, end = view.bases[0], view.log_end_offset
+        start, end = view.start, view.log_end_offset
         if offset < start or offset > end:
             raise OffsetOutOfRange(offset, start, end)
         if offset == end:
@@ -718,8 +773,10 @@ class PartitionLog:
             limit = view.active_size if i == last else seg.size
             if seg.max_timestamp == NO_TIMESTAMP or seg.max_timestamp < timestamp_ms:
                 continue
-            offset = seg.base_offset + seg.time_index.lookup(timestamp_ms)
-            found = find_timestamp(seg, offset, limit, timestamp_ms, sealed=i != last)
+            offset = max(seg.base_offset + seg.time_index.lookup(timestamp_ms), view.start)
+            found = find_timestamp(
+                seg, offset, limit, timestamp_ms, sealed=i != last, floor=view.start
+            )
             if seg.index_repaired:
                 self._keep_repaired_index(seg)
             if found is not None:

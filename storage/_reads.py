@@ -152,13 +152,14 @@ def _read_segment_from(
 
 
 def find_timestamp(
-    seg: Segment, offset: int, limit: int, ts: int, *, sealed: bool = False
+    seg: Segment, offset: int, limit: int, ts: int, *, sealed: bool = False, floor: int = 0
 ) -> int | None:
-    """The first offset at or after ``offset``'s batch whose timestamp reaches ``ts``: scans
-    batch headers from the indexed batch before ``offset`` and decodes only the one found.
-    A damaged index entry is walked around as :func:`read_segment` does."""
+    """The first offset at or after ``offset``'s batch, and at or after ``floor`` (the log
+    start offset, which DeleteRecords may put inside a batch), whose timestamp reaches
+    ``ts``: scans batch headers from the indexed batch before ``offset`` and decodes only
+    the ones found. A damaged index entry is walked around as :func:`read_segment` does."""
     return _around_damage(
-        lambda use_index: _find_timestamp_from(seg, offset, limit, ts, use_index),
+        lambda use_index: _find_timestamp_from(seg, offset, limit, ts, use_index, floor),
         "searching",
         seg if sealed else None,
         limit,
@@ -166,7 +167,7 @@ def find_timestamp(
 
 
 def _find_timestamp_from(
-    seg: Segment, offset: int, limit: int, ts: int, use_index: bool
+    seg: Segment, offset: int, limit: int, ts: int, use_index: bool, floor: int
 ) -> int | None:
     expect, pos = seg.indexed(offset) if use_index else (None, 0)
     while pos < limit:
@@ -177,15 +178,16 @@ def _find_timestamp_from(
         expect = None
         base = _BATCH_HEAD.unpack_from(head)[0]
         (max_ts,) = _MAX_TS.unpack_from(head, 35)
-        if max_ts >= ts:
+        if max_ts >= ts and base + _LAST_DELTA.unpack_from(head, 23)[0] >= floor:
             batch = seg.read(pos, size)
             try:
                 header, records = decode_batch(batch)
             except (UnsupportedCompression, CorruptRecordError):
-                return base
+                return max(base, floor)
             for rec in records:
-                if rec.timestamp >= ts:
+                if rec.timestamp >= ts and rec.offset >= floor:
                     return rec.offset
-            return header.base_offset
+            if header.base_offset >= floor:
+                return header.base_offset
         pos += size
     return None

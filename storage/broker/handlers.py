@@ -464,10 +464,10 @@ class Handlers:
     # ------------------------------------------------------------------ delete records
 
     async def delete_records(self, request: Any, version: int) -> Any:
-        """DeleteRecords (API key 21): advance log start offsets, as Kafka's AdminClient
-        ``delete_records`` asks. Our log removes whole segments below the offset, so the
-        low watermark returned may be below the one asked for (never above); ``-1`` means
-        the high watermark, as in Kafka."""
+        """DeleteRecords (API key 21): move log start offsets to exactly the offsets
+        Kafka's AdminClient ``delete_records`` asks for (kept on disk before the answer;
+        whole segments below are removed), and answer each partition's new low watermark;
+        ``-1`` means the high watermark, as in Kafka."""
         await self._know_topics(t.name for t in request.topics)
         r = DeleteRecordsResponse[version]
         loop = asyncio.get_running_loop()

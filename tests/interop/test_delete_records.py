@@ -11,6 +11,7 @@ import pytest
 from logmarshal import Marshaler, connect
 from logmarshal import _direct as direct
 from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal.errors import OffsetOutOfRange
 from storage import NewRecord
 
 SMALL = {"segment.bytes": "2048", "retention.ms": "-1"}
@@ -48,19 +49,28 @@ def test_confluent_admin_client_delete_records(filled, broker) -> None:
     target = bases[2] + 1
     futures = admin.delete_records([TopicPartition("events", 1, target)], request_timeout=10)
     (result,) = [f.result(10) for f in futures.values()]
-    assert result.low_watermark == bases[2]  # whole segments: at most what was asked
-    assert filled.earliest_offset("events", 1) == bases[2]
-    assert [m.offset for m in filled.fetch("events", 1, bases[2])][:1] == [bases[2]]
+    assert result.low_watermark == target  # exactly what was asked, as in Kafka
+    assert filled.earliest_offset("events", 1) == target
+    assert [m.offset for m in filled.fetch("events", 1, target)][:1] == [target]
+    with pytest.raises(OffsetOutOfRange):  # inside a segment still on disk: gone all the same
+        filled.fetch("events", 1, target - 1)
+    where = Path(broker.config.data_dir) / "events-1"
+    assert sorted(int(p.stem) for p in where.glob("*.log"))[0] == bases[2]
     assert filled.latest_offset("events", 1) == 200  # nothing after it was touched
+    # asking for less moves nothing back
+    (future,) = admin.delete_records([TopicPartition("events", 1, 3)], request_timeout=10).values()
+    assert future.result(10).low_watermark == target
     # beyond the high watermark, and an unknown partition: errors, nothing deleted
     for tp in (TopicPartition("events", 1, 500), TopicPartition("events", 9, 1)):
         (future,) = admin.delete_records([tp], request_timeout=10).values()
         with pytest.raises(Exception):  # noqa: B017 - librdkafka's KafkaException
             future.result(10)
-    assert filled.earliest_offset("events", 1) == bases[2]
-    # OFFSET_END (-1): everything up to the active segment
+    assert filled.earliest_offset("events", 1) == target
+    # OFFSET_END (-1): everything, the active segment's records too (the file stays)
     (future,) = admin.delete_records([TopicPartition("events", 1, -1)], request_timeout=10).values()
-    assert future.result(10).low_watermark == bases[-1]
+    assert future.result(10).low_watermark == 200
+    assert filled.earliest_offset("events", 1) == 200
+    assert sorted(int(p.stem) for p in where.glob("*.log"))[0] == bases[-1]
 
 
 def test_kafka_python_admin_client_delete_records(filled, broker) -> None:
@@ -73,8 +83,8 @@ def test_kafka_python_admin_client_delete_records(filled, broker) -> None:
         result = admin.delete_records({TopicPartition("events", 1): bases[1] + 5})
         (meta,) = result.values()
         low = meta["low_watermark"] if isinstance(meta, dict) else meta.low_watermark
-        assert low == bases[1]
-        assert filled.earliest_offset("events", 1) == bases[1]
+        assert low == bases[1] + 5
+        assert filled.earliest_offset("events", 1) == bases[1] + 5
         assert filled.earliest_offset("events", 0) == 0
     finally:
         admin.close()

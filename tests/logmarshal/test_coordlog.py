@@ -54,35 +54,55 @@ def test_capabilities_are_optional(cluster) -> None:
     assert coordlog.truncate(plain, 1) is None  # cannot delete: says so, deletes nothing
 
 
-def test_delete_records_removes_whole_segments_only(cluster) -> None:
+def test_delete_records_moves_the_log_start_exactly(cluster) -> None:
+    """As Kafka's DeleteRecords: the log starts at the offset asked for, even inside a
+    segment; the segments wholly below it are removed, the active one never."""
     _fill(cluster, "t", 300)
     data = cluster.data_dir.partition("t", 1)
     bases = [s.base_offset for s in data._segments]
     assert len(bases) > 3
     target = bases[2] + 1  # inside the third segment
-    new = cluster.delete_records("t", {1: target})
-    assert new == {1: bases[2]}  # never beyond what was asked
-    assert cluster.earliest_offset("t", 1) == bases[2]
-    assert cluster.fetch("t", 1, bases[2])[0].offset == bases[2]
+    assert cluster.delete_records("t", {1: target}) == {1: target}
+    assert data._segments[0].base_offset == bases[2]  # its segment stays
+    assert cluster.earliest_offset("t", 1) == target
+    assert cluster.fetch("t", 1, target)[0].offset == target
+    for gone in (0, bases[2], target - 1):  # below the start: refused, not served
+        with pytest.raises(OffsetOutOfRange):
+            cluster.fetch("t", 1, gone)
+    # timestamps are offsets here: a time before the start finds the start
+    assert cluster.offset_for_time("t", 1, 0) == target
+    assert cluster.offset_for_time("t", 1, target + 5) == target + 5
+    assert cluster.delete_records("t", {1: 3}) == {1: target}  # never moves back
+    assert cluster.earliest_offset("t", 1) == target
+    # the end: every record goes, the active segment's file stays
+    assert cluster.delete_records("t", {1: 300})[1] == 300
+    assert [s.base_offset for s in data._segments] == bases[-1:]
+    assert cluster.latest_offset("t", 1) == cluster.earliest_offset("t", 1) == 300
+    assert cluster.fetch("t", 1, 300) == []
+    assert cluster.offset_for_time("t", 1, 0) is None
     with pytest.raises(OffsetOutOfRange):
-        cluster.fetch("t", 1, 0)
-    # the active segment stays: asking for the end keeps its records
-    assert cluster.delete_records("t", {1: 300})[1] == bases[-1]
-    assert cluster.latest_offset("t", 1) == 300
+        cluster.fetch("t", 1, 299)
     with pytest.raises(OffsetOutOfRange):
         cluster.delete_records("t", {1: 301})
     with pytest.raises(ValueError):
         cluster.delete_records("t", {1: -1})
+    produced = cluster.produce("t", 1, [NewRecord(value=b"after", timestamp=1)])
+    assert produced.base_offset == 300
+    assert [m.value for m in cluster.fetch("t", 1, 300)] == [b"after"]
 
 
 def test_truncation_survives_a_reopen(tmp_path) -> None:
     with EmbeddedCluster(tmp_path / "d", maintenance_interval=0) as c:
         _fill(c, "t", 300)
-        start = c.delete_records("t", {1: 200})[1]
-        assert 0 < start <= 200
+        bases = [s.base_offset for s in c.data_dir.partition("t", 1)._segments]
+        inside = next(b for b in bases if b > 150) + 2
+        assert c.delete_records("t", {1: inside})[1] == inside
     with EmbeddedCluster(tmp_path / "d", maintenance_interval=0) as c:
-        assert c.earliest_offset("t", 1) == start
+        assert c.earliest_offset("t", 1) == inside  # not the segment's base: kept on disk
         assert c.latest_offset("t", 1) == 300
+        with pytest.raises(OffsetOutOfRange):
+            c.fetch("t", 1, inside - 1)
+        assert c.fetch("t", 1, inside)[0].offset == inside
 
 
 def test_admin_does_not_import_the_audit() -> None:

@@ -259,10 +259,9 @@ def test_console_producer_and_consumer_round_trip(broker, codec) -> None:
 def test_get_offsets_and_delete_records(broker) -> None:
     b = broker.bootstrap
     topic = "jt-offsets"
-    # one batch per segment (--sync sends each line alone), so delete-records is exact; Kafka's
-    # tools refuse segment.bytes below 1 MiB before sending, logmarshal's broker takes it
+    # one segment: delete-records moves the log start inside it, as Kafka's does
     admin = AdminClient({"bootstrap.servers": b})
-    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "100"})])[topic].result(10)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
     # --timeout is the tool's linger.ms (1 s by default): each --sync send would wait it out
     ok(tool("kafka-console-producer", "--bootstrap-server", b, "--topic", topic, "--sync",
             "--timeout", "0", input="".join(f"record {i}\n" for i in range(20))))  # fmt: skip
