@@ -37,6 +37,7 @@ from storage._config import TopicConfig
 from storage._errors import (
     BatchLargerThanSegment,
     OffsetOutOfRange,
+    PolicyViolation,
     StorageError,
 )
 from storage._log_start import load_log_start, save_log_start
@@ -429,12 +430,18 @@ class PartitionLog:
         below it is removed (never the active one). The new start is on disk before this
         returns, so a restart does not bring the records back. Returns the log start
         offset (the one it had, when that is past ``offset``). Raises OffsetOutOfRange
-        beyond the log end, like Kafka."""
+        beyond the log end and PolicyViolation on a topic compacted and not deleted
+        (``cleanup.policy=compact``), as Kafka's Partition.deleteRecordsOnLeader does."""
         if type(offset) is not int or offset < 0:
             raise ValueError(f"offset must be a non-negative int, got {offset!r}")
         with self._lock:
             if self._closed:
                 raise StorageError(f"{self.directory}: log is closed")
+            if self.config.compact and not self.config.delete:
+                raise PolicyViolation(
+                    f"{self.topic}-{self.partition}: records cannot be deleted from a topic "
+                    "whose cleanup.policy is compact (add delete to it)"
+                )
             end = self._active.next_offset
             if offset > end:
                 raise OffsetOutOfRange(offset, self._start, end)

@@ -73,6 +73,27 @@ def test_confluent_admin_client_delete_records(filled, broker) -> None:
     assert sorted(int(p.stem) for p in where.glob("*.log"))[0] == bases[-1]
 
 
+def test_a_compacted_topic_refuses_delete_records_with_policy_violation(filled, broker) -> None:
+    """As Kafka: POLICY_VIOLATION unless the topic's cleanup.policy includes delete; the
+    connection and the records stay."""
+    filled, _fill = filled
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    filled.create_topic("compacted", 1, {"cleanup.policy": "compact"})
+    for i in range(5):
+        filled.produce("compacted", 0, [NewRecord(b"v%d" % i, key=b"k%d" % i, timestamp=1000)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (future,) = admin.delete_records(
+        [TopicPartition("compacted", 0, 3)], request_timeout=10
+    ).values()
+    with pytest.raises(KafkaException) as exc:
+        future.result(10)
+    assert exc.value.args[0].code() == KafkaError.POLICY_VIOLATION
+    assert filled.earliest_offset("compacted", 0) == 0
+    assert [m.offset for m in filled.fetch("compacted", 0, 0)] == [0, 1, 2, 3, 4]
+
+
 def test_kafka_python_admin_client_delete_records(filled, broker) -> None:
     filled, fill = filled
     from kafka import KafkaAdminClient, TopicPartition

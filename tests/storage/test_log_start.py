@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from storage import PartitionLog, TopicConfig
-from storage._errors import OffsetOutOfRange, StorageError
+from storage._errors import OffsetOutOfRange, PolicyViolation, StorageError
 from storage._log_start import LOG_START_FILE, load_log_start, save_log_start
 from storage._records import decode_batch
 
@@ -197,3 +197,22 @@ def test_segments_left_below_a_kept_start_go_at_the_next_open(
     with pytest.raises(OffsetOutOfRange):
         again.read(bases[2])
     again.close()
+
+
+def test_a_compacted_topic_refuses_delete_records_as_kafka_does(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Kafka's Partition.deleteRecordsOnLeader: PolicyViolation unless the cleanup policy
+    includes delete; compact,delete topics move their start as any other."""
+    plog = _log(tmp_path / "c", clock, cleanup_policy="compact")
+    for i in range(5):
+        plog.append(batch([b"v%d" % i], ts=clock(), key=b"k%d" % i))
+    with pytest.raises(PolicyViolation, match=r"cleanup\.policy is compact"):
+        plog.delete_before(3)
+    assert plog.log_start_offset == 0 and load_log_start(tmp_path / "c") is None
+    plog.close()
+    both = _log(tmp_path / "cd", clock, cleanup_policy="compact,delete")
+    for i in range(5):
+        both.append(batch([b"v%d" % i], ts=clock(), key=b"k%d" % i))
+    assert both.delete_before(3) == 3
+    both.close()
