@@ -100,8 +100,9 @@ def coordination_topic_config() -> TopicConfig:
     flushed because a claim that is acknowledged and then lost to a crash could let two
     consumers believe they own a partition; no time or size retention because positions of
     idle partitions live only in the log (truncation is DeleteRecords, bounded by published
-    snapshots); 4 MiB segments so that truncation, which removes whole segments on our
-    storage, can follow the snapshots closely (about 60 k records a segment).
+    snapshots); 4 MiB segments so that the disk space truncation frees (whole segments, on
+    Kafka and on our storage alike) follows the snapshots closely (about 60 k records a
+    segment).
     """
     return TopicConfig(
         timestamp_type=TimestampType.LOG_APPEND_TIME,

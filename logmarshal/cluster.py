@@ -317,8 +317,8 @@ class RecordDeleter(Protocol):
 
     def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
         """Delete records below ``before[partition]``; returns each partition's new earliest
-        offset (its low watermark), which may be lower than asked when only whole
-        segments can go, never higher."""
+        offset (its low watermark): exactly the offset asked for, as Kafka's DeleteRecords
+        answers, or the current one where the log already starts past it."""
         ...
 
 

@@ -324,7 +324,8 @@ class EmbeddedCluster:
             log_.wake_waiters()
 
     def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
-        """:class:`~logmarshal.cluster.RecordDeleter`: whole segments below each offset go."""
+        """:class:`~logmarshal.cluster.RecordDeleter`: each log starts at its offset from
+        now on, as Kafka's (the whole segments below it leave the disk)."""
         self._check_open()
         return {p: self._dir.partition(topic, p).delete_before(o) for p, o in before.items()}
 
