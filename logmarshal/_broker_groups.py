@@ -29,10 +29,11 @@ import time
 from collections.abc import Callable
 
 from rationalizer import FRESH, WorldState
-from storage import DataDir, UnknownTopic, decode_records
+from storage import DataDir, StorageError, UnknownTopic, decode_records
 from storage.broker.cluster_file import ClusterLayout
 from storage.broker.groups import GroupMember, GroupSnapshot
 
+from ._coordlog import SNAPSHOT_TOPIC, Restored, load_snapshot
 from .cluster import Cluster
 from .marshaler import COORDINATION_TOPIC
 
@@ -116,16 +117,23 @@ class MarshalGroupView:
         plog = self._dir.partition(self._topic, cp)
         start = plog.log_start_offset
         if self._next[cp] < start:
-            if self._next[cp] > 0:
-                log.warning(
-                    "%s/%d: records up to %d were deleted before they were read; the group "
-                    "view restarts from the earliest offset",
-                    self._topic,
-                    cp,
-                    start,
-                )
-            self._worlds[cp] = WorldState()
-            self._next[cp] = start
+            restored = self._restore(cp, start)
+            if restored is not None:
+                # truncation deleted them: the newest snapshot holds what they said (idle
+                # partitions' positions live only there), as a Marshaler restores it
+                self._worlds[cp] = restored.world
+                self._next[cp] = restored.covered + 1
+            else:
+                if self._next[cp] > 0:
+                    log.warning(
+                        "%s/%d: records up to %d were deleted before they were read, and no "
+                        "snapshot covers them; the group view restarts from the earliest offset",
+                        self._topic,
+                        cp,
+                        start,
+                    )
+                self._worlds[cp] = WorldState()
+                self._next[cp] = start
         end = plog.log_end_offset
         world = self._worlds[cp]
         while self._next[cp] < end:
@@ -139,6 +147,27 @@ class MarshalGroupView:
                 break
             world.apply_many(batch)
             self._next[cp] = records[-1].offset + 1
+
+    def _restore(self, cp: int, earliest: int) -> Restored | None:
+        """The newest valid snapshot of ``cp`` (this view has no admin keys) whose tail
+        ``__marshal`` still holds, read from this broker's own snapshot partition."""
+        try:
+            plog = self._dir.partition(SNAPSHOT_TOPIC, cp)
+            records: list[tuple[int, bytes | None, bytes | None]] = []
+            offset, end = plog.log_start_offset, plog.log_end_offset
+            while offset < end:
+                got = [r for r in decode_records(plog.read(offset, _READ_BYTES).data)
+                       if r.offset >= offset]  # fmt: skip
+                if not got:
+                    break
+                records += [(r.offset, r.key, r.value) for r in got]
+                offset = got[-1].offset + 1
+            return load_snapshot(None, cp, {}, earliest=earliest, snapshots=records)
+        except StorageError as exc:  # no snapshot topic here, or it moved under the read
+            log.info(
+                "%s/%d: no snapshot to restore the group view from (%s)", SNAPSHOT_TOPIC, cp, exc
+            )
+            return None
 
     def _catch_up_remote(self, cp: int) -> None:
         peers = self._peers()
