@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from rationalizer import FRESH, WorldState
-from storage import DataDir, StorageError, UnknownTopic, decode_records
+from storage import DataDir, PartitionLog, Record, StorageError, UnknownTopic, decode_records
 from storage.broker.cluster_file import ClusterLayout
 from storage.broker.groups import GroupMember, GroupSnapshot
 
@@ -42,6 +42,18 @@ __all__ = ["MarshalGroupView"]
 log = logging.getLogger(__name__)
 
 _READ_BYTES = 4 << 20
+
+
+def _read_on(plog: PartitionLog, offset: int) -> Iterator[tuple[list[Record], int]]:
+    """A local log's records from ``offset`` to its end as it is now, a read at a time:
+    each read's records at or past where it started, and the offset after them."""
+    end = plog.log_end_offset
+    while offset < end:
+        records = decode_records(plog.read(offset, _READ_BYTES).data)
+        if not records:
+            return
+        yield [r for r in records if r.offset >= offset], records[-1].offset + 1
+        offset = records[-1].offset + 1
 
 
 def _wall_ms() -> int:
@@ -134,35 +146,22 @@ class MarshalGroupView:
                     )
                 self._worlds[cp] = WorldState()
                 self._next[cp] = start
-        end = plog.log_end_offset
         world = self._worlds[cp]
-        while self._next[cp] < end:
-            records = decode_records(plog.read(self._next[cp], _READ_BYTES).data)
-            batch = [
-                (r.offset, r.timestamp, r.key, r.value)
-                for r in records
-                if r.offset >= self._next[cp]
-            ]
-            if not records:
-                break
-            world.apply_many(batch)
-            self._next[cp] = records[-1].offset + 1
+        for records, following in _read_on(plog, self._next[cp]):
+            world.apply_many([(r.offset, r.timestamp, r.key, r.value) for r in records])
+            self._next[cp] = following
 
     def _restore(self, cp: int, earliest: int) -> Restored | None:
         """The newest valid snapshot of ``cp`` (this view has no admin keys) whose tail
         ``__marshal`` still holds, read from this broker's own snapshot partition."""
         try:
             plog = self._dir.partition(SNAPSHOT_TOPIC, cp)
-            records: list[tuple[int, bytes | None, bytes | None]] = []
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            while offset < end:
-                got = [r for r in decode_records(plog.read(offset, _READ_BYTES).data)
-                       if r.offset >= offset]  # fmt: skip
-                if not got:
-                    break
-                records += [(r.offset, r.key, r.value) for r in got]
-                offset = got[-1].offset + 1
-            return load_snapshot(None, cp, {}, earliest=earliest, snapshots=records)
+            snapshots = [
+                (r.offset, r.key, r.value)
+                for records, _ in _read_on(plog, plog.log_start_offset)
+                for r in records
+            ]
+            return load_snapshot(None, cp, {}, earliest=earliest, snapshots=snapshots)
         except StorageError as exc:  # no snapshot topic here, or it moved under the read
             log.info(
                 "%s/%d: no snapshot to restore the group view from (%s)", SNAPSHOT_TOPIC, cp, exc

@@ -208,9 +208,7 @@ class PartitionLog:
             _fsync_dir(self.directory)
             return saved
         # segments wholly below it (a crash between keeping the start and removing them)
-        below = 0
-        while below + 1 < len(self._segments) and self._segments[below + 1].base_offset <= saved:
-            below += 1
+        below = self._wholly_below(saved)
         for seg in self._segments[:below]:
             log.info("%s: removing segment %d, below the log start %d", self.directory,
                      seg.base_offset, saved)  # fmt: skip
@@ -453,17 +451,23 @@ class PartitionLog:
                         f"{self.directory}: could not keep the log start offset: {exc}"
                     ) from exc
                 self._start = offset
-            doomed = 0
-            for nxt in self._segments[1:]:
-                if nxt.base_offset > self._start:
-                    break
-                doomed += 1
+            doomed = self._wholly_below(self._start)
             gone, self._segments = self._segments[:doomed], self._segments[doomed:]
             self._publish(segments_changed=bool(doomed))
             for seg in gone:
                 log.info("%s: delete-records removes segment %d", self.directory, seg.base_offset)
                 seg.delete()
             return self._start
+
+    def _wholly_below(self, start: int) -> int:
+        """How many of the oldest segments hold only offsets below ``start`` (each is
+        followed by a segment based at or below it: the active one never counts)."""
+        below = 0
+        for nxt in self._segments[1:]:
+            if nxt.base_offset > start:
+                break
+            below += 1
+        return below
 
     def _delete_expired(self, now: int, *, include_active: bool) -> int:
         """Kafka's deletableSegments: the oldest segments while each is past retention.ms
