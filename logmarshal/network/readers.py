@@ -49,6 +49,16 @@ _EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
 _ERROR = KafkaMessage.error
 _PARTITION = KafkaMessage.partition
 _TOPIC = KafkaMessage.topic
+
+
+def _none_failed(errors: list[KafkaError | None]) -> bool:
+    """Whether none of a batch's messages carries an error. By identity: a KafkaError
+    compared with None (``==``, as ``list.count`` and ``in`` do) raises TypeError inside
+    confluent-kafka's comparison, which CPython then reports as a SystemError, so a batch
+    holding one error ended the read with that instead of the error it carried."""
+    return all(error is None for error in errors)
+
+
 _OFFSET_OF = KafkaMessage.offset
 _TIMESTAMP = KafkaMessage.timestamp
 _KEY = KafkaMessage.key
@@ -361,7 +371,7 @@ class _Reader:
         parts = list(map(_PARTITION, messages))
         topics = list(map(_TOPIC, messages))
         if (
-            errors.count(None) == len(errors)
+            _none_failed(errors)
             and parts.count(parts[0]) == len(parts)
             and topics.count(topics[0]) == len(topics)
         ):
@@ -537,8 +547,7 @@ class _PartitionReader:
         self._position = offset
 
     def _take(self, messages: list[Any]) -> None:
-        errors = list(map(_ERROR, messages))
-        if errors.count(None) == len(errors):
+        if _none_failed(list(map(_ERROR, messages))):
             self._pending.extend(messages)  # the usual case, in bulk
             return
         for m in messages:
