@@ -29,12 +29,21 @@ import time
 from collections.abc import Callable, Iterator
 
 from rationalizer import FRESH, WorldState
-from storage import DataDir, PartitionLog, Record, StorageError, UnknownTopic, decode_records
+from storage import (
+    DataDir,
+    OffsetOutOfRange,
+    PartitionLog,
+    Record,
+    StorageError,
+    UnknownTopic,
+    decode_records,
+)
 from storage.broker.cluster_file import ClusterLayout
 from storage.broker.groups import GroupMember, GroupSnapshot
 
 from ._coordlog import SNAPSHOT_TOPIC, Restored, load_snapshot
 from .cluster import Cluster
+from .errors import LogmarshalError
 from .marshaler import COORDINATION_TOPIC
 
 __all__ = ["MarshalGroupView"]
@@ -42,6 +51,8 @@ __all__ = ["MarshalGroupView"]
 log = logging.getLogger(__name__)
 
 _READ_BYTES = 4 << 20
+#: reads of a coordination partition again when truncation moved its start meanwhile
+_TRUNCATION_RETRIES = 2
 
 
 def _read_on(plog: PartitionLog, offset: int) -> Iterator[tuple[list[Record], int]]:
@@ -123,29 +134,47 @@ class MarshalGroupView:
         return list(self._worlds)
 
     def _catch_up(self, cp: int) -> None:
-        if self._layout is not None and not self._layout.leads(self._topic, cp):
-            self._catch_up_remote(cp)
+        """Apply what ``cp`` holds past what was applied. A truncation that lands between
+        reading the log start and reading the records (OFFSET_OUT_OF_RANGE) is met once more
+        from the new start: it would otherwise fail this query (COORDINATOR_NOT_AVAILABLE)."""
+        for attempt in range(_TRUNCATION_RETRIES, -1, -1):
+            try:
+                if self._layout is not None and not self._layout.leads(self._topic, cp):
+                    self._catch_up_remote(cp)
+                else:
+                    self._catch_up_local(cp)
+                return
+            except OffsetOutOfRange:
+                if not attempt:
+                    raise
+                log.debug("%s/%d: truncated while read; reading again", self._topic, cp)
+
+    def _behind_start(self, cp: int, start: int, restore: Callable[[], Restored | None]) -> None:
+        """``cp``'s records below ``start`` were deleted before this view read them: the
+        newest snapshot holds what they said (idle partitions' positions live only there),
+        as a Marshaler restores it; without one the view starts over at ``start``."""
+        if self._next[cp] >= start:
             return
+        restored = restore()
+        if restored is not None:
+            self._worlds[cp] = restored.world
+            self._next[cp] = restored.covered + 1
+            return
+        if self._next[cp] > 0:
+            log.warning(
+                "%s/%d: records up to %d were deleted before they were read, and no "
+                "snapshot covers them; the group view restarts from the earliest offset",
+                self._topic,
+                cp,
+                start,
+            )
+        self._worlds[cp] = WorldState()
+        self._next[cp] = start
+
+    def _catch_up_local(self, cp: int) -> None:
         plog = self._dir.partition(self._topic, cp)
         start = plog.log_start_offset
-        if self._next[cp] < start:
-            restored = self._restore(cp, start)
-            if restored is not None:
-                # truncation deleted them: the newest snapshot holds what they said (idle
-                # partitions' positions live only there), as a Marshaler restores it
-                self._worlds[cp] = restored.world
-                self._next[cp] = restored.covered + 1
-            else:
-                if self._next[cp] > 0:
-                    log.warning(
-                        "%s/%d: records up to %d were deleted before they were read, and no "
-                        "snapshot covers them; the group view restarts from the earliest offset",
-                        self._topic,
-                        cp,
-                        start,
-                    )
-                self._worlds[cp] = WorldState()
-                self._next[cp] = start
+        self._behind_start(cp, start, lambda: self._restore(cp, start))
         world = self._worlds[cp]
         for records, following in _read_on(plog, self._next[cp]):
             world.apply_many([(r.offset, r.timestamp, r.key, r.value) for r in records])
@@ -169,11 +198,11 @@ class MarshalGroupView:
             return None
 
     def _catch_up_remote(self, cp: int) -> None:
+        """As :meth:`_catch_up_local`, over the network from the broker leading ``cp`` (its
+        snapshots from the one leading the snapshot topic's ``cp``)."""
         peers = self._peers()
         start = peers.earliest_offset(self._topic, cp)
-        if self._next[cp] < start:
-            self._worlds[cp] = WorldState()
-            self._next[cp] = start
+        self._behind_start(cp, start, lambda: self._restore_remote(peers, cp, start))
         end = peers.latest_offset(self._topic, cp)
         while self._next[cp] < end:
             messages = peers.fetch(self._topic, cp, self._next[cp], max_bytes=_READ_BYTES)
@@ -181,6 +210,15 @@ class MarshalGroupView:
                 break
             self._worlds[cp].apply_many((m.offset, m.timestamp, m.key, m.value) for m in messages)
             self._next[cp] = messages[-1].offset + 1
+
+    def _restore_remote(self, peers: Cluster, cp: int, earliest: int) -> Restored | None:
+        try:
+            return load_snapshot(peers, cp, {}, earliest=earliest)
+        except LogmarshalError as exc:  # unreachable, or moved under the read
+            log.info(
+                "%s/%d: no snapshot to restore the group view from (%s)", SNAPSHOT_TOPIC, cp, exc
+            )
+            return None
 
     # ------------------------------------------------------------------ GroupViewProvider
 

@@ -7,6 +7,7 @@ as committed offsets. A classic Kafka consumer is refused at once, with the expl
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from collections.abc import Iterator
@@ -181,9 +182,9 @@ def test_kafka_python_group_consumer_is_refused_at_once(group_broker):
         consumer.close()
 
 
-def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
-    import contextlib
-
+@contextlib.contextmanager
+def _two_brokers(tmp_path) -> Iterator[tuple[list[BrokerThread], str]]:
+    """A cluster of two logmarshal brokers, each with the group view; (brokers, bootstrap)."""
     from storage.broker import BrokerAddress, format_cluster_file
     from tests.storage.broker.helpers import free_port
 
@@ -206,7 +207,11 @@ def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
             )
             for a in addresses
         ]
-        bootstrap = ",".join(b.bootstrap for b in brokers)
+        yield brokers, ",".join(b.bootstrap for b in brokers)
+
+
+def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
+    with _two_brokers(tmp_path) as (brokers, bootstrap), contextlib.ExitStack() as stack:
         cluster = stack.enter_context(contextlib.closing(logmarshal.connect(bootstrap=bootstrap)))
         cluster.create_topic(TOPIC, partitions=6)
         marshaler = logmarshal.Marshaler(cluster, "w", GROUP, 30.0, coordination_partitions=4)
@@ -226,3 +231,55 @@ def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
             assert member.assignment == ((TOPIC, tuple(range(6))),)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         assert _confluent_offsets(admin) == expected
+
+
+def test_every_broker_restores_a_snapshot_after_truncation(tmp_path):
+    """Each broker's view, of the ``__marshal`` partitions it leads (read in place) and of
+    those the other leads (read over the network), restores the newest snapshot once
+    truncation deleted records it had not read: the idle partitions' positions live only
+    there. Over the network the view started over from the new start until 2026-12-04, and
+    lost them (fails without: no position for the idle partitions)."""
+    with _two_brokers(tmp_path) as (brokers, bootstrap), contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(contextlib.closing(logmarshal.connect(bootstrap=bootstrap)))
+        cluster.create_topic(TOPIC, partitions=4)
+        marshaler = logmarshal.Marshaler(
+            cluster,
+            "w",
+            GROUP,
+            30.0,
+            coordination_partitions=2,
+            snapshot_records=20,
+            snapshot_interval=None,
+            fetch_wait=0.05,
+        )
+        stack.callback(marshaler.close)
+        cps = {marshaler.coordination_partition(TOPIC, p) for p in range(4)}
+        leaders = {brokers[0].server.handlers.layout.leader("__marshal", cp) for cp in cps}
+        assert cps == {0, 1} and leaders == {1, 2}  # each broker reads one cp over the network
+        for p in range(4):  # idle once released: their positions are written once
+            assert direct.wait_verdict(marshaler, direct.claim_partition(marshaler, TOPIC, p), 10)
+            landed = direct.release_partition(marshaler, TOPIC, p, 10 * p + 5)
+            assert direct.wait_verdict(marshaler, landed, 10).accepted
+        expected = {(TOPIC, p): 10 * p + 6 for p in range(4)}
+        for broker in brokers:  # read once before the truncation: they are behind it after
+            assert dict(broker.server.handlers.groups.provider.group(GROUP).positions) == expected
+        read = {cp: cluster.latest_offset("__marshal", cp) for cp in cps}
+        busy = {marshaler.coordination_partition("busy", p): p for p in range(32)}
+        assert set(busy) == cps
+        for p in busy.values():
+            assert direct.wait_verdict(marshaler, direct.claim_partition(marshaler, "busy", p), 10)
+        for n in range(40):  # traffic in every cp moves snapshots and truncation on
+            for p in busy.values():
+                landed = direct.heartbeat(marshaler, "busy", p, n)
+                assert direct.wait_verdict(marshaler, landed, 10).accepted
+        deadline = time.monotonic() + 20
+        while any(cluster.earliest_offset("__marshal", cp) < read[cp] for cp in cps):
+            assert time.monotonic() < deadline, "__marshal was not truncated"
+            time.sleep(0.05)
+        for broker in brokers:
+            view = broker.server.handlers.groups.provider
+            fresh = MarshalGroupView(broker.server._data_dir, broker.server.handlers.layout)
+            stack.callback(fresh.close)
+            for v in (view, fresh):
+                positions = dict(v.group(GROUP).positions)
+                assert {k: positions.get(k) for k in expected} == expected

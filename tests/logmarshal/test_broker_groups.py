@@ -107,3 +107,35 @@ def test_announced_members_are_members_even_holding_nothing(tmp_path):
         ]
         clock.ms = 3_001  # the announcement is stale after 2·HB: no longer a member
         assert [m.member_id for m in view.group("g").members] == []
+
+
+def test_a_truncation_between_the_start_and_the_read_is_read_again(tmp_path, monkeypatch):
+    """DeleteRecords that lands after the view read the log start and before it read the
+    records: the read meets OFFSET_OUT_OF_RANGE, and the view reads again from the new start
+    instead of failing the query (the broker answered it COORDINATOR_NOT_AVAILABLE; noted by
+    the attack on the exact log start, 2026-12-04)."""
+    clock = Clock(1_000)
+    with DataDir(tmp_path / "d", clock=clock) as d:
+        d.create_topic(COORDINATION_TOPIC, N_COORD, TopicConfig(timestamp_type="LogAppendTime"))
+        view = MarshalGroupView(d, clock=clock)
+        write(d, claim("c1", "i1", "g", 0), 1_000)
+        assert view.group_ids() == ["g"]
+        cp = coordination_partition("t", 0, N_COORD)
+        plog = d.partition(COORDINATION_TOPIC, cp)
+        write(d, beat("c1", "i1", "g", 0, 41), 1_000)  # read by nobody before it goes
+        end = plog.log_end_offset
+        read = plog.read
+        truncated = []
+
+        def read_after_a_truncation(offset: int, *args, **kwargs):
+            if not truncated:
+                truncated.append(plog.delete_before(end))
+            return read(offset, *args, **kwargs)
+
+        monkeypatch.setattr(plog, "read", read_after_a_truncation)
+        write(d, claim("c2", "i2", "g", 2), 1_000)  # past the truncation, in the same cp
+        assert coordination_partition("t", 2, N_COORD) == cp
+        snap = view.group("g")
+        assert truncated == [end]
+        assert snap is not None
+        assert [m.member_id for m in snap.members] == ["c2/i2"]  # c1's claim went with it
