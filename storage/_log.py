@@ -435,7 +435,7 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 raise StorageError(f"{self.directory}: log is closed")
-            if self.config.compact and not self.config.delete:
+            if not self.records_deletable:
                 raise PolicyViolation(
                     f"{self.topic}-{self.partition}: records cannot be deleted from a topic "
                     "whose cleanup.policy is compact (add delete to it)"
@@ -458,6 +458,12 @@ class PartitionLog:
                 log.info("%s: delete-records removes segment %d", self.directory, seg.base_offset)
                 seg.delete()
             return self._start
+
+    @property
+    def records_deletable(self) -> bool:
+        """Whether DeleteRecords may move this log's start: not on a topic compacted and not
+        deleted (``cleanup.policy=compact``), whose records the cleaner alone removes."""
+        return self.config.delete or not self.config.compact
 
     def _wholly_below(self, start: int) -> int:
         """How many of the oldest segments hold only offsets below ``start`` (each is
@@ -569,16 +575,19 @@ class PartitionLog:
             removed_total += removed
             tombstones += kept_tombstones
         with self._lock:
+            # saved under the lock its closed check is made under: a log closed meanwhile
+            # (its topic deleted, maybe created again in the same directory) gets no
+            # checkpoint of the pass, which the new log would have taken for its own
             if self._closed:
                 return removed_total
             log_start = self._segments[0].base_offset
-        state.first_dirty = plan.end
-        state.mark_cleaned(plan.first_dirty, plan.end, now, log_start)
-        times = [state.cleaned_at(o) for o in tombstones]
-        state.tombstones_cleaned_at = (
-            min((now if t is None else t) for t in times) if times else None
-        )
-        state.save(self.directory)
+            state.first_dirty = plan.end
+            state.mark_cleaned(plan.first_dirty, plan.end, now, log_start)
+            times = [state.cleaned_at(o) for o in tombstones]
+            state.tombstones_cleaned_at = (
+                min((now if t is None else t) for t in times) if times else None
+            )
+            state.save(self.directory)
         log.info(
             "%s: cleaned offsets [%d, %d) (%s): %d record(s) removed, %d segment(s) into %d",
             self.directory,

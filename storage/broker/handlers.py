@@ -28,6 +28,7 @@ from storage._config import TopicConfig
 from storage._datadir import DataDir
 from storage._errors import (
     OffsetOutOfRange,
+    PolicyViolation,
     StorageError,
     UnknownPartition,
     UnknownTopic,
@@ -490,6 +491,8 @@ class Handlers:
         plog, error = self._leader_log(topic, partition)
         if plog is None:
             return error, -1
+        if not plog.records_deletable:  # before the offset's checks, as Kafka's leader
+            return ErrorCode.POLICY_VIOLATION, -1
         if offset == -1:
             offset = plog.log_end_offset
         if offset < 0:
@@ -498,6 +501,9 @@ class Handlers:
             low = plog.delete_before(offset)
         except OffsetOutOfRange:
             return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        except PolicyViolation as exc:  # the client's request, not the broker's failure
+            log.info("delete-records %s/%d refused: %s", topic, partition, exc)
+            return error_code_for(exc), -1
         except StorageError as exc:
             log.warning("delete-records %s/%d failed: %s", topic, partition, exc)
             return error_code_for(exc), -1
