@@ -486,18 +486,23 @@ class App:
 
 #: a private task directory's name: ``<sub>_<partition>`` + this + a random suffix
 PRIVATE = ".private-"
+#: ... made first as ``.<sub>_<partition>`` + this + the same suffix, renamed once locked
+_HALF_MADE = ".new-"
+#: a half-made private directory this old (s) is no maker's any more (a maker renames it
+#: within a moment of making it)
+_HALF_MADE_AGE = 60.0
 
 
 def _private_dir(base: str, task: str) -> tuple[int, str]:
     """A new private directory for ``task`` under ``base``, and the descriptor holding its
     lock: made under another name and renamed once locked, so that a directory of the
     private name is locked from the moment it exists, for as long as its process lives."""
-    made = tempfile.mkdtemp(prefix=f".{task}.new-", dir=base)
+    made = tempfile.mkdtemp(prefix=f".{task}{_HALF_MADE}", dir=base)
     fd = -1
     try:
         fd = os.open(os.path.join(made, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (new: nobody else knows it yet)
-        private = os.path.join(base, task + PRIVATE + made.rsplit(".new-", 1)[1])
+        private = os.path.join(base, task + PRIVATE + made.rsplit(_HALF_MADE, 1)[1])
         os.rename(made, private)
     except BaseException:
         if fd >= 0:
@@ -509,14 +514,33 @@ def _private_dir(base: str, task: str) -> tuple[int, str]:
 
 def _sweep_private(base: str) -> None:
     """Delete the private task directories under ``base`` whose lock is free: their
-    process died without dropping its tasks (SIGKILL); a live one holds its lock."""
+    process died without dropping its tasks (SIGKILL); a live one holds its lock. A half-made
+    one (``.<task>.new-*``: its process died before the rename) goes once its lock is free,
+    or missing, and it is older than ``_HALF_MADE_AGE``: younger, its maker may be between
+    making it and locking it."""
     with os.scandir(base) as entries:
-        found = [e.path for e in entries if PRIVATE in e.name and e.is_dir()]
-    for path in found:
+        found = [
+            (e.path, e.name.startswith(".") and _HALF_MADE in e.name)
+            for e in entries
+            if (PRIVATE in e.name or (e.name.startswith(".") and _HALF_MADE in e.name))
+            and e.is_dir()
+        ]
+    for path, half_made in found:
+        if half_made:
+            try:
+                if time.time() - os.stat(path).st_mtime < _HALF_MADE_AGE:
+                    continue
+            except OSError:
+                continue  # (renamed or gone meanwhile)
         try:
             fd = os.open(os.path.join(path, ".lock"), os.O_RDWR)
-        except OSError:
+        except FileNotFoundError:
+            if half_made:  # (killed before it had its lock file)
+                log.info("deleting %s, half made by a process that died", path)
+                shutil.rmtree(path, ignore_errors=True)
             continue  # (gone meanwhile, or of an older layout: left alone)
+        except OSError:
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -94,3 +94,53 @@ def test_a_private_directory_is_locked_from_the_moment_it_has_its_name(tmp_path)
     assert all(PRIVATE in os.path.basename(path) for _, path in made)
     _sweep_private(str(tmp_path))  # their locks are free now
     assert not any(os.path.exists(path) for _, path in made)
+
+
+#: makes a private directory's first, half-made form (before its rename), says where, and
+#: waits to be killed
+HALF_MAKER = """
+import fcntl, os, sys, tempfile, time
+from logmarshal.streams.app import _HALF_MADE
+made = tempfile.mkdtemp(prefix=".0_4" + _HALF_MADE, dir=sys.argv[1])
+fd = os.open(os.path.join(made, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print(made, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_half_made_private_directory_of_a_dead_process_is_swept_once_old(tmp_path):
+    """A process killed between making its private directory and renaming it left
+    ``.<task>.new-*`` for good until 2026-12-04 (noted at stop 61). It goes once it is
+    older than a maker takes, and its lock is free or was never made; a young one, or one
+    whose maker lives, stays."""
+    from logmarshal.streams.app import _HALF_MADE_AGE
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HALF_MAKER, str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        held = Path(proc.stdout.readline().strip())
+        assert held.is_dir() and held.name.startswith(".0_4.new-")
+        unlocked = tmp_path / ".0_5.new-abc"  # killed before its lock file
+        unlocked.mkdir()
+        young = tmp_path / ".0_6.new-def"
+        young.mkdir()
+        old = os.stat(young).st_mtime - 2 * _HALF_MADE_AGE
+        for path in (held, unlocked):
+            os.utime(path, (old, old))
+        _sweep_private(str(tmp_path))
+        assert not unlocked.exists(), "a dead maker's half-made directory stayed"
+        assert held.is_dir(), "a live maker's half-made directory was swept"
+        assert young.is_dir(), "a young half-made directory was swept (its maker may be on)"
+        _kill(proc)
+        os.utime(held, (old, old))
+        _sweep_private(str(tmp_path))
+        assert not held.exists()
+        assert young.is_dir()
+    finally:
+        _kill(proc)
