@@ -182,7 +182,10 @@ class MarshalGroupView:
 
     def _restore(self, cp: int, earliest: int) -> Restored | None:
         """The newest valid snapshot of ``cp`` (this view has no admin keys) whose tail
-        ``__marshal`` still holds, read from this broker's own snapshot partition."""
+        ``__marshal`` still holds, read from this broker's own snapshot partition, or over
+        the network when another broker leads it (each topic's leaders are placed apart)."""
+        if self._layout is not None and not self._layout.leads(SNAPSHOT_TOPIC, cp):
+            return self._restore_remote(self._peers(), cp, earliest)
         try:
             plog = self._dir.partition(SNAPSHOT_TOPIC, cp)
             snapshots = [

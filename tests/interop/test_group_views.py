@@ -183,12 +183,12 @@ def test_kafka_python_group_consumer_is_refused_at_once(group_broker):
 
 
 @contextlib.contextmanager
-def _two_brokers(tmp_path) -> Iterator[tuple[list[BrokerThread], str]]:
-    """A cluster of two logmarshal brokers, each with the group view; (brokers, bootstrap)."""
+def _brokers(tmp_path, n: int = 2) -> Iterator[tuple[list[BrokerThread], str]]:
+    """A cluster of ``n`` logmarshal brokers, each with the group view; (brokers, bootstrap)."""
     from storage.broker import BrokerAddress, format_cluster_file
     from tests.storage.broker.helpers import free_port
 
-    addresses = [BrokerAddress(i, "127.0.0.1", free_port()) for i in (1, 2)]
+    addresses = [BrokerAddress(i, "127.0.0.1", free_port()) for i in range(1, n + 1)]
     cluster_file = tmp_path / "cluster"
     cluster_file.write_text(format_cluster_file(addresses))
     with contextlib.ExitStack() as stack:
@@ -211,7 +211,7 @@ def _two_brokers(tmp_path) -> Iterator[tuple[list[BrokerThread], str]]:
 
 
 def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
-    with _two_brokers(tmp_path) as (brokers, bootstrap), contextlib.ExitStack() as stack:
+    with _brokers(tmp_path) as (brokers, bootstrap), contextlib.ExitStack() as stack:
         cluster = stack.enter_context(contextlib.closing(logmarshal.connect(bootstrap=bootstrap)))
         cluster.create_topic(TOPIC, partitions=6)
         marshaler = logmarshal.Marshaler(cluster, "w", GROUP, 30.0, coordination_partitions=4)
@@ -234,38 +234,47 @@ def test_every_broker_of_a_cluster_sees_every_group(tmp_path):
 
 
 def test_every_broker_restores_a_snapshot_after_truncation(tmp_path):
-    """Each broker's view, of the ``__marshal`` partitions it leads (read in place) and of
-    those the other leads (read over the network), restores the newest snapshot once
-    truncation deleted records it had not read: the idle partitions' positions live only
-    there. Over the network the view started over from the new start until 2026-12-04, and
-    lost them (fails without: no position for the idle partitions)."""
-    with _two_brokers(tmp_path) as (brokers, bootstrap), contextlib.ExitStack() as stack:
+    """Each broker's view restores the newest snapshot once truncation deleted records it
+    had not read (the idle partitions' positions live only there): of the ``__marshal``
+    partition it leads, read in place, with that partition's snapshots from the broker that
+    leads them (on four brokers another one), and of those the others lead, over the
+    network. Until 2026-12-04 the view started over from the new start over the network,
+    and looked for snapshots only in its own data directory: it lost those positions (fails
+    without either: no position for the idle partitions of those cps)."""
+    from logmarshal._coordlog import SNAPSHOT_TOPIC
+
+    with _brokers(tmp_path, 4) as (brokers, bootstrap), contextlib.ExitStack() as stack:
         cluster = stack.enter_context(contextlib.closing(logmarshal.connect(bootstrap=bootstrap)))
-        cluster.create_topic(TOPIC, partitions=4)
+        layout = brokers[0].server.handlers.layout
         marshaler = logmarshal.Marshaler(
             cluster,
             "w",
             GROUP,
             30.0,
-            coordination_partitions=2,
+            coordination_partitions=4,
             snapshot_records=20,
             snapshot_interval=None,
             fetch_wait=0.05,
         )
         stack.callback(marshaler.close)
-        cps = {marshaler.coordination_partition(TOPIC, p) for p in range(4)}
-        leaders = {brokers[0].server.handlers.layout.leader("__marshal", cp) for cp in cps}
-        assert cps == {0, 1} and leaders == {1, 2}  # each broker reads one cp over the network
-        for p in range(4):  # idle once released: their positions are written once
+        cps = set(range(4))
+        assert {layout.leader("__marshal", cp) for cp in cps} == {1, 2, 3, 4}
+        # a broker leading a __marshal cp whose snapshots another broker leads
+        assert any(
+            layout.leader("__marshal", cp) != layout.leader(SNAPSHOT_TOPIC, cp) for cp in cps
+        )
+        idle = {marshaler.coordination_partition(TOPIC, p): p for p in range(64)}
+        busy = {marshaler.coordination_partition("busy", p): p for p in range(64)}
+        assert set(idle) == set(busy) == cps
+        cluster.create_topic(TOPIC, partitions=64)
+        for p in idle.values():  # idle once released: their positions are written once
             assert direct.wait_verdict(marshaler, direct.claim_partition(marshaler, TOPIC, p), 10)
             landed = direct.release_partition(marshaler, TOPIC, p, 10 * p + 5)
             assert direct.wait_verdict(marshaler, landed, 10).accepted
-        expected = {(TOPIC, p): 10 * p + 6 for p in range(4)}
+        expected = {(TOPIC, p): 10 * p + 6 for p in idle.values()}
         for broker in brokers:  # read once before the truncation: they are behind it after
             assert dict(broker.server.handlers.groups.provider.group(GROUP).positions) == expected
         read = {cp: cluster.latest_offset("__marshal", cp) for cp in cps}
-        busy = {marshaler.coordination_partition("busy", p): p for p in range(32)}
-        assert set(busy) == cps
         for p in busy.values():
             assert direct.wait_verdict(marshaler, direct.claim_partition(marshaler, "busy", p), 10)
         for n in range(40):  # traffic in every cp moves snapshots and truncation on
