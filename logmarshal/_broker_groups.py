@@ -34,7 +34,7 @@ from storage import (
     OffsetOutOfRange,
     PartitionLog,
     Record,
-    StorageError,
+    UnknownPartition,
     UnknownTopic,
     decode_records,
 )
@@ -43,7 +43,6 @@ from storage.broker.groups import GroupMember, GroupSnapshot
 
 from ._coordlog import SNAPSHOT_TOPIC, Restored, load_snapshot
 from .cluster import Cluster
-from .errors import LogmarshalError
 from .marshaler import COORDINATION_TOPIC
 
 __all__ = ["MarshalGroupView"]
@@ -152,7 +151,10 @@ class MarshalGroupView:
     def _behind_start(self, cp: int, start: int, restore: Callable[[], Restored | None]) -> None:
         """``cp``'s records below ``start`` were deleted before this view read them: the
         newest snapshot holds what they said (idle partitions' positions live only there),
-        as a Marshaler restores it; without one the view starts over at ``start``."""
+        as a Marshaler restores it; with none stored the view starts over at ``start``.
+        Snapshots that cannot be read now (their broker away, their topic truncated under
+        the read) fail this query and leave the view as it was, so the next one restores:
+        started over, it would have shown the group without those positions for good."""
         if self._next[cp] >= start:
             return
         restored = restore()
@@ -183,22 +185,20 @@ class MarshalGroupView:
     def _restore(self, cp: int, earliest: int) -> Restored | None:
         """The newest valid snapshot of ``cp`` (this view has no admin keys) whose tail
         ``__marshal`` still holds, read from this broker's own snapshot partition, or over
-        the network when another broker leads it (each topic's leaders are placed apart)."""
+        the network when another broker leads it (each topic's leaders are placed apart);
+        None when there is no snapshot topic. A read that fails raises (``_behind_start``)."""
         if self._layout is not None and not self._layout.leads(SNAPSHOT_TOPIC, cp):
             return self._restore_remote(self._peers(), cp, earliest)
         try:
             plog = self._dir.partition(SNAPSHOT_TOPIC, cp)
-            snapshots = [
-                (r.offset, r.key, r.value)
-                for records, _ in _read_on(plog, plog.log_start_offset)
-                for r in records
-            ]
-            return load_snapshot(None, cp, {}, earliest=earliest, snapshots=snapshots)
-        except StorageError as exc:  # no snapshot topic here, or it moved under the read
-            log.info(
-                "%s/%d: no snapshot to restore the group view from (%s)", SNAPSHOT_TOPIC, cp, exc
-            )
+        except (UnknownTopic, UnknownPartition):
             return None
+        snapshots = [
+            (r.offset, r.key, r.value)
+            for records, _ in _read_on(plog, plog.log_start_offset)
+            for r in records
+        ]
+        return load_snapshot(None, cp, {}, earliest=earliest, snapshots=snapshots)
 
     def _catch_up_remote(self, cp: int) -> None:
         """As :meth:`_catch_up_local`, over the network from the broker leading ``cp`` (its
@@ -215,12 +215,10 @@ class MarshalGroupView:
             self._next[cp] = messages[-1].offset + 1
 
     def _restore_remote(self, peers: Cluster, cp: int, earliest: int) -> Restored | None:
+        """:meth:`_restore` over the network (no snapshot topic: None; read_snapshots)."""
         try:
             return load_snapshot(peers, cp, {}, earliest=earliest)
-        except LogmarshalError as exc:  # unreachable, or moved under the read
-            log.info(
-                "%s/%d: no snapshot to restore the group view from (%s)", SNAPSHOT_TOPIC, cp, exc
-            )
+        except (UnknownTopic, UnknownPartition):  # (deleted since read_snapshots looked)
             return None
 
     # ------------------------------------------------------------------ GroupViewProvider

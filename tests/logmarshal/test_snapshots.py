@@ -10,12 +10,14 @@ import tempfile
 import threading
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal import _coordlog as coordlog
 from logmarshal import _direct as direct
+from logmarshal._broker_groups import MarshalGroupView
 from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from logmarshal.marshaler import Marshaler
 from rationalizer import PROTOCOL_VERSION, WorldState
@@ -356,13 +358,10 @@ def test_a_snapshot_topic_that_can_lose_snapshots_is_warned_of(tmp_path, caplog)
         )
 
 
-def test_the_brokers_group_view_restores_a_snapshot_after_truncation(cluster) -> None:
-    """The broker's read-only group view (kafka-consumer-groups, OffsetFetch) replays
-    ``__marshal`` from its start: once truncation moved it (exactly, as Kafka's
-    DeleteRecords), a view restarting from there lost every group and the idle partitions'
-    positions, which live only in snapshots (found by a helper's attack, 2026-12-04)."""
-    from logmarshal._broker_groups import MarshalGroupView
-
+def _idle_behind_truncation(cluster) -> MarshalGroupView:
+    """Group "g": partition idle/1 released at 7 (its position lives only in snapshots once
+    truncated), then traffic until ``__marshal``/0 was truncated past it; returns a view
+    that read the log before the truncation."""
     members = _members(
         cluster, "a", "b", snapshot_records=25, snapshot_interval=None, coordination_partitions=1
     )
@@ -376,12 +375,87 @@ def test_the_brokers_group_view_restores_a_snapshot_after_truncation(cluster) ->
         for m in members:
             assert m.wait_caught_up(10)
         _eventually(lambda: cluster.earliest_offset(COORDINATION_TOPIC, 0) > 0)
-        for view in (early, MarshalGroupView(cluster.data_dir)):  # behind it, and new
-            assert view.group_ids() == ["g"]
-            group = view.group("g")
-            assert group is not None
-            assert group.positions[("idle", 1)] == a.resume_offset("idle", 1) == 8
-            assert group.positions[("events", 12)] == 40
+        assert a.resume_offset("idle", 1) == 8
     finally:
         for m in members:
             m.close()
+    return early
+
+
+def _idle_position(view: MarshalGroupView) -> int | None:
+    group = view.group("g")
+    return None if group is None else dict(group.positions).get(("idle", 1))
+
+
+def test_the_brokers_group_view_restores_a_snapshot_after_truncation(cluster) -> None:
+    """The broker's read-only group view (kafka-consumer-groups, OffsetFetch) replays
+    ``__marshal`` from its start: once truncation moved it (exactly, as Kafka's
+    DeleteRecords), a view restarting from there lost every group and the idle partitions'
+    positions, which live only in snapshots (found by a helper's attack, 2026-12-04)."""
+    early = _idle_behind_truncation(cluster)
+    for view in (early, MarshalGroupView(cluster.data_dir)):  # behind it, and new
+        assert view.group_ids() == ["g"]
+        group = view.group("g")
+        assert group is not None
+        assert group.positions[("idle", 1)] == 8
+        assert group.positions[("events", 12)] == 40
+
+
+def test_the_group_view_reads_snapshots_again_when_their_topic_is_truncated_meanwhile(
+    cluster, monkeypatch
+) -> None:
+    """The truncator deletes from ``__marshal`` and then from the snapshot topic: a view
+    restoring between the two meets OFFSET_OUT_OF_RANGE in the snapshots. It took that for
+    "no snapshot", started over without them and never restored again: the group was gone
+    from the view for good (found by a helper's attack on 1127574; fails without)."""
+    early = _idle_behind_truncation(cluster)
+    snaps = [r for r in coordlog.read_snapshots(cluster, 0) if not is_announcement_key(r[1])]
+    newest = snaps[-1][0]  # a truncator keeps at least this one
+    splog = cluster.data_dir.partition(SNAPSHOT_TOPIC, 0)
+    assert splog.log_start_offset < newest
+    read = splog.read
+    truncated: list[int] = []
+
+    def truncated_meanwhile(offset: int, *args, **kwargs):
+        if not truncated:  # the truncator's second DeleteRecords lands now
+            truncated.append(splog.delete_before(newest))
+        return read(offset, *args, **kwargs)
+
+    monkeypatch.setattr(splog, "read", truncated_meanwhile)
+    assert _idle_position(early) == 8
+    assert truncated == [newest]
+    assert _idle_position(early) == 8
+
+
+def test_a_failed_snapshot_read_fails_the_query_and_the_next_restores(cluster) -> None:
+    """Four brokers: this one (2) leads ``__marshal``/0 and reads it in place, broker 4 leads
+    the snapshot topic's partition 0 and is away for one request. The query fails (Kafka's
+    tools are answered COORDINATOR_NOT_AVAILABLE, and ask again); the next one restores. The
+    view took the failure for "no snapshot" and lost the position for good (found by a
+    helper's attack on f8268fd; fails without)."""
+    from logmarshal.errors import NetworkError
+    from storage.broker.cluster_file import BrokerAddress, ClusterLayout
+
+    layout = ClusterLayout(tuple(BrokerAddress(i, "127.0.0.1", 1) for i in (1, 2, 3, 4)), 2)
+    assert layout.leads(COORDINATION_TOPIC, 0) and not layout.leads(SNAPSHOT_TOPIC, 0)
+    failed: list[str] = []
+
+    class Peers:  # the cluster over the network; broker 4 away for one request
+        def __getattr__(self, name: str):
+            return getattr(cluster, name)
+
+        def earliest_offset(self, topic: str, partition: int) -> int:
+            if topic == SNAPSHOT_TOPIC and not failed:
+                failed.append(topic)
+                raise NetworkError("broker 4 unreachable (restarting)")
+            return cluster.earliest_offset(topic, partition)
+
+        def close(self) -> None:
+            pass
+
+    _idle_behind_truncation(cluster)
+    view = MarshalGroupView(cluster.data_dir, layout, connect_remote=lambda _: Peers())
+    with pytest.raises(NetworkError):
+        view.group("g")
+    assert failed == [SNAPSHOT_TOPIC]
+    assert [_idle_position(view) for _ in range(2)] == [8, 8]
