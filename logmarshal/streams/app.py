@@ -491,12 +491,27 @@ _HALF_MADE = ".new-"
 #: a half-made private directory this old (s) is no maker's any more (a maker renames it
 #: within a moment of making it)
 _HALF_MADE_AGE = 60.0
+#: times a private directory is made before its making fails (a sweep took each one)
+_MAKE_ATTEMPTS = 3
 
 
 def _private_dir(base: str, task: str) -> tuple[int, str]:
     """A new private directory for ``task`` under ``base``, and the descriptor holding its
     lock: made under another name and renamed once locked, so that a directory of the
-    private name is locked from the moment it exists, for as long as its process lives."""
+    private name is locked from the moment it exists, for as long as its process lives.
+    Made again if a sweep took the half-made one (this process stalled past
+    ``_HALF_MADE_AGE`` before locking it: SIGSTOP, swapping)."""
+    for attempt in range(_MAKE_ATTEMPTS, 0, -1):
+        try:
+            return _make_private_dir(base, task)
+        except FileNotFoundError:
+            if attempt == 1 or not os.path.isdir(base):
+                raise
+            log.warning("%s: a half-made private directory was swept; making another", base)
+    raise AssertionError("unreachable")
+
+
+def _make_private_dir(base: str, task: str) -> tuple[int, str]:
     made = tempfile.mkdtemp(prefix=f".{task}{_HALF_MADE}", dir=base)
     fd = -1
     try:

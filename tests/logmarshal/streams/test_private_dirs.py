@@ -144,3 +144,34 @@ def test_a_half_made_private_directory_of_a_dead_process_is_swept_once_old(tmp_p
         assert young.is_dir()
     finally:
         _kill(proc)
+
+
+def test_a_maker_stalled_past_the_sweep_makes_another(tmp_path, monkeypatch):
+    """A maker stalled (SIGSTOP, swapping) longer than ``_HALF_MADE_AGE`` between making its
+    directory and locking it loses it to a sweep: it makes another instead of failing the
+    task's assignment with FileNotFoundError (found by a helper's review of a7ce0a1)."""
+    import tempfile
+
+    from logmarshal.streams.app import _HALF_MADE_AGE
+
+    real = tempfile.mkdtemp
+    swept: list[str] = []
+
+    def made_then_swept(*args, **kwargs):
+        made = real(*args, **kwargs)
+        if not swept:  # stalled: old by the time a sweep comes, which takes it
+            old = os.stat(made).st_mtime - 2 * _HALF_MADE_AGE
+            os.utime(made, (old, old))
+            _sweep_private(str(tmp_path))
+            swept.append(made)
+        return made
+
+    monkeypatch.setattr(tempfile, "mkdtemp", made_then_swept)
+    fd, private = _private_dir(str(tmp_path), "0_7")
+    try:
+        assert swept and not os.path.exists(swept[0])
+        assert os.path.isfile(os.path.join(private, ".lock")) and PRIVATE in private
+        _sweep_private(str(tmp_path))
+        assert os.path.isdir(private)  # locked: kept
+    finally:
+        os.close(fd)
