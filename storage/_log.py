@@ -610,7 +610,10 @@ class PartitionLog:
         removed = 0
         tombstones: list[int] = []
         notes: list[tuple[int, int, int, int, int]] = []  # what Segment.note_batch replays
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with self._lock:  # (closed, its directory may be another log's: _drop_cleaned)
+            if self._closed:
+                return 0, tombstones, None
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             pos = 0
             for seg in group:
@@ -629,14 +632,14 @@ class PartitionLog:
             if len(group) == 1 and not removed:
                 os.close(fd)
                 fd = -1
-                tmp.unlink(missing_ok=True)
+                self._drop_cleaned(tmp)
                 return 0, tombstones, False  # nothing to change
             os.fsync(fd)
         except BaseException:
             if fd >= 0:
                 os.close(fd)
                 fd = -1
-            tmp.unlink(missing_ok=True)
+            self._drop_cleaned(tmp)
             raise
         finally:
             if fd >= 0:
@@ -644,6 +647,15 @@ class PartitionLog:
         if not self._swap_group(group, tmp, notes):
             return removed, tombstones, None
         return removed, tombstones, True
+
+    def _drop_cleaned(self, tmp: Path) -> None:
+        """Remove a pass's cleaned file, by its path, only while this log is open: once
+        closed, its directory may be another log's (its topic deleted and made again under
+        the same name), whose own pass may be writing a file of that name. A stray one left
+        in a log's own directory is removed when the log is next opened."""
+        with self._lock:
+            if not self._closed:
+                tmp.unlink(missing_ok=True)
 
     def _swap_group(
         self, group: list[Segment], tmp: Path, notes: list[tuple[int, int, int, int, int]]
@@ -658,7 +670,7 @@ class PartitionLog:
                 or k >= len(self._segments)
                 or any(a is not b for a, b in zip(self._segments[i:k], group, strict=True))
             ):
-                tmp.unlink(missing_ok=True)  # retention deleted some of it meanwhile
+                self._drop_cleaned(tmp)  # closed, or retention deleted some of it meanwhile
                 return False
             end = self._segments[k].base_offset
             first = group[0]

@@ -281,3 +281,40 @@ def test_the_data_dir_cleans_periodically(tmp_path) -> None:
         while len(_all(plog)) > 10 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(_all(plog)) <= 10  # one per closed segment at most, plus the active one
+
+
+def test_a_pass_whose_log_is_deleted_and_made_again_leaves_the_new_log_alone(
+    tmp_path, clock, monkeypatch
+) -> None:
+    """A cleaning pass runs outside the log's lock. Its topic deleted (the log closed, its
+    directory renamed away) and made again under the same name meanwhile, the pass removed
+    its cleaned file by path: the new log's, whose own pass may be writing a file of that
+    name (found by a helper's review, 2026-12-04; fails without)."""
+    import storage._log as log_module
+    from storage._compaction import CLEANED_SUFFIX
+
+    path = tmp_path / "t-0"
+    plog = PartitionLog(path, _config(), clock)
+    for round_ in range(6):
+        for k in range(5):
+            _put(plog, clock, b"k%d" % k, b"v%d-%d" % (k, round_))
+    assert plog.segment_count > 3
+    first = plog._segments[0]
+    theirs = path / (first.log_path.name + CLEANED_SUFFIX)  # the same name in the new log
+    real = log_module.clean_batch
+    made_again: list[Path] = []
+
+    def deleted_and_made_again(*args, **kwargs):
+        if not made_again:  # as DataDir.delete_topic, then create_topic of the same name
+            plog.close()
+            path.rename(tmp_path / "t-0.deleted")
+            new = PartitionLog(path, _config(), clock)
+            theirs.write_bytes(b"the new log's pass, half written")
+            made_again.append(theirs)
+            new.close()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(log_module, "clean_batch", deleted_and_made_again)
+    assert plog.clean() == 0  # nothing swapped into a closed log
+    assert made_again == [theirs]
+    assert theirs.read_bytes() == b"the new log's pass, half written"
