@@ -501,14 +501,14 @@ def _private_dir(base: str, task: str) -> tuple[int, str]:
     private name is locked from the moment it exists, for as long as its process lives.
     Made again if a sweep took the half-made one (this process stalled past
     ``_HALF_MADE_AGE`` before locking it: SIGSTOP, swapping)."""
-    for attempt in range(_MAKE_ATTEMPTS, 0, -1):
+    for _ in range(_MAKE_ATTEMPTS - 1):
         try:
             return _make_private_dir(base, task)
         except FileNotFoundError:
-            if attempt == 1 or not os.path.isdir(base):
+            if not os.path.isdir(base):
                 raise
             log.warning("%s: a half-made private directory was swept; making another", base)
-    raise AssertionError("unreachable")
+    return _make_private_dir(base, task)
 
 
 def _make_private_dir(base: str, task: str) -> tuple[int, str]:
@@ -533,13 +533,12 @@ def _sweep_private(base: str) -> None:
     one (``.<task>.new-*``: its process died before the rename) goes once its lock is free,
     or missing, and it is older than ``_HALF_MADE_AGE``: younger, its maker may be between
     making it and locking it."""
+    found: list[tuple[str, bool]] = []  # (path, half made)
     with os.scandir(base) as entries:
-        found = [
-            (e.path, e.name.startswith(".") and _HALF_MADE in e.name)
-            for e in entries
-            if (PRIVATE in e.name or (e.name.startswith(".") and _HALF_MADE in e.name))
-            and e.is_dir()
-        ]
+        for e in entries:
+            half_made = e.name.startswith(".") and _HALF_MADE in e.name
+            if (half_made or PRIVATE in e.name) and e.is_dir():
+                found.append((e.path, half_made))
     for path, half_made in found:
         if half_made:
             try:
