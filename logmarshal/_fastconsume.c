@@ -177,7 +177,21 @@ static PyObject *layout_matches(PyObject *self, PyObject *samples) {
 
 /* batch(Message, raw): None unless layout_matches() held, every message is of that type
  * with no error and all are of one topic and partition; else (topic, partition, Messages,
- * bytes of keys and values), the Messages untracked as messages() leaves them */
+ * bytes of keys and values), the Messages untracked as messages() leaves them, and ``raw``
+ * emptied.
+ *
+ * Why emptied, and why no collection runs meanwhile: confluent-kafka's Messages are tracked
+ * by the cyclic GC, and each allocation of a tracked object counts towards a collection
+ * (700 by default). A raw consume() loop frees each batch before the next, so its count
+ * never gets there. Here a batch of n of theirs and the n Messages built from them were
+ * alive at once: a collection ran in the middle of nearly every batch, found theirs still
+ * alive, and promoted them, until enough had been promoted to start a full collection of
+ * the whole heap (about 10 per 3 M records, 20-30 ms each over the ~50,000 objects a
+ * network Consumer's process holds: a tenth of its CPU, 2026-12-04). So the collector is
+ * paused while the batch is built (the GIL is held throughout: no other thread's code runs
+ * meanwhile, and its previous state is restored before returning), and theirs are freed
+ * before it can run again: the collection the count calls for then finds neither theirs
+ * nor ours (untracked). On any failure ``raw`` is left as it was. */
 static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyType_Check(args[0]) ||
         !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type) || !PyList_Check(args[1])) {
@@ -211,6 +225,7 @@ static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         Py_DECREF(partition);
         return NULL;
     }
+    int collecting = PyGC_Disable();
     for (Py_ssize_t i = 0; i < n; i++) {
         CkMessage *c = (CkMessage *)PyList_GET_ITEM(raw, i);
         PyObject *record = type->tp_alloc(type, 7);
@@ -251,9 +266,12 @@ static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         PyTuple_SET_ITEM(record, 6, item);
         if (!untrackable(record, 0)) PyObject_GC_Track(record);
     }
+    if (PyList_SetSlice(raw, 0, n, NULL) < 0) goto fail; /* theirs freed (unless held elsewhere) */
+    if (collecting) PyGC_Enable();
     Py_INCREF(topic);
     return Py_BuildValue("(NNNn)", topic, partition, out, size);
 fail:
+    if (collecting) PyGC_Enable();
     Py_DECREF(partition);
     Py_DECREF(out);
     return NULL;

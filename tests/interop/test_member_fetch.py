@@ -316,6 +316,52 @@ def test_confluent_kafka_fields_are_read_in_c_only_as_checked() -> None:
     assert readers._batch_c(Message, []) is None
 
 
+@pytest.mark.parametrize("collecting", [True, False])
+def test_no_collection_sees_a_batch_half_converted(collecting: bool) -> None:
+    """``_fastconsume.batch`` frees confluent-kafka's Messages (it empties the list it was
+    given) before a collection can run: none runs while they and the Messages built from
+    them are alive together, which promoted theirs batch after batch and so started full
+    collections of the whole heap. The collector's state is as it was afterwards; a batch
+    handed back to the general path (None) is left as it was."""
+    if readers._batch_c is None or not readers._FIELDS_READABLE:
+        pytest.skip("logmarshal._fastconsume was not built, or cannot read these fields")
+    from confluent_kafka import Message as KafkaMessage
+
+    raw = [
+        KafkaMessage(topic="t", partition=0, offset=i, value=b"v%d" % i, timestamp=(1, i))
+        for i in range(50)
+    ]
+    mixed = [*raw[:2], KafkaMessage(topic="t", partition=1, offset=0, value=b"x")]
+    seen: list[int] = []  # the list's length at each collection's start
+
+    def noted(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append(len(raw))
+
+    thresholds = gc.get_threshold()
+    was = gc.isenabled()
+    gc.callbacks.append(noted)
+    try:
+        if not collecting:
+            gc.disable()
+        gc.set_threshold(1)  # (any allocation of a tracked object may start one)
+        topic, partition, records, _ = readers._batch_c(Message, raw)
+        after = gc.isenabled()
+        assert readers._batch_c(Message, mixed) is None
+    finally:
+        gc.callbacks.remove(noted)
+        gc.set_threshold(*thresholds)
+        if was:
+            gc.enable()
+    assert after is collecting
+    assert raw == [] and len(mixed) == 3
+    assert [m.offset for m in records] == list(range(50))
+    assert [m.value for m in records] == [b"v%d" % i for i in range(50)]
+    if collecting:
+        assert seen  # collections ran: after the batch, never during it
+    assert not [n for n in seen if n], "a collection ran while the batch was half converted"
+
+
 def test_network_consumer_reads_on_the_callers_thread_while_records_flow(broker) -> None:
     """Over the network, ``poll()`` takes the records from librdkafka on the caller's thread
     while they flow (no hand-over from the fetch thread per answer), and hands each out once,
