@@ -1,7 +1,7 @@
 """The one thing setup.cfg cannot declare: the optional C extensions ``storage._fastrecords``
 (the decoder of plain record batches and the record walk of produce validation),
 ``logmarshal._fastproduce`` (the Producer's delivery reports, batch encoder and murmur2),
-``logmarshal._fastconsume`` (the network Consumer's Messages out of the cyclic GC's sight) and
+``logmarshal._fastconsume`` (the Consumer's Messages out of the cyclic GC's sight) and
 ``rationalizer._vectors`` (the task lane's reader of position vectors).
 
 ``optional=True``: without a compiler the install still succeeds and

@@ -12,7 +12,7 @@ log = logging.getLogger("logmarshal")
 
 #: module: what runs in Python without it
 EXTENSIONS = {
-    "logmarshal._fastconsume": "the network Consumer's record conversion",
+    "logmarshal._fastconsume": "the Consumer's record conversion",
     "logmarshal._fastproduce": "the Producer's send path and record encoding",
     "storage._fastrecords": "the broker's record validation",
 }

@@ -37,6 +37,11 @@ from .cluster import (
 )
 from .errors import ClosedError
 
+try:  # optional (setup.py): Messages out of the cyclic GC's sight
+    from ._fastconsume import from_records as _from_records
+except ImportError:  # pragma: no cover - built wherever a compiler is
+    _from_records = None
+
 __all__ = ["EmbeddedCluster"]
 
 log = logging.getLogger(__name__)
@@ -226,11 +231,14 @@ class EmbeddedCluster:
     ) -> list[Message]:
         data = self._read(topic, partition, offset, max_bytes, max_wait)
         records, damage = decode_readable(data)
-        out = [
-            Message(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
-            for r in records
-            if r.offset >= offset
-        ]
+        if _from_records is not None:  # (empties records, untracked: _fastconsume.c)
+            out = _from_records(Message, topic, partition, records, offset)
+        else:
+            out = [
+                Message(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
+                for r in records
+                if r.offset >= offset
+            ]
         if damage is not None and not out:
             raise damage  # CorruptBatch: the caller may skip to damage.next_offset
         return out

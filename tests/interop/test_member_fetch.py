@@ -345,7 +345,7 @@ def test_no_collection_sees_a_batch_half_converted(collecting: bool) -> None:
         if not collecting:
             gc.disable()
         gc.set_threshold(1)  # (any allocation of a tracked object may start one)
-        topic, partition, records, _ = readers._batch_c(Message, raw)
+        _, _, records, _ = readers._batch_c(Message, raw)
         after = gc.isenabled()
         assert readers._batch_c(Message, mixed) is None
     finally:

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import gc
 import re
 import threading
 import time
 
 import pytest
 
-from logmarshal import Cluster, EmbeddedCluster, NewRecord, connect
+from logmarshal import Cluster, EmbeddedCluster, NewRecord, connect, embedded
 from logmarshal.errors import (
     ClosedError,
     DataDirLocked,
@@ -38,6 +39,81 @@ def test_produce_and_fetch_round_trip(cluster) -> None:
     assert cluster.fetch("t", 1, 4) == []
     assert (cluster.earliest_offset("t", 1), cluster.latest_offset("t", 1)) == (0, 4)
     assert cluster.latest_offset("t", 0) == 0
+
+
+def test_fetch_builds_the_same_messages_in_c_and_in_python(cluster, monkeypatch) -> None:
+    """``_fastconsume.from_records`` (the C path) gives what the Python fallback gives: every
+    field, from the middle of a batch, keys and headers, and its Messages are out of the
+    cyclic GC's sight (a Message of str, int, bytes and tuples of those cannot be in a
+    cycle)."""
+    if embedded._from_records is None:
+        pytest.skip("logmarshal._fastconsume was not built (no C compiler at install)")
+    cluster.create_topic("t", 1)
+    cluster.produce(
+        "t",
+        0,
+        [
+            NewRecord(value=b"a", key=b"k", timestamp=5, headers=(("h", b"1"), ("e", None))),
+            NewRecord(value=None, key=None, timestamp=6),
+            NewRecord(value=b"c", timestamp=7),
+        ],
+    )
+    cluster.produce("t", 0, records(b"d", b"e"))
+    in_c = {start: cluster.fetch("t", 0, start) for start in range(6)}
+    monkeypatch.setattr(embedded, "_from_records", None)
+    in_python = {start: cluster.fetch("t", 0, start) for start in range(6)}
+    assert in_c == in_python
+    assert [tuple(m) for m in in_c[0][:2]] == [
+        ("t", 0, 0, 5, b"k", b"a", (("h", b"1"), ("e", None))),
+        ("t", 0, 1, 6, None, None, ()),
+    ]
+    assert [m.offset for m in in_c[1]] == [1, 2, 3, 4]
+    assert in_c[5] == []
+    assert not any(gc.is_tracked(m) for m in in_c[0])
+    assert all(gc.is_tracked(m) for m in in_python[0])
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_no_collection_sees_an_embedded_fetch_half_converted(collecting: bool) -> None:
+    """``from_records`` empties the Records it converted before a collection can run, and
+    leaves the collector's state as it was: a collection that ran mid-conversion found the
+    Records and the new Messages alive and promoted them (a tenth of an embedded Consumer's
+    time went to collections)."""
+    if embedded._from_records is None:
+        pytest.skip("logmarshal._fastconsume was not built (no C compiler at install)")
+    from logmarshal.cluster import Message
+    from storage._records import Record
+
+    decoded = [Record(offset=i, timestamp=i, key=None, value=b"v", headers=()) for i in range(40)]
+    seen: list[int] = []  # the list's length at each collection's start
+
+    def noted(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append(len(decoded))
+
+    thresholds, was = gc.get_threshold(), gc.isenabled()
+    gc.callbacks.append(noted)
+    try:
+        if not collecting:
+            gc.disable()
+        gc.set_threshold(1)
+        out = embedded._from_records(Message, "t", 0, decoded, 10)
+        after = gc.isenabled()
+        probe = [[] for _ in range(3)]  # (allocations: a collection runs now, if enabled)
+    finally:
+        gc.callbacks.remove(noted)
+        gc.set_threshold(*thresholds)
+        if was:
+            gc.enable()
+    assert after is collecting
+    assert decoded == [] and [m.offset for m in out] == list(range(10, 40)) and probe
+    if collecting:
+        assert seen  # collections ran: after the conversion, never during it
+    assert not [n for n in seen if n], "a collection ran while the fetch was half converted"
+    with pytest.raises(AttributeError):  # not Records: an error, the list left as it was
+        bad = [object()]
+        embedded._from_records(Message, "t", 0, bad, 0)
+    assert len(bad) == 1
 
 
 def test_fetch_long_polls_until_data_arrives(cluster) -> None:
