@@ -1,7 +1,7 @@
 /* The Consumer's per-record work (network and embedded) that Python cannot make cheap
- * (docs/performance.md, "Consumer"). Optional, like logmarshal/_fastproduce.c: without a compiler logmarshal
- * uses the Python code beside each function (same results, slower), and the tests compare
- * both.
+ * (docs/performance.md, "Consumer"). Optional, like logmarshal/_fastproduce.c: without a
+ * compiler logmarshal uses the Python code beside each function (same results, slower),
+ * and the tests compare both.
  *
  * - messages(Message, topic, partition, raw): librdkafka's messages (confluent-kafka's
  *   Message objects, read through their methods) as logmarshal Messages, with the bytes of
@@ -326,7 +326,8 @@ fail:
  * messages() leaves them, built with the collector paused and ``records`` emptied at the end,
  * for the reason batch() gives: the embedded Consumer read with a tenth of its time in
  * collections (2026-12-04), its Records and Messages promoted batch after batch. On any
- * failure ``records`` is left as it was. */
+ * failure ``records`` is left as it was. Its attribute reads run no Python code on
+ * storage's Records (attrs slots), so the GIL is held throughout here too. */
 static PyObject *from_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5 || !PyType_Check(args[0]) ||
         !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type) || !PyList_Check(args[3])) {
