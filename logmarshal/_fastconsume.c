@@ -7,8 +7,9 @@
  *   Message objects, read through their methods) as logmarshal Messages, with the bytes of
  *   their keys and values (what a fetch's max_bytes counts), each Message untracked
  *   by the cyclic garbage collector as soon as it is built (below: why), so that a
- *   collection running meanwhile never sees one. A Message is a NamedTuple, a tuple subclass, and CPython untracks
- *   only exact tuples whose items cannot refer back (gcmodule.c, untrack_tuples): every
+ *   collection running meanwhile never sees one. A Message is a NamedTuple, a tuple
+ *   subclass, and CPython untracks only exact tuples whose items cannot refer back
+ *   (gcmodule.c, untrack_tuples): every
  *   Message stayed tracked while it waited in a read-ahead, a core's buffer and a polled
  *   batch, tens of thousands at a time, so they were promoted to the oldest generation and
  *   triggered full collections, each traversing all of them again (a third of a network
