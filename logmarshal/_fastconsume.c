@@ -193,7 +193,8 @@ static PyObject *layout_matches(PyObject *self, PyObject *samples) {
  * the whole heap (about 10 per 3 M records, 20-30 ms each over the ~50,000 objects a
  * network Consumer's process holds: a tenth of its CPU, 2026-12-04). So the collector is
  * paused while the batch is built (the GIL is held throughout: no other thread's code runs
- * meanwhile, and its previous state is restored before returning), and theirs are freed
+ * meanwhile, and its previous state is restored before returning; librdkafka's headers come
+ * as a list, so converting them runs no Python code either), and theirs are freed
  * before it can run again: the collection the count calls for then finds neither theirs
  * nor ours (untracked). On any failure ``raw`` is left as it was. */
 static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -222,14 +223,20 @@ static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
             if (same != 0) Py_RETURN_NONE;
         }
     }
+    /* paused before the first allocation: a collection starting even at PyList_New would
+     * find every one of theirs alive (its list may come from the free list, or not) */
+    int collecting = PyGC_Disable();
     PyObject *partition = PyLong_FromLong(part);
-    if (partition == NULL) return NULL;
+    if (partition == NULL) {
+        if (collecting) PyGC_Enable();
+        return NULL;
+    }
     PyObject *out = PyList_New(n);
     if (out == NULL) {
         Py_DECREF(partition);
+        if (collecting) PyGC_Enable();
         return NULL;
     }
-    int collecting = PyGC_Disable();
     for (Py_ssize_t i = 0; i < n; i++) {
         CkMessage *c = (CkMessage *)PyList_GET_ITEM(raw, i);
         PyObject *record = type->tp_alloc(type, 7);
@@ -270,10 +277,12 @@ static PyObject *batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         PyTuple_SET_ITEM(record, 6, item);
         if (!untrackable(record, 0)) PyObject_GC_Track(record);
     }
-    if (PyList_SetSlice(raw, 0, n, NULL) < 0) goto fail; /* theirs freed (unless held elsewhere) */
-    if (collecting) PyGC_Enable();
-    Py_INCREF(topic);
-    return Py_BuildValue("(NNNn)", topic, partition, out, size);
+    Py_INCREF(topic); /* (held by every Message built: n >= 1) */
+    PyObject *result = Py_BuildValue("(NNNn)", topic, partition, out, size);
+    /* (on failure Py_BuildValue released what "N" gave it: raw is still whole) */
+    if (result != NULL && PyList_SetSlice(raw, 0, n, NULL) < 0) Py_CLEAR(result);
+    if (collecting) PyGC_Enable(); /* theirs freed (unless held elsewhere) */
+    return result;
 fail:
     if (collecting) PyGC_Enable();
     Py_DECREF(partition);
@@ -341,11 +350,17 @@ static PyObject *from_records(PyObject *self, PyObject *const *args, Py_ssize_t 
     long long start = PyLong_AsLongLong(args[4]);
     if (start == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(records), kept = 0;
+    int collecting = PyGC_Disable(); /* before the first allocation, as in batch() */
     PyObject *out = PyList_New(n);
-    if (out == NULL) return NULL;
-    int collecting = PyGC_Disable();
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = PyList_GET_ITEM(records, i);
+    if (out == NULL) {
+        if (collecting) PyGC_Enable();
+        return NULL;
+    }
+    PyObject *r = NULL; /* held while its attributes are read (another object's could run
+                         * code that changes the list: it is then read no further) */
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(records); i++) {
+        r = PyList_GET_ITEM(records, i);
+        Py_INCREF(r);
         PyObject *offset = PyObject_GetAttr(r, s_offset);
         if (offset == NULL) goto fail;
         long long at = PyLong_AsLongLong(offset);
@@ -355,6 +370,7 @@ static PyObject *from_records(PyObject *self, PyObject *const *args, Py_ssize_t 
         }
         if (at < start) { /* (a batch's records before the offset asked for) */
             Py_DECREF(offset);
+            Py_CLEAR(r);
             continue;
         }
         PyObject *record = type->tp_alloc(type, 7);
@@ -376,12 +392,14 @@ static PyObject *from_records(PyObject *self, PyObject *const *args, Py_ssize_t 
             PyTuple_SET_ITEM(record, 3 + j, item);
         }
         if (!untrackable(record, 0)) PyObject_GC_Track(record); /* odd headers: as Python */
+        Py_CLEAR(r);
     }
     if (PyList_SetSlice(out, kept, n, NULL) < 0) goto fail; /* (the NULL slots) */
-    if (PyList_SetSlice(records, 0, n, NULL) < 0) goto fail;
+    if (PyList_SetSlice(records, 0, PyList_GET_SIZE(records), NULL) < 0) goto fail;
     if (collecting) PyGC_Enable();
     return out;
 fail:
+    Py_XDECREF(r);
     if (collecting) PyGC_Enable();
     Py_DECREF(out); /* (NULL slots and items, never filled in: deallocs skip them) */
     return NULL;

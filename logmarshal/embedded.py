@@ -212,6 +212,8 @@ class EmbeddedCluster:
     ) -> bytes:
         """Stored batches from ``offset`` on, waiting up to ``max_wait`` s for some."""
         self._check_open()
+        if type(offset) is not int:  # (a float read as an offset by one path, refused by another)
+            raise TypeError(f"an offset is an int, got {offset!r}")
         if offset < 0:
             raise ValueError(f"offsets are never negative, got {offset}")
         log_ = self._dir.partition(topic, partition)
