@@ -30,12 +30,16 @@ on the same data, each of its rows right after the same row of this tree. Goal: 
 Kafka (started from the Maven jars, stopped by pid) instead of logmarshal's broker, after
 an uncounted pass of the raw reader and one of the Consumer (Kafka's JVM compiles its read
 and write paths meanwhile, and ``__marshal`` is created).
+Each reader's row also counts the cyclic GC's full collections during its read, and their
+time (``full GCs``): each walks every tracked object of the process, and until 2026-12-04
+they were a tenth of a Consumer's CPU (docs/performance.md, History, "Garbage collection").
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -229,6 +233,7 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
     trips: _RoundTrips | None = None  # AMO: its coordination round trips
     first = last = cpu = 0.0
     got = skipped = 0
+    full = _FullCollections()
     opened = time.perf_counter()
     if kind.startswith("raw"):
         from confluent_kafka import Consumer as KafkaConsumer
@@ -263,10 +268,12 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
             last = time.perf_counter()
             if n and not first:
                 first, cpu, skipped = last, time.process_time(), n
+                full.start()
             elif first:
                 latencies.append(last - t)
             got += n
         cpu = time.process_time() - cpu
+        full.stop()
         closing = time.perf_counter()
         raw.close()
     else:
@@ -302,17 +309,21 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
             last = time.perf_counter()
             if batch and not first:
                 first, cpu, skipped = last, time.process_time(), len(batch)
+                full.start()
             elif first:
                 latencies.append(polled - t)
             got += len(batch)
         cpu = time.process_time() - cpu
+        full.stop()
         closing = time.perf_counter()
         consumer.close()
         m.close()
         cluster.close()
+    full.stop()
     trip = trips.figures() if trips is not None else {}
     return {
         **trip,
+        **full.figures(),
         "rate": (got - skipped) / (last - first),
         "cpu": cpu,
         "start_s": first - opened,
@@ -321,6 +332,37 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
         "p99_ms": _pct(latencies, 0.99) * 1000 if latencies else 0.0,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+class _FullCollections:
+    """The cyclic GC's full collections (generation 2) while a reader reads, from its first
+    records to its last, and the time they took: each walks every tracked object of the
+    process (docs/performance.md, History, "Network consumer", "Garbage collection")."""
+
+    def __init__(self) -> None:
+        self.count, self.seconds, self._began = 0, 0.0, 0.0
+        self._on = False
+        gc.callbacks.append(self._noted)
+
+    def start(self) -> None:
+        self._on = True
+
+    def stop(self) -> None:
+        self._on = False
+        if self._noted in gc.callbacks:
+            gc.callbacks.remove(self._noted)
+
+    def _noted(self, phase: str, info: dict) -> None:
+        if not self._on or info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._began
+
+    def figures(self) -> dict[str, float]:
+        return {"gc2": self.count, "gc2_ms": self.seconds * 1000}
 
 
 class _RoundTrips:
@@ -491,7 +533,8 @@ def network(
             extra = (
                 f"  cpu {r['cpu']:5.2f} s  call p50 {r['p50_ms']:6.2f} ms  "
                 f"p99 {r['p99_ms']:6.2f} ms  start {r['start_s']:5.2f} s  "
-                f"close {r['close_s']:5.2f} s"
+                f"close {r['close_s']:5.2f} s  full GCs {r['gc2']:2.0f} "
+                f"({r['gc2_ms']:4.0f} ms)"
                 if "cpu" in r
                 else ""
             )
@@ -509,7 +552,8 @@ def network(
                     f"{r['verdict_ms']:.1f} ms after the write"
                 )
         print(
-            "(rate and cpu: from the first records in hand to the last, ALO: committed; "
+            "(rate, cpu and full GCs (the cyclic GC's full collections and their time): "
+            "from the first records in hand to the last, ALO: committed; "
             "start: from the reader's creation to its first records (the Consumer: joining "
             "and claiming through __marshal); close: the reader's close; "
             "alo-*/amo: logmarshal Consumer, batch 500; raw: confluent-kafka consume(500), "
