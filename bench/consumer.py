@@ -319,7 +319,6 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
         consumer.close()
         m.close()
         cluster.close()
-    full.stop()
     trip = trips.figures() if trips is not None else {}
     return {
         **trip,

@@ -22,6 +22,7 @@ from logmarshal.consumer.fetcher import MemberFetcher
 from logmarshal.core import Bounds, Event, Fetch, Fetched, LookUp
 from logmarshal.network import readers
 from storage import NewRecord
+from tests.collections_seen import collections_seen
 
 
 @pytest.fixture(params=["embedded", "network"])
@@ -333,32 +334,12 @@ def test_no_collection_sees_a_batch_half_converted(collecting: bool) -> None:
         for i in range(50)
     ]
     mixed = [*raw[:2], KafkaMessage(topic="t", partition=1, offset=0, value=b"x")]
-    seen: list[int] = []  # the list's length at each collection's start
-
-    def noted(phase: str, info: dict) -> None:
-        # (a thread left by another test may start one, before the call: not ours)
-        if phase == "start" and threading.get_ident() == ours:
-            seen.append(len(raw))
-
-    ours = threading.get_ident()
-    thresholds = gc.get_threshold()
-    was = gc.isenabled()
-    spare = [[] for _ in range(200)]  # (the call's first list is then a new one: it counts)
-    gc.callbacks.append(noted)
-    try:
-        if not collecting:
-            gc.disable()
-        gc.set_threshold(1)  # (any allocation of a tracked object may start one)
+    with collections_seen(raw, collecting) as seen:
         _, _, records, _ = readers._batch_c(Message, raw)
         after = gc.isenabled()
         assert readers._batch_c(Message, mixed) is None
-    finally:
-        gc.callbacks.remove(noted)
-        gc.set_threshold(*thresholds)
-        if was:
-            gc.enable()
     assert after is collecting
-    assert raw == [] and len(mixed) == 3 and spare
+    assert raw == [] and len(mixed) == 3
     assert [m.offset for m in records] == list(range(50))
     assert [m.value for m in records] == [b"v%d" % i for i in range(50)]
     if collecting and sys.version_info < (3, 12):  # (from 3.12 one runs at the next bytecode)

@@ -18,6 +18,7 @@ from logmarshal.errors import (
     UnknownPartition,
     UnknownTopic,
 )
+from tests.collections_seen import collections_seen
 
 
 def records(*values: bytes, timestamp: int = 1000) -> list[NewRecord]:
@@ -86,31 +87,12 @@ def test_no_collection_sees_an_embedded_fetch_half_converted(collecting: bool) -
     from storage._records import Record
 
     decoded = [Record(offset=i, timestamp=i, key=None, value=b"v", headers=()) for i in range(40)]
-    seen: list[int] = []  # the list's length at each collection's start
-
-    def noted(phase: str, info: dict) -> None:
-        # (a thread left by another test may start one, before the call: not ours)
-        if phase == "start" and threading.get_ident() == ours:
-            seen.append(len(decoded))
-
-    ours = threading.get_ident()
-    thresholds, was = gc.get_threshold(), gc.isenabled()
-    spare = [[] for _ in range(200)]  # (the call's first list is then a new one: it counts)
-    gc.callbacks.append(noted)
-    try:
-        if not collecting:
-            gc.disable()
-        gc.set_threshold(1)
+    with collections_seen(decoded, collecting) as seen:
         out = embedded._from_records(Message, "t", 0, decoded, 10)
         after = gc.isenabled()
         probe = [[] for _ in range(3)]  # (allocations: a collection runs now, if enabled)
-    finally:
-        gc.callbacks.remove(noted)
-        gc.set_threshold(*thresholds)
-        if was:
-            gc.enable()
     assert after is collecting
-    assert decoded == [] and [m.offset for m in out] == list(range(10, 40)) and probe and spare
+    assert decoded == [] and [m.offset for m in out] == list(range(10, 40)) and probe
     if collecting and sys.version_info < (3, 12):  # (from 3.12 one runs at the next bytecode)
         assert seen  # collections ran: after the conversion, never during it
     assert not [n for n in seen if n], "a collection ran while the fetch was half converted"
