@@ -120,11 +120,11 @@ class Producing(threading.Thread):
                              "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
 
         def report(err, msg) -> None:
-            if err is None and msg.offset() is None:
-                self.acked_unplaced.append(msg.value())
-                self.acked_at[msg.partition()] = time.monotonic()
-            elif err is None:
-                self.acked.add((msg.partition(), msg.offset()))
+            if err is None:
+                if msg.offset() is None:
+                    self.acked_unplaced.append(msg.value())
+                else:
+                    self.acked.add((msg.partition(), msg.offset()))
                 self.acked_at[msg.partition()] = time.monotonic()
             else:
                 self.errors += 1
