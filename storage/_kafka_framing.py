@@ -6,8 +6,9 @@ correlation id, then tagged fields when the body is flexible; ApiVersions answer
 v0 at every version, since a client cannot know which header to expect before it knows the
 version) and its body. The bodies are kafka-python's protocol classes (pinned exactly in
 setup.cfg); this module neither builds nor reads them. One copy, for every raw client: the
-network connection's replay reads (``logmarshal.network``), a broker asking its controller
-(``storage.broker.peer``) and the broker tests' client. The broker's side of the same bytes,
+network connection's replay reads (``logmarshal.network``: only :func:`recv_frame`; it packs
+its own two requests, so client processes never import kafka-python), a broker asking its
+controller (``storage.broker.peer``) and the broker tests' client. The broker's side of the same bytes,
 on its hot path, is ``storage.broker.wire``; it shares the tagged fields from here.
 """
 

@@ -3,8 +3,12 @@ connection has it) to a partition's leader, for the stored batches themselves.
 
 Why not librdkafka (:class:`_BatchReader` says more): it parses records itself, and a
 stored batch that does not decode stalls or garbles it, so a replay over the network could
-neither skip the batch nor agree with an embedded replay of the same log. The framing of
-each request and answer is :mod:`storage._kafka_framing`'s; the bodies are kafka-python's.
+neither skip the batch nor agree with an embedded replay of the same log. Both requests
+and their answers are packed and read here, not through kafka-python's protocol classes:
+a client process then never imports kafka-python (about 0.1 s of start-up and 18,000
+objects that every full collection of the cyclic GC walks; docs/performance.md, History,
+"Network consumer", "kafka-python out of client processes"). Tests hold the bytes equal to
+kafka-python's.
 """
 
 from __future__ import annotations
@@ -17,12 +21,10 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
-
-from storage._kafka_framing import decode_response, encode_request, recv_frame
+from storage._kafka_framing import recv_frame
 from storage._records import crc32c
 
 from ..cluster import PastMarkers
@@ -56,9 +58,15 @@ _ABORTED = 16
 # whose fetch was out of range, asked of the leader that said so. Apache Kafka answers such a
 # fetch with high watermark -1, so without this the replay could not tell a log that went
 # back (an unclean leader election) from one whose start moved (PROTOCOL.md, "A
-# coordination log that loses records").
+# coordination log that loses records"). Packed and read by :func:`encode_list_offsets` and
+# :func:`decode_list_offsets`: the body's head (replica id, isolation level, one topic, its
+# name's length), each partition asked (index, timestamp); an answered partition (index,
+# error code, timestamp, offset)
+_LIST_OFFSETS_API_KEY = 2
 _LIST_OFFSETS_VERSION = 2
-_LIST_OFFSETS_REQUEST = ListOffsetsRequest[_LIST_OFFSETS_VERSION]
+_LIST_OFFSETS_HEAD = struct.Struct(">ibih")
+_LIST_OFFSETS_PARTITION = struct.Struct(">iq")
+_LIST_OFFSETS_ANSWER = struct.Struct(">ihqq")
 _EARLIEST = -2
 _LATEST = -1
 _OFFSET_OUT_OF_RANGE = 1
@@ -239,6 +247,56 @@ def decode_fetch(frame: bytes, correlation_id: int) -> dict[str, list[FetchedPar
                 records = frame[pos : span(pos, size)]
                 pos += size
             parts.append(FetchedPartition(index, code, high, start, records))
+    return out
+
+
+def encode_list_offsets(
+    correlation_id: int,
+    topic: str,
+    partitions: Sequence[int],
+    timestamp: int,
+    client_id: bytes = _CLIENT_ID,
+) -> bytes:
+    """A framed ListOffsets v2 of ``partitions`` of ``topic`` at ``timestamp`` (-2: the log
+    start, -1: the log end), read uncommitted."""
+    name = topic.encode()
+    body = b"".join(
+        (
+            _FETCH_HEADER.pack(
+                _LIST_OFFSETS_API_KEY, _LIST_OFFSETS_VERSION, correlation_id, len(client_id)
+            ),
+            client_id,
+            _LIST_OFFSETS_HEAD.pack(-1, 0, 1, len(name)),
+            name,
+            _I32.pack(len(partitions)),
+            *(_LIST_OFFSETS_PARTITION.pack(p, timestamp) for p in partitions),
+        )
+    )
+    return _I32.pack(len(body)) + body
+
+
+def decode_list_offsets(frame: bytes, correlation_id: int) -> dict[str, dict[int, int]]:
+    """A ListOffsets v2 answer (``frame``: without its size) as each topic's partitions
+    answered without an error, with their offsets; ConnectionError if it answers another
+    request, ValueError (or struct.error) if it does not parse."""
+    got, _throttle, topics = struct.unpack_from(">iii", frame, 0)
+    if got != correlation_id:
+        raise ConnectionError(f"answer to request {got}, expected {correlation_id}")
+    pos = 12
+    out: dict[str, dict[int, int]] = {}
+    for _ in range(topics):
+        (length,) = _I16.unpack_from(frame, pos)
+        if length < 0 or pos + 2 + length > len(frame):
+            raise ValueError("a ListOffsets answer that ends inside a topic name")
+        name = frame[pos + 2 : pos + 2 + length].decode()
+        (count,) = _I32.unpack_from(frame, pos + 2 + length)
+        pos += 6 + length
+        found = out.setdefault(name, {})
+        for _ in range(count):
+            index, code, _timestamp, offset = _LIST_OFFSETS_ANSWER.unpack_from(frame, pos)
+            pos += _LIST_OFFSETS_ANSWER.size
+            if code == 0:
+                found[index] = offset
     return out
 
 
@@ -457,29 +515,14 @@ class _BatchReader:
     def _list(self, offsets: Mapping[int, int], spec: int) -> dict[int, int]:
         """One ListOffsets of ``offsets``' partitions at ``spec`` (earliest or latest): the
         offset of each partition answered without an error."""
-        r = _LIST_OFFSETS_REQUEST
-        request = r(
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                r.ListOffsetsTopic(
-                    name=self._topic,
-                    partitions=[
-                        r.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, timestamp=spec)
-                        for p in offsets
-                    ],
-                )
-            ],
-        )
-        response = self._round_trip(request, ListOffsetsResponse, _LIST_OFFSETS_VERSION, 0.0)
-        found: dict[int, int] = {}
-        for topic in response.topics:
-            if topic.name != self._topic:
-                continue
-            for partition in topic.partitions:
-                if partition.partition_index in offsets and partition.error_code == 0:
-                    found[partition.partition_index] = partition.offset
-        return found
+        if self._sock is None:
+            self._round_trip_connect()
+        assert self._sock is not None
+        self._sock.settimeout(self._timeout)
+        correlation_id = next(self._correlation)
+        self._sock.sendall(encode_list_offsets(correlation_id, self._topic, list(offsets), spec))
+        found = decode_list_offsets(recv_frame(self._sock), correlation_id).get(self._topic, {})
+        return {p: offset for p, offset in found.items() if p in offsets}
 
     def _name(self, offsets: Mapping[int, int]) -> str:
         return ",".join(str(p) for p in offsets)
@@ -495,18 +538,6 @@ class _BatchReader:
                 sock.close()
                 raise
         self._sock = sock
-
-    def _round_trip(self, request: Any, response_cls: Any, version: int, max_wait: float) -> Any:
-        """Send ``request`` to the leader (connecting first if need be) and return its
-        answer, decoded as ``response_cls[version]`` (its correlation id checked)."""
-        if self._sock is None:
-            self._round_trip_connect()
-        assert self._sock is not None
-        self._sock.settimeout(self._timeout + max_wait)
-        correlation_id = next(self._correlation)
-        self._sock.sendall(encode_request(request, correlation_id, "logmarshal-replay"))
-        frame = recv_frame(self._sock)
-        return decode_response(frame, response_cls, version, correlation_id)
 
     def _call(
         self, offsets: Mapping[int, int], max_bytes: int, max_wait: float

@@ -1,6 +1,7 @@
-"""The replay's Fetch v5, packed and read by hand (``network.fetch_client.encode_fetch`` /
-``decode_fetch``), against kafka-python's FetchRequest[5] / FetchResponse[5], which the
-replay used before: the same bytes out, the same fields read back."""
+"""The replay's Fetch v5 and ListOffsets v2, packed and read by hand
+(``network.fetch_client``), against kafka-python's FetchRequest[5] / FetchResponse[5] and
+ListOffsetsRequest[2] / ListOffsetsResponse[2], which the replay used before: the same bytes
+out, the same fields read back."""
 
 from __future__ import annotations
 
@@ -8,8 +9,15 @@ import struct
 
 import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 
-from logmarshal.network.fetch_client import FetchedPartition, decode_fetch, encode_fetch
+from logmarshal.network.fetch_client import (
+    FetchedPartition,
+    decode_fetch,
+    decode_list_offsets,
+    encode_fetch,
+    encode_list_offsets,
+)
 from storage._kafka_framing import encode_request
 
 
@@ -136,3 +144,76 @@ def test_answer_to_another_request_or_torn_is_refused() -> None:
     for cut in (len(frame) - 1, len(frame) - 300, 40, 13):
         with pytest.raises((ValueError, struct.error)):
             decode_fetch(frame[:cut], 9)
+
+
+@pytest.mark.parametrize(
+    ("partitions", "timestamp", "correlation"),
+    [([0], -2, 1), ([3, 0, 200], -1, 2**31 - 1), (list(range(50)), -2, 77)],
+)
+def test_list_offsets_request_is_kafka_pythons_byte_for_byte(
+    partitions: list[int], timestamp: int, correlation: int
+) -> None:
+    r = ListOffsetsRequest[2]
+    theirs = r(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            r.ListOffsetsTopic(
+                name="__marshal",
+                partitions=[
+                    r.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
+                    for p in partitions
+                ],
+            )
+        ],
+    )
+    expected = encode_request(theirs, correlation, "logmarshal-replay")
+    assert encode_list_offsets(correlation, "__marshal", partitions, timestamp) == expected
+
+
+def _offsets_answer(correlation: int) -> bytes:
+    """A ListOffsets v2 answer as kafka-python encodes it: two topics, an error among them."""
+    R = ListOffsetsResponse[2]
+    T = R.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    body = R(
+        throttle_time_ms=0,
+        topics=[
+            T(
+                name="__marshal",
+                partitions=[
+                    P(partition_index=0, error_code=0, timestamp=-1, offset=12),
+                    P(partition_index=4, error_code=6, timestamp=-1, offset=-1),
+                    P(partition_index=9, error_code=0, timestamp=-1, offset=1 << 40),
+                ],
+            ),
+            T(name="other", partitions=[P(partition_index=1, error_code=0, timestamp=5, offset=3)]),
+        ],
+    ).encode()
+    return struct.pack(">i", correlation) + bytes(body)
+
+
+def test_list_offsets_answer_reads_as_kafka_python_reads_it() -> None:
+    frame = _offsets_answer(4)
+    theirs = ListOffsetsResponse[2].decode(memoryview(frame)[4:])
+    expected = {
+        t.name: {p.partition_index: p.offset for p in t.partitions if p.error_code == 0}
+        for t in theirs.topics
+    }
+    assert (
+        decode_list_offsets(frame, 4)
+        == expected
+        == {
+            "__marshal": {0: 12, 9: 1 << 40},
+            "other": {1: 3},
+        }
+    )
+
+
+def test_list_offsets_answer_to_another_request_or_torn_is_refused() -> None:
+    frame = _offsets_answer(4)
+    with pytest.raises(ConnectionError, match="expected 5"):
+        decode_list_offsets(frame, 5)
+    for cut in (len(frame) - 1, len(frame) - 20, 20, 13, 6):
+        with pytest.raises((ValueError, struct.error)):
+            decode_list_offsets(frame[:cut], 4)
