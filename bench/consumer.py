@@ -19,7 +19,8 @@ Consumer row with its rate and p99 call latency against the raw loop's with the 
 settings (goal, issue 34: rate >= 0.8, p99 <= 2x). With ``--kafka`` also ``raw-amo``: that
 raw loop made at-most-once the way Kafka's documentation says (each batch's offsets
 committed to the group coordinator, synchronously, before the batch is processed), the
-AMO a confluent-kafka user writes without logmarshal. The rate is the read path's, from the
+AMO a confluent-kafka user writes without logmarshal; each AMO row then says its rate
+against that loop's too. The rate is the read path's, from the
 first records in hand to the last; each reader's start-up (the Consumer: joining and
 claiming through ``__marshal``) and close are printed beside it, not counted in it (until
 2026-11-30 they were, which at 1 M records weighed 0.2-1.0 s of claims and 0.5 s of close
@@ -515,6 +516,7 @@ def network(
             if kind == "amo":
                 rows.extend((f"amo-{window}", None) for window in amo_windows)
         base: dict | None = None
+        amo_base: dict | None = None  # raw-amo's (with --kafka): Kafka's own at-most-once loop
         for kind, code in rows:
             if kind == "kcat" and shutil.which("kcat") is None:
                 print(f"  {'kcat':<28} not installed")
@@ -528,6 +530,8 @@ def network(
             r = _run_reader(kind, bootstrap, count, code, primed)
             if kind == BASELINE:
                 base = r
+            elif kind == "raw-amo":
+                amo_base = r
             label = kind if code is None else f"{kind} @ {baseline_ref}"
             extra = (
                 f"  cpu {r['cpu']:5.2f} s  call p50 {r['p50_ms']:6.2f} ms  "
@@ -542,6 +546,8 @@ def network(
                     f"  = {r['rate'] / base['rate']:.2f}x rate, "
                     f"{r['p99_ms'] / base['p99_ms']:.1f}x p99 of {BASELINE}"
                 )
+            if amo_base is not None and kind.startswith("amo"):
+                extra += f"; {r['rate'] / amo_base['rate']:.2f}x rate of raw-amo"
             print(f"  {label:<28} {r['rate']:>11,.0f} msg/s  rss {r['rss_mb']:6.0f} MB{extra}")
             if "verdict_ms" in r:
                 print(
