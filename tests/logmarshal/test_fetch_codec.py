@@ -217,3 +217,32 @@ def test_list_offsets_answer_to_another_request_or_torn_is_refused() -> None:
     for cut in (len(frame) - 1, len(frame) - 20, 20, 13, 6):
         with pytest.raises((ValueError, struct.error)):
             decode_list_offsets(frame[:cut], 4)
+
+
+def _offsets_frame(topics: int, name: bytes, name_length: int, partitions: int) -> bytes:
+    """A ListOffsets v2 answer written by hand, its counts and name as a hostile broker
+    might send them, with one well-formed partition after the counts."""
+    return (
+        struct.pack(">iii", 4, 0, topics)
+        + struct.pack(">h", name_length)
+        + name
+        + struct.pack(">i", partitions)
+        + struct.pack(">ihqq", 0, 0, -1, 12)
+    )
+
+
+def test_list_offsets_answer_with_hostile_counts_or_names_is_refused_or_empty() -> None:
+    # negative counts: nothing answered (the caller asks again), never an offset
+    assert decode_list_offsets(_offsets_frame(-1, b"t", 1, 1), 4) == {}
+    assert decode_list_offsets(_offsets_frame(1, b"t", 1, -1), 4) == {"t": {}}
+    # a null or overlong name, a name that is not UTF-8, counts past the frame's end
+    for frame in (
+        _offsets_frame(1, b"", -1, 1),
+        _offsets_frame(1, b"t", 500, 1),
+        _offsets_frame(1, b"\xff\xfe", 2, 1),
+        _offsets_frame(1, b"t", 1, 2**31 - 1),
+        _offsets_frame(2**31 - 1, b"t", 1, 1),
+    ):
+        with pytest.raises((ValueError, struct.error)):
+            decode_list_offsets(frame, 4)
+    assert decode_list_offsets(_offsets_frame(1, b"t", 1, 1), 4) == {"t": {0: 12}}
