@@ -22,7 +22,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from storage._kafka_framing import recv_frame
 from storage._records import crc32c
@@ -31,6 +31,9 @@ from ..cluster import PastMarkers
 from ..errors import ClosedError, NetworkError, OffsetOutOfRange, UnknownPartition
 
 log = logging.getLogger(__name__)
+
+#: what a request's answer decodes to (:meth:`_BatchReader._round_trip`)
+_Answer = TypeVar("_Answer")
 
 # Raw batches for replay (_BatchReader): Fetch v5, the first with the log start offset,
 # served by every Kafka since 1.0 and by logmarshal's broker. Its request and answer are
@@ -211,6 +214,27 @@ def encode_fetch(
     return _I32.pack(len(body)) + body
 
 
+def _answer_topics(frame: bytes, correlation_id: int) -> int:
+    """How many topics an answer of header v0 and a throttle time (Fetch v5, ListOffsets v2)
+    names; ConnectionError if it answers another request than ``correlation_id``."""
+    got, _throttle, topics = struct.unpack_from(">iii", frame, 0)
+    if got != correlation_id:
+        raise ConnectionError(f"answer to request {got}, expected {correlation_id}")
+    return topics
+
+
+def _topic_at(frame: bytes, pos: int) -> tuple[str, int, int]:
+    """An answered topic's name and partition count at ``pos``, and where its partitions
+    start; ValueError for a null name or one that runs past the frame."""
+    (length,) = _I16.unpack_from(frame, pos)
+    pos += 2
+    if length < 0 or pos + length > len(frame):
+        raise ValueError("an answer that ends inside a topic name")
+    name = frame[pos : pos + length].decode()
+    (count,) = _I32.unpack_from(frame, pos + length)
+    return name, count, pos + length + 4
+
+
 def decode_fetch(frame: bytes, correlation_id: int) -> dict[str, list[FetchedPartition]]:
     """A Fetch v5 answer (``frame``: without its size) as its partitions by topic;
     ConnectionError if it answers another request, ValueError (or struct.error) if it does
@@ -223,17 +247,10 @@ def decode_fetch(frame: bytes, correlation_id: int) -> dict[str, list[FetchedPar
             raise ValueError("a Fetch answer that ends inside a field")
         return pos + n
 
-    got, _throttle, topics = struct.unpack_from(">iii", frame, 0)
-    if got != correlation_id:
-        raise ConnectionError(f"answer to request {got}, expected {correlation_id}")
     pos = 12
     out: dict[str, list[FetchedPartition]] = {}
-    for _ in range(topics):
-        (length,) = _I16.unpack_from(frame, pos)
-        pos += 2
-        name = frame[pos : span(pos, length)].decode()
-        (count,) = _I32.unpack_from(frame, pos + length)
-        pos += length + 4
+    for _ in range(_answer_topics(frame, correlation_id)):
+        name, count, pos = _topic_at(frame, pos)
         parts = out.setdefault(name, [])
         for _ in range(count):
             index, code, high, _stable, start = _ANSWER_HEAD.unpack_from(frame, pos)
@@ -279,18 +296,10 @@ def decode_list_offsets(frame: bytes, correlation_id: int) -> dict[str, dict[int
     """A ListOffsets v2 answer (``frame``: without its size) as each topic's partitions
     answered without an error, with their offsets; ConnectionError if it answers another
     request, ValueError (or struct.error) if it does not parse."""
-    got, _throttle, topics = struct.unpack_from(">iii", frame, 0)
-    if got != correlation_id:
-        raise ConnectionError(f"answer to request {got}, expected {correlation_id}")
     pos = 12
     out: dict[str, dict[int, int]] = {}
-    for _ in range(topics):
-        (length,) = _I16.unpack_from(frame, pos)
-        if length < 0 or pos + 2 + length > len(frame):
-            raise ValueError("a ListOffsets answer that ends inside a topic name")
-        name = frame[pos + 2 : pos + 2 + length].decode()
-        (count,) = _I32.unpack_from(frame, pos + 2 + length)
-        pos += 6 + length
+    for _ in range(_answer_topics(frame, correlation_id)):
+        name, count, pos = _topic_at(frame, pos)
         found = out.setdefault(name, {})
         for _ in range(count):
             index, code, _timestamp, offset = _LIST_OFFSETS_ANSWER.unpack_from(frame, pos)
@@ -515,13 +524,12 @@ class _BatchReader:
     def _list(self, offsets: Mapping[int, int], spec: int) -> dict[int, int]:
         """One ListOffsets of ``offsets``' partitions at ``spec`` (earliest or latest): the
         offset of each partition answered without an error."""
-        if self._sock is None:
-            self._round_trip_connect()
-        assert self._sock is not None
-        self._sock.settimeout(self._timeout)
-        correlation_id = next(self._correlation)
-        self._sock.sendall(encode_list_offsets(correlation_id, self._topic, list(offsets), spec))
-        found = decode_list_offsets(recv_frame(self._sock), correlation_id).get(self._topic, {})
+        answer = self._round_trip(
+            lambda cid: encode_list_offsets(cid, self._topic, list(offsets), spec),
+            decode_list_offsets,
+            0.0,
+        )
+        found = answer.get(self._topic, {})
         return {p: offset for p, offset in found.items() if p in offsets}
 
     def _name(self, offsets: Mapping[int, int]) -> str:
@@ -539,18 +547,31 @@ class _BatchReader:
                 raise
         self._sock = sock
 
-    def _call(
-        self, offsets: Mapping[int, int], max_bytes: int, max_wait: float
-    ) -> dict[int, FetchedPartition]:
+    def _round_trip(
+        self,
+        encode: Callable[[int], bytes],
+        decode: Callable[[bytes, int], _Answer],
+        max_wait: float,
+    ) -> _Answer:
+        """Send the request ``encode`` packs for a new correlation id to the leader
+        (connecting first if need be) and return its answer as ``decode`` reads it (which
+        checks the correlation id); the leader may hold it ``max_wait`` seconds."""
         if self._sock is None:
             self._round_trip_connect()
         assert self._sock is not None
         self._sock.settimeout(self._timeout + max_wait)
         correlation_id = next(self._correlation)
-        self._sock.sendall(
-            encode_fetch(correlation_id, self._topic, offsets, max_bytes, int(max_wait * 1000))
+        self._sock.sendall(encode(correlation_id))
+        return decode(recv_frame(self._sock), correlation_id)
+
+    def _call(
+        self, offsets: Mapping[int, int], max_bytes: int, max_wait: float
+    ) -> dict[int, FetchedPartition]:
+        response = self._round_trip(
+            lambda cid: encode_fetch(cid, self._topic, offsets, max_bytes, int(max_wait * 1000)),
+            decode_fetch,
+            max_wait,
         )
-        response = decode_fetch(recv_frame(self._sock), correlation_id)
         answers = {
             p.partition_index: p
             for p in response.get(self._topic, ())
