@@ -23,6 +23,7 @@ from ._errors import LogmarshalError
 
 __all__ = [
     "API_VERSIONS",
+    "MAX_ANSWER",
     "SIZE",
     "MalformedFrame",
     "decode_response",
@@ -41,6 +42,10 @@ _CORRELATION = struct.Struct(">i")
 API_VERSIONS = 18
 #: socket reads are at most this large (a long answer is read in pieces)
 _RECV_CHUNK = 1 << 20
+#: the largest answer a client takes when it was not told otherwise: librdkafka's
+#: ``receive.message.max.bytes`` (a size beyond it is garbage, or a server that is no Kafka
+#: broker: "HTTP" read as a size is 1.2 GB)
+MAX_ANSWER = 100_000_000
 
 
 class MalformedFrame(LogmarshalError, ValueError):
@@ -80,11 +85,22 @@ def decode_response(
     return response_cls[version].decode(memoryview(frame)[offset:])
 
 
-def recv_frame(sock: socket.socket) -> bytes:
+def recv_frame(sock: socket.socket, max_size: int = MAX_ANSWER) -> bytes:
     """The next frame from a blocking socket, without its size; ConnectionError if the
-    peer closes the connection first (the socket's timeout applies to each read)."""
+    peer closes the connection first (the socket's timeout applies to each read), or if it
+    announces a negative size or one above ``max_size`` (nothing of it is read: the
+    connection is no longer in step and must be closed)."""
     (size,) = SIZE.unpack(_recv_exactly(sock, SIZE.size))
+    _check_size(size, max_size)
     return _recv_exactly(sock, size)
+
+
+def _check_size(size: int, max_size: int) -> None:
+    if not 0 <= size <= max_size:
+        raise ConnectionError(
+            f"the peer announced a frame of {size} bytes (at most {max_size} taken): "
+            "garbage on the connection, or a server that is no Kafka broker"
+        )
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -98,10 +114,14 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_frame(reader: asyncio.StreamReader, timeout: float) -> bytes:
+async def read_frame(
+    reader: asyncio.StreamReader, timeout: float, max_size: int = MAX_ANSWER
+) -> bytes:
     """The next frame from an asyncio stream, without its size; each of the two reads
-    bounded by ``timeout`` (TimeoutError), IncompleteReadError if the peer stops before."""
+    bounded by ``timeout`` (TimeoutError), IncompleteReadError if the peer stops before,
+    ConnectionError for a size below 0 or above ``max_size`` (as :func:`recv_frame`)."""
     (size,) = SIZE.unpack(await asyncio.wait_for(reader.readexactly(SIZE.size), timeout))
+    _check_size(size, max_size)
     return await asyncio.wait_for(reader.readexactly(size), timeout)
 
 

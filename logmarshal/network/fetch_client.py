@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from storage._kafka_framing import recv_frame
+from storage._kafka_framing import MAX_ANSWER, recv_frame
 from storage._records import crc32c
 
 from ..cluster import PastMarkers
@@ -57,6 +57,8 @@ _I32 = struct.Struct(">i")
 #: log start offset) and an aborted transaction (producer id, first offset)
 _ANSWER_HEAD = struct.Struct(">ihqqq")
 _ABORTED = 16
+#: bytes an answer may hold beyond the records asked for, for its head and each partition's
+_ANSWER_SLACK = 1024
 # ListOffsets v2 (isolation level, no flexible fields): the log start and end of a partition
 # whose fetch was out of range, asked of the leader that said so. Apache Kafka answers such a
 # fetch with high watermark -1, so without this the replay could not tell a log that went
@@ -552,6 +554,7 @@ class _BatchReader:
         encode: Callable[[int], bytes],
         decode: Callable[[bytes, int], _Answer],
         max_wait: float,
+        max_size: int = MAX_ANSWER,
     ) -> _Answer:
         """Send the request ``encode`` packs for a new correlation id to the leader
         (connecting first if need be) and return its answer as ``decode`` reads it (which
@@ -562,7 +565,7 @@ class _BatchReader:
         self._sock.settimeout(self._timeout + max_wait)
         correlation_id = next(self._correlation)
         self._sock.sendall(encode(correlation_id))
-        return decode(recv_frame(self._sock), correlation_id)
+        return decode(recv_frame(self._sock, max_size), correlation_id)
 
     def _call(
         self, offsets: Mapping[int, int], max_bytes: int, max_wait: float
@@ -571,6 +574,9 @@ class _BatchReader:
             lambda cid: encode_fetch(cid, self._topic, offsets, max_bytes, int(max_wait * 1000)),
             decode_fetch,
             max_wait,
+            # as librdkafka sizes its own: at least what was asked, with room for the
+            # answer's head (a larger size is a broken connection, not an allocation)
+            max(MAX_ANSWER, max_bytes * len(offsets) + _ANSWER_SLACK * (len(offsets) + 1)),
         )
         answers = {
             p.partition_index: p

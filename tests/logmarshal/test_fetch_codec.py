@@ -246,3 +246,43 @@ def test_list_offsets_answer_with_hostile_counts_or_names_is_refused_or_empty() 
         with pytest.raises((ValueError, struct.error)):
             decode_list_offsets(frame, 4)
     assert decode_list_offsets(_offsets_frame(1, b"t", 1, 1), 4) == {"t": {0: 12}}
+
+
+def test_a_leader_that_answers_a_size_no_kafka_broker_sends_is_a_network_error_at_once() -> None:
+    """The replay's reader meets a "leader" that answers its Fetch with an HTTP reply (its
+    first bytes, read as a size, announce 1.2 GB) and then keeps the connection open. It
+    closes the connection, asks again on a new one, and then raises NetworkError naming the
+    size, in well under its timeout. Before, it buffered what came until the socket's
+    timeout and gave a timeout."""
+    import socket
+    import threading
+    import time
+
+    from logmarshal.errors import NetworkError
+    from logmarshal.network.fetch_client import _BatchReader
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        for _ in range(2):  # the first attempt and the one on a new connection
+            conn, _addr = server.accept()
+            accepted.append(conn)
+            conn.recv(65536)  # the Fetch
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    reader = _BatchReader("__marshal", (0,), lambda: server.getsockname()[:2], timeout=30.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(NetworkError, match="announced a frame of 1213486160 bytes"):
+            reader.fetch_many({0: 0}, 1 << 20, 0.0)
+        assert time.monotonic() - started < 10  # not the 30 s timeout
+        thread.join(5)
+        assert len(accepted) == 2
+    finally:
+        reader.close()
+        for conn in accepted:
+            conn.close()
+        server.close()

@@ -5,6 +5,7 @@ that arrives in pieces or stops) are the ones a copy would get wrong."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import threading
@@ -18,6 +19,7 @@ from storage._kafka_framing import (
     MalformedFrame,
     decode_response,
     encode_request,
+    read_frame,
     recv_frame,
     response_body_offset,
     skip_tagged_fields,
@@ -117,3 +119,27 @@ def test_a_frame_read_in_pieces_and_one_cut_short() -> None:
                 recv_frame(left)
         finally:
             sender.join(5)
+
+
+@pytest.mark.parametrize("size", [-1, -(2**31), 101, 0x48545450])  # 0x48545450: "HTTP"
+def test_a_frame_of_a_size_past_the_limit_or_negative_is_refused_unread(size: int) -> None:
+    """A negative size, or one beyond what the reader takes (garbage, or a server that is no
+    Kafka broker: an HTTP answer's "HTTP" is a 1.2 GB size), is a broken connection at once:
+    nothing after the size is waited for or kept. Before, a negative size failed inside
+    ``recv`` and a large one buffered whatever came until the socket's timeout."""
+    left, right = socket.socketpair()
+    with left, right:
+        left.settimeout(5)
+        right.sendall(struct.pack(">i", size) + b"x" * 50)  # and the connection stays open
+        with pytest.raises(ConnectionError, match=f"announced a frame of {size} bytes"):
+            recv_frame(left, max_size=100)
+        assert left.recv(100) == b"x" * 50  # nothing of the body was read
+
+    async def read(data: bytes) -> bytes:
+        reader = asyncio.StreamReader()
+        reader.feed_data(data)
+        return await read_frame(reader, 5, max_size=100)
+
+    with pytest.raises(ConnectionError, match=f"announced a frame of {size} bytes"):
+        asyncio.run(read(struct.pack(">i", size) + b"x" * 50))
+    assert asyncio.run(read(struct.pack(">i", 100) + b"y" * 100)) == b"y" * 100  # the limit itself
