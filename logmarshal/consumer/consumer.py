@@ -351,7 +351,10 @@ class Consumer:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """Move a held partition to ``offset`` (and clear a :class:`NoPosition` error).
         ValueError: not assigned yet (seek from ``on_assign`` on), or AMO not past what was
-        handed out. AMO: the log learns it with the next reservation or release."""
+        handed out. AMO: the log learns it with the next reservation or release. ALO: as
+        Kafka's seek, it commits nothing: forward, the position passes what was handed out
+        only once that is committed, and what was sought past with the next commit after it;
+        back to what was handed out, from the target (it is handed out again)."""
         with self._cond:
             self._core.seek(self._now(), topic, partition, offset)
             self._step(Tick())
