@@ -159,6 +159,37 @@ class CommitTracker:
             self._advance()
         return True
 
+    def rewind(self, target: int) -> None:
+        """Offsets from ``target`` on will be handed out again (a seek back): forget them as
+        handed out. What was handed out below ``target`` stays outstanding, so the position
+        passes it only once it is committed; a position at or past ``target`` moves back to
+        ``target - 1``."""
+        if target > self._last_handed:
+            return
+        runs, lasts, outstanding = [], [], 0
+        for run in self._runs[self._head :]:
+            if run.first >= target:
+                continue  # wholly handed out again
+            if run.last >= target:
+                if run.offsets is not None:
+                    run.offsets = deque(o for o in run.offsets if o < target)
+                    run.last = run.offsets[-1]  # (run.first, below target, is its first)
+                else:
+                    run.last = target - 1
+                if run.left is not None:
+                    run.left = {o for o in run.left if o < target}
+            runs.append(run)
+            lasts.append(run.last)
+            if run.left is not None:
+                outstanding += len(run.left)
+            else:
+                outstanding += run.last - run.first + 1 if run.offsets is None else len(run.offsets)
+        self._runs, self._lasts, self._head = runs, lasts, 0
+        self._outstanding = outstanding
+        self._last_handed = target - 1
+        self._position = min(self._position, target - 1)
+        self._advance()  # a head run whose outstanding offsets were all at or past target
+
     def _passed(self, run: _Run, through: int, n: int) -> None:
         """``n`` offsets at the front of the head ``run``, through ``through``, committed
         while all of them were outstanding: the position passes them."""

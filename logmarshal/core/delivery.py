@@ -35,7 +35,10 @@ class Delivery(Protocol):
         """Pop what may be handed out now (the caller checked lease and replay)."""
 
     def start(self, held: Held, last_offset: int) -> None:
-        """(Re)start the books at ``last_offset`` (adopted, or moved by seek or reset)."""
+        """(Re)start the books at ``last_offset`` (adopted, or a position looked up)."""
+
+    def seek(self, held: Held, offset: int) -> None:
+        """The books once a seek or a reset moved a positioned read to ``offset``."""
 
 
 def _pop(held: Held, limit: int) -> list[Any]:
@@ -72,6 +75,16 @@ class AtLeastOnce:
     def start(self, held: Held, last_offset: int) -> None:
         held.tracker = CommitTracker(last_offset)
         held.handed_through = last_offset
+
+    def seek(self, held: Held, offset: int) -> None:
+        # as Kafka's seek, nothing is committed by it: what was handed out and not committed
+        # holds the position back until it is, wherever the target lies; what lies between
+        # is passed with the next commit after the seek. Back to what was handed out, that
+        # is forgotten as handed out (it is handed out again)
+        if offset <= held.handed_through:
+            assert held.tracker is not None
+            held.tracker.rewind(offset)
+            held.handed_through = offset - 1
 
 
 class AtMostOnce:
@@ -126,6 +139,9 @@ class AtMostOnce:
         if out:
             held.handed_through = offset_of(out[-1])
         return out
+
+    def seek(self, held: Held, offset: int) -> None:
+        self.start(held, offset - 1)
 
     def start(self, held: Held, last_offset: int) -> None:
         # only what was handed out moves (a seek or a reset only ever moves it forward):

@@ -163,12 +163,10 @@ def start_books(st: MemberState, held: Held, last_offset: int) -> None:
 
 def move(st: MemberState, held: Held, offset: int) -> None:
     """Jump a held partition to ``offset``; nothing before it will be handed out."""
-    if held.next_fetch is None or offset <= held.handed_through or st.options.mode == "amo":
-        # AMO, or back to what was handed out (it is handed out again): the books start at
-        # the target. An ALO seek forward keeps them, inside the read-ahead as past it: the
-        # position passes a record handed out only once it is committed (Kafka's seek
-        # commits nothing either), and passes what was sought past with the next commit
+    if held.next_fetch is None:
         st.delivery.start(held, offset - 1)
+    else:
+        st.delivery.seek(held, offset)
     held.buffer.clear()
     held.next_fetch = offset
     held.fetch_after = 0

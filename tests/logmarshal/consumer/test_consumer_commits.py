@@ -125,10 +125,18 @@ class _Model:
     def position(self) -> int:
         position = self.start
         for offset in self.handed:
+            if offset <= self.start:
+                continue  # (below a rewind's position)
             if offset not in self.committed:
                 break
             position = offset
         return position
+
+    def rewind(self, target: int) -> None:
+        position = self.position
+        self.handed = [o for o in self.handed if o < target]
+        self.committed = {o for o in self.committed if o < target}
+        self.start = min(position, target - 1)
 
 
 @given(
@@ -175,3 +183,47 @@ def test_the_books_by_runs_match_a_naive_model(batches: list[list[int]], data) -
     for o in model.handed:
         tracker.commit(o)
     assert tracker.position == offset and tracker.outstanding == 0
+
+
+@given(data=st.data())
+def test_a_rewind_keeps_what_lies_below_the_target_as_a_naive_model(data) -> None:
+    """Hand-outs (contiguous or with gaps), commits in any order and seeks back
+    (:meth:`CommitTracker.rewind`: offsets from the target on are handed out again) in any
+    mix: position and outstanding are those of the naive books, where a rewind forgets what
+    was handed out from the target on and moves a position at or past it to the target - 1."""
+    tracker, model = CommitTracker(-1), _Model(-1)
+    last = -1
+    for _ in range(data.draw(st.integers(1, 25))):
+        what = data.draw(st.sampled_from(["hand", "hand", "commit", "commit", "rewind"]))
+        if what == "hand":
+            steps = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=6))
+            batch = []
+            for step in steps:
+                last += step
+                batch.append(last)
+            tracker.handed_out_many(batch)
+            model.handed.extend(batch)
+        elif what == "commit":
+            pool = [*model.handed, last + 3] if model.handed else [last + 3]
+            offsets = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=6))
+            assert tracker.commit_many(offsets) == sum(model.commit(o) for o in offsets)
+        else:
+            target = data.draw(st.integers(0, last + 2))
+            tracker.rewind(target)
+            model.rewind(target)
+            last = min(last, target - 1)
+            assert tracker.last_handed_out == last
+        assert tracker.position == model.position, (tracker, model.handed, model.committed)
+        assert tracker.outstanding == len(set(model.handed) - model.committed)
+
+
+def test_a_rewind_past_what_was_handed_out_changes_nothing() -> None:
+    tracker = CommitTracker(9)
+    tracker.handed_out_many([10, 11, 12])
+    tracker.rewind(13)
+    assert tracker.last_handed_out == 12 and tracker.outstanding == 3 and tracker.position == 9
+    tracker.rewind(11)  # 11 and 12 are handed out again; 10 still holds the position
+    assert tracker.last_handed_out == 10 and tracker.outstanding == 1
+    tracker.handed_out_many([11, 12])
+    assert tracker.commit_many([11, 12]) == 2 and tracker.position == 9
+    assert tracker.commit(10) and tracker.position == 12 and tracker.outstanding == 0
