@@ -79,7 +79,7 @@ log = logging.getLogger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"
 #: ``<base>.log.<end>.swap``: a cleaned group, committed, replacing segments [base, end)
-SWAP_FILE = re.compile(r"^(\d{20})\.log\.(\d{20})\.swap$")
+SWAP_FILE = re.compile(r"([0-9]{20})\.log\.([0-9]{20})\.swap")  # fullmatch
 CHECKPOINT_FILE = "cleaner-checkpoint.json"
 _CHECKPOINT_VERSION = 1
 _MAX_CLEAN_RANGES = 1000  # older first-cleaned ranges are merged (later time kept) past this

@@ -45,13 +45,13 @@ __all__ = ["DataDir", "PartitionInfo", "TopicInfo", "validate_topic_name", "wall
 
 log = logging.getLogger(__name__)
 
-_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" lets a final "\n" in
 MAX_TOPIC_NAME_LENGTH = 249
 _META_FILE = "topics.json"
 _LOCK_FILE = ".lock"
 _META_VERSION = 1
 _MAX_PARTITIONS = 100_000
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_PARTITION_DIR = re.compile(r"(.+)-([0-9]+)")  # fullmatch
 #: a topic's partition count is refused above this (Kafka has no such limit; one request
 #: must not be able to ask for tens of thousands of directories)
 DEFAULT_MAX_PARTITIONS_PER_TOPIC = 4096
@@ -81,7 +81,7 @@ def validate_topic_name(name: object) -> str:
         raise InvalidTopicName(f"topic name cannot be {name!r}")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise InvalidTopicName(f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters")
-    if not _LEGAL_NAME.match(name):
+    if not _LEGAL_NAME.fullmatch(name):
         raise InvalidTopicName(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
     return name
 
@@ -220,7 +220,7 @@ class DataDir:
         with an error in the log, for an operator to look at.
         """
         for entry in self.path.iterdir():
-            m = _PARTITION_DIR.match(entry.name)
+            m = _PARTITION_DIR.fullmatch(entry.name)
             if m is None or not entry.is_dir():
                 continue
             name, p = m.group(1), int(m.group(2))

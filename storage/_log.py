@@ -56,7 +56,7 @@ __all__ = ["AppendInfo", "FetchData", "PartitionLog"]
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SEGMENT_FILE = re.compile(r"([0-9]{20})\.(log|index|timeindex)")  # fullmatch
 _MiB = 1024 * 1024
 _INT32_MAX = (1 << 31) - 1
 
@@ -139,7 +139,7 @@ class PartitionLog:
         bases = set()
         stray = []
         for entry in self.directory.iterdir():
-            m = _SEGMENT_FILE.match(entry.name)
+            m = _SEGMENT_FILE.fullmatch(entry.name)
             if m is None:
                 if entry.name.endswith((".tmp", ".deleted", CLEANED_SUFFIX)):
                     stray.append(entry)
@@ -147,7 +147,7 @@ class PartitionLog:
             if m.group(2) == "log":
                 bases.add(int(m.group(1)))
         for entry in self.directory.iterdir():
-            m = _SEGMENT_FILE.match(entry.name)
+            m = _SEGMENT_FILE.fullmatch(entry.name)
             if m is not None and m.group(2) != "log" and int(m.group(1)) not in bases:
                 stray.append(entry)
         for path in stray:
@@ -222,7 +222,7 @@ class PartitionLog:
         ``<b>.log.<end>.swap`` file replaces every segment with a base in [b, end)."""
         swaps = []
         for entry in self.directory.iterdir():
-            m = SWAP_FILE.match(entry.name)
+            m = SWAP_FILE.fullmatch(entry.name)
             if m is not None:
                 swaps.append((int(m.group(1)), int(m.group(2)), entry))
         for base, end, swap in sorted(swaps):
@@ -230,7 +230,7 @@ class PartitionLog:
                 "%s: completing an interrupted cleaner swap of [%d, %d)", self.directory, base, end
             )
             for entry in list(self.directory.iterdir()):
-                m = _SEGMENT_FILE.match(entry.name)
+                m = _SEGMENT_FILE.fullmatch(entry.name)
                 if m is not None and base <= int(m.group(1)) < end:
                     entry.unlink(missing_ok=True)
             os.replace(swap, self.directory / f"{base:020d}.log")

@@ -189,6 +189,7 @@ def test_create_topics_errors(broker):
     assert create("fresh", 3) == 0
     assert create("fresh") == ErrorCode.TOPIC_ALREADY_EXISTS
     assert create("bad/name") == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert create("evil\n") == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert create("x", rf=3) == ErrorCode.INVALID_REPLICATION_FACTOR
     assert create("y", configs=[("no.such.config", "1")]) == ErrorCode.INVALID_CONFIG
     assert create("z", 0) == ErrorCode.INVALID_PARTITIONS
