@@ -41,7 +41,8 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     if codec == _SNAPPY:
         return bytes(cramjam.snappy.compress_raw(raw))
     if codec == _LZ4:
-        return lz4.frame.compress(raw)
+        # independent blocks, as Kafka writes them: its readers refuse linked ones
+        return lz4.frame.compress(raw, block_linked=False)
     if codec == _ZSTD:
         return zstandard.ZstdCompressor().compress(raw)
     raise UnsupportedCompression(f"cannot compress with codec {codec}")
@@ -138,7 +139,27 @@ def _snappy(data: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
+#: an LZ4 frame's magic number, and in its FLG byte the bits Kafka's reader
+#: (KafkaLZ4BlockInputStream) requires and those it refuses: independent blocks, version 01;
+#: no dictionary id and no reserved bit. In the BD byte only the block size may be set
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_FLG_MASK, _LZ4_FLG = 0b1110_0011, 0b0110_0000
+_LZ4_BD_RESERVED = 0b1000_1111
+
+
 def _lz4(data: Any, limit: int) -> bytes:
+    head = bytes(data[:6])
+    if (
+        len(head) == 6
+        and head[:4] == _LZ4_MAGIC
+        and (head[4] & _LZ4_FLG_MASK != _LZ4_FLG or head[5] & _LZ4_BD_RESERVED)
+    ):
+        # a frame Kafka's own readers (the Java client, the broker's validation) refuse:
+        # stored, it would stop every Java consumer of the partition there for good
+        raise CorruptRecordError(
+            f"an lz4 frame with flags {head[4]:#04x} {head[5]:#04x}: Kafka takes only "
+            "independent blocks, with no dictionary id and no reserved bit"
+        )
     d = lz4.frame.LZ4FrameDecompressor()
     out = d.decompress(bytes(data), max_length=limit + 1)
     if len(out) > limit or (not d.eof and d.needs_input is False):

@@ -116,6 +116,36 @@ def test_produce_corrupt_batch(broker):
     _still_serving(broker)
 
 
+def test_produce_lz4_with_linked_blocks_is_corrupt_and_nothing_is_stored(broker, monkeypatch):
+    """Kafka's readers take only LZ4 frames of independent blocks: a batch of linked ones,
+    stored, stops every Java consumer of the partition at it for good (a helper's fuzz).
+    Refused as Kafka's broker refuses it; what was stored before stays readable."""
+    import lz4.frame
+
+    from storage import Compression
+
+    records = [NewRecord(os.urandom(40_000), timestamp=1) for _ in range(4)]  # > one block
+    real = lz4.frame.compress
+    with monkeypatch.context() as m:
+        m.setattr(lz4.frame, "compress", lambda raw, **_: real(raw, block_linked=True))
+        linked = encode_batch(records, compression=Compression.LZ4)
+    with RawClient(broker.address) as client:
+        before = client.call(produce_request("t", 0, batch()), ProduceResponse)
+        assert before.responses[0].partition_responses[0].error_code == 0
+        response = client.call(produce_request("t", 0, linked), ProduceResponse)
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
+        ok = client.call(
+            produce_request("t", 0, encode_batch(records, compression=Compression.LZ4)),
+            ProduceResponse,
+        )
+        part = ok.responses[0].partition_responses[0]
+        assert (
+            part.error_code == 0
+            and part.base_offset == before.responses[0].partition_responses[0].base_offset + 3
+        )
+    _still_serving(broker)
+
+
 def test_produce_too_large(broker):
     records = encode_batch([NewRecord(os.urandom(2 << 20), timestamp=1)])
     with RawClient(broker.address) as client:
