@@ -269,6 +269,43 @@ static int walk_varint_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t en
     }
 }
 
+/* One varint of a field Kafka reads as an int32, as storage._varint.read_varint32: at most 5
+ * bytes, in the int32 range (a record's length, offset delta, key and value lengths, header
+ * count and header lengths; only the timestamp delta is an int64). */
+static int walk_varint32_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
+    uint64_t u = 0;
+    int shift = 0;
+    for (;;) {
+        if (*p >= end) return 0;
+        unsigned char b = d[(*p)++];
+        u |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            if (u > 0xFFFFFFFFull) return 0;
+            *out = (i128)(u >> 1) ^ -(i128)(u & 1);
+            return 1;
+        }
+        shift += 7;
+        if (shift > 28) return 0;
+    }
+}
+
+static inline int walk_varint32(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
+    Py_ssize_t q = *p;
+    if (q < end && d[q] < 0x80) {
+        unsigned b = d[q];
+        *p = q + 1;
+        *out = (i128)((int)(b >> 1) ^ -(int)(b & 1));
+        return 1;
+    }
+    if (end - q >= 2 && d[q + 1] < 0x80) {
+        unsigned u = (d[q] & 0x7Fu) | ((unsigned)d[q + 1] << 7);
+        *p = q + 2;
+        *out = (i128)((int)(u >> 1) ^ -(int)(u & 1));
+        return 1;
+    }
+    return walk_varint32_long(d, p, end, out);
+}
+
 /* Strict UTF-8, as bytes.decode("utf-8"): no overlong forms, surrogates or code points
  * above U+10FFFF. */
 static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
@@ -311,23 +348,23 @@ static int walk(const unsigned char *d, Py_ssize_t n, long long count, int64_t f
     for (i = 0; i < count; i++) {
         i128 length, ts_delta, off_delta, size, hcount;
         if (p >= n) REFUSE(WALK_CORRUPT);
-        if (!walk_varint(d, &p, n, &length)) REFUSE(WALK_CORRUPT);
+        if (!walk_varint32(d, &p, n, &length)) REFUSE(WALK_CORRUPT);
         if (length < 6 || length > (i128)(n - p)) REFUSE(WALK_CORRUPT);
         Py_ssize_t end = p + (Py_ssize_t)length;
         p += 1; /* attributes, unused in v2 */
         if (!walk_varint(d, &p, end, &ts_delta)) REFUSE(WALK_CORRUPT);
         if (ts_delta > max_delta) max_delta = ts_delta;
         if (ts_delta < min_delta) min_delta = ts_delta;
-        if (!walk_varint(d, &p, end, &off_delta)) REFUSE(WALK_CORRUPT);
+        if (!walk_varint32(d, &p, end, &off_delta)) REFUSE(WALK_CORRUPT);
         if (off_delta != (i128)i) REFUSE(WALK_INVALID);
         /* key */
-        if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
+        if (!walk_varint32(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
         if (size < -1) { if (odd < 0) odd = i; }
         else if (size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
         if (size > 0) p += (Py_ssize_t)size;
         else if (size < 0 && require_keys) REFUSE(WALK_INVALID);
         /* value */
-        if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
+        if (!walk_varint32(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
         if (size < -1) { if (odd < 0) odd = i; }
         else if (size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
         if (size > 0) p += (Py_ssize_t)size;
@@ -336,14 +373,14 @@ static int walk(const unsigned char *d, Py_ssize_t n, long long count, int64_t f
             p = end;
             continue;
         }
-        if (!walk_varint(d, &p, end, &hcount)) REFUSE(WALK_CORRUPT);
+        if (!walk_varint32(d, &p, end, &hcount)) REFUSE(WALK_CORRUPT);
         if (hcount < 0 || hcount > (i128)(end - p)) REFUSE(WALK_CORRUPT);
         for (i128 h = 0; h < hcount; h++) {
-            if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
+            if (!walk_varint32(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
             if (size < 0 || size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
             if (!utf8_ok(d + p, (Py_ssize_t)size)) REFUSE(WALK_CORRUPT);
             p += (Py_ssize_t)size;
-            if (!walk_varint(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
+            if (!walk_varint32(d, &p, end, &size)) REFUSE(WALK_CORRUPT);
             if (size < -1) { if (odd < 0) odd = i; }
             else if (size > (i128)(end - p)) REFUSE(WALK_CORRUPT);
             if (size > 0) p += (Py_ssize_t)size;

@@ -26,7 +26,7 @@ from typing import Any
 
 from storage._compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from storage._errors import CorruptRecordError, InvalidRecord
-from storage._varint import read_varint
+from storage._varint import read_varint, read_varint32
 
 try:  # built where a C compiler is present (setup.py); optional
     from storage._fastrecords import walk_records as _walk_records
@@ -115,7 +115,9 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
     p = 0
     max_delta = _INT64_MIN
     min_delta = _INT64_MAX
-    varint = read_varint  # a local: called for every varint of 2+ bytes
+    # locals: called for every varint of 2+ bytes (int32 fields at most 5 bytes, as Kafka's
+    # reader; only the timestamp delta is an int64)
+    varint, varint32 = read_varint, read_varint32
     odd: str | None = None  # the first rule a record breaks that a reader still decodes
     for expected in range(count):
         if p >= n:
@@ -130,7 +132,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
             length = (u >> 1) ^ -(u & 1)
             p += 2
         else:
-            length, p = varint(data, p, n)
+            length, p = varint32(data, p, n)
         end = p + length
         if length < 6 or end > n:  # attributes + 5 one-byte varints is the smallest record
             raise CorruptRecordError(
@@ -153,7 +155,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
             off_delta = (b >> 1) ^ -(b & 1)
             p += 1
         else:
-            off_delta, p = varint(data, p, end)
+            off_delta, p = varint32(data, p, end)
         if off_delta != expected:
             raise InvalidRecord(
                 f"record {expected} has offsetDelta {off_delta}; deltas must be 0, 1, 2, ..."
@@ -168,7 +170,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
             size = (u >> 1) ^ -(u & 1)
             p += 2
         else:
-            size, p = varint(data, p, end)
+            size, p = varint32(data, p, end)
         if size < -1:  # a reader takes it for null (Kafka's does): it breaks a rule only
             odd = odd or f"record {expected} has key length {size} (only -1 is null)"
         elif p + size > end:
@@ -187,7 +189,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
             size = (u >> 1) ^ -(u & 1)
             p += 2
         else:
-            size, p = varint(data, p, end)
+            size, p = varint32(data, p, end)
         if size < -1:
             odd = odd or f"record {expected} has value length {size} (only -1 is null)"
         elif p + size > end:
@@ -198,11 +200,11 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
         if p + 1 == end and data[p] == 0:
             p = end
             continue
-        hcount, p = varint(data, p, end)
+        hcount, p = varint32(data, p, end)
         if hcount < 0 or hcount > end - p:
             raise CorruptRecordError(f"record {expected} has header count {hcount}")
         for _ in range(hcount):
-            hklen, p = varint(data, p, end)
+            hklen, p = varint32(data, p, end)
             if hklen < 0 or p + hklen > end:
                 raise CorruptRecordError(f"record {expected} has header key length {hklen}")
             try:
@@ -212,7 +214,7 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
                     f"record {expected} has a header key that is not UTF-8"
                 ) from None
             p += hklen
-            hvlen, p = varint(data, p, end)
+            hvlen, p = varint32(data, p, end)
             if hvlen < -1:
                 odd = odd or f"record {expected} has header value length {hvlen} (only -1 is null)"
             elif p + hvlen > end:

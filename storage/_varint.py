@@ -18,7 +18,7 @@ from typing import Any
 
 from storage._errors import CorruptRecordError
 
-__all__ = ["read_varint", "write_varint"]
+__all__ = ["read_varint", "read_varint32", "write_varint"]
 
 
 def write_varint(out: bytearray, n: int) -> None:
@@ -46,3 +46,26 @@ def read_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("varint is longer than 10 bytes")
+
+
+def read_varint32(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    """:func:`read_varint` of a field Kafka reads as an int32 (``ByteUtils.readVarint``: a
+    record's length, offset delta, key and value lengths, header count and header lengths):
+    at most 5 bytes and in the int32 range. Kafka's reader refuses a longer one ("Varint is
+    too long") and wraps a larger one, so either, stored, would stop or mislead a Java
+    consumer of the partition there."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("varint runs past the end of its record")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            if result > 0xFFFFFFFF:
+                raise CorruptRecordError("varint is outside the int32 range of its field")
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 28:
+            raise CorruptRecordError("varint is longer than 5 bytes (its field is an int32)")

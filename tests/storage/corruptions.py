@@ -148,6 +148,11 @@ CORRUPTIONS = {
         lambda: batch(record(ts_delta=5), 1, max_ts=TS),
         InvalidRecord,
     ),
+    # Kafka's reader takes at most 5 bytes for an int32 varint ("Varint is too long")
+    "key length 1 in 6 bytes": (
+        lambda: batch(b"\x1a" + record()[1:].replace(b"\x02k", b"\x82\x80\x80\x80\x80\x00k"), 1),
+        None,
+    ),
     "gzip bomb (80 MiB of zeros)": (_gzip_bomb, None),
     "zstd bomb (80 MiB of zeros)": (_zstd_bomb, None),
 }

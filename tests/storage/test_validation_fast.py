@@ -182,6 +182,58 @@ def test_varints_wider_than_64_bits(field, big) -> None:
         _same_walk(data, 1, first_ts)
 
 
+def _wide(n: int, size: int) -> bytes:
+    """``n``'s zigzag varint in exactly ``size`` bytes (over-long: zero groups after it)."""
+    u = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    for _ in range(size - 1):
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    "field", ["length", "offset", "key", "value", "hcount", "hkey", "hvalue", "ts"]
+)
+@pytest.mark.parametrize("size", [3, 5, 6, 10])
+def test_int32_fields_take_at_most_five_bytes_as_kafkas_reader(field, size) -> None:
+    """Kafka reads every length, count and the offset delta of a record as an int32 varint
+    (``ByteUtils.readVarint``): at most 5 bytes, else "Varint is too long" and every Java
+    consumer of the partition stops at the batch for good (a helper's fuzz of the broker:
+    a key length of 1 in 6 bytes was stored). Only the timestamp delta is an int64 (up to
+    10 bytes). Over-long encodings within those widths read as Kafka reads them."""
+    wide = {"length": 0, "offset": 0, "key": 1, "value": 1, "hcount": 1, "hkey": 1,
+            "hvalue": 1, "ts": 0}  # fmt: skip
+    enc = {f: (_wide(n, size) if f == field else varint(n)) for f, n in wide.items()}
+    hdrs = enc["hcount"] + enc["hkey"] + b"h" + enc["hvalue"] + b"x"
+    body = b"\x00" + enc["ts"] + enc["offset"] + enc["key"] + b"k" + enc["value"] + b"v" + hdrs
+    length = _wide(len(body), size) if field == "length" else varint(len(body))
+    data = length + body
+    _same_walk(data, 1, TS)
+    ok = size <= 5 or field == "ts"
+    if ok:
+        assert validation_module._walk_python(data, 1, TS) == TS
+    else:
+        with pytest.raises(CorruptRecordError, match="longer than 5 bytes"):
+            validation_module._walk_python(data, 1, TS)
+
+
+@pytest.mark.parametrize("field", ["key", "value", "hcount"])
+def test_a_five_byte_varint_outside_int32_is_corrupt(field) -> None:
+    """Five bytes carry 35 bits; Kafka's reader keeps 32 of them (a different number than
+    ours), so a value outside the int32 range is refused, not read two ways."""
+    big = b"\x81\x80\x80\x80\x10"  # zigzag 2^32 + 1: -(2^31) - 1
+    key = big if field == "key" else varint(1) + b"k"
+    value = big if field == "value" else varint(1) + b"v"
+    hdrs = big if field == "hcount" else varint(0)
+    body = b"\x00" + varint(0) + varint(0) + key + value + hdrs
+    data = varint(len(body)) + body
+    _same_walk(data, 1, TS)
+    with pytest.raises(CorruptRecordError, match="int32"):
+        validation_module._walk_python(data, 1, TS)
+
+
 @pytest.mark.parametrize("n", [-3, -2, -1, 0, 1])
 @pytest.mark.parametrize("field", ["key", "value", "hcount", "hkey", "hvalue"])
 def test_small_and_negative_lengths_in_every_field(field, n) -> None:
