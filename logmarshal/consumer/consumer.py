@@ -371,6 +371,8 @@ class Consumer:
         limit = self._batch_size if max_records is None else max_records
         if limit < 1:
             raise ValueError(f"max_records must be at least 1, got {limit}")
+        if timeout != timeout:  # NaN: a deadline no clock reaches, waited for at full speed
+            raise ValueError("timeout must be a number of seconds, got nan")
         if self._closed:  # a flag only ever set: reading it needs no lock
             raise ClosedError("poll() on a closed consumer")
         # real time, not the injected clock: a ManualClock must not hang a poll

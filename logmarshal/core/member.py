@@ -238,6 +238,12 @@ class MemberCore:
     def seek(self, now: int, topic: str, partition: int, offset: int) -> None:
         """Move a held partition (or a held task's source) to ``offset`` (and clear a
         missing start)."""
+        if type(offset) is not int:
+            # a float or a numpy integer stored as the position broke every later pass
+            # (found by an attack on the CLI and API): an exact integer type, or an error
+            if isinstance(offset, bool) or not hasattr(offset, "__index__"):
+                raise TypeError(f"offset must be an int, got {offset!r}")
+            offset = operator.index(offset)
         held = read(self._st, topic, partition)
         if held is None:
             raise ValueError(f"{topic}/{partition} is not held by this consumer")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ..consumer_world import TOPIC, produce, wait_until
 
 
@@ -28,3 +30,11 @@ def test_alo_seek_forward_inside_the_read_ahead_keeps_what_is_not_committed(real
     assert consumer.position(TOPIC, 0) == 59  # over what user code sought past
     consumer.close()
     assert consumer.marshaler.resume_offset(TOPIC, 0) == 60
+
+
+def test_a_poll_with_a_nan_timeout_is_refused(realtime) -> None:
+    """A NaN timeout never ended and burnt a core (an attack on the API)."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    consumer = realtime.consumer("a")
+    with pytest.raises(ValueError, match="nan"):
+        consumer.poll(float("nan"))

@@ -85,3 +85,34 @@ def test_an_alo_seek_back_below_the_position():
     assert [o for o, h in g.handed.items() if len(h) == 2] == list(range(1010, 1050))
     i1.core.commit(TOPIC, 0, range(1010, 1050))
     assert i1.core.position(TOPIC, 0) == 1049
+
+
+@pytest.mark.parametrize("mode", ["alo", "amo"])
+@pytest.mark.parametrize("offset", [1200.0, "1200", None, True])
+def test_a_seek_to_something_not_an_int_is_refused_and_changes_nothing(mode, offset):
+    """A float offset was taken as the position, and every later pass of the core failed on
+    it (nothing handed out again, a close that raised): found by an attack on the API."""
+    g = Group(batch=50, produced=3000)
+    i1 = g.start("c1", "i1", mode=mode, auto_offset_reset="latest")
+    g.run([i1], until=HB // 2)
+    with pytest.raises(TypeError, match="offset must be an int"):
+        i1.core.seek(g.now, TOPIC, 0, offset)
+    g.produced = 3100
+    i1.budget = 50
+    g.run([i1], until=g.now + HB)
+    assert g.handed_by(i1) == list(range(3000, 3050)), describe(g)
+
+
+def test_a_seek_to_an_integer_of_another_type_is_its_int():
+    """An integer type that is not int (numpy's, as a user's offsets often are) is taken as
+    the int it is."""
+
+    class Offset:
+        def __index__(self) -> int:
+            return 1020
+
+    g, i1 = _handed_out_uncommitted()
+    i1.core.seek(g.now, TOPIC, 0, Offset())
+    i1.budget = 30
+    g.run([i1], until=g.now + HB)
+    assert [o for o, h in g.handed.items() if len(h) == 2] == list(range(1020, 1050))
