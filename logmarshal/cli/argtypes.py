@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["config_pair", "non_negative", "positive"]
+__all__ = ["config_pair", "non_negative", "positive", "seconds"]
 
 
 def _whole_number(text: str) -> int:
@@ -18,6 +18,17 @@ def positive(text: str) -> int:
     value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds: a finite number above 0 (inf and nan are no durations)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
     return value
 
 

@@ -33,7 +33,7 @@ from ..consumer import Consumer
 from ..marshaler import Marshaler
 from ..partitioners import Murmur2Partitioner
 from ..producer import Producer
-from .argtypes import positive
+from .argtypes import positive, seconds
 from .context import Context, DataSource, declare
 from .output import emit, print_table
 
@@ -76,13 +76,27 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     demo.add_argument("--records", type=positive, default=10_000, help="default: 10000")
     demo.add_argument("--partitions", type=positive, default=6, help="default: 6")
     demo.add_argument("--keys", type=positive, default=50, help="distinct keys (default: 50)")
-    demo.add_argument("--consumers", type=positive, default=3, help="group size (default: 3)")
     demo.add_argument(
-        "--heartbeat", type=float, default=1.0, help="heartbeat interval HB, seconds (default: 1)"
+        "--consumers",
+        type=_two_or_more,
+        default=3,
+        help="group size, at least 2: one is killed and another takes over (default: 3)",
+    )
+    demo.add_argument(
+        "--heartbeat", type=seconds, default=1.0, help="heartbeat interval HB, seconds (default: 1)"
     )
     demo.add_argument("--seed", type=int, default=None, help="which member dies, and when")
     demo.set_defaults(func=_demo)
     declare(demo, DEMO)
+
+
+def _two_or_more(text: str) -> int:
+    value = positive(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 2, got {value}: the demo kills one and shows another take over"
+        )
+    return value
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
@@ -312,7 +326,10 @@ class _Group:
                 holder = next(
                     (m for m in self.alive if (self.topic, p) in m.consumer.claims()), None
                 )
-                if holder is None or (holder.consumer.position(self.topic, p) or -1) < end - 1:
+                if holder is None:
+                    return False
+                position = holder.consumer.position(self.topic, p)  # None: nothing read yet
+                if (-1 if position is None else position) < end - 1:
                     return False
             return True
 

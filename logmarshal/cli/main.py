@@ -142,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `logmarshal read ... | head`
         return 0
     except OSError as exc:
-        print(f"logmarshal: error: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
+        where = f": {exc.filename}" if exc.filename else ""  # (a timeout names no file)
+        print(f"logmarshal: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return _EXIT_USER_ERROR
     finally:
         ctx.close()

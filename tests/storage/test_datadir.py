@@ -91,7 +91,8 @@ def test_partition_errors(datadir: DataDir) -> None:
 @pytest.mark.parametrize(
     # "evil\n": a pattern ending in "$" matched before a final newline (a broker fuzz found
     # the topic created, listed and stored in directory "evil\n-0")
-    "name", ["", ".", "..", "a" * 250, "has space", "slash/x", "ümlaut", "a:b", "evil\n", "\nx"]
+    "name",
+    ["", ".", "..", "a" * 250, "has space", "slash/x", "ümlaut", "a:b", "evil\n", "\nx"],
 )
 def test_invalid_topic_names(datadir: DataDir, name: str) -> None:
     with pytest.raises(InvalidTopicName):

@@ -120,6 +120,31 @@ def test_demo_runs_and_tallies_nothing_lost(run, tmp_path) -> None:
     assert {t["topic"]: t for t in json.loads(out)}[tally["topic"]]["records"] == 500
 
 
+def test_demo_with_a_partition_of_one_record_drains(run, tmp_path) -> None:
+    """A partition whose only record is at offset 0 is drained once its holder's position
+    is 0; the demo took that position for none and timed out (an attack on the CLI)."""
+    code, out, err = run("demo", "--records", "1", "--partitions", "1", "--keys", "1",
+                         "--json", "--heartbeat", "0.5", "--data-dir", str(tmp_path / "d"))  # fmt: skip
+    assert code == 0, err
+    tally = json.loads(out)
+    assert (tally["produced"], tally["handled"], tally["lost"]) == (1, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--consumers", "1"], "must be at least 2"),
+        (["--heartbeat", "inf"], "finite number of seconds above 0"),
+        (["--heartbeat", "nan"], "finite number of seconds above 0"),
+        (["--heartbeat", "0"], "finite number of seconds above 0"),
+        (["--heartbeat", "-1"], "finite number of seconds above 0"),
+    ],
+)
+def test_demo_refuses_what_it_cannot_run_at_once(run, args, says) -> None:
+    code, _, err = run("demo", *args)
+    assert code == 2 and says in err and "Traceback" not in err, err
+
+
 def test_topic_alter_sets_resets_and_refuses(run) -> None:
     assert run("topic", "create", "events", "-c", "retention.ms=1000")[0] == 0
     code, out, _ = run(
