@@ -86,6 +86,59 @@ def validate_topic_name(name: object) -> str:
     return name
 
 
+#: what :meth:`DataDir.delete_topic` renames a partition directory to before removing it
+_DELETED_DIR = re.compile(r".+-[0-9]+\.[0-9a-f]{32}-delete")
+#: the files a partition directory holds (segments and their indexes, a cleaner's swap or
+#: cleaned file, the log start and the cleaner's checkpoint, and their temporary files)
+_PARTITION_FILE = re.compile(
+    r"[0-9]{20}\.(log|index|timeindex)(\.cleaned|\.[0-9]{20}\.swap)?"
+    r"|(log-start-offset|cleaner-checkpoint)\.json(\.tmp)?"
+)
+#: besides topics and partitions, what a data directory holds
+_OWN_FILES = frozenset({_META_FILE, f"{_META_FILE}.tmp", _LOCK_FILE})
+
+
+def _partition_files(directory: Path) -> list[Path] | None:
+    """The files of a partition directory, or None if it holds anything else (not ours)."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return None
+    if any(not (_PARTITION_FILE.fullmatch(e.name) and e.is_file()) for e in entries):
+        return None
+    return entries
+
+
+def _holds_records(files: list[Path]) -> bool:
+    return any(f.name.endswith((".log", ".swap", ".cleaned")) and f.stat().st_size for f in files)
+
+
+def _check_ours(path: Path) -> None:
+    """Warn about a directory that does not look like a data directory: no metadata and
+    entries that are not partitions. It is opened all the same (its sweeps remove only what
+    is shaped as ours: found by an attack on the CLI, ``--data-dir`` on a home folder removed
+    its ``*-delete`` subfolders), but a mistyped path should be seen."""
+    if (path / _META_FILE).exists():
+        return
+    for entry in path.iterdir():
+        if entry.name in _OWN_FILES or entry.name.startswith("."):
+            continue
+        ours = (
+            entry.is_dir()
+            and (_PARTITION_DIR.fullmatch(entry.name) or _DELETED_DIR.fullmatch(entry.name))
+            and _partition_files(entry) is not None
+        ) or (entry.is_file() and entry.name.endswith((".json", ".json.tmp")))
+        if not ours:
+            log.warning(
+                "%s has no %s and holds %r: it does not look like a logmarshal data "
+                "directory (nothing in it that is not shaped as ours is touched)",
+                path,
+                _META_FILE,
+                entry.name,
+            )
+            return
+
+
 def _collision_key(name: str) -> str:
     # Kafka refuses topics differing only by '.' versus '_' (their metric names collide).
     return name.replace(".", "_")
@@ -153,6 +206,7 @@ class DataDir:
         self._topics: dict[str, _Topic] = {}
         self._closed = False
         self.path.mkdir(parents=True, exist_ok=True)
+        _check_ours(self.path)
         self._lock_fd = self._acquire_lock()
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -199,6 +253,7 @@ class DataDir:
     def _load(self) -> None:
         meta_path = self._meta_path()
         if not meta_path.exists():
+            self._remove_orphan_partitions()  # (and an error for each holding records)
             return
         try:
             meta = json.loads(meta_path.read_text("utf-8"))
@@ -227,11 +282,13 @@ class DataDir:
             topic = self._topics.get(name)
             if topic is not None and p < len(topic.logs):
                 continue
-            if any(f.stat().st_size for f in entry.glob("*.log")):
+            files = _partition_files(entry)
+            if files is None or _holds_records(files):
                 log.error(
-                    "%s: %s is not in the metadata but holds data; left alone",
+                    "%s: %s is not in the metadata but %s; left alone",
                     self.path,
                     entry.name,
+                    "holds data" if files else "holds files that are not a partition's",
                 )
                 continue
             log.info("%s: removing %s, left by an interrupted creation", self.path, entry.name)
@@ -270,7 +327,9 @@ class DataDir:
 
     def _remove_deleted_leftovers(self) -> None:
         for entry in self.path.iterdir():
-            if entry.is_dir() and entry.name.endswith("-delete"):
+            # only what delete_topic names (topic-partition.uuid-delete) and only a partition
+            # directory of ours: never a directory of someone else's that ends in "-delete"
+            if _DELETED_DIR.fullmatch(entry.name) and _partition_files(entry) is not None:
                 log.info("%s: removing leftover of a deleted topic %s", self.path, entry.name)
                 shutil.rmtree(entry, ignore_errors=True)
         (self.path / f"{_META_FILE}.tmp").unlink(missing_ok=True)
@@ -302,6 +361,7 @@ class DataDir:
                         f"topic {name!r} collides with existing topic {other!r} ('.' and '_' clash)"
                     )
             self._check_budget(partitions)
+            self._check_no_records(name, 0, partitions)
             logs = []
             try:
                 for p in range(partitions):
@@ -411,6 +471,7 @@ class DataDir:
                     f"topic {name!r} has {current} partitions; the count can only grow, got {total}"
                 )
             self._check_budget(total - current)
+            self._check_no_records(name, current, total - current)
             added = []
             try:
                 for p in range(current, total):
@@ -439,6 +500,22 @@ class DataDir:
                 f"{more} more partition(s) would exceed this broker's budget of "
                 f"{self.max_partitions} partitions ({have} exist)"
             )
+
+    def _check_no_records(self, name: str, first: int, count: int) -> None:
+        """Partitions ``first..first+count-1`` of ``name`` may be made: no directory of theirs
+        holds records (ones the metadata lost) or files of someone's, which making them,
+        or undoing that, would remove."""
+        for p in range(first, first + count):
+            pdir = self._partition_dir(name, p)
+            if not pdir.exists():
+                continue
+            files = _partition_files(pdir)
+            if files is None or _holds_records(files):
+                raise StorageError(
+                    f"{pdir} exists and holds "
+                    f"{'records' if files else 'files that are not a partition'}"
+                    f" that the metadata does not list: move it away to make {name}-{p}"
+                )
 
     def _discard(self, name: str, logs: list[PartitionLog], first: int) -> None:
         """Undo a creation that failed half way: close and remove the new partitions' dirs."""

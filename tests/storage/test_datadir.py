@@ -14,6 +14,7 @@ from storage import (
     DataDirLocked,
     InvalidConfig,
     InvalidTopicName,
+    NewRecord,
     StorageError,
     TimestampType,
     TopicConfig,
@@ -21,6 +22,7 @@ from storage import (
     UnknownPartition,
     UnknownTopic,
     decode_records,
+    encode_batch,
 )
 from tests.storage.conftest import FakeClock, batch
 
@@ -218,3 +220,66 @@ def test_datadir_retention_and_flush(tmp_path: Path, clock: FakeClock) -> None:
         clock.advance(2000)
         assert dd.enforce_retention() > 0
         assert all(p.segments == 1 for p in dd.describe("t").partition_info)
+
+
+def test_a_directory_that_is_not_a_data_directory_keeps_what_is_not_ours(tmp_path, caplog) -> None:
+    """``--data-dir`` on a folder of someone's: opening it swept its ``*-delete`` subfolders
+    away (an attack on the CLI). It is opened with a warning; only our own files are added."""
+    home = tmp_path / "home"
+    (home / "backups-to-delete").mkdir(parents=True)
+    (home / "backups-to-delete" / "important.txt").write_text("keep me")
+    (home / "photos-2019").mkdir()
+    (home / "photos-2019" / "a.jpg").write_bytes(b"jpg")
+    (home / "t-0.abababababababababababababababab-delete").mkdir()  # shaped as ours, not ours
+    (home / "t-0.abababababababababababababababab-delete" / "notes.txt").write_text("mine")
+    before = sorted(p.relative_to(home) for p in home.rglob("*"))
+    with caplog.at_level("WARNING"), DataDir(home) as d:
+        assert d.topics() == []
+    assert "does not look like a logmarshal data directory" in caplog.text
+    after = sorted(p.relative_to(home) for p in home.rglob("*"))
+    assert [p for p in before if p not in after] == []
+
+
+def test_partitions_whose_metadata_was_lost_are_never_wiped(tmp_path) -> None:
+    """``topics.json`` lost: the partition directories holding records are left alone, and
+    creating the topic again is refused instead of emptying them (before, it wiped 1000
+    records: an attack on the CLI). One left empty by an interrupted creation still goes."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 2)
+        d.partition("ev", 0).append(encode_batch([NewRecord(b"v", timestamp=1)] * 5))
+    (data / "topics.json").unlink()
+    with DataDir(data) as d:
+        assert d.topics() == []
+        with pytest.raises(StorageError, match="holds records that the metadata does not list"):
+            d.create_topic("ev", 2)
+        assert d.topics() == []
+    assert (data / "ev-0").is_dir() and not (data / "ev-1").exists()  # the empty one went
+    assert any(f.stat().st_size for f in (data / "ev-0").glob("*.log"))
+
+
+def test_a_deleted_topics_leftover_is_removed_and_nothing_else(tmp_path) -> None:
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("t", 1)
+    leftover = data / f"t-0.{'ab' * 16}-delete"
+    leftover.mkdir()
+    (leftover / "00000000000000000000.log").write_bytes(b"x" * 10)
+    foreign = data / "x-1.notours-delete"
+    foreign.mkdir()
+    with DataDir(data) as d:
+        assert d.topics() == ["t"]
+    assert not leftover.exists() and foreign.exists()
+
+
+def test_adding_partitions_never_wipes_a_directory_holding_records(tmp_path) -> None:
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 1)
+        stray = data / "ev-1"
+        stray.mkdir()
+        (stray / "00000000000000000000.log").write_bytes(b"records the metadata lost")
+        with pytest.raises(StorageError, match="holds records"):
+            d.add_partitions("ev", 3)
+        assert d.describe("ev").partitions == 1
+    assert (stray / "00000000000000000000.log").read_bytes() == b"records the metadata lost"
