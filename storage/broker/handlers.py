@@ -58,6 +58,10 @@ __all__ = ["Handlers"]
 
 log = logging.getLogger(__name__)
 
+#: Kafka's broker default of ``fetch.max.bytes``: the records one Fetch answer holds at most
+#: (past it only the first batch of the first partition with records, as KIP-74 has it)
+FETCH_MAX_BYTES = 57_671_680
+
 _LATEST = -1
 _EARLIEST = -2
 _MAX_TIMESTAMP = -3  # ListOffsets v7 on (KIP-734)
@@ -390,7 +394,9 @@ class Handlers:
         max_wait = max(request.max_wait_ms, 0) / 1000.0
         deadline = time.monotonic() + max_wait
         min_bytes = max(request.min_bytes, 0)
-        max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+        # Kafka's fetch.max.bytes bounds what one answer holds, whatever the request asks
+        # (one Fetch listing a partition 200 times at 2 GiB each built a 1.6 GB answer)
+        max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, FETCH_MAX_BYTES)
         while True:
             results, total, failed = self._read_fetch(wanted, max_bytes)
             remaining = deadline - time.monotonic()

@@ -197,3 +197,26 @@ def test_fetch_out_of_range_and_unknown(broker):
             response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         )
     _still_serving(broker)
+
+
+def test_a_fetch_cannot_make_the_broker_build_an_answer_past_fetch_max_bytes(broker):
+    """A Fetch listing a partition 40 times, each up to 2 GiB: the answer is bounded
+    by Kafka's fetch.max.bytes (55 MiB), not 200 copies of the partition. It built a 1.6 GB
+    answer (6.3 GB resident), and past 2 GiB failed packing it (a helper's fuzz of the
+    broker). A well-formed answer, and the broker serves on."""
+    from storage.broker.handlers import FETCH_MAX_BYTES
+
+    records = encode_batch([NewRecord(os.urandom(900_000), timestamp=1)])
+    with RawClient(broker.address) as client:
+        for _ in range(3):
+            produced = client.call(produce_request("t", 0, records), ProduceResponse)
+            assert produced.responses[0].partition_responses[0].error_code == 0
+        request = fetch_request("t", 0, 0)
+        one = request.topics[0].partitions[0]
+        one.partition_max_bytes = 0x7FFFFFFF
+        request.topics[0].partitions = [one] * 40  # 40 x 2.7 MB unbounded
+        request.max_bytes = 0x7FFFFFFF
+        response = client.call(request, FetchResponse)
+        got = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
+        assert 2_700_000 <= got <= FETCH_MAX_BYTES + 1_000_000
+    _still_serving(broker)
