@@ -299,41 +299,59 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 raise StorageError(f"{self.directory} is closed")
-            now = self._clock()
-            self._maybe_roll(now, total, records)
-            seg = self._active
-            base = seg.next_offset
-            lat = now if self.config.timestamp_type is TimestampType.LOG_APPEND_TIME else None
-            pieces: list[bytes | memoryview] = []
-            next_offset = base
-            for pos, size, count, _, _ in spans:
-                pieces.append(_patched_header(mv, pos, size, next_offset, lat))
-                pieces.append(mv[pos + 61 : pos + size])
-                next_offset += count
-            start = seg.size
-            seg.write(pieces, total)
-            if seg.roll_base_ms is None:
-                seg.roll_base_ms = now
-            offset = base
-            for pos, size, count, max_ts, _ in spans:
-                seg.note_batch(
-                    start + pos, offset, size, offset + count, max_ts if lat is None else lat
-                )
-                offset += count
-            self._unflushed_messages += records
-            fms = self.config.flush_ms
-            if (
-                flush
-                or (
-                    self.config.flush_messages is not None
-                    and self._unflushed_messages >= self.config.flush_messages
-                )
-                or (fms is not None and now - self._last_flush_ms >= fms)
-            ):
-                self._fsync(now)
-            # Published only after a due fsync: readers never see data a crash could take back
-            # from a topic that promises to flush.
-            self._publish()
+            try:
+                return self._append_locked(mv, spans, total, records, flush)
+            except OSError as exc:
+                # a disk or a process limit (no space, too many open files at a roll): the
+                # caller's error, as Kafka's KAFKA_STORAGE_ERROR, not a connection dropped. A
+                # roll that failed is tried again by the next append; a partial write was
+                # undone (Segment.write)
+                raise StorageError(f"{self.directory}: the append failed: {exc}") from exc
+
+    def _append_locked(
+        self,
+        mv: memoryview,
+        spans: list[tuple[int, int, int, int, int]],
+        total: int,
+        records: int,
+        flush: bool,
+    ) -> AppendInfo:
+        """The append itself, under ``self._lock``."""
+        now = self._clock()
+        self._maybe_roll(now, total, records)
+        seg = self._active
+        base = seg.next_offset
+        lat = now if self.config.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+        pieces: list[bytes | memoryview] = []
+        next_offset = base
+        for pos, size, count, _, _ in spans:
+            pieces.append(_patched_header(mv, pos, size, next_offset, lat))
+            pieces.append(mv[pos + 61 : pos + size])
+            next_offset += count
+        start = seg.size
+        seg.write(pieces, total)
+        if seg.roll_base_ms is None:
+            seg.roll_base_ms = now
+        offset = base
+        for pos, size, count, max_ts, _ in spans:
+            seg.note_batch(
+                start + pos, offset, size, offset + count, max_ts if lat is None else lat
+            )
+            offset += count
+        self._unflushed_messages += records
+        fms = self.config.flush_ms
+        if (
+            flush
+            or (
+                self.config.flush_messages is not None
+                and self._unflushed_messages >= self.config.flush_messages
+            )
+            or (fms is not None and now - self._last_flush_ms >= fms)
+        ):
+            self._fsync(now)
+        # Published only after a due fsync: readers never see data a crash could take back
+        # from a topic that promises to flush.
+        self._publish()
         return AppendInfo(base, next_offset - 1, -1 if lat is None else lat, records)
 
     def may_roll(self, incoming: int) -> bool:

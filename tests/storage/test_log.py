@@ -135,6 +135,45 @@ def test_roll_by_size_and_reopen(tmp_path: Path, clock: FakeClock) -> None:
     again.close()
 
 
+@pytest.mark.parametrize("where", ["roll", "write"])
+def test_an_os_error_in_an_append_is_a_storage_error_and_the_log_goes_on(
+    tmp_path: Path, clock: FakeClock, monkeypatch, where: str
+) -> None:
+    """A roll that cannot open its files (too many open files) or a write that fails (no
+    space): StorageError, which the broker answers KAFKA_STORAGE_ERROR, nothing stored; the
+    next append rolls and stores as if nothing had happened. Before, the OSError reached the
+    broker's connection handler, which dropped the producer's connection unanswered (a
+    helper's fuzz of the broker)."""
+    import errno
+
+    from storage import _segment
+
+    plog = open_log(tmp_path, clock, segment_bytes=300, index_interval_bytes=100)
+    for i in range(8):
+        plog.append(batch([b"%03d" % i, b"x" * 40]))
+    end, segments = plog.log_end_offset, plog.segment_count
+    method = "open_writers" if where == "roll" else "write"
+    real = getattr(_segment.Segment, method)
+
+    def failing(self, *args):
+        raise OSError(errno.EMFILE if where == "roll" else errno.ENOSPC, "the test says no")
+
+    monkeypatch.setattr(_segment.Segment, method, failing)
+    with pytest.raises(StorageError, match="the append failed"):
+        for _ in range(5):  # (the one that rolls, for "roll")
+            plog.append(batch([b"lost", b"x" * 40]))
+    assert plog.log_end_offset == end
+    assert plog.segment_count == segments + (where == "write")  # (the roll before the write)
+    monkeypatch.setattr(_segment.Segment, method, real)
+    plog.append(batch([b"after", b"x" * 40]))
+    assert all_values(plog)[-2:] == [b"after", b"x" * 40]
+    assert plog.log_end_offset == end + 2
+    plog.close()
+    again = open_log(tmp_path, clock, segment_bytes=300, index_interval_bytes=100)
+    assert again.log_end_offset == end + 2 and all_values(again)[-2] == b"after"
+    again.close()
+
+
 def test_may_roll_foresees_exactly_the_appends_that_roll_by_size(
     tmp_path: Path, clock: FakeClock
 ) -> None:
