@@ -1058,6 +1058,8 @@ class Sim:
         docstring)."""
         if inst.state != "frozen":
             return
+        if inst.frozen_at is not None:
+            self.checks.froze(inst.me, inst.frozen_at, self.now)
         rng = self.xrng
         postponed, inst.postponed = inst.postponed, []
         rng.shuffle(postponed)

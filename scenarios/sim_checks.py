@@ -91,6 +91,9 @@ class Checks:
         factory=lambda: defaultdict(list)
     )
     sought_window: int | None = None
+    #: instance -> the times it was frozen, (from, to): a freeze after a seek delays the
+    #: heartbeats that carry it, so it lengthens that instance's ``sought_window``
+    frozen: dict[object, list[tuple[int, int]]] = attrs.field(factory=lambda: defaultdict(list))
     #: the data log's first offset where retention moved it
     log_start: dict[Key, int] = attrs.field(factory=dict)
 
@@ -254,16 +257,26 @@ class Checks:
         it is gone (ALO cannot hand it out)."""
         self.log_start[key] = max(start, self.log_start.get(key, 0))
 
+    def froze(self, who: object, start: int, end: int) -> None:
+        """``who`` was frozen from ``start`` to ``end`` (thawed then)."""
+        self.frozen[who].append((start, end))
+
     def _sought_back(self, key: Key, pos: int, ts: int, writer: object = None) -> bool:
         """Did ``writer`` seek ``key`` to ``pos + 1`` or below (or a reset take it there)
-        shortly before ``ts``?"""
+        shortly before ``ts`` (its freezes since not counted)?"""
         window = self.sought_window
         return any(
             t <= ts
             and target <= pos + 1
             and (who is None or who == writer)
-            and (window is None or who is None or ts <= t + window)
+            and (window is None or who is None or ts <= t + window + self._frozen_for(who, t, ts))
             for t, _, target, who in self.seeks.get(key, ())
+        )
+
+    def _frozen_for(self, who: object, start: int, end: int) -> int:
+        """How long ``who`` was frozen between ``start`` and ``end``."""
+        return sum(
+            max(0, min(to, end) - max(since, start)) for since, to in self.frozen.get(who, ())
         )
 
     def _skipped(self, key: Key, offset: int) -> bool:
