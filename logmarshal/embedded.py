@@ -216,6 +216,7 @@ class EmbeddedCluster:
             raise TypeError(f"an offset is an int, got {offset!r}")
         if offset < 0:
             raise ValueError(f"offsets are never negative, got {offset}")
+        _check_wait(max_wait)
         log_ = self._dir.partition(topic, partition)
         data = log_.read(offset, max_bytes).data
         if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
@@ -278,6 +279,7 @@ class EmbeddedCluster:
         self._check_open()
         if any(offset < 0 for offset in offsets.values()):
             raise ValueError(f"offsets are never negative, got {dict(offsets)}")
+        _check_wait(max_wait)
         if not offsets:
             return None
         got = self._read_many(topic, offsets, max_bytes)
@@ -483,3 +485,10 @@ class _Reader:
             self._ready.clear()
         for key in keys:
             self._cluster._watch(key, self, False)
+
+
+def _check_wait(max_wait: float) -> None:
+    """A long poll's wait: a finite number of seconds (inf overflowed the wait deep inside,
+    nan read as none; Kafka's max_wait_ms is an int32 of milliseconds)."""
+    if not -float("inf") < max_wait < float("inf"):
+        raise ValueError(f"max_wait must be a finite number of seconds, got {max_wait}")

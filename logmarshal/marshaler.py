@@ -237,9 +237,21 @@ class Marshaler:
             raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
         if not valid_id(group_id):
             raise ValueError(f"group_id must be a non-empty str, got {group_id!r}")
+        if isinstance(heartbeat_interval, bool) or not isinstance(heartbeat_interval, int | float):
+            raise TypeError(f"heartbeat_interval must be seconds, got {heartbeat_interval!r}")
+        if not 0 < heartbeat_interval <= 3600:  # (nan and inf too: no HB)
+            raise ValueError(
+                f"heartbeat_interval must be above 0 and at most 3600 s, got {heartbeat_interval}"
+            )
         hb_ms = round(heartbeat_interval * 1000)
         if hb_ms <= 0:
             raise ValueError(f"heartbeat_interval must be positive, got {heartbeat_interval}")
+        if isinstance(coordination_partitions, bool) or not isinstance(
+            coordination_partitions, int
+        ):
+            raise TypeError(
+                f"coordination_partitions must be an int, got {coordination_partitions!r}"
+            )
         if coordination_partitions < 1:
             raise ValueError(
                 f"coordination_partitions must be at least 1, got {coordination_partitions}"

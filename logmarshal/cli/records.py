@@ -142,8 +142,8 @@ def _read(args: argparse.Namespace, ctx: Context) -> int:
             f"offset {offset} is outside {topic}/{partition}, which holds {earliest}..{latest - 1}"
             f" (next offset {latest})"
         )
-    if args.wait < 0:
-        raise CliError(f"--wait cannot be negative, got {args.wait}")
+    if not 0 <= args.wait < float("inf"):
+        raise CliError(f"--wait must be a finite number of seconds, 0 or more, got {args.wait}")
     end = None if args.count else latest
     printed = 0
     while args.count is None or printed < args.count:

@@ -436,6 +436,17 @@ class Consumer:
         """
         if self._mode == "amo" or not messages:
             return False
+        try:
+            return self._commit(messages)
+        except (AttributeError, IndexError, TypeError):
+            wrong = [m for m in messages if not isinstance(m, Message)]
+            if not wrong:
+                raise
+            raise TypeError(
+                f"commit() takes messages (commit(*batch) for a polled batch), got {wrong[0]!r:.80}"
+            ) from None
+
+    def _commit(self, messages: tuple[Message, ...]) -> bool:
         if len(messages) == 1:
             message = messages[0]
             with self._lock:

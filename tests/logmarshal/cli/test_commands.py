@@ -145,6 +145,27 @@ def test_demo_refuses_what_it_cannot_run_at_once(run, args, says) -> None:
     assert code == 2 and says in err and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("wait", ["inf", "nan", "-1"])
+def test_read_refuses_a_wait_that_is_no_number_of_seconds(run, wait) -> None:
+    """``--wait inf`` showed an OverflowError traceback (an attack on the CLI)."""
+    assert run("topic", "create", "events")[0] == 0
+    code, _, err = run("read", "events", "-n", "5", "--wait", wait)
+    assert code == 1 and "--wait must be a finite number of seconds" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_fetch_wait_that_is_no_number_of_seconds_is_refused(tmp_path) -> None:
+    import logmarshal
+
+    with logmarshal.connect(data_dir=tmp_path / "d") as cluster:
+        cluster.create_topic("t", 1)
+        for wait in (float("inf"), float("nan")):
+            with pytest.raises(ValueError, match="max_wait must be a finite"):
+                cluster.fetch("t", 0, 0, max_wait=wait)
+            with pytest.raises(ValueError, match="max_wait must be a finite"):
+                cluster.fetch_batches_many("t", {0: 0}, max_wait=wait)
+
+
 def test_topic_alter_sets_resets_and_refuses(run) -> None:
     assert run("topic", "create", "events", "-c", "retention.ms=1000")[0] == 0
     code, out, _ = run(

@@ -38,3 +38,14 @@ def test_a_poll_with_a_nan_timeout_is_refused(realtime) -> None:
     consumer = realtime.consumer("a")
     with pytest.raises(ValueError, match="nan"):
         consumer.poll(float("nan"))
+
+
+@pytest.mark.parametrize("wrong", [None, "x", [1]])
+def test_commit_of_something_not_a_message_says_what_it_takes(realtime, wrong) -> None:
+    """``commit(batch)`` for ``commit(*batch)`` raised AttributeError from inside."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    consumer = realtime.consumer("a")
+    with pytest.raises(TypeError, match=r"commit\(\*batch\)"):
+        consumer.commit(wrong)
+    with pytest.raises(TypeError, match=r"commit\(\*batch\)"):
+        consumer.commit(wrong, wrong)
