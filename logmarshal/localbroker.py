@@ -199,7 +199,9 @@ class LocalBroker:
                 os.kill(pid, sig)
 
     def __enter__(self) -> LocalBroker:
-        return self.start()
+        # ``with LocalBroker(d).start() as b`` too: started already, it is this one (it
+        # raised "is running" and left the process it had started running)
+        return self if self.pid is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..cluster import FETCH_MAX_BYTES, Message
+from ..errors import LogmarshalError
 from ..producer import Delivery, Producer
 from .argtypes import non_negative, positive
 from .context import READS, CliError, Context, declare
@@ -81,6 +82,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 def _produce(args: argparse.Namespace, ctx: Context) -> int:
     futures: list[Delivery] = []
     problem: str | None = None
+    ctx.cluster.partitions(args.topic)  # an unknown topic is an error with no input too
     with Producer(ctx.cluster, partitioner=args.partitioner) as producer:
         for number, raw in enumerate(sys.stdin.buffer, start=1):
             line = raw.rstrip(b"\r\n")
@@ -92,16 +94,31 @@ def _produce(args: argparse.Namespace, ctx: Context) -> int:
                     break
             futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
     offsets: dict[int, list[int]] = defaultdict(list)
-    for future in futures:
-        meta = future.result()
+    failed: list[tuple[int, BaseException]] = []  # (line number, why), each line is a record
+    for number, future in enumerate(futures, start=1):
+        try:
+            meta = future.result()
+        except LogmarshalError as exc:
+            failed.append((number, exc))
+            continue
         offsets[meta.partition].append(meta.offset)
+    written = len(futures) - len(failed)
     ranges = {p: [min(o), max(o)] for p, o in sorted(offsets.items())}
     where = ", ".join(f"partition {p} offsets {lo}..{hi}" for p, (lo, hi) in ranges.items())
+    doc: dict[str, Any] = {"topic": args.topic, "records": written, "offsets": ranges}
+    if failed:
+        doc["failed_lines"] = [n for n, _ in failed]
     emit(
         ctx.as_json,
-        {"topic": args.topic, "records": len(futures), "offsets": ranges},
-        f"produced {len(futures)} record(s) to {args.topic!r}" + (f": {where}" if where else ""),
+        doc,
+        f"produced {written} record(s) to {args.topic!r}" + (f": {where}" if where else ""),
     )
+    if failed:
+        number, why = failed[0]
+        more = f" (and {len(failed) - 1} more line(s))" if len(failed) > 1 else ""
+        raise CliError(
+            f"line {number} was not written: {why}{more}; {written} of {len(futures)} were"
+        )
     if problem:
         raise CliError(f"{problem}; the {len(futures)} line(s) before it were written")
     return 0

@@ -4,6 +4,7 @@ even when paused, and a broker that cannot start is one clear error with no proc
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 from pathlib import Path
@@ -55,3 +56,19 @@ def test_a_broker_that_cannot_start_is_one_error_and_no_process(tmp_path: Path) 
         with pytest.raises(BrokerStartError, match=r"exited: (.|\n)*cannot listen"):
             broker.start()
     assert broker.proc is not None and broker.proc.poll() == 1
+
+
+def test_a_started_broker_as_a_context_manager_is_stopped_at_its_end(tmp_path) -> None:
+    """``with LocalBroker(d).start() as b``: ``__enter__`` raised "is running" and left the
+    process it had started running, stopped by nobody (an attack on the API)."""
+    broker = LocalBroker(tmp_path / "b")
+    try:
+        with broker.start() as running:
+            assert running is broker
+            pid = broker.pid
+            assert pid is not None
+        assert broker.pid is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        broker.stop()  # (stops it by its pid whatever failed above)
