@@ -28,7 +28,6 @@ it). The clock only predicts; ownership is read from the replay.
 from __future__ import annotations
 
 import logging
-import operator
 import random
 import re
 import threading
@@ -66,6 +65,7 @@ from ..errors import RETRIABLE, ClosedError, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
 from .catchup import CatchingUp
+from .committing import OFFSET, commit_messages, refuse_non_messages
 from .config import (
     DEFAULT_CONFIG,
     RENAMED,
@@ -86,17 +86,6 @@ from .writer import CoordinationWriter
 __all__ = ["Consumer", "NoPosition"]
 
 log = logging.getLogger(__name__)
-
-try:
-    from .._fastconsume import offsets_of_one as _offsets_of_one
-except ImportError:  # the optional extension is not built: commit() checks in Python
-    _offsets_of_one = None
-
-#: a Message's (topic, partition) and offset, as C-speed getters for the per-batch hot path
-_TOPIC_PARTITION = operator.itemgetter(0, 1)
-_TOPIC = operator.itemgetter(0)
-_PARTITION = operator.itemgetter(1)
-_OFFSET = operator.itemgetter(2)
 
 
 class Consumer:
@@ -166,7 +155,7 @@ class Consumer:
         marshaler = self._marshaler
         self._subscribed = self._subscription()
         options = core_options(marshaler, config, self._subscribed, self._tasks)
-        self._core = MemberCore(options, marshaler.worlds(), offset_of=_OFFSET)
+        self._core = MemberCore(options, marshaler.worlds(), offset_of=OFFSET)
         # the edge's own timing, in seconds of its waits, read from the options
         hb = options.heartbeat_interval_ms / 1000
         self._mode = cast(Mode, options.mode)
@@ -437,51 +426,10 @@ class Consumer:
         if self._mode == "amo" or not messages:
             return False
         try:
-            return self._commit(messages)
+            return commit_messages(self, self._core, self._lock, self._metrics, messages)
         except (AttributeError, IndexError, TypeError):
-            wrong = [m for m in messages if not isinstance(m, Message)]
-            if not wrong:
-                raise
-            raise TypeError(
-                f"commit() takes messages (commit(*batch) for a polled batch), got {wrong[0]!r:.80}"
-            ) from None
-
-    def _commit(self, messages: tuple[Message, ...]) -> bool:
-        if len(messages) == 1:
-            message = messages[0]
-            with self._lock:
-                one = self._core.commit_one(message.topic, message.partition, message.offset)
-            if one and self._metrics is not None:
-                self._metrics.committed(self, message.topic, 1)
-            return one
-        if _offsets_of_one is not None:  # a polled batch: one partition, checked in C
-            one = _offsets_of_one(messages)
-            if one is not None:
-                with self._lock:
-                    n = self._core.commit(*one)
-                if n and self._metrics is not None:
-                    self._metrics.committed(self, one[0], n)
-                return n > 0
-        # C-speed, and without a tuple per message: a polled batch is of one partition
-        topics, partitions = set(map(_TOPIC, messages)), set(map(_PARTITION, messages))
-        keys = (
-            {(topics.pop(), partitions.pop())}
-            if len(topics) == 1 and len(partitions) == 1
-            else set(map(_TOPIC_PARTITION, messages))
-        )
-        done = 0
-        with self._lock:
-            for key in keys:
-                offsets = (
-                    map(_OFFSET, messages)
-                    if len(keys) == 1
-                    else [m.offset for m in messages if (m.topic, m.partition) == key]
-                )
-                n = self._core.commit(key[0], key[1], offsets)
-                if n and self._metrics is not None:
-                    self._metrics.committed(self, key[0], n)
-                done += n
-        return done > 0
+            refuse_non_messages(messages)  # (TypeError naming one, if one is no Message)
+            raise
 
     def run(
         self,

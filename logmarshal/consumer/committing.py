@@ -1,0 +1,80 @@
+"""A Consumer's commit (ALO): messages handed out are handled, on the hot path of every
+consumer that commits per batch (docs/performance.md, "Consumer"). Apart from the Consumer
+so that its one lock and its books are all it touches."""
+
+from __future__ import annotations
+
+import operator
+import threading
+from typing import Any
+
+from ..cluster import Message
+from ..core import MemberCore
+
+__all__ = ["OFFSET", "commit_messages", "refuse_non_messages"]
+
+try:
+    from .._fastconsume import offsets_of_one as _offsets_of_one
+except ImportError:  # the optional extension is not built: commit() checks in Python
+    _offsets_of_one = None
+
+#: a Message's (topic, partition) and offset, as C-speed getters for the per-batch hot path
+_TOPIC_PARTITION = operator.itemgetter(0, 1)
+_TOPIC = operator.itemgetter(0)
+_PARTITION = operator.itemgetter(1)
+OFFSET = operator.itemgetter(2)
+
+
+def commit_messages(
+    consumer: Any,
+    core: MemberCore,
+    lock: threading.RLock | threading.Lock,
+    metrics: Any,
+    messages: tuple[Message, ...],
+) -> bool:
+    """Commit ``messages`` in ``core`` under ``lock``; whether any was outstanding."""
+    if len(messages) == 1:
+        message = messages[0]
+        with lock:
+            one = core.commit_one(message.topic, message.partition, message.offset)
+        if one and metrics is not None:
+            metrics.committed(consumer, message.topic, 1)
+        return one
+    if _offsets_of_one is not None:  # a polled batch: one partition, checked in C
+        got = _offsets_of_one(messages)
+        if got is not None:
+            with lock:
+                n = core.commit(*got)
+            if n and metrics is not None:
+                metrics.committed(consumer, got[0], n)
+            return n > 0
+    # C-speed, and without a tuple per message: a polled batch is of one partition
+    topics, partitions = set(map(_TOPIC, messages)), set(map(_PARTITION, messages))
+    keys = (
+        {(topics.pop(), partitions.pop())}
+        if len(topics) == 1 and len(partitions) == 1
+        else set(map(_TOPIC_PARTITION, messages))
+    )
+    done = 0
+    with lock:
+        for key in keys:
+            offsets = (
+                map(OFFSET, messages)
+                if len(keys) == 1
+                else [m.offset for m in messages if (m.topic, m.partition) == key]
+            )
+            n = core.commit(key[0], key[1], offsets)
+            if n and metrics is not None:
+                metrics.committed(consumer, key[0], n)
+            done += n
+    return done > 0
+
+
+def refuse_non_messages(messages: tuple[Any, ...]) -> None:
+    """TypeError naming the first of ``messages`` that is no Message (``commit(batch)``
+    for ``commit(*batch)`` failed deep inside with AttributeError or IndexError)."""
+    for m in messages:
+        if not isinstance(m, Message):
+            raise TypeError(
+                f"commit() takes messages (commit(*batch) for a polled batch), got {m!r:.80}"
+            )
