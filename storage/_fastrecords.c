@@ -272,38 +272,10 @@ static int walk_varint_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t en
 /* One varint of a field Kafka reads as an int32, as storage._varint.read_varint32: at most 5
  * bytes, in the int32 range (a record's length, offset delta, key and value lengths, header
  * count and header lengths; only the timestamp delta is an int64). */
-static int walk_varint32_long(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
-    uint64_t u = 0;
-    int shift = 0;
-    for (;;) {
-        if (*p >= end) return 0;
-        unsigned char b = d[(*p)++];
-        u |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) {
-            if (u > 0xFFFFFFFFull) return 0;
-            *out = (i128)(u >> 1) ^ -(i128)(u & 1);
-            return 1;
-        }
-        shift += 7;
-        if (shift > 28) return 0;
-    }
-}
-
 static inline int walk_varint32(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, i128 *out) {
     Py_ssize_t q = *p;
-    if (q < end && d[q] < 0x80) {
-        unsigned b = d[q];
-        *p = q + 1;
-        *out = (i128)((int)(b >> 1) ^ -(int)(b & 1));
-        return 1;
-    }
-    if (end - q >= 2 && d[q + 1] < 0x80) {
-        unsigned u = (d[q] & 0x7Fu) | ((unsigned)d[q + 1] << 7);
-        *p = q + 2;
-        *out = (i128)((int)(u >> 1) ^ -(int)(u & 1));
-        return 1;
-    }
-    return walk_varint32_long(d, p, end, out);
+    return walk_varint(d, p, end, out) && *p - q <= 5 && *out >= (i128)INT32_MIN &&
+           *out <= (i128)INT32_MAX;
 }
 
 /* Strict UTF-8, as bytes.decode("utf-8"): no overlong forms, surrogates or code points

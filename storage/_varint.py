@@ -54,18 +54,9 @@ def read_varint32(buf: Any, pos: int, end: int) -> tuple[int, int]:
     at most 5 bytes and in the int32 range. Kafka's reader refuses a longer one ("Varint is
     too long") and wraps a larger one, so either, stored, would stop or mislead a Java
     consumer of the partition there."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("varint runs past the end of its record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            if result > 0xFFFFFFFF:
-                raise CorruptRecordError("varint is outside the int32 range of its field")
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 28:
-            raise CorruptRecordError("varint is longer than 5 bytes (its field is an int32)")
+    value, after = read_varint(buf, pos, end)
+    if after - pos > 5:
+        raise CorruptRecordError("varint is longer than 5 bytes (its field is an int32)")
+    if not -(2**31) <= value < 2**31:
+        raise CorruptRecordError("varint is outside the int32 range of its field")
+    return value, after
