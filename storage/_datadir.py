@@ -109,8 +109,15 @@ def _partition_files(directory: Path) -> list[Path] | None:
     return entries
 
 
-def _holds_records(files: list[Path]) -> bool:
-    return any(f.name.endswith((".log", ".swap", ".cleaned")) and f.stat().st_size for f in files)
+def _kept_because(directory: Path) -> str | None:
+    """Why ``directory`` may not be removed: it holds records, or files that are not a
+    partition's; None for a partition directory of ours with no records."""
+    files = _partition_files(directory)
+    if files is None:
+        return "files that are not a partition's"
+    if any(f.name.endswith((".log", ".swap", ".cleaned")) and f.stat().st_size for f in files):
+        return "records"
+    return None
 
 
 def _check_ours(path: Path) -> None:
@@ -282,13 +289,13 @@ class DataDir:
             topic = self._topics.get(name)
             if topic is not None and p < len(topic.logs):
                 continue
-            files = _partition_files(entry)
-            if files is None or _holds_records(files):
+            why = _kept_because(entry)
+            if why is not None:
                 log.error(
-                    "%s: %s is not in the metadata but %s; left alone",
+                    "%s: %s is not in the metadata but holds %s; left alone",
                     self.path,
                     entry.name,
-                    "holds data" if files else "holds files that are not a partition's",
+                    why,
                 )
                 continue
             log.info("%s: removing %s, left by an interrupted creation", self.path, entry.name)
@@ -509,12 +516,11 @@ class DataDir:
             pdir = self._partition_dir(name, p)
             if not pdir.exists():
                 continue
-            files = _partition_files(pdir)
-            if files is None or _holds_records(files):
+            why = _kept_because(pdir)
+            if why is not None:
                 raise StorageError(
-                    f"{pdir} exists and holds "
-                    f"{'records' if files else 'files that are not a partition'}"
-                    f" that the metadata does not list: move it away to make {name}-{p}"
+                    f"{pdir} exists and holds {why} that the metadata does not list: move it "
+                    f"away to make {name}-{p}"
                 )
 
     def _discard(self, name: str, logs: list[PartitionLog], first: int) -> None:
