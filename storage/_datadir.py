@@ -38,7 +38,8 @@ from storage._errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from storage._log import PartitionLog, _fsync_dir
+from storage._files import fsync_dir
+from storage._log import PartitionLog
 from storage._segment import FileHandles
 
 __all__ = ["DataDir", "PartitionInfo", "TopicInfo", "validate_topic_name", "wall_clock_ms"]
@@ -49,6 +50,9 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" lets a final "\n"
 MAX_TOPIC_NAME_LENGTH = 249
 _META_FILE = "topics.json"
 _LOCK_FILE = ".lock"
+#: written when the directory was closed cleanly (every partition flushed), removed on open:
+#: Kafka's ``.kafka_cleanshutdown``. Damage found after a clean shutdown is no torn write
+_CLEAN_FILE = ".clean-shutdown"
 _META_VERSION = 1
 _MAX_PARTITIONS = 100_000
 _PARTITION_DIR = re.compile(r"(.+)-([0-9]+)")  # fullmatch
@@ -89,10 +93,12 @@ def validate_topic_name(name: object) -> str:
 #: what :meth:`DataDir.delete_topic` renames a partition directory to before removing it
 _DELETED_DIR = re.compile(r".+-[0-9]+\.[0-9a-f]{32}-delete")
 #: the files a partition directory holds (segments and their indexes, a cleaner's swap or
-#: cleaned file, the log start and the cleaner's checkpoint, and their temporary files)
+#: cleaned file, the log start and the cleaner's checkpoint, the damaged bytes of a newest
+#: segment kept after a clean shutdown (Segment.recover), and their temporary files)
 _PARTITION_FILE = re.compile(
     r"[0-9]{20}\.(log|index|timeindex)(\.cleaned|\.[0-9]{20}\.swap)?"
     r"|(log-start-offset|cleaner-checkpoint)\.json(\.tmp)?"
+    r"|[0-9]{20}\.log\.[0-9]+(-[0-9]+)?\.damaged(\.tmp)?"
 )
 #: besides topics and partitions, what a data directory holds
 _OWN_FILES = frozenset({_META_FILE, f"{_META_FILE}.tmp", _LOCK_FILE})
@@ -115,7 +121,8 @@ def _kept_because(directory: Path) -> str | None:
     files = _partition_files(directory)
     if files is None:
         return "files that are not a partition's"
-    if any(f.name.endswith((".log", ".swap", ".cleaned")) and f.stat().st_size for f in files):
+    records = (".log", ".swap", ".cleaned", ".damaged")
+    if any(f.name.endswith(records) and f.stat().st_size for f in files):
         return "records"
     return None
 
@@ -215,11 +222,14 @@ class DataDir:
         self.path.mkdir(parents=True, exist_ok=True)
         _check_ours(self.path)
         self._lock_fd = self._acquire_lock()
+        #: the last close was clean: damage in a newest segment is kept, not cut away
+        self.clean_shutdown = (self.path / _CLEAN_FILE).exists()
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         try:
             self._remove_deleted_leftovers()
             self._load()
+            self._drop_clean_marker()
         except BaseException:
             self._close_all()
             self._release_lock()
@@ -244,6 +254,21 @@ class DataDir:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return fd
+
+    def _drop_clean_marker(self) -> None:
+        """Once opened (and before anything is appended), a crash is seen as one by the next
+        open; a failed open leaves the marker, so its retry keeps what this one would have."""
+        if self.clean_shutdown:
+            (self.path / _CLEAN_FILE).unlink(missing_ok=True)
+            fsync_dir(self.path)
+
+    def _mark_clean(self) -> None:
+        fd = os.open(self.path / _CLEAN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.path)
 
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
@@ -316,7 +341,7 @@ class DataDir:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._meta_path())
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def _partition_dir(self, name: str, partition: int) -> Path:
         return self.path / f"{name}-{partition}"
@@ -330,6 +355,7 @@ class DataDir:
             partition=partition,
             validate_records=self._validate_records,
             handles=self.handles,
+            clean_shutdown=self.clean_shutdown,
         )
 
     def _remove_deleted_leftovers(self) -> None:
@@ -435,7 +461,7 @@ class DataDir:
                 except FileNotFoundError:
                     continue
                 shutil.rmtree(doomed, ignore_errors=True)
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
 
     def alter_config(self, name: str, config: TopicConfig) -> TopicInfo:
         """Replace a topic's config: durable when this returns, in force for the next append,
@@ -613,13 +639,17 @@ class DataDir:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _close_all(self) -> None:
+    def _close_all(self) -> bool:
+        """Close every partition; whether all of them closed (flushed) without an error."""
+        ok = True
         for topic in self._topics.values():
             for plog in topic.logs:
                 try:
                     plog.close()
                 except Exception:
+                    ok = False
                     log.exception("%s: close failed", plog.directory)
+        return ok
 
     def close(self) -> None:
         """Flush every partition and release the lock; safe to call twice."""
@@ -632,7 +662,8 @@ class DataDir:
             self._flusher.join()
         with self._lock:
             try:
-                self._close_all()
+                if self._close_all():
+                    self._mark_clean()
             finally:
                 self._release_lock()
 

@@ -6,7 +6,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["replace_durably"]
+__all__ = ["copy_durably", "fsync_dir", "replace_durably"]
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a file creation, rename or deletion in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def replace_durably(path: Path, data: bytes) -> None:
@@ -21,8 +30,30 @@ def replace_durably(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_dir(path.parent)
+
+
+def copy_durably(src: int, start: int, end: int, path: Path) -> None:
+    """Copy bytes ``[start, end)`` of the open file ``src`` to a new file ``path``, as
+    :func:`replace_durably` writes (whole or not at all, on disk when this returns), in
+    pieces: what is copied may be a segment's size."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.fsync(dir_fd)
+        pos = start
+        while pos < end:
+            chunk = os.pread(src, min(_COPY_CHUNK, end - pos), pos)
+            if not chunk:
+                raise OSError(f"{path}: the source ended at byte {pos}, before {end}")
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+            pos += len(chunk)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+_COPY_CHUNK = 1 << 20

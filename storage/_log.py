@@ -40,6 +40,7 @@ from storage._errors import (
     PolicyViolation,
     StorageError,
 )
+from storage._files import fsync_dir
 from storage._log_start import load_log_start, save_log_start
 from storage._reads import find_timestamp, read_segment
 from storage._recompression import CODEC_IDS, recompress
@@ -105,8 +106,11 @@ class PartitionLog:
         partition: int = 0,
         validate_records: bool = True,
         handles: FileHandles | None = None,
+        clean_shutdown: bool = False,
     ) -> None:
         self.directory = Path(directory)
+        #: closed cleanly last time (the DataDir's marker): damage found on open is kept
+        self._clean_shutdown = clean_shutdown
         #: the open-file budget this log's segments share (the DataDir's, or its own)
         self.handles = handles if handles is not None else FileHandles()
         #: walk every record of an append (storage._validation); off only to measure its cost
@@ -173,7 +177,7 @@ class PartitionLog:
         for seg, nxt in itertools.pairwise(segments):
             seg.load_sealed(nxt.base_offset)
         newest = segments[-1]
-        newest.recover()
+        newest.recover(keep_cut=self._clean_shutdown)
         if newest.size:
             first = newest.first_batch_max_timestamp
             now = self._clock()
@@ -205,7 +209,7 @@ class PartitionLog:
             self._segments = [
                 Segment(self.directory, saved, self.config.index_interval_bytes, self.handles)
             ]
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             return saved
         # segments wholly below it (a crash between keeping the start and removing them)
         below = self._wholly_below(saved)
@@ -234,7 +238,7 @@ class PartitionLog:
                 if m is not None and base <= int(m.group(1)) < end:
                     entry.unlink(missing_ok=True)
             os.replace(swap, self.directory / f"{base:020d}.log")
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
 
     # ------------------------------------------------------------------ state
 
@@ -398,7 +402,7 @@ class PartitionLog:
         new.open_writers()
         self._segments.append(new)
         self._publish(segments_changed=True)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         self._unflushed_messages = 0
         log.debug("%s: rolled to segment %d", self.directory, new.base_offset)
 
@@ -694,7 +698,7 @@ class PartitionLog:
             first = group[0]
             swap = self.directory / swap_name(first.base_offset, end)
             os.replace(tmp, swap)
-            _fsync_dir(self.directory)  # committed: opening the log completes the swap
+            fsync_dir(self.directory)  # committed: opening the log completes the swap
             for seg in group:
                 seg.mark_gone()  # never reopened by path: that would open the cleaned file
                 seg.index.path.unlink(missing_ok=True)
@@ -702,7 +706,7 @@ class PartitionLog:
             for seg in group[1:]:
                 seg.log_path.unlink(missing_ok=True)
             os.replace(swap, first.log_path)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             new = Segment(
                 self.directory, first.base_offset, self.config.index_interval_bytes, self.handles
             )
@@ -883,12 +887,3 @@ def _jitter(base_offset: int, cfg: TopicConfig) -> int:
     if cfg.segment_jitter_ms <= 0:
         return 0
     return (base_offset * 2654435761) % min(cfg.segment_jitter_ms, cfg.segment_ms)
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a file creation, rename or deletion in path durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import mmap
 import os
 import resource
 import struct
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from storage._errors import StorageError
+from storage._files import copy_durably
 from storage._index import OffsetIndex, TimeIndex
 from storage._records import BATCH_OVERHEAD, MAGIC, Compression, crc32c
 
@@ -28,6 +30,7 @@ __all__ = [
     "Segment",
     "SegmentGone",
     "default_file_budget",
+    "end_past_damage",
     "scan_batches",
     "segment_name",
 ]
@@ -102,6 +105,49 @@ def scan_batches(
         on_batch(pos, base, size, expected, max_ts)
         pos += size
     return pos, None
+
+
+_MAGIC_AT = 16  # the magic byte's place in a batch header
+_MAGIC_BYTE = bytes((MAGIC,))
+
+
+def end_past_damage(fd: int, file_size: int, pos: int, expected: int) -> int:
+    """Past every offset a segment's bytes may still hold after damage at byte ``pos``
+    (``expected`` is where the intact batches before it end): the end of the batches found
+    after it by their magic byte and CRC, since the damage may have broken the lengths that
+    chain them, and of the damaged batch itself if its header still names the offsets that
+    were due. What kept damage may hold, for the operator who reads it."""
+    end = expected
+    if file_size - pos < BATCH_OVERHEAD:
+        return end
+    with mmap.mmap(fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+        head = _HEADER.unpack_from(view, pos)
+        base, length, count = head[0], head[1], head[12]
+        if base == expected and 1 <= count <= length and pos + length + 12 <= file_size:
+            end = base + count
+        at = pos + 1 + _MAGIC_AT
+        while (m := mm.find(_MAGIC_BYTE, at)) >= 0:
+            start = m - _MAGIC_AT
+            if start + BATCH_OVERHEAD > file_size:
+                break
+            at = m + 1
+            (base, length, _, _, crc, attrs_, last_delta, _, _, _, _, _, count) = (
+                _HEADER.unpack_from(view, start)
+            )
+            size = length + 12
+            if (
+                length < BATCH_OVERHEAD - 12
+                or start + size > file_size
+                or attrs_ & 0x07 > Compression.ZSTD
+                or count < 1
+                or last_delta != count - 1
+                or base < expected
+                or crc32c(view[start + 21 : start + size]) != crc
+            ):
+                continue
+            end = max(end, base + count)
+            at = start + size + _MAGIC_AT
+    return end
 
 
 _FD_RESERVE = 1024  # descriptors left for sockets, metadata and index files
@@ -291,25 +337,63 @@ class Segment:
 
     # ---------------------------------------------------------------- open paths
 
-    def recover(self) -> int:
-        """Validate every batch (newest segment on open); truncate the tail at the first bad one.
+    def recover(self, *, keep_cut: bool = False) -> int:
+        """Validate every batch (newest segment on open); truncate the tail at the first bad
+        one, and rebuild the indexes from what survives. Returns the number of bytes cut.
 
-        Returns the number of bytes cut. The indexes are rebuilt from what survives.
+        ``keep_cut``: the directory was shut down cleanly, so damage is no write that a crash
+        tore but a corruption, and intact records may follow it. The cut bytes are then first
+        kept in a file beside the segment (``<segment>.log.<byte>.damaged``, fsynced). The
+        log goes on from the damage all the same, as after an unclean leader election: a log
+        end with offsets skipped, and nothing to read up to it, would keep a reader that
+        waits to reach the end (a replay of ``__marshal``) waiting.
         """
         self._reset_bookkeeping()
         file_size = self.size
         with self.open() as fd:
             valid, reason = scan_batches(fd, file_size, self.base_offset, self.note_batch)
             cut = file_size - valid
-            if cut:
+            if cut and keep_cut:
+                kept = self._damaged_path(valid)
+                copy_durably(fd, valid, file_size, kept)
+                end = end_past_damage(fd, file_size, valid, self.next_offset)
+                held = (
+                    f"offsets {self.next_offset} to {end - 1}"
+                    if end > self.next_offset
+                    else "no whole batch"
+                )
+                log.error(
+                    "%s: damaged at byte %d though the directory was shut down cleanly (%s): "
+                    "the %d bytes from there (%s) are kept in %s, and new records take "
+                    "offsets from %d on",
+                    self.log_path,
+                    valid,
+                    reason,
+                    cut,
+                    held,
+                    kept.name,
+                    self.next_offset,
+                )
+            elif cut:
                 log.warning(
                     "%s: truncating %d bytes at byte %d: %s", self.log_path, cut, valid, reason
                 )
+            if cut:
                 os.ftruncate(fd, valid)
                 os.fsync(fd)
                 self.size = valid
         self._write_indexes()
         return cut
+
+    def _damaged_path(self, pos: int) -> Path:
+        """A new file for the damaged bytes from ``pos`` (a number added if damage was kept
+        from the same byte before)."""
+        path = self.log_path.with_name(f"{self.log_path.name}.{pos}.damaged")
+        n = 0
+        while path.exists():
+            n += 1
+            path = self.log_path.with_name(f"{self.log_path.name}.{pos}-{n}.damaged")
+        return path
 
     def load_sealed(self, next_base: int) -> None:
         """Open an older, fsynced segment: trust its indexes if they validate, else rebuild."""

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import DataDir, PartitionLog, TopicConfig, decode_records, iter_batches
+from storage._segment import end_past_damage
 from tests.storage.conftest import FakeClock, batch
 
 CFG = TopicConfig(segment_bytes=1500, index_interval_bytes=100)
@@ -40,9 +45,14 @@ def newest_segment(path: Path) -> Path:
 @given(
     sizes=st.lists(st.integers(1, 4), min_size=1, max_size=14),
     kind=st.sampled_from(["truncate", "flip", "garbage"]),
+    clean=st.booleans(),
     data=st.data(),
 )
-def test_recovery_after_random_damage(sizes: list[int], kind: str, data: st.DataObject) -> None:
+def test_recovery_after_random_damage(
+    sizes: list[int], kind: str, clean: bool, data: st.DataObject
+) -> None:
+    """The same batches survive damage whether the last close was clean or not; after a
+    clean one (``clean_shutdown``: a corruption, not a torn write) the cut bytes are kept."""
     clock = FakeClock()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)
@@ -94,7 +104,15 @@ def test_recovery_after_random_damage(sizes: list[int], kind: str, data: st.Data
                 # a flip there is undetectable, but it carries no record data.
                 expect_prefix = len(in_last)
 
-        again = PartitionLog(path, CFG, clock)  # must not raise
+        damaged = seg.read_bytes()
+        again = PartitionLog(path, CFG, clock, clean_shutdown=clean)  # must not raise
+        left, kept = seg.read_bytes(), sorted(path.glob("*.damaged"))
+        assert damaged.startswith(left)
+        if clean and len(left) < len(damaged):  # nothing lost: the cut is beside it
+            assert [k.name for k in kept] == [f"{seg.name}.{len(left)}.damaged"]
+            assert left + kept[0].read_bytes() == damaged
+        else:
+            assert kept == []
         got = stored_batches(again)
         want = earlier + in_last[:expect_prefix]
         assert len(got) == len(want)
@@ -157,6 +175,7 @@ def test_datadir_open_recovers_every_partition(tmp_path: Path, clock: FakeClock)
         for p in range(3):
             for _ in range(3):
                 dd.partition("t", p).append(batch([b"a", b"b"]), flush=True)
+    (tmp_path / ".clean-shutdown").unlink()  # as a crash leaves it: torn writes cut away
     for p in range(3):
         seg = tmp_path / f"t-{p}" / "00000000000000000000.log"
         raw = bytearray(seg.read_bytes())
@@ -164,3 +183,87 @@ def test_datadir_open_recovers_every_partition(tmp_path: Path, clock: FakeClock)
         seg.write_bytes(bytes(raw))
     with DataDir(tmp_path, clock=clock) as dd:
         assert [dd.partition("t", p).log_end_offset for p in range(3)] == [4, 4, 4]
+    assert not list(tmp_path.glob("t-*/*.damaged"))
+
+
+def test_damage_after_a_clean_shutdown_is_kept(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by an attack on the CLI: a read-only command (``topic list``) cut a segment at
+    a flipped byte and 50 intact records after it were gone. After a clean close the damage
+    is a corruption, not a torn write: the cut bytes are kept beside the segment, named in
+    an error, and the log goes on from the damage as before."""
+    with DataDir(tmp_path, clock=clock) as dd:
+        dd.create_topic("t", 1)
+        for i in range(8):
+            dd.partition("t", 0).append(batch([b"r%d-a" % i, b"r%d-b" % i]), flush=True)
+    assert (tmp_path / ".clean-shutdown").exists()
+    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    raw = bytearray(seg.read_bytes())
+    sizes = [len(b) for _, b in iter_batches(bytes(raw))]
+    at = sum(sizes[:2])  # the third batch (offsets 4 and 5)
+    raw[at + 70] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    with caplog.at_level(logging.ERROR, logger="storage._segment"):
+        dd = DataDir(tmp_path, clock=clock)
+    try:
+        assert dd.clean_shutdown and not (tmp_path / ".clean-shutdown").exists()
+        plog = dd.partition("t", 0)
+        assert plog.log_end_offset == 4
+        kept = tmp_path / "t-0" / f"00000000000000000000.log.{at}.damaged"
+        assert seg.read_bytes() + kept.read_bytes() == bytes(raw)
+        assert "offsets 4 to 15" in caplog.text and kept.name in caplog.text
+        assert plog.append(batch([b"after"]), flush=True).base_offset == 4
+    finally:
+        dd.close()
+    with DataDir(tmp_path, clock=clock) as dd:  # clean again, nothing more is cut or kept
+        assert [r.value for r in decode_records(dd.partition("t", 0).read(0).data)][-1] == b"after"
+        assert len(list((tmp_path / "t-0").glob("*.damaged"))) == 1
+
+
+def test_the_clean_marker_is_there_only_after_a_clean_close(tmp_path: Path) -> None:
+    """Written once every partition is closed, removed by the next open: a process killed
+    while it holds the directory leaves none, so its next open cuts torn writes."""
+    marker = tmp_path / "d" / ".clean-shutdown"
+    with DataDir(tmp_path / "d") as dd:
+        assert not dd.clean_shutdown
+        dd.create_topic("t", 1)
+        assert not marker.exists()
+    assert marker.exists()
+    code = (
+        "import sys, storage\n"
+        f"dd = storage.DataDir({str(tmp_path / 'd')!r})\n"
+        "print(dd.clean_shutdown, flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "True"
+        assert not marker.exists()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    with DataDir(tmp_path / "d") as dd:
+        assert not dd.clean_shutdown
+
+
+def test_end_past_damage_finds_batches_a_broken_length_unchained(tmp_path: Path) -> None:
+    """The offsets kept damage may hold: batches after a broken length are found by their
+    magic byte and CRC; a torn or garbage tail adds none."""
+    plog = PartitionLog(tmp_path, TopicConfig(), FakeClock())
+    for i in range(5):
+        plog.append(batch([b"x%d" % i] * 3), flush=True)
+    plog.close()
+    raw = bytearray(newest_segment(tmp_path).read_bytes())
+    at = sum(len(b) for _, b in list(iter_batches(bytes(raw)))[:2])
+    raw[at + 8 : at + 12] = (7).to_bytes(4, "big")  # batch 3's length: no longer a chain
+    path = tmp_path / "damaged"
+    for data, want in ((raw, 15), (raw[: at + 30], 6), (raw[:at] + b"\0" * 200, 6)):
+        path.write_bytes(bytes(data))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert end_past_damage(fd, len(data), at, 6) == want
+        finally:
+            os.close(fd)
