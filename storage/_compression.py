@@ -20,7 +20,7 @@ import zstandard
 
 from storage._errors import CorruptRecordError, UnsupportedCompression
 
-__all__ = ["DEFAULT_MAX_DECOMPRESSED", "compress", "decompress"]
+__all__ = ["DEFAULT_MAX_DECOMPRESSED", "compress", "decompress", "decompress_noting"]
 
 #: the default ceiling for one batch's decompressed records (Kafka has no such bound; the
 #: broker needs one so that a 1 MiB batch cannot ask for gigabytes)
@@ -50,15 +50,20 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
 
 def decompress(codec: int, data: Any, limit: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
     """The decompressed records section; CorruptRecordError if it is not valid or exceeds limit."""
+    return decompress_noting(codec, data, limit)[0]
+
+
+def decompress_noting(
+    codec: int, data: Any, limit: int = DEFAULT_MAX_DECOMPRESSED
+) -> tuple[bytes, bool]:
+    """:func:`decompress`, and whether the payload is to be compressed again in one piece
+    before it is stored: gzip of several members. RFC 1952 allows them, and Kafka's broker
+    and Java reader take them, but librdkafka reads the first member only: a consumer got
+    half a batch and went on, or aborted (an assertion) when the first member was empty."""
     try:
         if codec == _GZIP:
             return _gzip(data, limit)
-        if codec == _SNAPPY:
-            return _snappy(bytes(data), limit)
-        if codec == _LZ4:
-            return _lz4(data, limit)
-        if codec == _ZSTD:
-            return _zstd(data, limit)
+        return _decompress(codec, data, limit), False
     except CorruptRecordError:
         raise
     except (
@@ -73,6 +78,15 @@ def decompress(codec: int, data: Any, limit: int = DEFAULT_MAX_DECOMPRESSED) -> 
         raise CorruptRecordError(
             f"{_NAMES.get(codec, codec)} records do not decompress: {exc}"
         ) from exc
+
+
+def _decompress(codec: int, data: Any, limit: int) -> bytes:
+    if codec == _SNAPPY:
+        return _snappy(bytes(data), limit)
+    if codec == _LZ4:
+        return _lz4(data, limit)
+    if codec == _ZSTD:
+        return _zstd(data, limit)
     raise UnsupportedCompression(f"unknown compression codec {codec}")
 
 
@@ -83,11 +97,13 @@ def _too_big(name: str, limit: int) -> CorruptRecordError:
     return CorruptRecordError(f"{name} records decompress to more than {limit} bytes")
 
 
-def _gzip(data: Any, limit: int) -> bytes:
+def _gzip(data: Any, limit: int) -> tuple[bytes, bool]:
     # wbits 16+MAX_WBITS: a gzip header; several concatenated members are allowed (as gzip is)
     out = bytearray()
     rest = bytes(data)
+    members = 0
     while True:
+        members += 1
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         chunk = d.decompress(rest, limit + 1 - len(out))
         out += chunk
@@ -99,7 +115,7 @@ def _gzip(data: Any, limit: int) -> bytes:
             raise CorruptRecordError("gzip records are truncated")
         rest = d.unused_data
         if not rest:
-            return bytes(out)
+            return bytes(out), members > 1
 
 
 def _snappy_raw_length(block: bytes) -> int:

@@ -285,12 +285,18 @@ class PartitionLog:
         """Store one or more concatenated v2 batches; all are checked before any is written."""
         mv = memoryview(batches).cast("B")
         spans = _validate_batches(mv, self.config.max_message_bytes)
-        if self.validate_records:
+        again = (
             validate_batches(mv, spans, require_keys=self.config.compact)
+            if self.validate_records
+            else ()
+        )
         target = CODEC_IDS.get(self.config.compression_type)
-        if target is not None and any(span[4] & 0x07 != target for span in spans):
+        if again or (target is not None and any(span[4] & 0x07 != target for span in spans)):
             mv = memoryview(
-                b"".join(recompress(mv[pos : pos + size], target) for pos, size, *_ in spans)
+                b"".join(
+                    recompress(mv[pos : pos + size], target, again=i in again)
+                    for i, (pos, size, *_) in enumerate(spans)
+                )
             )
             spans = _validate_batches(mv)
         total = len(mv)

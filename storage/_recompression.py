@@ -24,13 +24,17 @@ _INT32 = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 
 
-def recompress(batch: Any, codec: int, limit: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
-    """The batch (whole, CRC already checked) with its records compressed by ``codec``."""
+def recompress(
+    batch: Any, codec: int | None, limit: int = DEFAULT_MAX_DECOMPRESSED, *, again: bool = False
+) -> bytes:
+    """The batch (whole, CRC already checked) with its records compressed by ``codec`` (None:
+    its own); ``again``: even by the codec it has (a gzip payload of several members, one)."""
     mv = memoryview(batch)
     header = bytearray(mv[:_OVERHEAD])
     (attributes,) = _ATTRIBUTES.unpack_from(header, 21)
     source = attributes & 0x07
-    if source == codec:
+    codec = source if codec is None else codec
+    if source == codec and not again:
         return bytes(mv)
     records = mv[_OVERHEAD:] if source == 0 else decompress(source, mv[_OVERHEAD:], limit)
     payload = bytes(records) if codec == 0 else compress(codec, records)

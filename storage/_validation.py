@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from storage._compression import DEFAULT_MAX_DECOMPRESSED, decompress
+from storage._compression import DEFAULT_MAX_DECOMPRESSED, decompress_noting
 from storage._errors import CorruptRecordError, InvalidRecord
 from storage._varint import read_varint, read_varint32
 
@@ -54,22 +54,28 @@ def validate_batches(
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     *,
     require_keys: bool = False,
-) -> None:
-    """Validate every batch of an append (spans as returned by ``records._validate_batches``).
+) -> set[int]:
+    """Validate every batch of an append (spans as returned by ``records._validate_batches``);
+    returns the indexes of those to compress again in one piece before they are stored
+    (:func:`storage._compression.decompress_noting`).
 
     ``require_keys``: refuse records without a key (a compacted topic, as Kafka does).
     """
-    for pos, size, _count, _max_ts, _attrs in spans:
+    again = set()
+    for i, (pos, size, _count, _max_ts, _attrs) in enumerate(spans):
         try:
-            validate_batch(mv[pos : pos + size], max_decompressed, require_keys=require_keys)
+            if validate_batch(mv[pos : pos + size], max_decompressed, require_keys=require_keys):
+                again.add(i)
         except CorruptRecordError as exc:
             raise type(exc)(f"batch at byte {pos}: {exc}") from None
+    return again
 
 
 def validate_batch(
     batch: Any, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED, *, require_keys: bool = False
-) -> None:
-    """Raise CorruptRecordError / InvalidRecord unless every record of this batch is well formed.
+) -> bool:
+    """Raise CorruptRecordError / InvalidRecord unless every record of this batch is well formed;
+    returns whether its payload is to be compressed again in one piece before it is stored.
 
     ``batch`` is one whole batch whose header and CRC were already checked.
     """
@@ -82,12 +88,15 @@ def validate_batch(
         raise InvalidRecord("transactional batches need a transactional producer (not supported)")
     codec = attributes & _CODEC_MASK
     payload = memoryview(batch)[_OVERHEAD:]
-    data = payload if codec == 0 else decompress(codec, payload, max_decompressed)
+    data, again = (
+        (payload, False) if codec == 0 else decompress_noting(codec, payload, max_decompressed)
+    )
     seen_max = _walk(data, count, first_ts, require_keys)
     if last_delta != count - 1:
         raise InvalidRecord(f"lastOffsetDelta {last_delta} does not match {count} records")
     if not attributes & _TIMESTAMP_TYPE_MASK and seen_max != max_ts:
         raise InvalidRecord(f"maxTimestamp {max_ts} is not the records' maximum {seen_max}")
+    return again
 
 
 def _walk(data: Any, count: int, first_ts: int, require_keys: bool = False) -> int:

@@ -7,6 +7,7 @@ encode_batch, so the corruption is exactly the named one.
 
 from __future__ import annotations
 
+import gzip
 import struct
 import zlib
 
@@ -156,3 +157,17 @@ CORRUPTIONS = {
     "gzip bomb (80 MiB of zeros)": (_gzip_bomb, None),
     "zstd bomb (80 MiB of zeros)": (_zstd_bomb, None),
 }
+
+
+def gzip_in_members(encoded: bytes, cut: int) -> bytes:
+    """An uncompressed batch (``encode_batch``'s) as gzip of two members, its records section
+    cut at byte ``cut`` (0: an empty first member): what RFC 1952 allows, Kafka takes, and
+    librdkafka reads only the first member of (a helper's fuzz of the broker)."""
+    header = bytearray(encoded[:61])
+    raw = encoded[61:]
+    payload = gzip.compress(raw[:cut]) + gzip.compress(raw[cut:])
+    (attributes,) = struct.unpack_from(">h", header, 21)
+    struct.pack_into(">h", header, 21, attributes | 1)
+    struct.pack_into(">i", header, 8, 49 + len(payload))
+    struct.pack_into(">I", header, 17, crc32c.crc32c(bytes(header[21:]) + payload))
+    return bytes(header) + payload

@@ -8,7 +8,7 @@ from __future__ import annotations
 import lz4.frame
 import pytest
 
-from storage._compression import compress, decompress
+from storage._compression import compress, decompress, decompress_noting
 from storage._errors import CorruptRecordError
 from storage._records import Compression
 
@@ -45,3 +45,40 @@ def test_a_dictionary_id_or_a_reserved_bit_is_refused(at: int, bit: int) -> None
     frame[at] |= bit  # (the header checksum is not fixed: the flags are refused first)
     with pytest.raises(CorruptRecordError, match="independent blocks"):
         decompress(Compression.LZ4, bytes(frame))
+
+
+@pytest.mark.parametrize("cut", [0, 100, 255 * 1024])
+def test_gzip_of_several_members_is_noted(cut: int) -> None:
+    """librdkafka reads only the first member of a gzip payload: the broker compresses such a
+    payload again in one piece (``decompress_noting``), one member is left as it is."""
+    import gzip
+
+    two = gzip.compress(DATA[:cut]) + gzip.compress(DATA[cut:])
+    assert decompress_noting(Compression.GZIP, two) == (DATA, True)
+    assert decompress_noting(Compression.GZIP, gzip.compress(DATA)) == (DATA, False)
+    assert decompress(Compression.GZIP, two) == DATA
+
+
+def test_a_gzip_batch_of_several_members_is_stored_as_one(tmp_path) -> None:
+    """Records, offsets and producer fields kept; the payload one gzip member."""
+    import zlib
+
+    from storage import NewRecord, PartitionLog, TopicConfig, decode_records, encode_batch
+    from tests.storage.conftest import FakeClock
+    from tests.storage.corruptions import gzip_in_members
+
+    records = [NewRecord(b"v%d" % i, key=b"k%d" % i, timestamp=5) for i in range(10)]
+    plain = encode_batch(records, producer_id=7, producer_epoch=1, base_sequence=0)
+    plog = PartitionLog(tmp_path, TopicConfig(), FakeClock())
+    plog.append(encode_batch([NewRecord(b"first", timestamp=5)]))
+    for cut in (0, 40):
+        info = plog.append(gzip_in_members(plain, cut))
+        stored = plog.read(info.base_offset).data
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        assert d.decompress(stored[61:]) == plain[61:] and d.eof and d.unused_data == b""
+        assert stored[22] & 0x07 == Compression.GZIP and stored[43:61] == plain[43:61]
+        got = decode_records(stored)
+        assert [(r.offset, r.key, r.value) for r in got] == [
+            (info.base_offset + i, r.key, r.value) for i, r in enumerate(records)
+        ]
+    plog.close()
