@@ -421,9 +421,6 @@ class Sim:
         self.p_fail = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.p_lost_answer = rng.choice((0.0, 0.02, 0.1)) if self.faults else 0.0
         self.max_delay = rng.choice((2, 10, 40))
-        # (the user-hand schedule: how long after a seek its instance's records may move
-        # the position back there: a freeze, a late write, its next heartbeats)
-        self.checks.sought_window = self.checks.fence_after_ms + 2 * self.max_delay + 5 * HB
         #: the group's strategy (docs/rebalancing.md); "balanced" runs also check the target
         #: is reached after the faults and that nothing moves in the steady state after it
         self.rebalance = rebalance or rng.choice(("balanced", "balanced", "none"))
@@ -871,7 +868,7 @@ class Sim:
             msg = decode(action.key, action.value)
             self.note(f"{inst.me} sends {action.kind} {_short(msg)} -> cp{action.cp}")
             self._sent += 1
-            sent = self._sent
+            sent = self.checks.sends = self._sent
             timeout = 2 * self.max_delay + HB
             fifo = (inst.me, action.cp)
             if self.in_faults() and rng.random() < self.p_drop:
@@ -1058,8 +1055,6 @@ class Sim:
         docstring)."""
         if inst.state != "frozen":
             return
-        if inst.frozen_at is not None:
-            self.checks.froze(inst.me, inst.frozen_at, self.now)
         rng = self.xrng
         postponed, inst.postponed = inst.postponed, []
         rng.shuffle(postponed)

@@ -83,17 +83,15 @@ class Checks:
     #: that deleted what a running configuration needs: the cold starts after it)
     going_on: list[str] = attrs.field(factory=list)
     #: the user-hand schedule (:mod:`scenarios.sim_seeks`): (topic, partition) -> each seek
-    #: or reset, (time, what the instance had handed out through, target, instance). ALO may
-    #: skip what lies between; only that instance's records move its position back to the
-    #: target, within ``sought_window`` ms (its next heartbeats, late ones, a freeze
-    #: meanwhile; instance None: any, any time)
-    seeks: dict[Key, list[tuple[int, int, int, object]]] = attrs.field(
+    #: or reset, (time, what the instance had handed out through, target, instance, the
+    #: writes sent before it). ALO may skip what lies between; only that instance's records
+    #: sent after it move its position back to the target, whenever they land (its next
+    #: heartbeats, however late a freeze or the transport makes them; instance None: any)
+    seeks: dict[Key, list[tuple[int, int, int, object, int]]] = attrs.field(
         factory=lambda: defaultdict(list)
     )
-    sought_window: int | None = None
-    #: instance -> the times it was frozen, (from, to): a freeze after a seek delays the
-    #: heartbeats that carry it, so it lengthens that instance's ``sought_window``
-    frozen: dict[object, list[tuple[int, int]]] = attrs.field(factory=lambda: defaultdict(list))
+    #: member writes sent so far (the simulator counts them): a write's number in send order
+    sends: int = 0
     #: the data log's first offset where retention moved it
     log_start: dict[Key, int] = attrs.field(factory=dict)
 
@@ -120,11 +118,14 @@ class Checks:
         entry: bool = False,
         sent: tuple[int, int] | None = None,
         overtaken: bool = False,
+        number: int | None = None,
     ) -> None:
         """Called after the oracle world applied one record ``msg`` at log time ``ts``
         (``entry``: ``msg`` is a MemberHeartbeat's entry, which names its tenure; ``sent``:
         a member's write, (coordination partition, its number in send order); ``overtaken``,
-        for an entry: its record was)."""
+        for an entry: its record was; ``number``, for an entry: its record's send number)."""
+        if sent is not None:
+            number = sent[1]
         if sent is not None and hasattr(msg, "instance_id"):
             writer = ((msg.client_id, msg.instance_id), sent[0])  # type: ignore[attr-defined]
             top = self.sent_landed.get(writer, -1)
@@ -142,7 +143,7 @@ class Checks:
                     last_offset=last,
                     heartbeat_interval_ms=msg.heartbeat_interval_ms,
                 )
-                self.landed(world, beat, v, ts, entry=True, overtaken=overtaken)
+                self.landed(world, beat, v, ts, entry=True, overtaken=overtaken, number=number)
             return
         if verdict is None or not verdict.accepted or not hasattr(msg, "partition"):
             return
@@ -181,7 +182,7 @@ class Checks:
                 self.takeover_rewinds += 1
             elif pos < before and overtaken and self._unnamed_late(msg, verdict, state, entry):
                 self.unnamed_rewinds += 1
-            elif pos < before and self.mode == "alo" and self._sought_back(key, pos, ts, me):
+            elif pos < before and self.mode == "alo" and self._sought_back(key, pos, me, number):
                 pass  # user code sought back there (ALO hands it out again)
             elif pos < before:
                 self.fail(ts, f"position of {key} moved back to {pos} without an admin reset")
@@ -249,41 +250,33 @@ class Checks:
     def sought(self, now: int, key: Key, through: int, target: int, who: object = None) -> None:
         """User code sought ``key`` to ``target``; the instance had handed out through
         ``through``: ALO may skip what lies between (a seek forward). ``who``: the instance
-        whose records may move the position back to ``target - 1`` (None: any, any time)."""
-        self.seeks[key].append((now, through, target, who))
+        whose records sent from now on may move the position back to ``target - 1``
+        (None: any record)."""
+        self.seeks[key].append((now, through, target, who, self.sends))
 
     def truncated(self, key: Key, start: int) -> None:
         """Retention moved ``key``'s log start to ``start``: what nobody handed out below
         it is gone (ALO cannot hand it out)."""
         self.log_start[key] = max(start, self.log_start.get(key, 0))
 
-    def froze(self, who: object, start: int, end: int) -> None:
-        """``who`` was frozen from ``start`` to ``end`` (thawed then)."""
-        self.frozen[who].append((start, end))
-
-    def _sought_back(self, key: Key, pos: int, ts: int, writer: object = None) -> bool:
-        """Did ``writer`` seek ``key`` to ``pos + 1`` or below (or a reset take it there)
-        shortly before ``ts`` (its freezes since not counted)?"""
-        window = self.sought_window
+    def _sought_back(self, key: Key, pos: int, writer: object, number: int | None) -> bool:
+        """Was ``writer``'s record (send number ``number``) sent after it sought ``key`` to
+        ``pos + 1`` or below (or a reset took it there)? Exact, whenever the record lands:
+        a window of time after the seek excused a heartbeat that a freeze delayed only if the
+        window counted the freeze (seed 3537), and would excuse a record sent before it."""
         return any(
-            t <= ts
-            and target <= pos + 1
-            and (who is None or who == writer)
-            and (window is None or who is None or ts <= t + window + self._frozen_for(who, t, ts))
-            for t, _, target, who in self.seeks.get(key, ())
-        )
-
-    def _frozen_for(self, who: object, start: int, end: int) -> int:
-        """How long ``who`` was frozen between ``start`` and ``end``."""
-        return sum(
-            max(0, min(to, end) - max(since, start)) for since, to in self.frozen.get(who, ())
+            target <= pos + 1
+            and (who is None or (who == writer and number is not None and number > sent))
+            for _, _, target, who, sent in self.seeks.get(key, ())
         )
 
     def _skipped(self, key: Key, offset: int) -> bool:
         """ALO: did a seek forward skip ``offset``, or retention delete it?"""
         if offset < self.log_start.get(key, 0):
             return True
-        return any(through < offset < target for _, through, target, _ in self.seeks.get(key, ()))
+        return any(
+            through < offset < target for _, through, target, _, _ in self.seeks.get(key, ())
+        )
 
     def holders(self, now: int, key: Key, clients: set[str]) -> None:
         if len(clients) > 1:
