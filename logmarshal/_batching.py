@@ -11,33 +11,48 @@ precomputed varints and ``bytes.join``), about a third of the per-record cost of
 optional C extension ``logmarshal._fastproduce`` built, the same bytes come from C (any
 lengths and timestamps; headers still go to ``encode_batch``), about a tenth of the cost: the
 encoding was most of ``Cluster.produce``'s time, which capped the embedded Producer.
+
+Also here: the checks of a record's fields before it joins a batch (:func:`as_bytes`,
+:func:`checked_headers`, :func:`check_timestamp`), and the Producer's batch, :class:`_Batch`,
+which splits itself when the cluster refuses it as too large (:meth:`_Batch.send`).
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from operator import add, attrgetter, sub
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import Any, cast, overload
 
 import crc32c
 
-from storage import NewRecord
+from storage import NewRecord, RecordTooLarge
 
-if TYPE_CHECKING:
-    from .cluster import ProduceResult
+from .cluster import ProduceResult
 
 try:
     from ._fastproduce import encode_plain as _encode_plain_c
 except ImportError:  # built without a C compiler: the Python encoder below
     _encode_plain_c = None
 
-__all__ = ["RecordColumns", "columns_of", "encode_plain", "encode_plain_py"]
+__all__ = [
+    "RecordColumns",
+    "as_bytes",
+    "check_timestamp",
+    "checked_headers",
+    "columns_of",
+    "encode_plain",
+    "encode_plain_py",
+]
 
 Header = tuple[str, bytes | None]
+
+#: the Producer's logger: a batch split is the Producer's news (logmarshal/producer.py)
+log = logging.getLogger("logmarshal.producer")
 
 # What storage._records writes (its batch header layout, section "encode"): kept equal by
 # tests/logmarshal/test_batching.py, which compares bytes with storage.encode_batch.
@@ -64,11 +79,47 @@ _LIMIT = 1 << 14
 _VARINT = tuple(_varint(n) for n in range(_LIMIT))
 _VARINT_LEN = tuple(map(len, _VARINT))
 _NULL = _varint(-1)
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 
 _timestamps = attrgetter("timestamp")
 _keys = attrgetter("key")
 _values = attrgetter("value")
 _headers = attrgetter("headers")
+
+
+def as_bytes(obj: Any, what: str) -> bytes | None:
+    """A record's ``what`` (key, value, header value) as bytes, or None; a TypeError that
+    names the serializer to pass for anything else."""
+    if obj is None or isinstance(obj, bytes):
+        return obj
+    if isinstance(obj, _BYTES_LIKE):
+        return bytes(obj)
+    raise TypeError(
+        f"the {what} must be bytes or None, got {type(obj).__name__}; "
+        f"pass a {what}_serializer (e.g. logmarshal.serializers.string_serializer)"
+    )
+
+
+def checked_headers(headers: Iterable[tuple[str, Any]]) -> tuple[Header, ...]:
+    """A record's headers as ``(str, bytes | None)`` pairs, or a TypeError."""
+    out = []
+    for name, value in headers:
+        if not isinstance(name, str):
+            raise TypeError(f"header names are str, got {type(name).__name__}")
+        out.append((name, as_bytes(value, "header value")))
+    return tuple(out)
+
+
+def check_timestamp(timestamp: Any) -> None:
+    """A record's timestamp given by the caller: an int (not a bool) within int64."""
+    if type(timestamp) is not int and (
+        isinstance(timestamp, bool) or not isinstance(timestamp, int)
+    ):
+        raise TypeError(f"timestamp must be an int (epoch ms), got {type(timestamp).__name__}")
+    if not _INT64_MIN <= timestamp <= _INT64_MAX:
+        raise ValueError(f"timestamp {timestamp} does not fit in int64")
 
 
 class RecordColumns(Sequence[NewRecord]):
@@ -250,6 +301,7 @@ class _Batch:
         "created",
         "done",
         "error",
+        "failed",
         "headers",
         "keys",
         "partition",
@@ -275,9 +327,133 @@ class _Batch:
         self.untracked = 0  # records sent by send_nowait(): nobody asks for their outcome
         self.done = threading.Event()
         self.result: ProduceResult | None = None
-        self.error: BaseException | None = None
+        self.error: BaseException | None = None  # every record's: none was stored
+        #: index -> error of the records that failed alone (a batch split, :meth:`send`)
+        self.failed: dict[int, BaseException] | None = None
 
     def add_headers(self, index: int, headers: tuple[_Header, ...]) -> None:
         if self.headers is None:
             self.headers = [()] * index
         self.headers.append(headers)
+
+    def send(self, produce: Callable[..., ProduceResult], durable: bool) -> None:
+        """``produce`` (a cluster's) of the records as one batch: sets :attr:`result`, or
+        :attr:`error` if none was stored.
+
+        A batch of several records that the cluster refuses as too large (RecordTooLarge:
+        the topic's ``max.message.bytes``, or ``segment.bytes``) is split, as Kafka's
+        producer splits one refused with MESSAGE_TOO_LARGE (its Sender's completeBatch), so
+        that only a record too large alone fails (:attr:`failed`, with the cluster's error)
+        and the others are stored in the order they were sent: see :meth:`_split`. The
+        usual batch is one call; only a refused one pays for the split."""
+        records = RecordColumns(self.timestamps, self.keys, self.values, self.headers)
+        try:
+            self.result = produce(self.topic, self.partition, records, durable=durable)
+        except RecordTooLarge as exc:
+            if len(self.values) > 1:
+                self._split(produce, durable, exc)
+            else:
+                self.error = exc
+        except Exception as exc:  # every record of the batch learns why it was not stored
+            self.error = exc
+
+    def _split(self, produce: Callable[..., ProduceResult], durable: bool, why: Exception) -> None:
+        """Send the records in halves, each once the one before it was answered (the earlier
+        records first: a later record never lands before an earlier one), a half refused as
+        too large halved again, down to a record alone. An error that is not about size
+        stops the split: it is the error of every record not stored yet, as it would have
+        been of the whole batch."""
+        n = len(self.values)
+        offsets = [-1] * n
+        failed: dict[int, BaseException] = {}
+        stop: Exception | None = None
+        pending = [(n // 2, n), (0, n // 2)]  # a stack: the earliest records on top
+        while pending:
+            start, end = pending.pop()
+            if stop is not None:
+                failed.update(dict.fromkeys(range(start, end), stop))
+                continue
+            try:
+                result = produce(
+                    self.topic, self.partition, self._part(start, end), durable=durable
+                )
+            except RecordTooLarge as exc:
+                if end - start == 1:
+                    failed[start] = exc
+                else:
+                    middle = (start + end) // 2
+                    pending += ((middle, end), (start, middle))
+                continue
+            except Exception as exc:
+                stop = exc
+                failed.update(dict.fromkeys(range(start, end), exc))
+                continue
+            offsets[start:end] = result.offsets
+            if result.log_append_time >= 0:  # each part's own: kept as its records' timestamps
+                self.timestamps[start:end] = [result.log_append_time] * (end - start)
+        stored = [offset for offset in offsets if offset >= 0]
+        log.warning(
+            "produce to %s/%d: a batch of %d records was refused (%s); sent in parts: %d stored, "
+            "%d failed%s",
+            self.topic,
+            self.partition,
+            n,
+            why,
+            len(stored),
+            len(failed),
+            "" if stop is None else f", the split stopped by: {stop}",
+        )
+        self.failed = failed
+        self.result = ProduceResult(
+            self.topic,
+            self.partition,
+            min(stored, default=-1),
+            max(stored, default=-1),
+            record_offsets=tuple(offsets),
+        )
+
+    def _part(self, start: int, end: int) -> RecordColumns:
+        headers = self.headers[start:end] if self.headers is not None else None
+        return RecordColumns(
+            self.timestamps[start:end],
+            self.keys[start:end],
+            self.values[start:end],
+            headers if headers and any(headers) else None,
+        )
+
+    def outcome(self, index: int, timeout: float | None) -> tuple[str, int, int, int]:
+        """Topic, partition, offset and timestamp of record ``index`` once stored (waiting up
+        to ``timeout`` s for the batch's answer); the error that stopped it otherwise."""
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"the record was not stored within {timeout} s")
+        if self.error is not None:
+            raise self.error
+        if self.failed and index in self.failed:
+            raise self.failed[index]
+        result = self.result
+        assert result is not None
+        offsets = result.record_offsets
+        lat = result.log_append_time
+        return (
+            self.topic,
+            self.partition,
+            offsets[index] if offsets else result.base_offset + index,
+            lat if lat >= 0 else self.timestamps[index],
+        )
+
+    def lost(self) -> tuple[int, BaseException] | None:
+        """How many records sent by send_nowait() (:attr:`untracked`) failed, and an error
+        of theirs; None if none did. After a split the batch does not know which of its
+        records without a callback were send_nowait()'s (no mark is made per record as it is
+        sent): each such record that failed counts, up to :attr:`untracked`, so that no
+        failure of send_nowait()'s is missed (exact unless a batch mixes them with send()'s
+        records that have no callback)."""
+        if self.error is not None:
+            return (self.untracked, self.error) if self.untracked else None
+        if not self.failed or not self.untracked:
+            return None
+        called_back = {index for index, _ in self.callbacks or ()}
+        unknown = sorted(index for index in self.failed if index not in called_back)
+        if not unknown:
+            return None
+        return min(len(unknown), self.untracked), self.failed[unknown[0]]

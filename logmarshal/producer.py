@@ -12,7 +12,9 @@ Two ways of sending, one API (docs/architecture.md, "Connections"):
 * **Any other cluster** (the embedded one, or a wrapper such as the fault injector): records
   are appended to a per-partition batch, kept as columns (:class:`~logmarshal._batching.
   RecordColumns`), which a background sender hands to ``Cluster.produce`` in one call when
-  ``batch_size`` bytes have accumulated or the oldest record has waited ``linger_ms``.
+  ``batch_size`` bytes have accumulated or the oldest record has waited ``linger_ms`` (in
+  parts, in order, if the cluster refuses it as too large: :meth:`~logmarshal._batching.
+  _Batch.send`, as Kafka's producer splits a batch refused with MESSAGE_TOO_LARGE).
 
 ``send`` returns a :class:`Delivery`: ``.result()`` gives the record's
 :class:`RecordMetadata` (like a Future's), and no Future is built per record.
@@ -30,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from ._batching import RecordColumns, _Batch
+from ._batching import _Batch, as_bytes, check_timestamp, checked_headers
 from .cluster import Cluster
 from .errors import ClosedError, NetworkError
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
@@ -50,10 +52,10 @@ Serializer = Callable[[Any], bytes | None]
 DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
 Header = tuple[str, bytes | None]
 
-_BYTES_LIKE = (bytes, bytearray, memoryview)
 _RECORD_OVERHEAD = 20  # rough per-record framing, for deciding when a batch is full
-_INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1  # batch_size's bound, Kafka's (an int) and librdkafka's
+_MAX_LINGER_MS = 900_000  # librdkafka's bound of linger.ms (15 min)
 #: sends between two librdkafka poll(0) calls: serves delivery reports while sending
 #: without paying a poll (it releases and takes back the GIL) per record
 _POLL_EVERY = 1000
@@ -81,33 +83,37 @@ def wall_clock_ms() -> int:
     return _time_ns() // 1_000_000
 
 
-def _as_bytes(obj: Any, what: str) -> bytes | None:
-    if obj is None or isinstance(obj, bytes):
-        return obj
-    if isinstance(obj, _BYTES_LIKE):
-        return bytes(obj)
-    raise TypeError(
-        f"the {what} must be bytes or None, got {type(obj).__name__}; "
-        f"pass a {what}_serializer (e.g. logmarshal.serializers.string_serializer)"
-    )
-
-
-def _headers(headers: Iterable[tuple[str, Any]]) -> tuple[Header, ...]:
-    out = []
-    for name, value in headers:
-        if not isinstance(name, str):
-            raise TypeError(f"header names are str, got {type(name).__name__}")
-        out.append((name, _as_bytes(value, "header value")))
-    return tuple(out)
-
-
-def _check_timestamp(timestamp: Any) -> None:
-    if type(timestamp) is not int and (
-        isinstance(timestamp, bool) or not isinstance(timestamp, int)
+def _check_settings(
+    batch_size: Any,
+    linger_ms: Any,
+    metadata_max_age_ms: Any,
+    durable: Any,
+    clock: Any,
+    client_config: Any,
+    serializers: Mapping[str, Any],
+) -> None:
+    """A Producer's settings, refused at construction if of a wrong type or out of range
+    (a bool is no number here; a nan or inf linger would never send a batch by time, or
+    stop the sender thread)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size must be an int (bytes), got {batch_size!r}")
+    if not 1 <= batch_size <= _INT32_MAX:
+        raise ValueError(f"batch_size must be from 1 to {_INT32_MAX} bytes, got {batch_size}")
+    for name, value, most in (
+        ("linger_ms", linger_ms, _MAX_LINGER_MS),
+        ("metadata_max_age_ms", metadata_max_age_ms, _INT64_MAX),
     ):
-        raise TypeError(f"timestamp must be an int (epoch ms), got {type(timestamp).__name__}")
-    if not _INT64_MIN <= timestamp <= _INT64_MAX:
-        raise ValueError(f"timestamp {timestamp} does not fit in int64")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{name} must be a number (ms), got {value!r}")
+        if not 0 <= value <= most:  # (nan and inf too)
+            raise ValueError(f"{name} must be from 0 to {most} ms, got {value}")
+    if type(durable) is not bool:
+        raise TypeError(f"durable must be a bool, got {durable!r}")
+    for name, function in (("clock", clock), *serializers.items()):
+        if not callable(function) and (function is not None or name == "clock"):
+            raise TypeError(f"{name} must be a callable, got {function!r}")
+    if client_config is not None and not isinstance(client_config, Mapping):
+        raise TypeError(f"client_config must be a mapping, got {client_config!r}")
 
 
 def _call_back(callback: DeliveryCallback, delivery: Delivery) -> None:
@@ -206,18 +212,7 @@ class _BatchDelivery(tuple, Delivery):
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         batch: _Batch = self[0]
-        if not batch.done.wait(timeout):
-            raise TimeoutError(f"the record was not stored within {timeout} s")
-        if batch.error is not None:
-            raise batch.error
-        result = batch.result
-        assert result is not None
-        i = self[1]
-        offset = result.record_offsets[i] if result.record_offsets else result.base_offset + i
-        lat = result.log_append_time
-        return RecordMetadata(
-            batch.topic, batch.partition, offset, lat if lat >= 0 else batch.timestamps[i]
-        )
+        return RecordMetadata(*batch.outcome(self[1], timeout))
 
 
 _new_tuple = tuple.__new__
@@ -231,8 +226,9 @@ class Producer:
     asks the cluster to have each batch on disk before it is acknowledged (acks=all over the
     network). ``clock`` gives record timestamps in epoch milliseconds when ``send`` is not
     given one. ``batch_size`` (bytes) and ``linger_ms`` bound a batch as Kafka's producer
-    settings of those names do. ``client_config`` adds librdkafka settings to the network
-    producer (ignored by other clusters).
+    settings of those names do (``linger_ms`` up to librdkafka's 900,000). ``client_config``
+    adds librdkafka settings to the network producer (ignored by other clusters). A setting
+    of a wrong type (a bool for a number, say) or out of range (nan, inf) is refused here.
     """
 
     def __init__(
@@ -249,10 +245,10 @@ class Producer:
         clock: Callable[[], int] = wall_clock_ms,
         client_config: Mapping[str, Any] | None = None,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1 byte, got {batch_size}")
-        if linger_ms < 0:
-            raise ValueError(f"linger_ms cannot be negative, got {linger_ms}")
+        serializers = {"key_serializer": key_serializer, "value_serializer": value_serializer}
+        _check_settings(
+            batch_size, linger_ms, metadata_max_age_ms, durable, clock, client_config, serializers
+        )
         self._cluster = cluster
         self._partitioner = resolve_partitioner(partitioner)
         # Kafka's murmur2 on a key: librdkafka's murmur2_random hashes the same way, and the
@@ -456,13 +452,13 @@ class Producer:
         if self._value_serializer is not None:
             value = self._value_serializer(value)
         if type(value) is not bytes and value is not None:
-            value = _as_bytes(value, "value")
+            value = as_bytes(value, "value")
         if type(key) is not bytes and key is not None:
-            key = _as_bytes(key, "key")
+            key = as_bytes(key, "key")
         if headers is not None:
-            headers = _headers(headers)
+            headers = checked_headers(headers)
         if timestamp is not None:
-            _check_timestamp(timestamp)
+            check_timestamp(timestamp)
         client = self._client
         now_ns = 0
         if partition is None and key is not None and self._kafka_hash:  # the usual record
@@ -867,16 +863,12 @@ class Producer:
                     self._cond.notify_all()
 
     def _send_batch(self, batch: _Batch) -> None:
-        records = RecordColumns(batch.timestamps, batch.keys, batch.values, batch.headers)
-        try:
-            batch.result = self._cluster.produce(
-                batch.topic, batch.partition, records, durable=self._durable
-            )
-        except Exception as exc:  # every record of the batch learns why it was not stored
-            log.warning("produce to %s/%d failed: %s", batch.topic, batch.partition, exc)
-            batch.error = exc
-            if batch.untracked:
-                self._lost(batch.untracked, exc)
+        batch.send(self._cluster.produce, self._durable)  # (split if refused as too large)
+        if batch.error is not None:
+            log.warning("produce to %s/%d failed: %s", batch.topic, batch.partition, batch.error)
+        lost = batch.lost()
+        if lost is not None:
+            self._lost(*lost)
         # a Delivery the caller keeps holds its batch: let the payloads go (a result needs
         # the timestamps only)
         batch.keys, batch.values, batch.headers = [], [], None

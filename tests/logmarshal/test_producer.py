@@ -366,3 +366,54 @@ def test_a_clock_set_back_does_not_keep_a_partition_count(cluster, monkeypatch) 
         meta = producer.send("t", b"c", key=b"key").result(5)
     assert meta.partition == Murmur2Partitioner()(b"key", 4) != 0
     assert meta.timestamp == now[0] // 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "error", "match"),
+    [
+        ("linger_ms", float("nan"), ValueError, "linger_ms"),
+        ("linger_ms", float("inf"), ValueError, "linger_ms"),
+        ("linger_ms", -1, ValueError, "linger_ms"),
+        ("linger_ms", 900_001, ValueError, "linger_ms"),  # librdkafka's bound, both paths
+        ("linger_ms", True, TypeError, "linger_ms"),
+        ("linger_ms", "5", TypeError, "linger_ms"),
+        ("batch_size", True, TypeError, "batch_size"),
+        ("batch_size", 1000.0, TypeError, "batch_size"),
+        ("batch_size", float("nan"), TypeError, "batch_size"),
+        ("batch_size", 0, ValueError, "batch_size"),
+        ("batch_size", 1 << 31, ValueError, "batch_size"),
+        ("metadata_max_age_ms", float("nan"), ValueError, "metadata_max_age_ms"),
+        ("metadata_max_age_ms", float("inf"), ValueError, "metadata_max_age_ms"),
+        ("metadata_max_age_ms", -1, ValueError, "metadata_max_age_ms"),
+        ("metadata_max_age_ms", False, TypeError, "metadata_max_age_ms"),
+        ("durable", "yes", TypeError, "durable"),
+        ("durable", 1, TypeError, "durable"),
+        ("clock", 1_700_000_000_000, TypeError, "clock"),
+        ("key_serializer", "utf-8", TypeError, "key_serializer"),
+        ("value_serializer", b"json", TypeError, "value_serializer"),
+        ("client_config", [("acks", "all")], TypeError, "client_config"),
+    ],
+)
+def test_bad_settings_are_refused_at_construction(cluster, setting, value, error, match) -> None:
+    with pytest.raises(error, match=match):
+        Producer(cluster, **{setting: value})
+
+
+def test_unknown_settings_are_refused_and_good_ones_taken(cluster) -> None:
+    with pytest.raises(TypeError, match="linger"):
+        Producer(cluster, linger=5)  # type: ignore[call-arg]
+    cluster.create_topic("t", 1)
+    with Producer(
+        cluster,
+        batch_size=1,
+        linger_ms=0,
+        metadata_max_age_ms=0.5,
+        durable=True,
+        key_serializer=None,
+        value_serializer=string_serializer,
+        client_config={},
+    ) as producer:
+        assert producer.send("t", "v").result(5).offset == 0
+    with Producer(cluster, linger_ms=900_000, batch_size=(1 << 31) - 1) as producer:
+        producer.send("t", b"w")
+    assert [m.value for m in read_all(cluster, "t", 0)] == [b"v", b"w"]
