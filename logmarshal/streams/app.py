@@ -41,7 +41,7 @@ from ..consumer.handler import dead_letter
 from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
-from .stores import InMemoryStore, KeyValueStore, RocksDBStore, SqliteStore
+from .stores import InMemoryStore, KeyValueStore, open_store
 from .task import Fenced, Task, changelog_topic
 from .topology import SubTopology, Topology, TopologyError
 
@@ -60,6 +60,28 @@ _TOPIC_PARTITION = operator.itemgetter(0, 1)
 #: next owner when it restores and commits, and until then the valid record it supersedes
 #: must survive the cleaner (``tests/logmarshal/streams/test_fence.py``, the compaction tests)
 CHANGELOG_CONFIG = (("cleanup.policy", "compact"), ("min.compaction.lag.ms", str(3_600_000)))
+
+
+#: consumer settings an App makes itself: a ``consumer_options`` entry may not name them
+_APP_CONSUMER_OPTIONS = frozenset({"mode", "tasks", "on_assigned", "on_revoked", "topics"})
+
+
+def _check_options(commit_interval: object, consumer_options: dict[str, Any] | None) -> None:
+    if (
+        isinstance(commit_interval, bool)
+        or not isinstance(commit_interval, int | float)
+        or not 0 <= commit_interval < float("inf")
+    ):
+        raise ValueError(f"commit_interval must be seconds (>= 0), got {commit_interval!r}")
+    if consumer_options is None:
+        return
+    if not isinstance(consumer_options, dict):
+        raise TypeError(f"consumer_options must be a dict, got {consumer_options!r}")
+    taken = sorted(_APP_CONSUMER_OPTIONS.intersection(consumer_options))
+    if taken:
+        raise ValueError(
+            f"consumer_options may not set {', '.join(taken)}: the App sets them itself"
+        )
 
 
 def task_name(application_id: str, sub: SubTopology) -> str:
@@ -95,7 +117,9 @@ class App:
         self.application_id = application_id
         self.topology = topology
         self.state_dir = os.fspath(state_dir)
-        self.commit_interval = commit_interval
+        _check_options(commit_interval, consumer_options)
+        self.commit_interval = float(commit_interval)
+        self._check_state_dir()
         self.retry = retry if retry is not None else RetryPolicy(max_attempts=1)
         self._rng = random.Random()
         self._create_repartition_topics()
@@ -125,6 +149,11 @@ class App:
         #: per task key: its directory's lock (fd), or its private directory (locked elsewhere)
         self._task_dirs: dict[Key, tuple[int | None, str | None]] = {}
         self._uncommitted: dict[Key, list[Message]] = {}
+        #: tasks whose processing raised out of the runner (HandlerFailed, an interrupt, a
+        #: failing punctuator): their stores may hold part of a record's writes, so nothing
+        #: of theirs since their last commit is committed (dropped at the next commit); the
+        #: next holder of the claim processes those records again, from the last commit
+        self._broken: set[Key] = set()
         #: the consumer's ``batch_size`` (its default when not given): the most one poll takes
         self._poll_batch = int(
             (consumer_options or {}).get("batch_size", Consumer.DEFAULT_CONFIG["batch_size"])
@@ -133,17 +162,44 @@ class App:
         self._closed = False
         self._running = threading.Event()
         self._run_exited = threading.Event()
-        self.consumer = Consumer(
-            self.marshaler,
-            (),
-            tasks={name: sub.source_topics for name, sub in self._sub_of_task.items()},
-            mode="alo",
-            on_assigned=self._assigned,
-            on_revoked=self._revoked,
-            **(consumer_options or {}),
-        )
+        try:
+            self.consumer = Consumer(
+                self.marshaler,
+                (),
+                tasks={name: sub.source_topics for name, sub in self._sub_of_task.items()},
+                mode="alo",
+                on_assigned=self._assigned,
+                on_revoked=self._revoked,
+                **(consumer_options or {}),
+            )
+        except BaseException:
+            # (a consumer option refused: the producer's and the marshaler's threads must
+            # not outlive an App that was never made)
+            self.producer.close()
+            if self._owns_marshaler:
+                self.marshaler.close()
+            raise
 
     # -- setup ----------------------------------------------------------------------------
+
+    def _check_state_dir(self) -> None:
+        """With persistent stores, ``state_dir`` must hold directories: said here, not by
+        the first task's set-up failing inside the consumer's assignment."""
+        if all(spec.kind == "memory" for spec in self.topology.stores.values()):
+            return
+        base = os.path.join(self.state_dir, self.application_id)
+        try:
+            os.makedirs(base, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(
+                f"state_dir {self.state_dir!r}: cannot make {base!r} for the persistent "
+                f"stores' files: {exc}"
+            ) from exc
+        if not os.access(base, os.W_OK | os.X_OK):
+            raise ValueError(
+                f"state_dir {self.state_dir!r}: {base!r} is not writable: the persistent "
+                "stores' files go there"
+            )
 
     def _create_repartition_topics(self) -> None:
         """DSL repartition topics get as many partitions as the widest source topic."""
@@ -225,8 +281,7 @@ class App:
         spec = self.topology.stores[name]
         if spec.kind == "memory" or directory is None:
             return InMemoryStore(name)
-        path = os.path.join(directory, f"{name}.{spec.kind}")
-        return SqliteStore(name, path) if spec.kind == "sqlite" else RocksDBStore(name, path)
+        return open_store(spec.kind, name, os.path.join(directory, f"{name}.{spec.kind}"))
 
     # -- assignment -----------------------------------------------------------------------
 
@@ -240,8 +295,16 @@ class App:
                 log.info("task %s/%d assigned but no longer held: not set up", name, p)
                 continue
             self._release_task_dir((name, p))  # a failed set-up's, if any
-            directory = self._task_dir((name, p), sub)
-            stores = {s: self._make_store(s, directory) for s in sub.stores}
+            stores: dict[str, KeyValueStore] = {}
+            try:
+                directory = self._task_dir((name, p), sub)
+                for s in sub.stores:
+                    stores[s] = self._make_store(s, directory)
+            except BaseException:
+                for store in stores.values():  # (a store that cannot open: the others
+                    store.close()  # must not stay open, nor the directory locked)
+                self._release_task_dir((name, p))
+                raise
             task = Task(
                 self.application_id,
                 self.topology,
@@ -285,6 +348,13 @@ class App:
             )
 
     def _revoked(self, keys: list[Key]) -> None:
+        """The consumer's callback: the claims are gone (a later claim of one resumes from
+        its committed positions, so a broken task's key may run again)."""
+        self._broken.difference_update(keys)
+        self._drop(keys)
+
+    def _drop(self, keys: list[Key]) -> None:
+        """Close tasks without committing what they did since their last commit."""
         for key in keys:
             task = self.tasks.pop(key, None)
             self._uncommitted.pop(key, None)
@@ -323,6 +393,8 @@ class App:
             self._process_run((self._task_of_topic[topic], partition), list(run))
 
     def _task_for(self, key: Key) -> Task | None:
+        if key in self._broken:
+            return None  # never processed here again: its records stay uncommitted
         task = self.tasks.get(key)
         if task is None:
             if key not in self.consumer.claims():
@@ -348,9 +420,10 @@ class App:
         try:
             task.process_batch(messages, functools.partial(self._failed, task))
         except BaseException:
-            # the records before the failure are processed: commit them with the rest
-            done = task.positions.get(topic, 0)
-            uncommitted.extend(m for m in messages if m.offset < done)
+            # the failing record may have written part of its updates to the stores (a
+            # count of its first words): committing the stores now would make its retry,
+            # by whoever processes it next, apply those twice
+            self._broken.add(key)
             raise
         uncommitted.extend(messages)
 
@@ -384,6 +457,13 @@ class App:
             raise
         held = set(self.consumer.claims())
         fenced = self.consumer.fenced
+        for key in self._broken.intersection(self.tasks):
+            log.warning(
+                "task %s: its processing failed; its state and inputs since its last commit "
+                "are not committed (processed again by the claim's next holder)",
+                self.tasks[key].task_id,
+            )
+            self._drop([key])
         for key, task in list(self.tasks.items()):
             if fenced or key not in held or self.consumer.epoch(*key) != task.epoch:
                 # lost meanwhile (the log gave it to another member; or lost and won again,
@@ -432,8 +512,12 @@ class App:
                 if batch:
                     self.process_batch(batch)
                     handled += len(batch)
-                for task in list(self.tasks.values()):
-                    task.punctuate_wall_clock()
+                for key, task in list(self.tasks.items()):
+                    try:
+                        task.punctuate_wall_clock()
+                    except BaseException:
+                        self._broken.add(key)  # (its writes may be half done: see above)
+                        raise
                 if time.monotonic() >= next_commit or any(
                     t.commit_requested for t in self.tasks.values()
                 ):

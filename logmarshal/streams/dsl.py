@@ -237,7 +237,8 @@ class KGroupedStream:
         store: str | StoreSpec | None = None,
     ) -> KTable:
         """Table of ``aggregator(key, value, aggregate)`` per key (per key and window when
-        windowed: keys become ``[key, window_start]``)."""
+        windowed: keys become ``[key, window_start]``). Records with a None key or value are
+        skipped, as in Kafka Streams."""
         b = self._s._b
         spec = (
             store
@@ -253,8 +254,11 @@ class KGroupedStream:
                 self.store = context.get_state_store(spec.name)
 
             def process(self, r: StreamRecord) -> None:
-                if r.key is None:
-                    return  # like Kafka Streams: a null key cannot be grouped
+                if r.key is None or r.value is None:
+                    # like Kafka Streams: a null key cannot be grouped, and a null value (a
+                    # tombstone) is no value to aggregate (a reducer or aggregator given
+                    # None failed, or counted it; a reduce's first None deleted the key)
+                    return
                 key = r.key if windows is None else [r.key, windows.start(r.timestamp)]
                 old = self.store.get(key)
                 if old is not None:

@@ -12,9 +12,12 @@ persistent engines; both keep the local data at a state the changelog has (docs/
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
+import logging
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from typing import Any, cast
@@ -32,7 +35,10 @@ __all__ = [
     "RocksDBStore",
     "SqliteStore",
     "StoreSpec",
+    "open_store",
 ]
+
+log = logging.getLogger(__name__)
 
 #: the store engines a :class:`StoreSpec` may name
 KINDS = ("memory", "sqlite", "rocksdb")
@@ -298,6 +304,11 @@ class KeyValueStore:
         out, self._dirty = self._dirty, {}
         return out
 
+    def untake_dirty(self, taken: dict[bytes, bytes | None]) -> None:
+        """Put back what :meth:`take_dirty` returned, its changelog write having failed: the
+        next commit must write those keys (a key changed again since keeps its newer value)."""
+        self._dirty = {**taken, **self._dirty}
+
     def _drop_cache(self) -> None:
         self._writes = {}
         self._reads.clear()
@@ -358,11 +369,17 @@ class SqliteStore(KeyValueStore):
         super().__init__(name)
         os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
         self._db = sqlite3.connect(os.fspath(path), check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL)")
-        self._db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
-        self._db.commit()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)"
+            )
+            self._db.commit()
+        except BaseException:
+            self._db.close()  # (a file that is no database: not left open)
+            raise
 
     def _get(self, key: bytes) -> bytes | None:
         row = self._db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
@@ -504,3 +521,57 @@ class RocksDBStore(KeyValueStore):
         super().close()
         self._pending = {}  # what the changelog does not have must not survive locally
         self._db.close()
+
+
+def _damaged(exc: BaseException) -> bool:
+    """Does ``exc``, raised opening a store's local files, say they are damaged (a file
+    truncated or overwritten, a RocksDB file missing), rather than unreachable (a directory
+    where the file should be, permissions, a full disk)?"""
+    if isinstance(exc, sqlite3.OperationalError):
+        return False  # unable to open, locked, disk I/O error: not the file's content
+    if isinstance(exc, sqlite3.DatabaseError):
+        return True  # "file is not a database", "database disk image is malformed"
+    if isinstance(exc, ValueError | KeyError | TypeError):
+        return True  # (a checkpoint record that is not the JSON written there)
+    text = str(exc)
+    # rocksdict raises a bare Exception with RocksDB's status text
+    return type(exc) is Exception and (
+        text.startswith("Corruption") or (text.startswith("IO error") and "No such file" in text)
+    )
+
+
+def _open(kind: str, name: str, path: str) -> KeyValueStore:
+    store: KeyValueStore = SqliteStore(name, path) if kind == "sqlite" else RocksDBStore(name, path)
+    try:
+        store.local_checkpoint()  # (what a restore reads first: damaged, it must fail here)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def open_store(kind: str, name: str, path: str | os.PathLike[str]) -> KeyValueStore:
+    """A persistent store of engine ``kind`` (``"sqlite"`` or ``"rocksdb"``) at ``path``. If
+    its local files are damaged (a disk fault, a file truncated or overwritten after a crash)
+    they are deleted and the store opens empty: a restore then rebuilds it from its changelog,
+    the durable copy, instead of the task failing to start on every attempt."""
+    path = os.fspath(path)
+    try:
+        return _open(kind, name, path)
+    except Exception as exc:
+        if not _damaged(exc):
+            raise
+        log.warning(
+            "store %s: its local files at %s cannot be read (%s); deleted, the store is "
+            "restored from its changelog",
+            name,
+            path,
+            exc,
+        )
+    if kind == "rocksdb":
+        shutil.rmtree(path)
+    else:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path + suffix)
+    return _open(kind, name, path)

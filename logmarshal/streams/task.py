@@ -773,24 +773,31 @@ class Task:
         ts = self._now_ms()
         written = 0
         for name in sorted(self.stores):
-            dirty = self.stores[name].take_dirty()
+            store = self.stores[name]
+            dirty = store.take_dirty()
             if not dirty:
                 continue
             batch: list[NewRecord] = []
             size = 0
-            for k, v in dirty.items():
-                if batch and size + len(k) + len(v or b"") > CHANGELOG_BATCH_BYTES:
-                    self._append(cluster, name, batch, durable)
-                    batch, size = [], 0
-                batch.append(NewRecord(v, key=k, headers=(epoch,), timestamp=ts))
-                size += len(k) + len(v or b"")
-            batch.append(
-                NewRecord(
-                    positions, key=marker_key(COMMIT_KEY, self.epoch), headers=header, timestamp=ts
-                )
-            )
-            marker, _ = self._append(cluster, name, batch, durable)
-            self.stores[name].checkpoint(marker, dict(self.positions), self.epoch)
+            try:
+                for k, v in dirty.items():
+                    if batch and size + len(k) + len(v or b"") > CHANGELOG_BATCH_BYTES:
+                        self._append(cluster, name, batch, durable)
+                        batch, size = [], 0
+                    batch.append(NewRecord(v, key=k, headers=(epoch,), timestamp=ts))
+                    size += len(k) + len(v or b"")
+                key = marker_key(COMMIT_KEY, self.epoch)
+                batch.append(NewRecord(positions, key=key, headers=header, timestamp=ts))
+                marker, _ = self._append(cluster, name, batch, durable)
+            except BaseException as exc:
+                # not committed: the next commit writes these keys again (dropped, it wrote
+                # only keys changed later, with positions past the input that changed these);
+                # a fenced task never commits again
+                if not isinstance(exc, Fenced):
+                    store.untake_dirty(dirty)
+                exc.add_note(f"task {self.task_id}: writing store {name!r}'s changelog")
+                raise
+            store.checkpoint(marker, dict(self.positions), self.epoch)
             written += len(dirty)
         return written
 

@@ -13,7 +13,11 @@ Prints one line per commit: ``committed N`` with N the tasks it runs.
   one task (one claim, both topics' positions in its heartbeats).
 - ``LM_STORE_KIND=rocksdb`` puts the counts in that engine (default: sqlite).
 - ``LM_RESTORE_DELAY=S``: after reading a store's changelog to restore it, before fencing
-  it, it prints ``restore-sleep`` and sleeps S seconds (a slow restore, made wide)."""
+  it, it prints ``restore-sleep`` and sleeps S seconds (a slow restore, made wide).
+- ``LM_KILL_AT=after-changelog`` or ``mid-changelog`` (with ``LM_KILL_AFTER=N``, default 5):
+  at its (N+1)-th changelog commit it prints ``killing`` and SIGKILLs itself, right after the
+  commit's records (marker included) were written, before the local checkpoint and the input
+  commit; or with the commit's data records written and its marker not (a commit cut short)."""
 
 from __future__ import annotations
 
@@ -76,8 +80,36 @@ def _slow_restores(seconds: float) -> None:
     task._restore_store = slow
 
 
+def _kill_at(where: str, after: int) -> None:
+    """SIGKILL this process at the changelog write of commit ``after`` + 1 (``LM_KILL_AT``)."""
+    from logmarshal.streams import task
+
+    append = task.Task._append
+    commits = 0
+
+    def killing(self, cluster, name, records, durable):
+        nonlocal commits
+        if records and task.marker_of(records[-1].key) is task.COMMIT_KEY and len(records) > 1:
+            commits += 1
+            if commits > after:
+                append(
+                    self,
+                    cluster,
+                    name,
+                    records if where == "after-changelog" else records[:-1],
+                    durable,
+                )
+                print(f"killing {where}", flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
+        return append(self, cluster, name, records, durable)
+
+    task.Task._append = killing
+
+
 def main() -> None:
     data_dir, client_id, state_dir = sys.argv[1:4]
+    if os.environ.get("LM_KILL_AT"):
+        _kill_at(os.environ["LM_KILL_AT"], int(os.environ.get("LM_KILL_AFTER", "5")))
     if os.environ.get("LM_RESTORE_DELAY"):
         _slow_restores(float(os.environ["LM_RESTORE_DELAY"]))
     if data_dir.startswith("bootstrap="):

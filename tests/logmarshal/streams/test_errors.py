@@ -80,8 +80,10 @@ def test_failing_record_without_dead_letter_stops_the_app(cluster, tmp_path):
         app.run(max_records=3)
     app.close()
     assert CountOrFail.attempts == [1, 1]
-    table, positions = read_changelog(cluster, "err2", "n", 0)
-    assert table == {"a": 1} and positions == {"in": 1}  # the state before the failure
+    # nothing of the failed task since its last commit (there was none) is committed: the
+    # failing record could have written part of its updates (test_bad_day.py), and the next
+    # run processes "a" again from the state of the last commit
+    assert read_changelog(cluster, "err2", "n", 0) == ({}, None)
 
 
 class CountAndForward(CountOrFail):

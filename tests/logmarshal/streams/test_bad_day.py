@@ -1,0 +1,274 @@
+"""A user's bad day: a record that fails half way through its writes, a changelog write that
+fails, local store files damaged after a crash (and SIGKILLs at exact points of a commit),
+tombstones reaching an aggregation, options that cannot work. Each loses nothing and counts
+nothing twice, or says what is wrong where it is wrong."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from logmarshal import EmbeddedCluster
+from logmarshal.retry import HandlerFailed
+from logmarshal.streams import App, Processor, StoreSpec, StreamsBuilder, Topology
+from logmarshal.streams import app as app_module
+from logmarshal.streams.serde import string_deserializer
+from logmarshal.streams.task import marker_of, read_changelog
+from logmarshal.streams.testing import TopologyTestDriver
+from storage import NewRecord
+
+from .conftest import PERSISTENT_KINDS
+from .member import topology as word_count
+from .test_app import (
+    ROOT,
+    changelog_records,
+    produce_lines,
+    run_until,
+    setup_topics,
+    store_total,
+    tables,
+    task_records,
+)
+
+NOW = int(time.time() * 1000)
+
+
+class CountWords(Processor):
+    """Counts the words of each line; a line with the word ``bad`` raises at that word, after
+    counting the words before it (and ``bad`` itself) when ``fail`` is set."""
+
+    fail = True
+
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("n")
+
+    def process(self, record):
+        for word in record.value.split():
+            self.store.put(word, (self.store.get(word) or 0) + 1)
+            if word == "bad" and CountWords.fail:
+                raise ValueError("a bad word")
+
+
+def words(kind: str = "memory") -> Topology:
+    t = Topology().add_source("s", "in", value_deserializer=string_deserializer)
+    return t.add_processor("p", CountWords, "s").add_state_store(StoreSpec("n", kind), "p")
+
+
+def feed(cluster, lines: list[str]) -> None:
+    if "in" not in cluster.topics():
+        cluster.create_topic("in", 1)
+    cluster.produce("in", 0, [NewRecord(line.encode(), timestamp=NOW) for line in lines])
+
+
+def app(cluster, state_dir, client_id: str, topology: Topology, **options) -> App:
+    options.setdefault("commit_interval", 60)
+    return App(
+        cluster,
+        "bad",
+        topology,
+        client_id=client_id,
+        heartbeat_interval=0.3,
+        state_dir=state_dir,
+        **options,
+    )
+
+
+def run_in_thread(a: App, records: int) -> None:
+    t = threading.Thread(target=a.run, kwargs={"max_records": records}, daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive()
+    a.close()
+
+
+def test_a_record_failing_half_way_commits_none_of_its_writes(cluster, tmp_path):
+    """The processor counts ``a`` and ``bad`` of line 1, then raises: the app stops. Its final
+    commit used to write those two counts with the positions before line 1, so the next run,
+    processing line 1 again, counted them twice."""
+    feed(cluster, ["a", "a bad", "b"])
+    CountWords.fail = True
+    first = app(cluster, tmp_path / "1", "x", words())
+    with pytest.raises(HandlerFailed, match="offset 1"):
+        first.run(max_records=3)
+    first.close()
+    table, positions = read_changelog(cluster, "bad", "n", 0)
+    assert (table, positions) == ({}, None)  # nothing since the last commit: there was none
+    CountWords.fail = False  # the bug fixed, the app restarted
+    second = app(cluster, tmp_path / "2", "y", words())
+    run_in_thread(second, 3)
+    assert read_changelog(cluster, "bad", "n", 0) == ({"a": 2, "bad": 1, "b": 1}, {"in": 3})
+
+
+class FailingChangelogWrites:
+    """The cluster as the App's tasks see it: the next ``failures`` commits to a changelog
+    (writes with a store's records, not a fence alone) fail."""
+
+    def __init__(self, cluster, failures: int = 1):
+        self._cluster = cluster
+        self.failures = failures
+
+    def __getattr__(self, name):
+        return getattr(self._cluster, name)
+
+    def produce(self, topic, partition, records, **kwargs):
+        commit = any(marker_of(r.key) is None for r in records)
+        if topic.endswith("-changelog") and commit and self.failures:
+            self.failures -= 1
+            raise OSError("the broker went away")
+        return self._cluster.produce(topic, partition, records, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["memory", *PERSISTENT_KINDS])
+def test_a_failed_changelog_write_is_written_by_the_next_commit(cluster, tmp_path, kind):
+    """A commit's changelog write fails (run raises), then close commits: it used to find the
+    store clean (the failed write had taken its changed keys), write no marker and commit the
+    inputs: the counts were in no changelog, and the next owner resumed past their input."""
+    feed(cluster, ["a", "a b"])
+    CountWords.fail = False
+    first = app(cluster, tmp_path / "1", "x", words(kind))
+    first.cluster = FailingChangelogWrites(cluster)  # type: ignore[assignment]
+    with pytest.raises(OSError, match="went away") as raised:
+        first.run(max_records=2)  # its last commit fails
+    assert "store 'n'" in "".join(getattr(raised.value, "__notes__", []))
+    first.close()  # commits: the write is made again
+    assert read_changelog(cluster, "bad", "n", 0) == ({"a": 2, "b": 1}, {"in": 2})
+    feed(cluster, ["b"])
+    second = app(cluster, tmp_path / "2", "y", words(kind))
+    run_in_thread(second, 1)
+    assert read_changelog(cluster, "bad", "n", 0) == ({"a": 2, "b": 2}, {"in": 3})
+
+
+def damage(kind: str, path: Path) -> None:
+    """Overwrite the start of a store's local files: a RocksDB's CURRENT; a SQLite file's
+    first pages and its WAL's (whose pages, after a SIGKILL, may hold the whole database)."""
+    targets = [path / "CURRENT"] if kind == "rocksdb" else [path, Path(f"{path}-wal")]
+    for target in targets:
+        with open(target, "r+b" if target.exists() else "wb") as f:
+            f.write(b"not a store " * 1000)
+
+
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_damaged_local_files_are_rebuilt_from_the_changelog(cluster, tmp_path, kind):
+    """A store file that cannot be opened made every set-up of its task fail (the app
+    stopped, and again at each restart): it is deleted and the store restored."""
+    feed(cluster, ["a", "a b"])
+    CountWords.fail = False
+    first = app(cluster, tmp_path, "x", words(kind))
+    run_in_thread(first, 2)
+    damage(kind, tmp_path / "bad" / "0_0" / f"n.{kind}")
+    feed(cluster, ["b"])
+    again = app(cluster, tmp_path, "y", words(kind))  # the same machine, the same files
+    run_in_thread(again, 1)
+    assert read_changelog(cluster, "bad", "n", 0) == ({"a": 2, "b": 2}, {"in": 3})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damaged", [False, True], ids=["intact", "damaged"])
+@pytest.mark.parametrize("where", ["after-changelog", "mid-changelog"])
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_sigkill_at_a_point_of_the_commit_leaves_exact_counts(tmp_path, kind, where, damaged):
+    """A member SIGKILLs itself right after a commit's changelog records (before its local
+    checkpoint and its input commit: the heartbeats lag the changelog), or between a commit's
+    data records and its marker (a commit cut short); its successor runs on the same
+    machine, on its files as the kill left them or damaged, and ends with the true counts."""
+    data = tmp_path / "data"
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        setup_topics(cluster)
+        truth = produce_lines(cluster, 0, 3000)
+    total = sum(sum(c.values()) for c in truth.values())
+    state = tmp_path / "s1"
+    out = tmp_path / "member.out"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.logmarshal.streams.member", str(data), "m1", str(state)],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "LM_STORE_KIND": kind,
+                "LM_KILL_AT": where,
+                "LM_KILL_AFTER": "8",
+            },
+        )
+        try:
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    log = out.read_text()
+    assert proc.returncode == -signal.SIGKILL and f"killing {where}" in log, log[-2000:]
+    if damaged:
+        for part in (state / "wc").glob("0_*"):
+            damage(kind, part / f"counts.{kind}")
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        partial = tables(cluster)
+        assert 0 < sum(sum(c.values()) for c in partial.values()) < total
+        records = {p: changelog_records(cluster, p) for p in (0, 1)}
+        if where == "mid-changelog":  # some partition's changelog ends with a cut-short commit
+            assert any(marker_of(r[-1].key) is None for r in records.values())
+        else:  # some partition's changelog reflects input its heartbeats never carried
+            beaten = {p: -1 for p in (0, 1)}
+            for m in task_records(cluster):
+                beaten[m.partition] = max(beaten[m.partition], dict(m.positions)["lines"])
+            logged = {p: read_changelog(cluster, "wc", "counts", p)[1] or {} for p in (0, 1)}
+            assert any(logged[p].get("lines", 0) > beaten[p] + 1 for p in (0, 1))
+        b = App(
+            cluster,
+            "wc",
+            word_count(kind=kind),
+            client_id="m2",
+            heartbeat_interval=0.3,
+            commit_interval=0.05,
+            state_dir=state,
+        )
+        run_until(b, lambda: store_total(b) >= total and len(b.tasks) == 2, timeout=60)
+        assert tables(cluster) == truth
+
+
+def test_aggregations_skip_tombstones():
+    """As in Kafka Streams, a None value is not aggregated: count counted it, reduce called
+    the reducer with it (a TypeError: the app stopped) or deleted the key."""
+    counting = StreamsBuilder("t")
+    counting.stream("in").group_by_key().count("c")
+    reducing = StreamsBuilder("t")
+    reducing.stream("in").group_by_key().reduce(lambda acc, v: acc + v, "r")
+    count, reduce = TopologyTestDriver(counting.build()), TopologyTestDriver(reducing.build())
+    for value in [None, 1, None, 2]:
+        count.pipe("in", "k", value)
+        reduce.pipe("in", "k", value)
+    assert count.store("c") == {"k": 2}
+    assert reduce.store("r") == {"k": 3}
+
+
+def test_options_that_cannot_work_are_refused_up_front(cluster, tmp_path, monkeypatch):
+    feed(cluster, ["a"])
+    with pytest.raises(ValueError, match="commit_interval"):
+        app(cluster, tmp_path, "x", words(), commit_interval="1")
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(ValueError, match="state_dir"):
+        app(cluster, tmp_path / "file", "x", words("sqlite"))
+    with pytest.raises(ValueError, match="mode"):
+        app(cluster, tmp_path, "x", words(), consumer_options={"mode": "eos"})
+    # an option the consumer refuses: the App's marshaler (its threads) is closed too
+    made = []
+    real = app_module.Marshaler
+
+    def recording(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(app_module, "Marshaler", recording)
+    with pytest.raises(TypeError, match="bogus"):
+        app(cluster, tmp_path, "x", words(), consumer_options={"bogus": 1})
+    assert len(made) == 1 and made[0].closed
