@@ -38,6 +38,7 @@ from storage import InvalidConfig
 from ..cluster import Cluster, Message
 from ..consumer import Consumer
 from ..consumer.handler import dead_letter
+from ..errors import ClosedError
 from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
@@ -386,11 +387,25 @@ class App:
     def process_batch(self, messages: Sequence[Message]) -> None:
         """Process polled messages, each run of one partition's as one batch of its task
         (:meth:`Task.process_batch`): a failing record is retried per the policy, then
-        dead-lettered or raised (:class:`HandlerFailed`), the records before it processed
-        and to be committed."""
+        dead-lettered or raised (:class:`HandlerFailed`); a raised one stops the App (its
+        task's state since its last commit is never committed: :meth:`_check_running`)."""
+        self._check_running()
         # a poll's batch is one partition's: one run, found without a Python step per message
         for (topic, partition), run in itertools.groupby(messages, _TOPIC_PARTITION):
             self._process_run((self._task_of_topic[topic], partition), list(run))
+
+    def _check_running(self) -> None:
+        """A task whose processing raised stops the App, as an uncaught exception stops a
+        Kafka Streams thread: it keeps its claims and commits nothing of the task since its
+        last commit, so processing on would leave that task's records polled and never
+        processed while it holds them. Close the App; another (a restart) redoes them."""
+        if self._broken:
+            names = ", ".join(sorted(f"{name}/{p}" for name, p in self._broken))
+            raise ClosedError(
+                f"{self}: the processing of task(s) {names} failed; this App processes no "
+                "more: close it and start another (it processes them again from their last "
+                "commit)"
+            )
 
     def _task_for(self, key: Key) -> Task | None:
         if key in self._broken:
@@ -495,6 +510,7 @@ class App:
         """Process until :meth:`close` (from another thread) or ``max_records``; returns
         at once if its consumer is fenced (it never processes again: restart the app, a new
         instance), committing nothing more."""
+        self._check_running()
         handled = 0
         next_commit = time.monotonic() + self.commit_interval
         self._run_exited.clear()

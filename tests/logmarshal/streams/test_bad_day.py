@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from logmarshal import EmbeddedCluster
+from logmarshal.errors import ClosedError
 from logmarshal.retry import HandlerFailed
 from logmarshal.streams import App, Processor, StoreSpec, StreamsBuilder, Topology
 from logmarshal.streams import app as app_module
@@ -97,6 +98,9 @@ def test_a_record_failing_half_way_commits_none_of_its_writes(cluster, tmp_path)
     CountWords.fail = True
     first = app(cluster, tmp_path / "1", "x", words())
     with pytest.raises(HandlerFailed, match="offset 1"):
+        first.run(max_records=3)
+    # it holds the task still: running on would poll past its records, never processing them
+    with pytest.raises(ClosedError, match="processes no more"):
         first.run(max_records=3)
     first.close()
     table, positions = read_changelog(cluster, "bad", "n", 0)
