@@ -120,6 +120,10 @@ def check_timestamp(timestamp: Any) -> None:
         raise TypeError(f"timestamp must be an int (epoch ms), got {type(timestamp).__name__}")
     if not _INT64_MIN <= timestamp <= _INT64_MAX:
         raise ValueError(f"timestamp {timestamp} does not fit in int64")
+    if timestamp < -1:  # (as NewRecord refuses it, and Kafka's record builder)
+        raise ValueError(
+            f"timestamp {timestamp} is negative: epoch ms of 0 or more, or -1 for none"
+        )
 
 
 class RecordColumns(Sequence[NewRecord]):

@@ -41,7 +41,7 @@ from ._coordlog import COORDINATION_TOPIC
 from ._tail_losses import LossChecking, _Rewound
 from ._tail_snapshots import RETRIABLE_OR_CLOSED, SnapshotKeeping
 from ._tail_state import Halt, HaltListener, Tail
-from .cluster import Cluster, Columns, MultiBatchFetcher, PastMarkers
+from .cluster import Cluster, Columns, MultiBatchFetcher, PastMarkers, check_max_bytes
 from .errors import RETRIABLE, ClosedError, OffsetOutOfRange
 
 __all__ = ["Applied", "AppliedMany", "Halt", "HaltListener", "Tailer"]
@@ -142,6 +142,8 @@ class Tailer(SnapshotKeeping, LossChecking):
     ) -> None:
         if announce_ttl_ms is not None and announce_ttl_ms < 4:
             raise ValueError(f"announce_ttl_ms must be at least 4, got {announce_ttl_ms}")
+        # (the Marshaler's setting: refused before a thread starts, not by every fetch)
+        check_max_bytes(max_partition_fetch_bytes, "max_partition_fetch_bytes")
         self._cluster = cluster
         self._announce_ttl_ms = announce_ttl_ms
         self._halted = halted

@@ -33,6 +33,7 @@ __all__ = [
     "ReaderSource",
     "RecordDeleter",
     "TopicDescription",
+    "check_max_bytes",
 ]
 
 Header = tuple[str, bytes | None]
@@ -41,6 +42,16 @@ Header = tuple[str, bytes | None]
 #: ``max.partition.fetch.bytes`` default (1 MiB); at least one record is answered, however
 #: large, so a record above it is never stuck
 FETCH_MAX_BYTES = 1 << 20
+_INT32_MAX = (1 << 31) - 1
+
+
+def check_max_bytes(max_bytes: object, name: str = "max_bytes") -> None:
+    """A fetch's bound in bytes: an int in 1..2**31-1, Kafka's int32 (0 or less was read as
+    "the first batch" by the embedded cluster and sent as it was to a broker)."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
+        raise TypeError(f"{name} must be an int, got {max_bytes!r}")
+    if not 1 <= max_bytes <= _INT32_MAX:
+        raise ValueError(f"{name} must be in [1, {_INT32_MAX}], got {max_bytes}")
 
 
 class Message(NamedTuple):

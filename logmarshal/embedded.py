@@ -34,6 +34,7 @@ from .cluster import (
     Read,
     TopicDescription,
     bounds_one_by_one,
+    check_max_bytes,
 )
 from .errors import ClosedError
 
@@ -217,6 +218,7 @@ class EmbeddedCluster:
         if offset < 0:
             raise ValueError(f"offsets are never negative, got {offset}")
         _check_wait(max_wait)
+        check_max_bytes(max_bytes)
         log_ = self._dir.partition(topic, partition)
         data = log_.read(offset, max_bytes).data
         if not data and max_wait > 0 and log_.wait_for(offset, max_wait):
@@ -280,6 +282,7 @@ class EmbeddedCluster:
         if any(offset < 0 for offset in offsets.values()):
             raise ValueError(f"offsets are never negative, got {dict(offsets)}")
         _check_wait(max_wait)
+        check_max_bytes(max_bytes)
         if not offsets:
             return None
         got = self._read_many(topic, offsets, max_bytes)
@@ -357,6 +360,7 @@ class EmbeddedCluster:
         """:class:`~logmarshal.cluster.ReaderSource`: one loop's reads of many partitions,
         woken by this cluster's appends to them (never by a timer per partition)."""
         self._check_open()
+        check_max_bytes(max_bytes)
         return _Reader(self, max_bytes)
 
     def _watch(self, key: tuple[str, int], reader: _Reader | _Waiter, on: bool) -> None:

@@ -53,7 +53,7 @@ from storage._errors import CorruptRecordError
 from storage._files import replace_durably
 from storage._records import (
     Compression,
-    NewRecord,
+    KeptRecord,
     Record,
     decode_batch,
     encode_batch,
@@ -345,7 +345,7 @@ def clean_batch(
         pieces.append(
             encode_batch(
                 [
-                    NewRecord(r.value, key=r.key, headers=r.headers, timestamp=r.timestamp)
+                    KeptRecord(r.value, key=r.key, headers=r.headers, timestamp=r.timestamp)
                     for r in run
                 ],
                 base_offset=run[0].offset,

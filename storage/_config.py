@@ -22,15 +22,17 @@ _INT64_MAX = (1 << 63) - 1
 
 
 def _int_in(low: int, high: int = _INT64_MAX, *, optional: bool = False):
-    """Validator: an int (not bool) in [low, high]; raises InvalidConfig, the storage error."""
+    """Validator: an int (not bool) in [low, high]; raises InvalidConfig, the storage error,
+    naming the setting as Kafka does (``retention.ms``: the one name its tools know)."""
 
     def check(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         if value is None and optional:
             return
+        name = _NAMES.get(attribute.name, attribute.name)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidConfig(f"{attribute.name} must be an integer, got {value!r}")
+            raise InvalidConfig(f"{name} must be an integer, got {value!r}")
         if not low <= value <= high:
-            raise InvalidConfig(f"{attribute.name} must be in [{low}, {high}], got {value}")
+            raise InvalidConfig(f"{name} must be in [{low}, {high}], got {value}")
 
     return check
 

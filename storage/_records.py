@@ -148,13 +148,33 @@ def _check_timestamp(_inst: Any, attribute: attrs.Attribute, value: Any) -> None
         raise ValueError(f"{attribute.name} {value} does not fit in int64")
 
 
+def _check_new_timestamp(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """A timestamp given to a new record: epoch ms of 0 or more, or -1 (Kafka's
+    NO_TIMESTAMP), as Kafka's record builder takes them ("Invalid negative timestamp")."""
+    _check_timestamp(inst, attribute, value)
+    if value < 0 and value != -1:
+        raise ValueError(
+            f"{attribute.name} {value} is negative: epoch ms of 0 or more, or -1 for none"
+        )
+
+
 @attrs.frozen
 class NewRecord:
-    """A record to be encoded; the timestamp is required so no hidden clock is read."""
+    """A record to be encoded; the timestamp is required so no hidden clock is read. It is
+    epoch ms of 0 or more, or -1 (none), as Kafka's producer writes them."""
 
     value: bytes | None = attrs.field(converter=_opt_bytes)
     key: bytes | None = attrs.field(default=None, converter=_opt_bytes)
     headers: tuple[Header, ...] = attrs.field(default=(), converter=_headers)
+    timestamp: int = attrs.field(kw_only=True, validator=_check_new_timestamp)
+
+
+@attrs.frozen
+class KeptRecord(NewRecord):
+    """A stored record encoded again as it is (the cleaner's copy of a batch's survivors):
+    its timestamp is the log's, which a client may have written negative (Kafka's broker
+    stores those too), so it is only checked to fit int64."""
+
     timestamp: int = attrs.field(kw_only=True, validator=_check_timestamp)
 
 

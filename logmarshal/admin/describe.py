@@ -61,7 +61,7 @@ class PartitionView:
     position: int | None  # resume offset = max(last_offset, claimed_through) + 1
     earliest: int | None
     log_end: int | None
-    lag: int | None
+    lag: int | None  # below 0: the position is past the log end (status PAST_END)
     status: Status | None  # None for a partition the group never consumed
     #: a task's (version 3) last_offset per source topic, whose scalar is ``last_offset``;
     #: None for anything but a task key whose last position record was a task record
@@ -303,7 +303,8 @@ def describe_group(
         lease = state.lease_ms(group, topic, partition)
         # A partition only claimed, never consumed, has no position (and so no lag or status).
         position = s.resume_offset if s is not None and s.has_position else None
-        lag = None if position is None or latest is None else max(0, latest - position)
+        # below 0 past the log end, as Kafka's consumer-groups tool shows it (status PAST_END)
+        lag = None if position is None or latest is None else latest - position
         if s is not None and s.positions is not None:
             lag = _task_lag(ends, s.positions, partition)
         status = None

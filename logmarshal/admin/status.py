@@ -6,6 +6,11 @@ threshold, because a lag number alone says nothing about whether the consumer is
 We apply its rules to the window of a partition's recent position records (holder
 heartbeats and releases, admin position heartbeats), in Burrow's order:
 
+0. The position is past the log end (lag below 0, as Kafka's consumer-groups tool shows
+   it): **PAST_END**. The log was cut back or made again under the group, or a position was
+   set past it. An ALO holder's claim starts where ``auto_offset_reset`` says; an AMO one
+   waits for the log to reach the position, and the records appended meanwhile are never
+   handed out.
 1. Current lag 0: **OK**, whatever happened before.
 2. The last position record is older than the stop threshold: **STOP** (heartbeats
    stopped). Burrow uses the window's own time span as the threshold because it does not
@@ -38,11 +43,20 @@ class Status(enum.Enum):
     REWIND = "REWIND"
     STALL = "STALL"
     STOP = "STOP"
+    PAST_END = "PAST_END"
 
 
-#: Worse is larger: nobody consuming (STOP) is worse than a consumer stuck on a message
-#: (STALL), which is worse than a rewind (usually an admin's doing) or slow progress (WARN).
-SEVERITY = {Status.OK: 0, Status.WARN: 1, Status.REWIND: 2, Status.STALL: 3, Status.STOP: 4}
+#: Worse is larger: a position the log does not reach (PAST_END: records lost or read
+#: again) is worse than nobody consuming (STOP), which is worse than a consumer stuck on a
+#: message (STALL), a rewind (usually an admin's doing) or slow progress (WARN).
+SEVERITY = {
+    Status.OK: 0,
+    Status.WARN: 1,
+    Status.REWIND: 2,
+    Status.STALL: 3,
+    Status.STOP: 4,
+    Status.PAST_END: 5,
+}
 
 
 @attrs.frozen
@@ -60,9 +74,12 @@ def evaluate_partition(
     """The status of one partition (rules in the module docstring).
 
     ``window`` is in log order, oldest first; ``current_lag`` is the lag now (log end now
-    minus the current position); ``stop_after_ms`` is 2·HB of the partition's holder.
+    minus the current position, below 0 past the end); ``stop_after_ms`` is 2·HB of the
+    partition's holder.
     """
-    if current_lag <= 0:
+    if current_lag < 0:
+        return Status.PAST_END
+    if current_lag == 0:
         return Status.OK
     if not window or now_ms - window[-1].time_ms > stop_after_ms:
         return Status.STOP

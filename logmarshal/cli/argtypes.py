@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["config_pair", "non_negative", "positive", "seconds"]
+__all__ = ["config_pair", "non_empty_path", "non_negative", "positive", "seconds"]
 
 
 def _whole_number(text: str) -> int:
@@ -37,6 +37,14 @@ def non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"cannot be negative, got {value}")
     return value
+
+
+def non_empty_path(text: str) -> str:
+    """A file or directory to write: an empty one is the current directory to ``open`` and
+    ``Path``, which is never what ``--out ""`` (an unset variable, say) meant."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; give a file or directory name")
+    return text
 
 
 def config_pair(text: str) -> tuple[str, str]:

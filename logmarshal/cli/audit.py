@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..audit.engine import admin_keys_for_export
+from .argtypes import non_empty_path
 from .context import CliError, Context, DataSource, declare
 from .coord import export_progress
 from .group import add_admin_key_option, admin_keys_from
@@ -61,7 +62,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         ),
     )
     parser.add_argument("--input", metavar="EXPORT", help="an export made by 'coord export'")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--out", type=non_empty_path, required=True, metavar="DIR", help="output directory"
+    )
     parser.add_argument(
         "--since", type=parse_time, metavar="T", help="report from log time T (ms or ISO 8601)"
     )

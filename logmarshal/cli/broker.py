@@ -12,7 +12,7 @@ from storage.broker.cluster_file import parse_host_port
 from storage.broker.server import DEFAULT_MAX_FRAME
 
 from .._broker_groups import MarshalGroupView
-from .argtypes import positive
+from .argtypes import non_negative, positive
 from .context import CliError, Context, DataSource, declare, describe_json
 from .output import emit
 
@@ -59,7 +59,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="HOST",
         help="host name clients should reconnect to (default: the bound host)",
     )
-    start.add_argument("--broker-id", type=int, default=0, help="this broker's id (default: 0)")
+    start.add_argument(
+        "--broker-id",
+        type=non_negative,
+        default=0,
+        help="this broker's id, 0 or more (Kafka's node.id; default: 0)",
+    )
     start.add_argument(
         "--cluster-file",
         metavar="FILE",

@@ -11,6 +11,7 @@ from typing import Any
 
 from rationalizer import MESSAGE_NAMES, HeartbeatingTask, ReleasingTask
 
+from .argtypes import non_empty_path
 from .context import READS, CliError, Context, declare
 from .group import add_admin_key_option, admin_keys_from
 from .output import emit, print_table
@@ -46,7 +47,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
             "'logmarshal audit --input DIR' and the Spark job read it."
         ),
     )
-    export.add_argument("--out", required=True, metavar="DIR", help="export directory")
+    export.add_argument(
+        "--out", type=non_empty_path, required=True, metavar="DIR", help="export directory"
+    )
     export.set_defaults(func=_export)
     declare(export, READS)
 

@@ -123,7 +123,9 @@ def _register_describe(verbs: Any, common: argparse.ArgumentParser) -> None:
             "offset to consume), log end, lag, and a Burrow-style status over its last 10 "
             "position records: OK; WARN (lag never decreases); STALL (position never moves "
             "while lag > 0); STOP (no position record for 2 heartbeat intervals while lag > 0); "
-            "REWIND (the position went backwards). The group's status is its worst partition's."
+            "REWIND (the position went backwards); PAST_END (the position is past the log end, "
+            "lag below 0: the log was cut back or made again). The group's status is its worst "
+            "partition's."
         ),
     )
     describe.add_argument("group")

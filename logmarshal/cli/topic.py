@@ -7,11 +7,17 @@ from typing import Any
 
 import attrs
 
+from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
 from .argtypes import config_pair, positive
 from .context import CREATES, READS, CliError, Context, declare
 from .output import emit, print_table
 
 __all__ = ["register"]
+
+#: logmarshal's internal topics: every group's coordination state (claims, positions,
+#: pauses, members) and its published snapshots
+_COORDINATION_TOPICS = (COORDINATION_TOPIC, SNAPSHOT_TOPIC)
+_INTERNAL = " and ".join(_COORDINATION_TOPICS)
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -55,6 +61,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
     delete = verbs.add_parser("delete", parents=[common], help="delete a topic and its data")
     delete.add_argument("name")
+    delete.add_argument(
+        "--force",
+        action="store_true",
+        help=f"delete {_INTERNAL} too (refused without it): every group's positions, claims "
+        "and pauses are lost with __marshal (groups start over by auto_offset_reset), and "
+        "those a truncated __marshal no longer holds with __marshal_snapshots",
+    )
     delete.set_defaults(func=_delete)
     declare(delete, READS)
 
@@ -65,6 +78,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     grow.add_argument("name")
     grow.add_argument("--total", type=positive, required=True, help="the new partition count")
+    grow.add_argument(
+        "--force",
+        action="store_true",
+        help=f"grow {_INTERNAL} too (refused without it): a group's members that read "
+        "different partition counts of __marshal coordinate in different partitions",
+    )
     grow.set_defaults(func=_add_partitions)
     declare(grow, READS)
 
@@ -75,8 +94,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         description=(
             "Set Kafka-named topic configs with --set NAME=VALUE and reset them to the default "
             "with --delete NAME; durable when the command returns. Unknown names and bad values "
-            "are refused (INVALID_CONFIG) and nothing changes. Internal topics (__marshal) keep "
-            "their message.timestamp.type."
+            "are refused (INVALID_CONFIG) and nothing changes, as is a name given twice. Internal "
+            f"topics (__marshal) keep their message.timestamp.type; {_INTERNAL} are altered "
+            "only with --force."
         ),
     )
     alter.add_argument("name")
@@ -84,6 +104,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "--set", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
     )
     alter.add_argument("--delete", action="append", default=[], metavar="NAME", help="repeatable")
+    alter.add_argument(
+        "--force",
+        action="store_true",
+        help=f"alter {_INTERNAL} too (refused without it): a retention or cleanup.policy "
+        "that removes their records loses every group's positions, claims and pauses",
+    )
     alter.set_defaults(func=_alter)
     declare(alter, READS)
 
@@ -98,9 +124,11 @@ def _description_payload(description: Any) -> dict[str, Any]:
 
 
 def _create(args: argparse.Namespace, ctx: Context) -> int:
-    config = dict(args.config)
-    if len(config) != len(args.config):
-        raise CliError("a config is given twice")
+    config: dict[str, str] = {}
+    for name, value in args.config:
+        if name in config:
+            raise CliError(f"config {name!r} is given twice")
+        config[name] = value
     created = ctx.cluster.create_topic(args.name, args.partitions, config or None)
     emit(
         ctx.as_json,
@@ -141,7 +169,19 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _refuse_coordination_topic(args: argparse.Namespace, doing: str) -> None:
+    """Kafka's topic tool refused to delete its internal topics; logmarshal's hold every
+    group's coordination state, so changing one takes ``--force``."""
+    if args.name in _COORDINATION_TOPICS and not args.force:
+        raise CliError(
+            f"{args.name} is one of logmarshal's coordination topics ({_INTERNAL}): {doing} it "
+            "can lose every "
+            "group's positions, claims and pauses; give --force to do it anyway"
+        )
+
+
 def _delete(args: argparse.Namespace, ctx: Context) -> int:
+    _refuse_coordination_topic(args, "deleting")
     ctx.cluster.delete_topic(args.name)
     emit(ctx.as_json, {"deleted": args.name}, f"deleted topic {args.name!r}")
     return 0
@@ -149,15 +189,22 @@ def _delete(args: argparse.Namespace, ctx: Context) -> int:
 
 def _alter(args: argparse.Namespace, ctx: Context) -> int:
     changes: dict[str, str | None] = {}
+
+    def change(name: str, value: str | None) -> None:
+        if name in changes:  # (Kafka's broker refuses a request naming a key twice)
+            raise CliError(f"config {name!r} is given twice (--set or --delete once each)")
+        changes[name] = value
+
     for item in args.set:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise CliError(f"--set takes NAME=VALUE, got {item!r}")
-        changes[name.strip()] = value.strip()
+        change(name.strip(), value.strip())
     for name in args.delete:
-        changes[name.strip()] = None
+        change(name.strip(), None)
     if not changes:
         raise CliError("nothing to change: give --set NAME=VALUE or --delete NAME")
+    _refuse_coordination_topic(args, "altering")
     altered = ctx.cluster.alter_topic_config(args.name, changes)
     emit(
         ctx.as_json,
@@ -169,6 +216,7 @@ def _alter(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _add_partitions(args: argparse.Namespace, ctx: Context) -> int:
+    _refuse_coordination_topic(args, "growing")
     grown = ctx.cluster.add_partitions(args.name, args.total)
     emit(
         ctx.as_json,

@@ -8,6 +8,7 @@ validates and defaults what it decides with; a default here that the core derive
 
 from __future__ import annotations
 
+import operator
 import random
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -35,7 +36,7 @@ from .mirror import MirrorSetting
 if TYPE_CHECKING:
     from ..marshaler import Marshaler
 
-__all__ = ["DEFAULT_CONFIG", "RENAMED", "ConsumerConfig", "core_options"]
+__all__ = ["DEFAULT_CONFIG", "RENAMED", "ConsumerConfig", "core_options", "partition_keys"]
 
 Mode = Literal["alo", "amo"]
 OffsetReset = Literal["earliest", "latest", "error"]
@@ -217,3 +218,43 @@ def core_options(
         heartbeat_interval_ms=marshaler.heartbeat_interval_ms,
         **given,
     )
+
+
+def partition_keys(
+    partitions: Iterable[object],
+    topics: tuple[str, ...],
+    counts: Mapping[str, int],
+    count_now: Callable[[str], int],
+) -> list[TopicPartition]:
+    """The keys ``pause`` and ``resume`` name: a partition number of a consumer of one topic
+    (``topics``), or a ``(topic, partition)`` pair of a topic or task it claims (``counts``,
+    name -> partition count at its last look, ``count_now`` when that is too few). Raises
+    TypeError for what is neither and ValueError for what is none of its partitions, before
+    anything is paused: Kafka raises for a partition not assigned; claims move here without
+    the caller, so one of its partitions that another member holds now is taken."""
+    out = []
+    for item in partitions:
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            topic, number = item
+        elif len(topics) == 1 and not isinstance(item, tuple | str):
+            topic, number = topics[0], item
+        elif isinstance(item, int) and not isinstance(item, bool):
+            raise ValueError(
+                "this consumer reads several topics: name partitions as (topic, partition)"
+            )
+        else:
+            number = None
+        if isinstance(number, bool) or not hasattr(number, "__index__"):
+            raise TypeError(f"a partition is an int or a (topic, partition) pair, got {item!r}")
+        number = operator.index(number)
+        if topic not in counts:
+            raise ValueError(
+                f"{topic!r} is not a topic this consumer reads ({', '.join(sorted(counts))})"
+            )
+        n = counts[topic]
+        if number >= n:
+            n = max(n, count_now(topic))  # grown since the last look
+        if not 0 <= number < n:
+            raise ValueError(f"{topic} has {n} partitions, not {number}")
+        out.append((topic, number))
+    return out

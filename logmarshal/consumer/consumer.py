@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Unpack, cast
 from .._config import configure
 from .._tailer import Halt
 from ..clock import SystemClock
-from ..cluster import Message
+from ..cluster import Message, check_max_bytes
 from ..core import (
     Action,
     Assigned,
@@ -75,6 +75,7 @@ from .config import (
     TopicPartition,
     TopicSelection,
     core_options,
+    partition_keys,
 )
 from .fetcher import MemberFetcher
 from .halts import Halts
@@ -132,6 +133,7 @@ class Consumer:
         fetch_wait: float = config["fetch_wait"]
         if fetch_wait <= 0:
             raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
+        check_max_bytes(config["max_partition_fetch_bytes"], "max_partition_fetch_bytes")
         self._marshaler = marshaler
         self._cluster = marshaler.cluster
         self._clock = marshaler.clock
@@ -181,6 +183,7 @@ class Consumer:
         self._no_start: NoPosition | None = None
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
+        self._released = False  # close() let the claims go: commits no longer count
         self._finished = threading.Event()  # the core closed (all releases answered)
         self._catch_up = CatchingUp(marshaler, self._now)  # the start-up replay, then CatchUp's
         self._catch_up.ask()
@@ -318,7 +321,11 @@ class Consumer:
         return out
 
     def pause(self, *partitions: int | TopicPartition) -> None:
-        """Stop handing out these partitions (they stay claimed and heartbeated)."""
+        """Stop handing out these partitions (they stay claimed and heartbeated): numbers of
+        a consumer of one topic, or (topic, partition) pairs. One of ours that another member
+        holds now is paused for when we hold it (claims move without the caller); what is
+        none of ours raises (TypeError, ValueError) and pauses nothing."""
+        self._refuse_closed("pause")
         keys = self._keys(partitions)
         with self._cond:
             self._core.pause(keys)
@@ -326,7 +333,8 @@ class Consumer:
         self._wake.set()
 
     def resume(self, *partitions: int | TopicPartition) -> None:
-        """Hand out these partitions again."""
+        """Hand out these partitions again (named and checked as for :meth:`pause`)."""
+        self._refuse_closed("resume")
         keys = self._keys(partitions)
         with self._cond:
             self._core.resume(keys)
@@ -343,7 +351,9 @@ class Consumer:
         handed out. AMO: the log learns it with the next reservation or release. ALO: as
         Kafka's seek, it commits nothing: forward, the position passes what was handed out
         only once that is committed, and what was sought past with the next commit after it;
-        back to what was handed out, from the target (it is handed out again)."""
+        back to what was handed out, from the target (it is handed out again).
+        :class:`ClosedError` once :meth:`close` has released (``on_revoked`` may seek)."""
+        self._refuse_closed("seek")
         with self._cond:
             self._core.seek(self._now(), topic, partition, offset)
             self._step(Tick())
@@ -421,8 +431,11 @@ class Consumer:
 
         ``commit(message)`` for one, ``commit(*batch)`` for a polled batch at once (one
         lock for all of them). Returns False when it changes nothing: AMO mode (handing out
-        *is* committing), partitions no longer held, or offsets not outstanding.
+        *is* committing), partitions no longer held, or offsets not outstanding. Raises
+        :class:`ClosedError` once :meth:`close` has released (``on_revoked``'s commits count).
         """
+        if self._released:  # (a flag only ever set: read without the lock, as poll does)
+            raise ClosedError("commit() on a closed consumer")
         if self._mode == "amo" or not messages:
             return False
         try:
@@ -495,6 +508,7 @@ class Consumer:
                 if self._mirror is not None and release and not fenced
                 else None
             )
+            self._released = True
             self._step(Close(release=release))
         if release and fenced:
             # A fenced instance stops altogether: its records are rejected where it is fenced
@@ -817,18 +831,20 @@ class Consumer:
     def _name(self) -> str:
         return _name_of(self._marshaler)
 
+    def _refuse_closed(self, what: str) -> None:
+        if self._released:
+            raise ClosedError(f"{what}() on a closed consumer")
+
     def _keys(self, partitions: Iterable[int | TopicPartition]) -> list[TopicPartition]:
-        out = []
-        for item in partitions:
-            if isinstance(item, tuple):
-                out.append((str(item[0]), int(item[1])))
-            elif self._pattern is None and len(self._topics) == 1:
-                out.append((self._topics[0], int(item)))
-            else:
-                raise ValueError(
-                    "this consumer reads several topics: name partitions as (topic, partition)"
-                )
-        return out
+        """What ``pause``/``resume`` name, checked (:func:`~.config.partition_keys`)."""
+        one = self._topics if self._pattern is None else ()
+        return partition_keys(partitions, one, dict(self._subscribed), self._partitions_now)
+
+    def _partitions_now(self, topic: str) -> int:
+        try:
+            return self._cluster.partitions(topic, timeout=max(2.0, 2 * self._hb))
+        except Exception:  # (a task's name, or the cluster away: the count we had stands)
+            return 0
 
     def _callback(self, callback: PartitionsCallback, keys: list[TopicPartition]) -> None:
         try:

@@ -109,7 +109,7 @@ def _handle(
                         policy.dead_letter_topic,
                         marshaler.now_ms(),
                     )
-                    consumer.commit(message)
+                    _commit(consumer, message)
                     return True
                 consumer.close()
                 raise HandlerFailed(message, attempt, exc) from exc
@@ -130,8 +130,16 @@ def _handle(
             if consumer.mode == "alo" and not _holds(consumer, message):
                 return False  # lost during the backoff: the new holder retries it
             continue
-        consumer.commit(message)
+        _commit(consumer, message)
         return True
+
+
+def _commit(consumer: Polled, message: Message) -> None:
+    """Commit a handled message; closed meanwhile (from another thread, or by the handler),
+    the consumer's release carried what was committed before, as a commit then changed
+    nothing, and the next poll ends the loop."""
+    with contextlib.suppress(ClosedError):
+        consumer.commit(message)
 
 
 def dead_letter(

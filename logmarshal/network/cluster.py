@@ -26,6 +26,7 @@ from ..cluster import (
     PastMarkers,
     ProduceResult,
     TopicDescription,
+    check_max_bytes,
 )
 from ..errors import (
     ClosedError,
@@ -186,6 +187,7 @@ class NetworkCluster:
         """:class:`~logmarshal.cluster.ReaderSource`: one librdkafka consumer reading many
         partitions (a Consumer's claims), assigned and unassigned as they change."""
         self._check_open()
+        check_max_bytes(max_bytes)
         return _Reader(self._consumer_conf(), self._timeout, max_bytes, self._bounds)
 
     def _bounds(
@@ -422,6 +424,7 @@ class NetworkCluster:
         max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
     ) -> list[Message]:
+        check_max_bytes(max_bytes)
         return self._read(
             topic, partition, offset, lambda reader: reader.fetch(offset, max_bytes, max_wait)
         )
@@ -439,6 +442,7 @@ class NetworkCluster:
         except that records of aborted transactions are included (read_uncommitted): this is
         the coordination log's read where stored batches cannot be fetched, and it must
         hand out what :meth:`fetch_batches` does (docs/broker.md, "Apache Kafka")."""
+        check_max_bytes(max_bytes)
         return self._read(
             topic,
             partition,
@@ -464,6 +468,7 @@ class NetworkCluster:
         self._check_open()
         if offset < 0:
             raise ValueError(f"offsets are never negative, got {offset}")
+        check_max_bytes(max_bytes)
         if not self._batches_ok:
             return None
         reader = self._batch_reader(topic, (partition,))
@@ -487,6 +492,7 @@ class NetworkCluster:
         self._check_open()
         if any(offset < 0 for offset in offsets.values()):
             raise ValueError(f"offsets are never negative, got {dict(offsets)}")
+        check_max_bytes(max_bytes)
         if not self._batches_ok or not offsets:
             return None
         reader = self._batch_reader(topic, tuple(offsets))

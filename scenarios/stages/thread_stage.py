@@ -25,6 +25,7 @@ from logmarshal import EmbeddedCluster
 from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.cluster import Cluster
 from logmarshal.consumer import Consumer
+from logmarshal.errors import ClosedError
 from logmarshal.localbroker import LocalBroker
 from logmarshal.marshaler import Marshaler
 
@@ -131,7 +132,10 @@ class ThreadMember:
                     )
                 if self._handle_delay:
                     time.sleep(self._handle_delay)
-                self.consumer.commit(message)
+                try:
+                    self.consumer.commit(message)
+                except ClosedError:
+                    return  # closed under it (close() waits 5 s for this thread)
 
     def handed(self) -> list[Handed]:
         with self._lock:

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -50,6 +51,17 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+_INT32_MAX = (1 << 31) - 1
+
+
+def _node_id(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """Kafka's node.id: an int32 of 0 or more (on the wire -1 means "no broker")."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{attribute.name} must be an int, got {value!r}")
+    if not 0 <= value <= _INT32_MAX:
+        raise ValueError(
+            f"{attribute.name} must be in [0, {_INT32_MAX}] (Kafka's node.id), got {value}"
+        )
 
 
 @attrs.frozen
@@ -59,7 +71,7 @@ class BrokerConfig:
     data_dir: str | os.PathLike[str]
     host: str = "127.0.0.1"
     port: int = 9092
-    broker_id: int = 0
+    broker_id: int = attrs.field(default=0, validator=_node_id)
     cluster_file: str | os.PathLike[str] | None = None
     advertised_host: str | None = None
     max_frame_bytes: int = DEFAULT_MAX_FRAME

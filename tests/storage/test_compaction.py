@@ -318,3 +318,30 @@ def test_a_pass_whose_log_is_deleted_and_made_again_leaves_the_new_log_alone(
     assert plog.clean() == 0  # nothing swapped into a closed log
     assert made_again == [theirs]
     assert theirs.read_bytes() == b"the new log's pass, half written"
+
+
+def test_records_stored_with_negative_timestamps_are_compacted(tmp_path, clock) -> None:
+    """A batch whose records have negative timestamps (a Kafka client may send them; the
+    broker stores them, as Kafka's does) is written again by the cleaner as it was, though
+    a new record refuses such a timestamp."""
+    import struct
+
+    from storage._records import crc32c, read_header
+
+    plog = PartitionLog(tmp_path / "p", _config(segment_bytes=200), clock)
+    raw = bytearray(
+        encode_batch(
+            [NewRecord(b"old", key=b"k", timestamp=0), NewRecord(b"x", key=b"j", timestamp=1)]
+        )
+    )
+    struct.pack_into(">qq", raw, 27, -1000, -999)  # firstTimestamp, maxTimestamp
+    struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+    assert read_header(raw).first_timestamp == -1000
+    plog.append(bytes(raw))
+    for i in range(8):  # k's later value, then rolls past the first segment
+        _put(plog, clock, b"k" if i == 0 else b"r%d" % i, b"new-%d" % i)
+    assert plog.segment_count > 2
+    assert plog.clean() == 1  # the first k: the batch is written again without it
+    survivor = next(r for r in _all(plog) if r.key == b"j")
+    assert (survivor.offset, survivor.value, survivor.timestamp) == (1, b"x", -999)
+    plog.close()

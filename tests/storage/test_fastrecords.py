@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from storage import Compression, CorruptRecordError, NewRecord, TimestampType, encode_batch
 from storage import _records as records_module
-from storage._records import decode_columns, decode_columns_python
+from storage._records import KeptRecord, decode_columns, decode_columns_python
 
 from .corruptions import CORRUPTIONS, good
 
@@ -29,7 +29,8 @@ blobs = st.one_of(st.none(), st.binary(max_size=12), st.binary(min_size=60, max_
 keys = st.one_of(blobs, st.sampled_from([b"g/t/0", b"g/t/1", b"g/t/12"]))  # repeated keys
 headers = st.lists(st.tuples(st.text(max_size=4), blobs), max_size=2).map(tuple)
 new_records = st.builds(
-    lambda key, value, hdrs, ts: NewRecord(value=value, key=key, headers=hdrs, timestamp=ts),
+    # (stored records: negative timestamps too, which a NewRecord refuses)
+    lambda key, value, hdrs, ts: KeptRecord(value=value, key=key, headers=hdrs, timestamp=ts),
     keys,
     blobs,
     st.one_of(st.just(()), st.just(()), st.just(()), headers),

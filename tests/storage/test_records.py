@@ -25,12 +25,14 @@ from storage import (
     read_header,
     verify_crc,
 )
+from storage._records import KeptRecord
 from storage._varint import read_varint, write_varint
 
 opt_bytes = st.none() | st.binary(max_size=64)
 headers = st.lists(st.tuples(st.text(max_size=8), opt_bytes), max_size=3).map(tuple)
 timestamps = st.integers(min_value=-(2**40), max_value=2**41)
-new_records = st.builds(NewRecord, opt_bytes, opt_bytes, headers, timestamp=timestamps)
+# (stored records may have negative timestamps, which a NewRecord refuses: KeptRecord)
+new_records = st.builds(KeptRecord, opt_bytes, opt_bytes, headers, timestamp=timestamps)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -232,3 +234,13 @@ def test_new_record_validation() -> None:
     assert rec.value == b"x" and rec.headers == (("k", b"v"),)
     with pytest.raises(ValueError):
         encode_batch([])
+
+
+@pytest.mark.parametrize("timestamp", [-2, -5, -(2**63)])
+def test_a_new_record_refuses_a_negative_timestamp_but_none(timestamp) -> None:
+    """Kafka's record builder refuses a negative timestamp but -1 (NO_TIMESTAMP): "Invalid
+    negative timestamp"; one was stored as given."""
+    with pytest.raises(ValueError, match=rf"timestamp {timestamp} is negative"):
+        NewRecord(b"x", timestamp=timestamp)
+    assert NewRecord(b"x", timestamp=-1).timestamp == -1
+    assert NewRecord(b"x", timestamp=0).timestamp == 0

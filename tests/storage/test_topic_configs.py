@@ -69,6 +69,28 @@ def test_unknown_or_invalid_configs_are_refused(settings) -> None:
         TopicConfig.from_dict(settings)
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("retention.ms", "-5"),
+        ("segment.bytes", "13"),
+        ("max.message.bytes", str(1 << 31)),
+        ("flush.messages", "0"),
+        ("max.compaction.lag.ms", "0"),
+    ],
+)
+def test_a_value_out_of_range_is_named_by_its_kafka_name(key, value) -> None:
+    """The range error named the attribute (retention_ms), which no Kafka tool knows."""
+    attribute = key.replace(".", "_")
+    with pytest.raises(InvalidConfig, match=rf"^{key} must be in \[") as refused:
+        TopicConfig.from_dict({key: value})
+    assert attribute not in str(refused.value)
+    with pytest.raises(InvalidConfig, match=rf"^{key} must be an integer"):
+        TopicConfig.from_dict({key: "1.5"})
+    with pytest.raises(InvalidConfig, match=rf"^{key} must be in \["):  # (the same, built)
+        TopicConfig(**{attribute: int(value)})
+
+
 def test_compression_type_reencodes_on_append(tmp_path, clock) -> None:
     plog = PartitionLog(tmp_path / "p", TopicConfig(compression_type="zstd"), clock)
     records = [NewRecord(b"v%d" % i * 20, key=b"k", timestamp=5 + i) for i in range(30)]

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import Compression, NewRecord, TimestampType, encode_batch
+from storage import Compression, TimestampType, encode_batch
 from storage import _validation as validation_module
 from storage._errors import CorruptRecordError, InvalidRecord
+from storage._records import KeptRecord
 from storage._validation import validate_batch
 
 from .corruptions import CORRUPTIONS, TS, batch, record, varint
@@ -33,7 +34,8 @@ blobs = st.one_of(st.none(), st.binary(max_size=12), st.binary(min_size=60, max_
 header_keys = st.one_of(st.text(max_size=4), st.sampled_from(["é", "\u20ac", "\U0001f600"]))
 headers = st.lists(st.tuples(header_keys, blobs), max_size=3).map(tuple)
 new_records = st.builds(
-    lambda key, value, hdrs, ts: NewRecord(value=value, key=key, headers=hdrs, timestamp=ts),
+    # (stored records: negative timestamps too, which a NewRecord refuses)
+    lambda key, value, hdrs, ts: KeptRecord(value=value, key=key, headers=hdrs, timestamp=ts),
     blobs,
     blobs,
     st.one_of(st.just(()), st.just(()), headers),

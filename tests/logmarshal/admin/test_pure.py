@@ -174,3 +174,11 @@ def test_burrow_rules() -> None:
     assert evaluate_partition(had_zero, 3, 150, 1000) is Status.OK
     assert worst([Status.OK, Status.STALL, Status.WARN]) is Status.STALL
     assert worst([]) is Status.OK
+
+
+def test_a_position_past_the_log_end_is_past_end_whatever_came_before() -> None:
+    """It was OK (lag 0): a group whose position the log does not reach skips records."""
+    moving = samples((0, 10, 5), (100, 20, 3), (200, 30, 1))
+    assert evaluate_partition(moving, -1, 250, 1000) is Status.PAST_END
+    assert evaluate_partition([], -90, 99_999, 1000) is Status.PAST_END  # silent too
+    assert worst([Status.STOP, Status.PAST_END, Status.OK]) is Status.PAST_END

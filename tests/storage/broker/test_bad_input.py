@@ -267,3 +267,15 @@ def test_a_fetch_cannot_make_the_broker_build_an_answer_past_fetch_max_bytes(bro
         got = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
         assert 2_700_000 <= got <= FETCH_MAX_BYTES + 1_000_000
     _still_serving(broker)
+
+
+@pytest.mark.parametrize(
+    ("broker_id", "error"),
+    [(-1, ValueError), (1 << 31, ValueError), (True, TypeError), ("0", TypeError)],
+)
+def test_a_broker_id_is_a_kafka_node_id(tmp_path, broker_id, error):
+    """node.id is an int32 of 0 or more; a broker of id -1 was started (-1 is "no broker"
+    in Kafka's answers)."""
+    with pytest.raises(error, match="broker_id"):
+        BrokerConfig(data_dir=tmp_path, broker_id=broker_id)
+    assert BrokerConfig(data_dir=tmp_path, broker_id=(1 << 31) - 1).broker_id == (1 << 31) - 1

@@ -1,0 +1,161 @@
+"""Bad command lines an attack on the CLI found accepted: each is refused with one clear
+line and changes nothing (a negative broker id, a topic config given twice, an empty
+output path, the coordination topics deleted or altered without ``--force``), and a
+group position past the log end is shown as the problem it is."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from logmarshal import EmbeddedCluster, NewRecord
+from logmarshal._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from logmarshal.cli import broker as broker_cli
+from tests.cli_runner import Cli, in_process_cli
+from tests.logmarshal.audit.logs import LogClock, Script
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch, capsys) -> Cli:
+    """The CLI in this process on a data directory of its own, run from ``tmp_path`` (so a
+    path that falls back to the current directory lands there)."""
+    monkeypatch.setenv("LOGMARSHAL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    return in_process_cli(capsys, monkeypatch, stdin="")
+
+
+@pytest.fixture
+def coordinated(tmp_path) -> EmbeddedCluster:
+    """``events`` (1 partition, 10 records) and group ``g`` whose holder's position on it
+    is 100: past the log end (the log was cut back, or the topic made again)."""
+    path = tmp_path / "data"
+    clock = LogClock(1_700_000_000_000)
+    with EmbeddedCluster(path, clock=clock, maintenance_interval=0) as cluster:
+        cluster.create_topic("events", 1)
+        cluster.produce("events", 0, [NewRecord(b"%d" % i, timestamp=1) for i in range(10)])
+        s = Script(cluster=cluster, clock=clock, base_ms=1_700_000_000_000, topic="events")
+        s.claim("a:1", 0, 0)
+        s.beat("a:1", 0, 99, 100)
+    return cluster
+
+
+def _topics(run: Cli) -> list[str]:
+    return [t["topic"] for t in json.loads(run("--json", "topic", "list")[1])]
+
+
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.strip().splitlines() if not line.startswith("usage:")]
+    lines = [line for line in lines if not line.startswith(" ")]  # usage continuation
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_broker_start_refuses_a_negative_broker_id(run, monkeypatch) -> None:
+    """Kafka's node.id is at least 0; ``--broker-id -1`` started a broker."""
+    started = []
+    monkeypatch.setattr(broker_cli, "run_broker", lambda config, on_ready: started.append(config))
+    code, _, err = run("broker", "start", "--broker-id", "-1", "--listen", "127.0.0.1:0")
+    assert code == 2 and "--broker-id" in _one_error_line(err) and "-1" in err, err
+    assert started == []
+    code, _, err = run("broker", "start", "--broker-id", "0", "--listen", "127.0.0.1:0")
+    assert code == 0 and [c.broker_id for c in started] == [0], err
+
+
+@pytest.mark.parametrize(
+    ("argv", "key"),
+    [
+        (["--set", "retention.ms=1000", "--set", "retention.ms=2000"], "retention.ms"),
+        (["--set", "segment.ms=60000", "--delete", "segment.ms"], "segment.ms"),
+        (["--delete", "flush.ms", "--delete", " flush.ms"], "flush.ms"),
+    ],
+)
+def test_topic_alter_refuses_a_config_named_twice(run, argv, key) -> None:
+    """The last of two --set of one key won without a word (Kafka's broker refuses a request
+    naming a key twice: "duplicate config keys")."""
+    assert run("topic", "create", "events", "-c", "retention.ms=5000")[0] == 0
+    code, out, err = run("topic", "alter", "events", *argv)
+    assert code == 1 and out == "", err
+    line = _one_error_line(err)
+    assert line.startswith("logmarshal: error: ") and repr(key) in line and "twice" in line
+    described = json.loads(run("--json", "topic", "describe", "events")[1])["config"]
+    assert described["retention.ms"] == "5000"  # nothing changed
+
+
+def test_topic_create_names_the_config_given_twice(run) -> None:
+    code, _, err = run("topic", "create", "t", "-c", "retention.ms=1", "-c", "retention.ms=2")
+    assert code == 1 and "'retention.ms'" in _one_error_line(err), err
+    assert "t" not in run("topic", "list", "--json")[1]
+
+
+def test_a_config_out_of_range_is_named_as_kafka_names_it(run) -> None:
+    """The range error named the Python attribute (retention_ms)."""
+    assert run("topic", "create", "events")[0] == 0
+    code, _, err = run("topic", "alter", "events", "--set", "retention.ms=-5")
+    line = _one_error_line(err)
+    assert code == 1 and "retention.ms must be" in line and "retention_ms" not in line, err
+
+
+@pytest.mark.parametrize("command", [["coord", "export"], ["audit", "--engine", "local"]])
+def test_an_empty_output_path_is_refused(run, coordinated, tmp_path, command) -> None:
+    """``--out ""`` wrote the export into the current directory."""
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = run(*command, "--out", "")
+    assert code == 2 and "--out" in _one_error_line(err) and "empty" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("topic", [COORDINATION_TOPIC, SNAPSHOT_TOPIC])
+def test_the_coordination_topics_are_not_deleted_without_force(run, coordinated, topic) -> None:
+    """Deleting __marshal (or its snapshots) took every group's coordination state with it,
+    without a word; Kafka's topic tool refused to delete its internal topics."""
+    if topic == SNAPSHOT_TOPIC:  # (as many partitions as __marshal, as a Marshaler makes it)
+        n = json.loads(run("--json", "topic", "describe", COORDINATION_TOPIC)[1])["partitions"]
+        assert run("topic", "create", SNAPSHOT_TOPIC, "--partitions", str(n))[0] == 0
+    code, out, err = run("topic", "delete", topic)
+    line = _one_error_line(err)
+    assert code == 1 and out == "" and topic in line and "--force" in line, err
+    assert topic in _topics(run)
+    assert run("group", "describe", "g")[0] == 0
+    code, _, err = run("topic", "delete", topic, "--force")
+    assert code == 0, err
+    assert topic not in _topics(run)
+
+
+def test_the_coordination_topic_is_not_altered_without_force(run, coordinated) -> None:
+    """A retention put on __marshal (or its default back) removes coordination records; more
+    partitions move groups' keys to other coordination partitions."""
+    before = json.loads(run("--json", "topic", "describe", COORDINATION_TOPIC)[1])
+    for change in (
+        ["alter", COORDINATION_TOPIC, "--set", "retention.ms=1000"],
+        ["alter", COORDINATION_TOPIC, "--delete", "retention.ms"],
+        ["add-partitions", COORDINATION_TOPIC, "--total", "9"],
+    ):
+        code, _, err = run("topic", *change)
+        line = _one_error_line(err)
+        assert code == 1 and COORDINATION_TOPIC in line and "--force" in line, err
+    after = json.loads(run("--json", "topic", "describe", COORDINATION_TOPIC)[1])
+    assert (after["config"], after["partitions"]) == (before["config"], before["partitions"])
+    code, _, err = run("topic", "alter", COORDINATION_TOPIC, "--set", "segment.ms=3600000",
+                       "--force")  # fmt: skip
+    assert code == 0, err
+
+
+def test_force_is_explained_in_help(run) -> None:
+    for verb in ("delete", "alter", "add-partitions"):
+        code, out, _ = run("topic", verb, "--help")
+        assert code == 0 and "--force" in out and COORDINATION_TOPIC in out
+
+
+def test_group_describe_shows_a_position_past_the_log_end(run, coordinated) -> None:
+    """It showed "lag 0" and status OK for a position 90 records past the end."""
+    code, out, err = run("--json", "group", "describe", "g")
+    assert code == 0, err
+    described = json.loads(out)
+    (p,) = described["partitions"]
+    assert (p["position"], p["log_end"], p["lag"], p["status"]) == (100, 10, -90, "PAST_END")
+    assert described["status"] == "PAST_END"
+    code, out, _ = run("group", "describe", "g")
+    assert "status PAST_END" in out.splitlines()[0]
+    row = out.splitlines()[-1].split()
+    assert row[-2:] == ["-90", "PAST_END"]

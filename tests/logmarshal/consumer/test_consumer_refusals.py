@@ -1,0 +1,97 @@
+"""Calls a Consumer cannot carry out are refused with an error that says why: after
+``close`` (``ClosedError``, as ``poll`` raises; ``seek`` said "not held" and ``commit``
+returned False), and ``pause``/``resume`` of what is no partition of it (silently
+remembered, or truncated from a float)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from logmarshal.errors import ClosedError
+
+from ..consumer_world import TOPIC, drain, produce, wait_until
+
+
+def test_seek_commit_pause_and_resume_after_close_raise_closed_error(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+    consumer = realtime.consumer("a")
+    handed = drain(consumer, 3, commit=False)
+    consumer.commit(handed[0])
+    consumer.close()
+    calls = {
+        "seek": lambda: consumer.seek(TOPIC, 0, 1),
+        "commit": lambda: consumer.commit(handed[1]),
+        "pause": lambda: consumer.pause(0),
+        "resume": lambda: consumer.resume(0),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ClosedError, match=rf"{name}\(\) on a closed consumer"):
+            call()
+    # what was committed before the close is what the release carried
+    follower = realtime.consumer("b")
+    assert [m.offset for m in drain(follower, 4)] == [1, 2, 3, 4]
+
+
+def test_a_commit_in_on_revoked_during_close_still_counts(realtime) -> None:
+    """close() calls on_revoked before it releases, for the commits a handler makes there
+    (Kafka's rebalance listener): they are not refused as after a close."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+    handed: list = []
+    outcome: list = []
+
+    def revoked(_partitions) -> None:
+        outcome.append(consumer.commit(*handed))
+
+    consumer = realtime.consumer("a", on_revoked=revoked)
+    handed.extend(drain(consumer, 3, commit=False))
+    consumer.close()
+    assert outcome == [True]
+    follower = realtime.consumer("b")
+    assert [m.offset for m in drain(follower, 2)] == [3, 4]
+
+
+@pytest.mark.parametrize(
+    ("partition", "error", "says"),
+    [
+        (99, ValueError, "events has 2 partitions"),
+        (-1, ValueError, "events has 2 partitions"),
+        ((TOPIC, 2), ValueError, "events has 2 partitions"),
+        (("other", 0), ValueError, "'other' is not a topic this consumer reads"),
+        (1.5, TypeError, "a partition is an int or a (topic, partition) pair"),
+        ("1", TypeError, "a partition is an int or a (topic, partition) pair"),
+        (True, TypeError, "a partition is an int or a (topic, partition) pair"),
+        (None, TypeError, "a partition is an int or a (topic, partition) pair"),
+        ((TOPIC, "0"), TypeError, "a partition is an int or a (topic, partition) pair"),
+        ((TOPIC, 0, 1), TypeError, "a partition is an int or a (topic, partition) pair"),
+    ],
+)
+def test_pause_and_resume_refuse_what_is_no_partition_of_the_consumer(
+    realtime, partition, error, says
+) -> None:
+    """Kafka's pause of a partition not assigned raises; ``pause(99)`` was kept silently
+    (and ``pause(1.5)`` paused partition 1). Nothing is paused by a refused call."""
+    realtime.cluster.create_topic(TOPIC, 2)
+    consumer = realtime.consumer("a", greedy=True)
+    wait_until(lambda: len(consumer.claims()) == 2, what="both claims")
+    for call in (consumer.pause, consumer.resume):
+        with pytest.raises(error, match=re.escape(says)):
+            call(0, partition)
+        assert consumer.paused() == []
+
+
+def test_a_partition_not_held_now_may_be_paused_for_when_it_is(realtime) -> None:
+    """Claims move without the caller: a partition of the topic that another member holds
+    now is paused for when this one holds it (not an error that a claim in flight races)."""
+    realtime.cluster.create_topic(TOPIC, 2)
+    consumer = realtime.consumer("a", max_claims=1)
+    wait_until(lambda: len(consumer.claims()) == 1, what="one claim")
+    (held,) = consumer.claims()
+    other = 1 - held[1]
+    consumer.pause(other)
+    assert consumer.paused() == [(TOPIC, other)]
+    consumer.resume((TOPIC, other))
+    assert consumer.paused() == []
