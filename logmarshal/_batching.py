@@ -13,7 +13,7 @@ lengths and timestamps; headers still go to ``encode_batch``), about a tenth of 
 encoding was most of ``Cluster.produce``'s time, which capped the embedded Producer.
 
 Also here: the checks of a record's fields before it joins a batch (:func:`as_bytes`,
-:func:`checked_headers`, :func:`check_timestamp`), and the Producer's batch, :class:`_Batch`,
+:func:`checked_headers`), and the Producer's batch, :class:`_Batch`,
 which splits itself when the cluster refuses it as too large (:meth:`_Batch.send`).
 """
 
@@ -42,7 +42,6 @@ except ImportError:  # built without a C compiler: the Python encoder below
 __all__ = [
     "RecordColumns",
     "as_bytes",
-    "check_timestamp",
     "checked_headers",
     "columns_of",
     "encode_plain",
@@ -80,8 +79,6 @@ _VARINT = tuple(_varint(n) for n in range(_LIMIT))
 _VARINT_LEN = tuple(map(len, _VARINT))
 _NULL = _varint(-1)
 _BYTES_LIKE = (bytes, bytearray, memoryview)
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
 
 _timestamps = attrgetter("timestamp")
 _keys = attrgetter("key")
@@ -110,20 +107,6 @@ def checked_headers(headers: Iterable[tuple[str, Any]]) -> tuple[Header, ...]:
             raise TypeError(f"header names are str, got {type(name).__name__}")
         out.append((name, as_bytes(value, "header value")))
     return tuple(out)
-
-
-def check_timestamp(timestamp: Any) -> None:
-    """A record's timestamp given by the caller: an int (not a bool) within int64."""
-    if type(timestamp) is not int and (
-        isinstance(timestamp, bool) or not isinstance(timestamp, int)
-    ):
-        raise TypeError(f"timestamp must be an int (epoch ms), got {type(timestamp).__name__}")
-    if not _INT64_MIN <= timestamp <= _INT64_MAX:
-        raise ValueError(f"timestamp {timestamp} does not fit in int64")
-    if timestamp < -1:  # (as NewRecord refuses it, and Kafka's record builder)
-        raise ValueError(
-            f"timestamp {timestamp} is negative: epoch ms of 0 or more, or -1 for none"
-        )
 
 
 class RecordColumns(Sequence[NewRecord]):

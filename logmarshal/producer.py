@@ -32,7 +32,9 @@ from typing import Any
 
 import attrs
 
-from ._batching import _Batch, as_bytes, check_timestamp, checked_headers
+from storage._records import check_new_timestamp
+
+from ._batching import _Batch, as_bytes, checked_headers
 from .cluster import Cluster
 from .errors import ClosedError, NetworkError
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
@@ -458,7 +460,7 @@ class Producer:
         if headers is not None:
             headers = checked_headers(headers)
         if timestamp is not None:
-            check_timestamp(timestamp)
+            check_new_timestamp(timestamp)
         client = self._client
         now_ns = 0
         if partition is None and key is not None and self._kafka_hash:  # the usual record

@@ -109,8 +109,6 @@ class PartitionLog:
         clean_shutdown: bool = False,
     ) -> None:
         self.directory = Path(directory)
-        #: closed cleanly last time (the DataDir's marker): damage found on open is kept
-        self._clean_shutdown = clean_shutdown
         #: the open-file budget this log's segments share (the DataDir's, or its own)
         self.handles = handles if handles is not None else FileHandles()
         #: walk every record of an append (storage._validation); off only to measure its cost
@@ -125,7 +123,8 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._segments: list[Segment] = self._open_segments()
+        # (closed cleanly last time, the DataDir's marker: damage found now is kept)
+        self._segments: list[Segment] = self._open_segments(clean_shutdown)
         self._start = self._load_start()
         self._active.open_writers()
         self._waiters = 0
@@ -137,7 +136,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ opening
 
-    def _open_segments(self) -> list[Segment]:
+    def _open_segments(self, clean_shutdown: bool) -> list[Segment]:
         """Open all segments, recover the newest, drop leftovers of interrupted operations."""
         self._complete_swaps()
         bases = set()
@@ -177,7 +176,7 @@ class PartitionLog:
         for seg, nxt in itertools.pairwise(segments):
             seg.load_sealed(nxt.base_offset)
         newest = segments[-1]
-        newest.recover(keep_cut=self._clean_shutdown)
+        newest.recover(keep_cut=clean_shutdown)
         if newest.size:
             first = newest.first_batch_max_timestamp
             now = self._clock()

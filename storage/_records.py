@@ -141,21 +141,28 @@ def _headers(value: Any) -> tuple[Header, ...]:
     return tuple(out)
 
 
-def _check_timestamp(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _check_int64(value: Any, name: str) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{attribute.name} must be an int (epoch ms)")
+        raise TypeError(f"{name} must be an int (epoch ms), got {type(value).__name__}")
     if not _INT64_MIN <= value <= _INT64_MAX:
-        raise ValueError(f"{attribute.name} {value} does not fit in int64")
+        raise ValueError(f"{name} {value} does not fit in int64")
 
 
-def _check_new_timestamp(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
-    """A timestamp given to a new record: epoch ms of 0 or more, or -1 (Kafka's
-    NO_TIMESTAMP), as Kafka's record builder takes them ("Invalid negative timestamp")."""
-    _check_timestamp(inst, attribute, value)
-    if value < 0 and value != -1:
-        raise ValueError(
-            f"{attribute.name} {value} is negative: epoch ms of 0 or more, or -1 for none"
-        )
+def check_new_timestamp(value: Any, name: str = "timestamp") -> None:
+    """A timestamp given to a new record (a :class:`NewRecord`'s, a Producer's ``send``):
+    epoch ms of 0 or more, or -1 (Kafka's NO_TIMESTAMP), as Kafka's record builder takes
+    them ("Invalid negative timestamp")."""
+    _check_int64(value, name)
+    if value < -1:
+        raise ValueError(f"{name} {value} is negative: epoch ms of 0 or more, or -1 for none")
+
+
+def _check_timestamp(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    _check_int64(value, attribute.name)
+
+
+def _check_new_timestamp(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    check_new_timestamp(value, attribute.name)
 
 
 @attrs.frozen

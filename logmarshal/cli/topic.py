@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -13,6 +14,8 @@ from .context import CREATES, READS, CliError, Context, declare
 from .output import emit, print_table
 
 __all__ = ["register"]
+
+_V = TypeVar("_V")
 
 #: logmarshal's internal topics: every group's coordination state (claims, positions,
 #: pauses, members) and its published snapshots
@@ -124,11 +127,7 @@ def _description_payload(description: Any) -> dict[str, Any]:
 
 
 def _create(args: argparse.Namespace, ctx: Context) -> int:
-    config: dict[str, str] = {}
-    for name, value in args.config:
-        if name in config:
-            raise CliError(f"config {name!r} is given twice")
-        config[name] = value
+    config = _named_once(args.config)
     created = ctx.cluster.create_topic(args.name, args.partitions, config or None)
     emit(
         ctx.as_json,
@@ -169,14 +168,24 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _named_once(pairs: Iterable[tuple[str, _V]], hint: str = "") -> dict[str, _V]:
+    """Configs given as (name, value) pairs, a name given twice refused (the last one won
+    silently; Kafka's broker refuses a request naming a key twice)."""
+    out: dict[str, _V] = {}
+    for name, value in pairs:
+        if name in out:
+            raise CliError(f"config {name!r} is given twice{hint}")
+        out[name] = value
+    return out
+
+
 def _refuse_coordination_topic(args: argparse.Namespace, doing: str) -> None:
     """Kafka's topic tool refused to delete its internal topics; logmarshal's hold every
     group's coordination state, so changing one takes ``--force``."""
     if args.name in _COORDINATION_TOPICS and not args.force:
         raise CliError(
             f"{args.name} is one of logmarshal's coordination topics ({_INTERNAL}): {doing} it "
-            "can lose every "
-            "group's positions, claims and pauses; give --force to do it anyway"
+            "can lose every group's positions, claims and pauses; give --force to do it anyway"
         )
 
 
@@ -188,20 +197,14 @@ def _delete(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _alter(args: argparse.Namespace, ctx: Context) -> int:
-    changes: dict[str, str | None] = {}
-
-    def change(name: str, value: str | None) -> None:
-        if name in changes:  # (Kafka's broker refuses a request naming a key twice)
-            raise CliError(f"config {name!r} is given twice (--set or --delete once each)")
-        changes[name] = value
-
+    given: list[tuple[str, str | None]] = []
     for item in args.set:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise CliError(f"--set takes NAME=VALUE, got {item!r}")
-        change(name.strip(), value.strip())
-    for name in args.delete:
-        change(name.strip(), None)
+        given.append((name.strip(), value.strip()))
+    given += ((name.strip(), None) for name in args.delete)
+    changes = _named_once(given, " (--set or --delete once each)")
     if not changes:
         raise CliError("nothing to change: give --set NAME=VALUE or --delete NAME")
     _refuse_coordination_topic(args, "altering")

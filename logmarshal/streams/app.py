@@ -408,8 +408,6 @@ class App:
             )
 
     def _task_for(self, key: Key) -> Task | None:
-        if key in self._broken:
-            return None  # never processed here again: its records stay uncommitted
         task = self.tasks.get(key)
         if task is None:
             if key not in self.consumer.claims():
