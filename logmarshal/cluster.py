@@ -155,7 +155,13 @@ class Cluster(Protocol):
         *,
         durable: bool = False,
     ) -> ProduceResult:
-        """Append ``records`` as one batch; ``durable`` means on disk before returning."""
+        """Append ``records`` as one batch; ``durable`` means on disk before returning.
+
+        A cluster whose ``produce_is_atomic`` is true stores all of a call's records or none.
+        One without it (NetworkCluster: librdkafka cuts a call in several batches, and a
+        batch refused does not stop the later ones) may have stored part of a call that
+        raised, so a writer whose last record vouches for those before it (a streams commit
+        marker) writes that record alone once the others are stored."""
         ...
 
     def fetch(

@@ -76,6 +76,9 @@ class EmbeddedCluster:
     0 disables it) and runs the cleaner, as it does under the broker.
     """
 
+    #: a produce call is one batch appended: all of its records are stored, or none
+    produce_is_atomic = True
+
     def __init__(
         self,
         data_dir: str | os.PathLike[str],

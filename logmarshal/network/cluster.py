@@ -65,6 +65,11 @@ class NetworkCluster:
     ``timeout`` bounds every administrative call.
     """
 
+    #: librdkafka may cut one produce call in several batches, and a batch refused (a
+    #: record over the topic's max.message.bytes) does not stop the later ones: a call that
+    #: raised may have stored part of its records (its error's note says which)
+    produce_is_atomic = False
+
     def __init__(
         self,
         bootstrap: str,

@@ -109,10 +109,18 @@ def produce_result(
     reports: Sequence[tuple[KafkaError | None, int, tuple[int, int]]],
 ) -> ProduceResult | Exception:
     """What one call's delivery reports (error, offset, timestamp of each record, in order)
-    say: where the records landed, or the first error met."""
+    say: where the records landed, or the first error met, with a note of the records
+    stored all the same (librdkafka cut the call in batches, and only some were refused)."""
     for error, _, _ in reports:
         if error is not None:
-            return _map_error(error, topic, partition)
+            exc = _map_error(error, topic, partition)
+            stored = [offset for e, offset, _ in reports if e is None]
+            if stored:
+                exc.add_note(
+                    f"{len(stored)} of the call's {len(reports)} records were stored all the "
+                    f"same, at offsets {min(stored)}..{max(stored)} of {topic}/{partition}"
+                )
+            return exc
     # each record's own offset: one call's records may span several batches, with
     # another writer's in between
     offsets = tuple(offset for _, offset, _ in reports)

@@ -19,6 +19,7 @@ from logmarshal.core import WriteFailed, Written
 from logmarshal.errors import (
     InvalidTopicName,
     OffsetOutOfRange,
+    RecordTooLarge,
     TopicExists,
     UnknownPartition,
     UnknownTopic,
@@ -108,6 +109,49 @@ def test_producer_over_network(cluster):
             offset = batch[-1].offset + 1
     assert len(seen) == 2000
     assert all(seen[(m.partition, m.offset)] == b"%d" % i for i, m in enumerate(metas))
+
+
+def check_a_call_refused_in_part(cluster, topic: str) -> None:
+    """One produce call of 20,000 records, one of them over the topic's max.message.bytes:
+    librdkafka sends the call in several batches, the broker refuses the one with the big
+    record, and batches after it are stored all the same (idempotent or not). The call raises
+    RecordTooLarge; its note says how many records were stored. (A call's records are not
+    one batch: why a streams commit marker goes alone over the network.) Where the batches
+    fall is librdkafka's timing: up to ten calls, until one has a batch stored after the
+    refused one."""
+    n, big = 20_000, 2_000
+    cluster.create_topic(topic, 1, {"max.message.bytes": 100_000})
+    # the idempotent producer's id first, so that the calls are sent as they are produced
+    cluster.produce(topic, 0, [NewRecord(b"warm", key=b"-1", timestamp=1)], durable=True)
+    records = [
+        NewRecord(b"x" * (200_000 if i == big else 10), key=b"%d" % i, timestamp=1000 + i)
+        for i in range(n)
+    ]
+    later = []
+    for _ in range(10):
+        start = cluster.latest_offset(topic, 0)
+        with pytest.raises(RecordTooLarge) as raised:
+            cluster.produce(topic, 0, records, durable=True)
+        stored = []
+        offset = start
+        while offset < cluster.latest_offset(topic, 0):
+            batch = cluster.fetch(topic, 0, offset)
+            stored += [int(m.key) for m in batch]
+            offset = batch[-1].offset + 1
+        assert len(stored) < n and big not in stored
+        assert stored == sorted(stored)
+        if stored:
+            note = "".join(getattr(raised.value, "__notes__", []))
+            assert f"{len(stored)} of the call's {n} records were stored all the same" in note
+        later.append(sum(i > big for i in stored))
+        if later[-1]:
+            break
+    assert later[-1], f"no batch after the refused one was stored in {len(later)} calls"
+
+
+def test_a_call_refused_in_part_is_stored_in_part(cluster):
+    check_a_call_refused_in_part(cluster, "partly")
+    assert cluster.produce_is_atomic is False
 
 
 def test_marshaler_over_network(cluster):

@@ -89,16 +89,13 @@ def _kill_at(where: str, after: int) -> None:
 
     def killing(self, cluster, name, records, durable):
         nonlocal commits
-        if records and task.marker_of(records[-1].key) is task.COMMIT_KEY and len(records) > 1:
+        # (the marker comes last, with the commit's records or, over the network, alone)
+        if records and task.marker_of(records[-1].key) is task.COMMIT_KEY:
             commits += 1
             if commits > after:
-                append(
-                    self,
-                    cluster,
-                    name,
-                    records if where == "after-changelog" else records[:-1],
-                    durable,
-                )
+                written = records if where == "after-changelog" else records[:-1]
+                if written:
+                    append(self, cluster, name, written, durable)
                 print(f"killing {where}", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
         return append(self, cluster, name, records, durable)

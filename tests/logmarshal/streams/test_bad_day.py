@@ -5,6 +5,7 @@ nothing twice, or says what is wrong where it is wrong."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from logmarshal import EmbeddedCluster
-from logmarshal.errors import ClosedError
+from logmarshal.errors import ClosedError, RecordTooLarge
 from logmarshal.retry import HandlerFailed
 from logmarshal.streams import App, Processor, StoreSpec, StreamsBuilder, Topology
 from logmarshal.streams import app as app_module
@@ -150,6 +151,55 @@ def test_a_failed_changelog_write_is_written_by_the_next_commit(cluster, tmp_pat
     assert read_changelog(cluster, "bad", "n", 0) == ({"a": 2, "b": 2}, {"in": 3})
 
 
+class PartlyStoredChangelogWrites:
+    """The cluster as NetworkCluster is (``produce_is_atomic`` false): the first changelog
+    write with a store's records stores all of its records but the first, then raises, as
+    librdkafka stores the later batches of a call whose first batch was refused (test
+    ``tests/interop/test_network_cluster.py::test_a_call_refused_in_part_is_stored_in_part``).
+    Every write after it fails: the writer is gone."""
+
+    produce_is_atomic = False
+
+    def __init__(self, cluster):
+        self._cluster = cluster
+        self.calls = 0
+
+    def __getattr__(self, name):
+        return getattr(self._cluster, name)
+
+    def produce(self, topic, partition, records, **kwargs):
+        commit = topic.endswith("-changelog") and any(marker_of(r.key) is None for r in records)
+        if not commit and not self.calls:
+            return self._cluster.produce(topic, partition, records, **kwargs)
+        self.calls += 1
+        if self.calls == 1 and len(records) > 1:
+            self._cluster.produce(topic, partition, records[1:], **kwargs)
+            raise RecordTooLarge("a batch of the call was refused")
+        raise OSError("the broker went away")
+
+
+@pytest.mark.parametrize("kind", ["memory", *PERSISTENT_KINDS])
+def test_a_commit_stored_in_part_is_not_applied_by_a_restore(cluster, tmp_path, kind):
+    """The commit marker came in one call with the commit's records: over the network a call
+    stored in part (its first batch refused) stored the marker, and a restore applied the
+    commit without the missing records, at the commit's positions: the next owner lost the
+    count of "a" (it resumed past the lines that made it). Now the marker is written alone,
+    after its records' call succeeded."""
+    feed(cluster, ["a", "a b"])
+    CountWords.fail = False
+    first = app(cluster, tmp_path / "1", "x", words(kind))
+    first.cluster = PartlyStoredChangelogWrites(cluster)  # type: ignore[assignment]
+    with pytest.raises(RecordTooLarge):
+        first.run(max_records=2)  # its commit is stored in part, then the writer is gone
+    with contextlib.suppress(Exception):
+        first.close()
+    assert read_changelog(cluster, "bad", "n", 0) == ({}, None)  # no commit is complete
+    feed(cluster, ["b"])
+    second = app(cluster, tmp_path / "2", "y", words(kind))
+    run_in_thread(second, 3)
+    assert read_changelog(cluster, "bad", "n", 0) == ({"a": 2, "b": 2}, {"in": 3})
+
+
 def damage(kind: str, path: Path) -> None:
     """Overwrite the start of a store's local files: a RocksDB's CURRENT; a SQLite file's
     first pages and its WAL's (whose pages, after a SIGKILL, may hold the whole database)."""
@@ -172,6 +222,26 @@ def test_damaged_local_files_are_rebuilt_from_the_changelog(cluster, tmp_path, k
     again = app(cluster, tmp_path, "y", words(kind))  # the same machine, the same files
     run_in_thread(again, 1)
     assert read_changelog(cluster, "bad", "n", 0) == ({"a": 2, "b": 2}, {"in": 3})
+
+
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_a_changelog_behind_the_local_checkpoint_is_reported(cluster, tmp_path, kind, caplog):
+    """The changelog deleted and created again (or cut back by an unclean election) under a
+    persistent store: the restore followed the changelog without a word, the local state
+    and the counts it held gone. It still follows the changelog (the local copy cannot be
+    checked against fences it no longer has; Kafka Streams wipes it too), and says so."""
+    feed(cluster, ["a", "a b"])
+    CountWords.fail = False
+    run_in_thread(app(cluster, tmp_path, "x", words(kind)), 2)
+    cluster.delete_topic("bad-n-changelog")
+    cluster.create_topic("bad-n-changelog", 1, {"cleanup.policy": "compact"})
+    feed(cluster, ["b"])
+    with caplog.at_level("WARNING", logger="logmarshal.streams.changelog"):
+        run_in_thread(app(cluster, tmp_path, "y", words(kind)), 1)
+    said = [r.getMessage() for r in caplog.records if "lost records" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "bad-n-changelog/0 ends at offset 0" in said[0] and "{'in': 2}" in said[0]
+    assert read_changelog(cluster, "bad", "n", 0) == ({"b": 1}, {"in": 3})
 
 
 @pytest.mark.slow
