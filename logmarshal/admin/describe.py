@@ -222,14 +222,17 @@ def list_groups(state: CoordinationState, now_ms: int) -> list[GroupSummary]:
 
 
 def _task_lag(ends: _LogEnds, positions: tuple[tuple[str, int], ...], partition: int) -> int | None:
-    """A task's lag: the records after its position in each of its sources, summed."""
-    total = 0
+    """A task's lag: the records after its position in each of its sources, summed; where a
+    position is past its source's log end, how far past (below 0, status PAST_END), the
+    sources behind it aside: records lost or read again outweigh a backlog."""
+    lags = []
     for source, last in positions:
         bounds = ends.bounds(source, partition)
         if bounds is None:
             return None
-        total += max(0, bounds[1] - last - 1)
-    return total
+        lags.append(bounds[1] - last - 1)
+    past = [lag for lag in lags if lag < 0]
+    return sum(past) if past else sum(lags)
 
 
 class _LogEnds:
@@ -305,9 +308,10 @@ def describe_group(
         position = s.resume_offset if s is not None and s.has_position else None
         # below 0 past the log end, as Kafka's consumer-groups tool shows it (status PAST_END)
         lag = None if position is None or latest is None else latest - position
+        status = None
         if s is not None and s.positions is not None:
             lag = _task_lag(ends, s.positions, partition)
-        status = None
+            status = Status.PAST_END if lag is not None and lag < 0 else None
         if position is not None and latest is not None:
             window = [
                 LagSample(

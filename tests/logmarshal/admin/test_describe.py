@@ -222,6 +222,9 @@ def test_a_task_key_shows_its_position_vector(scripted, version) -> None:
     assert (p.client_id, p.last_offset, p.position, p.positions) == (
         None, 28, 29, (("a", 20), ("b", 7)),
     )  # fmt: skip
+    # a:20 is past a's 20 records (offsets 0..19): the task is 1 past the end, b's backlog
+    # aside (it said lag 2, no status)
+    assert (p.lag, p.status) == (-1, Status.PAST_END)
     assert [x.source for x in state.samples("tasks", "wc.task", 0)] == ["heartbeat", "released"]
 
 
