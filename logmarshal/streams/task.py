@@ -25,7 +25,7 @@ import attrs
 from storage import NewRecord
 
 from ..cluster import Cluster, Message
-from ..errors import LogmarshalError
+from ..errors import LogmarshalError, RecordTooLarge
 from .changelog import (
     CHANGELOG_BATCH_BYTES,
     COMMIT_KEY,
@@ -490,6 +490,13 @@ class Task:
                 if not isinstance(exc, Fenced):
                     store.untake_dirty(dirty)
                 exc.add_note(f"task {self.task_id}: writing store {name!r}'s changelog")
+                if isinstance(exc, RecordTooLarge) and batch:
+                    big = max(batch, key=lambda r: len(r.key or b"") + len(r.value or b""))
+                    exc.add_note(
+                        f"its largest record: key {big.key!r:.80}, {len(big.value or b'')} "
+                        "value bytes (the changelog's max.message.bytes bounds each record; "
+                        "every commit fails until it is raised or the value is made smaller)"
+                    )
                 raise
             store.checkpoint(marker, dict(self.positions), self.epoch)
             written += len(dirty)

@@ -224,6 +224,36 @@ def test_damaged_local_files_are_rebuilt_from_the_changelog(cluster, tmp_path, k
     assert read_changelog(cluster, "bad", "n", 0) == ({"a": 2, "b": 2}, {"in": 3})
 
 
+class Appends(Processor):
+    """Appends each line to the value of the key ``all``."""
+
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("n")
+
+    def process(self, record):
+        self.store.put("all", (self.store.get("all") or "") + record.value)
+
+
+def test_a_value_over_the_changelogs_limit_is_named(cluster, tmp_path):
+    """A store value larger than the changelog's max.message.bytes fails every commit (as
+    Kafka Streams' thread fails on RecordTooLargeException); the error named the store
+    only, not which key or how large, so the user could not tell what to change."""
+    t = Topology().add_source("s", "in", value_deserializer=string_deserializer)
+    t.add_processor("p", Appends, "s").add_state_store(StoreSpec("n", "memory"), "p")
+    cluster.create_topic("bad-n-changelog", 1, {"cleanup.policy": "compact",
+                                                 "max.message.bytes": 2000})  # fmt: skip
+    feed(cluster, ["x" * 900, "y" * 900, "z" * 900])
+    first = app(cluster, tmp_path, "x", t)
+    with pytest.raises(RecordTooLarge) as raised:
+        first.run(max_records=3)
+    first.close()
+    notes = "".join(getattr(raised.value, "__notes__", []))
+    assert "store 'n'" in notes and "key b'\"all\"', 2702 value bytes" in notes, notes  # (JSON)
+    assert "max.message.bytes" in notes
+    assert read_changelog(cluster, "bad", "n", 0) == ({}, None)  # nothing half-committed
+
+
 @pytest.mark.parametrize("kind", PERSISTENT_KINDS)
 def test_a_changelog_behind_the_local_checkpoint_is_reported(cluster, tmp_path, kind, caplog):
     """The changelog deleted and created again (or cut back by an unclean election) under a
