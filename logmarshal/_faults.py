@@ -137,6 +137,9 @@ class FaultyCluster:
         #: answers of produce_async that came while frozen: (done, results), in order
         self._held: list[tuple[Callable[[dict[int, ProduceResult | Exception]], None], dict]] = []
         self.events: list[FaultEvent] = []
+        #: a call's records land together or not at all where the inner cluster's do (its
+        #: faults are whole calls: lost before the log, or their answer lost after it)
+        self.produce_is_atomic: bool = getattr(inner, "produce_is_atomic", False)
         if inspect.getattr_static(inner, "produce_many", None) is not None:
             self.produce_many = self._produce_many
         if inspect.getattr_static(inner, "produce_async", None) is not None:

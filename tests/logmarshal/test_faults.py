@@ -282,3 +282,13 @@ def test_produce_async_answers_wait_while_frozen_and_are_the_fault_once_killed(c
     with pytest.raises(InjectedFault, match="dead"):
         faulty.produce_async("t", {0: _record()}, calls.append)
     assert not hasattr(FaultyCluster(cluster), "produce_async")  # (the embedded one has none)
+
+
+def test_a_wrapper_says_whether_a_call_lands_whole_as_its_cluster_does(cluster) -> None:
+    """(A streams commit's marker goes in its records' call only where calls land whole.)"""
+    assert FaultyCluster(cluster).produce_is_atomic is cluster.produce_is_atomic is True
+
+    class Unsaid:  # a cluster that does not say: taken as one that may store part of a call
+        pass
+
+    assert FaultyCluster(Unsaid()).produce_is_atomic is False  # type: ignore[arg-type]
