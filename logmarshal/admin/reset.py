@@ -6,11 +6,13 @@ them. Here the log decides who may write a position, so the admin can move a liv
 1. write ``ReleaseGroup(expiry E)`` to **every** coordination partition: every claim of the
    group is void and, until E, only this admin's heartbeats change anything (PROTOCOL.md,
    rule 2/3);
-2. replay the log through those records: the pause must have landed everywhere (else no
-   position is written). From here on no member can move a position, so a *relative* target
-   (``current``, ``shift``) is resolved now, from this world: a position read before the
-   pause would miss what a live AMO holder reserved in between, and rewinding that hands its
-   offsets out twice (docs/protocol-notes.md);
+2. replay the log through those records: the pause must have landed everywhere, under this
+   admin (else no position is written: another admin's pause replaced ours somewhere). From
+   here on no member can move a position, so the target is resolved now, from this world and
+   the log ends of now: a position or a log end read before the pause would miss what a live
+   AMO holder reserved and handed out in between (``current``, ``shift``, ``latest``, a
+   ``datetime`` past the last record, any target clamped to the log end), and rewinding that
+   hands its offsets out twice (docs/protocol-notes.md);
 3. write one admin Heartbeat per partition of the plan, ``last_offset = new - 1``: accepted
    as ``POSITION_SET`` while the pause lasts;
 4. replay the log and check every one of those records got the expected verdict.
@@ -86,8 +88,9 @@ log = logging.getLogger(__name__)
 #: The default pause is never shorter than this, so members on a slow replay still see it.
 DEFAULT_MIN_PAUSE_MS = 5_000
 TARGET_KINDS = ("earliest", "latest", "current", "offset", "shift", "datetime", "file")
-#: targets computed from the group's position: resolved only once the pause has landed
-RELATIVE_KINDS = frozenset({"current", "shift"})
+#: targets whose figures follow the group's position or the log end, which move until the
+#: pause lands (every target is resolved again then: a clamp to the log end moves too)
+RELATIVE_KINDS = frozenset({"current", "shift", "latest", "datetime"})
 
 TopicPartition = tuple[str, int]
 
@@ -101,6 +104,10 @@ class AdminIdentity:
 
     client_id: str
     instance_id: str
+
+    def as_tuple(self) -> tuple[str, str]:
+        """(client_id, instance_id): how a world names a holder or a pause admin."""
+        return (self.client_id, self.instance_id)
 
 
 def new_admin(client_id: str | None = None, rng: random.Random | None = None) -> AdminIdentity:
@@ -144,6 +151,17 @@ def resolve_scope(
     ``--all-topics`` means every topic the group has coordination state for, as
     kafka-consumer-groups means every topic the group has committed offsets for.
     """
+    tasks = sorted({s.topic for s in state.partitions(group) if s.positions is not None})
+    if tasks:
+        # (its members key their positions by task, not by the topics the operator names: a
+        # reset of those was confirmed and moved nothing, one of the tasks was "unknown")
+        raise AdminError(
+            f"group {group!r} is a streams application's: its members hold tasks "
+            f"({', '.join(tasks[:3])}{', ...' if len(tasks) > 3 else ''}) whose positions are "
+            "the inputs their state reflects, kept with that state in its changelogs; group "
+            "reset cannot move them (to reprocess the input, run the application under a new "
+            "application id)"
+        )
     if topics and all_topics:
         raise AdminError("give either --topic or --all-topics, not both")
     if not topics and not all_topics:
@@ -183,8 +201,8 @@ class Target:
 
     @property
     def relative(self) -> bool:
-        """Computed from the group's position (``current``, ``shift``): :func:`execute`
-        resolves it again once its pause has landed, so no reservation is rewound."""
+        """Computed from the group's position or the log end (``current``, ``shift``,
+        ``latest``, ``datetime``): its figures before the pause are provisional."""
         return self.kind in RELATIVE_KINDS
 
 
@@ -198,8 +216,8 @@ class PlanRow:
 
 @attrs.frozen
 class Plan:
-    """New positions; ``target`` (set by :func:`plan_reset`) lets :func:`execute` resolve a
-    relative one again after its pause landed. A plan without a target is applied as is."""
+    """New positions; ``target`` (set by :func:`plan_reset`) lets :func:`execute` resolve the
+    plan again after its pause landed. A plan without a target is applied as is."""
 
     group: str
     rows: tuple[PlanRow, ...]
@@ -228,9 +246,9 @@ def plan_reset(
     - every target outside ``[earliest, latest]`` is clamped to it, with a warning.
 
     ``time_offsets`` are the time-index answers for a ``datetime`` target; ``file`` targets
-    carry their own rows and ignore ``partitions`` beyond checking them. For a relative
-    target (``current``, ``shift``) the rows are provisional: :func:`execute` computes them
-    again from the world after its ReleaseGroup landed, whatever ``current`` says here.
+    carry their own rows and ignore ``partitions`` beyond checking them. The rows are
+    provisional: :func:`execute` computes them again from the world after its ReleaseGroup
+    landed and the log ends of then, whatever ``current`` and ``bounds`` say here.
     """
     warnings: list[str] = []
     rows = []
@@ -480,10 +498,13 @@ def execute(
     An empty plan only pauses. With a key for the group in ``admin_keys`` every record is
     tagged, and the confirming replay authenticates as members given the same key do.
 
-    A relative plan (``current``, ``shift``) is resolved again, for the same partitions,
-    from the world replayed after the ReleaseGroup landed everywhere: what a live holder
-    reserved after ``plan`` was made is never rewound. If the pause did not land (a rejected
-    or unreplayed ReleaseGroup), no position is written and the result is not ``ok``.
+    A plan with a target is resolved again, for the same partitions, from the world replayed
+    after the ReleaseGroup landed everywhere and the log ends of then: what a live holder
+    reserved and handed out after ``plan`` was made is never rewound (but by a target below
+    it, which the operator chose). If the pause did not land (a rejected or unreplayed
+    ReleaseGroup), no position is written and the result is not ``ok``. If another admin's
+    pause replaced ours in some coordination partition meanwhile, no position is written
+    either (AdminError): two resets at once would leave the group at a mix of both targets.
     """
     group = plan.group
     if state.n == 0:
@@ -520,8 +541,8 @@ def execute(
         if not all(w.ok for w in written):
             log.error("the pause of group %s did not land everywhere: no position written", group)
             return _finish(Execution(group, admin, expiry, pause_ms, (), tuple(written), rows))
-        if plan.relative:
-            assert plan.target is not None
+        _check_still_ours(paused, group, admin, expiry)
+        if plan.target is not None:
             keys = [(r.topic, r.partition) for r in rows]
             try:
                 resolved = plan_from_log(cluster, paused, group, keys, plan.target)
@@ -563,6 +584,30 @@ def execute(
     return _finish(
         Execution(group, admin, expiry, pause_ms, rows, tuple(confirmed), plan.rows, warnings)
     )
+
+
+def _check_still_ours(
+    paused: CoordinationState, group: str, admin: AdminIdentity, expiry: int
+) -> None:
+    """Before any position is written: the pause is this admin's in every coordination
+    partition. Rule 2 lets a later ReleaseGroup replace it, and two resets writing at once
+    would leave the group at a mix of both targets (each partition at whichever came last)."""
+    admins = {cp: world.pause_admin(group) for cp, world in enumerate(paused.worlds)}
+    others = {cp: a for cp, a in admins.items() if a is not None and a != admin.as_tuple()}
+    if others:
+        who = ", ".join(sorted({f"{a[0]}/{a[1]}" for a in others.values()}))
+        raise AdminError(
+            f"another admin ({who}) paused group {group!r} after this reset did (coordination "
+            f"partition(s) {', '.join(map(str, sorted(others)))}): no position was written; "
+            "run the reset again once the other one is done"
+        )
+    over = sorted(cp for cp, a in admins.items() if a is None)
+    if over:
+        raise AdminError(
+            f"the pause of group {group!r} ended ({format_ms(expiry)}) before any position was "
+            f"written (coordination partition(s) {', '.join(map(str, over))}): no position was "
+            "written; run the reset again, with a longer --pause-for if the log is slow"
+        )
 
 
 def _finish(result: Execution) -> Execution:

@@ -59,7 +59,8 @@ MIRROR = DataSource(
 #: what a dry run of --to-current / --shift-by says about its figures
 RELATIVE_NOTE = (
     "note: these positions are as of now; --execute computes them again from the group's "
-    "position once its pause has landed (what members consume until then is not rewound)"
+    "position and the log end once its pause has landed (what members consume until then is "
+    "not rewound)"
 )
 
 
@@ -145,10 +146,12 @@ def _register_reset(verbs: Any, common: argparse.ArgumentParser) -> None:
             "coordination partition, the admin's heartbeats set the positions, replay confirms "
             "both, and after the pause the members claim again and resume exactly there. "
             "Relative targets (--to-current, --shift-by) are computed from the group's "
-            "position once the pause has landed, when no member can move it any more: what a "
-            "live member reserved meanwhile is never rewound, so a dry run's figures for them "
-            "are as of now. Targets outside the log are clamped, with a warning. Without "
-            "--execute nothing is written."
+            "position once the pause has landed, when no member can move it any more, and "
+            "every target from the log ends of then (--to-latest, a time past the last record, "
+            "a clamp): what a live member reserved and consumed meanwhile is never rewound, so "
+            "a dry run's figures for them are as of now. Targets outside the log are clamped, "
+            "with a warning. Another admin's pause landing meanwhile stops the reset before it "
+            "writes any position. Without --execute nothing is written."
         ),
     )
     reset.add_argument("group")
@@ -163,7 +166,11 @@ def _register_reset(verbs: Any, common: argparse.ArgumentParser) -> None:
         "--all-topics", action="store_true", help="every topic the group has positions for"
     )
     reset.add_argument("--to-earliest", action="store_true", help="the earliest offset")
-    reset.add_argument("--to-latest", action="store_true", help="the log end")
+    reset.add_argument(
+        "--to-latest",
+        action="store_true",
+        help="the log end, as of the moment the pause has landed",
+    )
     reset.add_argument(
         "--to-current",
         action="store_true",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from logmarshal.admin import Status, describe_group, list_groups, read_coordination
+from logmarshal.admin.errors import AdminError
+from logmarshal.admin.reset import resolve_scope
 
 from .conftest import BASE, TOPIC
 
@@ -226,6 +228,11 @@ def test_a_task_key_shows_its_position_vector(scripted, version) -> None:
     # aside (it said lag 2, no status)
     assert (p.lag, p.status) == (-1, Status.PAST_END)
     assert [x.source for x in state.samples("tasks", "wc.task", 0)] == ["heartbeat", "released"]
+    # a reset cannot move a task's positions: refused, naming the tasks (it said "unknown
+    # topic 'wc.task'" for --all-topics, and moved nothing, confirmed, for a source topic)
+    for scope, every in (([], True), ([("a", None)], False)):
+        with pytest.raises(AdminError, match=r"streams application's.*\(wc\.task\)"):
+            resolve_scope(cluster, state, "tasks", scope, every)
 
 
 def test_an_unheld_partition_shows_the_lease_the_log_keeps(scripted) -> None:

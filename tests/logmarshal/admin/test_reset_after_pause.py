@@ -4,6 +4,8 @@ planned, and nothing at all when the pause did not land."""
 
 from __future__ import annotations
 
+import pytest
+
 from logmarshal import EmbeddedCluster, NewRecord
 from logmarshal.admin import (
     AdminIdentity,
@@ -13,6 +15,7 @@ from logmarshal.admin import (
     plan_reset,
     read_coordination,
 )
+from logmarshal.admin.errors import AdminError
 from logmarshal.admin.reset import PlanRow
 from logmarshal.clock import ManualClock
 from rationalizer import Effect, Reason
@@ -106,8 +109,66 @@ def test_absolute_targets_are_applied_as_planned(scripted) -> None:
     assert not plan.relative
     reserve_through_59(cluster, s)
     result = execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
-    assert result.ok and result.rows == (PlanRow(TOPIC, 0, 30, 40),)  # the operator's choice
+    # the operator's choice (a rewind past a:1's reservation), the position of the pause
+    assert result.ok and result.rows == (PlanRow(TOPIC, 0, 60, 40),)
     assert positions(cluster)[P0] == 40
+
+
+def test_latest_is_the_log_end_after_the_pause(scripted) -> None:
+    """``--to-latest`` took the log end read before the pause (50): a:1 reserved and handed
+    out 50..59 meanwhile, and the reset set the position back to 50, so an AMO group handed
+    those offsets out twice (a helper's attack, 16 offsets twice per partition)."""
+    cluster, s = scripted
+    holder_at_30(s)
+    state = read_coordination(cluster)
+    plan = plan_from_log(cluster, state, "g", [P0], Target("latest"))
+    assert [r.new for r in plan.rows] == [50] and plan.relative
+    reserve_through_59(cluster, s)  # the log end is 70 now
+    result = execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
+    assert result.ok and result.rows == (PlanRow(TOPIC, 0, 60, 70),)
+    assert positions(cluster)[P0] == 70
+
+
+def test_a_target_clamped_to_the_log_end_is_clamped_after_the_pause(scripted) -> None:
+    """``--to-offset 100000`` was clamped to the log end before the pause (50): the same
+    rewind past what a:1 handed out meanwhile."""
+    cluster, s = scripted
+    holder_at_30(s)
+    state = read_coordination(cluster)
+    plan = plan_from_log(cluster, state, "g", [P0], Target("offset", 100_000))
+    assert [r.new for r in plan.rows] == [50] and plan.warnings
+    reserve_through_59(cluster, s)
+    result = execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
+    assert result.ok and result.rows == (PlanRow(TOPIC, 0, 60, 70),)
+    assert result.warnings == (f"{TOPIC}/0: new offset 100000 is after the log end 70; using 70",)
+
+
+def test_a_reset_whose_pause_another_admin_replaced_writes_no_position(scripted) -> None:
+    """Two operators at once: B's ReleaseGroup lands after A's, before A writes its positions.
+    A wrote them anyway where it was still the pause's admin, B where it was, and the group
+    resumed at a mix of both targets (a helper's attack); A now writes none and says why."""
+    cluster, s = scripted
+    holder_at_30(s)
+    state = read_coordination(cluster)
+    plan = plan_from_log(cluster, state, "g", [P0, P1], Target("offset", 5))
+    other = AdminIdentity("admin@other", "2")
+    produce = cluster.produce
+    calls = []
+
+    def b_pauses_after_a(topic, partition, records, **kwargs):  # after A's last ReleaseGroup
+        result = produce(topic, partition, records, **kwargs)
+        calls.append(partition)
+        if len(calls) == state.n:
+            cluster.produce = produce  # type: ignore[method-assign]
+            execute(cluster, read_coordination(cluster), plan_from_log(
+                cluster, read_coordination(cluster), "g", [P0], Target("offset", 7),
+            ), admin=other, pause_ms=5000, clock=admin_clock(320))  # fmt: skip
+        return result
+
+    cluster.produce = b_pauses_after_a  # type: ignore[method-assign]
+    with pytest.raises(AdminError, match=r"another admin \(admin@other/2\) paused group 'g'"):
+        execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
+    assert positions(cluster) == {P0: 7, P1: 10}  # B's reset alone: A wrote no position
 
 
 def test_a_pause_that_did_not_land_sets_no_position(scripted) -> None:
