@@ -44,6 +44,7 @@ class _IndexFile:
         self.path = path
         self._pending = bytearray()  # entries not yet appended to the file
         self._writable = False
+        self._behind = False  # a write of the pending entries failed (said once)
 
     def _read_entries(self) -> list[tuple[int, int]] | None:
         """Entries on disk, or None if the file is missing or not a whole number of entries."""
@@ -69,15 +70,31 @@ class _IndexFile:
             return
         self._pending += self.entry.pack(a, b)
         if len(self._pending) >= _PENDING_BYTES:
-            self._append_pending(fsync=False)
+            try:
+                self._append_pending(fsync=False)
+            except OSError as exc:
+                # The batch this entry indexes is in the log already, and its append must not
+                # fail for the index: it was reported failed while stored, and the next batch
+                # took the same offsets (a full disk: acknowledged records cut at the next
+                # open). The entries stay buffered for the next flush; an index is rebuilt
+                # from its log when it falls short.
+                if not self._behind:
+                    log.warning("%s: index entries not written yet: %s", self.path, exc)
+                self._behind = True
 
     def _append_pending(self, *, fsync: bool) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            view = memoryview(bytes(self._pending))
-            while view:
-                view = view[os.write(fd, view) :]
-            self._pending.clear()
+            done = 0
+            try:
+                view = memoryview(bytes(self._pending))
+                while view:
+                    n = os.write(fd, view)
+                    done += n
+                    view = view[n:]
+            finally:
+                del self._pending[:done]  # what reached the file is not written twice
+            self._behind = False
             if fsync:
                 os.fsync(fd)
         finally:
