@@ -76,6 +76,9 @@ class BrokerConfig:
     advertised_host: str | None = None
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     request_timeout: float = 30.0  # to receive the rest of a frame once its size arrived
+    #: for the client to take an answer (librdkafka's socket.timeout.ms: a client waits no
+    #: longer); one that does not read is closed and its answer, held in memory, let go
+    response_timeout: float = 60.0
     idle_timeout: float = 600.0  # Kafka's connections.max.idle.ms
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -330,9 +333,22 @@ class BrokerServer:
                     continue
                 if isinstance(response, list):
                     writer.writelines(response)
+                    big_frames |= sum(map(len, response)) > _LARGE_FRAME
                 else:
                     writer.write(response)
-                await writer.drain()
+                    big_frames |= len(response) > _LARGE_FRAME
+                response = None
+                try:
+                    async with asyncio.timeout(cfg.response_timeout):
+                        await writer.drain()
+                except TimeoutError:
+                    log.warning(
+                        "%s: the answer was not taken within %.0f s; closing",
+                        peer,
+                        cfg.response_timeout,
+                    )
+                    writer.transport.abort()  # (close() would wait to send what it holds)
+                    return
         except (ConnectionError, OSError) as exc:
             log.info("%s: connection error: %s", peer, exc)
         except asyncio.CancelledError:

@@ -237,3 +237,54 @@ def test_an_idle_partition_holds_one_descriptor(tmp_path) -> None:
         before = len(os.listdir("/proc/self/fd"))
         d.create_topic("idle", 100)
         assert len(os.listdir("/proc/self/fd")) - before <= 100
+
+
+def test_a_client_that_never_takes_its_answer_is_closed(tmp_path, caplog) -> None:
+    """Ten sockets each sent one Fetch of a 50 MB partition and never read: the broker held
+    every answer in memory (63 MB -> 1 GB resident) for as long as they stayed connected,
+    well past its request timeout (a helper's attack). An answer not taken within
+    ``response_timeout`` (librdkafka's socket.timeout.ms, 60 s by default) now closes the
+    connection; other clients are served meanwhile."""
+    import socket
+
+    from storage._kafka_framing import encode_request
+    from tests.storage.broker.helpers import fetch_request
+
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("big", 1)
+        plog = d.partition("big", 0)
+        for i in range(24):  # 24 MB: more than the kernel buffers both ends of the socket
+            plog.append(_one_mb_batch(i))
+    config = BrokerConfig(data_dir=data, port=0, response_timeout=1.0)
+    with BrokerThread(config) as running:
+        request = fetch_request("big", 0, 0)
+        request.max_bytes = 64 << 20
+        request.topics[0].partitions[0].partition_max_bytes = 64 << 20
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        sock.connect(running.address)
+        with caplog.at_level(logging.WARNING, logger="storage.broker.server"):
+            sock.sendall(encode_request(request, 1, "stuck"))
+            with RawClient(running.address) as other:  # served while the first one hangs
+                produced = other.call(produce_request("big", 0, batch(3)), ProduceResponse)
+                assert produced.responses[0].partition_responses[0].error_code == 0
+            deadline = time.monotonic() + 20
+            while "was not taken within" not in caplog.text:
+                assert time.monotonic() < deadline, "the stuck connection was never closed"
+                time.sleep(0.05)
+        sock.settimeout(10)
+        received = 0
+        try:
+            while chunk := sock.recv(1 << 20):
+                received += len(chunk)
+        except ConnectionResetError:
+            pass
+        sock.close()
+        assert received < 24 << 20  # closed before the answer was sent
+
+
+def _one_mb_batch(i: int) -> bytes:
+    from storage import NewRecord, encode_batch
+
+    return encode_batch([NewRecord(os.urandom(1_000_000), key=b"%d" % i, timestamp=1)])
