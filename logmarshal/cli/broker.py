@@ -167,6 +167,10 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
     try:
         status = run_broker(config, on_ready=ready)
     except OSError as exc:
+        if exc.filename is not None:  # the data directory's, not the socket's
+            raise CliError(
+                f"cannot start the broker: {exc.filename}: {exc.strerror or exc}"
+            ) from None
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     print("broker stopped", file=sys.stderr)
     return status

@@ -62,6 +62,21 @@ def test_broker_start_refuses_a_negative_broker_id(run, monkeypatch) -> None:
     assert code == 0 and [c.broker_id for c in started] == [0], err
 
 
+def test_broker_start_names_the_file_it_could_not_write(run, monkeypatch) -> None:
+    """On a full data directory the broker said "cannot listen on 127.0.0.1:PORT: No space
+    left on device" (a helper's attack): an error of a file is named as one."""
+    import errno
+
+    def full(config, on_ready):
+        raise OSError(errno.ENOSPC, "No space left on device", "data/producer-ids.json")
+
+    monkeypatch.setattr(broker_cli, "run_broker", full)
+    code, _, err = run("broker", "start", "--listen", "127.0.0.1:0")
+    line = _one_error_line(err)
+    assert code == 1 and "cannot listen" not in line, err
+    assert "data/producer-ids.json: No space left on device" in line
+
+
 @pytest.mark.parametrize(
     ("argv", "key"),
     [
