@@ -617,9 +617,24 @@ def _report_execution(ctx: Context, result: Any, export: bool = False) -> int:
     rejected = result.rejected
     for w in rejected:
         where = "" if w.topic is None else f" (position of {w.topic}/{w.partition})"
+        late = (
+            "; it landed after the pause had ended"
+            if w.kind == "position" and w.log_append_time >= result.pause_until_ms
+            else ""
+        )
         print(
             f"logmarshal: error: {w.kind} record at __marshal/{w.coord_partition} offset "
-            f"{w.offset}{where} was {w.describe_verdict()}",
+            f"{w.offset}{where} was {w.describe_verdict()}{late}",
+            file=sys.stderr,
+        )
+    positions = [w for w in result.written if w.kind == "position"]
+    if rejected and any(w.ok for w in positions):
+        set_ = ", ".join(f"{w.topic}/{w.partition}" for w in positions if w.ok)
+        print(
+            f"logmarshal: error: the reset is partly applied: {set_} moved, the partitions "
+            "above did not; finish it with absolute targets for those alone (--to-offset, or "
+            "--from-file with their rows): a relative target run again (--shift-by) would "
+            "move the others twice",
             file=sys.stderr,
         )
     if result.planned and not result.rows:

@@ -194,3 +194,40 @@ def test_a_pause_that_did_not_land_sets_no_position(scripted) -> None:
     assert fenced.coord_partition == s.cp(0)
     assert fenced.verdict is not None and fenced.verdict.reason is Reason.FENCED
     assert positions(cluster) == {P0: 30, P1: 10}
+
+
+def test_a_reset_cut_short_by_its_pause_says_what_moved(scripted, capsys) -> None:
+    """The admin stalls past its pause between two coordination partitions' positions: one
+    partition moved, the other did not. The CLI listed the rejected record alone ("rejected
+    (not_holder)"); it now says the record came after the pause, which partitions moved, and
+    how to finish without moving them twice (a helper's attack: a --shift-by run again)."""
+    from types import SimpleNamespace
+
+    from logmarshal.cli.group import _report_execution
+    from rationalizer import coordination_partition
+
+    cluster, s = scripted
+    holder_at_30(s)
+    state = read_coordination(cluster)
+    assert coordination_partition(*P0, state.n) != coordination_partition(*P1, state.n)
+    plan = plan_from_log(cluster, state, "g", [P0, P1], Target("offset", 5))
+    produce = cluster.produce
+    calls = []
+
+    def stalls_after_the_first_positions(topic, partition, records, **kwargs):
+        result = produce(topic, partition, records, **kwargs)
+        calls.append(partition)
+        if len(calls) == state.n + 1:  # the releases, then one partition's positions
+            s.clock.now_ms += 10_000  # the admin's process stops for 10 s: the pause ends
+        return result
+
+    cluster.produce = stalls_after_the_first_positions  # type: ignore[method-assign]
+    result = execute(cluster, state, plan, admin=ADMIN, pause_ms=5000, clock=admin_clock(300))
+    cluster.produce = produce  # type: ignore[method-assign]
+    positions_written = [w for w in result.written if w.kind == "position"]
+    assert [w.ok for w in positions_written] == [True, False]
+    assert _report_execution(SimpleNamespace(as_json=False), result) == 1
+    err = capsys.readouterr().err
+    assert "it landed after the pause had ended" in err
+    moved = f"{positions_written[0].topic}/{positions_written[0].partition}"
+    assert f"the reset is partly applied: {moved} moved" in err and "--shift-by" in err
