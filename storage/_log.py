@@ -120,6 +120,7 @@ class PartitionLog:
         self._lock = threading.RLock()
         self._cond = threading.Condition(threading.Lock())
         self._closed = False
+        self._fsync_failed: OSError | None = None  # then appends stop until a reopen
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -306,15 +307,15 @@ class PartitionLog:
                     f"batch of {span[1]} bytes exceeds segment.bytes {self.config.segment_bytes}"
                 )
         with self._lock:
-            if self._closed:
-                raise StorageError(f"{self.directory} is closed")
+            if self._closed or self._fsync_failed:
+                why = "is closed" if self._closed else f"failed an fsync ({self._fsync_failed})"
+                raise StorageError(f"{self.directory} {why}; a reopen recovers it")
             try:
                 return self._append_locked(mv, spans, total, records, flush)
             except OSError as exc:
-                # a disk or a process limit (no space, too many open files at a roll): the
-                # caller's error, as Kafka's KAFKA_STORAGE_ERROR, not a connection dropped. A
-                # roll that failed is tried again by the next append; a partial write was
-                # undone (Segment.write)
+                # a disk or process limit (no space, too many open files at a roll): Kafka's
+                # KAFKA_STORAGE_ERROR, not a dropped connection. A failed roll is tried again
+                # by the next append; a partial write was undone (Segment.write)
                 raise StorageError(f"{self.directory}: the append failed: {exc}") from exc
 
     def _append_locked(
@@ -364,9 +365,8 @@ class PartitionLog:
         return AppendInfo(base, next_offset - 1, -1 if lat is None else lat, records)
 
     def may_roll(self, incoming: int) -> bool:
-        """Whether an append of ``incoming`` bytes would fill the active segment (a roll:
-        fsyncs of the old segment, its indexes and the directory). A caller on an event loop
-        runs such an append off the loop. Size only: a roll by age is not foreseen."""
+        """Whether an append of ``incoming`` bytes rolls by size (fsyncs of the old segment,
+        its indexes and the directory): a caller on an event loop runs it off the loop."""
         seg = self._active
         return seg.size > 0 and seg.size + incoming > self.config.segment_bytes
 
@@ -412,7 +412,11 @@ class PartitionLog:
         log.debug("%s: rolled to segment %d", self.directory, new.base_offset)
 
     def _fsync(self, now: int) -> None:
-        self._active.fsync()
+        try:
+            self._active.fsync()
+        except OSError as exc:  # what the pages hold is unknown (a later fsync may succeed
+            self._fsync_failed = exc  # on pages lost): as Kafka takes the log dir offline
+            raise
         self._unflushed_messages = 0
         self._last_flush_ms = now
 
@@ -870,6 +874,8 @@ class PartitionLog:
             try:
                 self._active.flush_indexes()
                 self._active.fsync()
+                if self._fsync_failed:  # (not a clean shutdown: the next open recovers)
+                    raise StorageError(f"{self.directory} failed an fsync: {self._fsync_failed}")
             finally:
                 self._closed = True
                 for seg in self._segments:
@@ -887,8 +893,8 @@ _INDEX_ENTRY_BYTES = 8  # Kafka's offset index entry: relative offset and positi
 
 
 def _jitter(base_offset: int, cfg: TopicConfig) -> int:
-    """segment.jitter.ms: how much earlier this segment rolls, fixed per segment (so that the
-    partitions of a topic do not all roll at once) and reproducible (no hidden randomness)."""
+    """segment.jitter.ms: how much earlier this segment rolls, fixed per segment (a topic's
+    partitions do not all roll at once) and reproducible."""
     if cfg.segment_jitter_ms <= 0:
         return 0
     return (base_offset * 2654435761) % min(cfg.segment_jitter_ms, cfg.segment_ms)

@@ -218,6 +218,42 @@ def test_an_index_write_that_fails_does_not_fail_the_append(
     again.close()
 
 
+def test_a_failed_fsync_stops_appends_until_the_log_is_reopened(
+    tmp_path: Path, clock: FakeClock, monkeypatch
+) -> None:
+    """An fsync that failed (EIO) after its batch was written: the batch stayed in the log
+    while the client was told it failed, and the log took more appends, so an idempotent
+    producer's retry was stored a second time (the producer states record nothing for a
+    failed append). Pages whose fsync failed may be lost whatever a later fsync says, so the
+    log now refuses appends, and closes as not clean, until a reopen recovers it (Kafka takes
+    the log directory offline); reads go on."""
+    import errno
+
+    from storage import _segment
+
+    plog = open_log(tmp_path, clock)
+    plog.append(batch([b"before"]), flush=True)
+    real = _segment.Segment.fsync
+
+    def eio(self) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(_segment.Segment, "fsync", eio)
+    with pytest.raises(StorageError, match="Input/output error"):
+        plog.append(batch([b"unknown"]), flush=True)
+    monkeypatch.setattr(_segment.Segment, "fsync", real)  # (the next fsync succeeds)
+    with pytest.raises(StorageError, match=r"failed an fsync .*a reopen recovers it"):
+        plog.append(batch([b"retry"]), flush=True)
+    assert all_values(plog) == [b"before"]
+    with pytest.raises(StorageError, match="failed an fsync"):
+        plog.close()
+    again = open_log(tmp_path, clock)  # the written batch is there, once, at its offset
+    assert all_values(again) == [b"before", b"unknown"]
+    again.append(batch([b"after"]), flush=True)
+    assert all_values(again) == [b"before", b"unknown", b"after"]
+    again.close()
+
+
 def test_may_roll_foresees_exactly_the_appends_that_roll_by_size(
     tmp_path: Path, clock: FakeClock
 ) -> None:
