@@ -105,10 +105,6 @@ class AdminIdentity:
     client_id: str
     instance_id: str
 
-    def as_tuple(self) -> tuple[str, str]:
-        """(client_id, instance_id): how a world names a holder or a pause admin."""
-        return (self.client_id, self.instance_id)
-
 
 def new_admin(client_id: str | None = None, rng: random.Random | None = None) -> AdminIdentity:
     client = client_id or f"admin@{socket.gethostname() or 'localhost'}"
@@ -602,7 +598,7 @@ def _check_still_ours(
     partition. Rule 2 lets a later ReleaseGroup replace it, and two resets writing at once
     would leave the group at a mix of both targets (each partition at whichever came last)."""
     admins = {cp: world.pause_admin(group) for cp, world in enumerate(paused.worlds)}
-    others = {cp: a for cp, a in admins.items() if a is not None and a != admin.as_tuple()}
+    others = {cp: a for cp, a in admins.items() if a is not None and a != attrs.astuple(admin)}
     if others:
         who = ", ".join(sorted({f"{a[0]}/{a[1]}" for a in others.values()}))
         raise AdminError(
