@@ -42,15 +42,17 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 
 from storage._config import TopicConfig
 from storage._errors import CorruptRecordError
-from storage._files import replace_durably
+from storage._files import fsync_dir, replace_durably
 from storage._records import (
     Compression,
     KeptRecord,
@@ -66,13 +68,16 @@ __all__ = [
     "SWAP_FILE",
     "CleanerState",
     "CleaningPlan",
+    "Note",
     "SegmentSummary",
     "choose",
     "clean_batch",
+    "complete_swaps",
     "group_by_size",
     "iter_segment_batches",
     "offset_map",
     "swap_name",
+    "write_cleaned",
 ]
 
 log = logging.getLogger(__name__)
@@ -358,3 +363,63 @@ def clean_batch(
             )
         )
     return BatchResult(pieces, len(survivors), len(records) - len(survivors), tombstones)
+
+
+#: what :meth:`storage._segment.Segment.adopt` replays of each batch written: (position,
+#: base offset, size, next offset, max timestamp)
+Note = tuple[int, int, int, int, int]
+
+
+class _Segment(Protocol):
+    """What cleaning reads of a segment (:class:`storage._segment.Segment`)."""
+
+    size: int
+
+    def read(self, position: int, n: int) -> bytes: ...
+
+
+def write_cleaned(
+    fd: int,
+    group: Sequence[_Segment],
+    latest: dict[bytes, int],
+    drop_tombstone: Callable[[int], bool],
+) -> tuple[int, list[int], list[Note]]:
+    """Write the cleaned batches of ``group`` (adjacent segments) to ``fd``, from its start;
+    returns (records removed, offsets of kept tombstones, a note per batch written)."""
+    removed = 0
+    tombstones: list[int] = []
+    notes: list[Note] = []
+    pos = 0
+    for seg in group:
+        for batch in iter_segment_batches(seg.read, seg.size):
+            result = clean_batch(batch, latest, drop_tombstone)
+            removed += result.removed
+            tombstones += result.tombstones
+            for piece in result.pieces:
+                h = read_header(piece, 0)
+                size = len(piece)
+                notes.append((pos, h.base_offset, size, h.last_offset + 1, h.max_timestamp))
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(fd, view) :]
+                pos += size
+    return removed, tombstones, notes
+
+
+def complete_swaps(directory: Path, segment_file: re.Pattern[str]) -> None:
+    """Finish a cleaner swap a crash interrupted after its commit point: the
+    ``<b>.log.<end>.swap`` file replaces every segment file (``segment_file``, fullmatch)
+    with a base in [b, end)."""
+    swaps = []
+    for entry in directory.iterdir():
+        m = SWAP_FILE.fullmatch(entry.name)
+        if m is not None:
+            swaps.append((int(m.group(1)), int(m.group(2)), entry))
+    for base, end, swap in sorted(swaps):
+        log.warning("%s: completing an interrupted cleaner swap of [%d, %d)", directory, base, end)
+        for entry in list(directory.iterdir()):
+            m = segment_file.fullmatch(entry.name)
+            if m is not None and base <= int(m.group(1)) < end:
+                entry.unlink(missing_ok=True)
+        os.replace(swap, directory / f"{base:020d}.log")
+        fsync_dir(directory)

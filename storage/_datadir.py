@@ -428,6 +428,14 @@ class DataDir:
             self._check_open()
             return len(self._topic(name).logs)
 
+    def unwritable(self, name: str) -> tuple[int, ...]:
+        """The partitions of ``name`` that refuse appends after a failed fsync, until the
+        data directory is opened again (:attr:`PartitionLog.unwritable`)."""
+        with self._lock:
+            self._check_open()
+            logs = self._topic(name).logs
+        return tuple(p for p, plog in enumerate(logs) if plog.unwritable is not None)
+
     def _describe(self, name: str) -> TopicInfo:
         topic = self._topic(name)
         infos = tuple(
@@ -604,8 +612,19 @@ class DataDir:
         return removed
 
     def flush(self) -> None:
+        """fsync every partition; one that fails does not keep the others from it (raises
+        the first error once all were tried)."""
+        failed: list[Exception] = []
         for plog in self._all_logs():
-            plog.flush()
+            if plog.unwritable is not None:
+                failed.append(StorageError(f"{plog.directory} failed an fsync: {plog.unwritable}"))
+                continue  # (logged when it failed; what its pages hold is unknown)
+            try:
+                plog.flush()
+            except (OSError, StorageError) as exc:
+                failed.append(exc)
+        if failed:
+            raise failed[0]
 
     def _start_flusher_if_needed(self) -> None:
         """flush.ms must hold for a quiet log too, so a small thread checks due flushes."""

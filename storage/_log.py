@@ -22,16 +22,17 @@ import attrs
 
 from storage._compaction import (
     CLEANED_SUFFIX,
-    SWAP_FILE,
     CleanerState,
     CleaningPlan,
+    Note,
     SegmentSummary,
     choose,
-    clean_batch,
+    complete_swaps,
     group_by_size,
     iter_segment_batches,
     offset_map,
     swap_name,
+    write_cleaned,
 )
 from storage._config import TopicConfig
 from storage._errors import (
@@ -48,7 +49,6 @@ from storage._records import (
     TimestampType,
     _patched_header,
     _validate_batches,
-    read_header,
 )
 from storage._segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone
 from storage._validation import validate_batches
@@ -139,7 +139,7 @@ class PartitionLog:
 
     def _open_segments(self, clean_shutdown: bool) -> list[Segment]:
         """Open all segments, recover the newest, drop leftovers of interrupted operations."""
-        self._complete_swaps()
+        complete_swaps(self.directory, _SEGMENT_FILE)
         bases = set()
         stray = []
         for entry in self.directory.iterdir():
@@ -220,25 +220,6 @@ class PartitionLog:
             seg.close()
         del self._segments[:below]
         return saved
-
-    def _complete_swaps(self) -> None:
-        """Finish a cleaner swap a crash interrupted after its commit point: the
-        ``<b>.log.<end>.swap`` file replaces every segment with a base in [b, end)."""
-        swaps = []
-        for entry in self.directory.iterdir():
-            m = SWAP_FILE.fullmatch(entry.name)
-            if m is not None:
-                swaps.append((int(m.group(1)), int(m.group(2)), entry))
-        for base, end, swap in sorted(swaps):
-            log.warning(
-                "%s: completing an interrupted cleaner swap of [%d, %d)", self.directory, base, end
-            )
-            for entry in list(self.directory.iterdir()):
-                m = _SEGMENT_FILE.fullmatch(entry.name)
-                if m is not None and base <= int(m.group(1)) < end:
-                    entry.unlink(missing_ok=True)
-            os.replace(swap, self.directory / f"{base:020d}.log")
-            fsync_dir(self.directory)
 
     # ------------------------------------------------------------------ state
 
@@ -416,6 +397,12 @@ class PartitionLog:
             self._active.fsync()
         except OSError as exc:  # what the pages hold is unknown (a later fsync may succeed
             self._fsync_failed = exc  # on pages lost): as Kafka takes the log dir offline
+            log.error(
+                "%s: fsync failed (%s): appends are refused until the broker restarts (reads "
+                "go on; the restart recovers the log from what reached the disk)",
+                self.directory,
+                exc,
+            )
             raise
         self._unflushed_messages = 0
         self._last_flush_ms = now
@@ -638,28 +625,12 @@ class PartitionLog:
         tombstones, whether it was swapped in: None if the log changed under it)."""
         first = group[0]
         tmp = first.log_path.with_name(first.log_path.name + CLEANED_SUFFIX)
-        removed = 0
-        tombstones: list[int] = []
-        notes: list[tuple[int, int, int, int, int]] = []  # what Segment.note_batch replays
         with self._lock:  # (closed, its directory may be another log's: _drop_cleaned)
             if self._closed:
-                return 0, tombstones, None
+                return 0, [], None
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            pos = 0
-            for seg in group:
-                for batch in iter_segment_batches(seg.read, seg.size):
-                    result = clean_batch(batch, latest, drop_tombstone)
-                    removed += result.removed
-                    tombstones += result.tombstones
-                    for piece in result.pieces:
-                        h = read_header(piece, 0)
-                        size = len(piece)
-                        notes.append((pos, h.base_offset, size, h.last_offset + 1, h.max_timestamp))
-                        view = memoryview(piece)
-                        while view:
-                            view = view[os.write(fd, view) :]
-                        pos += size
+            removed, tombstones, notes = write_cleaned(fd, group, latest, drop_tombstone)
             if len(group) == 1 and not removed:
                 os.close(fd)
                 fd = -1
@@ -688,9 +659,7 @@ class PartitionLog:
             if not self._closed:
                 tmp.unlink(missing_ok=True)
 
-    def _swap_group(
-        self, group: list[Segment], tmp: Path, notes: list[tuple[int, int, int, int, int]]
-    ) -> bool:
+    def _swap_group(self, group: list[Segment], tmp: Path, notes: list[Note]) -> bool:
         """Replace the group's segments with the cleaned file (see storage._compaction)."""
         with self._lock:
             i = next((j for j, s in enumerate(self._segments) if s is group[0]), -1)
@@ -886,6 +855,12 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def unwritable(self) -> OSError | None:
+        """The failed fsync that stopped this log's appends until it is reopened (Kafka's
+        offline log directory), or None."""
+        return self._fsync_failed
 
 
 _VIEW_RETRIES = 8  # reads that find a segment gone look again this many times

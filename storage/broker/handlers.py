@@ -576,12 +576,13 @@ class Handlers:
         else:
             names = [t.name for t in requested]
         await self._know_topics(names)
-        counts: list[tuple[str, int]] = []
+        counts: list[tuple[str, int, tuple[int, ...]]] = []
         for name in self.data_dir.topics() if names is None else names:
             try:
-                counts.append((name, self.data_dir.partition_count(name)))
+                count = self.data_dir.partition_count(name)
+                counts.append((name, count, self.data_dir.unwritable(name)))
             except StorageError:
-                counts.append((name, -1))
+                counts.append((name, -1, ()))
         # Every member asks this once per HB (and librdkafka on its own): the same answer
         # while no topic, partition count or broker changed, so it is built and encoded once
         # (a 256-partition topic cost the broker ~5 ms each time: 15 % of its loop at 32
@@ -600,15 +601,19 @@ class Handlers:
         self._metadata_answers[key] = (signature, frames)
         return frames
 
-    def _metadata_response(self, version: int, counts: list[tuple[str, int]]) -> Any:
-        """The Metadata answer for these topics and partition counts (-1: unknown topic)."""
+    def _metadata_response(
+        self, version: int, counts: list[tuple[str, int, tuple[int, ...]]]
+    ) -> Any:
+        """The Metadata answer for these topics, partition counts (-1: unknown topic) and
+        partitions whose appends stopped at a failed fsync: their replica is reported
+        offline, as Kafka reports a replica on an offline log directory (reads go on)."""
         r = MetadataResponse[version]
         brokers = [
             r.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=None)
             for b in self.layout.sorted_brokers
         ]
         topics = []
-        for name, count in counts:
+        for name, count, unwritable in counts:
             if count < 0:
                 topics.append(
                     r.MetadataResponseTopic(
@@ -630,7 +635,7 @@ class Handlers:
                         leader_epoch=0,
                         replica_nodes=[leader],
                         isr_nodes=[leader],
-                        offline_replicas=[],
+                        offline_replicas=[leader] if p in unwritable else [],
                     )
                 )
             topics.append(

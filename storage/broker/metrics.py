@@ -10,7 +10,9 @@ state, so several brokers in one process, as in tests, never mix their series):
   histograms of the time from a decoded request to its encoded answer (a fetch includes its
   long-poll wait, as Kafka's ``TotalTimeMs`` does);
 - ``logmarshal_broker_partition_size_bytes``, ``..._log_start_offset``,
-  ``..._log_end_offset`` per topic and partition, read from the data directory at scrape time.
+  ``..._log_end_offset`` per topic and partition, read from the data directory at scrape time;
+- ``logmarshal_broker_partition_offline`` per topic and partition: 1 while it refuses appends
+  after a failed fsync (Kafka's offline log directory), until the broker restarts.
 """
 
 from __future__ import annotations
@@ -81,6 +83,11 @@ class _Partitions(Collector):
         end = GaugeMetricFamily(
             "logmarshal_broker_log_end_offset", "Next offset to be written", labels=labels
         )
+        offline = GaugeMetricFamily(
+            "logmarshal_broker_partition_offline",
+            "1 while the partition refuses appends after a failed fsync (until a restart)",
+            labels=labels,
+        )
         try:
             names = self._dir.topics()
         except StorageError:
@@ -94,11 +101,13 @@ class _Partitions(Collector):
                     size.add_metric(key, plog.size_bytes)
                     start.add_metric(key, plog.log_start_offset)
                     end.add_metric(key, plog.log_end_offset)
+                    offline.add_metric(key, 0 if plog.unwritable is None else 1)
             except StorageError:
                 continue  # deleted while scraping
         yield size
         yield start
         yield end
+        yield offline
 
 
 class BrokerMetrics:

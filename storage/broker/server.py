@@ -36,6 +36,7 @@ from storage._datadir import (
     DEFAULT_RETENTION_CHECK_INTERVAL_MS,
     DataDir,
 )
+from storage._errors import StorageError
 
 from .cluster_file import ClusterLayout, load_cluster_file
 from .errors import ProtocolError
@@ -263,12 +264,17 @@ class BrokerServer:
         if self.metrics is not None:
             self.metrics.close()
         if self._data_dir is not None:
+            flushed = "data flushed"
             try:
                 self._data_dir.flush()
+            except (OSError, StorageError) as exc:
+                # (a partition whose fsync failed: its close below says it was not clean,
+                # and the next start recovers it; the others are flushed and closed)
+                flushed = f"a flush failed: {exc}"
             finally:
                 self._data_dir.close()
                 self._data_dir = None
-                log.info("broker stopped; data flushed")
+                log.info("broker stopped; %s", flushed)
 
     # ------------------------------------------------------------------ connections
 

@@ -290,7 +290,7 @@ def test_a_pass_whose_log_is_deleted_and_made_again_leaves_the_new_log_alone(
     directory renamed away) and made again under the same name meanwhile, the pass removed
     its cleaned file by path: the new log's, whose own pass may be writing a file of that
     name (found by a helper's review, 2026-12-04; fails without)."""
-    import storage._log as log_module
+    import storage._compaction as compaction
     from storage._compaction import CLEANED_SUFFIX
 
     path = tmp_path / "t-0"
@@ -301,7 +301,7 @@ def test_a_pass_whose_log_is_deleted_and_made_again_leaves_the_new_log_alone(
     assert plog.segment_count > 3
     first = plog._segments[0]
     theirs = path / (first.log_path.name + CLEANED_SUFFIX)  # the same name in the new log
-    real = log_module.clean_batch
+    real = compaction.clean_batch
     made_again: list[Path] = []
 
     def deleted_and_made_again(*args, **kwargs):
@@ -314,7 +314,7 @@ def test_a_pass_whose_log_is_deleted_and_made_again_leaves_the_new_log_alone(
             new.close()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(log_module, "clean_batch", deleted_and_made_again)
+    monkeypatch.setattr(compaction, "clean_batch", deleted_and_made_again)
     assert plog.clean() == 0  # nothing swapped into a closed log
     assert made_again == [theirs]
     assert theirs.read_bytes() == b"the new log's pass, half written"

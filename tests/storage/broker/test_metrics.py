@@ -83,3 +83,67 @@ def test_broker_start_metrics_port(tmp_path):
             (("api", "produce"), ("error", "UNKNOWN_TOPIC_OR_PARTITION")),
         )
         assert first.get(key, 0) == 0 and second[key] == 1
+
+
+def test_a_partition_whose_fsync_failed_is_reported_offline(tmp_path, monkeypatch):
+    """A partition whose fsync failed refuses appends until the broker restarts: a single
+    node has no replica to take over, so it is an operator's to see. Its replica is reported
+    offline in Metadata (as Kafka reports a replica on an offline log directory) and by ``logmarshal_broker_partition_offline``; reads and the other partitions go on.
+    Before, nothing but each refused append's error said so."""
+    import errno
+
+    from kafka.protocol.consumer.fetch import FetchResponse
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    from storage import _segment
+
+    data = tmp_path / "d"
+    with DataDir(data) as d:
+        d.create_topic("t", 2)
+    real = _segment.Segment.fsync
+
+    def eio_on_t0(self) -> None:
+        if self.log_path.parent.name == "t-0":
+            raise OSError(errno.EIO, "Input/output error")
+        real(self)
+
+    config = BrokerConfig(data_dir=data, port=0, metrics_port=0)
+    with BrokerThread(config) as broker:
+        address = broker.server.metrics_address
+        with RawClient(broker.address) as c:
+            c.call(produce_request("t", 0, batch(2)), ProduceResponse)
+            monkeypatch.setattr(_segment.Segment, "fsync", eio_on_t0)
+            for p, expected in ((0, 56), (0, 56), (1, 0)):  # KAFKA_STORAGE_ERROR, then fine
+                answer = c.call(produce_request("t", p, batch(1)), ProduceResponse)
+                assert answer.responses[0].partition_responses[0].error_code == expected, p
+            meta = c.call(
+                MetadataRequest[8](
+                    topics=[MetadataRequest[8].MetadataRequestTopic(name="t")],
+                    allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=False,
+                    include_topic_authorized_operations=False,
+                ),
+                MetadataResponse,
+            )
+            offline = {
+                part.partition_index: part.offline_replicas for part in meta.topics[0].partitions
+            }
+            node = meta.brokers[0].node_id
+            assert offline == {0: [node], 1: []}
+            fetched = c.call(fetch_request("t", 0, 0), FetchResponse)
+            assert fetched.responses[0].partitions[0].error_code == 0  # reads go on
+            assert fetched.responses[0].partitions[0].high_watermark == 2
+        after = scrape(address)
+    # the broker stopped without an error of its own: the partition's close said it was not
+    # clean (the next start recovers it), every other partition was flushed and closed
+
+    def v(partition: str) -> float:
+        key = (("partition", partition), ("topic", "t"))
+        return after[("logmarshal_broker_partition_offline", key)]
+
+    assert (v("0"), v("1")) == (1, 0)
+    monkeypatch.setattr(_segment.Segment, "fsync", real)
+    with DataDir(data) as d:  # the restart's recovery: writable again, the rest kept
+        assert d.unwritable("t") == ()
+        # (the batch whose fsync failed reached the disk here, once; the next was refused)
+        assert [d.partition("t", p).log_end_offset for p in (0, 1)] == [3, 1]
