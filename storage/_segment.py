@@ -580,6 +580,11 @@ class Segment:
         self.mark_gone()
         for path in (self.log_path, self.index.path, self.time_index.path):
             path.unlink(missing_ok=True)
+        # the damaged bytes kept beside it (:meth:`recover`) go with the segment they came
+        # from: nothing else removes them, and their offsets are below the log start now
+        for path in self.log_path.parent.glob(f"{self.log_path.name}.*.damaged"):
+            log.warning("%s: removed with its segment", path)
+            path.unlink(missing_ok=True)
 
     def mark_gone(self) -> None:
         """This object no longer names the file at log_path (deleted or replaced)."""

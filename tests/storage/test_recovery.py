@@ -219,6 +219,16 @@ def test_damage_after_a_clean_shutdown_is_kept(
     with DataDir(tmp_path, clock=clock) as dd:  # clean again, nothing more is cut or kept
         assert [r.value for r in decode_records(dd.partition("t", 0).read(0).data)][-1] == b"after"
         assert len(list((tmp_path / "t-0").glob("*.damaged"))) == 1
+        # once its segment is deleted (here: records deleted past it), the kept bytes go with
+        # it: nothing else removed them
+        plog = dd.partition("t", 0)
+        plog.append(batch([b"roll"]), flush=True)
+        with plog._lock:  # (a segment of its own for the next record: the damaged one can go)
+            plog._roll()
+        plog.append(batch([b"last"]), flush=True)
+        plog.delete_before(plog.log_end_offset - 1)
+        assert plog.segment_count == 1
+        assert not list((tmp_path / "t-0").glob("*.damaged"))
 
 
 def test_the_clean_marker_is_there_only_after_a_clean_close(tmp_path: Path) -> None:
