@@ -377,24 +377,10 @@ class DataDir:
         self, name: str, partitions: int = 1, config: TopicConfig | None = None
     ) -> TopicInfo:
         """Create a topic with empty partitions; metadata is durable when this returns."""
-        validate_topic_name(name)
-        _check_partition_count(partitions)
-        self._check_per_topic(partitions)
         if config is None:
             config = TopicConfig()
-        elif not isinstance(config, TopicConfig):
-            raise InvalidConfig(f"config must be a TopicConfig, got {type(config).__name__}")
         with self._lock:
-            self._check_open()
-            if name in self._topics:
-                raise TopicExists(name)
-            for other in self._topics:
-                if _collision_key(other) == _collision_key(name):
-                    raise InvalidTopicName(
-                        f"topic {name!r} collides with existing topic {other!r} ('.' and '_' clash)"
-                    )
-            self._check_budget(partitions)
-            self._check_no_records(name, 0, partitions)
+            self._check_create(name, partitions, config)
             logs = []
             try:
                 for p in range(partitions):
@@ -499,20 +485,54 @@ class DataDir:
             self._check_open()
             _check_alter(name, self._topic(name).config, config)
 
-    def add_partitions(self, name: str, total: int) -> TopicInfo:
-        """Grow a topic to `total` partitions (Kafka never shrinks a topic)."""
+    def check_create(
+        self, name: str, partitions: int = 1, config: TopicConfig | None = None
+    ) -> None:
+        """Raise what :meth:`create_topic` would, and do nothing (Kafka's validate_only)."""
+        with self._lock:
+            self._check_create(name, partitions, TopicConfig() if config is None else config)
+
+    def _check_create(self, name: str, partitions: int, config: TopicConfig) -> None:
+        validate_topic_name(name)
+        _check_partition_count(partitions)
+        self._check_per_topic(partitions)
+        if not isinstance(config, TopicConfig):
+            raise InvalidConfig(f"config must be a TopicConfig, got {type(config).__name__}")
+        self._check_open()
+        if name in self._topics:
+            raise TopicExists(name)
+        for other in self._topics:
+            if _collision_key(other) == _collision_key(name):
+                raise InvalidTopicName(
+                    f"topic {name!r} collides with existing topic {other!r} ('.' and '_' clash)"
+                )
+        self._check_budget(partitions)
+        self._check_no_records(name, 0, partitions)
+
+    def check_add_partitions(self, name: str, total: int) -> None:
+        """Raise what :meth:`add_partitions` would, and do nothing (Kafka's validate_only)."""
+        with self._lock:
+            self._check_growth(name, total)
+
+    def _check_growth(self, name: str, total: int) -> int:
+        """What :meth:`add_partitions` checks; the topic's partition count."""
         _check_partition_count(total)
         self._check_per_topic(total)
+        self._check_open()
+        current = len(self._topic(name).logs)
+        if total <= current:
+            raise InvalidConfig(
+                f"topic {name!r} has {current} partitions; the count can only grow, got {total}"
+            )
+        self._check_budget(total - current)
+        self._check_no_records(name, current, total - current)
+        return current
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        """Grow a topic to `total` partitions (Kafka never shrinks a topic)."""
         with self._lock:
-            self._check_open()
+            current = self._check_growth(name, total)
             topic = self._topic(name)
-            current = len(topic.logs)
-            if total <= current:
-                raise InvalidConfig(
-                    f"topic {name!r} has {current} partitions; the count can only grow, got {total}"
-                )
-            self._check_budget(total - current)
-            self._check_no_records(name, current, total - current)
             added = []
             try:
                 for p in range(current, total):

@@ -37,6 +37,7 @@ from storage._log import PartitionLog
 from storage._records import decode_batch
 
 from .cluster_file import ClusterLayout
+from .decoding import decode_body
 from .errors import ErrorCode, ProtocolError, error_code_for
 from .groups import GroupHandlers, GroupViewProvider
 from .idempotence import Idempotence, ProducerIdAllocator, has_producer_id
@@ -61,12 +62,17 @@ log = logging.getLogger(__name__)
 #: Kafka's broker default of ``fetch.max.bytes``: the records one Fetch answer holds at most
 #: (past it only the first batch of the first partition with records, as KIP-74 has it)
 FETCH_MAX_BYTES = 57_671_680
+#: the longest a Fetch waits for data, whatever it asks (an earlier, empty answer is always
+#: allowed): no client waits longer for an answer (Java's request.timeout.ms is 30 s), and a
+#: long-poll of a client that went away holds its request until then
+FETCH_MAX_WAIT_S = 30.0
 
 _LATEST = -1
 _EARLIEST = -2
 _MAX_TIMESTAMP = -3  # ListOffsets v7 on (KIP-734)
 _SYNC_STALE_S = 1.0
 _METADATA_ANSWERS = 64  # distinct Metadata questions whose answers are kept
+_METADATA_CACHED_NAMES = 100  # a question naming more topics is answered, not kept
 
 Response = bytes | list[bytes] | None
 
@@ -95,6 +101,34 @@ class _Waiters:
         for future in self._by_partition.pop(key, ()):
             if not future.done():
                 future.set_result(None)
+
+
+def _compressed(records: bytes | memoryview | None) -> bool:
+    """Does any batch of ``records`` say it is compressed (attributes' codec bits)? Reads
+    the batch headers only; a batch that runs past the end is the append's to refuse."""
+    if not records:
+        return False
+    view = memoryview(records)
+    pos = 0
+    while pos + 23 <= len(view):
+        if view[pos + 22] & 0x07:  # (attributes: int16 at 21; the codec in its low byte)
+            return True
+        length = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
+        if length < 49:  # (no batch is shorter: the append refuses it)
+            return False
+        pos += 12 + length
+    return False
+
+
+def _each_partition_once(topics: Iterable[Any]) -> list[tuple[str, Any]]:
+    """A Fetch's (topic, partition listing)s, each partition once where it first appears,
+    as its last listing asks (Kafka keeps a Fetch's partitions in a map): one listed 200,000
+    times was read, and long-polled, 200,000 times at each append."""
+    unique: dict[tuple[str, int], tuple[str, Any]] = {}
+    for t in topics:
+        for p in t.partitions:
+            unique[(t.topic, p.partition)] = (t.topic, p)
+    return list(unique.values())
 
 
 class Handlers:
@@ -195,7 +229,9 @@ class Handlers:
                 f"({spec.min_version}-{spec.max_version})"
             )
         try:
-            request = spec.request.decode(frame[header.body_offset :], version=version)
+            request = decode_body(
+                spec.request, frame[header.body_offset :], version, produce=key == ApiKey.PRODUCE
+            )
         except Exception as exc:  # any decoder failure is a malformed request
             raise ProtocolError(f"api key {key} v{version} does not decode: {exc!r}") from None
         null_field = null_violation(request, version)
@@ -206,7 +242,9 @@ class Handlers:
         if key in self._group_table:
             result = await self._group_table[key](request, version, header.client_id)
         else:
-            result = await self._table[key](request, version)
+            running = self._table[key](request, version)
+            del request  # (a handler that waits, a Fetch's long-poll, lets go of it early)
+            result = await running
         if self.metrics is not None:
             carried = getattr(result, "error", None)  # hand-encoded answers carry it
             self._last_error[id(frame)] = first_error(result) if carried is None else carried
@@ -338,6 +376,10 @@ class Handlers:
                     slow = True  # the first idempotent append reads the partition's headers
                 if plog is not None and part.records and plog.may_roll(len(part.records)):
                     slow = True  # sealing a full segment fsyncs it: not on the event loop
+                if plog is not None and not slow and _compressed(part.records):
+                    # checking its records decompresses them: 2 KB of zstd may be 60 MiB
+                    # (a helper's attack held the loop 10 s with one 0.5 MB request)
+                    slow = True
                 work.append((topic.name, part.index, plog, part.records, error))
         if slow:
             loop = asyncio.get_running_loop()
@@ -389,14 +431,15 @@ class Handlers:
     # ------------------------------------------------------------------ fetch
 
     async def fetch(self, request: Any, version: int) -> list[bytes]:
-        wanted = [(t.topic, p) for t in request.topics for p in t.partitions]
-        await self._know_topics({name for name, _ in wanted})
-        max_wait = max(request.max_wait_ms, 0) / 1000.0
-        deadline = time.monotonic() + max_wait
+        max_wait = min(max(request.max_wait_ms, 0) / 1000.0, FETCH_MAX_WAIT_S)
         min_bytes = max(request.min_bytes, 0)
         # Kafka's fetch.max.bytes bounds what one answer holds, whatever the request asks
         # (one Fetch listing a partition 200 times at 2 GiB each built a 1.6 GB answer)
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, FETCH_MAX_BYTES)
+        wanted = _each_partition_once(request.topics)
+        del request  # (200,000 listings held through the long-poll: 100 MB each)
+        await self._know_topics({name for name, _ in wanted})
+        deadline = time.monotonic() + max_wait
         while True:
             results, total, failed = self._read_fetch(wanted, max_bytes)
             remaining = deadline - time.monotonic()
@@ -574,7 +617,10 @@ class Handlers:
         if requested is None or (version == 0 and not requested):
             names = None
         else:
-            names = [t.name for t in requested]
+            # each once (Kafka takes them as a set): a million copies of one name were
+            # answered, cached and held, a million times
+            names = list(dict.fromkeys(t.name for t in requested))
+            del requested, request
         await self._know_topics(names)
         counts: list[tuple[str, int, tuple[int, ...]]] = []
         for name in self.data_dir.topics() if names is None else names:
@@ -596,6 +642,8 @@ class Handlers:
         frame = encode_response(0, SUPPORTED[ApiKey.METADATA], version, response)
         frames = _Frames([frame[:8], frame[8:]])  # the correlation id is set per request
         frames.error = first_error(response)
+        if names is not None and len(names) > _METADATA_CACHED_NAMES:
+            return frames  # (a question that large is not a member's: not kept)
         if len(self._metadata_answers) >= _METADATA_ANSWERS:
             self._metadata_answers.clear()
         self._metadata_answers[key] = (signature, frames)

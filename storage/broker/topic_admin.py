@@ -117,9 +117,8 @@ class TopicAdminHandlers:
             config = TopicConfig.from_dict({c.name: c.value for c in topic.configs})
             if count < 1:
                 return ErrorCode.INVALID_PARTITIONS, f"partition count {count} must be >= 1"
-            if validate_only:
-                if topic.name in self.data_dir.topics():
-                    return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
+            if validate_only:  # every check the creation makes (the name, the counts)
+                self.data_dir.check_create(topic.name, count, config)
                 return ErrorCode.NONE, None
             self.data_dir.create_topic(topic.name, count, config)
         except InvalidConfig as exc:
@@ -177,7 +176,9 @@ class TopicAdminHandlers:
                     ErrorCode.INVALID_PARTITIONS,
                     f"topic has {current} partitions; the count can only grow",
                 )
-            if not validate_only:
+            if validate_only:  # every check the growth makes (the limits too)
+                self.data_dir.check_add_partitions(topic.name, topic.count)
+            else:
                 self.data_dir.add_partitions(topic.name, topic.count)
         except InvalidConfig as exc:
             return ErrorCode.INVALID_PARTITIONS, str(exc)

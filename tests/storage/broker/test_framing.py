@@ -86,8 +86,15 @@ def test_an_answer_to_another_request_is_refused() -> None:
 
 @pytest.mark.parametrize(
     "tagged",
-    [b"\x01\x00\x05ab", b"\x01\x00", b"\x80\x80\x80\x80\x80\x01", b""],
-    ids=["field-past-end", "size-missing", "varint-too-long", "nothing"],
+    [
+        b"\x01\x00\x05ab",
+        b"\x01\x00",
+        b"\x80\x80\x80\x80\x80\x01",
+        b"",
+        # (a helper's attack: 2**32 - 1 fields, then 99 MB of empty ones, walked for 13 s)
+        b"\xff\xff\xff\xff\x0f" + b"\x00\x00" * 2000,
+    ],
+    ids=["field-past-end", "size-missing", "varint-too-long", "nothing", "too-many"],
 )
 def test_malformed_tagged_fields(tagged: bytes) -> None:
     with pytest.raises(MalformedFrame):
@@ -143,3 +150,13 @@ def test_a_frame_of_a_size_past_the_limit_or_negative_is_refused_unread(size: in
     with pytest.raises(ConnectionError, match=f"announced a frame of {size} bytes"):
         asyncio.run(read(struct.pack(">i", size) + b"x" * 50))
     assert asyncio.run(read(struct.pack(">i", 100) + b"y" * 100)) == b"y" * 100  # the limit itself
+
+
+def test_a_count_of_tagged_fields_beyond_the_bound_is_refused_before_any_is_read() -> None:
+    """(With no bound the fields were walked one by one, in Python, until the frame ran out:
+    99 MB of empty fields held the broker's loop 13 s.)"""
+    many = b"\xff\xff\xff\xff\x0f" + b"\x00\x00" * 2000
+    with pytest.raises(MalformedFrame, match="more than 1024"):
+        skip_tagged_fields(memoryview(many), 0)
+    fine = b"\x02" + b"\x00\x00" + b"\x01\x01z"  # two fields, tags 0 and 1
+    assert skip_tagged_fields(memoryview(fine), 0) == len(fine)

@@ -30,17 +30,19 @@ from tests.storage.broker.helpers import RawClient, batch, produce_request
 INVALID_PARTITIONS, POLICY_VIOLATION = 37, 44
 
 
-def _grow(client: RawClient, topic: str, count: int) -> int:
+def _grow(client: RawClient, topic: str, count: int, validate_only: bool = False) -> int:
     r = CreatePartitionsRequest[0]
     req = r(
         topics=[r.CreatePartitionsTopic(name=topic, count=count, assignments=None)],
         timeout_ms=10_000,
-        validate_only=False,
+        validate_only=validate_only,
     )
     return client.call(req, CreatePartitionsResponse).results[0].error_code
 
 
-def _create(client: RawClient, names: list[str], partitions: int = 1) -> list[int]:
+def _create(
+    client: RawClient, names: list[str], partitions: int = 1, validate_only: bool = False
+) -> list[int]:
     r = CreateTopicsRequest[4]
     req = r(
         topics=[
@@ -50,7 +52,7 @@ def _create(client: RawClient, names: list[str], partitions: int = 1) -> list[in
             for n in names
         ],
         timeout_ms=10_000,
-        validate_only=False,
+        validate_only=validate_only,
     )
     return [t.error_code for t in client.call(req, CreateTopicsResponse).topics]
 
@@ -288,3 +290,118 @@ def _one_mb_batch(i: int) -> bytes:
     from storage import NewRecord, encode_batch
 
     return encode_batch([NewRecord(os.urandom(1_000_000), key=b"%d" % i, timestamp=1)])
+
+
+def test_a_fetch_reads_each_partition_once_and_waits_a_bounded_time(tmp_path, monkeypatch):
+    """A helper's attack (2026-12-05): Fetches that listed one partition 200,000 times with a
+    24-day wait and min_bytes, from clients that then went away, held 1 GB through their
+    long-polls, and each later append to that partition re-read every listing on the event
+    loop (11.7 s of stall for one record). A Fetch now reads each partition once, as Kafka
+    keeps them in a map, and waits at most FETCH_MAX_WAIT_S whatever it asks."""
+    from kafka.protocol.consumer.fetch import FetchResponse
+
+    from storage.broker import handlers
+    from tests.storage.broker.helpers import fetch_request
+
+    monkeypatch.setattr(handlers, "FETCH_MAX_WAIT_S", 0.5)
+    data = tmp_path / "d"
+    with DataDir(data) as d:
+        d.create_topic("t", 1)
+    with BrokerThread(BrokerConfig(data_dir=data, port=0)) as running:
+        with RawClient(running.address) as client:
+            client.call(produce_request("t", 0, batch(2)), ProduceResponse)
+            request = fetch_request("t", 0, 0, max_wait_ms=0x7FFFFFFF, min_bytes=0x7FFFFFFF)
+            one = request.topics[0].partitions[0]
+            request.topics[0].partitions = [one] * 20_000
+            started = time.monotonic()
+            answer = client.call(request, FetchResponse)
+            waited = time.monotonic() - started
+        parts = [p for t in answer.responses for p in t.partitions]
+        assert [(p.partition_index, p.error_code, p.high_watermark) for p in parts] == [(0, 0, 2)]
+        assert parts[0].records  # (below min_bytes, answered at the bound with what there is)
+        assert waited < 10, waited  # (the bound is 0.5 s here; it waited 24 days before)
+
+
+def test_a_metadata_question_names_each_topic_once_and_a_large_one_is_not_kept(tmp_path):
+    """A helper's attack (2026-12-05): Metadata requests naming a million topics (one name
+    repeated) were answered a million times over and their answers kept, 150 MB each, 64 of
+    them. Names are now taken once each, as Kafka takes them (a set), and an answer to a
+    question of more than 100 names is not kept."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    data = tmp_path / "d"
+    with DataDir(data) as d:
+        d.create_topic("t", 1)
+    with BrokerThread(BrokerConfig(data_dir=data, port=0)) as running:
+        kept = running.server.handlers._metadata_answers
+        r = MetadataRequest[1]
+        with RawClient(running.address) as client:
+            names = ["t"] * 20_000 + [f"nope{i}" for i in range(150)]
+            answer = client.call(r(topics=[r.MetadataRequestTopic(name=n) for n in names]),
+                                 MetadataResponse)  # fmt: skip
+            got = [(t.name, t.error_code, len(t.partitions)) for t in answer.topics]
+            assert got[0] == ("t", 0, 1)
+            assert got[1:] == [(f"nope{i}", 3, 0) for i in range(150)]
+            assert len(kept) == 0
+            small = client.call(r(topics=[r.MetadataRequestTopic(name="t")]), MetadataResponse)
+            assert [t.name for t in small.topics] == ["t"] and len(kept) == 1
+
+
+@pytest.mark.parametrize("codec", [0, 4])
+def test_compressed_records_are_checked_off_the_event_loop(tmp_path, monkeypatch, codec):
+    """A helper's attack (2026-12-05): an acks=1 Produce of 250 zstd batches of 2 KB, each
+    60 MiB of zeros decompressed, held the event loop (every other client) 10 s while its
+    records were checked. Compressed records are now appended, and so checked, on the
+    worker threads, as acks=all ones always were; uncompressed acks=1 ones stay on the loop."""
+    from storage import NewRecord, encode_batch
+    from storage._records import Compression
+    from storage.broker import handlers
+
+    threads: list[str] = []
+    real = handlers._append_all
+
+    def noting(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(handlers, "_append_all", noting)
+    data = tmp_path / "d"
+    with DataDir(data) as d:
+        d.create_topic("t", 1)
+    records = encode_batch(
+        [NewRecord(b"\0" * 100_000, timestamp=1)], compression=Compression(codec)
+    )
+    with BrokerThread(BrokerConfig(data_dir=data, port=0)) as running:
+        with RawClient(running.address) as client:
+            answer = client.call(produce_request("t", 0, records, acks=1), ProduceResponse)
+        assert answer.responses[0].partition_responses[0].error_code == 0
+        loop_thread = running._thread.name  # (the event loop's)
+    assert len(threads) == 1
+    on_loop = threads[0] == loop_thread
+    assert on_loop == (codec == 0), (threads, loop_thread)
+
+
+def test_validate_only_answers_what_the_change_would(tmp_path):
+    """A helper's attack (2026-12-05): CreateTopics with validate_only answered NONE for the
+    names 'a/b', '..' and one of 300 characters, and for 1,000,000 partitions, and
+    CreatePartitions with validate_only for 10**9 partitions, which the change itself
+    refuses. validate_only now makes every check the change makes, and changes nothing."""
+    data = tmp_path / "d"
+    with DataDir(data) as d:
+        d.create_topic("t", 1)
+    cases = [(["a/b"], 1), ([".."], 1), (["x" * 300], 1), (["big"], 1_000_000), (["ok"], 3)]
+    with (
+        BrokerThread(BrokerConfig(data_dir=data, port=0)) as running,
+        RawClient(running.address) as client,
+    ):
+        for names, partitions in cases:
+            asked = _create(client, names, partitions, validate_only=True)
+            assert asked == _create(client, names, partitions), (names, partitions)
+        assert _create(client, ["ok"], 3) == [36]  # TOPIC_ALREADY_EXISTS: made above
+        assert _create(client, ["fresh"], 2, validate_only=True) == [0]
+        assert _create(client, ["t"], 2, validate_only=True) == [36]
+        for count in (10**9, 1, 2):
+            asked = _grow(client, "t", count, validate_only=True)
+            assert asked == (0 if count == 2 else INVALID_PARTITIONS), count
+    with DataDir(data) as d:  # validate_only changed nothing
+        assert sorted(d.topics()) == ["ok", "t"] and d.partition_count("t") == 1
