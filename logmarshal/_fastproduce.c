@@ -170,8 +170,8 @@ static PyTypeObject ReportType = {
 /* -------------------------------------------------------------------------------- Sink */
 
 /* ErrorSink(errors): send_nowait()'s shared report callback. A success costs a check; a
- * failure is stored as errors[error] = message (equal errors share a key, as they did in
- * the Python sink), for the next flush to raise. */
+ * failure is kept as errors[error] = [its message, how many failed so] (equal errors share
+ * a key, as in the Python sink), for the next flush to raise and count. */
 typedef struct {
     PyObject_HEAD
     PyObject *errors; /* a dict */
@@ -200,18 +200,37 @@ static PyObject *ErrorSink_call(ErrorSink *self, PyObject *args, PyObject *kwarg
         return NULL;
     }
     PyObject *error = PyTuple_GET_ITEM(args, 0);
-    if (error != Py_None &&
-        PyDict_SetItem(self->errors, error, PyTuple_GET_ITEM(args, 1)) < 0)
+    if (error == Py_None) Py_RETURN_NONE;
+    /* errors[error] = [a message, how many failed so] (equal codes share a key) */
+    PyObject *entry = PyDict_GetItemWithError(self->errors, error); /* borrowed */
+    if (entry == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        entry = Py_BuildValue("[On]", PyTuple_GET_ITEM(args, 1), (Py_ssize_t)1);
+        if (entry == NULL) return NULL;
+        int failed = PyDict_SetItem(self->errors, error, entry);
+        Py_DECREF(entry);
+        if (failed < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) != 2) {
+        PyErr_SetString(PyExc_TypeError, "an ErrorSink entry is [message, count]");
         return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(PyList_GET_ITEM(entry, 1));
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    PyObject *more = PyLong_FromSsize_t(count + 1);
+    if (more == NULL) return NULL;
+    if (PyList_SetItem(entry, 1, more) < 0) return NULL; /* steals ``more``, drops the old */
     Py_RETURN_NONE;
 }
 
 static PyTypeObject ErrorSinkType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "logmarshal._fastproduce.ErrorSink",
-    .tp_doc = "ErrorSink(errors): called with (error, message), stores errors[error] = "
-              "message unless error is None. Not GC-tracked: it holds only the dict, which "
-              "holds reported errors and messages, never the sink.",
+    .tp_doc = "ErrorSink(errors): called with (error, message), keeps errors[error] = "
+              "[message, count] unless error is None (the first message of each error, and "
+              "how many came). Not GC-tracked: it holds only the dict, which holds reported "
+              "errors and messages, never the sink.",
     .tp_basicsize = sizeof(ErrorSink),
     .tp_itemsize = 0,
     .tp_flags = Py_TPFLAGS_DEFAULT,

@@ -36,7 +36,7 @@ from storage._records import check_new_timestamp
 
 from ._batching import _Batch, as_bytes, checked_headers
 from .cluster import Cluster
-from .errors import ClosedError, NetworkError
+from .errors import ClosedError, NetworkError, RecordTooLarge
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
 
 try:
@@ -194,13 +194,19 @@ if _FastReport is not None:
 
 
 class _ReportSink(dict):
-    """The one report callback of every send_nowait() record over the network: a call
-    stores ``{error: message}``, a C call with no Python frame. Successes overwrite each
-    other under None; a failure stays under its KafkaError (equal codes share a key) until
-    the next flush raises it."""
+    """The one report callback of every send_nowait() record over the network (the Python
+    stand-in for ``_fastproduce.ErrorSink``): a failure is kept as ``{error: [a message,
+    how many]}`` (equal codes share a key) until the next flush raises it."""
 
     __slots__ = ()
-    __call__ = dict.__setitem__
+
+    def __call__(self, error: Any, message: Any) -> None:
+        if error is not None:
+            entry = self.get(error)
+            if entry is None:
+                self[error] = [message, 1]
+            else:
+                entry[1] += 1
 
 
 class _BatchDelivery(tuple, Delivery):
@@ -295,8 +301,9 @@ class Producer:
         self._network = getattr(type(cluster), "client_producer", None) is not None
         if self._network:
             self._plain_local = False
+            idempotent = durable or bool((client_config or {}).get("enable.idempotence"))
             settings = {
-                "acks": "all" if durable else "1",
+                "acks": "all" if idempotent else "1",  # (librdkafka's idempotence needs all)
                 # durable records keep their order through retries and land once, as the
                 # cluster's own durable writes (NetworkCluster._producer)
                 "enable.idempotence": durable,
@@ -522,6 +529,8 @@ class Producer:
                 (topic, value, key, target, report, None, timestamp, kafka_headers)
             )
         except Exception as exc:
+            if self._produce is None:  # (closed while this send ran)
+                raise ClosedError("send() after the producer was closed") from None
             raise self._client_error(exc, topic, target) from None
         self._unpolled += 1
         if self._unpolled >= _POLL_EVERY:
@@ -672,17 +681,17 @@ class Producer:
         self._raise_lost()
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, then stop. Further sends raise :class:`ClosedError`."""
-        with self._lock:
+        """Flush, then stop. Sends from now on raise :class:`ClosedError` (also when close
+        raises TimeoutError: what was sent before is still delivered, and reported)."""
+        with self._cond:  # closed before the flush: a send racing it was taken, then lost
             if self._closed:
                 return
-        self.flush(timeout)
-        with self._cond:
             self._closed = True
             self._plain_network = self._plain_local = False
             for sender in self._fast_senders:
                 sender.close()  # later calls take the methods, which raise ClosedError
             self._cond.notify_all()
+        self.flush(timeout)
         if self._sender is not None:
             self._sender.join(timeout)
         if self._client is not None:
@@ -797,7 +806,16 @@ class Producer:
     def _delivery_error(self, error: Any, message: Any) -> BaseException:
         from .network import produce_error
 
-        return produce_error(error, message.topic(), message.partition())
+        partition = message.partition()  # (None: failed before librdkafka chose one)
+        exc = produce_error(error, message.topic(), -1 if partition is None else partition)
+        if isinstance(exc, RecordTooLarge):  # (librdkafka fails a refused batch whole)
+            exc.add_note(
+                f"this record: key {len(message.key() or b'')} B, value "
+                f"{len(message.value() or b'')} B. Every record of a batch the broker refuses "
+                "as too large fails (librdkafka does not split it, as Kafka's Java producer "
+                "does): keep records under the topic's max.message.bytes, or lower batch_size"
+            )
+        return exc
 
     def _lost(self, count: int, error: BaseException) -> None:
         with self._lock:
@@ -810,15 +828,14 @@ class Producer:
         if self._network:
             sink = self._lost_reports
             for error in [e for e in list(sink) if e is not None]:
-                message = sink.pop(error, None)
-                if message is not None:
-                    self._lost(1, self._delivery_error(error, message))
+                entry = sink.pop(error, None)  # [a message, how many failed so]
+                if entry is not None:
+                    self._lost(entry[1], self._delivery_error(error, entry[0]))
         with self._lock:
             count, error = self._lost_count, self._lost_error
             self._lost_count, self._lost_error = 0, None
         if error is not None:
-            # (over the network, failures of one kind count once: see _ReportSink)
-            log.error("send_nowait() records were not stored: %s (%d counted)", error, count)
+            log.error("%d send_nowait() record(s) failed, the first: %s", count, error)
             raise error
 
     # -- any other cluster: batches for Cluster.produce ------------------------------------

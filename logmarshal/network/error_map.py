@@ -47,7 +47,17 @@ def _map_error(error: KafkaError | None, topic: str = "", partition: int = -1) -
         return RecordTooLarge(text)
     if code in (KafkaError.INVALID_MSG, KafkaError.INVALID_RECORD):  # Kafka: CORRUPT_MESSAGE
         return CorruptRecordError(text)
-    return NetworkError(f"{text} (topic {topic!r}, partition {partition})")
+    where = f"topic {topic!r}, " + (
+        f"partition {partition}" if partition >= 0 else "before a partition was chosen"
+    )
+    if code == KafkaError._MSG_TIMED_OUT:
+        # librdkafka's "possibly persisted": the broker may have stored it (its answer was
+        # not seen in time), so sending it again may store it twice
+        return NetworkError(
+            f"{text} ({where}): not known to be stored; the broker may have stored it all the "
+            "same, so a retry may store it twice"
+        )
+    return NetworkError(f"{text} ({where})")
 
 
 def _leader_moving(error: KafkaError | None) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import threading
 import weakref
 from collections.abc import Iterator
 
@@ -341,3 +342,133 @@ def test_an_unclosed_producer_is_collected(network) -> None:
     del producer
     gc.collect()
     assert ref() is None
+
+
+def test_a_send_racing_close_is_refused_not_lost(network) -> None:
+    """A helper's attack (2026-12-05): a send() and a send_nowait() from another thread
+    between close()'s flush and its marking the Producer closed were taken, then lost with
+    the client's handle (the send_nowait() one silently). close() now marks the Producer
+    closed first: such sends raise ClosedError, and what was sent before is stored."""
+    topic = new_topic(network, 1)
+    producer = Producer(network, linger_ms=100)
+    before = producer.send(topic, b"before", key=b"k")
+    real_flush = producer.flush
+    raised: list = []
+
+    def other_thread_sends() -> None:
+        for send in (producer.send, producer.send_nowait):
+            try:
+                send(topic, b"in the window", key=b"k")
+            except ClosedError as exc:
+                raised.append(exc)
+
+    def flush_then_window(timeout=None) -> None:
+        real_flush(timeout)
+        thread = threading.Thread(target=other_thread_sends)
+        thread.start()
+        thread.join()
+
+    producer.flush = flush_then_window  # type: ignore[method-assign]
+    producer.close()
+    assert len(raised) == 2
+    assert before.result(0).offset == 0
+    assert [m.value for m in read_all(network, topic, 0)] == [b"before"]
+
+
+def test_a_close_that_times_out_leaves_the_producer_closed(tmp_path) -> None:
+    """(The same attack: close(2) on a stalled broker raised TimeoutError and the Producer
+    took further sends.)"""
+    with LocalBroker(tmp_path) as broker:
+        cluster = NetworkCluster(broker.bootstrap, timeout=10.0)
+        cluster.create_topic("t", 1)
+        producer = Producer(cluster, client_config={"message.timeout.ms": 3000})
+        producer.send("t", b"stored").result(10)
+    try:
+        late = producer.send("t", b"in flight")
+        with pytest.raises(TimeoutError):
+            producer.close(0.5)
+        with pytest.raises(ClosedError):
+            producer.send("t", b"after close")
+        assert isinstance(late.exception(30), NetworkError)  # still reported
+    finally:
+        cluster.close()
+
+
+def test_a_timed_out_record_says_it_may_be_stored_and_failures_are_counted(
+    tmp_path, report_kind, caplog
+) -> None:
+    """The same attack: records whose delivery timed out (librdkafka's "possibly persisted")
+    were reported as a plain retriable NetworkError, and the log said they "were not stored",
+    while 4,244 of 10,000 were stored; and send_nowait() failures of one kind counted once
+    (1 counted for 10,000). The error now says the broker may have stored it, and the log
+    counts every failed record."""
+    import logging
+
+    with LocalBroker(tmp_path) as broker:
+        cluster = NetworkCluster(broker.bootstrap, timeout=10.0)
+        cluster.create_topic("t", 1)
+        producer = Producer(cluster, client_config={"message.timeout.ms": 1500})
+        producer.send("t", b"stored").result(10)
+    try:
+        lost = producer.send("t", b"lost")
+        for i in range(50):
+            producer.send_nowait("t", b"lost %d" % i)
+        with (
+            caplog.at_level(logging.ERROR, logger="logmarshal.producer"),
+            pytest.raises(NetworkError, match="may have stored it all the same"),
+        ):
+            producer.flush(30)
+        assert "50 send_nowait() record(s) failed" in caplog.text
+        with pytest.raises(NetworkError, match="a retry may store it twice"):
+            lost.result(0)
+    finally:
+        producer.close(5)
+        cluster.close()
+
+
+def test_a_delivery_error_before_a_partition_was_chosen_is_mapped(network) -> None:
+    """The same attack: a keyed record that failed before librdkafka chose its partition
+    (its topic deleted under the Producer) raised TypeError from the error mapping
+    (partition None) in result(), flush() and the callback."""
+    from confluent_kafka import KafkaError
+
+    class Unplaced:
+        def topic(self) -> str:
+            return "gone"
+
+        def partition(self) -> None:
+            return None
+
+    producer = Producer(network)
+    try:
+        error = producer._delivery_error(KafkaError(KafkaError._UNKNOWN_TOPIC), Unplaced())
+        assert isinstance(error, UnknownTopic)
+        error = producer._delivery_error(KafkaError(KafkaError._MSG_TIMED_OUT), Unplaced())
+        assert isinstance(error, NetworkError) and "before a partition was chosen" in str(error)
+    finally:
+        producer.close()
+
+
+def test_idempotence_asked_in_client_config_needs_no_acks(network) -> None:
+    """The same attack: client_config={"enable.idempotence": True} was refused by
+    librdkafka ("acks must be all"), as the Producer set acks=1 itself."""
+    topic = new_topic(network, 1)
+    with Producer(network, client_config={"enable.idempotence": True}) as producer:
+        assert producer.send(topic, b"once").result(10).offset == 0
+
+
+def test_a_record_failed_beside_a_large_one_says_so(network) -> None:
+    """The same attack: one record over the topic's max.message.bytes failed the small
+    records librdkafka had batched with it, with nothing saying which was too large."""
+    name = f"producer-{next(_topics)}"
+    network.create_topic(name, 1, {"max.message.bytes": 10_000})
+    with Producer(network, linger_ms=200) as producer:
+        small = producer.send(name, b"small")
+        large = producer.send(name, b"x" * 20_000)
+        for delivery, size in ((large, 20_000), (small, 5)):
+            error = delivery.exception(30)
+            if error is None:
+                assert delivery is small  # (librdkafka may have sent it alone)
+                continue
+            assert isinstance(error, RecordTooLarge)
+            assert f"value {size} B" in "".join(error.__notes__)
