@@ -227,6 +227,7 @@ def report_kind(request, monkeypatch) -> str:
     dict the Producer falls back to without the extension."""
     if request.param == "python-report":
         monkeypatch.setattr(producer_module, "_FastReport", None)
+        monkeypatch.setattr(producer_module, "_FastErrorSink", None)  # (send_nowait's)
     elif producer_module._FastReport is None:
         pytest.skip("logmarshal._fastproduce was not built (no C compiler at install)")
     return request.param
