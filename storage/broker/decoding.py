@@ -74,7 +74,7 @@ def _read_tags_in_place() -> None:
             f"kafka-python's tagged-field decoder no longer reads {_COPYING!r}"
         )
 
-    emit._in_place = True  # type: ignore[attr-defined]
+    emit._in_place = True  # type: ignore[attr-defined]  # a marker read back above: a second import patches once
     StructField._emit_tagged_decode = emit
 
 
