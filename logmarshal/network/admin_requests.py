@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -132,6 +132,29 @@ def list_bounds(
             except KafkaException as exc:
                 out[key] = _raise_from(exc, tp.topic, tp.partition)
     return {key: tuple(v) if isinstance(v, list) else v for key, v in out.items()}
+
+
+def list_ends(
+    admin: AdminClient, keys: Sequence[tuple[str, int]], timeout: float
+) -> dict[tuple[str, int], int | Exception]:
+    """Last stable offsets of many partitions (read_committed, as the member reader
+    reads): one ListOffsets request (its stall check, which needs no log start), each
+    partition's error apart."""
+    wanted = {TopicPartition(t, p): OffsetSpec.latest() for t, p in keys}
+    try:
+        futures = admin.list_offsets(
+            wanted, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
+        )
+    except KafkaException as exc:
+        error = _raise_from(exc)
+        return {key: error for key in keys}
+    out: dict[tuple[str, int], int | Exception] = {}
+    for tp, future in futures.items():
+        try:
+            out[(tp.topic, tp.partition)] = future.result(timeout).offset
+        except KafkaException as exc:
+            out[(tp.topic, tp.partition)] = _raise_from(exc, tp.topic, tp.partition)
+    return out
 
 
 def leader(admin: AdminClient, topic: str, partition: int, timeout: float) -> tuple[str, int]:

@@ -193,7 +193,9 @@ class NetworkCluster:
         partitions (a Consumer's claims), assigned and unassigned as they change."""
         self._check_open()
         check_max_bytes(max_bytes)
-        return _Reader(self._consumer_conf(), self._timeout, max_bytes, self._bounds)
+        return _Reader(
+            self._consumer_conf(), self._timeout, max_bytes, self._bounds, log_ends=self._ends
+        )
 
     def _bounds(
         self, keys: Sequence[tuple[str, int]]
@@ -204,6 +206,16 @@ class NetworkCluster:
             closed = ClosedError(f"the cluster at {self.bootstrap} is closed")
             return {key: closed for key in keys}
         return admin_requests.list_bounds(self._admin_client(), keys, self._timeout)
+
+    def _ends(
+        self, keys: Sequence[tuple[str, int]], timeout: float
+    ) -> dict[tuple[str, int], int | Exception]:
+        """Latest offsets of many partitions in one ListOffsets request, each partition's
+        error apart (the member reader's stall check)."""
+        if self._closed:
+            closed = ClosedError(f"the cluster at {self.bootstrap} is closed")
+            return {key: closed for key in keys}
+        return admin_requests.list_ends(self._admin_client(), keys, timeout)
 
     def _offsets(self) -> Consumer:
         with self._lock:

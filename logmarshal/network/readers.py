@@ -104,6 +104,15 @@ _FILL_CONSUMES = 5
 #: _Reader: records came from librdkafka this recently (s): they flow, and the reader waits
 #: for wants in short slices to go on draining librdkafka's queue meanwhile
 _FLOWING = 0.1
+#: _Reader: a wanted partition that got no records for this long (s) is checked against its
+#: log's end, and when the log holds records past the wanted offset the librdkafka consumer
+#: is replaced. librdkafka can stop fetching an assigned partition after its leader's broker
+#: restarts, for good (confluentinc/librdkafka#5153; a Kafka fault test saw a member get
+#: nothing for 95 s); its users' remedy is a new consumer. At most one check a period, so
+#: an idle member pays one ListOffsets request per period, whatever it holds
+_STALL_AFTER = 15.0
+#: _Reader: that check's ListOffsets timeout (s): the fetch loop waits for it
+_STALL_TIMEOUT = 5.0
 
 
 def _messages(topic: str, partition: int, raw: list[Any]) -> tuple[list[Message], int]:
@@ -218,9 +227,15 @@ class _Reader:
         list_offsets: Callable[
             [Sequence[tuple[str, int]]], dict[tuple[str, int], tuple[int, int] | Exception]
         ],
+        *,
+        log_ends: Callable[
+            [Sequence[tuple[str, int]], float], dict[tuple[str, int], int | Exception]
+        ],
     ) -> None:
+        self._conf = conf
         self._consumer = Consumer(conf)
         self._list_offsets = list_offsets
+        self._log_ends = log_ends
         self._timeout = timeout
         self._max_bytes = max_bytes
         self._cond = threading.Condition()
@@ -240,6 +255,11 @@ class _Reader:
         self._suspended: set[tuple[str, int]] = set()  # unassigned: read-ahead full
         self._records_at = 0.0  # when librdkafka last gave records (time.monotonic)
         self._wanted_at = 0.0  # when a partition not read before was last wanted
+        #: assigned partitions: when records last came for each, or it was (re)assigned or
+        #: found at its log's end (the stall check's clock)
+        self._fed_at: dict[tuple[str, int], float] = {}
+        self._stall_checked_at = time.monotonic()
+        self.renewals = 0  # librdkafka consumers replaced after a stall
 
     # -- the owner thread ---------------------------------------------------------------
 
@@ -276,6 +296,7 @@ class _Reader:
     def _assign(self, key: tuple[str, int], offset: int) -> None:
         self._consumer.incremental_assign([TopicPartition(key[0], key[1], offset)])
         self._given[key] = self._next[key] = offset
+        self._fed_at[key] = time.monotonic()
         self._ahead[key] = collections.deque()
         self._ahead_bytes[key] = 0
 
@@ -283,7 +304,14 @@ class _Reader:
         if key not in self._suspended:
             self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
         self._suspended.discard(key)
-        for table in (self._given, self._next, self._ahead, self._ahead_bytes, self._errors):
+        for table in (
+            self._given,
+            self._next,
+            self._ahead,
+            self._ahead_bytes,
+            self._errors,
+            self._fed_at,
+        ):
             table.pop(key, None)
         self._has.discard(key)
 
@@ -292,15 +320,17 @@ class _Reader:
         (so the read-ahead stays small); a want answerable from the read-ahead is answered
         as soon as it comes."""
         deadline = time.monotonic() + timeout
-        consumer = self._consumer
         while True:
             self._fill()
             out = self._answers() if self._has else []
             starving = self._wanted.keys() - self._has
             if starving:
-                self._take(consumer.consume(_CONSUME_BATCH, 0))
+                self._take(self._consumer.consume(_CONSUME_BATCH, 0))
                 if self._has:
                     out += self._answers()
+                if time.monotonic() - self._stall_checked_at >= _STALL_AFTER:
+                    self._check_stalls()
+            consumer = self._consumer
             with self._cond:
                 woken, self._woken = self._woken, False
             remaining = deadline - time.monotonic()
@@ -321,6 +351,65 @@ class _Reader:
                 with self._cond:
                     if not self._woken:
                         self._cond.wait(min(remaining, slice_))
+
+    def _check_stalls(self) -> None:
+        """Replace the librdkafka consumer if a wanted partition got no records for
+        ``_STALL_AFTER`` while its log holds records past the wanted offset (see there).
+        One ListOffsets request for the partitions that waited that long, if any."""
+        now = self._stall_checked_at = time.monotonic()
+        waited = [
+            key
+            for key, offset in self._wanted.items()
+            if key not in self._has
+            and key not in self._suspended
+            and now - self._fed_at.get(key, now) >= _STALL_AFTER
+        ]
+        if not waited:
+            return
+        ends = self._log_ends(waited, min(self._timeout, _STALL_TIMEOUT))
+        # where librdkafka will fetch next: past the wanted offset after records it skips
+        # (control batches, aborted ones), so a log ending in a transaction marker is no stall
+        positions = self._consumer.position([TopicPartition(t, p) for t, p in waited])
+        stalled = []
+        for key, position in zip(waited, positions, strict=True):
+            end = ends.get(key)
+            at = max(self._wanted.get(key, 0), position.offset)
+            if isinstance(end, int) and end > at:
+                stalled.append((key, end))
+            else:  # at its end (nothing to fetch), or unknown: librdkafka reports errors
+                self._fed_at[key] = now
+        if stalled:
+            self._renew(stalled)
+
+    def _renew(self, stalled: list[tuple[tuple[str, int], int]]) -> None:
+        """A new librdkafka consumer, with every assigned partition assigned where its
+        read-ahead ends (exact: nothing is read twice or skipped)."""
+        (topic, partition), end = stalled[0]
+        log.warning(
+            "reader: %d wanted partition(s) got no records for %.0f s while their logs hold "
+            "more (%s/%d wants offset %d, its log ends at %d): librdkafka stopped fetching "
+            "them; replacing its consumer",
+            len(stalled),
+            _STALL_AFTER,
+            topic,
+            partition,
+            self._wanted.get((topic, partition), -1),
+            end,
+        )
+        old, self._consumer = self._consumer, Consumer(self._conf)
+        self.renewals += 1
+        with contextlib.suppress(KafkaException, RuntimeError):
+            old.close()
+        assigned = [
+            TopicPartition(key[0], key[1], self._next[key])
+            for key in self._given
+            if key not in self._suspended
+        ]
+        if assigned:
+            self._consumer.incremental_assign(assigned)
+        now = time.monotonic()
+        for key in self._fed_at:
+            self._fed_at[key] = now
 
     def _slice(self) -> float:
         """How long the next wait inside librdkafka may last (it cannot be woken)."""
@@ -419,6 +508,7 @@ class _Reader:
         ahead = self._ahead[key]
         ahead.extend(records)
         size = self._ahead_bytes[key] = self._ahead_bytes[key] + size
+        self._fed_at[key] = self._records_at
         self._next[key] = records[-1].offset + 1
         self._has.add(key)
         if (len(ahead) > _AHEAD_MAX or size > _AHEAD_MAX_BYTES) and key not in self._suspended:
@@ -506,6 +596,7 @@ class _Reader:
             self._suspended.discard(key)
             resume = self._next[key]
             self._consumer.incremental_assign([TopicPartition(key[0], key[1], resume)])
+            self._fed_at[key] = time.monotonic()
         return out
 
     def close(self) -> None:

@@ -436,3 +436,55 @@ def test_an_idle_network_reader_waits_in_librdkafka_in_longer_slices(broker, mon
         finally:
             reader._consumer = real
             reader.close()
+
+
+def test_a_partition_librdkafka_stopped_fetching_gets_a_new_consumer(
+    broker, monkeypatch, caplog
+) -> None:
+    """librdkafka can stop fetching an assigned partition after its leader's broker restarts
+    (confluentinc/librdkafka#5153; a Kafka fault test's member got nothing for 95 s). Here
+    the partition is paused inside librdkafka, which looks the same to the reader: assigned,
+    records in the log, none delivered. Once it waited ``_STALL_AFTER`` while the log holds
+    more, the reader replaces its librdkafka consumer: the records come, each once, and a
+    partition with read-ahead on hand loses and repeats nothing. A partition idle at its
+    log's end is no stall."""
+    monkeypatch.setattr(readers, "_STALL_AFTER", 0.5)
+    monkeypatch.setattr(readers, "_FETCH_MAX_RECORDS", 7)
+    with connect(bootstrap=broker.bootstrap) as cluster:
+        cluster.create_topic("t", 3)
+        _produce(cluster, "t", 0, 5)
+        _produce(cluster, "t", 2, 20)
+        reader = cluster.open_reader()
+        try:
+            got = _read_through(reader, {("t", 0): 0}, 5)[("t", 0)]
+            assert [m.offset for m in got] == list(range(5))
+            reader.want("t", 1, 0)  # idle at its end throughout
+            reader.want("t", 2, 0)
+            first: list = []
+            deadline = time.monotonic() + 30
+            while not first:
+                assert time.monotonic() < deadline
+                first = [m for read in reader.poll(0.2) for m in read.records]
+            assert [m.offset for m in first] == list(range(7))
+
+            reader._consumer.pause([TopicPartition("t", 0)])  # librdkafka stops fetching it
+            _produce(cluster, "t", 0, 5)
+            with caplog.at_level("WARNING", logger=readers.__name__):
+                later = _read_through(reader, {("t", 0): 5, ("t", 2): 7}, 5)
+            assert [m.offset for m in later[("t", 0)]] == [5, 6, 7, 8, 9]
+            assert reader.renewals == 1
+            assert any("t/0 wants offset 5" in r.getMessage() for r in caplog.records)
+            at = later[("t", 2)][-1].offset + 1
+            rest = _read_through(reader, {("t", 2): at}, 20 - at)[("t", 2)] if at < 20 else []
+            assert [m.offset for m in first + later[("t", 2)] + rest] == list(range(20))
+
+            # every partition at its log's end now: checks find no stall
+            reader.want("t", 0, 10)
+            reader.want("t", 1, 0)
+            reader.want("t", 2, 20)
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                assert reader.poll(0.2) == []
+            assert reader.renewals == 1
+        finally:
+            reader.close()

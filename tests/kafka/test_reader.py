@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 from logmarshal import _coordlog as coordlog
 from logmarshal.cluster import PastMarkers
 from logmarshal.errors import NetworkError, OffsetOutOfRange
-from logmarshal.network import NetworkCluster
+from logmarshal.network import NetworkCluster, readers
 from storage._records import Compression, decode_columns_from, iter_batches
 
 pytestmark = pytest.mark.kafka
@@ -327,6 +327,60 @@ def test_a_trailing_marker_long_polls_instead_of_answering_at_once(
     # a record after the marker is handed out from the marker's offset
     _produce(bootstrap, topic, [_pairs("after", 1)])
     assert coordlog.fetch_columns(cluster, topic, 0, 10)[0] == [11]
+
+
+def test_a_member_reader_at_a_marker_or_an_open_transaction_sees_no_stall(
+    cluster: NetworkCluster, bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The member reader replaces its librdkafka consumer when a wanted partition gets no
+    records while its log holds more (``readers._STALL_AFTER``). A log that ends in a
+    transaction marker, or in a transaction still open, holds nothing a read_committed
+    reader can be given: the check compares the last stable offset with where librdkafka
+    will fetch next (past the markers it skipped), so neither is taken for a stall."""
+    monkeypatch.setattr(readers, "_STALL_AFTER", 0.3)
+    topic = _name("tx-idle")
+    cluster.create_topic(topic, 1)
+    _transactional_log(cluster, bootstrap, topic)  # ends with a COMMIT marker at 10
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": _name("open"), "linger.ms": 5}
+    )
+    reader = cluster.open_reader()
+    try:
+        reader.want(topic, 0, 0)
+        seen: list[int] = []
+        deadline = time.monotonic() + 20
+        while len(seen) < 5:
+            assert time.monotonic() < deadline, seen
+            for read in reader.poll(0.5):
+                assert read.error is None, read.error
+                seen.extend(m.offset for m in read.records)
+                reader.want(topic, 0, read.records[-1].offset + 1)
+        assert seen == [0, 1, 2, 8, 9]
+        deadline = time.monotonic() + 1.5  # at the marker: five checks' worth
+        while time.monotonic() < deadline:
+            assert reader.poll(0.2) == []
+        assert reader.renewals == 0
+        producer.init_transactions(30)  # a transaction left open past the marker
+        producer.begin_transaction()
+        for key, value in _pairs("open", 2):
+            producer.produce(topic, value=value, key=key, partition=0)
+        assert producer.flush(30) == 0
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            assert reader.poll(0.2) == []
+        assert reader.renewals == 0
+        producer.commit_transaction(30)  # now there is something to give: it comes
+        deadline = time.monotonic() + 20
+        got: list[int] = []
+        while len(got) < 2:
+            assert time.monotonic() < deadline, got
+            for read in reader.poll(0.5):
+                got.extend(m.offset for m in read.records)
+        assert got == [11, 12]
+        assert reader.renewals == 0
+    finally:
+        reader.close()
+        producer.flush(5)
 
 
 # ------------------------------------------------------------------- a leader that moves

@@ -55,7 +55,7 @@ def test_the_partition_reader_raises_the_out_of_range_a_batch_carries() -> None:
 
 
 def test_the_member_reader_keeps_the_records_and_the_error_of_a_batch() -> None:
-    reader = _Reader(CONF, 5.0, 1 << 20, lambda keys: {})
+    reader = _Reader(CONF, 5.0, 1 << 20, lambda keys: {}, log_ends=lambda keys, timeout: {})
     try:
         reader.want(TOPIC, 0, 7)
         reader._consumer = _Watermarks(reader._consumer)
