@@ -293,6 +293,7 @@ class Producer:
             # the usual record over the network, every check below known to pass: a keyed
             # record of a topic seen before, librdkafka's murmur2 placing it, stamped by it
             # with the time now (0), a report of its own as its Delivery
+            client = self._client
             delivery = self._new_delivery()
             try:
                 # five arguments, not eight: each costs confluent-kafka's parser ~60
@@ -301,11 +302,13 @@ class Producer:
             except BufferError:
                 self._produce_when_room((topic, value, key, -1, delivery))
             except Exception as exc:
-                raise self._client_error(exc, topic, -1) from None
+                raise self._send_error(exc, topic, -1) from None
+            if self._closed:
+                self._sent_while_closing(client)
             self._unpolled += 1
             if self._unpolled >= _POLL_EVERY:
                 self._unpolled = 0
-                self._client.poll(0)
+                client.poll(0)
             return delivery
         if (
             self._plain_local
@@ -416,9 +419,9 @@ class Producer:
                 (topic, value, key, target, report, None, timestamp, kafka_headers)
             )
         except Exception as exc:
-            if self._produce is None:  # (closed while this send ran)
-                raise ClosedError("send() after the producer was closed") from None
-            raise self._client_error(exc, topic, target) from None
+            raise self._send_error(exc, topic, target) from None
+        if self._closed:
+            self._sent_while_closing(client)
         self._unpolled += 1
         if self._unpolled >= _POLL_EVERY:
             self._unpolled = 0
@@ -504,17 +507,20 @@ class Producer:
         ):
             if self._plain_network:
                 if topic in self._partition_counts:
+                    client = self._client
                     sink = self._untracked_reports
                     try:
                         self._produce(topic, value, key, -1, sink)
                     except BufferError:
                         self._produce_when_room((topic, value, key, -1, sink))
                     except Exception as exc:
-                        raise self._client_error(exc, topic, -1) from None
+                        raise self._send_error(exc, topic, -1) from None
+                    if self._closed:
+                        self._sent_while_closing(client)
                     self._unpolled += 1
                     if self._unpolled >= _POLL_EVERY:
                         self._unpolled = 0
-                        self._client.poll(0)
+                        client.poll(0)
                     return
             elif self._plain_local:
                 now_ns = _time_ns()
@@ -632,7 +638,10 @@ class Producer:
         producer blocks in send() the same way, up to max.block.ms)."""
         deadline = _monotonic() + _MAX_BLOCK
         while True:
-            self._client.poll(0.05)
+            client = self._client
+            if client is None:  # closed meanwhile (its flush made room, then let go)
+                raise ClosedError("send() after the producer was closed")
+            client.poll(0.05)
             try:
                 self._produce(*args)
                 return
@@ -642,7 +651,23 @@ class Producer:
                         f"produce to {args[0]}: the client's queue stayed full for {_MAX_BLOCK} s"
                     ) from None
             except Exception as exc:
-                raise self._client_error(exc, args[0], args[3]) from None
+                raise self._send_error(exc, args[0], args[3]) from None
+
+    def _send_error(self, exc: BaseException, topic: str, partition: int) -> BaseException:
+        """What a send raises for librdkafka's ``produce`` raising ``exc``: ClosedError if
+        close() let go of the client while the send ran (``_produce`` is None then)."""
+        if self._produce is None:
+            return ClosedError("send() after the producer was closed")
+        return self._client_error(exc, topic, partition)
+
+    def _sent_while_closing(self, client: Any) -> None:
+        """A send that raced close(): its record reached librdkafka after the Producer was
+        marked closed, maybe after close()'s flush, and nothing would serve it then (it
+        was lost with the client's handle, its Delivery never done). Flush it here; the
+        send waits for it, up to max.block.ms."""
+        left = client.flush(_MAX_BLOCK)
+        if left:
+            log.warning("%d record(s) sent while the producer closed were not delivered", left)
 
     def _report_result(self, report: Any, timeout: float | None) -> RecordMetadata:
         """``result()`` of a record's Delivery over the network (``_fastproduce.Report`` or

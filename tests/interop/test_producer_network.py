@@ -376,6 +376,76 @@ def test_a_send_racing_close_is_refused_not_lost(network) -> None:
     assert [m.value for m in read_all(network, topic, 0)] == [b"before"]
 
 
+def test_a_send_that_close_overtook_is_delivered_not_lost(network, report_kind) -> None:
+    """The window stop 69 left: a send past its closed check, preempted before it handed
+    its record to librdkafka, while close() ran to its end in another thread (flushed,
+    and let go of the client). The record then went into a client nobody flushed or
+    polled: lost, its Delivery never done (and a send_nowait() one silently). Such a send
+    now flushes its record itself. The schedule is made exact: the first hand-over to
+    librdkafka waits for a close() in another thread to finish. Every send that takes
+    the Python methods has the window (a record with headers always does; the usual one
+    without the C extension); the C sender checks and hands over without letting go of
+    the GIL."""
+    cases = ["headers"]
+    if report_kind == "python-report":
+        cases += ["send", "send_nowait"]
+    for case in cases:
+        topic = new_topic(network, 1)
+        producer = Producer(network, linger_ms=100)
+        producer.send(topic, b"before", key=b"k").result(10)  # the topic is known
+        real = producer._produce
+        closed = threading.Event()
+
+        def close_first(*args, real=real, producer=producer, closed=closed):
+            if not closed.is_set():
+                closer = threading.Thread(target=producer.close)
+                closer.start()
+                closer.join(30)
+                closed.set()
+            return real(*args)
+
+        producer._produce = close_first  # type: ignore[method-assign]
+        if case == "headers":
+            delivery = producer.send(topic, b"raced", key=b"k", headers=[("h", b"1")])
+        elif case == "send":
+            delivery = producer.send(topic, b"raced", key=b"k")
+        else:
+            producer.send_nowait(topic, b"raced", key=b"k")
+            delivery = None
+        assert closed.is_set() and producer._client is None, case  # close() had finished
+        if delivery is not None:
+            assert delivery.result(0).offset == 1, case
+        assert [m.value for m in read_all(network, topic, 0)] == [b"before", b"raced"], case
+        with pytest.raises(ClosedError):
+            producer.send(topic, b"after", key=b"k")
+
+
+def test_a_send_waiting_for_room_while_close_ends_raises_closed(network) -> None:
+    """A send waiting for room in librdkafka's full queue while another thread's close()
+    runs to its end raises ClosedError (it raised AttributeError: it polled the client
+    close() had let go of). The full queue is made exact: the first hand-over is refused
+    with librdkafka's BufferError once a close() in another thread finished."""
+    topic = new_topic(network, 1)
+    producer = Producer(network)
+    producer.send(topic, b"before", key=b"k").result(10)
+    real = producer._produce
+    refused: list = []
+
+    def full_once(*args):
+        if not refused:
+            closer = threading.Thread(target=producer.close)
+            closer.start()
+            closer.join(30)
+            refused.append(True)
+            raise BufferError("Local: Queue full")
+        return real(*args)
+
+    producer._produce = full_once  # type: ignore[method-assign]
+    with pytest.raises(ClosedError):
+        producer.send(topic, b"waiting", key=b"k", headers=[("h", b"1")])
+    assert refused and [m.value for m in read_all(network, topic, 0)] == [b"before"]
+
+
 def test_a_close_that_times_out_leaves_the_producer_closed(tmp_path) -> None:
     """(The same attack: close(2) on a stalled broker raised TimeoutError and the Producer
     took further sends.)"""
