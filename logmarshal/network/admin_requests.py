@@ -110,27 +110,48 @@ def delete_records(
     return out
 
 
+def _list_offsets(
+    admin: AdminClient,
+    keys: Sequence[tuple[str, int]],
+    spec: OffsetSpec,
+    timeout: float,
+    isolation: IsolationLevel | None = None,
+) -> dict[tuple[str, int], int | Exception] | Exception:
+    """One ListOffsets request (AdminClient.list_offsets) for ``spec`` of every partition
+    of ``keys``, each partition's error apart; the request's own failure as one error."""
+    wanted = {TopicPartition(t, p): spec for t, p in keys}
+    isolated = {} if isolation is None else {"isolation_level": isolation}
+    try:
+        futures = admin.list_offsets(wanted, request_timeout=timeout, **isolated)
+    except KafkaException as exc:
+        return _raise_from(exc)
+    out: dict[tuple[str, int], int | Exception] = {}
+    for tp, future in futures.items():
+        try:
+            out[(tp.topic, tp.partition)] = future.result(timeout).offset
+        except KafkaException as exc:
+            out[(tp.topic, tp.partition)] = _raise_from(exc, tp.topic, tp.partition)
+    return out
+
+
 def list_bounds(
     admin: AdminClient, keys: Sequence[tuple[str, int]], timeout: float
 ) -> dict[tuple[str, int], tuple[int, int] | Exception]:
     """Earliest and latest offsets of many partitions: one ListOffsets request per
-    end (AdminClient.list_offsets), each partition's error apart."""
+    end, each partition's error apart."""
     out: dict[tuple[str, int], Any] = {key: [0, 0] for key in keys}
     for i, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
-        wanted = {TopicPartition(t, p): spec for (t, p), v in out.items() if isinstance(v, list)}
-        if not wanted:
+        asked = [key for key, v in out.items() if isinstance(v, list)]
+        if not asked:
             break
-        try:
-            futures = admin.list_offsets(wanted, request_timeout=timeout)
-        except KafkaException as exc:
-            error = _raise_from(exc)
-            return {key: error for key in keys}
-        for tp, future in futures.items():
-            key = (tp.topic, tp.partition)
-            try:
-                out[key][i] = future.result(timeout).offset
-            except KafkaException as exc:
-                out[key] = _raise_from(exc, tp.topic, tp.partition)
+        found = _list_offsets(admin, asked, spec, timeout)
+        if isinstance(found, Exception):
+            return {key: found for key in keys}
+        for key, offset in found.items():
+            if isinstance(offset, Exception):
+                out[key] = offset
+            else:
+                out[key][i] = offset
     return {key: tuple(v) if isinstance(v, list) else v for key, v in out.items()}
 
 
@@ -140,21 +161,10 @@ def list_ends(
     """Last stable offsets of many partitions (read_committed, as the member reader
     reads): one ListOffsets request (its stall check, which needs no log start), each
     partition's error apart."""
-    wanted = {TopicPartition(t, p): OffsetSpec.latest() for t, p in keys}
-    try:
-        futures = admin.list_offsets(
-            wanted, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
-        )
-    except KafkaException as exc:
-        error = _raise_from(exc)
-        return {key: error for key in keys}
-    out: dict[tuple[str, int], int | Exception] = {}
-    for tp, future in futures.items():
-        try:
-            out[(tp.topic, tp.partition)] = future.result(timeout).offset
-        except KafkaException as exc:
-            out[(tp.topic, tp.partition)] = _raise_from(exc, tp.topic, tp.partition)
-    return out
+    found = _list_offsets(admin, keys, OffsetSpec.latest(), timeout, IsolationLevel.READ_COMMITTED)
+    if isinstance(found, Exception):
+        return {key: found for key in keys}
+    return found
 
 
 def leader(admin: AdminClient, topic: str, partition: int, timeout: float) -> tuple[str, int]:

@@ -357,34 +357,34 @@ class _Reader:
         ``_STALL_AFTER`` while its log holds records past the wanted offset (see there).
         One ListOffsets request for the partitions that waited that long, if any."""
         now = self._stall_checked_at = time.monotonic()
-        waited = [
-            key
+        waited = {
+            key: offset
             for key, offset in self._wanted.items()
             if key not in self._has
             and key not in self._suspended
             and now - self._fed_at.get(key, now) >= _STALL_AFTER
-        ]
+        }
         if not waited:
             return
-        ends = self._log_ends(waited, min(self._timeout, _STALL_TIMEOUT))
+        ends = self._log_ends(list(waited), min(self._timeout, _STALL_TIMEOUT))
         # where librdkafka will fetch next: past the wanted offset after records it skips
         # (control batches, aborted ones), so a log ending in a transaction marker is no stall
         positions = self._consumer.position([TopicPartition(t, p) for t, p in waited])
         stalled = []
-        for key, position in zip(waited, positions, strict=True):
+        for (key, offset), position in zip(waited.items(), positions, strict=True):
             end = ends.get(key)
-            at = max(self._wanted.get(key, 0), position.offset)
-            if isinstance(end, int) and end > at:
-                stalled.append((key, end))
+            if isinstance(end, int) and end > max(offset, position.offset):
+                stalled.append((key, offset, end))
             else:  # at its end (nothing to fetch), or unknown: librdkafka reports errors
                 self._fed_at[key] = now
         if stalled:
             self._renew(stalled)
 
-    def _renew(self, stalled: list[tuple[tuple[str, int], int]]) -> None:
+    def _renew(self, stalled: list[tuple[tuple[str, int], int, int]]) -> None:
         """A new librdkafka consumer, with every assigned partition assigned where its
-        read-ahead ends (exact: nothing is read twice or skipped)."""
-        (topic, partition), end = stalled[0]
+        read-ahead ends (exact: nothing is read twice or skipped). ``stalled``: (partition,
+        wanted offset, log end) of those that made it needed."""
+        (topic, partition), offset, end = stalled[0]
         log.warning(
             "reader: %d wanted partition(s) got no records for %.0f s while their logs hold "
             "more (%s/%d wants offset %d, its log ends at %d): librdkafka stopped fetching "
@@ -393,7 +393,7 @@ class _Reader:
             _STALL_AFTER,
             topic,
             partition,
-            self._wanted.get((topic, partition), -1),
+            offset,
             end,
         )
         old, self._consumer = self._consumer, Consumer(self._conf)
