@@ -52,7 +52,7 @@ import attrs
 
 from storage._config import TopicConfig
 from storage._errors import CorruptRecordError
-from storage._files import fsync_dir, replace_durably
+from storage._files import fsync_dir, read_regular, replace_durably
 from storage._records import (
     Compression,
     KeptRecord,
@@ -222,7 +222,7 @@ class CleanerState:
     def load(cls, directory: Path) -> CleanerState:
         path = directory / CHECKPOINT_FILE
         try:
-            raw = json.loads(path.read_text("utf-8"))
+            raw = json.loads(read_regular(path).decode("utf-8"))
             if raw.get("version") != _CHECKPOINT_VERSION:
                 raise ValueError(f"unknown version {raw.get('version')!r}")
             state = cls(

@@ -38,7 +38,7 @@ from storage._errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from storage._files import fsync_dir
+from storage._files import fsync_dir, read_regular
 from storage._log import PartitionLog
 from storage._segment import FileHandles
 
@@ -55,6 +55,8 @@ _LOCK_FILE = ".lock"
 _CLEAN_FILE = ".clean-shutdown"
 _META_VERSION = 1
 _MAX_PARTITIONS = 100_000
+#: topics.json is refused above this: 100,000 topics with every config set fit in ~40 MB
+_MAX_META_BYTES = 64 << 20
 _PARTITION_DIR = re.compile(r"(.+)-([0-9]+)")  # fullmatch
 #: a topic's partition count is refused above this (Kafka has no such limit; one request
 #: must not be able to ask for tens of thousands of directories)
@@ -287,14 +289,7 @@ class DataDir:
         if not meta_path.exists():
             self._remove_orphan_partitions()  # (and an error for each holding records)
             return
-        try:
-            meta = json.loads(meta_path.read_text("utf-8"))
-            topics = meta["topics"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StorageError(f"{meta_path} is unreadable: {exc}") from exc
-        for name, entry in sorted(topics.items()):
-            config = TopicConfig.from_dict(entry["config"])
-            count = int(entry["partitions"])
+        for name, config, count in _read_meta(meta_path):
             logs = [self._open_log(name, p, config) for p in range(count)]
             self._topics[name] = _Topic(config, logs)
         self._remove_orphan_partitions()
@@ -730,8 +725,50 @@ def _check_alter(name: str, old: TopicConfig, new: TopicConfig) -> None:
         )
 
 
-def _check_partition_count(n: object) -> None:
+def _read_meta(path: Path) -> list[tuple[str, TopicConfig, int]]:
+    """The topics ``topics.json`` names, each checked before any of its directories is
+    touched: a damaged or hand-edited file is refused whole, with one clear error, and
+    nothing outside the data directory is opened (a topic named ``../x`` is refused)."""
+    try:
+        raw = read_regular(path, _MAX_META_BYTES)
+    except ValueError as exc:
+        raise StorageError(str(exc)) from None
+    try:
+        meta = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (
+        ValueError,
+        RecursionError,
+    ) as exc:  # (UnicodeDecodeError is a ValueError)  # RecursionError: [[[[... nested too deep
+        raise StorageError(f"{path} is unreadable: {str(exc)[:200] or 'nested too deep'}") from exc
+    topics = meta.get("topics") if isinstance(meta, dict) else None
+    if not isinstance(topics, dict):
+        raise StorageError(f'{path} is unreadable: no "topics" object')
+    version = meta.get("version", _META_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version > _META_VERSION:
+        raise StorageError(
+            f"{path} is of format version {version!r}; this logmarshal reads {_META_VERSION}"
+            " (a newer logmarshal wrote it)"
+        )
+    found: list[tuple[str, TopicConfig, int]] = []
+    for name, entry in sorted(topics.items()):
+        try:
+            validate_topic_name(name)
+            if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+                raise InvalidConfig('the entry is not {"partitions": N, "config": {...}}')
+            count = _check_partition_count(entry.get("partitions"))
+            found.append((name, TopicConfig.from_dict(entry["config"]), count))
+        except StorageError as exc:
+            raise StorageError(f"{path} is unreadable: topic {name!r}: {exc}") from exc
+    return found
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _check_partition_count(n: object) -> int:
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= _MAX_PARTITIONS:
         raise InvalidConfig(
             f"partition count must be an integer in [1, {_MAX_PARTITIONS}], got {n!r}"
         )
+    return n

@@ -3,11 +3,41 @@ leaves the old content or the new, never a torn file."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["copy_durably", "fsync_dir", "replace_durably"]
+__all__ = ["copy_durably", "fsync_dir", "read_regular", "replace_durably"]
+
+#: what a checkpoint or metadata file is read up to when no other limit is given
+SMALL_FILE_LIMIT = 1 << 20
+
+
+def read_regular(path: Path, limit: int | None = SMALL_FILE_LIMIT) -> bytes:
+    """The content of a file the storage wrote, read only if it is a regular file of at most
+    ``limit`` bytes (None: any size): a device, FIFO or huge file put in its place would
+    never end, or fill memory. Refused with ValueError; a missing file raises
+    FileNotFoundError and a directory IsADirectoryError, as ``open`` does."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        if limit is not None and st.st_size > limit:
+            raise ValueError(f"{path} is {st.st_size} bytes, more than {limit}")
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:  # grew while read
+                raise ValueError(f"{path} is more than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: Path) -> None:

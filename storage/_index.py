@@ -26,6 +26,8 @@ import struct
 from array import array
 from pathlib import Path
 
+from storage._files import read_regular
+
 __all__ = ["OffsetIndex", "TimeIndex"]
 
 log = logging.getLogger(__name__)
@@ -49,8 +51,11 @@ class _IndexFile:
     def _read_entries(self) -> list[tuple[int, int]] | None:
         """Entries on disk, or None if the file is missing or not a whole number of entries."""
         try:
-            data = self.path.read_bytes()
+            data = read_regular(self.path, limit=None)
         except FileNotFoundError:
+            return None
+        except ValueError as exc:  # not a regular file: rebuilt like a damaged one
+            log.warning("%s", exc)
             return None
         if len(data) % self.entry.size:
             log.warning(

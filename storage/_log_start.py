@@ -16,7 +16,7 @@ import json
 import logging
 from pathlib import Path
 
-from storage._files import replace_durably
+from storage._files import read_regular, replace_durably
 
 __all__ = ["LOG_START_FILE", "load_log_start", "save_log_start"]
 
@@ -32,7 +32,7 @@ def load_log_start(directory: Path) -> int | None:
     start, so records DeleteRecords removed inside that segment are readable again)."""
     path = directory / LOG_START_FILE
     try:
-        raw = json.loads(path.read_text("utf-8"))
+        raw = json.loads(read_regular(path).decode("utf-8"))
         if not isinstance(raw, dict) or raw.get("version") != _VERSION:
             raise ValueError(
                 f"unknown version {raw.get('version') if isinstance(raw, dict) else raw!r}"

@@ -13,6 +13,7 @@ import logging
 import mmap
 import os
 import resource
+import stat
 import struct
 import threading
 from collections import OrderedDict
@@ -285,7 +286,11 @@ class Segment:
         self._created = False
         self._open_flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
         with self.open() as fd:
-            self.size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a device or FIFO put there: never ours to read
+            self.handles.forget(self)
+            raise StorageError(f"{self.log_path} is not a regular file")
+        self.size = st.st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self._max_timestamp_rel = 0  # relative last offset of the batch holding max_timestamp

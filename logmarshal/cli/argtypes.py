@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["config_pair", "non_empty_path", "non_negative", "positive", "seconds"]
+__all__ = [
+    "config_pair",
+    "host_name",
+    "non_empty_path",
+    "non_negative",
+    "positive",
+    "seconds",
+    "seconds_or_zero",
+]
+
+#: the longest duration an option takes (about 31 years): longer ones overflow the waits and
+#: sleeps they feed ("timestamp out of range for platform time_t")
+MAX_SECONDS = 1e9
 
 
 def _whole_number(text: str) -> int:
@@ -21,15 +33,28 @@ def positive(text: str) -> int:
     return value
 
 
-def seconds(text: str) -> float:
-    """A duration in seconds: a finite number above 0 (inf and nan are no durations)."""
+def _duration(text: str, *, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
+    low = "0 or more" if zero else "above 0"
+    lowest_ok = value >= 0 if zero else value > 0
+    if not lowest_ok or not value <= MAX_SECONDS:  # nan fails both
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds {low}, at most {MAX_SECONDS:g}, got {text}"
+        )
     return value
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds above 0 (inf and nan are no durations)."""
+    return _duration(text, zero=False)
+
+
+def seconds_or_zero(text: str) -> float:
+    """A wait in seconds, 0 (do not wait) or more."""
+    return _duration(text, zero=True)
 
 
 def non_negative(text: str) -> int:
@@ -52,3 +77,18 @@ def config_pair(text: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     return name.strip(), value.strip()
+
+
+def host_name(text: str) -> str:
+    """A host name or address clients are told to connect to: what an empty one, one with
+    spaces or a HOST:PORT (the port is --listen's) would give them is no address."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty host name")
+    if any(c.isspace() for c in text) or len(text) > 255:
+        raise argparse.ArgumentTypeError(f"not a host name: {text!r}")
+    host, sep, port = text.rpartition(":")
+    if sep and port.isdigit() and ":" not in host:
+        raise argparse.ArgumentTypeError(
+            f"give the host only, not HOST:PORT ({text!r}); clients are told the port it listens on"
+        )
+    return text

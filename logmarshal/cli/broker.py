@@ -12,7 +12,7 @@ from storage.broker.cluster_file import parse_host_port
 from storage.broker.server import DEFAULT_MAX_FRAME
 
 from .._broker_groups import MarshalGroupView
-from .argtypes import non_negative, positive
+from .argtypes import host_name, non_negative, positive
 from .context import CliError, Context, DataSource, declare, describe_json
 from .output import emit
 
@@ -56,6 +56,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     start.add_argument(
         "--advertise",
+        type=host_name,
         metavar="HOST",
         help="host name clients should reconnect to (default: the bound host)",
     )

@@ -28,6 +28,7 @@ from ..admin import (
 from ..admin.describe import PartitionView, require_group
 from ..admin.reset import parse_topic_scope, resolve_scope
 from ..admin.times import format_ms, parse_datetime_ms, parse_duration_ms, parse_span_ms
+from .argtypes import seconds_or_zero
 from .context import READS, CliError, Context, DataSource, declare
 from .output import emit, print_table
 
@@ -262,7 +263,7 @@ def _register_mirror(verbs: Any, common: argparse.ArgumentParser) -> None:
     )
     mirror.add_argument(
         "--interval",
-        type=float,
+        type=seconds_or_zero,
         default=0.0,
         metavar="SECONDS",
         help="keep mirroring, every SECONDS (default: once, then exit)",
@@ -720,8 +721,6 @@ def _mirror(args: argparse.Namespace, ctx: Context) -> int:
 
     if ctx.bootstrap is None:
         raise CliError(_MIRROR_NEEDS_BOOTSTRAP)
-    if args.interval < 0:
-        raise CliError("--interval must be >= 0")
     target = args.kafka_group or args.group
     cluster = ctx.cluster  # checks the brokers answer before a client is built for them
     sink = KafkaOffsetSink(ctx.bootstrap)

@@ -10,7 +10,7 @@ from typing import Any
 from ..cluster import FETCH_MAX_BYTES, Message
 from ..errors import LogmarshalError
 from ..producer import Delivery, Producer
-from .argtypes import non_negative, positive
+from .argtypes import non_negative, positive, seconds_or_zero
 from .context import READS, CliError, Context, declare
 from .output import emit
 
@@ -70,7 +70,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     read.add_argument(
         "--wait",
-        type=float,
+        type=seconds_or_zero,
         default=0.0,
         metavar="SECONDS",
         help="with --count, wait this long for records not written yet (default: 0)",
@@ -159,8 +159,6 @@ def _read(args: argparse.Namespace, ctx: Context) -> int:
             f"offset {offset} is outside {topic}/{partition}, which holds {earliest}..{latest - 1}"
             f" (next offset {latest})"
         )
-    if not 0 <= args.wait < float("inf"):
-        raise CliError(f"--wait must be a finite number of seconds, 0 or more, got {args.wait}")
     end = None if args.count else latest
     printed = 0
     while args.count is None or printed < args.count:

@@ -18,6 +18,7 @@ from storage import NewRecord
 from ..streams import App, Topology
 from ..streams.examples import windowed_count, word_count
 from ..streams.task import read_changelog
+from .argtypes import seconds
 from .context import READS, CliError, Context, DataSource, declare, describe_json, refuse_json
 from .output import emit
 
@@ -53,7 +54,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--application-id", required=True, help="group id and changelog prefix")
     run.add_argument("--client-id", default=None, help="default: <application-id>-<pid>")
     run.add_argument("--state-dir", default="streams-state", help="persistent stores' directory")
-    run.add_argument("--heartbeat", type=float, default=1.0, help="HB seconds (default: 1)")
+    run.add_argument("--heartbeat", type=seconds, default=1.0, help="HB seconds (default: 1)")
     run.set_defaults(func=_run)
     declare(run, READS)
     refuse_json(
@@ -91,7 +92,12 @@ def load_topology(spec: str) -> Topology:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise CliError(f"cannot load {spec}: {exc}") from None
-    topology = obj() if callable(obj) and not isinstance(obj, Topology) else obj
+    topology = obj
+    if callable(obj) and not isinstance(obj, Topology):
+        try:  # a factory: whatever it raises is the user's to read, not a traceback of ours
+            topology = obj()
+        except Exception as exc:
+            raise CliError(f"{spec}() failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(topology, Topology):
         raise CliError(f"{spec} is not a Topology (got {type(topology).__name__})")
     return topology

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from storage._errors import OffsetOutOfRange, StorageError
+from storage._files import read_regular
 from storage._log import AppendInfo, PartitionLog
 from storage._producers import ProducerStates, RetainedBatch, batch_identities
 from storage._records import _validate_batches
@@ -62,7 +63,7 @@ class ProducerIdAllocator:
 
     def _reserved_end(self) -> int:
         try:
-            return int(json.loads(self._path.read_text("utf-8"))["next_counter"])
+            return int(json.loads(read_regular(self._path).decode("utf-8"))["next_counter"])
         except FileNotFoundError:
             return int(time.time() * 1000)
         except (ValueError, KeyError, TypeError) as exc:

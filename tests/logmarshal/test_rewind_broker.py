@@ -89,7 +89,9 @@ def _run(broker: LocalBroker, *, check: bool, caplog: pytest.LogCaptureFixture) 
         assert cut_segment(broker.data_dir / "__marshal-0", cut) == cut
         broker.start()
         restarted = time.monotonic()
-        assert admin.latest_offset("__marshal", 0) == cut
+        # below what a applied: the log went back (a's writes librdkafka retried across the
+        # restart may land before this asks: one CI run saw 5 of them, so not == cut)
+        assert cut <= admin.latest_offset("__marshal", 0) < applied
         # c starts on the log as it now is, consuming fast
         c = _member(address, "c", 0.0, check=check)
         members.append(c)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -283,3 +285,124 @@ def test_adding_partitions_never_wipes_a_directory_holding_records(tmp_path) -> 
             d.add_partitions("ev", 3)
         assert d.describe("ev").partitions == 1
     assert (stray / "00000000000000000000.log").read_bytes() == b"records the metadata lost"
+
+
+def _meta(data: Path, edit) -> None:
+    meta = json.loads((data / "topics.json").read_text())
+    edit(meta)
+    (data / "topics.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda m: m.__setitem__("topics", []), 'no "topics" object'),
+        (lambda m: m.__setitem__("topics", None), 'no "topics" object'),
+        (lambda m: m["topics"].__setitem__("ev", 5), "the entry is not"),
+        (lambda m: m["topics"]["ev"].pop("config"), "the entry is not"),
+        (lambda m: m["topics"]["ev"].__setitem__("config", None), "the entry is not"),
+        (lambda m: m["topics"]["ev"].__setitem__("partitions", 0), "got 0"),
+        (lambda m: m["topics"]["ev"].__setitem__("partitions", -2), "got -2"),
+        (lambda m: m["topics"]["ev"].__setitem__("partitions", 1.7), "got 1.7"),
+        (lambda m: m["topics"]["ev"].__setitem__("partitions", True), "got True"),
+        (lambda m: m["topics"]["ev"].__setitem__("partitions", 10**12), "got 1000000000000"),
+        (lambda m: m["topics"].__setitem__("../escaped", m["topics"]["ev"]), "'../escaped'"),
+        (lambda m: m["topics"].__setitem__("a/b", m["topics"]["ev"]), "'a/b'"),
+        (lambda m: m.__setitem__("version", 99), "format version 99"),
+        (lambda m: m.__setitem__("version", "1"), "format version '1'"),
+    ],
+)
+def test_a_damaged_or_hand_edited_topics_json_is_refused_whole(tmp_path, damage, says) -> None:
+    """An attack on the CLI: each of these was a traceback (AttributeError, TypeError,
+    KeyError), or opened what it named: ``../escaped`` made a partition directory outside
+    the data directory, a count of 0 or -2 hid a topic's records, 10**12 would make that
+    many directories. Each is one StorageError naming the file and the topic, and nothing
+    is created or removed."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 2)
+        d.partition("ev", 1).append(encode_batch([NewRecord(b"v", timestamp=1)] * 3))
+    _meta(data, damage)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(StorageError, match=r"topics\.json") as err:
+        DataDir(data)
+    assert says in str(err.value), str(err.value)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert not (tmp_path / "escaped-0").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"topics": {"ev": {"partitions": Infinity, "config": {}}}}', "Infinity is not"),
+        ('{"topics": {"ev": {"partitions": NaN, "config": {}}}}', "NaN is not"),
+        ("[" * 100_000 + "]" * 100_000, "recursion"),
+        ("", "is unreadable"),
+    ],
+)
+def test_topics_json_that_python_reads_oddly_is_refused(tmp_path, text, says) -> None:
+    """``Infinity`` was an OverflowError traceback, deep nesting a RecursionError one."""
+    data = tmp_path / "data"
+    DataDir(data).close()
+    (data / "topics.json").write_text(text)
+    with pytest.raises(StorageError, match=says):
+        DataDir(data)
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "huge"])
+def test_a_topics_json_that_is_no_regular_file_is_refused_at_once(tmp_path, kind) -> None:
+    """``topics.json`` linked to /dev/zero hung ``topic list`` for good (read to the end of
+    an endless file); a FIFO would wait for a writer, a huge file fill memory."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 1)
+    meta = data / "topics.json"
+    meta.unlink()
+    if kind == "dev-zero":
+        meta.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(meta)
+    else:
+        with open(meta, "wb") as f:
+            f.truncate(65 << 20)  # sparse: no disk used
+    says = "more than" if kind == "huge" else "is not a regular file"
+    with pytest.raises(StorageError, match=says):
+        DataDir(data)
+
+
+@pytest.mark.parametrize("target", ["dev-zero", "fifo"])
+def test_a_segment_that_is_no_regular_file_is_refused(tmp_path, target) -> None:
+    """A segment replaced by a link to /dev/zero opened as an empty log, and closing it
+    logged an fsync traceback; the other partition is untouched."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 2)
+        for p in (0, 1):
+            d.partition("ev", p).append(encode_batch([NewRecord(b"v", timestamp=1)] * 3))
+    segment = data / "ev-0" / "00000000000000000000.log"
+    segment.unlink()
+    if target == "dev-zero":
+        segment.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(segment)
+    with pytest.raises(StorageError, match=r"ev-0/00000000000000000000.log is not a regular file"):
+        DataDir(data)
+    assert (data / "ev-1" / "00000000000000000000.log").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "name", ["log-start-offset.json", "cleaner-checkpoint.json", "00000000000000000000.index"]
+)
+def test_a_checkpoint_or_index_linked_to_dev_zero_is_set_aside(tmp_path, name) -> None:
+    """These hung every command that opened the partition (read to the end of /dev/zero).
+    Each is what it is when damaged: a warning, and the partition reads all its records."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 1)
+        d.partition("ev", 0).append(encode_batch([NewRecord(b"v", timestamp=1)] * 3))
+    path = data / "ev-0" / name
+    path.unlink(missing_ok=True)
+    path.symlink_to("/dev/zero")
+    with DataDir(data) as d:
+        log = d.partition("ev", 0)
+        assert [r.offset for r in decode_records(log.read(0).data)] == [0, 1, 2]

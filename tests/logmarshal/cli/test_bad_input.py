@@ -62,6 +62,47 @@ def test_broker_start_refuses_a_negative_broker_id(run, monkeypatch) -> None:
     assert code == 0 and [c.broker_id for c in started] == [0], err
 
 
+@pytest.mark.parametrize(
+    ("host", "says"),
+    [("", "an empty host name"), (" ", "an empty host name"), ("a b", "not a host name"),
+     ("broker1:9092", "give the host only")],
+)  # fmt: skip
+def test_broker_start_refuses_an_advertised_host_that_is_no_host(run, monkeypatch, host, says):
+    """``--advertise ''`` started a broker that told every client to connect to host ''."""
+    started = []
+    monkeypatch.setattr(broker_cli, "run_broker", lambda config, on_ready: started.append(config))
+    code, _, err = run("broker", "start", "--listen", "127.0.0.1:0", "--advertise", host)
+    assert code == 2 and says in _one_error_line(err), err
+    assert started == []
+    code, _, err = run("broker", "start", "--listen", "127.0.0.1:0", "--advertise", "broker1")
+    assert code == 0 and [c.advertised_host for c in started] == ["broker1"], err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["group", "mirror-offsets", "g", "--interval", "1e308"],
+        ["group", "mirror-offsets", "g", "--interval", "nan"],
+        ["group", "mirror-offsets", "g", "--interval", "-1"],
+        ["streams", "run", "x:y", "--application-id", "a", "--heartbeat", "-1"],
+        ["streams", "run", "x:y", "--application-id", "a", "--heartbeat", "inf"],
+    ],
+)
+def test_durations_out_of_range_are_usage_errors(run, argv) -> None:
+    """``--interval 1e308`` reached ``time.sleep`` (OverflowError), ``--heartbeat -1`` the
+    App: durations are checked where they are parsed."""
+    code, _, err = run(*argv)
+    assert code == 2 and f"argument {argv[-2]}:" in _one_error_line(err), err
+
+
+def test_a_topology_factory_that_fails_is_one_error_line(run) -> None:
+    """``streams describe json:loads`` showed the TypeError's traceback: a factory that
+    raises is the user's error, named with the spec."""
+    code, _, err = run("streams", "describe", "json:loads")
+    line = _one_error_line(err)
+    assert code == 1 and "json:loads() failed: TypeError" in line, err
+
+
 def test_broker_start_names_the_file_it_could_not_write(run, monkeypatch) -> None:
     """On a full data directory the broker said "cannot listen on 127.0.0.1:PORT: No space
     left on device" (a helper's attack): an error of a file is named as one."""
