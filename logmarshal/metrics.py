@@ -50,7 +50,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from rationalizer import Verdict
@@ -98,12 +98,14 @@ class WatchedConsumer(Protocol):
 
     def lag(self) -> Mapping[tuple[str, int], int]: ...
 
+    def reader_renewals(self) -> int: ...
+
 
 class _Gauges(Collector):
     def __init__(self, owner: MarshalerMetrics) -> None:
         self._owner = owner
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         labels = ["group", "client_id", "coordination_partition"]
         offset = GaugeMetricFamily(
             "logmarshal_marshaler_replay_offset",
@@ -145,7 +147,9 @@ class _Gauges(Collector):
         yield from _consumer_gauges(self._owner.consumers())
 
 
-def _consumer_gauges(consumers: Iterable[WatchedConsumer]) -> Iterator[GaugeMetricFamily]:
+def _consumer_gauges(
+    consumers: Iterable[WatchedConsumer],
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
     who = ["group", "client_id"]
     held = GaugeMetricFamily(
         "logmarshal_consumer_claims_held", "Partitions this consumer hands out", labels=who
@@ -161,10 +165,17 @@ def _consumer_gauges(consumers: Iterable[WatchedConsumer]) -> Iterator[GaugeMetr
         "Messages in the log after the position heartbeats carry",
         labels=labels,
     )
+    renewals = CounterMetricFamily(
+        "logmarshal_consumer_reader_renewals",
+        "librdkafka consumers the fetch loop replaced: one stopped fetching a partition whose "
+        "log had records for it (librdkafka#5153)",
+        labels=who,
+    )
     for consumer in consumers:
         marshaler = consumer.marshaler
         ids = [marshaler.group_id, marshaler.client_id]
         held.add_metric(ids, len(consumer.claims()))
+        renewals.add_metric(ids, consumer.reader_renewals())
         for (topic, partition), n in consumer.uncommitted().items():
             pending.add_metric([*ids, topic, str(partition)], n)
         for (topic, partition), n in consumer.lag().items():
@@ -172,6 +183,7 @@ def _consumer_gauges(consumers: Iterable[WatchedConsumer]) -> Iterator[GaugeMetr
     yield held
     yield pending
     yield lag
+    yield renewals
 
 
 class MarshalerMetrics:

@@ -320,6 +320,11 @@ class Consumer:
             out[(topic, partition)] = max(0, end - position - 1)
         return out
 
+    def reader_renewals(self) -> int:
+        """How often this consumer's fetch loop replaced its librdkafka consumer after one
+        stopped fetching a partition that had records (0 off the network)."""
+        return self._fetcher.renewals
+
     def pause(self, *partitions: int | TopicPartition) -> None:
         """Stop handing out these partitions (they stay claimed and heartbeated): numbers of
         a consumer of one topic, or (topic, partition) pairs. One of ours that another member

@@ -140,6 +140,11 @@ class MemberFetcher:
 
     # -- any thread -------------------------------------------------------------------
 
+    @property
+    def renewals(self) -> int:
+        """librdkafka consumers the reader replaced after a stall (network readers only)."""
+        return int(getattr(self._reader, "renewals", 0))
+
     def request(self, action: Fetch | LookUp) -> None:
         with self._lock:
             self._requests[(action.topic, action.partition)] = action

@@ -20,6 +20,7 @@ from logmarshal.cluster import Message
 from logmarshal.consumer import Consumer
 from logmarshal.consumer.fetcher import MemberFetcher
 from logmarshal.core import Bounds, Event, Fetch, Fetched, LookUp
+from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import readers
 from storage import NewRecord
 from tests.collections_seen import collections_seen
@@ -488,3 +489,38 @@ def test_a_partition_librdkafka_stopped_fetching_gets_a_new_consumer(
             assert reader.renewals == 1
         finally:
             reader.close()
+
+
+def test_a_consumers_reader_renewal_is_counted(broker, monkeypatch) -> None:
+    """What the reader's WARNING says is also a series an operator can alert on:
+    ``logmarshal_consumer_reader_renewals_total`` of the Consumer whose fetch loop replaced
+    its librdkafka consumer (the stall made as in the test above), and the records after
+    the stall are handed out, each once."""
+    monkeypatch.setattr(readers, "_STALL_AFTER", 0.5)
+    metrics = MarshalerMetrics()
+    labels = {"group": "g", "client_id": "a"}
+    with connect(bootstrap=broker.bootstrap) as cluster:
+        cluster.create_topic("t", 1)
+        _produce(cluster, "t", 0, 5)
+        with Marshaler(cluster, "a", "g", 0.5, coordination_partitions=1, metrics=metrics) as m:
+            consumer = Consumer(
+                m, "t", mode="amo", batch_size=10, max_reserved=10, rebalance="none"
+            )
+            try:
+                handed: list[int] = []
+                deadline = time.monotonic() + 30
+                while len(handed) < 5 and time.monotonic() < deadline:
+                    handed += [msg.offset for msg in consumer.poll(0.2)]
+                assert handed == list(range(5))
+                name = "logmarshal_consumer_reader_renewals_total"
+                assert metrics.registry.get_sample_value(name, labels) == 0.0
+                reader = consumer._fetcher._reader
+                reader._consumer.pause([TopicPartition("t", 0)])  # librdkafka stops
+                _produce(cluster, "t", 0, 5)
+                deadline = time.monotonic() + 30
+                while len(handed) < 10 and time.monotonic() < deadline:
+                    handed += [msg.offset for msg in consumer.poll(0.2)]
+                assert handed == list(range(10))
+                assert metrics.registry.get_sample_value(name, labels) == 1.0
+            finally:
+                consumer.close()
