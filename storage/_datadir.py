@@ -312,7 +312,8 @@ class DataDir:
             why = _kept_because(entry)
             if why is not None:
                 log.error(
-                    "%s: %s is not in the metadata but holds %s; left alone",
+                    "%s: %s is not in the metadata but holds %s; left alone (a topic whose "
+                    "metadata was lost: logmarshal topic adopt NAME)",
                     self.path,
                     entry.name,
                     why,
@@ -390,6 +391,62 @@ class DataDir:
                 self._topics.pop(name, None)
                 self._discard(name, logs, 0)
                 raise
+            return self._describe(name)
+
+    def adopt_topic(
+        self, name: str, config: TopicConfig | None = None, partitions: int | None = None
+    ) -> TopicInfo:
+        """Put back in the metadata a topic whose partition directories are here but
+        unlisted (``topics.json`` lost, or moved aside because it was damaged), records and
+        all. Its partitions are ``name-0`` up to the highest numbered directory found, or
+        ``partitions`` if that is more: opening a directory without metadata removed the
+        empty ones, so those are made again, empty. Its configs are ``config`` (the
+        defaults otherwise): the ones it had were in the lost file."""
+        if config is None:
+            config = TopicConfig()
+        with self._lock:
+            validate_topic_name(name)
+            if not isinstance(config, TopicConfig):
+                raise InvalidConfig(f"config must be a TopicConfig, got {type(config).__name__}")
+            self._check_open()
+            if name in self._topics:
+                raise TopicExists(name)
+            found = sorted(
+                int(m.group(2))
+                for entry in self.path.iterdir()
+                if (m := _PARTITION_DIR.fullmatch(entry.name)) and m.group(1) == name
+                and str(int(m.group(2))) == m.group(2) and entry.is_dir()
+            )  # fmt: skip
+            if not found:
+                raise StorageError(f"no partition directory of {name!r} in {self.path}")
+            count = found[-1] + 1 if partitions is None else max(found[-1] + 1, partitions)
+            _check_partition_count(count)
+            self._check_per_topic(count)
+            for p in found:
+                if _partition_files(self._partition_dir(name, p)) is None:
+                    raise StorageError(
+                        f"{self._partition_dir(name, p)} holds files that are not a partition's"
+                    )
+            self._check_budget(count)
+            logs: list[PartitionLog] = []
+            try:
+                for p in range(count):
+                    logs.append(self._open_log(name, p, config))
+                self._topics[name] = _Topic(config, logs)
+                self._save()
+            except BaseException:
+                self._topics.pop(name, None)
+                for plog in logs:  # closed, never removed: they hold the records
+                    plog.close()
+                raise
+            log.warning(
+                "%s: adopted topic %s: %d partition(s), %d of them found%s",
+                self.path,
+                name,
+                count,
+                len(found),
+                "" if config != TopicConfig() else "; its configs are the defaults",
+            )
             return self._describe(name)
 
     def topics(self) -> list[str]:
@@ -732,17 +789,18 @@ def _read_meta(path: Path) -> list[tuple[str, TopicConfig, int]]:
     try:
         raw = read_regular(path, _MAX_META_BYTES)
     except ValueError as exc:
-        raise StorageError(str(exc)) from None
+        raise StorageError(f"{exc}{_ADOPT_HINT}") from None
     try:
         meta = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
     except (
         ValueError,
         RecursionError,
     ) as exc:  # (UnicodeDecodeError is a ValueError)  # RecursionError: [[[[... nested too deep
-        raise StorageError(f"{path} is unreadable: {str(exc)[:200] or 'nested too deep'}") from exc
+        why = str(exc)[:200] or "nested too deep"
+        raise StorageError(f"{path} is unreadable: {why}{_ADOPT_HINT}") from exc
     topics = meta.get("topics") if isinstance(meta, dict) else None
     if not isinstance(topics, dict):
-        raise StorageError(f'{path} is unreadable: no "topics" object')
+        raise StorageError(f'{path} is unreadable: no "topics" object{_ADOPT_HINT}')
     version = meta.get("version", _META_VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or version > _META_VERSION:
         raise StorageError(
@@ -758,8 +816,15 @@ def _read_meta(path: Path) -> list[tuple[str, TopicConfig, int]]:
             count = _check_partition_count(entry.get("partitions"))
             found.append((name, TopicConfig.from_dict(entry["config"]), count))
         except StorageError as exc:
-            raise StorageError(f"{path} is unreadable: topic {name!r}: {exc}") from exc
+            raise StorageError(f"{path} is unreadable: topic {name!r}: {exc}{_ADOPT_HINT}") from exc
     return found
+
+
+#: what an error about an unreadable topics.json tells the operator to do
+_ADOPT_HINT = (
+    " (to go on without it: move it aside, then put each topic back with its records: "
+    "logmarshal topic adopt NAME; docs/broker.md)"
+)
 
 
 def _refuse_constant(name: str) -> float:

@@ -87,6 +87,14 @@ CREATES = DataSource(
 )
 
 
+#: a command that works on the files of an embedded data directory itself
+FILES = DataSource(
+    help=f"the embedded data directory {_DEFAULT_DIR}, which must exist (a broker's: stop it)",
+    short="an existing --data-dir",
+    refuse_bootstrap="it works on the files of a data directory; run it where they are",
+)
+
+
 def declare(parser: argparse.ArgumentParser, source: DataSource) -> None:
     """Attach ``source`` to a command: ``main`` enforces it, ``--help`` states it."""
     command = (

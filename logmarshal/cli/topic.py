@@ -1,4 +1,4 @@
-"""``logmarshal topic create|list|describe|delete|add-partitions``."""
+"""``logmarshal topic create|list|describe|delete|add-partitions|alter|adopt``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,16 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC
+from storage import DataDir, TopicConfig
+
+from .._coordlog import (
+    COORDINATION_TOPIC,
+    SNAPSHOT_TOPIC,
+    coordination_topic_config,
+    snapshot_topic_config,
+)
 from .argtypes import config_pair, positive
-from .context import CREATES, READS, CliError, Context, declare
+from .context import CREATES, FILES, READS, CliError, Context, declare
 from .output import emit, print_table
 
 __all__ = ["register"]
@@ -115,6 +122,63 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     alter.set_defaults(func=_alter)
     declare(alter, READS)
+
+    adopt = verbs.add_parser(
+        "adopt",
+        parents=[common],
+        help="put back a topic whose partition directories lost their metadata (topics.json)",
+        description=(
+            "Put back in the metadata a topic whose partition directories NAME-0, NAME-1, ... "
+            "are in the data directory but not in topics.json (lost, or moved aside because it "
+            "was damaged), with every record they hold. Its configs were in the lost file: "
+            "give them again with --config (the defaults otherwise; __marshal and "
+            "__marshal_snapshots get the ones logmarshal makes them with). Opening a data "
+            "directory without its metadata removes empty partition directories, so give "
+            "--partitions N if the topic had more than its highest partition holding records."
+        ),
+    )
+    adopt.add_argument("name")
+    adopt.add_argument(
+        "--partitions",
+        "-p",
+        type=positive,
+        help="the partition count it had (default: up to the highest directory found)",
+    )
+    adopt.add_argument(
+        "--config",
+        "-c",
+        type=config_pair,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a topic config it had (repeatable)",
+    )
+    adopt.set_defaults(func=_adopt)
+    declare(adopt, FILES)
+
+
+def _adopt(args: argparse.Namespace, ctx: Context) -> int:
+    """On the directory's files (a DataDir of its own: the cluster a command opens would
+    lock them too)."""
+    given = _named_once(args.config)
+    if given:
+        config = TopicConfig.from_dict(given)
+    elif args.name == COORDINATION_TOPIC:
+        config = coordination_topic_config()
+    elif args.name == SNAPSHOT_TOPIC:
+        config = snapshot_topic_config()
+    else:
+        config = TopicConfig()
+    ctx.check_data_dir()
+    with DataDir(ctx.data_dir) as data:
+        data.adopt_topic(args.name, config, args.partitions)
+    adopted = ctx.cluster.describe_topic(args.name)  # (opened once the DataDir let go)
+    emit(
+        ctx.as_json,
+        _description_payload(adopted),
+        f"adopted topic {adopted.name!r} with {adopted.partitions} partition(s)",
+    )
+    return 0
 
 
 def _description_payload(description: Any) -> dict[str, Any]:

@@ -406,3 +406,59 @@ def test_a_checkpoint_or_index_linked_to_dev_zero_is_set_aside(tmp_path, name) -
     with DataDir(data) as d:
         log = d.partition("ev", 0)
         assert [r.offset for r in decode_records(log.read(0).data)] == [0, 1, 2]
+
+
+def test_a_topic_whose_metadata_was_lost_is_adopted_with_its_records(tmp_path) -> None:
+    """``topics.json`` lost: the directories holding records were kept (the test above), but
+    nothing could read them again. ``adopt_topic`` lists the topic again, every record
+    where it was; the empty partitions the open removed are made again up to the count
+    given, and the configs are the ones given."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 4)
+        d.partition("ev", 0).append(encode_batch([NewRecord(b"a", timestamp=1)] * 3))
+        d.partition("ev", 2).append(encode_batch([NewRecord(b"c", timestamp=1)] * 2))
+    (data / "topics.json").unlink()
+    config = TopicConfig.from_dict({"retention.ms": 1_000_000})
+    with DataDir(data) as d:
+        assert d.topics() == [] and not (data / "ev-1").exists()
+        with pytest.raises(StorageError, match="no partition directory of 'nope'"):
+            d.adopt_topic("nope")
+        with pytest.raises(InvalidTopicName):
+            d.adopt_topic("../ev")
+        info = d.adopt_topic("ev", config, partitions=4)
+        assert info.partitions == 4
+        with pytest.raises(TopicExists):
+            d.adopt_topic("ev")
+    with DataDir(data) as d:  # in the metadata again, durably
+        assert d.topics() == ["ev"] and d.describe("ev").config == config
+        got = [len(decode_records(d.partition("ev", p).read(0).data)) for p in range(4)]
+        assert got == [3, 0, 2, 0]
+
+
+def test_adopting_counts_up_to_the_highest_partition_found(tmp_path) -> None:
+    """Without a count the topic ends at its highest numbered directory; a directory with
+    files that are not a partition's is refused, and nothing is listed."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 3)
+        d.partition("ev", 1).append(encode_batch([NewRecord(b"b", timestamp=1)]))
+        d.create_topic("other", 1)
+        d.partition("other", 0).append(encode_batch([NewRecord(b"o", timestamp=1)]))
+    (data / "topics.json").unlink()
+    (data / "other-0" / "mine.txt").write_text("not a partition's")
+    with DataDir(data) as d:
+        assert d.adopt_topic("ev").partitions == 2
+        with pytest.raises(StorageError, match="files that are not a partition's"):
+            d.adopt_topic("other")
+        assert d.topics() == ["ev"]
+    assert (data / "other-0" / "mine.txt").exists()
+
+
+def test_an_unreadable_topics_json_says_how_to_go_on(tmp_path) -> None:
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 1)
+    (data / "topics.json").write_text("{")
+    with pytest.raises(StorageError, match=r"move it aside.*logmarshal topic adopt NAME"):
+        DataDir(data)

@@ -215,3 +215,27 @@ def test_group_describe_shows_a_position_past_the_log_end(run, coordinated) -> N
     assert "status PAST_END" in out.splitlines()[0]
     row = out.splitlines()[-1].split()
     assert row[-2:] == ["-90", "PAST_END"]
+
+
+def test_topic_adopt_puts_back_a_topic_whose_metadata_was_lost(run, tmp_path) -> None:
+    """The way on from a lost or damaged topics.json, on the command line: the topic and
+    its records are read again; __marshal gets the configs logmarshal makes it with (its
+    replay relies on LogAppendTime); --bootstrap is refused (a broker's files are adopted
+    where they are, the broker stopped)."""
+    assert run("topic", "create", "events", "--partitions", "2")[0] == 0
+    with EmbeddedCluster(tmp_path / "data") as cluster:
+        cluster.produce("events", 1, [NewRecord(b"kept", timestamp=1)])
+        cluster.create_topic(COORDINATION_TOPIC, 2)  # CreateTime: not what it was made with
+        cluster.produce(COORDINATION_TOPIC, 0, [NewRecord(b"x", timestamp=1)])
+    (tmp_path / "data" / "topics.json").unlink()
+    assert _topics(run) == []
+    code, out, err = run("topic", "adopt", "events", "--partitions", "2")
+    assert code == 0 and "adopted topic 'events' with 2 partition(s)" in out, err
+    assert run("read", "events", "-p", "1")[1] == "0\tkept\n"
+    code, out, err = run("--json", "topic", "adopt", COORDINATION_TOPIC)
+    assert code == 0, err
+    assert json.loads(out)["config"]["message.timestamp.type"] == "LogAppendTime"
+    code, _, err = run("topic", "adopt", "events")
+    assert code == 1 and "already exists" in _one_error_line(err)
+    code, _, err = run("--bootstrap", "127.0.0.1:1", "topic", "adopt", "x")
+    assert code == 1 and "refuses --bootstrap" in _one_error_line(err)

@@ -36,6 +36,7 @@ TABLE: dict[str, tuple[list[str], str, str]] = {
     "topic delete": (["t"], HONOURS, HONOURS),
     "topic add-partitions": (["t", "--total", "3"], HONOURS, HONOURS),
     "topic alter": (["t", "--set", "retention.ms=1000"], HONOURS, HONOURS),
+    "topic adopt": (["t"], REFUSES, HONOURS),
     "produce": (["t"], HONOURS, HONOURS),
     "read": (["t"], HONOURS, HONOURS),
     "demo": (["--records", "10"], HONOURS, HONOURS),

@@ -27,6 +27,7 @@ HONOURED = {
     "topic delete",
     "topic add-partitions",
     "topic alter",
+    "topic adopt",
     "produce",
     "read",
     "demo",

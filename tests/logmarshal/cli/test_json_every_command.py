@@ -50,6 +50,8 @@ ELSEWHERE = {
     "broker start": "runs until stopped: tests/logmarshal/cli/test_json.py reads its JSON announcement "
     "from a real broker process",
     "group mirror-offsets": "needs Apache Kafka (--bootstrap): tests/kafka/test_mirror_cli.py",
+    "topic adopt": "needs a topic whose topics.json entry was lost: "
+    "tests/logmarshal/cli/test_bad_input.py::test_topic_adopt_puts_back_a_topic_whose_metadata_was_lost",
 }
 
 
