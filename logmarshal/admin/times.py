@@ -51,12 +51,24 @@ def parse_duration_ms(text: str) -> int:
             "or PT30.5S"
         )
     d, h, m, s = (match.group(k) for k in "dhms")
-    return (
+    return _bounded(
         int(d or 0) * 86_400_000
         + int(h or 0) * 3_600_000
         + int(m or 0) * 60_000
-        + round(float(s or 0) * 1000)
+        + round(float(s or 0) * 1000),
+        text,
     )
+
+
+#: the longest duration taken (about 31.7 years, the CLI's longest wait): longer ones are
+#: typos, and overflowed the dates and the records they went into
+MAX_DURATION_MS = 10**12
+
+
+def _bounded(ms: int, text: str) -> int:
+    if ms > MAX_DURATION_MS:
+        raise ValueError(f"duration {text!r} is longer than {MAX_DURATION_MS // 1000} s")
+    return ms
 
 
 def parse_span_ms(text: str) -> int:
@@ -75,15 +87,16 @@ def parse_span_ms(text: str) -> int:
                 "8601 (PT30S)"
             ) from None
         h, m, s, ms = (match.group(k) for k in ("h", "m", "s", "ms"))
-        return (
+        return _bounded(
             int(h or 0) * 3_600_000
             + int(m or 0) * 60_000
             + round(float(s or 0) * 1000)
-            + int(ms or 0)
+            + int(ms or 0),
+            text,
         )
     if not seconds >= 0 or seconds == float("inf"):
         raise ValueError(f"malformed duration {text!r}: must be a finite, non-negative number")
-    return round(seconds * 1000)
+    return _bounded(round(seconds * 1000), text)
 
 
 def format_ms(ms: int | None) -> str:

@@ -79,6 +79,14 @@ def test_times() -> None:
             parse_datetime_ms(bad)
     with pytest.raises(ValueError, match="malformed duration"):
         parse_span_ms("soon")
+    # an attack on the CLI: these were "year 275817 is out of range" and an int range error
+    # of the pause record
+    assert parse_span_ms("1000000000") == 10**12
+    for bad in ("P99999999D", "99999999999999999999s", "1e20", "1000000000.5"):
+        with pytest.raises(ValueError, match="is longer than 1000000000 s"):
+            parse_span_ms(bad)
+    with pytest.raises(ValueError, match="is longer than"):
+        parse_duration_ms("P99999999D")
 
 
 # ------------------------------------------------------------------ plans
