@@ -9,7 +9,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["copy_durably", "fsync_dir", "read_regular", "replace_durably"]
+__all__ = ["copy_durably", "fsync_dir", "read_regular", "replace_durably", "replace_file"]
 
 #: what a checkpoint or metadata file is read up to when no other limit is given
 SMALL_FILE_LIMIT = 1 << 20
@@ -81,8 +81,21 @@ def _durably(path: Path, write: Callable[[int], None]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    replace_file(tmp, path)
     fsync_dir(path.parent)
+
+
+def replace_file(tmp: Path, path: Path) -> None:
+    """``os.replace``, whose error names the file replaced when that is the problem (a
+    directory where the file belongs said "Is a directory: <tmp>": the wrong name). The
+    temporary file is removed then."""
+    try:
+        os.replace(tmp, path)
+    except IsADirectoryError:
+        tmp.unlink(missing_ok=True)
+        raise IsADirectoryError(
+            errno.EISDIR, "a directory is where this file belongs; move it away", str(path)
+        ) from None
 
 
 def _write_all(fd: int, data: bytes) -> None:

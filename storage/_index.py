@@ -26,7 +26,7 @@ import struct
 from array import array
 from pathlib import Path
 
-from storage._files import read_regular
+from storage._files import read_regular, replace_file
 
 __all__ = ["OffsetIndex", "TimeIndex"]
 
@@ -111,7 +111,7 @@ class _IndexFile:
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as f:
             f.write(b"".join(self.entry.pack(a, b) for a, b in entries))
-        os.replace(tmp, self.path)
+        replace_file(tmp, self.path)
 
     def flush(self, fsync: bool = False) -> None:
         if self._pending:

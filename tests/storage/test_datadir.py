@@ -462,3 +462,19 @@ def test_an_unreadable_topics_json_says_how_to_go_on(tmp_path) -> None:
     (data / "topics.json").write_text("{")
     with pytest.raises(StorageError, match=r"move it aside.*logmarshal topic adopt NAME"):
         DataDir(data)
+
+
+def test_an_index_replaced_by_a_directory_is_named_as_the_problem(tmp_path) -> None:
+    """The rebuild's error named its temporary file ("Is a directory: ….index.tmp"), which
+    it left behind; it names the index now, and the temporary file is gone."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 1)
+        d.partition("ev", 0).append(encode_batch([NewRecord(b"v", timestamp=1)] * 3))
+    index = data / "ev-0" / "00000000000000000000.index"
+    index.unlink(missing_ok=True)  # (written once an entry is due)
+    index.mkdir()
+    with pytest.raises(IsADirectoryError, match="move it away") as err, DataDir(data) as d:
+        d.partition("ev", 0).read(0)
+    assert err.value.filename == str(index)
+    assert not (data / "ev-0" / "00000000000000000000.index.tmp").exists()
