@@ -411,6 +411,7 @@ class DataDir:
             self._check_open()
             if name in self._topics:
                 raise TopicExists(name)
+            self._check_no_collision(name)
             found = sorted(
                 int(m.group(2))
                 for entry in self.path.iterdir()
@@ -553,13 +554,16 @@ class DataDir:
         self._check_open()
         if name in self._topics:
             raise TopicExists(name)
+        self._check_no_collision(name)
+        self._check_budget(partitions)
+        self._check_no_records(name, 0, partitions)
+
+    def _check_no_collision(self, name: str) -> None:
         for other in self._topics:
             if _collision_key(other) == _collision_key(name):
                 raise InvalidTopicName(
                     f"topic {name!r} collides with existing topic {other!r} ('.' and '_' clash)"
                 )
-        self._check_budget(partitions)
-        self._check_no_records(name, 0, partitions)
 
     def check_add_partitions(self, name: str, total: int) -> None:
         """Raise what :meth:`add_partitions` would, and do nothing (Kafka's validate_only)."""

@@ -455,6 +455,22 @@ def test_adopting_counts_up_to_the_highest_partition_found(tmp_path) -> None:
     assert (data / "other-0" / "mine.txt").exists()
 
 
+def test_adopting_a_name_that_clashes_with_a_listed_topic_is_refused(tmp_path) -> None:
+    """As ``create_topic``: Kafka refuses topics differing only by '.' and '_' (their metric
+    names collide), and a directory ``a.b-0`` beside a listed ``a_b`` is not adopted."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("a.b", 1)
+        d.partition("a.b", 0).append(encode_batch([NewRecord(b"v", timestamp=1)]))
+    (data / "topics.json").unlink()
+    with DataDir(data) as d:
+        d.create_topic("a_b", 1)
+        with pytest.raises(InvalidTopicName, match="collides with existing topic 'a_b'"):
+            d.adopt_topic("a.b")
+        assert d.topics() == ["a_b"]
+    assert (data / "a.b-0").is_dir()
+
+
 def test_an_unreadable_topics_json_says_how_to_go_on(tmp_path) -> None:
     data = tmp_path / "data"
     with DataDir(data) as d:
