@@ -231,7 +231,8 @@ class NetworkCluster:
                 if len(self._readers) >= _MAX_READERS:
                     self._evict_idle_reader()
                 conf = self._consumer_conf(committed=committed)
-                reader = _PartitionReader(conf, topic, partition)
+                ends = self._ends if committed else None
+                reader = _PartitionReader(conf, topic, partition, log_ends=ends)
                 self._readers[key] = reader
             return reader
 

@@ -37,6 +37,9 @@ from .error_map import _map_error, _raise_from
 
 log = logging.getLogger(__name__)
 
+#: last stable offsets of partitions, each one's error apart (one ListOffsets request)
+_LogEnds = Callable[[Sequence[tuple[str, int]], float], dict[tuple[str, int], int | Exception]]
+
 _MAX_BATCH = 10_000  # records one fetch_columns() returns at most
 #: records one fetch() returns at most. Building a Message costs ~0.5 us under the GIL, and
 #: a long run of that in a consumer's fetch thread starves its poll() thread: with 1 MB
@@ -228,9 +231,7 @@ class _Reader:
             [Sequence[tuple[str, int]]], dict[tuple[str, int], tuple[int, int] | Exception]
         ],
         *,
-        log_ends: Callable[
-            [Sequence[tuple[str, int]], float], dict[tuple[str, int], int | Exception]
-        ],
+        log_ends: _LogEnds,
     ) -> None:
         self._conf = conf
         self._consumer = Consumer(conf)
@@ -612,17 +613,27 @@ class _Reader:
 
 
 class _PartitionReader:
-    """An assign-only consumer for one partition, with the records read ahead of the caller."""
+    """An assign-only consumer for one partition, with the records read ahead of the caller.
+    ``log_ends``: last stable offsets (a read-committed reader's stall check; None: the high
+    watermark is the end)."""
 
-    def __init__(self, conf: dict[str, Any], topic: str, partition: int) -> None:
+    def __init__(
+        self,
+        conf: dict[str, Any],
+        topic: str,
+        partition: int,
+        log_ends: _LogEnds | None = None,
+    ) -> None:
         self.lock = threading.Lock()
         self._conf = conf
+        self._log_ends = log_ends
         self._topic = topic
         self._partition = partition
         self._consumer: Consumer | None = None
         self._position: int | None = None  # next offset the consumer delivers
         self._pending: collections.deque[Any] = collections.deque()
         self.last_used = time.monotonic()
+        self.renewals = 0  # librdkafka consumers replaced after a stall
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -738,8 +749,49 @@ class _PartitionReader:
         if not low <= offset <= high:
             self._position = None
             raise OffsetOutOfRange(offset, low, high)
-        deadline = time.monotonic() + _EMPTY_CHECK_WAIT
-        while offset < high and not self._pending and time.monotonic() < deadline:
-            first = consumer.poll(0.5)
-            if first is not None:
-                self._take([first, *consumer.consume(want - 1, 0)])
+        for renewed in (False, True):
+            deadline = time.monotonic() + _EMPTY_CHECK_WAIT
+            while offset < high and not self._pending and time.monotonic() < deadline:
+                first = consumer.poll(0.5)
+                if first is not None:
+                    self._take([first, *consumer.consume(want - 1, 0)])
+            if (
+                renewed
+                or self._pending
+                or offset >= high
+                or not self._stuck(consumer, offset, high)
+            ):
+                return
+            # librdkafka stopped fetching the partition (confluentinc/librdkafka#5153, as
+            # ``_Reader._check_stalls`` finds for a member): a new consumer, once. An empty
+            # answer below the log end was taken for the end by readers of ranges (a
+            # streams restore rebuilt its store to an older commit)
+            log.warning(
+                "reader of %s/%d: no records from offset %d in %.0f s while its log ends at "
+                "%d: librdkafka stopped fetching it; replacing its consumer",
+                self._topic,
+                self._partition,
+                offset,
+                _EMPTY_CHECK_WAIT,
+                high,
+            )
+            self.renewals += 1
+            self.close()
+            self._seek(offset)
+            assert self._consumer is not None
+            consumer = self._consumer
+
+    def _stuck(self, consumer: Consumer, offset: int, high: int) -> bool:
+        """Does the log hold records past where librdkafka will fetch next? Not when it
+        skipped control batches and aborted ones (its position is past them), nor, for a
+        read-committed reader, when an open transaction holds them back: then the end is
+        the last stable offset (one ListOffsets request), as the member reader's check."""
+        key = (self._topic, self._partition)
+        try:
+            (position,) = consumer.position([TopicPartition(*key)])
+        except (KafkaException, RuntimeError):
+            return False  # (librdkafka reports its errors)
+        end: int | Exception = high
+        if self._log_ends is not None:
+            end = self._log_ends([key], _STALL_TIMEOUT).get(key, high)
+        return isinstance(end, int) and end > max(offset, position.offset)

@@ -413,7 +413,13 @@ class App:
             if key not in self.consumer.claims():
                 return None  # revoked meanwhile: whoever holds it now processes it
             # handed out before on_assigned was delivered: set the task up now
-            self._assigned([key])
+            try:
+                self._assigned([key])
+            except BaseException:
+                # its records in hand are not processed: processing on would commit its
+                # position past them (a restart processes them from its last commit)
+                self._broken.add(key)
+                raise
             task = self.tasks.get(key)  # None: fenced meanwhile, not ours to process
         return task
 

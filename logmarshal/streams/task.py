@@ -37,6 +37,7 @@ from .changelog import (
     _restore_store,
     changelog_topic,
     epoch_bounds,
+    fetch_below,
     marker_key,
     marker_of,
     read_changelog,
@@ -428,10 +429,7 @@ class Task:
         fence = False
         offset = start
         while offset < stop:
-            batch = cluster.fetch(topic, self.partition, offset)
-            if not batch:
-                break
-            for m in batch:
+            for m in fetch_below(cluster, topic, self.partition, offset, stop):
                 if m.offset >= stop:
                     return fence
                 epoch = _epoch_of(m.headers)

@@ -524,3 +524,24 @@ def test_a_consumers_reader_renewal_is_counted(broker, monkeypatch) -> None:
                 assert metrics.registry.get_sample_value(name, labels) == 1.0
             finally:
                 consumer.close()
+
+
+def test_a_partition_reader_whose_librdkafka_consumer_stopped_is_replaced(
+    broker, monkeypatch
+) -> None:
+    """``NetworkCluster.fetch`` (records of one partition: the CLI's read, a streams
+    restore) answered nothing below the log end when librdkafka had stopped fetching the
+    partition (librdkafka#5153, made here by pausing it), for as long as the reader lived.
+    It replaces that consumer, once per call, as the member's fetch loop does."""
+    monkeypatch.setattr(readers, "_EMPTY_CHECK_WAIT", 1.0)
+    with connect(bootstrap=broker.bootstrap) as cluster:
+        cluster.create_topic("t", 1)
+        _produce(cluster, "t", 0, 5)
+        assert [m.offset for m in cluster.fetch("t", 0, 0)] == list(range(5))
+        reader = cluster._reader("t", 0)
+        reader._consumer.pause([TopicPartition("t", 0)])  # librdkafka stops
+        _produce(cluster, "t", 0, 5)
+        assert [m.offset for m in cluster.fetch("t", 0, 5)] == list(range(5, 10))
+        assert reader.renewals == 1
+        assert cluster.fetch("t", 0, 10) == []  # at the log end: no stall, no renewal
+        assert reader.renewals == 1

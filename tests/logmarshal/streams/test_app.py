@@ -607,3 +607,61 @@ def test_run_returns_once_the_consumer_is_fenced(cluster, tmp_path):
     finally:
         app.close()
         t.join(10)
+
+
+def test_a_restore_whose_reads_answer_nothing_yet_still_restores_every_commit(cluster, tmp_path):
+    """A task moves to a member whose changelog reads answer "nothing yet" now and then (a
+    network read whose broker was slow, a librdkafka consumer that stopped fetching: what
+    ``fetch_drop`` answers). Its restore took such an answer for the changelog's end and
+    rebuilt the counts to an older commit or to nothing, while the task went on from where
+    the group's position was: the tables lost what the first member had counted."""
+    from logmarshal._faults import FaultPlan, FaultyCluster
+    from logmarshal.streams.changelog import changelog_topic
+
+    setup_topics(cluster)
+    truth = produce_lines(cluster, 0, 300)
+    a = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
+            state_dir=tmp_path / "a", commit_interval=0.05)  # fmt: skip
+    total = sum(sum(c.values()) for c in truth.values())
+    run_until(a, lambda: store_total(a) >= total)
+    assert tables(cluster) == truth
+    truth = merge(truth, produce_lines(cluster, 300, 200))
+    total = sum(sum(c.values()) for c in truth.values())
+    faulty = FaultyCluster(
+        cluster, FaultPlan(fetch_drop=0.8, topics={changelog_topic("wc", "counts")}), seed=3
+    )
+    b = App(faulty, "wc", topology(), client_id="b", heartbeat_interval=0.3,
+            state_dir=tmp_path / "b", commit_interval=0.05)  # fmt: skip
+    run_until(b, lambda: store_total(b) >= total)
+    assert faulty.injected()["drop"] > 0
+    assert tables(cluster) == truth
+
+
+def test_a_task_whose_set_up_fails_stops_the_app(cluster, tmp_path, monkeypatch):
+    """Records of a task whose set-up (its restore) failed were in hand and unprocessed; a
+    second run() went on, and the task's next commit passed them. It stops the App, as a
+    failed record does: another App processes them from the task's last commit."""
+    from logmarshal._faults import FaultPlan, FaultyCluster
+    from logmarshal.errors import ClosedError, RetriableError
+    from logmarshal.streams import changelog
+    from logmarshal.streams.changelog import changelog_topic
+
+    setup_topics(cluster)
+    produce_lines(cluster, 0, 50)
+    monkeypatch.setattr(changelog, "RANGE_WAIT", 0.2)
+    a = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
+            state_dir=tmp_path / "a", commit_interval=0.05)  # fmt: skip
+    run_until(a, lambda: store_total(a) > 0)
+    produce_lines(cluster, 50, 50)
+    faulty = FaultyCluster(
+        cluster, FaultPlan(fetch_drop=1.0, topics={changelog_topic("wc", "counts")})
+    )
+    b = App(faulty, "wc", topology(), client_id="b", heartbeat_interval=0.3,
+            state_dir=tmp_path / "b", commit_interval=0.05)  # fmt: skip
+    try:
+        with pytest.raises(RetriableError, match="no records from offset"):
+            b.run(max_records=10, poll_timeout=0.5)
+        with pytest.raises(ClosedError, match="close it and start another"):
+            b.run(max_records=10, poll_timeout=0.5)
+    finally:
+        b.close()

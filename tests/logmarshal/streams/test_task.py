@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.cluster import Message
-from logmarshal.streams import Processor, StoreSpec, Topology
+from logmarshal.errors import RetriableError
+from logmarshal.streams import Processor, StoreSpec, Topology, changelog
 from logmarshal.streams.stores import InMemoryStore
 from logmarshal.streams.task import Task, read_changelog
 
@@ -157,3 +161,39 @@ def test_a_large_commit_spans_batches_and_a_cut_short_commit_is_not_applied(clus
     )
     assert read_changelog(cluster, "app", "a", 0) == (table, {"in": 7})
     again.close()
+
+
+def test_an_answer_of_nothing_yet_is_waited_for_not_taken_for_the_changelogs_end(
+    cluster, state, monkeypatch
+):
+    """A network read may answer "nothing yet" below the log end (a slow broker, a
+    librdkafka consumer that stopped fetching: what ``fetch_drop`` answers). A restore took
+    that for the changelog's end: the store came back at an older commit or empty (positions
+    None), and the task went on from where its claim was, past what that state reflects.
+    Now the records are waited for; records that never come are an error naming the range."""
+    cluster.create_topic("app-a-changelog", 1)
+    cluster.create_topic("app-b-changelog", 1)
+    task = make_task(state, "first")
+    task.restore(cluster)
+    for o in range(60):
+        task.process(msg(o))
+        if o % 10 == 9:
+            task.write_changelogs(cluster)
+    task.close()
+    truth = read_changelog(cluster, "app", "a", 0)
+    assert truth[1] == {"in": 60}
+    changelogs = {"app-a-changelog", "app-b-changelog"}
+    dropped = 0
+    for seed in range(4):
+        faulty = FaultyCluster(cluster, FaultPlan(fetch_drop=0.8, topics=changelogs), seed=seed)
+        assert read_changelog(faulty, "app", "a", 0) == truth
+        again = make_task(state, f"seed{seed}")
+        assert again.restore(faulty) == {"in": 60}
+        assert again.stores["a"].all() == again.stores["b"].all() == truth[0]
+        again.close()
+        dropped += faulty.injected()["drop"]
+    assert dropped > 0  # (the faults did happen)
+    monkeypatch.setattr(changelog, "RANGE_WAIT", 0.2)
+    never = FaultyCluster(cluster, FaultPlan(fetch_drop=1.0, topics=changelogs))
+    with pytest.raises(RetriableError, match=r"app-a-changelog/0: no records from offset 0"):
+        read_changelog(never, "app", "a", 0)
