@@ -166,6 +166,14 @@ def _read(args: argparse.Namespace, ctx: Context) -> int:
             break
         batch = cluster.fetch(topic, partition, offset, max_bytes=_FETCH_BYTES, max_wait=args.wait)
         if not batch:
+            if end is not None:
+                # records were there when the read began: say where it stopped (offsets a
+                # compaction removed at the log's tail, or a broker that answered nothing)
+                print(
+                    f"logmarshal: no records from offset {offset} on, though "
+                    f"{topic}/{partition} ended at {end} when the read began",
+                    file=sys.stderr,
+                )
             break
         for message in batch:
             if args.count is not None and printed >= args.count:

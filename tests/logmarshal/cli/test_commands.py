@@ -43,6 +43,28 @@ def test_produce_then_read(run) -> None:
     assert [json.loads(line)["value"] for line in out.splitlines()] == ["1", "2", "3"]
 
 
+def test_read_says_where_it_stopped_short_of_the_log_end(run, monkeypatch) -> None:
+    """A read to the end stopped without a word when the cluster answered nothing below the
+    log end (offsets compacted away at the tail; a broker that answered nothing in time,
+    made here by one empty answer): the listing looked complete."""
+    from logmarshal.cli import records
+    from logmarshal.embedded import EmbeddedCluster
+
+    run("topic", "create", "t")
+    for line in "abcd":  # a batch each: a fetch answers whole batches
+        run("produce", "t", stdin=f"{line}\n")
+    fetch = EmbeddedCluster.fetch
+
+    def nothing_at_2(self, topic, partition, offset, **kwargs):
+        return [] if offset == 2 else fetch(self, topic, partition, offset, **kwargs)
+
+    monkeypatch.setattr(EmbeddedCluster, "fetch", nothing_at_2)
+    monkeypatch.setattr(records, "_FETCH_BYTES", 1)  # a record a fetch
+    code, out, err = run("read", "t")
+    assert code == 0 and out.splitlines() == ["0\ta", "1\tb"]
+    assert "no records from offset 2 on, though t/0 ended at 4 when the read began" in err
+
+
 def test_produce_stops_at_a_line_without_separator_keeping_the_ones_before(run) -> None:
     run("topic", "create", "t")
     code, _, err = run("produce", "t", "--key-separator", ":", stdin="a:1\nno-separator\nc:3\n")
