@@ -10,6 +10,7 @@ finding the newest valid one, and truncating what every configuration's snapshot
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -40,6 +41,7 @@ from rationalizer._snapshot_record import (
 from storage import CorruptBatch, NewRecord, TimestampType, TopicConfig
 from storage._records import decode_columns_from
 
+from ._ranges import read_below
 from .cluster import Cluster, Columns, PastMarkers, RecordDeleter
 from .errors import RETRIABLE, LogmarshalError, TopicExists
 
@@ -372,12 +374,18 @@ def iter_columns(
     on_skip: Callable[[CorruptBatch], None] | None = None,
 ) -> Iterator[Columns]:
     """Chunks of the records ``start <= offset < end`` of one partition, in order; a stored
-    batch that does not decode is skipped whole (and handed to ``on_skip``)."""
+    batch that does not decode is skipped whole (and handed to ``on_skip``). An answer of
+    nothing below ``end`` is waited for, then RetriableError (``_ranges.read_below``): it
+    ended the chunks, and an admin or an audit judged part of the log."""
     offset = start
     while offset < end:
-        cols = fetch_columns(cluster, topic, partition, offset, on_skip=on_skip)
-        if not cols[0]:
-            return  # truncated under us, or shorter than it said
+        cols = read_below(
+            functools.partial(_columns_from, cluster, topic, partition, offset, on_skip),
+            f"{topic}/{partition}",
+            offset,
+            end,
+            count=_first_len,
+        )
         nxt = cols[0][-1] + 1
         if nxt > end:
             keep = len(cols[0])
@@ -388,6 +396,21 @@ def iter_columns(
         if cols[0]:
             yield cols
         offset = nxt
+
+
+def _columns_from(
+    cluster: Cluster,
+    topic: str,
+    partition: int,
+    offset: int,
+    on_skip: Callable[[CorruptBatch], None] | None,
+    max_wait: float,
+) -> Columns:
+    return fetch_columns(cluster, topic, partition, offset, max_wait=max_wait, on_skip=on_skip)
+
+
+def _first_len(columns: Columns) -> int:
+    return len(columns[0])
 
 
 def records_from_cluster(

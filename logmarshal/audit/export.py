@@ -35,6 +35,7 @@ import attrs
 from storage import RecordColumns
 
 from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, fetch_columns
+from .._ranges import read_below
 from ..cluster import Cluster
 from .deps import require
 
@@ -160,9 +161,7 @@ def export_coordination(
             offset = start
             while offset < end:
                 n = len(cols[0])
-                _read_into(cluster, topic, cp, offset, cols)
-                if len(cols[0]) == n:
-                    break  # retention raced us, or the log is shorter than it said
+                _read_into(cluster, topic, cp, offset, end, cols)
                 offset = cols[0][-1] + 1
                 if offset > end:  # drop what was written after the export started
                     keep = n
@@ -255,11 +254,21 @@ def capture_cut(
     return info
 
 
-def _read_into(cluster: Cluster, topic: str, cp: int, offset: int, cols: RecordColumns) -> None:
-    """Append the records from ``offset`` on (one fetch's worth, at least one if any) to
-    ``cols``."""
-    offsets, timestamps, keys, values = fetch_columns(
-        cluster, topic, cp, offset, max_bytes=_FETCH_BYTES
+def _read_into(
+    cluster: Cluster, topic: str, cp: int, offset: int, end: int, cols: RecordColumns
+) -> None:
+    """Append the records from ``offset`` (below ``end``) on to ``cols``: one fetch's worth,
+    at least one. An empty answer below the end the export read cut the export short
+    without a word (a slow broker, a moving leader), and the audit judged part of the log:
+    it is waited for, then an error (``_ranges.read_below``)."""
+    offsets, timestamps, keys, values = read_below(
+        lambda max_wait: fetch_columns(
+            cluster, topic, cp, offset, max_bytes=_FETCH_BYTES, max_wait=max_wait
+        ),
+        f"{topic}/{cp}",
+        offset,
+        end,
+        count=lambda columns: len(columns[0]),
     )
     cols[0].extend(offsets)
     cols[1].extend(timestamps)

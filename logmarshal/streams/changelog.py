@@ -28,27 +28,17 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from .._ranges import read_below
 from ..cluster import Cluster, Message
-from ..errors import RetriableError
 from .stores import InMemoryStore, KeyValueStore
 
 log = logging.getLogger(__name__)
 
-#: How long (s) a reader of a changelog range waits for records the changelog holds before
-#: it gives up. An answer of "nothing yet" below the log end (a network read whose broker
-#: was slow to answer, or whose librdkafka consumer stopped fetching) is never taken for
-#: the range's end: a restore that stopped there rebuilt the store to an older commit, or
-#: to nothing, and the task then resumed its input where its claim was, past what that
-#: state reflects (found by reading through a FaultyCluster's ``fetch_drop``).
-RANGE_WAIT = 60.0
-#: each fetch of that wait: a long poll, so a range whose records are late is not spun on
-_RANGE_POLL = 0.5
 
 #: header on changelog records: JSON {topic: next input offset} the state reflects
 POSITIONS_HEADER = "lm-positions"
@@ -213,40 +203,16 @@ def _fence_fields(value: bytes | None) -> tuple[int, dict[int, int] | None, dict
 
 
 def fetch_below(
-    cluster: Cluster,
-    topic: str,
-    partition: int,
-    offset: int,
-    end: int,
-    *,
-    wait: float | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    cluster: Cluster, topic: str, partition: int, offset: int, end: int
 ) -> list[Message]:
-    """Records of the partition from ``offset`` on, where ``offset < end`` and ``end`` is a
-    log end the caller read: at least one, waited for up to ``wait`` seconds (see
-    ``RANGE_WAIT``, the default); RetriableError if none came, naming what is missing."""
-    wait = RANGE_WAIT if wait is None else wait
-    deadline = clock() + wait
-    empty = 0
-    while True:
-        batch = cluster.fetch(topic, partition, offset, max_wait=_RANGE_POLL if empty else 0.0)
-        if batch:
-            if empty:
-                log.info(
-                    "%s/%d: records from offset %d came after %d empty answer(s)",
-                    topic,
-                    partition,
-                    offset,
-                    empty,
-                )
-            return batch
-        empty += 1
-        if clock() >= deadline:
-            raise RetriableError(
-                f"{topic}/{partition}: no records from offset {offset} came in {wait:g} s, "
-                f"though the log ended at {end} when the read began; the range "
-                f"[{offset}, {end}) is unread, and nothing read of it is used"
-            )
+    """Records from ``offset`` (below ``end``, a log end read before) on: at least one, or
+    RetriableError (:func:`~logmarshal._ranges.read_below`)."""
+    return read_below(
+        lambda max_wait: cluster.fetch(topic, partition, offset, max_wait=max_wait),
+        f"{topic}/{partition}",
+        offset,
+        end,
+    )
 
 
 def _replay(

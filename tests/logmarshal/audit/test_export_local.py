@@ -55,6 +55,35 @@ def test_export_through_fetch_equals_the_embedded_fast_path(story_cluster, tmp_p
     assert dict(records_from_export(fast)) == {cp: r for cp, r in script.records.items() if r}
 
 
+def test_an_answer_of_nothing_yet_does_not_cut_an_export_short(
+    story_cluster, tmp_path, monkeypatch
+) -> None:
+    """A read that answered nothing below the log end the export read (a slow broker, a
+    moving leader: what ``fetch_drop`` answers) ended that partition's export without a
+    word: 7 of 29 records exported, and the audit judged that part of the log. The export
+    waits for them; records that never come are an error naming the range. The same for
+    the reads of the log that ``group describe``, a reset and the audit's check make."""
+    from logmarshal import _ranges
+    from logmarshal._faults import FaultPlan, FaultyCluster
+    from logmarshal.errors import RetriableError
+
+    cluster, script, _at = story_cluster
+    truth = {cp: recs for cp, recs in script.records.items() if recs}
+    dropped = 0
+    for seed in range(3):
+        faulty = FaultyCluster(cluster, FaultPlan(fetch_drop=0.5), seed=seed)
+        info = export_coordination(faulty, tmp_path / f"export{seed}")
+        assert dict(records_from_export(info)) == truth
+        # what the admin's and the audit's own reads of the log go through (iter_columns)
+        assert dict(records_from_cluster(faulty)) == script.records
+        dropped += faulty.injected()["drop"]
+    assert dropped > 0
+    monkeypatch.setattr(_ranges, "RANGE_WAIT", 0.2)
+    never = FaultyCluster(cluster, FaultPlan(fetch_drop=1.0))
+    with pytest.raises(RetriableError, match=r"__marshal/\d+: no records from offset 0"):
+        export_coordination(never, tmp_path / "never")
+
+
 def test_read_export_info_explains_a_wrong_directory(tmp_path) -> None:
     with pytest.raises(ValueError, match="not an audit export"):
         read_export_info(tmp_path)

@@ -641,14 +641,14 @@ def test_a_task_whose_set_up_fails_stops_the_app(cluster, tmp_path, monkeypatch)
     """Records of a task whose set-up (its restore) failed were in hand and unprocessed; a
     second run() went on, and the task's next commit passed them. It stops the App, as a
     failed record does: another App processes them from the task's last commit."""
+    from logmarshal import _ranges
     from logmarshal._faults import FaultPlan, FaultyCluster
     from logmarshal.errors import ClosedError, RetriableError
-    from logmarshal.streams import changelog
     from logmarshal.streams.changelog import changelog_topic
 
     setup_topics(cluster)
     produce_lines(cluster, 0, 50)
-    monkeypatch.setattr(changelog, "RANGE_WAIT", 0.2)
+    monkeypatch.setattr(_ranges, "RANGE_WAIT", 0.2)
     a = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
             state_dir=tmp_path / "a", commit_interval=0.05)  # fmt: skip
     run_until(a, lambda: store_total(a) > 0)

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
+from logmarshal import _ranges
 from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.cluster import Message
 from logmarshal.errors import RetriableError
-from logmarshal.streams import Processor, StoreSpec, Topology, changelog
+from logmarshal.streams import Processor, StoreSpec, Topology
 from logmarshal.streams.stores import InMemoryStore
 from logmarshal.streams.task import Task, read_changelog
 
@@ -193,7 +194,7 @@ def test_an_answer_of_nothing_yet_is_waited_for_not_taken_for_the_changelogs_end
         again.close()
         dropped += faulty.injected()["drop"]
     assert dropped > 0  # (the faults did happen)
-    monkeypatch.setattr(changelog, "RANGE_WAIT", 0.2)
+    monkeypatch.setattr(_ranges, "RANGE_WAIT", 0.2)
     never = FaultyCluster(cluster, FaultPlan(fetch_drop=1.0, topics=changelogs))
     with pytest.raises(RetriableError, match=r"app-a-changelog/0: no records from offset 0"):
         read_changelog(never, "app", "a", 0)
