@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -240,6 +241,27 @@ def test_a_directory_that_is_not_a_data_directory_keeps_what_is_not_ours(tmp_pat
     assert "does not look like a logmarshal data directory" in caplog.text
     after = sorted(p.relative_to(home) for p in home.rglob("*"))
     assert [p for p in before if p not in after] == []
+
+
+def test_directories_whose_metadata_was_lost_are_one_error_a_topic(tmp_path, caplog) -> None:
+    """One ERROR line for each directory made 39 lines of the demo's data directory at every
+    open; one a topic, naming its directories and the command that takes them back."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        d.create_topic("ev", 12)
+        d.create_topic("other", 1)
+        for p in range(12):
+            d.partition("ev", p).append(encode_batch([NewRecord(b"v", timestamp=1)]))
+        d.partition("other", 0).append(encode_batch([NewRecord(b"o", timestamp=1)]))
+    (data / "topics.json").unlink()
+    with caplog.at_level(logging.ERROR, logger="storage"), DataDir(data):
+        pass
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(lines) == 2
+    assert "12 partition directory(ies) of topic 'ev'" in lines[0]
+    assert "(ev-0, ev-1, ev-2, ev-3, ev-4, ev-5, ev-6, ev-7 and 4 more)" in lines[0]
+    assert lines[0].endswith("logmarshal topic adopt ev)")
+    assert "topic 'other'" in lines[1] and "(other-0)" in lines[1]
 
 
 def test_partitions_whose_metadata_was_lost_are_never_wiped(tmp_path) -> None:
