@@ -18,7 +18,7 @@ from ._coordlog import COORDINATION_TOPIC
 from ._tail_state import Halt, HaltListener, Tail
 from .cluster import BoundsAsker, Cluster, Columns
 from .core.rewind import Regained
-from .errors import OffsetOutOfRange
+from .errors import OffsetOutOfRange, RetriableError
 
 __all__ = ["READ_BACK_BYTES", "RECOVERY", "LossChecking"]
 
@@ -117,7 +117,17 @@ class LossChecking:
             return None  # deleted from the start (retention): nothing to compare
         except CorruptBatch:
             return last[0], changed  # it does not even decode now: not the same log
-        if not cols[0] or cols[0][0] != last[0]:
+        if not cols[0]:
+            # nothing came: no evidence while the log ends past the record (a broker slow to
+            # answer, a moving leader; taken for "changed", it halted the partition), unless
+            # it ends at the record by now
+            end = self._log_end(cp)
+            if end <= last[0]:
+                return end, f"the log now ends at {end}"
+            raise RetriableError(
+                f"the read-back of offset {last[0]} answered nothing, though the log ends at {end}"
+            )
+        if cols[0][0] != last[0]:
             return last[0], changed
         if (cols[1][0], cols[2][0], cols[3][0]) != last[1:]:
             return last[0], changed
@@ -193,6 +203,18 @@ class LossChecking:
             except Exception as exc:  # unreadable now: the replay's own checks remain
                 log.debug("%s/%d: cannot read back %d: %s", COORDINATION_TOPIC, cp, offset, exc)
                 continue
+            if not cols[0]:
+                # nothing came: evidence only if the log now ends at or below our record (else
+                # unreadable now, as above: a slow broker, a moving leader)
+                try:
+                    end = self._log_end(cp)
+                except Exception as exc:
+                    log.debug("%s/%d: cannot read back %d: %s", COORDINATION_TOPIC, cp, offset, exc)
+                    continue
+                if end > offset:
+                    log.debug("%s/%d: the read-back of %d answered nothing; not checked",
+                              COORDINATION_TOPIC, cp, offset)  # fmt: skip
+                    continue
             if not cols[0] or cols[0][0] != offset or (cols[2][0], cols[3][0]) != (key, value):
                 with tail.cond:
                     before = tail.next_offset
