@@ -51,6 +51,7 @@ __all__ = [
     "CoordinationTopicError",
     "Restored",
     "announce",
+    "answered",
     "check_snapshot_topic",
     "configs_in_use",
     "coordination_topic_config",
@@ -58,6 +59,7 @@ __all__ = [
     "coordination_topic_settings",
     "ensure_coordination_topic",
     "ensure_snapshot_topic",
+    "fetch_chunk",
     "fetch_columns",
     "fetch_columns_many",
     "fetch_replay",
@@ -275,25 +277,57 @@ def fetch_columns(
     An answer of transaction markers only is read past (:func:`fetch_replay` returns it).
     """
     while True:
-        try:
-            got = _fetch_columns_once(cluster, topic, partition, offset, max_bytes, max_wait)
-            if isinstance(got, PastMarkers):
-                offset = got.next_offset
-                continue
+        got = fetch_chunk(
+            cluster,
+            topic,
+            partition,
+            offset,
+            max_bytes=max_bytes,
+            max_wait=max_wait,
+            skip_damaged=skip_damaged,
+            on_skip=on_skip,
+        )
+        if not isinstance(got, PastMarkers):
             return got
-        except CorruptBatch as exc:
-            if not skip_damaged or exc.next_offset is None or exc.next_offset <= offset:
-                raise
-            log.error(
-                "%s/%d: %s; skipped (its records are lost to every replayer)",
-                topic,
-                partition,
-                exc,
-                extra={"corrupt_batch": exc},
-            )
-            if on_skip is not None:
-                on_skip(exc)
-            offset = exc.next_offset
+        offset = got.next_offset
+
+
+def fetch_chunk(
+    cluster: Cluster,
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    max_bytes: int = _READ_BYTES,
+    max_wait: float = 0.0,
+    skip_damaged: bool = True,
+    on_skip: Callable[[CorruptBatch], None] | None = None,
+) -> Columns | PastMarkers:
+    """One answer of :func:`fetch_columns`, where moving past offsets that hold no record
+    (transaction markers only, or a damaged batch skipped) is :class:`PastMarkers` rather
+    than the next read: a reader up to a log end read before tells that from an answer of
+    nothing (``_ranges.read_below``; a marker at the end is not a record that never comes)."""
+    try:
+        return _fetch_columns_once(cluster, topic, partition, offset, max_bytes, max_wait)
+    except CorruptBatch as exc:
+        if not skip_damaged or exc.next_offset is None or exc.next_offset <= offset:
+            raise
+        log.error(
+            "%s/%d: %s; skipped (its records are lost to every replayer)",
+            topic,
+            partition,
+            exc,
+            extra={"corrupt_batch": exc},
+        )
+        if on_skip is not None:
+            on_skip(exc)
+        return PastMarkers(exc.next_offset)
+
+
+def answered(got: Columns | PastMarkers) -> int:
+    """How far an answer of :func:`fetch_chunk` got: its records, or 1 for moving past
+    offsets without records (``_ranges.read_below``'s count)."""
+    return 1 if isinstance(got, PastMarkers) else len(got[0])
 
 
 def fetch_replay(
@@ -380,12 +414,15 @@ def iter_columns(
     offset = start
     while offset < end:
         cols = read_below(
-            functools.partial(_columns_from, cluster, topic, partition, offset, on_skip),
+            functools.partial(_chunk_from, cluster, topic, partition, offset, on_skip),
             f"{topic}/{partition}",
             offset,
             end,
-            count=_first_len,
+            count=answered,
         )
+        if isinstance(cols, PastMarkers):
+            offset = cols.next_offset
+            continue
         nxt = cols[0][-1] + 1
         if nxt > end:
             keep = len(cols[0])
@@ -398,19 +435,15 @@ def iter_columns(
         offset = nxt
 
 
-def _columns_from(
+def _chunk_from(
     cluster: Cluster,
     topic: str,
     partition: int,
     offset: int,
     on_skip: Callable[[CorruptBatch], None] | None,
     max_wait: float,
-) -> Columns:
-    return fetch_columns(cluster, topic, partition, offset, max_wait=max_wait, on_skip=on_skip)
-
-
-def _first_len(columns: Columns) -> int:
-    return len(columns[0])
+) -> Columns | PastMarkers:
+    return fetch_chunk(cluster, topic, partition, offset, max_wait=max_wait, on_skip=on_skip)
 
 
 def records_from_cluster(

@@ -14,7 +14,7 @@ A *cut* (:func:`capture_cut`) is the same directory without the Parquet: ``expor
 (``"stored": "kafka"``) and the snapshots, for the audit that reads ``__marshal`` straight
 from Apache Kafka with Spark's Kafka source (:mod:`.kafkasource`) up to the offsets it names.
 
-Speed: the export reads through :func:`logmarshal._coordlog.fetch_columns`, which uses a
+Speed: the export reads through :func:`logmarshal._coordlog.fetch_chunk`, which uses a
 cluster's :class:`~logmarshal.cluster.ColumnFetcher` capability when it has one (the
 embedded cluster parses stored batches straight into columns, about three times faster than
 a ``Message`` per record) and ``Cluster.fetch`` otherwise.
@@ -34,9 +34,9 @@ import attrs
 
 from storage import RecordColumns
 
-from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, fetch_columns
+from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, answered, fetch_chunk
 from .._ranges import read_below
-from ..cluster import Cluster
+from ..cluster import Cluster, Columns, PastMarkers
 from .deps import require
 
 __all__ = [
@@ -161,7 +161,14 @@ def export_coordination(
             offset = start
             while offset < end:
                 n = len(cols[0])
-                _read_into(cluster, topic, cp, offset, end, cols)
+                got = _read_chunk(cluster, topic, cp, offset, end)
+                if isinstance(got, PastMarkers):  # (transaction markers, a damaged batch)
+                    offset = got.next_offset
+                    continue
+                cols[0].extend(got[0])
+                cols[1].extend(got[1])
+                cols[2].extend(got[2])
+                cols[3].extend(got[3])
                 offset = cols[0][-1] + 1
                 if offset > end:  # drop what was written after the export started
                     keep = n
@@ -254,26 +261,22 @@ def capture_cut(
     return info
 
 
-def _read_into(
-    cluster: Cluster, topic: str, cp: int, offset: int, end: int, cols: RecordColumns
-) -> None:
-    """Append the records from ``offset`` (below ``end``) on to ``cols``: one fetch's worth,
-    at least one. An empty answer below the end the export read cut the export short
-    without a word (a slow broker, a moving leader), and the audit judged part of the log:
-    it is waited for, then an error (``_ranges.read_below``)."""
-    offsets, timestamps, keys, values = read_below(
-        lambda max_wait: fetch_columns(
+def _read_chunk(
+    cluster: Cluster, topic: str, cp: int, offset: int, end: int
+) -> Columns | PastMarkers:
+    """The records from ``offset`` (below ``end``) on: one fetch's worth, at least one, or
+    the offset past markers or a damaged batch. An empty answer below the end the export
+    read cut the export short without a word (a slow broker, a moving leader), and the audit
+    judged part of the log: it is waited for, then an error (``_ranges.read_below``)."""
+    return read_below(
+        lambda max_wait: fetch_chunk(
             cluster, topic, cp, offset, max_bytes=_FETCH_BYTES, max_wait=max_wait
         ),
         f"{topic}/{cp}",
         offset,
         end,
-        count=lambda columns: len(columns[0]),
+        count=answered,
     )
-    cols[0].extend(offsets)
-    cols[1].extend(timestamps)
-    cols[2].extend(keys)
-    cols[3].extend(values)
 
 
 def _flush(pa: Any, writer: Any, schema: Any, cp: int, cols: tuple[list, ...]) -> int:

@@ -167,3 +167,32 @@ def test_group_of_record_reads_the_envelope_of_version_6_and_later() -> None:
     assert coordlog.group_of_record(b"h", future) == "h"  # the group it halts
     junk = bytes([7]) + future[1:]  # the check no longer matches
     assert coordlog.group_of_record(b"h", junk) is None
+
+
+def test_a_damaged_batch_at_the_end_ends_a_read_to_the_end(tmp_path, monkeypatch) -> None:
+    """A read up to a log end waits for records below it that have not come
+    (``_ranges.read_below``); a damaged batch skipped at the very end is not such a wait:
+    the read and the audit export end at once, with the records before it."""
+    from logmarshal import _ranges
+    from logmarshal.audit.export import export_coordination
+    from tests.storage.corruptions import CORRUPTIONS
+
+    monkeypatch.setattr(_ranges, "RANGE_WAIT", 5.0)
+    with EmbeddedCluster(tmp_path / "data", maintenance_interval=0) as cluster:
+        coordlog.ensure_coordination_topic(cluster, 1)
+        cluster.produce(coordlog.COORDINATION_TOPIC, 0, [NewRecord(b"v", key=b"k", timestamp=1)])
+        plog = cluster._dir.partition(coordlog.COORDINATION_TOPIC, 0)
+        plog.validate_records = False  # store what a validating broker would refuse
+        try:
+            plog.append(CORRUPTIONS["record length beyond the batch"][0]())
+        finally:
+            plog.validate_records = True
+        end = plog.log_end_offset
+        assert end > 1
+        skipped = []
+        chunks = list(
+            coordlog.iter_columns(cluster, 0, 0, end, coordlog.COORDINATION_TOPIC, skipped.append)
+        )
+        assert [c[0] for c in chunks] == [[0]] and len(skipped) == 1
+        pytest.importorskip("pyarrow")
+        assert export_coordination(cluster, tmp_path / "export").records == 1
