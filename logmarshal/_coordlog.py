@@ -51,7 +51,6 @@ __all__ = [
     "CoordinationTopicError",
     "Restored",
     "announce",
-    "answered",
     "check_snapshot_topic",
     "configs_in_use",
     "coordination_topic_config",
@@ -59,7 +58,6 @@ __all__ = [
     "coordination_topic_settings",
     "ensure_coordination_topic",
     "ensure_snapshot_topic",
-    "fetch_chunk",
     "fetch_columns",
     "fetch_columns_many",
     "fetch_replay",
@@ -277,7 +275,7 @@ def fetch_columns(
     An answer of transaction markers only is read past (:func:`fetch_replay` returns it).
     """
     while True:
-        got = fetch_chunk(
+        got = _fetch_chunk(
             cluster,
             topic,
             partition,
@@ -292,7 +290,7 @@ def fetch_columns(
         offset = got.next_offset
 
 
-def fetch_chunk(
+def _fetch_chunk(
     cluster: Cluster,
     topic: str,
     partition: int,
@@ -324,8 +322,8 @@ def fetch_chunk(
         return PastMarkers(exc.next_offset)
 
 
-def answered(got: Columns | PastMarkers) -> int:
-    """How far an answer of :func:`fetch_chunk` got: its records, or 1 for moving past
+def _answered(got: Columns | PastMarkers) -> int:
+    """How far an answer of :func:`_fetch_chunk` got: its records, or 1 for moving past
     offsets without records (``_ranges.read_below``'s count)."""
     return 1 if isinstance(got, PastMarkers) else len(got[0])
 
@@ -418,7 +416,7 @@ def iter_columns(
             f"{topic}/{partition}",
             offset,
             end,
-            count=answered,
+            count=_answered,
         )
         if isinstance(cols, PastMarkers):
             offset = cols.next_offset
@@ -443,7 +441,7 @@ def _chunk_from(
     on_skip: Callable[[CorruptBatch], None] | None,
     max_wait: float,
 ) -> Columns | PastMarkers:
-    return fetch_chunk(cluster, topic, partition, offset, max_wait=max_wait, on_skip=on_skip)
+    return _fetch_chunk(cluster, topic, partition, offset, max_wait=max_wait, on_skip=on_skip)
 
 
 def records_from_cluster(

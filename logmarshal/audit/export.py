@@ -14,7 +14,7 @@ A *cut* (:func:`capture_cut`) is the same directory without the Parquet: ``expor
 (``"stored": "kafka"``) and the snapshots, for the audit that reads ``__marshal`` straight
 from Apache Kafka with Spark's Kafka source (:mod:`.kafkasource`) up to the offsets it names.
 
-Speed: the export reads through :func:`logmarshal._coordlog.fetch_chunk`, which uses a
+Speed: the export reads through :func:`logmarshal._coordlog.iter_columns`, which uses a
 cluster's :class:`~logmarshal.cluster.ColumnFetcher` capability when it has one (the
 embedded cluster parses stored batches straight into columns, about three times faster than
 a ``Message`` per record) and ``Cluster.fetch`` otherwise.
@@ -34,9 +34,8 @@ import attrs
 
 from storage import RecordColumns
 
-from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, answered, fetch_chunk
-from .._ranges import read_below
-from ..cluster import Cluster, Columns, PastMarkers
+from .._coordlog import COORDINATION_TOPIC, SNAPSHOT_TOPIC, iter_columns
+from ..cluster import Cluster
 from .deps import require
 
 __all__ = [
@@ -58,7 +57,6 @@ EXPORT_FORMAT = 1
 #: where an export's records are: its own Parquet files, or still in Kafka (a cut)
 PARQUET, KAFKA = "parquet", "kafka"
 _ROW_GROUP = 256 * 1024
-_FETCH_BYTES = 8 << 20
 
 #: progress callback: (coordination partition, records done in it, records in it)
 Progress = Callable[[int, int, int], None]
@@ -158,25 +156,13 @@ def export_coordination(
         path = coord_dir / f"part-{cp:05d}.parquet"
         with pq.ParquetWriter(path, schema, compression="snappy") as writer:
             cols: RecordColumns = ([], [], [], [])
-            offset = start
-            while offset < end:
-                n = len(cols[0])
-                got = _read_chunk(cluster, topic, cp, offset, end)
-                if isinstance(got, PastMarkers):  # (transaction markers, a damaged batch)
-                    offset = got.next_offset
-                    continue
+            # records [start, end) only: what is written meanwhile is left for next time
+            for got in iter_columns(cluster, cp, start, end, topic):
                 cols[0].extend(got[0])
                 cols[1].extend(got[1])
                 cols[2].extend(got[2])
                 cols[3].extend(got[3])
-                offset = cols[0][-1] + 1
-                if offset > end:  # drop what was written after the export started
-                    keep = n
-                    while keep < len(cols[0]) and cols[0][keep] < end:
-                        keep += 1
-                    for c in cols:
-                        del c[keep:]
-                if len(cols[0]) >= _ROW_GROUP or offset >= end:
+                if len(cols[0]) >= _ROW_GROUP:
                     done += _flush(pa, writer, schema, cp, cols)
                     if progress is not None:
                         progress(cp, done, end - start)
@@ -259,24 +245,6 @@ def capture_cut(
     log.info("cut %s at %s: %d records to read from Kafka", topic,
              {p.partition: p.latest for p in cut}, info.records)  # fmt: skip
     return info
-
-
-def _read_chunk(
-    cluster: Cluster, topic: str, cp: int, offset: int, end: int
-) -> Columns | PastMarkers:
-    """The records from ``offset`` (below ``end``) on: one fetch's worth, at least one, or
-    the offset past markers or a damaged batch. An empty answer below the end the export
-    read cut the export short without a word (a slow broker, a moving leader), and the audit
-    judged part of the log: it is waited for, then an error (``_ranges.read_below``)."""
-    return read_below(
-        lambda max_wait: fetch_chunk(
-            cluster, topic, cp, offset, max_bytes=_FETCH_BYTES, max_wait=max_wait
-        ),
-        f"{topic}/{cp}",
-        offset,
-        end,
-        count=answered,
-    )
 
 
 def _flush(pa: Any, writer: Any, schema: Any, cp: int, cols: tuple[list, ...]) -> int:

@@ -39,7 +39,6 @@ from .stores import InMemoryStore, KeyValueStore
 
 log = logging.getLogger(__name__)
 
-
 #: header on changelog records: JSON {topic: next input offset} the state reflects
 POSITIONS_HEADER = "lm-positions"
 #: key prefix of the record that ends each commit in a changelog (value: the positions as
