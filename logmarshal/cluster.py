@@ -221,8 +221,10 @@ class ColumnFetcher(Protocol):
         *,
         max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
-    ) -> Columns:
-        """The records from ``offset`` on as four lists, as :meth:`Cluster.fetch` would."""
+    ) -> Columns | PastMarkers:
+        """The records from ``offset`` on as four lists, as :meth:`Cluster.fetch` would, or
+        :class:`PastMarkers` when only transaction markers follow ``offset`` (a cluster that
+        knows of them)."""
         ...
 
 

@@ -455,11 +455,12 @@ class NetworkCluster:
         *,
         max_bytes: int = FETCH_MAX_BYTES,
         max_wait: float = 0.0,
-    ) -> Columns:
+    ) -> Columns | PastMarkers:
         """:class:`~logmarshal.cluster.ColumnFetcher`: what :meth:`fetch` returns, as columns,
         except that records of aborted transactions are included (read_uncommitted): this is
         the coordination log's read where stored batches cannot be fetched, and it must
-        hand out what :meth:`fetch_batches` does (docs/broker.md, "Apache Kafka")."""
+        hand out what :meth:`fetch_batches` does (docs/broker.md, "Apache Kafka"), a trailing
+        transaction marker included (:class:`PastMarkers`)."""
         check_max_bytes(max_bytes)
         return self._read(
             topic,

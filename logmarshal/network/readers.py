@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from ..cluster import Columns, Message, Read
+from ..cluster import Columns, Message, PastMarkers, Read
 
 try:
     from .._fastconsume import batch as _batch_c
@@ -47,6 +47,9 @@ _MAX_BATCH = 10_000  # records one fetch_columns() returns at most
 #: (bench/consumer.py --network). Fewer records a call is allowed: fetch is "up to".
 _FETCH_MAX_RECORDS = 1_000
 _EMPTY_CHECK_WAIT = 10.0  # how long to wait for records the broker says exist
+#: how long a one-partition reader waits, after a seek, for librdkafka's position to be
+#: its new assignment's before a new consumer settles it (``_PartitionReader._stale``)
+_STALE_POSITION_WAIT = 2.0
 
 # librdkafka's accessors as plain callables, for C-speed map()s over a batch
 _ERROR = KafkaMessage.error
@@ -631,6 +634,9 @@ class _PartitionReader:
         self._partition = partition
         self._consumer: Consumer | None = None
         self._position: int | None = None  # next offset the consumer delivers
+        # librdkafka's position before the last seek: after an assign, position() may still
+        # answer it for a while (seen on Kafka 4.1); None once a record came or it was reset
+        self._stale: int | None = None
         self._pending: collections.deque[Any] = collections.deque()
         self.last_used = time.monotonic()
         self.renewals = 0  # librdkafka consumers replaced after a stall
@@ -644,11 +650,16 @@ class _PartitionReader:
     def _seek(self, offset: int) -> None:
         if self._consumer is None:
             self._consumer = Consumer(self._conf)
+            self._stale = None
+        else:
+            self._stale = self._librdkafka_position(self._consumer)
         self._pending.clear()
         self._consumer.assign([TopicPartition(self._topic, self._partition, offset)])
         self._position = offset
 
     def _take(self, messages: list[Any]) -> None:
+        if messages:
+            self._stale = None  # librdkafka's position is the new assignment's now
         if _none_failed(list(map(_ERROR, messages))):
             self._pending.extend(messages)  # the usual case, in bulk
             return
@@ -688,9 +699,43 @@ class _PartitionReader:
                 first = consumer.poll(max_wait)
                 if first is not None:
                     self._take([first, *consumer.consume(want - 1, 0)])
-            if not self._pending:
+            if not self._pending and not self._skipped(consumer, offset):
                 self._wait_if_behind(consumer, offset, want)
         return self._take_pending(offset, max_bytes, max_records)
+
+    def _skipped(self, consumer: Consumer, offset: int) -> bool:
+        """Nothing was handed out from ``offset``, yet librdkafka's position moved past it:
+        what it passed holds no record to give (transaction markers; for a read-committed
+        reader, aborted records too). Its position is then the reader's, and there is
+        nothing to wait for there (a trailing marker cost a 10 s wait a read, and a read up
+        to the log end waited at it for good)."""
+        position = self._fresh_position(consumer)
+        if position is None or position <= offset:
+            return False
+        self._position = position
+        return True
+
+    def _librdkafka_position(self, consumer: Consumer) -> int | None:
+        try:
+            (got,) = consumer.position([TopicPartition(self._topic, self._partition)])
+        except (KafkaException, RuntimeError):
+            return None  # (librdkafka reports its errors)
+        return int(got.offset)
+
+    def _fresh_position(self, consumer: Consumer) -> int | None:
+        """librdkafka's position, if it is surely the current assignment's: None while it
+        has none yet, or while it may still be the one from before the last seek (taken for
+        this read's, it made a read from 0 skip every record of the log to its end)."""
+        position = self._librdkafka_position(consumer)
+        if position is None:
+            return None
+        if position < 0:  # none yet: the seek's reset has happened
+            self._stale = None
+            return None
+        if position == self._stale:
+            return None
+        self._stale = None
+        return position
 
     def _take_pending(self, offset: int, max_bytes: int, max_records: int) -> list[Any]:
         """The read-ahead from ``offset`` on, up to about ``max_bytes`` (values and keys)."""
@@ -725,9 +770,12 @@ class _PartitionReader:
         raw = self._raw(offset, max_bytes, max_wait, _FETCH_MAX_RECORDS)
         return _messages(self._topic, self._partition, raw)[0] if raw else []
 
-    def fetch_columns(self, offset: int, max_bytes: int, max_wait: float) -> Columns:
-        """The same records as four lists, without a ``Message`` per record."""
+    def fetch_columns(self, offset: int, max_bytes: int, max_wait: float) -> Columns | PastMarkers:
+        """The same records as four lists, without a ``Message`` per record, or
+        :class:`PastMarkers` when librdkafka moved past offsets that hold no record."""
         raw = self._raw(offset, max_bytes, max_wait)
+        if not raw and self._position is not None and self._position > offset:
+            return PastMarkers(self._position)  # (``_skipped``)
         return (
             [m.offset() for m in raw],
             [m.timestamp()[1] for m in raw],
@@ -750,32 +798,48 @@ class _PartitionReader:
             self._position = None
             raise OffsetOutOfRange(offset, low, high)
         for renewed in (False, True):
-            deadline = time.monotonic() + _EMPTY_CHECK_WAIT
-            while offset < high and not self._pending and time.monotonic() < deadline:
+            started = time.monotonic()
+            while offset < high and not self._pending:
+                waited = time.monotonic() - started
+                if waited >= _EMPTY_CHECK_WAIT or (
+                    self._stale is not None and waited >= _STALE_POSITION_WAIT
+                ):
+                    break
                 first = consumer.poll(0.5)
                 if first is not None:
                     self._take([first, *consumer.consume(want - 1, 0)])
-            if (
-                renewed
-                or self._pending
-                or offset >= high
-                or not self._stuck(consumer, offset, high)
-            ):
+                elif self._skipped(consumer, offset):
+                    return
+            if renewed or self._pending or offset >= high:
                 return
-            # librdkafka stopped fetching the partition (confluentinc/librdkafka#5153, as
-            # ``_Reader._check_stalls`` finds for a member): a new consumer, once. An empty
-            # answer below the log end was taken for the end by readers of ranges (a
-            # streams restore rebuilt its store to an older commit)
-            log.warning(
-                "reader of %s/%d: no records from offset %d in %.0f s while its log ends at "
-                "%d: librdkafka stopped fetching it; replacing its consumer",
-                self._topic,
-                self._partition,
-                offset,
-                _EMPTY_CHECK_WAIT,
-                high,
-            )
-            self.renewals += 1
+            if self._stale is not None:
+                # its position may still be the last seek's (never reset, nothing came): a
+                # new consumer has none, so where it stops is this read's
+                log.debug(
+                    "reader of %s/%d: librdkafka's position is still %d after the seek to %d;"
+                    " a new consumer tells whether it passed markers",
+                    self._topic,
+                    self._partition,
+                    self._stale,
+                    offset,
+                )
+            elif self._stuck(consumer, offset, high):
+                # librdkafka stopped fetching the partition (confluentinc/librdkafka#5153, as
+                # ``_Reader._check_stalls`` finds for a member): a new consumer, once. An
+                # empty answer below the log end was taken for the end by readers of ranges
+                # (a streams restore rebuilt its store to an older commit)
+                log.warning(
+                    "reader of %s/%d: no records from offset %d in %.0f s while its log ends "
+                    "at %d: librdkafka stopped fetching it; replacing its consumer",
+                    self._topic,
+                    self._partition,
+                    offset,
+                    _EMPTY_CHECK_WAIT,
+                    high,
+                )
+                self.renewals += 1
+            else:
+                return
             self.close()
             self._seek(offset)
             assert self._consumer is not None
@@ -787,11 +851,8 @@ class _PartitionReader:
         read-committed reader, when an open transaction holds them back: then the end is
         the last stable offset (one ListOffsets request), as the member reader's check."""
         key = (self._topic, self._partition)
-        try:
-            (position,) = consumer.position([TopicPartition(*key)])
-        except (KafkaException, RuntimeError):
-            return False  # (librdkafka reports its errors)
+        position = self._fresh_position(consumer)
         end: int | Exception = high
         if self._log_ends is not None:
             end = self._log_ends([key], _STALL_TIMEOUT).get(key, high)
-        return isinstance(end, int) and end > max(offset, position.offset)
+        return isinstance(end, int) and end > max(offset, position or 0)

@@ -275,15 +275,34 @@ def test_a_replay_is_caught_up_when_marshal_ends_with_a_transaction_marker(
 ) -> None:
     """A transaction marker takes an offset and is no record: the replay's position moves past
     it (``_coordlog.PastMarkers``), or a catch-up to the log's end (after a stall, at start-up)
-    would wait at a trailing marker for a record that may never come."""
+    would wait at a trailing marker for a record that may never come. On both read paths:
+    librdkafka's (where the batches cannot be fetched, e.g. SASL) answers it too."""
     group = f"g-{uuid.uuid4().hex[:8]}"
     m = Marshaler(
         cluster, "a", group, 1.0, coordination_partitions=1, fetch_wait=0.1, snapshot_interval=None
     )
+    fallback = NetworkCluster(bootstrap, timeout=30.0)
+    fallback._batches_ok = False  # as under SASL: replay reads through librdkafka
+    other = None
     try:
         _foreign_transactions(bootstrap, group, [(1, True)])
         _wait_end(cluster, 2)  # the claim, its COMMIT
         assert m.wait_caught_up(5)
         assert m.replay_offsets() == {0: 2}  # past the marker
+        other = Marshaler(
+            fallback,
+            "b",
+            group,
+            1.0,
+            coordination_partitions=1,
+            fetch_wait=0.1,
+            snapshot_interval=None,
+        )
+        assert other.wait_caught_up(5)
+        assert other.replay_offsets() == {0: 2}
+        assert _worlds(other) == _worlds(m)
     finally:
         m.close()
+        if other is not None:
+            other.close()
+        fallback.close()
