@@ -65,6 +65,10 @@ CHANGELOG_CONFIG = (("cleanup.policy", "compact"), ("min.compaction.lag.ms", str
 
 #: consumer settings an App makes itself: a ``consumer_options`` entry may not name them
 _APP_CONSUMER_OPTIONS = frozenset({"mode", "tasks", "on_assigned", "on_revoked", "topics"})
+#: after a task's set-up failed in on_assigned, run() tries it again after this (s), then
+#: after twice the last wait, up to _SET_UP_RETRY_MAX
+_SET_UP_RETRY = 1.0
+_SET_UP_RETRY_MAX = 30.0
 
 
 def _check_options(commit_interval: object, consumer_options: dict[str, Any] | None) -> None:
@@ -155,6 +159,11 @@ class App:
         #: of theirs since their last commit is committed (dropped at the next commit); the
         #: next holder of the claim processes those records again, from the last commit
         self._broken: set[Key] = set()
+        #: claimed tasks whose set-up in on_assigned failed (a restore that timed out, a
+        #: store that would not open): (when run() tries it again, the wait after that).
+        #: Left to the first record, an idle task stayed claimed and not set up, its
+        #: wall-clock punctuators never ran, and nothing said so
+        self._set_up_later: dict[Key, tuple[float, float]] = {}
         #: the consumer's ``batch_size`` (its default when not given): the most one poll takes
         self._poll_batch = int(
             (consumer_options or {}).get("batch_size", Consumer.DEFAULT_CONFIG["batch_size"])
@@ -286,72 +295,116 @@ class App:
 
     # -- assignment -----------------------------------------------------------------------
 
+    @property
+    def tasks_not_set_up(self) -> list[Key]:
+        """Claimed tasks whose set-up failed, tried again by :meth:`run` (a record of one
+        sets it up at once, or stops the App if that fails)."""
+        return sorted(self._set_up_later)
+
     def _assigned(self, keys: list[Key]) -> None:
-        for name, p in keys:
-            sub = self._sub_of_task.get(name)
-            if sub is None or (name, p) in self.tasks:
-                continue
-            epoch = self.consumer.epoch(name, p)
-            if epoch is None:
-                log.info("task %s/%d assigned but no longer held: not set up", name, p)
-                continue
-            self._release_task_dir((name, p))  # a failed set-up's, if any
-            stores: dict[str, KeyValueStore] = {}
+        """The consumer's callback: each task set up, one's failure tried again later by
+        :meth:`run` (:meth:`_set_up_again`) without keeping the others from theirs."""
+        for key in keys:
             try:
-                directory = self._task_dir((name, p), sub)
-                for s in sub.stores:
-                    stores[s] = self._make_store(s, directory)
-            except BaseException:
-                for store in stores.values():  # (a store that cannot open: the others
-                    store.close()  # must not stay open, nor the directory locked)
-                self._release_task_dir((name, p))
-                raise
-            task = Task(
-                self.application_id,
-                self.topology,
-                sub,
-                p,
-                stores,
-                self._send,
-                self.cluster.partitions,
-                self._now_ms,
-                epoch=epoch,
-            )
-            started = time.monotonic()
-            try:
-                resume = task.restore(self.cluster)  # and fences the changelogs with epoch
-            except Fenced as exc:
-                log.warning("task %s not set up: %s", task.task_id, exc)
-                task.close()
-                self._release_task_dir((name, p))
-                continue
-            except BaseException:
-                task.close()  # its files must not stay open (and locked) in this process
-                self._release_task_dir((name, p))
-                raise
-            self.tasks[(name, p)] = task
-            self._uncommitted[(name, p)] = []
-            starts = {}
-            for topic in sub.source_topics:
-                held = self.consumer.position(topic, p)
-                want = resume.get(topic)
-                if want is not None and (held is None or held + 1 < want):
-                    # the state reflects input the heartbeats do not (a crash between the
-                    # changelog and the heartbeat): resume where the state ends
-                    self.consumer.seek(topic, p, want)
-                    held = want - 1
-                starts[topic] = None if held is None else held + 1
-            log.info(
-                "task %s restored in %.3fs, resuming at %s",
-                task.task_id,
-                time.monotonic() - started,
-                starts,
-            )
+                self._set_up(key)
+            except Exception as exc:
+                self._set_up_failed(key, exc, _SET_UP_RETRY)
+
+    def _set_up_failed(self, key: Key, exc: Exception, wait: float) -> None:
+        log.error(
+            "task %s/%d: its set-up failed (%s: %s); tried again in %.0f s",
+            *key,
+            type(exc).__name__,
+            exc,
+            wait,
+        )
+        self._set_up_later[key] = (time.monotonic() + wait, min(2 * wait, _SET_UP_RETRY_MAX))
+
+    def _set_up_again(self) -> None:
+        """Set up the claimed tasks whose set-up failed, when their wait is over."""
+        now = time.monotonic()
+        for key, (when, wait) in list(self._set_up_later.items()):
+            if key in self.tasks or key not in self.consumer.claims():
+                del self._set_up_later[key]  # (set up by a record, or no longer ours)
+            elif now >= when:
+                try:
+                    self._set_up(key)
+                except Exception as exc:
+                    self._set_up_failed(key, exc, wait)
+                else:
+                    del self._set_up_later[key]
+                    log.info("task %s/%d: set up on a later try", *key)
+
+    def _set_up(self, key: Key) -> None:
+        """A task for the claim ``key``: its stores opened and restored, its inputs
+        resumed where its state ends (nothing if it is set up or no longer held)."""
+        name, p = key
+        sub = self._sub_of_task.get(name)
+        if sub is None or key in self.tasks:
+            return
+        epoch = self.consumer.epoch(name, p)
+        if epoch is None:
+            log.info("task %s/%d assigned but no longer held: not set up", name, p)
+            return
+        self._release_task_dir((name, p))  # a failed set-up's, if any
+        stores: dict[str, KeyValueStore] = {}
+        try:
+            directory = self._task_dir((name, p), sub)
+            for s in sub.stores:
+                stores[s] = self._make_store(s, directory)
+        except BaseException:
+            for store in stores.values():  # (a store that cannot open: the others
+                store.close()  # must not stay open, nor the directory locked)
+            self._release_task_dir((name, p))
+            raise
+        task = Task(
+            self.application_id,
+            self.topology,
+            sub,
+            p,
+            stores,
+            self._send,
+            self.cluster.partitions,
+            self._now_ms,
+            epoch=epoch,
+        )
+        started = time.monotonic()
+        try:
+            resume = task.restore(self.cluster)  # and fences the changelogs with epoch
+        except Fenced as exc:
+            log.warning("task %s not set up: %s", task.task_id, exc)
+            task.close()
+            self._release_task_dir((name, p))
+            return
+        except BaseException:
+            task.close()  # its files must not stay open (and locked) in this process
+            self._release_task_dir((name, p))
+            raise
+        self.tasks[(name, p)] = task
+        self._uncommitted[(name, p)] = []
+        starts = {}
+        for topic in sub.source_topics:
+            held = self.consumer.position(topic, p)
+            want = resume.get(topic)
+            if want is not None and (held is None or held + 1 < want):
+                # the state reflects input the heartbeats do not (a crash between the
+                # changelog and the heartbeat): resume where the state ends
+                self.consumer.seek(topic, p, want)
+                held = want - 1
+            starts[topic] = None if held is None else held + 1
+        log.info(
+            "task %s restored in %.3fs, resuming at %s",
+            task.task_id,
+            time.monotonic() - started,
+            starts,
+        )
 
     def _revoked(self, keys: list[Key]) -> None:
         """The consumer's callback: the claims are gone (a later claim of one resumes from
         its committed positions, so a broken task's key may run again)."""
         self._broken.difference_update(keys)
+        for key in keys:
+            self._set_up_later.pop(key, None)
         self._drop(keys)
 
     def _drop(self, keys: list[Key]) -> None:
@@ -412,14 +465,16 @@ class App:
         if task is None:
             if key not in self.consumer.claims():
                 return None  # revoked meanwhile: whoever holds it now processes it
-            # handed out before on_assigned was delivered: set the task up now
+            # handed out before on_assigned was delivered (or its set-up failed there):
+            # set the task up now
             try:
-                self._assigned([key])
+                self._set_up(key)
             except BaseException:
                 # its records in hand are not processed: processing on would commit its
                 # position past them (a restart processes them from its last commit)
                 self._broken.add(key)
                 raise
+            self._set_up_later.pop(key, None)
             task = self.tasks.get(key)  # None: fenced meanwhile, not ours to process
         return task
 
@@ -532,6 +587,8 @@ class App:
                 if batch:
                     self.process_batch(batch)
                     handled += len(batch)
+                if self._set_up_later:
+                    self._set_up_again()
                 for key, task in list(self.tasks.items()):
                     try:
                         task.punctuate_wall_clock()

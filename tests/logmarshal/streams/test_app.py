@@ -637,6 +637,55 @@ def test_a_restore_whose_reads_answer_nothing_yet_still_restores_every_commit(cl
     assert tables(cluster) == truth
 
 
+def test_a_task_whose_set_up_failed_on_assignment_is_set_up_by_run_without_a_record(
+    cluster, tmp_path, monkeypatch
+):
+    """A set-up that fails in on_assigned (here a restore whose reads answer nothing) is
+    tried again by run(), with no record of the task needed: before, the claimed task stayed
+    not set up until a record came (its wall-clock punctuators never ran), and nothing
+    said so. ``tasks_not_set_up`` names it meanwhile."""
+    from logmarshal import _ranges
+    from logmarshal._faults import FaultPlan, FaultyCluster
+    from logmarshal.streams.changelog import changelog_topic
+
+    setup_topics(cluster)
+    produce_lines(cluster, 0, 50)
+    a = App(cluster, "wc", topology(), client_id="a", heartbeat_interval=0.3,
+            state_dir=tmp_path / "a", commit_interval=0.05)  # fmt: skip
+    totals = {}
+
+    def counted() -> bool:
+        totals.update({key: sum(t.stores["counts"].all().values()) for key, t in a.tasks.items()})
+        lag = a.consumer.lag()
+        return len(lag) == 2 and not any(lag.values()) and len(totals) == 2 and all(totals.values())
+
+    run_until(a, counted)  # every line counted and committed; a leaves
+    monkeypatch.setattr(_ranges, "RANGE_WAIT", 0.2)
+    faulty = FaultyCluster(
+        cluster, FaultPlan(fetch_drop=1.0, topics={changelog_topic("wc", "counts")})
+    )
+    b = App(faulty, "wc", topology(), client_id="b", heartbeat_interval=0.3,
+            state_dir=tmp_path / "b", commit_interval=0.05)  # fmt: skip
+    t = threading.Thread(target=b.run, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(b.tasks_not_set_up) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert b.tasks_not_set_up == sorted(totals) and not b.tasks
+        faulty.plan = FaultPlan()  # the changelog answers again; no line is produced
+        while (b.tasks_not_set_up or len(b.tasks) < 2) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert b.tasks_not_set_up == []
+        restored = {key: sum(t.stores["counts"].all().values()) for key, t in b.tasks.items()}
+        assert restored == totals
+        assert t.is_alive()  # run() goes on
+    finally:
+        b.close()
+        t.join(10)
+    assert not t.is_alive()
+
+
 def test_a_task_whose_set_up_fails_stops_the_app(cluster, tmp_path, monkeypatch):
     """Records of a task whose set-up (its restore) failed were in hand and unprocessed; a
     second run() went on, and the task's next commit passed them. It stops the App, as a
