@@ -637,6 +637,9 @@ class _PartitionReader:
         # librdkafka's position before the last seek: after an assign, position() may still
         # answer it for a while (seen on Kafka 4.1); None once a record came or it was reset
         self._stale: int | None = None
+        # offsets librdkafka passed without a record to hand out (markers, aborted records):
+        # a read from inside them goes on from their end rather than seeking back into them
+        self._no_records: tuple[int, int] | None = None
         self._pending: collections.deque[Any] = collections.deque()
         self.last_used = time.monotonic()
         self.renewals = 0  # librdkafka consumers replaced after a stall
@@ -687,7 +690,7 @@ class _PartitionReader:
         """librdkafka's messages from ``offset`` on (up to about ``max_bytes``)."""
         self.last_used = time.monotonic()
         head = self._pending[0].offset() if self._pending else self._position
-        if head != offset:
+        if head != offset and not self._passed(offset):
             self._seek(offset)
         consumer = self._consumer
         assert consumer is not None
@@ -712,8 +715,22 @@ class _PartitionReader:
         position = self._fresh_position(consumer)
         if position is None or position <= offset:
             return False
+        gap = self._no_records
+        start = gap[0] if gap is not None and gap[0] <= offset <= gap[1] else offset
         self._position = position
+        self._no_records = (start, position)
         return True
+
+    def _passed(self, offset: int) -> bool:
+        """Is ``offset`` among those passed without a record, and the reader where they
+        end (nothing handed out since)? A read from there needs no seek back."""
+        gap = self._no_records
+        return (
+            gap is not None
+            and not self._pending
+            and gap[0] <= offset < gap[1]
+            and gap[1] == self._position
+        )
 
     def _librdkafka_position(self, consumer: Consumer) -> int | None:
         try:

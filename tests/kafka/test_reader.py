@@ -354,9 +354,13 @@ def test_librdkafkas_read_moves_past_a_trailing_marker_as_the_batch_reader_does(
                 for k, v in zip(cols[2], cols[3], strict=True)
             ]
             assert read == [*a, *b, *c]  # read_uncommitted, as the replay reads, to the end
-            # from the marker again, where the position before the seek is the answer too
+            # from the marker again: no seek back into it, the answer is at hand
             assert fallback.fetch_columns(topic, 0, 10, max_wait=1.0) == PastMarkers(11)
             assert fallback.fetch_columns(topic, 0, 7, max_wait=1.0)[0] == [8, 9]
+            # after a seek back, where the position before the seek is the answer too (the
+            # position librdkafka still gives at first is not taken for the new one's)
+            assert fallback.fetch_columns(topic, 0, 0, max_wait=1.0)[0][:1] == [0]
+            assert fallback.fetch_columns(topic, 0, 10, max_wait=1.0) == PastMarkers(11)
         # a record after the marker is handed out from the marker's offset
         _produce(bootstrap, topic, [_pairs("after", 1)])
         got = fallback.fetch_columns(topic, 0, 10, max_wait=5.0)
