@@ -702,24 +702,24 @@ class _PartitionReader:
                 first = consumer.poll(max_wait)
                 if first is not None:
                     self._take([first, *consumer.consume(want - 1, 0)])
-            if not self._pending and not self._skipped(consumer, offset):
+            if not self._pending:
                 self._wait_if_behind(consumer, offset, want)
         return self._take_pending(offset, max_bytes, max_records)
 
-    def _skipped(self, consumer: Consumer, offset: int) -> bool:
+    def _skipped(self, consumer: Consumer, offset: int) -> int | None:
         """Nothing was handed out from ``offset``, yet librdkafka's position moved past it:
         what it passed holds no record to give (transaction markers; for a read-committed
         reader, aborted records too). Its position is then the reader's, and there is
         nothing to wait for there (a trailing marker cost a 10 s wait a read, and a read up
-        to the log end waited at it for good)."""
+        to the log end waited at it for good). Returns that position, or None."""
         position = self._fresh_position(consumer)
         if position is None or position <= offset:
-            return False
+            return None
         gap = self._no_records
         start = gap[0] if gap is not None and gap[0] <= offset <= gap[1] else offset
         self._position = position
         self._no_records = (start, position)
-        return True
+        return position
 
     def _passed(self, offset: int) -> bool:
         """Is ``offset`` among those passed without a record, and the reader where they
@@ -817,6 +817,13 @@ class _PartitionReader:
         for renewed in (False, True):
             started = time.monotonic()
             while offset < high and not self._pending:
+                past = self._skipped(consumer, offset)
+                if past is not None:
+                    # past markers (or aborted records): wait on for records after them,
+                    # if the log holds more (a caller that stops at an answer of nothing,
+                    # as the CLI's read, would miss them)
+                    offset = past
+                    continue
                 waited = time.monotonic() - started
                 if waited >= _EMPTY_CHECK_WAIT or (
                     self._stale is not None and waited >= _STALE_POSITION_WAIT
@@ -825,8 +832,6 @@ class _PartitionReader:
                 first = consumer.poll(0.5)
                 if first is not None:
                     self._take([first, *consumer.consume(want - 1, 0)])
-                elif self._skipped(consumer, offset):
-                    return
             if renewed or self._pending or offset >= high:
                 return
             if self._stale is not None:
