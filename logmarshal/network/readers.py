@@ -709,9 +709,9 @@ class _PartitionReader:
     def _skipped(self, consumer: Consumer, offset: int) -> int | None:
         """Nothing was handed out from ``offset``, yet librdkafka's position moved past it:
         what it passed holds no record to give (transaction markers; for a read-committed
-        reader, aborted records too). Its position is then the reader's, and there is
-        nothing to wait for there (a trailing marker cost a 10 s wait a read, and a read up
-        to the log end waited at it for good). Returns that position, or None."""
+        reader, aborted records too). Returns that position, now the reader's (records, if
+        any, come from there: waiting for one at ``offset`` cost 10 s a read at a trailing
+        marker, and a read up to the log end waited at it for good), or None."""
         position = self._fresh_position(consumer)
         if position is None or position <= offset:
             return None

@@ -346,16 +346,16 @@ class App:
         if epoch is None:
             log.info("task %s/%d assigned but no longer held: not set up", name, p)
             return
-        self._release_task_dir((name, p))  # a failed set-up's, if any
+        self._release_task_dir(key)  # a failed set-up's, if any
         stores: dict[str, KeyValueStore] = {}
         try:
-            directory = self._task_dir((name, p), sub)
+            directory = self._task_dir(key, sub)
             for s in sub.stores:
                 stores[s] = self._make_store(s, directory)
         except BaseException:
             for store in stores.values():  # (a store that cannot open: the others
                 store.close()  # must not stay open, nor the directory locked)
-            self._release_task_dir((name, p))
+            self._release_task_dir(key)
             raise
         task = Task(
             self.application_id,
@@ -374,14 +374,14 @@ class App:
         except Fenced as exc:
             log.warning("task %s not set up: %s", task.task_id, exc)
             task.close()
-            self._release_task_dir((name, p))
+            self._release_task_dir(key)
             return
         except BaseException:
             task.close()  # its files must not stay open (and locked) in this process
-            self._release_task_dir((name, p))
+            self._release_task_dir(key)
             raise
-        self.tasks[(name, p)] = task
-        self._uncommitted[(name, p)] = []
+        self.tasks[key] = task
+        self._uncommitted[key] = []
         starts = {}
         for topic in sub.source_topics:
             held = self.consumer.position(topic, p)

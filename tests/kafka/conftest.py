@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from logmarshal.localkafka import KafkaCluster, KafkaStartError, KafkaUnavailable, missing_tools
+from logmarshal.network import NetworkCluster
 
 
 def kafka_required() -> bool:
@@ -68,3 +69,13 @@ def kafka(tmp_path_factory) -> Iterator[KafkaCluster]:
 @pytest.fixture
 def bootstrap(kafka: KafkaCluster) -> str:
     return kafka.bootstrap
+
+
+@pytest.fixture
+def librdkafka_only(bootstrap: str) -> Iterator[NetworkCluster]:
+    """A NetworkCluster that reads as it must under SASL (or TLS settings beyond CA, client
+    certificate and hostname check): the stored batches cannot be fetched, and the replay
+    and ``fetch_columns`` read records through librdkafka."""
+    with NetworkCluster(bootstrap, timeout=30.0) as c:
+        c._batches_ok = False
+        yield c

@@ -224,8 +224,21 @@ def _foreign_transactions(bootstrap: str, group: str, outcomes: list[tuple[int, 
             producer.abort_transaction(30)
 
 
+def _replayer(cluster: NetworkCluster, client_id: str, group: str) -> Marshaler:
+    """A Marshaler of ``group`` on one coordination partition, without snapshots."""
+    return Marshaler(
+        cluster,
+        client_id,
+        group,
+        1.0,
+        coordination_partitions=1,
+        fetch_wait=0.1,
+        snapshot_interval=None,
+    )
+
+
 def test_foreign_transactions_in_marshal_replay_alike_on_both_read_paths(
-    cluster: NetworkCluster, bootstrap: str
+    cluster: NetworkCluster, bootstrap: str, librdkafka_only: NetworkCluster
 ) -> None:
     """__marshal is replayed as stored (docs/broker.md, "Apache Kafka"): a transaction
     marker is never a record, and a record of an aborted transaction counts like any other
@@ -234,11 +247,7 @@ def test_foreign_transactions_in_marshal_replay_alike_on_both_read_paths(
     The stored-batch reader and librdkafka's read (the fallback where the batches cannot be
     fetched, e.g. SASL) give the same worlds."""
     group = f"g-{uuid.uuid4().hex[:8]}"
-    m = Marshaler(
-        cluster, "a", group, 1.0, coordination_partitions=1, fetch_wait=0.1, snapshot_interval=None
-    )
-    fallback = NetworkCluster(bootstrap, timeout=30.0)
-    fallback._batches_ok = False  # as under SASL: replay reads through librdkafka
+    m = _replayer(cluster, "a", group)
     other = None
     try:
         _foreign_transactions(bootstrap, group, [(1, True), (2, False)])
@@ -251,53 +260,32 @@ def test_foreign_transactions_in_marshal_replay_alike_on_both_read_paths(
         assert [m.holder("orders", p) for p in range(3)] == [m.identity, foreign, foreign]
         assert m.skipped_batches == 0
 
-        other = Marshaler(
-            fallback,
-            "b",
-            group,
-            1.0,
-            coordination_partitions=1,
-            fetch_wait=0.1,
-            snapshot_interval=None,
-        )
-        assert fallback.fetch_batches(COORDINATION_TOPIC, 0, 0) is None  # librdkafka's path
+        other = _replayer(librdkafka_only, "b", group)
+        assert librdkafka_only.fetch_batches(COORDINATION_TOPIC, 0, 0) is None
         assert other.wait_caught_up(20)
         assert _worlds(other) == _worlds(m)
     finally:
         m.close()
         if other is not None:
             other.close()
-        fallback.close()
 
 
 def test_a_replay_is_caught_up_when_marshal_ends_with_a_transaction_marker(
-    cluster: NetworkCluster, bootstrap: str
+    cluster: NetworkCluster, bootstrap: str, librdkafka_only: NetworkCluster
 ) -> None:
     """A transaction marker takes an offset and is no record: the replay's position moves past
     it (``_coordlog.PastMarkers``), or a catch-up to the log's end (after a stall, at start-up)
     would wait at a trailing marker for a record that may never come. On both read paths:
     librdkafka's (where the batches cannot be fetched, e.g. SASL) answers it too."""
     group = f"g-{uuid.uuid4().hex[:8]}"
-    m = Marshaler(
-        cluster, "a", group, 1.0, coordination_partitions=1, fetch_wait=0.1, snapshot_interval=None
-    )
-    fallback = NetworkCluster(bootstrap, timeout=30.0)
-    fallback._batches_ok = False  # as under SASL: replay reads through librdkafka
+    m = _replayer(cluster, "a", group)
     other = None
     try:
         _foreign_transactions(bootstrap, group, [(1, True)])
         _wait_end(cluster, 2)  # the claim, its COMMIT
         assert m.wait_caught_up(5)
         assert m.replay_offsets() == {0: 2}  # past the marker
-        other = Marshaler(
-            fallback,
-            "b",
-            group,
-            1.0,
-            coordination_partitions=1,
-            fetch_wait=0.1,
-            snapshot_interval=None,
-        )
+        other = _replayer(librdkafka_only, "b", group)
         assert other.wait_caught_up(5)
         assert other.replay_offsets() == {0: 2}
         assert _worlds(other) == _worlds(m)
@@ -305,4 +293,3 @@ def test_a_replay_is_caught_up_when_marshal_ends_with_a_transaction_marker(
         m.close()
         if other is not None:
             other.close()
-        fallback.close()

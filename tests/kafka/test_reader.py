@@ -330,7 +330,7 @@ def test_a_trailing_marker_long_polls_instead_of_answering_at_once(
 
 
 def test_librdkafkas_read_moves_past_a_trailing_marker_as_the_batch_reader_does(
-    bootstrap: str,
+    bootstrap: str, librdkafka_only: NetworkCluster
 ) -> None:
     """Where stored batches cannot be fetched (SASL), the coordination log is read through
     librdkafka, whose position moves past a transaction marker without a record to hand
@@ -338,35 +338,31 @@ def test_librdkafkas_read_moves_past_a_trailing_marker_as_the_batch_reader_does(
     wait, every time, so a read up to the log's end (an audit's export, ``group
     describe``) waited at a trailing marker for 60 s and failed, and a replay spun on it."""
     topic = _name("tx-end-rdk")
-    fallback = NetworkCluster(bootstrap, timeout=30.0)
-    fallback._batches_ok = False  # as under SASL
-    try:
-        fallback.create_topic(topic, 1)
-        a, b, c = _transactional_log(fallback, bootstrap, topic)
-        assert fallback.fetch_batches(topic, 0, 10) is None  # librdkafka's path
+    fallback = librdkafka_only
+    fallback.create_topic(topic, 1)
+    a, b, c = _transactional_log(fallback, bootstrap, topic)
+    assert fallback.fetch_batches(topic, 0, 10) is None  # librdkafka's path
+    assert fallback.fetch_columns(topic, 0, 10, max_wait=1.0) == PastMarkers(11)
+    # again after a seek back: librdkafka's position after an assign can still be the
+    # last one's for a while (11: taken for this read's, every record was skipped)
+    for _ in range(3):
+        read = [
+            (k, v)
+            for cols in coordlog.iter_columns(fallback, 0, 0, 11, topic=topic)
+            for k, v in zip(cols[2], cols[3], strict=True)
+        ]
+        assert read == [*a, *b, *c]  # read_uncommitted, as the replay reads, to the end
+        # from the marker again: no seek back into it, the answer is at hand
         assert fallback.fetch_columns(topic, 0, 10, max_wait=1.0) == PastMarkers(11)
-        # again after a seek back: librdkafka's position after an assign can still be the
-        # last one's for a while (11: taken for this read's, every record was skipped)
-        for _ in range(3):
-            read = [
-                (k, v)
-                for cols in coordlog.iter_columns(fallback, 0, 0, 11, topic=topic)
-                for k, v in zip(cols[2], cols[3], strict=True)
-            ]
-            assert read == [*a, *b, *c]  # read_uncommitted, as the replay reads, to the end
-            # from the marker again: no seek back into it, the answer is at hand
-            assert fallback.fetch_columns(topic, 0, 10, max_wait=1.0) == PastMarkers(11)
-            assert fallback.fetch_columns(topic, 0, 7, max_wait=1.0)[0] == [8, 9]
-            # after a seek back, where the position before the seek is the answer too (the
-            # position librdkafka still gives at first is not taken for the new one's)
-            assert fallback.fetch_columns(topic, 0, 0, max_wait=1.0)[0][:1] == [0]
-            assert fallback.fetch_columns(topic, 0, 10, max_wait=1.0) == PastMarkers(11)
-        # a record after the marker is handed out from the marker's offset
-        _produce(bootstrap, topic, [_pairs("after", 1)])
-        got = fallback.fetch_columns(topic, 0, 10, max_wait=5.0)
-        assert not isinstance(got, PastMarkers) and got[0] == [11]
-    finally:
-        fallback.close()
+        assert fallback.fetch_columns(topic, 0, 7, max_wait=1.0)[0] == [8, 9]
+        # after a seek back, where the position before the seek is the answer too (the
+        # position librdkafka still gives at first is not taken for the new one's)
+        assert fallback.fetch_columns(topic, 0, 0, max_wait=1.0)[0][:1] == [0]
+        assert fallback.fetch_columns(topic, 0, 10, max_wait=1.0) == PastMarkers(11)
+    # a record after the marker is handed out from the marker's offset
+    _produce(bootstrap, topic, [_pairs("after", 1)])
+    got = fallback.fetch_columns(topic, 0, 10, max_wait=5.0)
+    assert not isinstance(got, PastMarkers) and got[0] == [11]
 
 
 def test_a_member_reader_at_a_marker_or_an_open_transaction_sees_no_stall(
