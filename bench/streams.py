@@ -9,7 +9,10 @@
    steadiest, and the streams layer's own overhead); and the same over two co-partitioned
    topics, where each task is partition p of both (one claim, a position vector in its
    heartbeats), vs the loop reading both topics as four partitions;
-2. restore time of a store vs its changelog size (in-memory and sqlite).
+2. the word count App with retries (``RetryPolicy(max_attempts=3)``: each record atomic,
+   its store writes journaled to be undone if it fails) beside the default App (one
+   attempt), alternating, CPU time of the processing thread: what atomic records cost;
+3. restore time of a store vs its changelog size (in-memory and sqlite).
 
     python3 bench/streams.py [--lines 20000] [--rounds 5] [--sizes 1000,10000,50000]
                              [--profile 25]
@@ -39,6 +42,7 @@ if sys.path[1:2] == [str(Path(__file__).resolve().parent)]:
     del sys.path[1]
 
 from logmarshal import Consumer, EmbeddedCluster, Marshaler
+from logmarshal.retry import RetryPolicy
 from logmarshal.streams import App, InMemoryStore, SqliteStore, StoreSpec, Topology
 from logmarshal.streams.examples import WordCountProcessor, word_count
 from logmarshal.streams.serde import string_deserializer, string_serializer
@@ -101,6 +105,7 @@ def streams_time(
     app_id: str,
     two: bool = False,
     profile: cProfile.Profile | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Timing:
     """Seconds for a fresh App (no state yet) to process ``n`` records: its first record
     (claim, restore), then the others (under ``profile`` if given)."""
@@ -114,6 +119,7 @@ def streams_time(
         state_dir=f"{tmp}/state",
         commit_interval=0.1,
         consumer_options={"batch_size": 500},
+        retry=retry,
     )
     start = time.perf_counter()
     start_cpu = time.process_time()
@@ -202,6 +208,34 @@ def compare(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int, two: bool) 
         print(f"    overhead ratio (App time / loop time):   {app / loop:7.2f}x  (rounds: {each})")
 
 
+def atomic_cost(cluster: EmbeddedCluster, n: int, tmp: str, rounds: int) -> None:
+    """The App with retries (each record atomic: its store writes journaled, undone if it
+    fails) beside the default App (one attempt), alternating; processing-thread CPU."""
+    plain, atomic = [], []
+    retry = RetryPolicy(max_attempts=3)
+    for r in range(rounds):
+        first, second = (plain, atomic) if r % 2 else (atomic, plain)
+        first.append(
+            streams_time(cluster, n, tmp, f"bench-at{r}a", retry=retry if first is atomic else None)
+        )
+        second.append(
+            streams_time(
+                cluster, n, tmp, f"bench-at{r}b", retry=retry if second is atomic else None
+            )
+        )
+    base = statistics.median(t[3] for t in plain)
+    journaled = statistics.median(t[3] for t in atomic)
+    each = " ".join(f"{a[3] / b[3]:.2f}" for a, b in zip(atomic, plain, strict=True))
+    print(f"    default App (one attempt):               {base:7.3f} s {n / base:>9,.0f} records/s")
+    print(
+        f"    App with retries (atomic records):       {journaled:7.3f} s "
+        f"{n / journaled:>9,.0f} records/s"
+    )
+    print(
+        f"    ratio (retries / default):               {journaled / base:7.2f}x  (rounds: {each})"
+    )
+
+
 def restore_time(
     cluster: EmbeddedCluster, size: int, kind: str, tmp: str, again: bool = False
 ) -> float:
@@ -275,6 +309,11 @@ def main() -> None:
             "partition p of both; the loop reads 4 partitions):"
         )
         compare(cluster, 2 * args.lines, tmp, args.rounds, two=True)
+        print(
+            "word count with retries, each record atomic (CPU time of the processing thread, "
+            "from the first record on):"
+        )
+        atomic_cost(cluster, args.lines, tmp, args.rounds)
         print("restore time vs changelog size (records; 1/4 distinct keys):")
         print(f"  {'records':>8} {'memory s':>9} {'sqlite s':>9} {'sqlite, file current s':>23}")
         for size in (int(s) for s in args.sizes.split(",")):

@@ -167,11 +167,14 @@ def _read(args: argparse.Namespace, ctx: Context) -> int:
         batch = cluster.fetch(topic, partition, offset, max_bytes=_FETCH_BYTES, max_wait=args.wait)
         if not batch:
             if end is not None:
-                # records were there when the read began: say where it stopped (offsets a
-                # compaction removed at the log's tail, or a broker that answered nothing)
+                # offsets were there when the read began: say where it stopped, and why
+                # that can be (a read of committed records answers nothing for a tail of
+                # transaction markers, as Kafka's tools do)
                 print(
                     f"logmarshal: no records from offset {offset} on, though "
-                    f"{topic}/{partition} ended at {end} when the read began",
+                    f"{topic}/{partition} ended at {end} when the read began (offsets that "
+                    "hold no record to show: transaction markers, aborted or compacted-away "
+                    "records; or a broker that answered nothing)",
                     file=sys.stderr,
                 )
             break

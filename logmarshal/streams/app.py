@@ -99,9 +99,11 @@ class App:
 
     ``state_dir``: where persistent (sqlite, rocksdb) stores live, one file (a directory
     for rocksdb) per task and store.
-    ``retry``: a record whose processing raises is retried per the policy (state changes
-    of a failed attempt are discarded by reprocessing from the last commit is NOT done:
-    processors should raise before they write); then dead-lettered, or the app stops.
+    ``retry``: a record whose processing raises is retried per the policy, then
+    dead-lettered, or the app stops (the default: one attempt, no dead-letter topic). With
+    retries or a dead-letter topic, each record is atomic: what a failed attempt wrote to
+    the stores is undone and its sink writes are dropped before the next attempt or the
+    dead-lettering (a processor's own fields are not: keep state in stores).
     """
 
     def __init__(
@@ -367,6 +369,7 @@ class App:
             self.cluster.partitions,
             self._now_ms,
             epoch=epoch,
+            atomic_records=self.retry.max_attempts > 1 or self.retry.dead_letter_topic is not None,
         )
         started = time.monotonic()
         try:

@@ -165,6 +165,9 @@ class KeyValueStore:
         #: cache key -> value, equal to the engine's (shadowed by ``_writes``)
         self._reads: dict[str | bytes, Any] = {}
         self._cache_entries = cache_entries
+        #: while records are atomic (:meth:`_journal_writes`): cache key -> the value the key
+        #: had before the current input record's first write of it; None: not journaling
+        self._journal: dict[str | bytes, Any] | None = None
 
     # raw access, implemented by engines
     def _get(self, key: bytes) -> bytes | None:
@@ -220,6 +223,10 @@ class KeyValueStore:
     def put(self, key: Any, value: Any) -> None:
         """Set ``key``; a None value deletes it."""
         ck = key if type(key) is str and key.isascii() else self._cache_key(key)
+        journal = self._journal
+        if journal is not None and ck not in journal:  # atomic records: see _journal_writes
+            old = self._writes.get(ck, _MISSING)
+            journal[ck] = self.get(key) if old is _MISSING else old
         # an int that fits one 30-bit digit compares at C speed (a 1024-bit bound does not:
         # a generic comparison, twice a put); any other value is checked by _cacheable
         if (type(value) is int and -0x3FFFFFFF <= value <= 0x3FFFFFFF) or _cacheable(value):
@@ -228,7 +235,11 @@ class KeyValueStore:
             if len(writes) > self._cache_entries:
                 self._evict()
             return
-        # serialized now (see _cacheable): written through, replacing any cached write
+        self._write_through(ck, value)
+
+    def _write_through(self, ck: str | bytes, value: Any) -> None:
+        """A value not cached as an object (see _cacheable): serialized now and written to
+        the engine, replacing any cached write."""
         vb = json_serializer(value)
         kb = _encoded(ck)
         self._writes.pop(ck, None)
@@ -251,6 +262,30 @@ class KeyValueStore:
         else:
             attrs_.pop("put", None)
             attrs_.pop("delete", None)
+
+    # -- atomic records: what a failed input record wrote is undone ------------------------
+
+    def _journal_writes(self, on: bool) -> None:
+        """Journal every write, so that :meth:`_undo_record` can put back what the current
+        input record changed. A task turns it on when a failed record is retried or
+        dead-lettered (the App's retry policy): its attempt's writes must not stay. Off, a
+        ``put`` costs one attribute read more; on, about 100 ns (a journal entry per key
+        and record). Not a shadowing method as :meth:`_drop_writes` is: that gives the
+        instance a ``__dict__``, and every attribute read of the store gets slower."""
+        self._journal = {} if on else None
+
+    def _undo_record(self) -> None:
+        """The current input record failed: every key it wrote gets back the value it had
+        before (through the cache, as any write: the next commit logs it)."""
+        journal = self._journal
+        if not journal:
+            return
+        for ck, old in journal.items():
+            if _cacheable(old):
+                self._writes[ck] = old
+            else:
+                self._write_through(ck, old)
+        journal.clear()
 
     def flush(self) -> None:
         """Write the cached writes to the engine and the dirty set (one encoding per key);

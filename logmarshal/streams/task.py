@@ -151,6 +151,7 @@ class Task:
         partitions_of: Callable[[str], int],
         now_ms: Callable[[], int],
         epoch: int = NO_EPOCH,
+        atomic_records: bool = False,
     ) -> None:
         self.application_id = application_id
         #: the fencing epoch of the claim this task runs under (tags its changelog records)
@@ -201,6 +202,15 @@ class Task:
             name: tuple(self._delivery[c] for c in children)
             for name, children in self._children.items()
         }
+        #: whether a record whose processing raised leaves nothing behind (see
+        #: :meth:`process_batch`); its sink writes wait in ``_held`` until it succeeded
+        self.atomic_records = atomic_records
+        self._held: list[tuple] = []
+        if atomic_records:
+            for store in stores.values():
+                store._journal_writes(True)
+        #: the stores' journals (each emptied after a record that succeeded)
+        self._journals = [s._journal for s in stores.values() if s._journal is not None]
         for name, proc in self._processors.items():
             proc.init(_Context(self, name))
 
@@ -236,7 +246,14 @@ class Task:
 
         The loop is the streams layer's per-record cost (docs/performance.md, "Streams"):
         a record is one ``tuple.__new__``, and a source with one child (the usual one)
-        hands it over without a loop."""
+        hands it over without a loop.
+
+        With ``atomic_records``, a record whose processing raised leaves nothing behind
+        before ``on_error`` sees it: its store writes are undone and its sink writes
+        dropped, so a retry or a dead-lettering does not keep half of it (a word count's
+        line counted in part, then counted again). A stream-time punctuator's failure is
+        not the record's: it propagates, as a wall-clock one's does."""
+        atomic = self.atomic_records
         positions = self.positions
         guards_of = self._guards
         topic = ""  # no topic is named "": the first message looks its source up
@@ -274,20 +291,44 @@ class Task:
                 else:
                     for deliver in deliveries:
                         deliver(record)
-                positions[topic] = offset + 1
-                if ts > self.stream_time:
-                    self.stream_time = ts
-                    if ts >= self._stream_due:
-                        self.current = None
-                        self._punctuate(PunctuationType.STREAM_TIME, ts)
+                if atomic:
+                    self._keep_record()
             except Exception as exc:
                 self.current = None
+                if atomic:
+                    self._undo_record()
                 if on_error is None:
                     raise
                 on_error(m, exc)
+                continue
+            positions[topic] = offset + 1
+            if ts > self.stream_time:
+                self.stream_time = ts
+                if ts >= self._stream_due:
+                    self.current = None
+                    self._punctuate(PunctuationType.STREAM_TIME, ts)
         # a wall-clock punctuation, or a record forwarded outside processing, has no input
         # record behind it
         self.current = None
+
+    def _keep_record(self) -> None:
+        """An atomic record succeeded: its sink writes go out, then its store writes stay
+        (a sink write refused here fails the record, whose store writes are still undone)."""
+        held = self._held
+        if held:
+            self._held = []
+            send = self._send
+            for args in held:
+                send(*args)
+        for journal in self._journals:
+            if journal:
+                journal.clear()
+
+    def _undo_record(self) -> None:
+        """An atomic record failed: its store writes are undone, its sink writes dropped."""
+        for store in self.stores.values():
+            store._undo_record()
+        self._held = []
 
     @staticmethod
     def _deliver_guarded(
@@ -338,7 +379,10 @@ class Task:
                     f"sink {sink.name!r}: partitioner returned {partition!r} for {n} partitions"
                 )
         ts = record.timestamp if record.timestamp >= 0 else self._now_ms()
-        self._send(sink.topic, key, value, partition, ts, record.headers)
+        if self.atomic_records and self.current is not None:
+            self._held.append((sink.topic, key, value, partition, ts, record.headers))
+        else:
+            self._send(sink.topic, key, value, partition, ts, record.headers)
 
     def _rebuild_guards(self) -> None:
         """After a restore: which stores' writes to drop for which input (store_positions)."""

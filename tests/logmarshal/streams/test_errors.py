@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 
 from logmarshal.retry import HandlerFailed, RetryPolicy
-from logmarshal.streams import App, Processor, StoreSpec, Topology
+from logmarshal.streams import App, Processor, PunctuationType, StoreSpec, Topology
 from logmarshal.streams.task import read_changelog
 from storage import NewRecord
 
@@ -145,3 +145,124 @@ def test_a_failed_sink_write_commits_nothing_after_it(cluster, tmp_path, monkeyp
     again.close()
     assert read_changelog(cluster, "sinkfail", "n", 0) == ({"a": 1, "b": 1}, {"in": 2})
     assert sorted(m.value for m in cluster.fetch("out", 0, 0)) == [b"1", b"1"]
+
+
+class WordsFailingMidLine(Processor):
+    """Counts a line's words and forwards each count; a line's word "boom" raises after the
+    words before it were counted, on the first ``fails`` attempts of that line."""
+
+    fails: ClassVar[int] = 1
+    attempts: ClassVar[dict[int, int]] = {}
+
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("n")
+
+    def process(self, record):
+        tried = WordsFailingMidLine.attempts[record.offset] = (
+            WordsFailingMidLine.attempts.get(record.offset, 0) + 1
+        )
+        for word in record.value.split():
+            if word == "boom" and tried <= WordsFailingMidLine.fails:
+                raise ValueError("boom")
+            count = (self.store.get(word) or 0) + 1
+            self.store.put(word, count)
+            self.context.forward(word, count)
+
+
+def run_words(cluster, tmp_path, lines, retry) -> None:
+    feed(cluster, lines)
+    cluster.create_topic("out", 1)
+    WordsFailingMidLine.attempts = {}
+    t = Topology().add_source("s", "in").add_processor("p", WordsFailingMidLine, "s")
+    t = t.add_state_store(StoreSpec("n"), "p").add_sink("o", "out", "p")
+    app = App(
+        cluster,
+        "words",
+        t,
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        commit_interval=0.05,
+        retry=retry,
+    )
+    thread = threading.Thread(target=app.run, kwargs={"max_records": len(lines)})
+    thread.start()
+    thread.join(20)
+    app.close()
+    assert not thread.is_alive()
+
+
+def test_a_retried_line_counts_its_words_once_though_its_failed_attempt_counted_some(
+    cluster, tmp_path
+):
+    WordsFailingMidLine.fails = 1
+    run_words(cluster, tmp_path, ["a b", "a b boom c", "a"], RetryPolicy(max_attempts=2, backoff=0))
+    assert WordsFailingMidLine.attempts == {0: 1, 1: 2, 2: 1}
+    counts = {"a": 3, "b": 2, "boom": 1, "c": 1}
+    assert read_changelog(cluster, "words", "n", 0) == (counts, {"in": 3})
+    # the failed attempt's forwards ("a" 2, "b" 2) were dropped with its writes
+    out = [(m.key, m.value) for m in cluster.fetch("out", 0, 0)]
+    assert out == [
+        (b'"a"', b"1"), (b'"b"', b"1"),
+        (b'"a"', b"2"), (b'"b"', b"2"), (b'"boom"', b"1"), (b'"c"', b"1"),
+        (b'"a"', b"3"),
+    ]  # fmt: skip
+
+
+def test_a_dead_lettered_line_leaves_no_count_and_no_output(cluster, tmp_path):
+    WordsFailingMidLine.fails = 5
+    run_words(
+        cluster,
+        tmp_path,
+        ["a", "a boom", "a"],
+        RetryPolicy(max_attempts=2, backoff=0, dead_letter_topic="dlq"),
+    )
+    assert WordsFailingMidLine.attempts == {0: 1, 1: 2, 2: 1}
+    assert read_changelog(cluster, "words", "n", 0) == ({"a": 2}, {"in": 3})
+    out = [(m.key, m.value) for m in cluster.fetch("out", 0, 0)]
+    assert out == [(b'"a"', b"1"), (b'"a"', b"2")]
+    assert [m.value for m in cluster.fetch("dlq", 0, 0)] == [b'"a boom"']
+
+
+class PunctuatorFails(CountOrFail):
+    processed: ClassVar[list[int]] = []
+
+    def init(self, context):
+        super().init(context)
+        context.schedule(1000, PunctuationType.STREAM_TIME, self.punctuate)
+
+    def process(self, record):
+        PunctuatorFails.processed.append(record.offset)
+        super().process(record)
+
+    def punctuate(self, now):
+        raise RuntimeError("the punctuator failed")
+
+
+def test_a_failing_stream_time_punctuator_stops_the_app_without_retrying_its_record(
+    cluster, tmp_path
+):
+    """The punctuator, not the record that moved stream time, failed: retrying (or
+    dead-lettering) that record would count it twice (or drop a record that succeeded)."""
+    now = int(time.time() * 1000)
+    cluster.create_topic("in", 1)
+    cluster.produce(
+        "in", 0, [NewRecord(b'"a"', timestamp=now), NewRecord(b'"b"', timestamp=now + 5000)]
+    )
+    PunctuatorFails.processed = []
+    t = Topology().add_source("s", "in").add_processor("p", PunctuatorFails, "s")
+    app = App(
+        cluster,
+        "punct",
+        t.add_state_store(StoreSpec("n"), "p"),
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        retry=RetryPolicy(max_attempts=3, backoff=0, dead_letter_topic="dlq"),
+    )
+    with pytest.raises(RuntimeError, match="the punctuator failed"):
+        app.run(max_records=2)
+    app.close()
+    assert PunctuatorFails.processed == [0, 1]
+    assert "dlq" not in cluster.topics()

@@ -198,3 +198,94 @@ def test_an_answer_of_nothing_yet_is_waited_for_not_taken_for_the_changelogs_end
     never = FaultyCluster(cluster, FaultPlan(fetch_drop=1.0, topics=changelogs))
     with pytest.raises(RetriableError, match=r"app-a-changelog/0: no records from offset 0"):
         read_changelog(never, "app", "a", 0)
+
+
+class Writer(Processor):
+    """Every kind of write a record can make, to both stores, and a forward to the sink;
+    a record whose value is "fail" raises after all of them."""
+
+    def init(self, context):
+        super().init(context)
+        self.a = context.get_state_store("a")
+        self.b = context.get_state_store("b")
+
+    def process(self, record):
+        for store in (self.a, self.b):
+            store.put("n", (store.get("n") or 0) + 1)  # a cached scalar
+            store.put("seen", [*(store.get("seen") or []), record.offset])  # written through
+            store.put(["k", record.offset], 1)  # a key that did not exist
+            store.delete("gone")
+            store.put("n", store.get("n") + 10)  # a key written twice by one record
+        self.context.forward("out", record.offset)
+        if record.value == "fail":
+            raise ValueError("after every write")
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_an_atomic_record_that_fails_leaves_no_store_or_sink_write_behind(cluster, state, atomic):
+    """With atomic records (an App that retries or dead-letters), a failing record's store
+    writes are undone and its sink writes dropped, in every engine and whatever the write
+    (cached, written through, evicted by a full cache, a delete); without, they stay (what
+    a retry then applies twice)."""
+    cluster.create_topic("app-a-changelog", 1)
+    cluster.create_topic("app-b-changelog", 1)
+    topo = Topology().add_source("s", "in").add_processor("p", Writer, "s")
+    topo = topo.add_state_store(StoreSpec("a"), "p").add_state_store(
+        StoreSpec("b", state.kind), "p"
+    )
+    topo = topo.add_sink("o", "out", "p")
+    (sub,) = topo.subtopologies()
+    stores = {"a": InMemoryStore("a"), "b": state.store("t", "b")}
+    stores["a"]._cache_entries = 2  # store a's cache overflows within a record: evicted
+    sent: list[tuple] = []
+    task = Task(
+        "app",
+        topo,
+        sub,
+        0,
+        stores,
+        lambda *a: sent.append(a),
+        lambda _t: 1,
+        lambda: NOW,
+        atomic_records=atomic,
+    )
+    task.restore(cluster)
+    for store in stores.values():
+        store.put("gone", "here")
+    ok = Message("in", 0, 0, NOW, None, b'"ok"')
+    task.process(ok)
+    before = {name: store.all() for name, store in stores.items()}
+    assert before["a"] == {"n": 11, "seen": [0], ("k", 0): 1}
+    failures: list[int] = []
+    task.process_batch(
+        [Message("in", 0, 1, NOW, None, b'"fail"')], lambda m, _exc: failures.append(m.offset)
+    )
+    assert failures == [1]
+    after = {name: store.all() for name, store in stores.items()}
+    if not atomic:
+        assert after["a"] == {"n": 22, "seen": [0, 1], ("k", 0): 1, ("k", 1): 1}
+        assert [s[2] for s in sent] == [b"0", b"1"]
+        return
+    assert after == before
+    assert [s[2] for s in sent] == [b"0"]
+    task.process(Message("in", 0, 2, NOW, None, b'"ok"'))
+    assert [s[2] for s in sent] == [b"0", b"2"]
+    task.write_changelogs(cluster)
+    for name in stores:
+        state_, positions = read_changelog(cluster, "app", name, 0)
+        assert state_ == {"n": 22, "seen": [0, 2], ("k", 0): 1, ("k", 2): 1}
+        assert positions == {"in": 3}
+    task.close()
+
+
+def test_a_record_whose_writes_a_restored_store_drops_keeps_the_store_journaled():
+    """The guard that drops a restored-ahead store's writes (by shadowing ``put``) leaves
+    the store journaling after the record: undo does not stop after the first such."""
+    store = InMemoryStore("a")
+    store._journal_writes(True)
+    store._drop_writes(True)
+    store.put("x", 1)  # dropped: the store reflects this record already
+    store._drop_writes(False)
+    store.put("x", 2)
+    store._undo_record()
+    assert store.all() == {}
