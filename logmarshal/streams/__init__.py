@@ -10,7 +10,14 @@ from .processor import (
     PunctuationType,
     StreamRecord,
 )
-from .stores import InMemoryStore, KeyValueStore, RocksDBStore, SqliteStore, StoreSpec
+from .stores import (
+    InMemoryStore,
+    KeyValueStore,
+    RocksDBStore,
+    SqliteStore,
+    StoreDamaged,
+    StoreSpec,
+)
 from .task import Task, changelog_topic
 from .topology import Topology, TopologyError
 
@@ -27,6 +34,7 @@ __all__ = [
     "PunctuationType",
     "RocksDBStore",
     "SqliteStore",
+    "StoreDamaged",
     "StoreSpec",
     "StreamRecord",
     "StreamsBuilder",

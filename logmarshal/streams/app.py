@@ -42,7 +42,7 @@ from ..errors import ClosedError
 from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
-from .stores import InMemoryStore, KeyValueStore, open_store
+from .stores import InMemoryStore, KeyValueStore, StoreDamaged, open_store
 from .task import Fenced, Task, changelog_topic
 from .topology import SubTopology, Topology, TopologyError
 
@@ -506,7 +506,11 @@ class App:
 
     def _failed(self, task: Task, message: Message, exc: Exception) -> None:
         """A record's processing raised: retry it per the policy, then dead-letter it (its
-        position moves past it) or raise :class:`HandlerFailed`."""
+        position moves past it) or raise :class:`HandlerFailed`. A damaged store is not the
+        record's fault: raised at once, never dead-lettered (it stops the App, whose next
+        set-up of the task restores the store from its changelog)."""
+        if isinstance(exc, StoreDamaged):
+            raise exc
         attempts = 1
         while attempts < self.retry.max_attempts:
             time.sleep(self.retry.delay(attempts, self._rng))
@@ -514,6 +518,8 @@ class App:
             try:
                 task.process(message)
                 return
+            except StoreDamaged:
+                raise
             except Exception as again:
                 exc = again
         if self.retry.dead_letter_topic is None:

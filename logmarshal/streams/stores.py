@@ -25,6 +25,7 @@ from typing import Any, cast
 import attrs
 from rocksdict import Options, Rdict, WriteBatch
 
+from ..errors import LogmarshalError
 from .serde import json_deserializer, json_serializer
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "KeyValueStore",
     "RocksDBStore",
     "SqliteStore",
+    "StoreDamaged",
     "StoreSpec",
     "open_store",
 ]
@@ -69,6 +71,23 @@ class StoreSpec:
             raise ValueError(
                 f'store kind must be "memory", "sqlite", "rocksdb" or "persistent", got {value!r}'
             )
+
+
+class StoreDamaged(LogmarshalError):
+    """A store's local files turned out damaged in use (a page SQLite finds malformed, a
+    RocksDB file corrupt or missing): not the record's fault, so it is never retried or
+    dead-lettered. The store deletes its files when it closes; the task's next set-up
+    restores it from its changelog, the durable copy."""
+
+    def __init__(self, store: str, path: str, cause: BaseException) -> None:
+        super().__init__(
+            f"store {store!r}: its local files at {path} are damaged ({cause}); they are "
+            "deleted when the task closes, and its next set-up restores the store from its "
+            "changelog"
+        )
+        self.store = store
+        self.path = path
+        self.cause = cause
 
 
 def _k(key: Any) -> bytes:
@@ -168,6 +187,8 @@ class KeyValueStore:
         #: while records are atomic (:meth:`_journal_writes`): cache key -> the value the key
         #: had before the current input record's first write of it; None: not journaling
         self._journal: dict[str | bytes, Any] | None = None
+        #: the damage found in the local files while in use (they go when the store closes)
+        self.damaged: StoreDamaged | None = None
 
     # raw access, implemented by engines
     def _get(self, key: bytes) -> bytes | None:
@@ -262,6 +283,14 @@ class KeyValueStore:
         else:
             attrs_.pop("put", None)
             attrs_.pop("delete", None)
+
+    def _check_damage(self, exc: BaseException) -> None:
+        """An engine call raised ``exc``: if it says the local files are damaged, raise
+        :class:`StoreDamaged` (and delete them at :meth:`close`); otherwise return, and the
+        caller raises ``exc`` itself (a full disk, a lock: not the files' content)."""
+        if _damaged(exc, in_use=True):
+            self.damaged = StoreDamaged(self.name, getattr(self, "_path", "?"), exc)
+            raise self.damaged from exc
 
     # -- atomic records: what a failed input record wrote is undone ------------------------
 
@@ -402,8 +431,9 @@ class SqliteStore(KeyValueStore):
 
     def __init__(self, name: str, path: str | os.PathLike[str]) -> None:
         super().__init__(name)
-        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
-        self._db = sqlite3.connect(os.fspath(path), check_same_thread=False)
+        self._path = os.fspath(path)
+        os.makedirs(os.path.dirname(self._path) or ".", exist_ok=True)
+        self._db = sqlite3.connect(self._path, check_same_thread=False)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -417,25 +447,44 @@ class SqliteStore(KeyValueStore):
             raise
 
     def _get(self, key: bytes) -> bytes | None:
-        row = self._db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+        try:
+            row = self._db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            self._check_damage(exc)
+            raise
         return None if row is None else bytes(row[0])
 
     def _put(self, key: bytes, value: bytes | None) -> None:
-        if value is None:
-            self._db.execute("DELETE FROM kv WHERE k = ?", (key,))
-        else:
-            self._db.execute("INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)", (key, value))
+        try:
+            if value is None:
+                self._db.execute("DELETE FROM kv WHERE k = ?", (key,))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)", (key, value))
+        except sqlite3.DatabaseError as exc:
+            self._check_damage(exc)
+            raise
 
     def _put_many(self, items: list[tuple[bytes, bytes | None]]) -> None:
         """One statement per kind for a whole flush: a commit's writes as batched upserts."""
-        self._db.executemany("DELETE FROM kv WHERE k = ?", [(k,) for k, v in items if v is None])
-        self._db.executemany(
-            "INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)",
-            [(k, v) for k, v in items if v is not None],
-        )
+        try:
+            self._db.executemany(
+                "DELETE FROM kv WHERE k = ?", [(k,) for k, v in items if v is None]
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)",
+                [(k, v) for k, v in items if v is not None],
+            )
+        except sqlite3.DatabaseError as exc:
+            self._check_damage(exc)
+            raise
 
     def _items(self) -> Iterator[tuple[bytes, bytes]]:
-        for k, v in self._db.execute("SELECT k, v FROM kv ORDER BY k").fetchall():
+        try:
+            rows = self._db.execute("SELECT k, v FROM kv ORDER BY k").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._check_damage(exc)
+            raise
+        for k, v in rows:
             yield bytes(k), bytes(v)
 
     def clear(self) -> None:
@@ -450,8 +499,12 @@ class SqliteStore(KeyValueStore):
         """Commit the local transaction together with the changelog offset it matches:
         writes not yet in the changelog stay uncommitted, so the file never runs ahead."""
         meta = json.dumps({"offset": changelog_offset, "positions": positions, "epoch": epoch})
-        self._db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('checkpoint', ?)", (meta,))
-        self._db.commit()
+        try:
+            self._db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('checkpoint', ?)", (meta,))
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            self._check_damage(exc)
+            raise
 
     def local_checkpoint(self) -> tuple[int, dict[str, int] | None, int | None] | None:
         row = self._db.execute("SELECT v FROM meta WHERE k = 'checkpoint'").fetchone()
@@ -462,8 +515,13 @@ class SqliteStore(KeyValueStore):
 
     def close(self) -> None:
         super().close()
-        self._db.rollback()  # what the changelog does not have must not survive locally
-        self._db.close()
+        try:
+            self._db.rollback()  # what the changelog does not have must not survive locally
+        finally:
+            self._db.close()
+            if self.damaged is not None:
+                _remove_local("sqlite", self._path)
+                log.warning("%s; deleted", self.damaged)
 
 
 #: RocksDB key of a store's local checkpoint: not JSON (a store key always is), and below
@@ -492,15 +550,20 @@ class RocksDBStore(KeyValueStore):
         super().__init__(name)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
-        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
-        self._db = Rdict(os.fspath(path), options)
+        self._path = os.fspath(path)
+        os.makedirs(os.path.dirname(self._path) or ".", exist_ok=True)
+        self._db = Rdict(self._path, options)
         #: key -> value (None: deleted) written since the last checkpoint: not in RocksDB
         self._pending: dict[bytes, bytes | None] = {}
 
     def _get(self, key: bytes) -> bytes | None:
         value = self._pending.get(key, _MISSING)
         if value is _MISSING:
-            return self._db.get(key)
+            try:
+                return self._db.get(key)
+            except Exception as exc:  # rocksdict: a bare Exception with RocksDB's status
+                self._check_damage(exc)
+                raise
         return value
 
     def _put(self, key: bytes, value: bytes | None) -> None:
@@ -515,7 +578,11 @@ class RocksDBStore(KeyValueStore):
         pending = dict(self._pending)
         # raw_mode: keys and values are bytes (rocksdict's types say any of its Python types)
         stored = cast("Iterator[tuple[bytes, bytes]]", self._db.items(from_key=_FIRST_KEY))
-        entries = {bytes(k): bytes(v) for k, v in stored}
+        try:
+            entries = {bytes(k): bytes(v) for k, v in stored}
+        except Exception as exc:
+            self._check_damage(exc)
+            raise
         for key, value in pending.items():
             if value is None:
                 entries.pop(key, None)
@@ -542,7 +609,11 @@ class RocksDBStore(KeyValueStore):
                 batch.put(key, value)
         meta = json.dumps({"offset": changelog_offset, "positions": positions, "epoch": epoch})
         batch.put(_CHECKPOINT_KEY, meta.encode())
-        self._db.write(batch)
+        try:
+            self._db.write(batch)
+        except Exception as exc:
+            self._check_damage(exc)
+            raise
         self._pending = {}
 
     def local_checkpoint(self) -> tuple[int, dict[str, int] | None, int | None] | None:
@@ -555,19 +626,25 @@ class RocksDBStore(KeyValueStore):
     def close(self) -> None:
         super().close()
         self._pending = {}  # what the changelog does not have must not survive locally
-        self._db.close()
+        try:
+            self._db.close()
+        finally:
+            if self.damaged is not None:
+                _remove_local("rocksdb", self._path)
+                log.warning("%s; deleted", self.damaged)
 
 
-def _damaged(exc: BaseException) -> bool:
-    """Does ``exc``, raised opening a store's local files, say they are damaged (a file
-    truncated or overwritten, a RocksDB file missing), rather than unreachable (a directory
-    where the file should be, permissions, a full disk)?"""
+def _damaged(exc: BaseException, in_use: bool = False) -> bool:
+    """Does ``exc``, raised opening a store's local files (or, ``in_use``, by a read or
+    write of them), say they are damaged (a file truncated or overwritten, a malformed page,
+    a RocksDB file missing), rather than unreachable (a directory where the file should be,
+    permissions, a full disk, a lock)?"""
     if isinstance(exc, sqlite3.OperationalError):
         return False  # unable to open, locked, disk I/O error: not the file's content
     if isinstance(exc, sqlite3.DatabaseError):
         return True  # "file is not a database", "database disk image is malformed"
     if isinstance(exc, ValueError | KeyError | TypeError):
-        return True  # (a checkpoint record that is not the JSON written there)
+        return not in_use  # (a checkpoint record that is not the JSON written there)
     text = str(exc)
     # rocksdict raises a bare Exception with RocksDB's status text
     return type(exc) is Exception and (
@@ -603,10 +680,16 @@ def open_store(kind: str, name: str, path: str | os.PathLike[str]) -> KeyValueSt
             path,
             exc,
         )
+    _remove_local(kind, path)
+    return _open(kind, name, path)
+
+
+def _remove_local(kind: str, path: str) -> None:
+    """Delete a persistent store's local files (a damaged store's: the changelog restores
+    it); what is already gone is no error."""
     if kind == "rocksdb":
-        shutil.rmtree(path)
+        shutil.rmtree(path, ignore_errors=True)
     else:
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path + suffix)
-    return _open(kind, name, path)
