@@ -227,7 +227,9 @@ def _register_pause(verbs: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="void every claim of a group and pause it for a while",
         description="Write ReleaseGroup to every coordination partition: members drop their "
-        "claims and claim again, at unchanged positions, once the pause is over.",
+        "claims and claim again, at unchanged positions, once the pause is over. A later "
+        "pause replaces the window of an earlier one: to end a pause early, pause the group "
+        "again for the shortest time it takes (2·HB of its members).",
     )
     pause.add_argument("group")
     pause.add_argument(

@@ -6,7 +6,7 @@ import random
 import time
 
 from logmarshal import EmbeddedCluster, NewRecord
-from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
+from logmarshal.admin import Plan, Target, execute, new_admin, plan_reset, read_coordination
 from scenarios.common import wait_until
 from scenarios.stages.thread_stage import ThreadMember
 
@@ -100,3 +100,38 @@ def test_reset_a_live_group_resumes_exactly_at_the_new_positions(tmp_path) -> No
                 producer.close()
             for m in members:
                 m.close()
+
+
+def test_a_pause_given_too_long_is_ended_early_by_a_short_one(tmp_path) -> None:
+    """docs/admin.md: a later pause replaces the window of an earlier one, so an operator who
+    paused a live group for an hour instead of a minute ends it by pausing it again for the
+    shortest time it takes (2·HB): the members claim again at once after that."""
+    hb = 0.3
+    with EmbeddedCluster(tmp_path / "data", maintenance_interval=0) as cluster:
+        cluster.create_topic(TOPIC, 2)
+        m = member(cluster, "c0", hb)
+        try:
+            assert wait_until(lambda: len(m.consumer.claims()) == 2, 10), "claims"
+            admin = new_admin("ops")
+            hour = execute(
+                cluster, read_coordination(cluster), Plan("g", ()), admin=admin, pause_ms=3_600_000
+            )
+            assert hour.ok
+            assert wait_until(lambda: not m.consumer.claims(), 5), "the pause voids the claims"
+            until = read_coordination(cluster).paused_until("g")
+            assert until is not None and until > time.time() * 1000 + 3_500_000
+            time.sleep(3 * hb)
+            assert not m.consumer.claims()  # paused: nothing claimed
+            short = execute(
+                cluster,
+                read_coordination(cluster),
+                Plan("g", ()),
+                admin=admin,
+                pause_ms=int(2 * hb * 1000),
+            )
+            assert short.ok
+            assert wait_until(lambda: len(m.consumer.claims()) == 2, 10), "claimed again"
+            until = read_coordination(cluster).paused_until("g")
+            assert until is not None and until <= time.time() * 1000  # the short one's end
+        finally:
+            m.close()
