@@ -636,5 +636,12 @@ class Task:
                 proc.close()
             except Exception:  # a failing close must not keep the stores open
                 log.exception("task %s: processor close failed", self.task_id)
+        failed: BaseException | None = None
         for store in self.stores.values():
-            store.close()
+            try:
+                store.close()
+            except Exception as exc:  # (a damaged one's rollback): the others close too
+                log.exception("task %s: store %s's close failed", self.task_id, store.name)
+                failed = failed or exc
+        if failed is not None:
+            raise failed
