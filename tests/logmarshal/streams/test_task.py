@@ -3,16 +3,19 @@ guard that keeps a store restored ahead of another from counting input twice."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from logmarshal import _ranges
 from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.cluster import Message
 from logmarshal.errors import RetriableError
 from logmarshal.streams import Processor, StoreSpec, Topology
-from logmarshal.streams.stores import InMemoryStore
+from logmarshal.streams.stores import InMemoryStore, SqliteStore
 from logmarshal.streams.task import Task, read_changelog
 
 from .conftest import StateDirs
@@ -289,3 +292,101 @@ def test_a_record_whose_writes_a_restored_store_drops_keeps_the_store_journaled(
     store.put("x", 2)
     store._undo_record()
     assert store.all() == {}
+
+
+class Ops(Processor):
+    """Applies a record's list of ``[store, op, key, value]`` (op "put" or "del") to its
+    stores, then raises if the record's last element is "fail"."""
+
+    def init(self, context):
+        super().init(context)
+        self.stores = {n: context.get_state_store(n) for n in ("a", "b")}
+
+    def process(self, record):
+        *ops, fate = record.value  # (the source's default deserializer: JSON)
+        for name, op, key, value in ops:
+            store = self.stores[name]
+            if op == "put":
+                store.put(_key(key), value)
+            else:
+                store.delete(_key(key))
+            store.get(_key(key))  # a read between writes
+        if fate == "fail":
+            raise ValueError("after its writes")
+
+
+def _key(key):
+    return key if isinstance(key, str) else tuple(key)
+
+
+_values = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from(["x", "é", ""]),
+    st.lists(st.integers(0, 2), max_size=2),  # written through, not cached
+    st.none(),
+)
+_keys = st.one_of(
+    st.sampled_from(["k", "l", "m"]), st.lists(st.sampled_from(["w", "v"]), min_size=1, max_size=2)
+)
+_op = st.tuples(st.sampled_from("ab"), st.sampled_from(["put", "del"]), _keys, _values)
+_records = st.lists(
+    st.tuples(st.lists(_op, max_size=5), st.sampled_from(["ok", "ok", "fail"])), max_size=12
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(records=_records, cache=st.integers(1, 4))
+def test_atomic_records_keep_exactly_the_writes_of_the_records_that_succeeded(
+    tmp_path_factory, records, cache
+):
+    """Any mix of cached and written-through values, deletes, tuple keys, keys written twice
+    in a record and caches small enough to be evicted mid-record, over a memory and a SQLite
+    store: the stores, and what the next commit would log, equal the writes of the records
+    that succeeded, applied in order."""
+    topo = Topology().add_source("s", "in").add_processor("p", Ops, "s")
+    topo = topo.add_state_store(StoreSpec("a"), "p").add_state_store(StoreSpec("b", "sqlite"), "p")
+    (sub,) = topo.subtopologies()
+    stores = {"a": InMemoryStore("a"), "b": SqliteStore("b", tmp_path_factory.mktemp("s") / "b")}
+    for store in stores.values():
+        store._cache_entries = cache
+    task = Task(
+        "app",
+        topo,
+        sub,
+        0,
+        stores,
+        lambda *a: None,
+        lambda _t: 1,
+        lambda: NOW,
+        atomic_records=True,
+    )
+    model: dict[str, dict] = {"a": {}, "b": {}}
+    failed = []
+    for offset, (ops, fate) in enumerate(records):
+        value = json.dumps([*([n, op, k, v] for n, op, k, v in ops), fate]).encode()
+        task.process_batch(
+            [Message("in", 0, offset, NOW, None, value)], lambda m, _e: failed.append(m.offset)
+        )
+        if fate == "ok":
+            for name, op, key, v in ops:
+                k = _key(key)
+                if op == "put" and v is not None:
+                    model[name][k] = v
+                else:
+                    model[name].pop(k, None)
+    assert failed == [o for o, (_, fate) in enumerate(records) if fate == "fail"]
+    for name, store in stores.items():
+        assert store.all() == model[name]
+        logged = {
+            _hashable_key(json.loads(k)): json.loads(v)
+            for k, v in store.take_dirty().items()
+            if v is not None
+        }
+        assert logged == model[name]
+    task.close()
+
+
+def _hashable_key(key):
+    return tuple(key) if isinstance(key, list) else key
