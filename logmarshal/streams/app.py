@@ -496,6 +496,9 @@ class App:
             messages = [m for m in messages if m.offset >= reflected]
         try:
             task.process_batch(messages, functools.partial(self._failed, task))
+        except StoreDamaged as exc:
+            self._restore_damaged(key, exc)
+            return
         except BaseException:
             # the failing record may have written part of its updates to the stores (a
             # count of its first words): committing the stores now would make its retry,
@@ -504,11 +507,34 @@ class App:
             raise
         uncommitted.extend(messages)
 
+    def _restore_damaged(self, key: Key, damaged: StoreDamaged) -> None:
+        """A store of the task turned out damaged while it processed (its local files): as
+        Kafka Streams does for a corrupted task, drop the task without committing (its
+        files are deleted as it closes), set it up again from its changelogs, and move its
+        inputs back to where the restored state ends, so that everything handed out since
+        is processed again (the rest of the batch in hand included). If that fails, the App
+        stops as for a failed record."""
+        name, p = key
+        log.error("task %s/%d: %s; restoring it from its changelogs", name, p, damaged)
+        self._drop([key])
+        try:
+            self._set_up(key)
+            task = self.tasks.get(key)
+            if task is None:
+                return  # no longer ours (fenced, or lost meanwhile): its next holder redoes it
+            for topic in self._sub_of_task[name].source_topics:
+                held = self.consumer.position(topic, p)
+                if held is not None:
+                    self.consumer.seek(topic, p, max(task.positions.get(topic, 0), held + 1))
+        except BaseException as exc:
+            self._broken.add(key)
+            raise exc from damaged
+
     def _failed(self, task: Task, message: Message, exc: Exception) -> None:
         """A record's processing raised: retry it per the policy, then dead-letter it (its
         position moves past it) or raise :class:`HandlerFailed`. A damaged store is not the
-        record's fault: raised at once, never dead-lettered (it stops the App, whose next
-        set-up of the task restores the store from its changelog)."""
+        record's fault: raised at once, never retried or dead-lettered (the task is restored:
+        :meth:`_restore_damaged`)."""
         if isinstance(exc, StoreDamaged):
             raise exc
         attempts = 1
@@ -568,6 +594,9 @@ class App:
                 )
                 self._revoked([key])
                 continue
+            except StoreDamaged as exc:  # (met by the flush or the local checkpoint)
+                self._restore_damaged(key, exc)
+                continue
             task.commit_requested = False
         for messages in self._uncommitted.values():
             if messages:
@@ -601,6 +630,8 @@ class App:
                 for key, task in list(self.tasks.items()):
                     try:
                         task.punctuate_wall_clock()
+                    except StoreDamaged as exc:
+                        self._restore_damaged(key, exc)
                     except BaseException:
                         self._broken.add(key)  # (its writes may be half done: see above)
                         raise

@@ -76,8 +76,8 @@ class StoreSpec:
 class StoreDamaged(LogmarshalError):
     """A store's local files turned out damaged in use (a page SQLite finds malformed, a
     RocksDB file corrupt or missing): not the record's fault, so it is never retried or
-    dead-lettered. The store deletes its files when it closes; the task's next set-up
-    restores it from its changelog, the durable copy."""
+    dead-lettered. The store deletes its files when it closes; the task's next set-up (the
+    App sets it up again at once) restores it from its changelog, the durable copy."""
 
     def __init__(self, store: str, path: str, cause: BaseException) -> None:
         super().__init__(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,7 +20,14 @@ import pytest
 from logmarshal import EmbeddedCluster
 from logmarshal.errors import ClosedError, RecordTooLarge
 from logmarshal.retry import HandlerFailed, RetryPolicy
-from logmarshal.streams import App, Processor, StoreDamaged, StoreSpec, StreamsBuilder, Topology
+from logmarshal.streams import (
+    App,
+    Processor,
+    PunctuationType,
+    StoreSpec,
+    StreamsBuilder,
+    Topology,
+)
 from logmarshal.streams import app as app_module
 from logmarshal.streams.serde import string_deserializer
 from logmarshal.streams.task import marker_of, read_changelog
@@ -238,13 +246,14 @@ def damage_in_the_middle(kind: str, path: Path) -> None:
 
 @pytest.mark.parametrize("kind", PERSISTENT_KINDS)
 def test_a_store_found_damaged_in_use_is_restored_and_its_record_not_dead_lettered(
-    cluster, tmp_path, kind
+    cluster, tmp_path, kind, caplog
 ):
     """Damage that opening a store does not see (a page in the middle of its file) was met by
     a ``get``: the engine's error was the record's, so a retry policy retried it and then
     dead-lettered it and every other record that read such a key (their input left the
     state), and without one the app stopped at each restart on the same record. Now the
-    store's files are deleted when the app closes, and the next run restores them."""
+    running app drops the task, restores it from the changelog (commits were made before the
+    damage was met) and processes again from where the restored state ends."""
     keys = [f"k{i:05d}" for i in range(20_000)]
     feed(cluster, keys)
     CountWords.fail = False
@@ -253,23 +262,98 @@ def test_a_store_found_damaged_in_use_is_restored_and_its_record_not_dead_letter
     run_in_thread(first, len(keys))
     damage_in_the_middle(kind, tmp_path / "bad" / "0_0" / f"n.{kind}")
     feed(cluster, keys)
-    files = tmp_path / "bad" / "0_0" / f"n.{kind}"
-    stops = 0
-    for client in ("y", "z"):  # the same machine, the same files
-        again = app(cluster, tmp_path, client, words(kind), retry=retry)
-        try:
-            again.run(max_records=2 * len(keys) - read_changelog(cluster, "bad", "n", 0)[1]["in"])
-        except StoreDamaged as exc:
-            stops += 1
-            assert str(files) in str(exc) and "restores the store from its changelog" in str(exc)
-            again.close()
-            assert not files.exists()  # deleted: the next run restores, not meets it again
-            continue
-        again.close()
-        break
-    assert stops == 1
+    # the same machine, the same files; commits every 50 ms, so some land before the damage
+    again = app(cluster, tmp_path, "y", words(kind), retry=retry, commit_interval=0.05)
+    run_until(again, lambda: read_changelog(cluster, "bad", "n", 0)[1] == {"in": 40_000})
+    restored = [r for r in caplog.records if "restoring it from its changelogs" in r.message]
+    assert len(restored) == 1 and "are damaged" in restored[0].message
     assert "dlq" not in cluster.topics()
     assert read_changelog(cluster, "bad", "n", 0) == (dict.fromkeys(keys, 2), {"in": 40_000})
+    assert (tmp_path / "bad" / "0_0" / f"n.{kind}").exists()  # made again, by the restore
+
+
+@pytest.mark.parametrize("where", ["_put_many", "checkpoint"])
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_a_store_found_damaged_by_a_commit_is_restored(cluster, tmp_path, kind, where, monkeypatch):
+    """Damage met by a commit stopped the app: by the flush of its writes to the local files
+    (before the changelog write: what was processed since the last commit must be processed
+    again), or by its local checkpoint (after it). Now the task is restored from its
+    changelogs there too, and every line is counted once."""
+    from logmarshal.streams.stores import RocksDBStore, SqliteStore
+
+    lines = [f"a b{i % 7}" for i in range(400)]
+    feed(cluster, lines[:200])
+    CountWords.fail = False
+    engine = SqliteStore if kind == "sqlite" else RocksDBStore
+    # the first commit's flush meets the damage, or its checkpoint (the first checkpoint
+    # is the restore's, at its fence)
+    damaged = {"left": 1 if where == "_put_many" else 2}
+    method = getattr(engine, where)
+
+    def failing(self, *args, **kwargs):
+        damaged["left"] -= 1
+        if damaged["left"] == 0:
+            try:
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            except sqlite3.DatabaseError as exc:
+                self._check_damage(exc)
+        return method(self, *args, **kwargs)
+
+    monkeypatch.setattr(engine, where, failing)
+    again = app(cluster, tmp_path, "x", words(kind), commit_interval=0.05)
+    fed = False
+
+    def progress() -> bool:
+        nonlocal fed
+        if not fed and damaged["left"] <= 0:
+            feed(cluster, lines[200:])  # more input once the damage was met
+            fed = True
+        return fed and read_changelog(cluster, "bad", "n", 0)[1] == {"in": 400}
+
+    run_until(again, progress)
+    counts = {"a": 400, **{f"b{j}": sum(1 for i in range(400) if i % 7 == j) for j in range(7)}}
+    assert read_changelog(cluster, "bad", "n", 0) == (counts, {"in": 400})
+
+
+class CountsAndMeetsDamage(CountWords):
+    """Counts words; its wall-clock punctuator meets damage in the store once."""
+
+    met = 0
+
+    def init(self, context):
+        super().init(context)
+        context.schedule(20, PunctuationType.WALL_CLOCK_TIME, self.punctuate)
+
+    def punctuate(self, now):
+        self.store.get("a")
+        if not CountsAndMeetsDamage.met:
+            CountsAndMeetsDamage.met += 1
+            try:
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            except sqlite3.DatabaseError as exc:
+                self.store._check_damage(exc)
+
+
+def test_a_store_found_damaged_by_a_wall_clock_punctuator_is_restored(cluster, tmp_path):
+    CountWords.fail = False
+    CountsAndMeetsDamage.met = 0
+    feed(cluster, ["a b"] * 50)
+    t = Topology().add_source("s", "in", value_deserializer=string_deserializer)
+    t = t.add_processor("p", CountsAndMeetsDamage, "s").add_state_store(
+        StoreSpec("n", "sqlite"), "p"
+    )
+    again = app(cluster, tmp_path, "x", t, commit_interval=0.05)
+    fed = False
+
+    def progress() -> bool:
+        nonlocal fed
+        if not fed and CountsAndMeetsDamage.met:
+            feed(cluster, ["a"] * 50)
+            fed = True
+        return fed and read_changelog(cluster, "bad", "n", 0)[1] == {"in": 100}
+
+    run_until(again, progress)
+    assert read_changelog(cluster, "bad", "n", 0) == ({"a": 100, "b": 50}, {"in": 100})
 
 
 class Appends(Processor):
