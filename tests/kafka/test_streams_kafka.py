@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from logmarshal import connect
+from logmarshal import NewRecord, connect
+from logmarshal.streams import App, StoreSpec, Topology
 from logmarshal.streams.changelog import _replay, read_changelog, valid_commits
+from logmarshal.streams.serde import string_deserializer
+from logmarshal.streams.stores import SqliteStore
 from tests.interop.test_network_cluster import check_a_call_refused_in_part
 from tests.logmarshal.streams.test_app import (
     _commits,
@@ -22,9 +27,11 @@ from tests.logmarshal.streams.test_app import (
     _stop,
     _stopped,
     produce_lines,
+    run_until,
     setup_topics,
     tables,
 )
+from tests.logmarshal.streams.test_bad_day import CountWords
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -103,3 +110,59 @@ def test_a_call_refused_in_part_is_stored_in_part_on_kafka(kafka) -> None:
     a streams commit's marker must not share a produce call with its records there either."""
     with connect(bootstrap=kafka.bootstrap) as cluster:
         check_a_call_refused_in_part(cluster, f"partly-{time.time_ns()}")
+
+
+def test_a_store_found_damaged_is_restored_and_its_inputs_read_again_on_kafka(
+    kafka, tmp_path, monkeypatch
+) -> None:
+    """The running App restores a task whose store meets damage at a commit's flush, and
+    moves its input back to where the restored state ends: over the network consumer (whose
+    reads of the old offsets may still be in flight), every line is counted once."""
+
+    name = f"dmg-{uuid.uuid4().hex[:8]}"
+    lines = [f"a b{i % 7}" for i in range(2000)]
+    damaged = {"left": 1}  # the first commit's flush meets the damage
+    put_many = SqliteStore._put_many
+
+    def failing(self, *args, **kwargs):
+        damaged["left"] -= 1
+        if damaged["left"] == 0:
+            try:
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            except sqlite3.DatabaseError as exc:
+                self._check_damage(exc)
+        return put_many(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqliteStore, "_put_many", failing)
+    CountWords.fail = False
+    with connect(bootstrap=kafka.bootstrap) as cluster:
+        cluster.create_topic(name, 1)
+        now = int(time.time() * 1000)
+        cluster.produce(name, 0, [NewRecord(x.encode(), timestamp=now) for x in lines[:1000]])
+        topology = Topology().add_source("s", name, value_deserializer=string_deserializer)
+        topology = topology.add_processor("p", CountWords, "s")
+        app = App(
+            cluster,
+            name,
+            topology.add_state_store(StoreSpec("n", "sqlite"), "p"),
+            client_id="x",
+            heartbeat_interval=HB,
+            state_dir=tmp_path,
+            commit_interval=0.05,
+        )
+        fed = False
+
+        def progress() -> bool:
+            nonlocal fed
+            if not fed and damaged["left"] <= 0:
+                more = [NewRecord(x.encode(), timestamp=now) for x in lines[1000:]]
+                cluster.produce(name, 0, more)
+                fed = True
+            return fed and read_changelog(cluster, name, "n", 0)[1] == {name: 2000}
+
+        run_until(app, progress, timeout=90)
+        counts = {
+            "a": 2000,
+            **{f"b{j}": sum(1 for i in range(2000) if i % 7 == j) for j in range(7)},
+        }
+        assert read_changelog(cluster, name, "n", 0) == (counts, {name: 2000})
