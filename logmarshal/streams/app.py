@@ -516,8 +516,11 @@ class App:
         stops as for a failed record."""
         name, p = key
         log.error("task %s/%d: %s; restoring it from its changelogs", name, p, damaged)
-        self._drop([key])
         try:
+            try:
+                self._drop([key])
+            except Exception:  # (a damaged file's rollback): its files are deleted all the same
+                log.exception("task %s/%d: its close failed", name, p)
             self._set_up(key)
             task = self.tasks.get(key)
             if task is None:

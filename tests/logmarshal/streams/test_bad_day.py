@@ -278,7 +278,8 @@ def test_a_store_found_damaged_by_a_commit_is_restored(cluster, tmp_path, kind, 
     """Damage met by a commit stopped the app: by the flush of its writes to the local files
     (before the changelog write: what was processed since the last commit must be processed
     again), or by its local checkpoint (after it). Now the task is restored from its
-    changelogs there too, and every line is counted once."""
+    changelogs there too, and every line is counted once, even when closing the damaged
+    store raises."""
     from logmarshal.streams.stores import RocksDBStore, SqliteStore
 
     lines = [f"a b{i % 7}" for i in range(400)]
@@ -300,6 +301,14 @@ def test_a_store_found_damaged_by_a_commit_is_restored(cluster, tmp_path, kind, 
         return method(self, *args, **kwargs)
 
     monkeypatch.setattr(engine, where, failing)
+    close = engine.close
+
+    def close_failing(self):  # as a damaged SQLite file's rollback may
+        close(self)
+        if self.damaged is not None:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(engine, "close", close_failing)
     again = app(cluster, tmp_path, "x", words(kind), commit_interval=0.05)
     fed = False
 
