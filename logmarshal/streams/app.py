@@ -43,7 +43,7 @@ from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
 from .stores import InMemoryStore, KeyValueStore, StoreDamaged, open_store
-from .task import Fenced, Task, changelog_topic
+from .task import Fenced, RecordNotAtomic, Task, changelog_topic
 from .topology import SubTopology, Topology, TopologyError
 
 __all__ = ["CHANGELOG_CONFIG", "App", "task_name"]
@@ -516,6 +516,7 @@ class App:
         stops as for a failed record."""
         name, p = key
         log.error("task %s/%d: %s; restoring it from its changelogs", name, p, damaged)
+        processed = self._uncommitted.get(key, [])
         try:
             try:
                 self._drop([key])
@@ -525,6 +526,12 @@ class App:
             task = self.tasks.get(key)
             if task is None:
                 return  # no longer ours (fenced, or lost meanwhile): its next holder redoes it
+            # what the restored state reflects is committed (a commit whose changelog write
+            # landed before its local checkpoint met the damage): handed out and never
+            # committed, it would hold the position back for good after the seek past it
+            reflected = [m for m in processed if m.offset < task.positions.get(m.topic, 0)]
+            if reflected:
+                self.consumer.commit(*reflected)
             for topic in self._sub_of_task[name].source_topics:
                 held = self.consumer.position(topic, p)
                 if held is not None:
@@ -538,19 +545,23 @@ class App:
         position moves past it) or raise :class:`HandlerFailed`. A damaged store is not the
         record's fault: raised at once, never retried or dead-lettered (the task is restored:
         :meth:`_restore_damaged`)."""
-        if isinstance(exc, StoreDamaged):
+        if isinstance(exc, StoreDamaged | RecordNotAtomic):
             raise exc
         attempts = 1
         while attempts < self.retry.max_attempts:
             time.sleep(self.retry.delay(attempts, self._rng))
             attempts += 1
             try:
-                task.process(message)
-                return
-            except StoreDamaged:
+                task.process_batch((message,), punctuate=False)
+            except (StoreDamaged, RecordNotAtomic):
                 raise
             except Exception as again:
                 exc = again
+                continue
+            # stream time moves once it succeeded, outside the try: a punctuator's failure
+            # is not the record's (retrying it again would process it twice)
+            task.advance_stream_time(message.timestamp)
+            return
         if self.retry.dead_letter_topic is None:
             raise HandlerFailed(message, attempts, exc) from exc
         dead_letter(self.cluster, message, exc, self.retry.dead_letter_topic, self._now_ms())

@@ -45,7 +45,7 @@ from .changelog import (
 )
 from .processor import Processor, PunctuationType, StreamRecord
 from .serde import bytes_deserializer, json_deserializer, string_deserializer
-from .stores import KeyValueStore
+from .stores import KeyValueStore, StoreDamaged
 from .topology import SinkNode, SubTopology, Topology, TopologyError
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "FENCE_KEY",
     "POSITIONS_HEADER",
     "Fenced",
+    "RecordNotAtomic",
     "Task",
     "changelog_topic",
     "epoch_bounds",
@@ -66,6 +67,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SinkSend = Callable[[str, bytes | None, bytes | None, int, int, tuple], None]
+
+
+class RecordNotAtomic(LogmarshalError):
+    """An atomic record could not be kept or undone whole: a sink write released once it
+    succeeded failed (the writes before it went out), or undoing a failed one's store
+    writes failed. Not the record's failure, so never retried or dead-lettered: the App
+    stops, committing nothing of the task since its last commit."""
 
 
 class Fenced(LogmarshalError):
@@ -236,6 +244,8 @@ class Task:
         self,
         messages: Iterable[Message],
         on_error: Callable[[Message, Exception], None] | None = None,
+        *,
+        punctuate: bool = True,
     ) -> None:
         """Run input messages through the sub-topology, in order, each exactly as
         :meth:`process` would; what is the same for a run of one topic's messages (its
@@ -251,8 +261,11 @@ class Task:
         With ``atomic_records``, a record whose processing raised leaves nothing behind
         before ``on_error`` sees it: its store writes are undone and its sink writes
         dropped, so a retry or a dead-lettering does not keep half of it (a word count's
-        line counted in part, then counted again). A stream-time punctuator's failure is
-        not the record's: it propagates, as a wall-clock one's does."""
+        line counted in part, then counted again). Only the record's own writes are: a
+        punctuator's, between records, stay. What cannot be kept or undone whole raises
+        :class:`RecordNotAtomic`. A stream-time punctuator's failure is not the record's: it
+        propagates, as a wall-clock one's does. ``punctuate=False``: stream time stays
+        (a retry moves it once it succeeded: :meth:`advance_stream_time`)."""
         atomic = self.atomic_records
         positions = self.positions
         guards_of = self._guards
@@ -284,6 +297,8 @@ class Task:
                     ),
                 )
                 self.current_timestamp = ts
+                if atomic:
+                    self._begin_record()
                 if guards:
                     self._deliver_guarded(record, deliveries, guards)
                 elif only is not None:
@@ -291,18 +306,18 @@ class Task:
                 else:
                     for deliver in deliveries:
                         deliver(record)
-                if atomic:
-                    self._keep_record()
+                if atomic and self._held:
+                    self._release_held()
             except Exception as exc:
                 self.current = None
                 if atomic:
                     self._undo_record()
-                if on_error is None:
+                if on_error is None or isinstance(exc, RecordNotAtomic):
                     raise
                 on_error(m, exc)
                 continue
             positions[topic] = offset + 1
-            if ts > self.stream_time:
+            if ts > self.stream_time and punctuate:
                 self.stream_time = ts
                 if ts >= self._stream_due:
                     self.current = None
@@ -311,24 +326,52 @@ class Task:
         # record behind it
         self.current = None
 
-    def _keep_record(self) -> None:
-        """An atomic record succeeded: its sink writes go out, then its store writes stay
-        (a sink write refused here fails the record, whose store writes are still undone)."""
-        held = self._held
-        if held:
-            self._held = []
-            send = self._send
-            for args in held:
-                send(*args)
+    def advance_stream_time(self, ts: int) -> None:
+        """Stream time to ``ts`` if that is later, firing the stream-time punctuators due."""
+        if ts > self.stream_time:
+            self.stream_time = ts
+            if ts >= self._stream_due:
+                self.current = None
+                self._punctuate(PunctuationType.STREAM_TIME, ts)
+
+    def _begin_record(self) -> None:
+        """An atomic record starts: the journals keep what it changes, and only that (what
+        a punctuator wrote before it is not undone if it fails)."""
         for journal in self._journals:
             if journal:
                 journal.clear()
 
+    def _release_held(self) -> None:
+        """An atomic record's processing returned: its sink writes go out. The first one
+        refused fails the record (nothing of it went out); one refused after others went
+        out leaves the record half visible: :class:`RecordNotAtomic`."""
+        held, self._held = self._held, []
+        send = self._send
+        for i, args in enumerate(held):
+            try:
+                send(*args)
+            except Exception as exc:
+                if not i:
+                    raise
+                raise RecordNotAtomic(
+                    f"task {self.task_id}: sink write {i + 1} of {len(held)} of a record, to "
+                    f"{args[0]!r}, failed ({exc!r}) after the ones before it went out"
+                ) from exc
+
     def _undo_record(self) -> None:
-        """An atomic record failed: its store writes are undone, its sink writes dropped."""
-        for store in self.stores.values():
-            store._undo_record()
+        """An atomic record failed: its store writes are undone, its sink writes dropped.
+        An undo that fails (a full disk) leaves the stores half undone: RecordNotAtomic
+        (a damaged store's StoreDamaged as it is: the task is restored anyway)."""
         self._held = []
+        try:
+            for store in self.stores.values():
+                store._undo_record()
+        except StoreDamaged:
+            raise
+        except Exception as exc:
+            raise RecordNotAtomic(
+                f"task {self.task_id}: undoing a failed record's store writes failed ({exc!r})"
+            ) from exc
 
     @staticmethod
     def _deliver_guarded(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import threading
 import time
 from typing import ClassVar
@@ -10,7 +12,8 @@ import pytest
 
 from logmarshal.retry import HandlerFailed, RetryPolicy
 from logmarshal.streams import App, Processor, PunctuationType, StoreSpec, Topology
-from logmarshal.streams.task import read_changelog
+from logmarshal.streams.stores import SqliteStore
+from logmarshal.streams.task import RecordNotAtomic, read_changelog
 from storage import NewRecord
 
 
@@ -266,3 +269,177 @@ def test_a_failing_stream_time_punctuator_stops_the_app_without_retrying_its_rec
     app.close()
     assert PunctuatorFails.processed == [0, 1]
     assert "dlq" not in cluster.topics()
+
+
+class FlakyThenPunctuator(Processor):
+    """Counts records; record "b" fails its first attempt; the stream-time punctuator fails
+    once."""
+
+    tries: ClassVar[dict[int, int]] = {}
+    punctuator_fails: ClassVar[int] = 1
+
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("n")
+        context.schedule(1000, PunctuationType.STREAM_TIME, self.punctuate)
+
+    def process(self, record):
+        n = FlakyThenPunctuator.tries[record.offset] = (
+            FlakyThenPunctuator.tries.get(record.offset, 0) + 1
+        )
+        if record.value == "b" and n == 1:
+            raise ValueError("transient")
+        self.store.put(record.value, (self.store.get(record.value) or 0) + 1)
+
+    def punctuate(self, now):
+        if FlakyThenPunctuator.punctuator_fails:
+            FlakyThenPunctuator.punctuator_fails -= 1
+            raise RuntimeError("the punctuator failed")
+
+
+@pytest.mark.parametrize("attempts,dlq", [(3, None), (2, "dlq")])
+def test_a_punctuator_failing_after_a_successful_retry_is_not_the_records(
+    cluster, tmp_path, attempts, dlq
+):
+    """Found by an attack: the retry ran the record and then the stream-time punctuator it
+    made due, in one try: the punctuator's failure was taken for the record's, which was
+    processed again (counted twice) or dead-lettered though its writes were kept."""
+    now = int(time.time() * 1000)
+    cluster.create_topic("in", 1)
+    cluster.produce(
+        "in", 0, [NewRecord(b'"a"', timestamp=now), NewRecord(b'"b"', timestamp=now + 5000)]
+    )
+    FlakyThenPunctuator.tries = {}
+    FlakyThenPunctuator.punctuator_fails = 1
+    t = Topology().add_source("s", "in").add_processor("p", FlakyThenPunctuator, "s")
+    app = App(
+        cluster,
+        "rp",
+        t.add_state_store(StoreSpec("n"), "p"),
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        commit_interval=0.05,
+        retry=RetryPolicy(max_attempts=attempts, backoff=0, dead_letter_topic=dlq),
+    )
+    with pytest.raises(RuntimeError, match="the punctuator failed"):
+        app.run(max_records=2)
+    app.close()
+    assert FlakyThenPunctuator.tries == {0: 1, 1: 2}
+    assert "dlq" not in cluster.topics()
+
+
+class ToTwoSinks(Processor):
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("n")
+
+    def process(self, record):
+        self.store.put("n", (self.store.get("n") or 0) + 1)
+        if record.value != "second only":
+            self.context.forward(record.key, record.value, to="o1")
+        if record.value != "first only":
+            self.context.forward(record.key, record.value, to="o2")
+
+
+def run_two_sinks(cluster, tmp_path, values) -> tuple[App, list[BaseException]]:
+    now = int(time.time() * 1000)
+    cluster.create_topic("in", 1)
+    cluster.create_topic("out1", 1)  # out2 is missing (a typo, deleted): its send is refused
+    cluster.produce("in", 0, [NewRecord(json.dumps(v).encode(), timestamp=now) for v in values])
+    t = Topology().add_source("s", "in").add_processor("p", ToTwoSinks, "s")
+    t = t.add_state_store(StoreSpec("n"), "p").add_sink("o1", "out1", "p")
+    app = App(
+        cluster,
+        "two",
+        t.add_sink("o2", "out2", "p"),
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        commit_interval=0.05,
+        retry=RetryPolicy(max_attempts=3, backoff=0, dead_letter_topic="dlq"),
+    )
+    raised: list[BaseException] = []
+    try:
+        app.run(max_records=len(values))
+    except Exception as exc:
+        raised.append(exc)
+    app.close()
+    return app, raised
+
+
+def test_a_record_whose_only_sink_write_is_refused_is_dead_lettered_without_a_trace(
+    cluster, tmp_path
+):
+    _, raised = run_two_sinks(cluster, tmp_path, ["first only", "second only", "first only"])
+    assert raised == []
+    assert [m.value for m in cluster.fetch("dlq", 0, 0)] == [b'"second only"']
+    assert [m.value for m in cluster.fetch("out1", 0, 0)] == [b'"first only"'] * 2
+    assert read_changelog(cluster, "two", "n", 0) == ({"n": 2}, {"in": 3})
+
+
+def test_a_sink_write_refused_after_another_went_out_stops_the_app(cluster, tmp_path):
+    """Found by an attack: the record's first write went out, its second was refused, and
+    the record was retried (its first write out again each time) and dead-lettered, three
+    outputs of a record that left no state. Half visible, it cannot be undone: the App
+    stops, committing nothing of the task since its last commit, and says why."""
+    _, raised = run_two_sinks(cluster, tmp_path, ["first only", "both"])
+    (exc,) = raised
+    assert isinstance(exc, RecordNotAtomic) and "sink write 2 of 2" in str(exc)
+    assert "dlq" not in cluster.topics()
+    assert [m.value for m in cluster.fetch("out1", 0, 0)] == [b'"first only"', b'"both"']
+    assert read_changelog(cluster, "two", "n", 0)[0] in ({}, {"n": 1})  # "both" not counted
+
+
+class AppendsFlaky(Processor):
+    tries: ClassVar[dict[int, int]] = {}
+    fail_next_put: ClassVar[bool] = False
+
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("n")
+
+    def process(self, record):
+        n = AppendsFlaky.tries[record.offset] = AppendsFlaky.tries.get(record.offset, 0) + 1
+        self.store.put("seen", [*(self.store.get("seen") or []), record.offset])
+        if record.value == "flaky" and n <= 2:
+            AppendsFlaky.fail_next_put = n == 2  # this attempt's undo meets a full disk
+            raise ValueError("transient")
+
+
+def test_an_undo_that_fails_stops_the_app_rather_than_retrying_on_half_undone_stores(
+    cluster, tmp_path, monkeypatch
+):
+    """Found by an attack: an undo that raised (a full disk) was taken for the attempt's
+    failure, and the next attempt ran on the failed one's writes (counted twice)."""
+    put = SqliteStore._put
+
+    def put_or_disk_full(self, key, value):
+        if AppendsFlaky.fail_next_put:
+            AppendsFlaky.fail_next_put = False
+            raise sqlite3.OperationalError("database or disk is full")
+        return put(self, key, value)
+
+    monkeypatch.setattr(SqliteStore, "_put", put_or_disk_full)
+    now = int(time.time() * 1000)
+    cluster.create_topic("in", 1)
+    cluster.produce(
+        "in", 0, [NewRecord(b'"ok"', timestamp=now), NewRecord(b'"flaky"', timestamp=now)]
+    )
+    AppendsFlaky.tries = {}
+    t = Topology().add_source("s", "in").add_processor("p", AppendsFlaky, "s")
+    app = App(
+        cluster,
+        "undo",
+        t.add_state_store(StoreSpec("n", "sqlite"), "p"),
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        commit_interval=60,
+        retry=RetryPolicy(max_attempts=3, backoff=0, dead_letter_topic="dlq"),
+    )
+    with pytest.raises(RecordNotAtomic, match="undoing a failed record"):
+        app.run(max_records=2)
+    app.close()
+    assert AppendsFlaky.tries == {0: 1, 1: 2}
+    assert read_changelog(cluster, "undo", "n", 0) == ({}, None)  # nothing committed

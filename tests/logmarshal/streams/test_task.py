@@ -14,7 +14,7 @@ from logmarshal import _ranges
 from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.cluster import Message
 from logmarshal.errors import RetriableError
-from logmarshal.streams import Processor, StoreSpec, Topology
+from logmarshal.streams import Processor, PunctuationType, StoreSpec, Topology
 from logmarshal.streams.stores import InMemoryStore, SqliteStore
 from logmarshal.streams.task import Task, read_changelog
 
@@ -390,3 +390,56 @@ def test_atomic_records_keep_exactly_the_writes_of_the_records_that_succeeded(
 
 def _hashable_key(key):
     return tuple(key) if isinstance(key, list) else key
+
+
+class Ticks(Processor):
+    """Counts its records in "seen" (a record "fail" raises after that) and its
+    punctuations in "ticks"."""
+
+    kind = PunctuationType.STREAM_TIME
+
+    def init(self, context):
+        super().init(context)
+        self.store = context.get_state_store("a")
+        context.schedule(10, self.kind, self.tick)
+
+    def tick(self, now):
+        self.store.put("ticks", (self.store.get("ticks") or 0) + 1)
+
+    def process(self, record):
+        self.store.put("seen", (self.store.get("seen") or 0) + 1)
+        if record.value == "fail":
+            raise ValueError("fails")
+
+
+def ticking_task(kind: PunctuationType, clock: list[int]) -> Task:
+    Ticks.kind = kind
+    topo = Topology().add_source("s", "in").add_processor("p", Ticks, "s")
+    (sub,) = topo.add_state_store(StoreSpec("a"), "p").subtopologies()
+    return Task(
+        "app", topo, sub, 0, {"a": InMemoryStore("a")}, lambda *a: None, lambda _t: 1,
+        lambda: clock[0], atomic_records=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", [PunctuationType.STREAM_TIME, PunctuationType.WALL_CLOCK_TIME])
+def test_a_punctuators_writes_are_not_undone_by_the_next_record_that_fails(cluster, kind):
+    """Found by an attack: the journal ran from one record's success to the next one's, so a
+    punctuator's writes in between were undone with the failing record's, and a commit in
+    between did not stop it (the changelog then logged them undone)."""
+    cluster.create_topic("app-a-changelog", 1)
+    clock = [NOW]
+    task = ticking_task(kind, clock)
+    task.restore(cluster)
+    task.process(Message("in", 0, 0, NOW, None, b'"ok"'))  # stream time known
+    task.process(Message("in", 0, 1, NOW + 20, None, b'"ok"'))  # a stream-time punctuation
+    clock[0] = NOW + 100
+    task.punctuate_wall_clock()
+    task.write_changelogs(cluster)
+    before = task.stores["a"].all()
+    assert before == {"seen": 2, "ticks": 1}
+    task.process_batch([Message("in", 0, 2, NOW + 20, None, b'"fail"')], lambda m, e: None)
+    assert task.stores["a"].all() == before
+    task.write_changelogs(cluster)
+    assert read_changelog(cluster, "app", "a", 0)[0] == before
+    task.close()
