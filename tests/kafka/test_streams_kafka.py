@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import sys
 import time
 import uuid
@@ -31,7 +30,7 @@ from tests.logmarshal.streams.test_app import (
     setup_topics,
     tables,
 )
-from tests.logmarshal.streams.test_bad_day import CountWords
+from tests.logmarshal.streams.test_bad_day import CountWords, damage_at_call
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -121,19 +120,8 @@ def test_a_store_found_damaged_is_restored_and_its_inputs_read_again_on_kafka(
 
     name = f"dmg-{uuid.uuid4().hex[:8]}"
     lines = [f"a b{i % 7}" for i in range(2000)]
-    damaged = {"left": 1}  # the first commit's flush meets the damage
-    put_many = SqliteStore._put_many
-
-    def failing(self, *args, **kwargs):
-        damaged["left"] -= 1
-        if damaged["left"] == 0:
-            try:
-                raise sqlite3.DatabaseError("database disk image is malformed")
-            except sqlite3.DatabaseError as exc:
-                self._check_damage(exc)
-        return put_many(self, *args, **kwargs)
-
-    monkeypatch.setattr(SqliteStore, "_put_many", failing)
+    # the first commit's flush meets the damage
+    damaged = damage_at_call(monkeypatch, SqliteStore, "_put_many", 1)
     CountWords.fail = False
     with connect(bootstrap=kafka.bootstrap) as cluster:
         cluster.create_topic(name, 1)

@@ -272,6 +272,29 @@ def test_a_store_found_damaged_in_use_is_restored_and_its_record_not_dead_letter
     assert (tmp_path / "bad" / "0_0" / f"n.{kind}").exists()  # made again, by the restore
 
 
+def meet_damage(store) -> None:
+    """What a SQLite store's engine call does when it reads a malformed page."""
+    try:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+    except sqlite3.DatabaseError as exc:
+        store._check_damage(exc)  # raises StoreDamaged
+
+
+def damage_at_call(monkeypatch, engine: type, method: str, call: int) -> dict[str, int]:
+    """``engine.method``'s ``call``-th call meets damage; ``left`` counts down to it."""
+    damaged = {"left": call}
+    original = getattr(engine, method)
+
+    def failing(self, *args, **kwargs):
+        damaged["left"] -= 1
+        if damaged["left"] == 0:
+            meet_damage(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(engine, method, failing)
+    return damaged
+
+
 @pytest.mark.parametrize("where", ["_put_many", "checkpoint"])
 @pytest.mark.parametrize("kind", PERSISTENT_KINDS)
 def test_a_store_found_damaged_by_a_commit_is_restored(cluster, tmp_path, kind, where, monkeypatch):
@@ -288,19 +311,7 @@ def test_a_store_found_damaged_by_a_commit_is_restored(cluster, tmp_path, kind, 
     engine = SqliteStore if kind == "sqlite" else RocksDBStore
     # the first commit's flush meets the damage, or its checkpoint (the first checkpoint
     # is the restore's, at its fence)
-    damaged = {"left": 1 if where == "_put_many" else 2}
-    method = getattr(engine, where)
-
-    def failing(self, *args, **kwargs):
-        damaged["left"] -= 1
-        if damaged["left"] == 0:
-            try:
-                raise sqlite3.DatabaseError("database disk image is malformed")
-            except sqlite3.DatabaseError as exc:
-                self._check_damage(exc)
-        return method(self, *args, **kwargs)
-
-    monkeypatch.setattr(engine, where, failing)
+    damaged = damage_at_call(monkeypatch, engine, where, 1 if where == "_put_many" else 2)
     close = engine.close
 
     def close_failing(self):  # as a damaged SQLite file's rollback may
@@ -343,10 +354,7 @@ class CountsAndMeetsDamage(CountWords):
         self.store.get("a")
         if not CountsAndMeetsDamage.met:
             CountsAndMeetsDamage.met += 1
-            try:
-                raise sqlite3.DatabaseError("database disk image is malformed")
-            except sqlite3.DatabaseError as exc:
-                self.store._check_damage(exc)
+            meet_damage(self.store)
 
 
 def test_a_store_found_damaged_by_a_wall_clock_punctuator_is_restored(cluster, tmp_path):

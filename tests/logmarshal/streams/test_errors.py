@@ -248,13 +248,26 @@ def test_a_failing_stream_time_punctuator_stops_the_app_without_retrying_its_rec
 ):
     """The punctuator, not the record that moved stream time, failed: retrying (or
     dead-lettering) that record would count it twice (or drop a record that succeeded)."""
+    PunctuatorFails.processed = []
+    run_until_the_punctuator_fails(
+        cluster,
+        tmp_path,
+        PunctuatorFails,
+        RetryPolicy(max_attempts=3, backoff=0, dead_letter_topic="dlq"),
+    )
+    assert PunctuatorFails.processed == [0, 1]
+    assert "dlq" not in cluster.topics()
+
+
+def run_until_the_punctuator_fails(cluster, tmp_path, processor, retry: RetryPolicy) -> None:
+    """Records "a" and "b", 5 s of stream time apart (the second makes the punctuator due),
+    through ``processor`` and a store: the App's run raises the punctuator's failure."""
     now = int(time.time() * 1000)
     cluster.create_topic("in", 1)
     cluster.produce(
         "in", 0, [NewRecord(b'"a"', timestamp=now), NewRecord(b'"b"', timestamp=now + 5000)]
     )
-    PunctuatorFails.processed = []
-    t = Topology().add_source("s", "in").add_processor("p", PunctuatorFails, "s")
+    t = Topology().add_source("s", "in").add_processor("p", processor, "s")
     app = App(
         cluster,
         "punct",
@@ -262,13 +275,12 @@ def test_a_failing_stream_time_punctuator_stops_the_app_without_retrying_its_rec
         client_id="x",
         heartbeat_interval=0.3,
         state_dir=tmp_path,
-        retry=RetryPolicy(max_attempts=3, backoff=0, dead_letter_topic="dlq"),
+        commit_interval=0.05,
+        retry=retry,
     )
     with pytest.raises(RuntimeError, match="the punctuator failed"):
         app.run(max_records=2)
     app.close()
-    assert PunctuatorFails.processed == [0, 1]
-    assert "dlq" not in cluster.topics()
 
 
 class FlakyThenPunctuator(Processor):
@@ -304,27 +316,14 @@ def test_a_punctuator_failing_after_a_successful_retry_is_not_the_records(
     """Found by an attack: the retry ran the record and then the stream-time punctuator it
     made due, in one try: the punctuator's failure was taken for the record's, which was
     processed again (counted twice) or dead-lettered though its writes were kept."""
-    now = int(time.time() * 1000)
-    cluster.create_topic("in", 1)
-    cluster.produce(
-        "in", 0, [NewRecord(b'"a"', timestamp=now), NewRecord(b'"b"', timestamp=now + 5000)]
-    )
     FlakyThenPunctuator.tries = {}
     FlakyThenPunctuator.punctuator_fails = 1
-    t = Topology().add_source("s", "in").add_processor("p", FlakyThenPunctuator, "s")
-    app = App(
+    run_until_the_punctuator_fails(
         cluster,
-        "rp",
-        t.add_state_store(StoreSpec("n"), "p"),
-        client_id="x",
-        heartbeat_interval=0.3,
-        state_dir=tmp_path,
-        commit_interval=0.05,
-        retry=RetryPolicy(max_attempts=attempts, backoff=0, dead_letter_topic=dlq),
+        tmp_path,
+        FlakyThenPunctuator,
+        RetryPolicy(max_attempts=attempts, backoff=0, dead_letter_topic=dlq),
     )
-    with pytest.raises(RuntimeError, match="the punctuator failed"):
-        app.run(max_records=2)
-    app.close()
     assert FlakyThenPunctuator.tries == {0: 1, 1: 2}
     assert "dlq" not in cluster.topics()
 

@@ -203,14 +203,9 @@ def test_an_answer_of_nothing_yet_is_waited_for_not_taken_for_the_changelogs_end
         read_changelog(never, "app", "a", 0)
 
 
-class Writer(Processor):
+class Writer(TwoCounters):
     """Every kind of write a record can make, to both stores, and a forward to the sink;
     a record whose value is "fail" raises after all of them."""
-
-    def init(self, context):
-        super().init(context)
-        self.a = context.get_state_store("a")
-        self.b = context.get_state_store("b")
 
     def process(self, record):
         for store in (self.a, self.b):
