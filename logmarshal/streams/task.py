@@ -217,7 +217,7 @@ class Task:
         if atomic_records:
             for store in stores.values():
                 store._journal_writes(True)
-        #: the stores' journals (each emptied after a record that succeeded)
+        #: the stores' journals (each emptied as an atomic record starts: _begin_record)
         self._journals = [s._journal for s in stores.values() if s._journal is not None]
         for name, proc in self._processors.items():
             proc.init(_Context(self, name))
@@ -317,6 +317,7 @@ class Task:
                 on_error(m, exc)
                 continue
             positions[topic] = offset + 1
+            # advance_stream_time, inlined: a method call per record on the hot path
             if ts > self.stream_time and punctuate:
                 self.stream_time = ts
                 if ts >= self._stream_due:
