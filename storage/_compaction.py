@@ -52,7 +52,7 @@ import attrs
 
 from storage._config import TopicConfig
 from storage._errors import CorruptRecordError
-from storage._files import fsync_dir, read_regular, replace_durably
+from storage._files import OFFSET_MAX, fsync_dir, read_json, replace_durably
 from storage._records import (
     Compression,
     KeptRecord,
@@ -61,6 +61,7 @@ from storage._records import (
     encode_batch,
     read_header,
 )
+from storage._segment import scan_batches
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -183,6 +184,13 @@ def group_by_size(sizes: Sequence[tuple[int, int]], max_bytes: int, end: int) ->
 # ---------------------------------------------------------------------- the cleaner's memory
 
 
+def _whole(value: object) -> int:
+    """A checkpoint's offset or time, refused (ValueError) unless an int64."""
+    if type(value) is not int or not -OFFSET_MAX - 1 <= value <= OFFSET_MAX:
+        raise ValueError(f"{value!r} is not an int64")
+    return value
+
+
 @attrs.define
 class CleanerState:
     """The cleaner checkpoint of one partition: the first dirty offset, and when each range
@@ -222,13 +230,16 @@ class CleanerState:
     def load(cls, directory: Path) -> CleanerState:
         path = directory / CHECKPOINT_FILE
         try:
-            raw = json.loads(read_regular(path).decode("utf-8"))
-            if raw.get("version") != _CHECKPOINT_VERSION:
-                raise ValueError(f"unknown version {raw.get('version')!r}")
+            raw = read_json(path)
+            if not isinstance(raw, dict) or raw.get("version") != _CHECKPOINT_VERSION:
+                raise ValueError(
+                    f"unknown version {raw.get('version') if isinstance(raw, dict) else raw!r}"
+                )
+            cleaned_at = raw["tombstones_cleaned_at"]
             state = cls(
-                int(raw["first_dirty_offset"]),
-                sorted((int(o), int(t)) for o, t in raw["ranges"]),
-                None if raw["tombstones_cleaned_at"] is None else int(raw["tombstones_cleaned_at"]),
+                _whole(raw["first_dirty_offset"]),
+                sorted((_whole(o), _whole(t)) for o, t in raw["ranges"]),
+                None if cleaned_at is None else _whole(cleaned_at),
             )
         except FileNotFoundError:
             return cls()
@@ -416,6 +427,19 @@ def complete_swaps(directory: Path, segment_file: re.Pattern[str]) -> None:
         if m is not None:
             swaps.append((int(m.group(1)), int(m.group(2)), entry))
     for base, end, swap in sorted(swaps):
+        why = _not_a_swap(swap, base, end)
+        if why is not None:
+            kept = swap.with_name(swap.name + ".damaged")
+            log.error(
+                "%s: not a cleaner's swap (%s): the segments it would replace are kept, and "
+                "it is set aside as %s",
+                swap,
+                why,
+                kept.name,
+            )
+            os.replace(swap, kept)
+            fsync_dir(directory)
+            continue
         log.warning("%s: completing an interrupted cleaner swap of [%d, %d)", directory, base, end)
         for entry in list(directory.iterdir()):
             m = segment_file.fullmatch(entry.name)
@@ -423,3 +447,20 @@ def complete_swaps(directory: Path, segment_file: re.Pattern[str]) -> None:
                 entry.unlink(missing_ok=True)
         os.replace(swap, directory / f"{base:020d}.log")
         fsync_dir(directory)
+
+
+def _not_a_swap(path: Path, base: int, end: int) -> str | None:
+    """Why ``path`` is no swap the cleaner committed (it fsyncs whole batches of offsets in
+    [base, end) before the rename that commits it), or None: a file put there by hand or
+    damaged must not replace the segments it names."""
+    ends: list[int] = []
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        _, reason = scan_batches(
+            f.fileno(), size, base, lambda *note: ends.append(note[3]), allow_gaps=True
+        )
+    if reason is not None:
+        return reason
+    if ends and ends[-1] > end:
+        return f"it holds offsets up to {ends[-1] - 1}, past its name's {end - 1}"
+    return None

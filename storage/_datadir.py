@@ -38,7 +38,7 @@ from storage._errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from storage._files import fsync_dir, read_regular
+from storage._files import fsync_dir, read_json
 from storage._log import PartitionLog
 from storage._segment import FileHandles
 
@@ -96,11 +96,13 @@ def validate_topic_name(name: object) -> str:
 _DELETED_DIR = re.compile(r".+-[0-9]+\.[0-9a-f]{32}-delete")
 #: the files a partition directory holds (segments and their indexes, a cleaner's swap or
 #: cleaned file, the log start and the cleaner's checkpoint, the damaged bytes of a newest
-#: segment kept after a clean shutdown (Segment.recover), and their temporary files)
+#: segment kept after a clean shutdown (Segment.recover), a swap found damaged
+#: (complete_swaps), and their temporary files)
 _PARTITION_FILE = re.compile(
     r"[0-9]{20}\.(log|index|timeindex)(\.cleaned|\.[0-9]{20}\.swap)?"
     r"|(log-start-offset|cleaner-checkpoint)\.json(\.tmp)?"
     r"|[0-9]{20}\.log\.[0-9]+(-[0-9]+)?\.damaged(\.tmp)?"
+    r"|[0-9]{20}\.log\.[0-9]{20}\.swap\.damaged"
 )
 #: besides topics and partitions, what a data directory holds
 _OWN_FILES = frozenset({_META_FILE, f"{_META_FILE}.tmp", _LOCK_FILE})
@@ -803,19 +805,14 @@ def _read_meta(path: Path) -> list[tuple[str, TopicConfig, int]]:
     touched: a damaged or hand-edited file is refused whole, with one clear error, and
     nothing outside the data directory is opened (a topic named ``../x`` is refused)."""
     try:
-        raw = read_regular(path, _MAX_META_BYTES)
-    except ValueError as exc:
-        raise StorageError(f"{exc}{_ADOPT_HINT}") from None
-    try:
-        meta = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except (
-        ValueError,
-        RecursionError,
-    ) as exc:  # (UnicodeDecodeError is a ValueError)  # RecursionError: [[[[... nested too deep
-        why = str(exc)[:200] or "nested too deep"
-        raise StorageError(f"{path} is unreadable: {why}{_ADOPT_HINT}") from exc
+        meta = read_json(path, _MAX_META_BYTES)
+    except ValueError as exc:  # not a regular file, too big, not JSON (UnicodeDecodeError too)
+        why = str(exc)[:200]
+        raise StorageError(
+            f"{why if why.startswith(str(path)) else f'{path} is unreadable: {why}'}{_ADOPT_HINT}"
+        ) from exc
     topics = meta.get("topics") if isinstance(meta, dict) else None
-    if not isinstance(topics, dict):
+    if not isinstance(meta, dict) or not isinstance(topics, dict):
         raise StorageError(f'{path} is unreadable: no "topics" object{_ADOPT_HINT}')
     version = meta.get("version", _META_VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or version > _META_VERSION:
@@ -841,10 +838,6 @@ _ADOPT_HINT = (
     " (to go on without it: move it aside, then put each topic back with its records: "
     "logmarshal topic adopt NAME; docs/broker.md)"
 )
-
-
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def _check_partition_count(n: object) -> int:

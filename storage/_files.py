@@ -4,15 +4,27 @@ leaves the old content or the new, never a torn file."""
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["copy_durably", "fsync_dir", "read_regular", "replace_durably", "replace_file"]
+__all__ = [
+    "OFFSET_MAX",
+    "copy_durably",
+    "fsync_dir",
+    "read_json",
+    "read_regular",
+    "replace_durably",
+    "replace_file",
+]
 
 #: what a checkpoint or metadata file is read up to when no other limit is given
 SMALL_FILE_LIMIT = 1 << 20
+#: the largest offset a record batch can carry (int64)
+OFFSET_MAX = (1 << 63) - 1
 
 
 def read_regular(path: Path, limit: int | None = SMALL_FILE_LIMIT) -> bytes:
@@ -38,6 +50,29 @@ def read_regular(path: Path, limit: int | None = SMALL_FILE_LIMIT) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_json(path: Path, limit: int | None = SMALL_FILE_LIMIT) -> object:
+    """The strict JSON content of a file the storage wrote (:func:`read_regular`). What no
+    writer of ours makes is refused with ValueError, so that the caller's one handler sees
+    every kind of damage: text that is not UTF-8 or not JSON, ``NaN`` or ``Infinity``, a
+    number beyond a float's range (``1e400``), nesting too deep for the parser."""
+    raw = read_regular(path, limit)
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_refuse, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+def _refuse(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond a float's range")
+    return value
 
 
 def fsync_dir(path: Path) -> None:

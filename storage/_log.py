@@ -41,7 +41,7 @@ from storage._errors import (
     PolicyViolation,
     StorageError,
 )
-from storage._files import fsync_dir
+from storage._files import OFFSET_MAX, fsync_dir
 from storage._log_start import load_log_start, save_log_start
 from storage._reads import find_timestamp, read_segment
 from storage._recompression import CODEC_IDS, recompress
@@ -148,6 +148,11 @@ class PartitionLog:
                 if entry.name.endswith((".tmp", ".deleted", CLEANED_SUFFIX)):
                     stray.append(entry)
                 continue
+            if int(m.group(1)) > OFFSET_MAX:
+                raise StorageError(
+                    f"{entry}: not a segment of this log (its name's offset is beyond int64); "
+                    "move it away"
+                )
             if m.group(2) == "log":
                 bases.add(int(m.group(1)))
         for entry in self.directory.iterdir():
@@ -512,6 +517,7 @@ class PartitionLog:
                 cfg.retention_ms >= 0
                 and seg.max_timestamp != NO_TIMESTAMP
                 and now - seg.max_timestamp > cfg.retention_ms
+                and (i == last or now - seg.verified_max_timestamp() > cfg.retention_ms)
             )
             too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
             if not (too_old or too_big):

@@ -16,7 +16,7 @@ import json
 import logging
 from pathlib import Path
 
-from storage._files import read_regular, replace_durably
+from storage._files import OFFSET_MAX, read_json, replace_durably
 
 __all__ = ["LOG_START_FILE", "load_log_start", "save_log_start"]
 
@@ -32,17 +32,17 @@ def load_log_start(directory: Path) -> int | None:
     start, so records DeleteRecords removed inside that segment are readable again)."""
     path = directory / LOG_START_FILE
     try:
-        raw = json.loads(read_regular(path).decode("utf-8"))
+        raw = read_json(path)
         if not isinstance(raw, dict) or raw.get("version") != _VERSION:
             raise ValueError(
                 f"unknown version {raw.get('version') if isinstance(raw, dict) else raw!r}"
             )
         offset = raw["log_start_offset"]
-        if type(offset) is not int or offset < 0:
-            raise ValueError(f"log_start_offset {offset!r} is not a non-negative int")
+        if type(offset) is not int or not 0 <= offset <= OFFSET_MAX:
+            raise ValueError(f"log_start_offset {offset!r} is not an offset")
     except FileNotFoundError:
         return None
-    except (ValueError, KeyError, UnicodeDecodeError) as exc:
+    except (ValueError, KeyError) as exc:  # (UnicodeDecodeError is a ValueError)
         log.warning(
             "%s: unreadable log start checkpoint (%s); the log starts at its first segment",
             path,

@@ -10,9 +10,9 @@ import struct
 from collections.abc import Callable
 from typing import TypeVar
 
-from storage._errors import CorruptRecordError, StorageError, UnsupportedCompression
+from storage._errors import CorruptBatch, CorruptRecordError, StorageError, UnsupportedCompression
 from storage._records import decode_batch
-from storage._segment import Segment
+from storage._segment import Segment, next_intact
 
 log = logging.getLogger(__name__)
 
@@ -110,16 +110,28 @@ def _read_segment_from(
             buf_start, rel = p, 0
             if len(buf) < 27:
                 raise StorageError(f"{seg.log_path}: short read at byte {p}")
-        return _checked_head(buf, rel, seg, p, expect)
+        last, size = _checked_head(buf, rel, seg, p, expect)
+        if p + size > limit:  # (a damaged length: a walk that trusted it would leave the
+            # segment, and its reader would go on in the next one, the records between skipped)
+            raise _NotABatch(f"{seg.log_path}: the batch at byte {p} runs past the segment")
+        return last, size
 
     # find the batch holding offset
+    walked = seg.base_offset  # the offset after the batches walked
     while True:
         if pos >= limit:
             return b""
-        last_offset, size = header_at(pos, expect)
+        try:
+            last_offset, size = header_at(pos, expect)
+        except _NotABatch as exc:
+            if use_index:
+                raise  # (walked again from the segment's start, where damage is stepped over)
+            pos, walked = _past_damage(seg, pos, limit, walked, offset, exc)
+            continue
         expect = None
         if last_offset >= offset:
             break
+        walked = last_offset + 1
         pos += size
     first = pos
     end = pos + size
@@ -149,6 +161,23 @@ def _read_segment_from(
     if rel >= 0 and end - buf_start <= len(buf):
         return buf[rel : end - buf_start]
     return seg.read(first, end - first)
+
+
+def _past_damage(
+    seg: Segment, pos: int, limit: int, walked: int, offset: int, exc: _NotABatch
+) -> tuple[int, int]:
+    """A walk from the segment's start met bytes at ``pos`` that are no batch: (byte, base
+    offset) of the next whole batch (found by its magic byte and CRC), where the walk goes
+    on if ``offset`` is there or later. An ``offset`` in between is in the damage:
+    :class:`CorruptBatch`, naming where a reader may resume (Kafka's CORRUPT_MESSAGE for a
+    client), never a read that skips to the next segment or an error with no way on."""
+    with seg.open() as fd:
+        found = next_intact(fd, limit, pos, walked)
+    resume = found[1] if found is not None else seg.next_offset
+    if offset < resume:
+        log.warning("%s; offsets %d to %d are unreadable", exc, walked, resume - 1)
+        raise CorruptBatch(str(exc), walked, resume)
+    return found if found is not None else (limit, resume)
 
 
 def find_timestamp(

@@ -61,17 +61,18 @@ def scan_batches(
     *,
     verify: bool = True,
     allow_gaps: bool = False,
+    start: int = 0,
 ) -> tuple[int, str | None]:
-    """Walk the batches of a segment file from position 0.
+    """Walk the batches of a segment file from position ``start`` (0: its first batch).
 
     Stops at the first batch that is short, has a wrong length, magic, record count or CRC,
     or does not continue the offsets (base offsets sit outside the CRC, so continuity is
     what catches damage there; ``allow_gaps`` accepts a forward jump, which compaction
     leaves in sealed segments). Returns (bytes of valid prefix, reason it stopped or None).
     """
-    pos = 0
+    pos = start
     buf = b""
-    buf_start = 0
+    buf_start = start
     expected = expected_base
     while pos < file_size:
         rel = pos - buf_start
@@ -126,29 +127,94 @@ def end_past_damage(fd: int, file_size: int, pos: int, expected: int) -> int:
         base, length, count = head[0], head[1], head[12]
         if base == expected and 1 <= count <= length and pos + length + 12 <= file_size:
             end = base + count
-        at = pos + 1 + _MAGIC_AT
-        while (m := mm.find(_MAGIC_BYTE, at)) >= 0:
-            start = m - _MAGIC_AT
-            if start + BATCH_OVERHEAD > file_size:
-                break
-            at = m + 1
-            (base, length, _, _, crc, attrs_, last_delta, _, _, _, _, _, count) = (
-                _HEADER.unpack_from(view, start)
-            )
-            size = length + 12
-            if (
-                length < BATCH_OVERHEAD - 12
-                or start + size > file_size
-                or attrs_ & 0x07 > Compression.ZSTD
-                or count < 1
-                or last_delta != count - 1
-                or base < expected
-                or crc32c(view[start + 21 : start + size]) != crc
-            ):
-                continue
+        for _, base, count in _intact_after(mm, view, file_size, pos, expected):
             end = max(end, base + count)
-            at = start + size + _MAGIC_AT
     return end
+
+
+def intact_after_damage(fd: int, file_size: int, pos: int, expected: int) -> bool:
+    """Does a whole batch (magic byte and CRC) of offsets from ``expected`` on follow damage
+    at byte ``pos``? Then the damage is no torn tail (a crash tears only the last writes)."""
+    if file_size - pos < BATCH_OVERHEAD:
+        return False
+    with mmap.mmap(fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+        return next(_intact_after(mm, view, file_size, pos, expected), None) is not None
+
+
+def next_intact(fd: int, file_size: int, pos: int, expected: int) -> tuple[int, int] | None:
+    """(byte, base offset) of the first whole batch (magic byte and CRC) after damage at byte
+    ``pos``, of offsets from ``expected`` on: where a read walks on past the damage."""
+    if file_size - pos < BATCH_OVERHEAD:
+        return None
+    with mmap.mmap(fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+        for start, base, _ in _intact_after(mm, view, file_size, pos, expected):
+            return start, base
+    return None
+
+
+def scan_around_damage(
+    fd: int,
+    file_size: int,
+    expected_base: int,
+    on_batch: BatchCallback,
+    *,
+    verify: bool = True,
+    on_resume: Callable[[], None] | None = None,
+) -> list[tuple[int, str]]:
+    """:func:`scan_batches` (``allow_gaps``) over a whole sealed segment, going on at the next
+    whole batch (:func:`next_intact`) after each damage, so that the batches after it stay
+    readable; ``on_resume`` is called there. Returns each damage met: (byte, reason)."""
+    after = expected_base
+
+    def note(pos: int, base: int, size: int, next_offset: int, max_ts: int) -> None:
+        nonlocal after
+        after = next_offset
+        on_batch(pos, base, size, next_offset, max_ts)
+
+    damage: list[tuple[int, str]] = []
+    at, expected = 0, expected_base
+    while True:
+        valid, reason = scan_batches(
+            fd, file_size, expected, note, verify=verify, allow_gaps=True, start=at
+        )
+        if reason is None:
+            return damage
+        damage.append((valid, reason))
+        found = next_intact(fd, file_size, valid, after)
+        if found is None:
+            return damage
+        at, expected = found
+        if on_resume is not None:
+            on_resume()
+
+
+def _intact_after(
+    mm: mmap.mmap, view: memoryview, file_size: int, pos: int, expected: int
+) -> Iterator[tuple[int, int, int]]:
+    """(byte, base offset, record count) of each batch after byte ``pos`` found by its magic
+    byte and CRC, of offsets from ``expected`` on, in file order."""
+    at = pos + 1 + _MAGIC_AT
+    while (m := mm.find(_MAGIC_BYTE, at)) >= 0:
+        start = m - _MAGIC_AT
+        if start + BATCH_OVERHEAD > file_size:
+            return
+        at = m + 1
+        (base, length, _, _, crc, attrs_, last_delta, _, _, _, _, _, count) = _HEADER.unpack_from(
+            view, start
+        )
+        size = length + 12
+        if (
+            length < BATCH_OVERHEAD - 12
+            or start + size > file_size
+            or attrs_ & 0x07 > Compression.ZSTD
+            or count < 1
+            or last_delta != count - 1
+            or base < expected
+            or crc32c(view[start + 21 : start + size]) != crc
+        ):
+            continue
+        yield start, base, count
+        at = start + size + _MAGIC_AT
 
 
 _FD_RESERVE = 1024  # descriptors left for sockets, metadata and index files
@@ -348,7 +414,9 @@ class Segment:
 
         ``keep_cut``: the directory was shut down cleanly, so damage is no write that a crash
         tore but a corruption, and intact records may follow it. The cut bytes are then first
-        kept in a file beside the segment (``<segment>.log.<byte>.damaged``, fsynced). The
+        kept in a file beside the segment (``<segment>.log.<byte>.damaged``, fsynced); so
+        they are after a crash too when a whole batch follows the damage (a crash tears only
+        the last writes; a torn tail is cut and not kept). The
         log goes on from the damage all the same, as after an unclean leader election: a log
         end with offsets skipped, and nothing to read up to it, would keep a reader that
         waits to reach the end (a replay of ``__marshal``) waiting.
@@ -358,7 +426,12 @@ class Segment:
         with self.open() as fd:
             valid, reason = scan_batches(fd, file_size, self.base_offset, self.note_batch)
             cut = file_size - valid
+            why = None
             if cut and keep_cut:
+                why = "though the directory was shut down cleanly"
+            elif cut and intact_after_damage(fd, file_size, valid, self.next_offset):
+                why = "with whole batches after it (no write a crash tore)"
+            if why is not None:
                 kept = self._damaged_path(valid)
                 copy_durably(fd, valid, file_size, kept)
                 end = end_past_damage(fd, file_size, valid, self.next_offset)
@@ -368,11 +441,11 @@ class Segment:
                     else "no whole batch"
                 )
                 log.error(
-                    "%s: damaged at byte %d though the directory was shut down cleanly (%s): "
-                    "the %d bytes from there (%s) are kept in %s, and new records take "
-                    "offsets from %d on",
+                    "%s: damaged at byte %d %s (%s): the %d bytes from there (%s) are kept in "
+                    "%s, and new records take offsets from %d on",
                     self.log_path,
                     valid,
+                    why,
                     reason,
                     cut,
                     held,
@@ -421,24 +494,44 @@ class Segment:
         log.warning("%s: index missing or inconsistent, rebuilding from the log", self.log_path)
         self._reset_bookkeeping()
         with self.open() as fd:
-            valid, reason = scan_batches(
-                fd, self.size, self.base_offset, self.note_batch, allow_gaps=True
-            )
-        if reason is not None:
-            # An old segment is not truncated on disk: the bytes are kept for inspection.
-            log.error("%s: damaged sealed segment at byte %d: %s", self.log_path, valid, reason)
-            self.size = valid  # serve nothing from the damage on (file left for inspection)
-        if reason is None and self.next_offset < next_base:
-            self.next_offset = next_base  # compaction removed the segment's last offsets
-        if self.next_offset != next_base and reason is None:
+            damage = scan_around_damage(fd, self.size, self.base_offset, self.note_batch)
+        for pos, reason in damage:
+            # An old segment is not truncated on disk, nor served short: a read of the damaged
+            # offsets gets CorruptBatch (naming where to resume), the batches after it are read
+            log.error("%s: damaged sealed segment at byte %d: %s", self.log_path, pos, reason)
+        if self.next_offset > next_base:
             log.warning(
                 "%s: ends at offset %d but the next segment starts at %d",
                 self.log_path,
                 self.next_offset,
                 next_base,
             )
+        else:
+            self.next_offset = next_base  # (compaction removed the segment's last offsets)
         self._seal_time_index()
         self._write_indexes()
+
+    def verified_max_timestamp(self) -> int:
+        """The largest timestamp of this sealed segment, read from its batch headers (and
+        kept as :attr:`max_timestamp`): retention deletes a segment by it, and a time index
+        damaged in order, which the checks at open pass, must not delete fresh records."""
+        found = [NO_TIMESTAMP]
+
+        def note(pos: int, base: int, size: int, next_offset: int, max_ts: int) -> None:
+            found[0] = max(found[0], max_ts)
+
+        with self.open() as fd:
+            scan_around_damage(fd, self.size, self.base_offset, note, verify=False)
+        if found[0] != self.max_timestamp:
+            log.error(
+                "%s: its time index says its records reach %d, its batches say %d: the "
+                "batches are taken (the time index is damaged)",
+                self.log_path,
+                self.max_timestamp,
+                found[0],
+            )
+            self.max_timestamp = found[0]
+        return self.max_timestamp
 
     def adopt(self, notes: Sequence[tuple[int, int, int, int, int]], next_base: int) -> None:
         """Take the bookkeeping of a sealed segment just written by the cleaner (its batches
@@ -455,10 +548,11 @@ class Segment:
         by the rule :meth:`note_batch` writes it with: after a read met a damaged entry, so
         that later reads use the index again instead of each walking the segment from its
         start. Headers only (no CRCs): a read decodes what it serves. Where a header is no
-        batch the old entries past it are kept, so that the batches after damage are still
-        read through them; only those whose position holds a batch header ending at their
-        offset (a wrong one kept would send every read that meets it through another walk
-        and rebuild)."""
+        batch, the walk goes on at the next whole batch (:func:`next_intact`), which gets an
+        entry, so that reads past the damage jump there. If none is found, the old entries
+        past the damage are kept: only those whose position holds a batch header ending at
+        their offset (a wrong one kept would send every read that meets it through another
+        walk and rebuild)."""
         entries: list[tuple[int, int]] = []
         since = 0
 
@@ -469,13 +563,18 @@ class Segment:
                 since = 0
             since += size
 
+        def resume() -> None:
+            nonlocal since
+            since = self.index_interval_bytes + 1
+
         with self.open() as fd:
-            valid, reason = scan_batches(
-                fd, limit, self.base_offset, on_batch, verify=False, allow_gaps=True
+            damage = scan_around_damage(
+                fd, limit, self.base_offset, on_batch, verify=False, on_resume=resume
             )
-        if reason is not None:
-            log.warning("%s: index rebuilt up to byte %d: %s", self.log_path, valid, reason)
-            last = entries[-1][0] if entries else -1
+        for pos, reason in damage:
+            log.warning("%s: damaged at byte %d: %s", self.log_path, pos, reason)
+        if damage:  # (entries past the last damage that a walk could not reach)
+            valid, last = damage[-1][0], (entries[-1][0] if entries else -1)
             for r, p in self.index.entries():
                 if p > valid and r > last and self._names_batch_at(r, p):
                     entries.append((r, p))

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from storage._errors import OffsetOutOfRange, StorageError
-from storage._files import read_regular
+from storage._files import read_json, replace_durably
 from storage._log import AppendInfo, PartitionLog
 from storage._producers import ProducerStates, RetainedBatch, batch_identities
 from storage._records import _validate_batches
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 _FILE = "producer-ids.json"
 _BROKER_BITS = 10
 _BLOCK = 1000
+#: a producer id is ``counter << _BROKER_BITS | broker``, an int64
+_COUNTER_MAX = (1 << (63 - _BROKER_BITS)) - 1
 _SCAN_BYTES = 8 * 1024 * 1024
 _PRODUCER_ID_AT = 43
 #: Kafka's producer.id.expiration.ms: a producer idle this long on a partition is forgotten.
@@ -63,26 +65,24 @@ class ProducerIdAllocator:
 
     def _reserved_end(self) -> int:
         try:
-            return int(json.loads(read_regular(self._path).decode("utf-8"))["next_counter"])
+            raw = read_json(self._path)
+            if not isinstance(raw, dict):
+                raise ValueError("not a JSON object")
+            counter = raw["next_counter"]
+            if type(counter) is not int or not 0 <= counter <= _COUNTER_MAX - _BLOCK:
+                raise ValueError(f"next_counter {counter!r} is not a producer id counter")
+            return counter
         except FileNotFoundError:
             return int(time.time() * 1000)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError) as exc:
             raise StorageError(f"{self._path} is unreadable: {exc}") from exc
 
     def _reserve(self) -> None:
         start = max(self._end, self._reserved_end())
+        if start > _COUNTER_MAX - _BLOCK:
+            raise StorageError(f"{self._path}: the producer ids are used up")
         end = start + _BLOCK
-        tmp = self._path.with_name(_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"next_counter": end}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        fd = os.open(self._path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        replace_durably(self._path, json.dumps({"next_counter": end}).encode())
         self._next, self._end = start, end
 
     def next_id(self) -> int:

@@ -23,6 +23,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from logmarshal.localbroker import LocalBroker
 from storage import (
+    CorruptBatch,
     DataDir,
     NewRecord,
     StorageError,
@@ -125,19 +126,19 @@ def test_reads_walk_around_a_damaged_index_entry(tmp_path, caplog, how):
 
 def test_a_batch_no_walk_can_pass_is_a_storage_error(tmp_path):
     """Disk damage to a sealed segment's batch header (here its magic): a read of that batch
-    is a clear StorageError (a length of -12 there made the walk loop); the batches after it
-    are served through the index, and the other segments as ever."""
+    is CorruptBatch naming the offset after it, where a reader resumes (a length of -12
+    there made the walk loop); a timestamp search that meets it is a clear StorageError; the
+    batches after it are served, and the other segments as ever."""
     data = tmp_path / "data"
     _fill(data)
     _break_magic(data, DAMAGED)
     with DataDir(data) as dd:
         plog = dd.partition("t", 0)
-        for lookup in (
-            lambda: plog.read(DAMAGED, 4096),
-            lambda: plog.offset_for_timestamp(TS + DAMAGED),
-        ):
-            exc = _bounded(lambda lookup=lookup: _raises(lookup))
-            assert isinstance(exc, StorageError) and "damaged segment" in str(exc), exc
+        exc = _bounded(lambda: _raises(lambda: plog.read(DAMAGED, 4096)))
+        assert isinstance(exc, CorruptBatch), exc
+        assert (exc.offset, exc.next_offset) == (DAMAGED, DAMAGED + 1)
+        exc = _bounded(lambda: _raises(lambda: plog.offset_for_timestamp(TS + DAMAGED)))
+        assert isinstance(exc, StorageError) and "damaged segment" in str(exc), exc
         assert _offsets(plog.read(DAMAGED + 1).data)[:2] == [DAMAGED + 1, DAMAGED + 2]
         last = plog.log_end_offset - 1
         assert _offsets(plog.read(last).data) == [last]
@@ -216,7 +217,7 @@ def test_a_rebuild_keeps_the_entries_past_a_damaged_batch(tmp_path):
         assert _offsets(plog.read(broken + 1, 4096).data)[:2] == [broken + 1, broken + 2]
         assert _offsets(plog.read(broken - 1, 100).data)[0] == broken - 1
         exc = _raises(lambda: plog.read(broken, 4096))
-        assert isinstance(exc, StorageError) and "damaged segment" in str(exc), exc
+        assert isinstance(exc, CorruptBatch) and exc.next_offset == broken + 1, exc
 
 
 def test_a_rebuild_drops_a_damaged_entry_past_a_damaged_batch(tmp_path, caplog):
