@@ -44,6 +44,7 @@ __all__ = [
     "ExportInfo",
     "ExportedPartition",
     "capture_cut",
+    "check_export_files",
     "export_coordination",
     "iter_export",
     "read_export_info",
@@ -288,26 +289,76 @@ def _write_meta(info: ExportInfo) -> None:
 
 
 def read_export_info(path: str | os.PathLike[str]) -> ExportInfo:
-    """Read ``export.json`` of an export directory (raises ValueError if it is not one)."""
+    """Read ``export.json`` of an export directory (raises ValueError, naming the file, if it
+    is not one or does not say what ``coord export`` writes)."""
     meta = Path(path) / EXPORT_META
     try:
-        payload = json.loads(meta.read_text())
+        payload = json.loads(meta.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise ValueError(
             f"{path} is not an audit export (no {EXPORT_META}); make one with "
             "'logmarshal coord export --out DIR'"
         ) from None
-    if payload.get("format") != EXPORT_FORMAT:
-        raise ValueError(f"{meta}: unknown export format {payload.get('format')!r}")
-    return ExportInfo(
-        path=str(path),
-        topic=payload["topic"],
-        partitions=tuple(ExportedPartition(**p) for p in payload["partitions"]),
-        log_end={(e["topic"], e["partition"]): e["latest"] for e in payload["log_end"]},
-        exported_at_ms=payload["exported_at_ms"],
-        source=payload["source"],
-        seconds=payload.get("seconds", 0.0),
-        stored=payload.get("stored", PARQUET),
+    except (ValueError, RecursionError, IsADirectoryError) as exc:  # (JSON, UTF-8, nesting)
+        raise ValueError(f"{meta} is unreadable: {str(exc)[:200] or 'nested too deep'}") from None
+    if not isinstance(payload, dict) or payload.get("format") != EXPORT_FORMAT:
+        found = payload.get("format") if isinstance(payload, dict) else payload
+        raise ValueError(f"{meta}: unknown export format {str(found)[:80]!r}")
+    try:
+        info = ExportInfo(
+            path=str(path),
+            topic=_typed(payload["topic"], str),
+            partitions=tuple(_exported_partition(p) for p in _typed(payload["partitions"], list)),
+            log_end={
+                (_typed(e["topic"], str), _typed(e["partition"], int)): _typed(e["latest"], int)
+                for e in _typed(payload["log_end"], list)
+            },
+            exported_at_ms=_typed(payload["exported_at_ms"], int),
+            source=_typed(payload["source"], str),
+            seconds=_typed(payload.get("seconds", 0.0), float),
+            stored=_typed(payload.get("stored", PARQUET), str),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"{meta} is not what 'coord export' writes: {what}") from None
+    return info
+
+
+def check_export_files(info: ExportInfo) -> None:
+    """ValueError naming the first partition file ``export.json`` lists that is missing (an
+    export writes one for each coordination partition, records or none): an audit without
+    it would replay the others and say nothing of the history it never read."""
+    for p in info.partitions:
+        if not (Path(info.coordination_path) / f"part-{p.partition:05d}.parquet").exists():
+            raise ValueError(_missing(info, p))
+
+
+def _missing(info: ExportInfo, p: ExportedPartition) -> str:
+    path = Path(info.coordination_path) / f"part-{p.partition:05d}.parquet"
+    return (
+        f"{path} is missing: {EXPORT_META} says it holds {p.records:,} records of "
+        f"coordination partition {p.partition} (export again with 'coord export')"
+    )
+
+
+def _typed(value: Any, kind: type) -> Any:
+    """``value`` if of ``kind`` (an int for a float; never a bool), else TypeError."""
+    ok = isinstance(value, kind) or (kind is float and isinstance(value, int))
+    if not ok or isinstance(value, bool):
+        raise TypeError(
+            f"{str(value)[:80]!r} is not {'an' if kind is int else 'a'} {kind.__name__}"
+        )
+    return value
+
+
+def _exported_partition(entry: Any) -> ExportedPartition:
+    fields = ("partition", "earliest", "latest", "records")
+    if not isinstance(entry, dict):
+        raise TypeError(f"a partition entry {str(entry)[:80]!r} is not an object")
+    after = entry.get("end_after_snapshots")
+    return ExportedPartition(
+        *(_typed(entry[f], int) for f in fields),
+        end_after_snapshots=None if after is None else _typed(after, int),
     )
 
 
@@ -323,6 +374,10 @@ def iter_export(info: ExportInfo, batch_rows: int = 64 * 1024) -> Iterator[tuple
     for p in info.partitions:
         path = Path(info.coordination_path) / f"part-{p.partition:05d}.parquet"
         if not path.exists():
-            continue
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
-            yield p.partition, batch
+            raise ValueError(_missing(info, p))
+        try:
+            batches = pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
+            for batch in batches:
+                yield p.partition, batch
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise ValueError(f"{path} is unreadable: {exc}") from None

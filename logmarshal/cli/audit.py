@@ -198,7 +198,13 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
     except MissingDependency as exc:
         raise CliError(str(exc)) from None
     from ..audit.engine import load_tables, run_inprocess
-    from ..audit.export import PARQUET, capture_cut, export_coordination, read_export_info
+    from ..audit.export import (
+        PARQUET,
+        capture_cut,
+        check_export_files,
+        export_coordination,
+        read_export_info,
+    )
     from ..audit.outputs import write_outputs
     from ..audit.report import summary_rows
     from ..audit.verify import (
@@ -233,6 +239,11 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
     if not args.input:
         ctx.cluster  # noqa: B018 -- a missing directory or an unreachable broker: before --out
     out = Path(args.out)
+    if args.input and _within(out, Path(args.input)):
+        raise CliError(
+            f"--out {args.out} is inside --input {args.input}: the audit's tables would be "
+            "written over the export it reads; give another directory"
+        )
     out.mkdir(parents=True, exist_ok=True)
     phases = _Phases(quiet=ctx.as_json)
     timings: dict[str, float] = {}
@@ -248,6 +259,7 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
                 f"{args.input} is a cut of __marshal on Kafka, which holds no records: audit "
                 "it with --source kafka, or export it with 'coord export'"
             )
+        check_export_files(info)
     else:
         phases.start("exporting __marshal to Parquet")
         info = export_coordination(ctx.cluster, out / "export", progress=export_progress())
@@ -333,3 +345,9 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
     if verified is not None and not verified.ok:
         return 1
     return 0
+
+
+def _within(path: Path, directory: Path) -> bool:
+    """Is ``path`` ``directory`` or under it (symbolic links followed)?"""
+    path, directory = path.resolve(), directory.resolve()
+    return path == directory or directory in path.parents

@@ -10,6 +10,7 @@ import signal
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +93,13 @@ def load_topology(spec: str) -> Topology:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise CliError(f"cannot load {spec}: {exc}") from None
+    except Exception as exc:  # the module's own failure (a SyntaxError, a raise): where it is
+        frames = traceback.extract_tb(exc.__traceback__)
+        inside = not isinstance(exc, SyntaxError) and frames  # (a SyntaxError says where)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if inside else ""
+        raise CliError(
+            f"cannot load {spec}: importing {module_name} raised {type(exc).__name__}{where}: {exc}"
+        ) from None
     topology = obj
     if callable(obj) and not isinstance(obj, Topology):
         try:  # a factory: whatever it raises is the user's to read, not a traceback of ours

@@ -14,6 +14,8 @@ from .._coordlog import (
     COORDINATION_TOPIC,
     SNAPSHOT_TOPIC,
     coordination_topic_config,
+    coordination_topic_problems,
+    coordination_topic_settings,
     snapshot_topic_config,
 )
 from .argtypes import config_pair, positive
@@ -192,6 +194,23 @@ def _description_payload(description: Any) -> dict[str, Any]:
 
 def _create(args: argparse.Namespace, ctx: Context) -> int:
     config = _named_once(args.config)
+    if args.name in _COORDINATION_TOPICS:
+        # made as a Marshaler makes it (a CreateTime __marshal, the default, was refused by
+        # every Marshaler, and its timestamp type cannot be altered on a __ topic)
+        if args.name == COORDINATION_TOPIC:
+            base = coordination_topic_settings()
+        else:
+            defaults = TopicConfig().to_dict()
+            made = snapshot_topic_config().to_dict()
+            base = {k: v for k, v in made.items() if defaults.get(k) != v}
+        config = {**base, **config}
+        coordination = args.name == COORDINATION_TOPIC
+        problems = coordination_topic_problems(config) if coordination else []
+        if problems:
+            raise CliError(
+                f"refusing to create {args.name} with {'; '.join(problems)}: no Marshaler "
+                "would coordinate on it"
+            )
     created = ctx.cluster.create_topic(args.name, args.partitions, config or None)
     emit(
         ctx.as_json,

@@ -39,7 +39,7 @@ from ..cluster import Cluster, Message
 from ..consumer import Consumer
 from ..consumer.handler import dead_letter
 from ..errors import ClosedError
-from ..marshaler import Marshaler
+from ..marshaler import Marshaler, check_member_args
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
 from .stores import InMemoryStore, KeyValueStore, StoreDamaged, open_store
@@ -120,6 +120,21 @@ class App:
         marshaler: Marshaler | None = None,
         consumer_options: dict[str, Any] | None = None,
     ) -> None:
+        # everything checked before a topic is created (a refused App left its changelogs)
+        if not isinstance(topology, Topology):
+            raise TypeError(f"topology must be a Topology, got {topology!r}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy or None, got {retry!r}")
+        if marshaler is None:
+            member = client_id or f"{application_id}-{os.getpid()}"
+            check_member_args(cluster, member, application_id, heartbeat_interval)
+        elif not isinstance(marshaler, Marshaler):
+            raise TypeError(f"marshaler must be a Marshaler or None, got {marshaler!r}")
+        elif marshaler.group_id != application_id:
+            raise ValueError(
+                f"the marshaler is of group {marshaler.group_id!r}, the App's application_id "
+                f"is {application_id!r}: they must be the same"
+            )
         self.cluster = cluster
         self.application_id = application_id
         self.topology = topology

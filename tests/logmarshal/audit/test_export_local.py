@@ -184,6 +184,46 @@ def test_cli_coord_export_then_audit_the_export(story_cluster, tmp_path, capsys)
     assert fresh._cluster is None  # --input never opens a cluster
 
 
+def test_cli_audit_refuses_an_export_it_would_misread_or_destroy(
+    story_cluster, tmp_path, capsys
+) -> None:
+    """Found by an attack on the CLI: ``--out`` equal to ``--input`` wrote the tables over
+    the export (rc 0); an export missing a partition's file was audited without it (rc 0,
+    ``cross-check: ok``); an ``export.json`` of another shape was a traceback. Each is now
+    one error naming the file, and the export is untouched."""
+    from logmarshal.cli.context import CliError
+
+    cluster, _script, _at = story_cluster
+    ctx = Context(data_dir=str(tmp_path / "data"), as_json=False)
+    ctx._cluster = cluster
+    exp = tmp_path / "exp"
+    assert _run(["coord", "export", "--out", str(exp)], ctx) == 0
+    parts = sorted(p.name for p in (exp / "coordination").iterdir())
+
+    def audit(out) -> str:
+        with pytest.raises((CliError, ValueError)) as raised:
+            argv = ["audit", "--input", str(exp), "--out", str(out), "--engine", "local"]
+            _run(argv, Context(data_dir=None, as_json=False))
+        return str(raised.value)
+
+    for out in (exp, exp / "coordination"):
+        assert "is inside --input" in audit(out)
+    assert sorted(p.name for p in (exp / "coordination").iterdir()) == parts
+    meta = (exp / "export.json").read_text()
+    for broken, says in (
+        (meta.replace('"partitions": [', '"partitions": "x", "was": ['), "is not a list"),
+        (meta.replace('"latest"', '"newest"', 1), "no 'latest'"),
+        ("[]", "unknown export format"),
+        (meta[:40], "is unreadable"),
+    ):
+        (exp / "export.json").write_text(broken)
+        assert says in audit(tmp_path / "out"), broken[:60]
+    (exp / "export.json").write_text(meta)
+    (exp / "coordination" / parts[3]).unlink()
+    assert f"{parts[3]} is missing" in audit(tmp_path / "out")
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
 def test_parse_time_accepts_ms_and_iso() -> None:
     assert audit_cli.parse_time("1700000000000") == 1_700_000_000_000
     assert audit_cli.parse_time("2023-11-14T22:13:20") == 1_700_000_000_000

@@ -103,6 +103,44 @@ def test_a_topology_factory_that_fails_is_one_error_line(run) -> None:
     assert code == 1 and "json:loads() failed: TypeError" in line, err
 
 
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("raise RuntimeError('boom')\n", "raised RuntimeError at "),
+        ("x = (\n", "raised SyntaxError: '(' was never closed"),
+    ],
+)
+def test_a_topology_module_that_fails_to_import_is_one_error_line(
+    run, tmp_path, monkeypatch, source, says
+) -> None:
+    """A module that raised as it was imported was a traceback (found by an attack on the
+    CLI); now one line names the module, the error and where it was raised."""
+    (tmp_path / "broken_topology.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, _, err = run("streams", "describe", "broken_topology:t")
+    line = _one_error_line(err)
+    assert code == 1 and "importing broken_topology" in line and says in line, err
+
+
+def test_topic_create_makes_the_coordination_topics_as_a_marshaler_does(run, tmp_path) -> None:
+    """``topic create __marshal`` made a CreateTime topic (the default) that every Marshaler
+    refused, and whose timestamp type cannot be altered on a __ topic. It now takes the
+    configs a Marshaler creates it with, and refuses a config that would break them."""
+    from logmarshal import Marshaler, connect
+
+    code, _, err = run("topic", "create", COORDINATION_TOPIC, "-c",
+                       "message.timestamp.type=CreateTime")  # fmt: skip
+    assert code == 1 and "message.timestamp.type=CreateTime" in _one_error_line(err), err
+    assert not (tmp_path / "data" / f"{COORDINATION_TOPIC}-0").exists()
+    for topic in (COORDINATION_TOPIC, SNAPSHOT_TOPIC):
+        assert run("topic", "create", topic, "-p", "2")[0] == 0
+    config = json.loads(run("--json", "topic", "describe", COORDINATION_TOPIC)[1])["config"]
+    assert config["message.timestamp.type"] == "LogAppendTime"
+    assert config["retention.ms"] == "-1" and config["flush.messages"] == "1"
+    with connect(data_dir="data") as cluster:
+        Marshaler(cluster, "a", "g", 1.0, coordination_partitions=2).close()
+
+
 def test_broker_start_names_the_file_it_could_not_write(run, monkeypatch) -> None:
     """On a full data directory the broker said "cannot listen on 127.0.0.1:PORT: No space
     left on device" (a helper's attack): an error of a file is named as one."""

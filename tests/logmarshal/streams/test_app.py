@@ -714,3 +714,26 @@ def test_a_task_whose_set_up_fails_stops_the_app(cluster, tmp_path, monkeypatch)
             b.run(max_records=10, poll_timeout=0.5)
     finally:
         b.close()
+
+
+@pytest.mark.parametrize(
+    ("change", "raised"),
+    [
+        ({"application_id": ""}, ValueError),
+        ({"heartbeat_interval": 1e-9}, ValueError),
+        ({"retry": 5}, TypeError),
+        ({"application_id": 5}, ValueError),
+        ({"marshaler": "m"}, TypeError),
+    ],
+)
+def test_an_app_refused_creates_no_topic(cluster, tmp_path, change, raised):
+    """An App refused for its arguments had created its changelog topics first (found by an
+    attack on the CLI: ``streams run --application-id ""`` left ``-counts-changelog``)."""
+    from logmarshal.streams.examples import word_count
+
+    cluster.create_topic("lines", 2)
+    before = sorted(cluster.topics())
+    options = {"application_id": "wc", "state_dir": tmp_path / "state", **change}
+    with pytest.raises(raised):
+        App(cluster, topology=word_count(), **options)
+    assert sorted(cluster.topics()) == before
