@@ -352,12 +352,14 @@ def _typed(value: Any, kind: type) -> Any:
 
 
 def _exported_partition(entry: Any) -> ExportedPartition:
-    fields = ("partition", "earliest", "latest", "records")
     if not isinstance(entry, dict):
         raise TypeError(f"a partition entry {str(entry)[:80]!r} is not an object")
     after = entry.get("end_after_snapshots")
     return ExportedPartition(
-        *(_typed(entry[f], int) for f in fields),
+        partition=_typed(entry["partition"], int),
+        earliest=_typed(entry["earliest"], int),
+        latest=_typed(entry["latest"], int),
+        records=_typed(entry["records"], int),
         end_after_snapshots=None if after is None else _typed(after, int),
     )
 
