@@ -142,10 +142,11 @@ def load_admin_keys(path: str | os.PathLike[str]) -> AdminKeys:
         fd = os.open(name, os.O_RDONLY)
     except OSError as exc:
         raise AdminKeyError(f"cannot open admin key file {name}: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # (before fdopen: a directory's error named the fd)
+        os.close(fd)
+        raise AdminKeyError(f"admin key file {name} is not a regular file")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise AdminKeyError(f"admin key file {name} is not a regular file")
         if os.name == "posix" and st.st_mode & 0o077:
             raise AdminKeyError(
                 f"admin key file {name} is accessible by others (mode "

@@ -9,7 +9,7 @@ from typing import Any
 from storage._datadir import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 from storage.broker import BrokerConfig, load_cluster_file, run_broker
 from storage.broker.cluster_file import parse_host_port
-from storage.broker.server import DEFAULT_MAX_FRAME
+from storage.broker.server import DEFAULT_MAX_FRAME, MetricsPortError
 
 from .._broker_groups import MarshalGroupView
 from .argtypes import host_name, non_negative, positive
@@ -167,6 +167,8 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
 
     try:
         status = run_broker(config, on_ready=ready)
+    except MetricsPortError as exc:
+        raise CliError(f"cannot start the broker: {exc.strerror}") from None
     except OSError as exc:
         if exc.filename is not None:  # the data directory's, not the socket's
             raise CliError(

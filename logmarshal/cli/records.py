@@ -145,6 +145,10 @@ def _print_message(message: Message, as_json: bool) -> None:
 
 
 def _read(args: argparse.Namespace, ctx: Context) -> int:
+    if args.wait and args.count is None:  # (it was ignored without a word)
+        raise CliError(
+            "--wait needs --count: without it the read stops at the log end it found first"
+        )
     cluster = ctx.cluster
     topic, partition = args.topic, args.partition
     if not 0 <= partition < cluster.partitions(topic):

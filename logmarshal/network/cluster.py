@@ -77,8 +77,16 @@ class NetworkCluster:
         config: Mapping[str, Any] | None = None,
         timeout: float = 30.0,
     ) -> None:
-        if not bootstrap or not bootstrap.strip():
-            raise ValueError("bootstrap needs at least one HOST:PORT")
+        if not isinstance(bootstrap, str) or not bootstrap.strip():
+            raise ValueError(f"bootstrap needs at least one HOST:PORT, got {bootstrap!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise TypeError(f"timeout must be seconds, got {timeout!r}")
+        if not 0 < timeout < float("inf"):  # (nan too: every call would time out at once)
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        if config is not None and not (
+            isinstance(config, Mapping) and all(isinstance(k, str) for k in config)
+        ):
+            raise TypeError(f"config must map librdkafka setting names to values, got {config!r}")
         self.bootstrap = bootstrap
         self._timeout = timeout
         self._base: dict[str, Any] = {
@@ -89,7 +97,10 @@ class NetworkCluster:
         }
         self._closed = False
         self._lock = threading.Lock()
-        self._admin: AdminClient | None = AdminClient(dict(self._base))
+        try:
+            self._admin: AdminClient | None = AdminClient(dict(self._base))
+        except KafkaException as exc:  # an unknown setting, a value librdkafka refuses
+            raise ValueError(f"config: {exc.args[0].str() if exc.args else exc}") from None
         self._producers: dict[bool, Producer] = {}
         self._reports: DeliveryReports | None = None  # the durable producer's
         #: when a failed durable producer was last replaced, and how many times

@@ -25,7 +25,7 @@ from typing import Any, cast
 import attrs
 from rocksdict import Options, Rdict, WriteBatch
 
-from ..errors import LogmarshalError
+from ..errors import ClosedError, LogmarshalError
 from .serde import json_deserializer, json_serializer
 
 __all__ = [
@@ -397,8 +397,30 @@ class KeyValueStore:
 
     def close(self) -> None:
         """Drop the cache: writes not flushed were never committed."""
-        self._writes = {}
-        self._reads.clear()
+        self._close_cache()
+
+    def _close_cache(self) -> bool:
+        """Drop the cache, and make every later read or write of the store raise
+        :class:`~logmarshal.errors.ClosedError` (a SqliteStore's ``get`` answered from its
+        cache after close). False if it was closed already: a second close does nothing."""
+        if type(self._writes) is _ClosedCache:
+            return False
+        self._writes = self._reads = _ClosedCache(self.name)
+        return True
+
+
+class _ClosedCache(dict[Any, Any]):
+    """A closed store's caches: every use raises. No check on an open store's hot path,
+    whose caches are plain dicts (an empty one is falsy, so a flush finds nothing)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise ClosedError(f"store {self._name!r} is closed")
+
+    get = __getitem__ = __setitem__ = __contains__ = pop = setdefault = _refuse
 
 
 class InMemoryStore(KeyValueStore):
@@ -514,7 +536,8 @@ class SqliteStore(KeyValueStore):
         return int(meta["offset"]), meta["positions"], meta.get("epoch")
 
     def close(self) -> None:
-        super().close()
+        if not self._close_cache():
+            return
         try:
             self._db.rollback()  # what the changelog does not have must not survive locally
         finally:
@@ -624,7 +647,8 @@ class RocksDBStore(KeyValueStore):
         return int(meta["offset"]), meta["positions"], meta.get("epoch")
 
     def close(self) -> None:
-        super().close()
+        if not self._close_cache():
+            return
         self._pending = {}  # what the changelog does not have must not survive locally
         try:
             self._db.close()

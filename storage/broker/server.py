@@ -37,6 +37,7 @@ from storage._datadir import (
     DataDir,
 )
 from storage._errors import StorageError
+from storage._files import replace_durably
 
 from .cluster_file import ClusterLayout, load_cluster_file
 from .errors import ProtocolError
@@ -46,7 +47,7 @@ from .metrics import BrokerMetrics
 from .peer import PeerClient
 from .wire import MIN_REQUEST_SIZE, parse_request_header
 
-__all__ = ["BrokerConfig", "BrokerServer", "BrokerThread", "run_broker"]
+__all__ = ["BrokerConfig", "BrokerServer", "BrokerThread", "MetricsPortError", "run_broker"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,10 @@ def _node_id(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise ValueError(
             f"{attribute.name} must be in [0, {_INT32_MAX}] (Kafka's node.id), got {value}"
         )
+
+
+class MetricsPortError(OSError):
+    """The Prometheus port (``metrics_port``) could not be served: not the broker's own."""
 
 
 @attrs.frozen
@@ -213,14 +218,18 @@ class BrokerServer:
             self.handlers.metrics = self.metrics
             try:
                 self.metrics_address = self.metrics.serve(cfg.host, cfg.metrics_port)
+            except OSError as exc:
+                await self.close()
+                raise MetricsPortError(
+                    exc.errno,
+                    f"cannot serve metrics on {cfg.host}:{cfg.metrics_port}: {exc.strerror}",
+                ) from None
+        if cfg.ready_file is not None:
+            try:
+                replace_durably(Path(cfg.ready_file), f"{advertised}:{port}\n".encode())
             except OSError:
                 await self.close()
                 raise
-        if cfg.ready_file is not None:
-            ready = Path(cfg.ready_file)
-            tmp = ready.with_name(ready.name + ".tmp")
-            tmp.write_text(f"{advertised}:{port}\n", encoding="utf-8")
-            os.replace(tmp, ready)
         log.info(
             "broker %d listening on %s:%d (data %s)", layout.self_id, advertised, port, cfg.data_dir
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -25,6 +26,7 @@ from logmarshal.errors import (
     UnknownTopic,
 )
 from logmarshal.marshaler import COORDINATION_TOPIC, CoordinationTopicError
+from logmarshal.network import NetworkCluster
 from storage import NewRecord
 from storage._records import decode_columns_from
 from tests.logmarshal.consumer.test_writer import _write
@@ -371,3 +373,25 @@ def test_cli_with_bootstrap(broker, tmp_path):
     assert both.returncode == 1 and "exclude each other" in both.stderr
     missing = _cli(*bootstrap, "topic", "describe", "nope")
     assert missing.returncode == 1 and "unknown topic" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "raised", "says"),
+    [
+        ({"timeout": float("nan")}, ValueError, "timeout must be a positive"),
+        ({"timeout": -1.0}, ValueError, "timeout must be a positive"),
+        ({"timeout": "5"}, TypeError, "timeout must be seconds"),
+        ({"config": {"bogus.key": 1}}, ValueError, 'No such configuration property: "bogus.key"'),
+        ({"config": [("a", 1)]}, TypeError, "config must map"),
+        ({"bootstrap": 123}, ValueError, "bootstrap needs"),
+    ],
+)
+def test_bad_arguments_are_refused_before_connecting(kwargs, raised, says) -> None:
+    """Found by an attack on the API, against a live broker: ``timeout=nan`` said "cannot
+    reach brokers", ``timeout=-1`` was taken, an unknown librdkafka key was a raw
+    KafkaException. Each is refused at once (no broker is listening at this address)."""
+    options = {"bootstrap": "127.0.0.1:9", **kwargs}
+    started = time.monotonic()
+    with pytest.raises(raised, match=re.escape(says)):
+        NetworkCluster(**options)
+    assert time.monotonic() - started < 5

@@ -156,6 +156,44 @@ def test_broker_start_names_the_file_it_could_not_write(run, monkeypatch) -> Non
     assert "data/producer-ids.json: No space left on device" in line
 
 
+def test_broker_start_names_the_metrics_port_and_the_ready_file_it_could_not_use(
+    run, tmp_path
+) -> None:
+    """A busy ``--metrics-port`` was said as "cannot listen on 127.0.0.1:0" (the broker's
+    address, which was free); a ``--ready-file`` naming a directory left ``DIR.tmp`` behind
+    (found by an attack on the CLI)."""
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = run("broker", "start", "--listen", "127.0.0.1:0", "--metrics-port",
+                           str(port))  # fmt: skip
+    line = _one_error_line(err)
+    assert code == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in line, err
+    (tmp_path / "ready").mkdir()
+    code, _, err = run("broker", "start", "--listen", "127.0.0.1:0", "--ready-file", "ready")
+    line = _one_error_line(err)
+    assert code == 1 and "ready: a directory is where this file belongs" in line, err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ready")) == ["ready"]
+
+
+def test_an_admin_key_file_that_is_a_directory_is_named(run, tmp_path) -> None:
+    """It was "Is a directory: 31": the descriptor's number, not the path."""
+    (tmp_path / "keys").mkdir()
+    assert run("topic", "create", "t")[0] == 0
+    code, _, err = run("group", "list", "--admin-key-file", "keys")
+    assert code == 1 and "admin key file keys is not a regular file" in _one_error_line(err)
+
+
+def test_read_refuses_wait_without_count(run) -> None:
+    """``read --wait 5`` without ``--count`` returned at once, the wait ignored."""
+    assert run("topic", "create", "t")[0] == 0
+    code, _, err = run("read", "t", "--wait", "5")
+    assert code == 1 and "--wait needs --count" in _one_error_line(err)
+
+
 @pytest.mark.parametrize(
     ("argv", "key"),
     [

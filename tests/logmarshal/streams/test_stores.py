@@ -8,6 +8,7 @@ import time
 import pytest
 
 from logmarshal.cluster import Message
+from logmarshal.errors import ClosedError
 from logmarshal.streams import Processor, StoreSpec, Topology
 from logmarshal.streams.serde import string_deserializer
 from logmarshal.streams.stores import KINDS, PERSISTENT, InMemoryStore
@@ -105,6 +106,18 @@ def test_a_full_cache_writes_through_and_the_commit_still_logs_every_key(tmp_pat
         assert store.get(f"k{i}") == i
     assert len(store._writes) <= 3 and store._get(b'"k0"') == b"0"
     assert store.take_dirty() == {f'"k{i}"'.encode(): str(i).encode() for i in range(10)}
+
+
+def test_a_closed_store_refuses_use_and_closes_once(store):
+    """Found by an attack on the API: a second close raised the engine's error
+    (sqlite3.ProgrammingError, rocksdict's DbClosedError), and a SqliteStore answered
+    ``get`` from its cache after close and took ``put``."""
+    store.put("a", 1)
+    store.close()
+    store.close()
+    for use in (lambda: store.get("a"), lambda: store.put("a", 2), lambda: store.put("b", [1])):
+        with pytest.raises(ClosedError, match="is closed"):
+            use()
 
 
 @pytest.mark.parametrize("kind", PERSISTENT_KINDS)
