@@ -23,7 +23,7 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import add, attrgetter, sub
 from typing import Any, cast, overload
@@ -99,10 +99,17 @@ def as_bytes(obj: Any, what: str) -> bytes | None:
     )
 
 
-def checked_headers(headers: Iterable[tuple[str, Any]]) -> tuple[Header, ...]:
-    """A record's headers as ``(str, bytes | None)`` pairs, or a TypeError."""
+def checked_headers(
+    headers: Iterable[tuple[str, Any]] | Mapping[str, Any],
+) -> tuple[Header, ...]:
+    """A record's headers as ``(str, bytes | None)`` pairs, or a TypeError. A mapping is
+    taken as its items (confluent-kafka takes a dict; its iteration was read as pairs)."""
     out = []
-    for name, value in headers:
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    for pair in pairs:
+        if not (isinstance(pair, tuple | list) and len(pair) == 2):
+            raise TypeError(f"a header is a (name, value) pair, got {pair!r}")
+        name, value = pair
         if not isinstance(name, str):
             raise TypeError(f"header names are str, got {type(name).__name__}")
         out.append((name, as_bytes(value, "header value")))

@@ -141,6 +141,8 @@ class Producer:
         client_config: Mapping[str, Any] | None = None,
     ) -> None:
         serializers = {"key_serializer": key_serializer, "value_serializer": value_serializer}
+        if not isinstance(cluster, Cluster):
+            raise TypeError(f"cluster must be a Cluster (logmarshal.connect()), got {cluster!r}")
         _check_settings(
             batch_size, linger_ms, metadata_max_age_ms, durable, clock, client_config, serializers
         )
@@ -346,6 +348,8 @@ class Producer:
                     self._lock.release()
         if self._closed:
             raise ClosedError("send() after the producer was closed")
+        if on_delivery is not None and not callable(on_delivery):  # (it failed in a report)
+            raise TypeError(f"on_delivery must be callable or None, got {on_delivery!r}")
         if self._key_serializer is not None:
             key = self._key_serializer(key)
         if self._value_serializer is not None:
@@ -550,6 +554,8 @@ class Producer:
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued so far and wait until the cluster has it (and, over the
         network, until every delivery report was served)."""
+        if timeout is not None and not 0 <= timeout < float("inf"):  # (nan waited for ever)
+            raise ValueError(f"timeout must be seconds (>= 0) or None, got {timeout}")
         if self._network:
             client = self._client
             if client is None:  # closed: everything was flushed then

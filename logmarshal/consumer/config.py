@@ -36,7 +36,14 @@ from .mirror import MirrorSetting
 if TYPE_CHECKING:
     from ..marshaler import Marshaler
 
-__all__ = ["DEFAULT_CONFIG", "RENAMED", "ConsumerConfig", "core_options", "partition_keys"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "RENAMED",
+    "ConsumerConfig",
+    "check_edge_settings",
+    "core_options",
+    "partition_keys",
+]
 
 Mode = Literal["alo", "amo"]
 OffsetReset = Literal["earliest", "latest", "error"]
@@ -188,9 +195,44 @@ class ConsumerConfig(TypedDict, total=False):
     fetch_max_bytes: int  # deprecated: max_partition_fetch_bytes
 
 
-def _ms(seconds: float | None) -> int | None:
-    """A setting in seconds as CoreOptions takes it: whole ms (None: the core's default)."""
-    return None if seconds is None else round(seconds * 1000)
+def _ms(seconds: float | None, name: str) -> int | None:
+    """A setting in seconds as CoreOptions takes it: whole ms (None: the core's default);
+    the core checks its range, this that it is a number of seconds at all."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise TypeError(f"{name} must be seconds, got {seconds!r}")
+    if not -_MAX_SECONDS <= seconds <= _MAX_SECONDS:  # (nan, inf: no whole ms)
+        raise ValueError(f"{name} must be seconds (at most a year), got {seconds}")
+    return round(seconds * 1000)
+
+
+#: a time setting's bound (s): a year; past it a wait is a time_t overflow, not a wait
+_MAX_SECONDS = 365 * 86_400.0
+_CALLBACKS = ("on_assigned", "on_revoked", "on_lost")
+
+
+def check_edge_settings(config: Mapping[str, Any]) -> None:
+    """The settings the Consumer's edge uses itself (the core checks its own), refused at
+    construction (TypeError, ValueError): a callback that is not callable failed later on a
+    background thread, ``fetch_wait=inf`` was an OverflowError, a ``mirror_offsets`` string
+    an AttributeError."""
+    for name in _CALLBACKS:
+        if config[name] is not None and not callable(config[name]):
+            raise TypeError(f"{name} must be callable or None, got {config[name]!r}")
+    for name in ("fetch_wait", "verdict_timeout"):
+        value = config[name]
+        if value is None and name == "verdict_timeout":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{name} must be seconds, got {value!r}")
+        if not 0 < value <= _MAX_SECONDS:
+            raise ValueError(f"{name} must be positive seconds (at most a year), got {value}")
+    if config["retry"] is not None and not isinstance(config["retry"], RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy or None, got {config['retry']!r}")
+    mirror = config["mirror_offsets"]
+    if not (mirror is None or isinstance(mirror, bool) or callable(getattr(mirror, "live", None))):
+        raise TypeError(f"mirror_offsets must be None, True, False or a GroupSink, got {mirror!r}")
 
 
 def core_options(
@@ -207,7 +249,7 @@ def core_options(
         if name in config:
             given[name] = config[name]
         elif name.endswith("_ms") and name[:-3] in config:
-            given[name] = _ms(config[name[:-3]])
+            given[name] = _ms(config[name[:-3]], name[:-3])
     given["tasks"] = tuple(sorted(tasks.items()))
     return CoreOptions(
         group_id=marshaler.group_id,

@@ -74,6 +74,7 @@ from .config import (
     PartitionsCallback,
     TopicPartition,
     TopicSelection,
+    check_edge_settings,
     core_options,
     partition_keys,
 )
@@ -115,6 +116,9 @@ class Consumer:
         **configs: Unpack[ConsumerConfig],
     ) -> None:
         config = configure(type(self).__name__, self.DEFAULT_CONFIG, configs, self.RENAMED)
+        if not isinstance(marshaler, Marshaler):
+            raise TypeError(f"a Consumer needs a Marshaler, got {marshaler!r}")
+        check_edge_settings(config)
         self._config: Mapping[str, Any] = MappingProxyType(config)
         self._pattern: PatternTopics | None = None
         #: tasks: task name -> its source topics (sorted)
@@ -131,8 +135,6 @@ class Consumer:
             if not self._topics and not self._tasks:
                 raise ValueError("a consumer needs at least one topic (or a pattern, or tasks)")
         fetch_wait: float = config["fetch_wait"]
-        if fetch_wait <= 0:
-            raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
         check_max_bytes(config["max_partition_fetch_bytes"], "max_partition_fetch_bytes")
         self._marshaler = marshaler
         self._cluster = marshaler.cluster
@@ -375,6 +377,10 @@ class Consumer:
         limit = self._batch_size if max_records is None else max_records
         if limit < 1:
             raise ValueError(f"max_records must be at least 1, got {limit}")
+        if type(timeout) is not float and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float)
+        ):
+            raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
         if timeout != timeout:  # NaN: a deadline no clock reaches, waited for at full speed
             raise ValueError("timeout must be a number of seconds, got nan")
         if self._closed:  # a flag only ever set: reading it needs no lock
@@ -467,6 +473,8 @@ class Consumer:
         was closed, or it was fenced (:attr:`fenced`: it will never hand out again; restart
         it, as a new instance).
         """
+        if not callable(handler):  # (5 waited on an empty topic, then failed each message)
+            raise TypeError(f"handler must be callable, got {handler!r}")
         return run_handler(
             self,
             handler,

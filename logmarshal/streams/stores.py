@@ -58,7 +58,7 @@ class StoreSpec:
     kind: str = attrs.field(
         default="memory", converter=lambda k: PERSISTENT if k == "persistent" else k
     )
-    logged: bool = True
+    logged: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 
     @name.validator
     def _name(self, _a: object, value: str) -> None:

@@ -133,6 +133,24 @@ def test_wrong_types_fail_at_send(cluster) -> None:
             producer.send("t", b"v", partition="0")  # type: ignore[arg-type]
 
 
+def test_arguments_of_the_wrong_kind_fail_where_they_are_given(cluster) -> None:
+    """Found by an attack on the API: ``Producer(None)`` was taken, ``on_delivery=5`` failed
+    later in a delivery report, ``flush(nan)`` was taken, and a dict of headers (what
+    confluent-kafka takes) failed with "not enough values to unpack"."""
+    cluster.create_topic("t", 1)
+    with pytest.raises(TypeError, match="cluster must be a Cluster"):
+        Producer(None)
+    with Producer(cluster) as producer:
+        with pytest.raises(TypeError, match="on_delivery must be callable"):
+            producer.send("t", b"v", on_delivery=5)
+        with pytest.raises(ValueError, match="timeout must be seconds"):
+            producer.flush(float("nan"))
+        with pytest.raises(TypeError, match="a header is a"):
+            producer.send("t", b"v", headers=["ab"])
+        producer.send("t", b"v", headers={"a": b"b", "c": None}).result(10)
+    assert cluster.fetch("t", 0, 0)[0].headers == (("a", b"b"), ("c", None))
+
+
 def test_unknown_topic_fails_at_send(cluster) -> None:
     with Producer(cluster) as producer, pytest.raises(UnknownTopic):
         producer.send("missing", b"v")

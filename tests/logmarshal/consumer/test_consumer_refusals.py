@@ -95,3 +95,45 @@ def test_a_partition_not_held_now_may_be_paused_for_when_it_is(realtime) -> None
     assert consumer.paused() == [(TOPIC, other)]
     consumer.resume((TOPIC, other))
     assert consumer.paused() == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "raised", "says"),
+    [
+        ({"on_assigned": 5}, TypeError, "on_assigned must be callable"),
+        ({"on_lost": "f"}, TypeError, "on_lost must be callable"),
+        ({"fetch_wait": float("inf")}, ValueError, "fetch_wait must be positive seconds"),
+        ({"fetch_wait": "1"}, TypeError, "fetch_wait must be seconds"),
+        ({"claim_interval": float("nan")}, ValueError, "claim_interval must be seconds"),
+        ({"fence_margin": float("nan")}, ValueError, "fence_margin must be seconds"),
+        ({"mirror_offsets": "yes"}, TypeError, "mirror_offsets must be None, True, False"),
+        ({"retry": 3}, TypeError, "retry must be a RetryPolicy"),
+    ],
+)
+def test_settings_of_the_wrong_kind_are_refused_at_construction(
+    realtime, settings, raised, says
+) -> None:
+    """Found by an attack on the API: a callback that is not callable failed later on a
+    background thread; ``fetch_wait=inf`` was an OverflowError, ``claim_interval=nan`` a
+    "cannot convert float NaN", ``mirror_offsets="yes"`` an AttributeError. No consumer of
+    the group is left running (its names are free again)."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    marshaler = realtime.marshaler("a")
+    with pytest.raises(raised, match=re.escape(says)):
+        realtime.consumer(marshaler, **settings)
+    realtime.consumer(marshaler).close()
+
+
+def test_calls_of_the_wrong_kind_are_refused_where_they_are_made(realtime) -> None:
+    """``Consumer(None)`` was an AttributeError, ``poll(timeout="1")`` an unsupported
+    operand, and ``run(5)`` waited on an empty topic, then failed every message."""
+    from logmarshal import Consumer
+
+    realtime.cluster.create_topic(TOPIC, 1)
+    with pytest.raises(TypeError, match="needs a Marshaler"):
+        Consumer(None, TOPIC)
+    consumer = realtime.consumer("a")
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        consumer.poll(timeout="1")
+    with pytest.raises(TypeError, match="handler must be callable"):
+        consumer.run(5)

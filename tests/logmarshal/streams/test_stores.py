@@ -108,6 +108,12 @@ def test_a_full_cache_writes_through_and_the_commit_still_logs_every_key(tmp_pat
     assert store.take_dirty() == {f'"k{i}"'.encode(): str(i).encode() for i in range(10)}
 
 
+def test_a_spec_refuses_a_logged_that_is_no_bool():
+    """``StoreSpec("s", logged="no")`` was taken, and meant logged (a non-empty str)."""
+    with pytest.raises(TypeError, match="'logged' must be <class 'bool'>"):
+        StoreSpec("s", logged="no")
+
+
 def test_a_closed_store_refuses_use_and_closes_once(store):
     """Found by an attack on the API: a second close raised the engine's error
     (sqlite3.ProgrammingError, rocksdict's DbClosedError), and a SqliteStore answered
