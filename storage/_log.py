@@ -21,6 +21,7 @@ from typing import NamedTuple
 import attrs
 
 from storage._compaction import (
+    CHECKPOINT_FILE,
     CLEANED_SUFFIX,
     CleanerState,
     CleaningPlan,
@@ -50,7 +51,7 @@ from storage._records import (
     _patched_header,
     _validate_batches,
 )
-from storage._segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone
+from storage._segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone, report_gaps
 from storage._validation import validate_batches
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog"]
@@ -181,6 +182,8 @@ class PartitionLog:
             return [Segment(self.directory, 0, interval, self.handles)]
         for seg, nxt in itertools.pairwise(segments):
             seg.load_sealed(nxt.base_offset)
+        if not self.config.compact and not (self.directory / CHECKPOINT_FILE).exists():
+            report_gaps(segments)  # (a log once cleaned has gaps of its own)
         newest = segments[-1]
         newest.recover(keep_cut=clean_shutdown)
         if newest.size:

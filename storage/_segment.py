@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import logging
 import mmap
 import os
@@ -186,6 +187,23 @@ def scan_around_damage(
         at, expected = found
         if on_resume is not None:
             on_resume()
+
+
+def report_gaps(segments: Sequence[Segment]) -> None:
+    """Log, as an error, offsets between two segments that neither holds, in a log no
+    cleaner thins (where a gap means a segment file went missing): reads there go on at
+    the next segment, as over the gaps compaction leaves, so an open is where it is said."""
+    for seg, nxt in itertools.pairwise(segments):
+        end = seg.end_on_disk()
+        if end is not None and end < nxt.base_offset:
+            log.error(
+                "%s: offsets %d to %d are in no segment (a segment file missing?); reads "
+                "there go on at %d",
+                seg.log_path.parent,
+                end,
+                nxt.base_offset - 1,
+                nxt.base_offset,
+            )
 
 
 def _intact_after(
@@ -510,6 +528,28 @@ class Segment:
             self.next_offset = next_base  # (compaction removed the segment's last offsets)
         self._seal_time_index()
         self._write_indexes()
+
+    def end_on_disk(self) -> int | None:
+        """The offset after the last batch this sealed segment's file holds, walked from its
+        last index entry (headers only; None where a header is damaged): its
+        :attr:`next_offset` is the next segment's base, whatever the file holds."""
+        _, positions = self.index.snapshot()
+        end = [self.base_offset]
+
+        def note(pos: int, base: int, size: int, next_offset: int, max_ts: int) -> None:
+            end[0] = next_offset
+
+        with self.open() as fd:
+            _, damage = scan_batches(
+                fd,
+                self.size,
+                self.base_offset,
+                note,
+                verify=False,
+                allow_gaps=True,
+                start=positions[-1] if positions else 0,
+            )
+        return None if damage else end[0]
 
     def verified_max_timestamp(self) -> int:
         """The largest timestamp of this sealed segment, read from its batch headers (and

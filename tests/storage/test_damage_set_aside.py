@@ -231,3 +231,24 @@ def test_a_producer_id_counter_out_of_range_is_a_clear_error(tmp_path, counter) 
     (tmp_path / "producer-ids.json").write_text(f'{{"next_counter": {counter}}}')
     with pytest.raises(StorageError, match=r"producer-ids\.json is unreadable"):
         ProducerIdAllocator(tmp_path, 0).next_id()
+
+
+def test_a_segment_file_gone_from_the_middle_is_reported(tmp_path, caplog) -> None:
+    """A deleted middle segment went unnoticed: no word at open or at a read, and a read in
+    its offsets was served the next segment's. It is an error at open, naming the offsets."""
+    data = tmp_path / "data"
+    _fill(data, 60)
+    segments = _segments(data)
+    assert len(segments) >= 3
+    gone = segments[1]
+    first, after = int(gone.name[:20]), int(segments[2].name[:20])
+    for path in gone.parent.glob(gone.name[:20] + ".*"):
+        path.unlink()
+    with caplog.at_level(logging.ERROR), DataDir(data, clock=Clock()) as dd:
+        assert dd.partition("t", 0).log_end_offset == 180
+    assert f"offsets {first} to {after - 1} are in no segment" in caplog.text
+    caplog.clear()
+    _fill(tmp_path / "whole", 60)  # (an intact log says nothing)
+    with caplog.at_level(logging.ERROR), DataDir(tmp_path / "whole", clock=Clock()):
+        pass
+    assert "in no segment" not in caplog.text
