@@ -80,7 +80,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _produce(args: argparse.Namespace, ctx: Context) -> int:
-    futures: list[Delivery] = []
+    futures: list[Delivery | LogmarshalError] = []  # (a send refused at once: its error)
     problem: str | None = None
     ctx.cluster.partitions(args.topic)  # an unknown topic is an error with no input too
     with Producer(ctx.cluster, partitioner=args.partitioner) as producer:
@@ -92,10 +92,16 @@ def _produce(args: argparse.Namespace, ctx: Context) -> int:
                 if not sep:
                     problem = f"line {number} has no key separator {args.key_separator!r}"
                     break
-            futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
+            try:
+                futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
+            except LogmarshalError as exc:  # over the network, a record over the size limit
+                futures.append(exc)
     offsets: dict[int, list[int]] = defaultdict(list)
     failed: list[tuple[int, BaseException]] = []  # (line number, why), each line is a record
     for number, future in enumerate(futures, start=1):
+        if isinstance(future, LogmarshalError):
+            failed.append((number, future))
+            continue
         try:
             meta = future.result()
         except LogmarshalError as exc:

@@ -373,6 +373,14 @@ def test_cli_with_bootstrap(broker, tmp_path):
     assert both.returncode == 1 and "exclude each other" in both.stderr
     missing = _cli(*bootstrap, "topic", "describe", "nope")
     assert missing.returncode == 1 and "unknown topic" in missing.stderr
+    # a line over the size limit, refused by librdkafka at the send: the lines around it are
+    # written and said, as on the embedded cluster (it printed librdkafka's error alone)
+    big = "x" * 2_000_000
+    partly = _cli(
+        *bootstrap, "produce", "cli", "--partition", "0", stdin=f"small1\n{big}\nsmall3\n"
+    )
+    assert partly.returncode == 1 and "produced 2 record(s)" in partly.stdout, partly.stderr
+    assert "line 2 was not written" in partly.stderr and "2 of 3 were" in partly.stderr
 
 
 @pytest.mark.parametrize(
