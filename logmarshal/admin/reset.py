@@ -408,6 +408,8 @@ def parse_plan_csv(text: str, group: str, source: str = "CSV") -> dict[TopicPart
         if not valid_topic(topic):
             raise AdminError(f"{where}: invalid topic {topic!r}")
         try:
+            if not (partition_text + offset_text).isascii():  # (int() reads "٣" as 3)
+                raise ValueError
             partition, offset = int(partition_text), int(offset_text)
         except ValueError:
             raise AdminError(f"{where}: partition and offset must be whole numbers") from None

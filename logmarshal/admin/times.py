@@ -28,7 +28,7 @@ _SHORT = re.compile(
 def parse_datetime_ms(text: str) -> int:
     """Epoch milliseconds of an ISO 8601 date-time (UTC unless it says otherwise)."""
     text = text.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return int(text)
     try:
         parsed = datetime.fromisoformat(text)

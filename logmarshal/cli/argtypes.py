@@ -21,6 +21,8 @@ MAX_SECONDS = 1e9
 
 def _whole_number(text: str) -> int:
     try:
+        if not text.isascii():  # (int() reads other scripts' digits: "٣" is 3)
+            raise ValueError
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None

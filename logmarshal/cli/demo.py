@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import random
 import secrets
+import signal
 import tempfile
 import threading
 import time
@@ -103,14 +104,25 @@ def _two_or_more(text: str) -> int:
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
     if ctx.bootstrap is None and ctx.explicit_data_dir is None:
-        with tempfile.TemporaryDirectory(prefix="logmarshal-demo-") as tmp:
-            temporary = Context(data_dir=tmp, as_json=ctx.as_json)
-            try:
-                return _run_on(temporary, args, DEMO_TOPIC, DEMO_GROUP, kept=False)
-            finally:
-                temporary.close()
+        # a SIGTERM ends the demo as Ctrl-C does, its temporary directory removed (it was left)
+        main = threading.current_thread() is threading.main_thread()  # (signals: only there)
+        previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+        try:
+            with tempfile.TemporaryDirectory(prefix="logmarshal-demo-") as tmp:
+                temporary = Context(data_dir=tmp, as_json=ctx.as_json)
+                try:
+                    return _run_on(temporary, args, DEMO_TOPIC, DEMO_GROUP, kept=False)
+                finally:
+                    temporary.close()
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous)
     tag = run_tag()
     return _run_on(ctx, args, f"{DEMO_TOPIC}-{tag}", f"{DEMO_GROUP}-{tag}", kept=True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _lines() -> Callable[[str], None]:

@@ -41,8 +41,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     produce.add_argument(
         "--key-separator", metavar="SEP", help="split each line into key SEP value"
     )
-    produce.add_argument("--partition", type=non_negative, help="write every record to this one")
-    produce.add_argument(
+    # (both given, the partitioner was ignored without a word)
+    placement = produce.add_mutually_exclusive_group()
+    placement.add_argument("--partition", type=non_negative, help="write every record to this one")
+    placement.add_argument(
         "--partitioner",
         choices=["murmur2", "mmh3", "round_robin"],
         default="murmur2",

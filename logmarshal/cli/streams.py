@@ -19,7 +19,7 @@ from storage import NewRecord
 from ..streams import App, Topology
 from ..streams.examples import windowed_count, word_count
 from ..streams.task import read_changelog
-from .argtypes import seconds
+from .argtypes import positive, seconds
 from .context import READS, CliError, Context, DataSource, declare, describe_json, refuse_json
 from .output import emit
 
@@ -74,7 +74,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         '"stores": [{"name", "kind", "logged"}]}',
     )
     demo = sub.add_parser("demo", parents=[common], help="word count with a crash, windowed count")
-    demo.add_argument("--lines", type=int, default=2000, help="default: 2000")
+    demo.add_argument("--lines", type=positive, default=2000, help="default: 2000")
     demo.set_defaults(func=_demo)
     declare(demo, STREAMS_DEMO)
     describe_json(

@@ -187,6 +187,21 @@ def test_an_admin_key_file_that_is_a_directory_is_named(run, tmp_path) -> None:
     assert code == 1 and "admin key file keys is not a regular file" in _one_error_line(err)
 
 
+def test_leniencies_the_cli_attack_found_are_refused(run, tmp_path) -> None:
+    """``--partitioner`` beside ``--partition`` was ignored, ``streams demo --lines -5`` got
+    past the parser, and digits of other scripts were read as numbers ("٣" as 3)."""
+    assert run("topic", "create", "t")[0] == 0
+    code, _, err = run("produce", "t", "--partition", "0", "--partitioner", "round_robin")
+    assert code == 2 and "not allowed with argument" in err, err
+    code, _, err = run("streams", "demo", "--lines", "-5")
+    assert code == 2 and "must be at least 1, got -5" in err, err
+    code, _, err = run("read", "t", "--count", "٣")
+    assert code == 2 and "expected a whole number" in err, err
+    (tmp_path / "plan.csv").write_text("t,0,٣\n")
+    code, _, err = run("group", "reset", "g", "--from-file", "plan.csv", "--dry-run")
+    assert code == 1 and "must be whole numbers" in err, err
+
+
 def test_read_refuses_wait_without_count(run) -> None:
     """``read --wait 5`` without ``--count`` returned at once, the wait ignored."""
     assert run("topic", "create", "t")[0] == 0
