@@ -214,36 +214,11 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
         reference_replay,
     )
 
-    if args.input:
-        for option, value in (
-            ("--bootstrap", ctx.bootstrap),
-            ("--data-dir", ctx.explicit_data_dir),
-        ):
-            if value is not None:
-                raise CliError(
-                    f"audit refuses {option} with --input: it reads that export "
-                    "alone and opens no cluster"
-                )
-    if args.source == "kafka":
-        if args.input:
-            raise CliError("--source kafka reads __marshal from Kafka: it takes no --input")
-        if args.engine != "spark":
-            raise CliError("--source kafka is read by Spark's Kafka source: use --engine spark")
-        if ctx.bootstrap is None:
-            raise CliError(
-                "--source kafka reads __marshal from Apache Kafka: give --bootstrap HOST:PORT"
-            )
-    if args.since is not None and args.until is not None and args.since > args.until:
-        raise CliError("--since is after --until")
+    _check_sources(args, ctx)
     keys = admin_keys_from(args)  # before any work: a bad key file is one line
     if not args.input:
         ctx.cluster  # noqa: B018 -- a missing directory or an unreachable broker: before --out
     out = Path(args.out)
-    if args.input and _within(out, Path(args.input)):
-        raise CliError(
-            f"--out {args.out} is inside --input {args.input}: the audit's tables would be "
-            "written over the export it reads; give another directory"
-        )
     out.mkdir(parents=True, exist_ok=True)
     phases = _Phases(quiet=ctx.as_json)
     timings: dict[str, float] = {}
@@ -345,6 +320,36 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
     if verified is not None and not verified.ok:
         return 1
     return 0
+
+
+def _check_sources(args: argparse.Namespace, ctx: Context) -> None:
+    """Where the audit reads from and writes to, refused before any work when they clash."""
+    if args.input:
+        for option, value in (
+            ("--bootstrap", ctx.bootstrap),
+            ("--data-dir", ctx.explicit_data_dir),
+        ):
+            if value is not None:
+                raise CliError(
+                    f"audit refuses {option} with --input: it reads that export "
+                    "alone and opens no cluster"
+                )
+    if args.source == "kafka":
+        if args.input:
+            raise CliError("--source kafka reads __marshal from Kafka: it takes no --input")
+        if args.engine != "spark":
+            raise CliError("--source kafka is read by Spark's Kafka source: use --engine spark")
+        if ctx.bootstrap is None:
+            raise CliError(
+                "--source kafka reads __marshal from Apache Kafka: give --bootstrap HOST:PORT"
+            )
+    if args.since is not None and args.until is not None and args.since > args.until:
+        raise CliError("--since is after --until")
+    if args.input and _within(Path(args.out), Path(args.input)):
+        raise CliError(
+            f"--out {args.out} is inside --input {args.input}: the audit's tables would be "
+            "written over the export it reads; give another directory"
+        )
 
 
 def _within(path: Path, directory: Path) -> bool:

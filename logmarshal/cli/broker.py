@@ -168,7 +168,7 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
     try:
         status = run_broker(config, on_ready=ready)
     except MetricsPortError as exc:
-        raise CliError(f"cannot start the broker: {exc.strerror}") from None
+        raise CliError(f"cannot start the broker: {exc}") from None
     except OSError as exc:
         if exc.filename is not None:  # the data directory's, not the socket's
             raise CliError(

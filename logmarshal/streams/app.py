@@ -35,11 +35,12 @@ from typing import Any
 
 from storage import InvalidConfig
 
+from .._member_args import check_member_args
 from ..cluster import Cluster, Message
 from ..consumer import Consumer
 from ..consumer.handler import dead_letter
 from ..errors import ClosedError
-from ..marshaler import Marshaler, check_member_args
+from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
 from .stores import InMemoryStore, KeyValueStore, StoreDamaged, open_store

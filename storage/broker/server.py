@@ -66,7 +66,7 @@ def _node_id(_inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
-class MetricsPortError(OSError):
+class MetricsPortError(StorageError):
     """The Prometheus port (``metrics_port``) could not be served: not the broker's own."""
 
 
@@ -221,8 +221,7 @@ class BrokerServer:
             except OSError as exc:
                 await self.close()
                 raise MetricsPortError(
-                    exc.errno,
-                    f"cannot serve metrics on {cfg.host}:{cfg.metrics_port}: {exc.strerror}",
+                    f"cannot serve metrics on {cfg.host}:{cfg.metrics_port}: {exc.strerror}"
                 ) from None
         if cfg.ready_file is not None:
             try:
