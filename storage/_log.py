@@ -52,7 +52,7 @@ from storage._records import (
     _validate_batches,
 )
 from storage._segment import NO_TIMESTAMP, FileHandles, Segment, SegmentGone, report_gaps
-from storage._validation import validate_batches
+from storage._validation import refuse_log_append_time, validate_batches
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog"]
 
@@ -274,6 +274,8 @@ class PartitionLog:
         """Store one or more concatenated v2 batches; all are checked before any is written."""
         mv = memoryview(batches).cast("B")
         spans = _validate_batches(mv, self.config.max_message_bytes)
+        if self.config.timestamp_type is not TimestampType.LOG_APPEND_TIME:
+            refuse_log_append_time(spans)
         again = (
             validate_batches(mv, spans, require_keys=self.config.compact)
             if self.validate_records

@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover - depends on the build
 #: True when the record walk runs in C (benchmarks report it)
 FAST_WALK = _walk_records is not None
 
-__all__ = ["FAST_WALK", "validate_batch", "validate_batches"]
+__all__ = ["FAST_WALK", "refuse_log_append_time", "validate_batch", "validate_batches"]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OVERHEAD = 61
@@ -244,3 +244,14 @@ def _walk_python(data: Any, count: int, first_ts: int, require_keys: bool = Fals
     if first_ts + min_delta < _INT64_MIN or top > _INT64_MAX:
         raise InvalidRecord("a record timestamp does not fit in int64")
     return top
+
+
+def refuse_log_append_time(spans: list[tuple[int, int, int, int, int]]) -> None:
+    """A batch that says LogAppendTime (attribute 0x08) for a CreateTime topic: its
+    maxTimestamp, which no check ties to its records then, became every record's time."""
+    for pos, _, _, _, attributes in spans:
+        if attributes & _TIMESTAMP_TYPE_MASK:
+            raise InvalidRecord(
+                f"the batch at byte {pos} says LogAppendTime: only the broker stamps that, "
+                "on a topic whose message.timestamp.type is LogAppendTime"
+            )

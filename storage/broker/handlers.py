@@ -25,7 +25,7 @@ from kafka.protocol.producer.produce import ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdResponse
 
 from storage._config import TopicConfig
-from storage._datadir import DataDir
+from storage._datadir import DataDir, validate_topic_name
 from storage._errors import (
     OffsetOutOfRange,
     PolicyViolation,
@@ -665,7 +665,7 @@ class Handlers:
             if count < 0:
                 topics.append(
                     r.MetadataResponseTopic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_code=_unknown_topic_code(name),
                         name=name,
                         is_internal=False,
                         partitions=[],
@@ -801,3 +801,14 @@ def _timestamp_at(plog: PartitionLog, offset: int, fallback: int) -> int:
 
 def new_cluster_id() -> str:
     return uuid.uuid4().hex[:22]
+
+
+def _unknown_topic_code(name: str) -> ErrorCode:
+    """Metadata's code for a topic it does not have: INVALID_TOPIC_EXCEPTION for a name no
+    topic can have (Kafka's getTopicMetadata; clients fail at once), else the retriable
+    UNKNOWN_TOPIC_OR_PARTITION (it may be created)."""
+    try:
+        validate_topic_name(name)
+    except StorageError:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -113,8 +113,11 @@ class TopicAdminHandlers:
                 "logmarshal keeps one copy of each partition: use replication factor 1 (or -1)",
             )
         count = _DEFAULT_PARTITIONS if topic.num_partitions == -1 else topic.num_partitions
-        try:
+        try:  # (a bad value was answered as INVALID_PARTITIONS: the message named no config)
             config = TopicConfig.from_dict({c.name: c.value for c in topic.configs})
+        except InvalidConfig as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        try:
             if count < 1:
                 return ErrorCode.INVALID_PARTITIONS, f"partition count {count} must be >= 1"
             if validate_only:  # every check the creation makes (the name, the counts)

@@ -16,8 +16,8 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceResponse
 
 from logmarshal.localbroker import LocalBroker
-from storage import DataDir, decode_records
-from storage._records import TimestampType, read_header
+from storage import DataDir, NewRecord, decode_records, encode_batch
+from storage._records import TimestampType, crc32c, read_header
 from storage.broker import BrokerConfig, BrokerThread
 from storage.broker.errors import ErrorCode
 
@@ -193,6 +193,45 @@ def test_create_topics_errors(broker):
     assert create("x", rf=3) == ErrorCode.INVALID_REPLICATION_FACTOR
     assert create("y", configs=[("no.such.config", "1")]) == ErrorCode.INVALID_CONFIG
     assert create("z", 0) == ErrorCode.INVALID_PARTITIONS
+    # a bad value of a known config was INVALID_PARTITIONS (an attack on the wire, 2026-12-06)
+    for bad in (("retention.ms", "abc"), ("cleanup.policy", "bogus"), ("segment.bytes", "1")):
+        assert create("w", configs=[bad]) == ErrorCode.INVALID_CONFIG, bad
+
+
+def test_metadata_of_a_name_no_topic_can_have_is_invalid_topic(broker):
+    """It was UNKNOWN_TOPIC_OR_PARTITION, which clients retry; Kafka answers
+    INVALID_TOPIC_EXCEPTION, on which they fail at once."""
+    names = ["", "..", "a/b", "x" * 300, "no-such-topic"]
+    with RawClient(broker.address) as client:
+        response = client.call(
+            MetadataRequest[8](
+                topics=[MetadataRequest[8].MetadataRequestTopic(name=n) for n in names],
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            ),
+            MetadataResponse,
+        )
+    codes = {t.name: t.error_code for t in response.topics}
+    assert codes.pop("no-such-topic") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert set(codes.values()) == {ErrorCode.INVALID_TOPIC_EXCEPTION}, codes
+
+
+def test_a_producer_cannot_stamp_log_append_time_on_a_create_time_topic(broker):
+    """A batch saying LogAppendTime (attribute 0x08) was stored as sent on a CreateTime
+    topic: its maxTimestamp (1 here, the records' now) became every record's time."""
+    now = int(time.time() * 1000)
+    lying = bytearray(
+        encode_batch([NewRecord(b"v", timestamp=now)], timestamp_type=TimestampType.LOG_APPEND_TIME)
+    )
+    lying[35:43] = (1).to_bytes(8, "big")  # maxTimestamp (inside the CRC: computed again)
+    lying[17:21] = crc32c(bytes(lying[21:])).to_bytes(4, "big")
+    with RawClient(broker.address) as client:
+        response = client.call(produce_request("t", 0, bytes(lying)), ProduceResponse)
+        part = response.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.INVALID_RECORD
+        ends = client.call(fetch_request("t", 0, 0), FetchResponse).responses[0].partitions[0]
+        assert ends.high_watermark == 0
 
 
 def test_subprocess_sigterm_flushes_and_exits_cleanly(tmp_path):
