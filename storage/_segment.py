@@ -133,15 +133,6 @@ def end_past_damage(fd: int, file_size: int, pos: int, expected: int) -> int:
     return end
 
 
-def intact_after_damage(fd: int, file_size: int, pos: int, expected: int) -> bool:
-    """Does a whole batch (magic byte and CRC) of offsets from ``expected`` on follow damage
-    at byte ``pos``? Then the damage is no torn tail (a crash tears only the last writes)."""
-    if file_size - pos < BATCH_OVERHEAD:
-        return False
-    with mmap.mmap(fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
-        return next(_intact_after(mm, view, file_size, pos, expected), None) is not None
-
-
 def next_intact(fd: int, file_size: int, pos: int, expected: int) -> tuple[int, int] | None:
     """(byte, base offset) of the first whole batch (magic byte and CRC) after damage at byte
     ``pos``, of offsets from ``expected`` on: where a read walks on past the damage."""
@@ -447,7 +438,8 @@ class Segment:
             why = None
             if cut and keep_cut:
                 why = "though the directory was shut down cleanly"
-            elif cut and intact_after_damage(fd, file_size, valid, self.next_offset):
+            elif cut and next_intact(fd, file_size, valid, self.next_offset) is not None:
+                # a whole batch after the damage: no torn tail (a crash tears the last writes)
                 why = "with whole batches after it (no write a crash tore)"
             if why is not None:
                 kept = self._damaged_path(valid)
