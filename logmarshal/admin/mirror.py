@@ -145,6 +145,10 @@ class KafkaOffsetSink:
                 if error.name() == "GROUP_ID_NOT_FOUND":
                     return None
                 raise MirrorError(f"cannot describe Kafka group {group!r}: {error}") from None
+            except TimeoutError:  # (Future.result's: it escaped as no MirrorError)
+                raise MirrorError(
+                    f"cannot describe Kafka group {group!r}: no answer within {self._timeout:g} s"
+                ) from None
             state = getattr(found.state, "name", str(found.state)).upper()
             if found.members or state not in _IDLE_STATES:
                 return f"state {state}, {len(found.members)} member(s)"

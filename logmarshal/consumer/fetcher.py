@@ -10,6 +10,7 @@ partition wakes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from ..cluster import Cluster, PartitionReader, Read, bounds_one_by_one
 from ..core import Bounds, Event, Fetch, Fetched, LookUp, OutOfRange
-from ..errors import ClosedError, OffsetOutOfRange, UnknownPartition, UnknownTopic
+from ..errors import ClosedError, NetworkError, OffsetOutOfRange, UnknownPartition, UnknownTopic
 
 __all__ = ["MemberFetcher", "PollingReader"]
 
@@ -126,10 +127,14 @@ class MemberFetcher:
         self._stopped = False
         #: whoever holds it uses the reader and the pass state below (fetch thread or caller)
         self._role = threading.Lock()
-        self._tokens: dict[Key, int] = {}  # the Fetch each wanted partition answers
+        self._fetches: dict[Key, Fetch] = {}  # the Fetch each wanted partition answers
         self._retries: dict[Key, tuple[float, Fetch | LookUp]] = {}
         self._backoff: dict[Key, float] = {}
         self._closed = False  # the reader is closed (under the role)
+        #: the reader's last poll raised: the fetch thread waits this long before the next
+        #: pass (0: it did not), doubling while it goes on failing
+        self._failing = 0.0
+        self._stopping = threading.Event()
         #: readers whose poll(0) never waits may be driven by the caller (the network one)
         self.pumps = bool(getattr(self._reader, "caller_pumps", False))
         self._hot_at = 0.0  # monotonic time of the caller's last pass that answered (0: none)
@@ -162,6 +167,7 @@ class MemberFetcher:
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
+        self._stopping.set()
         self._unpark.set()
         self._reader.wake()
 
@@ -202,6 +208,8 @@ class MemberFetcher:
                     log.exception("%s: the fetch loop stopped", self._name)
                     self.stop()
                     return False
+                if self._failing:
+                    answered = False  # the fetch thread waits, then tries again
         finally:
             self._role.release()
         if not answered:
@@ -234,6 +242,8 @@ class MemberFetcher:
                         return
                     if self._claim:  # the caller waits for the reader: park
                         self._hot_at = time.monotonic()
+                if self._failing:  # the reader failed: not again at once
+                    self._stopping.wait(self._failing)
         except Exception:
             log.exception("%s: the fetch loop stopped", self._name)
         finally:
@@ -244,7 +254,7 @@ class MemberFetcher:
     def _pass(self, wait: float) -> bool | None:
         """Take requests and drops, answer look-ups, wait up to ``wait`` for records and
         answer them: True if it answered something, None once stopped or closed."""
-        tokens, retries, backoff = self._tokens, self._retries, self._backoff
+        fetches, retries, backoff = self._fetches, self._retries, self._backoff
         reader = self._reader
         with self._lock:
             if self._stopped:
@@ -254,10 +264,15 @@ class MemberFetcher:
         answered = False
         now = time.monotonic()
         for key in drops:
-            tokens.pop(key, None)
+            fetches.pop(key, None)
             retries.pop(key, None)
             backoff.pop(key, None)
-            reader.drop(*key)
+            try:
+                reader.drop(*key)
+            except ClosedError:
+                return None
+            except Exception:  # nothing of it is answered now (its fetch is forgotten)
+                log.warning("%s: could not stop reading %s/%d", self._name, *key, exc_info=True)
         for key, (at, action) in list(retries.items()):
             if key in requests:
                 del retries[key]  # a newer request replaces the retry
@@ -268,15 +283,28 @@ class MemberFetcher:
         lookups = {k: a for k, a in requests.items() if isinstance(a, LookUp)}
         for key, action in requests.items():
             if isinstance(action, Fetch):
-                tokens[key] = action.token
-                reader.want(key[0], key[1], action.offset)
+                fetches[key] = action
+                try:
+                    reader.want(key[0], key[1], action.offset)
+                except ClosedError:
+                    return None
+                except Exception as exc:  # (librdkafka refused the assignment: again later)
+                    self._want_failed(key, action, exc)
             else:
-                tokens.pop(key, None)
+                fetches.pop(key, None)
         if lookups:
-            for key, found in reader.bounds(list(lookups)).items():
-                lookup = lookups[key]
+            try:
+                bounds = reader.bounds(list(lookups))
+            except ClosedError:
+                return None
+            except Exception as exc:  # (the reader's own failure: each look-up is retried)
+                bounds = {key: exc for key in lookups}
+            for key, lookup in lookups.items():
+                found = bounds.get(key)
                 if isinstance(found, ClosedError):
                     return None
+                if found is None:  # no answer for it: asked again, never left waiting
+                    found = NetworkError(f"no bounds of {key[0]}/{key[1]} in the answer")
                 if isinstance(found, Exception):
                     self._failed(key, lookup, found, retries, backoff, now)
                 else:
@@ -287,14 +315,23 @@ class MemberFetcher:
             events = []
         if retries:
             wait = max(0.0, min(wait, min(at for at, _ in retries.values()) - now))
-        reads = reader.poll(wait)
+        try:
+            reads = reader.poll(wait)
+        except ClosedError:
+            return None
+        except Exception as exc:
+            self._poll_failed(exc)
+            reads = []
+        else:
+            self._failing = 0.0
         with self._lock:
             dropping = set(self._drops) if self._drops else ()
         for read in reads:
             key = (read.topic, read.partition)
-            token = tokens.pop(key, None)
-            if token is None or key in dropping:
+            fetch = fetches.pop(key, None)
+            if fetch is None or key in dropping:
                 continue  # dropped (maybe while it was read)
+            token = fetch.token
             error = read.error
             if error is None:
                 backoff.pop(key, None)
@@ -318,6 +355,37 @@ class MemberFetcher:
             self._answer(events)
             answered = True
         return answered
+
+    def _poll_failed(self, exc: Exception) -> None:
+        """The reader's poll raised (a ListOffsets request that timed out while a Kafka
+        node restarted, in CI on 2026-12-06): reading goes on. Every fetch waiting is asked
+        of the reader again, at its offset (what the failed poll took from the read-ahead
+        is read again), and the next pass waits, doubling up to a second while it fails.
+        Before, the fetch loop stopped and the member held its partitions handing out
+        nothing, for good."""
+        delay = min(max(self._failing * 2, 0.02), 1.0)
+        log.warning(
+            "%s: reading failed (%s: %s); trying again in %.2f s",
+            self._name,
+            type(exc).__name__,
+            exc,
+            delay,
+            exc_info=not self._failing,  # the traceback once per run of failures
+        )
+        self._failing = delay
+        for key, fetch in list(self._fetches.items()):
+            try:
+                self._reader.want(key[0], key[1], fetch.offset)
+            except Exception as again:  # (closed: the next poll says so)
+                self._want_failed(key, fetch, again)
+
+    def _want_failed(self, key: Key, fetch: Fetch, exc: Exception) -> None:
+        """The reader refused a want: no read of ``key`` is answered until it is asked again
+        (an earlier want of it, at another offset, must not answer this fetch)."""
+        self._fetches.pop(key, None)
+        with contextlib.suppress(Exception):
+            self._reader.drop(*key)
+        self._failed(key, fetch, exc, self._retries, self._backoff, time.monotonic())
 
     def _failed(
         self,

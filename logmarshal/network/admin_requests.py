@@ -18,8 +18,8 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from ..errors import NetworkError, UnknownPartition, UnknownTopic
-from .error_map import _map_error, _raise_from
+from ..errors import LogmarshalError, NetworkError, UnknownPartition, UnknownTopic
+from .error_map import _map_error, _raise_from, result_of
 from .fetch_client import _SplitLeaders
 from .settings import _INTERNAL_TOPICS, _KNOWN_CONFIGS
 
@@ -58,10 +58,7 @@ def known_configs(admin: AdminClient, name: str, timeout: float) -> dict[str, st
     """The topic's configs logmarshal knows, by Kafka name (defaults included)."""
     resource = ConfigResource("topic", name)
     future = admin.describe_configs([resource], request_timeout=timeout)[resource]
-    try:
-        entries = future.result(timeout)
-    except KafkaException as exc:
-        raise _raise_from(exc, name) from None
+    entries = result_of(future, timeout, name)
     return {
         key: entry.value
         for key, entry in entries.items()
@@ -85,10 +82,7 @@ def alter_configs(
     ]
     resource = ConfigResource("topic", name, incremental_configs=entries)
     future = admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
-    try:
-        future.result(timeout)
-    except KafkaException as exc:
-        raise _raise_from(exc, name) from None
+    result_of(future, timeout, name)
 
 
 def delete_records(
@@ -102,11 +96,7 @@ def delete_records(
     futures = admin.delete_records(wanted, request_timeout=timeout)
     out = {}
     for tp, future in futures.items():
-        try:
-            result = future.result(timeout)
-        except KafkaException as exc:
-            raise _raise_from(exc, topic, tp.partition) from None
-        out[tp.partition] = result.low_watermark
+        out[tp.partition] = result_of(future, timeout, topic, tp.partition).low_watermark
     return out
 
 
@@ -128,9 +118,11 @@ def _list_offsets(
     out: dict[tuple[str, int], int | Exception] = {}
     for tp, future in futures.items():
         try:
-            out[(tp.topic, tp.partition)] = future.result(timeout).offset
-        except KafkaException as exc:
-            out[(tp.topic, tp.partition)] = _raise_from(exc, tp.topic, tp.partition)
+            out[(tp.topic, tp.partition)] = result_of(
+                future, timeout, tp.topic, tp.partition
+            ).offset
+        except LogmarshalError as exc:
+            out[(tp.topic, tp.partition)] = exc
     return out
 
 

@@ -37,7 +37,7 @@ from ..errors import (
     UnknownTopic,
 )
 from . import admin_requests
-from .error_map import _leader_moving, _map_error, _raise_from
+from .error_map import _leader_moving, _map_error, _raise_from, result_of
 from .fetch_client import _batch_transport, _BatchReader, _SplitLeaders
 from .produce import produce_records
 from .readers import _PartitionReader, _Reader
@@ -318,11 +318,8 @@ class NetworkCluster:
         future = self._admin_client().create_topics([topic], request_timeout=self._timeout)[name]
         exists: TopicExists | None = None
         try:
-            future.result(self._timeout)
-        except KafkaException as exc:
-            error = _raise_from(exc, name)
-            if not isinstance(error, TopicExists):
-                raise error from None
+            result_of(future, self._timeout, name)
+        except TopicExists as error:
             # Another client created it a moment ago: wait until its metadata shows, so the
             # caller that goes on to describe it (as ensure_coordination_topic does) finds it.
             exists = error
@@ -345,10 +342,7 @@ class NetworkCluster:
     def delete_topic(self, name: str) -> None:
         self._check_open()
         future = self._admin_client().delete_topics([name], request_timeout=self._timeout)[name]
-        try:
-            future.result(self._timeout)
-        except KafkaException as exc:
-            raise _raise_from(exc, name) from None
+        result_of(future, self._timeout, name)
         with self._lock:
             doomed = [k for k in self._readers if k[0] == name]
             readers = [self._readers.pop(k) for k in doomed]
@@ -373,10 +367,7 @@ class NetworkCluster:
         future = self._admin_client().create_partitions(
             [NewPartitions(name, total)], request_timeout=self._timeout
         )[name]
-        try:
-            future.result(self._timeout)
-        except KafkaException as exc:
-            raise _raise_from(exc, name) from None
+        result_of(future, self._timeout, name)
         deadline = time.monotonic() + self._timeout
         while self.partitions(name) < total and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -3,6 +3,8 @@ so a caller handles one set whichever connection it has."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka import KafkaError, KafkaException
 
 from storage import PolicyViolation
@@ -73,6 +75,20 @@ def _leader_moving(error: KafkaError | None) -> bool:
 
 def _raise_from(exc: KafkaException, topic: str = "", partition: int = -1) -> Exception:
     return _map_error(exc.args[0] if exc.args else None, topic, partition)
+
+
+def result_of(future: Any, timeout: float, topic: str = "", partition: int = -1) -> Any:
+    """An AdminClient future's result within ``timeout`` seconds, its failure as the
+    exception the embedded cluster raises. No answer in time is a :class:`NetworkError`:
+    ``Future.result`` raises the builtin TimeoutError, which escaped every caller (it
+    stopped a member's fetch loop while a Kafka node restarted, in CI on 2026-12-06)."""
+    try:
+        return future.result(timeout)
+    except KafkaException as exc:
+        raise _raise_from(exc, topic, partition) from None
+    except TimeoutError:
+        where = f"topic {topic!r}" + (f", partition {partition}" if partition >= 0 else "")
+        raise NetworkError(f"no answer within {timeout:g} s ({where})") from None
 
 
 def produce_error(error: BaseException | KafkaError, topic: str, partition: int) -> BaseException:

@@ -32,7 +32,7 @@ try:
     from .._fastconsume import size as _size_c
 except ImportError:  # not built, or built before size() was added
     _size_c = None
-from ..errors import OffsetOutOfRange
+from ..errors import LogmarshalError, OffsetOutOfRange
 from .error_map import _map_error, _raise_from
 
 log = logging.getLogger(__name__)
@@ -370,10 +370,17 @@ class _Reader:
         }
         if not waited:
             return
-        ends = self._log_ends(list(waited), min(self._timeout, _STALL_TIMEOUT))
-        # where librdkafka will fetch next: past the wanted offset after records it skips
-        # (control batches, aborted ones), so a log ending in a transaction marker is no stall
-        positions = self._consumer.position([TopicPartition(t, p) for t, p in waited])
+        try:
+            ends = self._log_ends(list(waited), min(self._timeout, _STALL_TIMEOUT))
+            # where librdkafka will fetch next: past the wanted offset after records it skips
+            # (control batches, aborted ones), so a log ending in a transaction marker is no
+            # stall
+            positions = self._consumer.position([TopicPartition(t, p) for t, p in waited])
+        except (KafkaException, LogmarshalError) as exc:
+            # a check, not a read: it must not fail the poll, whose answers are taken already
+            # (a node restarting, in CI on 2026-12-06); looked at again after _STALL_AFTER
+            log.info("reader: cannot check for stalled partitions now (%s)", exc)
+            return
         stalled = []
         for (key, offset), position in zip(waited.items(), positions, strict=True):
             end = ends.get(key)

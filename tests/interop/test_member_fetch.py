@@ -20,6 +20,7 @@ from logmarshal.cluster import Message
 from logmarshal.consumer import Consumer
 from logmarshal.consumer.fetcher import MemberFetcher
 from logmarshal.core import Bounds, Event, Fetch, Fetched, LookUp
+from logmarshal.errors import NetworkError
 from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import readers
 from storage import NewRecord
@@ -486,6 +487,42 @@ def test_a_partition_librdkafka_stopped_fetching_gets_a_new_consumer(
             deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline:
                 assert reader.poll(0.2) == []
+            assert reader.renewals == 1
+        finally:
+            reader.close()
+
+
+def test_a_stall_check_that_cannot_reach_the_brokers_fails_no_poll(broker, monkeypatch) -> None:
+    """The stall check's ListOffsets request timed out while a Kafka node restarted (CI,
+    2026-12-06): it raised out of ``poll``, whose answers were taken already, and stopped the
+    member's fetch loop. A check that fails now fails nothing: the poll answers, and the
+    check runs again later and finds the stall."""
+    monkeypatch.setattr(readers, "_STALL_AFTER", 0.3)
+    with connect(bootstrap=broker.bootstrap) as cluster:
+        cluster.create_topic("t", 1)
+        _produce(cluster, "t", 0, 5)
+        reader = cluster.open_reader()
+        try:
+            first = _read_through(reader, {("t", 0): 0}, 5)[("t", 0)]
+            assert [m.offset for m in first] == list(range(5))
+            reader._consumer.pause([TopicPartition("t", 0)])  # librdkafka stops fetching it
+            _produce(cluster, "t", 0, 5)
+            ends = reader._log_ends
+            checks = []
+
+            def unreachable(keys, timeout):
+                checks.append(keys)
+                raise NetworkError("no answer within 1 s")
+
+            reader._log_ends = unreachable
+            reader.want("t", 0, 5)
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                assert reader.poll(0.1) == []  # (it raised NetworkError here)
+            assert checks and reader.renewals == 0
+            reader._log_ends = ends  # the brokers answer again: the stall is found
+            later = _read_through(reader, {("t", 0): 5}, 5)[("t", 0)]
+            assert [m.offset for m in later] == [5, 6, 7, 8, 9]
             assert reader.renewals == 1
         finally:
             reader.close()

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from logmarshal import connect
 from logmarshal._broker_groups import MarshalGroupView
 from logmarshal.admin import read_coordination
-from logmarshal.admin.mirror import changed_positions, positions
+from logmarshal.admin.mirror import KafkaOffsetSink, MirrorError, changed_positions, positions
 from logmarshal.marshaler import COORDINATION_TOPIC
 from rationalizer import ClaimingPartition, Heartbeat, coordination_partition, encode
 from storage import DataDir, NewRecord, TopicConfig, encode_batch
@@ -71,3 +74,21 @@ def test_mirror_against_logmarshal_broker_is_refused_with_the_reason(tmp_path):
         assert unknown.returncode == 1 and "unknown group 'nope'" in unknown.stderr
     embedded = _cli("--data-dir", str(tmp_path / "d"), "group", "mirror-offsets", "g")
     assert embedded.returncode == 1 and "use --bootstrap" in embedded.stderr
+
+
+def test_a_kafka_group_description_that_never_comes_is_a_mirror_error():
+    """``KafkaOffsetSink.live`` raised the builtin TimeoutError of ``Future.result`` when
+    the brokers did not answer, which a Consumer's start did not expect (it expects
+    MirrorError, and mirrors anyway with a warning)."""
+
+    class _Silent:
+        def describe_consumer_groups(self, groups):
+            return {g: concurrent.futures.Future() for g in groups}
+
+    sink = KafkaOffsetSink("127.0.0.1:1", {"log_level": 0}, timeout=0.05)
+    try:
+        sink._admin = _Silent()
+        with pytest.raises(MirrorError, match=r"no answer within 0\.05 s"):
+            sink.live("g")
+    finally:
+        sink.close()
