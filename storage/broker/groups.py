@@ -41,6 +41,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode
+from .pacing import Pace
 
 __all__ = [
     "CLASSIC_REFUSED",
@@ -213,22 +214,19 @@ class GroupHandlers:
         r = OffsetCommitResponse[version]
         topic_cls = r.OffsetCommitResponseTopic
         part_cls = topic_cls.OffsetCommitResponsePartition
-        return r(
-            throttle_time_ms=0,
-            topics=[
-                topic_cls(
-                    name=t.name,
-                    partitions=[
-                        part_cls(
-                            partition_index=p.partition_index,
-                            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                        )
-                        for p in t.partitions
-                    ],
+        topics, pace = [], Pace()
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                await pace()
+                parts.append(
+                    part_cls(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    )
                 )
-                for t in request.topics
-            ],
-        )
+            topics.append(topic_cls(name=t.name, partitions=parts))
+        return r(throttle_time_ms=0, topics=topics)
 
     # ------------------------------------------------------------------ read-only views
 
@@ -292,13 +290,22 @@ class GroupHandlers:
     async def describe_groups(self, request: Any, version: int, client: str | None) -> Any:
         r = DescribeGroupsResponse[version]
         described = []
+        # each group looked up once (a request naming one group a million times took the
+        # I/O threads for two minutes), answered as often as it is named, as Kafka does
+        looked_up: dict[str, tuple[GroupSnapshot | None, ErrorCode]] = {}
+        pace = Pace()
         for group_id in request.groups:
-            try:
-                snap = await self._call(self._group, group_id)
-                error = ErrorCode.NONE
-            except Exception:
-                log.exception("the group view failed for %r", group_id)
-                snap, error = None, ErrorCode.COORDINATOR_NOT_AVAILABLE
+            await pace()
+            if group_id in looked_up:
+                snap, error = looked_up[group_id]
+            else:
+                try:
+                    snap = await self._call(self._group, group_id)
+                    error = ErrorCode.NONE
+                except Exception:
+                    log.exception("the group view failed for %r", group_id)
+                    snap, error = None, ErrorCode.COORDINATOR_NOT_AVAILABLE
+                looked_up[group_id] = snap, error
             if snap is None:
                 # Kafka's answer for a group it does not know: no error, state Dead.
                 described.append(
@@ -353,10 +360,12 @@ class GroupHandlers:
                 wanted.setdefault(topic, []).append(partition)
         else:
             wanted = {t.name: list(t.partition_indexes) for t in request.topics}
-        topics = [
-            topic_cls(
-                name=topic,
-                partitions=[
+        topics, pace = [], Pace()
+        for topic, partitions in wanted.items():
+            parts = []
+            for p in partitions:
+                await pace()
+                parts.append(
                     part_cls(
                         partition_index=p,
                         committed_offset=positions.get((topic, p), -1),
@@ -364,9 +373,6 @@ class GroupHandlers:
                         metadata="",
                         error_code=0,
                     )
-                    for p in partitions
-                ],
-            )
-            for topic, partitions in wanted.items()
-        ]
+                )
+            topics.append(topic_cls(name=topic, partitions=parts))
         return r(throttle_time_ms=0, topics=topics, error_code=0)

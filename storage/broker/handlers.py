@@ -43,6 +43,7 @@ from .groups import GroupHandlers, GroupViewProvider
 from .idempotence import Idempotence, ProducerIdAllocator, has_producer_id
 from .metrics import BrokerMetrics, first_error
 from .nulls import null_refusal, null_violation
+from .pacing import OFF_LOOP_BYTES, PACE, Pace
 from .topic_admin import TopicAdminHandlers
 from .wire import (
     SUPPORTED,
@@ -141,6 +142,7 @@ class Handlers:
         *,
         cluster_id: str = "logmarshal",
         executor: ThreadPoolExecutor | None = None,
+        big_executor: ThreadPoolExecutor | None = None,
         peer_client: Any = None,
         group_view: GroupViewProvider | None = None,
     ) -> None:
@@ -148,6 +150,8 @@ class Handlers:
         self.layout = layout
         self.cluster_id = cluster_id
         self._executor = executor or ThreadPoolExecutor(4, thread_name_prefix="broker-io")
+        #: large requests' decoding and encoding (pacing.py), one at a time
+        self._big = big_executor or ThreadPoolExecutor(1, thread_name_prefix="broker-big")
         self._waiters = _Waiters()
         #: Metadata answers by (version, topics asked): (what they depend on, the frames)
         self._metadata_answers: dict[Any, tuple[Any, _Frames]] = {}
@@ -228,13 +232,16 @@ class Handlers:
                 f"api key {key} version {version} is not supported "
                 f"({spec.min_version}-{spec.max_version})"
             )
-        try:
-            request = decode_body(
-                spec.request, frame[header.body_offset :], version, produce=key == ApiKey.PRODUCE
+        body = frame[header.body_offset :]
+        big = len(frame) > OFF_LOOP_BYTES
+        if big:  # (pacing.py: on a thread of its own, one such request at a time)
+            loop = asyncio.get_running_loop()
+            request, null_field = await loop.run_in_executor(
+                self._big, _decoded_and_checked, spec, body, version, key
             )
-        except Exception as exc:  # any decoder failure is a malformed request
-            raise ProtocolError(f"api key {key} v{version} does not decode: {exc!r}") from None
-        null_field = null_violation(request, version)
+        else:
+            request, null_field = _decoded_and_checked(spec, body, version, key)
+        del body
         if null_field is not None:
             if self.metrics is not None:
                 self._last_error[id(frame)] = ErrorCode.INVALID_REQUEST
@@ -250,6 +257,11 @@ class Handlers:
             self._last_error[id(frame)] = first_error(result) if carried is None else carried
         if result is None or isinstance(result, bytes | list):
             return _with_correlation(result, header.correlation_id)
+        if big:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._big, encode_response, header.correlation_id, spec, version, result
+            )
         return encode_response(header.correlation_id, spec, version, result)
 
     def _refuse_null(
@@ -357,8 +369,10 @@ class Handlers:
             reject = ErrorCode.INVALID_REQUEST  # no transactions
         work: list[tuple[str, int, PartitionLog | None, Any, ErrorCode]] = []
         slow = acks == -1
+        pace = Pace()
         for topic in topics:
             for part in topic.partition_data:
+                await pace()
                 plog, error = self._leader_log(topic.name, part.index)
                 if reject is not None:
                     error = reject
@@ -381,7 +395,7 @@ class Handlers:
                     # (a helper's attack held the loop 10 s with one 0.5 MB request)
                     slow = True
                 work.append((topic.name, part.index, plog, part.records, error))
-        if slow:
+        if slow or len(work) > PACE:  # (many partitions: pacing.py)
             loop = asyncio.get_running_loop()
             results = await loop.run_in_executor(
                 self._executor, _append_all, work, acks == -1, self._idempotence
@@ -398,6 +412,7 @@ class Handlers:
         for (name, index, _, _, _), (code, base, append_time, start) in zip(
             work, results, strict=True
         ):
+            await pace()
             by_topic.setdefault(name, []).append(
                 r.TopicProduceResponse.PartitionProduceResponse(
                     index=index,
@@ -441,7 +456,7 @@ class Handlers:
         await self._know_topics({name for name, _ in wanted})
         deadline = time.monotonic() + max_wait
         while True:
-            results, total, failed = self._read_fetch(wanted, max_bytes)
+            results, total, failed = await self._read_fetch_paced(wanted, max_bytes)
             remaining = deadline - time.monotonic()
             if failed or total >= min_bytes or remaining <= 0:
                 break
@@ -456,18 +471,43 @@ class Handlers:
         by_topic: dict[str, list[FetchPartitionResult]] = {}
         for name, result in results:
             by_topic.setdefault(name, []).append(result)
-        frames = _Frames(encode_fetch_response(0, version, list(by_topic.items())))
+        if len(results) > PACE:  # (pacing.py)
+            encoded = await asyncio.get_running_loop().run_in_executor(
+                self._big, encode_fetch_response, 0, version, list(by_topic.items())
+            )
+        else:
+            encoded = encode_fetch_response(0, version, list(by_topic.items()))
+        frames = _Frames(encoded)
         frames.error = next((r.error for _, r in results if r.error), 0)
         return frames
 
-    def _read_fetch(
+    async def _read_fetch_paced(
         self, wanted: list[tuple[str, Any]], max_bytes: int
     ) -> tuple[list[tuple[str, FetchPartitionResult]], int, bool]:
-        """One pass over the partitions; the first batch is always served (KIP-74)."""
+        """:meth:`_read_fetch`, in slices of ``PACE`` partitions with a turn of the event
+        loop between them (pacing.py)."""
+        if len(wanted) <= PACE:
+            return self._read_fetch(wanted, max_bytes)
+        results: list[tuple[str, FetchPartitionResult]] = []
+        total, failed = 0, False
+        for start in range(0, len(wanted), PACE):
+            if start:
+                await asyncio.sleep(0)
+            more, total, failed_here = self._read_fetch(
+                wanted[start : start + PACE], max_bytes, total
+            )
+            results += more
+            failed |= failed_here
+        return results, total, failed
+
+    def _read_fetch(
+        self, wanted: list[tuple[str, Any]], max_bytes: int, total: int = 0
+    ) -> tuple[list[tuple[str, FetchPartitionResult]], int, bool]:
+        """One pass over the partitions, after ``total`` bytes read already; the first
+        batch is always served (KIP-74)."""
         results = []
-        total = 0
         failed = False
-        budget = max_bytes
+        budget = max_bytes - total
         for name, p in wanted:
             plog, error = self._leader_log(name, p.partition)
             if plog is None:
@@ -565,9 +605,11 @@ class Handlers:
         await self._know_topics(t.name for t in request.topics)
         r = ListOffsetsResponse[version]
         topics = []
+        pace = Pace()
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
+                await pace()
                 error, ts, offset = self._offset_for(
                     topic.name, p.partition_index, p.timestamp, version
                 )
@@ -623,7 +665,9 @@ class Handlers:
             del requested, request
         await self._know_topics(names)
         counts: list[tuple[str, int, tuple[int, ...]]] = []
+        pace = Pace()
         for name in self.data_dir.topics() if names is None else names:
+            await pace()
             try:
                 count = self.data_dir.partition_count(name)
                 counts.append((name, count, self.data_dir.unwritable(name)))
@@ -638,15 +682,26 @@ class Handlers:
         cached = self._metadata_answers.get(key)
         if cached is not None and cached[0] == signature:
             return cached[1]
-        response = self._metadata_response(version, counts)
-        frame = encode_response(0, SUPPORTED[ApiKey.METADATA], version, response)
-        frames = _Frames([frame[:8], frame[8:]])  # the correlation id is set per request
-        frames.error = first_error(response)
+        if len(counts) > PACE:  # (pacing.py: built and encoded off the event loop)
+            loop = asyncio.get_running_loop()
+            frames = await loop.run_in_executor(self._big, self._metadata_frames, version, counts)
+        else:
+            frames = self._metadata_frames(version, counts)
         if names is not None and len(names) > _METADATA_CACHED_NAMES:
             return frames  # (a question that large is not a member's: not kept)
         if len(self._metadata_answers) >= _METADATA_ANSWERS:
             self._metadata_answers.clear()
         self._metadata_answers[key] = (signature, frames)
+        return frames
+
+    def _metadata_frames(
+        self, version: int, counts: list[tuple[str, int, tuple[int, ...]]]
+    ) -> _Frames:
+        """The Metadata answer encoded, its correlation id apart (set per request)."""
+        response = self._metadata_response(version, counts)
+        frame = encode_response(0, SUPPORTED[ApiKey.METADATA], version, response)
+        frames = _Frames([frame[:8], frame[8:]])
+        frames.error = first_error(response)
         return frames
 
     def _metadata_response(
@@ -726,6 +781,18 @@ class _Frames(list):
     """A hand-encoded answer (buffers) that remembers its first error code, for metrics."""
 
     error: int = 0
+
+
+def _decoded_and_checked(
+    spec: ApiSpec, body: memoryview, version: int, key: int
+) -> tuple[Any, str | None]:
+    """The request decoded, and the first null its schema forbids (None: none); pure, so
+    a large request's runs off the event loop. ProtocolError: it does not decode."""
+    try:
+        request = decode_body(spec.request, body, version, produce=key == ApiKey.PRODUCE)
+    except Exception as exc:  # any decoder failure is a malformed request
+        raise ProtocolError(f"api key {key} v{version} does not decode: {exc!r}") from None
+    return request, null_violation(request, version)
 
 
 def _with_correlation(result: bytes | list[bytes] | None, correlation_id: int) -> Response:

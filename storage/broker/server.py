@@ -143,6 +143,8 @@ class BrokerServer:
         self._server: asyncio.Server | None = None
         self._data_dir: DataDir | None = None
         self._executor = ThreadPoolExecutor(config.io_threads, thread_name_prefix="broker-io")
+        #: large requests' decoding and encoding (pacing.py)
+        self._big = ThreadPoolExecutor(1, thread_name_prefix="broker-big")
         self._connections: set[asyncio.Task[None]] = set()
         self._stop: asyncio.Event | None = None
         self.handlers: Handlers | None = None
@@ -209,6 +211,7 @@ class BrokerServer:
             layout,
             cluster_id=_cluster_id(Path(cfg.data_dir), layout),
             executor=self._executor,
+            big_executor=self._big,
             peer_client=peer,
             group_view=self._group_view,
         )
@@ -263,6 +266,7 @@ class BrokerServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
             self._server = None
         self._executor.shutdown(wait=True)
+        self._big.shutdown(wait=True)
         close_view = getattr(self._group_view, "close", None)
         if close_view is not None:
             try:
