@@ -13,7 +13,7 @@ from typing import Protocol
 from storage import NewRecord
 
 from ..cluster import Cluster, Message
-from ..errors import ClosedError, TopicExists, UnknownTopic
+from ..errors import ClosedError, RetriableError, TopicExists, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import HandlerFailed, RetryPolicy
 
@@ -101,14 +101,10 @@ def _handle(
         except Exception as exc:
             if attempt >= policy.max_attempts:
                 if policy.dead_letter_topic is not None:
-                    marshaler = consumer.marshaler
-                    dead_letter(
-                        marshaler.cluster,
-                        message,
-                        exc,
-                        policy.dead_letter_topic,
-                        marshaler.now_ms(),
-                    )
+                    if not _dead_letter_until_stored(
+                        consumer, message, exc, policy, rng, stop, closing
+                    ):
+                        return False
                     _commit(consumer, message)
                     return True
                 consumer.close()
@@ -132,6 +128,52 @@ def _handle(
             continue
         _commit(consumer, message)
         return True
+
+
+def _dead_letter_until_stored(
+    consumer: Polled,
+    message: Message,
+    exc: Exception,
+    policy: RetryPolicy,
+    rng: random.Random,
+    stop: threading.Event | None,
+    closing: threading.Event,
+) -> bool:
+    """Write ``message`` to the dead-letter topic, retrying a transient failure (a Kafka node
+    restarting) with the policy's backoff: True once stored; False when the loop stops or,
+    ALO, the partition moved meanwhile (the message stays uncommitted: its next holder
+    handles it). Any other failure closes the consumer and raises: before, it escaped
+    ``run()`` with the consumer open, which went on holding its partitions, heartbeating
+    and handing out nothing."""
+    assert policy.dead_letter_topic is not None
+    marshaler = consumer.marshaler
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            dead_letter(
+                marshaler.cluster, message, exc, policy.dead_letter_topic, marshaler.now_ms()
+            )
+            return True
+        except (RetriableError, OSError) as failure:  # (a refusal, e.g. too large: raised)
+            delay = max(policy.delay(attempt, rng), 0.05)  # (a zero backoff must not spin)
+            log.warning(
+                "%r: cannot write %s/%d@%d to the dead-letter topic %r (%r); retrying in %.3f s",
+                consumer,
+                message.topic,
+                message.partition,
+                message.offset,
+                policy.dead_letter_topic,
+                failure,
+                delay,
+            )
+        except BaseException:
+            consumer.close()
+            raise
+        if closing.wait(delay) or (stop is not None and stop.is_set()):
+            return False
+        if consumer.mode == "alo" and not _holds(consumer, message):
+            return False
 
 
 def _commit(consumer: Polled, message: Message) -> None:

@@ -15,7 +15,7 @@ from logmarshal import _direct as direct
 from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
 from logmarshal.consumer import Consumer, NoPosition
-from logmarshal.errors import ClosedError
+from logmarshal.errors import ClosedError, NetworkError, RecordTooLarge
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.retry import HandlerFailed, RetryPolicy
 from rationalizer import Effect, Heartbeat, MemberHeartbeat, ReleaseGroup, decode, encode
@@ -619,6 +619,59 @@ def test_a_message_that_keeps_failing_goes_to_the_dead_letter_topic(realtime) ->
     assert dead.value == b"0-1"
     headers = dict(dead.headers)
     assert headers["logmarshal.offset"] == b"1" and b"poison" in headers["logmarshal.error"]
+
+
+def test_a_dead_letter_write_that_fails_for_a_while_is_retried(realtime, monkeypatch) -> None:
+    """The dead-letter topic's broker restarting (NetworkError): the write was not retried,
+    and the error escaped run() with the consumer open, holding its partitions and handing
+    out nothing (an attack on 2026-12-06). It is retried with the policy's backoff."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 3)
+    real, failures = realtime.cluster.produce, [2]
+
+    def restarting(topic, *args, **kwargs):
+        if topic == "events.dlq" and failures[0]:
+            failures[0] -= 1
+            raise NetworkError("no acknowledgement within 30 s")
+        return real(topic, *args, **kwargs)
+
+    monkeypatch.setattr(realtime.cluster, "produce", restarting)
+    policy = RetryPolicy(max_attempts=2, backoff=0.0, dead_letter_topic="events.dlq")
+    consumer = realtime.consumer("a", retry=policy)
+
+    def handler(message) -> None:
+        if message.offset == 1:
+            raise ValueError("poison")
+
+    assert consumer.run(handler, max_messages=3) == 3
+    assert failures == [0] and not consumer.closed
+    assert [m.value for m in realtime.cluster.fetch("events.dlq", 0, 0)] == [b"0-1"]
+    assert consumer.position(TOPIC, 0) == 2
+
+
+def test_a_dead_letter_write_refused_for_good_closes_the_consumer(realtime, monkeypatch) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 3)
+    real = realtime.cluster.produce
+
+    def refusing(topic, *args, **kwargs):
+        if topic == "events.dlq":
+            raise RecordTooLarge("the message is over the topic's max.message.bytes")
+        return real(topic, *args, **kwargs)
+
+    monkeypatch.setattr(realtime.cluster, "produce", refusing)
+    policy = RetryPolicy(max_attempts=1, dead_letter_topic="events.dlq")
+    consumer = realtime.consumer("a", retry=policy)
+
+    def handler(message) -> None:
+        if message.offset == 1:
+            raise ValueError("poison")
+
+    with pytest.raises(RecordTooLarge):
+        consumer.run(handler)
+    assert consumer.closed  # (it stayed open, holding events/0)
+    state = realtime.marshalers[0].partition_state(TOPIC, 0)
+    assert state is not None and state.holder is None and state.last_offset == 0
 
 
 def test_without_a_dead_letter_topic_the_consumer_stops_before_the_failed_message(
