@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from rationalizer import UnknownVersion, Verdict, WorldState
 from storage import CorruptBatch
@@ -181,14 +182,17 @@ class Tailer(SnapshotKeeping, LossChecking):
         cannot) one thread per coordination partition."""
         if isinstance(self._cluster, MultiBatchFetcher):
             self._together = threading.Thread(
-                target=self._run_together, name=f"{self._thread_name}:all", daemon=True
+                target=self._guarded,
+                args=(self._run_together, self._tails),
+                name=f"{self._thread_name}:all",
+                daemon=True,
             )
             self._together.start()
             return
         for tail in self._tails:
             tail.thread = threading.Thread(
-                target=self._run,
-                args=(tail,),
+                target=self._guarded,
+                args=(self._run, [tail], tail),
                 name=f"{self._thread_name}:{tail.partition}",
                 daemon=True,
             )
@@ -456,6 +460,20 @@ class Tailer(SnapshotKeeping, LossChecking):
                 tail.cond.notify_all()
             return None
 
+    def _guarded(self, run: Callable[..., None], tails: Sequence[Tail], *args: Any) -> None:
+        """A replay thread's body. A failure nothing expected (a bug) stops it, said once,
+        and becomes each of its partitions' error, so whoever waits on them learns at once
+        (before, the thread died with nothing logged and waits ran out their timeouts)."""
+        try:
+            run(*args)
+        except Exception as exc:
+            log.exception("the replay of %s stopped", COORDINATION_TOPIC)
+            for tail in tails:
+                with tail.cond:
+                    if tail.error is None:
+                        tail.error = exc
+                    tail.cond.notify_all()
+
     def _run(self, tail: Tail, offset: int | None = None) -> None:
         """Feed one WorldState from its partition until stopped (from ``offset`` if given,
         else from its cold start)."""
@@ -580,8 +598,8 @@ class Tailer(SnapshotKeeping, LossChecking):
         for cp, offset in offsets.items():
             tail = self._tails[cp]
             tail.thread = threading.Thread(
-                target=self._run,
-                args=(tail, offset),
+                target=self._guarded,
+                args=(self._run, [tail], tail, offset),
                 name=f"{self._thread_name}:{cp}",
                 daemon=True,
             )
@@ -709,7 +727,9 @@ class Tailer(SnapshotKeeping, LossChecking):
                 self._rewound(tail, offset, *gone)
                 return None, False
         if tail.written:
-            lost = self._written_lost(tail, offset, got)
+            with tail.cond:  # (the writer's mark_written adds to it: a dict changing size
+                # during the scan stopped the replay thread for good)
+                lost = self._written_lost(tail, offset, got)
             if lost is not None:
                 self._rewound(
                     tail, offset, lost, f"the record this process wrote at {lost} is not there"
