@@ -49,8 +49,8 @@ class RecordMetadata:
 def _call_back(callback: DeliveryCallback, delivery: Delivery) -> None:
     """Run a user's delivery callback; an exception in it is logged, as Kafka's clients do,
     so that it cannot stop the sender or the poll that served it."""
-    error = delivery.exception(0)
     try:
+        error = delivery.exception(0)
         callback(None if error is not None else delivery.result(0), error)
     except Exception:
         log.exception("a delivery callback raised")
@@ -79,8 +79,10 @@ class Delivery(abc.ABC):
         """Wait like :meth:`result`; the error that stopped the record, or None."""
         try:
             self.result(timeout)
-        except TimeoutError:
-            raise
+        except TimeoutError as exc:
+            if not self.done():
+                raise  # (its outcome is not known yet)
+            return exc  # the error that stopped the record (a cluster's own TimeoutError)
         except BaseException as exc:
             return exc
         return None

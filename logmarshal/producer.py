@@ -794,10 +794,17 @@ class Producer:
                         return
                     self._cond.wait(self._next_wakeup(_monotonic()))
             for batch in ready:
-                self._send_batch(batch)
-                with self._cond:
-                    self._in_flight -= 1
-                    self._cond.notify_all()
+                try:
+                    self._send_batch(batch)
+                except Exception as exc:  # (a bug: the sender goes on, flush() is answered)
+                    log.exception("produce to %s/%d: sending failed", batch.topic, batch.partition)
+                    if batch.error is None:
+                        batch.error = exc
+                    batch.done.set()
+                finally:
+                    with self._cond:
+                        self._in_flight -= 1
+                        self._cond.notify_all()
 
     def _send_batch(self, batch: _Batch) -> None:
         batch.send(self._cluster.produce, self._durable)  # (split if refused as too large)

@@ -245,6 +245,27 @@ def test_a_failed_append_reaches_the_callbacks_and_a_raising_callback_is_logged(
     assert "a delivery callback raised" in caplog.text
 
 
+def test_a_cluster_timeout_fails_its_records_and_the_sender_goes_on(cluster) -> None:
+    """A cluster whose produce raises the builtin TimeoutError (a wrapper bounding a call
+    with ``Future.result(timeout)``): ``Delivery.exception`` took it for "not known yet"
+    and raised it in the sender thread, which died; flush() then waited for good (a
+    helper's attack, 2026-12-06). It is the records' error, and later sends are stored."""
+    cluster.create_topic("t", 1)
+    counting = CountingCluster(cluster)
+    counting.fail_with = TimeoutError("no answer within 5 s")
+    errors: list = []
+    with Producer(counting, linger_ms=1) as producer:
+        first = producer.send("t", b"x", on_delivery=lambda meta, error: errors.append(error))
+        producer.flush(10)
+        assert isinstance(first.exception(0), TimeoutError) and first.done()
+        assert len(errors) == 1 and isinstance(errors[0], TimeoutError)
+        counting.fail_with = None
+        second = producer.send("t", b"y")
+        producer.flush(10)
+        assert second.result(0).offset == 0
+    assert [r.value for r in read_all(cluster, "t", 0)] == [b"y"]
+
+
 def test_a_batch_never_outgrows_batch_size(cluster) -> None:
     cluster.create_topic("t", 1)
     counting = CountingCluster(cluster)
