@@ -112,6 +112,9 @@ class NetworkCluster:
         self._batches_ok, self._batch_tls = _batch_transport(self._base)
         self._group = f"logmarshal-reader-{uuid.uuid4().hex}"
         self._offsets_consumer: Consumer | None = None
+        #: offsets consumers replaced while another thread may be calling them: closed with
+        #: the cluster (closed at once, that call raised RuntimeError("Consumer closed"))
+        self._retired_offsets: list[Consumer] = []
         # Fail early (and clearly) if nothing answers at bootstrap.
         try:
             self._admin_client().list_topics(timeout=min(timeout, 10.0))
@@ -578,8 +581,8 @@ class NetworkCluster:
     def _reset_offsets_consumer(self) -> None:
         with self._lock:
             old, self._offsets_consumer = self._offsets_consumer, None
-        if old is not None:
-            old.close()
+            if old is not None:
+                self._retired_offsets.append(old)
 
     def earliest_offset(self, topic: str, partition: int) -> int:
         self._check_open()
@@ -617,6 +620,7 @@ class NetworkCluster:
             producers = list(self._producers.values())
             self._producers.clear()  # else they live (and reconnect) as long as this object
             offsets, self._offsets_consumer = self._offsets_consumer, None
+            retired, self._retired_offsets = self._retired_offsets, []
             reports, self._reports = self._reports, None
         if reports is not None:
             reports.close(self._timeout)
@@ -628,8 +632,8 @@ class NetworkCluster:
         for reader in readers:
             with reader.lock:
                 reader.close()
-        if offsets is not None:
-            offsets.close()
+        for consumer in (*retired, *([] if offsets is None else [offsets])):
+            consumer.close()
         self._admin = None  # librdkafka handles are destroyed with their last reference
         producers.clear()
 

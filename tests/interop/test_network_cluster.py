@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from logmarshal import Marshaler, Producer, connect
 from logmarshal import _coordlog as coordlog
@@ -403,3 +404,18 @@ def test_bad_arguments_are_refused_before_connecting(kwargs, raised, says) -> No
     with pytest.raises(raised, match=re.escape(says)):
         NetworkCluster(**options)
     assert time.monotonic() - started < 5
+
+
+def test_an_offsets_consumer_replaced_for_stale_metadata_stays_usable(cluster):
+    """A partition just added is unknown to the offsets consumer's metadata; it is replaced.
+    The old one was closed at once, and another thread in a call on it got
+    RuntimeError("Consumer closed"), which stopped a replay's start for good (a helper's
+    attack, 2026-12-06). It is kept until the cluster closes."""
+    cluster.create_topic("grown", 1)
+    cluster.produce("grown", 0, [NewRecord(b"x", timestamp=1)])
+    in_use = cluster._offsets()  # what another thread is calling
+    cluster._reset_offsets_consumer()
+    assert cluster._offsets() is not in_use
+    low, high = in_use.get_watermark_offsets(TopicPartition("grown", 0), timeout=10)
+    assert (low, high) == (0, 1)
+    assert cluster.latest_offset("grown", 0) == 1
