@@ -460,6 +460,12 @@ class Tailer(SnapshotKeeping, LossChecking):
                 tail.cond.notify_all()
             return None
 
+    def _written_lost_locked(self, tail: Tail, offset: int, got: Columns) -> int | None:
+        """``_written_lost`` under the partition's lock: the writer's ``mark_written`` adds
+        to ``tail.written`` (a dict that changed size during the scan stopped the replay)."""
+        with tail.cond:
+            return self._written_lost(tail, offset, got)
+
     def _guarded(self, run: Callable[..., None], tails: Sequence[Tail], *args: Any) -> None:
         """A replay thread's body. A failure nothing expected (a bug) stops it, said once,
         and becomes each of its partitions' error, so whoever waits on them learns at once
@@ -727,9 +733,7 @@ class Tailer(SnapshotKeeping, LossChecking):
                 self._rewound(tail, offset, *gone)
                 return None, False
         if tail.written:
-            with tail.cond:  # (the writer's mark_written adds to it: a dict changing size
-                # during the scan stopped the replay thread for good)
-                lost = self._written_lost(tail, offset, got)
+            lost = self._written_lost_locked(tail, offset, got)
             if lost is not None:
                 self._rewound(
                     tail, offset, lost, f"the record this process wrote at {lost} is not there"
