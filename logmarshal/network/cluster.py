@@ -97,10 +97,20 @@ class NetworkCluster:
         }
         self._closed = False
         self._lock = threading.Lock()
+        # Fail early (and clearly) if nothing answers at bootstrap, through a client that
+        # logs nothing: one that did printed librdkafka's FAIL line at each reconnection,
+        # about 195 of them before the error (the CLI probes with a socket first)
         try:
-            self._admin: AdminClient | None = AdminClient(dict(self._base))
+            probe = AdminClient({**self._base, "log_level": 0})
         except KafkaException as exc:  # an unknown setting, a value librdkafka refuses
             raise ValueError(f"config: {exc.args[0].str() if exc.args else exc}") from None
+        try:
+            probe.list_topics(timeout=min(timeout, 10.0))
+        except KafkaException as exc:
+            raise NetworkError(f"cannot reach brokers at {bootstrap}: {exc}") from None
+        finally:
+            del probe  # (librdkafka handles are destroyed with their last reference)
+        self._admin: AdminClient | None = AdminClient(dict(self._base))
         self._producers: dict[bool, Producer] = {}
         self._reports: DeliveryReports | None = None  # the durable producer's
         #: when a failed durable producer was last replaced, and how many times
@@ -115,11 +125,6 @@ class NetworkCluster:
         #: offsets consumers replaced while another thread may be calling them: closed with
         #: the cluster (closed at once, that call raised RuntimeError("Consumer closed"))
         self._retired_offsets: list[Consumer] = []
-        # Fail early (and clearly) if nothing answers at bootstrap.
-        try:
-            self._admin_client().list_topics(timeout=min(timeout, 10.0))
-        except KafkaException as exc:
-            raise NetworkError(f"cannot reach brokers at {bootstrap}: {exc}") from None
 
     # ------------------------------------------------------------------ clients
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -419,3 +420,25 @@ def test_an_offsets_consumer_replaced_for_stale_metadata_stays_usable(cluster):
     low, high = in_use.get_watermark_offsets(TopicPartition("grown", 0), timeout=10)
     assert (low, high) == (0, 1)
     assert cluster.latest_offset("grown", 0) == 1
+
+
+def test_connecting_to_nothing_is_one_error_and_no_librdkafka_noise(tmp_path):
+    """``NetworkCluster`` to a port nothing listens on raised its NetworkError after
+    librdkafka printed a FAIL line on stderr at every reconnection (194 over 10 s): its
+    bootstrap check now goes through a client that logs nothing."""
+    with socket.socket() as placeholder:
+        placeholder.bind(("127.0.0.1", 0))
+        port = placeholder.getsockname()[1]
+    code = (
+        "from logmarshal.errors import NetworkError\n"
+        "from logmarshal.network import NetworkCluster\n"
+        "try:\n"
+        f"    NetworkCluster('127.0.0.1:{port}', timeout=2)\n"
+        "except NetworkError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.startswith(f"refused: cannot reach brokers at 127.0.0.1:{port}")
+    assert done.stderr == ""  # (a FAIL line per reconnection, before)
