@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import pytest
 
+from logmarshal.errors import NetworkError
 from logmarshal.retry import HandlerFailed, RetryPolicy
 from logmarshal.streams import App, Processor, PunctuationType, StoreSpec, Topology
 from logmarshal.streams.stores import SqliteStore
@@ -442,3 +443,43 @@ def test_an_undo_that_fails_stops_the_app_rather_than_retrying_on_half_undone_st
     app.close()
     assert AppendsFlaky.tries == {0: 1, 1: 2}
     assert read_changelog(cluster, "undo", "n", 0) == ({}, None)  # nothing committed
+
+
+class _Restarting:
+    """A cluster whose produce to the dead-letter topic fails ``failures`` times first (a
+    broker restarting), as NetworkError."""
+
+    def __init__(self, inner, failures: int) -> None:
+        self.inner, self.failures = inner, failures
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def produce(self, topic, *args, **kwargs):
+        if topic == "dlq" and self.failures:
+            self.failures -= 1
+            raise NetworkError("no acknowledgement within 30 s")
+        return self.inner.produce(topic, *args, **kwargs)
+
+
+def test_a_dead_letter_write_that_fails_for_a_while_is_retried(cluster, tmp_path):
+    """It stopped the app with the NetworkError (a helper's attack, 2026-12-06)."""
+    feed(cluster, ["a", "bad", "b"])
+    CountOrFail.attempts = []
+    restarting = _Restarting(cluster, 2)
+    app = App(
+        restarting,
+        "err3",
+        topology(),
+        client_id="x",
+        heartbeat_interval=0.3,
+        state_dir=tmp_path,
+        retry=RetryPolicy(max_attempts=1, backoff=0, dead_letter_topic="dlq"),
+    )
+    try:
+        assert app.run(max_records=3) == 3
+    finally:
+        app.close()
+    assert restarting.failures == 0
+    assert [m.value for m in cluster.fetch("dlq", 0, 0)] == [b'"bad"']
+    assert read_changelog(cluster, "err3", "n", 0) == ({"a": 1, "b": 1}, {"in": 3})
