@@ -644,6 +644,14 @@ class Consumer:
                                 self._name(), exc)  # fmt: skip
                     self._stop.wait(backoff)
                     backoff = min(backoff * 2, 0.25)
+                except ClosedError:
+                    return
+                except Exception:
+                    # anything else (a librdkafka call on a consumer closed under it, in a
+                    # helper's attack) stopped this thread: the member never caught up
+                    log.exception("%s: cannot read the coordination log's end; retrying",
+                                  self._name())  # fmt: skip
+                    self._stop.wait(1.0)
             else:
                 return
             self._report_caught_up(looked_at)

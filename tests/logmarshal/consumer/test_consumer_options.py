@@ -15,6 +15,7 @@ from logmarshal import _direct as direct
 from logmarshal._faults import FaultPlan, FaultyCluster
 from logmarshal.admin import Target, execute, new_admin, plan_reset, read_coordination
 from logmarshal.consumer import Consumer, NoPosition
+from logmarshal.consumer.catchup import CatchingUp
 from logmarshal.errors import ClosedError, NetworkError, RecordTooLarge
 from logmarshal.marshaler import COORDINATION_TOPIC, Marshaler
 from logmarshal.retry import HandlerFailed, RetryPolicy
@@ -672,6 +673,29 @@ def test_a_dead_letter_write_refused_for_good_closes_the_consumer(realtime, monk
     assert consumer.closed  # (it stayed open, holding events/0)
     state = realtime.marshalers[0].partition_state(TOPIC, 0)
     assert state is not None and state.holder is None and state.last_offset == 0
+
+
+def test_a_start_up_that_fails_unexpectedly_is_retried(realtime, monkeypatch) -> None:
+    """A failure other than the retriable ones while the driver waited to catch up (a
+    librdkafka call on a consumer closed under it raises RuntimeError) stopped the driver
+    thread: the member never caught up and never claimed (a helper's attack, 2026-12-06)."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 3)
+    real, failures = CatchingUp.reached, [1]
+
+    def failing_once(self, timeout):
+        if failures[0]:
+            failures[0] -= 1
+            raise RuntimeError("Consumer closed")
+        return real(self, timeout)
+
+    monkeypatch.setattr(CatchingUp, "reached", failing_once)
+    consumer = realtime.consumer("a")
+    got: list[int] = []
+    deadline = time.monotonic() + 20
+    while len(got) < 3 and time.monotonic() < deadline:
+        got += [m.offset for m in consumer.poll(0.2)]
+    assert failures == [0] and got == [0, 1, 2]
 
 
 def test_without_a_dead_letter_topic_the_consumer_stops_before_the_failed_message(
