@@ -56,9 +56,9 @@ def _metadata(n: int) -> bytes:
 @pytest.mark.parametrize(
     "request_bytes",
     [
-        pytest.param(lambda: _list_offsets(600_000), id="list-offsets-7MB"),
-        pytest.param(lambda: _offset_fetch(1_500_000), id="offset-fetch-6MB"),
-        pytest.param(lambda: _metadata(500_000), id="metadata-5MB"),
+        pytest.param(lambda: _list_offsets(150_000), id="list-offsets-2MB"),
+        pytest.param(lambda: _offset_fetch(400_000), id="offset-fetch-2MB"),
+        pytest.param(lambda: _metadata(150_000), id="metadata-2MB"),
     ],
 )
 def test_a_small_request_is_answered_while_a_large_one_is_handled(
