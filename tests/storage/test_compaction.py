@@ -198,17 +198,20 @@ def _crash_during_clean(plog, directory, cfg, clock, point) -> PartitionLog:
 
 
 _CHILD = """
-import sys, time
+import sys
 sys.path.insert(0, sys.argv[2])
 from storage import NewRecord, PartitionLog, TopicConfig, encode_batch
 merge = sys.argv[3] == "merge"
-# merge: segments roll every 5 ms of wall time, so they are small and the cleaner merges
-# adjacent ones up to segment.bytes; every pass is due (min.cleanable.dirty.ratio 0)
+# merge: segments roll every 5 ms, so they are small and the cleaner merges adjacent ones up
+# to segment.bytes; every pass is due (min.cleanable.dirty.ratio 0). The clock is the record
+# count (a record a millisecond), not wall time: 50 appends take under 5 ms of a fast machine,
+# whose segments then rolled once a pass and merged two at a time, "merged" (a pass merging
+# more) waiting on a scheduling hiccup, sometimes longer than the test waits for it
 cfg = TopicConfig(cleanup_policy="compact", retention_ms=-1,
                   segment_bytes=4000 if merge else 2000, segment_ms=5 if merge else 604800000,
                   min_cleanable_dirty_ratio=0.0)
-plog = PartitionLog(sys.argv[1], cfg, lambda: int(time.time() * 1000))
 i = 0
+plog = PartitionLog(sys.argv[1], cfg, lambda: i)
 print("ready", flush=True)
 told = False
 while True:
@@ -239,8 +242,10 @@ def _readline(stream, seconds: float) -> bytes:
 def test_sigkill_mid_clean_leaves_a_valid_log(tmp_path, mode, delay) -> None:
     directory = tmp_path / "p"
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(directory), str(ROOT), mode], stdout=subprocess.PIPE
-    )
+        [sys.executable, "-c", _CHILD, str(directory), str(ROOT), mode],
+        stdout=subprocess.PIPE,
+        bufsize=0,  # unbuffered: a readline takes one line, never the next one too (which
+    )  # _readline's select would then wait for in vain)
     try:
         assert child.stdout is not None and _readline(child.stdout, 30) == b"ready\n"
         if mode == "merge":  # the kill lands among passes that merge segments
