@@ -646,11 +646,8 @@ class Consumer:
                     backoff = min(backoff * 2, 0.25)
                 except ClosedError:
                     return
-                except Exception:
-                    # anything else (a librdkafka call on a consumer closed under it, in a
-                    # helper's attack) stopped this thread: the member never caught up
-                    log.exception("%s: cannot read the coordination log's end; retrying",
-                                  self._name())  # fmt: skip
+                except Exception:  # (it stopped the thread: the member never caught up)
+                    log.exception("%s: cannot read the log's end; retrying", self._name())
                     self._stop.wait(1.0)
             else:
                 return
