@@ -58,6 +58,10 @@ _MAX_READERS = 64
 _REMAKE_AFTER = 5.0
 
 
+#: how long every metadata request through one admin client may fail before it is replaced
+_ADMIN_STALL_AFTER = 15.0
+
+
 class NetworkCluster:
     """:class:`~logmarshal.cluster.Cluster` over Kafka brokers at ``bootstrap``.
 
@@ -111,6 +115,10 @@ class NetworkCluster:
         finally:
             del probe  # (librdkafka handles are destroyed with their last reference)
         self._admin: AdminClient | None = AdminClient(dict(self._base))
+        #: since when every metadata request failed (None: the last one was answered)
+        self._metadata_failing_since: float | None = None
+        #: admin clients replaced after metadata requests failed for _ADMIN_STALL_AFTER
+        self.admin_renewals = 0
         self._producers: dict[bool, Producer] = {}
         self._reports: DeliveryReports | None = None  # the durable producer's
         #: when a failed durable producer was last replaced, and how many times
@@ -303,11 +311,48 @@ class NetworkCluster:
     def _common_leader(self, topic: str, partitions: tuple[int, ...]) -> tuple[str, int]:
         """Host and port of the one leader of all ``partitions`` (fresh metadata);
         _SplitLeaders if they have more than one."""
-        return admin_requests.common_leader(self._admin_client(), topic, partitions, self._timeout)
+        return self._metadata(admin_requests.common_leader, topic, partitions, self._timeout)
 
     def _leader(self, topic: str, partition: int) -> tuple[str, int]:
         """Host and port of the partition's leader, from fresh metadata."""
-        return admin_requests.leader(self._admin_client(), topic, partition, self._timeout)
+        return self._metadata(admin_requests.leader, topic, partition, self._timeout)
+
+    def _metadata(self, ask: Callable[..., Any], *args: Any) -> Any:
+        """``ask(admin, *args)``, a metadata request. An admin client whose every metadata
+        request failed with a NetworkError for ``_ADMIN_STALL_AFTER`` is replaced: after
+        Kafka nodes restarted, one member's admin client answered "Broker transport
+        failure" for 147 s while the other clients of the same process reached the brokers,
+        and the member's replay, which asks it for leaders, stood still (CI, 2026-12-06)."""
+        admin = self._admin_client()
+        try:
+            found = ask(admin, *args)
+        except NetworkError as exc:
+            self._metadata_failed(admin, exc)
+            raise
+        self._metadata_failing_since = None
+        return found
+
+    def _metadata_failed(self, admin: AdminClient, exc: NetworkError) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._admin is not admin or self._closed:
+                return  # replaced meanwhile, or closed
+            since = self._metadata_failing_since
+            if since is None:
+                self._metadata_failing_since = now
+                return
+            if now - since < _ADMIN_STALL_AFTER:
+                return
+            log.warning(
+                "%s: every metadata request failed for %.0f s (%s); replacing the admin client",
+                self.bootstrap,
+                now - since,
+                exc,
+            )
+            # (a call in flight on the old one keeps it alive until it returns)
+            self._admin = AdminClient(dict(self._base))
+            self._metadata_failing_since = None
+            self.admin_renewals += 1
 
     # ------------------------------------------------------------------ topics
 
@@ -397,7 +442,7 @@ class NetworkCluster:
     def partitions(self, topic: str, timeout: float | None = None) -> int:
         self._check_open()
         bound = self._timeout if timeout is None else min(timeout, self._timeout)
-        return admin_requests.partition_count(self._admin_client(), topic, bound)
+        return self._metadata(admin_requests.partition_count, topic, bound)
 
     def topic_config(self, name: str) -> dict[str, str]:
         """The topic's configs logmarshal knows, by Kafka name (defaults included)."""

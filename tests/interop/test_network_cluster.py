@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from logmarshal import Marshaler, Producer, connect
 from logmarshal import _coordlog as coordlog
@@ -21,6 +21,7 @@ from logmarshal.consumer.writer import CoordinationWriter
 from logmarshal.core import WriteFailed, Written
 from logmarshal.errors import (
     InvalidTopicName,
+    NetworkError,
     OffsetOutOfRange,
     RecordTooLarge,
     TopicExists,
@@ -29,6 +30,7 @@ from logmarshal.errors import (
 )
 from logmarshal.marshaler import COORDINATION_TOPIC, CoordinationTopicError
 from logmarshal.network import NetworkCluster
+from logmarshal.network import cluster as cluster_module
 from storage import NewRecord
 from storage._records import decode_columns_from
 from tests.logmarshal.consumer.test_writer import _write
@@ -442,3 +444,28 @@ def test_connecting_to_nothing_is_one_error_and_no_librdkafka_noise(tmp_path):
     )
     assert done.stdout.startswith(f"refused: cannot reach brokers at 127.0.0.1:{port}")
     assert done.stderr == ""  # (a FAIL line per reconnection, before)
+
+
+def test_an_admin_client_whose_metadata_requests_all_fail_is_replaced(cluster, monkeypatch):
+    """After Kafka nodes restarted, one member's admin client answered "Broker transport
+    failure" for 147 s while the other clients of its process reached the brokers; its
+    replay, which asks that client for leaders, stood still (CI, 2026-12-06). An admin
+    client whose every metadata request failed for ``_ADMIN_STALL_AFTER`` is replaced."""
+
+    class _Stuck:
+        def list_topics(self, *args, **kwargs):
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    monkeypatch.setattr(cluster_module, "_ADMIN_STALL_AFTER", 0.3)
+    cluster.create_topic("t", 1)
+    stuck = cluster._admin = _Stuck()
+    with pytest.raises(NetworkError):
+        cluster._leader("t", 0)
+    with pytest.raises(NetworkError):
+        cluster.partitions("t")
+    assert cluster._admin is stuck  # (failing, not for long yet)
+    time.sleep(0.4)
+    with pytest.raises(NetworkError):
+        cluster._leader("t", 0)  # failing for 0.4 s: replaced
+    assert cluster._admin is not stuck and cluster.admin_renewals == 1
+    assert cluster._leader("t", 0)[1] > 0 and cluster.partitions("t") == 1
