@@ -655,7 +655,8 @@ def test_a_task_whose_set_up_failed_on_assignment_is_set_up_by_run_without_a_rec
     totals = {}
 
     def counted() -> bool:
-        totals.update({key: sum(t.stores["counts"].all().values()) for key, t in a.tasks.items()})
+        # (a copy: the app's run thread adds its tasks meanwhile)
+        totals.update({k: sum(t.stores["counts"].all().values()) for k, t in list(a.tasks.items())})
         lag = a.consumer.lag()
         return len(lag) == 2 and not any(lag.values()) and len(totals) == 2 and all(totals.values())
 
@@ -677,7 +678,7 @@ def test_a_task_whose_set_up_failed_on_assignment_is_set_up_by_run_without_a_rec
         while (b.tasks_not_set_up or len(b.tasks) < 2) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert b.tasks_not_set_up == []
-        restored = {key: sum(t.stores["counts"].all().values()) for key, t in b.tasks.items()}
+        restored = {k: sum(t.stores["counts"].all().values()) for k, t in list(b.tasks.items())}
         assert restored == totals
         assert t.is_alive()  # run() goes on
     finally:
