@@ -17,7 +17,7 @@ from ..errors import ClosedError, RetriableError, TopicExists, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import HandlerFailed, RetryPolicy
 
-__all__ = ["Polled", "dead_letter", "run_handler"]
+__all__ = ["Polled", "dead_letter", "dead_letter_retrying", "run_handler"]
 
 log = logging.getLogger(__name__)
 
@@ -139,41 +139,72 @@ def _dead_letter_until_stored(
     stop: threading.Event | None,
     closing: threading.Event,
 ) -> bool:
-    """Write ``message`` to the dead-letter topic, retrying a transient failure (a Kafka node
-    restarting) with the policy's backoff: True once stored; False when the loop stops or,
-    ALO, the partition moved meanwhile (the message stays uncommitted: its next holder
-    handles it). Any other failure closes the consumer and raises: before, it escaped
-    ``run()`` with the consumer open, which went on holding its partitions, heartbeating
-    and handing out nothing."""
+    """Write ``message`` to the dead-letter topic (:func:`dead_letter_retrying`): True once
+    stored; False when the loop stops or, ALO, the partition moved meanwhile (the message
+    stays uncommitted: its next holder handles it). Any other failure closes the consumer
+    and raises: before, it escaped ``run()`` with the consumer open, which went on holding
+    its partitions, heartbeating and handing out nothing."""
     assert policy.dead_letter_topic is not None
     marshaler = consumer.marshaler
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            dead_letter(
-                marshaler.cluster, message, exc, policy.dead_letter_topic, marshaler.now_ms()
-            )
+
+    def give_up(delay: float) -> bool:
+        if closing.wait(delay) or (stop is not None and stop.is_set()):
             return True
+        return consumer.mode == "alo" and not _holds(consumer, message)
+
+    try:
+        failed = dead_letter_retrying(
+            marshaler.cluster,
+            message,
+            exc,
+            policy.dead_letter_topic,
+            marshaler.now_ms,
+            policy,
+            rng,
+            give_up,
+            repr(consumer),
+        )
+    except BaseException:
+        consumer.close()
+        raise
+    return failed is None
+
+
+def dead_letter_retrying(
+    cluster: Cluster,
+    message: Message,
+    exc: BaseException,
+    topic: str,
+    now_ms: Callable[[], int],
+    policy: RetryPolicy,
+    rng: random.Random,
+    give_up: Callable[[float], bool],
+    who: str,
+) -> BaseException | None:
+    """:func:`dead_letter`, a transient failure (a Kafka node restarting) retried with the
+    policy's backoff while ``give_up(delay)`` (which waits ``delay``) says to go on: None
+    once stored, else the last failure. A refusal (too large, a policy) is raised. Shared
+    by ``Consumer.run`` and the streams ``App``."""
+    failed = 0
+    while True:
+        try:
+            dead_letter(cluster, message, exc, topic, now_ms())
+            return None
         except (RetriableError, OSError) as failure:  # (a refusal, e.g. too large: raised)
-            delay = max(policy.delay(attempt, rng), 0.05)  # (a zero backoff must not spin)
+            failed += 1
+            delay = max(policy.delay(failed, rng), 0.05)  # (a zero backoff must not spin)
             log.warning(
-                "%r: cannot write %s/%d@%d to the dead-letter topic %r (%r); retrying in %.3f s",
-                consumer,
+                "%s: cannot write %s/%d@%d to the dead-letter topic %r (%r); retrying in %.3f s",
+                who,
                 message.topic,
                 message.partition,
                 message.offset,
-                policy.dead_letter_topic,
+                topic,
                 failure,
                 delay,
             )
-        except BaseException:
-            consumer.close()
-            raise
-        if closing.wait(delay) or (stop is not None and stop.is_set()):
-            return False
-        if consumer.mode == "alo" and not _holds(consumer, message):
-            return False
+            if give_up(delay):
+                return failure
 
 
 def _commit(consumer: Polled, message: Message) -> None:

@@ -38,8 +38,8 @@ from storage import InvalidConfig
 from .._member_args import check_member_args
 from ..cluster import Cluster, Message
 from ..consumer import Consumer
-from ..consumer.handler import dead_letter
-from ..errors import ClosedError, RetriableError
+from ..consumer.handler import dead_letter_retrying
+from ..errors import ClosedError
 from ..marshaler import Marshaler
 from ..producer import Producer
 from ..retry import HandlerFailed, RetryPolicy
@@ -585,31 +585,23 @@ class App:
 
     def _dead_letter(self, message: Message, exc: BaseException) -> None:
         """Write ``message`` to the dead-letter topic; a transient failure (a broker
-        restarting) is retried with the policy's backoff until :meth:`stop`, as
-        ``Consumer.run`` does (it stopped the app); a refusal is raised."""
+        restarting) is retried until :meth:`stop`, as ``Consumer.run`` does (it stopped the
+        app), then raised; a refusal is raised."""
         topic = self.retry.dead_letter_topic
         assert topic is not None
-        failed = 0
-        while True:
-            try:
-                dead_letter(self.cluster, message, exc, topic, self._now_ms())
-                return
-            except (RetriableError, OSError) as failure:
-                failed += 1
-                delay = max(self.retry.delay(failed, self._rng), 0.05)
-                log.warning(
-                    "%s: cannot write %s/%d@%d to the dead-letter topic %r (%r); retrying in "
-                    "%.3f s",
-                    self,
-                    message.topic,
-                    message.partition,
-                    message.offset,
-                    topic,
-                    failure,
-                    delay,
-                )
-                if self._stop.wait(delay):
-                    raise
+        failure = dead_letter_retrying(
+            self.cluster,
+            message,
+            exc,
+            topic,
+            self._now_ms,
+            self.retry,
+            self._rng,
+            self._stop.wait,
+            str(self),
+        )
+        if failure is not None:
+            raise failure
 
     def commit(self) -> None:
         """Sinks flushed, then changelogs, then the inputs committed (heartbeated)."""
