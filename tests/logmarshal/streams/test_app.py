@@ -386,7 +386,8 @@ def _commits(path: Path, tasks: int | None = None) -> int:
     "successor, kind",
     [
         ("another", "sqlite"),
-        ("a restart", "sqlite"),
+        # the slower successor (13 s): in .ci/run's second stage (-m long)
+        pytest.param("a restart", "sqlite", marks=pytest.mark.long),
         pytest.param("a restart", "rocksdb", marks=pytest.mark.long),
     ],
 )
