@@ -20,6 +20,7 @@ from .consumer import Consumer, NoPosition
 from .embedded import EmbeddedCluster
 from .errors import (
     ClosedError,
+    ConsumerFailed,
     LogmarshalError,
     NetworkError,
     OffsetOutOfRange,
@@ -42,6 +43,7 @@ __all__ = [
     "ClosedError",
     "Cluster",
     "Consumer",
+    "ConsumerFailed",
     "CoordinationTopicError",
     "EmbeddedCluster",
     "HandlerFailed",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rationalizer._messages import valid_id
 
+from ._seconds import seconds
 from .cluster import Cluster
 
 __all__ = ["check_member_args"]
@@ -21,13 +22,8 @@ def check_member_args(
         raise ValueError(f"client_id must be a non-empty str, got {client_id!r}")
     if not valid_id(group_id):
         raise ValueError(f"group_id must be a non-empty str, got {group_id!r}")
-    if isinstance(heartbeat_interval, bool) or not isinstance(heartbeat_interval, int | float):
-        raise TypeError(f"heartbeat_interval must be seconds, got {heartbeat_interval!r}")
-    if not 0 < heartbeat_interval <= 3600:  # (nan and inf too: no HB)
-        raise ValueError(
-            f"heartbeat_interval must be above 0 and at most 3600 s, got {heartbeat_interval}"
-        )
-    if round(heartbeat_interval * 1000) <= 0:
+    hb = seconds("heartbeat_interval", heartbeat_interval, above=0, at_most=3600)  # (nan: no HB)
+    if round(hb * 1000) <= 0:
         raise ValueError(
             f"heartbeat_interval must be at least 0.0005 s (it is kept in whole "
             f"milliseconds), got {heartbeat_interval}"

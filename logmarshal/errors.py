@@ -24,6 +24,7 @@ from storage._errors import (
 __all__ = [
     "RETRIABLE",
     "ClosedError",
+    "ConsumerFailed",
     "CorruptRecordError",
     "DataDirLocked",
     "InvalidConfig",
@@ -43,6 +44,12 @@ __all__ = [
 
 class ClosedError(LogmarshalError):
     """The object was used after ``close()``."""
+
+
+class ConsumerFailed(LogmarshalError):
+    """The consumer stopped on an error of its own (a bug in logmarshal, logged with its
+    traceback and chained here), as a crash would: its claims go stale and the group takes
+    them over. Start a new one; a restart of its client_id takes them back at once."""
 
 
 class RetriableError(LogmarshalError):

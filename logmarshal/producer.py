@@ -42,6 +42,7 @@ from ._deliveries import (
     _ClientDelivery,
     _ReportSink,
 )
+from ._seconds import seconds
 from .cluster import Cluster
 from .errors import ClosedError, NetworkError, RecordTooLarge
 from .partitioners import Murmur2Partitioner, Partitioner, resolve_partitioner
@@ -554,8 +555,8 @@ class Producer:
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued so far and wait until the cluster has it (and, over the
         network, until every delivery report was served)."""
-        if timeout is not None and not 0 <= timeout < float("inf"):  # (nan waited for ever)
-            raise ValueError(f"timeout must be seconds (>= 0) or None, got {timeout}")
+        if timeout is not None:
+            seconds("timeout", timeout, at_least=0)  # (nan waited for ever)
         if self._network:
             client = self._client
             if client is None:  # closed: everything was flushed then

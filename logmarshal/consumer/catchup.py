@@ -14,12 +14,16 @@ after it (the core asks again).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
+from ..errors import RETRIABLE, ClosedError
 from ..marshaler import Marshaler
 
 __all__ = ["CatchingUp"]
+
+log = logging.getLogger(__name__)
 
 
 class CatchingUp:
@@ -63,3 +67,26 @@ class CatchingUp:
             self._answered = ends[0]
         self._ends = None
         return ends[1]
+
+    def first(self, stop: threading.Event, tick: float, name: str) -> int | None:
+        """The driver's start-up: :meth:`reached` once the replay reached the log's ends,
+        with look-ups that fail retried (the driver must live on, or nothing is ever handed
+        out); None once ``stop`` is set or the log is closed."""
+        backoff = tick
+        while not stop.is_set():
+            try:
+                looked_at = self.reached(timeout=tick * 4)
+                if looked_at is not None:
+                    return looked_at
+            except RETRIABLE as exc:
+                # the log's end unknown for now (a topic just created, a leader away)
+                log.warning("%s: cannot read the coordination log's end (%s); retrying",
+                            name, exc)  # fmt: skip
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 0.25)
+            except ClosedError:
+                return None
+            except Exception:  # (it stopped the driver: the member never caught up)
+                log.exception("%s: cannot read the log's end; retrying", name)
+                stop.wait(1.0)
+        return None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
 import attrs
 
+from .._seconds import seconds as check_seconds
 from ..cluster import FETCH_MAX_BYTES
 from ..core import CoreOptions
 from ..core.options import (
@@ -200,15 +201,9 @@ def _ms(seconds: float | None, name: str) -> int | None:
     the core checks its range, this that it is a number of seconds at all."""
     if seconds is None:
         return None
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise TypeError(f"{name} must be seconds, got {seconds!r}")
-    if not -_MAX_SECONDS <= seconds <= _MAX_SECONDS:  # (nan, inf: no whole ms)
-        raise ValueError(f"{name} must be seconds (at most a year), got {seconds}")
-    return round(seconds * 1000)
+    return round(check_seconds(name, seconds) * 1000)  # (nan, inf: no whole ms)
 
 
-#: a time setting's bound (s): a year; past it a wait is a time_t overflow, not a wait
-_MAX_SECONDS = 365 * 86_400.0
 _CALLBACKS = ("on_assigned", "on_revoked", "on_lost")
 
 
@@ -224,10 +219,7 @@ def check_edge_settings(config: Mapping[str, Any]) -> None:
         value = config[name]
         if value is None and name == "verdict_timeout":
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"{name} must be seconds, got {value!r}")
-        if not 0 < value <= _MAX_SECONDS:
-            raise ValueError(f"{name} must be positive seconds (at most a year), got {value}")
+        check_seconds(name, value, above=0)
     if config["retry"] is not None and not isinstance(config["retry"], RetryPolicy):
         raise TypeError(f"retry must be a RetryPolicy or None, got {config['retry']!r}")
     mirror = config["mirror_offsets"]

@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Unpack, cast
 
 from .._config import configure
+from .._seconds import seconds
 from .._tailer import Halt
 from ..clock import SystemClock
 from ..cluster import Message, check_max_bytes
@@ -61,9 +62,10 @@ from ..core import (
     Topics,
     Write,
 )
-from ..errors import RETRIABLE, ClosedError, NoPosition, UnknownTopic
+from ..errors import RETRIABLE, ClosedError, ConsumerFailed, NoPosition, UnknownTopic
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
+from .callbacks import PartitionCallbacks
 from .catchup import CatchingUp
 from .committing import OFFSET, commit_messages, refuse_non_messages
 from .config import (
@@ -71,7 +73,6 @@ from .config import (
     RENAMED,
     ConsumerConfig,
     Mode,
-    PartitionsCallback,
     TopicPartition,
     TopicSelection,
     check_edge_settings,
@@ -168,9 +169,6 @@ class Consumer:
         self._behind = options.release_if_behind is not None
         retry: RetryPolicy | None = config["retry"]
         self._retry = retry if retry is not None else RetryPolicy()
-        self._on_assigned: PartitionsCallback | None = config["on_assigned"]
-        self._on_revoked: PartitionsCallback | None = config["on_revoked"]
-        self._on_lost: PartitionsCallback | None = config["on_lost"]
         self._fetch_wait = fetch_wait
         verdict_timeout: float | None = config["verdict_timeout"]
         self._verdict_timeout = max(hb, 1.0) if verdict_timeout is None else verdict_timeout
@@ -181,11 +179,18 @@ class Consumer:
         self._lock = threading.Lock()  # the core and everything below
         self._cond = threading.Condition(self._lock)  # "something may be ready to hand out"
         self._poll_lock = threading.Lock()
-        self._events: deque[tuple[str, TopicPartition]] = deque()
+        self._events = PartitionCallbacks(
+            self._cond,
+            self._name(),
+            on_assigned=config["on_assigned"],
+            on_revoked=config["on_revoked"],
+            on_lost=config["on_lost"],
+        )
         self._no_start: NoPosition | None = None
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._released = False  # close() let the claims go: commits no longer count
+        self._failure: Exception | None = None  # what the core raised (_core_failed)
         self._finished = threading.Event()  # the core closed (all releases answered)
         self._catch_up = CatchingUp(marshaler, self._now)  # the start-up replay, then CatchUp's
         self._catch_up.ask()
@@ -377,13 +382,10 @@ class Consumer:
         limit = self._batch_size if max_records is None else max_records
         if limit < 1:
             raise ValueError(f"max_records must be at least 1, got {limit}")
-        if type(timeout) is not float and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float)
-        ):
-            raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
-        if timeout != timeout:  # NaN: a deadline no clock reaches, waited for at full speed
-            raise ValueError("timeout must be a number of seconds, got nan")
+        if type(timeout) is not float or timeout != timeout:  # (the hot path: one test)
+            seconds("timeout", timeout, at_most=float("inf"))  # (any wait; none is nan)
         if self._closed:  # a flag only ever set: reading it needs no lock
+            self._raise_failure()
             raise ClosedError("poll() on a closed consumer")
         # real time, not the injected clock: a ManualClock must not hang a poll
         deadline = time.monotonic() + timeout
@@ -394,9 +396,10 @@ class Consumer:
         with self._poll_lock:
             while True:
                 if self._events:  # peeked without the lock: one queued later waits a turn
-                    self._deliver_events()
+                    self._events.deliver()
                 with self._cond:
-                    if self._closed:
+                    if self._closed or self._failure is not None:
+                        self._raise_failure()
                         return []
                     self._no_start = None
                     batch = self._step(self._polls.get(limit) or self._poll_event(limit))
@@ -510,9 +513,9 @@ class Consumer:
         with self._cond:
             held = self._core.assigned()
         if release and not in_driver:
-            self._deliver_events(closing=True)
-            if held and self._on_revoked is not None:
-                self._callback(self._on_revoked, held)  # before the release: commits count
+            self._events.deliver(closing=True)
+            if held and self._events.on_revoked is not None:
+                self._events.call(self._events.on_revoked, held)  # before the release: commits
         with self._cond:
             fenced = self._core.fenced
             # what Kafka's tools should show once we let go: the positions we release with
@@ -530,7 +533,9 @@ class Consumer:
             log.info("%s is fenced: closing without writing releases", self._name())
         limit = self._verdict_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
-        while not self._finished.wait(min(self._tick, max(0.0, deadline - time.monotonic()))):
+        while self._failure is None and not self._finished.wait(
+            min(self._tick, max(0.0, deadline - time.monotonic()))
+        ):
             if time.monotonic() >= deadline:
                 log.warning("%s: releases not confirmed in time; they will go stale", self._name())
                 break
@@ -574,14 +579,18 @@ class Consumer:
     def _step(self, event: Event) -> list[Message]:
         """Under the lock: step the core (the replay held still while it reads the worlds)
         and carry its actions out; returns what a HandOut gives the caller."""
-        if type(event) is Poll:
-            # the hot path reads one holder of one world: a single dict look-up, atomic under
-            # the GIL, so the replay need not be held still for it
-            actions = self._core.step(self._now(), event)
-        else:
-            with self._marshaler.replay_paused():
-                actions = self._core.step(self._now(), event, wall=self._wall())
-        return self._carry(actions) if actions else []
+        try:
+            if type(event) is Poll:
+                # the hot path reads one holder of one world: a single dict look-up, atomic
+                # under the GIL, so the replay need not be held still for it
+                actions = self._core.step(self._now(), event)
+            else:
+                with self._marshaler.replay_paused():
+                    actions = self._core.step(self._now(), event, wall=self._wall())
+            return self._carry(actions) if actions else []
+        except Exception as exc:
+            self._core_failed(exc)
+            return []
 
     def _poll_event(self, limit: int) -> Poll:
         poll = self._polls[limit] = Poll(limit)
@@ -606,15 +615,38 @@ class Consumer:
             if len(batch) == 1:
                 self._step(batch[0])
             else:
-                with self._marshaler.replay_paused():
-                    actions = self._core.step_many(self._now(), batch, wall=self._wall())
-                if actions:
-                    self._carry(actions)
+                try:
+                    with self._marshaler.replay_paused():
+                        actions = self._core.step_many(self._now(), batch, wall=self._wall())
+                    if actions:
+                        self._carry(actions)
+                except Exception as exc:
+                    self._core_failed(exc)
             self._cond.notify_all()
             if self._sleeping:
                 now = self._now()
                 if self._core.due(now, self._wall()) <= now:
                     self._wake.set()  # the event left work for the next pass: now, not later
+
+    def _core_failed(self, exc: Exception) -> None:
+        """Under the lock: stepping the core failed, which it never does by design (a bug).
+        What it holds is not to be trusted, so the consumer stops as a crash would: its
+        claims go stale and the group takes them over. Before, the thread that stepped it
+        (the writer's, the fetch loop's) died and the member heartbeat claims it no longer
+        served. poll() raises ConsumerFailed from then on."""
+        if self._failure is not None:
+            return
+        self._failure = exc
+        self._cond.notify_all()
+        log.error("%s stopped, as a crash would: its core failed", self._name(), exc_info=exc)
+        name = f"{self._name_prefix}:failed"
+        threading.Thread(target=self.close, kwargs={"release": False}, name=name).start()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise ConsumerFailed(
+                f"{self._name()} stopped, as a crash would: its core failed: {self._failure!r}"
+            ) from self._failure
 
     def _replayed(self, reached: list[tuple[int, int]]) -> None:
         """The replay reached these offsets (several partitions at once: stepped together)."""
@@ -631,25 +663,8 @@ class Consumer:
     def _drive(self) -> None:
         """The driver thread: start-up replay, then ticks and the edge's own look-ups."""
         try:
-            backoff = self._tick
-            while not self._stop.is_set():
-                try:
-                    looked_at = self._catch_up.reached(timeout=self._tick * 4)
-                    if looked_at is not None:
-                        break
-                except RETRIABLE as exc:
-                    # the log's end unknown for now (a topic just created, a leader away):
-                    # this thread must live on, or nothing is ever handed out
-                    log.warning("%s: cannot read the coordination log's end (%s); retrying",
-                                self._name(), exc)  # fmt: skip
-                    self._stop.wait(backoff)
-                    backoff = min(backoff * 2, 0.25)
-                except ClosedError:
-                    return
-                except Exception:  # (it stopped the thread: the member never caught up)
-                    log.exception("%s: cannot read the log's end; retrying", self._name())
-                    self._stop.wait(1.0)
-            else:
+            looked_at = self._catch_up.first(self._stop, self._tick, self._name())
+            if looked_at is None:
                 return
             self._report_caught_up(looked_at)
             next_topics = next_behind = time.monotonic()
@@ -809,7 +824,7 @@ class Consumer:
 
     def _assigned(self, action: Assigned) -> None:
         key = (action.topic, action.partition)
-        self._event("assigned", key)
+        self._events.queue("assigned", key)
         if self._metrics is not None:
             self._metrics.assigned(self, action.how)
         log.info(
@@ -831,7 +846,8 @@ class Consumer:
         else:
             why = "gave_up"
         if not self._core.closing:
-            self._event("lost" if action.lost and self._on_lost is not None else "revoked", key)
+            lost = action.lost and self._events.on_lost is not None
+            self._events.queue("lost" if lost else "revoked", key)
         if action.lost:
             log.warning(
                 "%s lost %s/%d: %s", self._name(), action.topic, action.partition, action.why
@@ -863,35 +879,6 @@ class Consumer:
             return self._cluster.partitions(topic, timeout=max(2.0, 2 * self._hb))
         except Exception:  # (a task's name, or the cluster away: the count we had stands)
             return 0
-
-    def _callback(self, callback: PartitionsCallback, keys: list[TopicPartition]) -> None:
-        try:
-            callback(keys)
-        except Exception:
-            log.exception("%s: partition callback %r failed", self._name(), callback)
-
-    def _deliver_events(self, closing: bool = False) -> None:
-        """Run queued on_assigned / on_revoked callbacks in the calling thread."""
-        while True:
-            with self._cond:
-                if not self._events:
-                    return
-                kind, key = self._events.popleft()
-                keys = [key]
-                while self._events and self._events[0][0] == kind:
-                    keys.append(self._events.popleft()[1])
-            callback = self._callbacks[kind]
-            if callback is not None and not (closing and kind == "assigned"):
-                self._callback(callback, sorted(keys))
-
-    @property
-    def _callbacks(self) -> dict[str, PartitionsCallback | None]:
-        return {"assigned": self._on_assigned, "revoked": self._on_revoked, "lost": self._on_lost}
-
-    def _event(self, kind: str, key: TopicPartition) -> None:
-        """Under the lock."""
-        if self._callbacks[kind] is not None:
-            self._events.append((kind, key))
 
 
 def _name_of(marshaler: Marshaler) -> str:

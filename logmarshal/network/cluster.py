@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from storage import NewRecord, TopicConfig
 from storage._datadir import validate_topic_name
 
+from .._seconds import seconds
 from ..cluster import (
     FETCH_MAX_BYTES,
     Columns,
@@ -83,10 +84,7 @@ class NetworkCluster:
     ) -> None:
         if not isinstance(bootstrap, str) or not bootstrap.strip():
             raise ValueError(f"bootstrap needs at least one HOST:PORT, got {bootstrap!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            raise TypeError(f"timeout must be seconds, got {timeout!r}")
-        if not 0 < timeout < float("inf"):  # (nan too: every call would time out at once)
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        seconds("timeout", timeout, above=0)  # (nan: every call would time out at once)
         if config is not None and not (
             isinstance(config, Mapping) and all(isinstance(k, str) for k in config)
         ):

@@ -145,6 +145,8 @@ def test_arguments_of_the_wrong_kind_fail_where_they_are_given(cluster) -> None:
             producer.send("t", b"v", on_delivery=5)
         with pytest.raises(ValueError, match="timeout must be seconds"):
             producer.flush(float("nan"))
+        with pytest.raises(TypeError, match="timeout must be seconds"):
+            producer.flush("1")  # (was compared with 0: "'<=' not supported")
         with pytest.raises(TypeError, match="a header is a"):
             producer.send("t", b"v", headers=["ab"])
         producer.send("t", b"v", headers={"a": b"b", "c": None}).result(10)

@@ -119,7 +119,7 @@ def test_state_restored_after_the_task_moves(cluster, tmp_path):
 
     # observe each restore before processing starts (a task is set up by the assignment
     # callback, or by the first record if that comes first)
-    b.consumer._on_assigned = b._assigned = watch
+    b.consumer._events.on_assigned = b._assigned = watch
     run_until(b, lambda: store_total(b) >= total)
     assert sorted(restored) == [
         (("wc.task.0", 0), sum(truth[0].values()) - sum(more[0].values())),
