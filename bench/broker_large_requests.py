@@ -8,7 +8,7 @@ gets one request of about ``--mb`` MB of each kind, while another client sends A
 every 20 ms on a connection of its own; the figure is that client's worst wait while the
 large request is handled, beside its worst wait over as long with no large request (the
 baseline in the same run). ``--baseline-ref`` also runs the broker of that commit (its tree
-from ``git archive``, this tree's built extensions copied in), side by side.
+from ``git archive``, its extensions built: bench/_baseline.py), side by side.
 
 Figures, not pass/fail (docs/broker.md, "One large, well-formed request").
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -27,6 +26,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from _baseline import extract  # (bench/: a script's directory is on its path)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,21 +147,6 @@ def _measure(address: tuple[str, int], request: bytes) -> tuple[float, float, fl
     return took, during, idle
 
 
-def _extract(ref: str) -> Path:
-    """The tree of commit ``ref`` in a temporary directory, with this tree's built
-    extensions (they are not in git)."""
-    target = Path(tempfile.mkdtemp(prefix="bench-large-baseline-"))
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
-    )
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    for so in ROOT.rglob("*.so"):
-        rel = so.relative_to(ROOT)
-        if (target / rel.parent).is_dir():
-            shutil.copy(so, target / rel)
-    return target
-
-
 def _start_broker(tree: Path, tmp: str) -> tuple[subprocess.Popen, tuple[str, int]]:
     """``logmarshal broker start`` of ``tree`` (run from it, so its code is imported, not
     this tree's), on 127.0.0.1; returns once its ready file names its address."""
@@ -220,7 +206,7 @@ def main() -> None:
     )
     trees = [("this tree", ROOT)]
     if args.baseline_ref:
-        trees.append((f"@ {args.baseline_ref}", _extract(args.baseline_ref)))
+        trees.append((f"@ {args.baseline_ref}", extract(args.baseline_ref, "large")))
     results: dict = {}
     for label, tree in trees:
         _run_tree(label, tree, kinds, args.mb, results)

@@ -54,6 +54,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from _baseline import extract  # (bench/: a script's directory is on its path)
+
 # a --network worker given --code runs another commit's logmarshal (the baseline)
 sys.path.insert(
     0,
@@ -474,7 +476,7 @@ def network(
         stack.callback(shutil.rmtree, data, ignore_errors=True)
         bootstrap = stack.enter_context(_broker(on, data))
         if baseline_ref:
-            baseline = _extract(baseline_ref)
+            baseline = extract(baseline_ref, "consumer")
             stack.callback(shutil.rmtree, baseline, ignore_errors=True)
         with logmarshal.connect(bootstrap=bootstrap) as cluster:
             cluster.create_topic(TOPIC, NET_PARTITIONS)
@@ -634,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     codes: list[tuple[str, Path | None]] = [("this commit", None)]
     baseline: Path | None = None
     if args.baseline_ref:
-        baseline = _extract(args.baseline_ref)
+        baseline = extract(args.baseline_ref, "consumer")
         codes.append((f"@ {args.baseline_ref}", baseline))
     runs = 5 if args.quick else 20
     print(
@@ -669,23 +671,6 @@ def embedded_figures(hb: float, quick: bool) -> dict[str, float]:
         for mode in ("alo", "amo"):
             out[f"{mode.upper()} batch {batch} msg/s"] = throughput(mode, batch, count, hb)
     return out
-
-
-def _extract(ref: str) -> Path:
-    """The tree of commit ``ref`` in a temporary directory (its code, not its tests)."""
-    target = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
-    )
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    # its C extensions too, as this tree has them (else the baseline reads without them)
-    subprocess.run(
-        [sys.executable, "setup.py", "build_ext", "--inplace", "-q"],
-        cwd=target,
-        capture_output=True,
-        check=False,
-    )
-    return target
 
 
 def _embedded_run(code: Path | None, hb: float, quick: bool) -> dict[str, float]:

@@ -10,7 +10,7 @@ claims every partition of an N-partition topic, settles, then its process CPU ti
 sampled over ``--seconds`` and its OS thread count read from /proc. ``network`` runs against
 ``logmarshal broker start`` on 127.0.0.1, started here and stopped at the end.
 ``--baseline-ref`` runs the same figures with the Consumer of that commit (its tree from
-``git archive``, this tree's built extensions copied in) in the same run.
+``git archive``, its extensions built: bench/_baseline.py) in the same run.
 Mode ``raw`` is no member: a bare confluent-kafka consumer assigned the same idle partitions
 with the member's reader settings, polled as that reader polls (librdkafka's own cost, the
 floor under the network figures); it needs the broker, as ``network`` does.
@@ -44,6 +44,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from _baseline import extract  # (bench/: a script's directory is on its path)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -263,21 +265,6 @@ def _run(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _extract(ref: str) -> Path:
-    """The tree of commit ``ref`` in a temporary directory, with this tree's built
-    extensions (they are not in git)."""
-    target = Path(tempfile.mkdtemp(prefix="bench-idle-baseline-"))
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
-    )
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    for so in ROOT.rglob("*.so"):  # every built extension (storage, rationalizer, logmarshal)
-        rel = so.relative_to(ROOT)
-        if (target / rel.parent).is_dir():
-            shutil.copy(so, target / rel)
-    return target
-
-
 def _start_broker():  # -> tuple[LocalBroker, str, str]; imported here, see below
     """This tree's broker in a directory of its own: (broker, bootstrap, directory). Its
     module is imported here, not at the top: a worker must import the baseline's logmarshal."""
@@ -325,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     codes = [("this tree", ROOT)]
-    baseline = _extract(args.baseline_ref) if args.baseline_ref else None
+    baseline = extract(args.baseline_ref, "idle") if args.baseline_ref else None
     if baseline is not None:
         codes.append((f"@ {args.baseline_ref}", baseline))
     sizes = [int(x) for x in args.partitions.split(",")]
