@@ -5,7 +5,7 @@ with ``now`` given, so tests use a manual clock):
 
 * the log splits at the *first dirty offset* (the cleaner checkpoint: everything before it
   was cleaned by an earlier pass) and at the *first uncleanable offset*: the active segment's
-  base, or the first dirty segment holding a record newer than ``min.compaction.lag.ms``
+  base (the newest segment's that holds records, when empty ones follow it), or the first dirty segment holding a record newer than ``min.compaction.lag.ms``
   (records that recent are never cleaned);
 * it is cleaned if its dirty ratio (dirty bytes / clean + dirty bytes) is above
   ``min.cleanable.dirty.ratio``, or if a dirty segment's first batch is older than
@@ -130,9 +130,17 @@ def choose(
     tombstones_due_at: int | None = None,
 ) -> CleaningPlan | None:
     """Whether (and how far) to clean a compacted log now; None if it is not due."""
-    if len(segments) < 2:
+    # the newest segment that holds records is never cleaned, as Kafka's active segment is
+    # not: so the log's last record is never removed. Empty segments after it (a roll whose
+    # append then failed, ENOSPC or a crash) once made it cleanable: a tombstone there was
+    # removed and the tail [its offset, log end) held no record, so a read of it (a streams
+    # restore to the log end) waited for records that never came
+    last = len(segments) - 1
+    while last > 0 and segments[last].size == 0:
+        last -= 1
+    if last < 1:
         return None  # only the active segment: nothing is cleanable
-    closed, active = segments[:-1], segments[-1]
+    closed, active = segments[:last], segments[last]
     log_start = segments[0].base_offset
     if not log_start <= first_dirty <= active.base_offset:
         first_dirty = log_start  # no checkpoint, or one retention overtook: all dirty

@@ -97,6 +97,43 @@ def test_latest_per_key_survives_and_tombstones_expire(tmp_path, clock: FakeCloc
     reopened.close()
 
 
+def test_the_last_record_is_never_cleaned_when_an_empty_segment_follows_it(
+    tmp_path, clock, monkeypatch
+) -> None:
+    """An append that rolled, then failed its write (no space left), left an empty active
+    segment behind the one holding the log's last record, which became cleanable: its
+    tombstone was removed once delete.retention.ms passed, and [its offset, log end) held no
+    record, so a read up to the log end (a streams restore) waited for good. The segment
+    holding the last record is never cleaned, as the active one is not (a helper's repro,
+    2026-12-06; Kafka's active segment is never empty)."""
+    import errno
+
+    from storage._errors import StorageError
+    from storage._segment import Segment
+
+    plog = PartitionLog(tmp_path / "p", _config(delete_retention_ms=1000), clock)
+    for k in range(4):
+        _put(plog, clock, b"k%d" % k, b"v" * 40)
+    last = _put(plog, clock, b"k1", None)  # the log ends in a tombstone
+    write = Segment.write
+
+    def no_space(self, pieces, total):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Segment, "write", no_space)
+    with pytest.raises(StorageError, match="the append failed"):
+        plog.append(encode_batch([NewRecord(b"x" * 300, key=b"k9", timestamp=clock())]))
+    monkeypatch.setattr(Segment, "write", write)
+    assert plog._segments[-1].size == 0 and plog.log_end_offset == last + 1
+    for _ in range(3):  # the first pass would note the tombstone, a later one remove it
+        clock.advance(2000)
+        plog.clean()
+    read = _all(plog)
+    assert read[-1].offset == last and read[-1].value is None
+    assert [r.offset for r in _all(plog) if r.offset >= last] == [last]
+    plog.close()
+
+
 def test_compacted_topic_refuses_records_without_key(tmp_path, clock) -> None:
     plog = PartitionLog(tmp_path / "p", _config(), clock)
     with pytest.raises(InvalidRecord, match="no key"):

@@ -42,7 +42,7 @@ def _seg(
 
 
 def test_dirty_ratio_must_exceed_the_minimum() -> None:
-    segs = [_seg(0), _seg(10), _seg(20, 0)]  # 100 clean bytes, 100 dirty, then the active
+    segs = [_seg(0), _seg(10), _seg(20, 50)]  # 100 clean bytes, 100 dirty, then the active
     assert choose(segs, 10, NOW, _cfg(min_cleanable_dirty_ratio=0.5)) is None  # 0.5 is not > 0.5
     plan = choose(segs, 10, NOW, _cfg(min_cleanable_dirty_ratio=0.49))
     assert plan is not None and (plan.first_dirty, plan.end) == (10, 20)
@@ -50,7 +50,7 @@ def test_dirty_ratio_must_exceed_the_minimum() -> None:
 
 
 def test_without_a_checkpoint_everything_is_dirty() -> None:
-    segs = [_seg(5), _seg(10), _seg(20, 0)]
+    segs = [_seg(5), _seg(10), _seg(20, 50)]
     for checkpoint in (-1, 0, 21):  # missing, below the log start, past the active base
         plan = choose(segs, checkpoint, NOW, _cfg())
         assert plan is not None and plan.first_dirty == 5 and plan.dirty_ratio == 1.0
@@ -61,9 +61,20 @@ def test_the_active_segment_is_never_cleanable() -> None:
     assert choose([_seg(0), _seg(10, 500)], 10, NOW, _cfg(min_cleanable_dirty_ratio=0.0)) is None
 
 
+def test_empty_segments_after_the_last_records_leave_its_segment_uncleaned() -> None:
+    """(an append that rolled, then failed its write): the segment holding the log's last
+    record stays uncleaned, as the active segment does, so that record is never removed"""
+    cfg = _cfg(min_cleanable_dirty_ratio=0.0)
+    plan = choose([_seg(0), _seg(10), _seg(20, 0)], 0, NOW, cfg)
+    assert plan is not None and plan.end == 10
+    assert choose([_seg(0), _seg(10, 0), _seg(10, 0)], 0, NOW, cfg) is None
+    plan = choose([_seg(0), _seg(10), _seg(20), _seg(30, 0)], 0, NOW, cfg)
+    assert plan is not None and plan.end == 20
+
+
 def test_min_compaction_lag_keeps_recent_segments_uncleanable() -> None:
     cfg = _cfg(min_compaction_lag_ms=5000, min_cleanable_dirty_ratio=0.0)
-    segs = [_seg(0, ts=NOW - 9000), _seg(10, ts=NOW - 4000), _seg(20, ts=NOW - 6000), _seg(30, 0)]
+    segs = [_seg(0, ts=NOW - 9000), _seg(10, ts=NOW - 4000), _seg(20, ts=NOW - 6000), _seg(30, 50)]
     plan = choose(segs, 0, NOW, cfg)
     assert plan is not None and plan.end == 10  # the first too-recent segment stops it
     assert choose(segs, 10, NOW, cfg) is None  # nothing dirty is old enough
@@ -73,16 +84,16 @@ def test_min_compaction_lag_keeps_recent_segments_uncleanable() -> None:
 
 def test_max_compaction_lag_forces_a_clean_below_the_ratio() -> None:
     cfg = _cfg(min_cleanable_dirty_ratio=0.9, max_compaction_lag_ms=60_000)
-    segs = [_seg(0, 1000), _seg(10, 100, ts=NOW, first=NOW - 60_000), _seg(20, 0)]
+    segs = [_seg(0, 1000), _seg(10, 100, ts=NOW, first=NOW - 60_000), _seg(20, 50)]
     assert choose(segs, 10, NOW, cfg) is None  # ratio 0.09, first batch exactly at the lag
     plan = choose(segs, 10, NOW + 1, cfg)
     assert plan is not None and "max.compaction.lag.ms" in plan.reason
     # no dirty bytes: nothing to force
-    assert choose([_seg(0, 1000, first=0), _seg(10, 0)], 10, NOW, cfg) is None
+    assert choose([_seg(0, 1000, first=0), _seg(10, 50)], 10, NOW, cfg) is None
 
 
 def test_tombstones_due_trigger_a_pass_on_a_quiet_log() -> None:
-    segs = [_seg(0), _seg(10, 0)]
+    segs = [_seg(0), _seg(10, 50)]
     cfg = _cfg()
     assert choose(segs, 10, NOW, cfg) is None
     assert choose(segs, 10, NOW, cfg, tombstones_due_at=NOW + 1) is None
