@@ -62,7 +62,7 @@ from ..core import (
     Topics,
     Write,
 )
-from ..errors import RETRIABLE, ClosedError, ConsumerFailed, NoPosition, UnknownTopic
+from ..errors import RETRIABLE, ClosedError, ConsumerFailed, NoPosition
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
 from .callbacks import PartitionCallbacks
@@ -82,8 +82,9 @@ from .config import (
 from .fetcher import MemberFetcher
 from .halts import Halts
 from .handler import run_handler
-from .mirror import OffsetMirror, open_mirror, positions_held
+from .mirror import OffsetMirror, lag_of, open_mirror, positions_held
 from .patterns import PatternTopics
+from .topics import read_subscription, tasks_and_sources
 from .writer import CoordinationWriter
 
 __all__ = ["Consumer", "NoPosition"]
@@ -145,7 +146,7 @@ class Consumer:
         self._rng = rng if rng is not None else random.Random()
         # one consumer per topic, task or source per Marshaler (consumer.patterns)
         matched = self._pattern.match(()) if self._pattern is not None else ()
-        free = marshaler.reserve(self, (*self._topics, *self._own()), matched)
+        free = marshaler.reserve(self, (*self._topics, *tasks_and_sources(self._tasks)), matched)
         if self._pattern is not None:
             self._topics = self._pattern.kept(matched, free)
         try:
@@ -190,7 +191,10 @@ class Consumer:
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._released = False  # close() let the claims go: commits no longer count
-        self._failure: Exception | None = None  # what the core raised (_core_failed)
+        self._failed: ConsumerFailed | None = None  # the core raised (_core_failed)
+        self._started = False  # (a failure before then fails the constructor)
+        self._close_done = threading.Event()
+        self._closer: threading.Thread | None = None
         self._finished = threading.Event()  # the core closed (all releases answered)
         self._catch_up = CatchingUp(marshaler, self._now)  # the start-up replay, then CatchUp's
         self._catch_up.ask()
@@ -238,6 +242,9 @@ class Consumer:
         if self._mirror is not None:
             self._mirror.start()
         marshaler.attach(self, ())  # running: the Marshaler's close closes us from now on
+        with self._lock:  # a core that failed meanwhile (the replay stepped it) fails us
+            self._started = True
+        self._raise_failure()
 
     def _abandon(self) -> None:
         """The constructor failed after reserving our names: stop what it started (a
@@ -284,6 +291,12 @@ class Consumer:
         with self._lock:
             return self._core.fenced
 
+    @property
+    def failure(self) -> ConsumerFailed | None:
+        """What stopped this consumer as a crash would (its core failed: a bug), raised by
+        :meth:`poll`, :meth:`run` and a loop over it; None if nothing did."""
+        return self._failed
+
     def claims(self) -> list[TopicPartition]:
         """The partitions this consumer holds, sorted (from the moment the log has its
         position, as our first heartbeat carried it)."""
@@ -312,20 +325,8 @@ class Consumer:
         """Per held partition: messages in the log after the position heartbeats carry
         (Kafka's consumer-group lag: log end minus the committed next offset)."""
         with self._lock:
-            positions = {  # per partition read (a task: each of its sources)
-                key: self._core.position(*key) for key in self._core.uncommitted()
-            }
-        out = {}
-        for (topic, partition), position in sorted(positions.items()):
-            if position is None:
-                continue
-            try:
-                end = self._cluster.latest_offset(topic, partition)
-            except Exception:  # a partition we cannot see right now has no known lag
-                log.debug("%s: no lag for %s/%d", self._name(), topic, partition, exc_info=True)
-                continue
-            out[(topic, partition)] = max(0, end - position - 1)
-        return out
+            positions = {key: self._core.position(*key) for key in self._core.uncommitted()}
+        return lag_of(self._cluster, positions, self._name())
 
     def reader_renewals(self) -> int:
         """How often this consumer's fetch loop replaced its librdkafka consumer after one
@@ -398,7 +399,7 @@ class Consumer:
                 if self._events:  # peeked without the lock: one queued later waits a turn
                     self._events.deliver()
                 with self._cond:
-                    if self._closed or self._failure is not None:
+                    if self._closed or self._failed is not None:
                         self._raise_failure()
                         return []
                     self._no_start = None
@@ -409,6 +410,7 @@ class Consumer:
                         return batch
                     if self._no_start is not None:
                         raise self._no_start
+                    self._raise_failure()  # (this poll's own step failed)
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 and not extended and self._core.reserved_waiting():
                         # AMO: a batch is reserved but not confirmed yet; give it a verdict's
@@ -435,10 +437,11 @@ class Consumer:
             try:
                 batch = self.poll(timeout=0.5)
             except ClosedError:
-                return
+                break
             if not batch and self.fenced:
                 return
             yield from batch
+        self._raise_failure()  # (closed because it failed: not a quiet end)
 
     def commit(self, *messages: Message) -> bool:
         """ALO: these messages are fully handled. Any order; thread-safe.
@@ -497,10 +500,21 @@ class Consumer:
         this client_id with ``fast_reclaim``), as a crash would.
         """
         with self._cond:
-            if self._closed:
-                return
-            self._closed = True
+            closing, self._closed = self._closed, True
+            if not closing:
+                self._closer = threading.current_thread()
             self._cond.notify_all()
+        if closing:  # returns once the close under way has (not our own threads: they wait)
+            if threading.current_thread() not in (self._closer, self._thread, self._fetcher.thread):
+                self._close_done.wait(timeout)
+            return
+        try:
+            self._close(release, timeout)
+        finally:
+            self._close_done.set()
+
+    def _close(self, release: bool, timeout: float | None) -> None:
+        release = release and self._failed is None  # (a failed core releases nothing)
         self._stop.set()
         self._wake.set()
         # nothing is handed out from here on: the fetch loop stops now, while the claims are
@@ -517,6 +531,7 @@ class Consumer:
             if held and self._events.on_revoked is not None:
                 self._events.call(self._events.on_revoked, held)  # before the release: commits
         with self._cond:
+            release = release and self._failed is None  # (on_revoked may have failed it)
             fenced = self._core.fenced
             # what Kafka's tools should show once we let go: the positions we release with
             final = (
@@ -533,7 +548,7 @@ class Consumer:
             log.info("%s is fenced: closing without writing releases", self._name())
         limit = self._verdict_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
-        while self._failure is None and not self._finished.wait(
+        while self._failed is None and not self._finished.wait(
             min(self._tick, max(0.0, deadline - time.monotonic()))
         ):
             if time.monotonic() >= deadline:
@@ -623,9 +638,14 @@ class Consumer:
                 except Exception as exc:
                     self._core_failed(exc)
             self._cond.notify_all()
-            if self._sleeping:
+            if self._sleeping and self._failed is None:
                 now = self._now()
-                if self._core.due(now, self._wall()) <= now:
+                try:
+                    due = self._core.due(now, self._wall())
+                except Exception as exc:
+                    self._core_failed(exc)
+                    return
+                if due <= now:
                     self._wake.set()  # the event left work for the next pass: now, not later
 
     def _core_failed(self, exc: Exception) -> None:
@@ -633,20 +653,21 @@ class Consumer:
         What it holds is not to be trusted, so the consumer stops as a crash would: its
         claims go stale and the group takes them over. Before, the thread that stepped it
         (the writer's, the fetch loop's) died and the member heartbeat claims it no longer
-        served. poll() raises ConsumerFailed from then on."""
-        if self._failure is not None:
+        served. :meth:`poll` raises ConsumerFailed from then on."""
+        if self._failed is not None:
             return
-        self._failure = exc
+        said = f"{self._name()} stopped, as a crash would: its core failed: {exc!r}"
+        self._failed = ConsumerFailed(said)
+        self._failed.__cause__ = exc
         self._cond.notify_all()
-        log.error("%s stopped, as a crash would: its core failed", self._name(), exc_info=exc)
-        name = f"{self._name_prefix}:failed"
-        threading.Thread(target=self.close, kwargs={"release": False}, name=name).start()
+        log.error("%s", said, exc_info=exc)
+        if self._started:  # (else the constructor raises it, and closes what it started)
+            name = f"{self._name_prefix}:failed"
+            threading.Thread(target=self.close, kwargs={"release": False}, name=name).start()
 
     def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise ConsumerFailed(
-                f"{self._name()} stopped, as a crash would: its core failed: {self._failure!r}"
-            ) from self._failure
+        if self._failed is not None:
+            raise self._failed
 
     def _replayed(self, reached: list[tuple[int, int]]) -> None:
         """The replay reached these offsets (several partitions at once: stepped together)."""
@@ -707,7 +728,11 @@ class Consumer:
             return self._tick
         with self._lock:
             now = self._now()
-            due = self._core.due(now, self._wall())
+            try:
+                due = self._core.due(now, self._wall())
+            except Exception as exc:
+                self._core_failed(exc)
+                return self._tick
             pause = min(max(self._tick, (due - now) / 1000), self._hb / 4)
             self._sleeping = pause > self._tick
         return pause
@@ -731,28 +756,8 @@ class Consumer:
         for cp, offset in enumerate(applied):
             self._feed(Replayed(cp, offset, at_end=True, ends_at=looked_at))
 
-    def _own(self) -> tuple[str, ...]:
-        """Our tasks and their sources: names no pattern of ours or anyone's takes."""
-        return (*self._tasks, *(t for sources in self._tasks.values() for t in sources))
-
-    def _reads(self) -> tuple[str, ...]:
-        """Every topic we fetch from: the subscribed ones and the tasks' sources."""
-        return (*self._topics, *(t for sources in self._tasks.values() for t in sources))
-
     def _subscription(self, timeout: float | None = None) -> tuple[tuple[str, int], ...]:
-        """(topic, partitions) of what we claim; a task has as many as its sources (the
-        fewest, if they differ: partition p is a task only if every source has one)."""
-        counts = {}
-        for topic in self._reads():
-            try:
-                counts[topic] = self._cluster.partitions(topic, timeout=timeout)
-            except UnknownTopic:
-                log.debug("%s: topic %s does not exist (yet)", self._name(), topic)
-                counts[topic] = 0
-        out = [(topic, counts[topic]) for topic in self._topics]
-        for name, sources in sorted(self._tasks.items()):
-            out.append((name, min(counts[t] for t in sources)))
-        return tuple(out)
+        return read_subscription(self._cluster, self._topics, self._tasks, self._name(), timeout)
 
     def _refresh_topics(self) -> None:
         """Patterns matched afresh and partition counts read again: growth is seen. A pattern
@@ -760,7 +765,7 @@ class Consumer:
         consumer per topic: :meth:`Marshaler.take_topics`)."""
         if self._pattern is not None:
             matched = self._pattern.match(self._topics)
-            free = self._marshaler.take_topics(self, matched, self._own())
+            free = self._marshaler.take_topics(self, matched, tasks_and_sources(self._tasks))
             self._topics = self._pattern.kept(matched, free)
         try:  # bounded: this thread answers catch-ups (a count not read now is read next HB)
             subscription = self._subscription(timeout=max(2.0, 2 * self._hb))

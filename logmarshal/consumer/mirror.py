@@ -223,6 +223,25 @@ def positions_held(
     return out
 
 
+def lag_of(
+    cluster: Any, positions: Mapping[tuple[str, int], int | None], name: str
+) -> dict[tuple[str, int], int]:
+    """Kafka's consumer-group lag of each partition at its ``positions`` (the last offset
+    heartbeats carry): its log end minus the committed next offset. A partition without a
+    position, or whose end cannot be read right now, has no known lag."""
+    out = {}
+    for (topic, partition), position in sorted(positions.items()):
+        if position is None:
+            continue
+        try:
+            end = cluster.latest_offset(topic, partition)
+        except Exception:
+            log.debug("%s: no lag for %s/%d", name, topic, partition, exc_info=True)
+            continue
+        out[(topic, partition)] = max(0, end - position - 1)
+    return out
+
+
 def open_mirror(
     group: str,
     cluster: Any,

@@ -691,6 +691,8 @@ class App:
                     self.commit()
                     next_commit = time.monotonic() + self.commit_interval
                 if self.consumer.closed:
+                    if self.consumer.failure is not None:  # not an orderly close: say so
+                        raise self.consumer.failure
                     break
             self.commit()
         except BaseException:

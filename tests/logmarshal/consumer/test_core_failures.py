@@ -7,11 +7,12 @@ nothing, with no error for its caller."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from logmarshal import ConsumerFailed
-from logmarshal.core import Fetched, Written
+from logmarshal.core import Fetched, Poll, Replayed, Tick, Written
 
 from ..consumer_world import TOPIC, drain, produce, wait_passes, wait_until
 
@@ -114,3 +115,141 @@ def test_a_core_that_fails_ends_run_with_the_error(manual) -> None:
             a.run(lambda message: None, poll_timeout=0.05, stop=stop)
     finally:
         bound.cancel()
+
+
+def test_a_loop_over_a_failed_consumer_raises_rather_than_ends(manual) -> None:
+    """``for m in consumer`` ended quietly once the consumer closed itself (a helper's
+    attack): its loop stops on ``closed`` before the poll that would raise."""
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 5)
+    a = manual.consumer("a")
+    assert [m.offset for m in drain(a, 5)] == list(range(5))
+    _failing_on(a, Fetched)
+    produce(manual.cluster, 0, 5)
+    wait_until(lambda: a.closed, what="a closing itself")  # (a poll would raise: no loop)
+    deadline = time.monotonic() + 10
+    with pytest.raises(ConsumerFailed):
+        for _ in a:
+            if time.monotonic() > deadline:
+                break  # (never failed: not raised either)
+
+
+def test_a_poll_whose_own_step_fails_raises_at_once(manual) -> None:
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 5)
+    a = manual.consumer("a")
+    assert [m.offset for m in drain(a, 2, max_records=2)] == [0, 1]
+    _failing_on(a, Poll)
+    with pytest.raises(ConsumerFailed):
+        a.poll(0)  # (returned [], and only the next poll raised)
+
+
+def test_a_core_that_fails_during_close_releases_nothing(manual) -> None:
+    """The core failed inside ``close(release=True)`` (here: ``on_revoked`` seeks, and the
+    step after the seek fails); close went on to release with the failed core's positions.
+    Now the claim goes stale, as after a crash: nobody takes it until 2·HB passed."""
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 10)
+
+    def on_revoked(keys) -> None:
+        _failing_on(a, Tick)
+        a.seek(TOPIC, 0, 3)
+
+    a = manual.consumer("a", on_revoked=on_revoked)
+    drain(a, 5)
+    a.close()
+    with pytest.raises(ConsumerFailed):
+        a.poll(0)
+    b = manual.consumer("b")
+    wait_passes(b, 10)  # the clock stands still: a released claim would be b's by now
+    assert b.claims() == []
+    _advance_beside(manual, b, 3 * manual.hb)
+    wait_until(lambda: b.claims() == [(TOPIC, 0)], what="b's takeover of the stale claim")
+
+
+def test_a_core_that_fails_while_the_constructor_runs_fails_the_constructor(realtime) -> None:
+    """The replay steps the core from the moment it listens, before the constructor ends:
+    a failure then closed a consumer half started (its writer thread ran on, its name stayed
+    reserved). Now the constructor raises it and undoes what it started."""
+    from logmarshal.consumer import Consumer
+
+    realtime.cluster.create_topic(TOPIC, 1)
+    realtime.consumer("b")  # its heartbeats keep a's replay reporting
+    m = realtime.marshaler("a")
+    add = m.add_batch_listener
+
+    def add_then_wait(listener) -> None:
+        _failing_on(listener.__self__, Replayed)
+        add(listener)
+        wait_until(lambda: listener.__self__._failed is not None, what="the failure")
+
+    m.add_batch_listener = add_then_wait
+    with pytest.raises(ConsumerFailed):
+        Consumer(m, TOPIC)
+    m.add_batch_listener = add
+    again = realtime.consumer(m)  # the name was given back
+    wait_until(lambda: again.claims() or True)
+
+
+def test_a_close_while_the_failed_consumer_closes_itself_returns_once_it_has(
+    manual, monkeypatch
+) -> None:
+    """A failed consumer closes itself on a thread of its own; a ``close()`` meanwhile (the
+    user's, the Marshaler's, an App's) returned at once, its threads still running."""
+    from logmarshal.consumer.writer import CoordinationWriter
+
+    stop = CoordinationWriter.stop
+
+    def slow_stop(self, timeout) -> None:
+        time.sleep(0.3)  # (a writer with writes in flight over the network)
+        stop(self, timeout)
+
+    monkeypatch.setattr(CoordinationWriter, "stop", slow_stop)
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 5)
+    a = manual.consumer("a")
+    drain(a, 5)
+    _failing_on(a, Fetched)
+    produce(manual.cluster, 0, 5)
+    wait_until(lambda: a.failure is not None, what="the failure")
+    a.close()
+    left = [t.name for t in threading.enumerate() if t.name.startswith(a._name_prefix)]
+    assert left == [], left
+
+
+def test_an_app_whose_consumer_fails_ends_its_run_with_the_error(cluster, tmp_path) -> None:
+    """``App.run`` returned the count it handled once its consumer closed, as after an
+    orderly ``close()``, when the consumer had failed (a helper's attack); ``close()``
+    after it still stops everything."""
+    from logmarshal.streams import App, Processor, Topology
+    from logmarshal.streams.serde import string_deserializer
+    from storage import NewRecord
+
+    app: list[App] = []
+
+    class FailsTheCoreOnce(Processor):
+        armed = False
+
+        def process(self, record) -> None:
+            if not FailsTheCoreOnce.armed:  # the consumer's core fails while this runs
+                FailsTheCoreOnce.armed = True
+                _failing_on(app[0].consumer, Fetched)
+                cluster.produce("lines", 0, [NewRecord(b"more", timestamp=0)])
+                wait_until(lambda: app[0].consumer.closed, what="the consumer's stop")
+
+    topology = Topology()
+    topology.add_source("lines", "lines", value_deserializer=string_deserializer)
+    topology.add_processor("p", FailsTheCoreOnce, ["lines"])
+    cluster.create_topic("lines", 1)
+    cluster.produce("lines", 0, [NewRecord(b"x %d" % i, timestamp=0) for i in range(3)])
+    settings = {"client_id": "a", "heartbeat_interval": 0.3, "commit_interval": 0.05}
+    app.append(App(cluster, "wc", topology, state_dir=tmp_path / "s", **settings))
+    stop = threading.Timer(15, app[0].stop)  # (a run that never fails ends, and fails below)
+    stop.start()
+    try:
+        with pytest.raises(ConsumerFailed):
+            app[0].run(poll_timeout=0.05)
+    finally:
+        stop.cancel()
+        app[0].close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-consumer")]
