@@ -24,6 +24,8 @@ def seconds(
     ``name``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be seconds, got {value!r}")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:  # (no float: an OverflowError)
+        raise ValueError(f"{name} must be seconds, got an int of {value.bit_length()} bits")
     low_ok = (
         value > above
         if above is not None
@@ -35,7 +37,7 @@ def seconds(
         said = []
         if above is not None:
             said.append(f"above {above:g}")
-        elif at_least is not None:
+        elif at_least is not None and at_least != float("-inf"):
             said.append(f"at least {at_least:g}")
         if at_most != float("inf"):
             said.append("at most a year" if at_most == A_YEAR else f"at most {at_most:g}")

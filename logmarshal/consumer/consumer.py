@@ -28,6 +28,7 @@ it). The clock only predicts; ownership is read from the replay.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 import threading
@@ -384,7 +385,7 @@ class Consumer:
         if limit < 1:
             raise ValueError(f"max_records must be at least 1, got {limit}")
         if type(timeout) is not float or timeout != timeout:  # (the hot path: one test)
-            seconds("timeout", timeout, at_most=float("inf"))  # (any wait; none is nan)
+            seconds("timeout", timeout, at_least=-math.inf, at_most=math.inf)  # (not nan)
         if self._closed:  # a flag only ever set: reading it needs no lock
             self._raise_failure()
             raise ClosedError("poll() on a closed consumer")

@@ -102,7 +102,11 @@ def test_a_partition_not_held_now_may_be_paused_for_when_it_is(realtime) -> None
     [
         ({"on_assigned": 5}, TypeError, "on_assigned must be callable"),
         ({"on_lost": "f"}, TypeError, "on_lost must be callable"),
-        ({"fetch_wait": float("inf")}, ValueError, "fetch_wait must be seconds above 0 and at most a year"),
+        (
+            {"fetch_wait": float("inf")},
+            ValueError,
+            "fetch_wait must be seconds above 0 and at most a year",
+        ),
         ({"fetch_wait": "1"}, TypeError, "fetch_wait must be seconds"),
         ({"claim_interval": float("nan")}, ValueError, "claim_interval must be seconds"),
         ({"fence_margin": float("nan")}, ValueError, "fence_margin must be seconds"),
@@ -137,5 +141,7 @@ def test_calls_of_the_wrong_kind_are_refused_where_they_are_made(realtime) -> No
         consumer.poll(timeout="1")
     with pytest.raises(ValueError, match="timeout must be seconds, got nan"):
         consumer.poll(timeout=float("nan"))
+    with pytest.raises(ValueError, match="timeout must be seconds, got an int of 2001 bits"):
+        consumer.poll(timeout=2**2000)  # (was an OverflowError of the deadline's sum)
     with pytest.raises(TypeError, match="handler must be callable"):
         consumer.run(5)
