@@ -35,12 +35,15 @@ def seconds(
     )
     if not (low_ok and value <= at_most):  # nan fails both
         said = []
-        if above is not None:
-            said.append(f"above {above:g}")
-        elif at_least is not None and at_least != float("-inf"):
-            said.append(f"at least {at_least:g}")
-        if at_most != float("inf"):
-            said.append("at most a year" if at_most == A_YEAR else f"at most {at_most:g}")
+        if at_least == -A_YEAR and at_most == A_YEAR:
+            said.append("within a year either way")
+        else:
+            if above is not None:
+                said.append(f"above {above:g}")
+            elif at_least is not None and at_least != float("-inf"):
+                said.append(f"at least {at_least:g}")
+            if at_most != float("inf"):
+                said.append("at most a year" if at_most == A_YEAR else f"at most {at_most:g}")
         bounds = " " + " and ".join(said) if said else ""
         raise ValueError(f"{name} must be seconds{bounds}, got {value}")
     return value

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
 import attrs
 
+from .._seconds import A_YEAR
 from .._seconds import seconds as check_seconds
 from ..cluster import FETCH_MAX_BYTES
 from ..core import CoreOptions
@@ -201,7 +202,7 @@ def _ms(seconds: float | None, name: str) -> int | None:
     the core checks its range, this that it is a number of seconds at all."""
     if seconds is None:
         return None
-    return round(check_seconds(name, seconds) * 1000)  # (nan, inf: no whole ms)
+    return round(check_seconds(name, seconds, at_least=-A_YEAR) * 1000)  # (nan, inf: no ms)
 
 
 _CALLBACKS = ("on_assigned", "on_revoked", "on_lost")

@@ -27,6 +27,7 @@ it). The clock only predicts; ownership is read from the replay.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import random
@@ -80,6 +81,7 @@ from .config import (
     core_options,
     partition_keys,
 )
+from .failstop import FailStop
 from .fetcher import MemberFetcher
 from .halts import Halts
 from .handler import run_handler
@@ -192,8 +194,6 @@ class Consumer:
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._released = False  # close() let the claims go: commits no longer count
-        self._failed: ConsumerFailed | None = None  # the core raised (_core_failed)
-        self._started = False  # (a failure before then fails the constructor)
         self._close_done = threading.Event()
         self._closer: threading.Thread | None = None
         self._finished = threading.Event()  # the core closed (all releases answered)
@@ -207,6 +207,9 @@ class Consumer:
         self._sleeping = False  # the driver waits longer than a tick
         name = f"logmarshal-consumer:{marshaler.group_id}:{marshaler.client_id}"
         self._name_prefix = name
+        self._fail = FailStop(
+            self._name(), functools.partial(self.close, release=False), f"{name}:failed"
+        )
         # before any thread starts: a refused group leaves nothing running
         self._mirror: OffsetMirror | None = open_mirror(
             marshaler.group_id,
@@ -244,8 +247,10 @@ class Consumer:
             self._mirror.start()
         marshaler.attach(self, ())  # running: the Marshaler's close closes us from now on
         with self._lock:  # a core that failed meanwhile (the replay stepped it) fails us
-            self._started = True
-        self._raise_failure()
+            self._fail.started = True
+            failed = self._fail.failed is not None  # (if not, a later one closes us instead)
+        if failed:
+            self._fail.raise_if_failed()
 
     def _abandon(self) -> None:
         """The constructor failed after reserving our names: stop what it started (a
@@ -261,6 +266,11 @@ class Consumer:
                 self._fetcher.thread.join(self._fetch_wait + 5)
             if hasattr(self, "_writer"):
                 self._writer.stop(self._fetch_wait + 5)
+            mirror: OffsetMirror | None = getattr(self, "_mirror", None)
+            if mirror is not None:
+                mirror.close(None)
+            if self._metrics is not None:
+                self._metrics.unwatch_consumer(self)
         self._marshaler.detach(self)
 
     # -- public API -------------------------------------------------------------------------
@@ -296,7 +306,7 @@ class Consumer:
     def failure(self) -> ConsumerFailed | None:
         """What stopped this consumer as a crash would (its core failed: a bug), raised by
         :meth:`poll`, :meth:`run` and a loop over it; None if nothing did."""
-        return self._failed
+        return self._fail.failed
 
     def claims(self) -> list[TopicPartition]:
         """The partitions this consumer holds, sorted (from the moment the log has its
@@ -387,7 +397,7 @@ class Consumer:
         if type(timeout) is not float or timeout != timeout:  # (the hot path: one test)
             seconds("timeout", timeout, at_least=-math.inf, at_most=math.inf)  # (not nan)
         if self._closed:  # a flag only ever set: reading it needs no lock
-            self._raise_failure()
+            self._fail.raise_if_failed()
             raise ClosedError("poll() on a closed consumer")
         # real time, not the injected clock: a ManualClock must not hang a poll
         deadline = time.monotonic() + timeout
@@ -400,8 +410,8 @@ class Consumer:
                 if self._events:  # peeked without the lock: one queued later waits a turn
                     self._events.deliver()
                 with self._cond:
-                    if self._closed or self._failed is not None:
-                        self._raise_failure()
+                    if self._closed or self._fail.failed is not None:
+                        self._fail.raise_if_failed()
                         return []
                     self._no_start = None
                     batch = self._step(self._polls.get(limit) or self._poll_event(limit))
@@ -411,7 +421,7 @@ class Consumer:
                         return batch
                     if self._no_start is not None:
                         raise self._no_start
-                    self._raise_failure()  # (this poll's own step failed)
+                    self._fail.raise_if_failed()  # (this poll's own step failed)
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 and not extended and self._core.reserved_waiting():
                         # AMO: a batch is reserved but not confirmed yet; give it a verdict's
@@ -442,7 +452,7 @@ class Consumer:
             if not batch and self.fenced:
                 return
             yield from batch
-        self._raise_failure()  # (closed because it failed: not a quiet end)
+        self._fail.raise_if_failed()  # (closed because it failed: not a quiet end)
 
     def commit(self, *messages: Message) -> bool:
         """ALO: these messages are fully handled. Any order; thread-safe.
@@ -507,7 +517,11 @@ class Consumer:
             self._cond.notify_all()
         if closing:  # returns once the close under way has (not our own threads: they wait)
             if threading.current_thread() not in (self._closer, self._thread, self._fetcher.thread):
-                self._close_done.wait(timeout)
+                bound = (
+                    self._verdict_timeout + self._fetch_wait + 10 if timeout is None else timeout
+                )
+                if not self._close_done.wait(bound):
+                    log.warning("%s: the close under way did not end in %g s", self._name(), bound)
             return
         try:
             self._close(release, timeout)
@@ -515,7 +529,7 @@ class Consumer:
             self._close_done.set()
 
     def _close(self, release: bool, timeout: float | None) -> None:
-        release = release and self._failed is None  # (a failed core releases nothing)
+        release = release and self._fail.failed is None  # (a failed core releases nothing)
         self._stop.set()
         self._wake.set()
         # nothing is handed out from here on: the fetch loop stops now, while the claims are
@@ -532,7 +546,7 @@ class Consumer:
             if held and self._events.on_revoked is not None:
                 self._events.call(self._events.on_revoked, held)  # before the release: commits
         with self._cond:
-            release = release and self._failed is None  # (on_revoked may have failed it)
+            release = release and self._fail.failed is None  # (on_revoked may have failed it)
             fenced = self._core.fenced
             # what Kafka's tools should show once we let go: the positions we release with
             final = (
@@ -549,7 +563,7 @@ class Consumer:
             log.info("%s is fenced: closing without writing releases", self._name())
         limit = self._verdict_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
-        while self._failed is None and not self._finished.wait(
+        while self._fail.failed is None and not self._finished.wait(
             min(self._tick, max(0.0, deadline - time.monotonic()))
         ):
             if time.monotonic() >= deadline:
@@ -595,6 +609,8 @@ class Consumer:
     def _step(self, event: Event) -> list[Message]:
         """Under the lock: step the core (the replay held still while it reads the worlds)
         and carry its actions out; returns what a HandOut gives the caller."""
+        if self._fail.failed is not None:
+            return []  # (a failed core is stepped no more: it writes nothing, hands out nothing)
         try:
             if type(event) is Poll:
                 # the hot path reads one holder of one world: a single dict look-up, atomic
@@ -626,7 +642,7 @@ class Consumer:
             batch = []
             while inbox:
                 batch.append(inbox.popleft())
-            if not batch:
+            if not batch or self._fail.failed is not None:
                 return
             if len(batch) == 1:
                 self._step(batch[0])
@@ -639,7 +655,7 @@ class Consumer:
                 except Exception as exc:
                     self._core_failed(exc)
             self._cond.notify_all()
-            if self._sleeping and self._failed is None:
+            if self._sleeping and self._fail.failed is None:
                 now = self._now()
                 try:
                     due = self._core.due(now, self._wall())
@@ -650,25 +666,9 @@ class Consumer:
                     self._wake.set()  # the event left work for the next pass: now, not later
 
     def _core_failed(self, exc: Exception) -> None:
-        """Under the lock: stepping the core failed, which it never does by design (a bug).
-        What it holds is not to be trusted, so the consumer stops as a crash would: its
-        claims go stale and the group takes them over. Before, the thread that stepped it
-        (the writer's, the fetch loop's) died and the member heartbeat claims it no longer
-        served. :meth:`poll` raises ConsumerFailed from then on."""
-        if self._failed is not None:
-            return
-        said = f"{self._name()} stopped, as a crash would: its core failed: {exc!r}"
-        self._failed = ConsumerFailed(said)
-        self._failed.__cause__ = exc
-        self._cond.notify_all()
-        log.error("%s", said, exc_info=exc)
-        if self._started:  # (else the constructor raises it, and closes what it started)
-            name = f"{self._name_prefix}:failed"
-            threading.Thread(target=self.close, kwargs={"release": False}, name=name).start()
-
-    def _raise_failure(self) -> None:
-        if self._failed is not None:
-            raise self._failed
+        """Under the lock: stepping the core failed (a bug): :mod:`.failstop`."""
+        if self._fail.fail(exc):
+            self._cond.notify_all()
 
     def _replayed(self, reached: list[tuple[int, int]]) -> None:
         """The replay reached these offsets (several partitions at once: stepped together)."""
@@ -779,9 +779,9 @@ class Consumer:
                 self._step(Topics(subscription))
 
     def _mirror_positions(self) -> dict[TopicPartition, int]:
-        """The mirror thread's read of :meth:`_positions_held`."""
+        """The mirror thread's read of :meth:`_positions_held` (none of a failed core's)."""
         with self._lock:
-            return self._positions_held()
+            return {} if self._fail.failed is not None else self._positions_held()
 
     def _positions_held(self, releasing: bool = False) -> dict[TopicPartition, int]:
         """Under the lock: :func:`~.mirror.positions_held` of our core."""

@@ -110,6 +110,8 @@ def test_a_partition_not_held_now_may_be_paused_for_when_it_is(realtime) -> None
         ({"fetch_wait": "1"}, TypeError, "fetch_wait must be seconds"),
         ({"claim_interval": float("nan")}, ValueError, "claim_interval must be seconds"),
         ({"fence_margin": float("nan")}, ValueError, "fence_margin must be seconds"),
+        # (its ms overflowed round(): an OverflowError)
+        ({"claim_interval": -1e306}, ValueError, "must be seconds within a year either way"),
         ({"mirror_offsets": "yes"}, TypeError, "mirror_offsets must be None, True, False"),
         ({"retry": 3}, TypeError, "retry must be a RetryPolicy"),
     ],

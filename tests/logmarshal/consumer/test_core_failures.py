@@ -12,7 +12,7 @@ import time
 import pytest
 
 from logmarshal import ConsumerFailed
-from logmarshal.core import Fetched, Poll, Replayed, Tick, Written
+from logmarshal.core import Close, Fetched, Poll, Replayed, Tick, Written
 
 from ..consumer_world import TOPIC, drain, produce, wait_passes, wait_until
 
@@ -117,6 +117,39 @@ def test_a_core_that_fails_ends_run_with_the_error(manual) -> None:
         bound.cancel()
 
 
+def test_a_failed_core_is_stepped_no_more(manual) -> None:
+    """Once failed, nothing steps the core again: no Tick of the driver, no answer of the
+    writer, no Close of the close (each could write what a core not to be trusted decides;
+    a review of the fail-stop)."""
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 5)
+    a = manual.consumer("a")
+    drain(a, 5)
+    core = a._core
+    step, step_many = core.step, core.step_many
+    stepped: list[object] = []
+
+    def counted_step(now, event, **kwargs):
+        stepped.append(event)
+        return step(now, event, **kwargs)
+
+    def counted_step_many(now, events, **kwargs):
+        events = list(events)
+        stepped.extend(events)
+        return step_many(now, events, **kwargs)
+
+    core.step, core.step_many = counted_step, counted_step_many
+    _failing_on(a, Fetched)  # (wraps the counting)
+    produce(manual.cluster, 0, 5)
+    _fails(a)
+    wait_until(lambda: a.closed, what="a closing itself")
+    assert not [e for e in stepped if isinstance(e, Close)]  # close(release=False) stepped it
+    before = len(stepped)
+    with pytest.raises(ConsumerFailed):
+        a.poll(0)  # (nor does a poll)
+    assert len(stepped) == before
+
+
 def test_a_loop_over_a_failed_consumer_raises_rather_than_ends(manual) -> None:
     """``for m in consumer`` ended quietly once the consumer closed itself (a helper's
     attack): its loop stops on ``closed`` before the poll that would raise."""
@@ -181,7 +214,7 @@ def test_a_core_that_fails_while_the_constructor_runs_fails_the_constructor(real
     def add_then_wait(listener) -> None:
         _failing_on(listener.__self__, Replayed)
         add(listener)
-        wait_until(lambda: listener.__self__._failed is not None, what="the failure")
+        wait_until(lambda: listener.__self__.failure is not None, what="the failure")
 
     m.add_batch_listener = add_then_wait
     with pytest.raises(ConsumerFailed):
