@@ -87,7 +87,9 @@ def standalone_cluster(
     (work / "logs").mkdir(parents=True, exist_ok=True)
     (work / "worker").mkdir(exist_ok=True)
     env = spark_env(work / "logs")
-    port, ui, worker_ui = free_port(), free_port(), free_port()
+    port = free_port()
+    ui = free_port(taken=(port,))
+    worker_ui = free_port(taken=(port, ui))  # (no two alike: each is only free when picked)
     url = f"spark://127.0.0.1:{port}"
     spark_class = spark_bin("spark-class")
     procs: list[subprocess.Popen[bytes]] = []

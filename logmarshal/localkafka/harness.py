@@ -262,6 +262,8 @@ class KafkaNode:
     controller_port: int
     workdir: Path
     proc: subprocess.Popen[bytes] | None = None
+    #: the size of its log when it was last started (what a restart's wait reads from)
+    log_mark: int = 0
 
     @property
     def bootstrap(self) -> str:
@@ -290,6 +292,34 @@ class KafkaNode:
         return "\n".join(["first errors:", *errors[:10], "last lines:", *tail])
 
 
+#: what a node logs when its start-up failed; its JVM may live on a while (its controller's
+#: threads), never seen alive by the others and not exited: the fault stage's start-up on
+#: 2026-12-06 waited out its 240 s for node 1 to see such a node 3
+_GAVE_UP = b"Exiting Kafka due to fatal exception during startup"
+
+
+def _gave_up(node: KafkaNode, read: dict[int, int]) -> bool:
+    """Does ``node``'s log say it gave up its start-up? Reads only what was added since the
+    last look (``read``), from a little before it (a line written across two looks)."""
+    start = max(node.log_mark, read.get(node.node_id, node.log_mark) - len(_GAVE_UP))
+    try:
+        with open(node.log_file, "rb") as f:
+            f.seek(start)
+            chunk = f.read()
+    except OSError:
+        return False
+    read[node.node_id] = start + len(chunk)
+    return _GAVE_UP in chunk
+
+
+def _distinct_ports(count: int) -> list[int]:
+    """``count`` free ports, no two alike (each is free when picked, not yet bound)."""
+    ports: list[int] = []
+    for _ in range(count):
+        ports.append(free_port(taken=ports))
+    return ports
+
+
 class KafkaCluster:
     """``nodes`` KRaft nodes, each broker and controller, on 127.0.0.1.
 
@@ -311,8 +341,9 @@ class KafkaCluster:
         self.workdir = Path(workdir)
         self.jars: Path | None = None
         self.cluster_id = cluster_id()
+        ports = _distinct_ports(2 * n)
         self.nodes = [
-            KafkaNode(i + 1, free_port(), free_port(), self.workdir / f"node-{i + 1}")
+            KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], self.workdir / f"node-{i + 1}")
             for i in range(n)
         ]
 
@@ -394,6 +425,7 @@ class KafkaCluster:
             "-cp", classpath(self.jars), "kafka.Kafka", str(node.workdir / "server.properties"),
         ]  # fmt: skip
         cmd = _dies_with_us() + cmd
+        node.log_mark = node.log_file.stat().st_size if node.log_file.exists() else 0
         with open(node.workdir / "stdout.log", "ab") as out:
             node.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -426,9 +458,10 @@ class KafkaCluster:
 
     def _new_ports(self) -> None:
         """Fresh ports and fresh data for every node (a node never started keeps nothing)."""
-        for node in self.nodes:
+        ports = _distinct_ports(2 * len(self.nodes))
+        for i, node in enumerate(self.nodes):
             shutil.rmtree(node.workdir, ignore_errors=True)
-            node.port, node.controller_port = free_port(), free_port()
+            node.port, node.controller_port = ports[2 * i], ports[2 * i + 1]
 
     def wait_ready(
         self, timeout: float | None = None, nodes: Iterable[KafkaNode] | None = None
@@ -438,14 +471,21 @@ class KafkaCluster:
 
         wanted = list(self.nodes if nodes is None else nodes)
         deadline = time.monotonic() + float(timeout or self.config["start_timeout"])
+        read: dict[int, int] = {}  # node -> how much of its log was looked at
         for node in wanted:
             # (Any: librdkafka takes a logger, which confluent_kafka's stub types leave out)
             conf: dict[str, Any] = {"bootstrap.servers": node.bootstrap, "log_level": 0,
                                     "logger": logging.getLogger("localkafka.admin")}  # fmt: skip
             admin = AdminClient(conf)
             while True:
-                if node.proc is None or node.proc.poll() is not None:
-                    raise KafkaStartError(f"kafka node {node.node_id} exited:\n{node.log_tail()}")
+                for other in wanted:  # (one that exits is never seen alive by the others)
+                    if other.proc is None or other.proc.poll() is not None:
+                        tail = other.log_tail()
+                        raise KafkaStartError(f"kafka node {other.node_id} exited:\n{tail}")
+                    if _gave_up(other, read):
+                        raise KafkaStartError(
+                            f"kafka node {other.node_id} gave up its start-up:\n{other.log_tail()}"
+                        )
                 try:
                     md = admin.list_topics(timeout=2.0)
                     alive = {b.id for b in md.brokers.values()}

@@ -79,6 +79,55 @@ def test_a_node_whose_port_is_taken_starts_on_new_ports_and_says_why(tmp_path, c
     assert "Address already in use" in said
 
 
+def test_a_node_whose_log_says_it_gave_up_ends_the_wait_at_once(tmp_path) -> None:
+    """Without a JVM: two stand-in processes that never answer, the second of whose logs
+    says its start-up failed. The wait for the first (which never sees the second alive)
+    ends at once with the second's log, not after the whole timeout."""
+    from logmarshal.localkafka.harness import KafkaStartError
+
+    cluster = KafkaCluster(tmp_path, nodes=2)
+    for node in cluster.nodes:
+        node.workdir.mkdir(parents=True)
+        node.proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        cluster.nodes[1].log_file.write_text(
+            "[x] ERROR Unable to start acceptor: Address already in use\n"
+            "[x] ERROR Exiting Kafka due to fatal exception during startup. (kafka.Kafka$)\n"
+        )
+        started = time.monotonic()
+        with pytest.raises(KafkaStartError, match="kafka node 2 gave up its start-up") as raised:
+            cluster.wait_ready(timeout=30)
+        assert "Address already in use" in str(raised.value)  # (what start() retries on)
+        assert time.monotonic() - started < 25  # (not the timeout, waited out)
+    finally:
+        for node in cluster.nodes:
+            node.proc.kill()
+            node.proc.wait(10)
+
+
+@pytest.mark.long  # (two 3-node start-ups: .ci/run's second stage)
+def test_a_node_that_gives_up_its_start_up_restarts_the_cluster(tmp_path, caplog) -> None:
+    """The fault stage's cluster on 2026-12-06: node 3's broker port was node 1's controller
+    port (one port picked twice), so node 3's broker could not bind it and gave up, while its
+    JVM lived on, never seen alive by node 1. The start-up waited out its 240 s for node 1.
+    Now a node whose log says it gave up its start-up ends the wait, and the cluster starts
+    again on new ports (no two alike now: tests/logmarshal/test_ports.py)."""
+    from tests.kafka.conftest import start
+
+    cluster = KafkaCluster(tmp_path, nodes=3, start_timeout=90)
+    cluster.nodes[2].port = cluster.nodes[0].controller_port  # (the CI run's two picks)
+    with caplog.at_level(logging.WARNING, logger="logmarshal.localkafka.harness"):
+        try:
+            start(cluster)
+            ports = [p for n in cluster.nodes for p in (n.port, n.controller_port)]
+            assert len(set(ports)) == 6
+        finally:
+            cluster.stop()
+    assert all(node.pid is None for node in cluster.nodes)
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "could not bind its port" in said and "kafka node 3" in said, said[:2000]
+
+
 def test_the_cluster_is_apache_kafka_and_its_tools_see_our_topics(kafka) -> None:
     assert (jars_dir() / f"kafka_2.13-{KAFKA_VERSION}.jar").exists()
     with logmarshal.connect(bootstrap=kafka.bootstrap) as cluster:
