@@ -47,6 +47,21 @@ def _failing_on(consumer, kind: type) -> list[object]:
     return failed
 
 
+def _holding(manual):
+    """Member ``a`` of a one-partition topic, having handed out its first 5 records."""
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 5)
+    a = manual.consumer("a")
+    assert [m.offset for m in drain(a, 5)] == list(range(5))
+    return a
+
+
+def _fails_on_the_next_fetch(manual, a) -> None:
+    """``a``'s core fails on the records it fetches next, which are written now."""
+    _failing_on(a, Fetched)
+    produce(manual.cluster, 0, 5)
+
+
 def _fails(consumer) -> ConsumerFailed:
     """The error ``poll`` raises once the consumer failed (within a bound)."""
     raised: list[ConsumerFailed] = []
@@ -73,10 +88,7 @@ def _advance_beside(manual, consumer, seconds: float) -> None:
 
 @pytest.mark.parametrize("kind", [Fetched, Written], ids=["fetch loop", "writer"])
 def test_a_core_that_fails_stops_the_consumer_as_a_crash_would(manual, kind) -> None:
-    manual.cluster.create_topic(TOPIC, 1)
-    produce(manual.cluster, 0, 5)
-    a = manual.consumer("a")
-    assert [m.offset for m in drain(a, 5)] == list(range(5))
+    a = _holding(manual)
     failed = _failing_on(a, kind)
     produce(manual.cluster, 0, 5)  # fetched (and committed, then written) by a
     if kind is Written:
@@ -101,12 +113,8 @@ def test_a_core_that_fails_stops_the_consumer_as_a_crash_would(manual, kind) -> 
 def test_a_core_that_fails_ends_run_with_the_error(manual) -> None:
     """``run()`` ends on ClosedError quietly (another thread closed the consumer); a failed
     consumer's run ends with ConsumerFailed instead, so a worker running it learns."""
-    manual.cluster.create_topic(TOPIC, 1)
-    produce(manual.cluster, 0, 5)
-    a = manual.consumer("a")
-    assert [m.offset for m in drain(a, 5)] == list(range(5))
-    _failing_on(a, Fetched)
-    produce(manual.cluster, 0, 5)
+    a = _holding(manual)
+    _fails_on_the_next_fetch(manual, a)
     stop = threading.Event()
     bound = threading.Timer(10, stop.set)  # (a run that never fails ends, and fails below)
     bound.start()
@@ -121,10 +129,7 @@ def test_a_failed_core_is_stepped_no_more(manual) -> None:
     """Once failed, nothing steps the core again: no Tick of the driver, no answer of the
     writer, no Close of the close (each could write what a core not to be trusted decides;
     a review of the fail-stop)."""
-    manual.cluster.create_topic(TOPIC, 1)
-    produce(manual.cluster, 0, 5)
-    a = manual.consumer("a")
-    drain(a, 5)
+    a = _holding(manual)
     core = a._core
     step, step_many = core.step, core.step_many
     stepped: list[object] = []
@@ -139,8 +144,7 @@ def test_a_failed_core_is_stepped_no_more(manual) -> None:
         return step_many(now, events, **kwargs)
 
     core.step, core.step_many = counted_step, counted_step_many
-    _failing_on(a, Fetched)  # (wraps the counting)
-    produce(manual.cluster, 0, 5)
+    _fails_on_the_next_fetch(manual, a)  # (wraps the counting)
     _fails(a)
     wait_until(lambda: a.closed, what="a closing itself")
     assert not [e for e in stepped if isinstance(e, Close)]  # close(release=False) stepped it
@@ -153,12 +157,8 @@ def test_a_failed_core_is_stepped_no_more(manual) -> None:
 def test_a_loop_over_a_failed_consumer_raises_rather_than_ends(manual) -> None:
     """``for m in consumer`` ended quietly once the consumer closed itself (a helper's
     attack): its loop stops on ``closed`` before the poll that would raise."""
-    manual.cluster.create_topic(TOPIC, 1)
-    produce(manual.cluster, 0, 5)
-    a = manual.consumer("a")
-    assert [m.offset for m in drain(a, 5)] == list(range(5))
-    _failing_on(a, Fetched)
-    produce(manual.cluster, 0, 5)
+    a = _holding(manual)
+    _fails_on_the_next_fetch(manual, a)
     wait_until(lambda: a.closed, what="a closing itself")  # (a poll would raise: no loop)
     deadline = time.monotonic() + 10
     with pytest.raises(ConsumerFailed):
@@ -238,12 +238,8 @@ def test_a_close_while_the_failed_consumer_closes_itself_returns_once_it_has(
         stop(self, timeout)
 
     monkeypatch.setattr(CoordinationWriter, "stop", slow_stop)
-    manual.cluster.create_topic(TOPIC, 1)
-    produce(manual.cluster, 0, 5)
-    a = manual.consumer("a")
-    drain(a, 5)
-    _failing_on(a, Fetched)
-    produce(manual.cluster, 0, 5)
+    a = _holding(manual)
+    _fails_on_the_next_fetch(manual, a)
     wait_until(lambda: a.failure is not None, what="the failure")
     a.close()
     left = [t.name for t in threading.enumerate() if t.name.startswith(a._name_prefix)]
