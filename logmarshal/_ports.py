@@ -8,7 +8,7 @@ import socket
 from collections.abc import Collection
 from pathlib import Path
 
-__all__ = ["free_port"]
+__all__ = ["free_port", "free_ports"]
 
 
 def free_port(taken: Collection[int] = ()) -> int:
@@ -36,6 +36,14 @@ def free_port(taken: Collection[int] = ()) -> int:
             if got not in taken:  # (bind(0)'s pick, when the range is too small)
                 return got
     raise OSError("no free loopback port below the ephemeral range after 100 tries")
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` free ports, no two alike (each is only free when picked, not yet bound)."""
+    ports: list[int] = []
+    for _ in range(count):
+        ports.append(free_port(taken=ports))
+    return ports
 
 
 _PORTS_FROM = 10_000

@@ -5,8 +5,9 @@ with ``now`` given, so tests use a manual clock):
 
 * the log splits at the *first dirty offset* (the cleaner checkpoint: everything before it
   was cleaned by an earlier pass) and at the *first uncleanable offset*: the active segment's
-  base (the newest segment's that holds records, when empty ones follow it), or the first dirty segment holding a record newer than ``min.compaction.lag.ms``
-  (records that recent are never cleaned);
+  base (the newest segment's that holds records, when empty ones follow it), or the first
+  dirty segment holding a record newer than ``min.compaction.lag.ms`` (records that recent
+  are never cleaned);
 * it is cleaned if its dirty ratio (dirty bytes / clean + dirty bytes) is above
   ``min.cleanable.dirty.ratio``, or if a dirty segment's first batch is older than
   ``max.compaction.lag.ms`` (and there are dirty bytes to clean), or (our addition, so

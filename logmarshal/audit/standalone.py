@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._ports import free_port
+from .._ports import free_ports
 from .deps import require
 
 __all__ = ["spark_bin", "spark_env", "standalone_cluster"]
@@ -87,9 +87,7 @@ def standalone_cluster(
     (work / "logs").mkdir(parents=True, exist_ok=True)
     (work / "worker").mkdir(exist_ok=True)
     env = spark_env(work / "logs")
-    port = free_port()
-    ui = free_port(taken=(port,))
-    worker_ui = free_port(taken=(port, ui))  # (no two alike: each is only free when picked)
+    port, ui, worker_ui = free_ports(3)
     url = f"spark://127.0.0.1:{port}"
     spark_class = spark_bin("spark-class")
     procs: list[subprocess.Popen[bytes]] = []

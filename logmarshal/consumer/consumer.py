@@ -657,13 +657,17 @@ class Consumer:
             self._cond.notify_all()
             if self._sleeping and self._fail.failed is None:
                 now = self._now()
-                try:
-                    due = self._core.due(now, self._wall())
-                except Exception as exc:
-                    self._core_failed(exc)
-                    return
-                if due <= now:
+                due = self._due(now)
+                if due is not None and due <= now:
                     self._wake.set()  # the event left work for the next pass: now, not later
+
+    def _due(self, now: int) -> int | None:
+        """Under the lock: when the core has work next; None if asking it failed."""
+        try:
+            return self._core.due(now, self._wall())
+        except Exception as exc:
+            self._core_failed(exc)
+            return None
 
     def _core_failed(self, exc: Exception) -> None:
         """Under the lock: stepping the core failed (a bug): :mod:`.failstop`."""
@@ -729,10 +733,8 @@ class Consumer:
             return self._tick
         with self._lock:
             now = self._now()
-            try:
-                due = self._core.due(now, self._wall())
-            except Exception as exc:
-                self._core_failed(exc)
+            due = self._due(now)
+            if due is None:
                 return self._tick
             pause = min(max(self._tick, (due - now) / 1000), self._hb / 4)
             self._sleeping = pause > self._tick

@@ -15,9 +15,13 @@ __all__ = ["read_subscription", "tasks_and_sources"]
 log = logging.getLogger(__name__)
 
 
+def _sources(tasks: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    return tuple(t for sources in tasks.values() for t in sources)
+
+
 def tasks_and_sources(tasks: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
     """A consumer's tasks and their sources: names no pattern of it or of anyone's takes."""
-    return (*tasks, *(t for sources in tasks.values() for t in sources))
+    return (*tasks, *_sources(tasks))
 
 
 def read_subscription(
@@ -30,7 +34,7 @@ def read_subscription(
     """(topic, partitions) of ``topics`` and ``tasks``, in that order (tasks sorted); a
     topic that does not exist (yet) has 0."""
     counts = {}
-    for topic in (*topics, *(t for sources in tasks.values() for t in sources)):
+    for topic in (*topics, *_sources(tasks)):
         try:
             counts[topic] = cluster.partitions(topic, timeout=timeout)
         except UnknownTopic:

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from .._ports import free_port
+from .._ports import free_ports
 from ..errors import LogmarshalError
 
 log = logging.getLogger(__name__)
@@ -312,14 +312,6 @@ def _gave_up(node: KafkaNode, read: dict[int, int]) -> bool:
     return _GAVE_UP in chunk
 
 
-def _distinct_ports(count: int) -> list[int]:
-    """``count`` free ports, no two alike (each is free when picked, not yet bound)."""
-    ports: list[int] = []
-    for _ in range(count):
-        ports.append(free_port(taken=ports))
-    return ports
-
-
 class KafkaCluster:
     """``nodes`` KRaft nodes, each broker and controller, on 127.0.0.1.
 
@@ -341,7 +333,7 @@ class KafkaCluster:
         self.workdir = Path(workdir)
         self.jars: Path | None = None
         self.cluster_id = cluster_id()
-        ports = _distinct_ports(2 * n)
+        ports = free_ports(2 * n)
         self.nodes = [
             KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], self.workdir / f"node-{i + 1}")
             for i in range(n)
@@ -458,7 +450,7 @@ class KafkaCluster:
 
     def _new_ports(self) -> None:
         """Fresh ports and fresh data for every node (a node never started keeps nothing)."""
-        ports = _distinct_ports(2 * len(self.nodes))
+        ports = free_ports(2 * len(self.nodes))
         for i, node in enumerate(self.nodes):
             shutil.rmtree(node.workdir, ignore_errors=True)
             node.port, node.controller_port = ports[2 * i], ports[2 * i + 1]

@@ -186,9 +186,10 @@ def test_kafka_python_group_consumer_is_refused_at_once(group_broker):
 def _brokers(tmp_path, n: int = 2) -> Iterator[tuple[list[BrokerThread], str]]:
     """A cluster of ``n`` logmarshal brokers, each with the group view; (brokers, bootstrap)."""
     from storage.broker import BrokerAddress, format_cluster_file
-    from tests.storage.broker.helpers import free_port
+    from tests.storage.broker.helpers import free_ports
 
-    addresses = [BrokerAddress(i, "127.0.0.1", free_port()) for i in range(1, n + 1)]
+    ports = free_ports(n)
+    addresses = [BrokerAddress(i, "127.0.0.1", ports[i - 1]) for i in range(1, n + 1)]
     cluster_file = tmp_path / "cluster"
     cluster_file.write_text(format_cluster_file(addresses))
     with contextlib.ExitStack() as stack:

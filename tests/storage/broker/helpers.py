@@ -11,6 +11,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
 
 from logmarshal._ports import free_port as free_port  # the tests import it from here
+from logmarshal._ports import free_ports as free_ports
 from storage import NewRecord, encode_batch
 from storage._kafka_framing import decode_response, encode_request, recv_frame
 

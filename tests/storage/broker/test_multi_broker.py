@@ -12,12 +12,14 @@ from kafka.protocol.producer.produce import ProduceResponse
 from storage.broker import BrokerAddress, BrokerConfig, BrokerThread, format_cluster_file
 from storage.broker.errors import ErrorCode
 
-from .helpers import RawClient, batch, free_port, produce_request
+from .helpers import RawClient, batch, free_ports, produce_request
 
 
 @pytest.fixture
 def two_brokers(tmp_path):
-    addresses = [BrokerAddress(i, "127.0.0.1", free_port()) for i in (1, 2)]
+    addresses = [
+        BrokerAddress(i, "127.0.0.1", p) for i, p in zip((1, 2), free_ports(2), strict=True)
+    ]
     cluster_file = tmp_path / "cluster"
     cluster_file.write_text(format_cluster_file(addresses))
     with contextlib.ExitStack() as stack:
