@@ -72,9 +72,17 @@ def commit_messages(
 
 def refuse_non_messages(messages: tuple[Any, ...]) -> None:
     """TypeError naming the first of ``messages`` that is no Message (``commit(batch)``
-    for ``commit(*batch)`` failed deep inside with AttributeError or IndexError)."""
+    for ``commit(*batch)`` failed deep inside with AttributeError or IndexError), or a
+    Message built by hand whose topic, partition or offset is of the wrong type. A commit
+    that failed with none of them failed in the core."""
     for m in messages:
         if not isinstance(m, Message):
             raise TypeError(
                 f"commit() takes messages (commit(*batch) for a polled batch), got {m!r:.80}"
             )
+        if type(m.topic) is not str or not _is_int(m.partition) or not _is_int(m.offset):
+            raise TypeError(f"commit() takes messages read by a consumer, got {m!r:.80}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -87,7 +87,7 @@ from .halts import Halts
 from .handler import run_handler
 from .mirror import OffsetMirror, lag_of, open_mirror, positions_held
 from .patterns import PatternTopics
-from .topics import read_subscription, tasks_and_sources
+from .topics import log_ends, read_subscription, tasks_and_sources
 from .writer import CoordinationWriter
 
 __all__ = ["Consumer", "NoPosition"]
@@ -193,7 +193,7 @@ class Consumer:
         self._no_start: NoPosition | None = None
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
-        self._released = False  # close() let the claims go: commits no longer count
+        self._released = False  # close() released, or the core failed: commits count no more
         self._close_done = threading.Event()
         self._closer: threading.Thread | None = None
         self._finished = threading.Event()  # the core closed (all releases answered)
@@ -247,9 +247,7 @@ class Consumer:
             self._mirror.start()
         marshaler.attach(self, ())  # running: the Marshaler's close closes us from now on
         with self._lock:  # a core that failed meanwhile (the replay stepped it) fails us
-            self._fail.started = True
-            failed = self._fail.failed is not None  # (if not, a later one closes us instead)
-        if failed:
+            self._fail.started = True  # (if it did not, a later failure closes us instead)
             self._fail.raise_if_failed()
 
     def _abandon(self) -> None:
@@ -352,7 +350,7 @@ class Consumer:
         self._refuse_closed("pause")
         keys = self._keys(partitions)
         with self._cond:
-            self._core.pause(keys)
+            self._command(self._core.pause, keys)
             self._cond.notify_all()
         self._wake.set()
 
@@ -361,7 +359,7 @@ class Consumer:
         self._refuse_closed("resume")
         keys = self._keys(partitions)
         with self._cond:
-            self._core.resume(keys)
+            self._command(self._core.resume, keys)
             self._cond.notify_all()
         self._wake.set()
 
@@ -379,7 +377,8 @@ class Consumer:
         :class:`ClosedError` once :meth:`close` has released (``on_revoked`` may seek)."""
         self._refuse_closed("seek")
         with self._cond:
-            self._core.seek(self._now(), topic, partition, offset)
+            seek = self._core.seek
+            self._command(seek, self._now(), topic, partition, offset, mine=(TypeError, ValueError))
             self._step(Tick())
             self._cond.notify_all()
 
@@ -463,13 +462,16 @@ class Consumer:
         :class:`ClosedError` once :meth:`close` has released (``on_revoked``'s commits count).
         """
         if self._released:  # (a flag only ever set: read without the lock, as poll does)
-            raise ClosedError("commit() on a closed consumer")
+            self._refuse_closed("commit")
         if self._mode == "amo" or not messages:
             return False
         try:
             return commit_messages(self, self._core, self._lock, self._metrics, messages)
-        except (AttributeError, IndexError, TypeError):
+        except Exception as exc:
             refuse_non_messages(messages)  # (TypeError naming one, if one is no Message)
+            with self._cond:
+                self._core_failed(exc)  # they were messages: the core failed
+            self._fail.raise_if_failed()
             raise
 
     def run(
@@ -671,8 +673,21 @@ class Consumer:
 
     def _core_failed(self, exc: Exception) -> None:
         """Under the lock: stepping the core failed (a bug): :mod:`.failstop`."""
+        self._released = True  # (its commits count no more)
         if self._fail.fail(exc):
             self._cond.notify_all()
+
+    def _command(self, call: Callable[..., None], *args: Any, mine: tuple = ()) -> None:
+        """Under the lock: a command of the caller's to the core. What it raises but by
+        design (``mine``: the caller's errors) is the core failing, and so the call fails."""
+        try:
+            call(*args)
+        except mine:
+            raise
+        except Exception as exc:
+            self._core_failed(exc)
+            self._fail.raise_if_failed()
+            raise
 
     def _replayed(self, reached: list[tuple[int, int]]) -> None:
         """The replay reached these offsets (several partitions at once: stepped together)."""
@@ -792,13 +807,7 @@ class Consumer:
     def _report_log_ends(self) -> None:
         with self._lock:
             held = self._core.held()
-        ends = []
-        for key in held:
-            try:
-                ends.append((key, self._cluster.latest_offset(*key)))
-            except Exception:
-                continue
-        self._feed(LogEnds(tuple(ends)))
+        self._feed(LogEnds(log_ends(self._cluster, held)))
 
     # -- the edge: actions out --------------------------------------------------------------
 
@@ -847,12 +856,8 @@ class Consumer:
     def _revoked(self, action: Revoke) -> None:
         key = (action.topic, action.partition)
         self._fetcher.drop(action.sources or (key,))
-        if self._core.closing and not action.lost:
-            why = "released"
-        elif action.lost:
-            why = "fenced" if self._core.fenced else "lost"
-        else:
-            why = "gave_up"
+        lost = "fenced" if self._core.fenced else "lost"
+        why = lost if action.lost else "released" if self._core.closing else "gave_up"
         if not self._core.closing:
             lost = action.lost and self._events.on_lost is not None
             self._events.queue("lost" if lost else "revoked", key)
@@ -875,6 +880,7 @@ class Consumer:
 
     def _refuse_closed(self, what: str) -> None:
         if self._released:
+            self._fail.raise_if_failed()  # (a failed consumer: said as poll says it)
             raise ClosedError(f"{what}() on a closed consumer")
 
     def _keys(self, partitions: Iterable[int | TopicPartition]) -> list[TopicPartition]:

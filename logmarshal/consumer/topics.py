@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from ..cluster import Cluster
 from ..errors import UnknownTopic
 
-__all__ = ["read_subscription", "tasks_and_sources"]
+__all__ = ["log_ends", "read_subscription", "tasks_and_sources"]
 
 log = logging.getLogger(__name__)
 
@@ -44,3 +44,17 @@ def read_subscription(
     for task, sources in sorted(tasks.items()):
         out.append((task, min(counts[t] for t in sources)))
     return tuple(out)
+
+
+def log_ends(
+    cluster: Cluster, held: Sequence[tuple[str, int]]
+) -> tuple[tuple[tuple[str, int], int], ...]:
+    """The log end of each of ``held`` that the cluster answers for (a partition it cannot
+    answer for now is left out: looked up again next time)."""
+    ends = []
+    for key in held:
+        try:
+            ends.append((key, cluster.latest_offset(*key)))
+        except Exception:
+            continue
+    return tuple(ends)

@@ -282,3 +282,65 @@ def test_an_app_whose_consumer_fails_ends_its_run_with_the_error(cluster, tmp_pa
         stop.cancel()
         app[0].close()
     assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-consumer")]
+
+
+def _command(manual, a, name: str):
+    """The call of ``a``'s command ``name`` on its partition 0, as a user makes it (commit:
+    of a record polled now, not committed yet)."""
+    if name == "commit":
+        produce(manual.cluster, 0, 1)
+        got: list = []
+        wait_until(lambda: got.extend(a.poll(0)) or got, what="a record to commit")
+        return lambda: a.commit(*got)
+    return {
+        "seek": lambda: a.seek(TOPIC, 0, 7),
+        "pause": lambda: a.pause(0),
+        "resume": lambda: a.resume(0),
+    }[name]
+
+
+@pytest.mark.parametrize("name", ["commit", "seek", "pause", "resume"])
+def test_a_command_the_core_fails_fails_the_consumer(manual, name) -> None:
+    """A command of the caller's that raises in the core where it does not by design (a bug)
+    is the core failing, as a step that raises is: the consumer stops as a crash would, and
+    the call raises ConsumerFailed. Before, the error went to the caller unmarked, and the
+    consumer went on with a core not to be trusted."""
+    a = _holding(manual)
+    core = a._core
+    entry = {"commit": "commit_one", "seek": "seek", "pause": "pause", "resume": "resume"}[name]
+    command = _command(manual, a, name)
+
+    def broken(*args, **kwargs):
+        raise _Bug(f"{entry}{args!r}")
+
+    for attr in {entry, "commit"} if name == "commit" else {entry}:
+        setattr(core, attr, broken)
+    with pytest.raises(ConsumerFailed) as raised:
+        command()
+    assert isinstance(raised.value.__cause__, _Bug)
+    assert a.failure is not None
+    wait_until(lambda: a.closed, what="a closing itself")
+    with pytest.raises(ConsumerFailed):  # every later call says why, not "closed"
+        command()
+    with pytest.raises(ConsumerFailed):
+        a.poll(0)
+
+
+def test_what_the_caller_got_wrong_stays_the_callers(manual) -> None:
+    """The errors a command raises by design (a seek it refuses, a message built by hand
+    that is no message a consumer read) are the caller's: the consumer goes on."""
+    a = _holding(manual)
+    with pytest.raises(ValueError):
+        a.seek(TOPIC, 0, -1)
+    with pytest.raises(TypeError):
+        a.seek(TOPIC, 0, "7")
+    produce(manual.cluster, 0, 1)
+    polled: list = []
+    wait_until(lambda: polled.extend(a.poll(0)) or polled, what="the record")
+    (got,) = polled  # outstanding: a commit searches for its offset among them
+    with pytest.raises(TypeError, match="read by a consumer"):
+        a.commit(got._replace(offset="x"))
+    with pytest.raises(TypeError, match="takes messages"):
+        a.commit((TOPIC, 0))
+    assert a.failure is None and not a.closed
+    assert a.commit(got)
