@@ -856,8 +856,8 @@ class Consumer:
     def _revoked(self, action: Revoke) -> None:
         key = (action.topic, action.partition)
         self._fetcher.drop(action.sources or (key,))
-        lost = "fenced" if self._core.fenced else "lost"
-        why = lost if action.lost else "released" if self._core.closing else "gave_up"
+        gone = "fenced" if self._core.fenced else "lost"
+        why = gone if action.lost else "released" if self._core.closing else "gave_up"
         if not self._core.closing:
             lost = action.lost and self._events.on_lost is not None
             self._events.queue("lost" if lost else "revoked", key)
