@@ -247,8 +247,13 @@ class TimeIndex(_IndexFile):
 
     def lookup(self, ts: int) -> int:
         """A relative offset before which every batch is older than ts (0 if none known)."""
+        entry = self.entry_before(ts)
+        return 0 if entry is None else entry[1]
+
+    def entry_before(self, ts: int) -> tuple[int, int] | None:
+        """The entry :meth:`lookup` skips by, (timestamp, relative offset); None if none."""
         i = bisect.bisect_left(self.ts, ts) - 1
-        return self.rel[i] if i >= 0 else 0
+        return (self.ts[i], self.rel[i]) if i >= 0 else None
 
     def clear(self) -> None:
         self.ts = array("q")

@@ -816,7 +816,7 @@ class PartitionLog:
             limit = view.active_size if i == last else seg.size
             if seg.max_timestamp == NO_TIMESTAMP or seg.max_timestamp < timestamp_ms:
                 continue
-            offset = max(seg.base_offset + seg.time_index.lookup(timestamp_ms), view.start)
+            offset = max(seg.base_offset + seg.skip_for(timestamp_ms, limit), view.start)
             found = find_timestamp(
                 seg, offset, limit, timestamp_ms, sealed=i != last, floor=view.start
             )

@@ -375,6 +375,7 @@ class Segment:
         #: the offset index was rebuilt in memory (a read met a damaged entry) and its file
         #: is still the damaged one: the log rewrites it (:meth:`Log.keep_repaired_index`)
         self.index_repaired = False
+        self.time_index_doubted = False  # said once: an entry did not hold (:meth:`skip_for`)
 
     @contextlib.contextmanager
     def open(self) -> Iterator[int]:
@@ -622,6 +623,48 @@ class Segment:
         (base,) = struct.unpack_from(">q", raw)
         (last_delta,) = struct.unpack_from(">i", raw, 23)
         return base + last_delta == self.base_offset + rel
+
+    def skip_for(self, ts: int, limit: int) -> int:
+        """The relative offset a search for ``ts`` may start at: every batch before it is
+        older (the time index's :meth:`~TimeIndex.lookup`), once the entry it skips by is
+        checked against the batch it names. Loading checks the entries' order and range,
+        not their values: an entry damaged in order (a timestamp lowered, an offset moved
+        on) skipped batches that reach ``ts``, and the search answered a later offset,
+        silently. An entry that does not hold is searched past from the segment's start."""
+        entry = self.time_index.entry_before(ts)
+        if entry is None:
+            return 0
+        stamp, rel = entry
+        if self._time_entry_holds(stamp, rel, limit):
+            return rel
+        if not self.time_index_doubted:
+            self.time_index_doubted = True
+            log.warning(
+                "%s: time index entry (%d, %d) does not match the batch it names; searching "
+                "the segment from its start",
+                self.time_index.path,
+                stamp,
+                rel,
+            )
+        return 0
+
+    def _time_entry_holds(self, stamp: int, rel: int, limit: int) -> bool:
+        """True if the batch ending at relative ``rel`` has max timestamp ``stamp``, as the
+        entry says (header reads from the offset index's entry before it, up to ``limit``)."""
+        target = self.base_offset + rel
+        _, pos = self.indexed(target)
+        while pos + BATCH_OVERHEAD <= limit:
+            raw = self.read(pos, BATCH_OVERHEAD)
+            if len(raw) < BATCH_OVERHEAD or raw[16] != MAGIC:
+                return False
+            head = _HEADER.unpack_from(raw)
+            last, length = head[0] + head[6], head[1]
+            if last >= target:
+                return last == target and head[8] == stamp
+            if length < BATCH_OVERHEAD - 12:
+                return False
+            pos += 12 + length
+        return False
 
     def _index_tail_matches(self) -> bool:
         """Spot-check: the last offset-index entry must point at a batch with that last offset
