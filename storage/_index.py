@@ -114,14 +114,11 @@ class _IndexFile:
         replace_file(tmp, self.path)
 
     def flush(self, fsync: bool = False) -> None:
-        if self._pending:
+        """Append what is buffered; with ``fsync`` (a seal), the file exists afterwards even
+        without entries: a sealed segment smaller than ``index.interval.bytes`` had no
+        ``.index``, and the next open warned and rebuilt it (until 2026-12-06)."""
+        if self._pending or (fsync and self._writable):
             self._append_pending(fsync=fsync)
-        elif fsync and self._writable and self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
 
     def close_writer(self) -> None:
         """Write what is buffered and refuse further appends."""

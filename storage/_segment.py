@@ -487,9 +487,13 @@ class Segment:
     def load_sealed(self, next_base: int) -> None:
         """Open an older, fsynced segment: trust its indexes if they validate, else rebuild."""
         rel_limit = next_base - self.base_offset
+        if self.size == 0:  # (the first segment, emptied by cleaning: nothing to index, and
+            self._reset_bookkeeping()  # no warning at every open, as until 2026-12-06)
+            self.next_offset = next_base
+            self._write_indexes()  # (empty, as its log)
+            return
         if (
-            self.size > 0
-            and self.index.load(self.size, rel_limit)
+            self.index.load(self.size, rel_limit)
             and self.time_index.load(rel_limit)
             and self.time_index.rel
             # Kafka's sealing entry names an offset inside the segment; an entry at the next

@@ -387,3 +387,29 @@ def test_records_stored_with_negative_timestamps_are_compacted(tmp_path, clock) 
     survivor = next(r for r in _all(plog) if r.key == b"j")
     assert (survivor.offset, survivor.value, survivor.timestamp) == (1, b"x", -999)
     plog.close()
+
+
+def test_a_first_segment_emptied_by_cleaning_opens_without_a_rebuild(
+    tmp_path, clock, caplog
+) -> None:
+    """Cleaning can leave the first segment empty (every key it held written again later);
+    it is kept, its base being the log start. Every open of the log then warned that its
+    index was "missing or inconsistent" and rebuilt it from nothing (until 2026-12-06):
+    noise at every start of a broker holding a compacted topic (`__marshal` among them)."""
+    import logging
+
+    path = tmp_path / "p"
+    plog = PartitionLog(path, _config(), clock)
+    for i in range(60):
+        _put(plog, clock, b"k%d" % (i % 3), b"v" * 40)
+    plog.clean()
+    plog.close()
+    assert (path / f"{0:020d}.log").stat().st_size == 0  # (the case: emptied, kept)
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="storage"):
+            again = PartitionLog(path, _config(), clock)
+        assert not [r for r in caplog.records if "rebuilding" in r.getMessage()]
+        assert again.log_start_offset == 0
+        assert [r.key for r in _all(again)][-3:] == [b"k0", b"k1", b"k2"]
+        again.close()

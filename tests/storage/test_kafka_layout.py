@@ -120,3 +120,30 @@ def test_max_timestamp_is_the_first_offset_holding_the_largest(
         assert again.max_timestamp_and_offset() == (T0 + 20, 2)
     finally:
         again.close()
+
+
+def test_a_segment_too_small_for_an_index_entry_has_its_index_files(
+    tmp_path: Path, clock: FakeClock, caplog
+) -> None:
+    """A segment sealed before ``index.interval.bytes`` were written (a quiet topic rolled
+    by ``segment.ms``, `__marshal`'s small segments) has no offset entry; its ``.index``
+    was never created, so the next open warned that the index was missing and rebuilt it
+    (until 2026-12-06). Kafka keeps both files of every segment; so does the seal now."""
+    import logging
+
+    config = TopicConfig(segment_bytes=300, index_interval_bytes=4096)
+    plog = PartitionLog(tmp_path, config, clock)
+    for i in range(12):
+        plog.append(_batch(i, [T0 + i]))
+    assert plog.segment_count > 2
+    plog.close()
+    for log_file in sorted(tmp_path.glob("*.log"))[:-1]:  # (sealed: not the active one)
+        for suffix in (".index", ".timeindex"):
+            assert log_file.with_suffix(suffix).exists(), log_file.with_suffix(suffix).name
+    with caplog.at_level(logging.WARNING, logger="storage"):
+        again = PartitionLog(tmp_path, config, clock)
+    try:
+        assert not [r for r in caplog.records if "rebuilding" in r.getMessage()]
+        assert again.offset_for_timestamp(T0 + 7) == 7
+    finally:
+        again.close()
