@@ -121,12 +121,12 @@ class CommitTracker:
                 n = len(offs)
                 if run.offsets is None:
                     if offs[-1] - first + 1 == n and offs == list(range(first, first + n)):
-                        self._passed(run, offs[-1], n)
+                        self._passed(run, run.first + n - 1, n)
                         return n
                 elif n <= len(run.offsets) and offs == list(run.offsets)[:n]:
-                    for _ in range(n):
+                    for _ in range(n - 1):
                         run.offsets.popleft()
-                    self._passed(run, offs[-1], n)
+                    self._passed(run, run.offsets.popleft(), n)
                     return n
         return sum(map(self.commit, offs))
 
@@ -142,13 +142,12 @@ class CommitTracker:
         if run.left is None:
             if run.offsets is None:
                 if i == self._head and offset == run.first:  # in order: passed at once
-                    self._passed(run, offset, 1)
+                    self._passed(run, run.first, 1)
                     return True
             elif offset not in run.offsets:
                 return False  # a gap: never handed out
             elif i == self._head and offset == run.offsets[0]:
-                run.offsets.popleft()
-                self._passed(run, offset, 1)
+                self._passed(run, run.offsets.popleft(), 1)
                 return True
         left = run.outstanding()
         if offset not in left:
@@ -192,7 +191,10 @@ class CommitTracker:
 
     def _passed(self, run: _Run, through: int, n: int) -> None:
         """``n`` offsets at the front of the head ``run``, through ``through``, committed
-        while all of them were outstanding: the position passes them."""
+        while all of them were outstanding: the position passes them. ``through`` is always
+        one of our own ints, never the caller's offset: a commit of an offset equal to it
+        but of another type (a numpy integer, True, 5.0, in a Message built by hand) was
+        stored as the position, and the next heartbeat failed the consumer's core."""
         self._outstanding -= n
         self._position = through
         if through == run.last:

@@ -374,7 +374,8 @@ class Consumer:
         Kafka's seek, it commits nothing: forward, the position passes what was handed out
         only once that is committed, and what was sought past with the next commit after it;
         back to what was handed out, from the target (it is handed out again).
-        :class:`ClosedError` once :meth:`close` has released (``on_revoked`` may seek)."""
+        :class:`ClosedError` once :meth:`close` has released (``on_revoked`` may seek);
+        :class:`ConsumerFailed` once the consumer failed."""
         self._refuse_closed("seek")
         with self._cond:
             seek = self._core.seek
@@ -459,8 +460,8 @@ class Consumer:
         ``commit(message)`` for one, ``commit(*batch)`` for a polled batch at once (one
         lock for all of them). Returns False when it changes nothing: AMO mode (handing out
         *is* committing), partitions no longer held, or offsets not outstanding. Raises
-        :class:`ClosedError` once :meth:`close` has released (``on_revoked``'s commits count).
-        """
+        :class:`ClosedError` once :meth:`close` has released (``on_revoked``'s commits count);
+        :class:`ConsumerFailed` once the consumer failed."""
         if self._released:  # (a flag only ever set: read without the lock, as poll does)
             self._refuse_closed("commit")
         if self._mode == "amo" or not messages:
@@ -673,9 +674,9 @@ class Consumer:
 
     def _core_failed(self, exc: Exception) -> None:
         """Under the lock: stepping the core failed (a bug): :mod:`.failstop`."""
-        self._released = True  # (its commits count no more)
         if self._fail.fail(exc):
             self._cond.notify_all()
+        self._released = True  # (commits count no more; after: its readers see the failure)
 
     def _command(self, call: Callable[..., None], *args: Any, mine: tuple = ()) -> None:
         """Under the lock: a command of the caller's to the core. What it raises but by

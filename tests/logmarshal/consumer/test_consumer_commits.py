@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -227,3 +229,29 @@ def test_a_rewind_past_what_was_handed_out_changes_nothing() -> None:
     tracker.handed_out_many([11, 12])
     assert tracker.commit_many([11, 12]) == 2 and tracker.position == 9
     assert tracker.commit(10) and tracker.position == 12 and tracker.outstanding == 0
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [float, Fraction, lambda o: bool(o) if o in (0, 1) else o],
+    ids=["float", "Fraction", "bool"],
+)
+@pytest.mark.parametrize("gaps", [False, True], ids=["contiguous", "compacted"])
+def test_the_position_is_always_an_int_of_ours(kind, gaps) -> None:
+    """An offset committed as another type equal to it (a hand-built Message's numpy
+    integer, True, 5.0) passed the position as that object, and the next heartbeat's
+    encoding failed the consumer's core (a review, 2026-12-06): the position is ours."""
+    offsets = [0, 1, 3, 4, 6] if gaps else [0, 1, 2, 3, 4]
+    for bulk in (False, True):
+        tracker = CommitTracker(-1)
+        tracker.handed_out_many(offsets)
+        try:
+            if bulk:
+                assert tracker.commit_many([kind(o) for o in offsets[:3]]) == 3
+            else:
+                for o in offsets[:3]:
+                    assert tracker.commit(kind(o))
+        except TypeError:  # (refused whole: the books as they were, a commit of ints goes on)
+            assert tracker.position == -1 and tracker.outstanding == len(offsets)
+            assert tracker.commit_many(offsets[:3]) == 3
+        assert tracker.position == offsets[2] and type(tracker.position) is int

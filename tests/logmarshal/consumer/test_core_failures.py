@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from fractions import Fraction
 
 import pytest
 
@@ -344,3 +345,39 @@ def test_what_the_caller_got_wrong_stays_the_callers(manual) -> None:
         a.commit((TOPIC, 0))
     assert a.failure is None and not a.closed
     assert a.commit(got)
+
+
+def test_an_offset_of_another_type_committed_does_not_fail_the_core_later(manual) -> None:
+    """A hand-built Message whose offset equals the polled one but is of another type (a
+    numpy integer, True, 5.0) was committed as the position, and the next heartbeat's
+    encoding failed the core (a review, 2026-12-06): the position stays an int of ours."""
+    a = _holding(manual)
+    produce(manual.cluster, 0, 2)
+    polled: list = []
+    wait_until(lambda: polled.extend(a.poll(0)) or len(polled) == 2, what="the records")
+    assert a.commit(polled[0]._replace(offset=float(polled[0].offset)))
+    assert a.commit(polled[1]._replace(offset=Fraction(polled[1].offset)))
+    _advance_beside(manual, a, 2 * manual.hb)  # heartbeats carry the position
+    assert a.failure is None and not a.closed
+    assert a.position(TOPIC, 0) == 6 and type(a.position(TOPIC, 0)) is int
+
+
+def test_a_commit_that_sees_the_consumer_released_by_a_failure_sees_the_failure(manual):
+    """``commit`` reads the released flag without the lock; the failure set it before it
+    recorded the failure, so a commit meanwhile raised ClosedError, not ConsumerFailed (a
+    review, 2026-12-06: an error whose repr, which the failure takes, was slow)."""
+    a = _holding(manual)
+    seen: list[tuple[bool, bool]] = []
+
+    class _SeenBug(_Bug):
+        def __repr__(self) -> str:  # taken while the failure is recorded
+            seen.append((a._released, a.failure is not None))
+            return "_SeenBug()"
+
+    def broken(keys):
+        raise _SeenBug()
+
+    a._core.pause = broken
+    with pytest.raises(ConsumerFailed):
+        a.pause(0)
+    assert seen and all(failed or not released for released, failed in seen)
