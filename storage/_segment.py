@@ -488,7 +488,13 @@ class Segment:
         """Open an older, fsynced segment: trust its indexes if they validate, else rebuild."""
         rel_limit = next_base - self.base_offset
         if self.size == 0:  # (the first segment, emptied by cleaning: nothing to index, and
-            self._reset_bookkeeping()  # no warning at every open, as until 2026-12-06)
+            if self._index_files_hold_entries():  # no warning at every open, until 2026-12-06)
+                log.warning(
+                    "%s: empty, though its indexes name records (lost from it); indexes "
+                    "rewritten empty",
+                    self.log_path,
+                )
+            self._reset_bookkeeping()
             self.next_offset = next_base
             self._write_indexes()  # (empty, as its log)
             return
@@ -631,20 +637,23 @@ class Segment:
     def skip_for(self, ts: int, limit: int) -> int:
         """The relative offset a search for ``ts`` may start at: every batch before it is
         older (the time index's :meth:`~TimeIndex.lookup`), once the entry it skips by is
-        checked against the batch it names. Loading checks the entries' order and range,
+        checked against the batches it names. Loading checks the entries' order and range,
         not their values: an entry damaged in order (a timestamp lowered, an offset moved
         on) skipped batches that reach ``ts``, and the search answered a later offset,
-        silently. An entry that does not hold is searched past from the segment's start."""
+        silently. An entry that does not hold is searched past from the segment's start;
+        so is one naming a batch past ``limit`` (appended after the search's view), which
+        this view cannot check (no damage: nothing said)."""
         entry = self.time_index.entry_before(ts)
         if entry is None:
             return 0
         stamp, rel = entry
-        if self._time_entry_holds(stamp, rel, limit):
+        holds = self._time_entry_holds(stamp, rel, limit)
+        if holds:
             return rel
-        if not self.time_index_doubted:
+        if holds is False and not self.time_index_doubted:
             self.time_index_doubted = True
             log.warning(
-                "%s: time index entry (%d, %d) does not match the batch it names; searching "
+                "%s: time index entry (%d, %d) does not match the batches it names; searching "
                 "the segment from its start",
                 self.time_index.path,
                 stamp,
@@ -652,11 +661,18 @@ class Segment:
             )
         return 0
 
-    def _time_entry_holds(self, stamp: int, rel: int, limit: int) -> bool:
-        """True if the batch ending at relative ``rel`` has max timestamp ``stamp``, as the
-        entry says (header reads from the offset index's entry before it, up to ``limit``)."""
+    def _time_entry_holds(self, stamp: int, rel: int, limit: int) -> bool | None:
+        """True if the batch ending at relative ``rel`` has max timestamp ``stamp`` and the
+        batches walked to it (from the offset index's entry of a batch before it) none
+        larger, as the entry says; None if that batch lies past ``limit``. A spot check: an
+        entry damaged into another batch's (max timestamp, last offset) passes it when no
+        batch walked reaches past that timestamp. The walk starts at the segment's
+        start if the offset index's entry is damaged (that damage is the read's to report,
+        not the time index's)."""
         target = self.base_offset + rel
-        _, pos = self.indexed(target)
+        expect, pos = self.indexed(target - 1)  # (a batch before it walked: its max too)
+        if expect is not None and not self._names_batch_at(expect - self.base_offset, pos):
+            pos = 0
         while pos + BATCH_OVERHEAD <= limit:
             raw = self.read(pos, BATCH_OVERHEAD)
             if len(raw) < BATCH_OVERHEAD or raw[16] != MAGIC:
@@ -665,9 +681,17 @@ class Segment:
             last, length = head[0] + head[6], head[1]
             if last >= target:
                 return last == target and head[8] == stamp
-            if length < BATCH_OVERHEAD - 12:
-                return False
+            if head[8] > stamp or length < BATCH_OVERHEAD - 12:
+                return False  # (an older batch reaching past the entry's stamp: not its max)
             pos += 12 + length
+        return None if pos >= limit else False
+
+    def _index_files_hold_entries(self) -> bool:
+        """Either index file is not empty (cleaning writes an emptied segment's empty)."""
+        for path in (self.index.path, self.time_index.path):
+            with contextlib.suppress(OSError):
+                if path.stat().st_size > 0:
+                    return True
         return False
 
     def _index_tail_matches(self) -> bool:

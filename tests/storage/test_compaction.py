@@ -413,3 +413,20 @@ def test_a_first_segment_emptied_by_cleaning_opens_without_a_rebuild(
         assert again.log_start_offset == 0
         assert [r.key for r in _all(again)][-3:] == [b"k0", b"k1", b"k2"]
         again.close()
+
+
+def test_an_empty_first_segment_whose_indexes_name_records_is_said(tmp_path, clock, caplog):
+    """A first segment found empty while its index files still hold entries lost its
+    records (cleaning writes an emptied segment's indexes empty): said, not rewritten
+    silently (a helper's attack on the quiet open above, 2026-12-06)."""
+    import logging
+
+    path = tmp_path / "p"
+    plog = PartitionLog(path, _config(index_interval_bytes=0), clock)
+    for i in range(30):
+        _put(plog, clock, b"k%d" % i, b"v" * 40)
+    plog.close()
+    (path / f"{0:020d}.log").write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="storage"):
+        PartitionLog(path, _config(index_interval_bytes=0), clock).close()
+    assert [r for r in caplog.records if "its indexes name records" in r.getMessage()]

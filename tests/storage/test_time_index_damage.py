@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import DataDir, NewRecord, TopicConfig, encode_batch
+from storage import DataDir, NewRecord, PartitionLog, TopicConfig, encode_batch
 
 TS = int(time.time() * 1000)  # (recent: retention keeps every segment)
 SOUGHT = 50  # offset SOUGHT holds the first record stamped TS + SOUGHT
@@ -59,7 +59,7 @@ def test_a_time_index_damaged_in_order_does_not_skip_the_answer(tmp_path, caplog
                 assert plog.offset_for_timestamp(ts) == ts - TS
             assert plog.offset_for_timestamp(TS + 30) == 30  # (an entry that holds)
             assert plog.offset_for_timestamp(TS + 700) == 700  # (another segment's)
-        doubted = [r for r in caplog.records if "does not match the batch" in r.getMessage()]
+        doubted = [r for r in caplog.records if "does not match the batches" in r.getMessage()]
         assert len(doubted) == 1  # said once for the segment, not once a search
 
 
@@ -73,3 +73,77 @@ def test_an_intact_time_index_is_trusted(tmp_path, caplog) -> None:
             for offset in range(0, 800, 7):
                 assert plog.offset_for_timestamp(TS + offset) == offset
     assert not [r for r in caplog.records if "does not match" in r.getMessage()]
+
+
+def test_an_entry_damaged_into_another_batchs_is_doubted(tmp_path, caplog) -> None:
+    """CreateTime out of order (batch maxima 1000, 500, 2000): the first entry (1000, 0)
+    damaged into (500, 1), the real batch 1's stamp and offset, passed a check of the batch
+    it names alone, and a search for 600 skipped batch 0 (stamped 1000). The check walks a
+    batch before it too (a helper's attack, 2026-12-06)."""
+    config = TopicConfig(index_interval_bytes=0, segment_bytes=1024, retention_ms=-1)
+    plog = PartitionLog(tmp_path, config, lambda: TS)
+    for ts in (1000, 500, 2000, 3000, 4000):
+        plog.append(encode_batch([NewRecord(b"x", timestamp=ts)]))
+    while plog.segment_count < 2:
+        plog.append(encode_batch([NewRecord(b"y" * 100, timestamp=5000)]))
+    plog.close()
+    path = tmp_path / f"{0:020d}.timeindex"
+    entries = list(struct.iter_unpack(">qi", path.read_bytes()))
+    assert entries[0] == (1000, 0)
+    entries[0] = (500, 1)
+    path.write_bytes(b"".join(struct.pack(">qi", *e) for e in entries))
+    with caplog.at_level(logging.WARNING, logger="storage"):
+        again = PartitionLog(tmp_path, config, lambda: TS)
+        try:
+            assert again.offset_for_timestamp(600) == 0
+        finally:
+            again.close()
+    assert [r for r in caplog.records if "does not match the batches" in r.getMessage()]
+
+
+def test_an_entry_past_the_searchs_view_is_no_damage(tmp_path, caplog) -> None:
+    """A search reads the active segment up to its view's size while appends go on: the
+    entry it skips by may name a batch appended since, past what it may read. That is no
+    damage: searched from the segment's start, nothing said (it was said, and the segment
+    doubted for good: a helper's attack, 24 of 1,429 segments under appends)."""
+    plog = PartitionLog(tmp_path, TopicConfig(index_interval_bytes=0), lambda: TS)
+    for ts in (100, 200, 300):
+        plog.append(encode_batch([NewRecord(b"x", timestamp=ts)]))
+    segment = plog._segments[-1]
+    seen = segment.size  # (the view a search took)
+    plog.append(encode_batch([NewRecord(b"x", timestamp=400)]))
+    plog.append(encode_batch([NewRecord(b"x", timestamp=500)]))
+    with caplog.at_level(logging.WARNING, logger="storage"):
+        assert segment.skip_for(450, seen) == 0
+        assert segment.skip_for(450, segment.size) == 3  # (the entry (400, 3) holds)
+    assert not segment.time_index_doubted and not caplog.records
+    assert plog.offset_for_timestamp(450) == 4
+    plog.close()
+
+
+def test_a_damaged_offset_index_entry_is_not_blamed_on_the_time_index(tmp_path, caplog):
+    """An offset index entry moved a few bytes into its batch (order kept) sent the time
+    entry's check into no batch: the time index, intact, was reported damaged, and the
+    offset index, damaged, never was. The check now walks from the segment's start, and
+    the search reports and repairs the offset index."""
+    config = TopicConfig(index_interval_bytes=0, retention_ms=-1, segment_bytes=3000)
+    plog = PartitionLog(tmp_path, config, lambda: TS)
+    i = 0
+    while plog.segment_count < 2:
+        plog.append(encode_batch([NewRecord(b"v%d" % i + b"x" * 50, timestamp=1000 + i)]))
+        i += 1
+    plog.close()
+    path = tmp_path / f"{0:020d}.index"
+    entries = list(struct.iter_unpack(">iI", path.read_bytes()))
+    entries[10] = (entries[10][0], entries[10][1] + 5)
+    path.write_bytes(b"".join(struct.pack(">iI", *e) for e in entries))
+    with caplog.at_level(logging.WARNING, logger="storage"):
+        again = PartitionLog(tmp_path, config, lambda: TS)
+        try:
+            sought = entries[10][0] + 1
+            assert again.offset_for_timestamp(1000 + sought) == sought
+        finally:
+            again.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if "does not match" in m]
+    assert [m for m in said if "offset index was rebuilt" in m]
