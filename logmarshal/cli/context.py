@@ -106,6 +106,17 @@ def declare(parser: argparse.ArgumentParser, source: DataSource) -> None:
 
 def _add_note(parser: argparse.ArgumentParser, note: str) -> None:
     parser.epilog = f"{parser.epilog}\n\n{note}" if parser.epilog else note
+    parser.formatter_class = _Paragraphs
+
+
+class _Paragraphs(argparse.HelpFormatter):
+    """Each note a paragraph of its own (argparse's default fills the epilog as one: a
+    second note ran on after the first's full stop)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            super(_Paragraphs, self)._fill_text(part, width, indent) for part in text.split("\n\n")
+        )
 
 
 def describe_json(parser: argparse.ArgumentParser, document: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import sys
 from collections import defaultdict
 from typing import Any
@@ -11,7 +12,7 @@ from ..cluster import FETCH_MAX_BYTES, Message
 from ..errors import LogmarshalError
 from ..producer import Delivery, Producer
 from .argtypes import non_negative, positive, seconds_or_zero
-from .context import READS, CliError, Context, declare
+from .context import READS, CliError, Context, declare, describe_json
 from .output import emit
 
 __all__ = ["register"]
@@ -78,6 +79,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="with --count, wait this long for records not written yet (default: 0)",
     )
     read.set_defaults(func=_read)
+    describe_json(
+        read,
+        "one object per record: partition, offset, timestamp, key, value (text, null for "
+        "none) and headers (a list of {key, value}, in order); a key or value that is no "
+        "UTF-8 is also given whole as key_base64 / value_base64 (its text escapes what is "
+        "not UTF-8 with backslashes)",
+    )
     declare(read, READS)
 
 
@@ -136,16 +144,30 @@ def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", errors="backslashreplace")
 
 
+def _field(doc: dict[str, Any], name: str, data: bytes | None) -> dict[str, Any]:
+    """``doc[name]``: ``data`` as text; bytes that are no UTF-8 also as ``<name>_base64``
+    (the text alone, backslash-escaped, could not tell the byte 0xff from the text
+    ``\\xff``: the record's bytes were not in the document)."""
+    doc[name] = _text(data)
+    if data is not None:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            doc[f"{name}_base64"] = base64.b64encode(data).decode("ascii")
+    return doc
+
+
 def _print_message(message: Message, as_json: bool) -> None:
-    payload = {
-        "partition": message.partition,
-        "offset": message.offset,
-        "timestamp": message.timestamp,
-        "key": _text(message.key),
-        "value": _text(message.value),
-        "headers": {k: _text(v) for k, v in message.headers},
-    }
     if as_json:
+        payload: dict[str, Any] = {
+            "partition": message.partition,
+            "offset": message.offset,
+            "timestamp": message.timestamp,
+        }
+        _field(payload, "key", message.key)
+        _field(payload, "value", message.value)
+        # in order, every one (a name may repeat, as in Kafka: a dict by name kept the last)
+        payload["headers"] = [_field({"key": k}, "value", v) for k, v in message.headers]
         emit(True, payload)
         return
     key = "" if message.key is None else f"{_text(message.key)}\t"

@@ -255,3 +255,36 @@ def test_topic_alter_over_the_network(tmp_path, capsys) -> None:
         capsys.readouterr()
         assert main(["--bootstrap", broker.bootstrap, "--json", "topic", "describe", "t"]) == 0
         assert json.loads(capsys.readouterr().out)["config"]["retention.ms"] == "7777"
+
+
+def test_read_json_holds_every_byte_and_every_header(run, tmp_path) -> None:
+    """``read --json`` gave bytes that are no UTF-8 backslash-escaped only, so the byte
+    0xff and the text ``\\xff`` printed alike, and its headers as a dict by name, so a
+    repeated name kept its last value: the document did not hold the record. Bytes that
+    are no UTF-8 now come whole in base64 beside the text; headers are a list, in order."""
+    import base64
+
+    import logmarshal
+
+    run("topic", "create", "t")
+    with logmarshal.connect(data_dir=str(tmp_path / "data")) as cluster:
+        with logmarshal.Producer(cluster) as producer:
+            headers = [("h", b"1"), ("h", b"\xff\x00"), ("n", None)]
+            producer.send("t", b"\xff", key=b"k\xfe", headers=headers, partition=0).result()
+            producer.send("t", b"\\xff", partition=0).result()
+    code, out, _ = run("read", "t", "--json")
+    assert code == 0
+    raw, text = (json.loads(line) for line in out.splitlines())
+    assert base64.b64decode(raw["value_base64"]) == b"\xff"
+    assert base64.b64decode(raw["key_base64"]) == b"k\xfe"
+    assert raw["value"] == text["value"] == "\\xff"  # (the text alone: alike)
+    assert "value_base64" not in text and text["key"] is None
+    assert [(h["key"], h["value"]) for h in raw["headers"]] == [
+        ("h", "1"),
+        ("h", "\\xff\x00"),  # (0x00 is UTF-8: a NUL)
+        ("n", None),
+    ]
+    assert base64.b64decode(raw["headers"][1]["value_base64"]) == b"\xff\x00"
+    assert "value_base64" not in raw["headers"][0]
+    code, out, _ = run("read", "--help")
+    assert "with backslashes).\n\nwhere the data comes from" in out  # (notes apart)
