@@ -111,10 +111,14 @@ def body(stage: Stage) -> None:
         for version, n in sorted(versions.items()):
             report.figures[f"claims of version {version}"] = float(n)
         report.figures["MemberHeartbeats"] = float(beats)
+        # A MemberHeartbeat carries partitions of named tenures, which only a version 6
+        # claim begins: a restart takeover (a member killed) carries the tenure it ends on,
+        # named or not, so a run whose partitions all moved by takeovers after the caps
+        # below 6 holds none, by design (seed 3 in about 1 run of 10, 2026-12-06)
         report.check(
             "the log holds the capped members' claims, none but what a cap writes, and the "
-            "MemberHeartbeats of cap 7",
-            versions[1] > 0 and set(versions) <= {1, 5, 6} and beats > 0,
+            "MemberHeartbeats of cap 7 wherever a version 6 claim named a tenure",
+            versions[1] > 0 and set(versions) <= {1, 5, 6} and (beats > 0) == (6 in versions),
             f"{dict(versions)}, {beats} MemberHeartbeats",
         )
 
