@@ -267,11 +267,11 @@ def test_read_json_holds_every_byte_and_every_header(run, tmp_path) -> None:
     import logmarshal
 
     run("topic", "create", "t")
-    with logmarshal.connect(data_dir=str(tmp_path / "data")) as cluster:
-        with logmarshal.Producer(cluster) as producer:
-            headers = [("h", b"1"), ("h", b"\xff\x00"), ("n", None)]
-            producer.send("t", b"\xff", key=b"k\xfe", headers=headers, partition=0).result()
-            producer.send("t", b"\\xff", partition=0).result()
+    data = str(tmp_path / "data")
+    with logmarshal.connect(data_dir=data) as cluster, logmarshal.Producer(cluster) as producer:
+        headers = [("h", b"1"), ("h", b"\xff\x00"), ("n", None)]
+        producer.send("t", b"\xff", key=b"k\xfe", headers=headers, partition=0).result()
+        producer.send("t", b"\\xff", partition=0).result()
     code, out, _ = run("read", "t", "--json")
     assert code == 0
     raw, text = (json.loads(line) for line in out.splitlines())
