@@ -148,12 +148,14 @@ def _field(doc: dict[str, Any], name: str, data: bytes | None) -> dict[str, Any]
     """``doc[name]``: ``data`` as text; bytes that are no UTF-8 also as ``<name>_base64``
     (the text alone, backslash-escaped, could not tell the byte 0xff from the text
     ``\\xff``: the record's bytes were not in the document)."""
-    doc[name] = _text(data)
-    if data is not None:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            doc[f"{name}_base64"] = base64.b64encode(data).decode("ascii")
+    if data is None:
+        doc[name] = None
+        return doc
+    try:
+        doc[name] = data.decode("utf-8")
+    except UnicodeDecodeError:
+        doc[name] = _text(data)
+        doc[f"{name}_base64"] = base64.b64encode(data).decode("ascii")
     return doc
 
 
