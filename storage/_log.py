@@ -169,10 +169,18 @@ class PartitionLog:
         segments = [Segment(self.directory, b, interval, self.handles) for b in ordered]
         # Empty segments between others hold nothing; drop them. The first one is kept: its
         # base is the log start offset (a segment emptied by cleaning keeps it, as in Kafka).
+        # Cleaning empties segments as a matter of course (every key they held written again
+        # later), so that is no warning; one whose indexes still name records lost them.
         kept = []
         for i, seg in enumerate(segments):
             if seg.size == 0 and 0 < i < len(segments) - 1:
-                log.warning("%s: removing empty old segment", seg.log_path)
+                if seg.index_files_hold_entries():
+                    log.warning(
+                        "%s: empty, though its indexes name records (lost from it); removed",
+                        seg.log_path,
+                    )
+                else:
+                    log.info("%s: removing a segment cleaning emptied", seg.log_path)
                 seg.delete()
                 seg.close()
             else:

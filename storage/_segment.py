@@ -488,7 +488,7 @@ class Segment:
         """Open an older, fsynced segment: trust its indexes if they validate, else rebuild."""
         rel_limit = next_base - self.base_offset
         if self.size == 0:  # (the first segment, emptied by cleaning: nothing to index, and
-            if self._index_files_hold_entries():  # no warning at every open, until 2026-12-06)
+            if self.index_files_hold_entries():  # no warning at every open, until 2026-12-06)
                 log.warning(
                     "%s: empty, though its indexes name records (lost from it); indexes "
                     "rewritten empty",
@@ -686,7 +686,7 @@ class Segment:
             pos += 12 + length
         return None if pos >= limit else False
 
-    def _index_files_hold_entries(self) -> bool:
+    def index_files_hold_entries(self) -> bool:
         """Either index file is not empty (cleaning writes an emptied segment's empty)."""
         for path in (self.index.path, self.time_index.path):
             with contextlib.suppress(OSError):

@@ -430,3 +430,55 @@ def test_an_empty_first_segment_whose_indexes_name_records_is_said(tmp_path, clo
     with caplog.at_level(logging.WARNING, logger="storage"):
         PartitionLog(path, _config(index_interval_bytes=0), clock).close()
     assert [r for r in caplog.records if "its indexes name records" in r.getMessage()]
+
+
+def _emptied_middle(path: Path, clock, **kw) -> tuple[list[int], list]:
+    """A log whose cleaning emptied segments between others: their bases, and what it read."""
+    plog = PartitionLog(path, _config(**kw), clock)
+    for i in range(40):
+        _put(plog, clock, b"k%d" % i, b"v" * 40)  # keys written once, then again below
+    for i in range(40):
+        _put(plog, clock, b"k%d" % i, b"w" * 40)
+    for i in range(40):
+        _put(plog, clock, b"z%d" % (i % 2), b"x" * 40)
+    plog.clean()
+    read = [(r.offset, r.key, r.value) for r in _all(plog)]
+    plog.close()
+    logs = sorted(path.glob("*.log"))
+    return [int(p.stem) for p in logs[1:-1] if p.stat().st_size == 0], read
+
+
+def test_segments_cleaning_emptied_are_removed_at_open_quietly(tmp_path, clock, caplog) -> None:
+    """A segment between others that cleaning emptied is removed at the next open: a normal
+    outcome of compaction, once a WARNING per segment at every first open after a cleaning
+    (until 2026-12-06)."""
+    import logging
+
+    path = tmp_path / "p"
+    emptied, read = _emptied_middle(path, clock)
+    assert emptied  # (the case: cleaning emptied segments between others)
+    with caplog.at_level(logging.WARNING, logger="storage"):
+        again = PartitionLog(path, _config(), clock)
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    assert not [b for b in emptied if (path / f"{b:020d}.log").exists()]
+    assert [(r.offset, r.key, r.value) for r in _all(again)] == read
+    again.close()
+
+
+def test_an_empty_middle_segment_whose_indexes_name_records_is_said(tmp_path, clock, caplog):
+    """An empty segment between others whose index files hold entries lost its records (a
+    cleaned segment's indexes are written empty): that is a warning still."""
+    import logging
+
+    path = tmp_path / "p"
+    plog = PartitionLog(path, _config(index_interval_bytes=0), clock)
+    for i in range(30):
+        _put(plog, clock, b"k%d" % i, b"v" * 40)
+    plog.close()
+    middle = sorted(path.glob("*.log"))[1]
+    assert (middle.with_suffix(".index")).stat().st_size > 0
+    middle.write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="storage"):
+        PartitionLog(path, _config(index_interval_bytes=0), clock).close()
+    assert [r for r in caplog.records if "its indexes name records" in r.getMessage()]
+    assert not middle.exists()
