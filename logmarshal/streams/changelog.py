@@ -303,6 +303,44 @@ def _replay(
     return ChangelogPass(commits, fences, last, uncommitted, applied_max, dropped_min)
 
 
+def _marks_checkpoint(
+    cluster: Cluster,
+    topic: str,
+    partition: int,
+    local: tuple[int, dict[str, int] | None, int],
+    end: int,
+) -> bool:
+    """Is the changelog's record at the local checkpoint's offset the marker it was taken
+    at (its epoch's commit or fence, with its positions)? A changelog deleted and written
+    again past that offset holds another record there: its tail on the old local state
+    would be a state no changelog holds. A marker compacted away (its epoch committed
+    again after it) cannot be checked either: both mean a full replay."""
+    at, positions, epoch = local
+    m = fetch_below(cluster, topic, partition, at, end)[0]
+    if m.offset != at or m.key is None or _epoch_of(m.headers) != epoch:
+        return False
+    kind = marker_of(m.key)
+    try:
+        if kind is COMMIT_KEY and m.key == marker_key(COMMIT_KEY, epoch):
+            held = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}
+        elif kind is FENCE_KEY and m.key == marker_key(FENCE_KEY, epoch):
+            held = _fence_fields(m.value)[2]
+        else:
+            return False
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return False
+    if held == positions:
+        return True
+    log.info(
+        "%s/%d: the record at the local checkpoint's offset %d is not the marker it was "
+        "taken at (the changelog was written again); full replay",
+        topic,
+        partition,
+        at,
+    )
+    return False
+
+
 def _restore_store(
     cluster: Cluster,
     topic: str,
@@ -333,7 +371,12 @@ def _restore_store(
             local[0],
             local[1],
         )
-    if local is not None and local[2] is not None and earliest <= local[0] < end:
+    if (
+        local is not None
+        and local[2] is not None
+        and earliest <= local[0] < end
+        and _marks_checkpoint(cluster, topic, partition, local, end)
+    ):
         # the local file equals the valid state through local[0], judged by an owner of
         # epoch local[2] that had seen every record up to there: replay the rest, unless a
         # newer owner's fence reaches back into it (its restore did not see all of it)

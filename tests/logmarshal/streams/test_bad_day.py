@@ -429,6 +429,30 @@ def test_a_changelog_behind_the_local_checkpoint_is_reported(cluster, tmp_path, 
     assert read_changelog(cluster, "bad", "n", 0) == ({"b": 1}, {"in": 3})
 
 
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_a_changelog_written_again_past_the_local_checkpoint_is_not_put_on_it(
+    cluster, tmp_path, kind
+):
+    """The changelog deleted while a member was stopped, then written again by a member on
+    another machine until it ends past the first one's local checkpoint: the first, back on
+    its old files, took them for current and replayed the new changelog's tail on them. Its
+    store held counts of no changelog, and the next one of those words was counted on them
+    (an attack on the restore, 2026-12-06)."""
+    feed(cluster, ["s0 s1 s2 s3 s4"])
+    CountWords.fail = False
+    run_in_thread(app(cluster, tmp_path / "here", "x", words(kind)), 1)
+    cluster.delete_topic("bad-n-changelog")
+    cluster.create_topic("bad-n-changelog", 1, {"cleanup.policy": "compact"})
+    feed(cluster, [" ".join(f"n{i}" for i in range(10))])
+    run_in_thread(app(cluster, tmp_path / "elsewhere", "y", words(kind)), 1)
+    assert cluster.latest_offset("bad-n-changelog", 0) > 7  # (past x's checkpoint)
+    feed(cluster, ["fresh s0"])
+    run_in_thread(app(cluster, tmp_path / "here", "x", words(kind)), 1)
+    table, positions = read_changelog(cluster, "bad", "n", 0)
+    assert positions == {"in": 3}
+    assert table == {**{f"n{i}": 1 for i in range(10)}, "fresh": 1, "s0": 1}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("damaged", [False, True], ids=["intact", "damaged"])
 @pytest.mark.parametrize("where", ["after-changelog", "mid-changelog"])
