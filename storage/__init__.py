@@ -4,7 +4,7 @@ Everything public is re-exported here; see the per-module docstrings for the why
 """
 
 from storage._config import TopicConfig
-from storage._datadir import DataDir, PartitionInfo, TopicInfo
+from storage._datadir import DataDir, PartitionInfo, TopicInfo, validate_topic_name
 from storage._errors import (
     CorruptBatch,
     CorruptRecordError,
@@ -80,5 +80,6 @@ __all__ = [
     "encode_batch",
     "iter_batches",
     "read_header",
+    "validate_topic_name",
     "verify_crc",
 ]

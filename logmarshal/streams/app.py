@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from storage import InvalidConfig
+from storage import InvalidConfig, InvalidTopicName, validate_topic_name
 
 from .._member_args import check_member_args
 from ..cluster import Cluster, Message
@@ -145,8 +145,12 @@ class App:
         self._check_state_dir()
         self.retry = retry if retry is not None else RetryPolicy(max_attempts=1)
         self._rng = random.Random()
+        # the application's own topics: their names, and the sources, checked before the
+        # first is made (a refused App left a changelog or a repartition topic behind)
+        own = self._check_own_topics()
+        topology.check_sources(cluster, own)
         self._create_repartition_topics()
-        self._subs = topology.check_copartitioned(cluster)
+        self._subs = topology.check_copartitioned(cluster, own)
         #: task name -> its sub-topology; source topic -> its task name
         self._sub_of_task = {task_name(application_id, sub): sub for sub in self._subs}
         self._task_of_topic = {
@@ -229,6 +233,22 @@ class App:
                 "stores' files go there"
             )
 
+    def _check_own_topics(self) -> frozenset[str]:
+        """The names of the changelogs of every store, checked with the repartition
+        topics' (a store named ``b c`` was refused only by its changelog's creation)."""
+        changelogs = {s: changelog_topic(self.application_id, s) for s in self.topology.stores}
+        for store, topic in sorted(changelogs.items()):
+            try:
+                validate_topic_name(topic)
+            except InvalidTopicName as exc:
+                raise TopologyError(f"store {store!r}: its changelog topic: {exc}") from None
+        for topic in sorted(self.topology.internal_topics):
+            try:
+                validate_topic_name(topic)
+            except InvalidTopicName as exc:
+                raise TopologyError(f"repartition topic: {exc}") from None
+        return frozenset(changelogs.values())
+
     def _create_repartition_topics(self) -> None:
         """DSL repartition topics get as many partitions as the widest source topic."""
         existing = set(self.cluster.topics())
@@ -245,26 +265,26 @@ class App:
 
     def _ensure_internal_topics(self) -> None:
         existing = set(self.cluster.topics())
+        wanted: list[tuple[str, int]] = []
         for sub in self._subs:
             n = self.cluster.partitions(sub.lead_topic)
             for store in sub.stores:
                 topic = changelog_topic(self.application_id, store)
-                if topic in existing:
-                    if self.cluster.partitions(topic) != n:
-                        raise TopologyError(
-                            f"changelog {topic} has {self.cluster.partitions(topic)} partitions, "
-                            f"its task's source {sub.lead_topic} has {n}"
-                        )
-                    continue
-                try:
-                    self.cluster.create_topic(topic, n, dict(CHANGELOG_CONFIG))
-                except InvalidConfig as exc:  # no broker-side compaction on this branch yet
-                    log.info(
-                        "changelog %s: compaction not accepted (%s); created uncompacted",
-                        topic,
-                        exc,
+                if topic not in existing:
+                    wanted.append((topic, n))
+                elif self.cluster.partitions(topic) != n:  # (checked before any is made)
+                    raise TopologyError(
+                        f"changelog {topic} has {self.cluster.partitions(topic)} partitions, "
+                        f"its task's source {sub.lead_topic} has {n}"
                     )
-                    self.cluster.create_topic(topic, n)
+        for topic, n in wanted:
+            try:
+                self.cluster.create_topic(topic, n, dict(CHANGELOG_CONFIG))
+            except InvalidConfig as exc:  # no broker-side compaction on this branch yet
+                log.info(
+                    "changelog %s: compaction not accepted (%s); created uncompacted", topic, exc
+                )
+                self.cluster.create_topic(topic, n)
 
     def _task_dir(self, key: Key, sub: SubTopology) -> str | None:
         """The directory of a task's persistent stores, locked (flock) for this task object

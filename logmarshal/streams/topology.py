@@ -9,7 +9,7 @@ and is checked by :meth:`Topology.check_copartitioned` when an application start
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -214,18 +214,48 @@ class Topology:
 
     # -- structure ------------------------------------------------------------------------
 
-    def resolve_sources(self, cluster: Cluster | None) -> dict[str, tuple[str, ...]]:
-        """Source name -> topic names; patterns are matched against the cluster's topics."""
+    def resolve_sources(
+        self, cluster: Cluster | None, own: Collection[str] = ()
+    ) -> dict[str, tuple[str, ...]]:
+        """Source name -> topic names; patterns are matched against the cluster's topics,
+        but never the application's ``own`` (its changelogs), its repartition topics, nor
+        an internal one (``__marshal``...): a pattern ``orders.*`` of the application
+        ``orders`` took in its own changelog, and read back every commit's records as input."""
         out = {}
         for node in self.sources.values():
             if node.pattern is None:
                 out[node.name] = node.topics
             else:
                 topics = [] if cluster is None else cluster.topics()
-                out[node.name] = tuple(sorted(t for t in topics if node.pattern.fullmatch(t)))
+                out[node.name] = tuple(
+                    sorted(
+                        t
+                        for t in topics
+                        if node.pattern.fullmatch(t)
+                        and not t.startswith("__")
+                        and t not in own
+                        and t not in self.internal_topics
+                    )
+                )
         return out
 
-    def subtopologies(self, cluster: Cluster | None = None) -> list[SubTopology]:
+    def check_sources(self, cluster: Cluster, own: Collection[str] = ()) -> None:
+        """Every source topic not of the application's making exists, and every pattern
+        matches one: checked before the application makes any topic."""
+        for name, topics in self.resolve_sources(cluster, own).items():
+            if not topics:
+                raise TopologyError(f"source {name!r}: no topic matches its pattern")
+            for topic in topics:
+                if topic in self.internal_topics:
+                    continue
+                try:
+                    cluster.partitions(topic)
+                except UnknownTopic:
+                    raise TopologyError(f"source topic {topic!r} does not exist") from None
+
+    def subtopologies(
+        self, cluster: Cluster | None = None, own: Collection[str] = ()
+    ) -> list[SubTopology]:
         self.validate()
         parent = {n: n for n in (*self.sources, *self.processors, *self.sinks)}
 
@@ -245,7 +275,7 @@ class Topology:
         groups: dict[str, list[str]] = {}
         for n in parent:
             groups.setdefault(find(n), []).append(n)
-        resolved = self.resolve_sources(cluster)
+        resolved = self.resolve_sources(cluster, own)
         subs = []
         ordered = sorted(
             groups.values(),
@@ -259,10 +289,10 @@ class Topology:
             subs.append(SubTopology(i, tuple(members), tuple(topics), tuple(stores)))
         return subs
 
-    def check_copartitioned(self, cluster: Cluster) -> list[SubTopology]:
+    def check_copartitioned(self, cluster: Cluster, own: Collection[str] = ()) -> list[SubTopology]:
         """The sub-topologies, after checking every source topic exists and the topics of
         each sub-topology have the same number of partitions."""
-        subs = self.subtopologies(cluster)
+        subs = self.subtopologies(cluster, own)
         for sub in subs:
             if not sub.source_topics:
                 raise TopologyError(f"sub-topology {sub.index}: no topic matches its sources")

@@ -739,3 +739,79 @@ def test_an_app_refused_creates_no_topic(cluster, tmp_path, change, raised):
     with pytest.raises(raised):
         App(cluster, topology=word_count(), **options)
     assert sorted(cluster.topics()) == before
+
+
+def _two_stores(second: str):
+    from logmarshal.streams import Processor, StoreSpec, Topology
+
+    t = Topology().add_source("s", "lines").add_processor("p", Processor, "s")
+    return t.add_state_store(StoreSpec("a")).add_state_store(StoreSpec(second), "p")
+
+
+def _grouped_from(source: str):
+    from logmarshal.streams import StreamsBuilder
+
+    b = StreamsBuilder("wc")
+    b.stream(source).group_by(lambda k, v: v).count("n").to_stream().to("out")
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    ("topology", "said"),
+    [
+        (lambda: _two_stores("b c"), "store 'b c': its changelog topic"),
+        (lambda: _grouped_from("nope"), "source topic 'nope' does not exist"),
+    ],
+    ids=["bad-store-name", "grouped-unknown-source"],
+)
+def test_an_app_refused_for_its_topology_creates_no_topic(cluster, tmp_path, topology, said):
+    """A store whose changelog could not be named was refused only once the stores before
+    it had their changelogs made, and a DSL source that does not exist once its
+    repartition topic was made (with one partition, kept when the source came). Each is
+    checked before any topic is made now (an attack on the App, 2026-12-06)."""
+    from logmarshal.streams import TopologyError
+
+    cluster.create_topic("lines", 2)
+    before = sorted(cluster.topics())
+    with pytest.raises(TopologyError, match=said):
+        App(cluster, "wc", topology(), state_dir=tmp_path / "state")
+    assert sorted(cluster.topics()) == before
+
+
+def test_a_pattern_source_leaves_the_apps_own_and_internal_topics_alone(cluster, tmp_path):
+    """The application ``orders`` reading ``orders.*``: its second start took its own
+    changelog for an input, and read every commit's records back as input, for good (an
+    attack on the App, 2026-12-06). Internal topics (``__marshal``...) are never matched."""
+    import re
+
+    from logmarshal.streams import Processor, StoreSpec, Topology
+
+    class Count(Processor):
+        def init(self, context):
+            super().init(context)
+            self.store = context.get_state_store("counts")
+
+        def process(self, record):
+            self.store.put(record.topic, (self.store.get(record.topic) or 0) + 1)
+
+    def topology():
+        t = Topology().add_source("s", re.compile(r"orders.*|__.*"))
+        return t.add_processor("p", Count, "s").add_state_store(StoreSpec("counts"), "p")
+
+    now = int(time.time() * 1000)
+    for topic in ("orders-eu", "orders-us"):
+        cluster.create_topic(topic, 1)
+        cluster.produce(topic, 0, [NewRecord(b"1", timestamp=now) for _ in range(3)])
+    cluster.create_topic("__other", 1)
+    for records in (6, 1):  # (the second start finds the changelog the first made)
+        app = App(cluster, "orders", topology(), state_dir=tmp_path / "s", commit_interval=0.01)
+        try:
+            assert [sub.source_topics for sub in app._subs] == [("orders-eu", "orders-us")]
+            assert app.run(max_records=records, poll_timeout=0.3) == records
+        finally:
+            app.close()
+        cluster.produce("orders-eu", 0, [NewRecord(b"1", timestamp=now)])
+    assert "orders-counts-changelog" in cluster.topics()
+    table, positions = read_changelog(cluster, "orders", "counts", 0)
+    assert table == {"orders-eu": 4, "orders-us": 3}
+    assert positions == {"orders-eu": 4, "orders-us": 3}
