@@ -30,7 +30,7 @@ from typing import Any, cast, overload
 
 import crc32c
 
-from storage import NewRecord, RecordTooLarge
+from storage import NewRecord, RecordTooLarge, check_header_name
 
 from .cluster import ProduceResult
 
@@ -102,7 +102,8 @@ def as_bytes(obj: Any, what: str) -> bytes | None:
 def checked_headers(
     headers: Iterable[tuple[str, Any]] | Mapping[str, Any],
 ) -> tuple[Header, ...]:
-    """A record's headers as ``(str, bytes | None)`` pairs, or a TypeError. A mapping is
+    """A record's headers as ``(str, bytes | None)`` pairs, or a TypeError (a ValueError for
+    a name with no UTF-8 form: :func:`storage.check_header_name`). A mapping is
     taken as its items (confluent-kafka takes a dict; its iteration was read as pairs)."""
     out = []
     pairs = headers.items() if isinstance(headers, Mapping) else headers
@@ -112,6 +113,7 @@ def checked_headers(
         name, value = pair
         if not isinstance(name, str):
             raise TypeError(f"header names are str, got {type(name).__name__}")
+        check_header_name(name)
         out.append((name, as_bytes(value, "header value")))
     return tuple(out)
 

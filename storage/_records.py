@@ -137,8 +137,20 @@ def _headers(value: Any) -> tuple[Header, ...]:
             raise TypeError(f"a header must be a (str, bytes | None) pair, got {item!r}") from None
         if not isinstance(key, str):
             raise TypeError(f"header key must be str, got {type(key).__name__}")
+        check_header_name(key)
         out.append((key, _opt_bytes(val)))
     return tuple(out)
+
+
+def check_header_name(name: str) -> None:
+    """ValueError if a header's name (a str) has no UTF-8 form: a lone surrogate
+    (``"\udcff"``, what ``surrogateescape`` decoding leaves) failed the whole batch it was
+    in when encoded, and crashed the process inside librdkafka over the network."""
+    if not name.isascii():
+        try:
+            name.encode()
+        except UnicodeEncodeError:
+            raise ValueError(f"header name {name!r} has no UTF-8 form (a lone surrogate)") from None
 
 
 def _check_int64(value: Any, name: str) -> None:

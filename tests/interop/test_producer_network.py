@@ -158,6 +158,8 @@ def test_mistakes_raise_at_send(network) -> None:
         producer.send(topic, "text")
     with pytest.raises(TypeError, match="header names are str"):
         producer.send(topic, b"v", headers=[(b"h", b"v")])
+    with pytest.raises(ValueError, match="no UTF-8 form"):  # (librdkafka crashed on it)
+        producer.send(topic, b"v", headers=[("\udcff", b"v")])
     with pytest.raises(TypeError, match="partition must be an int"):
         producer.send(topic, b"v", partition="0")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"partitions 0\.\.1, not 2"):

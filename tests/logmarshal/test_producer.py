@@ -133,6 +133,25 @@ def test_wrong_types_fail_at_send(cluster) -> None:
             producer.send("t", b"v", partition="0")  # type: ignore[arg-type]
 
 
+def test_a_header_name_with_no_utf8_form_fails_at_send_alone(cluster) -> None:
+    """A name with a lone surrogate (what ``surrogateescape`` decoding leaves) was taken by
+    send(); the batch it joined failed in the sender thread, and with it every good record
+    sent before it to that partition, flush() saying nothing (over the network it crashed
+    the process inside librdkafka). An attack on the Producer, 2026-12-06."""
+    from storage import NewRecord
+
+    cluster.create_topic("t", 1)
+    with Producer(cluster, linger_ms=200) as producer:
+        good = [producer.send("t", b"good-%d" % i) for i in range(5)]
+        with pytest.raises(ValueError, match="no UTF-8 form"):
+            producer.send("t", b"bad", headers=[("\udcff", b"1")])
+        producer.send("t", b"named", headers=[("é", b"1")])  # (not ASCII, but UTF-8)
+    assert [d.result(5).offset for d in good] == [0, 1, 2, 3, 4]
+    assert cluster.latest_offset("t", 0) == 6
+    with pytest.raises(ValueError, match="no UTF-8 form"):
+        NewRecord(b"v", headers=[("\udcff", b"1")], timestamp=0)
+
+
 def test_arguments_of_the_wrong_kind_fail_where_they_are_given(cluster) -> None:
     """Found by an attack on the API: ``Producer(None)`` was taken, ``on_delivery=5`` failed
     later in a delivery report, ``flush(nan)`` was taken, and a dict of headers (what
