@@ -188,6 +188,10 @@ class Producer:
         self._fast_senders: list[Any] = []
         self._lost_count = 0  # send_nowait() records that failed, since the last flush
         self._lost_error: BaseException | None = None
+        #: threads serving this producer's delivery callbacks now (a flush there would wait
+        #: for the callback it runs in)
+        self._serving: set[int] = set()
+        self._closed_in_callback = False  # (closed, not flushed: the next close() flushes)
         self._network = getattr(type(cluster), "client_producer", None) is not None
         if self._network:
             self._plain_local = False
@@ -557,6 +561,11 @@ class Producer:
         network, until every delivery report was served)."""
         if timeout is not None:
             seconds("timeout", timeout, at_least=0)  # (nan waited for ever)
+        if threading.get_ident() in self._serving:
+            raise RuntimeError(
+                "flush() from a delivery callback would wait for the callback it runs in "
+                "(refused, as Kafka's producer refuses it)"
+            )
         if self._network:
             client = self._client
             if client is None:  # closed: everything was flushed then
@@ -582,15 +591,21 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, then stop. Sends from now on raise :class:`ClosedError` (also when close
-        raises TimeoutError: what was sent before is still delivered, and reported)."""
+        raises TimeoutError: what was sent before is still delivered, and reported). From a
+        delivery callback it does not wait (as Kafka's producer): a close() outside it (a
+        ``with`` block's) then does."""
         with self._cond:  # closed before the flush: a send racing it was taken, then lost
-            if self._closed:
+            if self._closed and not self._closed_in_callback:
                 return
             self._closed = True
             self._plain_network = self._plain_local = False
             for sender in self._fast_senders:
                 sender.close()  # later calls take the methods, which raise ClosedError
             self._cond.notify_all()
+            if threading.get_ident() in self._serving:
+                self._closed_in_callback = True
+                return  # (its flush would wait for the callback this runs in)
+            self._closed_in_callback = False
         self.flush(timeout)
         if self._sender is not None:
             self._sender.join(timeout)
@@ -698,9 +713,16 @@ class Producer:
         return None
 
     def _reporter(self, delivery: Any, callback: DeliveryCallback) -> Any:
+        serving = self._serving
+
         def report(error: Any, message: Any) -> None:
             delivery(error, message)
-            _call_back(callback, delivery)
+            me = threading.get_ident()
+            serving.add(me)
+            try:
+                _call_back(callback, delivery)
+            finally:
+                serving.discard(me)
 
         return report
 
@@ -820,5 +842,13 @@ class Producer:
         batch.done.set()
         callbacks, batch.callbacks = batch.callbacks, None
         if callbacks:
-            for index, callback in callbacks:
-                _call_back(callback, _new_tuple(_BatchDelivery, (batch, index)))
+            me = threading.get_ident()
+            self._serving.add(me)
+            try:
+                for index, callback in callbacks:
+                    try:
+                        _call_back(callback, _new_tuple(_BatchDelivery, (batch, index)))
+                    except BaseException:  # (SystemExit: the sender is nobody's to stop)
+                        log.exception("a delivery callback raised")
+            finally:
+                self._serving.discard(me)

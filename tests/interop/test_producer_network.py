@@ -545,3 +545,33 @@ def test_a_record_failed_beside_a_large_one_says_so(network) -> None:
                 continue
             assert isinstance(error, RecordTooLarge)
             assert f"value {size} B" in "".join(error.__notes__)
+
+
+def test_a_delivery_callback_cannot_flush_and_its_close_does_not_wait(network) -> None:
+    """Over the network a callback runs in librdkafka's poll, on the caller's thread: its
+    flush() waited for the report being served (for good, with no timeout). Refused, as
+    Kafka's producer does; its close() does not wait, and a close() outside it does."""
+    topic = new_topic(network, 1)
+    got: dict[str, object] = {}
+    producer = Producer(network)
+
+    def flushing(metadata, error):
+        try:
+            producer.flush()
+        except RuntimeError as exc:
+            got["flush"] = exc
+
+    def closing(metadata, error):
+        producer.close()
+        got["closed"] = True
+
+    producer.send(topic, b"a", on_delivery=flushing)
+    producer.flush(10)
+    assert "from a delivery callback" in str(got["flush"])
+    producer.send(topic, b"b", on_delivery=closing)
+    producer.flush(10)
+    assert got["closed"] is True
+    with pytest.raises(ClosedError):
+        producer.send(topic, b"late")
+    producer.close(10)
+    assert network.latest_offset(topic, 0) == 2

@@ -477,3 +477,42 @@ def test_unknown_settings_are_refused_and_good_ones_taken(cluster) -> None:
     with Producer(cluster, linger_ms=900_000, batch_size=(1 << 31) - 1) as producer:
         producer.send("t", b"w")
     assert [m.value for m in read_all(cluster, "t", 0)] == [b"v", b"w"]
+
+
+def test_a_delivery_callback_cannot_flush_and_its_close_does_not_wait(cluster) -> None:
+    """A callback runs on the sender thread: its flush() waited for that thread, for good
+    (every later record timed out, and so did close()), and so did its close(). As Kafka's
+    producer, flush() there is refused and close() does not wait; a close() outside it
+    does. A callback raising SystemExit stopped the sender without a word. An attack on
+    the Producer, 2026-12-06."""
+    cluster.create_topic("t", 1)
+    got: dict[str, object] = {}
+    producer = Producer(cluster)
+
+    def flushing(metadata, error):
+        try:
+            producer.flush(5)
+        except RuntimeError as exc:
+            got["flush"] = exc
+
+    def exiting(metadata, error):
+        raise SystemExit(3)
+
+    def closing(metadata, error):
+        producer.close()
+        got["closed"] = True
+
+    producer.send("t", b"a", on_delivery=flushing).result(5)
+    producer.flush(5)  # (its callbacks have run)
+    assert "from a delivery callback" in str(got["flush"])
+    producer.send("t", b"b", on_delivery=exiting).result(5)
+    producer.flush(5)
+    assert producer.send("t", b"c").result(5).offset == 2  # the sender went on
+    producer.send("t", b"d", on_delivery=closing)
+    producer.flush(5)
+    assert got["closed"] is True  # (closed, and the flush it did not wait for is done)
+    producer.close(5)  # (outside a callback: waits for the sender)
+    assert not producer._sender.is_alive()
+    with pytest.raises(ClosedError):
+        producer.send("t", b"late")
+    assert cluster.latest_offset("t", 0) == 4
