@@ -59,7 +59,7 @@ from ..errors import UnknownTopic
 from .errors import AdminError
 from .keys import AdminKeys
 from .reader import CoordinationState, CoordRecord, read_coordination
-from .times import format_ms
+from .times import format_ms, parse_whole
 
 __all__ = [
     "DEFAULT_MIN_PAUSE_MS",
@@ -125,7 +125,7 @@ def parse_topic_scope(text: str) -> tuple[str, tuple[int, ...] | None]:
     if not sep:
         return topic, None
     try:
-        parts = tuple(int(p) for p in rest.split(","))
+        parts = tuple(parse_whole(p) for p in rest.split(","))
     except ValueError:
         raise AdminError(
             f"malformed --topic {text!r}: expected TOPIC or TOPIC:P,P,... with partition numbers"
@@ -408,9 +408,7 @@ def parse_plan_csv(text: str, group: str, source: str = "CSV") -> dict[TopicPart
         if not valid_topic(topic):
             raise AdminError(f"{where}: invalid topic {topic!r}")
         try:
-            if not (partition_text + offset_text).isascii():  # (int() reads "٣" as 3)
-                raise ValueError
-            partition, offset = int(partition_text), int(offset_text)
+            partition, offset = parse_whole(partition_text), parse_whole(offset_text)
         except ValueError:
             raise AdminError(f"{where}: partition and offset must be whole numbers") from None
         if partition < 0 or offset < 0:

@@ -14,7 +14,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-__all__ = ["format_ms", "parse_datetime_ms", "parse_duration_ms", "parse_span_ms"]
+__all__ = [
+    "format_ms",
+    "parse_datetime_ms",
+    "parse_duration_ms",
+    "parse_span_ms",
+    "parse_whole",
+]
 
 _ISO_DURATION = re.compile(
     r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d{1,3})?)S)?)?\Z",
@@ -108,3 +114,16 @@ def format_ms(ms: int | None) -> str:
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )
+
+
+#: a whole number as an operator types it: ASCII digits, a sign at most
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_whole(text: str) -> int:
+    """The whole number ``text`` says, or ValueError: ``int()`` alone also reads other
+    scripts' digits (``"٣"`` is 3), underscores (``"1_0"`` is 10) and surrounding blanks,
+    which the CLI took as an offset, a shift or a partition (an attack, 2026-12-06)."""
+    if not _WHOLE.fullmatch(text):
+        raise ValueError(f"not a whole number: {text!r}")
+    return int(text)

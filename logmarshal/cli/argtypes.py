@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..admin.times import parse_whole
+
 __all__ = [
     "config_pair",
     "host_name",
@@ -21,9 +23,7 @@ MAX_SECONDS = 1e9
 
 def _whole_number(text: str) -> int:
     try:
-        if not text.isascii():  # (int() reads other scripts' digits: "٣" is 3)
-            raise ValueError
-        return int(text)
+        return parse_whole(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 

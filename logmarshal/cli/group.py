@@ -27,7 +27,13 @@ from ..admin import (
 )
 from ..admin.describe import PartitionView, require_group
 from ..admin.reset import parse_topic_scope, resolve_scope
-from ..admin.times import format_ms, parse_datetime_ms, parse_duration_ms, parse_span_ms
+from ..admin.times import (
+    format_ms,
+    parse_datetime_ms,
+    parse_duration_ms,
+    parse_span_ms,
+    parse_whole,
+)
 from .argtypes import seconds_or_zero
 from .context import READS, CliError, Context, DataSource, declare
 from .output import emit, print_table
@@ -514,7 +520,7 @@ def _target(args: argparse.Namespace, group: str) -> Target:
         return Target("current")
     if args.to_offset is not None:
         try:
-            value = int(args.to_offset)
+            value = parse_whole(args.to_offset)
         except ValueError:
             raise CliError(
                 f"--to-offset: expected a whole number, got {args.to_offset!r}"
@@ -524,7 +530,7 @@ def _target(args: argparse.Namespace, group: str) -> Target:
         return Target("offset", value)
     if args.shift_by is not None:
         try:
-            return Target("shift", int(args.shift_by))
+            return Target("shift", parse_whole(args.shift_by))
         except ValueError:
             raise CliError(f"--shift-by: expected a whole number, got {args.shift_by!r}") from None
     if args.to_datetime is not None:

@@ -61,6 +61,8 @@ def iso(ms: int) -> str:
 def test_wrong_invocations_print_one_line(data, capsys) -> None:
     bad_csv = data["tmp"] / "bad.csv"
     bad_csv.write_text("events,zero,1\n")
+    underscored = data["tmp"] / "underscored.csv"
+    underscored.write_text("events,0,1_0\n")
     open_keys = data["tmp"] / "keys"
     open_keys.write_text("g " + "00" * 32 + "\n")
     os.chmod(open_keys, 0o644)
@@ -80,6 +82,12 @@ def test_wrong_invocations_print_one_line(data, capsys) -> None:
         (["group", "reset", "g", "--topic", "events", "--by-duration", "1h"], "duration"),
         (["group", "reset", "g", "--topic", "events", "--to-offset", "x"], "whole number"),
         (["group", "reset", "g", "--topic", "events", "--shift-by", "1.5"], "whole number"),
+        # int() reads other scripts' digits, underscores and blanks (an attack, 2026-12-06)
+        (["group", "reset", "g", "--topic", "events", "--to-offset", "\u0663"], "whole number"),
+        (["group", "reset", "g", "--topic", "events", "--to-offset", "1_0"], "whole number"),
+        (["group", "reset", "g", "--topic", "events", "--shift-by", " -3"], "whole number"),
+        (["group", "reset", "g", "--topic", "events:\u0660", "--to-earliest"], "partition numbers"),
+        (["group", "reset", "g", "--from-file", str(underscored)], "whole numbers"),
         (["group", "reset", "g", "--from-file", str(bad_csv)], "whole numbers"),
         (["group", "reset", "g", "--from-file", str(data["tmp"] / "no.csv")], "cannot read"),
         (
