@@ -307,7 +307,7 @@ def _marks_checkpoint(
     cluster: Cluster,
     topic: str,
     partition: int,
-    local: tuple[int, dict[str, int] | None, int],
+    local: tuple[int, dict[str, int] | None, int | None],
     end: int,
 ) -> bool:
     """Is the changelog's record at the local checkpoint's offset the marker it was taken
@@ -316,10 +316,13 @@ def _marks_checkpoint(
     would be a state no changelog holds. A marker compacted away (its epoch committed
     again after it) cannot be checked either: both mean a full replay."""
     at, positions, epoch = local
+    if epoch is None:
+        return False
     m = fetch_below(cluster, topic, partition, at, end)[0]
     if m.offset != at or m.key is None or _epoch_of(m.headers) != epoch:
         return False
     kind = marker_of(m.key)
+    held: dict[str, int] | None
     try:
         if kind is COMMIT_KEY and m.key == marker_key(COMMIT_KEY, epoch):
             held = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}

@@ -52,7 +52,9 @@ PERSISTENT = "rocksdb"
 @attrs.frozen
 class StoreSpec:
     """A store's name and engine: ``"memory"``, ``"sqlite"`` or ``"rocksdb"`` (persistent
-    on local disk), or ``"persistent"``: the default persistent engine (:data:`PERSISTENT`)."""
+    on local disk), or ``"persistent"``: the default persistent engine (:data:`PERSISTENT`).
+    Every store is backed by its changelog (exactly-once state is restored from it), so
+    ``logged`` is True: False is refused (it was taken, and a changelog kept all the same)."""
 
     name: str = attrs.field()
     kind: str = attrs.field(
@@ -64,6 +66,14 @@ class StoreSpec:
     def _name(self, _a: object, value: str) -> None:
         if not isinstance(value, str) or not value or "/" in value:
             raise ValueError(f"a store name must be a non-empty str without '/', got {value!r}")
+
+    @logged.validator
+    def _logged(self, _a: object, value: bool) -> None:
+        if value is False:
+            raise ValueError(
+                f"store {self.name!r}: logged=False is not supported: every store is backed "
+                "by its changelog, from which exactly-once state is restored"
+            )
 
     @kind.validator
     def _kind(self, _a: object, value: str) -> None:
@@ -98,7 +108,29 @@ def _k(key: Any) -> bytes:
 
 
 def _hashable(obj: Any) -> Any:
-    return tuple(_hashable(x) for x in obj) if isinstance(obj, list) else obj
+    """A key read back from JSON, as a key of :meth:`all`'s dict: lists become tuples and
+    objects :class:`KeyDict` (a dict key made ``all()`` raise "unhashable type")."""
+    if isinstance(obj, list):
+        return tuple(_hashable(x) for x in obj)
+    if isinstance(obj, dict):
+        return KeyDict({k: _hashable(v) for k, v in obj.items()})
+    return obj
+
+
+class KeyDict(dict[str, Any]):
+    """A store key that is a JSON object, as :meth:`all` gives it back: equal to the dict
+    put, and hashable, so it cannot change."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
+
+    def _unchanging(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a store key read back does not change (copy it with dict())")
+
+    __setitem__ = __delitem__ = __ior__ = _unchanging
+    clear = pop = popitem = setdefault = update = _unchanging
 
 
 #: a store's cache holds at most this many entries (dirty and clean) by default; past it,
@@ -344,6 +376,7 @@ class KeyValueStore:
         running App) raced the processor's puts: a ``get`` between the flush's swap of the
         write cache and its copy into the read cache returned an older value, and the
         processor counted on from it (lost updates, in the changelog too)."""
+        self._refuse_closed()
         writes = dict(self._writes)  # one C-level copy: consistent even beside the processor
         entries = dict(self._items())
         for ck, value in writes.items():
@@ -359,6 +392,8 @@ class KeyValueStore:
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (not marked dirty)."""
+        if type(self._writes) is _ClosedCache:
+            self._refuse_closed()
         if self._writes or self._reads:  # a restore starts from an empty cache; keep it so
             self._evict()
         self._put(key, value)
@@ -388,16 +423,24 @@ class KeyValueStore:
         ``changelog_offset``, reflecting input ``positions``, as judged by a task of fencing
         ``epoch`` that accounted for every record up to there: make it durable locally
         (no-op in memory)."""
+        self._refuse_closed()
 
     def local_checkpoint(self) -> tuple[int, dict[str, int] | None, int | None] | None:
         """(changelog offset, positions, epoch) the local data equals, or None: restore
         from the start of the changelog (also when the epoch is None: a file written before
         fencing, which cannot be checked against the changelog's fences)."""
+        self._refuse_closed()
         return None
 
     def close(self) -> None:
         """Drop the cache: writes not flushed were never committed."""
         self._close_cache()
+
+    def _refuse_closed(self) -> None:
+        """ClosedError once closed, before the engine is used: a closed SQLite file's
+        error was taken for damage (the store marked damaged, its files deleted)."""
+        if type(self._writes) is _ClosedCache:
+            raise ClosedError(f"store {self.name!r} is closed")
 
     def _close_cache(self) -> bool:
         """Drop the cache, and make every later read or write of the store raise
@@ -441,6 +484,7 @@ class InMemoryStore(KeyValueStore):
         return iter(sorted(self._data.items()))
 
     def clear(self) -> None:
+        self._refuse_closed()
         self._data.clear()
         self._drop_cache()
 
@@ -510,6 +554,7 @@ class SqliteStore(KeyValueStore):
             yield bytes(k), bytes(v)
 
     def clear(self) -> None:
+        self._refuse_closed()
         self._db.execute("DELETE FROM kv")
         self._db.execute("DELETE FROM meta")
         self._db.commit()
@@ -520,6 +565,7 @@ class SqliteStore(KeyValueStore):
     ) -> None:
         """Commit the local transaction together with the changelog offset it matches:
         writes not yet in the changelog stay uncommitted, so the file never runs ahead."""
+        self._refuse_closed()
         meta = json.dumps({"offset": changelog_offset, "positions": positions, "epoch": epoch})
         try:
             self._db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('checkpoint', ?)", (meta,))
@@ -529,6 +575,7 @@ class SqliteStore(KeyValueStore):
             raise
 
     def local_checkpoint(self) -> tuple[int, dict[str, int] | None, int | None] | None:
+        self._refuse_closed()
         row = self._db.execute("SELECT v FROM meta WHERE k = 'checkpoint'").fetchone()
         if row is None:
             return None
@@ -616,6 +663,7 @@ class RocksDBStore(KeyValueStore):
     def clear(self) -> None:
         """Delete every entry and the checkpoint, at once (a crash after it restores from
         the changelog's start)."""
+        self._refuse_closed()
         self._pending = {}
         self._db.delete_range(b"", _PAST_KEYS)
         self._drop_cache()
@@ -624,6 +672,7 @@ class RocksDBStore(KeyValueStore):
         self, changelog_offset: int, positions: dict[str, int] | None, epoch: int | None = None
     ) -> None:
         """Write the pending writes and the changelog offset they match in one batch."""
+        self._refuse_closed()
         batch = WriteBatch(raw_mode=True)
         for key, value in self._pending.items():
             if value is None:
@@ -640,6 +689,7 @@ class RocksDBStore(KeyValueStore):
         self._pending = {}
 
     def local_checkpoint(self) -> tuple[int, dict[str, int] | None, int | None] | None:
+        self._refuse_closed()
         raw = self._db.get(_CHECKPOINT_KEY)
         if raw is None:
             return None
@@ -663,8 +713,8 @@ def _damaged(exc: BaseException, in_use: bool = False) -> bool:
     write of them), say they are damaged (a file truncated or overwritten, a malformed page,
     a RocksDB file missing), rather than unreachable (a directory where the file should be,
     permissions, a full disk, a lock)?"""
-    if isinstance(exc, sqlite3.OperationalError):
-        return False  # unable to open, locked, disk I/O error: not the file's content
+    if isinstance(exc, sqlite3.OperationalError | sqlite3.ProgrammingError):
+        return False  # unable to open, locked, disk I/O error, closed: not the file's content
     if isinstance(exc, sqlite3.DatabaseError):
         return True  # "file is not a database", "database disk image is malformed"
     if isinstance(exc, ValueError | KeyError | TypeError):

@@ -11,7 +11,7 @@ from logmarshal.cluster import Message
 from logmarshal.errors import ClosedError
 from logmarshal.streams import Processor, StoreSpec, Topology
 from logmarshal.streams.serde import string_deserializer
-from logmarshal.streams.stores import KINDS, PERSISTENT, InMemoryStore
+from logmarshal.streams.stores import KINDS, PERSISTENT, InMemoryStore, KeyDict
 from logmarshal.streams.task import COMMIT_KEY, Task, marker_of, read_changelog
 
 from .conftest import PERSISTENT_KINDS, open_store
@@ -117,13 +117,50 @@ def test_a_spec_refuses_a_logged_that_is_no_bool():
 def test_a_closed_store_refuses_use_and_closes_once(store):
     """Found by an attack on the API: a second close raised the engine's error
     (sqlite3.ProgrammingError, rocksdict's DbClosedError), and a SqliteStore answered
-    ``get`` from its cache after close and took ``put``."""
+    ``get`` from its cache after close and took ``put``. Its engine's methods (``all``,
+    ``checkpoint``, ``restore``, ``local_checkpoint``, ``clear``) said a closed SQLite
+    file was damaged, marking the store so (another attack, 2026-12-06)."""
     store.put("a", 1)
+    store.flush()
+    store.checkpoint(0, {}, 0)
     store.close()
     store.close()
-    for use in (lambda: store.get("a"), lambda: store.put("a", 2), lambda: store.put("b", [1])):
+    for use in (
+        lambda: store.get("a"),
+        lambda: store.put("a", 2),
+        lambda: store.put("b", [1]),
+        store.all,
+        lambda: store.checkpoint(1, {}, 1),
+        lambda: store.restore(b'"a"', b"2"),
+        store.local_checkpoint,
+        store.clear,
+    ):
         with pytest.raises(ClosedError, match="is closed"):
             use()
+    assert store.damaged is None
+
+
+def test_a_key_that_is_a_json_object_comes_back_from_all(store):
+    """``put({"user": "ann"}, 1)`` worked, and ``all()`` then raised "unhashable type:
+    'dict'" (and so did read_changelog and the test driver's store, for a DSL
+    ``group_by`` to a dict). An attack on the stores, 2026-12-06."""
+    store.put({"user": "ann", "page": "home"}, 1)
+    store.put([{"a": [1, 2]}, 0], 2)  # (a windowed key of one)
+    got = store.all()
+    assert got == {KeyDict({"page": "home", "user": "ann"}): 1, (KeyDict({"a": (1, 2)}), 0): 2}
+    first = next(k for k in got if isinstance(k, dict))
+    assert first == {"user": "ann", "page": "home"}  # (equal to the dict put)
+    assert store.get(dict(first)) == 1
+    with pytest.raises(TypeError, match="does not change"):
+        first["user"] = "bob"
+
+
+def test_a_spec_refuses_an_unlogged_store():
+    """``logged=False`` was taken and ignored: the store's changelog was made and written
+    all the same (an attack, 2026-12-06). Every store is logged."""
+    with pytest.raises(ValueError, match="logged=False is not supported"):
+        StoreSpec("s", "rocksdb", logged=False)
+    assert StoreSpec("s").logged is True
 
 
 @pytest.mark.parametrize("kind", PERSISTENT_KINDS)
