@@ -87,6 +87,11 @@ log = logging.getLogger(__name__)
 
 #: The default pause is never shorter than this, so members on a slow replay still see it.
 DEFAULT_MIN_PAUSE_MS = 5_000
+#: The default pause is this much longer than 2·HB: the pause must last 2·HB from where its
+#: ReleaseGroup lands in log time, and one of exactly 2·HB from our clock always landed
+#: short of it by the write's own delay (so every default reset of a group heartbeating
+#: every 2.5 s or more wrote its ReleaseGroups twice, the second round to move the end)
+DEFAULT_PAUSE_MARGIN_MS = 1_000
 TARGET_KINDS = ("earliest", "latest", "current", "offset", "shift", "datetime", "file")
 #: targets whose figures follow the group's position or the log end, which move until the
 #: pause lands (every target is resolved again then: a clamp to the log end moves too)
@@ -490,7 +495,9 @@ def execute(
 ) -> Execution:
     """Pause ``plan.group`` and set the plan's positions (module docstring); confirm by replay.
 
-    ``pause_ms`` defaults to ``max(2·HB_max, 5 s)``; a shorter one than 2·HB_max is refused.
+    ``pause_ms`` defaults to ``max(2·HB_max + 1 s, 5 s)``; one shorter than 2·HB_max is
+    refused. It runs from where the ReleaseGroup lands in log time: if it landed later
+    than our clock planned, it is written again to end ``pause_ms`` after it landed.
     An empty plan only pauses. With a key for the group in ``admin_keys`` every record is
     tagged, and the confirming replay authenticates as members given the same key do.
 
@@ -507,7 +514,7 @@ def execute(
         raise AdminError("there is no __marshal topic: no group ever coordinated here")
     floor = min_pause_ms(state, group)
     if pause_ms is None:
-        pause_ms = max(floor, DEFAULT_MIN_PAUSE_MS)
+        pause_ms = max(floor + DEFAULT_PAUSE_MARGIN_MS, DEFAULT_MIN_PAUSE_MS)
     elif pause_ms < floor:
         raise AdminError(
             f"a pause of {pause_ms} ms is too short for group {group!r}: its members' longest "
@@ -519,16 +526,27 @@ def execute(
     key = admin_keys.key_for(group) if admin_keys else None
     expiry = round(clock.time() * 1000) + pause_ms
     written = _release_everywhere(cluster, state.n, group, admin, expiry, key, clock)
-    # The expiry is log time; we computed it from our clock. If the log's clock is ahead of
-    # ours by more than the slack, the window would be shorter than 2·HB: move it out.
+    # The expiry is log time; we computed it from our clock. If the ReleaseGroup landed so
+    # late in log time (its write's delay; the log's clock ahead of ours) that less than
+    # 2·HB of the pause is left after it, leases it voided could outlast it: move it out.
     stamps = [w.log_append_time for w in written if w.log_append_time >= 0]
     if stamps and expiry - max(stamps) < max(floor, 1):
         corrected = max(stamps) + pause_ms
-        log.warning(
-            "the log's clock is %d ms ahead of ours; extending the pause to end at %d",
-            max(stamps) + pause_ms - expiry,
-            corrected,
-        )
+        ahead = max(stamps) - round(clock.time() * 1000)
+        if ahead > 0:  # (stamped past our clock once written: not the write's delay)
+            log.warning(
+                "the log's clock is %d ms ahead of ours; extending the pause to end at %d",
+                ahead,
+                corrected,
+            )
+        else:
+            log.info(
+                "the pause landed %d ms after it was planned; extending it to end %d ms "
+                "after it landed, at %d",
+                max(stamps) + pause_ms - expiry,
+                pause_ms,
+                corrected,
+            )
         expiry = corrected
         written = _release_everywhere(cluster, state.n, group, admin, expiry, key, clock)
     rows, warnings = plan.rows, plan.warnings

@@ -218,7 +218,7 @@ def _register_reset(verbs: Any, common: argparse.ArgumentParser) -> None:
     reset.add_argument(
         "--pause-for",
         metavar="DURATION",
-        help="how long the group stays paused (30s, 5m, PT1M; default max(2·HB, 5 s), "
+        help="how long the group stays paused (30s, 5m, PT1M; default max(2·HB + 1 s, 5 s), "
         "never less than 2·HB of its members)",
     )
     reset.add_argument("--client-id", help="the admin's client id (default admin@HOST)")

@@ -16,7 +16,7 @@ from logmarshal.admin import (
     read_coordination,
 )
 from logmarshal.admin.errors import AdminError
-from logmarshal.admin.reset import PlanRow
+from logmarshal.admin.reset import Plan, PlanRow
 from logmarshal.clock import ManualClock
 from rationalizer import Effect, Reason
 from tests.logmarshal.audit.logs import Script
@@ -231,3 +231,68 @@ def test_a_reset_cut_short_by_its_pause_says_what_moved(scripted, capsys) -> Non
     assert "it landed after the pause had ended" in err
     moved = f"{positions_written[0].topic}/{positions_written[0].partition}"
     assert f"the reset is partly applied: {moved} moved" in err and "--shift-by" in err
+
+
+class _Ticking(ManualClock):
+    """The admin's clock, on by ``step_ms`` at every read: time passes while it writes."""
+
+    def __init__(self, start_ms: int, step_ms: int) -> None:
+        super().__init__(start_ms / 1000)
+        self._step = step_ms / 1000
+
+    def time(self) -> float:
+        now = super().time()
+        self.advance(self._step)
+        return now
+
+
+def _holder_beating_every_3s(s: Script) -> None:
+    s.claim("a:1", 0, 0, hb=3000)
+    s.beat("a:1", 0, 9, 60, hb=3000)  # (log time now 60 ms into the script)
+
+
+def _pause(cluster, clock, caplog, pause_ms=None):
+    """Pause group g (no positions) with the admin's ``clock``: the result, how many
+    ReleaseGroup rounds were written, and what was said at WARNING."""
+    import logging
+
+    state = read_coordination(cluster)
+    ends = [cluster.latest_offset("__marshal", cp) for cp in range(state.n)]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="logmarshal.admin"):
+        result = execute(cluster, state, Plan("g", ()), admin=ADMIN, pause_ms=pause_ms, clock=clock)
+    written = sum(cluster.latest_offset("__marshal", cp) - e for cp, e in enumerate(ends))
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "pause" in r.getMessage()]
+    return result, written // state.n, said
+
+
+def test_a_default_pause_lands_in_one_round_with_no_word_of_the_clock(scripted, caplog) -> None:
+    """A group heartbeating every 3 s: its default pause was exactly 2·HB from the admin's
+    clock, so the write's own delay always left less than 2·HB of it after it landed. Every
+    default reset wrote its ReleaseGroups twice, warning "the log's clock is N ms ahead of
+    ours" of a log on the admin's own clock (an attack on the CLI, 2026-12-06). The
+    default has a second more now."""
+    cluster, s = scripted
+    _holder_beating_every_3s(s)
+    result, rounds, said = _pause(cluster, _Ticking(BASE + 58, 1), caplog)
+    assert rounds == 1 and said == []
+    assert result.pause_until_ms == BASE + 58 + 7000  # 2·HB + 1 s
+
+
+def test_a_pause_landing_late_is_moved_out_and_only_a_clock_ahead_is_a_warning(
+    scripted, caplog
+) -> None:
+    """A pause of exactly 2·HB, landed later than planned, is written again to end 2·HB
+    after it landed (the leases it voided end by then), said at INFO; the log's clock ahead
+    of the admin's (its stamp past the admin's clock once written) is a warning."""
+    cluster, s = scripted
+    _holder_beating_every_3s(s)
+    result, rounds, said = _pause(cluster, _Ticking(BASE + 58, 5), caplog, pause_ms=6000)
+    assert rounds == 2 and result.pause_until_ms == BASE + 60 + 6000
+    assert [level for level, _ in said] == ["INFO"] and "landed 2 ms after" in said[0][1]
+    result, rounds, said = _pause(cluster, ManualClock((BASE + 10) / 1000), caplog, 6000)
+    assert rounds == 2 and result.pause_until_ms == BASE + 60 + 6000
+    assert said == [
+        ("WARNING", f"the log's clock is 50 ms ahead of ours; extending the pause to end at "
+         f"{BASE + 6060}")
+    ]  # fmt: skip
