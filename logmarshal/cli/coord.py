@@ -70,7 +70,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     dump.add_argument("--group", help="only records of this group")
     dump.add_argument(
-        "--topic", help="only records of this topic (and ReleaseGroups, which void all topics)"
+        "--topic",
+        help="only records of this topic, and those that name no one topic and may concern "
+        "it (ReleaseGroups, which void all topics; members' announcements and heartbeats)",
     )
     dump.add_argument(
         "--since",

@@ -193,7 +193,8 @@ def _register_reset(verbs: Any, common: argparse.ArgumentParser) -> None:
         "--to-datetime",
         metavar="TIME",
         help="the first offset stamped at or after TIME (ISO 8601, e.g. "
-        "2026-11-21T10:00:00.000; a time without a zone is UTC)",
+        "2026-11-21T10:00:00.000; a time without a zone is UTC; digits alone are epoch "
+        "milliseconds, so write a date with its dashes)",
     )
     reset.add_argument(
         "--by-duration",
@@ -538,7 +539,7 @@ def _target(args: argparse.Namespace, group: str) -> Target:
     if args.by_duration is not None:
         return Target("datetime", _now_ms() - parse_duration_ms(args.by_duration))
     try:
-        with open(args.from_file, encoding="utf-8") as f:
+        with open(args.from_file, encoding="utf-8-sig") as f:  # (a BOM: Excel's CSV)
             text = f.read()
     except OSError as exc:
         raise CliError(f"cannot read {args.from_file}: {exc.strerror}") from None

@@ -713,10 +713,11 @@ def _damaged(exc: BaseException, in_use: bool = False) -> bool:
     write of them), say they are damaged (a file truncated or overwritten, a malformed page,
     a RocksDB file missing), rather than unreachable (a directory where the file should be,
     permissions, a full disk, a lock)?"""
-    if isinstance(exc, sqlite3.OperationalError | sqlite3.ProgrammingError):
-        return False  # unable to open, locked, disk I/O error, closed: not the file's content
     if isinstance(exc, sqlite3.DatabaseError):
-        return True  # "file is not a database", "database disk image is malformed"
+        # "file is not a database", "database disk image is malformed": DatabaseError itself;
+        # its kinds are not the file's content (OperationalError: unable to open, locked, disk
+        # I/O; ProgrammingError: closed; DataError: "string or blob too big", a record's)
+        return type(exc) is sqlite3.DatabaseError
     if isinstance(exc, ValueError | KeyError | TypeError):
         return not in_use  # (a checkpoint record that is not the JSON written there)
     text = str(exc)

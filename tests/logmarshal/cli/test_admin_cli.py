@@ -182,6 +182,10 @@ def test_export_round_trips_through_from_file_and_executes(data, capsys) -> None
     plan.write_text(out)
     rc, out2, _ = run(data, capsys, "group", "reset", "g", "--from-file", str(plan), "--export")
     assert rc == 0 and out2 == out
+    excel = data["tmp"] / "excel.csv"  # (saved as "CSV UTF-8": a byte order mark first)
+    excel.write_bytes(b"\xef\xbb\xbf" + out.replace("\n", "\r\n").encode())
+    rc, out3, err = run(data, capsys, "group", "reset", "g", "--from-file", str(excel), "--export")
+    assert rc == 0 and out3 == out, err  # (it said "invalid topic '\ufeffevents'")
     rc, out, err = run(
         data,
         capsys,

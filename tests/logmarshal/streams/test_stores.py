@@ -367,3 +367,18 @@ def test_a_value_string_deserializer_rejects_bad_utf8_per_record():
     )
     assert seen == ["a", None, "é"] and failed == [(1, UnicodeDecodeError)]
     assert task.positions == {"in": 4}
+
+
+def test_only_sqlites_own_damage_errors_mark_a_store_damaged():
+    """SQLite's errors of a file's content are DatabaseError itself; its kinds are not (a
+    value too big for SQLite, DataError, was taken for damage: the files deleted, the store
+    restored, the record processed again, failing again, for good)."""
+    import sqlite3
+
+    from logmarshal.streams.stores import _damaged
+
+    for damage in ("file is not a database", "database disk image is malformed"):
+        assert _damaged(sqlite3.DatabaseError(damage), in_use=True)
+    for kind in (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.OperationalError):
+        assert not _damaged(kind("string or blob too big"), in_use=True)
+    assert not _damaged(sqlite3.ProgrammingError("Cannot operate on a closed database."))
