@@ -123,7 +123,7 @@ class KeyDict(dict[str, Any]):
 
     __slots__ = ()
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:  # type: ignore[override]  # (dict sets __hash__ to None)
         return hash(tuple(sorted(self.items())))
 
     def _unchanging(self, *args: Any, **kwargs: Any) -> Any:
