@@ -718,11 +718,13 @@ class Producer:
         def report(error: Any, message: Any) -> None:
             delivery(error, message)
             me = threading.get_ident()
+            nested = me in serving  # (served by a poll inside another callback: it stays)
             serving.add(me)
             try:
                 _call_back(callback, delivery)
             finally:
-                serving.discard(me)
+                if not nested:
+                    serving.discard(me)
 
         return report
 

@@ -386,7 +386,7 @@ def parse_plan_csv(text: str, group: str, source: str = "CSV") -> dict[TopicPart
     groups are skipped). An optional header line naming those columns is accepted."""
     rows = [
         (n, [c.strip() for c in cells])
-        for n, cells in enumerate(csv.reader(io.StringIO(text)), 1)
+        for n, cells in enumerate(csv.reader(io.StringIO(text.removeprefix("\ufeff"))), 1)
         if cells and any(c.strip() for c in cells)
     ]
     if rows and [c.lower() for c in rows[0][1]] in (

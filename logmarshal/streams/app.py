@@ -149,14 +149,15 @@ class App:
         # first is made (a refused App left a changelog or a repartition topic behind)
         own = self._check_own_topics()
         topology.check_sources(cluster, own)
-        self._create_repartition_topics()
-        self._subs = topology.check_copartitioned(cluster, own)
+        repartition = self._planned_repartition_topics()
+        self._subs = topology.check_copartitioned(cluster, own, repartition)
+        changelogs = self._planned_changelogs(repartition)
+        self._create_internal_topics(repartition, changelogs)
         #: task name -> its sub-topology; source topic -> its task name
         self._sub_of_task = {task_name(application_id, sub): sub for sub in self._subs}
         self._task_of_topic = {
             topic: name for name, sub in self._sub_of_task.items() for topic in sub.source_topics
         }
-        self._ensure_internal_topics()
         self._owns_marshaler = marshaler is None
         self.marshaler = marshaler or Marshaler(
             cluster,
@@ -234,8 +235,10 @@ class App:
             )
 
     def _check_own_topics(self) -> frozenset[str]:
-        """The names of the changelogs of every store, checked with the repartition
-        topics' (a store named ``b c`` was refused only by its changelog's creation)."""
+        """The application's own topics, which no pattern source matches: the changelogs of
+        every store (their names checked with the repartition topics': a store named ``b
+        c`` was refused only by its changelog's creation), and any changelog or repartition
+        topic of an earlier topology of this application (a store renamed since)."""
         changelogs = {s: changelog_topic(self.application_id, s) for s in self.topology.stores}
         for store, topic in sorted(changelogs.items()):
             try:
@@ -247,37 +250,53 @@ class App:
                 validate_topic_name(topic)
             except InvalidTopicName as exc:
                 raise TopologyError(f"repartition topic: {exc}") from None
-        return frozenset(changelogs.values())
+        prefix = f"{self.application_id}-"
+        earlier = {
+            t
+            for t in self.cluster.topics()
+            if t.startswith(prefix) and t.endswith(("-changelog", "-repartition"))
+        }
+        return frozenset(changelogs.values()) | earlier
 
-    def _create_repartition_topics(self) -> None:
-        """DSL repartition topics get as many partitions as the widest source topic."""
+    def _planned_repartition_topics(self) -> dict[str, int]:
+        """The DSL repartition topics to make, by partition count: as many as the widest
+        source topic."""
         existing = set(self.cluster.topics())
         missing = sorted(self.topology.internal_topics - existing)
         if not missing:
-            return
+            return {}
         widths = []
         for node in self.topology.sources.values():
             for t in node.topics:
                 if t in existing and t not in self.topology.internal_topics:
                     widths.append(self.cluster.partitions(t))
-        for topic in missing:
-            self.cluster.create_topic(topic, max(widths, default=1))
+        return dict.fromkeys(missing, max(widths, default=1))
 
-    def _ensure_internal_topics(self) -> None:
+    def _planned_changelogs(self, repartition: dict[str, int]) -> dict[str, int]:
+        """The changelogs to make, by partition count (each its task's lead topic's, maybe a
+        repartition topic not made yet); an existing one of another count is refused."""
         existing = set(self.cluster.topics())
-        wanted: list[tuple[str, int]] = []
+        wanted: dict[str, int] = {}
         for sub in self._subs:
-            n = self.cluster.partitions(sub.lead_topic)
+            n = repartition.get(sub.lead_topic) or self.cluster.partitions(sub.lead_topic)
             for store in sub.stores:
                 topic = changelog_topic(self.application_id, store)
                 if topic not in existing:
-                    wanted.append((topic, n))
-                elif self.cluster.partitions(topic) != n:  # (checked before any is made)
+                    wanted[topic] = n
+                elif self.cluster.partitions(topic) != n:
                     raise TopologyError(
                         f"changelog {topic} has {self.cluster.partitions(topic)} partitions, "
                         f"its task's source {sub.lead_topic} has {n}"
                     )
-        for topic, n in wanted:
+        return wanted
+
+    def _create_internal_topics(
+        self, repartition: dict[str, int], changelogs: dict[str, int]
+    ) -> None:
+        """Make them, once everything was checked (a refused App makes no topic)."""
+        for topic, n in repartition.items():
+            self.cluster.create_topic(topic, n)
+        for topic, n in changelogs.items():
             try:
                 self.cluster.create_topic(topic, n, dict(CHANGELOG_CONFIG))
             except InvalidConfig as exc:  # no broker-side compaction on this branch yet

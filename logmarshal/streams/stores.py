@@ -126,6 +126,10 @@ class KeyDict(dict[str, Any]):
     def __hash__(self) -> int:  # type: ignore[override]  # (dict sets __hash__ to None)
         return hash(tuple(sorted(self.items())))
 
+    def __reduce__(self) -> tuple[type[KeyDict], tuple[dict[str, Any]]]:
+        """Copied and pickled whole (their default sets each item, which it refuses)."""
+        return KeyDict, (dict(self),)
+
     def _unchanging(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a store key read back does not change (copy it with dict())")
 

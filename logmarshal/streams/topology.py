@@ -9,7 +9,7 @@ and is checked by :meth:`Topology.check_copartitioned` when an application start
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -289,9 +289,12 @@ class Topology:
             subs.append(SubTopology(i, tuple(members), tuple(topics), tuple(stores)))
         return subs
 
-    def check_copartitioned(self, cluster: Cluster, own: Collection[str] = ()) -> list[SubTopology]:
-        """The sub-topologies, after checking every source topic exists and the topics of
-        each sub-topology have the same number of partitions."""
+    def check_copartitioned(
+        self, cluster: Cluster, own: Collection[str] = (), planned: Mapping[str, int] = {}
+    ) -> list[SubTopology]:
+        """The sub-topologies, after checking every source topic exists (or is ``planned``:
+        a repartition topic not made yet, by its partition count) and the topics of each
+        sub-topology have the same number of partitions."""
         subs = self.subtopologies(cluster, own)
         for sub in subs:
             if not sub.source_topics:
@@ -299,7 +302,7 @@ class Topology:
             counts = {}
             for topic in sub.source_topics:
                 try:
-                    counts[topic] = cluster.partitions(topic)
+                    counts[topic] = planned.get(topic) or cluster.partitions(topic)
                 except UnknownTopic:
                     raise TopologyError(f"source topic {topic!r} does not exist") from None
             if len(set(counts.values())) > 1:

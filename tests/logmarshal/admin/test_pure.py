@@ -130,6 +130,7 @@ def test_csv_round_trip_and_kafka_formats() -> None:
     rows = parse_plan_csv(text, "g")
     assert new_offsets(Target("file", rows)) == {("t", 0): 5, ("t", 1): 10, ("t", 2): 0}
     assert parse_plan_csv("topic,partition,offset\nt,0,7\n", "g") == {("t", 0): 7}
+    assert parse_plan_csv("\ufefft,0,7\r\n", "g") == {("t", 0): 7}  # (Excel's byte order mark)
     assert parse_plan_csv("g,t,0,7\nother,t,1,8\n", "g") == {("t", 0): 7}
 
 

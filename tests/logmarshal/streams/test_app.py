@@ -748,11 +748,14 @@ def _two_stores(second: str):
     return t.add_state_store(StoreSpec("a")).add_state_store(StoreSpec(second), "p")
 
 
-def _grouped_from(source: str):
+def _grouped_from(*sources: str):
     from logmarshal.streams import StreamsBuilder
 
     b = StreamsBuilder("wc")
-    b.stream(source).group_by(lambda k, v: v).count("n").to_stream().to("out")
+    stream = b.stream(sources[0])
+    for other in sources[1:]:
+        stream = stream.merge(b.stream(other))
+    stream.group_by(lambda k, v: v).count("n").to_stream().to("out")
     return b.build()
 
 
@@ -761,17 +764,23 @@ def _grouped_from(source: str):
     [
         (lambda: _two_stores("b c"), "store 'b c': its changelog topic"),
         (lambda: _grouped_from("nope"), "source topic 'nope' does not exist"),
+        (lambda: _grouped_from("lines", "wide"), "sources are not co-partitioned"),
+        (lambda: _grouped_from("lines", "other"), "changelog wc-n-changelog has 5 partitions"),
     ],
-    ids=["bad-store-name", "grouped-unknown-source"],
+    ids=["bad-store-name", "grouped-unknown-source", "not-copartitioned", "changelog-count"],
 )
 def test_an_app_refused_for_its_topology_creates_no_topic(cluster, tmp_path, topology, said):
     """A store whose changelog could not be named was refused only once the stores before
-    it had their changelogs made, and a DSL source that does not exist once its
-    repartition topic was made (with one partition, kept when the source came). Each is
-    checked before any topic is made now (an attack on the App, 2026-12-06)."""
+    it had their changelogs made, and a DSL source that does not exist, sources not
+    co-partitioned or a changelog of another partition count once the repartition topic
+    was made (kept, with its partition count, when the App was fixed). Each is checked
+    before any topic is made now (an attack on the App and a review, 2026-12-06)."""
     from logmarshal.streams import TopologyError
 
     cluster.create_topic("lines", 2)
+    cluster.create_topic("other", 2)
+    cluster.create_topic("wide", 3)
+    cluster.create_topic("wc-n-changelog", 5)
     before = sorted(cluster.topics())
     with pytest.raises(TopologyError, match=said):
         App(cluster, "wc", topology(), state_dir=tmp_path / "state")
@@ -803,6 +812,9 @@ def test_a_pattern_source_leaves_the_apps_own_and_internal_topics_alone(cluster,
         cluster.create_topic(topic, 1)
         cluster.produce(topic, 0, [NewRecord(b"1", timestamp=now) for _ in range(3)])
     cluster.create_topic("__other", 1)
+    # an earlier topology's: a store renamed since, a repartition topic no longer used
+    cluster.create_topic("orders-totals-changelog", 1)
+    cluster.create_topic("orders-KSTREAM-REPARTITION-0000000003-repartition", 1)
     for records in (6, 1):  # (the second start finds the changelog the first made)
         app = App(cluster, "orders", topology(), state_dir=tmp_path / "s", commit_interval=0.01)
         try:

@@ -153,6 +153,10 @@ def test_a_key_that_is_a_json_object_comes_back_from_all(store):
     assert store.get(dict(first)) == 1
     with pytest.raises(TypeError, match="does not change"):
         first["user"] = "bob"
+    import copy
+    import pickle
+
+    assert copy.deepcopy(got) == got and pickle.loads(pickle.dumps(got)) == got
 
 
 def test_a_spec_refuses_an_unlogged_store():
