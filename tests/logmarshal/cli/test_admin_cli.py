@@ -360,3 +360,18 @@ def test_a_record_of_a_version_to_come_stops_the_admin_with_its_name(data, capsy
     rc, _out, err = run(data, capsys, "group", "describe", "g")
     assert rc != 0
     assert "protocol version 9" in err and "upgrade" in err and "offset 1" in err
+
+    # the dump of g keeps the record that halted it, named by its envelope (--group left
+    # it out), and the audit's cross-check agrees on its group (it failed: an attack on
+    # the audit, 2026-12-06)
+    rc, out, err = run(data, capsys, "--json", "coord", "dump", "--group", "g")
+    assert rc == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    halting = [r for r in rows if r["type"] == "version_9"]
+    assert sorted(r["cp"] for r in halting) == list(range(len(marshal_ends(data))))
+    assert {(r["group"], r["reason"]) for r in halting} == {("g", "group_halted")}
+    rc, out, err = run(
+        data, capsys, "audit", "--out", str(data["tmp"] / "audit"), "--engine", "local",
+        "--verify", "--no-report",
+    )  # fmt: skip
+    assert rc == 0 and "cross-check: ok" in out, (out, err)
