@@ -138,14 +138,16 @@ def _timeline(
                 xs, ys, marker=marker, color=c, s=28, zorder=3, label=_LABELS.get(cause, cause)
             )
     ax.set_yticks(range(len(chosen)))
-    ax.set_yticklabels([f"{g}:{t}/{p}" if multi_group else f"{t}/{p}" for g, t, p in chosen])
+    ax.set_yticklabels(
+        [_literal(f"{g}:{t}/{p}") if multi_group else f"{t}/{p}" for g, t, p in chosen]
+    )
     ax.invert_yaxis()
     ax.set_xlabel(f"seconds since {_fmt_time(start)} UTC")
     ax.grid(axis="x", alpha=0.3)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[c]) for c in clients[:20]]
     legend1 = ax.legend(
         handles,
-        clients[:20],
+        [_literal(c) for c in clients[:20]],
         title="client",
         loc="upper left",
         bbox_to_anchor=(1.01, 1),
@@ -160,6 +162,12 @@ def _timeline(
         else f"all {len(changes)} partitions"
     )
     return _png(fig), note
+
+
+def _literal(label: str) -> str:
+    """A client or group id as a matplotlib label: as written (``$...$`` was drawn as
+    mathtext, and an id such as ``w$\\undefined{$`` failed the whole report)."""
+    return label.replace("$", r"\$")
 
 
 def _histograms(gaps: list[dict], fail: list[dict]) -> str | None:

@@ -166,7 +166,15 @@ def _on_spark(
         except KafkaUnavailable as exc:
             raise CliError(f"Spark's Kafka source is unavailable: {exc}") from None
     phases.start(f"starting Spark ({args.master})")
-    spark = spark_session(args.master, console_progress=phases.tty and not phases.quiet, conf=conf)
+    try:
+        spark = spark_session(
+            args.master, console_progress=phases.tty and not phases.quiet, conf=conf
+        )
+    except Exception as exc:  # (pyspark's own errors: a traceback, for a mistyped --master)
+        if type(exc).__module__.split(".")[0] != "pyspark":
+            raise
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CliError(f"cannot start Spark with --master {args.master}: {reason}") from None
     timings["spark_start"] = phases.done("Spark is up")
     try:
         groups = None

@@ -108,3 +108,25 @@ def test_a_coordination_partition_folded_by_two_tasks_is_refused(spark, story_cl
 )
 def test_which_outputs_the_driver_can_write_itself(path: str, local: bool) -> None:
     assert is_local_path(path) is local
+
+
+def test_a_master_spark_cannot_start_is_one_line(story_cluster, tmp_path) -> None:
+    """``--master bogus://x`` ended in pyspark's and Java's tracebacks (an attack on the
+    audit, 2026-12-06). In a process of its own: this one's Spark session would be reused."""
+    import subprocess
+    import sys
+
+    cluster, _script, _at = story_cluster
+    info = export_coordination(cluster, tmp_path / "export")
+    done = subprocess.run(
+        [sys.executable, "-m", "logmarshal", "audit", "--input", info.path, "--out",
+         str(tmp_path / "out"), "--master", "bogus://x", "--no-report"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("logmarshal: error: cannot start Spark with --master bogus://x")
+    )
