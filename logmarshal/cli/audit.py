@@ -14,7 +14,7 @@ from .argtypes import non_empty_path
 from .context import CliError, Context, DataSource, declare
 from .coord import export_progress
 from .group import add_admin_key_option, admin_keys_from
-from .output import emit, print_table
+from .output import emit, print_table, shown
 
 __all__ = ["parse_time", "register"]
 
@@ -315,7 +315,7 @@ def _audit(args: argparse.Namespace, ctx: Context) -> int:
                 for client, m in sorted(g.get("moves_by_member", {}).items()):
                     took = ", ".join(f"{k} {n}" for k, n in sorted(m["took"].items())) or "-"
                     gave = ", ".join(f"{k} {n}" for k, n in sorted(m["gave_up"].items())) or "-"
-                    print(f"  {group}/{client}: took {took}; gave up {gave}")
+                    print(f"  {shown(f'{group}/{client}')}: took {took}; gave up {gave}")
         v = summary["violations"]
         if v["count"]:
             kinds = ", ".join(f"{k} {n}" for k, n in sorted(v["by_kind"].items()))

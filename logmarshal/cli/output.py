@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-__all__ = ["emit", "print_table"]
+__all__ = ["emit", "print_table", "shown"]
 
 
 def print_table(
@@ -15,11 +15,20 @@ def print_table(
 ) -> None:
     """Left-aligned columns under a header line; nothing but the header for no rows."""
     out = out or sys.stdout
-    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    cells = [[shown(str(row.get(c, ""))) for c in columns] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     header = [c.upper() for c in columns]
     for line in [header, *cells]:
         out.write("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() + "\n")
+
+
+def shown(text: str) -> str:
+    """``text`` for a terminal: characters that do not print (a newline, an ESC) escaped
+    as Python writes them. Ids come from the log, and anyone who may write to it could
+    break a table's rows or send the operator's terminal escape sequences with them."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def emit(as_json: bool, payload: Any, text: str | None = None, out: TextIO | None = None) -> None:

@@ -332,3 +332,22 @@ def test_topic_adopt_puts_back_a_topic_whose_metadata_was_lost(run, tmp_path) ->
     assert code == 1 and "already exists" in _one_error_line(err)
     code, _, err = run("--bootstrap", "127.0.0.1:1", "topic", "adopt", "x")
     assert code == 1 and "refuses --bootstrap" in _one_error_line(err)
+
+
+def test_a_table_cell_that_does_not_print_is_escaped() -> None:
+    """Ids come from the log: a client id ``x\\n\\x1b[31mRED`` broke a ``coord dump`` row
+    across two lines and sent its escape to the operator's terminal (an attack on the
+    audit tools, 2026-12-06). Text that prints, é included, is shown as it is."""
+    import io
+
+    from logmarshal.cli.output import print_table
+
+    out = io.StringIO()
+    print_table(
+        [{"client": "x\n\x1b[31mRED\x1b[0m\ttab", "group": "é"}, {"client": "b", "group": "g"}],
+        ["client", "group"],
+        out,
+    )
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and "\x1b" not in out.getvalue()
+    assert lines[1].split() == ["x\\n\\x1b[31mRED\\x1b[0m\\ttab", "é"]
