@@ -327,10 +327,93 @@ def read_export_info(path: str | os.PathLike[str]) -> ExportInfo:
 def check_export_files(info: ExportInfo) -> None:
     """ValueError naming the first partition file ``export.json`` lists that is missing (an
     export writes one for each coordination partition, records or none): an audit without
-    it would replay the others and say nothing of the history it never read."""
+    it would replay the others and say nothing of the history it never read. Each file's
+    columns, and the statistics it keeps of its rows (no data read: the Spark job reads the
+    rows itself), must be an export's: :func:`_check_meta`."""
     for p in info.partitions:
-        if not (Path(info.coordination_path) / f"part-{p.partition:05d}.parquet").exists():
+        path = Path(info.coordination_path) / f"part-{p.partition:05d}.parquet"
+        if not path.exists():
             raise ValueError(_missing(info, p))
+        if info.stored == PARQUET:
+            _check_meta(path, p)
+
+
+#: the columns an export never leaves null
+_NOT_NULL = ("coord_partition", "offset", "timestamp_ms")
+
+
+def _check_meta(path: Path, p: ExportedPartition) -> None:
+    """The file's schema is an export's, and where it keeps statistics of a row group, no
+    ``coord_partition``, ``offset`` or ``timestamp_ms`` is null and each row is of its
+    partition and offset range. A damaged export (a null offset) was audited without a word
+    into false violations; a missing column was a traceback."""
+    pq = require("pyarrow.parquet")
+    try:
+        meta = pq.ParquetFile(path).metadata
+        schema = meta.schema.to_arrow_schema()
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise ValueError(f"{path} is unreadable: {exc}") from None
+    _check_schema(path, schema)
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            name = column.path_in_schema
+            stats = column.statistics
+            if name not in _NOT_NULL or stats is None:
+                continue
+            if stats.has_null_count and stats.null_count:
+                raise ValueError(f"{path}: {stats.null_count} row(s) have no {name}")
+            if not stats.has_min_max:
+                continue
+            if name == "coord_partition" and not stats.min == stats.max == p.partition:
+                raise ValueError(
+                    f"{path}: rows of another coordination partition than {p.partition}"
+                )
+            if name == "offset" and not p.earliest <= stats.min <= stats.max < p.latest:
+                raise ValueError(_outside(path, p))
+
+
+def _check_schema(path: Path, schema: Any) -> None:
+    want = _schema()
+    if schema.names != want.names or any(
+        not schema.field(n).type.equals(want.field(n).type) for n in want.names
+    ):
+        raise ValueError(
+            f"{path} is not what 'coord export' writes: its columns are "
+            f"{', '.join(f'{f.name} {f.type}' for f in schema)}; an export's are "
+            f"{', '.join(f'{f.name} {f.type}' for f in want)}"
+        )
+
+
+def _outside(path: Path, p: ExportedPartition) -> str:
+    return (
+        f"{path}: offsets outside [{p.earliest}, {p.latest}), the range {EXPORT_META} says "
+        "it holds, or out of order"
+    )
+
+
+def _check_batch(path: Path, p: ExportedPartition, batch: Any, after: int) -> int:
+    """The rows of ``batch`` are an export's (:func:`_check_meta`, on the rows themselves:
+    statistics are optional), in offset order after ``after``; its last offset."""
+    pc = require("pyarrow.compute")
+    if batch.num_rows == 0:
+        return after
+    for name in _NOT_NULL:
+        if batch.column(name).null_count:
+            raise ValueError(f"{path}: {batch.column(name).null_count} row(s) have no {name}")
+    cps = pc.min_max(batch.column("coord_partition"))
+    if not cps["min"].as_py() == cps["max"].as_py() == p.partition:
+        raise ValueError(f"{path}: rows of another coordination partition than {p.partition}")
+    offsets = batch.column("offset")
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    ordered = (
+        batch.num_rows == 1
+        or pc.all(pc.greater(offsets.slice(1), offsets.slice(0, batch.num_rows - 1))).as_py()
+    )
+    if not (ordered and first > after and p.earliest <= first and last < p.latest):
+        raise ValueError(_outside(path, p))
+    return last
 
 
 def _missing(info: ExportInfo, p: ExportedPartition) -> str:
@@ -377,9 +460,14 @@ def iter_export(info: ExportInfo, batch_rows: int = 64 * 1024) -> Iterator[tuple
         path = Path(info.coordination_path) / f"part-{p.partition:05d}.parquet"
         if not path.exists():
             raise ValueError(_missing(info, p))
+        after = -1
         try:
-            batches = pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
-            for batch in batches:
+            parquet = pq.ParquetFile(path)
+            _check_schema(path, parquet.schema_arrow)
+            for batch in parquet.iter_batches(batch_size=batch_rows):
+                after = _check_batch(path, p, batch, after)
                 yield p.partition, batch
         except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            if str(exc).startswith(str(path)):
+                raise  # (ours: it names the file already)
             raise ValueError(f"{path} is unreadable: {exc}") from None

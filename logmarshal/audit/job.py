@@ -45,7 +45,13 @@ from logmarshal.admin.keys import load_admin_keys
 from logmarshal.audit.arrow import fold_batches
 from logmarshal.audit.deps import require
 from logmarshal.audit.engine import AuditResult, admin_keys_for_export, replay_config_for
-from logmarshal.audit.export import KAFKA, ExportInfo, capture_cut, read_export_info
+from logmarshal.audit.export import (
+    KAFKA,
+    ExportInfo,
+    capture_cut,
+    check_export_files,
+    read_export_info,
+)
 from logmarshal.audit.replay import ReplayConfig
 from logmarshal.audit.schema import (
     DERIVED_TABLES,
@@ -373,6 +379,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         info = read_export_info(args.input)
         if info.stored == KAFKA:
             parser.error(f"{args.input} is a cut of Kafka, not an export: use --kafka-bootstrap")
+        if is_local_path(args.input):  # (its files' columns and statistics: the CLI's check)
+            try:
+                check_export_files(info)
+            except ValueError as exc:
+                parser.error(str(exc))
     else:
         cut_root = args.out if local_dir is None else local_dir  # (None: the output is local)
         info = _capture(args.kafka_bootstrap, Path(cut_root) / "kafka-cut")

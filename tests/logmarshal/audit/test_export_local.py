@@ -219,6 +219,33 @@ def test_cli_audit_refuses_an_export_it_would_misread_or_destroy(
         (exp / "export.json").write_text(broken)
         assert says in audit(tmp_path / "out"), broken[:60]
     (exp / "export.json").write_text(meta)
+    # a damaged file (an attack on the audit, 2026-12-06): a null offset was audited into
+    # 16 false violations with rc 0, a missing column or a null time was a traceback
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    full = max(parts, key=lambda n: pq.read_metadata(exp / "coordination" / n).num_rows)
+    path = exp / "coordination" / full
+    good = path.read_bytes()
+    table = pq.read_table(path)
+    n = table.num_rows
+    assert n > 2
+    nulls = pa.array([None, *table.column("offset").to_pylist()[1:]], pa.int64())
+    other = (table.column("coord_partition")[0].as_py() + 1) % len(parts)
+    for damaged, says in (
+        (table.set_column(1, "offset", nulls), "row(s) have no offset"),
+        (table.drop_columns(["key"]), "is not what 'coord export' writes"),
+        (table.take(list(range(n - 1, -1, -1))), "or out of order"),
+        (pa.concat_tables([table, table.slice(n - 1, 1)]), "or out of order"),
+        (
+            table.set_column(0, "coord_partition", pa.array([other] * n, pa.int32())),
+            "rows of another coordination partition",
+        ),
+    ):
+        for statistics in (True, False):  # (the file's statistics, else its rows, say it)
+            pq.write_table(damaged, path, write_statistics=statistics)
+            assert says in audit(tmp_path / "out"), (says, statistics)
+    path.write_bytes(good)
     (exp / "coordination" / parts[3]).unlink()
     assert f"{parts[3]} is missing" in audit(tmp_path / "out")
     assert not (tmp_path / "out" / "summary.json").exists()
