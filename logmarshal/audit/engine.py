@@ -22,7 +22,7 @@ from .._coordlog import group_of_record
 from .arrow import final_schema, fold_partitions, tables_from_rows
 from .deps import fewer_collections, require
 from .export import PARQUET, ExportInfo, iter_export
-from .moves import moves_table
+from .moves import moves_table, ownership_since
 from .replay import ReplayConfig
 from .schema import TABLES
 
@@ -128,6 +128,7 @@ def run_inprocess(
         tables = tables_from_rows(rows)
         del rows
         tables["moves"] = moves_table(tables, config.since_ms)
+        tables["ownership"] = ownership_since(tables["ownership"], config.since_ms)
     root = Path(out_dir)
     counts = {}
     for name, table in tables.items():

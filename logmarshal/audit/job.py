@@ -237,6 +237,7 @@ def _fold_and_write(
     storage_level = require("pyspark").StorageLevel
     union = records.mapInArrow(fold, _union_struct(types))
     union = union.persist(storage_level.MEMORY_AND_DISK)
+    before = None
     try:
         # one replay (it fills the cache every table below reads) that also counts the rows
         counts = {r["table"]: r["count"] for r in union.groupBy("table").count().collect()}
@@ -255,6 +256,13 @@ def _fold_and_write(
                         )
                     )
             table = union.where(functions.col("table") == name)
+            if name == "ownership" and config.since_ms is not None:
+                # the claims before the window the fold kept for the moves alone
+                # (:func:`.moves.ownership_since`): taken aside, not written
+                end = functions.col("end_ms")
+                before = table.where(end < config.since_ms).select(*selected).toArrow()
+                table = table.where(end.isNull() | (end >= config.since_ms))
+                counts[name] = table.count()
             if name == "verdicts":  # one row per (group, outcome, reason), over partitions
                 keys = ["group", "outcome", "reason"]
                 table = (
@@ -268,7 +276,7 @@ def _fold_and_write(
             rows[name] = table.count() if name == "verdicts" else counts.get(name, 0)
     finally:
         union.unpersist()
-    rows.update(_write_derived(spark, out_dir, config))
+    rows.update(_write_derived(spark, out_dir, config, before))
     return rows
 
 
@@ -287,10 +295,11 @@ def _check_whole(union: Any, functions: Any) -> None:
 
 
 def _write_derived(
-    spark: Any, out_dir: str | os.PathLike[str], config: ReplayConfig
+    spark: Any, out_dir: str | os.PathLike[str], config: ReplayConfig, before: Any = None
 ) -> dict[str, int]:
     """The tables the driver derives from the folded ones (:data:`DERIVED_TABLES`), computed
-    by the same code as in-process (:func:`.moves.moves_table`) from what Spark wrote."""
+    by the same code as in-process (:func:`.moves.moves_table`) from what Spark wrote, and
+    ``before`` (the claims before ``--since`` kept for the moves, not written)."""
     from logmarshal.audit.arrow import final_schema
     from logmarshal.audit.moves import moves_table
     from logmarshal.audit.outputs import is_local_path
@@ -302,6 +311,10 @@ def _write_derived(
         folded[name] = (
             spark.read.parquet(f"{base}/{name}").toArrow().select(schema.names).cast(schema)
         )
+        if name == "ownership" and before is not None and before.num_rows:
+            pa = require("pyarrow")
+            extra = before.select(schema.names).cast(schema)
+            folded[name] = pa.concat_tables([folded[name], extra])
     moves = moves_table(folded, config.since_ms)
     path = f"{base}/moves"
     if is_local_path(base):

@@ -40,7 +40,9 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["CAUSE_WINDOW_HB", "derive_moves", "event_text"]
+from .deps import require
+
+__all__ = ["CAUSE_WINDOW_HB", "derive_moves", "event_text", "moves_table", "ownership_since"]
 
 #: a move is attributed to a membership change at most this many mover's HB before it
 CAUSE_WINDOW_HB = 3
@@ -276,6 +278,18 @@ def _derive_partition(
         rows.append(
             _row(o, o[_END_MS], o[_END_OFFSET], "gave_up", counterpart, kind, text, trigger)
         )
+
+
+def ownership_since(ownership: Any, since_ms: int | None) -> Any:
+    """The ownership table (pyarrow) as reported: without the claims that ended before
+    ``since_ms``, which the fold keeps (the last of each partition whose claims the window
+    reports) for :func:`moves_table` alone: a move in the window explained by a claim before
+    it lost its counterpart and its cause without it."""
+    if since_ms is None:
+        return ownership
+    pc = require("pyarrow.compute")
+    end = ownership.column("end_ms")
+    return ownership.filter(pc.or_kleene(pc.is_null(end), pc.greater_equal(end, since_ms)))
 
 
 def moves_table(tables: Mapping[str, Any], since_ms: int | None = None) -> Any:

@@ -776,6 +776,31 @@ class PartitionAudit(MemberBeatsFold):
 
     # ------------------------------------------------------------------ results
 
+    @staticmethod
+    def _ownership_row(
+        t: Track, c: Interval, cp: int, end_position: int | None, state: Any
+    ) -> tuple[Any, ...]:
+        return (
+            t.group,
+            t.topic,
+            t.partition,
+            cp,
+            c.client,
+            c.instance,
+            c.start_ms,
+            c.start_offset,
+            c.start_cause,
+            c.start_position,
+            c.end_ms,
+            c.end_offset,
+            c.end_reason,
+            end_position,
+            c.last_ms,
+            c.msgs,
+            c.hb_ms,
+            state,
+        )
+
     def finish(self) -> AuditRows:
         """Rows of every table for this coordination partition (see :mod:`.schema`)."""
         world = self._world
@@ -784,6 +809,19 @@ class PartitionAudit(MemberBeatsFold):
         cp = self.coord_partition
         rows: AuditRows = {name: [] for name in TABLES}
         own, gaps = rows["ownership"], rows["heartbeat_gaps"]
+        # of each partition, the last claim that ended before ``since``: the moves table
+        # explains the first move in the window by it (who had it, how it ended), then the
+        # engines drop it from the ownership table (:func:`.moves.ownership_since`)
+        before: dict[tuple[str, str, int], tuple[Track, Interval]] = {}
+        reported: set[tuple[str, str, int]] = set()
+        for t, c in self._intervals:
+            key = (t.group, t.topic, t.partition)
+            if c.end_ms is not None and c.end_ms < since:
+                last = before.get(key)
+                if last is None or (last[1].end_ms or 0) <= c.end_ms:
+                    before[key] = (t, c)
+            else:
+                reported.add(key)
         for t, c in self._intervals:
             state = None
             end_position = c.end_position
@@ -791,29 +829,11 @@ class PartitionAudit(MemberBeatsFold):
                 state = world.freshness(t.group, t.topic, t.partition, now)
                 end_position = self._resume(t)
             elif c.end_ms < since:
+                key = (t.group, t.topic, t.partition)
+                if key in reported and before[key][1] is c:
+                    own.append(self._ownership_row(t, c, cp, c.end_position, None))
                 continue
-            own.append(
-                (
-                    t.group,
-                    t.topic,
-                    t.partition,
-                    cp,
-                    c.client,
-                    c.instance,
-                    c.start_ms,
-                    c.start_offset,
-                    c.start_cause,
-                    c.start_position,
-                    c.end_ms,
-                    c.end_offset,
-                    c.end_reason,
-                    end_position,
-                    c.last_ms,
-                    c.msgs,
-                    c.hb_ms,
-                    state,
-                )
-            )
+            own.append(self._ownership_row(t, c, cp, end_position, state))
             gaps.append(
                 (
                     t.group,

@@ -448,3 +448,29 @@ def test_an_audit_from_a_version_3_snapshot_equals_the_full_history() -> None:
     from_snapshot = audit_records(tail, ReplayConfig(genesis=genesis))
     full = audit_records(script.records, CONFIG)
     assert from_snapshot["positions"] == full["positions"]
+
+
+def test_a_move_in_the_window_is_explained_as_in_the_full_audit() -> None:
+    """``--since T`` dropped the claims that ended before T, and with them what explains a
+    move at or after T: the claim taken after a release before T lost its counterpart, and
+    its cause (an attack on the audit, 2026-12-06). The fold keeps the last such claim of
+    each partition for the moves; the ownership table reported still starts at T."""
+    pytest.importorskip("pyarrow")
+    from logmarshal.audit.arrow import tables_from_rows
+    from logmarshal.audit.moves import derive_moves, ownership_since
+
+    script = Script()
+    story(script)
+    full = audit_records(script.records, ReplayConfig())
+    moves = derive_moves(as_dicts(full, "ownership"), as_dicts(full, "membership"))
+    took = sorted({m[4] for m in moves if m[8] == "took"})
+    assert len(took) >= 3
+    for since in took:
+        rows = audit_records(script.records, ReplayConfig(since_ms=since))
+        got = derive_moves(as_dicts(rows, "ownership"), as_dicts(rows, "membership"), since)
+        assert got == [m for m in moves if m[4] >= since], since
+        reported = ownership_since(tables_from_rows(rows)["ownership"], since).to_pylist()
+        assert all(o["end_ms"] is None or o["end_ms"] >= since for o in reported)
+        assert len(reported) == len(
+            [o for o in as_dicts(full, "ownership") if o["end_ms"] is None or o["end_ms"] >= since]
+        )
