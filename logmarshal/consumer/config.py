@@ -43,6 +43,7 @@ __all__ = [
     "RENAMED",
     "ConsumerConfig",
     "check_edge_settings",
+    "checked_max_records",
     "core_options",
     "partition_keys",
 ]
@@ -226,6 +227,19 @@ def check_edge_settings(config: Mapping[str, Any]) -> None:
     mirror = config["mirror_offsets"]
     if not (mirror is None or isinstance(mirror, bool) or callable(getattr(mirror, "live", None))):
         raise TypeError(f"mirror_offsets must be None, True, False or a GroupSink, got {mirror!r}")
+    rng = config["rng"]  # (rng=5 failed at run()'s first retry, the consumer left open)
+    if rng is not None and not callable(getattr(rng, "uniform", None)):
+        raise TypeError(f"rng must be a random.Random or None, got {rng!r}")
+
+
+def checked_max_records(value: Any) -> int:
+    """``poll(max_records=...)``: an int of at least 1 (2.5 got past a check of ``< 1`` and
+    failed the consumer's core: ConsumerFailed, its claims not released)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"max_records must be an int or None, got {value!r}")
+    if operator.index(value) < 1:
+        raise ValueError(f"max_records must be at least 1, got {value}")
+    return operator.index(value)
 
 
 def core_options(

@@ -67,7 +67,7 @@ from ..core import (
 from ..errors import RETRIABLE, ClosedError, ConsumerFailed, NoPosition
 from ..marshaler import Marshaler
 from ..retry import RetryPolicy
-from .callbacks import PartitionCallbacks
+from .callbacks import PartitionCallbacks, PollLock
 from .catchup import CatchingUp
 from .committing import OFFSET, commit_messages, refuse_non_messages
 from .config import (
@@ -78,13 +78,14 @@ from .config import (
     TopicPartition,
     TopicSelection,
     check_edge_settings,
+    checked_max_records,
     core_options,
     partition_keys,
 )
 from .failstop import FailStop
 from .fetcher import MemberFetcher
 from .halts import Halts
-from .handler import run_handler
+from .handler import iterate, run_handler
 from .mirror import OffsetMirror, lag_of, open_mirror, positions_held
 from .patterns import PatternTopics
 from .topics import log_ends, read_subscription, tasks_and_sources
@@ -182,7 +183,7 @@ class Consumer:
 
         self._lock = threading.Lock()  # the core and everything below
         self._cond = threading.Condition(self._lock)  # "something may be ready to hand out"
-        self._poll_lock = threading.Lock()
+        self._poll_lock = PollLock()  # (a poll from a callback is refused)
         self._events = PartitionCallbacks(
             self._cond,
             self._name(),
@@ -392,8 +393,8 @@ class Consumer:
         several threads (``commit`` is).
         """
         limit = self._batch_size if max_records is None else max_records
-        if limit < 1:
-            raise ValueError(f"max_records must be at least 1, got {limit}")
+        if type(limit) is not int or limit < 1:  # (2.5 failed the core: ConsumerFailed)
+            limit = checked_max_records(limit)
         if type(timeout) is not float or timeout != timeout:  # (the hot path: one test)
             seconds("timeout", timeout, at_least=-math.inf, at_most=math.inf)  # (not nan)
         if self._closed:  # a flag only ever set: reading it needs no lock
@@ -444,15 +445,7 @@ class Consumer:
         """Messages until the consumer is closed or fenced (ALO: remember to ``commit``
         each): a fenced consumer never hands out again, so a loop over it ends, as
         :meth:`run` returns, rather than wait for good."""
-        while not self._closed:
-            try:
-                batch = self.poll(timeout=0.5)
-            except ClosedError:
-                break
-            if not batch and self.fenced:
-                return
-            yield from batch
-        self._fail.raise_if_failed()  # (closed because it failed: not a quiet end)
+        return iterate(self)
 
     def commit(self, *messages: Message) -> bool:
         """ALO: these messages are fully handled. Any order; thread-safe.
@@ -513,6 +506,8 @@ class Consumer:
         ``release=False`` leaves the claims to go stale (or to be taken back by a restart of
         this client_id with ``fast_reclaim``), as a crash would.
         """
+        if timeout is not None:  # (before anything: a nan raised half-way through closing)
+            seconds("timeout", timeout, at_least=0)
         with self._cond:
             closing, self._closed = self._closed, True
             if not closing:
@@ -530,6 +525,7 @@ class Consumer:
             self._close(release, timeout)
         finally:
             self._close_done.set()
+        self._events.raise_deferred()  # (an on_revoked's KeyboardInterrupt, once closed)
 
     def _close(self, release: bool, timeout: float | None) -> None:
         release = release and self._fail.failed is None  # (a failed core releases nothing)
@@ -547,7 +543,7 @@ class Consumer:
         if release and not in_driver:
             self._events.deliver(closing=True)
             if held and self._events.on_revoked is not None:
-                self._events.call(self._events.on_revoked, held)  # before the release: commits
+                self._events.call(self._events.on_revoked, held, closing=True)  # (commits)
         with self._cond:
             release = release and self._fail.failed is None  # (on_revoked may have failed it)
             fenced = self._core.fenced

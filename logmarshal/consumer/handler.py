@@ -7,7 +7,7 @@ import contextlib
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from storage import NewRecord
@@ -41,6 +41,19 @@ class Polled(Protocol):
     def fenced(self) -> bool: ...
 
     def close(self) -> None: ...
+
+
+def iterate(consumer: Polled) -> Iterator[Message]:
+    """See :meth:`Consumer.__iter__`. A consumer that failed raises ConsumerFailed from its
+    poll, closed or not: the loop does not end quietly then."""
+    while True:
+        try:
+            batch = consumer.poll(timeout=0.5)
+        except ClosedError:
+            return
+        if not batch and consumer.fenced:
+            return
+        yield from batch
 
 
 def run_handler(

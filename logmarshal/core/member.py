@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rationalizer import WorldState
+from rationalizer._messages import MAX_OFFSET
 
 from . import assignment
 from .actions import Action, CatchUp, Closed
@@ -252,6 +253,8 @@ class MemberCore:
         claim = held.task or held
         if offset < 0:
             raise ValueError(f"cannot seek to a negative offset, got {offset}")
+        if offset > MAX_OFFSET:  # (past int64 it failed the core at the next heartbeat)
+            raise ValueError(f"cannot seek past Kafka's largest offset {MAX_OFFSET}, got {offset}")
         if held.lookup_token is not None:
             # its start (the group's position, or the reset policy's) is not known yet:
             # what a seek could not check (AMO: below the group's position was handed out

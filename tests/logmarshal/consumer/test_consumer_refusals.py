@@ -147,3 +147,73 @@ def test_calls_of_the_wrong_kind_are_refused_where_they_are_made(realtime) -> No
         consumer.poll(timeout=2**2000)  # (was an OverflowError of the deadline's sum)
     with pytest.raises(TypeError, match="handler must be callable"):
         consumer.run(5)
+
+
+def test_a_poll_from_a_partition_callback_is_refused_not_waited_for(realtime) -> None:
+    """A poll runs the partition callbacks holding its lock: a poll from one of them waited
+    for itself for good (the thread never returned, even after close). An attack on the
+    consumer's API, 2026-12-06."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+    raised: list = []
+
+    def assigned(_partitions) -> None:
+        try:
+            consumer.poll(0.1)
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    consumer = realtime.consumer("a", on_assigned=assigned)
+    assert [m.offset for m in drain(consumer, 5)] == list(range(5))
+    assert len(raised) == 1 and "from a partition callback" in str(raised[0])
+
+
+def test_bad_arguments_are_the_callers_errors_and_the_consumer_goes_on(realtime) -> None:
+    """``poll(max_records=2.5)`` got past a check of ``< 1`` and failed the core
+    (ConsumerFailed, nothing released); ``seek`` past int64 was taken and failed the core at
+    the next heartbeat (AMO: at close, its window lost); ``close(timeout=nan)`` raised half
+    way, leaving a consumer that went on heartbeating its claims while a second close did
+    nothing; ``rng=5`` failed at run()'s first retry. An attack on the API, 2026-12-06."""
+    import random
+
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 10)
+    consumer = realtime.consumer("a", mode="amo")
+    assert [m.offset for m in drain(consumer, 2)] == [0, 1]
+    for value, error in ((2.5, TypeError), (True, TypeError), ("3", TypeError), (0, ValueError)):
+        with pytest.raises(error, match="max_records"):
+            consumer.poll(0, max_records=value)
+    with pytest.raises(ValueError, match="largest offset"):
+        consumer.seek(TOPIC, 0, 2**63)
+    for timeout in (float("nan"), "5", -1):
+        with pytest.raises((TypeError, ValueError), match="timeout"):
+            consumer.close(timeout=timeout)
+    batch = consumer.poll(5, max_records=1)  # (still open, and its core sound)
+    assert [m.offset for m in batch] == [2]
+    consumer.close()
+    follower = realtime.consumer("b", mode="amo")  # released at once: what was not handed out
+    assert [m.offset for m in drain(follower, 7)] == list(range(3, 10))
+    with pytest.raises(TypeError, match="rng must be"):
+        realtime.consumer("c", rng=5)
+    realtime.consumer("d", rng=random.Random(1)).close()
+
+
+def test_an_on_revoked_raising_keyboard_interrupt_in_close_still_closes(realtime) -> None:
+    """An ``on_revoked`` that raised KeyboardInterrupt (or SystemExit) during close left a
+    half-closed consumer: its threads went on heartbeating its claims, nobody else got
+    them, and a second close() did nothing. The close finishes now (the claims released),
+    then raises it."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+
+    def revoked(_partitions) -> None:
+        raise KeyboardInterrupt
+
+    consumer = realtime.consumer("a", on_revoked=revoked)
+    handed = drain(consumer, 2, commit=False)
+    consumer.commit(*handed)
+    with pytest.raises(KeyboardInterrupt):
+        consumer.close()
+    assert consumer._finished.is_set()  # (the core closed: its releases were answered)
+    follower = realtime.consumer("b")
+    assert [m.offset for m in drain(follower, 3)] == [2, 3, 4]
