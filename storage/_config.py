@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,6 +76,33 @@ REPLICATION_ONLY_CONFIGS = frozenset(
         "file.delete.delay.ms",
     }
 )
+
+
+#: the replication-only settings of a type Kafka checks: their kind and least value (a bool
+#: is "true" or "false", either case); the throttled-replica lists are taken as given
+_NOTED_KINDS: dict[str, tuple[str, int]] = {
+    "min.insync.replicas": ("int", 1),
+    "unclean.leader.election.enable": ("bool", 0),
+    "message.downconversion.enable": ("bool", 0),
+    "preallocate": ("bool", 0),
+    "remote.storage.enable": ("bool", 0),
+    "local.retention.ms": ("int", -2),
+    "local.retention.bytes": ("int", -2),
+    "file.delete.delay.ms": ("int", 0),
+}
+#: a whole number as Java's Long.parseLong reads it (Kafka trims it first): Python's int()
+#: also took "1_000"
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _whole(key: str, raw: str | int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise InvalidConfig(f"{key} must be an integer, got {raw!r}")
+    if isinstance(raw, str):
+        if not _INTEGER.fullmatch(raw.strip()):
+            raise InvalidConfig(f"{key} must be an integer, got {raw!r}")
+        return int(raw.strip())
+    return raw
 
 
 def _cleanup_policy(value: Any) -> str:
@@ -180,12 +208,7 @@ class TopicConfig:
             if attr_name in _STRING_VALUED:
                 kwargs[attr_name] = raw
                 continue
-            if isinstance(raw, bool) or not isinstance(raw, int | str):
-                raise InvalidConfig(f"{key} must be an integer, got {raw!r}")
-            try:
-                kwargs[attr_name] = int(raw)
-            except ValueError:
-                raise InvalidConfig(f"{key} must be an integer, got {raw!r}") from None
+            kwargs[attr_name] = _whole(key, raw)
         if noted:
             kwargs["noted"] = noted
         return cls(**kwargs)
@@ -202,6 +225,23 @@ class TopicConfig:
             else:
                 current[key] = value
         return TopicConfig.from_dict(current)
+
+    def check_settable(self) -> None:
+        """InvalidConfig for what Kafka refuses when a topic is made or altered, and this
+        class takes (a topic stored with it before still opens): a compaction lag whose
+        least is above its most, a replication-only setting of the wrong type (``min.insync.
+        replicas=abc`` was stored and described back)."""
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfig(
+                f"conflicting topic config: max.compaction.lag.ms ({self.max_compaction_lag_ms})"
+                f" is below min.compaction.lag.ms ({self.min_compaction_lag_ms})"
+            )
+        for key, value in self.noted:
+            kind, least = _NOTED_KINDS.get(key, ("", 0))
+            if kind == "bool" and value.strip().lower() not in ("true", "false"):
+                raise InvalidConfig(f"{key} must be true or false, got {value!r}")
+            if kind == "int" and _whole(key, value) < least:
+                raise InvalidConfig(f"{key} must be at least {least}, got {value!r}")
 
     def log_notes(self, topic: str) -> None:
         """One line per replication-only setting: accepted, but it changes nothing here."""

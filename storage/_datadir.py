@@ -19,10 +19,10 @@ import re
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import attrs
 
@@ -222,6 +222,9 @@ class DataDir:
         self._clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
+        #: topics deleted whose directories may not all be gone (name -> partition count),
+        #: kept in topics.json until they are: a crash mid-delete is finished at the next open
+        self._deleting: dict[str, int] = {}
         self._closed = False
         self.path.mkdir(parents=True, exist_ok=True)
         _check_ours(self.path)
@@ -291,7 +294,12 @@ class DataDir:
         if not meta_path.exists():
             self._remove_orphan_partitions()  # (and an error for each holding records)
             return
-        for name, config, count in _read_meta(meta_path):
+        found, deleting = _read_meta(meta_path)
+        self._deleting = deleting
+        for name in sorted(deleting):  # (a delete a crash cut short: finished first)
+            if name not in {n for n, _c, _p in found}:
+                self._finish_delete(name)
+        for name, config, count in found:
             logs = [self._open_log(name, p, config) for p in range(count)]
             self._topics[name] = _Topic(config, logs)
         self._remove_orphan_partitions()
@@ -338,13 +346,15 @@ class DataDir:
 
     def _save(self) -> None:
         """Write-temp, fsync, rename, fsync dir: the metadata is either old or new, never torn."""
-        meta = {
+        meta: dict[str, Any] = {
             "version": _META_VERSION,
             "topics": {
                 name: {"partitions": len(t.logs), "config": t.config.to_dict()}
                 for name, t in sorted(self._topics.items())
             },
         }
+        if self._deleting:
+            meta["deleting"] = dict(sorted(self._deleting.items()))
         tmp = self.path / f"{_META_FILE}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1, sort_keys=True)
@@ -390,6 +400,8 @@ class DataDir:
         if config is None:
             config = TopicConfig()
         with self._lock:
+            if name in self._deleting:  # (deleted, its directories not all gone yet)
+                self._finish_delete(name)
             self._check_create(name, partitions, config)
             logs = []
             try:
@@ -506,23 +518,42 @@ class DataDir:
             raise UnknownTopic(name) from None
 
     def delete_topic(self, name: str) -> None:
-        """Forget the topic durably first, then remove its directories."""
+        """Forget the topic durably first, its directories named as to go (``deleting`` in
+        topics.json), then remove them. A crash between the two is finished at the next
+        open: one mid-delete kept about half the partitions' records for good, and the name
+        could not be made again (and a name near 249 characters failed its renaming to
+        ``NAME-P.UUID-delete``, longer than a file name may be)."""
         with self._lock:
             self._check_open()
             topic = self._topic(name)
             del self._topics[name]
-            self._save()
-            suffix = uuid.uuid4().hex
-            for p, plog in enumerate(topic.logs):
-                plog.close()
-                pdir = self._partition_dir(name, p)
-                doomed = self.path / f"{name}-{p}.{suffix}-delete"
-                try:
-                    os.replace(pdir, doomed)
-                except FileNotFoundError:
-                    continue
-                shutil.rmtree(doomed, ignore_errors=True)
-            fsync_dir(self.path)
+            self._deleting[name] = len(topic.logs)
+            try:
+                self._save()
+            except BaseException:
+                self._topics[name] = topic
+                del self._deleting[name]
+                raise
+            for plog in topic.logs:
+                with contextlib.suppress(StorageError):  # (its fsync failed: gone anyway)
+                    plog.close()
+            self._finish_delete(name)
+
+    def _finish_delete(self, name: str) -> None:
+        """Under the lock: remove a deleted topic's partition directories, then forget that
+        they were to go (if one could not be removed, the next open tries again)."""
+        left = []
+        for p in range(self._deleting[name]):
+            pdir = self._partition_dir(name, p)
+            shutil.rmtree(pdir, ignore_errors=True)
+            if pdir.exists():
+                left.append(pdir.name)
+        fsync_dir(self.path)
+        if left:
+            log.error("%s: cannot remove %s of deleted topic %s", self.path, left, name)
+            return
+        del self._deleting[name]
+        self._save()
 
     def alter_config(self, name: str, config: TopicConfig) -> TopicInfo:
         """Replace a topic's config: durable when this returns, in force for the next append,
@@ -565,6 +596,7 @@ class DataDir:
         self._check_per_topic(partitions)
         if not isinstance(config, TopicConfig):
             raise InvalidConfig(f"config must be a TopicConfig, got {type(config).__name__}")
+        config.check_settable()
         self._check_open()
         if name in self._topics:
             raise TopicExists(name)
@@ -794,16 +826,18 @@ class DataDir:
 def _check_alter(name: str, old: TopicConfig, new: TopicConfig) -> None:
     """Internal topics (names starting with ``__``) keep their timestamp type: their readers
     rely on whose clock stamped the records (LogAppendTime: the broker's)."""
+    new.check_settable()
     if name.startswith("__") and new.timestamp_type != old.timestamp_type:
         raise PolicyViolation(
             f"{name} is an internal topic: its message.timestamp.type cannot change"
         )
 
 
-def _read_meta(path: Path) -> list[tuple[str, TopicConfig, int]]:
+def _read_meta(path: Path) -> tuple[list[tuple[str, TopicConfig, int]], dict[str, int]]:
     """The topics ``topics.json`` names, each checked before any of its directories is
     touched: a damaged or hand-edited file is refused whole, with one clear error, and
-    nothing outside the data directory is opened (a topic named ``../x`` is refused)."""
+    nothing outside the data directory is opened (a topic named ``../x`` is refused). And
+    the topics deleted whose directories may be left (``deleting``: name -> partitions)."""
     try:
         meta = read_json(path, _MAX_META_BYTES)
     except ValueError as exc:  # not a regular file, too big, not JSON (UnicodeDecodeError too)
@@ -830,7 +864,17 @@ def _read_meta(path: Path) -> list[tuple[str, TopicConfig, int]]:
             found.append((name, TopicConfig.from_dict(entry["config"]), count))
         except StorageError as exc:
             raise StorageError(f"{path} is unreadable: topic {name!r}: {exc}{_ADOPT_HINT}") from exc
-    return found
+    deleting: dict[str, int] = {}
+    pending = meta.get("deleting") or {}
+    if not isinstance(pending, dict):
+        raise StorageError(f'{path} is unreadable: "deleting" is not an object')
+    for name, count in pending.items():
+        try:
+            validate_topic_name(name)
+            deleting[name] = _check_partition_count(count)
+        except StorageError as exc:
+            raise StorageError(f"{path} is unreadable: deleting {name!r}: {exc}") from exc
+    return found, deleting
 
 
 #: what an error about an unreadable topics.json tells the operator to do

@@ -93,6 +93,6 @@ def error_code_for(exc: BaseException) -> ErrorCode:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if isinstance(exc, InvalidConfig):
         return ErrorCode.INVALID_CONFIG
-    if isinstance(exc, StorageError):
+    if isinstance(exc, StorageError | OSError):  # (the disk's: full, refused, a long name)
         return ErrorCode.KAFKA_STORAGE_ERROR
     return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -130,7 +130,7 @@ class TopicAdminHandlers:
                 ErrorCode.INVALID_CONFIG if "config" in str(exc) else ErrorCode.INVALID_PARTITIONS
             )
             return code, str(exc)
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:  # (OSError: the server dropped the client)
             return error_code_for(exc), str(exc)
         log.info("created topic %s with %d partition(s)", topic.name, count)
         return ErrorCode.NONE, None
@@ -149,7 +149,8 @@ class TopicAdminHandlers:
             return ErrorCode.NOT_CONTROLLER
         try:
             self.data_dir.delete_topic(name)
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:  # (OSError: the server dropped the client)
+            log.error("deleting topic %s: %s", name, exc)
             return error_code_for(exc)
         log.info("deleted topic %s", name)
         return ErrorCode.NONE
@@ -186,7 +187,7 @@ class TopicAdminHandlers:
                 self.data_dir.add_partitions(topic.name, topic.count)
         except InvalidConfig as exc:
             return ErrorCode.INVALID_PARTITIONS, str(exc)
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:  # (OSError: the server dropped the client)
             return error_code_for(exc), str(exc)
         return ErrorCode.NONE, None
 
@@ -291,6 +292,6 @@ class TopicAdminHandlers:
                 self.data_dir.alter_config(res.resource_name, config)
         except InvalidConfig as exc:
             return ErrorCode.INVALID_CONFIG, str(exc)
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:  # (OSError: the server dropped the client)
             return error_code_for(exc), str(exc)
         return ErrorCode.NONE, None

@@ -517,3 +517,71 @@ def test_an_index_replaced_by_a_directory_is_named_as_the_problem(tmp_path) -> N
         d.partition("ev", 0).read(0)
     assert err.value.filename == str(index)
     assert not (data / "ev-0" / "00000000000000000000.index.tmp").exists()
+
+
+def _with_records(d: DataDir, name: str, partitions: int) -> None:
+    d.create_topic(name, partitions)
+    for p in range(partitions):
+        d.partition(name, p).append(batch([b"old"]))
+
+
+def test_a_topic_whose_name_is_near_the_limit_is_deleted_whole(tmp_path, caplog) -> None:
+    """A 249-character topic's partitions were renamed to ``NAME-P.UUID-delete`` before
+    removal, longer than a file name may be: the delete failed half way (over the network
+    the broker dropped the client), its records stayed, and the name could not be made
+    again. An attack on the broker, 2026-12-06."""
+    name = "t" * 249
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        _with_records(d, name, 2)
+        d.delete_topic(name)
+        assert d.topics() == []
+        assert [e.name for e in data.iterdir() if e.is_dir()] == []
+        d.create_topic(name, 2)
+        assert d.describe(name).partitions == 2
+
+
+def test_a_delete_a_crash_cut_short_is_finished_at_the_next_open(tmp_path, caplog) -> None:
+    """Killed between forgetting a topic and removing its directories, a broker kept about
+    half of them, records and all, for good: the next open called them a topic whose
+    metadata was lost (an ERROR naming ``topic adopt``, which would bring the deleted
+    records back), and the name could not be made again. An attack on the broker,
+    2026-12-06."""
+    data = tmp_path / "data"
+    with DataDir(data) as d:
+        _with_records(d, "big", 4)
+        _with_records(d, "kept", 1)
+        d._finish_delete = lambda name: None  # (the crash: after the metadata, before the rest)
+        d.delete_topic("big")
+    meta = json.loads((data / "topics.json").read_text())
+    assert meta["deleting"] == {"big": 4} and list(meta["topics"]) == ["kept"]
+    assert (data / "big-3").exists()
+    with caplog.at_level(logging.WARNING, logger="storage"), DataDir(data) as d:
+        assert d.topics() == ["kept"] and not (data / "big-0").exists()
+        assert "deleting" not in json.loads((data / "topics.json").read_text())
+        d.create_topic("big", 2)
+        assert d.partition("big", 0).log_end_offset == 0
+        assert d.partition("kept", 0).log_end_offset == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"min.compaction.lag.ms": "100000", "max.compaction.lag.ms": "1"}, "conflicting"),
+        ({"min.insync.replicas": "abc"}, "must be an integer"),
+        ({"min.insync.replicas": "0"}, "at least 1"),
+        ({"unclean.leader.election.enable": "maybe"}, "true or false"),
+    ],
+)
+def test_settings_kafka_refuses_are_refused_at_create_and_alter(tmp_path, settings, says):
+    """Each was taken, stored and described back (an attack on the broker, 2026-12-06)."""
+    with DataDir(tmp_path / "data") as d:
+        with pytest.raises(InvalidConfig, match=says):
+            d.create_topic("t", 1, TopicConfig.from_dict(settings))
+        d.create_topic("t", 1)
+        with pytest.raises(InvalidConfig, match=says):
+            d.alter_config("t", TopicConfig.from_dict(settings))
+    with pytest.raises(InvalidConfig, match="must be an integer"):
+        TopicConfig.from_dict({"retention.ms": "1_000"})  # (Java's parseLong refuses it)
+    assert TopicConfig.from_dict({"retention.ms": " 5 "}).retention_ms == 5  # (Kafka trims)

@@ -279,3 +279,43 @@ def test_a_broker_id_is_a_kafka_node_id(tmp_path, broker_id, error):
     with pytest.raises(error, match="broker_id"):
         BrokerConfig(data_dir=tmp_path, broker_id=broker_id)
     assert BrokerConfig(data_dir=tmp_path, broker_id=(1 << 31) - 1).broker_id == (1 << 31) - 1
+
+
+def test_a_disk_error_in_a_topic_admin_request_is_kafkas_code_not_a_dropped_client(
+    broker, monkeypatch
+) -> None:
+    """An OSError of the data directory's (a file name too long, a full or read-only disk)
+    in CreateTopics or DeleteTopics was taken for the peer's connection error: the broker
+    closed the connection without a word (an attack on the broker, 2026-12-06). It is
+    KAFKA_STORAGE_ERROR now, and the connection serves the next request."""
+    import errno
+
+    from kafka.protocol.admin.topics import (
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+    )
+
+    from storage import DataDir
+    from storage.broker.errors import ErrorCode
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(DataDir, "delete_topic", full)
+    monkeypatch.setattr(DataDir, "create_topic", full)
+    with RawClient(broker.address) as client:
+        deleted = client.call(
+            DeleteTopicsRequest[3](topic_names=["t"], timeout_ms=5000), DeleteTopicsResponse
+        )
+        assert deleted.responses[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        r = CreateTopicsRequest[4]
+        topic = r.CreatableTopic(
+            name="new", num_partitions=1, replication_factor=1, assignments=[], configs=[]
+        )
+        created = client.call(
+            r(topics=[topic], timeout_ms=5000, validate_only=False), CreateTopicsResponse
+        )
+        assert created.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "No space left" in created.topics[0].error_message
