@@ -225,6 +225,10 @@ class DataDir:
         #: topics deleted whose directories may not all be gone (name -> partition count),
         #: kept in topics.json until they are: a crash mid-delete is finished at the next open
         self._deleting: dict[str, int] = {}
+        #: each topic's partitions as of the last change, swapped whole under the lock and
+        #: read without it: a Metadata request waited for a create or a delete of thousands
+        #: of partitions to finish, and with it every other client of the broker's loop
+        self._view: dict[str, tuple[PartitionLog, ...]] = {}
         self._closed = False
         self.path.mkdir(parents=True, exist_ok=True)
         _check_ours(self.path)
@@ -286,6 +290,10 @@ class DataDir:
 
     # ------------------------------------------------------------------ metadata
 
+    def _publish(self) -> None:
+        """Under the lock, once the metadata is saved: the view the lock-free reads see."""
+        self._view = {name: tuple(t.logs) for name, t in self._topics.items()}
+
     def _meta_path(self) -> Path:
         return self.path / _META_FILE
 
@@ -302,6 +310,7 @@ class DataDir:
         for name, config, count in found:
             logs = [self._open_log(name, p, config) for p in range(count)]
             self._topics[name] = _Topic(config, logs)
+        self._publish()
         self._remove_orphan_partitions()
 
     def _remove_orphan_partitions(self) -> None:
@@ -412,6 +421,7 @@ class DataDir:
                     logs.append(self._open_log(name, p, config))
                 self._topics[name] = _Topic(config, logs)
                 self._save()
+                self._publish()
                 config.log_notes(name)
             except BaseException:
                 self._topics.pop(name, None)
@@ -461,6 +471,7 @@ class DataDir:
                     logs.append(self._open_log(name, p, config))
                 self._topics[name] = _Topic(config, logs)
                 self._save()
+                self._publish()
             except BaseException:
                 self._topics.pop(name, None)
                 for plog in logs:  # closed, never removed: they hold the records
@@ -477,8 +488,7 @@ class DataDir:
             return self._describe(name)
 
     def topics(self) -> list[str]:
-        with self._lock:
-            return sorted(self._topics)
+        return sorted(self._view)  # (without the lock: :attr:`_view`)
 
     def describe(self, name: str) -> TopicInfo:
         with self._lock:
@@ -488,18 +498,21 @@ class DataDir:
     def partition_count(self, name: str) -> int:
         """How many partitions ``name`` has (UnknownTopic if none): what :meth:`describe`
         says, without reading every partition's offsets and size (a Metadata answer needs
-        only this)."""
-        with self._lock:
-            self._check_open()
-            return len(self._topic(name).logs)
+        only this; read without the lock: :attr:`_view`)."""
+        self._check_open()
+        return len(self._viewed(name))
 
     def unwritable(self, name: str) -> tuple[int, ...]:
         """The partitions of ``name`` that refuse appends after a failed fsync, until the
-        data directory is opened again (:attr:`PartitionLog.unwritable`)."""
-        with self._lock:
-            self._check_open()
-            logs = self._topic(name).logs
-        return tuple(p for p, plog in enumerate(logs) if plog.unwritable is not None)
+        data directory is opened again (:attr:`PartitionLog.unwritable`; without the lock)."""
+        self._check_open()
+        return tuple(p for p, plog in enumerate(self._viewed(name)) if plog.unwritable is not None)
+
+    def _viewed(self, name: str) -> tuple[PartitionLog, ...]:
+        try:
+            return self._view[name]
+        except (KeyError, TypeError):
+            raise UnknownTopic(name) from None
 
     def _describe(self, name: str) -> TopicInfo:
         topic = self._topic(name)
@@ -534,6 +547,7 @@ class DataDir:
                 self._topics[name] = topic
                 del self._deleting[name]
                 raise
+            self._publish()
             for plog in topic.logs:
                 with contextlib.suppress(StorageError):  # (its fsync failed: gone anyway)
                     plog.close()
@@ -644,6 +658,7 @@ class DataDir:
                     added.append(self._open_log(name, p, topic.config))
                 topic.logs.extend(added)
                 self._save()
+                self._publish()
             except BaseException:
                 del topic.logs[current:]
                 self._discard(name, added, current)

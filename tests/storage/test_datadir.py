@@ -585,3 +585,43 @@ def test_settings_kafka_refuses_are_refused_at_create_and_alter(tmp_path, settin
     with pytest.raises(InvalidConfig, match="must be an integer"):
         TopicConfig.from_dict({"retention.ms": "1_000"})  # (Java's parseLong refuses it)
     assert TopicConfig.from_dict({"retention.ms": " 5 "}).retention_ms == 5  # (Kafka trims)
+
+
+def test_what_a_metadata_answer_reads_does_not_wait_for_a_topic_change(tmp_path) -> None:
+    """topics(), partition_count() and unwritable() took the data directory's lock, held by
+    a create or delete of thousands of partitions for its whole length: a Metadata request
+    then stalled the broker's loop, and every client with it (1.24 s at 4,096 partitions).
+    They read the view the last change published. An attack on the broker, 2026-12-06."""
+    import threading
+
+    with DataDir(tmp_path / "data") as d:
+        d.create_topic("t", 3)
+        held, release = threading.Event(), threading.Event()
+
+        def long_change() -> None:
+            with d._lock:  # (what create_topic and delete_topic hold throughout)
+                held.set()
+                release.wait(10)
+
+        worker = threading.Thread(target=long_change)
+        worker.start()
+        try:
+            assert held.wait(5)
+            answers: list = []
+            reader = threading.Thread(
+                target=lambda: answers.append(
+                    (d.topics(), d.partition_count("t"), d.unwritable("t"))
+                )
+            )
+            reader.start()
+            reader.join(2)
+            assert answers == [(["t"], 3, ())]
+            with pytest.raises(UnknownTopic):
+                d.partition_count("nope")
+        finally:
+            release.set()
+            worker.join()
+        d.delete_topic("t")
+        assert d.topics() == []
+        with pytest.raises(UnknownTopic):
+            d.partition_count("t")
