@@ -39,4 +39,8 @@ def connect(
         from .network import NetworkCluster  # confluent-kafka is loaded only when needed
 
         return NetworkCluster(bootstrap, config=client_config)
+    if client_config is not None:  # (it opened the embedded ./data without a word)
+        raise ValueError("client_config is for a cluster at bootstrap: give bootstrap too")
+    if data_dir is not None and not os.fspath(data_dir):  # ("" opened the working directory)
+        raise ValueError("data_dir is empty: name a directory (or None for the default)")
     return EmbeddedCluster(data_dir if data_dir is not None else default_data_dir(), clock=clock)

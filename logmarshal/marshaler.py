@@ -41,6 +41,7 @@ from ._coordlog import (
     ensure_coordination_topic,
 )
 from ._member_args import check_member_args
+from ._seconds import seconds
 from ._tailer import Halt, Tailer
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster import FETCH_MAX_BYTES, Cluster, FetchWaker, MultiBatchFetcher, ProduceResult
@@ -245,8 +246,9 @@ class Marshaler:
             raise ValueError(
                 f"coordination_partitions must be at least 1, got {coordination_partitions}"
             )
-        if fetch_wait <= 0:
-            raise ValueError(f"fetch_wait must be positive, got {fetch_wait}")
+        # nan and inf passed a check of the sign alone: the replay never advanced (fetch_wait)
+        # or stopped for good at its first chunk (fetch_linger, a time_t overflow)
+        seconds("fetch_wait", fetch_wait, above=0)
         if fetch_linger is None:
             # over the network only: there one answer per member per append is what the
             # broker pays for (docs/performance.md, "32 x 256 as processes, shown"); the
@@ -260,14 +262,15 @@ class Marshaler:
                 cluster, FetchWaker
             )
             fetch_linger = min(heartbeat_interval / LINGER_PER_HB, fetch_wait) if networked else 0.0
-        if fetch_linger < 0:
-            raise ValueError(f"fetch_linger must not be negative, got {fetch_linger}")
+        seconds("fetch_linger", fetch_linger, at_least=0)
         if snapshot_records is not None and snapshot_records < 1:
             raise ValueError(f"snapshot_records must be positive, got {snapshot_records}")
-        if snapshot_interval is not None and snapshot_interval <= 0:
-            raise ValueError(f"snapshot_interval must be positive, got {snapshot_interval}")
-        if announce_ttl < 0.004:
-            raise ValueError(f"announce_ttl must be at least 4 ms, got {announce_ttl}")
+        if snapshot_interval is not None:
+            seconds("snapshot_interval", snapshot_interval, above=0)
+        seconds("announce_ttl", announce_ttl, at_least=0.004)
+        if metrics is not None and not isinstance(metrics, MarshalerMetrics):
+            # (checked here: it failed after the replay thread started, which then ran on)
+            raise TypeError(f"metrics must be a logmarshal.metrics object or None, got {metrics!r}")
         self._cluster = cluster
         # the cluster's own (its class's), never one a wrapper forwards through __getattr__:
         # a wrapper that intercepts produce must see every coordination write

@@ -38,25 +38,25 @@ from storage._errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from storage._files import fsync_dir, read_json
+from storage._files import fsync_dir
 from storage._log import PartitionLog
 from storage._segment import FileHandles
+from storage._topics_meta import (
+    META_VERSION,
+    check_partition_count,
+    read_meta,
+    validate_topic_name,
+)
 
 __all__ = ["DataDir", "PartitionInfo", "TopicInfo", "validate_topic_name", "wall_clock_ms"]
 
 log = logging.getLogger(__name__)
 
-_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" lets a final "\n" in
-MAX_TOPIC_NAME_LENGTH = 249
 _META_FILE = "topics.json"
 _LOCK_FILE = ".lock"
 #: written when the directory was closed cleanly (every partition flushed), removed on open:
 #: Kafka's ``.kafka_cleanshutdown``. Damage found after a clean shutdown is no torn write
 _CLEAN_FILE = ".clean-shutdown"
-_META_VERSION = 1
-_MAX_PARTITIONS = 100_000
-#: topics.json is refused above this: 100,000 topics with every config set fit in ~40 MB
-_MAX_META_BYTES = 64 << 20
 _PARTITION_DIR = re.compile(r"(.+)-([0-9]+)")  # fullmatch
 #: a topic's partition count is refused above this (Kafka has no such limit; one request
 #: must not be able to ask for tens of thousands of directories)
@@ -75,21 +75,6 @@ DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
 def wall_clock_ms() -> int:
     """The default clock: epoch milliseconds."""
     return time.time_ns() // 1_000_000
-
-
-def validate_topic_name(name: object) -> str:
-    """Kafka's rules: 1..249 of [a-zA-Z0-9._-], and not '.' or '..'."""
-    if not isinstance(name, str):
-        raise InvalidTopicName(f"topic name must be a string, got {type(name).__name__}")
-    if not name:
-        raise InvalidTopicName("topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopicName(f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicName(f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters")
-    if not _LEGAL_NAME.fullmatch(name):
-        raise InvalidTopicName(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
-    return name
 
 
 #: what :meth:`DataDir.delete_topic` renames a partition directory to before removing it
@@ -302,7 +287,7 @@ class DataDir:
         if not meta_path.exists():
             self._remove_orphan_partitions()  # (and an error for each holding records)
             return
-        found, deleting = _read_meta(meta_path)
+        found, deleting = read_meta(meta_path)
         self._deleting = deleting
         for name in sorted(deleting):  # (a delete a crash cut short: finished first)
             if name not in {n for n, _c, _p in found}:
@@ -356,7 +341,7 @@ class DataDir:
     def _save(self) -> None:
         """Write-temp, fsync, rename, fsync dir: the metadata is either old or new, never torn."""
         meta: dict[str, Any] = {
-            "version": _META_VERSION,
+            "version": META_VERSION,
             "topics": {
                 name: {"partitions": len(t.logs), "config": t.config.to_dict()}
                 for name, t in sorted(self._topics.items())
@@ -457,7 +442,7 @@ class DataDir:
             if not found:
                 raise StorageError(f"no partition directory of {name!r} in {self.path}")
             count = found[-1] + 1 if partitions is None else max(found[-1] + 1, partitions)
-            _check_partition_count(count)
+            check_partition_count(count)
             self._check_per_topic(count)
             for p in found:
                 if _partition_files(self._partition_dir(name, p)) is None:
@@ -606,7 +591,7 @@ class DataDir:
 
     def _check_create(self, name: str, partitions: int, config: TopicConfig) -> None:
         validate_topic_name(name)
-        _check_partition_count(partitions)
+        check_partition_count(partitions)
         self._check_per_topic(partitions)
         if not isinstance(config, TopicConfig):
             raise InvalidConfig(f"config must be a TopicConfig, got {type(config).__name__}")
@@ -632,7 +617,7 @@ class DataDir:
 
     def _check_growth(self, name: str, total: int) -> int:
         """What :meth:`add_partitions` checks; the topic's partition count."""
-        _check_partition_count(total)
+        check_partition_count(total)
         self._check_per_topic(total)
         self._check_open()
         current = len(self._topic(name).logs)
@@ -846,62 +831,3 @@ def _check_alter(name: str, old: TopicConfig, new: TopicConfig) -> None:
         raise PolicyViolation(
             f"{name} is an internal topic: its message.timestamp.type cannot change"
         )
-
-
-def _read_meta(path: Path) -> tuple[list[tuple[str, TopicConfig, int]], dict[str, int]]:
-    """The topics ``topics.json`` names, each checked before any of its directories is
-    touched: a damaged or hand-edited file is refused whole, with one clear error, and
-    nothing outside the data directory is opened (a topic named ``../x`` is refused). And
-    the topics deleted whose directories may be left (``deleting``: name -> partitions)."""
-    try:
-        meta = read_json(path, _MAX_META_BYTES)
-    except ValueError as exc:  # not a regular file, too big, not JSON (UnicodeDecodeError too)
-        why = str(exc)[:200]
-        raise StorageError(
-            f"{why if why.startswith(str(path)) else f'{path} is unreadable: {why}'}{_ADOPT_HINT}"
-        ) from exc
-    topics = meta.get("topics") if isinstance(meta, dict) else None
-    if not isinstance(meta, dict) or not isinstance(topics, dict):
-        raise StorageError(f'{path} is unreadable: no "topics" object{_ADOPT_HINT}')
-    version = meta.get("version", _META_VERSION)
-    if not isinstance(version, int) or isinstance(version, bool) or version > _META_VERSION:
-        raise StorageError(
-            f"{path} is of format version {version!r}; this logmarshal reads {_META_VERSION}"
-            " (a newer logmarshal wrote it)"
-        )
-    found: list[tuple[str, TopicConfig, int]] = []
-    for name, entry in sorted(topics.items()):
-        try:
-            validate_topic_name(name)
-            if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
-                raise InvalidConfig('the entry is not {"partitions": N, "config": {...}}')
-            count = _check_partition_count(entry.get("partitions"))
-            found.append((name, TopicConfig.from_dict(entry["config"]), count))
-        except StorageError as exc:
-            raise StorageError(f"{path} is unreadable: topic {name!r}: {exc}{_ADOPT_HINT}") from exc
-    deleting: dict[str, int] = {}
-    pending = meta.get("deleting") or {}
-    if not isinstance(pending, dict):
-        raise StorageError(f'{path} is unreadable: "deleting" is not an object')
-    for name, count in pending.items():
-        try:
-            validate_topic_name(name)
-            deleting[name] = _check_partition_count(count)
-        except StorageError as exc:
-            raise StorageError(f"{path} is unreadable: deleting {name!r}: {exc}") from exc
-    return found, deleting
-
-
-#: what an error about an unreadable topics.json tells the operator to do
-_ADOPT_HINT = (
-    " (to go on without it: move it aside, then put each topic back with its records: "
-    "logmarshal topic adopt NAME; docs/broker.md)"
-)
-
-
-def _check_partition_count(n: object) -> int:
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= _MAX_PARTITIONS:
-        raise InvalidConfig(
-            f"partition count must be an integer in [1, {_MAX_PARTITIONS}], got {n!r}"
-        )
-    return n

@@ -12,6 +12,7 @@ from storage._errors import StorageError
 
 from ..errors import LogmarshalError
 from . import audit, broker, coord, demo, group, records, streams, topic
+from .argtypes import non_empty_path
 from .context import CliError, Context, DataSource, commands_of
 
 __all__ = ["build_parser", "main"]
@@ -38,6 +39,7 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
         "--data-dir",
         metavar="DIR",
         default=missing,
+        type=non_empty_path,  # ("" fell back to the default directory without a word)
         help="embedded cluster directory (default: $LOGMARSHAL_DATA_DIR or ./data); "
         "each command's --help says whether it uses it",
     )

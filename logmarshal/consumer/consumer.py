@@ -227,6 +227,7 @@ class Consumer:
             name,
             together=marshaler.writes_together,
             asynchronous=marshaler.writes_async,
+            on_closed=self._cluster_closed,
         )
         self._fetcher = MemberFetcher(
             self._cluster,
@@ -403,8 +404,7 @@ class Consumer:
         # real time, not the injected clock: a ManualClock must not hang a poll
         deadline = time.monotonic() + timeout
         extended = False
-        # the caller's thread reads records itself while they flow (MemberFetcher.pump):
-        # tried once each time the core has nothing, before waiting for the fetch thread
+        # the caller reads records itself while they flow (MemberFetcher.pump), before waiting
         pump = self._fetcher.pumps
         with self._poll_lock:
             while True:
@@ -442,9 +442,8 @@ class Consumer:
                 pump = self._fetcher.pump(max(0.0, deadline - time.monotonic()))
 
     def __iter__(self) -> Iterator[Message]:
-        """Messages until the consumer is closed or fenced (ALO: remember to ``commit``
-        each): a fenced consumer never hands out again, so a loop over it ends, as
-        :meth:`run` returns, rather than wait for good."""
+        """Messages until the consumer is closed or fenced (ALO: ``commit`` each): a fenced
+        one never hands out again, so a loop ends, as :meth:`run` returns."""
         return iterate(self)
 
     def commit(self, *messages: Message) -> bool:
@@ -532,8 +531,7 @@ class Consumer:
         self._stop.set()
         self._wake.set()
         # nothing is handed out from here on: the fetch loop stops now, while the claims are
-        # released (an idle reader's wait in librdkafka, up to readers._IDLE_SLICE, ends
-        # meanwhile instead of after)
+        # released (an idle reader's wait in librdkafka, readers._IDLE_SLICE, ends meanwhile)
         self._fetcher.stop()
         in_driver = threading.current_thread() is self._thread
         if not in_driver:
@@ -556,9 +554,8 @@ class Consumer:
             self._released = True
             self._step(Close(release=release))
         if release and fenced:
-            # A fenced instance stops altogether: its records are rejected where it is fenced
-            # (writing releases there would only grow the log), and the newer instance of our
-            # client_id takes back the claims it still has elsewhere (restart recovery).
+            # A fenced instance stops altogether (its releases would be rejected: the log only
+            # grows); the newer instance of our client_id takes back the claims (restart recovery)
             log.info("%s is fenced: closing without writing releases", self._name())
         limit = self._verdict_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
@@ -673,6 +670,13 @@ class Consumer:
         if self._fail.fail(exc):
             self._cond.notify_all()
         self._released = True  # (commits count no more; after: its readers see the failure)
+
+    def _cluster_closed(self, exc: ClosedError) -> None:
+        """A write met the cluster closed under us (not by our close): stop as a crash would."""
+        with self._cond:
+            if not self._closed and self._fail.fail(exc, "its cluster was closed under it"):
+                self._released = True
+                self._cond.notify_all()
 
     def _command(self, call: Callable[..., None], *args: Any, mine: tuple = ()) -> None:
         """Under the lock: a command of the caller's to the core. What it raises but by

@@ -34,11 +34,12 @@ class FailStop:
         self.failed: ConsumerFailed | None = None
         self.started = False  # the constructor finished (before that, it raises the failure)
 
-    def fail(self, exc: Exception) -> bool:
-        """Under the consumer's lock: its core raised ``exc``. False if it had already."""
+    def fail(self, exc: Exception, why: str = "its core failed") -> bool:
+        """Under the consumer's lock: its core raised ``exc`` (or ``why`` else it stops).
+        False if it had already."""
         if self.failed is not None:
             return False
-        said = f"{self._name} stopped, as a crash would: its core failed: {exc!r}"
+        said = f"{self._name} stopped, as a crash would: {why}: {exc!r}"
         failed = ConsumerFailed(said)
         failed.__cause__ = exc
         self.failed = failed  # (whole before it is seen: poll reads it without the lock)

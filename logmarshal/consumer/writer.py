@@ -93,9 +93,13 @@ class CoordinationWriter:
         *,
         together: bool = False,
         asynchronous: bool = False,
+        on_closed: Callable[[ClosedError], None] | None = None,
     ) -> None:
         self._marshaler = marshaler
         self._answer = answer
+        #: a write met the cluster (or the Marshaler) closed while we were not stopping: each
+        #: failed at once, the core wrote it again at once, and the thread spun a core
+        self._on_closed = on_closed
         self._name = name
         self._together = together
         self._async = asynchronous
@@ -246,6 +250,8 @@ class CoordinationWriter:
         if isinstance(written, Exception):
             if not isinstance(written, ClosedError):
                 log.info("%s: coordination write to %d failed: %s", self._name, cp, written)
+            elif self._on_closed is not None and not self._stopped:
+                self._on_closed(written)
             return [WriteFailed(token) for _, token, _, _ in writes]
         return [Written(token, written[i].offset) for i, (_, token, _, _) in enumerate(writes)]
 

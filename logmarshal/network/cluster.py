@@ -89,6 +89,9 @@ class NetworkCluster:
             isinstance(config, Mapping) and all(isinstance(k, str) for k in config)
         ):
             raise TypeError(f"config must map librdkafka setting names to values, got {config!r}")
+        if config is not None and {"bootstrap.servers", "metadata.broker.list"} & set(config):
+            # (it replaced bootstrap without a word: another cluster, named as this one)
+            raise ValueError("config names the brokers: give them as bootstrap, not in config")
         self.bootstrap = bootstrap
         self._timeout = timeout
         self._base: dict[str, Any] = {

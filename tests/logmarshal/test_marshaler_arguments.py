@@ -42,3 +42,44 @@ def test_coordination_partitions_must_be_an_int(tmp_path, value) -> None:
         pytest.raises(TypeError, match="coordination_partitions"),
     ):
         Marshaler(cluster, "c", "g", 1.0, coordination_partitions=value)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("fetch_wait", float("nan")),
+        ("fetch_wait", float("inf")),
+        ("fetch_linger", float("inf")),
+        ("fetch_linger", float("nan")),
+        ("announce_ttl", float("nan")),
+        ("snapshot_interval", float("inf")),
+        ("metrics", True),
+    ],
+)
+def test_settings_that_are_no_seconds_or_no_metrics_are_refused(tmp_path, setting, value):
+    """nan and inf passed a check of the sign alone: with fetch_wait the replay never
+    advanced, with fetch_linger it stopped for good at its first chunk; announce_ttl and
+    snapshot_interval failed with a bare "cannot convert float NaN to integer". A
+    ``metrics`` of the wrong type failed after the replay thread started, which ran on. An
+    attack on the entry points, 2026-12-06."""
+    with logmarshal.connect(data_dir=tmp_path / "d") as cluster:
+        threads = threading.active_count()
+        with pytest.raises((TypeError, ValueError), match=setting):
+            Marshaler(cluster, "c", "g", 1.0, **{setting: value})
+        assert threading.active_count() == threads  # nothing was started
+
+
+def test_connect_refuses_what_it_would_have_ignored(tmp_path, monkeypatch) -> None:
+    """``client_config`` without ``bootstrap`` opened the embedded ./data, ``data_dir=""``
+    the working directory, and a ``bootstrap.servers`` in ``client_config`` replaced
+    ``bootstrap`` (another cluster, under the given one's name). An attack, 2026-12-06."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="client_config is for a cluster at bootstrap"):
+        logmarshal.connect(client_config={"security.protocol": "SSL"})
+    with pytest.raises(ValueError, match="data_dir is empty"):
+        logmarshal.connect(data_dir="")
+    with pytest.raises(ValueError, match="give them as bootstrap"):
+        logmarshal.connect(
+            bootstrap="127.0.0.1:1", client_config={"bootstrap.servers": "127.0.0.1:2"}
+        )
+    assert list(tmp_path.iterdir()) == []  # (nothing opened, nothing made)

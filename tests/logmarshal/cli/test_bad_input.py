@@ -199,6 +199,8 @@ def test_leniencies_the_cli_attack_found_are_refused(run, tmp_path) -> None:
     assert code == 2 and "expected a whole number" in err, err
     code, _, err = run("read", "t", "--count", "1_0")  # (int() reads it as 10)
     assert code == 2 and "expected a whole number" in err, err
+    code, _, err = run("--data-dir", "", "topic", "list")  # (it used the default quietly)
+    assert code == 2 and "--data-dir: an empty path" in err, err
     (tmp_path / "plan.csv").write_text("t,0,٣\n")
     code, _, err = run("group", "reset", "g", "--from-file", "plan.csv", "--dry-run")
     assert code == 1 and "must be whole numbers" in err, err

@@ -381,3 +381,31 @@ def test_a_commit_that_sees_the_consumer_released_by_a_failure_sees_the_failure(
     with pytest.raises(ConsumerFailed):
         a.pause(0)
     assert seen and all(failed or not released for released, failed in seen)
+
+
+def test_a_cluster_closed_under_a_consumer_stops_it_as_a_crash(tmp_path) -> None:
+    """The cluster closed while its consumer ran: every coordination write failed at once
+    with ClosedError, the core wrote it again at once, and the writer thread spun a whole
+    core until the consumer was closed (an attack on the entry points, 2026-12-06). The
+    consumer stops as a crash would now, and says why."""
+    import logmarshal
+    from logmarshal import Consumer, Marshaler
+
+    cluster = logmarshal.connect(data_dir=tmp_path / "d")
+    cluster.create_topic(TOPIC, 2)
+    marshaler = Marshaler(cluster, "a", "g", 0.2, fetch_wait=0.05)
+    consumer = Consumer(marshaler, TOPIC)
+    try:
+        wait_until(lambda: (consumer.poll(0.05), len(consumer.claims()) == 2)[1], what="claims")
+        cluster.close()
+        failed = _fails(consumer)
+        assert "its cluster was closed under it" in str(failed)
+        wait_until(lambda: consumer._close_done.is_set(), what="the failed consumer closed")
+        # the writer thread that spun is gone (closed with the consumer)
+        wait_until(
+            lambda: not [t for t in threading.enumerate() if t.name.endswith(":g:a:write:all")],
+            what="the coordination writer stopped",
+        )
+    finally:
+        consumer.close()
+        marshaler.close()
