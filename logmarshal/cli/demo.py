@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from .._faults import FaultyCluster
@@ -104,21 +104,30 @@ def _two_or_more(text: str) -> int:
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
     if ctx.bootstrap is None and ctx.explicit_data_dir is None:
-        # a SIGTERM ends the demo as Ctrl-C does, its temporary directory removed (it was left)
-        main = threading.current_thread() is threading.main_thread()  # (signals: only there)
-        previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
-        try:
-            with tempfile.TemporaryDirectory(prefix="logmarshal-demo-") as tmp:
-                temporary = Context(data_dir=tmp, as_json=ctx.as_json)
-                try:
-                    return _run_on(temporary, args, DEMO_TOPIC, DEMO_GROUP, kept=False)
-                finally:
-                    temporary.close()
-        finally:
-            if main:
-                signal.signal(signal.SIGTERM, previous)
+        with (
+            sigterm_interrupts(),
+            tempfile.TemporaryDirectory(prefix="logmarshal-demo-") as tmp,
+        ):
+            temporary = Context(data_dir=tmp, as_json=ctx.as_json)
+            try:
+                return _run_on(temporary, args, DEMO_TOPIC, DEMO_GROUP, kept=False)
+            finally:
+                temporary.close()
     tag = run_tag()
     return _run_on(ctx, args, f"{DEMO_TOPIC}-{tag}", f"{DEMO_GROUP}-{tag}", kept=True)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """A SIGTERM ends a demo as Ctrl-C does, its temporary directory removed (it was left);
+    in the main thread only (signals are set there)."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    try:
+        yield
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _interrupt(signum: int, frame: object) -> None:

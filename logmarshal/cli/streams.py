@@ -189,10 +189,13 @@ TEXT = (
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
-    from .demo import run_tag
+    from .demo import run_tag, sigterm_interrupts
 
     say = (lambda _text: None) if ctx.as_json else print
-    with tempfile.TemporaryDirectory(prefix="logmarshal-streams-demo-") as tmp:
+    with (
+        sigterm_interrupts(),
+        tempfile.TemporaryDirectory(prefix="logmarshal-streams-demo-") as tmp,
+    ):
         if ctx.bootstrap is None and ctx.explicit_data_dir is None:
             temporary = Context(data_dir=f"{tmp}/data", as_json=ctx.as_json)
             try:
@@ -254,13 +257,16 @@ def _demo_on(
         state_dir=f"{tmp}/m1",
         commit_interval=0.05,
     )
-    t = threading.Thread(target=first.run, kwargs={"max_records": n // 3})
+    t = threading.Thread(target=first.run, kwargs={"max_records": n // 3}, daemon=True)
     t.start()
-    t.join()
-    # a crash: no final commit, no release; the changelog and the heartbeats stay as they were
-    first.consumer.close(release=False)
-    first.producer.close()
-    first.marshaler.close()
+    try:
+        t.join()
+    finally:
+        # a crash: no final commit, no release; the changelog and the heartbeats stay as
+        # they were (and on Ctrl-C too: a member left running kept the process alive)
+        first.consumer.close(release=False)
+        first.producer.close()
+        first.marshaler.close()
     say(f"member-1 processed {n // 3} lines and crashed; member-2 takes over after 2·HB")
     second = App(
         cluster,
@@ -272,15 +278,17 @@ def _demo_on(
         commit_interval=0.05,
     )
     stop_at = time.monotonic() + 30
-    runner = threading.Thread(target=second.run)
+    runner = threading.Thread(target=second.run, daemon=True)
     runner.start()
-    while time.monotonic() < stop_at:
-        counts = _counts(cluster, wordcount, "counts")
-        if counts == truth:
-            break
-        time.sleep(0.1)
-    second.close()
-    runner.join()
+    try:
+        while time.monotonic() < stop_at:
+            counts = _counts(cluster, wordcount, "counts")
+            if counts == truth:
+                break
+            time.sleep(0.1)
+    finally:
+        second.close()
+        runner.join()
     counts = _counts(cluster, wordcount, "counts")
     say(f"{'word':<12}{'count':>7}{'true':>7}")
     for word in sorted(truth):
@@ -308,8 +316,10 @@ def _demo_on(
         state_dir=f"{tmp}/w",
         commit_interval=0.05,
     )
-    app.run(max_records=len(clicks))
-    app.close()
+    try:
+        app.run(max_records=len(clicks))
+    finally:
+        app.close()
     table, _ = read_changelog(cluster, clicks_app, "clicks-per-window", 0)
     say("clicks per user per tumbling minute of event time:")
     windows = []

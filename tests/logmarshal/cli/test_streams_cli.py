@@ -25,3 +25,44 @@ def test_streams_demo_ends_with_exact_counts(capsys):
     out = capsys.readouterr().out
     assert "exactly the true counts in the store: yes" in out
     assert "ann   minute +0: 3" in out and "bob   minute +1: 2" in out
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_the_streams_demo_ends_on_a_signal_and_leaves_nothing(tmp_path, signame):
+    """Ctrl-C while member-2 ran left the process alive for good (its threads were not
+    daemons, its Apps never closed, and the cluster closed under them made one spin a core);
+    SIGTERM left its temporary directory behind. An attack on the CLI, 2026-12-06."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logmarshal", "streams", "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        for line in proc.stdout:  # (member-2 starts once this is said)
+            if "member-2 takes over" in line or time.monotonic() > deadline:
+                break
+        tasks = f"/proc/{proc.pid}/task"
+        started = len(os.listdir(tasks))
+        while (
+            proc.poll() is None
+            and len(os.listdir(tasks)) < started + 3
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)  # (until member-2's threads run: the window the hang was in)
+        proc.send_signal(getattr(signal, signame))
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert list(tmp_path.iterdir()) == []
