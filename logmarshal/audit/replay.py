@@ -777,18 +777,16 @@ class PartitionAudit(MemberBeatsFold):
     # ------------------------------------------------------------------ results
 
     @staticmethod
+    def _claim(t: Track, c: Interval, cp: int) -> tuple[Any, ...]:
+        """The columns that name a claim, first in its ownership and heartbeat-gap rows."""
+        return (t.group, t.topic, t.partition, cp, c.client, c.instance, c.start_ms, c.start_offset)
+
+    @classmethod
     def _ownership_row(
-        t: Track, c: Interval, cp: int, end_position: int | None, state: Any
+        cls, t: Track, c: Interval, cp: int, end_position: int | None, state: Any
     ) -> tuple[Any, ...]:
         return (
-            t.group,
-            t.topic,
-            t.partition,
-            cp,
-            c.client,
-            c.instance,
-            c.start_ms,
-            c.start_offset,
+            *cls._claim(t, c, cp),
             c.start_cause,
             c.start_position,
             c.end_ms,
@@ -836,14 +834,7 @@ class PartitionAudit(MemberBeatsFold):
             own.append(self._ownership_row(t, c, cp, end_position, state))
             gaps.append(
                 (
-                    t.group,
-                    t.topic,
-                    t.partition,
-                    cp,
-                    c.client,
-                    c.instance,
-                    c.start_ms,
-                    c.start_offset,
+                    *self._claim(t, c, cp),
                     c.msgs,
                     c.max_gap,
                     c.max_gap_end,
