@@ -288,14 +288,15 @@ class DataDir:
             self._remove_orphan_partitions()  # (and an error for each holding records)
             return
         found, deleting = read_meta(meta_path)
-        self._deleting = deleting
-        for name in sorted(deleting):  # (a delete a crash cut short: finished first)
-            if name not in {n for n, _c, _p in found}:
-                self._finish_delete(name)
         for name, config, count in found:
             logs = [self._open_log(name, p, config) for p in range(count)]
             self._topics[name] = _Topic(config, logs)
         self._publish()
+        # a delete a crash cut short, finished once the topics are loaded: it saves the
+        # metadata, which must still name them (a name listed again was made after it)
+        self._deleting = {n: c for n, c in deleting.items() if n not in self._topics}
+        for name in sorted(self._deleting):
+            self._finish_delete(name)
         self._remove_orphan_partitions()
 
     def _remove_orphan_partitions(self) -> None:
