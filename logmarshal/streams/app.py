@@ -147,11 +147,12 @@ class App:
         self._rng = random.Random()
         # the application's own topics: their names, and the sources, checked before the
         # first is made (a refused App left a changelog or a repartition topic behind)
-        own = self._check_own_topics()
+        existing = set(cluster.topics())  # (read once: nothing is made before the checks end)
+        own = self._check_own_topics(existing)
         topology.check_sources(cluster, own)
-        repartition = self._planned_repartition_topics()
+        repartition = self._planned_repartition_topics(existing)
         self._subs = topology.check_copartitioned(cluster, own, repartition)
-        changelogs = self._planned_changelogs(repartition)
+        changelogs = self._planned_changelogs(existing, repartition)
         self._create_internal_topics(repartition, changelogs)
         #: task name -> its sub-topology; source topic -> its task name
         self._sub_of_task = {task_name(application_id, sub): sub for sub in self._subs}
@@ -234,34 +235,30 @@ class App:
                 "stores' files go there"
             )
 
-    def _check_own_topics(self) -> frozenset[str]:
+    def _check_own_topics(self, existing: set[str]) -> frozenset[str]:
         """The application's own topics, which no pattern source matches: the changelogs of
         every store (their names checked with the repartition topics': a store named ``b
         c`` was refused only by its changelog's creation), and any changelog or repartition
         topic of an earlier topology of this application (a store renamed since)."""
         changelogs = {s: changelog_topic(self.application_id, s) for s in self.topology.stores}
-        for store, topic in sorted(changelogs.items()):
+        named = [(f"store {s!r}: its changelog topic", t) for s, t in sorted(changelogs.items())]
+        named += [("repartition topic", t) for t in sorted(self.topology.internal_topics)]
+        for what, topic in named:
             try:
                 validate_topic_name(topic)
             except InvalidTopicName as exc:
-                raise TopologyError(f"store {store!r}: its changelog topic: {exc}") from None
-        for topic in sorted(self.topology.internal_topics):
-            try:
-                validate_topic_name(topic)
-            except InvalidTopicName as exc:
-                raise TopologyError(f"repartition topic: {exc}") from None
+                raise TopologyError(f"{what}: {exc}") from None
         prefix = f"{self.application_id}-"
         earlier = {
             t
-            for t in self.cluster.topics()
+            for t in existing
             if t.startswith(prefix) and t.endswith(("-changelog", "-repartition"))
         }
         return frozenset(changelogs.values()) | earlier
 
-    def _planned_repartition_topics(self) -> dict[str, int]:
+    def _planned_repartition_topics(self, existing: set[str]) -> dict[str, int]:
         """The DSL repartition topics to make, by partition count: as many as the widest
         source topic."""
-        existing = set(self.cluster.topics())
         missing = sorted(self.topology.internal_topics - existing)
         if not missing:
             return {}
@@ -272,10 +269,11 @@ class App:
                     widths.append(self.cluster.partitions(t))
         return dict.fromkeys(missing, max(widths, default=1))
 
-    def _planned_changelogs(self, repartition: dict[str, int]) -> dict[str, int]:
+    def _planned_changelogs(
+        self, existing: set[str], repartition: dict[str, int]
+    ) -> dict[str, int]:
         """The changelogs to make, by partition count (each its task's lead topic's, maybe a
         repartition topic not made yet); an existing one of another count is refused."""
-        existing = set(self.cluster.topics())
         wanted: dict[str, int] = {}
         for sub in self._subs:
             n = repartition.get(sub.lead_topic) or self.cluster.partitions(sub.lead_topic)

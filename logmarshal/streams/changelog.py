@@ -190,6 +190,11 @@ class ChangelogPass:
         )
 
 
+def _commit_positions(value: bytes | None) -> dict[str, int]:
+    """The input positions a commit marker's value carries (JSON {topic: next offset})."""
+    return {str(t): int(o) for t, o in json.loads(value or b"{}").items()}
+
+
 def _fence_fields(value: bytes | None) -> tuple[int, dict[int, int] | None, dict[str, int] | None]:
     body = json.loads(value or b"{}")
     through = body.get("through")
@@ -267,7 +272,7 @@ def _replay(
                 else:
                     below = m.offset + 1 if epoch >= top else 0
                 settle(epoch, pending.pop(epoch, []), below)
-                positions = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}
+                positions = _commit_positions(m.value)
                 commits.append((m.offset, epoch, positions))
                 if m.offset < below:
                     applied_max[epoch] = max(applied_max.get(epoch, -1), m.offset)
@@ -325,7 +330,7 @@ def _marks_checkpoint(
     held: dict[str, int] | None
     try:
         if kind is COMMIT_KEY and m.key == marker_key(COMMIT_KEY, epoch):
-            held = {str(t): int(o) for t, o in json.loads(m.value or b"{}").items()}
+            held = _commit_positions(m.value)
         elif kind is FENCE_KEY and m.key == marker_key(FENCE_KEY, epoch):
             held = _fence_fields(m.value)[2]
         else:
