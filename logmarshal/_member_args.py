@@ -3,12 +3,16 @@ the Marshaler and a streams App, which checks them before it creates any topic."
 
 from __future__ import annotations
 
+import random
+from collections.abc import Mapping
+
 from rationalizer._messages import valid_id
 
 from ._seconds import seconds
+from .clock import Clock
 from .cluster import Cluster
 
-__all__ = ["check_member_args"]
+__all__ = ["check_marshaler_settings", "check_member_args"]
 
 
 def check_member_args(
@@ -28,3 +32,28 @@ def check_member_args(
             f"heartbeat_interval must be at least 0.0005 s (it is kept in whole "
             f"milliseconds), got {heartbeat_interval}"
         )
+
+
+def check_marshaler_settings(config: Mapping[str, object]) -> None:
+    """The Marshaler's settings that are not seconds, refused by type before its replay
+    starts: a clock without ``time()`` failed in every replay thread while the Marshaler
+    was taken; ``truncate="no"`` read as true and deleted the log; ``snapshot_records=2.5``
+    published at no record."""
+    if not isinstance(config["clock"], Clock):
+        raise TypeError(
+            f"clock must have time() and monotonic() (logmarshal.clock), got {config['clock']!r}"
+        )
+    if config["rng"] is not None and not isinstance(config["rng"], random.Random):
+        raise TypeError(f"rng must be a random.Random or None, got {config['rng']!r}")
+    for name in ("truncate", "restore_snapshots"):
+        if not isinstance(config[name], bool):
+            raise TypeError(f"{name} must be True or False, got {config[name]!r}")
+    records = config["snapshot_records"]
+    if records is not None:
+        if isinstance(records, bool) or not isinstance(records, int):
+            raise TypeError(f"snapshot_records must be an int or None, got {records!r}")
+        if records < 1:
+            raise ValueError(f"snapshot_records must be positive, got {records}")
+    keys = config["admin_keys"]
+    if keys is not None and not isinstance(keys, Mapping):
+        raise TypeError(f"admin_keys must map group ids to key bytes, got {keys!r}")

@@ -40,7 +40,7 @@ from ._coordlog import (
     coordination_topic_config,
     ensure_coordination_topic,
 )
-from ._member_args import check_member_args
+from ._member_args import check_marshaler_settings, check_member_args
 from ._seconds import seconds
 from ._tailer import Halt, Tailer
 from .clock import SYSTEM_CLOCK, Clock
@@ -235,6 +235,7 @@ class Marshaler:
         snapshot_interval: float | None = config["snapshot_interval"]
         announce_ttl: float = config["announce_ttl"]
         check_member_args(cluster, client_id, group_id, heartbeat_interval)
+        check_marshaler_settings(config)
         hb_ms = round(heartbeat_interval * 1000)
         if isinstance(coordination_partitions, bool) or not isinstance(
             coordination_partitions, int
@@ -263,8 +264,6 @@ class Marshaler:
             )
             fetch_linger = min(heartbeat_interval / LINGER_PER_HB, fetch_wait) if networked else 0.0
         seconds("fetch_linger", fetch_linger, at_least=0)
-        if snapshot_records is not None and snapshot_records < 1:
-            raise ValueError(f"snapshot_records must be positive, got {snapshot_records}")
         if snapshot_interval is not None:
             seconds("snapshot_interval", snapshot_interval, above=0)
         seconds("announce_ttl", announce_ttl, at_least=0.004)

@@ -157,7 +157,7 @@ def parse_bootstrap(text: str) -> list[tuple[str, int]]:
         problem = None
         if not sep or not host or any(c.isspace() for c in host) or "/" in host:
             problem = "is not HOST:PORT"
-        elif not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        elif not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
             problem = f"has no valid port ({port_text!r}; 1-65535)"
         if problem:
             raise CliError(

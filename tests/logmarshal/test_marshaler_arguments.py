@@ -5,6 +5,7 @@ TypeError from deep inside, or were taken (True as one second): an attack on the
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -62,6 +63,33 @@ def test_settings_that_are_no_seconds_or_no_metrics_are_refused(tmp_path, settin
     snapshot_interval failed with a bare "cannot convert float NaN to integer". A
     ``metrics`` of the wrong type failed after the replay thread started, which ran on. An
     attack on the entry points, 2026-12-06."""
+    with logmarshal.connect(data_dir=tmp_path / "d") as cluster:
+        threads = threading.active_count()
+        with pytest.raises((TypeError, ValueError), match=setting):
+            Marshaler(cluster, "c", "g", 1.0, **{setting: value})
+        assert threading.active_count() == threads  # nothing was started
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("clock", time.time),
+        ("truncate", "no"),
+        ("restore_snapshots", 0),
+        ("snapshot_records", 2.5),
+        ("snapshot_records", True),
+        ("snapshot_records", 0),
+        ("rng", 5),
+        ("admin_keys", [("g", b"k" * 16)]),
+    ],
+)
+def test_settings_of_the_wrong_type_are_refused_before_the_replay_starts(
+    tmp_path, setting, value
+) -> None:
+    """``clock=time.time`` was taken and failed in every replay thread (one traceback a
+    coordination partition, the Marshaler returned all the same); ``truncate="no"`` read as
+    true and truncated; ``snapshot_records=2.5`` published at no record; ``rng=5`` failed
+    with an AttributeError. Found on going through what the last attack left, 2026-12-06."""
     with logmarshal.connect(data_dir=tmp_path / "d") as cluster:
         threads = threading.active_count()
         with pytest.raises((TypeError, ValueError), match=setting):

@@ -188,6 +188,9 @@ def test_a_file_is_not_a_data_directory(cli, tmp_path) -> None:
         ("host:0", "'host:0' has no valid port"),
         ("host:65536", "'host:65536' has no valid port"),
         ("host:ninety", "'host:ninety' has no valid port"),
+        # another script's digits (int() reads them: it connected to port 9092)
+        ("host:\u0669\u0660\u0669\u0662", "has no valid port"),
+        ("host:\uff19\uff10\uff19\uff12", "has no valid port"),
         (":9092", "':9092' is not HOST:PORT"),
         ("127.0.0.1:9092,oops", "'oops' is not HOST:PORT"),
         ("kafka://h:9092", "'kafka://h:9092' is not HOST:PORT"),
