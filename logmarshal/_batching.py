@@ -32,6 +32,7 @@ import crc32c
 
 from storage import NewRecord, RecordTooLarge, check_header_name
 
+from ._seconds import seconds
 from .cluster import ProduceResult
 
 try:
@@ -420,6 +421,8 @@ class _Batch:
     def outcome(self, index: int, timeout: float | None) -> tuple[str, int, int, int]:
         """Topic, partition, offset and timestamp of record ``index`` once stored (waiting up
         to ``timeout`` s for the batch's answer); the error that stopped it otherwise."""
+        if timeout is not None:
+            seconds("timeout", timeout, at_least=0)  # (nan: a timeout before any wait)
         if not self.done.wait(timeout):
             raise TimeoutError(f"the record was not stored within {timeout} s")
         if self.error is not None:

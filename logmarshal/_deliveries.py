@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import attrs
 
 from ._batching import _Batch
+from ._seconds import seconds
 
 try:
     from ._fastproduce import Report as _FastReport
@@ -77,6 +78,8 @@ class Delivery(abc.ABC):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait like :meth:`result`; the error that stopped the record, or None."""
+        if timeout is not None:
+            seconds("timeout", timeout, at_least=0)  # (raised: no error of the record's)
         try:
             self.result(timeout)
         except TimeoutError as exc:

@@ -694,6 +694,8 @@ class Producer:
     def _report_result(self, report: Any, timeout: float | None) -> RecordMetadata:
         """``result()`` of a record's Delivery over the network (``_fastproduce.Report`` or
         ``_ClientDelivery``): its report, served by librdkafka's poll if it has not come."""
+        if timeout is not None:
+            seconds("timeout", timeout, at_least=0)  # (nan waited for ever, as flush's did)
         if not report:
             self._await_delivery(report, timeout)
         error, message = report.error, report.message
@@ -704,6 +706,8 @@ class Producer:
         )
 
     def _report_exception(self, report: Any, timeout: float | None) -> BaseException | None:
+        if timeout is not None:
+            seconds("timeout", timeout, at_least=0)  # (raised: no error of the record's)
         try:
             self._report_result(report, timeout)
         except TimeoutError:

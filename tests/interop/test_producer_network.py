@@ -257,6 +257,20 @@ def test_both_reports_give_results_and_callbacks(network, report_kind) -> None:
         )
 
 
+def test_a_result_timeout_is_checked_before_any_wait(network, report_kind) -> None:
+    """``result(nan)`` over the network waited for ever (a deadline no clock reaches);
+    ``result("1")`` failed in a subtraction. Checked as ``flush`` checks its timeout."""
+    topic = new_topic(network, 1)
+    with Producer(network) as producer:
+        delivery = producer.send(topic, b"v")
+        for timeout, error in ((float("nan"), ValueError), ("1", TypeError), (-1, ValueError)):
+            with pytest.raises(error, match="timeout must be seconds"):
+                delivery.result(timeout)
+            with pytest.raises(error, match="timeout must be seconds"):
+                delivery.exception(timeout)
+        assert delivery.result(10).offset == 0
+
+
 def test_records_that_cannot_be_delivered_fail_in_result_callback_and_flush(
     tmp_path, report_kind
 ) -> None:

@@ -172,6 +172,23 @@ def test_arguments_of_the_wrong_kind_fail_where_they_are_given(cluster) -> None:
     assert cluster.fetch("t", 0, 0)[0].headers == (("a", b"b"), ("c", None))
 
 
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [(float("nan"), ValueError), (-1, ValueError), ("1", TypeError), (float("inf"), ValueError)],
+)
+def test_a_result_timeout_is_checked_as_flush_checks_its(cluster, timeout, error) -> None:
+    """``result(nan)`` and ``result(-1)`` timed out at once, ``result("1")`` failed in
+    comparing and ``result(inf)`` with a time_t overflow; over the network ``result(nan)``
+    waited for ever. Timeouts are seconds from 0 to a year, or None, as for ``flush``."""
+    cluster.create_topic("t", 1)
+    with Producer(cluster) as producer:
+        delivery = producer.send("t", b"v")
+        for ask in (delivery.result, delivery.exception):
+            with pytest.raises(error, match="timeout must be seconds"):
+                ask(timeout)
+        assert delivery.result(10).offset == 0
+
+
 def test_unknown_topic_fails_at_send(cluster) -> None:
     with Producer(cluster) as producer, pytest.raises(UnknownTopic):
         producer.send("missing", b"v")
