@@ -193,6 +193,12 @@ class TopicConfig:
         out.update(self.noted)
         return out
 
+    def described(self) -> dict[str, str]:
+        """Every setting as Kafka's DescribeConfigs shows it: :meth:`to_dict` with an unset
+        flush setting as Kafka's default for it, Long.MAX_VALUE (never by count or by time;
+        left out, ``kafka-configs --describe --all`` lacked two of Kafka's settings)."""
+        return {"flush.messages": _NEVER, "flush.ms": _NEVER} | self.to_dict()
+
     @classmethod
     def from_dict(cls, d: Mapping[str, str | int]) -> TopicConfig:
         """Parse Kafka-named settings; unknown keys and bad values raise InvalidConfig."""
@@ -250,6 +256,9 @@ class TopicConfig:
                 "topic %s: %s=%s accepted; it has no effect on a single-copy log", topic, key, value
             )
 
+
+#: Kafka's flush.messages and flush.ms defaults (Long.MAX_VALUE): flushing left to the OS
+_NEVER = str(_INT64_MAX)
 
 _NAMES = {
     "segment_bytes": "segment.bytes",

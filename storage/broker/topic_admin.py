@@ -199,7 +199,7 @@ class TopicAdminHandlers:
         await self._know_topics(None)  # configs altered on the controller: at most 1 s stale
         results = []
         cfg_cls = r.DescribeConfigsResult.DescribeConfigsResourceResult
-        defaults = TopicConfig().to_dict()
+        defaults = TopicConfig().described()
         named: set[tuple[int, str]] = set()
         pace = Pace()
         for res in request.resources:
@@ -212,7 +212,7 @@ class TopicAdminHandlers:
                 error, message = ErrorCode.INVALID_REQUEST, "resource named twice in one request"
             elif res.resource_type == _TOPIC_RESOURCE:
                 try:
-                    values = self.data_dir.describe(res.resource_name).config.to_dict()
+                    values = self.data_dir.describe(res.resource_name).config.described()
                 except StorageError as exc:
                     error, message = error_code_for(exc), str(exc)
                 else:

@@ -159,3 +159,21 @@ def test_raw_alter_configs_replaces_the_whole_set(tmp_path) -> None:
         described = _describe(admin, "t")
         assert described["segment.ms"] == "60000"
         assert described["retention.ms"] == str(TopicConfig().retention_ms)
+
+
+def test_describe_shows_every_setting_kafka_has_flush_included(tmp_path) -> None:
+    """An unset flush.messages or flush.ms was left out of DescribeConfigs: Kafka shows both,
+    as Long.MAX_VALUE defaults. A set one shows its value, from the topic."""
+    with BrokerThread(BrokerConfig(data_dir=tmp_path / "data", port=0)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("t", 1, replication_factor=1)])["t"].result(10)
+        resource = ConfigResource("topic", "t")
+        entries = admin.describe_configs([resource])[resource].result(10)
+        for name in ("flush.messages", "flush.ms"):
+            assert entries[name].value == str(2**63 - 1) and entries[name].is_default, name
+        _incremental(
+            admin, "t", ConfigEntry("flush.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+        )
+        entries = admin.describe_configs([resource])[resource].result(10)
+        assert entries["flush.ms"].value == "1000" and not entries["flush.ms"].is_default
+        assert entries["flush.messages"].is_default

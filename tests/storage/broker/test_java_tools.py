@@ -228,6 +228,7 @@ def test_kafka_configs_describe_and_alter_a_topic(broker) -> None:
     assert dynamic() == {"cleanup.policy": "compact", "segment.bytes": "1048576"}
     every = ok(tool("kafka-configs", *entity, "--describe", "--all"))
     assert "retention.ms=604800000 " in every and "max.message.bytes=" in every, every
+    assert f"flush.ms={2**63 - 1} " in every and f"flush.messages={2**63 - 1} " in every, every
     bad = tool("kafka-configs", *entity, "--alter", "--add-config", "retention.ms=soon")
     assert "InvalidConfigurationException" in bad.stdout + bad.stderr
     assert dynamic() == {"cleanup.policy": "compact", "segment.bytes": "1048576"}
