@@ -4,6 +4,7 @@ so that its one lock and its books are all it touches."""
 
 from __future__ import annotations
 
+import logging
 import operator
 import threading
 from typing import Any
@@ -12,6 +13,8 @@ from ..cluster import Message
 from ..core import MemberCore
 
 __all__ = ["OFFSET", "commit_messages", "refuse_non_messages"]
+
+log = logging.getLogger(__name__)
 
 try:
     from .._fastconsume import offsets_of_one as _offsets_of_one
@@ -38,7 +41,7 @@ def commit_messages(
         with lock:
             one = core.commit_one(message.topic, message.partition, message.offset)
         if one and metrics is not None:
-            metrics.committed(consumer, message.topic, 1)
+            _counted(metrics, consumer, message.topic, 1)
         return one
     if _offsets_of_one is not None:  # a polled batch: one partition, checked in C
         got = _offsets_of_one(messages)
@@ -46,7 +49,7 @@ def commit_messages(
             with lock:
                 n = core.commit(*got)
             if n and metrics is not None:
-                metrics.committed(consumer, got[0], n)
+                _counted(metrics, consumer, got[0], n)
             return n > 0
     # C-speed, and without a tuple per message: a polled batch is of one partition
     topics, partitions = set(map(_TOPIC, messages)), set(map(_PARTITION, messages))
@@ -65,9 +68,18 @@ def commit_messages(
             )
             n = core.commit(key[0], key[1], offsets)
             if n and metrics is not None:
-                metrics.committed(consumer, key[0], n)
+                _counted(metrics, consumer, key[0], n)
             done += n
     return done > 0
+
+
+def _counted(metrics: Any, consumer: Any, topic: str, n: int) -> None:
+    """The metrics told of a commit the core made: what they raise is logged, never the
+    commit's (the Consumer took it for the core's failure and stopped, the commit made)."""
+    try:
+        metrics.committed(consumer, topic, n)
+    except Exception:
+        log.exception("the metrics of a commit of %d on %s failed", n, topic)
 
 
 def refuse_non_messages(messages: tuple[Any, ...]) -> None:

@@ -17,6 +17,7 @@ from .stores import (
     SqliteStore,
     StoreDamaged,
     StoreSpec,
+    StoreUnavailable,
 )
 from .task import Task, changelog_topic
 from .topology import Topology, TopologyError
@@ -36,6 +37,7 @@ __all__ = [
     "SqliteStore",
     "StoreDamaged",
     "StoreSpec",
+    "StoreUnavailable",
     "StreamRecord",
     "StreamsBuilder",
     "Task",

@@ -37,6 +37,7 @@ __all__ = [
     "SqliteStore",
     "StoreDamaged",
     "StoreSpec",
+    "StoreUnavailable",
     "open_store",
 ]
 
@@ -94,6 +95,21 @@ class StoreDamaged(LogmarshalError):
             f"store {store!r}: its local files at {path} are damaged ({cause}); they are "
             "deleted when the task closes, and its next set-up restores the store from its "
             "changelog"
+        )
+        self.store = store
+        self.path = path
+        self.cause = cause
+
+
+class StoreUnavailable(LogmarshalError):
+    """A store's local files cannot be opened, and are not damaged: a file where its
+    RocksDB directory goes, permissions, a full disk, a SQLite file of another schema. They
+    are left as they are (nothing is deleted); the App tries the task's set-up again."""
+
+    def __init__(self, store: str, path: str, cause: BaseException) -> None:
+        super().__init__(
+            f"store {store!r}: cannot open its local files at {path} "
+            f"({type(cause).__name__}: {cause})"
         )
         self.store = store
         self.path = path
@@ -512,6 +528,12 @@ class SqliteStore(KeyValueStore):
                 "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)"
             )
             self._db.commit()
+            for table in ("kv", "meta"):
+                columns = [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
+                if columns != ["k", "v"]:  # (a database of another schema: "no such column")
+                    raise sqlite3.OperationalError(
+                        f"its table {table} has columns {columns}, not a store's (k, v)"
+                    )
         except BaseException:
             self._db.close()  # (a file that is no database: not left open)
             raise
@@ -751,7 +773,8 @@ def open_store(kind: str, name: str, path: str | os.PathLike[str]) -> KeyValueSt
         return _open(kind, name, path)
     except Exception as exc:
         if not _damaged(exc):
-            raise
+            # (rocksdict's is a bare Exception, "File exists (os error 17)", naming no path)
+            raise StoreUnavailable(name, path, exc) from exc
         log.warning(
             "store %s: its local files at %s cannot be read (%s); deleted, the store is "
             "restored from its changelog",

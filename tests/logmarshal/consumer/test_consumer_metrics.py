@@ -82,3 +82,27 @@ def test_scrape_shows_hand_out_commits_claims_lag_and_a_failover(manual, endpoin
     assert value(done, "logmarshal_consumer_revocations_total", client_id="b", why="released") == 2
     assert not any(k[0] == "logmarshal_consumer_claims_held" for k in done)
     assert not [t for t in threading.enumerate() if t.name.startswith("logmarshal-consumer")]
+
+
+def test_metrics_that_fail_on_a_commit_do_not_fail_the_consumer(
+    manual, monkeypatch, caplog
+) -> None:
+    """A commit the core made, then metrics that raised: the Consumer took the error for
+    its core's, stopped as a crash would (ConsumerFailed) and left its claims to lapse."""
+    metrics = MarshalerMetrics()
+
+    def broken(*_args) -> None:
+        raise RuntimeError("the registry is broken")
+
+    monkeypatch.setattr(metrics, "committed", broken)
+    manual.cluster.create_topic(TOPIC, 1)
+    produce(manual.cluster, 0, 6)
+    marshaler = Marshaler(
+        manual.cluster, "a", "g", manual.hb, fetch_wait=0.05, clock=manual.clock, metrics=metrics
+    )
+    manual.marshalers.append(marshaler)
+    a = manual.consumer(marshaler, greedy=True)
+    got = drain(a, 3, commit=False, max_records=3)
+    assert a.commit(got[0]) and a.commit(*got[1:])  # one message, then a batch
+    assert "the registry is broken" in caplog.text
+    assert [m.offset for m in drain(a, 3, max_records=3)] == [3, 4, 5]  # it goes on

@@ -386,3 +386,29 @@ def test_only_sqlites_own_damage_errors_mark_a_store_damaged():
     for kind in (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.OperationalError):
         assert not _damaged(kind("string or blob too big"), in_use=True)
     assert not _damaged(sqlite3.ProgrammingError("Cannot operate on a closed database."))
+
+
+def test_local_files_that_cannot_be_opened_are_named_and_left_alone(tmp_path) -> None:
+    """A file where a RocksDB directory goes raised a bare ``Exception("File exists (os
+    error 17)")`` naming no store and no path, and a SQLite file of another schema failed
+    with "no such column: v". Both are StoreUnavailable now, naming the store and the path,
+    and the files are kept: they are not damage, which is deleted and restored."""
+    from logmarshal.streams.stores import StoreUnavailable
+    from logmarshal.streams.stores import open_store as open_local
+
+    in_the_way = tmp_path / "counts.rocksdb"
+    in_the_way.write_bytes(b"not a directory")
+    with pytest.raises(StoreUnavailable, match=f"store 'counts': .*at {in_the_way} "):
+        open_local("rocksdb", "counts", in_the_way)
+    assert in_the_way.read_bytes() == b"not a directory"
+
+    import sqlite3
+
+    other = tmp_path / "counts.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE kv (key TEXT, value TEXT)")
+        db.execute("INSERT INTO kv VALUES ('a', 'b')")
+    with pytest.raises(StoreUnavailable, match=r"table kv has columns \['key', 'value'\]"):
+        open_local("sqlite", "counts", other)
+    with sqlite3.connect(other) as db:
+        assert db.execute("SELECT * FROM kv").fetchall() == [("a", "b")]
