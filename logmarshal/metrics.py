@@ -47,7 +47,7 @@ import threading
 import weakref
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Mapping, Sized
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -71,13 +71,16 @@ class WatchedMarshaler(Protocol):
     def client_id(self) -> str: ...
 
     @property
+    def instance_id(self) -> str: ...
+
+    @property
     def closed(self) -> bool: ...
 
     def replay_offsets(self) -> dict[int, int]: ...
 
     def log_end_offset(self, coord_partition: int) -> int: ...
 
-    def claims(self, client_id: str | None = None) -> Sized: ...
+    def claims(self, client_id: str | None = None) -> Iterable[Any]: ...
 
 
 class WatchedConsumer(Protocol):
@@ -127,7 +130,10 @@ class _Gauges(Collector):
             "Partitions this client holds by the replay",
             labels=["group", "client_id"],
         )
-        for marshaler in self._owner.watched():
+        # one Marshaler a group and client: an instance that replaced one still open in this
+        # process (a fenced one) is the one shown; two samples of one series are no series
+        newest = {(m.group_id, m.client_id): m for m in self._owner.watched()}
+        for marshaler in newest.values():
             who = [marshaler.group_id, marshaler.client_id]
             for cp, applied in sorted(marshaler.replay_offsets().items()):
                 key = [*who, str(cp)]
@@ -139,17 +145,22 @@ class _Gauges(Collector):
                     continue
                 end.add_metric(key, latest)
                 lag.add_metric(key, max(0, latest - applied))
-            claims.add_metric(who, len(marshaler.claims(marshaler.client_id)))
+            mine = marshaler.instance_id  # (claims() counts every instance of the client)
+            claims.add_metric(who, sum(c.instance_id == mine for c in marshaler.claims()))
         yield offset
         yield end
         yield lag
         yield claims
-        yield from _consumer_gauges(self._owner.consumers())
+        yield from _consumer_gauges(self._owner.consumers(), self._owner.retired_renewals())
 
 
 def _consumer_gauges(
-    consumers: Iterable[WatchedConsumer],
+    consumers: Iterable[WatchedConsumer], retired: Mapping[tuple[str, str], int]
 ) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """Per group and client: the sums over its consumers (the Consumers of one Marshaler
+    read different topics; each gave a sample of its own under the same labels, which the
+    text format does not allow and a server kept one of), renewals with those of the
+    consumers closed (a counter never goes back); per partition: its one consumer's."""
     who = ["group", "client_id"]
     held = GaugeMetricFamily(
         "logmarshal_consumer_claims_held", "Partitions this consumer hands out", labels=who
@@ -171,15 +182,21 @@ def _consumer_gauges(
         "log had records for it (librdkafka#5153)",
         labels=who,
     )
+    holding: Tally[tuple[str, str]] = Tally()
+    renewed: Tally[tuple[str, str]] = Tally(retired)
     for consumer in consumers:
         marshaler = consumer.marshaler
         ids = [marshaler.group_id, marshaler.client_id]
-        held.add_metric(ids, len(consumer.claims()))
-        renewals.add_metric(ids, consumer.reader_renewals())
+        holding[marshaler.group_id, marshaler.client_id] += len(consumer.claims())
+        renewed[marshaler.group_id, marshaler.client_id] += consumer.reader_renewals()
         for (topic, partition), n in consumer.uncommitted().items():
             pending.add_metric([*ids, topic, str(partition)], n)
         for (topic, partition), n in consumer.lag().items():
             lag.add_metric([*ids, topic, str(partition)], n)
+    for (group, client), n in sorted(holding.items()):
+        held.add_metric([group, client], n)
+    for (group, client), n in sorted(renewed.items()):
+        renewals.add_metric([group, client], n)
     yield held
     yield pending
     yield lag
@@ -230,17 +247,21 @@ class MarshalerMetrics:
             registry=self.registry,
         )
         self._lock = threading.Lock()
-        self._watched: weakref.WeakSet[WatchedMarshaler] = weakref.WeakSet()
+        #: in the order watched (a dict's): the newest of one group and client is shown
+        self._watched: weakref.WeakKeyDictionary[WatchedMarshaler, None] = (
+            weakref.WeakKeyDictionary()
+        )
         self._consumers: weakref.WeakSet[WatchedConsumer] = weakref.WeakSet()
+        self._retired: Tally[tuple[str, str]] = Tally()
         self.registry.register(_Gauges(self))
 
     def watch(self, marshaler: WatchedMarshaler) -> None:
         with self._lock:
-            self._watched.add(marshaler)
+            self._watched[marshaler] = None
 
     def unwatch(self, marshaler: WatchedMarshaler) -> None:
         with self._lock:
-            self._watched.discard(marshaler)
+            self._watched.pop(marshaler, None)
 
     def watched(self) -> list[WatchedMarshaler]:
         with self._lock:
@@ -252,7 +273,15 @@ class MarshalerMetrics:
 
     def unwatch_consumer(self, consumer: WatchedConsumer) -> None:
         with self._lock:
-            self._consumers.discard(consumer)
+            if consumer in self._consumers:
+                self._consumers.discard(consumer)
+                m = consumer.marshaler
+                self._retired[m.group_id, m.client_id] += consumer.reader_renewals()
+
+    def retired_renewals(self) -> dict[tuple[str, str], int]:
+        """The reader renewals of the consumers closed, per group and client."""
+        with self._lock:
+            return dict(self._retired)
 
     def consumers(self) -> list[WatchedConsumer]:
         with self._lock:

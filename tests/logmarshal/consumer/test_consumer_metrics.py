@@ -106,3 +106,75 @@ def test_metrics_that_fail_on_a_commit_do_not_fail_the_consumer(
     assert a.commit(got[0]) and a.commit(*got[1:])  # one message, then a batch
     assert "the registry is broken" in caplog.text
     assert [m.offset for m in drain(a, 3, max_records=3)] == [3, 4, 5]  # it goes on
+
+
+def _samples(metrics: MarshalerMetrics) -> list[tuple[str, tuple, float]]:
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = generate_latest(metrics.registry).decode()
+    return [
+        (s.name, tuple(sorted(s.labels.items())), s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
+
+
+def _one_sample_a_series(samples) -> dict[tuple[str, tuple], float]:
+    series = [(name, labels) for name, labels, _ in samples]
+    assert len(series) == len(set(series)), sorted(s for s in series if series.count(s) > 1)
+    return {(name, labels): value for name, labels, value in samples}
+
+
+def test_the_consumers_of_one_marshaler_give_one_sample_a_series(manual) -> None:
+    """Two Consumers of one Marshaler (different topics, as the README allows) each gave a
+    ``claims_held`` and a ``reader_renewals`` sample under the same labels: the text format
+    allows one, and a server kept either (2 or 3 here, never 5). An attack on the views,
+    2026-12-06."""
+    metrics = MarshalerMetrics()
+    cluster = manual.cluster
+    cluster.create_topic("left", 2)
+    cluster.create_topic("right", 3)
+    marshaler = Marshaler(
+        cluster, "a", "g", manual.hb, fetch_wait=0.05, clock=manual.clock, metrics=metrics
+    )
+    manual.marshalers.append(marshaler)
+    left, right = Consumer(marshaler, "left"), Consumer(marshaler, "right")
+    manual.consumers += [left, right]
+    wait_until(lambda: len(left.claims()) == 2 and len(right.claims()) == 3, what="claims")
+    series = _one_sample_a_series(_samples(metrics))
+    who = (("client_id", "a"), ("group", "g"))
+    assert series["logmarshal_consumer_claims_held", who] == 5
+    assert series["logmarshal_marshaler_claims_held", who] == 5
+    left.close()
+    series = _one_sample_a_series(_samples(metrics))
+    assert series["logmarshal_consumer_claims_held", who] == 3
+
+
+def test_a_fenced_instance_beside_its_successor_gives_no_second_sample(manual) -> None:
+    """A restarted instance of a client in the process that still holds the fenced one:
+    every ``logmarshal_marshaler_*`` series had a sample from each, and the fenced one's
+    ``claims_held`` counted the new instance's claims as its own."""
+    metrics = MarshalerMetrics()
+    manual.cluster.create_topic(TOPIC, 2)
+
+    def instance() -> tuple[Marshaler, Consumer]:
+        marshaler = Marshaler(
+            manual.cluster,
+            "a",
+            "g",
+            manual.hb,
+            fetch_wait=0.05,
+            clock=manual.clock,
+            metrics=metrics,
+        )
+        manual.marshalers.append(marshaler)
+        return marshaler, manual.consumer(marshaler)
+
+    old, old_consumer = instance()
+    wait_until(lambda: len(old_consumer.claims()) == 2, what="the first instance's claims")
+    new, new_consumer = instance()
+    wait_until(lambda: len(new_consumer.claims()) == 2, what="the takeover by the new one")
+    assert old.claims() and not [c for c in old.claims() if c.instance_id == old.instance_id]
+    series = _one_sample_a_series(_samples(metrics))
+    assert series["logmarshal_marshaler_claims_held", (("client_id", "a"), ("group", "g"))] == 2
