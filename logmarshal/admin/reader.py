@@ -32,6 +32,7 @@ from rationalizer import (
     HeartbeatingTask,
     MemberHeartbeat,
     PartitionState,
+    Reason,
     ReleasingPartition,
     ReleasingTask,
     Verdict,
@@ -314,9 +315,9 @@ def read_coordination(
         here = {g for _o, _t, k, v in records if (g := group_of_record(k, v)) is not None}
         if restored is not None:
             world = restored.world
-            here.update(world.member_groups())  # groups known only by their members
+            groups.update(world.member_groups())  # groups known only by their members
             for s in world.partitions():
-                here.add(s.group_id)
+                groups.add(s.group_id)
                 if s.heartbeat_interval_ms:
                     leases[(s.group_id, s.topic, s.partition)] = s.heartbeat_interval_ms
         else:
@@ -325,9 +326,17 @@ def read_coordination(
             else:
                 keys = dict(admin_keys or {})
             world = WorldState(admin_keys=keys)
-        groups |= here
         now = world.now  # the log time the snapshot (or nothing) leaves off at
         verdicts = world.apply_many(records)
+        # a group is one a record that decodes names (or one of a version to come, which
+        # halts it): a junk record's key named a group that `group list` showed and a
+        # reset or a pause went ahead for
+        groups.update(
+            g
+            for (_o, _t, k, v), verdict in zip(records, verdicts, strict=True)
+            if verdict is None or verdict.reason is not Reason.INVALID_RECORD
+            if (g := group_of_record(k, v)) is not None
+        )
         for (offset, ts, key, value), verdict in zip(records, verdicts, strict=True):
             now = max(now, ts)
             if on_record is not None:

@@ -36,7 +36,7 @@ from ..admin.times import (
 )
 from .argtypes import seconds_or_zero
 from .context import READS, CliError, Context, DataSource, declare
-from .output import emit, print_table
+from .output import emit, print_table, shown
 
 __all__ = ["add_admin_key_option", "admin_keys_from", "register"]
 
@@ -452,9 +452,9 @@ def _describe(args: argparse.Namespace, ctx: Context) -> int:
         return 0
     paused = f"paused until {format_ms(d.paused_until_ms)}" if d.paused else "not paused"
     if d.paused and d.pause_admin:
-        paused += f" by {d.pause_admin[0]}/{d.pause_admin[1]}"
+        paused += f" by {shown(d.pause_admin[0])}/{shown(d.pause_admin[1])}"  # (the log's)
     print(
-        f"group {d.group}: status {d.status.value}, {len(d.members)} member(s), {paused}, "
+        f"group {shown(d.group)}: status {d.status.value}, {len(d.members)} member(s), {paused}, "
         f"balanced: {_balanced_text(d)}"
     )
     if d.member_views:

@@ -14,6 +14,7 @@ from ..errors import LogmarshalError
 from . import audit, broker, coord, demo, group, records, streams, topic
 from .argtypes import non_empty_path
 from .context import CliError, Context, DataSource, commands_of
+from .output import said
 
 __all__ = ["build_parser", "main"]
 
@@ -137,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ValueError,
         NotImplementedError,
     ) as exc:
-        print(f"logmarshal: error: {exc}", file=sys.stderr)
+        print(f"logmarshal: error: {said(str(exc))}", file=sys.stderr)
         return _EXIT_USER_ERROR
     except KeyboardInterrupt:
         return _EXIT_INTERRUPTED

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-__all__ = ["emit", "print_table", "shown"]
+__all__ = ["emit", "print_table", "said", "shown"]
 
 
 def print_table(
@@ -29,6 +29,12 @@ def shown(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def said(text: str) -> str:
+    """An error message for a terminal: as :func:`shown`, but its own line breaks kept (a
+    message may be several lines; an id from the log in it may not move the cursor)."""
+    return "\n".join(shown(line) for line in text.split("\n"))
 
 
 def emit(as_json: bool, payload: Any, text: str | None = None, out: TextIO | None = None) -> None:

@@ -375,3 +375,45 @@ def test_a_record_of_a_version_to_come_stops_the_admin_with_its_name(data, capsy
         "--verify", "--no-report",
     )  # fmt: skip
     assert rc == 0 and "cross-check: ok" in out, (out, err)
+
+
+def test_the_describe_header_escapes_the_pausing_admins_id_from_the_log(data, capsys) -> None:
+    """The header line printed the id of the admin who paused the group as the log held
+    it: an ESC and a newline from anyone who may write ``__marshal`` reached the
+    operator's terminal (every table cell was escaped already). An attack on the views."""
+    from rationalizer import ReleaseGroup, encode
+
+    with EmbeddedCluster(data["dir"], maintenance_interval=0) as cluster:
+        expire = int(time.time() * 1000) + 10 * MINUTE
+        key, value = encode(
+            ReleaseGroup(
+                client_id="adm\x1b]0;t\x07\x1b[2J\nFAKE",
+                instance_id="i",
+                group_id="g",
+                msg_expire_time=expire,
+            )
+        )
+        for cp in range(cluster.partitions(COORDINATION_TOPIC)):
+            cluster.produce(
+                COORDINATION_TOPIC, cp, [NewRecord(value=value, key=key, timestamp=expire)]
+            )
+    rc, out, _ = run(data, capsys, "group", "describe", "g")
+    header = out.splitlines()[0]
+    assert rc == 0 and "paused until" in header, out
+    assert "by adm\\x1b]0;t\\x07\\x1b[2J\\nFAKE/i" in header and "\x1b" not in out, out
+
+
+def test_a_group_named_only_by_a_record_that_does_not_decode_is_no_group(data, capsys) -> None:
+    """``group list`` took group names from every record's key, junk included: one record
+    keyed ``phantom/ev/0`` made a group ``phantom`` that ``describe`` showed empty and a
+    reset or a pause went ahead for. Kafka's ListGroups on the broker did not list it."""
+    with EmbeddedCluster(data["dir"], maintenance_interval=0) as cluster:
+        cluster.produce(
+            COORDINATION_TOPIC,
+            0,
+            [NewRecord(value=b"\x01\x01junk", key=b"phantom/ev/0", timestamp=0)],
+        )
+    rc, out, _ = run(data, capsys, "--json", "group", "list")
+    assert rc == 0 and [g["group"] for g in json.loads(out)] == ["g"]
+    rc, _, err = run(data, capsys, "group", "describe", "phantom")
+    assert rc == 1 and "phantom" in err

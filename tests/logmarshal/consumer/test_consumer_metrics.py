@@ -173,7 +173,7 @@ def test_a_fenced_instance_beside_its_successor_gives_no_second_sample(manual) -
 
     old, old_consumer = instance()
     wait_until(lambda: len(old_consumer.claims()) == 2, what="the first instance's claims")
-    new, new_consumer = instance()
+    _new, new_consumer = instance()
     wait_until(lambda: len(new_consumer.claims()) == 2, what="the takeover by the new one")
     assert old.claims() and not [c for c in old.claims() if c.instance_id == old.instance_id]
     series = _one_sample_a_series(_samples(metrics))
