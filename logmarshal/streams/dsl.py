@@ -26,14 +26,17 @@ __all__ = ["KGroupedStream", "KStream", "KTable", "StreamsBuilder", "TimeWindows
 @attrs.frozen
 class TimeWindows:
     """Tumbling windows of ``size_ms`` by event time: a record at t is in window
-    ``[t - t % size, t - t % size + size)``."""
+    ``[t - t % size, t - t % size + size)``. No grace period: a late record updates its
+    window whenever it comes (windows are never closed), and a windowed key is the JSON
+    list ``[key, start]``."""
 
     size_ms: int = attrs.field()
 
     @size_ms.validator
     def _size(self, _a: object, value: int) -> None:
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"a window size is a positive int (ms), got {value!r}")
+        # (True was a size of 1 ms; a size past int64 is no time Kafka's records carry)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+            raise ValueError(f"a window size is a positive int (ms, int64), got {value!r}")
 
     @classmethod
     def of(cls, size_ms: int) -> TimeWindows:

@@ -396,6 +396,25 @@ class KeyValueStore:
         running App) raced the processor's puts: a ``get`` between the flush's swap of the
         write cache and its copy into the read cache returned an older value, and the
         processor counted on from it (lost updates, in the changelog too)."""
+        items = self.items()
+        out = dict(items)
+        if len(out) < len(items):
+            # distinct keys in the store, equal in Python: the dict kept one of them
+            seen: dict[Any, Any] = {}
+            for key, _ in items:
+                if key in seen:
+                    raise ValueError(
+                        f"store {self.name!r}: keys {seen[key]!r} and {key!r} are distinct in "
+                        "the store and equal in Python (as 1, 1.0 and True are): a dict "
+                        "cannot hold both; read them with items()"
+                    )
+                seen[key] = key
+        return out
+
+    def items(self) -> list[tuple[Any, Any]]:
+        """Every entry as a (key, value) pair, in the order of the keys' bytes: keys that
+        are distinct in the store and equal in Python (1, 1.0, True) each have their own.
+        A read, as :meth:`all`."""
         self._refuse_closed()
         writes = dict(self._writes)  # one C-level copy: consistent even beside the processor
         entries = dict(self._items())
@@ -405,10 +424,10 @@ class KeyValueStore:
                 entries.pop(_encoded(ck), None)
             else:
                 entries[_encoded(ck)] = data
-        return {
-            _hashable(json_deserializer(k)): json_deserializer(v)
+        return [
+            (_hashable(json_deserializer(k)), json_deserializer(v))
             for k, v in sorted(entries.items())
-        }
+        ]
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (not marked dirty)."""

@@ -194,6 +194,8 @@ class Task:
         #: per source topic: the stores whose restored state already reflects that topic's
         #: input below an offset (writes for such input are dropped: :meth:`_deliver_guarded`)
         self._guards: dict[str, list[tuple[KeyValueStore, int]]] = {}
+        #: the record being delivered went to the sinks before (a store reflects it)
+        self._sent = False
         self._processors: dict[str, Processor] = {}
         for name in sub.nodes:
             if name in topology.processors:
@@ -374,20 +376,27 @@ class Task:
                 f"task {self.task_id}: undoing a failed record's store writes failed ({exc!r})"
             ) from exc
 
-    @staticmethod
     def _deliver_guarded(
+        self,
         record: StreamRecord,
         deliveries: tuple[_Delivery, ...],
         guards: list[tuple[KeyValueStore, int]],
     ) -> None:
-        """Deliver a record with the writes of the stores that already reflect it dropped."""
+        """Deliver a record with the writes of the stores that already reflect it dropped,
+        and its sink writes too if any store does: they went out before that store's commit
+        (the sinks are flushed first), and values computed now from a store that already
+        counted the record overshoot (a count forwarded 201 where it had forwarded 101)."""
         offset = record[5]
+        sent = False
         for store, done in guards:
             store._drop_writes(offset < done)
+            sent = sent or offset < done
+        self._sent = sent
         try:
             for deliver in deliveries:
                 deliver(record)
         finally:
+            self._sent = False
             for store, _ in guards:
                 store._drop_writes(False)
 
@@ -412,6 +421,8 @@ class Task:
             deliver(record)
 
     def _sink(self, sink: SinkNode, record: StreamRecord) -> None:
+        if self._sent:
+            return  # (sent before a crash: _deliver_guarded)
         key = sink.key_serializer(record.key)
         value = sink.value_serializer(record.value)
         partition = -1
@@ -542,9 +553,8 @@ class Task:
         epoch is found among ours. Returns the number of data records written."""
         if not self._chain and self.stores:
             raise RuntimeError(f"task {self.task_id}: restore (and fence) before writing")
-        positions = json.dumps(self.positions, sort_keys=True).encode()
+        task_positions = json.dumps(self.positions, sort_keys=True).encode()
         epoch = self._epoch_header()
-        header = ((POSITIONS_HEADER, positions), epoch)
         ts = self._now_ms()
         written = 0
         for name in sorted(self.stores):
@@ -552,6 +562,13 @@ class Task:
             dirty = store.take_dirty()
             if not dirty:
                 continue
+            reflected = self._reflected(name)
+            positions = (
+                task_positions
+                if reflected is None
+                else json.dumps(reflected, sort_keys=True).encode()
+            )
+            header = ((POSITIONS_HEADER, positions), epoch)
             batch: list[NewRecord] = []
             size = 0
             try:
@@ -584,9 +601,17 @@ class Task:
                         "every commit fails until it is raised or the value is made smaller)"
                     )
                 raise
-            store.checkpoint(marker, dict(self.positions), self.epoch)
+            store.checkpoint(marker, reflected or dict(self.positions), self.epoch)
             written += len(dirty)
         return written
+
+    def _reflected(self, store: str) -> dict[str, int] | None:
+        """The input positions ``store`` reflects, where they are past the task's (a store
+        a restore found ahead of another: :meth:`restore`), else None (the task's)."""
+        ahead = self.store_positions.get(store)
+        if not ahead or all(self.positions.get(t, -1) >= o for t, o in ahead.items()):
+            return None
+        return self.positions | {t: max(o, self.positions.get(t, -1)) for t, o in ahead.items()}
 
     def restore(self, cluster: Cluster, *, attempts: int = 3) -> dict[str, int]:
         """Rebuild every store from the valid commits of its changelog partition (last
@@ -611,6 +636,14 @@ class Task:
         for pos in self.store_positions.values():
             for t, o in pos.items():
                 resume[t] = min(resume.get(t, o), o)
+        # a store with no commit (or none past an input) may reflect none of that input (a
+        # crash between two stores' first commits: the successor resumed where the first
+        # ended, and the second never saw the input before it): the task reflects none of
+        # it, and the App resumes from its consumer's position; the guards keep the others
+        # from counting what they reflect twice, and their commits say what they reflect
+        for t in list(resume):
+            if len(self.stores) > sum(t in pos for pos in self.store_positions.values()):
+                del resume[t]
         self.positions.update(resume)
         self._rebuild_guards()
         return resume

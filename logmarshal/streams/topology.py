@@ -109,6 +109,16 @@ class Topology:
                 raise TopologyError(
                     f"source {name!r} needs topic names or a pattern, got {topics!r}"
                 )
+            # one source a topic, as Kafka Streams (the first source took every record and
+            # the second got none; in two sub-topologies one was dropped or the App failed
+            # after it had made its topics)
+            for topic in names:
+                other = next((s.name for s in self.sources.values() if topic in s.topics), None)
+                if other is not None or names.count(topic) > 1:
+                    raise TopologyError(
+                        f"source {name!r}: topic {topic!r} is read by source "
+                        f"{other or name!r} already (one source a topic: merge the streams)"
+                    )
         self.sources[name] = SourceNode(name, names, pattern, key_deserializer, value_deserializer)
         return self
 

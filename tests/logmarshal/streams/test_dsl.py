@@ -212,7 +212,9 @@ def test_context_exposes_record_metadata_and_guards_stores():
 def test_windows_validate():
     import pytest
 
-    with pytest.raises(ValueError):
-        TimeWindows.of(0)
+    for size in (0, -5, 2.5, "10", True, 2**63):  # (True was 1 ms; 2**63 no int64)
+        with pytest.raises(ValueError, match="a window size is a positive int"):
+            TimeWindows.of(size)
     assert TimeWindows.of(10).start(25) == 20
+    assert TimeWindows.of(2**63 - 1).start(-1) == -(2**63 - 1)
     assert string_deserializer(b"x") == "x"

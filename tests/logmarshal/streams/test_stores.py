@@ -412,3 +412,19 @@ def test_local_files_that_cannot_be_opened_are_named_and_left_alone(tmp_path) ->
         open_local("sqlite", "counts", other)
     with sqlite3.connect(other) as db:
         assert db.execute("SELECT * FROM kv").fetchall() == [("a", "b")]
+
+
+def test_keys_equal_in_python_and_distinct_in_the_store_are_not_merged(store) -> None:
+    """``all()`` built a dict of the decoded keys, and 1, 1.0 and True (distinct keys in the
+    store: ``1``, ``1.0``, ``true``) became one entry with one of the values: a count read
+    back by the test driver or ``read_changelog`` was wrong. ``items()`` keeps each; ``all()``
+    refuses to merge them (an attack on the DSL, 2026-12-06)."""
+    store.put(1, "int")
+    store.put(True, "bool")
+    store.put(1.0, "float")
+    assert sorted(map(repr, store.items())) == ["(1, 'int')", "(1.0, 'float')", "(True, 'bool')"]
+    with pytest.raises(ValueError, match="equal in Python"):
+        store.all()
+    store.delete(True)
+    store.delete(1.0)
+    assert store.all() == {1: "int"} and store.items() == [(1, "int")]

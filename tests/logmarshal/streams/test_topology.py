@@ -114,3 +114,21 @@ def test_a_stream_record_is_immutable_with_defaults_and_a_changed_copy():
     with pytest.raises(AttributeError):
         r.value = 2
     assert r._replace(value=2) == StreamRecord("k", 2, 5) and r.value == 1
+
+
+def test_a_topic_has_one_source():
+    """Kafka Streams refuses a topic registered by a second source. Here the second source
+    of one sub-topology never got a record, one of two sub-topologies was dropped by the test
+    driver, and the App failed only once it had made its changelogs (an attack on the DSL,
+    2026-12-06)."""
+    t = Topology().add_source("a", "in")
+    with pytest.raises(TopologyError, match="topic 'in' is read by source 'a' already"):
+        t.add_source("b", ["other", "in"])
+    with pytest.raises(TopologyError, match="topic 'x' is read by source 'c' already"):
+        Topology().add_source("c", ["x", "x"])
+    from logmarshal.streams import StreamsBuilder
+
+    builder = StreamsBuilder("dup")
+    builder.stream("in")
+    with pytest.raises(TopologyError, match="topic 'in' is read by source"):
+        builder.stream("in")

@@ -1,0 +1,130 @@
+"""A task of two stores whose commits a crash left out of step: one store's changelog got a
+commit the other's did not. The successor must leave both exact, and send each count once.
+Found by an attack on the DSL (2026-12-06); each test fails without its fix."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from logmarshal.streams import App, StoreSpec, StreamsBuilder
+from logmarshal.streams import task as task_module
+from logmarshal.streams.changelog import read_changelog
+from logmarshal.streams.serde import json_deserializer
+from storage import NewRecord
+
+from .test_app import run_until
+
+N = 200
+
+
+class _Crash(BaseException):
+    """The process dies here (nothing after it runs, as after a SIGKILL)."""
+
+
+def _app(cluster, client: str, tmp_path) -> App:
+    b = StreamsBuilder("two")
+    grouped = b.stream("in").group_by_key()
+    grouped.count(StoreSpec("c", "sqlite")).to_stream().to("out")
+    grouped.reduce(lambda a, v: a + v, StoreSpec("s", "sqlite"))
+    return App(
+        cluster,
+        "two",
+        b.build(),
+        client_id=client,
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / client,
+        commit_interval=3600,
+    )
+
+
+def _produce(cluster, start: int, n: int) -> None:
+    now = int(time.time() * 1000)
+    cluster.produce(
+        "in", 0, [NewRecord(b"1", key=b'"k"', timestamp=now + i) for i in range(start, start + n)]
+    )
+
+
+def _process(app: App, upto: int) -> None:
+    """Poll and process until the task's input position reaches ``upto``."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if any(t.positions.get("in", 0) >= upto for t in app.tasks.values()):
+            return
+        for m in app.consumer.poll(0.1):
+            app.process(m)
+    raise AssertionError(f"the input was not processed up to {upto}")
+
+
+def _crash_at_the_commit_of_s(app: App, monkeypatch) -> None:
+    """Commit, dying once store c's changelog has its commit and store s's has not."""
+    append = task_module.Task._append
+
+    def dying(self, cluster, name, records, durable):
+        if name == "s" and any(r.key and b"commit" in r.key for r in records):
+            raise _Crash
+        return append(self, cluster, name, records, durable)
+
+    monkeypatch.setattr(task_module.Task, "_append", dying)
+    with pytest.raises(_Crash):
+        app.commit()
+    monkeypatch.setattr(task_module.Task, "_append", append)
+    app.consumer.close(release=False)  # the claims lapse: nobody releases them
+    app.producer.close()
+    app.marshaler.close()
+
+
+def _successor_finishes(cluster, tmp_path) -> None:
+    b = _app(cluster, "b", tmp_path)
+
+    run_until(b, lambda: any(t.positions.get("in", 0) >= N for t in list(b.tasks.values())))
+
+
+def _out(cluster) -> list[int]:
+    values, offset = [], 0
+    while batch := cluster.fetch("out", 0, offset):
+        values += [json_deserializer(m.value) for m in batch]
+        offset = batch[-1].offset + 1
+    return values
+
+
+@pytest.fixture
+def topics(cluster):
+    cluster.create_topic("in", 1)
+    cluster.create_topic("out", 1)
+    return cluster
+
+
+def test_a_store_with_no_commit_is_not_resumed_past_by_one_with_one(topics, tmp_path, monkeypatch):
+    """Killed at the task's first commit between the two changelogs: the successor resumed
+    where store c's commit ended, and store s never saw the first 100 records (100, not
+    200)."""
+    cluster = topics
+    _produce(cluster, 0, 100)
+    a = _app(cluster, "a", tmp_path)
+    _process(a, 100)
+    _crash_at_the_commit_of_s(a, monkeypatch)
+    _produce(cluster, 100, N - 100)
+    _successor_finishes(cluster, tmp_path)
+    assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
+    assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N}
+
+
+def test_a_record_a_store_counted_before_the_crash_is_not_sent_again_overshot(
+    topics, tmp_path, monkeypatch
+):
+    """Killed at the second commit between the two changelogs: the successor replays what
+    store c counted for store s, and forwarded c's count of it again, computed from a store
+    that had counted it already: 101 records of the value 201 instead of 101..200."""
+    cluster = topics
+    _produce(cluster, 0, 100)
+    a = _app(cluster, "a", tmp_path)
+    _process(a, 100)
+    a.commit()
+    _produce(cluster, 100, 100)
+    _process(a, N)
+    _crash_at_the_commit_of_s(a, monkeypatch)
+    _successor_finishes(cluster, tmp_path)
+    assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
+    assert _out(cluster) == list(range(1, N + 1))  # each count once, none overshot
