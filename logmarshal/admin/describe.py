@@ -162,6 +162,9 @@ class GroupSummary:
     known: int  # partitions the log has state for
     paused_until_ms: int | None
     paused: bool
+    #: (coordination partition, offset, version) of the record of a version to come that
+    #: halted the group (its figures are as of before it), or None
+    halted: tuple[int, int, int] | None = None
 
 
 def require_group(state: CoordinationState, group: str) -> None:
@@ -216,6 +219,7 @@ def list_groups(state: CoordinationState, now_ms: int) -> list[GroupSummary]:
                 len(parts),
                 until,
                 until is not None and now_ms < until,
+                state.halted(group),
             )
         )
     return out

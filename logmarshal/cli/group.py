@@ -302,6 +302,9 @@ def _list(args: argparse.Namespace, ctx: Context) -> int:
             "owned": g.owned,
             "known": g.known,
             "paused": "until " + format_ms(g.paused_until_ms) if g.paused else "no",
+            "halted": "no"
+            if g.halted is None
+            else "v{2}@{0}/{1}".format(*g.halted),  # version@cp/offset
         }
         for g in groups
     ]
@@ -316,12 +319,16 @@ def _list(args: argparse.Namespace, ctx: Context) -> int:
                     "known": g.known,
                     "paused": g.paused,
                     "paused_until_ms": g.paused_until_ms if g.paused else None,
+                    # a record of a version to come halted it (PROTOCOL.md "Version 6")
+                    "halted": None
+                    if g.halted is None
+                    else dict(zip(("coord_partition", "offset", "version"), g.halted, strict=True)),
                 }
                 for g in groups
             ],
         )
     else:
-        print_table(rows, ["group", "members", "owned", "known", "paused"])
+        print_table(rows, ["group", "members", "owned", "known", "paused", "halted"])
     return 0
 
 

@@ -218,6 +218,7 @@ def test_export_round_trips_through_from_file_and_executes(data, capsys) -> None
             "known": 2,
             "paused": True,
             "paused_until_ms": d["paused_until_ms"],
+            "halted": None,
         }
     ]
 
@@ -360,6 +361,14 @@ def test_a_record_of_a_version_to_come_stops_the_admin_with_its_name(data, capsy
     rc, _out, err = run(data, capsys, "group", "describe", "g")
     assert rc != 0
     assert "protocol version 9" in err and "upgrade" in err and "offset 1" in err
+    # the list says so too (it showed the group as any other, an attack on the views)
+    rc, out, _ = run(data, capsys, "--json", "group", "list")
+    (listed,) = json.loads(out)
+    halted = listed["halted"]
+    assert (halted["offset"], halted["version"]) == (1, 9) and halted["coord_partition"] >= 0
+    rc, out, _ = run(data, capsys, "group", "list")
+    assert out.splitlines()[0].split()[-1] == "HALTED"
+    assert out.splitlines()[1].split()[-1] == f"v9@{halted['coord_partition']}/1"
 
     # the dump of g keeps the record that halted it, named by its envelope (--group left
     # it out), and the audit's cross-check agrees on its group (it failed: an attack on
