@@ -247,8 +247,14 @@ class DataDir:
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise DataDirLocked(self.path, f"held by pid {holder}" if holder else "") from None
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:
+            # (a full disk: the lock stayed held by this process, and every later open of
+            # the directory in it was refused as "locked by another owner")
+            os.close(fd)
+            raise OSError(exc.errno, exc.strerror, str(self.path / _LOCK_FILE)) from exc
         return fd
 
     def _drop_clean_marker(self) -> None:

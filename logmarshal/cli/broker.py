@@ -9,7 +9,7 @@ from typing import Any
 from storage._datadir import DEFAULT_RETENTION_CHECK_INTERVAL_MS
 from storage.broker import BrokerConfig, load_cluster_file, run_broker
 from storage.broker.cluster_file import parse_host_port
-from storage.broker.server import DEFAULT_MAX_FRAME, MetricsPortError
+from storage.broker.server import DEFAULT_MAX_FRAME, ListenError, MetricsPortError
 
 from .._broker_groups import MarshalGroupView
 from .argtypes import host_name, non_negative, positive
@@ -169,11 +169,10 @@ def _start(args: argparse.Namespace, ctx: Context) -> int:
         status = run_broker(config, on_ready=ready)
     except MetricsPortError as exc:
         raise CliError(f"cannot start the broker: {exc}") from None
-    except OSError as exc:
-        if exc.filename is not None:  # the data directory's, not the socket's
-            raise CliError(
-                f"cannot start the broker: {exc.filename}: {exc.strerror or exc}"
-            ) from None
+    except ListenError as exc:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except OSError as exc:  # the data directory's (a full disk, permissions)
+        where = exc.filename if exc.filename is not None else ctx.data_dir
+        raise CliError(f"cannot start the broker: {where}: {exc.strerror or exc}") from None
     print("broker stopped", file=sys.stderr)
     return status

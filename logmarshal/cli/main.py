@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -129,7 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"logmarshal: error: {exc}", file=sys.stderr)
         return _EXIT_USER_ERROR
     try:
-        return args.func(args, ctx) or 0
+        status = args.func(args, ctx) or 0
+        sys.stdout.flush()  # (here, not at exit: a reader gone is a BrokenPipeError below)
+        return status
     except (
         CliError,
         StorageError,
@@ -143,6 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `logmarshal read ... | head`
+        # what is still buffered would fail again at exit ("Exception ignored ... exit 120"):
+        # stdout goes nowhere from here on (the recipe of Python's signal docs)
+        with contextlib.suppress(OSError, ValueError):
+            nowhere = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(nowhere, sys.stdout.fileno())
+            os.close(nowhere)
         return 0
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""  # (a timeout names no file)

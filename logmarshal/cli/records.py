@@ -92,20 +92,26 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 def _produce(args: argparse.Namespace, ctx: Context) -> int:
     futures: list[Delivery | LogmarshalError] = []  # (a send refused at once: its error)
     problem: str | None = None
+    interrupted = False
     ctx.cluster.partitions(args.topic)  # an unknown topic is an error with no input too
     with Producer(ctx.cluster, partitioner=args.partitioner) as producer:
-        for number, raw in enumerate(sys.stdin.buffer, start=1):
-            line = raw.rstrip(b"\r\n")
-            key = None
-            if args.key_separator is not None:
-                key, sep, line = line.partition(args.key_separator.encode())
-                if not sep:
-                    problem = f"line {number} has no key separator {args.key_separator!r}"
-                    break
-            try:
-                futures.append(producer.send(args.topic, line, key=key, partition=args.partition))
-            except LogmarshalError as exc:  # over the network, a record over the size limit
-                futures.append(exc)
+        try:
+            for number, raw in enumerate(sys.stdin.buffer, start=1):
+                line = raw.rstrip(b"\r\n")
+                key = None
+                if args.key_separator is not None:
+                    key, sep, line = line.partition(args.key_separator.encode())
+                    if not sep:
+                        problem = f"line {number} has no key separator {args.key_separator!r}"
+                        break
+                try:
+                    futures.append(
+                        producer.send(args.topic, line, key=key, partition=args.partition)
+                    )
+                except LogmarshalError as exc:  # over the network, one over the size limit
+                    futures.append(exc)
+        except KeyboardInterrupt:  # Ctrl-C: what was sent is written, and said (it was not)
+            interrupted = True
     offsets: dict[int, list[int]] = defaultdict(list)
     failed: list[tuple[int, BaseException]] = []  # (line number, why), each line is a record
     for number, future in enumerate(futures, start=1):
@@ -137,6 +143,9 @@ def _produce(args: argparse.Namespace, ctx: Context) -> int:
         )
     if problem:
         raise CliError(f"{problem}; the {len(futures)} line(s) before it were written")
+    if interrupted:
+        print(f"interrupted: the {written} line(s) read before it were written", file=sys.stderr)
+        raise KeyboardInterrupt
     return 0
 
 

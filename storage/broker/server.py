@@ -70,6 +70,12 @@ class MetricsPortError(StorageError):
     """The Prometheus port (``metrics_port``) could not be served: not the broker's own."""
 
 
+class ListenError(OSError):
+    """The broker's own address could not be bound (in use, no such address): told apart
+    from an OSError of its data directory, which may name no file either (a full disk met
+    writing the lock file was reported as "cannot listen")."""
+
+
 @attrs.frozen
 class BrokerConfig:
     """How to run one broker. ``port`` 0 picks a free port (see :attr:`BrokerServer.address`)."""
@@ -191,6 +197,9 @@ class BrokerServer:
             self._server = await asyncio.start_server(
                 self._serve_connection, cfg.host, cfg.port, ssl=server_ssl, reuse_address=True
             )
+        except OSError as exc:
+            self._data_dir.close()
+            raise ListenError(exc.errno, exc.strerror or str(exc)) from exc
         except BaseException:
             self._data_dir.close()
             raise

@@ -154,6 +154,24 @@ def test_same_process_second_open_is_refused(tmp_path: Path) -> None:
     DataDir(tmp_path).close()  # released on close
 
 
+def test_an_open_that_fails_writing_its_lock_leaves_it_free(tmp_path: Path, monkeypatch) -> None:
+    """A full disk at the lock file's write kept the lock held by this process: every later
+    open in it was refused as "locked by another owner" (an attack, 2026-12-06)."""
+    import errno
+
+    import storage._datadir as datadir
+
+    def full(*_args) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(datadir.os, "pwrite", full)
+        with pytest.raises(OSError, match="No space left") as err:
+            DataDir(tmp_path)
+    assert err.value.filename == str(tmp_path / ".lock")
+    DataDir(tmp_path).close()  # the space is back: it opens
+
+
 def test_second_process_is_refused_the_lock(tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""

@@ -156,6 +156,32 @@ def test_broker_start_names_the_file_it_could_not_write(run, monkeypatch) -> Non
     assert "data/producer-ids.json: No space left on device" in line
 
 
+def test_broker_start_on_a_full_disk_names_the_data_directory(run, monkeypatch) -> None:
+    """The lock file's write on a full disk raises an OSError that names no file: it was
+    said as "cannot listen on 127.0.0.1:0: No space left on device" (an attack on one data
+    directory, 2026-12-06). A busy address is still "cannot listen"."""
+    import errno
+    import socket
+
+    import storage._datadir as datadir
+
+    def full(*_args) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(datadir.os, "pwrite", full)
+        code, _, err = run("broker", "start", "--listen", "127.0.0.1:0")
+    line = _one_error_line(err)
+    assert code == 1 and "cannot listen" not in line, err
+    assert "data/.lock: No space left on device" in line
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = run("broker", "start", "--listen", f"127.0.0.1:{port}")
+    assert code == 1 and f"cannot listen on 127.0.0.1:{port}: " in _one_error_line(err), err
+
+
 def test_broker_start_names_the_metrics_port_and_the_ready_file_it_could_not_use(
     run, tmp_path
 ) -> None:
@@ -353,3 +379,31 @@ def test_a_table_cell_that_does_not_print_is_escaped() -> None:
     lines = out.getvalue().splitlines()
     assert len(lines) == 3 and "\x1b" not in out.getvalue()
     assert lines[1].split() == ["x\\n\\x1b[31mRED\\x1b[0m\\ttab", "é"]
+
+
+@pytest.mark.parametrize("argv", [("topic", "list"), ("read", "t"), ("--json", "read", "t")])
+def test_a_reader_gone_before_the_output_is_written_is_no_error(tmp_path, argv) -> None:
+    """``logmarshal read t | head -n 0``: output smaller than stdout's buffer was flushed by
+    the interpreter at exit, after main() had returned, and failed there ("Exception ignored
+    ... BrokenPipeError", exit 120). An attack on one data directory, 2026-12-06."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    data = tmp_path / "data"
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        cluster.create_topic("t", 1)
+        cluster.produce("t", 0, [NewRecord(b"v%d" % i, timestamp=0) for i in range(5)])
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "logmarshal", "--data-dir", str(data), *argv],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60, cwd=ROOT, env=env,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -288,3 +288,28 @@ def test_read_json_holds_every_byte_and_every_header(run, tmp_path) -> None:
     assert "value_base64" not in raw["headers"][0]
     code, out, _ = run("read", "--help")
     assert "with backslashes).\n\nwhere the data comes from" in out  # (notes apart)
+
+
+def test_produce_interrupted_says_what_it_wrote(run, monkeypatch, capsys) -> None:
+    """Ctrl-C while ``produce`` read its input: the lines read were written, and nothing
+    said so (exit 130, no output). An attack on one data directory, 2026-12-06."""
+    import sys
+
+    class Interrupted:
+        """stdin: two lines, then the user's Ctrl-C."""
+
+        def __iter__(self):
+            yield b"a\n"
+            yield b"b\n"
+            raise KeyboardInterrupt
+
+    from logmarshal.cli.main import main
+
+    run("topic", "create", "t")
+    monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": Interrupted()})())
+    code = main(["produce", "t"])  # (the runner would give it its own stdin)
+    out, err = capsys.readouterr()
+    assert code == 130 and "produced 2 record(s)" in out
+    assert "interrupted: the 2 line(s) read before it were written" in err
+    _, out, _ = run("read", "t", stdin="")
+    assert out.splitlines() == ["0\ta", "1\tb"]
