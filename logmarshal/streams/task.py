@@ -324,7 +324,10 @@ class Task:
                 self.stream_time = ts
                 if ts >= self._stream_due:
                     self.current = None
-                    self._punctuate(PunctuationType.STREAM_TIME, ts)
+                    if guards:  # (fired by a record replayed: as that record's delivery)
+                        self._punctuate_guarded(ts, offset, guards)
+                    else:
+                        self._punctuate(PunctuationType.STREAM_TIME, ts)
         # a wall-clock punctuation, or a record forwarded outside processing, has no input
         # record behind it
         self.current = None
@@ -395,6 +398,24 @@ class Task:
         try:
             for deliver in deliveries:
                 deliver(record)
+        finally:
+            self._sent = False
+            for store, _ in guards:
+                store._drop_writes(False)
+
+    def _punctuate_guarded(
+        self, ts: int, offset: int, guards: list[tuple[KeyValueStore, int]]
+    ) -> None:
+        """The stream-time punctuators a replayed record fires, guarded as its delivery:
+        they ran when it was first processed (the writes of a store that reflects it went
+        into that store, their sink writes out), and now read a store that is ahead."""
+        sent = False
+        for store, done in guards:
+            store._drop_writes(offset < done)
+            sent = sent or offset < done
+        self._sent = sent
+        try:
+            self._punctuate(PunctuationType.STREAM_TIME, ts)
         finally:
             self._sent = False
             for store, _ in guards:

@@ -70,7 +70,7 @@ class MetricsPortError(StorageError):
     """The Prometheus port (``metrics_port``) could not be served: not the broker's own."""
 
 
-class ListenError(OSError):
+class ListenError(StorageError, OSError):
     """The broker's own address could not be bound (in use, no such address): told apart
     from an OSError of its data directory, which may name no file either (a full disk met
     writing the lock file was reported as "cannot listen")."""

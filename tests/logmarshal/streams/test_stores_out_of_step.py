@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from logmarshal.streams import App, StoreSpec, StreamsBuilder
+from logmarshal.streams import STREAM_TIME, App, Processor, StoreSpec, StreamsBuilder, Topology
 from logmarshal.streams import task as task_module
 from logmarshal.streams.changelog import read_changelog
 from logmarshal.streams.serde import json_deserializer
@@ -21,6 +21,38 @@ N = 200
 
 class _Crash(BaseException):
     """The process dies here (nothing after it runs, as after a SIGKILL)."""
+
+
+class _CountsTwiceAndTells(Processor):
+    """Counts each record into c and s (equal at every step); a stream-time punctuator
+    forwards the pair."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.c, self.s = context.get_state_store("c"), context.get_state_store("s")
+        context.schedule(1, STREAM_TIME, self.tell)
+
+    def tell(self, _now: int) -> None:
+        self.context.forward("k", [self.c.get("k"), self.s.get("k")])
+
+    def process(self, record) -> None:
+        self.c.put(record.key, (self.c.get(record.key) or 0) + 1)
+        self.s.put(record.key, (self.s.get(record.key) or 0) + 1)
+
+
+def _punctuating(cluster, client: str, tmp_path) -> App:
+    t = Topology().add_source("src", "in").add_processor("p", _CountsTwiceAndTells, "src")
+    t.add_sink("out", "out", "p")
+    t.add_state_store(StoreSpec("c", "sqlite"), "p").add_state_store(StoreSpec("s", "sqlite"), "p")
+    return App(
+        cluster,
+        "two",
+        t,
+        client_id=client,
+        heartbeat_interval=0.3,
+        state_dir=tmp_path / client,
+        commit_interval=3600,
+    )
 
 
 def _app(cluster, client: str, tmp_path, *, chained: bool = False) -> App:
@@ -157,3 +189,25 @@ def test_a_store_computed_from_one_that_is_ahead_is_exact_after_the_crash(
     _successor_finishes(cluster, tmp_path, chained=True)
     assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
     assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N * (N + 1) // 2}
+
+
+def test_a_punctuator_fired_by_a_replayed_record_sends_no_mix_of_two_states(
+    topics, tmp_path, monkeypatch
+):
+    """A stream-time punctuator run during the replay after a crash between c's and s's
+    changelog writes forwarded [c, s] with c as after the crash and s as before: 48 of 348
+    pairs unequal in the attack's run (2026-12-06). Fired by a replayed record, it is
+    guarded as that record: what it sent went out before."""
+    cluster = topics
+    _produce(cluster, 0, 100)
+    a = _punctuating(cluster, "a", tmp_path)
+    _process(a, 100)
+    a.commit()
+    _produce(cluster, 100, 100)
+    _process(a, N)
+    _crash_at_the_commit_of_s(a, monkeypatch)
+    b = _punctuating(cluster, "b", tmp_path)
+    run_until(b, lambda: any(t.positions.get("in", 0) >= N for t in list(b.tasks.values())))
+    told = _out(cluster)
+    assert told and all(c == s for c, s in told), [p for p in told if p[0] != p[1]][:5]
+    assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N}
