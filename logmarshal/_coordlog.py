@@ -223,16 +223,27 @@ def snapshot_topic_problems(config: Mapping[str, str]) -> list[str]:
     return problems
 
 
-def check_snapshot_topic(cluster: Cluster) -> list[str]:
+def check_snapshot_topic(cluster: Cluster, partitions: int | None = None) -> list[str]:
     """Warn (one line) when an existing ``__marshal_snapshots`` is configured so that it can
-    lose what the bounded log needs; returns the problems (empty if none or no topic)."""
+    lose what the bounded log needs; returns the problems (empty if none or no topic). One
+    with fewer than ``partitions`` (``__marshal``'s) is refused: the snapshots of
+    ``__marshal/k`` are partition k's, and the replay of every coordination partition past
+    its count retried for good, the group handing out nothing (CoordinationTopicError)."""
     try:
         if SNAPSHOT_TOPIC not in cluster.topics():
             return []
-        problems = snapshot_topic_problems(cluster.describe_topic(SNAPSHOT_TOPIC).config)
+        description = cluster.describe_topic(SNAPSHOT_TOPIC)
+        problems = snapshot_topic_problems(description.config)
     except RETRIABLE as exc:  # (a topic just created, a broker away): only a check is lost
         log.info("cannot check the configs of %s now: %s", SNAPSHOT_TOPIC, exc)
         return []
+    if partitions is not None and description.partitions < partitions:
+        raise CoordinationTopicError(
+            f"refusing to coordinate: {SNAPSHOT_TOPIC} has {description.partitions} "
+            f"partition(s), fewer than {COORDINATION_TOPIC}'s {partitions} (the snapshots of "
+            f"{COORDINATION_TOPIC}/k are its partition k): add partitions to it, or delete it "
+            "while no member runs (it is created with as many)"
+        )
     if problems:
         log.warning("%s has %s; alter the topic's configs", SNAPSHOT_TOPIC, "; ".join(problems))
     return problems

@@ -306,7 +306,7 @@ class Marshaler:
         self._lost: set[Halt] = set()
         self._metrics = metrics  # Prometheus series (logmarshal.metrics), or None
         self._n = ensure_coordination_topic(cluster, coordination_partitions)
-        check_snapshot_topic(cluster)  # a warning only: safety does not rest on it
+        check_snapshot_topic(cluster, self._n)  # configs: a warning; too few partitions: no
         self._tailer = Tailer(
             cluster,
             self._n,

@@ -361,6 +361,24 @@ def test_a_snapshot_topic_that_can_lose_snapshots_is_warned_of(tmp_path, caplog)
         )
 
 
+def test_a_snapshot_topic_of_fewer_partitions_than_marshal_is_refused(tmp_path) -> None:
+    """``__marshal_snapshots`` with 1 partition beside a ``__marshal`` of 2: the Marshaler
+    started, and the replay of ``__marshal/1`` retried "no partition 1" for good (its group
+    handed out nothing, on Kafka in the attack of 2026-12-06). Refused at start now."""
+    import threading
+
+    from logmarshal import EmbeddedCluster, Marshaler
+
+    with EmbeddedCluster(tmp_path) as cluster:
+        cluster.create_topic(coordlog.SNAPSHOT_TOPIC, 1)
+        threads = threading.active_count()
+        with pytest.raises(coordlog.CoordinationTopicError, match=r"1 partition.*fewer than"):
+            Marshaler(cluster, "c", "g", 1.0, coordination_partitions=2)
+        assert threading.active_count() == threads
+        cluster.add_partitions(coordlog.SNAPSHOT_TOPIC, 2)  # the fix the error names
+        Marshaler(cluster, "c", "g", 1.0, coordination_partitions=2).close()
+
+
 def _idle_behind_truncation(cluster) -> MarshalGroupView:
     """Group "g": partition idle/1 released at 7 (its position lives only in snapshots once
     truncated), then traffic until ``__marshal``/0 was truncated past it; returns a view
