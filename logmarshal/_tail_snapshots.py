@@ -39,6 +39,8 @@ class SnapshotKeeping:
     _snapshot_records: int | None
     _snapshot_ms: int | None
     _truncate: bool
+    #: what was last found wrong in ``__marshal``'s configs while the replay runs
+    _topic_problems: list[str]
 
     def _announce_config(self, tail: Tail, *, starting: bool = False) -> None:
         """Announce this replay's configuration for ``tail``'s partition (PROTOCOL.md,
@@ -68,6 +70,30 @@ class SnapshotKeeping:
             tail.announce_at = now + max(1, ttl // 16)
             return
         tail.announce_at = now + ttl // 4
+        if cp == 0 and not starting:
+            self._check_topic()
+
+    def _check_topic(self) -> None:
+        """``__marshal``'s configs, checked again while the replay runs (with the first
+        coordination partition's announcement): a start refuses a wrong one, but one altered
+        later (a retention that deletes records a cold start needs, CreateTime) went unsaid
+        while the members ran. One ERROR line when it goes wrong, one when it is right again."""
+        try:
+            config = self._cluster.describe_topic(COORDINATION_TOPIC).config
+        except Exception as exc:  # (only a check is lost; the next announcement tries again)
+            log.debug("cannot check %s's configs now: %s", COORDINATION_TOPIC, exc)
+            return
+        problems = coordlog.coordination_topic_problems(config)
+        if problems and problems != self._topic_problems:
+            log.error(
+                "%s's configs were changed while this member runs: it has %s; alter them "
+                "back (a member started now is refused)",
+                COORDINATION_TOPIC,
+                "; ".join(problems),
+            )
+        elif self._topic_problems and not problems:
+            log.info("%s's configs are right again", COORDINATION_TOPIC)
+        self._topic_problems = problems
 
     def _housekeeping(self, tail: Tail, now: int | None = None) -> None:
         """On the replay thread of ``tail``, between fetches: renew the announcement when

@@ -147,6 +147,7 @@ class Tailer(SnapshotKeeping, LossChecking):
         check_max_bytes(max_partition_fetch_bytes, "max_partition_fetch_bytes")
         self._cluster = cluster
         self._announce_ttl_ms = announce_ttl_ms
+        self._topic_problems: list[str] = []
         self._halted = halted
         self._check_rewind = _check_rewind
         self._n = partitions

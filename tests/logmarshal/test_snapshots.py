@@ -516,3 +516,38 @@ def test_reading_the_snapshots_goes_on_when_truncation_overtakes_it(tmp_path) ->
         assert racing.truncated
         assert [offset for offset, _, _ in got] == [7, 8, 9]
         assert [value for _, _, value in got] == [b"v7", b"v8", b"v9"]
+
+
+def test_marshal_configs_altered_while_members_run_are_said(tmp_path, caplog) -> None:
+    """A start refuses a ``__marshal`` that can lose records; one altered while its members
+    ran (retention.ms=1000 on Kafka: the log start moved, and the next member halted on the
+    gap) went unsaid (an attack on Kafka, 2026-12-06). It is checked again with every
+    announcement of the first coordination partition."""
+    import logging
+
+    from logmarshal import EmbeddedCluster, ManualClock, Marshaler
+
+    from .consumer_world import wait_until
+
+    clock = ManualClock()
+    caplog.set_level(logging.INFO, logger="logmarshal")
+    with EmbeddedCluster(tmp_path) as cluster:
+        m = Marshaler(
+            cluster, "c", "g", 1.0, coordination_partitions=1, clock=clock,
+            announce_ttl=0.4, fetch_wait=0.05,
+        )  # fmt: skip
+        try:
+            cluster.alter_topic_config(coordlog.COORDINATION_TOPIC, {"retention.ms": "1000"})
+
+            def said(text: str) -> bool:
+                clock.advance(0.2)  # the announcement is renewed every ttl/4
+                return any(text in r.getMessage() for r in caplog.records)
+
+            wait_until(lambda: said("configs were changed while this member runs"), 10)
+            (line,) = [r for r in caplog.records if "were changed" in r.getMessage()]
+            assert line.levelname == "ERROR" and "retention.ms=1000" in line.getMessage()
+            cluster.alter_topic_config(coordlog.COORDINATION_TOPIC, {"retention.ms": "-1"})
+            wait_until(lambda: said("configs are right again"), 10)
+            assert len([r for r in caplog.records if "were changed" in r.getMessage()]) == 1
+        finally:
+            m.close()
