@@ -84,36 +84,36 @@ class StoreSpec:
             )
 
 
-class StoreDamaged(LogmarshalError):
+class _StoreFilesError(LogmarshalError):
+    """An error of a store's local files: which store, where, and what the engine raised."""
+
+    def __init__(self, store: str, path: str, cause: BaseException, said: str) -> None:
+        super().__init__(f"store {store!r}: {said}")
+        self.store, self.path, self.cause = store, path, cause
+
+
+class StoreDamaged(_StoreFilesError):
     """A store's local files turned out damaged in use (a page SQLite finds malformed, a
     RocksDB file corrupt or missing): not the record's fault, so it is never retried or
     dead-lettered. The store deletes its files when it closes; the task's next set-up (the
     App sets it up again at once) restores it from its changelog, the durable copy."""
 
     def __init__(self, store: str, path: str, cause: BaseException) -> None:
-        super().__init__(
-            f"store {store!r}: its local files at {path} are damaged ({cause}); they are "
-            "deleted when the task closes, and its next set-up restores the store from its "
-            "changelog"
+        said = (
+            f"its local files at {path} are damaged ({cause}); they are deleted when the "
+            "task closes, and its next set-up restores the store from its changelog"
         )
-        self.store = store
-        self.path = path
-        self.cause = cause
+        super().__init__(store, path, cause, said)
 
 
-class StoreUnavailable(LogmarshalError):
+class StoreUnavailable(_StoreFilesError):
     """A store's local files cannot be opened, and are not damaged: a file where its
     RocksDB directory goes, permissions, a full disk, a SQLite file of another schema. They
     are left as they are (nothing is deleted); the App tries the task's set-up again."""
 
     def __init__(self, store: str, path: str, cause: BaseException) -> None:
-        super().__init__(
-            f"store {store!r}: cannot open its local files at {path} "
-            f"({type(cause).__name__}: {cause})"
-        )
-        self.store = store
-        self.path = path
-        self.cause = cause
+        said = f"cannot open its local files at {path} ({type(cause).__name__}: {cause})"
+        super().__init__(store, path, cause, said)
 
 
 def _k(key: Any) -> bytes:

@@ -14,10 +14,11 @@ The changelog records, and how a restore judges them (fences, epochs, compaction
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -389,19 +390,9 @@ class Task:
         and its sink writes too if any store does: they went out before that store's commit
         (the sinks are flushed first), and values computed now from a store that already
         counted the record overshoot (a count forwarded 201 where it had forwarded 101)."""
-        offset = record[5]
-        sent = False
-        for store, done in guards:
-            store._drop_writes(offset < done)
-            sent = sent or offset < done
-        self._sent = sent
-        try:
+        with self._guarded(record[5], guards):
             for deliver in deliveries:
                 deliver(record)
-        finally:
-            self._sent = False
-            for store, _ in guards:
-                store._drop_writes(False)
 
     def _punctuate_guarded(
         self, ts: int, offset: int, guards: list[tuple[KeyValueStore, int]]
@@ -409,13 +400,20 @@ class Task:
         """The stream-time punctuators a replayed record fires, guarded as its delivery:
         they ran when it was first processed (the writes of a store that reflects it went
         into that store, their sink writes out), and now read a store that is ahead."""
+        with self._guarded(offset, guards):
+            self._punctuate(PunctuationType.STREAM_TIME, ts)
+
+    @contextlib.contextmanager
+    def _guarded(self, offset: int, guards: list[tuple[KeyValueStore, int]]) -> Iterator[None]:
+        """While the input at ``offset`` is replayed: the writes of each store that
+        reflects it dropped, and if one does, every sink write."""
         sent = False
         for store, done in guards:
             store._drop_writes(offset < done)
             sent = sent or offset < done
         self._sent = sent
         try:
-            self._punctuate(PunctuationType.STREAM_TIME, ts)
+            yield
         finally:
             self._sent = False
             for store, _ in guards:

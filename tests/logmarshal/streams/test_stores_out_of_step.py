@@ -111,6 +111,18 @@ def _crash_at_the_commit_of_s(app: App, monkeypatch) -> None:
     app.marshaler.close()
 
 
+def _crash_at_the_second_commit(a: App, monkeypatch) -> None:
+    """``a`` (its input empty) processes 100 records and commits, then 100 more, and dies
+    in its second commit once store c's changelog has it and store s's has not."""
+    cluster = a.cluster
+    _produce(cluster, 0, 100)
+    _process(a, 100)
+    a.commit()
+    _produce(cluster, 100, 100)
+    _process(a, N)
+    _crash_at_the_commit_of_s(a, monkeypatch)
+
+
 def _successor_finishes(cluster, tmp_path, *, chained: bool = False) -> None:
     b = _app(cluster, "b", tmp_path, chained=chained)
 
@@ -154,13 +166,7 @@ def test_a_record_a_store_counted_before_the_crash_is_not_sent_again_overshot(
     store c counted for store s, and forwarded c's count of it again, computed from a store
     that had counted it already: 101 records of the value 201 instead of 101..200."""
     cluster = topics
-    _produce(cluster, 0, 100)
-    a = _app(cluster, "a", tmp_path)
-    _process(a, 100)
-    a.commit()
-    _produce(cluster, 100, 100)
-    _process(a, N)
-    _crash_at_the_commit_of_s(a, monkeypatch)
+    _crash_at_the_second_commit(_app(cluster, "a", tmp_path), monkeypatch)
     _successor_finishes(cluster, tmp_path)
     assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
     assert _out(cluster) == list(range(1, N + 1))  # each count once, none overshot
@@ -179,13 +185,7 @@ def test_a_store_computed_from_one_that_is_ahead_is_exact_after_the_crash(
     count is read as it is after the crash (200), not as it was (101..200), and s sums
     that (an attack on the fixes above, 2026-12-06; the same before them)."""
     cluster = topics
-    _produce(cluster, 0, 100)
-    a = _app(cluster, "a", tmp_path, chained=True)
-    _process(a, 100)
-    a.commit()
-    _produce(cluster, 100, 100)
-    _process(a, N)
-    _crash_at_the_commit_of_s(a, monkeypatch)
+    _crash_at_the_second_commit(_app(cluster, "a", tmp_path, chained=True), monkeypatch)
     _successor_finishes(cluster, tmp_path, chained=True)
     assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
     assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N * (N + 1) // 2}
@@ -199,13 +199,7 @@ def test_a_punctuator_fired_by_a_replayed_record_sends_no_mix_of_two_states(
     pairs unequal in the attack's run (2026-12-06). Fired by a replayed record, it is
     guarded as that record: what it sent went out before."""
     cluster = topics
-    _produce(cluster, 0, 100)
-    a = _punctuating(cluster, "a", tmp_path)
-    _process(a, 100)
-    a.commit()
-    _produce(cluster, 100, 100)
-    _process(a, N)
-    _crash_at_the_commit_of_s(a, monkeypatch)
+    _crash_at_the_second_commit(_punctuating(cluster, "a", tmp_path), monkeypatch)
     b = _punctuating(cluster, "b", tmp_path)
     run_until(b, lambda: any(t.positions.get("in", 0) >= N for t in list(b.tasks.values())))
     told = _out(cluster)
