@@ -138,6 +138,7 @@ def test_list_describe_reset_dump_and_export_a_live_group(live, bootstrap: str, 
         "known": PARTITIONS,
         "paused": False,
         "paused_until_ms": None,
+        "halted": None,
     }
 
     # group describe: the holder, positions, log ends and lag of each partition
