@@ -171,10 +171,14 @@ class CoordinationState:
         leases: Mapping[PartitionKey, int],
         groups: Iterable[str],
         skipped_batches: int = 0,
+        gaps: Mapping[int, int] | None = None,
     ) -> None:
         self.worlds = tuple(worlds)
         #: stored batches of the coordination log that did not decode, skipped whole
         self.skipped_batches = skipped_batches
+        #: coordination partition -> its first offset, where records before it were deleted
+        #: and no valid snapshot covers them: what they held is missing from this view
+        self.gaps = dict(gaps or {})
         self.view = GroupView(self.worlds) if self.worlds else None
         self.ends = dict(ends)
         self.history = {k: tuple(v) for k, v in history.items()}
@@ -194,6 +198,16 @@ class CoordinationState:
 
     def has_group(self, group: str) -> bool:
         return group in self.groups
+
+    def gap_warnings(self) -> list[str]:
+        """One line per coordination partition whose deleted records this view misses (a
+        member started now halts there: docs/bounded-log.md, "A gap")."""
+        return [
+            f"{COORDINATION_TOPIC}/{cp}: records before offset {first} were deleted and no valid "
+            "snapshot covers them: this view misses what they held, and a member started now "
+            "halts there until a reset (docs/bounded-log.md)"
+            for cp, first in sorted(self.gaps.items())
+        ]
 
     def halted(self, group: str) -> tuple[int, int, int] | None:
         """``(coordination partition, offset, version)`` of a record of a protocol version
@@ -298,6 +312,7 @@ def read_coordination(
     ends: dict[int, int] = {}
     samples: dict[PartitionKey, deque[Sample]] = {}
     leases: dict[PartitionKey, int] = {}
+    gaps: dict[int, int] = {}
     groups: set[str] = set()
     keyparts: dict[bytes, PartitionKey] = {}
     skipped: list[CorruptBatch] = []
@@ -307,6 +322,8 @@ def read_coordination(
             _restore(cluster, cp, po.earliest, admin_keys) if topic == COORDINATION_TOPIC else None
         )
         start = po.earliest if restored is None else restored.covered + 1
+        if restored is None and po.earliest > 0 and topic == COORDINATION_TOPIC:
+            gaps[cp] = po.earliest
         records = [
             r
             for cols in iter_columns(cluster, cp, start, po.latest, topic, skipped.append)
@@ -384,4 +401,4 @@ def read_coordination(
     ordered = [worlds[cp] for cp in sorted(worlds)]
     if sorted(worlds) != list(range(len(ordered))):
         raise ValueError(f"{topic} partitions are not 0..N-1: {sorted(worlds)}")
-    return CoordinationState(ordered, ends, samples, leases, groups, len(skipped))
+    return CoordinationState(ordered, ends, samples, leases, groups, len(skipped), gaps)

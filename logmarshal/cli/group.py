@@ -293,6 +293,7 @@ def _warn(lines: Any) -> None:
 
 def _list(args: argparse.Namespace, ctx: Context) -> int:
     state = read_coordination(ctx.cluster, admin_keys=admin_keys_from(args))
+    _warn(state.gap_warnings())  # (a group halted by a gap showed as OK, said nothing)
     now = _now_ms()
     groups = list_groups(state, now)
     rows = [
@@ -417,6 +418,7 @@ def _member_json(m: Any, now_ms: int) -> dict[str, Any]:
 
 def _describe(args: argparse.Namespace, ctx: Context) -> int:
     state = read_coordination(ctx.cluster, admin_keys=admin_keys_from(args))
+    _warn(state.gap_warnings())
     d = describe_group(ctx.cluster, state, args.group, _now_ms())
     if ctx.as_json:
         emit(

@@ -426,3 +426,21 @@ def test_a_group_named_only_by_a_record_that_does_not_decode_is_no_group(data, c
     assert rc == 0 and [g["group"] for g in json.loads(out)] == ["g"]
     rc, _, err = run(data, capsys, "group", "describe", "phantom")
     assert rc == 1 and "phantom" in err
+
+
+def test_a_coordination_log_with_deleted_records_and_no_snapshot_is_said(data, capsys) -> None:
+    """Records of ``__marshal`` deleted with no snapshot covering them: a member started now
+    halts there, yet ``group describe`` said the group was OK and ``group list`` nothing
+    (an attack on Kafka, 2026-12-06, with DeleteRecords). Both say so now."""
+    with EmbeddedCluster(data["dir"], maintenance_interval=0) as cluster:
+        n = cluster.partitions(COORDINATION_TOPIC)
+        ends = {cp: cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(n)}
+        cut = {cp: end for cp, end in ends.items() if end > 0}
+        cluster.delete_records(COORDINATION_TOPIC, cut)
+    # (every record of g is gone: describe then finds no such group, after the warning)
+    for argv, status in ((["group", "describe", "g"], 1), (["group", "list"], 0)):
+        rc, _, err = run(data, capsys, *argv)
+        lines = [line for line in err.splitlines() if "were deleted" in line]
+        assert rc == status and len(lines) == len(cut), err
+        cp, end = min(cut.items())
+        assert f"__marshal/{cp}: records before offset {end} were deleted" in lines[0]
