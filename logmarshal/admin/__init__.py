@@ -28,6 +28,7 @@ from .reset import (
     plan_from_log,
     plan_reset,
     plan_to_csv,
+    wake_halted,
 )
 from .status import Status, evaluate_partition
 
@@ -60,4 +61,5 @@ __all__ = [
     "plan_reset",
     "plan_to_csv",
     "read_coordination",
+    "wake_halted",
 ]

@@ -35,7 +35,8 @@ import io
 import logging
 import random
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -81,6 +82,7 @@ __all__ = [
     "plan_to_csv",
     "read_bounds",
     "resolve_scope",
+    "wake_halted",
 ]
 
 log = logging.getLogger(__name__)
@@ -578,7 +580,7 @@ def execute(
                         now.new,
                         then.new,
                     )
-    hb = min(max(state.hb_max_ms(group) or 1000, 1), MAX_HEARTBEAT_INTERVAL_MS)
+    hb = _admin_hb(state, group)
     # one produce call per coordination partition: the positions land within a few round
     # trips of each other, not one per partition (a reset cut short part way, its process
     # killed or stalled past the pause, leaves the group partly moved: docs/admin.md)
@@ -607,6 +609,72 @@ def execute(
     return _finish(
         Execution(group, admin, expiry, pause_ms, rows, tuple(confirmed), plan.rows, warnings)
     )
+
+
+def _admin_hb(state: CoordinationState, group: str) -> int:
+    """The HB of the admin's position heartbeats: the group's longest."""
+    return min(max(state.hb_max_ms(group) or 1000, 1), MAX_HEARTBEAT_INTERVAL_MS)
+
+
+def wake_halted(
+    cluster: Cluster,
+    state: CoordinationState,
+    result: Execution,
+    *,
+    admin_keys: AdminKeys | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    sleep: Callable[[float], None] = time.sleep,
+    tries: int = 20,
+) -> list[int]:
+    """After a reset's pause, where ``state`` saw a gap (:attr:`CoordinationState.gaps`): a
+    member halted by it takes up what the reset positioned once its replay's log time is
+    past the pause's end, and log time moves only with a record in that coordination
+    partition. With every member of the group halted and no other group writing there,
+    none came, and the group stayed halted (found on Kafka, 2026-12-06). So, once the pause
+    is over by our clock, each such partition where nothing landed since gets the reset's
+    first position there again: after the pause a heartbeat of no holder (NOT_HOLDER: no
+    effect), inside it (a log clock behind ours) the same position again, and then another
+    try. Waits out the pause; returns the coordination partitions written to."""
+    firsts: dict[int, PlanRow] = {}
+    for w in result.written:
+        if w.kind == "position" and w.coord_partition in state.gaps and w.ok:
+            row = next(r for r in result.rows if (r.topic, r.partition) == (w.topic, w.partition))
+            firsts.setdefault(w.coord_partition, row)
+    key = admin_keys.key_for(result.group) if admin_keys else None
+    hb = _admin_hb(state, result.group)
+    woken = []
+    for cp, row in sorted(firsts.items()):
+        for _ in range(tries):
+            wait_ms = result.pause_until_ms + 1 - clock.time() * 1000
+            if wait_ms > 0:
+                sleep(min(wait_ms, 1000) / 1000)
+                continue
+            if _last_log_time(cluster, cp) > result.pause_until_ms:
+                break  # (a record landed after the pause: the halted replay moved past it)
+            beat = Heartbeat(
+                client_id=result.admin.client_id,
+                instance_id=result.admin.instance_id,
+                group_id=result.group,
+                topic=row.topic,
+                partition=row.partition,
+                last_offset=row.new - 1,
+                heartbeat_interval_ms=hb,
+            )
+            _, stamp = _write(cluster, cp, sign(beat, key) if key else beat, clock)
+            if stamp > result.pause_until_ms:
+                woken.append(cp)
+                break
+            sleep(0.1)  # (landed inside the pause: the log's clock is behind ours)
+    return woken
+
+
+def _last_log_time(cluster: Cluster, cp: int) -> int:
+    """The log time of the last record of ``__marshal/cp`` (-1 if it has none)."""
+    end = cluster.latest_offset(COORDINATION_TOPIC, cp)
+    if end <= cluster.earliest_offset(COORDINATION_TOPIC, cp):
+        return -1
+    last = cluster.fetch(COORDINATION_TOPIC, cp, end - 1)
+    return last[-1].timestamp if last else -1
 
 
 def _check_still_ours(

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from .._coordlog import COORDINATION_TOPIC
 from ..admin import (
     AdminKeys,
     Target,
@@ -24,6 +25,7 @@ from ..admin import (
     plan_from_log,
     plan_to_csv,
     read_coordination,
+    wake_halted,
 )
 from ..admin.describe import PartitionView, require_group
 from ..admin.reset import parse_topic_scope, resolve_scope
@@ -615,6 +617,16 @@ def _reset(args: argparse.Namespace, ctx: Context) -> int:
     admin = new_admin(args.client_id)
     result = execute(cluster, state, plan, admin=admin, pause_ms=pause_ms, admin_keys=keys)
     _warn(result.warnings)
+    if result.ok and state.gaps and result.rows:
+        print(
+            f"waiting for the pause to end at {format_ms(result.pause_until_ms)}: members "
+            "halted by the gap take up the partitions once a record lands after it",
+            file=sys.stderr,
+        )
+        woken = wake_halted(cluster, state, result, admin_keys=keys)
+        if woken:
+            cps = ", ".join(f"{COORDINATION_TOPIC}/{cp}" for cp in woken)
+            print(f"wrote a record after the pause to {cps}", file=sys.stderr)
     return _report_execution(ctx, result, export=args.export)
 
 

@@ -444,3 +444,19 @@ def test_a_coordination_log_with_deleted_records_and_no_snapshot_is_said(data, c
         assert rc == status and len(lines) == len(cut), err
         cp, end = min(cut.items())
         assert f"__marshal/{cp}: records before offset {end} were deleted" in lines[0]
+
+
+def test_a_reset_over_a_gap_writes_after_its_pause_where_nothing_landed(data, capsys) -> None:
+    """Members halted by a gap resume once a record lands after the reset's pause; with the
+    whole group halted none came (docs/bounded-log.md, "A gap"). The reset waits out its
+    pause and writes one (tests/logmarshal/admin/test_wake_halted.py has the members)."""
+    with EmbeddedCluster(data["dir"], maintenance_interval=0) as cluster:
+        n = cluster.partitions(COORDINATION_TOPIC)
+        ends = {cp: cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(n)}
+        cluster.delete_records(COORDINATION_TOPIC, {cp: e - 1 for cp, e in ends.items() if e > 1})
+    rc, _, err = run(
+        data, capsys, "group", "reset", "g", "--topic", "events", "--to-latest", "--execute",
+        "--pause-for", "2s",
+    )  # fmt: skip
+    assert rc == 0, err
+    assert "waiting for the pause to end" in err and "wrote a record after the pause to" in err
