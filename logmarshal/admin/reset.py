@@ -642,13 +642,13 @@ def wake_halted(
             firsts.setdefault(w.coord_partition, row)
     key = admin_keys.key_for(result.group) if admin_keys else None
     hb = _admin_hb(state, result.group)
-    woken = []
+    woken: list[int] = []
+    if not firsts:
+        return woken
+    while (wait_ms := result.pause_until_ms + 1 - clock.time() * 1000) > 0:
+        sleep(min(wait_ms, 1000) / 1000)  # (whatever the pause's length: tries count after it)
     for cp, row in sorted(firsts.items()):
         for _ in range(tries):
-            wait_ms = result.pause_until_ms + 1 - clock.time() * 1000
-            if wait_ms > 0:
-                sleep(min(wait_ms, 1000) / 1000)
-                continue
             if _last_log_time(cluster, cp) > result.pause_until_ms:
                 break  # (a record landed after the pause: the halted replay moved past it)
             beat = Heartbeat(

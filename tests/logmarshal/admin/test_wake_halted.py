@@ -12,6 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from logmarshal import Consumer, EmbeddedCluster, Marshaler, NewRecord
 from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.admin import (
@@ -103,3 +105,49 @@ def test_a_reset_of_a_group_all_halted_by_a_gap_brings_it_back(tmp_path) -> None
             stop_polling()
             consumer.close()
             marshaler.close()
+
+
+def test_a_long_pause_is_waited_out_whole_before_the_tries_count(data_with_gap) -> None:
+    """The first version counted its waits for the pause among its 20 tries: a pause longer
+    than 20 s was never waited out, and nothing was written (found on reading it again)."""
+    from logmarshal import ManualClock
+
+    from ..audit.logs import LogClock
+
+    path, now = data_with_gap
+    clock = ManualClock(now / 1000)
+    log_clock = LogClock(now)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the admin's and the log's time pass together
+        slept.append(seconds)
+        clock.advance(seconds)
+        log_clock.now_ms = round(clock.time() * 1000)
+
+    with EmbeddedCluster(path, clock=log_clock, maintenance_interval=0) as cluster:
+        state = read_coordination(cluster)
+        plan = plan_from_log(cluster, state, "g", [("events", 0)], Target("latest"))
+        result = execute(cluster, state, plan, admin=new_admin("ops"), pause_ms=60_000, clock=clock)
+        assert result.ok
+        assert wake_halted(cluster, state, result, clock=clock, sleep=sleep)
+        assert sum(slept) >= 60
+
+
+@pytest.fixture
+def data_with_gap(tmp_path) -> tuple[str, int]:
+    """A data directory where group g holds events/0 and its claim's record was deleted."""
+    from ..audit.logs import LogClock, Script
+
+    now = int(time.time() * 1000)
+    path = str(tmp_path / "data")
+    clock = LogClock(now - 5000)
+    with EmbeddedCluster(path, clock=clock, maintenance_interval=0) as cluster:
+        cluster.create_topic("events", 1)
+        cluster.produce("events", 0, [NewRecord(b"x", timestamp=now)] * 5)
+        s = Script(cluster=cluster, clock=clock, base_ms=now - 5000, topic="events")
+        s.claim("a:1", 0, 0)
+        s.beat("a:1", 0, 2, 100)
+        n = cluster.partitions(COORDINATION_TOPIC)
+        ends = {cp: cluster.latest_offset(COORDINATION_TOPIC, cp) for cp in range(n)}
+        cluster.delete_records(COORDINATION_TOPIC, {cp: e - 1 for cp, e in ends.items() if e > 1})
+    return path, now
