@@ -329,7 +329,7 @@ def read_coordination(
             for cols in iter_columns(cluster, cp, start, po.latest, topic, skipped.append)
             for r in zip(*cols, strict=True)
         ]
-        here = {g for _o, _t, k, v in records if (g := group_of_record(k, v)) is not None}
+        named = [group_of_record(k, v) for _o, _t, k, v in records]
         if restored is not None:
             world = restored.world
             groups.update(world.member_groups())  # groups known only by their members
@@ -339,6 +339,7 @@ def read_coordination(
                     leases[(s.group_id, s.topic, s.partition)] = s.heartbeat_interval_ms
         else:
             if isinstance(admin_keys, AdminKeys):
+                here = {g for g in named if g is not None}
                 keys: Mapping[str, bytes] = admin_keys.for_groups(here)
             else:
                 keys = dict(admin_keys or {})
@@ -350,9 +351,8 @@ def read_coordination(
         # reset or a pause went ahead for
         groups.update(
             g
-            for (_o, _t, k, v), verdict in zip(records, verdicts, strict=True)
-            if verdict is None or verdict.reason is not Reason.INVALID_RECORD
-            if (g := group_of_record(k, v)) is not None
+            for g, verdict in zip(named, verdicts, strict=True)
+            if g is not None and (verdict is None or verdict.reason is not Reason.INVALID_RECORD)
         )
         for (offset, ts, key, value), verdict in zip(records, verdicts, strict=True):
             now = max(now, ts)

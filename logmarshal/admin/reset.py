@@ -588,18 +588,7 @@ def execute(
     for row in rows:
         by_cp.setdefault(coordination_partition(row.topic, row.partition, state.n), []).append(row)
     for cp, cp_rows in sorted(by_cp.items()):
-        msgs = [
-            Heartbeat(
-                client_id=admin.client_id,
-                instance_id=admin.instance_id,
-                group_id=group,
-                topic=row.topic,
-                partition=row.partition,
-                last_offset=row.new - 1,
-                heartbeat_interval_ms=hb,
-            )
-            for row in cp_rows
-        ]
+        msgs = [_position_beat(admin, group, row, hb) for row in cp_rows]
         landed = _write_many(cluster, cp, [sign(m, key) if key else m for m in msgs], clock)
         written.extend(
             WrittenRecord("position", cp, offset, stamp, topic=row.topic, partition=row.partition)
@@ -614,6 +603,19 @@ def execute(
 def _admin_hb(state: CoordinationState, group: str) -> int:
     """The HB of the admin's position heartbeats: the group's longest."""
     return min(max(state.hb_max_ms(group) or 1000, 1), MAX_HEARTBEAT_INTERVAL_MS)
+
+
+def _position_beat(admin: AdminIdentity, group: str, row: PlanRow, hb: int) -> Heartbeat:
+    """The admin's heartbeat that sets ``row``'s position while its pause lasts."""
+    return Heartbeat(
+        client_id=admin.client_id,
+        instance_id=admin.instance_id,
+        group_id=group,
+        topic=row.topic,
+        partition=row.partition,
+        last_offset=row.new - 1,
+        heartbeat_interval_ms=hb,
+    )
 
 
 def wake_halted(
@@ -635,31 +637,25 @@ def wake_halted(
     first position there again: after the pause a heartbeat of no holder (NOT_HOLDER: no
     effect), inside it (a log clock behind ours) the same position again, and then another
     try. Waits out the pause; returns the coordination partitions written to."""
+    rows: dict[tuple[str | None, int | None], PlanRow] = {
+        (r.topic, r.partition): r for r in result.rows
+    }
     firsts: dict[int, PlanRow] = {}
     for w in result.written:
         if w.kind == "position" and w.coord_partition in state.gaps and w.ok:
-            row = next(r for r in result.rows if (r.topic, r.partition) == (w.topic, w.partition))
-            firsts.setdefault(w.coord_partition, row)
-    key = admin_keys.key_for(result.group) if admin_keys else None
-    hb = _admin_hb(state, result.group)
+            firsts.setdefault(w.coord_partition, rows[w.topic, w.partition])
     woken: list[int] = []
     if not firsts:
         return woken
+    key = admin_keys.key_for(result.group) if admin_keys else None
+    hb = _admin_hb(state, result.group)
     while (wait_ms := result.pause_until_ms + 1 - clock.time() * 1000) > 0:
         sleep(min(wait_ms, 1000) / 1000)  # (whatever the pause's length: tries count after it)
     for cp, row in sorted(firsts.items()):
         for _ in range(tries):
             if _last_log_time(cluster, cp) > result.pause_until_ms:
                 break  # (a record landed after the pause: the halted replay moved past it)
-            beat = Heartbeat(
-                client_id=result.admin.client_id,
-                instance_id=result.admin.instance_id,
-                group_id=result.group,
-                topic=row.topic,
-                partition=row.partition,
-                last_offset=row.new - 1,
-                heartbeat_interval_ms=hb,
-            )
+            beat = _position_beat(result.admin, result.group, row, hb)
             _, stamp = _write(cluster, cp, sign(beat, key) if key else beat, clock)
             if stamp > result.pause_until_ms:
                 woken.append(cp)
