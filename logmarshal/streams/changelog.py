@@ -21,6 +21,13 @@ it (``through``: each one's last valid commit marker) and the positions its rest
 reflects, because compaction may remove the valid markers a stale writer's later marker of
 the same epoch supersedes. A restore judges every epoch by one bound (:func:`epoch_bounds`):
 an epoch's valid commits are always a prefix of its commits.
+
+One commit for every store: a task's commit call writes a marker to each of its stores in
+turn, so a crash between two leaves the first a commit ahead. Each marker names the call
+(``lm-commit``: its sequence number in the epoch, the task's stores, and this store's marker
+of the last call that reached every store); a restore takes a store whose last commit another
+store lacks back to that marker (:func:`rollbacks`, :func:`roll_back`), so that every store of
+the task reflects the same input.
 """
 
 from __future__ import annotations
@@ -54,6 +61,12 @@ COMMIT_KEY = b"\x00logmarshal-commit"
 FENCE_KEY = b"\x00logmarshal-fence"
 #: header on every changelog record a task writes: its claim's fencing epoch, decimal ASCII
 EPOCH_HEADER = "lm-epoch"
+#: header on a commit marker: JSON {"seq": n, "stores": [...], "prev": [offset, positions]}:
+#: the task's n-th commit call of its epoch, which wrote a marker to each of ``stores``; and
+#: this store's marker (commit or fence) of the epoch's last commit before it that reached
+#: every store. A restore takes a store back to ``prev`` when a store of ``stores`` lacks
+#: the commit (:func:`rollbacks`): every store of a task is restored to one commit
+COMMIT_HEADER = "lm-commit"
 #: the epoch of records without the header (written before epochs) and of unfenced tasks
 NO_EPOCH = -1
 #: changelog records are produced in batches of at most this many key+value bytes
@@ -95,6 +108,45 @@ def _epoch_of(headers: tuple) -> int:
 #: of a fence marker (the last two None in a fence written before they existed)
 _Commit = tuple[int, int, dict[str, int]]
 _Fence = tuple[int, int, int, "dict[int, int] | None", "dict[str, int] | None"]
+
+
+@attrs.frozen
+class CommitMeta:
+    """A commit marker's ``lm-commit`` header (:data:`COMMIT_HEADER`)."""
+
+    seq: int
+    stores: tuple[str, ...]
+    prev: int
+    prev_positions: dict[str, int] | None
+
+
+def _commit_meta(headers: tuple) -> CommitMeta | None:
+    """The header of a commit marker; None where it has none (written before it existed)
+    or one that does not parse (such a commit is judged by itself, as before)."""
+    for name, value in headers:
+        if name == COMMIT_HEADER:
+            try:
+                body = json.loads(value)
+                prev, positions = body["prev"]
+                return CommitMeta(
+                    int(body["seq"]),
+                    tuple(str(n) for n in body["stores"]),
+                    int(prev),
+                    None if positions is None else _positions(positions),
+                )
+            except (ValueError, TypeError, KeyError, AttributeError):
+                return None
+    return None
+
+
+def commit_header(seq: int, stores: list[str], prev: tuple[int, dict[str, int] | None]) -> bytes:
+    return json.dumps(
+        {"seq": seq, "stores": stores, "prev": [prev[0], prev[1]]}, sort_keys=True
+    ).encode()
+
+
+def _positions(body: Any) -> dict[str, int]:
+    return {str(t): int(o) for t, o in body.items()}
 
 
 def _effective(fences: list[_Fence], seed: int) -> list[_Fence]:
@@ -182,6 +234,8 @@ class ChangelogPass:
     uncommitted: frozenset[bytes]
     applied_max: dict[int, int] = attrs.field(factory=dict)
     dropped_min: dict[int, int] = attrs.field(factory=dict)
+    #: per commit marker's offset: its ``lm-commit`` header, where it has one
+    meta: dict[int, CommitMeta] = attrs.field(factory=dict)
 
     def agrees(self, bounds: dict[int, int]) -> bool:
         """Did this pass apply exactly the records below their epoch's bound?"""
@@ -192,7 +246,7 @@ class ChangelogPass:
 
 def _commit_positions(value: bytes | None) -> dict[str, int]:
     """The input positions a commit marker's value carries (JSON {topic: next offset})."""
-    return {str(t): int(o) for t, o in json.loads(value or b"{}").items()}
+    return _positions(json.loads(value or b"{}"))
 
 
 def _fence_fields(value: bytes | None) -> tuple[int, dict[int, int] | None, dict[str, int] | None]:
@@ -244,6 +298,7 @@ def _replay(
     applied_max: dict[int, int] = {}
     dropped_min: dict[int, int] = {}
     latest: dict[bytes, tuple[int, bool]] = {}
+    meta: dict[int, CommitMeta] = {}
     top = seed
 
     def settle(epoch: int, records: list[tuple[int, bytes, bytes | None]], below: int) -> None:
@@ -274,6 +329,9 @@ def _replay(
                 settle(epoch, pending.pop(epoch, []), below)
                 positions = _commit_positions(m.value)
                 commits.append((m.offset, epoch, positions))
+                header = _commit_meta(m.headers)
+                if header is not None:
+                    meta[m.offset] = header
                 if m.offset < below:
                     applied_max[epoch] = max(applied_max.get(epoch, -1), m.offset)
                     last = positions
@@ -305,7 +363,7 @@ def _replay(
     for epoch, records in pending.items():
         settle(epoch, records, -1)
     uncommitted = frozenset(k for k, (_, ok) in latest.items() if not ok)
-    return ChangelogPass(commits, fences, last, uncommitted, applied_max, dropped_min)
+    return ChangelogPass(commits, fences, last, uncommitted, applied_max, dropped_min, meta)
 
 
 def _marks_checkpoint(
@@ -349,6 +407,20 @@ def _marks_checkpoint(
     return False
 
 
+@attrs.frozen
+class Restored:
+    """A store rebuilt from its changelog partition: what the pass found, the log end it
+    read to, the verdict a fence written after it records (``through``: epoch -> last valid
+    commit offset), and the bounds it applied; ``seed``: the epoch fenced before the
+    replayed range (a local checkpoint's, when the pass replayed only the tail after it)."""
+
+    found: ChangelogPass
+    end: int
+    through: dict[int, int]
+    bounds: dict[int, int]
+    seed: int = NO_EPOCH
+
+
 def _restore_store(
     cluster: Cluster,
     topic: str,
@@ -357,10 +429,9 @@ def _restore_store(
     apply: Callable[[bytes, bytes | None], None],
     *,
     use_local: bool = True,
-) -> tuple[ChangelogPass, int, dict[int, int]]:
+) -> Restored:
     """Rebuild ``store`` to the valid commits of its changelog partition below the offset
-    returned with the replay (the log end when it started). Also returns the verdict a fence
-    written after this restore records (``through``: epoch -> last valid commit offset)."""
+    returned with the replay (the log end when it started)."""
     earliest = cluster.earliest_offset(topic, partition)
     end = cluster.latest_offset(topic, partition)
     local = store.local_checkpoint() if use_local else None
@@ -387,17 +458,19 @@ def _restore_store(
     ):
         # the local file equals the valid state through local[0], judged by an owner of
         # epoch local[2] that had seen every record up to there: replay the rest, unless a
-        # newer owner's fence reaches back into it (its restore did not see all of it)
+        # newer owner's fence reaches back into it (its restore did not see all of it). The
+        # pass starts at the checkpoint's marker itself, so that a commit there is among the
+        # pass's commits (:func:`rollbacks` looks at each store's last one)
         at, positions, _ = local
         epoch = local[2]
-        found = _replay(cluster, topic, partition, apply, at + 1, end, seed=epoch, last=positions)
+        found = _replay(cluster, topic, partition, apply, at, end, seed=epoch, last=positions)
         reaches_back = any(f[2] <= at for f in _effective(found.fences, epoch))
         bounds = epoch_bounds(found.commits, found.fences, epoch)
         if not reaches_back and found.agrees(bounds):
             through = {e: b - 1 for e, b in bounds.items() if b > 0}
             # the local epoch's commits before the tail were valid (the owner judged them)
             through[epoch] = max(through.get(epoch, at), at)
-            return found, end, through
+            return Restored(found, end, through, bounds, epoch)
         log.info(
             "%s/%d: the local state is not current with the changelog's fences; full replay",
             topic,
@@ -409,13 +482,109 @@ def _restore_store(
     bounds = epoch_bounds(found.commits, found.fences)
     if not found.agrees(bounds):
         log.warning(
-            "%s/%d: stale commits (written after their writer was fenced) are not applied",
+            "%s/%d: commits a later owner's restore judged invalid (stale: written after "
+            "their writer was fenced; or taken back with the other stores of their task) "
+            "are not applied",
             topic,
             partition,
         )
         store.clear()
         found = _replay(cluster, topic, partition, apply, earliest, end, bounds=bounds)
-    return found, end, {e: b - 1 for e, b in bounds.items() if b > 0}
+    return Restored(found, end, {e: b - 1 for e, b in bounds.items() if b > 0}, bounds)
+
+
+@attrs.frozen
+class Rollback:
+    """A store whose last commit another store of its task lacks (a crash between two
+    stores' changelog writes): restored to the commit before it, ``bound`` being the new
+    bound of ``epoch`` and ``positions`` what the store reflects there. ``sent``: the
+    positions of the commit taken back, whose sink writes went out before its first
+    marker (a commit flushes the sinks first)."""
+
+    epoch: int
+    bound: int
+    positions: dict[str, int] | None
+    sent: dict[str, int]
+
+
+def _judged(r: Restored, epoch: int) -> bool:
+    """Was ``epoch`` judged by a later owner's restore (its fence's verdict bounds it)?"""
+    return epoch < r.seed or any(f[1] > epoch for f in _effective(r.found.fences, r.seed))
+
+
+def _last_valid(r: Restored, epoch: int | None = None) -> int | None:
+    """The offset of the store's last valid commit marker (of ``epoch``, if given)."""
+    offsets = [
+        o for o, e, _ in r.found.commits if o < r.bounds.get(e, 0) and (epoch is None or e == epoch)
+    ]
+    return max(offsets, default=None)
+
+
+def rollbacks(restored: dict[str, Restored]) -> dict[str, Rollback]:
+    """The stores of one task that must go back one commit: those whose last valid commit
+    (seq n of epoch e, not yet judged by a later owner) names a store whose last valid
+    commit of e is older than n, or that has none. A commit call writes a marker to every
+    store of the task, one after the other, so a crash between two leaves the first ones
+    a commit ahead; the commit before it (``prev``) reached every store, so one step back
+    makes them one commit again. A store judged already, or a commit without the header
+    (written before it existed), is taken as it is.
+
+    A restore that takes stores back fences them first: a crash among its fences then
+    leaves a store that is still ahead unjudged, and a store that is behind unjudged too,
+    so the next restore finds the same."""
+    out: dict[str, Rollback] = {}
+    for name, r in restored.items():
+        last = _last_valid(r)
+        meta = None if last is None else r.found.meta.get(last)
+        if last is None or meta is None:
+            continue
+        epoch = next(e for o, e, _ in r.found.commits if o == last)
+        if _judged(r, epoch):
+            continue
+        for other in meta.stores:
+            if other == name or other not in restored:
+                continue
+            them = restored[other]
+            if _judged(them, epoch):
+                continue
+            theirs = _last_valid(them, epoch)
+            if theirs is None:
+                seq = -1
+            elif theirs in them.found.meta:
+                seq = them.found.meta[theirs].seq
+            else:
+                continue
+            if seq < meta.seq:
+                sent = next(p for o, _, p in r.found.commits if o == last)
+                out[name] = Rollback(epoch, meta.prev + 1, meta.prev_positions, sent)
+                break
+    return out
+
+
+def roll_back(
+    cluster: Cluster,
+    topic: str,
+    partition: int,
+    store: KeyValueStore,
+    apply: Callable[[bytes, bytes | None], None],
+    r: Restored,
+    back: Rollback,
+) -> Restored:
+    """Rebuild ``store`` from the whole changelog to the commit before its last
+    (:func:`rollbacks`): the records of the commit taken back are not applied, and the keys
+    they were the last record of are among ``uncommitted`` (rewritten by the next commit)."""
+    earliest = cluster.earliest_offset(topic, partition)
+    if r.seed != NO_EPOCH:
+        # (replayed from a local checkpoint: the bounds of the whole log first)
+        whole = _replay(cluster, topic, partition, lambda k, v: None, earliest, r.end)
+        bounds = epoch_bounds(whole.commits, whole.fences)
+    else:
+        bounds = dict(r.bounds)
+    bounds[back.epoch] = min(bounds.get(back.epoch, 0), back.bound)
+    store.clear()
+    found = _replay(cluster, topic, partition, apply, earliest, r.end, bounds=bounds)
+    found = attrs.evolve(found, positions=back.positions)
+    return Restored(found, r.end, {e: b - 1 for e, b in bounds.items() if b > 0}, bounds)
 
 
 def read_changelog(
@@ -424,7 +593,5 @@ def read_changelog(
     """The table a store's changelog partition restores to, and the input positions it
     reflects: what a task would start from (for tests, tools and the demo)."""
     mem = InMemoryStore(store)
-    found, _, _ = _restore_store(
-        cluster, changelog_topic(application_id, store), partition, mem, mem.restore
-    )
-    return mem.all(), found.positions
+    r = _restore_store(cluster, changelog_topic(application_id, store), partition, mem, mem.restore)
+    return mem.all(), r.found.positions

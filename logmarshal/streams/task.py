@@ -29,6 +29,7 @@ from ..cluster import Cluster, Message
 from ..errors import LogmarshalError, RecordTooLarge
 from .changelog import (
     CHANGELOG_BATCH_BYTES,
+    COMMIT_HEADER,
     COMMIT_KEY,
     EPOCH_HEADER,
     FENCE_KEY,
@@ -37,11 +38,14 @@ from .changelog import (
     _epoch_of,
     _restore_store,
     changelog_topic,
+    commit_header,
     epoch_bounds,
     fetch_below,
     marker_key,
     marker_of,
     read_changelog,
+    roll_back,
+    rollbacks,
     valid_commits,
 )
 from .processor import Processor, PunctuationType, StreamRecord
@@ -186,6 +190,14 @@ class Task:
         #: per store: the next changelog offset not yet accounted for (set by restore): every
         #: record before it is one this task read, wrote, or inspected in a gap
         self._chain: dict[str, int] = {}
+        #: commit calls of this epoch so far (each marker says which it ends: lm-commit)
+        self._seq = 0
+        #: per store: the marker (offset, positions) of the epoch's last commit that reached
+        #: every store (the fence until one did): where a restore takes a store back to
+        self._complete: dict[str, tuple[int, dict[str, int] | None]] = {}
+        #: per source topic: input below this went to the sinks before a commit a restore
+        #: took back (:meth:`restore`)
+        self._sent_below: dict[str, int] = {}
         self._punctuations: list[_Punctuation] = []
         #: the lowest stream time at which a stream-time punctuator may be due
         self._stream_due = _NEVER
@@ -194,7 +206,7 @@ class Task:
         self._sources: dict[str, _Source] = {}  # topic -> its source, filled on first use
         #: per source topic: the stores whose restored state already reflects that topic's
         #: input below an offset (writes for such input are dropped: :meth:`_deliver_guarded`)
-        self._guards: dict[str, list[tuple[KeyValueStore, int]]] = {}
+        self._guards: dict[str, list[tuple[KeyValueStore | None, int]]] = {}
         #: the record being delivered went to the sinks before (a store reflects it)
         self._sent = False
         self._processors: dict[str, Processor] = {}
@@ -384,7 +396,7 @@ class Task:
         self,
         record: StreamRecord,
         deliveries: tuple[_Delivery, ...],
-        guards: list[tuple[KeyValueStore, int]],
+        guards: list[tuple[KeyValueStore | None, int]],
     ) -> None:
         """Deliver a record with the writes of the stores that already reflect it dropped,
         and its sink writes too if any store does: they went out before that store's commit
@@ -395,7 +407,7 @@ class Task:
                 deliver(record)
 
     def _punctuate_guarded(
-        self, ts: int, offset: int, guards: list[tuple[KeyValueStore, int]]
+        self, ts: int, offset: int, guards: list[tuple[KeyValueStore | None, int]]
     ) -> None:
         """The stream-time punctuators a replayed record fires, guarded as its delivery:
         they ran when it was first processed (the writes of a store that reflects it went
@@ -404,12 +416,15 @@ class Task:
             self._punctuate(PunctuationType.STREAM_TIME, ts)
 
     @contextlib.contextmanager
-    def _guarded(self, offset: int, guards: list[tuple[KeyValueStore, int]]) -> Iterator[None]:
+    def _guarded(
+        self, offset: int, guards: list[tuple[KeyValueStore | None, int]]
+    ) -> Iterator[None]:
         """While the input at ``offset`` is replayed: the writes of each store that
         reflects it dropped, and if one does, every sink write."""
         sent = False
         for store, done in guards:
-            store._drop_writes(offset < done)
+            if store is not None:  # (None: the sinks' guard only)
+                store._drop_writes(offset < done)
             sent = sent or offset < done
         self._sent = sent
         try:
@@ -417,7 +432,8 @@ class Task:
         finally:
             self._sent = False
             for store, _ in guards:
-                store._drop_writes(False)
+                if store is not None:
+                    store._drop_writes(False)
 
     def _forward(self, node: str, key: Any, value: Any, to: str | None) -> None:
         if to is None:
@@ -459,11 +475,16 @@ class Task:
             self._send(sink.topic, key, value, partition, ts, record.headers)
 
     def _rebuild_guards(self) -> None:
-        """After a restore: which stores' writes to drop for which input (store_positions)."""
+        """After a restore: which stores' writes to drop for which input (store_positions),
+        and below which input nothing goes to the sinks (``_sent_below``)."""
         self._guards = {}
         for name, positions in self.store_positions.items():
             for topic, done in positions.items():
-                self._guards.setdefault(topic, []).append((self.stores[name], done))
+                if done > self.positions.get(topic, -1):  # (else it never drops a write)
+                    self._guards.setdefault(topic, []).append((self.stores[name], done))
+        for topic, done in self._sent_below.items():
+            if done > self.positions.get(topic, -1):
+                self._guards.setdefault(topic, []).append((None, done))
 
     # -- punctuation ----------------------------------------------------------------------
 
@@ -565,29 +586,45 @@ class Task:
         return fence
 
     def write_changelogs(self, cluster: Cluster, durable: bool = True) -> int:
-        """Write each dirty store to its changelog, in batches of bounded size, ending with
-        a commit marker that carries the task's positions: a restore applies a commit only
-        once it sees its marker, and only if no fence invalidates it. Every record carries
-        the task's epoch. Raises :class:`Fenced` when another writer's record of a higher
-        epoch is found among ours. Returns the number of data records written."""
+        """Write each dirty store to its changelog, in batches of bounded size, and end
+        every store's with a commit marker (a clean store's too, when any store is dirty)
+        that carries the task's positions and says which commit call of the epoch it ends
+        (``lm-commit``): a restore applies a commit only once it sees its marker, only if no
+        fence invalidates it, and takes the stores a crash left a commit ahead back to the
+        one before (:func:`~logmarshal.streams.changelog.rollbacks`), so every store of a
+        task is restored to one commit. Every record carries the task's epoch. Raises
+        :class:`Fenced` when another writer's record of a higher epoch is found among ours.
+        Returns the number of data records written."""
         if not self._chain and self.stores:
             raise RuntimeError(f"task {self.task_id}: restore (and fence) before writing")
+        names = sorted(self.stores)
+        taken: dict[str, dict[bytes, bytes | None]] = {}
+        try:
+            for name in names:
+                taken[name] = self.stores[name].take_dirty()
+        except BaseException:
+            for name, dirty in taken.items():  # (a store's flush failed: nothing written)
+                self.stores[name].untake_dirty(dirty)
+            raise
+        if not any(taken.values()):
+            return 0
+        self._seq += 1
         task_positions = json.dumps(self.positions, sort_keys=True).encode()
         epoch = self._epoch_header()
         ts = self._now_ms()
         written = 0
-        for name in sorted(self.stores):
+        markers: dict[str, tuple[int, dict[str, int] | None]] = {}
+        for name in names:
             store = self.stores[name]
-            dirty = store.take_dirty()
-            if not dirty:
-                continue
+            dirty = taken.pop(name)
             reflected = self._reflected(name)
             positions = (
                 task_positions
                 if reflected is None
                 else json.dumps(reflected, sort_keys=True).encode()
             )
-            header = ((POSITIONS_HEADER, positions), epoch)
+            commit = commit_header(self._seq, names, self._complete.get(name, (-1, None)))
+            header = ((POSITIONS_HEADER, positions), epoch, (COMMIT_HEADER, commit))
             batch: list[NewRecord] = []
             size = 0
             try:
@@ -597,7 +634,7 @@ class Task:
                         batch, size = [], 0
                     batch.append(NewRecord(v, key=k, headers=(epoch,), timestamp=ts))
                     size += len(k) + len(v or b"")
-                if not getattr(cluster, "produce_is_atomic", False):
+                if batch and not getattr(cluster, "produce_is_atomic", False):
                     # part of a call may be stored: the marker vouches for its records only
                     # once they are (else a restore applies the commit without them)
                     self._append(cluster, name, batch, durable)
@@ -607,10 +644,12 @@ class Task:
                 marker, _ = self._append(cluster, name, batch, durable)
             except BaseException as exc:
                 # not committed: the next commit writes these keys again (dropped, it wrote
-                # only keys changed later, with positions past the input that changed these);
-                # a fenced task never commits again
+                # only keys changed later, with positions past the input that changed these),
+                # and those of the stores not written yet; a fenced task never commits again
                 if not isinstance(exc, Fenced):
                     store.untake_dirty(dirty)
+                    for rest, left in taken.items():
+                        self.stores[rest].untake_dirty(left)
                 exc.add_note(f"task {self.task_id}: writing store {name!r}'s changelog")
                 if isinstance(exc, RecordTooLarge) and batch:
                     big = max(batch, key=lambda r: len(r.key or b"") + len(r.value or b""))
@@ -621,7 +660,9 @@ class Task:
                     )
                 raise
             store.checkpoint(marker, reflected or dict(self.positions), self.epoch)
+            markers[name] = (marker, reflected or dict(self.positions))
             written += len(dirty)
+        self._complete = markers  # (this commit reached every store)
         return written
 
     def _reflected(self, store: str) -> dict[str, int] | None:
@@ -671,6 +712,7 @@ class Task:
         self.restored_records = 0
         self.store_positions = {}
         self._chain = {}
+        self._sent_below = {}
 
         def counting(
             apply: Callable[[bytes, bytes | None], None],
@@ -681,12 +723,43 @@ class Task:
 
             return inner
 
-        clean = True
-        for name, store in sorted(self.stores.items()):
-            topic = changelog_topic(self.application_id, name)
-            found, end, through = _restore_store(
-                cluster, topic, self.partition, store, counting(store.restore), use_local=use_local
+        restored = {
+            name: _restore_store(
+                cluster,
+                changelog_topic(self.application_id, name),
+                self.partition,
+                store,
+                counting(store.restore),
+                use_local=use_local,
             )
+            for name, store in sorted(self.stores.items())
+        }
+        backs = rollbacks(restored)
+        for name, back in sorted(backs.items()):
+            topic = changelog_topic(self.application_id, name)
+            log.warning(
+                "task %s: %s/%d has a commit (input positions %s) that another store of the "
+                "task lacks (a crash between their changelog writes): restored to the commit "
+                "before it (%s), as the others",
+                self.task_id,
+                topic,
+                self.partition,
+                back.sent,
+                back.positions,
+            )
+            store = self.stores[name]
+            restored[name] = roll_back(
+                cluster, topic, self.partition, store, counting(store.restore), restored[name], back
+            )
+            for t, o in back.sent.items():
+                self._sent_below[t] = max(self._sent_below.get(t, o), o)
+        clean = True
+        self._seq = 0
+        self._complete = {}
+        # the stores taken back are fenced first (:func:`rollbacks` says why)
+        for name in sorted(backs) + sorted(set(restored) - set(backs)):
+            store, r = self.stores[name], restored[name]
+            found = r.found
             for key in found.uncommitted:
                 # rewrite what a cut-short or stale commit left as a key's last record, so
                 # that for every key the last record is a valid commit's (compaction may
@@ -694,12 +767,12 @@ class Task:
                 store.dirty[key] = store._get(key)
             if found.positions is not None:
                 self.store_positions[name] = found.positions
-            self._chain[name] = end
+            self._chain[name] = r.end
             fence = json.dumps(
                 {
                     "epoch": self.epoch,
-                    "base": end,
-                    "through": {str(e): o for e, o in sorted(through.items()) if e < self.epoch},
+                    "base": r.end,
+                    "through": {str(e): o for e, o in sorted(r.through.items()) if e < self.epoch},
                     "positions": found.positions,
                 },
                 sort_keys=True,
@@ -724,6 +797,7 @@ class Task:
                 continue
             # the store now equals the valid state through our fence marker
             store.checkpoint(at, found.positions, self.epoch)
+            self._complete[name] = (at, found.positions)
         return clean
 
     def close(self) -> None:

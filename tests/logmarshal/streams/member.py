@@ -17,7 +17,11 @@ Prints one line per commit: ``committed N`` with N the tasks it runs.
 - ``LM_KILL_AT=after-changelog`` or ``mid-changelog`` (with ``LM_KILL_AFTER=N``, default 5):
   at its (N+1)-th changelog commit it prints ``killing`` and SIGKILLs itself, right after the
   commit's records (marker included) were written, before the local checkpoint and the input
-  commit; or with the commit's data records written and its marker not (a commit cut short)."""
+  commit; or with the commit's data records written and its marker not (a commit cut short);
+  or ``between-stores``: with ``LM_CHAINED=1``, right after store counts' marker of its
+  (N+1)-th commit was written, before store sums' (the stores out of step).
+- ``LM_CHAINED=1``: a second store, sums, adds up each word's running counts (it reads what
+  the counts store computes: exact only if both are restored to one commit)."""
 
 from __future__ import annotations
 
@@ -36,10 +40,12 @@ class CountEveryUpdate(Processor):
     """Counts words per task and forwards every new count as (word, [partition, count])."""
 
     delay = 0.0
+    chained = False
 
     def init(self, context):
         super().init(context)
         self.store = context.get_state_store("counts")
+        self.sums = context.get_state_store("sums") if self.chained else None
 
     def process(self, record):
         if self.delay:
@@ -47,20 +53,29 @@ class CountEveryUpdate(Processor):
         for word in record.value.split():
             n = (self.store.get(word) or 0) + 1
             self.store.put(word, n)
+            if self.sums is not None:
+                self.sums.put(word, (self.sums.get(word) or 0) + n)
             self.context.forward(word, [self.context.partition, n])
 
 
 def topology(
-    delay: float = 0.0, sources: tuple[str, ...] = ("lines",), kind: str = "sqlite"
+    delay: float = 0.0,
+    sources: tuple[str, ...] = ("lines",),
+    kind: str = "sqlite",
+    chained: bool = False,
 ) -> Topology:
     """Word count over ``sources`` (co-partitioned: partition p of each is one task), its
-    counts in a store of engine ``kind``."""
+    counts in a store of engine ``kind`` (and with ``chained`` the sums of the running
+    counts in a second one)."""
     CountEveryUpdate.delay = delay
+    CountEveryUpdate.chained = chained
     t = Topology()
     for topic in sources:
         t.add_source(topic, topic, value_deserializer=string_deserializer)
     t.add_processor("count", CountEveryUpdate, list(sources))
     t.add_state_store(StoreSpec("counts", kind), "count")
+    if chained:
+        t.add_state_store(StoreSpec("sums", kind), "count")
     t.add_sink("out", "counts-out", "count")
     return t
 
@@ -91,9 +106,9 @@ def _kill_at(where: str, after: int) -> None:
         nonlocal commits
         # (the marker comes last, with the commit's records or, over the network, alone)
         if records and task.marker_of(records[-1].key) is task.COMMIT_KEY:
-            commits += 1
-            if commits > after:
-                written = records if where == "after-changelog" else records[:-1]
+            commits += where != "between-stores" or name == "counts"
+            if commits > after and (where != "between-stores" or name == "counts"):
+                written = records if where != "mid-changelog" else records[:-1]
                 if written:
                     append(self, cluster, name, written, durable)
                 print(f"killing {where}", flush=True)
@@ -119,7 +134,12 @@ def main() -> None:
         app = App(
             cluster,
             "wc",
-            topology(delay=0.0005, sources=sources, kind=kind),
+            topology(
+                delay=0.0005,
+                sources=sources,
+                kind=kind,
+                chained=os.environ.get("LM_CHAINED") == "1",
+            ),
             client_id=client_id,
             heartbeat_interval=0.3,
             state_dir=state_dir,

@@ -4,6 +4,10 @@ Found by an attack on the DSL (2026-12-06); each test fails without its fix."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,7 +18,9 @@ from logmarshal.streams.changelog import read_changelog
 from logmarshal.streams.serde import json_deserializer
 from storage import NewRecord
 
-from .test_app import run_until
+from .conftest import PERSISTENT_KINDS
+from .member import topology as word_count
+from .test_app import ROOT, produce_lines, run_until, setup_topics
 
 N = 200
 
@@ -123,8 +129,8 @@ def _crash_at_the_second_commit(a: App, monkeypatch) -> None:
     _crash_at_the_commit_of_s(a, monkeypatch)
 
 
-def _successor_finishes(cluster, tmp_path, *, chained: bool = False) -> None:
-    b = _app(cluster, "b", tmp_path, chained=chained)
+def _successor_finishes(cluster, tmp_path, *, chained: bool = False, client: str = "b") -> None:
+    b = _app(cluster, client, tmp_path, chained=chained)
 
     run_until(b, lambda: any(t.positions.get("in", 0) >= N for t in list(b.tasks.values())))
 
@@ -172,11 +178,6 @@ def test_a_record_a_store_counted_before_the_crash_is_not_sent_again_overshot(
     assert _out(cluster) == list(range(1, N + 1))  # each count once, none overshot
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a replay reads the store that is ahead (docs/streams.md, 'Stores out of step'): "
-    "the fix needs the stores of a commit to be restored to one commit",
-)
 def test_a_store_computed_from_one_that_is_ahead_is_exact_after_the_crash(
     topics, tmp_path, monkeypatch
 ):
@@ -189,6 +190,106 @@ def test_a_store_computed_from_one_that_is_ahead_is_exact_after_the_crash(
     _successor_finishes(cluster, tmp_path, chained=True)
     assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
     assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N * (N + 1) // 2}
+    assert _out(cluster) == list(range(1, N + 1))  # c's counts, each once
+
+
+def test_a_restart_on_its_own_files_takes_the_store_ahead_back_too(topics, tmp_path, monkeypatch):
+    """As above, the crashed member restarting on its own SQLite files: store c's local
+    checkpoint is at the commit s lacks, so c is rebuilt from its changelog to the commit
+    before it instead of reusing the file."""
+    cluster = topics
+    a = _app(cluster, "a", tmp_path, chained=True)
+    _crash_at_the_second_commit(a, monkeypatch)
+    a._drop(list(a.tasks))  # (its files closed, as the process's death closes them)
+    _successor_finishes(cluster, tmp_path, chained=True, client="a")
+    assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
+    assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N * (N + 1) // 2}
+
+
+def test_a_successor_that_dies_among_its_fences_leaves_the_next_one_exact(
+    topics, tmp_path, monkeypatch
+):
+    """The successor takes store c back, fences it, and dies before fencing s: c is judged
+    (its fence's verdict ends before the commit taken back), s is not. The next restore
+    must not take c's verdict for s's being complete, nor s for c's: it finds the same."""
+    cluster = topics
+    _crash_at_the_second_commit(_app(cluster, "a", tmp_path, chained=True), monkeypatch)
+    append = task_module.Task._append
+
+    def dying(self, cluster, name, records, durable):
+        if name == "s" and any(r.key and b"fence" in r.key for r in records):
+            raise _Crash
+        return append(self, cluster, name, records, durable)
+
+    monkeypatch.setattr(task_module.Task, "_append", dying)
+    b = _app(cluster, "b", tmp_path, chained=True)
+    deadline = time.monotonic() + 20
+    with pytest.raises(_Crash):  # (the restore runs in a poll, as the task is assigned)
+        while time.monotonic() < deadline:
+            b.consumer.poll(0.1)
+    monkeypatch.setattr(task_module.Task, "_append", append)
+    b.consumer.close(release=False)
+    b.producer.close()
+    b.marshaler.close()
+    _successor_finishes(cluster, tmp_path, chained=True, client="c")
+    assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
+    assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N * (N + 1) // 2}
+
+
+class _MarksWhenCountReaches(Processor):
+    """Counts records into c; store s keeps the offset of the first record at which the
+    count reached 141 (and of the very first record): s reads what c computes, and is
+    written far less often than c."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self.c, self.s = context.get_state_store("c"), context.get_state_store("s")
+
+    def process(self, record) -> None:
+        n = (self.c.get(record.key) or 0) + 1
+        self.c.put(record.key, n)
+        if n == 1:
+            self.s.put("first", record.offset)
+        if n == 141 and self.s.get("at") is None:
+            self.s.put("at", record.offset)
+
+
+def test_a_store_clean_in_the_last_commit_is_at_that_commit_too(topics, tmp_path):
+    """No crash inside a commit: s was written in the first commit only, and the member
+    died after its second. s's last marker was the first commit's, so the successor
+    replayed the input between the two with c ahead, read c's count after the crash for
+    every record (141 at once), and s took the first replayed record for the one at which
+    the count reached 141 (100 where 140). Every commit now ends every store's changelog."""
+    cluster = topics
+    t = Topology().add_source("src", "in").add_processor("p", _MarksWhenCountReaches, "src")
+    t.add_state_store(StoreSpec("c", "sqlite"), "p").add_state_store(StoreSpec("s", "sqlite"), "p")
+
+    def app(client: str) -> App:
+        return App(
+            cluster,
+            "two",
+            t,
+            client_id=client,
+            heartbeat_interval=0.3,
+            state_dir=tmp_path / client,
+            commit_interval=3600,
+        )
+
+    a = app("a")
+    _produce(cluster, 0, 100)
+    _process(a, 100)
+    a.commit()
+    _produce(cluster, 100, 40)
+    _process(a, 140)
+    a.commit()  # c only is dirty
+    a.consumer.close(release=False)  # dies: the claims lapse
+    a.producer.close()
+    a.marshaler.close()
+    _produce(cluster, 140, N - 140)
+    b = app("b")
+    run_until(b, lambda: any(t.positions.get("in", 0) >= N for t in list(b.tasks.values())))
+    assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
+    assert read_changelog(cluster, "two", "s", 0)[0] == {"first": 0, "at": 140}
 
 
 def test_a_punctuator_fired_by_a_replayed_record_sends_no_mix_of_two_states(
@@ -205,3 +306,76 @@ def test_a_punctuator_fired_by_a_replayed_record_sends_no_mix_of_two_states(
     told = _out(cluster)
     assert told and all(c == s for c, s in told), [p for p in told if p[0] != p[1]][:5]
     assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N}
+
+
+_MEMBER = (sys.executable, "-m", "tests.logmarshal.streams.member")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine", ["another", "same"])
+@pytest.mark.parametrize("kind", PERSISTENT_KINDS)
+def test_a_member_sigkilled_between_its_stores_markers_leaves_exact_sums(tmp_path, kind, machine):
+    """A real process: a word count whose second store adds up the running counts (it reads
+    the first) SIGKILLs itself once the counts store's marker of its 9th commit is written
+    and the sums store's is not. The successor, on another machine or on the killed member's
+    own files, ends with the exact counts and sums."""
+    from logmarshal import EmbeddedCluster
+
+    data = tmp_path / "data"
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        setup_topics(cluster)
+        truth = produce_lines(cluster, 0, 3000)
+    out = tmp_path / "member.out"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(
+            [*_MEMBER, str(data), "m1", str(tmp_path / "s1")],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "LM_STORE_KIND": kind,
+                "LM_CHAINED": "1",
+                "LM_KILL_AT": "between-stores",
+                "LM_KILL_AFTER": "8",
+            },
+        )
+        try:
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    log = out.read_text()
+    assert proc.returncode == -signal.SIGKILL and "killing between-stores" in log, log[-2000:]
+
+    def table(cluster, store: str) -> dict:
+        return {p: read_changelog(cluster, "wc", store, p) for p in (0, 1)}
+
+    with EmbeddedCluster(data, maintenance_interval=0) as cluster:
+        counts, sums = table(cluster, "counts"), table(cluster, "sums")
+        # the kill left some task's stores out of step
+        assert any(counts[p][1] != sums[p][1] for p in (0, 1)), (counts, sums)
+        b = App(
+            cluster,
+            "wc",
+            word_count(kind=kind, chained=True),
+            client_id="m2",
+            heartbeat_interval=0.3,
+            commit_interval=0.05,
+            state_dir=tmp_path / ("s1" if machine == "same" else "s2"),
+        )
+        total = sum(sum(c.values()) for c in truth.values())
+
+        def done() -> bool:
+            tasks = list(b.tasks.values())
+            held = sum(sum(t.stores["counts"].all().values()) for t in tasks)
+            return held >= total and len(tasks) == 2
+
+        run_until(b, done, timeout=60)
+        for p in (0, 1):
+            assert read_changelog(cluster, "wc", "counts", p)[0] == dict(truth[p])
+            assert read_changelog(cluster, "wc", "sums", p)[0] == {
+                w: c * (c + 1) // 2 for w, c in truth[p].items()
+            }
