@@ -684,6 +684,12 @@ class App:
             except StoreDamaged as exc:  # (met by the flush or the local checkpoint)
                 self._restore_damaged(key, exc)
                 continue
+            except BaseException:
+                # some of its stores may have this commit and others not: only a restore
+                # tells which commit they all have, so the task commits nothing more here
+                # (a restart restores it and processes its input from there)
+                self._broken.add(key)
+                raise
             task.commit_requested = False
         for messages in self._uncommitted.values():
             if messages:

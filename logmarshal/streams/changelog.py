@@ -26,8 +26,8 @@ One commit for every store: a task's commit call writes a marker to each of its 
 turn, so a crash between two leaves the first a commit ahead. Each marker names the call
 (``lm-commit``: its sequence number in the epoch, the task's stores, and this store's marker
 of the last call that reached every store); a restore takes a store whose last commit another
-store lacks back to that marker (:func:`rollbacks`, :func:`roll_back`), so that every store of
-the task reflects the same input.
+store lacks back to that marker (:mod:`logmarshal.streams.task_restore`), so that every
+store of the task reflects the same input.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ EPOCH_HEADER = "lm-epoch"
 #: the task's n-th commit call of its epoch, which wrote a marker to each of ``stores``; and
 #: this store's marker (commit or fence) of the epoch's last commit before it that reached
 #: every store. A restore takes a store back to ``prev`` when a store of ``stores`` lacks
-#: the commit (:func:`rollbacks`): every store of a task is restored to one commit
+#: the commit (:mod:`~logmarshal.streams.task_restore`): every store of a task is restored
+#: to one commit
 COMMIT_HEADER = "lm-commit"
 #: the epoch of records without the header (written before epochs) and of unfenced tasks
 NO_EPOCH = -1
@@ -236,6 +237,9 @@ class ChangelogPass:
     dropped_min: dict[int, int] = attrs.field(factory=dict)
     #: per commit marker's offset: its ``lm-commit`` header, where it has one
     meta: dict[int, CommitMeta] = attrs.field(factory=dict)
+    #: per fence epoch: the stores and the round its last fence here names (None: a fence
+    #: written before they were recorded)
+    fence_sets: dict[int, tuple[tuple[str, ...], int] | None] = attrs.field(factory=dict)
 
     def agrees(self, bounds: dict[int, int]) -> bool:
         """Did this pass apply exactly the records below their epoch's bound?"""
@@ -247,6 +251,29 @@ class ChangelogPass:
 def _commit_positions(value: bytes | None) -> dict[str, int]:
     """The input positions a commit marker's value carries (JSON {topic: next offset})."""
     return _positions(json.loads(value or b"{}"))
+
+
+def _fence_set(value: bytes | None) -> tuple[tuple[str, ...], int] | None:
+    """The stores a fence says its writer fenced in the same round, and the round (None
+    for a fence written before they were recorded, or one that does not parse)."""
+    try:
+        body = json.loads(value or b"{}")
+        stores = body.get("stores")
+        if stores is None:
+            return None
+        return tuple(str(n) for n in stores), int(body.get("round", 1))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _fence_rewrites(value: bytes | None) -> bool:
+    """Did the fence's writer have keys to rewrite at its first commit (a cut-short or stale
+    commit's records were some keys' last)? A local checkpoint at such a fence is not
+    reused: a replay of the tail after it would not find those keys again."""
+    try:
+        return bool(json.loads(value or b"{}").get("rewrite", False))
+    except (ValueError, TypeError, AttributeError):
+        return True
 
 
 def _fence_fields(value: bytes | None) -> tuple[int, dict[int, int] | None, dict[str, int] | None]:
@@ -284,6 +311,7 @@ def _replay(
     seed: int = NO_EPOCH,
     bounds: dict[int, int] | None = None,
     last: dict[str, int] | None = None,
+    ignore: frozenset[int] = frozenset(),
 ) -> ChangelogPass:
     """Apply the commits of changelog range ``[start, end)`` in order. A data record belongs
     to the next commit marker of its epoch; the records of an epoch that no marker follows
@@ -291,7 +319,8 @@ def _replay(
     below their epoch's bound are applied; without, every commit that no fence seen so far
     invalidates (rule (a) of :func:`valid_commits`; the caller checks the pass against
     :func:`epoch_bounds` and replays again with them when they differ, which only a stale
-    writer's race, or compaction after one, makes happen)."""
+    writer's race, or compaction after one, makes happen). The fences of the epochs in
+    ``ignore`` are read as if absent (:func:`~logmarshal.streams.task_restore.partial_fences`)."""
     pending: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
     commits: list[_Commit] = []
     fences: list[_Fence] = []
@@ -299,6 +328,7 @@ def _replay(
     dropped_min: dict[int, int] = {}
     latest: dict[bytes, tuple[int, bool]] = {}
     meta: dict[int, CommitMeta] = {}
+    fence_sets: dict[int, tuple[tuple[str, ...], int] | None] = {}
     top = seed
 
     def settle(epoch: int, records: list[tuple[int, bytes, bytes | None]], below: int) -> None:
@@ -337,7 +367,10 @@ def _replay(
                     last = positions
                 else:
                     dropped_min[epoch] = min(dropped_min.get(epoch, m.offset), m.offset)
+            elif kind is FENCE_KEY and epoch in ignore:
+                pass
             elif kind is FENCE_KEY:
+                fence_sets[epoch] = _fence_set(m.value)
                 base, through, fenced_at = _fence_fields(m.value)
                 if any(base <= f[0] for f in fences):
                     # another fence landed between its writer's restore and it: the writer
@@ -363,7 +396,9 @@ def _replay(
     for epoch, records in pending.items():
         settle(epoch, records, -1)
     uncommitted = frozenset(k for k, (_, ok) in latest.items() if not ok)
-    return ChangelogPass(commits, fences, last, uncommitted, applied_max, dropped_min, meta)
+    return ChangelogPass(
+        commits, fences, last, uncommitted, applied_max, dropped_min, meta, fence_sets
+    )
 
 
 def _marks_checkpoint(
@@ -390,6 +425,8 @@ def _marks_checkpoint(
         if kind is COMMIT_KEY and m.key == marker_key(COMMIT_KEY, epoch):
             held = _commit_positions(m.value)
         elif kind is FENCE_KEY and m.key == marker_key(FENCE_KEY, epoch):
+            if _fence_rewrites(m.value):
+                return False
             held = _fence_fields(m.value)[2]
         else:
             return False
@@ -419,6 +456,8 @@ class Restored:
     through: dict[int, int]
     bounds: dict[int, int]
     seed: int = NO_EPOCH
+    #: fence epochs read as if absent (:func:`~logmarshal.streams.task_restore.partial_fences`)
+    ignore: frozenset[int] = frozenset()
 
 
 def _restore_store(
@@ -429,12 +468,15 @@ def _restore_store(
     apply: Callable[[bytes, bytes | None], None],
     *,
     use_local: bool = True,
+    ignore: frozenset[int] = frozenset(),
 ) -> Restored:
     """Rebuild ``store`` to the valid commits of its changelog partition below the offset
-    returned with the replay (the log end when it started)."""
+    returned with the replay (the log end when it started); with ``ignore``, from the whole
+    changelog, the fences of those epochs read as if absent
+    (:func:`~logmarshal.streams.task_restore.partial_fences`)."""
     earliest = cluster.earliest_offset(topic, partition)
     end = cluster.latest_offset(topic, partition)
-    local = store.local_checkpoint() if use_local else None
+    local = store.local_checkpoint() if use_local and not ignore else None
     if local is not None and local[0] >= end:
         # (as Kafka Streams does when its checkpoint is past the changelog's end: the local
         # copy cannot be checked against fences the changelog no longer has)
@@ -460,7 +502,7 @@ def _restore_store(
         # epoch local[2] that had seen every record up to there: replay the rest, unless a
         # newer owner's fence reaches back into it (its restore did not see all of it). The
         # pass starts at the checkpoint's marker itself, so that a commit there is among the
-        # pass's commits (:func:`rollbacks` looks at each store's last one)
+        # pass's commits (task_restore.rollbacks looks at each store's last one)
         at, positions, _ = local
         epoch = local[2]
         found = _replay(cluster, topic, partition, apply, at, end, seed=epoch, last=positions)
@@ -478,7 +520,7 @@ def _restore_store(
         )
     store.clear()
     earliest = cluster.earliest_offset(topic, partition)
-    found = _replay(cluster, topic, partition, apply, earliest, end)
+    found = _replay(cluster, topic, partition, apply, earliest, end, ignore=ignore)
     bounds = epoch_bounds(found.commits, found.fences)
     if not found.agrees(bounds):
         log.warning(
@@ -489,102 +531,11 @@ def _restore_store(
             partition,
         )
         store.clear()
-        found = _replay(cluster, topic, partition, apply, earliest, end, bounds=bounds)
-    return Restored(found, end, {e: b - 1 for e, b in bounds.items() if b > 0}, bounds)
-
-
-@attrs.frozen
-class Rollback:
-    """A store whose last commit another store of its task lacks (a crash between two
-    stores' changelog writes): restored to the commit before it, ``bound`` being the new
-    bound of ``epoch`` and ``positions`` what the store reflects there. ``sent``: the
-    positions of the commit taken back, whose sink writes went out before its first
-    marker (a commit flushes the sinks first)."""
-
-    epoch: int
-    bound: int
-    positions: dict[str, int] | None
-    sent: dict[str, int]
-
-
-def _judged(r: Restored, epoch: int) -> bool:
-    """Was ``epoch`` judged by a later owner's restore (its fence's verdict bounds it)?"""
-    return epoch < r.seed or any(f[1] > epoch for f in _effective(r.found.fences, r.seed))
-
-
-def _last_valid(r: Restored, epoch: int | None = None) -> int | None:
-    """The offset of the store's last valid commit marker (of ``epoch``, if given)."""
-    offsets = [
-        o for o, e, _ in r.found.commits if o < r.bounds.get(e, 0) and (epoch is None or e == epoch)
-    ]
-    return max(offsets, default=None)
-
-
-def rollbacks(restored: dict[str, Restored]) -> dict[str, Rollback]:
-    """The stores of one task that must go back one commit: those whose last valid commit
-    (seq n of epoch e, not yet judged by a later owner) names a store whose last valid
-    commit of e is older than n, or that has none. A commit call writes a marker to every
-    store of the task, one after the other, so a crash between two leaves the first ones
-    a commit ahead; the commit before it (``prev``) reached every store, so one step back
-    makes them one commit again. A store judged already, or a commit without the header
-    (written before it existed), is taken as it is.
-
-    A restore that takes stores back fences them first: a crash among its fences then
-    leaves a store that is still ahead unjudged, and a store that is behind unjudged too,
-    so the next restore finds the same."""
-    out: dict[str, Rollback] = {}
-    for name, r in restored.items():
-        last = _last_valid(r)
-        meta = None if last is None else r.found.meta.get(last)
-        if last is None or meta is None:
-            continue
-        epoch = next(e for o, e, _ in r.found.commits if o == last)
-        if _judged(r, epoch):
-            continue
-        for other in meta.stores:
-            if other == name or other not in restored:
-                continue
-            them = restored[other]
-            if _judged(them, epoch):
-                continue
-            theirs = _last_valid(them, epoch)
-            if theirs is None:
-                seq = -1
-            elif theirs in them.found.meta:
-                seq = them.found.meta[theirs].seq
-            else:
-                continue
-            if seq < meta.seq:
-                sent = next(p for o, _, p in r.found.commits if o == last)
-                out[name] = Rollback(epoch, meta.prev + 1, meta.prev_positions, sent)
-                break
-    return out
-
-
-def roll_back(
-    cluster: Cluster,
-    topic: str,
-    partition: int,
-    store: KeyValueStore,
-    apply: Callable[[bytes, bytes | None], None],
-    r: Restored,
-    back: Rollback,
-) -> Restored:
-    """Rebuild ``store`` from the whole changelog to the commit before its last
-    (:func:`rollbacks`): the records of the commit taken back are not applied, and the keys
-    they were the last record of are among ``uncommitted`` (rewritten by the next commit)."""
-    earliest = cluster.earliest_offset(topic, partition)
-    if r.seed != NO_EPOCH:
-        # (replayed from a local checkpoint: the bounds of the whole log first)
-        whole = _replay(cluster, topic, partition, lambda k, v: None, earliest, r.end)
-        bounds = epoch_bounds(whole.commits, whole.fences)
-    else:
-        bounds = dict(r.bounds)
-    bounds[back.epoch] = min(bounds.get(back.epoch, 0), back.bound)
-    store.clear()
-    found = _replay(cluster, topic, partition, apply, earliest, r.end, bounds=bounds)
-    found = attrs.evolve(found, positions=back.positions)
-    return Restored(found, r.end, {e: b - 1 for e, b in bounds.items() if b > 0}, bounds)
+        found = _replay(
+            cluster, topic, partition, apply, earliest, end, bounds=bounds, ignore=ignore
+        )
+    through = {e: b - 1 for e, b in bounds.items() if b > 0}
+    return Restored(found, end, through, bounds, ignore=ignore)
 
 
 def read_changelog(

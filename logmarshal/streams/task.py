@@ -36,7 +36,6 @@ from .changelog import (
     NO_EPOCH,
     POSITIONS_HEADER,
     _epoch_of,
-    _restore_store,
     changelog_topic,
     commit_header,
     epoch_bounds,
@@ -44,13 +43,12 @@ from .changelog import (
     marker_key,
     marker_of,
     read_changelog,
-    roll_back,
-    rollbacks,
     valid_commits,
 )
 from .processor import Processor, PunctuationType, StreamRecord
 from .serde import bytes_deserializer, json_deserializer, string_deserializer
 from .stores import KeyValueStore, StoreDamaged
+from .task_restore import restore_stores
 from .topology import SinkNode, SubTopology, Topology, TopologyError
 
 __all__ = [
@@ -198,6 +196,9 @@ class Task:
         #: per source topic: input below this went to the sinks before a commit a restore
         #: took back (:meth:`restore`)
         self._sent_below: dict[str, int] = {}
+        #: a commit call failed (some stores may have its marker): no more commits, since
+        #: the next one could not name the last commit every store has (``prev``)
+        self._commit_failed: BaseException | None = None
         self._punctuations: list[_Punctuation] = []
         #: the lowest stream time at which a stream-time punctuator may be due
         self._stream_due = _NEVER
@@ -597,6 +598,15 @@ class Task:
         Returns the number of data records written."""
         if not self._chain and self.stores:
             raise RuntimeError(f"task {self.task_id}: restore (and fence) before writing")
+        if isinstance(self._commit_failed, Fenced):
+            raise Fenced(f"task {self.task_id}: fenced at an earlier commit") from (
+                self._commit_failed
+            )
+        if self._commit_failed is not None:
+            raise RuntimeError(
+                f"task {self.task_id}: an earlier commit failed part way; set the task up "
+                "again (restore) before it commits"
+            ) from self._commit_failed
         names = sorted(self.stores)
         taken: dict[str, dict[bytes, bytes | None]] = {}
         try:
@@ -643,9 +653,11 @@ class Task:
                 batch.append(NewRecord(positions, key=key, headers=header, timestamp=ts))
                 marker, _ = self._append(cluster, name, batch, durable)
             except BaseException as exc:
-                # not committed: the next commit writes these keys again (dropped, it wrote
-                # only keys changed later, with positions past the input that changed these),
-                # and those of the stores not written yet; a fenced task never commits again
+                # not committed everywhere, and maybe not nowhere (a produce that timed out
+                # may have stored its records): only a restore can tell which commit every
+                # store has. The dirty keys are kept (a write raised before any record went
+                # out is not lost to a caller who restores); a fenced task never commits again
+                self._commit_failed = exc
                 if not isinstance(exc, Fenced):
                     store.untake_dirty(dirty)
                     for rest, left in taken.items():
@@ -680,7 +692,7 @@ class Task:
         Returns the positions to resume from (topic -> next offset); empty when no store has
         been written. Raises :class:`Fenced` if a newer owner's records are found."""
         for attempt in range(1, attempts + 1):
-            if self._restore_once(cluster, use_local=attempt == 1):
+            if self._restore_once(cluster, use_local=attempt == 1, attempt=attempt):
                 break
             log.info(
                 "task %s: another fence landed between our restore and our fence; "
@@ -708,7 +720,7 @@ class Task:
         self._rebuild_guards()
         return resume
 
-    def _restore_once(self, cluster: Cluster, use_local: bool) -> bool:
+    def _restore_once(self, cluster: Cluster, use_local: bool, attempt: int = 1) -> bool:
         self.restored_records = 0
         self.store_positions = {}
         self._chain = {}
@@ -723,41 +735,33 @@ class Task:
 
             return inner
 
-        restored = {
-            name: _restore_store(
-                cluster,
-                changelog_topic(self.application_id, name),
-                self.partition,
-                store,
-                counting(store.restore),
-                use_local=use_local,
-            )
-            for name, store in sorted(self.stores.items())
-        }
-        backs = rollbacks(restored)
-        for name, back in sorted(backs.items()):
-            topic = changelog_topic(self.application_id, name)
-            log.warning(
-                "task %s: %s/%d has a commit (input positions %s) that another store of the "
-                "task lacks (a crash between their changelog writes): restored to the commit "
-                "before it (%s), as the others",
-                self.task_id,
-                topic,
-                self.partition,
-                back.sent,
-                back.positions,
-            )
-            store = self.stores[name]
-            restored[name] = roll_back(
-                cluster, topic, self.partition, store, counting(store.restore), restored[name], back
-            )
+        restored, backs = restore_stores(
+            cluster,
+            self.application_id,
+            self.partition,
+            self.stores,
+            lambda store: counting(store.restore),
+            use_local=use_local,
+            epoch=self.epoch,
+        )
+        for back in backs.values():
             for t, o in back.sent.items():
                 self._sent_below[t] = max(self._sent_below.get(t, o), o)
         clean = True
-        self._seq = 0
+        # (commit calls of our epoch before this restore: a task set up again under the
+        # same claim goes on counting, or its commits would look older than the last one's)
+        self._seq = max(
+            (
+                meta.seq
+                for r in restored.values()
+                for offset, epoch, _ in r.found.commits
+                if epoch == self.epoch and (meta := r.found.meta.get(offset)) is not None
+            ),
+            default=0,
+        )
         self._complete = {}
-        # the stores taken back are fenced first (:func:`rollbacks` says why)
-        for name in sorted(backs) + sorted(set(restored) - set(backs)):
+        rewrite = any(r.found.uncommitted for r in restored.values())
+        for name in sorted(restored):
             store, r = self.stores[name], restored[name]
             found = r.found
             for key in found.uncommitted:
@@ -774,6 +778,9 @@ class Task:
                     "base": r.end,
                     "through": {str(e): o for e, o in sorted(r.through.items()) if e < self.epoch},
                     "positions": found.positions,
+                    "stores": sorted(self.stores),
+                    "round": attempt,
+                    "rewrite": rewrite,
                 },
                 sort_keys=True,
             ).encode()
