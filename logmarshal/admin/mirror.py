@@ -17,8 +17,9 @@ and refuses OffsetCommit.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..errors import LogmarshalError
@@ -95,10 +96,14 @@ class KafkaOffsetSink:
         self._timeout = timeout
         self._committers: dict[str, Any] = {}
         self._answers: list[tuple[Any, list[Any]]] = []
+        #: one call at a time on a group's client (the mirror thread commits, a member's
+        #: fetch thread reads the committed offsets of partitions it starts)
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         """Close the group clients (the sink is not used after)."""
-        committers, self._committers = self._committers, {}
+        with self._lock:
+            committers, self._committers = self._committers, {}
         for consumer in committers.values():
             consumer.close()
 
@@ -155,7 +160,33 @@ class KafkaOffsetSink:
             return None
         return None  # unreachable: the last attempt returns or raises
 
+    def committed(self, group: str, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Kafka's committed offsets (next offsets) of ``group`` for ``keys``, those it has
+        (OffsetFetch, through the group's client). Raises :class:`MirrorError`."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        parts = [TopicPartition(t, p) for t, p in sorted(keys)]
+        if not parts:
+            return {}
+        with self._lock:
+            try:
+                found = self._committer(group).committed(parts, timeout=self._timeout)
+            except KafkaException as exc:
+                error = str(exc.args[0])
+                raise MirrorError(
+                    f"cannot read the offsets of Kafka group {group!r}: {error}{_hint(error)}"
+                ) from None
+        failed = [tp for tp in found if tp.error is not None]
+        if failed:
+            errors = ", ".join(f"{tp.topic}/{tp.partition}: {tp.error}" for tp in failed)
+            raise MirrorError(f"cannot read the offsets of Kafka group {group!r}: {errors}")
+        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
     def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        with self._lock:
+            self._commit(group, offsets)
+
+    def _commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
         parts = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]

@@ -213,9 +213,7 @@ class Consumer:
         )
         # before any thread starts: a refused group leaves nothing running
         self._mirror: OffsetMirror | None = open_mirror(
-            marshaler.group_id,
-            self._cluster,
-            config["mirror_offsets"],
+            *(marshaler.group_id, self._cluster, config["mirror_offsets"]),
             self._mirror_positions,
             interval=hb,
             clock=self._clock.monotonic,
@@ -235,6 +233,7 @@ class Consumer:
             max_bytes=config["max_partition_fetch_bytes"],
             max_wait=fetch_wait,
             name=f"logmarshal-consumer-fetch:{marshaler.group_id}:{marshaler.client_id}",
+            committed=None if self._mirror is None else self._mirror.committed,
         )
         if self._metrics is not None:
             self._metrics.watch_consumer(self)

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..cluster import Cluster, PartitionReader, Read, bounds_one_by_one
 from ..core import Bounds, Event, Fetch, Fetched, LookUp, OutOfRange
@@ -111,6 +111,7 @@ class MemberFetcher:
         max_bytes: int,
         max_wait: float,
         name: str,
+        committed: Callable[[Sequence[Key]], Mapping[Key, int]] | None = None,
     ) -> None:
         opener = getattr(cluster, "open_reader", None)
         self._reader: PartitionReader = (
@@ -121,6 +122,8 @@ class MemberFetcher:
         self._answer = answer
         self._max_wait = max_wait
         self._name = name
+        #: Kafka's committed offsets of the group (a LookUp of an unpositioned partition)
+        self._committed = committed
         self._lock = threading.Lock()
         self._requests: dict[Key, Fetch | LookUp] = {}
         self._drops: set[Key] = set()
@@ -142,6 +145,24 @@ class MemberFetcher:
         self._unpark = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
+
+    def _committed_of(self, keys: Sequence[Key]) -> Mapping[Key, int]:
+        """Kafka's committed offsets of the group for ``keys`` (partitions the log has no
+        position for), where they can be read; a failure is logged and they start by the
+        reset policy, as before the offsets were read (never held back for them)."""
+        if not keys or self._committed is None:
+            return {}
+        try:
+            return self._committed(keys)
+        except Exception as exc:
+            log.warning(
+                "%s: cannot read the Kafka group's committed offsets of %s (they start by "
+                "auto_offset_reset): %s",
+                self._name,
+                ", ".join(f"{t}/{p}" for t, p in keys),
+                exc,
+            )
+            return {}
 
     # -- any thread -------------------------------------------------------------------
 
@@ -299,6 +320,7 @@ class MemberFetcher:
                 return None
             except Exception as exc:  # (the reader's own failure: each look-up is retried)
                 bounds = {key: exc for key in lookups}
+            committed = self._committed_of([k for k, a in lookups.items() if a.unpositioned])
             for key, lookup in lookups.items():
                 found = bounds.get(key)
                 if isinstance(found, ClosedError):
@@ -308,7 +330,7 @@ class MemberFetcher:
                 if isinstance(found, Exception):
                     self._failed(key, lookup, found, retries, backoff, now)
                 else:
-                    events.append(Bounds(lookup.token, key[0], key[1], *found))
+                    events.append(Bounds(lookup.token, key[0], key[1], *found, committed.get(key)))
         if events:
             self._answer(events)
             answered = True

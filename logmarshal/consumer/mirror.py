@@ -6,7 +6,9 @@ carry, for the partitions it holds, into the committed offsets of the Kafka grou
 name: an OffsetCommit as a group with no members (generation -1), as a standalone consumer
 commits. Each member writes only what it holds, so together they write the whole group.
 
-The copy is advisory: ``__marshal`` stays the truth and nothing reads the copy back. It runs
+The copy is advisory: ``__marshal`` stays the truth. It is read back only for a partition the
+log has no position for, where a Kafka consumer would resume at its committed offset (a
+group moving from Kafka's consumer groups, or a ``__marshal`` deleted and made again). It runs
 in a thread of its own, at most once per heartbeat interval and only for positions that
 moved, so a slow or refusing Kafka never delays a heartbeat or a poll; failures are logged
 (rate-limited) and retried at the next interval.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..admin.mirror import KafkaOffsetSink, MirrorError, OffsetSink, changed_positions
@@ -100,6 +102,13 @@ class OffsetMirror:
         #: commits attempted / that failed (for metrics and tests)
         self.attempts = 0
         self.failures = 0
+
+    def committed(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Kafka's committed offsets of the group for ``keys`` (those it has): where a
+        partition the coordination log has no position for starts. A sink that cannot read
+        them (one of the user's own without ``committed``) gives none."""
+        read = getattr(self._sink, "committed", None)
+        return {} if read is None else dict(read(self.group, keys))
 
     def mirrored(self) -> Positions:
         """What Kafka was last told, per partition still held (next offsets)."""

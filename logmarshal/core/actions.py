@@ -54,11 +54,14 @@ class Fetch:
 @attrs.frozen
 class LookUp:
     """Find where (topic, partition)'s log starts and ends; answer with ``Bounds(token, ...)``
-    (the group has no position there and the reset policy needs one of them)."""
+    (the group has no position there and the reset policy needs one of them).
+    ``unpositioned``: the log has no position for it: the answer also carries Kafka's
+    committed offset of the group, where the edge can read one (``Bounds.committed``)."""
 
     token: int
     topic: str
     partition: int
+    unpositioned: bool = False
 
 
 @attrs.frozen

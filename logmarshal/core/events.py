@@ -114,13 +114,17 @@ class OutOfRange:
 
 @attrs.frozen
 class Bounds:
-    """The answer to ``LookUp(token)``: the partition's log spans ``[start, end]``."""
+    """The answer to ``LookUp(token)``: the partition's log spans ``[start, end]``;
+    ``committed``: Kafka's committed offset (next offset) of the group there, asked for a
+    partition the log has no position for, where the edge has one (the group's offsets
+    mirrored on Apache Kafka, or those of a Kafka consumer group moving to Marshal)."""
 
     token: int
     topic: str
     partition: int
     start: int
     end: int
+    committed: int | None = None
 
 
 @attrs.frozen

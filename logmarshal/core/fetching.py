@@ -117,13 +117,27 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
 
 def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> None:
     """The log's span for a new claim: start at the group's position if it is inside the
-    log, else where the reset policy says (as Kafka applies ``auto.offset.reset`` to a group
-    without a committed offset and to one whose offset is out of range)."""
+    log (or, where the log has none, at Kafka's committed offset of the group if the edge
+    read one), else where the reset policy says (as Kafka applies ``auto.offset.reset`` to a
+    group without a committed offset and to one whose offset is out of range)."""
     held = read(st, event.topic, event.partition)
     if held is None or held.lookup_token != event.token:
         return
     held.lookup_token = None
     position, reset = held.group_start, st.options.auto_offset_reset
+    if position is None and event.committed is not None:
+        # the log has none, Kafka's group offsets have one: a group moving from Kafka's
+        # consumer groups, or a __marshal deleted and made again (its members' mirrored
+        # offsets), resumes there, as a Kafka consumer resumes at its committed offset
+        log.info(
+            "%s: %s/%d has no position in the coordination log; starting at the Kafka "
+            "group's committed offset %d",
+            me(st),
+            held.topic,
+            held.partition,
+            event.committed,
+        )
+        position = event.committed
     start: int
     if position is not None and (
         event.start <= position <= event.end or (position > event.end and st.options.mode == "amo")

@@ -92,7 +92,7 @@ def adopt(
         # the first heartbeat waits for it, so it carries where it really starts
         st.token += 1
         r.lookup_token = st.token
-        out.append(LookUp(st.token, r.topic, r.partition))
+        out.append(LookUp(st.token, r.topic, r.partition, r.group_start is None))
         if r is not held:
             st.sources[r.key] = r
     log.debug(

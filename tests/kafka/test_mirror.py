@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer as KafkaConsumer
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from logmarshal import Consumer, Marshaler, Message, NewRecord, connect
@@ -230,3 +230,59 @@ def test_a_refusing_kafka_does_not_stop_consumption(kafka, network, caplog):
         marshaler.close()
         if member is not None:
             member.close()
+
+
+def test_a_kafka_consumer_group_moving_to_marshal_resumes_at_its_committed_offsets(kafka, network):
+    """A Kafka consumer group commits its offsets and stops; a Marshal group of its name,
+    with nothing in ``__marshal`` for it, starts where Kafka's group was (not where
+    ``auto_offset_reset`` says: "earliest" handed out everything again)."""
+    topic, group = _topic(network, 3), _name("moving")
+    committed = {0: 5, 1: N, 2: 0}
+    member = _live_kafka_group(kafka.bootstrap, group, topic)
+    member.commit(
+        offsets=[TopicPartition(topic, p, o) for p, o in committed.items()], asynchronous=False
+    )
+    member.close()  # (the group is Empty: a Marshal group may take its name)
+    marshaler = Marshaler(network, "c1", group, HB)
+    consumer = Consumer(marshaler, topic, mode="alo", auto_offset_reset="earliest")
+    try:
+        got = _drain(consumer, sum(N - o for o in committed.values()))
+        assert sorted((m.partition, m.offset) for m in got) == [
+            (p, o) for p, start in sorted(committed.items()) for o in range(start, N)
+        ]
+        assert not consumer.poll(1.0)  # nothing before the committed offsets
+    finally:
+        consumer.close()
+        marshaler.close()
+
+
+def test_an_amo_group_whose_marshal_topic_was_deleted_hands_nothing_out_again(kafka, network):
+    """``__marshal`` (and its snapshots) deleted while the group was stopped, then made again
+    by its next member: the group's positions are gone from the log, and AMO handed every
+    record out again (2,000 of 2,000 in an attack). Its mirrored offsets in Kafka are where
+    it starts now: only the records produced since are handed out."""
+    from .test_marshal_topic import drop_topic
+
+    topic, group = _topic(network, 3), _name("amo")
+    marshaler = Marshaler(network, "c1", group, HB)
+    consumer = Consumer(marshaler, topic, mode="amo", auto_offset_reset="earliest")
+    try:
+        assert len(_drain(consumer, 3 * N)) == 3 * N
+    finally:
+        consumer.close()  # (its release's positions mirrored at close)
+        marshaler.close()
+    for name in ("__marshal", "__marshal_snapshots"):
+        drop_topic(network, name)
+    for p in range(3):
+        network.produce(topic, p, [NewRecord(value=b"new", timestamp=int(time.time() * 1000))] * 2)
+    marshaler = Marshaler(network, "c2", group, HB)
+    consumer = Consumer(marshaler, topic, mode="amo", auto_offset_reset="earliest")
+    try:
+        got = _drain(consumer, 3 * 2)
+        assert sorted((m.partition, m.offset) for m in got) == [
+            (p, o) for p in range(3) for o in (N, N + 1)
+        ]
+        assert not consumer.poll(1.0)
+    finally:
+        consumer.close()
+        marshaler.close()
