@@ -369,7 +369,9 @@ def _history(tmp_path, steps) -> None:
 
 
 @settings(
-    max_examples=int(os.environ.get("LM_HISTORIES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=int(os.environ.get("LM_HISTORIES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=st.lists(_STEP, min_size=3, max_size=16))
 def test_random_histories_leave_every_store_at_one_commit(tmp_path_factory, steps):
