@@ -682,6 +682,12 @@ class App:
                 self._revoked([key])
                 continue
             except StoreDamaged as exc:  # (met by the flush or the local checkpoint)
+                if task.commit_failed:
+                    # after a marker of this commit was written: as any commit failed part way
+                    # (set up again under the same claim, a take-back of its own epoch's
+                    # commit would not be durable: its next crash between markers revived it)
+                    self._broken.add(key)
+                    raise
                 self._restore_damaged(key, exc)
                 continue
             except BaseException:

@@ -671,11 +671,26 @@ class Task:
                         "every commit fails until it is raised or the value is made smaller)"
                     )
                 raise
-            store.checkpoint(marker, reflected or dict(self.positions), self.epoch)
+            try:
+                store.checkpoint(marker, reflected or dict(self.positions), self.epoch)
+            except BaseException as exc:
+                # (a damaged file met by the checkpoint, after this store's marker): with
+                # stores left to write, the commit is in some changelogs and not in others,
+                # so it failed part way as any other; after the last, it is whole
+                if taken:
+                    self._commit_failed = exc
+                for rest, left in taken.items():
+                    self.stores[rest].untake_dirty(left)
+                raise
             markers[name] = (marker, reflected or dict(self.positions))
             written += len(dirty)
         self._complete = markers  # (this commit reached every store)
         return written
+
+    @property
+    def commit_failed(self) -> bool:
+        """A commit call failed part way: the task commits nothing more (set it up again)."""
+        return self._commit_failed is not None
 
     def _reflected(self, store: str) -> dict[str, int] | None:
         """The input positions ``store`` reflects, where they are past the task's (a store

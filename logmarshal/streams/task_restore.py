@@ -24,10 +24,13 @@ from .changelog import (
     NO_EPOCH,
     Restored,
     _effective,
+    _epoch_of,
     _replay,
     _restore_store,
     changelog_topic,
     epoch_bounds,
+    fetch_below,
+    marker_of,
 )
 from .stores import InMemoryStore, KeyValueStore
 
@@ -225,6 +228,22 @@ def restore_stores(
         backs = rollbacks(restored) or {}
     for name, back in sorted(backs.items()):
         topic = changelog_topic(application_id, name)
+        if not _prev_kept(cluster, topic, partition, back, restored[name].end):
+            # the cleaner passed the commit taken back (the task was down longer than the
+            # changelog's min.compaction.lag.ms): the records it superseded may be gone, and
+            # a take-back would lose them. The store stays ahead, as before take-backs: its
+            # writes for the input it reflects are dropped in the replay
+            log.warning(
+                "%s/%d has a commit (input positions %s) that another store of the task lacks, "
+                "but the commit before it was compacted away: it is not taken back (the state "
+                "computed from this store during the replay of that input may be off; "
+                "docs/streams.md, 'Stores out of step')",
+                topic,
+                partition,
+                back.sent,
+            )
+            del backs[name]
+            continue
         log.warning(
             "%s/%d has a commit (input positions %s) that another store of the task lacks "
             "(a crash between their changelog writes): restored to the commit before it "
@@ -239,6 +258,23 @@ def restore_stores(
             cluster, topic, partition, store, apply_of(store), restored[name], back
         )
     return restored, backs
+
+
+def _prev_kept(cluster: Cluster, topic: str, partition: int, back: Rollback, end: int) -> bool:
+    """Is the marker the store would be taken back to still in its changelog? It shares its
+    key with the commit taken back (a commit's) or is a fence: gone, the cleaner has passed
+    that commit, and the records it superseded may be gone with it."""
+    at = back.bound - 1
+    if at < 0:
+        return True  # (back to before the epoch: nothing of it is needed)
+    if at < cluster.earliest_offset(topic, partition):
+        return False
+    first = fetch_below(cluster, topic, partition, at, end)[0]
+    return (
+        first.offset == at
+        and marker_of(first.key) is not None
+        and (_epoch_of(first.headers) == back.epoch)
+    )
 
 
 def read_changelogs(

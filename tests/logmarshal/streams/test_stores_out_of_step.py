@@ -379,3 +379,108 @@ def test_a_member_sigkilled_between_its_stores_markers_leaves_exact_sums(tmp_pat
             assert read_changelog(cluster, "wc", "sums", p)[0] == {
                 w: c * (c + 1) // 2 for w, c in truth[p].items()
             }
+
+
+def test_a_damaged_file_met_after_a_stores_marker_ends_the_apps_commits(
+    topics, tmp_path, monkeypatch
+):
+    """Store c's local checkpoint finds its file damaged right after c's marker of the
+    second commit was written, s's not: the App set the task up again under the same claim,
+    took c back (right), and went on; that take-back of its own epoch's commit was recorded
+    nowhere, so when its next commit died between the two markers, the successor took c back
+    only to the re-setup's fence and counted the first take-back's commit again (c 400 and
+    s 65150 where 300 and 45150; an attack, 2026-12-06). Such a commit failed part way: the
+    App commits nothing more of the task, and a restart restores it."""
+    from logmarshal.errors import ClosedError
+    from logmarshal.streams import stores as stores_module
+
+    cluster = topics
+    a = _app(cluster, "a", tmp_path, chained=True)
+    _produce(cluster, 0, 100)
+    _process(a, 100)
+    a.commit()
+    _produce(cluster, 100, 100)
+    _process(a, N)
+    checkpoint = stores_module.SqliteStore.checkpoint
+
+    def damaged(self, offset, positions, epoch=None):
+        if self.name == "c" and positions and positions.get("in") == N:
+            raise stores_module.StoreDamaged(self.name, self._path, RuntimeError("malformed"))
+        return checkpoint(self, offset, positions, epoch)
+
+    monkeypatch.setattr(stores_module.SqliteStore, "checkpoint", damaged)
+    with pytest.raises(stores_module.StoreDamaged):
+        a.commit()
+    monkeypatch.setattr(stores_module.SqliteStore, "checkpoint", checkpoint)
+    with pytest.raises(ClosedError, match="processes no more"):
+        a.process([])
+    a.consumer.close(release=False)
+    a.producer.close()
+    a.marshaler.close()
+    _produce(cluster, N, 100)
+    b = _app(cluster, "b", tmp_path, chained=True)
+    run_until(b, lambda: any(t.positions.get("in", 0) >= N + 100 for t in list(b.tasks.values())))
+    n = N + 100
+    assert read_changelog(cluster, "two", "c", 0)[0] == {"k": n}
+    assert read_changelog(cluster, "two", "s", 0)[0] == {"k": n * (n + 1) // 2}
+
+
+def test_a_store_ahead_is_not_taken_back_once_the_cleaner_passed_its_commit(
+    tmp_path, monkeypatch, caplog
+):
+    """A crash between c's and s's markers of the second commit; the task stays down longer
+    than the changelogs' min.compaction.lag.ms (the records carry times 2 h old), a successor
+    dies among its fences, and the broker's cleaner runs: it removed c's records of the
+    first commit that the second superseded, and a take-back of c lost them (every count 0
+    where 2; an attack, 2026-12-06). The store ahead stays ahead, as before take-backs, and
+    a warning says so: c is exact."""
+    from logmarshal import EmbeddedCluster
+    from logmarshal.streams.app import CHANGELOG_CONFIG
+    from logmarshal.streams.task_restore import read_changelogs
+
+    keys, old = 30, 2 * 3600 * 1000
+    with EmbeddedCluster(tmp_path / "data", maintenance_interval=0) as cluster:
+        cluster.create_topic("in", 1)
+        cluster.create_topic("out", 1)
+        for store in ("c", "s"):
+            config = dict(CHANGELOG_CONFIG) | {"segment.bytes": "1024"}
+            cluster.create_topic(f"two-{store}-changelog", 1, config)
+
+        def produce(start: int) -> None:
+            now = int(time.time() * 1000) - old
+            records = [
+                NewRecord(b"1", key=f'"k{i % keys}"'.encode(), timestamp=now + i)
+                for i in range(start, start + keys)
+            ]
+            cluster.produce("in", 0, records)
+
+        a = _app(cluster, "a", tmp_path, chained=True)
+        a._now_ms = lambda: round(a.marshaler.clock.time() * 1000) - old  # type: ignore[method-assign]
+        produce(0)
+        _process(a, keys)
+        a.commit()
+        produce(keys)
+        _process(a, 2 * keys)
+        _crash_at_the_commit_of_s(a, monkeypatch)
+        append = task_module.Task._append
+
+        def dying(self, cluster, name, records, durable):
+            if name == "s" and any(r.key and b"fence" in r.key for r in records):
+                raise _Crash
+            return append(self, cluster, name, records, durable)
+
+        monkeypatch.setattr(task_module.Task, "_append", dying)
+        b = _app(cluster, "b", tmp_path, chained=True)
+        with pytest.raises(_Crash):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                b.consumer.poll(0.1)
+        monkeypatch.setattr(task_module.Task, "_append", append)
+        b.consumer.close(release=False)
+        b.producer.close()
+        b.marshaler.close()
+        assert cluster.data_dir.clean()  # (it removed records)
+        with caplog.at_level("WARNING", logger="logmarshal.streams.task_restore"):
+            tables = read_changelogs(cluster, "two", ["c", "s"], 0)
+        assert tables["c"][0] == {f"k{i}": 2 for i in range(keys)}
+        assert any("compacted away" in r.getMessage() for r in caplog.records)
