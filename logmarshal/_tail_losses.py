@@ -76,10 +76,10 @@ class LossChecking:
             # every reused offset up to what it applied as a re-delivery)
             log.warning("%s/%d: continuing at %d", COORDINATION_TOPIC, cp, earliest)
             return earliest
+        self._gap(tail, offset, earliest)  # before the waiters see it moved (Tailer._start)
         with tail.cond:
             tail.next_offset = earliest
             tail.cond.notify_all()
-        self._gap(tail, offset, earliest)
         return earliest
 
     def _log_end(self, cp: int) -> int:

@@ -396,11 +396,15 @@ class Tailer(SnapshotKeeping, LossChecking):
                 restored.covered,
             )
             return restored.covered + 1
+        if earliest > 0:
+            # the halt first, told to every listener (a consumer's core steps it now), and only
+            # then the start: a catch-up waiting for this partition (wait_reached) must not
+            # see it replayed while its halt is unknown, or the member acts on it (announces,
+            # claims) and the halt that follows finds it wrote there: stopped as fenced
+            self._gap(tail, 0, earliest)
         with tail.cond:
             tail.next_offset = earliest
             tail.cond.notify_all()
-        if earliest > 0:
-            self._gap(tail, 0, earliest)
         return earliest
 
     def _begin(self, tail: Tail) -> int | None:
