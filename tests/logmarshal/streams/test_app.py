@@ -73,6 +73,28 @@ def run_until(app: App, done, timeout: float = 30.0) -> None:
     assert reached, f"the condition was not reached within {timeout} s"
 
 
+def member_kills_itself(data, state, out, **env: str) -> str:
+    """Run ``tests.logmarshal.streams.member`` on ``data`` until it SIGKILLs itself (its
+    ``LM_KILL_AT`` settings in ``env``), bounded; returns its output."""
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.logmarshal.streams.member", str(data), "m1", str(state)],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "LM_KILL_AFTER": "8", **env},
+        )
+        try:
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    log = out.read_text()
+    assert proc.returncode == -signal.SIGKILL and "killing" in log, log[-2000:]
+    return log
+
+
 def tables(cluster):
     return {p: collections.Counter(read_changelog(cluster, "wc", "counts", p)[0]) for p in (0, 1)}
 

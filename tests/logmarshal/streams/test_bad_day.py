@@ -6,11 +6,7 @@ nothing twice, or says what is wrong where it is wrong."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -37,8 +33,8 @@ from storage import NewRecord
 from .conftest import PERSISTENT_KINDS
 from .member import topology as word_count
 from .test_app import (
-    ROOT,
     changelog_records,
+    member_kills_itself,
     produce_lines,
     run_until,
     setup_topics,
@@ -474,29 +470,10 @@ def test_sigkill_at_a_point_of_the_commit_leaves_exact_counts(tmp_path, kind, wh
         truth = produce_lines(cluster, 0, 3000)
     total = sum(sum(c.values()) for c in truth.values())
     state = tmp_path / "s1"
-    out = tmp_path / "member.out"
-    with open(out, "wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.logmarshal.streams.member", str(data), "m1", str(state)],
-            cwd=ROOT,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env={
-                **os.environ,
-                "PYTHONPATH": str(ROOT),
-                "LM_STORE_KIND": kind,
-                "LM_KILL_AT": where,
-                "LM_KILL_AFTER": "8",
-            },
-        )
-        try:
-            proc.wait(60)
-        finally:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-    log = out.read_text()
-    assert proc.returncode == -signal.SIGKILL and f"killing {where}" in log, log[-2000:]
+    log = member_kills_itself(
+        data, state, tmp_path / "member.out", LM_STORE_KIND=kind, LM_KILL_AT=where
+    )
+    assert f"killing {where}" in log, log[-2000:]
     if damaged:
         for part in (state / "wc").glob("0_*"):
             damage(kind, part / f"counts.{kind}")

@@ -4,10 +4,6 @@ Found by an attack on the DSL (2026-12-06); each test fails without its fix."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -20,7 +16,7 @@ from storage import NewRecord
 
 from .conftest import PERSISTENT_KINDS
 from .member import topology as word_count
-from .test_app import ROOT, produce_lines, run_until, setup_topics
+from .test_app import member_kills_itself, produce_lines, run_until, setup_topics
 
 N = 200
 
@@ -46,9 +42,11 @@ class _CountsTwiceAndTells(Processor):
         self.s.put(record.key, (self.s.get(record.key) or 0) + 1)
 
 
-def _punctuating(cluster, client: str, tmp_path) -> App:
-    t = Topology().add_source("src", "in").add_processor("p", _CountsTwiceAndTells, "src")
-    t.add_sink("out", "out", "p")
+def _two_stores(cluster, client: str, tmp_path, processor, *, sink: bool = False) -> App:
+    """An App of one processor over stores c and s (and a sink "out" with ``sink``)."""
+    t = Topology().add_source("src", "in").add_processor("p", processor, "src")
+    if sink:
+        t.add_sink("out", "out", "p")
     t.add_state_store(StoreSpec("c", "sqlite"), "p").add_state_store(StoreSpec("s", "sqlite"), "p")
     return App(
         cluster,
@@ -59,6 +57,10 @@ def _punctuating(cluster, client: str, tmp_path) -> App:
         state_dir=tmp_path / client,
         commit_interval=3600,
     )
+
+
+def _punctuating(cluster, client: str, tmp_path) -> App:
+    return _two_stores(cluster, client, tmp_path, _CountsTwiceAndTells, sink=True)
 
 
 def _app(cluster, client: str, tmp_path, *, chained: bool = False) -> App:
@@ -99,22 +101,39 @@ def _process(app: App, upto: int) -> None:
     raise AssertionError(f"the input was not processed up to {upto}")
 
 
-def _crash_at_the_commit_of_s(app: App, monkeypatch) -> None:
-    """Commit, dying once store c's changelog has its commit and store s's has not."""
+def _dies_at_the_marker_of_s(app: App, monkeypatch, kind: bytes, act) -> None:
+    """``act()`` dies once store c's changelog has its ``kind`` marker (``b"commit"`` or
+    ``b"fence"``) and store s's has not; the app's claims lapse (nobody releases them)."""
     append = task_module.Task._append
 
     def dying(self, cluster, name, records, durable):
-        if name == "s" and any(r.key and b"commit" in r.key for r in records):
+        if name == "s" and any(r.key and kind in r.key for r in records):
             raise _Crash
         return append(self, cluster, name, records, durable)
 
     monkeypatch.setattr(task_module.Task, "_append", dying)
     with pytest.raises(_Crash):
-        app.commit()
+        act()
     monkeypatch.setattr(task_module.Task, "_append", append)
-    app.consumer.close(release=False)  # the claims lapse: nobody releases them
+    app.consumer.close(release=False)
     app.producer.close()
     app.marshaler.close()
+
+
+def _crash_at_the_commit_of_s(app: App, monkeypatch) -> None:
+    """Commit, dying once store c's changelog has its commit and store s's has not."""
+    _dies_at_the_marker_of_s(app, monkeypatch, b"commit", app.commit)
+
+
+def _dies_among_its_fences(b: App, monkeypatch) -> None:
+    """``b`` takes the task over, fences store c and dies before fencing s."""
+
+    def polls() -> None:  # (the restore runs in a poll, as the task is assigned)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            b.consumer.poll(0.1)
+
+    _dies_at_the_marker_of_s(b, monkeypatch, b"fence", polls)
 
 
 def _crash_at_the_second_commit(a: App, monkeypatch) -> None:
@@ -214,23 +233,7 @@ def test_a_successor_that_dies_among_its_fences_leaves_the_next_one_exact(
     must not take c's verdict for s's being complete, nor s for c's: it finds the same."""
     cluster = topics
     _crash_at_the_second_commit(_app(cluster, "a", tmp_path, chained=True), monkeypatch)
-    append = task_module.Task._append
-
-    def dying(self, cluster, name, records, durable):
-        if name == "s" and any(r.key and b"fence" in r.key for r in records):
-            raise _Crash
-        return append(self, cluster, name, records, durable)
-
-    monkeypatch.setattr(task_module.Task, "_append", dying)
-    b = _app(cluster, "b", tmp_path, chained=True)
-    deadline = time.monotonic() + 20
-    with pytest.raises(_Crash):  # (the restore runs in a poll, as the task is assigned)
-        while time.monotonic() < deadline:
-            b.consumer.poll(0.1)
-    monkeypatch.setattr(task_module.Task, "_append", append)
-    b.consumer.close(release=False)
-    b.producer.close()
-    b.marshaler.close()
+    _dies_among_its_fences(_app(cluster, "b", tmp_path, chained=True), monkeypatch)
     _successor_finishes(cluster, tmp_path, chained=True, client="c")
     assert read_changelog(cluster, "two", "c", 0)[0] == {"k": N}
     assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N * (N + 1) // 2}
@@ -261,19 +264,9 @@ def test_a_store_clean_in_the_last_commit_is_at_that_commit_too(topics, tmp_path
     every record (141 at once), and s took the first replayed record for the one at which
     the count reached 141 (100 where 140). Every commit now ends every store's changelog."""
     cluster = topics
-    t = Topology().add_source("src", "in").add_processor("p", _MarksWhenCountReaches, "src")
-    t.add_state_store(StoreSpec("c", "sqlite"), "p").add_state_store(StoreSpec("s", "sqlite"), "p")
 
     def app(client: str) -> App:
-        return App(
-            cluster,
-            "two",
-            t,
-            client_id=client,
-            heartbeat_interval=0.3,
-            state_dir=tmp_path / client,
-            commit_interval=3600,
-        )
+        return _two_stores(cluster, client, tmp_path, _MarksWhenCountReaches)
 
     a = app("a")
     _produce(cluster, 0, 100)
@@ -308,9 +301,6 @@ def test_a_punctuator_fired_by_a_replayed_record_sends_no_mix_of_two_states(
     assert read_changelog(cluster, "two", "s", 0)[0] == {"k": N}
 
 
-_MEMBER = (sys.executable, "-m", "tests.logmarshal.streams.member")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("machine", ["another", "same"])
 @pytest.mark.parametrize("kind", PERSISTENT_KINDS)
@@ -325,30 +315,15 @@ def test_a_member_sigkilled_between_its_stores_markers_leaves_exact_sums(tmp_pat
     with EmbeddedCluster(data, maintenance_interval=0) as cluster:
         setup_topics(cluster)
         truth = produce_lines(cluster, 0, 3000)
-    out = tmp_path / "member.out"
-    with open(out, "wb") as sink:
-        proc = subprocess.Popen(
-            [*_MEMBER, str(data), "m1", str(tmp_path / "s1")],
-            cwd=ROOT,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env={
-                **os.environ,
-                "PYTHONPATH": str(ROOT),
-                "LM_STORE_KIND": kind,
-                "LM_CHAINED": "1",
-                "LM_KILL_AT": "between-stores",
-                "LM_KILL_AFTER": "8",
-            },
-        )
-        try:
-            proc.wait(60)
-        finally:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-    log = out.read_text()
-    assert proc.returncode == -signal.SIGKILL and "killing between-stores" in log, log[-2000:]
+    log = member_kills_itself(
+        data,
+        tmp_path / "s1",
+        tmp_path / "member.out",
+        LM_STORE_KIND=kind,
+        LM_CHAINED="1",
+        LM_KILL_AT="between-stores",
+    )
+    assert "killing between-stores" in log, log[-2000:]
 
     def table(cluster, store: str) -> dict:
         return {p: read_changelog(cluster, "wc", store, p) for p in (0, 1)}
@@ -462,23 +437,7 @@ def test_a_store_ahead_is_not_taken_back_once_the_cleaner_passed_its_commit(
         produce(keys)
         _process(a, 2 * keys)
         _crash_at_the_commit_of_s(a, monkeypatch)
-        append = task_module.Task._append
-
-        def dying(self, cluster, name, records, durable):
-            if name == "s" and any(r.key and b"fence" in r.key for r in records):
-                raise _Crash
-            return append(self, cluster, name, records, durable)
-
-        monkeypatch.setattr(task_module.Task, "_append", dying)
-        b = _app(cluster, "b", tmp_path, chained=True)
-        with pytest.raises(_Crash):
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                b.consumer.poll(0.1)
-        monkeypatch.setattr(task_module.Task, "_append", append)
-        b.consumer.close(release=False)
-        b.producer.close()
-        b.marshaler.close()
+        _dies_among_its_fences(_app(cluster, "b", tmp_path, chained=True), monkeypatch)
         assert cluster.data_dir.clean()  # (it removed records)
         with caplog.at_level("WARNING", logger="logmarshal.streams.task_restore"):
             tables = read_changelogs(cluster, "two", ["c", "s"], 0)
