@@ -82,9 +82,9 @@ def topology(
 
 def _slow_restores(seconds: float) -> None:
     """Every store's restore sleeps ``seconds`` between its changelog read and its fence."""
-    from logmarshal.streams import task
+    from logmarshal.streams import task_restore
 
-    restore = task._restore_store
+    restore = task_restore._restore_store
 
     def slow(*args, **kwargs):
         found = restore(*args, **kwargs)
@@ -92,7 +92,7 @@ def _slow_restores(seconds: float) -> None:
         time.sleep(seconds)
         return found
 
-    task._restore_store = slow
+    task_restore._restore_store = slow
 
 
 def _kill_at(where: str, after: int) -> None:
