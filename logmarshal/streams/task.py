@@ -592,7 +592,7 @@ class Task:
         that carries the task's positions and says which commit call of the epoch it ends
         (``lm-commit``): a restore applies a commit only once it sees its marker, only if no
         fence invalidates it, and takes the stores a crash left a commit ahead back to the
-        one before (:func:`~logmarshal.streams.changelog.rollbacks`), so every store of a
+        one before (:func:`~logmarshal.streams.task_restore.rollbacks`), so every store of a
         task is restored to one commit. Every record carries the task's epoch. Raises
         :class:`Fenced` when another writer's record of a higher epoch is found among ours.
         Returns the number of data records written."""
