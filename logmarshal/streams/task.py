@@ -613,8 +613,7 @@ class Task:
             for name in names:
                 taken[name] = self.stores[name].take_dirty()
         except BaseException:
-            for name, dirty in taken.items():  # (a store's flush failed: nothing written)
-                self.stores[name].untake_dirty(dirty)
+            self._untake(taken)  # (a store's flush failed: nothing written)
             raise
         if not any(taken.values()):
             return 0
@@ -659,9 +658,7 @@ class Task:
                 # out is not lost to a caller who restores); a fenced task never commits again
                 self._commit_failed = exc
                 if not isinstance(exc, Fenced):
-                    store.untake_dirty(dirty)
-                    for rest, left in taken.items():
-                        self.stores[rest].untake_dirty(left)
+                    self._untake({name: dirty} | taken)
                 exc.add_note(f"task {self.task_id}: writing store {name!r}'s changelog")
                 if isinstance(exc, RecordTooLarge) and batch:
                     big = max(batch, key=lambda r: len(r.key or b"") + len(r.value or b""))
@@ -671,21 +668,27 @@ class Task:
                         "every commit fails until it is raised or the value is made smaller)"
                     )
                 raise
+            kept = reflected or dict(self.positions)
             try:
-                store.checkpoint(marker, reflected or dict(self.positions), self.epoch)
+                store.checkpoint(marker, kept, self.epoch)
             except BaseException as exc:
                 # (a damaged file met by the checkpoint, after this store's marker): with
                 # stores left to write, the commit is in some changelogs and not in others,
                 # so it failed part way as any other; after the last, it is whole
                 if taken:
                     self._commit_failed = exc
-                for rest, left in taken.items():
-                    self.stores[rest].untake_dirty(left)
+                self._untake(taken)
                 raise
-            markers[name] = (marker, reflected or dict(self.positions))
+            markers[name] = (marker, kept)
             written += len(dirty)
         self._complete = markers  # (this commit reached every store)
         return written
+
+    def _untake(self, taken: dict[str, dict[bytes, bytes | None]]) -> None:
+        """Give stores back the dirty keys a failed commit call did not write: they are
+        not lost to a caller who restores, and the next commit writes them."""
+        for name, dirty in taken.items():
+            self.stores[name].untake_dirty(dirty)
 
     @property
     def commit_failed(self) -> bool:
