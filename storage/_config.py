@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -130,6 +130,10 @@ def _ratio(value: Any) -> float:
     return ratio
 
 
+def _names(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
 def _noted(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in dict(value).items()))
 
@@ -173,6 +177,18 @@ class TopicConfig:
     segment_jitter_ms: int = attrs.field(default=0, validator=_int_in(0))
     #: replication-only settings, kept as given (see REPLICATION_ONLY_CONFIGS)
     noted: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_noted)
+    #: the Kafka names of the settings given (when the topic was made, or altered since),
+    #: a default value included: Kafka describes them as the topic's own
+    #: (DYNAMIC_TOPIC_CONFIG), not as defaults. Always holds every setting whose value is not
+    #: the default; left out, it is just those (a config built from attributes). Not part of
+    #: equality: two configs are equal when every setting has the same value
+    explicit: frozenset[str] = attrs.field(default=frozenset(), converter=_names, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        unknown = sorted(n for n in self.explicit if not isinstance(n, str) or n not in _KNOWN)
+        if unknown:
+            raise InvalidConfig(f"unknown topic config {unknown[0]!r} named as set")
+        object.__setattr__(self, "explicit", self.explicit | _not_default(self))
 
     @property
     def compact(self) -> bool:
@@ -199,6 +215,12 @@ class TopicConfig:
         left out, ``kafka-configs --describe --all`` lacked two of Kafka's settings)."""
         return {"flush.messages": _NEVER, "flush.ms": _NEVER} | self.to_dict()
 
+    def overrides(self) -> dict[str, str]:
+        """The settings given explicitly (:attr:`explicit`), as :meth:`described` shows them:
+        what ``kafka-configs --describe`` lists as the topic's own."""
+        values = self.described()
+        return {name: values[name] for name in sorted(self.explicit)}
+
     @classmethod
     def from_dict(cls, d: Mapping[str, str | int]) -> TopicConfig:
         """Parse Kafka-named settings; unknown keys and bad values raise InvalidConfig."""
@@ -217,20 +239,23 @@ class TopicConfig:
             kwargs[attr_name] = _whole(key, raw)
         if noted:
             kwargs["noted"] = noted
-        return cls(**kwargs)
+        return cls(**kwargs, explicit=frozenset(d))
 
     def with_changes(self, changes: Mapping[str, str | int | None]) -> TopicConfig:
         """A copy with Kafka-named settings set (a value) or reset to the default (None),
         validated as a whole; what AlterConfigs and IncrementalAlterConfigs apply."""
         current: dict[str, str | int] = dict(self.to_dict())
+        explicit = set(self.explicit)
         for key, value in changes.items():
-            if key not in _BY_KAFKA_NAME and key not in REPLICATION_ONLY_CONFIGS:
+            if key not in _KNOWN:
                 raise InvalidConfig(f"unknown topic config {key!r}")
             if value is None:
                 current.pop(key, None)
+                explicit.discard(key)
             else:
                 current[key] = value
-        return TopicConfig.from_dict(current)
+                explicit.add(key)
+        return attrs.evolve(TopicConfig.from_dict(current), explicit=explicit)
 
     def check_settable(self) -> None:
         """InvalidConfig for what Kafka refuses when a topic is made or altered, and this
@@ -283,3 +308,14 @@ _STRING_VALUED = frozenset(
     {"timestamp_type", "cleanup_policy", "compression_type", "min_cleanable_dirty_ratio"}
 )
 _BY_KAFKA_NAME = {v: k for k, v in _NAMES.items()}
+_KNOWN = frozenset(_BY_KAFKA_NAME) | REPLICATION_ONLY_CONFIGS
+
+
+def _not_default(config: TopicConfig) -> frozenset[str]:
+    """The Kafka names of ``config``'s settings whose value is not the default (a
+    replication-only setting is only there when given)."""
+    out = {key for key, _ in config.noted}
+    for field in attrs.fields(TopicConfig):
+        if field.name in _NAMES and getattr(config, field.name) != field.default:
+            out.add(_NAMES[field.name])
+    return frozenset(out)

@@ -350,7 +350,11 @@ class DataDir:
         meta: dict[str, Any] = {
             "version": META_VERSION,
             "topics": {
-                name: {"partitions": len(t.logs), "config": t.config.to_dict()}
+                name: {
+                    "partitions": len(t.logs),
+                    "config": t.config.to_dict(),
+                    "explicit": sorted(t.config.explicit),
+                }
                 for name, t in sorted(self._topics.items())
             },
         }

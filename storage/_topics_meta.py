@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import attrs
+
 from storage._config import TopicConfig
 from storage._errors import InvalidConfig, InvalidTopicName, StorageError
 from storage._files import read_json
@@ -70,7 +72,13 @@ def read_meta(path: Path) -> tuple[list[tuple[str, TopicConfig, int]], dict[str,
             if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
                 raise InvalidConfig('the entry is not {"partitions": N, "config": {...}}')
             count = check_partition_count(entry.get("partitions"))
-            found.append((name, TopicConfig.from_dict(entry["config"]), count))
+            config = TopicConfig.from_dict(entry["config"])
+            # which settings were given (stored since 2026-12; a file from before names
+            # none: those that are not the default are read as given, as it described them)
+            given = entry.get("explicit", [])
+            if not isinstance(given, list) or not all(isinstance(n, str) for n in given):
+                raise InvalidConfig('"explicit" is not a list of setting names')
+            found.append((name, attrs.evolve(config, explicit=given), count))
         except StorageError as exc:
             raise StorageError(f"{path} is unreadable: topic {name!r}: {exc}{_ADOPT_HINT}") from exc
     deleting: dict[str, int] = {}

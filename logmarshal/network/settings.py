@@ -76,14 +76,14 @@ def client_producer_settings(
 
 
 def _config_to_send(config: TopicConfig | Mapping[str, str | int] | None) -> dict[str, str]:
-    """Kafka-named settings that differ from logmarshal's defaults (validated the same way).
+    """Kafka-named settings given (``TopicConfig.explicit``: those that differ from
+    logmarshal's defaults, and a default named explicitly), validated the same way.
 
-    Defaults are left out so that, on Apache Kafka, the cluster's own defaults apply.
+    The others are left out so that, on Apache Kafka, the cluster's own defaults apply.
     """
     if config is None:
         return {}
     parsed = config if isinstance(config, TopicConfig) else TopicConfig.from_dict(config)
-    defaults = TopicConfig().to_dict()
     if isinstance(config, TopicConfig):
-        return {k: v for k, v in parsed.to_dict().items() if defaults.get(k) != v}
+        return {k: v for k, v in parsed.to_dict().items() if k in parsed.explicit}
     return {k: str(v) for k, v in config.items()}

@@ -343,7 +343,8 @@ class Handlers:
                     self.data_dir.add_partitions(name, count)
                 if name in local and name in configs:
                     config = TopicConfig.from_dict(configs[name])
-                    if config != self.data_dir.describe(name).config:
+                    current = self.data_dir.describe(name).config
+                    if config != current or config.explicit != current.explicit:
                         self.data_dir.alter_config(name, config)
                         log.info("mirrored a config change of topic %s from the controller", name)
             except StorageError as exc:

@@ -22,6 +22,8 @@ __all__ = ["PeerClient"]
 
 _TIMEOUT_S = 5.0
 _TOPIC_RESOURCE = 2
+#: DescribeConfigs' config_source of a topic's own setting (DYNAMIC_TOPIC_CONFIG)
+_SOURCE_TOPIC = 1
 
 
 class PeerClient:
@@ -66,7 +68,13 @@ class PeerClient:
         )
         response = await self._call(request, DescribeConfigsResponse, 1)
         return {
-            r.resource_name: {c.name: c.value for c in r.configs if c.value is not None}
+            # a topic's own settings (a default value given explicitly included): the others
+            # are the defaults, and a config made from these names the same settings as given
+            r.resource_name: {
+                c.name: c.value
+                for c in r.configs
+                if c.value is not None and c.config_source == _SOURCE_TOPIC
+            }
             for r in response.results
             if r.error_code == 0
         }

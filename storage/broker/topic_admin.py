@@ -199,7 +199,6 @@ class TopicAdminHandlers:
         await self._know_topics(None)  # configs altered on the controller: at most 1 s stale
         results = []
         cfg_cls = r.DescribeConfigsResult.DescribeConfigsResourceResult
-        defaults = TopicConfig().described()
         named: set[tuple[int, str]] = set()
         pace = Pace()
         for res in request.resources:
@@ -212,7 +211,8 @@ class TopicAdminHandlers:
                 error, message = ErrorCode.INVALID_REQUEST, "resource named twice in one request"
             elif res.resource_type == _TOPIC_RESOURCE:
                 try:
-                    values = self.data_dir.describe(res.resource_name).config.described()
+                    config = self.data_dir.describe(res.resource_name).config
+                    values, given = config.described(), config.explicit
                 except StorageError as exc:
                     error, message = error_code_for(exc), str(exc)
                 else:
@@ -220,7 +220,7 @@ class TopicAdminHandlers:
                     for name, value in sorted(values.items()):
                         if keys is not None and name not in keys:
                             continue
-                        is_default = defaults.get(name) == value
+                        is_default = name not in given
                         configs.append(
                             cfg_cls(
                                 name=name,

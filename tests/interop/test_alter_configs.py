@@ -3,6 +3,8 @@ admin clients; changes are validated with Kafka's codes and survive a broker res
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -13,7 +15,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from storage import DataDir, TopicConfig
+from storage import DataDir, StorageError, TopicConfig
 from storage.broker import BrokerConfig, BrokerThread
 
 
@@ -177,3 +179,47 @@ def test_describe_shows_every_setting_kafka_has_flush_included(tmp_path) -> None
         entries = admin.describe_configs([resource])[resource].result(10)
         assert entries["flush.ms"].value == "1000" and not entries["flush.ms"].is_default
         assert entries["flush.messages"].is_default
+
+
+def _own(admin: AdminClient, topic: str) -> dict[str, str]:
+    """The topic's own settings, as ``kafka-configs --describe`` lists them."""
+    resource = ConfigResource("topic", topic)
+    entries = admin.describe_configs([resource])[resource].result(10)
+    return {k: e.value for k, e in entries.items() if not e.is_default}
+
+
+def test_a_setting_given_its_default_value_is_the_topics_own(tmp_path) -> None:
+    """A setting given explicitly at its default value was described as a default (Kafka
+    describes it as the topic's own, DYNAMIC_TOPIC_CONFIG, and ``kafka-configs --describe``
+    lists it). It stays the topic's own across a restart and an alteration of another
+    setting, and only DELETE makes it a default again. A topics.json written before the
+    given settings were kept reads every setting that is not the default as given."""
+    week = str(TopicConfig().retention_ms)
+    data = tmp_path / "data"
+    with BrokerThread(BrokerConfig(data_dir=data, port=0)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        made = NewTopic("t", 1, replication_factor=1, config={"retention.ms": week})
+        admin.create_topics([made])["t"].result(10)
+        assert _own(admin, "t") == {"retention.ms": week}
+        set_ = AlterConfigOpType.SET
+        _incremental(admin, "t", ConfigEntry("segment.ms", "60000", incremental_operation=set_))
+        assert _own(admin, "t") == {"retention.ms": week, "segment.ms": "60000"}
+    with BrokerThread(BrokerConfig(data_dir=data, port=0)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert _own(admin, "t") == {"retention.ms": week, "segment.ms": "60000"}
+        delete = AlterConfigOpType.DELETE
+        _incremental(admin, "t", ConfigEntry("retention.ms", None, incremental_operation=delete))
+        assert _own(admin, "t") == {"segment.ms": "60000"}
+        _incremental(admin, "t", ConfigEntry("retention.ms", week, incremental_operation=set_))
+    meta = data / "topics.json"
+    stored = json.loads(meta.read_text())
+    assert stored["topics"]["t"]["explicit"] == ["retention.ms", "segment.ms"]
+    del stored["topics"]["t"]["explicit"]  # as written before
+    meta.write_text(json.dumps(stored))
+    with BrokerThread(BrokerConfig(data_dir=data, port=0)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert _own(admin, "t") == {"segment.ms": "60000"}
+    stored["topics"]["t"]["explicit"] = ["retention.ms", "no.such.setting"]
+    meta.write_text(json.dumps(stored))
+    with pytest.raises(StorageError, match=r"no\.such\.setting"):
+        DataDir(data)

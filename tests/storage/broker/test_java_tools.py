@@ -216,15 +216,25 @@ def test_kafka_configs_describe_and_alter_a_topic(broker) -> None:
             *entity,
             "--alter",
             "--add-config",
-            "retention.ms=12345,segment.bytes=1048576",
+            # (delete.retention.ms at its default value: the topic's own all the same)
+            "retention.ms=12345,segment.bytes=1048576,delete.retention.ms=86400000",
         )
     )
     assert dynamic() == {
         "cleanup.policy": "compact",
         "retention.ms": "12345",
         "segment.bytes": "1048576",
+        "delete.retention.ms": "86400000",
     }
-    ok(tool("kafka-configs", *entity, "--alter", "--delete-config", "retention.ms"))
+    ok(
+        tool(
+            "kafka-configs",
+            *entity,
+            "--alter",
+            "--delete-config",
+            "retention.ms,delete.retention.ms",
+        )
+    )
     assert dynamic() == {"cleanup.policy": "compact", "segment.bytes": "1048576"}
     every = ok(tool("kafka-configs", *entity, "--describe", "--all"))
     assert "retention.ms=604800000 " in every and "max.message.bytes=" in every, every

@@ -143,6 +143,22 @@ def test_config_changes_on_the_controller_reach_the_other_broker(two_brokers):
         time.sleep(0.3)
     assert seen == "4242"
     assert all(data_dir.partition("conf", p).config.retention_ms == 4242 for p in range(2))
+    # a setting given its default value is the topic's own on the other broker too (it took
+    # only values that differ from the default for given)
+    week = str(7 * 24 * 3600 * 1000)
+    with NetworkCluster(two_brokers[0].bootstrap) as cluster:
+        cluster.alter_topic_config("conf", {"segment.ms": week})
+    request = r(
+        resources=[r.DescribeConfigsResource(2, "conf", ["segment.ms"])], include_synonyms=False
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with RawClient(two_brokers[1].address) as raw:  # (a request makes it look again)
+            source = raw.call(request, DescribeConfigsResponse).results[0].configs[0].config_source
+        if source == 1:  # DYNAMIC_TOPIC_CONFIG
+            break
+        time.sleep(0.3)
+    assert data_dir.describe("conf").config.explicit == {"retention.ms", "segment.ms"}
 
 
 def test_replay_over_several_leaders_falls_back_to_a_thread_each(two_brokers):
