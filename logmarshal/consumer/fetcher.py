@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..cluster import Cluster, PartitionReader, Read, bounds_one_by_one
 from ..core import Bounds, Event, Fetch, Fetched, LookUp, OutOfRange
 from ..errors import ClosedError, NetworkError, OffsetOutOfRange, UnknownPartition, UnknownTopic
+from .committed_reads import CommittedReads
 
 __all__ = ["MemberFetcher", "PollingReader"]
 
@@ -33,6 +34,9 @@ CALLER_HOLD = 0.1
 #: how long the caller waits for the fetch thread to end its pass and leave it the reader
 #: (a pass ends within one librdkafka wait once woken: 2 ms while records flow, 50 ms idle)
 TAKEOVER_WAIT = 0.06
+#: how long the fetch thread, ending, waits for a read of Kafka's committed offsets in flight
+#: (a slow coordinator's read is not waited for to its end: its answer is dropped)
+READS_JOIN = 1.0
 
 
 class PollingReader:
@@ -122,10 +126,12 @@ class MemberFetcher:
         self._answer = answer
         self._max_wait = max_wait
         self._name = name
-        #: Kafka's committed offsets of the group (a LookUp of an unpositioned partition)
-        self._committed = committed
         self._lock = threading.Lock()
         self._requests: dict[Key, Fetch | LookUp] = {}
+        #: Kafka's committed offsets of the group, read for a LookUp of a partition the log
+        #: has no position for, off this thread; such a look-up waits here for its answer
+        self._reads = None if committed is None else CommittedReads(committed, self._unparked, name)
+        self._parked: dict[Key, LookUp] = {}
         self._drops: set[Key] = set()
         self._stopped = False
         #: whoever holds it uses the reader and the pass state below (fetch thread or caller)
@@ -146,24 +152,6 @@ class MemberFetcher:
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
-    def _committed_of(self, keys: Sequence[Key]) -> Mapping[Key, int]:
-        """Kafka's committed offsets of the group for ``keys`` (partitions the log has no
-        position for), where they can be read; a failure is logged and they start by the
-        reset policy, as before the offsets were read (never held back for them)."""
-        if not keys or self._committed is None:
-            return {}
-        try:
-            return self._committed(keys)
-        except Exception as exc:
-            log.warning(
-                "%s: cannot read the Kafka group's committed offsets of %s (they start by "
-                "auto_offset_reset): %s",
-                self._name,
-                ", ".join(f"{t}/{p}" for t, p in keys),
-                exc,
-            )
-            return {}
-
     # -- any thread -------------------------------------------------------------------
 
     @property
@@ -174,6 +162,7 @@ class MemberFetcher:
     def request(self, action: Fetch | LookUp) -> None:
         with self._lock:
             self._requests[(action.topic, action.partition)] = action
+            self._parked.pop((action.topic, action.partition), None)  # (replaced)
         if isinstance(action, LookUp) and self._hot_at:
             self._handback()  # the fetch thread answers look-ups, not the caller
         self._reader.wake()
@@ -183,11 +172,31 @@ class MemberFetcher:
             for key in keys:
                 self._requests.pop(key, None)
                 self._drops.add(key)
+                self._parked.pop(key, None)
+                if self._reads is not None:
+                    self._reads.forget(key)
         self._reader.wake()
+
+    def _unparked(self, keys: Sequence[Key]) -> None:
+        """(The reads' thread) ``keys``' committed offsets are read: their parked look-ups
+        are asked again, and this time answered."""
+        with self._lock:
+            woken = False
+            for key in keys:
+                lookup = self._parked.pop(key, None)
+                if lookup is not None:
+                    self._requests.setdefault(key, lookup)
+                    woken = True
+        if woken:
+            if self._hot_at:
+                self._handback()
+            self._reader.wake()
 
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
+        if self._reads is not None:
+            self._reads.close()
         self._stopping.set()
         self._unpark.set()
         self._reader.wake()
@@ -271,6 +280,9 @@ class MemberFetcher:
             with self._role:
                 self._closed = True
                 self._reader.close()
+            if self._reads is not None:  # (a read in flight is waited for a moment only)
+                self._reads.close()
+                self._reads.join(READS_JOIN)
 
     def _pass(self, wait: float) -> bool | None:
         """Take requests and drops, answer look-ups, wait up to ``wait`` for records and
@@ -320,7 +332,7 @@ class MemberFetcher:
                 return None
             except Exception as exc:  # (the reader's own failure: each look-up is retried)
                 bounds = {key: exc for key in lookups}
-            committed = self._committed_of([k for k, a in lookups.items() if a.unpositioned])
+            waiting = []
             for key, lookup in lookups.items():
                 found = bounds.get(key)
                 if isinstance(found, ClosedError):
@@ -329,8 +341,20 @@ class MemberFetcher:
                     found = NetworkError(f"no bounds of {key[0]}/{key[1]} in the answer")
                 if isinstance(found, Exception):
                     self._failed(key, lookup, found, retries, backoff, now)
-                else:
-                    events.append(Bounds(lookup.token, key[0], key[1], *found, committed.get(key)))
+                    continue
+                committed: int | None = None
+                if lookup.unpositioned and self._reads is not None:
+                    has, committed = self._reads.take(key)
+                    if not has:  # parked until it is read (the bounds are read again then)
+                        waiting.append(key)
+                        continue
+                events.append(Bounds(lookup.token, key[0], key[1], *found, committed))
+            if waiting and self._reads is not None:
+                with self._lock:
+                    for key in waiting:
+                        if key not in self._requests:  # (else replaced meanwhile)
+                            self._parked[key] = lookups[key]
+                self._reads.ask(waiting)
         if events:
             self._answer(events)
             answered = True

@@ -222,6 +222,10 @@ def positions_held(
     out = {}
     for topic, partition in core.assigned():
         for source in tasks.get(topic, (topic,)):
+            if core.unpositioned(source, partition):
+                # no position (none under "error"): nothing to mirror. Its -1 mirrored as
+                # offset 0 was read back as the group's place by the next member to start it
+                continue
             position = (
                 core.handed_through(source, partition)
                 if amo_releasing

@@ -144,6 +144,12 @@ class MemberCore:
         held = read(self._st, topic, partition)
         return None if held is None else position(self._st, held)
 
+    def unpositioned(self, topic: str, partition: int) -> bool:
+        """Held (a task's source: read) with no position known to write: its start is
+        being looked up, or there is none (``auto_offset_reset="error"``, not seeked)."""
+        held = read(self._st, topic, partition)
+        return held is not None and held.unpositioned
+
     def handed_through(self, topic: str, partition: int) -> int | None:
         held = read(self._st, topic, partition)
         return None if held is None else held.handed_through

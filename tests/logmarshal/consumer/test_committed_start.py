@@ -1,0 +1,160 @@
+"""A partition ``__marshal`` has no position for starts at the Kafka group's committed offset
+(``core/fetching.on_bounds``): what the Consumer reads of them, and when, on an embedded
+cluster with the group's offsets in memory. Found by an attack on 4150c99:
+
+- the mirror wrote offset 0 for a partition with no position at all (``auto_offset_reset=
+  "error"``), and the next member read it back as the group's place: records handed out
+  where ``NoPosition`` was due;
+- one failed read (OffsetFetch) applied ``auto_offset_reset``: an AMO group whose
+  ``__marshal`` was made again handed every record out again. A Kafka consumer retries;
+- the read ran on the member's one fetch thread: a read that took seconds held up every
+  other partition of the member.
+
+On Apache Kafka: tests/kafka/test_mirror.py."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+
+import pytest
+
+from logmarshal.errors import NoPosition
+
+from ..consumer_world import TOPIC, drain, produce, wait_until
+
+Key = tuple[str, int]
+
+
+class GroupOffsets:
+    """Kafka's committed offsets of the group, in memory: ``commit`` is an OffsetCommit,
+    ``committed`` an OffsetFetch. The next ``failing`` reads raise; while ``gate`` is clear,
+    reads wait for it (bounded)."""
+
+    def __init__(self, offsets: Mapping[Key, int] | None = None) -> None:
+        self.offsets: dict[Key, int] = dict(offsets or {})
+        self.reads: list[list[Key]] = []
+        self.failing = 0
+        self.waiting = 0
+        self.gate = threading.Event()
+        self.gate.set()
+        self._lock = threading.Lock()
+
+    def live(self, group: str) -> None:
+        return None
+
+    def commit(self, group: str, offsets: Mapping[Key, int]) -> None:
+        with self._lock:
+            self.offsets.update(offsets)
+
+    def committed(self, group: str, keys: Iterable[Key]) -> dict[Key, int]:
+        keys = list(keys)
+        with self._lock:
+            self.waiting += 1
+        try:
+            assert self.gate.wait(30), "the test never opened the gate"
+        finally:
+            with self._lock:
+                self.waiting -= 1
+        with self._lock:
+            self.reads.append(keys)
+            if self.failing:
+                self.failing -= 1
+                raise RuntimeError("COORDINATOR_NOT_AVAILABLE")
+            return {k: self.offsets[k] for k in keys if k in self.offsets}
+
+
+def no_position(consumer) -> bool:
+    try:
+        consumer.poll(0.05)
+    except NoPosition:
+        return True
+    return False
+
+
+def test_a_partition_without_a_position_mirrors_none_and_the_next_member_keeps_its_policy(
+    realtime,
+) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 10)
+    kafka = GroupOffsets()
+    first = realtime.consumer("c1", auto_offset_reset="error", mirror_offsets=kafka)
+    wait_until(lambda: no_position(first), what="NoPosition")
+    first.close()  # (the mirror's last commit is at close)
+    assert kafka.offsets == {}
+    second = realtime.consumer("c2", auto_offset_reset="error", mirror_offsets=kafka)
+    wait_until(lambda: no_position(second), what="NoPosition for the next member too")
+    assert kafka.reads and kafka.offsets == {}
+
+
+def test_a_failed_read_is_read_again_not_taken_for_no_offset(realtime, caplog) -> None:
+    """AMO, ``__marshal`` deleted and made again: the group's mirrored offsets are its place,
+    however many reads fail first."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 30)
+    kafka = GroupOffsets()
+    first = realtime.consumer("c1", mode="amo", mirror_offsets=kafka)
+    assert [m.offset for m in drain(first, 30)] == list(range(30))
+    first.close()
+    assert kafka.offsets == {(TOPIC, 0): 30}
+    for marshaler in realtime.marshalers:
+        marshaler.close()
+    realtime.cluster.delete_topic("__marshal")
+    kafka.failing = 3
+    second = realtime.consumer("c2", mode="amo", mirror_offsets=kafka)
+    produce(realtime.cluster, 0, 5)
+    assert [m.offset for m in drain(second, 5, timeout=15)] == list(range(30, 35))
+    assert len(kafka.reads) >= 4  # three failed, then the one that answered
+    said = [r for r in caplog.records if "cannot read the Kafka group's committed" in r.message]
+    assert len(said) == 1 and "they start once it answers" in said[0].message
+
+
+def test_a_slow_read_holds_up_no_other_partition(realtime) -> None:
+    realtime.cluster.create_topic(TOPIC, 1)
+    produce(realtime.cluster, 0, 5)
+    kafka = GroupOffsets()
+    consumer = realtime.consumer("c1", mirror_offsets=kafka)
+    assert [m.offset for m in drain(consumer, 5)] == list(range(5))
+    kafka.gate.clear()  # Kafka's coordinator answers no read now
+    realtime.cluster.add_partitions(TOPIC, 2)  # a partition with no position: it asks
+    produce(realtime.cluster, 1, 3)
+    wait_until(lambda: kafka.waiting, timeout=10, what="the read of partition 1")
+    produce(realtime.cluster, 0, 5)
+    got = drain(consumer, 5)  # partition 0 goes on while partition 1's read waits
+    assert [(m.partition, m.offset) for m in got] == [(0, o) for o in range(5, 10)]
+    assert kafka.waiting == 1
+    kafka.gate.set()
+    got = drain(consumer, 3)
+    assert [(m.partition, m.offset) for m in got] == [(1, 0), (1, 1), (1, 2)]
+
+
+def test_a_dropped_partition_keeps_no_answer_and_close_waits_for_no_read(realtime) -> None:
+    """Closing while a read waits: close returns, and the read's late answer is dropped."""
+    realtime.cluster.create_topic(TOPIC, 1)
+    kafka = GroupOffsets({(TOPIC, 0): 3})
+    kafka.gate.clear()
+    consumer = realtime.consumer("c1", mirror_offsets=kafka)
+    wait_until(lambda: kafka.waiting, timeout=10, what="the read of partition 0")
+    closer = threading.Thread(target=consumer.close)
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive()
+    kafka.gate.set()  # (the read thread ends with the read; nothing of it is used)
+    wait_until(
+        lambda: not [t for t in threading.enumerate() if t.name.endswith("-committed")],
+        what="the read thread to end",
+    )
+
+
+@pytest.mark.parametrize("failing", [0, 2])
+def test_a_group_offset_inside_the_log_is_where_a_new_member_starts(realtime, failing) -> None:
+    realtime.cluster.create_topic(TOPIC, 2)
+    produce(realtime.cluster, 0, 10)
+    produce(realtime.cluster, 1, 10)
+    kafka = GroupOffsets({(TOPIC, 0): 7})  # partition 1: none (the policy: earliest)
+    kafka.failing = failing
+    consumer = realtime.consumer("c1", mirror_offsets=kafka)
+    got = drain(consumer, 13, timeout=15)
+    assert sorted((m.partition, m.offset) for m in got) == [(0, 7), (0, 8), (0, 9)] + [
+        (1, o) for o in range(10)
+    ]
