@@ -326,8 +326,9 @@ def current_positions(
 ) -> dict[TopicPartition, int | None]:
     """The group's position per partition as ``state`` shows it: the next offset to consume,
     ``max(last_offset, claimed_through) + 1``, so an AMO holder's reservations count as
-    consumed. None where the group has none (never consumed: the members' reset policy
-    would decide, as for a Kafka group without a committed offset)."""
+    consumed. None where the group has none (never consumed: a member starts it at the
+    Kafka group's committed offset where the offsets mirror reads one, else by its reset
+    policy, as a Kafka consumer does; docs/admin.md, "mirrored offsets")."""
     view = state.view
     out: dict[TopicPartition, int | None] = {}
     for topic, partition in partitions:
