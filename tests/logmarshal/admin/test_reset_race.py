@@ -127,7 +127,14 @@ def progress_before_the_pause(holder: AmoHolder) -> int:
 
 
 def after_the_pause(holder: AmoHolder, pause_until_ms: int) -> list[int]:
-    """Offsets handed out once the pause is over (the holder claims the partition again)."""
+    """Offsets handed out once the pause is over (the holder claims the partition again).
+
+    The holder's own replay must first have applied what the admin wrote: until it sees the
+    ReleaseGroup it still holds the partition by its replay and its lease (< 2·HB), and a
+    poll rightly hands out the window it reserved before the pause (60..69; the reset
+    counts it as consumed, so it is never handed out again). On a loaded machine that
+    replay thread can still be waiting for a CPU when the test's next poll runs."""
+    assert holder.marshaler.wait_caught_up(15), "the holder's replay did not reach the reset"
     wait = max(0.0, pause_until_ms / 1000 - time.time())
     return holder.take(20, timeout=wait + 15)
 
