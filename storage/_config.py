@@ -219,7 +219,7 @@ class TopicConfig:
         """The settings given explicitly (:attr:`explicit`), as :meth:`described` shows them:
         what ``kafka-configs --describe`` lists as the topic's own."""
         values = self.described()
-        return {name: values[name] for name in sorted(self.explicit)}
+        return {name: values[name] for name in sorted(self.explicit) if name in values}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, str | int]) -> TopicConfig:

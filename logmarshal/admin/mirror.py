@@ -57,6 +57,19 @@ class MirrorError(LogmarshalError):
     """Kafka refused the mirrored offsets (the message says why and what to do)."""
 
 
+class ReadInPart(MirrorError):
+    """Kafka answered the committed offsets of some partitions and refused others' (one
+    partition's pending transaction must not hold up the rest): ``found`` has the answered
+    partitions' offsets (those the group has), ``failed`` the partitions refused."""
+
+    def __init__(
+        self, message: str, found: dict[tuple[str, int], int], failed: list[tuple[str, int]]
+    ) -> None:
+        super().__init__(message)
+        self.found = found
+        self.failed = failed
+
+
 class OffsetSink(Protocol):
     def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None: ...
 
@@ -162,7 +175,8 @@ class KafkaOffsetSink:
 
     def committed(self, group: str, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Kafka's committed offsets (next offsets) of ``group`` for ``keys``, those it has
-        (OffsetFetch, through the group's client). Raises :class:`MirrorError`."""
+        (OffsetFetch, through the group's client). Raises :class:`MirrorError`, and
+        :class:`ReadInPart` when some partitions were answered and others refused."""
         from confluent_kafka import KafkaException, TopicPartition
 
         parts = [TopicPartition(t, p) for t, p in sorted(keys)]
@@ -176,11 +190,20 @@ class KafkaOffsetSink:
                 raise MirrorError(
                     f"cannot read the offsets of Kafka group {group!r}: {error}{_hint(error)}"
                 ) from None
+        offsets = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in found
+            if tp.error is None and tp.offset >= 0
+        }
         failed = [tp for tp in found if tp.error is not None]
         if failed:
             errors = ", ".join(f"{tp.topic}/{tp.partition}: {tp.error}" for tp in failed)
-            raise MirrorError(f"cannot read the offsets of Kafka group {group!r}: {errors}")
-        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+            raise ReadInPart(
+                f"cannot read the offsets of Kafka group {group!r}: {errors}",
+                offsets,
+                [(tp.topic, tp.partition) for tp in failed],
+            )
+        return offsets
 
     def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         with self._lock:

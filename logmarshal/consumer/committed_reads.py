@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from ..admin.mirror import ReadInPart
+
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
@@ -55,6 +57,7 @@ class CommittedReads:
         with self._lock:
             if self._stopped:
                 return
+            ready = [k for k in keys if k in self._answers]
             self._pending.update(k for k in keys if k not in self._answers)
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -62,6 +65,8 @@ class CommittedReads:
                 )
                 self._thread.start()
         self._wake.set()
+        if ready:  # (answered after the asker last looked: it is told now)
+            self._answered(ready)
 
     def take(self, key: Key) -> tuple[bool, int | None]:
         """(True, the committed next offset or None when the group has none) once answered,
@@ -102,15 +107,20 @@ class CommittedReads:
                 keys = sorted(self._pending)
             if not keys:
                 continue
+            error: Exception | None = None
             try:
-                found = self._read(keys)
-            except Exception as exc:  # (retried: a failed read is no answer, as in Kafka)
+                found, failed = dict(self._read(keys)), []
+            except ReadInPart as exc:  # (the answered ones start; the others are read again)
+                found, failed, error = exc.found, sorted(exc.failed), exc
+            except Exception as exc:  # (read again: a failed read is no answer, as in Kafka)
+                found, failed, error = {}, keys, exc
+            if failed:
                 now = time.monotonic()
                 failing_since = failing_since or now
                 if now - said_at >= SAY_EVERY:
                     said_at = now
-                    shown = ", ".join(f"{t}/{p}" for t, p in keys[:5])
-                    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+                    shown = ", ".join(f"{t}/{p}" for t, p in failed[:5])
+                    more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
                     log.warning(
                         "%s: cannot read the Kafka group's committed offsets of %s%s (they "
                         "start once it answers; failing for %.0f s, tried again in %.1f s): %s",
@@ -119,22 +129,23 @@ class CommittedReads:
                         more,
                         now - failing_since,
                         pause,
-                        exc,
+                        error,
                     )
-                if self._stop.wait(pause):
-                    return
-                pause = min(pause * 2, MOST_PAUSE)
-                self._wake.set()  # (the keys are still pending)
-                continue
-            if failing_since:
+            elif failing_since:
                 log.info("%s: the Kafka group's committed offsets are read again", self._name)
-            pause, failing_since, said_at = FIRST_PAUSE, 0.0, 0.0
+                pause, failing_since, said_at = FIRST_PAUSE, 0.0, 0.0
+            refused = set(failed)
             with self._lock:
                 if self._stopped:
                     return
-                done = [k for k in keys if k in self._pending]
+                done = [k for k in keys if k in self._pending and k not in refused]
                 for key in done:
                     self._pending.discard(key)
                     self._answers[key] = found.get(key)
             if done:
                 self._answered(done)
+            if failed:
+                if self._stop.wait(pause):
+                    return
+                pause = min(pause * 2, MOST_PAUSE)
+                self._wake.set()  # (the refused keys are still pending)

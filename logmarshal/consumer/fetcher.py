@@ -351,9 +351,13 @@ class MemberFetcher:
                 events.append(Bounds(lookup.token, key[0], key[1], *found, committed))
             if waiting and self._reads is not None:
                 with self._lock:
+                    # (not one replaced or dropped since this pass took its requests)
+                    waiting = [
+                        k for k in waiting if k not in self._requests and k not in self._drops
+                    ]
                     for key in waiting:
-                        if key not in self._requests:  # (else replaced meanwhile)
-                            self._parked[key] = lookups[key]
+                        self._parked[key] = lookups[key]
+                # an answer that came since ``take`` is told at once (unparks the look-up)
                 self._reads.ask(waiting)
         if events:
             self._answer(events)

@@ -15,10 +15,14 @@ On Apache Kafka: tests/kafka/test_mirror.py."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Mapping
 
 import pytest
 
+from logmarshal.admin.mirror import ReadInPart
+from logmarshal.consumer.fetcher import MemberFetcher
+from logmarshal.core import Bounds, LookUp
 from logmarshal.errors import NoPosition
 
 from ..consumer_world import TOPIC, drain, produce, wait_until
@@ -158,3 +162,118 @@ def test_a_group_offset_inside_the_log_is_where_a_new_member_starts(realtime, fa
     assert sorted((m.partition, m.offset) for m in got) == [(0, 7), (0, 8), (0, 9)] + [
         (1, o) for o in range(10)
     ]
+
+
+# -- the fetch thread's parked look-ups (a second attack, on f4187b4) ---------------------------
+
+
+@pytest.fixture
+def fetcher_of(cluster):
+    """A member's fetch thread over ``cluster``, its answers in ``.answered``; stopped after."""
+    made: list[MemberFetcher] = []
+
+    def make(committed) -> MemberFetcher:
+        answered: list = []
+        fetcher = MemberFetcher(
+            cluster,
+            answered.extend,
+            max_bytes=1 << 20,
+            max_wait=0.05,
+            name="logmarshal-consumer-fetch:test",
+            committed=committed,
+        )
+        fetcher.answered = answered  # type: ignore[attr-defined]  # (the test's view)
+        made.append(fetcher)
+        return fetcher
+
+    yield make
+    for fetcher in made:
+        fetcher.stop()
+        fetcher.thread.join(5)
+
+
+def bounds_of(fetcher) -> list[tuple[int, int | None]]:
+    return [(e.token, e.committed) for e in list(fetcher.answered) if isinstance(e, Bounds)]
+
+
+def test_an_answer_between_the_look_and_the_parking_starts_the_partition(
+    cluster, fetcher_of
+) -> None:
+    """A newer look-up of a partition whose read is in flight: its pass finds no answer yet,
+    the read answers (and finds nothing parked to tell), then the pass parks it. It was left
+    parked for good, its answer kept, nothing asking again (the partition never started)."""
+    cluster.create_topic(TOPIC, 1)
+    gate = threading.Event()
+    fetcher = fetcher_of(lambda keys: {(TOPIC, 0): 2} if gate.wait(10) else {})
+    reads = fetcher._reads
+    told = threading.Event()
+    tell = reads._answered
+
+    def answered(keys) -> None:
+        tell(keys)
+        told.set()
+
+    reads._answered = answered
+    take, looks = reads.take, []
+
+    def take_then_answer(key):
+        found = take(key)
+        looks.append(found)
+        if len(looks) == 2:  # the newer look-up's pass, before it parks: the read answers
+            gate.set()
+            assert told.wait(10)
+        return found
+
+    reads.take = take_then_answer
+    fetcher.request(LookUp(1, TOPIC, 0, True))
+    wait_until(lambda: fetcher._parked, what="the first look-up parked")
+    fetcher.request(LookUp(2, TOPIC, 0, True))  # (replaces it, as the core may)
+    wait_until(lambda: bounds_of(fetcher), what="the newer look-up answered")
+    assert bounds_of(fetcher) == [(2, 2)]
+
+
+def test_a_look_up_dropped_while_its_bounds_are_read_is_not_parked(cluster, fetcher_of) -> None:
+    """Dropped while its pass read the bounds (a network round trip), it was parked and asked
+    anyway; the answer asked it again, and with its topic deleted it was retried for ever."""
+    cluster.create_topic("gone", 1)
+    fetcher = fetcher_of(lambda keys: {})
+    reader_bounds, in_bounds, go_on = fetcher._reader.bounds, threading.Event(), threading.Event()
+
+    def held_bounds(keys):
+        found = reader_bounds(keys)
+        in_bounds.set()
+        assert go_on.wait(10)
+        return found
+
+    fetcher._reader.bounds = held_bounds
+    fetcher.request(LookUp(1, "gone", 0, True))
+    assert in_bounds.wait(10)
+    fetcher.drop([("gone", 0)])  # the core gives it up (its topic is being deleted)
+    cluster.delete_topic("gone")
+    go_on.set()
+    wait_until(lambda: not fetcher._requests and not fetcher._drops, what="the drop taken")
+    time.sleep(0.3)  # (a few passes: a look-up asked again would be retried in them)
+    assert not fetcher._parked and not fetcher._retries and bounds_of(fetcher) == []
+
+
+def test_partitions_answered_start_while_one_refused_is_read_again(cluster, fetcher_of) -> None:
+    """One partition refused (a transaction of its offsets still pending) held up every
+    partition read with it: the read is one call. Those answered start now."""
+    cluster.create_topic(TOPIC, 3)
+    refused = [2]
+
+    def committed(keys):
+        found = {k: 5 for k in keys if k[1] == 0}
+        failed = [k for k in keys if k[1] in refused]
+        if failed:
+            raise ReadInPart("UNSTABLE_OFFSET_COMMIT", found, failed)
+        return found
+
+    fetcher = fetcher_of(committed)
+    for p in range(3):
+        fetcher.request(LookUp(p + 1, TOPIC, p, True))
+    wait_until(lambda: len(bounds_of(fetcher)) == 2, what="the two answered partitions")
+    assert sorted(bounds_of(fetcher)) == [(1, 5), (2, None)]
+    refused.clear()  # the transaction ends
+    wait_until(lambda: len(bounds_of(fetcher)) == 3, timeout=10, what="the refused one read")
+    assert sorted(bounds_of(fetcher)) == [(1, 5), (2, None), (3, None)]
