@@ -73,6 +73,9 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
   running instances seek held partitions (to anywhere from the log start to past its end),
   retention moves a data partition's start up, an unclean election cuts its tail, one seed
   in three resets "latest"; a refused fetch is answered with the bounds read after it.
+- **Kafka's committed offsets start partitions with no position** (``--mirror``, off by
+  default; :mod:`scenarios.sim_mirror`, its own generator): the members' offsets mirrors
+  write late, some reads answer late, and half the seeds move from Kafka consumer groups.
 - **Upgrades** (:mod:`scenarios.sim_upgrade`, its own generator
   ``random.Random(f"upgrade/{seed}")``, about one seed in five: eligible seeds the
   bounded-log schedule left, which it then gets too): members start capped at protocol
@@ -157,6 +160,7 @@ from rationalizer import (
 
 from .sim_bounded import Bounded
 from .sim_checks import Checks
+from .sim_mirror import Mirror
 from .sim_rules import PROPERTIES, rules_without
 from .sim_seeks import UserHand
 from .sim_upgrade import Upgrade
@@ -291,6 +295,8 @@ class Result:
     #: with the user-hand schedule (``--seeks``): (seeks, seeks refused, retentions, tail
     #: cuts, fetches refused out of range), else None
     hand: tuple[int, int, int, int, int] | None = None
+    #: with the mirror schedule: (mirror writes, starts answered with a committed offset)
+    mirror: tuple[int, int] | None = None
 
 
 class Sim:
@@ -329,6 +335,7 @@ class Sim:
         protocol_version: int | None = None,
         stale_answers: bool = False,
         seeks: bool | str = False,
+        mirror: bool = False,
     ) -> None:
         rng = self.rng = random.Random(seed)
         #: the stale-answer schedule (module docstring), off unless asked: its own generator
@@ -471,6 +478,16 @@ class Sim:
             self.oracle = [self.world() for _ in range(self.ncoord)]  # with g's keys
         #: the user-hand schedule (:mod:`scenarios.sim_seeks`; ``--seeks``, else None)
         self.hand = UserHand.drawn(self, seed, HB, deep=seeks == "deep") if seeks else None
+        #: the mirror schedule (:mod:`scenarios.sim_mirror`): Kafka's committed offsets that
+        #: start a partition with no position (not with the user hand, which answers look-ups)
+        tasks = {} if self.sources == (TOPIC,) else {TOPIC: self.sources}
+        self.mirror = (
+            Mirror.drawn(seed, HB, tasks, sorted(self.produced))
+            if mirror and self.hand is None
+            else None
+        )
+        for key, consumed in ({} if self.mirror is None else self.mirror.offsets).items():
+            self.checks.truncated(key, consumed)  # (consumed as a Kafka group, before)
 
     def world(self) -> WorldState:
         """A replayer's world, with the fixes the run removes (every world the same) and, in
@@ -537,6 +554,7 @@ class Sim:
             None if self.upgrade is None else self.upgrade.summary(),
             (self.checks.takeover_rewinds, self.checks.unnamed_rewinds),
             None if self.hand is None else self.hand.summary(),
+            None if self.mirror is None else (self.mirror.writes, self.mirror.answered),
         )
 
     # -- members -----------------------------------------------------------------------------
@@ -643,6 +661,8 @@ class Sim:
             self._check_held(inst, event, actions)
         for action in actions:
             self.carry(inst, action)
+        if self.mirror is not None:
+            self.mirror.after_step(self, inst)
         if self.indexed_checks:
             self._index_held(inst)
         self.check_holders(inst)
@@ -919,6 +939,16 @@ class Sim:
             self.at(
                 self.now + rng.randint(0, self.max_delay), lambda: self.fetch(inst, action, False)
             )
+        elif isinstance(action, LookUp) and self.mirror is not None and self.hand is None:
+            mirror, key = self.mirror, (action.topic, action.partition)
+
+            def read() -> None:  # (Kafka's committed offset as it is when the read lands)
+                committed = mirror.committed(key) if action.unpositioned else None
+                found = Bounds(action.token, *key, 0, self.produced[key], committed)
+                self.step(inst, found)
+
+            when = mirror.answer_at(self.now + rng.randint(0, self.max_delay))
+            self.at(when, lambda: self.on(inst, read))
         elif isinstance(action, LookUp):
             key = (action.topic, action.partition)
             bounds = (
@@ -1308,6 +1338,7 @@ def run_seed(
     protocol_version: int | None = None,
     stale_answers: bool = False,
     seeks: bool | str = False,
+    mirror: bool = False,
 ) -> Result:
     return Sim(
         seed,
@@ -1319,6 +1350,7 @@ def run_seed(
         protocol_version=protocol_version,
         stale_answers=stale_answers,
         seeks=seeks,
+        mirror=mirror,
     ).run()
 
 
@@ -1393,6 +1425,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the user-hand schedule: user code seeks held partitions and the data log's "
         "start moves up (retention) during the faults (scenarios/sim_seeks.py)",
     )
+    parser.add_argument(
+        "--mirror",
+        action="store_true",
+        help="the mirror schedule: Kafka's committed offsets of the group, written late by "
+        "the members' offsets mirrors, start partitions with no position; half the seeds "
+        "move from Kafka consumer groups (scenarios/sim_mirror.py)",
+    )
     args = parser.parse_args(argv)
     try:
         without = parse_without(args.without)
@@ -1404,6 +1443,8 @@ def main(argv: list[str] | None = None) -> int:
         opts["stale_answers"] = True
     if args.seeks:
         opts["seeks"] = "deep" if args.read_ahead else True
+    if args.mirror:
+        opts["mirror"] = True
     if args.seed is not None:
         result = run_seed(args.seed, fix=fix, trace=args.trace, **opts)
         if args.trace:
@@ -1419,6 +1460,7 @@ def main(argv: list[str] | None = None) -> int:
     upgrades = [0, 0, 0, 0, 0]  # seeds, rolling restarts done, restarts, old snapshots, passed
     takeover_rewinds = unnamed_rewinds = unnamed_seeds = 0  # positions moved back, allowed
     hand = [0] * 6  # seeds, seeks, seeks refused, retentions, tail cuts, fetches out of range
+    mirrored = [0] * 3  # seeds, mirror writes, starts answered with a committed offset
     t0 = time.perf_counter()
     for seed in seeds:
         result = run_seed(seed, fix=fix, **opts)
@@ -1433,6 +1475,8 @@ def main(argv: list[str] | None = None) -> int:
             upgrades = [a + b for a, b in zip(upgrades, (1, *result.upgrade), strict=True)]
         if result.hand is not None:
             hand = [a + b for a, b in zip(hand, (1, *result.hand), strict=True)]
+        if result.mirror is not None:
+            mirrored = [a + b for a, b in zip(mirrored, (1, *result.mirror), strict=True)]
         takeover_rewinds += result.rewinds[0]
         unnamed_rewinds += result.rewinds[1]
         unnamed_seeds += result.rewinds[1] > 0
@@ -1451,6 +1495,12 @@ def main(argv: list[str] | None = None) -> int:
         f"of versions 4 and 5, {upgrades[4]} cold starts passed one over)  positions "
         f"moved back as the protocol allows: {takeover_rewinds} by restart takeovers, "
         f"{unnamed_rewinds} by late heartbeats naming no tenure ({unnamed_seeds} seeds)  "
+        + (
+            f"mirror seeds: {mirrored[0]} ({mirrored[1]} writes, {mirrored[2]} starts "
+            "answered with a committed offset)  "
+            if args.mirror
+            else ""
+        )
         + (
             f"user-hand seeds: {hand[0]} ({hand[1]} seeks, {hand[2]} refused, {hand[3]} "
             f"retentions, {hand[4]} tail cuts, {hand[5]} fetches out of range)  "

@@ -279,6 +279,23 @@ def test_a_few_hundred_seeds_hold_every_invariant(first, last):
     assert failed == [], failed[0].violations[:3]
 
 
+@pytest.mark.parametrize(
+    "first, last",
+    # the mirror schedule (``--mirror``): 12 seeds in the README's run, 188 more in -m long
+    [(0, 12), pytest.param(12, 200, marks=pytest.mark.long)],
+)
+def test_kafkas_committed_offsets_starting_partitions_hold_every_invariant(first, last):
+    """Partitions with no position start at Kafka's committed offsets (``scenarios/
+    sim_mirror.py``): written late by the members' mirrors, read late, and held by a Kafka
+    consumer group the group moves from. AMO hands nothing out twice; ALO hands out every
+    offset not below what the Kafka group had consumed."""
+    results = [run_seed(s, mirror=True) for s in range(first, last)]
+    failed = [r for r in results if r.violations]
+    assert failed == [], (failed[0].seed, failed[0].violations[:3])
+    mirrored = [r.mirror for r in results if r.mirror is not None]
+    assert mirrored and sum(started for _, started in mirrored) > 0  # the path was taken
+
+
 #: the stale-answer schedule (``--stale-answers``): an instance freezes past its lease holding
 #: catch-up answers it built, and steps them once thawed; the simulator checks the rule itself
 #: (it writes nothing until an answer from after the stall). On 2026-12-01: seeds 0..1,999
