@@ -109,19 +109,35 @@ class KafkaOffsetSink:
         self._timeout = timeout
         self._committers: dict[str, Any] = {}
         self._answers: list[tuple[Any, list[Any]]] = []
-        #: one call at a time on a group's client (the mirror thread commits, a member's
-        #: fetch thread reads the committed offsets of partitions it starts)
+        #: one commit at a time on a group's client (the mirror thread's)
         self._lock = threading.Lock()
+        #: the reads (OffsetFetch, a member's committed-offsets thread) have clients of their
+        #: own: a read the coordinator holds for its whole timeout (a pending transaction)
+        #: delays no commit, the last one at close included
+        self._readers: dict[str, Any] = {}
+        self._reading = threading.Lock()  # one read at a time
+        self._state = threading.Lock()  # guards the two below
+        self._closed = False
+        self._busy = False  # a read is in flight (its thread closes the readers if closed)
 
     def close(self) -> None:
-        """Close the group clients (the sink is not used after)."""
+        """Close the group clients (the sink is not used after). A read in flight is not
+        waited for: its thread closes the readers once it ends."""
         with self._lock:
             committers, self._committers = self._committers, {}
         for consumer in committers.values():
             consumer.close()
+        with self._state:
+            self._closed = True
+            readers = {} if self._busy else self._readers
+            if not self._busy:
+                self._readers = {}
+        for consumer in readers.values():
+            consumer.close()
 
-    def _committer(self, group: str) -> Any:
-        consumer = self._committers.get(group)
+    def _committer(self, group: str, clients: dict[str, Any] | None = None) -> Any:
+        clients = self._committers if clients is None else clients
+        consumer = clients.get(group)
         if consumer is None:
             from confluent_kafka import Consumer
 
@@ -130,7 +146,7 @@ class KafkaOffsetSink:
                 "enable.auto.offset.store": False,
                 "on_commit": lambda error, parts: self._answers.append((error, parts)),
             })  # fmt: skip
-            self._committers[group] = consumer
+            clients[group] = consumer
         return consumer
 
     def broker(self) -> str:
@@ -182,14 +198,28 @@ class KafkaOffsetSink:
         parts = [TopicPartition(t, p) for t, p in sorted(keys)]
         if not parts:
             return {}
-        with self._lock:
+        with self._reading:
+            with self._state:
+                if self._closed:
+                    raise MirrorError(f"cannot read the offsets of Kafka group {group!r}: closed")
+                self._busy = True
             try:
-                found = self._committer(group).committed(parts, timeout=self._timeout)
+                found = self._committer(group, self._readers).committed(
+                    parts, timeout=self._timeout
+                )
             except KafkaException as exc:
                 error = str(exc.args[0])
                 raise MirrorError(
                     f"cannot read the offsets of Kafka group {group!r}: {error}{_hint(error)}"
                 ) from None
+            finally:
+                with self._state:
+                    self._busy = False
+                    readers: dict[str, Any] = self._readers if self._closed else {}
+                    if self._closed:
+                        self._readers = {}
+                for consumer in readers.values():  # (closed while this read was in flight)
+                    consumer.close()
         offsets = {
             (tp.topic, tp.partition): tp.offset
             for tp in found

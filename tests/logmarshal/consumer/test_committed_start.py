@@ -14,13 +14,14 @@ On Apache Kafka: tests/kafka/test_mirror.py."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
 
 import pytest
 
-from logmarshal.admin.mirror import ReadInPart
+from logmarshal.admin.mirror import KafkaOffsetSink, MirrorError, ReadInPart
 from logmarshal.consumer.fetcher import MemberFetcher
 from logmarshal.core import Bounds, LookUp
 from logmarshal.errors import NoPosition
@@ -277,3 +278,35 @@ def test_partitions_answered_start_while_one_refused_is_read_again(cluster, fetc
     refused.clear()  # the transaction ends
     wait_until(lambda: len(bounds_of(fetcher)) == 3, timeout=10, what="the refused one read")
     assert sorted(bounds_of(fetcher)) == [(1, 5), (2, None), (3, None)]
+
+
+def test_closing_the_kafka_sink_waits_for_no_read_in_flight() -> None:
+    """A read the coordinator holds (a pending transaction: its whole timeout) held the
+    sink's one lock, so the member's last mirror commit and the sink's close waited for it.
+    Reads have clients of their own now: close returns, the read ends on its own."""
+    with socket.socket() as silent:  # accepts, never answers: every read waits its timeout
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        sink = KafkaOffsetSink(f"127.0.0.1:{silent.getsockname()[1]}", timeout=8.0)
+        failed: list[BaseException] = []
+
+        def read() -> None:
+            try:
+                sink.committed("g", [(TOPIC, 0)])
+            except MirrorError as exc:
+                failed.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        silent.settimeout(10)
+        held = [silent.accept()[0] for _ in range(2)]  # the sink's admin and the read's client
+        closer = threading.Thread(target=sink.close)
+        closer.start()
+        closer.join(4.0)  # (half the read's timeout: it used to wait all of it)
+        assert not closer.is_alive()
+        reader.join(15)
+        assert not reader.is_alive() and failed  # the read ended, refused, on its own
+        with pytest.raises(MirrorError, match="closed"):
+            sink.committed("g", [(TOPIC, 0)])
+        for conn in held:
+            conn.close()
