@@ -287,7 +287,7 @@ def test_closing_the_kafka_sink_waits_for_no_read_in_flight() -> None:
     with socket.socket() as silent:  # accepts, never answers: every read waits its timeout
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
-        sink = KafkaOffsetSink(f"127.0.0.1:{silent.getsockname()[1]}", timeout=8.0)
+        sink = KafkaOffsetSink(f"127.0.0.1:{silent.getsockname()[1]}", timeout=3.0)
         failed: list[BaseException] = []
 
         def read() -> None:
@@ -302,7 +302,7 @@ def test_closing_the_kafka_sink_waits_for_no_read_in_flight() -> None:
         held = [silent.accept()[0] for _ in range(2)]  # the sink's admin and the read's client
         closer = threading.Thread(target=sink.close)
         closer.start()
-        closer.join(4.0)  # (half the read's timeout: it used to wait all of it)
+        closer.join(1.5)  # (half the read's timeout: it used to wait all of it)
         assert not closer.is_alive()
         reader.join(15)
         assert not reader.is_alive() and failed  # the read ended, refused, on its own
