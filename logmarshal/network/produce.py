@@ -71,7 +71,8 @@ def produce_records(
                         f"for {timeout} s"
                     ) from None
             except KafkaException as exc:
-                raise _raise_from(exc, topic, partition) from None
+                if not _refreshed(producer, exc, topic, partition, deadline):
+                    raise _raise_from(exc, topic, partition) from None
     wait = _REPORT_WAIT_FIRST
     while len(reports) < len(records) and time.monotonic() < deadline:
         producer.poll(min(wait, max(0.0, deadline - time.monotonic())))
@@ -82,6 +83,25 @@ def produce_records(
     if isinstance(result, Exception):
         raise result
     return result
+
+
+def _refreshed(
+    producer: Producer, exc: KafkaException, topic: str, partition: int, deadline: float
+) -> bool:
+    """librdkafka refused a partition its metadata does not have yet (one just added):
+    read the topic's metadata again, which updates its cache; True when it has the
+    partition now (the record is handed over again). Its own refresh comes every 5 min."""
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError) or error.code() != KafkaError._UNKNOWN_PARTITION:
+        return False
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    try:
+        found = producer.list_topics(topic, timeout=left).topics.get(topic)
+    except KafkaException:
+        return False
+    return found is not None and found.error is None and partition in found.partitions
 
 
 def produce_one(

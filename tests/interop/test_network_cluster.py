@@ -71,6 +71,10 @@ def test_cluster_interface(cluster):
         cluster.produce("events", 7, records)
     grown = cluster.add_partitions("events", 3)
     assert grown.partitions == 3
+    # (librdkafka refused a partition its cached metadata lacked, for up to 5 min)
+    assert cluster.produce("events", 2, records[:1]).base_offset == 0
+    with pytest.raises((UnknownPartition, UnknownTopic)):
+        cluster.produce("events", 3, records)
     cluster.delete_topic("events")
     assert "events" not in cluster.topics()
 
