@@ -939,7 +939,7 @@ class Sim:
             self.at(
                 self.now + rng.randint(0, self.max_delay), lambda: self.fetch(inst, action, False)
             )
-        elif isinstance(action, LookUp) and self.mirror is not None and self.hand is None:
+        elif isinstance(action, LookUp) and self.mirror is not None:  # (never with a hand)
             mirror, key = self.mirror, (action.topic, action.partition)
 
             def read() -> None:  # (Kafka's committed offset as it is when the read lands)

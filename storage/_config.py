@@ -215,12 +215,6 @@ class TopicConfig:
         left out, ``kafka-configs --describe --all`` lacked two of Kafka's settings)."""
         return {"flush.messages": _NEVER, "flush.ms": _NEVER} | self.to_dict()
 
-    def overrides(self) -> dict[str, str]:
-        """The settings given explicitly (:attr:`explicit`), as :meth:`described` shows them:
-        what ``kafka-configs --describe`` lists as the topic's own."""
-        values = self.described()
-        return {name: values[name] for name in sorted(self.explicit) if name in values}
-
     @classmethod
     def from_dict(cls, d: Mapping[str, str | int]) -> TopicConfig:
         """Parse Kafka-named settings; unknown keys and bad values raise InvalidConfig."""

@@ -48,14 +48,13 @@ class CommittedReads:
         self._pending: set[Key] = set()
         self._answers: dict[Key, int | None] = {}
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._stopped = False
+        self._stop = threading.Event()  # closed (set under the lock)
         self._thread: threading.Thread | None = None
 
     def ask(self, keys: Sequence[Key]) -> None:
         """Read ``keys``' committed offsets (those not answered or asked already)."""
         with self._lock:
-            if self._stopped:
+            if self._stop.is_set():
                 return
             ready = [k for k in keys if k in self._answers]
             self._pending.update(k for k in keys if k not in self._answers)
@@ -85,9 +84,8 @@ class CommittedReads:
     def close(self) -> None:
         """Stop reading; a read in flight is not waited for (its answer is dropped)."""
         with self._lock:
-            self._stopped = True
+            self._stop.set()
             self._pending.clear()
-        self._stop.set()
         self._wake.set()
 
     def join(self, timeout: float) -> None:
@@ -102,7 +100,7 @@ class CommittedReads:
             self._wake.wait()
             with self._lock:
                 self._wake.clear()
-                if self._stopped:
+                if self._stop.is_set():
                     return
                 keys = sorted(self._pending)
             if not keys:
@@ -136,7 +134,7 @@ class CommittedReads:
                 pause, failing_since, said_at = FIRST_PAUSE, 0.0, 0.0
             refused = set(failed)
             with self._lock:
-                if self._stopped:
+                if self._stop.is_set():
                     return
                 done = [k for k in keys if k in self._pending and k not in refused]
                 for key in done:
