@@ -31,6 +31,7 @@ __all__ = [
     "KafkaOffsetSink",
     "MirrorError",
     "OffsetSink",
+    "broker_of",
     "changed_positions",
     "positions",
 ]
@@ -42,6 +43,13 @@ Positions = dict[tuple[str, int], int]
 #: logmarshal's broker names its cluster ``logmarshal-<crc>`` (``logmarshal`` bare in tests);
 #: Apache Kafka's cluster ids are base64 UUIDs (22 characters, no such prefix)
 LOGMARSHAL_CLUSTER_ID_PREFIX = "logmarshal"
+
+
+def broker_of(cluster_id: str | None) -> str:
+    """``"logmarshal"`` or ``"kafka"``: whose brokers gave ``cluster_id`` (a Metadata
+    response's)."""
+    return "logmarshal" if (cluster_id or "").startswith(LOGMARSHAL_CLUSTER_ID_PREFIX) else "kafka"
+
 
 #: Kafka group states of a group with no members (DEAD: no such group); any other state, or
 #: any member, is a live consumer group
@@ -158,9 +166,7 @@ class KafkaOffsetSink:
             cluster_id = self._admin.list_topics(timeout=self._timeout).cluster_id
         except KafkaException as exc:
             raise MirrorError(f"cannot read the cluster id: {exc.args[0]}") from None
-        if (cluster_id or "").startswith(LOGMARSHAL_CLUSTER_ID_PREFIX):
-            return "logmarshal"
-        return "kafka"
+        return broker_of(cluster_id)
 
     def live(self, group: str, attempts: int = 5, backoff: float = 0.2) -> str | None:
         """Why Kafka's group ``group`` is a live consumer group (its state and members), or

@@ -25,7 +25,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..admin.mirror import KafkaOffsetSink, MirrorError, OffsetSink, changed_positions
+from ..admin.mirror import (
+    KafkaOffsetSink,
+    MirrorError,
+    OffsetSink,
+    broker_of,
+    changed_positions,
+)
 from ..errors import LogmarshalError
 
 __all__ = [
@@ -315,8 +321,12 @@ def _kafka_sink(group: str, cluster: Any, *, required: bool) -> KafkaOffsetSink 
             )
         return None
     sink = KafkaOffsetSink(bootstrap, _client_config(cluster), timeout=10.0)
+    known = getattr(cluster, "cluster_id", None)
     try:
-        broker = sink.broker()
+        # the id the cluster read when it connected, if it has one: asking again could fail
+        # (brokers away for the sink's timeout), and under auto that turned the mirror, and
+        # so the committed-offset start, off for the Consumer's life
+        broker = broker_of(known) if isinstance(known, str) else sink.broker()
     except MirrorError as exc:
         if required:
             raise ValueError(f"mirror_offsets=True: {exc}") from None

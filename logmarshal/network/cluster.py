@@ -110,7 +110,9 @@ class NetworkCluster:
         except KafkaException as exc:  # an unknown setting, a value librdkafka refuses
             raise ValueError(f"config: {exc.args[0].str() if exc.args else exc}") from None
         try:
-            probe.list_topics(timeout=min(timeout, 10.0))
+            #: the cluster id the brokers gave at connection: whose brokers they are
+            #: (logmarshal's name theirs ``logmarshal...``) known without asking again
+            self.cluster_id: str | None = probe.list_topics(timeout=min(timeout, 10.0)).cluster_id
         except KafkaException as exc:
             raise NetworkError(f"cannot reach brokers at {bootstrap}: {exc}") from None
         finally:

@@ -286,3 +286,32 @@ def test_an_amo_group_whose_marshal_topic_was_deleted_hands_nothing_out_again(ka
     finally:
         consumer.close()
         marshaler.close()
+
+
+def test_a_kafka_away_at_the_consumers_start_does_not_turn_the_mirror_off(kafka, network, caplog):
+    """Brokers that stop answering right after the cluster connected (the node paused for
+    the sink's 10 s timeout): the mirror opens on what the connection said (Apache Kafka)
+    and commits once Kafka answers again. It asked Kafka again and, failing, turned itself
+    off for the Consumer's life: no offsets for Kafka's tools, and no committed-offset start
+    for a partition the coordination log has no position for."""
+    from logmarshal.consumer.mirror import open_mirror
+
+    topic = _topic(network, 1)
+    group = _name("away")
+    kafka.pause(1)
+    try:
+        with caplog.at_level(logging.WARNING):
+            mirror = open_mirror(group, network, None, lambda: {(topic, 0): 5},
+                                 interval=HB, clock=time.monotonic, name="m")  # fmt: skip
+    finally:
+        kafka.resume(1)
+    assert mirror is not None, caplog.text
+    try:
+        _wait(lambda: mirror.mirror_once(force=True) == 1, what="a commit once Kafka is back")
+        sink = KafkaOffsetSink(kafka.bootstrap)
+        try:
+            assert sink.committed(group, [(topic, 0)]) == {(topic, 0): 5}
+        finally:
+            sink.close()
+    finally:
+        mirror.close()

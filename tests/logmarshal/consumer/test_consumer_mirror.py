@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -17,6 +18,7 @@ from logmarshal.admin import read_coordination
 from logmarshal.admin.mirror import positions
 from logmarshal.consumer import Consumer
 from logmarshal.consumer.mirror import MirrorConflict, OffsetMirror, open_mirror
+from logmarshal.network import NetworkCluster
 
 from ..consumer_world import TOPIC, World, drain, no_threads_left, produce, wait_until
 
@@ -162,6 +164,25 @@ def test_auto_is_off_on_logmarshals_broker_and_true_says_why(tmp_path) -> None:
                 open_mirror(G, network, True, dict, **args)
         finally:
             network.close()
+
+
+def test_whose_brokers_is_known_from_the_connection(tmp_path) -> None:
+    """The broker's kind comes from the cluster id the cluster read when it connected: asked
+    again, brokers away for the sink's 10 s timeout turned the mirror (and the committed-offset
+    start) off for the Consumer's life under auto, and gave the wrong reason under True."""
+    from storage.broker import BrokerConfig, BrokerThread
+
+    args = dict(interval=1.0, clock=FakeClock(), name="m")
+    with BrokerThread(BrokerConfig(data_dir=tmp_path / "b", port=0)) as broker:
+        network = NetworkCluster(broker.bootstrap, timeout=5.0)
+    try:  # (the broker is gone)
+        assert network.cluster_id is not None and network.cluster_id.startswith("logmarshal")
+        started = time.monotonic()
+        with pytest.raises(ValueError, match="logmarshal's broker refuses OffsetCommit"):
+            open_mirror(G, network, True, dict, **args)
+        assert time.monotonic() - started < 5.0
+    finally:
+        network.close()
 
 
 # -- the Consumer's hook -----------------------------------------------------------------------
