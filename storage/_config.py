@@ -185,7 +185,9 @@ class TopicConfig:
     explicit: frozenset[str] = attrs.field(default=frozenset(), converter=_names, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        unknown = sorted(n for n in self.explicit if not isinstance(n, str) or n not in _KNOWN)
+        unknown = sorted(
+            (n for n in self.explicit if not isinstance(n, str) or n not in _KNOWN), key=repr
+        )
         if unknown:
             raise InvalidConfig(f"unknown topic config {unknown[0]!r} named as set")
         object.__setattr__(self, "explicit", self.explicit | _not_default(self))
@@ -221,6 +223,8 @@ class TopicConfig:
         kwargs: dict[str, Any] = {}
         noted: dict[str, str] = {}
         for key, raw in d.items():
+            if raw is None:  # (a replication-only one was kept as the text "None")
+                raise InvalidConfig(f"null value not supported for topic config {key!r}")
             attr_name = _BY_KAFKA_NAME.get(key)
             if attr_name is None:
                 if key in REPLICATION_ONLY_CONFIGS:

@@ -42,6 +42,7 @@ from storage._files import fsync_dir
 from storage._log import PartitionLog
 from storage._segment import FileHandles
 from storage._topics_meta import (
+    MAX_META_BYTES,
     META_VERSION,
     check_partition_count,
     read_meta,
@@ -360,9 +361,16 @@ class DataDir:
         }
         if self._deleting:
             meta["deleting"] = dict(sorted(self._deleting.items()))
+        data = json.dumps(meta, indent=1, sort_keys=True).encode("utf-8")
+        if len(data) > MAX_META_BYTES:  # (the next open would refuse it: nothing is written)
+            raise LimitExceeded(
+                f"the topics' metadata would be {len(data)} bytes, over the {MAX_META_BYTES} "
+                "a data directory opens with: the change is refused (fewer topics, or shorter "
+                "config values)"
+            )
         tmp = self.path / f"{_META_FILE}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=1, sort_keys=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._meta_path())

@@ -14,9 +14,15 @@ from typing import Any
 from storage._config import TopicConfig
 from storage._errors import InvalidConfig
 
-__all__ = ["alter_topic_config"]
+__all__ = ["NullConfigValue", "alter_topic_config"]
 
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+
+
+class NullConfigValue(InvalidConfig):
+    """A whole-set AlterConfigs names a setting with no value: Kafka answers INVALID_REQUEST."""
+
+
 _LIST_VALUED = frozenset({"cleanup.policy"})
 
 
@@ -29,7 +35,13 @@ def alter_topic_config(
     if len(set(names)) != len(names):
         raise InvalidConfig("a setting is named more than once in one resource")
     if not incremental:
-        return TopicConfig.from_dict({c.name: c.value for c in entries if c.value is not None})
+        # a null value was dropped and the whole set replaced without it: every other
+        # setting of the topic went back to its default (a compact topic became delete).
+        # Kafka refuses the request (INVALID_REQUEST, "Null value not supported")
+        nulls = [c.name for c in entries if c.value is None]
+        if nulls:
+            raise NullConfigValue(f"null value not supported for topic config {nulls[0]!r}")
+        return TopicConfig.from_dict({c.name: c.value for c in entries})
     changes: dict[str, str | None] = {}
     values = current.to_dict()
     for c in entries:

@@ -29,7 +29,7 @@ from storage._config import TopicConfig
 from storage._datadir import DataDir
 from storage._errors import InvalidConfig, StorageError
 
-from .alter import alter_topic_config
+from .alter import NullConfigValue, alter_topic_config
 from .cluster_file import ClusterLayout
 from .errors import ErrorCode, error_code_for
 from .pacing import Pace
@@ -116,6 +116,8 @@ class TopicAdminHandlers:
         count = _DEFAULT_PARTITIONS if topic.num_partitions == -1 else topic.num_partitions
         try:  # (a bad value was answered as INVALID_PARTITIONS: the message named no config)
             config = TopicConfig.from_dict({c.name: c.value for c in topic.configs})
+            # (a replication-only setting's was INVALID_PARTITIONS still: it is checked here)
+            config.check_settable()
         except InvalidConfig as exc:
             return ErrorCode.INVALID_CONFIG, str(exc)
         try:
@@ -290,6 +292,8 @@ class TopicAdminHandlers:
                 self.data_dir.check_alter(res.resource_name, config)
             else:
                 self.data_dir.alter_config(res.resource_name, config)
+        except NullConfigValue as exc:
+            return ErrorCode.INVALID_REQUEST, str(exc)
         except InvalidConfig as exc:
             return ErrorCode.INVALID_CONFIG, str(exc)
         except (StorageError, OSError) as exc:  # (OSError: the server dropped the client)

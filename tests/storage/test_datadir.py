@@ -27,6 +27,7 @@ from storage import (
     decode_records,
     encode_batch,
 )
+from storage._topics_meta import MAX_META_BYTES
 from tests.storage.conftest import FakeClock, batch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -405,7 +406,7 @@ def test_a_topics_json_that_is_no_regular_file_is_refused_at_once(tmp_path, kind
         os.mkfifo(meta)
     else:
         with open(meta, "wb") as f:
-            f.truncate(65 << 20)  # sparse: no disk used
+            f.truncate(MAX_META_BYTES + 1)  # sparse: no disk used
     says = "more than" if kind == "huge" else "is not a regular file"
     with pytest.raises(StorageError, match=says):
         DataDir(data)

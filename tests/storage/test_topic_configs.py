@@ -141,3 +141,9 @@ def test_alter_config_is_durable_and_in_force(tmp_path, clock) -> None:
         assert d.describe("t").config.retention_ms == 1234
         assert d.describe("t").config.compact
         assert d.describe("__internal").config.retention_ms == 5
+
+
+def test_explicit_names_of_mixed_types_are_an_invalid_config() -> None:
+    """A name that is no string among them raised TypeError (sorting mixed types)."""
+    with pytest.raises(InvalidConfig, match="unknown topic config"):
+        TopicConfig(explicit=[1, "no.such"])  # type: ignore[list-item]  # the wrong type tested

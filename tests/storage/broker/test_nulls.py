@@ -375,3 +375,72 @@ def test_produce_with_acks_0_gets_no_answer_and_the_next_request_is_served(broke
     with RawClient(broker.address) as client:
         client.send_raw(client.request_bytes(request))
         _serves_next(client)  # its answer is the next frame on the wire: nothing came before
+
+
+def _own(client: RawClient, topic: str) -> dict[str, str]:
+    r = DescribeConfigsRequest[1]
+    answer = client.call(
+        r(resources=[r.DescribeConfigsResource(2, topic, None)], include_synonyms=False),
+        DescribeConfigsResponse,
+    )
+    return {c.name: c.value for c in answer.results[0].configs if c.config_source == 1}
+
+
+def test_a_null_config_value_is_refused_as_kafka_refuses_it(broker) -> None:
+    """A config value is nullable in the schema, and Kafka refuses a null one: CreateTopics
+    with INVALID_CONFIG, the whole-set AlterConfigs with INVALID_REQUEST, nothing changed.
+    Before, CreateTopics stored a replication-only setting as the text ``"None"`` (and a null
+    ``min.insync.replicas`` was INVALID_PARTITIONS), and AlterConfigs dropped the null entry
+    and replaced the whole set without it: a compact topic went back to delete."""
+    create = CreateTopicsRequest[4]
+    topic = create.CreatableTopic
+
+    def created(name: str, configs: list[tuple[str, str | None]]) -> tuple[int, str]:
+        request = create(
+            topics=[
+                topic(
+                    name=name,
+                    num_partitions=1,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[topic.CreatableTopicConfig(name=k, value=v) for k, v in configs],
+                )
+            ],
+            timeout_ms=1000,
+            validate_only=False,
+        )
+        answer = client.call(request, CreateTopicsResponse).topics[0]
+        return answer.error_code, answer.error_message
+
+    alter = AlterConfigsRequest[1]
+    with RawClient(broker.address) as client:
+        for name in ("leader.replication.throttled.replicas", "min.insync.replicas", "segment.ms"):
+            code, message = created("nulled", [(name, None)])
+            assert code == ErrorCode.INVALID_CONFIG, (name, code, message)
+            assert "null value" in message
+        code, message = created("nulled", [("min.insync.replicas", "abc")])
+        assert code == ErrorCode.INVALID_CONFIG, (code, message)
+        own = {"cleanup.policy": "compact", "segment.ms": "60000", "retention.ms": "1000"}
+        assert created("kept", list(own.items())) == (0, None)
+        resource = alter.AlterConfigsResource
+        request = alter(
+            resources=[
+                resource(
+                    2,
+                    "kept",
+                    [
+                        resource.AlterableConfig("retention.ms", "604800000"),
+                        resource.AlterableConfig("segment.ms", None),
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+        answer = client.call(request, AlterConfigsResponse).responses[0]
+        assert answer.error_code == INVALID, (answer.error_code, answer.error_message)
+        assert _own(client, "kept") == own
+        _serves_next(client)
+    broker.__exit__(None, None, None)  # stop it to read its data directory
+    with DataDir(broker.config.data_dir) as d:
+        assert "nulled" not in d.topics()
+        assert d.describe("kept").config.cleanup_policy == "compact"
