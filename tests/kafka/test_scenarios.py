@@ -1,7 +1,10 @@
 """The real-process scenarios over Apache Kafka (the session's single node) instead of
 logmarshal's broker: member processes join, rebalance, are SIGKILLed, close gracefully,
-restart with their client id, and are woken stale after a SIGSTOP, with the checks the
-scenarios make on logmarshal's broker (ALO: 0 lost; AMO: 0 handed out twice).
+restart with their client id, and are woken stale after a SIGSTOP; a member frozen with its
+worker (pause); the admin resetting a live group (reset); and the node SIGKILLed and
+restarted under the group (broker-crash, on a node of its own), with the checks the
+scenarios make on logmarshal's broker (ALO: 0 lost; AMO: 0 handed out twice; reset: the
+group resumes exactly where it was set).
 
 The cluster is shared, so every run has a topic and a group of its own
 (:class:`scenarios.common.OnKafka` with a bootstrap); ``__marshal`` is shared, as on any
@@ -20,6 +23,7 @@ import pytest
 from logmarshal.localkafka import KafkaCluster
 from scenarios.common import OnKafka, Report, mode_for
 from scenarios.processes import SCENARIOS
+from scenarios.run_all import OWN_KAFKA
 from tests.scenarios.test_processes import _children
 
 pytestmark = [pytest.mark.kafka, pytest.mark.scenario]
@@ -40,6 +44,15 @@ RUNS = [
     ("zombie", 1),
     ("upgrade", 8),
     pytest.param("upgrade", 9, marks=pytest.mark.long),
+    # a member and its worker frozen (SIGSTOP) past the lease, woken: 7 s
+    ("pause", 10),
+    pytest.param("pause", 11, marks=pytest.mark.long),
+    # the admin resets the live group's position mid-flight (an operator): 9 s
+    ("reset", 13),
+    pytest.param("reset", 12, marks=pytest.mark.long),
+    # the node SIGKILLed and restarted under the group: a Kafka of its own, 45 s a mode
+    pytest.param("broker-crash", 14, marks=pytest.mark.long),
+    pytest.param("broker-crash", 15, marks=pytest.mark.long),
 ]
 
 #: the delivery checks of each mode, one of which a run must have made (handoff makes the
@@ -50,8 +63,14 @@ DELIVERY = {
 }
 
 
-def _run(name: str, seed: int, bootstrap: str) -> Report:
-    """One run on the shared Kafka; it leaves no member process behind."""
+#: scenarios whose invariant is not a mode's delivery: the group resumes where the admin
+#: set it (and nothing is handed out while the reset waits)
+INVARIANT = {"reset": ("every partition resumes exactly at", "nothing handed out during")}
+
+
+def _run(name: str, seed: int, bootstrap: str | None) -> Report:
+    """One run on the shared Kafka (``bootstrap``), or on a node of its own that it stops
+    (None: the scenarios that kill the node); it leaves no process behind."""
     before = _children()  # the session's Kafka node is one of them
     os.environ["SCENARIO_SHOW_OUTPUT"] = "1"  # a failure prints the children's output
     try:
@@ -73,13 +92,15 @@ def _id(run) -> str:
 
 @pytest.mark.parametrize(("name", "seed"), RUNS, ids=[_id(r) for r in RUNS])
 def test_scenario_passes_on_kafka(kafka: KafkaCluster, name: str, seed: int) -> None:
-    report = _run(name, seed, kafka.bootstrap)
+    own = name in OWN_KAFKA
+    report = _run(name, seed, None if own else kafka.bootstrap)
     mode = report.mode.split(",")[0]
-    assert "over Apache Kafka at " + kafka.bootstrap in report.mode, report.mode
+    where = "over Apache Kafka" if own else "over Apache Kafka at " + kafka.bootstrap
+    assert where in report.mode, report.mode
     failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
     assert report.ok, failed
     # the invariant of the mode was checked (and held), not skipped by an early return
-    made = [c for c in report.checks if c.name.startswith(DELIVERY[mode])]
+    made = [c for c in report.checks if c.name.startswith(INVARIANT.get(name, DELIVERY[mode]))]
     assert made and all(c.ok for c in made), [c.name for c in report.checks]
 
 
