@@ -29,6 +29,7 @@ __all__ = [
     "DataDirLocked",
     "InvalidConfig",
     "InvalidTopicName",
+    "LogTruncated",
     "LogmarshalError",
     "NetworkError",
     "NoPosition",
@@ -64,6 +65,26 @@ class NetworkError(RetriableError):
 #: What a background loop (replay, coordination, fetch) retries with a backoff rather than
 #: stop on: our transient errors, the log's own errors, and the operating system's.
 RETRIABLE: tuple[type[BaseException], ...] = (RetriableError, StorageError, OSError)
+
+
+class LogTruncated(OffsetOutOfRange):
+    """A data partition's log was cut below a reader's position and written on (an unclean
+    leader election, KIP-320's "log truncation"): the records from ``divergence`` on are not
+    the ones read before, though the log may hold the reader's offset again."""
+
+    def __init__(self, offset: int, start: int, end: int, divergence: int) -> None:
+        super().__init__(offset, start, end)
+        self.divergence = divergence
+        self.args = (
+            f"the log was cut at {divergence}, below offset {offset}, and written on "
+            f"(an unclean leader election?); it spans {start}..{end} now",
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[int, int, int, int]]:
+        return (
+            type(self),
+            (self.offset, self.log_start_offset, self.log_end_offset, self.divergence),
+        )
 
 
 class NoPosition(OffsetOutOfRange):

@@ -187,7 +187,7 @@ Key = tuple[str, int]
 WORLD_FIXES = frozenset(PROPERTIES)
 #: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
 CORE_FIXES = frozenset(
-    {"surprise", "stall", "fresh-ends", "reserved-confirm", "given-up", "live-gap"}
+    {"surprise", "stall", "fresh-ends", "reserved-confirm", "given-up", "live-gap", "cut-told"}
 )
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = (
@@ -293,8 +293,9 @@ class Result:
     #: takeovers, and by late heartbeats that name no tenure (:mod:`scenarios.sim_checks`)
     rewinds: tuple[int, int] = (0, 0)
     #: with the user-hand schedule (``--seeks``): (seeks, seeks refused, retentions, tail
-    #: cuts, fetches refused out of range), else None
-    hand: tuple[int, int, int, int, int] | None = None
+    #: cuts, fetches refused out of range, cuts below a reader told by leader epochs), else
+    #: None
+    hand: tuple[int, int, int, int, int, int] | None = None
     #: with the mirror schedule: (mirror writes, starts answered with a committed offset)
     mirror: tuple[int, int] | None = None
 
@@ -336,6 +337,7 @@ class Sim:
         stale_answers: bool = False,
         seeks: bool | str = False,
         mirror: bool = False,
+        epochs: bool = False,
     ) -> None:
         rng = self.rng = random.Random(seed)
         #: the stale-answer schedule (module docstring), off unless asked: its own generator
@@ -477,7 +479,9 @@ class Sim:
             self.bounded = Bounded(self, brng, HB)
             self.oracle = [self.world() for _ in range(self.ncoord)]  # with g's keys
         #: the user-hand schedule (:mod:`scenarios.sim_seeks`; ``--seeks``, else None)
-        self.hand = UserHand.drawn(self, seed, HB, deep=seeks == "deep") if seeks else None
+        self.hand = (
+            UserHand.drawn(self, seed, HB, deep=seeks == "deep", epochs=epochs) if seeks else None
+        )
         #: the mirror schedule (:mod:`scenarios.sim_mirror`): Kafka's committed offsets that
         #: start a partition with no position (not with the user hand, which answers look-ups)
         tasks = {} if self.sources == (TOPIC,) else {TOPIC: self.sources}
@@ -987,10 +991,13 @@ class Sim:
             self.at(self.now + HB // 2, lambda: self.fetch(inst, action, True))
             return
         records = tuple((o, b"") for o in range(action.offset, min(n, action.offset + 100)))
-        self.on(
-            inst,
-            lambda: self.step(inst, Fetched(action.token, action.topic, action.partition, records)),
-        )
+
+        def answer() -> None:
+            if self.hand is not None:
+                self.hand.fetched(inst, key, [o for o, _ in records])
+            self.step(inst, Fetched(action.token, action.topic, action.partition, records))
+
+        self.on(inst, answer)
 
     def land_late(self, action: Write, sent: int) -> None:
         """A write whose failure was reported lands after all (nobody hears of it)."""
@@ -1339,6 +1346,7 @@ def run_seed(
     stale_answers: bool = False,
     seeks: bool | str = False,
     mirror: bool = False,
+    epochs: bool = False,
 ) -> Result:
     return Sim(
         seed,
@@ -1351,6 +1359,7 @@ def run_seed(
         stale_answers=stale_answers,
         seeks=seeks,
         mirror=mirror,
+        epochs=epochs,
     ).run()
 
 
@@ -1426,6 +1435,12 @@ def main(argv: list[str] | None = None) -> int:
         "start moves up (retention) during the faults (scenarios/sim_seeks.py)",
     )
     parser.add_argument(
+        "--epochs",
+        action="store_true",
+        help="with --seeks: the edges tell a tail cut below what a member read by its "
+        "records' leader epochs (KIP-320), as the network reader does",
+    )
+    parser.add_argument(
         "--mirror",
         action="store_true",
         help="the mirror schedule: Kafka's committed offsets of the group, written late by "
@@ -1443,6 +1458,10 @@ def main(argv: list[str] | None = None) -> int:
         opts["stale_answers"] = True
     if args.seeks:
         opts["seeks"] = "deep" if args.read_ahead else True
+    if args.epochs:
+        if not args.seeks:
+            parser.error("--epochs goes with --seeks (its tail cuts)")
+        opts["epochs"] = True
     if args.mirror:
         opts["mirror"] = True
     if args.seed is not None:
@@ -1459,7 +1478,8 @@ def main(argv: list[str] | None = None) -> int:
     bounded = truncations = gaps = 0
     upgrades = [0, 0, 0, 0, 0]  # seeds, rolling restarts done, restarts, old snapshots, passed
     takeover_rewinds = unnamed_rewinds = unnamed_seeds = 0  # positions moved back, allowed
-    hand = [0] * 6  # seeds, seeks, seeks refused, retentions, tail cuts, fetches out of range
+    # seeds, seeks, seeks refused, retentions, tail cuts, fetches out of range, cuts told
+    hand = [0] * 7
     mirrored = [0] * 3  # seeds, mirror writes, starts answered with a committed offset
     t0 = time.perf_counter()
     for seed in seeds:
@@ -1503,7 +1523,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         + (
             f"user-hand seeds: {hand[0]} ({hand[1]} seeks, {hand[2]} refused, {hand[3]} "
-            f"retentions, {hand[4]} tail cuts, {hand[5]} fetches out of range)  "
+            f"retentions, {hand[4]} tail cuts, {hand[5]} fetches out of range, {hand[6]} "
+            "cuts below a reader told by leader epochs)  "
             if args.seeks
             else ""
         )

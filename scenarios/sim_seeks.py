@@ -30,6 +30,13 @@ schedule makes them:
   not handed out, and one seed in four resets "error" (user code answers NoStart with a
   seek).
 
+- **Cuts told by leader epochs** (``--seeks --epochs``): the edge remembers the generation
+  of the log (a tail cut starts a new one, as an election a new leader epoch) of the last
+  records it gave each member, and a fetch at or below them, after a cut below it, is
+  refused naming the cut point (``OutOfRange.diverged``), as the network reader tells it
+  (``logmarshal/network/epochs.py``, KIP-320): ALO goes back to the cut point (the checks
+  allow its position back there, as after its own seek), AMO goes on from its position.
+
 What the checks allow (:mod:`scenarios.sim_checks`): ALO may skip what a seek forward
 skipped (from what the seeking instance had handed out up to its target), what the log
 deleted before anybody read it, and under "latest" what lies between the refused offset
@@ -56,10 +63,25 @@ Key = tuple[str, int]
 class UserHand:
     """The seeks and the moving log start of one seed."""
 
-    def __init__(self, sim: Sim, seed: int, hb: int, deep: bool = False) -> None:
+    def __init__(
+        self, sim: Sim, seed: int, hb: int, deep: bool = False, epochs: bool = False
+    ) -> None:
         self.sim = sim
         self.hb = hb
         self.rng = random.Random(f"seeks/{seed}")
+        #: ``--epochs``: the edge tells a cut below what it gave a member (its own generator)
+        self.epochs = epochs
+        self.erng = random.Random(f"seeks-epochs/{seed}")
+        #: per data partition, the first offset and generation of each stretch of its log
+        #: written since a cut (a tail cut starts a new generation, as a new leader epoch)
+        self.gens: dict[Key, list[tuple[int, int]]] = {k: [(0, 0)] for k in sim.produced}
+        #: (instance, key) -> (next offset, generation) after the last records given it
+        self.seen: dict[tuple[Any, Key], tuple[int, int]] = {}
+        #: ALO: (instance, key) -> (epoch, offsets): what was written since a cut below what
+        #: it handed out, told it: it goes back and hands those out first, within its tenure,
+        #: unless user code seeks or retention deletes them first
+        self.cut_owed: dict[tuple[Any, Key], tuple[int | None, set[int]]] = {}
+        self.told = 0
         #: the deep variant (``--seeks --read-ahead``): members read ahead as a Consumer does
         #: (prefetch up to 500), and retention and tail cuts land inside what a member read
         #: and has not handed out; its own generator (the plain schedule's draws unchanged)
@@ -82,11 +104,13 @@ class UserHand:
             self.reset = "error"
 
     @classmethod
-    def drawn(cls, sim: Sim, seed: int, hb: int, deep: bool = False) -> UserHand | None:
+    def drawn(
+        cls, sim: Sim, seed: int, hb: int, deep: bool = False, epochs: bool = False
+    ) -> UserHand | None:
         """This seed's hand, if it gets one (partition seeds with faults)."""
         if not sim.faults or sim.sources != (sim.topic,):
             return None
-        return cls(sim, seed, hb, deep)
+        return cls(sim, seed, hb, deep, epochs)
 
     def prefetch(self, batch: int) -> int | None:
         """A new member's prefetch (None: the simulator's, one batch)."""
@@ -131,13 +155,28 @@ class UserHand:
         sim.at(sim.now + drng.randint(self.hb // 2, 3 * self.hb), lambda: sim.on(inst, resume))
 
     def handed(self, inst: Any, key: Key, offsets: list[int]) -> None:
-        """ALO: ``inst`` handed out ``offsets``: nothing it kept before them is skipped."""
-        kept = self.kept.get((inst.me, key))
+        """ALO: ``inst`` handed out ``offsets``: nothing it owes before them is skipped
+        (what it read before retention deleted it; what was written since a cut below it)."""
+        for owing, why in (
+            (self.kept, "read before retention deleted it"),
+            (self.cut_owed, "written since a cut below it"),
+        ):
+            self._owed(owing, why, inst, key, offsets)
+
+    def _owed(
+        self,
+        owing: dict[tuple[Any, Key], tuple[int | None, set[int]]],
+        why: str,
+        inst: Any,
+        key: Key,
+        offsets: list[int],
+    ) -> None:
+        kept = owing.get((inst.me, key))
         if kept is None:
             return
         epoch, owed = kept
         if inst.core.epoch(*key) != epoch:
-            del self.kept[(inst.me, key)]  # another tenure: its buffer was dropped with it
+            del owing[(inst.me, key)]  # another tenure: its buffer was dropped with it
             return
         owed.difference_update(offsets)
         skipped = sorted(o for o in owed if o < offsets[0])
@@ -145,11 +184,11 @@ class UserHand:
             self.sim.checks.fail(
                 self.sim.now,
                 f"ALO: {inst.me} skipped {key} {skipped[0]}..{skipped[-1]} ({len(skipped)}), "
-                f"read before retention deleted it, handing out {offsets[0]}",
+                f"{why}, handing out {offsets[0]}",
             )
             owed.difference_update(skipped)
         if not owed:
-            del self.kept[(inst.me, key)]
+            del owing[(inst.me, key)]
 
     def begin(self) -> None:
         self.sim.at(self.rng.randint(self.hb, 3 * self.hb), self.act)
@@ -197,6 +236,9 @@ class UserHand:
                 if below:
                     epoch, owed = self.kept.get((inst.me, key), (inst.core.epoch(*key), set()))
                     self.kept[(inst.me, key)] = (epoch, owed | below)
+        for (_, owed_key), (_, owed) in self.cut_owed.items():
+            if owed_key == key:  # (retention deletes them first: nobody can hand them out)
+                owed.difference_update(range(min(owed, default=new), new))
         self.start[key] = new
         self.truncations += 1
         sim.note(f"RETENTION {key} starts at {new} (end {end})")
@@ -222,6 +264,11 @@ class UserHand:
             if read_ahead:
                 new = self.drng.choice(read_ahead)
         sim.produced[key] = new
+        gens = self.gens[key]
+        generation = gens[-1][1] + 1
+        while gens and gens[-1][0] >= new:
+            gens.pop()
+        gens.append((new, generation))
         self.cuts += 1
         sim.note(f"TAIL CUT {key} ends at {new} (was {end})")
         # a position now beyond the end is out of range: a member's at its refused fetch,
@@ -276,6 +323,7 @@ class UserHand:
             return
         self.seeks += 1
         self.kept.pop((inst.me, key), None)  # (a seek drops what was read)
+        self.cut_owed.pop((inst.me, key), None)
         sim.note(f"{inst.me} SEEKS {key} to {target} (handed through {through})")
         sim.checks.sought(sim.now, key, -1 if through is None else through, target, inst.me)
         sim.step(inst, Tick())  # (a Consumer's next pass acts on it)
@@ -299,11 +347,62 @@ class UserHand:
             sim.checks.sought(sim.now, key, resume, start, inst and inst.me)
         return Bounds(action.token, action.topic, action.partition, start, end)
 
+    def fetched(self, inst: Any, key: Key, offsets: list[int]) -> None:
+        """The edge gave ``inst`` records at ``offsets``: it remembers their generation."""
+        if self.epochs and offsets:
+            last = offsets[-1]
+            generation = max(g for start, g in self.gens[key] if start <= last)
+            self.seen[(inst.me, key)] = (last + 1, generation)
+
+    def _cut_below(self, inst: Any, key: Key, offset: int) -> int | None:
+        """Where ``key``'s log was cut below ``offset`` since the edge gave ``inst`` records
+        up to it (the end of their generation's stretch now), or None."""
+        seen = self.seen.get((inst.me, key))
+        if seen is None or offset > seen[0]:
+            return None
+        later = [start for start, g in self.gens[key] if g > seen[1]]
+        end = later[0] if later else self.sim.produced[key]
+        if end >= offset:
+            return None
+        del self.seen[(inst.me, key)]
+        return end
+
+    def _tell_cut(self, inst: Any, action: Fetch, cut: int) -> None:
+        """Refuse ``action`` naming the cut point, with the bounds read after the refusal."""
+        sim = self.sim
+        key = (action.topic, action.partition)
+        self.told += 1
+
+        def answer() -> None:
+            bounds = (self.start[key], sim.produced[key])
+            sim.note(f"{inst.me} CUT BELOW {key} at {cut} (fetch at {action.offset}), {bounds}")
+            buffered, next_fetch, token = inst.core.read_ahead(*key) or ([], None, None)
+            position = buffered[0] if buffered else next_fetch
+            if token == action.token and position is not None and position > cut:
+                # what it handed out was cut: ALO goes back to the cut point, and its
+                # position may move back there, as after its own seek
+                through = inst.core.handed_through(*key)
+                sim.checks.sought(sim.now, key, cut - 1 if through is None else through, cut,
+                                  inst.me)  # fmt: skip
+                if sim.mode == "alo":
+                    # and hands out first what was written there since the cut, in order
+                    epoch, owed = self.cut_owed.get((inst.me, key), (inst.core.epoch(*key), set()))
+                    self.cut_owed[(inst.me, key)] = (epoch, owed | set(range(cut, position)))
+            sim.step(inst, OutOfRange(action.token, *key, *bounds, cut))
+
+        sim.at(sim.now + self.erng.randint(0, sim.max_delay), lambda: sim.on(inst, answer))
+
     def refuses(self, inst: Any, action: Fetch) -> bool:
-        """Is ``inst``'s fetch ``action`` outside the log (then it is answered OutOfRange,
-        with the bounds read later)?"""
+        """Is ``inst``'s fetch ``action`` outside the log, or (``--epochs``) at or below
+        records given it that a cut since has taken (then it is answered OutOfRange, with
+        the bounds read later)?"""
         key = (action.topic, action.partition)
         sim = self.sim
+        if self.epochs:
+            cut = self._cut_below(inst, key, action.offset)
+            if cut is not None:
+                self._tell_cut(inst, action, cut)
+                return True
         if self.start[key] <= action.offset <= sim.produced[key]:
             return False
         self.out_of_range += 1
@@ -330,5 +429,12 @@ class UserHand:
         sim.at(sim.now + self.rng.randint(0, sim.max_delay), lambda: sim.on(inst, answer))
         return True
 
-    def summary(self) -> tuple[int, int, int, int, int]:
-        return (self.seeks, self.refused_seeks, self.truncations, self.cuts, self.out_of_range)
+    def summary(self) -> tuple[int, int, int, int, int, int]:
+        return (
+            self.seeks,
+            self.refused_seeks,
+            self.truncations,
+            self.cuts,
+            self.out_of_range,
+            self.told,
+        )

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..errors import LogmarshalError
+from ..network.cluster import LOGMARSHAL_CLUSTER_ID_PREFIX, broker_of
 from .describe import require_group
 from .reader import CoordinationState
 
@@ -39,17 +40,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Positions = dict[tuple[str, int], int]
-
-#: logmarshal's broker names its cluster ``logmarshal-<crc>`` (``logmarshal`` bare in tests);
-#: Apache Kafka's cluster ids are base64 UUIDs (22 characters, no such prefix)
-LOGMARSHAL_CLUSTER_ID_PREFIX = "logmarshal"
-
-
-def broker_of(cluster_id: str | None) -> str:
-    """``"logmarshal"`` or ``"kafka"``: whose brokers gave ``cluster_id`` (a Metadata
-    response's)."""
-    return "logmarshal" if (cluster_id or "").startswith(LOGMARSHAL_CLUSTER_ID_PREFIX) else "kafka"
-
 
 #: Kafka group states of a group with no members (DEAD: no such group); any other state, or
 #: any member, is a live consumer group

@@ -394,6 +394,7 @@ class MemberFetcher:
                         read.partition,
                         error.log_start_offset,
                         error.log_end_offset,
+                        getattr(error, "divergence", None),  # (LogTruncated's)
                     )
                 )
             elif isinstance(error, ClosedError):

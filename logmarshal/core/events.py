@@ -103,13 +103,17 @@ class Fetched:
 
 @attrs.frozen
 class OutOfRange:
-    """A fetch ``token`` was refused: its offset is outside the log ``[start, end]``."""
+    """A fetch ``token`` was refused: its offset is outside the log ``[start, end]``, or
+    ``diverged`` says the log was cut at that offset below the fetch and written on (an
+    unclean leader election, told by the leader epochs of what the edge read: KIP-320), so
+    the records from there on are not those read before, whatever the bounds hold."""
 
     token: int
     topic: str
     partition: int
     start: int
     end: int
+    diverged: int | None = None
 
 
 @attrs.frozen

@@ -47,6 +47,9 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         return
     held.fetch_token = None
     offset = held.next_fetch
+    if event.diverged is not None and event.diverged < offset and st.cut_told:
+        _diverged(st, held, event.diverged)
+        return
     if event.start < 0 or event.end < 0:
         # bounds unknown (the edge could not read them: network/fetch_client._bound): no
         # reset on them (ALO went to offset -1, a heartbeat of -2 the log's codec refuses);
@@ -113,6 +116,53 @@ def on_out_of_range(st: MemberState, now: int, event: OutOfRange, out: list[Acti
         held.next_fetch = target
         return
     move(st, held, target)
+
+
+def _diverged(st: MemberState, held: Held, at: int) -> None:
+    """The log was cut at ``at``, below what ``held`` fetched, and written on (an unclean
+    leader election): what was read from ``at`` on is not in the log. Before, the bounds
+    held the offset again once the log grew back, and the member fetched on from it: the
+    records written at ``at`` and after since the cut were skipped, ALO too, without a word.
+
+    What was read and not handed out from ``at`` on is dropped. If nothing handed out was cut
+    (only a read-ahead), reading goes on from ``at``. Else ALO goes back to ``at`` (Kafka's
+    consumer resets to the divergence point): what was written there since is handed out;
+    what was handed out there before is gone with the cut. AMO hands no offset out twice: it
+    goes on from its position, and what was written below it since the cut is not handed out."""
+    buffer = held.buffer
+    offset_of = st.offset_of
+    assert held.next_fetch is not None
+    position = offset_of(buffer[0]) if buffer else held.next_fetch  # first not handed out
+    if position <= at:
+        while buffer and offset_of(buffer[-1]) >= at:
+            buffer.pop()
+        held.next_fetch = at
+        held.fetch_after = 0
+        log.warning(
+            "%s: %s/%d: the log was cut at %d and written on (an unclean leader election?); "
+            "what was read ahead from there is read again",
+            me(st), held.topic, held.partition, at,
+        )  # fmt: skip
+        return
+    lost = f"{at}..{position - 1}"
+    if st.options.mode != "amo":
+        log.error(
+            "%s: %s/%d: the log was cut at %d, below the position %d, and written on (an "
+            "unclean leader election?): records %s handed out before are gone; handing out "
+            "what was written there since",
+            me(st), held.topic, held.partition, at, position, lost,
+        )  # fmt: skip
+        move(st, held, at)
+        return
+    log.error(
+        "%s: %s/%d: the log was cut at %d, below the position %d, and written on (an unclean "
+        "leader election?): the records written at %s since are not handed out (AMO hands no "
+        "offset out twice)",
+        me(st), held.topic, held.partition, at, position, lost,
+    )  # fmt: skip
+    buffer.clear()
+    held.next_fetch = position
+    held.fetch_after = 0
 
 
 def on_bounds(st: MemberState, now: int, event: Bounds, out: list[Action]) -> None:

@@ -69,9 +69,20 @@ Key = tuple[str, int]
 #: we take it up again, as before, and a late attempt of the release ends it under us), and
 #: stopping an instance whose replay lost records after it began to act ("live-gap",
 #: ``MemberCore._apply``: without it, it regains its partitions after the admin's reset as a
-#: cold start does, as before, though the lost records may have fenced it).
+#: cold start does, as before, though the lost records may have fenced it), and going
+#: back to where the data log was cut below what it read ("cut-told", ``fetching._diverged``:
+#: without it, it fetches on from its offset, as before, skipping what was written since).
 CORE_SWITCHES = frozenset(
-    {"surprise", "stall", "retake", "fresh-ends", "reserved-confirm", "given-up", "live-gap"}
+    {
+        "surprise",
+        "stall",
+        "retake",
+        "fresh-ends",
+        "reserved-confirm",
+        "given-up",
+        "live-gap",
+        "cut-told",
+    }
 )
 
 
@@ -170,6 +181,8 @@ class MemberState:
     keep_given_up: bool
     #: a gap found after the start-up replay stops this instance ("live-gap")
     live_gap: bool
+    #: go back to where the data log was cut below what was read (``fetching._diverged``)
+    cut_told: bool
     topics: tuple[tuple[str, int], ...]
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
     tasks: dict[str, tuple[str, ...]]
@@ -286,6 +299,7 @@ def new_state(
         reserved_confirm="reserved-confirm" not in without,
         keep_given_up="given-up" not in without,
         live_gap="live-gap" not in without,
+        cut_told="cut-told" not in without,
         topics=options.topics,
         tasks=dict(options.tasks),
         shared_targets=shared_targets,

@@ -40,8 +40,9 @@ from ..errors import (
 from . import admin_requests
 from .error_map import _leader_moving, _map_error, _raise_from, result_of
 from .fetch_client import _batch_transport, _BatchReader, _SplitLeaders
+from .partition_reader import _PartitionReader
 from .produce import produce_records
-from .readers import _PartitionReader, _Reader
+from .readers import _Reader
 from .reports import DeliveryReports
 from .settings import (
     _config_to_send,
@@ -52,11 +53,22 @@ from .settings import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NetworkCluster"]
+__all__ = ["LOGMARSHAL_CLUSTER_ID_PREFIX", "NetworkCluster", "broker_of"]
 
 _MAX_READERS = 64
 #: a durable producer failed for good is replaced at most this often after the first time
 _REMAKE_AFTER = 5.0
+
+
+#: logmarshal's broker names its cluster ``logmarshal-<crc>`` (``logmarshal`` bare in tests);
+#: Apache Kafka's cluster ids are base64 UUIDs (22 characters, no such prefix)
+LOGMARSHAL_CLUSTER_ID_PREFIX = "logmarshal"
+
+
+def broker_of(cluster_id: str | None) -> str:
+    """``"logmarshal"`` or ``"kafka"``: whose brokers gave ``cluster_id`` (a Metadata
+    response's)."""
+    return "logmarshal" if (cluster_id or "").startswith(LOGMARSHAL_CLUSTER_ID_PREFIX) else "kafka"
 
 
 #: how long every metadata request through one admin client may fail before it is replaced
@@ -224,7 +236,12 @@ class NetworkCluster:
         self._check_open()
         check_max_bytes(max_bytes)
         return _Reader(
-            self._consumer_conf(), self._timeout, max_bytes, self._bounds, log_ends=self._ends
+            self._consumer_conf(),
+            self._timeout,
+            max_bytes,
+            self._bounds,
+            log_ends=self._ends,
+            epoch_end=self.epoch_end,
         )
 
     def _bounds(
@@ -590,6 +607,19 @@ class NetworkCluster:
         reader = self._batch_reader(topic, (partition,))
         with reader.lock:
             return reader.bounds(partition)
+
+    def epoch_end(self, topic: str, partition: int, epoch: int) -> int | None:
+        """Where the partition's log of leader epoch ``epoch`` ends on its leader now
+        (KIP-320's OffsetForLeaderEpoch), asked on the replay's connection to it: the member
+        reader's check after a leader change. None where it cannot be known here: on
+        logmarshal's broker (one copy of each partition: no election cuts a log), over a
+        connection only librdkafka speaks, or when the leader answers with an error."""
+        self._check_open()
+        if not self._batches_ok or broker_of(self.cluster_id) == "logmarshal":
+            return None
+        reader = self._batch_reader(topic, (partition,))
+        with reader.lock:
+            return reader.epoch_end(partition, epoch)
 
     def _read(
         self, topic: str, partition: int, offset: int, read: Any, *, committed: bool = True

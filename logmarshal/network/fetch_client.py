@@ -72,6 +72,17 @@ _LIST_OFFSETS_VERSION = 2
 _LIST_OFFSETS_HEAD = struct.Struct(">ibih")
 _LIST_OFFSETS_PARTITION = struct.Struct(">iq")
 _LIST_OFFSETS_ANSWER = struct.Struct(">ihqq")
+# OffsetForLeaderEpoch v3 (KIP-320; no flexible fields; Kafka 4 serves v2..v4): where the
+# leader's log of an epoch ends, asked after a data partition's leader changed under a
+# member's reader (an unclean election may have cut the log below the member's position).
+# The body's head (replica id -1, one topic, its name's length), the partition asked (index,
+# current leader epoch -1: not fenced by it, the epoch asked), an answered partition (error
+# code, index, the largest epoch at or below the one asked, the offset where its log ends)
+_EPOCH_API_KEY = 23
+_EPOCH_VERSION = 3
+_EPOCH_HEAD = struct.Struct(">iih")
+_EPOCH_PARTITION = struct.Struct(">iii")
+_EPOCH_ANSWER = struct.Struct(">hiiq")
 _EARLIEST = -2
 _LATEST = -1
 _OFFSET_OUT_OF_RANGE = 1
@@ -311,6 +322,41 @@ def decode_list_offsets(frame: bytes, correlation_id: int) -> dict[str, dict[int
     return out
 
 
+def encode_epoch_end(
+    correlation_id: int, topic: str, partition: int, epoch: int, client_id: bytes = _CLIENT_ID
+) -> bytes:
+    """A framed OffsetForLeaderEpoch v3 of one partition at leader epoch ``epoch``."""
+    name = topic.encode()
+    body = b"".join(
+        (
+            _FETCH_HEADER.pack(_EPOCH_API_KEY, _EPOCH_VERSION, correlation_id, len(client_id)),
+            client_id,
+            _EPOCH_HEAD.pack(-1, 1, len(name)),
+            name,
+            _I32.pack(1),
+            _EPOCH_PARTITION.pack(partition, -1, epoch),
+        )
+    )
+    return _I32.pack(len(body)) + body
+
+
+def decode_epoch_end(frame: bytes, correlation_id: int) -> dict[str, dict[int, tuple[int, int]]]:
+    """An OffsetForLeaderEpoch v3 answer as each topic's partitions answered without an error,
+    with (the epoch found, the offset its log ends at); ConnectionError if it answers another
+    request, ValueError (or struct.error) if it does not parse."""
+    pos = 12
+    out: dict[str, dict[int, tuple[int, int]]] = {}
+    for _ in range(_answer_topics(frame, correlation_id)):
+        name, count, pos = _topic_at(frame, pos)
+        found = out.setdefault(name, {})
+        for _ in range(count):
+            code, index, epoch, end = _EPOCH_ANSWER.unpack_from(frame, pos)
+            pos += _EPOCH_ANSWER.size
+            if code == 0:
+                found[index] = (epoch, end)
+    return out
+
+
 class _SplitLeaders(Exception):
     """The partitions asked for together have more than one leader (one request cannot
     carry them: the caller fetches each on its own)."""
@@ -522,6 +568,32 @@ class _BatchReader:
                 return start[partition], end[partition]
             self.close()  # an error code (not the leader any more): ask the metadata again
         raise NetworkError(f"{self._topic}/{partition}: its leader did not say its bounds")
+
+    def epoch_end(self, partition: int, epoch: int) -> int | None:
+        """Where ``partition``'s log of leader epoch ``epoch`` ends on its leader now (the
+        first offset of the next epoch it has, or its log end): below a reader's position
+        after the leader changed, the log was cut under it. None when the leader does not
+        answer it (an error code; logmarshal's broker, whose partitions have one copy)."""
+        for attempt in range(2):
+            try:
+                answer = self._round_trip(
+                    lambda cid: encode_epoch_end(cid, self._topic, partition, epoch),
+                    decode_epoch_end,
+                    0.0,
+                )
+            except (OSError, ValueError, struct.error) as exc:
+                self.close()
+                if attempt:
+                    raise NetworkError(
+                        f"asking {self._topic}/{partition}'s leader where epoch {epoch} ends: {exc}"
+                    ) from None
+                continue
+            found = answer.get(self._topic, {}).get(partition)
+            if found is not None:
+                # (-1: the epoch is past the leader's own: a leader that is not the newest)
+                return found[1] if found[1] >= 0 else None
+            self.close()  # an error code (not the leader any more?): ask the metadata again
+        return None
 
     def _list(self, offsets: Mapping[int, int], spec: int) -> dict[int, int]:
         """One ListOffsets of ``offsets``' partitions at ``spec`` (earliest or latest): the

@@ -22,7 +22,7 @@ from logmarshal.consumer.fetcher import MemberFetcher
 from logmarshal.core import Bounds, Event, Fetch, Fetched, LookUp
 from logmarshal.errors import NetworkError
 from logmarshal.metrics import MarshalerMetrics
-from logmarshal.network import readers
+from logmarshal.network import partition_reader, readers
 from storage import NewRecord
 from tests.collections_seen import collections_seen
 
@@ -570,7 +570,7 @@ def test_a_partition_reader_whose_librdkafka_consumer_stopped_is_replaced(
     restore) answered nothing below the log end when librdkafka had stopped fetching the
     partition (librdkafka#5153, made here by pausing it), for as long as the reader lived.
     It replaces that consumer, once per call, as the member's fetch loop does."""
-    monkeypatch.setattr(readers, "_EMPTY_CHECK_WAIT", 1.0)
+    monkeypatch.setattr(partition_reader, "_EMPTY_CHECK_WAIT", 1.0)
     with connect(bootstrap=broker.bootstrap) as cluster:
         cluster.create_topic("t", 1)
         _produce(cluster, "t", 0, 5)

@@ -515,3 +515,27 @@ def test_an_out_of_range_fetch_says_where_the_log_starts_and_ends(
     assert (before_start.value.log_start_offset, before_start.value.log_end_offset) == (4, 7)
     assert cluster.log_bounds(topic, 0) == (4, 7)
     assert cluster.log_bounds(topic, 1) == (0, 3)
+
+
+def test_where_a_leader_epoch_ends_is_asked_of_the_leader(bootstrap: str, cluster) -> None:
+    """OffsetForLeaderEpoch (KIP-320), what the member reader asks after a leader change:
+    the epoch the records were written under ends at the log end, and one past the
+    leader's own is not known (Kafka answers -1: never taken for a cut at -1); the records
+    carry their epoch, as librdkafka reports it."""
+    from confluent_kafka import Consumer as KafkaConsumer
+    from confluent_kafka import TopicPartition
+
+    topic = _name("epochs")
+    cluster.create_topic(topic, partitions=1)
+    _produce(bootstrap, topic, [_pairs("a", 5)], partition=0)
+    reader = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": _name("g")})
+    try:
+        reader.assign([TopicPartition(topic, 0, 0)])
+        got = reader.consume(5, 10)
+        epochs = {m.leader_epoch() for m in got if m.error() is None}
+    finally:
+        reader.close()
+    assert len(epochs) == 1 and None not in epochs, epochs
+    (epoch,) = epochs
+    assert cluster.epoch_end(topic, 0, epoch) == 5
+    assert cluster.epoch_end(topic, 0, epoch + 7) is None

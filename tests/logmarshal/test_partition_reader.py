@@ -1,4 +1,4 @@
-"""The one-partition reader (``network.readers._PartitionReader``) over a scripted librdkafka:
+"""The one-partition reader (``network.partition_reader._PartitionReader``) over a scripted librdkafka:
 offsets that hold no record to hand out (transaction markers, aborted records) and the
 position librdkafka answers right after an assign, in the orders a real one produces them
 only now and then (tests/kafka/test_reader.py has the same reads on Apache Kafka).
@@ -16,7 +16,7 @@ from confluent_kafka import Message as KafkaMessage
 from confluent_kafka import TopicPartition
 
 from logmarshal.cluster import PastMarkers
-from logmarshal.network import readers
+from logmarshal.network import partition_reader as readers
 
 TOPIC = "t"
 _INVALID = -1001  # librdkafka's OFFSET_INVALID: no position yet

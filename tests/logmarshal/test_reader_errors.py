@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from logmarshal.errors import OffsetOutOfRange
-from logmarshal.network.readers import _PartitionReader, _Reader
+from logmarshal.network.partition_reader import _PartitionReader
+from logmarshal.network.readers import _Reader
 
 TOPIC = "t"
 CONF = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "log_level": 0}

@@ -434,3 +434,28 @@ def test_an_instance_that_finds_a_gap_after_it_began_to_act_stops(seed):
     assert any("HALTS" in line and "are gone" in line for line in without.trace)
     fixed = run_seed(seed, seeks=True)
     assert fixed.violations == ()
+
+
+#: ``--seeks --read-ahead --epochs`` (scenarios/sim_seeks.py, "Cuts told by leader epochs"):
+#: the edge tells a tail cut below what it gave a member, as the network reader tells an
+#: unclean election's (logmarshal/network/epochs.py, KIP-320). Seeds 0..1,999 held
+#: (docs/simulation.md)
+EPOCH_SEEDS = range(20)
+#: seeds on which ALO skips what was written since a cut below its position once the core
+#: fetches on from its offset instead of going back to the cut point (``--without
+#: cut-told``, the core before 2026-12-07): 54 and 79 of seeds 0..119
+CUT_TOLD_SEEDS = (54, 79)
+
+
+def test_cuts_told_by_leader_epochs_hold_every_invariant():
+    results = [run_seed(s, seeks="deep", epochs=True) for s in EPOCH_SEEDS]
+    assert [(r.seed, r.violations[:2]) for r in results if r.violations] == []
+    told = sum(r.hand[5] for r in results if r.hand is not None)
+    assert told > 3, [r.hand for r in results]
+
+
+@pytest.mark.parametrize("seed", CUT_TOLD_SEEDS)
+def test_a_cut_told_is_gone_back_to_and_found_when_it_is_not(seed):
+    without = run_seed(seed, seeks="deep", epochs=True, without=frozenset({"cut-told"}))
+    assert any("written since a cut below it" in v for v in without.violations), without.violations
+    assert run_seed(seed, seeks="deep", epochs=True).violations == ()

@@ -1,0 +1,106 @@
+"""The member reader's check that a data log was not cut under it (``network/epochs.py``,
+KIP-320), over a scripted leader: when it asks, and what it concludes."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from logmarshal.errors import NetworkError
+from logmarshal.network.epochs import EpochWatch
+
+K = ("t", 0)
+
+
+class Leader:
+    """Where each leader epoch's log ends now; ``fail``: the next ask raises."""
+
+    def __init__(self, ends: dict[int, int | None]) -> None:
+        self.ends = ends
+        self.asked: list[int] = []
+        self.fail: Exception | None = None
+
+    def __call__(self, topic: str, partition: int, epoch: int) -> int | None:
+        self.asked.append(epoch)
+        if self.fail is not None:
+            raise self.fail
+        return self.ends.get(epoch)
+
+
+def test_records_under_the_same_epoch_ask_nothing() -> None:
+    leader = Leader({})
+    watch = EpochWatch(leader)
+    assert watch.read(K, 0, 3, 3, 100) is None
+    assert watch.read(K, 100, 3, 3, 200) is None
+    assert leader.asked == []
+
+
+def test_a_newer_epoch_asks_where_the_last_one_ends() -> None:
+    # a clean leader change: epoch 3's log ends where the reader is (or further)
+    leader = Leader({3: 200})
+    watch = EpochWatch(leader)
+    watch.read(K, 0, 3, 3, 200)
+    assert watch.read(K, 200, 4, 4, 250) is None
+    assert leader.asked == [3]
+    # a cut: epoch 4's log ends at 230 now, below the reader at 250
+    leader.ends[4] = 230
+    assert watch.read(K, 250, 5, 5, 300) == 230
+    assert leader.asked == [3, 4]
+    # what is read from the cut on starts the watch again (nothing to compare with)
+    assert watch.read(K, 230, 5, 5, 280) is None
+    assert leader.asked == [3, 4]
+
+
+def test_a_refused_fetch_asks_only_at_or_below_what_was_read() -> None:
+    leader = Leader({3: 150})
+    watch = EpochWatch(leader)
+    watch.read(K, 0, 3, 3, 200)
+    assert watch.refused(K, 250) is None  # past what was read: epoch 3 says nothing there
+    assert leader.asked == []
+    assert watch.refused(K, 200) == 150
+    watch.read(K, 0, 3, 3, 200)
+    watch.assigned(K, 300)  # read again from past it: forgotten
+    assert watch.refused(K, 200) is None
+    watch.read(K, 0, 3, 3, 200)
+    watch.forget(K)  # the partition dropped
+    assert watch.refused(K, 200) is None
+
+
+def test_an_unknown_end_or_no_leader_answer_is_no_cut(caplog) -> None:
+    leader = Leader({3: None})
+    watch = EpochWatch(leader)
+    watch.read(K, 0, 3, 3, 200)
+    assert watch.read(K, 200, 4, 4, 220) is None  # (logmarshal's broker, -1 from Kafka)
+    leader.fail = OSError("refused")
+    with caplog.at_level(logging.WARNING):
+        failed = watch.read(K, 220, 5, 5, 240)
+    assert isinstance(failed, NetworkError) and "cannot ask" in caplog.text
+    leader.fail, leader.ends[4] = None, 210  # asked again when the records come again
+    assert watch.read(K, 220, 5, 5, 240) == 210
+
+
+@pytest.mark.parametrize("epochs", [(None, None), (3, None)])
+def test_records_without_an_epoch_or_a_reader_without_a_leader_ask_nothing(epochs) -> None:
+    first, last = epochs
+    leader = Leader({})
+    for watch in (EpochWatch(leader), EpochWatch(None)):
+        assert watch.read(K, 0, first, last, 10) is None
+        assert watch.read(K, 10, 9, 9, 20) is None
+    assert leader.asked == []
+
+
+def test_logmarshals_broker_is_never_asked(tmp_path) -> None:
+    """Its partitions have one copy: no election cuts them, and it does not serve the
+    request. ``epoch_end`` is None without a request sent."""
+    from logmarshal.network import NetworkCluster
+    from storage.broker import BrokerConfig, BrokerThread
+
+    with BrokerThread(BrokerConfig(data_dir=tmp_path / "b", port=0)) as broker:
+        cluster = NetworkCluster(broker.bootstrap, timeout=5.0)
+        try:
+            cluster.create_topic("t", 1)
+            assert cluster.epoch_end("t", 0, 0) is None
+            assert not cluster._batch_readers  # (no connection made for it)
+        finally:
+            cluster.close()
