@@ -288,6 +288,7 @@ def test_an_amo_group_whose_marshal_topic_was_deleted_hands_nothing_out_again(ka
         marshaler.close()
 
 
+@pytest.mark.long  # (15 s: the node paused for the sink's timeout)
 def test_a_kafka_away_at_the_consumers_start_does_not_turn_the_mirror_off(kafka, network, caplog):
     """Brokers that stop answering right after the cluster connected (the node paused for
     the sink's 10 s timeout): the mirror opens on what the connection said (Apache Kafka)
