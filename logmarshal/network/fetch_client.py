@@ -21,7 +21,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from storage._kafka_framing import MAX_ANSWER, recv_frame
@@ -309,17 +309,27 @@ def decode_list_offsets(frame: bytes, correlation_id: int) -> dict[str, dict[int
     """A ListOffsets v2 answer (``frame``: without its size) as each topic's partitions
     answered without an error, with their offsets; ConnectionError if it answers another
     request, ValueError (or struct.error) if it does not parse."""
-    pos = 12
     out: dict[str, dict[int, int]] = {}
+    for name, (index, code, _timestamp, offset) in _partitions(
+        frame, correlation_id, _LIST_OFFSETS_ANSWER
+    ):
+        found = out.setdefault(name, {})
+        if code == 0:
+            found[index] = offset
+    return out
+
+
+def _partitions(
+    frame: bytes, correlation_id: int, layout: struct.Struct
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """Each answered partition of an answer of header v0 and a throttle time whose topics
+    hold fixed-size partitions of ``layout``: (its topic, its fields)."""
+    pos = 12
     for _ in range(_answer_topics(frame, correlation_id)):
         name, count, pos = _topic_at(frame, pos)
-        found = out.setdefault(name, {})
         for _ in range(count):
-            index, code, _timestamp, offset = _LIST_OFFSETS_ANSWER.unpack_from(frame, pos)
-            pos += _LIST_OFFSETS_ANSWER.size
-            if code == 0:
-                found[index] = offset
-    return out
+            yield name, layout.unpack_from(frame, pos)
+            pos += layout.size
 
 
 def encode_epoch_end(
@@ -344,16 +354,11 @@ def decode_epoch_end(frame: bytes, correlation_id: int) -> dict[str, dict[int, t
     """An OffsetForLeaderEpoch v3 answer as each topic's partitions answered without an error,
     with (the epoch found, the offset its log ends at); ConnectionError if it answers another
     request, ValueError (or struct.error) if it does not parse."""
-    pos = 12
     out: dict[str, dict[int, tuple[int, int]]] = {}
-    for _ in range(_answer_topics(frame, correlation_id)):
-        name, count, pos = _topic_at(frame, pos)
+    for name, (code, index, epoch, end) in _partitions(frame, correlation_id, _EPOCH_ANSWER):
         found = out.setdefault(name, {})
-        for _ in range(count):
-            code, index, epoch, end = _EPOCH_ANSWER.unpack_from(frame, pos)
-            pos += _EPOCH_ANSWER.size
-            if code == 0:
-                found[index] = (epoch, end)
+        if code == 0:
+            found[index] = (epoch, end)
     return out
 
 

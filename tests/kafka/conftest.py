@@ -10,6 +10,7 @@ start fails the run, so a green CI always means the tests ran on Kafka.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -36,6 +37,21 @@ def _unavailable(reason: str) -> None:
 #: (whose load producer's librdkafka threads spun while a leader was away: test_faults.py's
 #: Producing): one restart took over 90 s on 2026-11-30.
 FAULT_START_TIMEOUT = 240.0
+#: a fault test's node settings: a paused follower leaves the ISR after 2 s, a killed node is
+#: fenced after 3 s
+FAULT_SERVER = {
+    "replica.lag.time.max.ms": 2000,
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 500,
+}
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    """Until ``predicate()``, polled every 0.1 s; AssertionError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
 
 
 def start_cluster(workdir, **config) -> KafkaCluster:

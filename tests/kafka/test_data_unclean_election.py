@@ -37,26 +37,17 @@ from logmarshal._coordlog import COORDINATION_TOPIC
 from logmarshal.localkafka import KafkaCluster
 from logmarshal.network import NetworkCluster
 
-from .conftest import start_cluster
+from .conftest import FAULT_SERVER, start_cluster, wait_for
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.slow]
 
 TOPIC = "events"
 HB = 0.5
-SERVER = {
-    # a paused follower leaves the ISR after 2 s, a killed node is fenced after 3 s
-    "replica.lag.time.max.ms": 2000,
-    "broker.session.timeout.ms": 3000,
-    "broker.heartbeat.interval.ms": 500,
-}
+SERVER = FAULT_SERVER
 BOTH, ALONE, AFTER = 1000, 500, 800
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+_wait = wait_for
 
 
 def _partition(kafka: KafkaCluster) -> tuple[int, list[int]]:

@@ -41,25 +41,16 @@ from logmarshal.metrics import MarshalerMetrics
 from logmarshal.network import NetworkCluster
 from tests.rewinding import PollingMember, write_until
 
-from .conftest import start_cluster
+from .conftest import FAULT_SERVER, start_cluster, wait_for
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.slow]
 
 TOPIC = "events"
 HB = 0.5
-SERVER = {
-    # a paused follower leaves the ISR after 2 s, a killed node is fenced after 3 s
-    "replica.lag.time.max.ms": 2000,
-    "broker.session.timeout.ms": 3000,
-    "broker.heartbeat.interval.ms": 500,
-}
+SERVER = FAULT_SERVER
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+_wait = wait_for
 
 
 def _member(bootstrap: str, name: str, pause: float, *, check: bool,
