@@ -29,6 +29,11 @@ Key = tuple[str, int]
 EpochEnd = Callable[[str, int, int], "int | None"]
 
 
+#: asks in a row that may fail for one partition before the watch gives up on what it read
+#: (a leader that cannot answer: reading goes on unchecked rather than stop for good)
+ASKS = 5
+
+
 class EpochWatch:
     """Per partition, where the records read last end and their leader epoch."""
 
@@ -36,6 +41,7 @@ class EpochWatch:
         self._epoch_end = epoch_end
         #: (next offset, leader epoch) after the last record read of each partition
         self._epochs: dict[Key, tuple[int, int]] = {}
+        self._failures: dict[Key, int] = {}
 
     def assigned(self, key: Key, offset: int) -> None:
         """Reading starts again at ``offset``: past what was read, its epoch says nothing."""
@@ -45,6 +51,7 @@ class EpochWatch:
 
     def forget(self, key: Key) -> None:
         self._epochs.pop(key, None)
+        self._failures.pop(key, None)
 
     def read(
         self, key: Key, position: int | None, first: int | None, last: int | None, end: int
@@ -73,9 +80,19 @@ class EpochWatch:
         try:
             end = self._epoch_end(key[0], key[1], seen[1])
         except Exception as exc:
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            if failures >= ASKS:
+                log.error(
+                    "%s/%d: cannot ask where leader epoch %d ends (%s), %d times: reading on "
+                    "without telling whether the log was cut below %d",
+                    key[0], key[1], seen[1], exc, failures, position,
+                )  # fmt: skip
+                self.forget(key)
+                return None
             log.warning("%s/%d: cannot ask where leader epoch %d ends (%s); reading again",
                         key[0], key[1], seen[1], exc)  # fmt: skip
             return exc if isinstance(exc, LogmarshalError) else NetworkError(str(exc))
+        self._failures.pop(key, None)
         if end is None or end >= position:
             return None
         del self._epochs[key]  # (what is read from the cut on starts it again)

@@ -568,6 +568,10 @@ class _Reader:
             # (librdkafka's own KIP-320 check of a leader change ends here too, under
             # auto.offset.reset=error, its cut point only in its text)
             cut = self._epochs.refused(key, self._next.get(key))
+            if isinstance(cut, Exception):  # (not known: the fetch is asked again, and so it)
+                self._errors[key] = cut
+                self._has.add(key)
+                return
             try:
                 low, high = self._watermarks(topic, partition)
             except Exception as exc:

@@ -104,3 +104,20 @@ def test_logmarshals_broker_is_never_asked(tmp_path) -> None:
             assert not cluster._batch_readers  # (no connection made for it)
         finally:
             cluster.close()
+
+
+def test_a_leader_that_never_answers_stops_nothing_for_good(caplog) -> None:
+    """Asks that keep failing (a broker without OffsetForLeaderEpoch v3, a leader that keeps
+    dropping the connection) are given up after ``ASKS``: reading goes on unchecked, said
+    once, rather than the partition retrying for good."""
+    from logmarshal.network.epochs import ASKS
+
+    leader = Leader({})
+    leader.fail = OSError("closed")
+    watch = EpochWatch(leader)
+    watch.read(K, 0, 3, 3, 200)
+    with caplog.at_level(logging.WARNING):
+        answers = [watch.refused(K, 200) for _ in range(ASKS)]
+    assert all(isinstance(a, NetworkError) for a in answers[:-1]) and answers[-1] is None
+    assert "reading on without telling whether the log was cut below 200" in caplog.text
+    assert watch.refused(K, 200) is None and len(leader.asked) == ASKS  # (nothing to ask)
