@@ -71,6 +71,8 @@ def broker_of(cluster_id: str | None) -> str:
     return "logmarshal" if (cluster_id or "").startswith(LOGMARSHAL_CLUSTER_ID_PREFIX) else "kafka"
 
 
+#: how long the member reader's check for a cut log (OffsetForLeaderEpoch) waits for the leader
+_EPOCH_TIMEOUT = 5.0
 #: how long every metadata request through one admin client may fail before it is replaced
 _ADMIN_STALL_AFTER = 15.0
 
@@ -610,16 +612,24 @@ class NetworkCluster:
 
     def epoch_end(self, topic: str, partition: int, epoch: int) -> int | None:
         """Where the partition's log of leader epoch ``epoch`` ends on its leader now
-        (KIP-320's OffsetForLeaderEpoch), asked on the replay's connection to it: the member
-        reader's check after a leader change. None where it cannot be known here: on
-        logmarshal's broker (one copy of each partition: no election cuts a log), over a
-        connection only librdkafka speaks, or when the leader answers with an error."""
+        (KIP-320's OffsetForLeaderEpoch): the member reader's check after a leader change.
+        None where it cannot be known here: on logmarshal's broker (one copy of each
+        partition: no election cuts a log), over a connection only librdkafka speaks.
+        NetworkError when the node asked cannot tell (not the leader, an epoch past its own,
+        no answer): asked again with fresh metadata."""
         self._check_open()
         if not self._batches_ok or broker_of(self.cluster_id) == "logmarshal":
             return None
-        reader = self._batch_reader(topic, (partition,))
-        with reader.lock:
+        # a connection of its own, to the leader fresh metadata names, with a short timeout:
+        # asked after a leader change, when a replay connection may still lead to the old
+        # leader, frozen, and wait out the cluster's whole timeout (30 s) per partition
+        leader = functools.partial(self._leader, topic, partition)
+        timeout = min(self._timeout, _EPOCH_TIMEOUT)
+        reader = _BatchReader(topic, (partition,), leader, timeout, self._batch_tls)
+        try:
             return reader.epoch_end(partition, epoch)
+        finally:
+            reader.close()
 
     def _read(
         self, topic: str, partition: int, offset: int, read: Any, *, committed: bool = True

@@ -577,8 +577,10 @@ class _BatchReader:
     def epoch_end(self, partition: int, epoch: int) -> int | None:
         """Where ``partition``'s log of leader epoch ``epoch`` ends on its leader now (the
         first offset of the next epoch it has, or its log end): below a reader's position
-        after the leader changed, the log was cut under it. None when the leader does not
-        answer it (an error code; logmarshal's broker, whose partitions have one copy)."""
+        after the leader changed, the log was cut under it. NetworkError when the node asked
+        cannot tell: an error code (not the leader), or -1 (an epoch past its own: a leader
+        that is not the newest). Taken for "not cut", that answer let the reader take the
+        records of the new epoch as the last read, and the cut was never told."""
         for attempt in range(2):
             try:
                 answer = self._round_trip(
@@ -594,11 +596,13 @@ class _BatchReader:
                     ) from None
                 continue
             found = answer.get(self._topic, {}).get(partition)
-            if found is not None:
-                # (-1: the epoch is past the leader's own: a leader that is not the newest)
-                return found[1] if found[1] >= 0 else None
-            self.close()  # an error code (not the leader any more?): ask the metadata again
-        return None
+            if found is not None and found[1] >= 0:
+                return found[1]
+            self.close()  # not the leader, or not the newest: ask the metadata again
+        raise NetworkError(
+            f"{self._topic}/{partition}: the node asked cannot say where leader epoch {epoch} "
+            "ends (not its leader, or an older one)"
+        )
 
     def _list(self, offsets: Mapping[int, int], spec: int) -> dict[int, int]:
         """One ListOffsets of ``offsets``' partitions at ``spec`` (earliest or latest): the

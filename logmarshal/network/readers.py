@@ -565,9 +565,13 @@ class _Reader:
             log.debug("reader: %s", error.str())  # a client-wide error: librdkafka retries
             return
         if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
-            # (librdkafka's own KIP-320 check of a leader change ends here too, under
-            # auto.offset.reset=error, its cut point only in its text)
-            cut = self._epochs.refused(key, self._next.get(key))
+            # librdkafka's own KIP-320 check after a leader change ends here too, under
+            # auto.offset.reset=error, its cut point in its text alone: then the cut point
+            # is asked. Not on any refusal: a topic deleted and made again answers its new
+            # log's end for the old epoch, taken for a cut (a helper's attack: its first
+            # records skipped where "earliest" handed them out)
+            truncated = "truncation" in error.str().lower()
+            cut = self._epochs.refused(key, self._next.get(key)) if truncated else None
             if isinstance(cut, Exception):  # (not known: the fetch is asked again, and so it)
                 self._errors[key] = cut
                 self._has.add(key)

@@ -520,8 +520,9 @@ def test_an_out_of_range_fetch_says_where_the_log_starts_and_ends(
 def test_where_a_leader_epoch_ends_is_asked_of_the_leader(bootstrap: str, cluster) -> None:
     """OffsetForLeaderEpoch (KIP-320), what the member reader asks after a leader change:
     the epoch the records were written under ends at the log end, and one past the
-    leader's own is not known (Kafka answers -1: never taken for a cut at -1); the records
-    carry their epoch, as librdkafka reports it."""
+    leader's own cannot be told by that node (Kafka answers -1: an error to ask again with,
+    never a cut at -1 nor "not cut"); the records carry their epoch, as librdkafka reports
+    it."""
     from confluent_kafka import Consumer as KafkaConsumer
     from confluent_kafka import TopicPartition
 
@@ -538,4 +539,8 @@ def test_where_a_leader_epoch_ends_is_asked_of_the_leader(bootstrap: str, cluste
     assert len(epochs) == 1 and None not in epochs, epochs
     (epoch,) = epochs
     assert cluster.epoch_end(topic, 0, epoch) == 5
-    assert cluster.epoch_end(topic, 0, epoch + 7) is None
+    with pytest.raises(NetworkError, match="cannot say where leader epoch"):
+        cluster.epoch_end(topic, 0, epoch + 7)
+    # each ask on a connection of its own, to the leader fresh metadata names: a replay
+    # connection kept to a frozen ex-leader waited out the cluster's timeout per partition
+    assert not any(key[0] == topic for key in cluster._batch_readers)

@@ -10,7 +10,7 @@ import pytest
 from logmarshal.errors import NetworkError
 from logmarshal.network.epochs import EpochWatch
 
-K = ("t", 0)
+K = ("events", 0)
 
 
 class Leader:
@@ -121,3 +121,66 @@ def test_a_leader_that_never_answers_stops_nothing_for_good(caplog) -> None:
     assert all(isinstance(a, NetworkError) for a in answers[:-1]) and answers[-1] is None
     assert "reading on without telling whether the log was cut below 200" in caplog.text
     assert watch.refused(K, 200) is None and len(leader.asked) == ASKS  # (nothing to ask)
+
+
+def _leader_answering(answer) -> tuple[str, int]:
+    """A TCP server on 127.0.0.1 answering OffsetForLeaderEpoch v3 requests with
+    ``answer(epoch) -> (error code, epoch found, end offset)`` (a daemon thread each)."""
+    import socket
+    import struct
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            while len(head := conn.recv(4)) == 4:
+                (size,) = struct.unpack(">i", head)
+                body = b""
+                while len(body) < size:
+                    body += conn.recv(size - len(body))
+                correlation = struct.unpack_from(">i", body, 4)[0]
+                pos = 10 + struct.unpack_from(">h", body, 8)[0] + 8  # client id, head
+                length = struct.unpack_from(">h", body, pos)[0]
+                name = body[pos + 2 : pos + 2 + length]
+                partition, _, epoch = struct.unpack_from(">iii", body, pos + 2 + length + 4)
+                code, found, end = answer(epoch)
+                out = (
+                    struct.pack(">iii", correlation, 0, 1) + struct.pack(">h", length) + name
+                    + struct.pack(">i", 1) + struct.pack(">hiiq", code, partition, found, end)
+                )  # fmt: skip
+                conn.sendall(struct.pack(">i", len(out)) + out)
+
+    def accept() -> None:
+        while True:
+            conn, _ = server.accept()
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server.getsockname()
+
+
+def test_a_node_that_is_not_the_leader_cannot_say_not_cut() -> None:
+    """A stale leader's error code (NOT_LEADER_OR_FOLLOWER, metadata not updated yet) was
+    answered None, taken for "not cut": the watch then held the new epoch, and the true
+    leader, asked a moment later, was never asked (a helper's attack: 1000..1499 skipped).
+    Now it is an error: the records are read again and the leader asked again."""
+    from logmarshal.network.fetch_client import _BatchReader
+
+    stale = _leader_answering(lambda epoch: (6, -1, -1))  # NOT_LEADER_OR_FOLLOWER
+    past_own = _leader_answering(lambda epoch: (0, -1, -1))  # an epoch past its own
+    true = _leader_answering(lambda epoch: (0, epoch, 1000))  # cut at 1000
+    leader = [stale]
+    reader = _BatchReader("events", (0,), lambda: leader[0], 5.0, None)
+    watch = EpochWatch(lambda topic, partition, epoch: reader.epoch_end(partition, epoch))
+    try:
+        watch.read(K, 0, 5, 5, 1500)  # 0..1499 read under epoch 5
+        for node in (stale, past_own):
+            leader[0] = node
+            assert isinstance(watch.read(K, 1500, 6, 6, 1600), NetworkError)
+        leader[0] = true
+        assert watch.read(K, 1500, 6, 6, 1600) == 1000
+    finally:
+        reader.close()
