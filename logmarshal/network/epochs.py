@@ -54,16 +54,23 @@ class EpochWatch:
         self._failures.pop(key, None)
 
     def read(
-        self, key: Key, position: int | None, first: int | None, last: int | None, end: int
+        self, key: Key, position: int | None, last: int | None, end: int
     ) -> int | Exception | None:
-        """Records read from ``position``, of leader epochs ``first`` to ``last``, ending
+        """Records read from ``position``, the newest of leader epoch ``last``, ending
         before offset ``end``. The cut point when a newer epoch than the last records'
         shows the log was cut below ``position`` (the records are then not the log's); the
-        failure to ask (they are read again); else None, and they are remembered."""
-        if last is None or self._epoch_end is None:
+        failure to ask (they are read again); else None, and they are remembered.
+
+        The newest epoch tells (the first records may be ones read again after a re-assign,
+        of the old epoch); records without one (an old message format) leave nothing to tell
+        by."""
+        if self._epoch_end is None:
+            return None
+        if last is None:
+            self.forget(key)
             return None
         seen = self._epochs.get(key)
-        if seen is not None and first is not None and first > seen[1]:
+        if seen is not None and last > seen[1]:
             cut = self.refused(key, position)
             if cut is not None:
                 return cut

@@ -461,11 +461,11 @@ class _Reader:
             return
         self._records_at = time.monotonic()
         if _FIELDS_READABLE:  # the usual case, in C: one partition's records, no error
-            first, last = messages[0], messages[-1]  # (_batch_c empties the list it converts)
+            last = messages[-1]  # (_batch_c empties the list it converts)
             fast = _batch_c(Message, messages)
             if fast is not None:
                 topic, partition, records, size = fast
-                if not self._cut_under((topic, partition), first, last):
+                if not self._cut_under((topic, partition), last):
                     self._keep_records((topic, partition), records, size)
                 return
         errors = list(map(_ERROR, messages))
@@ -504,7 +504,7 @@ class _Reader:
             messages = [m for m in messages if m.offset() >= expected]
             if not messages:
                 return
-        if self._cut_under(key, messages[0], messages[-1]):
+        if self._cut_under(key, messages[-1]):
             return
         records, size = _messages(key[0], key[1], messages)
         self._keep_records(key, records, size)
@@ -529,16 +529,14 @@ class _Reader:
             self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
             self._suspended.add(key)
 
-    def _cut_under(self, key: tuple[str, int], first: KafkaMessage, last: KafkaMessage) -> bool:
-        """Records of ``key``, ``first`` to ``last``, read from its next offset: True when
+    def _cut_under(self, key: tuple[str, int], last: KafkaMessage) -> bool:
+        """Records of ``key`` up to ``last``, read from its next offset: True when
         they show its log was cut below that offset (:mod:`.epochs`; the error is then
         ``key``'s and the records are dropped). librdkafka checks a leader change only while
         it fetches: not one met while the partition was unassigned (read-ahead full)."""
         position = self._next.get(key)
         end = last.offset()
-        cut = self._epochs.read(
-            key, position, first.leader_epoch(), last.leader_epoch(), -1 if end is None else end + 1
-        )
+        cut = self._epochs.read(key, position, last.leader_epoch(), -1 if end is None else end + 1)
         if cut is None:
             return False
         if isinstance(cut, int):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import logging
 
-import pytest
-
 from logmarshal.errors import NetworkError
 from logmarshal.network.epochs import EpochWatch
 
@@ -31,8 +29,8 @@ class Leader:
 def test_records_under_the_same_epoch_ask_nothing() -> None:
     leader = Leader({})
     watch = EpochWatch(leader)
-    assert watch.read(K, 0, 3, 3, 100) is None
-    assert watch.read(K, 100, 3, 3, 200) is None
+    assert watch.read(K, 0, 3, 100) is None
+    assert watch.read(K, 100, 3, 200) is None
     assert leader.asked == []
 
 
@@ -40,29 +38,29 @@ def test_a_newer_epoch_asks_where_the_last_one_ends() -> None:
     # a clean leader change: epoch 3's log ends where the reader is (or further)
     leader = Leader({3: 200})
     watch = EpochWatch(leader)
-    watch.read(K, 0, 3, 3, 200)
-    assert watch.read(K, 200, 4, 4, 250) is None
+    watch.read(K, 0, 3, 200)
+    assert watch.read(K, 200, 4, 250) is None
     assert leader.asked == [3]
     # a cut: epoch 4's log ends at 230 now, below the reader at 250
     leader.ends[4] = 230
-    assert watch.read(K, 250, 5, 5, 300) == 230
+    assert watch.read(K, 250, 5, 300) == 230
     assert leader.asked == [3, 4]
     # what is read from the cut on starts the watch again (nothing to compare with)
-    assert watch.read(K, 230, 5, 5, 280) is None
+    assert watch.read(K, 230, 5, 280) is None
     assert leader.asked == [3, 4]
 
 
 def test_a_refused_fetch_asks_only_at_or_below_what_was_read() -> None:
     leader = Leader({3: 150})
     watch = EpochWatch(leader)
-    watch.read(K, 0, 3, 3, 200)
+    watch.read(K, 0, 3, 200)
     assert watch.refused(K, 250) is None  # past what was read: epoch 3 says nothing there
     assert leader.asked == []
     assert watch.refused(K, 200) == 150
-    watch.read(K, 0, 3, 3, 200)
+    watch.read(K, 0, 3, 200)
     watch.assigned(K, 300)  # read again from past it: forgotten
     assert watch.refused(K, 200) is None
-    watch.read(K, 0, 3, 3, 200)
+    watch.read(K, 0, 3, 200)
     watch.forget(K)  # the partition dropped
     assert watch.refused(K, 200) is None
 
@@ -70,24 +68,36 @@ def test_a_refused_fetch_asks_only_at_or_below_what_was_read() -> None:
 def test_an_unknown_end_or_no_leader_answer_is_no_cut(caplog) -> None:
     leader = Leader({3: None})
     watch = EpochWatch(leader)
-    watch.read(K, 0, 3, 3, 200)
-    assert watch.read(K, 200, 4, 4, 220) is None  # (logmarshal's broker, -1 from Kafka)
+    watch.read(K, 0, 3, 200)
+    assert watch.read(K, 200, 4, 220) is None  # (logmarshal's broker, -1 from Kafka)
     leader.fail = OSError("refused")
     with caplog.at_level(logging.WARNING):
-        failed = watch.read(K, 220, 5, 5, 240)
+        failed = watch.read(K, 220, 5, 240)
     assert isinstance(failed, NetworkError) and "cannot ask" in caplog.text
     leader.fail, leader.ends[4] = None, 210  # asked again when the records come again
-    assert watch.read(K, 220, 5, 5, 240) == 210
+    assert watch.read(K, 220, 5, 240) == 210
 
 
-@pytest.mark.parametrize("epochs", [(None, None), (3, None)])
-def test_records_without_an_epoch_or_a_reader_without_a_leader_ask_nothing(epochs) -> None:
-    first, last = epochs
-    leader = Leader({})
-    for watch in (EpochWatch(leader), EpochWatch(None)):
-        assert watch.read(K, 0, first, last, 10) is None
-        assert watch.read(K, 10, 9, 9, 20) is None
+def test_records_without_an_epoch_or_a_reader_without_a_leader_ask_nothing() -> None:
+    leader = Leader({3: 0})
+    watch = EpochWatch(leader)
+    watch.read(K, 0, 3, 10)
+    assert watch.read(K, 10, None, 20) is None  # (an old message format: nothing to tell by)
+    assert watch.read(K, 20, 9, 30) is None  # (so nothing was kept to compare with)
     assert leader.asked == []
+    blind = EpochWatch(None)
+    blind.read(K, 0, 3, 10)
+    assert blind.read(K, 10, 9, 20) is None and blind.refused(K, 10) is None
+
+
+def test_the_newest_epoch_of_the_records_tells() -> None:
+    """The first records may be ones read again after a re-assign, of the old epoch: the
+    last ones' epoch decides whether the leader is asked."""
+    leader = Leader({3: 120})
+    watch = EpochWatch(leader)
+    watch.read(K, 0, 3, 200)
+    assert watch.read(K, 200, 4, 260) == 120
+    assert leader.asked == [3]
 
 
 def test_logmarshals_broker_is_never_asked(tmp_path) -> None:
@@ -115,7 +125,7 @@ def test_a_leader_that_never_answers_stops_nothing_for_good(caplog) -> None:
     leader = Leader({})
     leader.fail = OSError("closed")
     watch = EpochWatch(leader)
-    watch.read(K, 0, 3, 3, 200)
+    watch.read(K, 0, 3, 200)
     with caplog.at_level(logging.WARNING):
         answers = [watch.refused(K, 200) for _ in range(ASKS)]
     assert all(isinstance(a, NetworkError) for a in answers[:-1]) and answers[-1] is None
@@ -176,11 +186,11 @@ def test_a_node_that_is_not_the_leader_cannot_say_not_cut() -> None:
     reader = _BatchReader("events", (0,), lambda: leader[0], 5.0, None)
     watch = EpochWatch(lambda topic, partition, epoch: reader.epoch_end(partition, epoch))
     try:
-        watch.read(K, 0, 5, 5, 1500)  # 0..1499 read under epoch 5
+        watch.read(K, 0, 5, 1500)  # 0..1499 read under epoch 5
         for node in (stale, past_own):
             leader[0] = node
-            assert isinstance(watch.read(K, 1500, 6, 6, 1600), NetworkError)
+            assert isinstance(watch.read(K, 1500, 6, 1600), NetworkError)
         leader[0] = true
-        assert watch.read(K, 1500, 6, 6, 1600) == 1000
+        assert watch.read(K, 1500, 6, 1600) == 1000
     finally:
         reader.close()
