@@ -623,8 +623,8 @@ class NetworkCluster:
         # a connection of its own, to the leader fresh metadata names, with a short timeout:
         # asked after a leader change, when a replay connection may still lead to the old
         # leader, frozen, and wait out the cluster's whole timeout (30 s) per partition
-        leader = functools.partial(self._leader, topic, partition)
-        timeout = min(self._timeout, _EPOCH_TIMEOUT)
+        timeout = min(self._timeout, _EPOCH_TIMEOUT)  # (the metadata asked with it too)
+        leader = functools.partial(self._metadata, admin_requests.leader, topic, partition, timeout)
         reader = _BatchReader(topic, (partition,), leader, timeout, self._batch_tls)
         try:
             return reader.epoch_end(partition, epoch)

@@ -236,6 +236,7 @@ class _Reader:
         self._consumer = Consumer(conf)
         self._list_offsets = list_offsets
         self._epochs = EpochWatch(epoch_end)  # was the log cut under us (KIP-320)?
+        self._cut_pending: set[tuple[str, int]] = set()  # its error from _cut_under, unanswered
         self._log_ends = log_ends
         self._timeout = timeout
         self._max_bytes = max_bytes
@@ -307,6 +308,7 @@ class _Reader:
         if key not in self._suspended:
             self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
         self._suspended.discard(key)
+        self._cut_pending.discard(key)
         for table in (
             self._given,
             self._next,
@@ -534,24 +536,34 @@ class _Reader:
         they show its log was cut below that offset (:mod:`.epochs`; the error is then
         ``key``'s and the records are dropped). librdkafka checks a leader change only while
         it fetches: not one met while the partition was unassigned (read-ahead full)."""
+        if key in self._cut_pending:
+            # its cut told, or the ask failed, and not answered yet: what comes meanwhile is
+            # dropped (the next want assigns again), not asked about at every batch: one
+            # burst of batches spent every ask a failing leader is allowed
+            return True
         position = self._next.get(key)
         end = last.offset()
         cut = self._epochs.read(key, position, last.leader_epoch(), -1 if end is None else end + 1)
         if cut is None:
             return False
         if isinstance(cut, int):
-            try:
-                low, high = self._watermarks(*key)
-            except Exception as exc:
-                self._errors[key] = exc
-            else:
-                given = self._given.get(key)
-                at = given if given is not None else position if position is not None else cut
-                self._errors[key] = LogTruncated(at, low, high, cut)
+            given = self._given.get(key)
+            at = given if given is not None else position if position is not None else cut
+            self._errors[key] = self._truncated(key, at, cut)
         else:  # (not known: asked again when the records are read again)
             self._errors[key] = cut
         self._has.add(key)
+        self._cut_pending.add(key)
         return True
+
+    def _truncated(self, key: tuple[str, int], offset: int, cut: int) -> LogTruncated:
+        """The cut told at ``offset``, with the bounds if they can be read: the cut is told
+        whatever they are (the watch forgot the epoch: an error instead lost it for good)."""
+        try:
+            low, high = self._watermarks(*key)
+        except Exception:
+            low = high = -1
+        return LogTruncated(offset, low, high, cut)
 
     def _error(self, message: Any, error: KafkaError) -> None:
         code = error.code()
@@ -574,15 +586,15 @@ class _Reader:
                 self._errors[key] = cut
                 self._has.add(key)
                 return
-            try:
-                low, high = self._watermarks(topic, partition)
-            except Exception as exc:
-                self._errors[key] = exc
+            given = self._given[key]
+            offset = -1 if given is None else given
+            if isinstance(cut, int):
+                self._errors[key] = self._truncated(key, offset, cut)
             else:
-                offset = self._given[key]
-                offset = -1 if offset is None else offset
-                if isinstance(cut, int):
-                    self._errors[key] = LogTruncated(offset, low, high, cut)
+                try:
+                    low, high = self._watermarks(topic, partition)
+                except Exception as exc:
+                    self._errors[key] = exc
                 else:
                     self._errors[key] = OffsetOutOfRange(offset, low, high)
         else:
@@ -595,6 +607,7 @@ class _Reader:
             offset = self._wanted.pop(key)
             error = self._errors.pop(key, None)
             if error is not None:
+                self._cut_pending.discard(key)
                 self._given[key] = None  # the next want assigns again
                 if not self._ahead[key]:
                     self._has.discard(key)

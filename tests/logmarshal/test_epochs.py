@@ -194,3 +194,78 @@ def test_a_node_that_is_not_the_leader_cannot_say_not_cut() -> None:
         assert watch.read(K, 1500, 6, 1600) == 1000
     finally:
         reader.close()
+
+
+class _Record:
+    """What the reader reads of a librdkafka message here: its offset and leader epoch."""
+
+    def __init__(self, offset: int, epoch: int) -> None:
+        self._offset, self._epoch = offset, epoch
+
+    def offset(self) -> int:
+        return self._offset
+
+    def leader_epoch(self) -> int:
+        return self._epoch
+
+
+class _Librdkafka:
+    def incremental_assign(self, partitions) -> None: ...
+
+    def incremental_unassign(self, partitions) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _reader(epoch_end, watermarks):
+    """A member reader over a scripted librdkafka, having read 0..499 under epoch 0."""
+    from logmarshal.network.readers import _Reader
+
+    reader = _Reader({"bootstrap.servers": "127.0.0.1:1", "group.id": "x"}, 5.0, 1 << 20,
+                     lambda keys: {}, log_ends=lambda keys, timeout: {},
+                     epoch_end=epoch_end)  # fmt: skip
+    reader._consumer.close()
+    reader._consumer = _Librdkafka()
+    reader._watermarks = watermarks
+    reader.want(*K, 500)
+    assert not reader._cut_under(K, _Record(499, 0))
+    return reader
+
+
+def test_a_cut_is_told_when_the_bounds_cannot_be_read() -> None:
+    """The watch forgets the epoch once it finds a cut; an error for the bounds (read only
+    to fill the answer, just after a leader change) lost the cut for good (a helper's
+    attack): the retry read the new epoch's records as fresh. The cut is told without them."""
+    from logmarshal.errors import LogTruncated
+
+    def watermarks(topic: str, partition: int) -> tuple[int, int]:
+        raise NetworkError("timed out (the leader moving)")
+
+    reader = _reader(lambda topic, partition, epoch: 300, watermarks)
+    assert reader._cut_under(K, _Record(899, 1))
+    told = reader._errors[K]
+    assert isinstance(told, LogTruncated) and told.divergence == 300, told
+
+
+def test_one_burst_of_records_asks_once() -> None:
+    """After a failed ask the partition stays assigned in librdkafka, and each batch it gave
+    before the fetcher's retry asked again: one burst spent every ask a failing leader is
+    allowed, the watch gave up, and the retry read the cut log unchecked (a helper's
+    attack). Records of a partition with an error on hand are dropped unasked."""
+    asks: list[int] = []
+    up = [False]
+
+    def epoch_end(topic: str, partition: int, epoch: int) -> int:
+        asks.append(epoch)
+        if not up[0]:
+            raise NetworkError("connection refused (the old leader)")
+        return 300
+
+    reader = _reader(epoch_end, lambda topic, partition: (0, 2000))
+    assert all(reader._cut_under(K, _Record(599 + 100 * i, 1)) for i in range(6))
+    assert len(asks) == 1
+    up[0] = True
+    reader._answers()  # the fetcher takes the error, backs off and asks for 500 again
+    reader.want(*K, 500)
+    assert reader._cut_under(K, _Record(899, 1))
+    assert reader._errors[K].divergence == 300 and len(asks) == 2
