@@ -310,26 +310,28 @@ def decode_list_offsets(frame: bytes, correlation_id: int) -> dict[str, dict[int
     answered without an error, with their offsets; ConnectionError if it answers another
     request, ValueError (or struct.error) if it does not parse."""
     out: dict[str, dict[int, int]] = {}
-    for name, (index, code, _timestamp, offset) in _partitions(
-        frame, correlation_id, _LIST_OFFSETS_ANSWER
-    ):
+    for name, partitions in _topics(frame, correlation_id, _LIST_OFFSETS_ANSWER):
         found = out.setdefault(name, {})
-        if code == 0:
-            found[index] = offset
+        for index, code, _timestamp, offset in partitions:
+            if code == 0:
+                found[index] = offset
     return out
 
 
-def _partitions(
+def _topics(
     frame: bytes, correlation_id: int, layout: struct.Struct
-) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """Each answered partition of an answer of header v0 and a throttle time whose topics
-    hold fixed-size partitions of ``layout``: (its topic, its fields)."""
+) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+    """Each answered topic of an answer of header v0 and a throttle time whose partitions
+    are of fixed size, ``layout``: its name and its partitions' fields (a topic answered
+    with none is there, with none)."""
     pos = 12
     for _ in range(_answer_topics(frame, correlation_id)):
         name, count, pos = _topic_at(frame, pos)
+        partitions = []
         for _ in range(count):
-            yield name, layout.unpack_from(frame, pos)
+            partitions.append(layout.unpack_from(frame, pos))
             pos += layout.size
+        yield name, partitions
 
 
 def encode_epoch_end(
@@ -355,10 +357,11 @@ def decode_epoch_end(frame: bytes, correlation_id: int) -> dict[str, dict[int, t
     with (the epoch found, the offset its log ends at); ConnectionError if it answers another
     request, ValueError (or struct.error) if it does not parse."""
     out: dict[str, dict[int, tuple[int, int]]] = {}
-    for name, (code, index, epoch, end) in _partitions(frame, correlation_id, _EPOCH_ANSWER):
+    for name, partitions in _topics(frame, correlation_id, _EPOCH_ANSWER):
         found = out.setdefault(name, {})
-        if code == 0:
-            found[index] = (epoch, end)
+        for code, index, epoch, end in partitions:
+            if code == 0:
+                found[index] = (epoch, end)
     return out
 
 
