@@ -9,7 +9,9 @@ written under an epoch whose log, on the leader now, must still reach that posit
 (OffsetForLeaderEpoch). librdkafka makes this check only while it fetches a partition, and
 under ``auto.offset.reset=error`` it ends in an error that names the cut point in its text
 alone; so the reader asks itself, whenever records come under a newer epoch than the last
-ones it read, or a fetch is refused.
+ones it read, or librdkafka refuses a fetch for a truncation it found (an ordinary refusal
+is not asked about: a topic deleted and made again answers its new log's end for the old
+epoch).
 """
 
 from __future__ import annotations
@@ -78,9 +80,9 @@ class EpochWatch:
         return None
 
     def refused(self, key: Key, position: int | None) -> int | Exception | None:
-        """Where the log was cut below ``position`` (a fetch from it refused, or records
-        under a newer epoch), the failure to ask its leader, or None: not cut, or nothing
-        read at or past ``position`` to tell by."""
+        """Where the log was cut below ``position`` (librdkafka refused a fetch from it for
+        a truncation, or records came under a newer epoch), the failure to ask its leader,
+        or None: not cut, or nothing read at or past ``position`` to tell by."""
         seen = self._epochs.get(key)
         if seen is None or position is None or position > seen[0] or self._epoch_end is None:
             return None
