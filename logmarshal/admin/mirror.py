@@ -61,11 +61,17 @@ class ReadInPart(MirrorError):
     partitions' offsets (those the group has), ``failed`` the partitions refused."""
 
     def __init__(
-        self, message: str, found: dict[tuple[str, int], int], failed: list[tuple[str, int]]
+        self,
+        message: str,
+        found: dict[tuple[str, int], int],
+        failed: list[tuple[str, int]],
+        epochs: dict[tuple[str, int], int | None] | None = None,
     ) -> None:
         super().__init__(message)
         self.found = found
         self.failed = failed
+        #: the leader epoch committed with each offset found (None: none was)
+        self.epochs = epochs or {}
 
 
 class OffsetSink(Protocol):
@@ -189,6 +195,13 @@ class KafkaOffsetSink:
         """Kafka's committed offsets (next offsets) of ``group`` for ``keys``, those it has
         (OffsetFetch, through the group's client). Raises :class:`MirrorError`, and
         :class:`ReadInPart` when some partitions were answered and others refused."""
+        return {k: offset for k, (offset, _) in self.committed_epochs(group, keys).items()}
+
+    def committed_epochs(
+        self, group: str, keys: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int | None]]:
+        """:meth:`committed`, each offset with the leader epoch committed with it (of the
+        record before it, as read), or None (KIP-320)."""
         from confluent_kafka import KafkaException, TopicPartition
 
         parts = [TopicPartition(t, p) for t, p in sorted(keys)]
@@ -216,11 +229,9 @@ class KafkaOffsetSink:
                         self._readers = {}
                 for consumer in readers.values():  # (closed while this read was in flight)
                     consumer.close()
-        offsets = {
-            (tp.topic, tp.partition): tp.offset
-            for tp in found
-            if tp.error is None and tp.offset >= 0
-        }
+        answered = [tp for tp in found if tp.error is None and tp.offset >= 0]
+        offsets = {(tp.topic, tp.partition): tp.offset for tp in answered}
+        epochs = {(tp.topic, tp.partition): _epoch(tp.leader_epoch) for tp in answered}
         failed = [tp for tp in found if tp.error is not None]
         if failed:
             errors = ", ".join(f"{tp.topic}/{tp.partition}: {tp.error}" for tp in failed)
@@ -228,17 +239,33 @@ class KafkaOffsetSink:
                 f"cannot read the offsets of Kafka group {group!r}: {errors}",
                 offsets,
                 [(tp.topic, tp.partition) for tp in failed],
+                epochs,
             )
-        return offsets
+        return {k: (offset, epochs[k]) for k, offset in offsets.items()}
 
-    def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    def commit(
+        self,
+        group: str,
+        offsets: Mapping[tuple[str, int], int],
+        epochs: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
+        """Commit ``offsets``, with the leader epoch of the record before each where
+        ``epochs`` has it (a later start checks its log was not cut below it: KIP-320)."""
         with self._lock:
-            self._commit(group, offsets)
+            self._commit(group, offsets, epochs or {})
 
-    def _commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    def _commit(
+        self,
+        group: str,
+        offsets: Mapping[tuple[str, int], int],
+        epochs: Mapping[tuple[str, int], int],
+    ) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
-        parts = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        parts = [
+            TopicPartition(t, p, o, leader_epoch=epochs.get((t, p), -1))  # (-1: none; not None)
+            for (t, p), o in sorted(offsets.items())
+        ]
         consumer = self._committer(group)
         self._answers.clear()
         try:
@@ -264,6 +291,11 @@ class KafkaOffsetSink:
         if failed:
             errors = ", ".join(f"{tp.topic}/{tp.partition}: {tp.error}" for tp in failed)
             raise MirrorError(f"Kafka refused offsets of group {group!r}: {errors}{_hint(errors)}")
+
+
+def _epoch(found: int | None) -> int | None:
+    """A committed leader epoch, None where none was committed (librdkafka says -1 or None)."""
+    return found if found is not None and found >= 0 else None
 
 
 def _hint(error: str) -> str:

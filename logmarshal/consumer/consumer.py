@@ -218,6 +218,7 @@ class Consumer:
             interval=hb,
             clock=self._clock.monotonic,
             name=f"logmarshal-consumer-mirror:{marshaler.group_id}:{marshaler.client_id}",
+            epoch_of=lambda key, offset: self._fetcher.epoch_of(key, offset),
         )
         self._writer = CoordinationWriter(
             marshaler,
@@ -233,7 +234,7 @@ class Consumer:
             max_bytes=config["max_partition_fetch_bytes"],
             max_wait=fetch_wait,
             name=f"logmarshal-consumer-fetch:{marshaler.group_id}:{marshaler.client_id}",
-            committed=None if self._mirror is None else self._mirror.committed,
+            committed_epochs=None if self._mirror is None else self._mirror.committed_epochs,
         )
         if self._metrics is not None:
             self._metrics.watch_consumer(self)

@@ -11,6 +11,7 @@ partition wakes nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -20,6 +21,7 @@ from ..cluster import Cluster, PartitionReader, Read, bounds_one_by_one
 from ..core import Bounds, Event, Fetch, Fetched, LookUp, OutOfRange
 from ..errors import ClosedError, NetworkError, OffsetOutOfRange, UnknownPartition, UnknownTopic
 from .committed_reads import CommittedReads
+from .cut_checks import ReadCommitted, StartChecks
 
 __all__ = ["MemberFetcher", "PollingReader"]
 
@@ -90,6 +92,11 @@ class PollingReader:
         self._wanted.clear()
 
 
+def _offsets(committed_epochs: ReadCommitted, keys: Sequence[Key]) -> dict[Key, int]:
+    """Kafka's committed offsets of ``keys``, without their leader epochs."""
+    return {key: offset for key, (offset, _) in committed_epochs(keys).items()}
+
+
 class MemberFetcher:
     """Carries a core's ``Fetch`` and ``LookUp`` actions out with one thread and one
     :class:`~logmarshal.cluster.PartitionReader`; answers with ``Fetched``, ``OutOfRange``
@@ -116,6 +123,7 @@ class MemberFetcher:
         max_wait: float,
         name: str,
         committed: Callable[[Sequence[Key]], Mapping[Key, int]] | None = None,
+        committed_epochs: ReadCommitted | None = None,
     ) -> None:
         opener = getattr(cluster, "open_reader", None)
         self._reader: PartitionReader = (
@@ -130,7 +138,18 @@ class MemberFetcher:
         self._requests: dict[Key, Fetch | LookUp] = {}
         #: Kafka's committed offsets of the group, read for a LookUp of a partition the log
         #: has no position for, off this thread; such a look-up waits here for its answer
+        if committed is None and committed_epochs is not None:
+            committed = functools.partial(_offsets, committed_epochs)
         self._reads = None if committed is None else CommittedReads(committed, self._unparked, name)
+        #: with the leader epochs committed with them, where the cluster can ask a leader
+        #: where an epoch ends: is a partition's start below a cut made while no member
+        #: read it (:mod:`.cut_checks`)? Its first records wait for the answer
+        epoch_end = getattr(cluster, "epoch_end", None)
+        self._starts = (
+            StartChecks(committed_epochs, epoch_end, self._first_read, self._checked, name)
+            if committed_epochs is not None and callable(epoch_end)
+            else None
+        )
         self._parked: dict[Key, LookUp] = {}
         self._drops: set[Key] = set()
         self._stopped = False
@@ -177,6 +196,24 @@ class MemberFetcher:
                     self._reads.forget(key)
         self._reader.wake()
 
+    def epoch_of(self, key: Key, offset: int) -> int | None:
+        """(Any thread) the leader epoch of ``key``'s record at ``offset`` as it was read,
+        where the reader knows it (the offsets mirror commits it: :mod:`.cut_checks`)."""
+        epoch_of = getattr(self._reader, "epoch_of", None)
+        return None if epoch_of is None else epoch_of(key[0], key[1], offset)
+
+    def _first_read(self, key: Key) -> tuple[int, int] | None:
+        """(Any thread) the offset and leader epoch of the first record read of ``key``
+        since it was wanted after a drop, where the reader knows it."""
+        first_read = getattr(self._reader, "first_read", None)
+        return None if first_read is None else first_read(key[0], key[1])
+
+    def _checked(self) -> None:
+        """(The checks' thread) a start's check answered: the fetch thread acts on it."""
+        if self._hot_at:
+            self._handback()
+        self._reader.wake()
+
     def _unparked(self, keys: Sequence[Key]) -> None:
         """(The reads' thread) ``keys``' committed offsets are read: their parked look-ups
         are asked again, and this time answered."""
@@ -197,6 +234,8 @@ class MemberFetcher:
             self._stopped = True
         if self._reads is not None:
             self._reads.close()
+        if self._starts is not None:
+            self._starts.close()
         self._stopping.set()
         self._unpark.set()
         self._reader.wake()
@@ -280,9 +319,10 @@ class MemberFetcher:
             with self._role:
                 self._closed = True
                 self._reader.close()
-            if self._reads is not None:  # (a read in flight is waited for a moment only)
-                self._reads.close()
-                self._reads.join(READS_JOIN)
+            for reads in (self._reads, self._starts):  # (one in flight: a moment only)
+                if reads is not None:
+                    reads.close()
+                    reads.join(READS_JOIN)
 
     def _pass(self, wait: float) -> bool | None:
         """Take requests and drops, answer look-ups, wait up to ``wait`` for records and
@@ -296,7 +336,10 @@ class MemberFetcher:
             drops, self._drops = self._drops, set()
         answered = False
         now = time.monotonic()
+        starts = self._starts
         for key in drops:
+            if starts is not None:
+                starts.drop(key)
             fetches.pop(key, None)
             retries.pop(key, None)
             backoff.pop(key, None)
@@ -317,6 +360,8 @@ class MemberFetcher:
         for key, action in requests.items():
             if isinstance(action, Fetch):
                 fetches[key] = action
+                if starts is not None:
+                    starts.fetch(key, action.offset, now)
                 try:
                     reader.want(key[0], key[1], action.offset)
                 except ClosedError:
@@ -363,6 +408,11 @@ class MemberFetcher:
             self._answer(events)
             answered = True
             events = []
+        if starts is not None:
+            events = starts.answers(fetches, now)
+            held = starts.wait(now)
+            if events or held is not None:  # (answered now: no wait for more records first)
+                wait = 0.0 if events else min(wait, held or 0.0)
         if retries:
             wait = max(0.0, min(wait, min(at for at, _ in retries.values()) - now))
         try:
@@ -376,11 +426,15 @@ class MemberFetcher:
             self._failing = 0.0
         with self._lock:
             dropping = set(self._drops) if self._drops else ()
+        read_at = time.monotonic()
         for read in reads:
             key = (read.topic, read.partition)
             fetch = fetches.pop(key, None)
             if fetch is None or key in dropping:
                 continue  # dropped (maybe while it was read)
+            if starts is not None and starts.hold(key, read, read_at):
+                fetches[key] = fetch  # (answered when its start's check answers)
+                continue
             token = fetch.token
             error = read.error
             if error is None:

@@ -46,6 +46,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Positions = dict[tuple[str, int], int]
+#: (partition, offset) -> the leader epoch of its record at that offset as read, if known
+EpochOf = Callable[[tuple[str, int], int], "int | None"]
 
 #: seconds between two warnings of a failing mirror (failures in between are counted)
 LOG_EVERY = 60.0
@@ -86,6 +88,7 @@ class OffsetMirror:
         name: str = "logmarshal-consumer-mirror",
         log_every: float = LOG_EVERY,
         close_sink: bool = False,
+        epoch_of: EpochOf | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
@@ -97,6 +100,11 @@ class OffsetMirror:
         self._name = name
         self._log_every = log_every
         self._close_sink = close_sink  # the sink is the mirror's own (open_mirror made it)
+        #: the leader epoch of a partition's record before a position, as the member read it:
+        #: committed with the position where the sink takes it, for a later start to check
+        #: that the log was not cut below it (KIP-320: consumer/cut_checks.py)
+        self._epoch_of = epoch_of
+        self._epoch_sink = sink if isinstance(sink, KafkaOffsetSink) else None
         self._mirrored: Positions = {}
         self._next_at: float | None = None  # no commit before this (None: none yet)
         self._failing_since: float | None = None
@@ -115,6 +123,15 @@ class OffsetMirror:
         them (one of the user's own without ``committed``) gives none."""
         read = getattr(self._sink, "committed", None)
         return {} if read is None else dict(read(self.group, keys))
+
+    def committed_epochs(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int | None]]:
+        """:meth:`committed`, each with the leader epoch committed with it, or None."""
+        read = getattr(self._sink, "committed_epochs", None)
+        if read is None:
+            return {key: (offset, None) for key, offset in self.committed(keys).items()}
+        return dict(read(self.group, keys))
 
     def mirrored(self) -> Positions:
         """What Kafka was last told, per partition still held (next offsets)."""
@@ -142,7 +159,12 @@ class OffsetMirror:
         self._next_at = now + self._interval
         self.attempts += 1
         try:
-            self._sink.commit(self.group, changed)
+            if self._epoch_of is None or self._epoch_sink is None:
+                self._sink.commit(self.group, changed)
+            else:
+                epoch_of = self._epoch_of
+                epochs = {k: e for k, o in changed.items() if (e := epoch_of(k, o - 1)) is not None}
+                self._epoch_sink.commit(self.group, changed, epochs)
         except Exception as exc:
             self._failed(now, exc)
             return 0
@@ -270,6 +292,7 @@ def open_mirror(
     interval: float,
     clock: Callable[[], float],
     name: str,
+    epoch_of: EpochOf | None = None,
 ) -> OffsetMirror | None:
     """The member's mirror, not started, or None when off. ``setting``: None mirrors on
     Apache Kafka only, True requires it, False is off, a :class:`GroupSink` is used as given.
@@ -306,6 +329,7 @@ def open_mirror(
         clock=clock,
         name=name,
         close_sink=setting is None or setting is True,
+        epoch_of=epoch_of,
     )
 
 

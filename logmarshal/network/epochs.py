@@ -41,8 +41,13 @@ class EpochWatch:
 
     def __init__(self, epoch_end: EpochEnd | None) -> None:
         self._epoch_end = epoch_end
-        #: (next offset, leader epoch) after the last record read of each partition
-        self._epochs: dict[Key, tuple[int, int]] = {}
+        #: (next offset, leader epoch, since) after the last record read of each partition:
+        #: the records read from offset ``since`` up to the next offset are of that epoch
+        #: (one tuple: :meth:`epoch_of` reads it from the offsets mirror's thread)
+        self._epochs: dict[Key, tuple[int, int, int]] = {}
+        #: (offset, leader epoch) of the first record read of each partition since it was
+        #: last forgotten (a claim's first records: consumer/cut_checks.py)
+        self._first: dict[Key, tuple[int, int]] = {}
         self._failures: dict[Key, int] = {}
 
     def assigned(self, key: Key, offset: int) -> None:
@@ -54,12 +59,33 @@ class EpochWatch:
     def forget(self, key: Key) -> None:
         self._epochs.pop(key, None)
         self._failures.pop(key, None)
+        self._first.pop(key, None)
+
+    def first_read(self, key: Key) -> tuple[int, int] | None:
+        """(Any thread) the offset and leader epoch of the first record read of ``key``
+        since it was last forgotten (dropped), where its epoch is known."""
+        return self._first.get(key)
+
+    def epoch_of(self, key: Key, offset: int) -> int | None:
+        """The leader epoch of the record at ``offset`` as it was read, if it is known: the
+        offsets mirror commits it with the position after it, for a later start to check
+        (:mod:`logmarshal.consumer.cut_checks`)."""
+        seen = self._epochs.get(key)
+        if seen is None or not seen[2] <= offset < seen[0]:
+            return None
+        return seen[1]
 
     def read(
-        self, key: Key, position: int | None, last: int | None, end: int
+        self,
+        key: Key,
+        position: int | None,
+        last: int | None,
+        end: int,
+        first: tuple[int, int | None] | None = None,
     ) -> int | Exception | None:
         """Records read from ``position``, the newest of leader epoch ``last``, ending
-        before offset ``end``. The cut point when a newer epoch than the last records'
+        before offset ``end``; ``first``: the offset and epoch of the first of them, where
+        known (which of them :meth:`epoch_of` can tell). The cut point when a newer epoch than the last records'
         shows the log was cut below ``position`` (the records are then not the log's); the
         failure to ask (they are read again); else None, and they are remembered.
 
@@ -71,12 +97,22 @@ class EpochWatch:
         if last is None:
             self.forget(key)
             return None
+        if key not in self._first:
+            if first is not None and first[1] is not None:
+                self._first[key] = (first[0], first[1])
+            elif end >= 1:  # (only the last record told)
+                self._first[key] = (end - 1, last)
         seen = self._epochs.get(key)
         if seen is not None and last > seen[1]:
             cut = self.refused(key, position)
             if cut is not None:
                 return cut
-        self._epochs[key] = (end, last)
+        # epochs grow with offsets: the same epoch at both ends is every record's between
+        since = first[0] if first is not None and first[1] == last else end - 1
+        lowest = first[0] if first is not None else position
+        if seen is not None and seen[1] == last and lowest is not None and lowest <= seen[0]:
+            since = min(since, seen[2])  # (the records read before, up to these)
+        self._epochs[key] = (end, last, since)
         return None
 
     def refused(self, key: Key, position: int | None) -> int | Exception | None:

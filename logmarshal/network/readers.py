@@ -288,6 +288,15 @@ class _Reader:
         """Two ListOffsets requests for all of ``keys`` (earliest, latest), not two each."""
         return self._list_offsets(keys)
 
+    def epoch_of(self, topic: str, partition: int, offset: int) -> int | None:
+        """(Any thread) the leader epoch of the record at ``offset`` as it was read, if known."""
+        return self._epochs.epoch_of((topic, partition), offset)
+
+    def first_read(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(Any thread) the offset and leader epoch of the first record read of the
+        partition since it was wanted after a drop, if known."""
+        return self._epochs.first_read((topic, partition))
+
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         try:
             return self._consumer.get_watermark_offsets(
@@ -463,11 +472,11 @@ class _Reader:
             return
         self._records_at = time.monotonic()
         if _FIELDS_READABLE:  # the usual case, in C: one partition's records, no error
-            last = messages[-1]  # (_batch_c empties the list it converts)
+            first, last = messages[0], messages[-1]  # (_batch_c empties the list it converts)
             fast = _batch_c(Message, messages)
             if fast is not None:
                 topic, partition, records, size = fast
-                if not self._cut_under((topic, partition), last):
+                if not self._cut_under((topic, partition), first, last):
                     self._keep_records((topic, partition), records, size)
                 return
         errors = list(map(_ERROR, messages))
@@ -506,7 +515,7 @@ class _Reader:
             messages = [m for m in messages if m.offset() >= expected]
             if not messages:
                 return
-        if self._cut_under(key, messages[-1]):
+        if self._cut_under(key, messages[0], messages[-1]):
             return
         records, size = _messages(key[0], key[1], messages)
         self._keep_records(key, records, size)
@@ -531,8 +540,8 @@ class _Reader:
             self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
             self._suspended.add(key)
 
-    def _cut_under(self, key: tuple[str, int], last: KafkaMessage) -> bool:
-        """Records of ``key`` up to ``last``, read from its next offset: True when
+    def _cut_under(self, key: tuple[str, int], first: KafkaMessage, last: KafkaMessage) -> bool:
+        """Records of ``key`` from ``first`` to ``last``, read from its next offset: True when
         they show its log was cut below that offset (:mod:`.epochs`; the error is then
         ``key``'s and the records are dropped). librdkafka checks a leader change only while
         it fetches: not one met while the partition was unassigned (read-ahead full)."""
@@ -542,8 +551,14 @@ class _Reader:
             # burst of batches spent every ask a failing leader is allowed
             return True
         position = self._next.get(key)
-        end = last.offset()
-        cut = self._epochs.read(key, position, last.leader_epoch(), -1 if end is None else end + 1)
+        end, start = last.offset(), first.offset()
+        cut = self._epochs.read(
+            key,
+            position,
+            last.leader_epoch(),
+            -1 if end is None else end + 1,
+            None if start is None else (start, first.leader_epoch()),
+        )
         if cut is None:
             return False
         if isinstance(cut, int):

@@ -16,10 +16,12 @@ the log grows back past both members' position, 1,500.
 - AMO hands no offset out twice: it goes on from 1,500, and says that the records written
   at 1,000..1,499 since the election are not handed out.
 
-What this does not cover: a member that starts after the cut (a restart, a new holder). Its
-position comes from ``__marshal``, an offset without a leader epoch, so nothing tells the
-cut (librdkafka's own consumer, restarted at a committed offset with its epoch, skips the
-same records). PROTOCOL.md would need positions with their epochs.
+A member that starts after the cut (a restart, a new holder) read nothing before: its
+position comes from ``__marshal``, an offset without a leader epoch. The offsets mirror
+commits the epoch with each position, and the new member checks it (KIP-320,
+``logmarshal/consumer/cut_checks.py``): an ALO group stopped before the cut, started again
+after it, hands out the 800, each once (before: only the 300 past its position). Not covered: a start
+where the mirror had not caught up with the position (a member killed while busy).
 """
 
 from __future__ import annotations
@@ -80,12 +82,13 @@ def _produce(bootstrap: str, prefix: str, count: int, acks: str) -> dict[str, in
 class _Member:
     """A Consumer of ``events`` polled by a thread of its own (ALO commits what it got)."""
 
-    def __init__(self, bootstrap: str, name: str, mode: str) -> None:
+    def __init__(self, bootstrap: str, name: str, mode: str, group: str = "", mirror=False) -> None:
         self.cluster = NetworkCluster(bootstrap, timeout=5.0)
-        self.marshaler = Marshaler(self.cluster, name, f"g-{mode}", HB, coordination_partitions=1,
-                                   snapshot_records=None, truncate=False)  # fmt: skip
+        self.marshaler = Marshaler(self.cluster, name, group or f"g-{mode}", HB,
+                                   coordination_partitions=1, snapshot_records=None,
+                                   truncate=False)  # fmt: skip
         self.consumer = Consumer(self.marshaler, TOPIC, mode=mode, rebalance="none",
-                                 mirror_offsets=False)  # fmt: skip
+                                 mirror_offsets=mirror)  # fmt: skip
         self.handed: list[tuple[int, str, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"poll-{name}", daemon=True)
@@ -159,6 +162,59 @@ def test_a_live_group_hands_out_what_was_written_after_the_cut(tmp_path, caplog)
         assert any("the log was cut at 1000, below the position 1500" in s
                    and "handed out before are gone" in s for s in said), said  # fmt: skip
         assert any("cut at 1000" in s and "are not handed out (AMO" in s for s in said), said
+    finally:
+        for m in members:
+            m.close()
+        kafka.stop()
+
+
+def test_a_member_started_after_the_cut_hands_out_what_was_written_there(tmp_path, caplog) -> None:
+    """The ALO group hands out all 1,500 and stops (its mirror commits position and epoch);
+    the log is cut at 1,000 and written to 1,800; a new member of the group starts."""
+    kafka = start_cluster(tmp_path / "kafka", nodes=3, heap="384m", server=SERVER)
+    members: list[_Member] = []
+    try:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        marshal = NewTopic(COORDINATION_TOPIC, 1, replica_assignment=[[3]], config={
+            "message.timestamp.type": "LogAppendTime", "cleanup.policy": "delete",
+            "retention.ms": "-1", "retention.bytes": "-1",
+        })  # fmt: skip
+        events = NewTopic(TOPIC, 1, replica_assignment=[[1, 2]], config={
+            "min.insync.replicas": "1", "unclean.leader.election.enable": "true",
+        })  # fmt: skip
+        for future in admin.create_topics([marshal, events]).values():
+            future.result(30)
+        _wait(lambda: _partition(kafka) == (1, [1, 2]), 60, "the ISR")
+        nodes_1_3 = f"{kafka.node(1).bootstrap},{kafka.node(3).bootstrap}"
+        _produce(nodes_1_3, "both", BOTH, "all")
+        kafka.pause(2)
+        _wait(lambda: _partition(kafka)[1] == [1], 30, "node 2 out of the ISR")
+        assert sorted(_produce(nodes_1_3, "alone", ALONE, "1").values()) == list(
+            range(BOTH, BOTH + ALONE)
+        )
+        first = _Member(nodes_1_3, "first", "alo", "g-restart", mirror=True)
+        members.append(first)
+        _wait(lambda: len(first.handed) >= BOTH + ALONE, 90, "the first member to hand out")
+        time.sleep(2 * HB)  # (its commits land)
+        first.close()  # (its mirror commits the position it releases, with the epoch)
+        members.remove(first)
+        with caplog.at_level(logging.INFO, logger="logmarshal"):
+            kafka.kill(1)
+            kafka.resume(2)
+            _wait(lambda: _partition(kafka)[0] == 2, 60, "the unclean election")
+            nodes_2_3 = f"{kafka.node(2).bootstrap},{kafka.node(3).bootstrap}"
+            after = _produce(nodes_2_3, "after", AFTER, "all")
+            assert sorted(after.values()) == list(range(BOTH, BOTH + AFTER)), "not cut"
+            second = _Member(nodes_2_3, "second", "alo", "g-restart", mirror=True)
+            members.append(second)
+            _wait(lambda: set(after) <= set(second.values(0)), 60, "the new member to hand out")
+        handed = second.values(0)
+        assert all(handed[v] == o for v, o in after.items()), "handed at other offsets"
+        # its first records waited for the check: nothing handed out before the cut was told
+        assert sorted(o for o, _, _ in second.handed) == list(range(BOTH, BOTH + AFTER))
+        said = [r.getMessage() for r in caplog.records]
+        assert any("its log was cut at 1000, below 1500" in s for s in said), said
+        assert any("the log was cut at 1000, below the position 1500" in s for s in said), said
     finally:
         for m in members:
             m.close()

@@ -228,7 +228,7 @@ def _reader(epoch_end, watermarks):
     reader._consumer = _Librdkafka()
     reader._watermarks = watermarks
     reader.want(*K, 500)
-    assert not reader._cut_under(K, _Record(499, 0))
+    assert not reader._cut_under(K, _Record(499, 0), _Record(499, 0))
     return reader
 
 
@@ -242,7 +242,7 @@ def test_a_cut_is_told_when_the_bounds_cannot_be_read() -> None:
         raise NetworkError("timed out (the leader moving)")
 
     reader = _reader(lambda topic, partition, epoch: 300, watermarks)
-    assert reader._cut_under(K, _Record(899, 1))
+    assert reader._cut_under(K, _Record(899, 1), _Record(899, 1))
     told = reader._errors[K]
     assert isinstance(told, LogTruncated) and told.divergence == 300, told
 
@@ -262,10 +262,41 @@ def test_one_burst_of_records_asks_once() -> None:
         return 300
 
     reader = _reader(epoch_end, lambda topic, partition: (0, 2000))
-    assert all(reader._cut_under(K, _Record(599 + 100 * i, 1)) for i in range(6))
+    assert all(
+        reader._cut_under(K, _Record(599 + 100 * i, 1), _Record(599 + 100 * i, 1)) for i in range(6)
+    )
     assert len(asks) == 1
     up[0] = True
     reader._answers()  # the fetcher takes the error, backs off and asks for 500 again
     reader.want(*K, 500)
-    assert reader._cut_under(K, _Record(899, 1))
+    assert reader._cut_under(K, _Record(899, 1), _Record(899, 1))
     assert reader._errors[K].divergence == 300 and len(asks) == 2
+
+
+def test_the_epoch_of_each_offset_read_is_known_for_the_mirror() -> None:
+    """The offsets mirror commits the epoch of the record before a position: known for the
+    records read since the epoch's first one read, not before, nor past what was read."""
+    watch = EpochWatch(Leader({3: 250}))
+    watch.read(K, 100, 3, 200, first=(100, 3))
+    assert [watch.epoch_of(K, o) for o in (99, 100, 199, 200)] == [None, 3, 3, None]
+    watch.read(K, 200, 3, 250, first=(200, 3))  # (on from there: one run of epoch 3)
+    assert watch.epoch_of(K, 100) == 3 and watch.epoch_of(K, 249) == 3
+    watch.read(K, 250, 4, 300, first=(250, 3))  # a batch across a leader change at some offset
+    assert watch.epoch_of(K, 299) == 4 and watch.epoch_of(K, 298) is None
+    watch.read(K, 300, 4, 350, first=(300, 4))
+    assert watch.epoch_of(K, 299) == 4 and watch.epoch_of(K, 349) == 4
+    watch.read(K, 350, 5, 400)  # (the first record not given: only the last is known)
+    assert watch.epoch_of(K, 399) == 5 and watch.epoch_of(K, 398) is None
+    watch.forget(K)
+    assert watch.epoch_of(K, 399) is None
+
+
+def test_the_first_record_read_since_a_drop_is_kept_for_the_start_check() -> None:
+    watch = EpochWatch(Leader({}))
+    assert watch.first_read(K) is None
+    watch.read(K, 100, 4, 200, first=(100, 3))
+    watch.read(K, 200, 4, 300, first=(200, 4))
+    assert watch.first_read(K) == (100, 3)
+    watch.forget(K)  # (dropped: the next claim's first records)
+    watch.read(K, 500, 6, 600)
+    assert watch.first_read(K) == (599, 6)  # (only the last record told)

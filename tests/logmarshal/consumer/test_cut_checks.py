@@ -1,0 +1,295 @@
+"""A partition's log cut below the group's position while no member read it: the start of a
+member is checked against the leader epoch the offsets mirror committed with the position
+(``consumer/cut_checks.py``, KIP-320). Here on an embedded cluster with a scripted leader and
+Kafka's committed offsets in memory; on Apache Kafka: tests/kafka/test_data_unclean_election.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+
+import pytest
+
+from logmarshal.admin.mirror import KafkaOffsetSink, ReadInPart
+from logmarshal.consumer import cut_checks
+from logmarshal.consumer.cut_checks import ATTEMPTS, CutChecks
+from logmarshal.consumer.fetcher import MemberFetcher
+from logmarshal.consumer.mirror import OffsetMirror
+from logmarshal.core import Fetch, Fetched, OutOfRange
+from logmarshal.errors import NetworkError
+
+from ..consumer_world import TOPIC, produce, wait_until
+
+Key = tuple[str, int]
+K = (TOPIC, 0)
+
+
+class Leader:
+    """Where each leader epoch's log ends now; the next ``failing`` asks raise."""
+
+    def __init__(self, ends: Mapping[int, int]) -> None:
+        self.ends = dict(ends)
+        self.asked: list[tuple[str, int, int]] = []
+        self.failing = 0
+
+    def __call__(self, topic: str, partition: int, epoch: int) -> int | None:
+        self.asked.append((topic, partition, epoch))
+        if self.failing:
+            self.failing -= 1
+            raise NetworkError("not the leader")
+        return self.ends.get(epoch)
+
+
+@pytest.fixture(autouse=True)
+def _short_pauses(monkeypatch) -> None:
+    monkeypatch.setattr(cut_checks, "FIRST_PAUSE", 0.01)
+
+
+@pytest.fixture
+def fetcher_of(cluster):
+    """A member's fetch thread over ``cluster`` (with a leader that says where epochs end, and
+    a reader that says the epoch of the first record it read of each partition), its answers
+    in ``.answered``; stopped after."""
+    made: list[MemberFetcher] = []
+
+    def make(
+        committed: Mapping[Key, tuple[int, int | None]],
+        leader: Leader,
+        epochs: Mapping[Key, int],
+    ) -> MemberFetcher:
+        cluster.epoch_end = leader  # (NetworkCluster.epoch_end's place)
+        answered: list = []
+        fetcher = MemberFetcher(
+            cluster,
+            answered.extend,
+            max_bytes=1 << 20,
+            max_wait=0.05,
+            name="logmarshal-consumer-fetch:test",
+            committed_epochs=lambda keys: {k: committed[k] for k in keys if k in committed},
+        )
+        fetcher.answered = answered  # type: ignore[attr-defined]  # (the test's view)
+        reader, wanted = fetcher._reader, {}
+        want = reader.want
+
+        def want_and_note(topic: str, partition: int, offset: int) -> None:
+            wanted.setdefault((topic, partition), offset)
+            want(topic, partition, offset)
+
+        def first_read(topic: str, partition: int) -> tuple[int, int] | None:
+            key = (topic, partition)  # (as a network reader tells it, once records came)
+            return (wanted[key], epochs[key]) if key in wanted and key in epochs else None
+
+        reader.want, reader.first_read = want_and_note, first_read
+        made.append(fetcher)
+        return fetcher
+
+    yield make
+    for fetcher in made:
+        fetcher.stop()
+        fetcher.thread.join(5)
+
+
+def _fetched(fetcher, token: int) -> list[int]:
+    return [
+        r.offset
+        for e in list(fetcher.answered)
+        if isinstance(e, Fetched) and e.token == token
+        for r in e.records
+    ]
+
+
+def _cuts(fetcher) -> list[tuple[int, int | None]]:
+    return [(e.token, e.diverged) for e in list(fetcher.answered) if isinstance(e, OutOfRange)]
+
+
+def test_a_start_below_a_cut_is_told_before_any_record_and_the_cut_is_read(cluster, fetcher_of):
+    """The mirror committed 8 with epoch 7; the records read from 8 are of epoch 9, and epoch
+    7's log ends at 3 now: the fetch from 8 is told the cut (as the live reader tells one),
+    none of its records answered, and the fetch from 3 reads on, unchecked."""
+    cluster.create_topic(TOPIC, 1)
+    produce(cluster, 0, 10)
+    leader = Leader({7: 3})
+    fetcher = fetcher_of({K: (8, 7)}, leader, {K: 9})
+    fetcher.request(Fetch(1, TOPIC, 0, 8))
+    wait_until(lambda: _cuts(fetcher), what="the cut")
+    assert _cuts(fetcher) == [(1, 3)] and _fetched(fetcher, 1) == []
+    fetcher.request(Fetch(2, TOPIC, 0, 3))
+    wait_until(lambda: _fetched(fetcher, 2), what="the records from the cut")
+    assert _fetched(fetcher, 2)[0] == 3
+    assert len(_cuts(fetcher)) == 1 and leader.asked == [(TOPIC, 0, 7)]
+
+
+@pytest.mark.parametrize(
+    ("committed", "epoch"),
+    [
+        ({K: (8, 7)}, 7),  # read under the committed epoch: the log holds what came before
+        ({K: (5, 7)}, 9),  # the mirror had not caught up with the position: nothing to tell by
+        ({K: (8, None)}, 9),  # no epoch committed (the admin's reset, an old member)
+        ({}, 9),  # the group has no committed offset
+    ],
+    ids=["same-epoch", "behind", "no-epoch", "none"],
+)
+def test_a_start_with_nothing_to_ask_is_answered_and_asks_no_leader(
+    cluster, fetcher_of, committed, epoch
+):
+    cluster.create_topic(TOPIC, 1)
+    produce(cluster, 0, 10)
+    leader = Leader({7: 3})
+    fetcher = fetcher_of(committed, leader, {K: epoch})
+    fetcher.request(Fetch(1, TOPIC, 0, 8))
+    wait_until(lambda: len(_fetched(fetcher, 1)) == 2, what="the records")
+    assert leader.asked == [] and _cuts(fetcher) == []
+
+
+def test_an_epoch_whose_log_reaches_the_start_is_no_cut(cluster, fetcher_of):
+    """Read under newer epochs: epoch 7 ends at 8 (a clean leader change there), epoch 9 at
+    the log's end. Not cut: the records are answered, once asked."""
+    cluster.create_topic(TOPIC, 2)
+    produce(cluster, 0, 10)
+    produce(cluster, 1, 10)
+    leader = Leader({7: 8, 9: 10})
+    fetcher = fetcher_of({K: (8, 7), (TOPIC, 1): (8, 9)}, leader, {K: 8, (TOPIC, 1): 10})
+    fetcher.request(Fetch(1, TOPIC, 0, 8))
+    fetcher.request(Fetch(2, TOPIC, 1, 8))
+    wait_until(lambda: len(_fetched(fetcher, 1)) == 2 and len(_fetched(fetcher, 2)) == 2)
+    assert sorted(leader.asked) == [(TOPIC, 0, 7), (TOPIC, 1, 9)] and _cuts(fetcher) == []
+
+
+def test_records_wait_for_a_check_no_longer_than_the_hold(cluster, fetcher_of, monkeypatch):
+    """A leader that never answers: the records are answered unchecked after the hold."""
+    monkeypatch.setattr(cut_checks, "CHECK_HOLD", 0.3)
+    cluster.create_topic(TOPIC, 1)
+    produce(cluster, 0, 10)
+    leader = Leader({7: 3})
+    leader.failing = 1000
+    fetcher = fetcher_of({K: (8, 7)}, leader, {K: 9})
+    fetcher.request(Fetch(1, TOPIC, 0, 8))
+    wait_until(lambda: len(_fetched(fetcher, 1)) == 2, what="the records, unchecked")
+    assert leader.asked and _cuts(fetcher) == []
+
+
+def test_only_a_new_start_is_checked(cluster, fetcher_of):
+    """Fetches after the first (the member reading on) ask nothing; a partition dropped and
+    claimed again is checked again."""
+    cluster.create_topic(TOPIC, 1)
+    produce(cluster, 0, 10)
+    leader = Leader({7: 10})
+    fetcher = fetcher_of({K: (2, 7)}, leader, {K: 8})
+    fetcher.request(Fetch(1, TOPIC, 0, 2))
+    wait_until(lambda: _fetched(fetcher, 1), what="the records")
+    fetcher.request(Fetch(2, TOPIC, 0, 10))
+    produce(cluster, 0, 1)
+    wait_until(lambda: _fetched(fetcher, 2), what="the next records")
+    assert len(leader.asked) == 1
+    fetcher.drop([K])
+    fetcher.request(Fetch(3, TOPIC, 0, 2))
+    wait_until(lambda: len(leader.asked) == 2, what="the second claim's check")
+
+
+def _checks(
+    committed, leader: Leader, first=lambda key: (8, 9)
+) -> tuple[CutChecks, list[tuple[Key, int, int | None]]]:
+    found: list[tuple[Key, int, int | None]] = []
+    lock = threading.Lock()
+
+    def tell(key: Key, start: int, cut: int | None) -> None:
+        with lock:
+            found.append((key, start, cut))
+
+    return CutChecks(committed, leader, first, tell, "test"), found
+
+
+def test_a_leader_that_cannot_say_is_asked_again_then_given_up(caplog):
+    leader = Leader({7: 3})
+    leader.failing = 2
+    checks, found = _checks(lambda keys: {k: (8, 7) for k in keys}, leader)
+    checks.check(K, 8)
+    wait_until(lambda: found, what="the cut, at the third ask")
+    assert found == [(K, 8, 3)] and len(leader.asked) == 3
+    leader.failing = ATTEMPTS
+    with caplog.at_level(logging.WARNING, logger="logmarshal.consumer.cut_checks"):
+        checks.check((TOPIC, 1), 8)
+        wait_until(lambda: checks.given_up == 1, what="the check given up")
+    assert "cannot tell whether its log was cut below 8" in caplog.text
+    assert found[1:] == [((TOPIC, 1), 8, None)]
+    checks.close()
+    checks.join(5)
+
+
+def test_a_committed_read_refused_in_part_checks_the_answered_and_retries_the_rest():
+    reads: list[list[Key]] = []
+
+    def committed(keys: Iterable[Key]) -> dict[Key, tuple[int, int | None]]:
+        keys = list(keys)
+        reads.append(keys)
+        if len(reads) == 1:
+            raise ReadInPart("pending transaction", {K: 8}, [(TOPIC, 1)], {K: 7})
+        return {k: (8, 7) for k in keys}
+
+    checks, found = _checks(committed, Leader({7: 3}))
+    checks.check(K, 8)
+    checks.check((TOPIC, 1), 8)
+    wait_until(lambda: len(found) == 2, what="both cuts")
+    assert sorted(found) == [(K, 8, 3), ((TOPIC, 1), 8, 3)]
+    assert reads[-1] == [(TOPIC, 1)]
+    checks.close()
+    checks.join(5)
+
+
+def test_a_check_waits_for_the_first_records_then_goes_on():
+    """An idle partition (nothing read yet) waits, asking nothing, until records are seen."""
+    firsts: dict[Key, tuple[int, int]] = {}
+    leader = Leader({7: 3})
+    checks, found = _checks(lambda keys: {K: (8, 7)}, leader, firsts.get)
+    checks.check(K, 8)
+    wait_until(lambda: K in checks._waiting, what="the check waiting")
+    assert leader.asked == [] and found == []
+    firsts[K] = (8, 9)
+    checks.seen(K)
+    wait_until(lambda: found, what="the cut")
+    assert found == [(K, 8, 3)]
+    checks.close()
+    checks.join(5)
+
+
+def test_a_check_forgotten_is_not_told():
+    gate = threading.Event()
+
+    def committed(keys):
+        assert gate.wait(10)
+        return {K: (8, 7)}
+
+    checks, found = _checks(committed, Leader({7: 3}))
+    checks.check(K, 8)
+    checks.forget(K)
+    gate.set()
+    checks.close()
+    checks.join(5)
+    assert found == []
+
+
+class _Sink(KafkaOffsetSink):
+    """A KafkaOffsetSink that keeps its commits (no Kafka)."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[dict, dict | None]] = []
+
+    def commit(self, group, offsets, epochs=None) -> None:
+        self.commits.append((dict(offsets), None if epochs is None else dict(epochs)))
+
+
+def test_the_mirror_commits_the_epoch_of_the_record_before_each_position():
+    sink = _Sink()
+    epochs = {(K, 9): 7}
+    mirror = OffsetMirror(
+        "g",
+        sink,
+        lambda: {K: 10, (TOPIC, 1): 4},
+        interval=1.0,
+        clock=lambda: 0.0,
+        epoch_of=lambda key, offset: epochs.get((key, offset)),
+    )
+    assert mirror.mirror_once() == 2
+    assert sink.commits == [({K: 10, (TOPIC, 1): 4}, {K: 7})]
