@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..admin.mirror import MirrorError, ReadInPart
 from ..cluster import Read
 from ..core import Event, Fetch, Fetched, OutOfRange
+from ..errors import NetworkError
 
 __all__ = ["ATTEMPTS", "CHECK_HOLD", "CutChecks", "StartChecks"]
 
@@ -42,8 +43,9 @@ log = logging.getLogger(__name__)
 Key = tuple[str, int]
 #: keys -> Kafka's committed (next offset, leader epoch or None) of the group, those it has
 ReadCommitted = Callable[[Sequence[Key]], Mapping[Key, tuple[int, "int | None"]]]
-#: (topic, partition, leader epoch) -> where that epoch's log ends on the leader now, or None
-EpochEnd = Callable[[str, int, int], "int | None"]
+#: (topic, {partition: leader epoch}) -> where each epoch's log ends on the leader now, None
+#: where it cannot be known, or the error of its ask (NetworkCluster.epoch_ends)
+EpochEnds = Callable[[str, Mapping[int, int]], Mapping[int, "int | Exception | None"]]
 #: key -> (offset, leader epoch) of the first record its member read since it started, if any
 FirstRead = Callable[[Key], "tuple[int, int] | None"]
 
@@ -51,6 +53,8 @@ FirstRead = Callable[[Key], "tuple[int, int] | None"]
 ATTEMPTS = 5
 #: the pause after a failed try, doubling
 FIRST_PAUSE = 0.2
+#: how long the checks' thread gathers checks woken together before it acts on them
+GATHER = 0.01
 #: how long a start's first records wait for its check before they are answered unchecked
 #: (a committed read or a leader that does not answer: the check goes on)
 CHECK_HOLD = 5.0
@@ -64,13 +68,13 @@ class CutChecks:
     def __init__(
         self,
         committed: ReadCommitted,
-        epoch_end: EpochEnd,
+        epoch_ends: EpochEnds,
         first_read: FirstRead,
         answered: Callable[[Key, int, int | None], None],
         name: str,
     ) -> None:
         self._committed = committed
-        self._epoch_end = epoch_end
+        self._epoch_ends = epoch_ends
         self._first_read = first_read
         self._answered = answered
         self._name = name
@@ -84,9 +88,11 @@ class CutChecks:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        #: checks that ended without an answer, and leaders asked (for tests and metrics)
+        #: checks that ended without an answer, partitions asked of their leaders, and the
+        #: requests that asked them (for tests and metrics)
         self.given_up = 0
         self.asked = 0
+        self.requests = 0
 
     def check(self, key: Key, start: int) -> None:
         """A member starts reading ``key`` at ``start`` (a new claim): check it."""
@@ -136,6 +142,9 @@ class CutChecks:
         pause = FIRST_PAUSE
         while True:
             self._wake.wait()
+            # the starts of a claim come one fetch at a time, their first records too: a
+            # moment's wait asks them together (one request per leader, not one each)
+            self._stop.wait(GATHER)
             with self._lock:
                 self._wake.clear()
                 if self._stop.is_set():
@@ -170,11 +179,16 @@ class CutChecks:
                     failed.setdefault(key, MirrorError(f"{key[0]}/{key[1]}: offset refused"))
                     continue
                 offset, epoch = committed.get(key, (None, None))
-                if offset != asked[key] or epoch is None:
-                    answers[key] = None  # the mirror had not caught up, or committed no epoch
+                if offset is None or offset < asked[key] or epoch is None:
+                    # the mirror had not caught up, or committed no epoch: nothing to tell by
+                    answers[key] = None
                 else:
+                    # at the start, or above it: the reset policy moved a start whose
+                    # position lay past a cut log's end ("latest" skipped what was written
+                    # from the cut to the end, silently: an attack on 766b7cb)
                     epochs[key] = epoch
         waiting = []
+        to_ask: dict[str, dict[int, int]] = {}
         for key, epoch in epochs.items():
             first = self._first_read(key)
             if first is None:
@@ -182,13 +196,21 @@ class CutChecks:
             elif first[1] == epoch and first[0] >= asked[key]:
                 answers[key] = None  # written under the epoch of what was read before them
             else:
-                self.asked += 1
-                try:
-                    end = self._epoch_end(key[0], key[1], epoch)
-                except Exception as exc:
-                    failed[key] = exc
-                    continue
-                answers[key] = end if end is not None and end < asked[key] else None
+                to_ask.setdefault(key[0], {})[key[1]] = epoch
+        for topic, partitions in to_ask.items():  # (one request per topic and leader)
+            self.asked += len(partitions)
+            self.requests += 1
+            try:
+                ends = dict(self._epoch_ends(topic, partitions))
+            except Exception as exc:
+                ends = dict.fromkeys(partitions, exc)
+            for partition in partitions:
+                key = (topic, partition)
+                end = ends.get(partition, NetworkError(f"{topic}/{partition}: no answer"))
+                if isinstance(end, Exception):
+                    failed[key] = end
+                else:
+                    answers[key] = end if end is not None and end < asked[key] else None
         with self._lock:
             told = self._settle(asked, epochs, answers, failed, waiting)
             retry = any(k in self._pending for k in failed)
@@ -247,19 +269,21 @@ class StartChecks:
     def __init__(
         self,
         committed: ReadCommitted,
-        epoch_end: EpochEnd,
+        epoch_ends: EpochEnds,
         first_read: FirstRead,
         wake: Callable[[], None],
         name: str,
         hold: float | None = None,
     ) -> None:
-        self._checks = CutChecks(committed, epoch_end, first_read, self._answered, name)
+        self._checks = CutChecks(committed, epoch_ends, first_read, self._answered, name)
         self._wake = wake
         self._hold = CHECK_HOLD if hold is None else hold
         self._lock = threading.Lock()
         self._done: dict[Key, tuple[int, int | None]] = {}  # (under the lock) answers to act on
         self._started: set[Key] = set()  # checked since they were last dropped
-        self._checking: dict[Key, tuple[float, int]] = {}  # key -> (hold until, start)
+        #: key -> (hold until, start); the hold starts with its first records (an idle
+        #: start's first records come any time later)
+        self._checking: dict[Key, tuple[float | None, int]] = {}
         self._held: dict[Key, Read] = {}
         self._cuts: dict[Key, int] = {}  # found, not told yet (no fetch of it was waiting)
 
@@ -275,7 +299,7 @@ class StartChecks:
             del self._held[key]
         if key not in self._started:
             self._started.add(key)
-            self._checking[key] = (now + self._hold, offset)
+            self._checking[key] = (None, offset)
             self._checks.check(key, offset)
 
     def drop(self, key: Key) -> None:
@@ -290,17 +314,23 @@ class StartChecks:
     def hold(self, key: Key, read: Read, now: float) -> bool:
         """Whether ``read`` (of ``key``'s records) waits for its start's check."""
         checking = self._checking.get(key)
-        if checking is None or checking[0] <= now or read.error is not None:
+        if checking is None or read.error is not None:
+            return False
+        until, start = checking
+        if until is None:  # its first records: its check, waiting for them, goes on
+            until = now + self._hold
+            self._checking[key] = (until, start)
+            self._checks.seen(key)
+        if until <= now:
             return False
         self._held[key] = read
-        self._checks.seen(key)
         return True
 
     def wait(self, now: float) -> float | None:
         """How long until a held read is answered unchecked, if one is held."""
         if not self._held:
             return None
-        return max(0.0, min(self._checking[k][0] for k in self._held) - now)
+        return max(0.0, min(self._checking[k][0] or now for k in self._held) - now)
 
     def answers(self, fetches: dict[Key, Fetch], now: float) -> list[Event]:
         """What the checks' answers and the hold's end answer, to the fetches waiting (each
@@ -320,7 +350,7 @@ class StartChecks:
                 self._cuts[key] = cut
             elif held is not None:
                 _release(held, fetches, out)
-        for key in [k for k in self._held if self._checking[k][0] <= now]:
+        for key in [k for k in self._held if (self._checking[k][0] or now) <= now]:
             # no answer within the hold: answered unchecked (a cut found later is told then)
             _release(self._held.pop(key), fetches, out)
         for key in [k for k in self._cuts if k in fetches]:

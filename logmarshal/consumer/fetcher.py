@@ -144,10 +144,10 @@ class MemberFetcher:
         #: with the leader epochs committed with them, where the cluster can ask a leader
         #: where an epoch ends: is a partition's start below a cut made while no member
         #: read it (:mod:`.cut_checks`)? Its first records wait for the answer
-        epoch_end = getattr(cluster, "epoch_end", None)
+        epoch_ends = getattr(cluster, "epoch_ends", None)
         self._starts = (
-            StartChecks(committed_epochs, epoch_end, self._first_read, self._checked, name)
-            if committed_epochs is not None and callable(epoch_end)
+            StartChecks(committed_epochs, epoch_ends, self._first_read, self._checked, name)
+            if committed_epochs is not None and callable(epoch_ends)
             else None
         )
         self._parked: dict[Key, LookUp] = {}

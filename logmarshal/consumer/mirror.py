@@ -29,6 +29,7 @@ from ..admin.mirror import (
     KafkaOffsetSink,
     MirrorError,
     OffsetSink,
+    ReadInPart,
     broker_of,
     changed_positions,
 )
@@ -164,6 +165,9 @@ class OffsetMirror:
             else:
                 epoch_of = self._epoch_of
                 epochs = {k: e for k, o in changed.items() if (e := epoch_of(k, o - 1)) is not None}
+                changed = self._keep_epochs(changed, epochs)
+                if not changed:
+                    return 0
                 self._epoch_sink.commit(self.group, changed, epochs)
         except Exception as exc:
             self._failed(now, exc)
@@ -179,6 +183,29 @@ class OffsetMirror:
             self._failing_since = None
             self._suppressed = 0
         return len(changed)
+
+    def _keep_epochs(self, changed: Positions, epochs: dict[tuple[str, int], int]) -> Positions:
+        """What to commit of ``changed``, ``epochs`` completed: a claim's first position,
+        not read there yet (its epoch unknown), erased the epoch its last holder committed
+        with that same offset, and the next start was not checked (an attack on 766b7cb).
+        Where Kafka has the same offset, its epoch is committed again; a position whose
+        Kafka offset cannot be read now waits for the next pass."""
+        unknown = [k for k, o in changed.items() if k not in epochs and k not in self._mirrored]
+        if not unknown:
+            return changed
+        try:
+            kafka = self.committed_epochs(unknown)
+        except ReadInPart as exc:
+            kafka = {k: (o, exc.epochs.get(k)) for k, o in exc.found.items()}
+            changed = {k: o for k, o in changed.items() if k not in exc.failed}
+        except Exception:
+            log.debug("%s: cannot read Kafka's offsets of %s", self._name, unknown, exc_info=True)
+            return {k: o for k, o in changed.items() if k not in unknown}
+        for key in unknown:
+            offset, epoch = kafka.get(key, (None, None))
+            if epoch is not None and offset == changed.get(key):
+                epochs[key] = epoch
+        return changed
 
     def _failed(self, now: float, exc: Exception) -> None:
         self.failures += 1

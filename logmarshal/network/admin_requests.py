@@ -177,6 +177,32 @@ def leader(admin: AdminClient, topic: str, partition: int, timeout: float) -> tu
     return _address(broker)
 
 
+def leaders(
+    admin: AdminClient, topic: str, partitions: Sequence[int], timeout: float
+) -> dict[int, tuple[str, int] | Exception]:
+    """Host and port of each partition's leader, from one fresh metadata request; for a
+    partition without one, the error saying why."""
+    try:
+        metadata = admin.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        failed = _raise_from(exc, topic)
+        return dict.fromkeys(partitions, failed)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return dict.fromkeys(partitions, UnknownTopic(topic))
+    out: dict[int, tuple[str, int] | Exception] = {}
+    for partition in partitions:
+        state = found.partitions.get(partition)
+        broker = None if state is None else metadata.brokers.get(state.leader)
+        if state is None:
+            out[partition] = UnknownPartition(topic, partition)
+        elif broker is None:
+            out[partition] = NetworkError(f"{topic}/{partition} has no leader now")
+        else:
+            out[partition] = _address(broker)
+    return out
+
+
 def common_leader(
     admin: AdminClient, topic: str, partitions: tuple[int, ...], timeout: float
 ) -> tuple[str, int]:

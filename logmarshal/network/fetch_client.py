@@ -338,6 +338,13 @@ def encode_epoch_end(
     correlation_id: int, topic: str, partition: int, epoch: int, client_id: bytes = _CLIENT_ID
 ) -> bytes:
     """A framed OffsetForLeaderEpoch v3 of one partition at leader epoch ``epoch``."""
+    return encode_epoch_ends(correlation_id, topic, {partition: epoch}, client_id)
+
+
+def encode_epoch_ends(
+    correlation_id: int, topic: str, epochs: Mapping[int, int], client_id: bytes = _CLIENT_ID
+) -> bytes:
+    """A framed OffsetForLeaderEpoch v3 of partitions of one topic, each at its epoch."""
     name = topic.encode()
     body = b"".join(
         (
@@ -345,8 +352,8 @@ def encode_epoch_end(
             client_id,
             _EPOCH_HEAD.pack(-1, 1, len(name)),
             name,
-            _I32.pack(1),
-            _EPOCH_PARTITION.pack(partition, -1, epoch),
+            _I32.pack(len(epochs)),
+            *(_EPOCH_PARTITION.pack(p, -1, e) for p, e in sorted(epochs.items())),
         )
     )
     return _I32.pack(len(body)) + body
@@ -576,6 +583,36 @@ class _BatchReader:
                 return start[partition], end[partition]
             self.close()  # an error code (not the leader any more): ask the metadata again
         raise NetworkError(f"{self._topic}/{partition}: its leader did not say its bounds")
+
+    def epoch_ends(self, epochs: Mapping[int, int]) -> dict[int, int | Exception]:
+        """:meth:`epoch_end` of several partitions (all led by the node this reader's
+        leader names) in one request: each one's end, or the NetworkError saying why it
+        cannot be told (as :meth:`epoch_end` raises it)."""
+        for attempt in range(2):
+            try:
+                answer = self._round_trip(
+                    lambda cid: encode_epoch_ends(cid, self._topic, epochs), decode_epoch_end, 0.0
+                )
+            except (OSError, ValueError, struct.error) as exc:
+                self.close()
+                if attempt:
+                    failed = NetworkError(f"asking {self._topic}'s leader where epochs end: {exc}")
+                    return dict.fromkeys(epochs, failed)
+                continue
+            found = answer.get(self._topic, {})
+            out: dict[int, int | Exception] = {}
+            for partition, epoch in epochs.items():
+                told = found.get(partition)
+                out[partition] = (
+                    told[1]
+                    if told is not None and told[1] >= 0
+                    else NetworkError(
+                        f"{self._topic}/{partition}: the node asked cannot say where leader "
+                        f"epoch {epoch} ends (not its leader, or an older one)"
+                    )
+                )
+            return out
+        raise AssertionError("unreachable")  # (the second attempt returns)
 
     def epoch_end(self, partition: int, epoch: int) -> int | None:
         """Where ``partition``'s log of leader epoch ``epoch`` ends on its leader now (the

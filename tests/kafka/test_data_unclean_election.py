@@ -36,6 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from logmarshal import Consumer, Marshaler
 from logmarshal._coordlog import COORDINATION_TOPIC
+from logmarshal.consumer.cut_checks import CHECK_HOLD
 from logmarshal.localkafka import KafkaCluster
 from logmarshal.network import NetworkCluster
 
@@ -79,6 +80,25 @@ def _produce(bootstrap: str, prefix: str, count: int, acks: str) -> dict[str, in
     return acked
 
 
+def _topics_and_records(kafka: KafkaCluster) -> str:
+    """``__marshal`` on node 3; ``events/0`` on nodes 1 (leader) and 2, unclean elections on,
+    with 1,000 records on both: the bootstrap of nodes 1 and 3."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    marshal = NewTopic(COORDINATION_TOPIC, 1, replica_assignment=[[3]], config={
+        "message.timestamp.type": "LogAppendTime", "cleanup.policy": "delete",
+        "retention.ms": "-1", "retention.bytes": "-1",
+    })  # fmt: skip
+    events = NewTopic(TOPIC, 1, replica_assignment=[[1, 2]], config={
+        "min.insync.replicas": "1", "unclean.leader.election.enable": "true",
+    })  # fmt: skip
+    for future in admin.create_topics([marshal, events]).values():
+        future.result(30)
+    _wait(lambda: _partition(kafka) == (1, [1, 2]), 60, "the ISR")
+    nodes_1_3 = f"{kafka.node(1).bootstrap},{kafka.node(3).bootstrap}"
+    _produce(nodes_1_3, "both", BOTH, "all")
+    return nodes_1_3
+
+
 class _Member:
     """A Consumer of ``events`` polled by a thread of its own (ALO commits what it got)."""
 
@@ -117,19 +137,7 @@ def test_a_live_group_hands_out_what_was_written_after_the_cut(tmp_path, caplog)
     kafka = start_cluster(tmp_path / "kafka", nodes=3, heap="384m", server=SERVER)
     members: list[_Member] = []
     try:
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        marshal = NewTopic(COORDINATION_TOPIC, 1, replica_assignment=[[3]], config={
-            "message.timestamp.type": "LogAppendTime", "cleanup.policy": "delete",
-            "retention.ms": "-1", "retention.bytes": "-1",
-        })  # fmt: skip
-        events = NewTopic(TOPIC, 1, replica_assignment=[[1, 2]], config={
-            "min.insync.replicas": "1", "unclean.leader.election.enable": "true",
-        })  # fmt: skip
-        for future in admin.create_topics([marshal, events]).values():
-            future.result(30)
-        _wait(lambda: _partition(kafka) == (1, [1, 2]), 60, "the ISR")
-        nodes_1_3 = f"{kafka.node(1).bootstrap},{kafka.node(3).bootstrap}"
-        _produce(nodes_1_3, "both", BOTH, "all")
+        nodes_1_3 = _topics_and_records(kafka)
         alo, amo = _Member(nodes_1_3, "alo", "alo"), _Member(nodes_1_3, "amo", "amo")
         members += [alo, amo]
         for m in members:
@@ -168,25 +176,21 @@ def test_a_live_group_hands_out_what_was_written_after_the_cut(tmp_path, caplog)
         kafka.stop()
 
 
-def test_a_member_started_after_the_cut_hands_out_what_was_written_there(tmp_path, caplog) -> None:
+@pytest.mark.parametrize("idle", [False, True], ids=["busy", "idle"])
+def test_a_member_started_after_the_cut_hands_out_what_was_written_there(
+    tmp_path, caplog, idle
+) -> None:
     """The ALO group hands out all 1,500 and stops (its mirror commits position and epoch);
-    the log is cut at 1,000 and written to 1,800; a new member of the group starts."""
+    the log is cut at 1,000 and written to 1,800; a new member of the group starts.
+
+    ``idle`` (an attack on 766b7cb): a member that read nothing starts and stops before the
+    cut (its mirror erased the epoch: the next start was not checked); the new member
+    starts when the log is back at 1,500 exactly, and the last 300 records come after the
+    hold of its first records (its check, waiting for them, was never told they came)."""
     kafka = start_cluster(tmp_path / "kafka", nodes=3, heap="384m", server=SERVER)
     members: list[_Member] = []
     try:
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        marshal = NewTopic(COORDINATION_TOPIC, 1, replica_assignment=[[3]], config={
-            "message.timestamp.type": "LogAppendTime", "cleanup.policy": "delete",
-            "retention.ms": "-1", "retention.bytes": "-1",
-        })  # fmt: skip
-        events = NewTopic(TOPIC, 1, replica_assignment=[[1, 2]], config={
-            "min.insync.replicas": "1", "unclean.leader.election.enable": "true",
-        })  # fmt: skip
-        for future in admin.create_topics([marshal, events]).values():
-            future.result(30)
-        _wait(lambda: _partition(kafka) == (1, [1, 2]), 60, "the ISR")
-        nodes_1_3 = f"{kafka.node(1).bootstrap},{kafka.node(3).bootstrap}"
-        _produce(nodes_1_3, "both", BOTH, "all")
+        nodes_1_3 = _topics_and_records(kafka)
         kafka.pause(2)
         _wait(lambda: _partition(kafka)[1] == [1], 30, "node 2 out of the ISR")
         assert sorted(_produce(nodes_1_3, "alone", ALONE, "1").values()) == list(
@@ -198,15 +202,22 @@ def test_a_member_started_after_the_cut_hands_out_what_was_written_there(tmp_pat
         time.sleep(2 * HB)  # (its commits land)
         first.close()  # (its mirror commits the position it releases, with the epoch)
         members.remove(first)
+        if idle:
+            between = _Member(nodes_1_3, "between", "alo", "g-restart", mirror=True)
+            time.sleep(4 * HB)  # (it claims, reads nothing, and its mirror passes)
+            between.close()
         with caplog.at_level(logging.INFO, logger="logmarshal"):
             kafka.kill(1)
             kafka.resume(2)
             _wait(lambda: _partition(kafka)[0] == 2, 60, "the unclean election")
             nodes_2_3 = f"{kafka.node(2).bootstrap},{kafka.node(3).bootstrap}"
-            after = _produce(nodes_2_3, "after", AFTER, "all")
-            assert sorted(after.values()) == list(range(BOTH, BOTH + AFTER)), "not cut"
+            after = _produce(nodes_2_3, "after", ALONE if idle else AFTER, "all")
             second = _Member(nodes_2_3, "second", "alo", "g-restart", mirror=True)
             members.append(second)
+            if idle:
+                time.sleep(CHECK_HOLD + 1)  # (at the log's end: nothing to read yet)
+                after.update(_produce(nodes_2_3, "late", AFTER - ALONE, "all"))
+            assert sorted(after.values()) == list(range(BOTH, BOTH + AFTER)), "not cut"
             _wait(lambda: set(after) <= set(second.values(0)), 60, "the new member to hand out")
         handed = second.values(0)
         assert all(handed[v] == o for v, o in after.items()), "handed at other offsets"

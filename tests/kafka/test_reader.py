@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 
 from logmarshal import _coordlog as coordlog
 from logmarshal.cluster import PastMarkers
-from logmarshal.errors import NetworkError, OffsetOutOfRange
+from logmarshal.errors import NetworkError, OffsetOutOfRange, UnknownPartition
 from logmarshal.network import NetworkCluster, readers
 from storage._records import Compression, decode_columns_from, iter_batches
 
@@ -527,8 +527,9 @@ def test_where_a_leader_epoch_ends_is_asked_of_the_leader(bootstrap: str, cluste
     from confluent_kafka import TopicPartition
 
     topic = _name("epochs")
-    cluster.create_topic(topic, partitions=1)
+    cluster.create_topic(topic, partitions=2)
     _produce(bootstrap, topic, [_pairs("a", 5)], partition=0)
+    _produce(bootstrap, topic, [_pairs("b", 3)], partition=1)
     reader = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": _name("g")})
     try:
         reader.assign([TopicPartition(topic, 0, 0)])
@@ -541,6 +542,11 @@ def test_where_a_leader_epoch_ends_is_asked_of_the_leader(bootstrap: str, cluste
     assert cluster.epoch_end(topic, 0, epoch) == 5
     with pytest.raises(NetworkError, match="cannot say where leader epoch"):
         cluster.epoch_end(topic, 0, epoch + 7)
+    # many at once (a member's starts: one request per leader), each told apart
+    assert cluster.epoch_ends(topic, {0: epoch, 1: epoch}) == {0: 5, 1: 3}
+    ends = cluster.epoch_ends(topic, {0: epoch, 1: epoch + 7, 2: epoch})
+    assert ends[0] == 5 and "cannot say" in str(ends[1]), ends
+    assert isinstance(ends[2], UnknownPartition), ends
     # each ask on a connection of its own, to the leader fresh metadata names: a replay
     # connection kept to a frozen ex-leader waited out the cluster's timeout per partition
     assert not any(key[0] == topic for key in cluster._batch_readers)

@@ -111,6 +111,7 @@ def test_logmarshals_broker_is_never_asked(tmp_path) -> None:
         try:
             cluster.create_topic("t", 1)
             assert cluster.epoch_end("t", 0, 0) is None
+            assert cluster.epoch_ends("t", {0: 0}) == {0: None}
             assert not cluster._batch_readers  # (no connection made for it)
         finally:
             cluster.close()

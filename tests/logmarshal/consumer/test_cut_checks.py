@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from logmarshal.admin.mirror import KafkaOffsetSink, ReadInPart
+from logmarshal.admin.mirror import KafkaOffsetSink, MirrorError, ReadInPart
 from logmarshal.consumer import cut_checks
 from logmarshal.consumer.cut_checks import ATTEMPTS, CutChecks
 from logmarshal.consumer.fetcher import MemberFetcher
@@ -27,19 +27,26 @@ K = (TOPIC, 0)
 
 
 class Leader:
-    """Where each leader epoch's log ends now; the next ``failing`` asks raise."""
+    """Where each leader epoch's log ends now (``NetworkCluster.epoch_ends``'s place); the
+    next ``failing`` partitions asked cannot be told."""
 
     def __init__(self, ends: Mapping[int, int]) -> None:
         self.ends = dict(ends)
         self.asked: list[tuple[str, int, int]] = []
+        self.requests = 0
         self.failing = 0
 
-    def __call__(self, topic: str, partition: int, epoch: int) -> int | None:
-        self.asked.append((topic, partition, epoch))
-        if self.failing:
-            self.failing -= 1
-            raise NetworkError("not the leader")
-        return self.ends.get(epoch)
+    def __call__(self, topic: str, epochs: Mapping[int, int]) -> dict[int, int | Exception | None]:
+        self.requests += 1
+        out: dict[int, int | Exception | None] = {}
+        for partition, epoch in epochs.items():
+            self.asked.append((topic, partition, epoch))
+            if self.failing:
+                self.failing -= 1
+                out[partition] = NetworkError("not the leader")
+            else:
+                out[partition] = self.ends.get(epoch)
+        return out
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +66,7 @@ def fetcher_of(cluster):
         leader: Leader,
         epochs: Mapping[Key, int],
     ) -> MemberFetcher:
-        cluster.epoch_end = leader  # (NetworkCluster.epoch_end's place)
+        cluster.epoch_ends = leader  # (NetworkCluster.epoch_ends's place)
         answered: list = []
         fetcher = MemberFetcher(
             cluster,
@@ -70,18 +77,21 @@ def fetcher_of(cluster):
             committed_epochs=lambda keys: {k: committed[k] for k in keys if k in committed},
         )
         fetcher.answered = answered  # type: ignore[attr-defined]  # (the test's view)
-        reader, wanted = fetcher._reader, {}
-        want = reader.want
+        reader, firsts = fetcher._reader, {}
+        poll = reader.poll
 
-        def want_and_note(topic: str, partition: int, offset: int) -> None:
-            wanted.setdefault((topic, partition), offset)
-            want(topic, partition, offset)
+        def poll_and_note(timeout: float) -> list:
+            reads = poll(timeout)
+            for read in reads:
+                if read.records:
+                    firsts.setdefault((read.topic, read.partition), read.records[0].offset)
+            return reads
 
         def first_read(topic: str, partition: int) -> tuple[int, int] | None:
             key = (topic, partition)  # (as a network reader tells it, once records came)
-            return (wanted[key], epochs[key]) if key in wanted and key in epochs else None
+            return (firsts[key], epochs[key]) if key in firsts and key in epochs else None
 
-        reader.want, reader.first_read = want_and_note, first_read
+        reader.poll, reader.first_read = poll_and_note, first_read
         made.append(fetcher)
         return fetcher
 
@@ -157,6 +167,28 @@ def test_an_epoch_whose_log_reaches_the_start_is_no_cut(cluster, fetcher_of):
     assert sorted(leader.asked) == [(TOPIC, 0, 7), (TOPIC, 1, 9)] and _cuts(fetcher) == []
 
 
+def test_starts_checked_together_ask_together():
+    """The partitions of a topic whose checks are due together are asked in one request
+    (a member starting 256 partitions asked them one by one: 2.9 s before the last)."""
+    keys = [(TOPIC, p) for p in range(64)]
+    leader = Leader({7: 3})
+    gate = threading.Event()
+
+    def committed(asked):
+        assert gate.wait(10)
+        return {k: (8, 7) for k in asked}
+
+    checks, found = _checks(committed, leader)
+    for key in keys:
+        checks.check(key, 8)
+    gate.set()
+    wait_until(lambda: len(found) == 64, what="every cut")
+    assert sorted(found) == [(k, 8, 3) for k in keys]
+    assert leader.requests <= 2  # (the first check may be read before the others are asked)
+    checks.close()
+    checks.join(5)
+
+
 def test_records_wait_for_a_check_no_longer_than_the_hold(cluster, fetcher_of, monkeypatch):
     """A leader that never answers: the records are answered unchecked after the hold."""
     monkeypatch.setattr(cut_checks, "CHECK_HOLD", 0.3)
@@ -186,6 +218,37 @@ def test_only_a_new_start_is_checked(cluster, fetcher_of):
     fetcher.drop([K])
     fetcher.request(Fetch(3, TOPIC, 0, 2))
     wait_until(lambda: len(leader.asked) == 2, what="the second claim's check")
+
+
+def test_an_idle_start_holds_its_first_records_whenever_they_come(cluster, fetcher_of, monkeypatch):
+    """A start at its log's end reads nothing for longer than the hold; the records that
+    come later still wait for the check, and the cut is told before any is answered (the
+    hold ran from the claim, and its check waited for records it was never told of: the
+    cut was never told, 500 records skipped on Apache Kafka; an attack on 766b7cb)."""
+    monkeypatch.setattr(cut_checks, "CHECK_HOLD", 0.3)
+    cluster.create_topic(TOPIC, 1)
+    produce(cluster, 0, 10)
+    leader = Leader({7: 3})
+    fetcher = fetcher_of({K: (10, 7)}, leader, {K: 9})
+    fetcher.request(Fetch(1, TOPIC, 0, 10))
+    wait_until(lambda: K in fetcher._starts.checks._waiting, what="the check waiting")
+    threading.Event().wait(0.6)  # (past the hold, had it run from the claim)
+    produce(cluster, 0, 2)
+    wait_until(lambda: _cuts(fetcher), what="the cut")
+    assert _cuts(fetcher) == [(1, 3)] and _fetched(fetcher, 1) == []
+
+
+def test_a_start_the_reset_moved_below_the_committed_offset_is_checked(cluster, fetcher_of):
+    """The group's position (15) lay past the cut log's end: "latest" starts the claim at
+    the end (12). Kafka's committed offset is above the start: the first records, of a newer
+    epoch, are checked too, and the cut (3) told (the records from 3 to 12 were skipped)."""
+    cluster.create_topic(TOPIC, 1)
+    produce(cluster, 0, 14)
+    leader = Leader({7: 3})
+    fetcher = fetcher_of({K: (15, 7)}, leader, {K: 9})
+    fetcher.request(Fetch(1, TOPIC, 0, 12))
+    wait_until(lambda: _cuts(fetcher), what="the cut")
+    assert _cuts(fetcher) == [(1, 3)] and _fetched(fetcher, 1) == []
 
 
 def _checks(
@@ -271,25 +334,47 @@ def test_a_check_forgotten_is_not_told():
 
 
 class _Sink(KafkaOffsetSink):
-    """A KafkaOffsetSink that keeps its commits (no Kafka)."""
+    """A KafkaOffsetSink that keeps its commits, and Kafka's committed offsets (no Kafka);
+    its offsets cannot be read while ``down``."""
 
-    def __init__(self) -> None:
+    def __init__(self, kafka: dict) -> None:
         self.commits: list[tuple[dict, dict | None]] = []
+        self.kafka = kafka
+        self.down = False
 
     def commit(self, group, offsets, epochs=None) -> None:
         self.commits.append((dict(offsets), None if epochs is None else dict(epochs)))
 
+    def committed_epochs(self, group, keys):
+        if self.down:
+            raise MirrorError("the coordinator is away")
+        return {k: self.kafka[k] for k in keys if k in self.kafka}
+
 
 def test_the_mirror_commits_the_epoch_of_the_record_before_each_position():
-    sink = _Sink()
-    epochs = {(K, 9): 7}
+    """With each position, the epoch of the record before it as read. A claim's position
+    not read there yet (its epoch unknown) erased the epoch its last holder committed with
+    that same offset, and the next start was not checked (an attack on 766b7cb): where
+    Kafka has the same offset, its epoch is committed again; a position Kafka has another
+    offset for goes without one; one whose Kafka offset cannot be read waits."""
+    p1, p2, p3 = K, (TOPIC, 1), (TOPIC, 2)
+    sink = _Sink({p2: (4, 2), p3: (7, 5)})
+    epochs = {(p1, 9): 7}
+    positions = {p1: 10, p2: 4, p3: 9}
     mirror = OffsetMirror(
         "g",
         sink,
-        lambda: {K: 10, (TOPIC, 1): 4},
+        lambda: positions,
         interval=1.0,
         clock=lambda: 0.0,
         epoch_of=lambda key, offset: epochs.get((key, offset)),
     )
-    assert mirror.mirror_once() == 2
-    assert sink.commits == [({K: 10, (TOPIC, 1): 4}, {K: 7})]
+    sink.down = True
+    assert mirror.mirror_once() == 1
+    assert sink.commits == [({p1: 10}, {p1: 7})]
+    sink.down = False
+    assert mirror.mirror_once(force=True) == 2
+    assert sink.commits[1] == ({p2: 4, p3: 9}, {p2: 2})
+    positions[p2] = 6  # (moved by a seek, nothing read: mirrored, without an epoch)
+    assert mirror.mirror_once(force=True) == 1
+    assert sink.commits[2] == ({p2: 6}, {})
