@@ -27,6 +27,7 @@ back to the cut and hands out what was written there since, again).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -62,8 +63,8 @@ CHECK_HOLD = 5.0
 
 class CutChecks:
     """Checks asked with :meth:`check`, answered on a thread of its own: ``answered(key,
-    start, cut)`` is called there once per check, ``cut`` the offset the log was cut at
-    below ``start``, or None (not cut, or nothing to tell by)."""
+    number, cut)`` is called there once per check (its number, from :meth:`check`), ``cut``
+    the offset the log was cut at below its start, or None (not cut, or nothing to tell by)."""
 
     def __init__(
         self,
@@ -85,6 +86,8 @@ class CutChecks:
         self._waiting: dict[Key, int] = {}
         self._epochs: dict[Key, int] = {}  # the committed epoch of those (and of pending)
         self._tries: dict[Key, int] = {}
+        self._ids: dict[Key, int] = {}  # each check's number (check())
+        self._numbers = itertools.count(1)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -94,19 +97,25 @@ class CutChecks:
         self.asked = 0
         self.requests = 0
 
-    def check(self, key: Key, start: int) -> None:
-        """A member starts reading ``key`` at ``start`` (a new claim): check it."""
+    def check(self, key: Key, start: int) -> int:
+        """A member starts reading ``key`` at ``start`` (a new claim): check it. Returns the
+        check's number, which its answer carries (a claim of the same partition at the same
+        offset, after a drop, is another check: the answer of one in flight then is not
+        its own)."""
         with self._lock:
+            number = next(self._numbers)
             if self._stop.is_set():
-                return
+                return number
             self._forget(key)
             self._pending[key] = start
+            self._ids[key] = number
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name=f"{self._name}-cut-checks", daemon=True
                 )
                 self._thread.start()
         self._wake.set()
+        return number
 
     def seen(self, key: Key) -> None:
         """Records of ``key`` were read: a check waiting for them goes on."""
@@ -123,7 +132,7 @@ class CutChecks:
             self._forget(key)
 
     def _forget(self, key: Key) -> None:
-        for table in (self._pending, self._waiting, self._epochs, self._tries):
+        for table in (self._pending, self._waiting, self._epochs, self._tries, self._ids):
             table.pop(key, None)
 
     def close(self) -> None:
@@ -151,16 +160,19 @@ class CutChecks:
                     return
                 asked = dict(self._pending)
                 epochs = {k: self._epochs[k] for k in asked if k in self._epochs}
+                ids = {k: self._ids[k] for k in asked}
             if not asked:
                 continue
-            if self._check_all(asked, epochs):
+            if self._check_all(asked, epochs, ids):
                 self._stop.wait(pause)
                 pause = min(pause * 2, 5.0)
                 self._wake.set()
             else:
                 pause = FIRST_PAUSE
 
-    def _check_all(self, asked: Mapping[Key, int], epochs: dict[Key, int]) -> bool:
+    def _check_all(
+        self, asked: Mapping[Key, int], epochs: dict[Key, int], ids: Mapping[Key, int]
+    ) -> bool:
         """One try of each asked check; True when one failed and is tried again."""
         failed: dict[Key, Exception] = {}
         answers: dict[Key, int | None] = {}
@@ -212,33 +224,34 @@ class CutChecks:
                 else:
                     answers[key] = end if end is not None and end < asked[key] else None
         with self._lock:
-            told = self._settle(asked, epochs, answers, failed, waiting)
+            told = self._settle(asked, ids, epochs, answers, failed, waiting)
             retry = any(k in self._pending for k in failed)
-        for key, start, cut in told:
+        for key, start, cut, number in told:
             if cut is not None:
                 log.info("%s: %s/%d: its log was cut at %d, below %d where its member starts",
                          self._name, key[0], key[1], cut, start)  # fmt: skip
-            self._answered(key, start, cut)
+            self._answered(key, number, cut)
         return retry
 
     def _settle(
         self,
         asked: Mapping[Key, int],
+        ids: Mapping[Key, int],
         epochs: Mapping[Key, int],
         answers: Mapping[Key, int | None],
         failed: Mapping[Key, Exception],
         waiting: Sequence[Key],
-    ) -> list[tuple[Key, int, int | None]]:
+    ) -> list[tuple[Key, int, int | None, int]]:
         """(Under the lock) the checks' new states; those answered, to tell. A check
         forgotten or asked anew meanwhile is left as it is."""
-        current = [k for k in asked if self._pending.get(k) == asked[k]]
+        current = [k for k in asked if k in self._pending and self._ids.get(k) == ids[k]]
         told = []
         for key in current:
             if key in epochs:
                 self._epochs[key] = epochs[key]
             if key in answers:
                 self._forget(key)
-                told.append((key, asked[key], answers[key]))
+                told.append((key, asked[key], answers[key], ids[key]))
             elif key in failed:
                 tries = self._tries[key] = self._tries.get(key, 0) + 1
                 if tries >= ATTEMPTS:
@@ -249,7 +262,7 @@ class CutChecks:
                         "member read it (%s), %d times: reading on unchecked",
                         self._name, key[0], key[1], asked[key], failed[key], tries,
                     )  # fmt: skip
-                    told.append((key, asked[key], None))
+                    told.append((key, asked[key], None, ids[key]))
             elif key in waiting:
                 if self._first_read(key) is not None:  # (read since: seen() found it pending)
                     self._wake.set()
@@ -281,8 +294,8 @@ class StartChecks:
         self._lock = threading.Lock()
         self._done: dict[Key, tuple[int, int | None]] = {}  # (under the lock) answers to act on
         self._started: set[Key] = set()  # checked since they were last dropped
-        #: key -> (hold until, start); the hold starts with its first records (an idle
-        #: start's first records come any time later)
+        #: key -> (hold until, its check's number); the hold starts with its first records
+        #: (an idle start's first records come any time later)
         self._checking: dict[Key, tuple[float | None, int]] = {}
         self._held: dict[Key, Read] = {}
         self._cuts: dict[Key, int] = {}  # found, not told yet (no fetch of it was waiting)
@@ -299,8 +312,7 @@ class StartChecks:
             del self._held[key]
         if key not in self._started:
             self._started.add(key)
-            self._checking[key] = (None, offset)
-            self._checks.check(key, offset)
+            self._checking[key] = (None, self._checks.check(key, offset))
 
     def drop(self, key: Key) -> None:
         self._started.discard(key)
@@ -316,10 +328,10 @@ class StartChecks:
         checking = self._checking.get(key)
         if checking is None or read.error is not None:
             return False
-        until, start = checking
+        until, number = checking
         if until is None:  # its first records: its check, waiting for them, goes on
             until = now + self._hold
-            self._checking[key] = (until, start)
+            self._checking[key] = (until, number)
             self._checks.seen(key)
         if until <= now:
             return False
@@ -340,9 +352,9 @@ class StartChecks:
         with self._lock:
             done, self._done = self._done, {}
         out: list[Event] = []
-        for key, (start, cut) in done.items():
+        for key, (number, cut) in done.items():
             checking = self._checking.get(key)
-            if checking is None or checking[1] != start:
+            if checking is None or checking[1] != number:
                 continue  # (dropped, or started again since)
             del self._checking[key]
             held = self._held.pop(key, None)
@@ -364,9 +376,9 @@ class StartChecks:
     def join(self, timeout: float) -> None:
         self._checks.join(timeout)
 
-    def _answered(self, key: Key, start: int, cut: int | None) -> None:
+    def _answered(self, key: Key, number: int, cut: int | None) -> None:
         with self._lock:
-            self._done[key] = (start, cut)
+            self._done[key] = (number, cut)
         self._wake()
 
 

@@ -165,7 +165,7 @@ class OffsetMirror:
             else:
                 epoch_of = self._epoch_of
                 epochs = {k: e for k, o in changed.items() if (e := epoch_of(k, o - 1)) is not None}
-                changed = self._keep_epochs(changed, epochs)
+                changed = self._keep_epochs(changed, epochs, now, force)
                 if not changed:
                     return 0
                 self._epoch_sink.commit(self.group, changed, epochs)
@@ -184,12 +184,15 @@ class OffsetMirror:
             self._suppressed = 0
         return len(changed)
 
-    def _keep_epochs(self, changed: Positions, epochs: dict[tuple[str, int], int]) -> Positions:
+    def _keep_epochs(
+        self, changed: Positions, epochs: dict[tuple[str, int], int], now: float, last: bool
+    ) -> Positions:
         """What to commit of ``changed``, ``epochs`` completed: a claim's first position,
         not read there yet (its epoch unknown), erased the epoch its last holder committed
         with that same offset, and the next start was not checked (an attack on 766b7cb).
         Where Kafka has the same offset, its epoch is committed again; a position whose
-        Kafka offset cannot be read now waits for the next pass."""
+        Kafka offset cannot be read now waits for the next pass (a failure, said as one),
+        but for the ``last`` pass (closing), which commits it without one."""
         unknown = [k for k, o in changed.items() if k not in epochs and k not in self._mirrored]
         if not unknown:
             return changed
@@ -197,9 +200,12 @@ class OffsetMirror:
             kafka = self.committed_epochs(unknown)
         except ReadInPart as exc:
             kafka = {k: (o, exc.epochs.get(k)) for k, o in exc.found.items()}
-            changed = {k: o for k, o in changed.items() if k not in exc.failed}
-        except Exception:
-            log.debug("%s: cannot read Kafka's offsets of %s", self._name, unknown, exc_info=True)
+            if not last:
+                changed = {k: o for k, o in changed.items() if k not in exc.failed}
+        except Exception as exc:
+            if last:
+                return changed
+            self._failed(now, exc)
             return {k: o for k, o in changed.items() if k not in unknown}
         for key in unknown:
             offset, epoch = kafka.get(key, (None, None))

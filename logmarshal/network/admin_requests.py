@@ -181,15 +181,15 @@ def leaders(
     admin: AdminClient, topic: str, partitions: Sequence[int], timeout: float
 ) -> dict[int, tuple[str, int] | Exception]:
     """Host and port of each partition's leader, from one fresh metadata request; for a
-    partition without one, the error saying why."""
+    partition without one, the error saying why. Raises as :func:`leader` when the request
+    fails (its caller counts a failing admin client)."""
     try:
         metadata = admin.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
-        failed = _raise_from(exc, topic)
-        return dict.fromkeys(partitions, failed)
+        raise _raise_from(exc, topic) from None
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
-        return dict.fromkeys(partitions, UnknownTopic(topic))
+        raise UnknownTopic(topic)
     out: dict[int, tuple[str, int] | Exception] = {}
     for partition in partitions:
         state = found.partitions.get(partition)

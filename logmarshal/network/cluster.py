@@ -642,7 +642,10 @@ class NetworkCluster:
         if not self._batches_ok or broker_of(self.cluster_id) == "logmarshal":
             return dict.fromkeys(epochs)
         timeout = min(self._timeout, _EPOCH_TIMEOUT)
-        found = self._metadata(admin_requests.leaders, topic, sorted(epochs), timeout)
+        try:
+            found = self._metadata(admin_requests.leaders, topic, sorted(epochs), timeout)
+        except Exception as exc:  # (each partition's answer: the error; counted above)
+            return dict.fromkeys(epochs, exc)
         out: dict[int, int | Exception | None] = {}
         by_leader: dict[tuple[str, int], dict[int, int]] = {}
         for partition, epoch in epochs.items():

@@ -45,6 +45,10 @@ class EpochWatch:
         #: the records read from offset ``since`` up to the next offset are of that epoch
         #: (one tuple: :meth:`epoch_of` reads it from the offsets mirror's thread)
         self._epochs: dict[Key, tuple[int, int, int]] = {}
+        #: the same of the epoch before, where the last records read came under a newer
+        #: one: a position still in the read-ahead's older stretch has its epoch known (the
+        #: mirror committed none there, and erased the one committed with it: a review)
+        self._older: dict[Key, tuple[int, int, int]] = {}
         #: (offset, leader epoch) of the first record read of each partition since it was
         #: last forgotten (a claim's first records: consumer/cut_checks.py)
         self._first: dict[Key, tuple[int, int]] = {}
@@ -55,9 +59,11 @@ class EpochWatch:
         seen = self._epochs.get(key)
         if seen is not None and offset > seen[0]:
             del self._epochs[key]
+            self._older.pop(key, None)
 
     def forget(self, key: Key) -> None:
         self._epochs.pop(key, None)
+        self._older.pop(key, None)
         self._failures.pop(key, None)
         self._first.pop(key, None)
 
@@ -70,10 +76,10 @@ class EpochWatch:
         """The leader epoch of the record at ``offset`` as it was read, if it is known: the
         offsets mirror commits it with the position after it, for a later start to check
         (:mod:`logmarshal.consumer.cut_checks`)."""
-        seen = self._epochs.get(key)
-        if seen is None or not seen[2] <= offset < seen[0]:
-            return None
-        return seen[1]
+        for seen in (self._epochs.get(key), self._older.get(key)):
+            if seen is not None and seen[2] <= offset < seen[0]:
+                return seen[1]
+        return None
 
     def read(
         self,
@@ -112,6 +118,8 @@ class EpochWatch:
         lowest = first[0] if first is not None else position
         if seen is not None and seen[1] == last and lowest is not None and lowest <= seen[0]:
             since = min(since, seen[2])  # (the records read before, up to these)
+        elif seen is not None and seen[1] != last:
+            self._older[key] = seen
         self._epochs[key] = (end, last, since)
         return None
 
@@ -141,4 +149,5 @@ class EpochWatch:
         if end is None or end >= position:
             return None
         del self._epochs[key]  # (what is read from the cut on starts it again)
+        self._older.pop(key, None)
         return end

@@ -545,6 +545,8 @@ class _Reader:
         they show its log was cut below that offset (:mod:`.epochs`; the error is then
         ``key``'s and the records are dropped). librdkafka checks a leader change only while
         it fetches: not one met while the partition was unassigned (read-ahead full)."""
+        if key not in self._next:
+            return True  # dropped meanwhile: nothing of it is kept, nor its epochs remembered
         if key in self._cut_pending:
             # its cut told, or the ask failed, and not answered yet: what comes meanwhile is
             # dropped (the next want assigns again), not asked about at every batch: one

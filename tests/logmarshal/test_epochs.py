@@ -284,6 +284,8 @@ def test_the_epoch_of_each_offset_read_is_known_for_the_mirror() -> None:
     assert watch.epoch_of(K, 100) == 3 and watch.epoch_of(K, 249) == 3
     watch.read(K, 250, 4, 300, first=(250, 3))  # a batch across a leader change at some offset
     assert watch.epoch_of(K, 299) == 4 and watch.epoch_of(K, 298) is None
+    # a position still in the older stretch (read ahead past the change): known still
+    assert watch.epoch_of(K, 249) == 3 and watch.epoch_of(K, 100) == 3
     watch.read(K, 300, 4, 350, first=(300, 4))
     assert watch.epoch_of(K, 299) == 4 and watch.epoch_of(K, 349) == 4
     watch.read(K, 350, 5, 400)  # (the first record not given: only the last is known)
@@ -301,3 +303,12 @@ def test_the_first_record_read_since_a_drop_is_kept_for_the_start_check() -> Non
     watch.forget(K)  # (dropped: the next claim's first records)
     watch.read(K, 500, 6, 600)
     assert watch.first_read(K) == (599, 6)  # (only the last record told)
+
+
+def test_records_of_a_partition_dropped_meanwhile_are_not_remembered() -> None:
+    """A batch delivered after its partition was dropped: neither kept nor its epochs
+    remembered (a later claim's start check took its first record for the claim's own)."""
+    reader = _reader(lambda topic, partition, epoch: None, lambda topic, partition: (0, 900))
+    reader.drop(*K)
+    assert reader._cut_under(K, _Record(500, 4), _Record(599, 4))
+    assert reader.first_read(*K) is None and reader.epoch_of(*K, 599) is None
