@@ -159,8 +159,11 @@ def list_ends(
     return found
 
 
-def leader(admin: AdminClient, topic: str, partition: int, timeout: float) -> tuple[str, int]:
-    """Host and port of the partition's leader, from fresh metadata."""
+def _topic_metadata(
+    admin: AdminClient, topic: str, timeout: float, partition: int = -1
+) -> tuple[Any, Any]:
+    """Fresh metadata of ``topic``: the whole answer and the topic's; raises as the
+    embedded cluster does (UnknownTopic where it has none)."""
     try:
         metadata = admin.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
@@ -168,6 +171,12 @@ def leader(admin: AdminClient, topic: str, partition: int, timeout: float) -> tu
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
         raise UnknownTopic(topic)
+    return metadata, found
+
+
+def leader(admin: AdminClient, topic: str, partition: int, timeout: float) -> tuple[str, int]:
+    """Host and port of the partition's leader, from fresh metadata."""
+    metadata, found = _topic_metadata(admin, topic, timeout, partition)
     state = found.partitions.get(partition)
     if state is None:
         raise UnknownPartition(topic, partition)
@@ -183,13 +192,7 @@ def leaders(
     """Host and port of each partition's leader, from one fresh metadata request; for a
     partition without one, the error saying why. Raises as :func:`leader` when the request
     fails (its caller counts a failing admin client)."""
-    try:
-        metadata = admin.list_topics(topic, timeout=timeout)
-    except KafkaException as exc:
-        raise _raise_from(exc, topic) from None
-    found = metadata.topics.get(topic)
-    if found is None or found.error is not None:
-        raise UnknownTopic(topic)
+    metadata, found = _topic_metadata(admin, topic, timeout)
     out: dict[int, tuple[str, int] | Exception] = {}
     for partition in partitions:
         state = found.partitions.get(partition)
@@ -208,13 +211,7 @@ def common_leader(
 ) -> tuple[str, int]:
     """Host and port of the one leader of all ``partitions`` (fresh metadata);
     _SplitLeaders if they have more than one."""
-    try:
-        metadata = admin.list_topics(topic, timeout=timeout)
-    except KafkaException as exc:
-        raise _raise_from(exc, topic) from None
-    found = metadata.topics.get(topic)
-    if found is None or found.error is not None:
-        raise UnknownTopic(topic)
+    metadata, found = _topic_metadata(admin, topic, timeout)
     leaders = set()
     for partition in partitions:
         state = found.partitions.get(partition)
