@@ -91,9 +91,10 @@ class EpochWatch:
     ) -> int | Exception | None:
         """Records read from ``position``, the newest of leader epoch ``last``, ending
         before offset ``end``; ``first``: the offset and epoch of the first of them, where
-        known (which of them :meth:`epoch_of` can tell). The cut point when a newer epoch than the last records'
-        shows the log was cut below ``position`` (the records are then not the log's); the
-        failure to ask (they are read again); else None, and they are remembered.
+        known (which of them :meth:`epoch_of` can tell). The cut point when a newer epoch
+        than the last records' shows the log was cut below ``position`` (the records are
+        then not the log's); the failure to ask (they are read again); else None, and they
+        are remembered.
 
         The newest epoch tells (the first records may be ones read again after a re-assign,
         of the old epoch); records without one (an old message format) leave nothing to tell
