@@ -98,7 +98,9 @@ below 7, lands late and sets the position back), ``given-up`` (a tenure whose re
 member gave up is left to lapse, not taken up again: a late attempt of the release would end
 it under the member);
 ``restart-fix`` (the core's re-read after a restart takeover), ``idempotent-writes``
-(transport ii) and ``ordered-upgrades`` (transport ii in upgrade seeds too).
+(transport ii), ``ordered-upgrades`` (transport ii in upgrade seeds too) and
+``start-check`` (``--seeks --epochs``: a start after a cut below it is not told,
+:mod:`scenarios.sim_seeks`).
 ``--without-restart-fix`` is the whole restart-bug experiment (an AMO restart takeover that
 resumes where the position was read before it, handing a batch out twice): ``restart-fix``
 plus rule a, rule c and ``surprise``, each of which alone now stops that bug, and
@@ -202,6 +204,7 @@ FIXES = (
         "announce",
         "gap-refusal",
         "snapshot-rules",
+        "start-check",
     }
 )
 #: what ``fix=False`` / ``--without-restart-fix`` removes: the restart bug (module docstring)
@@ -293,9 +296,9 @@ class Result:
     #: takeovers, and by late heartbeats that name no tenure (:mod:`scenarios.sim_checks`)
     rewinds: tuple[int, int] = (0, 0)
     #: with the user-hand schedule (``--seeks``): (seeks, seeks refused, retentions, tail
-    #: cuts, fetches refused out of range, cuts below a reader told by leader epochs), else
-    #: None
-    hand: tuple[int, int, int, int, int, int] | None = None
+    #: cuts, fetches refused out of range, cuts below a reader told by leader epochs, starts
+    #: told a cut), else None
+    hand: tuple[int, int, int, int, int, int, int] | None = None
     #: with the mirror schedule: (mirror writes, starts answered with a committed offset)
     mirror: tuple[int, int] | None = None
 
@@ -667,6 +670,8 @@ class Sim:
             self.carry(inst, action)
         if self.mirror is not None:
             self.mirror.after_step(self, inst)
+        elif self.hand is not None:
+            self.hand.mirrored(inst)
         if self.indexed_checks:
             self._index_held(inst)
         self.check_holders(inst)
@@ -1478,8 +1483,9 @@ def main(argv: list[str] | None = None) -> int:
     bounded = truncations = gaps = 0
     upgrades = [0, 0, 0, 0, 0]  # seeds, rolling restarts done, restarts, old snapshots, passed
     takeover_rewinds = unnamed_rewinds = unnamed_seeds = 0  # positions moved back, allowed
-    # seeds, seeks, seeks refused, retentions, tail cuts, fetches out of range, cuts told
-    hand = [0] * 7
+    # seeds, seeks, seeks refused, retentions, tail cuts, fetches out of range, cuts told,
+    # starts told a cut
+    hand = [0] * 8
     mirrored = [0] * 3  # seeds, mirror writes, starts answered with a committed offset
     t0 = time.perf_counter()
     for seed in seeds:
@@ -1524,7 +1530,7 @@ def main(argv: list[str] | None = None) -> int:
         + (
             f"user-hand seeds: {hand[0]} ({hand[1]} seeks, {hand[2]} refused, {hand[3]} "
             f"retentions, {hand[4]} tail cuts, {hand[5]} fetches out of range, {hand[6]} "
-            "cuts below a reader told by leader epochs)  "
+            f"cuts below a reader told by leader epochs, {hand[7]} starts after a cut)  "
             if args.seeks
             else ""
         )

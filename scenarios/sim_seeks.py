@@ -36,6 +36,17 @@ schedule makes them:
   refused naming the cut point (``OutOfRange.diverged``), as the network reader tells it
   (``logmarshal/network/epochs.py``, KIP-320): ALO goes back to the cut point (the checks
   allow its position back there, as after its own seek), AMO goes on from its position.
+- **Starts after a cut** (``--seeks --epochs`` too; ``logmarshal/consumer/cut_checks.py``):
+  each member's offsets mirror commits, at most once per HB and landing up to 3·HB late (a
+  late write of an older position overwrites a newer one), each position it holds with the
+  generation of the record before it as that member read it (unknown: the generation Kafka
+  holds with that same offset, else none). A member's first fetch of a tenure, at a start
+  the committed offset is at or above, whose committed generation's stretch of the log now
+  ends below that start, is refused naming the end as the cut point, as the start check
+  tells it. What the real check cannot see (the mirror behind the start, or with no
+  generation) is not told. ALO owes what was written from the cut up to its start, in
+  order, before anything after it (``--without start-check`` keeps the debt and tells
+  nothing: the restart that skipped on Apache Kafka, 766b7cb).
 
 What the checks allow (:mod:`scenarios.sim_checks`): ALO may skip what a seek forward
 skipped (from what the seeking instance had handed out up to its target), what the log
@@ -53,6 +64,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from logmarshal.consumer.mirror import positions_held
 from logmarshal.core import Bounds, Fetch, LookUp, NoStart, OutOfRange, Tick
 from rationalizer import coordination_partition
 
@@ -82,6 +94,18 @@ class UserHand:
         #: unless user code seeks or retention deletes them first
         self.cut_owed: dict[tuple[Any, Key], tuple[int | None, set[int]]] = {}
         self.told = 0
+        #: the start checks (``--epochs``; ``--without start-check``: the debt, no telling),
+        #: from a generator of their own: Kafka's committed (next offset, generation of the
+        #: record before it or None) per partition, as the members' mirrors write it
+        self.start_checks = "start-check" not in sim.without
+        self.srng = random.Random(f"seeks-starts/{seed}")
+        self.committed: dict[Key, tuple[int, int | None]] = {}
+        #: (instance, key) -> offset -> the generation of the record it read there
+        self.read: dict[tuple[Any, Key], dict[int, int]] = {}
+        #: (instance, key) -> the tenure (the core's epoch) whose first fetch went out
+        self.started: dict[tuple[Any, Key], int | None] = {}
+        self._mirrored: dict[Any, int] = {}  # instance -> when its mirror last wrote
+        self.start_cuts = 0
         #: the deep variant (``--seeks --read-ahead``): members read ahead as a Consumer does
         #: (prefetch up to 500), and retention and tail cuts land inside what a member read
         #: and has not handed out; its own generator (the plain schedule's draws unchanged)
@@ -351,8 +375,63 @@ class UserHand:
         """The edge gave ``inst`` records at ``offsets``: it remembers their generation."""
         if self.epochs and offsets:
             last = offsets[-1]
-            generation = max(g for start, g in self.gens[key] if start <= last)
+            generation = self._generation(key, last)
             self.seen[(inst.me, key)] = (last + 1, generation)
+            read = self.read.setdefault((inst.me, key), {})
+            for offset in offsets:
+                read[offset] = self._generation(key, offset)
+
+    def _generation(self, key: Key, offset: int) -> int:
+        return max(g for start, g in self.gens[key] if start <= offset)
+
+    def mirrored(self, inst: Any) -> None:
+        """``inst``'s offsets mirror, at most once per HB (``--epochs``): the positions its
+        core holds, each with the generation of the record before it as ``inst`` read it,
+        landing late."""
+        if not self.epochs:
+            return
+        sim = self.sim
+        if sim.now - self._mirrored.get(inst.me, -self.hb) < self.hb:
+            return
+        self._mirrored[inst.me] = sim.now
+        held = positions_held(inst.core, {}, False)
+        if not held:
+            return
+        commits = {}
+        for key, position in held.items():
+            generation = self.read.get((inst.me, key), {}).get(position - 1)
+            if generation is None:
+                # not read by this member: the generation Kafka holds with that same offset
+                # is committed again (1a771f0), else none
+                kept = self.committed.get(key)
+                generation = kept[1] if kept is not None and kept[0] == position else None
+            commits[key] = (position, generation)
+        land = sim.now + self.srng.randint(0, 3 * self.hb)
+        sim.at(land, lambda: self.committed.update(commits))
+
+    def _start_cut(self, inst: Any, key: Key, action: Fetch) -> int | None:
+        """At ``inst``'s first fetch of a tenure: where the log was cut below its start, as
+        the start check finds it from the committed offset and generation (None: not a
+        start, nothing to tell, or nothing the check can see). ALO owes what lies between."""
+        tenure = inst.core.epoch(*key)
+        if self.started.get((inst.me, key), -1) == tenure:
+            return None
+        self.started[(inst.me, key)] = tenure
+        start = action.offset
+        committed = self.committed.get(key)
+        if committed is None or committed[1] is None or committed[0] < start:
+            return None  # the mirror behind the start, or no generation: nothing to tell by
+        later = [first for first, g in self.gens[key] if g > committed[1]]
+        end = later[0] if later else self.sim.produced[key]
+        if end >= start:
+            return None
+        self.start_cuts += 1
+        self.sim.note(f"{inst.me} STARTS {key} at {start}: its log was cut at {end}")
+        if self.sim.mode == "alo":
+            owed = set(range(max(end, self.start[key]), start))
+            epoch, before = self.cut_owed.get((inst.me, key), (tenure, set()))
+            self.cut_owed[(inst.me, key)] = (epoch, before | owed)
+        return end
 
     def _cut_below(self, inst: Any, key: Key, offset: int) -> int | None:
         """Where ``key``'s log was cut below ``offset`` since the edge gave ``inst`` records
@@ -401,9 +480,15 @@ class UserHand:
         if self.epochs:
             cut = self._cut_below(inst, key, action.offset)
             if cut is not None:
+                self.started[(inst.me, key)] = inst.core.epoch(*key)  # (told already)
                 self._tell_cut(inst, action, cut)
                 return True
         if self.start[key] <= action.offset <= sim.produced[key]:
+            if self.epochs:
+                cut = self._start_cut(inst, key, action)
+                if cut is not None and self.start_checks:
+                    self._tell_cut(inst, action, cut)
+                    return True
             return False
         self.out_of_range += 1
 
@@ -429,7 +514,7 @@ class UserHand:
         sim.at(sim.now + self.rng.randint(0, sim.max_delay), lambda: sim.on(inst, answer))
         return True
 
-    def summary(self) -> tuple[int, int, int, int, int, int]:
+    def summary(self) -> tuple[int, int, int, int, int, int, int]:
         return (
             self.seeks,
             self.refused_seeks,
@@ -437,4 +522,5 @@ class UserHand:
             self.cuts,
             self.out_of_range,
             self.told,
+            self.start_cuts,
         )

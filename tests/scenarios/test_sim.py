@@ -459,3 +459,19 @@ def test_a_cut_told_is_gone_back_to_and_found_when_it_is_not(seed):
     without = run_seed(seed, seeks="deep", epochs=True, without=frozenset({"cut-told"}))
     assert any("written since a cut below it" in v for v in without.violations), without.violations
     assert run_seed(seed, seeks="deep", epochs=True).violations == ()
+
+
+#: seeds on which ALO skips, at a start after a cut below where it starts, what was written
+#: from the cut up to its start when the start check tells nothing (``--without
+#: start-check``: the restart that skipped on Apache Kafka before 766b7cb,
+#: logmarshal/consumer/cut_checks.py): 6 and 79 of seeds 0..99
+START_CHECK_SEEDS = (6, 79)
+
+
+@pytest.mark.parametrize("seed", START_CHECK_SEEDS)
+def test_a_start_after_a_cut_below_it_is_told_and_found_when_it_is_not(seed):
+    without = run_seed(seed, seeks=True, epochs=True, without=frozenset({"start-check"}))
+    assert any("written since a cut below it" in v for v in without.violations), without.violations
+    fixed = run_seed(seed, seeks=True, epochs=True)
+    assert fixed.violations == ()
+    assert fixed.hand is not None and fixed.hand[6] > 0  # (starts told a cut)
