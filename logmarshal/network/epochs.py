@@ -149,6 +149,10 @@ class EpochWatch:
         self._failures.pop(key, None)
         if end is None or end >= position:
             return None
-        del self._epochs[key]  # (what is read from the cut on starts it again)
+        # what was read up to the cut is still of that epoch: the first records read from
+        # the cut on, of a newer one, ask again, and find a second cut made meanwhile below
+        # this one (before, the watch started again from them and skipped what was written
+        # from the second cut up to the first)
+        self._epochs[key] = (end, seen[1], min(seen[2], end))
         self._older.pop(key, None)
         return end

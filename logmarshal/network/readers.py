@@ -575,7 +575,8 @@ class _Reader:
 
     def _truncated(self, key: tuple[str, int], offset: int, cut: int) -> LogTruncated:
         """The cut told at ``offset``, with the bounds if they can be read: the cut is told
-        whatever they are (the watch forgot the epoch: an error instead lost it for good)."""
+        whatever they are (the watch keeps the epoch only up to the cut: an error instead
+        lost it for good)."""
         try:
             low, high = self._watermarks(*key)
         except Exception:

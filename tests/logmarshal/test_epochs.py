@@ -45,9 +45,24 @@ def test_a_newer_epoch_asks_where_the_last_one_ends() -> None:
     leader.ends[4] = 230
     assert watch.read(K, 250, 5, 300) == 230
     assert leader.asked == [3, 4]
-    # what is read from the cut on starts the watch again (nothing to compare with)
+    # what is read from the cut on, of a newer epoch, asks again: not cut again
     assert watch.read(K, 230, 5, 280) is None
-    assert leader.asked == [3, 4]
+    assert leader.asked == [3, 4, 4]
+    assert watch.read(K, 280, 5, 300) is None  # (the same epoch: nothing asked)
+    assert leader.asked == [3, 4, 4]
+
+
+def test_a_second_cut_below_the_first_before_anything_was_read_again_is_told() -> None:
+    # epoch 4's log is cut at 230, below the reader at 250; before it read anything from
+    # 230, a second unclean election cuts the log at 210 and the leader writes on under
+    # epoch 6: the records read from 230 are of epoch 6, and 210..229 were written since
+    leader = Leader({4: 230})
+    watch = EpochWatch(leader)
+    watch.read(K, 0, 4, 250, first=(0, 4))
+    assert watch.read(K, 250, 5, 300) == 230
+    leader.ends[4] = 210
+    assert watch.read(K, 230, 6, 280) == 210
+    assert watch.epoch_of(K, 205) == 4  # (read before both cuts, below them)
 
 
 def test_a_refused_fetch_asks_only_at_or_below_what_was_read() -> None:
