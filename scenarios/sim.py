@@ -662,6 +662,11 @@ class Sim:
     def step(self, inst: _Instance, event: object) -> None:
         if inst.state != "alive" or inst.core.closed:
             return
+        closing = (  # (a graceful close's mirror commits its final positions)
+            self.hand.closing(inst)
+            if self.hand is not None and type(event) is Close and event.release
+            else None
+        )
         actions = inst.core.step(self.now, event)  # type: ignore[arg-type]
         inst.last_step_at = self.now
         if inst.held_answers:
@@ -671,7 +676,7 @@ class Sim:
         if self.mirror is not None:
             self.mirror.after_step(self, inst)
         elif self.hand is not None:
-            self.hand.mirrored(inst)
+            self.hand.mirrored(inst, closing)
         if self.indexed_checks:
             self._index_held(inst)
         self.check_holders(inst)

@@ -37,16 +37,23 @@ schedule makes them:
   (``logmarshal/network/epochs.py``, KIP-320): ALO goes back to the cut point (the checks
   allow its position back there, as after its own seek), AMO goes on from its position.
 - **Starts after a cut** (``--seeks --epochs`` too; ``logmarshal/consumer/cut_checks.py``):
-  each member's offsets mirror commits, at most once per HB and landing up to 3·HB late (a
-  late write of an older position overwrites a newer one), each position it holds with the
-  generation of the record before it as that member read it (unknown: the generation Kafka
-  holds with that same offset, else none). A member's first fetch of a tenure, at a start
-  the committed offset is at or above, whose committed generation's stretch of the log now
-  ends below that start, is refused naming the end as the cut point, as the start check
-  tells it. What the real check cannot see (the mirror behind the start, or with no
-  generation) is not told. ALO owes what was written from the cut up to its start, in
-  order, before anything after it (``--without start-check`` keeps the debt and tells
-  nothing: the restart that skipped on Apache Kafka, 766b7cb).
+  each member's offsets mirror commits, at most once per HB, what changed of the positions
+  it holds, each with the generation of the record before it as that member read it in its
+  tenure (unknown: the generation Kafka holds with that same offset, else none); a pass
+  lands up to 3·HB late, after the member's earlier passes (a stalled member's pass lands
+  after its successor's), and a graceful close commits its final positions at once. A
+  member's first fetch of a tenure, at a start the committed offset is at or above, whose
+  committed generation's stretch of the log now ends below that start, is refused naming
+  the end as the cut point, as the start check tells it (a leader never answers below the
+  log's start: Kafka trims its epoch cache with it). What the real check cannot see (the
+  mirror behind the start, or with no generation) is not told. ``--without start-check``
+  tells nothing, and ALO then owes what it owes when told (the restart that skipped on
+  Apache Kafka, 766b7cb).
+- **What a cut told owes** (ALO): the records the log holds from the cut up to where the
+  member was, written since the cut, that nobody handed out, in order before anything after
+  them (within its tenure, unless user code seeks or retention deletes them first). What
+  was read up to a cut keeps its generation, so a second cut below it, before anything was
+  read from it, is told too (``network/epochs.py``).
 
 What the checks allow (:mod:`scenarios.sim_checks`): ALO may skip what a seek forward
 skipped (from what the seeking instance had handed out up to its target), what the log
@@ -100,11 +107,17 @@ class UserHand:
         self.start_checks = "start-check" not in sim.without
         self.srng = random.Random(f"seeks-starts/{seed}")
         self.committed: dict[Key, tuple[int, int | None]] = {}
-        #: (instance, key) -> offset -> the generation of the record it read there
-        self.read: dict[tuple[Any, Key], dict[int, int]] = {}
+        #: (instance, key) -> (tenure, offset -> the generation of the record it read there
+        #: in that tenure): the reader's watch is forgotten when a partition is dropped
+        self.read: dict[tuple[Any, Key], tuple[int | None, dict[int, int]]] = {}
         #: (instance, key) -> the tenure (the core's epoch) whose first fetch went out
         self.started: dict[tuple[Any, Key], int | None] = {}
         self._mirrored: dict[Any, int] = {}  # instance -> when its mirror last wrote
+        #: instance -> (when its last write lands, what it committed last): a mirror commits
+        #: one pass at a time, only what changed since its last pass
+        self._mirror_writes: dict[Any, tuple[int, dict[Key, tuple[int, int | None]]]] = {}
+        #: key -> offset -> the generation of the record there when somebody handed it out
+        self.handed_gens: dict[Key, dict[int, int]] = {}
         self.start_cuts = 0
         #: the deep variant (``--seeks --read-ahead``): members read ahead as a Consumer does
         #: (prefetch up to 500), and retention and tail cuts land inside what a member read
@@ -186,6 +199,18 @@ class UserHand:
             (self.cut_owed, "written since a cut below it"),
         ):
             self._owed(owing, why, inst, key, offsets)
+        if self.epochs:
+            handed = self.handed_gens.setdefault(key, {})
+            for offset in offsets:
+                handed[offset] = self._generation(key, offset)
+
+    def _unhanded(self, key: Key, first: int, end: int) -> set[int]:
+        """Offsets ``first``..``end - 1`` whose record the log holds now (written since a
+        cut) that nobody handed out: what ALO owes after a cut told (a record of the same
+        generation handed out by another member, told the cut before, is not owed twice)."""
+        handed = self.handed_gens.get(key, {})
+        first = max(first, self.start[key])  # (retention may have deleted them meanwhile)
+        return {o for o in range(first, end) if handed.get(o) != self._generation(key, o)}
 
     def _owed(
         self,
@@ -377,42 +402,59 @@ class UserHand:
             last = offsets[-1]
             generation = self._generation(key, last)
             self.seen[(inst.me, key)] = (last + 1, generation)
-            read = self.read.setdefault((inst.me, key), {})
+            tenure = inst.core.epoch(*key)
+            read = self.read.get((inst.me, key))
+            if read is None or read[0] != tenure:
+                read = self.read[(inst.me, key)] = (tenure, {})
             for offset in offsets:
-                read[offset] = self._generation(key, offset)
+                read[1][offset] = self._generation(key, offset)
 
     def _generation(self, key: Key, offset: int) -> int:
         return max(g for start, g in self.gens[key] if start <= offset)
 
-    def mirrored(self, inst: Any) -> None:
+    def mirrored(self, inst: Any, final: dict[Key, int] | None = None) -> None:
         """``inst``'s offsets mirror, at most once per HB (``--epochs``): the positions its
-        core holds, each with the generation of the record before it as ``inst`` read it,
-        landing late."""
+        core holds that changed since its last pass, each with the generation of the record
+        before it as ``inst`` read it in its tenure, landing late but in order; ``final``:
+        the positions a graceful close commits, now."""
         if not self.epochs:
             return
         sim = self.sim
-        if sim.now - self._mirrored.get(inst.me, -self.hb) < self.hb:
-            return
-        self._mirrored[inst.me] = sim.now
-        held = positions_held(inst.core, {}, False)
-        if not held:
-            return
+        if final is None:
+            if sim.now - self._mirrored.get(inst.me, -self.hb) < self.hb:
+                return
+            self._mirrored[inst.me] = sim.now
+        held = positions_held(inst.core, {}, False) if final is None else final
+        lands, last = self._mirror_writes.get(inst.me, (sim.now, {}))
         commits = {}
         for key, position in held.items():
-            generation = self.read.get((inst.me, key), {}).get(position - 1)
+            tenure = inst.core.epoch(*key)
+            read = self.read.get((inst.me, key))
+            generation = read[1].get(position - 1) if read and read[0] == tenure else None
             if generation is None:
                 # not read by this member: the generation Kafka holds with that same offset
                 # is committed again (1a771f0), else none
                 kept = self.committed.get(key)
                 generation = kept[1] if kept is not None and kept[0] == position else None
-            commits[key] = (position, generation)
-        land = sim.now + self.srng.randint(0, 3 * self.hb)
+            if last.get(key) != (position, generation):
+                commits[key] = (position, generation)
+        if not commits:
+            return
+        delay = 0 if final is not None else self.srng.randint(0, 3 * self.hb)
+        land = max(lands, sim.now + delay)
+        self._mirror_writes[inst.me] = (land, {**last, **commits})
         sim.at(land, lambda: self.committed.update(commits))
+
+    def closing(self, inst: Any) -> dict[Key, int]:
+        """The positions ``inst``'s graceful close commits (read before its core closes)."""
+        return positions_held(inst.core, {}, self.sim.mode == "amo") if self.epochs else {}
 
     def _start_cut(self, inst: Any, key: Key, action: Fetch) -> int | None:
         """At ``inst``'s first fetch of a tenure: where the log was cut below its start, as
         the start check finds it from the committed offset and generation (None: not a
-        start, nothing to tell, or nothing the check can see). ALO owes what lies between."""
+        start, nothing to tell, or nothing the check can see). Told, ALO owes what lies
+        between (:meth:`_tell_cut`); untold (``--without start-check``), it owes it all the
+        same."""
         tenure = inst.core.epoch(*key)
         if self.started.get((inst.me, key), -1) == tenure:
             return None
@@ -421,17 +463,23 @@ class UserHand:
         committed = self.committed.get(key)
         if committed is None or committed[1] is None or committed[0] < start:
             return None  # the mirror behind the start, or no generation: nothing to tell by
-        later = [first for first, g in self.gens[key] if g > committed[1]]
-        end = later[0] if later else self.sim.produced[key]
+        end = self._epoch_end(key, committed[1])
         if end >= start:
             return None
         self.start_cuts += 1
         self.sim.note(f"{inst.me} STARTS {key} at {start}: its log was cut at {end}")
-        if self.sim.mode == "alo":
-            owed = set(range(max(end, self.start[key]), start))
+        if self.sim.mode == "alo" and not self.start_checks:
+            owed = self._unhanded(key, end, start)
             epoch, before = self.cut_owed.get((inst.me, key), (tenure, set()))
             self.cut_owed[(inst.me, key)] = (epoch, before | owed)
         return end
+
+    def _epoch_end(self, key: Key, generation: int) -> int:
+        """Where ``generation``'s stretch of the log ends now, as a leader answers
+        OffsetForLeaderEpoch: Kafka's epoch cache is trimmed with the log's start, so the
+        answer is never below it."""
+        later = [first for first, g in self.gens[key] if g > generation]
+        return max(later[0] if later else self.sim.produced[key], self.start[key])
 
     def _cut_below(self, inst: Any, key: Key, offset: int) -> int | None:
         """Where ``key``'s log was cut below ``offset`` since the edge gave ``inst`` records
@@ -439,11 +487,12 @@ class UserHand:
         seen = self.seen.get((inst.me, key))
         if seen is None or offset > seen[0]:
             return None
-        later = [start for start, g in self.gens[key] if g > seen[1]]
-        end = later[0] if later else self.sim.produced[key]
+        end = self._epoch_end(key, seen[1])
         if end >= offset:
             return None
-        del self.seen[(inst.me, key)]
+        # what was read up to the cut keeps its generation: a second cut below this one,
+        # before anything is read from it, is told too (network/epochs.py)
+        self.seen[(inst.me, key)] = (end, seen[1])
         return end
 
     def _tell_cut(self, inst: Any, action: Fetch, cut: int) -> None:
@@ -466,7 +515,10 @@ class UserHand:
                 if sim.mode == "alo":
                     # and hands out first what was written there since the cut, in order
                     epoch, owed = self.cut_owed.get((inst.me, key), (inst.core.epoch(*key), set()))
-                    self.cut_owed[(inst.me, key)] = (epoch, owed | set(range(cut, position)))
+                    self.cut_owed[(inst.me, key)] = (
+                        epoch,
+                        owed | self._unhanded(key, cut, position),
+                    )
             sim.step(inst, OutOfRange(action.token, *key, *bounds, cut))
 
         sim.at(sim.now + self.erng.randint(0, sim.max_delay), lambda: sim.on(inst, answer))

@@ -147,13 +147,13 @@ def _diverged(st: MemberState, held: Held, at: int) -> None:
     lost = f"{at}..{position - 1}"
     if st.options.mode != "amo":
         # (a start's check may tell the cut after this member handed out records written
-        # since it: those are in the log, and handed out again; only those handed out
-        # before the cut are gone)
+        # since it: those are in the log, and handed out again; only what was handed out
+        # before the cut is gone)
         log.error(
             "%s: %s/%d: the log was cut at %d, below the position %d, and written on (an "
-            "unclean leader election?): records %s handed out before the cut are gone; "
-            "handing out what was written there since",
-            me(st), held.topic, held.partition, at, position, lost,
+            "unclean leader election?): handing out again from %d what the log holds there "
+            "now; whatever of %s was handed out before the cut is gone",
+            me(st), held.topic, held.partition, at, position, at, lost,
         )  # fmt: skip
         move(st, held, at)
         return

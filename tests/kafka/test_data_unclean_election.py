@@ -168,7 +168,7 @@ def test_a_live_group_hands_out_what_was_written_after_the_cut(tmp_path, caplog)
         assert min(o for o, _, t in amo.handed if t >= elected) == BOTH + ALONE
         said = [r.getMessage() for r in caplog.records]
         assert any("the log was cut at 1000, below the position 1500" in s
-                   and "handed out before the cut are gone" in s for s in said), said  # fmt: skip
+                   and "was handed out before the cut is gone" in s for s in said), said  # fmt: skip
         assert any("cut at 1000" in s and "are not handed out (AMO" in s for s in said), said
     finally:
         for m in members:
