@@ -114,17 +114,25 @@ def _cuts(fetcher) -> list[tuple[int, int | None]]:
     return [(e.token, e.diverged) for e in list(fetcher.answered) if isinstance(e, OutOfRange)]
 
 
+def _told_at_start(cluster, fetcher_of, records: int, committed: int, start: int):
+    """A start at ``start`` of a log of ``records``, Kafka's committed offset ``committed``
+    with epoch 7, the records read of epoch 9 and epoch 7's log ending at 3 now: the fetch
+    from ``start`` is told the cut at 3, none of its records answered. (fetcher, leader)"""
+    cluster.create_topic(TOPIC, 1)
+    produce(cluster, 0, records)
+    leader = Leader({7: 3})
+    fetcher = fetcher_of({K: (committed, 7)}, leader, {K: 9})
+    fetcher.request(Fetch(1, TOPIC, 0, start))
+    wait_until(lambda: _cuts(fetcher), what="the cut")
+    assert _cuts(fetcher) == [(1, 3)] and _fetched(fetcher, 1) == []
+    return fetcher, leader
+
+
 def test_a_start_below_a_cut_is_told_before_any_record_and_the_cut_is_read(cluster, fetcher_of):
     """The mirror committed 8 with epoch 7; the records read from 8 are of epoch 9, and epoch
     7's log ends at 3 now: the fetch from 8 is told the cut (as the live reader tells one),
     none of its records answered, and the fetch from 3 reads on, unchecked."""
-    cluster.create_topic(TOPIC, 1)
-    produce(cluster, 0, 10)
-    leader = Leader({7: 3})
-    fetcher = fetcher_of({K: (8, 7)}, leader, {K: 9})
-    fetcher.request(Fetch(1, TOPIC, 0, 8))
-    wait_until(lambda: _cuts(fetcher), what="the cut")
-    assert _cuts(fetcher) == [(1, 3)] and _fetched(fetcher, 1) == []
+    fetcher, leader = _told_at_start(cluster, fetcher_of, records=10, committed=8, start=8)
     fetcher.request(Fetch(2, TOPIC, 0, 3))
     wait_until(lambda: _fetched(fetcher, 2), what="the records from the cut")
     assert _fetched(fetcher, 2)[0] == 3
@@ -242,13 +250,7 @@ def test_a_start_the_reset_moved_below_the_committed_offset_is_checked(cluster, 
     """The group's position (15) lay past the cut log's end: "latest" starts the claim at
     the end (12). Kafka's committed offset is above the start: the first records, of a newer
     epoch, are checked too, and the cut (3) told (the records from 3 to 12 were skipped)."""
-    cluster.create_topic(TOPIC, 1)
-    produce(cluster, 0, 14)
-    leader = Leader({7: 3})
-    fetcher = fetcher_of({K: (15, 7)}, leader, {K: 9})
-    fetcher.request(Fetch(1, TOPIC, 0, 12))
-    wait_until(lambda: _cuts(fetcher), what="the cut")
-    assert _cuts(fetcher) == [(1, 3)] and _fetched(fetcher, 1) == []
+    _told_at_start(cluster, fetcher_of, records=14, committed=15, start=12)
 
 
 def _checks(
