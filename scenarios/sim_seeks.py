@@ -399,15 +399,14 @@ class UserHand:
     def fetched(self, inst: Any, key: Key, offsets: list[int]) -> None:
         """The edge gave ``inst`` records at ``offsets``: it remembers their generation."""
         if self.epochs and offsets:
-            last = offsets[-1]
-            generation = self._generation(key, last)
-            self.seen[(inst.me, key)] = (last + 1, generation)
             tenure = inst.core.epoch(*key)
             read = self.read.get((inst.me, key))
             if read is None or read[0] != tenure:
                 read = self.read[(inst.me, key)] = (tenure, {})
             for offset in offsets:
                 read[1][offset] = self._generation(key, offset)
+            last = offsets[-1]
+            self.seen[(inst.me, key)] = (last + 1, read[1][last])
 
     def _generation(self, key: Key, offset: int) -> int:
         return max(g for start, g in self.gens[key] if start <= offset)
