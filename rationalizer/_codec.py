@@ -33,6 +33,7 @@ from ._messages import (
     LeavingGroup,
     MemberHeartbeat,
     Message,
+    NamingTenure,
     Positions,
     ReleaseGroup,
     ReleasingPartition,
@@ -55,6 +56,7 @@ __all__ = [
     "T_HEARTBEAT",
     "T_HEARTBEATING_TASK",
     "T_LEAVING_GROUP",
+    "T_NAMING_TENURE",
     "T_RELEASE_GROUP",
     "T_RELEASING_PARTITION",
     "T_RELEASING_TASK",
@@ -66,6 +68,7 @@ __all__ = [
     "VERSION_6",
     "VERSION_7",
     "VERSION_8",
+    "VERSION_9",
     "DecodeError",
     "Envelope",
     "MemberFields",
@@ -91,6 +94,7 @@ VERSION_5 = 5
 VERSION_6 = 6
 VERSION_7 = 7
 VERSION_8 = 8
+VERSION_9 = 9
 
 T_HEARTBEAT = 1
 T_CLAIMING_PARTITION = 2
@@ -101,6 +105,7 @@ T_ANNOUNCING_MEMBER = 6  # version 2
 T_LEAVING_GROUP = 7  # version 2
 T_HEARTBEATING_TASK = 8  # version 3
 T_RELEASING_TASK = 9  # version 3
+T_NAMING_TENURE = 10  # version 9
 
 #: Header layout per type: every field that changes from one record of a sender to the next
 #: (int64, heartbeat interval, auth tag) is at a fixed position before the identity part
@@ -133,11 +138,12 @@ PartitionMessage = (
     | ClaimingMessages
     | HeartbeatingTask
     | ReleasingTask
+    | NamingTenure
 )
 
 
 class DecodeError(ValueError):
-    """The record is not a valid encoding of any known message (versions 1 to 8)."""
+    """The record is not a valid encoding of any known message (versions 1 to 9)."""
 
 
 class UnknownVersion(Exception):
@@ -150,7 +156,7 @@ class UnknownVersion(Exception):
     def __init__(self, offset: int, version: int, verdicts: list | tuple = ()) -> None:
         super().__init__(
             f"the record at offset {offset} is of protocol version {version}; this replayer "
-            f"knows versions 1 to 8 and stops here: upgrade it before replaying this log"
+            f"knows versions 1 to 9 and stops here: upgrade it before replaying this log"
         )
         self.offset = offset
         self.version = version
@@ -299,6 +305,11 @@ def _encode_member_heartbeat(msg: MemberHeartbeat) -> tuple[bytes, bytes]:
 
 
 #: Message class (exactly: not a subclass) -> its encoder.
+def _encode_naming_tenure(msg: NamingTenure) -> tuple[bytes, bytes]:
+    """Version 9 (PROTOCOL.md, "Version 9"): the envelope, then the identity part."""
+    return _partition_key(msg), seal(VERSION_9, T_NAMING_TENURE, msg.group_id, _tail(msg))
+
+
 _ENCODERS: dict[type, Callable[[Any], tuple[bytes, bytes]]] = {
     AnnouncingMember: _encode_announcing_member,
     LeavingGroup: _encode_leaving_group,
@@ -310,6 +321,7 @@ _ENCODERS: dict[type, Callable[[Any], tuple[bytes, bytes]]] = {
     ReleasingPartition: _encode_releasing_partition,
     ClaimingMessages: _encode_claiming_messages,
     MemberHeartbeat: _encode_member_heartbeat,
+    NamingTenure: _encode_naming_tenure,
 }
 
 
@@ -732,6 +744,29 @@ def decode_v8_fields(key: object, value: object) -> V8Fields:
         raise DecodeError("the envelope's group is not the record's")
     assert topic is not None and partition is not None
     return client, instance, group, topic, partition, hb, tenure, vector, start
+
+
+#: ``(client_id, instance_id, group_id, topic, partition, ident_start)`` of a version 9
+#: NamingTenure: ``value[ident_start:]`` is the identity part, byte for byte that of the
+#: version 1 types.
+V9Fields = tuple[str, str, str, str, int, int]
+
+
+def decode_v9_fields(key: object, value: object) -> V9Fields:
+    """Decode a version 9 NamingTenure strictly (:data:`V9Fields`): the envelope (its check
+    and group id), then the identity part, whose group must be the envelope's. Raises only
+    :class:`DecodeError`."""
+    key, buf = _record_bytes(key, value)
+    version, typ, group, pos = envelope(value)
+    if version != VERSION_9:
+        raise DecodeError(f"not a version 9 record (version {version})")
+    if typ != T_NAMING_TENURE:
+        raise DecodeError(f"unknown version 9 message type {typ}")
+    client, instance, ident_group, topic, partition = _read_identity(key, buf, pos, True)
+    if ident_group != group:
+        raise DecodeError("the envelope's group is not the record's")
+    assert topic is not None and partition is not None
+    return client, instance, group, topic, partition, pos
 
 
 #: ``(type, client_id, instance_id, group_id, topic, partition, heartbeat_interval_ms,

@@ -23,6 +23,7 @@ from ._codec import (
     decode_v6_fields,
     decode_v7_fields,
     decode_v8_fields,
+    decode_v9_fields,
 )
 from ._messages import (
     AnnouncingMember,
@@ -33,6 +34,7 @@ from ._messages import (
     LeavingGroup,
     MemberHeartbeat,
     Message,
+    NamingTenure,
     ReleaseGroup,
     ReleasingPartition,
     ReleasingTask,
@@ -44,6 +46,8 @@ __all__ = ["decode"]
 def decode(key: bytes, value: bytes) -> Message:
     """Decode one ``(key, value)`` record; raises only :class:`DecodeError`."""
     if isinstance(value, bytes | bytearray | memoryview):
+        if value[:1] == b"\x09":
+            return _decode_v9(key, value)
         if value[:1] == b"\x08":
             return _decode_v8(key, value)
         if value[:1] == b"\x07":
@@ -57,6 +61,13 @@ def decode(key: bytes, value: bytes) -> Message:
         if value[:1] in (b"\x02", b"\x04"):
             return _decode_member(key, value)
     return _decode_v1(key, value)
+
+
+def _decode_v9(key: object, value: object) -> Message:
+    client, instance, group, topic, partition, _ = decode_v9_fields(key, value)
+    return NamingTenure(
+        client_id=client, instance_id=instance, group_id=group, topic=topic, partition=partition
+    )
 
 
 def _decode_v8(key: object, value: object) -> Message:

@@ -38,6 +38,7 @@ __all__ = [
     "LeavingGroup",
     "MemberHeartbeat",
     "Message",
+    "NamingTenure",
     "Positions",
     "ReleaseGroup",
     "ReleasingPartition",
@@ -63,8 +64,11 @@ __all__ = [
 #: that heartbeats every partition it holds there, each entry naming its tenure.
 #: Version 8 adds a ``HeartbeatingTask`` that names its tenure (a task's heartbeat, as a
 #: MemberHeartbeat's entry does for a partition).
-PROTOCOL_VERSION = 8
-SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
+#: Version 9 adds ``NamingTenure``: the holder of a tenure without a name (begun by a claim
+#: of version 1 or 5, or a restart takeover of such a tenure) names it, so that its
+#: heartbeats join its MemberHeartbeats and its late writes are judged by their tenure.
+PROTOCOL_VERSION = 9
+SUPPORTED_VERSIONS = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9})
 #: The version byte of what a member of this release announces: version 5 changed no
 #: membership rule, and a byte 5 announcement would stop every version 4 replayer of the
 #: group's membership partition (PROTOCOL.md, "Version 5").
@@ -74,7 +78,7 @@ ANNOUNCED_VERSION = 4
 #: the replay of the group it names rather than let this replayer skip a record whose rules
 #: it does not know; anything else (a bad check, no group) is not a coordination record at
 #: all (skipped, counted).
-FUTURE_VERSIONS = range(9, 16)
+FUTURE_VERSIONS = range(10, 16)
 
 #: Ids are bounded so a hostile record cannot make every replayer allocate megabytes.
 MAX_ID_BYTES = 1024
@@ -582,6 +586,23 @@ class MemberHeartbeat:
     version: int = _version_field(7, "a MemberHeartbeat")
 
 
+@attrs.frozen(kw_only=True)
+class NamingTenure:
+    """Version 9: the holder of a tenure without a name names it (PROTOCOL.md, "Version 9",
+    property j). A tenure begun by a claim of version 1 or 5, or by a restart takeover of
+    such a tenure, has no name, so its holder could only heartbeat it one record per
+    partition and its late writes could not be told by their tenure. Accepted from that
+    holder (``NAMED``), the tenure is named by this record's offset; nothing else changes.
+    From anyone else, or in a named tenure, ``NOT_HOLDER``."""
+
+    client_id: str = _id()
+    instance_id: str = _id()
+    group_id: str = _id()
+    topic: str = attrs.field(validator=_check_topic)
+    partition: int = attrs.field(validator=_check_partition)
+    version: int = _version_field(9, "a NamingTenure")
+
+
 Message = (
     Heartbeat
     | ClaimingPartition
@@ -593,6 +614,7 @@ Message = (
     | HeartbeatingTask
     | ReleasingTask
     | MemberHeartbeat
+    | NamingTenure
 )
 
 #: The name of each message type where a person or a table reads it: the ``type`` of
@@ -610,5 +632,6 @@ MESSAGE_NAMES: Mapping[type, str] = MappingProxyType(
         HeartbeatingTask: "heartbeating_task",
         ReleasingTask: "releasing_task",
         MemberHeartbeat: "member_heartbeat",
+        NamingTenure: "naming_tenure",
     }
 )

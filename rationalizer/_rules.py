@@ -10,6 +10,7 @@
             HeartbeatingTask            heartbeat (version 3 tasks: with a position vector)
             MemberHeartbeat entry       member_beat (version 7: property h, then heartbeat)
             HeartbeatingTask (v8)       task_beat (version 8: property i, then heartbeat)
+            NamingTenure (v9)           name (version 9: property j)
     rule 6  ReleasingPartition          release
             ReleasingTask               release (version 3 tasks: with a position vector)
     rule 7  ClaimingMessages            claim_messages
@@ -17,7 +18,7 @@
     rule 9  LeavingGroup                membership.leave
 
 Rules 1 to 7 are the methods of the same names of :class:`Rules`, which also holds the
-properties later versions added to them (a, b, c, e, f, g, h, i: a method each) and the table
+properties later versions added to them (a, b, c, e, f, g, h, i, j: a method each) and the table
 that sends each record type to its rule (:meth:`Rules.transitions`): everything that
 decides a verdict is in this module. A rule judges one record that reached it (no earlier
 rule fired), changes the state it concerns when the record is accepted (a
@@ -42,6 +43,7 @@ from ._codec import (
     T_CLAIMING_PARTITION,
     T_HEARTBEAT,
     T_HEARTBEATING_TASK,
+    T_NAMING_TENURE,
     T_RELEASING_PARTITION,
     T_RELEASING_TASK,
 )
@@ -72,6 +74,7 @@ __all__ = [
     "T_CLAIM_V5",
     "T_CLAIM_V6",
     "T_MEMBER_BEAT",
+    "T_NAME_V9",
     "T_RELEASE_TASK_V6",
     "T_RELEASE_V6",
     "T_TASK_BEAT_V8",
@@ -96,11 +99,14 @@ T_RELEASE_TASK_V6 = 0x600 | T_RELEASING_TASK
 T_MEMBER_BEAT = 0x700 | T_HEARTBEAT
 #: ... and a version 8 HeartbeatingTask (a task's heartbeat that names its tenure)
 T_TASK_BEAT_V8 = 0x800 | T_HEARTBEATING_TASK
+#: ... and a version 9 NamingTenure (the holder names its tenure)
+T_NAME_V9 = 0x900 | T_NAMING_TENURE
 
 _CLAIMED = ACCEPTED[Effect.CLAIMED]
 _RENEWED = ACCEPTED[Effect.RENEWED]
 _RENEWED_LATE = ACCEPTED[Effect.RENEWED_LATE]
 _RELEASED = ACCEPTED[Effect.RELEASED]
+_NAMED = ACCEPTED[Effect.NAMED]
 #: property g's renewals (a holder's late heartbeat: renewed, its position not set): equal to
 #: RENEWED and RENEWED_LATE, the same verdict to every reader, in every window and snapshot,
 #: but other objects, so that a fold that follows positions without the world's state (the
@@ -153,8 +159,8 @@ class Rules:
     PROTOCOL.md's rules 1 to 7 are its methods (one each, named in PROTOCOL.md's table), the
     properties later protocol versions added to them are methods too (``carries_position``
     for a, ``gives_back`` for b, ``starts_at_resume`` for c, ``lease_runs`` for e,
-    ``names_tenure`` for f, ``keeps_position`` for g, ``beats_in_tenure`` for h and
-    ``task_beats_in_tenure`` for i), and :meth:`transitions` is the
+    ``names_tenure`` for f, ``keeps_position`` for g, ``beats_in_tenure`` for h,
+    ``task_beats_in_tenure`` for i and ``names_own_tenure`` for j), and :meth:`transitions` is the
     table that sends each record type to its rule. A world replays with one table
     (``WorldState(rules=)``, :data:`RULES` by default); the simulator's experiments hand it
     a variant that overrides some properties to show what each one prevents
@@ -213,6 +219,12 @@ class Rules:
         only in that tenure (property h, for tasks)."""
         return tenure == part.tenure
 
+    def names_own_tenure(self, part: PartitionEntry, sender: Sender) -> bool:
+        """Property j (version 9): a NamingTenure names the tenure of its sender, if that is
+        the partition's holder (the same instance) and the tenure has no name yet (begun by
+        a claim of version 1 or 5, or by a restart takeover of such a tenure)."""
+        return part.holder == sender and part.tenure < 0
+
     # ------------------------------------------------------------------ the dispatch
 
     def transitions(
@@ -261,6 +273,11 @@ class Rules:
             vector, tenure = extra
             return task_beat(part, sender, now, num, hb, vector, tenure, fenced, takeovers, offset)
 
+        name = self.name
+
+        def on_name_v9(part, create, sender, now, num, hb, extra, offset):
+            return name(part, sender, offset)
+
         return {
             T_HEARTBEAT: on_heartbeat,
             T_HEARTBEATING_TASK: on_heartbeat,  # version 3: with its vector
@@ -274,6 +291,7 @@ class Rules:
             T_CLAIMING_MESSAGES: on_claim_messages,  # version 4: with its first offset
             T_MEMBER_BEAT: on_member_beat,  # version 7: one entry, naming its tenure
             T_TASK_BEAT_V8: on_task_beat_v8,  # version 8: a task's, naming its tenure
+            T_NAME_V9: on_name_v9,  # version 9: the holder names its tenure
         }
 
     # ------------------------------------------------------------------ the rules
@@ -537,6 +555,17 @@ class Rules:
         return self.heartbeat(
             part, sender, now, last_offset, hb, fenced, takeovers, positions, offset
         )
+
+    def name(self, part: PartitionEntry | None, sender: Sender, offset: int) -> Verdict:
+        """A version 9 NamingTenure from ``sender`` at ``offset`` (after rules 0', 1 and 3):
+        from the holder of a tenure without a name (:meth:`names_own_tenure`, property j) →
+        accepted NAMED, ``tenure := offset``; nothing else changes (the lease, the position,
+        the reservations, the floor: it is the same tenure, now named). Otherwise (another
+        sender, a named tenure, no holder, a partition never seen) NOT_HOLDER."""
+        if part is None or not self.names_own_tenure(part, sender):
+            return _NOT_HOLDER
+        part.tenure = offset
+        return _NAMED
 
     def release(
         self,

@@ -83,6 +83,7 @@ EFFECT_CODES: tuple[Effect, ...] = (
     Effect.JOINED,
     Effect.ANNOUNCED,
     Effect.LEFT,
+    Effect.NAMED,  # version 9
 )
 _ACCEPTED_BASE = 0x10  # + effect code: shared accepted verdict
 _DETAILED_BASE = 0x20  # + effect code: accepted with previous_holder / voided

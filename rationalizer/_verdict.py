@@ -43,6 +43,7 @@ class Effect(enum.Enum):
     JOINED = "joined"  # v2: a client_id became a member of the group
     ANNOUNCED = "announced"  # v2: a member renewed its announcement
     LEFT = "left"  # v2: a member left the group gracefully
+    NAMED = "named"  # v9: the holder named its tenure (NamingTenure; property j)
 
 
 @attrs.frozen(slots=True)

@@ -1,7 +1,8 @@
 """The simulator's rule tables without some of the protocol's properties (its experiments).
 
 Each property a later protocol version added to the rules (PROTOCOL.md: a, b, c from
-version 4, e from version 5, f and g from version 6, h from version 7, i from version 8) is
+version 4, e from version 5, f and g from version 6, h from version 7, i from version 8, j
+from version 9) is
 one method of ``rationalizer._rules.Rules``; :class:`RulesWithout` overrides the ones an
 experiment drops (``python -m scenarios.sim --without takeover_position`` and the like), so
 that the simulator shows which bug each property prevents. The production modules know nothing of
@@ -11,7 +12,7 @@ these variants: a world is handed one (``WorldState(rules=rules_without(...))``)
 from __future__ import annotations
 
 from rationalizer._rules import RULES, Rules
-from rationalizer._state import PartitionEntry
+from rationalizer._state import PartitionEntry, Sender
 
 __all__ = ["PROPERTIES", "RulesWithout", "rules_without"]
 
@@ -25,6 +26,7 @@ PROPERTIES = {
     "late_heartbeat": "keeps_position",  # g: a late heartbeat does not move the position
     "member_tenure": "beats_in_tenure",  # h: a member heartbeat's entry (renewal, takeover) names its tenure
     "task_tenure": "task_beats_in_tenure",  # i: a task's heartbeat (renewal, takeover) names its tenure
+    "own_tenure": "names_own_tenure",  # j: the holder names a tenure without a name
 }
 
 
@@ -73,6 +75,10 @@ class RulesWithout(Rules):
         # (a version 8 task heartbeat, a restart takeover's too, is then judged as its
         # sender's version 3 one, whichever tenure it names)
         return "task_tenure" in self.without or super().task_beats_in_tenure(part, tenure)
+
+    def names_own_tenure(self, part: PartitionEntry, sender: Sender) -> bool:
+        # (every NamingTenure is then refused: a tenure without a name keeps none)
+        return "own_tenure" not in self.without and super().names_own_tenure(part, sender)
 
 
 def rules_without(without: frozenset[str]) -> Rules:

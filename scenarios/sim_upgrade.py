@@ -1,6 +1,6 @@
 """The simulator's upgrade schedule (issue 33 item 8; PROTOCOL.md, "Upgrading a running
 group" and "Bounded coordination log"): the group is upgraded member by member through
-protocol versions 4, 5, 6 and 7 while snapshots are published and the log truncated.
+protocol versions 4, 5, 6, 7 and 9 while snapshots are published and the log truncated.
 
 - **Who.** About one seed in five: partition seeds with faults, without a rewind, that the
   bounded-log schedule did not take (drawn from ``random.Random(f"upgrade/{seed}")``, so the
@@ -12,10 +12,15 @@ protocol versions 4, 5, 6 and 7 while snapshots are published and the log trunca
   releases). An operator's rolling restart replaces each client's instance by a new one
   capped at 5 (version 5 claims), one client after the other (HB/2..3·HB apart; the old
   instance is stopped gracefully before or after the new one starts, or killed, or lingers
-  for up to 2·HB), then a second rolling restart brings every client to 6 and a third to 7
-  (MemberHeartbeats). A client that joins or restarts meanwhile gets the cap of the rollout
-  under way.
-- **Publishers of every version.** The in-tree code replays with version 8 rules only, so a
+  for up to 2·HB), then a second rolling restart brings every client to 6, a third to 7
+  (MemberHeartbeats) and a fourth to 9 (the newest: a tenure without a name is named). A
+  client that joins or restarts meanwhile gets the cap of the rollout under way.
+- **Named at the end.** A tenure a claim of version 1 or 5 began keeps no name through the
+  restart takeovers of killed instances; a member capped at 9 names it (NamingTenure,
+  property j). Once the fourth rollout is done, a partition that a running member capped at
+  9 held without a name when the faults stopped, and still does 2·HB later, is a violation
+  (``--without own_tenure`` shows it).
+- **Publishers of every version.** The in-tree code replays with version 9 rules only, so a
   publisher of version 4 or 5 is emulated: it publishes what a replayer of that version
   could have published. Its replay stops at the first record of a later version (a version
   4 replayer stops at byte 5..15, a version 5 one at 6..15), and its snapshot holds what its
@@ -23,7 +28,7 @@ protocol versions 4, 5, 6 and 7 while snapshots are published and the log trunca
   keeps a named tenure or a last holder (version 6), so the world is dumped in the image
   version that holds it. The record names rules 4 or 5, or (half the version 5 publishers)
   is of record version 1, which names none. A publishing instance capped below 6 publishes
-  as its version's release (60%) or as the in-tree code does (rules 8); a member capped at 6
+  as its version's release (60%) or as the in-tree code does (rules 9); a member capped at 6
   or more always as the in-tree code. Publishers truncate with the in-tree rule (every configuration
   in use keeps two valid snapshots); the old configurations' snapshots keep being in use.
 - **Rule 1** (PROTOCOL.md, "Bounded coordination log", Restoring): a replayer restores only a
@@ -66,11 +71,12 @@ __all__ = ["UPGRADE_SHARE", "Upgrade", "load_any_rules"]
 #: the share of the eligible seeds the bounded-log schedule left that upgrade (about one
 #: seed in five of all seeds)
 UPGRADE_SHARE = 0.6
-#: the versions a group is upgraded through (not on to 8: version 8 changes only what a
-#: task's heartbeat is, and upgrade seeds claim partitions, for which a member capped at 8
-#: writes what one capped at 7 does)
-FIRST, LAST = 4, 7
-#: a member capped at this version or later publishes as the in-tree code (rules 8); below
+#: the versions a group is upgraded through (not 8: version 8 changes only what a task's
+#: heartbeat is, and upgrade seeds claim partitions, for which a member capped at 8 writes
+#: what one capped at 7 does)
+VERSIONS = (4, 5, 6, 7, 9)
+FIRST, LAST = VERSIONS[0], VERSIONS[-1]
+#: a member capped at this version or later publishes as the in-tree code (rules 9); below
 #: it, as its own version's release too (emulated: versions 4 and 5)
 OLDEST_IN_TREE = 6
 #: a publisher capped below 6 publishes as its own version's release this often
@@ -153,8 +159,8 @@ class Upgrade:
         self.sim = sim
         self.rng = rng
         self.hb = hb
-        # room for two rolling restarts inside the faults (the group then settles as ever)
-        more = rng.randint(20, 40) * hb
+        # room for four rolling restarts inside the faults (the group then settles as ever)
+        more = rng.randint(30, 60) * hb
         self.begin = rng.randint(hb, max(hb, sim.fault_ms // 2))
         sim.fault_ms += more
         sim.end_ms += more
@@ -172,6 +178,9 @@ class Upgrade:
         self.old_snapshots = 0
         #: cold starts that passed over a newer snapshot of other rules (rule 1 at work)
         self.passed_over = 0
+        #: partition -> its holder (a running member capped at 9) when the faults stopped,
+        #: its tenure without a name (:meth:`unnamed_held`)
+        self.unnamed: dict[tuple[str, int], tuple[str, str]] = {}
 
     @classmethod
     def drawn(cls, sim: Sim, seed: int, hb: int) -> Upgrade | None:
@@ -186,7 +195,47 @@ class Upgrade:
         return self.caps.setdefault(client_id, self.target)
 
     def start(self) -> None:
-        self.sim.at(self.begin, lambda: self.rollout(FIRST + 1))
+        sim = self.sim
+        sim.at(self.begin, lambda: self.rollout(VERSIONS[1]))
+        sim.at(sim.fault_ms, lambda: self.unnamed.update(self.unnamed_held()))
+        sim.at(sim.fault_ms + 2 * self.hb, self.check_named)
+
+    def unnamed_held(self) -> dict[tuple[str, int], tuple[str, str]]:
+        """Partitions a running member capped at 9 holds in a tenure without a name, once
+        the last rollout is done (before it, members capped below 9 may take such tenures
+        over): partition -> that member."""
+        sim = self.sim
+        if self.target != LAST or self.rollouts < len(VERSIONS) - 1:
+            return {}
+        running = {
+            i.me: i
+            for i in sim.live()
+            if i.state == "alive" and not i.core.fenced and not i.core.closing
+            and i.core.options.protocol_version >= LAST
+        }  # fmt: skip
+        out = {}
+        for cp, world in enumerate(sim.oracle):
+            for state in world.partitions(sim.group):
+                inst = running.get(state.holder) if state.holder is not None else None
+                if inst is None or state.tenure is not None:
+                    continue
+                if cp not in inst.halted and cp not in inst.gapped:
+                    out[(state.topic, state.partition)] = state.holder
+        return out
+
+    def check_named(self) -> None:
+        """2·HB after the faults stopped (every member thawed, every write landing): a
+        partition that a running member capped at 9 held without a name then, and still
+        does, was never named (property j; ``--without own_tenure``)."""
+        still = self.unnamed_held()
+        left = sorted(k for k, who in self.unnamed.items() if still.get(k) == who)
+        self.sim.note(f"NAMED CHECK: {len(self.unnamed)} unnamed at the end of the faults")
+        if left:
+            self.sim.checks.fail(
+                self.sim.now,
+                f"tenures without a name held by members capped at {LAST} for 2·HB after the "
+                f"faults: {left}",
+            )
 
     def rollout(self, version: int) -> None:
         sim = self.sim
@@ -209,7 +258,8 @@ class Upgrade:
             sim.note(f"ROLLING RESTART to {version} done")
             if version < LAST:
                 pause = self.rng.randint(self.hb, 3 * self.hb)
-                sim.at(sim.now + pause, lambda: self.rollout(version + 1))
+                after = VERSIONS[VERSIONS.index(version) + 1]
+                sim.at(sim.now + pause, lambda: self.rollout(after))
             return
         cid = behind[0]
         self.caps[cid] = version

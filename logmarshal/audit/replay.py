@@ -43,6 +43,7 @@ from rationalizer import (
     HeartbeatingTask,
     LeavingGroup,
     Message,
+    NamingTenure,
     Reason,
     ReleasingPartition,
     ReleasingTask,
@@ -121,6 +122,8 @@ _NOT_HOLDER_KIND: dict[type, str] = {
     # a task's heartbeat and release are a heartbeat and a release of the task's key
     HeartbeatingTask: "heartbeat_without_claim",
     ReleasingTask: "release_without_claim",
+    # version 9: a holder naming a tenure that has a name, or anyone else naming one
+    NamingTenure: "name_without_unnamed_tenure",
 }
 
 _MEMBERSHIP_EFFECTS = frozenset({Effect.JOINED, Effect.ANNOUNCED, Effect.LEFT})
@@ -681,6 +684,11 @@ class PartitionAudit(MemberBeatsFold):
             msg = self._decode(key, value)
             assert msg is not None, "an accepted record decodes"
             self._members.apply(off, now, msg, e)
+            if counted:
+                self._count(msg.group_id, "accepted", e.value)
+        elif e is Effect.NAMED:  # version 9: the holder named its tenure; nothing moved
+            msg = self._decode(key, value)
+            assert msg is not None, "an accepted record decodes"
             if counted:
                 self._count(msg.group_id, "accepted", e.value)
         else:  # an effect this fold does not know yet: count it, change nothing

@@ -10,7 +10,7 @@ in flight at a time (``delivery.AtMostOnce``).
 
 from __future__ import annotations
 
-from rationalizer import ClaimingMessages, MemberHeartbeat, encode
+from rationalizer import ClaimingMessages, MemberHeartbeat, NamingTenure, encode
 from rationalizer._messages import MAX_BEAT_ENTRIES
 
 from .actions import Action, Fetch, HandOut, NoStart
@@ -186,6 +186,20 @@ def heartbeat(
     held.next_heartbeat = now + heartbeat_gap(st, held)
     # it may land whatever we hear back: later heartbeats never carry less
     held.beaten_through = max(held.beaten_through, pos)
+    if st.options.protocol_version >= 9 and held.naming_due:
+        name_tenure(st, now, held, out)
+
+
+def name_tenure(st: MemberState, now: int, held: Held, out: list[Action]) -> None:
+    """Capped at 9 or more: name our tenure without a name (version 9, property j; begun by
+    a claim of version 1 or 5, a restart takeover of such a tenure, or shown so by a world
+    from an older snapshot), so that from its verdict on it heartbeats in our
+    MemberHeartbeats (a task's: version 8) and its late writes are judged by their tenure.
+    Written behind the heartbeat (it renews nothing): the verdict at its offset is the
+    tenure's name (``verdicts.on_verdict``)."""
+    msg = NamingTenure(**ids(st), topic=held.topic, partition=held.partition)
+    token = write(st, out, Pending("name", held.topic, held.partition, held.cp, now), msg)
+    held.naming_token = token or None  # (0: withheld, a halted coordination partition)
 
 
 def write_beats(st: MemberState, now: int, out: list[Action]) -> None:

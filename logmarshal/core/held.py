@@ -15,7 +15,11 @@ import attrs
 
 from .._commits import CommitTracker
 
-__all__ = ["Held", "Lease"]
+__all__ = ["NAMING_DONE", "Held", "Lease"]
+
+#: ``Held.naming_token`` once the log refused our NamingTenure (the tenure is not ours to
+#: name, or has a name the replay shows): never asked again in this tenure
+NAMING_DONE = -2
 
 
 @attrs.define
@@ -90,6 +94,10 @@ class Held:
     #: we read at it says (or the replay, for a claim we recovered): the tenure our version 6
     #: release names; None when the log names none (a world from an older snapshot)
     tenure: int | None = None
+    #: capped at 9 or more, the NamingTenure (version 9) of a tenure without a name in
+    #: flight (its token), or ``NAMING_DONE`` once refused: it is written once per tenure
+    #: (again only if its outcome was never learned)
+    naming_token: int | None = None
     #: taken back from an earlier instance of our client (restart recovery): that instance
     #: may hand out until its lease ends, so a release waits until then (else the next
     #: holder and the zombie would overlap)
@@ -99,6 +107,11 @@ class Held:
     sources: tuple[Held, ...] = attrs.field(default=(), repr=False, eq=False)
     #: on a task's source: the task's claim
     task: Held | None = attrs.field(default=None, repr=False, eq=False)
+
+    @property
+    def naming_due(self) -> bool:
+        """A tenure without a name, none asked for yet: name it (capped at 9 or more)."""
+        return self.tenure is None and self.naming_token is None
 
     @property
     def reads(self) -> tuple[Held, ...]:

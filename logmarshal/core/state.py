@@ -90,7 +90,7 @@ CORE_SWITCHES = frozenset(
 class Pending:
     """A write whose verdict we wait for."""
 
-    kind: str  # claim | takeover | heartbeat | beats | reserve | release | announce | leave
+    kind: str  # claim | takeover | heartbeat | beats | reserve | release | announce | leave | name
     topic: str
     partition: int
     cp: int

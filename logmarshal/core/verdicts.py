@@ -15,9 +15,9 @@ from rationalizer import Effect, Reason, Verdict
 
 from .actions import Action
 from .claims import resume_after_takeover, resume_task_after_takeover, retake_refused
-from .held import Held
+from .held import NAMING_DONE, Held
 from .holding import adopt, announce, become_fenced, lose
-from .state import MemberState, Pending, gap_halted, held_here, me
+from .state import MemberState, Pending, gap_halted, held_here, me, tenure_of
 
 __all__ = ["check_replay", "on_unknown", "resolve_landed", "restart", "stall_began"]
 
@@ -78,6 +78,9 @@ def on_verdict(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Acti
     if p.kind == "beats":
         _beats_judged(st, now, p, v, out)
         return
+    if p.kind == "name":
+        _naming_judged(st, p, v, held)
+        return
     if p.kind == "takeover":
         if st.closing or st.fenced:
             return
@@ -135,6 +138,24 @@ def _took_back(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
     # the instance we took it from may not know yet: its lease runs at most fence_after from
     # a message it sent before our takeover landed
     st.held[(p.topic, p.partition)].release_after = now + st.options.fence_after_ms
+
+
+def _naming_judged(st: MemberState, p: Pending, v: Verdict, held: Held | None) -> None:
+    """Our NamingTenure (version 9) was judged: accepted, its offset names our tenure (our
+    heartbeats join our MemberHeartbeats from the next pass on, our release names it);
+    refused, the replay says what the tenure is (named meanwhile, or not ours: the
+    heartbeat tells), and we do not ask again in this tenure."""
+    if held is None or held.naming_token != p.token:
+        return  # (written for an earlier tenure of ours of this partition)
+    if v.accepted and p.offset is not None:
+        held.tenure = p.offset
+        held.naming_token = None
+        log.debug("%s named its tenure of %s/%d: %d", me(st), *held.key, p.offset)
+        return
+    held.naming_token = NAMING_DONE
+    named = tenure_of(st.worlds[held.cp], st, held.key)
+    if named is not None and held.tenure is None:
+        held.tenure = named
 
 
 def _beats_judged(st: MemberState, now: int, p: Pending, v: Verdict, out: list[Action]) -> None:
@@ -248,7 +269,10 @@ def on_unknown(st: MemberState, now: int, p: Pending, out: list[Action]) -> None
         return
     if held is None:
         return  # a claim or takeover that landed anyway is adopted by the next pass
-    if p.kind == "heartbeat" and held.heartbeat_token == p.token:
+    if p.kind == "name" and held.naming_token == p.token:
+        held.naming_token = None  # asked again with the next heartbeat (if it landed
+        # meanwhile, that one is refused and the replay names the tenure)
+    elif p.kind == "heartbeat" and held.heartbeat_token == p.token:
         held.heartbeat_token = None
         held.next_heartbeat = now
     elif p.kind == "reserve" and held.reserve_token == p.token:

@@ -163,7 +163,7 @@ def test_group_of_record_reads_the_envelope_of_version_6_and_later() -> None:
     assert coordlog.group_of_record(*encode(task)) == "g/x"
     claim = ClaimingPartition(**ids, topic="t", partition=0, heartbeat_interval_ms=1000, version=6)
     assert coordlog.group_of_record(*encode(claim)) == "g/x"
-    future = seal(9, 1, "h", b"rules to come")
+    future = seal(10, 1, "h", b"rules to come")
     assert coordlog.group_of_record(b"h", future) == "h"  # the group it halts
     junk = bytes([7]) + future[1:]  # the check no longer matches
     assert coordlog.group_of_record(b"h", junk) is None

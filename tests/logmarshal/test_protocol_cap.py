@@ -38,7 +38,7 @@ def _written(cluster: EmbeddedCluster) -> list[object]:
 
 @pytest.mark.parametrize(
     ("cap", "claim", "release"),
-    [(None, 6, 6), (8, 6, 6), (7, 6, 6), (6, 6, 6), (5, 5, 1), (4, 1, 1)],
+    [(None, 6, 6), (9, 6, 6), (8, 6, 6), (7, 6, 6), (6, 6, 6), (5, 5, 1), (4, 1, 1)],
 )
 @pytest.mark.parametrize("mode", ["alo", "amo"])
 def test_a_capped_member_writes_only_what_its_version_reads(tmp_path, cap, claim, release, mode):
@@ -72,19 +72,20 @@ def test_a_capped_member_writes_only_what_its_version_reads(tmp_path, cap, claim
     # partition's tenure has a name: a version 6 claim began it), version 1 below
     beats = [m for m in written if isinstance(m, MemberHeartbeat)]
     plain = [m for m in written if isinstance(m, Heartbeat)]
-    if (cap or 8) >= 7:
+    if (cap or 9) >= 7:
         assert beats and not plain
         assert {e[:2] for m in beats for e in m.entries} == {(TOPIC, 0), (TOPIC, 1)}
     else:
         assert plain and not beats
     # nothing the capped version cannot read: every record's version byte is at most the cap
     newest = max(m.version for m in written)
-    assert newest <= min(cap or 8, 7)  # no task here: nothing of version 8
+    assert newest <= min(cap or 9, 7)  # no task here: nothing of version 8; every tenure
+    # named by its claim: nothing to name (version 9)
 
 
-@pytest.mark.parametrize("bad", [3, 9, "6", 5.0, None])
+@pytest.mark.parametrize("bad", [3, 10, "6", 5.0, None])
 def test_a_cap_outside_the_versions_this_release_writes_is_refused(bad):
-    with pytest.raises(ValueError, match="protocol_version must be an int from 4 to 8"):
+    with pytest.raises(ValueError, match="protocol_version must be an int from 4 to 9"):
         CoreOptions(
             group_id="g", client_id="c", instance_id="i", topics=(("t", 1),),
             coordination_partitions=1, heartbeat_interval_ms=100, protocol_version=bad,

@@ -13,6 +13,7 @@ from rationalizer import (
     Heartbeat,
     HeartbeatingTask,
     MemberHeartbeat,
+    NamingTenure,
     Reason,
     ReleaseGroup,
     ReleasingPartition,
@@ -57,7 +58,10 @@ class Model:
     last one's per-entry outcomes, and :meth:`apply` answers the sum (accepted RENEWED if
     all were, else the first rejection).
     Version 8: a HeartbeatingTask that names its tenure is judged as a version 3 one, but
-    only in that tenure (property i)."""
+    only in that tenure (property i).
+    Version 9: a NamingTenure from the holder (that very instance) of a tenure without a
+    name names it by its offset and changes nothing else (property j); from anyone else, or
+    in a named tenure, NOT_HOLDER."""
 
     def __init__(self, admin_keys: Mapping[str, bytes] | None = None) -> None:
         self.keys = dict(admin_keys or {})
@@ -182,6 +186,11 @@ class Model:
         age = t - st["beat"] if st else None
         hb = st["hb"] if st else None  # the holder's lease, judged before any update
         position = max(st["last"], st["claimed"]) if st and st.get("pos") else None
+        if isinstance(msg, NamingTenure):
+            if holder != me or st.get("tenure") is not None:
+                return False, Reason.NOT_HOLDER, None
+            st["tenure"] = offset
+            return True, None, Effect.NAMED
         if isinstance(msg, ClaimingPartition):
             if msg.version >= 5 and st is not None and t <= st.get("lease_end", t - 1):
                 return False, Reason.STILL_OWNED, None

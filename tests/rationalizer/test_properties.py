@@ -25,6 +25,7 @@ from rationalizer import (
     HeartbeatingTask,
     LeavingGroup,
     MemberHeartbeat,
+    NamingTenure,
     ReleaseGroup,
     ReleasingPartition,
     ReleasingTask,
@@ -107,6 +108,8 @@ def _msg(
             named = (tenures or {}).get(q)
             entries.append((TOPIC, q, max(0, n - q) if named is None else named, max(-1, n - q)))
         return MemberHeartbeat(**ids, heartbeat_interval_ms=hb, entries=tuple(entries))
+    if kind == "name":  # version 9: the holder names its tenure (or anyone tries)
+        return NamingTenure(**ids, topic=TOPIC, partition=p)
     if kind == "beat":
         msg = Heartbeat(**ids, topic=TOPIC, partition=p, last_offset=n, heartbeat_interval_ms=hb)
         return msg if key is None else sign(msg, key)
@@ -153,10 +156,11 @@ kinds = st.sampled_from(
     + ["admin_beat", "admin_beat"]
     + ["task_beat", "task_beat", "task_release", "task_release6", "task_beat8", "task_beat8"]
     + ["beats"] * 4
+    + ["name"] * 3
 )
 #: more task records, for the logs of the fast-lane equivalence
 task_kinds = st.sampled_from(
-    ["task_beat"] * 4 + ["task_beat8", "task_release", "claim", "claim5", "claim6", "beat"]
+    ["task_beat"] * 4 + ["task_beat8", "task_release", "claim", "claim5", "claim6", "beat", "name"]
 )
 garbage = st.tuples(
     st.one_of(st.none(), st.binary(max_size=20)),
@@ -241,7 +245,7 @@ def logs(draw, max_size=80, tasks=False, members=False):
         tenure = tenures.get((g, p)) if draw(st.integers(0, 2)) else None
         named = {q: tenures.get((g, q)) for q in PARTS} if draw(st.integers(0, 3)) else None
         msg = _msg(kind, draw(who), g, p, n, draw(hbs), draw(auths), tenure, named)
-        if kind in ("claim6", "beat", "task_beat8"):
+        if kind in ("claim6", "beat", "task_beat8", "name"):
             tenures[(g, p)] = offset
         if tasks and kind.startswith("task"):
             last = vectors.get((g, p))
@@ -440,6 +444,9 @@ class Replayers(RuleBasedStateMachine):
             g = self.admin_g  # mostly into the group the admin paused
         # a version 6 release names the partition's tenure (exact) or an offset near it
         tenure = self.m.parts.get((g, TOPIC, p), {}).get("tenure") if exact else None
+        holder = self.m.parts.get((g, TOPIC, p), {}).get("holder")
+        if kind == "name" and exact and holder is not None:
+            w = holder  # the holder names its tenure (property j; named already: refused)
         named = {q: self.m.parts.get((g, TOPIC, q), {}).get("tenure") for q in PARTS}
         msg = _msg(kind, w, g, p, n, hb, key, tenure, named if exact else None)
         self._apply(*encode(msg), msg)

@@ -85,6 +85,7 @@ def test_the_transition_table_sends_every_partition_type_to_its_rule():
         T_CLAIMING_MESSAGES,
         rules.T_MEMBER_BEAT,
         rules.T_TASK_BEAT_V8,
+        rules.T_NAME_V9,
     }
     derived = {
         rules.T_CLAIM_V5,
@@ -93,8 +94,9 @@ def test_the_transition_table_sends_every_partition_type_to_its_rule():
         rules.T_RELEASE_TASK_V6,
         rules.T_MEMBER_BEAT,
         rules.T_TASK_BEAT_V8,
+        rules.T_NAME_V9,
     }
-    assert len(derived) == 6 and not derived & set(range(256))
+    assert len(derived) == 7 and not derived & set(range(256))
 
 
 def test_each_property_method_names_its_property():
@@ -107,6 +109,7 @@ def test_each_property_method_names_its_property():
         "g": "keeps_position",
         "h": "beats_in_tenure",
         "i": "task_beats_in_tenure",
+        "j": "names_own_tenure",
     }.items():
         assert inspect.getdoc(getattr(rules.Rules, name)).startswith(f"Property {letter} "), name
 

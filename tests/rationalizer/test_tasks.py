@@ -128,7 +128,7 @@ def test_golden_vectors_are_documented():
     for _msg, key, value in GOLDEN:
         assert f"`{key}`" in text and f"`{value}`" in text
     assert f"`{GOLDEN_SNAPSHOT}`" in text
-    assert "(rationalizer v8)" in text.splitlines()[0]  # versions 4 to 8 keep the task records
+    assert "(rationalizer v9)" in text.splitlines()[0]  # versions 4 to 9 keep the task records
 
 
 def test_a_task_is_coordinated_where_its_claim_is():

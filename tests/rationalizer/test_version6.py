@@ -503,9 +503,9 @@ def test_a_late_task_release_of_an_earlier_tenure_is_not_the_holders():
 # ----------------------------------------------------------------------------- versions to come
 
 
-def test_junk_is_skipped_and_a_version_9_record_halts_only_its_group():
-    """Two groups in one coordination partition: version-shaped junk (byte 0 in 9..15, no
-    envelope) is skipped and counted; a well-formed version 9 record of group g halts g
+def test_junk_is_skipped_and_a_version_10_record_halts_only_its_group():
+    """Two groups in one coordination partition: version-shaped junk (byte 0 in 10..15, no
+    envelope) is skipped and counted; a well-formed version 10 record of group g halts g
     (frozen as it was, nothing of it judged) while group h goes on claiming, renewing,
     reserving and releasing."""
     import random
@@ -522,10 +522,10 @@ def test_junk_is_skipped_and_a_version_9_record_halts_only_its_group():
     for value in junk:
         assert log.raw(rnd.randbytes(5), value, 1).reason is Reason.INVALID_RECORD
     assert log.w.skipped == len(junk) and log.w.halted_groups == {}
-    v9 = seal(9, 4, "g", b"a record whose rules this replayer does not know")
+    v10 = seal(10, 4, "g", b"a record whose rules this replayer does not know")
     at = log.offset
-    assert log.raw(b"g/orders/0", v9, 2).reason is Reason.GROUP_HALTED
-    assert log.w.halted_groups == {"g": (at, 9)} and log.w.is_halted("g")
+    assert log.raw(b"g/orders/0", v10, 2).reason is Reason.GROUP_HALTED
+    assert log.w.halted_groups == {"g": (at, 10)} and log.w.is_halted("g")
     # g: nothing is judged any more, its state is as it was
     for msg in (
         beat("a:1", 5, hb=HBL),
@@ -546,7 +546,7 @@ def test_junk_is_skipped_and_a_version_9_record_halts_only_its_group():
     assert log.w.claimable("h", "orders", 0, 1000)
     # the halt is part of the world's snapshot
     restored = WorldState.from_bytes(log.w.to_bytes())
-    assert restored.halted_groups == {"g": (at, 9)}
+    assert restored.halted_groups == {"g": (at, 10)}
     assert restored.to_bytes() == log.w.to_bytes()
     assert restored.apply(log.offset, 8, *encode(beat("a:1", 6, hb=HBL))).reason is (
         Reason.GROUP_HALTED

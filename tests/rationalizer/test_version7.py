@@ -334,7 +334,7 @@ def test_whole_record_rules_give_every_entry_the_same_verdict():
     # halted
     log3 = Log()
     log3.put(claim("a:1", hb=HBL, version=6), 0)
-    log3.raw(b"g", seal(9, 1, "g", b"rules to come"), 1)
+    log3.raw(b"g", seal(10, 1, "g", b"rules to come"), 1)
     v = log3.put(beats("a:1", (0, 0, 5)), 2)
     assert [e.reason for e in v.entries] == [Reason.GROUP_HALTED]
 

@@ -90,9 +90,9 @@ def test_golden_records(msg, hexes):
     key, value = encode(msg)
     assert (key.hex(), value.hex()) == hexes
     assert decode(key, value) == msg
-    assert msg.version == 8 and PROTOCOL_VERSION == 8 and 8 in SUPPORTED_VERSIONS
+    assert msg.version == 8 and PROTOCOL_VERSION >= 8 and 8 in SUPPORTED_VERSIONS
     assert envelope(value)[:3] == (8, 8, "g")
-    assert 8 not in FUTURE_VERSIONS and list(FUTURE_VERSIONS) == list(range(9, 16))
+    assert 8 not in FUTURE_VERSIONS
 
 
 def test_golden_vectors_are_in_protocol_md():
@@ -320,7 +320,7 @@ def test_whole_record_rules_come_first():
     assert log2.put(tbeat("a:1", 0, ("a", 5)), 3).reason is Reason.FENCED
     log3 = Log()
     log3.put(task_claim("a:1"), 0)
-    log3.raw(b"g", seal(9, 1, "g", b"rules to come"), 1)
+    log3.raw(b"g", seal(10, 1, "g", b"rules to come"), 1)
     assert log3.put(tbeat("a:1", 0, ("a", 5)), 2).reason is Reason.GROUP_HALTED
 
 

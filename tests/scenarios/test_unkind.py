@@ -186,7 +186,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     sim.join()
     assert len(worlds) == 3 * sim.ncoord  # the oracle's and both members'
     rules = {"takeover_position", "release_floor", "reservation_start", "fenced_lease"}
-    rules |= {"release_tenure", "late_heartbeat", "member_tenure", "task_tenure"}
+    rules |= {"release_tenure", "late_heartbeat", "member_tenure", "task_tenure", "own_tenure"}
     # admin_keys: the bounded-log schedule's keyed group (None here: seed 5 has none); one
     # rule table without every property, the same for every world
     assert all(kw.keys() == {"admin_keys", "rules"} and kw["admin_keys"] is None for kw in worlds)
@@ -235,6 +235,7 @@ def test_the_rule_switches_are_a_variant_rule_table():
 
     # held in tenure 3 from position 7 (floor), at 5 with 10 reserved, a lease kept until 100
     part = PartitionEntry("g", "t", 0, ("a", "1"), 0, 5, 10, 100, None, 7, 100, 3)
+    unnamed = PartitionEntry("g", "t", 0, ("a", "1"), 0, 5, 10, 100, None, 7, 100, -1)
     asked = {  # property: (its arguments, the protocol's answer, the answer without it)
         "takeover_position": ((part, 3), False, True),  # a takeover behind the position
         "release_floor": ((part, 2), 7, 2),  # a release below the tenure's floor
@@ -244,6 +245,7 @@ def test_the_rule_switches_are_a_variant_rule_table():
         "late_heartbeat": ((part, 8), True, False),  # a heartbeat below the position
         "member_tenure": ((part, 4), False, True),  # a MemberHeartbeat entry of another tenure
         "task_tenure": ((part, 4), False, True),  # a task's heartbeat of another tenure
+        "own_tenure": ((unnamed, ("a", "1")), True, False),  # the holder names its tenure
     }
     assert rules_without(frozenset()) is RULES
     assert asked.keys() == PROPERTIES.keys()

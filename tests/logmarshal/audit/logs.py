@@ -19,6 +19,7 @@ from rationalizer import (
     Heartbeat,
     HeartbeatingTask,
     LeavingGroup,
+    NamingTenure,
     ReleaseGroup,
     ReleasingPartition,
     ReleasingTask,
@@ -138,6 +139,10 @@ class Script:
         )
         return self.put(msg, t)
 
+    def name(self, who: str, p: int, t: int, *, group: str | None = None) -> int:
+        """NamingTenure (version 9): ``who`` names its tenure of partition ``p``."""
+        return self.put(NamingTenure(**self._ids(who, group), topic=self.topic, partition=p), t)
+
     def task_release(
         self,
         who: str,
@@ -239,13 +244,20 @@ def _vector(rng: random.Random) -> tuple[tuple[str, int], ...]:
 
 
 def random_log(
-    rng: random.Random, script: Script, steps: int, partitions: int = 4, *, tasks: float = 0.0
+    rng: random.Random,
+    script: Script,
+    steps: int,
+    partitions: int = 4,
+    *,
+    tasks: float = 0.0,
+    names: float = 0.0,
 ) -> None:
     """A random but plausible fleet: claims, beats, releases, restarts, resets, junk.
 
     With ``tasks`` > 0, that share of the holders' heartbeats and releases are a task's
-    (HeartbeatingTask, ReleasingTask, version 3) on the same keys; with 0 the log is what it
-    always was for a seed (no extra draws)."""
+    (HeartbeatingTask, ReleasingTask, version 3) on the same keys; with ``names`` > 0, that
+    share of the steps is a NamingTenure (version 9); with 0 the log is what it always was
+    for a seed (no extra draws)."""
     clients = [f"c{i}" for i in range(4)]
     instance = dict.fromkeys(clients, 1)
     t = 0
@@ -254,6 +266,9 @@ def random_log(
         p = rng.randrange(partitions)
         c = rng.choice(clients)
         who = f"{c}:{instance[c]}"
+        if names > 0 and rng.random() < names:
+            script.name(who, p, t)
+            continue
         r = rng.random()
         task = tasks > 0 and 0.25 <= r < 0.78 and rng.random() < tasks
         if r < 0.25:

@@ -102,14 +102,16 @@ def test_the_columnar_fold_equals_the_per_record_fold_on_fleets(
     steps=st.integers(0, 200),
     n=st.integers(1, 4),
     tasks=st.sampled_from([0.0, 0.5]),
+    names=st.sampled_from([0.0, 0.1]),
     data=st.data(),
 )
 def test_the_columnar_fold_equals_the_per_record_fold_on_random_logs(
-    seed: int, steps: int, n: int, tasks: float, data: st.DataObject
+    seed: int, steps: int, n: int, tasks: float, names: float, data: st.DataObject
 ) -> None:
-    """Random clients writing anything (random_log: most writes are rejected)."""
+    """Random clients writing anything (random_log: most writes are rejected; with
+    ``names``, NamingTenures of version 9 too)."""
     script = Script(n)
-    random_log(random.Random(seed), script, steps, tasks=tasks)
+    random_log(random.Random(seed), script, steps, tasks=tasks, names=names)
     ref, col = fold_both(script.records, _window(data), seed)
     assert_same(ref, col)
 

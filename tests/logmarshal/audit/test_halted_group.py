@@ -1,5 +1,5 @@
 """The audit of a log with a record of a protocol version to come (PROTOCOL.md, "Version
-6"): version-shaped junk is counted as invalid, the group a well-formed version 9 record
+6"): version-shaped junk is counted as invalid, the group a well-formed version 10 record
 names is reported halted (a finding with its offset and version) and the audit finishes;
 the other group of the coordination partition is audited as ever."""
 
@@ -51,14 +51,14 @@ def test_a_halted_group_is_a_finding_and_the_audit_finishes(fold):
     junk = [(1001, rnd.randbytes(4), bytes([v]) + rnd.randbytes(20)) for v in FUTURE_VERSIONS]
     log += junk
     halt_at = len(log)
-    log.append((1002, b"g/t/0", seal(9, 2, "g", b"rules to come")))
+    log.append((1002, b"g/t/0", seal(10, 2, "g", b"rules to come")))
     log += [_beat("a", "g", 1003 + i, i) for i in range(3)]
     log += [_beat("b", "h", 1003 + i, i) for i in range(3)]
     records = {0: [(o, *r) for o, r in enumerate(log)]}
     rows = audit_records(records, ReplayConfig(), fold=fold)
     halted = [r for r in rows["violations"] if r[10] == "group_halted"]
     assert halted == [
-        (0, halt_at, 1002, "g", None, None, None, None, "version_9", "group_halted",
+        (0, halt_at, 1002, "g", None, None, None, None, "version_10", "group_halted",
          "group_halted", None, None, None)
     ]  # fmt: skip
     invalid = [r for r in rows["violations"] if r[10] == "invalid_record"]

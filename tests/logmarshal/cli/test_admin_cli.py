@@ -355,20 +355,20 @@ def test_a_record_of_a_version_to_come_stops_the_admin_with_its_name(data, capsy
     envelope is skipped."""
     with EmbeddedCluster(data["dir"], maintenance_interval=0) as cluster:
         junk = NewRecord(key=b"g/events/0", value=b"\x07\x01future", timestamp=0)
-        future = NewRecord(key=b"g/events/0", value=seal(9, 1, "g", b"future"), timestamp=0)
+        future = NewRecord(key=b"g/events/0", value=seal(10, 1, "g", b"future"), timestamp=0)
         for cp in range(cluster.partitions(COORDINATION_TOPIC)):
             cluster.produce(COORDINATION_TOPIC, cp, [junk, future])
     rc, _out, err = run(data, capsys, "group", "describe", "g")
     assert rc != 0
-    assert "protocol version 9" in err and "upgrade" in err and "offset 1" in err
+    assert "protocol version 10" in err and "upgrade" in err and "offset 1" in err
     # the list says so too (it showed the group as any other, an attack on the views)
     rc, out, _ = run(data, capsys, "--json", "group", "list")
     (listed,) = json.loads(out)
     halted = listed["halted"]
-    assert (halted["offset"], halted["version"]) == (1, 9) and halted["coord_partition"] >= 0
+    assert (halted["offset"], halted["version"]) == (1, 10) and halted["coord_partition"] >= 0
     rc, out, _ = run(data, capsys, "group", "list")
     assert out.splitlines()[0].split()[-1] == "HALTED"
-    assert out.splitlines()[1].split()[-1] == f"v9@{halted['coord_partition']}/1"
+    assert out.splitlines()[1].split()[-1] == f"v10@{halted['coord_partition']}/1"
 
     # the dump of g keeps the record that halted it, named by its envelope (--group left
     # it out), and the audit's cross-check agrees on its group (it failed: an attack on
@@ -376,7 +376,7 @@ def test_a_record_of_a_version_to_come_stops_the_admin_with_its_name(data, capsy
     rc, out, err = run(data, capsys, "--json", "coord", "dump", "--group", "g")
     assert rc == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
-    halting = [r for r in rows if r["type"] == "version_9"]
+    halting = [r for r in rows if r["type"] == "version_10"]
     assert sorted(r["cp"] for r in halting) == list(range(len(marshal_ends(data))))
     assert {(r["group"], r["reason"]) for r in halting} == {("g", "group_halted")}
     rc, out, err = run(
