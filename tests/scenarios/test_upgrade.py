@@ -111,7 +111,9 @@ def test_without_property_j_an_upgrade_seed_ends_with_tenures_without_a_name():
     still hold them unnamed 2·HB after the faults (one heartbeat record per partition); with
     property j they are named (PROTOCOL.md, "Version 9")."""
     without = run_seed(35, without=frozenset({"own_tenure"}))
-    assert any("tenures without a name held by members capped at 9" in v for v in without.violations)
+    assert any(
+        "tenures without a name held by members capped at 9" in v for v in without.violations
+    )
     named = run_seed(35, trace=True)
     assert named.violations == ()
     assert any("sends name NamingTenure" in line for line in named.trace)
