@@ -8,7 +8,7 @@ replay round trip (docs/architecture.md, "Consumer algorithms": release). Releas
 
 from __future__ import annotations
 
-from rationalizer import LeavingGroup
+from rationalizer import LeavingGroup, NamingTenure
 
 from .actions import Action
 from .holding import drop, queue_release
@@ -19,14 +19,35 @@ __all__ = ["release_orphans", "start_close", "write_releases"]
 
 
 def write_releases(st: MemberState, now: int, out: list[Action]) -> None:
-    """Write the releases due now (forgetting those the replay shows landed)."""
-    in_flight = {(p.topic, p.partition) for p in st.pending.values() if p.kind == "release"}
+    """Write the releases due now (forgetting those the replay shows landed).
+
+    Capped at 9 or more, a release never names no tenure: one whose tenure had no name when
+    it was queued takes the name the replay shows now, and while the replay shows none,
+    the tenure is named first (a NamingTenure, counted as one of the release's attempts;
+    the release is looked at again once the replay can show the name). A version 1 release,
+    given up and landing late, would end the next tenure we claim (PROTOCOL.md, "Upgrading
+    a running group": what caps 4 and 5 leave open)."""
+    in_flight = {
+        (p.topic, p.partition) for p in st.pending.values() if p.kind in ("release", "name")
+    }
     group = st.options.group_id
     mine = me(st)
     for key, entry in list(st.releases.pending.items()):
         if entry[2] and st.worlds[entry[1]].holder(group, *key) != mine:
             st.releases.answered(key)  # an earlier attempt landed (or it is not ours)
     for key, position, cp, tenure in st.releases.due(in_flight, now):
+        if tenure is None and st.options.protocol_version >= 9:
+            state = st.worlds[cp].partition_state(group, *key)
+            if state is None or state.holder != mine:
+                st.releases.answered(key)  # not ours (any more): nothing to release
+                continue
+            if state.tenure is None:  # name it first; released once the replay names it
+                naming = NamingTenure(**ids(st), topic=key[0], partition=key[1])
+                write(st, out, Pending("name", key[0], key[1], cp, now), naming)
+                st.releases.unknown(key, now + st.options.heartbeat_interval_ms // 4)
+                continue
+            tenure = st.releases.pending[key][4] = state.tenure  # (no new tenure of ours
+            # begins while its release is pending: the name the replay shows is its own)
         msg = release_record(st, key, position, tenure)
         write(st, out, Pending("release", key[0], key[1], cp, now, msg.last_offset), msg)
 
