@@ -17,9 +17,10 @@ protocol versions 4, 5, 6, 7 and 9 while snapshots are published and the log tru
   client that joins or restarts meanwhile gets the cap of the rollout under way.
 - **Named at the end.** A tenure a claim of version 1 or 5 began keeps no name through the
   restart takeovers of killed instances; a member capped at 9 names it (NamingTenure,
-  property j). Once the fourth rollout is done, a partition that a running member capped at
-  9 held without a name when the faults stopped, and still does 2·HB later, is a violation
-  (``--without own_tenure`` shows it).
+  property j). A partition that a member capped at 9 held without a name when the fourth
+  rollout was done or when the faults stopped, and that the same instance, running, still
+  holds without a name 2·HB after the faults, is a violation (``--without own_tenure``
+  shows it).
 - **Publishers of every version.** The in-tree code replays with version 9 rules only, so a
   publisher of version 4 or 5 is emulated: it publishes what a replayer of that version
   could have published. Its replay stops at the first record of a later version (a version
@@ -178,8 +179,8 @@ class Upgrade:
         self.old_snapshots = 0
         #: cold starts that passed over a newer snapshot of other rules (rule 1 at work)
         self.passed_over = 0
-        #: partition -> its holder (a running member capped at 9) when the faults stopped,
-        #: its tenure without a name (:meth:`unnamed_held`)
+        #: partition -> its holder (a running member capped at 9) when the last rollout was
+        #: done or the faults stopped, its tenure without a name (:meth:`unnamed_held`)
         self.unnamed: dict[tuple[str, int], tuple[str, str]] = {}
 
     @classmethod
@@ -225,8 +226,10 @@ class Upgrade:
 
     def check_named(self) -> None:
         """2·HB after the faults stopped (every member thawed, every write landing): a
-        partition that a running member capped at 9 held without a name then, and still
-        does, was never named (property j; ``--without own_tenure``)."""
+        partition that a running member capped at 9 held without a name when the last
+        rollout was done or the faults stopped, and still does, was never named (property
+        j; ``--without own_tenure``). The same instance holding it without a name is the
+        same tenure: a new tenure of a member capped at 9 is named by its claim."""
         still = self.unnamed_held()
         left = sorted(k for k, who in self.unnamed.items() if still.get(k) == who)
         self.sim.note(f"NAMED CHECK: {len(self.unnamed)} unnamed at the end of the faults")
@@ -256,6 +259,8 @@ class Upgrade:
         if not behind:
             self.rollouts += 1
             sim.note(f"ROLLING RESTART to {version} done")
+            if version == LAST:
+                self.unnamed.update(self.unnamed_held())
             if version < LAST:
                 pause = self.rng.randint(self.hb, 3 * self.hb)
                 after = VERSIONS[VERSIONS.index(version) + 1]
