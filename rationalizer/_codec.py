@@ -127,6 +127,8 @@ IDENT_START = {
 
 _I64 = Struct(">q")
 _U32 = Struct(">I")
+#: the record types under version byte 6
+_V6_TYPES = (T_CLAIMING_PARTITION, T_RELEASING_PARTITION, T_RELEASING_TASK)
 _HDR = Struct(">BB")
 _ANNOUNCE_HEAD = Struct(">IHIB")  # heartbeat_interval_ms, weight, max_claims, flags
 _ENTIRE_TOPIC = 0x01
@@ -581,6 +583,21 @@ def decode_reservation_fields(key: object, value: object) -> ReservationFields:
     return client, instance, group, topic, partition, first, last, 18
 
 
+def _opened(
+    key: object, value: object, version: int, types: tuple[int, ...]
+) -> tuple[bytes | bytearray | memoryview, bytes, int, str, int]:
+    """A record of ``version`` (6 or later) opened: its key and value as bytes, its type
+    (one of ``types``), the envelope's group and where the rest starts. Raises only
+    :class:`DecodeError`."""
+    key, buf = _record_bytes(key, value)
+    got, typ, group, pos = envelope(value)
+    if got != version:
+        raise DecodeError(f"not a version {version} record (version {got})")
+    if typ not in types:
+        raise DecodeError(f"unknown version {version} message type {typ}")
+    return key, buf, typ, group, pos
+
+
 #: ``(type, client_id, instance_id, group_id, topic, partition, number, ident_start,
 #: last_offset, positions)`` of a version 6 record: ``number`` is the heartbeat interval of
 #: a ClaimingPartition, the tenure of a ReleasingPartition or ReleasingTask; ``last_offset``
@@ -596,10 +613,7 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
     ReleasingPartition's tenure (0..2^63-1) and last_offset (-1..2^63-1), a ReleasingTask's
     tenure and position vector (as version 3 writes it); then the identity
     part, whose group must be the envelope's. Raises only :class:`DecodeError`."""
-    key, buf = _record_bytes(key, value)
-    version, typ, group, pos = envelope(value)
-    if version != VERSION_6:
-        raise DecodeError(f"not a version 6 record (version {version})")
+    key, buf, typ, group, pos = _opened(key, value, VERSION_6, _V6_TYPES)
     last = -1
     vector: Positions | None = None
     if typ == T_CLAIMING_PARTITION:
@@ -619,7 +633,7 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
         if last < -1:
             raise DecodeError(f"last_offset {last} below -1")
         start = pos + 16
-    elif typ == T_RELEASING_TASK:
+    else:  # T_RELEASING_TASK
         if len(buf) < pos + 8:
             raise DecodeError("truncated int64 field")
         number = _I64.unpack_from(buf, pos)[0]
@@ -634,8 +648,6 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
         last = task_last_offset(vector)
         if last > MAX_OFFSET:
             raise DecodeError("the task's positions add up beyond 2^63 - 1")
-    else:
-        raise DecodeError(f"unknown version 6 message type {typ}")
     client, instance, ident_group, topic, partition = _read_identity(key, buf, start, True)
     if ident_group != group:
         raise DecodeError("the envelope's group is not the record's")
@@ -655,12 +667,7 @@ def decode_v7_fields(key: object, value: object) -> V7Fields:
     non-empty), strictly ascending by (topic, partition), each a partition, a tenure
     (0..2^63-1) and ``last_offset + 1`` (0..2^63), canonical varints, nothing after them.
     Raises only :class:`DecodeError`."""
-    key, buf = _record_bytes(key, value)
-    version, typ, group, pos = envelope(value)
-    if version != VERSION_7:
-        raise DecodeError(f"not a version 7 record (version {version})")
-    if typ != T_HEARTBEAT:
-        raise DecodeError(f"unknown version 7 message type {typ}")
+    key, buf, _, group, pos = _opened(key, value, VERSION_7, (T_HEARTBEAT,))
     if bytes(key) != record_key(group):
         raise DecodeError("record key does not match the value")
     if len(buf) < pos + 4:
@@ -717,12 +724,7 @@ def decode_v8_fields(key: object, value: object) -> V8Fields:
     check and group id), the heartbeat interval (1..3,600,000), the tenure (0..2^63-1), the
     position vector (as version 3 writes it), then the identity part, whose group must be
     the envelope's. Raises only :class:`DecodeError`."""
-    key, buf = _record_bytes(key, value)
-    version, typ, group, pos = envelope(value)
-    if version != VERSION_8:
-        raise DecodeError(f"not a version 8 record (version {version})")
-    if typ != T_HEARTBEATING_TASK:
-        raise DecodeError(f"unknown version 8 message type {typ}")
+    key, buf, _, group, pos = _opened(key, value, VERSION_8, (T_HEARTBEATING_TASK,))
     if len(buf) < pos + 12:
         raise DecodeError("truncated heartbeat_interval_ms or tenure")
     hb = _U32.unpack_from(buf, pos)[0]
@@ -756,12 +758,7 @@ def decode_v9_fields(key: object, value: object) -> V9Fields:
     """Decode a version 9 NamingTenure strictly (:data:`V9Fields`): the envelope (its check
     and group id), then the identity part, whose group must be the envelope's. Raises only
     :class:`DecodeError`."""
-    key, buf = _record_bytes(key, value)
-    version, typ, group, pos = envelope(value)
-    if version != VERSION_9:
-        raise DecodeError(f"not a version 9 record (version {version})")
-    if typ != T_NAMING_TENURE:
-        raise DecodeError(f"unknown version 9 message type {typ}")
+    key, buf, _, group, pos = _opened(key, value, VERSION_9, (T_NAMING_TENURE,))
     client, instance, ident_group, topic, partition = _read_identity(key, buf, pos, True)
     if ident_group != group:
         raise DecodeError("the envelope's group is not the record's")

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pytest
+
 from rationalizer import (
     ClaimingMessages,
     ClaimingPartition,
+    DecodeError,
     Heartbeat,
+    Reason,
     ReleaseGroup,
     ReleasingPartition,
     Verdict,
     WorldState,
+    decode,
     encode,
     sign,
 )
@@ -94,3 +99,14 @@ class Log:
         v = self.w.apply(*rec)
         assert v is not None
         return v
+
+
+def assert_every_byte_is_under_the_check(key: bytes, value: bytes) -> None:
+    """A record of version 6 or later: flipping any bit of any byte after the version byte
+    makes it undecodable, and a world skips it as INVALID_RECORD (the envelope's check
+    covers them all)."""
+    for i in range(1, len(value)):
+        bad = value[:i] + bytes((value[i] ^ 0x01,)) + value[i + 1 :]
+        with pytest.raises(DecodeError):
+            decode(key, bad)
+        assert Log().raw(key, bad, 0).reason is Reason.INVALID_RECORD
