@@ -306,12 +306,12 @@ def _encode_member_heartbeat(msg: MemberHeartbeat) -> tuple[bytes, bytes]:
     return record_key(msg.group_id), seal(VERSION_7, T_HEARTBEAT, msg.group_id, body)
 
 
-#: Message class (exactly: not a subclass) -> its encoder.
 def _encode_naming_tenure(msg: NamingTenure) -> tuple[bytes, bytes]:
     """Version 9 (PROTOCOL.md, "Version 9"): the envelope, then the identity part."""
     return _partition_key(msg), seal(VERSION_9, T_NAMING_TENURE, msg.group_id, _tail(msg))
 
 
+#: Message class (exactly: not a subclass) -> its encoder.
 _ENCODERS: dict[type, Callable[[Any], tuple[bytes, bytes]]] = {
     AnnouncingMember: _encode_announcing_member,
     LeavingGroup: _encode_leaving_group,
@@ -598,6 +598,19 @@ def _opened(
     return key, buf, typ, group, pos
 
 
+def _enveloped_identity(
+    key: bytes | bytearray | memoryview, buf: bytes, pos: int, group: str
+) -> tuple[str, str, str, int]:
+    """The identity part of a partition record of version 6 or later (:func:`_read_identity`),
+    whose group must be the envelope's ``group``: ``(client_id, instance_id, topic,
+    partition)``."""
+    client, instance, ident_group, topic, partition = _read_identity(key, buf, pos, True)
+    if ident_group != group:
+        raise DecodeError("the envelope's group is not the record's")
+    assert topic is not None and partition is not None
+    return client, instance, topic, partition
+
+
 #: ``(type, client_id, instance_id, group_id, topic, partition, number, ident_start,
 #: last_offset, positions)`` of a version 6 record: ``number`` is the heartbeat interval of
 #: a ClaimingPartition, the tenure of a ReleasingPartition or ReleasingTask; ``last_offset``
@@ -648,10 +661,7 @@ def decode_v6_fields(key: object, value: object) -> V6Fields:
         last = task_last_offset(vector)
         if last > MAX_OFFSET:
             raise DecodeError("the task's positions add up beyond 2^63 - 1")
-    client, instance, ident_group, topic, partition = _read_identity(key, buf, start, True)
-    if ident_group != group:
-        raise DecodeError("the envelope's group is not the record's")
-    assert topic is not None and partition is not None
+    client, instance, topic, partition = _enveloped_identity(key, buf, start, group)
     return typ, client, instance, group, topic, partition, number, start, last, vector
 
 
@@ -741,10 +751,7 @@ def decode_v8_fields(key: object, value: object) -> V8Fields:
     vector = tuple(positions)
     if task_last_offset(vector) > MAX_OFFSET:
         raise DecodeError("the task's positions add up beyond 2^63 - 1")
-    client, instance, ident_group, topic, partition = _read_identity(key, buf, start, True)
-    if ident_group != group:
-        raise DecodeError("the envelope's group is not the record's")
-    assert topic is not None and partition is not None
+    client, instance, topic, partition = _enveloped_identity(key, buf, start, group)
     return client, instance, group, topic, partition, hb, tenure, vector, start
 
 
@@ -759,10 +766,7 @@ def decode_v9_fields(key: object, value: object) -> V9Fields:
     and group id), then the identity part, whose group must be the envelope's. Raises only
     :class:`DecodeError`."""
     key, buf, _, group, pos = _opened(key, value, VERSION_9, (T_NAMING_TENURE,))
-    client, instance, ident_group, topic, partition = _read_identity(key, buf, pos, True)
-    if ident_group != group:
-        raise DecodeError("the envelope's group is not the record's")
-    assert topic is not None and partition is not None
+    client, instance, topic, partition = _enveloped_identity(key, buf, pos, group)
     return client, instance, group, topic, partition, pos
 
 
