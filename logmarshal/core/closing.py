@@ -8,11 +8,11 @@ replay round trip (docs/architecture.md, "Consumer algorithms": release). Releas
 
 from __future__ import annotations
 
-from rationalizer import LeavingGroup, NamingTenure
+from rationalizer import LeavingGroup
 
 from .actions import Action
 from .holding import drop, queue_release
-from .records import ids, release_record, write
+from .records import ids, release_record, write, write_naming
 from .state import MemberState, Pending, group_position, me, subscribed, tenure_of
 
 __all__ = ["release_orphans", "start_close", "write_releases"]
@@ -42,8 +42,7 @@ def write_releases(st: MemberState, now: int, out: list[Action]) -> None:
                 st.releases.answered(key)  # not ours (any more): nothing to release
                 continue
             if state.tenure is None:  # name it first; released once the replay names it
-                naming = NamingTenure(**ids(st), topic=key[0], partition=key[1])
-                write(st, out, Pending("name", key[0], key[1], cp, now), naming)
+                write_naming(st, out, key, cp, now)
                 st.releases.unknown(key, now + st.options.heartbeat_interval_ms // 4)
                 continue
             tenure = st.releases.pending[key][4] = state.tenure  # (no new tenure of ours

@@ -10,12 +10,12 @@ in flight at a time (``delivery.AtMostOnce``).
 
 from __future__ import annotations
 
-from rationalizer import ClaimingMessages, MemberHeartbeat, NamingTenure, encode
+from rationalizer import ClaimingMessages, MemberHeartbeat, encode
 from rationalizer._messages import MAX_BEAT_ENTRIES
 
 from .actions import Action, Fetch, HandOut, NoStart
 from .held import Held
-from .records import heartbeat_record, ids, write, write_encoded
+from .records import heartbeat_record, ids, write, write_encoded, write_naming
 from .state import MemberState, Pending, claim_of, me, position, vector, withheld
 
 __all__ = [
@@ -197,8 +197,7 @@ def name_tenure(st: MemberState, now: int, held: Held, out: list[Action]) -> Non
     MemberHeartbeats (a task's: version 8) and its late writes are judged by their tenure.
     Written behind the heartbeat (it renews nothing): the verdict at its offset is the
     tenure's name (``verdicts.on_verdict``)."""
-    msg = NamingTenure(**ids(st), topic=held.topic, partition=held.partition)
-    token = write(st, out, Pending("name", held.topic, held.partition, held.cp, now), msg)
+    token = write_naming(st, out, held.key, held.cp, now)
     held.naming_token = token or None  # (0: withheld, a halted coordination partition)
 
 

@@ -14,6 +14,7 @@ from rationalizer import (
     Heartbeat,
     HeartbeatingTask,
     Message,
+    NamingTenure,
     ReleasingPartition,
     ReleasingTask,
     encode,
@@ -94,6 +95,13 @@ def heartbeat_record(
     return Heartbeat(
         **ids(st), topic=key[0], partition=key[1], heartbeat_interval_ms=hb, last_offset=position
     )
+
+
+def write_naming(st: MemberState, out: list[Action], key: Key, cp: int, now: int) -> int:
+    """Write a NamingTenure (version 9) of ``key``: we hold it in a tenure without a name;
+    the verdict at its offset is the tenure's name. Returns the token (0: withheld)."""
+    msg = NamingTenure(**ids(st), topic=key[0], partition=key[1])
+    return write(st, out, Pending("name", key[0], key[1], cp, now), msg)
 
 
 def release_record(
