@@ -686,13 +686,9 @@ class PartitionAudit(MemberBeatsFold):
             self._members.apply(off, now, msg, e)
             if counted:
                 self._count(msg.group_id, "accepted", e.value)
-        elif e is Effect.NAMED:  # version 9: the holder named its tenure; nothing moved
-            msg = self._decode(key, value)
-            assert msg is not None, "an accepted record decodes"
-            if counted:
-                self._count(msg.group_id, "accepted", e.value)
-        else:  # an effect this fold does not know yet: count it, change nothing
-            if e not in self._unknown_effects:
+        else:  # counted, nothing moves: NAMED (version 9: the holder named its tenure), or
+            # an effect this fold does not know yet (said once)
+            if e is not Effect.NAMED and e not in self._unknown_effects:
                 self._unknown_effects.add(e)
                 log.warning(
                     "coordination partition %d: effect %r is new to the audit: counted in "
