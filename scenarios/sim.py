@@ -91,7 +91,8 @@ the world's ``takeover_position`` (rule a), ``release_floor`` (rule b),
 position back), ``member_tenure`` (property h, version 7: a MemberHeartbeat's entry counts
 only in the tenure it names), ``task_tenure`` (property i, version 8: so does a task's
 heartbeat), ``own_tenure`` (property j, version 9: the holder of a tenure without a name
-names it; found by the upgrade seeds' check that such tenures end up named); the core's ``surprise``, ``stall``, ``fresh-ends`` (seen only with
+names it; found by the upgrade seeds' check that such tenures end up named); the core's
+``surprise``, ``stall``, ``fresh-ends`` (seen only with
 ``--stale-answers``) and ``reserved-confirm`` (an AMO heartbeat confirms its reservation
 only once the log holds it: seen in upgrade seeds with ``idempotent-writes`` and
 ``ordered-upgrades`` removed, where a heartbeat naming no tenure, written by a member capped

@@ -2,8 +2,7 @@
 
 Each property a later protocol version added to the rules (PROTOCOL.md: a, b, c from
 version 4, e from version 5, f and g from version 6, h from version 7, i from version 8, j
-from version 9) is
-one method of ``rationalizer._rules.Rules``; :class:`RulesWithout` overrides the ones an
+from version 9) is one method of ``rationalizer._rules.Rules``; :class:`RulesWithout` overrides the ones an
 experiment drops (``python -m scenarios.sim --without takeover_position`` and the like), so
 that the simulator shows which bug each property prevents. The production modules know nothing of
 these variants: a world is handed one (``WorldState(rules=rules_without(...))``).

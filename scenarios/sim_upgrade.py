@@ -232,7 +232,10 @@ class Upgrade:
         same tenure: a new tenure of a member capped at 9 is named by its claim."""
         still = self.unnamed_held()
         left = sorted(k for k, who in self.unnamed.items() if still.get(k) == who)
-        self.sim.note(f"NAMED CHECK: {len(self.unnamed)} unnamed at the end of the faults")
+        self.sim.note(
+            f"NAMED CHECK: {len(self.unnamed)} without a name when the last rollout was done "
+            "or the faults stopped"
+        )
         if left:
             self.sim.checks.fail(
                 self.sim.now,
