@@ -82,6 +82,19 @@ def _wait(predicate: Callable[[], object], timeout: float) -> float:
     return time.perf_counter() - start
 
 
+def amo_bound(window: int, verdict_ms: float, partitions: int = 4) -> float:
+    """The most AMO can read (msg/s over ``partitions`` read at one pace) with one
+    reservation in flight a partition (``core.delivery.AtMostOnce``) and a reservation's
+    verdict replayed ``verdict_ms`` after its write.
+
+    The next reservation is written once the last one's verdict is replayed, through
+    ``window`` records past what was handed out then; until its own verdict, one round trip
+    R later, only what the last one reserved can be handed out: ``window - r*R`` records at
+    a partition's rate r, as r*R went during the last round trip. Never waiting needs
+    ``window - r*R >= r*R``: r <= window / (2R)."""
+    return partitions * window / (2 * verdict_ms / 1000) if verdict_ms > 0 else float("inf")
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -191,6 +204,8 @@ def throughput(mode: str, batch: int, count: int, hb: float) -> float:
 # -- over the network -----------------------------------------------------------------------
 
 NET_PARTITIONS = 4
+#: the Consumer's batch size in every network row
+NET_BATCH = 500
 READERS = ("kcat", "raw-default", "raw-reader", "raw-amo", "alo-batch", "alo-each", "amo")
 #: readers that need Kafka's group offsets (OffsetCommit), which logmarshal's broker refuses
 #: by design (a group's positions live in ``__marshal``): run with ``--kafka`` only
@@ -290,7 +305,7 @@ def _worker(kind: str, bootstrap: str, count: int, primed: bool = False) -> dict
         mode = "amo" if kind.startswith("amo") else "alo"
         window = {"max_reserved": int(kind[4:])} if kind.startswith("amo-") else {}
         trips = _RoundTrips(m) if mode == "amo" else None
-        consumer = Consumer(m, TOPIC, mode=mode, batch_size=500, greedy=True, **window)  # type: ignore[arg-type]
+        consumer = Consumer(m, TOPIC, mode=mode, batch_size=NET_BATCH, greedy=True, **window)  # type: ignore[arg-type]
         each = kind == "alo-each"
         if primed:
             deadline = time.monotonic() + 60
@@ -469,6 +484,7 @@ def network(
     from confluent_kafka import Producer
 
     import logmarshal
+    from logmarshal.core.options import DEFAULT_RESERVED_BATCHES
 
     data = tempfile.mkdtemp(prefix="bench-net-")
     baseline: Path | None = None
@@ -552,11 +568,18 @@ def network(
                 extra += f"; {r['rate'] / amo_base['rate']:.2f}x rate of raw-amo"
             print(f"  {label:<28} {r['rate']:>11,.0f} msg/s  rss {r['rss_mb']:6.0f} MB{extra}")
             if "verdict_ms" in r:
+                window = (
+                    int(kind[4:])
+                    if kind.startswith("amo-")
+                    else DEFAULT_RESERVED_BATCHES * NET_BATCH
+                )
                 print(
                     f"  {'':<28} {r['records']:,} coordination records in {r['writes']:,} "
                     f"writes, {count / max(r['records'], 1):,.0f} records handed out each; "
                     f"p50 acknowledged {r['ack_ms']:.1f} ms, verdict replayed "
-                    f"{r['verdict_ms']:.1f} ms after the write"
+                    f"{r['verdict_ms']:.1f} ms after the write; "
+                    f"bound {amo_bound(window, r['verdict_ms'], NET_PARTITIONS):,.0f} msg/s "
+                    f"({r['rate'] / amo_bound(window, r['verdict_ms'], NET_PARTITIONS):.2f} of it)"
                 )
         print(
             "(rate, cpu and full GCs (the cyclic GC's full collections and their time): "
@@ -570,7 +593,8 @@ def network(
             "(synchronously, to Kafka's group coordinator) before it is processed, at most "
             "a batch lost to a crash; goal: >= 0.8x rate, "
             "<= 2x p99 of raw-reader; amo-N: AMO with max_reserved N (default: 4 batches, "
-            "2,000), at most N records of a partition lost to a crash"
+            "2,000), at most N records of a partition lost to a crash; bound: what one "
+            "reservation in flight a partition allows at that verdict time (amo_bound)"
             + (
                 f"; primed: each clock started {PRIMED_WAIT:g} s after every partition was "
                 "assigned (raw) or claimed (Consumer))"
