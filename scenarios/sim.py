@@ -76,6 +76,15 @@ those of docs/protocol-notes.md). The faults below draw from a second generator
 - **Kafka's committed offsets start partitions with no position** (``--mirror``, off by
   default; :mod:`scenarios.sim_mirror`, its own generator): the members' offsets mirrors
   write late, some reads answer late, and half the seeds move from Kafka consumer groups.
+- **User code gives the end of a batch back** (``--give-backs``, off by default; AMO seeds;
+  its own generator ``random.Random(f"give-back/{seed}")``): a hand-out is, one time in
+  five during the faults, only partly delivered: its first records reach user code and the
+  rest goes back under the hand-out's number (``MemberCore.give_back``), as ``Consumer.run``
+  does when its handler fails for good or is stopped; half those times the member then
+  closes (its client starts again), otherwise the rest goes back at once or up to HB later
+  (the Consumer's next poll). And user code sometimes tries to give back the end of an
+  earlier batch, which must be refused; ``--without give-back-guard`` takes it, and the
+  AMO check finds the records handed out twice.
 - **Upgrades** (:mod:`scenarios.sim_upgrade`, its own generator
   ``random.Random(f"upgrade/{seed}")``, about one seed in five: eligible seeds the
   bounded-log schedule left, which it then gets too): members start capped at protocol
@@ -117,6 +126,7 @@ its heartbeats and releases carry both positions.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import heapq
 import logging
@@ -150,7 +160,7 @@ from logmarshal.core import (
     WriteFailed,
     Written,
 )
-from logmarshal.core.state import SharedTargets
+from logmarshal.core.state import CORE_SWITCHES, SharedTargets
 from rationalizer import (
     Heartbeat,
     ReleaseGroup,
@@ -189,10 +199,11 @@ Key = tuple[str, int]
 #: fixes a WorldState can be built without: properties of the rules its rule table drops
 #: (``WorldState(rules=sim_rules.rules_without(...))``)
 WORLD_FIXES = frozenset(PROPERTIES)
-#: fixes a MemberCore can be built without (``MemberCore(_without=...)``)
-CORE_FIXES = frozenset(
-    {"surprise", "stall", "fresh-ends", "reserved-confirm", "given-up", "live-gap", "cut-told"}
-)
+#: fixes a MemberCore can be built without (``MemberCore(_without=...)``; "retake" is the
+#: restart experiment's, not one of them)
+CORE_FIXES = CORE_SWITCHES - {"retake"}
+#: ``--give-backs``: the share of hand-outs only partly delivered, the rest given back
+GIVE_BACK_SHARE = 0.2
 #: every fix ``--without`` can remove; ``all-amo`` stands for all of them
 FIXES = (
     WORLD_FIXES
@@ -303,6 +314,9 @@ class Result:
     hand: tuple[int, int, int, int, int, int, int] | None = None
     #: with the mirror schedule: (mirror writes, starts answered with a committed offset)
     mirror: tuple[int, int] | None = None
+    #: with ``--give-backs`` (AMO): (ends of batches given back, closes after one, earlier
+    #: batches' ends refused)
+    gave: tuple[int, int, int] | None = None
 
 
 class Sim:
@@ -343,6 +357,7 @@ class Sim:
         seeks: bool | str = False,
         mirror: bool = False,
         epochs: bool = False,
+        give_backs: bool = False,
     ) -> None:
         rng = self.rng = random.Random(seed)
         #: the stale-answer schedule (module docstring), off unless asked: its own generator
@@ -483,6 +498,15 @@ class Sim:
         if bounded or self.upgrade is not None:
             self.bounded = Bounded(self, brng, HB)
             self.oracle = [self.world() for _ in range(self.ncoord)]  # with g's keys
+        #: ``--give-backs`` (module docstring), AMO seeds only: its own generator; (given
+        #: back, closes after one, earlier batches' ends refused)
+        self.give_backs = give_backs and self.mode == "amo"
+        self.grng = random.Random(f"give-back/{seed}")
+        self.gave = [0, 0, 0]
+        #: (instance, partition) -> the records and the number of the last batch handed out
+        self._batches: dict[
+            tuple[tuple[str, str], Key], tuple[tuple[tuple[int, bytes], ...], int]
+        ] = {}
         #: the user-hand schedule (:mod:`scenarios.sim_seeks`; ``--seeks``, else None)
         self.hand = (
             UserHand.drawn(self, seed, HB, deep=seeks == "deep", epochs=epochs) if seeks else None
@@ -564,6 +588,7 @@ class Sim:
             (self.checks.takeover_rewinds, self.checks.unnamed_rewinds),
             None if self.hand is None else self.hand.summary(),
             None if self.mirror is None else (self.mirror.writes, self.mirror.answered),
+            (self.gave[0], self.gave[1], self.gave[2]) if self.give_backs else None,
         )
 
     # -- members -----------------------------------------------------------------------------
@@ -977,13 +1002,24 @@ class Sim:
                 lambda: self.on(inst, lambda: self.step(inst, bounds)),
             )
         elif isinstance(action, HandOut):
-            offsets = [o for o, _ in action.records]
             key = (action.topic, action.partition)
+            records = action.records
+            kept = len(records)
+            if (
+                self.give_backs
+                and kept > 1
+                and self.in_faults()
+                and self.grng.random() < GIVE_BACK_SHARE
+            ):
+                kept = self.grng.randint(1, kept - 1)  # user code saw these, then failed
+            offsets = [o for o, _ in records[:kept]]
             self.note(f"{inst.me} HANDS OUT {key} {offsets[0]}..{offsets[-1]}")
             self.checks.handed_out(self.now, inst.me, key, offsets)
             if self.hand is not None:
                 self.hand.handed(inst, key, offsets)
             inst.core.commit(action.topic, action.partition, offsets)  # ALO: handled at once
+            if self.give_backs:
+                self.give_back(inst, key, tuple(records), action.handout, kept)
         elif isinstance(action, Revoke):
             self.note(
                 f"{inst.me} revokes {action.topic}/{action.partition} lost={action.lost}: {action.why}"
@@ -995,6 +1031,65 @@ class Sim:
             self.note(f"{inst.me} closed")
         elif isinstance(action, NoStart) and self.hand is not None:
             self.hand.no_start(inst, action)  # user code seeks (auto_offset_reset="error")
+
+    def give_back(
+        self,
+        inst: _Instance,
+        key: Key,
+        records: tuple[tuple[int, bytes], ...],
+        handout: int,
+        kept: int,
+    ) -> None:
+        """``--give-backs``: the records of hand-out ``handout`` past ``kept`` go back (they
+        never reached user code); sometimes the member then closes (``Consumer.run`` after
+        HandlerFailed), and sometimes user code tries to give back the end of the batch
+        before (refused: it reached user code). A Consumer gives back at its next poll or
+        close (``Consumer._take_back``): here at once, or up to HB later."""
+        rng = self.grng
+        earlier = self._batches.get((inst.me, key))
+        self._batches[(inst.me, key)] = (records, handout)
+        if kept < len(records):
+            rest = records[kept:]
+            self.note(f"{inst.me} GIVES BACK {key} {rest[0][0]}..{rest[-1][0]} of #{handout}")
+            self.gave[0] += 1
+            if rng.random() < 0.5:  # run() closes: its close takes them back first
+                self.gave[1] += 1
+                self._give_back(inst, key, rest, handout)
+                self.at(self.now, lambda: self.on(inst, lambda: self.step(inst, Close())))
+                cid = inst.client_id  # and the process starts again (a supervisor)
+                self.at(self.now + rng.randint(HB // 2, 2 * HB), lambda: self._restarted(cid))
+            elif rng.random() < 0.5:
+                self._give_back(inst, key, rest, handout)
+            else:  # at its next poll: handed out again only if nothing moved meanwhile
+                later = self.now + rng.randint(1, HB)
+                back = functools.partial(self._give_back, inst, key, rest, handout)
+                self.at(later, lambda: self.on(inst, back))
+            return
+        if earlier is not None and rng.random() < 0.1:
+            stale = earlier[0][rng.randrange(len(earlier[0])) :]
+            try:
+                inst.core.give_back(*key, stale, earlier[1])
+            except ValueError:
+                self.gave[2] += 1
+                return
+            self.note(f"{inst.me} GAVE BACK an earlier batch's {stale[0][0]}..{stale[-1][0]}")
+            if "give-back-guard" not in self.without:
+                self.checks.fail(self.now, f"{inst.me}: the end of an earlier batch was taken back")
+
+    def _give_back(
+        self, inst: _Instance, key: Key, rest: tuple[tuple[int, bytes], ...], handout: int
+    ) -> None:
+        """The core takes ``rest`` back, or refuses it (lost, as at a crash)."""
+        if inst.state == "dead" or inst.core.closing:
+            return  # (a Consumer takes back at its close's start: see Close above)
+        try:
+            inst.core.give_back(*key, rest, handout)
+        except ValueError as exc:
+            self.note(f"{inst.me} gives back nothing: {exc}")
+
+    def _restarted(self, client_id: str) -> None:
+        if self.in_faults():
+            self.join(client_id)
 
     def fetch(self, inst: _Instance, action: Fetch, waited: bool) -> None:
         key = (action.topic, action.partition)
@@ -1068,6 +1163,10 @@ class Sim:
         if not live:
             kind = "join"
         victim = rng.choice(live) if live else None
+        upgrade = self.upgrade
+        takeover = victim is not None and upgrade is not None and upgrade.takeovers_only()
+        if takeover:
+            kind = "restart"  # (sim_upgrade: a group upgraded by killed instances)
         self.note(f"FAULT {kind} {victim.me if victim else ''}")
         if kind == "kill" and victim is not None:
             victim.state = "dead"
@@ -1079,7 +1178,7 @@ class Sim:
             self.at(self.now + rng.randint(2 * HB + 1, 5 * HB), lambda: self.thaw(victim))
         elif kind == "restart" and victim is not None:
             self.join(victim.client_id)
-            if rng.random() < 0.5:
+            if takeover or rng.random() < 0.5:
                 victim.state = "dead"
             else:  # the old process lingers a little before it dies
                 self.at(self.now + rng.randint(0, 2 * HB), lambda: self.kill(victim))
@@ -1359,6 +1458,7 @@ def run_seed(
     seeks: bool | str = False,
     mirror: bool = False,
     epochs: bool = False,
+    give_backs: bool = False,
 ) -> Result:
     return Sim(
         seed,
@@ -1372,6 +1472,7 @@ def run_seed(
         seeks=seeks,
         mirror=mirror,
         epochs=epochs,
+        give_backs=give_backs,
     ).run()
 
 
@@ -1459,6 +1560,12 @@ def main(argv: list[str] | None = None) -> int:
         "the members' offsets mirrors, start partitions with no position; half the seeds "
         "move from Kafka consumer groups (scenarios/sim_mirror.py)",
     )
+    parser.add_argument(
+        "--give-backs",
+        action="store_true",
+        help="AMO seeds: user code gives the end of a batch back, as Consumer.run does when "
+        "its handler fails for good, and sometimes tries to give back an earlier batch's end",
+    )
     args = parser.parse_args(argv)
     try:
         without = parse_without(args.without)
@@ -1476,6 +1583,8 @@ def main(argv: list[str] | None = None) -> int:
         opts["epochs"] = True
     if args.mirror:
         opts["mirror"] = True
+    if args.give_backs:
+        opts["give_backs"] = True
     if args.seed is not None:
         result = run_seed(args.seed, fix=fix, trace=args.trace, **opts)
         if args.trace:
@@ -1494,6 +1603,7 @@ def main(argv: list[str] | None = None) -> int:
     # starts told a cut
     hand = [0] * 8
     mirrored = [0] * 3  # seeds, mirror writes, starts answered with a committed offset
+    given = [0] * 4  # seeds, ends of batches given back, closes after one, earlier refused
     t0 = time.perf_counter()
     for seed in seeds:
         result = run_seed(seed, fix=fix, **opts)
@@ -1510,6 +1620,8 @@ def main(argv: list[str] | None = None) -> int:
             hand = [a + b for a, b in zip(hand, (1, *result.hand), strict=True)]
         if result.mirror is not None:
             mirrored = [a + b for a, b in zip(mirrored, (1, *result.mirror), strict=True)]
+        if result.gave is not None:
+            given = [a + b for a, b in zip(given, (1, *result.gave), strict=True)]
         takeover_rewinds += result.rewinds[0]
         unnamed_rewinds += result.rewinds[1]
         unnamed_seeds += result.rewinds[1] > 0
@@ -1539,6 +1651,12 @@ def main(argv: list[str] | None = None) -> int:
             f"retentions, {hand[4]} tail cuts, {hand[5]} fetches out of range, {hand[6]} "
             f"cuts below a reader told by leader epochs, {hand[7]} starts after a cut)  "
             if args.seeks
+            else ""
+        )
+        + (
+            f"give-back seeds: {given[0]} ({given[1]} batch ends given back, {given[2]} closes "
+            f"after one, {given[3]} earlier batches' ends refused)  "
+            if args.give_backs
             else ""
         )
         + f"{len(seeds) / real:.1f} seeds/s  simulated/real time: {sim_ms / 1000 / real:.0f}x  "

@@ -17,10 +17,15 @@ protocol versions 4, 5, 6, 7 and 9 while snapshots are published and the log tru
   client that joins or restarts meanwhile gets the cap of the rollout under way.
 - **Named at the end.** A tenure a claim of version 1 or 5 began keeps no name through the
   restart takeovers of killed instances; a member capped at 9 names it (NamingTenure,
-  property j). A partition that a member capped at 9 held without a name when the fourth
-  rollout was done or when the faults stopped, and that the same instance, running, still
-  holds without a name 2·HB after the faults, is a violation (``--without own_tenure``
-  shows it).
+  property j). Most faults move partitions (a join, a leave, a freeze past the lease, a kill
+  nobody restarts), and the claim that moves one names it, so in a share of the upgrade
+  seeds (``TAKEOVERS_SHARE``, drawn from a generator of their own) from the rollout to 5 on
+  every instance the operator replaces is killed, and every fault is a restart whose old
+  instance dies at once: the group upgraded by killed instances the version was made for,
+  where the tenures of versions 4 and 5 reach cap 9 without a name. A partition that a
+  member capped at 9 held without a name when the fourth rollout was done or when the
+  faults stopped, and that the same instance, running, still holds without a name 2·HB
+  after the faults, is a violation (``--without own_tenure`` shows it).
 - **Publishers of every version.** The in-tree code replays with version 9 rules only, so a
   publisher of version 4 or 5 is emulated: it publishes what a replayer of that version
   could have published. Its replay stops at the first record of a later version (a version
@@ -72,6 +77,11 @@ __all__ = ["UPGRADE_SHARE", "Upgrade", "load_any_rules"]
 #: the share of the eligible seeds the bounded-log schedule left that upgrade (about one
 #: seed in five of all seeds)
 UPGRADE_SHARE = 0.6
+#: the share of upgrade seeds whose instances, from the rollout to 5 on, are only ever
+#: replaced by restart takeovers (module docstring, "Named at the end")
+TAKEOVERS_SHARE = 0.4
+#: from this rollout on, a takeovers seed's instances are replaced by takeovers only
+TAKEOVERS_FROM = 5
 #: the versions a group is upgraded through (not 8: version 8 changes only what a task's
 #: heartbeat is, and upgrade seeds claim partitions, for which a member capped at 8 writes
 #: what one capped at 7 does)
@@ -156,10 +166,13 @@ class _Fold:
 class Upgrade:
     """The upgrade schedule of one seed (module docstring)."""
 
-    def __init__(self, sim: Sim, rng: random.Random, hb: int) -> None:
+    def __init__(self, sim: Sim, rng: random.Random, hb: int, takeovers: bool = False) -> None:
         self.sim = sim
         self.rng = rng
         self.hb = hb
+        #: from the rollout to 5 on, instances are replaced by restart takeovers only
+        #: (:meth:`takeovers_only`)
+        self.takeovers = takeovers
         # room for four rolling restarts inside the faults (the group then settles as ever)
         more = rng.randint(30, 60) * hb
         self.begin = rng.randint(hb, max(hb, sim.fault_ms // 2))
@@ -187,7 +200,18 @@ class Upgrade:
     def drawn(cls, sim: Sim, seed: int, hb: int) -> Upgrade | None:
         """This seed's upgrade schedule, if its own generator gives it one."""
         rng = random.Random(f"upgrade/{seed}")
-        return cls(sim, rng, hb) if rng.random() < UPGRADE_SHARE else None
+        if rng.random() >= UPGRADE_SHARE:
+            return None
+        # a generator of its own: the other upgrade seeds keep their schedules
+        takeovers = random.Random(f"upgrade-takeovers/{seed}").random() < TAKEOVERS_SHARE
+        return cls(sim, rng, hb, takeovers)
+
+    def takeovers_only(self) -> bool:
+        """Whether an instance leaves only by a restart takeover now (a takeovers seed,
+        from the rollout to 5 on): no fault or operator moves a partition to another client,
+        so a tenure a version 1 or 5 claim began keeps no name until a member capped at 9
+        names it."""
+        return self.takeovers and self.target >= TAKEOVERS_FROM
 
     # -- caps and rolling restarts -------------------------------------------------------------
 
@@ -273,7 +297,10 @@ class Upgrade:
         self.caps[cid] = version
         old = [i for i in sim.live() if i.client_id == cid]
         self.restarts += 1
-        how = self.rng.choice(("stop-first", "surge", "kill", "linger"))
+        if self.takeovers_only():
+            how = "kill"  # (one that lingered could move the position: the takeover refused)
+        else:
+            how = self.rng.choice(("stop-first", "surge", "kill", "linger"))
         sim.note(f"OPERATOR restarts {cid} capped at {version} ({how})")
         if how == "stop-first":  # SIGTERM, the new instance once the old one is gone
             for inst in old:

@@ -18,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from ..core import Replayed
 from ..errors import RETRIABLE, ClosedError
 from ..marshaler import Marshaler
 
@@ -67,6 +68,27 @@ class CatchingUp:
             self._answered = ends[0]
         self._ends = None
         return ends[1]
+
+    def again(self, tick: float, name: str) -> int | None:
+        """A driver pass's wait (a tick) for the catch-up the core asked for (ticks go on):
+        when the ends reached were looked up, or None."""
+        try:
+            return self.reached(tick)
+        except RETRIABLE as exc:
+            log.warning("%s: cannot read the coordination log's end (%s); retrying", name, exc)
+            return None
+
+    def replayed(self, looked_at: int) -> list[Replayed]:
+        """What tells the core the replay reached the log's ends looked up at ``looked_at``
+        (at start-up, and when it asks after a stall: ``CatchUp``): one event per
+        coordination partition, each stepped on its own."""
+        worlds = self._marshaler.worlds()
+        with self._marshaler.replay_paused():
+            applied = [worlds[cp].applied_through for cp in range(len(worlds))]
+        return [
+            Replayed(cp, offset, at_end=True, ends_at=looked_at)
+            for cp, offset in enumerate(applied)
+        ]
 
     def first(self, stop: threading.Event, tick: float, name: str) -> int | None:
         """The driver's start-up: :meth:`reached` once the replay reached the log's ends,

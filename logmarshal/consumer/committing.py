@@ -1,18 +1,21 @@
 """A Consumer's commit (ALO): messages handed out are handled, on the hot path of every
 consumer that commits per batch (docs/performance.md, "Consumer"). Apart from the Consumer
-so that its one lock and its books are all it touches."""
+so that its one lock and its books are all it touches. And AMO's give-back: messages
+handed out that never reached user code (``take_back``)."""
 
 from __future__ import annotations
 
 import logging
 import operator
 import threading
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..cluster import Message
 from ..core import MemberCore
 
-__all__ = ["OFFSET", "commit_messages", "refuse_non_messages"]
+__all__ = ["OFFSET", "commit_messages", "refuse_non_messages", "take_back"]
 
 log = logging.getLogger(__name__)
 
@@ -98,3 +101,23 @@ def refuse_non_messages(messages: tuple[Any, ...]) -> None:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def take_back(
+    core: MemberCore,
+    command: Callable[..., None],
+    returned: deque[tuple[Sequence[Message], int]],
+    name: str,
+) -> None:
+    """Under the Consumer's lock: give back what ``Consumer._give_back`` queued, each the
+    end of a hand-out (``MemberCore.give_back``), in order; what the core refuses (a later
+    batch of that partition was handed out, or a seek or a reset started its books again:
+    it may have reached user code) is lost, as at a crash, and said. ``command`` runs a
+    core call as the caller's (its other errors fail the core)."""
+    while returned:
+        messages, handout = returned.popleft()
+        one = messages[0]
+        try:
+            command(core.give_back, one.topic, one.partition, messages, handout, mine=(ValueError,))
+        except ValueError as exc:
+            log.warning("%s: the rest of a batch was not given back: %s", name, exc)

@@ -307,3 +307,20 @@ def partition_keys(
             raise ValueError(f"{topic} has {n} partitions, not {number}")
         out.append((topic, number))
     return out
+
+
+def task_sources(tasks: Mapping[str, str | Iterable[str]] | None) -> dict[str, tuple[str, ...]]:
+    """The ``tasks`` setting: task name -> its source topics, sorted, each once."""
+    return {
+        name: tuple(sorted(set([sources] if isinstance(sources, str) else sources)))
+        for name, sources in (tasks or {}).items()
+    }
+
+
+def topic_names(topics: str | Iterable[str], tasks: Mapping[str, Any]) -> tuple[str, ...]:
+    """The topics a Consumer names (not a pattern): in order, each once; some topic or
+    task is needed."""
+    names = (topics,) if isinstance(topics, str) else tuple(dict.fromkeys(topics))
+    if not names and not tasks:
+        raise ValueError("a consumer needs at least one topic (or a pattern, or tasks)")
+    return names

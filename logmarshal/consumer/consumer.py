@@ -69,7 +69,7 @@ from ..marshaler import Marshaler
 from ..retry import RetryPolicy
 from .callbacks import PartitionCallbacks, PollLock
 from .catchup import CatchingUp
-from .committing import OFFSET, commit_messages, refuse_non_messages
+from .committing import OFFSET, commit_messages, refuse_non_messages, take_back
 from .config import (
     DEFAULT_CONFIG,
     RENAMED,
@@ -81,6 +81,8 @@ from .config import (
     checked_max_records,
     core_options,
     partition_keys,
+    task_sources,
+    topic_names,
 )
 from .failstop import FailStop
 from .fetcher import MemberFetcher
@@ -126,20 +128,14 @@ class Consumer:
             raise TypeError(f"a Consumer needs a Marshaler, got {marshaler!r}")
         check_edge_settings(config)
         self._config: Mapping[str, Any] = MappingProxyType(config)
-        self._pattern: PatternTopics | None = None
         #: tasks: task name -> its source topics (sorted)
-        tasks: Mapping[str, Iterable[str]] = config["tasks"] or {}
-        self._tasks = {
-            name: tuple(sorted(set([sources] if isinstance(sources, str) else sources)))
-            for name, sources in tasks.items()
-        }
+        self._tasks = task_sources(config["tasks"])
+        self._pattern: PatternTopics | None = None
+        self._topics: tuple[str, ...] = ()
         if isinstance(topics, re.Pattern):
             self._pattern = PatternTopics(topics, marshaler.cluster, _name_of(marshaler))
-            self._topics: tuple[str, ...] = ()
         else:
-            self._topics = (topics,) if isinstance(topics, str) else tuple(dict.fromkeys(topics))
-            if not self._topics and not self._tasks:
-                raise ValueError("a consumer needs at least one topic (or a pattern, or tasks)")
+            self._topics = topic_names(topics, self._tasks)
         fetch_wait: float = config["fetch_wait"]
         check_max_bytes(config["max_partition_fetch_bytes"], "max_partition_fetch_bytes")
         self._marshaler = marshaler
@@ -192,6 +188,8 @@ class Consumer:
             on_lost=config["on_lost"],
         )
         self._no_start: NoPosition | None = None
+        self._handout = 0  # the number of the last batch poll returned (HandOut.handout)
+        self._returned: deque[tuple[Sequence[Message], int]] = deque()  # (_give_back)
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._released = False  # close() released, or the core failed: commits count no more
@@ -415,6 +413,8 @@ class Consumer:
                         self._fail.raise_if_failed()
                         return []
                     self._no_start = None
+                    if self._returned:
+                        self._take_back()
                     batch = self._step(self._polls.get(limit) or self._poll_event(limit))
                     if batch:
                         if self._metrics is not None:
@@ -443,7 +443,8 @@ class Consumer:
 
     def __iter__(self) -> Iterator[Message]:
         """Messages until the consumer is closed or fenced (ALO: ``commit`` each): a fenced
-        one never hands out again, so a loop ends, as :meth:`run` returns."""
+        one never hands out again, so a loop ends, as :meth:`run` returns. AMO: a loop left
+        early gives the rest of its polled batch back (for the next poll, or holder)."""
         return iterate(self)
 
     def commit(self, *messages: Message) -> bool:
@@ -467,6 +468,16 @@ class Consumer:
             self._fail.raise_if_failed()
             raise
 
+    def _give_back(self, messages: Sequence[Message], handout: int) -> None:
+        """AMO (``run``, ``__iter__``): the end of hand-out ``handout`` never reached user
+        code: queued for :func:`.committing.take_back` (from any thread: a collected
+        generator's may run in the middle of a core step, under the lock)."""
+        if self._mode == "amo" and messages:
+            self._returned.append((messages, handout))
+
+    def _take_back(self) -> None:  # (under the lock)
+        take_back(self._core, self._command, self._returned, self._name())
+
     def run(
         self,
         handler: Callable[[Message], object],
@@ -483,7 +494,8 @@ class Consumer:
         message uncommitted) and :class:`HandlerFailed` is raised. Returns the number of
         messages handled once ``stop`` is set, ``max_messages`` were handled, the consumer
         was closed, or it was fenced (:attr:`fenced`: it will never hand out again; restart
-        it, as a new instance).
+        it, as a new instance). AMO: what of a polled batch never reached the handler goes
+        back, to a later poll or, released by the close, to the next holder.
         """
         if not callable(handler):  # (5 waited on an empty topic, then failed each message)
             raise TypeError(f"handler must be callable, got {handler!r}")
@@ -551,6 +563,7 @@ class Consumer:
                 if self._mirror is not None and release and not fenced
                 else None
             )
+            self._take_back()  # (run's, before its close: the release gives them back)
             self._released = True
             self._step(Close(release=release))
         if release and fenced:
@@ -678,7 +691,7 @@ class Consumer:
                 self._released = True
                 self._cond.notify_all()
 
-    def _command(self, call: Callable[..., None], *args: Any, mine: tuple = ()) -> None:
+    def _command(self, call: Callable[..., object], *args: Any, mine: tuple = ()) -> None:
         """Under the lock: a command of the caller's to the core. What it raises but by
         design (``mine``: the caller's errors) is the core failing, and so the call fails."""
         try:
@@ -719,7 +732,7 @@ class Consumer:
                 now = time.monotonic()
                 try:
                     if self._catch_up.wanted:
-                        looked_at = self._caught_up()
+                        looked_at = self._catch_up.again(self._tick, self._name())
                         if looked_at is not None:
                             self._report_caught_up(looked_at)
                     if now >= next_topics:
@@ -756,24 +769,10 @@ class Consumer:
             self._sleeping = pause > self._tick
         return pause
 
-    def _caught_up(self) -> int | None:
-        """A driver pass's wait (a tick) for the catch-up the core asked for (ticks go on):
-        when the ends reached were looked up, or None."""
-        try:
-            return self._catch_up.reached(self._tick)
-        except RETRIABLE as exc:
-            log.warning("%s: cannot read the coordination log's end (%s); retrying",
-                        self._name(), exc)  # fmt: skip
-            return None
-
     def _report_caught_up(self, looked_at: int) -> None:
-        """Tell the core the replay reached the log's ends looked up at ``looked_at`` (at
-        start-up, and when it asks after a stall: ``CatchUp``)."""
-        worlds = self._marshaler.worlds()
-        with self._marshaler.replay_paused():
-            applied = [worlds[cp].applied_through for cp in range(len(worlds))]
-        for cp, offset in enumerate(applied):
-            self._feed(Replayed(cp, offset, at_end=True, ends_at=looked_at))
+        """Tell the core the replay reached the log's ends looked up at ``looked_at``."""
+        for event in self._catch_up.replayed(looked_at):
+            self._feed(event)
 
     def _subscription(self, timeout: float | None = None) -> tuple[tuple[str, int], ...]:
         return read_subscription(self._cluster, self._topics, self._tasks, self._name(), timeout)
@@ -824,6 +823,7 @@ class Consumer:
                 self._fetcher.request(action)
             elif isinstance(action, HandOut):
                 handed = list(action.records)
+                self._handout = action.handout
             elif isinstance(action, Assigned):
                 self._assigned(action)
             elif isinstance(action, Revoke):

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from storage import NewRecord
@@ -42,10 +42,17 @@ class Polled(Protocol):
 
     def close(self) -> None: ...
 
+    #: the number of the batch the last poll returned (``HandOut.handout``)
+    _handout: int
+
+    def _give_back(self, messages: Sequence[Message], handout: int) -> None:
+        """AMO: the end of that batch never reached user code (given back later)."""
+
 
 def iterate(consumer: Polled) -> Iterator[Message]:
     """See :meth:`Consumer.__iter__`. A consumer that failed raises ConsumerFailed from its
-    poll, closed or not: the loop does not end quietly then."""
+    poll, closed or not: the loop does not end quietly then. AMO: a loop that ends before
+    the end of a batch (``break``, an exception) gives the rest of it back."""
     while True:
         try:
             batch = consumer.poll(timeout=0.5)
@@ -53,7 +60,16 @@ def iterate(consumer: Polled) -> Iterator[Message]:
             return
         if not batch and consumer.fenced:
             return
-        yield from batch
+        if consumer.mode != "amo":
+            yield from batch
+            continue
+        handout = consumer._handout
+        for i, message in enumerate(batch):
+            try:
+                yield message
+            except GeneratorExit:  # (maybe long after, from any thread: given back later)
+                consumer._give_back(batch[i + 1 :], handout)
+                raise
 
 
 def run_handler(
@@ -78,15 +94,28 @@ def run_handler(
             batch = consumer.poll(poll_timeout, max_records=min(batch_size, wanted))
         except ClosedError:
             break
+        handout = consumer._handout
         if not batch and consumer.fenced:
             # it never hands out again: return, so that whoever runs it restarts it (a new
             # instance) instead of waiting on a loop that polls nothing for good
             log.error("the consumer is fenced: run() returns (restart it as a new instance)")
             break
-        for message in batch:
+        for i, message in enumerate(batch):
             if consumer.mode == "alo" and not _holds(consumer, message):
                 break  # lost meanwhile: whoever took over handles the rest
-            if not _handle(consumer, handler, message, policy, rng, stop, closing):
+            try:
+                done = _handle(consumer, handler, message, policy, rng, stop, closing)
+            except HandlerFailed:
+                # AMO: the rest of the batch never reached the handler: the close below
+                # releases it with the partition (ALO: not committed, delivered again)
+                consumer._give_back(batch[i + 1 :], handout)
+                consumer.close()
+                raise
+            except BaseException:  # (a KeyboardInterrupt in the handler: it ends run())
+                consumer._give_back(batch[i + 1 :], handout)
+                raise
+            if not done:  # (for a later poll, or the next holder)
+                consumer._give_back(batch[i + 1 :], handout)
                 break
             handled += 1
     return handled
@@ -120,8 +149,7 @@ def _handle(
                         return False
                     _commit(consumer, message)
                     return True
-                consumer.close()
-                raise HandlerFailed(message, attempt, exc) from exc
+                raise HandlerFailed(message, attempt, exc) from exc  # (run_handler closes)
             delay = policy.delay(attempt, rng)
             log.warning(
                 "%r: handler failed on %s/%d@%d (attempt %d of %d): %r; retrying in %.3f s",

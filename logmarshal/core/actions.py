@@ -66,11 +66,14 @@ class LookUp:
 
 @attrs.frozen
 class HandOut:
-    """Give these records of (topic, partition) to user code (the answer to a ``Poll``)."""
+    """Give these records of (topic, partition) to user code (the answer to a ``Poll``).
+    ``handout`` numbers it among this member's hand-outs: what of it never reached user code
+    may be given back under that number (``MemberCore.give_back``, AMO)."""
 
     topic: str
     partition: int
     records: Sequence[Any]
+    handout: int = 0
 
 
 @attrs.frozen

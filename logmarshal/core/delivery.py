@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from .._commits import CommitTracker
@@ -137,8 +137,39 @@ class AtMostOnce:
         else:
             out = _pop(held, limit)
         if out:
+            held.handed_from = offset_of(out[0])
             held.handed_through = offset_of(out[-1])
         return out
+
+    def give_back(
+        self,
+        held: Held,
+        records: Sequence[Any],
+        handout: int,
+        offset_of: OffsetOf,
+        guard: bool = True,
+    ) -> None:
+        """``records``, the end of the last batch handed out, never reached user code: they
+        lead the buffer again and count as not handed out (a release gives them back to the
+        log, rule 6). They were reserved and confirmed: handed out again without a new
+        reservation, and never twice to user code, since they were not once. Anything else
+        may have reached user code: refused (``guard``: the simulator's experiment)."""
+        offsets = [offset_of(r) for r in records]
+        first, last = offsets[0], offsets[-1]
+        if guard and (
+            held.handed_from is None
+            or held.handout != handout
+            or first < held.handed_from
+            or last != held.handed_through
+            or any(b <= a for a, b in itertools.pairwise(offsets))
+        ):
+            raise ValueError(
+                f"{held.topic}/{held.partition}: {first}..{last} of hand-out {handout} is not "
+                f"the end of the last batch handed out (hand-out {held.handout}: "
+                f"{held.handed_from}..{held.handed_through})"
+            )
+        held.buffer.extendleft(reversed(records))
+        held.handed_through = first - 1
 
     def seek(self, held: Held, offset: int) -> None:
         self.start(held, offset - 1)
@@ -152,6 +183,8 @@ class AtMostOnce:
         # the position a window past the target (found by an attack, 2026-12-02). A new
         # claim's books are set where the log's position is (``fetching.on_bounds``)
         held.handed_through = last_offset
+        # nothing handed out before is given back: a seek past it stays (found by an attack)
+        held.handed_from = held.handout = None
 
 
 def delivery_for(mode: str) -> Delivery:

@@ -293,7 +293,9 @@ def hand_out(st: MemberState, now: int, limit: int, out: list[Action]) -> Held |
             # (the next reservation goes out now, or once the one in flight is answered)
             held.demand = True
         if records:
-            out.append(HandOut(held.topic, held.partition, records))
+            st.handouts += 1
+            held.handout = st.handouts
+            out.append(HandOut(held.topic, held.partition, records, st.handouts))
             return claim  # (the caller acts on it: the next window's reservation)
         if (
             amo

@@ -61,6 +61,11 @@ class Held:
     demand: bool = False
     #: the highest last_offset a heartbeat of ours carried (it may have landed)
     beaten_through: int = -1
+    #: AMO: the first offset and the number (``HandOut.handout``) of the last batch handed
+    #: out (None: none since the books started, by a claim, a seek or a reset): what may be
+    #: given back (``MemberCore.give_back``) is its end, under its number
+    handed_from: int | None = None
+    handout: int | None = None
     #: ALO: what user code committed; its contiguous position is what heartbeats carry
     tracker: CommitTracker | None = None
     buffer: deque[Any] = attrs.field(factory=deque)

@@ -36,6 +36,7 @@ from .claims import (
     retake,
 )
 from .closing import start_close, write_releases
+from .delivery import AtMostOnce
 from .events import (
     Bounds,
     Close,
@@ -287,6 +288,28 @@ class MemberCore:
         if not had_position:  # the log learns the position with the next heartbeat
             claim.next_heartbeat = now
         self._touched.add(claim.key)
+
+    def give_back(self, topic: str, partition: int, records: Sequence[Any], handout: int) -> bool:
+        """AMO: ``records``, the end of hand-out ``handout`` (``HandOut.handout``) of
+        ``topic``/``partition``, its last, never reached user code (``Consumer.run``'s
+        handler failed for good before them, or was stopped): they are handed out again, by
+        a later poll or, once released, by the next holder, instead of being lost as a
+        crash loses them. False:
+        the partition is no longer held (they are lost then, as the window is at a crash).
+        ValueError: ALO (what is not committed is delivered again anyway), or not the end of
+        the last batch handed out since the books last started (a claim, a seek, a reset):
+        anything else may have reached user code, or been sought past."""
+        if self.options.mode != "amo":
+            raise ValueError("give_back is for AMO: under ALO what is not committed comes again")
+        held = read(self._st, topic, partition)
+        if held is None or held.sources:
+            return False
+        if records:
+            delivery = self._st.delivery
+            assert isinstance(delivery, AtMostOnce)  # (the mode's)
+            delivery.give_back(held, records, handout, self._st.offset_of, self._st.give_back_guard)
+            self._touched.add(held.key)
+        return True
 
     def give_up(self, now: int, topic: str, partition: int, why: str) -> list[Action]:
         """Release a held partition while running (left to others for the cooldown)."""

@@ -82,6 +82,7 @@ CORE_SWITCHES = frozenset(
         "given-up",
         "live-gap",
         "cut-told",
+        "give-back-guard",
     }
 )
 
@@ -183,6 +184,9 @@ class MemberState:
     live_gap: bool
     #: go back to where the data log was cut below what was read (``fetching._diverged``)
     cut_told: bool
+    #: AMO: only the end of the last batch handed out may be given back
+    #: ("give-back-guard", ``MemberCore.give_back``)
+    give_back_guard: bool
     topics: tuple[tuple[str, int], ...]
     #: task topic -> its source topics (PROTOCOL.md "Tasks (version 3)")
     tasks: dict[str, tuple[str, ...]]
@@ -213,6 +217,8 @@ class MemberState:
     token: int = 0
     #: round robin of hand-outs over the partitions with something to give
     cursor: int = 0
+    #: hand-outs so far (``HandOut.handout``, ``Held.handout``)
+    handouts: int = 0
     closing: bool = False
     closed: bool = False
     fenced: bool = False
@@ -300,6 +306,7 @@ def new_state(
         keep_given_up="given-up" not in without,
         live_gap="live-gap" not in without,
         cut_told="cut-told" not in without,
+        give_back_guard="give-back-guard" not in without,
         topics=options.topics,
         tasks=dict(options.tasks),
         shared_targets=shared_targets,

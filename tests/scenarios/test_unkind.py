@@ -193,7 +193,7 @@ def test_without_reaches_every_world_and_every_core(monkeypatch):
     assert all(kw["rules"] is sim.rules for kw in worlds)
     assert isinstance(sim.rules, RulesWithout) and sim.rules.without == rules
     switches = {"surprise", "stall", "fresh-ends", "reserved-confirm", "given-up", "live-gap"}
-    switches |= {"cut-told"}
+    switches |= {"cut-told", "give-back-guard"}
     assert [kw["_without"] for kw in cores] == [switches] * 2
     assert all(kw["_reread_after_takeover"] is False for kw in cores)
     assert not sim.fifo

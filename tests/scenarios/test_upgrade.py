@@ -105,15 +105,17 @@ def test_the_summary_line_counts_the_upgrade_seeds(capsys):
     assert "upgrade seeds: 2 (8 rolling restarts done" in out, out
 
 
-def test_without_property_j_an_upgrade_seed_ends_with_tenures_without_a_name():
-    """Seed 35: killed instances' restart takeovers keep the tenures the claims of caps 4 and
-    5 began; with every NamingTenure refused (``--without own_tenure``) members capped at 9
-    still hold them unnamed 2·HB after the faults (one heartbeat record per partition); with
-    property j they are named (PROTOCOL.md, "Version 9")."""
-    without = run_seed(35, without=frozenset({"own_tenure"}))
+@pytest.mark.parametrize("seed", [35, 63])
+def test_without_property_j_an_upgrade_seed_ends_with_tenures_without_a_name(seed):
+    """Killed instances' restart takeovers keep the tenures the claims of caps 4 and 5 began
+    (seed 35; seed 63 is an upgrade seed by killed instances, ``sim_upgrade.TAKEOVERS_SHARE``);
+    with every NamingTenure refused (``--without own_tenure``) members capped at 9 still hold
+    them unnamed 2·HB after the faults (one heartbeat record per partition); with property j
+    they are named (PROTOCOL.md, "Version 9")."""
+    without = run_seed(seed, without=frozenset({"own_tenure"}))
     assert any(
         "tenures without a name held by members capped at 9" in v for v in without.violations
     )
-    named = run_seed(35, trace=True)
+    named = run_seed(seed, trace=True)
     assert named.violations == ()
     assert any("sends name NamingTenure" in line for line in named.trace)
