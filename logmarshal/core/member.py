@@ -294,9 +294,8 @@ class MemberCore:
         ``topic``/``partition``, its last, never reached user code (``Consumer.run``'s
         handler failed for good before them, or was stopped): they are handed out again, by
         a later poll or, once released, by the next holder, instead of being lost as a
-        crash loses them. False:
-        the partition is no longer held (they are lost then, as the window is at a crash).
-        ValueError: ALO (what is not committed is delivered again anyway), or not the end of
+        crash loses them. False: the partition is no longer held (they are lost then, as
+        the window is at a crash). ValueError: ALO (what is not committed is delivered again anyway), or not the end of
         the last batch handed out since the books last started (a claim, a seek, a reset):
         anything else may have reached user code, or been sought past."""
         if self.options.mode != "amo":
