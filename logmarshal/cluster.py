@@ -353,13 +353,15 @@ class BoundsAsker(Protocol):
 
 class Read(NamedTuple):
     """One answer of a :class:`PartitionReader`: the records of (topic, partition) from
-    ``offset`` on (what :meth:`Cluster.fetch` would return), or the error reading there."""
+    ``offset`` on (what :meth:`Cluster.fetch` would return), or the error reading there;
+    ``log_end``: the partition's high watermark as the reader last knew it (-1: unknown)."""
 
     topic: str
     partition: int
     offset: int
     records: list[Message]
     error: Exception | None = None
+    log_end: int = -1
 
 
 @runtime_checkable

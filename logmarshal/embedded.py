@@ -474,12 +474,13 @@ class _Reader:
         for (topic, partition), offset in todo:
             try:
                 records = self._cluster.fetch(topic, partition, offset, max_bytes=self._max_bytes)
+                end = self._cluster.latest_offset(topic, partition) if records else -1
             except Exception as exc:  # answered: the caller decides whether to ask again
                 out.append(Read(topic, partition, offset, [], exc))
             else:
                 if not records:
                     continue  # nothing yet: the next append wakes it
-                out.append(Read(topic, partition, offset, records))
+                out.append(Read(topic, partition, offset, records, log_end=end))
             with self._cond:
                 if self._wanted.get((topic, partition)) == offset:
                     del self._wanted[(topic, partition)]

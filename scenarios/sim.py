@@ -162,6 +162,7 @@ from logmarshal.core import (
 )
 from logmarshal.core.state import CORE_SWITCHES, SharedTargets
 from rationalizer import (
+    ClaimingMessages,
     Heartbeat,
     ReleaseGroup,
     Verdict,
@@ -419,6 +420,10 @@ class Sim:
         #: writes sent so far: each member write's number, in the order sent (the checks
         #: tell a record that landed after a later write of its writer's, to that partition)
         self._sent = 0
+        #: AMO: the highest offset each instance reserved each partition through, and what
+        #: the step being carried handed out (before user code gave any of it back)
+        self._reserved: dict[tuple[tuple[str, str], Key], int] = {}
+        self._step_handed: dict[Key, int] = {}
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self.log: list[list[tuple[int, bytes, bytes]]] = [[] for _ in range(self.ncoord)]
         self.oracle = [self.world() for _ in range(self.ncoord)]
@@ -698,6 +703,7 @@ class Sim:
         inst.last_step_at = self.now
         if inst.held_answers:
             self._check_held(inst, event, actions)
+        self._step_handed.clear()
         for action in actions:
             self.carry(inst, action)
         if self.mirror is not None:
@@ -928,6 +934,8 @@ class Sim:
         if isinstance(action, Write):
             msg = decode(action.key, action.value)
             self.note(f"{inst.me} sends {action.kind} {_short(msg)} -> cp{action.cp}")
+            if isinstance(msg, ClaimingMessages):
+                self._check_window(inst, msg)
             self._sent += 1
             sent = self.checks.sends = self._sent
             timeout = 2 * self.max_delay + HB
@@ -1013,6 +1021,7 @@ class Sim:
             ):
                 kept = self.grng.randint(1, kept - 1)  # user code saw these, then failed
             offsets = [o for o, _ in records[:kept]]
+            self._step_handed[key] = records[-1][0]
             self.note(f"{inst.me} HANDS OUT {key} {offsets[0]}..{offsets[-1]}")
             self.checks.handed_out(self.now, inst.me, key, offsets)
             if self.hand is not None:
@@ -1031,6 +1040,29 @@ class Sim:
             self.note(f"{inst.me} closed")
         elif isinstance(action, NoStart) and self.hand is not None:
             self.hand.no_start(inst, action)  # user code seeks (auto_offset_reset="error")
+
+    def _check_window(self, inst: _Instance, msg: ClaimingMessages) -> None:
+        """AMO's loss bound: a new reservation leaves at most ``max_reserved`` records
+        reserved and not handed out (the simulated log's offsets have no gaps); one written
+        again after a failure reserves through an offset it reserved before."""
+        key = (msg.topic, msg.partition)
+        last = msg.proposed_last_offset
+        if last <= self._reserved.get((inst.me, key), -1):
+            return
+        self._reserved[(inst.me, key)] = last
+        handed = inst.core.handed_through(*key)
+        if handed is not None and key in self._step_handed:
+            # the reservation was chosen in this step, before user code gave records of its
+            # hand-out back (``give_back``, at once): they count as handed out here, and a
+            # crash after a give-back loses them beside the window (docs/simulation.md)
+            handed = max(handed, self._step_handed[key])
+        window = inst.core.options.max_reserved
+        if handed is not None and last - handed > window:
+            self.checks.fail(
+                self.now,
+                f"{inst.me} reserves {key} through {last} with {handed} handed out: more "
+                f"than max_reserved ({window}) at stake",
+            )
 
     def give_back(
         self,
@@ -1102,7 +1134,7 @@ class Sim:
         def answer() -> None:
             if self.hand is not None:
                 self.hand.fetched(inst, key, [o for o, _ in records])
-            self.step(inst, Fetched(action.token, action.topic, action.partition, records))
+            self.step(inst, Fetched(action.token, action.topic, action.partition, records, n))
 
         self.on(inst, answer)
 

@@ -388,4 +388,4 @@ def _release(read: Read, fetches: dict[Key, Fetch], out: list[Event]) -> None:
     fetch = fetches.get(key)
     if fetch is not None and fetch.offset == read.offset:
         del fetches[key]
-        out.append(Fetched(fetch.token, read.topic, read.partition, read.records))
+        out.append(Fetched(fetch.token, read.topic, read.partition, read.records, read.log_end))

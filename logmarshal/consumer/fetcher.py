@@ -439,7 +439,9 @@ class MemberFetcher:
             error = read.error
             if error is None:
                 backoff.pop(key, None)
-                events.append(Fetched(token, read.topic, read.partition, read.records))
+                events.append(
+                    Fetched(token, read.topic, read.partition, read.records, read.log_end)
+                )
             elif isinstance(error, OffsetOutOfRange):
                 events.append(
                     OutOfRange(

@@ -92,9 +92,10 @@ class AtMostOnce:
     loses at most the reserved window, nothing is handed out twice.
 
     The reservations run ahead: the next window is reserved while the confirmed one is
-    handed out, so one coordination round trip covers several polls. Each starts where the
-    previous one ended (PROTOCOL.md "Version 4", property c: the resume point once that one
-    was accepted), so only one is in flight at a time."""
+    handed out, so one coordination round trip covers several polls, and, where the edge
+    told the log's end, ahead of the fetches (offsets the log holds, not yet read). Each
+    starts where the previous one ended (PROTOCOL.md "Version 4", property c: the resume
+    point once that one was accepted), so only one is in flight at a time."""
 
     def position(self, held: Held) -> int:
         # reserved offsets count as consumed: a successor resumes after them anyway; and
@@ -122,6 +123,13 @@ class AtMostOnce:
         # the window is the first ``window`` records not handed out: reserve through its
         # end, unless everything in it is reserved already (hand some out first)
         last = offset_of(buffer[min(window, len(buffer)) - 1])
+        reserved = held.claimed_through - held.handed_through
+        if held.log_end >= 0 and reserved <= window // 2:
+            # ahead of what was fetched, up to the log's end (offsets: at most ``window``
+            # records, fewer where offsets have gaps), once half the window is handed out:
+            # a reader faster than its fetches still reserves a whole window per round trip
+            # (a reservation of the buffer only covered what one fetch brought)
+            last = max(last, min(held.handed_through + window, held.log_end - 1))
         return last if last > held.claimed_through else None
 
     def take(self, held: Held, limit: int, offset_of: OffsetOf) -> list[Any]:

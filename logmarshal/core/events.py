@@ -93,12 +93,15 @@ class WriteFailed:
 @attrs.frozen
 class Fetched:
     """A fetch ``token`` of (topic, partition) returned these records, in offset order
-    (opaque to the core but for their offset, read with the core's ``offset_of``)."""
+    (opaque to the core but for their offset, read with the core's ``offset_of``), and
+    the partition's log end as the edge last knew it (its high watermark; -1 if unknown):
+    AMO reserves up to it, not only what was fetched (``delivery.AtMostOnce.to_reserve``)."""
 
     token: int
     topic: str
     partition: int
     records: Sequence[Any]
+    log_end: int = -1
 
 
 @attrs.frozen

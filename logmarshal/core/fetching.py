@@ -26,6 +26,8 @@ def on_fetched(st: MemberState, event: Fetched) -> None:
     if held is None or held.fetch_token != event.token:
         return  # dropped or moved while it was fetched
     held.fetch_token = None
+    if event.log_end >= 0:
+        held.log_end = event.log_end
     records = event.records
     if not records or held.next_fetch is None:
         return

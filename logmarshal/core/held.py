@@ -66,6 +66,8 @@ class Held:
     #: given back (``MemberCore.give_back``) is its end, under its number
     handed_from: int | None = None
     handout: int | None = None
+    #: the log end (high watermark) the last fetch's answer told, -1 if none did
+    log_end: int = -1
     #: ALO: what user code committed; its contiguous position is what heartbeats carry
     tracker: CommitTracker | None = None
     buffer: deque[Any] = attrs.field(factory=deque)

@@ -305,6 +305,14 @@ class _Reader:
         except KafkaException as exc:
             raise _raise_from(exc, topic, partition) from None
 
+    def _log_end(self, key: tuple[str, int]) -> int:
+        """The high watermark librdkafka's last fetch answer told (no request), -1 if none."""
+        try:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+        except KafkaException:
+            return -1
+        return high if high >= 0 else -1
+
     def _assign(self, key: tuple[str, int], offset: int) -> None:
         self._epochs.assigned(key, offset)
         self._consumer.incremental_assign([TopicPartition(key[0], key[1], offset)])
@@ -633,7 +641,7 @@ class _Reader:
                 continue
             records = self._take_ahead(key, offset)
             if records:
-                out.append(Read(key[0], key[1], offset, records))
+                out.append(Read(key[0], key[1], offset, records, log_end=self._log_end(key)))
             else:
                 self._wanted[key] = offset
         return out

@@ -582,3 +582,35 @@ def test_a_partition_reader_whose_librdkafka_consumer_stopped_is_replaced(
         assert reader.renewals == 1
         assert cluster.fetch("t", 0, 10) == []  # at the log end: no stall, no renewal
         assert reader.renewals == 1
+
+
+def test_a_read_tells_the_log_end_amo_reserves_up_to(cluster) -> None:
+    """Every answer with records carries the partition's log end as the reader knows it
+    (the network reader: librdkafka's high watermark from the fetch answer, no request),
+    which AMO reserves up to, ahead of what was fetched (``delivery.AtMostOnce``)."""
+    cluster.create_topic("t", 1)
+    for _ in range(3):
+        _produce(cluster, "t", 0, 10)
+    reader = cluster.open_reader(max_bytes=1)  # (a batch an answer: never the whole log)
+    try:
+        reader.want("t", 0, 0)
+        deadline = time.monotonic() + 30
+        reads: list = []
+        while not reads:
+            assert time.monotonic() < deadline, "no answer in 30 s"
+            reads = reader.poll(0.2)
+        [read] = reads
+        assert read.error is None, read.error
+        assert read.records and read.records[-1].offset < 29
+        assert read.log_end == 30
+        _produce(cluster, "t", 0, 5)  # the next answer tells the end as it is then
+        reader.want("t", 0, read.records[-1].offset + 1)
+        ends = []
+        while not ends or ends[-1] < 35:
+            assert time.monotonic() < deadline, ends
+            for later in reader.poll(0.2):
+                ends.append(later.log_end)
+                reader.want("t", 0, later.records[-1].offset + 1)
+        assert ends == sorted(ends) and ends[-1] == 35, ends
+    finally:
+        reader.close()

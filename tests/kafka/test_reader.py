@@ -550,3 +550,29 @@ def test_where_a_leader_epoch_ends_is_asked_of_the_leader(bootstrap: str, cluste
     # each ask on a connection of its own, to the leader fresh metadata names: a replay
     # connection kept to a frozen ex-leader waited out the cluster's timeout per partition
     assert not any(key[0] == topic for key in cluster._batch_readers)
+
+
+def test_a_member_read_tells_kafkas_high_watermark(cluster: NetworkCluster, bootstrap: str) -> None:
+    """The member's reader tells each answer's log end (librdkafka's high watermark from
+    Kafka's fetch answer), which AMO reserves up to ahead of what it fetched: the end of
+    the log, not of what one answer brought."""
+    topic = _name("ends")
+    cluster.create_topic(topic, 1)
+    _produce(bootstrap, topic, [_pairs("a", 10, 1000), _pairs("b", 10, 1000)])
+    reader = cluster.open_reader(max_bytes=1)  # (a batch an answer)
+    try:
+        reader.want(topic, 0, 0)
+        ends: list[int] = []
+        deadline = time.monotonic() + 30
+        while not ends or ends[-1] < 25:
+            assert time.monotonic() < deadline, ends
+            for read in reader.poll(0.2):
+                assert read.error is None, read.error
+                ends.append(read.log_end)
+                if len(ends) == 1:  # the first answer: the log's end is 20
+                    assert read.log_end == 20
+                    _produce(bootstrap, topic, [_pairs("c", 5)])
+                reader.want(topic, 0, read.records[-1].offset + 1)
+        assert ends[0] == 20 and ends[-1] == 25 and ends == sorted(ends), ends
+    finally:
+        reader.close()

@@ -87,6 +87,9 @@ class Group:
     #: (as Kafka answers one below the log start or past the log end), counted here
     data_start: int = 0
     out_of_range: int = 0
+    #: fetch answers tell the log's end (``Fetched.log_end``), as the network and embedded
+    #: readers do; off, they tell nothing (-1: AMO reserves only what was fetched)
+    tell_log_end: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.rules_off:
@@ -206,7 +209,8 @@ class Group:
                 self.step(m, OutOfRange(*bounds))
                 continue
             records = tuple((o, b"") for o in range(a.offset, min(self.produced, a.offset + 100)))
-            self.step(m, Fetched(a.token, a.topic, a.partition, records))
+            end = self.produced if self.tell_log_end else -1
+            self.step(m, Fetched(a.token, a.topic, a.partition, records, end))
 
     def position(self) -> int | None:
         """The log's resume offset of p0 (None: the group has no position)."""
