@@ -28,6 +28,22 @@ def _running(produced: int = 1000, tell: bool = True) -> tuple[Group, Member]:
     return g, i1
 
 
+def _hand_out_fetching(g: Group, m: Member) -> None:
+    """A poll of a batch, with the fetches it needs answered."""
+    g.serve(m)
+    _hand_out(g, m, BATCH)
+
+
+def _ahead_by(g: Group, i1: Member, handed: int) -> int:
+    """Batches handed out (fetches answered) until ``handed`` is; the last offset handed."""
+    for _ in range(handed):  # (bounded: polls that stop handing out fail the test)
+        if g.handed_by(i1) and g.handed_by(i1)[-1] >= handed:
+            break
+        _hand_out_fetching(g, i1)
+    assert g.handed_by(i1) and g.handed_by(i1)[-1] >= handed, describe(g)
+    return g.handed_by(i1)[-1]
+
+
 def test_a_reservation_covers_the_window_not_only_what_was_fetched():
     g, i1 = _running()
     assert len(i1.core._st.held[(TOPIC, 0)].buffer) < WINDOW  # (one fetch's worth)
@@ -59,20 +75,6 @@ def test_the_next_window_once_half_of_it_is_handed_out():
     assert _reservations(g) == [(0, WINDOW - 1), (WINDOW, last + WINDOW)], describe(g)
     assert _claimed_through(g) - last == WINDOW
     assert g.repeats() == {}, describe(g)
-
-
-def _hand_out_fetching(g: Group, m: Member) -> None:
-    """A poll of a batch, with the fetches it needs answered."""
-    g.serve(m)
-    _hand_out(g, m, BATCH)
-
-
-def _ahead_by(g: Group, i1: Member, handed: int) -> int:
-    for _ in range(handed):  # (bounded: a poll that hands nothing out fails the test)
-        if g.handed_by(i1) and g.handed_by(i1)[-1] >= handed:
-            break
-        _hand_out_fetching(g, i1)
-    return g.handed_by(i1)[-1]
 
 
 def test_a_crash_loses_at_most_the_window():
