@@ -386,7 +386,9 @@ class Consumer:
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[Message]:
         """Up to ``max_records`` (default ``batch_size``) messages of one partition, in order.
 
-        Waits up to ``timeout`` seconds for some. Returns [] when there are none, or when
+        Waits up to ``timeout`` seconds for some (AMO: and up to ``verdict_timeout`` more
+        while a reservation the log holds awaits our heartbeat's confirmation, rather than
+        leave its records reserved and unhanded). Returns [] when there are none, or when
         the consumer is closed meanwhile. Raises :class:`NoPosition` for a partition left
         without a position under ``auto_offset_reset="error"``. Not for concurrent use from
         several threads (``commit`` is).

@@ -183,11 +183,19 @@ class MemberCore:
         )
 
     def reserved_waiting(self) -> bool:
-        """AMO: a held partition has reserved records not handed out yet (a poll that gives
-        up now could leave them to a close, which gives them back)."""
+        """AMO: a held partition has records buffered whose reservation the log holds and
+        no heartbeat of ours has confirmed yet: a verdict away from being handed out (a poll
+        that gives up now could leave them to a close, which gives them back). Reserved
+        records already confirmed wait for no reservation's verdict: a poll that cannot hand
+        them out (our lease lapsed, say) returns at its time, not a verdict's time later
+        (reserved records are buffered nearly always since reservations run ahead of the
+        fetches, and such a poll then waited ``verdict_timeout`` more)."""
         paused = self._st.paused
         return self.options.mode == "amo" and any(
-            h.claimed_through > h.handed_through and h.buffer and key not in paused
+            h.handed_through < h.claimed_through
+            and h.confirmed_through < h.claimed_through
+            and h.buffer
+            and key not in paused
             for key, h in self._st.held.items()
         )
 

@@ -102,3 +102,28 @@ def test_a_graceful_close_loses_nothing(handed):
     g.run([c2], until=g.now + 2 * HB)
     assert g.handed_by(c2)[0] == handed + 1, describe(g)
     assert g.repeats() == {}, describe(g)
+
+
+def test_a_poll_waits_for_a_verdict_only_while_a_reservation_awaits_one():
+    """``reserved_waiting`` (a poll with nothing to hand out at its time waits a verdict's
+    time more): only while the log holds a reservation our heartbeat has not confirmed, not
+    whenever reserved records are buffered (nearly always, reservations running ahead)."""
+    g, i1 = _running()
+    held = i1.core._st.held[(TOPIC, 0)]
+    i1.budget = BATCH
+    g.poll(i1)  # the window's reservation and the heartbeat behind it go out
+    assert len(i1.outbox) == 2, describe(g)
+    g.land(i1, 1)  # the reservation alone lands: reserved, not confirmed
+    g.replay(i1)
+    assert held.claimed_through == WINDOW - 1 > held.confirmed_through, describe(g)
+    assert i1.core.reserved_waiting()
+    g.land(i1)  # its heartbeat confirms it
+    g.replay(i1)
+    assert held.confirmed_through == held.claimed_through, describe(g)
+    assert not i1.core.reserved_waiting()
+    _hand_out(g, i1, BATCH)
+    assert g.handed_by(i1) == list(range(BATCH)), describe(g)
+    g.now += 5 * HB  # i1 stalls: its lease lapses with confirmed records buffered
+    assert not i1.core.may_hand_out(TOPIC, 0, g.now)
+    assert held.handed_through < held.claimed_through and held.buffer
+    assert not i1.core.reserved_waiting()  # no verdict is due: a poll returns at its time
