@@ -108,12 +108,14 @@ def take_back(
     command: Callable[..., None],
     returned: deque[tuple[Sequence[Message], int]],
     name: str,
-) -> None:
+) -> dict[str, int]:
     """Under the Consumer's lock: give back what ``Consumer._give_back`` queued, each the
     end of a hand-out (``MemberCore.give_back``), in order; what the core refuses (a later
     batch of that partition was handed out, or a seek or a reset started its books again:
     it may have reached user code) is lost, as at a crash, and said. ``command`` runs a
-    core call as the caller's (its other errors fail the core)."""
+    core call as the caller's (its other errors fail the core). Returns how many messages
+    of each topic went back (counted as handed out already, and handed out again)."""
+    given: dict[str, int] = {}
     while returned:
         messages, handout = returned.popleft()
         one = messages[0]
@@ -121,3 +123,6 @@ def take_back(
             command(core.give_back, one.topic, one.partition, messages, handout, mine=(ValueError,))
         except ValueError as exc:
             log.warning("%s: the rest of a batch was not given back: %s", name, exc)
+        else:
+            given[one.topic] = given.get(one.topic, 0) + len(messages)
+    return given

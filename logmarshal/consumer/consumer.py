@@ -190,6 +190,9 @@ class Consumer:
         self._no_start: NoPosition | None = None
         self._handout = 0  # the number of the last batch poll returned (HandOut.handout)
         self._returned: deque[tuple[Sequence[Message], int]] = deque()  # (_give_back)
+        #: messages of each topic given back, counted by the metrics as handed out when
+        #: first polled: not counted again when handed out again
+        self._recounted: dict[str, int] = {}
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._released = False  # close() released, or the core failed: commits count no more
@@ -420,7 +423,7 @@ class Consumer:
                     batch = self._step(self._polls.get(limit) or self._poll_event(limit))
                     if batch:
                         if self._metrics is not None:
-                            self._metrics.handed_out(self, batch[0].topic, len(batch))
+                            self._metrics.handed_out(self, *self._first_counts(batch))
                         return batch
                     if self._no_start is not None:
                         raise self._no_start
@@ -478,7 +481,25 @@ class Consumer:
             self._returned.append((messages, handout))
 
     def _take_back(self) -> None:  # (under the lock)
-        take_back(self._core, self._command, self._returned, self._name())
+        given = take_back(self._core, self._command, self._returned, self._name())
+        for topic, count in given.items():
+            self._recounted[topic] = self._recounted.get(topic, 0) + count
+
+    def _first_counts(self, batch: list[Message]) -> tuple[str, int]:
+        """(Under the lock) the batch's topic and how many of its messages no poll handed
+        out before (given-back messages lead a partition's buffer: handed out again first;
+        one given back and then released with its partition is taken off a later batch
+        of the topic instead)."""
+        topic = batch[0].topic
+        again = self._recounted.get(topic)
+        if not again:
+            return topic, len(batch)
+        taken = min(again, len(batch))
+        if taken == again:
+            del self._recounted[topic]
+        else:
+            self._recounted[topic] = again - taken
+        return topic, len(batch) - taken
 
     def run(
         self,
