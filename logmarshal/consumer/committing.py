@@ -126,3 +126,30 @@ def take_back(
         else:
             given[one.topic] = given.get(one.topic, 0) + len(messages)
     return given
+
+
+class GivenBack:
+    """(Under the Consumer's lock) messages of each topic given back (:func:`take_back`):
+    the metrics counted them handed out when first polled, and do not count them again."""
+
+    def __init__(self) -> None:
+        self._owed: dict[str, int] = {}
+
+    def add(self, given: dict[str, int]) -> None:
+        for topic, count in given.items():
+            self._owed[topic] = self._owed.get(topic, 0) + count
+
+    def first(self, batch: Sequence[Message]) -> tuple[str, int]:
+        """The batch's topic and how many of its messages count as handed out now.
+        Given-back messages lead their partition's buffer and are handed out again first;
+        those released with their partition instead come off a later batch of the topic."""
+        topic = batch[0].topic
+        owed = self._owed.get(topic)
+        if not owed:
+            return topic, len(batch)
+        taken = min(owed, len(batch))
+        if taken == owed:
+            del self._owed[topic]
+        else:
+            self._owed[topic] = owed - taken
+        return topic, len(batch) - taken

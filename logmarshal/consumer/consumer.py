@@ -69,7 +69,7 @@ from ..marshaler import Marshaler
 from ..retry import RetryPolicy
 from .callbacks import PartitionCallbacks, PollLock
 from .catchup import CatchingUp
-from .committing import OFFSET, commit_messages, refuse_non_messages, take_back
+from .committing import OFFSET, GivenBack, commit_messages, refuse_non_messages, take_back
 from .config import (
     DEFAULT_CONFIG,
     RENAMED,
@@ -190,9 +190,7 @@ class Consumer:
         self._no_start: NoPosition | None = None
         self._handout = 0  # the number of the last batch poll returned (HandOut.handout)
         self._returned: deque[tuple[Sequence[Message], int]] = deque()  # (_give_back)
-        #: messages of each topic given back, counted by the metrics as handed out when
-        #: first polled: not counted again when handed out again
-        self._recounted: dict[str, int] = {}
+        self._given_back = GivenBack()  # (for the metrics: a message handed out counts once)
         self._inbox: deque[Event] = deque()  # events from other threads, stepped together
         self._closed = False
         self._released = False  # close() released, or the core failed: commits count no more
@@ -389,13 +387,11 @@ class Consumer:
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[Message]:
         """Up to ``max_records`` (default ``batch_size``) messages of one partition, in order.
 
-        Waits up to ``timeout`` seconds for some (AMO: and up to ``verdict_timeout`` more
-        while a reservation the log holds awaits our heartbeat's confirmation, rather than
-        leave its records reserved and unhanded). Returns [] when there are none, or when
-        the consumer is closed meanwhile. Raises :class:`NoPosition` for a partition left
-        without a position under ``auto_offset_reset="error"``. Not for concurrent use from
-        several threads (``commit`` is).
-        """
+        Waits up to ``timeout`` seconds for some (AMO: up to ``verdict_timeout`` more while a
+        reservation the log holds awaits our heartbeat's confirmation). Returns [] when there
+        are none, or when the consumer is closed meanwhile. Raises :class:`NoPosition` for a
+        partition left without a position under ``auto_offset_reset="error"``. Not for
+        concurrent use from several threads (``commit`` is)."""
         limit = self._batch_size if max_records is None else max_records
         if type(limit) is not int or limit < 1:  # (2.5 failed the core: ConsumerFailed)
             limit = checked_max_records(limit)
@@ -423,7 +419,7 @@ class Consumer:
                     batch = self._step(self._polls.get(limit) or self._poll_event(limit))
                     if batch:
                         if self._metrics is not None:
-                            self._metrics.handed_out(self, *self._first_counts(batch))
+                            self._metrics.handed_out(self, *self._given_back.first(batch))
                         return batch
                     if self._no_start is not None:
                         raise self._no_start
@@ -474,32 +470,13 @@ class Consumer:
             raise
 
     def _give_back(self, messages: Sequence[Message], handout: int) -> None:
-        """AMO (``run``, ``__iter__``): the end of hand-out ``handout`` never reached user
-        code: queued for :func:`.committing.take_back` (from any thread: a collected
-        generator's may run in the middle of a core step, under the lock)."""
+        """AMO (``run``, ``__iter__``): the end of hand-out ``handout`` never reached user code:
+        queued for :func:`.committing.take_back` (from any thread, even mid-step)."""
         if self._mode == "amo" and messages:
             self._returned.append((messages, handout))
 
     def _take_back(self) -> None:  # (under the lock)
-        given = take_back(self._core, self._command, self._returned, self._name())
-        for topic, count in given.items():
-            self._recounted[topic] = self._recounted.get(topic, 0) + count
-
-    def _first_counts(self, batch: list[Message]) -> tuple[str, int]:
-        """(Under the lock) the batch's topic and how many of its messages no poll handed
-        out before (given-back messages lead a partition's buffer: handed out again first;
-        one given back and then released with its partition is taken off a later batch
-        of the topic instead)."""
-        topic = batch[0].topic
-        again = self._recounted.get(topic)
-        if not again:
-            return topic, len(batch)
-        taken = min(again, len(batch))
-        if taken == again:
-            del self._recounted[topic]
-        else:
-            self._recounted[topic] = again - taken
-        return topic, len(batch) - taken
+        self._given_back.add(take_back(self._core, self._command, self._returned, self._name()))
 
     def run(
         self,
